@@ -1,0 +1,163 @@
+# pskv build. Objects and binaries go to $(BUILD) (binaries in $(BUILD)/bin).
+# `make test` builds a second tree with AddressSanitizer + UndefinedBehaviorSanitizer
+# in build/asan and runs the unit and integration tests against it.
+
+BUILD    ?= build
+SANITIZE ?=
+PREFIX   ?= /usr/local
+DESTDIR  ?=
+CC       ?= cc
+
+PKGS     := libzmq libprotobuf-c openblas
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
+
+WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Werror
+OPT      ?= -O2 -g
+CFLAGS   ?=
+ifneq ($(SANITIZE),)
+SANFLAGS := -fsanitize=$(SANITIZE) -fno-sanitize-recover=all -fno-omit-frame-pointer
+endif
+ALLCFLAGS = -std=c11 $(OPT) -fPIC -MMD -MP $(WARN) $(SANFLAGS) -Icommon -Iworker -I$(BUILD)/gen \
+            $(PKG_CFLAGS) $(CFLAGS)
+LDLIBS   = $(PKG_LIBS) -lz -lm -lpthread
+LDFLAGS  += $(SANFLAGS)
+
+GEN_C    := $(BUILD)/gen/pskv.pb-c.c
+GEN_H    := $(BUILD)/gen/pskv.pb-c.h
+COMMON   := $(wildcard common/*.c)
+COMMON_O := $(COMMON:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/pskv.pb-c.o
+LIB_SRC  := worker/client.c
+LIB_O    := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(COMMON_O)
+SCHED_O  := $(BUILD)/obj/scheduler/scheduler.o
+CTL_O    := $(BUILD)/obj/scheduler/pskvctl.o
+SERVER_SRC := $(wildcard server/*.c)
+SERVER_O := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o)
+SERVER_LIB_O := $(filter-out $(BUILD)/obj/server/server_main.o,$(SERVER_O))
+WORKER_SRC := $(filter-out $(LIB_SRC),$(wildcard worker/*.c))
+WORKER_O := $(WORKER_SRC:%.c=$(BUILD)/obj/%.o)
+UNIT_SRC := $(wildcard test/unit/*.c)
+UNIT_O   := $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
+
+BIN      := $(BUILD)/bin
+BINS     := $(BIN)/pskv-scheduler $(BIN)/pskv-server $(BIN)/pskv-worker $(BIN)/pskvctl
+TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-garbage $(BIN)/pskv-fuzz-replay
+LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
+
+.PHONY: all tools deps test unit integration demo bench bench-pushpull install clean fuzz
+.DEFAULT_GOAL := all
+
+all: $(BINS) $(LIBS) $(TOOLS) $(BUILD)/pskv.pc
+
+deps:
+	@scripts/install-deps.sh
+
+$(GEN_C) $(GEN_H): proto/pskv.proto
+	@mkdir -p $(BUILD)/gen
+	protoc-c --c_out=$(BUILD)/gen -Iproto proto/pskv.proto
+
+# Generated code is not ours to lint: no -Werror and no prototype warnings there.
+$(BUILD)/obj/gen/pskv.pb-c.o: $(GEN_C)
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(OPT) -fPIC $(SANFLAGS) $(PKG_CFLAGS) -I$(BUILD)/gen -c $< -o $@
+
+$(BUILD)/obj/%.o: %.c $(GEN_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALLCFLAGS) -c $< -o $@
+
+$(BUILD)/obj/test/unit/%.o: test/unit/%.c $(GEN_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALLCFLAGS) -Iserver $(CHECK_CFLAGS) -c $< -o $@
+
+$(BUILD)/lib/libpskv.a: $(LIB_O)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/lib/libpskv.so: $(LIB_O)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-soname,libpskv.so.1 $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BIN)/pskv-scheduler: $(SCHED_O) $(COMMON_O)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BIN)/pskvctl: $(CTL_O) $(COMMON_O)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BIN)/pskv-server: $(SERVER_O) $(COMMON_O)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BIN)/pskv-worker: $(WORKER_O) $(BUILD)/lib/libpskv.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BIN)/pskv-zmq-rtt: $(BUILD)/obj/test/zmq_rtt.o $(COMMON_O)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BIN)/pskv-garbage: $(BUILD)/obj/test/garbage.o $(COMMON_O)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BIN)/pskv-fuzz-replay: $(BUILD)/obj/test/fuzz_wire.o $(BUILD)/obj/test/fuzz_replay.o $(COMMON_O)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/bin/pskv-unit: $(UNIT_O) $(SERVER_LIB_O) $(COMMON_O)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
+
+$(BUILD)/pskv.pc: Makefile
+	@mkdir -p $(BUILD)
+	@printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: pskv\nDescription: pskv parameter server worker library\nVersion: 0.1.0\nRequires.private: libzmq libprotobuf-c\nLibs: -L$${libdir} -lpskv\nCflags: -I$${includedir}\n' '$(PREFIX)' > $@
+
+# ---- tests ---------------------------------------------------------------
+ASAN_BUILD := build/asan
+
+test: deps
+	$(MAKE) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined all $(ASAN_BUILD)/bin/pskv-unit
+	$(MAKE) BUILD=$(ASAN_BUILD) unit integration
+
+unit: $(BUILD)/bin/pskv-unit
+	CK_DEFAULT_TIMEOUT=60 $(BUILD)/bin/pskv-unit
+
+integration: all
+	PSKV_BIN_DIR=$(abspath $(BIN)) test/integration.sh
+
+# ---- fuzzing (clang + libFuzzer); `make test` replays the committed corpus ----
+fuzz: $(GEN_H)
+	@mkdir -p build/fuzz
+	clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -Icommon -I$(BUILD)/gen \
+	  $(PKG_CFLAGS) test/fuzz_wire.c common/wire.c common/pskv_errors.c $(GEN_C) \
+	  -o build/fuzz/fuzz-wire $(PKG_LIBS)
+	build/fuzz/fuzz-wire -max_total_time=$${FUZZ_SECONDS:-60} -max_len=4096 build/fuzz/corpus test/corpus || true
+
+# ---- demo and benchmarks -------------------------------------------------
+demo: deps all
+	scripts/demo.sh
+
+bench: deps all
+	scripts/bench-pushpull.sh
+
+bench-pushpull: deps all
+	scripts/bench-pushpull.sh
+
+# ---- install -------------------------------------------------------------
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 $(BUILD)/lib/libpskv.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/lib/libpskv.so $(DESTDIR)$(PREFIX)/lib/libpskv.so.1
+	ln -sf libpskv.so.1 $(DESTDIR)$(PREFIX)/lib/libpskv.so
+	install -m 644 worker/pskv.h common/pskv_errors.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(BUILD)/pskv.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+
+clean:
+	rm -rf build
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,35 @@
+/* Addresses and sockets: endpoints, the advertised address, listening sockets.
+ * Nothing here assumes 127.0.0.1: a node advertises --advertise, else the address
+ * of --interface, else the local address its route to the scheduler uses. */
+#ifndef PSKV_NET_H
+#define PSKV_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Splits "HOST:PORT" (HOST may be [v6]). Returns 0 or -PSKV_EINVAL. */
+int net_split_hostport(const char *s, char *host, size_t hostlen, int *port);
+
+/* IPv4 address of interface `ifname` into out. Returns 0 or -PSKV_ENOTFOUND. */
+int net_interface_addr(const char *ifname, char *out, size_t outlen);
+
+/* Chooses the address to advertise: `advertise` if non-empty, else the address
+ * of `ifname` if non-empty, else the local address used to reach `peer_host`
+ * (when given), else the host name's address. Returns 0 or a negated error with
+ * the reason in `why`. */
+int net_pick_advertise(const char *advertise, const char *ifname, const char *peer_host,
+                       char *out, size_t outlen, char *why, size_t whylen);
+
+/* Creates a socket of `type` with pskv's options: linger `linger_ms`, maximum
+ * message size `max_message` bytes (0 = unlimited), ROUTER_MANDATORY on ROUTERs,
+ * send time-out. Returns the socket or NULL. */
+void *net_socket(void *ctx, int type, int64_t max_message, int linger_ms);
+
+/* Binds `sock` on tcp://BIND:PORT (BIND "*" or empty = all, PORT 0 = any free)
+ * and returns the port actually bound, or a negated error. */
+int net_bind(void *sock, const char *bind, int port, char *why, size_t whylen);
+
+/* Connects `sock` to tcp://HOST:PORT. Returns 0 or -PSKV_ENET. */
+int net_connect(void *sock, const char *host, int port);
+
+#endif

@@ -1,0 +1,29 @@
+#include "pskv_errors.h"
+
+static const char *const messages[PSKV_ERROR_MAX] = {
+    [PSKV_OK] = "success",
+    [PSKV_EINVAL] = "invalid argument",
+    [PSKV_ENOMEM] = "out of memory",
+    [PSKV_ETIMEDOUT] = "timed out",
+    [PSKV_EPROTO] = "protocol error",
+    [PSKV_EVERSION] = "protocol version mismatch",
+    [PSKV_EJOB] = "job id mismatch",
+    [PSKV_ENOTABLE] = "unknown table",
+    [PSKV_ERANGE] = "key out of range",
+    [PSKV_EMISMATCH] = "table options differ",
+    [PSKV_EREFUSED] = "refused",
+    [PSKV_ENET] = "network error",
+    [PSKV_ECLOSED] = "closed",
+    [PSKV_ENOTFOUND] = "not found",
+    [PSKV_EBADVALUE] = "non-finite value",
+    [PSKV_EIO] = "I/O error",
+};
+
+const char *pskv_strerror(int code)
+{
+    if (code < 0)
+        code = -code;
+    if (code >= PSKV_ERROR_MAX)
+        return "unknown error";
+    return messages[code];
+}

@@ -1,0 +1,36 @@
+/* pskv error codes. Calls that can fail return 0 (or a non-negative result) on
+ * success and a negated code on failure: `return -PSKV_ETIMEDOUT;`. */
+#ifndef PSKV_ERRORS_H
+#define PSKV_ERRORS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum pskv_error {
+    PSKV_OK = 0,
+    PSKV_EINVAL = 1,      /* invalid argument or option */
+    PSKV_ENOMEM = 2,      /* out of memory */
+    PSKV_ETIMEDOUT = 3,   /* a wait passed its time-out */
+    PSKV_EPROTO = 4,      /* malformed or unexpected message */
+    PSKV_EVERSION = 5,    /* peer speaks another protocol version */
+    PSKV_EJOB = 6,        /* peer belongs to another job */
+    PSKV_ENOTABLE = 7,    /* unknown table */
+    PSKV_ERANGE = 8,      /* key outside the receiver's ranges or the table */
+    PSKV_EMISMATCH = 9,   /* table reopened with different options */
+    PSKV_EREFUSED = 10,   /* registration refused (rank taken, cluster full) */
+    PSKV_ENET = 11,       /* ZeroMQ or socket error */
+    PSKV_ECLOSED = 12,    /* the job is over or the handle is closed */
+    PSKV_ENOTFOUND = 13,  /* no such timestamp, node or interface */
+    PSKV_EBADVALUE = 14,  /* non-finite value (NaN or infinity) in a push */
+    PSKV_EIO = 15,        /* file I/O error */
+    PSKV_ERROR_MAX
+};
+
+/* Returns a static description of `code` (positive or negated). Never NULL. */
+const char *pskv_strerror(int code);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,292 @@
+#define _POSIX_C_SOURCE 200809L
+#include "wire.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pskv_errors.h"
+
+void wire_meta_init(Pskv__Meta *meta, Pskv__MsgType type)
+{
+    pskv__meta__init(meta);
+    meta->version = PSKV_PROTO_VERSION;
+    meta->type = type;
+}
+
+const char *wire_type_name(int type)
+{
+    const ProtobufCEnumValue *v =
+        protobuf_c_enum_descriptor_get_value(&pskv__msg_type__descriptor, type);
+    return v ? v->name : "unknown";
+}
+
+#define FAIL(code, ...)                                                                      \
+    do {                                                                                     \
+        snprintf(why, whylen, __VA_ARGS__);                                                  \
+        rc = -(code);                                                                        \
+        goto fail;                                                                           \
+    } while (0)
+
+/* Frames that each type carries after Meta. */
+static void payload_shape(const Pskv__Meta *m, int *want_keys, int *want_vals)
+{
+    int dense_run = m->has_first_key;
+    *want_keys = 0;
+    *want_vals = 0;
+    switch (m->type) {
+    case PSKV__MSG_TYPE__PUSH:
+        *want_keys = !dense_run;
+        *want_vals = 1;
+        break;
+    case PSKV__MSG_TYPE__PULL:
+        *want_keys = !dense_run;
+        break;
+    case PSKV__MSG_TYPE__PULL_REPLY:
+        *want_vals = 1;
+        break;
+    default:
+        break;
+    }
+}
+
+int wire_parse(wire_msg *m, const void *const *frames, const size_t *sizes, int n, char *why,
+               size_t whylen)
+{
+    int rc = 0;
+    m->meta = NULL;
+    m->keys = NULL;
+    m->vals = NULL;
+    m->nkeys = m->nvals = 0;
+    m->own = NULL;
+    if (n < 1)
+        FAIL(PSKV_EPROTO, "empty message");
+    Pskv__Meta *meta = pskv__meta__unpack(NULL, sizes[0], frames[0]);
+    if (!meta)
+        FAIL(PSKV_EPROTO, "frame 0 (%zu bytes) is not a valid Meta", sizes[0]);
+    m->meta = meta;
+    if (meta->version != PSKV_PROTO_VERSION)
+        FAIL(PSKV_EVERSION, "protocol version %u, expected %u", meta->version,
+             PSKV_PROTO_VERSION);
+    if (!protobuf_c_enum_descriptor_get_value(&pskv__msg_type__descriptor, (int)meta->type) ||
+        meta->type == PSKV__MSG_TYPE__MSG_NONE)
+        FAIL(PSKV_EPROTO, "unknown message type %d", (int)meta->type);
+
+    int want_keys, want_vals;
+    payload_shape(meta, &want_keys, &want_vals);
+    int want = 1 + want_keys + want_vals;
+    if (n != want)
+        FAIL(PSKV_EPROTO, "%s with %d frames, expected %d", wire_type_name((int)meta->type), n,
+             want);
+    if (want_keys + want_vals == 0 && meta->type != PSKV__MSG_TYPE__PULL)
+        return 0;
+
+    uint64_t nkeys = meta->num_keys;
+    if (!meta->has_num_keys || nkeys == 0)
+        FAIL(PSKV_EPROTO, "%s without num_keys", wire_type_name((int)meta->type));
+    if (!meta->has_width || meta->width == 0)
+        FAIL(PSKV_EPROTO, "%s without width", wire_type_name((int)meta->type));
+    if (meta->dtype != 0 || meta->codec != 0)
+        FAIL(PSKV_EPROTO, "unsupported dtype %u / codec %u", meta->dtype, meta->codec);
+    if (meta->has_first_key && nkeys > UINT64_MAX - meta->first_key)
+        FAIL(PSKV_ERANGE, "dense run first_key %llu + num_keys %llu overflows",
+             (unsigned long long)meta->first_key, (unsigned long long)nkeys);
+    if (nkeys > (UINT64_MAX / 8) / meta->width)
+        FAIL(PSKV_EPROTO, "num_keys %llu x width %u overflows", (unsigned long long)nkeys,
+             meta->width);
+    uint64_t nvals = nkeys * meta->width;
+    int f = 1;
+    size_t need_align = 0;
+    if (want_keys) {
+        if (sizes[f] != nkeys * 8)
+            FAIL(PSKV_EPROTO, "keys frame has %zu bytes for num_keys %llu (expected %llu)",
+                 sizes[f], (unsigned long long)nkeys, (unsigned long long)(nkeys * 8));
+        if ((uintptr_t)frames[f] % 8)
+            need_align += sizes[f];
+        f++;
+    }
+    if (want_vals) {
+        if (sizes[f] != nvals * 4)
+            FAIL(PSKV_EPROTO, "values frame has %zu bytes for %llu keys x width %u (expected %llu)",
+                 sizes[f], (unsigned long long)nkeys, meta->width,
+                 (unsigned long long)(nvals * 4));
+        if ((uintptr_t)frames[f] % 8)
+            need_align += sizes[f] + 8;
+    }
+    /* ZeroMQ may hand small frames at any byte offset; copy those (never the big
+     * ones, which it allocates whole) so that loads are aligned. */
+    char *own = NULL;
+    if (need_align) {
+        own = malloc(need_align);
+        if (!own)
+            FAIL(PSKV_ENOMEM, "out of memory");
+        m->own = own;
+    }
+    f = 1;
+    if (want_keys) {
+        if ((uintptr_t)frames[f] % 8) {
+            memcpy(own, frames[f], sizes[f]);
+            m->keys = (const uint64_t *)(void *)own;
+            own += (sizes[f] + 7) / 8 * 8;
+        } else {
+            m->keys = frames[f];
+        }
+        f++;
+    }
+    if (want_vals) {
+        if ((uintptr_t)frames[f] % 8) {
+            memcpy(own, frames[f], sizes[f]);
+            m->vals = (const float *)(void *)own;
+        } else {
+            m->vals = frames[f];
+        }
+    }
+    m->nkeys = nkeys;
+    m->nvals = nvals;
+    return 0;
+fail:
+    if (m->meta)
+        pskv__meta__free_unpacked(m->meta, NULL);
+    m->meta = NULL;
+    free(m->own);
+    m->own = NULL;
+    return rc;
+}
+
+static void peer_of(zmq_msg_t *msg, char *out, size_t len)
+{
+    const char *addr = zmq_msg_gets(msg, "Peer-Address");
+    snprintf(out, len, "%s", addr ? addr : "?");
+}
+
+int wire_recv(void *sock, int router, wire_msg *m, char *why, size_t whylen)
+{
+    memset(m, 0, sizeof *m);
+    int more = 1, count = 0, overflow = 0;
+    const void *data[WIRE_MAX_FRAMES];
+    size_t sizes[WIRE_MAX_FRAMES];
+    while (more) {
+        zmq_msg_t part;
+        zmq_msg_init(&part);
+        int flags = count == 0 ? ZMQ_DONTWAIT : 0;
+        if (zmq_msg_recv(&part, sock, flags) < 0) {
+            int e = errno;
+            zmq_msg_close(&part);
+            if (count == 0 && e == EAGAIN)
+                return -PSKV_ETIMEDOUT;
+            snprintf(why, whylen, "receive failed: %s", zmq_strerror(e));
+            return -PSKV_ENET;
+        }
+        more = zmq_msg_more(&part);
+        if (count == 0)
+            peer_of(&part, m->peer, sizeof m->peer);
+        if (router && count == 0) {
+            m->rid = part;
+            m->has_rid = 1;
+        } else if (m->nframes < WIRE_MAX_FRAMES) {
+            m->frames[m->nframes++] = part;
+        } else {
+            overflow++;
+            zmq_msg_close(&part);
+        }
+        count++;
+    }
+    if (overflow) {
+        snprintf(why, whylen, "message with %d frames, at most %d allowed",
+                 m->nframes + overflow, WIRE_MAX_FRAMES);
+        return -PSKV_EPROTO;
+    }
+    for (int i = 0; i < m->nframes; i++) {
+        data[i] = zmq_msg_data(&m->frames[i]);
+        sizes[i] = zmq_msg_size(&m->frames[i]);
+    }
+    return wire_parse(m, data, sizes, m->nframes, why, whylen);
+}
+
+void wire_msg_close(wire_msg *m)
+{
+    if (m->meta)
+        pskv__meta__free_unpacked(m->meta, NULL);
+    m->meta = NULL;
+    free(m->own);
+    m->own = NULL;
+    for (int i = 0; i < m->nframes; i++)
+        zmq_msg_close(&m->frames[i]);
+    m->nframes = 0;
+    if (m->has_rid)
+        zmq_msg_close(&m->rid);
+    m->has_rid = 0;
+}
+
+int wire_send(void *sock, zmq_msg_t *rid, const Pskv__Meta *meta, zmq_msg_t *keys,
+              zmq_msg_t *vals)
+{
+    int rc = 0;
+    size_t len = pskv__meta__get_packed_size(meta);
+    zmq_msg_t head;
+    if (zmq_msg_init_size(&head, len) != 0) {
+        rc = -PSKV_ENOMEM;
+        goto out;
+    }
+    pskv__meta__pack(meta, zmq_msg_data(&head));
+    if (rid) {
+        zmq_msg_t r;
+        zmq_msg_init(&r);
+        zmq_msg_copy(&r, rid);
+        if (zmq_msg_send(&r, sock, ZMQ_SNDMORE) < 0) {
+            zmq_msg_close(&r);
+            zmq_msg_close(&head);
+            rc = -PSKV_ENET;
+            goto out;
+        }
+    }
+    if (zmq_msg_send(&head, sock, (keys || vals) ? ZMQ_SNDMORE : 0) < 0) {
+        zmq_msg_close(&head);
+        rc = -PSKV_ENET;
+        goto out;
+    }
+    if (keys) {
+        if (zmq_msg_send(keys, sock, vals ? ZMQ_SNDMORE : 0) < 0) {
+            rc = -PSKV_ENET;
+            goto out;
+        }
+        keys = NULL;
+    }
+    if (vals) {
+        if (zmq_msg_send(vals, sock, 0) < 0) {
+            rc = -PSKV_ENET;
+            goto out;
+        }
+        vals = NULL;
+    }
+out:
+    if (keys)
+        zmq_msg_close(keys);
+    if (vals)
+        zmq_msg_close(vals);
+    return rc;
+}
+
+int wire_send_error(void *sock, zmq_msg_t *rid, const Pskv__Meta *req, uint64_t job_id,
+                    uint32_t sender, int code, const char *reason)
+{
+    Pskv__Meta m;
+    wire_meta_init(&m, PSKV__MSG_TYPE__ERROR);
+    m.has_job_id = 1;
+    m.job_id = job_id;
+    m.has_sender = 1;
+    m.sender = sender;
+    if (req && req->has_request_id) {
+        m.has_request_id = 1;
+        m.request_id = req->request_id;
+    }
+    if (req && req->has_table_id) {
+        m.has_table_id = 1;
+        m.table_id = req->table_id;
+    }
+    m.has_error_code = 1;
+    m.error_code = code < 0 ? -code : code;
+    m.error = (char *)reason;
+    return wire_send(sock, rid, &m, NULL, NULL);
+}

@@ -1,0 +1,65 @@
+/* The message codec: one logical message is a ZeroMQ multipart message
+ *   [routing id (ROUTER side only)] Meta [keys] [values]
+ * Meta is protobuf-c; keys are a little-endian uint64 array, values raw float32.
+ * wire_parse checks everything that can be checked without the receiver's state
+ * (version, type, frame count, sizes against counts, overflow); the receiver then
+ * checks job id, epoch, table and ranges. Frames from the network are never trusted. */
+#ifndef PSKV_WIRE_H
+#define PSKV_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <zmq.h>
+
+#include "pskv.pb-c.h"
+
+#define PSKV_PROTO_VERSION 1
+#define WIRE_MAX_FRAMES 3
+
+typedef struct wire_msg {
+    zmq_msg_t rid;               /* routing id, when received on a ROUTER */
+    int has_rid;
+    zmq_msg_t frames[WIRE_MAX_FRAMES];
+    int nframes;                 /* frames initialised in frames[] */
+    Pskv__Meta *meta;            /* decoded frame 0, owned */
+    const uint64_t *keys;        /* NULL for a dense run (meta->first_key) */
+    const float *vals;           /* NULL when the type carries no values */
+    uint64_t nkeys;              /* meta->num_keys */
+    uint64_t nvals;              /* floats in vals: nkeys * width */
+    void *own;                   /* aligned copy of an unaligned frame, owned */
+    char peer[64];               /* sender address for logs */
+} wire_msg;
+
+/* Sets version and type on a fresh Meta (callers fill the rest). */
+void wire_meta_init(Pskv__Meta *meta, Pskv__MsgType type);
+
+/* Validates and decodes frames[0..n-1] (Meta first) into m->meta, keys, vals.
+ * The frames must outlive m. Returns 0 or a negated PSKV_E* with the reason in
+ * `why`. On failure m holds no allocation. */
+int wire_parse(wire_msg *m, const void *const *frames, const size_t *sizes, int n, char *why,
+               size_t whylen);
+
+/* Receives one whole multipart message from `sock` (a ROUTER when `router`),
+ * non-blocking, and parses it. Returns 0, -PSKV_ETIMEDOUT when nothing is
+ * waiting, -PSKV_ENET on a socket error, or the wire_parse error (m->peer and the
+ * reason in `why` are set; m must still be released with wire_msg_close, which
+ * keeps the routing id usable for an error reply until then). */
+int wire_recv(void *sock, int router, wire_msg *m, char *why, size_t whylen);
+
+/* Releases everything m holds. Safe on a zeroed or already closed m. */
+void wire_msg_close(wire_msg *m);
+
+/* Sends Meta plus optional key and value frames (ownership of the zmq_msg_t
+ * frames passes to ZeroMQ; they are closed on failure too). `rid` is the routing
+ * id to send to (ROUTER) or NULL. Returns 0 or -PSKV_ENET. */
+int wire_send(void *sock, zmq_msg_t *rid, const Pskv__Meta *meta, zmq_msg_t *keys,
+              zmq_msg_t *vals);
+
+/* Sends an ERROR reply naming `code` and `reason` to rid (may be NULL). */
+int wire_send_error(void *sock, zmq_msg_t *rid, const Pskv__Meta *req, uint64_t job_id,
+                    uint32_t sender, int code, const char *reason);
+
+/* Human name of a message type, for logs. */
+const char *wire_type_name(int type);
+
+#endif
