@@ -290,3 +290,13 @@ int wire_send_error(void *sock, zmq_msg_t *rid, const Pskv__Meta *req, uint64_t 
     m.error = (char *)reason;
     return wire_send(sock, rid, &m, NULL, NULL);
 }
+
+uint64_t wire_table_id(const char *name)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+        h ^= *p;
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}

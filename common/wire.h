@@ -62,4 +62,9 @@ int wire_send_error(void *sock, zmq_msg_t *rid, const Pskv__Meta *req, uint64_t 
 /* Human name of a message type, for logs. */
 const char *wire_type_name(int type);
 
+
+
+/* Table id of a table name (64-bit FNV-1a); worker and server derive it alike. */
+uint64_t wire_table_id(const char *name);
+
 #endif

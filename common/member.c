@@ -1,0 +1,217 @@
+#define _GNU_SOURCE
+#include "member.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "log.h"
+#include "net.h"
+#include "pskv_errors.h"
+#include "timeutil.h"
+
+void member_meta(const member *m, Pskv__Meta *meta, Pskv__MsgType type)
+{
+    wire_meta_init(meta, type);
+    meta->has_job_id = meta->has_epoch = meta->has_sender = 1;
+    meta->job_id = m->job_id;
+    meta->epoch = m->epoch;
+    meta->sender = m->node_id;
+}
+
+int member_send(member *m, Pskv__Meta *meta) { return wire_send(m->sock, NULL, meta, NULL, NULL); }
+
+static int poll_in(void *sock, long ms)
+{
+    zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
+    int rc = zmq_poll(&it, 1, ms);
+    return rc > 0 && (it.revents & ZMQ_POLLIN);
+}
+
+static void apply_view(member *m, wire_msg *msg)
+{
+    if (m->view_meta)
+        pskv__meta__free_unpacked(m->view_meta, NULL);
+    m->view_meta = msg->meta; /* keep the decoded message; the view points into it */
+    m->view = msg->meta->view;
+    msg->meta = NULL;
+    m->epoch = m->view->epoch;
+    if (m->view->has_heartbeat_ms && m->view->heartbeat_ms)
+        m->heartbeat_ms = (int)m->view->heartbeat_ms;
+    LOG_I("view epoch %llu: %zu nodes", (unsigned long long)m->epoch, m->view->n_nodes);
+}
+
+int member_recv(member *m, wire_msg *msg)
+{
+    char why[256];
+    int rc = wire_recv(m->sock, 0, msg, why, sizeof why);
+    if (rc == -PSKV_ETIMEDOUT) {
+        wire_msg_close(msg);
+        return rc;
+    }
+    if (rc < 0) {
+        LOG_W("dropped message from the scheduler: %s", why);
+        wire_msg_close(msg);
+        return rc;
+    }
+    Pskv__Meta *r = msg->meta;
+    if (r->has_job_id && m->job_id && r->job_id != m->job_id) {
+        LOG_W("dropped %s from job %llu (this node is in job %llu)", wire_type_name((int)r->type),
+              (unsigned long long)r->job_id, (unsigned long long)m->job_id);
+        wire_msg_close(msg);
+        return -PSKV_EJOB;
+    }
+    if (r->type == PSKV__MSG_TYPE__VIEW) {
+        if (!r->view || !r->view->has_epoch || r->view->epoch < m->epoch) {
+            LOG_W("dropped a VIEW without a newer epoch");
+            wire_msg_close(msg);
+            return -PSKV_EPROTO;
+        }
+        apply_view(m, msg); /* takes msg->meta, leaves msg->meta NULL */
+    }
+    return 0;
+}
+
+int member_open(member *m, void *ctx, const char *scheduler, Pskv__Role role, int rank_wish,
+                const char *host, int port, uint64_t job_id, double connect_timeout_s,
+                int64_t max_message, char *why, size_t whylen)
+{
+    memset(m, 0, sizeof *m);
+    char shost[256];
+    int sport;
+    if (!scheduler || net_split_hostport(scheduler, shost, sizeof shost, &sport) < 0) {
+        snprintf(why, whylen, "scheduler address '%s' is not HOST:PORT",
+                 scheduler ? scheduler : "");
+        return -PSKV_EINVAL;
+    }
+    snprintf(m->sched, sizeof m->sched, "%s", scheduler);
+    m->sock = net_socket(ctx, ZMQ_DEALER, max_message, 0);
+    if (!m->sock) {
+        snprintf(why, whylen, "cannot create socket: %s", zmq_strerror(errno));
+        return -PSKV_ENET;
+    }
+    int ivl_max = 2000;
+    zmq_setsockopt(m->sock, ZMQ_RECONNECT_IVL_MAX, &ivl_max, sizeof ivl_max);
+    if (net_connect(m->sock, shost, sport) < 0) {
+        snprintf(why, whylen, "cannot connect to scheduler %s: %s", scheduler, zmq_strerror(errno));
+        member_close(m);
+        return -PSKV_ENET;
+    }
+    uint64_t nonce = 0;
+    while (nonce == 0 && getrandom(&nonce, sizeof nonce, 0) != sizeof nonce)
+        ;
+    Pskv__Meta reg;
+    wire_meta_init(&reg, PSKV__MSG_TYPE__REGISTER);
+    reg.has_job_id = 1;
+    reg.job_id = job_id;
+    reg.has_role = reg.has_rank = reg.has_port = reg.has_pid = reg.has_nonce = 1;
+    reg.role = role;
+    reg.rank = rank_wish;
+    reg.host = (char *)host;
+    reg.port = (uint32_t)port;
+    reg.pid = (uint32_t)getpid();
+    reg.nonce = nonce;
+
+    int64_t deadline = tu_now_ms() + (int64_t)(connect_timeout_s * 1000);
+    long backoff = 100;
+    for (;;) {
+        member_send(m, &reg); /* queued until connected; re-sends are idempotent (nonce) */
+        int64_t until = tu_now_ms() + backoff;
+        if (until > deadline)
+            until = deadline;
+        while (tu_now_ms() < until) {
+            if (!poll_in(m->sock, (long)(until - tu_now_ms())))
+                continue;
+            wire_msg msg;
+            int rc = member_recv(m, &msg);
+            if (rc < 0)
+                continue;
+            Pskv__Meta *r = msg.meta;
+            if (r && r->type == PSKV__MSG_TYPE__REGISTER_ACK && r->nonce == nonce) {
+                m->node_id = (uint32_t)r->request_id;
+                m->rank = r->rank;
+                m->job_id = r->job_id;
+                m->heartbeat_ms = r->view && r->view->heartbeat_ms ? (int)r->view->heartbeat_ms
+                                                                   : 100;
+                wire_msg_close(&msg);
+                m->next_hb_ms = tu_now_ms();
+                return 0;
+            }
+            if (r && r->type == PSKV__MSG_TYPE__ERROR) {
+                snprintf(why, whylen, "scheduler %s refused registration: %s", scheduler,
+                         r->error ? r->error : pskv_strerror(r->error_code));
+                rc = r->error_code == PSKV_EJOB || r->error_code == PSKV_EVERSION
+                         ? -r->error_code
+                         : -PSKV_EREFUSED;
+                wire_msg_close(&msg);
+                member_close(m);
+                return rc;
+            }
+            wire_msg_close(&msg);
+        }
+        if (tu_now_ms() >= deadline) {
+            snprintf(why, whylen,
+                     "scheduler %s unreachable: no answer within %.1f s (--connect-timeout)",
+                     scheduler, connect_timeout_s);
+            member_close(m);
+            return -PSKV_ETIMEDOUT;
+        }
+        LOG_D("no answer from scheduler %s yet; retrying in %ld ms", scheduler, backoff * 2);
+        if (backoff < 2000)
+            backoff *= 2;
+    }
+}
+
+int member_wait_view(member *m, double timeout_s, char *why, size_t whylen)
+{
+    int64_t deadline = tu_now_ms() + (int64_t)(timeout_s * 1000);
+    while (!m->view) {
+        int64_t now = tu_now_ms();
+        if (now >= deadline) {
+            snprintf(why, whylen, "no cluster view from scheduler %s within %.0f s", m->sched,
+                     timeout_s);
+            return -PSKV_ETIMEDOUT;
+        }
+        member_tick(m);
+        long wait = (long)(m->next_hb_ms - tu_now_ms());
+        if (wait > deadline - now)
+            wait = (long)(deadline - now);
+        if (!poll_in(m->sock, wait < 0 ? 0 : wait))
+            continue;
+        wire_msg msg;
+        if (member_recv(m, &msg) < 0)
+            continue;
+        if (msg.meta && msg.meta->type == PSKV__MSG_TYPE__ERROR)
+            LOG_W("scheduler: %s", msg.meta->error ? msg.meta->error : "error");
+        wire_msg_close(&msg);
+    }
+    return 0;
+}
+
+void member_tick(member *m)
+{
+    int64_t now = tu_now_ms();
+    if (now < m->next_hb_ms)
+        return;
+    Pskv__Meta hb;
+    member_meta(m, &hb, PSKV__MSG_TYPE__HEARTBEAT);
+    member_send(m, &hb);
+    m->next_hb_ms = now + m->heartbeat_ms;
+}
+
+void member_close(member *m)
+{
+    if (!m)
+        return;
+    if (m->sock)
+        zmq_close(m->sock);
+    m->sock = NULL;
+    if (m->view_meta)
+        pskv__meta__free_unpacked(m->view_meta, NULL);
+    m->view_meta = NULL;
+    m->view = NULL;
+}

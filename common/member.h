@@ -1,0 +1,57 @@
+/* The membership client every node runs against the scheduler: register (with
+ * re-sends and back-off until --connect-timeout), learn the node id, rank and job
+ * id, wait for the cluster view, heartbeat. One DEALER socket, owned by the
+ * thread that calls these functions. */
+#ifndef PSKV_MEMBER_H
+#define PSKV_MEMBER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pskv.pb-c.h"
+#include "wire.h"
+
+typedef struct member {
+    void *sock;             /* DEALER connected to the scheduler */
+    char sched[300];        /* "HOST:PORT" as given */
+    uint32_t node_id;
+    int rank;
+    uint64_t job_id;
+    uint64_t epoch;
+    int heartbeat_ms;
+    Pskv__View *view;       /* latest view (owned), NULL before the first */
+    Pskv__Meta *view_meta;  /* the message that carried it (owned) */
+    int64_t next_hb_ms;
+} member;
+
+/* Connects to `scheduler` ("HOST:PORT") and registers as `role` with advertised
+ * host:port. rank_wish < 0 lets the scheduler choose. job_id 0 accepts the
+ * scheduler's. Waits at most connect_timeout_s for the acknowledgement.
+ * Returns 0, -PSKV_ETIMEDOUT (unreachable), -PSKV_EREFUSED (refused; why says
+ * by what), or another negated error; on failure m holds nothing. */
+int member_open(member *m, void *ctx, const char *scheduler, Pskv__Role role, int rank_wish,
+                const char *host, int port, uint64_t job_id, double connect_timeout_s,
+                int64_t max_message, char *why, size_t whylen);
+
+/* Waits up to timeout_s for the first view. Returns 0 or a negated error. */
+int member_wait_view(member *m, double timeout_s, char *why, size_t whylen);
+
+/* Receives one message from the scheduler (non-blocking). A VIEW is applied to
+ * m and leaves msg->meta NULL. Returns 0 with msg filled (caller closes it),
+ * -PSKV_ETIMEDOUT when none is waiting, or another error (message dropped and
+ * logged). */
+int member_recv(member *m, wire_msg *msg);
+
+/* Sends a heartbeat when one is due. */
+void member_tick(member *m);
+
+/* Sends a message of `type` (sender, job, epoch filled in) to the scheduler. */
+int member_send(member *m, Pskv__Meta *meta);
+
+/* Fills the common header fields of a message from this node. */
+void member_meta(const member *m, Pskv__Meta *meta, Pskv__MsgType type);
+
+/* Closes the socket and frees the view; NULL-safe. */
+void member_close(member *m);
+
+#endif

@@ -1,0 +1,348 @@
+/* pskv-server: owns a range of the key ring for every table and serves pushes and
+ * pulls from workers.
+ *
+ * One thread, one poll loop over two sockets: a ROUTER that workers dial and a
+ * DEALER to the scheduler (membership: register, view, heartbeats, STOP). Every
+ * request is validated (job, table, width, ranges, finite values) before use; a
+ * bad one is logged with its sender, answered with ERROR and dropped. Pulls copy
+ * the current values into a fresh buffer that ZeroMQ sends zero-copy and frees,
+ * so no live weights are ever on the wire while an update changes them. */
+#define _GNU_SOURCE
+#include <cblas.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "config.h"
+#include "log.h"
+#include "member.h"
+#include "net.h"
+#include "pskv_errors.h"
+#include "table.h"
+#include "timeutil.h"
+#include "wire.h"
+
+extern void openblas_set_num_threads(int);
+
+static cfg_entry config[] = {
+    {"scheduler", CFG_STR, "127.0.0.1:7700", "PSKV_SCHEDULER", 1, 0, NULL,
+     "scheduler address HOST:PORT", 0, 0, NULL, NULL},
+    {"blas-threads", CFG_INT, "1", "PSKV_SERVER_BLAS_THREADS", 1, 256, NULL,
+     "OpenBLAS threads for updates", 0, 0, NULL, NULL},
+    {"join-timeout", CFG_DOUBLE, "600", "PSKV_JOIN_TIMEOUT", 1, 86400, "s",
+     "how long to wait for the cluster to be complete", 0, 0, NULL, NULL},
+    {"job-id", CFG_INT, "0", "PSKV_JOB_ID", 0, 9.2e18, NULL,
+     "job to join (0 = the scheduler's)", 0, 0, NULL, NULL},
+    CFG_COMMON_ENTRIES("PSKV_SERVER_PORT", "0"),
+    CFG_END};
+
+static struct {
+    member mb;
+    void *ctx, *router;
+    table_set *tables;
+    uint64_t begin, end; /* owned ring range */
+    uint64_t pushes, pulls, errors;
+} S;
+
+static volatile sig_atomic_t stop_signal;
+static void on_signal(int sig) { stop_signal = sig; }
+
+static void free_buf(void *data, void *hint)
+{
+    (void)hint;
+    free(data);
+}
+
+static void meta_reply(Pskv__Meta *m, const Pskv__Meta *req, Pskv__MsgType type)
+{
+    member_meta(&S.mb, m, type);
+    if (req->has_request_id) {
+        m->has_request_id = 1;
+        m->request_id = req->request_id;
+    }
+    if (req->has_table_id) {
+        m->has_table_id = 1;
+        m->table_id = req->table_id;
+    }
+}
+
+static void fail(wire_msg *msg, int code, const char *why)
+{
+    S.errors++;
+    LOG_W("refused %s from node %u at %s: %s", msg->meta ? wire_type_name((int)msg->meta->type) : "message",
+          msg->meta && msg->meta->has_sender ? msg->meta->sender : 0, msg->peer, why);
+    if (msg->has_rid && wire_send_error(S.router, &msg->rid, msg->meta, S.mb.job_id, S.mb.node_id,
+                                        code, why) < 0)
+        LOG_W("cannot answer %s: %s", msg->peer, zmq_strerror(errno));
+}
+
+static int own_range_of_view(void)
+{
+    for (size_t i = 0; i < S.mb.view->n_nodes; i++) {
+        Pskv__Node *n = S.mb.view->nodes[i];
+        if (n->id == S.mb.node_id) {
+            S.begin = n->range_begin;
+            S.end = n->range_end;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static void on_table_open(wire_msg *msg)
+{
+    char why[400];
+    Pskv__Meta *r = msg->meta;
+    if (!r->table || !r->has_table_id) {
+        fail(msg, PSKV_EPROTO, "TABLE_OPEN without table options");
+        return;
+    }
+    int rc = tables_open(S.tables, r->table_id, r->table, S.begin, S.end, why, sizeof why);
+    if (rc < 0) {
+        fail(msg, -rc, why);
+        return;
+    }
+    Pskv__Meta m;
+    meta_reply(&m, r, PSKV__MSG_TYPE__TABLE_OPEN_ACK);
+    wire_send(S.router, &msg->rid, &m, NULL, NULL);
+}
+
+/* Checks table, width and ownership of a push or pull; returns the table or NULL
+ * (after answering with an error). */
+static table *check_request(wire_msg *msg)
+{
+    char why[300];
+    Pskv__Meta *r = msg->meta;
+    table *t = r->has_table_id ? tables_find(S.tables, r->table_id) : NULL;
+    if (!t) {
+        snprintf(why, sizeof why, "unknown table id %llu (open the table first)",
+                 (unsigned long long)r->table_id);
+        fail(msg, PSKV_ENOTABLE, why);
+        return NULL;
+    }
+    if (r->width != t->width) {
+        snprintf(why, sizeof why, "width %u does not match table '%s' (width %u)", r->width,
+                 t->name, t->width);
+        fail(msg, PSKV_EPROTO, why);
+        return NULL;
+    }
+    if (!msg->keys) {
+        if (!t->dense || !shard_owns_run(t->sh, r->first_key, msg->nkeys)) {
+            snprintf(why, sizeof why, "keys %llu..%llu of table '%s' are not on this server",
+                     (unsigned long long)r->first_key,
+                     (unsigned long long)(r->first_key + msg->nkeys - 1), t->name);
+            fail(msg, PSKV_ERANGE, why);
+            return NULL;
+        }
+        return t;
+    }
+    for (uint64_t i = 0; i < msg->nkeys; i++) {
+        if (!shard_owns_key(t->sh, msg->keys[i])) {
+            snprintf(why, sizeof why, "key %llu (#%llu) of table '%s' is not on this server",
+                     (unsigned long long)msg->keys[i], (unsigned long long)i, t->name);
+            fail(msg, PSKV_ERANGE, why);
+            return NULL;
+        }
+    }
+    return t;
+}
+
+static void on_push(wire_msg *msg)
+{
+    table *t = check_request(msg);
+    if (!t)
+        return;
+    if (!upd_all_finite(msg->vals, msg->nvals)) {
+        uint64_t bad = 0;
+        for (uint64_t i = 0; i < msg->nvals; i++)
+            if (!upd_all_finite(msg->vals + i, 1)) {
+                bad = i;
+                break;
+            }
+        char why[300];
+        uint64_t row = bad / t->width;
+        snprintf(why, sizeof why, "non-finite value %g for key %llu of table '%s'; push not applied",
+                 (double)msg->vals[bad],
+                 (unsigned long long)(msg->keys ? msg->keys[row] : msg->meta->first_key + row),
+                 t->name);
+        fail(msg, PSKV_EBADVALUE, why);
+        return;
+    }
+    int rc = shard_push(t->sh, msg->keys, msg->meta->first_key, msg->nkeys, msg->vals);
+    if (rc < 0) {
+        fail(msg, -rc, "out of memory applying the push (partially applied)");
+        return;
+    }
+    S.pushes++;
+    Pskv__Meta m;
+    meta_reply(&m, msg->meta, PSKV__MSG_TYPE__PUSH_ACK);
+    if (wire_send(S.router, &msg->rid, &m, NULL, NULL) < 0)
+        LOG_W("cannot acknowledge push to %s: %s", msg->peer, zmq_strerror(errno));
+}
+
+static void on_pull(wire_msg *msg)
+{
+    table *t = check_request(msg);
+    if (!t)
+        return;
+    size_t bytes = (size_t)msg->nvals * sizeof(float);
+    float *buf = malloc(bytes ? bytes : 1);
+    if (!buf) {
+        fail(msg, PSKV_ENOMEM, "out of memory for the pull reply");
+        return;
+    }
+    shard_pull(t->sh, msg->keys, msg->meta->first_key, msg->nkeys, buf);
+    zmq_msg_t vals;
+    zmq_msg_init_data(&vals, buf, bytes, free_buf, NULL); /* ZeroMQ frees it after sending */
+    Pskv__Meta m;
+    meta_reply(&m, msg->meta, PSKV__MSG_TYPE__PULL_REPLY);
+    m.has_num_keys = m.has_width = 1;
+    m.num_keys = msg->nkeys;
+    m.width = t->width;
+    S.pulls++;
+    if (wire_send(S.router, &msg->rid, &m, NULL, &vals) < 0)
+        LOG_W("cannot send pull reply to %s: %s", msg->peer, zmq_strerror(errno));
+}
+
+static void handle_worker(wire_msg *msg)
+{
+    Pskv__Meta *r = msg->meta;
+    char why[200];
+    if (!r->has_job_id || r->job_id != S.mb.job_id) {
+        snprintf(why, sizeof why, "job id %llu is not this job's (%llu)",
+                 (unsigned long long)r->job_id, (unsigned long long)S.mb.job_id);
+        fail(msg, PSKV_EJOB, why);
+        return;
+    }
+    switch (r->type) {
+    case PSKV__MSG_TYPE__TABLE_OPEN: on_table_open(msg); break;
+    case PSKV__MSG_TYPE__PUSH: on_push(msg); break;
+    case PSKV__MSG_TYPE__PULL: on_pull(msg); break;
+    default:
+        snprintf(why, sizeof why, "message type %s is not served by a server",
+                 wire_type_name((int)r->type));
+        fail(msg, PSKV_EPROTO, why);
+    }
+}
+
+/* Returns 1 when the scheduler said STOP. */
+static int handle_scheduler(void)
+{
+    for (int budget = 0; budget < 100; budget++) {
+        wire_msg msg;
+        int rc = member_recv(&S.mb, &msg);
+        if (rc == -PSKV_ETIMEDOUT)
+            return 0;
+        if (rc < 0)
+            continue;
+        if (!msg.meta) { /* a new view */
+            own_range_of_view();
+        } else if (msg.meta->type == PSKV__MSG_TYPE__STOP) {
+            Pskv__Meta m;
+            member_meta(&S.mb, &m, PSKV__MSG_TYPE__STOP_ACK);
+            member_send(&S.mb, &m);
+            wire_msg_close(&msg);
+            return 1;
+        } else if (msg.meta->type == PSKV__MSG_TYPE__ERROR) {
+            LOG_W("scheduler: %s", msg.meta->error ? msg.meta->error : "error");
+        }
+        wire_msg_close(&msg);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    log_set_role("server");
+    int rc = cfg_parse(config, "pskv-server --scheduler HOST:PORT [flags]", argc, argv, NULL);
+    if (rc != 0)
+        return rc > 0 ? 0 : 2;
+    int lvl = log_parse_level(cfg_str(config, "log-level"));
+    if (lvl < 0) {
+        fprintf(stderr, "pskv-server: --log-level must be error, warn, info or debug\n");
+        return 2;
+    }
+    log_threshold = lvl;
+    openblas_set_num_threads((int)cfg_int(config, "blas-threads"));
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    signal(SIGPIPE, SIG_IGN);
+
+    char why[512], host[256], shost[256];
+    int sport;
+    const char *sched = cfg_str(config, "scheduler");
+    if (net_split_hostport(sched, shost, sizeof shost, &sport) < 0) {
+        fprintf(stderr, "pskv-server: --scheduler '%s' is not HOST:PORT\n", sched);
+        return 2;
+    }
+    if (net_pick_advertise(cfg_str(config, "advertise"), cfg_str(config, "interface"), shost,
+                           host, sizeof host, why, sizeof why) < 0) {
+        LOG_E("%s", why);
+        return 1;
+    }
+    S.ctx = zmq_ctx_new();
+    S.router = net_socket(S.ctx, ZMQ_ROUTER, cfg_int(config, "max-message"), 0);
+    int port = net_bind(S.router, cfg_str(config, "bind"), (int)cfg_int(config, "port"), why,
+                        sizeof why);
+    if (port < 0) {
+        LOG_E("%s", why);
+        return 1;
+    }
+    S.tables = tables_new();
+    cfg_log(config);
+    rc = member_open(&S.mb, S.ctx, sched, PSKV__ROLE__SERVER, -1, host, port,
+                     (uint64_t)cfg_int(config, "job-id"), cfg_double(config, "connect-timeout"),
+                     cfg_int(config, "max-message"), why, sizeof why);
+    if (rc < 0) {
+        LOG_E("%s", why);
+        return 1;
+    }
+    log_set_node((int)S.mb.node_id);
+    LOG_I("registered as node %u; serving on %s:%d; job %llu", S.mb.node_id, host, port,
+          (unsigned long long)S.mb.job_id);
+    rc = member_wait_view(&S.mb, cfg_double(config, "join-timeout"), why, sizeof why);
+    if (rc < 0 || own_range_of_view() < 0) {
+        LOG_E("%s", rc < 0 ? why : "the view does not list this server");
+        return 1;
+    }
+    LOG_I("owns ring range [%016llx, %016llx]", (unsigned long long)S.begin,
+          (unsigned long long)S.end);
+
+    int stopped = 0;
+    while (!stop_signal && !stopped) {
+        zmq_pollitem_t items[2] = {{S.router, 0, ZMQ_POLLIN, 0}, {S.mb.sock, 0, ZMQ_POLLIN, 0}};
+        long wait = (long)(S.mb.next_hb_ms - tu_now_ms());
+        if (zmq_poll(items, 2, wait < 0 ? 0 : wait) < 0 && errno != EINTR) {
+            LOG_E("poll failed: %s", zmq_strerror(errno));
+            break;
+        }
+        if (items[1].revents & ZMQ_POLLIN)
+            stopped = handle_scheduler();
+        for (int budget = 0; budget < 256 && (items[0].revents & ZMQ_POLLIN); budget++) {
+            wire_msg msg;
+            rc = wire_recv(S.router, 1, &msg, why, sizeof why);
+            if (rc == -PSKV_ETIMEDOUT) {
+                wire_msg_close(&msg);
+                break;
+            }
+            if (rc < 0)
+                fail(&msg, -rc, why);
+            else
+                handle_worker(&msg);
+            wire_msg_close(&msg);
+        }
+        member_tick(&S.mb);
+    }
+    LOG_I("%s: %llu pushes, %llu pulls, %llu refused requests, %zu tables",
+          stopped ? "stopped by the scheduler" : "terminated by signal",
+          (unsigned long long)S.pushes, (unsigned long long)S.pulls,
+          (unsigned long long)S.errors, tables_count(S.tables));
+    member_close(&S.mb);
+    zmq_close(S.router);
+    zmq_ctx_term(S.ctx);
+    tables_destroy(&S.tables);
+    return 0;
+}

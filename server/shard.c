@@ -1,0 +1,245 @@
+#include "shard.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pskv_errors.h"
+#include "ring.h"
+
+#define EMPTY UINT32_MAX
+
+struct shard {
+    int dense;
+    uint32_t width;
+    int nstate;          /* state floats per value: 0 or 1 */
+    upd_opts upd;
+    shard_init init;
+    uint64_t begin, end; /* ring range */
+    /* dense */
+    uint64_t first, count;
+    float *w, *state;
+    /* sparse: slots[] index rows; keys[] parallel to slots */
+    uint64_t *keys;
+    uint32_t *slots;
+    size_t cap, used;    /* cap is a power of two */
+    float *rows;         /* used rows of width * (1 + nstate) floats */
+    size_t rows_cap;
+};
+
+int shard_init_parse(const char *name)
+{
+    static const char *const names[] = {"zero", "const", "uniform", "normal"};
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(name, names[i]))
+            return i;
+    return -1;
+}
+
+static double unit_uniform(uint64_t h) { return (double)(h >> 11) * (1.0 / 9007199254740992.0); }
+
+float shard_init_value(const shard_init *init, uint64_t key, uint32_t j)
+{
+    uint64_t h = ring_mix64(init->seed ^ ring_mix64(key * 0x9e3779b97f4a7c15ULL + j));
+    switch (init->kind) {
+    case INIT_ZERO:
+        return 0.0f;
+    case INIT_CONST:
+        return init->scale;
+    case INIT_UNIFORM:
+        return (float)((2.0 * unit_uniform(h) - 1.0) * init->scale);
+    case INIT_NORMAL: {
+        double u1 = unit_uniform(h), u2 = unit_uniform(ring_mix64(h + 1));
+        if (u1 < 1e-300)
+            u1 = 1e-300;
+        return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2) * init->scale);
+    }
+    }
+    return 0.0f;
+}
+
+shard *shard_new(int dense, uint64_t first, uint64_t count, uint64_t begin, uint64_t end,
+                 uint32_t width, const upd_opts *upd, const shard_init *init)
+{
+    shard *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->dense = dense;
+    s->width = width;
+    s->upd = *upd;
+    s->nstate = upd_state_per_value(upd);
+    s->init = *init;
+    s->begin = begin;
+    s->end = end;
+    if (dense) {
+        s->first = first;
+        s->count = count;
+        size_t n = (size_t)count * width;
+        s->w = malloc(n ? n * sizeof(float) : 1);
+        s->state = s->nstate ? calloc(n ? n : 1, sizeof(float)) : NULL;
+        if (!s->w || (s->nstate && !s->state)) {
+            shard_destroy(&s);
+            return NULL;
+        }
+        for (uint64_t i = 0; i < count; i++)
+            for (uint32_t j = 0; j < width; j++)
+                s->w[i * width + j] = shard_init_value(init, first + i, j);
+    }
+    return s;
+}
+
+void shard_destroy(shard **s_p)
+{
+    if (!s_p || !*s_p)
+        return;
+    shard *s = *s_p;
+    free(s->w);
+    free(s->state);
+    free(s->keys);
+    free(s->slots);
+    free(s->rows);
+    free(s);
+    *s_p = NULL;
+}
+
+int shard_owns_key(const shard *s, uint64_t key)
+{
+    if (s->dense)
+        return key >= s->first && key - s->first < s->count;
+    uint64_t pos = ring_mix64(key);
+    return pos >= s->begin && pos <= s->end;
+}
+
+int shard_owns_run(const shard *s, uint64_t first, uint64_t n)
+{
+    return s->dense && first >= s->first && first - s->first <= s->count &&
+           n <= s->count - (first - s->first);
+}
+
+uint64_t shard_size(const shard *s) { return s->dense ? s->count : s->used; }
+
+/* ---- sparse map ---------------------------------------------------------- */
+
+static size_t row_floats(const shard *s) { return (size_t)s->width * (1 + (size_t)s->nstate); }
+
+static size_t probe(const shard *s, uint64_t key)
+{
+    size_t mask = s->cap - 1;
+    size_t i = (size_t)ring_mix64(key ^ 0x5bd1e995ULL) & mask;
+    while (s->slots[i] != EMPTY && s->keys[i] != key)
+        i = (i + 1) & mask;
+    return i;
+}
+
+static int grow_map(shard *s)
+{
+    size_t ncap = s->cap ? s->cap * 2 : 1024;
+    uint64_t *nkeys = malloc(ncap * sizeof *nkeys);
+    uint32_t *nslots = malloc(ncap * sizeof *nslots);
+    if (!nkeys || !nslots) {
+        free(nkeys);
+        free(nslots);
+        return -PSKV_ENOMEM;
+    }
+    memset(nslots, 0xff, ncap * sizeof *nslots);
+    uint64_t *okeys = s->keys;
+    uint32_t *oslots = s->slots;
+    size_t ocap = s->cap;
+    s->keys = nkeys;
+    s->slots = nslots;
+    s->cap = ncap;
+    for (size_t i = 0; i < ocap; i++) {
+        if (oslots[i] == EMPTY)
+            continue;
+        size_t j = probe(s, okeys[i]);
+        s->keys[j] = okeys[i];
+        s->slots[j] = oslots[i];
+    }
+    free(okeys);
+    free(oslots);
+    return 0;
+}
+
+/* Row of key, creating it (initialised) when absent. NULL when out of memory. */
+static float *sparse_row(shard *s, uint64_t key)
+{
+    if ((s->used + 1) * 10 > s->cap * 7 && grow_map(s) < 0)
+        return NULL;
+    size_t i = probe(s, key);
+    size_t rf = row_floats(s);
+    if (s->slots[i] != EMPTY)
+        return s->rows + (size_t)s->slots[i] * rf;
+    if (s->used == s->rows_cap) {
+        size_t ncap = s->rows_cap ? s->rows_cap * 2 : 1024;
+        float *nrows = realloc(s->rows, ncap * rf * sizeof(float));
+        if (!nrows)
+            return NULL;
+        s->rows = nrows;
+        s->rows_cap = ncap;
+    }
+    if (s->used >= EMPTY)
+        return NULL;
+    float *row = s->rows + s->used * rf;
+    for (uint32_t j = 0; j < s->width; j++)
+        row[j] = shard_init_value(&s->init, key, j);
+    memset(row + s->width, 0, (rf - s->width) * sizeof(float));
+    s->keys[i] = key;
+    s->slots[i] = (uint32_t)s->used++;
+    return row;
+}
+
+static const float *sparse_find(const shard *s, uint64_t key)
+{
+    if (!s->cap)
+        return NULL;
+    size_t i = probe(s, key);
+    return s->slots[i] == EMPTY ? NULL : s->rows + (size_t)s->slots[i] * row_floats(s);
+}
+
+/* ---- push / pull --------------------------------------------------------- */
+
+int shard_push(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, const float *g)
+{
+    uint32_t wd = s->width;
+    if (s->dense) {
+        if (!keys) {
+            size_t off = (size_t)(first - s->first) * wd;
+            upd_apply(&s->upd, s->w + off, s->state ? s->state + off : NULL, g, (size_t)n * wd);
+            return 0;
+        }
+        for (uint64_t i = 0; i < n; i++) {
+            size_t off = (size_t)(keys[i] - s->first) * wd;
+            upd_apply(&s->upd, s->w + off, s->state ? s->state + off : NULL, g + i * wd, wd);
+        }
+        return 0;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        float *row = sparse_row(s, keys[i]);
+        if (!row)
+            return -PSKV_ENOMEM;
+        upd_apply(&s->upd, row, s->nstate ? row + wd : NULL, g + i * wd, wd);
+    }
+    return 0;
+}
+
+void shard_pull(const shard *s, const uint64_t *keys, uint64_t first, uint64_t n, float *out)
+{
+    uint32_t wd = s->width;
+    if (s->dense) {
+        if (!keys) {
+            memcpy(out, s->w + (size_t)(first - s->first) * wd, (size_t)n * wd * sizeof(float));
+            return;
+        }
+        for (uint64_t i = 0; i < n; i++)
+            memcpy(out + i * wd, s->w + (size_t)(keys[i] - s->first) * wd, wd * sizeof(float));
+        return;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        const float *row = sparse_find(s, keys[i]);
+        if (row)
+            memcpy(out + i * wd, row, wd * sizeof(float));
+        else
+            for (uint32_t j = 0; j < wd; j++)
+                out[i * wd + j] = shard_init_value(&s->init, keys[i], j);
+    }
+}

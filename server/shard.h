@@ -1,0 +1,55 @@
+/* A shard holds one table's values (and optimizer state) for one owned ring range.
+ * Dense: one contiguous float array for the dense indices in the range, updated
+ * with BLAS. Sparse: an open-addressing hash map (linear probing) from uint64 key
+ * to a row of width values + width state floats, created on first push. Keys that
+ * were never pushed read as their deterministic initial values. */
+#ifndef PSKV_SHARD_H
+#define PSKV_SHARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "updater.h"
+
+typedef enum { INIT_ZERO = 0, INIT_CONST, INIT_UNIFORM, INIT_NORMAL } init_kind;
+
+typedef struct shard_init {
+    init_kind kind;
+    float scale;   /* const: the value; uniform: half-width; normal: stddev */
+    uint64_t seed; /* mixed with the table name, so tables differ */
+} shard_init;
+
+typedef struct shard shard;
+
+/* Parses an init rule name; returns its kind or -1. */
+int shard_init_parse(const char *name);
+
+/* Initial value j of key `key`: a pure function of (init, key, j), so it does not
+ * depend on which server holds the key or who opened the table. */
+float shard_init_value(const shard_init *init, uint64_t key, uint32_t j);
+
+/* Creates a dense shard for indices [first, first+count) or (dense == 0) an empty
+ * sparse shard for ring positions [begin, end]. NULL when out of memory. */
+shard *shard_new(int dense, uint64_t first, uint64_t count, uint64_t begin, uint64_t end,
+                 uint32_t width, const upd_opts *upd, const shard_init *init);
+
+/* Frees s and nulls *s_p; NULL-safe. */
+void shard_destroy(shard **s_p);
+
+/* 1 when the key (dense index or sparse key) is stored here. */
+int shard_owns_key(const shard *s, uint64_t key);
+
+/* 1 when the dense run [first, first+n) lies inside the shard. */
+int shard_owns_run(const shard *s, uint64_t first, uint64_t n);
+
+/* Applies n rows of gradients. keys NULL = dense run from `first`. Returns 0 or
+ * -PSKV_ENOMEM (sparse growth); ownership has been checked by the caller. */
+int shard_push(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, const float *g);
+
+/* Copies n rows of values into out (n * width floats). keys NULL = dense run. */
+void shard_pull(const shard *s, const uint64_t *keys, uint64_t first, uint64_t n, float *out);
+
+/* Keys stored (dense: count; sparse: keys pushed so far). */
+uint64_t shard_size(const shard *s);
+
+#endif

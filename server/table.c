@@ -1,0 +1,195 @@
+#include "table.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pskv_errors.h"
+#include "ring.h"
+#include "wire.h"
+
+struct table_set {
+    table **t;
+    size_t n, cap;
+};
+
+table_set *tables_new(void) { return calloc(1, sizeof(table_set)); }
+
+void tables_destroy(table_set **ts_p)
+{
+    if (!ts_p || !*ts_p)
+        return;
+    table_set *ts = *ts_p;
+    for (size_t i = 0; i < ts->n; i++) {
+        shard_destroy(&ts->t[i]->sh);
+        free(ts->t[i]);
+    }
+    free(ts->t);
+    free(ts);
+    *ts_p = NULL;
+}
+
+table *tables_find(table_set *ts, uint64_t id)
+{
+    for (size_t i = 0; i < ts->n; i++)
+        if (ts->t[i]->id == id)
+            return ts->t[i];
+    return NULL;
+}
+
+size_t tables_count(const table_set *ts) { return ts->n; }
+
+static const char *str_or(const char *s, const char *def) { return s && *s ? s : def; }
+
+/* Fills t from o with defaults; returns 0 or -PSKV_EINVAL naming the option. */
+static int parse_options(table *t, const Pskv__TableOptions *o, char *why, size_t whylen)
+{
+    const char *name = str_or(o->name, "");
+    if (!*name || strlen(name) >= sizeof t->name) {
+        snprintf(why, whylen, "option 'name' must be 1..%zu characters", sizeof t->name - 1);
+        return -PSKV_EINVAL;
+    }
+    snprintf(t->name, sizeof t->name, "%s", name);
+    if (o->kind != PSKV__TABLE_KIND__DENSE && o->kind != PSKV__TABLE_KIND__SPARSE) {
+        snprintf(why, whylen, "option 'kind' must be dense or sparse");
+        return -PSKV_EINVAL;
+    }
+    t->dense = o->kind == PSKV__TABLE_KIND__DENSE;
+    t->size = o->size;
+    if (t->dense && (t->size == 0 || t->size > (1ULL << 40))) {
+        snprintf(why, whylen, "option 'size' of a dense table must be 1..2^40 (got %llu)",
+                 (unsigned long long)t->size);
+        return -PSKV_EINVAL;
+    }
+    if (!t->dense)
+        t->size = 0;
+    t->width = o->width;
+    if (t->width == 0 || t->width > 1u << 20) {
+        snprintf(why, whylen, "option 'width' must be 1..2^20 (got %u)", o->width);
+        return -PSKV_EINVAL;
+    }
+    const char *upd = str_or(o->updater, "sgd");
+    int k = upd_parse(upd);
+    if (k < 0) {
+        snprintf(why, whylen, "option 'updater': unknown '%s' (sum, sgd, adagrad)", upd);
+        return -PSKV_EINVAL;
+    }
+    snprintf(t->updater, sizeof t->updater, "%s", upd);
+    t->upd.kind = (upd_kind)k;
+    t->upd.lr = o->has_lr ? o->lr : 0.01f;
+    t->upd.momentum = o->momentum;
+    t->upd.l2 = o->l2;
+    t->upd.eps = o->has_eps ? o->eps : 1e-8f;
+    int rc = upd_check(&t->upd, why, whylen);
+    if (rc < 0)
+        return rc;
+    const char *init = str_or(o->init, "zero");
+    int ik = shard_init_parse(init);
+    if (ik < 0) {
+        snprintf(why, whylen, "option 'init': unknown '%s' (zero, const, uniform, normal)", init);
+        return -PSKV_EINVAL;
+    }
+    snprintf(t->init, sizeof t->init, "%s", init);
+    t->init_rule.kind = (init_kind)ik;
+    t->init_rule.scale = o->init_scale;
+    if (!isfinite(o->init_scale)) {
+        snprintf(why, whylen, "option 'init_scale' must be finite");
+        return -PSKV_EINVAL;
+    }
+    t->init_rule.seed = ring_mix64(o->seed ^ wire_table_id(name));
+    const char *cons = str_or(o->consistency, "async");
+    if (strcmp(cons, "async") != 0) {
+        snprintf(why, whylen, "option 'consistency': '%s' is not supported by this server (async)",
+                 cons);
+        return -PSKV_EINVAL;
+    }
+    snprintf(t->consistency, sizeof t->consistency, "%s", cons);
+    return 0;
+}
+
+/* Names the first option in which a and b differ, or returns 0. */
+static int differs(const table *a, const table *b, const Pskv__TableOptions *o, char *why,
+                   size_t whylen)
+{
+#define DIFF(field, fmt, va, vb)                                                             \
+    do {                                                                                     \
+        snprintf(why, whylen, "table '%s' exists with option '" field "' = " fmt             \
+                 ", open asked " fmt, a->name, va, vb);                                      \
+        return 1;                                                                            \
+    } while (0)
+    if (a->dense != b->dense)
+        DIFF("kind", "%s", a->dense ? "dense" : "sparse", b->dense ? "dense" : "sparse");
+    if (a->size != b->size)
+        DIFF("size", "%llu", (unsigned long long)a->size, (unsigned long long)b->size);
+    if (a->width != b->width)
+        DIFF("width", "%u", a->width, b->width);
+    if (strcmp(a->updater, b->updater))
+        DIFF("updater", "%s", a->updater, b->updater);
+    if (a->upd.lr != b->upd.lr)
+        DIFF("lr", "%g", (double)a->upd.lr, (double)b->upd.lr);
+    if (a->upd.momentum != b->upd.momentum)
+        DIFF("momentum", "%g", (double)a->upd.momentum, (double)b->upd.momentum);
+    if (a->upd.l2 != b->upd.l2)
+        DIFF("l2", "%g", (double)a->upd.l2, (double)b->upd.l2);
+    if (a->upd.eps != b->upd.eps)
+        DIFF("eps", "%g", (double)a->upd.eps, (double)b->upd.eps);
+    if (strcmp(a->init, b->init))
+        DIFF("init", "%s", a->init, b->init);
+    if (a->init_rule.scale != b->init_rule.scale)
+        DIFF("init_scale", "%g", (double)a->init_rule.scale, (double)b->init_rule.scale);
+    if (a->init_rule.seed != b->init_rule.seed)
+        DIFF("seed", "%s", "(first open's)", o->has_seed ? "another" : "the default");
+    if (strcmp(a->consistency, b->consistency))
+        DIFF("consistency", "%s", a->consistency, b->consistency);
+#undef DIFF
+    return 0;
+}
+
+int tables_open(table_set *ts, uint64_t id, const Pskv__TableOptions *o, uint64_t begin,
+                uint64_t end, char *why, size_t whylen)
+{
+    table want;
+    memset(&want, 0, sizeof want);
+    int rc = parse_options(&want, o, why, whylen);
+    if (rc < 0)
+        return rc;
+    if (wire_table_id(want.name) != id) {
+        snprintf(why, whylen, "table id does not match name '%s'", want.name);
+        return -PSKV_EINVAL;
+    }
+    table *have = tables_find(ts, id);
+    if (have) {
+        if (strcmp(have->name, want.name)) {
+            snprintf(why, whylen, "table name '%s' collides with '%s'", want.name, have->name);
+            return -PSKV_EMISMATCH;
+        }
+        return differs(have, &want, o, why, whylen) ? -PSKV_EMISMATCH : 0;
+    }
+    if (ts->n == ts->cap) {
+        size_t cap = ts->cap ? ts->cap * 2 : 8;
+        table **grown = realloc(ts->t, cap * sizeof *grown);
+        if (!grown)
+            goto oom;
+        ts->t = grown;
+        ts->cap = cap;
+    }
+    table *t = malloc(sizeof *t);
+    if (!t)
+        goto oom;
+    *t = want;
+    t->id = id;
+    uint64_t first = 0, count = 0;
+    if (t->dense)
+        ring_dense_span(begin, end, t->size, &first, &count);
+    t->sh = shard_new(t->dense, first, count, begin, end, t->width, &t->upd, &t->init_rule);
+    if (!t->sh) {
+        free(t);
+        goto oom;
+    }
+    ts->t[ts->n++] = t;
+    return 0;
+oom:
+    snprintf(why, whylen, "out of memory creating table '%s'", want.name);
+    return -PSKV_ENOMEM;
+}

@@ -1,0 +1,44 @@
+/* The server's tables: options fixed by the first open, and the shard holding
+ * this server's range. A later open with any different option is refused with an
+ * error naming the option. */
+#ifndef PSKV_TABLE_H
+#define PSKV_TABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pskv.pb-c.h"
+#include "shard.h"
+
+typedef struct table {
+    uint64_t id;
+    char name[128];
+    int dense;
+    uint64_t size;
+    uint32_t width;
+    char updater[16], init[16], consistency[16];
+    upd_opts upd;
+    shard_init init_rule;
+    shard *sh;
+} table;
+
+typedef struct table_set table_set;
+
+/* Empty set; NULL when out of memory. */
+table_set *tables_new(void);
+/* Frees every table and nulls *ts_p; NULL-safe. */
+void tables_destroy(table_set **ts_p);
+
+/* Creates table `o` with its shard for ring range [begin, end], or checks `o`
+ * against the existing table of that name. `id` must equal wire_table_id(name).
+ * Returns 0, or -PSKV_EINVAL / -PSKV_EMISMATCH / -PSKV_ENOMEM with the reason in why. */
+int tables_open(table_set *ts, uint64_t id, const Pskv__TableOptions *o, uint64_t begin,
+                uint64_t end, char *why, size_t whylen);
+
+/* The table with this id, or NULL. */
+table *tables_find(table_set *ts, uint64_t id);
+
+/* Number of tables. */
+size_t tables_count(const table_set *ts);
+
+#endif
