@@ -1,0 +1,926 @@
+/* libpskv implementation.
+ *
+ * Design: the calling thread owns every data socket (one DEALER per server, one
+ * to the scheduler); ZeroMQ's own I/O thread moves the bytes, so requests sent by
+ * push/pull travel while the caller computes, and replies are applied when the
+ * caller next enters the library (wait, push, pull, barrier). A second thread
+ * sends heartbeats on a socket of its own and touches nothing else.
+ *
+ * A request (push, pull or table open) is split into parts, one per owning
+ * server, all sent at once. A push copies the caller's values once into a
+ * reference-counted buffer whose slices ZeroMQ sends zero-copy; a pull reply is
+ * copied once from the received frame into the caller's array. The request id on
+ * the wire is (timestamp << 16 | part). At most `window` requests are in flight;
+ * a new one waits for a slot (back-pressure, never a drop). */
+#define _GNU_SOURCE
+#include "pskv.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "log.h"
+#include "member.h"
+#include "net.h"
+#include "ring.h"
+#include "timeutil.h"
+#include "wire.h"
+
+#define MAX_PARTS 65535
+#define FAILED_KEEP 256
+
+enum req_type { REQ_FREE = 0, REQ_OPEN, REQ_PUSH, REQ_PULL };
+
+typedef struct vbuf { /* values and keys shared with ZeroMQ's zero-copy sends */
+    atomic_int refs;
+    size_t bytes;
+    _Alignas(16) unsigned char data[];
+} vbuf;
+
+typedef struct part {
+    int server;        /* index into w->srv */
+    uint64_t first;    /* dense run: first key; else unused */
+    uint64_t n;        /* keys in this part */
+    uint64_t off;      /* run: row offset in the caller's arrays */
+    uint32_t *idx;     /* gathered: caller row of each key (into req->idx) */
+    int done;
+} part;
+
+typedef struct req {
+    enum req_type type;
+    int64_t ts;
+    int table;
+    int nparts, pending;
+    part *parts;
+    uint32_t *idx;     /* gathered rows, all parts */
+    float *out;        /* pull destination */
+    vbuf *buf;         /* push values (and gathered keys) */
+    int err;
+    int64_t deadline_ms;
+} req;
+
+typedef struct srv {
+    uint32_t id;
+    char host[128];
+    int port;
+    void *sock;
+} srv;
+
+typedef struct tbl {
+    char name[128];
+    uint64_t id;
+    int dense;
+    uint64_t size;
+    uint32_t width;
+    uint64_t *span_first, *span_count; /* dense: per server */
+} tbl;
+
+struct pskv_worker {
+    void *ctx;
+    member mb;
+    int nworkers, nservers;
+    srv *srv;
+    ring_range *ranges;   /* sorted by begin; owner = index into srv */
+    tbl *tables;
+    int ntables;
+    req *reqs;
+    int window, inflight;
+    int64_t next_ts;
+    int request_timeout_ms;
+    struct { int64_t ts; int err; } failed[FAILED_KEEP];
+    int nfailed;
+    uint64_t barrier_seq, barrier_done;
+    int finish_acked;
+    char last_error[512];
+    pthread_t hb_thread;
+    atomic_int hb_stop;
+    int hb_started;
+    char sched[300];
+};
+
+static int set_error(pskv_worker *w, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int set_error(pskv_worker *w, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(w->last_error, sizeof w->last_error, fmt, ap);
+    va_end(ap);
+    return code < 0 ? code : -code;
+}
+
+void pskv_config_init(pskv_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->rank = -1;
+    cfg->connect_timeout_s = 30;
+    cfg->join_timeout_s = 600;
+    cfg->request_timeout_ms = 30000;
+    cfg->window = 64;
+    cfg->max_message = 1LL << 30;
+}
+
+void pskv_table_opts_init(pskv_table_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->kind = PSKV_DENSE;
+    o->width = 1;
+    o->updater = "sgd";
+    o->lr = 0.01f;
+    o->eps = 1e-8f;
+    o->init = "zero";
+    o->consistency = "async";
+}
+
+int pskv_rank(const pskv_worker *w) { return w->mb.rank; }
+int pskv_num_workers(const pskv_worker *w) { return w->nworkers; }
+int pskv_num_servers(const pskv_worker *w) { return w->nservers; }
+const char *pskv_last_error(const pskv_worker *w) { return w->last_error; }
+
+/* ---- heartbeat thread ---------------------------------------------------- */
+
+static void *heartbeat_main(void *arg)
+{
+    pskv_worker *w = arg;
+    char host[256];
+    int port;
+    void *s = net_socket(w->ctx, ZMQ_DEALER, 0, 0);
+    if (!s || net_split_hostport(w->sched, host, sizeof host, &port) < 0 ||
+        net_connect(s, host, port) < 0) {
+        LOG_E("heartbeat socket failed: %s", zmq_strerror(errno));
+        if (s)
+            zmq_close(s);
+        return NULL;
+    }
+    while (!atomic_load(&w->hb_stop)) {
+        Pskv__Meta hb;
+        member_meta(&w->mb, &hb, PSKV__MSG_TYPE__HEARTBEAT);
+        wire_send(s, NULL, &hb, NULL, NULL);
+        for (int slept = 0; slept < w->mb.heartbeat_ms && !atomic_load(&w->hb_stop); slept += 10)
+            tu_sleep_ms(10);
+    }
+    zmq_close(s);
+    return NULL;
+}
+
+/* ---- view ---------------------------------------------------------------- */
+
+static int cmp_range(const void *a, const void *b)
+{
+    const ring_range *x = a, *y = b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin;
+}
+
+static int apply_view(pskv_worker *w, int64_t max_message)
+{
+    Pskv__View *v = w->mb.view;
+    int ns = 0, nw = 0;
+    for (size_t i = 0; i < v->n_nodes; i++) {
+        ns += v->nodes[i]->role == PSKV__ROLE__SERVER;
+        nw += v->nodes[i]->role == PSKV__ROLE__WORKER;
+    }
+    if (ns == 0 || ns > MAX_PARTS)
+        return set_error(w, PSKV_EPROTO, "the view lists %d servers", ns);
+    w->srv = calloc((size_t)ns, sizeof *w->srv);
+    w->ranges = calloc((size_t)ns, sizeof *w->ranges);
+    if (!w->srv || !w->ranges)
+        return set_error(w, PSKV_ENOMEM, "out of memory");
+    w->nservers = ns; /* so that close releases the sockets opened below */
+    int k = 0;
+    for (size_t i = 0; i < v->n_nodes; i++) {
+        Pskv__Node *n = v->nodes[i];
+        if (n->role != PSKV__ROLE__SERVER)
+            continue;
+        srv *s = &w->srv[k];
+        s->id = n->id;
+        snprintf(s->host, sizeof s->host, "%s", n->host ? n->host : "");
+        s->port = (int)n->port;
+        s->sock = net_socket(w->ctx, ZMQ_DEALER, max_message, 0);
+        if (!s->sock || net_connect(s->sock, s->host, s->port) < 0)
+            return set_error(w, PSKV_ENET, "cannot connect to server %s:%d: %s", s->host, s->port,
+                             zmq_strerror(errno));
+        w->ranges[k].begin = n->range_begin;
+        w->ranges[k].end = n->range_end;
+        w->ranges[k].owner = (uint32_t)k;
+        k++;
+    }
+    qsort(w->ranges, (size_t)ns, sizeof *w->ranges, cmp_range);
+    if (w->ranges[0].begin != 0 || w->ranges[ns - 1].end != UINT64_MAX)
+        return set_error(w, PSKV_EPROTO, "the view's ranges do not cover the key ring");
+    for (int i = 1; i < ns; i++)
+        if (w->ranges[i].begin != w->ranges[i - 1].end + 1)
+            return set_error(w, PSKV_EPROTO, "the view's ranges have a gap or overlap");
+    w->nworkers = nw;
+    return 0;
+}
+
+/* ---- open / close -------------------------------------------------------- */
+
+int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
+{
+    pskv_config cfg;
+    pskv_config_init(&cfg);
+    if (cfg_in)
+        cfg = *cfg_in;
+    *out = NULL;
+    if (!cfg.scheduler || !*cfg.scheduler)
+        cfg.scheduler = getenv("PSKV_SCHEDULER");
+    if (!cfg.scheduler || !*cfg.scheduler)
+        cfg.scheduler = "127.0.0.1:7700";
+    if (cfg.window <= 0)
+        cfg.window = 64;
+    if (cfg.request_timeout_ms <= 0)
+        cfg.request_timeout_ms = 30000;
+    if (cfg.connect_timeout_s <= 0)
+        cfg.connect_timeout_s = 30;
+    if (cfg.join_timeout_s <= 0)
+        cfg.join_timeout_s = 600;
+    pskv_worker *w = calloc(1, sizeof *w);
+    if (!w)
+        return -PSKV_ENOMEM;
+    w->window = cfg.window;
+    w->request_timeout_ms = cfg.request_timeout_ms;
+    w->next_ts = 1;
+    snprintf(w->sched, sizeof w->sched, "%s", cfg.scheduler);
+    w->reqs = calloc((size_t)w->window, sizeof *w->reqs);
+    w->ctx = zmq_ctx_new();
+    if (!w->reqs || !w->ctx) {
+        pskv_worker_close(&w);
+        return -PSKV_ENOMEM;
+    }
+    char why[400], host[256], shost[256];
+    int sport, rc;
+    if (net_split_hostport(cfg.scheduler, shost, sizeof shost, &sport) < 0) {
+        rc = set_error(w, PSKV_EINVAL, "scheduler address '%s' is not HOST:PORT", cfg.scheduler);
+        goto fail;
+    }
+    rc = net_pick_advertise(cfg.advertise, cfg.interface, shost, host, sizeof host, why,
+                            sizeof why);
+    if (rc < 0) {
+        set_error(w, rc, "%s", why);
+        goto fail;
+    }
+    rc = member_open(&w->mb, w->ctx, cfg.scheduler, PSKV__ROLE__WORKER, cfg.rank, host, 0,
+                     cfg.job_id, cfg.connect_timeout_s, cfg.max_message, why, sizeof why);
+    if (rc < 0) {
+        set_error(w, rc, "%s", why);
+        goto fail;
+    }
+    log_set_node((int)w->mb.node_id);
+    rc = member_wait_view(&w->mb, cfg.join_timeout_s, why, sizeof why);
+    if (rc < 0) {
+        set_error(w, rc, "%s", why);
+        goto fail;
+    }
+    rc = apply_view(w, cfg.max_message);
+    if (rc < 0)
+        goto fail;
+    if (pthread_create(&w->hb_thread, NULL, heartbeat_main, w) == 0)
+        w->hb_started = 1;
+    LOG_I("worker rank %d of %d (node %u) joined job %llu with %d servers", w->mb.rank,
+          w->nworkers, w->mb.node_id, (unsigned long long)w->mb.job_id, w->nservers);
+    *out = w;
+    return 0;
+fail:
+    LOG_E("%s", w->last_error);
+    /* keep the message for a caller that has no handle: print it once above */
+    pskv_worker_close(&w);
+    return rc;
+}
+
+/* ---- requests ------------------------------------------------------------ */
+
+static void vbuf_unref(void *data, void *hint)
+{
+    (void)data;
+    vbuf *b = hint;
+    if (b && atomic_fetch_sub(&b->refs, 1) == 1)
+        free(b);
+}
+
+static vbuf *vbuf_new(size_t bytes)
+{
+    vbuf *b = malloc(sizeof *b + (bytes ? bytes : 1));
+    if (!b)
+        return NULL;
+    atomic_init(&b->refs, 1);
+    b->bytes = bytes;
+    return b;
+}
+
+static void req_release(req *r)
+{
+    free(r->parts);
+    free(r->idx);
+    vbuf_unref(NULL, r->buf);
+    memset(r, 0, sizeof *r);
+}
+
+static void record_failure(pskv_worker *w, int64_t ts, int err)
+{
+    w->failed[w->nfailed % FAILED_KEEP].ts = ts;
+    w->failed[w->nfailed % FAILED_KEEP].err = err;
+    w->nfailed++;
+}
+
+static void req_finish(pskv_worker *w, req *r)
+{
+    if (r->err) {
+        record_failure(w, r->ts, r->err);
+        LOG_W("request %lld failed: %s", (long long)r->ts, w->last_error);
+    }
+    req_release(r);
+    w->inflight--;
+}
+
+static req *find_req(pskv_worker *w, int64_t ts)
+{
+    for (int i = 0; i < w->window; i++)
+        if (w->reqs[i].type != REQ_FREE && w->reqs[i].ts == ts)
+            return &w->reqs[i];
+    return NULL;
+}
+
+static void on_reply(pskv_worker *w, int si, wire_msg *msg)
+{
+    Pskv__Meta *m = msg->meta;
+    int64_t ts = (int64_t)(m->request_id >> 16);
+    int pi = (int)(m->request_id & 0xffff);
+    req *r = m->has_request_id ? find_req(w, ts) : NULL;
+    if (!r || pi >= r->nparts || r->parts[pi].server != si || r->parts[pi].done) {
+        LOG_D("dropped a %s for no request in flight (id %llu) from %s",
+              wire_type_name((int)m->type), (unsigned long long)m->request_id, msg->peer);
+        return;
+    }
+    part *p = &r->parts[pi];
+    srv *s = &w->srv[si];
+    if (m->type == PSKV__MSG_TYPE__ERROR) {
+        if (!r->err)
+            r->err = set_error(w, m->error_code ? m->error_code : PSKV_EPROTO,
+                               "server node %u (%s:%d): %s", s->id, s->host, s->port,
+                               m->error ? m->error : pskv_strerror(m->error_code));
+    } else if (r->type == REQ_PULL) {
+        tbl *t = &w->tables[r->table];
+        if (m->type != PSKV__MSG_TYPE__PULL_REPLY || msg->nkeys != p->n || m->width != t->width) {
+            if (!r->err)
+                r->err = set_error(w, PSKV_EPROTO,
+                                   "server node %u sent a malformed pull reply (%s, %llu keys)",
+                                   s->id, wire_type_name((int)m->type),
+                                   (unsigned long long)msg->nkeys);
+        } else if (!p->idx) {
+            memcpy(r->out + p->off * t->width, msg->vals, msg->nvals * sizeof(float));
+        } else {
+            size_t wd = t->width;
+            for (uint64_t k = 0; k < p->n; k++)
+                memcpy(r->out + (size_t)p->idx[k] * wd, msg->vals + k * wd, wd * sizeof(float));
+        }
+    } else {
+        Pskv__MsgType want =
+            r->type == REQ_PUSH ? PSKV__MSG_TYPE__PUSH_ACK : PSKV__MSG_TYPE__TABLE_OPEN_ACK;
+        if (m->type != want && !r->err)
+            r->err = set_error(w, PSKV_EPROTO, "server node %u answered %s to a %s", s->id,
+                               wire_type_name((int)m->type), wire_type_name((int)want));
+    }
+    p->done = 1;
+    if (--r->pending == 0)
+        req_finish(w, r);
+}
+
+static void on_scheduler(pskv_worker *w)
+{
+    for (;;) {
+        wire_msg msg;
+        int rc = member_recv(&w->mb, &msg);
+        if (rc == -PSKV_ETIMEDOUT)
+            return;
+        if (rc < 0)
+            continue;
+        Pskv__Meta *m = msg.meta;
+        if (m && m->type == PSKV__MSG_TYPE__BARRIER_DONE && m->seq > w->barrier_done)
+            w->barrier_done = m->seq;
+        else if (m && m->type == PSKV__MSG_TYPE__FINISH_ACK)
+            w->finish_acked = 1;
+        else if (m && m->type == PSKV__MSG_TYPE__ERROR)
+            set_error(w, m->error_code, "scheduler: %s", m->error ? m->error : "error");
+        wire_msg_close(&msg);
+    }
+}
+
+static void expire(pskv_worker *w)
+{
+    int64_t now = tu_now_ms();
+    for (int i = 0; i < w->window; i++) {
+        req *r = &w->reqs[i];
+        if (r->type == REQ_FREE || now < r->deadline_ms)
+            continue;
+        for (int p = 0; p < r->nparts; p++)
+            if (!r->parts[p].done) {
+                srv *s = &w->srv[r->parts[p].server];
+                r->err = set_error(w, PSKV_ETIMEDOUT,
+                                   "request %lld: no answer from server node %u (%s:%d) within %d ms",
+                                   (long long)r->ts, s->id, s->host, s->port,
+                                   w->request_timeout_ms);
+                break;
+            }
+        req_finish(w, r);
+    }
+}
+
+/* Processes whatever arrives within timeout_ms (0 = only what is waiting). */
+static void pump(pskv_worker *w, long timeout_ms)
+{
+    zmq_pollitem_t stack_items[17];
+    zmq_pollitem_t *items = w->nservers < 16 ? stack_items
+                                             : malloc(sizeof *items * (size_t)(w->nservers + 1));
+    if (!items)
+        return;
+    items[0] = (zmq_pollitem_t){w->mb.sock, 0, ZMQ_POLLIN, 0};
+    for (int i = 0; i < w->nservers; i++)
+        items[i + 1] = (zmq_pollitem_t){w->srv[i].sock, 0, ZMQ_POLLIN, 0};
+    int n = zmq_poll(items, w->nservers + 1, timeout_ms);
+    if (n > 0) {
+        if (items[0].revents & ZMQ_POLLIN)
+            on_scheduler(w);
+        for (int i = 0; i < w->nservers; i++) {
+            if (!(items[i + 1].revents & ZMQ_POLLIN))
+                continue;
+            for (;;) {
+                wire_msg msg;
+                char why[300];
+                int rc = wire_recv(w->srv[i].sock, 0, &msg, why, sizeof why);
+                if (rc == 0)
+                    on_reply(w, i, &msg);
+                else if (rc != -PSKV_ETIMEDOUT)
+                    LOG_W("dropped a message from server %s:%d: %s", w->srv[i].host,
+                          w->srv[i].port, why);
+                wire_msg_close(&msg);
+                if (rc == -PSKV_ETIMEDOUT)
+                    break;
+            }
+        }
+    }
+    if (items != stack_items)
+        free(items);
+    expire(w);
+}
+
+static long remaining(int64_t deadline)
+{
+    int64_t left = deadline - tu_now_ms();
+    return left < 0 ? 0 : left > 100 ? 100 : (long)left;
+}
+
+/* A free request slot, waiting (bounded) while the window is full. */
+static req *take_slot(pskv_worker *w)
+{
+    int64_t deadline = tu_now_ms() + w->request_timeout_ms;
+    for (;;) {
+        for (int i = 0; i < w->window; i++)
+            if (w->reqs[i].type == REQ_FREE)
+                return &w->reqs[i];
+        if (tu_now_ms() >= deadline)
+            return NULL;
+        pump(w, remaining(deadline));
+    }
+}
+
+static int send_part(pskv_worker *w, req *r, int pi, Pskv__Meta *m, zmq_msg_t *keys,
+                     zmq_msg_t *vals)
+{
+    part *p = &r->parts[pi];
+    m->has_request_id = 1;
+    m->request_id = ((uint64_t)r->ts << 16) | (uint64_t)pi;
+    if (wire_send(w->srv[p->server].sock, NULL, m, keys, vals) < 0)
+        return set_error(w, PSKV_ENET, "cannot send to server %s:%d: %s", w->srv[p->server].host,
+                         w->srv[p->server].port, zmq_strerror(errno));
+    return 0;
+}
+
+static req *new_req(pskv_worker *w, enum req_type type, int table, int nparts)
+{
+    req *r = take_slot(w);
+    if (!r) {
+        set_error(w, PSKV_ETIMEDOUT, "window of %d requests still full after %d ms", w->window,
+                  w->request_timeout_ms);
+        return NULL;
+    }
+    r->parts = calloc((size_t)nparts, sizeof *r->parts);
+    if (!r->parts) {
+        set_error(w, PSKV_ENOMEM, "out of memory");
+        return NULL;
+    }
+    r->type = type;
+    r->table = table;
+    r->ts = w->next_ts++;
+    r->nparts = r->pending = nparts;
+    r->deadline_ms = tu_now_ms() + w->request_timeout_ms;
+    w->inflight++;
+    return r;
+}
+
+/* Abandons a request that could not be sent whole: parts already sent are
+ * answered into nothing (their replies no longer match a request). */
+static int64_t req_fail(pskv_worker *w, req *r, int err)
+{
+    record_failure(w, r->ts, err);
+    req_release(r);
+    w->inflight--;
+    return err;
+}
+
+/* Splits a request on table t into parts. keys NULL = dense run [first, first+n). */
+static int plan_parts(pskv_worker *w, req *r, tbl *t, const uint64_t *keys, uint64_t first,
+                      uint64_t n)
+{
+    int np = 0;
+    if (!keys) {
+        for (int s = 0; s < w->nservers; s++) {
+            int si = (int)w->ranges[s].owner;
+            uint64_t a = t->span_first[si], b = a + t->span_count[si];
+            uint64_t lo = first > a ? first : a, hi = first + n < b ? first + n : b;
+            if (lo >= hi)
+                continue;
+            part *p = &r->parts[np++];
+            p->server = si;
+            p->first = lo;
+            p->n = hi - lo;
+            p->off = lo - first;
+        }
+    } else {
+        uint32_t *owner = malloc(n * sizeof *owner);
+        uint64_t *count = calloc((size_t)w->nservers, sizeof *count);
+        r->idx = malloc(n * sizeof *r->idx);
+        if (!owner || !count || !r->idx) {
+            free(owner);
+            free(count);
+            return set_error(w, PSKV_ENOMEM, "out of memory");
+        }
+        for (uint64_t i = 0; i < n; i++) {
+            uint64_t pos = t->dense ? ring_dense_pos(keys[i], t->size) : ring_mix64(keys[i]);
+            owner[i] = w->ranges[ring_find(w->ranges, (size_t)w->nservers, pos)].owner;
+            count[owner[i]]++;
+        }
+        uint64_t at = 0;
+        int *pindex = malloc((size_t)w->nservers * sizeof *pindex);
+        if (!pindex) {
+            free(owner);
+            free(count);
+            return set_error(w, PSKV_ENOMEM, "out of memory");
+        }
+        for (int si = 0; si < w->nservers; si++) {
+            pindex[si] = -1;
+            if (!count[si])
+                continue;
+            part *p = &r->parts[np];
+            pindex[si] = np++;
+            p->server = si;
+            p->idx = r->idx + at;
+            p->off = at; /* offset of this part in the gathered arrays */
+            at += count[si];
+        }
+        for (uint64_t i = 0; i < n; i++) {
+            part *p = &r->parts[pindex[owner[i]]];
+            p->idx[p->n++] = (uint32_t)i;
+        }
+        free(pindex);
+        free(owner);
+        free(count);
+    }
+    r->nparts = r->pending = np;
+    return 0;
+}
+
+static tbl *check_table(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys, int *err)
+{
+    if (!w || table < 0 || table >= w->ntables) {
+        *err = w ? set_error(w, PSKV_EINVAL, "no table handle %d", table) : -PSKV_EINVAL;
+        return NULL;
+    }
+    tbl *t = &w->tables[table];
+    if (nkeys == 0 || nkeys > UINT32_MAX) {
+        *err = set_error(w, PSKV_EINVAL, "table '%s': %zu keys (1..2^32-1 allowed)", t->name, nkeys);
+        return NULL;
+    }
+    if (!keys && (!t->dense || nkeys != t->size)) {
+        *err = set_error(w, PSKV_EINVAL,
+                         "table '%s': keys may be NULL only for a whole dense table (size %llu)",
+                         t->name, (unsigned long long)t->size);
+        return NULL;
+    }
+    if (keys && t->dense)
+        for (size_t i = 0; i < nkeys; i++)
+            if (keys[i] >= t->size) {
+                *err = set_error(w, PSKV_ERANGE, "table '%s': key %llu outside 0..%llu", t->name,
+                                 (unsigned long long)keys[i], (unsigned long long)(t->size - 1));
+                return NULL;
+            }
+    return t;
+}
+
+/* A dense key list that is one ascending run is sent like a whole-table run. */
+static int is_run(const uint64_t *keys, size_t n)
+{
+    for (size_t i = 1; i < n; i++)
+        if (keys[i] != keys[0] + i)
+            return 0;
+    return 1;
+}
+
+static void base_meta(pskv_worker *w, Pskv__Meta *m, Pskv__MsgType type, tbl *t)
+{
+    member_meta(&w->mb, m, type);
+    m->has_table_id = m->has_width = 1;
+    m->table_id = t->id;
+    m->width = t->width;
+}
+
+static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint64_t *keys,
+                      size_t nkeys, const float *vals, float *out)
+{
+    int err = 0;
+    tbl *t = check_table(w, table, keys, nkeys, &err);
+    if (!t)
+        return err;
+    uint64_t first = 0;
+    if (keys && t->dense && is_run(keys, nkeys)) {
+        first = keys[0];
+        keys = NULL;
+    }
+    req *r = new_req(w, type, table, w->nservers);
+    if (!r)
+        return -PSKV_ETIMEDOUT;
+    int rc = plan_parts(w, r, t, keys, first, nkeys);
+    if (rc < 0)
+        return req_fail(w, r, rc);
+    r->out = out;
+    size_t wd = t->width, row = wd * sizeof(float);
+    if (type == REQ_PUSH || keys) {
+        /* one copy: values (push), then gathered keys, grouped by part */
+        size_t vbytes = type == REQ_PUSH ? nkeys * row : 0;
+        size_t kbytes = keys ? nkeys * sizeof(uint64_t) : 0;
+        r->buf = vbuf_new(vbytes + kbytes);
+        if (!r->buf)
+            return req_fail(w, r, set_error(w, PSKV_ENOMEM, "out of memory for %zu bytes",
+                                            vbytes + kbytes));
+        float *gv = (float *)(void *)r->buf->data;
+        uint64_t *gk = (uint64_t *)(void *)(r->buf->data + vbytes);
+        if (!keys) {
+            memcpy(gv, vals, vbytes);
+        } else {
+            for (uint64_t i = 0; i < nkeys; i++) {
+                uint32_t src = r->idx[i];
+                gk[i] = keys[src];
+                if (vbytes)
+                    memcpy(gv + i * wd, vals + (size_t)src * wd, row);
+            }
+        }
+    }
+    for (int pi = 0; pi < r->nparts; pi++) {
+        part *p = &r->parts[pi];
+        Pskv__Meta m;
+        base_meta(w, &m, type == REQ_PUSH ? PSKV__MSG_TYPE__PUSH : PSKV__MSG_TYPE__PULL, t);
+        m.has_num_keys = 1;
+        m.num_keys = p->n;
+        zmq_msg_t kmsg, vmsg, *kp = NULL, *vp = NULL;
+        if (!keys) {
+            m.has_first_key = 1;
+            m.first_key = p->first;
+        } else {
+            size_t vbytes = type == REQ_PUSH ? nkeys * row : 0;
+            atomic_fetch_add(&r->buf->refs, 1);
+            zmq_msg_init_data(&kmsg, r->buf->data + vbytes + p->off * sizeof(uint64_t),
+                              p->n * sizeof(uint64_t), vbuf_unref, r->buf);
+            kp = &kmsg;
+        }
+        if (type == REQ_PUSH) {
+            atomic_fetch_add(&r->buf->refs, 1);
+            zmq_msg_init_data(&vmsg, r->buf->data + p->off * row, p->n * row, vbuf_unref, r->buf);
+            vp = &vmsg;
+        }
+        rc = send_part(w, r, pi, &m, kp, vp);
+        if (rc < 0)
+            return req_fail(w, r, rc);
+    }
+    return r->ts;
+}
+
+int64_t pskv_push(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
+                  const float *vals)
+{
+    if (!vals)
+        return w ? set_error(w, PSKV_EINVAL, "push without values") : -PSKV_EINVAL;
+    return submit(w, REQ_PUSH, table, keys, nkeys, vals, NULL);
+}
+
+int64_t pskv_pull(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys, float *out)
+{
+    if (!out)
+        return w ? set_error(w, PSKV_EINVAL, "pull without an output array") : -PSKV_EINVAL;
+    return submit(w, REQ_PULL, table, keys, nkeys, NULL, out);
+}
+
+static int failure_of(pskv_worker *w, int64_t ts)
+{
+    int n = w->nfailed < FAILED_KEEP ? w->nfailed : FAILED_KEEP;
+    for (int i = 0; i < n; i++)
+        if (w->failed[i].ts == ts)
+            return w->failed[i].err;
+    return 0;
+}
+
+int pskv_wait(pskv_worker *w, int64_t ts, int timeout_ms)
+{
+    if (!w || ts <= 0 || ts >= w->next_ts)
+        return w ? set_error(w, PSKV_ENOTFOUND, "no request with timestamp %lld", (long long)ts)
+                 : -PSKV_EINVAL;
+    int64_t deadline = tu_now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
+    while (find_req(w, ts)) {
+        if (tu_now_ms() >= deadline)
+            return set_error(w, PSKV_ETIMEDOUT, "request %lld still in flight after %d ms",
+                             (long long)ts, timeout_ms);
+        pump(w, remaining(deadline));
+    }
+    return failure_of(w, ts);
+}
+
+int pskv_wait_all(pskv_worker *w, int timeout_ms)
+{
+    if (!w)
+        return -PSKV_EINVAL;
+    int failed_before = w->nfailed;
+    int64_t deadline = tu_now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
+    while (w->inflight > 0) {
+        if (tu_now_ms() >= deadline)
+            return set_error(w, PSKV_ETIMEDOUT, "%d requests still in flight after %d ms",
+                             w->inflight, timeout_ms);
+        pump(w, remaining(deadline));
+    }
+    if (w->nfailed > failed_before)
+        return w->failed[failed_before % FAILED_KEEP].err;
+    return 0;
+}
+
+int pskv_table_open(pskv_worker *w, const char *name, const pskv_table_opts *o_in)
+{
+    if (!w)
+        return -PSKV_EINVAL;
+    pskv_table_opts o;
+    pskv_table_opts_init(&o);
+    if (o_in)
+        o = *o_in;
+    if (!name || !*name || strlen(name) >= sizeof w->tables[0].name)
+        return set_error(w, PSKV_EINVAL, "table name must be 1..127 characters");
+    if (o.kind != PSKV_DENSE && o.kind != PSKV_SPARSE)
+        return set_error(w, PSKV_EINVAL, "table '%s': kind must be PSKV_DENSE or PSKV_SPARSE", name);
+    if (o.kind == PSKV_DENSE && o.size == 0)
+        return set_error(w, PSKV_EINVAL, "dense table '%s' needs a size", name);
+    uint64_t id = wire_table_id(name);
+    int existing = -1; /* opened before: the servers still check the options */
+    for (int i = 0; i < w->ntables; i++)
+        if (w->tables[i].id == id)
+            existing = i;
+    tbl *grown = realloc(w->tables, (size_t)(w->ntables + 1) * sizeof *grown);
+    if (!grown)
+        return set_error(w, PSKV_ENOMEM, "out of memory");
+    w->tables = grown;
+    tbl *t = &w->tables[w->ntables];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->id = id;
+    t->dense = o.kind == PSKV_DENSE;
+    t->size = t->dense ? o.size : 0;
+    t->width = o.width;
+    if (t->dense) {
+        t->span_first = calloc((size_t)w->nservers, sizeof *t->span_first);
+        t->span_count = calloc((size_t)w->nservers, sizeof *t->span_count);
+        if (!t->span_first || !t->span_count) {
+            free(t->span_first);
+            free(t->span_count);
+            return set_error(w, PSKV_ENOMEM, "out of memory");
+        }
+        for (int s = 0; s < w->nservers; s++)
+            ring_dense_span(w->ranges[s].begin, w->ranges[s].end, t->size,
+                            &t->span_first[w->ranges[s].owner], &t->span_count[w->ranges[s].owner]);
+    }
+    Pskv__TableOptions to;
+    pskv__table_options__init(&to);
+    to.name = (char *)name;
+    to.has_kind = to.has_size = to.has_width = to.has_lr = to.has_momentum = to.has_l2 =
+        to.has_eps = to.has_init_scale = to.has_seed = 1;
+    to.kind = t->dense ? PSKV__TABLE_KIND__DENSE : PSKV__TABLE_KIND__SPARSE;
+    to.size = t->size;
+    to.width = o.width;
+    to.updater = (char *)(o.updater ? o.updater : "sgd");
+    to.lr = o.lr;
+    to.momentum = o.momentum;
+    to.l2 = o.l2;
+    to.eps = o.eps;
+    to.init = (char *)(o.init ? o.init : "zero");
+    to.init_scale = o.init_scale;
+    to.seed = o.seed;
+    to.consistency = (char *)(o.consistency ? o.consistency : "async");
+
+    int rc = -PSKV_ETIMEDOUT;
+    req *r = new_req(w, REQ_OPEN, w->ntables, w->nservers);
+    if (!r)
+        goto fail;
+    for (int pi = 0; pi < w->nservers; pi++) {
+        r->parts[pi].server = pi;
+        Pskv__Meta m;
+        member_meta(&w->mb, &m, PSKV__MSG_TYPE__TABLE_OPEN);
+        m.has_table_id = 1;
+        m.table_id = id;
+        m.table = &to;
+        rc = send_part(w, r, pi, &m, NULL, NULL);
+        if (rc < 0) {
+            req_fail(w, r, rc);
+            goto fail;
+        }
+    }
+    rc = pskv_wait(w, r->ts, w->request_timeout_ms + 1000);
+    if (rc < 0)
+        goto fail;
+    if (existing >= 0) {
+        free(t->span_first);
+        free(t->span_count);
+        return existing;
+    }
+    return w->ntables++;
+fail:
+    free(t->span_first);
+    free(t->span_count);
+    return rc;
+}
+
+int pskv_barrier(pskv_worker *w, int timeout_ms)
+{
+    if (!w)
+        return -PSKV_EINVAL;
+    int64_t deadline = tu_now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
+    int rc = pskv_wait_all(w, timeout_ms);
+    if (rc < 0)
+        return rc;
+    uint64_t seq = ++w->barrier_seq;
+    Pskv__Meta m;
+    member_meta(&w->mb, &m, PSKV__MSG_TYPE__BARRIER);
+    m.has_seq = 1;
+    m.seq = seq;
+    if (member_send(&w->mb, &m) < 0)
+        return set_error(w, PSKV_ENET, "cannot reach the scheduler for barrier %llu",
+                         (unsigned long long)seq);
+    while (w->barrier_done < seq) {
+        if (tu_now_ms() >= deadline)
+            return set_error(w, PSKV_ETIMEDOUT, "barrier %llu not reached by every worker in %d ms",
+                             (unsigned long long)seq, timeout_ms);
+        pump(w, remaining(deadline));
+    }
+    return 0;
+}
+
+int pskv_worker_close(pskv_worker **w_p)
+{
+    if (!w_p || !*w_p)
+        return 0;
+    pskv_worker *w = *w_p;
+    int rc = 0;
+    if (w->mb.sock && w->srv) {
+        rc = pskv_wait_all(w, w->request_timeout_ms);
+        Pskv__Meta m;
+        member_meta(&w->mb, &m, PSKV__MSG_TYPE__FINISH);
+        member_send(&w->mb, &m);
+        int64_t deadline = tu_now_ms() + 5000;
+        while (!w->finish_acked && tu_now_ms() < deadline)
+            pump(w, remaining(deadline));
+        if (!w->finish_acked)
+            LOG_W("the scheduler did not acknowledge FINISH within 5 s");
+    }
+    if (w->hb_started) {
+        atomic_store(&w->hb_stop, 1);
+        pthread_join(w->hb_thread, NULL);
+    }
+    for (int i = 0; i < w->window && w->reqs; i++)
+        if (w->reqs[i].type != REQ_FREE)
+            req_release(&w->reqs[i]);
+    for (int i = 0; i < w->nservers && w->srv; i++)
+        if (w->srv[i].sock)
+            zmq_close(w->srv[i].sock);
+    member_close(&w->mb);
+    for (int i = 0; i < w->ntables; i++) {
+        free(w->tables[i].span_first);
+        free(w->tables[i].span_count);
+    }
+    free(w->tables);
+    free(w->srv);
+    free(w->ranges);
+    free(w->reqs);
+    if (w->ctx)
+        zmq_ctx_term(w->ctx);
+    free(w);
+    *w_p = NULL;
+    return rc;
+}

@@ -1,0 +1,114 @@
+/* libpskv: the worker library of the pskv parameter server.
+ *
+ * A worker registers with the scheduler, receives the cluster view, opens tables
+ * and pushes gradients / pulls weights by key. Push and pull are non-blocking:
+ * each returns a timestamp at once and the request's groups (one per owning
+ * server) are all in flight together; pskv_wait() completes them.
+ *
+ * Threads: a pskv_worker handle is used by one thread at a time (like a ZeroMQ
+ * socket). The library runs one background thread of its own that only sends
+ * heartbeats, so a worker that computes for a long time stays alive.
+ *
+ * Errors: calls return 0 (or a non-negative result) on success and a negated
+ * PSKV_E* code on failure; pskv_strerror() names the code, pskv_last_error()
+ * gives the detailed message of the latest failure. Nothing aborts the process
+ * on bad input from the network. */
+#ifndef PSKV_H
+#define PSKV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pskv_errors.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pskv_worker pskv_worker;
+
+typedef struct pskv_config {
+    const char *scheduler;     /* "HOST:PORT"; NULL = $PSKV_SCHEDULER, else 127.0.0.1:7700 */
+    int rank;                  /* wanted rank, -1 = let the scheduler choose */
+    const char *advertise;     /* address reported to the scheduler; NULL = automatic */
+    const char *interface;     /* take the advertised address from this interface */
+    double connect_timeout_s;  /* wait for the scheduler's answer (default 30) */
+    double join_timeout_s;     /* wait for the cluster view (default 600) */
+    int request_timeout_ms;    /* a request not answered by then fails (default 30000) */
+    int window;                /* requests in flight before push/pull block (default 64) */
+    uint64_t job_id;           /* 0 = the scheduler's */
+    int64_t max_message;       /* largest frame accepted (default 1 GiB) */
+} pskv_config;
+
+/* Fills cfg with the defaults above. */
+void pskv_config_init(pskv_config *cfg);
+
+typedef enum { PSKV_DENSE = 1, PSKV_SPARSE = 2 } pskv_kind;
+
+typedef struct pskv_table_opts {
+    pskv_kind kind;         /* dense: keys 0..size-1; sparse: any uint64 key */
+    uint64_t size;          /* dense only */
+    uint32_t width;         /* floats per key (default 1) */
+    const char *updater;    /* "sum", "sgd" (default) or "adagrad" */
+    float lr;               /* learning rate (default 0.01) */
+    float momentum, l2;     /* sgd momentum, L2 penalty (default 0) */
+    float eps;              /* adagrad epsilon (default 1e-8) */
+    const char *init;       /* "zero" (default), "const", "uniform", "normal" */
+    float init_scale;       /* const value / uniform half-width / normal stddev */
+    uint64_t seed;          /* init seed */
+    const char *consistency; /* "async" (the model this release serves) */
+} pskv_table_opts;
+
+/* Fills o with the defaults above (dense, width 1, sgd, lr 0.01, zero init). */
+void pskv_table_opts_init(pskv_table_opts *o);
+
+/* Registers with the scheduler and waits for the cluster view. On success *out
+ * owns a handle to release with pskv_worker_close. Errors: -PSKV_ETIMEDOUT
+ * (scheduler unreachable or cluster incomplete), -PSKV_EREFUSED (e.g. rank taken),
+ * -PSKV_EINVAL, -PSKV_ENET. */
+int pskv_worker_open(const pskv_config *cfg, pskv_worker **out);
+
+/* Opens (creating on first open) table `name` on every server. Returns a table
+ * handle >= 0, or -PSKV_EMISMATCH when the table exists with other options
+ * (pskv_last_error names the option), -PSKV_EINVAL, -PSKV_ETIMEDOUT. */
+int pskv_table_open(pskv_worker *w, const char *name, const pskv_table_opts *o);
+
+/* Pushes nkeys rows of `width` floats (vals: nkeys * width, in key order).
+ * keys == NULL on a dense table pushes every key (nkeys must equal size).
+ * Returns a timestamp > 0 at once; vals may be reused immediately (the library
+ * keeps one copy until the servers acknowledge). Blocks only while the window of
+ * requests in flight is full, up to the request time-out. */
+int64_t pskv_push(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
+                  const float *vals);
+
+/* Pulls nkeys rows into out (nkeys * width floats), filled when the returned
+ * timestamp completes; out must stay valid until then. keys == NULL as in push. */
+int64_t pskv_pull(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys, float *out);
+
+/* Waits for request `ts`. Returns 0, the request's error, or -PSKV_ETIMEDOUT when
+ * it is still in flight after timeout_ms (it stays in flight). */
+int pskv_wait(pskv_worker *w, int64_t ts, int timeout_ms);
+
+/* Waits for every request in flight; returns 0 or the first error seen. */
+int pskv_wait_all(pskv_worker *w, int timeout_ms);
+
+/* Waits for the caller's own requests, then until every worker reached the same
+ * barrier. Returns 0, -PSKV_ETIMEDOUT or another error. */
+int pskv_barrier(pskv_worker *w, int timeout_ms);
+
+/* This worker's rank (0..W-1), the number of workers and of servers. */
+int pskv_rank(const pskv_worker *w);
+int pskv_num_workers(const pskv_worker *w);
+int pskv_num_servers(const pskv_worker *w);
+
+/* Detailed message of the latest failure ("" when none). Valid until the next call. */
+const char *pskv_last_error(const pskv_worker *w);
+
+/* Waits (bounded) for requests in flight, tells the scheduler this worker is done,
+ * and frees the handle. NULL-safe; nulls *w_p. Returns 0 or the first error seen. */
+int pskv_worker_close(pskv_worker **w_p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,91 @@
+/* pskv-worker: joins a job through libpskv and runs one application. */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "apps.h"
+#include "config.h"
+#include "log.h"
+#include "pskv.h"
+
+static cfg_entry config[] = {
+    {"scheduler", CFG_STR, "127.0.0.1:7700", "PSKV_SCHEDULER", 1, 0, NULL,
+     "scheduler address HOST:PORT", 0, 0, NULL, NULL},
+    {"app", CFG_STR, "check", "PSKV_WORKER_APP", 1, 0, NULL, "application: check or bench", 0, 0,
+     NULL, NULL},
+    {"rank", CFG_INT, "-1", "PSKV_WORKER_RANK", -1, 65535, NULL,
+     "rank to take (-1 = the scheduler assigns one)", 0, 0, NULL, NULL},
+    {"request-timeout", CFG_DOUBLE, "30", "PSKV_WORKER_REQUEST_TIMEOUT", 0.01, 86400, "s",
+     "a push, pull or barrier not answered by then fails", 0, 0, NULL, NULL},
+    {"window", CFG_INT, "64", "PSKV_WORKER_WINDOW", 1, 4096, NULL,
+     "requests in flight before push/pull block", 0, 0, NULL, NULL},
+    {"join-timeout", CFG_DOUBLE, "600", "PSKV_JOIN_TIMEOUT", 1, 86400, "s",
+     "how long to wait for the cluster to be complete", 0, 0, NULL, NULL},
+    {"job-id", CFG_INT, "0", "PSKV_JOB_ID", 0, 9.2e18, NULL, "job to join (0 = the scheduler's)",
+     0, 0, NULL, NULL},
+    /* check */
+    {"rounds", CFG_INT, "3", "PSKV_WORKER_ROUNDS", 1, 1000000, NULL, "check: push rounds", 0, 0,
+     NULL, NULL},
+    {"keys", CFG_INT, "1000", "PSKV_WORKER_KEYS", 1, 100000000, NULL,
+     "check: keys per table", 0, 0, NULL, NULL},
+    /* bench */
+    {"size", CFG_INT, "1048576", "PSKV_WORKER_SIZE", 4, 1073741824, "bytes",
+     "bench: value bytes per push and per pull (multiple of 4)", 0, 0, NULL, NULL},
+    {"mode", CFG_STR, "both", "PSKV_WORKER_MODE", 1, 0, NULL,
+     "bench: serial, pipelined or both", 0, 0, NULL, NULL},
+    {"steps", CFG_INT, "0", "PSKV_WORKER_STEPS", 0, 100000000, NULL,
+     "bench: steps per run (0 = about 1 s worth)", 0, 0, NULL, NULL},
+    {"warmup", CFG_INT, "20", "PSKV_WORKER_WARMUP", 0, 1000000, NULL, "bench: warm-up steps",
+     0, 0, NULL, NULL},
+    {"runs", CFG_INT, "5", "PSKV_WORKER_RUNS", 1, 1000, NULL, "bench: runs (median reported)",
+     0, 0, NULL, NULL},
+    CFG_COMMON_ENTRIES("PSKV_WORKER_PORT", "0"),
+    CFG_END};
+
+int main(int argc, char **argv)
+{
+    log_set_role("worker");
+    int rc = cfg_parse(config, "pskv-worker --scheduler HOST:PORT --app check|bench [flags]",
+                       argc, argv, NULL);
+    if (rc != 0)
+        return rc > 0 ? 0 : 2;
+    int lvl = log_parse_level(cfg_str(config, "log-level"));
+    if (lvl < 0) {
+        fprintf(stderr, "pskv-worker: --log-level must be error, warn, info or debug\n");
+        return 2;
+    }
+    log_threshold = lvl;
+    const char *app = cfg_str(config, "app");
+    if (strcmp(app, "check") && strcmp(app, "bench")) {
+        fprintf(stderr, "pskv-worker: unknown --app '%s' (check, bench)\n", app);
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    pskv_config pc;
+    pskv_config_init(&pc);
+    pc.scheduler = cfg_str(config, "scheduler");
+    pc.rank = (int)cfg_int(config, "rank");
+    pc.advertise = cfg_str(config, "advertise");
+    pc.interface = cfg_str(config, "interface");
+    pc.connect_timeout_s = cfg_double(config, "connect-timeout");
+    pc.join_timeout_s = cfg_double(config, "join-timeout");
+    pc.request_timeout_ms = (int)(cfg_double(config, "request-timeout") * 1000);
+    pc.window = (int)cfg_int(config, "window");
+    pc.job_id = (uint64_t)cfg_int(config, "job-id");
+    pc.max_message = cfg_int(config, "max-message");
+    cfg_log(config);
+    pskv_worker *w = NULL;
+    rc = pskv_worker_open(&pc, &w);
+    if (rc < 0) {
+        fprintf(stderr, "pskv-worker: cannot join the job: %s\n", pskv_strerror(rc));
+        return 1;
+    }
+    int status = !strcmp(app, "check") ? app_check(w, config) : app_bench(w, config);
+    rc = pskv_worker_close(&w);
+    if (rc < 0 && status == 0) {
+        fprintf(stderr, "pskv-worker: close: %s\n", pskv_strerror(rc));
+        status = 1;
+    }
+    return status;
+}
