@@ -14,6 +14,18 @@
 #include "pskv_errors.h"
 #include "timeutil.h"
 
+static const volatile sig_atomic_t *stop_flag;
+
+void member_set_stop_flag(const volatile sig_atomic_t *flag) { stop_flag = flag; }
+
+static int stopping(char *why, size_t whylen)
+{
+    if (!stop_flag || !*stop_flag)
+        return 0;
+    snprintf(why, whylen, "interrupted by signal %d", (int)*stop_flag);
+    return 1;
+}
+
 void member_meta(const member *m, Pskv__Meta *meta, Pskv__MsgType type)
 {
     wire_meta_init(meta, type);
@@ -123,7 +135,7 @@ int member_open(member *m, void *ctx, const char *scheduler, Pskv__Role role, in
         int64_t until = tu_now_ms() + backoff;
         if (until > deadline)
             until = deadline;
-        while (tu_now_ms() < until) {
+        while (tu_now_ms() < until && !stopping(why, whylen)) {
             if (!poll_in(m->sock, (long)(until - tu_now_ms())))
                 continue;
             wire_msg msg;
@@ -153,6 +165,10 @@ int member_open(member *m, void *ctx, const char *scheduler, Pskv__Role role, in
             }
             wire_msg_close(&msg);
         }
+        if (stopping(why, whylen)) {
+            member_close(m);
+            return -PSKV_ECLOSED;
+        }
         if (tu_now_ms() >= deadline) {
             snprintf(why, whylen,
                      "scheduler %s unreachable: no answer within %.1f s (--connect-timeout)",
@@ -170,6 +186,8 @@ int member_wait_view(member *m, double timeout_s, char *why, size_t whylen)
 {
     int64_t deadline = tu_now_ms() + (int64_t)(timeout_s * 1000);
     while (!m->view) {
+        if (stopping(why, whylen))
+            return -PSKV_ECLOSED;
         int64_t now = tu_now_ms();
         if (now >= deadline) {
             snprintf(why, whylen, "no cluster view from scheduler %s within %.0f s", m->sched,

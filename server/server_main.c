@@ -292,13 +292,14 @@ int main(int argc, char **argv)
         return 1;
     }
     S.tables = tables_new();
+    member_set_stop_flag(&stop_signal);
     cfg_log(config);
     rc = member_open(&S.mb, S.ctx, sched, PSKV__ROLE__SERVER, -1, host, port,
                      (uint64_t)cfg_int(config, "job-id"), cfg_double(config, "connect-timeout"),
                      cfg_int(config, "max-message"), why, sizeof why);
     if (rc < 0) {
         LOG_E("%s", why);
-        return 1;
+        return rc == -PSKV_ECLOSED ? 0 : 1;
     }
     log_set_node((int)S.mb.node_id);
     LOG_I("registered as node %u; serving on %s:%d; job %llu", S.mb.node_id, host, port,
@@ -306,7 +307,7 @@ int main(int argc, char **argv)
     rc = member_wait_view(&S.mb, cfg_double(config, "join-timeout"), why, sizeof why);
     if (rc < 0 || own_range_of_view() < 0) {
         LOG_E("%s", rc < 0 ? why : "the view does not list this server");
-        return 1;
+        return rc == -PSKV_ECLOSED ? 0 : 1;
     }
     LOG_I("owns ring range [%016llx, %016llx]", (unsigned long long)S.begin,
           (unsigned long long)S.end);

@@ -1,0 +1,158 @@
+/* pskvctl: asks a running scheduler about its job.
+ *   pskvctl [--scheduler HOST:PORT] status [--json]
+ * Exit status: 0 answered, 1 no answer within --timeout or refused, 2 usage. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "config.h"
+#include "log.h"
+#include "net.h"
+#include "pskv_errors.h"
+#include "wire.h"
+
+static cfg_entry config[] = {
+    {"scheduler", CFG_STR, "127.0.0.1:7700", "PSKV_SCHEDULER", 1, 0, NULL,
+     "scheduler address HOST:PORT", 0, 0, NULL, NULL},
+    {"json", CFG_BOOL, "false", NULL, 1, 0, NULL, "print JSON for tools instead of a table", 0, 0,
+     NULL, NULL},
+    {"timeout", CFG_DOUBLE, "5", "PSKV_CTL_TIMEOUT", 0.1, 3600, "s",
+     "how long to wait for the scheduler's answer", 0, 0, NULL, NULL},
+    {"log-level", CFG_STR, "warn", "PSKV_LOG_LEVEL", 1, 0, NULL, "error, warn, info or debug", 0,
+     0, NULL, NULL},
+    CFG_END};
+
+static const char *role_name(int r)
+{
+    return r == PSKV__ROLE__SERVER ? "server" : r == PSKV__ROLE__WORKER ? "worker" : "other";
+}
+
+static void json_str(const char *s)
+{
+    putchar('"');
+    for (; s && *s; s++) {
+        if (*s == '"' || *s == '\\')
+            printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            printf("\\u%04x", *s);
+        else
+            putchar(*s);
+    }
+    putchar('"');
+}
+
+static void print_json(const Pskv__Meta *m)
+{
+    const Pskv__View *v = m->view;
+    printf("{\"job_id\":\"%" PRIu64 "\",\"epoch\":%" PRIu64 ",\"state\":", m->job_id, v->epoch);
+    json_str(v->state);
+    printf(",\"servers_expected\":%u,\"workers_expected\":%u,\"heartbeat_ms\":%u,\"nodes\":[",
+           v->servers, v->workers, v->heartbeat_ms);
+    for (size_t i = 0; i < v->n_nodes; i++) {
+        const Pskv__Node *n = v->nodes[i];
+        printf("%s{\"id\":%u,\"role\":\"%s\",\"rank\":%d,\"host\":", i ? "," : "", n->id,
+               role_name(n->role), n->rank);
+        json_str(n->host);
+        printf(",\"port\":%u,\"pid\":%u,\"state\":", n->port, n->pid);
+        json_str(n->state);
+        printf(",\"alive\":%s,\"heartbeat_age_ms\":%" PRId64, n->alive ? "true" : "false",
+               n->heartbeat_age_ms);
+        if (n->has_range_begin)
+            printf(",\"range_begin\":\"0x%016" PRIx64 "\",\"range_end\":\"0x%016" PRIx64 "\"",
+                   n->range_begin, n->range_end);
+        putchar('}');
+    }
+    printf("]}\n");
+}
+
+static void print_table(const Pskv__Meta *m)
+{
+    const Pskv__View *v = m->view;
+    int ns = 0, nw = 0;
+    for (size_t i = 0; i < v->n_nodes; i++) {
+        ns += v->nodes[i]->role == PSKV__ROLE__SERVER;
+        nw += v->nodes[i]->role == PSKV__ROLE__WORKER;
+    }
+    printf("job %" PRIu64 "  state %s  epoch %" PRIu64 "  servers %d/%u  workers %d/%u  "
+           "heartbeat %u ms\n",
+           m->job_id, v->state ? v->state : "?", v->epoch, ns, v->servers, nw, v->workers,
+           v->heartbeat_ms);
+    printf("%-4s %-7s %-5s %-22s %-8s %-9s %-6s %-10s %s\n", "ID", "ROLE", "RANK", "ADDRESS",
+           "PID", "STATE", "ALIVE", "HEARTBEAT", "RANGE");
+    for (size_t i = 0; i < v->n_nodes; i++) {
+        const Pskv__Node *n = v->nodes[i];
+        char addr[160], hb[32], range[48] = "-";
+        snprintf(addr, sizeof addr, "%s:%u", n->host ? n->host : "?", n->port);
+        snprintf(hb, sizeof hb, "%" PRId64 " ms ago", n->heartbeat_age_ms);
+        if (n->has_range_begin)
+            snprintf(range, sizeof range, "%016" PRIx64 "-%016" PRIx64, n->range_begin,
+                     n->range_end);
+        printf("%-4u %-7s %-5d %-22s %-8u %-9s %-6s %-10s %s\n", n->id, role_name(n->role),
+               n->rank, addr, n->pid, n->state ? n->state : "?", n->alive ? "yes" : "NO", hb,
+               range);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    log_set_role("pskvctl");
+    cfg_args args;
+    const char *usage = "pskvctl [--scheduler HOST:PORT] status [--json]";
+    int rc = cfg_parse(config, usage, argc, argv, &args);
+    if (rc != 0)
+        return rc > 0 ? 0 : 2;
+    int lvl = log_parse_level(cfg_str(config, "log-level"));
+    log_threshold = lvl < 0 ? LOG_WARN : lvl;
+    if (args.npos != 1 || strcmp(args.pos[0], "status") != 0) {
+        fprintf(stderr, "pskvctl: expected one command: status\nusage: %s\n", usage);
+        return 2;
+    }
+    const char *sched = cfg_str(config, "scheduler");
+    char host[256];
+    int port;
+    if (net_split_hostport(sched, host, sizeof host, &port) < 0) {
+        fprintf(stderr, "pskvctl: --scheduler '%s' is not HOST:PORT\n", sched);
+        return 2;
+    }
+    void *ctx = zmq_ctx_new();
+    void *s = net_socket(ctx, ZMQ_DEALER, 64 << 20, 0);
+    net_connect(s, host, port);
+    Pskv__Meta req;
+    wire_meta_init(&req, PSKV__MSG_TYPE__STATUS);
+    req.has_request_id = 1;
+    req.request_id = 1;
+    wire_send(s, NULL, &req, NULL, NULL);
+    int timeout_ms = (int)(cfg_double(config, "timeout") * 1000);
+    zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
+    int status = 1;
+    if (zmq_poll(&it, 1, timeout_ms) <= 0) {
+        fprintf(stderr, "pskvctl: no answer from scheduler %s within %.1f s\n", sched,
+                timeout_ms / 1000.0);
+    } else {
+        wire_msg msg;
+        char why[300];
+        rc = wire_recv(s, 0, &msg, why, sizeof why);
+        if (rc < 0) {
+            fprintf(stderr, "pskvctl: bad answer from %s: %s\n", sched, why);
+        } else if (msg.meta->type == PSKV__MSG_TYPE__ERROR) {
+            fprintf(stderr, "pskvctl: scheduler refused: %s\n",
+                    msg.meta->error ? msg.meta->error : "error");
+        } else if (msg.meta->type != PSKV__MSG_TYPE__STATUS_REPLY || !msg.meta->view) {
+            fprintf(stderr, "pskvctl: unexpected %s from %s\n",
+                    wire_type_name((int)msg.meta->type), sched);
+        } else {
+            if (cfg_int(config, "json"))
+                print_json(msg.meta);
+            else
+                print_table(msg.meta);
+            status = 0;
+        }
+        wire_msg_close(&msg);
+    }
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+    return status;
+}

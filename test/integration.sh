@@ -1,0 +1,242 @@
+#!/usr/bin/env bash
+# Integration tests: real daemons over real TCP on loopback, each test with a hard
+# time-out. Prints one line per test and, last, "N passed, N failed" on its own line.
+# Binaries: $PSKV_BIN_DIR (make test points it at the sanitizer build), else build/bin.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/.." && pwd)
+BIN=${PSKV_BIN_DIR:-$top/build/bin}
+LAUNCH=$top/scripts/launch-local.sh
+WORK=$(mktemp -d /tmp/pskv-itest-XXXXXX)
+export PSKV_BIN_DIR=$BIN
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+passed=0
+failed=0
+failures=()
+declare -a CHILDREN=()
+
+cleanup() {
+  for p in "${CHILDREN[@]}"; do kill -KILL "$p" 2>/dev/null; done
+  if [ $failed -eq 0 ]; then rm -rf "$WORK"; else echo "logs kept in $WORK" >&2; fi
+}
+trap cleanup EXIT
+
+free_port() {
+  local p
+  while :; do
+    p=$((20000 + RANDOM % 40000))
+    ss -Htln "sport = :$p" 2>/dev/null | grep -q . || { echo "$p"; return; }
+  done
+}
+
+# run_test NAME FUNCTION: runs FUNCTION in a subshell with a time-out of 180 s.
+run_test() {
+  local name=$1 fn=$2 dir="$WORK/$1" rc
+  mkdir -p "$dir"
+  ( cd "$dir" && TDIR=$dir "$fn" ) > "$dir/test.out" 2>&1 &
+  local pid=$!
+  local deadline=$((SECONDS + ${TEST_TIMEOUT:-180}))
+  while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
+  if kill -0 "$pid" 2>/dev/null; then
+    pkill -KILL -P "$pid" 2>/dev/null; kill -KILL "$pid" 2>/dev/null
+    echo "timed out" >> "$dir/test.out"; rc=124
+  else
+    wait "$pid"; rc=$?
+  fi
+  if [ $rc -eq 0 ]; then
+    passed=$((passed + 1)); echo "PASS $name"
+  else
+    failed=$((failed + 1)); failures+=("$name"); echo "FAIL $name (status $rc)"
+    sed 's/^/    /' "$dir/test.out" | tail -n 40
+  fi
+}
+
+fail() { echo "FAILED: $*"; exit 1; }
+
+# Starts a daemon in the background of the test, output to $TDIR/NAME.log.
+start() { local name=$1; shift; "$@" > "$TDIR/$name.log" 2>&1 & echo $! > "$TDIR/$name.pid"; }
+
+wait_exit() { # wait_exit PID SECONDS -> exit status of the process, 124 on time-out
+  local pid=$1 t=$(( $2 * 10 ))
+  while kill -0 "$pid" 2>/dev/null && [ $t -gt 0 ]; do sleep 0.1; t=$((t - 1)); done
+  if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid"; return 124; fi
+  wait "$pid"
+}
+
+# Waits until pskvctl reports N servers registered; prints the status JSON.
+wait_servers() {
+  local port=$1 n=$2 i js
+  for i in $(seq 100); do
+    js=$("$BIN/pskvctl" --scheduler "127.0.0.1:$port" status --json 2>/dev/null) &&
+      [ "$(grep -o '"role":"server"' <<< "$js" | wc -l)" -ge "$n" ] && { echo "$js"; return 0; }
+    sleep 0.1
+  done
+  return 1
+}
+
+no_strays() { # no process from the pid files in DIR is alive
+  local f
+  for f in "$1"/*.pid; do
+    [ -f "$f" ] || continue
+    kill -0 "$(cat "$f")" 2>/dev/null && fail "process of $f ($(cat "$f")) still running"
+  done
+  return 0
+}
+
+# ---- tests ----------------------------------------------------------------------
+
+t_check_2x3() {
+  "$LAUNCH" --servers 2 --workers 3 --timeout 120 --log-dir "$TDIR/logs" -- --app check --rounds 4 ||
+    fail "launch-local exited $?"
+  for r in 0 1 2; do
+    tail -n 1 "$TDIR/logs/worker-$r.log" | grep -q '^check ok:' || fail "worker $r: $(tail -n 1 "$TDIR/logs/worker-$r.log")"
+    grep -q 'dense table .* exact' "$TDIR/logs/worker-$r.log" || fail "worker $r checked no dense sums"
+    grep -q 'sparse table .* exact' "$TDIR/logs/worker-$r.log" || fail "worker $r checked no sparse sums"
+  done
+  grep -q 'job .* done' "$TDIR/logs/scheduler.log" || fail "scheduler did not end the job"
+  grep -q 'stopped by the scheduler' "$TDIR/logs/server-0.log" || fail "server 0 was not stopped in order"
+  no_strays "$TDIR/logs"
+}
+
+t_check_fails_on_mismatch() {
+  # The check must be able to fail: two launches against... a worker that pushes
+  # with a different number of rounds than the others expect.
+  set +e
+  "$LAUNCH" --servers 1 --workers 2 --timeout 120 --log-dir "$TDIR/logs" \
+    --worker-opt 1:--rounds --worker-opt 1:2 -- --app check --rounds 3
+  rc=$?
+  [ $rc -ne 0 ] || fail "check passed although worker 1 pushed fewer rounds"
+  grep -q '^check FAILED' "$TDIR/logs/worker-0.log" || fail "worker 0 did not report check FAILED"
+  no_strays "$TDIR/logs"
+}
+
+t_malformed_input() {
+  local port js sp0 sp1
+  port=$(free_port)
+  start scheduler "$BIN/pskv-scheduler" --port "$port" --servers 2 --workers 3
+  start server-0 "$BIN/pskv-server" --scheduler "127.0.0.1:$port" --max-message 65536
+  start server-1 "$BIN/pskv-server" --scheduler "127.0.0.1:$port" --max-message 65536
+  js=$(wait_servers "$port" 2) || fail "servers did not register"
+  sp0=$(grep -o '"role":"server","rank":0,"host":"[^"]*","port":[0-9]*' <<< "$js" | sed 's/.*"port"://')
+  sp1=$(grep -o '"role":"server","rank":1,"host":"[^"]*","port":[0-9]*' <<< "$js" | sed 's/.*"port"://')
+  [ -n "$sp0" ] && [ -n "$sp1" ] || fail "no server ports in status: $js"
+  "$BIN/pskv-garbage" --endpoint "tcp://127.0.0.1:$sp0" --max-message 65536 > garbage-server.out 2>&1 ||
+    { cat garbage-server.out; fail "server did not answer every malformed message with ERROR"; }
+  "$BIN/pskv-garbage" --endpoint "tcp://127.0.0.1:$port" > garbage-scheduler.out 2>&1 ||
+    { cat garbage-scheduler.out; fail "scheduler did not answer every malformed message with ERROR"; }
+  cat garbage-server.out garbage-scheduler.out
+  grep -q 'refused' server-0.log || fail "server 0 logged no refused message"
+  grep -q 'dropped message from\|refused' scheduler.log || fail "scheduler logged nothing"
+  kill -0 "$(cat server-0.pid)" && kill -0 "$(cat scheduler.pid)" || fail "a daemon died of garbage"
+  # the same daemons then run the check
+  for r in 0 1 2; do
+    start "worker-$r" "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --rank $r --app check
+  done
+  for r in 0 1 2; do
+    wait_exit "$(cat worker-$r.pid)" 120 || fail "worker $r exited $?: $(tail -n 3 worker-$r.log)"
+    tail -n 1 "worker-$r.log" | grep -q '^check ok:' || fail "worker $r: $(tail -n 1 worker-$r.log)"
+  done
+  for d in scheduler server-0 server-1; do
+    wait_exit "$(cat $d.pid)" 20 || fail "$d exited $?"
+  done
+}
+
+t_unreachable_scheduler() {
+  local port start_s rc
+  port=$(free_port)
+  start_s=$SECONDS
+  "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --connect-timeout 2 --app check > worker.log 2>&1
+  rc=$?
+  [ $rc -ne 0 ] || fail "worker exited 0 without a scheduler"
+  [ $((SECONDS - start_s)) -le 15 ] || fail "worker took $((SECONDS - start_s)) s to give up"
+  grep -q "unreachable" worker.log || fail "no clear error: $(cat worker.log)"
+  "$BIN/pskv-server" --scheduler "127.0.0.1:$port" --connect-timeout 2 > server.log 2>&1 &&
+    fail "server exited 0 without a scheduler"
+  grep -q "unreachable" server.log || fail "server: no clear error: $(cat server.log)"
+}
+
+t_wrong_flags() {
+  local b rc
+  for b in pskv-scheduler pskv-server pskv-worker pskvctl; do
+    "$BIN/$b" --no-such-flag > out 2>&1; rc=$?
+    [ $rc -eq 2 ] || fail "$b --no-such-flag exited $rc, expected 2"
+    grep -q "unknown flag '--no-such-flag'" out || fail "$b: no usage message: $(cat out)"
+    "$BIN/$b" --help > help 2>&1 || fail "$b --help failed"
+    grep -q 'default' help || fail "$b --help lists no defaults"
+  done
+  "$BIN/pskv-scheduler" --servers abc > out 2>&1; [ $? -eq 2 ] || fail "--servers abc accepted"
+  "$BIN/pskv-scheduler" --servers=0 > out 2>&1; [ $? -eq 2 ] || fail "--servers=0 accepted"
+  grep -q 'servers' out || fail "bound error does not name the flag"
+  PSKV_SCHEDULER_SERVERS=x "$BIN/pskv-scheduler" > out 2>&1; [ $? -eq 2 ] || fail "bad env accepted"
+  grep -q PSKV_SCHEDULER_SERVERS out || fail "env error does not name the variable"
+  "$BIN/pskv-worker" --app nosuch > out 2>&1; [ $? -eq 2 ] || fail "--app nosuch accepted"
+  "$LAUNCH" --servers 0 --workers 1 > out 2>&1; [ $? -eq 2 ] || fail "launch-local --servers 0 accepted"
+}
+
+t_registration_rules() {
+  local port rc
+  port=$(free_port)
+  start scheduler "$BIN/pskv-scheduler" --port "$port" --servers 1 --workers 2 --job-id 4242
+  start worker-a "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --rank 0 --app check
+  sleep 0.5
+  # a rank taken twice is refused
+  "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --rank 0 --app check --connect-timeout 5 > dup.log 2>&1
+  rc=$?
+  [ $rc -ne 0 ] || fail "duplicate rank accepted"
+  grep -q 'rank 0 is taken' dup.log || fail "no reason for the refusal: $(cat dup.log)"
+  # another job id is refused
+  "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --job-id 999 --app check --connect-timeout 5 > job.log 2>&1 &&
+    fail "foreign job id accepted"
+  grep -q 'job id 999' job.log || fail "no reason for the job refusal: $(cat job.log)"
+  # status works while the scheduler waits
+  "$BIN/pskvctl" --scheduler "127.0.0.1:$port" status > status.txt || fail "status failed while waiting"
+  grep -q 'state waiting' status.txt || fail "status does not say waiting: $(cat status.txt)"
+  grep -q 'worker' status.txt || fail "status does not list the worker"
+  kill "$(cat worker-a.pid)" "$(cat scheduler.pid)"
+  wait_exit "$(cat scheduler.pid)" 10 >/dev/null
+}
+
+t_heartbeat_liveness() {
+  local port js
+  port=$(free_port)
+  start scheduler "$BIN/pskv-scheduler" --port "$port" --servers 1 --workers 1 --dead-after-ms 400
+  start server-0 "$BIN/pskv-server" --scheduler "127.0.0.1:$port"
+  wait_servers "$port" 1 > /dev/null || fail "server did not register"
+  sleep 0.5
+  js=$("$BIN/pskvctl" --scheduler "127.0.0.1:$port" status --json)
+  grep -q '"alive":true' <<< "$js" || fail "live server not shown alive: $js"
+  kill -STOP "$(cat server-0.pid)"
+  sleep 1.2
+  js=$("$BIN/pskvctl" --scheduler "127.0.0.1:$port" status --json)
+  kill -CONT "$(cat server-0.pid)"
+  grep -q '"alive":false' <<< "$js" || fail "paused server not shown dead: $js"
+  sleep 0.8
+  js=$("$BIN/pskvctl" --scheduler "127.0.0.1:$port" status --json)
+  grep -q '"alive":true' <<< "$js" || fail "resumed server not shown alive: $js"
+  kill "$(cat server-0.pid)" "$(cat scheduler.pid)"
+}
+
+t_fuzz_corpus() {
+  "$BIN/pskv-fuzz-replay" "$top/test/corpus" || fail "corpus replay failed"
+}
+
+t_launch_timeout() {
+  local rc start_s
+  start_s=$SECONDS
+  # 2 workers expected, the cluster never completes: the launcher's time-out ends it
+  "$LAUNCH" --servers 1 --workers 1 --timeout 3 --log-dir "$TDIR/logs" \
+    --scheduler-opt --workers --scheduler-opt 2 -- --app check > out 2>&1
+  rc=$?
+  [ $rc -eq 124 ] || fail "launch-local exited $rc on time-out, expected 124"
+  no_strays "$TDIR/logs"
+}
+
+tests=(check_2x3 check_fails_on_mismatch malformed_input unreachable_scheduler wrong_flags
+       registration_rules heartbeat_liveness fuzz_corpus launch_timeout)
+for t in "${tests[@]}"; do
+  if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $t "* ]]; then continue; fi
+  run_test "$t" "t_$t"
+done
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]
