@@ -46,7 +46,8 @@ BINS     := $(BIN)/pskv-scheduler $(BIN)/pskv-server $(BIN)/pskv-worker $(BIN)/p
 TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-garbage $(BIN)/pskv-fuzz-replay
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
 
-.PHONY: all tools deps test unit integration demo bench bench-pushpull install clean fuzz
+FORCE:
+.PHONY: FORCE all tools deps test unit integration demo bench bench-pushpull install clean fuzz
 .DEFAULT_GOAL := all
 
 all: $(BINS) $(LIBS) $(TOOLS) $(BUILD)/pskv.pc
@@ -111,7 +112,8 @@ $(BUILD)/bin/pskv-unit: $(UNIT_O) $(SERVER_LIB_O) $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
 
-$(BUILD)/pskv.pc: Makefile
+# Rewritten on every build: it carries PREFIX, which may change between runs.
+$(BUILD)/pskv.pc: FORCE
 	@mkdir -p $(BUILD)
 	@printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: pskv\nDescription: pskv parameter server worker library\nVersion: 0.1.0\nRequires.private: libzmq libprotobuf-c\nLibs: -L$${libdir} -lpskv\nCflags: -I$${includedir}\n' '$(PREFIX)' > $@
 
