@@ -132,11 +132,12 @@ integration: all
 
 # ---- fuzzing (clang + libFuzzer); `make test` replays the committed corpus ----
 fuzz: $(GEN_H)
-	@mkdir -p build/fuzz
-	clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -Icommon -I$(BUILD)/gen \
-	  $(PKG_CFLAGS) test/fuzz_wire.c common/wire.c common/pskv_errors.c $(GEN_C) \
-	  -o build/fuzz/fuzz-wire $(PKG_LIBS)
-	build/fuzz/fuzz-wire -max_total_time=$${FUZZ_SECONDS:-60} -max_len=4096 build/fuzz/corpus test/corpus || true
+	@mkdir -p build/fuzz/corpus
+	clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	  -Icommon -I$(BUILD)/gen $(PKG_CFLAGS) test/fuzz_wire.c common/wire.c common/pskv_errors.c \
+	  $(GEN_C) -o build/fuzz/fuzz-wire $(PKG_LIBS)
+	build/fuzz/fuzz-wire -max_total_time=$${FUZZ_SECONDS:-60} -max_len=4096 \
+	  -artifact_prefix=build/fuzz/ build/fuzz/corpus test/corpus
 
 # ---- demo and benchmarks -------------------------------------------------
 demo: deps all

@@ -163,6 +163,7 @@ static void peer_of(zmq_msg_t *msg, char *out, size_t len)
 int wire_recv(void *sock, int router, wire_msg *m, char *why, size_t whylen)
 {
     memset(m, 0, sizeof *m);
+    snprintf(m->peer, sizeof m->peer, "?");
     int more = 1, count = 0, overflow = 0;
     const void *data[WIRE_MAX_FRAMES];
     size_t sizes[WIRE_MAX_FRAMES];
@@ -179,7 +180,9 @@ int wire_recv(void *sock, int router, wire_msg *m, char *why, size_t whylen)
             return -PSKV_ENET;
         }
         more = zmq_msg_more(&part);
-        if (count == 0)
+        /* A ROUTER's routing-id frame carries no metadata: take the address
+         * from the first payload frame. */
+        if (count == (router ? 1 : 0))
             peer_of(&part, m->peer, sizeof m->peer);
         if (router && count == 0) {
             m->rid = part;

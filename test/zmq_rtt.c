@@ -1,0 +1,211 @@
+/* pskv-zmq-rtt --size BYTES [--reps N] [--warmup N]: the raw ZeroMQ baseline
+ * that pskv's push/pull latency is compared with.
+ *
+ * One process, two threads, loopback TCP, default socket options: an echo
+ * thread owns a ROUTER bound on tcp://127.0.0.1:* and sends every message back
+ * as it came (routing id, then each payload frame, forwarding the received
+ * zmq_msg_t itself, no copy); the main thread owns a DEALER that sends SIZE
+ * bytes zero-copy from one buffer, filled once and never written again, and
+ * waits for the echo before the next send, then times each round trip on
+ * CLOCK_MONOTONIC. The ROUTER is created and bound by the main thread before
+ * the echo thread starts (thread creation is the memory barrier ZeroMQ asks
+ * for when a socket changes threads); zmq_ctx_shutdown stops the echo thread. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+static void *echo_main(void *arg)
+{
+    void *router = arg;
+    for (;;) {
+        zmq_msg_t part;
+        zmq_msg_init(&part);
+        if (zmq_msg_recv(&part, router, 0) < 0) {
+            zmq_msg_close(&part);
+            if (errno == EINTR)
+                continue;
+            break; /* ETERM: the context is shutting down */
+        }
+        /* zmq_msg_send takes the part (and its buffer) on success. */
+        int flags = zmq_msg_more(&part) ? ZMQ_SNDMORE : 0;
+        if (zmq_msg_send(&part, router, flags) < 0) {
+            zmq_msg_close(&part);
+            if (errno == ETERM)
+                break;
+        }
+    }
+    zmq_close(router);
+    return NULL;
+}
+
+/* The payload buffer is sent again each rep and freed by main after
+ * zmq_ctx_term, so ZeroMQ must not free it. */
+static void keep_buffer(void *data, void *hint)
+{
+    (void)data;
+    (void)hint;
+}
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Nearest-rank percentile of sorted v[0..n-1]. */
+static double pct(const double *v, long n, double p)
+{
+    long i = (long)(p * (double)n + 0.999999) - 1;
+    if (i < 0)
+        i = 0;
+    if (i >= n)
+        i = n - 1;
+    return v[i];
+}
+
+static int parse_long(const char *s, long min, long max, long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < min || v > max)
+        return -1;
+    *out = (long)v;
+    return 0;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: pskv-zmq-rtt --size BYTES [--reps N] [--warmup N]\n"
+               "  --reps defaults to max(20, 200000000 / (BYTES + 10000)), at most 20000;\n"
+               "  --warmup defaults to 50\n");
+}
+
+/* One round trip: send `size` bytes from buf, wait for the echo. Returns 0 or -1. */
+static int round_trip(void *dealer, void *buf, size_t size)
+{
+    zmq_msg_t msg;
+    if (zmq_msg_init_data(&msg, buf, size, keep_buffer, NULL) != 0)
+        return -1;
+    if (zmq_msg_send(&msg, dealer, 0) < 0) {
+        zmq_msg_close(&msg);
+        return -1;
+    }
+    zmq_msg_t back;
+    zmq_msg_init(&back);
+    int n = zmq_msg_recv(&back, dealer, 0);
+    int ok = n >= 0 && (size_t)n == size && !zmq_msg_more(&back);
+    zmq_msg_close(&back);
+    return ok ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+    long size = -1, reps = 0, warmup = 50;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        const char *v = i + 1 < argc ? argv[++i] : NULL;
+        int bad = !v;
+        if (!bad && !strcmp(a, "--size"))
+            bad = parse_long(v, 0, 1L << 31, &size);
+        else if (!bad && !strcmp(a, "--reps"))
+            bad = parse_long(v, 1, 100000000, &reps);
+        else if (!bad && !strcmp(a, "--warmup"))
+            bad = parse_long(v, 0, 100000000, &warmup);
+        else
+            bad = 1;
+        if (bad) {
+            fprintf(stderr, "pskv-zmq-rtt: bad option or value: %s %s\n", a, v ? v : "");
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (size < 0) {
+        usage(stderr);
+        return 2;
+    }
+    if (reps == 0) {
+        reps = 200000000L / (size + 10000);
+        if (reps < 20)
+            reps = 20;
+        if (reps > 20000)
+            reps = 20000;
+    }
+
+    void *ctx = zmq_ctx_new();
+    void *router = ctx ? zmq_socket(ctx, ZMQ_ROUTER) : NULL;
+    int zero = 0; /* linger only matters at exit: never wait there */
+    if (router)
+        zmq_setsockopt(router, ZMQ_LINGER, &zero, sizeof zero);
+    if (!router || zmq_bind(router, "tcp://127.0.0.1:*") != 0) {
+        fprintf(stderr, "pskv-zmq-rtt: cannot bind: %s\n", zmq_strerror(errno));
+        return 1;
+    }
+    char endpoint[256];
+    size_t eplen = sizeof endpoint;
+    zmq_getsockopt(router, ZMQ_LAST_ENDPOINT, endpoint, &eplen);
+    pthread_t echo;
+    if (pthread_create(&echo, NULL, echo_main, router) != 0) {
+        fprintf(stderr, "pskv-zmq-rtt: cannot start the echo thread\n");
+        return 1;
+    }
+    void *dealer = zmq_socket(ctx, ZMQ_DEALER);
+    if (!dealer || zmq_connect(dealer, endpoint) != 0) {
+        fprintf(stderr, "pskv-zmq-rtt: cannot connect to %s: %s\n", endpoint,
+                zmq_strerror(errno));
+        return 1;
+    }
+
+    void *buf = malloc(size ? (size_t)size : 1);
+    double *rtt = malloc((size_t)reps * sizeof *rtt);
+    if (!buf || !rtt) {
+        fprintf(stderr, "pskv-zmq-rtt: out of memory\n");
+        return 1;
+    }
+    for (long i = 0; i < size; i++)
+        ((uint8_t *)buf)[i] = (uint8_t)(i * 131 + 7);
+
+    int rc = 0;
+    for (long i = 0; i < warmup + reps && rc == 0; i++) {
+        double t0 = now_us();
+        if (round_trip(dealer, buf, (size_t)size) < 0) {
+            fprintf(stderr, "pskv-zmq-rtt: round trip %ld failed: %s\n", i,
+                    zmq_strerror(errno));
+            rc = 1;
+            break;
+        }
+        if (i >= warmup)
+            rtt[i - warmup] = now_us() - t0;
+    }
+    if (rc == 0) {
+        qsort(rtt, (size_t)reps, sizeof *rtt, cmp_double);
+        printf("zmq_rtt size=%ld reps=%ld median_us=%.1f p10_us=%.1f p90_us=%.1f\n", size, reps,
+               pct(rtt, reps, 0.5), pct(rtt, reps, 0.1), pct(rtt, reps, 0.9));
+    }
+
+    zmq_setsockopt(dealer, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_close(dealer);
+    zmq_ctx_shutdown(ctx); /* wakes the echo thread with ETERM */
+    pthread_join(echo, NULL);
+    zmq_ctx_term(ctx);
+    free(rtt);
+    free(buf);
+    return rc;
+}
