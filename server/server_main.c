@@ -45,7 +45,11 @@ static struct {
     table_set *tables;
     uint64_t begin, end; /* owned ring range */
     uint64_t pushes, pulls, errors;
+    wire_msg *parked; /* valid requests that came before the view, in order */
+    int nparked;
 } S;
+
+#define MAX_PARKED 1024
 
 static volatile sig_atomic_t stop_signal;
 static void on_signal(int sig) { stop_signal = sig; }
@@ -207,16 +211,25 @@ static void on_pull(wire_msg *msg)
         LOG_W("cannot send pull reply to %s: %s", msg->peer, zmq_strerror(errno));
 }
 
+/* Refuses (and returns 1 for) a request from another job. */
+static int refuse_foreign(wire_msg *msg)
+{
+    Pskv__Meta *r = msg->meta;
+    if (r->has_job_id && r->job_id == S.mb.job_id)
+        return 0;
+    char why[200];
+    snprintf(why, sizeof why, "job id %llu is not this job's (%llu)",
+             (unsigned long long)r->job_id, (unsigned long long)S.mb.job_id);
+    fail(msg, PSKV_EJOB, why);
+    return 1;
+}
+
 static void handle_worker(wire_msg *msg)
 {
     Pskv__Meta *r = msg->meta;
     char why[200];
-    if (!r->has_job_id || r->job_id != S.mb.job_id) {
-        snprintf(why, sizeof why, "job id %llu is not this job's (%llu)",
-                 (unsigned long long)r->job_id, (unsigned long long)S.mb.job_id);
-        fail(msg, PSKV_EJOB, why);
+    if (refuse_foreign(msg))
         return;
-    }
     switch (r->type) {
     case PSKV__MSG_TYPE__TABLE_OPEN: on_table_open(msg); break;
     case PSKV__MSG_TYPE__PUSH: on_push(msg); break;
@@ -304,36 +317,66 @@ int main(int argc, char **argv)
     log_set_node((int)S.mb.node_id);
     LOG_I("registered as node %u; serving on %s:%d; job %llu", S.mb.node_id, host, port,
           (unsigned long long)S.mb.job_id);
-    rc = member_wait_view(&S.mb, cfg_double(config, "join-timeout"), why, sizeof why);
-    if (rc < 0 || own_range_of_view() < 0) {
-        LOG_E("%s", rc < 0 ? why : "the view does not list this server");
-        return rc == -PSKV_ECLOSED ? 0 : 1;
+    S.parked = calloc(MAX_PARKED, sizeof *S.parked);
+    if (!S.parked) {
+        LOG_E("out of memory");
+        return 1;
     }
-    LOG_I("owns ring range [%016llx, %016llx]", (unsigned long long)S.begin,
-          (unsigned long long)S.end);
-
+    int64_t join_deadline = tu_now_ms() + (int64_t)(cfg_double(config, "join-timeout") * 1000);
     int stopped = 0;
     while (!stop_signal && !stopped) {
+        if (!S.mb.view && tu_now_ms() > join_deadline) {
+            LOG_E("no cluster view from scheduler %s within %.0f s", sched,
+                  cfg_double(config, "join-timeout"));
+            return 1;
+        }
         zmq_pollitem_t items[2] = {{S.router, 0, ZMQ_POLLIN, 0}, {S.mb.sock, 0, ZMQ_POLLIN, 0}};
         long wait = (long)(S.mb.next_hb_ms - tu_now_ms());
         if (zmq_poll(items, 2, wait < 0 ? 0 : wait) < 0 && errno != EINTR) {
             LOG_E("poll failed: %s", zmq_strerror(errno));
             break;
         }
-        if (items[1].revents & ZMQ_POLLIN)
+        if (items[1].revents & ZMQ_POLLIN) {
+            int had_view = S.mb.view != NULL;
             stopped = handle_scheduler();
+            if (!had_view && S.mb.view) {
+                if (own_range_of_view() < 0) {
+                    LOG_E("the view does not list this server");
+                    return 1;
+                }
+                LOG_I("owns ring range [%016llx, %016llx]", (unsigned long long)S.begin,
+                      (unsigned long long)S.end);
+                for (int i = 0; i < S.nparked; i++) {
+                    handle_worker(&S.parked[i]);
+                    wire_msg_close(&S.parked[i]);
+                }
+                S.nparked = 0;
+            }
+        }
         for (int budget = 0; budget < 256 && (items[0].revents & ZMQ_POLLIN); budget++) {
-            wire_msg msg;
-            rc = wire_recv(S.router, 1, &msg, why, sizeof why);
+            /* Before the view this server owns no range yet: valid requests wait
+             * (bounded, in order) in S.parked and are served once it arrives. They
+             * are received in place: a frame's data may live inside its zmq_msg_t. */
+            wire_msg local;
+            int park = !S.mb.view && S.nparked < MAX_PARKED;
+            wire_msg *msg = park ? &S.parked[S.nparked] : &local;
+            rc = wire_recv(S.router, 1, msg, why, sizeof why);
             if (rc == -PSKV_ETIMEDOUT) {
-                wire_msg_close(&msg);
+                wire_msg_close(msg);
                 break;
             }
-            if (rc < 0)
-                fail(&msg, -rc, why);
-            else
-                handle_worker(&msg);
-            wire_msg_close(&msg);
+            if (rc < 0) {
+                fail(msg, -rc, why);
+            } else if (S.mb.view) {
+                handle_worker(msg);
+            } else if (!refuse_foreign(msg)) {
+                if (park) {
+                    S.nparked++;
+                    continue;
+                }
+                fail(msg, PSKV_EREFUSED, "server not ready: the cluster is not complete yet");
+            }
+            wire_msg_close(msg);
         }
         member_tick(&S.mb);
     }
@@ -344,6 +387,9 @@ int main(int argc, char **argv)
     member_close(&S.mb);
     zmq_close(S.router);
     zmq_ctx_term(S.ctx);
+    for (int i = 0; i < S.nparked; i++)
+        wire_msg_close(&S.parked[i]);
+    free(S.parked);
     tables_destroy(&S.tables);
     return 0;
 }

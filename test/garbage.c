@@ -112,12 +112,13 @@ static void add_keys(parts *p, uint64_t first, uint64_t n)
 
 static void add_vals(parts *p, uint64_t n)
 {
-    float vals[16];
-    if (n > 16)
+    float *vals = malloc((n ? n : 1) * sizeof *vals);
+    if (!vals)
         abort();
     for (uint64_t i = 0; i < n; i++)
         vals[i] = 0.25f * (float)i;
     add(p, vals, n * sizeof vals[0]);
+    free(vals);
 }
 
 static void parts_free(parts *p)
@@ -572,7 +573,7 @@ static int parse_args(int argc, char **argv, opts *o)
             o->max_message = (int64_t)u;
         } else if (IS("--job-id") && !parse_u64(v, UINT64_MAX, &u)) {
             o->job_id = u;
-        } else if (IS("--width") && !parse_u64(v, 16, &u) && u > 0) {
+        } else if (IS("--width") && !parse_u64(v, 1048576, &u) && u > 0) {
             o->width = (uint32_t)u;
         } else if (IS("--timeout-ms") && !parse_u64(v, 600000, &u) && u > 0) {
             o->timeout_ms = (int)u;

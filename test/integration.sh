@@ -125,8 +125,7 @@ t_malformed_input() {
     { cat garbage-server.out; fail "server did not answer every malformed message with ERROR"; }
   "$BIN/pskv-garbage" --endpoint "tcp://127.0.0.1:$port" > garbage-scheduler.out 2>&1 ||
     { cat garbage-scheduler.out; fail "scheduler did not answer every malformed message with ERROR"; }
-  cat garbage-server.out garbage-scheduler.out
-  grep -q 'refused' server-0.log || fail "server 0 logged no refused message"
+  cat server-0.log server-1.log | grep -q 'refused' || fail "no server logged a refused message"
   grep -q 'dropped message from\|refused' scheduler.log || fail "scheduler logged nothing"
   kill -0 "$(cat server-0.pid)" && kill -0 "$(cat scheduler.pid)" || fail "a daemon died of garbage"
   # the same daemons then run the check
@@ -140,6 +139,36 @@ t_malformed_input() {
   for d in scheduler server-0 server-1; do
     wait_exit "$(cat $d.pid)" 20 || fail "$d exited $?"
   done
+}
+
+t_malformed_while_serving() {
+  # Requests of this very job that are wrong in depth (unknown table, keys out of
+  # range, counts that do not match) while a worker is busy: each is answered
+  # with an ERROR and the worker's own traffic goes on unharmed.
+  local port js sp job
+  port=$(free_port)
+  start scheduler "$BIN/pskv-scheduler" --port "$port" --servers 1 --workers 1
+  start server-0 "$BIN/pskv-server" --scheduler "127.0.0.1:$port"
+  js=$(wait_servers "$port" 1) || fail "server did not register"
+  sp=$(grep -o '"role":"server","rank":0,"host":"[^"]*","port":[0-9]*' <<< "$js" | sed 's/.*"port"://')
+  job=$(sed 's/.*"job_id":"\([0-9]*\)".*/\1/' <<< "$js")
+  start worker-0 "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --rank 0 --app bench \
+    --size 4096 --mode serial --runs 1000 --steps 200
+  for i in $(seq 100); do grep -q '^bench run=' worker-0.log && break; sleep 0.1; done
+  grep -q '^bench run=' worker-0.log || fail "bench did not start: $(tail -n 3 worker-0.log)"
+  "$BIN/pskv-garbage" --endpoint "tcp://127.0.0.1:$sp" --job-id "$job" --table bench.4096 \
+    --width 256 > garbage.out 2>&1 || { cat garbage.out; fail "not every malformed request was answered"; }
+  grep -q 'not on this server' server-0.log || fail "no out-of-range refusal logged"
+  grep -q 'unknown table' server-0.log || fail "no unknown-table refusal logged"
+  local before after
+  before=$(grep -c '^bench run=' worker-0.log)
+  sleep 1
+  after=$(grep -c '^bench run=' worker-0.log)
+  [ "$after" -gt "$before" ] || fail "the worker stopped making progress ($before -> $after runs)"
+  kill -0 "$(cat worker-0.pid)" || fail "the worker died: $(tail -n 3 worker-0.log)"
+  kill "$(cat worker-0.pid)" "$(cat server-0.pid)" "$(cat scheduler.pid)"
+  grep -q 'step failed' worker-0.log && fail "a worker step failed: $(grep 'step failed' worker-0.log)"
+  return 0
 }
 
 t_unreachable_scheduler() {
@@ -232,7 +261,7 @@ t_launch_timeout() {
   no_strays "$TDIR/logs"
 }
 
-tests=(check_2x3 check_fails_on_mismatch malformed_input unreachable_scheduler wrong_flags
+tests=(check_2x3 check_fails_on_mismatch malformed_input malformed_while_serving unreachable_scheduler wrong_flags
        registration_rules heartbeat_liveness fuzz_corpus launch_timeout)
 for t in "${tests[@]}"; do
   if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $t "* ]]; then continue; fi

@@ -62,6 +62,7 @@ int main(int argc, char **argv)
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
+    setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines reach logs and pipes as they come */
     pskv_config pc;
     pskv_config_init(&pc);
     pc.scheduler = cfg_str(config, "scheduler");
