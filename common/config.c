@@ -3,6 +3,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +51,7 @@ int cfg_set(cfg_entry *e, const char *text, char *err, size_t errlen)
     }
     case CFG_INT: {
         errno = 0;
-        long long v = strtoll(text, &end, 0);
+        long long v = strtoll(text, &end, 10);
         if (errno || end == text || *end) {
             snprintf(err, errlen, "--%s: '%s' is not an integer", e->name, text);
             return -PSKV_EINVAL;
@@ -76,7 +77,7 @@ int cfg_set(cfg_entry *e, const char *text, char *err, size_t errlen)
             return -PSKV_EINVAL;
         }
         e->d = v;
-        e->i = (long long)v;
+        e->i = v >= 9.2e18 ? LLONG_MAX : v <= -9.2e18 ? LLONG_MIN : (long long)v;
         return 0;
     }
     }

@@ -21,9 +21,10 @@ static const char *const messages[PSKV_ERROR_MAX] = {
 
 const char *pskv_strerror(int code)
 {
-    if (code < 0)
-        code = -code;
-    if (code >= PSKV_ERROR_MAX)
+    long long c = code; /* -INT_MIN does not fit an int */
+    if (c < 0)
+        c = -c;
+    if (c >= PSKV_ERROR_MAX)
         return "unknown error";
-    return messages[code];
+    return messages[c];
 }

@@ -33,8 +33,8 @@ int upd_check(const upd_opts *o, char *why, size_t whylen)
         snprintf(why, whylen, "l2 must be >= 0 (got %g)", (double)o->l2);
         return -PSKV_EINVAL;
     }
-    if (o->kind == UPD_ADAGRAD && (!isfinite(o->eps) || o->eps <= 0)) {
-        snprintf(why, whylen, "adagrad needs eps > 0 (got %g)", (double)o->eps);
+    if (!isfinite(o->eps) || (o->kind == UPD_ADAGRAD && o->eps <= 0)) {
+        snprintf(why, whylen, "eps must be finite (and > 0 for adagrad; got %g)", (double)o->eps);
         return -PSKV_EINVAL;
     }
     return 0;

@@ -1,7 +1,7 @@
 /* Updaters: how a pushed gradient (or increment) changes the stored values.
  *   sum      w += g                        (exact integer sums for tests and counters)
  *   sgd      v = momentum*v + g + l2*w; w -= lr*v   (no state when momentum is 0)
- *   adagrad  h += g*g; w -= lr*(g + l2*w)/(sqrt(h)+eps)
+ *   adagrad  g' = g + l2*w; h += g'*g'; w -= lr*g'/(sqrt(h)+eps)
  * Dense runs go through OpenBLAS (saxpy/sscal); adagrad is an element loop. */
 #ifndef PSKV_UPDATER_H
 #define PSKV_UPDATER_H

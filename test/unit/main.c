@@ -1,0 +1,18 @@
+/* Runs every unit suite; exits non-zero when any test fails. */
+#include <stdlib.h>
+
+#include "suites.h"
+
+int main(void)
+{
+    SRunner *sr = srunner_create(wire_suite());
+    srunner_add_suite(sr, config_suite());
+    srunner_add_suite(sr, ring_suite());
+    srunner_add_suite(sr, updater_suite());
+    srunner_add_suite(sr, shard_suite());
+    srunner_add_suite(sr, table_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,28 @@
+/* Unit test suites of pskv, one per module; main.c runs them all. */
+#ifndef PSKV_TEST_SUITES_H
+#define PSKV_TEST_SUITES_H
+
+#include <check.h>
+
+/* ck_assert_msg for hot loops: check's assertions report a checkpoint to the
+ * parent process on every success, which costs a system call each. */
+#define LOOP_ASSERT(expr, ...)                                                          \
+    do {                                                                                \
+        if (!(expr))                                                                    \
+            ck_abort_msg("check failed: " __VA_ARGS__);                                 \
+    } while (0)
+
+/* common/wire.c: frame validation, table ids, type names, send/recv. */
+Suite *wire_suite(void);
+/* common/config.c: defaults, environment, flags, bounds, positionals. */
+Suite *config_suite(void);
+/* common/ring.c: key placement, even split, dense spans, range lookup. */
+Suite *ring_suite(void);
+/* server/updater.c: sum, sgd, momentum, l2, adagrad, finiteness, checks. */
+Suite *updater_suite(void);
+/* server/shard.c: initial values, dense and sparse push/pull, ownership. */
+Suite *shard_suite(void);
+/* server/table.c: create, reopen, mismatch and invalid options. */
+Suite *table_suite(void);
+
+#endif
