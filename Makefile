@@ -122,7 +122,7 @@ ASAN_BUILD := build/asan
 
 test: deps
 	$(MAKE) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined all $(ASAN_BUILD)/bin/pskv-unit
-	$(MAKE) BUILD=$(ASAN_BUILD) unit integration
+	$(MAKE) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined unit integration
 
 unit: $(BUILD)/bin/pskv-unit
 	CK_DEFAULT_TIMEOUT=60 $(BUILD)/bin/pskv-unit

@@ -92,6 +92,7 @@ struct pskv_worker {
     int window, inflight;
     int64_t next_ts;
     int request_timeout_ms;
+    size_t chunk_bytes;
     struct { int64_t ts; int err; } failed[FAILED_KEEP];
     int nfailed;
     uint64_t barrier_seq, barrier_done;
@@ -123,6 +124,7 @@ void pskv_config_init(pskv_config *cfg)
     cfg->request_timeout_ms = 30000;
     cfg->window = 64;
     cfg->max_message = 1LL << 30;
+    cfg->chunk_bytes = 256 * 1024;
 }
 
 void pskv_table_opts_init(pskv_table_opts *o)
@@ -244,6 +246,7 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
     if (!w)
         return -PSKV_ENOMEM;
     w->window = cfg.window;
+    w->chunk_bytes = cfg.chunk_bytes ? cfg.chunk_bytes : 256 * 1024;
     w->request_timeout_ms = cfg.request_timeout_ms;
     w->next_ts = 1;
     snprintf(w->sched, sizeof w->sched, "%s", cfg.scheduler);
@@ -539,17 +542,20 @@ static int plan_parts(pskv_worker *w, req *r, tbl *t, const uint64_t *keys, uint
 {
     int np = 0;
     if (!keys) {
+        uint64_t chunk = w->chunk_bytes / ((uint64_t)t->width * sizeof(float));
+        if (chunk == 0)
+            chunk = 1;
         for (int s = 0; s < w->nservers; s++) {
             int si = (int)w->ranges[s].owner;
             uint64_t a = t->span_first[si], b = a + t->span_count[si];
             uint64_t lo = first > a ? first : a, hi = first + n < b ? first + n : b;
-            if (lo >= hi)
-                continue;
-            part *p = &r->parts[np++];
-            p->server = si;
-            p->first = lo;
-            p->n = hi - lo;
-            p->off = lo - first;
+            for (; lo < hi; lo += chunk) {
+                part *p = &r->parts[np++];
+                p->server = si;
+                p->first = lo;
+                p->n = hi - lo < chunk ? hi - lo : chunk;
+                p->off = lo - first;
+            }
         }
     } else {
         uint32_t *owner = malloc(n * sizeof *owner);
@@ -651,7 +657,13 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
         first = keys[0];
         keys = NULL;
     }
-    req *r = new_req(w, type, table, w->nservers);
+    /* runs: at most one part per chunk plus one per server; gathered: one per server */
+    uint64_t chunk = w->chunk_bytes / ((uint64_t)t->width * sizeof(float));
+    uint64_t cap = (uint64_t)w->nservers + (keys ? 0 : nkeys / (chunk ? chunk : 1));
+    if (cap > MAX_PARTS)
+        return set_error(w, PSKV_EINVAL, "table '%s': %zu keys make %llu parts (at most %d)",
+                         t->name, nkeys, (unsigned long long)cap, MAX_PARTS);
+    req *r = new_req(w, type, table, (int)cap);
     if (!r)
         return -PSKV_ETIMEDOUT;
     int rc = plan_parts(w, r, t, keys, first, nkeys);
@@ -669,9 +681,7 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
                                             vbytes + kbytes));
         float *gv = (float *)(void *)r->buf->data;
         uint64_t *gk = (uint64_t *)(void *)(r->buf->data + vbytes);
-        if (!keys) {
-            memcpy(gv, vals, vbytes);
-        } else {
+        if (keys) {
             for (uint64_t i = 0; i < nkeys; i++) {
                 uint32_t src = r->idx[i];
                 gk[i] = keys[src];
@@ -698,6 +708,8 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
             kp = &kmsg;
         }
         if (type == REQ_PUSH) {
+            if (!keys) /* copy each chunk just before it is sent, so sending overlaps */
+                memcpy(r->buf->data + p->off * row, vals + p->off * wd, p->n * row);
             atomic_fetch_add(&r->buf->refs, 1);
             zmq_msg_init_data(&vmsg, r->buf->data + p->off * row, p->n * row, vbuf_unref, r->buf);
             vp = &vmsg;

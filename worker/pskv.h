@@ -38,6 +38,9 @@ typedef struct pskv_config {
     int window;                /* requests in flight before push/pull block (default 64) */
     uint64_t job_id;           /* 0 = the scheduler's */
     int64_t max_message;       /* largest frame accepted (default 1 GiB) */
+    size_t chunk_bytes;        /* dense runs travel in messages of at most this many value
+                                  bytes, so sending, applying and copying overlap
+                                  (default 256 KiB) */
 } pskv_config;
 
 /* Fills cfg with the defaults above. */

@@ -20,6 +20,8 @@ static cfg_entry config[] = {
      "a push, pull or barrier not answered by then fails", 0, 0, NULL, NULL},
     {"window", CFG_INT, "64", "PSKV_WORKER_WINDOW", 1, 4096, NULL,
      "requests in flight before push/pull block", 0, 0, NULL, NULL},
+    {"chunk-bytes", CFG_INT, "262144", "PSKV_WORKER_CHUNK_BYTES", 4, 1073741824, "bytes",
+     "dense runs travel in messages of at most this many value bytes", 0, 0, NULL, NULL},
     {"join-timeout", CFG_DOUBLE, "600", "PSKV_JOIN_TIMEOUT", 1, 86400, "s",
      "how long to wait for the cluster to be complete", 0, 0, NULL, NULL},
     {"job-id", CFG_INT, "0", "PSKV_JOB_ID", 0, 9.2e18, NULL, "job to join (0 = the scheduler's)",
@@ -75,6 +77,7 @@ int main(int argc, char **argv)
     pc.window = (int)cfg_int(config, "window");
     pc.job_id = (uint64_t)cfg_int(config, "job-id");
     pc.max_message = cfg_int(config, "max-message");
+    pc.chunk_bytes = (size_t)cfg_int(config, "chunk-bytes");
     cfg_log(config);
     pskv_worker *w = NULL;
     rc = pskv_worker_open(&pc, &w);
