@@ -11,6 +11,7 @@
 #include <cblas.h>
 #include <errno.h>
 #include <signal.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -280,6 +281,10 @@ int main(int argc, char **argv)
     }
     log_threshold = lvl;
     openblas_set_num_threads((int)cfg_int(config, "blas-threads"));
+    /* Keep freed message buffers in the heap: without this glibc maps and unmaps
+     * every large buffer, and the page faults cost as much as a copy. */
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     signal(SIGPIPE, SIG_IGN);

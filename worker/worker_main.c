@@ -1,6 +1,7 @@
 /* pskv-worker: joins a job through libpskv and runs one application. */
 #define _GNU_SOURCE
 #include <signal.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -64,7 +65,11 @@ int main(int argc, char **argv)
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
-    setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines reach logs and pipes as they come */
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    /* Keep freed message buffers in the heap: without this glibc maps and unmaps
+     * every large buffer, and the page faults cost as much as a copy. */
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 256 << 20); /* progress lines reach logs and pipes as they come */
     pskv_config pc;
     pskv_config_init(&pc);
     pc.scheduler = cfg_str(config, "scheduler");
