@@ -36,18 +36,20 @@ CTL_O    := $(BUILD)/obj/scheduler/pskvctl.o
 SERVER_SRC := $(wildcard server/*.c)
 SERVER_O := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o)
 SERVER_LIB_O := $(filter-out $(BUILD)/obj/server/server_main.o,$(SERVER_O))
-WORKER_SRC := $(filter-out $(LIB_SRC),$(wildcard worker/*.c))
+WORKER_SRC := $(filter-out $(LIB_SRC) worker/gen_sparse.c,$(wildcard worker/*.c))
+# worker code the unit tests link (readers and models; no main)
+WORKER_UNIT_O := $(BUILD)/obj/worker/idx.o $(BUILD)/obj/worker/libsvm.o $(BUILD)/obj/worker/model.o
 WORKER_O := $(WORKER_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_SRC := $(wildcard test/unit/*.c)
 UNIT_O   := $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 
 BIN      := $(BUILD)/bin
 BINS     := $(BIN)/pskv-scheduler $(BIN)/pskv-server $(BIN)/pskv-worker $(BIN)/pskvctl
-TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-garbage $(BIN)/pskv-fuzz-replay
+TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-garbage $(BIN)/pskv-fuzz-replay $(BIN)/pskv-gen-sparse
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
 
 FORCE:
-.PHONY: FORCE all tools deps test unit integration demo bench bench-pushpull install clean fuzz
+.PHONY: FORCE all tools deps test unit integration demo bench bench-pushpull bench-train install clean fuzz
 .DEFAULT_GOAL := all
 
 all: $(BINS) $(LIBS) $(TOOLS) $(BUILD)/pskv.pc
@@ -96,6 +98,10 @@ $(BIN)/pskv-worker: $(WORKER_O) $(BUILD)/lib/libpskv.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+$(BIN)/pskv-gen-sparse: $(BUILD)/obj/worker/gen_sparse.o $(COMMON_O)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 $(BIN)/pskv-zmq-rtt: $(BUILD)/obj/test/zmq_rtt.o $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -108,7 +114,7 @@ $(BIN)/pskv-fuzz-replay: $(BUILD)/obj/test/fuzz_wire.o $(BUILD)/obj/test/fuzz_re
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/bin/pskv-unit: $(UNIT_O) $(SERVER_LIB_O) $(COMMON_O)
+$(BUILD)/bin/pskv-unit: $(UNIT_O) $(SERVER_LIB_O) $(WORKER_UNIT_O) $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
 
@@ -140,14 +146,23 @@ fuzz: $(GEN_H)
 	  -artifact_prefix=build/fuzz/ build/fuzz/corpus test/corpus
 
 # ---- demo and benchmarks -------------------------------------------------
-demo: deps all
+demo:
+	@scripts/install-deps.sh gnuplot-nox
+	$(MAKE) all
 	scripts/demo.sh
 
-bench: deps all
+bench: deps
+	$(MAKE) all
+	scripts/bench-pushpull.sh
+	scripts/bench-train.sh
+
+bench-pushpull: deps
+	$(MAKE) all
 	scripts/bench-pushpull.sh
 
-bench-pushpull: deps all
-	scripts/bench-pushpull.sh
+bench-train: deps
+	$(MAKE) all
+	scripts/bench-train.sh
 
 # ---- install -------------------------------------------------------------
 install: all

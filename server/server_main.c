@@ -176,7 +176,9 @@ static void on_push(wire_msg *msg)
         fail(msg, PSKV_EBADVALUE, why);
         return;
     }
-    int rc = shard_push(t->sh, msg->keys, msg->meta->first_key, msg->nkeys, msg->vals);
+    int rc = msg->meta->assign
+                 ? shard_assign(t->sh, msg->keys, msg->meta->first_key, msg->nkeys, msg->vals)
+                 : shard_push(t->sh, msg->keys, msg->meta->first_key, msg->nkeys, msg->vals);
     if (rc < 0) {
         fail(msg, -rc, "out of memory applying the push (partially applied)");
         return;

@@ -222,6 +222,29 @@ int shard_push(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, const
     return 0;
 }
 
+int shard_assign(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, const float *v)
+{
+    uint32_t wd = s->width;
+    size_t row = wd * sizeof(float);
+    for (uint64_t i = 0; i < n; i++) {
+        float *w, *st;
+        if (s->dense) {
+            size_t off = (size_t)((keys ? keys[i] : first + i) - s->first) * wd;
+            w = s->w + off;
+            st = s->state ? s->state + off : NULL;
+        } else {
+            w = sparse_row(s, keys[i]);
+            if (!w)
+                return -PSKV_ENOMEM;
+            st = s->nstate ? w + wd : NULL;
+        }
+        memcpy(w, v + i * wd, row);
+        if (st)
+            memset(st, 0, row);
+    }
+    return 0;
+}
+
 void shard_pull(const shard *s, const uint64_t *keys, uint64_t first, uint64_t n, float *out)
 {
     uint32_t wd = s->width;

@@ -46,6 +46,10 @@ int shard_owns_run(const shard *s, uint64_t first, uint64_t n);
  * -PSKV_ENOMEM (sparse growth); ownership has been checked by the caller. */
 int shard_push(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, const float *g);
 
+/* Overwrites n rows with v and clears their optimizer state (loading saved
+ * weights). keys NULL = dense run. Returns 0 or -PSKV_ENOMEM. */
+int shard_assign(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, const float *v);
+
 /* Copies n rows of values into out (n * width floats). keys NULL = dense run. */
 void shard_pull(const shard *s, const uint64_t *keys, uint64_t first, uint64_t n, float *out);
 

@@ -12,4 +12,14 @@ int app_check(pskv_worker *w, cfg_entry *cfg);
 /* --app bench: push/pull step time and throughput for one value size. */
 int app_bench(pskv_worker *w, cfg_entry *cfg);
 
+/* --app softmax | mlp: Fashion-MNIST training (app_train.c). */
+int app_train(pskv_worker *w, cfg_entry *cfg);
+
+/* Checks, before joining, that the Fashion-MNIST files exist; prints which path
+ * was tried and how to install the data when they do not. Returns 0 or -1. */
+int app_train_check_data(cfg_entry *cfg);
+
+/* --app sparse-lr: logistic regression on LIBSVM data (app_sparse_lr.c). */
+int app_sparse_lr(pskv_worker *w, cfg_entry *cfg);
+
 #endif

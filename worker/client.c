@@ -34,7 +34,7 @@
 #define MAX_PARTS 65535
 #define FAILED_KEEP 256
 
-enum req_type { REQ_FREE = 0, REQ_OPEN, REQ_PUSH, REQ_PULL };
+enum req_type { REQ_FREE = 0, REQ_OPEN, REQ_PUSH, REQ_PULL, REQ_ASSIGN };
 
 typedef struct vbuf { /* values and keys shared with ZeroMQ's zero-copy sends */
     atomic_int refs;
@@ -648,6 +648,9 @@ static void base_meta(pskv_worker *w, Pskv__Meta *m, Pskv__MsgType type, tbl *t)
 static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint64_t *keys,
                       size_t nkeys, const float *vals, float *out)
 {
+    int assign = type == REQ_ASSIGN;
+    if (assign)
+        type = REQ_PUSH; /* travels as a PUSH with the assign flag */
     int err = 0;
     tbl *t = check_table(w, table, keys, nkeys, &err);
     if (!t)
@@ -694,6 +697,10 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
         part *p = &r->parts[pi];
         Pskv__Meta m;
         base_meta(w, &m, type == REQ_PUSH ? PSKV__MSG_TYPE__PUSH : PSKV__MSG_TYPE__PULL, t);
+        if (assign) {
+            m.has_assign = 1;
+            m.assign = 1;
+        }
         m.has_num_keys = 1;
         m.num_keys = p->n;
         zmq_msg_t kmsg, vmsg, *kp = NULL, *vp = NULL;
@@ -727,6 +734,14 @@ int64_t pskv_push(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
     if (!vals)
         return w ? set_error(w, PSKV_EINVAL, "push without values") : -PSKV_EINVAL;
     return submit(w, REQ_PUSH, table, keys, nkeys, vals, NULL);
+}
+
+int64_t pskv_assign(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
+                    const float *vals)
+{
+    if (!vals)
+        return w ? set_error(w, PSKV_EINVAL, "assign without values") : -PSKV_EINVAL;
+    return submit(w, REQ_ASSIGN, table, keys, nkeys, vals, NULL);
 }
 
 int64_t pskv_pull(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys, float *out)

@@ -84,6 +84,11 @@ int pskv_table_open(pskv_worker *w, const char *name, const pskv_table_opts *o);
 int64_t pskv_push(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
                   const float *vals);
 
+/* Like pskv_push, but overwrites the stored values with vals and clears their
+ * optimizer state (for loading saved weights) instead of applying the updater. */
+int64_t pskv_assign(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
+                    const float *vals);
+
 /* Pulls nkeys rows into out (nkeys * width floats), filled when the returned
  * timestamp completes; out must stay valid until then. keys == NULL as in push. */
 int64_t pskv_pull(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys, float *out);

@@ -10,11 +10,13 @@
 #include "log.h"
 #include "pskv.h"
 
+extern void openblas_set_num_threads(int);
+
 static cfg_entry config[] = {
     {"scheduler", CFG_STR, "127.0.0.1:7700", "PSKV_SCHEDULER", 1, 0, NULL,
      "scheduler address HOST:PORT", 0, 0, NULL, NULL},
-    {"app", CFG_STR, "check", "PSKV_WORKER_APP", 1, 0, NULL, "application: check or bench", 0, 0,
-     NULL, NULL},
+    {"app", CFG_STR, "check", "PSKV_WORKER_APP", 1, 0, NULL,
+     "application: check, bench, softmax, mlp or sparse-lr", 0, 0, NULL, NULL},
     {"rank", CFG_INT, "-1", "PSKV_WORKER_RANK", -1, 65535, NULL,
      "rank to take (-1 = the scheduler assigns one)", 0, 0, NULL, NULL},
     {"request-timeout", CFG_DOUBLE, "30", "PSKV_WORKER_REQUEST_TIMEOUT", 0.01, 86400, "s",
@@ -43,6 +45,42 @@ static cfg_entry config[] = {
      0, 0, NULL, NULL},
     {"runs", CFG_INT, "5", "PSKV_WORKER_RUNS", 1, 1000, NULL, "bench: runs (median reported)",
      0, 0, NULL, NULL},
+    /* training */
+    {"epochs", CFG_INT, "5", "PSKV_WORKER_EPOCHS", 1, 100000, NULL, "training epochs", 0, 0, NULL,
+     NULL},
+    {"batch", CFG_INT, "32", "PSKV_WORKER_BATCH", 1, 65536, NULL, "examples per step per worker",
+     0, 0, NULL, NULL},
+    {"hidden", CFG_INT, "256", "PSKV_WORKER_HIDDEN", 1, 65536, NULL, "mlp: hidden units", 0, 0,
+     NULL, NULL},
+    {"updater", CFG_STR, "sgd", "PSKV_WORKER_UPDATER", 1, 0, NULL,
+     "server-side optimizer: sgd or adagrad", 0, 0, NULL, NULL},
+    {"lr", CFG_DOUBLE, "0.01", "PSKV_WORKER_LR", 0, 1e6, NULL, "learning rate", 0, 0, NULL, NULL},
+    {"momentum", CFG_DOUBLE, "0.9", "PSKV_WORKER_MOMENTUM", 0, 0.999, NULL, "sgd momentum", 0, 0,
+     NULL, NULL},
+    {"l2", CFG_DOUBLE, "0", "PSKV_WORKER_L2", 0, 1e6, NULL, "L2 penalty", 0, 0, NULL, NULL},
+    {"seed", CFG_INT, "1", "PSKV_WORKER_SEED", 0, 9.2e18, NULL, "seed of the initial weights and "
+     "the shuffles", 0, 0, NULL, NULL},
+    {"eval-every", CFG_DOUBLE, "1", "PSKV_WORKER_EVAL_EVERY", 0, 1e6, "epochs",
+     "evaluate on the test set this often (0 = only at the end)", 0, 0, NULL, NULL},
+    {"metrics", CFG_STR, "", "PSKV_WORKER_METRICS", 1, 0, NULL,
+     "rank 0 writes one JSON object per evaluation here", 0, 0, NULL, NULL},
+    {"save-model", CFG_STR, "", "PSKV_WORKER_SAVE_MODEL", 1, 0, NULL,
+     "softmax/mlp: write the final weights here (docs/operations.md has the format)", 0, 0, NULL,
+     NULL},
+    {"init-from", CFG_STR, "", "PSKV_WORKER_INIT_FROM", 1, 0, NULL,
+     "softmax/mlp: start from weights saved by --save-model", 0, 0, NULL, NULL},
+    {"data", CFG_STR, "/usr/share/datasets/fashion-mnist", "PSKV_WORKER_DATA", 1, 0, NULL,
+     "folder of the Fashion-MNIST idx .gz files", 0, 0, NULL, NULL},
+    {"train-limit", CFG_INT, "0", "PSKV_WORKER_TRAIN_LIMIT", 0, 1e9, NULL,
+     "use only the first N training images (0 = all)", 0, 0, NULL, NULL},
+    {"test-limit", CFG_INT, "0", "PSKV_WORKER_TEST_LIMIT", 0, 1e9, NULL,
+     "use only the first N test images (0 = all)", 0, 0, NULL, NULL},
+    {"train", CFG_STR, "", "PSKV_WORKER_TRAIN", 1, 0, NULL, "sparse-lr: LIBSVM training file", 0,
+     0, NULL, NULL},
+    {"test", CFG_STR, "", "PSKV_WORKER_TEST", 1, 0, NULL,
+     "sparse-lr: LIBSVM test file (default: the training file)", 0, 0, NULL, NULL},
+    {"blas-threads", CFG_INT, "1", "PSKV_WORKER_BLAS_THREADS", 1, 256, NULL,
+     "OpenBLAS threads for compute", 0, 0, NULL, NULL},
     CFG_COMMON_ENTRIES("PSKV_WORKER_PORT", "0"),
     CFG_END};
 
@@ -60,10 +98,25 @@ int main(int argc, char **argv)
     }
     log_threshold = lvl;
     const char *app = cfg_str(config, "app");
-    if (strcmp(app, "check") && strcmp(app, "bench")) {
-        fprintf(stderr, "pskv-worker: unknown --app '%s' (check, bench)\n", app);
+    int dense_train = !strcmp(app, "softmax") || !strcmp(app, "mlp");
+    int sparse = !strcmp(app, "sparse-lr");
+    if (strcmp(app, "check") && strcmp(app, "bench") && !dense_train && !sparse) {
+        fprintf(stderr, "pskv-worker: unknown --app '%s' (check, bench, softmax, mlp, sparse-lr)\n",
+                app);
         return 2;
     }
+    const char *upd = cfg_str(config, "updater");
+    if (strcmp(upd, "sgd") && strcmp(upd, "adagrad")) {
+        fprintf(stderr, "pskv-worker: --updater must be sgd or adagrad (got '%s')\n", upd);
+        return 2;
+    }
+    if (sparse && !*cfg_str(config, "train")) {
+        fprintf(stderr, "pskv-worker: --app sparse-lr needs --train FILE (LIBSVM format)\n");
+        return 2;
+    }
+    if (dense_train && app_train_check_data(config) < 0)
+        return 1;
+    openblas_set_num_threads((int)cfg_int(config, "blas-threads"));
     signal(SIGPIPE, SIG_IGN);
     setvbuf(stdout, NULL, _IOLBF, 0);
     /* Keep freed message buffers in the heap: without this glibc maps and unmaps
@@ -90,7 +143,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "pskv-worker: cannot join the job: %s\n", pskv_strerror(rc));
         return 1;
     }
-    int status = !strcmp(app, "check") ? app_check(w, config) : app_bench(w, config);
+    int status = !strcmp(app, "check")   ? app_check(w, config)
+                 : !strcmp(app, "bench") ? app_bench(w, config)
+                 : sparse                ? app_sparse_lr(w, config)
+                                         : app_train(w, config);
     rc = pskv_worker_close(&w);
     if (rc < 0 && status == 0) {
         fprintf(stderr, "pskv-worker: close: %s\n", pskv_strerror(rc));

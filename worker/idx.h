@@ -1,0 +1,30 @@
+/* Fashion-MNIST / MNIST idx files, gzip-compressed, read with zlib.
+ * Images (idx3, magic 0x00000803) become float rows scaled to [0,1]; labels (idx1,
+ * magic 0x00000801) bytes 0..9. A worker keeps only its shard: rows i with
+ * i % nshards == shard, so no worker holds a full copy. */
+#ifndef PSKV_IDX_H
+#define PSKV_IDX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct idx_set {
+    uint32_t n;     /* rows kept */
+    uint32_t dim;   /* floats per row (rows x cols of the images: 784) */
+    float *x;       /* n * dim, row-major, in [0,1] */
+    uint8_t *y;     /* n labels */
+} idx_set;
+
+/* Loads DIR/PREFIX-images-idx3-ubyte.gz and DIR/PREFIX-labels-idx1-ubyte.gz
+ * (PREFIX "train" or "t10k"), considering only the first `limit` rows of the files
+ * (0 = all) and keeping rows i % nshards == shard. Returns 0, -PSKV_ENOTFOUND (a
+ * file is missing: why names the path), -PSKV_EIO (corrupt: why names the file
+ * and what is wrong: gzip error, bad magic, truncated data, image and label counts
+ * that differ, a label above 9), or -PSKV_ENOMEM. On failure out holds nothing. */
+int idx_load(const char *dir, const char *prefix, uint32_t shard, uint32_t nshards,
+             uint32_t limit, idx_set *out, char *why, size_t whylen);
+
+/* Frees the arrays of s and zeroes it; safe on a zeroed set. */
+void idx_free(idx_set *s);
+
+#endif

@@ -1,0 +1,34 @@
+/* LIBSVM / SVMlight text format, streamed: one example per line,
+ *   label idx:val idx:val ...   (# starts a comment; blank lines are skipped)
+ * idx are positive integers (uint64), val floats; labels > 0 map to 1, others
+ * (0, -1) to 0. A worker keeps only its shard: example lines e (counted from 0
+ * over non-blank lines) with e % nshards == shard. Stored as CSR. */
+#ifndef PSKV_LIBSVM_H
+#define PSKV_LIBSVM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct libsvm_set {
+    size_t n;           /* examples kept */
+    size_t nnz;         /* features kept */
+    size_t *off;        /* n + 1 offsets into idx/val */
+    uint64_t *idx;      /* feature ids as written in the file */
+    float *val;
+    float *y;           /* labels, 0 or 1 */
+    uint64_t max_idx;   /* largest feature id seen in the kept examples */
+    size_t lines;       /* lines read in the whole file */
+} libsvm_set;
+
+/* Reads `path`, keeping the shard's examples. max_idx > 0 refuses a feature id
+ * above it. Returns 0, -PSKV_ENOTFOUND (why names the path), -PSKV_EIO with
+ * "PATH:LINE:COLUMN: reason" in why for a line that does not parse (bad label,
+ * missing ':', bad index or value, index 0 or above max_idx, non-finite value),
+ * or -PSKV_ENOMEM. On failure out holds nothing. */
+int libsvm_load(const char *path, uint32_t shard, uint32_t nshards, uint64_t max_idx,
+                libsvm_set *out, char *why, size_t whylen);
+
+/* Frees the arrays of s and zeroes it; safe on a zeroed set. */
+void libsvm_free(libsvm_set *s);
+
+#endif

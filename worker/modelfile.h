@@ -1,0 +1,36 @@
+/* Saved model weights (--save-model / --init-from), a documented binary format:
+ *   offset 0   8 bytes  magic "PSKVMODL"
+ *          8   u32      format version (1)
+ *         12   u32      model kind: 1 softmax, 2 mlp, 3 sparse logistic regression
+ *         16   u32 x 3  in, hidden, out (sparse-lr: 0, 0, 1)
+ *         28   u64      n, the number of rows that follow
+ *         36   u32      flags: bit 0 = rows carry a u64 key before their value
+ *         40   rows     n x (u64 key if keyed, then f32 value), little-endian
+ *        end   u32      CRC-32 (zlib) of every byte before it
+ * Dense models store their flat parameter vector (model.h layout) without keys;
+ * sparse-lr stores (feature id, weight) pairs. */
+#ifndef PSKV_MODELFILE_H
+#define PSKV_MODELFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct modelfile {
+    uint32_t kind, in, hidden, out;
+    uint64_t n;
+    uint64_t *keys; /* NULL for dense */
+    float *vals;
+} modelfile;
+
+/* Writes m to path (temp file, fsync, rename). Returns 0 or -PSKV_EIO with why. */
+int modelfile_save(const char *path, const modelfile *m, char *why, size_t whylen);
+
+/* Reads path into m (arrays owned by m; free with modelfile_free). Returns 0,
+ * -PSKV_ENOTFOUND, -PSKV_EIO (bad magic, version, size or checksum: why says
+ * which), or -PSKV_ENOMEM. */
+int modelfile_load(const char *path, modelfile *m, char *why, size_t whylen);
+
+/* Frees the arrays of m; safe on a zeroed one. */
+void modelfile_free(modelfile *m);
+
+#endif

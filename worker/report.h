@@ -1,0 +1,33 @@
+/* What a training run shows: a progress line on a terminal, plain log lines
+ * otherwise, and the JSON Lines metrics file (--metrics) that tools read. */
+#ifndef PSKV_REPORT_H
+#define PSKV_REPORT_H
+
+#include <stdint.h>
+
+typedef struct report_line {
+    double epoch;         /* the evaluating worker's fractional epoch */
+    int64_t step;         /* its step count */
+    double time;          /* seconds since training began */
+    double train_loss;    /* its mean training loss since the previous line */
+    double test_loss;     /* test loss (log-loss for sparse-lr) */
+    double accuracy;      /* test accuracy */
+    double samples_per_s; /* the whole job's training throughput since the previous line */
+    double auc;           /* sparse-lr only; NaN = absent */
+} report_line;
+
+typedef struct report report;
+
+/* Opens the metrics file (NULL or "" = none; truncated). NULL on failure with why. */
+report *report_new(const char *metrics_path, char *why, unsigned long whylen);
+
+/* Closes the file; NULL-safe; nulls *r_p. */
+void report_destroy(report **r_p);
+
+/* Progress while training: rewrites one line on a terminal, else silent. */
+void report_progress(report *r, double epoch, double pct, double samples_per_s, double loss);
+
+/* One evaluation: a JSON line into the metrics file and a summary line on stdout. */
+void report_eval(report *r, const report_line *l);
+
+#endif
