@@ -46,6 +46,7 @@ static struct {
     table_set *tables;
     uint64_t begin, end; /* owned ring range */
     uint64_t pushes, pulls, errors;
+    int64_t push_ns, pull_ns; /* time applying pushes and copying pulls */
     wire_msg *parked; /* valid requests that came before the view, in order */
     int nparked;
 } S;
@@ -176,6 +177,7 @@ static void on_push(wire_msg *msg)
         fail(msg, PSKV_EBADVALUE, why);
         return;
     }
+    int64_t t0 = tu_now_ns();
     int rc = msg->meta->assign
                  ? shard_assign(t->sh, msg->keys, msg->meta->first_key, msg->nkeys, msg->vals)
                  : shard_push(t->sh, msg->keys, msg->meta->first_key, msg->nkeys, msg->vals);
@@ -184,6 +186,7 @@ static void on_push(wire_msg *msg)
         return;
     }
     S.pushes++;
+    S.push_ns += tu_now_ns() - t0;
     Pskv__Meta m;
     meta_reply(&m, msg->meta, PSKV__MSG_TYPE__PUSH_ACK);
     if (wire_send(S.router, &msg->rid, &m, NULL, NULL) < 0)
@@ -196,6 +199,7 @@ static void on_pull(wire_msg *msg)
     if (!t)
         return;
     size_t bytes = (size_t)msg->nvals * sizeof(float);
+    int64_t t0 = tu_now_ns();
     float *buf = malloc(bytes ? bytes : 1);
     if (!buf) {
         fail(msg, PSKV_ENOMEM, "out of memory for the pull reply");
@@ -210,6 +214,7 @@ static void on_pull(wire_msg *msg)
     m.num_keys = msg->nkeys;
     m.width = t->width;
     S.pulls++;
+    S.pull_ns += tu_now_ns() - t0;
     if (wire_send(S.router, &msg->rid, &m, NULL, &vals) < 0)
         LOG_W("cannot send pull reply to %s: %s", msg->peer, zmq_strerror(errno));
 }
@@ -387,9 +392,11 @@ int main(int argc, char **argv)
         }
         member_tick(&S.mb);
     }
-    LOG_I("%s: %llu pushes, %llu pulls, %llu refused requests, %zu tables",
+    LOG_I("%s: %llu pushes (%.1f us each to check and apply), %llu pulls (%.1f us each to "
+          "copy), %llu refused requests, %zu tables",
           stopped ? "stopped by the scheduler" : "terminated by signal",
-          (unsigned long long)S.pushes, (unsigned long long)S.pulls,
+          (unsigned long long)S.pushes, S.pushes ? S.push_ns / 1e3 / (double)S.pushes : 0.0,
+          (unsigned long long)S.pulls, S.pulls ? S.pull_ns / 1e3 / (double)S.pulls : 0.0,
           (unsigned long long)S.errors, tables_count(S.tables));
     member_close(&S.mb);
     zmq_close(S.router);

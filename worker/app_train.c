@@ -263,6 +263,7 @@ int app_train(pskv_worker *w, cfg_entry *cfg)
     if (pending < 0)
         return fail(w, "pull", (int)pending);
     double epoch_loss = 0, unreported = 0;
+    int64_t ns_compute = 0, ns_push = 0, ns_wait = 0, ns_batch = 0; /* where a step goes */
     int64_t epoch_t0 = tu_now_ns();
     for (int64_t step = 0; step < total_steps; step++) {
         int64_t in_epoch = step % steps_per_epoch;
@@ -272,6 +273,7 @@ int app_train(pskv_worker *w, cfg_entry *cfg)
             epoch_loss = 0;
             epoch_t0 = tu_now_ns();
         }
+        int64_t c0 = tu_now_ns();
         uint32_t first = (uint32_t)(in_epoch * batch);
         int bs = (int)((train.n - first) < (uint32_t)batch ? train.n - first : (uint32_t)batch);
         for (int b = 0; b < bs; b++) {
@@ -279,7 +281,9 @@ int app_train(pskv_worker *w, cfg_entry *cfg)
                    train.dim * sizeof(float));
             y[b] = train.y[order[first + b]];
         }
+        int64_t c1 = tu_now_ns();
         float loss = model_grad(r.m, buf[cur], x, y, bs, grad);
+        int64_t c2 = tu_now_ns();
         epoch_loss += loss;
         r.loss_sum += loss;
         r.loss_n++;
@@ -287,9 +291,15 @@ int app_train(pskv_worker *w, cfg_entry *cfg)
         int64_t tp = pskv_push(w, r.t, NULL, r.P, grad);
         if (tp < 0)
             return fail(w, "push", (int)tp);
+        int64_t c3 = tu_now_ns();
         /* the other buffer's pull was sent during this step's compute */
         if ((rc = pskv_wait(w, pending, TMO)) < 0)
             return fail(w, "pull", rc);
+        int64_t c4 = tu_now_ns();
+        ns_batch += c1 - c0;
+        ns_compute += c2 - c1;
+        ns_push += c3 - c2;
+        ns_wait += c4 - c3;
         pending = pskv_pull(w, r.t, NULL, r.P, buf[cur]); /* sent after the push: sees it */
         if (pending < 0)
             return fail(w, "pull", (int)pending);
@@ -319,6 +329,11 @@ int app_train(pskv_worker *w, cfg_entry *cfg)
     }
     if ((rc = push_stats(&r, unreported)) < 0 || (rc = pskv_wait_all(w, TMO)) < 0)
         return fail(w, "final push", rc);
+    printf("rank %d step time: batch %.1f us, compute %.1f us, push %.1f us, wait for pull %.1f us "
+           "(%lld steps)\n",
+           r.rank, ns_batch / 1e3 / (double)total_steps, ns_compute / 1e3 / (double)total_steps,
+           ns_push / 1e3 / (double)total_steps, ns_wait / 1e3 / (double)total_steps,
+           (long long)total_steps);
     rc = pskv_barrier(w, TMO * 10);
     if (rc < 0)
         return fail(w, "barrier after training", rc);
