@@ -105,7 +105,11 @@ int main(int argc, char **argv)
     if (rc != 0)
         return rc > 0 ? 0 : 2;
     int lvl = log_parse_level(cfg_str(config, "log-level"));
-    log_threshold = lvl < 0 ? LOG_WARN : lvl;
+    if (lvl < 0) {
+        fprintf(stderr, "pskvctl: --log-level must be error, warn, info or debug\n");
+        return 2;
+    }
+    log_threshold = lvl;
     if (args.npos != 1 || strcmp(args.pos[0], "status") != 0) {
         fprintf(stderr, "pskvctl: expected one command: status\nusage: %s\n", usage);
         return 2;

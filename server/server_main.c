@@ -33,7 +33,7 @@ static cfg_entry config[] = {
      "scheduler address HOST:PORT", 0, 0, NULL, NULL},
     {"blas-threads", CFG_INT, "1", "PSKV_SERVER_BLAS_THREADS", 1, 256, NULL,
      "OpenBLAS threads for updates", 0, 0, NULL, NULL},
-    {"join-timeout", CFG_DOUBLE, "600", "PSKV_JOIN_TIMEOUT", 1, 86400, "s",
+    {"join-timeout", CFG_DOUBLE, "600", "PSKV_SERVER_JOIN_TIMEOUT", 1, 86400, "s",
      "how long to wait for the cluster to be complete", 0, 0, NULL, NULL},
     {"job-id", CFG_INT, "0", "PSKV_JOB_ID", 0, 9.2e18, NULL,
      "job to join (0 = the scheduler's)", 0, 0, NULL, NULL},

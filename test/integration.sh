@@ -265,7 +265,7 @@ t_train_softmax() {
   # 2 servers x 2 workers, softmax on a fixed 6,000-image subset, 1 epoch, fixed
   # seed: at least 75% on 1,000 test images. Metrics and saved weights are checked.
   "$LAUNCH" --servers 2 --workers 2 --timeout 150 --log-dir "$TDIR/logs" -- --app softmax \
-    --epochs 1 --train-limit 6000 --test-limit 1000 --updater adagrad --lr 0.1 --batch 16 \
+    --epochs 1 --train-limit 6000 --test-limit 1000 --updater adagrad --lr 0.015 --batch 4 \
     --seed 1 --eval-every 0.5 --metrics "$TDIR/m.jsonl" --save-model "$TDIR/softmax.model" ||
     fail "training exited $?"
   acc=$(grep -o 'final test accuracy [0-9.]*' "$TDIR/logs/worker-0.log" | awk '{print $4}')
@@ -324,13 +324,13 @@ t_sparse_lr_heart_scale() {
 
 t_sparse_lr_planted() {
   local planted auc
-  "$BIN/pskv-gen-sparse" --examples 40000 --features 1000000 --out "$TDIR/gen" --seed 7 > gen.out ||
+  "$BIN/pskv-gen-sparse" --examples 50000 --features 10000 --out "$TDIR/gen" --seed 7 > gen.out ||
     fail "gen-sparse failed: $(cat gen.out)"
   planted=$(sed -n 's/^planted_auc=//p' gen.out)
   [ -n "$planted" ] || fail "gen-sparse printed no planted_auc"
   "$LAUNCH" --servers 2 --workers 2 --timeout 150 --log-dir "$TDIR/logs" -- --app sparse-lr \
     --train "$TDIR/gen.train" --test "$TDIR/gen.test" --epochs 3 --batch 64 --updater adagrad \
-    --lr 0.1 --eval-every 0 --metrics "$TDIR/m.jsonl" || fail "exited $?"
+    --lr 0.05 --eval-every 0 --metrics "$TDIR/m.jsonl" || fail "exited $?"
   auc=$(grep -o 'final auc [0-9.]*' "$TDIR/logs/worker-0.log" | awk '{print $3}')
   [ -n "$auc" ] || fail "no final auc: $(tail -n 3 "$TDIR/logs/worker-0.log")"
   echo "planted auc $planted, learned auc $auc"

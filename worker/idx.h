@@ -19,8 +19,11 @@ typedef struct idx_set {
  * (PREFIX "train" or "t10k"), considering only the first `limit` rows of the files
  * (0 = all) and keeping rows i % nshards == shard. Returns 0, -PSKV_ENOTFOUND (a
  * file is missing: why names the path), -PSKV_EIO (corrupt: why names the file
- * and what is wrong: gzip error, bad magic, truncated data, image and label counts
- * that differ, a label above 9), or -PSKV_ENOMEM. On failure out holds nothing. */
+ * and what is wrong: gzip error, not gzip, bad magic, image size 0 or above 2^20
+ * pixels, truncated data, data after the last row, image and label counts that
+ * differ, a label above 9), -PSKV_EINVAL (nshards == 0 or shard >= nshards), or
+ * -PSKV_ENOMEM. On failure out holds nothing (zeroed); on success free it with
+ * idx_free (x and y are allocated even for an empty shard). */
 int idx_load(const char *dir, const char *prefix, uint32_t shard, uint32_t nshards,
              uint32_t limit, idx_set *out, char *why, size_t whylen);
 

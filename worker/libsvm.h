@@ -1,8 +1,9 @@
 /* LIBSVM / SVMlight text format, streamed: one example per line,
  *   label idx:val idx:val ...   (# starts a comment; blank lines are skipped)
  * idx are positive integers (uint64), val floats; labels > 0 map to 1, others
- * (0, -1) to 0. A worker keeps only its shard: example lines e (counted from 0
- * over non-blank lines) with e % nshards == shard. Stored as CSR. */
+ * (0, -1) to 0. CRLF line endings are accepted. A worker keeps only its shard:
+ * example lines e (counted from 0 over lines that are neither blank nor only a
+ * comment) with e % nshards == shard. Stored as CSR. */
 #ifndef PSKV_LIBSVM_H
 #define PSKV_LIBSVM_H
 
@@ -22,9 +23,12 @@ typedef struct libsvm_set {
 
 /* Reads `path`, keeping the shard's examples. max_idx > 0 refuses a feature id
  * above it. Returns 0, -PSKV_ENOTFOUND (why names the path), -PSKV_EIO with
- * "PATH:LINE:COLUMN: reason" in why for a line that does not parse (bad label,
- * missing ':', bad index or value, index 0 or above max_idx, non-finite value),
- * or -PSKV_ENOMEM. On failure out holds nothing. */
+ * "PATH:LINE:COLUMN: reason" in why (1-based; the column of the bad token) for a
+ * line that does not parse (bad label, missing ':', bad index or value, index 0 or
+ * above max_idx, value not finite as a float), -PSKV_EIO for a read error,
+ * -PSKV_EINVAL for nshards == 0 or shard >= nshards, or -PSKV_ENOMEM. Only this
+ * shard's lines are parsed: a bad line fails the worker whose shard holds it. On
+ * failure out holds nothing (zeroed); on success free it with libsvm_free. */
 int libsvm_load(const char *path, uint32_t shard, uint32_t nshards, uint64_t max_idx,
                 libsvm_set *out, char *why, size_t whylen);
 

@@ -8,6 +8,7 @@
 #include "apps.h"
 #include "config.h"
 #include "log.h"
+#include "net.h"
 #include "pskv.h"
 
 extern void openblas_set_num_threads(int);
@@ -20,12 +21,12 @@ static cfg_entry config[] = {
     {"rank", CFG_INT, "-1", "PSKV_WORKER_RANK", -1, 65535, NULL,
      "rank to take (-1 = the scheduler assigns one)", 0, 0, NULL, NULL},
     {"request-timeout", CFG_DOUBLE, "30", "PSKV_WORKER_REQUEST_TIMEOUT", 0.01, 86400, "s",
-     "a push, pull or barrier not answered by then fails", 0, 0, NULL, NULL},
+     "a push, pull or table open not answered by then fails", 0, 0, NULL, NULL},
     {"window", CFG_INT, "64", "PSKV_WORKER_WINDOW", 1, 4096, NULL,
      "requests in flight before push/pull block", 0, 0, NULL, NULL},
     {"chunk-bytes", CFG_INT, "262144", "PSKV_WORKER_CHUNK_BYTES", 4, 1073741824, "bytes",
      "dense runs travel in messages of at most this many value bytes", 0, 0, NULL, NULL},
-    {"join-timeout", CFG_DOUBLE, "600", "PSKV_JOIN_TIMEOUT", 1, 86400, "s",
+    {"join-timeout", CFG_DOUBLE, "600", "PSKV_WORKER_JOIN_TIMEOUT", 1, 86400, "s",
      "how long to wait for the cluster to be complete", 0, 0, NULL, NULL},
     {"job-id", CFG_INT, "0", "PSKV_JOB_ID", 0, 9.2e18, NULL, "job to join (0 = the scheduler's)",
      0, 0, NULL, NULL},
@@ -113,6 +114,22 @@ int main(int argc, char **argv)
     if (sparse && !*cfg_str(config, "train")) {
         fprintf(stderr, "pskv-worker: --app sparse-lr needs --train FILE (LIBSVM format)\n");
         return 2;
+    }
+    char shost[256];
+    int sport;
+    if (net_split_hostport(cfg_str(config, "scheduler"), shost, sizeof shost, &sport) < 0) {
+        fprintf(stderr, "pskv-worker: --scheduler '%s' is not HOST:PORT\n",
+                cfg_str(config, "scheduler"));
+        return 2;
+    }
+    if (!strcmp(app, "bench")) {
+        const char *mode = cfg_str(config, "mode");
+        if (cfg_int(config, "size") % 4 ||
+            (strcmp(mode, "serial") && strcmp(mode, "pipelined") && strcmp(mode, "both"))) {
+            fprintf(stderr, "pskv-worker: bench needs --size a multiple of 4 and --mode serial, "
+                            "pipelined or both\n");
+            return 2;
+        }
     }
     if (dense_train && app_train_check_data(config) < 0)
         return 1;

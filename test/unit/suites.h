@@ -24,5 +24,9 @@ Suite *updater_suite(void);
 Suite *shard_suite(void);
 /* server/table.c: create, reopen, mismatch and invalid options. */
 Suite *table_suite(void);
+/* worker/idx.c, worker/libsvm.c: fixtures, shards, corrupt files, real data sets. */
+Suite *data_suite(void);
+/* worker/model.c: gradient vs finite differences, loss, eval, sizes, training. */
+Suite *model_suite(void);
 
 #endif
