@@ -75,11 +75,27 @@ static void meta_reply(Pskv__Meta *m, const Pskv__Meta *req, Pskv__MsgType type)
     }
 }
 
+/* "worker rank R (node N)" when the view knows the sender, else "node N". */
+static void sender_name(const wire_msg *msg, char *out, size_t len)
+{
+    uint32_t id = msg->meta && msg->meta->has_sender ? msg->meta->sender : 0;
+    for (size_t i = 0; S.mb.view && i < S.mb.view->n_nodes; i++) {
+        const Pskv__Node *n = S.mb.view->nodes[i];
+        if (n->id == id && n->role == PSKV__ROLE__WORKER) {
+            snprintf(out, len, "worker rank %d (node %u)", n->rank, id);
+            return;
+        }
+    }
+    snprintf(out, len, "node %u", id);
+}
+
 static void fail(wire_msg *msg, int code, const char *why)
 {
+    char who[64];
+    sender_name(msg, who, sizeof who);
     S.errors++;
-    LOG_W("refused %s from node %u at %s: %s", msg->meta ? wire_type_name((int)msg->meta->type) : "message",
-          msg->meta && msg->meta->has_sender ? msg->meta->sender : 0, msg->peer, why);
+    LOG_W("refused %s from %s at %s: %s", msg->meta ? wire_type_name((int)msg->meta->type) : "message",
+          who, msg->peer, why);
     if (msg->has_rid && wire_send_error(S.router, &msg->rid, msg->meta, S.mb.job_id, S.mb.node_id,
                                         code, why) < 0)
         LOG_W("cannot answer %s: %s", msg->peer, zmq_strerror(errno));
@@ -275,6 +291,27 @@ static int handle_scheduler(void)
     return 0;
 }
 
+/* Keys held per table and the process's resident memory, for the operator. */
+static void log_tables(void)
+{
+    long pages = 0, rss = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
+            rss = 0;
+        fclose(f);
+    }
+    uint64_t keys = 0;
+    for (size_t i = 0; i < tables_count(S.tables); i++) {
+        table *t = tables_at(S.tables, i);
+        keys += shard_size(t->sh);
+        LOG_I("table '%s': %llu keys here", t->name, (unsigned long long)shard_size(t->sh));
+    }
+    double rss_bytes = (double)rss * 4096.0;
+    LOG_I("resident memory %.1f MiB for %llu keys (%.1f bytes per key)", rss_bytes / 1048576.0,
+          (unsigned long long)keys, keys ? rss_bytes / (double)keys : 0.0);
+}
+
 int main(int argc, char **argv)
 {
     log_set_role("server");
@@ -398,6 +435,7 @@ int main(int argc, char **argv)
           (unsigned long long)S.pushes, S.pushes ? S.push_ns / 1e3 / (double)S.pushes : 0.0,
           (unsigned long long)S.pulls, S.pulls ? S.pull_ns / 1e3 / (double)S.pulls : 0.0,
           (unsigned long long)S.errors, tables_count(S.tables));
+    log_tables();
     member_close(&S.mb);
     zmq_close(S.router);
     zmq_ctx_term(S.ctx);

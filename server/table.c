@@ -40,6 +40,8 @@ table *tables_find(table_set *ts, uint64_t id)
 
 size_t tables_count(const table_set *ts) { return ts->n; }
 
+table *tables_at(table_set *ts, size_t i) { return i < ts->n ? ts->t[i] : NULL; }
+
 static const char *str_or(const char *s, const char *def) { return s && *s ? s : def; }
 
 /* Fills t from o with defaults; returns 0 or -PSKV_EINVAL naming the option. */

@@ -38,6 +38,9 @@ int tables_open(table_set *ts, uint64_t id, const Pskv__TableOptions *o, uint64_
 /* The table with this id, or NULL. */
 table *tables_find(table_set *ts, uint64_t id);
 
+/* The i-th table (i < tables_count), in creation order. */
+table *tables_at(table_set *ts, size_t i);
+
 /* Number of tables. */
 size_t tables_count(const table_set *ts);
 

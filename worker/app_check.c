@@ -3,6 +3,7 @@
  * verify the exact sums. The `sum` updater keeps integers exact in float32. */
 #define _GNU_SOURCE
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,6 +182,30 @@ int app_check(pskv_worker *w, cfg_entry *cfg)
     printf("check: sparse table %" PRIu64 " shared + %zu own keys x %d: %s\n", n, own_n, SW,
            sbad ? "MISMATCH" : "exact");
     status |= sbad != 0;
+
+    /* a non-finite value is refused by the server and the stored value stays */
+    {
+        uint64_t k0 = (uint64_t)r; /* each worker its own key: no race with the others */
+        float before[DW], nanv[DW] = {1.0f, NAN, 2.0f}, after[DW];
+        int64_t tp = pskv_pull(w, td, &k0, 1, before);
+        if (tp < 0 || (rc = pskv_wait(w, tp, tmo)) < 0)
+            return fail(w, "pull before the NaN push", tp < 0 ? (int)tp : rc);
+        tp = pskv_push(w, td, &k0, 1, nanv);
+        int nan_rc = tp < 0 ? (int)tp : pskv_wait(w, tp, tmo);
+        int named = nan_rc == -PSKV_EBADVALUE && strstr(pskv_last_error(w), "check.dense");
+        tp = pskv_pull(w, td, &k0, 1, after);
+        if (tp < 0 || (rc = pskv_wait(w, tp, tmo)) < 0)
+            return fail(w, "pull after the NaN push", tp < 0 ? (int)tp : rc);
+        int kept = memcmp(before, after, sizeof before) == 0;
+        printf("check: NaN push: %s, stored value %s\n",
+               named ? "refused naming the table" : "NOT REFUSED PROPERLY",
+               kept ? "unchanged" : "CHANGED");
+        if (!named || !kept) {
+            snprintf(detail, sizeof detail, "NaN push returned %d (%s), value %s", nan_rc,
+                     pskv_last_error(w), kept ? "kept" : "changed");
+            status = 1;
+        }
+    }
 
     /* the same table reopened with another option must be refused, naming it */
     pskv_table_opts o3;

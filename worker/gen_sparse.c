@@ -96,13 +96,15 @@ static double unit_open(uint64_t x)
 
 /* ---- the feature model -------------------------------------------------------- */
 
-/* A precomputed hot rank: one cache line holds four. */
+/* A precomputed hot rank, 16 bytes: one cache line holds four. */
 struct hot {
-    uint64_t id;
+    uint64_t bits;      /* id (52 bits) | HOT_REAL | HOT_SEEN */
     float w;
-    uint8_t real;
-    uint8_t seen;   /* drawn at least once */
+    uint32_t stamp;     /* the last example that drew it, to skip repeats */
 };
+#define HOT_ID_MASK ((1ULL << 52) - 1)
+#define HOT_REAL (1ULL << 62)   /* the id carries real values */
+#define HOT_SEEN (1ULL << 63)   /* drawn at least once (for the distinct count) */
 
 typedef struct model {
     uint64_t F;
@@ -114,6 +116,7 @@ typedef struct model {
     double wscale, bias;
     uint32_t nhot;
     struct hot *hot;    /* ranks 1..nhot */
+    uint32_t stamp;     /* examples drawn so far (wraps; a stale match only redraws) */
 } model;
 
 static uint64_t feistel(const model *m, uint64_t x)
@@ -188,9 +191,8 @@ static int model_init(model *m, uint64_t F, uint64_t seed, uint32_t nnz)
         return -1;
     for (uint32_t r = 1; r <= m->nhot; r++) {
         uint64_t id = rank_to_id(m, r);
-        m->hot[r].id = id;
+        m->hot[r].bits = id | (id_is_real(seed, id) ? HOT_REAL : 0);
         m->hot[r].w = id_weight(m, id);
-        m->hot[r].real = (uint8_t)id_is_real(seed, id);
     }
     return 0;
 }
@@ -517,8 +519,9 @@ static int draw_example(model *m, tailset *tail, rng *r, uint32_t k, uint64_t *r
                         feat *f, feat *tmp)
 {
     uint32_t n = 0, tries = 0, max_tries = 64 * k + 1000;
+    uint32_t stamp = ++m->stamp;
     while (n < k && tries < max_tries) {
-        uint32_t batch = k - n;
+        uint32_t batch = k - n, added = 0;
         for (uint32_t b = 0; b < batch; b++) {
             uint64_t rank = draw_rank(m, r);
             ranks[b] = rank;
@@ -530,14 +533,19 @@ static int draw_example(model *m, tailset *tail, rng *r, uint32_t k, uint64_t *r
         tries += batch;
         for (uint32_t b = 0; b < batch; b++) {
             uint64_t rank = ranks[b];
-            feat *x = &f[n + b];
+            feat *x = &f[n + added];
             int real;
             if (rank <= m->nhot) {
-                x->id = m->hot[rank].id;
-                x->w = m->hot[rank].w;
-                real = m->hot[rank].real;
+                /* Hot ranks repeat often: the stamp drops a repeat before any sort. */
+                struct hot *h = &m->hot[rank];
+                if (h->stamp == stamp)
+                    continue;
+                h->stamp = stamp;
+                x->id = h->bits & HOT_ID_MASK;
+                x->w = h->w;
+                real = (h->bits & HOT_REAL) != 0;
                 if (tail != NULL)
-                    m->hot[rank].seen = 1;
+                    h->bits |= HOT_SEEN;
             } else {
                 x->id = rank_to_id(m, rank);
                 x->w = id_weight(m, x->id);
@@ -546,8 +554,9 @@ static int draw_example(model *m, tailset *tail, rng *r, uint32_t k, uint64_t *r
                     return -1;
             }
             x->hundredths = real ? 5 + (uint32_t)(rng_next(r) % 296) : 100;
+            added++;
         }
-        n = sort_unique(f, n, n + batch, tmp);
+        n = sort_unique(f, n, n + added, tmp);
     }
     return (int)n;
 }
@@ -685,7 +694,7 @@ int main(int argc, char **argv)
 
     uint64_t distinct = tail.count;
     for (uint32_t r = 1; r <= m.nhot; r++)
-        distinct += m.hot[r].seen;
+        distinct += (m.hot[r].bits & HOT_SEEN) != 0;
     printf("train_examples=%llu test_examples=%llu distinct_features=%llu\n",
            (unsigned long long)ntrain, (unsigned long long)ntest, (unsigned long long)distinct);
     printf("planted_auc=%.4f\n", auc(sc, nsc));
