@@ -674,16 +674,17 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
         return req_fail(w, r, rc);
     r->out = out;
     size_t wd = t->width, row = wd * sizeof(float);
+    size_t kbytes = keys ? nkeys * sizeof(uint64_t) : 0;
     if (type == REQ_PUSH || keys) {
-        /* one copy: values (push), then gathered keys, grouped by part */
+        /* one copy: gathered keys, then values (push), grouped by part */
         size_t vbytes = type == REQ_PUSH ? nkeys * row : 0;
-        size_t kbytes = keys ? nkeys * sizeof(uint64_t) : 0;
         r->buf = vbuf_new(vbytes + kbytes);
         if (!r->buf)
             return req_fail(w, r, set_error(w, PSKV_ENOMEM, "out of memory for %zu bytes",
                                             vbytes + kbytes));
-        float *gv = (float *)(void *)r->buf->data;
-        uint64_t *gk = (uint64_t *)(void *)(r->buf->data + vbytes);
+        /* keys first: 8-byte aligned whatever the number of values */
+        uint64_t *gk = (uint64_t *)(void *)r->buf->data;
+        float *gv = (float *)(void *)(r->buf->data + kbytes);
         if (keys) {
             for (uint64_t i = 0; i < nkeys; i++) {
                 uint32_t src = r->idx[i];
@@ -708,17 +709,17 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
             m.has_first_key = 1;
             m.first_key = p->first;
         } else {
-            size_t vbytes = type == REQ_PUSH ? nkeys * row : 0;
             atomic_fetch_add(&r->buf->refs, 1);
-            zmq_msg_init_data(&kmsg, r->buf->data + vbytes + p->off * sizeof(uint64_t),
+            zmq_msg_init_data(&kmsg, r->buf->data + p->off * sizeof(uint64_t),
                               p->n * sizeof(uint64_t), vbuf_unref, r->buf);
             kp = &kmsg;
         }
         if (type == REQ_PUSH) {
             if (!keys) /* copy each chunk just before it is sent, so sending overlaps */
-                memcpy(r->buf->data + p->off * row, vals + p->off * wd, p->n * row);
+                memcpy(r->buf->data + kbytes + p->off * row, vals + p->off * wd, p->n * row);
             atomic_fetch_add(&r->buf->refs, 1);
-            zmq_msg_init_data(&vmsg, r->buf->data + p->off * row, p->n * row, vbuf_unref, r->buf);
+            zmq_msg_init_data(&vmsg, r->buf->data + kbytes + p->off * row, p->n * row, vbuf_unref,
+                              r->buf);
             vp = &vmsg;
         }
         rc = send_part(w, r, pi, &m, kp, vp);
