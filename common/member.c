@@ -217,6 +217,9 @@ void member_tick(member *m)
         return;
     Pskv__Meta hb;
     member_meta(m, &hb, PSKV__MSG_TYPE__HEARTBEAT);
+    hb.has_clock = hb.has_dropped = 1;
+    hb.clock = m->hb_clock;
+    hb.dropped = m->hb_dropped;
     member_send(m, &hb);
     m->next_hb_ms = now + m->heartbeat_ms;
 }

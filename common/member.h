@@ -23,6 +23,8 @@ typedef struct member {
     Pskv__View *view;       /* latest view (owned), NULL before the first */
     Pskv__Meta *view_meta;  /* the message that carried it (owned) */
     int64_t next_hb_ms;
+    int64_t hb_clock;     /* sent in heartbeats: a worker's clock */
+    uint64_t hb_dropped;  /* sent in heartbeats: a server's late drops */
 } member;
 
 /* Connects to `scheduler` ("HOST:PORT") and registers as `role` with advertised

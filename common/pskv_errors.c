@@ -17,6 +17,7 @@ static const char *const messages[PSKV_ERROR_MAX] = {
     [PSKV_ENOTFOUND] = "not found",
     [PSKV_EBADVALUE] = "non-finite value",
     [PSKV_EIO] = "I/O error",
+    [PSKV_ELATE] = "dropped: late",
 };
 
 const char *pskv_strerror(int code)

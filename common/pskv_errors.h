@@ -24,6 +24,7 @@ enum pskv_error {
     PSKV_ENOTFOUND = 13,  /* no such timestamp, node or interface */
     PSKV_EBADVALUE = 14,  /* non-finite value (NaN or infinity) in a push */
     PSKV_EIO = 15,        /* file I/O error */
+    PSKV_ELATE = 16,      /* bsp with backup workers: the push's clock had closed: dropped */
     PSKV_ERROR_MAX
 };
 

@@ -54,6 +54,8 @@ typedef struct node {
     enum node_state state;
     uint64_t barrier; /* highest barrier entered */
     uint64_t range_begin, range_end;
+    int64_t clock;    /* workers: clocks finished, from heartbeats */
+    uint64_t dropped; /* servers: late pushes dropped, from heartbeats */
 } node;
 
 static struct {
@@ -184,12 +186,39 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
             p->range_begin = n->range_begin;
             p->range_end = n->range_end;
         }
+        p->state = (char *)state_name(n); /* servers take finished and dead workers out
+                                             of the clock set */
+        p->has_clock = n->role == PSKV__ROLE__WORKER;
+        p->clock = n->clock;
+        p->has_dropped = n->role == PSKV__ROLE__SERVER;
+        p->dropped = n->dropped;
         if (status) {
             p->has_heartbeat_age_ms = 1;
             p->heartbeat_age_ms = now - n->last_hb_ms;
-            p->state = (char *)state_name(n);
         }
     }
+}
+
+/* Publishes the view with a new epoch to every node that still takes part. */
+static void send_view(void)
+{
+    S.epoch++;
+    Pskv__Node *nodes = calloc((size_t)S.nnodes, sizeof *nodes);
+    Pskv__Node **ptrs = calloc((size_t)S.nnodes, sizeof *ptrs);
+    if (!nodes || !ptrs) {
+        LOG_E("out of memory publishing the view");
+        exit(1);
+    }
+    Pskv__View v;
+    fill_view(&v, nodes, ptrs, 0);
+    Pskv__Meta m;
+    meta_base(&m, PSKV__MSG_TYPE__VIEW);
+    m.view = &v;
+    for (int i = 0; i < S.nnodes; i++)
+        if (S.nodes[i].state != NODE_FINISHED)
+            send_to(&S.nodes[i], &m);
+    free(nodes);
+    free(ptrs);
 }
 
 static void publish_view(void)
@@ -210,25 +239,10 @@ static void publish_view(void)
         n->range_end = ranges[s].end;
         s++;
     }
-    S.epoch++;
     S.state = JOB_RUNNING;
-    Pskv__Node *nodes = calloc((size_t)S.nnodes, sizeof *nodes);
-    Pskv__Node **ptrs = calloc((size_t)S.nnodes, sizeof *ptrs);
-    if (!nodes || !ptrs) {
-        LOG_E("out of memory publishing the view");
-        exit(1);
-    }
-    Pskv__View v;
-    fill_view(&v, nodes, ptrs, 0);
-    Pskv__Meta m;
-    meta_base(&m, PSKV__MSG_TYPE__VIEW);
-    m.view = &v;
-    for (int i = 0; i < S.nnodes; i++) {
-        send_to(&S.nodes[i], &m);
+    for (int i = 0; i < S.nnodes; i++)
         S.nodes[i].state = NODE_ACTIVE;
-    }
-    free(nodes);
-    free(ptrs);
+    send_view();
     LOG_I("cluster complete: %d servers, %d workers; view epoch %llu published", S.nservers,
           S.nworkers, (unsigned long long)S.epoch);
 }
@@ -457,9 +471,15 @@ static void handle(wire_msg *msg)
         /* no reply; an unknown sender is logged but not answered */
         if ((n = r->has_sender ? find_node(r->sender) : NULL)) {
             n->last_hb_ms = tu_now_ms();
+            if (r->has_clock)
+                n->clock = r->clock;
+            if (r->has_dropped)
+                n->dropped = r->dropped;
             if (n->dead) {
                 n->dead = 0;
                 LOG_I("node %u (%s) is alive again", n->id, role_name(n->role));
+                if (S.state == JOB_RUNNING)
+                    send_view(); /* back in the clock set */
             }
         } else {
             LOG_W("heartbeat from unknown node %u at %s", r->sender, msg->peer);
@@ -488,12 +508,15 @@ static void handle(wire_msg *msg)
             break;
         if (n->state != NODE_FINISHED)
             LOG_I("worker rank %d (node %u) finished", n->rank, n->id);
+        int was = n->state;
         n->state = NODE_FINISHED;
         Pskv__Meta m;
         meta_base(&m, PSKV__MSG_TYPE__FINISH_ACK);
         send_to(n, &m);
         check_barriers();
         check_end();
+        if (was != NODE_FINISHED && S.state == JOB_RUNNING)
+            send_view(); /* out of the clock set: nobody waits for it */
         break;
     }
     case PSKV__MSG_TYPE__STOP_ACK:
@@ -520,6 +543,8 @@ static void tick(void)
               role_name(n->role), n->rank, n->host, n->port, (long long)(now - n->last_hb_ms));
         check_barriers();
         check_end();
+        if (S.state == JOB_RUNNING && n->role == PSKV__ROLE__WORKER)
+            send_view(); /* out of the clock set */
     }
     if (S.state == JOB_WAITING && now - S.started_ms > (int64_t)(cfg_double(S.cfg, "join-timeout") * 1000)) {
         LOG_E("only %d of %d servers and %d of %d workers joined within %.0f s; giving up",

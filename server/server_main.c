@@ -18,6 +18,7 @@
 #include <zmq.h>
 
 #include "config.h"
+#include "consist.h"
 #include "log.h"
 #include "member.h"
 #include "net.h"
@@ -45,8 +46,8 @@ static struct {
     void *ctx, *router;
     table_set *tables;
     uint64_t begin, end; /* owned ring range */
-    uint64_t pushes, pulls, errors;
-    int64_t push_ns, pull_ns; /* time applying pushes and copying pulls */
+    uint64_t errors;
+    consist *cons;
     wire_msg *parked; /* valid requests that came before the view, in order */
     int nparked;
 } S;
@@ -55,12 +56,6 @@ static struct {
 
 static volatile sig_atomic_t stop_signal;
 static void on_signal(int sig) { stop_signal = sig; }
-
-static void free_buf(void *data, void *hint)
-{
-    (void)hint;
-    free(data);
-}
 
 static void meta_reply(Pskv__Meta *m, const Pskv__Meta *req, Pskv__MsgType type)
 {
@@ -193,46 +188,14 @@ static void on_push(wire_msg *msg)
         fail(msg, PSKV_EBADVALUE, why);
         return;
     }
-    int64_t t0 = tu_now_ns();
-    int rc = msg->meta->assign
-                 ? shard_assign(t->sh, msg->keys, msg->meta->first_key, msg->nkeys, msg->vals)
-                 : shard_push(t->sh, msg->keys, msg->meta->first_key, msg->nkeys, msg->vals);
-    if (rc < 0) {
-        fail(msg, -rc, "out of memory applying the push (partially applied)");
-        return;
-    }
-    S.pushes++;
-    S.push_ns += tu_now_ns() - t0;
-    Pskv__Meta m;
-    meta_reply(&m, msg->meta, PSKV__MSG_TYPE__PUSH_ACK);
-    if (wire_send(S.router, &msg->rid, &m, NULL, NULL) < 0)
-        LOG_W("cannot acknowledge push to %s: %s", msg->peer, zmq_strerror(errno));
+    consist_push(S.cons, t, msg);
 }
 
 static void on_pull(wire_msg *msg)
 {
     table *t = check_request(msg);
-    if (!t)
-        return;
-    size_t bytes = (size_t)msg->nvals * sizeof(float);
-    int64_t t0 = tu_now_ns();
-    float *buf = malloc(bytes ? bytes : 1);
-    if (!buf) {
-        fail(msg, PSKV_ENOMEM, "out of memory for the pull reply");
-        return;
-    }
-    shard_pull(t->sh, msg->keys, msg->meta->first_key, msg->nkeys, buf);
-    zmq_msg_t vals;
-    zmq_msg_init_data(&vals, buf, bytes, free_buf, NULL); /* ZeroMQ frees it after sending */
-    Pskv__Meta m;
-    meta_reply(&m, msg->meta, PSKV__MSG_TYPE__PULL_REPLY);
-    m.has_num_keys = m.has_width = 1;
-    m.num_keys = msg->nkeys;
-    m.width = t->width;
-    S.pulls++;
-    S.pull_ns += tu_now_ns() - t0;
-    if (wire_send(S.router, &msg->rid, &m, NULL, &vals) < 0)
-        LOG_W("cannot send pull reply to %s: %s", msg->peer, zmq_strerror(errno));
+    if (t)
+        consist_pull(S.cons, t, msg);
 }
 
 /* Refuses (and returns 1 for) a request from another job. */
@@ -258,6 +221,7 @@ static void handle_worker(wire_msg *msg)
     case PSKV__MSG_TYPE__TABLE_OPEN: on_table_open(msg); break;
     case PSKV__MSG_TYPE__PUSH: on_push(msg); break;
     case PSKV__MSG_TYPE__PULL: on_pull(msg); break;
+    case PSKV__MSG_TYPE__CLOCK: consist_clock(S.cons, msg); break;
     default:
         snprintf(why, sizeof why, "message type %s is not served by a server",
                  wire_type_name((int)r->type));
@@ -277,6 +241,7 @@ static int handle_scheduler(void)
             continue;
         if (!msg.meta) { /* a new view */
             own_range_of_view();
+            consist_view(S.cons);
         } else if (msg.meta->type == PSKV__MSG_TYPE__STOP) {
             Pskv__Meta m;
             member_meta(&S.mb, &m, PSKV__MSG_TYPE__STOP_ACK);
@@ -354,6 +319,11 @@ int main(int argc, char **argv)
         return 1;
     }
     S.tables = tables_new();
+    S.cons = consist_new(S.router, &S.mb, S.tables);
+    if (!S.tables || !S.cons) {
+        LOG_E("out of memory");
+        return 1;
+    }
     member_set_stop_flag(&stop_signal);
     cfg_log(config);
     rc = member_open(&S.mb, S.ctx, sched, PSKV__ROLE__SERVER, -1, host, port,
@@ -427,14 +397,17 @@ int main(int argc, char **argv)
             }
             wire_msg_close(msg);
         }
+        S.mb.hb_dropped = consist_get_stats(S.cons).dropped_late;
         member_tick(&S.mb);
     }
+    consist_stats st = consist_get_stats(S.cons);
     LOG_I("%s: %llu pushes (%.1f us each to check and apply), %llu pulls (%.1f us each to "
-          "copy), %llu refused requests, %zu tables",
+          "copy), %llu dropped as late, %llu refused requests, %zu tables",
           stopped ? "stopped by the scheduler" : "terminated by signal",
-          (unsigned long long)S.pushes, S.pushes ? S.push_ns / 1e3 / (double)S.pushes : 0.0,
-          (unsigned long long)S.pulls, S.pulls ? S.pull_ns / 1e3 / (double)S.pulls : 0.0,
-          (unsigned long long)S.errors, tables_count(S.tables));
+          (unsigned long long)st.pushes, st.pushes ? st.push_ns / 1e3 / (double)st.pushes : 0.0,
+          (unsigned long long)st.pulls, st.pulls ? st.pull_ns / 1e3 / (double)st.pulls : 0.0,
+          (unsigned long long)st.dropped_late, (unsigned long long)S.errors,
+          tables_count(S.tables));
     log_tables();
     member_close(&S.mb);
     zmq_close(S.router);
@@ -442,6 +415,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < S.nparked; i++)
         wire_msg_close(&S.parked[i]);
     free(S.parked);
+    consist_destroy(&S.cons);
     tables_destroy(&S.tables);
     return 0;
 }

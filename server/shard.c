@@ -118,6 +118,38 @@ int shard_owns_run(const shard *s, uint64_t first, uint64_t n)
 
 uint64_t shard_size(const shard *s) { return s->dense ? s->count : s->used; }
 
+float *shard_dense_values(shard *s) { return s->w; }
+uint64_t shard_dense_first(const shard *s) { return s->first; }
+uint64_t shard_dense_count(const shard *s) { return s->count; }
+
+void shard_foreach(const shard *s, void (*fn)(void *ctx, uint64_t key, const float *row),
+                   void *ctx)
+{
+    if (s->dense) {
+        for (uint64_t i = 0; i < s->count; i++)
+            fn(ctx, s->first + i, s->w + i * s->width);
+        return;
+    }
+    size_t rf = (size_t)s->width * (1 + (size_t)s->nstate);
+    for (size_t i = 0; i < s->cap; i++)
+        if (s->slots[i] != EMPTY)
+            fn(ctx, s->keys[i], s->rows + (size_t)s->slots[i] * rf);
+}
+
+void shard_clear(shard *s)
+{
+    if (s->dense) {
+        size_t n = (size_t)s->count * s->width;
+        memset(s->w, 0, n * sizeof(float));
+        if (s->state)
+            memset(s->state, 0, n * sizeof(float));
+        return;
+    }
+    if (s->cap)
+        memset(s->slots, 0xff, s->cap * sizeof *s->slots);
+    s->used = 0;
+}
+
 /* ---- sparse map ---------------------------------------------------------- */
 
 static size_t row_floats(const shard *s) { return (size_t)s->width * (1 + (size_t)s->nstate); }

@@ -53,6 +53,20 @@ int shard_assign(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, con
 /* Copies n rows of values into out (n * width floats). keys NULL = dense run. */
 void shard_pull(const shard *s, const uint64_t *keys, uint64_t first, uint64_t n, float *out);
 
+/* Dense shards: the value array (count * width floats), first index and count. */
+float *shard_dense_values(shard *s);
+uint64_t shard_dense_first(const shard *s);
+uint64_t shard_dense_count(const shard *s);
+
+/* Calls fn for every stored key and its value row (sparse: keys pushed so far,
+ * in storage order; dense: every index in order). */
+void shard_foreach(const shard *s, void (*fn)(void *ctx, uint64_t key, const float *row),
+                   void *ctx);
+
+/* Zeroes every value and state and forgets sparse keys, keeping the memory, so
+ * the shard can be reused as an accumulator. */
+void shard_clear(shard *s);
+
 /* Keys stored (dense: count; sparse: keys pushed so far). */
 uint64_t shard_size(const shard *s);
 

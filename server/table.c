@@ -101,9 +101,33 @@ static int parse_options(table *t, const Pskv__TableOptions *o, char *why, size_
     }
     t->init_rule.seed = ring_mix64(o->seed ^ wire_table_id(name));
     const char *cons = str_or(o->consistency, "async");
-    if (strcmp(cons, "async") != 0) {
-        snprintf(why, whylen, "option 'consistency': '%s' is not supported by this server (async)",
-                 cons);
+    t->model = CONS_ASYNC;
+    if (!strcmp(cons, "bsp")) {
+        t->model = CONS_BSP;
+    } else if (!strncmp(cons, "ssp:", 4)) {
+        char *end;
+        long long tau = strtoll(cons + 4, &end, 10);
+        if (!strcmp(cons + 4, "inf")) {
+            t->model = CONS_ASYNC; /* tau = infinity is eventual */
+        } else if (end == cons + 4 || *end || tau < 0 || tau > 1000000) {
+            snprintf(why, whylen, "option 'consistency': '%s' needs a bound, ssp:TAU with TAU "
+                     "0..1000000 or inf", cons);
+            return -PSKV_EINVAL;
+        } else {
+            t->model = CONS_SSP;
+            t->tau = tau;
+        }
+    } else if (strcmp(cons, "async") != 0) {
+        snprintf(why, whylen, "option 'consistency': unknown '%s' (async, bsp, ssp:TAU)", cons);
+        return -PSKV_EINVAL;
+    }
+    t->backup = o->backup;
+    if (t->backup && t->model != CONS_BSP) {
+        snprintf(why, whylen, "option 'backup' applies to bsp tables only");
+        return -PSKV_EINVAL;
+    }
+    if (strlen(cons) >= sizeof t->consistency) {
+        snprintf(why, whylen, "option 'consistency': '%s' is too long", cons);
         return -PSKV_EINVAL;
     }
     snprintf(t->consistency, sizeof t->consistency, "%s", cons);
@@ -144,6 +168,8 @@ static int differs(const table *a, const table *b, const Pskv__TableOptions *o, 
         DIFF("seed", "%s", "(first open's)", o->has_seed ? "another" : "the default");
     if (strcmp(a->consistency, b->consistency))
         DIFF("consistency", "%s", a->consistency, b->consistency);
+    if (a->backup != b->backup)
+        DIFF("backup", "%u", a->backup, b->backup);
 #undef DIFF
     return 0;
 }

@@ -10,15 +10,24 @@
 #include "pskv.pb-c.h"
 #include "shard.h"
 
+typedef enum {
+    CONS_ASYNC = 0, /* eventual: apply on arrival, answer pulls at once */
+    CONS_SSP = 1,   /* bounded delay tau: a pull at clock c waits for clocks < c - tau */
+    CONS_BSP = 2,   /* sequential: pushes of clock t combined and applied when t closes */
+} cons_model;
+
 typedef struct table {
     uint64_t id;
     char name[128];
     int dense;
     uint64_t size;
     uint32_t width;
-    char updater[16], init[16], consistency[16];
+    char updater[16], init[16], consistency[24];
     upd_opts upd;
     shard_init init_rule;
+    cons_model model;
+    int64_t tau;     /* ssp */
+    uint32_t backup; /* bsp: a clock closes with the first W - backup workers */
     shard *sh;
 } table;
 

@@ -1,8 +1,22 @@
-/* --app check: every worker pushes known integer increments into a dense and a
- * sparse table whose keys spread over every server, then all barrier, pull and
- * verify the exact sums. The `sum` updater keeps integers exact in float32. */
+/* --app check: exact sums over dense and sparse tables on every server, under
+ * the table consistency chosen with --consistency (async, bsp, ssp:TAU).
+ *
+ * Every worker pushes known integer increments each round (one round = one
+ * clock); the `sum` updater keeps integers exact in float32.
+ *   async   after a barrier, every sum is exact;
+ *   bsp     every pull at clock c returns exactly the sums of rounds < c, and a
+ *           float table trained with sgd ends with the same bits on every run
+ *           (its hash is printed);
+ *   ssp:T   every pull at clock c lies between the sums of rounds < c - T and
+ *           of rounds < c + T + 1; the lead over the slowest worker is printed;
+ *   bsp --backup B: values grow by W - B to W increments per clock, late pushes
+ *           are answered "dropped: late", and the final sums equal exactly the
+ *           pushes the servers acknowledged (nothing dropped was applied).
+ * --slowdown F makes each round sleep (F - 1) x 5 ms, for a steady straggler.
+ * The last line is `check ok: ...` or `check FAILED: ...`. */
 #define _GNU_SOURCE
 #include <inttypes.h>
+#include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +24,7 @@
 
 #include "apps.h"
 #include "ring.h"
+#include "timeutil.h"
 
 #define DW 3 /* dense width */
 #define SW 2 /* sparse width */
@@ -20,6 +35,26 @@ static float sparse_inc(int r, int k, uint64_t j, int c) { return (float)((r + 1
 static uint64_t shared_key(uint64_t j) { return ring_mix64(j + 12345); }
 static uint64_t own_key(int r, uint64_t j) { return ((uint64_t)(r + 1) << 56) | j; }
 
+/* Sum over workers and rounds < k of dense key i's component c (incl. every
+ * third key's extra +1 per worker and round). */
+static double dense_sum(int W, int k, uint64_t i, int c)
+{
+    double s = (i % 3 == 0) ? (double)W * k : 0;
+    for (int q = 0; q < W; q++)
+        for (int j = 0; j < k; j++)
+            s += dense_inc(q, j, i, c);
+    return s;
+}
+
+static double sparse_sum(int W, int k, uint64_t j, int c)
+{
+    double s = 0;
+    for (int q = 0; q < W; q++)
+        for (int r = 0; r < k; r++)
+            s += sparse_inc(q, r, j, c);
+    return s;
+}
+
 static int fail(pskv_worker *w, const char *what, int rc)
 {
     printf("check FAILED: %s: %s (%s)\n", what, pskv_strerror(rc), pskv_last_error(w));
@@ -27,214 +62,416 @@ static int fail(pskv_worker *w, const char *what, int rc)
     return 1;
 }
 
+static int pull_wait(pskv_worker *w, int t, const uint64_t *keys, size_t n, float *out)
+{
+    int64_t tp = pskv_pull(w, t, keys, n, out);
+    return tp < 0 ? (int)tp : pskv_wait(w, tp, 120000);
+}
+
+typedef struct ck {
+    pskv_worker *w;
+    int W, r, R;
+    uint64_t n;
+    int td, ts;
+    float *dv, *sv;
+    uint64_t *sk, *dk;
+    int status;
+    char detail[256];
+} ck;
+
+static void mismatch(ck *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void mismatch(ck *c, const char *fmt, ...)
+{
+    if (!c->status) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(c->detail, sizeof c->detail, fmt, ap);
+        va_end(ap);
+    }
+    c->status = 1;
+}
+
+/* Checks pulled dense values against sums of rounds [lo_k, hi_k] bounds. */
+static void check_dense(ck *c, int lo_k, int hi_k, const char *when)
+{
+    for (uint64_t i = 0; i < c->n; i++)
+        for (int k = 0; k < DW; k++) {
+            double v = c->dv[i * DW + k], lo = dense_sum(c->W, lo_k, i, k),
+                   hi = dense_sum(c->W, hi_k, i, k);
+            if (v < lo || v > hi) {
+                mismatch(c, "%s: dense key %" PRIu64 "[%d] = %g, expected %s%g%s%g", when, i, k, v,
+                         lo == hi ? "" : "between ", lo, lo == hi ? "" : " and ", hi);
+                return;
+            }
+        }
+}
+
+static int push_round(ck *c, int k)
+{
+    for (uint64_t i = 0; i < c->n; i++)
+        for (int q = 0; q < DW; q++)
+            c->dv[i * DW + q] = dense_inc(c->r, k, i, q);
+    int64_t t = pskv_push(c->w, c->td, NULL, c->n, c->dv);
+    if (t < 0)
+        return (int)t;
+    size_t m = 0; /* every third key again, as a gathered key list */
+    for (uint64_t i = 0; i < c->n; i += 3) {
+        c->dk[m] = i;
+        for (int q = 0; q < DW; q++)
+            c->dv[m * DW + q] = 1.0f;
+        m++;
+    }
+    if ((t = pskv_push(c->w, c->td, c->dk, m, c->dv)) < 0)
+        return (int)t;
+    for (uint64_t j = 0; j < c->n; j++) {
+        c->sk[j] = shared_key(j);
+        for (int q = 0; q < SW; q++)
+            c->sv[j * SW + q] = sparse_inc(c->r, k, j, q);
+    }
+    if ((t = pskv_push(c->w, c->ts, c->sk, c->n, c->sv)) < 0)
+        return (int)t;
+    uint64_t ok[OWN_KEYS];
+    float ov[OWN_KEYS * SW];
+    for (uint64_t j = 0; j < OWN_KEYS; j++) {
+        ok[j] = own_key(c->r, j);
+        ov[j * SW] = 1.0f;
+        ov[j * SW + 1] = 2.0f;
+    }
+    return (t = pskv_push(c->w, c->ts, ok, OWN_KEYS, ov)) < 0 ? (int)t : 0;
+}
+
+/* bsp with backup workers: +1 per key per clock on one table; the values must
+ * grow by W - B..W per clock and end equal to the acknowledged pushes. */
+static int run_backup(ck *c, const pskv_table_opts *base, double slow, int leave)
+{
+    pskv_table_opts o = *base;
+    o.kind = PSKV_DENSE;
+    o.size = c->n;
+    o.width = 1;
+    int tb = pskv_table_open(c->w, "check.backup", &o);
+    if (tb < 0)
+        return fail(c->w, "open check.backup", tb);
+    pskv_table_opts a;
+    pskv_table_opts_init(&a);
+    a.kind = PSKV_DENSE;
+    a.size = (uint64_t)c->W;
+    a.updater = "sum";
+    int ta = pskv_table_open(c->w, "check.acked", &a); /* async: the report channel */
+    if (ta < 0)
+        return fail(c->w, "open check.acked", ta);
+    float *ones = malloc(c->n * sizeof(float)), *vals = malloc(c->n * sizeof(float));
+    int64_t *ts = malloc((size_t)c->R * sizeof *ts);
+    if (!ones || !vals || !ts)
+        return fail(c->w, "memory", -PSKV_ENOMEM);
+    for (uint64_t i = 0; i < c->n; i++)
+        ones[i] = 1.0f;
+    int B = (int)o.backup, rc;
+    int nts = 0;
+    /* by clock, not by round: a worker left behind jumps to the current clock and
+     * skips the iterations it missed */
+    while (pskv_current_clock(c->w) < c->R) {
+        int64_t clock = pskv_current_clock(c->w);
+        if ((rc = pull_wait(c->w, tb, NULL, c->n, vals)) < 0)
+            return fail(c->w, "pull", rc);
+        if (pskv_current_clock(c->w) >= c->R)
+            break; /* moved up past the end */
+        /* with backups at least W - B workers make each clock; when workers may
+         * leave (--count-acked alone) only the upper bound holds */
+        double lo = B ? (double)(c->W - B) * (double)pskv_values_clock(c->w) : 0,
+               hi = (double)c->W * (double)pskv_values_clock(c->w);
+        int is_bsp = !strcmp(base->consistency, "bsp");
+        if (is_bsp && pskv_values_clock(c->w) < clock)
+            mismatch(c, "a pull at clock %lld reflects only clock %lld", (long long)clock,
+                     (long long)pskv_values_clock(c->w));
+        for (uint64_t i = 0; is_bsp && i < c->n; i++)
+            if (vals[i] < lo || vals[i] > hi) {
+                mismatch(c, "key %" PRIu64 " = %g after %lld clocks, expected %g..%g", i,
+                         (double)vals[i], (long long)pskv_values_clock(c->w), lo, hi);
+                break;
+            }
+        if (slow > 1)
+            tu_sleep_ms((int64_t)((slow - 1) * 5));
+        ts[nts] = pskv_push(c->w, tb, NULL, c->n, ones);
+        if (ts[nts] < 0)
+            return fail(c->w, "push", (int)ts[nts]);
+        nts++;
+        if ((rc = pskv_clock(c->w)) < 0)
+            return fail(c->w, "clock", rc);
+    }
+    if ((rc = pskv_wait_all(c->w, 120000)) < 0)
+        return fail(c->w, "wait for acknowledgements", rc);
+    float acked = 0;
+    for (int k = 0; k < nts; k++)
+        acked += pskv_wait(c->w, ts[k], 0) == 0;
+    uint64_t key = (uint64_t)c->r;
+    int64_t tp = pskv_push(c->w, ta, &key, 1, &acked);
+    if (tp < 0 || (rc = pskv_wait(c->w, tp, 120000)) < 0)
+        return fail(c->w, "report", tp < 0 ? (int)tp : rc);
+    if (leave) { /* close at once: the scheduler takes this worker out of the clock set */
+        printf("check: %s: left after %d pushes, %g acknowledged\n", base->consistency, nts,
+               (double)acked);
+        free(ones);
+        free(vals);
+        free(ts);
+        return 0;
+    }
+    if ((rc = pskv_barrier(c->w, 120000)) < 0)
+        return fail(c->w, "barrier", rc);
+    float *per = malloc((size_t)c->W * sizeof(float));
+    if ((rc = pull_wait(c->w, ta, NULL, (size_t)c->W, per)) < 0)
+        return fail(c->w, "pull check.acked", rc);
+    double total = 0;
+    for (int q = 0; q < c->W; q++)
+        total += per[q];
+    /* every worker has clocked R times and the barrier passed: all closed clocks
+     * are in; a pull at the current clock sees them */
+    if ((rc = pull_wait(c->w, tb, NULL, c->n, vals)) < 0)
+        return fail(c->w, "final pull", rc);
+    for (uint64_t i = 0; i < c->n; i++)
+        if ((double)vals[i] != total) {
+            mismatch(c, "key %" PRIu64 " = %g, but the servers acknowledged %g pushes", i,
+                     (double)vals[i], total);
+            break;
+        }
+    printf("check: %s backup %d: %g of %d pushes acknowledged by all; this worker pushed %d, "
+           "%g acknowledged, %" PRIu64 " dropped as late; final values equal the acknowledged "
+           "pushes: %s\n",
+           base->consistency, B, total, c->W * c->R, nts, (double)acked, pskv_late_drops(c->w),
+           c->status ? "NO" : "yes");
+    free(per);
+    free(ones);
+    free(vals);
+    free(ts);
+    return 0;
+}
+
 int app_check(pskv_worker *w, cfg_entry *cfg)
 {
-    const int W = pskv_num_workers(w), r = pskv_rank(w), R = (int)cfg_int(cfg, "rounds");
-    const uint64_t n = (uint64_t)cfg_int(cfg, "keys");
-    const int tmo = 60000;
+    ck c;
+    memset(&c, 0, sizeof c);
+    c.w = w;
+    c.W = pskv_num_workers(w);
+    c.r = pskv_rank(w);
+    c.R = (int)cfg_int(cfg, "rounds");
+    c.n = (uint64_t)cfg_int(cfg, "keys");
+    const char *cons = cfg_str(cfg, "consistency");
+    int bsp = !strcmp(cons, "bsp"), ssp = !strncmp(cons, "ssp:", 4);
+    int tau = ssp ? atoi(cons + 4) : 0;
+    double slow = cfg_double(cfg, "slowdown");
+    const int tmo = 120000;
     int rc;
     pskv_table_opts o;
     pskv_table_opts_init(&o);
-    o.kind = PSKV_DENSE;
-    o.size = n;
-    o.width = DW;
     o.updater = "sum";
-    int td = pskv_table_open(w, "check.dense", &o);
-    if (td < 0)
-        return fail(w, "open dense table", td);
+    o.consistency = cons;
+    o.backup = (uint32_t)cfg_int(cfg, "backup");
+    if (o.backup || cfg_int(cfg, "count-acked"))
+        return run_backup(&c, &o, slow, (int)cfg_int(cfg, "leave")) || c.status
+                   ? (printf("check FAILED: %s\n", c.detail[0] ? c.detail : "see above"), 1)
+                   : (printf("check ok: %s with %u backup workers, %d workers, %d rounds, "
+                             "final values equal the acknowledged pushes\n",
+                             cons, o.backup, c.W, c.R),
+                      0);
+    o.kind = PSKV_DENSE;
+    o.size = c.n;
+    o.width = DW;
+    c.td = pskv_table_open(w, "check.dense", &o);
+    if (c.td < 0)
+        return fail(w, "open dense table", c.td);
     o.kind = PSKV_SPARSE;
     o.size = 0;
     o.width = SW;
-    int ts = pskv_table_open(w, "check.sparse", &o);
-    if (ts < 0)
-        return fail(w, "open sparse table", ts);
-
-    size_t own_n = OWN_KEYS * (size_t)W;
-    float *dv = malloc(n * DW * sizeof(float));
-    float *sv = malloc(n * SW * sizeof(float));
-    uint64_t *sk = malloc(n * sizeof(uint64_t));
-    uint64_t *dk = malloc(n * sizeof(uint64_t));
+    c.ts = pskv_table_open(w, "check.sparse", &o);
+    if (c.ts < 0)
+        return fail(w, "open sparse table", c.ts);
+    int tf = -1;
+    if (bsp) { /* float gradients with sgd: the same bits on every run */
+        pskv_table_opts f = o;
+        f.kind = PSKV_DENSE;
+        f.size = c.n;
+        f.width = 1;
+        f.updater = "sgd";
+        f.lr = 0.1f;
+        f.momentum = 0.9f;
+        f.init = "uniform";
+        f.init_scale = 1.0f;
+        tf = pskv_table_open(w, "check.float", &f);
+        if (tf < 0)
+            return fail(w, "open check.float", tf);
+    }
+    size_t own_n = OWN_KEYS * (size_t)c.W;
+    c.dv = malloc(c.n * DW * sizeof(float));
+    c.sv = malloc(c.n * SW * sizeof(float));
+    c.sk = malloc(c.n * sizeof(uint64_t));
+    c.dk = malloc(c.n * sizeof(uint64_t));
     uint64_t *ok = malloc(own_n * sizeof(uint64_t));
-    float *ov = malloc(own_n * SW * sizeof(float));
-    if (!dv || !sv || !sk || !dk || !ok || !ov) {
+    float *ov = malloc(own_n * SW * sizeof(float)), *fv = malloc(c.n * sizeof(float));
+    if (!c.dv || !c.sv || !c.sk || !c.dk || !ok || !ov || !fv) {
         printf("check FAILED: out of memory\n");
         return 1;
     }
-    int status = 0;
-    char detail[256] = "";
-    for (int k = 0; k < R; k++) {
-        for (uint64_t i = 0; i < n; i++)
-            for (int c = 0; c < DW; c++)
-                dv[i * DW + c] = dense_inc(r, k, i, c);
-        int64_t t = pskv_push(w, td, NULL, n, dv);
-        if (t < 0)
-            return fail(w, "dense push", (int)t);
-        /* every third key again, as a gathered (non-contiguous) key list */
-        size_t m = 0;
-        for (uint64_t i = 0; i < n; i += 3) {
-            dk[m] = i;
-            for (int c = 0; c < DW; c++)
-                dv[m * DW + c] = 1.0f;
-            m++;
+    int64_t max_lead = 0;
+    for (int k = 0; k < c.R; k++) {
+        if (bsp || ssp) { /* every pull at clock k, against the model's promise */
+            if ((rc = pull_wait(w, c.td, NULL, c.n, c.dv)) < 0)
+                return fail(w, "pull during the rounds", rc);
+            char when[64];
+            snprintf(when, sizeof when, "%s pull at clock %d", cons, k);
+            if (bsp)
+                check_dense(&c, k, k, when);
+            else
+                check_dense(&c, k - tau > 0 ? k - tau : 0, k + tau + 1 < c.R ? k + tau + 1 : c.R,
+                            when);
+            int64_t lead = k - pskv_values_clock(w);
+            if (lead > max_lead)
+                max_lead = lead;
+            if (ssp && lead > tau)
+                mismatch(&c, "ssp:%d pull at clock %d reflects clock %lld", tau, k,
+                         (long long)pskv_values_clock(w));
         }
-        t = pskv_push(w, td, dk, m, dv);
-        if (t < 0)
-            return fail(w, "dense gathered push", (int)t);
-        for (uint64_t j = 0; j < n; j++) {
-            sk[j] = shared_key(j);
-            for (int c = 0; c < SW; c++)
-                sv[j * SW + c] = sparse_inc(r, k, j, c);
+        if (tf >= 0) {
+            if ((rc = pull_wait(w, tf, NULL, c.n, fv)) < 0)
+                return fail(w, "pull check.float", rc);
+            for (uint64_t i = 0; i < c.n; i++) /* a gradient of (w - target)^2 / 2, per worker */
+                fv[i] = fv[i] - (float)sin((double)(i + 1) * (c.r + 1) * 0.37 + k);
+            int64_t tp = pskv_push(w, tf, NULL, c.n, fv);
+            if (tp < 0)
+                return fail(w, "push check.float", (int)tp);
         }
-        t = pskv_push(w, ts, sk, n, sv);
-        if (t < 0)
-            return fail(w, "sparse push", (int)t);
-        for (uint64_t j = 0; j < OWN_KEYS; j++) {
-            ok[j] = own_key(r, j);
-            ov[j * SW] = 1.0f;
-            ov[j * SW + 1] = 2.0f;
-        }
-        t = pskv_push(w, ts, ok, OWN_KEYS, ov);
-        if (t < 0)
-            return fail(w, "sparse own-key push", (int)t);
+        if (slow > 1)
+            tu_sleep_ms((int64_t)((slow - 1) * 5));
+        if ((rc = push_round(&c, k)) < 0)
+            return fail(w, "push", rc);
+        if ((rc = pskv_clock(w)) < 0)
+            return fail(w, "clock", rc);
     }
     rc = pskv_barrier(w, tmo);
     if (rc < 0)
         return fail(w, "barrier after pushes", rc);
+    if (ssp)
+        printf("check: ssp:%d: largest lead over the slowest worker %lld clocks\n", tau,
+               (long long)max_lead);
 
-    /* dense: the sum over workers and rounds, plus W*R on every third key */
-    int64_t t = pskv_pull(w, td, NULL, n, dv);
-    if (t < 0 || (rc = pskv_wait(w, t, tmo)) < 0)
-        return fail(w, "dense pull", t < 0 ? (int)t : rc);
-    uint64_t bad = 0;
-    for (uint64_t i = 0; i < n; i++)
-        for (int c = 0; c < DW; c++) {
-            double want = (i % 3 == 0) ? (double)W * R : 0;
-            for (int q = 0; q < W; q++)
-                for (int k = 0; k < R; k++)
-                    want += dense_inc(q, k, i, c);
-            if ((double)dv[i * DW + c] != want) {
-                if (!bad++)
-                    snprintf(detail, sizeof detail, "dense key %" PRIu64 "[%d] = %g, expected %g",
-                             i, c, (double)dv[i * DW + c], want);
-            }
-        }
-    printf("check: dense table %" PRIu64 " keys x %d over %d servers, %d workers x %d rounds: %s\n",
-           n, DW, pskv_num_servers(w), W, R, bad ? "MISMATCH" : "exact");
-    status |= bad != 0;
+    /* final sums, exact under every model */
+    if ((rc = pull_wait(w, c.td, NULL, c.n, c.dv)) < 0)
+        return fail(w, "dense pull", rc);
+    int before = c.status;
+    check_dense(&c, c.R, c.R, "final");
+    printf("check: dense table %" PRIu64 " keys x %d over %d servers, %d workers x %d rounds, %s: "
+           "%s\n",
+           c.n, DW, pskv_num_servers(w), c.W, c.R, cons, c.status > before ? "MISMATCH" : "exact");
 
-    /* dense, gathered pull of a scattered key list in descending order */
-    size_t m = 0;
-    for (uint64_t i = n; i-- > 0;)
+    size_t m = 0; /* dense, gathered pull of a scattered key list in descending order */
+    for (uint64_t i = c.n; i-- > 0;)
         if (i % 2 == 1)
-            dk[m++] = i;
+            c.dk[m++] = i;
     if (m) {
         float *gv = malloc(m * DW * sizeof(float));
-        t = pskv_pull(w, td, dk, m, gv);
-        if (t < 0 || (rc = pskv_wait(w, t, tmo)) < 0)
-            return fail(w, "dense gathered pull", t < 0 ? (int)t : rc);
+        if ((rc = pull_wait(w, c.td, c.dk, m, gv)) < 0)
+            return fail(w, "dense gathered pull", rc);
         uint64_t gbad = 0;
         for (size_t q = 0; q < m; q++)
-            for (int c = 0; c < DW; c++)
-                gbad += gv[q * DW + c] != dv[dk[q] * DW + c];
+            for (int k = 0; k < DW; k++)
+                gbad += gv[q * DW + k] != c.dv[c.dk[q] * DW + k];
         printf("check: dense gathered pull of %zu keys: %s\n", m, gbad ? "MISMATCH" : "exact");
-        if (gbad && !bad)
-            snprintf(detail, sizeof detail, "gathered dense pull differs from the run pull");
-        bad += gbad;
-        status |= gbad != 0;
+        if (gbad)
+            mismatch(&c, "gathered dense pull differs from the run pull");
         free(gv);
     }
 
-    /* sparse shared keys */
-    t = pskv_pull(w, ts, sk, n, sv);
-    if (t < 0 || (rc = pskv_wait(w, t, tmo)) < 0)
-        return fail(w, "sparse pull", t < 0 ? (int)t : rc);
-    uint64_t sbad = 0;
-    for (uint64_t j = 0; j < n; j++)
-        for (int c = 0; c < SW; c++) {
-            double want = 0;
-            for (int q = 0; q < W; q++)
-                for (int k = 0; k < R; k++)
-                    want += sparse_inc(q, k, j, c);
-            if ((double)sv[j * SW + c] != want && !sbad++)
-                snprintf(detail, sizeof detail, "sparse key %" PRIx64 "[%d] = %g, expected %g",
-                         sk[j], c, (double)sv[j * SW + c], want);
-        }
-    /* every worker's own keys, and keys nobody pushed (read as the zero init) */
-    for (int q = 0; q < W; q++)
+    for (uint64_t j = 0; j < c.n; j++)
+        c.sk[j] = shared_key(j);
+    if ((rc = pull_wait(w, c.ts, c.sk, c.n, c.sv)) < 0)
+        return fail(w, "sparse pull", rc);
+    before = c.status;
+    for (uint64_t j = 0; j < c.n && c.status == before; j++)
+        for (int q = 0; q < SW; q++)
+            if ((double)c.sv[j * SW + q] != sparse_sum(c.W, c.R, j, q)) {
+                mismatch(&c, "sparse key %" PRIx64 "[%d] = %g, expected %g", c.sk[j], q,
+                         (double)c.sv[j * SW + q], sparse_sum(c.W, c.R, j, q));
+                break;
+            }
+    for (int q = 0; q < c.W; q++)
         for (uint64_t j = 0; j < OWN_KEYS; j++)
             ok[(size_t)q * OWN_KEYS + j] = own_key(q, j);
-    t = pskv_pull(w, ts, ok, own_n, ov);
-    if (t < 0 || (rc = pskv_wait(w, t, tmo)) < 0)
-        return fail(w, "sparse own-key pull", t < 0 ? (int)t : rc);
+    if ((rc = pull_wait(w, c.ts, ok, own_n, ov)) < 0)
+        return fail(w, "sparse own-key pull", rc);
     for (size_t j = 0; j < own_n; j++)
-        if ((ov[j * SW] != (float)R || ov[j * SW + 1] != 2.0f * R) && !sbad++)
-            snprintf(detail, sizeof detail, "sparse own key %" PRIx64 " = %g,%g, expected %d,%d",
-                     ok[j], (double)ov[j * SW], (double)ov[j * SW + 1], R, 2 * R);
+        if (ov[j * SW] != (float)c.R || ov[j * SW + 1] != 2.0f * c.R) {
+            mismatch(&c, "sparse own key %" PRIx64 " = %g,%g, expected %d,%d", ok[j],
+                     (double)ov[j * SW], (double)ov[j * SW + 1], c.R, 2 * c.R);
+            break;
+        }
     uint64_t never[3] = {0xdeadbeefULL, UINT64_MAX, 7ULL << 60};
     float nv[3 * SW];
-    t = pskv_pull(w, ts, never, 3, nv);
-    if (t < 0 || (rc = pskv_wait(w, t, tmo)) < 0)
-        return fail(w, "sparse pull of unknown keys", t < 0 ? (int)t : rc);
+    if ((rc = pull_wait(w, c.ts, never, 3, nv)) < 0)
+        return fail(w, "sparse pull of unknown keys", rc);
     for (int j = 0; j < 3 * SW; j++)
-        if (nv[j] != 0.0f && !sbad++)
-            snprintf(detail, sizeof detail, "never-pushed sparse key reads %g, expected 0",
-                     (double)nv[j]);
-    printf("check: sparse table %" PRIu64 " shared + %zu own keys x %d: %s\n", n, own_n, SW,
-           sbad ? "MISMATCH" : "exact");
-    status |= sbad != 0;
+        if (nv[j] != 0.0f) {
+            mismatch(&c, "never-pushed sparse key reads %g, expected 0", (double)nv[j]);
+            break;
+        }
+    printf("check: sparse table %" PRIu64 " shared + %zu own keys x %d: %s\n", c.n, own_n, SW,
+           c.status > before ? "MISMATCH" : "exact");
+
+    if (tf >= 0) {
+        if ((rc = pull_wait(w, tf, NULL, c.n, fv)) < 0)
+            return fail(w, "pull check.float", rc);
+        uint64_t h = 0xcbf29ce484222325ULL;
+        const unsigned char *b = (const unsigned char *)fv;
+        for (size_t i = 0; i < c.n * sizeof(float); i++)
+            h = (h ^ b[i]) * 0x100000001b3ULL;
+        printf("check: bsp float table hash %016" PRIx64 "\n", h);
+    }
 
     /* a non-finite value is refused by the server and the stored value stays */
     {
-        uint64_t k0 = (uint64_t)r; /* each worker its own key: no race with the others */
-        float before[DW], nanv[DW] = {1.0f, NAN, 2.0f}, after[DW];
-        int64_t tp = pskv_pull(w, td, &k0, 1, before);
-        if (tp < 0 || (rc = pskv_wait(w, tp, tmo)) < 0)
-            return fail(w, "pull before the NaN push", tp < 0 ? (int)tp : rc);
-        tp = pskv_push(w, td, &k0, 1, nanv);
+        uint64_t k0 = (uint64_t)c.r; /* each worker its own key: no race with the others */
+        float before_v[DW], nanv[DW] = {1.0f, NAN, 2.0f}, after_v[DW];
+        if ((rc = pull_wait(w, c.td, &k0, 1, before_v)) < 0)
+            return fail(w, "pull before the NaN push", rc);
+        int64_t tp = pskv_push(w, c.td, &k0, 1, nanv);
+        if (bsp && tp >= 0)
+            pskv_clock(w); /* under bsp the answer comes when the clock closes */
         int nan_rc = tp < 0 ? (int)tp : pskv_wait(w, tp, tmo);
         int named = nan_rc == -PSKV_EBADVALUE && strstr(pskv_last_error(w), "check.dense");
-        tp = pskv_pull(w, td, &k0, 1, after);
-        if (tp < 0 || (rc = pskv_wait(w, tp, tmo)) < 0)
-            return fail(w, "pull after the NaN push", tp < 0 ? (int)tp : rc);
-        int kept = memcmp(before, after, sizeof before) == 0;
+        if ((rc = pull_wait(w, c.td, &k0, 1, after_v)) < 0)
+            return fail(w, "pull after the NaN push", rc);
+        int kept = memcmp(before_v, after_v, sizeof before_v) == 0;
         printf("check: NaN push: %s, stored value %s\n",
                named ? "refused naming the table" : "NOT REFUSED PROPERLY",
                kept ? "unchanged" : "CHANGED");
-        if (!named || !kept) {
-            snprintf(detail, sizeof detail, "NaN push returned %d (%s), value %s", nan_rc,
-                     pskv_last_error(w), kept ? "kept" : "changed");
-            status = 1;
-        }
+        if (!named || !kept)
+            mismatch(&c, "NaN push returned %d (%s), value %s", nan_rc, pskv_last_error(w),
+                     kept ? "kept" : "changed");
     }
 
     /* the same table reopened with another option must be refused, naming it */
-    pskv_table_opts o3;
-    pskv_table_opts_init(&o3);
+    pskv_table_opts o3 = o;
     o3.kind = PSKV_DENSE;
-    o3.size = n;
+    o3.size = c.n;
     o3.width = DW;
     o3.updater = "sgd";
     rc = pskv_table_open(w, "check.dense", &o3);
     int named = rc == -PSKV_EMISMATCH && strstr(pskv_last_error(w), "'updater'") != NULL;
     printf("check: reopen with another updater: %s\n",
            named ? "refused, naming 'updater'" : "NOT REFUSED PROPERLY");
-    if (!named) {
-        snprintf(detail, sizeof detail, "reopen returned %d (%s)", rc, pskv_last_error(w));
-        status = 1;
-    }
-    free(dv);
-    free(sv);
-    free(sk);
-    free(dk);
+    if (!named)
+        mismatch(&c, "reopen returned %d (%s)", rc, pskv_last_error(w));
+    free(c.dv);
+    free(c.sv);
+    free(c.sk);
+    free(c.dk);
     free(ok);
     free(ov);
-    if (status) {
-        printf("check FAILED: %s\n", detail);
+    free(fv);
+    if (c.status) {
+        printf("check FAILED: %s\n", c.detail);
         return 1;
     }
-    printf("check ok: %d workers, %d servers, %d rounds, %" PRIu64 " dense + %" PRIu64
+    printf("check ok: %d workers, %d servers, %d rounds, %s, %" PRIu64 " dense + %" PRIu64
            " sparse keys exact\n",
-           W, pskv_num_servers(w), R, n, n + own_n);
+           c.W, pskv_num_servers(w), c.R, cons, c.n, c.n + own_n);
     fflush(stdout);
     return 0;
 }

@@ -62,6 +62,7 @@ typedef struct req {
     vbuf *buf;         /* push values (and gathered keys) */
     int err;
     int64_t deadline_ms;
+    int64_t vclock;    /* pull: the oldest clock its parts' values reflect */
 } req;
 
 typedef struct srv {
@@ -102,6 +103,9 @@ struct pskv_worker {
     atomic_int hb_stop;
     int hb_started;
     char sched[300];
+    _Atomic int64_t clock;  /* iterations finished; pushes and pulls carry it */
+    uint64_t late_drops;    /* bsp pushes answered "dropped: late" */
+    int64_t values_clock;   /* clock the last completed pull's values reflect */
 };
 
 static int set_error(pskv_worker *w, int code, const char *fmt, ...)
@@ -162,6 +166,8 @@ static void *heartbeat_main(void *arg)
     while (!atomic_load(&w->hb_stop)) {
         Pskv__Meta hb;
         member_meta(&w->mb, &hb, PSKV__MSG_TYPE__HEARTBEAT);
+        hb.has_clock = 1;
+        hb.clock = atomic_load(&w->clock);
         wire_send(s, NULL, &hb, NULL, NULL);
         for (int slept = 0; slept < w->mb.heartbeat_ms && !atomic_load(&w->hb_stop); slept += 10)
             tu_sleep_ms(10);
@@ -333,9 +339,14 @@ static void record_failure(pskv_worker *w, int64_t ts, int err)
 
 static void req_finish(pskv_worker *w, req *r)
 {
+    if (r->type == REQ_PULL && !r->err && r->vclock != INT64_MAX)
+        w->values_clock = r->vclock;
     if (r->err) {
         record_failure(w, r->ts, r->err);
-        LOG_W("request %lld failed: %s", (long long)r->ts, w->last_error);
+        if (r->err == -PSKV_ELATE)
+            LOG_D("push %lld dropped: late", (long long)r->ts);
+        else
+            LOG_W("request %lld failed: %s", (long long)r->ts, w->last_error);
     }
     req_release(r);
     w->inflight--;
@@ -362,13 +373,24 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
     }
     part *p = &r->parts[pi];
     srv *s = &w->srv[si];
-    if (m->type == PSKV__MSG_TYPE__ERROR) {
+    /* a reply says which clock its values reflect; a worker left behind (its clock
+     * closed without it under bsp with backups) moves up to it */
+    if (m->has_clock && m->clock > atomic_load(&w->clock))
+        atomic_store(&w->clock, m->clock);
+    if (m->type == PSKV__MSG_TYPE__ERROR && m->error_code == PSKV_ELATE) {
+        if (!r->err) { /* once per push, whatever the number of servers */
+            r->err = -PSKV_ELATE;
+            w->late_drops++;
+        }
+    } else if (m->type == PSKV__MSG_TYPE__ERROR) {
         if (!r->err)
             r->err = set_error(w, m->error_code ? m->error_code : PSKV_EPROTO,
                                "server node %u (%s:%d): %s", s->id, s->host, s->port,
                                m->error ? m->error : pskv_strerror(m->error_code));
     } else if (r->type == REQ_PULL) {
         tbl *t = &w->tables[r->table];
+        if (m->has_clock && m->clock < r->vclock)
+            r->vclock = m->clock; /* the oldest part decides */
         if (m->type != PSKV__MSG_TYPE__PULL_REPLY || msg->nkeys != p->n || m->width != t->width) {
             if (!r->err)
                 r->err = set_error(w, PSKV_EPROTO,
@@ -522,6 +544,7 @@ static req *new_req(pskv_worker *w, enum req_type type, int table, int nparts)
     r->ts = w->next_ts++;
     r->nparts = r->pending = nparts;
     r->deadline_ms = tu_now_ms() + w->request_timeout_ms;
+    r->vclock = INT64_MAX;
     w->inflight++;
     return r;
 }
@@ -640,6 +663,8 @@ static int is_run(const uint64_t *keys, size_t n)
 static void base_meta(pskv_worker *w, Pskv__Meta *m, Pskv__MsgType type, tbl *t)
 {
     member_meta(&w->mb, m, type);
+    m->has_clock = 1;
+    m->clock = atomic_load(&w->clock);
     m->has_table_id = m->has_width = 1;
     m->table_id = t->id;
     m->width = t->width;
@@ -788,8 +813,10 @@ int pskv_wait_all(pskv_worker *w, int timeout_ms)
                              w->inflight, timeout_ms);
         pump(w, remaining(deadline));
     }
-    if (w->nfailed > failed_before)
-        return w->failed[failed_before % FAILED_KEEP].err;
+    /* late drops are expected under bsp with backups: counted, not failures */
+    for (int i = failed_before; i < w->nfailed; i++)
+        if (w->failed[i % FAILED_KEEP].err != -PSKV_ELATE)
+            return w->failed[i % FAILED_KEEP].err;
     return 0;
 }
 
@@ -852,6 +879,8 @@ int pskv_table_open(pskv_worker *w, const char *name, const pskv_table_opts *o_i
     to.init_scale = o.init_scale;
     to.seed = o.seed;
     to.consistency = (char *)(o.consistency ? o.consistency : "async");
+    to.has_backup = 1;
+    to.backup = o.backup;
 
     int rc = -PSKV_ETIMEDOUT;
     req *r = new_req(w, REQ_OPEN, w->ntables, w->nservers);
@@ -884,6 +913,29 @@ fail:
     free(t->span_count);
     return rc;
 }
+
+int pskv_clock(pskv_worker *w)
+{
+    if (!w)
+        return -PSKV_EINVAL;
+    Pskv__Meta m;
+    member_meta(&w->mb, &m, PSKV__MSG_TYPE__CLOCK);
+    m.has_clock = 1;
+    m.clock = atomic_load(&w->clock);
+    /* on the data sockets: behind this iteration's pushes to the same server */
+    for (int i = 0; i < w->nservers; i++)
+        if (wire_send(w->srv[i].sock, NULL, &m, NULL, NULL) < 0)
+            return set_error(w, PSKV_ENET, "cannot send CLOCK to server %s:%d: %s",
+                             w->srv[i].host, w->srv[i].port, zmq_strerror(errno));
+    atomic_fetch_add(&w->clock, 1);
+    return 0;
+}
+
+int64_t pskv_current_clock(const pskv_worker *w) { return atomic_load(&w->clock); }
+
+int64_t pskv_values_clock(const pskv_worker *w) { return w->values_clock; }
+
+uint64_t pskv_late_drops(const pskv_worker *w) { return w->late_drops; }
 
 int pskv_barrier(pskv_worker *w, int timeout_ms)
 {

@@ -59,7 +59,8 @@ typedef struct pskv_table_opts {
     const char *init;       /* "zero" (default), "const", "uniform", "normal" */
     float init_scale;       /* const value / uniform half-width / normal stddev */
     uint64_t seed;          /* init seed */
-    const char *consistency; /* "async" (the model this release serves) */
+    const char *consistency; /* "async" (default), "bsp" or "ssp:TAU" (bounded delay) */
+    uint32_t backup;        /* bsp: a clock closes with the first W - backup workers */
 } pskv_table_opts;
 
 /* Fills o with the defaults above (dense, width 1, sgd, lr 0.01, zero init). */
@@ -97,8 +98,27 @@ int64_t pskv_pull(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
  * it is still in flight after timeout_ms (it stays in flight). */
 int pskv_wait(pskv_worker *w, int64_t ts, int timeout_ms);
 
-/* Waits for every request in flight; returns 0 or the first error seen. */
+/* Waits for every request in flight; returns 0 or the first error seen (pushes
+ * dropped as late are counted, not errors). */
 int pskv_wait_all(pskv_worker *w, int timeout_ms);
+
+/* Ends this worker's iteration (its clock): tells every server, behind this
+ * iteration's pushes, so bsp and ssp tables can close the clock. Pushes and pulls
+ * carry the current clock. Under bsp a push is acknowledged only when its clock
+ * closes: call pskv_clock before waiting for this iteration's pushes.
+ * Returns 0 or -PSKV_ENET. */
+int pskv_clock(pskv_worker *w);
+
+/* Iterations finished so far (moves up by itself when a bsp clock closed
+ * without this worker: its late pushes are answered -PSKV_ELATE). */
+int64_t pskv_current_clock(const pskv_worker *w);
+
+/* The clock that the values of the latest pull reply reflect (bsp: clocks
+ * applied; ssp and async: the slowest worker's clock). */
+int64_t pskv_values_clock(const pskv_worker *w);
+
+/* Pushes dropped as late so far (bsp with backup workers). */
+uint64_t pskv_late_drops(const pskv_worker *w);
 
 /* Waits for the caller's own requests, then until every worker reached the same
  * barrier. Returns 0, -PSKV_ETIMEDOUT or another error. */

@@ -1,6 +1,7 @@
 /* pskv-worker: joins a job through libpskv and runs one application. */
 #define _GNU_SOURCE
 #include <signal.h>
+#include <stdarg.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <string.h>
@@ -30,7 +31,25 @@ static cfg_entry config[] = {
      "how long to wait for the cluster to be complete", 0, 0, NULL, NULL},
     {"job-id", CFG_INT, "0", "PSKV_JOB_ID", 0, 9.2e18, NULL, "job to join (0 = the scheduler's)",
      0, 0, NULL, NULL},
+    /* consistency */
+    {"consistency", CFG_STR, "async", "PSKV_WORKER_CONSISTENCY", 1, 0, NULL,
+     "table consistency model: async, bsp or ssp:TAU (bounded delay)", 0, 0, NULL, NULL},
+    {"backup", CFG_INT, "0", "PSKV_WORKER_BACKUP", 0, 65535, NULL,
+     "bsp: close each clock with the first W - backup workers", 0, 0, NULL, NULL},
+    {"slowdown", CFG_DOUBLE, "1", "PSKV_WORKER_SLOWDOWN", 1, 1000, NULL,
+     "make this worker's compute this many times slower (a straggler)", 0, 0, NULL, NULL},
+    {"jitter", CFG_STR, "", "PSKV_WORKER_JITTER", 1, 0, NULL,
+     "P:F: each iteration F times slower with probability P (transient delays)", 0, 0, NULL,
+     NULL},
+    {"accumulate", CFG_INT, "1", "PSKV_WORKER_ACCUMULATE", 1, 65536, NULL,
+     "average this many micro-batch gradients locally before one push", 0, 0, NULL, NULL},
     /* check */
+    {"leave", CFG_BOOL, "false", "PSKV_WORKER_LEAVE", 1, 0, NULL,
+     "check --count-acked: close right after the rounds, without waiting for the others", 0,
+     0, NULL, NULL},
+    {"count-acked", CFG_BOOL, "false", "PSKV_WORKER_COUNT_ACKED", 1, 0, NULL,
+     "check: +1 per key per clock; final values must equal the acknowledged pushes "
+     "(workers may leave early or be late)", 0, 0, NULL, NULL},
     {"rounds", CFG_INT, "3", "PSKV_WORKER_ROUNDS", 1, 1000000, NULL, "check: push rounds", 0, 0,
      NULL, NULL},
     {"keys", CFG_INT, "1000", "PSKV_WORKER_KEYS", 1, 100000000, NULL,

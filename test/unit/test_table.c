@@ -190,8 +190,8 @@ static void invalidate(int which, Pskv__TableOptions *o, const char **name)
     case 5: o->size = ((uint64_t)1 << 40) + 1; *name = "'size'"; break;
     case 6: o->updater = "adam"; *name = "'updater'"; break;
     case 7: o->init = "xavier"; *name = "'init'"; break;
-    case 8: o->consistency = "ssp"; *name = "'consistency'"; break;
-    case 9: o->consistency = "bsp"; *name = "'consistency'"; break;
+    case 8: o->consistency = "ssp:x"; *name = "'consistency'"; break;
+    case 9: o->consistency = "eventually"; *name = "'consistency'"; break;
     case 10: o->name = ""; *name = "'name'"; break;
     case 11:
         memset(longname, 'n', sizeof longname - 1);

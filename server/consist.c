@@ -1,0 +1,605 @@
+#define _GNU_SOURCE
+#include "consist.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "log.h"
+#include "pskv_errors.h"
+#include "timeutil.h"
+
+#define MAX_OPEN 64      /* bsp clocks a table holds open at once */
+#define MAX_PARKED 4096  /* pulls parked on this server */
+
+typedef struct held {    /* a request answered later */
+    unsigned char rid[256];
+    size_t ridlen;
+    uint64_t request_id, table_id;
+    uint32_t sender;
+    int rank;
+    int64_t clock;
+    table *t;
+    uint64_t first, n;
+    uint64_t *keys;      /* pulls: a copy of the keys, NULL for a dense run */
+} held;
+
+typedef struct bsp_open { /* one open clock of a bsp table */
+    int64_t t;            /* -1 when the slot is free */
+    shard **acc;          /* per rank: the sum of its pushes tagged t, NULL if none */
+    held *acks;
+    size_t nacks, capacks;
+} bsp_open;
+
+typedef struct bsp_state {
+    table *t;
+    int64_t closed;       /* clocks 0..closed-1 are applied */
+    bsp_open open[MAX_OPEN];
+    shard **spare;        /* cleared accumulators for reuse: no allocation per clock */
+    size_t nspare, capspare;
+    float *comb;          /* dense: combined update */
+    shard *scomb;         /* sparse: combined update */
+} bsp_state;
+
+struct consist {
+    void *router;
+    member *mb;
+    table_set *tables;
+    int nranks;
+    int64_t *vc;          /* per rank: clocks finished */
+    uint8_t *in_set;
+    int nset;
+    int *rank_of;         /* node id -> worker rank, -1 */
+    size_t nrank_of;
+    held *parked;
+    size_t nparked;
+    bsp_state **bsp;
+    size_t nbsp;
+    consist_stats st;
+};
+
+static const upd_opts SUM = {UPD_SUM, 0, 0, 0, 0};
+static const shard_init ZERO = {INIT_ZERO, 0, 0};
+
+consist *consist_new(void *router, member *mb, table_set *tables)
+{
+    consist *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->router = router;
+    c->mb = mb;
+    c->tables = tables;
+    c->parked = calloc(MAX_PARKED, sizeof *c->parked);
+    if (!c->parked) {
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+static void bsp_free(bsp_state *b)
+{
+    for (int i = 0; i < MAX_OPEN; i++)
+        free(b->open[i].acks);
+    for (size_t i = 0; i < b->nspare; i++)
+        shard_destroy(&b->spare[i]);
+    free(b->spare);
+    free(b->comb);
+    shard_destroy(&b->scomb);
+    free(b);
+}
+
+void consist_destroy(consist **c_p)
+{
+    if (!c_p || !*c_p)
+        return;
+    consist *c = *c_p;
+    for (size_t i = 0; i < c->nbsp; i++) {
+        bsp_state *b = c->bsp[i];
+        for (int s = 0; s < MAX_OPEN; s++) {
+            if (!b->open[s].acc)
+                continue;
+            for (int r = 0; r < c->nranks; r++)
+                shard_destroy(&b->open[s].acc[r]);
+            free(b->open[s].acc);
+            b->open[s].acc = NULL;
+        }
+        bsp_free(b);
+    }
+    for (size_t i = 0; i < c->nparked; i++)
+        free(c->parked[i].keys);
+    free(c->bsp);
+    free(c->parked);
+    free(c->vc);
+    free(c->in_set);
+    free(c->rank_of);
+    free(c);
+    *c_p = NULL;
+}
+
+consist_stats consist_get_stats(const consist *c)
+{
+    consist_stats s = c->st;
+    s.parked_now = c->nparked;
+    return s;
+}
+
+/* ---- replies ------------------------------------------------------------ */
+
+static void reply_meta(consist *c, Pskv__Meta *m, Pskv__MsgType type, const held *h, int64_t clock)
+{
+    member_meta(c->mb, m, type);
+    m->has_request_id = m->has_table_id = m->has_clock = 1;
+    m->request_id = h->request_id;
+    m->table_id = h->table_id;
+    m->clock = clock;
+}
+
+static void send_held(consist *c, const held *h, Pskv__Meta *m, zmq_msg_t *vals)
+{
+    zmq_msg_t rid;
+    zmq_msg_init_size(&rid, h->ridlen);
+    memcpy(zmq_msg_data(&rid), h->rid, h->ridlen);
+    if (wire_send(c->router, &rid, m, NULL, vals) < 0)
+        LOG_W("cannot answer node %u: %s", h->sender, zmq_strerror(errno));
+    zmq_msg_close(&rid);
+}
+
+/* PUSH_ACK (code 0) or ERROR (code > 0) for a held push. */
+static void answer_push(consist *c, const held *h, int code, const char *why, int64_t clock)
+{
+    Pskv__Meta m;
+    reply_meta(c, &m, code ? PSKV__MSG_TYPE__ERROR : PSKV__MSG_TYPE__PUSH_ACK, h, clock);
+    if (code) {
+        m.has_error_code = 1;
+        m.error_code = code;
+        m.error = (char *)why;
+    }
+    send_held(c, h, &m, NULL);
+}
+
+static void free_buf(void *data, void *hint)
+{
+    (void)hint;
+    free(data);
+}
+
+/* Copies the current values into a fresh buffer that ZeroMQ sends and frees:
+ * an update after this point cannot change what is on the wire. */
+static void answer_pull(consist *c, const held *h, int64_t clock)
+{
+    int64_t t0 = tu_now_ns();
+    table *t = h->t;
+    size_t bytes = (size_t)h->n * t->width * sizeof(float);
+    float *buf = malloc(bytes ? bytes : 1);
+    Pskv__Meta m;
+    if (!buf) {
+        reply_meta(c, &m, PSKV__MSG_TYPE__ERROR, h, clock);
+        m.has_error_code = 1;
+        m.error_code = PSKV_ENOMEM;
+        m.error = "out of memory for the pull reply";
+        send_held(c, h, &m, NULL);
+        return;
+    }
+    shard_pull(t->sh, h->keys, h->first, h->n, buf);
+    zmq_msg_t vals;
+    zmq_msg_init_data(&vals, buf, bytes, free_buf, NULL);
+    reply_meta(c, &m, PSKV__MSG_TYPE__PULL_REPLY, h, clock);
+    m.has_num_keys = m.has_width = 1;
+    m.num_keys = h->n;
+    m.width = t->width;
+    send_held(c, h, &m, &vals);
+    c->st.pulls++;
+    c->st.pull_ns += tu_now_ns() - t0;
+}
+
+/* ---- clocks -------------------------------------------------------------- */
+
+static int rank_of(consist *c, uint32_t node)
+{
+    return node < c->nrank_of ? c->rank_of[node] : -1;
+}
+
+static void hold(held *h, wire_msg *msg, table *t, int rank)
+{
+    memset(h, 0, sizeof *h);
+    h->ridlen = msg->has_rid ? zmq_msg_size(&msg->rid) : 0;
+    if (h->ridlen > sizeof h->rid)
+        h->ridlen = sizeof h->rid;
+    if (h->ridlen)
+        memcpy(h->rid, zmq_msg_data(&msg->rid), h->ridlen);
+    h->request_id = msg->meta->request_id;
+    h->table_id = msg->meta->table_id;
+    h->sender = msg->meta->sender;
+    h->clock = msg->meta->has_clock ? msg->meta->clock : 0;
+    h->rank = rank;
+    h->t = t;
+    h->first = msg->meta->first_key;
+    h->n = msg->nkeys;
+}
+
+static int64_t min_clock(const consist *c)
+{
+    int64_t m = -1;
+    for (int r = 0; r < c->nranks; r++)
+        if (c->in_set[r] && (m < 0 || c->vc[r] < m))
+            m = c->vc[r];
+    return m < 0 ? 0 : m;
+}
+
+static bsp_state *bsp_of(consist *c, table *t)
+{
+    for (size_t i = 0; i < c->nbsp; i++)
+        if (c->bsp[i]->t == t)
+            return c->bsp[i];
+    bsp_state **grown = realloc(c->bsp, (c->nbsp + 1) * sizeof *grown);
+    if (!grown)
+        return NULL;
+    c->bsp = grown;
+    bsp_state *b = calloc(1, sizeof *b);
+    if (!b)
+        return NULL;
+    b->t = t;
+    for (int i = 0; i < MAX_OPEN; i++)
+        b->open[i].t = -1;
+    c->bsp[c->nbsp++] = b;
+    return b;
+}
+
+static int64_t values_clock(consist *c, table *t)
+{
+    if (t->model == CONS_BSP) {
+        bsp_state *b = bsp_of(c, t);
+        return b ? b->closed : 0;
+    }
+    return min_clock(c);
+}
+
+static int pull_ready(consist *c, table *t, int64_t clock)
+{
+    switch (t->model) {
+    case CONS_ASYNC:
+        return 1;
+    case CONS_SSP:
+        return c->nset == 0 || min_clock(c) >= clock - t->tau;
+    case CONS_BSP: {
+        bsp_state *b = bsp_of(c, t);
+        return !b || b->closed >= clock;
+    }
+    }
+    return 1;
+}
+
+static int finished(const consist *c, int r, int64_t t)
+{
+    return r >= 0 && r < c->nranks && c->in_set[r] && c->vc[r] > t;
+}
+
+typedef struct fold_ctx {
+    shard *into;
+    float scale;
+    float *row; /* scratch of one row when scale != 1 */
+    uint32_t width;
+    int err;
+} fold_ctx;
+
+static void fold_row(void *ctx, uint64_t key, const float *row)
+{
+    fold_ctx *f = ctx;
+    const float *src = row;
+    if (f->scale != 1.0f) {
+        for (uint32_t j = 0; j < f->width; j++)
+            f->row[j] = row[j] * f->scale;
+        src = f->row;
+    }
+    if (shard_push(f->into, &key, 0, 1, src) < 0)
+        f->err = 1;
+}
+
+/* Applies clock `t` of bsp table b: the held sums of the workers that finished t,
+ * combined in rank order, applied once; then the held pushes are answered. */
+static void bsp_close(consist *c, bsp_state *b, int64_t t)
+{
+    table *tb = b->t;
+    bsp_open *o = &b->open[t % MAX_OPEN];
+    if (o->t == t) {
+        int ncomb = 0;
+        for (int r = 0; r < c->nranks; r++)
+            ncomb += finished(c, r, t);
+        float scale = (tb->upd.kind == UPD_SUM || ncomb == 0) ? 1.0f : 1.0f / (float)ncomb;
+        int rc = 0;
+        if (tb->dense) {
+            uint64_t count = shard_dense_count(tb->sh);
+            size_t n = (size_t)count * tb->width;
+            if (!b->comb && n)
+                b->comb = malloc(n * sizeof(float));
+            if (n && !b->comb) {
+                rc = -PSKV_ENOMEM;
+            } else if (n) {
+                memset(b->comb, 0, n * sizeof(float));
+                for (int r = 0; r < c->nranks; r++)
+                    if (o->acc[r] && finished(c, r, t))
+                        cblas_saxpy((blasint)n, 1.0f, shard_dense_values(o->acc[r]), 1, b->comb,
+                                    1);
+                if (scale != 1.0f)
+                    cblas_sscal((blasint)n, scale, b->comb, 1);
+                rc = shard_push(tb->sh, NULL, shard_dense_first(tb->sh), count, b->comb);
+            }
+        } else {
+            if (!b->scomb)
+                b->scomb = shard_new(0, 0, 0, 0, UINT64_MAX, tb->width, &SUM, &ZERO);
+            if (!b->scomb) {
+                rc = -PSKV_ENOMEM;
+            } else {
+                shard_clear(b->scomb);
+                fold_ctx f = {b->scomb, 1.0f, NULL, tb->width, 0};
+                for (int r = 0; r < c->nranks; r++)
+                    if (o->acc[r] && finished(c, r, t))
+                        shard_foreach(o->acc[r], fold_row, &f);
+                float *row = malloc(tb->width * sizeof(float));
+                fold_ctx g = {tb->sh, scale, row, tb->width, !row};
+                if (row)
+                    shard_foreach(b->scomb, fold_row, &g);
+                free(row);
+                rc = f.err || g.err ? -PSKV_ENOMEM : 0;
+            }
+        }
+        if (rc < 0)
+            LOG_E("out of memory applying clock %lld of table '%s'", (long long)t, tb->name);
+        for (size_t i = 0; i < o->nacks; i++) {
+            held *h = &o->acks[i];
+            if (rc < 0) {
+                answer_push(c, h, PSKV_ENOMEM, "out of memory applying the clock", t + 1);
+            } else if (finished(c, h->rank, t)) {
+                answer_push(c, h, 0, NULL, t + 1);
+            } else {
+                c->st.dropped_late++;
+                answer_push(c, h, PSKV_ELATE, "dropped: late (the clock closed without it)",
+                            t + 1);
+            }
+        }
+        for (int r = 0; r < c->nranks; r++) {
+            if (!o->acc[r])
+                continue;
+            shard_clear(o->acc[r]);
+            if (b->nspare == b->capspare) {
+                size_t cap = b->capspare ? b->capspare * 2 : 8;
+                shard **g = realloc(b->spare, cap * sizeof *g);
+                if (g) {
+                    b->spare = g;
+                    b->capspare = cap;
+                }
+            }
+            if (b->nspare < b->capspare)
+                b->spare[b->nspare++] = o->acc[r];
+            else
+                shard_destroy(&o->acc[r]);
+            o->acc[r] = NULL;
+        }
+        o->nacks = 0;
+        o->t = -1;
+    }
+    b->closed = t + 1;
+}
+
+static int bsp_can_close(const consist *c, const bsp_state *b)
+{
+    if (c->nset == 0)
+        return 0;
+    int done = 0;
+    for (int r = 0; r < c->nranks; r++)
+        done += finished(c, r, b->closed);
+    int need = c->nset - (int)b->t->backup;
+    if (need < 1)
+        need = 1;
+    return done >= need;
+}
+
+/* Applies every bsp clock that may close and answers every pull that may go. */
+static void advance(consist *c)
+{
+    for (size_t i = 0; i < c->nbsp; i++)
+        while (bsp_can_close(c, c->bsp[i]))
+            bsp_close(c, c->bsp[i], c->bsp[i]->closed);
+    size_t keep = 0;
+    for (size_t i = 0; i < c->nparked; i++) {
+        held *h = &c->parked[i];
+        if (pull_ready(c, h->t, h->clock)) {
+            answer_pull(c, h, values_clock(c, h->t));
+            free(h->keys);
+        } else {
+            c->parked[keep++] = *h;
+        }
+    }
+    c->nparked = keep;
+}
+
+void consist_view(consist *c)
+{
+    Pskv__View *v = c->mb->view;
+    if (!v)
+        return;
+    int nranks = 0;
+    uint32_t maxid = 0;
+    for (size_t i = 0; i < v->n_nodes; i++) {
+        if (v->nodes[i]->role == PSKV__ROLE__WORKER && v->nodes[i]->rank + 1 > nranks)
+            nranks = v->nodes[i]->rank + 1;
+        if (v->nodes[i]->id > maxid)
+            maxid = v->nodes[i]->id;
+    }
+    if (nranks > c->nranks) { /* ranks only grow: keep the clocks already known */
+        int64_t *vc = realloc(c->vc, (size_t)nranks * sizeof *vc);
+        uint8_t *in = realloc(c->in_set, (size_t)nranks);
+        if (!vc || !in) {
+            LOG_E("out of memory applying the view");
+            if (vc)
+                c->vc = vc;
+            if (in)
+                c->in_set = in;
+            return;
+        }
+        for (int r = c->nranks; r < nranks; r++)
+            vc[r] = 0;
+        c->vc = vc;
+        c->in_set = in;
+        for (size_t i = 0; i < c->nbsp; i++)
+            for (int s = 0; s < MAX_OPEN; s++)
+                if (c->bsp[i]->open[s].acc) {
+                    shard **acc = realloc(c->bsp[i]->open[s].acc, (size_t)nranks * sizeof *acc);
+                    if (acc) {
+                        for (int r = c->nranks; r < nranks; r++)
+                            acc[r] = NULL;
+                        c->bsp[i]->open[s].acc = acc;
+                    }
+                }
+        c->nranks = nranks;
+    }
+    int *ro = realloc(c->rank_of, (maxid + 1) * sizeof *ro);
+    if (ro) {
+        c->rank_of = ro;
+        c->nrank_of = maxid + 1;
+        for (size_t i = 0; i <= maxid; i++)
+            ro[i] = -1;
+    }
+    memset(c->in_set, 0, (size_t)c->nranks);
+    c->nset = 0;
+    for (size_t i = 0; i < v->n_nodes; i++) {
+        Pskv__Node *n = v->nodes[i];
+        if (n->role != PSKV__ROLE__WORKER || n->rank < 0 || n->rank >= c->nranks)
+            continue;
+        if (ro)
+            ro[n->id] = n->rank;
+        int gone = n->state && (!strcmp(n->state, "finished") || !strcmp(n->state, "dead"));
+        if (!gone) {
+            c->in_set[n->rank] = 1;
+            c->nset++;
+        }
+    }
+    advance(c);
+}
+
+void consist_clock(consist *c, wire_msg *msg)
+{
+    int r = rank_of(c, msg->meta->sender);
+    if (r < 0 || !msg->meta->has_clock || msg->meta->clock < 0) {
+        LOG_W("dropped a CLOCK from node %u at %s: not a worker of the view or no clock",
+              msg->meta->sender, msg->peer);
+        return;
+    }
+    if (msg->meta->clock + 1 > c->vc[r])
+        c->vc[r] = msg->meta->clock + 1;
+    advance(c);
+}
+
+static void refuse(consist *c, wire_msg *msg, int code, const char *why, int64_t clock)
+{
+    held h;
+    hold(&h, msg, NULL, -1);
+    LOG_W("refused %s from node %u at %s: %s", wire_type_name((int)msg->meta->type),
+          msg->meta->sender, msg->peer, why);
+    answer_push(c, &h, code, why, clock);
+}
+
+void consist_push(consist *c, table *t, wire_msg *msg)
+{
+    int64_t t0 = tu_now_ns();
+    Pskv__Meta *r = msg->meta;
+    held h;
+    if (t->model != CONS_BSP || r->assign) {
+        int rc = r->assign ? shard_assign(t->sh, msg->keys, r->first_key, msg->nkeys, msg->vals)
+                           : shard_push(t->sh, msg->keys, r->first_key, msg->nkeys, msg->vals);
+        hold(&h, msg, t, -1);
+        if (rc < 0)
+            answer_push(c, &h, PSKV_ENOMEM, "out of memory applying the push (partially applied)",
+                        0);
+        else
+            answer_push(c, &h, 0, NULL, values_clock(c, t));
+        c->st.pushes++;
+        c->st.push_ns += tu_now_ns() - t0;
+        return;
+    }
+    int rank = rank_of(c, r->sender);
+    bsp_state *b = bsp_of(c, t);
+    int64_t clock = r->has_clock ? r->clock : 0;
+    char why[200];
+    if (rank < 0 || !b) {
+        refuse(c, msg, b ? PSKV_EPROTO : PSKV_ENOMEM,
+               b ? "a bsp push from a node that is not a worker of the view" : "out of memory", 0);
+        return;
+    }
+    if (clock < b->closed) {
+        c->st.dropped_late++;
+        hold(&h, msg, t, rank);
+        answer_push(c, &h, PSKV_ELATE, "dropped: late (its clock has closed)", b->closed);
+        return;
+    }
+    if (clock >= b->closed + MAX_OPEN) {
+        snprintf(why, sizeof why, "clock %lld is %d or more ahead of the last closed clock %lld",
+                 (long long)clock, MAX_OPEN, (long long)b->closed);
+        refuse(c, msg, PSKV_EREFUSED, why, b->closed);
+        return;
+    }
+    bsp_open *o = &b->open[clock % MAX_OPEN];
+    if (o->t != clock) {
+        if (!o->acc)
+            o->acc = calloc((size_t)c->nranks, sizeof *o->acc);
+        if (!o->acc) {
+            refuse(c, msg, PSKV_ENOMEM, "out of memory", b->closed);
+            return;
+        }
+        o->t = clock;
+        o->nacks = 0;
+    }
+    if (!o->acc[rank]) {
+        if (b->nspare)
+            o->acc[rank] = b->spare[--b->nspare];
+        else
+            o->acc[rank] = t->dense ? shard_new(1, shard_dense_first(t->sh),
+                                                shard_dense_count(t->sh), 0, UINT64_MAX, t->width,
+                                                &SUM, &ZERO)
+                                    : shard_new(0, 0, 0, 0, UINT64_MAX, t->width, &SUM, &ZERO);
+    }
+    if (o->nacks == o->capacks) {
+        size_t cap = o->capacks ? o->capacks * 2 : 16;
+        held *g = realloc(o->acks, cap * sizeof *g);
+        if (g) {
+            o->acks = g;
+            o->capacks = cap;
+        }
+    }
+    if (!o->acc[rank] || o->nacks == o->capacks ||
+        shard_push(o->acc[rank], msg->keys, r->first_key, msg->nkeys, msg->vals) < 0) {
+        refuse(c, msg, PSKV_ENOMEM, "out of memory holding the push", b->closed);
+        return;
+    }
+    hold(&o->acks[o->nacks++], msg, t, rank);
+    c->st.pushes++;
+    c->st.push_ns += tu_now_ns() - t0;
+}
+
+void consist_pull(consist *c, table *t, wire_msg *msg)
+{
+    held h;
+    hold(&h, msg, t, rank_of(c, msg->meta->sender));
+    if (pull_ready(c, t, h.clock)) {
+        h.keys = (uint64_t *)msg->keys; /* answered now: the frame is still ours */
+        answer_pull(c, &h, values_clock(c, t));
+        return;
+    }
+    if (c->nparked == MAX_PARKED) {
+        refuse(c, msg, PSKV_EREFUSED, "too many parked pulls on this server", 0);
+        return;
+    }
+    if (msg->keys) {
+        h.keys = malloc(msg->nkeys * sizeof *h.keys);
+        if (!h.keys) {
+            refuse(c, msg, PSKV_ENOMEM, "out of memory parking the pull", 0);
+            return;
+        }
+        memcpy(h.keys, msg->keys, msg->nkeys * sizeof *h.keys);
+    }
+    c->parked[c->nparked++] = h;
+}

@@ -1,0 +1,55 @@
+/* Consistency models on range vector clocks (the paper's section 3).
+ *
+ * The server keeps, for the range it owns, a vector clock: for every worker rank
+ * the number of iterations it has finished (CLOCK messages; a worker sends one to
+ * every server, so each server knows every worker's clock even on keys the worker
+ * did not touch). The clock set is the workers of the latest view that have not
+ * finished or died. Each table has a model:
+ *   async  pushes applied on arrival, pulls answered at once;
+ *   ssp    pushes applied on arrival; a pull at clock c is parked until every
+ *          worker in the clock set has finished clock c - tau - 1;
+ *   bsp    pushes tagged t are summed per worker (in arrival order) and held; when
+ *          every worker (or W - backup of them) has finished t, the held sums are
+ *          combined in rank order, applied once (the mean for gradient updaters,
+ *          the sum for `sum`), the pushes acknowledged, and pulls at t+1 answered.
+ *          A push for a clock that has closed is answered "dropped: late".
+ * Parked pulls and held acknowledgements keep copies of what they need (routing
+ * id, request id, keys), never the received frames. Both are bounded. */
+#ifndef PSKV_CONSIST_H
+#define PSKV_CONSIST_H
+
+#include <stdint.h>
+
+#include "member.h"
+#include "table.h"
+#include "wire.h"
+
+typedef struct consist consist;
+
+/* The engine answers on `router` with headers from `mb`. NULL when out of memory. */
+consist *consist_new(void *router, member *mb, table_set *tables);
+
+/* Frees c and nulls *c_p; NULL-safe. */
+void consist_destroy(consist **c_p);
+
+/* Re-reads the view in mb: worker ranks, the clock set. Releases what the new
+ * set allows (parked pulls, bsp clocks). */
+void consist_view(consist *c);
+
+/* A validated PUSH (table, width, ranges and values checked) on table t. */
+void consist_push(consist *c, table *t, wire_msg *msg);
+
+/* A validated PULL on table t: answered now or parked. */
+void consist_pull(consist *c, table *t, wire_msg *msg);
+
+/* A CLOCK message: the sender finished iteration meta->clock. */
+void consist_clock(consist *c, wire_msg *msg);
+
+/* Counters for logs and heartbeats. */
+typedef struct consist_stats {
+    uint64_t pushes, pulls, dropped_late, parked_now;
+    int64_t push_ns, pull_ns;
+} consist_stats;
+consist_stats consist_get_stats(const consist *c);
+
+#endif
