@@ -54,7 +54,9 @@ static void apply_view(member *m, wire_msg *msg)
     m->epoch = m->view->epoch;
     if (m->view->has_heartbeat_ms && m->view->heartbeat_ms)
         m->heartbeat_ms = (int)m->view->heartbeat_ms;
-    LOG_I("view epoch %llu: %zu nodes", (unsigned long long)m->epoch, m->view->n_nodes);
+    /* the first view is news; later ones (a worker finished or died) are routine */
+    LOG(m->epoch <= 1 ? LOG_INFO : LOG_DEBUG, "view epoch %llu: %zu nodes",
+        (unsigned long long)m->epoch, m->view->n_nodes);
 }
 
 int member_recv(member *m, wire_msg *msg)

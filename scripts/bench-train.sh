@@ -26,8 +26,9 @@ for r in $(seq "$runs"); do
     --scheduler-opt --log-level --scheduler-opt warn --server-opt --log-level --server-opt warn \
     -- --app mlp --epochs "$epochs" --batch 32 --lr 0.01 --momentum 0.9 --log-level warn \
        --metrics "$out/run-$r/metrics.jsonl" > /dev/null 2>&1 || { echo "bench-train: run $r failed" >&2; exit 1; }
-  # whole-run rate: all samples of both workers over the training time
-  awk -v r="$r" -v e="$epochs" 'BEGIN{FS="[:,}]"} {for(i=1;i<NF;i++){if($i~/"time"/)t=$(i+1); if($i~/"accuracy"/)a=$(i+1)}} END {printf "run=%d epochs=%d samples_per_s=%.0f accuracy=%.4f\n", r, e, 60000*e/t, a}' \
+  # whole-run rate: the job's samples over its training time (evaluation excluded):
+  # each line covers about one epoch, so the rate is the harmonic mean of the lines'
+  awk -v r="$r" -v e="$epochs" 'BEGIN{FS="[:,}]"} {for(i=1;i<NF;i++){if($i~/"samples_per_s"/)inv+=1/$(i+1); if($i~/"accuracy"/)a=$(i+1)}; n++} END {printf "run=%d epochs=%d samples_per_s=%.0f accuracy=%.4f\n", r, e, n/inv, a}' \
     "$out/run-$r/metrics.jsonl" | tee -a "$out/runs"
 done
 med=$(sort -t= -k4 -g "$out/runs" | awk -v n="$runs" 'NR==int((n+1)/2)')

@@ -9,6 +9,7 @@
  * --eval-every epochs of its own and writes the metrics; every worker adds its
  * sample count to a small `sum` table so rank 0 reports the whole job's rate. */
 #define _GNU_SOURCE
+#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,6 +146,12 @@ int app_train(pskv_worker *w, cfg_entry *cfg)
     int epochs = (int)cfg_int(cfg, "epochs");
     double eval_every = cfg_double(cfg, "eval-every");
     uint64_t seed = (uint64_t)cfg_int(cfg, "seed");
+    int accumulate = (int)cfg_int(cfg, "accumulate");
+    double slowdown = cfg_double(cfg, "slowdown"), jitter_p = 0, jitter_f = 1;
+    if (*cfg_str(cfg, "jitter") && sscanf(cfg_str(cfg, "jitter"), "%lf:%lf", &jitter_p, &jitter_f) != 2) {
+        fprintf(stderr, "train: --jitter must be P:F (e.g. 0.1:5)\n");
+        return 2;
+    }
     char why[512];
     run r;
     memset(&r, 0, sizeof r);
@@ -193,6 +200,8 @@ int app_train(pskv_worker *w, cfg_entry *cfg)
     o.init = "uniform";
     o.init_scale = (float)(1.0 / sqrt((double)train.dim)); /* PyTorch's Linear bound */
     o.seed = seed;
+    o.consistency = cfg_str(cfg, "consistency");
+    o.backup = (uint32_t)cfg_int(cfg, "backup");
     char name[96];
     snprintf(name, sizeof name, "%s-%u-%d-10", app, train.dim, hidden);
     r.t = pskv_table_open(w, name, &o);
@@ -207,13 +216,14 @@ int app_train(pskv_worker *w, cfg_entry *cfg)
     if (r.ts < 0)
         return fail(w, "open the stats table", r.ts);
 
+    float *grad2 = malloc(r.P * sizeof(float));
     float *buf[2], *grad = malloc(r.P * sizeof(float)), *x = malloc((size_t)batch * train.dim * sizeof(float));
     uint8_t *y = malloc((size_t)batch);
     uint32_t *order = malloc(train.n * sizeof *order);
     buf[0] = malloc(r.P * sizeof(float));
     buf[1] = malloc(r.P * sizeof(float));
     r.eval_params = malloc(r.P * sizeof(float));
-    if (!grad || !x || !y || !order || !buf[0] || !buf[1] || !r.eval_params) {
+    if (!grad || !grad2 || !x || !y || !order || !buf[0] || !buf[1] || !r.eval_params) {
         fprintf(stderr, "train: out of memory\n");
         return 1;
     }
@@ -246,7 +256,8 @@ int app_train(pskv_worker *w, cfg_entry *cfg)
 
     for (uint32_t i = 0; i < train.n; i++)
         order[i] = i;
-    const int64_t steps_per_epoch = (train.n + (uint32_t)batch - 1) / (uint32_t)batch;
+    const int64_t per_step = (int64_t)batch * accumulate;
+    const int64_t steps_per_epoch = ((int64_t)train.n + per_step - 1) / per_step;
     const int64_t total_steps = steps_per_epoch * epochs;
     int64_t eval_step = eval_every > 0 ? (int64_t)ceil(eval_every * (double)steps_per_epoch) : 0;
     if (eval_every > 0 && eval_step < 1)
@@ -254,57 +265,101 @@ int app_train(pskv_worker *w, cfg_entry *cfg)
     int64_t next_eval = eval_step;
     r.t0_ns = tu_now_ns();
 
-    /* first weights, then the pull for the step after travels during compute */
+    /* Under async and ssp the pull for the next step is sent right after this
+     * step's push and clock, into the other buffer, and travels while the next
+     * gradient is computed (the weights a step uses miss at most this worker's
+     * previous push). Under bsp a step must see every push of the clock before:
+     * push, clock, pull, wait, compute, with no overlap. */
+    const int overlap = strcmp(cfg_str(cfg, "consistency"), "bsp") != 0;
     int cur = 0;
     int64_t pending = pskv_pull(w, r.t, NULL, r.P, buf[0]);
     if (pending < 0 || (rc = pskv_wait(w, pending, TMO)) < 0)
         return fail(w, "first pull", pending < 0 ? (int)pending : rc);
-    pending = pskv_pull(w, r.t, NULL, r.P, buf[1]);
-    if (pending < 0)
+    pending = -1;
+    if (overlap && (pending = pskv_pull(w, r.t, NULL, r.P, buf[1])) < 0)
         return fail(w, "pull", (int)pending);
     double epoch_loss = 0, unreported = 0;
-    int64_t ns_compute = 0, ns_push = 0, ns_wait = 0, ns_batch = 0; /* where a step goes */
-    int64_t epoch_t0 = tu_now_ns();
-    for (int64_t step = 0; step < total_steps; step++) {
+    int64_t ns_compute = 0, ns_push = 0, ns_wait = 0, ns_batch = 0, ns_sleep = 0;
+    int64_t loop_t0 = tu_now_ns(), epoch_t0 = loop_t0, nsteps = 0;
+    uint64_t jitter_rng = ring_mix64(seed ^ (uint64_t)(r.rank + 1) * 0x51ed27ULL);
+    int64_t step = 0, epoch_steps = 0;
+    while (step < total_steps) {
         int64_t in_epoch = step % steps_per_epoch;
         int epoch = (int)(step / steps_per_epoch);
-        if (in_epoch == 0) {
+        if (in_epoch == 0 || epoch_steps == 0) {
             shuffle(order, train.n, ring_mix64(seed * 1000003 + (uint64_t)r.rank * 7919 + (uint64_t)epoch));
             epoch_loss = 0;
+            epoch_steps = 0;
             epoch_t0 = tu_now_ns();
         }
-        int64_t c0 = tu_now_ns();
-        uint32_t first = (uint32_t)(in_epoch * batch);
-        int bs = (int)((train.n - first) < (uint32_t)batch ? train.n - first : (uint32_t)batch);
-        for (int b = 0; b < bs; b++) {
-            memcpy(x + (size_t)b * train.dim, train.x + (size_t)order[first + b] * train.dim,
-                   train.dim * sizeof(float));
-            y[b] = train.y[order[first + b]];
+        /* K micro-batches of `batch`, averaged into one push */
+        int64_t cb = 0, cc = 0;
+        float loss = 0;
+        int micro = 0;
+        for (int a = 0; a < accumulate; a++) {
+            uint32_t first = (uint32_t)((in_epoch * accumulate + a) * batch);
+            if (first >= train.n)
+                break;
+            int64_t c0 = tu_now_ns();
+            int bs = (int)((train.n - first) < (uint32_t)batch ? train.n - first : (uint32_t)batch);
+            for (int b = 0; b < bs; b++) {
+                memcpy(x + (size_t)b * train.dim, train.x + (size_t)order[first + b] * train.dim,
+                       train.dim * sizeof(float));
+                y[b] = train.y[order[first + b]];
+            }
+            int64_t c1 = tu_now_ns();
+            float *g = micro ? grad2 : grad;
+            loss += model_grad(r.m, buf[cur], x, y, bs, g);
+            if (micro)
+                cblas_saxpy((blasint)r.P, 1.0f, grad2, 1, grad, 1);
+            micro++;
+            unreported += bs;
+            cb += c1 - c0;
+            cc += tu_now_ns() - c1;
         }
-        int64_t c1 = tu_now_ns();
-        float loss = model_grad(r.m, buf[cur], x, y, bs, grad);
-        int64_t c2 = tu_now_ns();
+        if (micro > 1)
+            cblas_sscal((blasint)r.P, 1.0f / (float)micro, grad, 1);
+        loss /= (float)micro;
+        /* stragglers: sleep in proportion to the compute just done */
+        double factor = slowdown;
+        if (jitter_p > 0 && (double)(rng_next(&jitter_rng) >> 11) / 9007199254740992.0 < jitter_p)
+            factor *= jitter_f;
+        if (factor > 1) {
+            int64_t z = tu_now_ns();
+            tu_sleep_ms((int64_t)((factor - 1) * (double)cc / 1e6 + 0.5));
+            ns_sleep += tu_now_ns() - z;
+        }
         epoch_loss += loss;
+        epoch_steps++;
         r.loss_sum += loss;
         r.loss_n++;
-        unreported += bs;
+        int64_t c2 = tu_now_ns();
         int64_t tp = pskv_push(w, r.t, NULL, r.P, grad);
         if (tp < 0)
             return fail(w, "push", (int)tp);
+        if ((rc = pskv_clock(w)) < 0)
+            return fail(w, "clock", rc);
         int64_t c3 = tu_now_ns();
-        /* the other buffer's pull was sent during this step's compute */
-        if ((rc = pskv_wait(w, pending, TMO)) < 0)
-            return fail(w, "pull", rc);
+        if (overlap) {
+            /* the other buffer's pull was sent during this step's compute */
+            if ((rc = pskv_wait(w, pending, TMO)) < 0)
+                return fail(w, "pull", rc);
+            pending = pskv_pull(w, r.t, NULL, r.P, buf[cur]); /* after the push: sees it */
+            if (pending < 0)
+                return fail(w, "pull", (int)pending);
+            cur ^= 1;
+        } else {
+            int64_t tl = pskv_pull(w, r.t, NULL, r.P, buf[cur]);
+            if (tl < 0 || (rc = pskv_wait(w, tl, TMO)) < 0)
+                return fail(w, "pull", tl < 0 ? (int)tl : rc);
+        }
         int64_t c4 = tu_now_ns();
-        ns_batch += c1 - c0;
-        ns_compute += c2 - c1;
+        ns_batch += cb;
+        ns_compute += cc;
         ns_push += c3 - c2;
         ns_wait += c4 - c3;
-        pending = pskv_pull(w, r.t, NULL, r.P, buf[cur]); /* sent after the push: sees it */
-        if (pending < 0)
-            return fail(w, "pull", (int)pending);
-        cur ^= 1;
-        if ((step & 15) == 15) {
+        nsteps++;
+        if ((nsteps & 15) == 15) {
             if ((rc = push_stats(&r, unreported)) < 0)
                 return fail(w, "stats push", rc);
             unreported = 0;
@@ -312,11 +367,11 @@ int app_train(pskv_worker *w, cfg_entry *cfg)
         double done = (double)(step + 1) / (double)steps_per_epoch;
         double secs = (double)(tu_now_ns() - epoch_t0) / 1e9;
         report_progress(r.rep, epoch + 1, 100.0 * (double)(in_epoch + 1) / (double)steps_per_epoch,
-                        secs > 0 ? (double)(in_epoch + 1) * batch / secs : 0,
-                        epoch_loss / (double)(in_epoch + 1));
+                        secs > 0 ? (double)epoch_steps * batch * accumulate / secs : 0,
+                        epoch_loss / (double)epoch_steps);
         if (in_epoch == steps_per_epoch - 1 && r.rank != 0)
             printf("rank %d epoch %d: train_loss %.4f  %.0f samples/s (this worker)  %.1f s\n",
-                   r.rank, epoch + 1, epoch_loss / (double)steps_per_epoch,
+                   r.rank, epoch + 1, epoch_loss / (double)epoch_steps,
                    (double)train.n / secs, secs);
         if (r.rank == 0 && eval_step && step + 1 >= next_eval && step + 1 < total_steps) {
             if ((rc = push_stats(&r, unreported)) < 0 || (rc = pskv_wait_all(w, TMO)) < 0)
@@ -326,14 +381,19 @@ int app_train(pskv_worker *w, cfg_entry *cfg)
                 return fail(w, "evaluation", rc);
             next_eval += eval_step;
         }
+        /* a bsp worker left behind (its clock closed without it) skips ahead */
+        step = pskv_current_clock(w) > step + 1 ? pskv_current_clock(w) : step + 1;
     }
     if ((rc = push_stats(&r, unreported)) < 0 || (rc = pskv_wait_all(w, TMO)) < 0)
         return fail(w, "final push", rc);
-    printf("rank %d step time: batch %.1f us, compute %.1f us, push %.1f us, wait for pull %.1f us "
-           "(%lld steps)\n",
-           r.rank, ns_batch / 1e3 / (double)total_steps, ns_compute / 1e3 / (double)total_steps,
-           ns_push / 1e3 / (double)total_steps, ns_wait / 1e3 / (double)total_steps,
-           (long long)total_steps);
+    double loop_s = (double)(tu_now_ns() - loop_t0) / 1e9, n_st = nsteps ? (double)nsteps : 1;
+    printf("rank %d step time: batch %.1f us, compute %.1f us, push %.1f us, wait for pull %.1f us, "
+           "straggler sleep %.1f us (%lld steps)\n",
+           r.rank, ns_batch / 1e3 / n_st, ns_compute / 1e3 / n_st, ns_push / 1e3 / n_st,
+           ns_wait / 1e3 / n_st, ns_sleep / 1e3 / n_st, (long long)nsteps);
+    printf("rank %d waiting fraction %.4f (%.2f s blocked in the library of %.2f s training)\n",
+           r.rank, (double)(ns_push + ns_wait) / 1e9 / loop_s, (double)(ns_push + ns_wait) / 1e9,
+           loop_s);
     rc = pskv_barrier(w, TMO * 10);
     if (rc < 0)
         return fail(w, "barrier after training", rc);
@@ -364,6 +424,7 @@ int app_train(pskv_worker *w, cfg_entry *cfg)
     idx_free(&train);
     idx_free(&r.test);
     free(grad);
+    free(grad2);
     free(x);
     free(y);
     free(order);
