@@ -60,6 +60,10 @@ static void print_json(const Pskv__Meta *m)
         json_str(n->state);
         printf(",\"alive\":%s,\"heartbeat_age_ms\":%" PRId64, n->alive ? "true" : "false",
                n->heartbeat_age_ms);
+        if (n->has_clock)
+            printf(",\"clock\":%" PRId64, n->clock);
+        if (n->has_dropped)
+            printf(",\"dropped_late\":%" PRIu64, n->dropped);
         if (n->has_range_begin)
             printf(",\"range_begin\":\"0x%016" PRIx64 "\",\"range_end\":\"0x%016" PRIx64 "\"",
                    n->range_begin, n->range_end);
@@ -80,20 +84,35 @@ static void print_table(const Pskv__Meta *m)
            "heartbeat %u ms\n",
            m->job_id, v->state ? v->state : "?", v->epoch, ns, v->servers, nw, v->workers,
            v->heartbeat_ms);
-    printf("%-4s %-7s %-5s %-22s %-8s %-9s %-6s %-10s %s\n", "ID", "ROLE", "RANK", "ADDRESS",
-           "PID", "STATE", "ALIVE", "HEARTBEAT", "RANGE");
+    printf("%-4s %-7s %-5s %-22s %-8s %-9s %-6s %-12s %-8s %s\n", "ID", "ROLE", "RANK", "ADDRESS",
+           "PID", "STATE", "ALIVE", "HEARTBEAT", "CLOCK", "RANGE / LATE DROPS");
     for (size_t i = 0; i < v->n_nodes; i++) {
         const Pskv__Node *n = v->nodes[i];
-        char addr[160], hb[32], range[48] = "-";
+        char addr[160], hb[32], range[80] = "-", clock[24] = "-";
         snprintf(addr, sizeof addr, "%s:%u", n->host ? n->host : "?", n->port);
         snprintf(hb, sizeof hb, "%" PRId64 " ms ago", n->heartbeat_age_ms);
+        if (n->has_clock)
+            snprintf(clock, sizeof clock, "%" PRId64, n->clock);
         if (n->has_range_begin)
-            snprintf(range, sizeof range, "%016" PRIx64 "-%016" PRIx64, n->range_begin,
-                     n->range_end);
-        printf("%-4u %-7s %-5d %-22s %-8u %-9s %-6s %-10s %s\n", n->id, role_name(n->role),
+            snprintf(range, sizeof range, "%016" PRIx64 "-%016" PRIx64 " / %" PRIu64,
+                     n->range_begin, n->range_end, n->dropped);
+        printf("%-4u %-7s %-5d %-22s %-8u %-9s %-6s %-12s %-8s %s\n", n->id, role_name(n->role),
                n->rank, addr, n->pid, n->state ? n->state : "?", n->alive ? "yes" : "NO", hb,
-               range);
+               clock, range);
     }
+    /* the slowest worker still in the clock set, and late drops over all servers */
+    const Pskv__Node *slow = NULL;
+    uint64_t dropped = 0;
+    for (size_t i = 0; i < v->n_nodes; i++) {
+        const Pskv__Node *n = v->nodes[i];
+        dropped += n->dropped;
+        if (n->role == PSKV__ROLE__WORKER && n->alive && n->state &&
+            strcmp(n->state, "finished") && (!slow || n->clock < slow->clock))
+            slow = n;
+    }
+    if (slow)
+        printf("slowest worker: rank %d at clock %" PRId64 "; pushes dropped as late: %" PRIu64
+               "\n", slow->rank, slow->clock, dropped);
 }
 
 int main(int argc, char **argv)

@@ -367,9 +367,21 @@ t_bsp_same_bits() {
 t_ssp_bound_straggler() {
   # worker 2 is 10x slower: the values every pull sees stay within tau (checked by
   # the app from the sums), and the fast workers do run tau clocks ahead
-  "$LAUNCH" --servers 2 --workers 3 --timeout 150 --log-dir "$TDIR/logs" \
-    --worker-opt 2:--slowdown --worker-opt 2:10 -- --app check --consistency ssp:2 --rounds 20 \
-    --keys 300 || fail "exited $?"
+  local port seen=0 i
+  port=$(free_port)
+  "$LAUNCH" --servers 2 --workers 3 --timeout 150 --port "$port" --log-dir "$TDIR/logs" \
+    --worker-opt 2:--slowdown --worker-opt 2:10 -- --app check --consistency ssp:2 --rounds 40 \
+    --keys 300 > out 2>&1 &
+  local lpid=$!
+  # pskvctl shows per-worker clocks and names the straggler as the slowest
+  for i in $(seq 60); do
+    "$BIN/pskvctl" --scheduler "127.0.0.1:$port" status > status.txt 2>/dev/null &&
+      grep -q 'slowest worker: rank 2 at clock' status.txt && { seen=1; break; }
+    sleep 0.1
+  done
+  wait $lpid || { cat out; fail "exited $?"; }
+  [ $seen -eq 1 ] || fail "status never named worker 2 the slowest: $(cat status.txt)"
+  grep -q 'CLOCK' status.txt || fail "status shows no clocks"
   for r in 0 1; do
     grep -q 'largest lead over the slowest worker 2 clocks' "$TDIR/logs/worker-$r.log" ||
       fail "fast worker $r did not run 2 clocks ahead: $(grep lead "$TDIR/logs/worker-$r.log")"
