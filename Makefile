@@ -49,7 +49,7 @@ TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-garbage $(BIN)/pskv-fuzz-replay $(BI
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
 
 FORCE:
-.PHONY: FORCE all tools deps test unit integration demo bench bench-pushpull bench-train install clean fuzz
+.PHONY: FORCE all tools deps test unit integration demo bench bench-pushpull bench-train bench-consistency bench-sparse install clean fuzz
 .DEFAULT_GOAL := all
 
 all: $(BINS) $(LIBS) $(TOOLS) $(BUILD)/pskv.pc
@@ -155,6 +155,8 @@ bench: deps
 	$(MAKE) all
 	scripts/bench-pushpull.sh
 	scripts/bench-train.sh
+	scripts/bench-consistency.sh
+	scripts/bench-sparse.sh
 
 bench-pushpull: deps
 	$(MAKE) all
@@ -163,6 +165,14 @@ bench-pushpull: deps
 bench-train: deps
 	$(MAKE) all
 	scripts/bench-train.sh
+
+bench-consistency: deps
+	$(MAKE) all
+	scripts/bench-consistency.sh
+
+bench-sparse: deps
+	$(MAKE) all
+	scripts/bench-sparse.sh
 
 # ---- install -------------------------------------------------------------
 install: all

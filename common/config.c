@@ -227,3 +227,22 @@ void cfg_log(const cfg_entry *tab)
     line[n] = '\0';
     LOG_I("settings: %s", line);
 }
+
+int cfg_start(cfg_entry *tab, const char *role, const char *usage, int argc, char **argv,
+              cfg_args *args)
+{
+    log_set_role(role);
+    int rc = cfg_parse(tab, usage, argc, argv, args);
+    if (rc != 0)
+        return rc > 0 ? 0 : 2;
+    int lvl = log_parse_level(cfg_str(tab, "log-level"));
+    if (lvl < 0) {
+        const char *prog = argc > 0 && strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1
+                           : argc > 0                      ? argv[0]
+                                                           : role;
+        fprintf(stderr, "%s: --log-level must be error, warn, info or debug\n", prog);
+        return 2;
+    }
+    log_threshold = lvl;
+    return -1;
+}

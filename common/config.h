@@ -40,6 +40,13 @@ typedef struct cfg_args {
  * otherwise a positional argument is an error. */
 int cfg_parse(cfg_entry *tab, const char *usage, int argc, char **argv, cfg_args *args);
 
+/* The start of every pskv program: names its role in the log, parses argv against
+ * `tab` (see cfg_parse) and applies --log-level (the table must have it).
+ * Returns -1 to go on, or the exit status to return: 0 after --help, 2 after a
+ * usage error (already printed). */
+int cfg_start(cfg_entry *tab, const char *role, const char *usage, int argc, char **argv,
+              cfg_args *args);
+
 /* Parses one text value into `e` with type and bound checks. Returns 0 or
  * -PSKV_EINVAL and writes the reason into err. */
 int cfg_set(cfg_entry *e, const char *text, char *err, size_t errlen);

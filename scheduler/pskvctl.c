@@ -117,18 +117,11 @@ static void print_table(const Pskv__Meta *m)
 
 int main(int argc, char **argv)
 {
-    log_set_role("pskvctl");
     cfg_args args;
     const char *usage = "pskvctl [--scheduler HOST:PORT] status [--json]";
-    int rc = cfg_parse(config, usage, argc, argv, &args);
-    if (rc != 0)
-        return rc > 0 ? 0 : 2;
-    int lvl = log_parse_level(cfg_str(config, "log-level"));
-    if (lvl < 0) {
-        fprintf(stderr, "pskvctl: --log-level must be error, warn, info or debug\n");
-        return 2;
-    }
-    log_threshold = lvl;
+    int rc = cfg_start(config, "ctl", usage, argc, argv, &args);
+    if (rc >= 0)
+        return rc;
     if (args.npos != 1 || strcmp(args.pos[0], "status") != 0) {
         fprintf(stderr, "pskvctl: expected one command: status\nusage: %s\n", usage);
         return 2;

@@ -565,18 +565,12 @@ static int servers_stopped(void)
 
 int main(int argc, char **argv)
 {
-    log_set_role("scheduler");
     S.cfg = config;
-    int rc = cfg_parse(config, "pskv-scheduler [--port P] --servers S --workers W [flags]", argc,
-                       argv, NULL);
-    if (rc != 0)
-        return rc > 0 ? 0 : 2;
-    int lvl = log_parse_level(cfg_str(config, "log-level"));
-    if (lvl < 0) {
-        fprintf(stderr, "pskv-scheduler: --log-level must be error, warn, info or debug\n");
-        return 2;
-    }
-    log_threshold = lvl;
+    int rc = cfg_start(config, "scheduler",
+                       "pskv-scheduler [--port P] --servers S --workers W [flags]", argc, argv,
+                       NULL);
+    if (rc >= 0)
+        return rc;
     log_set_node(0);
     S.nservers = (int)cfg_int(config, "servers");
     S.nworkers = (int)cfg_int(config, "workers");

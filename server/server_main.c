@@ -279,16 +279,10 @@ static void log_tables(void)
 
 int main(int argc, char **argv)
 {
-    log_set_role("server");
-    int rc = cfg_parse(config, "pskv-server --scheduler HOST:PORT [flags]", argc, argv, NULL);
-    if (rc != 0)
-        return rc > 0 ? 0 : 2;
-    int lvl = log_parse_level(cfg_str(config, "log-level"));
-    if (lvl < 0) {
-        fprintf(stderr, "pskv-server: --log-level must be error, warn, info or debug\n");
-        return 2;
-    }
-    log_threshold = lvl;
+    int rc = cfg_start(config, "server", "pskv-server --scheduler HOST:PORT [flags]", argc, argv,
+                       NULL);
+    if (rc >= 0)
+        return rc;
     openblas_set_num_threads((int)cfg_int(config, "blas-threads"));
     /* Keep freed message buffers in the heap: without this glibc maps and unmaps
      * every large buffer, and the page faults cost as much as a copy. */

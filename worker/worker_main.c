@@ -106,17 +106,12 @@ static cfg_entry config[] = {
 
 int main(int argc, char **argv)
 {
-    log_set_role("worker");
-    int rc = cfg_parse(config, "pskv-worker --scheduler HOST:PORT --app check|bench [flags]",
+    int rc = cfg_start(config, "worker",
+                       "pskv-worker --scheduler HOST:PORT --app check|bench|softmax|mlp|sparse-lr "
+                       "[flags]",
                        argc, argv, NULL);
-    if (rc != 0)
-        return rc > 0 ? 0 : 2;
-    int lvl = log_parse_level(cfg_str(config, "log-level"));
-    if (lvl < 0) {
-        fprintf(stderr, "pskv-worker: --log-level must be error, warn, info or debug\n");
-        return 2;
-    }
-    log_threshold = lvl;
+    if (rc >= 0)
+        return rc;
     const char *app = cfg_str(config, "app");
     int dense_train = !strcmp(app, "softmax") || !strcmp(app, "mlp");
     int sparse = !strcmp(app, "sparse-lr");

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Consistency benchmark (Fashion-MNIST MLP 784-256-10, 1 server, 3 workers, batch 32,
+# SGD lr 0.01 momentum 0.9, one BLAS thread per process):
+#  1. steady straggler: worker 2 runs 3x slower; for bsp, bsp + 1 backup, ssp:2,
+#     ssp:8 and async: wall time to 0.85 test accuracy and the waiting fraction
+#     (time blocked in the library over the training loop), plus a plot of test
+#     accuracy against wall time for all five;
+#  2. transient delays: every iteration 5x slower with probability 0.1 on every
+#     worker; waiting fraction for bsp, ssp:2 and ssp:8.
+# Usage: scripts/bench-consistency.sh [--epochs E] [--out DIR]
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+epochs=4
+out=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --epochs) epochs=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    *) echo "usage: $0 [--epochs E] [--out DIR]" >&2; exit 2 ;;
+  esac
+done
+[ -n "$out" ] || out=$(mktemp -d /tmp/pskv-bench-consistency-XXXXXX)
+mkdir -p "$out"
+export OPENBLAS_NUM_THREADS=1
+
+run() { # run NAME EXTRA_ARGS... -> metrics in $out/NAME.jsonl, logs in $out/NAME/
+  local name=$1; shift
+  "$here/launch-local.sh" --servers 1 --workers 3 --timeout 900 --log-dir "$out/$name" \
+    --scheduler-opt --log-level --scheduler-opt warn --server-opt --log-level --server-opt warn \
+    "$@" > /dev/null 2>&1 || { echo "bench-consistency: $name failed; logs in $out/$name" >&2; return 1; }
+}
+
+waiting() { # mean and per-worker waiting fraction of run NAME
+  grep -h 'waiting fraction' "$out/$1"/worker-*.log |
+    awk '{ f[$2] = $5; s += $5; n++ } END { printf "waiting=%.3f (", s / n; for (r = 0; r < n; r++) printf "%s%.3f", r ? " " : "", f[r]; printf ")" }'
+}
+
+to_085() { # seconds until the first evaluation at or above 0.85
+  awk -F'[:,}]' '{ for (i = 1; i < NF; i++) { if ($i ~ /"time"/) t = $(i + 1); if ($i ~ /"accuracy"/) a = $(i + 1) }
+                   if (a >= 0.85 && !done) { printf "%.1f", t; done = 1 } }
+                 END { if (!done) printf "not reached (final %.4f)", a }' "$1"
+}
+
+echo "== steady straggler: worker 2 is 3x slower; $epochs epochs"
+for m in bsp bsp+backup ssp:2 ssp:8 async; do
+  args=(--consistency "${m%+backup}")
+  [ "$m" = bsp+backup ] && args+=(--backup 1)
+  name=straggler-${m//[:+]/-}
+  run "$name" --worker-opt 2:--slowdown --worker-opt 2:3 -- --app mlp --epochs "$epochs" \
+      --eval-every 0.25 --metrics "$out/$name.jsonl" --log-level warn "${args[@]}" || continue
+  echo "model=$m time_to_0.85_s=$(to_085 "$out/$name.jsonl") $(waiting "$name") final_accuracy=$(grep -o 'final test accuracy [0-9.]*' "$out/$name/worker-0.log" | awk '{print $4}')"
+done
+if [ -x "$here/plot.sh" ]; then
+  "$here/plot.sh" "$out"/straggler-*.jsonl -o "$out/straggler.png" > /dev/null 2>&1 &&
+    echo "plot: $out/straggler.png"
+fi
+
+echo "== transient delays: every worker, each iteration 5x slower with probability 0.1"
+for m in bsp ssp:2 ssp:8; do
+  name=jitter-${m//:/-}
+  run "$name" -- --app mlp --epochs 1 --eval-every 0 --jitter 0.1:5 --consistency "$m" \
+      --log-level warn || continue
+  echo "model=$m $(waiting "$name")"
+done
+echo "results in $out"
