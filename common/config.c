@@ -232,14 +232,15 @@ int cfg_start(cfg_entry *tab, const char *role, const char *usage, int argc, cha
               cfg_args *args)
 {
     log_set_role(role);
+    /* the name first: cfg_parse moves positional arguments to the front of argv */
+    const char *prog = argc > 0 ? argv[0] : role;
+    if (strrchr(prog, '/'))
+        prog = strrchr(prog, '/') + 1;
     int rc = cfg_parse(tab, usage, argc, argv, args);
     if (rc != 0)
         return rc > 0 ? 0 : 2;
     int lvl = log_parse_level(cfg_str(tab, "log-level"));
     if (lvl < 0) {
-        const char *prog = argc > 0 && strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1
-                           : argc > 0                      ? argv[0]
-                                                           : role;
         fprintf(stderr, "%s: --log-level must be error, warn, info or debug\n", prog);
         return 2;
     }
