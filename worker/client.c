@@ -163,13 +163,21 @@ static void *heartbeat_main(void *arg)
             zmq_close(s);
         return NULL;
     }
+    /* copies taken before the loop: the caller's thread may apply a new view (and
+     * its epoch) at any time; heartbeats need only who we are */
+    const uint64_t job = w->mb.job_id;
+    const uint32_t node = w->mb.node_id;
+    const int period = w->mb.heartbeat_ms;
     while (!atomic_load(&w->hb_stop)) {
         Pskv__Meta hb;
-        member_meta(&w->mb, &hb, PSKV__MSG_TYPE__HEARTBEAT);
+        wire_meta_init(&hb, PSKV__MSG_TYPE__HEARTBEAT);
+        hb.has_job_id = hb.has_sender = 1;
+        hb.job_id = job;
+        hb.sender = node;
         hb.has_clock = 1;
         hb.clock = atomic_load(&w->clock);
         wire_send(s, NULL, &hb, NULL, NULL);
-        for (int slept = 0; slept < w->mb.heartbeat_ms && !atomic_load(&w->hb_stop); slept += 10)
+        for (int slept = 0; slept < period && !atomic_load(&w->hb_stop); slept += 10)
             tu_sleep_ms(10);
     }
     zmq_close(s);
