@@ -7,7 +7,8 @@
 #     accuracy against wall time for all five;
 #  2. transient delays: every iteration 5x slower with probability 0.1 on every
 #     worker; waiting fraction for bsp, ssp:2 and ssp:8.
-# Usage: scripts/bench-consistency.sh [--epochs E] [--out DIR]
+# Usage: scripts/bench-consistency.sh [--epochs E] [--out DIR] [-- EXTRA_WORKER_ARGS...]
+# (extra arguments go to every worker, after the defaults: e.g. -- --batch 256 --lr 0.05)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 epochs=4
@@ -16,7 +17,8 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --epochs) epochs=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    *) echo "usage: $0 [--epochs E] [--out DIR]" >&2; exit 2 ;;
+    --) shift; break ;;
+    *) echo "usage: $0 [--epochs E] [--out DIR] [-- WORKER_ARGS...]" >&2; exit 2 ;;
   esac
 done
 [ -n "$out" ] || out=$(mktemp -d /tmp/pskv-bench-consistency-XXXXXX)
@@ -47,7 +49,7 @@ for m in bsp bsp+backup ssp:2 ssp:8 async; do
   [ "$m" = bsp+backup ] && args+=(--backup 1)
   name=straggler-${m//[:+]/-}
   run "$name" --worker-opt 2:--slowdown --worker-opt 2:3 -- --app mlp --epochs "$epochs" \
-      --eval-every 0.25 --metrics "$out/$name.jsonl" --log-level warn "${args[@]}" || continue
+      --eval-every 0.25 --metrics "$out/$name.jsonl" --log-level warn "${args[@]}" "$@" || continue
   echo "model=$m time_to_0.85_s=$(to_085 "$out/$name.jsonl") $(waiting "$name") final_accuracy=$(grep -o 'final test accuracy [0-9.]*' "$out/$name/worker-0.log" | awk '{print $4}')"
 done
 if [ -x "$here/plot.sh" ]; then
@@ -59,7 +61,7 @@ echo "== transient delays: every worker, each iteration 5x slower with probabili
 for m in bsp ssp:2 ssp:8; do
   name=jitter-${m//:/-}
   run "$name" -- --app mlp --epochs 1 --eval-every 0 --jitter 0.1:5 --consistency "$m" \
-      --log-level warn || continue
+      --log-level warn "$@" || continue
   echo "model=$m $(waiting "$name")"
 done
 echo "results in $out"
