@@ -17,7 +17,7 @@ while [ $# -gt 0 ]; do
     --epochs) epochs=$2; shift 2 ;;
     --no-peer) peer=0; shift ;;
     --models) models=$2; shift 2 ;;
-    *) echo "usage: $0 [--runs N] [--epochs E] [--no-peer]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--runs N] [--epochs E] [--models \"async bsp\"] [--no-peer]" >&2; exit 2 ;;
   esac
 done
 export OPENBLAS_NUM_THREADS=1

@@ -126,6 +126,8 @@ static int parse_options(table *t, const Pskv__TableOptions *o, char *why, size_
         snprintf(why, whylen, "option 'backup' applies to bsp tables only");
         return -PSKV_EINVAL;
     }
+    if (t->model == CONS_ASYNC)
+        cons = "async"; /* ssp:inf is async: one name, so reopens compare alike */
     if (strlen(cons) >= sizeof t->consistency) {
         snprintf(why, whylen, "option 'consistency': '%s' is too long", cons);
         return -PSKV_EINVAL;

@@ -432,7 +432,7 @@ int app_check(pskv_worker *w, cfg_entry *cfg)
             return fail(w, "pull before the NaN push", rc);
         int64_t tp = pskv_push(w, c.td, &k0, 1, nanv);
         if (bsp && tp >= 0)
-            pskv_clock(w); /* under bsp the answer comes when the clock closes */
+            pskv_clock(w); /* keep the clocks in step: every worker does this once */
         int nan_rc = tp < 0 ? (int)tp : pskv_wait(w, tp, tmo);
         int named = nan_rc == -PSKV_EBADVALUE && strstr(pskv_last_error(w), "check.dense");
         if ((rc = pull_wait(w, c.td, &k0, 1, after_v)) < 0)

@@ -32,7 +32,7 @@
 #include "wire.h"
 
 #define MAX_PARTS 65535
-#define FAILED_KEEP 256
+#define FAILED_KEEP 4096 /* failed requests whose outcome pskv_wait can still tell */
 
 enum req_type { REQ_FREE = 0, REQ_OPEN, REQ_PUSH, REQ_PULL, REQ_ASSIGN };
 
@@ -96,6 +96,7 @@ struct pskv_worker {
     size_t chunk_bytes;
     struct { int64_t ts; int err; } failed[FAILED_KEEP];
     int nfailed;
+    int64_t forgotten_ts;   /* newest failed timestamp pushed out of failed[] */
     uint64_t barrier_seq, barrier_done;
     int finish_acked;
     char last_error[512];
@@ -340,6 +341,8 @@ static void req_release(req *r)
 
 static void record_failure(pskv_worker *w, int64_t ts, int err)
 {
+    if (w->nfailed >= FAILED_KEEP && w->failed[w->nfailed % FAILED_KEEP].ts > w->forgotten_ts)
+        w->forgotten_ts = w->failed[w->nfailed % FAILED_KEEP].ts;
     w->failed[w->nfailed % FAILED_KEEP].ts = ts;
     w->failed[w->nfailed % FAILED_KEEP].err = err;
     w->nfailed++;
@@ -387,7 +390,9 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
         atomic_store(&w->clock, m->clock);
     if (m->type == PSKV__MSG_TYPE__ERROR && m->error_code == PSKV_ELATE) {
         if (!r->err) { /* once per push, whatever the number of servers */
-            r->err = -PSKV_ELATE;
+            r->err = set_error(w, PSKV_ELATE, "push %lld dropped by server node %u: late "
+                               "(clock %lld had closed)", (long long)r->ts, s->id,
+                               (long long)m->clock);
             w->late_drops++;
         }
     } else if (m->type == PSKV__MSG_TYPE__ERROR) {
@@ -806,7 +811,12 @@ int pskv_wait(pskv_worker *w, int64_t ts, int timeout_ms)
                              (long long)ts, timeout_ms);
         pump(w, remaining(deadline));
     }
-    return failure_of(w, ts);
+    int err = failure_of(w, ts);
+    if (!err && ts <= w->forgotten_ts) /* never report success for an outcome we lost */
+        return set_error(w, PSKV_ENOTFOUND,
+                         "request %lld: outcome no longer known (more than %d failures since)",
+                         (long long)ts, FAILED_KEEP);
+    return err;
 }
 
 int pskv_wait_all(pskv_worker *w, int timeout_ms)
