@@ -112,6 +112,39 @@ int net_pick_advertise(const char *advertise, const char *ifname, const char *pe
     return 0;
 }
 
+int net_is_loopback(const char *host)
+{
+    if (!host || !*host)
+        return 0;
+    struct addrinfo hints = {0}, *res = NULL;
+    hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo(host, NULL, &hints, &res) != 0 || !res)
+        return 0;
+    int loop = 0;
+    for (struct addrinfo *a = res; a && !loop; a = a->ai_next) {
+        if (a->ai_family == AF_INET) {
+            uint32_t ip = ntohl(((struct sockaddr_in *)(void *)a->ai_addr)->sin_addr.s_addr);
+            loop = (ip >> 24) == 127;
+        } else if (a->ai_family == AF_INET6) {
+            loop = IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)(void *)a->ai_addr)->sin6_addr);
+        }
+    }
+    freeaddrinfo(res);
+    return loop;
+}
+
+int net_check_advertise(const char *advertised, const char *scheduler_host, char *why,
+                        size_t whylen)
+{
+    if (!net_is_loopback(advertised) || net_is_loopback(scheduler_host))
+        return 0;
+    snprintf(why, whylen,
+             "this node would advertise the loopback address %s, but the scheduler is at %s: "
+             "nodes on other hosts could not reach it; pass --advertise ADDR or --interface NAME",
+             advertised, scheduler_host);
+    return -PSKV_EINVAL;
+}
+
 void *net_socket(void *ctx, int type, int64_t max_message, int linger_ms)
 {
     void *s = zmq_socket(ctx, type);

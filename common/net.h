@@ -20,6 +20,16 @@ int net_interface_addr(const char *ifname, char *out, size_t outlen);
 int net_pick_advertise(const char *advertise, const char *ifname, const char *peer_host,
                        char *out, size_t outlen, char *why, size_t whylen);
 
+/* 1 when `host` (a name or a numeric address) is or resolves to a loopback
+ * address (127.0.0.0/8, ::1); 0 otherwise or when it does not resolve. */
+int net_is_loopback(const char *host);
+
+/* Refuses to advertise a loopback address to nodes on other hosts: when
+ * `advertised` is loopback but `scheduler_host` is not, writes why and returns
+ * -PSKV_EINVAL; else 0. */
+int net_check_advertise(const char *advertised, const char *scheduler_host, char *why,
+                        size_t whylen);
+
 /* Creates a socket of `type` with pskv's options: linger `linger_ms`, maximum
  * message size `max_message` bytes (0 = unlimited), ROUTER_MANDATORY on ROUTERs,
  * send time-out. Returns the socket or NULL. */

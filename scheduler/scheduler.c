@@ -274,7 +274,7 @@ static void ack_register(node *n)
 static void on_register(wire_msg *msg)
 {
     Pskv__Meta *r = msg->meta;
-    char why[256];
+    char why[400];
     for (int i = 0; i < S.nnodes; i++) {
         if (S.nodes[i].nonce == r->nonce && r->has_nonce) { /* a re-sent registration */
             ack_register(&S.nodes[i]);
@@ -287,6 +287,14 @@ static void on_register(wire_msg *msg)
     }
     if (!r->host || !*r->host || strlen(r->host) >= sizeof S.nodes[0].host) {
         refuse(msg, PSKV_EPROTO, "REGISTER without a valid advertised host");
+        return;
+    }
+    if (net_is_loopback(r->host) && strcmp(msg->peer, "?") && !net_is_loopback(msg->peer)) {
+        snprintf(why, sizeof why,
+                 "the node advertises the loopback address %s but connects from %s: other "
+                 "hosts could not reach it (give it --advertise ADDR or --interface NAME)",
+                 r->host, msg->peer);
+        refuse(msg, PSKV_EREFUSED, why);
         return;
     }
     if (S.state != JOB_WAITING) {

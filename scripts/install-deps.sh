@@ -7,7 +7,7 @@ set -u
 
 PKGS=(build-essential pkg-config libzmq3-dev libprotobuf-c-dev protobuf-c-compiler
       libopenblas-dev zlib1g-dev check clang iproute2 procps psmisc
-      dataset-fashion-mnist liblinear-tools "$@")
+      dataset-fashion-mnist liblinear-tools openssh-server "$@")
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -42,6 +42,19 @@ fi
 
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+# openssh-server (for scripts/netns-cluster.sh, which runs one sshd per test
+# namespace) must not start a host-wide sshd: while installing, a policy-rc.d
+# that answers 101 ("action forbidden") keeps invoke-rc.d from starting any
+# service. Only a policy-rc.d created here is removed again.
+POLICY=/usr/sbin/policy-rc.d
+if [ ! -e "$POLICY" ]; then
+  if printf '#!/bin/sh\nexit 101\n' | "${SUDO[@]}" tee "$POLICY" >/dev/null &&
+     "${SUDO[@]}" chmod +x "$POLICY"; then
+    trap '"${SUDO[@]}" rm -f "$POLICY"' EXIT
+  else
+    echo "install-deps: could not create $POLICY; services may be started" >&2
+  fi
+fi
 if ! "${SUDO[@]}" apt-get update -q >/tmp/pskv-apt-update.log 2>&1; then
   echo "install-deps: 'apt-get update' failed (see /tmp/pskv-apt-update.log); trying with the lists at hand" >&2
 fi

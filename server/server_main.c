@@ -32,6 +32,9 @@ extern void openblas_set_num_threads(int);
 static cfg_entry config[] = {
     {"scheduler", CFG_STR, "127.0.0.1:7700", "PSKV_SCHEDULER", 1, 0, NULL,
      "scheduler address HOST:PORT", 0, 0, NULL, NULL},
+    {"advertise-port", CFG_INT, "0", "PSKV_SERVER_ADVERTISE_PORT", 0, 65535, NULL,
+     "port other nodes dial, when a proxy or NAT forwards to --port (0 = the bound port)", 0,
+     0, NULL, NULL},
     {"blas-threads", CFG_INT, "1", "PSKV_SERVER_BLAS_THREADS", 1, 256, NULL,
      "OpenBLAS threads for updates", 0, 0, NULL, NULL},
     {"join-timeout", CFG_DOUBLE, "600", "PSKV_SERVER_JOIN_TIMEOUT", 1, 86400, "s",
@@ -300,7 +303,8 @@ int main(int argc, char **argv)
         return 2;
     }
     if (net_pick_advertise(cfg_str(config, "advertise"), cfg_str(config, "interface"), shost,
-                           host, sizeof host, why, sizeof why) < 0) {
+                           host, sizeof host, why, sizeof why) < 0 ||
+        net_check_advertise(host, shost, why, sizeof why) < 0) {
         LOG_E("%s", why);
         return 1;
     }
@@ -320,7 +324,8 @@ int main(int argc, char **argv)
     }
     member_set_stop_flag(&stop_signal);
     cfg_log(config);
-    rc = member_open(&S.mb, S.ctx, sched, PSKV__ROLE__SERVER, -1, host, port,
+    int adv_port = cfg_int(config, "advertise-port") ? (int)cfg_int(config, "advertise-port") : port;
+    rc = member_open(&S.mb, S.ctx, sched, PSKV__ROLE__SERVER, -1, host, adv_port,
                      (uint64_t)cfg_int(config, "job-id"), cfg_double(config, "connect-timeout"),
                      cfg_int(config, "max-message"), why, sizeof why);
     if (rc < 0) {
@@ -328,8 +333,8 @@ int main(int argc, char **argv)
         return rc == -PSKV_ECLOSED ? 0 : 1;
     }
     log_set_node((int)S.mb.node_id);
-    LOG_I("registered as node %u; serving on %s:%d; job %llu", S.mb.node_id, host, port,
-          (unsigned long long)S.mb.job_id);
+    LOG_I("registered as node %u; listening on port %d, advertised as %s:%d; job %llu",
+          S.mb.node_id, port, host, adv_port, (unsigned long long)S.mb.job_id);
     S.parked = calloc(MAX_PARKED, sizeof *S.parked);
     if (!S.parked) {
         LOG_E("out of memory");

@@ -279,6 +279,8 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
     }
     rc = net_pick_advertise(cfg.advertise, cfg.interface, shost, host, sizeof host, why,
                             sizeof why);
+    if (rc == 0)
+        rc = net_check_advertise(host, shost, why, sizeof why);
     if (rc < 0) {
         set_error(w, rc, "%s", why);
         goto fail;
