@@ -45,7 +45,8 @@ UNIT_O   := $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 
 BIN      := $(BUILD)/bin
 BINS     := $(BIN)/pskv-scheduler $(BIN)/pskv-server $(BIN)/pskv-worker $(BIN)/pskvctl
-TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-garbage $(BIN)/pskv-fuzz-replay $(BIN)/pskv-gen-sparse
+TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-garbage $(BIN)/pskv-fuzz-replay $(BIN)/pskv-gen-sparse \
+            $(BIN)/pskv-faultproxy
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
 
 FORCE:
@@ -99,6 +100,10 @@ $(BIN)/pskv-worker: $(WORKER_O) $(BUILD)/lib/libpskv.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BIN)/pskv-gen-sparse: $(BUILD)/obj/worker/gen_sparse.o $(COMMON_O)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BIN)/pskv-faultproxy: $(BUILD)/obj/test/faultproxy.o $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
