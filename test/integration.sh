@@ -444,10 +444,118 @@ t_accumulate() {
     fail "accumulated step differs from the big batch"
 }
 
+# ---- several hosts: network namespaces with their own sshd -----------------------
+NETNS=$top/scripts/netns-cluster.sh
+HOSTS_LAUNCH=$top/scripts/launch-hosts.sh
+NETNS_SSH=(--ssh-opt -F --ssh-opt /tmp/pskv-netns/ssh_config)
+
+# Brings up N namespaced hosts; returns 77 (skip) without root, unless CI=true.
+netns_up() {
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "multi-host tests skipped: network namespaces need root"
+    [ "${CI:-}" = true ] && return 1
+    return 77
+  fi
+  "$NETNS" up "$1" > netns.out 2>&1 && return 0
+  cat netns.out
+  return 1
+}
+
+no_pskv_in_hosts() { # no pskv daemon left in any namespaced host
+  local h pids
+  for h in "$@"; do
+    pids=$(ip netns pids "pskv-$h" 2>/dev/null | xargs -r ps -o comm= -p 2>/dev/null | grep -c '^pskv-' || true)
+    [ "${pids:-0}" -eq 0 ] || fail "pskv processes left on $h: $(ip netns pids "pskv-$h" | xargs -r ps -o pid=,args= -p)"
+  done
+}
+
+t_hosts_check() {
+  # 3 hosts, the cluster started over ssh by launch-hosts.sh, exact sums across hosts,
+  # and the launcher's stop leaves nothing behind on any host
+  netns_up 3; local rc=$?
+  [ $rc -eq 77 ] && return 0
+  [ $rc -eq 0 ] || fail "cannot create the namespaced hosts"
+  trap '"$NETNS" down > /dev/null 2>&1' EXIT
+  printf '%s\n' '# three namespaced hosts' 'h1 scheduler servers=1 workers=1' \
+    'h2 servers=1 workers=1   # a comment' 'h3 workers=1' > hosts
+  "$HOSTS_LAUNCH" --hostfile hosts "${NETNS_SSH[@]}" --bin-dir "$BIN" --timeout 150 \
+    --log-dir "$TDIR/logs" -- --app check --rounds 5 || fail "launch-hosts exited $?"
+  for r in 0 1 2; do
+    grep -q '^check ok:' "$TDIR/logs/worker-$r.log" || fail "worker $r: $(tail -n 2 "$TDIR/logs/worker-$r.log")"
+  done
+  grep -q '10.213.0.1[123]' "$TDIR/logs/scheduler.log" || fail "the scheduler saw no namespaced addresses"
+  no_pskv_in_hosts h1 h2 h3
+  # a daemon that would advertise loopback to other hosts says so and stops
+  printf '%s\n' 'h1 scheduler servers=1' 'h2 workers=1 advertise=127.0.0.1' > badhosts
+  "$HOSTS_LAUNCH" --hostfile badhosts "${NETNS_SSH[@]}" --bin-dir "$BIN" --timeout 60 \
+    --log-dir "$TDIR/logs2" -- --app check > /dev/null 2>&1 && fail "a loopback advertise was accepted"
+  grep -q 'loopback' "$TDIR/logs2/worker-0.log" || fail "no loopback error: $(tail -n 2 "$TDIR/logs2/worker-0.log")"
+  no_pskv_in_hosts h1 h2 h3
+}
+
+t_hosts_delay() {
+  # 100 ms added each way between the workers and the server (a fault proxy in front
+  # of the server on h2): exact sums hold
+  netns_up 3; local rc=$?
+  [ $rc -eq 77 ] && return 0
+  [ $rc -eq 0 ] || fail "cannot create the namespaced hosts"
+  trap '"$NETNS" down > /dev/null 2>&1' EXIT
+  "$NETNS" exec h2 "$BIN/pskv-faultproxy" --listen 10.213.0.12:7900 --target 10.213.0.12:7800 \
+    --delay-ms 100 > proxy.log 2>&1 &
+  printf '%s\n' 'h1 scheduler workers=1' 'h2 servers=1 port=7800' 'h3 workers=2' > hosts
+  local t0=$SECONDS
+  "$HOSTS_LAUNCH" --hostfile hosts "${NETNS_SSH[@]}" --bin-dir "$BIN" --timeout 150 \
+    --log-dir "$TDIR/logs" --server-opt --advertise-port --server-opt 7900 -- --app check \
+    --rounds 3 --keys 200 || fail "launch-hosts exited $?"
+  for r in 0 1 2; do
+    grep -q '^check ok:' "$TDIR/logs/worker-$r.log" || fail "worker $r: $(tail -n 2 "$TDIR/logs/worker-$r.log")"
+  done
+  grep -q 'advertised as 10.213.0.12:7900' "$TDIR/logs/server-0.log" || fail "the server did not advertise the proxy"
+  echo "check across a 100 ms delay took $((SECONDS - t0)) s"
+  [ $((SECONDS - t0)) -ge 2 ] || fail "the run was too fast for a 100 ms delay: the proxy was not in the path"
+  no_pskv_in_hosts h1 h2 h3
+}
+
+t_hosts_partition() {
+  # cut worker 2's host off for 5 s, then heal it: the others keep going (ssp), the
+  # cut worker is declared dead, comes back alive and finishes; rejoin time is printed
+  netns_up 3; local rc=$?
+  [ $rc -eq 77 ] && return 0
+  [ $rc -eq 0 ] || fail "cannot create the namespaced hosts"
+  trap '"$NETNS" down > /dev/null 2>&1' EXIT
+  printf '%s\n' 'h1 scheduler servers=1 workers=1' 'h2 servers=1 workers=1' 'h3 workers=1' > hosts
+  "$HOSTS_LAUNCH" --hostfile hosts "${NETNS_SSH[@]}" --bin-dir "$BIN" --timeout 150 \
+    --log-dir "$TDIR/logs" -- --app check --consistency ssp:2 --count-acked --rounds 300 \
+    --keys 100 --slowdown 3 > launch.out 2>&1 &
+  local lpid=$! i
+  for i in $(seq 200); do grep -q 'joined job' "$TDIR/logs/worker-2.log" 2>/dev/null && break; sleep 0.1; done
+  sleep 1
+  "$NETNS" cut h3 || fail "cut failed"
+  local cut_at
+  cut_at=$(date +%s.%N)
+  sleep 5
+  "$NETNS" heal h3 || fail "heal failed"
+  local heal_at
+  heal_at=$(date +%s.%N)
+  wait $lpid || { cat launch.out; fail "launch-hosts exited $?"; }
+  for r in 0 1 2; do
+    grep -q '^check ok:' "$TDIR/logs/worker-$r.log" || fail "worker $r: $(tail -n 2 "$TDIR/logs/worker-$r.log")"
+  done
+  grep -q 'rank 2 .*marked dead' "$TDIR/logs/scheduler.log" || fail "the cut worker was not declared dead"
+  grep -q 'alive again' "$TDIR/logs/scheduler.log" || fail "the cut worker did not come back"
+  # rejoin time: from the heal to the scheduler seeing it alive again (wall clock of the log)
+  local back
+  back=$(grep 'alive again' "$TDIR/logs/scheduler.log" | tail -n 1 | awk '{print $1}')
+  awk -v h="$heal_at" -v b="$(date -d "$back" +%s.%N)" 'BEGIN { printf "rejoin %.2f s after the heal\n", b - h; exit !(b - h < 30) }' ||
+    fail "rejoin took 30 s or more"
+  no_pskv_in_hosts h1 h2 h3
+}
+
 tests=(check_2x3 check_fails_on_mismatch malformed_input malformed_while_serving unreachable_scheduler wrong_flags
        registration_rules heartbeat_liveness fuzz_corpus launch_timeout
        train_softmax train_bad_data sparse_lr_heart_scale sparse_lr_planted
-       consistency_check bsp_same_bits ssp_bound_straggler bsp_backup_stopped worker_leaves accumulate)
+       consistency_check bsp_same_bits ssp_bound_straggler bsp_backup_stopped worker_leaves accumulate
+       hosts_check hosts_delay hosts_partition)
 for t in "${tests[@]}"; do
   if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $t "* ]]; then continue; fi
   run_test "$t" "t_$t"

@@ -1,0 +1,1053 @@
+#!/usr/bin/env bash
+# launch-hosts.sh - run a pskv cluster (scheduler, servers, workers) spread over several
+# hosts, each daemon started over ssh. The multi-host sibling of launch-local.sh.
+#
+# Usage:
+#   scripts/launch-hosts.sh --hostfile FILE [--timeout SEC] [--log-dir DIR]
+#       [--ssh-opt ARG]... [--bin-dir DIR] [--scheduler-opt ARG]... [--server-opt ARG]...
+#       [--worker-opt RANK:ARG]... [--dry-run] [-- WORKER_ARGS...]
+#
+# Host file: one host per line,
+#   DEST [scheduler] [servers=N] [workers=N] [advertise=ADDR] [port=P]
+#   DEST       ssh destination (host or user@host)
+#   scheduler  this host runs the scheduler (exactly one line has it)
+#   servers=N  servers on this host (default 0)      workers=N  workers (default 0)
+#   advertise  the address the other hosts dial (default: what DEST's host name resolves
+#              to here with `getent hosts`, else the HostName `ssh -G DEST` reports, or
+#              DEST itself when it is an IP address)
+#   port=P     first port used on this host: the scheduler (on its line) takes P and the
+#              servers the next ones; elsewhere the servers take P, P+1, ... Without it
+#              the scheduler uses 7700 and the servers any free port (--port 0).
+#   '#' starts a comment, blank lines are ignored. Mistakes are reported as
+#   "launch-hosts: FILE:LINE: reason" (exit 2). The servers= and workers= totals S and W
+#   must both be >= 1. Workers get ranks in host-file order.
+#
+# Commands (BIN = --bin-dir, SCHED = the scheduler line's advertise address and port):
+#   scheduler:  BIN/pskv-scheduler --port P --servers S --workers W --advertise ADDR [scheduler-opts...]
+#   server:     BIN/pskv-server --scheduler SCHED --port P --advertise ADDR [server-opts...]
+#   worker R:   BIN/pskv-worker --scheduler SCHED --rank R --advertise ADDR WORKER_ARGS... [R's worker-opts...]
+# each run as `${PSKV_SSH:-ssh} -o BatchMode=yes [ssh-opts...] DEST -- sh -c '...'`, where
+# the remote sh writes its pid to /tmp/pskv-remote-RUNID-NAME.pid and execs the daemon
+# (arguments quoted for any POSIX shell). BatchMode=yes is left out when an --ssh-opt
+# sets BatchMode itself.
+#
+# Options (each also accepted as --flag=value):
+#   --hostfile FILE      the host file (required)
+#   --timeout SEC        stop everything after SEC seconds, exit 124 (default 3600)
+#   --log-dir DIR        where logs and pid files go (default: new mktemp -d /tmp/pskv-XXXXXX)
+#   --ssh-opt ARG        append ARG to every ssh command line (repeatable), e.g.
+#                        --ssh-opt -F --ssh-opt /tmp/pskv-netns/ssh_config
+#   --bin-dir DIR        where the binaries are on the hosts (default: this checkout's
+#                        build/bin, as an absolute path; a relative DIR is taken from here)
+#   --scheduler-opt ARG  append ARG to the scheduler's command line (repeatable)
+#   --server-opt ARG     append ARG to every server's command line (repeatable)
+#   --worker-opt R:ARG   append ARG to worker R's command line only (repeatable)
+#   --dry-run            check everything, print the ssh commands (one per line), start nothing
+#   --help               print this help and exit 0
+#
+# Log dir contents (on the launching host): NAME.log (stdout+stderr of the ssh client,
+# i.e. of the remote daemon), NAME.pid (pid of the local ssh client), NAME.remote
+# ("DEST PIDFILE": where the remote pid is), for NAME = scheduler, server-I, worker-R.
+# Worker 0's output is also streamed to this script's stdout.
+#
+# The scheduler starts first; servers and workers follow once its port answers from here
+# (at most ~10 s). Runs until every worker has exited (a daemon that dies does not stop
+# the others), then gives the scheduler and servers up to 10 s to shut down by themselves,
+# then stops whatever is left: SIGTERM to the remote daemon over ssh (SIGKILL after 5 s),
+# then the local ssh clients; last, the remote pid files are removed. Ctrl-C / SIGTERM /
+# the time-out stop everything the same way. (Killing a local ssh client alone would not
+# stop the remote daemon, hence the remote kill.)
+#
+# Exit status: 0 when every worker exited 0; else the status of the lowest-rank failing
+# worker (its ssh client's status: the remote status, 255 when ssh itself failed);
+# 124 on time-out; 130 on SIGINT (143 on SIGTERM, 129 on SIGHUP); 2 on bad usage or a
+# bad host file.
+#
+# Example:
+#   printf '%s\n' 'h1 scheduler servers=1 workers=1' 'h2 servers=1 workers=2' >hosts
+#   scripts/launch-hosts.sh --hostfile hosts --ssh-opt -F --ssh-opt /tmp/pskv-netns/ssh_config \
+#       -- --app check
+
+set -u
+set -o pipefail
+
+PROG=launch-hosts
+
+# A script started in the background by a non-interactive shell inherits SIGINT ignored,
+# and bash cannot trap a signal that was ignored on entry. Start afresh (same pid) with
+# SIGINT at its default so that kill -INT / Ctrl-C still stop the cluster.
+if [[ -z ${PSKV_LAUNCH_REEXEC:-} && $(trap -p INT) == *"''"* ]] &&
+  env --default-signal=INT true 2>/dev/null; then
+  PSKV_LAUNCH_REEXEC=1 exec env --default-signal=INT "$BASH" "${BASH_SOURCE[0]}" "$@"
+fi
+unset PSKV_LAUNCH_REEXEC
+
+usage() {
+  cat <<'EOF'
+Usage: launch-hosts.sh --hostfile FILE [--timeout SEC] [--log-dir DIR] [--ssh-opt ARG]...
+         [--bin-dir DIR] [--scheduler-opt ARG]... [--server-opt ARG]...
+         [--worker-opt RANK:ARG]... [--dry-run] [-- WORKER_ARGS...]
+
+Runs a pskv cluster over several hosts: every daemon is started with ssh, as the host
+file says; waits for the workers, then stops everything on every host.
+
+Host file, one host per line ('#' starts a comment):
+  DEST [scheduler] [servers=N] [workers=N] [advertise=ADDR] [port=P]
+  DEST is an ssh destination (host or user@host); exactly one line has 'scheduler';
+  advertise: address the other hosts dial (default: DEST's host name resolved here);
+  port: first port used on that host (scheduler, then servers; default: scheduler 7700,
+  servers any free port). Workers get ranks in host-file order.
+
+  --hostfile FILE      the host file (required)
+  --timeout SEC        stop everything after SEC seconds and exit 124 (default 3600)
+  --log-dir DIR        directory for <daemon>.log/.pid/.remote (default: mktemp -d)
+  --ssh-opt ARG        append ARG to every ssh command (repeatable),
+                       e.g. --ssh-opt -F --ssh-opt /tmp/pskv-netns/ssh_config
+  --bin-dir DIR        directory holding the binaries on the hosts
+                       (default: <script dir>/../build/bin, as an absolute path)
+  --scheduler-opt ARG  append ARG to the scheduler's arguments (repeatable)
+  --server-opt ARG     append ARG to every server's arguments (repeatable)
+  --worker-opt R:ARG   append ARG to worker R's arguments only (repeatable)
+  --dry-run            print the ssh commands it would run, one per line; start nothing
+  --help               show this help
+Every option also accepts the --flag=value form. Arguments after -- go to every worker.
+The ssh program is $PSKV_SSH if set, else ssh (run with -o BatchMode=yes).
+
+Exit status: 0 if all workers exited 0, else the lowest-rank failing worker's status
+(255: ssh itself failed); 124 on time-out; 130 on Ctrl-C; 2 on usage or host-file errors.
+EOF
+}
+
+# Messages go to msg_fd: 2 at first, 3 (a copy of the real stderr) once daemons run.
+msg_fd=2
+msg() { echo "$PROG: $*" >&"$msg_fd"; }
+
+die_usage() {
+  msg "$*"
+  usage >&2
+  exit 2
+}
+
+die() {
+  msg "$*"
+  exit 2
+}
+
+is_pos_int() { [[ $1 =~ ^[0-9]{1,9}$ ]] && ((10#$1 >= 1)); }
+
+# shq WORD: sets REPLY to WORD quoted for any POSIX shell (as is when nothing needs quoting).
+shq() {
+  if [[ $1 =~ ^[A-Za-z0-9_@%+=:,./-]+$ ]]; then
+    REPLY=$1
+  else
+    REPLY="'${1//\'/\'\\\'\'}'"
+  fi
+}
+
+# shq_join WORD...: sets REPLY to the words, each quoted by shq, separated by spaces.
+shq_join() {
+  local out='' w
+  for w in "$@"; do
+    shq "$w"
+    out+="${out:+ }$REPLY"
+  done
+  REPLY=$out
+}
+
+have_timeout=0
+command -v timeout >/dev/null 2>&1 && have_timeout=1
+
+# bounded SEC CMD...: runs CMD, killed after SEC seconds when timeout(1) is there.
+bounded() {
+  local sec=$1
+  shift
+  if ((have_timeout)); then
+    timeout "$sec" "$@"
+  else
+    "$@"
+  fi
+}
+
+# ---------------------------------------------------------------- argument parsing
+hostfile=
+timeout_s=3600
+log_dir=
+bin_dir=
+dry_run=0
+ssh_opts=()
+scheduler_opts=()
+server_opts=()
+wopt_ranks=()
+wopt_args=()
+worker_args=()
+
+while (($# > 0)); do
+  arg=$1
+  case $arg in
+    --)
+      shift
+      worker_args=("$@")
+      break
+      ;;
+    --help | -h)
+      usage
+      exit 0
+      ;;
+    --dry-run)
+      dry_run=1
+      shift
+      continue
+      ;;
+    --dry-run=*)
+      die_usage "--dry-run takes no value"
+      ;;
+    --hostfile | --timeout | --log-dir | --ssh-opt | --bin-dir | \
+      --scheduler-opt | --server-opt | --worker-opt)
+      (($# >= 2)) || die_usage "option $arg needs a value"
+      name=$arg
+      val=$2
+      shift 2
+      ;;
+    --hostfile=* | --timeout=* | --log-dir=* | --ssh-opt=* | --bin-dir=* | \
+      --scheduler-opt=* | --server-opt=* | --worker-opt=*)
+      name=${arg%%=*}
+      val=${arg#*=}
+      shift
+      ;;
+    *)
+      die_usage "unknown option or argument: '$arg' (worker arguments go after --)"
+      ;;
+  esac
+  case $name in
+    --hostfile)
+      [[ -n $val ]] || die_usage "--hostfile needs a non-empty value"
+      hostfile=$val
+      ;;
+    --timeout) timeout_s=$val ;;
+    --log-dir)
+      [[ -n $val ]] || die_usage "--log-dir needs a non-empty value"
+      log_dir=$val
+      ;;
+    --ssh-opt) ssh_opts+=("$val") ;;
+    --bin-dir)
+      [[ -n $val ]] || die_usage "--bin-dir needs a non-empty value"
+      bin_dir=$val
+      ;;
+    --scheduler-opt) scheduler_opts+=("$val") ;;
+    --server-opt) server_opts+=("$val") ;;
+    --worker-opt)
+      [[ $val == *:* ]] || die_usage "--worker-opt needs RANK:ARG, got '$val'"
+      r=${val%%:*}
+      [[ $r =~ ^[0-9]{1,9}$ ]] || die_usage "--worker-opt: bad rank '$r' in '$val'"
+      wopt_ranks+=("$((10#$r))")
+      wopt_args+=("${val#*:}")
+      ;;
+  esac
+done
+
+[[ -n $hostfile ]] || die_usage "--hostfile is required"
+is_pos_int "$timeout_s" || die_usage "--timeout must be a positive integer, got '$timeout_s'"
+timeout_s=$((10#$timeout_s))
+
+SSH=${PSKV_SSH:-ssh}
+[[ -n $SSH ]] || SSH=ssh
+
+# ---------------------------------------------------------------- host file
+# Per host line h: h_line (line number), h_dest, h_sched (0/1), h_servers, h_workers,
+# h_adv (advertise=, empty when not given), h_port (port=, empty when not given).
+h_line=()
+h_dest=()
+h_sched=()
+h_servers=()
+h_workers=()
+h_adv=()
+h_port=()
+sched_h=-1
+
+hf_die() {
+  msg "$hostfile:$1: $2"
+  exit 2
+}
+
+if [[ -d $hostfile ]]; then
+  die "cannot read host file '$hostfile': it is a directory"
+fi
+[[ -r $hostfile ]] || die "cannot read host file '$hostfile'"
+exec 4<"$hostfile" || die "cannot read host file '$hostfile'"
+
+lineno=0
+while IFS= read -r line <&4 || [[ -n $line ]]; do
+  lineno=$((lineno + 1))
+  line=${line%%#*}
+  line=${line//$'\r'/ }
+  read -r -a words <<<"$line"
+  ((${#words[@]} > 0)) || continue
+
+  dest=${words[0]}
+  if [[ $dest == *=* || $dest == -* ]]; then
+    hf_die "$lineno" "a line must start with the host (ssh destination), got '$dest'"
+  fi
+  is_sched=0
+  n_servers=
+  n_workers=
+  adv=
+  has_adv=0
+  hport=
+  for w in "${words[@]:1}"; do
+    case $w in
+      scheduler)
+        ((is_sched == 0)) || hf_die "$lineno" "'scheduler' given twice on this line"
+        if ((sched_h >= 0)); then
+          hf_die "$lineno" "duplicate 'scheduler' (already on line ${h_line[sched_h]})"
+        fi
+        is_sched=1
+        ;;
+      scheduler=*)
+        hf_die "$lineno" "'scheduler' takes no value, got '$w'"
+        ;;
+      servers=* | workers=*)
+        key=${w%%=*}
+        val=${w#*=}
+        if [[ $key == servers && -n $n_servers ]] || [[ $key == workers && -n $n_workers ]]; then
+          hf_die "$lineno" "'$key=' given twice on this line"
+        fi
+        [[ $val =~ ^[0-9]{1,6}$ ]] ||
+          hf_die "$lineno" "bad number in '$w' (want an integer >= 0)"
+        if [[ $key == servers ]]; then
+          n_servers=$((10#$val))
+        else
+          n_workers=$((10#$val))
+        fi
+        ;;
+      advertise=*)
+        ((has_adv == 0)) || hf_die "$lineno" "'advertise=' given twice on this line"
+        has_adv=1
+        adv=${w#*=}
+        [[ -n $adv ]] || hf_die "$lineno" "'advertise=' needs an address"
+        ;;
+      port=*)
+        [[ -z $hport ]] || hf_die "$lineno" "'port=' given twice on this line"
+        val=${w#*=}
+        if ! [[ $val =~ ^[0-9]{1,5}$ ]] || ((10#$val < 1 || 10#$val > 65535)); then
+          hf_die "$lineno" "bad port in '$w' (want an integer in 1..65535)"
+        fi
+        hport=$((10#$val))
+        ;;
+      *=*)
+        hf_die "$lineno" "unknown key '${w%%=*}' (known: servers=, workers=, advertise=, port=)"
+        ;;
+      *)
+        hf_die "$lineno" "unknown word '$w' (expected scheduler, servers=N, workers=N, advertise=ADDR or port=P)"
+        ;;
+    esac
+  done
+  n_servers=${n_servers:-0}
+  n_workers=${n_workers:-0}
+  if [[ -n $hport ]]; then
+    last=$((hport + is_sched + n_servers - 1))
+    ((last <= 65535)) ||
+      hf_die "$lineno" "port=$hport leaves no room for $((is_sched + n_servers)) ports (last would be $last)"
+  fi
+  h=${#h_dest[@]}
+  h_line+=("$lineno")
+  h_dest+=("$dest")
+  h_sched+=("$is_sched")
+  h_servers+=("$n_servers")
+  h_workers+=("$n_workers")
+  h_adv+=("$adv")
+  h_port+=("$hport")
+  ((is_sched)) && sched_h=$h
+done
+exec 4<&-
+
+endline=$((lineno > 0 ? lineno : 1))
+((sched_h >= 0)) || hf_die "$endline" "no line has 'scheduler'"
+S=0
+W=0
+for h in "${!h_dest[@]}"; do
+  S=$((S + h_servers[h]))
+  W=$((W + h_workers[h]))
+done
+((S >= 1)) || hf_die "$endline" "no servers (the servers= add up to 0; need at least 1)"
+((W >= 1)) || hf_die "$endline" "no workers (the workers= add up to 0; need at least 1)"
+
+for r in "${wopt_ranks[@]}"; do
+  ((r < W)) || die_usage "--worker-opt: rank $r out of range (workers: $W)"
+done
+
+# ---------------------------------------------------------------- addresses
+is_ipv4() { [[ $1 =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}$ ]]; }
+is_ipv6() { [[ $1 == *:* && $1 =~ ^[0-9A-Fa-f:.]+(%[A-Za-z0-9_.-]+)?$ ]]; }
+
+# getent_addr NAME: sets REPLY to the address NAME resolves to here (IPv4 preferred:
+# the daemons dial IPv4).
+getent_addr() {
+  local out a v4
+  out=$(getent hosts "$1" 2>/dev/null) || return 1
+  a=${out%%[[:space:]]*}
+  [[ -n $a ]] || return 1
+  if [[ $a == *:* ]]; then
+    v4=$(getent ahostsv4 "$1" 2>/dev/null) && v4=${v4%%[[:space:]]*} && [[ -n $v4 ]] && a=$v4
+  fi
+  REPLY=$a
+}
+
+# dest_host DEST: sets REPLY to the host name part of an ssh destination.
+dest_host() {
+  local d=$1
+  if [[ $d == ssh://* ]]; then
+    d=${d#ssh://}
+    d=${d%%/*}
+    d=${d##*@}
+    if [[ $d == \[* ]]; then
+      d=${d%%\]*}
+    else
+      d=${d%%:*}
+    fi
+  else
+    d=${d##*@}
+  fi
+  d=${d#\[}
+  d=${d%\]}
+  REPLY=$d
+}
+
+# resolve_dest DEST: sets REPLY to the address the other hosts should dial for DEST.
+resolve_dest() {
+  local dest=$1 host out k v rest name=
+  dest_host "$dest"
+  host=$REPLY
+  if is_ipv4 "$host" || is_ipv6 "$host"; then
+    REPLY=$host
+    return 0
+  fi
+  getent_addr "$host" && return 0
+  # The ssh config may alias the name (Host h1 / HostName 10.0.0.11): ask ssh.
+  out=$(bounded 10 "$SSH" "${ssh_opts[@]}" -G "$dest" </dev/null 2>/dev/null) || out=
+  while read -r k v rest; do
+    if [[ ${k,,} == hostname ]]; then
+      name=$v
+      break
+    fi
+  done <<<"$out"
+  [[ -n $name ]] || return 1
+  if is_ipv4 "$name" || is_ipv6 "$name"; then
+    REPLY=$name
+    return 0
+  fi
+  [[ $name != "$host" ]] && getent_addr "$name" && return 0
+  return 1
+}
+
+declare -A port_owner=()
+# claim_port H PORT: PORT on host line H's address; error when another line has it too.
+claim_port() {
+  local key="${h_adv[$1]} $2"
+  if [[ -n ${port_owner[$key]:-} ]]; then
+    hf_die "${h_line[$1]}" "port $2 on ${h_adv[$1]} is also used on line ${port_owner[$key]}"
+  fi
+  port_owner[$key]=${h_line[$1]}
+}
+
+for h in "${!h_dest[@]}"; do
+  if ((h_sched[h] == 0 && h_servers[h] == 0 && h_workers[h] == 0)); then
+    msg "warning: $hostfile:${h_line[h]}: host ${h_dest[h]} runs nothing"
+    continue
+  fi
+  if [[ -z ${h_adv[h]} ]]; then
+    resolve_dest "${h_dest[h]}" ||
+      hf_die "${h_line[h]}" "cannot find the address of '${h_dest[h]}' (getent hosts, ssh -G); add advertise=ADDR"
+    h_adv[h]=$REPLY
+  fi
+  if [[ -n ${h_port[h]} ]] && ((h_sched[h] == 0 && h_servers[h] == 0)); then
+    msg "warning: $hostfile:${h_line[h]}: port= is not used (no scheduler or server on this line)"
+  fi
+done
+
+sched_adv=${h_adv[sched_h]}
+sched_port=${h_port[sched_h]:-7700}
+claim_port "$sched_h" "$sched_port"
+for h in "${!h_dest[@]}"; do
+  [[ -n ${h_port[h]} ]] || continue
+  for ((k = 0; k < h_servers[h]; k++)); do
+    claim_port "$h" $((h_port[h] + h_sched[h] + k))
+  done
+done
+if [[ $sched_adv == *:* ]]; then
+  sched_addr="[$sched_adv]:$sched_port"
+else
+  sched_addr="$sched_adv:$sched_port"
+fi
+
+# ---------------------------------------------------------------- binaries (remote path)
+if [[ -z $bin_dir ]]; then
+  script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd) || die "cannot resolve the script's directory"
+  bin_dir="$(dirname "$script_dir")/build/bin"
+fi
+[[ $bin_dir == /* ]] || bin_dir="$PWD/$bin_dir"
+
+# ---------------------------------------------------------------- commands
+ssh_base=("$SSH")
+batch_set=0
+for o in "${ssh_opts[@]}"; do
+  [[ ${o,,} == *batchmode* ]] && batch_set=1
+done
+((batch_set)) || ssh_base+=(-o BatchMode=yes)
+ssh_base+=("${ssh_opts[@]}")
+
+runid="$(date +%s)-$$-$RANDOM"
+
+# Index 0: scheduler, 1..S: servers (host-file order), S+1..S+W: workers (by rank).
+d_name=()
+d_dest=()
+d_pidfile=()
+d_remote=()
+
+# add_daemon NAME H ARGV...: the daemon NAME, on host line H, runs ARGV there.
+add_daemon() {
+  local name=$1 h=$2 pidfile script
+  shift 2
+  pidfile="/tmp/pskv-remote-$runid-$name.pid"
+  shq "$pidfile"
+  script="echo \$\$ > $REPLY && exec"
+  shq_join "$@"
+  script+=" $REPLY"
+  shq "$script"
+  d_name+=("$name")
+  d_dest+=("${h_dest[h]}")
+  d_pidfile+=("$pidfile")
+  d_remote+=("sh -c $REPLY")
+}
+
+add_daemon scheduler "$sched_h" "$bin_dir/pskv-scheduler" --port "$sched_port" \
+  --servers "$S" --workers "$W" --advertise "$sched_adv" "${scheduler_opts[@]}"
+i=0
+for h in "${!h_dest[@]}"; do
+  for ((k = 0; k < h_servers[h]; k++)); do
+    if [[ -n ${h_port[h]} ]]; then
+      p=$((h_port[h] + h_sched[h] + k))
+    else
+      p=0
+    fi
+    add_daemon "server-$i" "$h" "$bin_dir/pskv-server" --scheduler "$sched_addr" --port "$p" \
+      --advertise "${h_adv[h]}" "${server_opts[@]}"
+    i=$((i + 1))
+  done
+done
+r=0
+for h in "${!h_dest[@]}"; do
+  for ((k = 0; k < h_workers[h]; k++)); do
+    # a rank's own options come last, so they override the shared WORKER_ARGS
+    cmd=("$bin_dir/pskv-worker" --scheduler "$sched_addr" --rank "$r" --advertise "${h_adv[h]}"
+      "${worker_args[@]}")
+    for j in "${!wopt_ranks[@]}"; do
+      ((wopt_ranks[j] == r)) && cmd+=("${wopt_args[j]}")
+    done
+    add_daemon "worker-$r" "$h" "${cmd[@]}"
+    r=$((r + 1))
+  done
+done
+
+if ((dry_run)); then
+  # One command per line, quoted so that it can be pasted into bash as is (an argument
+  # holding a newline or another control character is shown in bash's $'...' form).
+  for i in "${!d_name[@]}"; do
+    line=
+    for w in "${ssh_base[@]}" "${d_dest[i]}" -- "${d_remote[i]}"; do
+      if [[ $w == *[[:cntrl:]]* ]]; then
+        printf -v REPLY '%q' "$w"
+      else
+        shq "$w"
+      fi
+      line+="${line:+ }$REPLY"
+    done
+    printf '%s\n' "$line"
+  done
+  exit 0
+fi
+
+# ---------------------------------------------------------------- checks before starting
+command -v -- "$SSH" >/dev/null 2>&1 || die "ssh program '$SSH' not found (set PSKV_SSH or install ssh)"
+
+# probe ADDR PORT: does something accept TCP connections there (from this host)?
+probe() {
+  if ((have_timeout)); then
+    # shellcheck disable=SC2016  # expanded by the inner bash
+    timeout 2 bash -c 'exec 5<>"/dev/tcp/$0/$1"' "$1" "$2" 2>/dev/null 3>&-
+  else
+    (exec 5<>"/dev/tcp/$1/$2") 2>/dev/null
+  fi
+}
+
+if probe "$sched_adv" "$sched_port"; then
+  die "something already answers on $sched_addr (another scheduler?); choose another port with port= on the scheduler line ($hostfile:${h_line[sched_h]})"
+fi
+
+# ---------------------------------------------------------------- log dir
+if [[ -n $log_dir ]]; then
+  mkdir -p -- "$log_dir" || die "cannot create log dir '$log_dir'"
+else
+  log_dir=$(mktemp -d /tmp/pskv-XXXXXX) || die "mktemp -d failed"
+fi
+msg "logs in $log_dir"
+
+# From here on this shell's own stderr goes to /dev/null: bash would otherwise print
+# "line N: PID Killed ..." job notices at odd moments for processes that die of a signal
+# (the script reports those itself, through msg on fd 3, the real stderr).
+exec 3>&2 2>/dev/null
+msg_fd=3
+
+# ---------------------------------------------------------------- process bookkeeping
+# pids/alive/status: the local ssh clients of the daemons, indexed like d_name.
+pids=()
+alive=()
+status=()
+# k_pids/k_alive/k_idx/k_what: auxiliary ssh processes (remote kill, pid file removal).
+k_pids=()
+k_alive=()
+k_idx=()
+k_what=()
+tail_pid=
+got_signal=
+signal_count=0
+
+# shellcheck disable=SC2317  # invoked from traps
+on_signal() {
+  signal_count=$((signal_count + 1))
+  [[ -n $got_signal ]] || got_signal=$1
+}
+trap 'on_signal INT' INT
+trap 'on_signal TERM' TERM
+trap 'on_signal HUP' HUP
+
+# nap SECONDS: sleep (keeping bash's job notices away from the real stderr, see above).
+nap() { { sleep "$1"; } 2>/dev/null; }
+
+# start_daemon I: starts daemon I's ssh client in the background; logs to NAME.log, the
+# client's pid to NAME.pid, "DEST PIDFILE" to NAME.remote. The client ignores SIGINT and
+# SIGHUP (a Ctrl-C on the terminal would kill it and orphan the remote daemon): this
+# script stops it once the remote daemon is gone.
+start_daemon() {
+  local i=$1 pid name=${d_name[$1]}
+  local log="$log_dir/$name.log"
+  : >"$log" || die "cannot write $log"
+  printf '%s %s\n' "${d_dest[i]}" "${d_pidfile[i]}" >"$log_dir/$name.remote" ||
+    die "cannot write $log_dir/$name.remote"
+  (
+    trap '' INT HUP
+    exec "${ssh_base[@]}" "${d_dest[i]}" -- "${d_remote[i]}"
+  ) </dev/null >>"$log" 2>&1 3>&- &
+  pid=$!
+  pids+=("$pid")
+  alive+=(1)
+  status+=("")
+  echo "$pid" >"$log_dir/$name.pid" || die "cannot write $log_dir/$name.pid"
+}
+
+# spawn_aux I WHAT REMOTE_SCRIPT: runs REMOTE_SCRIPT with sh on daemon I's host, in the
+# background (output appended to daemon I's log).
+spawn_aux() {
+  local i=$1 what=$2 script=$3
+  shq "$script"
+  (
+    trap '' INT HUP
+    exec "${ssh_base[@]}" "${d_dest[i]}" -- "sh -c $REPLY"
+  ) </dev/null >>"$log_dir/${d_name[i]}.log" 2>&1 3>&- &
+  k_pids+=("$!")
+  k_alive+=(1)
+  k_idx+=("$i")
+  k_what+=("$what")
+}
+
+# spawn_killer I term|kill: signals daemon I through its remote pid file. term: SIGTERM,
+# then SIGKILL when it is still there after 5 s; kill: SIGKILL at once.
+spawn_killer() {
+  local i=$1 f
+  shq "${d_pidfile[$1]}"
+  f=$REPLY
+  local get="p=\$(cat $f 2>/dev/null) && [ -n \"\$p\" ] && kill -0 \"\$p\" 2>/dev/null || exit 0"
+  if [[ $2 == term ]]; then
+    spawn_aux "$i" "stop ${d_name[i]}" "$get; kill -TERM \"\$p\" 2>/dev/null; kill -CONT \"\$p\" 2>/dev/null; n=0; while kill -0 \"\$p\" 2>/dev/null; do if [ \$n -ge 50 ]; then kill -KILL \"\$p\" 2>/dev/null; exit 0; fi; sleep 0.1 2>/dev/null || { sleep 1; n=\$((n + 9)); }; n=\$((n + 1)); done; exit 0"
+  else
+    spawn_aux "$i" "kill ${d_name[i]}" "$get; kill -KILL \"\$p\" 2>/dev/null; exit 0"
+  fi
+}
+
+# reap_aux: collects the auxiliary ssh processes that are done; reports ssh failures.
+reap_aux() {
+  local j st
+  for j in "${!k_pids[@]}"; do
+    ((k_alive[j])) || continue
+    if ! kill -0 "${k_pids[j]}" 2>/dev/null; then
+      wait "${k_pids[j]}" 2>/dev/null
+      st=$?
+      k_alive[j]=0
+      if ((st != 0)); then
+        msg "warning: could not ${k_what[j]} on ${d_dest[k_idx[j]]}: ssh exited with status $st (see $log_dir/${d_name[k_idx[j]]}.log)"
+      fi
+    fi
+  done
+}
+
+any_aux_alive() {
+  local j
+  for j in "${!k_pids[@]}"; do
+    ((k_alive[j])) && return 0
+  done
+  return 1
+}
+
+# kill_aux: stops the auxiliary ssh processes still running (they are stuck connecting).
+kill_aux() {
+  local j n
+  any_aux_alive || return 0
+  for j in "${!k_pids[@]}"; do
+    if ((k_alive[j])); then
+      msg "warning: gave up trying to ${k_what[j]} on ${d_dest[k_idx[j]]} (ssh did not finish)"
+      kill -TERM "${k_pids[j]}" 2>/dev/null
+    fi
+  done
+  for ((n = 0; n < 20; n++)); do
+    any_aux_alive || break
+    for j in "${!k_pids[@]}"; do
+      if ((k_alive[j])) && ! kill -0 "${k_pids[j]}" 2>/dev/null; then
+        wait "${k_pids[j]}" 2>/dev/null
+        k_alive[j]=0
+      fi
+    done
+    nap 0.1
+  done
+  for j in "${!k_pids[@]}"; do
+    if ((k_alive[j])); then
+      kill -KILL "${k_pids[j]}" 2>/dev/null
+      wait "${k_pids[j]}" 2>/dev/null
+      k_alive[j]=0
+    fi
+  done
+}
+
+# status_hint ST: what an ssh client's exit status ST probably means.
+status_hint() {
+  case $1 in
+    255) REPLY=" (ssh failed: cannot connect or log in, or the remote daemon was killed by a signal)" ;;
+    127) REPLY=" (command not found on the host: is --bin-dir right there?)" ;;
+    126) REPLY=" (not executable on the host)" ;;
+    *) REPLY= ;;
+  esac
+}
+
+# reap [quiet]: notices exited ssh clients and collects their exit status. Workers are
+# looked at first, so that a scheduler or server that shuts down right after the last
+# worker is not reported as having died under running workers.
+reap() {
+  local quiet=${1:-} i st n=${#pids[@]}
+  local order=()
+  for ((i = S + 1; i < n; i++)); do order+=("$i"); done
+  for ((i = 0; i <= S && i < n; i++)); do order+=("$i"); done
+  for i in "${order[@]}"; do
+    ((alive[i])) || continue
+    if ! kill -0 "${pids[i]}" 2>/dev/null; then
+      wait "${pids[i]}" 2>/dev/null
+      st=$?
+      alive[i]=0
+      status[i]=$st
+      [[ -z $quiet ]] || continue
+      status_hint "$st"
+      if ((i > S)); then
+        ((st == 0)) ||
+          msg "${d_name[i]} on ${d_dest[i]} exited with status $st$REPLY; log: $log_dir/${d_name[i]}.log"
+      elif ((n > S + 1)) && any_alive $((S + 1)) $((n - 1)); then
+        msg "${d_name[i]} on ${d_dest[i]} exited with status $st$REPLY while workers were running; log: $log_dir/${d_name[i]}.log"
+      fi
+    fi
+  done
+}
+
+# any_alive FROM TO: is any ssh client with index in FROM..TO still running?
+any_alive() {
+  local i
+  for ((i = $1; i <= $2; i++)); do
+    ((alive[i])) && return 0
+  done
+  return 1
+}
+
+# any_alive_of I...: is any of these ssh clients still running?
+any_alive_of() {
+  local i
+  for i in "$@"; do
+    ((alive[i])) && return 0
+  done
+  return 1
+}
+
+# stop_all: stops every daemon that may still run on its host: SIGTERM over ssh (the
+# remote side sends SIGKILL after 5 s), then the local ssh clients. A daemon may still
+# run when its ssh client does, or when the client ended by a signal or with 255 (ssh
+# lost the connection: the remote side does not know).
+stop_all() {
+  local i n targets=() left=()
+  for i in "${!pids[@]}"; do
+    if ((alive[i])) || { [[ -n ${status[i]} ]] && ((status[i] > 128)); }; then
+      targets+=("$i")
+    fi
+  done
+  ((${#targets[@]} > 0)) || return 0
+  for i in "${targets[@]}"; do
+    spawn_killer "$i" term
+  done
+  # Up to 15 s (5 s of grace on the host, plus ssh): until the remote kills are done and
+  # the ssh clients have followed their daemons. A second signal: SIGKILL right away.
+  local start_count=$signal_count hurried=0 idle=0
+  for ((n = 0; n < 150; n++)); do
+    reap quiet
+    reap_aux
+    any_alive_of "${targets[@]}" || { any_aux_alive || break; }
+    if ! any_aux_alive; then
+      idle=$((idle + 1))
+      ((idle >= 20)) && break # kills done 2 s ago, clients still there: go on
+    fi
+    if ((!hurried && signal_count > start_count)); then
+      hurried=1
+      for i in "${targets[@]}"; do
+        ((alive[i])) && spawn_killer "$i" kill
+      done
+    fi
+    nap 0.1
+  done
+  # Clients still running: their daemon may have started after the first kill looked for
+  # its pid file, or ignores SIGTERM. SIGKILL on the host, then wait a little more.
+  kill_aux
+  left=()
+  for i in "${targets[@]}"; do
+    ((alive[i])) && left+=("$i")
+  done
+  if ((${#left[@]} > 0)); then
+    for i in "${left[@]}"; do
+      msg "${d_name[i]} on ${d_dest[i]} still running, sending SIGKILL"
+      spawn_killer "$i" kill
+    done
+    for ((n = 0; n < 100; n++)); do
+      reap quiet
+      reap_aux
+      any_alive_of "${left[@]}" || { any_aux_alive || break; }
+      ((n >= 30)) && ! any_aux_alive && break
+      nap 0.1
+    done
+    kill_aux
+  fi
+  # Last, the local ssh clients themselves.
+  left=()
+  for i in "${targets[@]}"; do
+    ((alive[i])) && left+=("$i")
+  done
+  ((${#left[@]} > 0)) || return 0
+  for i in "${left[@]}"; do
+    msg "warning: stopping the ssh client of ${d_name[i]} (pid ${pids[i]}); the daemon may still run on ${d_dest[i]} (pid file ${d_pidfile[i]})"
+    kill -TERM "${pids[i]}" 2>/dev/null
+    kill -CONT "${pids[i]}" 2>/dev/null
+  done
+  for ((n = 0; n < 20; n++)); do
+    reap quiet
+    any_alive_of "${left[@]}" || break
+    nap 0.1
+  done
+  for i in "${left[@]}"; do
+    ((alive[i])) && kill -KILL "${pids[i]}" 2>/dev/null
+  done
+  for ((n = 0; n < 20; n++)); do
+    reap quiet
+    any_alive_of "${left[@]}" || break
+    nap 0.1
+  done
+  for i in "${left[@]}"; do
+    ((alive[i])) && msg "warning: ssh client of ${d_name[i]} (pid ${pids[i]}) is still there after SIGKILL"
+  done
+}
+
+pidfiles_removed=0
+# remove_pidfiles: removes the remote pid files, one ssh per host (up to 10 s).
+remove_pidfiles() {
+  local i n dest files
+  ((pidfiles_removed)) && return 0
+  pidfiles_removed=1
+  local -A first=() list=()
+  for i in "${!pids[@]}"; do
+    dest=${d_dest[i]}
+    shq "${d_pidfile[i]}"
+    if [[ -z ${first[$dest]:-} ]]; then
+      first[$dest]=$i
+      list[$dest]=$REPLY
+    else
+      list[$dest]+=" $REPLY"
+    fi
+  done
+  for dest in "${!first[@]}"; do
+    files=${list[$dest]}
+    spawn_aux "${first[$dest]}" "remove the pid files" "rm -f $files"
+  done
+  for ((n = 0; n < 100; n++)); do
+    reap_aux
+    any_aux_alive || break
+    nap 0.1
+  done
+  kill_aux
+}
+
+# Safety net: whatever happens, leave no process behind.
+# shellcheck disable=SC2317  # invoked from the EXIT trap
+emergency_cleanup() {
+  local i n
+  trap '' INT TERM HUP
+  if ((${#pids[@]} > 0)); then
+    for i in "${!pids[@]}"; do
+      if ((alive[i])) || { [[ -n ${status[i]} ]] && ((status[i] > 128)); }; then
+        spawn_killer "$i" kill
+      fi
+    done
+    for ((n = 0; n < 100; n++)); do
+      reap_aux
+      any_aux_alive || break
+      nap 0.1
+    done
+    kill_aux
+    for i in "${!pids[@]}"; do
+      ((alive[i])) && kill -KILL "${pids[i]}" 2>/dev/null
+    done
+    remove_pidfiles
+  fi
+  [[ -n $tail_pid ]] && kill -TERM "$tail_pid" 2>/dev/null
+  return 0
+}
+trap emergency_cleanup EXIT
+
+# stop_tail WAIT_TENTHS: let the tail of worker 0's log finish by itself, then stop it.
+stop_tail() {
+  local n
+  [[ -n $tail_pid ]] || return 0
+  for ((n = 0; n < $1; n++)); do
+    kill -0 "$tail_pid" 2>/dev/null || break
+    nap 0.1
+  done
+  if kill -0 "$tail_pid" 2>/dev/null; then
+    kill -TERM "$tail_pid" 2>/dev/null
+    for ((n = 0; n < 20; n++)); do
+      kill -0 "$tail_pid" 2>/dev/null || break
+      nap 0.1
+    done
+    kill -KILL "$tail_pid" 2>/dev/null
+  fi
+  wait "$tail_pid" 2>/dev/null
+  tail_pid=
+}
+
+# Waits (up to ~10 s) until the scheduler's port answers from here, so servers and
+# workers do not race it. Starts the others anyway after that.
+wait_scheduler_listening() {
+  local deadline=$((SECONDS + 10))
+  while :; do
+    [[ -n $got_signal ]] && return 0
+    if ! kill -0 "${pids[0]}" 2>/dev/null; then
+      reap quiet
+      status_hint "${status[0]}"
+      msg "scheduler on ${d_dest[0]} exited with status ${status[0]}$REPLY before its port answered; log: $log_dir/scheduler.log"
+      return 0
+    fi
+    probe "$sched_adv" "$sched_port" && return 0
+    ((SECONDS >= deadline)) && break
+    nap 0.1
+  done
+  msg "warning: the scheduler does not answer on $sched_addr after 10 s; starting the others anyway"
+}
+
+# elapsed_s: whole seconds since the launch began (EPOCHREALTIME when there: SECONDS
+# ticks on wall-clock second boundaries, up to 1 s early).
+if [[ -n ${EPOCHREALTIME:-} ]]; then
+  elapsed_s() { REPLY=$(((${EPOCHREALTIME//[!0-9]/} - start_us) / 1000000)); }
+else
+  elapsed_s() { REPLY=$SECONDS; }
+fi
+
+# ---------------------------------------------------------------- launch
+SECONDS=0
+start_us=${EPOCHREALTIME:-0}
+start_us=${start_us//[!0-9]/}
+msg "scheduler on ${d_dest[0]} at $sched_addr; $S server(s), $W worker(s) on ${#h_dest[@]} host line(s)"
+start_daemon 0
+wait_scheduler_listening
+
+for ((i = 1; i <= S; i++)); do
+  [[ -n $got_signal ]] && break
+  start_daemon "$i"
+done
+
+for ((r = 0; r < W; r++)); do
+  [[ -n $got_signal ]] && break
+  start_daemon $((S + 1 + r))
+  if ((r == 0)); then
+    tail -n +1 -s 0.2 -f --pid="${pids[S + 1]}" "$log_dir/worker-0.log" </dev/null 2>&3 3>&- &
+    tail_pid=$!
+  fi
+done
+
+# ---------------------------------------------------------------- wait for workers
+timed_out=0
+first_worker=$((S + 1))
+last_worker=$((S + W))
+if [[ -z $got_signal ]]; then
+  while :; do
+    reap
+    [[ -n $got_signal ]] && break
+    any_alive "$first_worker" "$last_worker" || break
+    elapsed_s
+    if ((REPLY >= timeout_s)); then
+      timed_out=1
+      break
+    fi
+    nap 0.2
+  done
+fi
+
+if [[ -z $got_signal ]] && ((!timed_out)); then
+  # All workers are done: let worker 0's output drain, then give the scheduler and the
+  # servers up to 10 s for their orderly shutdown.
+  stop_tail 30
+  for ((n = 0; n < 100; n++)); do
+    reap quiet
+    any_alive 0 "$S" || break
+    [[ -n $got_signal ]] && break
+    nap 0.1
+  done
+fi
+
+if ((timed_out)); then
+  msg "timed out after $timeout_s s"
+fi
+stop_all
+stop_tail 10
+remove_pidfiles
+
+# ---------------------------------------------------------------- exit status
+rc=0
+summary=
+for ((r = 0; r < W; r++)); do
+  i=$((first_worker + r))
+  st=${status[i]:-}
+  [[ -n $st ]] || st="-" # never started (interrupted while launching)
+  summary+=" $st"
+  if ((rc == 0)) && [[ $st != - ]] && ((st != 0)); then
+    rc=$st
+  fi
+done
+msg "workers exit statuses:$summary"
+
+if ((timed_out)); then
+  rc=124
+fi
+case $got_signal in
+  INT) rc=130 ;;
+  TERM) rc=143 ;;
+  HUP) rc=129 ;;
+esac
+trap - EXIT
+exit "$rc"
