@@ -513,19 +513,22 @@ t_hosts_delay() {
   grep -q 'advertised as 10.213.0.12:7900' "$TDIR/logs/server-0.log" || fail "the server did not advertise the proxy"
   echo "check across a 100 ms delay took $((SECONDS - t0)) s"
   [ $((SECONDS - t0)) -ge 2 ] || fail "the run was too fast for a 100 ms delay: the proxy was not in the path"
+  pkill -f 'pskv-faultproxy --listen 10.213.0.12:7900'
+  sleep 0.2
   no_pskv_in_hosts h1 h2 h3
 }
 
 t_hosts_partition() {
-  # cut worker 2's host off for 5 s, then heal it: the others keep going (ssp), the
-  # cut worker is declared dead, comes back alive and finishes; rejoin time is printed
+  # cut worker 2's host off for 5 s, then heal it: the others keep going (ssp: the cut
+  # worker is declared dead and leaves the clock set), it comes back alive, rejoins
+  # the clock set and finishes with exact accounting; the rejoin time is printed
   netns_up 3; local rc=$?
   [ $rc -eq 77 ] && return 0
   [ $rc -eq 0 ] || fail "cannot create the namespaced hosts"
   trap '"$NETNS" down > /dev/null 2>&1' EXIT
   printf '%s\n' 'h1 scheduler servers=1 workers=1' 'h2 servers=1 workers=1' 'h3 workers=1' > hosts
   "$HOSTS_LAUNCH" --hostfile hosts "${NETNS_SSH[@]}" --bin-dir "$BIN" --timeout 150 \
-    --log-dir "$TDIR/logs" -- --app check --consistency ssp:2 --count-acked --rounds 300 \
+    --log-dir "$TDIR/logs" -- --app check --consistency ssp:2 --count-acked --rounds 2000 \
     --keys 100 --slowdown 3 > launch.out 2>&1 &
   local lpid=$! i
   for i in $(seq 200); do grep -q 'joined job' "$TDIR/logs/worker-2.log" 2>/dev/null && break; sleep 0.1; done
@@ -537,6 +540,8 @@ t_hosts_partition() {
   "$NETNS" heal h3 || fail "heal failed"
   local heal_at
   heal_at=$(date +%s.%N)
+  grep -q 'rank 2 .*marked dead' "$TDIR/logs/scheduler.log" || fail "the cut worker was not declared dead"
+  kill -0 "$(cat "$TDIR/logs/worker-0.pid")" || fail "worker 0 finished during the cut: the run is too short to see the rejoin"
   wait $lpid || { cat launch.out; fail "launch-hosts exited $?"; }
   for r in 0 1 2; do
     grep -q '^check ok:' "$TDIR/logs/worker-$r.log" || fail "worker $r: $(tail -n 2 "$TDIR/logs/worker-$r.log")"
