@@ -50,7 +50,7 @@ TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-garbage $(BIN)/pskv-fuzz-replay $(BI
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
 
 FORCE:
-.PHONY: FORCE all tools deps test unit integration demo bench bench-pushpull bench-train bench-consistency bench-sparse install clean fuzz
+.PHONY: FORCE all tools deps test unit integration demo bench bench-pushpull bench-train bench-consistency bench-sparse bench-hosts install clean fuzz
 .DEFAULT_GOAL := all
 
 all: $(BINS) $(LIBS) $(TOOLS) $(BUILD)/pskv.pc
@@ -162,6 +162,7 @@ bench: deps
 	scripts/bench-train.sh
 	scripts/bench-consistency.sh
 	scripts/bench-sparse.sh
+	scripts/bench-hosts.sh
 
 bench-pushpull: deps
 	$(MAKE) all
@@ -178,6 +179,10 @@ bench-consistency: deps
 bench-sparse: deps
 	$(MAKE) all
 	scripts/bench-sparse.sh
+
+bench-hosts: deps
+	$(MAKE) all
+	scripts/bench-hosts.sh
 
 # ---- install -------------------------------------------------------------
 install: all
