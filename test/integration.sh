@@ -518,41 +518,44 @@ t_hosts_delay() {
   no_pskv_in_hosts h1 h2 h3
 }
 
+partition_run() { # partition_run MODEL: cut worker 2's host for 5 s mid-run, then heal
+  local model=$1 log=$TDIR/logs-${1//:/-}
+  "$HOSTS_LAUNCH" --hostfile hosts "${NETNS_SSH[@]}" --bin-dir "$BIN" --timeout 150 \
+    --log-dir "$log" -- --app check --consistency "$model" --count-acked --rounds 2000 \
+    --keys 100 --slowdown 3 > "launch-$model.out" 2>&1 &
+  local lpid=$! i
+  for i in $(seq 200); do grep -q 'joined job' "$log/worker-2.log" 2>/dev/null && break; sleep 0.1; done
+  sleep 1
+  "$NETNS" cut h3 || fail "cut failed"
+  sleep 5
+  "$NETNS" heal h3 || fail "heal failed"
+  local heal_at
+  heal_at=$(date +%s.%N)
+  grep -q 'rank 2 .*marked dead' "$log/scheduler.log" || fail "$model: the cut worker was not declared dead"
+  kill -0 "$(cat "$log/worker-0.pid")" || fail "$model: worker 0 finished during the cut: the run is too short to see the rejoin"
+  wait $lpid || { cat "launch-$model.out"; fail "$model: launch-hosts exited $?"; }
+  for r in 0 1 2; do
+    grep -q '^check ok:' "$log/worker-$r.log" || fail "$model worker $r: $(tail -n 2 "$log/worker-$r.log")"
+  done
+  grep -q 'alive again' "$log/scheduler.log" || fail "$model: the cut worker did not come back"
+  # rejoin time: from the heal to the scheduler seeing it alive again (wall clock of the log)
+  local back
+  back=$(grep 'alive again' "$log/scheduler.log" | tail -n 1 | awk '{print $1}')
+  awk -v h="$heal_at" -v b="$(date -d "$back" +%s.%N)" -v m="$model" 'BEGIN { printf "%s: rejoin %.2f s after the heal\n", m, b - h; exit !(b - h < 30) }' ||
+    fail "$model: rejoin took 30 s or more"
+}
+
 t_hosts_partition() {
-  # cut worker 2's host off for 5 s, then heal it: the others keep going (ssp: the cut
-  # worker is declared dead and leaves the clock set), it comes back alive, rejoins
-  # the clock set and finishes with exact accounting; the rejoin time is printed
+  # cut worker 2's host off for 5 s, then heal it: the others keep going (async and ssp:
+  # the cut worker is declared dead and leaves the clock set), it comes back alive,
+  # rejoins the clock set and finishes with exact accounting
   netns_up 3; local rc=$?
   [ $rc -eq 77 ] && return 0
   [ $rc -eq 0 ] || fail "cannot create the namespaced hosts"
   trap '"$NETNS" down > /dev/null 2>&1' EXIT
   printf '%s\n' 'h1 scheduler servers=1 workers=1' 'h2 servers=1 workers=1' 'h3 workers=1' > hosts
-  "$HOSTS_LAUNCH" --hostfile hosts "${NETNS_SSH[@]}" --bin-dir "$BIN" --timeout 150 \
-    --log-dir "$TDIR/logs" -- --app check --consistency ssp:2 --count-acked --rounds 2000 \
-    --keys 100 --slowdown 3 > launch.out 2>&1 &
-  local lpid=$! i
-  for i in $(seq 200); do grep -q 'joined job' "$TDIR/logs/worker-2.log" 2>/dev/null && break; sleep 0.1; done
-  sleep 1
-  "$NETNS" cut h3 || fail "cut failed"
-  local cut_at
-  cut_at=$(date +%s.%N)
-  sleep 5
-  "$NETNS" heal h3 || fail "heal failed"
-  local heal_at
-  heal_at=$(date +%s.%N)
-  grep -q 'rank 2 .*marked dead' "$TDIR/logs/scheduler.log" || fail "the cut worker was not declared dead"
-  kill -0 "$(cat "$TDIR/logs/worker-0.pid")" || fail "worker 0 finished during the cut: the run is too short to see the rejoin"
-  wait $lpid || { cat launch.out; fail "launch-hosts exited $?"; }
-  for r in 0 1 2; do
-    grep -q '^check ok:' "$TDIR/logs/worker-$r.log" || fail "worker $r: $(tail -n 2 "$TDIR/logs/worker-$r.log")"
-  done
-  grep -q 'rank 2 .*marked dead' "$TDIR/logs/scheduler.log" || fail "the cut worker was not declared dead"
-  grep -q 'alive again' "$TDIR/logs/scheduler.log" || fail "the cut worker did not come back"
-  # rejoin time: from the heal to the scheduler seeing it alive again (wall clock of the log)
-  local back
-  back=$(grep 'alive again' "$TDIR/logs/scheduler.log" | tail -n 1 | awk '{print $1}')
-  awk -v h="$heal_at" -v b="$(date -d "$back" +%s.%N)" 'BEGIN { printf "rejoin %.2f s after the heal\n", b - h; exit !(b - h < 30) }' ||
-    fail "rejoin took 30 s or more"
+  partition_run async
+  partition_run ssp:2
   no_pskv_in_hosts h1 h2 h3
 }
 
