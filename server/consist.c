@@ -385,25 +385,56 @@ static void bsp_close(consist *c, bsp_state *b, int64_t t)
     b->closed = t + 1;
 }
 
-static int bsp_can_close(const consist *c, const bsp_state *b)
+static int cmp_desc(const void *x, const void *y)
+{
+    int64_t p = *(const int64_t *)x, q = *(const int64_t *)y;
+    return p > q ? -1 : p < q;
+}
+
+/* Clocks below the returned one may close: at least W - backup workers of the
+ * clock set (at least one) have finished them. */
+static int64_t bsp_closable(const consist *c, const bsp_state *b)
 {
     if (c->nset == 0)
-        return 0;
-    int done = 0;
+        return b->closed;
+    int64_t *vcs = malloc((size_t)c->nranks * sizeof *vcs);
+    if (!vcs)
+        return b->closed;
+    int n = 0;
     for (int r = 0; r < c->nranks; r++)
-        done += finished(c, r, b->closed);
+        if (c->in_set[r])
+            vcs[n++] = c->vc[r];
+    qsort(vcs, (size_t)n, sizeof vcs[0], cmp_desc);
     int need = c->nset - (int)b->t->backup;
     if (need < 1)
         need = 1;
-    return done >= need;
+    int64_t upto = vcs[need - 1];
+    free(vcs);
+    return upto;
+}
+
+/* Applies every clock of b that may close. Clocks nobody pushed to are passed in
+ * one step, so a worker's clock far ahead costs nothing. */
+static void bsp_advance(consist *c, bsp_state *b)
+{
+    int64_t upto = bsp_closable(c, b);
+    while (b->closed < upto) {
+        int64_t next = upto; /* the next clock that holds pushes */
+        for (int s = 0; s < MAX_OPEN; s++)
+            if (b->open[s].t >= b->closed && b->open[s].t < next)
+                next = b->open[s].t;
+        if (next > b->closed)
+            b->closed = next; /* nothing held in between */
+        else
+            bsp_close(c, b, b->closed);
+    }
 }
 
 /* Applies every bsp clock that may close and answers every pull that may go. */
 static void advance(consist *c)
 {
     for (size_t i = 0; i < c->nbsp; i++)
-        while (bsp_can_close(c, c->bsp[i]))
-            bsp_close(c, c->bsp[i], c->bsp[i]->closed);
+        bsp_advance(c, c->bsp[i]);
     size_t keep = 0;
     for (size_t i = 0; i < c->nparked; i++) {
         held *h = &c->parked[i];
@@ -484,7 +515,8 @@ void consist_view(consist *c)
 void consist_clock(consist *c, wire_msg *msg)
 {
     int r = rank_of(c, msg->meta->sender);
-    if (r < 0 || !msg->meta->has_clock || msg->meta->clock < 0) {
+    if (r < 0 || !msg->meta->has_clock || msg->meta->clock < 0 ||
+        msg->meta->clock > ((int64_t)1 << 62)) {
         LOG_W("dropped a CLOCK from node %u at %s: not a worker of the view or no clock",
               msg->meta->sender, msg->peer);
         return;
