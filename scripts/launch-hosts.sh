@@ -73,14 +73,12 @@ set -o pipefail
 
 PROG=launch-hosts
 
-# A script started in the background by a non-interactive shell inherits SIGINT ignored,
-# and bash cannot trap a signal that was ignored on entry. Start afresh (same pid) with
-# SIGINT at its default so that kill -INT / Ctrl-C still stop the cluster.
-if [[ -z ${PSKV_LAUNCH_REEXEC:-} && $(trap -p INT) == *"''"* ]] &&
-  env --default-signal=INT true 2>/dev/null; then
-  PSKV_LAUNCH_REEXEC=1 exec env --default-signal=INT "$BASH" "${BASH_SOURCE[0]}" "$@"
-fi
-unset PSKV_LAUNCH_REEXEC
+# shellcheck source=launch-lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/launch-lib.sh" || {
+  echo "$PROG: cannot read $(dirname "${BASH_SOURCE[0]}")/launch-lib.sh" >&2
+  exit 2
+}
+reexec_with_default_int "${BASH_SOURCE[0]}" "$@"
 
 usage() {
   cat <<'EOF'
@@ -118,23 +116,6 @@ Exit status: 0 if all workers exited 0, else the lowest-rank failing worker's st
 EOF
 }
 
-# Messages go to msg_fd: 2 at first, 3 (a copy of the real stderr) once daemons run.
-msg_fd=2
-msg() { echo "$PROG: $*" >&"$msg_fd"; }
-
-die_usage() {
-  msg "$*"
-  usage >&2
-  exit 2
-}
-
-die() {
-  msg "$*"
-  exit 2
-}
-
-is_pos_int() { [[ $1 =~ ^[0-9]{1,9}$ ]] && ((10#$1 >= 1)); }
-
 # shq WORD: sets REPLY to WORD quoted for any POSIX shell (as is when nothing needs quoting).
 shq() {
   if [[ $1 =~ ^[A-Za-z0-9_@%+=:,./-]+$ ]]; then
@@ -170,84 +151,26 @@ bounded() {
 
 # ---------------------------------------------------------------- argument parsing
 hostfile=
-timeout_s=3600
-log_dir=
-bin_dir=
 dry_run=0
 ssh_opts=()
-scheduler_opts=()
-server_opts=()
-wopt_ranks=()
-wopt_args=()
-worker_args=()
+LAUNCH_RANK_RE='^[0-9]{1,9}$'
 
-while (($# > 0)); do
-  arg=$1
-  case $arg in
-    --)
-      shift
-      worker_args=("$@")
-      break
-      ;;
-    --help | -h)
-      usage
-      exit 0
-      ;;
-    --dry-run)
-      dry_run=1
-      shift
-      continue
-      ;;
-    --dry-run=*)
-      die_usage "--dry-run takes no value"
-      ;;
-    --hostfile | --timeout | --log-dir | --ssh-opt | --bin-dir | \
-      --scheduler-opt | --server-opt | --worker-opt)
-      (($# >= 2)) || die_usage "option $arg needs a value"
-      name=$arg
-      val=$2
-      shift 2
-      ;;
-    --hostfile=* | --timeout=* | --log-dir=* | --ssh-opt=* | --bin-dir=* | \
-      --scheduler-opt=* | --server-opt=* | --worker-opt=*)
-      name=${arg%%=*}
-      val=${arg#*=}
-      shift
-      ;;
-    *)
-      die_usage "unknown option or argument: '$arg' (worker arguments go after --)"
-      ;;
-  esac
-  case $name in
+# set_opt NAME VAL: this script's own options (see parse_args in launch-lib.sh).
+set_opt() {
+  case $1 in
+    --dry-run) dry_run=1 ;;
     --hostfile)
-      [[ -n $val ]] || die_usage "--hostfile needs a non-empty value"
-      hostfile=$val
+      [[ -n $2 ]] || die_usage "--hostfile needs a non-empty value"
+      hostfile=$2
       ;;
-    --timeout) timeout_s=$val ;;
-    --log-dir)
-      [[ -n $val ]] || die_usage "--log-dir needs a non-empty value"
-      log_dir=$val
-      ;;
-    --ssh-opt) ssh_opts+=("$val") ;;
-    --bin-dir)
-      [[ -n $val ]] || die_usage "--bin-dir needs a non-empty value"
-      bin_dir=$val
-      ;;
-    --scheduler-opt) scheduler_opts+=("$val") ;;
-    --server-opt) server_opts+=("$val") ;;
-    --worker-opt)
-      [[ $val == *:* ]] || die_usage "--worker-opt needs RANK:ARG, got '$val'"
-      r=${val%%:*}
-      [[ $r =~ ^[0-9]{1,9}$ ]] || die_usage "--worker-opt: bad rank '$r' in '$val'"
-      wopt_ranks+=("$((10#$r))")
-      wopt_args+=("${val#*:}")
-      ;;
+    --ssh-opt) ssh_opts+=("$2") ;;
   esac
-done
+}
+
+parse_args "--hostfile --ssh-opt" "--dry-run" "$@"
 
 [[ -n $hostfile ]] || die_usage "--hostfile is required"
-is_pos_int "$timeout_s" || die_usage "--timeout must be a positive integer, got '$timeout_s'"
-timeout_s=$((10#$timeout_s))
+check_timeout
 
 SSH=${PSKV_SSH:-ssh}
 [[ -n $SSH ]] || SSH=ssh
@@ -371,9 +294,7 @@ done
 ((S >= 1)) || hf_die "$endline" "no servers (the servers= add up to 0; need at least 1)"
 ((W >= 1)) || hf_die "$endline" "no workers (the workers= add up to 0; need at least 1)"
 
-for r in "${wopt_ranks[@]}"; do
-  ((r < W)) || die_usage "--worker-opt: rank $r out of range (workers: $W)"
-done
+check_wopt_ranks
 
 # ---------------------------------------------------------------- addresses
 is_ipv4() { [[ $1 =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}$ ]]; }
@@ -480,11 +401,7 @@ else
 fi
 
 # ---------------------------------------------------------------- binaries (remote path)
-if [[ -z $bin_dir ]]; then
-  script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd) || die "cannot resolve the script's directory"
-  bin_dir="$(dirname "$script_dir")/build/bin"
-fi
-[[ $bin_dir == /* ]] || bin_dir="$PWD/$bin_dir"
+default_bin_dir "${BASH_SOURCE[0]}"
 
 # ---------------------------------------------------------------- commands
 ssh_base=("$SSH")
@@ -540,9 +457,7 @@ for h in "${!h_dest[@]}"; do
     # a rank's own options come last, so they override the shared WORKER_ARGS
     cmd=("$bin_dir/pskv-worker" --scheduler "$sched_addr" --rank "$r" --advertise "${h_adv[h]}"
       "${worker_args[@]}")
-    for j in "${!wopt_ranks[@]}"; do
-      ((wopt_ranks[j] == r)) && cmd+=("${wopt_args[j]}")
-    done
+    add_rank_opts "$r"
     add_daemon "worker-$r" "$h" "${cmd[@]}"
     r=$((r + 1))
   done
@@ -584,44 +499,16 @@ if probe "$sched_adv" "$sched_port"; then
 fi
 
 # ---------------------------------------------------------------- log dir
-if [[ -n $log_dir ]]; then
-  mkdir -p -- "$log_dir" || die "cannot create log dir '$log_dir'"
-else
-  log_dir=$(mktemp -d /tmp/pskv-XXXXXX) || die "mktemp -d failed"
-fi
-msg "logs in $log_dir"
-
-# From here on this shell's own stderr goes to /dev/null: bash would otherwise print
-# "line N: PID Killed ..." job notices at odd moments for processes that die of a signal
-# (the script reports those itself, through msg on fd 3, the real stderr).
-exec 3>&2 2>/dev/null
-msg_fd=3
+setup_log_dir
 
 # ---------------------------------------------------------------- process bookkeeping
 # pids/alive/status: the local ssh clients of the daemons, indexed like d_name.
-pids=()
-alive=()
-status=()
 # k_pids/k_alive/k_idx/k_what: auxiliary ssh processes (remote kill, pid file removal).
 k_pids=()
 k_alive=()
 k_idx=()
 k_what=()
-tail_pid=
-got_signal=
-signal_count=0
-
-# shellcheck disable=SC2317  # invoked from traps
-on_signal() {
-  signal_count=$((signal_count + 1))
-  [[ -n $got_signal ]] || got_signal=$1
-}
-trap 'on_signal INT' INT
-trap 'on_signal TERM' TERM
-trap 'on_signal HUP' HUP
-
-# nap SECONDS: sleep (keeping bash's job notices away from the real stderr, see above).
-nap() { { sleep "$1"; } 2>/dev/null; }
+install_signal_traps
 
 # start_daemon I: starts daemon I's ssh client in the background; logs to NAME.log, the
 # client's pid to NAME.pid, "DEST PIDFILE" to NAME.remote. The client ignores SIGINT and
@@ -638,9 +525,7 @@ start_daemon() {
     exec "${ssh_base[@]}" "${d_dest[i]}" -- "${d_remote[i]}"
   ) </dev/null >>"$log" 2>&1 3>&- &
   pid=$!
-  pids+=("$pid")
-  alive+=(1)
-  status+=("")
+  track_pid "$pid"
   echo "$pid" >"$log_dir/$name.pid" || die "cannot write $log_dir/$name.pid"
 }
 
@@ -736,50 +621,14 @@ status_hint() {
   esac
 }
 
-# reap [quiet]: notices exited ssh clients and collects their exit status. Workers are
-# looked at first, so that a scheduler or server that shuts down right after the last
-# worker is not reported as having died under running workers.
-reap() {
-  local quiet=${1:-} i st n=${#pids[@]}
-  local order=()
-  for ((i = S + 1; i < n; i++)); do order+=("$i"); done
-  for ((i = 0; i <= S && i < n; i++)); do order+=("$i"); done
-  for i in "${order[@]}"; do
-    ((alive[i])) || continue
-    if ! kill -0 "${pids[i]}" 2>/dev/null; then
-      wait "${pids[i]}" 2>/dev/null
-      st=$?
-      alive[i]=0
-      status[i]=$st
-      [[ -z $quiet ]] || continue
-      status_hint "$st"
-      if ((i > S)); then
-        ((st == 0)) ||
-          msg "${d_name[i]} on ${d_dest[i]} exited with status $st$REPLY; log: $log_dir/${d_name[i]}.log"
-      elif ((n > S + 1)) && any_alive $((S + 1)) $((n - 1)); then
-        msg "${d_name[i]} on ${d_dest[i]} exited with status $st$REPLY while workers were running; log: $log_dir/${d_name[i]}.log"
-      fi
-    fi
-  done
+# report_exit I ST TAIL: reap's report of an exited ssh client (see launch-lib.sh).
+report_exit() {
+  status_hint "$2"
+  msg "${d_name[$1]} on ${d_dest[$1]} exited with status $2$REPLY$3; log: $log_dir/${d_name[$1]}.log"
 }
 
-# any_alive FROM TO: is any ssh client with index in FROM..TO still running?
-any_alive() {
-  local i
-  for ((i = $1; i <= $2; i++)); do
-    ((alive[i])) && return 0
-  done
-  return 1
-}
-
-# any_alive_of I...: is any of these ssh clients still running?
-any_alive_of() {
-  local i
-  for i in "$@"; do
-    ((alive[i])) && return 0
-  done
-  return 1
-}
+# proc_label I: how stop_procs names ssh client I.
+proc_label() { REPLY="ssh client of ${d_name[$1]}"; }
 
 # stop_all: stops every daemon that may still run on its host: SIGTERM over ssh (the
 # remote side sends SIGKILL after 5 s), then the local ssh clients. A daemon may still
@@ -844,25 +693,8 @@ stop_all() {
   ((${#left[@]} > 0)) || return 0
   for i in "${left[@]}"; do
     msg "warning: stopping the ssh client of ${d_name[i]} (pid ${pids[i]}); the daemon may still run on ${d_dest[i]} (pid file ${d_pidfile[i]})"
-    kill -TERM "${pids[i]}" 2>/dev/null
-    kill -CONT "${pids[i]}" 2>/dev/null
   done
-  for ((n = 0; n < 20; n++)); do
-    reap quiet
-    any_alive_of "${left[@]}" || break
-    nap 0.1
-  done
-  for i in "${left[@]}"; do
-    ((alive[i])) && kill -KILL "${pids[i]}" 2>/dev/null
-  done
-  for ((n = 0; n < 20; n++)); do
-    reap quiet
-    any_alive_of "${left[@]}" || break
-    nap 0.1
-  done
-  for i in "${left[@]}"; do
-    ((alive[i])) && msg "warning: ssh client of ${d_name[i]} (pid ${pids[i]}) is still there after SIGKILL"
-  done
+  stop_procs 20 0 0 20 "${left[@]}"
 }
 
 pidfiles_removed=0
@@ -921,26 +753,6 @@ emergency_cleanup() {
 }
 trap emergency_cleanup EXIT
 
-# stop_tail WAIT_TENTHS: let the tail of worker 0's log finish by itself, then stop it.
-stop_tail() {
-  local n
-  [[ -n $tail_pid ]] || return 0
-  for ((n = 0; n < $1; n++)); do
-    kill -0 "$tail_pid" 2>/dev/null || break
-    nap 0.1
-  done
-  if kill -0 "$tail_pid" 2>/dev/null; then
-    kill -TERM "$tail_pid" 2>/dev/null
-    for ((n = 0; n < 20; n++)); do
-      kill -0 "$tail_pid" 2>/dev/null || break
-      nap 0.1
-    done
-    kill -KILL "$tail_pid" 2>/dev/null
-  fi
-  wait "$tail_pid" 2>/dev/null
-  tail_pid=
-}
-
 # Waits (up to ~10 s) until the scheduler's port answers from here, so servers and
 # workers do not race it. Starts the others anyway after that.
 wait_scheduler_listening() {
@@ -962,10 +774,9 @@ wait_scheduler_listening() {
 
 # elapsed_s: whole seconds since the launch began (EPOCHREALTIME when there: SECONDS
 # ticks on wall-clock second boundaries, up to 1 s early).
+# (launch-lib.sh's elapsed_s, SECONDS, serves otherwise.)
 if [[ -n ${EPOCHREALTIME:-} ]]; then
   elapsed_s() { REPLY=$(((${EPOCHREALTIME//[!0-9]/} - start_us) / 1000000)); }
-else
-  elapsed_s() { REPLY=$SECONDS; }
 fi
 
 # ---------------------------------------------------------------- launch
@@ -984,70 +795,14 @@ done
 for ((r = 0; r < W; r++)); do
   [[ -n $got_signal ]] && break
   start_daemon $((S + 1 + r))
-  if ((r == 0)); then
-    tail -n +1 -s 0.2 -f --pid="${pids[S + 1]}" "$log_dir/worker-0.log" </dev/null 2>&3 3>&- &
-    tail_pid=$!
-  fi
+  ((r == 0)) && start_tail $((S + 1))
 done
 
-# ---------------------------------------------------------------- wait for workers
-timed_out=0
-first_worker=$((S + 1))
-last_worker=$((S + W))
-if [[ -z $got_signal ]]; then
-  while :; do
-    reap
-    [[ -n $got_signal ]] && break
-    any_alive "$first_worker" "$last_worker" || break
-    elapsed_s
-    if ((REPLY >= timeout_s)); then
-      timed_out=1
-      break
-    fi
-    nap 0.2
-  done
-fi
-
-if [[ -z $got_signal ]] && ((!timed_out)); then
-  # All workers are done: let worker 0's output drain, then give the scheduler and the
-  # servers up to 10 s for their orderly shutdown.
-  stop_tail 30
-  for ((n = 0; n < 100; n++)); do
-    reap quiet
-    any_alive 0 "$S" || break
-    [[ -n $got_signal ]] && break
-    nap 0.1
-  done
-fi
-
-if ((timed_out)); then
-  msg "timed out after $timeout_s s"
-fi
+# ---------------------------------------------------------------- wait, stop, exit status
+wait_for_workers
 stop_all
 stop_tail 10
 remove_pidfiles
-
-# ---------------------------------------------------------------- exit status
-rc=0
-summary=
-for ((r = 0; r < W; r++)); do
-  i=$((first_worker + r))
-  st=${status[i]:-}
-  [[ -n $st ]] || st="-" # never started (interrupted while launching)
-  summary+=" $st"
-  if ((rc == 0)) && [[ $st != - ]] && ((st != 0)); then
-    rc=$st
-  fi
-done
-msg "workers exit statuses:$summary"
-
-if ((timed_out)); then
-  rc=124
-fi
-case $got_signal in
-  INT) rc=130 ;;
-  TERM) rc=143 ;;
-  HUP) rc=129 ;;
-esac
+compute_exit_status
 trap - EXIT
 exit "$rc"
