@@ -41,6 +41,9 @@ typedef struct pskv_config {
     size_t chunk_bytes;        /* dense runs travel in messages of at most this many value
                                   bytes, so sending, applying and copying overlap
                                   (default 256 KiB) */
+    int spin_us;               /* pskv_wait on a request of <= 64 KiB looks for the reply
+                                  without sleeping for up to this long first (default 100;
+                                  0 = never spin) */
 } pskv_config;
 
 /* Fills cfg with the defaults above. */

@@ -25,6 +25,9 @@ static cfg_entry config[] = {
      "a push, pull or table open not answered by then fails", 0, 0, NULL, NULL},
     {"window", CFG_INT, "64", "PSKV_WORKER_WINDOW", 1, 4096, NULL,
      "requests in flight before push/pull block", 0, 0, NULL, NULL},
+    {"spin-us", CFG_INT, "100", "PSKV_WORKER_SPIN_US", 0, 100000, "us",
+     "wait for a reply to a small request (<= 64 KiB) without sleeping for up to this long",
+     0, 0, NULL, NULL},
     {"chunk-bytes", CFG_INT, "262144", "PSKV_WORKER_CHUNK_BYTES", 4, 1073741824, "bytes",
      "dense runs travel in messages of at most this many value bytes", 0, 0, NULL, NULL},
     {"join-timeout", CFG_DOUBLE, "600", "PSKV_WORKER_JOIN_TIMEOUT", 1, 86400, "s",
@@ -167,6 +170,7 @@ int main(int argc, char **argv)
     pc.job_id = (uint64_t)cfg_int(config, "job-id");
     pc.max_message = cfg_int(config, "max-message");
     pc.chunk_bytes = (size_t)cfg_int(config, "chunk-bytes");
+    pc.spin_us = (int)cfg_int(config, "spin-us");
     cfg_log(config);
     pskv_worker *w = NULL;
     rc = pskv_worker_open(&pc, &w);
