@@ -15,7 +15,7 @@
 # Options (each also accepted as --flag=value):
 #   --servers S          number of servers (>= 1, required)
 #   --workers W          number of workers (>= 1, required)
-#   --port P             scheduler port (default: a free random port in 20000-60000)
+#   --port P             scheduler port (default: a free random port below the ephemeral range)
 #   --timeout SEC        stop everything after SEC seconds, exit 124 (default 3600)
 #   --log-dir DIR        where logs and pid files go (default: new mktemp -d /tmp/pskv-XXXXXX)
 #   --bin-dir DIR        where the binaries are (default: $PSKV_BIN_DIR, else
@@ -147,15 +147,28 @@ port_is_free() {
   fi
 }
 
-if [[ -z $port ]]; then
+# A random free port below the kernel's ephemeral range (outgoing connections and
+# port-0 listeners take theirs from that range and could grab ours before the
+# scheduler binds it).
+pick_port() {
+  local lo=32768 hi=60999 p
+  read -r lo hi < /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+  local base=20000 span=$((lo - 20000))
+  if ((span < 1000)); then base=$((hi + 1)) span=$((65000 - hi)); fi
   for _ in {1..200}; do
-    p=$((20000 + (RANDOM * 32768 + RANDOM) % 40001))
+    p=$((base + (RANDOM * 32768 + RANDOM) % span))
     if port_is_free "$p"; then
-      port=$p
-      break
+      echo "$p"
+      return 0
     fi
   done
-  [[ -n $port ]] || die "could not find a free TCP port"
+  return 1
+}
+
+auto_port=0
+if [[ -z $port ]]; then
+  port=$(pick_port) || die "could not find a free TCP port"
+  auto_port=1
 fi
 
 # ---------------------------------------------------------------- log dir
@@ -230,6 +243,20 @@ sched="127.0.0.1:$port"
 start_daemon scheduler "$bin_dir/pskv-scheduler" --port "$port" --servers "$servers" \
   --workers "$workers" "${scheduler_opts[@]}"
 wait_scheduler_listening
+# a port picked here can still be taken by someone else first: try another
+for _ in 1 2 3 4; do
+  ((auto_port)) && [[ -z $got_signal ]] && ! kill -0 "${pids[0]}" 2>/dev/null &&
+    grep -q 'Address already in use' "$log_dir/scheduler.log" 2>/dev/null || break
+  wait "${pids[0]}" 2>/dev/null
+  port=$(pick_port) || die "could not find a free TCP port"
+  msg "port taken before the scheduler could bind it; trying port $port"
+  sched="127.0.0.1:$port"
+  # the scheduler keeps index 0 in the bookkeeping: forget the failed one
+  pids=() alive=() status=() names=()
+  start_daemon scheduler "$bin_dir/pskv-scheduler" --port "$port" --servers "$servers" \
+    --workers "$workers" "${scheduler_opts[@]}"
+  wait_scheduler_listening
+done
 
 for ((i = 0; i < servers; i++)); do
   [[ -n $got_signal ]] && break
