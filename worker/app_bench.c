@@ -96,9 +96,16 @@ int app_bench(pskv_worker *w, cfg_entry *cfg)
                 if (step(w, t, n, g, out, pipelined) < 0)
                     goto failed;
             int64_t t0 = tu_now_ns();
-            for (long s = 0; s < steps; s++)
+            for (long s = 0; s < steps; s++) {
+                if (app_stop_signal) {
+                    free(g);
+                    free(out);
+                    free(per_run);
+                    return app_stopped("bench");
+                }
                 if (step(w, t, n, g, out, pipelined) < 0)
                     goto failed;
+            }
             per_run[r] = (double)(tu_now_ns() - t0) / 1000.0 / (double)steps;
             printf("bench run=%d size=%llu mode=%s step_us=%.1f\n", r, (unsigned long long)size,
                    mname, per_run[r]);

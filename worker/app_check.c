@@ -170,6 +170,8 @@ static int run_backup(ck *c, const pskv_table_opts *base, double slow, int leave
     /* by clock, not by round: a worker left behind jumps to the current clock and
      * skips the iterations it missed */
     while (pskv_current_clock(c->w) < c->R) {
+        if (app_stop_signal)
+            return app_stopped("check");
         int64_t clock = pskv_current_clock(c->w);
         if ((rc = pull_wait(c->w, tb, NULL, c->n, vals)) < 0)
             return fail(c->w, "pull", rc);
@@ -312,6 +314,8 @@ int app_check(pskv_worker *w, cfg_entry *cfg)
     }
     int64_t max_lead = 0;
     for (int k = 0; k < c.R; k++) {
+        if (app_stop_signal)
+            return app_stopped("check");
         if (bsp || ssp) { /* every pull at clock k, against the model's promise */
             if ((rc = pull_wait(w, c.td, NULL, c.n, c.dv)) < 0)
                 return fail(w, "pull during the rounds", rc);

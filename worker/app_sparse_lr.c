@@ -229,6 +229,8 @@ int app_sparse_lr(pskv_worker *w, cfg_entry *cfg)
         return fail(w, "pull", (int)pending);
     const size_t total = steps_per_epoch * (size_t)epochs;
     for (size_t step = 0; step < total; step++) {
+        if (app_stop_signal)
+            return app_stopped("sparse-lr");
         size_t s = step % steps_per_epoch;
         size_t lo = s * (size_t)batch, hi = lo + (size_t)batch < d.n ? lo + (size_t)batch : d.n;
         if ((rc = pskv_wait(w, pending, TMO)) < 0)

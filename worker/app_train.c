@@ -284,6 +284,8 @@ int app_train(pskv_worker *w, cfg_entry *cfg)
     uint64_t jitter_rng = ring_mix64(seed ^ (uint64_t)(r.rank + 1) * 0x51ed27ULL);
     int64_t step = 0, epoch_steps = 0;
     while (step < total_steps) {
+        if (app_stop_signal)
+            return app_stopped("train");
         int64_t in_epoch = step % steps_per_epoch;
         int epoch = (int)(step / steps_per_epoch);
         if (in_epoch == 0 || epoch_steps == 0) {

@@ -3,8 +3,17 @@
 #ifndef PSKV_APPS_H
 #define PSKV_APPS_H
 
+#include <signal.h>
+
 #include "config.h"
 #include "pskv.h"
+
+/* Set by pskv-worker's SIGINT/SIGTERM handler: applications stop at the next step,
+ * close their handle (so the scheduler hears FINISH at once) and exit 128 + it. */
+extern volatile sig_atomic_t app_stop_signal;
+
+/* The exit status for a stop by signal, after saying so on stderr. */
+int app_stopped(const char *app);
 
 /* --app check: exact integer sums over dense and sparse tables on every server. */
 int app_check(pskv_worker *w, cfg_entry *cfg);

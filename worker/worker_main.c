@@ -5,14 +5,26 @@
 #include <malloc.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "apps.h"
 #include "config.h"
 #include "log.h"
+#include "member.h"
 #include "net.h"
 #include "pskv.h"
 
 extern void openblas_set_num_threads(int);
+
+volatile sig_atomic_t app_stop_signal;
+
+static void on_stop(int sig) { app_stop_signal = sig; }
+
+int app_stopped(const char *app)
+{
+    fprintf(stderr, "%s: stopped by signal %d\n", app, (int)app_stop_signal);
+    return 128 + (int)app_stop_signal;
+}
 
 static cfg_entry config[] = {
     {"scheduler", CFG_STR, "127.0.0.1:7700", "PSKV_SCHEDULER", 1, 0, NULL,
@@ -152,6 +164,11 @@ int main(int argc, char **argv)
         return 1;
     openblas_set_num_threads((int)cfg_int(config, "blas-threads"));
     signal(SIGPIPE, SIG_IGN);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop; /* no SA_RESTART: a wait returns early and the loop checks */
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
     setvbuf(stdout, NULL, _IOLBF, 0);
     /* Keep freed message buffers in the heap: without this glibc maps and unmaps
      * every large buffer, and the page faults cost as much as a copy. */
@@ -172,6 +189,7 @@ int main(int argc, char **argv)
     pc.chunk_bytes = (size_t)cfg_int(config, "chunk-bytes");
     pc.spin_us = (int)cfg_int(config, "spin-us");
     cfg_log(config);
+    member_set_stop_flag(&app_stop_signal); /* a signal also ends the wait to join */
     pskv_worker *w = NULL;
     rc = pskv_worker_open(&pc, &w);
     if (rc < 0) {
@@ -182,6 +200,13 @@ int main(int argc, char **argv)
                  : !strcmp(app, "bench") ? app_bench(w, config)
                  : sparse                ? app_sparse_lr(w, config)
                                          : app_train(w, config);
+    if (app_stop_signal) {
+        /* stopped on request: tell the scheduler (FINISH) and leave at once; the
+         * application's buffers go with the process */
+        pskv_worker_close(&w);
+        fflush(stdout);
+        _exit(128 + (int)app_stop_signal);
+    }
     rc = pskv_worker_close(&w);
     if (rc < 0 && status == 0) {
         fprintf(stderr, "pskv-worker: close: %s\n", pskv_strerror(rc));
