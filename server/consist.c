@@ -42,6 +42,7 @@ typedef struct bsp_state {
     size_t nspare, capspare;
     float *comb;          /* dense: combined update */
     shard *scomb;         /* sparse: combined update */
+    float *row;           /* sparse: one scaled row, scratch */
 } bsp_state;
 
 struct consist {
@@ -50,6 +51,7 @@ struct consist {
     table_set *tables;
     int nranks;
     int64_t *vc;          /* per rank: clocks finished */
+    int64_t *vc_sorted;   /* scratch of nranks for bsp_closable: no allocation per CLOCK */
     uint8_t *in_set;
     int nset;
     int *rank_of;         /* node id -> worker rank, -1 */
@@ -88,6 +90,7 @@ static void bsp_free(bsp_state *b)
         shard_destroy(&b->spare[i]);
     free(b->spare);
     free(b->comb);
+    free(b->row);
     shard_destroy(&b->scomb);
     free(b);
 }
@@ -114,6 +117,7 @@ void consist_destroy(consist **c_p)
     free(c->bsp);
     free(c->parked);
     free(c->vc);
+    free(c->vc_sorted);
     free(c->in_set);
     free(c->rank_of);
     free(c);
@@ -331,7 +335,9 @@ static void bsp_close(consist *c, bsp_state *b, int64_t t)
         } else {
             if (!b->scomb)
                 b->scomb = shard_new(0, 0, 0, 0, UINT64_MAX, tb->width, &SUM, &ZERO);
-            if (!b->scomb) {
+            if (!b->row)
+                b->row = malloc(tb->width * sizeof(float));
+            if (!b->scomb || !b->row) {
                 rc = -PSKV_ENOMEM;
             } else {
                 shard_clear(b->scomb);
@@ -339,11 +345,8 @@ static void bsp_close(consist *c, bsp_state *b, int64_t t)
                 for (int r = 0; r < c->nranks; r++)
                     if (o->acc[r] && finished(c, r, t))
                         shard_foreach(o->acc[r], fold_row, &f);
-                float *row = malloc(tb->width * sizeof(float));
-                fold_ctx g = {tb->sh, scale, row, tb->width, !row};
-                if (row)
-                    shard_foreach(b->scomb, fold_row, &g);
-                free(row);
+                fold_ctx g = {tb->sh, scale, b->row, tb->width, 0};
+                shard_foreach(b->scomb, fold_row, &g);
                 rc = f.err || g.err ? -PSKV_ENOMEM : 0;
             }
         }
@@ -397,9 +400,7 @@ static int64_t bsp_closable(const consist *c, const bsp_state *b)
 {
     if (c->nset == 0)
         return b->closed;
-    int64_t *vcs = malloc((size_t)c->nranks * sizeof *vcs);
-    if (!vcs)
-        return b->closed;
+    int64_t *vcs = c->vc_sorted;
     int n = 0;
     for (int r = 0; r < c->nranks; r++)
         if (c->in_set[r])
@@ -408,9 +409,7 @@ static int64_t bsp_closable(const consist *c, const bsp_state *b)
     int need = c->nset - (int)b->t->backup;
     if (need < 1)
         need = 1;
-    int64_t upto = vcs[need - 1];
-    free(vcs);
-    return upto;
+    return vcs[need - 1];
 }
 
 /* Applies every clock of b that may close. Clocks nobody pushed to are passed in
@@ -463,13 +462,16 @@ void consist_view(consist *c)
     }
     if (nranks > c->nranks) { /* ranks only grow: keep the clocks already known */
         int64_t *vc = realloc(c->vc, (size_t)nranks * sizeof *vc);
+        if (vc)
+            c->vc = vc;
         uint8_t *in = realloc(c->in_set, (size_t)nranks);
-        if (!vc || !in) {
+        if (in)
+            c->in_set = in;
+        int64_t *sorted = realloc(c->vc_sorted, (size_t)nranks * sizeof *sorted);
+        if (sorted)
+            c->vc_sorted = sorted;
+        if (!vc || !in || !sorted) {
             LOG_E("out of memory applying the view");
-            if (vc)
-                c->vc = vc;
-            if (in)
-                c->in_set = in;
             return;
         }
         for (int r = c->nranks; r < nranks; r++)
@@ -530,6 +532,7 @@ static void refuse(consist *c, wire_msg *msg, int code, const char *why, int64_t
 {
     held h;
     hold(&h, msg, NULL, -1);
+    c->st.refused++;
     LOG_W("refused %s from node %u at %s: %s", wire_type_name((int)msg->meta->type),
           msg->meta->sender, msg->peer, why);
     answer_push(c, &h, code, why, clock);

@@ -47,7 +47,7 @@ void consist_clock(consist *c, wire_msg *msg);
 
 /* Counters for logs and heartbeats. */
 typedef struct consist_stats {
-    uint64_t pushes, pulls, dropped_late, parked_now;
+    uint64_t pushes, pulls, dropped_late, parked_now, refused;
     int64_t push_ns, pull_ns;
 } consist_stats;
 consist_stats consist_get_stats(const consist *c);

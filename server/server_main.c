@@ -405,7 +405,7 @@ int main(int argc, char **argv)
           stopped ? "stopped by the scheduler" : "terminated by signal",
           (unsigned long long)st.pushes, st.pushes ? st.push_ns / 1e3 / (double)st.pushes : 0.0,
           (unsigned long long)st.pulls, st.pulls ? st.pull_ns / 1e3 / (double)st.pulls : 0.0,
-          (unsigned long long)st.dropped_late, (unsigned long long)S.errors,
+          (unsigned long long)st.dropped_late, (unsigned long long)(S.errors + st.refused),
           tables_count(S.tables));
     log_tables();
     member_close(&S.mb);

@@ -84,6 +84,7 @@ typedef struct run {
     double last_samples, last_train_s;
     double loss_sum;
     long loss_n;
+    double accuracy; /* of the latest evaluation */
 } run;
 
 /* Adds this worker's samples since the last call to the job-wide counter. */
@@ -129,6 +130,7 @@ static int evaluate(run *r, double epoch, int64_t step)
                          : 0,
                      NAN};
     report_eval(r->rep, &l);
+    r->accuracy = l.accuracy;
     r->last_samples = total;
     r->last_train_s = train_s;
     r->loss_sum = 0;
@@ -414,11 +416,8 @@ int app_train(pskv_worker *w, cfg_entry *cfg)
                 printf("model saved to %s\n", save);
             }
         }
-        long correct = 0;
-        double loss = 0;
-        model_eval(r.m, r.eval_params, r.test.x, r.test.y, (int)r.test.n, &loss, &correct);
         printf("final test accuracy %.4f after %d epochs (%d workers, %d servers)%s%s\n",
-               (double)correct / (double)r.test.n, epochs, r.W, pskv_num_servers(w),
+               r.accuracy, epochs, r.W, pskv_num_servers(w),
                *cfg_str(cfg, "metrics") ? "; metrics in " : "", cfg_str(cfg, "metrics"));
     }
     report_destroy(&r.rep);

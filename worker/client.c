@@ -88,6 +88,12 @@ struct pskv_worker {
     int nworkers, nservers;
     srv *srv;
     ring_range *ranges;   /* sorted by begin; owner = index into srv */
+    /* scratch sized once for the view, so a request allocates only what it keeps */
+    zmq_pollitem_t *items; /* scheduler socket, then one per server */
+    uint64_t *count;       /* keys per server while grouping */
+    int *pindex;           /* part of each server while grouping */
+    uint32_t *owner;       /* server of each key while grouping; grows */
+    size_t owner_cap;
     tbl *tables;
     int ntables;
     req *reqs;
@@ -208,7 +214,10 @@ static int apply_view(pskv_worker *w, int64_t max_message)
         return set_error(w, PSKV_EPROTO, "the view lists %d servers", ns);
     w->srv = calloc((size_t)ns, sizeof *w->srv);
     w->ranges = calloc((size_t)ns, sizeof *w->ranges);
-    if (!w->srv || !w->ranges)
+    w->items = calloc((size_t)ns + 1, sizeof *w->items);
+    w->count = calloc((size_t)ns, sizeof *w->count);
+    w->pindex = calloc((size_t)ns, sizeof *w->pindex);
+    if (!w->srv || !w->ranges || !w->items || !w->count || !w->pindex)
         return set_error(w, PSKV_ENOMEM, "out of memory");
     w->nservers = ns; /* so that close releases the sockets opened below */
     int k = 0;
@@ -486,10 +495,8 @@ static void pump(pskv_worker *w, long timeout_ms) { pump_spin(w, timeout_ms, 0);
  * where the spinning core is better left to ZeroMQ's I/O threads. */
 static void pump_spin(pskv_worker *w, long timeout_ms, int spin_us)
 {
-    zmq_pollitem_t stack_items[17];
-    zmq_pollitem_t *items = w->nservers < 16 ? stack_items
-                                             : malloc(sizeof *items * (size_t)(w->nservers + 1));
-    if (!items)
+    zmq_pollitem_t *items = w->items;
+    if (!items) /* no view applied (a failed open): nothing to poll */
         return;
     items[0] = (zmq_pollitem_t){w->mb.sock, 0, ZMQ_POLLIN, 0};
     for (int i = 0; i < w->nservers; i++)
@@ -522,8 +529,6 @@ static void pump_spin(pskv_worker *w, long timeout_ms, int spin_us)
             }
         }
     }
-    if (items != stack_items)
-        free(items);
     expire(w);
 }
 
@@ -614,26 +619,26 @@ static int plan_parts(pskv_worker *w, req *r, tbl *t, const uint64_t *keys, uint
             }
         }
     } else {
-        uint32_t *owner = malloc(n * sizeof *owner);
-        uint64_t *count = calloc((size_t)w->nservers, sizeof *count);
-        r->idx = malloc(n * sizeof *r->idx);
-        if (!owner || !count || !r->idx) {
-            free(owner);
-            free(count);
-            return set_error(w, PSKV_ENOMEM, "out of memory");
+        if (n > w->owner_cap) {
+            uint32_t *grown = realloc(w->owner, n * sizeof *grown);
+            if (!grown)
+                return set_error(w, PSKV_ENOMEM, "out of memory");
+            w->owner = grown;
+            w->owner_cap = n;
         }
+        uint32_t *owner = w->owner;
+        uint64_t *count = w->count;
+        int *pindex = w->pindex;
+        r->idx = malloc(n * sizeof *r->idx);
+        if (!r->idx)
+            return set_error(w, PSKV_ENOMEM, "out of memory");
+        memset(count, 0, (size_t)w->nservers * sizeof *count);
         for (uint64_t i = 0; i < n; i++) {
             uint64_t pos = t->dense ? ring_dense_pos(keys[i], t->size) : ring_mix64(keys[i]);
             owner[i] = w->ranges[ring_find(w->ranges, (size_t)w->nservers, pos)].owner;
             count[owner[i]]++;
         }
         uint64_t at = 0;
-        int *pindex = malloc((size_t)w->nservers * sizeof *pindex);
-        if (!pindex) {
-            free(owner);
-            free(count);
-            return set_error(w, PSKV_ENOMEM, "out of memory");
-        }
         for (int si = 0; si < w->nservers; si++) {
             pindex[si] = -1;
             if (!count[si])
@@ -649,9 +654,6 @@ static int plan_parts(pskv_worker *w, req *r, tbl *t, const uint64_t *keys, uint
             part *p = &r->parts[pindex[owner[i]]];
             p->idx[p->n++] = (uint32_t)i;
         }
-        free(pindex);
-        free(owner);
-        free(count);
     }
     r->nparts = r->pending = np;
     return 0;
@@ -1037,6 +1039,10 @@ int pskv_worker_close(pskv_worker **w_p)
     free(w->tables);
     free(w->srv);
     free(w->ranges);
+    free(w->items);
+    free(w->count);
+    free(w->pindex);
+    free(w->owner);
     free(w->reqs);
     if (w->ctx)
         zmq_ctx_term(w->ctx);
