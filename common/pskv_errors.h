@@ -25,6 +25,10 @@ enum pskv_error {
     PSKV_EBADVALUE = 14,  /* non-finite value (NaN or infinity) in a push */
     PSKV_EIO = 15,        /* file I/O error */
     PSKV_ELATE = 16,      /* bsp with backup workers: the push's clock had closed: dropped */
+    PSKV_ESTALE = 17,     /* the request's view epoch is not the receiver's, or its lease
+                             expired: re-resolve the owner from the latest view and retry */
+    PSKV_ELOST = 18,      /* every replica of the keys' partition died: the data is gone */
+    PSKV_ENOTREADY = 19,  /* the partition is still being copied to this server: retry */
     PSKV_ERROR_MAX
 };
 

@@ -1,5 +1,11 @@
 #include "ring.h"
 
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pskv_errors.h"
+
 uint64_t ring_mix64(uint64_t z)
 {
     z ^= z >> 30;
@@ -52,4 +58,162 @@ size_t ring_find(const ring_range *ranges, size_t n, uint64_t pos)
             hi = mid;
     }
     return lo;
+}
+
+uint32_t ring_partition_of(uint64_t pos, uint32_t nparts)
+{
+    assert(nparts >= 1 && nparts <= RING_MAX_PARTS);
+    return (uint32_t)(((unsigned __int128)pos * nparts) >> 64);
+}
+
+/* ceil(p * 2^64 / nparts) for p in 0..nparts; 2^64 for p == nparts. */
+static unsigned __int128 part_begin(uint32_t p, uint32_t nparts)
+{
+    return (((unsigned __int128)p << 64) + nparts - 1) / nparts;
+}
+
+uint64_t ring_partition_begin(uint32_t p, uint32_t nparts)
+{
+    assert(nparts >= 1 && nparts <= RING_MAX_PARTS && p < nparts);
+    return (uint64_t)part_begin(p, nparts);
+}
+
+uint64_t ring_partition_end(uint32_t p, uint32_t nparts)
+{
+    assert(nparts >= 1 && nparts <= RING_MAX_PARTS && p < nparts);
+    return (uint64_t)(part_begin(p + 1, nparts) - 1);
+}
+
+uint64_t ring_token(uint32_t id, uint32_t v)
+{
+    return ring_mix64(((uint64_t)id << 32) | v);
+}
+
+/* A virtual node: a token position and the index in `servers` of its owner. */
+typedef struct token {
+    uint64_t pos;
+    uint32_t idx;
+} token;
+
+/* Server id and its index in `servers`, sorted by id to map ids of prev chains. */
+typedef struct id_index {
+    uint32_t id;
+    uint32_t idx;
+} id_index;
+
+static int cmp_token(const void *a, const void *b)
+{
+    const token *x = a, *y = b;
+    /* Positions are distinct (mix64 is a bijection on distinct id:v); idx only
+     * makes the order total should a caller pass a duplicate id. */
+    if (x->pos != y->pos)
+        return x->pos < y->pos ? -1 : 1;
+    return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+static int cmp_id(const void *a, const void *b)
+{
+    const id_index *x = a, *y = b;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* Index of the first token at or after pos; ntok (wrap to 0) if none. */
+static size_t token_lower_bound(const token *tok, size_t ntok, uint64_t pos)
+{
+    size_t lo = 0, hi = ntok;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (tok[mid].pos < pos)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Index in `servers` of id, or -1 if it is not live. */
+static int64_t live_index(const id_index *ids, size_t ns, uint32_t id)
+{
+    size_t lo = 0, hi = ns;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ids[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < ns && ids[lo].id == id ? (int64_t)ids[lo].idx : -1;
+}
+
+int ring_chains(uint32_t *chains, uint32_t nparts, uint32_t R, const uint32_t *servers, size_t ns,
+                uint32_t vnodes, const uint32_t *prev)
+{
+    assert(nparts >= 1 && nparts <= RING_MAX_PARTS);
+    assert(ns <= UINT32_MAX);
+    if (R == 0)
+        return 0;
+    if (vnodes != 0 && ns > SIZE_MAX / sizeof(token) / vnodes)
+        return -PSKV_ENOMEM;
+    size_t ntok = ns * vnodes;
+    token *tok = malloc(ntok ? ntok * sizeof *tok : 1);
+    id_index *ids = malloc(ns ? ns * sizeof *ids : 1);
+    /* seen[i] == p + 1 once servers[i] is in partition p's chain. */
+    uint32_t *seen = calloc(ns ? ns : 1, sizeof *seen);
+    if (!tok || !ids || !seen) {
+        free(tok);
+        free(ids);
+        free(seen);
+        return -PSKV_ENOMEM;
+    }
+    for (size_t i = 0; i < ns; i++) {
+        assert(servers[i] != 0);
+        ids[i] = (id_index){servers[i], (uint32_t)i};
+        for (uint32_t v = 0; v < vnodes; v++)
+            tok[i * vnodes + v] = (token){ring_token(servers[i], v), (uint32_t)i};
+    }
+    qsort(tok, ntok, sizeof *tok, cmp_token);
+    qsort(ids, ns, sizeof *ids, cmp_id);
+    for (size_t i = 1; i < ns; i++)
+        assert(ids[i].id != ids[i - 1].id);
+
+    /* Only so many distinct servers exist; stop the walk once all are met. */
+    size_t want = R < ns ? R : ns;
+    for (uint32_t p = 0; p < nparts; p++) {
+        uint32_t *chain = &chains[(size_t)p * R];
+        uint32_t stamp = p + 1;
+        size_t n = 0;
+        if (prev) {
+            /* Writes land at or before the read index, so chains == prev is safe. */
+            const uint32_t *old = &prev[(size_t)p * R];
+            for (size_t j = 0; j < R; j++) {
+                int64_t i = old[j] ? live_index(ids, ns, old[j]) : -1;
+                if (i >= 0 && seen[i] != stamp) {
+                    seen[i] = stamp;
+                    chain[n++] = old[j];
+                }
+            }
+            if (n == 0) {
+                memset(chain, 0, R * sizeof *chain); /* lost: no survivor holds its data */
+                continue;
+            }
+        }
+        if (n < want && ntok > 0) {
+            size_t t = token_lower_bound(tok, ntok, ring_partition_begin(p, nparts));
+            for (size_t k = 0; k < ntok && n < want; k++, t++) {
+                if (t == ntok)
+                    t = 0;
+                uint32_t i = tok[t].idx;
+                if (seen[i] != stamp) {
+                    seen[i] = stamp;
+                    chain[n++] = servers[i];
+                }
+            }
+        }
+        for (; n < R; n++)
+            chain[n] = 0;
+    }
+    free(tok);
+    free(ids);
+    free(seen);
+    return 0;
 }

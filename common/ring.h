@@ -1,11 +1,25 @@
-/* Key placement on the 64-bit ring and the range map.
+/* Key placement on the 64-bit ring, partitions, replica chains and the range map.
  *
  * A sparse key k sits at mix64(k) (the splitmix64 finaliser, documented in
  * docs/protocol.md). Dense key i of an n-key table sits at floor(i * 2^64 / n),
- * so contiguous indices stay contiguous on the ring. The ring is cut into
- * ranges [begin, end] (inclusive), each owned by one server. This release splits
- * the ring evenly among the servers; the range map is the one place that knows
- * how, so a consistent-hash ring can replace the split without touching callers. */
+ * so contiguous indices stay contiguous on the ring.
+ *
+ * The ring is cut into `nparts` fixed, equal partitions: position pos belongs to
+ * partition (pos * nparts) >> 64. A partition is the unit of ownership,
+ * replication and movement; its bounds never change, only who holds it.
+ * Partitions are placed on servers by consistent hashing with virtual nodes:
+ * each server id has `vnodes` tokens on the ring (token v of server id sits at
+ * mix64(id << 32 | v)). A partition's chain is the first R distinct servers met
+ * walking clockwise from the partition's first position; the head serves it and
+ * the rest hold replicas. Given the previous chains, survivors keep their places
+ * and only the gaps are refilled, so losing a server changes only the chains that
+ * held it, and a partition whose whole chain died is reported lost, not silently
+ * re-homed empty.
+ *
+ * The range map (ring_range, ring_split_even, ring_find) cuts the ring into
+ * contiguous ranges [begin, end] (inclusive), each owned by one server; the even
+ * split gives each server one range. A partition is such a range, so
+ * ring_dense_span also gives the dense indices a partition holds. */
 #ifndef PSKV_RING_H
 #define PSKV_RING_H
 
@@ -32,5 +46,38 @@ void ring_split_even(ring_range *out, const uint32_t *owners, size_t nservers);
 
 /* Index of the range holding `pos` in sorted, gap-free `ranges` (binary search). */
 size_t ring_find(const ring_range *ranges, size_t n, uint64_t pos);
+
+/* Most partitions a ring may be cut into. */
+#define RING_MAX_PARTS 65536u
+
+/* Partition holding ring position pos: (pos * nparts) >> 64. nparts in 1..65536. */
+uint32_t ring_partition_of(uint64_t pos, uint32_t nparts);
+
+/* First and last (inclusive) ring positions of partition p < nparts:
+ * begin = ceil(p * 2^64 / nparts), end = begin(p + 1) - 1 (UINT64_MAX for the
+ * last). Consistent with ring_partition_of for every position. */
+uint64_t ring_partition_begin(uint32_t p, uint32_t nparts);
+uint64_t ring_partition_end(uint32_t p, uint32_t nparts);
+
+/* Token v of server `id` on the ring: ring_mix64(((uint64_t)id << 32) | v). */
+uint64_t ring_token(uint32_t id, uint32_t v);
+
+/* Fills chains[p * R + j] (j < R) for every partition p < nparts with server ids.
+ * servers[0..ns-1]: the live server ids (non-zero, distinct); each has `vnodes`
+ * tokens (vnodes >= 1).
+ * prev == NULL: chain(p) is the first R distinct servers whose tokens are met
+ * walking clockwise (wrapping) from ring_partition_begin(p); a token exactly at
+ * that position counts.
+ * prev != NULL (the previous chains, same nparts and R): members of prev's chain
+ * for p still in `servers` stay first, in their previous order; the chain is then
+ * filled up to R with the next distinct servers walking clockwise from the
+ * partition's begin, skipping members already in it. A partition whose previous
+ * chain has no member in `servers` (all dead, or all 0) is lost: its chain is all
+ * 0 (its data is gone; the caller reports it).
+ * With fewer than R servers, chains are shorter and padded with 0.
+ * The caller owns all arrays; chains may be prev itself (updated in place) but
+ * must not otherwise overlap it. Returns 0, or -PSKV_ENOMEM with chains untouched. */
+int ring_chains(uint32_t *chains, uint32_t nparts, uint32_t R, const uint32_t *servers, size_t ns,
+                uint32_t vnodes, const uint32_t *prev);
 
 #endif

@@ -37,6 +37,8 @@ static void payload_shape(const Pskv__Meta *m, int *want_keys, int *want_vals)
     *want_vals = 0;
     switch (m->type) {
     case PSKV__MSG_TYPE__PUSH:
+    case PSKV__MSG_TYPE__REPLICATE:
+    case PSKV__MSG_TYPE__FILL:
         *want_keys = !dense_run;
         *want_vals = 1;
         break;
@@ -92,6 +94,11 @@ int wire_parse(wire_msg *m, const void *const *frames, const size_t *sizes, int 
     if (meta->has_first_key && nkeys > UINT64_MAX - meta->first_key)
         FAIL(PSKV_ERANGE, "dense run first_key %llu + num_keys %llu overflows",
              (unsigned long long)meta->first_key, (unsigned long long)nkeys);
+    if (meta->has_span && (!meta->has_first_key || meta->span < nkeys ||
+                           meta->span > UINT64_MAX - meta->first_key))
+        FAIL(PSKV_ERANGE, "dense span %llu from %llu does not hold num_keys %llu",
+             (unsigned long long)meta->span, (unsigned long long)meta->first_key,
+             (unsigned long long)nkeys);
     if (nkeys > (UINT64_MAX / 8) / meta->width)
         FAIL(PSKV_EPROTO, "num_keys %llu x width %u overflows", (unsigned long long)nkeys,
              meta->width);

@@ -64,10 +64,17 @@ static void print_json(const Pskv__Meta *m)
             printf(",\"clock\":%" PRId64, n->clock);
         if (n->has_dropped)
             printf(",\"dropped_late\":%" PRIu64, n->dropped);
-        if (n->has_range_begin)
-            printf(",\"range_begin\":\"0x%016" PRIx64 "\",\"range_end\":\"0x%016" PRIx64 "\"",
-                   n->range_begin, n->range_end);
+        if (n->has_heads)
+            printf(",\"heads\":%u,\"holds\":%u", n->heads, n->holds);
         putchar('}');
+    }
+    printf("],\"partitions\":%u,\"replicas\":%u,\"vnodes\":%u,\"lost\":%u,\"chains\":[",
+           v->partitions, v->replicas, v->vnodes, v->lost);
+    for (uint32_t p = 0; v->replicas && p < v->n_chains / v->replicas; p++) {
+        printf("%s[", p ? "," : "");
+        for (uint32_t j = 0; j < v->replicas; j++)
+            printf("%s%u", j ? "," : "", v->chains[(size_t)p * v->replicas + j]);
+        putchar(']');
     }
     printf("]}\n");
 }
@@ -85,7 +92,7 @@ static void print_table(const Pskv__Meta *m)
            m->job_id, v->state ? v->state : "?", v->epoch, ns, v->servers, nw, v->workers,
            v->heartbeat_ms);
     printf("%-4s %-7s %-5s %-22s %-8s %-9s %-6s %-12s %-8s %s\n", "ID", "ROLE", "RANK", "ADDRESS",
-           "PID", "STATE", "ALIVE", "HEARTBEAT", "CLOCK", "RANGE / LATE DROPS");
+           "PID", "STATE", "ALIVE", "HEARTBEAT", "CLOCK", "HEADS/HOLDS / LATE DROPS");
     for (size_t i = 0; i < v->n_nodes; i++) {
         const Pskv__Node *n = v->nodes[i];
         char addr[160], hb[32], range[80] = "-", clock[24] = "-";
@@ -93,9 +100,8 @@ static void print_table(const Pskv__Meta *m)
         snprintf(hb, sizeof hb, "%" PRId64 " ms ago", n->heartbeat_age_ms);
         if (n->has_clock)
             snprintf(clock, sizeof clock, "%" PRId64, n->clock);
-        if (n->has_range_begin)
-            snprintf(range, sizeof range, "%016" PRIx64 "-%016" PRIx64 " / %" PRIu64,
-                     n->range_begin, n->range_end, n->dropped);
+        if (n->has_heads)
+            snprintf(range, sizeof range, "%u/%u / %" PRIu64, n->heads, n->holds, n->dropped);
         printf("%-4u %-7s %-5d %-22s %-8u %-9s %-6s %-12s %-8s %s\n", n->id, role_name(n->role),
                n->rank, addr, n->pid, n->state ? n->state : "?", n->alive ? "yes" : "NO", hb,
                clock, range);
@@ -113,6 +119,25 @@ static void print_table(const Pskv__Meta *m)
     if (slow)
         printf("slowest worker: rank %d at clock %" PRId64 "; pushes dropped as late: %" PRIu64
                "\n", slow->rank, slow->clock, dropped);
+    uint32_t R = v->replicas, np = R ? (uint32_t)(v->n_chains / R) : 0;
+    if (!np)
+        return;
+    printf("ring: %u partitions, %u tokens per server, chains of %u (head first)%s", np,
+           v->vnodes, R, v->lost ? "" : "\n");
+    if (v->lost)
+        printf("; %u partitions LOST (every replica died)\n", v->lost);
+    for (uint32_t p = 0; p < np; p++) {
+        char cell[64];
+        int at = snprintf(cell, sizeof cell, "%u:", p);
+        for (uint32_t j = 0; j < R && at < (int)sizeof cell; j++) {
+            uint32_t id = v->chains[(size_t)p * R + j];
+            at += snprintf(cell + at, sizeof cell - (size_t)at, "%s%s", j ? ">" : "",
+                           id ? "" : "-");
+            if (id && at < (int)sizeof cell)
+                at += snprintf(cell + at, sizeof cell - (size_t)at, "%u", id);
+        }
+        printf("%-14s%s", cell, p % 8 == 7 || p + 1 == np ? "\n" : "");
+    }
 }
 
 int main(int argc, char **argv)

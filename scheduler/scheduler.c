@@ -53,7 +53,7 @@ typedef struct node {
     int dead; /* silent past --dead-after-ms */
     enum node_state state;
     uint64_t barrier; /* highest barrier entered */
-    uint64_t range_begin, range_end;
+    uint32_t heads, holds; /* servers: partitions headed, replicas held */
     int64_t clock;    /* workers: clocks finished, from heartbeats */
     uint64_t dropped; /* servers: late pushes dropped, from heartbeats */
 } node;
@@ -67,7 +67,10 @@ static struct {
     node *nodes;
     int nnodes, cap;
     int64_t started_ms, stop_deadline_ms;
-    int heartbeat_ms, dead_after_ms;
+    int heartbeat_ms, dead_after_ms, lease_ms;
+    uint32_t nparts, replicas, vnodes;
+    uint32_t *chains; /* nparts x replicas node ids, head first; 0 = none */
+    uint32_t lost;    /* partitions whose every replica died */
     uint64_t barrier_done; /* highest barrier released */
 } S;
 
@@ -83,6 +86,13 @@ static cfg_entry config[] = {
      "heartbeat period handed to every node", 0, 0, NULL, NULL},
     {"dead-after-ms", CFG_INT, "500", "PSKV_SCHEDULER_DEAD_AFTER_MS", 50, 3600000, "ms",
      "a node silent this long is shown dead", 0, 0, NULL, NULL},
+    {"replicas", CFG_INT, "1", "PSKV_SCHEDULER_REPLICAS", 1, 8, NULL,
+     "servers in each partition's chain (1 = no replication)", 0, 0, NULL, NULL},
+    {"partitions", CFG_INT, "64", "PSKV_SCHEDULER_PARTITIONS", 1, 65536, NULL,
+     "fixed partitions of the key ring (the unit of placement and replication)", 0, 0, NULL,
+     NULL},
+    {"vnodes", CFG_INT, "16", "PSKV_SCHEDULER_VNODES", 1, 256, NULL,
+     "tokens per server on the consistent-hash ring", 0, 0, NULL, NULL},
     {"join-timeout", CFG_DOUBLE, "600", "PSKV_SCHEDULER_JOIN_TIMEOUT", 1, 86400, "s",
      "give up when the cluster is not complete after this long", 0, 0, NULL, NULL},
     {"job-id", CFG_INT, "0", "PSKV_JOB_ID", 0, 9.2e18, NULL,
@@ -162,6 +172,16 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
     v->heartbeat_ms = (uint32_t)S.heartbeat_ms;
     v->servers = (uint32_t)S.nservers;
     v->workers = (uint32_t)S.nworkers;
+    v->has_partitions = v->has_replicas = v->has_lease_ms = v->has_vnodes = v->has_lost = 1;
+    v->partitions = S.nparts;
+    v->replicas = S.replicas;
+    v->lease_ms = (uint32_t)S.lease_ms;
+    v->vnodes = S.vnodes;
+    v->lost = S.lost;
+    if (S.chains) {
+        v->n_chains = (size_t)S.nparts * S.replicas;
+        v->chains = S.chains;
+    }
     if (status) {
         static const char *const js[] = {"waiting", "running", "stopping"};
         v->state = (char *)js[S.state];
@@ -181,10 +201,10 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
         p->port = (uint32_t)n->port;
         p->pid = n->pid;
         p->alive = !n->dead;
-        if (n->role == PSKV__ROLE__SERVER && S.state != JOB_WAITING) {
-            p->has_range_begin = p->has_range_end = 1;
-            p->range_begin = n->range_begin;
-            p->range_end = n->range_end;
+        if (n->role == PSKV__ROLE__SERVER && S.chains) {
+            p->has_heads = p->has_holds = 1;
+            p->heads = n->heads;
+            p->holds = n->holds;
         }
         p->state = (char *)state_name(n); /* servers take finished and dead workers out
                                              of the clock set */
@@ -199,10 +219,9 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
     }
 }
 
-/* Publishes the view with a new epoch to every node that still takes part. */
-static void send_view(void)
+/* Sends the current view to `only`, or (NULL) to every node that still takes part. */
+static void send_view_msg(node *only)
 {
-    S.epoch++;
     Pskv__Node *nodes = calloc((size_t)S.nnodes, sizeof *nodes);
     Pskv__Node **ptrs = calloc((size_t)S.nnodes, sizeof *ptrs);
     if (!nodes || !ptrs) {
@@ -215,30 +234,59 @@ static void send_view(void)
     meta_base(&m, PSKV__MSG_TYPE__VIEW);
     m.view = &v;
     for (int i = 0; i < S.nnodes; i++)
-        if (S.nodes[i].state != NODE_FINISHED)
+        if (only ? &S.nodes[i] == only : S.nodes[i].state != NODE_FINISHED)
             send_to(&S.nodes[i], &m);
     free(nodes);
     free(ptrs);
 }
 
+/* Publishes the view with a new epoch to every node that still takes part. */
+static void send_view(void)
+{
+    S.epoch++;
+    send_view_msg(NULL);
+}
+
+static void send_view_to(node *n) { send_view_msg(n); }
+
+/* (Re)places the partitions on the live servers (ring.h owns how): the first
+ * time from scratch, later keeping each chain's survivors in front so that only
+ * the chains of a dead server change. */
+static void place_partitions(void)
+{
+    uint32_t live[4096];
+    size_t ns = 0;
+    for (int i = 0; i < S.nnodes; i++)
+        if (S.nodes[i].role == PSKV__ROLE__SERVER && !S.nodes[i].dead)
+            live[ns++] = S.nodes[i].id;
+    size_t cells = (size_t)S.nparts * S.replicas;
+    uint32_t *next = calloc(cells, sizeof *next);
+    if (!next || ring_chains(next, S.nparts, S.replicas, live, ns, S.vnodes, S.chains) < 0) {
+        LOG_E("out of memory placing %u partitions", S.nparts);
+        exit(1);
+    }
+    free(S.chains);
+    S.chains = next;
+    S.lost = 0;
+    for (int i = 0; i < S.nnodes; i++)
+        S.nodes[i].heads = S.nodes[i].holds = 0;
+    for (uint32_t p = 0; p < S.nparts; p++) {
+        const uint32_t *c = &S.chains[(size_t)p * S.replicas];
+        if (!c[0]) {
+            S.lost++;
+            continue;
+        }
+        for (uint32_t j = 0; j < S.replicas && c[j]; j++) {
+            node *n = find_node(c[j]);
+            n->holds++;
+            n->heads += j == 0;
+        }
+    }
+}
+
 static void publish_view(void)
 {
-    /* Servers in registration order split the ring evenly (ring.h owns how). */
-    uint32_t owners[4096];
-    ring_range ranges[4096];
-    int ns = 0;
-    for (int i = 0; i < S.nnodes; i++)
-        if (S.nodes[i].role == PSKV__ROLE__SERVER)
-            owners[ns++] = S.nodes[i].id;
-    ring_split_even(ranges, owners, (size_t)ns);
-    for (int i = 0, s = 0; i < S.nnodes; i++) {
-        node *n = &S.nodes[i];
-        if (n->role != PSKV__ROLE__SERVER)
-            continue;
-        n->range_begin = ranges[s].begin;
-        n->range_end = ranges[s].end;
-        s++;
-    }
+    place_partitions();
     S.state = JOB_RUNNING;
     for (int i = 0; i < S.nnodes; i++)
         S.nodes[i].state = NODE_ACTIVE;
@@ -478,11 +526,27 @@ static void handle(wire_msg *msg)
     case PSKV__MSG_TYPE__HEARTBEAT:
         /* no reply; an unknown sender is logged but not answered */
         if ((n = r->has_sender ? find_node(r->sender) : NULL)) {
+            if (n->dead && n->role == PSKV__ROLE__SERVER) {
+                /* replaced: its partitions have new owners; it must learn so and
+                 * serve nothing (the view says it is dead) */
+                LOG_W("heartbeat from server node %u, which was declared dead and replaced",
+                      n->id);
+                if (S.state == JOB_RUNNING)
+                    send_view_to(n);
+                break;
+            }
             n->last_hb_ms = tu_now_ms();
             if (r->has_clock)
                 n->clock = r->clock;
             if (r->has_dropped)
                 n->dropped = r->dropped;
+            if (n->role == PSKV__ROLE__SERVER) { /* renews its lease */
+                Pskv__Meta a;
+                meta_base(&a, PSKV__MSG_TYPE__HEARTBEAT_ACK);
+                a.has_request_id = r->has_request_id;
+                a.request_id = r->request_id;
+                wire_send(S.sock, &msg->rid, &a, NULL, NULL);
+            }
             if (n->dead) {
                 n->dead = 0;
                 LOG_I("node %u (%s) is alive again", n->id, role_name(n->role));
@@ -551,8 +615,16 @@ static void tick(void)
               role_name(n->role), n->rank, n->host, n->port, (long long)(now - n->last_hb_ms));
         check_barriers();
         check_end();
-        if (S.state == JOB_RUNNING && n->role == PSKV__ROLE__WORKER)
+        if (S.state == JOB_RUNNING && n->role == PSKV__ROLE__SERVER) {
+            int64_t t0 = tu_now_us();
+            place_partitions();
+            send_view();
+            LOG_W("server node %u replaced: view epoch %llu published %.1f ms after it was "
+                  "declared dead; %u partitions lost (every replica dead)", n->id,
+                  (unsigned long long)S.epoch, (double)(tu_now_us() - t0) / 1e3, S.lost);
+        } else if (S.state == JOB_RUNNING && n->role == PSKV__ROLE__WORKER) {
             send_view(); /* out of the clock set */
+        }
     }
     if (S.state == JOB_WAITING && now - S.started_ms > (int64_t)(cfg_double(S.cfg, "join-timeout") * 1000)) {
         LOG_E("only %d of %d servers and %d of %d workers joined within %.0f s; giving up",
@@ -584,6 +656,24 @@ int main(int argc, char **argv)
     S.nworkers = (int)cfg_int(config, "workers");
     S.heartbeat_ms = (int)cfg_int(config, "heartbeat-ms");
     S.dead_after_ms = (int)cfg_int(config, "dead-after-ms");
+    S.replicas = (uint32_t)cfg_int(config, "replicas");
+    S.nparts = (uint32_t)cfg_int(config, "partitions");
+    S.vnodes = (uint32_t)cfg_int(config, "vnodes");
+    /* a lease counts from the send time of an acknowledged heartbeat and must end
+     * before the scheduler could declare the server dead */
+    S.lease_ms = S.dead_after_ms - 2 * S.heartbeat_ms;
+    if (S.lease_ms < S.heartbeat_ms) {
+        fprintf(stderr,
+                "pskv-scheduler: --dead-after-ms %d must be at least 3 x --heartbeat-ms %d "
+                "(a server's lease is dead-after minus two heartbeats and must outlast one)\n",
+                S.dead_after_ms, S.heartbeat_ms);
+        return 2;
+    }
+    if ((int)S.replicas > S.nservers) {
+        fprintf(stderr, "pskv-scheduler: --replicas %u needs at least as many --servers (%d)\n",
+                S.replicas, S.nservers);
+        return 2;
+    }
     S.job_id = (uint64_t)cfg_int(config, "job-id");
     while (S.job_id == 0 && getrandom(&S.job_id, sizeof S.job_id, 0) != sizeof S.job_id)
         ;
@@ -655,5 +745,6 @@ int main(int argc, char **argv)
     zmq_close(S.sock);
     zmq_ctx_term(S.ctx);
     free(S.nodes);
+    free(S.chains);
     return 0;
 }

@@ -25,6 +25,8 @@ typedef struct held {    /* a request answered later */
     table *t;
     uint64_t first, n;
     uint64_t *keys;      /* pulls: a copy of the keys, NULL for a dense run */
+    uint64_t *segs;      /* pulls: a copy of the dense runs (pairs), or NULL */
+    size_t nsegs;
 } held;
 
 typedef struct bsp_open { /* one open clock of a bsp table */
@@ -112,8 +114,10 @@ void consist_destroy(consist **c_p)
         }
         bsp_free(b);
     }
-    for (size_t i = 0; i < c->nparked; i++)
+    for (size_t i = 0; i < c->nparked; i++) {
         free(c->parked[i].keys);
+        free(c->parked[i].segs);
+    }
     free(c->bsp);
     free(c->parked);
     free(c->vc);
@@ -188,7 +192,8 @@ static void answer_pull(consist *c, const held *h, int64_t clock)
         send_held(c, h, &m, NULL);
         return;
     }
-    shard_pull(t->sh, h->keys, h->first, h->n, buf);
+    rowset rs = {h->keys, h->first, h->n, h->segs, h->nsegs};
+    shard_pull_rows(t->sh, &rs, buf);
     zmq_msg_t vals;
     zmq_msg_init_data(&vals, buf, bytes, free_buf, NULL);
     reply_meta(c, &m, PSKV__MSG_TYPE__PULL_REPLY, h, clock);
@@ -440,6 +445,7 @@ static void advance(consist *c)
         if (pull_ready(c, h->t, h->clock)) {
             answer_pull(c, h, values_clock(c, h->t));
             free(h->keys);
+            free(h->segs);
         } else {
             c->parked[keep++] = *h;
         }
@@ -538,14 +544,14 @@ static void refuse(consist *c, wire_msg *msg, int code, const char *why, int64_t
     answer_push(c, &h, code, why, clock);
 }
 
-void consist_push(consist *c, table *t, wire_msg *msg)
+void consist_push(consist *c, table *t, wire_msg *msg, const rowset *rs)
 {
     int64_t t0 = tu_now_ns();
     Pskv__Meta *r = msg->meta;
     held h;
     if (t->model != CONS_BSP || r->assign) {
-        int rc = r->assign ? shard_assign(t->sh, msg->keys, r->first_key, msg->nkeys, msg->vals)
-                           : shard_push(t->sh, msg->keys, r->first_key, msg->nkeys, msg->vals);
+        int rc = r->assign ? shard_assign_rows(t->sh, rs, msg->vals)
+                           : shard_push_rows(t->sh, rs, msg->vals);
         hold(&h, msg, t, -1);
         if (rc < 0)
             answer_push(c, &h, PSKV_ENOMEM, "out of memory applying the push (partially applied)",
@@ -606,7 +612,7 @@ void consist_push(consist *c, table *t, wire_msg *msg)
         }
     }
     if (!o->acc[rank] || o->nacks == o->capacks ||
-        shard_push(o->acc[rank], msg->keys, r->first_key, msg->nkeys, msg->vals) < 0) {
+        shard_push_rows(o->acc[rank], rs, msg->vals) < 0) {
         refuse(c, msg, PSKV_ENOMEM, "out of memory holding the push", b->closed);
         return;
     }
@@ -615,12 +621,14 @@ void consist_push(consist *c, table *t, wire_msg *msg)
     c->st.push_ns += tu_now_ns() - t0;
 }
 
-void consist_pull(consist *c, table *t, wire_msg *msg)
+void consist_pull(consist *c, table *t, wire_msg *msg, const rowset *rs)
 {
     held h;
     hold(&h, msg, t, rank_of(c, msg->meta->sender));
     if (pull_ready(c, t, h.clock)) {
-        h.keys = (uint64_t *)msg->keys; /* answered now: the frame is still ours */
+        h.keys = (uint64_t *)rs->keys; /* answered now: the frame is still ours */
+        h.segs = (uint64_t *)rs->segs;
+        h.nsegs = rs->nsegs;
         answer_pull(c, &h, values_clock(c, t));
         return;
     }
@@ -635,6 +643,14 @@ void consist_pull(consist *c, table *t, wire_msg *msg)
             return;
         }
         memcpy(h.keys, msg->keys, msg->nkeys * sizeof *h.keys);
+    } else if (rs->segs) {
+        h.segs = malloc(rs->nsegs * 2 * sizeof *h.segs);
+        if (!h.segs) {
+            refuse(c, msg, PSKV_ENOMEM, "out of memory parking the pull", 0);
+            return;
+        }
+        memcpy(h.segs, rs->segs, rs->nsegs * 2 * sizeof *h.segs);
+        h.nsegs = rs->nsegs;
     }
     c->parked[c->nparked++] = h;
 }

@@ -36,11 +36,13 @@ void consist_destroy(consist **c_p);
  * set allows (parked pulls, bsp clocks). */
 void consist_view(consist *c);
 
-/* A validated PUSH (table, width, ranges and values checked) on table t. */
-void consist_push(consist *c, table *t, wire_msg *msg);
+/* A validated PUSH (table, width, ranges and values checked) on table t, for the
+ * rows `rs` (borrowed for the call). */
+void consist_push(consist *c, table *t, wire_msg *msg, const rowset *rs);
 
-/* A validated PULL on table t: answered now or parked. */
-void consist_pull(consist *c, table *t, wire_msg *msg);
+/* A validated PULL on table t for the rows `rs`: answered now or parked (the
+ * engine copies what it keeps). */
+void consist_pull(consist *c, table *t, wire_msg *msg, const rowset *rs);
 
 /* A CLOCK message: the sender finished iteration meta->clock. */
 void consist_clock(consist *c, wire_msg *msg);

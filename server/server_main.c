@@ -17,6 +17,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "chain.h"
 #include "config.h"
 #include "consist.h"
 #include "log.h"
@@ -48,11 +49,13 @@ static struct {
     member mb;
     void *ctx, *router;
     table_set *tables;
-    uint64_t begin, end; /* owned ring range */
     uint64_t errors;
     consist *cons;
-    wire_msg *parked; /* valid requests that came before the view, in order */
+    chain *chain;
+    wire_msg *parked; /* valid messages from a view not applied here yet, in order */
     int nparked;
+    int64_t lease_until_ms; /* serve only before this (renewed by heartbeat acks) */
+    int lease_lapsed;       /* logged once per lapse */
 } S;
 
 #define MAX_PARKED 1024
@@ -99,19 +102,6 @@ static void fail(wire_msg *msg, int code, const char *why)
         LOG_W("cannot answer %s: %s", msg->peer, zmq_strerror(errno));
 }
 
-static int own_range_of_view(void)
-{
-    for (size_t i = 0; i < S.mb.view->n_nodes; i++) {
-        Pskv__Node *n = S.mb.view->nodes[i];
-        if (n->id == S.mb.node_id) {
-            S.begin = n->range_begin;
-            S.end = n->range_end;
-            return 0;
-        }
-    }
-    return -1;
-}
-
 static void on_table_open(wire_msg *msg)
 {
     char why[400];
@@ -120,7 +110,16 @@ static void on_table_open(wire_msg *msg)
         fail(msg, PSKV_EPROTO, "TABLE_OPEN without table options");
         return;
     }
-    int rc = tables_open(S.tables, r->table_id, r->table, S.begin, S.end, why, sizeof why);
+    if (chain_replicas(S.chain) > 1 && r->table->consistency && *r->table->consistency &&
+        strcmp(r->table->consistency, "async")) {
+        snprintf(why, sizeof why, "table '%s': consistency '%s' with %u replicas is not "
+                 "supported in this release (replicated tables are async)",
+                 r->table->name ? r->table->name : "?", r->table->consistency,
+                 chain_replicas(S.chain));
+        fail(msg, PSKV_EINVAL, why);
+        return;
+    }
+    int rc = tables_open(S.tables, r->table_id, r->table, 0, UINT64_MAX, why, sizeof why);
     if (rc < 0) {
         fail(msg, -rc, why);
         return;
@@ -130,9 +129,9 @@ static void on_table_open(wire_msg *msg)
     wire_send(S.router, &msg->rid, &m, NULL, NULL);
 }
 
-/* Checks table, width and ownership of a push or pull; returns the table or NULL
- * (after answering with an error). */
-static table *check_request(wire_msg *msg)
+/* Checks table, width and ownership of a push or pull and fills rs; returns the
+ * table or NULL (after answering with an error). */
+static table *check_request(wire_msg *msg, rowset *rs)
 {
     char why[300];
     Pskv__Meta *r = msg->meta;
@@ -149,30 +148,18 @@ static table *check_request(wire_msg *msg)
         fail(msg, PSKV_EPROTO, why);
         return NULL;
     }
-    if (!msg->keys) {
-        if (!t->dense || !shard_owns_run(t->sh, r->first_key, msg->nkeys)) {
-            snprintf(why, sizeof why, "keys %llu..%llu of table '%s' are not on this server",
-                     (unsigned long long)r->first_key,
-                     (unsigned long long)(r->first_key + msg->nkeys - 1), t->name);
-            fail(msg, PSKV_ERANGE, why);
-            return NULL;
-        }
-        return t;
-    }
-    for (uint64_t i = 0; i < msg->nkeys; i++) {
-        if (!shard_owns_key(t->sh, msg->keys[i])) {
-            snprintf(why, sizeof why, "key %llu (#%llu) of table '%s' is not on this server",
-                     (unsigned long long)msg->keys[i], (unsigned long long)i, t->name);
-            fail(msg, PSKV_ERANGE, why);
-            return NULL;
-        }
+    int rc = chain_rows(S.chain, t, msg, r->type == PSKV__MSG_TYPE__PULL, rs, why, sizeof why);
+    if (rc < 0) {
+        fail(msg, -rc, why);
+        return NULL;
     }
     return t;
 }
 
 static void on_push(wire_msg *msg)
 {
-    table *t = check_request(msg);
+    rowset rs;
+    table *t = check_request(msg, &rs);
     if (!t)
         return;
     if (!upd_all_finite(msg->vals, msg->nvals)) {
@@ -191,14 +178,18 @@ static void on_push(wire_msg *msg)
         fail(msg, PSKV_EBADVALUE, why);
         return;
     }
-    consist_push(S.cons, t, msg);
+    if (chain_replicas(S.chain) > 1)
+        chain_push(S.chain, t, msg, &rs);
+    else
+        consist_push(S.cons, t, msg, &rs);
 }
 
 static void on_pull(wire_msg *msg)
 {
-    table *t = check_request(msg);
+    rowset rs;
+    table *t = check_request(msg, &rs);
     if (t)
-        consist_pull(S.cons, t, msg);
+        consist_pull(S.cons, t, msg, &rs);
 }
 
 /* Refuses (and returns 1 for) a request from another job. */
@@ -214,22 +205,75 @@ static int refuse_foreign(wire_msg *msg)
     return 1;
 }
 
+/* 1 when msg comes from a view this server has not applied yet: it waits. */
+static int from_future(const wire_msg *msg)
+{
+    return !S.mb.view || (msg->meta->has_epoch && msg->meta->epoch > S.mb.epoch);
+}
+
+/* Refuses (and returns 1 for) a push or pull planned on an older placement, or
+ * any data message while this server's lease has lapsed. */
+static int refuse_stale(wire_msg *msg)
+{
+    Pskv__Meta *r = msg->meta;
+    int data = r->type == PSKV__MSG_TYPE__PUSH || r->type == PSKV__MSG_TYPE__PULL;
+    int repl = r->type == PSKV__MSG_TYPE__REPLICATE || r->type == PSKV__MSG_TYPE__FILL;
+    if (!data && !repl)
+        return 0;
+    char why[200];
+    if (tu_now_ms() > S.lease_until_ms) {
+        if (!S.lease_lapsed++)
+            LOG_W("lease lapsed (no acknowledged heartbeat): serving nothing until renewed");
+        if (data)
+            fail(msg, PSKV_ESTALE, "this server's lease has lapsed; it may have been replaced");
+        return 1;
+    }
+    uint64_t ep = r->has_epoch ? r->epoch : 0;
+    if (ep >= chain_place_epoch(S.chain))
+        return 0;
+    snprintf(why, sizeof why, "view epoch %llu is older than this server's placement (epoch "
+             "%llu): re-resolve the owner and retry", (unsigned long long)ep,
+             (unsigned long long)chain_place_epoch(S.chain));
+    if (data)
+        fail(msg, PSKV_ESTALE, why);
+    else
+        LOG_D("dropped %s from node %u: %s", wire_type_name((int)r->type), r->sender, why);
+    return 1;
+}
+
 static void handle_worker(wire_msg *msg)
 {
     Pskv__Meta *r = msg->meta;
     char why[200];
-    if (refuse_foreign(msg))
+    if (refuse_foreign(msg) || refuse_stale(msg))
         return;
     switch (r->type) {
     case PSKV__MSG_TYPE__TABLE_OPEN: on_table_open(msg); break;
     case PSKV__MSG_TYPE__PUSH: on_push(msg); break;
     case PSKV__MSG_TYPE__PULL: on_pull(msg); break;
     case PSKV__MSG_TYPE__CLOCK: consist_clock(S.cons, msg); break;
+    case PSKV__MSG_TYPE__REPLICATE: chain_replicate(S.chain, msg); break;
+    case PSKV__MSG_TYPE__FILL: chain_fill(S.chain, msg); break;
     default:
         snprintf(why, sizeof why, "message type %s is not served by a server",
                  wire_type_name((int)r->type));
         fail(msg, PSKV_EPROTO, why);
     }
+}
+
+/* Serves the parked messages whose view has arrived, in order. */
+static void replay_parked(void)
+{
+    int keep = 0;
+    for (int i = 0; i < S.nparked; i++) {
+        if (from_future(&S.parked[i])) {
+            S.parked[keep++] = S.parked[i];
+            continue;
+        }
+        handle_worker(&S.parked[i]);
+        wire_msg_close(&S.parked[i]);
+    }
+    S.nparked = keep;
 }
 
 /* Returns 1 when the scheduler said STOP. */
@@ -243,8 +287,25 @@ static int handle_scheduler(void)
         if (rc < 0)
             continue;
         if (!msg.meta) { /* a new view */
-            own_range_of_view();
+            if (chain_view(S.chain)) {
+                LOG_E("the scheduler declared this server dead in view epoch %llu and gave "
+                      "its partitions to others: exiting without serving anything stale",
+                      (unsigned long long)S.mb.epoch);
+                exit(3);
+            }
             consist_view(S.cons);
+            S.lease_until_ms = tu_now_ms() + (int64_t)S.mb.view->lease_ms;
+            replay_parked();
+        } else if (msg.meta->type == PSKV__MSG_TYPE__HEARTBEAT_ACK) {
+            /* the lease runs from when the acknowledged heartbeat was sent */
+            int64_t until = S.mb.view ? (int64_t)msg.meta->request_id +
+                                            (int64_t)S.mb.view->lease_ms : 0;
+            if (msg.meta->has_request_id && until > S.lease_until_ms) {
+                S.lease_until_ms = until;
+                if (S.lease_lapsed)
+                    LOG_I("lease renewed");
+                S.lease_lapsed = 0;
+            }
         } else if (msg.meta->type == PSKV__MSG_TYPE__STOP) {
             Pskv__Meta m;
             member_meta(&S.mb, &m, PSKV__MSG_TYPE__STOP_ACK);
@@ -318,7 +379,8 @@ int main(int argc, char **argv)
     }
     S.tables = tables_new();
     S.cons = consist_new(S.router, &S.mb, S.tables);
-    if (!S.tables || !S.cons) {
+    S.chain = chain_new(S.ctx, S.router, &S.mb, S.tables, cfg_int(config, "max-message"));
+    if (!S.tables || !S.cons || !S.chain) {
         LOG_E("out of memory");
         return 1;
     }
@@ -348,35 +410,26 @@ int main(int argc, char **argv)
                   cfg_double(config, "join-timeout"));
             return 1;
         }
-        zmq_pollitem_t items[2] = {{S.router, 0, ZMQ_POLLIN, 0}, {S.mb.sock, 0, ZMQ_POLLIN, 0}};
+        zmq_pollitem_t items[2 + 256] = {{S.router, 0, ZMQ_POLLIN, 0},
+                                         {S.mb.sock, 0, ZMQ_POLLIN, 0}};
+        int nitems = 2 + chain_poll_items(S.chain, items + 2, 256);
         long wait = (long)(S.mb.next_hb_ms - tu_now_ms());
-        if (zmq_poll(items, 2, wait < 0 ? 0 : wait) < 0 && errno != EINTR) {
+        if (zmq_poll(items, nitems, wait < 0 ? 0 : wait) < 0 && errno != EINTR) {
             LOG_E("poll failed: %s", zmq_strerror(errno));
             break;
         }
         if (items[1].revents & ZMQ_POLLIN) {
-            int had_view = S.mb.view != NULL;
             stopped = handle_scheduler();
-            if (!had_view && S.mb.view) {
-                if (own_range_of_view() < 0) {
-                    LOG_E("the view does not list this server");
-                    return 1;
-                }
-                LOG_I("owns ring range [%016llx, %016llx]", (unsigned long long)S.begin,
-                      (unsigned long long)S.end);
-                for (int i = 0; i < S.nparked; i++) {
-                    handle_worker(&S.parked[i]);
-                    wire_msg_close(&S.parked[i]);
-                }
-                S.nparked = 0;
-            }
         }
+        if (nitems > 2)
+            chain_drain(S.chain);
         for (int budget = 0; budget < 256 && (items[0].revents & ZMQ_POLLIN); budget++) {
-            /* Before the view this server owns no range yet: valid requests wait
-             * (bounded, in order) in S.parked and are served once it arrives. They
-             * are received in place: a frame's data may live inside its zmq_msg_t. */
+            /* A message from a view not applied here yet (before the first view,
+             * or sent right after a new one) waits (bounded, in order) in S.parked
+             * and is served once the view arrives. Messages are received in place:
+             * a frame's data may live inside its zmq_msg_t. */
             wire_msg local;
-            int park = !S.mb.view && S.nparked < MAX_PARKED;
+            int park = S.nparked < MAX_PARKED;
             wire_msg *msg = park ? &S.parked[S.nparked] : &local;
             rc = wire_recv(S.router, 1, msg, why, sizeof why);
             if (rc == -PSKV_ETIMEDOUT) {
@@ -385,14 +438,15 @@ int main(int argc, char **argv)
             }
             if (rc < 0) {
                 fail(msg, -rc, why);
-            } else if (S.mb.view) {
+            } else if (!from_future(msg)) {
                 handle_worker(msg);
             } else if (!refuse_foreign(msg)) {
                 if (park) {
                     S.nparked++;
                     continue;
                 }
-                fail(msg, PSKV_EREFUSED, "server not ready: the cluster is not complete yet");
+                fail(msg, PSKV_EREFUSED, S.mb.view ? "server busy: too many messages from a "
+                     "newer view wait for it" : "server not ready: the cluster is not complete yet");
             }
             wire_msg_close(msg);
         }
@@ -409,6 +463,7 @@ int main(int argc, char **argv)
           tables_count(S.tables));
     log_tables();
     member_close(&S.mb);
+    chain_destroy(&S.chain);
     zmq_close(S.router);
     zmq_ctx_term(S.ctx);
     for (int i = 0; i < S.nparked; i++)

@@ -298,3 +298,89 @@ void shard_pull(const shard *s, const uint64_t *keys, uint64_t first, uint64_t n
                 out[i * wd + j] = shard_init_value(&s->init, keys[i], j);
     }
 }
+
+/* ---- row sets, export and import ------------------------------------------ */
+
+int shard_push_rows(shard *s, const rowset *rs, const float *g)
+{
+    if (rs->keys || !rs->segs)
+        return shard_push(s, rs->keys, rs->first, rs->n, g);
+    for (size_t i = 0, at = 0; i < rs->nsegs; at += rs->segs[2 * i + 1], i++)
+        if (shard_push(s, NULL, rs->segs[2 * i], rs->segs[2 * i + 1], g + at * s->width) < 0)
+            return -PSKV_ENOMEM;
+    return 0;
+}
+
+int shard_assign_rows(shard *s, const rowset *rs, const float *v)
+{
+    if (rs->keys || !rs->segs)
+        return shard_assign(s, rs->keys, rs->first, rs->n, v);
+    for (size_t i = 0, at = 0; i < rs->nsegs; at += rs->segs[2 * i + 1], i++)
+        if (shard_assign(s, NULL, rs->segs[2 * i], rs->segs[2 * i + 1], v + at * s->width) < 0)
+            return -PSKV_ENOMEM;
+    return 0;
+}
+
+void shard_pull_rows(const shard *s, const rowset *rs, float *out)
+{
+    if (rs->keys || !rs->segs) {
+        shard_pull(s, rs->keys, rs->first, rs->n, out);
+        return;
+    }
+    for (size_t i = 0, at = 0; i < rs->nsegs; at += rs->segs[2 * i + 1], i++)
+        shard_pull(s, NULL, rs->segs[2 * i], rs->segs[2 * i + 1], out + at * s->width);
+}
+
+size_t shard_row_floats(const shard *s) { return row_floats(s); }
+
+uint64_t shard_export(const shard *s, int (*keep)(void *ctx, uint64_t key), void *ctx,
+                      uint64_t *keys, float *rows)
+{
+    size_t rf = row_floats(s), wd = s->width;
+    uint64_t n = 0;
+    if (s->dense) {
+        for (uint64_t i = 0; i < s->count; i++) {
+            uint64_t key = s->first + i;
+            if (keep && !keep(ctx, key))
+                continue;
+            if (keys) {
+                keys[n] = key;
+                memcpy(rows + n * rf, s->w + i * wd, wd * sizeof(float));
+                if (s->nstate)
+                    memcpy(rows + n * rf + wd, s->state + i * wd, wd * sizeof(float));
+            }
+            n++;
+        }
+        return n;
+    }
+    for (size_t i = 0; i < s->cap; i++) {
+        if (s->slots[i] == EMPTY || (keep && !keep(ctx, s->keys[i])))
+            continue;
+        if (keys) {
+            keys[n] = s->keys[i];
+            memcpy(rows + n * rf, s->rows + (size_t)s->slots[i] * rf, rf * sizeof(float));
+        }
+        n++;
+    }
+    return n;
+}
+
+int shard_import(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, const float *rows)
+{
+    size_t rf = row_floats(s), wd = s->width;
+    for (uint64_t i = 0; i < n; i++) {
+        const float *src = rows + i * rf;
+        if (s->dense) {
+            size_t off = (size_t)((keys ? keys[i] : first + i) - s->first) * wd;
+            memcpy(s->w + off, src, wd * sizeof(float));
+            if (s->nstate)
+                memcpy(s->state + off, src + wd, wd * sizeof(float));
+        } else {
+            float *row = sparse_row(s, keys[i]);
+            if (!row)
+                return -PSKV_ENOMEM;
+            memcpy(row, src, rf * sizeof(float));
+        }
+    }
+    return 0;
+}

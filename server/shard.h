@@ -70,4 +70,32 @@ void shard_clear(shard *s);
 /* Keys stored (dense: count; sparse: keys pushed so far). */
 uint64_t shard_size(const shard *s);
 
+/* The rows a message addresses: explicit keys, one dense run, or several dense
+ * runs (a request that spans partitions held by other servers in between). */
+typedef struct rowset {
+    const uint64_t *keys; /* n explicit keys, or NULL */
+    uint64_t first, n;    /* keys NULL and segs NULL: the run [first, first + n) */
+    const uint64_t *segs; /* nsegs pairs (first, count) of runs, n rows in all, or NULL */
+    size_t nsegs;
+} rowset;
+
+/* shard_push, shard_assign and shard_pull over a rowset; values in row order. */
+int shard_push_rows(shard *s, const rowset *rs, const float *g);
+int shard_assign_rows(shard *s, const rowset *rs, const float *v);
+void shard_pull_rows(const shard *s, const rowset *rs, float *out);
+
+/* Floats per exported row: the values and then the optimizer state. */
+size_t shard_row_floats(const shard *s);
+
+/* Copies every stored row whose key `keep` accepts (keep NULL = all) into
+ * keys[]/rows[] (rows of shard_row_floats floats: values, then state; dense rows
+ * in index order, sparse rows in storage order) and returns how many; with keys
+ * and rows NULL only counts. Sparse rows never pushed are not stored. */
+uint64_t shard_export(const shard *s, int (*keep)(void *ctx, uint64_t key), void *ctx,
+                      uint64_t *keys, float *rows);
+
+/* Overwrites n rows (values and state, as exported). keys NULL = dense run
+ * from first. Returns 0 or -PSKV_ENOMEM. */
+int shard_import(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, const float *rows);
+
 #endif

@@ -44,10 +44,13 @@ typedef struct vbuf { /* values and keys shared with ZeroMQ's zero-copy sends */
 
 typedef struct part {
     int server;        /* index into w->srv */
-    uint64_t first;    /* dense run: first key; else unused */
-    uint64_t n;        /* keys in this part */
-    uint64_t off;      /* run: row offset in the caller's arrays */
-    uint32_t *idx;     /* gathered: caller row of each key (into req->idx) */
+    uint64_t n;        /* rows in this part */
+    uint64_t seg0, nseg; /* run part: its runs r->segs[seg0 .. seg0+nseg) (first, count) */
+    uint64_t off;      /* row offset of this part's values (and keys) in its buffer */
+    uint32_t *idx;     /* gathered part: caller row of each key */
+    vbuf *own;         /* re-sent part: its own keys (then values); idx owned too */
+    uint64_t dedupe_id; /* wire request id of the first send of these rows */
+    int64_t retry_at;  /* > 0: re-plan and send again at this time */
     int done;
 } part;
 
@@ -57,9 +60,13 @@ typedef struct req {
     int table;
     int nparts, pending;
     part *parts;
+    uint64_t first;    /* dense run request: its first key */
+    uint64_t *segs;    /* run parts' runs, pairs (first, count) */
     uint32_t *idx;     /* gathered rows, all parts */
     float *out;        /* pull destination */
     vbuf *buf;         /* push values (and gathered keys) */
+    size_t kbytes;     /* bytes of gathered keys at the front of buf */
+    int assign;        /* a push that overwrites (pskv_assign) */
     int err;
     int64_t deadline_ms;
     int64_t vclock;    /* pull: the oldest clock its parts' values reflect */
@@ -70,6 +77,7 @@ typedef struct srv {
     uint32_t id;
     char host[128];
     int port;
+    int alive;
     void *sock;
 } srv;
 
@@ -79,7 +87,6 @@ typedef struct tbl {
     int dense;
     uint64_t size;
     uint32_t width;
-    uint64_t *span_first, *span_count; /* dense: per server */
 } tbl;
 
 struct pskv_worker {
@@ -87,7 +94,10 @@ struct pskv_worker {
     member mb;
     int nworkers, nservers;
     srv *srv;
-    ring_range *ranges;   /* sorted by begin; owner = index into srv */
+    uint32_t nparts, R;   /* placement of the latest view */
+    int *head, *tail;     /* per partition: index into srv of the head and tail, -1 = lost */
+    int nretry;           /* parts waiting to be sent again */
+    uint64_t resends;     /* parts sent again (new owner, stale view, copy not ready) */
     /* scratch sized once for the view, so a request allocates only what it keeps */
     zmq_pollitem_t *items; /* scheduler socket, then one per server */
     uint64_t *count;       /* keys per server while grouping */
@@ -115,6 +125,7 @@ struct pskv_worker {
     _Atomic int64_t clock;  /* iterations finished; pushes and pulls carry it */
     uint64_t late_drops;    /* bsp pushes answered "dropped: late" */
     int64_t values_clock;   /* clock the last completed pull's values reflect */
+    int64_t max_message;
 };
 
 static int set_error(pskv_worker *w, int code, const char *fmt, ...)
@@ -196,12 +207,16 @@ static void *heartbeat_main(void *arg)
 
 /* ---- view ---------------------------------------------------------------- */
 
-static int cmp_range(const void *a, const void *b)
+static int srv_index(const pskv_worker *w, uint32_t id)
 {
-    const ring_range *x = a, *y = b;
-    return x->begin < y->begin ? -1 : x->begin > y->begin;
+    for (int i = 0; i < w->nservers; i++)
+        if (w->srv[i].id == id)
+            return i;
+    return -1;
 }
 
+/* Applies the latest view: servers (dialled once each), their liveness, and the
+ * head and tail of every partition. Called at open and on every new view. */
 static int apply_view(pskv_worker *w, int64_t max_message)
 {
     Pskv__View *v = w->mb.view;
@@ -212,38 +227,63 @@ static int apply_view(pskv_worker *w, int64_t max_message)
     }
     if (ns == 0 || ns > MAX_PARTS)
         return set_error(w, PSKV_EPROTO, "the view lists %d servers", ns);
-    w->srv = calloc((size_t)ns, sizeof *w->srv);
-    w->ranges = calloc((size_t)ns, sizeof *w->ranges);
-    w->items = calloc((size_t)ns + 1, sizeof *w->items);
-    w->count = calloc((size_t)ns, sizeof *w->count);
-    w->pindex = calloc((size_t)ns, sizeof *w->pindex);
-    if (!w->srv || !w->ranges || !w->items || !w->count || !w->pindex)
-        return set_error(w, PSKV_ENOMEM, "out of memory");
-    w->nservers = ns; /* so that close releases the sockets opened below */
-    int k = 0;
+    if (!v->partitions || !v->replicas || v->n_chains != (size_t)v->partitions * v->replicas)
+        return set_error(w, PSKV_EPROTO, "the view has no valid partition chains");
+    if (w->nparts && (v->partitions != w->nparts || v->replicas != w->R))
+        return set_error(w, PSKV_EPROTO, "the view changed the partition count");
+    if (ns > w->nservers) { /* room for servers not seen before */
+        srv *s2 = realloc(w->srv, (size_t)ns * sizeof *s2);
+        if (s2)
+            w->srv = s2;
+        zmq_pollitem_t *it = realloc(w->items, ((size_t)ns + 1) * sizeof *it);
+        if (it)
+            w->items = it;
+        uint64_t *cnt = realloc(w->count, (size_t)ns * sizeof *cnt);
+        if (cnt)
+            w->count = cnt;
+        int *pi = realloc(w->pindex, (size_t)ns * sizeof *pi);
+        if (pi)
+            w->pindex = pi;
+        if (!s2 || !it || !cnt || !pi)
+            return set_error(w, PSKV_ENOMEM, "out of memory");
+    }
     for (size_t i = 0; i < v->n_nodes; i++) {
         Pskv__Node *n = v->nodes[i];
         if (n->role != PSKV__ROLE__SERVER)
             continue;
-        srv *s = &w->srv[k];
-        s->id = n->id;
-        snprintf(s->host, sizeof s->host, "%s", n->host ? n->host : "");
-        s->port = (int)n->port;
-        s->sock = net_socket(w->ctx, ZMQ_DEALER, max_message, 0);
-        if (!s->sock || net_connect(s->sock, s->host, s->port) < 0)
-            return set_error(w, PSKV_ENET, "cannot connect to server %s:%d: %s", s->host, s->port,
-                             zmq_strerror(errno));
-        w->ranges[k].begin = n->range_begin;
-        w->ranges[k].end = n->range_end;
-        w->ranges[k].owner = (uint32_t)k;
-        k++;
+        int k = srv_index(w, n->id);
+        if (k < 0) {
+            k = w->nservers++; /* counted first, so close releases the socket */
+            srv *s = &w->srv[k];
+            memset(s, 0, sizeof *s);
+            s->id = n->id;
+            snprintf(s->host, sizeof s->host, "%s", n->host ? n->host : "");
+            s->port = (int)n->port;
+            s->sock = net_socket(w->ctx, ZMQ_DEALER, max_message, 0);
+            if (!s->sock || net_connect(s->sock, s->host, s->port) < 0)
+                return set_error(w, PSKV_ENET, "cannot connect to server %s:%d: %s", s->host,
+                                 s->port, zmq_strerror(errno));
+        }
+        w->srv[k].alive = !(n->state && !strcmp(n->state, "dead"));
     }
-    qsort(w->ranges, (size_t)ns, sizeof *w->ranges, cmp_range);
-    if (w->ranges[0].begin != 0 || w->ranges[ns - 1].end != UINT64_MAX)
-        return set_error(w, PSKV_EPROTO, "the view's ranges do not cover the key ring");
-    for (int i = 1; i < ns; i++)
-        if (w->ranges[i].begin != w->ranges[i - 1].end + 1)
-            return set_error(w, PSKV_EPROTO, "the view's ranges have a gap or overlap");
+    if (!w->head) {
+        w->nparts = v->partitions;
+        w->R = v->replicas;
+        w->head = malloc(w->nparts * sizeof *w->head);
+        w->tail = malloc(w->nparts * sizeof *w->tail);
+        if (!w->head || !w->tail)
+            return set_error(w, PSKV_ENOMEM, "out of memory");
+    }
+    for (uint32_t p = 0; p < w->nparts; p++) {
+        const uint32_t *c = &v->chains[(size_t)p * w->R];
+        w->head[p] = w->tail[p] = -1;
+        for (uint32_t j = 0; j < w->R && c[j]; j++) {
+            int k = srv_index(w, c[j]);
+            if (j == 0)
+                w->head[p] = k;
+            w->tail[p] = k;
+        }
+    }
     w->nworkers = nw;
     return 0;
 }
@@ -276,6 +316,7 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
     w->chunk_bytes = cfg.chunk_bytes ? cfg.chunk_bytes : 256 * 1024;
     w->spin_us = cfg.spin_us < 0 ? 0 : cfg.spin_us;
     w->request_timeout_ms = cfg.request_timeout_ms;
+    w->max_message = cfg.max_message;
     w->next_ts = 1;
     snprintf(w->sched, sizeof w->sched, "%s", cfg.scheduler);
     w->reqs = calloc((size_t)w->window, sizeof *w->reqs);
@@ -348,7 +389,14 @@ static vbuf *vbuf_new(size_t bytes)
 
 static void req_release(req *r)
 {
+    for (int i = 0; r->parts && i < r->nparts; i++) {
+        if (r->parts[i].own) {
+            free(r->parts[i].idx);
+            vbuf_unref(NULL, r->parts[i].own);
+        }
+    }
     free(r->parts);
+    free(r->segs);
     free(r->idx);
     vbuf_unref(NULL, r->buf);
     memset(r, 0, sizeof *r);
@@ -399,6 +447,18 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
     }
     part *p = &r->parts[pi];
     srv *s = &w->srv[si];
+    if (m->type == PSKV__MSG_TYPE__ERROR &&
+        (m->error_code == PSKV_ESTALE || m->error_code == PSKV_ENOTREADY) &&
+        r->type != REQ_OPEN) {
+        /* planned on a view the server no longer serves, or a copy still on its
+         * way: not applied; planned again on the latest view shortly */
+        LOG_D("request %lld part %d: %s; sending again", (long long)r->ts, pi,
+              m->error ? m->error : "stale");
+        if (!p->retry_at)
+            w->nretry++;
+        p->retry_at = tu_now_ms() + 5;
+        return;
+    }
     /* a reply says which clock its values reflect; a worker left behind (its clock
      * closed without it under bsp with backups) moves up to it */
     if (m->has_clock && m->clock > atomic_load(&w->clock))
@@ -426,7 +486,13 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
                                    s->id, wire_type_name((int)m->type),
                                    (unsigned long long)msg->nkeys);
         } else if (!p->idx) {
-            memcpy(r->out + p->off * t->width, msg->vals, msg->nvals * sizeof(float));
+            size_t wd = t->width;
+            const float *src = msg->vals;
+            for (uint64_t g = p->seg0; g < p->seg0 + p->nseg; g++) {
+                uint64_t f = r->segs[2 * g], c = r->segs[2 * g + 1];
+                memcpy(r->out + (f - r->first) * wd, src, c * wd * sizeof(float));
+                src += c * wd;
+            }
         } else {
             size_t wd = t->width;
             for (uint64_t k = 0; k < p->n; k++)
@@ -444,6 +510,8 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
         req_finish(w, r);
 }
 
+static void resend_due(pskv_worker *w, int view_changed);
+
 static void on_scheduler(pskv_worker *w)
 {
     for (;;) {
@@ -454,7 +522,12 @@ static void on_scheduler(pskv_worker *w)
         if (rc < 0)
             continue;
         Pskv__Meta *m = msg.meta;
-        if (m && m->type == PSKV__MSG_TYPE__BARRIER_DONE && m->seq > w->barrier_done)
+        if (!m) { /* a new view: parts sent to a server that died go to the new owners */
+            if (apply_view(w, w->max_message) < 0)
+                LOG_E("view epoch %llu: %s", (unsigned long long)w->mb.epoch, w->last_error);
+            else
+                resend_due(w, 1);
+        } else if (m->type == PSKV__MSG_TYPE__BARRIER_DONE && m->seq > w->barrier_done)
             w->barrier_done = m->seq;
         else if (m && m->type == PSKV__MSG_TYPE__FINISH_ACK)
             w->finish_acked = 1;
@@ -466,6 +539,8 @@ static void on_scheduler(pskv_worker *w)
 
 static void expire(pskv_worker *w)
 {
+    if (w->nretry)
+        resend_due(w, 0);
     int64_t now = tu_now_ms();
     for (int i = 0; i < w->window; i++) {
         req *r = &w->reqs[i];
@@ -597,66 +672,356 @@ static int64_t req_fail(pskv_worker *w, req *r, int err)
     return err;
 }
 
-/* Splits a request on table t into parts. keys NULL = dense run [first, first+n). */
-static int plan_parts(pskv_worker *w, req *r, tbl *t, const uint64_t *keys, uint64_t first,
-                      uint64_t n)
+/* Index into w->srv of the server a row at ring position pos goes to: the head
+ * of its partition for pushes, the tail for pulls; -1 when every replica died. */
+static int owner_of(const pskv_worker *w, uint64_t pos, int pull)
 {
+    uint32_t p = ring_partition_of(pos, w->nparts);
+    return pull ? w->tail[p] : w->head[p];
+}
+
+static uint64_t key_pos(const tbl *t, uint64_t key)
+{
+    return t->dense ? ring_dense_pos(key, t->size) : ring_mix64(key);
+}
+
+static int lost_error(pskv_worker *w, const tbl *t, uint64_t key)
+{
+    uint32_t p = ring_partition_of(key_pos(t, key), w->nparts);
+    return set_error(w, PSKV_ELOST, "table '%s': key %llu is in partition %u, whose every "
+                     "replica died (view epoch %llu): its data is gone", t->name,
+                     (unsigned long long)key, p, (unsigned long long)w->mb.epoch);
+}
+
+/* Dense run [first, first+n): the runs of each partition, their owners, then one
+ * part per owner and chunk, each part's runs consecutive in r->segs. */
+static int plan_run(pskv_worker *w, req *r, tbl *t, uint64_t first, uint64_t n, int pull)
+{
+    uint64_t chunk = w->chunk_bytes / ((uint64_t)t->width * sizeof(float));
+    if (chunk == 0)
+        chunk = 1;
+    uint32_t p0 = ring_partition_of(ring_dense_pos(first, t->size), w->nparts);
+    size_t maxruns = 0;
+    for (uint32_t p = p0; p < w->nparts; p++) {
+        uint64_t pf, pc;
+        ring_dense_span(ring_partition_begin(p, w->nparts), ring_partition_end(p, w->nparts),
+                        t->size, &pf, &pc);
+        if (pf >= first + n)
+            break;
+        maxruns++;
+    }
+    /* runs: one per partition, plus one per chunk cut */
+    size_t cap = maxruns + n / chunk + (size_t)w->nservers + 1;
+    r->segs = malloc(cap * 2 * sizeof *r->segs);
+    uint64_t *runs = malloc(maxruns * 3 * sizeof *runs); /* first, count, owner */
+    if (!r->segs || !runs) {
+        free(runs);
+        return set_error(w, PSKV_ENOMEM, "out of memory");
+    }
+    size_t nruns = 0;
+    for (uint32_t p = p0; p < w->nparts && nruns < maxruns; p++) {
+        uint64_t pf, pc;
+        ring_dense_span(ring_partition_begin(p, w->nparts), ring_partition_end(p, w->nparts),
+                        t->size, &pf, &pc);
+        if (pf >= first + n)
+            break;
+        uint64_t lo = pf > first ? pf : first, hi = pf + pc < first + n ? pf + pc : first + n;
+        if (lo >= hi)
+            continue; /* an empty partition (more partitions than keys) */
+        int o = pull ? w->tail[p] : w->head[p];
+        if (o < 0) {
+            free(runs);
+            return lost_error(w, t, lo);
+        }
+        runs[3 * nruns] = lo;
+        runs[3 * nruns + 1] = hi - lo;
+        runs[3 * nruns + 2] = (uint64_t)o;
+        nruns++;
+    }
     int np = 0;
-    if (!keys) {
-        uint64_t chunk = w->chunk_bytes / ((uint64_t)t->width * sizeof(float));
-        if (chunk == 0)
-            chunk = 1;
-        for (int s = 0; s < w->nservers; s++) {
-            int si = (int)w->ranges[s].owner;
-            uint64_t a = t->span_first[si], b = a + t->span_count[si];
-            uint64_t lo = first > a ? first : a, hi = first + n < b ? first + n : b;
-            for (; lo < hi; lo += chunk) {
-                part *p = &r->parts[np++];
-                p->server = si;
-                p->first = lo;
-                p->n = hi - lo < chunk ? hi - lo : chunk;
-                p->off = lo - first;
+    uint64_t nseg = 0, off = 0;
+    for (int si = 0; si < w->nservers; si++) {
+        part *cur = NULL;
+        for (size_t k = 0; k < nruns; k++) {
+            if (runs[3 * k + 2] != (uint64_t)si)
+                continue;
+            uint64_t f = runs[3 * k], c = runs[3 * k + 1];
+            while (c > 0) {
+                if (!cur || cur->n == chunk) {
+                    cur = &r->parts[np];
+                    cur->server = si;
+                    cur->seg0 = nseg;
+                    cur->off = off;
+                    cur->dedupe_id = ((uint64_t)r->ts << 16) | (uint64_t)np;
+                    np++;
+                }
+                uint64_t take = chunk - cur->n < c ? chunk - cur->n : c;
+                if (cur->nseg && r->segs[2 * (nseg - 1)] + r->segs[2 * nseg - 1] == f) {
+                    r->segs[2 * nseg - 1] += take; /* adjacent partitions: one run */
+                } else {
+                    r->segs[2 * nseg] = f;
+                    r->segs[2 * nseg + 1] = take;
+                    nseg++;
+                    cur->nseg++;
+                }
+                cur->n += take;
+                off += take;
+                f += take;
+                c -= take;
             }
         }
-    } else {
-        if (n > w->owner_cap) {
-            uint32_t *grown = realloc(w->owner, n * sizeof *grown);
-            if (!grown)
-                return set_error(w, PSKV_ENOMEM, "out of memory");
-            w->owner = grown;
-            w->owner_cap = n;
-        }
-        uint32_t *owner = w->owner;
-        uint64_t *count = w->count;
-        int *pindex = w->pindex;
-        r->idx = malloc(n * sizeof *r->idx);
-        if (!r->idx)
+    }
+    free(runs);
+    r->first = first;
+    r->nparts = r->pending = np;
+    return 0;
+}
+
+/* Explicit keys: one part per owning server. */
+static int plan_keys(pskv_worker *w, req *r, tbl *t, const uint64_t *keys, uint64_t n, int pull)
+{
+    if (n > w->owner_cap) {
+        uint32_t *grown = realloc(w->owner, n * sizeof *grown);
+        if (!grown)
             return set_error(w, PSKV_ENOMEM, "out of memory");
-        memset(count, 0, (size_t)w->nservers * sizeof *count);
-        for (uint64_t i = 0; i < n; i++) {
-            uint64_t pos = t->dense ? ring_dense_pos(keys[i], t->size) : ring_mix64(keys[i]);
-            owner[i] = w->ranges[ring_find(w->ranges, (size_t)w->nservers, pos)].owner;
-            count[owner[i]]++;
-        }
-        uint64_t at = 0;
-        for (int si = 0; si < w->nservers; si++) {
-            pindex[si] = -1;
-            if (!count[si])
-                continue;
-            part *p = &r->parts[np];
-            pindex[si] = np++;
-            p->server = si;
-            p->idx = r->idx + at;
-            p->off = at; /* offset of this part in the gathered arrays */
-            at += count[si];
-        }
-        for (uint64_t i = 0; i < n; i++) {
-            part *p = &r->parts[pindex[owner[i]]];
-            p->idx[p->n++] = (uint32_t)i;
-        }
+        w->owner = grown;
+        w->owner_cap = n;
+    }
+    uint32_t *owner = w->owner;
+    uint64_t *count = w->count;
+    int *pindex = w->pindex;
+    r->idx = malloc(n * sizeof *r->idx);
+    if (!r->idx)
+        return set_error(w, PSKV_ENOMEM, "out of memory");
+    memset(count, 0, (size_t)w->nservers * sizeof *count);
+    for (uint64_t i = 0; i < n; i++) {
+        int o = owner_of(w, key_pos(t, keys[i]), pull);
+        if (o < 0)
+            return lost_error(w, t, keys[i]);
+        owner[i] = (uint32_t)o;
+        count[o]++;
+    }
+    int np = 0;
+    uint64_t at = 0;
+    for (int si = 0; si < w->nservers; si++) {
+        pindex[si] = -1;
+        if (!count[si])
+            continue;
+        part *p = &r->parts[np];
+        pindex[si] = np;
+        p->server = si;
+        p->idx = r->idx + at;
+        p->off = at; /* offset of this part in the gathered arrays */
+        p->dedupe_id = ((uint64_t)r->ts << 16) | (uint64_t)np;
+        np++;
+        at += count[si];
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        part *p = &r->parts[pindex[owner[i]]];
+        p->idx[p->n++] = (uint32_t)i;
     }
     r->nparts = r->pending = np;
     return 0;
+}
+
+static void base_meta(pskv_worker *w, Pskv__Meta *m, Pskv__MsgType type, tbl *t);
+
+/* The keys (NULL for a run part) and values (pushes) of part p. */
+static void part_data(const req *r, const part *p, size_t wd, const uint64_t **keys,
+                      const float **vals, vbuf **buf)
+{
+    if (p->own) {
+        *buf = p->own;
+        *keys = (const uint64_t *)(void *)p->own->data;
+        *vals = (const float *)(void *)(p->own->data + p->n * sizeof(uint64_t));
+        return;
+    }
+    *buf = r->buf;
+    *keys = p->idx && r->buf ? (const uint64_t *)(void *)r->buf->data + p->off : NULL;
+    *vals = r->buf ? (const float *)(void *)(r->buf->data + r->kbytes) + p->off * wd : NULL;
+}
+
+/* Sends part pi of r (a push or pull) to its server. */
+static int send_data_part(pskv_worker *w, req *r, int pi, int resend)
+{
+    part *p = &r->parts[pi];
+    tbl *t = &w->tables[r->table];
+    size_t wd = t->width, row = wd * sizeof(float);
+    int push = r->type == REQ_PUSH;
+    Pskv__Meta m;
+    base_meta(w, &m, push ? PSKV__MSG_TYPE__PUSH : PSKV__MSG_TYPE__PULL, t);
+    if (r->assign) {
+        m.has_assign = 1;
+        m.assign = 1;
+    }
+    if (push) {
+        m.has_origin_id = 1;
+        m.origin_id = p->dedupe_id;
+    }
+    if (resend) {
+        m.has_resend = 1;
+        m.resend = 1;
+    }
+    m.has_num_keys = 1;
+    m.num_keys = p->n;
+    m.has_request_id = 1;
+    m.request_id = ((uint64_t)r->ts << 16) | (uint64_t)pi;
+    const uint64_t *keys;
+    const float *vals;
+    vbuf *b;
+    part_data(r, p, wd, &keys, &vals, &b);
+    zmq_msg_t kmsg, vmsg, *kp = NULL, *vp = NULL;
+    if (p->nseg) {
+        uint64_t last = p->seg0 + p->nseg - 1;
+        m.has_first_key = m.has_span = 1;
+        m.first_key = r->segs[2 * p->seg0];
+        m.span = r->segs[2 * last] + r->segs[2 * last + 1] - m.first_key;
+    } else {
+        atomic_fetch_add(&b->refs, 1);
+        zmq_msg_init_data(&kmsg, (void *)keys, p->n * sizeof(uint64_t), vbuf_unref, b);
+        kp = &kmsg;
+    }
+    if (push) {
+        atomic_fetch_add(&b->refs, 1);
+        zmq_msg_init_data(&vmsg, (void *)vals, p->n * row, vbuf_unref, b);
+        vp = &vmsg;
+    }
+    srv *s = &w->srv[p->server];
+    if (wire_send(s->sock, NULL, &m, kp, vp) < 0)
+        return set_error(w, PSKV_ENET, "cannot send to server %s:%d: %s", s->host, s->port,
+                         zmq_strerror(errno));
+    return 0;
+}
+
+/* Plans the rows of part pi again on the latest view and sends them as new parts
+ * with the same dedupe id (a server that applied them already drops them); the
+ * old part is closed, and a late answer to it is dropped. */
+static int resend_part(pskv_worker *w, req *r, int pi)
+{
+    tbl *t = &w->tables[r->table];
+    size_t wd = t->width, row = wd * sizeof(float);
+    int push = r->type == REQ_PUSH, pull = r->type == REQ_PULL;
+    part old = r->parts[pi];
+    uint64_t n = old.n;
+    const uint64_t *keys;
+    const float *vals;
+    vbuf *b;
+    part_data(r, &old, wd, &keys, &vals, &b);
+    uint64_t *rk = malloc(n * sizeof *rk);   /* key of each row */
+    uint32_t *rc = malloc(n * sizeof *rc);   /* caller row of each row */
+    int *ro = malloc(n * sizeof *ro);        /* new owner of each row */
+    int err = 0;
+    if (!rk || !rc || !ro) {
+        err = set_error(w, PSKV_ENOMEM, "out of memory");
+        goto out;
+    }
+    uint64_t k = 0;
+    if (old.nseg) {
+        for (uint64_t g = old.seg0; g < old.seg0 + old.nseg; g++)
+            for (uint64_t i = 0; i < r->segs[2 * g + 1]; i++, k++) {
+                rk[k] = r->segs[2 * g] + i;
+                rc[k] = (uint32_t)(rk[k] - r->first);
+            }
+    } else {
+        for (; k < n; k++) {
+            rk[k] = keys[k];
+            rc[k] = old.idx[k];
+        }
+    }
+    memset(w->count, 0, (size_t)w->nservers * sizeof *w->count);
+    for (k = 0; k < n; k++) {
+        ro[k] = owner_of(w, key_pos(t, rk[k]), pull);
+        if (ro[k] < 0) {
+            err = lost_error(w, t, rk[k]);
+            goto out;
+        }
+        w->count[ro[k]]++;
+    }
+    int nnew = 0;
+    for (int si = 0; si < w->nservers; si++)
+        nnew += w->count[si] > 0;
+    if (r->nparts + nnew > MAX_PARTS) {
+        err = set_error(w, PSKV_EINVAL, "request %lld re-planned into too many parts",
+                        (long long)r->ts);
+        goto out;
+    }
+    part *grown = realloc(r->parts, (size_t)(r->nparts + nnew) * sizeof *grown);
+    if (!grown) {
+        err = set_error(w, PSKV_ENOMEM, "out of memory");
+        goto out;
+    }
+    r->parts = grown;
+    if (r->parts[pi].retry_at) {
+        r->parts[pi].retry_at = 0;
+        w->nretry--;
+    }
+    r->parts[pi].done = 1;
+    r->pending--;
+    for (int si = 0; si < w->nservers; si++) {
+        uint64_t c = w->count[si];
+        if (!c)
+            continue;
+        int ni = r->nparts++;
+        part *p = &r->parts[ni];
+        memset(p, 0, sizeof *p);
+        p->server = si;
+        p->dedupe_id = old.dedupe_id;
+        p->own = vbuf_new(c * sizeof(uint64_t) + (push ? c * row : 0));
+        p->idx = malloc(c * sizeof *p->idx);
+        r->pending++;
+        if (!p->own || !p->idx) {
+            err = set_error(w, PSKV_ENOMEM, "out of memory");
+            goto out;
+        }
+        uint64_t *pk = (uint64_t *)(void *)p->own->data;
+        float *pv = (float *)(void *)(p->own->data + c * sizeof(uint64_t));
+        for (k = 0; k < n; k++) {
+            if (ro[k] != si)
+                continue;
+            pk[p->n] = rk[k];
+            p->idx[p->n] = rc[k];
+            if (push)
+                memcpy(pv + p->n * wd, vals + k * wd, row);
+            p->n++;
+        }
+        w->resends++;
+        if ((err = send_data_part(w, r, ni, 1)) < 0)
+            goto out;
+    }
+out:
+    free(rk);
+    free(rc);
+    free(ro);
+    return err;
+}
+
+/* Parts whose server died, or that are due for another try, are planned again. */
+static void resend_due(pskv_worker *w, int view_changed)
+{
+    int64_t now = tu_now_ms();
+    for (int i = 0; i < w->window; i++) {
+        req *r = &w->reqs[i];
+        if (r->type != REQ_PUSH && r->type != REQ_PULL)
+            continue;
+        for (int pi = 0; pi < r->nparts && r->type != REQ_FREE; pi++) {
+            part *p = &r->parts[pi];
+            if (p->done)
+                continue;
+            int dead = view_changed && !w->srv[p->server].alive;
+            int due = p->retry_at && now >= p->retry_at;
+            if (!dead && !due)
+                continue;
+            if (dead)
+                LOG_I("request %lld: server node %u died; sending its part again to the new "
+                      "owners", (long long)r->ts, w->srv[p->server].id);
+            int err = resend_part(w, r, pi);
+            if (err < 0) {
+                r->err = err;
+                req_finish(w, r); /* the failure is recorded; the slot is free */
+                break;
+            }
+        }
+    }
 }
 
 static tbl *check_table(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys, int *err)
@@ -720,32 +1085,35 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
         first = keys[0];
         keys = NULL;
     }
-    /* runs: at most one part per chunk plus one per server; gathered: one per server */
+    /* runs: at most one part per partition run and chunk cut; gathered: one per server */
     uint64_t chunk = w->chunk_bytes / ((uint64_t)t->width * sizeof(float));
-    uint64_t cap = (uint64_t)w->nservers + (keys ? 0 : nkeys / (chunk ? chunk : 1));
+    uint64_t cap = (uint64_t)w->nservers +
+                   (keys ? 0 : (nkeys < w->nparts ? nkeys : w->nparts) + nkeys / (chunk ? chunk : 1));
     if (cap > MAX_PARTS)
         return set_error(w, PSKV_EINVAL, "table '%s': %zu keys make %llu parts (at most %d)",
                          t->name, nkeys, (unsigned long long)cap, MAX_PARTS);
     req *r = new_req(w, type, table, (int)cap);
     if (!r)
         return -PSKV_ETIMEDOUT;
-    int rc = plan_parts(w, r, t, keys, first, nkeys);
+    int pull = type == REQ_PULL;
+    int rc = keys ? plan_keys(w, r, t, keys, nkeys, pull) : plan_run(w, r, t, first, nkeys, pull);
     if (rc < 0)
         return req_fail(w, r, rc);
     r->out = out;
+    r->assign = assign;
     size_t wd = t->width, row = wd * sizeof(float);
     r->bytes = nkeys * row;
-    size_t kbytes = keys ? nkeys * sizeof(uint64_t) : 0;
+    r->kbytes = keys ? nkeys * sizeof(uint64_t) : 0;
     if (type == REQ_PUSH || keys) {
         /* one copy: gathered keys, then values (push), grouped by part */
         size_t vbytes = type == REQ_PUSH ? nkeys * row : 0;
-        r->buf = vbuf_new(vbytes + kbytes);
+        r->buf = vbuf_new(vbytes + r->kbytes);
         if (!r->buf)
             return req_fail(w, r, set_error(w, PSKV_ENOMEM, "out of memory for %zu bytes",
-                                            vbytes + kbytes));
+                                            vbytes + r->kbytes));
         /* keys first: 8-byte aligned whatever the number of values */
         uint64_t *gk = (uint64_t *)(void *)r->buf->data;
-        float *gv = (float *)(void *)(r->buf->data + kbytes);
+        float *gv = (float *)(void *)(r->buf->data + r->kbytes);
         if (keys) {
             for (uint64_t i = 0; i < nkeys; i++) {
                 uint32_t src = r->idx[i];
@@ -757,33 +1125,16 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
     }
     for (int pi = 0; pi < r->nparts; pi++) {
         part *p = &r->parts[pi];
-        Pskv__Meta m;
-        base_meta(w, &m, type == REQ_PUSH ? PSKV__MSG_TYPE__PUSH : PSKV__MSG_TYPE__PULL, t);
-        if (assign) {
-            m.has_assign = 1;
-            m.assign = 1;
+        if (type == REQ_PUSH && !keys) {
+            /* copy each part's runs just before it is sent, so sending overlaps */
+            float *dst = (float *)(void *)r->buf->data + p->off * wd;
+            for (uint64_t g = p->seg0; g < p->seg0 + p->nseg; g++) {
+                uint64_t f = r->segs[2 * g], c = r->segs[2 * g + 1];
+                memcpy(dst, vals + (f - first) * wd, c * row);
+                dst += c * wd;
+            }
         }
-        m.has_num_keys = 1;
-        m.num_keys = p->n;
-        zmq_msg_t kmsg, vmsg, *kp = NULL, *vp = NULL;
-        if (!keys) {
-            m.has_first_key = 1;
-            m.first_key = p->first;
-        } else {
-            atomic_fetch_add(&r->buf->refs, 1);
-            zmq_msg_init_data(&kmsg, r->buf->data + p->off * sizeof(uint64_t),
-                              p->n * sizeof(uint64_t), vbuf_unref, r->buf);
-            kp = &kmsg;
-        }
-        if (type == REQ_PUSH) {
-            if (!keys) /* copy each chunk just before it is sent, so sending overlaps */
-                memcpy(r->buf->data + kbytes + p->off * row, vals + p->off * wd, p->n * row);
-            atomic_fetch_add(&r->buf->refs, 1);
-            zmq_msg_init_data(&vmsg, r->buf->data + kbytes + p->off * row, p->n * row, vbuf_unref,
-                              r->buf);
-            vp = &vmsg;
-        }
-        rc = send_part(w, r, pi, &m, kp, vp);
+        rc = send_data_part(w, r, pi, 0);
         if (rc < 0)
             return req_fail(w, r, rc);
     }
@@ -892,18 +1243,6 @@ int pskv_table_open(pskv_worker *w, const char *name, const pskv_table_opts *o_i
     t->dense = o.kind == PSKV_DENSE;
     t->size = t->dense ? o.size : 0;
     t->width = o.width;
-    if (t->dense) {
-        t->span_first = calloc((size_t)w->nservers, sizeof *t->span_first);
-        t->span_count = calloc((size_t)w->nservers, sizeof *t->span_count);
-        if (!t->span_first || !t->span_count) {
-            free(t->span_first);
-            free(t->span_count);
-            return set_error(w, PSKV_ENOMEM, "out of memory");
-        }
-        for (int s = 0; s < w->nservers; s++)
-            ring_dense_span(w->ranges[s].begin, w->ranges[s].end, t->size,
-                            &t->span_first[w->ranges[s].owner], &t->span_count[w->ranges[s].owner]);
-    }
     Pskv__TableOptions to;
     pskv__table_options__init(&to);
     to.name = (char *)name;
@@ -925,11 +1264,16 @@ int pskv_table_open(pskv_worker *w, const char *name, const pskv_table_opts *o_i
     to.backup = o.backup;
 
     int rc = -PSKV_ETIMEDOUT;
-    req *r = new_req(w, REQ_OPEN, w->ntables, w->nservers);
+    int nlive = 0;
+    for (int i = 0; i < w->nservers; i++)
+        nlive += w->srv[i].alive;
+    req *r = nlive ? new_req(w, REQ_OPEN, w->ntables, nlive) : NULL;
     if (!r)
         goto fail;
-    for (int pi = 0; pi < w->nservers; pi++) {
-        r->parts[pi].server = pi;
+    for (int pi = 0, si = 0; pi < nlive; pi++, si++) {
+        while (!w->srv[si].alive)
+            si++;
+        r->parts[pi].server = si;
         Pskv__Meta m;
         member_meta(&w->mb, &m, PSKV__MSG_TYPE__TABLE_OPEN);
         m.has_table_id = 1;
@@ -944,15 +1288,10 @@ int pskv_table_open(pskv_worker *w, const char *name, const pskv_table_opts *o_i
     rc = pskv_wait(w, r->ts, w->request_timeout_ms + 1000);
     if (rc < 0)
         goto fail;
-    if (existing >= 0) {
-        free(t->span_first);
-        free(t->span_count);
+    if (existing >= 0)
         return existing;
-    }
     return w->ntables++;
 fail:
-    free(t->span_first);
-    free(t->span_count);
     return rc;
 }
 
@@ -966,7 +1305,7 @@ int pskv_clock(pskv_worker *w)
     m.clock = atomic_load(&w->clock);
     /* on the data sockets: behind this iteration's pushes to the same server */
     for (int i = 0; i < w->nservers; i++)
-        if (wire_send(w->srv[i].sock, NULL, &m, NULL, NULL) < 0)
+        if (w->srv[i].alive && wire_send(w->srv[i].sock, NULL, &m, NULL, NULL) < 0)
             return set_error(w, PSKV_ENET, "cannot send CLOCK to server %s:%d: %s",
                              w->srv[i].host, w->srv[i].port, zmq_strerror(errno));
     atomic_fetch_add(&w->clock, 1);
@@ -1032,13 +1371,10 @@ int pskv_worker_close(pskv_worker **w_p)
         if (w->srv[i].sock)
             zmq_close(w->srv[i].sock);
     member_close(&w->mb);
-    for (int i = 0; i < w->ntables; i++) {
-        free(w->tables[i].span_first);
-        free(w->tables[i].span_count);
-    }
     free(w->tables);
     free(w->srv);
-    free(w->ranges);
+    free(w->head);
+    free(w->tail);
     free(w->items);
     free(w->count);
     free(w->pindex);

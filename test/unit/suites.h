@@ -28,5 +28,7 @@ Suite *table_suite(void);
 Suite *data_suite(void);
 /* worker/model.c: gradient vs finite differences, loss, eval, sizes, training. */
 Suite *model_suite(void);
+/* server/dedupe.c: applied-push record, eviction, clear, export/import, collisions. */
+Suite *dedupe_suite(void);
 
 #endif

@@ -1,9 +1,13 @@
 /* Tests of key placement and the range map (common/ring.c): the even split
  * covers the ring exactly, and the dense spans of the split ranges partition the
- * indices of a table so that every index is stored by exactly one server. */
+ * indices of a table so that every index is stored by exactly one server.
+ * Partitions tile the ring consistently with ring_partition_of; replica chains
+ * are distinct, deterministic, balanced, and change only where a server left. */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "pskv_errors.h"
 #include "ring.h"
 #include "suites.h"
 
@@ -204,6 +208,309 @@ START_TEST(find_range)
 }
 END_TEST
 
+/* Partition bounds tile the ring and agree with ring_partition_of at every edge. */
+START_TEST(partition_bounds)
+{
+    static const uint32_t nps[] = {1, 2, 3, 7, 64, 1000, 65535, 65536};
+    for (size_t k = 0; k < sizeof nps / sizeof nps[0]; k++) {
+        uint32_t np = nps[k];
+        ck_assert_uint_eq(ring_partition_begin(0, np), 0);
+        ck_assert_uint_eq(ring_partition_end(np - 1, np), UINT64_MAX);
+        ck_assert_uint_eq(ring_partition_of(0, np), 0);
+        ck_assert_uint_eq(ring_partition_of(UINT64_MAX, np), np - 1);
+        uint64_t min = UINT64_MAX, max = 0;
+        for (uint32_t p = 0; p < np; p++) {
+            uint64_t b = ring_partition_begin(p, np), e = ring_partition_end(p, np);
+            LOOP_ASSERT(b <= e, "np=%u p=%u empty", np, p);
+            if (p + 1 < np)
+                LOOP_ASSERT(ring_partition_begin(p + 1, np) == e + 1, "np=%u p=%u gap", np, p);
+            LOOP_ASSERT(ring_partition_of(b, np) == p, "np=%u: begin of %u", np, p);
+            LOOP_ASSERT(ring_partition_of(e, np) == p, "np=%u: end of %u", np, p);
+            LOOP_ASSERT(ring_partition_of(b + (e - b) / 2, np) == p, "np=%u: mid of %u", np, p);
+            if (p > 0)
+                LOOP_ASSERT(ring_partition_of(b - 1, np) == p - 1, "np=%u: before %u", np, p);
+            if (p + 1 < np)
+                LOOP_ASSERT(ring_partition_of(e + 1, np) == p + 1, "np=%u: after %u", np, p);
+            min = e - b < min ? e - b : min;
+            max = e - b > max ? e - b : max;
+        }
+        ck_assert_uint_le(max - min, 1); /* equal */
+    }
+    /* Exact values: begin is the ceiling of p * 2^64 / nparts. */
+    ck_assert_uint_eq(ring_partition_begin(1, 3), 0x5555555555555556ULL);
+    ck_assert_uint_eq(ring_partition_end(0, 3), 0x5555555555555555ULL);
+    ck_assert_uint_eq(ring_partition_begin(2, 3), 0xaaaaaaaaaaaaaaabULL);
+    ck_assert_uint_eq(ring_partition_begin(1, 64), (uint64_t)1 << 58);
+    ck_assert_uint_eq(ring_partition_end(0, 65536), ((uint64_t)1 << 48) - 1);
+    ck_assert_uint_eq(ring_partition_of(0x5555555555555555ULL, 3), 0);
+    ck_assert_uint_eq(ring_partition_of(0x5555555555555556ULL, 3), 1);
+    /* Random positions land inside the bounds of their partition. */
+    for (uint64_t i = 0; i < 20000; i++) {
+        uint64_t pos = ring_mix64(i);
+        uint32_t np = nps[i % (sizeof nps / sizeof nps[0])];
+        uint32_t p = ring_partition_of(pos, np);
+        LOOP_ASSERT(p < np && ring_partition_begin(p, np) <= pos && pos <= ring_partition_end(p, np),
+                    "np=%u pos %llx", np, (unsigned long long)pos);
+    }
+}
+END_TEST
+
+START_TEST(token_reference)
+{
+    ck_assert_uint_eq(ring_token(7, 3), ring_mix64(((uint64_t)7 << 32) | 3));
+    ck_assert_uint_eq(ring_token(UINT32_MAX, UINT32_MAX), ring_mix64(UINT64_MAX));
+    ck_assert_uint_ne(ring_token(1, 0), ring_token(0, 1));
+}
+END_TEST
+
+enum { NP = 256, R3 = 3, VN = 16, NS = 8 };
+
+/* Checks every chain in c (nparts x R) has `len` distinct live members then 0s. */
+static void check_chains(const uint32_t *c, uint32_t np, uint32_t R, const uint32_t *servers,
+                         size_t ns, size_t len)
+{
+    for (uint32_t p = 0; p < np; p++) {
+        const uint32_t *ch = &c[(size_t)p * R];
+        for (size_t j = 0; j < R; j++) {
+            if (j >= len) {
+                LOOP_ASSERT(ch[j] == 0, "p=%u j=%zu not padded", p, j);
+                continue;
+            }
+            int live = 0;
+            for (size_t i = 0; i < ns; i++)
+                live |= ch[j] == servers[i];
+            LOOP_ASSERT(ch[j] != 0 && live, "p=%u j=%zu: %u not a live server", p, j, ch[j]);
+            for (size_t m = 0; m < j; m++)
+                LOOP_ASSERT(ch[m] != ch[j], "p=%u: %u twice", p, ch[j]);
+        }
+    }
+}
+
+static int in_chain(const uint32_t *ch, uint32_t R, uint32_t id)
+{
+    for (uint32_t j = 0; j < R; j++)
+        if (ch[j] == id)
+            return 1;
+    return 0;
+}
+
+/* Reference walk for one partition: the first R distinct ids clockwise from begin. */
+static void naive_chain(uint32_t *out, uint32_t p, uint32_t np, uint32_t R, const uint32_t *servers,
+                        size_t ns, uint32_t vnodes)
+{
+    uint64_t begin = ring_partition_begin(p, np);
+    size_t n = 0;
+    memset(out, 0, R * sizeof *out);
+    while (n < R && n < ns) {
+        /* Next-closest unused server: smallest clockwise distance over its tokens. */
+        uint64_t best = UINT64_MAX;
+        uint32_t who = 0;
+        for (size_t i = 0; i < ns; i++) {
+            if (in_chain(out, R, servers[i]))
+                continue;
+            for (uint32_t v = 0; v < vnodes; v++) {
+                uint64_t d = ring_token(servers[i], v) - begin; /* wraps: clockwise distance */
+                if (d < best || who == 0) {
+                    best = d;
+                    who = servers[i];
+                }
+            }
+        }
+        out[n++] = who;
+    }
+}
+
+START_TEST(chains_fresh)
+{
+    uint32_t servers[NS] = {11, 5, 42, 7, 1000, 3, 77, 19};
+    uint32_t *a = malloc(NP * R3 * sizeof *a), *b = malloc(NP * R3 * sizeof *b);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_int_eq(ring_chains(a, NP, R3, servers, NS, VN, NULL), 0);
+    check_chains(a, NP, R3, servers, NS, R3);
+    /* Deterministic, and independent of the order servers are listed in. */
+    ck_assert_int_eq(ring_chains(b, NP, R3, servers, NS, VN, NULL), 0);
+    ck_assert_mem_eq(a, b, NP * R3 * sizeof *a);
+    uint32_t rev[NS];
+    for (size_t i = 0; i < NS; i++)
+        rev[i] = servers[NS - 1 - i];
+    ck_assert_int_eq(ring_chains(b, NP, R3, rev, NS, VN, NULL), 0);
+    ck_assert_mem_eq(a, b, NP * R3 * sizeof *a);
+    /* Agrees with a brute-force walk. */
+    uint32_t ref[R3];
+    for (uint32_t p = 0; p < NP; p++) {
+        naive_chain(ref, p, NP, R3, servers, NS, VN);
+        LOOP_ASSERT(memcmp(ref, &a[p * R3], sizeof ref) == 0, "p=%u differs from the reference", p);
+    }
+    /* A token exactly at a partition's begin heads it: one partition, begin 0. */
+    uint32_t one;
+    uint32_t only[2] = {servers[0], servers[1]};
+    ck_assert_int_eq(ring_chains(&one, 1, 1, only, 2, 1, NULL), 0);
+    naive_chain(ref, 0, 1, 1, only, 2, 1);
+    ck_assert_uint_eq(one, ref[0]);
+    free(a);
+    free(b);
+}
+END_TEST
+
+START_TEST(chains_big)
+{
+    /* The largest sizes the scheduler allows: must stay fast and well formed. */
+    enum { BNP = 65536, BNS = 4096, BVN = 256 };
+    uint32_t *servers = malloc(BNS * sizeof *servers);
+    uint32_t *c = malloc((size_t)BNP * R3 * sizeof *c);
+    ck_assert_ptr_nonnull(servers);
+    ck_assert_ptr_nonnull(c);
+    for (uint32_t i = 0; i < BNS; i++)
+        servers[i] = i + 1;
+    ck_assert_int_eq(ring_chains(c, BNP, R3, servers, BNS, BVN, NULL), 0);
+    for (uint32_t p = 0; p < BNP; p++) {
+        const uint32_t *ch = &c[(size_t)p * R3];
+        LOOP_ASSERT(ch[0] >= 1 && ch[0] <= BNS && ch[1] >= 1 && ch[1] <= BNS && ch[2] >= 1 &&
+                        ch[2] <= BNS && ch[0] != ch[1] && ch[1] != ch[2] && ch[0] != ch[2],
+                    "p=%u bad chain", p);
+    }
+    /* Remove one server in place. */
+    servers[17] = servers[BNS - 1];
+    ck_assert_int_eq(ring_chains(c, BNP, R3, servers, BNS - 1, BVN, c), 0);
+    for (uint32_t p = 0; p < BNP; p++)
+        LOOP_ASSERT(!in_chain(&c[(size_t)p * R3], R3, 18), "p=%u still holds 18", p);
+    free(servers);
+    free(c);
+}
+END_TEST
+
+/* Loop test over which server (index into the list) leaves. */
+START_TEST(chains_remove_one)
+{
+    uint32_t servers[NS] = {11, 5, 42, 7, 1000, 3, 77, 19};
+    uint32_t gone = servers[_i];
+    uint32_t left[NS - 1];
+    for (size_t i = 0, n = 0; i < NS; i++)
+        if (servers[i] != gone)
+            left[n++] = servers[i];
+    uint32_t *a = malloc(NP * R3 * sizeof *a), *b = malloc(NP * R3 * sizeof *b);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_int_eq(ring_chains(a, NP, R3, servers, NS, VN, NULL), 0);
+    ck_assert_int_eq(ring_chains(b, NP, R3, left, NS - 1, VN, a), 0);
+    check_chains(b, NP, R3, left, NS - 1, R3);
+    size_t moved = 0;
+    for (uint32_t p = 0; p < NP; p++) {
+        const uint32_t *old = &a[p * R3], *now = &b[p * R3];
+        if (!in_chain(old, R3, gone)) {
+            LOOP_ASSERT(memcmp(old, now, R3 * sizeof *old) == 0, "p=%u changed", p);
+            continue;
+        }
+        moved++;
+        /* Survivors first, in order; then one newcomer that was not in the chain. */
+        size_t n = 0;
+        for (size_t j = 0; j < R3; j++)
+            if (old[j] != gone)
+                LOOP_ASSERT(now[n++] == old[j], "p=%u survivor %u moved", p, old[j]);
+        LOOP_ASSERT(n == R3 - 1, "p=%u", p);
+        LOOP_ASSERT(!in_chain(old, R3, now[R3 - 1]), "p=%u newcomer %u was there", p, now[R3 - 1]);
+    }
+    ck_assert_uint_gt(moved, 0);
+    /* In place gives the same answer. */
+    ck_assert_int_eq(ring_chains(a, NP, R3, left, NS - 1, VN, a), 0);
+    ck_assert_mem_eq(a, b, NP * R3 * sizeof *a);
+    /* Passing prev with nobody gone changes nothing. */
+    ck_assert_int_eq(ring_chains(a, NP, R3, left, NS - 1, VN, b), 0);
+    ck_assert_mem_eq(a, b, NP * R3 * sizeof *a);
+    free(a);
+    free(b);
+}
+END_TEST
+
+START_TEST(chains_lost_and_added)
+{
+    uint32_t servers[NS] = {11, 5, 42, 7, 1000, 3, 77, 19};
+    uint32_t *a = malloc(NP * R3 * sizeof *a), *b = malloc(NP * R3 * sizeof *b);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_int_eq(ring_chains(a, NP, R3, servers, NS, VN, NULL), 0);
+    /* Kill the whole chain of partition 0: it is lost, others keep survivors. */
+    uint32_t dead[R3];
+    memcpy(dead, a, sizeof dead);
+    uint32_t left[NS];
+    size_t nl = 0;
+    for (size_t i = 0; i < NS; i++)
+        if (!in_chain(dead, R3, servers[i]))
+            left[nl++] = servers[i];
+    ck_assert_uint_eq(nl, NS - R3);
+    ck_assert_int_eq(ring_chains(b, NP, R3, left, nl, VN, a), 0);
+    size_t lost = 0;
+    for (uint32_t p = 0; p < NP; p++) {
+        const uint32_t *old = &a[p * R3], *now = &b[p * R3];
+        int all_dead = in_chain(dead, R3, old[0]) && in_chain(dead, R3, old[1]) &&
+                       in_chain(dead, R3, old[2]);
+        if (all_dead) {
+            lost++;
+            LOOP_ASSERT(now[0] == 0 && now[1] == 0 && now[2] == 0, "p=%u not lost", p);
+        } else {
+            LOOP_ASSERT(now[0] != 0 && now[1] != 0 && now[2] != 0, "p=%u lost", p);
+            size_t first = 0;
+            while (in_chain(dead, R3, old[first]))
+                first++;
+            LOOP_ASSERT(now[0] == old[first], "p=%u first survivor not head", p);
+        }
+    }
+    ck_assert_uint_ge(lost, 1);
+    /* A lost partition stays lost even once servers come back. */
+    ck_assert_int_eq(ring_chains(a, NP, R3, servers, NS, VN, b), 0);
+    for (uint32_t p = 0; p < NP; p++) {
+        const uint32_t *was = &b[p * R3], *now = &a[p * R3];
+        if (was[0] == 0)
+            LOOP_ASSERT(now[0] == 0 && now[1] == 0 && now[2] == 0, "p=%u revived", p);
+        else
+            LOOP_ASSERT(memcmp(was, now, sizeof dead) == 0, "p=%u full chain changed", p);
+    }
+    /* No servers at all: every chain is empty, with or without prev. */
+    ck_assert_int_eq(ring_chains(a, NP, R3, servers, 0, VN, NULL), 0);
+    for (size_t k = 0; k < NP * R3; k++)
+        LOOP_ASSERT(a[k] == 0, "k=%zu", k);
+    free(a);
+    free(b);
+}
+END_TEST
+
+START_TEST(chains_short)
+{
+    uint32_t servers[2] = {9, 4};
+    uint32_t c[64 * 4];
+    ck_assert_int_eq(ring_chains(c, 64, 4, servers, 2, VN, NULL), 0);
+    check_chains(c, 64, 4, servers, 2, 2);
+    ck_assert_int_eq(ring_chains(c, 64, 4, servers, 1, VN, NULL), 0);
+    check_chains(c, 64, 4, servers, 1, 1);
+    /* Going from 2 to 1 server with prev: the survivor stays, the rest pads. */
+    uint32_t d[64 * 4];
+    ck_assert_int_eq(ring_chains(c, 64, 4, servers, 2, VN, NULL), 0);
+    ck_assert_int_eq(ring_chains(d, 64, 4, &servers[1], 1, VN, c), 0);
+    check_chains(d, 64, 4, &servers[1], 1, 1);
+    /* And back up to 3: chains grow behind their members. */
+    uint32_t three[3] = {9, 4, 6};
+    ck_assert_int_eq(ring_chains(c, 64, 4, three, 3, VN, d), 0);
+    check_chains(c, 64, 4, three, 3, 3);
+    for (uint32_t p = 0; p < 64; p++)
+        LOOP_ASSERT(c[p * 4] == 4, "p=%u head moved", p);
+}
+END_TEST
+
+START_TEST(chains_balance)
+{
+    uint32_t servers[4] = {1, 2, 3, 4};
+    uint32_t c[NP * 2];
+    ck_assert_int_eq(ring_chains(c, NP, 2, servers, 4, VN, NULL), 0);
+    size_t heads[5] = {0};
+    for (uint32_t p = 0; p < NP; p++)
+        heads[c[p * 2]]++;
+    for (size_t s = 1; s <= 4; s++)
+        ck_assert_msg(heads[s] >= 20 && heads[s] <= 120, "server %zu heads %zu of %d", s, heads[s],
+                      NP);
+}
+END_TEST
+
 Suite *ring_suite(void)
 {
     Suite *s = suite_create("ring");
@@ -216,5 +523,15 @@ Suite *ring_suite(void)
     tcase_add_test(tc, dense_span_uneven_ranges);
     tcase_add_test(tc, find_range);
     suite_add_tcase(s, tc);
+    TCase *tp = tcase_create("partitions");
+    tcase_add_test(tp, partition_bounds);
+    tcase_add_test(tp, token_reference);
+    tcase_add_test(tp, chains_fresh);
+    tcase_add_loop_test(tp, chains_remove_one, 0, NS);
+    tcase_add_test(tp, chains_lost_and_added);
+    tcase_add_test(tp, chains_short);
+    tcase_add_test(tp, chains_balance);
+    tcase_add_test(tp, chains_big);
+    suite_add_tcase(s, tp);
     return s;
 }

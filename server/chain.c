@@ -1,0 +1,865 @@
+#define _GNU_SOURCE
+#include "chain.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dedupe.h"
+#include "log.h"
+#include "net.h"
+#include "pskv_errors.h"
+#include "ring.h"
+#include "timeutil.h"
+
+#define MAX_PEND 4096 /* forwards waiting for the tail, per server */
+#define MAX_FWD 255   /* successors one push is forwarded to */
+
+typedef struct fwd {   /* the rows of one push forwarded to one successor */
+    uint32_t node;
+    uint64_t *keys;
+    float *vals;
+    uint64_t n;
+    int done;
+} fwd;
+
+typedef struct pend {  /* a push applied here and waiting for its successors */
+    uint64_t seq;      /* 0 = free slot */
+    int upstream_worker; /* answer PUSH_ACK to a worker, else REPLICATE_ACK upstream */
+    unsigned char rid[256];
+    size_t ridlen;
+    uint64_t request_id;
+    uint32_t sender;
+    table *t;
+    int assign;
+    uint32_t origin;
+    uint64_t origin_id;
+    fwd *fwds;
+    int nfwd, outstanding;
+} pend;
+
+typedef struct peer {
+    uint32_t id;
+    char host[128];
+    int port;
+    int alive;
+    void *sock; /* DEALER, dialled on first use */
+} peer;
+
+struct chain {
+    void *ctx, *router;
+    member *mb;
+    table_set *tables;
+    int64_t max_message;
+    uint32_t nparts, R;
+    uint32_t *chains;      /* nparts x R, head first; 0 = none */
+    int *index;            /* per partition: this server's place in the chain, -1 */
+    uint8_t *ready;        /* per partition: holds a whole copy */
+    int *fills;            /* per partition: FILL messages received this round */
+    uint64_t place_epoch;
+    peer *peers;
+    size_t npeers;
+    pend *pend;
+    uint64_t next_seq;
+    size_t npend;
+    dedupe *dd;
+    uint64_t *segs, *keys; /* scratch */
+    size_t segs_cap, keys_cap;
+    uint8_t *skip;
+    size_t skip_cap;
+    uint8_t *pmark;        /* per partition, during one message: 0 unseen, 1 apply, 2 skip */
+    uint32_t *touched;     /* partitions marked, to reset */
+};
+
+chain *chain_new(void *ctx, void *router, member *mb, table_set *tables, int64_t max_message)
+{
+    chain *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->ctx = ctx;
+    c->router = router;
+    c->mb = mb;
+    c->tables = tables;
+    c->max_message = max_message;
+    c->pend = calloc(MAX_PEND, sizeof *c->pend);
+    c->next_seq = 1;
+    if (!c->pend) {
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+static void pend_free(pend *p)
+{
+    for (int i = 0; i < p->nfwd; i++) {
+        free(p->fwds[i].keys);
+        free(p->fwds[i].vals);
+    }
+    free(p->fwds);
+    memset(p, 0, sizeof *p);
+}
+
+void chain_destroy(chain **c_p)
+{
+    if (!c_p || !*c_p)
+        return;
+    chain *c = *c_p;
+    for (size_t i = 0; i < MAX_PEND; i++)
+        if (c->pend[i].seq)
+            pend_free(&c->pend[i]);
+    for (size_t i = 0; i < c->npeers; i++)
+        if (c->peers[i].sock)
+            zmq_close(c->peers[i].sock);
+    dedupe_destroy(&c->dd);
+    free(c->pend);
+    free(c->peers);
+    free(c->chains);
+    free(c->index);
+    free(c->ready);
+    free(c->fills);
+    free(c->pmark);
+    free(c->touched);
+    free(c->segs);
+    free(c->keys);
+    free(c->skip);
+    free(c);
+    *c_p = NULL;
+}
+
+uint32_t chain_replicas(const chain *c) { return c->R ? c->R : 1; }
+uint64_t chain_place_epoch(const chain *c) { return c->place_epoch; }
+size_t chain_pending(const chain *c) { return c->npend; }
+
+static uint32_t part_of(const chain *c, const table *t, uint64_t key)
+{
+    uint64_t pos = t->dense ? ring_dense_pos(key, t->size) : ring_mix64(key);
+    return ring_partition_of(pos, c->nparts);
+}
+
+static const uint32_t *chain_of(const chain *c, uint32_t p) { return &c->chains[(size_t)p * c->R]; }
+
+/* The server after this one in p's chain, 0 when this one is the tail or not in it. */
+static uint32_t next_of(const chain *c, uint32_t p)
+{
+    int i = c->index[p];
+    return i >= 0 && (uint32_t)i + 1 < c->R ? chain_of(c, p)[i + 1] : 0;
+}
+
+static int tail_index(const chain *c, uint32_t p)
+{
+    int last = -1;
+    for (uint32_t j = 0; j < c->R; j++)
+        if (chain_of(c, p)[j])
+            last = (int)j;
+    return last;
+}
+
+static peer *peer_of(chain *c, uint32_t id)
+{
+    for (size_t i = 0; i < c->npeers; i++)
+        if (c->peers[i].id == id)
+            return &c->peers[i];
+    return NULL;
+}
+
+static void *peer_sock(chain *c, uint32_t id)
+{
+    peer *p = peer_of(c, id);
+    if (!p)
+        return NULL;
+    if (!p->sock) {
+        p->sock = net_socket(c->ctx, ZMQ_DEALER, c->max_message, 0);
+        if (p->sock && net_connect(p->sock, p->host, p->port) < 0) {
+            LOG_W("cannot dial server node %u at %s:%d: %s", id, p->host, p->port,
+                  zmq_strerror(errno));
+            zmq_close(p->sock);
+            p->sock = NULL;
+        }
+    }
+    return p->sock;
+}
+
+/* ---- scratch ------------------------------------------------------------- */
+
+static int grow(void **buf, size_t *cap, size_t n, size_t elem)
+{
+    if (n <= *cap)
+        return 0;
+    size_t ncap = *cap ? *cap : 256;
+    while (ncap < n)
+        ncap *= 2;
+    void *g = realloc(*buf, ncap * elem);
+    if (!g)
+        return -PSKV_ENOMEM;
+    *buf = g;
+    *cap = ncap;
+    return 0;
+}
+
+/* ---- rows of a request ----------------------------------------------------- */
+
+int chain_rows(chain *c, table *t, wire_msg *msg, int for_pull, rowset *rs, char *why,
+               size_t whylen)
+{
+    Pskv__Meta *r = msg->meta;
+    memset(rs, 0, sizeof *rs);
+    const char *role = for_pull ? "tail" : "head";
+    if (msg->keys) {
+        uint32_t lastp = UINT32_MAX;
+        for (uint64_t i = 0; i < msg->nkeys; i++) {
+            uint64_t k = msg->keys[i];
+            if (t->dense && k >= t->size) {
+                snprintf(why, whylen, "key %llu (#%llu) is outside table '%s' (size %llu)",
+                         (unsigned long long)k, (unsigned long long)i, t->name,
+                         (unsigned long long)t->size);
+                return -PSKV_ERANGE;
+            }
+            uint32_t p = part_of(c, t, k);
+            if (p == lastp)
+                continue;
+            lastp = p;
+            int want = for_pull ? tail_index(c, p) : 0;
+            if (c->index[p] != want || want < 0) {
+                snprintf(why, whylen, "this server is not the %s of partition %u (key %llu of "
+                         "table '%s') in view epoch %llu", role, p, (unsigned long long)k,
+                         t->name, (unsigned long long)c->mb->epoch);
+                return -PSKV_ESTALE;
+            }
+            if (for_pull && !c->ready[p]) {
+                snprintf(why, whylen, "partition %u is still being copied to this server", p);
+                return -PSKV_ENOTREADY;
+            }
+        }
+        rs->keys = msg->keys;
+        rs->n = msg->nkeys;
+        return 0;
+    }
+    if (!t->dense) {
+        snprintf(why, whylen, "a dense run addresses sparse table '%s'", t->name);
+        return -PSKV_EPROTO;
+    }
+    uint64_t first = r->first_key, span = r->has_span ? r->span : msg->nkeys;
+    if (first >= t->size || span > t->size - first) {
+        snprintf(why, whylen, "keys %llu..%llu are outside table '%s' (size %llu)",
+                 (unsigned long long)first, (unsigned long long)(first + span - 1), t->name,
+                 (unsigned long long)t->size);
+        return -PSKV_ERANGE;
+    }
+    /* the runs of this server's partitions (with the wanted role) inside the span */
+    size_t nsegs = 0;
+    uint64_t rows = 0, end = first + span;
+    uint32_t p = ring_partition_of(ring_dense_pos(first, t->size), c->nparts);
+    for (; p < c->nparts; p++) {
+        uint64_t pf, pc;
+        ring_dense_span(ring_partition_begin(p, c->nparts), ring_partition_end(p, c->nparts),
+                        t->size, &pf, &pc);
+        if (pf >= end)
+            break;
+        uint64_t lo = pf > first ? pf : first, hi = pf + pc < end ? pf + pc : end;
+        if (lo >= hi)
+            continue;
+        int want = for_pull ? tail_index(c, p) : 0;
+        if (c->index[p] != want || want < 0)
+            continue;
+        if (for_pull && !c->ready[p]) {
+            snprintf(why, whylen, "partition %u is still being copied to this server", p);
+            return -PSKV_ENOTREADY;
+        }
+        if (nsegs && c->segs[2 * nsegs - 2] + c->segs[2 * nsegs - 1] == lo) {
+            c->segs[2 * nsegs - 1] += hi - lo; /* adjacent partitions: one run */
+        } else {
+            if (grow((void **)&c->segs, &c->segs_cap, 2 * nsegs + 2, sizeof *c->segs) < 0) {
+                snprintf(why, whylen, "out of memory");
+                return -PSKV_ENOMEM;
+            }
+            c->segs[2 * nsegs] = lo;
+            c->segs[2 * nsegs + 1] = hi - lo;
+            nsegs++;
+        }
+        rows += hi - lo;
+    }
+    if (rows != msg->nkeys) {
+        snprintf(why, whylen, "keys %llu..%llu of table '%s' hold %llu rows whose %s is this "
+                 "server in view epoch %llu, not %llu", (unsigned long long)first,
+                 (unsigned long long)(end - 1), t->name, (unsigned long long)rows, role,
+                 (unsigned long long)c->mb->epoch, (unsigned long long)msg->nkeys);
+        return -PSKV_ESTALE;
+    }
+    if (nsegs == 1) {
+        rs->first = c->segs[0];
+        rs->n = c->segs[1];
+    } else {
+        rs->segs = c->segs;
+        rs->nsegs = nsegs;
+        rs->n = rows;
+    }
+    return 0;
+}
+
+/* ---- applying and forwarding --------------------------------------------- */
+
+/* Applies rows not marked in skip, batching consecutive dense keys into runs. */
+static int apply_rows(table *t, const uint64_t *keys, const float *vals, uint64_t n,
+                      const uint8_t *skip, int assign)
+{
+    uint32_t wd = t->width;
+    for (uint64_t i = 0; i < n;) {
+        uint64_t j = i + 1;
+        while (j < n && skip[j] == skip[i] &&
+               (!t->dense || keys[j] == keys[j - 1] + 1))
+            j++;
+        if (!skip[i]) {
+            int rc;
+            if (t->dense)
+                rc = assign ? shard_assign(t->sh, NULL, keys[i], j - i, vals + i * wd)
+                            : shard_push(t->sh, NULL, keys[i], j - i, vals + i * wd);
+            else
+                rc = assign ? shard_assign(t->sh, keys + i, 0, j - i, vals + i * wd)
+                            : shard_push(t->sh, keys + i, 0, j - i, vals + i * wd);
+            if (rc < 0)
+                return rc;
+        }
+        i = j;
+    }
+    return 0;
+}
+
+/* Marks in c->skip the rows whose partition already applied (origin, id), and
+ * records the id for the others. check 0: only record (a first send). */
+static int dedupe_rows(chain *c, table *t, const uint64_t *keys, uint64_t n, uint32_t origin,
+                       uint64_t id, int check)
+{
+    if (grow((void **)&c->skip, &c->skip_cap, n ? n : 1, 1) < 0)
+        return -PSKV_ENOMEM;
+    if (!c->dd && !(c->dd = dedupe_new(c->nparts)))
+        return -PSKV_ENOMEM;
+    /* a partition's rows of one message are applied together: its record is
+     * looked up (and the id recorded) once per message */
+    uint32_t ntouched = 0;
+    int rc = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t p = part_of(c, t, keys[i]);
+        if (!c->pmark[p]) {
+            int seen = check && dedupe_seen(c->dd, p, origin, id);
+            if (!seen && dedupe_record(c->dd, p, origin, id) < 0)
+                rc = -PSKV_ENOMEM;
+            c->pmark[p] = seen ? 2 : 1;
+            c->touched[ntouched++] = p;
+        }
+        c->skip[i] = c->pmark[p] == 2;
+    }
+    for (uint32_t k = 0; k < ntouched; k++)
+        c->pmark[c->touched[k]] = 0;
+    return rc;
+}
+
+static void send_replicate(chain *c, pend *pd, int fi)
+{
+    fwd *f = &pd->fwds[fi];
+    void *s = peer_sock(c, f->node);
+    Pskv__Meta m;
+    member_meta(c->mb, &m, PSKV__MSG_TYPE__REPLICATE);
+    size_t slot = (size_t)(pd - c->pend);
+    m.has_request_id = m.has_table_id = m.has_num_keys = m.has_width = 1;
+    m.request_id = ((pd->seq << 12 | slot) << 8) | (uint64_t)fi;
+    m.table_id = pd->t->id;
+    m.num_keys = f->n;
+    m.width = pd->t->width;
+    m.has_origin = m.has_origin_id = 1;
+    m.origin = pd->origin;
+    m.origin_id = pd->origin_id;
+    if (pd->assign) {
+        m.has_assign = 1;
+        m.assign = 1;
+    }
+    zmq_msg_t km, vm;
+    zmq_msg_init_size(&km, f->n * sizeof(uint64_t));
+    memcpy(zmq_msg_data(&km), f->keys, f->n * sizeof(uint64_t));
+    zmq_msg_init_size(&vm, f->n * pd->t->width * sizeof(float));
+    memcpy(zmq_msg_data(&vm), f->vals, f->n * pd->t->width * sizeof(float));
+    if (!s || wire_send(s, NULL, &m, &km, &vm) < 0)
+        LOG_W("cannot forward to server node %u; waiting for a new view", f->node);
+}
+
+/* Adds forwards for the rows whose partition has a next server, grouped by it. */
+static int forward_rows(chain *c, pend *pd, const uint64_t *keys, const float *vals, uint64_t n)
+{
+    table *t = pd->t;
+    uint32_t wd = t->width;
+    int first_new = pd->nfwd;
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t nx = next_of(c, part_of(c, t, keys[i]));
+        if (!nx)
+            continue;
+        int fi = -1;
+        for (int k = first_new; k < pd->nfwd; k++)
+            if (pd->fwds[k].node == nx)
+                fi = k;
+        if (fi < 0) {
+            if (pd->nfwd >= MAX_FWD)
+                return -PSKV_ENOMEM;
+            fwd *g = realloc(pd->fwds, (size_t)(pd->nfwd + 1) * sizeof *g);
+            if (!g)
+                return -PSKV_ENOMEM;
+            pd->fwds = g;
+            fi = pd->nfwd++;
+            memset(&g[fi], 0, sizeof g[fi]);
+            g[fi].node = nx;
+            g[fi].keys = malloc(n * sizeof(uint64_t));
+            g[fi].vals = malloc(n * wd * sizeof(float));
+            if (!g[fi].keys || !g[fi].vals)
+                return -PSKV_ENOMEM;
+            pd->outstanding++;
+        }
+        fwd *f = &pd->fwds[fi];
+        f->keys[f->n] = keys[i];
+        memcpy(f->vals + f->n * wd, vals + i * wd, wd * sizeof(float));
+        f->n++;
+    }
+    for (int k = first_new; k < pd->nfwd; k++)
+        send_replicate(c, pd, k);
+    return 0;
+}
+
+static pend *pend_new(chain *c)
+{
+    if (c->npend >= MAX_PEND)
+        return NULL;
+    for (size_t i = 0; i < MAX_PEND; i++) {
+        size_t s = (size_t)(c->next_seq + i) % MAX_PEND;
+        if (!c->pend[s].seq) {
+            c->pend[s].seq = c->next_seq++ & ((1ULL << 40) - 1);
+            if (!c->pend[s].seq)
+                c->pend[s].seq = c->next_seq++;
+            c->npend++;
+            return &c->pend[s];
+        }
+    }
+    return NULL;
+}
+
+static void answer_upstream(chain *c, pend *pd, int code, const char *why)
+{
+    Pskv__Meta m;
+    Pskv__MsgType type = code ? PSKV__MSG_TYPE__ERROR
+                              : pd->upstream_worker ? PSKV__MSG_TYPE__PUSH_ACK
+                                                    : PSKV__MSG_TYPE__REPLICATE_ACK;
+    member_meta(c->mb, &m, type);
+    m.has_request_id = m.has_table_id = 1;
+    m.request_id = pd->request_id;
+    m.table_id = pd->t ? pd->t->id : 0;
+    if (code) {
+        m.has_error_code = 1;
+        m.error_code = code;
+        m.error = (char *)why;
+    }
+    zmq_msg_t rid;
+    zmq_msg_init_size(&rid, pd->ridlen);
+    memcpy(zmq_msg_data(&rid), pd->rid, pd->ridlen);
+    if (wire_send(c->router, &rid, &m, NULL, NULL) < 0)
+        LOG_W("cannot answer node %u: %s", pd->sender, zmq_strerror(errno));
+    zmq_msg_close(&rid);
+}
+
+static void pend_done(chain *c, pend *pd)
+{
+    answer_upstream(c, pd, 0, NULL);
+    pend_free(pd);
+    c->npend--;
+}
+
+/* The common path of a push from a worker and a forward from a predecessor. */
+static void apply_and_forward(chain *c, table *t, wire_msg *msg, const uint64_t *keys,
+                              uint64_t n, int upstream_worker, int check)
+{
+    Pskv__Meta *r = msg->meta;
+    uint32_t origin = upstream_worker ? r->sender : r->origin;
+    uint64_t origin_id = upstream_worker ? (r->has_origin_id ? r->origin_id : r->request_id)
+                                         : r->origin_id;
+    int assign = r->has_assign && r->assign;
+    pend tmp;
+    memset(&tmp, 0, sizeof tmp);
+    int rc = dedupe_rows(c, t, keys, n, origin, origin_id, check);
+    if (rc == 0)
+        rc = apply_rows(t, keys, msg->vals, n, c->skip, assign);
+    pend *pd = rc == 0 ? pend_new(c) : NULL;
+    if (!pd) {
+        tmp.upstream_worker = upstream_worker;
+        tmp.t = t;
+        tmp.request_id = r->request_id;
+        tmp.sender = r->sender;
+        tmp.ridlen = msg->has_rid ? zmq_msg_size(&msg->rid) : 0;
+        if (tmp.ridlen > sizeof tmp.rid)
+            tmp.ridlen = sizeof tmp.rid;
+        memcpy(tmp.rid, zmq_msg_data(&msg->rid), tmp.ridlen);
+        answer_upstream(c, &tmp, rc < 0 ? -rc : PSKV_EREFUSED,
+                        rc < 0 ? "out of memory applying the push"
+                               : "too many pushes waiting for their replicas; retry");
+        return;
+    }
+    pd->upstream_worker = upstream_worker;
+    pd->t = t;
+    pd->assign = assign;
+    pd->origin = origin;
+    pd->origin_id = origin_id;
+    pd->request_id = r->request_id;
+    pd->sender = r->sender;
+    pd->ridlen = msg->has_rid ? zmq_msg_size(&msg->rid) : 0;
+    if (pd->ridlen > sizeof pd->rid)
+        pd->ridlen = sizeof pd->rid;
+    memcpy(pd->rid, zmq_msg_data(&msg->rid), pd->ridlen);
+    /* every row goes on, applied here or not: a re-sent push reaches the tail */
+    if (forward_rows(c, pd, keys, msg->vals, n) < 0) {
+        answer_upstream(c, pd, PSKV_ENOMEM, "out of memory forwarding the push");
+        pend_free(pd);
+        c->npend--;
+        return;
+    }
+    if (pd->outstanding == 0)
+        pend_done(c, pd);
+}
+
+void chain_push(chain *c, table *t, wire_msg *msg, const rowset *rs)
+{
+    const uint64_t *keys = rs->keys;
+    if (!keys) { /* dense runs travel down the chain as explicit indices */
+        if (grow((void **)&c->keys, &c->keys_cap, rs->n ? rs->n : 1, sizeof *c->keys) < 0) {
+            pend tmp = {0};
+            tmp.upstream_worker = 1;
+            tmp.t = t;
+            tmp.request_id = msg->meta->request_id;
+            tmp.ridlen = zmq_msg_size(&msg->rid);
+            memcpy(tmp.rid, zmq_msg_data(&msg->rid), tmp.ridlen);
+            answer_upstream(c, &tmp, PSKV_ENOMEM, "out of memory");
+            return;
+        }
+        uint64_t at = 0;
+        if (!rs->segs) {
+            for (uint64_t i = 0; i < rs->n; i++)
+                c->keys[at++] = rs->first + i;
+        } else {
+            for (size_t s = 0; s < rs->nsegs; s++)
+                for (uint64_t i = 0; i < rs->segs[2 * s + 1]; i++)
+                    c->keys[at++] = rs->segs[2 * s] + i;
+        }
+        keys = c->keys;
+    }
+    apply_and_forward(c, t, msg, keys, rs->n, 1, msg->meta->has_resend && msg->meta->resend);
+}
+
+void chain_replicate(chain *c, wire_msg *msg)
+{
+    Pskv__Meta *r = msg->meta;
+    table *t = r->has_table_id ? tables_find(c->tables, r->table_id) : NULL;
+    if (!t || r->width != t->width || !msg->keys || !r->has_origin || !r->has_origin_id) {
+        LOG_W("dropped a REPLICATE from node %u: unknown table, wrong width or no ids",
+              r->sender);
+        return;
+    }
+    for (uint64_t i = 0; i < msg->nkeys; i++) {
+        uint64_t k = msg->keys[i];
+        uint32_t p = t->dense && k >= t->size ? UINT32_MAX : part_of(c, t, k);
+        if (p == UINT32_MAX || c->index[p] <= 0) {
+            LOG_W("dropped a REPLICATE from node %u: key %llu of table '%s' is not replicated "
+                  "here in view epoch %llu", r->sender, (unsigned long long)k, t->name,
+                  (unsigned long long)c->mb->epoch);
+            return;
+        }
+    }
+    if (!upd_all_finite(msg->vals, msg->nvals)) {
+        LOG_W("dropped a REPLICATE from node %u: non-finite values", r->sender);
+        return;
+    }
+    apply_and_forward(c, t, msg, msg->keys, msg->nkeys, 0, 1);
+}
+
+static void on_ack(chain *c, wire_msg *msg)
+{
+    Pskv__Meta *m = msg->meta;
+    if (m->type != PSKV__MSG_TYPE__REPLICATE_ACK) {
+        LOG_W("server node %u answered a forward with %s: %s", m->sender,
+              wire_type_name((int)m->type), m->error ? m->error : "");
+        return;
+    }
+    uint64_t id = m->request_id;
+    int fi = (int)(id & 0xff);
+    size_t slot = (size_t)((id >> 8) & 0xfff);
+    uint64_t seq = id >> 20;
+    pend *pd = &c->pend[slot];
+    if (!pd->seq || pd->seq != seq || fi >= pd->nfwd || pd->fwds[fi].done ||
+        pd->fwds[fi].node != m->sender)
+        return; /* an answer to a forward already re-sent elsewhere or done */
+    pd->fwds[fi].done = 1;
+    if (--pd->outstanding == 0)
+        pend_done(c, pd);
+}
+
+int chain_poll_items(chain *c, zmq_pollitem_t *items, int max)
+{
+    int n = 0;
+    for (size_t i = 0; i < c->npeers && n < max; i++)
+        if (c->peers[i].sock)
+            items[n++] = (zmq_pollitem_t){c->peers[i].sock, 0, ZMQ_POLLIN, 0};
+    return n;
+}
+
+void chain_drain(chain *c)
+{
+    for (size_t i = 0; i < c->npeers; i++) {
+        if (!c->peers[i].sock)
+            continue;
+        for (int budget = 0; budget < 1024; budget++) {
+            wire_msg msg;
+            char why[200];
+            int rc = wire_recv(c->peers[i].sock, 0, &msg, why, sizeof why);
+            if (rc == 0)
+                on_ack(c, &msg);
+            else if (rc != -PSKV_ETIMEDOUT)
+                LOG_W("dropped a message from server node %u: %s", c->peers[i].id, why);
+            wire_msg_close(&msg);
+            if (rc == -PSKV_ETIMEDOUT)
+                break;
+        }
+    }
+}
+
+/* ---- filling a new chain member -------------------------------------------- */
+
+typedef struct part_filter {
+    const chain *c;
+    const table *t;
+    uint32_t p;
+} part_filter;
+
+static int in_partition(void *ctx, uint64_t key)
+{
+    part_filter *f = ctx;
+    return part_of(f->c, f->t, key) == f->p;
+}
+
+/* Sends the whole partition p (every table, then the dedupe record) to `to`. */
+static void send_fill(chain *c, uint32_t p, uint32_t to)
+{
+    void *s = peer_sock(c, to);
+    if (!s)
+        return;
+    size_t ntab = tables_count(c->tables);
+    size_t bloblen = c->dd ? dedupe_export(c->dd, p, NULL, 0) : 0;
+    void *blob = bloblen ? malloc(bloblen) : NULL;
+    if (blob)
+        dedupe_export(c->dd, p, blob, bloblen);
+    uint64_t rows_sent = 0;
+    for (size_t ti = 0; ti <= ntab; ti++) {
+        Pskv__Meta m;
+        member_meta(c->mb, &m, PSKV__MSG_TYPE__FILL);
+        m.has_partition = m.has_seq = 1;
+        m.partition = p;
+        m.seq = ntab + 1; /* messages in this fill: one per table and the record */
+        zmq_msg_t km, vm;
+        if (ti == ntab) { /* the dedupe record closes the fill */
+            if (blob) {
+                m.has_blob = 1;
+                m.blob.data = blob;
+                m.blob.len = bloblen;
+            }
+            wire_send(s, NULL, &m, NULL, NULL);
+            break;
+        }
+        table *t = tables_at(c->tables, ti);
+        part_filter f = {c, t, p};
+        uint64_t n = shard_export(t->sh, in_partition, &f, NULL, NULL);
+        size_t rf = shard_row_floats(t->sh);
+        m.has_table_id = m.has_num_keys = m.has_width = 1;
+        m.table_id = t->id;
+        m.num_keys = n;
+        m.width = (uint32_t)rf;
+        zmq_msg_init_size(&km, (n ? n : 1) * sizeof(uint64_t));
+        zmq_msg_init_size(&vm, (n ? n : 1) * rf * sizeof(float));
+        shard_export(t->sh, in_partition, &f, zmq_msg_data(&km), zmq_msg_data(&vm));
+        if (n == 0) { /* an empty sparse partition: say so without frames */
+            zmq_msg_close(&km);
+            zmq_msg_close(&vm);
+            m.has_num_keys = m.has_width = 0;
+            wire_send(s, NULL, &m, NULL, NULL);
+            continue;
+        }
+        wire_send(s, NULL, &m, &km, &vm);
+        rows_sent += n;
+    }
+    free(blob);
+    LOG_I("partition %u copied to server node %u (%llu rows in %zu tables)", p, to,
+          (unsigned long long)rows_sent, ntab);
+}
+
+/* Fills the next member of p's chain when it is new to the chain. */
+static void fill_next(chain *c, uint32_t p, const uint32_t *old)
+{
+    uint32_t nx = next_of(c, p);
+    if (!nx || !c->ready[p])
+        return;
+    for (uint32_t j = 0; old && j < c->R; j++)
+        if (old[(size_t)p * c->R + j] == nx)
+            return;
+    send_fill(c, p, nx);
+}
+
+void chain_fill(chain *c, wire_msg *msg)
+{
+    Pskv__Meta *r = msg->meta;
+    if (!r->has_partition || r->partition >= c->nparts || !r->has_seq) {
+        LOG_W("dropped a FILL from node %u without a valid partition", r->sender);
+        return;
+    }
+    uint32_t p = r->partition;
+    if (r->has_table_id && msg->nkeys) {
+        table *t = tables_find(c->tables, r->table_id);
+        if (!t || r->width != shard_row_floats(t->sh) || !msg->keys) {
+            LOG_W("dropped a FILL of partition %u from node %u: unknown table or row width",
+                  p, r->sender);
+            return;
+        }
+        if (shard_import(t->sh, msg->keys, 0, msg->nkeys, msg->vals) < 0)
+            LOG_E("out of memory importing partition %u of table '%s'", p, t->name);
+    }
+    if (r->has_blob && (c->dd || (c->dd = dedupe_new(c->nparts))))
+        if (dedupe_import(c->dd, p, r->blob.data, r->blob.len) < 0)
+            LOG_W("FILL of partition %u from node %u: malformed dedupe record", p, r->sender);
+    if (++c->fills[p] < (int)r->seq)
+        return;
+    c->fills[p] = 0;
+    c->ready[p] = 1;
+    LOG_I("partition %u: copy from server node %u complete", p, r->sender);
+    fill_next(c, p, NULL); /* a further new member after this one */
+}
+
+/* ---- views ------------------------------------------------------------------ */
+
+static int in_old_chain(const uint32_t *old, uint32_t R, uint32_t p, uint32_t id)
+{
+    for (uint32_t j = 0; old && j < R; j++)
+        if (old[(size_t)p * R + j] == id)
+            return 1;
+    return 0;
+}
+
+/* Sends again every forward still waiting on a server that is no longer the next
+ * one of its partitions, to the new next server. */
+static void reforward(chain *c)
+{
+    for (size_t s = 0; s < MAX_PEND; s++) {
+        pend *pd = &c->pend[s];
+        if (!pd->seq)
+            continue;
+        int n0 = pd->nfwd;
+        for (int fi = 0; fi < n0; fi++) {
+            fwd *f = &pd->fwds[fi];
+            if (f->done)
+                continue;
+            peer *pp = peer_of(c, f->node);
+            if (pp && pp->alive)
+                continue;
+            f->done = 1; /* replaced by the forwards below */
+            pd->outstanding--;
+            if (forward_rows(c, pd, f->keys, f->vals, f->n) < 0)
+                LOG_E("out of memory forwarding again");
+            /* forward_rows may move pd->fwds */
+        }
+        if (pd->outstanding == 0)
+            pend_done(c, pd);
+    }
+}
+
+int chain_view(chain *c)
+{
+    Pskv__View *v = c->mb->view;
+    if (!v || !v->has_partitions || !v->partitions || !v->replicas ||
+        v->n_chains != (size_t)v->partitions * v->replicas)
+        return 0;
+    uint32_t me = c->mb->node_id;
+    for (size_t i = 0; i < v->n_nodes; i++)
+        if (v->nodes[i]->id == me && v->nodes[i]->state && !strcmp(v->nodes[i]->state, "dead"))
+            return 1;
+    uint32_t *old = c->chains;
+    if (old && (v->partitions != c->nparts || v->replicas != c->R)) {
+        LOG_E("the view changed the partition count or R: ignored");
+        return 0;
+    }
+    size_t cells = (size_t)v->partitions * v->replicas;
+    uint32_t *chains = malloc(cells * sizeof *chains);
+    if (!chains) {
+        LOG_E("out of memory applying the view");
+        return 0;
+    }
+    memcpy(chains, v->chains, cells * sizeof *chains);
+    if (!old) {
+        c->nparts = v->partitions;
+        c->R = v->replicas;
+        c->index = malloc(c->nparts * sizeof *c->index);
+        c->ready = calloc(c->nparts, 1);
+        c->fills = calloc(c->nparts, sizeof *c->fills);
+        c->pmark = calloc(c->nparts, 1);
+        c->touched = malloc(c->nparts * sizeof *c->touched);
+        if (!c->index || !c->ready || !c->fills || !c->pmark || !c->touched) {
+            LOG_E("out of memory applying the view");
+            exit(1);
+        }
+    }
+    int changed = !old || memcmp(old, chains, cells * sizeof *chains) != 0;
+    c->chains = chains;
+    if (changed)
+        c->place_epoch = c->mb->epoch;
+    /* peers: every server of the view, alive or not */
+    for (size_t i = 0; i < v->n_nodes; i++) {
+        Pskv__Node *n = v->nodes[i];
+        if (n->role != PSKV__ROLE__SERVER || n->id == me)
+            continue;
+        peer *pp = peer_of(c, n->id);
+        if (!pp) {
+            peer *g = realloc(c->peers, (c->npeers + 1) * sizeof *g);
+            if (!g)
+                continue;
+            c->peers = g;
+            pp = &g[c->npeers++];
+            memset(pp, 0, sizeof *pp);
+            pp->id = n->id;
+            snprintf(pp->host, sizeof pp->host, "%s", n->host ? n->host : "");
+            pp->port = (int)n->port;
+        }
+        pp->alive = !(n->state && !strcmp(n->state, "dead"));
+    }
+    uint32_t heads = 0, holds = 0, fresh = 0;
+    for (uint32_t p = 0; p < c->nparts; p++) {
+        int idx = -1;
+        for (uint32_t j = 0; j < c->R; j++)
+            if (chains[(size_t)p * c->R + j] == me)
+                idx = (int)j;
+        c->index[p] = idx;
+        if (idx < 0) {
+            c->ready[p] = 0;
+            if (c->dd)
+                dedupe_clear(c->dd, p);
+            continue;
+        }
+        holds++;
+        heads += idx == 0;
+        if (!old || in_old_chain(old, c->R, p, me)) {
+            c->ready[p] = 1; /* held all along (or since the job began) */
+        } else if (!c->ready[p]) {
+            fresh++; /* a FILL from the predecessor is on its way */
+        }
+    }
+    if (changed)
+        LOG_I("view epoch %llu: heads %u and holds %u of %u partitions (R = %u)%s",
+              (unsigned long long)c->mb->epoch, heads, holds, c->nparts, c->R,
+              fresh ? "; waiting for copies of new ones" : "");
+    if (old && changed) {
+        reforward(c);
+        for (uint32_t p = 0; p < c->nparts; p++)
+            if (c->index[p] >= 0)
+                fill_next(c, p, old);
+    }
+    free(old);
+    return 0;
+}

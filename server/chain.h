@@ -1,0 +1,74 @@
+/* Partition placement on this server and chain replication (DESIGN: fault
+ * tolerance; docs/protocol.md, "Chains").
+ *
+ * The view lists, for every fixed partition of the key ring, a chain of R server
+ * ids, head first. A push is applied by the head and forwarded (REPLICATE, with
+ * the pushing worker's (node, request) id) to the next server of each touched
+ * partition's chain; every replica applies it, dropping an id it already applied,
+ * and forwards it on; the tail answers REPLICATE_ACK, which travels back up, and
+ * the head acknowledges the worker only then. Pulls are answered by the tail, so
+ * no read sees an update that is not on every replica.
+ *
+ * On a new view: forwards still waiting on a server that died are sent again to
+ * the new next server of their partitions; a server that becomes the predecessor
+ * of a new chain member copies it the partition (FILL: values, optimizer state,
+ * dedupe record) before forwarding anything else to it; a new member answers
+ * pulls for the partition only once the copy is whole. */
+#ifndef PSKV_CHAIN_H
+#define PSKV_CHAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <zmq.h>
+
+#include "member.h"
+#include "shard.h"
+#include "table.h"
+#include "wire.h"
+
+typedef struct chain chain;
+
+/* NULL when out of memory. Answers on `router`; dials other servers from ctx. */
+chain *chain_new(void *ctx, void *router, member *mb, table_set *tables, int64_t max_message);
+
+/* Frees c and nulls *c_p; NULL-safe. */
+void chain_destroy(chain **c_p);
+
+/* Applies the latest view in mb. Returns 1 when the view says this server is dead
+ * (replaced: it must serve nothing more), else 0. */
+int chain_view(chain *c);
+
+/* Chain length R of the view (1 = no replication). */
+uint32_t chain_replicas(const chain *c);
+
+/* Epoch of the latest view that changed the placement: requests planned with an
+ * older view are refused as stale. */
+uint64_t chain_place_epoch(const chain *c);
+
+/* Checks that this server is the head (for_pull 0) or the tail (for_pull 1) of
+ * the partition of every row of a PUSH or PULL, and that the tail holds a whole
+ * copy; fills rs (a dense span becomes the runs of this server's partitions in
+ * it, in chain-owned scratch valid until the next call). Returns 0, or a negated
+ * PSKV_ESTALE / PSKV_ERANGE / PSKV_ENOTREADY with the reason in why. */
+int chain_rows(chain *c, table *t, wire_msg *msg, int for_pull, rowset *rs, char *why,
+               size_t whylen);
+
+/* A checked PUSH with R > 1: applied here (a re-sent one only where its id is not
+ * recorded), forwarded down the chains, acknowledged when every tail has it. */
+void chain_push(chain *c, table *t, wire_msg *msg, const rowset *rs);
+
+/* REPLICATE and FILL from another server (epoch already checked). */
+void chain_replicate(chain *c, wire_msg *msg);
+void chain_fill(chain *c, wire_msg *msg);
+
+/* Poll items for the sockets to other servers (acknowledgements come back on
+ * them): fills up to max items, returns how many. */
+int chain_poll_items(chain *c, zmq_pollitem_t *items, int max);
+
+/* Reads every acknowledgement waiting on those sockets. */
+void chain_drain(chain *c);
+
+/* Pending forwards, for logs. */
+size_t chain_pending(const chain *c);
+
+#endif
