@@ -36,9 +36,12 @@ static void payload_shape(const Pskv__Meta *m, int *want_keys, int *want_vals)
     *want_keys = 0;
     *want_vals = 0;
     switch (m->type) {
+    case PSKV__MSG_TYPE__FILL: /* the closing FILL of a partition carries no rows */
+        if (!m->has_num_keys)
+            break;
+        /* fall through */
     case PSKV__MSG_TYPE__PUSH:
     case PSKV__MSG_TYPE__REPLICATE:
-    case PSKV__MSG_TYPE__FILL:
         *want_keys = !dense_run;
         *want_vals = 1;
         break;

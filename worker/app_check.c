@@ -30,8 +30,10 @@
 #define SW 2 /* sparse width */
 #define OWN_KEYS 50
 
-static float dense_inc(int r, int k, uint64_t i, int c) { return (float)((r + 1) * (k + 1) + (int)((i + (uint64_t)c) % 7)); }
-static float sparse_inc(int r, int k, uint64_t j, int c) { return (float)((r + 1) + k + (int)(j % 5) + c); }
+/* Small integers, so that sums stay exact in float32 (below 2^24) for thousands
+ * of rounds of many workers: the fault tests run long push streams. */
+static float dense_inc(int r, int k, uint64_t i, int c) { return (float)((r + 1) * (k % 5 + 1) + (int)((i + (uint64_t)c) % 7)); }
+static float sparse_inc(int r, int k, uint64_t j, int c) { return (float)((r + 1) + k % 4 + (int)(j % 5) + c); }
 static uint64_t shared_key(uint64_t j) { return ring_mix64(j + 12345); }
 static uint64_t own_key(int r, uint64_t j) { return ((uint64_t)(r + 1) << 56) | j; }
 

@@ -97,6 +97,8 @@ struct pskv_worker {
     uint32_t nparts, R;   /* placement of the latest view */
     int *head, *tail;     /* per partition: index into srv of the head and tail, -1 = lost */
     int nretry;           /* parts waiting to be sent again */
+    uint32_t failover_node; /* a server replaced while pushes to it were in flight */
+    int64_t failover_ms;    /* when the view that replaced it arrived */
     uint64_t resends;     /* parts sent again (new owner, stale view, copy not ready) */
     /* scratch sized once for the view, so a request allocates only what it keeps */
     zmq_pollitem_t *items; /* scheduler socket, then one per server */
@@ -506,6 +508,12 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
                                wire_type_name((int)m->type), wire_type_name((int)want));
     }
     p->done = 1;
+    if (p->own && r->type == REQ_PUSH && !r->err && w->failover_node) {
+        LOG_I("failover: first push acknowledged by a new owner %lld ms after the view that "
+              "replaced server node %u", (long long)(tu_now_ms() - w->failover_ms),
+              w->failover_node);
+        w->failover_node = 0;
+    }
     if (--r->pending == 0)
         req_finish(w, r);
 }
@@ -1011,8 +1019,12 @@ static void resend_due(pskv_worker *w, int view_changed)
             int due = p->retry_at && now >= p->retry_at;
             if (!dead && !due)
                 continue;
+            if (dead && r->type == REQ_PUSH && !w->failover_node) {
+                w->failover_node = w->srv[p->server].id;
+                w->failover_ms = now;
+            }
             if (dead)
-                LOG_I("request %lld: server node %u died; sending its part again to the new "
+                LOG_D("request %lld: server node %u died; sending its part again to the new "
                       "owners", (long long)r->ts, w->srv[p->server].id);
             int err = resend_part(w, r, pi);
             if (err < 0) {
