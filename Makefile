@@ -31,7 +31,7 @@ COMMON   := $(wildcard common/*.c)
 COMMON_O := $(COMMON:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/pskv.pb-c.o
 LIB_SRC  := worker/client.c
 LIB_O    := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(COMMON_O)
-SCHED_O  := $(BUILD)/obj/scheduler/scheduler.o
+SCHED_O  := $(BUILD)/obj/scheduler/scheduler.o $(BUILD)/obj/scheduler/manifest.o
 CTL_O    := $(BUILD)/obj/scheduler/pskvctl.o
 SERVER_SRC := $(wildcard server/*.c)
 SERVER_O := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o)
@@ -50,7 +50,7 @@ TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-garbage $(BIN)/pskv-fuzz-replay $(BI
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
 
 FORCE:
-.PHONY: FORCE all tools deps test unit integration demo bench bench-pushpull bench-train bench-consistency bench-sparse bench-hosts install clean fuzz
+.PHONY: FORCE all tools deps test unit integration faults test-faults bench-faults demo bench bench-pushpull bench-train bench-consistency bench-sparse bench-hosts install clean fuzz
 .DEFAULT_GOAL := all
 
 all: $(BINS) $(LIBS) $(TOOLS) $(BUILD)/pskv.pc
@@ -134,6 +134,15 @@ ASAN_BUILD := build/asan
 test: deps
 	$(MAKE) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined all $(ASAN_BUILD)/bin/pskv-unit
 	$(MAKE) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined unit integration
+	$(MAKE) faults FAULT_TRIALS=3
+
+# Kill and pause tests on the optimised build (timings as users see them).
+FAULT_TRIALS ?= 3
+faults: all
+	PSKV_BIN_DIR=$(abspath $(BIN)) test/faults.sh --trials $(FAULT_TRIALS)
+
+test-faults: deps
+	$(MAKE) faults FAULT_TRIALS=20
 
 unit: $(BUILD)/bin/pskv-unit
 	CK_DEFAULT_TIMEOUT=60 $(BUILD)/bin/pskv-unit
@@ -163,6 +172,11 @@ bench: deps
 	scripts/bench-consistency.sh
 	scripts/bench-sparse.sh
 	scripts/bench-hosts.sh
+	scripts/bench-faults.sh
+
+bench-faults: deps
+	$(MAKE) all
+	scripts/bench-faults.sh
 
 bench-pushpull: deps
 	$(MAKE) all

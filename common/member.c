@@ -15,6 +15,14 @@
 #include "timeutil.h"
 
 static const volatile sig_atomic_t *stop_flag;
+static char **reg_ckpts; /* listed in REGISTER (servers: valid checkpoint files) */
+static size_t reg_nckpts;
+
+void member_set_checkpoints(char **list, size_t n)
+{
+    reg_ckpts = list;
+    reg_nckpts = n;
+}
 
 void member_set_stop_flag(const volatile sig_atomic_t *flag) { stop_flag = flag; }
 
@@ -54,6 +62,15 @@ static void apply_view(member *m, wire_msg *msg)
     m->epoch = m->view->epoch;
     if (m->view->has_heartbeat_ms && m->view->heartbeat_ms)
         m->heartbeat_ms = (int)m->view->heartbeat_ms;
+    for (size_t i = 0; !m->resumed && i < m->view->n_nodes; i++) {
+        const Pskv__Node *n = m->view->nodes[i];
+        if (n->id == m->node_id && n->has_resume_step) { /* a resumed job */
+            m->resumed = 1;
+            m->progress[0] = n->resume_epoch;
+            m->progress[1] = n->resume_step;
+            m->progress[2] = n->resume_pos;
+        }
+    }
     /* the first view is news; later ones (a worker finished or died) are routine */
     LOG(m->epoch <= 1 ? LOG_INFO : LOG_DEBUG, "view epoch %llu: %zu nodes",
         (unsigned long long)m->epoch, m->view->n_nodes);
@@ -129,6 +146,8 @@ int member_open(member *m, void *ctx, const char *scheduler, Pskv__Role role, in
     reg.port = (uint32_t)port;
     reg.pid = (uint32_t)getpid();
     reg.nonce = nonce;
+    reg.n_ckpts = reg_nckpts;
+    reg.ckpts = reg_ckpts;
 
     int64_t deadline = tu_now_ms() + (int64_t)(connect_timeout_s * 1000);
     long backoff = 100;

@@ -25,7 +25,13 @@ typedef struct member {
     int64_t next_hb_ms;
     int64_t hb_clock;     /* sent in heartbeats: a worker's clock */
     uint64_t hb_dropped;  /* sent in heartbeats: a server's late drops */
+    int resumed;          /* a worker of a resumed job: progress[] is where it was */
+    int64_t progress[3];  /* epoch, step, data position */
 } member;
+
+/* Checkpoint files a server lists in its REGISTER ("JOB:SEQ:NODE"; the strings
+ * stay the caller's). */
+void member_set_checkpoints(char **list, size_t n);
 
 /* Connects to `scheduler` ("HOST:PORT") and registers as `role` with advertised
  * host:port. rank_wish < 0 lets the scheduler choose. job_id 0 accepts the

@@ -143,12 +143,14 @@ static void print_table(const Pskv__Meta *m)
 int main(int argc, char **argv)
 {
     cfg_args args;
-    const char *usage = "pskvctl [--scheduler HOST:PORT] status [--json]";
+    const char *usage = "pskvctl [--scheduler HOST:PORT] status [--json] | checkpoint";
     int rc = cfg_start(config, "ctl", usage, argc, argv, &args);
     if (rc >= 0)
         return rc;
-    if (args.npos != 1 || strcmp(args.pos[0], "status") != 0) {
-        fprintf(stderr, "pskvctl: expected one command: status\nusage: %s\n", usage);
+    int ckpt = args.npos == 1 && !strcmp(args.pos[0], "checkpoint");
+    if (args.npos != 1 || (strcmp(args.pos[0], "status") != 0 && !ckpt)) {
+        fprintf(stderr, "pskvctl: expected one command: status or checkpoint\nusage: %s\n",
+                usage);
         return 2;
     }
     const char *sched = cfg_str(config, "scheduler");
@@ -162,11 +164,12 @@ int main(int argc, char **argv)
     void *s = net_socket(ctx, ZMQ_DEALER, 64 << 20, 0);
     net_connect(s, host, port);
     Pskv__Meta req;
-    wire_meta_init(&req, PSKV__MSG_TYPE__STATUS);
+    wire_meta_init(&req, ckpt ? PSKV__MSG_TYPE__CHECKPOINT : PSKV__MSG_TYPE__STATUS);
     req.has_request_id = 1;
     req.request_id = 1;
     wire_send(s, NULL, &req, NULL, NULL);
-    int timeout_ms = (int)(cfg_double(config, "timeout") * 1000);
+    /* a checkpoint writes every server's data: it may take much longer */
+    int timeout_ms = (int)(cfg_double(config, "timeout") * 1000) * (ckpt ? 60 : 1);
     zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
     int status = 1;
     if (zmq_poll(&it, 1, timeout_ms) <= 0) {
@@ -179,8 +182,11 @@ int main(int argc, char **argv)
         if (rc < 0) {
             fprintf(stderr, "pskvctl: bad answer from %s: %s\n", sched, why);
         } else if (msg.meta->type == PSKV__MSG_TYPE__ERROR) {
-            fprintf(stderr, "pskvctl: scheduler refused: %s\n",
+            fprintf(stderr, "pskvctl: %s: %s\n", ckpt ? "checkpoint failed" : "scheduler refused",
                     msg.meta->error ? msg.meta->error : "error");
+        } else if (ckpt && msg.meta->type == PSKV__MSG_TYPE__CHECKPOINT_ACK) {
+            printf("checkpoint %llu complete\n", (unsigned long long)msg.meta->seq);
+            status = 0;
         } else if (msg.meta->type != PSKV__MSG_TYPE__STATUS_REPLY || !msg.meta->view) {
             fprintf(stderr, "pskvctl: unexpected %s from %s\n",
                     wire_type_name((int)msg.meta->type), sched);

@@ -16,11 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 #include <zmq.h>
 
 #include "config.h"
 #include "log.h"
+#include "manifest.h"
 #include "net.h"
 #include "pskv_errors.h"
 #include "ring.h"
@@ -56,7 +58,17 @@ typedef struct node {
     uint32_t heads, holds; /* servers: partitions headed, replicas held */
     int64_t clock;    /* workers: clocks finished, from heartbeats */
     uint64_t dropped; /* servers: late pushes dropped, from heartbeats */
+    int64_t progress[3];  /* workers: epoch, step, data position, from heartbeats */
+    uint64_t ckpt_acked;  /* servers: the last checkpoint written */
+    char **ckpts;         /* servers: valid checkpoint files they hold, "JOB:SEQ:NODE" */
+    size_t nckpts;
 } node;
+
+typedef struct requester { /* who asked for the checkpoint in progress */
+    unsigned char rid[256];
+    size_t ridlen;
+    uint64_t request_id;
+} requester;
 
 static struct {
     cfg_entry *cfg;
@@ -71,6 +83,18 @@ static struct {
     uint32_t nparts, replicas, vnodes;
     uint32_t *chains; /* nparts x replicas node ids, head first; 0 = none */
     uint32_t lost;    /* partitions whose every replica died */
+    const char *data_dir;
+    manifest man;       /* complete checkpoints */
+    uint64_t ckpt_seq;  /* the last checkpoint started */
+    int ckpt_busy;      /* one in progress */
+    int64_t ckpt_started_ms, next_ckpt_ms;
+    requester *reqs;
+    size_t nreqs;
+    int resume;
+    manifest_entry *resume_from; /* the checkpoint a resumed job starts from */
+    uint32_t *prev_chains;       /* its chains mapped to this job's servers */
+    uint32_t *resume_pairs;      /* (new node, old node) pairs */
+    size_t npairs;
     uint64_t barrier_done; /* highest barrier released */
 } S;
 
@@ -93,6 +117,13 @@ static cfg_entry config[] = {
      NULL},
     {"vnodes", CFG_INT, "16", "PSKV_SCHEDULER_VNODES", 1, 256, NULL,
      "tokens per server on the consistent-hash ring", 0, 0, NULL, NULL},
+    {"data-dir", CFG_STR, "", "PSKV_SCHEDULER_DATA_DIR", 0, 0, NULL,
+     "directory of the checkpoint manifest (empty = no checkpoints)", 0, 0, NULL, NULL},
+    {"checkpoint-every", CFG_DOUBLE, "0", "PSKV_SCHEDULER_CHECKPOINT_EVERY", 0, 1e7, "s",
+     "take a checkpoint this often while the job runs (0 = only on request)", 0, 0, NULL,
+     NULL},
+    {"resume", CFG_BOOL, "false", "PSKV_SCHEDULER_RESUME", 0, 0, NULL,
+     "continue the job of the newest complete checkpoint in --data-dir", 0, 0, NULL, NULL},
     {"join-timeout", CFG_DOUBLE, "600", "PSKV_SCHEDULER_JOIN_TIMEOUT", 1, 86400, "s",
      "give up when the cluster is not complete after this long", 0, 0, NULL, NULL},
     {"job-id", CFG_INT, "0", "PSKV_JOB_ID", 0, 9.2e18, NULL,
@@ -182,6 +213,14 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
         v->n_chains = (size_t)S.nparts * S.replicas;
         v->chains = S.chains;
     }
+    if (S.resume_from) {
+        v->has_resume_seq = 1;
+        v->resume_seq = S.resume_from->seq;
+        v->n_resume_from = 2 * S.npairs;
+        v->resume_from = S.resume_pairs;
+        v->n_prev_chains = (size_t)S.nparts * S.replicas;
+        v->prev_chains = S.prev_chains;
+    }
     if (status) {
         static const char *const js[] = {"waiting", "running", "stopping"};
         v->state = (char *)js[S.state];
@@ -208,6 +247,17 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
         }
         p->state = (char *)state_name(n); /* servers take finished and dead workers out
                                              of the clock set */
+        for (size_t k = 0; S.resume_from && n->role == PSKV__ROLE__WORKER &&
+                           k < S.resume_from->nworkers; k++) {
+            const manifest_progress *g = &S.resume_from->workers[k];
+            if (g->rank != n->rank)
+                continue;
+            /* a resumed job: the worker continues where the checkpoint left it */
+            p->has_resume_epoch = p->has_resume_step = p->has_resume_pos = 1;
+            p->resume_epoch = g->epoch;
+            p->resume_step = g->step;
+            p->resume_pos = g->pos;
+        }
         p->has_clock = n->role == PSKV__ROLE__WORKER;
         p->clock = n->clock;
         p->has_dropped = n->role == PSKV__ROLE__SERVER;
@@ -284,8 +334,108 @@ static void place_partitions(void)
     }
 }
 
+/* 1 when server n reported a valid file of checkpoint e written by node old. */
+static int has_file(const node *n, const manifest_entry *e, uint32_t old)
+{
+    char want[96];
+    snprintf(want, sizeof want, "%llu:%llu:%u", (unsigned long long)e->job,
+             (unsigned long long)e->seq, old);
+    for (size_t i = 0; i < n->nckpts; i++)
+        if (!strcmp(n->ckpts[i], want))
+            return 1;
+    return 0;
+}
+
+/* A resumed job: the newest complete checkpoint of which every partition has a
+ * valid copy on a registered server. Its chains, mapped to the new servers, are
+ * where the data is; place_partitions fills the chains up from there. */
+static void plan_resume(void)
+{
+    for (size_t k = S.man.n; k-- > 0;) {
+        manifest_entry *e = &S.man.e[k];
+        if (e->job != S.job_id)
+            continue;
+        size_t cells = (size_t)e->partitions * e->replicas;
+        uint32_t *mapped = calloc(cells, sizeof *mapped);
+        uint32_t *pairs = calloc(2 * (size_t)S.nnodes, sizeof *pairs);
+        if (!mapped || !pairs) {
+            LOG_E("out of memory planning the resume");
+            exit(1);
+        }
+        size_t npairs = 0;
+        uint32_t missing_p = UINT32_MAX, missing_old = 0;
+        for (uint32_t p = 0; p < e->partitions; p++) {
+            uint32_t at = 0;
+            for (uint32_t j = 0; j < e->replicas; j++) {
+                uint32_t old = e->chains[(size_t)p * e->replicas + j];
+                if (!old)
+                    continue;
+                node *holder = NULL;
+                for (int i = 0; i < S.nnodes && !holder; i++)
+                    if (S.nodes[i].role == PSKV__ROLE__SERVER && !S.nodes[i].dead &&
+                        has_file(&S.nodes[i], e, old)) {
+                        /* one old node per new one */
+                        int taken = 0;
+                        for (size_t q = 0; q < npairs; q++)
+                            if (pairs[2 * q] == S.nodes[i].id && pairs[2 * q + 1] != old)
+                                taken = 1;
+                        if (!taken)
+                            holder = &S.nodes[i];
+                    }
+                if (!holder)
+                    continue;
+                int known = 0;
+                for (size_t q = 0; q < npairs; q++)
+                    known |= pairs[2 * q] == holder->id;
+                if (!known) {
+                    pairs[2 * npairs] = holder->id;
+                    pairs[2 * npairs + 1] = old;
+                    npairs++;
+                }
+                mapped[(size_t)p * e->replicas + at++] = holder->id;
+            }
+            if (!at && missing_p == UINT32_MAX) {
+                missing_p = p;
+                missing_old = e->chains[(size_t)p * e->replicas];
+            }
+        }
+        if (missing_p != UINT32_MAX) {
+            LOG_W("checkpoint %llu cannot be used: partition %u (ring positions %016llx..%016llx) "
+                  "has no valid copy: the file of its server node %u is missing or was refused",
+                  (unsigned long long)e->seq, missing_p,
+                  (unsigned long long)ring_partition_begin(missing_p, e->partitions),
+                  (unsigned long long)ring_partition_end(missing_p, e->partitions), missing_old);
+            free(mapped);
+            free(pairs);
+            continue;
+        }
+        S.resume_from = e;
+        S.nparts = e->partitions;
+        S.replicas = e->replicas;
+        S.vnodes = e->vnodes;
+        S.prev_chains = mapped;
+        S.resume_pairs = pairs;
+        S.npairs = npairs;
+        S.chains = malloc(cells * sizeof *S.chains);
+        if (!S.chains) {
+            LOG_E("out of memory planning the resume");
+            exit(1);
+        }
+        memcpy(S.chains, mapped, cells * sizeof *S.chains);
+        LOG_I("resuming job %llu from checkpoint %llu (%u partitions, %u replicas)",
+              (unsigned long long)S.job_id, (unsigned long long)e->seq, S.nparts, S.replicas);
+        return;
+    }
+    LOG_E("no complete checkpoint of job %llu in %s/manifest has a valid copy of every "
+          "partition on the registered servers; cannot resume", (unsigned long long)S.job_id,
+          S.data_dir);
+    exit(1);
+}
+
 static void publish_view(void)
 {
+    if (S.resume)
+        plan_resume();
     place_partitions();
     S.state = JOB_RUNNING;
     for (int i = 0; i < S.nnodes; i++)
@@ -402,6 +552,11 @@ static void on_register(wire_msg *msg)
     n->port = (int)r->port;
     n->pid = r->pid;
     n->nonce = r->nonce;
+    if (r->n_ckpts && (n->ckpts = calloc(r->n_ckpts, sizeof *n->ckpts))) {
+        for (size_t i = 0; i < r->n_ckpts; i++)
+            if ((n->ckpts[n->nckpts] = strdup(r->ckpts[i])))
+                n->nckpts++;
+    }
     n->ridlen = zmq_msg_size(&msg->rid);
     if (n->ridlen > sizeof n->rid)
         n->ridlen = sizeof n->rid;
@@ -508,6 +663,146 @@ static void on_status(wire_msg *msg)
     free(ptrs);
 }
 
+/* ---- checkpoints ------------------------------------------------------------ */
+
+static void answer_requesters(int code, const char *why)
+{
+    Pskv__Meta m;
+    for (size_t i = 0; i < S.nreqs; i++) {
+        meta_base(&m, code ? PSKV__MSG_TYPE__ERROR : PSKV__MSG_TYPE__CHECKPOINT_ACK);
+        m.has_seq = 1;
+        m.seq = S.ckpt_seq;
+        m.has_request_id = 1;
+        m.request_id = S.reqs[i].request_id;
+        if (code) {
+            m.has_error_code = 1;
+            m.error_code = code;
+            m.error = (char *)why;
+        }
+        zmq_msg_t rid;
+        zmq_msg_init_size(&rid, S.reqs[i].ridlen);
+        memcpy(zmq_msg_data(&rid), S.reqs[i].rid, S.reqs[i].ridlen);
+        wire_send(S.sock, &rid, &m, NULL, NULL);
+        zmq_msg_close(&rid);
+    }
+    free(S.reqs);
+    S.reqs = NULL;
+    S.nreqs = 0;
+}
+
+static void ckpt_fail(int code, const char *why)
+{
+    LOG_E("checkpoint %llu failed: %s", (unsigned long long)S.ckpt_seq, why);
+    S.ckpt_busy = 0;
+    answer_requesters(code, why);
+}
+
+/* Every live server wrote checkpoint S.ckpt_seq: the manifest records it. */
+static void ckpt_complete(void)
+{
+    manifest_entry e;
+    memset(&e, 0, sizeof e);
+    e.seq = S.ckpt_seq;
+    e.job = S.job_id;
+    e.time = (int64_t)time(NULL);
+    e.partitions = S.nparts;
+    e.replicas = S.replicas;
+    e.vnodes = S.vnodes;
+    e.chains = S.chains;
+    manifest_progress *g = calloc((size_t)S.nnodes + 1, sizeof *g);
+    if (!g) {
+        ckpt_fail(PSKV_ENOMEM, "scheduler out of memory");
+        return;
+    }
+    for (int i = 0; i < S.nnodes; i++) {
+        node *n = &S.nodes[i];
+        if (n->role != PSKV__ROLE__WORKER)
+            continue;
+        g[e.nworkers].rank = n->rank;
+        memcpy(&g[e.nworkers].epoch, n->progress, sizeof n->progress);
+        e.nworkers++;
+    }
+    e.workers = g;
+    char why[600];
+    int rc = manifest_append(S.data_dir, &S.man, &e, why, sizeof why);
+    free(g);
+    if (rc < 0) {
+        ckpt_fail(-rc, why);
+        return;
+    }
+    LOG_I("checkpoint %llu complete in %lld ms: recorded in %s/manifest",
+          (unsigned long long)S.ckpt_seq, (long long)(tu_now_ms() - S.ckpt_started_ms),
+          S.data_dir);
+    S.ckpt_busy = 0;
+    answer_requesters(0, NULL);
+}
+
+static void ckpt_check_done(void)
+{
+    if (!S.ckpt_busy)
+        return;
+    for (int i = 0; i < S.nnodes; i++) {
+        node *n = &S.nodes[i];
+        if (n->role == PSKV__ROLE__SERVER && !n->dead && n->state != NODE_FINISHED &&
+            n->ckpt_acked != S.ckpt_seq)
+            return;
+    }
+    if (S.lost) {
+        ckpt_fail(PSKV_ELOST, "partitions were lost (every replica died): no complete copy");
+        return;
+    }
+    ckpt_complete();
+}
+
+/* Starts a checkpoint (requested by msg, or by --checkpoint-every when NULL). */
+static void ckpt_start(wire_msg *msg)
+{
+    const char *no = !*S.data_dir ? "the scheduler has no --data-dir"
+                     : S.state != JOB_RUNNING ? "the job is not running"
+                                              : NULL;
+    if (no) {
+        if (msg)
+            refuse(msg, PSKV_EINVAL, no);
+        return;
+    }
+    if (msg) {
+        requester *g = realloc(S.reqs, (S.nreqs + 1) * sizeof *g);
+        if (!g) {
+            refuse(msg, PSKV_ENOMEM, "scheduler out of memory");
+            return;
+        }
+        S.reqs = g;
+        requester *q = &g[S.nreqs++];
+        q->ridlen = zmq_msg_size(&msg->rid) < sizeof q->rid ? zmq_msg_size(&msg->rid) : sizeof q->rid;
+        memcpy(q->rid, zmq_msg_data(&msg->rid), q->ridlen);
+        q->request_id = msg->meta->request_id;
+    }
+    if (S.ckpt_busy)
+        return; /* answered when the one in progress completes */
+    S.ckpt_busy = 1;
+    S.ckpt_seq++;
+    S.ckpt_started_ms = tu_now_ms();
+    Pskv__Meta m;
+    meta_base(&m, PSKV__MSG_TYPE__CHECKPOINT);
+    m.has_seq = 1;
+    m.seq = S.ckpt_seq;
+    for (int i = 0; i < S.nnodes; i++)
+        if (S.nodes[i].role == PSKV__ROLE__SERVER && !S.nodes[i].dead)
+            send_to(&S.nodes[i], &m);
+    LOG_I("checkpoint %llu started", (unsigned long long)S.ckpt_seq);
+}
+
+/* A worker's progress, from heartbeats and barriers (which travel on different
+ * sockets): it only moves forward. */
+static void note_progress(node *n, const Pskv__Meta *r)
+{
+    if (!r->has_progress_step || r->progress_step < n->progress[1])
+        return;
+    n->progress[0] = r->progress_epoch;
+    n->progress[1] = r->progress_step;
+    n->progress[2] = r->progress_pos;
+}
+
 static void handle(wire_msg *msg)
 {
     Pskv__Meta *r = msg->meta;
@@ -526,7 +821,7 @@ static void handle(wire_msg *msg)
     case PSKV__MSG_TYPE__HEARTBEAT:
         /* no reply; an unknown sender is logged but not answered */
         if ((n = r->has_sender ? find_node(r->sender) : NULL)) {
-            if (n->dead && n->role == PSKV__ROLE__SERVER) {
+            if (n->dead && n->role == PSKV__ROLE__SERVER && S.state != JOB_WAITING) {
                 /* replaced: its partitions have new owners; it must learn so and
                  * serve nothing (the view says it is dead) */
                 LOG_W("heartbeat from server node %u, which was declared dead and replaced",
@@ -540,6 +835,7 @@ static void handle(wire_msg *msg)
                 n->clock = r->clock;
             if (r->has_dropped)
                 n->dropped = r->dropped;
+            note_progress(n, r);
             if (n->role == PSKV__ROLE__SERVER) { /* renews its lease */
                 Pskv__Meta a;
                 meta_base(&a, PSKV__MSG_TYPE__HEARTBEAT_ACK);
@@ -566,6 +862,7 @@ static void handle(wire_msg *msg)
         }
         if (r->seq > n->barrier)
             n->barrier = r->seq;
+        note_progress(n, r);
         if (r->seq <= S.barrier_done) { /* a re-sent request for a released barrier */
             Pskv__Meta m;
             meta_base(&m, PSKV__MSG_TYPE__BARRIER_DONE);
@@ -598,6 +895,25 @@ static void handle(wire_msg *msg)
     case PSKV__MSG_TYPE__STATUS:
         on_status(msg);
         break;
+    case PSKV__MSG_TYPE__CHECKPOINT:
+        ckpt_start(msg);
+        break;
+    case PSKV__MSG_TYPE__CHECKPOINT_ACK:
+        if ((n = sender_node(msg)) && r->has_seq) {
+            n->ckpt_acked = r->seq;
+            ckpt_check_done();
+        }
+        break;
+    case PSKV__MSG_TYPE__ERROR:
+        if (S.ckpt_busy && r->has_seq && r->seq == S.ckpt_seq && r->has_sender) {
+            char why[700];
+            snprintf(why, sizeof why, "server node %u: %s", r->sender,
+                     r->error ? r->error : pskv_strerror(r->error_code));
+            ckpt_fail(r->error_code ? r->error_code : PSKV_EIO, why);
+        } else {
+            LOG_W("error from %s: %s", msg->peer, r->error ? r->error : "?");
+        }
+        break;
     default:
         refuse(msg, PSKV_EPROTO, "message type not served by the scheduler");
     }
@@ -606,6 +922,14 @@ static void handle(wire_msg *msg)
 static void tick(void)
 {
     int64_t now = tu_now_ms();
+    double every = cfg_double(S.cfg, "checkpoint-every");
+    if (every > 0 && S.state == JOB_RUNNING && now >= S.next_ckpt_ms) {
+        if (S.next_ckpt_ms)
+            ckpt_start(NULL);
+        S.next_ckpt_ms = now + (int64_t)(every * 1000);
+    }
+    if (S.ckpt_busy && now - S.ckpt_started_ms > 120000)
+        ckpt_fail(PSKV_ETIMEDOUT, "not every server wrote its file within 120 s");
     for (int i = 0; i < S.nnodes; i++) {
         node *n = &S.nodes[i];
         if (n->dead || n->state == NODE_FINISHED || now - n->last_hb_ms <= S.dead_after_ms)
@@ -619,6 +943,7 @@ static void tick(void)
             int64_t t0 = tu_now_us();
             place_partitions();
             send_view();
+            ckpt_check_done();
             LOG_W("server node %u replaced: view epoch %llu published %.1f ms after it was "
                   "declared dead; %u partitions lost (every replica dead)", n->id,
                   (unsigned long long)S.epoch, (double)(tu_now_us() - t0) / 1e3, S.lost);
@@ -674,7 +999,22 @@ int main(int argc, char **argv)
                 S.replicas, S.nservers);
         return 2;
     }
-    S.job_id = (uint64_t)cfg_int(config, "job-id");
+    S.data_dir = cfg_str(config, "data-dir");
+    S.resume = (int)cfg_int(config, "resume");
+    char mwhy[600];
+    if (*S.data_dir && manifest_read(S.data_dir, &S.man, mwhy, sizeof mwhy) < 0) {
+        fprintf(stderr, "pskv-scheduler: %s\n", mwhy);
+        return 1;
+    }
+    if (S.resume && (!*S.data_dir || S.man.n == 0)) {
+        fprintf(stderr, "pskv-scheduler: --resume needs a --data-dir whose manifest records a "
+                "complete checkpoint (%s has none)\n", *S.data_dir ? S.data_dir : "no --data-dir");
+        return 2;
+    }
+    for (size_t i = 0; i < S.man.n; i++)
+        if (S.man.e[i].seq > S.ckpt_seq)
+            S.ckpt_seq = S.man.e[i].seq; /* numbers keep growing across resumes */
+    S.job_id = S.resume ? S.man.e[S.man.n - 1].job : (uint64_t)cfg_int(config, "job-id");
     while (S.job_id == 0 && getrandom(&S.job_id, sizeof S.job_id, 0) != sizeof S.job_id)
         ;
     S.job_id &= 0x7fffffffffffffffULL; /* printable as a signed flag value too */
@@ -744,7 +1084,16 @@ int main(int argc, char **argv)
         LOG_I("job %llu done", (unsigned long long)S.job_id);
     zmq_close(S.sock);
     zmq_ctx_term(S.ctx);
+    for (int i = 0; i < S.nnodes; i++) {
+        for (size_t k = 0; k < S.nodes[i].nckpts; k++)
+            free(S.nodes[i].ckpts[k]);
+        free(S.nodes[i].ckpts);
+    }
     free(S.nodes);
     free(S.chains);
+    free(S.prev_chains);
+    free(S.resume_pairs);
+    free(S.reqs);
+    manifest_free(&S.man);
     return 0;
 }

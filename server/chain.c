@@ -129,6 +129,27 @@ void chain_destroy(chain **c_p)
 }
 
 uint32_t chain_replicas(const chain *c) { return c->R ? c->R : 1; }
+uint32_t chain_nparts(const chain *c) { return c->nparts; }
+int chain_holds(const chain *c, uint32_t p) { return p < c->nparts && c->index[p] >= 0 && c->ready[p]; }
+
+void chain_dense_span(const chain *c, const table *t, uint32_t p, uint64_t *first,
+                      uint64_t *count)
+{
+    ring_dense_span(ring_partition_begin(p, c->nparts), ring_partition_end(p, c->nparts), t->size,
+                    first, count);
+}
+
+size_t chain_dedupe_export(const chain *c, uint32_t p, void *buf, size_t cap)
+{
+    return c->dd ? dedupe_export(c->dd, p, buf, cap) : 0;
+}
+
+int chain_dedupe_import(chain *c, uint32_t nparts, uint32_t p, const void *buf, size_t len)
+{
+    if (!c->dd && !(c->dd = dedupe_new(nparts)))
+        return -PSKV_ENOMEM;
+    return dedupe_import(c->dd, p, buf, len);
+}
 uint64_t chain_place_epoch(const chain *c) { return c->place_epoch; }
 size_t chain_pending(const chain *c) { return c->npend; }
 
@@ -782,6 +803,27 @@ int chain_view(chain *c)
         if (v->nodes[i]->id == me && v->nodes[i]->state && !strcmp(v->nodes[i]->state, "dead"))
             return 1;
     uint32_t *old = c->chains;
+    if (!old && v->resume_seq && v->n_prev_chains == (size_t)v->partitions * v->replicas) {
+        /* a resumed job: the members of these chains loaded the partition from
+         * their checkpoint files; any other member is filled like after a death */
+        old = malloc(v->n_prev_chains * sizeof *old);
+        if (!old) {
+            LOG_E("out of memory applying the view");
+            exit(1);
+        }
+        memcpy(old, v->prev_chains, v->n_prev_chains * sizeof *old);
+        c->nparts = v->partitions;
+        c->R = v->replicas;
+        c->index = malloc(c->nparts * sizeof *c->index);
+        c->ready = calloc(c->nparts, 1);
+        c->fills = calloc(c->nparts, sizeof *c->fills);
+        c->pmark = calloc(c->nparts, 1);
+        c->touched = malloc(c->nparts * sizeof *c->touched);
+        if (!c->index || !c->ready || !c->fills || !c->pmark || !c->touched) {
+            LOG_E("out of memory applying the view");
+            exit(1);
+        }
+    }
     if (old && (v->partitions != c->nparts || v->replicas != c->R)) {
         LOG_E("the view changed the partition count or R: ignored");
         return 0;
@@ -793,7 +835,7 @@ int chain_view(chain *c)
         return 0;
     }
     memcpy(chains, v->chains, cells * sizeof *chains);
-    if (!old) {
+    if (!c->index) {
         c->nparts = v->partitions;
         c->R = v->replicas;
         c->index = malloc(c->nparts * sizeof *c->index);

@@ -68,6 +68,21 @@ int chain_poll_items(chain *c, zmq_pollitem_t *items, int max);
 /* Reads every acknowledgement waiting on those sockets. */
 void chain_drain(chain *c);
 
+/* Partitions of the ring (0 before the first view). */
+uint32_t chain_nparts(const chain *c);
+
+/* 1 when this server holds a whole copy of partition p. */
+int chain_holds(const chain *c, uint32_t p);
+
+/* Dense index span [*first, *first + *count) of partition p in table t. */
+void chain_dense_span(const chain *c, const table *t, uint32_t p, uint64_t *first,
+                      uint64_t *count);
+
+/* Partition p's dedupe record (dedupe_export format), for checkpoints: the bytes
+ * needed, written to buf when cap allows; and loading one (nparts of the view). */
+size_t chain_dedupe_export(const chain *c, uint32_t p, void *buf, size_t cap);
+int chain_dedupe_import(chain *c, uint32_t nparts, uint32_t p, const void *buf, size_t len);
+
 /* Pending forwards, for logs. */
 size_t chain_pending(const chain *c);
 

@@ -654,3 +654,32 @@ void consist_pull(consist *c, table *t, wire_msg *msg, const rowset *rs)
     }
     c->parked[c->nparked++] = h;
 }
+
+int consist_clocks(const consist *c, const int64_t **vc)
+{
+    *vc = c->vc;
+    return c->nranks;
+}
+
+void consist_restore_clocks(consist *c, const int64_t *vc, int nranks)
+{
+    for (int r = 0; r < nranks && r < c->nranks; r++)
+        if (vc[r] > c->vc[r])
+            c->vc[r] = vc[r];
+    advance(c);
+}
+
+int64_t consist_bsp_closed(consist *c, table *t)
+{
+    if (t->model != CONS_BSP)
+        return 0;
+    bsp_state *b = bsp_of(c, t);
+    return b ? b->closed : 0;
+}
+
+void consist_restore_bsp(consist *c, table *t, int64_t closed)
+{
+    bsp_state *b = t->model == CONS_BSP ? bsp_of(c, t) : NULL;
+    if (b && closed > b->closed)
+        b->closed = closed;
+}

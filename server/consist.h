@@ -47,6 +47,14 @@ void consist_pull(consist *c, table *t, wire_msg *msg, const rowset *rs);
 /* A CLOCK message: the sender finished iteration meta->clock. */
 void consist_clock(consist *c, wire_msg *msg);
 
+/* For checkpoints: the vector clock (clocks finished per worker rank; *vc valid
+ * until the next view) and a bsp table's closed clocks; and restoring both after
+ * the first view of a resumed job. */
+int consist_clocks(const consist *c, const int64_t **vc);
+void consist_restore_clocks(consist *c, const int64_t *vc, int nranks);
+int64_t consist_bsp_closed(consist *c, table *t);
+void consist_restore_bsp(consist *c, table *t, int64_t closed);
+
 /* Counters for logs and heartbeats. */
 typedef struct consist_stats {
     uint64_t pushes, pulls, dropped_late, parked_now, refused;

@@ -23,6 +23,7 @@
 #include "log.h"
 #include "member.h"
 #include "net.h"
+#include "persist.h"
 #include "pskv_errors.h"
 #include "table.h"
 #include "timeutil.h"
@@ -42,6 +43,9 @@ static cfg_entry config[] = {
      "how long to wait for the cluster to be complete", 0, 0, NULL, NULL},
     {"job-id", CFG_INT, "0", "PSKV_JOB_ID", 0, 9.2e18, NULL,
      "job to join (0 = the scheduler's)", 0, 0, NULL, NULL},
+    {"data-dir", CFG_STR, "", "PSKV_SERVER_DATA_DIR", 0, 0, NULL,
+     "directory for this server's checkpoint files (empty = no checkpoints)", 0, 0, NULL,
+     NULL},
     CFG_COMMON_ENTRIES("PSKV_SERVER_PORT", "0"),
     CFG_END};
 
@@ -56,6 +60,8 @@ static struct {
     int nparked;
     int64_t lease_until_ms; /* serve only before this (renewed by heartbeat acks) */
     int lease_lapsed;       /* logged once per lapse */
+    const char *data_dir;
+    int resumed;            /* the checkpoint of a resumed job is loaded */
 } S;
 
 #define MAX_PARKED 1024
@@ -228,8 +234,9 @@ static int refuse_stale(wire_msg *msg)
             fail(msg, PSKV_ESTALE, "this server's lease has lapsed; it may have been replaced");
         return 1;
     }
-    uint64_t ep = r->has_epoch ? r->epoch : 0;
-    if (ep >= chain_place_epoch(S.chain))
+    /* a header without an epoch is checked against the placement row by row */
+    uint64_t ep = r->epoch;
+    if (!r->has_epoch || ep >= chain_place_epoch(S.chain))
         return 0;
     snprintf(why, sizeof why, "view epoch %llu is older than this server's placement (epoch "
              "%llu): re-resolve the owner and retry", (unsigned long long)ep,
@@ -276,6 +283,58 @@ static void replay_parked(void)
     S.nparked = keep;
 }
 
+/* Loads the checkpoint a resumed job starts from: the file this server's old self
+ * wrote (the view says which). A missing or corrupt file is fatal here: the
+ * scheduler chose this checkpoint because the file was reported valid. */
+static void load_checkpoint(persist_clocks *clocks)
+{
+    Pskv__View *v = S.mb.view;
+    uint32_t old = 0;
+    for (size_t i = 0; i + 1 < v->n_resume_from; i += 2)
+        if (v->resume_from[i] == S.mb.node_id)
+            old = v->resume_from[i + 1];
+    S.resumed = 1;
+    if (!old) {
+        LOG_I("resumed job: no checkpoint file to load here (partitions come from replicas)");
+        return;
+    }
+    char why[600];
+    int rc = persist_load(S.data_dir, S.mb.job_id, v->resume_seq, old, v->partitions, S.tables,
+                          S.chain, S.cons, clocks, why, sizeof why);
+    if (rc < 0) {
+        LOG_E("cannot load checkpoint %llu: %s", (unsigned long long)v->resume_seq, why);
+        exit(1);
+    }
+}
+
+/* Writes checkpoint seq and tells the scheduler (ERROR naming the file when it
+ * could not). Serving waits while the file is written. */
+static void write_checkpoint(uint64_t seq)
+{
+    char why[600];
+    int64_t t0 = tu_now_ms();
+    int rc = -PSKV_EINVAL;
+    if (!*S.data_dir)
+        snprintf(why, sizeof why, "server node %u has no --data-dir", S.mb.node_id);
+    else
+        rc = persist_write(S.data_dir, S.mb.job_id, seq, S.mb.node_id, S.tables, S.chain, S.cons,
+                           why, sizeof why);
+    Pskv__Meta m;
+    member_meta(&S.mb, &m, rc < 0 ? PSKV__MSG_TYPE__ERROR : PSKV__MSG_TYPE__CHECKPOINT_ACK);
+    m.has_seq = 1;
+    m.seq = seq;
+    if (rc < 0) {
+        m.has_error_code = 1;
+        m.error_code = -rc;
+        m.error = why;
+        LOG_E("checkpoint %llu failed: %s", (unsigned long long)seq, why);
+    } else {
+        LOG_I("checkpoint %llu written in %lld ms", (unsigned long long)seq,
+              (long long)(tu_now_ms() - t0));
+    }
+    member_send(&S.mb, &m);
+}
+
 /* Returns 1 when the scheduler said STOP. */
 static int handle_scheduler(void)
 {
@@ -287,6 +346,9 @@ static int handle_scheduler(void)
         if (rc < 0)
             continue;
         if (!msg.meta) { /* a new view */
+            persist_clocks clocks = {NULL, 0};
+            if (!S.resumed && S.mb.view->resume_seq)
+                load_checkpoint(&clocks);
             if (chain_view(S.chain)) {
                 LOG_E("the scheduler declared this server dead in view epoch %llu and gave "
                       "its partitions to others: exiting without serving anything stale",
@@ -294,6 +356,10 @@ static int handle_scheduler(void)
                 exit(3);
             }
             consist_view(S.cons);
+            if (clocks.vc) {
+                consist_restore_clocks(S.cons, clocks.vc, clocks.nranks);
+                free(clocks.vc);
+            }
             S.lease_until_ms = tu_now_ms() + (int64_t)S.mb.view->lease_ms;
             replay_parked();
         } else if (msg.meta->type == PSKV__MSG_TYPE__HEARTBEAT_ACK) {
@@ -306,6 +372,8 @@ static int handle_scheduler(void)
                     LOG_I("lease renewed");
                 S.lease_lapsed = 0;
             }
+        } else if (msg.meta->type == PSKV__MSG_TYPE__CHECKPOINT) {
+            write_checkpoint(msg.meta->seq);
         } else if (msg.meta->type == PSKV__MSG_TYPE__STOP) {
             Pskv__Meta m;
             member_meta(&S.mb, &m, PSKV__MSG_TYPE__STOP_ACK);
@@ -386,10 +454,20 @@ int main(int argc, char **argv)
     }
     member_set_stop_flag(&stop_signal);
     cfg_log(config);
+    S.data_dir = cfg_str(config, "data-dir");
+    char **ckpts = NULL;
+    size_t nckpts = *S.data_dir ? persist_scan(S.data_dir, &ckpts) : 0;
+    if (nckpts)
+        LOG_I("%zu valid checkpoint files in %s", nckpts, S.data_dir);
+    member_set_checkpoints(ckpts, nckpts);
     int adv_port = cfg_int(config, "advertise-port") ? (int)cfg_int(config, "advertise-port") : port;
     rc = member_open(&S.mb, S.ctx, sched, PSKV__ROLE__SERVER, -1, host, adv_port,
                      (uint64_t)cfg_int(config, "job-id"), cfg_double(config, "connect-timeout"),
                      cfg_int(config, "max-message"), why, sizeof why);
+    for (size_t i = 0; i < nckpts; i++)
+        free(ckpts[i]);
+    free(ckpts);
+    member_set_checkpoints(NULL, 0);
     if (rc < 0) {
         LOG_E("%s", why);
         return rc == -PSKV_ECLOSED ? 0 : 1;

@@ -384,3 +384,14 @@ int shard_import(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, con
     }
     return 0;
 }
+
+void shard_export_run(const shard *s, uint64_t first, uint64_t n, float *rows)
+{
+    size_t rf = row_floats(s), wd = s->width;
+    for (uint64_t i = 0; i < n; i++) {
+        size_t off = (size_t)(first + i - s->first) * wd;
+        memcpy(rows + i * rf, s->w + off, wd * sizeof(float));
+        if (s->nstate)
+            memcpy(rows + i * rf + wd, s->state + off, wd * sizeof(float));
+    }
+}

@@ -94,6 +94,9 @@ size_t shard_row_floats(const shard *s);
 uint64_t shard_export(const shard *s, int (*keep)(void *ctx, uint64_t key), void *ctx,
                       uint64_t *keys, float *rows);
 
+/* Dense: copies rows [first, first + n) (values, then state) into rows. */
+void shard_export_run(const shard *s, uint64_t first, uint64_t n, float *rows);
+
 /* Overwrites n rows (values and state, as exported). keys NULL = dense run
  * from first. Returns 0 or -PSKV_ENOMEM. */
 int shard_import(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, const float *rows);

@@ -23,6 +23,7 @@ void tables_destroy(table_set **ts_p)
     table_set *ts = *ts_p;
     for (size_t i = 0; i < ts->n; i++) {
         shard_destroy(&ts->t[i]->sh);
+        free(ts->t[i]->opts);
         free(ts->t[i]);
     }
     free(ts->t);
@@ -217,6 +218,14 @@ int tables_open(table_set *ts, uint64_t id, const Pskv__TableOptions *o, uint64_
         free(t);
         goto oom;
     }
+    t->opts_len = pskv__table_options__get_packed_size(o);
+    t->opts = malloc(t->opts_len ? t->opts_len : 1);
+    if (!t->opts) {
+        shard_destroy(&t->sh);
+        free(t);
+        goto oom;
+    }
+    pskv__table_options__pack(o, t->opts);
     ts->t[ts->n++] = t;
     return 0;
 oom:

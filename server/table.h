@@ -29,6 +29,8 @@ typedef struct table {
     int64_t tau;     /* ssp */
     uint32_t backup; /* bsp: a clock closes with the first W - backup workers */
     shard *sh;
+    void *opts;      /* the TableOptions of the first open, packed (checkpoints keep them) */
+    size_t opts_len;
 } table;
 
 typedef struct table_set table_set;

@@ -162,7 +162,7 @@ t_malformed_while_serving() {
   grep -q '^bench run=' worker-0.log || fail "bench did not start: $(tail -n 3 worker-0.log)"
   "$BIN/pskv-garbage" --endpoint "tcp://127.0.0.1:$sp" --job-id "$job" --table bench.4096 \
     --width 256 > garbage.out 2>&1 || { cat garbage.out; fail "not every malformed request was answered"; }
-  grep -q 'not on this server' server-0.log || fail "no out-of-range refusal logged"
+  grep -q 'outside table' server-0.log || fail "no out-of-range refusal logged"
   grep -q 'unknown table' server-0.log || fail "no unknown-table refusal logged"
   local before after
   before=$(grep -c '^bench run=' worker-0.log)

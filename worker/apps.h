@@ -18,6 +18,10 @@ int app_stopped(const char *app);
 /* --app check: exact integer sums over dense and sparse tables on every server. */
 int app_check(pskv_worker *w, cfg_entry *cfg);
 
+/* --app resume-check: checkpoint, kill, resume: values, optimizer state and
+ * progress as they were (app_resume.c). */
+int app_resume_check(pskv_worker *w, cfg_entry *cfg);
+
 /* --app bench: push/pull step time and throughput for one value size. */
 int app_bench(pskv_worker *w, cfg_entry *cfg);
 

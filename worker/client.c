@@ -128,6 +128,10 @@ struct pskv_worker {
     uint64_t late_drops;    /* bsp pushes answered "dropped: late" */
     int64_t values_clock;   /* clock the last completed pull's values reflect */
     int64_t max_message;
+    _Atomic int64_t progress[3]; /* epoch, step, position: sent with heartbeats */
+    uint64_t ckpt_done;          /* checkpoint answer: its number */
+    int ckpt_err;                /* or its error */
+    uint64_t ckpt_req;           /* request id of the checkpoint asked for */
 };
 
 static int set_error(pskv_worker *w, int code, const char *fmt, ...)
@@ -199,6 +203,10 @@ static void *heartbeat_main(void *arg)
         hb.sender = node;
         hb.has_clock = 1;
         hb.clock = atomic_load(&w->clock);
+        hb.has_progress_epoch = hb.has_progress_step = hb.has_progress_pos = 1;
+        hb.progress_epoch = atomic_load(&w->progress[0]);
+        hb.progress_step = atomic_load(&w->progress[1]);
+        hb.progress_pos = atomic_load(&w->progress[2]);
         wire_send(s, NULL, &hb, NULL, NULL);
         for (int slept = 0; slept < period && !atomic_load(&w->hb_stop); slept += 10)
             tu_sleep_ms(10);
@@ -539,6 +547,13 @@ static void on_scheduler(pskv_worker *w)
             w->barrier_done = m->seq;
         else if (m && m->type == PSKV__MSG_TYPE__FINISH_ACK)
             w->finish_acked = 1;
+        else if (m && m->type == PSKV__MSG_TYPE__CHECKPOINT_ACK && m->request_id == w->ckpt_req)
+            w->ckpt_done = m->seq ? m->seq : 1;
+        else if (m && m->type == PSKV__MSG_TYPE__ERROR && w->ckpt_req &&
+                 m->request_id == w->ckpt_req) {
+            w->ckpt_err = set_error(w, m->error_code ? m->error_code : PSKV_EIO,
+                                    "checkpoint: %s", m->error ? m->error : "failed");
+        }
         else if (m && m->type == PSKV__MSG_TYPE__ERROR)
             set_error(w, m->error_code, "scheduler: %s", m->error ? m->error : "error");
         wire_msg_close(&msg);
@@ -1343,6 +1358,11 @@ int pskv_barrier(pskv_worker *w, int timeout_ms)
     member_meta(&w->mb, &m, PSKV__MSG_TYPE__BARRIER);
     m.has_seq = 1;
     m.seq = seq;
+    /* progress rides along: a checkpoint right after the barrier records it */
+    m.has_progress_epoch = m.has_progress_step = m.has_progress_pos = 1;
+    m.progress_epoch = atomic_load(&w->progress[0]);
+    m.progress_step = atomic_load(&w->progress[1]);
+    m.progress_pos = atomic_load(&w->progress[2]);
     if (member_send(&w->mb, &m) < 0)
         return set_error(w, PSKV_ENET, "cannot reach the scheduler for barrier %llu",
                          (unsigned long long)seq);
@@ -1353,6 +1373,52 @@ int pskv_barrier(pskv_worker *w, int timeout_ms)
         pump(w, remaining(deadline));
     }
     return 0;
+}
+
+int64_t pskv_checkpoint(pskv_worker *w, int timeout_ms)
+{
+    if (!w)
+        return -PSKV_EINVAL;
+    int64_t deadline = tu_now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
+    w->ckpt_done = 0;
+    w->ckpt_err = 0;
+    w->ckpt_req = (uint64_t)w->next_ts << 16 | 0xffff; /* unique per call */
+    Pskv__Meta m;
+    member_meta(&w->mb, &m, PSKV__MSG_TYPE__CHECKPOINT);
+    m.has_request_id = 1;
+    m.request_id = w->ckpt_req;
+    if (member_send(&w->mb, &m) < 0)
+        return set_error(w, PSKV_ENET, "cannot reach the scheduler for a checkpoint");
+    while (!w->ckpt_done && !w->ckpt_err) {
+        if (tu_now_ms() >= deadline)
+            return set_error(w, PSKV_ETIMEDOUT, "checkpoint not complete after %d ms",
+                             timeout_ms);
+        pump(w, remaining(deadline));
+    }
+    w->ckpt_req = 0;
+    return w->ckpt_err ? w->ckpt_err : (int64_t)w->ckpt_done;
+}
+
+void pskv_set_progress(pskv_worker *w, int64_t epoch, int64_t step, int64_t position)
+{
+    if (!w)
+        return;
+    atomic_store(&w->progress[0], epoch);
+    atomic_store(&w->progress[1], step);
+    atomic_store(&w->progress[2], position);
+}
+
+int pskv_resume_progress(const pskv_worker *w, int64_t *epoch, int64_t *step, int64_t *position)
+{
+    if (!w || !w->mb.resumed)
+        return 0;
+    if (epoch)
+        *epoch = w->mb.progress[0];
+    if (step)
+        *step = w->mb.progress[1];
+    if (position)
+        *position = w->mb.progress[2];
+    return 1;
 }
 
 int pskv_worker_close(pskv_worker **w_p)

@@ -127,6 +127,22 @@ uint64_t pskv_late_drops(const pskv_worker *w);
  * barrier. Returns 0, -PSKV_ETIMEDOUT or another error. */
 int pskv_barrier(pskv_worker *w, int timeout_ms);
 
+/* Asks the scheduler for a checkpoint of every server's partitions (values,
+ * optimizer state, clocks) and waits until it is complete (recorded in the
+ * scheduler's manifest). Returns the checkpoint number (> 0), -PSKV_EINVAL (no
+ * --data-dir), -PSKV_EIO (a server could not write; pskv_last_error names it) or
+ * -PSKV_ETIMEDOUT. */
+int64_t pskv_checkpoint(pskv_worker *w, int timeout_ms);
+
+/* Tells the scheduler where this worker is (sent with heartbeats; a checkpoint
+ * records it): epoch, step and position in its data. */
+void pskv_set_progress(pskv_worker *w, int64_t epoch, int64_t step, int64_t position);
+
+/* In a job resumed from a checkpoint (pskv-scheduler --resume), returns 1 and
+ * where this rank was when it was taken; else 0. */
+int pskv_resume_progress(const pskv_worker *w, int64_t *epoch, int64_t *step,
+                         int64_t *position);
+
 /* This worker's rank (0..W-1), the number of workers and of servers. */
 int pskv_rank(const pskv_worker *w);
 int pskv_num_workers(const pskv_worker *w);

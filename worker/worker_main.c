@@ -30,7 +30,7 @@ static cfg_entry config[] = {
     {"scheduler", CFG_STR, "127.0.0.1:7700", "PSKV_SCHEDULER", 1, 0, NULL,
      "scheduler address HOST:PORT", 0, 0, NULL, NULL},
     {"app", CFG_STR, "check", "PSKV_WORKER_APP", 1, 0, NULL,
-     "application: check, bench, softmax, mlp or sparse-lr", 0, 0, NULL, NULL},
+     "application: check, resume-check, bench, softmax, mlp or sparse-lr", 0, 0, NULL, NULL},
     {"rank", CFG_INT, "-1", "PSKV_WORKER_RANK", -1, 65535, NULL,
      "rank to take (-1 = the scheduler assigns one)", 0, 0, NULL, NULL},
     {"request-timeout", CFG_DOUBLE, "30", "PSKV_WORKER_REQUEST_TIMEOUT", 0.01, 86400, "s",
@@ -65,6 +65,9 @@ static cfg_entry config[] = {
     {"count-acked", CFG_BOOL, "false", "PSKV_WORKER_COUNT_ACKED", 1, 0, NULL,
      "check: +1 per key per clock; final values must equal the acknowledged pushes "
      "(workers may leave early or be late)", 0, 0, NULL, NULL},
+    {"dead-ok", CFG_BOOL, "false", "PSKV_WORKER_DEAD_OK", 1, 0, NULL,
+     "check --count-acked: a worker may die without reporting; values may exceed the "
+     "acknowledged pushes by its rounds", 0, 0, NULL, NULL},
     {"rounds", CFG_INT, "3", "PSKV_WORKER_ROUNDS", 1, 1000000, NULL, "check: push rounds", 0, 0,
      NULL, NULL},
     {"keys", CFG_INT, "1000", "PSKV_WORKER_KEYS", 1, 100000000, NULL,
@@ -122,7 +125,7 @@ static cfg_entry config[] = {
 int main(int argc, char **argv)
 {
     int rc = cfg_start(config, "worker",
-                       "pskv-worker --scheduler HOST:PORT --app check|bench|softmax|mlp|sparse-lr "
+                       "pskv-worker --scheduler HOST:PORT --app check|resume-check|bench|softmax|mlp|sparse-lr "
                        "[flags]",
                        argc, argv, NULL);
     if (rc >= 0)
@@ -130,9 +133,10 @@ int main(int argc, char **argv)
     const char *app = cfg_str(config, "app");
     int dense_train = !strcmp(app, "softmax") || !strcmp(app, "mlp");
     int sparse = !strcmp(app, "sparse-lr");
-    if (strcmp(app, "check") && strcmp(app, "bench") && !dense_train && !sparse) {
-        fprintf(stderr, "pskv-worker: unknown --app '%s' (check, bench, softmax, mlp, sparse-lr)\n",
-                app);
+    if (strcmp(app, "check") && strcmp(app, "bench") && strcmp(app, "resume-check") &&
+        !dense_train && !sparse) {
+        fprintf(stderr, "pskv-worker: unknown --app '%s' (check, resume-check, bench, softmax, "
+                "mlp, sparse-lr)\n", app);
         return 2;
     }
     const char *upd = cfg_str(config, "updater");
@@ -196,7 +200,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "pskv-worker: cannot join the job: %s\n", pskv_strerror(rc));
         return 1;
     }
-    int status = !strcmp(app, "check")   ? app_check(w, config)
+    int status = !strcmp(app, "check")          ? app_check(w, config)
+                 : !strcmp(app, "resume-check") ? app_resume_check(w, config)
                  : !strcmp(app, "bench") ? app_bench(w, config)
                  : sparse                ? app_sparse_lr(w, config)
                                          : app_train(w, config);

@@ -1,0 +1,197 @@
+#define _GNU_SOURCE
+#include "manifest.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pskv_errors.h"
+
+static void entry_free(manifest_entry *e)
+{
+    free(e->chains);
+    free(e->workers);
+    memset(e, 0, sizeof *e);
+}
+
+void manifest_free(manifest *m)
+{
+    for (size_t i = 0; i < m->n; i++)
+        entry_free(&m->e[i]);
+    free(m->e);
+    m->e = NULL;
+    m->n = 0;
+}
+
+/* Parses one line into e; returns 0 or -1. */
+static int parse_line(char *line, manifest_entry *e)
+{
+    memset(e, 0, sizeof *e);
+    if (strncmp(line, "ckpt ", 5))
+        return -1;
+    char *save = NULL, *chains = NULL, *workers = NULL;
+    int have = 0;
+    for (char *tok = strtok_r(line + 5, " \n", &save); tok; tok = strtok_r(NULL, " \n", &save)) {
+        char *eq = strchr(tok, '=');
+        if (!eq)
+            return -1;
+        *eq = 0;
+        const char *k = tok, *v = eq + 1;
+        if (!strcmp(k, "seq"))
+            have += sscanf(v, "%" SCNu64, &e->seq) == 1;
+        else if (!strcmp(k, "job"))
+            have += sscanf(v, "%" SCNu64, &e->job) == 1;
+        else if (!strcmp(k, "time"))
+            have += sscanf(v, "%" SCNd64, &e->time) == 1;
+        else if (!strcmp(k, "partitions"))
+            have += sscanf(v, "%u", &e->partitions) == 1;
+        else if (!strcmp(k, "replicas"))
+            have += sscanf(v, "%u", &e->replicas) == 1;
+        else if (!strcmp(k, "vnodes"))
+            have += sscanf(v, "%u", &e->vnodes) == 1;
+        else if (!strcmp(k, "chains"))
+            chains = eq + 1;
+        else if (!strcmp(k, "workers"))
+            workers = eq + 1;
+    }
+    if (have != 6 || !chains || !e->partitions || !e->replicas || e->partitions > 65536 ||
+        e->replicas > 8)
+        return -1;
+    size_t cells = (size_t)e->partitions * e->replicas;
+    e->chains = calloc(cells, sizeof *e->chains);
+    if (!e->chains)
+        return -1;
+    char *p = chains;
+    for (size_t i = 0; i < cells; i++) {
+        char *end;
+        unsigned long id = strtoul(p, &end, 10);
+        if (end == p || id > UINT32_MAX || (i + 1 < cells && *end != ','))
+            return -1;
+        e->chains[i] = (uint32_t)id;
+        p = end + 1;
+    }
+    if (workers && *workers) {
+        size_t n = 1;
+        for (const char *q = workers; *q; q++)
+            n += *q == ',';
+        e->workers = calloc(n, sizeof *e->workers);
+        if (!e->workers)
+            return -1;
+        char *ws = NULL;
+        for (char *w = strtok_r(workers, ",", &ws); w; w = strtok_r(NULL, ",", &ws)) {
+            manifest_progress *g = &e->workers[e->nworkers];
+            if (sscanf(w, "%d:%" SCNd64 ":%" SCNd64 ":%" SCNd64, &g->rank, &g->epoch, &g->step,
+                       &g->pos) != 4)
+                return -1;
+            e->nworkers++;
+        }
+    }
+    return 0;
+}
+
+int manifest_read(const char *dir, manifest *m, char *why, size_t whylen)
+{
+    memset(m, 0, sizeof *m);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/manifest", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        if (errno == ENOENT)
+            return 0;
+        snprintf(why, whylen, "cannot read %s: %s", path, strerror(errno));
+        return -PSKV_EIO;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    int lineno = 0, rc = 0;
+    while (getline(&line, &cap, f) > 0) {
+        lineno++;
+        if (line[0] == '#' || line[0] == '\n')
+            continue;
+        manifest_entry e;
+        if (parse_line(line, &e) < 0) {
+            entry_free(&e);
+            snprintf(why, whylen, "%s line %d is not a checkpoint record", path, lineno);
+            rc = -PSKV_EPROTO;
+            break;
+        }
+        manifest_entry *g = realloc(m->e, (m->n + 1) * sizeof *g);
+        if (!g) {
+            entry_free(&e);
+            rc = -PSKV_ENOMEM;
+            break;
+        }
+        m->e = g;
+        m->e[m->n++] = e;
+    }
+    free(line);
+    fclose(f);
+    if (rc < 0)
+        manifest_free(m);
+    return rc;
+}
+
+static int write_entry(FILE *f, const manifest_entry *e)
+{
+    fprintf(f, "ckpt seq=%" PRIu64 " job=%" PRIu64 " time=%" PRId64 " partitions=%u replicas=%u "
+               "vnodes=%u chains=", e->seq, e->job, e->time, e->partitions, e->replicas,
+            e->vnodes);
+    size_t cells = (size_t)e->partitions * e->replicas;
+    for (size_t i = 0; i < cells; i++)
+        fprintf(f, "%s%u", i ? "," : "", e->chains[i]);
+    fprintf(f, " workers=");
+    for (size_t i = 0; i < e->nworkers; i++)
+        fprintf(f, "%s%d:%" PRId64 ":%" PRId64 ":%" PRId64, i ? "," : "", e->workers[i].rank,
+                e->workers[i].epoch, e->workers[i].step, e->workers[i].pos);
+    return fprintf(f, "\n") < 0 ? -1 : 0;
+}
+
+int manifest_append(const char *dir, manifest *m, const manifest_entry *e, char *why,
+                    size_t whylen)
+{
+    manifest_entry copy = *e;
+    size_t cells = (size_t)e->partitions * e->replicas;
+    copy.chains = malloc(cells * sizeof *copy.chains);
+    copy.workers = malloc((e->nworkers ? e->nworkers : 1) * sizeof *copy.workers);
+    manifest_entry *g = realloc(m->e, (m->n + 1) * sizeof *g);
+    if (!copy.chains || !copy.workers || !g) {
+        free(copy.chains);
+        free(copy.workers);
+        if (g)
+            m->e = g;
+        snprintf(why, whylen, "out of memory");
+        return -PSKV_ENOMEM;
+    }
+    memcpy(copy.chains, e->chains, cells * sizeof *copy.chains);
+    memcpy(copy.workers, e->workers, e->nworkers * sizeof *copy.workers);
+    m->e = g;
+    m->e[m->n++] = copy;
+    char path[4200], tmp[4300];
+    snprintf(path, sizeof path, "%s/manifest", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        snprintf(why, whylen, "cannot write %s: %s", tmp, strerror(errno));
+        return -PSKV_EIO;
+    }
+    int bad = fprintf(f, "# pskv checkpoint manifest: one line per complete checkpoint\n") < 0;
+    for (size_t i = 0; i < m->n && !bad; i++)
+        bad = write_entry(f, &m->e[i]) < 0;
+    bad |= fflush(f) != 0 || fsync(fileno(f)) != 0;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path) != 0) {
+        snprintf(why, whylen, "cannot write %s: %s", path, strerror(errno));
+        unlink(tmp);
+        return -PSKV_EIO;
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    return 0;
+}

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Fault-tolerance figures (docs/benchmarks.md):
+#   1. failover time over --kills kills -9 of one of 3 servers (R = 2, 4 workers
+#      pushing), with the default time-outs and with the faster ones below;
+#      median and worst, from kill to the first push a new owner acknowledged;
+#   2. false deaths in a --soak-seconds run of 4 workers and 3 servers (MLP
+#      training) with the faster time-outs: the scheduler must declare nobody dead;
+#   3. push+pull throughput of a 1 MiB dense table with R = 2 beside R = 1, in
+#      the same sitting (3 servers, 1 worker, pipelined).
+# Usage: scripts/bench-faults.sh [--kills N] [--soak-seconds S] [--runs N]
+#        [--only failover|soak|replication]
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/.." && pwd)
+bin=${PSKV_BIN_DIR:-$top/build/bin}
+export PSKV_BIN_DIR=$bin
+kills=20
+soak=600
+runs=5
+only=""
+FAST_HB=30
+FAST_DEAD=150
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --kills) kills=$2; shift 2 ;;
+    --soak-seconds) soak=$2; shift 2 ;;
+    --runs) runs=$2; shift 2 ;;
+    --only) only=$2; shift 2 ;;
+    *) echo "usage: $0 [--kills N] [--soak-seconds S] [--runs N] [--only failover|soak|replication]" >&2; exit 2 ;;
+  esac
+done
+out=$(mktemp -d /tmp/pskv-bench-faults-XXXXXX)
+trap 'pkill -KILL -f "$out/" 2>/dev/null; rm -rf "$out"' EXIT
+median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.1f\n", (a[NR/2]+a[NR/2+1])/2}'; }
+stamp_ms() { date -d "$(cut -c1-23 <<< "$1" | tr T ' ')Z" +%s%3N 2>/dev/null; }
+
+# One kill: prints the failover time in ms, or nothing when the run failed.
+one_kill() {
+  local dir=$1; shift
+  mkdir -p "$dir"
+  "$here/launch-local.sh" --log-dir "$dir" --timeout 120 --servers 3 --workers 4 \
+    --scheduler-opt=--replicas=2 "$@" -- --app check --rounds 2500 > "$dir/launch.out" 2>&1 &
+  local lp=$! i
+  for i in $(seq 200); do
+    [ "$(cat "$dir"/worker-*.log 2>/dev/null | grep -c 'joined job')" -ge 4 ] && break
+    sleep 0.1
+  done
+  sleep 0.$((3 + RANDOM % 5))
+  local t0; t0=$(date +%s%3N)
+  kill -KILL "$(cat "$dir/server-$((RANDOM % 3)).pid")"
+  wait $lp || { echo "bench-faults: a run failed: $(grep -h FAILED "$dir"/launch.out | head -n 2)" >&2; return; }
+  local first="" line t
+  while read -r line; do
+    t=$(stamp_ms "$line")
+    [ -n "$t" ] && { [ -z "$first" ] || [ "$t" -lt "$first" ]; } && first=$t
+  done < <(grep -h 'failover: first push' "$dir"/worker-*.log)
+  [ -n "$first" ] && echo $((first - t0))
+}
+
+failover() {
+  local name=$1; shift
+  local k f
+  : > "$out/$name"
+  for k in $(seq "$kills"); do
+    f=$(one_kill "$out/$name-$k" "$@")
+    [ -n "$f" ] && echo "$f" >> "$out/$name"
+    rm -rf "$out/$name-$k"
+  done
+  local n; n=$(wc -l < "$out/$name")
+  echo "failover settings=$name kills=$n median_ms=$(median < "$out/$name") worst_ms=$(sort -n "$out/$name" | tail -n 1) all_ms=$(sort -n "$out/$name" | tr '\n' ' ')"
+}
+
+if [ -z "$only" ] || [ "$only" = failover ]; then
+  failover default
+  failover "fast(heartbeat-ms=$FAST_HB,dead-after-ms=$FAST_DEAD)" \
+    --scheduler-opt=--heartbeat-ms=$FAST_HB --scheduler-opt=--dead-after-ms=$FAST_DEAD
+fi
+
+if [ -z "$only" ] || [ "$only" = soak ]; then
+  d=$out/soak
+  mkdir -p "$d"
+  "$here/launch-local.sh" --log-dir "$d" --timeout $((soak + 60)) --servers 3 --workers 4 \
+    --scheduler-opt=--heartbeat-ms=$FAST_HB --scheduler-opt=--dead-after-ms=$FAST_DEAD \
+    --scheduler-opt=--replicas=2 -- --app mlp --epochs 1000 > "$d/launch.out" 2>&1 &
+  lp=$!
+  sleep "$soak"
+  deaths=$(grep -c 'marked dead' "$d/scheduler.log")
+  lapses=$(cat "$d"/server-*.log | grep -c 'lease lapsed')
+  epochs=$(grep -c 'epoch [0-9]* summary\|^epoch' "$d/worker-0.log")
+  kill -INT $lp 2>/dev/null; wait $lp 2>/dev/null
+  echo "soak seconds=$soak servers=3 workers=4 heartbeat_ms=$FAST_HB dead_after_ms=$FAST_DEAD false_deaths=$deaths lease_lapses=$lapses"
+fi
+
+if [ -z "$only" ] || [ "$only" = replication ]; then
+  for r in $(seq "$runs"); do
+    for R in 1 2; do
+      d=$out/repl-$R-$r
+      "$here/launch-local.sh" --log-dir "$d" --timeout 600 --servers 3 --workers 1 \
+        --scheduler-opt=--replicas=$R --server-opt=--log-level=warn \
+        -- --app bench --size 1048576 --runs 3 --log-level warn > /dev/null 2>&1 ||
+        { echo "bench-faults: replication run R=$R failed" >&2; continue; }
+      sed -n 's/^bench size=1048576 mode=pipelined step_us=\([0-9.]*\).*/\1/p' "$d/worker-0.log" >> "$out/step-$R"
+    done
+  done
+  s1=$(median < "$out/step-1"); s2=$(median < "$out/step-2")
+  awk -v a="$s1" -v b="$s2" 'BEGIN { printf "replication size=1048576 mode=pipelined R1_step_us=%.1f R1_GBps=%.3f R2_step_us=%.1f R2_GBps=%.3f R2_over_R1=%.2f\n", a, 2*1048576/(a*1000), b, 2*1048576/(b*1000), a/b }'
+fi

@@ -1,0 +1,41 @@
+/* A server's checkpoint: everything it holds, in one file of its --data-dir,
+ *   ckpt-<job>-<seq>-<node>.pskv
+ * written with ckpt.h (temp file, fsync, rename, CRC-32): every table's options,
+ * the rows of the partitions this server holds (values and optimizer state), the
+ * dedupe record of each of those partitions, the vector clock and each bsp
+ * table's closed clocks. A resumed server loads the file its old self wrote. */
+#ifndef PSKV_PERSIST_H
+#define PSKV_PERSIST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "chain.h"
+#include "consist.h"
+#include "table.h"
+
+/* Writes checkpoint `seq` of job `job` for node `node`. Returns 0 or a negated
+ * error with the reason (naming the file) in why. */
+int persist_write(const char *dir, uint64_t job, uint64_t seq, uint32_t node, table_set *ts,
+                  chain *c, consist *cons, char *why, size_t whylen);
+
+/* Checks every checkpoint file in dir (whole-file checksum) and returns the valid
+ * ones as "JOB:SEQ:NODE" strings in *out (caller frees each and the array);
+ * a corrupt or partial file is logged, naming it, and left out. */
+size_t persist_scan(const char *dir, char ***out);
+
+/* Clocks read from a file, applied once the view set up the clock set. */
+typedef struct persist_clocks {
+    int64_t *vc;
+    int nranks;
+} persist_clocks;
+
+/* Loads checkpoint (job, seq) written by node `old` into the tables (created with
+ * their saved options), the chain's dedupe records (nparts of the view) and
+ * *clocks (caller frees clocks->vc); bsp closed clocks go to cons. Returns 0 or
+ * a negated error with why naming the file. */
+int persist_load(const char *dir, uint64_t job, uint64_t seq, uint32_t old, uint32_t nparts,
+                 table_set *ts, chain *c, consist *cons, persist_clocks *clocks, char *why,
+                 size_t whylen);
+
+#endif

@@ -1,0 +1,219 @@
+#!/usr/bin/env bash
+# Fault tests: real daemons on loopback, killed and paused mid-run. Each scenario
+# runs --trials times (make test: 3, make test-faults: 20) on the optimised build
+# (build/bin, or $PSKV_BIN_DIR); each trial has a hard time-out. Prints one line
+# per trial, the failover times measured, and last "N passed, N failed" on its
+# own line.
+#
+#   test/faults.sh [--trials N] [--only NAME]...
+#
+# Failover time = from kill -9 (wall clock taken just before it) to the first
+# push a new owner acknowledged (the earliest "failover:" line of any worker).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/.." && pwd)
+BIN=${PSKV_BIN_DIR:-$top/build/bin}
+LAUNCH=$top/scripts/launch-local.sh
+export PSKV_BIN_DIR=$BIN
+TRIALS=3
+ONLY=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --trials) TRIALS=$2; shift 2 ;;
+    --trials=*) TRIALS=${1#*=}; shift ;;
+    --only) ONLY+=("$2"); shift 2 ;;
+    --only=*) ONLY+=("${1#*=}"); shift ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "faults.sh: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+WORK=$(mktemp -d /tmp/pskv-faults-XXXXXX)
+passed=0
+failed=0
+FAILOVERS=()
+
+cleanup() {
+  pkill -KILL -f "$WORK/" 2>/dev/null
+  if [ $failed -eq 0 ]; then rm -rf "$WORK"; else echo "logs kept in $WORK" >&2; fi
+}
+trap cleanup EXIT
+
+fail() { echo "FAILED: $*"; exit 1; }
+
+now_ms() { date +%s%3N; }
+
+# Milliseconds since the epoch of a log line's ISO time stamp.
+stamp_ms() { date -d "$(cut -c1-23 <<< "$1" | tr T ' ')Z" +%s%3N 2>/dev/null; }
+
+# launch DIR ARGS...: a local cluster in the background; its pid in DIR/launch.pid.
+launch() {
+  local dir=$1; shift
+  mkdir -p "$dir"
+  "$LAUNCH" --log-dir "$dir" --timeout 150 "$@" > "$dir/launch.out" 2>&1 &
+  echo $! > "$dir/launch.pid"
+}
+
+# Waits (up to 20 s) until every worker of DIR logged that it joined.
+wait_joined() {
+  local dir=$1 n=$2 i
+  for i in $(seq 200); do
+    [ "$(cat "$dir"/worker-*.log 2>/dev/null | grep -c 'joined job')" -ge "$n" ] && return 0
+    sleep 0.1
+  done
+  fail "workers did not join: $(tail -n 3 "$dir/launch.out")"
+}
+
+# Waits for the launcher; fails unless every worker exited 0.
+wait_ok() {
+  local dir=$1 pid rc
+  pid=$(cat "$dir/launch.pid")
+  wait "$pid"; rc=$?
+  [ $rc -eq 0 ] || fail "workers failed (launch status $rc): $(grep -h 'FAILED\|failed' "$dir"/launch.out "$dir"/worker-*.log | head -n 5)"
+  grep -q '^check ok' "$dir/launch.out" || fail "no 'check ok' line"
+}
+
+sched_port() { sed -n 's/.*scheduler listening on port \([0-9]*\).*/\1/p' "$1/scheduler.log" | head -n 1; }
+
+status_json() { "$BIN/pskvctl" --scheduler "127.0.0.1:$(sched_port "$1")" status --json; }
+
+# Failover of DIR: kill time (ms) to the first "failover:" line of any worker.
+failover_ms() {
+  local dir=$1 kill_ms=$2 first="" line t
+  while read -r line; do
+    t=$(stamp_ms "$line")
+    [ -n "$t" ] && { [ -z "$first" ] || [ "$t" -lt "$first" ]; } && first=$t
+  done < <(grep -h 'failover: first push' "$dir"/worker-*.log)
+  [ -n "$first" ] || fail "no worker logged a failover"
+  echo $((first - kill_ms))
+}
+
+# Kill -9 one of 3 servers (R = 2) during a push stream of 4 workers: the job
+# goes on and every key equals the sum of the acknowledged pushes.
+f_kill_server() {
+  local d=$TDIR/c victim t0
+  launch "$d" --servers 3 --workers 4 --scheduler-opt=--replicas=2 -- --app check --rounds 2500
+  wait_joined "$d" 4
+  sleep 0.$((3 + RANDOM % 5))
+  victim=$((RANDOM % 3))
+  t0=$(now_ms)
+  kill -KILL "$(cat "$d/server-$victim.pid")"
+  wait_ok "$d"
+  local f; f=$(failover_ms "$d" "$t0") || exit 1
+  echo "failover_ms=$f"
+}
+
+# R = 3 on 5 servers: kill the head, then a middle, then the tail of a chain, one
+# at a time; after each of the first two every chain has 3 members again.
+f_chain_r3() {
+  local d=$TDIR/c js chain pid i k
+  launch "$d" --servers 5 --workers 3 --scheduler-opt=--replicas=3 -- --app check --rounds 4000
+  wait_joined "$d" 3
+  js=$(status_json "$d") || fail "no status"
+  chain=$(grep -o '"chains":\[\[[0-9,]*\]' <<< "$js" | grep -o '[0-9,]*\]$' | tr -d ']')
+  IFS=, read -r -a members <<< "$chain"
+  [ "${#members[@]}" -eq 3 ] || fail "chain of partition 0 is '$chain'"
+  for k in 0 1 2; do # head of the original chain, then its middle, then its tail
+    local id=${members[$k]} srv=""
+    for i in 0 1 2 3 4; do
+      grep -q "registered as node $id;" "$d/server-$i.log" 2>/dev/null && srv=$i
+    done
+    [ -n "$srv" ] || fail "no server log for node $id"
+    sleep 0.4
+    kill -KILL "$(cat "$d/server-$srv.pid")"
+    # the scheduler replaces it within the death time-out
+    for i in $(seq 50); do
+      js=$(status_json "$d") && grep -q "\"id\":$id,[^}]*\"state\":\"dead\"" <<< "$js" && break
+      sleep 0.1
+    done
+    grep -q "\"id\":$id,[^}]*\"state\":\"dead\"" <<< "$js" || fail "node $id not declared dead"
+    if [ $k -lt 2 ]; then
+      if grep -o '"chains":\[.*\]' <<< "$js" | grep -q '\[[0-9]*,0\|,0\]\|\[0'; then
+        fail "after killing node $id some chain has fewer than 3 servers"
+      fi
+      grep -q "\[[0-9,]*\b$id\b[0-9,]*\]" <<< "$(grep -o '"chains":.*' <<< "$js")" &&
+        fail "node $id still in a chain after it died"
+    fi
+  done
+  wait_ok "$d"
+  grep -q '"lost":0' <<< "$js" || fail "partitions lost: $js"
+  echo "killed nodes ${members[*]} (head, middle, tail of partition 0's chain) one at a time"
+}
+
+# SIGSTOP a server past the death time-out, then SIGCONT: it learns it was
+# replaced, serves nothing, and exits 3; the job's sums stay exact.
+f_pause_server() {
+  local d=$TDIR/c pid rc i
+  launch "$d" --servers 3 --workers 3 --scheduler-opt=--replicas=2 -- --app check --rounds 2500
+  wait_joined "$d" 3
+  sleep 0.3
+  pid=$(cat "$d/server-1.pid")
+  kill -STOP "$pid"
+  sleep 1.2
+  kill -CONT "$pid"
+  for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$pid" 2>/dev/null && fail "the paused server still runs after it was replaced"
+  grep -q 'declared this server dead' "$d/server-1.log" || fail "the paused server did not say it was replaced"
+  wait_ok "$d"
+  grep -q 'server-1 (pid [0-9]*) exited with status 3' "$d/launch.out" ||
+    fail "the paused server did not exit 3: $(grep server-1 "$d/launch.out")"
+}
+
+# Kill -9 a worker mid-run: the others finish, under bsp and under ssp.
+f_kill_worker() {
+  local model d
+  for model in bsp ssp:2; do
+    d=$TDIR/$model
+    launch "$d" --servers 2 --workers 3 -- --app check --consistency "$model" --rounds 4000 \
+      --count-acked --dead-ok
+    wait_joined "$d" 3
+    sleep 0.5
+    kill -KILL "$(cat "$d/worker-2.pid")"
+    local pid rc
+    pid=$(cat "$d/launch.pid")
+    wait "$pid"; rc=$?
+    # the launcher reports the lowest failing rank: the killed rank 2 (137)
+    [ $rc -eq 137 ] || fail "$model: launch status $rc, expected 137 (rank 2 killed, others ok)"
+    for r in 0 1; do
+      grep -q 'final values' "$d/worker-$r.log" || fail "$model: worker $r did not finish"
+    done
+    if grep -q 'FAILED' "$d/launch.out"; then fail "$model: $(grep -h FAILED "$d/launch.out")"; fi
+  done
+  return 0
+}
+
+run_trial() {
+  local name=$1 fn=$2 trial=$3 dir="$WORK/$1-$3" rc
+  mkdir -p "$dir"
+  ( cd "$dir" && TDIR=$dir "$fn" ) > "$dir/test.out" 2>&1 &
+  local pid=$! deadline=$((SECONDS + 170))
+  while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
+  if kill -0 "$pid" 2>/dev/null; then
+    pkill -KILL -P "$pid" 2>/dev/null; kill -KILL "$pid" 2>/dev/null
+    pkill -KILL -f "$dir/" 2>/dev/null
+    echo "timed out" >> "$dir/test.out"; rc=124
+  else
+    wait "$pid"; rc=$?
+  fi
+  local f; f=$(sed -n 's/^failover_ms=//p' "$dir/test.out")
+  [ -n "$f" ] && FAILOVERS+=("$f")
+  if [ $rc -eq 0 ]; then
+    passed=$((passed + 1)); echo "PASS $name #$trial${f:+ (failover $f ms)}"
+  else
+    failed=$((failed + 1)); echo "FAIL $name #$trial (status $rc)"
+    sed 's/^/    /' "$dir/test.out" | tail -n 20
+  fi
+}
+
+tests=(kill_server chain_r3 pause_server kill_worker)
+for t in "${tests[@]}"; do
+  if [ ${#ONLY[@]} -gt 0 ] && ! printf '%s\n' "${ONLY[@]}" | grep -qx "$t"; then continue; fi
+  for i in $(seq "$TRIALS"); do run_trial "$t" "f_$t" "$i"; done
+done
+if [ ${#FAILOVERS[@]} -gt 0 ]; then
+  sorted=$(printf '%s\n' "${FAILOVERS[@]}" | sort -n)
+  n=${#FAILOVERS[@]}
+  echo "failover (kill -9 to the first push acknowledged by a new owner) over $n kills:" \
+    "median $(sed -n "$(( (n + 1) / 2 ))p" <<< "$sorted") ms, worst $(tail -n 1 <<< "$sorted") ms"
+fi
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]
