@@ -181,6 +181,84 @@ f_kill_worker() {
   return 0
 }
 
+# A job of 2 servers (R = 1) and 2 workers with checkpoints 1 (step 5) and 2
+# (step 10), killed with -9 after one more step, then resumed: values, adagrad
+# state and worker progress equal the checkpoint's. Then checkpoint 2 is
+# damaged (one flipped bit in one server's file, or a file cut short as by a
+# kill mid-write): it is refused, naming the file, and checkpoint 1 is used.
+ck_run() { # ck_run DIR PHASE [SCHEDULER FLAGS...]: starts the job, pids in DIR/pids
+  local d=$1 phase=$2 port i; shift 2
+  port=$((20000 + RANDOM % 9000))
+  "$BIN/pskv-scheduler" --port "$port" --servers 2 --workers 2 --data-dir "$d/sched" "$@" \
+    > "$d/sched-$phase.log" 2>&1 & echo $! > "$d/pids"
+  for i in 0 1; do
+    "$BIN/pskv-server" --scheduler "127.0.0.1:$port" --data-dir "$d/s$i" > "$d/s$i-$phase.log" 2>&1 &
+    echo $! >> "$d/pids"
+  done
+  for i in 0 1; do
+    "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --rank $i --app resume-check --rounds 10 \
+      > "$d/w$i-$phase.log" 2>&1 &
+    echo $! >> "$d/pids"
+  done
+}
+
+ck_wait_line() { # ck_wait_line FILE PATTERN: up to 30 s
+  local i
+  for i in $(seq 300); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+  fail "no '$2' in $1: $(grep -h 'FAILED\|ERROR' "$(dirname "$1")"/*.log | head -n 3)"
+}
+
+ck_resume() { # ck_resume DIR PHASE STEP DIGEST [AFTER]: resumed job, checked
+  local d=$1 phase=$2 step=$3 want=$4 after=${5:-} pid
+  ck_run "$d" "$phase" --resume
+  for pid in $(tail -n 2 "$d/pids"); do
+    wait_pid_ok "$pid" || fail "$phase: a worker failed: $(grep -h 'FAILED\|ERROR' "$d"/*-"$phase".log | head -n 3)"
+  done
+  grep -q "rank 0 resumed at step $step " "$d/w0-$phase.log" || fail "$phase: rank 0 did not resume at step $step: $(grep resume "$d/w0-$phase.log")"
+  grep -q "rank 1 resumed at step $step " "$d/w1-$phase.log" || fail "$phase: rank 1 did not resume at step $step"
+  grep -q "resumed digest $want" "$d/w0-$phase.log" || fail "$phase: values differ from the checkpoint's: $(grep digest "$d/w0-$phase.log") (want $want)"
+  [ -z "$after" ] || grep -q "after step $step digest $after" "$d/w0-$phase.log" ||
+    fail "$phase: the next step differs from the original run's (optimizer state not restored)"
+  kill -KILL $(cat "$d/pids") 2>/dev/null; sleep 0.2
+}
+
+wait_pid_ok() { # wait_pid_ok PID: its exit status 0 within 60 s
+  local i
+  for i in $(seq 600); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$1" 2>/dev/null && return 1
+  wait "$1"
+}
+
+f_checkpoint_resume() {
+  local d=$TDIR/c c1 c2 after f
+  mkdir -p "$d/sched" "$d/s0" "$d/s1"
+  ck_run "$d" fresh
+  ck_wait_line "$d/w0-fresh.log" 'after step 10 digest'
+  kill -KILL $(cat "$d/pids"); sleep 0.2
+  c1=$(sed -n 's/.*checkpoint [0-9]* at step 5 digest \([0-9a-f]*\).*/\1/p' "$d/w0-fresh.log")
+  c2=$(sed -n 's/.*checkpoint [0-9]* at step 10 digest \([0-9a-f]*\).*/\1/p' "$d/w0-fresh.log")
+  after=$(sed -n 's/.*after step 10 digest \([0-9a-f]*\).*/\1/p' "$d/w0-fresh.log")
+  [ -n "$c1" ] && [ -n "$c2" ] && [ -n "$after" ] || fail "the fresh run printed no digests"
+  [ "$(grep -c '^ckpt ' "$d/sched/manifest")" -eq 2 ] || fail "the manifest does not hold 2 checkpoints"
+  ck_resume "$d" resumed 10 "$c2" "$after"
+  # one flipped bit in server 0's file of checkpoint 2
+  f=$(ls "$d"/s0/ckpt-*-2-*.pskv) || fail "no checkpoint 2 file"
+  cp "$f" "$d/good.pskv"
+  printf '\x01' | dd of="$f" bs=1 seek=$(( $(stat -c %s "$f") / 2 )) conv=notrunc status=none
+  cmp -s "$f" "$d/good.pskv" && printf '\x02' | dd of="$f" bs=1 seek=$(( $(stat -c %s "$f") / 2 )) conv=notrunc status=none
+  ck_resume "$d" flipped 5 "$c1"
+  grep -q "checkpoint file refused: .*$(basename "$f").*checksum" "$d/s0-flipped.log" ||
+    fail "the damaged file was not refused by name: $(grep refused "$d/s0-flipped.log")"
+  grep -q 'checkpoint 2 cannot be used' "$d/sched-flipped.log" || fail "the scheduler did not say checkpoint 2 cannot be used"
+  # the same file cut short, as by kill -9 in the middle of writing
+  cp "$d/good.pskv" "$f"
+  truncate -s $(( $(stat -c %s "$f") * 2 / 3 )) "$f"
+  ck_resume "$d" truncated 5 "$c1"
+  grep -q "checkpoint file refused: .*$(basename "$f").*truncated" "$d/s0-truncated.log" ||
+    fail "the partial file was not refused by name: $(grep refused "$d/s0-truncated.log")"
+  echo "checkpoint 2 resumed exactly; a flipped bit and a partial file fell back to checkpoint 1"
+}
+
 run_trial() {
   local name=$1 fn=$2 trial=$3 dir="$WORK/$1-$3" rc
   mkdir -p "$dir"
@@ -204,7 +282,7 @@ run_trial() {
   fi
 }
 
-tests=(kill_server chain_r3 pause_server kill_worker)
+tests=(kill_server chain_r3 pause_server kill_worker checkpoint_resume)
 for t in "${tests[@]}"; do
   if [ ${#ONLY[@]} -gt 0 ] && ! printf '%s\n' "${ONLY[@]}" | grep -qx "$t"; then continue; fi
   for i in $(seq "$TRIALS"); do run_trial "$t" "f_$t" "$i"; done
