@@ -168,6 +168,7 @@ int member_open(member *m, void *ctx, const char *scheduler, Pskv__Role role, in
                 m->node_id = (uint32_t)r->request_id;
                 m->rank = r->rank;
                 m->job_id = r->job_id;
+                m->barriers_done = r->has_seq ? r->seq : 0;
                 m->heartbeat_ms = r->view && r->view->heartbeat_ms ? (int)r->view->heartbeat_ms
                                                                    : 100;
                 wire_msg_close(&msg);

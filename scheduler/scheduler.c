@@ -53,6 +53,7 @@ typedef struct node {
     size_t ridlen;
     int64_t last_hb_ms;
     int dead; /* silent past --dead-after-ms */
+    int replaced; /* a dead worker whose rank a new node took: never alive again */
     enum node_state state;
     uint64_t barrier; /* highest barrier entered */
     uint32_t heads, holds; /* servers: partitions headed, replicas held */
@@ -462,6 +463,8 @@ static void ack_register(node *n)
     m.nonce = n->nonce;
     m.has_request_id = 1;
     m.request_id = n->id; /* the node id assigned */
+    m.has_seq = 1;
+    m.seq = S.barrier_done; /* barriers already passed: a rejoining worker counts on */
     pskv__view__init(&v);
     v.has_heartbeat_ms = 1;
     v.heartbeat_ms = (uint32_t)S.heartbeat_ms;
@@ -495,12 +498,32 @@ static void on_register(wire_msg *msg)
         refuse(msg, PSKV_EREFUSED, why);
         return;
     }
+    node *replaced = NULL; /* a dead worker whose rank the new one takes over */
     if (S.state != JOB_WAITING) {
-        refuse(msg, PSKV_EREFUSED, "the cluster is complete; no more nodes can join this job");
-        return;
+        for (int i = 0; S.state == JOB_RUNNING && r->role == PSKV__ROLE__WORKER && r->has_rank &&
+                        r->rank >= 0 && i < S.nnodes; i++) {
+            node *o = &S.nodes[i];
+            if (o->role != PSKV__ROLE__WORKER || o->rank != r->rank || o->replaced)
+                continue;
+            if (o->dead) {
+                replaced = o;
+            } else {
+                snprintf(why, sizeof why, "rank %d is held by live node %u (%s)", r->rank, o->id,
+                         state_name(o));
+                refuse(msg, PSKV_EREFUSED, why);
+                return;
+            }
+        }
+        if (!replaced) {
+            refuse(msg, PSKV_EREFUSED, "the cluster is complete; no more nodes can join this job "
+                   "(a worker whose rank died may rejoin with --rank R)");
+            return;
+        }
     }
     int rank = -1;
-    if (r->role == PSKV__ROLE__SERVER) {
+    if (replaced) {
+        rank = replaced->rank;
+    } else if (r->role == PSKV__ROLE__SERVER) {
         if (count_role(PSKV__ROLE__SERVER) >= S.nservers) {
             snprintf(why, sizeof why, "cluster full: %d servers already registered", S.nservers);
             refuse(msg, PSKV_EREFUSED, why);
@@ -563,6 +586,19 @@ static void on_register(wire_msg *msg)
     memcpy(n->rid, zmq_msg_data(&msg->rid), n->ridlen);
     n->last_hb_ms = tu_now_ms();
     n->state = NODE_JOINED;
+    if (replaced) {
+        /* the node array may have moved: find the old one again by rank */
+        for (int i = 0; i < S.nnodes - 1; i++)
+            if (S.nodes[i].role == PSKV__ROLE__WORKER && S.nodes[i].rank == rank &&
+                S.nodes[i].dead && !S.nodes[i].replaced)
+                S.nodes[i].replaced = 1;
+        n->state = NODE_ACTIVE;
+        n->barrier = S.barrier_done; /* it starts after the barriers already passed */
+        LOG_I("worker rank %d rejoined as node %u at %s pid %u", rank, n->id, n->host, n->pid);
+        ack_register(n);
+        send_view(); /* back in the clock set, at the slowest live worker's clock */
+        return;
+    }
     LOG_I("%s registered: node %u rank %d at %s:%d pid %u (%d/%d servers, %d/%d workers)",
           role_name(n->role), n->id, n->rank, n->host, n->port, n->pid,
           count_role(PSKV__ROLE__SERVER), S.nservers, count_role(PSKV__ROLE__WORKER),
@@ -821,6 +857,11 @@ static void handle(wire_msg *msg)
     case PSKV__MSG_TYPE__HEARTBEAT:
         /* no reply; an unknown sender is logged but not answered */
         if ((n = r->has_sender ? find_node(r->sender) : NULL)) {
+            if (n->replaced) {
+                LOG_W("heartbeat from worker node %u, whose rank %d another node took over",
+                      n->id, n->rank);
+                break;
+            }
             if (n->dead && n->role == PSKV__ROLE__SERVER && S.state != JOB_WAITING) {
                 /* replaced: its partitions have new owners; it must learn so and
                  * serve nothing (the view says it is dead) */

@@ -259,6 +259,32 @@ f_checkpoint_resume() {
   echo "checkpoint 2 resumed exactly; a flipped bit and a partial file fell back to checkpoint 1"
 }
 
+# Kill -9 a worker under bsp and start it again with its rank: it keeps the
+# rank, rejoins at the slowest live worker's clock, and every worker finishes.
+f_worker_rejoin() {
+  local d=$TDIR/c pid i
+  launch "$d" --servers 2 --workers 3 -- --app check --consistency bsp --rounds 3000 \
+    --count-acked --dead-ok
+  wait_joined "$d" 3
+  sleep 0.5
+  kill -KILL "$(cat "$d/worker-2.pid")"
+  # the scheduler must first see it dead (silent past --dead-after-ms)
+  for i in $(seq 50); do grep -q 'is silent for' "$d/scheduler.log" && break; sleep 0.1; done
+  "$BIN/pskv-worker" --scheduler "127.0.0.1:$(sched_port "$d")" --rank 2 --app check \
+    --consistency bsp --rounds 3000 --count-acked --dead-ok > "$d/worker-2b.log" 2>&1 &
+  pid=$!
+  wait "$pid" || fail "the rejoined worker failed: $(grep -h 'FAILED\|ERROR' "$d/worker-2b.log" | head -n 3)"
+  grep -q 'joined a running job: starting at clock' "$d/worker-2b.log" || fail "the new worker did not start at the others' clock: $(grep -h 'joined' "$d/worker-2b.log")"
+  grep -q 'worker rank 2 rejoined' "$d/scheduler.log" || fail "the scheduler did not give rank 2 back"
+  local lp; lp=$(cat "$d/launch.pid")
+  wait "$lp"
+  for r in 0 1; do
+    grep -q 'final values' "$d/worker-$r.log" || fail "worker $r did not finish"
+  done
+  if grep -q FAILED "$d/launch.out" "$d/worker-2b.log"; then fail "$(grep -h FAILED "$d/launch.out" "$d/worker-2b.log")"; fi
+  return 0
+}
+
 run_trial() {
   local name=$1 fn=$2 trial=$3 dir="$WORK/$1-$3" rc
   mkdir -p "$dir"
@@ -282,7 +308,7 @@ run_trial() {
   fi
 }
 
-tests=(kill_server chain_r3 pause_server kill_worker checkpoint_resume)
+tests=(kill_server chain_r3 pause_server kill_worker worker_rejoin checkpoint_resume)
 for t in "${tests[@]}"; do
   if [ ${#ONLY[@]} -gt 0 ] && ! printf '%s\n' "${ONLY[@]}" | grep -qx "$t"; then continue; fi
   for i in $(seq "$TRIALS"); do run_trial "$t" "f_$t" "$i"; done

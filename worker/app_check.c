@@ -156,7 +156,7 @@ static int run_backup(ck *c, const pskv_table_opts *base, double slow, int leave
     pskv_table_opts a;
     pskv_table_opts_init(&a);
     a.kind = PSKV_DENSE;
-    a.size = (uint64_t)c->W;
+    a.size = 2 * (uint64_t)c->W; /* acknowledged pushes per rank, then rejoins per rank */
     a.updater = "sum";
     int ta = pskv_table_open(c->w, "check.acked", &a); /* async: the report channel */
     if (ta < 0)
@@ -169,6 +169,7 @@ static int run_backup(ck *c, const pskv_table_opts *base, double slow, int leave
         ones[i] = 1.0f;
     int B = (int)o.backup, rc;
     int nts = 0;
+    int started_late = pskv_current_clock(c->w) > 0; /* took over a dead worker's rank */
     /* by clock, not by round: a worker left behind jumps to the current clock and
      * skips the iterations it missed */
     while (pskv_current_clock(c->w) < c->R) {
@@ -208,7 +209,11 @@ static int run_backup(ck *c, const pskv_table_opts *base, double slow, int leave
     for (int k = 0; k < nts; k++)
         acked += pskv_wait(c->w, ts[k], 0) == 0;
     uint64_t key = (uint64_t)c->r;
-    int64_t tp = pskv_push(c->w, ta, &key, 1, &acked);
+    /* a worker that took over a dead rank mid-job cannot know what its predecessor
+     * had acknowledged: it says so, and the check allows that rank's rounds */
+    uint64_t rkey[2] = {key, (uint64_t)(c->W + c->r)};
+    float rval[2] = {acked, started_late ? 1.0f : 0.0f};
+    int64_t tp = pskv_push(c->w, ta, rkey, 2, rval);
     if (tp < 0 || (rc = pskv_wait(c->w, tp, 120000)) < 0)
         return fail(c->w, "report", tp < 0 ? (int)tp : rc);
     if (leave) { /* close at once: the scheduler takes this worker out of the clock set */
@@ -221,14 +226,14 @@ static int run_backup(ck *c, const pskv_table_opts *base, double slow, int leave
     }
     if ((rc = pskv_barrier(c->w, 120000)) < 0)
         return fail(c->w, "barrier", rc);
-    float *per = malloc((size_t)c->W * sizeof(float));
-    if ((rc = pull_wait(c->w, ta, NULL, (size_t)c->W, per)) < 0)
+    float *per = malloc(2 * (size_t)c->W * sizeof(float));
+    if ((rc = pull_wait(c->w, ta, NULL, 2 * (size_t)c->W, per)) < 0)
         return fail(c->w, "pull check.acked", rc);
     double total = 0;
     int silent = 0; /* workers that died before reporting (--dead-ok) */
     for (int q = 0; q < c->W; q++) {
         total += per[q];
-        silent += per[q] == 0;
+        silent += per[q] == 0 || per[c->W + q] > 0;
     }
     double slack = dead_ok ? (double)silent * c->R : 0;
     /* every worker has clocked R times and the barrier passed: all closed clocks

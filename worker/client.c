@@ -233,7 +233,9 @@ static int apply_view(pskv_worker *w, int64_t max_message)
     int ns = 0, nw = 0;
     for (size_t i = 0; i < v->n_nodes; i++) {
         ns += v->nodes[i]->role == PSKV__ROLE__SERVER;
-        nw += v->nodes[i]->role == PSKV__ROLE__WORKER;
+        /* ranks, not nodes: a rank taken over after a death is listed twice */
+        if (v->nodes[i]->role == PSKV__ROLE__WORKER && v->nodes[i]->rank + 1 > nw)
+            nw = v->nodes[i]->rank + 1;
     }
     if (ns == 0 || ns > MAX_PARTS)
         return set_error(w, PSKV_EPROTO, "the view lists %d servers", ns);
@@ -364,6 +366,21 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
     rc = apply_view(w, cfg.max_message);
     if (rc < 0)
         goto fail;
+    /* a worker joining a running job (its rank died and it took it over) counts
+     * barriers on from the job's and starts at the slowest live worker's clock */
+    w->barrier_seq = w->barrier_done = w->mb.barriers_done;
+    int64_t slowest = -1;
+    for (size_t i = 0; i < w->mb.view->n_nodes; i++) {
+        const Pskv__Node *n = w->mb.view->nodes[i];
+        if (n->role == PSKV__ROLE__WORKER && n->id != w->mb.node_id && n->alive &&
+            n->state && strcmp(n->state, "finished") && (slowest < 0 || n->clock < slowest))
+            slowest = n->clock;
+    }
+    if (slowest > 0) {
+        atomic_store(&w->clock, slowest);
+        LOG_I("joined a running job: starting at clock %lld (the slowest live worker's)",
+              (long long)slowest);
+    }
     if (pthread_create(&w->hb_thread, NULL, heartbeat_main, w) == 0)
         w->hb_started = 1;
     LOG_I("worker rank %d of %d (node %u) joined job %llu with %d servers", w->mb.rank,
