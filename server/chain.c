@@ -34,7 +34,7 @@ typedef struct pend {  /* a push applied here and waiting for its successors */
     table *t;
     int assign;
     uint32_t origin;
-    uint64_t origin_id;
+    uint64_t origin_id, floor;
     fwd *fwds;
     int nfwd, outstanding;
 } pend;
@@ -152,6 +152,7 @@ int chain_dedupe_import(chain *c, uint32_t nparts, uint32_t p, const void *buf, 
 }
 uint64_t chain_place_epoch(const chain *c) { return c->place_epoch; }
 size_t chain_pending(const chain *c) { return c->npend; }
+uint64_t chain_dedupe_forced(const chain *c) { return c->dd ? dedupe_forced(c->dd) : 0; }
 
 static uint32_t part_of(const chain *c, const table *t, uint64_t key)
 {
@@ -391,6 +392,8 @@ static void send_replicate(chain *c, pend *pd, int fi)
     m.has_origin = m.has_origin_id = 1;
     m.origin = pd->origin;
     m.origin_id = pd->origin_id;
+    m.has_floor = pd->floor != 0;
+    m.floor = pd->floor;
     if (pd->assign) {
         m.has_assign = 1;
         m.assign = 1;
@@ -500,6 +503,8 @@ static void apply_and_forward(chain *c, table *t, wire_msg *msg, const uint64_t 
     uint64_t origin_id = upstream_worker ? (r->has_origin_id ? r->origin_id : r->request_id)
                                          : r->origin_id;
     int assign = r->has_assign && r->assign;
+    if (r->has_floor && (c->dd || (c->dd = dedupe_new(c->nparts))))
+        dedupe_set_floor(c->dd, origin, r->floor);
     pend tmp;
     memset(&tmp, 0, sizeof tmp);
     int rc = dedupe_rows(c, t, keys, n, origin, origin_id, check);
@@ -525,6 +530,7 @@ static void apply_and_forward(chain *c, table *t, wire_msg *msg, const uint64_t 
     pd->assign = assign;
     pd->origin = origin;
     pd->origin_id = origin_id;
+    pd->floor = r->has_floor ? r->floor : 0;
     pd->request_id = r->request_id;
     pd->sender = r->sender;
     pd->ridlen = msg->has_rid ? zmq_msg_size(&msg->rid) : 0;
@@ -568,6 +574,34 @@ void chain_push(chain *c, table *t, wire_msg *msg, const rowset *rs)
         keys = c->keys;
     }
     apply_and_forward(c, t, msg, keys, rs->n, 1, msg->meta->has_resend && msg->meta->resend);
+}
+
+/* Partitions of the dense run [first, first + n): calls dedupe_record on each. */
+static int record_run(chain *c, table *t, uint64_t first, uint64_t n, uint32_t origin,
+                      uint64_t id)
+{
+    uint32_t p = part_of(c, t, first), last = part_of(c, t, first + n - 1);
+    for (; p <= last; p++)
+        if (dedupe_record(c->dd, p, origin, id) < 0)
+            return -PSKV_ENOMEM;
+    return 0;
+}
+
+int chain_record(chain *c, table *t, const rowset *rs, uint32_t origin, uint64_t id,
+                 uint64_t floor)
+{
+    if (!c->dd && !(c->dd = dedupe_new(c->nparts)))
+        return -PSKV_ENOMEM;
+    if (floor)
+        dedupe_set_floor(c->dd, origin, floor);
+    if (rs->keys)
+        return dedupe_rows(c, t, rs->keys, rs->n, origin, id, 0);
+    if (!rs->segs)
+        return rs->n ? record_run(c, t, rs->first, rs->n, origin, id) : 0;
+    for (size_t i = 0; i < rs->nsegs; i++)
+        if (record_run(c, t, rs->segs[2 * i], rs->segs[2 * i + 1], origin, id) < 0)
+            return -PSKV_ENOMEM;
+    return 0;
 }
 
 void chain_replicate(chain *c, wire_msg *msg)
@@ -870,6 +904,13 @@ int chain_view(chain *c)
             pp->port = (int)n->port;
         }
         pp->alive = !(n->state && !strcmp(n->state, "dead"));
+    }
+    /* a worker that left re-sends nothing: its pushes' ids may go */
+    for (size_t i = 0; c->dd && i < v->n_nodes; i++) {
+        Pskv__Node *n = v->nodes[i];
+        if (n->role == PSKV__ROLE__WORKER && n->state &&
+            (!strcmp(n->state, "dead") || !strcmp(n->state, "finished")))
+            dedupe_set_floor(c->dd, n->id, UINT64_MAX);
     }
     uint32_t heads = 0, holds = 0, fresh = 0;
     for (uint32_t p = 0; p < c->nparts; p++) {

@@ -57,6 +57,13 @@ int chain_rows(chain *c, table *t, wire_msg *msg, int for_pull, rowset *rs, char
  * recorded), forwarded down the chains, acknowledged when every tail has it. */
 void chain_push(chain *c, table *t, wire_msg *msg, const rowset *rs);
 
+/* Records a push's (worker, id) in every partition it touches, so that a re-sent
+ * copy is recognised (R = 1 async tables, whose pushes skip chain_push); floor
+ * (0 = none): the worker re-sends no id below it.
+ * Returns 0 or -PSKV_ENOMEM. */
+int chain_record(chain *c, table *t, const rowset *rs, uint32_t origin, uint64_t id,
+                 uint64_t floor);
+
 /* REPLICATE and FILL from another server (epoch already checked). */
 void chain_replicate(chain *c, wire_msg *msg);
 void chain_fill(chain *c, wire_msg *msg);
@@ -82,6 +89,10 @@ void chain_dense_span(const chain *c, const table *t, uint32_t p, uint64_t *firs
  * needed, written to buf when cap allows; and loading one (nparts of the view). */
 size_t chain_dedupe_export(const chain *c, uint32_t p, void *buf, size_t cap);
 int chain_dedupe_import(chain *c, uint32_t nparts, uint32_t p, const void *buf, size_t len);
+
+/* Push ids forgotten at the dedupe cap while their worker could still re-send
+ * them (should stay 0), for logs. */
+uint64_t chain_dedupe_forced(const chain *c);
 
 /* Pending forwards, for logs. */
 size_t chain_pending(const chain *c);

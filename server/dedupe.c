@@ -1,12 +1,9 @@
-/* Per partition: a ring of the last DEDUPE_KEEP (worker, id) pairs, oldest at
- * `head`, and an index of SLOTS (twice DEDUPE_KEEP, so at most half full) holding
- * ring position + 1, or 0 for an empty slot, found by linear probing from the
- * pair's home slot. Evicting the oldest pair deletes its slot by backward shift
- * (Knuth's algorithm R): later entries of the probe run move up into the hole
- * when their home allows it, so there are no tombstones and lookups never
- * degrade however many pairs have come and gone. Slots are found by ring
- * position, not by key, so a duplicate pair (possible only through import) is
- * harmless. */
+/* Per partition: a ring of (worker, id) pairs, oldest at `head`, of a power-of-two
+ * capacity that doubles when full (up to the cap), and an index of twice as many
+ * slots holding ring position + 1 (0 = empty), found by linear probing from the
+ * pair's home slot. Forgetting the oldest pair deletes its slot by backward shift
+ * (Knuth's algorithm R), so there are no tombstones. Pairs are forgotten from the
+ * front while the front pair is below its worker's floor. */
 #include "dedupe.h"
 
 #include <stdlib.h>
@@ -14,50 +11,53 @@
 
 #include "pskv_errors.h"
 
-#define SLOT_BITS 12
-#define SLOTS (1u << SLOT_BITS)
-#define SLOT_MASK (SLOTS - 1)
 #define ENTRY_BYTES 12u
-
-_Static_assert(SLOTS >= 2 * DEDUPE_KEEP, "the index must stay at most half full");
-_Static_assert(DEDUPE_KEEP < 65535, "ring position + 1 must fit a uint16_t slot");
+#define FIRST_CAP 256u
 
 typedef struct dpart {
-    uint32_t head;  /* ring position of the oldest pair */
-    uint32_t count; /* pairs held, at most DEDUPE_KEEP */
-    uint32_t worker[DEDUPE_KEEP];
-    uint64_t id[DEDUPE_KEEP];
-    uint16_t slot[SLOTS]; /* ring position + 1; 0 = empty */
+    uint32_t head, count, cap; /* cap: a power of two */
+    uint32_t *worker;
+    uint64_t *id;
+    uint32_t *slot;            /* 2 * cap slots */
 } dpart;
 
+typedef struct wfloor {
+    uint32_t worker;
+    uint64_t floor;
+} wfloor;
+
 struct dedupe {
-    uint32_t nparts;
-    dpart **part; /* nparts pointers, NULL until first use */
+    uint32_t nparts, max;
+    dpart **part;   /* nparts pointers, NULL until first use */
+    wfloor *floors;
+    size_t nfloors, capfloors;
+    uint64_t forced;
 };
 
-/* For test_dedupe.c only (declared there too, not part of the API): the home
- * slot of a pair, so the tests can build runs of colliding ids. */
+/* For test_dedupe.c only (declared there too, not part of the API): a pair's
+ * hash, of which the low bits pick the home slot. */
 uint32_t dedupe_home_slot(uint32_t worker, uint64_t id);
 
 uint32_t dedupe_home_slot(uint32_t worker, uint64_t id)
 {
-    /* splitmix64's finaliser over the id offset by the worker: every bit of
-     * both reaches the top bits, which pick the slot. */
     uint64_t x = id + 0x9e3779b97f4a7c15ULL * ((uint64_t)worker + 1);
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
     x ^= x >> 31;
-    return (uint32_t)(x >> (64 - SLOT_BITS));
+    return (uint32_t)(x >> 32);
 }
 
-static uint32_t home_of(const dpart *p, uint32_t pos)
+static uint32_t nslots(const dpart *p) { return 2 * p->cap; }
+
+static uint32_t home(const dpart *p, uint32_t worker, uint64_t id)
 {
-    return dedupe_home_slot(p->worker[pos], p->id[pos]);
+    return dedupe_home_slot(worker, id) & (nslots(p) - 1);
 }
 
 static int lookup(const dpart *p, uint32_t worker, uint64_t id)
 {
-    for (uint32_t i = dedupe_home_slot(worker, id);; i = (i + 1) & SLOT_MASK) {
+    uint32_t mask = nslots(p) - 1;
+    for (uint32_t i = home(p, worker, id);; i = (i + 1) & mask) {
         uint32_t v = p->slot[i];
         if (v == 0)
             return 0;
@@ -66,62 +66,125 @@ static int lookup(const dpart *p, uint32_t worker, uint64_t id)
     }
 }
 
+static void index_pos(dpart *p, uint32_t pos)
+{
+    uint32_t mask = nslots(p) - 1;
+    uint32_t i = home(p, p->worker[pos], p->id[pos]);
+    while (p->slot[i] != 0)
+        i = (i + 1) & mask;
+    p->slot[i] = pos + 1;
+}
+
 /* Removes ring position pos from the index by backward shift. */
 static void unindex(dpart *p, uint32_t pos)
 {
-    uint32_t i = home_of(p, pos);
+    uint32_t mask = nslots(p) - 1;
+    uint32_t i = home(p, p->worker[pos], p->id[pos]);
     while (p->slot[i] != pos + 1)
-        i = (i + 1) & SLOT_MASK;
+        i = (i + 1) & mask;
     for (uint32_t j = i;;) {
-        j = (j + 1) & SLOT_MASK;
+        j = (j + 1) & mask;
         uint32_t v = p->slot[j];
         if (v == 0)
             break;
-        /* The entry at j may fill the hole at i unless its home lies cyclically
-         * in (i, j]: then moving it before its home would hide it. */
-        uint32_t k = home_of(p, v - 1);
+        /* the entry at j may fill the hole at i unless its home lies cyclically
+         * in (i, j]: moving it before its home would hide it */
+        uint32_t k = home(p, p->worker[v - 1], p->id[v - 1]);
         int stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
         if (!stays) {
-            p->slot[i] = (uint16_t)v;
+            p->slot[i] = v;
             i = j;
         }
     }
     p->slot[i] = 0;
 }
 
-/* Appends a pair, forgetting the oldest when the ring is full. */
-static void put(dpart *p, uint32_t worker, uint64_t id)
+static void pop_front(dpart *p)
 {
-    uint32_t pos;
-    if (p->count == DEDUPE_KEEP) {
-        pos = p->head;
-        unindex(p, pos);
-        p->head = (p->head + 1) % DEDUPE_KEEP;
-    } else {
-        pos = (p->head + p->count) % DEDUPE_KEEP;
-        p->count++;
-    }
-    p->worker[pos] = worker;
-    p->id[pos] = id;
-    uint32_t i = dedupe_home_slot(worker, id);
-    while (p->slot[i] != 0)
-        i = (i + 1) & SLOT_MASK;
-    p->slot[i] = (uint16_t)(pos + 1);
+    unindex(p, p->head);
+    p->head = (p->head + 1) & (p->cap - 1);
+    p->count--;
 }
 
-static void reset(dpart *p)
+static uint64_t floor_of(const dedupe *d, uint32_t worker)
 {
+    for (size_t i = 0; i < d->nfloors; i++)
+        if (d->floors[i].worker == worker)
+            return d->floors[i].floor;
+    return 0;
+}
+
+static void prune(const dedupe *d, dpart *p)
+{
+    while (p->count && p->id[p->head] < floor_of(d, p->worker[p->head]))
+        pop_front(p);
+}
+
+/* Doubles the ring (oldest first at 0) and rebuilds the index. */
+static int grow(dpart *p)
+{
+    uint32_t ncap = p->cap ? 2 * p->cap : FIRST_CAP;
+    uint32_t *w = malloc(ncap * sizeof *w);
+    uint64_t *id = malloc(ncap * sizeof *id);
+    uint32_t *slot = calloc(2 * (size_t)ncap, sizeof *slot);
+    if (!w || !id || !slot) {
+        free(w);
+        free(id);
+        free(slot);
+        return -PSKV_ENOMEM;
+    }
+    for (uint32_t n = 0; n < p->count; n++) {
+        uint32_t pos = (p->head + n) & (p->cap - 1);
+        w[n] = p->worker[pos];
+        id[n] = p->id[pos];
+    }
+    free(p->worker);
+    free(p->id);
+    free(p->slot);
+    p->worker = w;
+    p->id = id;
+    p->slot = slot;
+    p->cap = ncap;
     p->head = 0;
-    p->count = 0;
-    memset(p->slot, 0, sizeof p->slot);
+    for (uint32_t n = 0; n < p->count; n++)
+        index_pos(p, n);
+    return 0;
+}
+
+static int put(dedupe *d, dpart *p, uint32_t worker, uint64_t id)
+{
+    prune(d, p);
+    while (p->count && p->count >= d->max) {
+        pop_front(p); /* at the cap: a re-send of this one could now apply twice */
+        d->forced++;
+    }
+    if (p->count == p->cap && grow(p) < 0)
+        return -PSKV_ENOMEM;
+    uint32_t pos = (p->head + p->count) & (p->cap - 1);
+    p->worker[pos] = worker;
+    p->id[pos] = id;
+    p->count++;
+    index_pos(p, pos);
+    return 0;
+}
+
+static void part_free(dpart *p)
+{
+    if (!p)
+        return;
+    free(p->worker);
+    free(p->id);
+    free(p->slot);
+    free(p);
 }
 
 dedupe *dedupe_new(uint32_t nparts)
 {
-    dedupe *d = malloc(sizeof *d);
+    dedupe *d = calloc(1, sizeof *d);
     if (!d)
         return NULL;
     d->nparts = nparts;
+    d->max = DEDUPE_MAX;
     d->part = calloc(nparts ? nparts : 1, sizeof *d->part);
     if (!d->part) {
         free(d);
@@ -136,20 +199,30 @@ void dedupe_destroy(dedupe **d_p)
         return;
     dedupe *d = *d_p;
     for (uint32_t i = 0; i < d->nparts; i++)
-        free(d->part[i]);
+        part_free(d->part[i]);
     free(d->part);
+    free(d->floors);
     free(d);
     *d_p = NULL;
+}
+
+void dedupe_set_max(dedupe *d, uint32_t max) { d->max = max ? max : 1; }
+uint64_t dedupe_forced(const dedupe *d) { return d->forced; }
+
+uint32_t dedupe_count(const dedupe *d, uint32_t part)
+{
+    return part < d->nparts && d->part[part] ? d->part[part]->count : 0;
 }
 
 /* The partition's memory, allocated (empty) on first use; NULL when out of memory. */
 static dpart *part_get(dedupe *d, uint32_t part)
 {
     if (!d->part[part]) {
-        dpart *p = malloc(sizeof *p);
-        if (!p)
+        dpart *p = calloc(1, sizeof *p);
+        if (!p || grow(p) < 0) {
+            free(p);
             return NULL;
-        reset(p);
+        }
         d->part[part] = p;
     }
     return d->part[part];
@@ -162,9 +235,9 @@ int dedupe_record(dedupe *d, uint32_t part, uint32_t worker, uint64_t id)
     dpart *p = part_get(d, part);
     if (!p)
         return -PSKV_ENOMEM;
-    if (!lookup(p, worker, id))
-        put(p, worker, id);
-    return 0;
+    if (lookup(p, worker, id))
+        return 0;
+    return put(d, p, worker, id);
 }
 
 int dedupe_seen(const dedupe *d, uint32_t part, uint32_t worker, uint64_t id)
@@ -174,11 +247,32 @@ int dedupe_seen(const dedupe *d, uint32_t part, uint32_t worker, uint64_t id)
     return lookup(d->part[part], worker, id);
 }
 
+void dedupe_set_floor(dedupe *d, uint32_t worker, uint64_t floor)
+{
+    for (size_t i = 0; i < d->nfloors; i++)
+        if (d->floors[i].worker == worker) {
+            if (floor > d->floors[i].floor)
+                d->floors[i].floor = floor;
+            return;
+        }
+    if (d->nfloors == d->capfloors) {
+        size_t cap = d->capfloors ? 2 * d->capfloors : 16;
+        wfloor *g = realloc(d->floors, cap * sizeof *g);
+        if (!g)
+            return; /* no floor: its pairs stay until the cap */
+        d->floors = g;
+        d->capfloors = cap;
+    }
+    d->floors[d->nfloors].worker = worker;
+    d->floors[d->nfloors].floor = floor;
+    d->nfloors++;
+}
+
 void dedupe_clear(dedupe *d, uint32_t part)
 {
     if (part >= d->nparts)
         return;
-    free(d->part[part]);
+    part_free(d->part[part]);
     d->part[part] = NULL;
 }
 
@@ -207,7 +301,7 @@ size_t dedupe_export(const dedupe *d, uint32_t part, void *buf, size_t cap)
     put_le(b, count, 4);
     b += 4;
     for (uint32_t n = 0; n < count; n++, b += ENTRY_BYTES) {
-        uint32_t pos = (p->head + n) % DEDUPE_KEEP;
+        uint32_t pos = (p->head + n) & (p->cap - 1);
         put_le(b, p->worker[pos], 4);
         put_le(b + 4, p->id[pos], 8);
     }
@@ -222,14 +316,23 @@ int dedupe_import(dedupe *d, uint32_t part, const void *buf, size_t len)
         return -PSKV_EPROTO;
     const unsigned char *b = buf;
     uint64_t count = get_le(b, 4);
-    if (count > DEDUPE_KEEP || len != 4 + count * ENTRY_BYTES)
+    if (count > d->max || len != 4 + count * ENTRY_BYTES)
         return -PSKV_EPROTO;
-    dpart *p = part_get(d, part);
-    if (!p)
+    dpart *fresh = calloc(1, sizeof *fresh);
+    if (!fresh || grow(fresh) < 0) {
+        free(fresh);
         return -PSKV_ENOMEM;
-    reset(p);
+    }
     b += 4;
-    for (uint64_t n = 0; n < count; n++, b += ENTRY_BYTES)
-        put(p, (uint32_t)get_le(b, 4), get_le(b + 4, 8));
+    for (uint64_t n = 0; n < count; n++, b += ENTRY_BYTES) {
+        uint32_t worker = (uint32_t)get_le(b, 4);
+        uint64_t id = get_le(b + 4, 8);
+        if (!lookup(fresh, worker, id) && put(d, fresh, worker, id) < 0) {
+            part_free(fresh);
+            return -PSKV_ENOMEM;
+        }
+    }
+    part_free(d->part[part]);
+    d->part[part] = fresh;
     return 0;
 }

@@ -184,10 +184,17 @@ static void on_push(wire_msg *msg)
         fail(msg, PSKV_EBADVALUE, why);
         return;
     }
-    if (chain_replicas(S.chain) > 1)
+    Pskv__Meta *r = msg->meta;
+    if (chain_replicas(S.chain) > 1 || (r->has_resend && r->resend && t->model == CONS_ASYNC)) {
+        /* replicated, or re-sent by a worker that heard nothing back: applied where
+         * its id is not recorded yet */
         chain_push(S.chain, t, msg, &rs);
-    else
-        consist_push(S.cons, t, msg, &rs);
+        return;
+    }
+    if (t->model == CONS_ASYNC && r->has_origin_id &&
+        chain_record(S.chain, t, &rs, r->sender, r->origin_id, r->has_floor ? r->floor : 0) < 0)
+        LOG_W("out of memory recording a push id: a re-send of it could apply twice");
+    consist_push(S.cons, t, msg, &rs);
 }
 
 static void on_pull(wire_msg *msg)
@@ -539,6 +546,9 @@ int main(int argc, char **argv)
           (unsigned long long)st.pulls, st.pulls ? st.pull_ns / 1e3 / (double)st.pulls : 0.0,
           (unsigned long long)st.dropped_late, (unsigned long long)(S.errors + st.refused),
           tables_count(S.tables));
+    if (chain_dedupe_forced(S.chain))
+        LOG_W("%llu push ids were forgotten at the dedupe cap while their worker could still "
+              "re-send them", (unsigned long long)chain_dedupe_forced(S.chain));
     log_tables();
     member_close(&S.mb);
     chain_destroy(&S.chain);

@@ -285,6 +285,40 @@ f_worker_rejoin() {
   return 0
 }
 
+# A server paused (SIGSTOP) shorter than the death time-out: the workers hear
+# nothing, ask again after --retry-ms, and the server, resumed, drops the copies
+# it already applied (R = 1): every key still equals the sum of the pushes.
+f_retry_paused() {
+  local d=$TDIR/c pid
+  launch "$d" --servers 2 --workers 3 -- --app check --rounds 2500 --retry-ms 100
+  wait_joined "$d" 3
+  sleep 0.4
+  pid=$(cat "$d/server-1.pid")
+  kill -STOP "$pid"; sleep 0.35; kill -CONT "$pid"
+  wait_ok "$d"
+  grep -q 'asking again' "$d"/worker-*.log || fail "no worker asked again during the pause"
+  grep -q 'marked dead' "$d/scheduler.log" && fail "the pause was long enough to declare a death"
+  return 0
+}
+
+# With R = 1, a killed server's partitions are lost: the workers get a clear
+# error naming the partition within seconds, and nothing hangs.
+f_lost_partition() {
+  local d=$TDIR/c lp rc t0
+  launch "$d" --servers 2 --workers 2 -- --app check --rounds 100000
+  wait_joined "$d" 2
+  sleep 0.4
+  kill -KILL "$(cat "$d/server-0.pid")"
+  t0=$SECONDS
+  lp=$(cat "$d/launch.pid")
+  wait "$lp"; rc=$?
+  [ $rc -ne 0 ] || fail "the job succeeded without the data of a dead server"
+  [ $((SECONDS - t0)) -le 30 ] || fail "the workers took $((SECONDS - t0)) s to fail"
+  grep -q 'whose every replica died' "$d"/worker-*.log "$d/launch.out" ||
+    fail "no clear error: $(grep -h 'FAILED' "$d/launch.out" | head -n 2)"
+  return 0
+}
+
 run_trial() {
   local name=$1 fn=$2 trial=$3 dir="$WORK/$1-$3" rc
   mkdir -p "$dir"
@@ -308,7 +342,8 @@ run_trial() {
   fi
 }
 
-tests=(kill_server chain_r3 pause_server kill_worker worker_rejoin checkpoint_resume)
+tests=(kill_server chain_r3 pause_server kill_worker worker_rejoin retry_paused lost_partition
+       checkpoint_resume)
 for t in "${tests[@]}"; do
   if [ ${#ONLY[@]} -gt 0 ] && ! printf '%s\n' "${ONLY[@]}" | grep -qx "$t"; then continue; fi
   for i in $(seq "$TRIALS"); do run_trial "$t" "f_$t" "$i"; done

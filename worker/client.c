@@ -51,6 +51,7 @@ typedef struct part {
     vbuf *own;         /* re-sent part: its own keys (then values); idx owned too */
     uint64_t dedupe_id; /* wire request id of the first send of these rows */
     int64_t retry_at;  /* > 0: re-plan and send again at this time */
+    int64_t sent_ms;   /* when it was sent */
     int done;
 } part;
 
@@ -87,6 +88,7 @@ typedef struct tbl {
     int dense;
     uint64_t size;
     uint32_t width;
+    int async;         /* its pushes may be re-sent after a silence (servers drop duplicates) */
 } tbl;
 
 struct pskv_worker {
@@ -114,6 +116,8 @@ struct pskv_worker {
     int request_timeout_ms;
     size_t chunk_bytes;
     int spin_us;
+    int retry_ms;
+    int64_t next_silence_check;
     struct { int64_t ts; int err; } failed[FAILED_KEEP];
     int nfailed;
     int64_t forgotten_ts;   /* newest failed timestamp pushed out of failed[] */
@@ -156,6 +160,7 @@ void pskv_config_init(pskv_config *cfg)
     cfg->max_message = 1LL << 30;
     cfg->chunk_bytes = 256 * 1024;
     cfg->spin_us = 100;
+    cfg->retry_ms = 1000;
 }
 
 void pskv_table_opts_init(pskv_table_opts *o)
@@ -329,6 +334,7 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
     w->spin_us = cfg.spin_us < 0 ? 0 : cfg.spin_us;
     w->request_timeout_ms = cfg.request_timeout_ms;
     w->max_message = cfg.max_message;
+    w->retry_ms = cfg.retry_ms < 0 ? 0 : cfg.retry_ms;
     w->next_ts = 1;
     snprintf(w->sched, sizeof w->sched, "%s", cfg.scheduler);
     w->reqs = calloc((size_t)w->window, sizeof *w->reqs);
@@ -579,8 +585,11 @@ static void on_scheduler(pskv_worker *w)
 
 static void expire(pskv_worker *w)
 {
-    if (w->nretry)
+    int64_t now0 = tu_now_ms();
+    if (w->nretry || (w->retry_ms && now0 >= w->next_silence_check)) {
         resend_due(w, 0);
+        w->next_silence_check = now0 + 50;
+    }
     int64_t now = tu_now_ms();
     for (int i = 0; i < w->window; i++) {
         req *r = &w->reqs[i];
@@ -895,8 +904,13 @@ static int send_data_part(pskv_worker *w, req *r, int pi, int resend)
         m.assign = 1;
     }
     if (push) {
-        m.has_origin_id = 1;
+        m.has_origin_id = m.has_floor = 1;
         m.origin_id = p->dedupe_id;
+        int64_t low = w->next_ts; /* the oldest request in flight: this one at most */
+        for (int i = 0; i < w->window; i++)
+            if (w->reqs[i].type != REQ_FREE && w->reqs[i].ts < low)
+                low = w->reqs[i].ts;
+        m.floor = (uint64_t)low << 16;
     }
     if (resend) {
         m.has_resend = 1;
@@ -927,6 +941,7 @@ static int send_data_part(pskv_worker *w, req *r, int pi, int resend)
         vp = &vmsg;
     }
     srv *s = &w->srv[p->server];
+    p->sent_ms = tu_now_ms();
     if (wire_send(s->sock, NULL, &m, kp, vp) < 0)
         return set_error(w, PSKV_ENET, "cannot send to server %s:%d: %s", s->host, s->port,
                          zmq_strerror(errno));
@@ -1049,6 +1064,14 @@ static void resend_due(pskv_worker *w, int view_changed)
                 continue;
             int dead = view_changed && !w->srv[p->server].alive;
             int due = p->retry_at && now >= p->retry_at;
+            /* silence on an async table: asked again of the latest view's owner */
+            int silent = !view_changed && !p->retry_at && w->retry_ms &&
+                         w->tables[r->table].async && now - p->sent_ms >= w->retry_ms;
+            if (silent) {
+                LOG_I("request %lld: no answer from server node %u in %d ms; asking again",
+                      (long long)r->ts, w->srv[p->server].id, w->retry_ms);
+                due = 1;
+            }
             if (!dead && !due)
                 continue;
             if (dead && r->type == REQ_PUSH && !w->failover_node) {
@@ -1287,6 +1310,8 @@ int pskv_table_open(pskv_worker *w, const char *name, const pskv_table_opts *o_i
     t->dense = o.kind == PSKV_DENSE;
     t->size = t->dense ? o.size : 0;
     t->width = o.width;
+    t->async = !o.consistency || !strcmp(o.consistency, "async") ||
+               !strcmp(o.consistency, "ssp:inf");
     Pskv__TableOptions to;
     pskv__table_options__init(&to);
     to.name = (char *)name;

@@ -44,6 +44,10 @@ typedef struct pskv_config {
     int spin_us;               /* pskv_wait on a request of <= 64 KiB looks for the reply
                                   without sleeping for up to this long first (default 100;
                                   0 = never spin) */
+    int retry_ms;              /* a part of a push or pull on an async table unanswered this
+                                  long is planned again on the latest view and re-sent
+                                  (servers drop a push they already applied); default
+                                  1000, 0 = never */
 } pskv_config;
 
 /* Fills cfg with the defaults above. */

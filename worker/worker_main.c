@@ -37,6 +37,9 @@ static cfg_entry config[] = {
      "a push, pull or table open not answered by then fails", 0, 0, NULL, NULL},
     {"window", CFG_INT, "64", "PSKV_WORKER_WINDOW", 1, 4096, NULL,
      "requests in flight before push/pull block", 0, 0, NULL, NULL},
+    {"retry-ms", CFG_INT, "1000", "PSKV_WORKER_RETRY_MS", 0, 3600000, "ms",
+     "re-send a push or pull on an async table unanswered this long, to the owner of the "
+     "latest view (0 = never)", 0, 0, NULL, NULL},
     {"spin-us", CFG_INT, "100", "PSKV_WORKER_SPIN_US", 0, 100000, "us",
      "wait for a reply to a small request (<= 64 KiB) without sleeping for up to this long",
      0, 0, NULL, NULL},
@@ -192,6 +195,7 @@ int main(int argc, char **argv)
     pc.max_message = cfg_int(config, "max-message");
     pc.chunk_bytes = (size_t)cfg_int(config, "chunk-bytes");
     pc.spin_us = (int)cfg_int(config, "spin-us");
+    pc.retry_ms = (int)cfg_int(config, "retry-ms");
     cfg_log(config);
     member_set_stop_flag(&app_stop_signal); /* a signal also ends the wait to join */
     pskv_worker *w = NULL;

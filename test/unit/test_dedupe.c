@@ -14,6 +14,17 @@
 uint32_t dedupe_home_slot(uint32_t worker, uint64_t id);
 
 #define ENTRY 12u
+/* These tests check the hard cap's first-in first-out forgetting with the cap
+ * lowered to DEDUPE_KEEP (floors are tested on their own below). */
+#define DEDUPE_KEEP 2048u
+
+static dedupe *new_capped(uint32_t nparts)
+{
+    dedupe *d = dedupe_new(nparts);
+    if (d)
+        dedupe_set_max(d, DEDUPE_KEEP);
+    return d;
+}
 
 static size_t export_all(const dedupe *d, uint32_t part, unsigned char **out)
 {
@@ -26,7 +37,7 @@ static size_t export_all(const dedupe *d, uint32_t part, unsigned char **out)
 
 START_TEST(seen_after_record)
 {
-    dedupe *d = dedupe_new(4);
+    dedupe *d = new_capped(4);
     ck_assert_ptr_nonnull(d);
     ck_assert_int_eq(dedupe_seen(d, 1, 3, 42), 0);
     ck_assert_int_eq(dedupe_record(d, 1, 3, 42), 0);
@@ -55,7 +66,7 @@ START_TEST(seen_after_record)
     dedupe_destroy(&d);
     dedupe_destroy(NULL);
 
-    dedupe *none = dedupe_new(0);
+    dedupe *none = new_capped(0);
     ck_assert_ptr_nonnull(none);
     ck_assert_int_eq(dedupe_record(none, 0, 1, 1), -PSKV_EINVAL);
     ck_assert_int_eq(dedupe_seen(none, 0, 1, 1), 0);
@@ -65,7 +76,7 @@ END_TEST
 
 START_TEST(eviction_is_fifo)
 {
-    dedupe *d = dedupe_new(2);
+    dedupe *d = new_capped(2);
     ck_assert_ptr_nonnull(d);
     for (uint64_t id = 1; id <= DEDUPE_KEEP; id++)
         LOOP_ASSERT(dedupe_record(d, 0, 9, id) == 0, "record %llu", (unsigned long long)id);
@@ -93,7 +104,7 @@ END_TEST
 
 START_TEST(clear_forgets_one_partition)
 {
-    dedupe *d = dedupe_new(3);
+    dedupe *d = new_capped(3);
     ck_assert_ptr_nonnull(d);
     for (uint64_t id = 0; id < 100; id++) {
         ck_assert_int_eq(dedupe_record(d, 0, 1, id), 0);
@@ -116,7 +127,7 @@ END_TEST
 
 START_TEST(export_format)
 {
-    dedupe *d = dedupe_new(1);
+    dedupe *d = new_capped(1);
     ck_assert_ptr_nonnull(d);
     ck_assert_int_eq(dedupe_record(d, 0, 0x01020304u, 0x1112131415161718ULL), 0);
     ck_assert_int_eq(dedupe_record(d, 0, 7, 8), 0);
@@ -143,7 +154,7 @@ END_TEST
 
 START_TEST(export_import_round_trip)
 {
-    dedupe *a = dedupe_new(2), *b = dedupe_new(3);
+    dedupe *a = new_capped(2), *b = new_capped(3);
     ck_assert_ptr_nonnull(a);
     ck_assert_ptr_nonnull(b);
     /* wrap the ring so export must unroll it oldest first */
@@ -187,7 +198,7 @@ END_TEST
 
 START_TEST(import_refuses_malformed)
 {
-    dedupe *d = dedupe_new(1);
+    dedupe *d = new_capped(1);
     ck_assert_ptr_nonnull(d);
     for (uint64_t id = 0; id < 10; id++)
         ck_assert_int_eq(dedupe_record(d, 0, 2, id), 0);
@@ -195,7 +206,7 @@ START_TEST(import_refuses_malformed)
     size_t blen = export_all(d, 0, &before);
 
     /* a valid export of three other pairs, then damaged copies of it */
-    dedupe *src = dedupe_new(1);
+    dedupe *src = new_capped(1);
     ck_assert_ptr_nonnull(src);
     for (uint64_t id = 100; id < 103; id++)
         ck_assert_int_eq(dedupe_record(src, 0, 5, id), 0);
@@ -271,7 +282,7 @@ START_TEST(colliding_ids_probe_and_evict)
     ck_assert_ptr_nonnull(ids);
     /* home slots in {4094, 4095, 0, 1}: one long run that wraps the index */
     colliding_ids(3, 4094, 4, ids, C);
-    dedupe *d = dedupe_new(1);
+    dedupe *d = new_capped(1);
     ck_assert_ptr_nonnull(d);
     for (size_t i = 0; i < C; i++) {
         LOOP_ASSERT(dedupe_record(d, 0, 3, ids[i]) == 0, "record %zu", i);
@@ -307,7 +318,7 @@ START_TEST(random_against_model)
         worker[i] = 2 + (uint32_t)(i % 7);
         id[i] = (uint64_t)i * 0x10000 + 3;
     }
-    dedupe *d = dedupe_new(1);
+    dedupe *d = new_capped(1);
     ck_assert_ptr_nonnull(d);
     uint32_t head = 0, count = 0;
     srand(12345);
@@ -337,6 +348,47 @@ START_TEST(random_against_model)
 }
 END_TEST
 
+/* Pairs below their worker's floor are forgotten, others stay however many;
+ * a worker that left (floor UINT64_MAX) is forgotten entirely. */
+START_TEST(floors_bound_the_record)
+{
+    dedupe *d = dedupe_new(2);
+    ck_assert_ptr_nonnull(d);
+    /* without floors nothing is forgotten below the cap */
+    for (uint64_t id = 0; id < 10000; id++)
+        ck_assert_int_eq(dedupe_record(d, 0, 1, id), 0);
+    ck_assert_uint_eq(dedupe_count(d, 0), 10000);
+    ck_assert_int_eq(dedupe_seen(d, 0, 1, 0), 1);
+    /* worker 1 has nothing below 9990 in flight: the rest goes on the next record */
+    dedupe_set_floor(d, 1, 9990);
+    dedupe_set_floor(d, 1, 5); /* floors only rise */
+    ck_assert_int_eq(dedupe_record(d, 0, 1, 10000), 0);
+    ck_assert_uint_eq(dedupe_count(d, 0), 11);
+    ck_assert_int_eq(dedupe_seen(d, 0, 1, 9989), 0);
+    for (uint64_t id = 9990; id <= 10000; id++)
+        LOOP_ASSERT(dedupe_seen(d, 0, 1, id), "id %llu", (unsigned long long)id);
+    /* a slow worker's old pair at the front holds the others back until it rises */
+    ck_assert_int_eq(dedupe_record(d, 1, 7, 3), 0);
+    for (uint64_t id = 100; id < 200; id++)
+        ck_assert_int_eq(dedupe_record(d, 1, 8, id), 0);
+    dedupe_set_floor(d, 8, 150);
+    ck_assert_int_eq(dedupe_record(d, 1, 8, 200), 0);
+    ck_assert_uint_eq(dedupe_count(d, 1), 102);
+    dedupe_set_floor(d, 7, UINT64_MAX); /* worker 7 left */
+    ck_assert_int_eq(dedupe_record(d, 1, 8, 201), 0);
+    ck_assert_uint_eq(dedupe_count(d, 1), 52);
+    ck_assert_int_eq(dedupe_seen(d, 1, 7, 3), 0);
+    ck_assert_int_eq(dedupe_seen(d, 1, 8, 150), 1);
+    ck_assert_uint_eq(dedupe_forced(d), 0);
+    /* the hard cap forgets anyway, and counts it */
+    dedupe_set_max(d, 10);
+    ck_assert_int_eq(dedupe_record(d, 0, 1, 10001), 0);
+    ck_assert_uint_eq(dedupe_count(d, 0), 10);
+    ck_assert_uint_eq(dedupe_forced(d), 2);
+    dedupe_destroy(&d);
+}
+END_TEST
+
 Suite *dedupe_suite(void)
 {
     Suite *s = suite_create("dedupe");
@@ -346,6 +398,7 @@ Suite *dedupe_suite(void)
     tcase_add_test(tc, clear_forgets_one_partition);
     tcase_add_test(tc, colliding_ids_probe_and_evict);
     tcase_add_test(tc, random_against_model);
+    tcase_add_test(tc, floors_bound_the_record);
     suite_add_tcase(s, tc);
     TCase *tx = tcase_create("export");
     tcase_add_test(tx, export_format);
