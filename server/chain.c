@@ -680,6 +680,49 @@ void chain_drain(chain *c)
     }
 }
 
+void chain_forward_clock(chain *c, uint32_t head, int rank, int64_t clock)
+{
+    uint32_t sent[MAX_FWD];
+    int nsent = 0;
+    for (uint32_t p = 0; p < c->nparts; p++) {
+        if (chain_of(c, p)[0] != head || c->index[p] < 0)
+            continue;
+        uint32_t nx = next_of(c, p);
+        int dup = !nx;
+        for (int k = 0; k < nsent && !dup; k++)
+            dup = sent[k] == nx;
+        if (dup || nsent == MAX_FWD)
+            continue;
+        sent[nsent++] = nx;
+        void *s = peer_sock(c, nx);
+        Pskv__Meta m;
+        member_meta(c->mb, &m, PSKV__MSG_TYPE__CLOCK);
+        m.has_rank = m.has_clock = m.has_origin_id = 1;
+        m.rank = rank;
+        m.clock = clock;
+        m.origin_id = head;
+        if (!s || wire_send(s, NULL, &m, NULL, NULL) < 0)
+            LOG_W("cannot forward a clock to server node %u", nx);
+    }
+}
+
+size_t chain_sources(const chain *c, uint32_t *out, size_t max)
+{
+    size_t n = 0;
+    for (uint32_t p = 0; p < c->nparts; p++) {
+        int i = c->index[p];
+        if (i < 0 || (i == 0 && tail_index(c, p) > 0))
+            continue; /* not here, or here as a head with replicas after it */
+        uint32_t h = chain_of(c, p)[0];
+        int dup = 0;
+        for (size_t k = 0; k < n && !dup; k++)
+            dup = out[k] == h;
+        if (!dup && n < max)
+            out[n++] = h;
+    }
+    return n;
+}
+
 /* ---- filling a new chain member -------------------------------------------- */
 
 typedef struct part_filter {
@@ -799,8 +842,11 @@ static int in_old_chain(const uint32_t *old, uint32_t R, uint32_t p, uint32_t id
     return 0;
 }
 
-/* Sends again every forward still waiting on a server that is no longer the next
- * one of its partitions, to the new next server. */
+/* After a placement change, sends again every forward still unanswered, to the
+ * next server of its partitions in the new view: the old target may have died,
+ * and a live one drops forwards planned on an older placement (it could no
+ * longer tell whether they are its to apply). A copy it did apply is dropped
+ * there by its id. */
 static void reforward(chain *c)
 {
     for (size_t s = 0; s < MAX_PEND; s++) {
@@ -811,9 +857,6 @@ static void reforward(chain *c)
         for (int fi = 0; fi < n0; fi++) {
             fwd *f = &pd->fwds[fi];
             if (f->done)
-                continue;
-            peer *pp = peer_of(c, f->node);
-            if (pp && pp->alive)
                 continue;
             f->done = 1; /* replaced by the forwards below */
             pd->outstanding--;

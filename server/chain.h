@@ -94,6 +94,15 @@ int chain_dedupe_import(chain *c, uint32_t nparts, uint32_t p, const void *buf, 
  * them (should stay 0), for logs. */
 uint64_t chain_dedupe_forced(const chain *c);
 
+/* Forwards "worker rank finished clock" of the stream that `head` started down
+ * every chain this server passes that head's partitions along (behind the pushes
+ * it forwarded before). */
+void chain_forward_clock(chain *c, uint32_t head, int rank, int64_t clock);
+
+/* The heads whose pushes reach this server down a chain (and this server itself
+ * when it is alone in some chain): up to max ids in out; returns how many. */
+size_t chain_sources(const chain *c, uint32_t *out, size_t max);
+
 /* Pending forwards, for logs. */
 size_t chain_pending(const chain *c);
 

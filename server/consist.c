@@ -47,6 +47,12 @@ typedef struct bsp_state {
     float *row;           /* sparse: one scaled row, scratch */
 } bsp_state;
 
+typedef struct source { /* a head whose pushes reach this replica through a chain */
+    uint32_t head;
+    int active;           /* heads of partitions this server holds as a replica */
+    int64_t *vc;          /* per rank: clocks whose pushes that head has forwarded */
+} source;
+
 struct consist {
     void *router;
     member *mb;
@@ -63,6 +69,10 @@ struct consist {
     bsp_state **bsp;
     size_t nbsp;
     consist_stats st;
+    source *src;          /* replicated tables: clocks as forwarded by each head */
+    size_t nsrc;
+    int use_src;          /* pulls here wait on the forwarded clocks (this server is a
+                             replica of some partitions) */
 };
 
 static const upd_opts SUM = {UPD_SUM, 0, 0, 0, 0};
@@ -124,6 +134,9 @@ void consist_destroy(consist **c_p)
     free(c->vc_sorted);
     free(c->in_set);
     free(c->rank_of);
+    for (size_t i = 0; i < c->nsrc; i++)
+        free(c->src[i].vc);
+    free(c->src);
     free(c);
     *c_p = NULL;
 }
@@ -230,12 +243,26 @@ static void hold(held *h, wire_msg *msg, table *t, int rank)
     h->n = msg->nkeys;
 }
 
+/* Rank r's clock as this server may rely on for pulls: with replication, the
+ * smallest over the heads it replicates of the clocks they forwarded (each came
+ * down the chain behind that worker's pushes). */
+static int64_t clock_of(const consist *c, int r)
+{
+    if (!c->use_src)
+        return c->vc[r];
+    int64_t m = INT64_MAX;
+    for (size_t i = 0; i < c->nsrc; i++)
+        if (c->src[i].active && c->src[i].vc[r] < m)
+            m = c->src[i].vc[r];
+    return m == INT64_MAX ? c->vc[r] : m;
+}
+
 static int64_t min_clock(const consist *c)
 {
     int64_t m = -1;
     for (int r = 0; r < c->nranks; r++)
-        if (c->in_set[r] && (m < 0 || c->vc[r] < m))
-            m = c->vc[r];
+        if (c->in_set[r] && (m < 0 || clock_of(c, r) < m))
+            m = clock_of(c, r);
     return m < 0 ? 0 : m;
 }
 
@@ -494,6 +521,16 @@ void consist_view(consist *c)
                         c->bsp[i]->open[s].acc = acc;
                     }
                 }
+        for (size_t i = 0; i < c->nsrc; i++) {
+            int64_t *g = realloc(c->src[i].vc, (size_t)nranks * sizeof *g);
+            if (!g) {
+                LOG_E("out of memory applying the view");
+                return;
+            }
+            for (int r = c->nranks; r < nranks; r++)
+                g[r] = 0;
+            c->src[i].vc = g;
+        }
         c->nranks = nranks;
     }
     int *ro = realloc(c->rank_of, (maxid + 1) * sizeof *ro);
@@ -520,17 +557,60 @@ void consist_view(consist *c)
     advance(c);
 }
 
-void consist_clock(consist *c, wire_msg *msg)
+int consist_clock(consist *c, wire_msg *msg)
 {
     int r = rank_of(c, msg->meta->sender);
     if (r < 0 || !msg->meta->has_clock || msg->meta->clock < 0 ||
         msg->meta->clock > ((int64_t)1 << 62)) {
         LOG_W("dropped a CLOCK from node %u at %s: not a worker of the view or no clock",
               msg->meta->sender, msg->peer);
-        return;
+        return -1;
     }
     if (msg->meta->clock + 1 > c->vc[r])
         c->vc[r] = msg->meta->clock + 1;
+    advance(c);
+    return r;
+}
+
+static source *source_of(consist *c, uint32_t head)
+{
+    for (size_t i = 0; i < c->nsrc; i++)
+        if (c->src[i].head == head)
+            return &c->src[i];
+    source *g = realloc(c->src, (c->nsrc + 1) * sizeof *g);
+    if (!g)
+        return NULL;
+    c->src = g;
+    source *s = &g[c->nsrc];
+    s->head = head;
+    s->active = 0;
+    s->vc = calloc(c->nranks ? (size_t)c->nranks : 1, sizeof *s->vc);
+    if (!s->vc)
+        return NULL;
+    c->nsrc++;
+    return s;
+}
+
+void consist_clock_from(consist *c, uint32_t head, int rank, int64_t clock)
+{
+    source *s = rank >= 0 && rank < c->nranks ? source_of(c, head) : NULL;
+    if (!s)
+        return;
+    if (clock + 1 > s->vc[rank])
+        s->vc[rank] = clock + 1;
+    advance(c);
+}
+
+void consist_set_sources(consist *c, const uint32_t *heads, size_t n)
+{
+    for (size_t i = 0; i < c->nsrc; i++)
+        c->src[i].active = 0;
+    for (size_t k = 0; k < n; k++) {
+        source *s = source_of(c, heads[k]);
+        if (s)
+            s->active = 1;
+    }
+    c->use_src = n > 0;
     advance(c);
 }
 

@@ -44,8 +44,18 @@ void consist_push(consist *c, table *t, wire_msg *msg, const rowset *rs);
  * engine copies what it keeps). */
 void consist_pull(consist *c, table *t, wire_msg *msg, const rowset *rs);
 
-/* A CLOCK message: the sender finished iteration meta->clock. */
-void consist_clock(consist *c, wire_msg *msg);
+/* A CLOCK message from a worker: it finished iteration meta->clock. Returns the
+ * worker's rank, or -1 (dropped: not a worker of the view). */
+int consist_clock(consist *c, wire_msg *msg);
+
+/* Replicated tables: worker `rank` finished `clock` as forwarded by `head`, behind
+ * every push of that worker the head forwarded. */
+void consist_clock_from(consist *c, uint32_t head, int rank, int64_t clock);
+
+/* The heads whose partitions this server holds as a replica (from the view):
+ * ssp pulls here wait on the clocks they forwarded, not on the workers' own
+ * CLOCK messages, which may overtake pushes still on their way down a chain. */
+void consist_set_sources(consist *c, const uint32_t *heads, size_t n);
 
 /* For checkpoints: the vector clock (clocks finished per worker rank; *vc valid
  * until the next view) and a bsp table's closed clocks; and restoring both after

@@ -116,10 +116,10 @@ static void on_table_open(wire_msg *msg)
         fail(msg, PSKV_EPROTO, "TABLE_OPEN without table options");
         return;
     }
-    if (chain_replicas(S.chain) > 1 && r->table->consistency && *r->table->consistency &&
-        strcmp(r->table->consistency, "async")) {
+    if (chain_replicas(S.chain) > 1 && r->table->consistency &&
+        !strcmp(r->table->consistency, "bsp")) {
         snprintf(why, sizeof why, "table '%s': consistency '%s' with %u replicas is not "
-                 "supported in this release (replicated tables are async)",
+                 "supported in this release (replicated tables are async or ssp)",
                  r->table->name ? r->table->name : "?", r->table->consistency,
                  chain_replicas(S.chain));
         fail(msg, PSKV_EINVAL, why);
@@ -255,6 +255,46 @@ static int refuse_stale(wire_msg *msg)
     return 1;
 }
 
+/* A worker's CLOCK, or one forwarded down a chain by another server (it carries
+ * the rank and, in origin_id, the head whose stream it belongs to). */
+static void on_clock(wire_msg *msg)
+{
+    Pskv__Meta *r = msg->meta;
+    if (r->has_origin_id) {
+        if (!r->has_rank || !r->has_clock || r->clock < 0 || r->clock > ((int64_t)1 << 62) ||
+            r->origin_id > UINT32_MAX) {
+            LOG_W("dropped a forwarded CLOCK from node %u: no rank or clock", r->sender);
+            return;
+        }
+        consist_clock_from(S.cons, (uint32_t)r->origin_id, r->rank, r->clock);
+        chain_forward_clock(S.chain, (uint32_t)r->origin_id, r->rank, r->clock);
+        return;
+    }
+    int rank = consist_clock(S.cons, msg);
+    if (rank >= 0 && chain_replicas(S.chain) > 1) {
+        consist_clock_from(S.cons, S.mb.node_id, rank, r->clock);
+        chain_forward_clock(S.chain, S.mb.node_id, rank, r->clock);
+    }
+}
+
+/* After a view: which heads' clock streams pulls here wait on, and this server's
+ * own stream sent down the chains it now heads (a new head starts it). */
+static void clocks_after_view(void)
+{
+    if (chain_replicas(S.chain) <= 1)
+        return;
+    uint32_t heads[1024];
+    size_t n = chain_sources(S.chain, heads, 1024);
+    consist_set_sources(S.cons, heads, n);
+    const int64_t *vc;
+    int nranks = consist_clocks(S.cons, &vc);
+    for (int r = 0; r < nranks; r++)
+        if (vc[r] > 0) {
+            consist_clock_from(S.cons, S.mb.node_id, r, vc[r] - 1);
+            chain_forward_clock(S.chain, S.mb.node_id, r, vc[r] - 1);
+        }
+}
+
 static void handle_worker(wire_msg *msg)
 {
     Pskv__Meta *r = msg->meta;
@@ -265,7 +305,7 @@ static void handle_worker(wire_msg *msg)
     case PSKV__MSG_TYPE__TABLE_OPEN: on_table_open(msg); break;
     case PSKV__MSG_TYPE__PUSH: on_push(msg); break;
     case PSKV__MSG_TYPE__PULL: on_pull(msg); break;
-    case PSKV__MSG_TYPE__CLOCK: consist_clock(S.cons, msg); break;
+    case PSKV__MSG_TYPE__CLOCK: on_clock(msg); break;
     case PSKV__MSG_TYPE__REPLICATE: chain_replicate(S.chain, msg); break;
     case PSKV__MSG_TYPE__FILL: chain_fill(S.chain, msg); break;
     default:
@@ -363,6 +403,7 @@ static int handle_scheduler(void)
                 exit(3);
             }
             consist_view(S.cons);
+            clocks_after_view();
             if (clocks.vc) {
                 consist_restore_clocks(S.cons, clocks.vc, clocks.nranks);
                 free(clocks.vc);
@@ -546,6 +587,9 @@ int main(int argc, char **argv)
           (unsigned long long)st.pulls, st.pulls ? st.pull_ns / 1e3 / (double)st.pulls : 0.0,
           (unsigned long long)st.dropped_late, (unsigned long long)(S.errors + st.refused),
           tables_count(S.tables));
+    if (chain_pending(S.chain) || st.parked_now)
+        LOG_W("left waiting: %zu pushes for their replicas, %llu parked pulls",
+              chain_pending(S.chain), (unsigned long long)st.parked_now);
     if (chain_dedupe_forced(S.chain))
         LOG_W("%llu push ids were forgotten at the dedupe cap while their worker could still "
               "re-send them", (unsigned long long)chain_dedupe_forced(S.chain));
