@@ -173,10 +173,12 @@ bench: deps
 	scripts/bench-sparse.sh
 	scripts/bench-hosts.sh
 	scripts/bench-faults.sh
+	scripts/bench-checkpoint.sh
 
 bench-faults: deps
 	$(MAKE) all
 	scripts/bench-faults.sh
+	scripts/bench-checkpoint.sh
 
 bench-pushpull: deps
 	$(MAKE) all

@@ -10,6 +10,7 @@
 #include "ckpt.h"
 #include "log.h"
 #include "pskv_errors.h"
+#include "timeutil.h"
 
 enum {
     REC_HEADER = 1, /* struct hdr */
@@ -277,13 +278,14 @@ int persist_load(const char *dir, uint64_t job, uint64_t seq, uint32_t old, uint
     memset(clocks, 0, sizeof *clocks);
     load_ctx l = {job, seq, old, nparts, ts, c, cons, clocks, 0, {0, 0, 0, 0}, NULL,
                   inner, sizeof inner, 0};
+    int64_t t0 = tu_now_ms();
     int rc = ckpt_read(path, on_record, &l, why, whylen);
     free(l.keys);
     if (rc < 0 && inner[0])
         snprintf(why, whylen, "%s: %s", path, inner);
     if (rc == 0)
-        LOG_I("loaded checkpoint %" PRIu64 " from %s: %zu tables, %" PRIu64 " rows", seq, path,
-              tables_count(ts), l.nrows);
+        LOG_I("loaded checkpoint %" PRIu64 " from %s: %zu tables, %" PRIu64 " rows in %lld ms",
+              seq, path, tables_count(ts), l.nrows, (long long)(tu_now_ms() - t0));
     return rc;
 }
 
