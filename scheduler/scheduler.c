@@ -1027,11 +1027,11 @@ int main(int argc, char **argv)
     S.vnodes = (uint32_t)cfg_int(config, "vnodes");
     /* a lease counts from the send time of an acknowledged heartbeat and must end
      * before the scheduler could declare the server dead */
-    S.lease_ms = S.dead_after_ms - 2 * S.heartbeat_ms;
+    S.lease_ms = S.dead_after_ms - S.heartbeat_ms;
     if (S.lease_ms < S.heartbeat_ms) {
         fprintf(stderr,
-                "pskv-scheduler: --dead-after-ms %d must be at least 3 x --heartbeat-ms %d "
-                "(a server's lease is dead-after minus two heartbeats and must outlast one)\n",
+                "pskv-scheduler: --dead-after-ms %d must be at least 2 x --heartbeat-ms %d "
+                "(a server's lease is dead-after minus one heartbeat and must outlast one)\n",
                 S.dead_after_ms, S.heartbeat_ms);
         return 2;
     }

@@ -520,7 +520,8 @@ static void apply_and_forward(chain *c, table *t, wire_msg *msg, const uint64_t 
         if (tmp.ridlen > sizeof tmp.rid)
             tmp.ridlen = sizeof tmp.rid;
         memcpy(tmp.rid, zmq_msg_data(&msg->rid), tmp.ridlen);
-        answer_upstream(c, &tmp, rc < 0 ? -rc : PSKV_EREFUSED,
+        /* back-pressure: the worker tries again shortly (PSKV_ENOTREADY) */
+        answer_upstream(c, &tmp, rc < 0 ? -rc : PSKV_ENOTREADY,
                         rc < 0 ? "out of memory applying the push"
                                : "too many pushes waiting for their replicas; retry");
         return;
