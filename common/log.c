@@ -58,3 +58,13 @@ void log_write(int level, const char *fmt, ...)
     line[n++] = '\n';
     fwrite(line, 1, (size_t)n, stderr);
 }
+
+void log_why(char *why, size_t whylen, const char *fmt, ...)
+{
+    if (why == NULL || whylen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, whylen, fmt, ap);
+    va_end(ap);
+}

@@ -3,6 +3,8 @@
 #ifndef PSKV_LOG_H
 #define PSKV_LOG_H
 
+#include <stddef.h>
+
 enum log_level { LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3 };
 
 extern int log_threshold;
@@ -14,6 +16,10 @@ void log_set_node(int node_id);
 /* Parses "error|warn|info|debug"; returns the level or -1. */
 int log_parse_level(const char *name);
 void log_write(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Formats a failure's reason into why (whylen bytes; nothing when why is NULL or
+ * whylen 0): the "why" out-parameter of functions that can fail. */
+void log_why(char *why, size_t whylen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #define LOG(level, ...)                          \
     do {                                         \

@@ -36,30 +36,6 @@ void ring_dense_span(uint64_t begin, uint64_t end, uint64_t n, uint64_t *first, 
     *count = hi - lo;
 }
 
-void ring_split_even(ring_range *out, const uint32_t *owners, size_t nservers)
-{
-    for (size_t s = 0; s < nservers; s++) {
-        unsigned __int128 b = ((unsigned __int128)s << 64) / nservers;
-        unsigned __int128 e = ((unsigned __int128)(s + 1) << 64) / nservers;
-        out[s].begin = (uint64_t)b;
-        out[s].end = (uint64_t)(e - 1);
-        out[s].owner = owners[s];
-    }
-}
-
-size_t ring_find(const ring_range *ranges, size_t n, uint64_t pos)
-{
-    size_t lo = 0, hi = n;
-    while (hi - lo > 1) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (ranges[mid].begin <= pos)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 uint32_t ring_partition_of(uint64_t pos, uint32_t nparts)
 {
     assert(nparts >= 1 && nparts <= RING_MAX_PARTS);

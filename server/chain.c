@@ -193,6 +193,12 @@ static void *peer_sock(chain *c, uint32_t id)
         return NULL;
     if (!p->sock) {
         p->sock = net_socket(c->ctx, ZMQ_DEALER, c->max_message, 0);
+        /* never wait on a peer: one that died (or cannot keep up) would stall this
+         * server's loop and its heartbeats. A forward that cannot be queued is sent
+         * again after the next view, or re-sent by the worker. */
+        int nowait = 0;
+        if (p->sock)
+            zmq_setsockopt(p->sock, ZMQ_SNDTIMEO, &nowait, sizeof nowait);
         if (p->sock && net_connect(p->sock, p->host, p->port) < 0) {
             LOG_W("cannot dial server node %u at %s:%d: %s", id, p->host, p->port,
                   zmq_strerror(errno));
@@ -767,24 +773,34 @@ static void send_fill(chain *c, uint32_t p, uint32_t to)
             break;
         }
         table *t = tables_at(c->tables, ti);
+        /* dense: the partition's run of indices; sparse: its keys, found in the map */
         part_filter f = {c, t, p};
-        uint64_t n = shard_export(t->sh, in_partition, &f, NULL, NULL);
+        uint64_t n, first = 0;
+        if (t->dense)
+            chain_dense_span(c, t, p, &first, &n);
+        else
+            n = shard_export(t->sh, in_partition, &f, NULL, NULL);
         size_t rf = shard_row_floats(t->sh);
-        m.has_table_id = m.has_num_keys = m.has_width = 1;
+        m.has_table_id = 1;
         m.table_id = t->id;
-        m.num_keys = n;
-        m.width = (uint32_t)rf;
-        zmq_msg_init_size(&km, (n ? n : 1) * sizeof(uint64_t));
-        zmq_msg_init_size(&vm, (n ? n : 1) * rf * sizeof(float));
-        shard_export(t->sh, in_partition, &f, zmq_msg_data(&km), zmq_msg_data(&vm));
-        if (n == 0) { /* an empty sparse partition: say so without frames */
-            zmq_msg_close(&km);
-            zmq_msg_close(&vm);
-            m.has_num_keys = m.has_width = 0;
+        if (n == 0) { /* an empty partition: say so without frames */
             wire_send(s, NULL, &m, NULL, NULL);
             continue;
         }
-        wire_send(s, NULL, &m, &km, &vm);
+        m.has_num_keys = m.has_width = 1;
+        m.num_keys = n;
+        m.width = (uint32_t)rf;
+        zmq_msg_init_size(&vm, n * rf * sizeof(float));
+        if (t->dense) {
+            m.has_first_key = 1;
+            m.first_key = first;
+            shard_export_run(t->sh, first, n, zmq_msg_data(&vm));
+            wire_send(s, NULL, &m, NULL, &vm);
+        } else {
+            zmq_msg_init_size(&km, n * sizeof(uint64_t));
+            shard_export(t->sh, in_partition, &f, zmq_msg_data(&km), zmq_msg_data(&vm));
+            wire_send(s, NULL, &m, &km, &vm);
+        }
         rows_sent += n;
     }
     free(blob);
@@ -814,12 +830,13 @@ void chain_fill(chain *c, wire_msg *msg)
     uint32_t p = r->partition;
     if (r->has_table_id && msg->nkeys) {
         table *t = tables_find(c->tables, r->table_id);
-        if (!t || r->width != shard_row_floats(t->sh) || !msg->keys) {
-            LOG_W("dropped a FILL of partition %u from node %u: unknown table or row width",
+        if (!t || r->width != shard_row_floats(t->sh) || (!msg->keys && !t->dense) ||
+            (!msg->keys && (r->first_key > t->size || msg->nkeys > t->size - r->first_key))) {
+            LOG_W("dropped a FILL of partition %u from node %u: unknown table, row width or rows",
                   p, r->sender);
             return;
         }
-        if (shard_import(t->sh, msg->keys, 0, msg->nkeys, msg->vals) < 0)
+        if (shard_import(t->sh, msg->keys, r->first_key, msg->nkeys, msg->vals) < 0)
             LOG_E("out of memory importing partition %u of table '%s'", p, t->name);
     }
     if (r->has_blob && (c->dd || (c->dd = dedupe_new(c->nparts))))
@@ -870,6 +887,22 @@ static void reforward(chain *c)
     }
 }
 
+/* Per-partition state, sized by the first view (or a resumed job's). */
+static void set_shape(chain *c, const Pskv__View *v)
+{
+    c->nparts = v->partitions;
+    c->R = v->replicas;
+    c->index = malloc(c->nparts * sizeof *c->index);
+    c->ready = calloc(c->nparts, 1);
+    c->fills = calloc(c->nparts, sizeof *c->fills);
+    c->pmark = calloc(c->nparts, 1);
+    c->touched = malloc(c->nparts * sizeof *c->touched);
+    if (!c->index || !c->ready || !c->fills || !c->pmark || !c->touched) {
+        LOG_E("out of memory applying the view");
+        exit(1);
+    }
+}
+
 int chain_view(chain *c)
 {
     Pskv__View *v = c->mb->view;
@@ -890,17 +923,7 @@ int chain_view(chain *c)
             exit(1);
         }
         memcpy(old, v->prev_chains, v->n_prev_chains * sizeof *old);
-        c->nparts = v->partitions;
-        c->R = v->replicas;
-        c->index = malloc(c->nparts * sizeof *c->index);
-        c->ready = calloc(c->nparts, 1);
-        c->fills = calloc(c->nparts, sizeof *c->fills);
-        c->pmark = calloc(c->nparts, 1);
-        c->touched = malloc(c->nparts * sizeof *c->touched);
-        if (!c->index || !c->ready || !c->fills || !c->pmark || !c->touched) {
-            LOG_E("out of memory applying the view");
-            exit(1);
-        }
+        set_shape(c, v);
     }
     if (old && (v->partitions != c->nparts || v->replicas != c->R)) {
         LOG_E("the view changed the partition count or R: ignored");
@@ -914,17 +937,7 @@ int chain_view(chain *c)
     }
     memcpy(chains, v->chains, cells * sizeof *chains);
     if (!c->index) {
-        c->nparts = v->partitions;
-        c->R = v->replicas;
-        c->index = malloc(c->nparts * sizeof *c->index);
-        c->ready = calloc(c->nparts, 1);
-        c->fills = calloc(c->nparts, sizeof *c->fills);
-        c->pmark = calloc(c->nparts, 1);
-        c->touched = malloc(c->nparts * sizeof *c->touched);
-        if (!c->index || !c->ready || !c->fills || !c->pmark || !c->touched) {
-            LOG_E("out of memory applying the view");
-            exit(1);
-        }
+        set_shape(c, v);
     }
     int changed = !old || memcmp(old, chains, cells * sizeof *chains) != 0;
     c->chains = chains;

@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "log.h"
 #include "pskv_errors.h"
 
 #define MAGIC "PSKVCKP1"
@@ -42,18 +43,6 @@ struct ckpt_writer {
     uint64_t count; /* records appended */
     uLong crc;      /* CRC-32 of the off bytes appended */
 };
-
-static void say(char *why, size_t whylen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void say(char *why, size_t whylen, const char *fmt, ...)
-{
-    if (why == NULL || whylen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, whylen, fmt, ap);
-    va_end(ap);
-}
 
 static void put32(unsigned char *p, uint32_t v)
 {
@@ -114,7 +103,7 @@ static int write_all(ckpt_writer *w, const unsigned char *p, uint64_t n, char *w
         if (k < 0 && errno == EINTR)
             continue;
         if (k <= 0) {
-            say(why, whylen, "write %s at byte %" PRIu64 ": %s", w->tmp, at,
+            log_why(why, whylen, "write %s at byte %" PRIu64 ": %s", w->tmp, at,
                 k < 0 ? strerror(errno) : "no progress");
             w->failed = 1;
             return -PSKV_EIO;
@@ -178,12 +167,12 @@ int ckpt_begin(ckpt_writer **out, const char *dir, const char *name, char *why, 
     *out = NULL;
     if (dir == NULL || name == NULL || dir[0] == '\0' || name[0] == '\0' ||
         strchr(name, '/') != NULL) {
-        say(why, whylen, "checkpoint: bad directory or file name");
+        log_why(why, whylen, "checkpoint: bad directory or file name");
         return -PSKV_EINVAL;
     }
     ckpt_writer *w = calloc(1, sizeof *w);
     if (w == NULL) {
-        say(why, whylen, "checkpoint %s/%s: out of memory", dir, name);
+        log_why(why, whylen, "checkpoint %s/%s: out of memory", dir, name);
         return -PSKV_ENOMEM;
     }
     w->fd = -1;
@@ -193,13 +182,13 @@ int ckpt_begin(ckpt_writer **out, const char *dir, const char *name, char *why, 
     w->dir = join(dir, "", "");
     w->buf = malloc(BUF_SIZE);
     if (w->final == NULL || w->tmp == NULL || w->dir == NULL || w->buf == NULL) {
-        say(why, whylen, "checkpoint %s/%s: out of memory", dir, name);
+        log_why(why, whylen, "checkpoint %s/%s: out of memory", dir, name);
         writer_free(w);
         return -PSKV_ENOMEM;
     }
     w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (w->fd < 0) {
-        say(why, whylen, "open %s: %s", w->tmp, strerror(errno));
+        log_why(why, whylen, "open %s: %s", w->tmp, strerror(errno));
         writer_free(w);
         return -PSKV_EIO;
     }
@@ -217,11 +206,11 @@ int ckpt_put2(ckpt_writer *w, uint32_t tag, const void *a, uint64_t alen, const 
 {
     if (tag == CKPT_TAG_TRAILER || (a == NULL && alen > 0) || (b == NULL && blen > 0) ||
         alen > UINT64_MAX - 8 - blen) {
-        say(why, whylen, "checkpoint %s: bad record (tag %" PRIu32 ")", w->tmp, tag);
+        log_why(why, whylen, "checkpoint %s: bad record (tag %" PRIu32 ")", w->tmp, tag);
         return -PSKV_EINVAL;
     }
     if (w->failed) {
-        say(why, whylen, "checkpoint %s: an earlier write failed", w->tmp);
+        log_why(why, whylen, "checkpoint %s: an earlier write failed", w->tmp);
         return -PSKV_EIO;
     }
     static const unsigned char zero[8];
@@ -254,7 +243,7 @@ int ckpt_commit(ckpt_writer **w_p, char *why, size_t whylen)
     *w_p = NULL;
     int rc = -PSKV_EIO;
     if (w->failed) {
-        say(why, whylen, "checkpoint %s: not committed after a failed write", w->tmp);
+        log_why(why, whylen, "checkpoint %s: not committed after a failed write", w->tmp);
         goto fail;
     }
     unsigned char tr[TRAILER_LEN];
@@ -267,17 +256,17 @@ int ckpt_commit(ckpt_writer **w_p, char *why, size_t whylen)
     if (emit(w, tr, sizeof tr, why, whylen) < 0 || flush(w, why, whylen) < 0)
         goto fail;
     if (fsync(w->fd) < 0) {
-        say(why, whylen, "fsync %s: %s", w->tmp, strerror(errno));
+        log_why(why, whylen, "fsync %s: %s", w->tmp, strerror(errno));
         goto fail;
     }
     int fd = w->fd;
     w->fd = -1;
     if (close(fd) < 0) {
-        say(why, whylen, "close %s: %s", w->tmp, strerror(errno));
+        log_why(why, whylen, "close %s: %s", w->tmp, strerror(errno));
         goto fail;
     }
     if (rename(w->tmp, w->final) < 0) {
-        say(why, whylen, "rename %s to %s: %s", w->tmp, w->final, strerror(errno));
+        log_why(why, whylen, "rename %s to %s: %s", w->tmp, w->final, strerror(errno));
         goto fail;
     }
     /* The rename is durable only once the directory is: without this a crash
@@ -285,12 +274,12 @@ int ckpt_commit(ckpt_writer **w_p, char *why, size_t whylen)
     rc = 0;
     int dfd = open(w->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) {
-        say(why, whylen, "open directory %s: %s", w->dir, strerror(errno));
+        log_why(why, whylen, "open directory %s: %s", w->dir, strerror(errno));
         rc = -PSKV_EIO;
     } else {
         /* EINVAL: the file system cannot sync directories; nothing to do. */
         if (fsync(dfd) < 0 && errno != EINVAL) {
-            say(why, whylen, "fsync directory %s: %s", w->dir, strerror(errno));
+            log_why(why, whylen, "fsync directory %s: %s", w->dir, strerror(errno));
             rc = -PSKV_EIO;
         }
         close(dfd);
@@ -336,25 +325,25 @@ static int walk(const unsigned char *b, size_t end, const char *path,
     uint64_t k = 0;
     while (pos < end) {
         if (end - pos < HDR_LEN) {
-            say(why, whylen, "%s: corrupt record header at byte %zu", path, pos);
+            log_why(why, whylen, "%s: corrupt record header at byte %zu", path, pos);
             return -PSKV_EPROTO;
         }
         uint32_t tag = get32(b + pos);
         uint64_t len = get64(b + pos + 8);
         size_t avail = end - pos - HDR_LEN;
         if (tag == CKPT_TAG_TRAILER || get32(b + pos + 4) != 0) {
-            say(why, whylen, "%s: corrupt record header at byte %zu", path, pos);
+            log_why(why, whylen, "%s: corrupt record header at byte %zu", path, pos);
             return -PSKV_EPROTO;
         }
         if (len > avail || len + pad_of(len) > avail) {
-            say(why, whylen, "%s: record %" PRIu64 " at byte %zu: length %" PRIu64
+            log_why(why, whylen, "%s: record %" PRIu64 " at byte %zu: length %" PRIu64
                 " runs past the trailer", path, k, pos, len);
             return -PSKV_EPROTO;
         }
         const unsigned char *data = b + pos + HDR_LEN;
         for (uint64_t i = len; i < len + pad_of(len); i++)
             if (data[i] != 0) {
-                say(why, whylen, "%s: record %" PRIu64 " at byte %zu: padding not zero",
+                log_why(why, whylen, "%s: record %" PRIu64 " at byte %zu: padding not zero",
                     path, k, pos);
                 return -PSKV_EPROTO;
             }
@@ -378,14 +367,14 @@ static int diagnose(const unsigned char *b, size_t size, const char *path, char 
 {
     if (size >= MAGIC_LEN + TRAILER_LEN && size % 8 == 0 &&
         get32(b + size - 8) == (uint32_t)crc_add(crc32(0L, Z_NULL, 0), b, size - TRAILER_LEN)) {
-        say(why, whylen, "%s: corrupt trailer at byte %zu", path, size - TRAILER_LEN);
+        log_why(why, whylen, "%s: corrupt trailer at byte %zu", path, size - TRAILER_LEN);
         return -PSKV_EPROTO;
     }
     size_t pos = MAGIC_LEN;
     uint64_t k = 0;
     while (pos < size) {
         if (size - pos < HDR_LEN) {
-            say(why, whylen, "%s: truncated at byte %zu (partial record header at byte %zu)",
+            log_why(why, whylen, "%s: truncated at byte %zu (partial record header at byte %zu)",
                 path, size, pos);
             return -PSKV_EPROTO;
         }
@@ -393,30 +382,30 @@ static int diagnose(const unsigned char *b, size_t size, const char *path, char 
         uint64_t len = get64(b + pos + 8);
         size_t avail = size - pos - HDR_LEN;
         if (get32(b + pos + 4) != 0) {
-            say(why, whylen, "%s: corrupt record header at byte %zu", path, pos);
+            log_why(why, whylen, "%s: corrupt record header at byte %zu", path, pos);
             return -PSKV_EPROTO;
         }
         if (len > avail || len + pad_of(len) > avail) {
             if (tag == CKPT_TAG_TRAILER)
-                say(why, whylen, "%s: truncated at byte %zu (partial trailer at byte %zu)",
+                log_why(why, whylen, "%s: truncated at byte %zu (partial trailer at byte %zu)",
                     path, size, pos);
             else
-                say(why, whylen, "%s: truncated at byte %zu (record %" PRIu64 " at byte %zu"
+                log_why(why, whylen, "%s: truncated at byte %zu (record %" PRIu64 " at byte %zu"
                     " has %" PRIu64 " bytes)", path, size, k, pos, len);
             return -PSKV_EPROTO;
         }
         if (tag == CKPT_TAG_TRAILER) {
             if (len == 16)
-                say(why, whylen, "%s: %zu bytes after the trailer at byte %zu", path,
+                log_why(why, whylen, "%s: %zu bytes after the trailer at byte %zu", path,
                     size - pos - TRAILER_LEN, pos);
             else
-                say(why, whylen, "%s: corrupt trailer at byte %zu", path, pos);
+                log_why(why, whylen, "%s: corrupt trailer at byte %zu", path, pos);
             return -PSKV_EPROTO;
         }
         pos += HDR_LEN + (size_t)(len + pad_of(len));
         k++;
     }
-    say(why, whylen, "%s: truncated at byte %zu (partial file: no trailer)", path, size);
+    log_why(why, whylen, "%s: truncated at byte %zu (partial file: no trailer)", path, size);
     return -PSKV_EPROTO;
 }
 
@@ -426,9 +415,9 @@ static int verify(const unsigned char *b, size_t size, const char *path, char *w
 {
     if (size < MAGIC_LEN || memcmp(b, MAGIC, MAGIC_LEN) != 0) {
         if (size < MAGIC_LEN && memcmp(b, MAGIC, size) == 0)
-            say(why, whylen, "%s: truncated at byte %zu (partial magic)", path, size);
+            log_why(why, whylen, "%s: truncated at byte %zu (partial magic)", path, size);
         else
-            say(why, whylen, "%s: not a pskv checkpoint (bad magic)", path);
+            log_why(why, whylen, "%s: not a pskv checkpoint (bad magic)", path);
         return -PSKV_EPROTO;
     }
     if (size < MAGIC_LEN + TRAILER_LEN || size % 8 != 0 ||
@@ -438,12 +427,12 @@ static int verify(const unsigned char *b, size_t size, const char *path, char *w
     uint32_t stored = get32(b + size - 8);
     uint32_t computed = (uint32_t)crc_add(crc32(0L, Z_NULL, 0), b, end);
     if (stored != computed) {
-        say(why, whylen, "%s: checksum mismatch (trailer has %08" PRIx32 ", contents %08"
+        log_why(why, whylen, "%s: checksum mismatch (trailer has %08" PRIx32 ", contents %08"
             PRIx32 ")", path, stored, computed);
         return -PSKV_EPROTO;
     }
     if (get32(b + size - 4) != 0) {
-        say(why, whylen, "%s: corrupt trailer at byte %zu", path, end);
+        log_why(why, whylen, "%s: corrupt trailer at byte %zu", path, end);
         return -PSKV_EPROTO;
     }
     uint64_t count = 0;
@@ -451,7 +440,7 @@ static int verify(const unsigned char *b, size_t size, const char *path, char *w
     if (rc < 0)
         return rc;
     if (count != get64(b + size - 16)) {
-        say(why, whylen, "%s: record count mismatch (trailer says %" PRIu64 ", file holds %"
+        log_why(why, whylen, "%s: record count mismatch (trailer says %" PRIu64 ", file holds %"
             PRIu64 ")", path, get64(b + size - 16), count);
         return -PSKV_EPROTO;
     }
@@ -464,27 +453,27 @@ int ckpt_read(const char *path,
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        say(why, whylen, "open %s: %s", path, strerror(errno));
+        log_why(why, whylen, "open %s: %s", path, strerror(errno));
         return -PSKV_EIO;
     }
     struct stat st;
     if (fstat(fd, &st) < 0) {
-        say(why, whylen, "stat %s: %s", path, strerror(errno));
+        log_why(why, whylen, "stat %s: %s", path, strerror(errno));
         close(fd);
         return -PSKV_EIO;
     }
     if (!S_ISREG(st.st_mode)) {
-        say(why, whylen, "%s: not a regular file", path);
+        log_why(why, whylen, "%s: not a regular file", path);
         close(fd);
         return -PSKV_EIO;
     }
     if (st.st_size == 0) {
-        say(why, whylen, "%s: truncated at byte 0 (empty file)", path);
+        log_why(why, whylen, "%s: truncated at byte 0 (empty file)", path);
         close(fd);
         return -PSKV_EPROTO;
     }
     if ((uintmax_t)st.st_size > SIZE_MAX) {
-        say(why, whylen, "%s: too large to map (%jd bytes)", path, (intmax_t)st.st_size);
+        log_why(why, whylen, "%s: too large to map (%jd bytes)", path, (intmax_t)st.st_size);
         close(fd);
         return -PSKV_EIO;
     }
@@ -493,7 +482,7 @@ int ckpt_read(const char *path,
     int err = errno;
     close(fd); /* the mapping keeps the file */
     if (map == MAP_FAILED) {
-        say(why, whylen, "mmap %s: %s", path, strerror(err));
+        log_why(why, whylen, "mmap %s: %s", path, strerror(err));
         return -PSKV_EIO;
     }
     posix_madvise(map, size, POSIX_MADV_SEQUENTIAL);

@@ -255,6 +255,15 @@ static int refuse_stale(wire_msg *msg)
     return 1;
 }
 
+/* 1 when some table is ssp: only then do replicas need the clocks forwarded. */
+static int any_ssp(void)
+{
+    for (size_t i = 0; i < tables_count(S.tables); i++)
+        if (tables_at(S.tables, i)->model == CONS_SSP)
+            return 1;
+    return 0;
+}
+
 /* A worker's CLOCK, or one forwarded down a chain by another server (it carries
  * the rank and, in origin_id, the head whose stream it belongs to). */
 static void on_clock(wire_msg *msg)
@@ -271,7 +280,7 @@ static void on_clock(wire_msg *msg)
         return;
     }
     int rank = consist_clock(S.cons, msg);
-    if (rank >= 0 && chain_replicas(S.chain) > 1) {
+    if (rank >= 0 && chain_replicas(S.chain) > 1 && any_ssp()) {
         consist_clock_from(S.cons, S.mb.node_id, rank, r->clock);
         chain_forward_clock(S.chain, S.mb.node_id, rank, r->clock);
     }
@@ -286,6 +295,8 @@ static void clocks_after_view(void)
     uint32_t heads[1024];
     size_t n = chain_sources(S.chain, heads, 1024);
     consist_set_sources(S.cons, heads, n);
+    if (!any_ssp())
+        return; /* clocks go down the chains only for ssp tables */
     const int64_t *vc;
     int nranks = consist_clocks(S.cons, &vc);
     for (int r = 0; r < nranks; r++)

@@ -83,6 +83,24 @@ static int fail(const char *what, int rc, pskv_worker *w)
     return 1;
 }
 
+/* The step after a checkpoint, the same in the original job and a resumed one:
+ * a round (adagrad by rank 0 only), a barrier, and rank 0's digest of the result. */
+static int next_step(rc_state *s, int64_t step)
+{
+    int rc;
+    uint64_t h;
+    if ((rc = round_push(s, step, s->rank == 0)) < 0)
+        return fail("push", rc, s->w);
+    if ((rc = pskv_barrier(s->w, TMO)) < 0)
+        return fail("barrier", rc, s->w);
+    if (s->rank == 0) {
+        if ((rc = digest(s, &h)) < 0)
+            return fail("pull", rc, s->w);
+        printf("resume-check: after step %" PRId64 " digest %016" PRIx64 "\n", step, h);
+    }
+    return 0;
+}
+
 int app_resume_check(pskv_worker *w, cfg_entry *cfg)
 {
     rc_state *s = calloc(1, sizeof *s);
@@ -127,17 +145,9 @@ int app_resume_check(pskv_worker *w, cfg_entry *cfg)
         }
         if ((rc = pskv_barrier(w, TMO)) < 0)
             return fail("barrier", rc, w);
-        if ((rc = round_push(s, step, s->rank == 0)) < 0)
-            return fail("push", rc, w);
-        if ((rc = pskv_barrier(w, TMO)) < 0)
-            return fail("barrier", rc, w);
-        if (s->rank == 0) {
-            if ((rc = digest(s, &h)) < 0)
-                return fail("pull", rc, w);
-            printf("resume-check: after step %" PRId64 " digest %016" PRIx64 "\n", step, h);
-        }
+        rc = next_step(s, step);
         free(s);
-        return 0;
+        return rc;
     }
     for (step = 0; step < R; step++) {
         if (app_stop_signal)
@@ -161,15 +171,8 @@ int app_resume_check(pskv_worker *w, cfg_entry *cfg)
         if ((rc = pskv_barrier(w, TMO)) < 0)
             return fail("barrier", rc, w);
     }
-    if ((rc = round_push(s, R, s->rank == 0)) < 0)
-        return fail("push", rc, w);
-    if ((rc = pskv_barrier(w, TMO)) < 0)
-        return fail("barrier", rc, w);
-    if (s->rank == 0) {
-        if ((rc = digest(s, &h)) < 0)
-            return fail("pull", rc, w);
-        printf("resume-check: after step %d digest %016" PRIx64 "\n", R, h);
-    }
+    if ((rc = next_step(s, R)) != 0)
+        return rc;
     fflush(stdout);
     /* the test kills the whole job now; bounded if it does not */
     for (int i = 0; i < 600 && !app_stop_signal; i++)

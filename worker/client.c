@@ -101,7 +101,6 @@ struct pskv_worker {
     int nretry;           /* parts waiting to be sent again */
     uint32_t failover_node; /* a server replaced while pushes to it were in flight */
     int64_t failover_ms;    /* when the view that replaced it arrived */
-    uint64_t resends;     /* parts sent again (new owner, stale view, copy not ready) */
     /* scratch sized once for the view, so a request allocates only what it keeps */
     zmq_pollitem_t *items; /* scheduler socket, then one per server */
     uint64_t *count;       /* keys per server while grouping */
@@ -890,8 +889,20 @@ static void part_data(const req *r, const part *p, size_t wd, const uint64_t **k
     *vals = r->buf ? (const float *)(void *)(r->buf->data + r->kbytes) + p->off * wd : NULL;
 }
 
-/* Sends part pi of r (a push or pull) to its server. */
-static int send_data_part(pskv_worker *w, req *r, int pi, int resend)
+/* Smallest request id still in flight (this request's at most): the worker never
+ * re-sends one below it, so servers may forget those (the push's `floor`). */
+static uint64_t inflight_floor(const pskv_worker *w)
+{
+    int64_t low = w->next_ts;
+    for (int i = 0; i < w->window; i++)
+        if (w->reqs[i].type != REQ_FREE && w->reqs[i].ts < low)
+            low = w->reqs[i].ts;
+    return (uint64_t)low << 16;
+}
+
+/* Sends part pi of r (a push or pull) to its server; floor: inflight_floor(w),
+ * computed once for all the parts sent together. */
+static int send_data_part(pskv_worker *w, req *r, int pi, int resend, uint64_t floor)
 {
     part *p = &r->parts[pi];
     tbl *t = &w->tables[r->table];
@@ -906,11 +917,7 @@ static int send_data_part(pskv_worker *w, req *r, int pi, int resend)
     if (push) {
         m.has_origin_id = m.has_floor = 1;
         m.origin_id = p->dedupe_id;
-        int64_t low = w->next_ts; /* the oldest request in flight: this one at most */
-        for (int i = 0; i < w->window; i++)
-            if (w->reqs[i].type != REQ_FREE && w->reqs[i].ts < low)
-                low = w->reqs[i].ts;
-        m.floor = (uint64_t)low << 16;
+        m.floor = floor;
     }
     if (resend) {
         m.has_resend = 1;
@@ -983,6 +990,7 @@ static int resend_part(pskv_worker *w, req *r, int pi)
             rc[k] = old.idx[k];
         }
     }
+    uint64_t floor = push ? inflight_floor(w) : 0;
     memset(w->count, 0, (size_t)w->nservers * sizeof *w->count);
     for (k = 0; k < n; k++) {
         ro[k] = owner_of(w, key_pos(t, rk[k]), pull);
@@ -1039,8 +1047,7 @@ static int resend_part(pskv_worker *w, req *r, int pi)
                 memcpy(pv + p->n * wd, vals + k * wd, row);
             p->n++;
         }
-        w->resends++;
-        if ((err = send_data_part(w, r, ni, 1)) < 0)
+        if ((err = send_data_part(w, r, ni, 1, floor)) < 0)
             goto out;
     }
 out:
@@ -1190,6 +1197,7 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
             }
         }
     }
+    uint64_t floor = type == REQ_PUSH ? inflight_floor(w) : 0;
     for (int pi = 0; pi < r->nparts; pi++) {
         part *p = &r->parts[pi];
         if (type == REQ_PUSH && !keys) {
@@ -1201,7 +1209,7 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
                 dst += c * wd;
             }
         }
-        rc = send_data_part(w, r, pi, 0);
+        rc = send_data_part(w, r, pi, 0, floor);
         if (rc < 0)
             return req_fail(w, r, rc);
     }

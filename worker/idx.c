@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "log.h"
 #include "pskv_errors.h"
 
 enum {
@@ -24,16 +25,6 @@ enum {
     IDX_MAX_LABEL = 9,
     LABEL_CHUNK = 1 << 16,
 };
-
-static void say(char *why, size_t whylen, const char *fmt, ...)
-{
-    if (why == NULL || whylen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, whylen, fmt, ap);
-    va_end(ap);
-}
 
 /* An open gzip file and its path, for messages. */
 typedef struct gzin {
@@ -61,13 +52,13 @@ static int gz_open(gzin *f, const char *path, char *why, size_t whylen)
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
-        say(why, whylen, "%s: %s", path, strerror(e));
+        log_why(why, whylen, "%s: %s", path, strerror(e));
         return e == ENOENT || e == ENOTDIR ? -PSKV_ENOTFOUND : -PSKV_EIO;
     }
     f->gz = gzdopen(fd, "rb");
     if (f->gz == NULL) {
         close(fd);
-        say(why, whylen, "%s: cannot start gzip decoding (out of memory)", path);
+        log_why(why, whylen, "%s: cannot start gzip decoding (out of memory)", path);
         return -PSKV_ENOMEM;
     }
     gzbuffer(f->gz, 1 << 17);
@@ -96,9 +87,9 @@ static int gz_read_full(gzin *f, void *buf, size_t len, const char *what, char *
             int err = Z_OK;
             const char *msg = gz_msg(f, &err);
             if (r < 0 || (err != Z_OK && err != Z_STREAM_END))
-                say(why, whylen, "%s: gzip error in %s: %s", f->path, what, msg);
+                log_why(why, whylen, "%s: gzip error in %s: %s", f->path, what, msg);
             else
-                say(why, whylen, "%s: truncated: the data ends at byte %llu, inside %s",
+                log_why(why, whylen, "%s: truncated: the data ends at byte %llu, inside %s",
                     f->path, (unsigned long long)(f->pos + got), what);
             return -PSKV_EIO;
         }
@@ -123,12 +114,12 @@ static int read_header(gzin *f, uint32_t magic, uint32_t *dims, int ndims, char 
     if (rc != 0)
         return rc;
     if (gzdirect(f->gz)) {
-        say(why, whylen, "%s: not a gzip file", f->path);
+        log_why(why, whylen, "%s: not a gzip file", f->path);
         return -PSKV_EIO;
     }
     uint32_t m = be32(b);
     if (m != magic) {
-        say(why, whylen, "%s: bad magic 0x%08x (want 0x%08x for idx%d)", f->path, (unsigned)m,
+        log_why(why, whylen, "%s: bad magic 0x%08x (want 0x%08x for idx%d)", f->path, (unsigned)m,
             (unsigned)magic, ndims);
         return -PSKV_EIO;
     }
@@ -144,13 +135,13 @@ static int expect_end(gzin *f, const char *what, char *why, size_t whylen)
     unsigned char c;
     int r = gzread(f->gz, &c, 1);
     if (r > 0) {
-        say(why, whylen, "%s: data after the last %s the header announces", f->path, what);
+        log_why(why, whylen, "%s: data after the last %s the header announces", f->path, what);
         return -PSKV_EIO;
     }
     int err = Z_OK;
     const char *msg = gz_msg(f, &err);
     if (r < 0 || (err != Z_OK && err != Z_STREAM_END)) {
-        say(why, whylen, "%s: gzip error at the end of the data: %s", f->path, msg);
+        log_why(why, whylen, "%s: gzip error at the end of the data: %s", f->path, msg);
         return -PSKV_EIO;
     }
     return 0;
@@ -167,7 +158,7 @@ static int read_labels(gzin *f, uint32_t m, uint32_t shard, uint32_t nshards, ui
 {
     unsigned char *buf = malloc(LABEL_CHUNK);
     if (buf == NULL) {
-        say(why, whylen, "%s: out of memory", f->path);
+        log_why(why, whylen, "%s: out of memory", f->path);
         return -PSKV_ENOMEM;
     }
     int rc = 0;
@@ -178,7 +169,7 @@ static int read_labels(gzin *f, uint32_t m, uint32_t shard, uint32_t nshards, ui
         for (uint32_t j = 0; j < len && rc == 0; j++) {
             uint32_t i = base + j;
             if (buf[j] > IDX_MAX_LABEL) {
-                say(why, whylen, "%s: label %u of row %u is above %d", f->path,
+                log_why(why, whylen, "%s: label %u of row %u is above %d", f->path,
                     (unsigned)buf[j], (unsigned)i, IDX_MAX_LABEL);
                 rc = -PSKV_EIO;
             } else if (i % nshards == shard) {
@@ -196,7 +187,7 @@ static int read_images(gzin *f, uint32_t m, uint32_t dim, uint32_t shard, uint32
 {
     unsigned char *row = malloc(dim);
     if (row == NULL) {
-        say(why, whylen, "%s: out of memory", f->path);
+        log_why(why, whylen, "%s: out of memory", f->path);
         return -PSKV_ENOMEM;
     }
     int rc = 0;
@@ -224,12 +215,12 @@ static int load(gzin *img, gzin *lab, uint32_t shard, uint32_t nshards, uint32_t
         return rc;
     uint64_t dim = (uint64_t)idims[1] * idims[2];
     if (dim == 0 || dim > IDX_MAX_DIM) {
-        say(why, whylen, "%s: bad image size %ux%u (pixels must be 1..%d)", img->path,
+        log_why(why, whylen, "%s: bad image size %ux%u (pixels must be 1..%d)", img->path,
             (unsigned)idims[1], (unsigned)idims[2], IDX_MAX_DIM);
         return -PSKV_EIO;
     }
     if (idims[0] != ldims[0]) {
-        say(why, whylen, "%s holds %u images but %s holds %u labels", img->path,
+        log_why(why, whylen, "%s holds %u images but %s holds %u labels", img->path,
             (unsigned)idims[0], lab->path, (unsigned)ldims[0]);
         return -PSKV_EIO;
     }
@@ -242,7 +233,7 @@ static int load(gzin *img, gzin *lab, uint32_t shard, uint32_t nshards, uint32_t
     /* One byte more so that an empty shard still gets a distinct, freeable pointer. */
     uint8_t *y = malloc((size_t)n + 1);
     if (y == NULL) {
-        say(why, whylen, "%s: out of memory for %u labels", lab->path, (unsigned)n);
+        log_why(why, whylen, "%s: out of memory for %u labels", lab->path, (unsigned)n);
         return -PSKV_ENOMEM;
     }
     rc = read_labels(lab, m, shard, nshards, y, why, whylen);
@@ -254,14 +245,14 @@ static int load(gzin *img, gzin *lab, uint32_t shard, uint32_t nshards, uint32_t
     }
     if ((uint64_t)n * dim > (SIZE_MAX - sizeof(float)) / sizeof(float)) {
         free(y);
-        say(why, whylen, "%s: %u rows of %u pixels do not fit in memory", img->path,
+        log_why(why, whylen, "%s: %u rows of %u pixels do not fit in memory", img->path,
             (unsigned)n, (unsigned)dim);
         return -PSKV_ENOMEM;
     }
     float *x = malloc((size_t)((uint64_t)n * dim) * sizeof(float) + sizeof(float));
     if (x == NULL) {
         free(y);
-        say(why, whylen, "%s: out of memory for %u rows of %u pixels", img->path,
+        log_why(why, whylen, "%s: out of memory for %u rows of %u pixels", img->path,
             (unsigned)n, (unsigned)dim);
         return -PSKV_ENOMEM;
     }
@@ -283,9 +274,9 @@ static int load(gzin *img, gzin *lab, uint32_t shard, uint32_t nshards, uint32_t
 int idx_load(const char *dir, const char *prefix, uint32_t shard, uint32_t nshards,
              uint32_t limit, idx_set *out, char *why, size_t whylen)
 {
-    say(why, whylen, "%s", "");
+    log_why(why, whylen, "%s", "");
     if (out == NULL || dir == NULL || prefix == NULL || nshards == 0 || shard >= nshards) {
-        say(why, whylen, "idx_load: bad arguments (shard %u of %u)", (unsigned)shard,
+        log_why(why, whylen, "idx_load: bad arguments (shard %u of %u)", (unsigned)shard,
             (unsigned)nshards);
         if (out != NULL)
             memset(out, 0, sizeof *out);
@@ -297,7 +288,7 @@ int idx_load(const char *dir, const char *prefix, uint32_t shard, uint32_t nshar
     if (ipath == NULL || lpath == NULL) {
         free(ipath);
         free(lpath);
-        say(why, whylen, "%s: out of memory", dir);
+        log_why(why, whylen, "%s: out of memory", dir);
         return -PSKV_ENOMEM;
     }
     snprintf(ipath, plen, "%s/%s-images-idx3-ubyte.gz", dir, prefix);
@@ -314,7 +305,7 @@ int idx_load(const char *dir, const char *prefix, uint32_t shard, uint32_t nshar
     free(ipath);
     free(lpath);
     if (rc == 0)
-        say(why, whylen, "%s", "");
+        log_why(why, whylen, "%s", "");
     return rc;
 }
 

@@ -23,17 +23,8 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "log.h"
 #include "pskv_errors.h"
-
-static void say(char *why, size_t whylen, const char *fmt, ...)
-{
-    if (why == NULL || whylen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, whylen, fmt, ap);
-    va_end(ap);
-}
 
 static int is_ws(char c)
 {
@@ -242,9 +233,9 @@ static void shrink(void **p, size_t count, size_t elem)
 int libsvm_load(const char *path, uint32_t shard, uint32_t nshards, uint64_t max_idx,
                 libsvm_set *out, char *why, size_t whylen)
 {
-    say(why, whylen, "%s", "");
+    log_why(why, whylen, "%s", "");
     if (out == NULL || path == NULL || nshards == 0 || shard >= nshards) {
-        say(why, whylen, "libsvm_load: bad arguments (shard %u of %u)", (unsigned)shard,
+        log_why(why, whylen, "libsvm_load: bad arguments (shard %u of %u)", (unsigned)shard,
             (unsigned)nshards);
         if (out != NULL)
             memset(out, 0, sizeof *out);
@@ -254,7 +245,7 @@ int libsvm_load(const char *path, uint32_t shard, uint32_t nshards, uint64_t max
     FILE *fp = fopen(path, "r");
     if (fp == NULL) {
         int e = errno;
-        say(why, whylen, "%s: %s", path, strerror(e));
+        log_why(why, whylen, "%s: %s", path, strerror(e));
         return e == ENOENT || e == ENOTDIR ? -PSKV_ENOTFOUND : -PSKV_EIO;
     }
     /* getline reads through stdio's buffer: a large one saves read calls. */
@@ -276,7 +267,7 @@ int libsvm_load(const char *path, uint32_t shard, uint32_t nshards, uint64_t max
             if (ferror(fp)) {
                 int e = errno != 0 ? errno : EIO;
                 rc = e == ENOMEM ? -PSKV_ENOMEM : -PSKV_EIO;
-                say(why, whylen, "%s:%zu: read error: %s", path, w.line + 1, strerror(e));
+                log_why(why, whylen, "%s:%zu: read error: %s", path, w.line + 1, strerror(e));
             }
             break;
         }
@@ -294,11 +285,11 @@ int libsvm_load(const char *path, uint32_t shard, uint32_t nshards, uint64_t max
         w.start = line;
         rc = parse_line(&c, &w, p, end, max_idx);
         if (rc == -PSKV_ENOMEM)
-            say(why, whylen, "%s:%zu: out of memory after %zu examples", path, w.line,
+            log_why(why, whylen, "%s:%zu: out of memory after %zu examples", path, w.line,
                 c.s.n);
     }
     if (rc == -PSKV_ENOMEM && why != NULL && why[0] == '\0')
-        say(why, whylen, "%s: out of memory", path);
+        log_why(why, whylen, "%s: out of memory", path);
     free(line);
     fclose(fp);
     if (rc != 0) {

@@ -19,12 +19,17 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static void split(ring_range *r, size_t n)
+typedef struct span_range { /* ring positions [begin, end], inclusive */
+    uint64_t begin, end;
+} span_range;
+
+/* The bounds of n partitions, the ranges dense spans are cut at. */
+static void split(span_range *r, size_t n)
 {
-    uint32_t owners[MAX_SERVERS + 1];
-    for (size_t i = 0; i < n; i++)
-        owners[i] = (uint32_t)(100 + i);
-    ring_split_even(r, owners, n);
+    for (size_t i = 0; i < n; i++) {
+        r[i].begin = ring_partition_begin((uint32_t)i, (uint32_t)n);
+        r[i].end = ring_partition_end((uint32_t)i, (uint32_t)n);
+    }
 }
 
 START_TEST(mix64_reference_and_distinct)
@@ -83,30 +88,8 @@ START_TEST(dense_pos_monotone)
 }
 END_TEST
 
-/* Loop test over the number of servers, 1..7. */
-START_TEST(split_even_covers_ring)
-{
-    size_t n = (size_t)_i;
-    ring_range r[MAX_SERVERS];
-    split(r, n);
-    ck_assert_uint_eq(r[0].begin, 0);
-    ck_assert_uint_eq(r[n - 1].end, UINT64_MAX);
-    uint64_t min = UINT64_MAX, max = 0;
-    for (size_t i = 0; i < n; i++) {
-        ck_assert_uint_eq(r[i].owner, 100 + i);
-        ck_assert_uint_le(r[i].begin, r[i].end);
-        if (i + 1 < n)
-            ck_assert_uint_eq(r[i + 1].begin, r[i].end + 1);
-        uint64_t len = r[i].end - r[i].begin; /* size - 1 */
-        min = len < min ? len : min;
-        max = len > max ? len : max;
-    }
-    ck_assert_uint_le(max - min, 1); /* even */
-}
-END_TEST
-
 /* Checks that the spans of `r` partition 0..n-1 and agree with ring_dense_pos. */
-static void check_partition(const ring_range *r, size_t ns, uint64_t n)
+static void check_partition(const span_range *r, size_t ns, uint64_t n)
 {
     uint64_t next = 0;
     for (size_t s = 0; s < ns; s++) {
@@ -134,7 +117,7 @@ START_TEST(dense_span_partitions)
 {
     static const uint64_t ns[] = {1, 2, 3, 5, 7, 10, 1000, 1001, ((uint64_t)1 << 33) + 7,
                                   (uint64_t)1 << 40, UINT64_MAX - 1, UINT64_MAX};
-    ring_range r[MAX_SERVERS];
+    span_range r[MAX_SERVERS];
     for (size_t servers = 1; servers <= MAX_SERVERS; servers++) {
         split(r, servers);
         for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++)
@@ -143,10 +126,10 @@ START_TEST(dense_span_partitions)
 }
 END_TEST
 
-/* Each index of small tables is claimed by the range ring_find gives for its position. */
+/* Each index of small tables is in the span of the partition its position falls in. */
 START_TEST(dense_span_agrees_with_find)
 {
-    ring_range r[MAX_SERVERS];
+    span_range r[MAX_SERVERS];
     for (size_t servers = 1; servers <= MAX_SERVERS; servers++) {
         split(r, servers);
         for (uint64_t n = 1; n <= 1000; n += (n < 20 ? 1 : 37)) {
@@ -154,7 +137,7 @@ START_TEST(dense_span_agrees_with_find)
             for (size_t s = 0; s < servers; s++)
                 ring_dense_span(r[s].begin, r[s].end, n, &first[s], &count[s]);
             for (uint64_t i = 0; i < n; i++) {
-                size_t s = ring_find(r, servers, ring_dense_pos(i, n));
+                size_t s = ring_partition_of(ring_dense_pos(i, n), (uint32_t)servers);
                 LOOP_ASSERT(i >= first[s] && i - first[s] < count[s],
                               "n=%llu: index %llu found on %zu but not in its span",
                               (unsigned long long)n, (unsigned long long)i, s);
@@ -167,10 +150,10 @@ END_TEST
 /* Spans of arbitrary (uneven) ranges partition too: the ring is not always split evenly. */
 START_TEST(dense_span_uneven_ranges)
 {
-    ring_range r[4] = {{0, 0, 1},
-                       {1, 1000, 2},
-                       {1001, (uint64_t)1 << 62, 3},
-                       {((uint64_t)1 << 62) + 1, UINT64_MAX, 4}};
+    span_range r[4] = {{0, 0},
+                       {1, 1000},
+                       {1001, (uint64_t)1 << 62},
+                       {((uint64_t)1 << 62) + 1, UINT64_MAX}};
     for (uint64_t n = 1; n < 50; n++)
         check_partition(r, 4, n);
     check_partition(r, 4, (uint64_t)1 << 61);
@@ -179,32 +162,6 @@ START_TEST(dense_span_uneven_ranges)
     ring_dense_span(0, UINT64_MAX, 12345, &first, &count);
     ck_assert_uint_eq(first, 0);
     ck_assert_uint_eq(count, 12345);
-}
-END_TEST
-
-START_TEST(find_range)
-{
-    ring_range r[MAX_SERVERS];
-    for (size_t servers = 1; servers <= MAX_SERVERS; servers++) {
-        split(r, servers);
-        for (size_t s = 0; s < servers; s++) {
-            ck_assert_uint_eq(ring_find(r, servers, r[s].begin), s);
-            ck_assert_uint_eq(ring_find(r, servers, r[s].end), s);
-            ck_assert_uint_eq(ring_find(r, servers, r[s].begin + (r[s].end - r[s].begin) / 2), s);
-        }
-        ck_assert_uint_eq(ring_find(r, servers, 0), 0);
-        ck_assert_uint_eq(ring_find(r, servers, UINT64_MAX), servers - 1);
-        for (uint64_t k = 0; k < 2000; k++) {
-            uint64_t pos = ring_mix64(k);
-            size_t s = ring_find(r, servers, pos);
-            LOOP_ASSERT(pos >= r[s].begin && pos <= r[s].end, "pos %llx", (unsigned long long)pos);
-        }
-    }
-    ring_range u[3] = {{0, 9, 1}, {10, 99, 2}, {100, UINT64_MAX, 3}};
-    ck_assert_uint_eq(ring_find(u, 3, 9), 0);
-    ck_assert_uint_eq(ring_find(u, 3, 10), 1);
-    ck_assert_uint_eq(ring_find(u, 3, 99), 1);
-    ck_assert_uint_eq(ring_find(u, 3, 100), 2);
 }
 END_TEST
 
@@ -517,11 +474,9 @@ Suite *ring_suite(void)
     TCase *tc = tcase_create("placement");
     tcase_add_test(tc, mix64_reference_and_distinct);
     tcase_add_test(tc, dense_pos_monotone);
-    tcase_add_loop_test(tc, split_even_covers_ring, 1, MAX_SERVERS + 1);
     tcase_add_test(tc, dense_span_partitions);
     tcase_add_test(tc, dense_span_agrees_with_find);
     tcase_add_test(tc, dense_span_uneven_ranges);
-    tcase_add_test(tc, find_range);
     suite_add_tcase(s, tc);
     TCase *tp = tcase_create("partitions");
     tcase_add_test(tp, partition_bounds);

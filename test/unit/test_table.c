@@ -286,9 +286,8 @@ END_TEST
 START_TEST(split_servers_agree)
 {
     enum { SIZE = 1000, W = 4 };
-    uint32_t owners[2] = {1, 2};
-    ring_range r[2];
-    ring_split_even(r, owners, 2);
+    struct { uint64_t begin, end; } r[2] = {{ring_partition_begin(0, 2), ring_partition_end(0, 2)},
+                                            {ring_partition_begin(1, 2), ring_partition_end(1, 2)}};
     table_set *one = tables_new(), *a = tables_new(), *b = tables_new();
     Pskv__TableOptions o = base();
     uint64_t id = wire_table_id("emb");
