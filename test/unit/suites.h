@@ -16,7 +16,7 @@
 Suite *wire_suite(void);
 /* common/config.c: defaults, environment, flags, bounds, positionals. */
 Suite *config_suite(void);
-/* common/ring.c: key placement, even split, dense spans, range lookup. */
+/* common/ring.c: key placement, dense spans, partitions, tokens and chains. */
 Suite *ring_suite(void);
 /* server/updater.c: sum, sgd, momentum, l2, adagrad, finiteness, checks. */
 Suite *updater_suite(void);
