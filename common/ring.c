@@ -193,3 +193,37 @@ int ring_chains(uint32_t *chains, uint32_t nparts, uint32_t R, const uint32_t *s
     free(seen);
     return 0;
 }
+
+int ring_join(uint32_t *chains, uint32_t nparts, uint32_t R, const uint32_t *servers, size_t ns,
+              uint32_t vnodes, uint32_t joiner)
+{
+    uint32_t *ideal = malloc((size_t)nparts * R * sizeof *ideal);
+    if (!ideal || ring_chains(ideal, nparts, R, servers, ns, vnodes, NULL) < 0) {
+        free(ideal);
+        return -PSKV_ENOMEM;
+    }
+    int moved = 0;
+    for (uint32_t p = 0; p < nparts; p++) {
+        uint32_t *chain = &chains[(size_t)p * R];
+        const uint32_t *want = &ideal[(size_t)p * R];
+        uint32_t at = R, len = 0, has = 0;
+        for (uint32_t j = 0; j < R; j++) {
+            if (want[j] == joiner)
+                at = j;
+            if (chain[j]) {
+                len = j + 1;
+                has |= chain[j] == joiner;
+            }
+        }
+        if (at == R || has || len == 0)
+            continue; /* not the joiner's, already its, or lost */
+        if (at > len)
+            at = len;
+        for (uint32_t j = R - 1; j > at; j--) /* a full chain drops its last member */
+            chain[j] = chain[j - 1];
+        chain[at] = joiner;
+        moved++;
+    }
+    free(ideal);
+    return moved;
+}

@@ -66,4 +66,14 @@ uint64_t ring_token(uint32_t id, uint32_t v);
 int ring_chains(uint32_t *chains, uint32_t nparts, uint32_t R, const uint32_t *servers, size_t ns,
                 uint32_t vnodes, const uint32_t *prev);
 
+/* A server joins (elastic growth). For every partition whose chain in a fresh
+ * placement over `servers` (which include `joiner`) holds the joiner at index i,
+ * the joiner is inserted into the current chain at min(i, its length): the members
+ * after it shift down and a full chain drops its last one. Other chains, and lost
+ * partitions (all 0), are left as they are, so only the partitions the joiner's
+ * tokens take move, and every chain keeps R members. chains is updated in place.
+ * Returns the number of chains changed, or -PSKV_ENOMEM with chains untouched. */
+int ring_join(uint32_t *chains, uint32_t nparts, uint32_t R, const uint32_t *servers, size_t ns,
+              uint32_t vnodes, uint32_t joiner);
+
 #endif

@@ -59,6 +59,7 @@ typedef struct node {
     uint32_t heads, holds; /* servers: partitions headed, replicas held */
     int64_t clock;    /* workers: clocks finished, from heartbeats */
     uint64_t dropped; /* servers: late pushes dropped, from heartbeats */
+    int bsp;          /* servers: hold a bsp table, from heartbeats (no server may join) */
     int64_t progress[3];  /* workers: epoch, step, data position, from heartbeats */
     uint64_t ckpt_acked;  /* servers: the last checkpoint written */
     char **ckpts;         /* servers: valid checkpoint files they hold, "JOB:SEQ:NODE" */
@@ -95,6 +96,7 @@ static struct {
     manifest_entry *resume_from; /* the checkpoint a resumed job starts from */
     uint32_t *prev_chains;       /* its chains mapped to this job's servers */
     uint32_t *resume_pairs;      /* (new node, old node) pairs */
+    uint32_t *join_prev;         /* the chains before the last server joined */
     size_t npairs;
     uint64_t barrier_done; /* highest barrier released */
 } S;
@@ -222,6 +224,10 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
         v->n_prev_chains = (size_t)S.nparts * S.replicas;
         v->prev_chains = S.prev_chains;
     }
+    if (S.join_prev) { /* a joining server's first view: where its partitions come from */
+        v->n_prev_chains = (size_t)S.nparts * S.replicas;
+        v->prev_chains = S.join_prev;
+    }
     if (status) {
         static const char *const js[] = {"waiting", "running", "stopping"};
         v->state = (char *)js[S.state];
@@ -300,16 +306,25 @@ static void send_view(void)
 
 static void send_view_to(node *n) { send_view_msg(n); }
 
+static void count_holds(void);
+
+/* Live server ids into out (room for 4096); returns how many. */
+static size_t live_servers(uint32_t *out)
+{
+    size_t ns = 0;
+    for (int i = 0; i < S.nnodes && ns < 4096; i++)
+        if (S.nodes[i].role == PSKV__ROLE__SERVER && !S.nodes[i].dead)
+            out[ns++] = S.nodes[i].id;
+    return ns;
+}
+
 /* (Re)places the partitions on the live servers (ring.h owns how): the first
  * time from scratch, later keeping each chain's survivors in front so that only
  * the chains of a dead server change. */
 static void place_partitions(void)
 {
     uint32_t live[4096];
-    size_t ns = 0;
-    for (int i = 0; i < S.nnodes; i++)
-        if (S.nodes[i].role == PSKV__ROLE__SERVER && !S.nodes[i].dead)
-            live[ns++] = S.nodes[i].id;
+    size_t ns = live_servers(live);
     size_t cells = (size_t)S.nparts * S.replicas;
     uint32_t *next = calloc(cells, sizeof *next);
     if (!next || ring_chains(next, S.nparts, S.replicas, live, ns, S.vnodes, S.chains) < 0) {
@@ -318,6 +333,12 @@ static void place_partitions(void)
     }
     free(S.chains);
     S.chains = next;
+    count_holds();
+}
+
+/* Partitions lost, and headed and held by each server, from S.chains. */
+static void count_holds(void)
+{
     S.lost = 0;
     for (int i = 0; i < S.nnodes; i++)
         S.nodes[i].heads = S.nodes[i].holds = 0;
@@ -472,6 +493,79 @@ static void ack_register(node *n)
     send_to(n, &m);
 }
 
+/* 1 when the node of msg may join the running job; else refuses it. A worker
+ * takes the next rank (or a dead one, handled by the caller); a server takes the
+ * partitions its ring tokens win, unless a bsp table is open. */
+static int join_allowed(wire_msg *msg)
+{
+    Pskv__Meta *r = msg->meta;
+    char why[300];
+    if (S.state != JOB_RUNNING) {
+        refuse(msg, PSKV_EREFUSED, "the job is stopping; no node can join it");
+        return 0;
+    }
+    if (r->role == PSKV__ROLE__WORKER) {
+        if (r->has_rank && r->rank >= 0 && r->rank != S.nworkers) {
+            snprintf(why, sizeof why, "rank %d is not free: a worker joining the running job "
+                     "takes the next rank (%d) or a dead worker's", r->rank, S.nworkers);
+            refuse(msg, PSKV_EREFUSED, why);
+            return 0;
+        }
+        if (S.nworkers >= 65536) {
+            refuse(msg, PSKV_EREFUSED, "cluster full: 65536 workers");
+            return 0;
+        }
+        return 1;
+    }
+    for (int i = 0; i < S.nnodes; i++)
+        if (S.nodes[i].role == PSKV__ROLE__SERVER && !S.nodes[i].dead && S.nodes[i].bsp) {
+            snprintf(why, sizeof why, "server node %u holds a bsp table: servers cannot join a "
+                     "job with bsp tables in this release (a clock's buffered pushes do not "
+                     "move between servers)", S.nodes[i].id);
+            refuse(msg, PSKV_EREFUSED, why);
+            return 0;
+        }
+    if (count_role(PSKV__ROLE__SERVER) >= 4096) {
+        refuse(msg, PSKV_EREFUSED, "cluster full: 4096 servers");
+        return 0;
+    }
+    return 1;
+}
+
+/* Node n (just registered) joins the running job: a new view takes it in. */
+static void join(node *n)
+{
+    n->state = NODE_ACTIVE;
+    ack_register(n);
+    if (n->role == PSKV__ROLE__WORKER) {
+        S.nworkers++;
+        n->barrier = S.barrier_done; /* it starts after the barriers already passed */
+        LOG_I("worker node %u joined the running job as rank %d at %s pid %u (%d workers)",
+              n->id, n->rank, n->host, n->pid, S.nworkers);
+        send_view(); /* in the clock set, at the slowest live worker's clock */
+        return;
+    }
+    S.nservers++;
+    size_t cells = (size_t)S.nparts * S.replicas;
+    uint32_t live[4096];
+    size_t ns = live_servers(live);
+    uint32_t *prev = malloc(cells * sizeof *prev);
+    int moved = prev ? (memcpy(prev, S.chains, cells * sizeof *prev),
+                        ring_join(S.chains, S.nparts, S.replicas, live, ns, S.vnodes, n->id))
+                     : -PSKV_ENOMEM;
+    if (moved < 0) {
+        LOG_E("out of memory placing a joining server");
+        exit(1);
+    }
+    free(S.join_prev);
+    S.join_prev = prev;
+    count_holds();
+    send_view();
+    LOG_I("server node %u joined the running job at %s:%d pid %u: view epoch %llu moves %d "
+          "partitions to it (heads %u, holds %u)", n->id, n->host, n->port, n->pid,
+          (unsigned long long)S.epoch, moved, n->heads, n->holds);
+}
+
 static void on_register(wire_msg *msg)
 {
     Pskv__Meta *r = msg->meta;
@@ -514,15 +608,14 @@ static void on_register(wire_msg *msg)
                 return;
             }
         }
-        if (!replaced) {
-            refuse(msg, PSKV_EREFUSED, "the cluster is complete; no more nodes can join this job "
-                   "(a worker whose rank died may rejoin with --rank R)");
+        if (!replaced && !join_allowed(msg))
             return;
-        }
     }
-    int rank = -1;
+    int rank = -1, joining = S.state == JOB_RUNNING && !replaced;
     if (replaced) {
         rank = replaced->rank;
+    } else if (joining) {
+        rank = r->role == PSKV__ROLE__SERVER ? count_role(PSKV__ROLE__SERVER) : S.nworkers;
     } else if (r->role == PSKV__ROLE__SERVER) {
         if (count_role(PSKV__ROLE__SERVER) >= S.nservers) {
             snprintf(why, sizeof why, "cluster full: %d servers already registered", S.nservers);
@@ -597,6 +690,10 @@ static void on_register(wire_msg *msg)
         LOG_I("worker rank %d rejoined as node %u at %s pid %u", rank, n->id, n->host, n->pid);
         ack_register(n);
         send_view(); /* back in the clock set, at the slowest live worker's clock */
+        return;
+    }
+    if (joining) {
+        join(n);
         return;
     }
     LOG_I("%s registered: node %u rank %d at %s:%d pid %u (%d/%d servers, %d/%d workers)",
@@ -876,6 +973,8 @@ static void handle(wire_msg *msg)
                 n->clock = r->clock;
             if (r->has_dropped)
                 n->dropped = r->dropped;
+            if (r->has_bsp)
+                n->bsp = r->bsp;
             note_progress(n, r);
             if (n->role == PSKV__ROLE__SERVER) { /* renews its lease */
                 Pskv__Meta a;

@@ -57,6 +57,7 @@ struct chain {
     int *index;            /* per partition: this server's place in the chain, -1 */
     uint8_t *ready;        /* per partition: holds a whole copy */
     int *fills;            /* per partition: FILL messages received this round */
+    uint8_t *fresh_next;   /* per partition: the next member is new; fill it once ready */
     uint64_t place_epoch;
     peer *peers;
     size_t npeers;
@@ -119,6 +120,7 @@ void chain_destroy(chain **c_p)
     free(c->index);
     free(c->ready);
     free(c->fills);
+    free(c->fresh_next);
     free(c->pmark);
     free(c->touched);
     free(c->segs);
@@ -255,7 +257,7 @@ int chain_rows(chain *c, table *t, wire_msg *msg, int for_pull, rowset *rs, char
                          t->name, (unsigned long long)c->mb->epoch);
                 return -PSKV_ESTALE;
             }
-            if (for_pull && !c->ready[p]) {
+            if (!c->ready[p]) { /* a joining head, or a tail, still being filled */
                 snprintf(why, whylen, "partition %u is still being copied to this server", p);
                 return -PSKV_ENOTREADY;
             }
@@ -291,7 +293,7 @@ int chain_rows(chain *c, table *t, wire_msg *msg, int for_pull, rowset *rs, char
         int want = for_pull ? tail_index(c, p) : 0;
         if (c->index[p] != want || want < 0)
             continue;
-        if (for_pull && !c->ready[p]) {
+        if (!c->ready[p]) {
             snprintf(why, whylen, "partition %u is still being copied to this server", p);
             return -PSKV_ENOTREADY;
         }
@@ -783,8 +785,14 @@ static void send_fill(chain *c, uint32_t p, uint32_t to)
         size_t rf = shard_row_floats(t->sh);
         m.has_table_id = 1;
         m.table_id = t->id;
+        /* the table's options: a server that joined the job learns its tables here */
+        Pskv__TableOptions *opts =
+            t->opts ? pskv__table_options__unpack(NULL, t->opts_len, t->opts) : NULL;
+        m.table = opts;
         if (n == 0) { /* an empty partition: say so without frames */
             wire_send(s, NULL, &m, NULL, NULL);
+            if (opts)
+                pskv__table_options__free_unpacked(opts, NULL);
             continue;
         }
         m.has_num_keys = m.has_width = 1;
@@ -801,6 +809,8 @@ static void send_fill(chain *c, uint32_t p, uint32_t to)
             shard_export(t->sh, in_partition, &f, zmq_msg_data(&km), zmq_msg_data(&vm));
             wire_send(s, NULL, &m, &km, &vm);
         }
+        if (opts)
+            pskv__table_options__free_unpacked(opts, NULL);
         rows_sent += n;
     }
     free(blob);
@@ -808,16 +818,23 @@ static void send_fill(chain *c, uint32_t p, uint32_t to)
           (unsigned long long)rows_sent, ntab);
 }
 
-/* Fills the next member of p's chain when it is new to the chain. */
-static void fill_next(chain *c, uint32_t p, const uint32_t *old)
+/* Fills the next member of p's chain once, when it is new to the chain and this
+ * server holds a whole copy. */
+static void fill_next(chain *c, uint32_t p)
 {
     uint32_t nx = next_of(c, p);
-    if (!nx || !c->ready[p])
+    if (!nx || !c->ready[p] || !c->fresh_next[p])
         return;
-    for (uint32_t j = 0; old && j < c->R; j++)
-        if (old[(size_t)p * c->R + j] == nx)
-            return;
+    c->fresh_next[p] = 0;
     send_fill(c, p, nx);
+}
+
+int chain_waiting(const chain *c)
+{
+    for (uint32_t p = 0; p < c->nparts; p++)
+        if (c->index[p] >= 0 && !c->ready[p])
+            return 1;
+    return 0;
 }
 
 void chain_fill(chain *c, wire_msg *msg)
@@ -828,6 +845,11 @@ void chain_fill(chain *c, wire_msg *msg)
         return;
     }
     uint32_t p = r->partition;
+    char why[300];
+    if (r->has_table_id && r->table && !tables_find(c->tables, r->table_id) &&
+        tables_open(c->tables, r->table_id, r->table, 0, UINT64_MAX, why, sizeof why) < 0)
+        LOG_W("FILL of partition %u from node %u: cannot create its table: %s", p, r->sender,
+              why);
     if (r->has_table_id && msg->nkeys) {
         table *t = tables_find(c->tables, r->table_id);
         if (!t || r->width != shard_row_floats(t->sh) || (!msg->keys && !t->dense) ||
@@ -847,7 +869,7 @@ void chain_fill(chain *c, wire_msg *msg)
     c->fills[p] = 0;
     c->ready[p] = 1;
     LOG_I("partition %u: copy from server node %u complete", p, r->sender);
-    fill_next(c, p, NULL); /* a further new member after this one */
+    fill_next(c, p); /* a further new member after this one */
 }
 
 /* ---- views ------------------------------------------------------------------ */
@@ -895,9 +917,10 @@ static void set_shape(chain *c, const Pskv__View *v)
     c->index = malloc(c->nparts * sizeof *c->index);
     c->ready = calloc(c->nparts, 1);
     c->fills = calloc(c->nparts, sizeof *c->fills);
+    c->fresh_next = calloc(c->nparts, 1);
     c->pmark = calloc(c->nparts, 1);
     c->touched = malloc(c->nparts * sizeof *c->touched);
-    if (!c->index || !c->ready || !c->fills || !c->pmark || !c->touched) {
+    if (!c->index || !c->ready || !c->fills || !c->fresh_next || !c->pmark || !c->touched) {
         LOG_E("out of memory applying the view");
         exit(1);
     }
@@ -914,9 +937,10 @@ int chain_view(chain *c)
         if (v->nodes[i]->id == me && v->nodes[i]->state && !strcmp(v->nodes[i]->state, "dead"))
             return 1;
     uint32_t *old = c->chains;
-    if (!old && v->resume_seq && v->n_prev_chains == (size_t)v->partitions * v->replicas) {
+    if (!old && v->n_prev_chains == (size_t)v->partitions * v->replicas) {
         /* a resumed job: the members of these chains loaded the partition from
-         * their checkpoint files; any other member is filled like after a death */
+         * their checkpoint files; a server joining a running job: these are the
+         * chains before it joined. Any other member is filled like after a death */
         old = malloc(v->n_prev_chains * sizeof *old);
         if (!old) {
             LOG_E("out of memory applying the view");
@@ -975,15 +999,28 @@ int chain_view(chain *c)
         for (uint32_t j = 0; j < c->R; j++)
             if (chains[(size_t)p * c->R + j] == me)
                 idx = (int)j;
+        const uint32_t *was = old ? &old[(size_t)p * c->R] : NULL;
+        uint32_t head = chains[(size_t)p * c->R];
+        if (was && was[0] == me && head && head != me && c->ready[p] &&
+            !in_old_chain(old, c->R, p, head))
+            send_fill(c, p, head); /* hand-off to a joining head, before letting go */
         c->index[p] = idx;
         if (idx < 0) {
             c->ready[p] = 0;
+            c->fresh_next[p] = 0;
             if (c->dd)
                 dedupe_clear(c->dd, p);
             continue;
         }
         holds++;
         heads += idx == 0;
+        /* a next member new to the chain, or one still owed a copy from before */
+        uint32_t nx = next_of(c, p), prev_nx = 0;
+        for (uint32_t j = 0; was && j + 1 < c->R; j++)
+            if (was[j] == me)
+                prev_nx = was[j + 1];
+        c->fresh_next[p] = old && nx && (!in_old_chain(old, c->R, p, nx) ||
+                                         (c->fresh_next[p] && nx == prev_nx));
         if (!old || in_old_chain(old, c->R, p, me)) {
             c->ready[p] = 1; /* held all along (or since the job began) */
         } else if (!c->ready[p]) {
@@ -995,10 +1032,11 @@ int chain_view(chain *c)
               (unsigned long long)c->mb->epoch, heads, holds, c->nparts, c->R,
               fresh ? "; waiting for copies of new ones" : "");
     if (old && changed) {
-        reforward(c);
+        /* copies first: a forward sent again after them is dropped there by its id */
         for (uint32_t p = 0; p < c->nparts; p++)
             if (c->index[p] >= 0)
-                fill_next(c, p, old);
+                fill_next(c, p);
+        reforward(c);
     }
     free(old);
     return 0;

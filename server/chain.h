@@ -11,9 +11,11 @@
  *
  * On a new view: forwards still waiting on a server that died are sent again to
  * the new next server of their partitions; a server that becomes the predecessor
- * of a new chain member copies it the partition (FILL: values, optimizer state,
- * dedupe record) before forwarding anything else to it; a new member answers
- * pulls for the partition only once the copy is whole. */
+ * of a new chain member copies it the partition (FILL: table options, values,
+ * optimizer state, dedupe record) before forwarding anything else to it; a head
+ * whose chain gets a joining server as its new head hands the partition over the
+ * same way (elastic join). A new member answers pushes and pulls for the
+ * partition only once the copy is whole (PSKV_ENOTREADY until then). */
 #ifndef PSKV_CHAIN_H
 #define PSKV_CHAIN_H
 
@@ -37,6 +39,9 @@ void chain_destroy(chain **c_p);
 /* Applies the latest view in mb. Returns 1 when the view says this server is dead
  * (replaced: it must serve nothing more), else 0. */
 int chain_view(chain *c);
+
+/* 1 while some partition placed here waits for its copy (a joining server). */
+int chain_waiting(const chain *c);
 
 /* Chain length R of the view (1 = no replication). */
 uint32_t chain_replicas(const chain *c);

@@ -142,6 +142,12 @@ static table *check_request(wire_msg *msg, rowset *rs)
     char why[300];
     Pskv__Meta *r = msg->meta;
     table *t = r->has_table_id ? tables_find(S.tables, r->table_id) : NULL;
+    if (!t && chain_waiting(S.chain)) { /* a joining server learns tables from its copies */
+        snprintf(why, sizeof why, "table id %llu is still being copied to this server",
+                 (unsigned long long)r->table_id);
+        fail(msg, PSKV_ENOTREADY, why);
+        return NULL;
+    }
     if (!t) {
         snprintf(why, sizeof why, "unknown table id %llu (open the table first)",
                  (unsigned long long)r->table_id);
@@ -255,14 +261,17 @@ static int refuse_stale(wire_msg *msg)
     return 1;
 }
 
-/* 1 when some table is ssp: only then do replicas need the clocks forwarded. */
-static int any_ssp(void)
+/* 1 when some table has consistency model m. */
+static int any_model(cons_model m)
 {
     for (size_t i = 0; i < tables_count(S.tables); i++)
-        if (tables_at(S.tables, i)->model == CONS_SSP)
+        if (tables_at(S.tables, i)->model == m)
             return 1;
     return 0;
 }
+
+/* 1 when some table is ssp: only then do replicas need the clocks forwarded. */
+static int any_ssp(void) { return any_model(CONS_SSP); }
 
 /* A worker's CLOCK, or one forwarded down a chain by another server (it carries
  * the rank and, in origin_id, the head whose stream it belongs to). */
@@ -588,6 +597,7 @@ int main(int argc, char **argv)
             wire_msg_close(msg);
         }
         S.mb.hb_dropped = consist_get_stats(S.cons).dropped_late;
+        S.mb.hb_bsp = any_model(CONS_BSP);
         member_tick(&S.mb);
     }
     consist_stats st = consist_get_stats(S.cons);

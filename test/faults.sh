@@ -34,7 +34,7 @@ FAILOVERS=()
 
 cleanup() {
   pkill -KILL -f "$WORK/" 2>/dev/null
-  if [ $failed -eq 0 ]; then rm -rf "$WORK"; else echo "logs kept in $WORK" >&2; fi
+  if [ $failed -eq 0 ] && [ -z "${PSKV_KEEP_LOGS:-}" ]; then rm -rf "$WORK"; else echo "logs kept in $WORK" >&2; fi
 }
 trap cleanup EXIT
 
@@ -335,6 +335,77 @@ f_lost_partition() {
   return 0
 }
 
+# start_server DIR NAME: one more pskv-server for DIR's running job; pid in DIR/NAME.pid.
+start_server() {
+  "$BIN/pskv-server" --scheduler "127.0.0.1:$(sched_port "$1")" > "$1/$2.log" 2>&1 &
+  echo $! > "$1/$2.pid"
+}
+
+# wait_exit PID WHAT: PID exits 0 within 60 s.
+wait_exit() {
+  local i
+  for i in $(seq 600); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$1" 2>/dev/null && fail "$2 did not exit"
+  wait "$1" || fail "$2 exited with status $?"
+}
+
+# Elastic join (R = 1): a server and a worker start mid-run. The server takes the
+# partitions its ring tokens win (handed over while the pushes go on), the worker
+# the next rank, and every key ends equal to the pushes acknowledged by all.
+f_join() {
+  local d=$TDIR/c pid i moved
+  launch "$d" --servers 2 --workers 2 -- --app check --rounds 3000 --count-acked
+  wait_joined "$d" 2
+  sleep 0.4
+  start_server "$d" server-2
+  for i in $(seq 50); do grep -q 'joined the running job' "$d/scheduler.log" && break; sleep 0.1; done
+  moved=$(sed -n 's/.*server node [0-9]* joined the running job.* moves \([0-9]*\) partitions.*/\1/p' "$d/scheduler.log")
+  [ "${moved:-0}" -gt 0 ] || fail "the new server took no partitions: $(grep -h 'joined\|refused' "$d/scheduler.log" | head -n 3)"
+  "$BIN/pskv-worker" --scheduler "127.0.0.1:$(sched_port "$d")" --app check --rounds 3000 \
+    --count-acked > "$d/worker-2.log" 2>&1 &
+  pid=$!
+  wait_exit "$pid" "the joining worker"
+  grep -q 'worker node [0-9]* joined the running job as rank 2' "$d/scheduler.log" || fail "the worker did not join as rank 2"
+  wait_ok "$d"
+  grep -q '^check ok' "$d/worker-2.log" || fail "joining worker: $(tail -n 2 "$d/worker-2.log")"
+  grep -q 'copy from server node .* complete' "$d/server-2.log" || fail "no partition reached the new server"
+  wait_exit "$(cat "$d/server-2.pid")" "the joined server"
+  echo "join: $moved partitions moved to the new server"
+}
+
+# A server joins under bounded delay (ssp:2, R = 1, dense and sparse tables):
+# the bound holds on every pull (checked from the values) and the sums are exact.
+f_join_ssp() {
+  local d=$TDIR/c i
+  launch "$d" --servers 2 --workers 3 -- --app check --consistency ssp:2 --rounds 400
+  wait_joined "$d" 3
+  sleep 0.3
+  start_server "$d" server-2
+  wait_ok "$d"
+  grep -q 'joined the running job' "$d/scheduler.log" || fail "the server did not join"
+  grep -q 'copy from server node .* complete' "$d/server-2.log" || fail "no partition reached the new server"
+  wait_exit "$(cat "$d/server-2.pid")" "the joined server"
+  return 0
+}
+
+# A killed server restarted (R = 2, 3 servers, dense and sparse tables): it
+# rejoins as a new member and takes partitions back; the sums stay exact.
+f_server_rejoin() {
+  local d=$TDIR/c i
+  launch "$d" --servers 3 --workers 3 --scheduler-opt=--replicas=2 -- --app check --rounds 2500
+  wait_joined "$d" 3
+  sleep 0.3
+  kill -KILL "$(cat "$d/server-1.pid")"
+  for i in $(seq 50); do grep -q 'marked dead\|is silent for' "$d/scheduler.log" && break; sleep 0.1; done
+  sleep 0.3
+  start_server "$d" server-1b
+  wait_ok "$d"
+  grep -q 'joined the running job' "$d/scheduler.log" || fail "the restarted server did not join"
+  grep -q 'copy from server node .* complete' "$d/server-1b.log" || fail "no partition reached the restarted server"
+  wait_exit "$(cat "$d/server-1b.pid")" "the restarted server"
+  return 0
+}
+
 run_trial() {
   local name=$1 fn=$2 trial=$3 dir="$WORK/$1-$3" rc
   mkdir -p "$dir"
@@ -359,7 +430,7 @@ run_trial() {
 }
 
 tests=(kill_server kill_server_ssp chain_r3 pause_server kill_worker worker_rejoin retry_paused lost_partition
-       checkpoint_resume)
+       checkpoint_resume join join_ssp server_rejoin)
 for t in "${tests[@]}"; do
   if [ ${#ONLY[@]} -gt 0 ] && ! printf '%s\n' "${ONLY[@]}" | grep -qx "$t"; then continue; fi
   for i in $(seq "$TRIALS"); do run_trial "$t" "f_$t" "$i"; done

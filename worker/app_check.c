@@ -29,6 +29,7 @@
 #define DW 3 /* dense width */
 #define SW 2 /* sparse width */
 #define OWN_KEYS 50
+#define ACK_RANKS 256 /* ranks the report table has room for: workers may join mid-run */
 
 /* Small integers, so that sums stay exact in float32 (below 2^24) for thousands
  * of rounds of many workers: the fault tests run long push streams. */
@@ -156,7 +157,9 @@ static int run_backup(ck *c, const pskv_table_opts *base, double slow, int leave
     pskv_table_opts a;
     pskv_table_opts_init(&a);
     a.kind = PSKV_DENSE;
-    a.size = 2 * (uint64_t)c->W; /* acknowledged pushes per rank, then rejoins per rank */
+    a.size = 2 * ACK_RANKS; /* acknowledged pushes per rank, then rejoins per rank */
+    if (c->r >= ACK_RANKS)
+        return fail(c->w, "--count-acked takes ranks below 256", -PSKV_EINVAL);
     a.updater = "sum";
     int ta = pskv_table_open(c->w, "check.acked", &a); /* async: the report channel */
     if (ta < 0)
@@ -211,7 +214,7 @@ static int run_backup(ck *c, const pskv_table_opts *base, double slow, int leave
     uint64_t key = (uint64_t)c->r;
     /* a worker that took over a dead rank mid-job cannot know what its predecessor
      * had acknowledged: it says so, and the check allows that rank's rounds */
-    uint64_t rkey[2] = {key, (uint64_t)(c->W + c->r)};
+    uint64_t rkey[2] = {key, (uint64_t)(ACK_RANKS + c->r)};
     float rval[2] = {acked, started_late ? 1.0f : 0.0f};
     int64_t tp = pskv_push(c->w, ta, rkey, 2, rval);
     if (tp < 0 || (rc = pskv_wait(c->w, tp, 120000)) < 0)
@@ -226,14 +229,17 @@ static int run_backup(ck *c, const pskv_table_opts *base, double slow, int leave
     }
     if ((rc = pskv_barrier(c->w, 120000)) < 0)
         return fail(c->w, "barrier", rc);
-    float *per = malloc(2 * (size_t)c->W * sizeof(float));
-    if ((rc = pull_wait(c->w, ta, NULL, 2 * (size_t)c->W, per)) < 0)
+    float *per = malloc(2 * (size_t)ACK_RANKS * sizeof(float));
+    if (!per)
+        return fail(c->w, "memory", -PSKV_ENOMEM);
+    if ((rc = pull_wait(c->w, ta, NULL, 2 * (size_t)ACK_RANKS, per)) < 0)
         return fail(c->w, "pull check.acked", rc);
     double total = 0;
     int silent = 0; /* workers that died before reporting (--dead-ok) */
-    for (int q = 0; q < c->W; q++) {
+    c->W = pskv_num_workers(c->w); /* workers may have joined since the start */
+    for (int q = 0; q < c->W && q < ACK_RANKS; q++) {
         total += per[q];
-        silent += per[q] == 0 || per[c->W + q] > 0;
+        silent += per[q] == 0 || per[ACK_RANKS + q] > 0;
     }
     double slack = dead_ok ? (double)silent * c->R : 0;
     /* every worker has clocked R times and the barrier passed: all closed clocks

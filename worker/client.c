@@ -79,6 +79,7 @@ typedef struct srv {
     char host[128];
     int port;
     int alive;
+    int catchup; /* joined after this worker's first view: owed its clock (catch_up) */
     void *sock;
 } srv;
 
@@ -112,6 +113,7 @@ struct pskv_worker {
     req *reqs;
     int window, inflight;
     int64_t next_ts;
+    int64_t catchup_ts; /* pushes below it go before the clock to joined servers */
     int request_timeout_ms;
     size_t chunk_bytes;
     int spin_us;
@@ -273,6 +275,10 @@ static int apply_view(pskv_worker *w, int64_t max_message)
             srv *s = &w->srv[k];
             memset(s, 0, sizeof *s);
             s->id = n->id;
+            if (w->head) { /* a server that joined the running job */
+                s->catchup = 1;
+                w->catchup_ts = w->next_ts;
+            }
             snprintf(s->host, sizeof s->host, "%s", n->host ? n->host : "");
             s->port = (int)n->port;
             s->sock = net_socket(w->ctx, ZMQ_DEALER, max_message, 0);
@@ -582,8 +588,35 @@ static void on_scheduler(pskv_worker *w)
     }
 }
 
+/* Tells servers that joined after this worker's first view its clock, once every
+ * push sent before it saw them is acknowledged: a push re-sent to a new owner
+ * then reaches it before the clock that covers it, as ssp and bsp need. */
+static void catch_up(pskv_worker *w)
+{
+    for (int i = 0; i < w->window; i++)
+        if (w->reqs[i].type == REQ_PUSH && w->reqs[i].ts < w->catchup_ts)
+            return;
+    int64_t clock = atomic_load(&w->clock);
+    Pskv__Meta m;
+    member_meta(&w->mb, &m, PSKV__MSG_TYPE__CLOCK);
+    m.has_clock = 1;
+    m.clock = clock - 1;
+    for (int i = 0; i < w->nservers; i++) {
+        srv *s = &w->srv[i];
+        if (!s->catchup)
+            continue;
+        s->catchup = 0;
+        if (clock > 0 && s->alive && wire_send(s->sock, NULL, &m, NULL, NULL) < 0)
+            LOG_W("cannot send CLOCK to server %s:%d: %s", s->host, s->port,
+                  zmq_strerror(errno));
+    }
+    w->catchup_ts = 0;
+}
+
 static void expire(pskv_worker *w)
 {
+    if (w->catchup_ts)
+        catch_up(w);
     int64_t now0 = tu_now_ms();
     if (w->nretry || (w->retry_ms && now0 >= w->next_silence_check)) {
         resend_due(w, 0);
@@ -1382,7 +1415,8 @@ int pskv_clock(pskv_worker *w)
     m.clock = atomic_load(&w->clock);
     /* on the data sockets: behind this iteration's pushes to the same server */
     for (int i = 0; i < w->nservers; i++)
-        if (w->srv[i].alive && wire_send(w->srv[i].sock, NULL, &m, NULL, NULL) < 0)
+        if (w->srv[i].alive && !w->srv[i].catchup &&
+            wire_send(w->srv[i].sock, NULL, &m, NULL, NULL) < 0)
             return set_error(w, PSKV_ENET, "cannot send CLOCK to server %s:%d: %s",
                              w->srv[i].host, w->srv[i].port, zmq_strerror(errno));
     atomic_fetch_add(&w->clock, 1);

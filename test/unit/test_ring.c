@@ -454,6 +454,67 @@ START_TEST(chains_short)
 }
 END_TEST
 
+/* A server joins: on a fresh placement, ring_join gives exactly the fresh
+ * placement with the joiner (consistent hashing moves nothing else), for R = 1
+ * and R = 3; lost partitions stay lost; a joiner already placed changes nothing. */
+START_TEST(chains_join)
+{
+    uint32_t servers[NS + 1] = {11, 5, 42, 7, 1000, 3, 77, 19, 500};
+    const uint32_t joiner = 500;
+    const uint32_t rs[2] = {1, R3};
+    for (int k = 0; k < 2; k++) {
+        uint32_t R = rs[k];
+        uint32_t *a = malloc(NP * R * sizeof *a), *b = malloc(NP * R * sizeof *b);
+        ck_assert_ptr_nonnull(a);
+        ck_assert_ptr_nonnull(b);
+        ck_assert_int_eq(ring_chains(a, NP, R, servers, NS, VN, NULL), 0);
+        ck_assert_int_eq(ring_chains(b, NP, R, servers, NS + 1, VN, NULL), 0);
+        int want = 0;
+        for (uint32_t p = 0; p < NP; p++)
+            want += in_chain(&b[p * R], R, joiner);
+        int moved = ring_join(a, NP, R, servers, NS + 1, VN, joiner);
+        ck_assert_int_eq(moved, want);
+        ck_assert_mem_eq(a, b, NP * R * sizeof *a);
+        /* about R/(NS+1) of the partitions move, not most of them */
+        ck_assert_int_gt(moved, 0);
+        ck_assert_int_lt(moved, (int)NP / 2);
+        ck_assert_int_eq(ring_join(a, NP, R, servers, NS + 1, VN, joiner), 0);
+        free(a);
+        free(b);
+    }
+    /* chains after a death (not a fresh placement) and a lost partition */
+    uint32_t *a = malloc(NP * R3 * sizeof *a), *b = malloc(NP * R3 * sizeof *b);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_int_eq(ring_chains(a, NP, R3, servers, NS, VN, NULL), 0);
+    memset(a, 0, R3 * sizeof *a); /* partition 0 lost */
+    memcpy(b, a, NP * R3 * sizeof *a);
+    ck_assert_int_ge(ring_join(a, NP, R3, servers, NS + 1, VN, joiner), 1);
+    ck_assert(a[0] == 0 && a[1] == 0 && a[2] == 0);
+    for (uint32_t p = 1; p < NP; p++) {
+        const uint32_t *old = &b[p * R3], *now = &a[p * R3];
+        if (!in_chain(now, R3, joiner)) {
+            LOOP_ASSERT(memcmp(old, now, R3 * sizeof *old) == 0, "p=%u changed", p);
+            continue;
+        }
+        /* the others keep their order; only the last may drop out */
+        for (size_t j = 0, n = 0; j < R3; j++) {
+            if (now[j] == joiner)
+                continue;
+            LOOP_ASSERT(now[j] == old[n], "p=%u member %zu reordered", p, j);
+            n++;
+        }
+    }
+    /* a short chain (fewer servers than R) grows by the joiner */
+    uint32_t two[3] = {9, 4, 6}, c[64 * 4];
+    ck_assert_int_eq(ring_chains(c, 64, 4, two, 2, VN, NULL), 0);
+    ck_assert_int_eq(ring_join(c, 64, 4, two, 3, VN, 6), 64);
+    check_chains(c, 64, 4, two, 3, 3);
+    free(a);
+    free(b);
+}
+END_TEST
+
 START_TEST(chains_balance)
 {
     uint32_t servers[4] = {1, 2, 3, 4};
@@ -485,6 +546,7 @@ Suite *ring_suite(void)
     tcase_add_loop_test(tp, chains_remove_one, 0, NS);
     tcase_add_test(tp, chains_lost_and_added);
     tcase_add_test(tp, chains_short);
+    tcase_add_test(tp, chains_join);
     tcase_add_test(tp, chains_balance);
     tcase_add_test(tp, chains_big);
     suite_add_tcase(s, tp);
