@@ -23,11 +23,12 @@ fi
 [ -n "$out" ] || out=$(mktemp -d /tmp/pskv-demo-XXXXXX)
 mkdir -p "$out"
 metrics="$out/metrics.jsonl"
-echo "== pskv demo: MLP 784-256-10 on Fashion-MNIST, 2 servers x 2 workers, 5 epochs"
+echo "== pskv demo: MLP 784-256-10 on Fashion-MNIST, 2 servers x 2 workers, 5 epochs (sgd, lr 0.0075 decaying linearly, batch 16)"
 start=$SECONDS
 "$here/launch-local.sh" --servers 2 --workers 2 --timeout 900 --log-dir "$out/logs" \
   --scheduler-opt --log-level --scheduler-opt warn --server-opt --log-level --server-opt warn \
-  -- --app mlp --epochs 5 --batch 32 --lr 0.01 --momentum 0.9 --metrics "$metrics" \
+  -- --app mlp --epochs 5 --batch 16 --lr 0.0075 --lr-schedule linear --momentum 0.9 \
+     --metrics "$metrics" \
      --save-model "$out/mlp.model" --log-level warn "$@"
 rc=$?
 if [ $rc -ne 0 ]; then

@@ -204,6 +204,8 @@ t_wrong_flags() {
   PSKV_SCHEDULER_SERVERS=x "$BIN/pskv-scheduler" > out 2>&1; [ $? -eq 2 ] || fail "bad env accepted"
   grep -q PSKV_SCHEDULER_SERVERS out || fail "env error does not name the variable"
   "$BIN/pskv-worker" --app nosuch > out 2>&1; [ $? -eq 2 ] || fail "--app nosuch accepted"
+  "$BIN/pskv-worker" --app mlp --lr-schedule steps > out 2>&1; [ $? -eq 2 ] || fail "--lr-schedule steps accepted"
+  grep -q 'lr-schedule' out || fail "the schedule error does not name the flag"
   "$LAUNCH" --servers 0 --workers 1 > out 2>&1; [ $? -eq 2 ] || fail "launch-local --servers 0 accepted"
 }
 

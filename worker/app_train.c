@@ -139,6 +139,17 @@ static int evaluate(run *r, double epoch, int64_t step)
     return 0;
 }
 
+/* Learning-rate factor at fraction done (0..1) of the run: const 1, linear 1 -> 0,
+ * cosine 0.5 (1 + cos(pi x)). */
+static double lr_factor(const char *sched, double done)
+{
+    if (!strcmp(sched, "linear"))
+        return 1.0 - done;
+    if (!strcmp(sched, "cosine"))
+        return 0.5 * (1.0 + cos(M_PI * done));
+    return 1.0;
+}
+
 int app_train(pskv_worker *w, cfg_entry *cfg)
 {
     const char *app = cfg_str(cfg, "app");
@@ -149,6 +160,7 @@ int app_train(pskv_worker *w, cfg_entry *cfg)
     double eval_every = cfg_double(cfg, "eval-every");
     uint64_t seed = (uint64_t)cfg_int(cfg, "seed");
     int accumulate = (int)cfg_int(cfg, "accumulate");
+    const char *lr_sched = cfg_str(cfg, "lr-schedule");
     double slowdown = cfg_double(cfg, "slowdown"), jitter_p = 0, jitter_f = 1;
     if (*cfg_str(cfg, "jitter") && sscanf(cfg_str(cfg, "jitter"), "%lf:%lf", &jitter_p, &jitter_f) != 2) {
         fprintf(stderr, "train: --jitter must be P:F (e.g. 0.1:5)\n");
@@ -321,8 +333,12 @@ int app_train(pskv_worker *w, cfg_entry *cfg)
             cb += c1 - c0;
             cc += tu_now_ns() - c1;
         }
-        if (micro > 1)
-            cblas_sscal((blasint)r.P, 1.0f / (float)micro, grad, 1);
+        /* the learning-rate schedule, as a factor on the pushed gradient: with the
+         * sgd updater (w -= lr * v, v = momentum * v + g) the same as scaling lr */
+        float scale = (float)lr_factor(lr_sched, (double)step / (double)total_steps) /
+                      (float)micro;
+        if (scale != 1.0f)
+            cblas_sscal((blasint)r.P, scale, grad, 1);
         loss /= (float)micro;
         /* stragglers: sleep in proportion to the compute just done */
         double factor = slowdown;

@@ -96,6 +96,9 @@ static cfg_entry config[] = {
     {"updater", CFG_STR, "sgd", "PSKV_WORKER_UPDATER", 1, 0, NULL,
      "server-side optimizer: sgd or adagrad", 0, 0, NULL, NULL},
     {"lr", CFG_DOUBLE, "0.01", "PSKV_WORKER_LR", 0, 1e6, NULL, "learning rate", 0, 0, NULL, NULL},
+    {"lr-schedule", CFG_STR, "const", "PSKV_WORKER_LR_SCHEDULE", 1, 0, NULL,
+     "softmax/mlp: const, linear or cosine decay to 0 over the run (scales each pushed gradient: "
+     "the learning-rate schedule of the sgd updater)", 0, 0, NULL, NULL},
     {"momentum", CFG_DOUBLE, "0.9", "PSKV_WORKER_MOMENTUM", 0, 0.999, NULL, "sgd momentum", 0, 0,
      NULL, NULL},
     {"l2", CFG_DOUBLE, "0", "PSKV_WORKER_L2", 0, 1e6, NULL, "L2 penalty", 0, 0, NULL, NULL},
@@ -145,6 +148,12 @@ int main(int argc, char **argv)
     const char *upd = cfg_str(config, "updater");
     if (strcmp(upd, "sgd") && strcmp(upd, "adagrad")) {
         fprintf(stderr, "pskv-worker: --updater must be sgd or adagrad (got '%s')\n", upd);
+        return 2;
+    }
+    const char *sched = cfg_str(config, "lr-schedule");
+    if (strcmp(sched, "const") && strcmp(sched, "linear") && strcmp(sched, "cosine")) {
+        fprintf(stderr, "pskv-worker: --lr-schedule must be const, linear or cosine (got '%s')\n",
+                sched);
         return 2;
     }
     if (sparse && !*cfg_str(config, "train")) {
