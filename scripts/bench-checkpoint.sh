@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checkpoint figures (docs/benchmarks.md): a dense table of --mib MiB of
-# parameters (sgd with momentum, so as much optimizer state again) on 2 servers,
+# parameters (plain sgd: no optimizer state) on 2 servers,
 # 1 worker pushing and pulling it (--app bench, pipelined):
 #   write_ms   median time a server takes to write its checkpoint file
 #   load_ms    median time a server of the resumed job takes to load it
