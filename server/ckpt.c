@@ -2,7 +2,9 @@
  *
  * The writer streams every byte through one buffer and keeps a running CRC of
  * what it has appended, so a record bigger than the buffer goes to the file
- * straight from the caller's memory and is never copied. The reader maps the
+ * straight from the caller's memory and is never copied. A held writer instead
+ * grows its buffer to the whole file and leaves the CRC and every write to the
+ * commit, which may then run on another thread. The reader maps the
  * file, finds the trailer in the last 32 bytes and checks the CRC before it
  * believes any length field; only a file that fails that check is walked
  * record by record, to say where it was cut off. */
@@ -39,6 +41,8 @@ struct ckpt_writer {
     char *dir;      /* for the fsync after the rename */
     unsigned char *buf;
     size_t fill;    /* bytes waiting in buf */
+    size_t cap;     /* held: bytes buf has room for */
+    int held;       /* keep the whole file in buf until the commit */
     uint64_t off;   /* bytes appended so far (written or buffered) */
     uint64_t count; /* records appended */
     uLong crc;      /* CRC-32 of the off bytes appended */
@@ -130,6 +134,32 @@ static int emit(ckpt_writer *w, const void *p, uint64_t n, char *why, size_t why
 {
     if (n == 0)
         return 0;
+    if (w->held) { /* the CRC is taken at the commit */
+        if (n > w->cap - w->fill) {
+            size_t cap = w->cap;
+            while (n > cap - w->fill) {
+                if (cap > SIZE_MAX / 2) {
+                    log_why(why, whylen, "checkpoint %s: too large to hold", w->tmp);
+                    w->failed = 1;
+                    return -PSKV_ENOMEM;
+                }
+                cap *= 2;
+            }
+            unsigned char *g = realloc(w->buf, cap);
+            if (g == NULL) {
+                log_why(why, whylen, "checkpoint %s: out of memory holding %zu bytes", w->tmp,
+                        cap);
+                w->failed = 1;
+                return -PSKV_ENOMEM;
+            }
+            w->buf = g;
+            w->cap = cap;
+        }
+        memcpy(w->buf + w->fill, p, (size_t)n);
+        w->fill += (size_t)n;
+        w->off += n;
+        return 0;
+    }
     w->crc = crc_add(w->crc, p, n);
     if (n <= BUF_SIZE - w->fill) {
         memcpy(w->buf + w->fill, p, (size_t)n);
@@ -162,7 +192,8 @@ static void writer_free(ckpt_writer *w)
     free(w);
 }
 
-int ckpt_begin(ckpt_writer **out, const char *dir, const char *name, char *why, size_t whylen)
+static int begin(ckpt_writer **out, const char *dir, const char *name, int held, char *why,
+                 size_t whylen)
 {
     *out = NULL;
     if (dir == NULL || name == NULL || dir[0] == '\0' || name[0] == '\0' ||
@@ -176,6 +207,8 @@ int ckpt_begin(ckpt_writer **out, const char *dir, const char *name, char *why, 
         return -PSKV_ENOMEM;
     }
     w->fd = -1;
+    w->held = held;
+    w->cap = BUF_SIZE;
     w->crc = crc32(0L, Z_NULL, 0);
     w->final = join(dir, "/", name);
     w->tmp = w->final != NULL ? join(w->final, ".tmp", "") : NULL;
@@ -199,6 +232,25 @@ int ckpt_begin(ckpt_writer **out, const char *dir, const char *name, char *why, 
     }
     *out = w;
     return 0;
+}
+
+int ckpt_begin(ckpt_writer **out, const char *dir, const char *name, char *why, size_t whylen)
+{
+    return begin(out, dir, name, 0, why, whylen);
+}
+
+int ckpt_begin_held(ckpt_writer **out, const char *dir, const char *name, size_t size_hint,
+                    char *why, size_t whylen)
+{
+    int rc = begin(out, dir, name, 1, why, whylen);
+    if (rc == 0 && size_hint > (*out)->cap) {
+        unsigned char *g = realloc((*out)->buf, size_hint);
+        if (g) { /* else it grows as it goes */
+            (*out)->buf = g;
+            (*out)->cap = size_hint;
+        }
+    }
+    return rc;
 }
 
 int ckpt_put2(ckpt_writer *w, uint32_t tag, const void *a, uint64_t alen, const void *b,
@@ -245,6 +297,12 @@ int ckpt_commit(ckpt_writer **w_p, char *why, size_t whylen)
     if (w->failed) {
         log_why(why, whylen, "checkpoint %s: not committed after a failed write", w->tmp);
         goto fail;
+    }
+    if (w->held) { /* all of it is in buf: checksum it, then write it as usual */
+        w->crc = crc_add(w->crc, w->buf, w->fill);
+        w->held = 0;
+        if (flush(w, why, whylen) < 0)
+            goto fail;
     }
     unsigned char tr[TRAILER_LEN];
     put32(tr, CKPT_TAG_TRAILER);

@@ -38,6 +38,15 @@ typedef struct ckpt_writer ckpt_writer;
  * ckpt_abort. */
 int ckpt_begin(ckpt_writer **out, const char *dir, const char *name, char *why, size_t whylen);
 
+/* As ckpt_begin, but the writer holds the whole file in memory: each put copies
+ * its data (which the caller may change right after), and nothing is written,
+ * checksummed or synced until ckpt_commit, which may run on another thread (the
+ * writer is then that thread's alone). Puts fail with -PSKV_ENOMEM when memory
+ * runs out. size_hint: the bytes expected (room is reserved for them up front;
+ * the buffer still grows past them). */
+int ckpt_begin_held(ckpt_writer **out, const char *dir, const char *name, size_t size_hint,
+                    char *why, size_t whylen);
+
 /* Appends one record of len bytes (data may be NULL when len is 0) with any tag
  * except CKPT_TAG_TRAILER (-PSKV_EINVAL). Writes are buffered; a record larger
  * than the buffer is written straight from data. Returns 0 or -PSKV_EIO (why);

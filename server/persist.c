@@ -96,13 +96,19 @@ static int put_sparse(ckpt_writer *w, table *t, char *why, size_t whylen)
     return rc;
 }
 
-int persist_write(const char *dir, uint64_t job, uint64_t seq, uint32_t node, table_set *ts,
-                  chain *c, consist *cons, char *why, size_t whylen)
+int persist_snapshot(const char *dir, uint64_t job, uint64_t seq, uint32_t node, table_set *ts,
+                     chain *c, consist *cons, ckpt_writer **out, char *why, size_t whylen)
 {
     char name[128];
     file_name(name, sizeof name, job, seq, node);
     ckpt_writer *w;
-    int rc = ckpt_begin(&w, dir, name, why, whylen);
+    *out = NULL;
+    size_t hint = 1 << 20; /* every row of every table: at most that much */
+    for (size_t i = 0; i < tables_count(ts); i++) {
+        table *t = tables_at(ts, i);
+        hint += (size_t)shard_size(t->sh) * (shard_row_floats(t->sh) * sizeof(float) + 8);
+    }
+    int rc = ckpt_begin_held(&w, dir, name, hint, why, whylen);
     if (rc < 0)
         return rc;
     hdr h = {job, seq, node, chain_nparts(c)};
@@ -136,8 +142,10 @@ int persist_write(const char *dir, uint64_t job, uint64_t seq, uint32_t node, ta
     int nranks = consist_clocks(cons, &vc);
     if (rc == 0)
         rc = ckpt_put(w, REC_CLOCKS, vc, (uint64_t)nranks * sizeof *vc, why, whylen);
-    if (rc == 0)
-        return ckpt_commit(&w, why, whylen);
+    if (rc == 0) {
+        *out = w;
+        return 0;
+    }
     ckpt_abort(&w);
     return rc;
 }

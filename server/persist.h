@@ -14,10 +14,15 @@
 #include "consist.h"
 #include "table.h"
 
-/* Writes checkpoint `seq` of job `job` for node `node`. Returns 0 or a negated
- * error with the reason (naming the file) in why. */
-int persist_write(const char *dir, uint64_t job, uint64_t seq, uint32_t node, table_set *ts,
-                  chain *c, consist *cons, char *why, size_t whylen);
+#include "ckpt.h"
+
+/* Snapshots checkpoint `seq` of job `job` for node `node` into memory (a held
+ * ckpt writer, *out): a copy of the state at this instant, so serving may go on
+ * while the caller writes it with ckpt_commit, on another thread if it likes.
+ * Returns 0, or a negated error with the reason (naming the file) in why and
+ * *out NULL. */
+int persist_snapshot(const char *dir, uint64_t job, uint64_t seq, uint32_t node, table_set *ts,
+                     chain *c, consist *cons, ckpt_writer **out, char *why, size_t whylen);
 
 /* Checks every checkpoint file in dir (whole-file checksum) and returns the valid
  * ones as "JOB:SEQ:NODE" strings in *out (caller frees each and the array);

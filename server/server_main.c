@@ -10,7 +10,9 @@
 #define _GNU_SOURCE
 #include <cblas.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +67,20 @@ static struct {
 } S;
 
 #define MAX_PARKED 1024
+
+/* The checkpoint being written in the background: a snapshot taken in the loop,
+ * committed (written, fsynced, renamed) by a thread; the loop answers the
+ * scheduler once the thread is done. */
+static struct {
+    int busy;
+    atomic_int done;
+    pthread_t thread;
+    ckpt_writer *w;
+    uint64_t seq;
+    int rc;
+    char why[600];
+    int64_t t0_ms, pause_ms;
+} CK;
 
 static volatile sig_atomic_t stop_signal;
 static void on_signal(int sig) { stop_signal = sig; }
@@ -374,18 +390,11 @@ static void load_checkpoint(persist_clocks *clocks)
     }
 }
 
-/* Writes checkpoint seq and tells the scheduler (ERROR naming the file when it
- * could not). Serving waits while the file is written. */
-static void write_checkpoint(uint64_t seq)
+/* Tells the scheduler how checkpoint seq went (ERROR naming the file when it
+ * could not be written). */
+static void report_checkpoint(uint64_t seq, int rc, const char *why, int64_t t0_ms,
+                              int64_t pause_ms)
 {
-    char why[600];
-    int64_t t0 = tu_now_ms();
-    int rc = -PSKV_EINVAL;
-    if (!*S.data_dir)
-        snprintf(why, sizeof why, "server node %u has no --data-dir", S.mb.node_id);
-    else
-        rc = persist_write(S.data_dir, S.mb.job_id, seq, S.mb.node_id, S.tables, S.chain, S.cons,
-                           why, sizeof why);
     Pskv__Meta m;
     member_meta(&S.mb, &m, rc < 0 ? PSKV__MSG_TYPE__ERROR : PSKV__MSG_TYPE__CHECKPOINT_ACK);
     m.has_seq = 1;
@@ -393,13 +402,71 @@ static void write_checkpoint(uint64_t seq)
     if (rc < 0) {
         m.has_error_code = 1;
         m.error_code = -rc;
-        m.error = why;
+        m.error = (char *)why;
         LOG_E("checkpoint %llu failed: %s", (unsigned long long)seq, why);
     } else {
-        LOG_I("checkpoint %llu written in %lld ms", (unsigned long long)seq,
-              (long long)(tu_now_ms() - t0));
+        LOG_I("checkpoint %llu written in %lld ms (serving paused %lld ms for the snapshot)",
+              (unsigned long long)seq, (long long)(tu_now_ms() - t0_ms), (long long)pause_ms);
     }
     member_send(&S.mb, &m);
+}
+
+static void *commit_main(void *arg)
+{
+    (void)arg;
+    CK.rc = ckpt_commit(&CK.w, CK.why, sizeof CK.why);
+    atomic_store(&CK.done, 1);
+    return NULL;
+}
+
+/* Answers for the background checkpoint once its thread is done; wait: block
+ * until then (at exit). */
+static void checkpoint_poll(int wait)
+{
+    if (!CK.busy || (!wait && !atomic_load(&CK.done)))
+        return;
+    pthread_join(CK.thread, NULL);
+    CK.busy = 0;
+    report_checkpoint(CK.seq, CK.rc, CK.why, CK.t0_ms, CK.pause_ms);
+}
+
+/* Checkpoint seq: a snapshot of this server's state now (serving pauses only for
+ * the copy), written to the file by a thread while serving goes on. */
+static void write_checkpoint(uint64_t seq)
+{
+    char why[600];
+    int64_t t0 = tu_now_ms();
+    if (CK.busy) {
+        snprintf(why, sizeof why, "server node %u is still writing checkpoint %llu",
+                 S.mb.node_id, (unsigned long long)CK.seq);
+        report_checkpoint(seq, -PSKV_ENOTREADY, why, t0, 0);
+        return;
+    }
+    ckpt_writer *w = NULL;
+    int rc = -PSKV_EINVAL;
+    if (!*S.data_dir)
+        snprintf(why, sizeof why, "server node %u has no --data-dir", S.mb.node_id);
+    else
+        rc = persist_snapshot(S.data_dir, S.mb.job_id, seq, S.mb.node_id, S.tables, S.chain,
+                              S.cons, &w, why, sizeof why);
+    if (rc < 0) {
+        report_checkpoint(seq, rc, why, t0, 0);
+        return;
+    }
+    CK.w = w;
+    CK.seq = seq;
+    CK.t0_ms = t0;
+    CK.pause_ms = tu_now_ms() - t0;
+    CK.why[0] = 0;
+    atomic_store(&CK.done, 0);
+    CK.busy = 1;
+    if (pthread_create(&CK.thread, NULL, commit_main, NULL) != 0) {
+        LOG_W("cannot start a thread for checkpoint %llu: writing it in the loop",
+              (unsigned long long)seq);
+        CK.busy = 0;
+        rc = ckpt_commit(&CK.w, why, sizeof why);
+        report_checkpoint(seq, rc, why, t0, tu_now_ms() - t0);
+    }
 }
 
 /* Returns 1 when the scheduler said STOP. */
@@ -560,6 +627,8 @@ int main(int argc, char **argv)
                                          {S.mb.sock, 0, ZMQ_POLLIN, 0}};
         int nitems = 2 + chain_poll_items(S.chain, items + 2, 256);
         long wait = (long)(S.mb.next_hb_ms - tu_now_ms());
+        if (CK.busy && wait > 5)
+            wait = 5; /* answer for the background checkpoint soon after it is written */
         if (zmq_poll(items, nitems, wait < 0 ? 0 : wait) < 0 && errno != EINTR) {
             LOG_E("poll failed: %s", zmq_strerror(errno));
             break;
@@ -596,10 +665,12 @@ int main(int argc, char **argv)
             }
             wire_msg_close(msg);
         }
+        checkpoint_poll(0);
         S.mb.hb_dropped = consist_get_stats(S.cons).dropped_late;
         S.mb.hb_bsp = any_model(CONS_BSP);
         member_tick(&S.mb);
     }
+    checkpoint_poll(1); /* a checkpoint being written is finished first */
     consist_stats st = consist_get_stats(S.cons);
     LOG_I("%s: %llu pushes (%.1f us each to check and apply), %llu pulls (%.1f us each to "
           "copy), %llu dropped as late, %llu refused requests, %zu tables",

@@ -6,6 +6,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,11 +150,29 @@ static void spill(const char *path, const void *b, size_t n)
     ck_assert_int_eq(fclose(f), 0);
 }
 
+typedef struct commit_job {
+    ckpt_writer *w;
+    int rc;
+    char why[256];
+} commit_job;
+
+static void *commit_main(void *arg)
+{
+    commit_job *j = arg;
+    j->rc = ckpt_commit(&j->w, j->why, sizeof j->why);
+    return NULL;
+}
+
+/* _i = 0: a streaming writer; 1: a held one, committed on another thread (as a
+ * server writes checkpoints in the background): the same file either way. */
 START_TEST(round_trip)
 {
     char why[256] = "";
     ckpt_writer *w = NULL;
-    ck_assert_msg(ckpt_begin(&w, dir, "rt", why, sizeof why) == 0, "%s", why);
+    int held = _i;
+    ck_assert_msg((held ? ckpt_begin_held(&w, dir, "rt", 4096, why, sizeof why)
+                        : ckpt_begin(&w, dir, "rt", why, sizeof why)) == 0,
+                  "%s", why);
     ck_assert_ptr_nonnull(w);
     ck_assert(exists(path_of("rt.tmp")));
     put_pattern(w, 10, 5);
@@ -169,7 +188,16 @@ START_TEST(round_trip)
     free(ab);
     put_pattern(w, 0, 8);
     put_pattern(w, 0xfffffffeu, 1);
-    ck_assert_msg(ckpt_commit(&w, why, sizeof why) == 0, "%s", why);
+    if (held) {
+        commit_job j = {w, -1, ""};
+        pthread_t th;
+        ck_assert_int_eq(pthread_create(&th, NULL, commit_main, &j), 0);
+        ck_assert_int_eq(pthread_join(th, NULL), 0);
+        ck_assert_msg(j.rc == 0, "%s", j.why);
+        w = j.w;
+    } else {
+        ck_assert_msg(ckpt_commit(&w, why, sizeof why) == 0, "%s", why);
+    }
     ck_assert_ptr_null(w);
     ck_assert(!exists(path_of("rt.tmp")));
 
@@ -465,7 +493,7 @@ Suite *ckpt_suite(void)
     Suite *s = suite_create("ckpt");
     TCase *tc = tcase_create("write");
     tcase_add_unchecked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, round_trip);
+    tcase_add_loop_test(tc, round_trip, 0, 2);
     tcase_add_test(tc, buffer_edges);
     tcase_add_test(tc, empty_checkpoint);
     tcase_add_test(tc, commit_replaces_old);
