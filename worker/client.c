@@ -159,7 +159,7 @@ void pskv_config_init(pskv_config *cfg)
     cfg->request_timeout_ms = 30000;
     cfg->window = 64;
     cfg->max_message = 1LL << 30;
-    cfg->chunk_bytes = 256 * 1024;
+    cfg->chunk_bytes = 1024 * 1024;
     cfg->spin_us = 100;
     cfg->retry_ms = 1000;
 }
@@ -335,7 +335,7 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
     if (!w)
         return -PSKV_ENOMEM;
     w->window = cfg.window;
-    w->chunk_bytes = cfg.chunk_bytes ? cfg.chunk_bytes : 256 * 1024;
+    w->chunk_bytes = cfg.chunk_bytes ? cfg.chunk_bytes : 1024 * 1024;
     w->spin_us = cfg.spin_us < 0 ? 0 : cfg.spin_us;
     w->request_timeout_ms = cfg.request_timeout_ms;
     w->max_message = cfg.max_message;

@@ -40,7 +40,7 @@ typedef struct pskv_config {
     int64_t max_message;       /* largest frame accepted (default 1 GiB) */
     size_t chunk_bytes;        /* dense runs travel in messages of at most this many value
                                   bytes, so sending, applying and copying overlap
-                                  (default 256 KiB) */
+                                  (default 1 MiB) */
     int spin_us;               /* pskv_wait on a request of <= 64 KiB looks for the reply
                                   without sleeping for up to this long first (default 100;
                                   0 = never spin) */

@@ -43,7 +43,7 @@ static cfg_entry config[] = {
     {"spin-us", CFG_INT, "100", "PSKV_WORKER_SPIN_US", 0, 100000, "us",
      "wait for a reply to a small request (<= 64 KiB) without sleeping for up to this long",
      0, 0, NULL, NULL},
-    {"chunk-bytes", CFG_INT, "262144", "PSKV_WORKER_CHUNK_BYTES", 4, 1073741824, "bytes",
+    {"chunk-bytes", CFG_INT, "1048576", "PSKV_WORKER_CHUNK_BYTES", 4, 1073741824, "bytes",
      "dense runs travel in messages of at most this many value bytes", 0, 0, NULL, NULL},
     {"join-timeout", CFG_DOUBLE, "600", "PSKV_WORKER_JOIN_TIMEOUT", 1, 86400, "s",
      "how long to wait for the cluster to be complete", 0, 0, NULL, NULL},
