@@ -46,9 +46,13 @@ static void payload_shape(const Pskv__Meta *m, int *want_keys, int *want_vals)
         *want_vals = 1;
         break;
     case PSKV__MSG_TYPE__PULL:
-        *want_keys = !dense_run;
+        *want_keys = !dense_run && !(m->has_all && m->all); /* a whole-table pull: none */
         break;
     case PSKV__MSG_TYPE__PULL_REPLY:
+        if (m->has_all && m->all) { /* rows with their keys; none when the server has none */
+            *want_keys = *want_vals = m->has_num_keys && m->num_keys > 0;
+            break;
+        }
         *want_vals = 1;
         break;
     default:
@@ -84,7 +88,8 @@ int wire_parse(wire_msg *m, const void *const *frames, const size_t *sizes, int 
     if (n != want)
         FAIL(PSKV_EPROTO, "%s with %d frames, expected %d", wire_type_name((int)meta->type), n,
              want);
-    if (want_keys + want_vals == 0 && meta->type != PSKV__MSG_TYPE__PULL)
+    if (want_keys + want_vals == 0 &&
+        (meta->type != PSKV__MSG_TYPE__PULL || (meta->has_all && meta->all)))
         return 0;
 
     uint64_t nkeys = meta->num_keys;

@@ -746,6 +746,21 @@ static int in_partition(void *ctx, uint64_t key)
     return part_of(f->c, f->t, key) == f->p;
 }
 
+static int in_served(void *ctx, uint64_t key)
+{
+    part_filter *f = ctx;
+    uint32_t p = part_of(f->c, f->t, key);
+    return f->c->index[p] >= 0 && f->c->index[p] == tail_index(f->c, p) && f->c->ready[p];
+}
+
+uint64_t chain_export_served(const chain *c, const table *t, uint64_t *keys, float *rows)
+{
+    if (!c->nparts)
+        return 0;
+    part_filter f = {c, t, 0};
+    return shard_export(t->sh, in_served, &f, keys, rows);
+}
+
 /* Sends the whole partition p (every table, then the dedupe record) to `to`. */
 static void send_fill(chain *c, uint32_t p, uint32_t to)
 {

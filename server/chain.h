@@ -108,6 +108,12 @@ void chain_forward_clock(chain *c, uint32_t head, int rank, int64_t clock);
  * when it is alone in some chain): up to max ids in out; returns how many. */
 size_t chain_sources(const chain *c, uint32_t *out, size_t max);
 
+/* Copies every stored row of t in the partitions this server answers pulls for
+ * (it is their tail and holds a whole copy) into keys[]/rows[] (shard_export's
+ * rows: values, then optimizer state) and returns how many; NULL arrays only
+ * count. */
+uint64_t chain_export_served(const chain *c, const table *t, uint64_t *keys, float *rows);
+
 /* Pending forwards, for logs. */
 size_t chain_pending(const chain *c);
 

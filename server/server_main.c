@@ -219,8 +219,67 @@ static void on_push(wire_msg *msg)
     consist_push(S.cons, t, msg, &rs);
 }
 
+static void free_frame(void *data, void *hint)
+{
+    (void)hint;
+    free(data);
+}
+
+/* PULL with `all`: every row of the table this server answers pulls for, with its
+ * keys, as the values are now (no consistency wait: for saving a model). */
+static void on_pull_all(wire_msg *msg)
+{
+    Pskv__Meta *r = msg->meta;
+    char why[300];
+    table *t = r->has_table_id ? tables_find(S.tables, r->table_id) : NULL;
+    if (!t) {
+        snprintf(why, sizeof why, "unknown table id %llu (open the table first)",
+                 (unsigned long long)r->table_id);
+        fail(msg, PSKV_ENOTABLE, why);
+        return;
+    }
+    if (chain_waiting(S.chain)) {
+        fail(msg, PSKV_ENOTREADY, "partitions are still being copied to this server");
+        return;
+    }
+    uint64_t n = chain_export_served(S.chain, t, NULL, NULL);
+    size_t rf = shard_row_floats(t->sh), wd = t->width;
+    uint64_t *keys = malloc((n ? n : 1) * sizeof *keys);
+    float *rows = malloc((n ? n : 1) * rf * sizeof *rows);
+    if (!keys || !rows) {
+        free(keys);
+        free(rows);
+        fail(msg, PSKV_ENOMEM, "out of memory copying the table");
+        return;
+    }
+    n = chain_export_served(S.chain, t, keys, rows);
+    for (uint64_t i = 0; i < n && rf != wd; i++) /* values only, in place */
+        memmove(rows + i * wd, rows + i * rf, wd * sizeof *rows);
+    zmq_msg_t km, vm; /* ZeroMQ sends the buffers and frees them */
+    zmq_msg_init_data(&km, keys, n * sizeof *keys, free_frame, NULL);
+    zmq_msg_init_data(&vm, rows, n * wd * sizeof *rows, free_frame, NULL);
+    Pskv__Meta m;
+    meta_reply(&m, r, PSKV__MSG_TYPE__PULL_REPLY);
+    m.has_table_id = m.has_num_keys = m.has_width = m.has_all = m.all = 1;
+    m.table_id = t->id;
+    m.num_keys = n;
+    m.width = t->width;
+    int rc = n ? wire_send(S.router, &msg->rid, &m, &km, &vm)
+               : wire_send(S.router, &msg->rid, &m, NULL, NULL);
+    if (!n) {
+        zmq_msg_close(&km);
+        zmq_msg_close(&vm);
+    }
+    if (rc < 0)
+        LOG_W("cannot answer a whole-table pull: %s", zmq_strerror(errno));
+}
+
 static void on_pull(wire_msg *msg)
 {
+    if (msg->meta->has_all && msg->meta->all) {
+        on_pull_all(msg);
+        return;
+    }
     rowset rs;
     table *t = check_request(msg, &rs);
     if (t)

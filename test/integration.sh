@@ -336,12 +336,29 @@ t_sparse_lr_planted() {
   [ -n "$planted" ] || fail "gen-sparse printed no planted_auc"
   "$LAUNCH" --servers 2 --workers 2 --timeout 150 --log-dir "$TDIR/logs" -- --app sparse-lr \
     --train "$TDIR/gen.train" --test "$TDIR/gen.test" --epochs 3 --batch 64 --updater adagrad \
-    --lr 0.05 --eval-every 0 --metrics "$TDIR/m.jsonl" || fail "exited $?"
+    --lr 0.05 --eval-every 0 --metrics "$TDIR/m.jsonl" --save-model "$TDIR/slr.model" ||
+    fail "exited $?"
   auc=$(grep -o 'final auc [0-9.]*' "$TDIR/logs/worker-0.log" | awk '{print $3}')
   [ -n "$auc" ] || fail "no final auc: $(tail -n 3 "$TDIR/logs/worker-0.log")"
   echo "planted auc $planted, learned auc $auc"
   awk -v a="$auc" -v p="$planted" 'BEGIN { exit !(a >= p - 0.05) }' || fail "auc $auc is more than 0.05 below the planted $planted"
   grep -q '"auc":' "$TDIR/m.jsonl" || fail "metrics lack auc"
+  # the saved model, loaded into 3 servers with R = 2 and trained with lr 0, gives
+  # the same AUC, and saving it again gives every weight once
+  local n1 n2 auc2
+  n1=$(sed -n 's/.*model saved to .* (\([0-9]*\) weights).*/\1/p' "$TDIR/logs/worker-0.log")
+  [ "${n1:-0}" -gt 1000 ] || fail "the model holds ${n1:-no} weights"
+  "$LAUNCH" --servers 3 --workers 2 --timeout 150 --log-dir "$TDIR/logs3" \
+    --scheduler-opt --replicas --scheduler-opt 2 -- --app sparse-lr --train "$TDIR/gen.train" \
+    --test "$TDIR/gen.test" --epochs 1 --batch 64 --updater adagrad --lr 0 --eval-every 0 \
+    --init-from "$TDIR/slr.model" --save-model "$TDIR/slr2.model" || fail "the run from the model exited $?"
+  grep -q "loaded $n1 weights" "$TDIR/logs3/worker-0.log" || fail "the model was not loaded"
+  auc2=$(grep -o 'final auc [0-9.]*' "$TDIR/logs3/worker-0.log" | awk '{print $3}')
+  [ "$auc2" = "$auc" ] || fail "auc from the saved model $auc2, trained $auc"
+  n2=$(sed -n 's/.*model saved to .* (\([0-9]*\) weights).*/\1/p' "$TDIR/logs3/worker-0.log")
+  [ "$n2" = "$n1" ] || fail "saved again with R = 2: $n2 weights, not $n1 (each once)"
+  cmp -s "$TDIR/slr.model" "$TDIR/slr2.model" || fail "lr 0 changed the saved weights"
+  echo "sparse model: $n1 weights saved, loaded, auc $auc2; saved again with R = 2: $n2"
 }
 
 t_consistency_check() {

@@ -28,6 +28,85 @@ static int fail(pskv_worker *w, const char *what, int rc)
     return 1;
 }
 
+typedef struct kv {
+    uint64_t key;
+    float val;
+} kv;
+
+static int cmp_kv(const void *a, const void *b)
+{
+    const kv *x = a, *y = b;
+    return (x->key > y->key) - (x->key < y->key);
+}
+
+/* --init-from: rank 0 overwrites the weights (and clears their optimizer state)
+ * with a saved sparse-lr model, in slices of a million keys. */
+static int load_model(pskv_worker *w, int t, const char *path)
+{
+    char why[512];
+    modelfile mf;
+    int rc = modelfile_load(path, &mf, why, sizeof why);
+    if (rc == 0 && (mf.kind != 3 || mf.out != 1 || !mf.keys)) {
+        snprintf(why, sizeof why, "%s holds a %s model, not a sparse-lr one", path,
+                 mf.kind == 1 ? "softmax" : mf.kind == 2 ? "mlp" : "non-sparse");
+        rc = -PSKV_EINVAL;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "sparse-lr: --init-from: %s\n", why);
+        modelfile_free(&mf);
+        return 1;
+    }
+    for (uint64_t at = 0; at < mf.n; at += 1u << 20) {
+        size_t k = mf.n - at < (1u << 20) ? (size_t)(mf.n - at) : (size_t)1 << 20;
+        int64_t ta = pskv_assign(w, t, mf.keys + at, k, mf.vals + at);
+        if (ta < 0 || (rc = pskv_wait(w, ta, TMO)) < 0) {
+            modelfile_free(&mf);
+            return fail(w, "load --init-from weights", ta < 0 ? (int)ta : rc);
+        }
+    }
+    printf("loaded %llu weights from %s\n", (unsigned long long)mf.n, path);
+    modelfile_free(&mf);
+    return 0;
+}
+
+/* --save-model: every weight the servers hold (the features ever pushed and the
+ * bias), sorted by feature id, as a keyed sparse-lr model file. */
+static int save_model(pskv_worker *w, int t, const char *path)
+{
+    char why[512];
+    uint64_t *keys;
+    float *vals;
+    size_t n;
+    int rc = pskv_pull_all(w, t, &keys, &vals, &n, TMO);
+    if (rc < 0)
+        return fail(w, "pull the weights for --save-model", rc);
+    kv *pairs = malloc((n ? n : 1) * sizeof *pairs);
+    if (!pairs) {
+        free(keys);
+        free(vals);
+        fprintf(stderr, "sparse-lr: --save-model: out of memory for %zu weights\n", n);
+        return 1;
+    }
+    for (size_t i = 0; i < n; i++)
+        pairs[i] = (kv){keys[i], vals[i]};
+    qsort(pairs, n, sizeof *pairs, cmp_kv);
+    for (size_t i = 0; i < n; i++) {
+        keys[i] = pairs[i].key;
+        vals[i] = pairs[i].val;
+    }
+    free(pairs);
+    modelfile mf = {3, 0, 0, 1, n, keys, vals};
+    rc = modelfile_save(path, &mf, why, sizeof why);
+    free(keys);
+    free(vals);
+    if (rc < 0) {
+        fprintf(stderr, "sparse-lr: --save-model: %s\n", why);
+        return 1;
+    }
+    printf("model saved to %s (%zu weights)\n", path, n);
+    return 0;
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -208,6 +287,8 @@ int app_sparse_lr(pskv_worker *w, cfg_entry *cfg)
     size_t nk[2];
     if (!keys[0] || !keys[1] || !wv[0] || !wv[1] || !grad)
         return 1;
+    if (rank == 0 && *cfg_str(cfg, "init-from") && load_model(w, t, cfg_str(cfg, "init-from")))
+        return 1;
     rc = pskv_barrier(w, TMO);
     if (rc < 0)
         return fail(w, "barrier before training", rc);
@@ -315,6 +396,8 @@ int app_sparse_lr(pskv_worker *w, cfg_entry *cfg)
                        auc, ll, acc, (double)pushed_keys / train_s);
         }
     }
+    if (rank == 0 && *cfg_str(cfg, "save-model") && save_model(w, t, cfg_str(cfg, "save-model")))
+        return 1;
     if (rank != 0) {
         uint64_t key = (uint64_t)rank;
         float v = (float)unreported;

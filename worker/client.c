@@ -34,7 +34,13 @@
 #define MAX_PARTS 65535
 #define FAILED_KEEP 4096 /* failed requests whose outcome pskv_wait can still tell */
 
-enum req_type { REQ_FREE = 0, REQ_OPEN, REQ_PUSH, REQ_PULL, REQ_ASSIGN };
+enum req_type { REQ_FREE = 0, REQ_OPEN, REQ_PUSH, REQ_PULL, REQ_ASSIGN, REQ_SCAN };
+
+typedef struct scan_out { /* rows gathered by pskv_pull_all */
+    uint64_t *keys;
+    float *vals;
+    size_t n, cap;
+} scan_out;
 
 typedef struct vbuf { /* values and keys shared with ZeroMQ's zero-copy sends */
     atomic_int refs;
@@ -72,6 +78,7 @@ typedef struct req {
     int64_t deadline_ms;
     int64_t vclock;    /* pull: the oldest clock its parts' values reflect */
     size_t bytes;      /* values moved: small requests are waited for by spinning */
+    scan_out *scan;    /* pskv_pull_all: where the rows go */
 } req;
 
 typedef struct srv {
@@ -487,7 +494,7 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
     srv *s = &w->srv[si];
     if (m->type == PSKV__MSG_TYPE__ERROR &&
         (m->error_code == PSKV_ESTALE || m->error_code == PSKV_ENOTREADY) &&
-        r->type != REQ_OPEN) {
+        r->type != REQ_OPEN && r->type != REQ_SCAN) {
         /* planned on a view the server no longer serves, or a copy still on its
          * way: not applied; planned again on the latest view shortly */
         LOG_D("request %lld part %d: %s; sending again", (long long)r->ts, pi,
@@ -513,6 +520,35 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
             r->err = set_error(w, m->error_code ? m->error_code : PSKV_EPROTO,
                                "server node %u (%s:%d): %s", s->id, s->host, s->port,
                                m->error ? m->error : pskv_strerror(m->error_code));
+    } else if (r->type == REQ_SCAN) {
+        tbl *t = &w->tables[r->table];
+        scan_out *o = r->scan;
+        size_t k = msg->nkeys, wd = t->width;
+        if (m->type != PSKV__MSG_TYPE__PULL_REPLY || m->width != t->width ||
+            (k && !msg->keys)) {
+            if (!r->err)
+                r->err = set_error(w, PSKV_EPROTO, "server node %u sent a malformed whole-table "
+                                   "reply (%s)", s->id, wire_type_name((int)m->type));
+        } else if (k && o->n + k > o->cap) {
+            size_t cap = o->cap ? o->cap : 1024;
+            while (cap < o->n + k)
+                cap *= 2;
+            uint64_t *gk = realloc(o->keys, cap * sizeof *gk);
+            if (gk)
+                o->keys = gk;
+            float *gv = realloc(o->vals, cap * wd * sizeof *gv);
+            if (gv)
+                o->vals = gv;
+            if (gk && gv)
+                o->cap = cap;
+            else if (!r->err)
+                r->err = set_error(w, PSKV_ENOMEM, "out of memory gathering the table");
+        }
+        if (!r->err && k) {
+            memcpy(o->keys + o->n, msg->keys, k * sizeof *o->keys);
+            memcpy(o->vals + o->n * wd, msg->vals, k * wd * sizeof *o->vals);
+            o->n += k;
+        }
     } else if (r->type == REQ_PULL) {
         tbl *t = &w->tables[r->table];
         if (m->has_clock && m->clock < r->vclock)
@@ -1403,6 +1439,64 @@ int pskv_table_open(pskv_worker *w, const char *name, const pskv_table_opts *o_i
     return w->ntables++;
 fail:
     return rc;
+}
+
+int pskv_pull_all(pskv_worker *w, int table, uint64_t **keys, float **vals, size_t *n,
+                  int timeout_ms)
+{
+    if (!keys || !vals || !n)
+        return w ? set_error(w, PSKV_EINVAL, "pskv_pull_all without output pointers")
+                 : -PSKV_EINVAL;
+    *keys = NULL;
+    *vals = NULL;
+    *n = 0;
+    if (!w || table < 0 || table >= w->ntables)
+        return w ? set_error(w, PSKV_EINVAL, "no table handle %d", table) : -PSKV_EINVAL;
+    tbl *t = &w->tables[table];
+    for (uint32_t p = 0; p < w->nparts; p++)
+        if (w->tail[p] < 0)
+            return set_error(w, PSKV_ELOST, "table '%s': partition %u has no live copy (view "
+                             "epoch %llu): its rows are gone", t->name, p,
+                             (unsigned long long)w->mb.epoch);
+    int nlive = 0;
+    for (int i = 0; i < w->nservers; i++)
+        nlive += w->srv[i].alive;
+    scan_out out = {NULL, NULL, 0, 0};
+    req *r = nlive ? new_req(w, REQ_SCAN, table, nlive) : NULL;
+    if (!r)
+        return nlive ? -PSKV_ETIMEDOUT : set_error(w, PSKV_ELOST, "no live server");
+    r->scan = &out;
+    /* the request ends (answered or failed at its deadline) before the wait
+     * gives up, so no reply can reach `out` after this call returns */
+    r->deadline_ms = tu_now_ms() + (timeout_ms > 0 ? timeout_ms : w->request_timeout_ms);
+    int64_t ts = r->ts;
+    for (int pi = 0, si = 0; pi < nlive; pi++, si++) {
+        while (!w->srv[si].alive)
+            si++;
+        r->parts[pi].server = si;
+        Pskv__Meta m;
+        member_meta(&w->mb, &m, PSKV__MSG_TYPE__PULL);
+        m.has_table_id = m.has_width = m.has_all = m.all = 1;
+        m.table_id = t->id;
+        m.width = t->width;
+        int rc = send_part(w, r, pi, &m, NULL, NULL);
+        if (rc < 0) {
+            req_fail(w, r, rc);
+            free(out.keys);
+            free(out.vals);
+            return rc;
+        }
+    }
+    int rc = pskv_wait(w, ts, (timeout_ms > 0 ? timeout_ms : w->request_timeout_ms) + 2000);
+    if (rc < 0) {
+        free(out.keys);
+        free(out.vals);
+        return rc;
+    }
+    *keys = out.keys;
+    *vals = out.vals;
+    *n = out.n;
+    return 0;
 }
 
 int pskv_clock(pskv_worker *w)

@@ -101,6 +101,17 @@ int64_t pskv_assign(pskv_worker *w, int table, const uint64_t *keys, size_t nkey
  * timestamp completes; out must stay valid until then. keys == NULL as in push. */
 int64_t pskv_pull(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys, float *out);
 
+/* Pulls every row the servers hold of `table` (the keys a sparse table ever
+ * pushed, or all of a dense one), for saving a model: blocks until every server
+ * answered, at most timeout_ms. On success *keys (n) and *vals (n * width floats)
+ * are malloc'ed, the caller's to free, and *n is the number of rows, in no
+ * particular order, each once (only the tail of each partition answers). The
+ * values are as each server holds them when it answers, without any consistency
+ * wait: call it after a barrier. Returns 0, -PSKV_ELOST (a partition has no live
+ * copy), -PSKV_ETIMEDOUT, -PSKV_ENOMEM or another negated PSKV_E* code. */
+int pskv_pull_all(pskv_worker *w, int table, uint64_t **keys, float **vals, size_t *n,
+                  int timeout_ms);
+
 /* Waits for request `ts`. Returns 0, the request's error, or -PSKV_ETIMEDOUT when
  * it is still in flight after timeout_ms (it stays in flight). */
 int pskv_wait(pskv_worker *w, int64_t ts, int timeout_ms);
