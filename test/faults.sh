@@ -388,6 +388,24 @@ f_join_ssp() {
   return 0
 }
 
+# A server may not join a job with a bsp table (its clocks' buffered pushes do not
+# move): it is refused with the reason and exits 1; the job goes on and finishes.
+f_join_bsp_refused() {
+  local d=$TDIR/c pid i rc
+  launch "$d" --servers 2 --workers 2 -- --app check --consistency bsp --rounds 1500
+  wait_joined "$d" 2
+  sleep 0.4
+  start_server "$d" server-2
+  pid=$(cat "$d/server-2.pid")
+  for i in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$pid" 2>/dev/null && fail "the server joined a bsp job"
+  wait "$pid"; rc=$?
+  [ $rc -eq 1 ] || fail "the refused server exited $rc, not 1"
+  grep -q 'holds a bsp table: servers cannot join' "$d/server-2.log" ||
+    fail "no reason given: $(tail -n 2 "$d/server-2.log")"
+  wait_ok "$d"
+}
+
 # A killed server restarted (R = 2, 3 servers, dense and sparse tables): it
 # rejoins as a new member and takes partitions back; the sums stay exact.
 f_server_rejoin() {
@@ -430,7 +448,7 @@ run_trial() {
 }
 
 tests=(kill_server kill_server_ssp chain_r3 pause_server kill_worker worker_rejoin retry_paused lost_partition
-       checkpoint_resume join join_ssp server_rejoin)
+       checkpoint_resume join join_ssp join_bsp_refused server_rejoin)
 for t in "${tests[@]}"; do
   if [ ${#ONLY[@]} -gt 0 ] && ! printf '%s\n' "${ONLY[@]}" | grep -qx "$t"; then continue; fi
   for i in $(seq "$TRIALS"); do run_trial "$t" "f_$t" "$i"; done
