@@ -349,6 +349,13 @@ wait_exit() {
   wait "$1" || fail "$2 exited with status $?"
 }
 
+# joined_ok DIR NAME: server NAME joined DIR's job, received partitions and exited 0.
+joined_ok() {
+  grep -q 'server node [0-9]* joined the running job' "$1/scheduler.log" || fail "server $2 did not join"
+  grep -q 'copy from server node .* complete' "$1/$2.log" || fail "no partition reached server $2"
+  wait_exit "$(cat "$1/$2.pid")" "server $2"
+}
+
 # Elastic join (R = 1): a server and a worker start mid-run. The server takes the
 # partitions its ring tokens win (handed over while the pushes go on), the worker
 # the next rank, and every key ends equal to the pushes acknowledged by all.
@@ -368,8 +375,7 @@ f_join() {
   grep -q 'worker node [0-9]* joined the running job as rank 2' "$d/scheduler.log" || fail "the worker did not join as rank 2"
   wait_ok "$d"
   grep -q '^check ok' "$d/worker-2.log" || fail "joining worker: $(tail -n 2 "$d/worker-2.log")"
-  grep -q 'copy from server node .* complete' "$d/server-2.log" || fail "no partition reached the new server"
-  wait_exit "$(cat "$d/server-2.pid")" "the joined server"
+  joined_ok "$d" server-2
   echo "join: $moved partitions moved to the new server"
 }
 
@@ -382,10 +388,7 @@ f_join_ssp() {
   sleep 0.3
   start_server "$d" server-2
   wait_ok "$d"
-  grep -q 'joined the running job' "$d/scheduler.log" || fail "the server did not join"
-  grep -q 'copy from server node .* complete' "$d/server-2.log" || fail "no partition reached the new server"
-  wait_exit "$(cat "$d/server-2.pid")" "the joined server"
-  return 0
+  joined_ok "$d" server-2
 }
 
 # A server may not join a job with a bsp table (its clocks' buffered pushes do not
@@ -418,10 +421,7 @@ f_server_rejoin() {
   sleep 0.3
   start_server "$d" server-1b
   wait_ok "$d"
-  grep -q 'joined the running job' "$d/scheduler.log" || fail "the restarted server did not join"
-  grep -q 'copy from server node .* complete' "$d/server-1b.log" || fail "no partition reached the restarted server"
-  wait_exit "$(cat "$d/server-1b.pid")" "the restarted server"
-  return 0
+  joined_ok "$d" server-1b
 }
 
 run_trial() {

@@ -756,6 +756,30 @@ static int send_part(pskv_worker *w, req *r, int pi, Pskv__Meta *m, zmq_msg_t *k
     return 0;
 }
 
+static req *new_req(pskv_worker *w, enum req_type type, int table, int nparts);
+
+/* A request with one part per live server (parts[i].server set); NULL with the
+ * error in *err (and last_error) when no server lives or the window stays full. */
+static req *new_req_live(pskv_worker *w, enum req_type type, int table, int *err)
+{
+    int nlive = 0;
+    for (int i = 0; i < w->nservers; i++)
+        nlive += w->srv[i].alive;
+    if (!nlive) {
+        *err = set_error(w, PSKV_ELOST, "no live server in view epoch %llu",
+                         (unsigned long long)w->mb.epoch);
+        return NULL;
+    }
+    req *r = new_req(w, type, table, nlive);
+    *err = r ? 0 : -PSKV_ETIMEDOUT;
+    for (int pi = 0, si = 0; r && pi < nlive; pi++, si++) {
+        while (!w->srv[si].alive)
+            si++;
+        r->parts[pi].server = si;
+    }
+    return r;
+}
+
 static req *new_req(pskv_worker *w, enum req_type type, int table, int nparts)
 {
     req *r = take_slot(w);
@@ -1409,17 +1433,11 @@ int pskv_table_open(pskv_worker *w, const char *name, const pskv_table_opts *o_i
     to.has_backup = 1;
     to.backup = o.backup;
 
-    int rc = -PSKV_ETIMEDOUT;
-    int nlive = 0;
-    for (int i = 0; i < w->nservers; i++)
-        nlive += w->srv[i].alive;
-    req *r = nlive ? new_req(w, REQ_OPEN, w->ntables, nlive) : NULL;
+    int rc;
+    req *r = new_req_live(w, REQ_OPEN, w->ntables, &rc);
     if (!r)
         goto fail;
-    for (int pi = 0, si = 0; pi < nlive; pi++, si++) {
-        while (!w->srv[si].alive)
-            si++;
-        r->parts[pi].server = si;
+    for (int pi = 0; pi < r->nparts; pi++) {
         Pskv__Meta m;
         member_meta(&w->mb, &m, PSKV__MSG_TYPE__TABLE_OPEN);
         m.has_table_id = 1;
@@ -1458,28 +1476,23 @@ int pskv_pull_all(pskv_worker *w, int table, uint64_t **keys, float **vals, size
             return set_error(w, PSKV_ELOST, "table '%s': partition %u has no live copy (view "
                              "epoch %llu): its rows are gone", t->name, p,
                              (unsigned long long)w->mb.epoch);
-    int nlive = 0;
-    for (int i = 0; i < w->nservers; i++)
-        nlive += w->srv[i].alive;
     scan_out out = {NULL, NULL, 0, 0};
-    req *r = nlive ? new_req(w, REQ_SCAN, table, nlive) : NULL;
+    int rc;
+    req *r = new_req_live(w, REQ_SCAN, table, &rc);
     if (!r)
-        return nlive ? -PSKV_ETIMEDOUT : set_error(w, PSKV_ELOST, "no live server");
+        return rc;
     r->scan = &out;
     /* the request ends (answered or failed at its deadline) before the wait
      * gives up, so no reply can reach `out` after this call returns */
     r->deadline_ms = tu_now_ms() + (timeout_ms > 0 ? timeout_ms : w->request_timeout_ms);
     int64_t ts = r->ts;
-    for (int pi = 0, si = 0; pi < nlive; pi++, si++) {
-        while (!w->srv[si].alive)
-            si++;
-        r->parts[pi].server = si;
+    for (int pi = 0; pi < r->nparts; pi++) {
         Pskv__Meta m;
         member_meta(&w->mb, &m, PSKV__MSG_TYPE__PULL);
         m.has_table_id = m.has_width = m.has_all = m.all = 1;
         m.table_id = t->id;
         m.width = t->width;
-        int rc = send_part(w, r, pi, &m, NULL, NULL);
+        rc = send_part(w, r, pi, &m, NULL, NULL);
         if (rc < 0) {
             req_fail(w, r, rc);
             free(out.keys);
@@ -1487,7 +1500,7 @@ int pskv_pull_all(pskv_worker *w, int table, uint64_t **keys, float **vals, size
             return rc;
         }
     }
-    int rc = pskv_wait(w, ts, (timeout_ms > 0 ? timeout_ms : w->request_timeout_ms) + 2000);
+    rc = pskv_wait(w, ts, (timeout_ms > 0 ? timeout_ms : w->request_timeout_ms) + 2000);
     if (rc < 0) {
         free(out.keys);
         free(out.vals);
