@@ -60,6 +60,25 @@ static void payload_shape(const Pskv__Meta *m, int *want_keys, int *want_vals)
     }
 }
 
+/* p rebased from inside src to the same offset in dst, or p when outside src. */
+static const void *rebase(const void *p, const wire_msg *src, wire_msg *dst)
+{
+    const char *c = p, *lo = (const char *)src;
+    if (p && c >= lo && c < lo + sizeof *src)
+        return (const char *)dst + (c - lo);
+    return p;
+}
+
+void wire_msg_move(wire_msg *dst, wire_msg *src)
+{
+    if (dst == src)
+        return;
+    const void *keys = src->keys, *vals = src->vals;
+    memcpy(dst, src, sizeof *dst);
+    dst->keys = rebase(keys, src, dst);
+    dst->vals = rebase(vals, src, dst);
+}
+
 int wire_parse(wire_msg *m, const void *const *frames, const size_t *sizes, int n, char *why,
                size_t whylen)
 {

@@ -30,6 +30,12 @@ typedef struct wire_msg {
     char peer[64];               /* sender address for logs */
 } wire_msg;
 
+/* Moves a received message to another place (dst must not overlap src unless it
+ * is src): keys and vals may point into a small frame's bytes held inside its
+ * zmq_msg_t, so they are rebased onto dst's copy. src must not be used or closed
+ * afterwards. */
+void wire_msg_move(wire_msg *dst, wire_msg *src);
+
 /* Sets version and type on a fresh Meta (callers fill the rest). */
 void wire_meta_init(Pskv__Meta *meta, Pskv__MsgType type);
 

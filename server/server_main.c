@@ -416,7 +416,7 @@ static void replay_parked(void)
     int keep = 0;
     for (int i = 0; i < S.nparked; i++) {
         if (from_future(&S.parked[i])) {
-            S.parked[keep++] = S.parked[i];
+            wire_msg_move(&S.parked[keep++], &S.parked[i]);
             continue;
         }
         handle_worker(&S.parked[i]);

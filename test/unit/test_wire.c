@@ -647,6 +647,43 @@ START_TEST(send_recv_roundtrip)
 }
 END_TEST
 
+/* A small push (one key, one float) received into an array slot and moved to
+ * another, as a server does with the messages it parks: keys and vals still read
+ * the message's bytes after the old slot is overwritten (ZeroMQ keeps frames of up
+ * to 33 bytes inside the zmq_msg_t itself). */
+START_TEST(moved_message_keeps_its_frames)
+{
+    void *ctx = zmq_ctx_new();
+    void *a = zmq_socket(ctx, ZMQ_PAIR), *b = zmq_socket(ctx, ZMQ_PAIR);
+    ck_assert_int_eq(zmq_bind(a, "inproc://wire-move"), 0);
+    ck_assert_int_eq(zmq_connect(b, "inproc://wire-move"), 0);
+    uint64_t key = 77;
+    float val = 3.5f;
+    zmq_msg_t km, vm;
+    zmq_msg_init_size(&km, sizeof key);
+    memcpy(zmq_msg_data(&km), &key, sizeof key);
+    zmq_msg_init_size(&vm, sizeof val);
+    memcpy(zmq_msg_data(&vm), &val, sizeof val);
+    Pskv__Meta meta;
+    meta_counts(&meta, PSKV__MSG_TYPE__PUSH, 1, 1);
+    ck_assert_int_eq(wire_send(b, NULL, &meta, &km, &vm), 0);
+    zmq_pollitem_t it = {a, 0, ZMQ_POLLIN, 0};
+    ck_assert_int_eq(zmq_poll(&it, 1, 2000), 1);
+    wire_msg slot[2];
+    char why[256];
+    ck_assert_int_eq(wire_recv(a, 0, &slot[1], why, sizeof why), 0);
+    wire_msg_move(&slot[0], &slot[1]);
+    memset(&slot[1], 0xff, sizeof slot[1]); /* the old place is reused */
+    ck_assert_uint_eq(slot[0].nkeys, 1);
+    ck_assert_uint_eq(slot[0].keys[0], 77);
+    ck_assert_float_eq(slot[0].vals[0], 3.5f);
+    wire_msg_close(&slot[0]);
+    zmq_close(a);
+    zmq_close(b);
+    zmq_ctx_term(ctx);
+}
+END_TEST
+
 Suite *wire_suite(void)
 {
     Suite *s = suite_create("wire");
@@ -677,6 +714,7 @@ Suite *wire_suite(void)
     suite_add_tcase(s, misc);
     TCase *net = tcase_create("send-recv");
     tcase_add_test(net, send_recv_roundtrip);
+    tcase_add_test(net, moved_message_keeps_its_frames);
     suite_add_tcase(s, net);
     return s;
 }
