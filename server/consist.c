@@ -601,10 +601,15 @@ void consist_clock_from(consist *c, uint32_t head, int rank, int64_t clock)
     advance(c);
 }
 
-void consist_set_sources(consist *c, const uint32_t *heads, size_t n)
+void consist_set_sources(consist *c, const uint32_t *heads, size_t n, int placement_changed)
 {
-    for (size_t i = 0; i < c->nsrc; i++)
+    for (size_t i = 0; i < c->nsrc; i++) {
         c->src[i].active = 0;
+        /* a head that took over partitions vouches only for the clocks it forwards
+         * from now on: the ones before cover none of the pushes re-sent to it */
+        if (placement_changed)
+            memset(c->src[i].vc, 0, (size_t)c->nranks * sizeof *c->src[i].vc);
+    }
     for (size_t k = 0; k < n; k++) {
         source *s = source_of(c, heads[k]);
         if (s)

@@ -54,8 +54,10 @@ void consist_clock_from(consist *c, uint32_t head, int rank, int64_t clock);
 
 /* The heads whose partitions this server holds as a replica (from the view):
  * ssp pulls here wait on the clocks they forwarded, not on the workers' own
- * CLOCK messages, which may overtake pushes still on their way down a chain. */
-void consist_set_sources(consist *c, const uint32_t *heads, size_t n);
+ * CLOCK messages, which may overtake pushes still on their way down a chain.
+ * placement_changed: forget every clock the heads forwarded before (a head that
+ * took partitions over vouches only for what it forwards on the new placement). */
+void consist_set_sources(consist *c, const uint32_t *heads, size_t n, int placement_changed);
 
 /* For checkpoints: the vector clock (clocks finished per worker rank; *vc valid
  * until the next view) and a bsp table's closed clocks; and restoring both after

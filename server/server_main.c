@@ -305,8 +305,10 @@ static int from_future(const wire_msg *msg)
     return !S.mb.view || (msg->meta->has_epoch && msg->meta->epoch > S.mb.epoch);
 }
 
-/* Refuses (and returns 1 for) a push or pull planned on an older placement, or
- * any data message while this server's lease has lapsed. */
+/* Refuses (and returns 1 for) any data message while this server's lease has
+ * lapsed, and drops a forward or copy planned on an older placement. A push or
+ * pull planned on an older view is served when this server still heads (or
+ * tails) its rows: chain_rows checks that row by row. */
 static int refuse_stale(wire_msg *msg)
 {
     Pskv__Meta *r = msg->meta;
@@ -322,17 +324,12 @@ static int refuse_stale(wire_msg *msg)
             fail(msg, PSKV_ESTALE, "this server's lease has lapsed; it may have been replaced");
         return 1;
     }
-    /* a header without an epoch is checked against the placement row by row */
     uint64_t ep = r->epoch;
-    if (!r->has_epoch || ep >= chain_place_epoch(S.chain))
+    if (data || !r->has_epoch || ep >= chain_place_epoch(S.chain))
         return 0;
     snprintf(why, sizeof why, "view epoch %llu is older than this server's placement (epoch "
-             "%llu): re-resolve the owner and retry", (unsigned long long)ep,
-             (unsigned long long)chain_place_epoch(S.chain));
-    if (data)
-        fail(msg, PSKV_ESTALE, why);
-    else
-        LOG_D("dropped %s from node %u: %s", wire_type_name((int)r->type), r->sender, why);
+             "%llu)", (unsigned long long)ep, (unsigned long long)chain_place_epoch(S.chain));
+    LOG_D("dropped %s from node %u: %s", wire_type_name((int)r->type), r->sender, why);
     return 1;
 }
 
@@ -359,35 +356,34 @@ static void on_clock(wire_msg *msg)
             LOG_W("dropped a forwarded CLOCK from node %u: no rank or clock", r->sender);
             return;
         }
+        if (r->has_epoch && r->epoch < chain_place_epoch(S.chain))
+            return; /* forwarded on an older placement: it vouches for the old chains */
         consist_clock_from(S.cons, (uint32_t)r->origin_id, r->rank, r->clock);
         chain_forward_clock(S.chain, (uint32_t)r->origin_id, r->rank, r->clock);
         return;
     }
     int rank = consist_clock(S.cons, msg);
-    if (rank >= 0 && chain_replicas(S.chain) > 1 && any_ssp()) {
+    /* down the chains only a clock sent on this placement or a newer one: the worker
+     * had then re-sent to this server whatever it had sent to a server that died,
+     * so every push the clock covers is here before it */
+    if (rank >= 0 && chain_replicas(S.chain) > 1 && any_ssp() &&
+        (!r->has_epoch || r->epoch >= chain_place_epoch(S.chain))) {
         consist_clock_from(S.cons, S.mb.node_id, rank, r->clock);
         chain_forward_clock(S.chain, S.mb.node_id, rank, r->clock);
     }
 }
 
-/* After a view: which heads' clock streams pulls here wait on, and this server's
- * own stream sent down the chains it now heads (a new head starts it). */
-static void clocks_after_view(void)
+/* After a view: which heads' clock streams pulls here wait on. A new head's
+ * stream starts with the clocks workers send on the new placement (each sends
+ * one as soon as it has the view, after re-sending its lost pushes): clocks it
+ * had before could cover pushes still being re-sent. */
+static void clocks_after_view(uint64_t place_before)
 {
     if (chain_replicas(S.chain) <= 1)
         return;
     uint32_t heads[1024];
     size_t n = chain_sources(S.chain, heads, 1024);
-    consist_set_sources(S.cons, heads, n);
-    if (!any_ssp())
-        return; /* clocks go down the chains only for ssp tables */
-    const int64_t *vc;
-    int nranks = consist_clocks(S.cons, &vc);
-    for (int r = 0; r < nranks; r++)
-        if (vc[r] > 0) {
-            consist_clock_from(S.cons, S.mb.node_id, r, vc[r] - 1);
-            chain_forward_clock(S.chain, S.mb.node_id, r, vc[r] - 1);
-        }
+    consist_set_sources(S.cons, heads, n, chain_place_epoch(S.chain) != place_before);
 }
 
 static void handle_worker(wire_msg *msg)
@@ -542,6 +538,7 @@ static int handle_scheduler(void)
             persist_clocks clocks = {NULL, 0};
             if (!S.resumed && S.mb.view->resume_seq)
                 load_checkpoint(&clocks);
+            uint64_t place_before = chain_place_epoch(S.chain);
             if (chain_view(S.chain)) {
                 LOG_E("the scheduler declared this server dead in view epoch %llu and gave "
                       "its partitions to others: exiting without serving anything stale",
@@ -549,7 +546,7 @@ static int handle_scheduler(void)
                 exit(3);
             }
             consist_view(S.cons);
-            clocks_after_view();
+            clocks_after_view(place_before);
             if (clocks.vc) {
                 consist_restore_clocks(S.cons, clocks.vc, clocks.nranks);
                 free(clocks.vc);

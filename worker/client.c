@@ -592,6 +592,25 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
 
 static void resend_due(pskv_worker *w, int view_changed);
 
+/* Tells every live server (but those still owed a catch-up) that this worker
+ * finished clock `clock`, on the data sockets: behind the pushes already sent to
+ * the same server. clock < 0 sends nothing. Servers keep the largest they hear. */
+static int send_clock(pskv_worker *w, int64_t clock)
+{
+    if (clock < 0)
+        return 0;
+    Pskv__Meta m;
+    member_meta(&w->mb, &m, PSKV__MSG_TYPE__CLOCK);
+    m.has_clock = 1;
+    m.clock = clock;
+    for (int i = 0; i < w->nservers; i++)
+        if (w->srv[i].alive && !w->srv[i].catchup &&
+            wire_send(w->srv[i].sock, NULL, &m, NULL, NULL) < 0)
+            return set_error(w, PSKV_ENET, "cannot send CLOCK to server %s:%d: %s",
+                             w->srv[i].host, w->srv[i].port, zmq_strerror(errno));
+    return 0;
+}
+
 static void on_scheduler(pskv_worker *w)
 {
     for (;;) {
@@ -603,10 +622,12 @@ static void on_scheduler(pskv_worker *w)
             continue;
         Pskv__Meta *m = msg.meta;
         if (!m) { /* a new view: parts sent to a server that died go to the new owners */
-            if (apply_view(w, w->max_message) < 0)
+            if (apply_view(w, w->max_message) < 0) {
                 LOG_E("view epoch %llu: %s", (unsigned long long)w->mb.epoch, w->last_error);
-            else
+            } else {
                 resend_due(w, 1);
+                send_clock(w, atomic_load(&w->clock) - 1); /* behind the re-sends */
+            }
         } else if (m->type == PSKV__MSG_TYPE__BARRIER_DONE && m->seq > w->barrier_done)
             w->barrier_done = m->seq;
         else if (m && m->type == PSKV__MSG_TYPE__FINISH_ACK)
@@ -1516,18 +1537,10 @@ int pskv_clock(pskv_worker *w)
 {
     if (!w)
         return -PSKV_EINVAL;
-    Pskv__Meta m;
-    member_meta(&w->mb, &m, PSKV__MSG_TYPE__CLOCK);
-    m.has_clock = 1;
-    m.clock = atomic_load(&w->clock);
-    /* on the data sockets: behind this iteration's pushes to the same server */
-    for (int i = 0; i < w->nservers; i++)
-        if (w->srv[i].alive && !w->srv[i].catchup &&
-            wire_send(w->srv[i].sock, NULL, &m, NULL, NULL) < 0)
-            return set_error(w, PSKV_ENET, "cannot send CLOCK to server %s:%d: %s",
-                             w->srv[i].host, w->srv[i].port, zmq_strerror(errno));
-    atomic_fetch_add(&w->clock, 1);
-    return 0;
+    int rc = send_clock(w, atomic_load(&w->clock));
+    if (rc == 0)
+        atomic_fetch_add(&w->clock, 1);
+    return rc;
 }
 
 int64_t pskv_current_clock(const pskv_worker *w) { return atomic_load(&w->clock); }
