@@ -30,7 +30,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 out=$(mktemp -d /tmp/pskv-bench-faults-XXXXXX)
-trap 'pkill -KILL -f "$out/" 2>/dev/null; rm -rf "$out"' EXIT
+trap 'pkill -KILL -f "$out/" 2>/dev/null; [ -n "${PSKV_KEEP_LOGS:-}" ] && echo "logs kept in $out" >&2 || rm -rf "$out"' EXIT
 median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.1f\n", (a[NR/2]+a[NR/2+1])/2}'; }
 stamp_ms() { date -d "$(cut -c1-23 <<< "$1" | tr T ' ')Z" +%s%3N 2>/dev/null; }
 

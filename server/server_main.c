@@ -694,7 +694,13 @@ int main(int argc, char **argv)
         }
         if (nitems > 2)
             chain_drain(S.chain);
-        for (int budget = 0; budget < 256 && (items[0].revents & ZMQ_POLLIN); budget++) {
+        /* at most 256 messages or 10 ms (a few large pushes), then back to the poll:
+         * heartbeats and their acknowledgements (the lease) must not wait on a
+         * backlog of work */
+        int64_t busy_until = tu_now_ms() + 10;
+        for (int budget = 0; budget < 256 && (items[0].revents & ZMQ_POLLIN) &&
+                             (budget == 0 || tu_now_ms() < busy_until);
+             budget++) {
             /* A message from a view not applied here yet (before the first view,
              * or sent right after a new one) waits (bounded, in order) in S.parked
              * and is served once the view arrives. Messages are received in place:
