@@ -296,7 +296,7 @@ int app_train(pskv_worker *w, cfg_entry *cfg)
     int64_t ns_compute = 0, ns_push = 0, ns_wait = 0, ns_batch = 0, ns_sleep = 0;
     int64_t loop_t0 = tu_now_ns(), epoch_t0 = loop_t0, nsteps = 0;
     uint64_t jitter_rng = ring_mix64(seed ^ (uint64_t)(r.rank + 1) * 0x51ed27ULL);
-    int64_t step = 0, epoch_steps = 0;
+    int64_t step = 0, epoch_steps = 0, prev_push = 0;
     while (step < total_steps) {
         if (app_stop_signal)
             return app_stopped("train");
@@ -364,6 +364,13 @@ int app_train(pskv_worker *w, cfg_entry *cfg)
             /* the other buffer's pull was sent during this step's compute */
             if ((rc = pskv_wait(w, pending, TMO)) < 0)
                 return fail(w, "pull", rc);
+            /* the previous step's push has had a whole step to be acknowledged: with
+             * replicas a pull is answered by the tail, which holds a push only once it
+             * is acknowledged, so waiting for it bounds how stale the next weights are
+             * (and how many pushes are in flight) to two steps of this worker */
+            if (prev_push > 0 && (rc = pskv_wait(w, prev_push, TMO)) < 0)
+                return fail(w, "push", rc);
+            prev_push = tp;
             pending = pskv_pull(w, r.t, NULL, r.P, buf[cur]); /* after the push: sees it */
             if (pending < 0)
                 return fail(w, "pull", (int)pending);
