@@ -304,6 +304,7 @@ int app_sparse_lr(pskv_worker *w, cfg_entry *cfg)
     long loss_n = 0;
     uint64_t pushed_keys = 0;
     int cur = 0;
+    int64_t prev_push = 0;
     nk[0] = batch_keys(&d, 0, d.n < (size_t)batch ? d.n : (size_t)batch, keys[0]);
     int64_t pending = pskv_pull(w, t, keys[0], nk[0], wv[0]);
     if (pending < 0)
@@ -316,6 +317,10 @@ int app_sparse_lr(pskv_worker *w, cfg_entry *cfg)
         size_t lo = s * (size_t)batch, hi = lo + (size_t)batch < d.n ? lo + (size_t)batch : d.n;
         if ((rc = pskv_wait(w, pending, TMO)) < 0)
             return fail(w, "pull", rc);
+        /* the previous batch's push first (with replicas pulls are answered by tails,
+         * which hold a push once it is acknowledged): weights at most two batches old */
+        if (prev_push > 0 && (rc = pskv_wait(w, prev_push, TMO)) < 0)
+            return fail(w, "push", rc);
         /* send the next batch's pull now: it travels while this one computes */
         if (step + 1 < total) {
             size_t s2 = (step + 1) % steps_per_epoch, lo2 = s2 * (size_t)batch;
@@ -347,6 +352,7 @@ int app_sparse_lr(pskv_worker *w, cfg_entry *cfg)
         int64_t tp = pskv_push(w, t, k, n, grad);
         if (tp < 0)
             return fail(w, "push", (int)tp);
+        prev_push = tp;
         pushed_keys += n;
         cur ^= 1;
         if ((step & 63) == 63) {
