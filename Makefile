@@ -172,7 +172,7 @@ bench: deps
 	scripts/bench-consistency.sh
 	scripts/bench-sparse.sh
 	scripts/bench-hosts.sh
-	scripts/bench-faults.sh
+	scripts/bench-faults.sh --kills 10 --soak-seconds 120
 	scripts/bench-checkpoint.sh
 
 bench-faults: deps
