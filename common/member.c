@@ -239,12 +239,9 @@ void member_tick(member *m)
         return;
     Pskv__Meta hb;
     member_meta(m, &hb, PSKV__MSG_TYPE__HEARTBEAT);
-    hb.has_clock = hb.has_dropped = hb.has_request_id = 1;
+    hb.has_clock = hb.has_request_id = 1;
     hb.request_id = (uint64_t)now; /* echoed by HEARTBEAT_ACK: a server's lease runs from it */
     hb.clock = m->hb_clock;
-    hb.dropped = m->hb_dropped;
-    hb.has_bsp = m->hb_bsp;
-    hb.bsp = m->hb_bsp != 0;
     member_send(m, &hb);
     m->next_hb_ms = now + m->heartbeat_ms;
 }

@@ -24,8 +24,6 @@ typedef struct member {
     Pskv__Meta *view_meta;  /* the message that carried it (owned) */
     int64_t next_hb_ms;
     int64_t hb_clock;     /* sent in heartbeats: a worker's clock */
-    uint64_t hb_dropped;  /* sent in heartbeats: a server's late drops */
-    int hb_bsp;           /* sent in heartbeats: a server holds a bsp table */
     uint64_t barriers_done; /* barriers the job had passed when this node registered */
     int resumed;          /* a worker of a resumed job: progress[] is where it was */
     int64_t progress[3];  /* epoch, step, data position */

@@ -60,13 +60,87 @@ static struct {
     chain *chain;
     wire_msg *parked; /* valid messages from a view not applied here yet, in order */
     int nparked;
-    int64_t lease_until_ms; /* serve only before this (renewed by heartbeat acks) */
     int lease_lapsed;       /* logged once per lapse */
+    int lease_first;        /* views seen: the first starts the lease */
     const char *data_dir;
     int resumed;            /* the checkpoint of a resumed job is loaded */
 } S;
 
 #define MAX_PARKED 1024
+
+/* Heartbeats come from a thread of their own, on a socket of their own, so that
+ * one long step of the loop (growing a hash map of millions of keys, a large
+ * copy) does not get this server declared dead; the loop stamps each pass, and
+ * a loop stuck for 10 death time-outs stops the heartbeats, so a wedged server
+ * is still replaced. The thread renews the lease from the acknowledgements. */
+static struct {
+    pthread_t thread;
+    int started;
+    atomic_int stop;
+    _Atomic int64_t lease_until_ms; /* serve only before this */
+    _Atomic int64_t loop_ms;        /* the loop's last pass */
+    _Atomic int lease_ms;           /* from the latest view (0 before the first) */
+    _Atomic uint64_t dropped;
+    atomic_int bsp;
+} HB;
+
+static void *heartbeat_main(void *arg)
+{
+    (void)arg;
+    char host[256];
+    int port;
+    void *s = net_socket(S.ctx, ZMQ_DEALER, 0, 0);
+    if (!s || net_split_hostport(S.mb.sched, host, sizeof host, &port) < 0 ||
+        net_connect(s, host, port) < 0) {
+        LOG_E("heartbeat socket failed: %s", zmq_strerror(errno));
+        if (s)
+            zmq_close(s);
+        return NULL;
+    }
+    /* copies taken before the loop: the main thread applies views meanwhile */
+    const int period = S.mb.heartbeat_ms > 0 ? S.mb.heartbeat_ms : 100;
+    const uint64_t job = S.mb.job_id;
+    const uint32_t node = S.mb.node_id;
+    int64_t next = 0;
+    while (!atomic_load(&HB.stop)) {
+        int64_t now = tu_now_ms();
+        int lease = atomic_load(&HB.lease_ms);
+        int64_t stall = 10 * (int64_t)(lease + period);
+        if (now >= next && now - atomic_load(&HB.loop_ms) <= (stall > 2000 ? stall : 2000)) {
+            Pskv__Meta hb;
+            wire_meta_init(&hb, PSKV__MSG_TYPE__HEARTBEAT);
+            hb.has_job_id = hb.has_sender = 1;
+            hb.job_id = job;
+            hb.sender = node;
+            hb.has_clock = hb.has_dropped = hb.has_request_id = hb.has_bsp = 1;
+            hb.request_id = (uint64_t)now; /* echoed: the lease runs from the send time */
+            hb.clock = 0;
+            hb.dropped = atomic_load(&HB.dropped);
+            hb.bsp = atomic_load(&HB.bsp) != 0;
+            wire_send(s, NULL, &hb, NULL, NULL);
+            next = now + period;
+        }
+        zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&it, 1, 10) <= 0)
+            continue;
+        wire_msg msg;
+        char why[200];
+        while (wire_recv(s, 0, &msg, why, sizeof why) == 0) {
+            Pskv__Meta *m = msg.meta;
+            if (m->type == PSKV__MSG_TYPE__HEARTBEAT_ACK && m->has_request_id && lease > 0) {
+                int64_t until = (int64_t)m->request_id + lease;
+                int64_t was = atomic_load(&HB.lease_until_ms);
+                while (until > was && !atomic_compare_exchange_weak(&HB.lease_until_ms, &was,
+                                                                     until))
+                    ;
+            }
+            wire_msg_close(&msg);
+        }
+        wire_msg_close(&msg);
+    }
+    zmq_close(s);
+    return NULL;
+}
 
 /* The checkpoint being written in the background: a snapshot taken in the loop,
  * committed (written, fsynced, renamed) by a thread; the loop answers the
@@ -317,12 +391,16 @@ static int refuse_stale(wire_msg *msg)
     if (!data && !repl)
         return 0;
     char why[200];
-    if (tu_now_ms() > S.lease_until_ms) {
+    if (tu_now_ms() > atomic_load(&HB.lease_until_ms)) {
         if (!S.lease_lapsed++)
             LOG_W("lease lapsed (no acknowledged heartbeat): serving nothing until renewed");
         if (data)
             fail(msg, PSKV_ESTALE, "this server's lease has lapsed; it may have been replaced");
         return 1;
+    }
+    if (S.lease_lapsed) {
+        LOG_I("lease renewed");
+        S.lease_lapsed = 0;
     }
     uint64_t ep = r->epoch;
     if (data || !r->has_epoch || ep >= chain_place_epoch(S.chain))
@@ -551,18 +629,10 @@ static int handle_scheduler(void)
                 consist_restore_clocks(S.cons, clocks.vc, clocks.nranks);
                 free(clocks.vc);
             }
-            S.lease_until_ms = tu_now_ms() + (int64_t)S.mb.view->lease_ms;
+            atomic_store(&HB.lease_ms, (int)S.mb.view->lease_ms);
+            if (!S.lease_first++) /* the first lease runs from the first view */
+                atomic_store(&HB.lease_until_ms, tu_now_ms() + (int64_t)S.mb.view->lease_ms);
             replay_parked();
-        } else if (msg.meta->type == PSKV__MSG_TYPE__HEARTBEAT_ACK) {
-            /* the lease runs from when the acknowledged heartbeat was sent */
-            int64_t until = S.mb.view ? (int64_t)msg.meta->request_id +
-                                            (int64_t)S.mb.view->lease_ms : 0;
-            if (msg.meta->has_request_id && until > S.lease_until_ms) {
-                S.lease_until_ms = until;
-                if (S.lease_lapsed)
-                    LOG_I("lease renewed");
-                S.lease_lapsed = 0;
-            }
         } else if (msg.meta->type == PSKV__MSG_TYPE__CHECKPOINT) {
             write_checkpoint(msg.meta->seq);
         } else if (msg.meta->type == PSKV__MSG_TYPE__STOP) {
@@ -666,6 +736,11 @@ int main(int argc, char **argv)
     log_set_node((int)S.mb.node_id);
     LOG_I("registered as node %u; listening on port %d, advertised as %s:%d; job %llu",
           S.mb.node_id, port, host, adv_port, (unsigned long long)S.mb.job_id);
+    atomic_store(&HB.loop_ms, tu_now_ms());
+    if (pthread_create(&HB.thread, NULL, heartbeat_main, NULL) == 0)
+        HB.started = 1;
+    else
+        LOG_E("cannot start the heartbeat thread: this server will be declared dead");
     S.parked = calloc(MAX_PARKED, sizeof *S.parked);
     if (!S.parked) {
         LOG_E("out of memory");
@@ -682,7 +757,8 @@ int main(int argc, char **argv)
         zmq_pollitem_t items[2 + 256] = {{S.router, 0, ZMQ_POLLIN, 0},
                                          {S.mb.sock, 0, ZMQ_POLLIN, 0}};
         int nitems = 2 + chain_poll_items(S.chain, items + 2, 256);
-        long wait = (long)(S.mb.next_hb_ms - tu_now_ms());
+        atomic_store(&HB.loop_ms, tu_now_ms());
+        long wait = 50;
         if (CK.busy && wait > 5)
             wait = 5; /* answer for the background checkpoint soon after it is written */
         if (zmq_poll(items, nitems, wait < 0 ? 0 : wait) < 0 && errno != EINTR) {
@@ -728,9 +804,8 @@ int main(int argc, char **argv)
             wire_msg_close(msg);
         }
         checkpoint_poll(0);
-        S.mb.hb_dropped = consist_get_stats(S.cons).dropped_late;
-        S.mb.hb_bsp = any_model(CONS_BSP);
-        member_tick(&S.mb);
+        atomic_store(&HB.dropped, consist_get_stats(S.cons).dropped_late);
+        atomic_store(&HB.bsp, any_model(CONS_BSP));
     }
     checkpoint_poll(1); /* a checkpoint being written is finished first */
     consist_stats st = consist_get_stats(S.cons);
@@ -748,6 +823,9 @@ int main(int argc, char **argv)
         LOG_W("%llu push ids were forgotten at the dedupe cap while their worker could still "
               "re-send them", (unsigned long long)chain_dedupe_forced(S.chain));
     log_tables();
+    atomic_store(&HB.stop, 1);
+    if (HB.started)
+        pthread_join(HB.thread, NULL);
     member_close(&S.mb);
     chain_destroy(&S.chain);
     zmq_close(S.router);
