@@ -204,6 +204,22 @@ int member_open(member *m, void *ctx, const char *scheduler, Pskv__Role role, in
     }
 }
 
+/* Sends a heartbeat when one is due (while waiting for the first view; then the
+ * node's own heartbeat thread takes over). */
+static void member_tick(member *m)
+{
+    int64_t now = tu_now_ms();
+    if (now < m->next_hb_ms)
+        return;
+    Pskv__Meta hb;
+    member_meta(m, &hb, PSKV__MSG_TYPE__HEARTBEAT);
+    hb.has_clock = hb.has_request_id = 1;
+    hb.request_id = (uint64_t)now; /* echoed by HEARTBEAT_ACK: a server's lease runs from it */
+    hb.clock = m->hb_clock;
+    member_send(m, &hb);
+    m->next_hb_ms = now + m->heartbeat_ms;
+}
+
 int member_wait_view(member *m, double timeout_s, char *why, size_t whylen)
 {
     int64_t deadline = tu_now_ms() + (int64_t)(timeout_s * 1000);
@@ -232,19 +248,6 @@ int member_wait_view(member *m, double timeout_s, char *why, size_t whylen)
     return 0;
 }
 
-void member_tick(member *m)
-{
-    int64_t now = tu_now_ms();
-    if (now < m->next_hb_ms)
-        return;
-    Pskv__Meta hb;
-    member_meta(m, &hb, PSKV__MSG_TYPE__HEARTBEAT);
-    hb.has_clock = hb.has_request_id = 1;
-    hb.request_id = (uint64_t)now; /* echoed by HEARTBEAT_ACK: a server's lease runs from it */
-    hb.clock = m->hb_clock;
-    member_send(m, &hb);
-    m->next_hb_ms = now + m->heartbeat_ms;
-}
 
 void member_close(member *m)
 {

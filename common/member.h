@@ -55,8 +55,6 @@ int member_wait_view(member *m, double timeout_s, char *why, size_t whylen);
  * logged). */
 int member_recv(member *m, wire_msg *msg);
 
-/* Sends a heartbeat when one is due. */
-void member_tick(member *m);
 
 /* Sends a message of `type` (sender, job, epoch filled in) to the scheduler. */
 int member_send(member *m, Pskv__Meta *meta);
