@@ -248,6 +248,28 @@ int member_wait_view(member *m, double timeout_s, char *why, size_t whylen)
     return 0;
 }
 
+void *member_hb_socket(void *ctx, const char *scheduler)
+{
+    char host[256];
+    int port;
+    void *s = net_socket(ctx, ZMQ_DEALER, 0, 0);
+    if (!s || net_split_hostport(scheduler, host, sizeof host, &port) < 0 ||
+        net_connect(s, host, port) < 0) {
+        LOG_E("heartbeat socket to %s failed: %s", scheduler, zmq_strerror(errno));
+        if (s)
+            zmq_close(s);
+        return NULL;
+    }
+    return s;
+}
+
+void member_hb_meta(Pskv__Meta *hb, uint64_t job, uint32_t node)
+{
+    wire_meta_init(hb, PSKV__MSG_TYPE__HEARTBEAT);
+    hb->has_job_id = hb->has_sender = 1;
+    hb->job_id = job;
+    hb->sender = node;
+}
 
 void member_close(member *m)
 {

@@ -55,6 +55,11 @@ int member_wait_view(member *m, double timeout_s, char *why, size_t whylen);
  * logged). */
 int member_recv(member *m, wire_msg *msg);
 
+/* For a node's heartbeat thread (the member's socket belongs to another thread):
+ * a DEALER of its own connected to `scheduler` ("HOST:PORT"), NULL (logged) on
+ * failure; and a HEARTBEAT header naming job and node, for it to complete. */
+void *member_hb_socket(void *ctx, const char *scheduler);
+void member_hb_meta(Pskv__Meta *hb, uint64_t job, uint32_t node);
 
 /* Sends a message of `type` (sender, job, epoch filled in) to the scheduler. */
 int member_send(member *m, Pskv__Meta *meta);

@@ -96,7 +96,8 @@ static struct {
     manifest_entry *resume_from; /* the checkpoint a resumed job starts from */
     uint32_t *prev_chains;       /* its chains mapped to this job's servers */
     uint32_t *resume_pairs;      /* (new node, old node) pairs */
-    uint32_t *join_prev;         /* the chains before the last server joined */
+    uint32_t *join_prev;         /* while the view that lets a server join is built: the
+                                    chains before it, where its partitions come from */
     size_t npairs;
     uint64_t barrier_done; /* highest barrier released */
 } S;
@@ -549,18 +550,21 @@ static void join(node *n)
     size_t cells = (size_t)S.nparts * S.replicas;
     uint32_t live[4096];
     size_t ns = live_servers(live);
-    uint32_t *prev = malloc(cells * sizeof *prev);
-    int moved = prev ? (memcpy(prev, S.chains, cells * sizeof *prev),
-                        ring_join(S.chains, S.nparts, S.replicas, live, ns, S.vnodes, n->id))
-                     : -PSKV_ENOMEM;
+    S.join_prev = malloc(cells * sizeof *S.join_prev);
+    if (!S.join_prev) {
+        LOG_E("out of memory placing a joining server");
+        exit(1);
+    }
+    memcpy(S.join_prev, S.chains, cells * sizeof *S.join_prev);
+    int moved = ring_join(S.chains, S.nparts, S.replicas, live, ns, S.vnodes, n->id);
     if (moved < 0) {
         LOG_E("out of memory placing a joining server");
         exit(1);
     }
-    free(S.join_prev);
-    S.join_prev = prev;
     count_holds();
-    send_view();
+    send_view(); /* the joiner's first view: with the chains before it joined */
+    free(S.join_prev);
+    S.join_prev = NULL;
     LOG_I("server node %u joined the running job at %s:%d pid %u: view epoch %llu moves %d "
           "partitions to it (heads %u, holds %u)", n->id, n->host, n->port, n->pid,
           (unsigned long long)S.epoch, moved, n->heads, n->holds);

@@ -61,7 +61,6 @@ static struct {
     wire_msg *parked; /* valid messages from a view not applied here yet, in order */
     int nparked;
     int lease_lapsed;       /* logged once per lapse */
-    int lease_first;        /* views seen: the first starts the lease */
     const char *data_dir;
     int resumed;            /* the checkpoint of a resumed job is loaded */
 } S;
@@ -87,16 +86,9 @@ static struct {
 static void *heartbeat_main(void *arg)
 {
     (void)arg;
-    char host[256];
-    int port;
-    void *s = net_socket(S.ctx, ZMQ_DEALER, 0, 0);
-    if (!s || net_split_hostport(S.mb.sched, host, sizeof host, &port) < 0 ||
-        net_connect(s, host, port) < 0) {
-        LOG_E("heartbeat socket failed: %s", zmq_strerror(errno));
-        if (s)
-            zmq_close(s);
+    void *s = member_hb_socket(S.ctx, S.mb.sched);
+    if (!s)
         return NULL;
-    }
     /* copies taken before the loop: the main thread applies views meanwhile */
     const int period = S.mb.heartbeat_ms > 0 ? S.mb.heartbeat_ms : 100;
     const uint64_t job = S.mb.job_id;
@@ -108,10 +100,7 @@ static void *heartbeat_main(void *arg)
         int64_t stall = 10 * (int64_t)(lease + period);
         if (now >= next && now - atomic_load(&HB.loop_ms) <= (stall > 2000 ? stall : 2000)) {
             Pskv__Meta hb;
-            wire_meta_init(&hb, PSKV__MSG_TYPE__HEARTBEAT);
-            hb.has_job_id = hb.has_sender = 1;
-            hb.job_id = job;
-            hb.sender = node;
+            member_hb_meta(&hb, job, node);
             hb.has_clock = hb.has_dropped = hb.has_request_id = hb.has_bsp = 1;
             hb.request_id = (uint64_t)now; /* echoed: the lease runs from the send time */
             hb.clock = 0;
@@ -225,25 +214,33 @@ static void on_table_open(wire_msg *msg)
     wire_send(S.router, &msg->rid, &m, NULL, NULL);
 }
 
+/* The table a request names, or NULL after answering: PSKV_ENOTREADY while a
+ * joining server still waits for the copies that bring it its tables, else
+ * PSKV_ENOTABLE. */
+static table *request_table(wire_msg *msg)
+{
+    char why[200];
+    Pskv__Meta *r = msg->meta;
+    table *t = r->has_table_id ? tables_find(S.tables, r->table_id) : NULL;
+    if (t)
+        return t;
+    int waiting = chain_waiting(S.chain);
+    snprintf(why, sizeof why, waiting ? "table id %llu is still being copied to this server"
+                                      : "unknown table id %llu (open the table first)",
+             (unsigned long long)r->table_id);
+    fail(msg, waiting ? PSKV_ENOTREADY : PSKV_ENOTABLE, why);
+    return NULL;
+}
+
 /* Checks table, width and ownership of a push or pull and fills rs; returns the
  * table or NULL (after answering with an error). */
 static table *check_request(wire_msg *msg, rowset *rs)
 {
     char why[300];
     Pskv__Meta *r = msg->meta;
-    table *t = r->has_table_id ? tables_find(S.tables, r->table_id) : NULL;
-    if (!t && chain_waiting(S.chain)) { /* a joining server learns tables from its copies */
-        snprintf(why, sizeof why, "table id %llu is still being copied to this server",
-                 (unsigned long long)r->table_id);
-        fail(msg, PSKV_ENOTREADY, why);
+    table *t = request_table(msg);
+    if (!t)
         return NULL;
-    }
-    if (!t) {
-        snprintf(why, sizeof why, "unknown table id %llu (open the table first)",
-                 (unsigned long long)r->table_id);
-        fail(msg, PSKV_ENOTABLE, why);
-        return NULL;
-    }
     if (r->width != t->width) {
         snprintf(why, sizeof why, "width %u does not match table '%s' (width %u)", r->width,
                  t->name, t->width);
@@ -304,14 +301,9 @@ static void free_frame(void *data, void *hint)
 static void on_pull_all(wire_msg *msg)
 {
     Pskv__Meta *r = msg->meta;
-    char why[300];
-    table *t = r->has_table_id ? tables_find(S.tables, r->table_id) : NULL;
-    if (!t) {
-        snprintf(why, sizeof why, "unknown table id %llu (open the table first)",
-                 (unsigned long long)r->table_id);
-        fail(msg, PSKV_ENOTABLE, why);
+    table *t = request_table(msg);
+    if (!t)
         return;
-    }
     if (chain_waiting(S.chain)) {
         fail(msg, PSKV_ENOTREADY, "partitions are still being copied to this server");
         return;
@@ -329,20 +321,22 @@ static void on_pull_all(wire_msg *msg)
     n = chain_export_served(S.chain, t, keys, rows);
     for (uint64_t i = 0; i < n && rf != wd; i++) /* values only, in place */
         memmove(rows + i * wd, rows + i * rf, wd * sizeof *rows);
-    zmq_msg_t km, vm; /* ZeroMQ sends the buffers and frees them */
-    zmq_msg_init_data(&km, keys, n * sizeof *keys, free_frame, NULL);
-    zmq_msg_init_data(&vm, rows, n * wd * sizeof *rows, free_frame, NULL);
     Pskv__Meta m;
     meta_reply(&m, r, PSKV__MSG_TYPE__PULL_REPLY);
     m.has_table_id = m.has_num_keys = m.has_width = m.has_all = m.all = 1;
     m.table_id = t->id;
     m.num_keys = n;
     m.width = t->width;
-    int rc = n ? wire_send(S.router, &msg->rid, &m, &km, &vm)
-               : wire_send(S.router, &msg->rid, &m, NULL, NULL);
-    if (!n) {
-        zmq_msg_close(&km);
-        zmq_msg_close(&vm);
+    int rc;
+    if (n) {
+        zmq_msg_t km, vm; /* ZeroMQ sends the buffers and frees them */
+        zmq_msg_init_data(&km, keys, n * sizeof *keys, free_frame, NULL);
+        zmq_msg_init_data(&vm, rows, n * wd * sizeof *rows, free_frame, NULL);
+        rc = wire_send(S.router, &msg->rid, &m, &km, &vm);
+    } else { /* no row here: no frames */
+        free(keys);
+        free(rows);
+        rc = wire_send(S.router, &msg->rid, &m, NULL, NULL);
     }
     if (rc < 0)
         LOG_W("cannot answer a whole-table pull: %s", zmq_strerror(errno));
@@ -453,8 +447,8 @@ static void on_clock(wire_msg *msg)
 
 /* After a view: which heads' clock streams pulls here wait on. A new head's
  * stream starts with the clocks workers send on the new placement (each sends
- * one as soon as it has the view, after re-sending its lost pushes): clocks it
- * had before could cover pushes still being re-sent. */
+ * its clock again once every push it sent before the change is acknowledged):
+ * clocks it had before could cover pushes still being re-sent. */
 static void clocks_after_view(uint64_t place_before)
 {
     if (chain_replicas(S.chain) <= 1)
@@ -552,12 +546,20 @@ static void *commit_main(void *arg)
     return NULL;
 }
 
-/* Answers for the background checkpoint once its thread is done; wait: block
- * until then (at exit). */
-static void checkpoint_poll(int wait)
+/* Answers for the background checkpoint once its thread is done. wait_ms > 0 (at
+ * exit): waits that long for it; a file still being written then (a hung disk)
+ * is left unfinished, its checkpoint never acknowledged. */
+static void checkpoint_poll(int wait_ms)
 {
-    if (!CK.busy || (!wait && !atomic_load(&CK.done)))
+    for (int64_t until = tu_now_ms() + wait_ms;
+         CK.busy && !atomic_load(&CK.done) && tu_now_ms() < until;)
+        tu_sleep_ms(10);
+    if (!CK.busy || !atomic_load(&CK.done)) {
+        if (CK.busy && wait_ms > 0)
+            LOG_E("checkpoint %llu still being written after %d ms: exiting without it",
+                  (unsigned long long)CK.seq, wait_ms);
         return;
+    }
     pthread_join(CK.thread, NULL);
     CK.busy = 0;
     report_checkpoint(CK.seq, CK.rc, CK.why, CK.t0_ms, CK.pause_ms);
@@ -630,8 +632,9 @@ static int handle_scheduler(void)
                 free(clocks.vc);
             }
             atomic_store(&HB.lease_ms, (int)S.mb.view->lease_ms);
-            if (!S.lease_first++) /* the first lease runs from the first view */
-                atomic_store(&HB.lease_until_ms, tu_now_ms() + (int64_t)S.mb.view->lease_ms);
+            int64_t none = 0; /* the first lease runs from the first view */
+            atomic_compare_exchange_strong(&HB.lease_until_ms, &none,
+                                           tu_now_ms() + (int64_t)S.mb.view->lease_ms);
             replay_parked();
         } else if (msg.meta->type == PSKV__MSG_TYPE__CHECKPOINT) {
             write_checkpoint(msg.meta->seq);
@@ -758,10 +761,9 @@ int main(int argc, char **argv)
                                          {S.mb.sock, 0, ZMQ_POLLIN, 0}};
         int nitems = 2 + chain_poll_items(S.chain, items + 2, 256);
         atomic_store(&HB.loop_ms, tu_now_ms());
-        long wait = 50;
-        if (CK.busy && wait > 5)
-            wait = 5; /* answer for the background checkpoint soon after it is written */
-        if (zmq_poll(items, nitems, wait < 0 ? 0 : wait) < 0 && errno != EINTR) {
+        /* a background checkpoint is answered for soon after its file is written */
+        long wait = CK.busy ? 5 : 50;
+        if (zmq_poll(items, nitems, wait) < 0 && errno != EINTR) {
             LOG_E("poll failed: %s", zmq_strerror(errno));
             break;
         }
@@ -807,7 +809,7 @@ int main(int argc, char **argv)
         atomic_store(&HB.dropped, consist_get_stats(S.cons).dropped_late);
         atomic_store(&HB.bsp, any_model(CONS_BSP));
     }
-    checkpoint_poll(1); /* a checkpoint being written is finished first */
+    checkpoint_poll(30000); /* a checkpoint being written is finished first */
     consist_stats st = consist_get_stats(S.cons);
     LOG_I("%s: %llu pushes (%.1f us each to check and apply), %llu pulls (%.1f us each to "
           "copy), %llu dropped as late, %llu refused requests, %zu tables",

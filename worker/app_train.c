@@ -139,15 +139,17 @@ static int evaluate(run *r, double epoch, int64_t step)
     return 0;
 }
 
+enum lr_schedule { LR_CONST, LR_LINEAR, LR_COSINE };
+
 /* Learning-rate factor at fraction done (0..1) of the run: const 1, linear 1 -> 0,
  * cosine 0.5 (1 + cos(pi x)). */
-static double lr_factor(const char *sched, double done)
+static double lr_factor(enum lr_schedule sched, double done)
 {
-    if (!strcmp(sched, "linear"))
-        return 1.0 - done;
-    if (!strcmp(sched, "cosine"))
-        return 0.5 * (1.0 + cos(M_PI * done));
-    return 1.0;
+    switch (sched) {
+    case LR_LINEAR: return 1.0 - done;
+    case LR_COSINE: return 0.5 * (1.0 + cos(M_PI * done));
+    default: return 1.0;
+    }
 }
 
 int app_train(pskv_worker *w, cfg_entry *cfg)
@@ -160,7 +162,10 @@ int app_train(pskv_worker *w, cfg_entry *cfg)
     double eval_every = cfg_double(cfg, "eval-every");
     uint64_t seed = (uint64_t)cfg_int(cfg, "seed");
     int accumulate = (int)cfg_int(cfg, "accumulate");
-    const char *lr_sched = cfg_str(cfg, "lr-schedule");
+    const char *sched_name = cfg_str(cfg, "lr-schedule"); /* checked by worker_main */
+    enum lr_schedule lr_sched = !strcmp(sched_name, "linear")   ? LR_LINEAR
+                                : !strcmp(sched_name, "cosine") ? LR_COSINE
+                                                                : LR_CONST;
     double slowdown = cfg_double(cfg, "slowdown"), jitter_p = 0, jitter_f = 1;
     if (*cfg_str(cfg, "jitter") && sscanf(cfg_str(cfg, "jitter"), "%lf:%lf", &jitter_p, &jitter_f) != 2) {
         fprintf(stderr, "train: --jitter must be P:F (e.g. 0.1:5)\n");

@@ -86,7 +86,7 @@ typedef struct srv {
     char host[128];
     int port;
     int alive;
-    int catchup; /* joined after this worker's first view: owed its clock (catch_up) */
+    int catchup; /* placement changed: owed this worker's clock (catch_up) */
     void *sock;
 } srv;
 
@@ -120,7 +120,7 @@ struct pskv_worker {
     req *reqs;
     int window, inflight;
     int64_t next_ts;
-    int64_t catchup_ts; /* pushes below it go before the clock to joined servers */
+    int64_t catchup_ts; /* since a placement change: pushes below it go before the clock */
     int request_timeout_ms;
     size_t chunk_bytes;
     int spin_us;
@@ -193,16 +193,9 @@ const char *pskv_last_error(const pskv_worker *w) { return w->last_error; }
 static void *heartbeat_main(void *arg)
 {
     pskv_worker *w = arg;
-    char host[256];
-    int port;
-    void *s = net_socket(w->ctx, ZMQ_DEALER, 0, 0);
-    if (!s || net_split_hostport(w->sched, host, sizeof host, &port) < 0 ||
-        net_connect(s, host, port) < 0) {
-        LOG_E("heartbeat socket failed: %s", zmq_strerror(errno));
-        if (s)
-            zmq_close(s);
+    void *s = member_hb_socket(w->ctx, w->sched);
+    if (!s)
         return NULL;
-    }
     /* copies taken before the loop: the caller's thread may apply a new view (and
      * its epoch) at any time; heartbeats need only who we are */
     const uint64_t job = w->mb.job_id;
@@ -210,10 +203,7 @@ static void *heartbeat_main(void *arg)
     const int period = w->mb.heartbeat_ms;
     while (!atomic_load(&w->hb_stop)) {
         Pskv__Meta hb;
-        wire_meta_init(&hb, PSKV__MSG_TYPE__HEARTBEAT);
-        hb.has_job_id = hb.has_sender = 1;
-        hb.job_id = job;
-        hb.sender = node;
+        member_hb_meta(&hb, job, node);
         hb.has_clock = 1;
         hb.clock = atomic_load(&w->clock);
         hb.has_progress_epoch = hb.has_progress_step = hb.has_progress_pos = 1;
@@ -282,10 +272,6 @@ static int apply_view(pskv_worker *w, int64_t max_message)
             srv *s = &w->srv[k];
             memset(s, 0, sizeof *s);
             s->id = n->id;
-            if (w->head) { /* a server that joined the running job */
-                s->catchup = 1;
-                w->catchup_ts = w->next_ts;
-            }
             snprintf(s->host, sizeof s->host, "%s", n->host ? n->host : "");
             s->port = (int)n->port;
             s->sock = net_socket(w->ctx, ZMQ_DEALER, max_message, 0);
@@ -295,7 +281,8 @@ static int apply_view(pskv_worker *w, int64_t max_message)
         }
         w->srv[k].alive = !(n->state && !strcmp(n->state, "dead"));
     }
-    if (!w->head) {
+    int first = !w->head, moved = 0;
+    if (first) {
         w->nparts = v->partitions;
         w->R = v->replicas;
         w->head = malloc(w->nparts * sizeof *w->head);
@@ -305,13 +292,21 @@ static int apply_view(pskv_worker *w, int64_t max_message)
     }
     for (uint32_t p = 0; p < w->nparts; p++) {
         const uint32_t *c = &v->chains[(size_t)p * w->R];
-        w->head[p] = w->tail[p] = -1;
+        int head = -1, tail = -1;
         for (uint32_t j = 0; j < w->R && c[j]; j++) {
             int k = srv_index(w, c[j]);
             if (j == 0)
-                w->head[p] = k;
-            w->tail[p] = k;
+                head = k;
+            tail = k;
         }
+        moved |= !first && (head != w->head[p] || tail != w->tail[p]);
+        w->head[p] = head;
+        w->tail[p] = tail;
+    }
+    if (moved) { /* every server's next clock waits for the pushes sent before (catch_up) */
+        for (int i = 0; i < w->nservers; i++)
+            w->srv[i].catchup = 1;
+        w->catchup_ts = w->next_ts;
     }
     w->nworkers = nw;
     return 0;
@@ -592,10 +587,11 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
 
 static void resend_due(pskv_worker *w, int view_changed);
 
-/* Tells every live server (but those still owed a catch-up) that this worker
- * finished clock `clock`, on the data sockets: behind the pushes already sent to
- * the same server. clock < 0 sends nothing. Servers keep the largest they hear. */
-static int send_clock(pskv_worker *w, int64_t clock)
+/* Tells the live servers whose `catchup` flag equals `catchup` (0: the usual
+ * ones; 1: those owed its clock since a placement change) that this worker finished clock `clock`, on the data sockets: behind the
+ * pushes already sent to the same server. clock < 0 sends nothing. Servers keep
+ * the largest they hear. */
+static int send_clock(pskv_worker *w, int64_t clock, int catchup)
 {
     if (clock < 0)
         return 0;
@@ -604,7 +600,7 @@ static int send_clock(pskv_worker *w, int64_t clock)
     m.has_clock = 1;
     m.clock = clock;
     for (int i = 0; i < w->nservers; i++)
-        if (w->srv[i].alive && !w->srv[i].catchup &&
+        if (w->srv[i].alive && w->srv[i].catchup == catchup &&
             wire_send(w->srv[i].sock, NULL, &m, NULL, NULL) < 0)
             return set_error(w, PSKV_ENET, "cannot send CLOCK to server %s:%d: %s",
                              w->srv[i].host, w->srv[i].port, zmq_strerror(errno));
@@ -626,7 +622,6 @@ static void on_scheduler(pskv_worker *w)
                 LOG_E("view epoch %llu: %s", (unsigned long long)w->mb.epoch, w->last_error);
             } else {
                 resend_due(w, 1);
-                send_clock(w, atomic_load(&w->clock) - 1); /* behind the re-sends */
             }
         } else if (m->type == PSKV__MSG_TYPE__BARRIER_DONE && m->seq > w->barrier_done)
             w->barrier_done = m->seq;
@@ -645,28 +640,20 @@ static void on_scheduler(pskv_worker *w)
     }
 }
 
-/* Tells servers that joined after this worker's first view its clock, once every
- * push sent before it saw them is acknowledged: a push re-sent to a new owner
- * then reaches it before the clock that covers it, as ssp and bsp need. */
+/* After a placement change (a death, a join) this worker's clock goes to the
+ * servers only once every push sent before the change is acknowledged: a part
+ * re-sent to a new owner, or refused and planned again, then reaches its server
+ * before the clock that covers it, as the ssp bound needs. (Placement never
+ * changes under a working bsp job: bsp tables take no joins and no replicas.) */
 static void catch_up(pskv_worker *w)
 {
     for (int i = 0; i < w->window; i++)
         if (w->reqs[i].type == REQ_PUSH && w->reqs[i].ts < w->catchup_ts)
             return;
-    int64_t clock = atomic_load(&w->clock);
-    Pskv__Meta m;
-    member_meta(&w->mb, &m, PSKV__MSG_TYPE__CLOCK);
-    m.has_clock = 1;
-    m.clock = clock - 1;
-    for (int i = 0; i < w->nservers; i++) {
-        srv *s = &w->srv[i];
-        if (!s->catchup)
-            continue;
-        s->catchup = 0;
-        if (clock > 0 && s->alive && wire_send(s->sock, NULL, &m, NULL, NULL) < 0)
-            LOG_W("cannot send CLOCK to server %s:%d: %s", s->host, s->port,
-                  zmq_strerror(errno));
-    }
+    if (send_clock(w, atomic_load(&w->clock) - 1, 1) < 0)
+        LOG_W("%s", w->last_error);
+    for (int i = 0; i < w->nservers; i++)
+        w->srv[i].catchup = 0;
     w->catchup_ts = 0;
 }
 
@@ -1503,8 +1490,8 @@ int pskv_pull_all(pskv_worker *w, int table, uint64_t **keys, float **vals, size
     if (!r)
         return rc;
     r->scan = &out;
-    /* the request ends (answered or failed at its deadline) before the wait
-     * gives up, so no reply can reach `out` after this call returns */
+    /* the request ends (answered or failed at its deadline) before the wait gives
+     * up; should it not, it is failed below: no reply reaches `out` after return */
     r->deadline_ms = tu_now_ms() + (timeout_ms > 0 ? timeout_ms : w->request_timeout_ms);
     int64_t ts = r->ts;
     for (int pi = 0; pi < r->nparts; pi++) {
@@ -1522,6 +1509,8 @@ int pskv_pull_all(pskv_worker *w, int table, uint64_t **keys, float **vals, size
         }
     }
     rc = pskv_wait(w, ts, (timeout_ms > 0 ? timeout_ms : w->request_timeout_ms) + 2000);
+    if ((r = find_req(w, ts)) != NULL) /* still in flight: no reply may reach `out` */
+        req_fail(w, r, rc < 0 ? rc : -PSKV_ETIMEDOUT);
     if (rc < 0) {
         free(out.keys);
         free(out.vals);
@@ -1537,7 +1526,7 @@ int pskv_clock(pskv_worker *w)
 {
     if (!w)
         return -PSKV_EINVAL;
-    int rc = send_clock(w, atomic_load(&w->clock));
+    int rc = send_clock(w, atomic_load(&w->clock), 0);
     if (rc == 0)
         atomic_fetch_add(&w->clock, 1);
     return rc;
