@@ -306,7 +306,7 @@ out:
 }
 
 int wire_send_error(void *sock, zmq_msg_t *rid, const Pskv__Meta *req, uint64_t job_id,
-                    uint32_t sender, int code, const char *reason)
+                    uint32_t sender, int code, const char *reason, uint64_t refused)
 {
     Pskv__Meta m;
     wire_meta_init(&m, PSKV__MSG_TYPE__ERROR);
@@ -325,6 +325,10 @@ int wire_send_error(void *sock, zmq_msg_t *rid, const Pskv__Meta *req, uint64_t 
     m.has_error_code = 1;
     m.error_code = code < 0 ? -code : code;
     m.error = (char *)reason;
+    if (refused) {
+        m.has_refused = 1;
+        m.refused = refused;
+    }
     return wire_send(sock, rid, &m, NULL, NULL);
 }
 

@@ -61,9 +61,10 @@ void wire_msg_close(wire_msg *m);
 int wire_send(void *sock, zmq_msg_t *rid, const Pskv__Meta *meta, zmq_msg_t *keys,
               zmq_msg_t *vals);
 
-/* Sends an ERROR reply naming `code` and `reason` to rid (may be NULL). */
+/* Sends an ERROR reply naming `code` and `reason` to rid (may be NULL); refused > 0
+ * is stamped in the reply (a server's count of retryable push refusals). */
 int wire_send_error(void *sock, zmq_msg_t *rid, const Pskv__Meta *req, uint64_t job_id,
-                    uint32_t sender, int code, const char *reason);
+                    uint32_t sender, int code, const char *reason, uint64_t refused);
 
 /* Human name of a message type, for logs. */
 const char *wire_type_name(int type);

@@ -471,7 +471,7 @@ static void publish_view(void)
 static void refuse(wire_msg *msg, int code, const char *reason)
 {
     LOG_W("refused %s from %s: %s", wire_type_name((int)msg->meta->type), msg->peer, reason);
-    wire_send_error(S.sock, &msg->rid, msg->meta, S.job_id, 0, code, reason);
+    wire_send_error(S.sock, &msg->rid, msg->meta, S.job_id, 0, code, reason, 0);
 }
 
 static void ack_register(node *n)
@@ -1205,7 +1205,7 @@ int main(int argc, char **argv)
             if (rc < 0) {
                 LOG_W("dropped message from %s: %s", msg.peer, why);
                 if (msg.has_rid)
-                    wire_send_error(S.sock, &msg.rid, msg.meta, S.job_id, 0, rc, why);
+                    wire_send_error(S.sock, &msg.rid, msg.meta, S.job_id, 0, rc, why, 0);
             } else {
                 handle(&msg);
             }

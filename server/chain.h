@@ -36,6 +36,10 @@ chain *chain_new(void *ctx, void *router, member *mb, table_set *tables, int64_t
 /* Frees c and nulls *c_p; NULL-safe. */
 void chain_destroy(chain **c_p);
 
+/* fn counts a worker's push refused as stale or not ready (sent again later) and
+ * returns the count to stamp on the refusal (consist_note_refused). */
+void chain_on_refusal(chain *c, uint64_t (*fn)(uint32_t node));
+
 /* Applies the latest view in mb. Returns 1 when the view says this server is dead
  * (replaced: it must serve nothing more), else 0. */
 int chain_view(chain *c);

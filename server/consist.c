@@ -22,6 +22,7 @@ typedef struct held {    /* a request answered later */
     uint32_t sender;
     int rank;
     int64_t clock;
+    uint64_t epoch;      /* the view it was planned on */
     table *t;
     uint64_t first, n;
     uint64_t *keys;      /* pulls: a copy of the keys, NULL for a dense run */
@@ -64,6 +65,8 @@ struct consist {
     int nset;
     int *rank_of;         /* node id -> worker rank, -1 */
     size_t nrank_of;
+    uint64_t *refused;    /* node id -> pushes refused as stale or not ready */
+    size_t nrefused;
     held *parked;
     size_t nparked;
     bsp_state **bsp;
@@ -134,6 +137,7 @@ void consist_destroy(consist **c_p)
     free(c->vc_sorted);
     free(c->in_set);
     free(c->rank_of);
+    free(c->refused);
     for (size_t i = 0; i < c->nsrc; i++)
         free(c->src[i].vc);
     free(c->src);
@@ -237,6 +241,7 @@ static void hold(held *h, wire_msg *msg, table *t, int rank)
     h->table_id = msg->meta->table_id;
     h->sender = msg->meta->sender;
     h->clock = msg->meta->has_clock ? msg->meta->clock : 0;
+    h->epoch = msg->meta->has_epoch ? msg->meta->epoch : 0;
     h->rank = rank;
     h->t = t;
     h->first = msg->meta->first_key;
@@ -480,6 +485,29 @@ static void advance(consist *c)
     c->nparked = keep;
 }
 
+void consist_placement_changed(consist *c, uint64_t epoch)
+{
+    size_t keep = 0;
+    for (size_t i = 0; i < c->nparked; i++) {
+        held *h = &c->parked[i];
+        if (h->epoch >= epoch) {
+            c->parked[keep++] = *h;
+            continue;
+        }
+        /* its rows may have moved: answered here later it would miss the pushes
+         * their new owner applies */
+        Pskv__Meta m;
+        reply_meta(c, &m, PSKV__MSG_TYPE__ERROR, h, 0);
+        m.has_error_code = 1;
+        m.error_code = PSKV_ESTALE;
+        m.error = "pull planned on an older view waited across a placement change; send it again";
+        send_held(c, h, &m, NULL);
+        free(h->keys);
+        free(h->segs);
+    }
+    c->nparked = keep;
+}
+
 void consist_view(consist *c)
 {
     Pskv__View *v = c->mb->view;
@@ -557,14 +585,39 @@ void consist_view(consist *c)
     advance(c);
 }
 
+uint64_t consist_note_refused(consist *c, uint32_t node)
+{
+    if (node >= c->nrefused) {
+        size_t n = (size_t)node + 64;
+        uint64_t *g = realloc(c->refused, n * sizeof *g);
+        if (!g) {
+            LOG_E("out of memory counting refusals: the clocks of node %u stay trusted", node);
+            return 0;
+        }
+        memset(g + c->nrefused, 0, (n - c->nrefused) * sizeof *g);
+        c->refused = g;
+        c->nrefused = n;
+    }
+    return ++c->refused[node];
+}
+
 int consist_clock(consist *c, wire_msg *msg)
 {
-    int r = rank_of(c, msg->meta->sender);
-    if (r < 0 || !msg->meta->has_clock || msg->meta->clock < 0 ||
-        msg->meta->clock > ((int64_t)1 << 62)) {
+    Pskv__Meta *m = msg->meta;
+    int r = rank_of(c, m->sender);
+    if (r < 0 || !m->has_clock || m->clock < 0 || m->clock > ((int64_t)1 << 62)) {
         LOG_W("dropped a CLOCK from node %u at %s: not a worker of the view or no clock",
-              msg->meta->sender, msg->peer);
+              m->sender, msg->peer);
         return -1;
+    }
+    uint64_t owed = m->sender < c->nrefused ? c->refused[m->sender] : 0;
+    if ((m->has_refused ? m->refused : 0) < owed) {
+        /* sent before the worker heard of a push refused here: that push is still
+         * to come, and the clock covers it */
+        LOG_D("ignored CLOCK %lld from node %u: it has heard of %llu of the %llu pushes "
+              "refused here", (long long)m->clock, m->sender,
+              (unsigned long long)(m->has_refused ? m->refused : 0), (unsigned long long)owed);
+        return -2;
     }
     if (msg->meta->clock + 1 > c->vc[r])
         c->vc[r] = msg->meta->clock + 1;

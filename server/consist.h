@@ -36,6 +36,11 @@ void consist_destroy(consist **c_p);
  * set allows (parked pulls, bsp clocks). */
 void consist_view(consist *c);
 
+/* The placement changed in view `epoch`: parked pulls planned on an older view
+ * are answered PSKV_ESTALE (the worker plans them again on the new view). Call
+ * before consist_view. */
+void consist_placement_changed(consist *c, uint64_t epoch);
+
 /* A validated PUSH (table, width, ranges and values checked) on table t, for the
  * rows `rs` (borrowed for the call). */
 void consist_push(consist *c, table *t, wire_msg *msg, const rowset *rs);
@@ -45,8 +50,15 @@ void consist_push(consist *c, table *t, wire_msg *msg, const rowset *rs);
 void consist_pull(consist *c, table *t, wire_msg *msg, const rowset *rs);
 
 /* A CLOCK message from a worker: it finished iteration meta->clock. Returns the
- * worker's rank, or -1 (dropped: not a worker of the view). */
+ * worker's rank, -1 (dropped: not a worker of the view) or -2 (ignored: sent
+ * before the worker heard of a push this server refused, which it will send
+ * again, so the clock may run ahead of its pushes). */
 int consist_clock(consist *c, wire_msg *msg);
+
+/* This server refused a push of worker node `node` as stale or not ready (the
+ * worker sends it again): returns how many it has so refused, for the reply. Its
+ * CLOCKs count only once they carry that many (consist_clock). */
+uint64_t consist_note_refused(consist *c, uint32_t node);
 
 /* Replicated tables: worker `rank` finished `clock` as forwarded by `head`, behind
  * every push of that worker the head forwarded. */

@@ -175,6 +175,11 @@ static void sender_name(const wire_msg *msg, char *out, size_t len)
     snprintf(out, len, "node %u", id);
 }
 
+static uint64_t note_refused(uint32_t node)
+{
+    return S.cons ? consist_note_refused(S.cons, node) : 0;
+}
+
 static void fail(wire_msg *msg, int code, const char *why)
 {
     char who[64];
@@ -182,8 +187,14 @@ static void fail(wire_msg *msg, int code, const char *why)
     S.errors++;
     LOG_W("refused %s from %s at %s: %s", msg->meta ? wire_type_name((int)msg->meta->type) : "message",
           who, msg->peer, why);
+    /* a push the worker will send again: its clocks are ignored until it has heard
+     * of this refusal (the count rides on the reply) */
+    uint64_t refused = 0;
+    if (msg->meta && msg->meta->type == PSKV__MSG_TYPE__PUSH && msg->meta->has_sender &&
+        (code == PSKV_ESTALE || code == PSKV_ENOTREADY))
+        refused = consist_note_refused(S.cons, msg->meta->sender);
     if (msg->has_rid && wire_send_error(S.router, &msg->rid, msg->meta, S.mb.job_id, S.mb.node_id,
-                                        code, why) < 0)
+                                        code, why, refused) < 0)
         LOG_W("cannot answer %s: %s", msg->peer, zmq_strerror(errno));
 }
 
@@ -625,6 +636,8 @@ static int handle_scheduler(void)
                       (unsigned long long)S.mb.epoch);
                 exit(3);
             }
+            if (chain_place_epoch(S.chain) != place_before)
+                consist_placement_changed(S.cons, chain_place_epoch(S.chain));
             consist_view(S.cons);
             clocks_after_view(place_before);
             if (clocks.vc) {
@@ -712,6 +725,8 @@ int main(int argc, char **argv)
     S.tables = tables_new();
     S.cons = consist_new(S.router, &S.mb, S.tables);
     S.chain = chain_new(S.ctx, S.router, &S.mb, S.tables, cfg_int(config, "max-message"));
+    if (S.chain)
+        chain_on_refusal(S.chain, note_refused);
     if (!S.tables || !S.cons || !S.chain) {
         LOG_E("out of memory");
         return 1;

@@ -87,6 +87,7 @@ typedef struct srv {
     int port;
     int alive;
     int catchup; /* placement changed: owed this worker's clock (catch_up) */
+    uint64_t refused; /* pushes this server refused for a retry, as it counts them */
     void *sock;
 } srv;
 
@@ -230,6 +231,16 @@ static int srv_index(const pskv_worker *w, uint32_t id)
 
 /* Applies the latest view: servers (dialled once each), their liveness, and the
  * head and tail of every partition. Called at open and on every new view. */
+/* Every server's next clock waits until each push sent so far is acknowledged
+ * (catch_up): after a placement change, or a push refused to be sent again, a
+ * re-sent push then reaches its server before the clock that covers it. */
+static void hold_clocks(pskv_worker *w)
+{
+    for (int i = 0; i < w->nservers; i++)
+        w->srv[i].catchup = 1;
+    w->catchup_ts = w->next_ts;
+}
+
 static int apply_view(pskv_worker *w, int64_t max_message)
 {
     Pskv__View *v = w->mb.view;
@@ -303,11 +314,8 @@ static int apply_view(pskv_worker *w, int64_t max_message)
         w->head[p] = head;
         w->tail[p] = tail;
     }
-    if (moved) { /* every server's next clock waits for the pushes sent before (catch_up) */
-        for (int i = 0; i < w->nservers; i++)
-            w->srv[i].catchup = 1;
-        w->catchup_ts = w->next_ts;
-    }
+    if (moved)
+        hold_clocks(w);
     w->nworkers = nw;
     return 0;
 }
@@ -477,6 +485,12 @@ static req *find_req(pskv_worker *w, int64_t ts)
 static void on_reply(pskv_worker *w, int si, wire_msg *msg)
 {
     Pskv__Meta *m = msg->meta;
+    if (m->has_refused && m->refused > w->srv[si].refused) {
+        /* a push this server will see again: no clock of this worker may reach any
+         * server before it has landed (whether or not the request is still here) */
+        w->srv[si].refused = m->refused;
+        hold_clocks(w);
+    }
     int64_t ts = (int64_t)(m->request_id >> 16);
     int pi = (int)(m->request_id & 0xffff);
     req *r = m->has_request_id ? find_req(w, ts) : NULL;
@@ -597,13 +611,15 @@ static int send_clock(pskv_worker *w, int64_t clock, int catchup)
         return 0;
     Pskv__Meta m;
     member_meta(&w->mb, &m, PSKV__MSG_TYPE__CLOCK);
-    m.has_clock = 1;
+    m.has_clock = m.has_refused = 1;
     m.clock = clock;
-    for (int i = 0; i < w->nservers; i++)
+    for (int i = 0; i < w->nservers; i++) {
+        m.refused = w->srv[i].refused; /* a server ignores the clock if it refused more */
         if (w->srv[i].alive && w->srv[i].catchup == catchup &&
             wire_send(w->srv[i].sock, NULL, &m, NULL, NULL) < 0)
             return set_error(w, PSKV_ENET, "cannot send CLOCK to server %s:%d: %s",
                              w->srv[i].host, w->srv[i].port, zmq_strerror(errno));
+    }
     return 0;
 }
 

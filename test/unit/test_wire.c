@@ -622,7 +622,7 @@ START_TEST(send_recv_roundtrip)
     wire_msg_close(&m);
 
     /* An error reply carries the code, the reason and the request id. */
-    ck_assert_int_eq(wire_send_error(b, NULL, &meta, 9, 3, -PSKV_ERANGE, "key 7 not here"), 0);
+    ck_assert_int_eq(wire_send_error(b, NULL, &meta, 9, 3, -PSKV_ERANGE, "key 7 not here", 0), 0);
     ck_assert_int_eq(zmq_poll(&it, 1, 2000), 1);
     ck_assert_int_eq(wire_recv(a, 0, &m, why, sizeof why), 0);
     ck_assert_int_eq(m.meta->type, PSKV__MSG_TYPE__ERROR);
