@@ -4,9 +4,10 @@
  * One thread, one poll loop over two sockets: a ROUTER that workers dial and a
  * DEALER to the scheduler (membership: register, view, heartbeats, STOP). Every
  * request is validated (job, table, width, ranges, finite values) before use; a
- * bad one is logged with its sender, answered with ERROR and dropped. Pulls copy
- * the current values into a fresh buffer that ZeroMQ sends zero-copy and frees,
- * so no live weights are ever on the wire while an update changes them. */
+ * bad one is logged with its sender, answered with ERROR and dropped. Pulls send
+ * large dense runs straight from the table (lent: an update while they are on the
+ * wire moves the table to a fresh buffer) and copy anything else into a fresh
+ * buffer, so what is on the wire never changes (consist.c, shard.c). */
 #define _GNU_SOURCE
 #include <cblas.h>
 #include <errno.h>
@@ -679,7 +680,11 @@ static void log_tables(void)
     for (size_t i = 0; i < tables_count(S.tables); i++) {
         table *t = tables_at(S.tables, i);
         keys += shard_size(t->sh);
-        LOG_I("table '%s': %llu keys here", t->name, (unsigned long long)shard_size(t->sh));
+        uint64_t lends, moves;
+        shard_lend_stats(t->sh, &lends, &moves);
+        LOG_I("table '%s': %llu keys here; %llu pull replies sent without a copy, %llu updates "
+              "moved off values still being sent", t->name, (unsigned long long)shard_size(t->sh),
+              (unsigned long long)lends, (unsigned long long)moves);
     }
     double rss_bytes = (double)rss * 4096.0;
     LOG_I("resident memory %.1f MiB for %llu keys (%.1f bytes per key)", rss_bytes / 1048576.0,

@@ -1,6 +1,7 @@
 #include "shard.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,6 +9,14 @@
 #include "ring.h"
 
 #define EMPTY UINT32_MAX
+
+/* A dense shard's values, shared with the pull replies ZeroMQ is still sending
+ * (shard_lend): refs counts the shard and each reply. A writer never changes a
+ * buffer with refs > 1; it moves the shard to a fresh copy first (own_dense). */
+typedef struct dense_buf {
+    float *v;
+    atomic_int refs;
+} dense_buf;
 
 struct shard {
     int dense;
@@ -18,7 +27,9 @@ struct shard {
     uint64_t begin, end; /* ring range */
     /* dense */
     uint64_t first, count;
-    float *w, *state;
+    float *w, *state;    /* w = buf->v */
+    dense_buf *buf;
+    uint64_t lends, moves; /* runs lent; moves to a fresh buffer while lent */
     /* sparse: slots[] index rows; keys[] parallel to slots */
     uint64_t *keys;
     uint32_t *slots;
@@ -58,6 +69,55 @@ float shard_init_value(const shard_init *init, uint64_t key, uint32_t j)
     return 0.0f;
 }
 
+static dense_buf *buf_new(size_t n)
+{
+    dense_buf *b = malloc(sizeof *b);
+    float *v = malloc(n ? n * sizeof(float) : 1);
+    if (!b || !v) {
+        free(b);
+        free(v);
+        return NULL;
+    }
+    b->v = v;
+    atomic_init(&b->refs, 1);
+    return b;
+}
+
+static void buf_release(dense_buf *b)
+{
+    if (b && atomic_fetch_sub(&b->refs, 1) == 1) {
+        free(b->v);
+        free(b);
+    }
+}
+
+/* Moves a dense shard whose values are lent to a fresh buffer: the floats outside
+ * [skip, skip + nskip) are copied, the caller writes the others (nskip = 0: all
+ * copied). With `old` the caller gets the lent buffer to read the rest from and
+ * releases it (buf_release); else it is released here. Returns 0 (*old NULL when
+ * nothing moved) or -PSKV_ENOMEM. */
+static int own_dense(shard *s, size_t skip, size_t nskip, dense_buf **old)
+{
+    if (old)
+        *old = NULL;
+    if (atomic_load(&s->buf->refs) == 1)
+        return 0;
+    size_t n = (size_t)s->count * s->width;
+    dense_buf *b = buf_new(n);
+    if (!b)
+        return -PSKV_ENOMEM;
+    memcpy(b->v, s->w, skip * sizeof(float));
+    memcpy(b->v + skip + nskip, s->w + skip + nskip, (n - skip - nskip) * sizeof(float));
+    s->moves++;
+    if (old)
+        *old = s->buf;
+    else
+        buf_release(s->buf);
+    s->buf = b;
+    s->w = b->v;
+    return 0;
+}
+
 shard *shard_new(int dense, uint64_t first, uint64_t count, uint64_t begin, uint64_t end,
                  uint32_t width, const upd_opts *upd, const shard_init *init)
 {
@@ -75,7 +135,8 @@ shard *shard_new(int dense, uint64_t first, uint64_t count, uint64_t begin, uint
         s->first = first;
         s->count = count;
         size_t n = (size_t)count * width;
-        s->w = malloc(n ? n * sizeof(float) : 1);
+        s->buf = buf_new(n);
+        s->w = s->buf ? s->buf->v : NULL;
         s->state = s->nstate ? calloc(n ? n : 1, sizeof(float)) : NULL;
         if (!s->w || (s->nstate && !s->state)) {
             shard_destroy(&s);
@@ -93,7 +154,7 @@ void shard_destroy(shard **s_p)
     if (!s_p || !*s_p)
         return;
     shard *s = *s_p;
-    free(s->w);
+    buf_release(s->buf); /* replies still being sent keep theirs */
     free(s->state);
     free(s->keys);
     free(s->slots);
@@ -116,9 +177,30 @@ int shard_owns_run(const shard *s, uint64_t first, uint64_t n)
            n <= s->count - (first - s->first);
 }
 
+void shard_lend_stats(const shard *s, uint64_t *lends, uint64_t *moves)
+{
+    *lends = s->lends;
+    *moves = s->moves;
+}
+
 uint64_t shard_size(const shard *s) { return s->dense ? s->count : s->used; }
 
-float *shard_dense_values(shard *s) { return s->w; }
+const float *shard_dense_values(const shard *s) { return s->w; }
+
+const float *shard_lend(shard *s, uint64_t first, uint64_t n, void **token)
+{
+    (void)n;
+    s->lends++;
+    atomic_fetch_add(&s->buf->refs, 1);
+    *token = s->buf;
+    return s->w + (size_t)(first - s->first) * s->width;
+}
+
+void shard_lend_end(void *data, void *token)
+{
+    (void)data;
+    buf_release(token);
+}
 uint64_t shard_dense_first(const shard *s) { return s->first; }
 uint64_t shard_dense_count(const shard *s) { return s->count; }
 
@@ -140,6 +222,8 @@ void shard_clear(shard *s)
 {
     if (s->dense) {
         size_t n = (size_t)s->count * s->width;
+        if (own_dense(s, 0, 0, NULL) < 0) /* lent, and no memory for a copy: the old values stay */
+            return;
         memset(s->w, 0, n * sizeof(float));
         if (s->state)
             memset(s->state, 0, n * sizeof(float));
@@ -235,10 +319,27 @@ int shard_push(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, const
     uint32_t wd = s->width;
     if (s->dense) {
         if (!keys) {
-            size_t off = (size_t)(first - s->first) * wd;
-            upd_apply(&s->upd, s->w + off, s->state ? s->state + off : NULL, g, (size_t)n * wd);
+            size_t off = (size_t)(first - s->first) * wd, len = (size_t)n * wd;
+            float *st = s->state ? s->state + off : NULL;
+            dense_buf *old;
+            if (own_dense(s, off, len, &old) < 0)
+                return -PSKV_ENOMEM;
+            if (!old) {
+                upd_apply(&s->upd, s->w + off, st, g, len);
+                return 0;
+            }
+            /* moved off a lent buffer: copy and update block by block, while each
+             * block is in cache */
+            for (size_t b = 0; b < len; b += 16384) {
+                size_t m = len - b < 16384 ? len - b : 16384;
+                memcpy(s->w + off + b, old->v + off + b, m * sizeof(float));
+                upd_apply(&s->upd, s->w + off + b, st ? st + b : NULL, g + b, m);
+            }
+            buf_release(old);
             return 0;
         }
+        if (own_dense(s, 0, 0, NULL) < 0)
+            return -PSKV_ENOMEM;
         for (uint64_t i = 0; i < n; i++) {
             size_t off = (size_t)(keys[i] - s->first) * wd;
             upd_apply(&s->upd, s->w + off, s->state ? s->state + off : NULL, g + i * wd, wd);
@@ -258,6 +359,8 @@ int shard_assign(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, con
 {
     uint32_t wd = s->width;
     size_t row = wd * sizeof(float);
+    if (s->dense && own_dense(s, 0, 0, NULL) < 0)
+        return -PSKV_ENOMEM;
     for (uint64_t i = 0; i < n; i++) {
         float *w, *st;
         if (s->dense) {
@@ -368,6 +471,8 @@ uint64_t shard_export(const shard *s, int (*keep)(void *ctx, uint64_t key), void
 int shard_import(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, const float *rows)
 {
     size_t rf = row_floats(s), wd = s->width;
+    if (s->dense && own_dense(s, 0, 0, NULL) < 0)
+        return -PSKV_ENOMEM;
     for (uint64_t i = 0; i < n; i++) {
         const float *src = rows + i * rf;
         if (s->dense) {

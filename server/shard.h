@@ -53,8 +53,21 @@ int shard_assign(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, con
 /* Copies n rows of values into out (n * width floats). keys NULL = dense run. */
 void shard_pull(const shard *s, const uint64_t *keys, uint64_t first, uint64_t n, float *out);
 
-/* Dense shards: the value array (count * width floats), first index and count. */
-float *shard_dense_values(shard *s);
+/* Dense shards: the value array (count * width floats, read only), first index
+ * and count. */
+const float *shard_dense_values(const shard *s);
+
+/* Dense shards: the values of the run [first, first + n), lent without a copy to a
+ * reply ZeroMQ sends (zmq_msg_init_data with shard_lend_end and *token as hint):
+ * an update while it is lent moves the shard to a fresh buffer (the first push
+ * after a lend pays a copy of the rows it does not write), so what is on the wire
+ * never changes. The shard may be destroyed while the run is lent. */
+const float *shard_lend(shard *s, uint64_t first, uint64_t n, void **token);
+void shard_lend_end(void *data, void *token);
+
+/* Runs lent so far, and how often an update had to move the shard off a lent
+ * buffer (each such move copies the rows the update does not write). */
+void shard_lend_stats(const shard *s, uint64_t *lends, uint64_t *moves);
 uint64_t shard_dense_first(const shard *s);
 uint64_t shard_dense_count(const shard *s);
 
@@ -64,7 +77,7 @@ void shard_foreach(const shard *s, void (*fn)(void *ctx, uint64_t key, const flo
                    void *ctx);
 
 /* Zeroes every value and state and forgets sparse keys, keeping the memory, so
- * the shard can be reused as an accumulator. */
+ * the shard can be reused as an accumulator (never lent). */
 void shard_clear(shard *s);
 
 /* Keys stored (dense: count; sparse: keys pushed so far). */

@@ -168,6 +168,48 @@ START_TEST(dense_momentum_state)
 }
 END_TEST
 
+/* A lent run never changes while lent: pushes, assigns and imports move the
+ * shard to a fresh buffer (a push copies the rows it does not write and updates
+ * the rest, with momentum state); once the lend ends, updates are in place. */
+START_TEST(dense_lend_copy_on_write)
+{
+    upd_opts sgd = {UPD_SGD, 0.5f, 0.9f, 0, 0};
+    shard_init z = {INIT_CONST, 1.0f, 3};
+    shard *s = dense_shard(10, 4000, 2, &sgd, &z);
+    float g[8000], out[8000];
+    for (int i = 0; i < 8000; i++)
+        g[i] = (float)(i % 7);
+    void *tok1, *tok2;
+    const float *lent = shard_lend(s, 10, 4000, &tok1);
+    const float *part = shard_lend(s, 1010, 100, &tok2);
+    ck_assert_ptr_eq(part, lent + 2000);
+    ck_assert_int_eq(shard_push(s, NULL, 1010, 1000, g), 0); /* moves: lent twice */
+    for (int i = 0; i < 8000; i++)
+        LOOP_ASSERT(lent[i] == 1.0f, "lent value %d changed to %g", i, (double)lent[i]);
+    shard_pull(s, NULL, 10, 4000, out);
+    for (int i = 0; i < 8000; i++) {
+        float want = (i >= 2000 && i < 4000) ? 1.0f - 0.5f * (float)((i - 2000) % 7) : 1.0f;
+        LOOP_ASSERT(out[i] == want, "value %d = %g, want %g", i, (double)out[i], (double)want);
+    }
+    shard_lend_end(NULL, tok1);
+    shard_lend_end(NULL, tok2); /* the old buffer is freed here (ASan checks) */
+    const float *now = shard_lend(s, 10, 4000, &tok1);
+    ck_assert_int_eq(shard_assign(s, NULL, 10, 1, g + 1), 0);
+    ck_assert(now[0] == out[0]);
+    shard_lend_end(NULL, tok1);
+    const float *before = shard_dense_values(s);
+    ck_assert_int_eq(shard_push(s, NULL, 10, 4000, g), 0); /* not lent: in place */
+    ck_assert_ptr_eq(shard_dense_values(s), before);
+    /* the momentum kept across the move: float 2001 had v = 1 (w = 0.5), then
+     * v = 0.9 + 6, w = 0.5 - 0.5 * 6.9; float 2000 had v = 0, then v = 5 */
+    shard_pull(s, NULL, 1010, 1, out);
+    ck_assert(fabsf(out[0] - -1.5f) < 1e-6f && fabsf(out[1] - -2.95f) < 1e-5f);
+    shard_lend(s, 10, 4000, &tok1);
+    shard_destroy(&s); /* the lent buffer outlives the shard */
+    shard_lend_end(NULL, tok1);
+}
+END_TEST
+
 START_TEST(dense_ownership)
 {
     shard_init init = {INIT_ZERO, 0, 0};
@@ -358,6 +400,7 @@ Suite *shard_suite(void)
     tcase_add_test(dense, dense_push_pull_keys);
     tcase_add_test(dense, dense_momentum_state);
     tcase_add_test(dense, dense_ownership);
+    tcase_add_test(dense, dense_lend_copy_on_write);
     suite_add_tcase(s, dense);
     TCase *sparse = tcase_create("sparse");
     tcase_set_timeout(sparse, 30); /* 100k keys take well under a second, more under ASan */
