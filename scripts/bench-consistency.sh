@@ -6,7 +6,9 @@
 #     (time blocked in the library over the training loop), plus a plot of test
 #     accuracy against wall time for all five;
 #  2. transient delays: every iteration 5x slower with probability 0.1 on every
-#     worker; waiting fraction for bsp, ssp:2 and ssp:8.
+#     worker; waiting fraction for bsp, ssp:2 and ssp:8, at batch 32 (the transfer
+#     dominates) and at batch 1024 for 200 steps (compute dominates), the latter
+#     beside the floor of the delay model itself (delay_floor: no transfer at all).
 # Usage: scripts/bench-consistency.sh [--epochs E] [--out DIR] [-- EXTRA_WORKER_ARGS...]
 # (extra arguments go to every worker, after the defaults: e.g. -- --batch 256 --lr 0.05)
 set -u
@@ -63,5 +65,36 @@ for m in bsp ssp:2 ssp:8; do
   run "$name" -- --app mlp --epochs 1 --eval-every 0 --jitter 0.1:5 --consistency "$m" \
       --log-level warn "$@" || continue
   echo "model=$m $(waiting "$name")"
+done
+# The waiting fraction of the delay model alone, for W workers, bound TAU (0 = bsp),
+# each step 1 unit of compute or F units with probability P, STEPS steps: a worker
+# starts step c once every worker has finished step c - TAU - 1, and nothing else
+# costs time (no transfer, no server). Mean over 200 seeded runs. No implementation
+# can wait less: it is the floor the measured fractions are to be read against.
+delay_floor() { # delay_floor W TAU P F STEPS
+  awk -v W="$1" -v tau="$2" -v p="$3" -v f="$4" -v steps="$5" -v runs=200 'BEGIN {
+    for (s = 1; s <= runs; s++) {
+      srand(s); delete fin
+      for (w = 0; w < W; w++) { t[w] = 0; wt[w] = 0 }
+      for (c = 0; c < steps; c++)
+        for (w = 0; w < W; w++) {
+          start = t[w]; need = c - tau - 1
+          if (need >= 0) for (v = 0; v < W; v++) if (fin[v, need] > start) start = fin[v, need]
+          wt[w] += start - t[w]; t[w] = start + (rand() < p ? f : 1); fin[w, c] = t[w]
+        }
+      m = 0; for (w = 0; w < W; w++) m += wt[w] / t[w]
+      total += m / W
+    }
+    printf "%.3f", total / runs }'
+}
+
+echo "== transient delays, compute-dominated: batch 1024, 10 epochs (200 steps per worker)"
+for m in bsp ssp:2 ssp:8; do
+  name=jitter-compute-${m//:/-}
+  run "$name" -- --app mlp --epochs 10 --eval-every 0 --jitter 0.1:5 --consistency "$m" \
+      --batch 1024 --lr 0.01 --log-level warn || continue
+  steps=$(sed -n 's/.*(\([0-9]*\) steps).*/\1/p' "$out/$name/worker-0.log" | tail -n 1)
+  tau=0; [ "$m" = bsp ] || tau=${m#ssp:}
+  echo "model=$m $(waiting "$name") delay_model_floor=$(delay_floor 3 "$tau" 0.1 5 "${steps:-200}") steps=${steps:-?}"
 done
 echo "results in $out"
