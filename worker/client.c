@@ -98,6 +98,7 @@ typedef struct tbl {
     uint64_t size;
     uint32_t width;
     int async;         /* its pushes may be re-sent after a silence (servers drop duplicates) */
+    int bsp;           /* its pushes are acknowledged only when their clock closes */
 } tbl;
 
 struct pskv_worker {
@@ -656,16 +657,26 @@ static void on_scheduler(pskv_worker *w)
     }
 }
 
-/* After a placement change (a death, a join) this worker's clock goes to the
- * servers only once every push sent before the change is acknowledged: a part
- * re-sent to a new owner, or refused and planned again, then reaches its server
- * before the clock that covers it, as the ssp bound needs. (Placement never
- * changes under a working bsp job: bsp tables take no joins and no replicas.) */
+/* After a placement change (a death, a join) or a push refused to be sent again
+ * (hold_clocks), this worker's clock goes to the servers only once every push sent
+ * before is acknowledged (bsp: sent again, see below): a part re-sent to a new
+ * owner, or refused and planned again, then reaches its server before the clock
+ * that covers it, as the ssp bound and bsp closes need. */
 static void catch_up(pskv_worker *w)
 {
-    for (int i = 0; i < w->window; i++)
-        if (w->reqs[i].type == REQ_PUSH && w->reqs[i].ts < w->catchup_ts)
-            return;
+    for (int i = 0; i < w->window; i++) {
+        req *r = &w->reqs[i];
+        if (r->type != REQ_PUSH || r->ts >= w->catchup_ts)
+            continue;
+        if (!w->tables[r->table].bsp)
+            return; /* not acknowledged yet */
+        /* a bsp push is acknowledged only when its clock closes, which needs this
+         * very clock: enough that no part still waits to be sent again (the clock
+         * then follows each part on its connection) */
+        for (int p = 0; p < r->nparts; p++)
+            if (!r->parts[p].done && r->parts[p].retry_at)
+                return;
+    }
     if (send_clock(w, atomic_load(&w->clock) - 1, 1) < 0)
         LOG_W("%s", w->last_error);
     for (int i = 0; i < w->nservers; i++)
@@ -1437,6 +1448,7 @@ int pskv_table_open(pskv_worker *w, const char *name, const pskv_table_opts *o_i
     t->width = o.width;
     t->async = !o.consistency || !strcmp(o.consistency, "async") ||
                !strcmp(o.consistency, "ssp:inf");
+    t->bsp = o.consistency && !strcmp(o.consistency, "bsp");
     Pskv__TableOptions to;
     pskv__table_options__init(&to);
     to.name = (char *)name;
