@@ -165,6 +165,11 @@ static uint32_t part_of(const chain *c, const table *t, uint64_t key)
     return ring_partition_of(pos, c->nparts);
 }
 
+uint32_t chain_partition_of(const chain *c, const table *t, uint64_t key)
+{
+    return part_of(c, t, key);
+}
+
 /* Partition of a key, remembering the dense index span of the last one: the keys
  * of a dense request come in runs, so a whole partition costs one ring lookup
  * instead of one 128-bit division per row. */
@@ -831,6 +836,10 @@ static void send_fill(chain *c, uint32_t p, uint32_t to)
         size_t rf = shard_row_floats(t->sh);
         m.has_table_id = 1;
         m.table_id = t->id;
+        if (t->model == CONS_BSP) { /* the clocks applied to this partition's rows */
+            m.has_clock = 1;
+            m.clock = p < t->nclosed ? t->closed[p] : 0;
+        }
         /* the table's options: a server that joined the job learns its tables here */
         Pskv__TableOptions *opts =
             t->opts ? pskv__table_options__unpack(NULL, t->opts_len, t->opts) : NULL;
@@ -896,6 +905,14 @@ void chain_fill(chain *c, wire_msg *msg)
         tables_open(c->tables, r->table_id, r->table, 0, UINT64_MAX, why, sizeof why) < 0)
         LOG_W("FILL of partition %u from node %u: cannot create its table: %s", p, r->sender,
               why);
+    table *bt = r->has_table_id && r->has_clock ? tables_find(c->tables, r->table_id) : NULL;
+    if (bt && bt->model == CONS_BSP && r->clock >= 0) {
+        int64_t *pc = table_closed(bt, c->nparts);
+        if (pc)
+            pc[p] = r->clock;
+        else
+            LOG_E("out of memory keeping the bsp clock of partition %u", p);
+    }
     if (r->has_table_id && msg->nkeys) {
         table *t = tables_find(c->tables, r->table_id);
         if (!t || r->width != shard_row_floats(t->sh) || (!msg->keys && !t->dense) ||

@@ -87,6 +87,9 @@ void chain_drain(chain *c);
 /* Partitions of the ring (0 before the first view). */
 uint32_t chain_nparts(const chain *c);
 
+/* The ring partition of table t's key (dense index or sparse key). */
+uint32_t chain_partition_of(const chain *c, const table *t, uint64_t key);
+
 /* 1 when this server holds a whole copy of partition p. */
 int chain_holds(const chain *c, uint32_t p);
 

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "chain.h"
 #include "log.h"
 #include "pskv_errors.h"
 #include "timeutil.h"
@@ -40,7 +41,8 @@ typedef struct bsp_open { /* one open clock of a bsp table */
 
 typedef struct bsp_state {
     table *t;
-    int64_t closed;       /* clocks 0..closed-1 are applied */
+    int64_t closed;       /* clocks 0..closed-1 are applied to every partition held here
+                             (the smallest of the table's per-partition closed clocks) */
     bsp_open open[MAX_OPEN];
     shard **spare;        /* cleared accumulators for reuse: no allocation per clock */
     size_t nspare, capspare;
@@ -57,6 +59,7 @@ typedef struct source { /* a head whose pushes reach this replica through a chai
 
 struct consist {
     void *router;
+    const chain *ch;      /* placement: which partitions a bsp close applies to */
     member *mb;
     table_set *tables;
     int nranks;
@@ -292,6 +295,36 @@ static int64_t min_clock(const consist *c)
     return m < 0 ? 0 : m;
 }
 
+void consist_set_chain(consist *c, const chain *ch) { c->ch = ch; }
+
+/* The table's per-partition closed clocks, with room for every partition of the
+ * placement; NULL before the first view (or without memory). */
+static int64_t *part_closed(const consist *c, table *t)
+{
+    uint32_t np = c->ch ? chain_nparts(c->ch) : 0;
+    return np ? table_closed(t, np) : NULL;
+}
+
+/* The smallest closed clock over the partitions held here (b->closed when none is
+ * held yet, as on a joining server before its copies arrive). */
+static int64_t held_closed(const consist *c, bsp_state *b)
+{
+    int64_t *pc = part_closed(c, b->t), m = INT64_MAX;
+    for (uint32_t p = 0; pc && p < chain_nparts(c->ch); p++)
+        if (chain_holds(c->ch, p) && pc[p] < m)
+            m = pc[p];
+    return m == INT64_MAX ? b->closed : m;
+}
+
+/* Partitions held here whose closed clock is below `upto` move up to it. */
+static void raise_closed(const consist *c, bsp_state *b, int64_t from, int64_t upto)
+{
+    int64_t *pc = part_closed(c, b->t);
+    for (uint32_t p = 0; pc && p < chain_nparts(c->ch); p++)
+        if (chain_holds(c->ch, p) && pc[p] >= from && pc[p] < upto)
+            pc[p] = upto;
+}
+
 static bsp_state *bsp_of(consist *c, table *t)
 {
     for (size_t i = 0; i < c->nbsp; i++)
@@ -307,6 +340,7 @@ static bsp_state *bsp_of(consist *c, table *t)
     b->t = t;
     for (int i = 0; i < MAX_OPEN; i++)
         b->open[i].t = -1;
+    b->closed = held_closed(c, b); /* a joining server: as its copies say */
     c->bsp[c->nbsp++] = b;
     return b;
 }
@@ -346,11 +380,20 @@ typedef struct fold_ctx {
     float *row; /* scratch of one row when scale != 1 */
     uint32_t width;
     int err;
+    const consist *c;   /* with pc: only rows of partitions held here at clock t */
+    const table *t;
+    const int64_t *pc;
+    int64_t clock;
 } fold_ctx;
 
 static void fold_row(void *ctx, uint64_t key, const float *row)
 {
     fold_ctx *f = ctx;
+    if (f->pc) {
+        uint32_t p = chain_partition_of(f->c->ch, f->t, key);
+        if (!chain_holds(f->c->ch, p) || f->pc[p] != f->clock)
+            return;
+    }
     const float *src = row;
     if (f->scale != 1.0f) {
         for (uint32_t j = 0; j < f->width; j++)
@@ -361,8 +404,56 @@ static void fold_row(void *ctx, uint64_t key, const float *row)
         f->err = 1;
 }
 
+/* The accumulators of open clock o go back to the spares, cleared. */
+static void bsp_recycle(consist *c, bsp_state *b, bsp_open *o)
+{
+    for (int r = 0; r < c->nranks; r++) {
+        if (!o->acc[r])
+            continue;
+        shard_clear(o->acc[r]);
+        if (b->nspare == b->capspare) {
+            size_t cap = b->capspare ? b->capspare * 2 : 8;
+            shard **g = realloc(b->spare, cap * sizeof *g);
+            if (g) {
+                b->spare = g;
+                b->capspare = cap;
+            }
+        }
+        if (b->nspare < b->capspare)
+            b->spare[b->nspare++] = o->acc[r];
+        else
+            shard_destroy(&o->acc[r]);
+        o->acc[r] = NULL;
+    }
+    o->nacks = 0;
+    o->t = -1;
+}
+
+/* Dense: applies the combined update `comb` (the whole table) to the rows of the
+ * partitions held here whose closed clock is t, or to every row before the
+ * first view. */
+static int apply_dense(consist *c, table *tb, const float *comb, int64_t t)
+{
+    uint64_t first = shard_dense_first(tb->sh), count = shard_dense_count(tb->sh);
+    int64_t *pc = part_closed(c, tb);
+    if (!pc)
+        return shard_push(tb->sh, NULL, first, count, comb);
+    int rc = 0;
+    for (uint32_t p = 0; p < chain_nparts(c->ch); p++) {
+        uint64_t pf, pn;
+        if (!chain_holds(c->ch, p) || pc[p] != t)
+            continue;
+        chain_dense_span(c->ch, tb, p, &pf, &pn);
+        if (pn && shard_owns_run(tb->sh, pf, pn) &&
+            shard_push(tb->sh, NULL, pf, pn, comb + (size_t)(pf - first) * tb->width) < 0)
+            rc = -PSKV_ENOMEM;
+    }
+    return rc;
+}
+
 /* Applies clock `t` of bsp table b: the held sums of the workers that finished t,
- * combined in rank order, applied once; then the held pushes are answered. */
+ * combined in rank order, applied once to the partitions held here at clock t;
+ * then the held pushes are answered. */
 static void bsp_close(consist *c, bsp_state *b, int64_t t)
 {
     table *tb = b->t;
@@ -388,7 +479,7 @@ static void bsp_close(consist *c, bsp_state *b, int64_t t)
                                     1);
                 if (scale != 1.0f)
                     cblas_sscal((blasint)n, scale, b->comb, 1);
-                rc = shard_push(tb->sh, NULL, shard_dense_first(tb->sh), count, b->comb);
+                rc = apply_dense(c, tb, b->comb, t);
             }
         } else {
             if (!b->scomb)
@@ -399,11 +490,11 @@ static void bsp_close(consist *c, bsp_state *b, int64_t t)
                 rc = -PSKV_ENOMEM;
             } else {
                 shard_clear(b->scomb);
-                fold_ctx f = {b->scomb, 1.0f, NULL, tb->width, 0};
+                fold_ctx f = {b->scomb, 1.0f, NULL, tb->width, 0, NULL, NULL, NULL, 0};
                 for (int r = 0; r < c->nranks; r++)
                     if (o->acc[r] && finished(c, r, t))
                         shard_foreach(o->acc[r], fold_row, &f);
-                fold_ctx g = {tb->sh, scale, b->row, tb->width, 0};
+                fold_ctx g = {tb->sh, scale, b->row, tb->width, 0, c, tb, part_closed(c, tb), t};
                 shard_foreach(b->scomb, fold_row, &g);
                 rc = f.err || g.err ? -PSKV_ENOMEM : 0;
             }
@@ -422,27 +513,9 @@ static void bsp_close(consist *c, bsp_state *b, int64_t t)
                             t + 1);
             }
         }
-        for (int r = 0; r < c->nranks; r++) {
-            if (!o->acc[r])
-                continue;
-            shard_clear(o->acc[r]);
-            if (b->nspare == b->capspare) {
-                size_t cap = b->capspare ? b->capspare * 2 : 8;
-                shard **g = realloc(b->spare, cap * sizeof *g);
-                if (g) {
-                    b->spare = g;
-                    b->capspare = cap;
-                }
-            }
-            if (b->nspare < b->capspare)
-                b->spare[b->nspare++] = o->acc[r];
-            else
-                shard_destroy(&o->acc[r]);
-            o->acc[r] = NULL;
-        }
-        o->nacks = 0;
-        o->t = -1;
+        bsp_recycle(c, b, o);
     }
+    raise_closed(c, b, t, t + 1);
     b->closed = t + 1;
 }
 
@@ -474,16 +547,20 @@ static int64_t bsp_closable(const consist *c, const bsp_state *b)
  * one step, so a worker's clock far ahead costs nothing. */
 static void bsp_advance(consist *c, bsp_state *b)
 {
+    b->closed = held_closed(c, b); /* the partitions held may have changed */
     int64_t upto = bsp_closable(c, b);
     while (b->closed < upto) {
         int64_t next = upto; /* the next clock that holds pushes */
         for (int s = 0; s < MAX_OPEN; s++)
             if (b->open[s].t >= b->closed && b->open[s].t < next)
                 next = b->open[s].t;
-        if (next > b->closed)
-            b->closed = next; /* nothing held in between */
-        else
+        if (next > b->closed) { /* nothing held in between */
+            raise_closed(c, b, b->closed, next);
+            b->closed = next;
+        } else {
             bsp_close(c, b, b->closed);
+        }
+        b->closed = held_closed(c, b);
     }
 }
 
@@ -508,6 +585,35 @@ static void advance(consist *c)
 
 void consist_placement_changed(consist *c, uint64_t epoch)
 {
+    /* bsp: the pushes held for open clocks are refused, to be sent again on the new
+     * placement (their rows may have moved; the rest come back here), and every
+     * worker's clock must be earned again by clocks sent behind those re-sends */
+    int64_t floor = INT64_MAX;
+    for (size_t i = 0; i < c->nbsp; i++) {
+        bsp_state *b = c->bsp[i];
+        for (int s = 0; s < MAX_OPEN; s++) {
+            bsp_open *o = &b->open[s];
+            if (o->t < 0)
+                continue;
+            for (size_t k = 0; k < o->nacks; k++) {
+                held *h = &o->acks[k];
+                Pskv__Meta m;
+                reply_meta(c, &m, PSKV__MSG_TYPE__ERROR, h, b->closed);
+                m.has_error_code = m.has_refused = 1;
+                m.error_code = PSKV_ESTALE;
+                m.error = "the placement changed while its bsp clock was open; send it again";
+                m.refused = consist_note_refused(c, h->sender);
+                send_held(c, h, &m, NULL);
+            }
+            bsp_recycle(c, b, o);
+        }
+        b->closed = held_closed(c, b);
+        if (b->closed < floor)
+            floor = b->closed;
+    }
+    for (int r = 0; floor != INT64_MAX && r < c->nranks; r++)
+        if (c->vc[r] > floor)
+            c->vc[r] = floor;
     size_t keep = 0;
     for (size_t i = 0; i < c->nparked; i++) {
         held *h = &c->parked[i];
@@ -725,6 +831,8 @@ void consist_push(consist *c, table *t, wire_msg *msg, const rowset *rs)
     bsp_state *b = bsp_of(c, t);
     int64_t clock = r->has_clock ? r->clock : 0;
     char why[200];
+    if (b)
+        b->closed = held_closed(c, b); /* copies may have arrived since */
     if (rank < 0 || !b) {
         refuse(c, msg, b ? PSKV_EPROTO : PSKV_ENOMEM,
                b ? "a bsp push from a node that is not a worker of the view" : "out of memory", 0);
@@ -833,12 +941,22 @@ int64_t consist_bsp_closed(consist *c, table *t)
     if (t->model != CONS_BSP)
         return 0;
     bsp_state *b = bsp_of(c, t);
-    return b ? b->closed : 0;
+    if (!b)
+        return 0;
+    int64_t *pc = part_closed(c, t);
+    for (uint32_t p = 0; pc && p < chain_nparts(c->ch); p++)
+        if (chain_holds(c->ch, p) && pc[p] != b->closed)
+            return -1; /* just after a join, until the lagging partitions catch up */
+    return b->closed;
 }
 
 void consist_restore_bsp(consist *c, table *t, int64_t closed)
 {
     bsp_state *b = t->model == CONS_BSP ? bsp_of(c, t) : NULL;
-    if (b && closed > b->closed)
-        b->closed = closed;
+    if (!b || closed <= b->closed)
+        return;
+    int64_t *pc = part_closed(c, t);
+    for (uint32_t p = 0; pc && p < chain_nparts(c->ch); p++)
+        pc[p] = closed;
+    b->closed = closed;
 }

@@ -32,13 +32,22 @@ consist *consist_new(void *router, member *mb, table_set *tables);
 /* Frees c and nulls *c_p; NULL-safe. */
 void consist_destroy(consist **c_p);
 
+/* The placement (chain.h) a bsp close reads: the partitions held here, each with
+ * its own closed clock (table.closed), so that a server that took partitions from
+ * servers a clock apart applies each clock to each row once. */
+struct chain;
+void consist_set_chain(consist *c, const struct chain *ch);
+
 /* Re-reads the view in mb: worker ranks, the clock set. Releases what the new
  * set allows (parked pulls, bsp clocks). */
 void consist_view(consist *c);
 
 /* The placement changed in view `epoch`: parked pulls planned on an older view
- * are answered PSKV_ESTALE (the worker plans them again on the new view). Call
- * before consist_view. */
+ * are answered PSKV_ESTALE (the worker plans them again on the new view); bsp
+ * pushes held for open clocks are refused PSKV_ESTALE (counted, so the clocks
+ * their workers sent before hearing of it are ignored) to be sent again on the new
+ * placement, and every worker's clock drops to the smallest closed bsp clock, to be
+ * earned again by the clocks sent behind the re-sends. Call before consist_view. */
 void consist_placement_changed(consist *c, uint64_t epoch);
 
 /* A validated PUSH (table, width, ranges and values checked) on table t, for the
@@ -76,7 +85,7 @@ void consist_set_sources(consist *c, const uint32_t *heads, size_t n, int placem
  * the first view of a resumed job. */
 int consist_clocks(const consist *c, const int64_t **vc);
 void consist_restore_clocks(consist *c, const int64_t *vc, int nranks);
-int64_t consist_bsp_closed(consist *c, table *t);
+int64_t consist_bsp_closed(consist *c, table *t); /* -1: partitions at different clocks */
 void consist_restore_bsp(consist *c, table *t, int64_t closed);
 
 /* Counters for logs and heartbeats. */

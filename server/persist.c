@@ -119,6 +119,11 @@ int persist_snapshot(const char *dir, uint64_t job, uint64_t seq, uint32_t node,
         if (rc == 0)
             rc = t->dense ? put_dense(w, t, c, why, whylen) : put_sparse(w, t, why, whylen);
         int64_t closed = consist_bsp_closed(cons, t);
+        if (rc == 0 && closed < 0) {
+            snprintf(why, whylen, "table '%s': its partitions here are at different bsp clocks "
+                     "(a server joined a moment ago); take the checkpoint again", t->name);
+            rc = -PSKV_ENOTREADY;
+        }
         uint64_t bsp[2] = {t->id, (uint64_t)closed};
         if (rc == 0 && t->model == CONS_BSP)
             rc = ckpt_put(w, REC_BSP, bsp, sizeof bsp, why, whylen);

@@ -290,6 +290,16 @@ static void on_push(wire_msg *msg)
         return;
     }
     Pskv__Meta *r = msg->meta;
+    if (t->model == CONS_BSP && r->has_epoch && r->epoch < chain_place_epoch(S.chain)) {
+        /* like the pushes held for open clocks at the change (consist_placement_changed):
+         * the worker waits for this answer before its clock goes out again */
+        char why[200];
+        snprintf(why, sizeof why, "bsp push planned on view epoch %llu, before the placement "
+                 "changed in epoch %llu; send it again", (unsigned long long)r->epoch,
+                 (unsigned long long)chain_place_epoch(S.chain));
+        fail(msg, PSKV_ESTALE, why);
+        return;
+    }
     if (chain_replicas(S.chain) > 1 || (r->has_resend && r->resend && t->model == CONS_ASYNC)) {
         /* replicated, or re-sent by a worker that heard nothing back: applied where
          * its id is not recorded yet */
@@ -428,6 +438,17 @@ static int any_model(cons_model m)
 
 /* 1 when some table is ssp: only then do replicas need the clocks forwarded. */
 static int any_ssp(void) { return any_model(CONS_SSP); }
+
+/* 1 when some bsp table has backup workers: no server may join such a job (a push
+ * dropped as late on one partition's clock may be in time on a partition that
+ * moved to the joiner a clock behind). */
+static int any_bsp_backup(void)
+{
+    for (size_t i = 0; i < tables_count(S.tables); i++)
+        if (tables_at(S.tables, i)->model == CONS_BSP && tables_at(S.tables, i)->backup)
+            return 1;
+    return 0;
+}
 
 /* A worker's CLOCK, or one forwarded down a chain by another server (it carries
  * the rank and, in origin_id, the head whose stream it belongs to). */
@@ -732,6 +753,8 @@ int main(int argc, char **argv)
     S.chain = chain_new(S.ctx, S.router, &S.mb, S.tables, cfg_int(config, "max-message"));
     if (S.chain)
         chain_on_refusal(S.chain, note_refused);
+    if (S.cons)
+        consist_set_chain(S.cons, S.chain);
     if (!S.tables || !S.cons || !S.chain) {
         LOG_E("out of memory");
         return 1;
@@ -827,7 +850,7 @@ int main(int argc, char **argv)
         }
         checkpoint_poll(0);
         atomic_store(&HB.dropped, consist_get_stats(S.cons).dropped_late);
-        atomic_store(&HB.bsp, any_model(CONS_BSP));
+        atomic_store(&HB.bsp, any_bsp_backup());
     }
     checkpoint_poll(30000); /* a checkpoint being written is finished first */
     consist_stats st = consist_get_stats(S.cons);

@@ -24,6 +24,7 @@ void tables_destroy(table_set **ts_p)
     for (size_t i = 0; i < ts->n; i++) {
         shard_destroy(&ts->t[i]->sh);
         free(ts->t[i]->opts);
+        free(ts->t[i]->closed);
         free(ts->t[i]);
     }
     free(ts->t);
@@ -231,4 +232,17 @@ int tables_open(table_set *ts, uint64_t id, const Pskv__TableOptions *o, uint64_
 oom:
     snprintf(why, whylen, "out of memory creating table '%s'", want.name);
     return -PSKV_ENOMEM;
+}
+
+int64_t *table_closed(table *t, uint32_t nparts)
+{
+    if (nparts > t->nclosed) {
+        int64_t *g = realloc(t->closed, (size_t)nparts * sizeof *g);
+        if (!g)
+            return NULL;
+        memset(g + t->nclosed, 0, (size_t)(nparts - t->nclosed) * sizeof *g);
+        t->closed = g;
+        t->nclosed = nparts;
+    }
+    return t->closed;
 }

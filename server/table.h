@@ -31,6 +31,9 @@ typedef struct table {
     shard *sh;
     void *opts;      /* the TableOptions of the first open, packed (checkpoints keep them) */
     size_t opts_len;
+    int64_t *closed; /* bsp: per ring partition, clocks 0..closed[p]-1 applied to its rows
+                        (table_closed; a copy of a partition brings its own) */
+    uint32_t nclosed;
 } table;
 
 typedef struct table_set table_set;
@@ -54,5 +57,9 @@ table *tables_at(table_set *ts, size_t i);
 
 /* Number of tables. */
 size_t tables_count(const table_set *ts);
+
+/* t->closed with room for nparts partitions (zeroes when new); NULL when out of
+ * memory. */
+int64_t *table_closed(table *t, uint32_t nparts);
 
 #endif

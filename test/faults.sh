@@ -391,11 +391,25 @@ f_join_ssp() {
   joined_ok "$d" server-2
 }
 
-# A server may not join a job with a bsp table (its clocks' buffered pushes do not
-# move): it is refused with the reason and exits 1; the job goes on and finishes.
+# A server joins a bsp job (R = 1, dense and sparse tables): the pushes held for
+# open clocks are refused and sent again on the new placement, the joiner takes
+# each partition at the clock its old head had closed, and every pull at clock c
+# still returns exactly the sums of the rounds before c.
+f_join_bsp() {
+  local d=$TDIR/c
+  launch "$d" --servers 2 --workers 3 -- --app check --consistency bsp --rounds 500
+  wait_joined "$d" 3
+  sleep 0.3
+  start_server "$d" server-2
+  wait_ok "$d"
+  joined_ok "$d" server-2
+}
+
+# A server may not join a job with a bsp table that has backup workers: it is
+# refused with the reason and exits 1; the job goes on and finishes.
 f_join_bsp_refused() {
   local d=$TDIR/c pid i rc
-  launch "$d" --servers 2 --workers 2 -- --app check --consistency bsp --rounds 1500
+  launch "$d" --servers 1 --workers 2 -- --app check --consistency bsp --backup 1 --rounds 400 --slowdown 2
   wait_joined "$d" 2
   sleep 0.4
   start_server "$d" server-2
@@ -404,7 +418,7 @@ f_join_bsp_refused() {
   kill -0 "$pid" 2>/dev/null && fail "the server joined a bsp job"
   wait "$pid"; rc=$?
   [ $rc -eq 1 ] || fail "the refused server exited $rc, not 1"
-  grep -q 'holds a bsp table: servers cannot join' "$d/server-2.log" ||
+  grep -q 'holds a bsp table with backup workers: servers cannot join' "$d/server-2.log" ||
     fail "no reason given: $(tail -n 2 "$d/server-2.log")"
   wait_ok "$d"
 }
@@ -448,7 +462,7 @@ run_trial() {
 }
 
 tests=(kill_server kill_server_ssp chain_r3 pause_server kill_worker worker_rejoin retry_paused lost_partition
-       checkpoint_resume join join_ssp join_bsp_refused server_rejoin)
+       checkpoint_resume join join_ssp join_bsp join_bsp_refused server_rejoin)
 for t in "${tests[@]}"; do
   if [ ${#ONLY[@]} -gt 0 ] && ! printf '%s\n' "${ONLY[@]}" | grep -qx "$t"; then continue; fi
   for i in $(seq "$TRIALS"); do run_trial "$t" "f_$t" "$i"; done

@@ -58,12 +58,14 @@ typedef struct part {
     uint64_t dedupe_id; /* wire request id of the first send of these rows */
     int64_t retry_at;  /* > 0: re-plan and send again at this time */
     int64_t sent_ms;   /* when it was sent */
+    uint64_t epoch;    /* the view it was planned on */
     int done;
 } part;
 
 typedef struct req {
     enum req_type type;
     int64_t ts;
+    int64_t clock;     /* the worker's clock when it was made: every send carries it */
     int table;
     int nparts, pending;
     part *parts;
@@ -123,6 +125,7 @@ struct pskv_worker {
     int window, inflight;
     int64_t next_ts;
     int64_t catchup_ts; /* since a placement change: pushes below it go before the clock */
+    uint64_t catchup_epoch; /* bsp: parts planned on an older view must be answered first */
     int request_timeout_ms;
     size_t chunk_bytes;
     int spin_us;
@@ -240,6 +243,7 @@ static void hold_clocks(pskv_worker *w)
     for (int i = 0; i < w->nservers; i++)
         w->srv[i].catchup = 1;
     w->catchup_ts = w->next_ts;
+    w->catchup_epoch = w->mb.epoch;
 }
 
 static int apply_view(pskv_worker *w, int64_t max_message)
@@ -671,11 +675,15 @@ static void catch_up(pskv_worker *w)
         if (!w->tables[r->table].bsp)
             return; /* not acknowledged yet */
         /* a bsp push is acknowledged only when its clock closes, which needs this
-         * very clock: enough that no part still waits to be sent again (the clock
-         * then follows each part on its connection) */
-        for (int p = 0; p < r->nparts; p++)
-            if (!r->parts[p].done && r->parts[p].retry_at)
+         * very clock. Servers refuse every bsp part planned on a view older than
+         * their placement, held or arriving: enough that each such part has been
+         * answered and none waits to be sent again (the clock then follows every
+         * part on its connection) */
+        for (int p = 0; p < r->nparts; p++) {
+            part *pt = &r->parts[p];
+            if (!pt->done && (pt->retry_at || pt->epoch < w->catchup_epoch))
                 return;
+        }
     }
     if (send_clock(w, atomic_load(&w->clock) - 1, 1) < 0)
         LOG_W("%s", w->last_error);
@@ -1038,6 +1046,7 @@ static int send_data_part(pskv_worker *w, req *r, int pi, int resend, uint64_t f
     int push = r->type == REQ_PUSH;
     Pskv__Meta m;
     base_meta(w, &m, push ? PSKV__MSG_TYPE__PUSH : PSKV__MSG_TYPE__PULL, t);
+    m.clock = r->clock; /* a re-sent push belongs to the iteration it was made in */
     if (r->assign) {
         m.has_assign = 1;
         m.assign = 1;
@@ -1077,6 +1086,7 @@ static int send_data_part(pskv_worker *w, req *r, int pi, int resend, uint64_t f
     }
     srv *s = &w->srv[p->server];
     p->sent_ms = tu_now_ms();
+    p->epoch = m.epoch;
     if (wire_send(s->sock, NULL, &m, kp, vp) < 0)
         return set_error(w, PSKV_ENET, "cannot send to server %s:%d: %s", s->host, s->port,
                          zmq_strerror(errno));
@@ -1297,6 +1307,7 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
     req *r = new_req(w, type, table, (int)cap);
     if (!r)
         return -PSKV_ETIMEDOUT;
+    r->clock = atomic_load(&w->clock);
     int pull = type == REQ_PULL;
     int rc = keys ? plan_keys(w, r, t, keys, nkeys, pull) : plan_run(w, r, t, first, nkeys, pull);
     if (rc < 0)
