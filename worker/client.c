@@ -233,8 +233,6 @@ static int srv_index(const pskv_worker *w, uint32_t id)
     return -1;
 }
 
-/* Applies the latest view: servers (dialled once each), their liveness, and the
- * head and tail of every partition. Called at open and on every new view. */
 /* Every server's next clock waits until each push sent so far is acknowledged
  * (catch_up): after a placement change, or a push refused to be sent again, a
  * re-sent push then reaches its server before the clock that covers it. */
@@ -246,6 +244,8 @@ static void hold_clocks(pskv_worker *w)
     w->catchup_epoch = w->mb.epoch;
 }
 
+/* Applies the latest view: servers (dialled once each), their liveness, and the
+ * head and tail of every partition. Called at open and on every new view. */
 static int apply_view(pskv_worker *w, int64_t max_message)
 {
     Pskv__View *v = w->mb.view;
@@ -839,6 +839,7 @@ static req *new_req(pskv_worker *w, enum req_type type, int table, int nparts)
     r->type = type;
     r->table = table;
     r->ts = w->next_ts++;
+    r->clock = atomic_load(&w->clock);
     r->nparts = r->pending = nparts;
     r->deadline_ms = tu_now_ms() + w->request_timeout_ms;
     r->vclock = INT64_MAX;
@@ -1307,7 +1308,6 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
     req *r = new_req(w, type, table, (int)cap);
     if (!r)
         return -PSKV_ETIMEDOUT;
-    r->clock = atomic_load(&w->clock);
     int pull = type == REQ_PULL;
     int rc = keys ? plan_keys(w, r, t, keys, nkeys, pull) : plan_run(w, r, t, first, nkeys, pull);
     if (rc < 0)
