@@ -71,7 +71,8 @@ struct chain {
     size_t skip_cap;
     uint8_t *pmark;        /* per partition, during one message: 0 unseen, 1 apply, 2 skip */
     uint32_t *touched;     /* partitions marked, to reset */
-    uint64_t (*refused)(uint32_t node); /* counts a worker's push refused for a retry */
+    uint64_t (*refused)(uint32_t node, int code); /* counts a worker's push refused for a
+                                                    retry (consist_refusal) */
 };
 
 chain *chain_new(void *ctx, void *router, member *mb, table_set *tables, int64_t max_message)
@@ -155,7 +156,7 @@ int chain_dedupe_import(chain *c, uint32_t nparts, uint32_t p, const void *buf, 
 }
 uint64_t chain_place_epoch(const chain *c) { return c->place_epoch; }
 
-void chain_on_refusal(chain *c, uint64_t (*fn)(uint32_t node)) { c->refused = fn; }
+void chain_on_refusal(chain *c, uint64_t (*fn)(uint32_t node, int code)) { c->refused = fn; }
 size_t chain_pending(const chain *c) { return c->npend; }
 uint64_t chain_dedupe_forced(const chain *c) { return c->dd ? dedupe_forced(c->dd) : 0; }
 
@@ -517,10 +518,8 @@ static void answer_upstream(chain *c, pend *pd, int code, const char *why)
         m.has_error_code = 1;
         m.error_code = code;
         m.error = (char *)why;
-        if (pd->upstream_worker && c->refused && (code == PSKV_ESTALE || code == PSKV_ENOTREADY)) {
-            m.has_refused = 1;
-            m.refused = c->refused(pd->sender);
-        }
+        m.refused = pd->upstream_worker && c->refused ? c->refused(pd->sender, code) : 0;
+        m.has_refused = m.refused > 0;
     }
     zmq_msg_t rid;
     zmq_msg_init_size(&rid, pd->ridlen);

@@ -36,9 +36,9 @@ chain *chain_new(void *ctx, void *router, member *mb, table_set *tables, int64_t
 /* Frees c and nulls *c_p; NULL-safe. */
 void chain_destroy(chain **c_p);
 
-/* fn counts a worker's push refused as stale or not ready (sent again later) and
- * returns the count to stamp on the refusal (consist_note_refused). */
-void chain_on_refusal(chain *c, uint64_t (*fn)(uint32_t node));
+/* fn(worker node, error code) counts a worker's push refused to be sent again and
+ * returns the count to stamp on the refusal, or 0 (consist_refusal). */
+void chain_on_refusal(chain *c, uint64_t (*fn)(uint32_t node, int code));
 
 /* Applies the latest view in mb. Returns 1 when the view says this server is dead
  * (replaced: it must serve nothing more), else 0. */

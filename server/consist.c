@@ -177,8 +177,10 @@ static void send_held(consist *c, const held *h, Pskv__Meta *m, zmq_msg_t *vals)
     zmq_msg_close(&rid);
 }
 
-/* PUSH_ACK (code 0) or ERROR (code > 0) for a held push. */
-static void answer_push(consist *c, const held *h, int code, const char *why, int64_t clock)
+/* PUSH_ACK (code 0) or ERROR (code > 0) for a held request; `refused` > 0 is
+ * stamped on the ERROR (a push to be sent again, consist_refusal). */
+static void answer_held(consist *c, const held *h, int code, const char *why, int64_t clock,
+                        uint64_t refused)
 {
     Pskv__Meta m;
     reply_meta(c, &m, code ? PSKV__MSG_TYPE__ERROR : PSKV__MSG_TYPE__PUSH_ACK, h, clock);
@@ -186,18 +188,16 @@ static void answer_push(consist *c, const held *h, int code, const char *why, in
         m.has_error_code = 1;
         m.error_code = code;
         m.error = (char *)why;
+        m.has_refused = refused > 0;
+        m.refused = refused;
     }
     send_held(c, h, &m, NULL);
 }
 
-static void send_pull_reply(consist *c, const held *h, int64_t clock, zmq_msg_t *vals)
+/* The answer to a held push: a refusal it will be sent again after is counted. */
+static void answer_push(consist *c, const held *h, int code, const char *why, int64_t clock)
 {
-    Pskv__Meta m;
-    reply_meta(c, &m, PSKV__MSG_TYPE__PULL_REPLY, h, clock);
-    m.has_num_keys = m.has_width = 1;
-    m.num_keys = h->n;
-    m.width = h->t->width;
-    send_held(c, h, &m, vals);
+    answer_held(c, h, code, why, clock, code ? consist_refusal(c, h->sender, code) : 0);
 }
 
 static void free_buf(void *data, void *hint)
@@ -217,31 +217,28 @@ static void answer_pull(consist *c, const held *h, int64_t clock)
     int64_t t0 = tu_now_ns();
     table *t = h->t;
     size_t bytes = (size_t)h->n * t->width * sizeof(float);
-    Pskv__Meta m;
     zmq_msg_t vals;
     if (t->dense && !h->keys && !h->segs && bytes >= LEND_MIN &&
         h->n * 16 >= shard_dense_count(t->sh)) {
         void *token;
-        const float *run = shard_lend(t->sh, h->first, h->n, &token);
+        const float *run = shard_lend(t->sh, h->first, &token);
         zmq_msg_init_data(&vals, (void *)run, bytes, shard_lend_end, token);
-        send_pull_reply(c, h, clock, &vals);
-        c->st.pulls++;
-        c->st.pull_ns += tu_now_ns() - t0;
-        return;
+    } else {
+        float *buf = malloc(bytes ? bytes : 1);
+        if (!buf) {
+            answer_held(c, h, PSKV_ENOMEM, "out of memory for the pull reply", clock, 0);
+            return;
+        }
+        rowset rs = {h->keys, h->first, h->n, h->segs, h->nsegs};
+        shard_pull_rows(t->sh, &rs, buf);
+        zmq_msg_init_data(&vals, buf, bytes, free_buf, NULL);
     }
-    float *buf = malloc(bytes ? bytes : 1);
-    if (!buf) {
-        reply_meta(c, &m, PSKV__MSG_TYPE__ERROR, h, clock);
-        m.has_error_code = 1;
-        m.error_code = PSKV_ENOMEM;
-        m.error = "out of memory for the pull reply";
-        send_held(c, h, &m, NULL);
-        return;
-    }
-    rowset rs = {h->keys, h->first, h->n, h->segs, h->nsegs};
-    shard_pull_rows(t->sh, &rs, buf);
-    zmq_msg_init_data(&vals, buf, bytes, free_buf, NULL);
-    send_pull_reply(c, h, clock, &vals);
+    Pskv__Meta m;
+    reply_meta(c, &m, PSKV__MSG_TYPE__PULL_REPLY, h, clock);
+    m.has_num_keys = m.has_width = 1;
+    m.num_keys = h->n;
+    m.width = t->width;
+    send_held(c, h, &m, &vals);
     c->st.pulls++;
     c->st.pull_ns += tu_now_ns() - t0;
 }
@@ -305,16 +302,25 @@ static int64_t *part_closed(const consist *c, table *t)
     return np ? table_closed(t, np) : NULL;
 }
 
-/* The smallest closed clock over the partitions held here (b->closed when none is
- * held yet, as on a joining server before its copies arrive). */
-static int64_t held_closed(const consist *c, bsp_state *b)
+/* The smallest and the largest closed clock over the partitions held here (both
+ * b->closed when none is held yet, as on a joining server before its copies
+ * arrive); returns the smallest. */
+static int64_t held_closed_range(const consist *c, bsp_state *b, int64_t *hi)
 {
-    int64_t *pc = part_closed(c, b->t), m = INT64_MAX;
+    int64_t *pc = part_closed(c, b->t), lo = INT64_MAX, top = INT64_MIN;
     for (uint32_t p = 0; pc && p < chain_nparts(c->ch); p++)
-        if (chain_holds(c->ch, p) && pc[p] < m)
-            m = pc[p];
-    return m == INT64_MAX ? b->closed : m;
+        if (chain_holds(c->ch, p)) {
+            lo = pc[p] < lo ? pc[p] : lo;
+            top = pc[p] > top ? pc[p] : top;
+        }
+    if (lo == INT64_MAX)
+        lo = top = b->closed;
+    if (hi)
+        *hi = top;
+    return lo;
 }
+
+static int64_t held_closed(const consist *c, bsp_state *b) { return held_closed_range(c, b, NULL); }
 
 /* Partitions held here whose closed clock is below `upto` move up to it. */
 static void raise_closed(const consist *c, bsp_state *b, int64_t from, int64_t upto)
@@ -558,9 +564,8 @@ static void bsp_advance(consist *c, bsp_state *b)
             raise_closed(c, b, b->closed, next);
             b->closed = next;
         } else {
-            bsp_close(c, b, b->closed);
+            bsp_close(c, b, b->closed); /* every held partition at b->closed moves up */
         }
-        b->closed = held_closed(c, b);
     }
 }
 
@@ -595,16 +600,10 @@ void consist_placement_changed(consist *c, uint64_t epoch)
             bsp_open *o = &b->open[s];
             if (o->t < 0)
                 continue;
-            for (size_t k = 0; k < o->nacks; k++) {
-                held *h = &o->acks[k];
-                Pskv__Meta m;
-                reply_meta(c, &m, PSKV__MSG_TYPE__ERROR, h, b->closed);
-                m.has_error_code = m.has_refused = 1;
-                m.error_code = PSKV_ESTALE;
-                m.error = "the placement changed while its bsp clock was open; send it again";
-                m.refused = consist_note_refused(c, h->sender);
-                send_held(c, h, &m, NULL);
-            }
+            for (size_t k = 0; k < o->nacks; k++)
+                answer_push(c, &o->acks[k], PSKV_ESTALE,
+                            "the placement changed while its bsp clock was open; send it again",
+                            b->closed);
             bsp_recycle(c, b, o);
         }
         b->closed = held_closed(c, b);
@@ -623,12 +622,9 @@ void consist_placement_changed(consist *c, uint64_t epoch)
         }
         /* its rows may have moved: answered here later it would miss the pushes
          * their new owner applies */
-        Pskv__Meta m;
-        reply_meta(c, &m, PSKV__MSG_TYPE__ERROR, h, 0);
-        m.has_error_code = 1;
-        m.error_code = PSKV_ESTALE;
-        m.error = "pull planned on an older view waited across a placement change; send it again";
-        send_held(c, h, &m, NULL);
+        answer_held(c, h, PSKV_ESTALE,
+                    "pull planned on an older view waited across a placement change; send it "
+                    "again", 0, 0);
         free(h->keys);
         free(h->segs);
     }
@@ -712,8 +708,10 @@ void consist_view(consist *c)
     advance(c);
 }
 
-uint64_t consist_note_refused(consist *c, uint32_t node)
+uint64_t consist_refusal(consist *c, uint32_t node, int code)
 {
+    if (code != PSKV_ESTALE && code != PSKV_ENOTREADY)
+        return 0; /* final: nothing is sent again */
     if (node >= c->nrefused) {
         size_t n = (size_t)node + 64;
         uint64_t *g = realloc(c->refused, n * sizeof *g);
@@ -746,8 +744,8 @@ int consist_clock(consist *c, wire_msg *msg)
               (unsigned long long)(m->has_refused ? m->refused : 0), (unsigned long long)owed);
         return -2;
     }
-    if (msg->meta->clock + 1 > c->vc[r])
-        c->vc[r] = msg->meta->clock + 1;
+    if (m->clock + 1 > c->vc[r])
+        c->vc[r] = m->clock + 1;
     advance(c);
     return r;
 }
@@ -833,6 +831,15 @@ void consist_push(consist *c, table *t, wire_msg *msg, const rowset *rs)
     char why[200];
     if (b)
         b->closed = held_closed(c, b); /* copies may have arrived since */
+    if (b && r->has_epoch && c->ch && r->epoch < chain_place_epoch(c->ch)) {
+        /* like the pushes held for open clocks at the change (consist_placement_changed):
+         * the worker waits for this answer before its clock goes out again */
+        snprintf(why, sizeof why, "bsp push planned on view epoch %llu, before the placement "
+                 "changed in epoch %llu; send it again", (unsigned long long)r->epoch,
+                 (unsigned long long)chain_place_epoch(c->ch));
+        refuse(c, msg, PSKV_ESTALE, why, b->closed);
+        return;
+    }
     if (rank < 0 || !b) {
         refuse(c, msg, b ? PSKV_EPROTO : PSKV_ENOMEM,
                b ? "a bsp push from a node that is not a worker of the view" : "out of memory", 0);
@@ -943,11 +950,8 @@ int64_t consist_bsp_closed(consist *c, table *t)
     bsp_state *b = bsp_of(c, t);
     if (!b)
         return 0;
-    int64_t *pc = part_closed(c, t);
-    for (uint32_t p = 0; pc && p < chain_nparts(c->ch); p++)
-        if (chain_holds(c->ch, p) && pc[p] != b->closed)
-            return -1; /* just after a join, until the lagging partitions catch up */
-    return b->closed;
+    int64_t hi, lo = held_closed_range(c, b, &hi);
+    return lo == hi ? lo : -1; /* -1 just after a join, until the lagging partitions catch up */
 }
 
 void consist_restore_bsp(consist *c, table *t, int64_t closed)

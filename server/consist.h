@@ -64,10 +64,11 @@ void consist_pull(consist *c, table *t, wire_msg *msg, const rowset *rs);
  * again, so the clock may run ahead of its pushes). */
 int consist_clock(consist *c, wire_msg *msg);
 
-/* This server refused a push of worker node `node` as stale or not ready (the
- * worker sends it again): returns how many it has so refused, for the reply. Its
- * CLOCKs count only once they carry that many (consist_clock). */
-uint64_t consist_note_refused(consist *c, uint32_t node);
+/* This server refuses a push of worker node `node` with `code`: when the worker
+ * will send it again (PSKV_ESTALE, PSKV_ENOTREADY) the refusal is counted and the
+ * count returned, for the reply; else 0. The node's CLOCKs count only once they
+ * carry that many (consist_clock). */
+uint64_t consist_refusal(consist *c, uint32_t node, int code);
 
 /* Replicated tables: worker `rank` finished `clock` as forwarded by `head`, behind
  * every push of that worker the head forwarded. */

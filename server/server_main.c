@@ -176,9 +176,9 @@ static void sender_name(const wire_msg *msg, char *out, size_t len)
     snprintf(out, len, "node %u", id);
 }
 
-static uint64_t note_refused(uint32_t node)
+static uint64_t note_refusal(uint32_t node, int code)
 {
-    return S.cons ? consist_note_refused(S.cons, node) : 0;
+    return S.cons ? consist_refusal(S.cons, node, code) : 0;
 }
 
 static void fail(wire_msg *msg, int code, const char *why)
@@ -190,10 +190,10 @@ static void fail(wire_msg *msg, int code, const char *why)
           who, msg->peer, why);
     /* a push the worker will send again: its clocks are ignored until it has heard
      * of this refusal (the count rides on the reply) */
-    uint64_t refused = 0;
-    if (msg->meta && msg->meta->type == PSKV__MSG_TYPE__PUSH && msg->meta->has_sender &&
-        (code == PSKV_ESTALE || code == PSKV_ENOTREADY))
-        refused = consist_note_refused(S.cons, msg->meta->sender);
+    uint64_t refused = msg->meta && msg->meta->type == PSKV__MSG_TYPE__PUSH &&
+                               msg->meta->has_sender
+                           ? note_refusal(msg->meta->sender, code)
+                           : 0;
     if (msg->has_rid && wire_send_error(S.router, &msg->rid, msg->meta, S.mb.job_id, S.mb.node_id,
                                         code, why, refused) < 0)
         LOG_W("cannot answer %s: %s", msg->peer, zmq_strerror(errno));
@@ -290,16 +290,6 @@ static void on_push(wire_msg *msg)
         return;
     }
     Pskv__Meta *r = msg->meta;
-    if (t->model == CONS_BSP && r->has_epoch && r->epoch < chain_place_epoch(S.chain)) {
-        /* like the pushes held for open clocks at the change (consist_placement_changed):
-         * the worker waits for this answer before its clock goes out again */
-        char why[200];
-        snprintf(why, sizeof why, "bsp push planned on view epoch %llu, before the placement "
-                 "changed in epoch %llu; send it again", (unsigned long long)r->epoch,
-                 (unsigned long long)chain_place_epoch(S.chain));
-        fail(msg, PSKV_ESTALE, why);
-        return;
-    }
     if (chain_replicas(S.chain) > 1 || (r->has_resend && r->resend && t->model == CONS_ASYNC)) {
         /* replicated, or re-sent by a worker that heard nothing back: applied where
          * its id is not recorded yet */
@@ -427,28 +417,17 @@ static int refuse_stale(wire_msg *msg)
     return 1;
 }
 
-/* 1 when some table has consistency model m. */
-static int any_model(cons_model m)
+/* 1 when some table has consistency model m (with_backup: and backup workers). */
+static int any_model(cons_model m, int with_backup)
 {
     for (size_t i = 0; i < tables_count(S.tables); i++)
-        if (tables_at(S.tables, i)->model == m)
+        if (tables_at(S.tables, i)->model == m && (!with_backup || tables_at(S.tables, i)->backup))
             return 1;
     return 0;
 }
 
 /* 1 when some table is ssp: only then do replicas need the clocks forwarded. */
-static int any_ssp(void) { return any_model(CONS_SSP); }
-
-/* 1 when some bsp table has backup workers: no server may join such a job (a push
- * dropped as late on one partition's clock may be in time on a partition that
- * moved to the joiner a clock behind). */
-static int any_bsp_backup(void)
-{
-    for (size_t i = 0; i < tables_count(S.tables); i++)
-        if (tables_at(S.tables, i)->model == CONS_BSP && tables_at(S.tables, i)->backup)
-            return 1;
-    return 0;
-}
+static int any_ssp(void) { return any_model(CONS_SSP, 0); }
 
 /* A worker's CLOCK, or one forwarded down a chain by another server (it carries
  * the rank and, in origin_id, the head whose stream it belongs to). */
@@ -752,7 +731,7 @@ int main(int argc, char **argv)
     S.cons = consist_new(S.router, &S.mb, S.tables);
     S.chain = chain_new(S.ctx, S.router, &S.mb, S.tables, cfg_int(config, "max-message"));
     if (S.chain)
-        chain_on_refusal(S.chain, note_refused);
+        chain_on_refusal(S.chain, note_refusal);
     if (S.cons)
         consist_set_chain(S.cons, S.chain);
     if (!S.tables || !S.cons || !S.chain) {
@@ -850,7 +829,9 @@ int main(int argc, char **argv)
         }
         checkpoint_poll(0);
         atomic_store(&HB.dropped, consist_get_stats(S.cons).dropped_late);
-        atomic_store(&HB.bsp, any_bsp_backup());
+        /* no server may join while a bsp table has backups (a push dropped as late on
+         * one partition's clock could be in time on one moved a clock behind) */
+        atomic_store(&HB.bsp, any_model(CONS_BSP, 1));
     }
     checkpoint_poll(30000); /* a checkpoint being written is finished first */
     consist_stats st = consist_get_stats(S.cons);

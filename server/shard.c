@@ -187,9 +187,8 @@ uint64_t shard_size(const shard *s) { return s->dense ? s->count : s->used; }
 
 const float *shard_dense_values(const shard *s) { return s->w; }
 
-const float *shard_lend(shard *s, uint64_t first, uint64_t n, void **token)
+const float *shard_lend(shard *s, uint64_t first, void **token)
 {
-    (void)n;
     s->lends++;
     atomic_fetch_add(&s->buf->refs, 1);
     *token = s->buf;
@@ -222,7 +221,7 @@ void shard_clear(shard *s)
 {
     if (s->dense) {
         size_t n = (size_t)s->count * s->width;
-        if (own_dense(s, 0, 0, NULL) < 0) /* lent, and no memory for a copy: the old values stay */
+        if (own_dense(s, 0, n, NULL) < 0) /* lent: a fresh buffer, nothing to copy */
             return;
         memset(s->w, 0, n * sizeof(float));
         if (s->state)

@@ -57,12 +57,12 @@ void shard_pull(const shard *s, const uint64_t *keys, uint64_t first, uint64_t n
  * and count. */
 const float *shard_dense_values(const shard *s);
 
-/* Dense shards: the values of the run [first, first + n), lent without a copy to a
- * reply ZeroMQ sends (zmq_msg_init_data with shard_lend_end and *token as hint):
+/* Dense shards: the values from row `first` on, lent without a copy to a reply
+ * ZeroMQ sends (zmq_msg_init_data with shard_lend_end and *token as hint):
  * an update while it is lent moves the shard to a fresh buffer (the first push
  * after a lend pays a copy of the rows it does not write), so what is on the wire
  * never changes. The shard may be destroyed while the run is lent. */
-const float *shard_lend(shard *s, uint64_t first, uint64_t n, void **token);
+const float *shard_lend(shard *s, uint64_t first, void **token);
 void shard_lend_end(void *data, void *token);
 
 /* Runs lent so far, and how often an update had to move the shard off a lent

@@ -1009,7 +1009,8 @@ static int plan_keys(pskv_worker *w, req *r, tbl *t, const uint64_t *keys, uint6
     return 0;
 }
 
-static void base_meta(pskv_worker *w, Pskv__Meta *m, Pskv__MsgType type, tbl *t);
+static void base_meta(pskv_worker *w, Pskv__Meta *m, Pskv__MsgType type, tbl *t,
+                      int64_t clock);
 
 /* The keys (NULL for a run part) and values (pushes) of part p. */
 static void part_data(const req *r, const part *p, size_t wd, const uint64_t **keys,
@@ -1046,8 +1047,8 @@ static int send_data_part(pskv_worker *w, req *r, int pi, int resend, uint64_t f
     size_t wd = t->width, row = wd * sizeof(float);
     int push = r->type == REQ_PUSH;
     Pskv__Meta m;
-    base_meta(w, &m, push ? PSKV__MSG_TYPE__PUSH : PSKV__MSG_TYPE__PULL, t);
-    m.clock = r->clock; /* a re-sent push belongs to the iteration it was made in */
+    /* a re-sent part carries the clock of the iteration it was made in */
+    base_meta(w, &m, push ? PSKV__MSG_TYPE__PUSH : PSKV__MSG_TYPE__PULL, t, r->clock);
     if (r->assign) {
         m.has_assign = 1;
         m.assign = 1;
@@ -1273,11 +1274,12 @@ static int is_run(const uint64_t *keys, size_t n)
     return 1;
 }
 
-static void base_meta(pskv_worker *w, Pskv__Meta *m, Pskv__MsgType type, tbl *t)
+static void base_meta(pskv_worker *w, Pskv__Meta *m, Pskv__MsgType type, tbl *t,
+                      int64_t clock)
 {
     member_meta(&w->mb, m, type);
     m->has_clock = 1;
-    m->clock = atomic_load(&w->clock);
+    m->clock = clock;
     m->has_table_id = m->has_width = 1;
     m->table_id = t->id;
     m->width = t->width;
