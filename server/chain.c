@@ -1048,11 +1048,12 @@ int chain_view(chain *c)
         }
         pp->alive = !(n->state && !strcmp(n->state, "dead"));
     }
-    /* a worker that left re-sends nothing: its pushes' ids may go */
+    /* a worker that finished re-sends nothing: its pushes' ids may go. Not one
+     * declared dead: cut off by the network it comes back alive and re-sends what
+     * it sent during the cut (its pairs go with its floor, or at the cap) */
     for (size_t i = 0; c->dd && i < v->n_nodes; i++) {
         Pskv__Node *n = v->nodes[i];
-        if (n->role == PSKV__ROLE__WORKER && n->state &&
-            (!strcmp(n->state, "dead") || !strcmp(n->state, "finished")))
+        if (n->role == PSKV__ROLE__WORKER && n->state && !strcmp(n->state, "finished"))
             dedupe_set_floor(c->dd, n->id, UINT64_MAX);
     }
     uint32_t heads = 0, holds = 0, fresh = 0;

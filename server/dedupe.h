@@ -4,7 +4,7 @@
  * Bounded by what can still be re-sent: every push carries its worker's floor,
  * the smallest id it still has in flight (below it every request is answered and
  * will never be sent again); a pair below its worker's floor, or of a worker that
- * left, is forgotten. The record of a partition grows while a slow worker holds
+ * finished, is forgotten. The record of a partition grows while a slow worker holds
  * its floor down, up to a hard cap (then the oldest pair is forgotten anyway and
  * counted). Each partition keeps its pairs in a ring, oldest first, indexed by an
  * open-addressing hash: dedupe_seen and dedupe_record are O(1). */
@@ -37,7 +37,7 @@ int dedupe_record(dedupe *d, uint32_t part, uint32_t worker, uint64_t id);
 int dedupe_seen(const dedupe *d, uint32_t part, uint32_t worker, uint64_t id);
 
 /* Worker `worker` will never re-send an id below `floor`: such pairs may be
- * forgotten. Floors only rise. UINT64_MAX: the worker left. */
+ * forgotten. Floors only rise. UINT64_MAX: the worker finished. */
 void dedupe_set_floor(dedupe *d, uint32_t worker, uint64_t floor);
 
 /* Pairs forgotten at the hard cap while still above their worker's floor. */
