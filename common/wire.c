@@ -40,8 +40,11 @@ static void payload_shape(const Pskv__Meta *m, int *want_keys, int *want_vals)
         if (!m->has_num_keys)
             break;
         /* fall through */
+    case PSKV__MSG_TYPE__REPLICATE: /* a bsp close with no rows carries none */
+        if (m->has_close && m->close && !m->has_num_keys)
+            break;
+        /* fall through */
     case PSKV__MSG_TYPE__PUSH:
-    case PSKV__MSG_TYPE__REPLICATE:
         *want_keys = !dense_run;
         *want_vals = 1;
         break;

@@ -22,11 +22,22 @@ typedef struct fwd {   /* the rows of one push forwarded to one successor */
     float *vals;
     uint64_t n;
     int done;
+    uint32_t *parts;   /* a bsp close: the partitions it closes there */
+    size_t nparts;
 } fwd;
 
-typedef struct pend {  /* a push applied here and waiting for its successors */
+enum { UP_SERVER, UP_WORKER, UP_CLOSE };
+
+typedef struct pend {  /* a push (or bsp close) applied here, waiting for its successors */
     uint64_t seq;      /* 0 = free slot */
-    int upstream_worker; /* answer PUSH_ACK to a worker, else REPLICATE_ACK upstream */
+    int upstream_worker; /* UP_WORKER: answer PUSH_ACK to a worker; UP_SERVER:
+                            REPLICATE_ACK upstream; UP_CLOSE: this head's own bsp
+                            close, reported through the close callback */
+    int close;         /* a bsp close of clocks [clock, upto) */
+    int64_t clock, upto;
+    uint32_t *fnodes;  /* the pushes folded into the close: (node, dedupe id, floor) */
+    uint64_t *fids, *ffloors;
+    size_t nfolded;
     unsigned char rid[256];
     size_t ridlen;
     uint64_t request_id;
@@ -73,6 +84,7 @@ struct chain {
     uint32_t *touched;     /* partitions marked, to reset */
     uint64_t (*refused)(uint32_t node, int code); /* counts a worker's push refused for a
                                                     retry (consist_refusal) */
+    void (*closed)(uint64_t token, int code); /* a head's bsp close reached every tail */
 };
 
 chain *chain_new(void *ctx, void *router, member *mb, table_set *tables, int64_t max_message)
@@ -99,8 +111,12 @@ static void pend_free(pend *p)
     for (int i = 0; i < p->nfwd; i++) {
         free(p->fwds[i].keys);
         free(p->fwds[i].vals);
+        free(p->fwds[i].parts);
     }
     free(p->fwds);
+    free(p->fnodes);
+    free(p->fids);
+    free(p->ffloors);
     memset(p, 0, sizeof *p);
 }
 
@@ -157,6 +173,7 @@ int chain_dedupe_import(chain *c, uint32_t nparts, uint32_t p, const void *buf, 
 uint64_t chain_place_epoch(const chain *c) { return c->place_epoch; }
 
 void chain_on_refusal(chain *c, uint64_t (*fn)(uint32_t node, int code)) { c->refused = fn; }
+void chain_on_close(chain *c, void (*fn)(uint64_t token, int code)) { c->closed = fn; }
 size_t chain_pending(const chain *c) { return c->npend; }
 uint64_t chain_dedupe_forced(const chain *c) { return c->dd ? dedupe_forced(c->dd) : 0; }
 
@@ -200,6 +217,10 @@ static uint32_t next_of(const chain *c, uint32_t p)
     int i = c->index[p];
     return i >= 0 && (uint32_t)i + 1 < c->R ? chain_of(c, p)[i + 1] : 0;
 }
+
+uint32_t chain_next(const chain *c, uint32_t p) { return p < c->nparts ? next_of(c, p) : 0; }
+
+int chain_heads(const chain *c, uint32_t p) { return chain_holds(c, p) && c->index[p] == 0; }
 
 static int tail_index(const chain *c, uint32_t p)
 {
@@ -428,21 +449,39 @@ static void send_replicate(chain *c, pend *pd, int fi)
     m.table_id = pd->t->id;
     m.num_keys = f->n;
     m.width = pd->t->width;
-    m.has_origin = m.has_origin_id = 1;
-    m.origin = pd->origin;
-    m.origin_id = pd->origin_id;
-    m.has_floor = pd->floor != 0;
-    m.floor = pd->floor;
+    if (pd->close) { /* the partitions, the clocks and the pushes folded in */
+        m.has_close = m.has_clock = m.has_upto = 1;
+        m.close = 1;
+        m.clock = pd->clock;
+        m.upto = pd->upto;
+        m.n_parts = f->nparts;
+        m.parts = f->parts;
+        m.n_folded_nodes = m.n_folded_ids = m.n_folded_floors = pd->nfolded;
+        m.folded_nodes = pd->fnodes;
+        m.folded_ids = pd->fids;
+        m.folded_floors = pd->ffloors;
+        m.has_num_keys = m.has_width = f->n > 0; /* a close with no rows: no frames */
+    } else {
+        m.has_origin = m.has_origin_id = 1;
+        m.origin = pd->origin;
+        m.origin_id = pd->origin_id;
+        m.has_floor = pd->floor != 0;
+        m.floor = pd->floor;
+    }
     if (pd->assign) {
         m.has_assign = 1;
         m.assign = 1;
     }
-    zmq_msg_t km, vm;
-    zmq_msg_init_size(&km, f->n * sizeof(uint64_t));
-    memcpy(zmq_msg_data(&km), f->keys, f->n * sizeof(uint64_t));
-    zmq_msg_init_size(&vm, f->n * pd->t->width * sizeof(float));
-    memcpy(zmq_msg_data(&vm), f->vals, f->n * pd->t->width * sizeof(float));
-    if (!s || wire_send(s, NULL, &m, &km, &vm) < 0)
+    zmq_msg_t km, vm, *kp = NULL, *vp = NULL;
+    if (f->n) {
+        zmq_msg_init_size(&km, f->n * sizeof(uint64_t));
+        memcpy(zmq_msg_data(&km), f->keys, f->n * sizeof(uint64_t));
+        zmq_msg_init_size(&vm, f->n * pd->t->width * sizeof(float));
+        memcpy(zmq_msg_data(&vm), f->vals, f->n * pd->t->width * sizeof(float));
+        kp = &km;
+        vp = &vm;
+    }
+    if (!s || wire_send(s, NULL, &m, kp, vp) < 0)
         LOG_W("cannot forward to server node %u; waiting for a new view", f->node);
 }
 
@@ -481,6 +520,59 @@ static int forward_rows(chain *c, pend *pd, const uint64_t *keys, const float *v
         f->keys[f->n] = keys[i];
         memcpy(f->vals + f->n * wd, vals + i * wd, wd * sizeof(float));
         f->n++;
+    }
+    for (int k = first_new; k < pd->nfwd; k++)
+        send_replicate(c, pd, k);
+    return 0;
+}
+
+/* A bsp close's forwards: one per next server of its partitions, each with those
+ * partitions and their rows (possibly none: the close still moves their clocks). */
+static int forward_close(chain *c, pend *pd, const uint64_t *keys, const float *vals, uint64_t n,
+                         const uint32_t *parts, size_t np)
+{
+    table *t = pd->t;
+    uint32_t wd = t->width;
+    int first_new = pd->nfwd;
+    for (size_t k = 0; k < np; k++) {
+        uint32_t nx = next_of(c, parts[k]);
+        if (!nx)
+            continue;
+        int fi = -1;
+        for (int j = first_new; j < pd->nfwd; j++)
+            if (pd->fwds[j].node == nx)
+                fi = j;
+        if (fi < 0) {
+            if (pd->nfwd >= MAX_FWD)
+                return -PSKV_ENOMEM;
+            fwd *g = realloc(pd->fwds, (size_t)(pd->nfwd + 1) * sizeof *g);
+            if (!g)
+                return -PSKV_ENOMEM;
+            pd->fwds = g;
+            fi = pd->nfwd++;
+            memset(&g[fi], 0, sizeof g[fi]);
+            g[fi].node = nx;
+            g[fi].keys = malloc((n ? n : 1) * sizeof(uint64_t));
+            g[fi].vals = malloc((n ? n : 1) * wd * sizeof(float));
+            g[fi].parts = malloc(np * sizeof(uint32_t));
+            if (!g[fi].keys || !g[fi].vals || !g[fi].parts)
+                return -PSKV_ENOMEM;
+            pd->outstanding++;
+        }
+        pd->fwds[fi].parts[pd->fwds[fi].nparts++] = parts[k];
+    }
+    part_cursor pc = {0, 0, 0};
+    for (uint64_t i = 0; i < n && pd->nfwd > first_new; i++) {
+        uint32_t nx = next_of(c, part_at(c, t, keys[i], &pc));
+        for (int j = first_new; nx && j < pd->nfwd; j++) {
+            fwd *f = &pd->fwds[j];
+            if (f->node != nx)
+                continue;
+            f->keys[f->n] = keys[i];
+            memcpy(f->vals + f->n * wd, vals + i * wd, wd * sizeof(float));
+            f->n++;
+            break;
+        }
     }
     for (int k = first_new; k < pd->nfwd; k++)
         send_replicate(c, pd, k);
@@ -529,9 +621,21 @@ static void answer_upstream(chain *c, pend *pd, int code, const char *why)
     zmq_msg_close(&rid);
 }
 
+/* The answer to whoever waits for pd: a worker, the predecessor, or (UP_CLOSE)
+ * this head's bsp engine. */
+static void pend_answer(chain *c, pend *pd, int code, const char *why)
+{
+    if (pd->upstream_worker == UP_CLOSE) {
+        if (c->closed)
+            c->closed(pd->seq, code);
+        return;
+    }
+    answer_upstream(c, pd, code, why);
+}
+
 static void pend_done(chain *c, pend *pd)
 {
-    answer_upstream(c, pd, 0, NULL);
+    pend_answer(c, pd, 0, NULL);
     pend_free(pd);
     c->npend--;
 }
@@ -619,6 +723,92 @@ void chain_push(chain *c, table *t, wire_msg *msg, const rowset *rs)
     apply_and_forward(c, t, msg, keys, rs->n, 1, msg->meta->has_resend && msg->meta->resend);
 }
 
+/* pd becomes a close of clocks [clock, upto) folding the given pushes. */
+static int pend_close(pend *pd, table *t, int64_t clock, int64_t upto, const uint32_t *fnodes,
+                      const uint64_t *fids, const uint64_t *ffloors, size_t nfolded)
+{
+    pd->t = t;
+    pd->close = 1;
+    pd->clock = clock;
+    pd->upto = upto;
+    pd->nfolded = nfolded;
+    pd->fnodes = malloc((nfolded ? nfolded : 1) * sizeof *pd->fnodes);
+    pd->fids = malloc((nfolded ? nfolded : 1) * sizeof *pd->fids);
+    pd->ffloors = malloc((nfolded ? nfolded : 1) * sizeof *pd->ffloors);
+    if (!pd->fnodes || !pd->fids || !pd->ffloors)
+        return -PSKV_ENOMEM;
+    if (nfolded) {
+        memcpy(pd->fnodes, fnodes, nfolded * sizeof *fnodes);
+        memcpy(pd->fids, fids, nfolded * sizeof *fids);
+        memcpy(pd->ffloors, ffloors, nfolded * sizeof *ffloors);
+    }
+    return 0;
+}
+
+int64_t chain_close(chain *c, table *t, int64_t clock, int64_t upto, const uint64_t *keys,
+                    const float *vals, uint64_t n, const uint32_t *parts, size_t np,
+                    const uint32_t *fnodes, const uint64_t *fids, const uint64_t *ffloors,
+                    size_t nfolded)
+{
+    int any = 0;
+    for (size_t k = 0; k < np && !any; k++)
+        any = next_of(c, parts[k]) != 0;
+    if (!any)
+        return 0;
+    pend *pd = pend_new(c);
+    if (!pd)
+        return -PSKV_ENOTREADY;
+    pd->upstream_worker = UP_CLOSE;
+    int64_t token = (int64_t)pd->seq;
+    if (pend_close(pd, t, clock, upto, fnodes, fids, ffloors, nfolded) < 0 ||
+        forward_close(c, pd, keys, vals, n, parts, np) < 0) {
+        pend_free(pd);
+        c->npend--;
+        return -PSKV_ENOMEM;
+    }
+    if (pd->outstanding == 0) { /* nothing could be queued: reported at once */
+        pend_free(pd);
+        c->npend--;
+        return 0;
+    }
+    return token;
+}
+
+int chain_push_closed(const chain *c, table *t, const rowset *rs, int64_t clock,
+                      uint32_t origin, uint64_t id, int *folded)
+{
+    int64_t *pc = c->nparts ? table_closed(t, c->nparts) : NULL;
+    *folded = 1;
+    if (!pc)
+        return 0;
+    part_cursor cur = {0, 0, 0};
+    uint32_t last = UINT32_MAX;
+    /* dense runs: the partitions from the first row's to the last row's */
+    size_t nruns = rs->keys ? 0 : rs->segs ? rs->nsegs : 1;
+    uint64_t nrows = rs->keys ? rs->n : 0;
+    for (size_t r = 0; r < nruns; r++) {
+        uint64_t f = rs->segs ? rs->segs[2 * r] : rs->first;
+        uint64_t cnt = rs->segs ? rs->segs[2 * r + 1] : rs->n;
+        if (!cnt)
+            continue;
+        for (uint32_t p = part_of(c, t, f); p <= part_of(c, t, f + cnt - 1); p++) {
+            if (pc[p] <= clock)
+                return 0;
+            *folded &= c->dd && dedupe_seen(c->dd, p, origin, id);
+        }
+    }
+    for (uint64_t i = 0; i < nrows; i++) {
+        uint32_t p = part_at(c, t, rs->keys[i], &cur);
+        if (p == last)
+            continue;
+        last = p;
+        if (pc[p] <= clock)
+            return 0;
+        *folded &= c->dd && dedupe_seen(c->dd, p, origin, id);
+    }
+    return 1;
+}
+
 /* Partitions of the dense run [first, first + n): calls dedupe_record on each. */
 static int record_run(chain *c, table *t, uint64_t first, uint64_t n, uint32_t origin,
                       uint64_t id)
@@ -647,10 +837,113 @@ int chain_record(chain *c, table *t, const rowset *rs, uint32_t origin, uint64_t
     return 0;
 }
 
+/* A bsp close from the predecessor: each listed partition at a clock in
+ * [clock, upto) takes the rows and moves to upto, one already there skips them;
+ * the folded pushes' ids are recorded; then on down the chain like a push. */
+static void close_replicate(chain *c, table *t, wire_msg *msg)
+{
+    Pskv__Meta *r = msg->meta;
+    int64_t *pc = table_closed(t, c->nparts);
+    if (t->model != CONS_BSP || !r->has_clock || !r->has_upto || r->upto <= r->clock ||
+        !r->n_parts || r->n_folded_ids != r->n_folded_nodes ||
+        r->n_folded_floors != r->n_folded_nodes || !pc) {
+        LOG_W("dropped a bsp close from node %u: not a bsp table, or malformed clocks, "
+              "partitions or ids", r->sender);
+        return;
+    }
+    int bad = 0;
+    uint32_t nt = 0;
+    for (size_t k = 0; k < r->n_parts && !bad; k++) {
+        uint32_t p = r->parts[k];
+        if (p >= c->nparts || c->index[p] <= 0 || !c->ready[p] || c->pmark[p]) {
+            LOG_W("dropped a bsp close of table '%s' from node %u: partition %u is not "
+                  "replicated here in view epoch %llu (or listed twice)", t->name, r->sender, p,
+                  (unsigned long long)c->mb->epoch);
+            bad = 1;
+        } else if (pc[p] < r->clock) {
+            /* a close missed: applying this one would skip it. Left unanswered,
+             * the head waits (and sends again after the next view) */
+            LOG_E("bsp close of clocks %lld..%lld of table '%s', partition %u, from node %u: "
+                  "this replica has closed only clocks below %lld; not applied",
+                  (long long)r->clock, (long long)r->upto - 1, t->name, p, r->sender,
+                  (long long)pc[p]);
+            bad = 1;
+        } else {
+            c->pmark[p] = pc[p] < r->upto ? 1 : 2;
+            c->touched[nt++] = p;
+        }
+    }
+    if (!bad && grow((void **)&c->skip, &c->skip_cap, msg->nkeys ? msg->nkeys : 1, 1) < 0)
+        bad = 1;
+    part_cursor cur = {0, 0, 0};
+    for (uint64_t i = 0; i < msg->nkeys && !bad; i++) {
+        uint64_t k = msg->keys[i];
+        uint32_t p = t->dense && k >= t->size ? UINT32_MAX : part_at(c, t, k, &cur);
+        if (p == UINT32_MAX || !c->pmark[p]) {
+            LOG_W("dropped a bsp close from node %u: key %llu is outside its partitions",
+                  r->sender, (unsigned long long)k);
+            bad = 1;
+        } else {
+            c->skip[i] = c->pmark[p] == 2;
+        }
+    }
+    if (!bad && msg->nvals && !upd_all_finite(msg->vals, msg->nvals)) {
+        LOG_W("dropped a bsp close from node %u: non-finite values", r->sender);
+        bad = 1;
+    }
+    if (!bad && !c->dd && !(c->dd = dedupe_new(c->nparts)))
+        bad = 1;
+    if (!bad && msg->nkeys && apply_rows(t, msg->keys, msg->vals, msg->nkeys, c->skip, 0) < 0) {
+        LOG_E("out of memory applying a bsp close of table '%s'", t->name);
+        bad = 1;
+    }
+    for (uint32_t k = 0; !bad && k < nt; k++) {
+        uint32_t p = c->touched[k];
+        if (c->pmark[p] == 1)
+            pc[p] = r->upto;
+        for (size_t j = 0; j < r->n_folded_nodes; j++) {
+            dedupe_set_floor(c->dd, r->folded_nodes[j], r->folded_floors[j]);
+            if (dedupe_record(c->dd, p, r->folded_nodes[j], r->folded_ids[j]) < 0)
+                LOG_W("out of memory recording a folded push id");
+        }
+    }
+    for (uint32_t k = 0; k < nt; k++)
+        c->pmark[c->touched[k]] = 0;
+    if (bad)
+        return;
+    pend *pd = pend_new(c);
+    if (!pd || pend_close(pd, t, r->clock, r->upto, r->folded_nodes, r->folded_ids,
+                          r->folded_floors, r->n_folded_nodes) < 0) {
+        /* applied here; the head sends it again after the next view */
+        LOG_E("cannot forward a bsp close of table '%s': too many forwards waiting or out "
+              "of memory", t->name);
+        if (pd) {
+            pend_free(pd);
+            c->npend--;
+        }
+        return;
+    }
+    pd->upstream_worker = UP_SERVER;
+    pd->request_id = r->request_id;
+    pd->sender = r->sender;
+    pd->ridlen = msg->has_rid ? zmq_msg_size(&msg->rid) : 0;
+    if (pd->ridlen > sizeof pd->rid)
+        pd->ridlen = sizeof pd->rid;
+    memcpy(pd->rid, zmq_msg_data(&msg->rid), pd->ridlen);
+    if (forward_close(c, pd, msg->keys, msg->vals, msg->nkeys, r->parts, r->n_parts) < 0)
+        LOG_E("out of memory forwarding a bsp close of table '%s'", t->name);
+    if (pd->outstanding == 0)
+        pend_done(c, pd);
+}
+
 void chain_replicate(chain *c, wire_msg *msg)
 {
     Pskv__Meta *r = msg->meta;
     table *t = r->has_table_id ? tables_find(c->tables, r->table_id) : NULL;
+    if (t && r->has_close && r->close) {
+        close_replicate(c, t, msg);
+        return;
+    }
     if (!t || r->width != t->width || !msg->keys || !r->has_origin || !r->has_origin_id) {
         LOG_W("dropped a REPLICATE from node %u: unknown table, wrong width or no ids",
               r->sender);
@@ -962,7 +1255,9 @@ static void reforward(chain *c)
                 continue;
             f->done = 1; /* replaced by the forwards below */
             pd->outstanding--;
-            if (forward_rows(c, pd, f->keys, f->vals, f->n) < 0)
+            int rc = pd->close ? forward_close(c, pd, f->keys, f->vals, f->n, f->parts, f->nparts)
+                               : forward_rows(c, pd, f->keys, f->vals, f->n);
+            if (rc < 0)
                 LOG_E("out of memory forwarding again");
             /* forward_rows may move pd->fwds */
         }

@@ -40,6 +40,10 @@ void chain_destroy(chain **c_p);
  * returns the count to stamp on the refusal, or 0 (consist_refusal). */
 void chain_on_refusal(chain *c, uint64_t (*fn)(uint32_t node, int code));
 
+/* fn(token, code) is called when a bsp close this head sent down its chains
+ * (chain_close) is on every tail (code 0), or cannot be sent (code > 0). */
+void chain_on_close(chain *c, void (*fn)(uint64_t token, int code));
+
 /* Applies the latest view in mb. Returns 1 when the view says this server is dead
  * (replaced: it must serve nothing more), else 0. */
 int chain_view(chain *c);
@@ -72,6 +76,31 @@ void chain_push(chain *c, table *t, wire_msg *msg, const rowset *rs);
  * Returns 0 or -PSKV_ENOMEM. */
 int chain_record(chain *c, table *t, const rowset *rs, uint32_t origin, uint64_t id,
                  uint64_t floor);
+
+/* A bsp close on this head (bsp with R > 1): clocks [clock, upto) of table t are
+ * applied here to the partitions `parts` (each now closed at upto), `keys`/`vals`
+ * the rows of the combined update applied (explicit keys; none for clocks that
+ * held no pushes). Sends it down each partition's chain with the (node, dedupe
+ * id, floor) of every push folded in; replicas apply it with the updater, move
+ * their closed clock and record the ids. Returns a token (> 0) that the close
+ * callback reports once every tail has it, 0 when no partition has a next server
+ * (nothing to wait for), or -PSKV_ENOTREADY / -PSKV_ENOMEM. */
+int64_t chain_close(chain *c, table *t, int64_t clock, int64_t upto, const uint64_t *keys,
+                    const float *vals, uint64_t n, const uint32_t *parts, size_t np,
+                    const uint32_t *fnodes, const uint64_t *fids, const uint64_t *ffloors,
+                    size_t nfolded);
+
+/* A bsp push of `clock` on rows rs of table t: 1 when the partition of every row
+ * has closed that clock here (so the push comes too late, or is a re-sent copy of
+ * one folded into a close this server received as a replica); then *folded is 1
+ * when every such partition recorded (origin, id) as folded. Else 0. */
+int chain_push_closed(const chain *c, table *t, const rowset *rs, int64_t clock,
+                      uint32_t origin, uint64_t id, int *folded);
+
+/* The server after this one in partition p's chain (0: none); 1 when this server
+ * is p's head and holds a whole copy. */
+uint32_t chain_next(const chain *c, uint32_t p);
+int chain_heads(const chain *c, uint32_t p);
 
 /* REPLICATE and FILL from another server (epoch already checked). */
 void chain_replicate(chain *c, wire_msg *msg);

@@ -21,6 +21,7 @@ typedef struct held {    /* a request answered later */
     unsigned char rid[256];
     size_t ridlen;
     uint64_t request_id, table_id;
+    uint64_t origin_id, floor; /* pushes: the dedupe id and the worker's floor */
     uint32_t sender;
     int rank;
     int64_t clock;
@@ -51,6 +52,13 @@ typedef struct bsp_state {
     float *row;           /* sparse: one scaled row, scratch */
 } bsp_state;
 
+typedef struct waiting { /* a held push answered when its bsp close is on every tail */
+    uint64_t token;
+    held h;
+    int code;
+    int64_t clock;
+} waiting;
+
 typedef struct source { /* a head whose pushes reach this replica through a chain */
     uint32_t head;
     int active;           /* heads of partitions this server holds as a replica */
@@ -59,7 +67,7 @@ typedef struct source { /* a head whose pushes reach this replica through a chai
 
 struct consist {
     void *router;
-    const chain *ch;      /* placement: which partitions a bsp close applies to */
+    chain *ch;            /* placement: which partitions a bsp close applies to */
     member *mb;
     table_set *tables;
     int nranks;
@@ -80,6 +88,8 @@ struct consist {
     size_t nsrc;
     int use_src;          /* pulls here wait on the forwarded clocks (this server is a
                              replica of some partitions) */
+    waiting *wait;        /* bsp with R > 1: pushes whose close is on its way down */
+    size_t nwait, capwait;
 };
 
 static const upd_opts SUM = {UPD_SUM, 0, 0, 0, 0};
@@ -145,6 +155,7 @@ void consist_destroy(consist **c_p)
     for (size_t i = 0; i < c->nsrc; i++)
         free(c->src[i].vc);
     free(c->src);
+    free(c->wait);
     free(c);
     *c_p = NULL;
 }
@@ -259,6 +270,8 @@ static void hold(held *h, wire_msg *msg, table *t, int rank)
     if (h->ridlen)
         memcpy(h->rid, zmq_msg_data(&msg->rid), h->ridlen);
     h->request_id = msg->meta->request_id;
+    h->origin_id = msg->meta->has_origin_id ? msg->meta->origin_id : msg->meta->request_id;
+    h->floor = msg->meta->has_floor ? msg->meta->floor : 0;
     h->table_id = msg->meta->table_id;
     h->sender = msg->meta->sender;
     h->clock = msg->meta->has_clock ? msg->meta->clock : 0;
@@ -292,7 +305,7 @@ static int64_t min_clock(const consist *c)
     return m < 0 ? 0 : m;
 }
 
-void consist_set_chain(consist *c, const chain *ch) { c->ch = ch; }
+void consist_set_chain(consist *c, chain *ch) { c->ch = ch; }
 
 /* The table's per-partition closed clocks, with room for every partition of the
  * placement; NULL before the first view (or without memory). */
@@ -302,14 +315,19 @@ static int64_t *part_closed(const consist *c, table *t)
     return np ? table_closed(t, np) : NULL;
 }
 
-/* The smallest and the largest closed clock over the partitions held here (both
- * b->closed when none is held yet, as on a joining server before its copies
- * arrive); returns the smallest. */
-static int64_t held_closed_range(const consist *c, bsp_state *b, int64_t *hi)
+/* Partition p is one whose clocks this server closes (it heads it). A replica's
+ * partitions move when their head's close comes down the chain (chain_close). */
+static int closes_here(const consist *c, uint32_t p) { return chain_heads(c->ch, p); }
+
+/* The smallest and the largest closed clock over the partitions held here (heads
+ * only: those this server closes; else every partition held, as reads see
+ * them), both b->closed when none is held yet, as on a joining server before its
+ * copies arrive; returns the smallest. */
+static int64_t held_closed_range(const consist *c, bsp_state *b, int64_t *hi, int heads)
 {
     int64_t *pc = part_closed(c, b->t), lo = INT64_MAX, top = INT64_MIN;
     for (uint32_t p = 0; pc && p < chain_nparts(c->ch); p++)
-        if (chain_holds(c->ch, p)) {
+        if (heads ? closes_here(c, p) : chain_holds(c->ch, p)) {
             lo = pc[p] < lo ? pc[p] : lo;
             top = pc[p] > top ? pc[p] : top;
         }
@@ -320,15 +338,59 @@ static int64_t held_closed_range(const consist *c, bsp_state *b, int64_t *hi)
     return lo;
 }
 
-static int64_t held_closed(const consist *c, bsp_state *b) { return held_closed_range(c, b, NULL); }
+/* The clock this server closes next (the smallest over the partitions it heads). */
+static int64_t held_closed(const consist *c, bsp_state *b)
+{
+    return held_closed_range(c, b, NULL, 1);
+}
 
-/* Partitions held here whose closed clock is below `upto` move up to it. */
-static void raise_closed(const consist *c, bsp_state *b, int64_t from, int64_t upto)
+/* Clocks every partition held here has closed: what a pull here reads. */
+static int64_t read_closed(const consist *c, bsp_state *b)
+{
+    return held_closed_range(c, b, NULL, 0);
+}
+
+/* Partitions headed here whose closed clock is in [from, upto) move up to it;
+ * with replicas, the close goes down their chains (rows, if any, and the pushes
+ * folded in, as given); returns chain_close's token, 0 or an error. */
+static int64_t raise_closed(consist *c, bsp_state *b, int64_t from, int64_t upto,
+                            const uint64_t *keys, const float *vals, uint64_t n,
+                            const held *folded, size_t nfolded)
 {
     int64_t *pc = part_closed(c, b->t);
-    for (uint32_t p = 0; pc && p < chain_nparts(c->ch); p++)
-        if (chain_holds(c->ch, p) && pc[p] >= from && pc[p] < upto)
+    uint32_t np = pc ? chain_nparts(c->ch) : 0, nparts = 0;
+    uint32_t *parts = np && chain_replicas(c->ch) > 1 ? malloc(np * sizeof *parts) : NULL;
+    for (uint32_t p = 0; p < np; p++)
+        if (closes_here(c, p) && pc[p] >= from && pc[p] < upto) {
             pc[p] = upto;
+            if (parts && chain_next(c->ch, p))
+                parts[nparts++] = p;
+        }
+    int64_t token = 0;
+    if (nparts) {
+        uint32_t *fn = malloc((nfolded ? nfolded : 1) * sizeof *fn);
+        uint64_t *fi = malloc((nfolded ? nfolded : 1) * sizeof *fi);
+        uint64_t *ff = malloc((nfolded ? nfolded : 1) * sizeof *ff);
+        for (size_t k = 0; fn && fi && ff && k < nfolded; k++) {
+            fn[k] = folded[k].sender;
+            fi[k] = folded[k].origin_id;
+            ff[k] = folded[k].floor;
+        }
+        token = fn && fi && ff ? chain_close((chain *)c->ch, b->t, from, upto, keys, vals, n,
+                                             parts, nparts, fn, fi, ff, nfolded)
+                               : -PSKV_ENOMEM;
+        free(fn);
+        free(fi);
+        free(ff);
+    } else if (np && chain_replicas(c->ch) > 1 && !parts) {
+        token = -PSKV_ENOMEM;
+    }
+    free(parts);
+    if (token < 0)
+        LOG_E("bsp clocks %lld..%lld of table '%s' could not be sent down the chains (%s): "
+              "replicas of its partitions miss them", (long long)from, (long long)upto - 1,
+              b->t->name, pskv_strerror((int)token));
+    return token;
 }
 
 static bsp_state *bsp_of(consist *c, table *t)
@@ -355,7 +417,7 @@ static int64_t values_clock(consist *c, table *t)
 {
     if (t->model == CONS_BSP) {
         bsp_state *b = bsp_of(c, t);
-        return b ? b->closed : 0;
+        return b ? read_closed(c, b) : 0;
     }
     return min_clock(c);
 }
@@ -369,7 +431,7 @@ static int pull_ready(consist *c, table *t, int64_t clock)
         return c->nset == 0 || min_clock(c) >= clock - t->tau;
     case CONS_BSP: {
         bsp_state *b = bsp_of(c, t);
-        return !b || b->closed >= clock;
+        return !b || read_closed(c, b) >= clock;
     }
     }
     return 1;
@@ -378,6 +440,38 @@ static int pull_ready(consist *c, table *t, int64_t clock)
 static int finished(const consist *c, int r, int64_t t)
 {
     return r >= 0 && r < c->nranks && c->in_set[r] && c->vc[r] > t;
+}
+
+/* Rows of a bsp close that go down the chains (explicit keys). */
+typedef struct close_rows {
+    uint64_t *keys;
+    float *vals;
+    uint64_t n, cap;
+    int err;
+} close_rows;
+
+static void rows_add(close_rows *cr, uint64_t key, const float *row, uint64_t nrows,
+                     uint32_t width)
+{
+    if (cr->n + nrows > cr->cap) {
+        uint64_t cap = cr->cap ? cr->cap : 256;
+        while (cap < cr->n + nrows)
+            cap *= 2;
+        uint64_t *k = realloc(cr->keys, cap * sizeof *k);
+        if (k)
+            cr->keys = k;
+        float *v = k ? realloc(cr->vals, cap * width * sizeof *v) : NULL;
+        if (!v) {
+            cr->err = 1;
+            return;
+        }
+        cr->vals = v;
+        cr->cap = cap;
+    }
+    for (uint64_t i = 0; i < nrows; i++)
+        cr->keys[cr->n + i] = key + i; /* a dense run, or one sparse row */
+    memcpy(cr->vals + cr->n * width, row, nrows * width * sizeof(float));
+    cr->n += nrows;
 }
 
 typedef struct fold_ctx {
@@ -390,6 +484,7 @@ typedef struct fold_ctx {
     const table *t;
     const int64_t *pc;
     int64_t clock;
+    close_rows *out;    /* with replicas: the rows applied whose partition has a next */
 } fold_ctx;
 
 static void fold_row(void *ctx, uint64_t key, const float *row)
@@ -397,7 +492,7 @@ static void fold_row(void *ctx, uint64_t key, const float *row)
     fold_ctx *f = ctx;
     if (f->pc) {
         uint32_t p = chain_partition_of(f->c->ch, f->t, key);
-        if (!chain_holds(f->c->ch, p) || f->pc[p] != f->clock)
+        if (!closes_here(f->c, p) || f->pc[p] != f->clock)
             return;
     }
     const float *src = row;
@@ -408,6 +503,8 @@ static void fold_row(void *ctx, uint64_t key, const float *row)
     }
     if (shard_push(f->into, &key, 0, 1, src) < 0)
         f->err = 1;
+    if (f->out && chain_next(f->c->ch, chain_partition_of(f->c->ch, f->t, key)))
+        rows_add(f->out, key, src, 1, f->width);
 }
 
 /* The accumulators of open clock o go back to the spares, cleared. */
@@ -438,7 +535,7 @@ static void bsp_recycle(consist *c, bsp_state *b, bsp_open *o)
 /* Dense: applies the combined update `comb` (the whole table) to the rows of the
  * partitions held here whose closed clock is t, or to every row before the
  * first view. */
-static int apply_dense(consist *c, table *tb, const float *comb, int64_t t)
+static int apply_dense(consist *c, table *tb, const float *comb, int64_t t, close_rows *out)
 {
     uint64_t first = shard_dense_first(tb->sh), count = shard_dense_count(tb->sh);
     int64_t *pc = part_closed(c, tb);
@@ -447,14 +544,62 @@ static int apply_dense(consist *c, table *tb, const float *comb, int64_t t)
     int rc = 0;
     for (uint32_t p = 0; p < chain_nparts(c->ch); p++) {
         uint64_t pf, pn;
-        if (!chain_holds(c->ch, p) || pc[p] != t)
+        if (!closes_here(c, p) || pc[p] != t)
             continue;
         chain_dense_span(c->ch, tb, p, &pf, &pn);
-        if (pn && shard_owns_run(tb->sh, pf, pn) &&
-            shard_push(tb->sh, NULL, pf, pn, comb + (size_t)(pf - first) * tb->width) < 0)
+        if (!pn || !shard_owns_run(tb->sh, pf, pn))
+            continue;
+        const float *rows = comb + (size_t)(pf - first) * tb->width;
+        if (shard_push(tb->sh, NULL, pf, pn, rows) < 0)
             rc = -PSKV_ENOMEM;
+        if (out && chain_next(c->ch, p)) /* every row: momentum moves rows with no gradient */
+            rows_add(out, pf, rows, pn, tb->width);
     }
     return rc;
+}
+
+/* The answer to a push held for closed clock t (code 0, PSKV_ELATE or an error). */
+static void answer_closed(consist *c, const held *h, int code, int64_t clock)
+{
+    answer_push(c, h, code,
+                code == PSKV_ELATE ? "dropped: late (the clock closed without it)"
+                : code             ? "out of memory applying the clock"
+                                   : NULL,
+                clock);
+}
+
+/* h waits for the close `token` to reach every tail (chain_close); answered now
+ * when the list cannot grow. */
+static void wait_close(consist *c, uint64_t token, const held *h, int code, int64_t clock)
+{
+    if (c->nwait == c->capwait) {
+        size_t cap = c->capwait ? c->capwait * 2 : 64;
+        waiting *g = realloc(c->wait, cap * sizeof *g);
+        if (!g) {
+            LOG_E("out of memory holding a push for its replicas: acknowledged now");
+            answer_closed(c, h, code, clock);
+            return;
+        }
+        c->wait = g;
+        c->capwait = cap;
+    }
+    c->wait[c->nwait++] = (waiting){token, *h, code, clock};
+}
+
+void consist_close_done(consist *c, uint64_t token, int code)
+{
+    if (code)
+        LOG_E("a bsp close could not be sent down its chains (%s): its pushes are "
+              "acknowledged without every replica", pskv_strerror(-code));
+    size_t keep = 0;
+    for (size_t i = 0; i < c->nwait; i++) {
+        waiting *w = &c->wait[i];
+        if (w->token == token)
+            answer_closed(c, &w->h, w->code, w->clock);
+        else
+            c->wait[keep++] = *w;
+    }
+    c->nwait = keep;
 }
 
 /* Applies clock `t` of bsp table b: the held sums of the workers that finished t,
@@ -465,6 +610,8 @@ static void bsp_close(consist *c, bsp_state *b, int64_t t)
     table *tb = b->t;
     bsp_open *o = &b->open[t % MAX_OPEN];
     if (o->t == t) {
+        close_rows cr = {0};
+        int repl = c->ch && chain_replicas(c->ch) > 1;
         int ncomb = 0;
         for (int r = 0; r < c->nranks; r++)
             ncomb += finished(c, r, t);
@@ -485,7 +632,7 @@ static void bsp_close(consist *c, bsp_state *b, int64_t t)
                                     1);
                 if (scale != 1.0f)
                     cblas_sscal((blasint)n, scale, b->comb, 1);
-                rc = apply_dense(c, tb, b->comb, t);
+                rc = apply_dense(c, tb, b->comb, t, repl ? &cr : NULL);
             }
         } else {
             if (!b->scomb)
@@ -496,32 +643,44 @@ static void bsp_close(consist *c, bsp_state *b, int64_t t)
                 rc = -PSKV_ENOMEM;
             } else {
                 shard_clear(b->scomb);
-                fold_ctx f = {b->scomb, 1.0f, NULL, tb->width, 0, NULL, NULL, NULL, 0};
+                fold_ctx f = {b->scomb, 1.0f, NULL, tb->width, 0, NULL, NULL, NULL, 0, NULL};
                 for (int r = 0; r < c->nranks; r++)
                     if (o->acc[r] && finished(c, r, t))
                         shard_foreach(o->acc[r], fold_row, &f);
-                fold_ctx g = {tb->sh, scale, b->row, tb->width, 0, c, tb, part_closed(c, tb), t};
+                fold_ctx g = {tb->sh,         scale, b->row, tb->width,        0, c,
+                              tb,             part_closed(c, tb), t, repl ? &cr : NULL};
                 shard_foreach(b->scomb, fold_row, &g);
                 rc = f.err || g.err ? -PSKV_ENOMEM : 0;
             }
         }
-        if (rc < 0)
+        if (rc < 0 || cr.err)
             LOG_E("out of memory applying clock %lld of table '%s'", (long long)t, tb->name);
+        /* the pushes folded in go down with the close: a new head that received it
+         * acknowledges a re-sent copy instead of dropping it as late */
+        size_t nfold = 0;
+        for (size_t i = 0; i < o->nacks; i++)
+            if (finished(c, o->acks[i].rank, t)) {
+                held tmp = o->acks[i];
+                o->acks[i] = o->acks[nfold];
+                o->acks[nfold++] = tmp;
+            }
+        int64_t token = raise_closed(c, b, t, t + 1, cr.keys, cr.vals, cr.err ? 0 : cr.n,
+                                     o->acks, nfold);
         for (size_t i = 0; i < o->nacks; i++) {
             held *h = &o->acks[i];
-            if (rc < 0) {
-                answer_push(c, h, PSKV_ENOMEM, "out of memory applying the clock", t + 1);
-            } else if (finished(c, h->rank, t)) {
-                answer_push(c, h, 0, NULL, t + 1);
-            } else {
-                c->st.dropped_late++;
-                answer_push(c, h, PSKV_ELATE, "dropped: late (the clock closed without it)",
-                            t + 1);
-            }
+            int code = rc < 0 ? PSKV_ENOMEM : i < nfold ? 0 : PSKV_ELATE;
+            c->st.dropped_late += code == PSKV_ELATE;
+            if (token > 0)
+                wait_close(c, (uint64_t)token, h, code, t + 1);
+            else
+                answer_closed(c, h, code, t + 1);
         }
+        free(cr.keys);
+        free(cr.vals);
         bsp_recycle(c, b, o);
+    } else {
+        raise_closed(c, b, t, t + 1, NULL, NULL, 0, NULL, 0);
     }
-    raise_closed(c, b, t, t + 1);
     b->closed = t + 1;
 }
 
@@ -561,7 +720,7 @@ static void bsp_advance(consist *c, bsp_state *b)
             if (b->open[s].t >= b->closed && b->open[s].t < next)
                 next = b->open[s].t;
         if (next > b->closed) { /* nothing held in between */
-            raise_closed(c, b, b->closed, next);
+            raise_closed(c, b, b->closed, next, NULL, NULL, 0, NULL, 0);
             b->closed = next;
         } else {
             bsp_close(c, b, b->closed); /* every held partition at b->closed moves up */
@@ -630,6 +789,8 @@ void consist_placement_changed(consist *c, uint64_t epoch)
     }
     c->nparked = keep;
 }
+
+void consist_advance(consist *c) { advance(c); }
 
 void consist_view(consist *c)
 {
@@ -845,9 +1006,23 @@ void consist_push(consist *c, table *t, wire_msg *msg, const rowset *rs)
                b ? "a bsp push from a node that is not a worker of the view" : "out of memory", 0);
         return;
     }
-    if (clock < b->closed) {
-        c->st.dropped_late++;
+    /* late when every row's partition has closed the clock (before the first view:
+     * the table's); a re-sent copy of a push folded into a close this server
+     * received as a replica before it took the partitions over is acknowledged */
+    int folded = 0;
+    int late = c->ch && chain_nparts(c->ch)
+                   ? chain_push_closed(c->ch, t, rs, clock, r->sender,
+                                       r->has_origin_id ? r->origin_id : r->request_id, &folded)
+                   : clock < b->closed;
+    if (late) {
         hold(&h, msg, t, rank);
+        if (folded) {
+            LOG_D("push %llu of node %u for closed clock %lld: already folded into its close",
+                  (unsigned long long)h.origin_id, h.sender, (long long)clock);
+            answer_push(c, &h, 0, NULL, read_closed(c, b));
+            return;
+        }
+        c->st.dropped_late++;
         answer_push(c, &h, PSKV_ELATE, "dropped: late (its clock has closed)", b->closed);
         return;
     }
@@ -950,7 +1125,7 @@ int64_t consist_bsp_closed(consist *c, table *t)
     bsp_state *b = bsp_of(c, t);
     if (!b)
         return 0;
-    int64_t hi, lo = held_closed_range(c, b, &hi);
+    int64_t hi, lo = held_closed_range(c, b, &hi, 0);
     return lo == hi ? lo : -1; /* -1 just after a join, until the lagging partitions catch up */
 }
 

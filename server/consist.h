@@ -36,7 +36,7 @@ void consist_destroy(consist **c_p);
  * its own closed clock (table.closed), so that a server that took partitions from
  * servers a clock apart applies each clock to each row once. */
 struct chain;
-void consist_set_chain(consist *c, const struct chain *ch);
+void consist_set_chain(consist *c, struct chain *ch);
 
 /* Re-reads the view in mb: worker ranks, the clock set. Releases what the new
  * set allows (parked pulls, bsp clocks). */
@@ -49,6 +49,14 @@ void consist_view(consist *c);
  * placement, and every worker's clock drops to the smallest closed bsp clock, to be
  * earned again by the clocks sent behind the re-sends. Call before consist_view. */
 void consist_placement_changed(consist *c, uint64_t epoch);
+
+/* A bsp close this head sent down its chains (chain_close's token) is on every
+ * tail (code 0) or could not be sent: the pushes folded into it are answered. */
+void consist_close_done(consist *c, uint64_t token, int code);
+
+/* Answers what the closed clocks of replicated partitions now allow (after a bsp
+ * close came down a chain). */
+void consist_advance(consist *c);
 
 /* A validated PUSH (table, width, ranges and values checked) on table t, for the
  * rows `rs` (borrowed for the call). */

@@ -181,6 +181,13 @@ static uint64_t note_refusal(uint32_t node, int code)
     return S.cons ? consist_refusal(S.cons, node, code) : 0;
 }
 
+/* A bsp close this head sent down its chains reached every tail. */
+static void on_close_done(uint64_t token, int code)
+{
+    if (S.cons)
+        consist_close_done(S.cons, token, code);
+}
+
 static void fail(wire_msg *msg, int code, const char *why)
 {
     char who[64];
@@ -205,15 +212,6 @@ static void on_table_open(wire_msg *msg)
     Pskv__Meta *r = msg->meta;
     if (!r->table || !r->has_table_id) {
         fail(msg, PSKV_EPROTO, "TABLE_OPEN without table options");
-        return;
-    }
-    if (chain_replicas(S.chain) > 1 && r->table->consistency &&
-        !strcmp(r->table->consistency, "bsp")) {
-        snprintf(why, sizeof why, "table '%s': consistency '%s' with %u replicas is not "
-                 "supported in this release (replicated tables are async or ssp)",
-                 r->table->name ? r->table->name : "?", r->table->consistency,
-                 chain_replicas(S.chain));
-        fail(msg, PSKV_EINVAL, why);
         return;
     }
     int rc = tables_open(S.tables, r->table_id, r->table, 0, UINT64_MAX, why, sizeof why);
@@ -290,9 +288,12 @@ static void on_push(wire_msg *msg)
         return;
     }
     Pskv__Meta *r = msg->meta;
-    if (chain_replicas(S.chain) > 1 || (r->has_resend && r->resend && t->model == CONS_ASYNC)) {
+    int held = t->model == CONS_BSP && !(r->has_assign && r->assign);
+    if ((chain_replicas(S.chain) > 1 && !held) ||
+        (r->has_resend && r->resend && t->model == CONS_ASYNC)) {
         /* replicated, or re-sent by a worker that heard nothing back: applied where
-         * its id is not recorded yet */
+         * its id is not recorded yet. A bsp push is held for its clock instead; the
+         * close goes down the chains (chain_close) */
         chain_push(S.chain, t, msg, &rs);
         return;
     }
@@ -481,7 +482,10 @@ static void handle_worker(wire_msg *msg)
     case PSKV__MSG_TYPE__PUSH: on_push(msg); break;
     case PSKV__MSG_TYPE__PULL: on_pull(msg); break;
     case PSKV__MSG_TYPE__CLOCK: on_clock(msg); break;
-    case PSKV__MSG_TYPE__REPLICATE: chain_replicate(S.chain, msg); break;
+    case PSKV__MSG_TYPE__REPLICATE:
+        chain_replicate(S.chain, msg);
+        consist_advance(S.cons); /* a bsp close may free parked pulls */
+        break;
     case PSKV__MSG_TYPE__FILL: chain_fill(S.chain, msg); break;
     default:
         snprintf(why, sizeof why, "message type %s is not served by a server",
@@ -730,8 +734,10 @@ int main(int argc, char **argv)
     S.tables = tables_new();
     S.cons = consist_new(S.router, &S.mb, S.tables);
     S.chain = chain_new(S.ctx, S.router, &S.mb, S.tables, cfg_int(config, "max-message"));
-    if (S.chain)
+    if (S.chain) {
         chain_on_refusal(S.chain, note_refusal);
+        chain_on_close(S.chain, on_close_done);
+    }
     if (S.cons)
         consist_set_chain(S.cons, S.chain);
     if (!S.tables || !S.cons || !S.chain) {
