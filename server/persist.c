@@ -121,7 +121,8 @@ int persist_snapshot(const char *dir, uint64_t job, uint64_t seq, uint32_t node,
         int64_t closed = consist_bsp_closed(cons, t);
         if (rc == 0 && closed < 0) {
             snprintf(why, whylen, "table '%s': its partitions here are at different bsp clocks "
-                     "(a server joined a moment ago); take the checkpoint again", t->name);
+                     "(a server joined a moment ago, or a close is on its way down a "
+                     "chain); take the checkpoint again", t->name);
             rc = -PSKV_ENOTREADY;
         }
         uint64_t bsp[2] = {t->id, (uint64_t)closed};

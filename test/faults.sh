@@ -144,7 +144,8 @@ f_kill_server_bsp() {
 # at a time; after each of the first two every chain has 3 members again.
 f_chain_r3() {
   local d=$TDIR/c js chain pid i k
-  launch "$d" --servers 5 --workers 3 --scheduler-opt=--replicas=3 -- --app check --rounds 4000
+  # shellcheck disable=SC2086 # CHECK_ARGS: several words
+  launch "$d" --servers 5 --workers 3 --scheduler-opt=--replicas=3 -- --app check ${CHECK_ARGS:---rounds 4000}
   wait_joined "$d" 3
   js=$(status_json "$d") || fail "no status"
   chain=$(grep -o '"chains":\[\[[0-9,]*\]' <<< "$js" | grep -o '[0-9,]*\]$' | tr -d ']')
@@ -176,6 +177,10 @@ f_chain_r3() {
   grep -q '"lost":0' <<< "$js" || fail "partitions lost: $js"
   echo "killed nodes ${members[*]} (head, middle, tail of partition 0's chain) one at a time"
 }
+
+# The same three kills under bsp: each close reaches the tails past a dead head,
+# middle or tail, and every pull at clock c equals the sums of the rounds before c.
+f_chain_r3_bsp() { CHECK_ARGS="--consistency bsp --rounds 1000" f_chain_r3; }
 
 # SIGSTOP a server past the death time-out, then SIGCONT: it learns it was
 # replaced, serves nothing, and exits 3; the job's sums stay exact.
@@ -483,7 +488,7 @@ run_trial() {
   fi
 }
 
-tests=(kill_server kill_server_ssp kill_server_bsp chain_r3 pause_server kill_worker worker_rejoin retry_paused lost_partition
+tests=(kill_server kill_server_ssp kill_server_bsp chain_r3 chain_r3_bsp pause_server kill_worker worker_rejoin retry_paused lost_partition
        checkpoint_resume join join_ssp join_bsp join_bsp_refused server_rejoin)
 for t in "${tests[@]}"; do
   if [ ${#ONLY[@]} -gt 0 ] && ! printf '%s\n' "${ONLY[@]}" | grep -qx "$t"; then continue; fi

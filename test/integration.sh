@@ -414,9 +414,8 @@ t_ssp_bound_straggler() {
 t_bsp_backup_stopped() {
   # B = 1 and worker 2 stopped (SIGSTOP): the clocks keep closing with the other
   # two; once it resumes its pushes for closed clocks are dropped as late and
-  # never applied (final values equal exactly the acknowledged pushes). One
-  # server: each range closes its clocks on its own, so with several servers a
-  # push may be late on one range and in time on another.
+  # never applied (final values equal exactly the acknowledged pushes, counted
+  # per partition: each server closes its clocks on its own).
   "$LAUNCH" --servers 1 --workers 3 --timeout 150 --log-dir "$TDIR/logs" \
     --scheduler-opt --dead-after-ms --scheduler-opt 60000 \
     -- --app check --consistency bsp --backup 1 --rounds 40 --keys 200 \
@@ -431,7 +430,7 @@ t_bsp_backup_stopped() {
   for r in 0 1 2; do
     tail -n 1 "$TDIR/logs/worker-$r.log" | grep -q '^check ok:' || fail "worker $r: $(tail -n 1 "$TDIR/logs/worker-$r.log")"
   done
-  grep -q 'this worker pushed 40,' "$TDIR/logs/worker-0.log" ||
+  grep -q 'this worker ran 40 clocks,' "$TDIR/logs/worker-0.log" ||
     fail "worker 0 did not run all 40 clocks: $(grep backup "$TDIR/logs/worker-0.log")"
   grep -q ' [1-9][0-9]* dropped as late' "$TDIR/logs/worker-2.log" ||
     fail "the stopped worker had nothing dropped: $(grep backup "$TDIR/logs/worker-2.log")"
@@ -447,7 +446,7 @@ t_worker_leaves() {
       --consistency "$c" --count-acked --rounds 30 --keys 200 || fail "$c: exited $?"
     grep -q 'final values equal the acknowledged pushes: yes' "$TDIR/logs-$c/worker-0.log" ||
       fail "$c: $(tail -n 2 "$TDIR/logs-$c/worker-0.log")"
-    grep -q 'left after 5 pushes' "$TDIR/logs-$c/worker-2.log" || fail "$c: worker 2 did not leave early"
+    grep -q 'left after 5 clocks' "$TDIR/logs-$c/worker-2.log" || fail "$c: worker 2 did not leave early"
   done
 }
 

@@ -143,35 +143,60 @@ static int push_round(ck *c, int k)
     return (t = pskv_push(c->w, c->ts, ok, OWN_KEYS, ov)) < 0 ? (int)t : 0;
 }
 
+#define BACKUP_KEYS 16 /* keys of the backup check: a push per partition they fall in */
+
 /* bsp with backup workers: +1 per key per clock on one table; the values must
- * grow by W - B..W per clock and end equal to the acknowledged pushes. */
+ * grow by W - B..W per clock and end equal to the acknowledged pushes. Each push
+ * covers the keys of one ring partition, so it lives on one server whatever the
+ * view: a push over several servers could be late on one and applied on another,
+ * which a per-push count cannot tell. Acknowledged pushes are counted per rank and
+ * partition, so every key's final value is exact. */
 static int run_backup(ck *c, const pskv_table_opts *base, double slow, int leave, int dead_ok)
 {
     pskv_table_opts o = *base;
+    uint64_t n = c->n < BACKUP_KEYS ? c->n : BACKUP_KEYS;
     o.kind = PSKV_DENSE;
-    o.size = c->n;
+    o.size = n;
     o.width = 1;
     int tb = pskv_table_open(c->w, "check.backup", &o);
     if (tb < 0)
         return fail(c->w, "open check.backup", tb);
+    /* the runs of keys one partition each */
+    uint32_t P = (uint32_t)pskv_num_partitions(c->w);
+    uint64_t keys[BACKUP_KEYS], first[BACKUP_KEYS], cnt[BACKUP_KEYS];
+    int nruns = 0, run_of[BACKUP_KEYS];
+    for (uint64_t i = 0; i < n; i++) {
+        keys[i] = i;
+        uint32_t p = ring_partition_of(ring_dense_pos(i, n), P ? P : 1);
+        if (i == 0 || p != ring_partition_of(ring_dense_pos(i - 1, n), P ? P : 1)) {
+            first[nruns] = i;
+            cnt[nruns++] = 0;
+        }
+        cnt[nruns - 1]++;
+        run_of[i] = nruns - 1;
+    }
     pskv_table_opts a;
     pskv_table_opts_init(&a);
     a.kind = PSKV_DENSE;
-    a.size = 2 * ACK_RANKS; /* acknowledged pushes per rank, then rejoins per rank */
+    /* per rank: acknowledged pushes, a rejoin flag, then acknowledged pushes per run */
+    a.size = (2 + BACKUP_KEYS) * ACK_RANKS;
     if (c->r >= ACK_RANKS)
         return fail(c->w, "--count-acked takes ranks below 256", -PSKV_EINVAL);
     a.updater = "sum";
     int ta = pskv_table_open(c->w, "check.acked", &a); /* async: the report channel */
     if (ta < 0)
         return fail(c->w, "open check.acked", ta);
-    float *ones = malloc(c->n * sizeof(float)), *vals = malloc(c->n * sizeof(float));
-    int64_t *ts = malloc((size_t)c->R * sizeof *ts);
-    if (!ones || !vals || !ts)
+    float ones[BACKUP_KEYS], vals[BACKUP_KEYS];
+    int64_t *ts = malloc((size_t)c->R * (size_t)nruns * sizeof *ts);
+    float *per = malloc((size_t)a.size * sizeof(float));
+    if (!ts || !per)
         return fail(c->w, "memory", -PSKV_ENOMEM);
-    for (uint64_t i = 0; i < c->n; i++)
+    for (uint64_t i = 0; i < n; i++)
         ones[i] = 1.0f;
     int B = (int)o.backup, rc;
     int nts = 0;
+    size_t tallied = 0; /* pushes whose outcome is counted in aj */
+    float aj[BACKUP_KEYS] = {0};
     int started_late = pskv_current_clock(c->w) > 0; /* took over a dead worker's rank */
     /* by clock, not by round: a worker left behind jumps to the current clock and
      * skips the iterations it missed */
@@ -179,7 +204,7 @@ static int run_backup(ck *c, const pskv_table_opts *base, double slow, int leave
         if (app_stop_signal)
             return app_stopped("check");
         int64_t clock = pskv_current_clock(c->w);
-        if ((rc = pull_wait(c->w, tb, NULL, c->n, vals)) < 0)
+        if ((rc = pull_wait(c->w, tb, NULL, n, vals)) < 0)
             return fail(c->w, "pull", rc);
         if (pskv_current_clock(c->w) >= c->R)
             break; /* moved up past the end */
@@ -191,48 +216,63 @@ static int run_backup(ck *c, const pskv_table_opts *base, double slow, int leave
         if (is_bsp && pskv_values_clock(c->w) < clock)
             mismatch(c, "a pull at clock %lld reflects only clock %lld", (long long)clock,
                      (long long)pskv_values_clock(c->w));
-        for (uint64_t i = 0; is_bsp && i < c->n; i++)
+        for (uint64_t i = 0; is_bsp && i < n; i++)
             if (vals[i] < lo || vals[i] > hi) {
                 mismatch(c, "key %" PRIu64 " = %g after %lld clocks, expected %g..%g", i,
                          (double)vals[i], (long long)pskv_values_clock(c->w), lo, hi);
                 break;
             }
+        /* the outcomes of the pushes answered so far, counted while the library still
+         * remembers them (it keeps the last few thousand failures) */
+        for (; tallied < (size_t)nts * (size_t)nruns; tallied++) {
+            int out = pskv_wait(c->w, ts[tallied], 0);
+            if (out == -PSKV_ETIMEDOUT)
+                break; /* still in flight */
+            aj[tallied % (size_t)nruns] += out == 0;
+        }
         if (slow > 1)
             tu_sleep_ms((int64_t)((slow - 1) * 5));
-        ts[nts] = pskv_push(c->w, tb, NULL, c->n, ones);
-        if (ts[nts] < 0)
-            return fail(c->w, "push", (int)ts[nts]);
+        for (int j = 0; j < nruns; j++) {
+            int64_t t = pskv_push(c->w, tb, keys + first[j], cnt[j], ones);
+            if (t < 0)
+                return fail(c->w, "push", (int)t);
+            ts[(size_t)nts * (size_t)nruns + (size_t)j] = t;
+        }
         nts++;
         if ((rc = pskv_clock(c->w)) < 0)
             return fail(c->w, "clock", rc);
     }
     if ((rc = pskv_wait_all(c->w, 120000)) < 0)
         return fail(c->w, "wait for acknowledgements", rc);
-    float acked = 0;
-    for (int k = 0; k < nts; k++)
-        acked += pskv_wait(c->w, ts[k], 0) == 0;
-    uint64_t key = (uint64_t)c->r;
-    /* a worker that took over a dead rank mid-job cannot know what its predecessor
-     * had acknowledged: it says so, and the check allows that rank's rounds */
-    uint64_t rkey[2] = {key, (uint64_t)(ACK_RANKS + c->r)};
-    float rval[2] = {acked, started_late ? 1.0f : 0.0f};
-    int64_t tp = pskv_push(c->w, ta, rkey, 2, rval);
+    /* what this rank reports: its acknowledged pushes, whether it took over a dead
+     * rank mid-job (it cannot know what its predecessor had acknowledged: the check
+     * then allows that rank's rounds), and its acknowledged pushes per run */
+    for (; tallied < (size_t)nts * (size_t)nruns; tallied++)
+        aj[tallied % (size_t)nruns] += pskv_wait(c->w, ts[tallied], 0) == 0;
+    uint64_t rkey[2 + BACKUP_KEYS];
+    float rval[2 + BACKUP_KEYS], acked = 0;
+    for (int j = 0; j < nruns; j++) {
+        rkey[2 + j] = (uint64_t)(2 + j) * ACK_RANKS + (uint64_t)c->r;
+        rval[2 + j] = aj[j];
+        acked += aj[j];
+    }
+    rkey[0] = (uint64_t)c->r;
+    rkey[1] = (uint64_t)(ACK_RANKS + c->r);
+    rval[0] = acked;
+    rval[1] = started_late ? 1.0f : 0.0f;
+    int64_t tp = pskv_push(c->w, ta, rkey, 2 + (size_t)nruns, rval);
     if (tp < 0 || (rc = pskv_wait(c->w, tp, 120000)) < 0)
         return fail(c->w, "report", tp < 0 ? (int)tp : rc);
     if (leave) { /* close at once: the scheduler takes this worker out of the clock set */
-        printf("check: %s: left after %d pushes, %g acknowledged\n", base->consistency, nts,
-               (double)acked);
-        free(ones);
-        free(vals);
+        printf("check: %s: left after %d clocks, %g of its %d pushes acknowledged\n",
+               base->consistency, nts, (double)acked, nts * nruns);
         free(ts);
+        free(per);
         return 0;
     }
     if ((rc = pskv_barrier(c->w, 120000)) < 0)
         return fail(c->w, "barrier", rc);
-    float *per = malloc(2 * (size_t)ACK_RANKS * sizeof(float));
-    if (!per)
-        return fail(c->w, "memory", -PSKV_ENOMEM);
-    if ((rc = pull_wait(c->w, ta, NULL, 2 * (size_t)ACK_RANKS, per)) < 0)
+    if ((rc = pull_wait(c->w, ta, NULL, (size_t)a.size, per)) < 0)
         return fail(c->w, "pull check.acked", rc);
     double total = 0;
     int silent = 0; /* workers that died before reporting (--dead-ok) */
@@ -244,23 +284,25 @@ static int run_backup(ck *c, const pskv_table_opts *base, double slow, int leave
     double slack = dead_ok ? (double)silent * c->R : 0;
     /* every worker has clocked R times and the barrier passed: all closed clocks
      * are in; a pull at the current clock sees them */
-    if ((rc = pull_wait(c->w, tb, NULL, c->n, vals)) < 0)
+    if ((rc = pull_wait(c->w, tb, NULL, n, vals)) < 0)
         return fail(c->w, "final pull", rc);
-    for (uint64_t i = 0; i < c->n; i++)
-        if ((double)vals[i] < total || (double)vals[i] > total + slack) {
-            mismatch(c, "key %" PRIu64 " = %g, but the servers acknowledged %g pushes%s", i,
-                     (double)vals[i], total,
+    for (uint64_t i = 0; i < n; i++) {
+        double want = 0;
+        for (int q = 0; q < c->W && q < ACK_RANKS; q++)
+            want += per[(size_t)(2 + run_of[i]) * ACK_RANKS + (size_t)q];
+        if ((double)vals[i] < want || (double)vals[i] > want + slack) {
+            mismatch(c, "key %" PRIu64 " = %g, but the servers acknowledged %g pushes to it%s",
+                     i, (double)vals[i], want,
                      slack ? " (and the workers that died at most their rounds)" : "");
             break;
         }
-    printf("check: %s backup %d: %g of %d pushes acknowledged by all; this worker pushed %d, "
-           "%g acknowledged, %" PRIu64 " dropped as late; final values equal the acknowledged "
-           "pushes: %s\n",
-           base->consistency, B, total, c->W * c->R, nts, (double)acked, pskv_late_drops(c->w),
-           c->status ? "NO" : "yes");
+    }
+    printf("check: %s backup %d: %g of %d pushes acknowledged by all (%d keys in %d partitions, "
+           "a push each per clock); this worker ran %d clocks, pushed %d, %g acknowledged, "
+           "%" PRIu64 " dropped as late; final values equal the acknowledged pushes: %s\n",
+           base->consistency, B, total, c->W * c->R * nruns, (int)n, nruns, nts, nts * nruns,
+           (double)acked, pskv_late_drops(c->w), c->status ? "NO" : "yes");
     free(per);
-    free(ones);
-    free(vals);
     free(ts);
     return 0;
 }

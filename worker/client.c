@@ -191,6 +191,7 @@ void pskv_table_opts_init(pskv_table_opts *o)
 int pskv_rank(const pskv_worker *w) { return w->mb.rank; }
 int pskv_num_workers(const pskv_worker *w) { return w->nworkers; }
 int pskv_num_servers(const pskv_worker *w) { return w->nservers; }
+int pskv_num_partitions(const pskv_worker *w) { return (int)w->nparts; }
 const char *pskv_last_error(const pskv_worker *w) { return w->last_error; }
 
 /* ---- heartbeat thread ---------------------------------------------------- */

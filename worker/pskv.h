@@ -163,6 +163,11 @@ int pskv_rank(const pskv_worker *w);
 int pskv_num_workers(const pskv_worker *w);
 int pskv_num_servers(const pskv_worker *w);
 
+/* Partitions of the key ring (the unit of placement: the keys of one partition are
+ * always on the same servers). Dense key i of a table of n keys is in partition
+ * ring_partition_of(ring_dense_pos(i, n), P) (common/ring.h); 0 before the first view. */
+int pskv_num_partitions(const pskv_worker *w);
+
 /* Detailed message of the latest failure ("" when none). Valid until the next call. */
 const char *pskv_last_error(const pskv_worker *w);
 
