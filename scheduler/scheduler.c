@@ -59,8 +59,6 @@ typedef struct node {
     uint32_t heads, holds; /* servers: partitions headed, replicas held */
     int64_t clock;    /* workers: clocks finished, from heartbeats */
     uint64_t dropped; /* servers: late pushes dropped, from heartbeats */
-    int bsp;          /* servers: hold a bsp table with backups, from heartbeats (no server
-                         may join) */
     int64_t progress[3];  /* workers: epoch, step, data position, from heartbeats */
     uint64_t ckpt_acked;  /* servers: the last checkpoint written */
     char **ckpts;         /* servers: valid checkpoint files they hold, "JOB:SEQ:NODE" */
@@ -497,7 +495,7 @@ static void ack_register(node *n)
 
 /* 1 when the node of msg may join the running job; else refuses it. A worker
  * takes the next rank (or a dead one, handled by the caller); a server takes the
- * partitions its ring tokens win, unless a bsp table with backup workers is open. */
+ * partitions its ring tokens win. */
 static int join_allowed(wire_msg *msg)
 {
     Pskv__Meta *r = msg->meta;
@@ -519,15 +517,6 @@ static int join_allowed(wire_msg *msg)
         }
         return 1;
     }
-    for (int i = 0; i < S.nnodes; i++)
-        if (S.nodes[i].role == PSKV__ROLE__SERVER && !S.nodes[i].dead && S.nodes[i].bsp) {
-            snprintf(why, sizeof why, "server node %u holds a bsp table with backup workers: "
-                     "servers cannot join such a job in this release (a push dropped as late "
-                     "on one server could be in time on a partition moved a clock behind)",
-                     S.nodes[i].id);
-            refuse(msg, PSKV_EREFUSED, why);
-            return 0;
-        }
     if (count_role(PSKV__ROLE__SERVER) >= 4096) {
         refuse(msg, PSKV_EREFUSED, "cluster full: 4096 servers");
         return 0;
@@ -979,8 +968,6 @@ static void handle(wire_msg *msg)
                 n->clock = r->clock;
             if (r->has_dropped)
                 n->dropped = r->dropped;
-            if (r->has_bsp)
-                n->bsp = r->bsp;
             note_progress(n, r);
             if (n->role == PSKV__ROLE__SERVER) { /* renews its lease */
                 Pskv__Meta a;

@@ -783,6 +783,7 @@ int chain_push_closed(const chain *c, table *t, const rowset *rs, int64_t clock,
         return 0;
     part_cursor cur = {0, 0, 0};
     uint32_t last = UINT32_MAX;
+    int nclosed = 0, nopen = 0;
     /* dense runs: the partitions from the first row's to the last row's */
     size_t nruns = rs->keys ? 0 : rs->segs ? rs->nsegs : 1;
     uint64_t nrows = rs->keys ? rs->n : 0;
@@ -792,8 +793,11 @@ int chain_push_closed(const chain *c, table *t, const rowset *rs, int64_t clock,
         if (!cnt)
             continue;
         for (uint32_t p = part_of(c, t, f); p <= part_of(c, t, f + cnt - 1); p++) {
-            if (pc[p] <= clock)
-                return 0;
+            if (pc[p] <= clock) {
+                nopen++;
+                continue;
+            }
+            nclosed++;
             *folded &= c->dd && dedupe_seen(c->dd, p, origin, id);
         }
     }
@@ -802,11 +806,16 @@ int chain_push_closed(const chain *c, table *t, const rowset *rs, int64_t clock,
         if (p == last)
             continue;
         last = p;
-        if (pc[p] <= clock)
-            return 0;
+        if (pc[p] <= clock) {
+            nopen++;
+            continue;
+        }
+        nclosed++;
         *folded &= c->dd && dedupe_seen(c->dd, p, origin, id);
     }
-    return 1;
+    if (!nclosed)
+        *folded = 0;
+    return nclosed ? (nopen ? 2 : 1) : 0;
 }
 
 /* Partitions of the dense run [first, first + n): calls dedupe_record on each. */

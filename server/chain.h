@@ -90,10 +90,11 @@ int64_t chain_close(chain *c, table *t, int64_t clock, int64_t upto, const uint6
                     const uint32_t *fnodes, const uint64_t *fids, const uint64_t *ffloors,
                     size_t nfolded);
 
-/* A bsp push of `clock` on rows rs of table t: 1 when the partition of every row
- * has closed that clock here (so the push comes too late, or is a re-sent copy of
- * one folded into a close this server received as a replica); then *folded is 1
- * when every such partition recorded (origin, id) as folded. Else 0. */
+/* A bsp push of `clock` on rows rs of table t, against the closed clocks of the
+ * rows' partitions here: 0 when none has closed that clock, 1 when all have, 2 when
+ * some have (a server holding partitions a clock apart, after a join or failover).
+ * *folded is 1 when every partition that closed it recorded (origin, id) as folded
+ * into its close (a re-sent copy of a push this server received as a replica). */
 int chain_push_closed(const chain *c, table *t, const rowset *rs, int64_t clock,
                       uint32_t origin, uint64_t id, int *folded);
 

@@ -1006,15 +1006,17 @@ void consist_push(consist *c, table *t, wire_msg *msg, const rowset *rs)
                b ? "a bsp push from a node that is not a worker of the view" : "out of memory", 0);
         return;
     }
-    /* late when every row's partition has closed the clock (before the first view:
-     * the table's); a re-sent copy of a push folded into a close this server
-     * received as a replica before it took the partitions over is acknowledged */
+    /* late when a row's partition has closed the clock without it (before the first
+     * view: the table's closed clock); nothing of it is applied then. A re-sent copy
+     * of a push folded into a close this server received as a replica is
+     * acknowledged (all its partitions closed) or held for the rest (some open) */
     int folded = 0;
-    int late = c->ch && chain_nparts(c->ch)
-                   ? chain_push_closed(c->ch, t, rs, clock, r->sender,
-                                       r->has_origin_id ? r->origin_id : r->request_id, &folded)
-                   : clock < b->closed;
-    if (late) {
+    int closed = c->ch && chain_nparts(c->ch)
+                     ? chain_push_closed(c->ch, t, rs, clock, r->sender,
+                                         r->has_origin_id ? r->origin_id : r->request_id,
+                                         &folded)
+                     : clock < b->closed;
+    if (closed && !(folded && closed == 2)) {
         hold(&h, msg, t, rank);
         if (folded) {
             LOG_D("push %llu of node %u for closed clock %lld: already folded into its close",

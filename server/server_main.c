@@ -81,7 +81,6 @@ static struct {
     _Atomic int64_t loop_ms;        /* the loop's last pass */
     _Atomic int lease_ms;           /* from the latest view (0 before the first) */
     _Atomic uint64_t dropped;
-    atomic_int bsp;
 } HB;
 
 static void *heartbeat_main(void *arg)
@@ -102,11 +101,10 @@ static void *heartbeat_main(void *arg)
         if (now >= next && now - atomic_load(&HB.loop_ms) <= (stall > 2000 ? stall : 2000)) {
             Pskv__Meta hb;
             member_hb_meta(&hb, job, node);
-            hb.has_clock = hb.has_dropped = hb.has_request_id = hb.has_bsp = 1;
+            hb.has_clock = hb.has_dropped = hb.has_request_id = 1;
             hb.request_id = (uint64_t)now; /* echoed: the lease runs from the send time */
             hb.clock = 0;
             hb.dropped = atomic_load(&HB.dropped);
-            hb.bsp = atomic_load(&HB.bsp) != 0;
             wire_send(s, NULL, &hb, NULL, NULL);
             next = now + period;
         }
@@ -418,17 +416,14 @@ static int refuse_stale(wire_msg *msg)
     return 1;
 }
 
-/* 1 when some table has consistency model m (with_backup: and backup workers). */
-static int any_model(cons_model m, int with_backup)
+/* 1 when some table is ssp: only then do replicas need the clocks forwarded. */
+static int any_ssp(void)
 {
     for (size_t i = 0; i < tables_count(S.tables); i++)
-        if (tables_at(S.tables, i)->model == m && (!with_backup || tables_at(S.tables, i)->backup))
+        if (tables_at(S.tables, i)->model == CONS_SSP)
             return 1;
     return 0;
 }
-
-/* 1 when some table is ssp: only then do replicas need the clocks forwarded. */
-static int any_ssp(void) { return any_model(CONS_SSP, 0); }
 
 /* A worker's CLOCK, or one forwarded down a chain by another server (it carries
  * the rank and, in origin_id, the head whose stream it belongs to). */
@@ -835,9 +830,6 @@ int main(int argc, char **argv)
         }
         checkpoint_poll(0);
         atomic_store(&HB.dropped, consist_get_stats(S.cons).dropped_late);
-        /* no server may join while a bsp table has backups (a push dropped as late on
-         * one partition's clock could be in time on one moved a clock behind) */
-        atomic_store(&HB.bsp, any_model(CONS_BSP, 1));
     }
     checkpoint_poll(30000); /* a checkpoint being written is finished first */
     consist_stats st = consist_get_stats(S.cons);

@@ -221,6 +221,52 @@ START_TEST(control_message_without_payload)
 }
 END_TEST
 
+/* A bsp close with no rows is a REPLICATE without num_keys and without frames; one
+ * with rows, or any other REPLICATE, carries keys and values. */
+START_TEST(replicate_close_shapes)
+{
+    uint64_t keys[2] = {4, 5};
+    float vals[2] = {0.5f, -0.5f};
+    uint32_t parts[2] = {3, 7};
+    Pskv__Meta meta;
+    wire_meta_init(&meta, PSKV__MSG_TYPE__REPLICATE);
+    meta.has_close = meta.has_clock = meta.has_upto = 1;
+    meta.close = 1;
+    meta.clock = 4;
+    meta.upto = 9;
+    meta.n_parts = 2;
+    meta.parts = parts;
+    frames f;
+    put_meta(&f, &meta);
+    wire_msg m;
+    char why[256];
+    ck_assert_int_eq(parse(&m, &f, why, sizeof why), 0);
+    ck_assert_ptr_null(m.keys);
+    ck_assert_uint_eq(m.meta->n_parts, 2);
+    ck_assert_uint_eq(m.meta->parts[1], 7);
+    ck_assert_int_eq(m.meta->upto, 9);
+    wire_msg_close(&m);
+    put_frame(&f, keys, sizeof keys); /* rows without num_keys */
+    expect_fail(&f, PSKV_EPROTO);
+
+    meta.has_num_keys = meta.has_width = 1; /* a close with rows */
+    meta.num_keys = 2;
+    meta.width = 1;
+    put_meta(&f, &meta);
+    put_frame(&f, keys, sizeof keys);
+    put_frame(&f, vals, sizeof vals);
+    ck_assert_int_eq(parse(&m, &f, why, sizeof why), 0);
+    ck_assert_uint_eq(m.nkeys, 2);
+    ck_assert_uint_eq(m.keys[1], 5);
+    wire_msg_close(&m);
+
+    meta.close = 0; /* a push's forward: never without rows */
+    meta.has_num_keys = meta.has_width = 0;
+    put_meta(&f, &meta);
+    expect_fail(&f, PSKV_EPROTO);
+}
+END_TEST
+
 START_TEST(version_mismatch)
 {
     float vals[2] = {1, 2};
@@ -694,6 +740,7 @@ Suite *wire_suite(void)
     tcase_add_test(tc, pull_with_keys_and_dense);
     tcase_add_test(tc, pull_reply);
     tcase_add_test(tc, control_message_without_payload);
+    tcase_add_test(tc, replicate_close_shapes);
     tcase_add_test(tc, version_mismatch);
     tcase_add_test(tc, garbage_meta);
     tcase_add_test(tc, unknown_type);
