@@ -485,42 +485,62 @@ static void send_replicate(chain *c, pend *pd, int fi)
         LOG_W("cannot forward to server node %u; waiting for a new view", f->node);
 }
 
+/* The forward of pd to successor nx among those added since first_new, made (with
+ * room for n rows and np partitions) when there is none yet. Returns its index or
+ * -PSKV_ENOMEM. */
+static int fwd_to(pend *pd, int first_new, uint32_t nx, uint64_t n, size_t np, uint32_t wd)
+{
+    for (int k = first_new; k < pd->nfwd; k++)
+        if (pd->fwds[k].node == nx)
+            return k;
+    if (pd->nfwd >= MAX_FWD)
+        return -PSKV_ENOMEM;
+    fwd *g = realloc(pd->fwds, (size_t)(pd->nfwd + 1) * sizeof *g);
+    if (!g)
+        return -PSKV_ENOMEM;
+    pd->fwds = g;
+    int fi = pd->nfwd++;
+    memset(&g[fi], 0, sizeof g[fi]);
+    g[fi].node = nx;
+    g[fi].keys = malloc((n ? n : 1) * sizeof(uint64_t));
+    g[fi].vals = malloc((n ? n : 1) * wd * sizeof(float));
+    g[fi].parts = np ? malloc(np * sizeof(uint32_t)) : NULL;
+    pd->outstanding++;
+    return g[fi].keys && g[fi].vals && (!np || g[fi].parts) ? fi : -PSKV_ENOMEM;
+}
+
+/* Appends row i of keys/vals to the forward of the successor of its partition (none
+ * when the partition has no next server, or no forward was made for it). */
+static int fwd_row(chain *c, pend *pd, int first_new, int make, const uint64_t *keys,
+                   const float *vals, uint64_t i, uint64_t n, part_cursor *pc)
+{
+    table *t = pd->t;
+    uint32_t wd = t->width, nx = next_of(c, part_at(c, t, keys[i], pc));
+    if (!nx)
+        return 0;
+    int fi = -1;
+    for (int k = first_new; k < pd->nfwd && fi < 0; k++)
+        if (pd->fwds[k].node == nx)
+            fi = k;
+    if (fi < 0 && make)
+        fi = fwd_to(pd, first_new, nx, n, 0, wd);
+    if (fi < 0)
+        return make ? fi : 0;
+    fwd *f = &pd->fwds[fi];
+    f->keys[f->n] = keys[i];
+    memcpy(f->vals + f->n * wd, vals + i * wd, wd * sizeof(float));
+    f->n++;
+    return 0;
+}
+
 /* Adds forwards for the rows whose partition has a next server, grouped by it. */
 static int forward_rows(chain *c, pend *pd, const uint64_t *keys, const float *vals, uint64_t n)
 {
-    table *t = pd->t;
-    uint32_t wd = t->width;
     int first_new = pd->nfwd;
     part_cursor pc = {0, 0, 0};
-    for (uint64_t i = 0; i < n; i++) {
-        uint32_t nx = next_of(c, part_at(c, t, keys[i], &pc));
-        if (!nx)
-            continue;
-        int fi = -1;
-        for (int k = first_new; k < pd->nfwd; k++)
-            if (pd->fwds[k].node == nx)
-                fi = k;
-        if (fi < 0) {
-            if (pd->nfwd >= MAX_FWD)
-                return -PSKV_ENOMEM;
-            fwd *g = realloc(pd->fwds, (size_t)(pd->nfwd + 1) * sizeof *g);
-            if (!g)
-                return -PSKV_ENOMEM;
-            pd->fwds = g;
-            fi = pd->nfwd++;
-            memset(&g[fi], 0, sizeof g[fi]);
-            g[fi].node = nx;
-            g[fi].keys = malloc(n * sizeof(uint64_t));
-            g[fi].vals = malloc(n * wd * sizeof(float));
-            if (!g[fi].keys || !g[fi].vals)
-                return -PSKV_ENOMEM;
-            pd->outstanding++;
-        }
-        fwd *f = &pd->fwds[fi];
-        f->keys[f->n] = keys[i];
-        memcpy(f->vals + f->n * wd, vals + i * wd, wd * sizeof(float));
-        f->n++;
-    }
+    for (uint64_t i = 0; i < n; i++)
+        if (fwd_row(c, pd, first_new, 1, keys, vals, i, n, &pc) < 0)
+            return -PSKV_ENOMEM;
     for (int k = first_new; k < pd->nfwd; k++)
         send_replicate(c, pd, k);
     return 0;
@@ -531,49 +551,19 @@ static int forward_rows(chain *c, pend *pd, const uint64_t *keys, const float *v
 static int forward_close(chain *c, pend *pd, const uint64_t *keys, const float *vals, uint64_t n,
                          const uint32_t *parts, size_t np)
 {
-    table *t = pd->t;
-    uint32_t wd = t->width;
     int first_new = pd->nfwd;
     for (size_t k = 0; k < np; k++) {
         uint32_t nx = next_of(c, parts[k]);
         if (!nx)
             continue;
-        int fi = -1;
-        for (int j = first_new; j < pd->nfwd; j++)
-            if (pd->fwds[j].node == nx)
-                fi = j;
-        if (fi < 0) {
-            if (pd->nfwd >= MAX_FWD)
-                return -PSKV_ENOMEM;
-            fwd *g = realloc(pd->fwds, (size_t)(pd->nfwd + 1) * sizeof *g);
-            if (!g)
-                return -PSKV_ENOMEM;
-            pd->fwds = g;
-            fi = pd->nfwd++;
-            memset(&g[fi], 0, sizeof g[fi]);
-            g[fi].node = nx;
-            g[fi].keys = malloc((n ? n : 1) * sizeof(uint64_t));
-            g[fi].vals = malloc((n ? n : 1) * wd * sizeof(float));
-            g[fi].parts = malloc(np * sizeof(uint32_t));
-            if (!g[fi].keys || !g[fi].vals || !g[fi].parts)
-                return -PSKV_ENOMEM;
-            pd->outstanding++;
-        }
+        int fi = fwd_to(pd, first_new, nx, n, np, pd->t->width);
+        if (fi < 0)
+            return fi;
         pd->fwds[fi].parts[pd->fwds[fi].nparts++] = parts[k];
     }
     part_cursor pc = {0, 0, 0};
-    for (uint64_t i = 0; i < n && pd->nfwd > first_new; i++) {
-        uint32_t nx = next_of(c, part_at(c, t, keys[i], &pc));
-        for (int j = first_new; nx && j < pd->nfwd; j++) {
-            fwd *f = &pd->fwds[j];
-            if (f->node != nx)
-                continue;
-            f->keys[f->n] = keys[i];
-            memcpy(f->vals + f->n * wd, vals + i * wd, wd * sizeof(float));
-            f->n++;
-            break;
-        }
-    }
+    for (uint64_t i = 0; i < n; i++)
+        fwd_row(c, pd, first_new, 0, keys, vals, i, n, &pc);
     for (int k = first_new; k < pd->nfwd; k++)
         send_replicate(c, pd, k);
     return 0;
@@ -640,6 +630,18 @@ static void pend_done(chain *c, pend *pd)
     c->npend--;
 }
 
+/* pd answers msg's sender: its request id and routing id. */
+static void pend_reply_to(pend *pd, const wire_msg *msg)
+{
+    pd->request_id = msg->meta->request_id;
+    pd->sender = msg->meta->sender;
+    pd->ridlen = msg->has_rid ? zmq_msg_size((zmq_msg_t *)&msg->rid) : 0;
+    if (pd->ridlen > sizeof pd->rid)
+        pd->ridlen = sizeof pd->rid;
+    if (pd->ridlen)
+        memcpy(pd->rid, zmq_msg_data((zmq_msg_t *)&msg->rid), pd->ridlen);
+}
+
 /* The common path of a push from a worker and a forward from a predecessor. */
 static void apply_and_forward(chain *c, table *t, wire_msg *msg, const uint64_t *keys,
                               uint64_t n, int upstream_worker, int check)
@@ -660,12 +662,7 @@ static void apply_and_forward(chain *c, table *t, wire_msg *msg, const uint64_t 
     if (!pd) {
         tmp.upstream_worker = upstream_worker;
         tmp.t = t;
-        tmp.request_id = r->request_id;
-        tmp.sender = r->sender;
-        tmp.ridlen = msg->has_rid ? zmq_msg_size(&msg->rid) : 0;
-        if (tmp.ridlen > sizeof tmp.rid)
-            tmp.ridlen = sizeof tmp.rid;
-        memcpy(tmp.rid, zmq_msg_data(&msg->rid), tmp.ridlen);
+        pend_reply_to(&tmp, msg);
         /* back-pressure: the worker tries again shortly (PSKV_ENOTREADY) */
         answer_upstream(c, &tmp, rc < 0 ? -rc : PSKV_ENOTREADY,
                         rc < 0 ? "out of memory applying the push"
@@ -678,12 +675,7 @@ static void apply_and_forward(chain *c, table *t, wire_msg *msg, const uint64_t 
     pd->origin = origin;
     pd->origin_id = origin_id;
     pd->floor = r->has_floor ? r->floor : 0;
-    pd->request_id = r->request_id;
-    pd->sender = r->sender;
-    pd->ridlen = msg->has_rid ? zmq_msg_size(&msg->rid) : 0;
-    if (pd->ridlen > sizeof pd->rid)
-        pd->ridlen = sizeof pd->rid;
-    memcpy(pd->rid, zmq_msg_data(&msg->rid), pd->ridlen);
+    pend_reply_to(pd, msg);
     /* every row goes on, applied here or not: a re-sent push reaches the tail */
     if (forward_rows(c, pd, keys, msg->vals, n) < 0) {
         answer_upstream(c, pd, PSKV_ENOMEM, "out of memory forwarding the push");
@@ -701,11 +693,9 @@ void chain_push(chain *c, table *t, wire_msg *msg, const rowset *rs)
     if (!keys) { /* dense runs travel down the chain as explicit indices */
         if (grow((void **)&c->keys, &c->keys_cap, rs->n ? rs->n : 1, sizeof *c->keys) < 0) {
             pend tmp = {0};
-            tmp.upstream_worker = 1;
+            tmp.upstream_worker = UP_WORKER;
             tmp.t = t;
-            tmp.request_id = msg->meta->request_id;
-            tmp.ridlen = zmq_msg_size(&msg->rid);
-            memcpy(tmp.rid, zmq_msg_data(&msg->rid), tmp.ridlen);
+            pend_reply_to(&tmp, msg);
             answer_upstream(c, &tmp, PSKV_ENOMEM, "out of memory");
             return;
         }
@@ -933,12 +923,7 @@ static void close_replicate(chain *c, table *t, wire_msg *msg)
         return;
     }
     pd->upstream_worker = UP_SERVER;
-    pd->request_id = r->request_id;
-    pd->sender = r->sender;
-    pd->ridlen = msg->has_rid ? zmq_msg_size(&msg->rid) : 0;
-    if (pd->ridlen > sizeof pd->rid)
-        pd->ridlen = sizeof pd->rid;
-    memcpy(pd->rid, zmq_msg_data(&msg->rid), pd->ridlen);
+    pend_reply_to(pd, msg);
     if (forward_close(c, pd, msg->keys, msg->vals, msg->nkeys, r->parts, r->n_parts) < 0)
         LOG_E("out of memory forwarding a bsp close of table '%s'", t->name);
     if (pd->outstanding == 0)
