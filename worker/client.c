@@ -32,6 +32,7 @@
 #include "wire.h"
 
 #define MAX_PARTS 65535
+#define RETRY_DELAY_MS 5 /* a refused part (stale placement, copy on its way) goes again */
 #define FAILED_KEEP 4096 /* failed requests whose outcome pskv_wait can still tell */
 
 enum req_type { REQ_FREE = 0, REQ_OPEN, REQ_PUSH, REQ_PULL, REQ_ASSIGN, REQ_SCAN };
@@ -516,7 +517,7 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
               m->error ? m->error : "stale");
         if (!p->retry_at)
             w->nretry++;
-        p->retry_at = tu_now_ms() + 5;
+        p->retry_at = tu_now_ms() + RETRY_DELAY_MS;
         return;
     }
     /* a reply says which clock its values reflect; a worker left behind (its clock
@@ -695,13 +696,13 @@ static void catch_up(pskv_worker *w)
 
 static void expire(pskv_worker *w)
 {
-    if (w->catchup_ts)
-        catch_up(w);
     int64_t now0 = tu_now_ms();
     if (w->nretry || (w->retry_ms && now0 >= w->next_silence_check)) {
         resend_due(w, 0);
         w->next_silence_check = now0 + 50;
     }
+    if (w->catchup_ts) /* after the re-sends: the clock goes out behind them */
+        catch_up(w);
     int64_t now = tu_now_ms();
     for (int i = 0; i < w->window; i++) {
         req *r = &w->reqs[i];
@@ -742,6 +743,10 @@ static void pump_spin(pskv_worker *w, long timeout_ms, int spin_us)
     while (spin_us > 0 && timeout_ms > 0 && (n = zmq_poll(items, w->nservers + 1, 0)) == 0 &&
            tu_now_us() < spin_until)
         ;
+    /* a part to send again is due within milliseconds (PSKV_ESTALE/ENOTREADY): no
+     * sleeping past it waiting for a message that may not come */
+    if (w->nretry && timeout_ms > RETRY_DELAY_MS)
+        timeout_ms = RETRY_DELAY_MS;
     if (n == 0)
         n = zmq_poll(items, w->nservers + 1, timeout_ms);
     if (n > 0) {
