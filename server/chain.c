@@ -381,15 +381,20 @@ int chain_rows(chain *c, table *t, wire_msg *msg, int for_pull, rowset *rs, char
 
 /* ---- applying and forwarding --------------------------------------------- */
 
-/* Applies rows not marked in skip, batching consecutive dense keys into runs. */
-static int apply_rows(table *t, const uint64_t *keys, const float *vals, uint64_t n,
-                      const uint8_t *skip, int assign)
+/* Applies rows not marked in skip, batching consecutive dense keys into runs; with
+ * c, a run ends at each partition's end, as the head's bsp close applies them (an
+ * update's last bits may depend on where a run starts: the replica's must not). */
+static int apply_rows(const chain *c, table *t, const uint64_t *keys, const float *vals,
+                      uint64_t n, const uint8_t *skip, int assign)
 {
     uint32_t wd = t->width;
+    part_cursor pc = {0, 0, 0};
     for (uint64_t i = 0; i < n;) {
         uint64_t j = i + 1;
+        uint32_t p = c && t->dense ? part_at(c, t, keys[i], &pc) : 0;
         while (j < n && skip[j] == skip[i] &&
-               (!t->dense || keys[j] == keys[j - 1] + 1))
+               (!t->dense || keys[j] == keys[j - 1] + 1) &&
+               (!c || !t->dense || part_at(c, t, keys[j], &pc) == p))
             j++;
         if (!skip[i]) {
             int rc;
@@ -657,7 +662,7 @@ static void apply_and_forward(chain *c, table *t, wire_msg *msg, const uint64_t 
     memset(&tmp, 0, sizeof tmp);
     int rc = dedupe_rows(c, t, keys, n, origin, origin_id, check);
     if (rc == 0)
-        rc = apply_rows(t, keys, msg->vals, n, c->skip, assign);
+        rc = apply_rows(NULL, t, keys, msg->vals, n, c->skip, assign);
     pend *pd = rc == 0 ? pend_new(c) : NULL;
     if (!pd) {
         tmp.upstream_worker = upstream_worker;
@@ -892,7 +897,7 @@ static void close_replicate(chain *c, table *t, wire_msg *msg)
     }
     if (!bad && !c->dd && !(c->dd = dedupe_new(c->nparts)))
         bad = 1;
-    if (!bad && msg->nkeys && apply_rows(t, msg->keys, msg->vals, msg->nkeys, c->skip, 0) < 0) {
+    if (!bad && msg->nkeys && apply_rows(c, t, msg->keys, msg->vals, msg->nkeys, c->skip, 0) < 0) {
         LOG_E("out of memory applying a bsp close of table '%s'", t->name);
         bad = 1;
     }
