@@ -209,6 +209,20 @@ static uint32_t part_at(const chain *c, const table *t, uint64_t key, part_curso
     return p;
 }
 
+/* The end j of the run of rows from i in one partition (*p): dense keys that follow
+ * each other inside the partition's span; one row for a sparse table. Keys of a
+ * dense table must be below its size. */
+static uint64_t run_end(const chain *c, const table *t, const uint64_t *keys, uint64_t i,
+                        uint64_t n, part_cursor *pc, uint32_t *p)
+{
+    *p = part_at(c, t, keys[i], pc);
+    uint64_t j = i + 1;
+    if (t->dense)
+        while (j < n && keys[j] == keys[j - 1] + 1 && keys[j] < pc->hi)
+            j++;
+    return j;
+}
+
 static const uint32_t *chain_of(const chain *c, uint32_t p) { return &c->chains[(size_t)p * c->R]; }
 
 /* The server after this one in p's chain, 0 when this one is the tail or not in it. */
@@ -381,20 +395,14 @@ int chain_rows(chain *c, table *t, wire_msg *msg, int for_pull, rowset *rs, char
 
 /* ---- applying and forwarding --------------------------------------------- */
 
-/* Applies rows not marked in skip, batching consecutive dense keys into runs; with
- * c, a run ends at each partition's end, as the head's bsp close applies them (an
- * update's last bits may depend on where a run starts: the replica's must not). */
-static int apply_rows(const chain *c, table *t, const uint64_t *keys, const float *vals,
-                      uint64_t n, const uint8_t *skip, int assign)
+/* Applies rows not marked in skip, batching consecutive dense keys into runs. */
+static int apply_rows(table *t, const uint64_t *keys, const float *vals, uint64_t n,
+                      const uint8_t *skip, int assign)
 {
     uint32_t wd = t->width;
-    part_cursor pc = {0, 0, 0};
     for (uint64_t i = 0; i < n;) {
         uint64_t j = i + 1;
-        uint32_t p = c && t->dense ? part_at(c, t, keys[i], &pc) : 0;
-        while (j < n && skip[j] == skip[i] &&
-               (!t->dense || keys[j] == keys[j - 1] + 1) &&
-               (!c || !t->dense || part_at(c, t, keys[j], &pc) == p))
+        while (j < n && skip[j] == skip[i] && (!t->dense || keys[j] == keys[j - 1] + 1))
             j++;
         if (!skip[i]) {
             int rc;
@@ -466,6 +474,9 @@ static void send_replicate(chain *c, pend *pd, int fi)
         m.folded_ids = pd->fids;
         m.folded_floors = pd->ffloors;
         m.has_num_keys = m.has_width = f->n > 0; /* a close with no rows: no frames */
+        /* dense rows are the spans of its partitions: no keys frame */
+        m.has_first_key = f->n > 0 && pd->t->dense;
+        m.first_key = 0;
     } else {
         m.has_origin = m.has_origin_id = 1;
         m.origin = pd->origin;
@@ -478,12 +489,14 @@ static void send_replicate(chain *c, pend *pd, int fi)
         m.assign = 1;
     }
     zmq_msg_t km, vm, *kp = NULL, *vp = NULL;
-    if (f->n) {
+    if (f->n && !m.has_first_key) {
         zmq_msg_init_size(&km, f->n * sizeof(uint64_t));
         memcpy(zmq_msg_data(&km), f->keys, f->n * sizeof(uint64_t));
+        kp = &km;
+    }
+    if (f->n) {
         zmq_msg_init_size(&vm, f->n * pd->t->width * sizeof(float));
         memcpy(zmq_msg_data(&vm), f->vals, f->n * pd->t->width * sizeof(float));
-        kp = &km;
         vp = &vm;
     }
     if (!s || wire_send(s, NULL, &m, kp, vp) < 0)
@@ -514,13 +527,12 @@ static int fwd_to(pend *pd, int first_new, uint32_t nx, uint64_t n, size_t np, u
     return g[fi].keys && g[fi].vals && (!np || g[fi].parts) ? fi : -PSKV_ENOMEM;
 }
 
-/* Appends row i of keys/vals to the forward of the successor of its partition (none
- * when the partition has no next server, or no forward was made for it). */
-static int fwd_row(chain *c, pend *pd, int first_new, int make, const uint64_t *keys,
-                   const float *vals, uint64_t i, uint64_t n, part_cursor *pc)
+/* Appends the rows [i, end) of one partition (p) to the forward of its successor
+ * (none when it has no next server, or, make 0, no forward was made for it). */
+static int fwd_run(chain *c, pend *pd, int first_new, int make, const uint64_t *keys,
+                   const float *vals, uint64_t i, uint64_t end, uint64_t n, uint32_t p)
 {
-    table *t = pd->t;
-    uint32_t wd = t->width, nx = next_of(c, part_at(c, t, keys[i], pc));
+    uint32_t wd = pd->t->width, nx = next_of(c, p);
     if (!nx)
         return 0;
     int fi = -1;
@@ -532,9 +544,10 @@ static int fwd_row(chain *c, pend *pd, int first_new, int make, const uint64_t *
     if (fi < 0)
         return make ? fi : 0;
     fwd *f = &pd->fwds[fi];
-    f->keys[f->n] = keys[i];
-    memcpy(f->vals + f->n * wd, vals + i * wd, wd * sizeof(float));
-    f->n++;
+    if (keys) /* none for a dense close: its rows are its partitions' spans */
+        memcpy(f->keys + f->n, keys + i, (end - i) * sizeof *keys);
+    memcpy(f->vals + f->n * wd, vals + i * wd, (end - i) * wd * sizeof(float));
+    f->n += end - i;
     return 0;
 }
 
@@ -543,9 +556,12 @@ static int forward_rows(chain *c, pend *pd, const uint64_t *keys, const float *v
 {
     int first_new = pd->nfwd;
     part_cursor pc = {0, 0, 0};
-    for (uint64_t i = 0; i < n; i++)
-        if (fwd_row(c, pd, first_new, 1, keys, vals, i, n, &pc) < 0)
+    uint32_t p;
+    for (uint64_t i = 0, end; i < n; i = end) {
+        end = run_end(c, pd->t, keys, i, n, &pc, &p);
+        if (fwd_run(c, pd, first_new, 1, keys, vals, i, end, n, p) < 0)
             return -PSKV_ENOMEM;
+    }
     for (int k = first_new; k < pd->nfwd; k++)
         send_replicate(c, pd, k);
     return 0;
@@ -566,9 +582,22 @@ static int forward_close(chain *c, pend *pd, const uint64_t *keys, const float *
             return fi;
         pd->fwds[fi].parts[pd->fwds[fi].nparts++] = parts[k];
     }
-    part_cursor pc = {0, 0, 0};
-    for (uint64_t i = 0; i < n; i++)
-        fwd_row(c, pd, first_new, 0, keys, vals, i, n, &pc);
+    if (pd->nfwd == first_new)
+        return 0; /* the tail: nothing goes on */
+    if (pd->t->dense && n) { /* whole partition spans, in list order (close_replicate) */
+        uint64_t off = 0, pf, pn;
+        for (size_t k = 0; k < np; k++, off += pn) {
+            chain_dense_span(c, pd->t, parts[k], &pf, &pn);
+            fwd_run(c, pd, first_new, 0, keys, vals, off, off + pn, n, parts[k]);
+        }
+    } else {
+        part_cursor pc = {0, 0, 0};
+        uint32_t p;
+        for (uint64_t i = 0, end; i < n; i = end) {
+            end = run_end(c, pd->t, keys, i, n, &pc, &p);
+            fwd_run(c, pd, first_new, 0, keys, vals, i, end, n, p);
+        }
+    }
     for (int k = first_new; k < pd->nfwd; k++)
         send_replicate(c, pd, k);
     return 0;
@@ -662,7 +691,7 @@ static void apply_and_forward(chain *c, table *t, wire_msg *msg, const uint64_t 
     memset(&tmp, 0, sizeof tmp);
     int rc = dedupe_rows(c, t, keys, n, origin, origin_id, check);
     if (rc == 0)
-        rc = apply_rows(NULL, t, keys, msg->vals, n, c->skip, assign);
+        rc = apply_rows(t, keys, msg->vals, n, c->skip, assign);
     pend *pd = rc == 0 ? pend_new(c) : NULL;
     if (!pd) {
         tmp.upstream_worker = upstream_worker;
@@ -850,9 +879,10 @@ static void close_replicate(chain *c, table *t, wire_msg *msg)
     int64_t *pc = table_closed(t, c->nparts);
     if (t->model != CONS_BSP || !r->has_clock || !r->has_upto || r->upto <= r->clock ||
         !r->n_parts || r->n_folded_ids != r->n_folded_nodes ||
+        (msg->nkeys && (r->width != t->width || (!t->dense && !msg->keys))) ||
         r->n_folded_floors != r->n_folded_nodes || !pc) {
         LOG_W("dropped a bsp close from node %u: not a bsp table, or malformed clocks, "
-              "partitions or ids", r->sender);
+              "partitions, ids, width or keys", r->sender);
         return;
     }
     int bad = 0;
@@ -879,16 +909,36 @@ static void close_replicate(chain *c, table *t, wire_msg *msg)
     }
     if (!bad && grow((void **)&c->skip, &c->skip_cap, msg->nkeys ? msg->nkeys : 1, 1) < 0)
         bad = 1;
+    /* dense: the rows are the whole spans of the listed partitions, in list order
+     * (empty spans left out), without a keys frame; applied span by span as the head
+     * applied them */
+    uint64_t off = 0, pf, pn;
+    if (t->dense && msg->nkeys && (msg->keys || !r->has_first_key)) {
+        LOG_W("dropped a bsp close from node %u: dense rows with keys", r->sender);
+        bad = 1;
+    }
+    for (size_t k = 0; !bad && t->dense && msg->nkeys && k < r->n_parts; k++) {
+        chain_dense_span(c, t, r->parts[k], &pf, &pn);
+        off += pn;
+    }
+    if (!bad && t->dense && msg->nkeys && off != msg->nkeys) {
+        LOG_W("dropped a bsp close from node %u: %llu rows for partitions of %llu",
+              r->sender, (unsigned long long)msg->nkeys, (unsigned long long)off);
+        bad = 1;
+    }
     part_cursor cur = {0, 0, 0};
-    for (uint64_t i = 0; i < msg->nkeys && !bad; i++) {
+    for (uint64_t i = 0, end; !t->dense && i < msg->nkeys && !bad; i = end) {
         uint64_t k = msg->keys[i];
-        uint32_t p = t->dense && k >= t->size ? UINT32_MAX : part_at(c, t, k, &cur);
+        uint32_t p = UINT32_MAX;
+        end = i + 1;
+        if (!t->dense || k < t->size)
+            end = run_end(c, t, msg->keys, i, msg->nkeys, &cur, &p);
         if (p == UINT32_MAX || !c->pmark[p]) {
             LOG_W("dropped a bsp close from node %u: key %llu is outside its partitions",
                   r->sender, (unsigned long long)k);
             bad = 1;
         } else {
-            c->skip[i] = c->pmark[p] == 2;
+            memset(c->skip + i, c->pmark[p] == 2, end - i);
         }
     }
     if (!bad && msg->nvals && !upd_all_finite(msg->vals, msg->nvals)) {
@@ -897,7 +947,17 @@ static void close_replicate(chain *c, table *t, wire_msg *msg)
     }
     if (!bad && !c->dd && !(c->dd = dedupe_new(c->nparts)))
         bad = 1;
-    if (!bad && msg->nkeys && apply_rows(c, t, msg->keys, msg->vals, msg->nkeys, c->skip, 0) < 0) {
+    off = 0;
+    for (size_t k = 0; !bad && t->dense && msg->nkeys && k < r->n_parts; k++, off += pn) {
+        chain_dense_span(c, t, r->parts[k], &pf, &pn);
+        if (pn && c->pmark[r->parts[k]] == 1 &&
+            shard_push(t->sh, NULL, pf, pn, msg->vals + off * t->width) < 0) {
+            LOG_E("out of memory applying a bsp close of table '%s'", t->name);
+            bad = 1;
+        }
+    }
+    if (!bad && !t->dense && msg->nkeys &&
+        apply_rows(t, msg->keys, msg->vals, msg->nkeys, c->skip, 0) < 0) {
         LOG_E("out of memory applying a bsp close of table '%s'", t->name);
         bad = 1;
     }

@@ -664,8 +664,9 @@ static void bsp_close(consist *c, bsp_state *b, int64_t t)
                 o->acks[i] = o->acks[nfold];
                 o->acks[nfold++] = tmp;
             }
-        int64_t token = raise_closed(c, b, t, t + 1, cr.keys, cr.vals, cr.err ? 0 : cr.n,
-                                     o->acks, nfold);
+        /* dense rows go as their partitions' spans, without keys */
+        int64_t token = raise_closed(c, b, t, t + 1, tb->dense ? NULL : cr.keys, cr.vals,
+                                     cr.err ? 0 : cr.n, o->acks, nfold);
         for (size_t i = 0; i < o->nacks; i++) {
             held *h = &o->acks[i];
             int code = rc < 0 ? PSKV_ENOMEM : i < nfold ? 0 : PSKV_ELATE;

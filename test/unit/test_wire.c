@@ -260,6 +260,16 @@ START_TEST(replicate_close_shapes)
     ck_assert_uint_eq(m.keys[1], 5);
     wire_msg_close(&m);
 
+    meta.has_first_key = 1; /* a dense close: its partitions' spans, no keys frame */
+    meta.first_key = 0;
+    put_meta(&f, &meta);
+    put_frame(&f, vals, sizeof vals);
+    ck_assert_int_eq(parse(&m, &f, why, sizeof why), 0);
+    ck_assert_ptr_null(m.keys);
+    ck_assert_uint_eq(m.nkeys, 2);
+    wire_msg_close(&m);
+    meta.has_first_key = 0;
+
     meta.close = 0; /* a push's forward: never without rows */
     meta.has_num_keys = meta.has_width = 0;
     put_meta(&f, &meta);
