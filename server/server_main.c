@@ -142,7 +142,12 @@ static struct {
     int rc;
     char why[600];
     int64_t t0_ms, pause_ms;
+    uint64_t deferred;      /* a checkpoint waiting for this server's bsp partitions to
+                               agree on their closed clock (0: none) */
+    int64_t defer_until_ms; /* then it is taken anyway, and refused if they still differ */
 } CK;
+
+#define CHECKPOINT_DEFER_MS 2000
 
 static volatile sig_atomic_t stop_signal;
 static void on_signal(int sig) { stop_signal = sig; }
@@ -582,6 +587,19 @@ static void write_checkpoint(uint64_t seq)
 {
     char why[600];
     int64_t t0 = tu_now_ms();
+    /* a bsp close on its way down a chain (a replica a clock behind its head) or a
+     * join a moment ago: the snapshot waits (the loop tries again after each
+     * message) until every bsp table's partitions here are at one clock */
+    if (CK.deferred != seq) {
+        CK.deferred = seq;
+        CK.defer_until_ms = t0 + CHECKPOINT_DEFER_MS;
+    }
+    for (size_t i = 0; i < tables_count(S.tables) && t0 < CK.defer_until_ms; i++) {
+        table *t = tables_at(S.tables, i);
+        if (t->model == CONS_BSP && consist_bsp_closed(S.cons, t) < 0)
+            return;
+    }
+    CK.deferred = 0;
     if (CK.busy) {
         snprintf(why, sizeof why, "server node %u is still writing checkpoint %llu",
                  S.mb.node_id, (unsigned long long)CK.seq);
@@ -829,6 +847,8 @@ int main(int argc, char **argv)
             wire_msg_close(msg);
         }
         checkpoint_poll(0);
+        if (CK.deferred)
+            write_checkpoint(CK.deferred);
         atomic_store(&HB.dropped, consist_get_stats(S.cons).dropped_late);
     }
     checkpoint_poll(30000); /* a checkpoint being written is finished first */
