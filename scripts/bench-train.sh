@@ -6,18 +6,23 @@
 # the same sitting, PyTorch DDP (gloo, 2 ranks x 1 thread, global batch 64) from
 # ../shared/reference when Debian's python3-torch is installed.
 # Each consistency model of --models (default "async bsp") is measured in turn.
+# --servers S (default 1) and --replicas R (default 1) set the cluster, for the cost
+# of replication (bsp closes go down the chains).
 # Usage: scripts/bench-train.sh [--runs N] [--epochs E] [--models "async bsp"] [--no-peer]
+#                               [--servers S] [--replicas R]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
-runs=3 epochs=5 peer=1 models="async bsp"
+runs=3 epochs=5 peer=1 models="async bsp" servers=1 replicas=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) runs=$2; shift 2 ;;
     --epochs) epochs=$2; shift 2 ;;
     --no-peer) peer=0; shift ;;
     --models) models=$2; shift 2 ;;
-    *) echo "usage: $0 [--runs N] [--epochs E] [--models \"async bsp\"] [--no-peer]" >&2; exit 2 ;;
+    --servers) servers=$2; shift 2 ;;
+    --replicas) replicas=$2; shift 2 ;;
+    *) echo "usage: $0 [--runs N] [--epochs E] [--models \"async bsp\"] [--no-peer] [--servers S] [--replicas R]" >&2; exit 2 ;;
   esac
 done
 export OPENBLAS_NUM_THREADS=1
@@ -26,7 +31,8 @@ trap 'rm -rf "$out"' EXIT
 for model in $models; do
 : > "$out/runs"
 for r in $(seq "$runs"); do
-  "$here/launch-local.sh" --servers 1 --workers 2 --timeout 900 --log-dir "$out/$model-$r" \
+  "$here/launch-local.sh" --servers "$servers" --workers 2 --timeout 900 --log-dir "$out/$model-$r" \
+    --scheduler-opt --replicas --scheduler-opt "$replicas" \
     --scheduler-opt --log-level --scheduler-opt warn --server-opt --log-level --server-opt warn \
     -- --app mlp --epochs "$epochs" --batch 32 --lr 0.01 --momentum 0.9 --log-level warn \
        --consistency "$model" --metrics "$out/$model-$r/metrics.jsonl" > /dev/null 2>&1 ||
