@@ -907,7 +907,8 @@ static void close_replicate(chain *c, table *t, wire_msg *msg)
             c->touched[nt++] = p;
         }
     }
-    if (!bad && grow((void **)&c->skip, &c->skip_cap, msg->nkeys ? msg->nkeys : 1, 1) < 0)
+    if (!bad && !t->dense &&
+        grow((void **)&c->skip, &c->skip_cap, msg->nkeys ? msg->nkeys : 1, 1) < 0)
         bad = 1;
     /* dense: the rows are the whole spans of the listed partitions, in list order
      * (empty spans left out), without a keys frame; applied span by span as the head
@@ -929,11 +930,9 @@ static void close_replicate(chain *c, table *t, wire_msg *msg)
     part_cursor cur = {0, 0, 0};
     for (uint64_t i = 0, end; !t->dense && i < msg->nkeys && !bad; i = end) {
         uint64_t k = msg->keys[i];
-        uint32_t p = UINT32_MAX;
-        end = i + 1;
-        if (!t->dense || k < t->size)
-            end = run_end(c, t, msg->keys, i, msg->nkeys, &cur, &p);
-        if (p == UINT32_MAX || !c->pmark[p]) {
+        uint32_t p;
+        end = run_end(c, t, msg->keys, i, msg->nkeys, &cur, &p); /* one sparse row */
+        if (!c->pmark[p]) {
             LOG_W("dropped a bsp close from node %u: key %llu is outside its partitions",
                   r->sender, (unsigned long long)k);
             bad = 1;

@@ -442,7 +442,8 @@ static int finished(const consist *c, int r, int64_t t)
     return r >= 0 && r < c->nranks && c->in_set[r] && c->vc[r] > t;
 }
 
-/* Rows of a bsp close that go down the chains (explicit keys). */
+/* Rows of a bsp close that go down the chains (sparse: with their keys; dense: the
+ * partitions' spans, the keys unused). */
 typedef struct close_rows {
     uint64_t *keys;
     float *vals;
