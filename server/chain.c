@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "dedupe.h"
+#include "grow.h"
 #include "log.h"
 #include "net.h"
 #include "pskv_errors.h"
@@ -276,23 +277,6 @@ static void *peer_sock(chain *c, uint32_t id)
     return p->sock;
 }
 
-/* ---- scratch ------------------------------------------------------------- */
-
-static int grow(void **buf, size_t *cap, size_t n, size_t elem)
-{
-    if (n <= *cap)
-        return 0;
-    size_t ncap = *cap ? *cap : 256;
-    while (ncap < n)
-        ncap *= 2;
-    void *g = realloc(*buf, ncap * elem);
-    if (!g)
-        return -PSKV_ENOMEM;
-    *buf = g;
-    *cap = ncap;
-    return 0;
-}
-
 /* ---- rows of a request ----------------------------------------------------- */
 
 int chain_rows(chain *c, table *t, wire_msg *msg, int for_pull, rowset *rs, char *why,
@@ -365,7 +349,7 @@ int chain_rows(chain *c, table *t, wire_msg *msg, int for_pull, rowset *rs, char
         if (nsegs && c->segs[2 * nsegs - 2] + c->segs[2 * nsegs - 1] == lo) {
             c->segs[2 * nsegs - 1] += hi - lo; /* adjacent partitions: one run */
         } else {
-            if (grow((void **)&c->segs, &c->segs_cap, 2 * nsegs + 2, sizeof *c->segs) < 0) {
+            if (grow_array((void **)&c->segs, &c->segs_cap, 2 * nsegs + 2, sizeof *c->segs) < 0) {
                 snprintf(why, whylen, "out of memory");
                 return -PSKV_ENOMEM;
             }
@@ -425,7 +409,7 @@ static int apply_rows(table *t, const uint64_t *keys, const float *vals, uint64_
 static int dedupe_rows(chain *c, table *t, const uint64_t *keys, uint64_t n, uint32_t origin,
                        uint64_t id, int check)
 {
-    if (grow((void **)&c->skip, &c->skip_cap, n ? n : 1, 1) < 0)
+    if (grow_array((void **)&c->skip, &c->skip_cap, n ? n : 1, 1) < 0)
         return -PSKV_ENOMEM;
     if (!c->dd && !(c->dd = dedupe_new(c->nparts)))
         return -PSKV_ENOMEM;
@@ -503,28 +487,39 @@ static void send_replicate(chain *c, pend *pd, int fi)
         LOG_W("cannot forward to server node %u; waiting for a new view", f->node);
 }
 
-/* The forward of pd to successor nx among those added since first_new, made (with
- * room for n rows and np partitions) when there is none yet. Returns its index or
- * -PSKV_ENOMEM. */
-static int fwd_to(pend *pd, int first_new, uint32_t nx, uint64_t n, size_t np, uint32_t wd)
+/* The forward of pd to successor nx among those added since first_new, or -1. */
+static int fwd_find(const pend *pd, int first_new, uint32_t nx)
 {
     for (int k = first_new; k < pd->nfwd; k++)
         if (pd->fwds[k].node == nx)
             return k;
+    return -1;
+}
+
+/* The forward of pd to successor nx among those added since first_new, made when
+ * there is none yet with room for n rows (their keys too unless a dense close's,
+ * whose rows are its partitions' spans) and np partitions. Returns its index or
+ * -PSKV_ENOMEM. */
+static int fwd_to(pend *pd, int first_new, uint32_t nx, uint64_t n, size_t np, uint32_t wd)
+{
+    int fi = fwd_find(pd, first_new, nx);
+    if (fi >= 0)
+        return fi;
     if (pd->nfwd >= MAX_FWD)
         return -PSKV_ENOMEM;
     fwd *g = realloc(pd->fwds, (size_t)(pd->nfwd + 1) * sizeof *g);
     if (!g)
         return -PSKV_ENOMEM;
     pd->fwds = g;
-    int fi = pd->nfwd++;
+    fi = pd->nfwd++;
     memset(&g[fi], 0, sizeof g[fi]);
     g[fi].node = nx;
-    g[fi].keys = malloc((n ? n : 1) * sizeof(uint64_t));
+    int keys = !(pd->close && pd->t->dense);
+    g[fi].keys = keys ? malloc((n ? n : 1) * sizeof(uint64_t)) : NULL;
     g[fi].vals = malloc((n ? n : 1) * wd * sizeof(float));
     g[fi].parts = np ? malloc(np * sizeof(uint32_t)) : NULL;
     pd->outstanding++;
-    return g[fi].keys && g[fi].vals && (!np || g[fi].parts) ? fi : -PSKV_ENOMEM;
+    return (!keys || g[fi].keys) && g[fi].vals && (!np || g[fi].parts) ? fi : -PSKV_ENOMEM;
 }
 
 /* Appends the rows [i, end) of one partition (p) to the forward of its successor
@@ -535,16 +530,11 @@ static int fwd_run(chain *c, pend *pd, int first_new, int make, const uint64_t *
     uint32_t wd = pd->t->width, nx = next_of(c, p);
     if (!nx)
         return 0;
-    int fi = -1;
-    for (int k = first_new; k < pd->nfwd && fi < 0; k++)
-        if (pd->fwds[k].node == nx)
-            fi = k;
-    if (fi < 0 && make)
-        fi = fwd_to(pd, first_new, nx, n, 0, wd);
+    int fi = make ? fwd_to(pd, first_new, nx, n, 0, wd) : fwd_find(pd, first_new, nx);
     if (fi < 0)
         return make ? fi : 0;
     fwd *f = &pd->fwds[fi];
-    if (keys) /* none for a dense close: its rows are its partitions' spans */
+    if (f->keys) /* none for a dense close: its rows are its partitions' spans */
         memcpy(f->keys + f->n, keys + i, (end - i) * sizeof *keys);
     memcpy(f->vals + f->n * wd, vals + i * wd, (end - i) * wd * sizeof(float));
     f->n += end - i;
@@ -725,7 +715,7 @@ void chain_push(chain *c, table *t, wire_msg *msg, const rowset *rs)
 {
     const uint64_t *keys = rs->keys;
     if (!keys) { /* dense runs travel down the chain as explicit indices */
-        if (grow((void **)&c->keys, &c->keys_cap, rs->n ? rs->n : 1, sizeof *c->keys) < 0) {
+        if (grow_array((void **)&c->keys, &c->keys_cap, rs->n ? rs->n : 1, sizeof *c->keys) < 0) {
             pend tmp = {0};
             tmp.upstream_worker = UP_WORKER;
             tmp.t = t;
@@ -798,48 +788,54 @@ int64_t chain_close(chain *c, table *t, int64_t clock, int64_t upto, const uint6
     return token;
 }
 
+/* chain_push_closed's count over the partitions of a push. */
+typedef struct closed_tally {
+    const chain *c;
+    const int64_t *pc;
+    int64_t clock;
+    uint32_t origin;
+    uint64_t id;
+    int nclosed, nopen, folded;
+} closed_tally;
+
+static void tally_part(closed_tally *k, uint32_t p)
+{
+    if (k->pc[p] <= k->clock) {
+        k->nopen++;
+        return;
+    }
+    k->nclosed++;
+    k->folded &= k->c->dd && dedupe_seen(k->c->dd, p, k->origin, k->id);
+}
+
 int chain_push_closed(const chain *c, table *t, const rowset *rs, int64_t clock,
                       uint32_t origin, uint64_t id, int *folded)
 {
     int64_t *pc = c->nparts ? table_closed(t, c->nparts) : NULL;
-    *folded = 1;
+    *folded = 0;
     if (!pc)
         return 0;
-    part_cursor cur = {0, 0, 0};
-    uint32_t last = UINT32_MAX;
-    int nclosed = 0, nopen = 0;
-    /* dense runs: the partitions from the first row's to the last row's */
-    size_t nruns = rs->keys ? 0 : rs->segs ? rs->nsegs : 1;
-    uint64_t nrows = rs->keys ? rs->n : 0;
-    for (size_t r = 0; r < nruns; r++) {
-        uint64_t f = rs->segs ? rs->segs[2 * r] : rs->first;
-        uint64_t cnt = rs->segs ? rs->segs[2 * r + 1] : rs->n;
-        if (!cnt)
-            continue;
-        for (uint32_t p = part_of(c, t, f); p <= part_of(c, t, f + cnt - 1); p++) {
-            if (pc[p] <= clock) {
-                nopen++;
-                continue;
-            }
-            nclosed++;
-            *folded &= c->dd && dedupe_seen(c->dd, p, origin, id);
+    closed_tally k = {c, pc, clock, origin, id, 0, 0, 1};
+    if (rs->keys) {
+        part_cursor cur = {0, 0, 0};
+        uint32_t last = UINT32_MAX;
+        for (uint64_t i = 0; i < rs->n; i++) {
+            uint32_t p = part_at(c, t, rs->keys[i], &cur);
+            if (p != last)
+                tally_part(&k, p);
+            last = p;
+        }
+    } else { /* dense runs: the partitions from each run's first row to its last */
+        size_t nruns = rs->segs ? rs->nsegs : 1;
+        for (size_t r = 0; r < nruns; r++) {
+            uint64_t f = rs->segs ? rs->segs[2 * r] : rs->first;
+            uint64_t cnt = rs->segs ? rs->segs[2 * r + 1] : rs->n;
+            for (uint32_t p = part_of(c, t, f); cnt && p <= part_of(c, t, f + cnt - 1); p++)
+                tally_part(&k, p);
         }
     }
-    for (uint64_t i = 0; i < nrows; i++) {
-        uint32_t p = part_at(c, t, rs->keys[i], &cur);
-        if (p == last)
-            continue;
-        last = p;
-        if (pc[p] <= clock) {
-            nopen++;
-            continue;
-        }
-        nclosed++;
-        *folded &= c->dd && dedupe_seen(c->dd, p, origin, id);
-    }
-    if (!nclosed)
-        *folded = 0;
-    return nclosed ? (nopen ? 2 : 1) : 0;
+    *folded = k.nclosed && k.folded;
+    return k.nclosed ? (k.nopen ? 2 : 1) : 0;
 }
 
 /* Partitions of the dense run [first, first + n): calls dedupe_record on each. */
@@ -908,7 +904,7 @@ static void close_replicate(chain *c, table *t, wire_msg *msg)
         }
     }
     if (!bad && !t->dense &&
-        grow((void **)&c->skip, &c->skip_cap, msg->nkeys ? msg->nkeys : 1, 1) < 0)
+        grow_array((void **)&c->skip, &c->skip_cap, msg->nkeys ? msg->nkeys : 1, 1) < 0)
         bad = 1;
     /* dense: the rows are the whole spans of the listed partitions, in list order
      * (empty spans left out), without a keys frame; applied span by span as the head
@@ -960,15 +956,15 @@ static void close_replicate(chain *c, table *t, wire_msg *msg)
         LOG_E("out of memory applying a bsp close of table '%s'", t->name);
         bad = 1;
     }
+    for (size_t j = 0; !bad && j < r->n_folded_nodes; j++)
+        dedupe_set_floor(c->dd, r->folded_nodes[j], r->folded_floors[j]);
     for (uint32_t k = 0; !bad && k < nt; k++) {
         uint32_t p = c->touched[k];
         if (c->pmark[p] == 1)
             pc[p] = r->upto;
-        for (size_t j = 0; j < r->n_folded_nodes; j++) {
-            dedupe_set_floor(c->dd, r->folded_nodes[j], r->folded_floors[j]);
+        for (size_t j = 0; j < r->n_folded_nodes; j++)
             if (dedupe_record(c->dd, p, r->folded_nodes[j], r->folded_ids[j]) < 0)
                 LOG_W("out of memory recording a folded push id");
-        }
     }
     for (uint32_t k = 0; k < nt; k++)
         c->pmark[c->touched[k]] = 0;

@@ -9,6 +9,7 @@
 #include <zmq.h>
 
 #include "chain.h"
+#include "grow.h"
 #include "log.h"
 #include "pskv_errors.h"
 #include "timeutil.h"
@@ -40,6 +41,16 @@ typedef struct bsp_open { /* one open clock of a bsp table */
     size_t nacks, capacks;
 } bsp_open;
 
+/* Rows of a bsp close that go down the chains: sparse rows with their keys; a
+ * dense table's are its partitions' whole spans, without keys. */
+typedef struct close_rows {
+    uint64_t *keys;
+    float *vals;
+    uint64_t n;
+    size_t capkeys, capvals;
+    int err;
+} close_rows;
+
 typedef struct bsp_state {
     table *t;
     int64_t closed;       /* clocks 0..closed-1 are applied to every partition held here
@@ -50,6 +61,7 @@ typedef struct bsp_state {
     float *comb;          /* dense: combined update */
     shard *scomb;         /* sparse: combined update */
     float *row;           /* sparse: one scaled row, scratch */
+    close_rows rows;      /* with replicas: a close's rows for the chains, scratch */
 } bsp_state;
 
 typedef struct waiting { /* a held push answered when its bsp close is on every tail */
@@ -90,6 +102,9 @@ struct consist {
                              replica of some partitions) */
     waiting *wait;        /* bsp with R > 1: pushes whose close is on its way down */
     size_t nwait, capwait;
+    uint32_t *parts, *fnodes; /* scratch of a close sent down the chains: its partitions */
+    uint64_t *fids, *ffloors; /* and the (node, id, floor) of the pushes folded in */
+    size_t capparts, capfnodes, capfids, capffloors;
 };
 
 static const upd_opts SUM = {UPD_SUM, 0, 0, 0, 0};
@@ -120,6 +135,8 @@ static void bsp_free(bsp_state *b)
     free(b->spare);
     free(b->comb);
     free(b->row);
+    free(b->rows.keys);
+    free(b->rows.vals);
     shard_destroy(&b->scomb);
     free(b);
 }
@@ -156,6 +173,10 @@ void consist_destroy(consist **c_p)
         free(c->src[i].vc);
     free(c->src);
     free(c->wait);
+    free(c->parts);
+    free(c->fnodes);
+    free(c->fids);
+    free(c->ffloors);
     free(c);
     *c_p = NULL;
 }
@@ -359,33 +380,31 @@ static int64_t raise_closed(consist *c, bsp_state *b, int64_t from, int64_t upto
 {
     int64_t *pc = part_closed(c, b->t);
     uint32_t np = pc ? chain_nparts(c->ch) : 0, nparts = 0;
-    uint32_t *parts = np && chain_replicas(c->ch) > 1 ? malloc(np * sizeof *parts) : NULL;
+    int repl = np && chain_replicas(c->ch) > 1;
+    int64_t token = 0;
+    if (repl && (grow_array((void **)&c->parts, &c->capparts, np, sizeof *c->parts) < 0 ||
+                 grow_array((void **)&c->fnodes, &c->capfnodes, nfolded, sizeof *c->fnodes) < 0 ||
+                 grow_array((void **)&c->fids, &c->capfids, nfolded, sizeof *c->fids) < 0 ||
+                 grow_array((void **)&c->ffloors, &c->capffloors, nfolded,
+                            sizeof *c->ffloors) < 0)) {
+        token = -PSKV_ENOMEM;
+        repl = 0;
+    }
     for (uint32_t p = 0; p < np; p++)
         if (closes_here(c, p) && pc[p] >= from && pc[p] < upto) {
             pc[p] = upto;
-            if (parts && chain_next(c->ch, p))
-                parts[nparts++] = p;
+            if (repl && chain_next(c->ch, p))
+                c->parts[nparts++] = p;
         }
-    int64_t token = 0;
     if (nparts) {
-        uint32_t *fn = malloc((nfolded ? nfolded : 1) * sizeof *fn);
-        uint64_t *fi = malloc((nfolded ? nfolded : 1) * sizeof *fi);
-        uint64_t *ff = malloc((nfolded ? nfolded : 1) * sizeof *ff);
-        for (size_t k = 0; fn && fi && ff && k < nfolded; k++) {
-            fn[k] = folded[k].sender;
-            fi[k] = folded[k].origin_id;
-            ff[k] = folded[k].floor;
+        for (size_t k = 0; k < nfolded; k++) {
+            c->fnodes[k] = folded[k].sender;
+            c->fids[k] = folded[k].origin_id;
+            c->ffloors[k] = folded[k].floor;
         }
-        token = fn && fi && ff ? chain_close((chain *)c->ch, b->t, from, upto, keys, vals, n,
-                                             parts, nparts, fn, fi, ff, nfolded)
-                               : -PSKV_ENOMEM;
-        free(fn);
-        free(fi);
-        free(ff);
-    } else if (np && chain_replicas(c->ch) > 1 && !parts) {
-        token = -PSKV_ENOMEM;
+        token = chain_close(c->ch, b->t, from, upto, keys, vals, n, c->parts, nparts, c->fnodes,
+                            c->fids, c->ffloors, nfolded);
     }
-    free(parts);
     if (token < 0)
         LOG_E("bsp clocks %lld..%lld of table '%s' could not be sent down the chains (%s): "
               "replicas of its partitions miss them", (long long)from, (long long)upto - 1,
@@ -442,35 +461,20 @@ static int finished(const consist *c, int r, int64_t t)
     return r >= 0 && r < c->nranks && c->in_set[r] && c->vc[r] > t;
 }
 
-/* Rows of a bsp close that go down the chains (sparse: with their keys; dense: the
- * partitions' spans, the keys unused). */
-typedef struct close_rows {
-    uint64_t *keys;
-    float *vals;
-    uint64_t n, cap;
-    int err;
-} close_rows;
 
+/* Appends nrows rows (key: a sparse row's key, or UINT64_MAX for a dense span). */
 static void rows_add(close_rows *cr, uint64_t key, const float *row, uint64_t nrows,
                      uint32_t width)
 {
-    if (cr->n + nrows > cr->cap) {
-        uint64_t cap = cr->cap ? cr->cap : 256;
-        while (cap < cr->n + nrows)
-            cap *= 2;
-        uint64_t *k = realloc(cr->keys, cap * sizeof *k);
-        if (k)
-            cr->keys = k;
-        float *v = k ? realloc(cr->vals, cap * width * sizeof *v) : NULL;
-        if (!v) {
-            cr->err = 1;
-            return;
-        }
-        cr->vals = v;
-        cr->cap = cap;
+    if ((key != UINT64_MAX &&
+         grow_array((void **)&cr->keys, &cr->capkeys, cr->n + nrows, sizeof *cr->keys) < 0) ||
+        grow_array((void **)&cr->vals, &cr->capvals, (cr->n + nrows) * width,
+                   sizeof *cr->vals) < 0) {
+        cr->err = 1;
+        return;
     }
-    for (uint64_t i = 0; i < nrows; i++)
-        cr->keys[cr->n + i] = key + i; /* a dense run, or one sparse row */
+    if (key != UINT64_MAX)
+        cr->keys[cr->n] = key;
     memcpy(cr->vals + cr->n * width, row, nrows * width * sizeof(float));
     cr->n += nrows;
 }
@@ -491,11 +495,9 @@ typedef struct fold_ctx {
 static void fold_row(void *ctx, uint64_t key, const float *row)
 {
     fold_ctx *f = ctx;
-    if (f->pc) {
-        uint32_t p = chain_partition_of(f->c->ch, f->t, key);
-        if (!closes_here(f->c, p) || f->pc[p] != f->clock)
-            return;
-    }
+    uint32_t p = f->pc ? chain_partition_of(f->c->ch, f->t, key) : 0;
+    if (f->pc && (!closes_here(f->c, p) || f->pc[p] != f->clock))
+        return;
     const float *src = row;
     if (f->scale != 1.0f) {
         for (uint32_t j = 0; j < f->width; j++)
@@ -504,7 +506,7 @@ static void fold_row(void *ctx, uint64_t key, const float *row)
     }
     if (shard_push(f->into, &key, 0, 1, src) < 0)
         f->err = 1;
-    if (f->out && chain_next(f->c->ch, chain_partition_of(f->c->ch, f->t, key)))
+    if (f->out && chain_next(f->c->ch, p)) /* f->out only with f->pc */
         rows_add(f->out, key, src, 1, f->width);
 }
 
@@ -515,15 +517,7 @@ static void bsp_recycle(consist *c, bsp_state *b, bsp_open *o)
         if (!o->acc[r])
             continue;
         shard_clear(o->acc[r]);
-        if (b->nspare == b->capspare) {
-            size_t cap = b->capspare ? b->capspare * 2 : 8;
-            shard **g = realloc(b->spare, cap * sizeof *g);
-            if (g) {
-                b->spare = g;
-                b->capspare = cap;
-            }
-        }
-        if (b->nspare < b->capspare)
+        if (grow_array((void **)&b->spare, &b->capspare, b->nspare + 1, sizeof *b->spare) == 0)
             b->spare[b->nspare++] = o->acc[r];
         else
             shard_destroy(&o->acc[r]);
@@ -554,7 +548,7 @@ static int apply_dense(consist *c, table *tb, const float *comb, int64_t t, clos
         if (shard_push(tb->sh, NULL, pf, pn, rows) < 0)
             rc = -PSKV_ENOMEM;
         if (out && chain_next(c->ch, p)) /* every row: momentum moves rows with no gradient */
-            rows_add(out, pf, rows, pn, tb->width);
+            rows_add(out, UINT64_MAX, rows, pn, tb->width);
     }
     return rc;
 }
@@ -573,16 +567,10 @@ static void answer_closed(consist *c, const held *h, int code, int64_t clock)
  * when the list cannot grow. */
 static void wait_close(consist *c, uint64_t token, const held *h, int code, int64_t clock)
 {
-    if (c->nwait == c->capwait) {
-        size_t cap = c->capwait ? c->capwait * 2 : 64;
-        waiting *g = realloc(c->wait, cap * sizeof *g);
-        if (!g) {
-            LOG_E("out of memory holding a push for its replicas: acknowledged now");
-            answer_closed(c, h, code, clock);
-            return;
-        }
-        c->wait = g;
-        c->capwait = cap;
+    if (grow_array((void **)&c->wait, &c->capwait, c->nwait + 1, sizeof *c->wait) < 0) {
+        LOG_E("out of memory holding a push for its replicas: acknowledged now");
+        answer_closed(c, h, code, clock);
+        return;
     }
     c->wait[c->nwait++] = (waiting){token, *h, code, clock};
 }
@@ -611,7 +599,9 @@ static void bsp_close(consist *c, bsp_state *b, int64_t t)
     table *tb = b->t;
     bsp_open *o = &b->open[t % MAX_OPEN];
     if (o->t == t) {
-        close_rows cr = {0};
+        close_rows *cr = &b->rows;
+        cr->n = 0;
+        cr->err = 0;
         int repl = c->ch && chain_replicas(c->ch) > 1;
         int ncomb = 0;
         for (int r = 0; r < c->nranks; r++)
@@ -633,7 +623,7 @@ static void bsp_close(consist *c, bsp_state *b, int64_t t)
                                     1);
                 if (scale != 1.0f)
                     cblas_sscal((blasint)n, scale, b->comb, 1);
-                rc = apply_dense(c, tb, b->comb, t, repl ? &cr : NULL);
+                rc = apply_dense(c, tb, b->comb, t, repl ? cr : NULL);
             }
         } else {
             if (!b->scomb)
@@ -649,12 +639,12 @@ static void bsp_close(consist *c, bsp_state *b, int64_t t)
                     if (o->acc[r] && finished(c, r, t))
                         shard_foreach(o->acc[r], fold_row, &f);
                 fold_ctx g = {tb->sh,         scale, b->row, tb->width,        0, c,
-                              tb,             part_closed(c, tb), t, repl ? &cr : NULL};
+                              tb,             part_closed(c, tb), t, repl ? cr : NULL};
                 shard_foreach(b->scomb, fold_row, &g);
                 rc = f.err || g.err ? -PSKV_ENOMEM : 0;
             }
         }
-        if (rc < 0 || cr.err)
+        if (rc < 0 || cr->err)
             LOG_E("out of memory applying clock %lld of table '%s'", (long long)t, tb->name);
         /* the pushes folded in go down with the close: a new head that received it
          * acknowledges a re-sent copy instead of dropping it as late */
@@ -666,8 +656,8 @@ static void bsp_close(consist *c, bsp_state *b, int64_t t)
                 o->acks[nfold++] = tmp;
             }
         /* dense rows go as their partitions' spans, without keys */
-        int64_t token = raise_closed(c, b, t, t + 1, tb->dense ? NULL : cr.keys, cr.vals,
-                                     cr.err ? 0 : cr.n, o->acks, nfold);
+        int64_t token = raise_closed(c, b, t, t + 1, cr->keys, cr->vals, cr->err ? 0 : cr->n,
+                                     o->acks, nfold);
         for (size_t i = 0; i < o->nacks; i++) {
             held *h = &o->acks[i];
             int code = rc < 0 ? PSKV_ENOMEM : i < nfold ? 0 : PSKV_ELATE;
@@ -677,8 +667,6 @@ static void bsp_close(consist *c, bsp_state *b, int64_t t)
             else
                 answer_closed(c, h, code, t + 1);
         }
-        free(cr.keys);
-        free(cr.vals);
         bsp_recycle(c, b, o);
     } else {
         raise_closed(c, b, t, t + 1, NULL, NULL, 0, NULL, 0);

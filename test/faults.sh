@@ -132,6 +132,11 @@ f_kill_server_bsp() {
   t0=$(now_ms)
   kill -KILL "$(cat "$d/server-$((RANDOM % 3)).pid")"
   wait_ok "$d"
+  # the kill came while the job ran: the scheduler replaced the server before the end
+  grep -q 'marked dead' "$d/scheduler.log" || fail "no server was replaced during the job"
+  [ "$(grep -n 'marked dead' "$d/scheduler.log" | head -n 1 | cut -d: -f1)" -lt \
+    "$(grep -n 'every worker is done' "$d/scheduler.log" | head -n 1 | cut -d: -f1)" ] ||
+    fail "the server was replaced only after the job"
   # a failover time only when pushes were in flight to the dead server: under bsp
   # the workers often wait in a pull at that moment, every push acknowledged
   if grep -q 'failover: first push' "$d"/worker-*.log; then

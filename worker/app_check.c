@@ -165,12 +165,13 @@ static int run_backup(ck *c, const pskv_table_opts *base, double slow, int leave
     uint32_t P = (uint32_t)pskv_num_partitions(c->w);
     uint64_t keys[BACKUP_KEYS], first[BACKUP_KEYS], cnt[BACKUP_KEYS];
     int nruns = 0, run_of[BACKUP_KEYS];
-    for (uint64_t i = 0; i < n; i++) {
+    for (uint64_t i = 0, last = UINT32_MAX; i < n; i++) {
         keys[i] = i;
         uint32_t p = ring_partition_of(ring_dense_pos(i, n), P ? P : 1);
-        if (i == 0 || p != ring_partition_of(ring_dense_pos(i - 1, n), P ? P : 1)) {
+        if (p != last) {
             first[nruns] = i;
             cnt[nruns++] = 0;
+            last = p;
         }
         cnt[nruns - 1]++;
         run_of[i] = nruns - 1;

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "grow.h"
 #include "log.h"
 #include "pskv_errors.h"
 
@@ -116,31 +117,13 @@ typedef struct csr {
     size_t cap_nnz;  /* entries of idx and of val */
 } csr;
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap < 1024 ? 1024 : *cap;
-    while (c < need) {
-        if (c > SIZE_MAX / 2 / elem)
-            return -PSKV_ENOMEM;
-        c *= 2;
-    }
-    void *np = realloc(*p, c * elem);
-    if (np == NULL)
-        return -PSKV_ENOMEM;
-    *p = np;
-    *cap = c;
-    return 0;
-}
-
 static int grow_nnz(csr *c, size_t need)
 {
     size_t cap = c->cap_nnz;
-    int rc = grow((void **)&c->s.idx, &cap, need, sizeof *c->s.idx);
+    int rc = grow_array((void **)&c->s.idx, &cap, need, sizeof *c->s.idx);
     if (rc == 0) {
         cap = c->cap_nnz;
-        rc = grow((void **)&c->s.val, &cap, need, sizeof *c->s.val);
+        rc = grow_array((void **)&c->s.val, &cap, need, sizeof *c->s.val);
     }
     if (rc == 0)
         c->cap_nnz = cap;
@@ -149,9 +132,9 @@ static int grow_nnz(csr *c, size_t need)
 
 static int grow_n(csr *c, size_t need)
 {
-    int rc = grow((void **)&c->s.y, &c->cap_n, need, sizeof *c->s.y);
+    int rc = grow_array((void **)&c->s.y, &c->cap_n, need, sizeof *c->s.y);
     if (rc == 0)
-        rc = grow((void **)&c->s.off, &c->cap_off, need + 1, sizeof *c->s.off);
+        rc = grow_array((void **)&c->s.off, &c->cap_off, need + 1, sizeof *c->s.off);
     return rc;
 }
 
