@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Push/pull benchmark: dense table, 1 server, 1 worker, BLAS on one thread, beside
-# the raw ZeroMQ round trip measured in the same run. One line per size and shape:
+# the raw ZeroMQ round trip (pskv-zmq-rtt) measured in the same run: the bench app
+# runs it just before each of its runs, so every run has its own baseline. One line
+# per size and shape:
 #   size=BYTES mode=serial|pipelined step_us=... GBps=... zmq_rtt_us=... ratio=...
-# GBps = 2 x size / step (10^9 bytes/s); ratio = raw round trip / pskv step.
+# step_us and zmq_rtt_us are medians over the runs; GBps = 2 x size / step (10^9
+# bytes/s); ratio = the median over runs of the run's raw round trip / pskv step.
 # Usage: scripts/bench-pushpull.sh [--sizes "4096 65536 1048576 16777216"] [--runs N]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -22,29 +25,25 @@ export OPENBLAS_NUM_THREADS=1
 out=$(mktemp -d /tmp/pskv-bench-XXXXXX)
 trap 'rm -rf "$out"' EXIT
 
-median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.1f\n", (a[NR/2]+a[NR/2+1])/2}'; }
-
 status=0
 for size in $sizes; do
-  # raw ZeroMQ baseline: median of per-run medians
-  for r in $(seq "$runs"); do
-    "$bin/pskv-zmq-rtt" --size "$size" | sed -n 's/.*median_us=\([0-9.]*\).*/\1/p'
-  done > "$out/zmq"
-  zmq=$(median < "$out/zmq")
   if ! "$here/launch-local.sh" --servers 1 --workers 1 --timeout 600 --log-dir "$out/run-$size" \
        --server-opt --blas-threads --server-opt 1 --server-opt --log-level --server-opt warn \
        --scheduler-opt --log-level --scheduler-opt warn \
-       -- --app bench --size "$size" --runs "$runs" --log-level warn > "$out/pskv-$size" 2>&1; then
+       -- --app bench --size "$size" --runs "$runs" --baseline "$bin/pskv-zmq-rtt" --log-level warn > "$out/pskv-$size" 2>&1; then
     echo "bench: size $size failed; logs:" >&2
     tail -n 20 "$out/run-$size"/*.log >&2
     status=1
     continue
   fi
   for mode in serial pipelined; do
-    step=$(sed -n "s/^bench size=$size mode=$mode step_us=\([0-9.]*\).*/\1/p" "$out/run-$size/worker-0.log")
-    [ -n "$step" ] || { echo "bench: no $mode figure for size $size" >&2; status=1; continue; }
-    awk -v s="$size" -v m="$mode" -v st="$step" -v z="$zmq" \
-      'BEGIN { printf "size=%d mode=%s step_us=%.1f GBps=%.3f zmq_rtt_us=%.1f ratio=%.2f\n", s, m, st, 2*s/(st*1000), z, z/st }'
+    line=$(grep "^bench size=$size mode=$mode " "$out/run-$size/worker-0.log")
+    field() { echo "$line" | sed -n "s/.* $1=\([0-9.]*\).*/\1/p"; }
+    step=$(field step_us) zmq=$(field zmq_rtt_us) ratio=$(field ratio)
+    [ -n "$step" ] && [ -n "$zmq" ] && [ -n "$ratio" ] ||
+      { echo "bench: no $mode figure for size $size" >&2; status=1; continue; }
+    awk -v s="$size" -v m="$mode" -v st="$step" -v z="$zmq" -v r="$ratio" \
+      'BEGIN { printf "size=%d mode=%s step_us=%.1f GBps=%.3f zmq_rtt_us=%.1f ratio=%.2f\n", s, m, st, 2*s/(st*1000), z, r }'
   done
 done
 exit $status

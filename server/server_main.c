@@ -49,6 +49,9 @@ static cfg_entry config[] = {
     {"data-dir", CFG_STR, "", "PSKV_SERVER_DATA_DIR", 0, 0, NULL,
      "directory for this server's checkpoint files (empty = no checkpoints)", 0, 0, NULL,
      NULL},
+    {"socket-buffer", CFG_INT, "0", "PSKV_SERVER_SOCKET_BUFFER", 0, 1073741824, "bytes",
+     "kernel send and receive buffer of each connection to the data socket (0 = the "
+     "kernel's default, auto-tuned)", 0, 0, NULL, NULL},
     CFG_COMMON_ENTRIES("PSKV_SERVER_PORT", "0"),
     CFG_END};
 
@@ -738,6 +741,11 @@ int main(int argc, char **argv)
     }
     S.ctx = zmq_ctx_new();
     S.router = net_socket(S.ctx, ZMQ_ROUTER, cfg_int(config, "max-message"), 0);
+    int sockbuf = (int)cfg_int(config, "socket-buffer");
+    if (S.router && sockbuf > 0) { /* before bind: it applies to the connections accepted */
+        zmq_setsockopt(S.router, ZMQ_RCVBUF, &sockbuf, sizeof sockbuf);
+        zmq_setsockopt(S.router, ZMQ_SNDBUF, &sockbuf, sizeof sockbuf);
+    }
     int port = net_bind(S.router, cfg_str(config, "bind"), (int)cfg_int(config, "port"), why,
                         sizeof why);
     if (port < 0) {

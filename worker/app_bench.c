@@ -1,11 +1,22 @@
 /* --app bench: push/pull step time for one value size on a dense table.
+ * Pushes go without a copy (pskv_push_nocopy: the values array is the same every
+ * step and waited for), or with --push copy through pskv_push.
  *   serial:    push, wait for its ack, then pull, wait
  *   pipelined: push and pull of the same keys back to back, one wait for both
  *              (the pull is sent after the push on the same connection, so the
  *              server applies the push first and the pull sees it)
+ *   stream:    (only with --mode stream) pushes alone, 16 in flight, each step
+ *              waiting for the push 16 steps back; GBps counts one direction
+ * With --baseline PROGRAM (pskv-zmq-rtt), the raw ZeroMQ round trip is measured
+ * before every run, so each run has a baseline taken moments before it: on a
+ * shared, noisy machine a slow second then lands on both sides of a ratio
+ * instead of on one. Runs of the two modes alternate for the same reason.
  * Prints one line per run and a summary line per mode:
- *   bench size=BYTES mode=M step_us=MEDIAN GBps=G runs=R steps=N */
+ *   bench size=BYTES mode=M step_us=MEDIAN GBps=G runs=R steps=N
+ * plus, with a baseline, zmq_rtt_us=MEDIAN ratio=R (the median over runs of the
+ * run's round trip over its step: 1.0 = as fast as raw ZeroMQ). */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,12 +36,56 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-static int step(pskv_worker *w, int t, uint64_t n, const float *g, float *out, int pipelined)
+/* Runs the baseline program for `size` bytes; its median round trip in us, or -1
+ * (with a message) when it fails. */
+static double baseline_us(const char *prog, uint64_t size)
 {
-    int64_t tp = pskv_push(w, t, NULL, n, g);
+    char cmd[4200];
+    if (strchr(prog, '\'') || strlen(prog) > 4000) {
+        fprintf(stderr, "bench: --baseline: path too long or contains a quote: %s\n", prog);
+        return -1;
+    }
+    snprintf(cmd, sizeof cmd, "'%s' --size %llu", prog, (unsigned long long)size);
+    FILE *p = popen(cmd, "r");
+    if (!p) {
+        fprintf(stderr, "bench: cannot run the baseline %s: %s\n", prog, strerror(errno));
+        return -1;
+    }
+    char line[512];
+    double us = -1;
+    while (fgets(line, sizeof line, p)) {
+        const char *m = strstr(line, "median_us=");
+        if (m)
+            us = strtod(m + 10, NULL);
+    }
+    int st = pclose(p);
+    if (st != 0 || us <= 0) {
+        fprintf(stderr, "bench: baseline '%s' failed (status %d, no median_us)\n", cmd, st);
+        return -1;
+    }
+    return us;
+}
+
+enum { SERIAL, PIPELINED, STREAM, NMODES };
+static const char *const mode_names[NMODES] = {"serial", "pipelined", "stream"};
+#define STREAM_DEPTH 16 /* pushes in flight in the stream mode */
+
+/* One step of mode m; stream keeps the last STREAM_DEPTH pushes in *ring. */
+static int step(pskv_worker *w, int t, uint64_t n, const float *g, float *out, int m, int copy,
+                int64_t *ring, long s)
+{
+    int rc;
+    if (m == STREAM && ring[s % STREAM_DEPTH] > 0 &&
+        (rc = pskv_wait(w, ring[s % STREAM_DEPTH], 30000)) < 0)
+        return rc;
+    int64_t tp = copy ? pskv_push(w, t, NULL, n, g) : pskv_push_nocopy(w, t, NULL, n, g);
     if (tp < 0)
         return (int)tp;
-    int rc;
+    if (m == STREAM) {
+        ring[s % STREAM_DEPTH] = tp;
+        return 0;
+    }
+    int pipelined = m == PIPELINED;
     if (!pipelined && (rc = pskv_wait(w, tp, 30000)) < 0)
         return rc;
     int64_t tl = pskv_pull(w, t, NULL, n, out);
@@ -48,11 +103,17 @@ int app_bench(pskv_worker *w, cfg_entry *cfg)
         fprintf(stderr, "pskv-worker: --size must be a multiple of 4\n");
         return 2;
     }
-    const char *mode = cfg_str(cfg, "mode");
-    int do_serial = !strcmp(mode, "serial") || !strcmp(mode, "both");
-    int do_pipe = !strcmp(mode, "pipelined") || !strcmp(mode, "both");
-    if (!do_serial && !do_pipe) {
-        fprintf(stderr, "pskv-worker: --mode must be serial, pipelined or both\n");
+    const char *mode = cfg_str(cfg, "mode"), *push = cfg_str(cfg, "push");
+    int copy = !strcmp(push, "copy");
+    if (!copy && strcmp(push, "nocopy")) {
+        fprintf(stderr, "pskv-worker: --push must be nocopy or copy\n");
+        return 2;
+    }
+    int on[NMODES] = {!strcmp(mode, "serial") || !strcmp(mode, "both"),
+                      !strcmp(mode, "pipelined") || !strcmp(mode, "both"),
+                      !strcmp(mode, "stream")};
+    if (!on[SERIAL] && !on[PIPELINED] && !on[STREAM]) {
+        fprintf(stderr, "pskv-worker: --mode must be serial, pipelined, both or stream\n");
         return 2;
     }
     uint64_t floats = size / 4;
@@ -82,19 +143,35 @@ int app_bench(pskv_worker *w, cfg_entry *cfg)
         return 1;
     }
     float *g = malloc(floats * sizeof(float)), *out = malloc(floats * sizeof(float));
-    double *per_run = malloc((size_t)runs * sizeof(double));
-    if (!g || !out || !per_run)
+    /* per_run: each mode's steps, then scratch, then each run's baseline (rtt) */
+    double *per_run = malloc((size_t)runs * (NMODES + 2) * sizeof(double)),
+           *rtt = per_run + (NMODES + 1) * runs;
+    const char *base = cfg_str(cfg, "baseline");
+    if (!g || !out || !per_run) {
+        free(g);
+        free(out);
+        free(per_run);
+        fprintf(stderr, "bench: out of memory for %llu-byte values\n", (unsigned long long)size);
         return 1;
+    }
     for (uint64_t i = 0; i < floats; i++)
         g[i] = 1e-3f * (float)(i % 17);
-    for (int pipelined = 0; pipelined < 2; pipelined++) {
-        if ((pipelined && !do_pipe) || (!pipelined && !do_serial))
-            continue;
-        const char *mname = pipelined ? "pipelined" : "serial";
-        for (int r = 0; r < runs; r++) {
+    for (int r = 0; r < runs; r++) {
+        if (*base) {
+            rtt[r] = baseline_us(base, size);
+            if (rtt[r] < 0)
+                goto failed_quiet;
+        }
+        for (int m = 0; m < NMODES; m++) {
+            if (!on[m])
+                continue;
+            int64_t ring[STREAM_DEPTH] = {0};
             for (int s = 0; s < warm; s++)
-                if (step(w, t, n, g, out, pipelined) < 0)
+                if (step(w, t, n, g, out, m, copy, ring, s) < 0)
                     goto failed;
+            if (m == STREAM && pskv_wait_all(w, 30000) < 0)
+                goto failed;
+            memset(ring, 0, sizeof ring);
             int64_t t0 = tu_now_ns();
             for (long s = 0; s < steps; s++) {
                 if (app_stop_signal) {
@@ -103,16 +180,38 @@ int app_bench(pskv_worker *w, cfg_entry *cfg)
                     free(per_run);
                     return app_stopped("bench");
                 }
-                if (step(w, t, n, g, out, pipelined) < 0)
+                if (step(w, t, n, g, out, m, copy, ring, s) < 0)
                     goto failed;
             }
-            per_run[r] = (double)(tu_now_ns() - t0) / 1000.0 / (double)steps;
-            printf("bench run=%d size=%llu mode=%s step_us=%.1f\n", r, (unsigned long long)size,
-                   mname, per_run[r]);
+            if (m == STREAM && pskv_wait_all(w, 30000) < 0)
+                goto failed;
+            double us = (double)(tu_now_ns() - t0) / 1000.0 / (double)steps;
+            per_run[m * runs + r] = us;
+            printf("bench run=%d size=%llu mode=%s step_us=%.1f", r, (unsigned long long)size,
+                   mode_names[m], us);
+            if (*base)
+                printf(" zmq_rtt_us=%.1f ratio=%.3f", rtt[r], rtt[r] / us);
+            printf("\n");
+            fflush(stdout);
         }
-        double us = median(per_run, runs);
-        printf("bench size=%llu mode=%s step_us=%.1f GBps=%.3f runs=%d steps=%ld\n",
-               (unsigned long long)size, mname, us, 2.0 * (double)size / (us * 1000.0), runs, steps);
+    }
+    for (int m = 0; m < NMODES; m++) {
+        if (!on[m])
+            continue;
+        double *v = per_run + m * runs, *q = per_run + NMODES * runs;
+        for (int r = 0; r < runs; r++)
+            q[r] = *base ? rtt[r] / v[r] : 0;
+        double ratio = median(q, runs), us = median(v, runs);
+        /* bytes moved per step: a push and a pull, or (stream) a push */
+        double moved = (m == STREAM ? 1.0 : 2.0) * (double)size;
+        printf("bench size=%llu mode=%s step_us=%.1f GBps=%.3f runs=%d steps=%ld push=%s",
+               (unsigned long long)size, mode_names[m], us, moved / (us * 1000.0), runs, steps,
+               push);
+        if (*base) {
+            memcpy(q, rtt, (size_t)runs * sizeof *q);
+            printf(" zmq_rtt_us=%.1f ratio=%.2f", median(q, runs), ratio);
+        }
+        printf("\n");
         fflush(stdout);
     }
     free(g);
@@ -121,6 +220,7 @@ int app_bench(pskv_worker *w, cfg_entry *cfg)
     return 0;
 failed:
     fprintf(stderr, "bench: step failed: %s\n", pskv_last_error(w));
+failed_quiet:
     free(g);
     free(out);
     free(per_run);

@@ -77,6 +77,8 @@ typedef struct ck {
     uint64_t n;
     int td, ts;
     float *dv, *sv;
+    float *dn;       /* --push nocopy: the dense run's values, lent until waited for */
+    int64_t dn_ts;   /* the push that has them (0: none) */
     uint64_t *sk, *dk;
     int status;
     char detail[256];
@@ -111,10 +113,21 @@ static void check_dense(ck *c, int lo_k, int hi_k, const char *when)
 
 static int push_round(ck *c, int k)
 {
-    for (uint64_t i = 0; i < c->n; i++)
-        for (int q = 0; q < DW; q++)
-            c->dv[i * DW + q] = dense_inc(c->r, k, i, q);
-    int64_t t = pskv_push(c->w, c->td, NULL, c->n, c->dv);
+    int64_t t;
+    if (c->dn) { /* lent: the previous round's push must be over before a refill */
+        int rc = c->dn_ts > 0 ? pskv_wait(c->w, c->dn_ts, 120000) : 0;
+        if (rc < 0)
+            return rc;
+        for (uint64_t i = 0; i < c->n; i++)
+            for (int q = 0; q < DW; q++)
+                c->dn[i * DW + q] = dense_inc(c->r, k, i, q);
+        t = c->dn_ts = pskv_push_nocopy(c->w, c->td, NULL, c->n, c->dn);
+    } else {
+        for (uint64_t i = 0; i < c->n; i++)
+            for (int q = 0; q < DW; q++)
+                c->dv[i * DW + q] = dense_inc(c->r, k, i, q);
+        t = pskv_push(c->w, c->td, NULL, c->n, c->dv);
+    }
     if (t < 0)
         return (int)t;
     size_t m = 0; /* every third key again, as a gathered key list */
@@ -365,12 +378,19 @@ int app_check(pskv_worker *w, cfg_entry *cfg)
     }
     size_t own_n = OWN_KEYS * (size_t)c.W;
     c.dv = malloc(c.n * DW * sizeof(float));
+    const char *how = cfg_str(cfg, "push");
+    if (strcmp(how, "copy") && strcmp(how, "nocopy")) {
+        fprintf(stderr, "pskv-worker: --push must be nocopy or copy\n");
+        return 2;
+    }
+    c.dn = !strcmp(how, "nocopy") ? malloc(c.n * DW * sizeof(float)) : NULL;
     c.sv = malloc(c.n * SW * sizeof(float));
     c.sk = malloc(c.n * sizeof(uint64_t));
     c.dk = malloc(c.n * sizeof(uint64_t));
     uint64_t *ok = malloc(own_n * sizeof(uint64_t));
     float *ov = malloc(own_n * SW * sizeof(float)), *fv = malloc(c.n * sizeof(float));
-    if (!c.dv || !c.sv || !c.sk || !c.dk || !ok || !ov || !fv) {
+    if (!c.dv || !c.sv || !c.sk || !c.dk || !ok || !ov || !fv ||
+        (!c.dn && !strcmp(how, "nocopy"))) {
         printf("check FAILED: out of memory\n");
         return 1;
     }
@@ -525,6 +545,7 @@ int app_check(pskv_worker *w, cfg_entry *cfg)
     if (!named)
         mismatch(&c, "reopen returned %d (%s)", rc, pskv_last_error(w));
     free(c.dv);
+    free(c.dn); /* the barrier waited for its push */
     free(c.sv);
     free(c.sk);
     free(c.dk);

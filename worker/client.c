@@ -8,7 +8,9 @@
  *
  * A request (push, pull or table open) is split into parts, one per owning
  * server, all sent at once. A push copies the caller's values once into a
- * reference-counted buffer whose slices ZeroMQ sends zero-copy; a pull reply is
+ * reference-counted buffer whose slices ZeroMQ sends zero-copy (pskv_push_nocopy
+ * lends ZeroMQ the caller's own array instead, and its request stays in the window
+ * until ZeroMQ has let go of every slice: see retire); a pull reply is
  * copied once from the received frame into the caller's array. The request id on
  * the wire is (timestamp << 16 | part). At most `window` requests are in flight;
  * a new one waits for a slot (back-pressure, never a drop). */
@@ -34,6 +36,8 @@
 #define MAX_PARTS 65535
 #define RETRY_DELAY_MS 5 /* a refused part (stale placement, copy on its way) goes again */
 #define FAILED_KEEP 4096 /* failed requests whose outcome pskv_wait can still tell */
+#define LENT_RESET_MS 100 /* a lent array ZeroMQ still holds this long after its push
+                             ended: the connections holding it are reset */
 
 enum req_type { REQ_FREE = 0, REQ_OPEN, REQ_PUSH, REQ_PULL, REQ_ASSIGN, REQ_SCAN };
 
@@ -56,6 +60,7 @@ typedef struct part {
     uint64_t off;      /* row offset of this part's values (and keys) in its buffer */
     uint32_t *idx;     /* gathered part: caller row of each key */
     vbuf *own;         /* re-sent part: its own keys (then values); idx owned too */
+    int answered;      /* its server replied (so ZeroMQ sent all of it) */
     uint64_t dedupe_id; /* wire request id of the first send of these rows */
     int64_t retry_at;  /* > 0: re-plan and send again at this time */
     int64_t sent_ms;   /* when it was sent */
@@ -82,6 +87,10 @@ typedef struct req {
     int64_t vclock;    /* pull: the oldest clock its parts' values reflect */
     size_t bytes;      /* values moved: small requests are waited for by spinning */
     scan_out *scan;    /* pskv_pull_all: where the rows go */
+    const float *lent; /* pskv_push_nocopy: the caller's values, sent without a copy */
+    vbuf *lend;        /* ... and the count of ZeroMQ's references to them (no data) */
+    int64_t draining_ms; /* > 0: answered or failed since then, ZeroMQ still holds lent */
+    int lent_reset;    /* drain stages done: 1 dead servers', 2 unanswered, 3 all reset */
 } req;
 
 typedef struct srv {
@@ -124,6 +133,8 @@ struct pskv_worker {
     int ntables;
     req *reqs;
     int window, inflight;
+    int ndraining;          /* requests ended but waiting for ZeroMQ to let go of lent */
+    uint64_t lent_pushes, lent_drained, lent_resets; /* for the log at close */
     int64_t next_ts;
     int64_t catchup_ts; /* since a placement change: pushes below it go before the clock */
     uint64_t catchup_epoch; /* bsp: parts planned on an older view must be answered first */
@@ -454,6 +465,7 @@ static void req_release(req *r)
     free(r->segs);
     free(r->idx);
     vbuf_unref(NULL, r->buf);
+    vbuf_unref(NULL, r->lend);
     memset(r, 0, sizeof *r);
 }
 
@@ -464,6 +476,35 @@ static void record_failure(pskv_worker *w, int64_t ts, int err)
     w->failed[w->nfailed % FAILED_KEEP].ts = ts;
     w->failed[w->nfailed % FAILED_KEEP].err = err;
     w->nfailed++;
+}
+
+static int lent_held(const req *r) { return r->lend && atomic_load(&r->lend->refs) > 1; }
+
+/* Frees the slot of an ended request, unless ZeroMQ still holds the caller's
+ * lent values: then it stays in the window, `draining`, until expire sees them
+ * released, so pskv_wait cannot return while ZeroMQ may still read them. */
+static void retire(pskv_worker *w, req *r)
+{
+    for (int pi = 0; pi < r->nparts; pi++) { /* late replies to it are dropped */
+        part *p = &r->parts[pi];
+        if (p->retry_at) {
+            p->retry_at = 0;
+            w->nretry--;
+        }
+        p->done = 1;
+    }
+    if (lent_held(r)) {
+        if (!r->draining_ms) {
+            r->draining_ms = tu_now_ms();
+            w->ndraining++;
+            w->lent_drained++;
+        }
+        return;
+    }
+    if (r->draining_ms)
+        w->ndraining--;
+    req_release(r);
+    w->inflight--;
 }
 
 static void req_finish(pskv_worker *w, req *r)
@@ -477,8 +518,7 @@ static void req_finish(pskv_worker *w, req *r)
         else
             LOG_W("request %lld failed: %s", (long long)r->ts, w->last_error);
     }
-    req_release(r);
-    w->inflight--;
+    retire(w, r);
 }
 
 static req *find_req(pskv_worker *w, int64_t ts)
@@ -595,7 +635,7 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
             r->err = set_error(w, PSKV_EPROTO, "server node %u answered %s to a %s", s->id,
                                wire_type_name((int)m->type), wire_type_name((int)want));
     }
-    p->done = 1;
+    p->done = p->answered = 1;
     if (p->own && r->type == REQ_PUSH && !r->err && w->failover_node) {
         LOG_I("failover: first push acknowledged by a new owner %lld ms after the view that "
               "replaced server node %u", (long long)(tu_now_ms() - w->failover_ms),
@@ -694,6 +734,49 @@ static void catch_up(pskv_worker *w)
     w->catchup_ts = 0;
 }
 
+/* A new connection to server si in place of the old one, whose queued messages
+ * ZeroMQ drops (linger 0) and whose lent slices it so lets go of. Requests that
+ * had parts queued there are answered by re-sends or time out, as after a loss. */
+static void srv_reset(pskv_worker *w, int si)
+{
+    srv *s = &w->srv[si];
+    LOG_W("resetting the connection to server node %u (%s:%d): it still holds the values "
+          "of a push that ended", s->id, s->host, s->port);
+    zmq_close(s->sock);
+    s->sock = net_socket(w->ctx, ZMQ_DEALER, w->max_message, 0);
+    if (!s->sock || net_connect(s->sock, s->host, s->port) < 0)
+        LOG_E("cannot connect again to server %s:%d: %s", s->host, s->port,
+              zmq_strerror(errno));
+    w->lent_resets++;
+}
+
+/* An ended push whose lent values ZeroMQ still holds: released when it lets go.
+ * The connections of its unanswered parts are reset at once when their server
+ * died, else after LENT_RESET_MS; then every connection it used (an answered part
+ * was sent whole, so this should not happen). Each stage once. */
+static void drain(pskv_worker *w, req *r, int64_t now)
+{
+    if (!lent_held(r)) {
+        retire(w, r);
+        return;
+    }
+    int stage = now - r->draining_ms >= 2 * LENT_RESET_MS ? 3
+                : now - r->draining_ms >= LENT_RESET_MS ? 2 : 1;
+    for (; r->lent_reset < stage; r->lent_reset++) {
+        for (int si = 0; si < w->nservers; si++) {
+            int hit = 0;
+            for (int pi = 0; pi < r->nparts && !hit; pi++) {
+                const part *p = &r->parts[pi];
+                hit = !p->own && p->server == si &&
+                      (r->lent_reset == 2 || (!p->answered && (r->lent_reset == 1 ||
+                                                              !w->srv[si].alive)));
+            }
+            if (hit)
+                srv_reset(w, si);
+        }
+    }
+}
+
 static void expire(pskv_worker *w)
 {
     int64_t now0 = tu_now_ms();
@@ -706,6 +789,10 @@ static void expire(pskv_worker *w)
     int64_t now = tu_now_ms();
     for (int i = 0; i < w->window; i++) {
         req *r = &w->reqs[i];
+        if (r->type != REQ_FREE && r->draining_ms) {
+            drain(w, r, now);
+            continue;
+        }
         if (r->type == REQ_FREE || now < r->deadline_ms)
             continue;
         for (int p = 0; p < r->nparts; p++)
@@ -789,7 +876,8 @@ static req *take_slot(pskv_worker *w)
                 return &w->reqs[i];
         if (tu_now_ms() >= deadline)
             return NULL;
-        pump(w, remaining(deadline));
+        long ms = remaining(deadline);
+        pump(w, w->ndraining && ms > 1 ? 1 : ms);
     }
 }
 
@@ -858,8 +946,15 @@ static req *new_req(pskv_worker *w, enum req_type type, int table, int nparts)
 static int64_t req_fail(pskv_worker *w, req *r, int err)
 {
     record_failure(w, r->ts, err);
-    req_release(r);
-    w->inflight--;
+    int64_t ts = r->ts, deadline = tu_now_ms() + 2 * LENT_RESET_MS + 1000;
+    retire(w, r);
+    /* parts already sent may still read lent values, which the caller is free to
+     * reuse once this returns: wait for ZeroMQ to let go (drain, from expire) */
+    while (find_req(w, ts) && tu_now_ms() < deadline)
+        pump(w, 1);
+    if (find_req(w, ts))
+        LOG_E("push %lld failed, and ZeroMQ still holds its values after %lld ms: keep them "
+              "until pskv_worker_close", (long long)ts, (long long)(2 * LENT_RESET_MS + 1000));
     return err;
 }
 
@@ -885,8 +980,11 @@ static int lost_error(pskv_worker *w, const tbl *t, uint64_t key)
 }
 
 /* Dense run [first, first+n): the runs of each partition, their owners, then one
- * part per owner and chunk, each part's runs consecutive in r->segs. */
-static int plan_run(pskv_worker *w, req *r, tbl *t, uint64_t first, uint64_t n, int pull)
+ * part per owner and chunk, each part's runs consecutive in r->segs. With `single`
+ * a part holds one contiguous run (a new part starts at a gap), so its values can
+ * be sent straight from the caller's array. */
+static int plan_run(pskv_worker *w, req *r, tbl *t, uint64_t first, uint64_t n, int pull,
+                    int single)
 {
     uint64_t chunk = w->chunk_bytes / ((uint64_t)t->width * sizeof(float));
     if (chunk == 0)
@@ -938,7 +1036,9 @@ static int plan_run(pskv_worker *w, req *r, tbl *t, uint64_t first, uint64_t n, 
                 continue;
             uint64_t f = runs[3 * k], c = runs[3 * k + 1];
             while (c > 0) {
-                if (!cur || cur->n == chunk) {
+                int gap = cur && cur->nseg &&
+                          r->segs[2 * (nseg - 1)] + r->segs[2 * nseg - 1] != f;
+                if (!cur || cur->n == chunk || (single && gap)) {
                     cur = &r->parts[np];
                     cur->server = si;
                     cur->seg0 = nseg;
@@ -1026,6 +1126,12 @@ static void part_data(const req *r, const part *p, size_t wd, const uint64_t **k
         *buf = p->own;
         *keys = (const uint64_t *)(void *)p->own->data;
         *vals = (const float *)(void *)(p->own->data + p->n * sizeof(uint64_t));
+        return;
+    }
+    if (r->lent) { /* one run (plan_run single), straight from the caller */
+        *buf = r->lend;
+        *keys = NULL;
+        *vals = r->lent + (size_t)(r->segs[2 * p->seg0] - r->first) * wd;
         return;
     }
     *buf = r->buf;
@@ -1292,7 +1398,7 @@ static void base_meta(pskv_worker *w, Pskv__Meta *m, Pskv__MsgType type, tbl *t,
 }
 
 static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint64_t *keys,
-                      size_t nkeys, const float *vals, float *out)
+                      size_t nkeys, const float *vals, float *out, int lend)
 {
     int assign = type == REQ_ASSIGN;
     if (assign)
@@ -1317,7 +1423,9 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
     if (!r)
         return -PSKV_ETIMEDOUT;
     int pull = type == REQ_PULL;
-    int rc = keys ? plan_keys(w, r, t, keys, nkeys, pull) : plan_run(w, r, t, first, nkeys, pull);
+    lend = lend && !keys; /* only a run can be sent from the caller's array as it is */
+    int rc = keys ? plan_keys(w, r, t, keys, nkeys, pull)
+                  : plan_run(w, r, t, first, nkeys, pull, lend);
     if (rc < 0)
         return req_fail(w, r, rc);
     r->out = out;
@@ -1325,7 +1433,13 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
     size_t wd = t->width, row = wd * sizeof(float);
     r->bytes = nkeys * row;
     r->kbytes = keys ? nkeys * sizeof(uint64_t) : 0;
-    if (type == REQ_PUSH || keys) {
+    if (lend) {
+        r->lend = vbuf_new(0);
+        if (!r->lend)
+            return req_fail(w, r, set_error(w, PSKV_ENOMEM, "out of memory"));
+        r->lent = vals;
+        w->lent_pushes++;
+    } else if (type == REQ_PUSH || keys) {
         /* one copy: gathered keys, then values (push), grouped by part */
         size_t vbytes = type == REQ_PUSH ? nkeys * row : 0;
         r->buf = vbuf_new(vbytes + r->kbytes);
@@ -1347,7 +1461,7 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
     uint64_t floor = type == REQ_PUSH ? inflight_floor(w) : 0;
     for (int pi = 0; pi < r->nparts; pi++) {
         part *p = &r->parts[pi];
-        if (type == REQ_PUSH && !keys) {
+        if (type == REQ_PUSH && !keys && !lend) {
             /* copy each part's runs just before it is sent, so sending overlaps */
             float *dst = (float *)(void *)r->buf->data + p->off * wd;
             for (uint64_t g = p->seg0; g < p->seg0 + p->nseg; g++) {
@@ -1368,7 +1482,15 @@ int64_t pskv_push(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
 {
     if (!vals)
         return w ? set_error(w, PSKV_EINVAL, "push without values") : -PSKV_EINVAL;
-    return submit(w, REQ_PUSH, table, keys, nkeys, vals, NULL);
+    return submit(w, REQ_PUSH, table, keys, nkeys, vals, NULL, 0);
+}
+
+int64_t pskv_push_nocopy(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
+                         const float *vals)
+{
+    if (!vals)
+        return w ? set_error(w, PSKV_EINVAL, "push without values") : -PSKV_EINVAL;
+    return submit(w, REQ_PUSH, table, keys, nkeys, vals, NULL, 1);
 }
 
 int64_t pskv_assign(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
@@ -1376,14 +1498,14 @@ int64_t pskv_assign(pskv_worker *w, int table, const uint64_t *keys, size_t nkey
 {
     if (!vals)
         return w ? set_error(w, PSKV_EINVAL, "assign without values") : -PSKV_EINVAL;
-    return submit(w, REQ_ASSIGN, table, keys, nkeys, vals, NULL);
+    return submit(w, REQ_ASSIGN, table, keys, nkeys, vals, NULL, 0);
 }
 
 int64_t pskv_pull(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys, float *out)
 {
     if (!out)
         return w ? set_error(w, PSKV_EINVAL, "pull without an output array") : -PSKV_EINVAL;
-    return submit(w, REQ_PULL, table, keys, nkeys, NULL, out);
+    return submit(w, REQ_PULL, table, keys, nkeys, NULL, out, 0);
 }
 
 static int failure_of(pskv_worker *w, int64_t ts)
@@ -1406,7 +1528,9 @@ int pskv_wait(pskv_worker *w, int64_t ts, int timeout_ms)
         if (tu_now_ms() >= deadline)
             return set_error(w, PSKV_ETIMEDOUT, "request %lld still in flight after %d ms",
                              (long long)ts, timeout_ms);
-        pump_spin(w, remaining(deadline), r->bytes <= 65536 ? w->spin_us : 0);
+        /* ZeroMQ letting go of lent values wakes no poll: look every millisecond */
+        long ms = remaining(deadline);
+        pump_spin(w, r->draining_ms && ms > 1 ? 1 : ms, r->bytes <= 65536 ? w->spin_us : 0);
     }
     int err = failure_of(w, ts);
     if (!err && ts <= w->forgotten_ts) /* never report success for an outcome we lost */
@@ -1426,7 +1550,8 @@ int pskv_wait_all(pskv_worker *w, int timeout_ms)
         if (tu_now_ms() >= deadline)
             return set_error(w, PSKV_ETIMEDOUT, "%d requests still in flight after %d ms",
                              w->inflight, timeout_ms);
-        pump(w, remaining(deadline));
+        long ms = remaining(deadline);
+        pump(w, w->ndraining && ms > 1 ? 1 : ms);
     }
     /* late drops are expected under bsp with backups: counted, not failures */
     for (int i = failed_before; i < w->nfailed; i++)
@@ -1682,6 +1807,11 @@ int pskv_worker_close(pskv_worker **w_p)
         atomic_store(&w->hb_stop, 1);
         pthread_join(w->hb_thread, NULL);
     }
+    if (w->lent_pushes) /* debug: an app's last line is its own */
+        LOG_D("%llu pushes sent without a copy; %llu waited after their answer for ZeroMQ to "
+              "let go of the caller's values, %llu connections reset for it",
+              (unsigned long long)w->lent_pushes, (unsigned long long)w->lent_drained,
+              (unsigned long long)w->lent_resets);
     for (int i = 0; i < w->window && w->reqs; i++)
         if (w->reqs[i].type != REQ_FREE)
             req_release(&w->reqs[i]);

@@ -92,6 +92,18 @@ int pskv_table_open(pskv_worker *w, const char *name, const pskv_table_opts *o);
 int64_t pskv_push(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
                   const float *vals);
 
+/* Like pskv_push, but without the copy: ZeroMQ sends a dense run straight from
+ * vals, so vals must stay allocated and unchanged until the push is over, that
+ * is until pskv_wait on the returned timestamp (or pskv_wait_all) returns
+ * anything but -PSKV_ETIMEDOUT, or pskv_worker_close returns. Over means ZeroMQ
+ * holds no reference to vals any more: a push whose server died or went silent
+ * gets the connections still holding vals reset. If it returns an error at once,
+ * nothing holds vals. Pushes with explicit keys that are not one run (keys[i] =
+ * keys[0] + i) on a dense table are copied as by pskv_push. For large values this
+ * saves a copy of every pushed byte (docs/benchmarks.md). */
+int64_t pskv_push_nocopy(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
+                         const float *vals);
+
 /* Like pskv_push, but overwrites the stored values with vals and clears their
  * optimizer state (for loading saved weights) instead of applying the updater. */
 int64_t pskv_assign(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,

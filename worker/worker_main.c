@@ -79,13 +79,19 @@ static cfg_entry config[] = {
     {"size", CFG_INT, "1048576", "PSKV_WORKER_SIZE", 4, 1073741824, "bytes",
      "bench: value bytes per push and per pull (multiple of 4)", 0, 0, NULL, NULL},
     {"mode", CFG_STR, "both", "PSKV_WORKER_MODE", 1, 0, NULL,
-     "bench: serial, pipelined or both", 0, 0, NULL, NULL},
+     "bench: serial, pipelined, both (serial then pipelined) or stream (pushes alone, 16 in "
+     "flight)", 0, 0, NULL, NULL},
     {"steps", CFG_INT, "0", "PSKV_WORKER_STEPS", 0, 100000000, NULL,
      "bench: steps per run (0 = about 1 s worth)", 0, 0, NULL, NULL},
     {"warmup", CFG_INT, "20", "PSKV_WORKER_WARMUP", 0, 1000000, NULL, "bench: warm-up steps",
      0, 0, NULL, NULL},
     {"runs", CFG_INT, "5", "PSKV_WORKER_RUNS", 1, 1000, NULL, "bench: runs (median reported)",
      0, 0, NULL, NULL},
+    {"push", CFG_STR, "nocopy", "PSKV_WORKER_PUSH", 1, 0, NULL,
+     "bench and check: a dense run is pushed with nocopy (pskv_push_nocopy) or copy (pskv_push)", 0, 0, NULL, NULL},
+    {"baseline", CFG_STR, "", "PSKV_WORKER_BASELINE", 1, 0, NULL,
+     "bench: raw ZeroMQ round-trip program (pskv-zmq-rtt) run before each run, for the ratio "
+     "(empty = none)", 0, 0, NULL, NULL},
     /* training */
     {"epochs", CFG_INT, "5", "PSKV_WORKER_EPOCHS", 1, 100000, NULL, "training epochs", 0, 0, NULL,
      NULL},
@@ -170,11 +176,17 @@ int main(int argc, char **argv)
     if (!strcmp(app, "bench")) {
         const char *mode = cfg_str(config, "mode");
         if (cfg_int(config, "size") % 4 ||
-            (strcmp(mode, "serial") && strcmp(mode, "pipelined") && strcmp(mode, "both"))) {
+            (strcmp(mode, "serial") && strcmp(mode, "pipelined") && strcmp(mode, "both") &&
+             strcmp(mode, "stream"))) {
             fprintf(stderr, "pskv-worker: bench needs --size a multiple of 4 and --mode serial, "
-                            "pipelined or both\n");
+                            "pipelined, both or stream\n");
             return 2;
         }
+    }
+    const char *push = cfg_str(config, "push");
+    if (strcmp(push, "nocopy") && strcmp(push, "copy")) {
+        fprintf(stderr, "pskv-worker: --push must be nocopy or copy, not '%s'\n", push);
+        return 2;
     }
     if (dense_train && app_train_check_data(config) < 0)
         return 1;
