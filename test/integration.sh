@@ -91,7 +91,9 @@ no_strays() { # no process from the pid files in DIR is alive
 # ---- tests ----------------------------------------------------------------------
 
 t_check_2x3() {
-  "$LAUNCH" --servers 2 --workers 3 --timeout 120 --log-dir "$TDIR/logs" -- --app check --rounds 4 ||
+  # workers 0 and 2 push the dense run without a copy (the default), worker 1 with one
+  "$LAUNCH" --servers 2 --workers 3 --timeout 120 --log-dir "$TDIR/logs" \
+    --worker-opt 1:--push --worker-opt 1:copy -- --app check --rounds 4 ||
     fail "launch-local exited $?"
   for r in 0 1 2; do
     tail -n 1 "$TDIR/logs/worker-$r.log" | grep -q '^check ok:' || fail "worker $r: $(tail -n 1 "$TDIR/logs/worker-$r.log")"
@@ -206,6 +208,10 @@ t_wrong_flags() {
   "$BIN/pskv-worker" --app nosuch > out 2>&1; [ $? -eq 2 ] || fail "--app nosuch accepted"
   "$BIN/pskv-worker" --app mlp --lr-schedule steps > out 2>&1; [ $? -eq 2 ] || fail "--lr-schedule steps accepted"
   grep -q 'lr-schedule' out || fail "the schedule error does not name the flag"
+  "$BIN/pskv-worker" --app check --push lent > out 2>&1; [ $? -eq 2 ] || fail "--push lent accepted"
+  grep -q -- '--push' out || fail "the push error does not name the flag"
+  "$BIN/pskv-worker" --app bench --mode burst > out 2>&1; [ $? -eq 2 ] || fail "--mode burst accepted"
+  "$BIN/pskv-server" --socket-buffer -1 > out 2>&1; [ $? -eq 2 ] || fail "--socket-buffer -1 accepted"
   "$LAUNCH" --servers 0 --workers 1 > out 2>&1; [ $? -eq 2 ] || fail "launch-local --servers 0 accepted"
 }
 
