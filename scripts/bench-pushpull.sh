@@ -6,12 +6,12 @@
 #   size=BYTES mode=serial|pipelined step_us=... GBps=... zmq_rtt_us=... ratio=...
 # step_us and zmq_rtt_us are medians over the runs; GBps = 2 x size / step (10^9
 # bytes/s); ratio = the median over runs of the run's raw round trip / pskv step.
-# Usage: scripts/bench-pushpull.sh [--sizes "4096 65536 1048576 16777216"] [--runs N]
+# Usage: scripts/bench-pushpull.sh [--sizes "4096 65536 1048576 16777216"] [--runs N (default 7)]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${PSKV_BIN_DIR:-$here/../build/bin}
 sizes="4096 65536 1048576 16777216"
-runs=5
+runs=7
 while [ $# -gt 0 ]; do
   case "$1" in
     --sizes) sizes=$2; shift 2 ;;
