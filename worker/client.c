@@ -712,8 +712,8 @@ static void catch_up(pskv_worker *w)
 {
     for (int i = 0; i < w->window; i++) {
         req *r = &w->reqs[i];
-        if (r->type != REQ_PUSH || r->ts >= w->catchup_ts)
-            continue;
+        if (r->type != REQ_PUSH || r->ts >= w->catchup_ts || r->draining_ms)
+            continue; /* a draining push was answered: only ZeroMQ's hold remains */
         if (!w->tables[r->table].bsp)
             return; /* not acknowledged yet */
         /* a bsp push is acknowledged only when its clock closes, which needs this
@@ -1139,13 +1139,14 @@ static void part_data(const req *r, const part *p, size_t wd, const uint64_t **k
     *vals = r->buf ? (const float *)(void *)(r->buf->data + r->kbytes) + p->off * wd : NULL;
 }
 
-/* Smallest request id still in flight (this request's at most): the worker never
- * re-sends one below it, so servers may forget those (the push's `floor`). */
+/* Smallest request id still in flight (this request's at most; a draining one is
+ * answered and never sent again): the worker never re-sends one below it, so
+ * servers may forget those (the push's `floor`). */
 static uint64_t inflight_floor(const pskv_worker *w)
 {
     int64_t low = w->next_ts;
     for (int i = 0; i < w->window; i++)
-        if (w->reqs[i].type != REQ_FREE && w->reqs[i].ts < low)
+        if (w->reqs[i].type != REQ_FREE && !w->reqs[i].draining_ms && w->reqs[i].ts < low)
             low = w->reqs[i].ts;
     return (uint64_t)low << 16;
 }
