@@ -208,9 +208,9 @@ f_pause_server() {
 
 # The same pause under a stream of 16 MiB pushes sent without a copy
 # (pskv_push_nocopy, bench app --mode stream: 16 in flight), more than the paused
-# server's socket buffers (64 KiB) and the worker's take: a push answered by the new owner must not
-# end while ZeroMQ still holds its values for the dead server, so the worker resets
-# that connection first (logged); the run then finishes.
+# server's socket buffers (64 KiB) and the worker's take: a push answered by the
+# new owner must not end while ZeroMQ still holds its values for the dead server,
+# so the worker resets that connection first (logged); the run then finishes.
 f_pause_server_nocopy() {
   local d=$TDIR/c pid i
   launch "$d" --servers 2 --workers 1 --scheduler-opt=--replicas=2 \
@@ -220,7 +220,9 @@ f_pause_server_nocopy() {
   sleep 1
   pid=$(cat "$d/server-1.pid")
   kill -STOP "$pid"
-  sleep 1.2
+  # resumed only once the run has ended: resumed earlier, it could read the held
+  # values itself before the pushes that lent them end
+  for i in $(seq 300); do grep -q '^bench size=' "$d/worker-0.log" && break; sleep 0.1; done
   kill -CONT "$pid"
   wait "$(cat "$d/launch.pid")" || fail "the bench failed: $(tail -n 3 "$d/worker-0.log")"
   grep -q "^bench size=16777216 mode=stream" "$d/worker-0.log" || fail "no bench figure"

@@ -100,6 +100,7 @@ typedef struct srv {
     int alive;
     int catchup; /* placement changed: owed this worker's clock (catch_up) */
     uint64_t refused; /* pushes this server refused for a retry, as it counts them */
+    int64_t reset_ms; /* when sock last replaced a connection (srv_reset), or 0 */
     void *sock;
 } srv;
 
@@ -743,6 +744,7 @@ static void srv_reset(pskv_worker *w, int si)
     LOG_W("resetting the connection to server node %u (%s:%d): it still holds the values "
           "of a push that ended", s->id, s->host, s->port);
     zmq_close(s->sock);
+    s->reset_ms = tu_now_ms();
     s->sock = net_socket(w->ctx, ZMQ_DEALER, w->max_message, 0);
     if (!s->sock || net_connect(s->sock, s->host, s->port) < 0)
         LOG_E("cannot connect again to server %s:%d: %s", s->host, s->port,
@@ -753,7 +755,9 @@ static void srv_reset(pskv_worker *w, int si)
 /* An ended push whose lent values ZeroMQ still holds: released when it lets go.
  * The connections of its unanswered parts are reset at once when their server
  * died, else after LENT_RESET_MS; then every connection it used (an answered part
- * was sent whole, so this should not happen). Each stage once. */
+ * was sent whole, so this should not happen). Each stage once, and never for a
+ * part sent before its connection was last reset: that dropped it (ZeroMQ lets go
+ * of a closed socket's messages a moment later). */
 static void drain(pskv_worker *w, req *r, int64_t now)
 {
     if (!lent_held(r)) {
@@ -767,7 +771,7 @@ static void drain(pskv_worker *w, req *r, int64_t now)
             int hit = 0;
             for (int pi = 0; pi < r->nparts && !hit; pi++) {
                 const part *p = &r->parts[pi];
-                hit = !p->own && p->server == si &&
+                hit = !p->own && p->server == si && p->sent_ms >= w->srv[si].reset_ms &&
                       (r->lent_reset == 2 || (!p->answered && (r->lent_reset == 1 ||
                                                               !w->srv[si].alive)));
             }
