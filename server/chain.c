@@ -610,6 +610,13 @@ static pend *pend_new(chain *c)
     return NULL;
 }
 
+/* The slot of pd is free again (pend_new's undo). */
+static void pend_release(chain *c, pend *pd)
+{
+    pend_free(pd);
+    c->npend--;
+}
+
 static void answer_upstream(chain *c, pend *pd, int code, const char *why)
 {
     Pskv__Meta m;
@@ -650,8 +657,7 @@ static void pend_answer(chain *c, pend *pd, int code, const char *why)
 static void pend_done(chain *c, pend *pd)
 {
     pend_answer(c, pd, 0, NULL);
-    pend_free(pd);
-    c->npend--;
+    pend_release(c, pd);
 }
 
 /* pd answers msg's sender: its request id and routing id. */
@@ -703,8 +709,7 @@ static void apply_and_forward(chain *c, table *t, wire_msg *msg, const uint64_t 
     /* every row goes on, applied here or not: a re-sent push reaches the tail */
     if (forward_rows(c, pd, keys, msg->vals, n) < 0) {
         answer_upstream(c, pd, PSKV_ENOMEM, "out of memory forwarding the push");
-        pend_free(pd);
-        c->npend--;
+        pend_release(c, pd);
         return;
     }
     if (pd->outstanding == 0)
@@ -776,13 +781,11 @@ int64_t chain_close(chain *c, table *t, int64_t clock, int64_t upto, const uint6
     int64_t token = (int64_t)pd->seq;
     if (pend_close(pd, t, clock, upto, fnodes, fids, ffloors, nfolded) < 0 ||
         forward_close(c, pd, keys, vals, n, parts, np) < 0) {
-        pend_free(pd);
-        c->npend--;
+        pend_release(c, pd);
         return -PSKV_ENOMEM;
     }
     if (pd->outstanding == 0) { /* nothing could be queued: reported at once */
-        pend_free(pd);
-        c->npend--;
+        pend_release(c, pd);
         return 0;
     }
     return token;
@@ -866,6 +869,87 @@ int chain_record(chain *c, table *t, const rowset *rs, uint32_t origin, uint64_t
     return 0;
 }
 
+/* Checks a bsp close from the predecessor against what this replica holds and
+ * marks its partitions (pmark 1: takes the rows, 2: already past them; listed in
+ * touched, *nt of them) and, sparse, which rows to skip. Returns 0 or -1 (logged). */
+static int close_check(chain *c, table *t, const wire_msg *msg, const int64_t *pc, uint32_t *nt)
+{
+    const Pskv__Meta *r = msg->meta;
+    for (size_t k = 0; k < r->n_parts; k++) {
+        uint32_t p = r->parts[k];
+        if (p >= c->nparts || c->index[p] <= 0 || !c->ready[p] || c->pmark[p]) {
+            LOG_W("dropped a bsp close of table '%s' from node %u: partition %u is not "
+                  "replicated here in view epoch %llu (or listed twice)", t->name, r->sender, p,
+                  (unsigned long long)c->mb->epoch);
+            return -1;
+        }
+        if (pc[p] < r->clock) {
+            /* a close missed: applying this one would skip it. Left unanswered,
+             * the head waits (and sends again after the next view) */
+            LOG_E("bsp close of clocks %lld..%lld of table '%s', partition %u, from node %u: "
+                  "this replica has closed only clocks below %lld; not applied",
+                  (long long)r->clock, (long long)r->upto - 1, t->name, p, r->sender,
+                  (long long)pc[p]);
+            return -1;
+        }
+        c->pmark[p] = pc[p] < r->upto ? 1 : 2;
+        c->touched[(*nt)++] = p;
+    }
+    if (t->dense) {
+        /* the rows are the whole spans of the listed partitions, in list order (empty
+         * spans left out), without a keys frame */
+        uint64_t rows = 0, pf, pn;
+        for (size_t k = 0; msg->nkeys && k < r->n_parts; k++, rows += pn)
+            chain_dense_span(c, t, r->parts[k], &pf, &pn);
+        if (msg->nkeys && (msg->keys || !r->has_first_key || rows != msg->nkeys)) {
+            LOG_W("dropped a bsp close from node %u: %llu dense rows (with keys: %d) for "
+                  "partitions of %llu", r->sender, (unsigned long long)msg->nkeys,
+                  msg->keys != NULL, (unsigned long long)rows);
+            return -1;
+        }
+    } else {
+        if (grow_array((void **)&c->skip, &c->skip_cap, msg->nkeys ? msg->nkeys : 1, 1) < 0)
+            return -1;
+        part_cursor cur = {0, 0, 0};
+        uint32_t p;
+        for (uint64_t i = 0, end; i < msg->nkeys; i = end) {
+            end = run_end(c, t, msg->keys, i, msg->nkeys, &cur, &p); /* one sparse row */
+            if (!c->pmark[p]) {
+                LOG_W("dropped a bsp close from node %u: key %llu is outside its partitions",
+                      r->sender, (unsigned long long)msg->keys[i]);
+                return -1;
+            }
+            memset(c->skip + i, c->pmark[p] == 2, end - i);
+        }
+    }
+    if (msg->nvals && !upd_all_finite(msg->vals, msg->nvals)) {
+        LOG_W("dropped a bsp close from node %u: non-finite values", r->sender);
+        return -1;
+    }
+    return 0;
+}
+
+/* Applies a checked close's rows to the partitions marked 1, span by span (dense)
+ * as the head applied them. Returns 0 or -1 (logged). */
+static int close_apply(chain *c, table *t, const wire_msg *msg)
+{
+    const Pskv__Meta *r = msg->meta;
+    int rc = 0;
+    if (t->dense) {
+        uint64_t off = 0, pf, pn;
+        for (size_t k = 0; msg->nkeys && k < r->n_parts && rc == 0; k++, off += pn) {
+            chain_dense_span(c, t, r->parts[k], &pf, &pn);
+            if (pn && c->pmark[r->parts[k]] == 1)
+                rc = shard_push(t->sh, NULL, pf, pn, msg->vals + off * t->width);
+        }
+    } else if (msg->nkeys) {
+        rc = apply_rows(t, msg->keys, msg->vals, msg->nkeys, c->skip, 0);
+    }
+    if (rc < 0)
+        LOG_E("out of memory applying a bsp close of table '%s'", t->name);
+    return rc < 0 ? -1 : 0;
+}
+
 /* A bsp close from the predecessor: each listed partition at a clock in
  * [clock, upto) takes the rows and moves to upto, one already there skips them;
  * the folded pushes' ids are recorded; then on down the chain like a push. */
@@ -881,94 +965,21 @@ static void close_replicate(chain *c, table *t, wire_msg *msg)
               "partitions, ids, width or keys", r->sender);
         return;
     }
-    int bad = 0;
     uint32_t nt = 0;
-    for (size_t k = 0; k < r->n_parts && !bad; k++) {
-        uint32_t p = r->parts[k];
-        if (p >= c->nparts || c->index[p] <= 0 || !c->ready[p] || c->pmark[p]) {
-            LOG_W("dropped a bsp close of table '%s' from node %u: partition %u is not "
-                  "replicated here in view epoch %llu (or listed twice)", t->name, r->sender, p,
-                  (unsigned long long)c->mb->epoch);
-            bad = 1;
-        } else if (pc[p] < r->clock) {
-            /* a close missed: applying this one would skip it. Left unanswered,
-             * the head waits (and sends again after the next view) */
-            LOG_E("bsp close of clocks %lld..%lld of table '%s', partition %u, from node %u: "
-                  "this replica has closed only clocks below %lld; not applied",
-                  (long long)r->clock, (long long)r->upto - 1, t->name, p, r->sender,
-                  (long long)pc[p]);
-            bad = 1;
-        } else {
-            c->pmark[p] = pc[p] < r->upto ? 1 : 2;
-            c->touched[nt++] = p;
-        }
-    }
-    if (!bad && !t->dense &&
-        grow_array((void **)&c->skip, &c->skip_cap, msg->nkeys ? msg->nkeys : 1, 1) < 0)
-        bad = 1;
-    /* dense: the rows are the whole spans of the listed partitions, in list order
-     * (empty spans left out), without a keys frame; applied span by span as the head
-     * applied them */
-    uint64_t off = 0, pf, pn;
-    if (t->dense && msg->nkeys && (msg->keys || !r->has_first_key)) {
-        LOG_W("dropped a bsp close from node %u: dense rows with keys", r->sender);
-        bad = 1;
-    }
-    for (size_t k = 0; !bad && t->dense && msg->nkeys && k < r->n_parts; k++) {
-        chain_dense_span(c, t, r->parts[k], &pf, &pn);
-        off += pn;
-    }
-    if (!bad && t->dense && msg->nkeys && off != msg->nkeys) {
-        LOG_W("dropped a bsp close from node %u: %llu rows for partitions of %llu",
-              r->sender, (unsigned long long)msg->nkeys, (unsigned long long)off);
-        bad = 1;
-    }
-    part_cursor cur = {0, 0, 0};
-    for (uint64_t i = 0, end; !t->dense && i < msg->nkeys && !bad; i = end) {
-        uint64_t k = msg->keys[i];
-        uint32_t p;
-        end = run_end(c, t, msg->keys, i, msg->nkeys, &cur, &p); /* one sparse row */
-        if (!c->pmark[p]) {
-            LOG_W("dropped a bsp close from node %u: key %llu is outside its partitions",
-                  r->sender, (unsigned long long)k);
-            bad = 1;
-        } else {
-            memset(c->skip + i, c->pmark[p] == 2, end - i);
-        }
-    }
-    if (!bad && msg->nvals && !upd_all_finite(msg->vals, msg->nvals)) {
-        LOG_W("dropped a bsp close from node %u: non-finite values", r->sender);
-        bad = 1;
-    }
-    if (!bad && !c->dd && !(c->dd = dedupe_new(c->nparts)))
-        bad = 1;
-    off = 0;
-    for (size_t k = 0; !bad && t->dense && msg->nkeys && k < r->n_parts; k++, off += pn) {
-        chain_dense_span(c, t, r->parts[k], &pf, &pn);
-        if (pn && c->pmark[r->parts[k]] == 1 &&
-            shard_push(t->sh, NULL, pf, pn, msg->vals + off * t->width) < 0) {
-            LOG_E("out of memory applying a bsp close of table '%s'", t->name);
-            bad = 1;
-        }
-    }
-    if (!bad && !t->dense && msg->nkeys &&
-        apply_rows(t, msg->keys, msg->vals, msg->nkeys, c->skip, 0) < 0) {
-        LOG_E("out of memory applying a bsp close of table '%s'", t->name);
-        bad = 1;
-    }
-    for (size_t j = 0; !bad && j < r->n_folded_nodes; j++)
+    int ok = close_check(c, t, msg, pc, &nt) == 0 &&
+             (c->dd || (c->dd = dedupe_new(c->nparts))) && close_apply(c, t, msg) == 0;
+    for (size_t j = 0; ok && j < r->n_folded_nodes; j++)
         dedupe_set_floor(c->dd, r->folded_nodes[j], r->folded_floors[j]);
-    for (uint32_t k = 0; !bad && k < nt; k++) {
+    for (uint32_t k = 0; k < nt; k++) {
         uint32_t p = c->touched[k];
-        if (c->pmark[p] == 1)
+        if (ok && c->pmark[p] == 1)
             pc[p] = r->upto;
-        for (size_t j = 0; j < r->n_folded_nodes; j++)
+        for (size_t j = 0; ok && j < r->n_folded_nodes; j++)
             if (dedupe_record(c->dd, p, r->folded_nodes[j], r->folded_ids[j]) < 0)
                 LOG_W("out of memory recording a folded push id");
+        c->pmark[p] = 0;
     }
-    for (uint32_t k = 0; k < nt; k++)
-        c->pmark[c->touched[k]] = 0;
-    if (bad)
+    if (!ok)
         return;
     pend *pd = pend_new(c);
     if (!pd || pend_close(pd, t, r->clock, r->upto, r->folded_nodes, r->folded_ids,
@@ -976,10 +987,8 @@ static void close_replicate(chain *c, table *t, wire_msg *msg)
         /* applied here; the head sends it again after the next view */
         LOG_E("cannot forward a bsp close of table '%s': too many forwards waiting or out "
               "of memory", t->name);
-        if (pd) {
-            pend_free(pd);
-            c->npend--;
-        }
+        if (pd)
+            pend_release(c, pd);
         return;
     }
     pd->upstream_worker = UP_SERVER;

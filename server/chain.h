@@ -81,9 +81,10 @@ int chain_record(chain *c, table *t, const rowset *rs, uint32_t origin, uint64_t
  * applied here to the partitions `parts` (each now closed at upto), `keys`/`vals`
  * the rows of the combined update applied (none for clocks that held no
  * pushes): a sparse table's with explicit keys; a dense table's the whole spans
- * of the partitions, in the order of `parts`, keys NULL (they travel without). Sends it down each partition's chain with the (node, dedupe
- * id, floor) of every push folded in; replicas apply it with the updater, move
- * their closed clock and record the ids. Returns a token (> 0) that the close
+ * of the partitions, in the order of `parts`, keys NULL (they travel without).
+ * Sends it down each partition's chain with the (node, dedupe id, floor) of every
+ * push folded in; replicas apply it with the updater, move their closed clock and
+ * record the ids. Returns a token (> 0) that the close
  * callback reports once every tail has it, 0 when no partition has a next server
  * (nothing to wait for), or -PSKV_ENOTREADY / -PSKV_ENOMEM. */
 int64_t chain_close(chain *c, table *t, int64_t clock, int64_t upto, const uint64_t *keys,

@@ -372,17 +372,19 @@ static int64_t read_closed(const consist *c, bsp_state *b)
 }
 
 /* Partitions headed here whose closed clock is in [from, upto) move up to it;
- * with replicas, the close goes down their chains (rows, if any, and the pushes
- * folded in, as given); returns chain_close's token, 0 or an error. */
+ * with replicas, the close goes down their chains (its rows, NULL for none, and
+ * the pushes folded in). Returns chain_close's token, 0 or an error: rows that
+ * could not all be gathered (rows->err) are not sent, lest replicas move their
+ * clock without them. */
 static int64_t raise_closed(consist *c, bsp_state *b, int64_t from, int64_t upto,
-                            const uint64_t *keys, const float *vals, uint64_t n,
-                            const held *folded, size_t nfolded)
+                            const close_rows *rows, const held *folded, size_t nfolded)
 {
     int64_t *pc = part_closed(c, b->t);
     uint32_t np = pc ? chain_nparts(c->ch) : 0, nparts = 0;
     int repl = np && chain_replicas(c->ch) > 1;
     int64_t token = 0;
-    if (repl && (grow_array((void **)&c->parts, &c->capparts, np, sizeof *c->parts) < 0 ||
+    if (repl && ((rows && rows->err) ||
+                 grow_array((void **)&c->parts, &c->capparts, np, sizeof *c->parts) < 0 ||
                  grow_array((void **)&c->fnodes, &c->capfnodes, nfolded, sizeof *c->fnodes) < 0 ||
                  grow_array((void **)&c->fids, &c->capfids, nfolded, sizeof *c->fids) < 0 ||
                  grow_array((void **)&c->ffloors, &c->capffloors, nfolded,
@@ -402,8 +404,9 @@ static int64_t raise_closed(consist *c, bsp_state *b, int64_t from, int64_t upto
             c->fids[k] = folded[k].origin_id;
             c->ffloors[k] = folded[k].floor;
         }
-        token = chain_close(c->ch, b->t, from, upto, keys, vals, n, c->parts, nparts, c->fnodes,
-                            c->fids, c->ffloors, nfolded);
+        token = chain_close(c->ch, b->t, from, upto, rows ? rows->keys : NULL,
+                            rows ? rows->vals : NULL, rows ? rows->n : 0, c->parts, nparts,
+                            c->fnodes, c->fids, c->ffloors, nfolded);
     }
     if (token < 0)
         LOG_E("bsp clocks %lld..%lld of table '%s' could not be sent down the chains (%s): "
@@ -644,7 +647,7 @@ static void bsp_close(consist *c, bsp_state *b, int64_t t)
                 rc = f.err || g.err ? -PSKV_ENOMEM : 0;
             }
         }
-        if (rc < 0 || cr->err)
+        if (rc < 0)
             LOG_E("out of memory applying clock %lld of table '%s'", (long long)t, tb->name);
         /* the pushes folded in go down with the close: a new head that received it
          * acknowledges a re-sent copy instead of dropping it as late */
@@ -656,8 +659,7 @@ static void bsp_close(consist *c, bsp_state *b, int64_t t)
                 o->acks[nfold++] = tmp;
             }
         /* dense rows go as their partitions' spans, without keys */
-        int64_t token = raise_closed(c, b, t, t + 1, cr->keys, cr->vals, cr->err ? 0 : cr->n,
-                                     o->acks, nfold);
+        int64_t token = raise_closed(c, b, t, t + 1, cr, o->acks, nfold);
         for (size_t i = 0; i < o->nacks; i++) {
             held *h = &o->acks[i];
             int code = rc < 0 ? PSKV_ENOMEM : i < nfold ? 0 : PSKV_ELATE;
@@ -669,7 +671,7 @@ static void bsp_close(consist *c, bsp_state *b, int64_t t)
         }
         bsp_recycle(c, b, o);
     } else {
-        raise_closed(c, b, t, t + 1, NULL, NULL, 0, NULL, 0);
+        raise_closed(c, b, t, t + 1, NULL, NULL, 0);
     }
     b->closed = t + 1;
 }
@@ -710,7 +712,7 @@ static void bsp_advance(consist *c, bsp_state *b)
             if (b->open[s].t >= b->closed && b->open[s].t < next)
                 next = b->open[s].t;
         if (next > b->closed) { /* nothing held in between */
-            raise_closed(c, b, b->closed, next, NULL, NULL, 0, NULL, 0);
+            raise_closed(c, b, b->closed, next, NULL, NULL, 0);
             b->closed = next;
         } else {
             bsp_close(c, b, b->closed); /* every held partition at b->closed moves up */

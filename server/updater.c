@@ -83,9 +83,9 @@ int upd_all_finite(const float *v, size_t n)
 {
     /* An exponent of all ones (NaN or infinity) carries into bit 31 when 2^23 is
      * added to the masked exponent. Blocks of 16 with no early exit let the
-     * compiler keep it in vector registers: about twice the speed of a compare. */
-    /* read the floats' bits through a type that may alias them: with the caller
-     * inlined (LTO) a plain uint32_t read may be reordered before its float writes */
+     * compiler keep it in vector registers: about twice the speed of a compare.
+     * The bits are read through a type that may alias the floats: with the caller
+     * inlined (LTO), plain uint32_t reads could move before its float writes. */
     typedef uint32_t __attribute__((may_alias)) bits32;
     const bits32 *u = (const bits32 *)(const void *)v;
     uint32_t bad = 0;

@@ -98,24 +98,13 @@ static int step(pskv_worker *w, int t, uint64_t n, const float *g, float *out, i
 
 int app_bench(pskv_worker *w, cfg_entry *cfg)
 {
+    /* --size, --mode and --push were checked before joining (worker_main) */
     uint64_t size = (uint64_t)cfg_int(cfg, "size");
-    if (size % 4) {
-        fprintf(stderr, "pskv-worker: --size must be a multiple of 4\n");
-        return 2;
-    }
     const char *mode = cfg_str(cfg, "mode"), *push = cfg_str(cfg, "push");
     int copy = !strcmp(push, "copy");
-    if (!copy && strcmp(push, "nocopy")) {
-        fprintf(stderr, "pskv-worker: --push must be nocopy or copy\n");
-        return 2;
-    }
     int on[NMODES] = {!strcmp(mode, "serial") || !strcmp(mode, "both"),
                       !strcmp(mode, "pipelined") || !strcmp(mode, "both"),
                       !strcmp(mode, "stream")};
-    if (!on[SERIAL] && !on[PIPELINED] && !on[STREAM]) {
-        fprintf(stderr, "pskv-worker: --mode must be serial, pipelined, both or stream\n");
-        return 2;
-    }
     uint64_t floats = size / 4;
     uint32_t width = floats % 256 == 0 ? 256 : 1;
     uint64_t n = floats / width;

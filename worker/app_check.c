@@ -113,21 +113,16 @@ static void check_dense(ck *c, int lo_k, int hi_k, const char *when)
 
 static int push_round(ck *c, int k)
 {
-    int64_t t;
-    if (c->dn) { /* lent: the previous round's push must be over before a refill */
-        int rc = c->dn_ts > 0 ? pskv_wait(c->w, c->dn_ts, 120000) : 0;
-        if (rc < 0)
-            return rc;
-        for (uint64_t i = 0; i < c->n; i++)
-            for (int q = 0; q < DW; q++)
-                c->dn[i * DW + q] = dense_inc(c->r, k, i, q);
-        t = c->dn_ts = pskv_push_nocopy(c->w, c->td, NULL, c->n, c->dn);
-    } else {
-        for (uint64_t i = 0; i < c->n; i++)
-            for (int q = 0; q < DW; q++)
-                c->dv[i * DW + q] = dense_inc(c->r, k, i, q);
-        t = pskv_push(c->w, c->td, NULL, c->n, c->dv);
-    }
+    /* lent (dn): the previous round's push must be over before a refill */
+    int rc = c->dn && c->dn_ts > 0 ? pskv_wait(c->w, c->dn_ts, 120000) : 0;
+    if (rc < 0)
+        return rc;
+    float *dv = c->dn ? c->dn : c->dv;
+    for (uint64_t i = 0; i < c->n; i++)
+        for (int q = 0; q < DW; q++)
+            dv[i * DW + q] = dense_inc(c->r, k, i, q);
+    int64_t t = c->dn ? (c->dn_ts = pskv_push_nocopy(c->w, c->td, NULL, c->n, dv))
+                      : pskv_push(c->w, c->td, NULL, c->n, dv);
     if (t < 0)
         return (int)t;
     size_t m = 0; /* every third key again, as a gathered key list */
@@ -378,19 +373,15 @@ int app_check(pskv_worker *w, cfg_entry *cfg)
     }
     size_t own_n = OWN_KEYS * (size_t)c.W;
     c.dv = malloc(c.n * DW * sizeof(float));
-    const char *how = cfg_str(cfg, "push");
-    if (strcmp(how, "copy") && strcmp(how, "nocopy")) {
-        fprintf(stderr, "pskv-worker: --push must be nocopy or copy\n");
-        return 2;
-    }
-    c.dn = !strcmp(how, "nocopy") ? malloc(c.n * DW * sizeof(float)) : NULL;
+    int nocopy = !strcmp(cfg_str(cfg, "push"), "nocopy"); /* else "copy" (worker_main) */
+    c.dn = nocopy ? malloc(c.n * DW * sizeof(float)) : NULL;
     c.sv = malloc(c.n * SW * sizeof(float));
     c.sk = malloc(c.n * sizeof(uint64_t));
     c.dk = malloc(c.n * sizeof(uint64_t));
     uint64_t *ok = malloc(own_n * sizeof(uint64_t));
     float *ov = malloc(own_n * SW * sizeof(float)), *fv = malloc(c.n * sizeof(float));
     if (!c.dv || !c.sv || !c.sk || !c.dk || !ok || !ov || !fv ||
-        (!c.dn && !strcmp(how, "nocopy"))) {
+        (nocopy && !c.dn)) {
         printf("check FAILED: out of memory\n");
         return 1;
     }

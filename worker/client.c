@@ -90,7 +90,8 @@ typedef struct req {
     const float *lent; /* pskv_push_nocopy: the caller's values, sent without a copy */
     vbuf *lend;        /* ... and the count of ZeroMQ's references to them (no data) */
     int64_t draining_ms; /* > 0: answered or failed since then, ZeroMQ still holds lent */
-    int lent_reset;    /* drain stages done: 1 dead servers', 2 unanswered, 3 all reset */
+    int lent_reset;    /* drain stages done (drain_resets): 1 dead servers', 2 unanswered,
+                          3 all */
 } req;
 
 typedef struct srv {
@@ -752,12 +753,23 @@ static void srv_reset(pskv_worker *w, int si)
     w->lent_resets++;
 }
 
+/* Whether drain stage `stage` resets the connection of part p of a draining push:
+ * a part with lent values sent since that connection was last reset (a reset
+ * drops what was queued before it), unanswered and its server dead (1), or
+ * unanswered (2), or any (3). */
+static int drain_resets(const pskv_worker *w, const part *p, int stage)
+{
+    const srv *s = &w->srv[p->server];
+    if (p->own || p->sent_ms < s->reset_ms)
+        return 0;
+    return stage == 3 || (!p->answered && (stage == 2 || !s->alive));
+}
+
 /* An ended push whose lent values ZeroMQ still holds: released when it lets go.
  * The connections of its unanswered parts are reset at once when their server
  * died, else after LENT_RESET_MS; then every connection it used (an answered part
- * was sent whole, so this should not happen). Each stage once, and never for a
- * part sent before its connection was last reset: that dropped it (ZeroMQ lets go
- * of a closed socket's messages a moment later). */
+ * was sent whole, so this should not happen). Each stage once, each connection
+ * once per stage. */
 static void drain(pskv_worker *w, req *r, int64_t now)
 {
     if (!lent_held(r)) {
@@ -766,18 +778,11 @@ static void drain(pskv_worker *w, req *r, int64_t now)
     }
     int stage = now - r->draining_ms >= 2 * LENT_RESET_MS ? 3
                 : now - r->draining_ms >= LENT_RESET_MS ? 2 : 1;
-    for (; r->lent_reset < stage; r->lent_reset++) {
-        for (int si = 0; si < w->nservers; si++) {
-            int hit = 0;
-            for (int pi = 0; pi < r->nparts && !hit; pi++) {
-                const part *p = &r->parts[pi];
-                hit = !p->own && p->server == si && p->sent_ms >= w->srv[si].reset_ms &&
-                      (r->lent_reset == 2 || (!p->answered && (r->lent_reset == 1 ||
-                                                              !w->srv[si].alive)));
-            }
-            if (hit)
-                srv_reset(w, si);
-        }
+    while (r->lent_reset < stage) {
+        r->lent_reset++;
+        for (int pi = 0; pi < r->nparts; pi++)
+            if (drain_resets(w, &r->parts[pi], r->lent_reset))
+                srv_reset(w, r->parts[pi].server); /* later parts there: sent before it */
     }
 }
 
@@ -838,6 +843,9 @@ static void pump_spin(pskv_worker *w, long timeout_ms, int spin_us)
      * sleeping past it waiting for a message that may not come */
     if (w->nretry && timeout_ms > RETRY_DELAY_MS)
         timeout_ms = RETRY_DELAY_MS;
+    /* ZeroMQ letting go of a draining push's values wakes no poll: look every ms */
+    if (w->ndraining && timeout_ms > 1)
+        timeout_ms = 1;
     if (n == 0)
         n = zmq_poll(items, w->nservers + 1, timeout_ms);
     if (n > 0) {
@@ -880,8 +888,7 @@ static req *take_slot(pskv_worker *w)
                 return &w->reqs[i];
         if (tu_now_ms() >= deadline)
             return NULL;
-        long ms = remaining(deadline);
-        pump(w, w->ndraining && ms > 1 ? 1 : ms);
+        pump(w, remaining(deadline));
     }
 }
 
@@ -955,7 +962,7 @@ static int64_t req_fail(pskv_worker *w, req *r, int err)
     /* parts already sent may still read lent values, which the caller is free to
      * reuse once this returns: wait for ZeroMQ to let go (drain, from expire) */
     while (find_req(w, ts) && tu_now_ms() < deadline)
-        pump(w, 1);
+        pump(w, remaining(deadline));
     if (find_req(w, ts))
         LOG_E("push %lld failed, and ZeroMQ still holds its values after %lld ms: keep them "
               "until pskv_worker_close", (long long)ts, (long long)(2 * LENT_RESET_MS + 1000));
@@ -1533,9 +1540,7 @@ int pskv_wait(pskv_worker *w, int64_t ts, int timeout_ms)
         if (tu_now_ms() >= deadline)
             return set_error(w, PSKV_ETIMEDOUT, "request %lld still in flight after %d ms",
                              (long long)ts, timeout_ms);
-        /* ZeroMQ letting go of lent values wakes no poll: look every millisecond */
-        long ms = remaining(deadline);
-        pump_spin(w, r->draining_ms && ms > 1 ? 1 : ms, r->bytes <= 65536 ? w->spin_us : 0);
+        pump_spin(w, remaining(deadline), r->bytes <= 65536 ? w->spin_us : 0);
     }
     int err = failure_of(w, ts);
     if (!err && ts <= w->forgotten_ts) /* never report success for an outcome we lost */
@@ -1555,8 +1560,7 @@ int pskv_wait_all(pskv_worker *w, int timeout_ms)
         if (tu_now_ms() >= deadline)
             return set_error(w, PSKV_ETIMEDOUT, "%d requests still in flight after %d ms",
                              w->inflight, timeout_ms);
-        long ms = remaining(deadline);
-        pump(w, w->ndraining && ms > 1 ? 1 : ms);
+        pump(w, remaining(deadline));
     }
     /* late drops are expected under bsp with backups: counted, not failures */
     for (int i = failed_before; i < w->nfailed; i++)
