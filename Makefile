@@ -20,7 +20,8 @@ CFLAGS   ?=
 ifneq ($(SANITIZE),)
 SANFLAGS := -fsanitize=$(SANITIZE) -fno-sanitize-recover=all -fno-omit-frame-pointer
 endif
-ALLCFLAGS = -std=c11 $(OPT) -fPIC -MMD -MP $(WARN) $(SANFLAGS) -Icommon -Iworker -I$(BUILD)/gen \
+# Roles share code only through common/: each folder adds its own includes (ROLE_INC below).
+ALLCFLAGS = -std=c11 $(OPT) -fPIC -MMD -MP $(WARN) $(SANFLAGS) -Icommon $(ROLE_INC) -I$(BUILD)/gen \
             $(PKG_CFLAGS) $(CFLAGS)
 LDLIBS   = $(PKG_LIBS) -lz -lm -lpthread
 LDFLAGS  += $(SANFLAGS)
@@ -29,17 +30,23 @@ GEN_C    := $(BUILD)/gen/pskv.pb-c.c
 GEN_H    := $(BUILD)/gen/pskv.pb-c.h
 COMMON   := $(wildcard common/*.c)
 COMMON_O := $(COMMON:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/pskv.pb-c.o
-LIB_SRC  := worker/client.c
+# worker/: libpskv (pskv.h and its modules); worker/apps/: pskv-worker's apps;
+# worker/data/: data readers, model files and the sparse generator.
+LIB_SRC  := $(wildcard worker/*.c)
 LIB_O    := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(COMMON_O)
-SCHED_O  := $(BUILD)/obj/scheduler/scheduler.o $(BUILD)/obj/scheduler/manifest.o
+SCHED_SRC := $(filter-out scheduler/pskvctl.c,$(wildcard scheduler/*.c))
+SCHED_O  := $(SCHED_SRC:%.c=$(BUILD)/obj/%.o)
 CTL_O    := $(BUILD)/obj/scheduler/pskvctl.o
 SERVER_SRC := $(wildcard server/*.c)
 SERVER_O := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o)
 SERVER_LIB_O := $(filter-out $(BUILD)/obj/server/server_main.o,$(SERVER_O))
-WORKER_SRC := $(filter-out $(LIB_SRC) worker/gen_sparse.c,$(wildcard worker/*.c))
+DATA_SRC := $(filter-out worker/data/gen_sparse.c,$(wildcard worker/data/*.c))
+DATA_O   := $(DATA_SRC:%.c=$(BUILD)/obj/%.o)
+APP_SRC  := $(wildcard worker/apps/*.c)
+APP_O    := $(APP_SRC:%.c=$(BUILD)/obj/%.o)
+WORKER_O := $(APP_O) $(DATA_O)
 # worker code the unit tests link (readers and models; no main)
-WORKER_UNIT_O := $(BUILD)/obj/worker/idx.o $(BUILD)/obj/worker/libsvm.o $(BUILD)/obj/worker/model.o
-WORKER_O := $(WORKER_SRC:%.c=$(BUILD)/obj/%.o)
+WORKER_UNIT_O := $(DATA_O) $(BUILD)/obj/worker/apps/model.o
 UNIT_SRC := $(wildcard test/unit/*.c)
 UNIT_O   := $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 
@@ -67,13 +74,16 @@ $(BUILD)/obj/gen/pskv.pb-c.o: $(GEN_C)
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 $(OPT) -fPIC $(SANFLAGS) $(PKG_CFLAGS) -I$(BUILD)/gen -c $< -o $@
 
+$(BUILD)/obj/worker/apps/%.o: ROLE_INC := -Iworker -Iworker/data
+$(BUILD)/obj/test/unit/%.o: ROLE_INC := -Iserver -Iworker/apps -Iworker/data
+
 $(BUILD)/obj/%.o: %.c $(GEN_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALLCFLAGS) -c $< -o $@
 
 $(BUILD)/obj/test/unit/%.o: test/unit/%.c $(GEN_H)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALLCFLAGS) -Iserver $(CHECK_CFLAGS) -c $< -o $@
+	$(CC) $(ALLCFLAGS) $(CHECK_CFLAGS) -c $< -o $@
 
 $(BUILD)/lib/libpskv.a: $(LIB_O)
 	@mkdir -p $(dir $@)
@@ -99,7 +109,7 @@ $(BIN)/pskv-worker: $(WORKER_O) $(BUILD)/lib/libpskv.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BIN)/pskv-gen-sparse: $(BUILD)/obj/worker/gen_sparse.o $(COMMON_O)
+$(BIN)/pskv-gen-sparse: $(BUILD)/obj/worker/data/gen_sparse.o $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
