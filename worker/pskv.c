@@ -31,143 +31,17 @@
 #include "net.h"
 #include "ring.h"
 #include "timeutil.h"
+#include "vbuf.h"
 #include "wire.h"
+#include "wplan.h"
+#include "wpump.h"
+#include "wreq.h"
+#include "wsend.h"
+#include "wstate.h"
+#include "wview.h"
 
-#define MAX_PARTS 65535
-#define RETRY_DELAY_MS 5 /* a refused part (stale placement, copy on its way) goes again */
-#define FAILED_KEEP 4096 /* failed requests whose outcome pskv_wait can still tell */
-#define LENT_RESET_MS 100 /* a lent array ZeroMQ still holds this long after its push
-                             ended: the connections holding it are reset */
 
-enum req_type { REQ_FREE = 0, REQ_OPEN, REQ_PUSH, REQ_PULL, REQ_ASSIGN, REQ_SCAN };
-
-typedef struct scan_out { /* rows gathered by pskv_pull_all */
-    uint64_t *keys;
-    float *vals;
-    size_t n, cap;
-} scan_out;
-
-typedef struct vbuf { /* values and keys shared with ZeroMQ's zero-copy sends */
-    atomic_int refs;
-    size_t bytes;
-    _Alignas(16) unsigned char data[];
-} vbuf;
-
-typedef struct part {
-    int server;        /* index into w->srv */
-    uint64_t n;        /* rows in this part */
-    uint64_t seg0, nseg; /* run part: its runs r->segs[seg0 .. seg0+nseg) (first, count) */
-    uint64_t off;      /* row offset of this part's values (and keys) in its buffer */
-    uint32_t *idx;     /* gathered part: caller row of each key */
-    vbuf *own;         /* re-sent part: its own keys (then values); idx owned too */
-    int answered;      /* its server replied (so ZeroMQ sent all of it) */
-    uint64_t dedupe_id; /* wire request id of the first send of these rows */
-    int64_t retry_at;  /* > 0: re-plan and send again at this time */
-    int64_t sent_ms;   /* when it was sent */
-    uint64_t epoch;    /* the view it was planned on */
-    int done;
-} part;
-
-typedef struct req {
-    enum req_type type;
-    int64_t ts;
-    int64_t clock;     /* the worker's clock when it was made: every send carries it */
-    int table;
-    int nparts, pending;
-    part *parts;
-    uint64_t first;    /* dense run request: its first key */
-    uint64_t *segs;    /* run parts' runs, pairs (first, count) */
-    uint32_t *idx;     /* gathered rows, all parts */
-    float *out;        /* pull destination */
-    vbuf *buf;         /* push values (and gathered keys) */
-    size_t kbytes;     /* bytes of gathered keys at the front of buf */
-    int assign;        /* a push that overwrites (pskv_assign) */
-    int err;
-    int64_t deadline_ms;
-    int64_t vclock;    /* pull: the oldest clock its parts' values reflect */
-    size_t bytes;      /* values moved: small requests are waited for by spinning */
-    scan_out *scan;    /* pskv_pull_all: where the rows go */
-    const float *lent; /* pskv_push_nocopy: the caller's values, sent without a copy */
-    vbuf *lend;        /* ... and the count of ZeroMQ's references to them (no data) */
-    int64_t draining_ms; /* > 0: answered or failed since then, ZeroMQ still holds lent */
-    int lent_reset;    /* drain stages done (drain_resets): 1 dead servers', 2 unanswered,
-                          3 all */
-} req;
-
-typedef struct srv {
-    uint32_t id;
-    char host[128];
-    int port;
-    int alive;
-    int catchup; /* placement changed: owed this worker's clock (catch_up) */
-    uint64_t refused; /* pushes this server refused for a retry, as it counts them */
-    int64_t reset_ms; /* when sock last replaced a connection (srv_reset), or 0 */
-    void *sock;
-} srv;
-
-typedef struct tbl {
-    char name[128];
-    uint64_t id;
-    int dense;
-    uint64_t size;
-    uint32_t width;
-    int async;         /* its pushes may be re-sent after a silence (servers drop duplicates) */
-    int bsp;           /* its pushes are acknowledged only when their clock closes */
-} tbl;
-
-struct pskv_worker {
-    void *ctx;
-    member mb;
-    int nworkers, nservers;
-    srv *srv;
-    uint32_t nparts, R;   /* placement of the latest view */
-    int *head, *tail;     /* per partition: index into srv of the head and tail, -1 = lost */
-    int nretry;           /* parts waiting to be sent again */
-    uint32_t failover_node; /* a server replaced while pushes to it were in flight */
-    int64_t failover_ms;    /* when the view that replaced it arrived */
-    /* scratch sized once for the view, so a request allocates only what it keeps */
-    zmq_pollitem_t *items; /* scheduler socket, then one per server */
-    uint64_t *count;       /* keys per server while grouping */
-    int *pindex;           /* part of each server while grouping */
-    uint32_t *owner;       /* server of each key while grouping; grows */
-    size_t owner_cap;
-    tbl *tables;
-    int ntables;
-    req *reqs;
-    int window, inflight;
-    int ndraining;          /* requests ended but waiting for ZeroMQ to let go of lent */
-    uint64_t lent_pushes, lent_drained, lent_resets; /* for the log at close */
-    int64_t next_ts;
-    int64_t catchup_ts; /* since a placement change: pushes below it go before the clock */
-    uint64_t catchup_epoch; /* bsp: parts planned on an older view must be answered first */
-    int request_timeout_ms;
-    size_t chunk_bytes;
-    int spin_us;
-    int retry_ms;
-    int64_t next_silence_check;
-    struct { int64_t ts; int err; } failed[FAILED_KEEP];
-    int nfailed;
-    int64_t forgotten_ts;   /* newest failed timestamp pushed out of failed[] */
-    uint64_t barrier_seq, barrier_done;
-    int finish_acked;
-    char last_error[512];
-    pthread_t hb_thread;
-    atomic_int hb_stop;
-    int hb_started;
-    char sched[300];
-    _Atomic int64_t clock;  /* iterations finished; pushes and pulls carry it */
-    uint64_t late_drops;    /* bsp pushes answered "dropped: late" */
-    int64_t values_clock;   /* clock the last completed pull's values reflect */
-    int64_t max_message;
-    _Atomic int64_t progress[3]; /* epoch, step, position: sent with heartbeats */
-    uint64_t ckpt_done;          /* checkpoint answer: its number */
-    int ckpt_err;                /* or its error */
-    uint64_t ckpt_req;           /* request id of the checkpoint asked for */
-};
-
-static int set_error(pskv_worker *w, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int set_error(pskv_worker *w, int code, const char *fmt, ...)
+int wst_error(pskv_worker *w, int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -238,6 +112,20 @@ static void *heartbeat_main(void *arg)
     return NULL;
 }
 
+void wview_heartbeat_start(pskv_worker *w)
+{
+    if (pthread_create(&w->hb_thread, NULL, heartbeat_main, w) == 0)
+        w->hb_started = 1;
+}
+
+void wview_heartbeat_stop(pskv_worker *w)
+{
+    if (w->hb_started) {
+        atomic_store(&w->hb_stop, 1);
+        pthread_join(w->hb_thread, NULL);
+    }
+}
+
 /* ---- view ---------------------------------------------------------------- */
 
 static int srv_index(const pskv_worker *w, uint32_t id)
@@ -251,7 +139,7 @@ static int srv_index(const pskv_worker *w, uint32_t id)
 /* Every server's next clock waits until each push sent so far is acknowledged
  * (catch_up): after a placement change, or a push refused to be sent again, a
  * re-sent push then reaches its server before the clock that covers it. */
-static void hold_clocks(pskv_worker *w)
+void wview_hold_clocks(pskv_worker *w)
 {
     for (int i = 0; i < w->nservers; i++)
         w->srv[i].catchup = 1;
@@ -261,7 +149,7 @@ static void hold_clocks(pskv_worker *w)
 
 /* Applies the latest view: servers (dialled once each), their liveness, and the
  * head and tail of every partition. Called at open and on every new view. */
-static int apply_view(pskv_worker *w, int64_t max_message)
+int wview_apply(pskv_worker *w, int64_t max_message)
 {
     Pskv__View *v = w->mb.view;
     int ns = 0, nw = 0;
@@ -272,11 +160,11 @@ static int apply_view(pskv_worker *w, int64_t max_message)
             nw = v->nodes[i]->rank + 1;
     }
     if (ns == 0 || ns > MAX_PARTS)
-        return set_error(w, PSKV_EPROTO, "the view lists %d servers", ns);
+        return wst_error(w, PSKV_EPROTO, "the view lists %d servers", ns);
     if (!v->partitions || !v->replicas || v->n_chains != (size_t)v->partitions * v->replicas)
-        return set_error(w, PSKV_EPROTO, "the view has no valid partition chains");
+        return wst_error(w, PSKV_EPROTO, "the view has no valid partition chains");
     if (w->nparts && (v->partitions != w->nparts || v->replicas != w->R))
-        return set_error(w, PSKV_EPROTO, "the view changed the partition count");
+        return wst_error(w, PSKV_EPROTO, "the view changed the partition count");
     if (ns > w->nservers) { /* room for servers not seen before */
         srv *s2 = realloc(w->srv, (size_t)ns * sizeof *s2);
         if (s2)
@@ -291,7 +179,7 @@ static int apply_view(pskv_worker *w, int64_t max_message)
         if (pi)
             w->pindex = pi;
         if (!s2 || !it || !cnt || !pi)
-            return set_error(w, PSKV_ENOMEM, "out of memory");
+            return wst_error(w, PSKV_ENOMEM, "out of memory");
     }
     for (size_t i = 0; i < v->n_nodes; i++) {
         Pskv__Node *n = v->nodes[i];
@@ -307,7 +195,7 @@ static int apply_view(pskv_worker *w, int64_t max_message)
             s->port = (int)n->port;
             s->sock = net_socket(w->ctx, ZMQ_DEALER, max_message, 0);
             if (!s->sock || net_connect(s->sock, s->host, s->port) < 0)
-                return set_error(w, PSKV_ENET, "cannot connect to server %s:%d: %s", s->host,
+                return wst_error(w, PSKV_ENET, "cannot connect to server %s:%d: %s", s->host,
                                  s->port, zmq_strerror(errno));
         }
         w->srv[k].alive = !(n->state && !strcmp(n->state, "dead"));
@@ -319,7 +207,7 @@ static int apply_view(pskv_worker *w, int64_t max_message)
         w->head = malloc(w->nparts * sizeof *w->head);
         w->tail = malloc(w->nparts * sizeof *w->tail);
         if (!w->head || !w->tail)
-            return set_error(w, PSKV_ENOMEM, "out of memory");
+            return wst_error(w, PSKV_ENOMEM, "out of memory");
     }
     for (uint32_t p = 0; p < w->nparts; p++) {
         const uint32_t *c = &v->chains[(size_t)p * w->R];
@@ -335,7 +223,7 @@ static int apply_view(pskv_worker *w, int64_t max_message)
         w->tail[p] = tail;
     }
     if (moved)
-        hold_clocks(w);
+        wview_hold_clocks(w);
     w->nworkers = nw;
     return 0;
 }
@@ -381,7 +269,7 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
     char why[400], host[256], shost[256];
     int sport, rc;
     if (net_split_hostport(cfg.scheduler, shost, sizeof shost, &sport) < 0) {
-        rc = set_error(w, PSKV_EINVAL, "scheduler address '%s' is not HOST:PORT", cfg.scheduler);
+        rc = wst_error(w, PSKV_EINVAL, "scheduler address '%s' is not HOST:PORT", cfg.scheduler);
         goto fail;
     }
     rc = net_pick_advertise(cfg.advertise, cfg.interface, shost, host, sizeof host, why,
@@ -389,22 +277,22 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
     if (rc == 0)
         rc = net_check_advertise(host, shost, why, sizeof why);
     if (rc < 0) {
-        set_error(w, rc, "%s", why);
+        wst_error(w, rc, "%s", why);
         goto fail;
     }
     rc = member_open(&w->mb, w->ctx, cfg.scheduler, PSKV__ROLE__WORKER, cfg.rank, host, 0,
                      cfg.job_id, cfg.connect_timeout_s, cfg.max_message, why, sizeof why);
     if (rc < 0) {
-        set_error(w, rc, "%s", why);
+        wst_error(w, rc, "%s", why);
         goto fail;
     }
     log_set_node((int)w->mb.node_id);
     rc = member_wait_view(&w->mb, cfg.join_timeout_s, why, sizeof why);
     if (rc < 0) {
-        set_error(w, rc, "%s", why);
+        wst_error(w, rc, "%s", why);
         goto fail;
     }
-    rc = apply_view(w, cfg.max_message);
+    rc = wview_apply(w, cfg.max_message);
     if (rc < 0)
         goto fail;
     /* a worker joining a running job (its rank died and it took it over) counts
@@ -422,8 +310,7 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
         LOG_I("joined a running job: starting at clock %lld (the slowest live worker's)",
               (long long)slowest);
     }
-    if (pthread_create(&w->hb_thread, NULL, heartbeat_main, w) == 0)
-        w->hb_started = 1;
+    wview_heartbeat_start(w);
     LOG_I("worker rank %d of %d (node %u) joined job %llu with %d servers", w->mb.rank,
           w->nworkers, w->mb.node_id, (unsigned long long)w->mb.job_id, w->nservers);
     *out = w;
@@ -437,7 +324,7 @@ fail:
 
 /* ---- requests ------------------------------------------------------------ */
 
-static void vbuf_unref(void *data, void *hint)
+void vbuf_unref(void *data, void *hint)
 {
     (void)data;
     vbuf *b = hint;
@@ -445,7 +332,7 @@ static void vbuf_unref(void *data, void *hint)
         free(b);
 }
 
-static vbuf *vbuf_new(size_t bytes)
+vbuf *vbuf_new(size_t bytes)
 {
     vbuf *b = malloc(sizeof *b + (bytes ? bytes : 1));
     if (!b)
@@ -455,7 +342,7 @@ static vbuf *vbuf_new(size_t bytes)
     return b;
 }
 
-static void req_release(req *r)
+void wreq_release(req *r)
 {
     for (int i = 0; r->parts && i < r->nparts; i++) {
         if (r->parts[i].own) {
@@ -480,12 +367,10 @@ static void record_failure(pskv_worker *w, int64_t ts, int err)
     w->nfailed++;
 }
 
-static int lent_held(const req *r) { return r->lend && atomic_load(&r->lend->refs) > 1; }
-
 /* Frees the slot of an ended request, unless ZeroMQ still holds the caller's
  * lent values: then it stays in the window, `draining`, until expire sees them
  * released, so pskv_wait cannot return while ZeroMQ may still read them. */
-static void retire(pskv_worker *w, req *r)
+void wreq_retire(pskv_worker *w, req *r)
 {
     for (int pi = 0; pi < r->nparts; pi++) { /* late replies to it are dropped */
         part *p = &r->parts[pi];
@@ -495,7 +380,7 @@ static void retire(pskv_worker *w, req *r)
         }
         p->done = 1;
     }
-    if (lent_held(r)) {
+    if (vbuf_lent_held(r)) {
         if (!r->draining_ms) {
             r->draining_ms = tu_now_ms();
             w->ndraining++;
@@ -505,11 +390,11 @@ static void retire(pskv_worker *w, req *r)
     }
     if (r->draining_ms)
         w->ndraining--;
-    req_release(r);
+    wreq_release(r);
     w->inflight--;
 }
 
-static void req_finish(pskv_worker *w, req *r)
+void wreq_finish(pskv_worker *w, req *r)
 {
     if (r->type == REQ_PULL && !r->err && r->vclock != INT64_MAX)
         w->values_clock = r->vclock;
@@ -520,15 +405,7 @@ static void req_finish(pskv_worker *w, req *r)
         else
             LOG_W("request %lld failed: %s", (long long)r->ts, w->last_error);
     }
-    retire(w, r);
-}
-
-static req *find_req(pskv_worker *w, int64_t ts)
-{
-    for (int i = 0; i < w->window; i++)
-        if (w->reqs[i].type != REQ_FREE && w->reqs[i].ts == ts)
-            return &w->reqs[i];
-    return NULL;
+    wreq_retire(w, r);
 }
 
 static void on_reply(pskv_worker *w, int si, wire_msg *msg)
@@ -538,11 +415,11 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
         /* a push this server will see again: no clock of this worker may reach any
          * server before it has landed (whether or not the request is still here) */
         w->srv[si].refused = m->refused;
-        hold_clocks(w);
+        wview_hold_clocks(w);
     }
     int64_t ts = (int64_t)(m->request_id >> 16);
     int pi = (int)(m->request_id & 0xffff);
-    req *r = m->has_request_id ? find_req(w, ts) : NULL;
+    req *r = m->has_request_id ? wreq_find(w, ts) : NULL;
     if (!r || pi >= r->nparts || r->parts[pi].server != si || r->parts[pi].done) {
         LOG_D("dropped a %s for no request in flight (id %llu) from %s",
               wire_type_name((int)m->type), (unsigned long long)m->request_id, msg->peer);
@@ -568,14 +445,14 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
         atomic_store(&w->clock, m->clock);
     if (m->type == PSKV__MSG_TYPE__ERROR && m->error_code == PSKV_ELATE) {
         if (!r->err) { /* once per push, whatever the number of servers */
-            r->err = set_error(w, PSKV_ELATE, "push %lld dropped by server node %u: late "
+            r->err = wst_error(w, PSKV_ELATE, "push %lld dropped by server node %u: late "
                                "(clock %lld had closed)", (long long)r->ts, s->id,
                                (long long)m->clock);
             w->late_drops++;
         }
     } else if (m->type == PSKV__MSG_TYPE__ERROR) {
         if (!r->err)
-            r->err = set_error(w, m->error_code ? m->error_code : PSKV_EPROTO,
+            r->err = wst_error(w, m->error_code ? m->error_code : PSKV_EPROTO,
                                "server node %u (%s:%d): %s", s->id, s->host, s->port,
                                m->error ? m->error : pskv_strerror(m->error_code));
     } else if (r->type == REQ_SCAN) {
@@ -585,7 +462,7 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
         if (m->type != PSKV__MSG_TYPE__PULL_REPLY || m->width != t->width ||
             (k && !msg->keys)) {
             if (!r->err)
-                r->err = set_error(w, PSKV_EPROTO, "server node %u sent a malformed whole-table "
+                r->err = wst_error(w, PSKV_EPROTO, "server node %u sent a malformed whole-table "
                                    "reply (%s)", s->id, wire_type_name((int)m->type));
         } else if (k && o->n + k > o->cap) {
             size_t cap = o->cap ? o->cap : 1024;
@@ -600,7 +477,7 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
             if (gk && gv)
                 o->cap = cap;
             else if (!r->err)
-                r->err = set_error(w, PSKV_ENOMEM, "out of memory gathering the table");
+                r->err = wst_error(w, PSKV_ENOMEM, "out of memory gathering the table");
         }
         if (!r->err && k) {
             memcpy(o->keys + o->n, msg->keys, k * sizeof *o->keys);
@@ -613,7 +490,7 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
             r->vclock = m->clock; /* the oldest part decides */
         if (m->type != PSKV__MSG_TYPE__PULL_REPLY || msg->nkeys != p->n || m->width != t->width) {
             if (!r->err)
-                r->err = set_error(w, PSKV_EPROTO,
+                r->err = wst_error(w, PSKV_EPROTO,
                                    "server node %u sent a malformed pull reply (%s, %llu keys)",
                                    s->id, wire_type_name((int)m->type),
                                    (unsigned long long)msg->nkeys);
@@ -634,7 +511,7 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
         Pskv__MsgType want =
             r->type == REQ_PUSH ? PSKV__MSG_TYPE__PUSH_ACK : PSKV__MSG_TYPE__TABLE_OPEN_ACK;
         if (m->type != want && !r->err)
-            r->err = set_error(w, PSKV_EPROTO, "server node %u answered %s to a %s", s->id,
+            r->err = wst_error(w, PSKV_EPROTO, "server node %u answered %s to a %s", s->id,
                                wire_type_name((int)m->type), wire_type_name((int)want));
     }
     p->done = p->answered = 1;
@@ -645,16 +522,14 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
         w->failover_node = 0;
     }
     if (--r->pending == 0)
-        req_finish(w, r);
+        wreq_finish(w, r);
 }
-
-static void resend_due(pskv_worker *w, int view_changed);
 
 /* Tells the live servers whose `catchup` flag equals `catchup` (0: the usual
  * ones; 1: those owed its clock since a placement change) that this worker finished clock `clock`, on the data sockets: behind the
  * pushes already sent to the same server. clock < 0 sends nothing. Servers keep
  * the largest they hear. */
-static int send_clock(pskv_worker *w, int64_t clock, int catchup)
+int wsend_clock(pskv_worker *w, int64_t clock, int catchup)
 {
     if (clock < 0)
         return 0;
@@ -666,13 +541,13 @@ static int send_clock(pskv_worker *w, int64_t clock, int catchup)
         m.refused = w->srv[i].refused; /* a server ignores the clock if it refused more */
         if (w->srv[i].alive && w->srv[i].catchup == catchup &&
             wire_send(w->srv[i].sock, NULL, &m, NULL, NULL) < 0)
-            return set_error(w, PSKV_ENET, "cannot send CLOCK to server %s:%d: %s",
+            return wst_error(w, PSKV_ENET, "cannot send CLOCK to server %s:%d: %s",
                              w->srv[i].host, w->srv[i].port, zmq_strerror(errno));
     }
     return 0;
 }
 
-static void on_scheduler(pskv_worker *w)
+void wview_on_scheduler(pskv_worker *w)
 {
     for (;;) {
         wire_msg msg;
@@ -683,10 +558,10 @@ static void on_scheduler(pskv_worker *w)
             continue;
         Pskv__Meta *m = msg.meta;
         if (!m) { /* a new view: parts sent to a server that died go to the new owners */
-            if (apply_view(w, w->max_message) < 0) {
+            if (wview_apply(w, w->max_message) < 0) {
                 LOG_E("view epoch %llu: %s", (unsigned long long)w->mb.epoch, w->last_error);
             } else {
-                resend_due(w, 1);
+                wsend_resend_due(w, 1);
             }
         } else if (m->type == PSKV__MSG_TYPE__BARRIER_DONE && m->seq > w->barrier_done)
             w->barrier_done = m->seq;
@@ -696,11 +571,11 @@ static void on_scheduler(pskv_worker *w)
             w->ckpt_done = m->seq ? m->seq : 1;
         else if (m && m->type == PSKV__MSG_TYPE__ERROR && w->ckpt_req &&
                  m->request_id == w->ckpt_req) {
-            w->ckpt_err = set_error(w, m->error_code ? m->error_code : PSKV_EIO,
+            w->ckpt_err = wst_error(w, m->error_code ? m->error_code : PSKV_EIO,
                                     "checkpoint: %s", m->error ? m->error : "failed");
         }
         else if (m && m->type == PSKV__MSG_TYPE__ERROR)
-            set_error(w, m->error_code, "scheduler: %s", m->error ? m->error : "error");
+            wst_error(w, m->error_code, "scheduler: %s", m->error ? m->error : "error");
         wire_msg_close(&msg);
     }
 }
@@ -710,7 +585,7 @@ static void on_scheduler(pskv_worker *w)
  * before is acknowledged (bsp: sent again, see below): a part re-sent to a new
  * owner, or refused and planned again, then reaches its server before the clock
  * that covers it, as the ssp bound and bsp closes need. */
-static void catch_up(pskv_worker *w)
+void wview_catch_up(pskv_worker *w)
 {
     for (int i = 0; i < w->window; i++) {
         req *r = &w->reqs[i];
@@ -729,7 +604,7 @@ static void catch_up(pskv_worker *w)
                 return;
         }
     }
-    if (send_clock(w, atomic_load(&w->clock) - 1, 1) < 0)
+    if (wsend_clock(w, atomic_load(&w->clock) - 1, 1) < 0)
         LOG_W("%s", w->last_error);
     for (int i = 0; i < w->nservers; i++)
         w->srv[i].catchup = 0;
@@ -770,10 +645,10 @@ static int drain_resets(const pskv_worker *w, const part *p, int stage)
  * died, else after LENT_RESET_MS; then every connection it used (an answered part
  * was sent whole, so this should not happen). Each stage once, each connection
  * once per stage. */
-static void drain(pskv_worker *w, req *r, int64_t now)
+void vbuf_drain(pskv_worker *w, req *r, int64_t now)
 {
-    if (!lent_held(r)) {
-        retire(w, r);
+    if (!vbuf_lent_held(r)) {
+        wreq_retire(w, r);
         return;
     }
     int stage = now - r->draining_ms >= 2 * LENT_RESET_MS ? 3
@@ -790,16 +665,16 @@ static void expire(pskv_worker *w)
 {
     int64_t now0 = tu_now_ms();
     if (w->nretry || (w->retry_ms && now0 >= w->next_silence_check)) {
-        resend_due(w, 0);
+        wsend_resend_due(w, 0);
         w->next_silence_check = now0 + 50;
     }
     if (w->catchup_ts) /* after the re-sends: the clock goes out behind them */
-        catch_up(w);
+        wview_catch_up(w);
     int64_t now = tu_now_ms();
     for (int i = 0; i < w->window; i++) {
         req *r = &w->reqs[i];
         if (r->type != REQ_FREE && r->draining_ms) {
-            drain(w, r, now);
+            vbuf_drain(w, r, now);
             continue;
         }
         if (r->type == REQ_FREE || now < r->deadline_ms)
@@ -807,26 +682,21 @@ static void expire(pskv_worker *w)
         for (int p = 0; p < r->nparts; p++)
             if (!r->parts[p].done) {
                 srv *s = &w->srv[r->parts[p].server];
-                r->err = set_error(w, PSKV_ETIMEDOUT,
+                r->err = wst_error(w, PSKV_ETIMEDOUT,
                                    "request %lld: no answer from server node %u (%s:%d) within %d ms",
                                    (long long)r->ts, s->id, s->host, s->port,
                                    w->request_timeout_ms);
                 break;
             }
-        req_finish(w, r);
+        wreq_finish(w, r);
     }
 }
-
-static void pump_spin(pskv_worker *w, long timeout_ms, int spin_us);
-
-/* Processes whatever arrives within timeout_ms (0 = only what is waiting). */
-static void pump(pskv_worker *w, long timeout_ms) { pump_spin(w, timeout_ms, 0); }
 
 /* Like pump, but first looks again without sleeping for up to spin_us: a reply to
  * a small request usually comes within tens of microseconds, and sleeping costs a
  * wake-up per reply (the 4 KiB step is a third faster). Not for large transfers,
  * where the spinning core is better left to ZeroMQ's I/O threads. */
-static void pump_spin(pskv_worker *w, long timeout_ms, int spin_us)
+void wpump_spin(pskv_worker *w, long timeout_ms, int spin_us)
 {
     zmq_pollitem_t *items = w->items;
     if (!items) /* no view applied (a failed open): nothing to poll */
@@ -850,7 +720,7 @@ static void pump_spin(pskv_worker *w, long timeout_ms, int spin_us)
         n = zmq_poll(items, w->nservers + 1, timeout_ms);
     if (n > 0) {
         if (items[0].revents & ZMQ_POLLIN)
-            on_scheduler(w);
+            wview_on_scheduler(w);
         for (int i = 0; i < w->nservers; i++) {
             if (!(items[i + 1].revents & ZMQ_POLLIN))
                 continue;
@@ -872,12 +742,6 @@ static void pump_spin(pskv_worker *w, long timeout_ms, int spin_us)
     expire(w);
 }
 
-static long remaining(int64_t deadline)
-{
-    int64_t left = deadline - tu_now_ms();
-    return left < 0 ? 0 : left > 100 ? 100 : (long)left;
-}
-
 /* A free request slot, waiting (bounded) while the window is full. */
 static req *take_slot(pskv_worker *w)
 {
@@ -888,37 +752,35 @@ static req *take_slot(pskv_worker *w)
                 return &w->reqs[i];
         if (tu_now_ms() >= deadline)
             return NULL;
-        pump(w, remaining(deadline));
+        wpump(w, wst_remaining(deadline));
     }
 }
 
-static int send_part(pskv_worker *w, req *r, int pi, Pskv__Meta *m, zmq_msg_t *keys,
-                     zmq_msg_t *vals)
+int wsend_part(pskv_worker *w, req *r, int pi, Pskv__Meta *m, zmq_msg_t *keys,
+               zmq_msg_t *vals)
 {
     part *p = &r->parts[pi];
     m->has_request_id = 1;
     m->request_id = ((uint64_t)r->ts << 16) | (uint64_t)pi;
     if (wire_send(w->srv[p->server].sock, NULL, m, keys, vals) < 0)
-        return set_error(w, PSKV_ENET, "cannot send to server %s:%d: %s", w->srv[p->server].host,
+        return wst_error(w, PSKV_ENET, "cannot send to server %s:%d: %s", w->srv[p->server].host,
                          w->srv[p->server].port, zmq_strerror(errno));
     return 0;
 }
 
-static req *new_req(pskv_worker *w, enum req_type type, int table, int nparts);
-
 /* A request with one part per live server (parts[i].server set); NULL with the
  * error in *err (and last_error) when no server lives or the window stays full. */
-static req *new_req_live(pskv_worker *w, enum req_type type, int table, int *err)
+req *wreq_new_live(pskv_worker *w, enum req_type type, int table, int *err)
 {
     int nlive = 0;
     for (int i = 0; i < w->nservers; i++)
         nlive += w->srv[i].alive;
     if (!nlive) {
-        *err = set_error(w, PSKV_ELOST, "no live server in view epoch %llu",
+        *err = wst_error(w, PSKV_ELOST, "no live server in view epoch %llu",
                          (unsigned long long)w->mb.epoch);
         return NULL;
     }
-    req *r = new_req(w, type, table, nlive);
+    req *r = wreq_new(w, type, table, nlive);
     *err = r ? 0 : -PSKV_ETIMEDOUT;
     for (int pi = 0, si = 0; r && pi < nlive; pi++, si++) {
         while (!w->srv[si].alive)
@@ -928,17 +790,17 @@ static req *new_req_live(pskv_worker *w, enum req_type type, int table, int *err
     return r;
 }
 
-static req *new_req(pskv_worker *w, enum req_type type, int table, int nparts)
+req *wreq_new(pskv_worker *w, enum req_type type, int table, int nparts)
 {
     req *r = take_slot(w);
     if (!r) {
-        set_error(w, PSKV_ETIMEDOUT, "window of %d requests still full after %d ms", w->window,
+        wst_error(w, PSKV_ETIMEDOUT, "window of %d requests still full after %d ms", w->window,
                   w->request_timeout_ms);
         return NULL;
     }
     r->parts = calloc((size_t)nparts, sizeof *r->parts);
     if (!r->parts) {
-        set_error(w, PSKV_ENOMEM, "out of memory");
+        wst_error(w, PSKV_ENOMEM, "out of memory");
         return NULL;
     }
     r->type = type;
@@ -954,38 +816,25 @@ static req *new_req(pskv_worker *w, enum req_type type, int table, int nparts)
 
 /* Abandons a request that could not be sent whole: parts already sent are
  * answered into nothing (their replies no longer match a request). */
-static int64_t req_fail(pskv_worker *w, req *r, int err)
+int64_t wreq_fail(pskv_worker *w, req *r, int err)
 {
     record_failure(w, r->ts, err);
     int64_t ts = r->ts, deadline = tu_now_ms() + 2 * LENT_RESET_MS + 1000;
-    retire(w, r);
+    wreq_retire(w, r);
     /* parts already sent may still read lent values, which the caller is free to
      * reuse once this returns: wait for ZeroMQ to let go (drain, from expire) */
-    while (find_req(w, ts) && tu_now_ms() < deadline)
-        pump(w, remaining(deadline));
-    if (find_req(w, ts))
+    while (wreq_find(w, ts) && tu_now_ms() < deadline)
+        wpump(w, wst_remaining(deadline));
+    if (wreq_find(w, ts))
         LOG_E("push %lld failed, and ZeroMQ still holds its values after %lld ms: keep them "
               "until pskv_worker_close", (long long)ts, (long long)(2 * LENT_RESET_MS + 1000));
     return err;
 }
 
-/* Index into w->srv of the server a row at ring position pos goes to: the head
- * of its partition for pushes, the tail for pulls; -1 when every replica died. */
-static int owner_of(const pskv_worker *w, uint64_t pos, int pull)
+int wplan_lost_error(pskv_worker *w, const tbl *t, uint64_t key)
 {
-    uint32_t p = ring_partition_of(pos, w->nparts);
-    return pull ? w->tail[p] : w->head[p];
-}
-
-static uint64_t key_pos(const tbl *t, uint64_t key)
-{
-    return t->dense ? ring_dense_pos(key, t->size) : ring_mix64(key);
-}
-
-static int lost_error(pskv_worker *w, const tbl *t, uint64_t key)
-{
-    uint32_t p = ring_partition_of(key_pos(t, key), w->nparts);
-    return set_error(w, PSKV_ELOST, "table '%s': key %llu is in partition %u, whose every "
+    uint32_t p = ring_partition_of(wplan_key_pos(t, key), w->nparts);
+    return wst_error(w, PSKV_ELOST, "table '%s': key %llu is in partition %u, whose every "
                      "replica died (view epoch %llu): its data is gone", t->name,
                      (unsigned long long)key, p, (unsigned long long)w->mb.epoch);
 }
@@ -994,8 +843,8 @@ static int lost_error(pskv_worker *w, const tbl *t, uint64_t key)
  * part per owner and chunk, each part's runs consecutive in r->segs. With `single`
  * a part holds one contiguous run (a new part starts at a gap), so its values can
  * be sent straight from the caller's array. */
-static int plan_run(pskv_worker *w, req *r, tbl *t, uint64_t first, uint64_t n, int pull,
-                    int single)
+int wplan_run(pskv_worker *w, req *r, tbl *t, uint64_t first, uint64_t n, int pull,
+              int single)
 {
     uint64_t chunk = w->chunk_bytes / ((uint64_t)t->width * sizeof(float));
     if (chunk == 0)
@@ -1016,7 +865,7 @@ static int plan_run(pskv_worker *w, req *r, tbl *t, uint64_t first, uint64_t n, 
     uint64_t *runs = malloc(maxruns * 3 * sizeof *runs); /* first, count, owner */
     if (!r->segs || !runs) {
         free(runs);
-        return set_error(w, PSKV_ENOMEM, "out of memory");
+        return wst_error(w, PSKV_ENOMEM, "out of memory");
     }
     size_t nruns = 0;
     for (uint32_t p = p0; p < w->nparts && nruns < maxruns; p++) {
@@ -1031,7 +880,7 @@ static int plan_run(pskv_worker *w, req *r, tbl *t, uint64_t first, uint64_t n, 
         int o = pull ? w->tail[p] : w->head[p];
         if (o < 0) {
             free(runs);
-            return lost_error(w, t, lo);
+            return wplan_lost_error(w, t, lo);
         }
         runs[3 * nruns] = lo;
         runs[3 * nruns + 1] = hi - lo;
@@ -1080,12 +929,12 @@ static int plan_run(pskv_worker *w, req *r, tbl *t, uint64_t first, uint64_t n, 
 }
 
 /* Explicit keys: one part per owning server. */
-static int plan_keys(pskv_worker *w, req *r, tbl *t, const uint64_t *keys, uint64_t n, int pull)
+int wplan_keys(pskv_worker *w, req *r, tbl *t, const uint64_t *keys, uint64_t n, int pull)
 {
     if (n > w->owner_cap) {
         uint32_t *grown = realloc(w->owner, n * sizeof *grown);
         if (!grown)
-            return set_error(w, PSKV_ENOMEM, "out of memory");
+            return wst_error(w, PSKV_ENOMEM, "out of memory");
         w->owner = grown;
         w->owner_cap = n;
     }
@@ -1094,12 +943,12 @@ static int plan_keys(pskv_worker *w, req *r, tbl *t, const uint64_t *keys, uint6
     int *pindex = w->pindex;
     r->idx = malloc(n * sizeof *r->idx);
     if (!r->idx)
-        return set_error(w, PSKV_ENOMEM, "out of memory");
+        return wst_error(w, PSKV_ENOMEM, "out of memory");
     memset(count, 0, (size_t)w->nservers * sizeof *count);
     for (uint64_t i = 0; i < n; i++) {
-        int o = owner_of(w, key_pos(t, keys[i]), pull);
+        int o = wplan_owner_of(w, wplan_key_pos(t, keys[i]), pull);
         if (o < 0)
-            return lost_error(w, t, keys[i]);
+            return wplan_lost_error(w, t, keys[i]);
         owner[i] = (uint32_t)o;
         count[o]++;
     }
@@ -1153,7 +1002,7 @@ static void part_data(const req *r, const part *p, size_t wd, const uint64_t **k
 /* Smallest request id still in flight (this request's at most; a draining one is
  * answered and never sent again): the worker never re-sends one below it, so
  * servers may forget those (the push's `floor`). */
-static uint64_t inflight_floor(const pskv_worker *w)
+uint64_t wsend_inflight_floor(const pskv_worker *w)
 {
     int64_t low = w->next_ts;
     for (int i = 0; i < w->window; i++)
@@ -1162,9 +1011,9 @@ static uint64_t inflight_floor(const pskv_worker *w)
     return (uint64_t)low << 16;
 }
 
-/* Sends part pi of r (a push or pull) to its server; floor: inflight_floor(w),
+/* Sends part pi of r (a push or pull) to its server; floor: wsend_inflight_floor(w),
  * computed once for all the parts sent together. */
-static int send_data_part(pskv_worker *w, req *r, int pi, int resend, uint64_t floor)
+int wsend_data_part(pskv_worker *w, req *r, int pi, int resend, uint64_t floor)
 {
     part *p = &r->parts[pi];
     tbl *t = &w->tables[r->table];
@@ -1214,7 +1063,7 @@ static int send_data_part(pskv_worker *w, req *r, int pi, int resend, uint64_t f
     p->sent_ms = tu_now_ms();
     p->epoch = m.epoch;
     if (wire_send(s->sock, NULL, &m, kp, vp) < 0)
-        return set_error(w, PSKV_ENET, "cannot send to server %s:%d: %s", s->host, s->port,
+        return wst_error(w, PSKV_ENET, "cannot send to server %s:%d: %s", s->host, s->port,
                          zmq_strerror(errno));
     return 0;
 }
@@ -1238,7 +1087,7 @@ static int resend_part(pskv_worker *w, req *r, int pi)
     int *ro = malloc(n * sizeof *ro);        /* new owner of each row */
     int err = 0;
     if (!rk || !rc || !ro) {
-        err = set_error(w, PSKV_ENOMEM, "out of memory");
+        err = wst_error(w, PSKV_ENOMEM, "out of memory");
         goto out;
     }
     uint64_t k = 0;
@@ -1254,12 +1103,12 @@ static int resend_part(pskv_worker *w, req *r, int pi)
             rc[k] = old.idx[k];
         }
     }
-    uint64_t floor = push ? inflight_floor(w) : 0;
+    uint64_t floor = push ? wsend_inflight_floor(w) : 0;
     memset(w->count, 0, (size_t)w->nservers * sizeof *w->count);
     for (k = 0; k < n; k++) {
-        ro[k] = owner_of(w, key_pos(t, rk[k]), pull);
+        ro[k] = wplan_owner_of(w, wplan_key_pos(t, rk[k]), pull);
         if (ro[k] < 0) {
-            err = lost_error(w, t, rk[k]);
+            err = wplan_lost_error(w, t, rk[k]);
             goto out;
         }
         w->count[ro[k]]++;
@@ -1268,13 +1117,13 @@ static int resend_part(pskv_worker *w, req *r, int pi)
     for (int si = 0; si < w->nservers; si++)
         nnew += w->count[si] > 0;
     if (r->nparts + nnew > MAX_PARTS) {
-        err = set_error(w, PSKV_EINVAL, "request %lld re-planned into too many parts",
+        err = wst_error(w, PSKV_EINVAL, "request %lld re-planned into too many parts",
                         (long long)r->ts);
         goto out;
     }
     part *grown = realloc(r->parts, (size_t)(r->nparts + nnew) * sizeof *grown);
     if (!grown) {
-        err = set_error(w, PSKV_ENOMEM, "out of memory");
+        err = wst_error(w, PSKV_ENOMEM, "out of memory");
         goto out;
     }
     r->parts = grown;
@@ -1297,7 +1146,7 @@ static int resend_part(pskv_worker *w, req *r, int pi)
         p->idx = malloc(c * sizeof *p->idx);
         r->pending++;
         if (!p->own || !p->idx) {
-            err = set_error(w, PSKV_ENOMEM, "out of memory");
+            err = wst_error(w, PSKV_ENOMEM, "out of memory");
             goto out;
         }
         uint64_t *pk = (uint64_t *)(void *)p->own->data;
@@ -1311,7 +1160,7 @@ static int resend_part(pskv_worker *w, req *r, int pi)
                 memcpy(pv + p->n * wd, vals + k * wd, row);
             p->n++;
         }
-        if ((err = send_data_part(w, r, ni, 1, floor)) < 0)
+        if ((err = wsend_data_part(w, r, ni, 1, floor)) < 0)
             goto out;
     }
 out:
@@ -1322,7 +1171,7 @@ out:
 }
 
 /* Parts whose server died, or that are due for another try, are planned again. */
-static void resend_due(pskv_worker *w, int view_changed)
+void wsend_resend_due(pskv_worker *w, int view_changed)
 {
     int64_t now = tu_now_ms();
     for (int i = 0; i < w->window; i++) {
@@ -1355,26 +1204,26 @@ static void resend_due(pskv_worker *w, int view_changed)
             int err = resend_part(w, r, pi);
             if (err < 0) {
                 r->err = err;
-                req_finish(w, r); /* the failure is recorded; the slot is free */
+                wreq_finish(w, r); /* the failure is recorded; the slot is free */
                 break;
             }
         }
     }
 }
 
-static tbl *check_table(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys, int *err)
+tbl *wplan_check_table(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys, int *err)
 {
     if (!w || table < 0 || table >= w->ntables) {
-        *err = w ? set_error(w, PSKV_EINVAL, "no table handle %d", table) : -PSKV_EINVAL;
+        *err = w ? wst_error(w, PSKV_EINVAL, "no table handle %d", table) : -PSKV_EINVAL;
         return NULL;
     }
     tbl *t = &w->tables[table];
     if (nkeys == 0 || nkeys > UINT32_MAX) {
-        *err = set_error(w, PSKV_EINVAL, "table '%s': %zu keys (1..2^32-1 allowed)", t->name, nkeys);
+        *err = wst_error(w, PSKV_EINVAL, "table '%s': %zu keys (1..2^32-1 allowed)", t->name, nkeys);
         return NULL;
     }
     if (!keys && (!t->dense || nkeys != t->size)) {
-        *err = set_error(w, PSKV_EINVAL,
+        *err = wst_error(w, PSKV_EINVAL,
                          "table '%s': keys may be NULL only for a whole dense table (size %llu)",
                          t->name, (unsigned long long)t->size);
         return NULL;
@@ -1382,7 +1231,7 @@ static tbl *check_table(pskv_worker *w, int table, const uint64_t *keys, size_t 
     if (keys && t->dense)
         for (size_t i = 0; i < nkeys; i++)
             if (keys[i] >= t->size) {
-                *err = set_error(w, PSKV_ERANGE, "table '%s': key %llu outside 0..%llu", t->name,
+                *err = wst_error(w, PSKV_ERANGE, "table '%s': key %llu outside 0..%llu", t->name,
                                  (unsigned long long)keys[i], (unsigned long long)(t->size - 1));
                 return NULL;
             }
@@ -1390,7 +1239,7 @@ static tbl *check_table(pskv_worker *w, int table, const uint64_t *keys, size_t 
 }
 
 /* A dense key list that is one ascending run is sent like a whole-table run. */
-static int is_run(const uint64_t *keys, size_t n)
+int wplan_is_run(const uint64_t *keys, size_t n)
 {
     for (size_t i = 1; i < n; i++)
         if (keys[i] != keys[0] + i)
@@ -1416,11 +1265,11 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
     if (assign)
         type = REQ_PUSH; /* travels as a PUSH with the assign flag */
     int err = 0;
-    tbl *t = check_table(w, table, keys, nkeys, &err);
+    tbl *t = wplan_check_table(w, table, keys, nkeys, &err);
     if (!t)
         return err;
     uint64_t first = 0;
-    if (keys && t->dense && is_run(keys, nkeys)) {
+    if (keys && t->dense && wplan_is_run(keys, nkeys)) {
         first = keys[0];
         keys = NULL;
     }
@@ -1429,17 +1278,17 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
     uint64_t cap = (uint64_t)w->nservers +
                    (keys ? 0 : (nkeys < w->nparts ? nkeys : w->nparts) + nkeys / (chunk ? chunk : 1));
     if (cap > MAX_PARTS)
-        return set_error(w, PSKV_EINVAL, "table '%s': %zu keys make %llu parts (at most %d)",
+        return wst_error(w, PSKV_EINVAL, "table '%s': %zu keys make %llu parts (at most %d)",
                          t->name, nkeys, (unsigned long long)cap, MAX_PARTS);
-    req *r = new_req(w, type, table, (int)cap);
+    req *r = wreq_new(w, type, table, (int)cap);
     if (!r)
         return -PSKV_ETIMEDOUT;
     int pull = type == REQ_PULL;
     lend = lend && !keys; /* only a run can be sent from the caller's array as it is */
-    int rc = keys ? plan_keys(w, r, t, keys, nkeys, pull)
-                  : plan_run(w, r, t, first, nkeys, pull, lend);
+    int rc = keys ? wplan_keys(w, r, t, keys, nkeys, pull)
+                  : wplan_run(w, r, t, first, nkeys, pull, lend);
     if (rc < 0)
-        return req_fail(w, r, rc);
+        return wreq_fail(w, r, rc);
     r->out = out;
     r->assign = assign;
     size_t wd = t->width, row = wd * sizeof(float);
@@ -1448,7 +1297,7 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
     if (lend) {
         r->lend = vbuf_new(0);
         if (!r->lend)
-            return req_fail(w, r, set_error(w, PSKV_ENOMEM, "out of memory"));
+            return wreq_fail(w, r, wst_error(w, PSKV_ENOMEM, "out of memory"));
         r->lent = vals;
         w->lent_pushes++;
     } else if (type == REQ_PUSH || keys) {
@@ -1456,7 +1305,7 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
         size_t vbytes = type == REQ_PUSH ? nkeys * row : 0;
         r->buf = vbuf_new(vbytes + r->kbytes);
         if (!r->buf)
-            return req_fail(w, r, set_error(w, PSKV_ENOMEM, "out of memory for %zu bytes",
+            return wreq_fail(w, r, wst_error(w, PSKV_ENOMEM, "out of memory for %zu bytes",
                                             vbytes + r->kbytes));
         /* keys first: 8-byte aligned whatever the number of values */
         uint64_t *gk = (uint64_t *)(void *)r->buf->data;
@@ -1470,7 +1319,7 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
             }
         }
     }
-    uint64_t floor = type == REQ_PUSH ? inflight_floor(w) : 0;
+    uint64_t floor = type == REQ_PUSH ? wsend_inflight_floor(w) : 0;
     for (int pi = 0; pi < r->nparts; pi++) {
         part *p = &r->parts[pi];
         if (type == REQ_PUSH && !keys && !lend) {
@@ -1482,9 +1331,9 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
                 dst += c * wd;
             }
         }
-        rc = send_data_part(w, r, pi, 0, floor);
+        rc = wsend_data_part(w, r, pi, 0, floor);
         if (rc < 0)
-            return req_fail(w, r, rc);
+            return wreq_fail(w, r, rc);
     }
     return r->ts;
 }
@@ -1493,7 +1342,7 @@ int64_t pskv_push(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
                   const float *vals)
 {
     if (!vals)
-        return w ? set_error(w, PSKV_EINVAL, "push without values") : -PSKV_EINVAL;
+        return w ? wst_error(w, PSKV_EINVAL, "push without values") : -PSKV_EINVAL;
     return submit(w, REQ_PUSH, table, keys, nkeys, vals, NULL, 0);
 }
 
@@ -1501,7 +1350,7 @@ int64_t pskv_push_nocopy(pskv_worker *w, int table, const uint64_t *keys, size_t
                          const float *vals)
 {
     if (!vals)
-        return w ? set_error(w, PSKV_EINVAL, "push without values") : -PSKV_EINVAL;
+        return w ? wst_error(w, PSKV_EINVAL, "push without values") : -PSKV_EINVAL;
     return submit(w, REQ_PUSH, table, keys, nkeys, vals, NULL, 1);
 }
 
@@ -1509,18 +1358,18 @@ int64_t pskv_assign(pskv_worker *w, int table, const uint64_t *keys, size_t nkey
                     const float *vals)
 {
     if (!vals)
-        return w ? set_error(w, PSKV_EINVAL, "assign without values") : -PSKV_EINVAL;
+        return w ? wst_error(w, PSKV_EINVAL, "assign without values") : -PSKV_EINVAL;
     return submit(w, REQ_ASSIGN, table, keys, nkeys, vals, NULL, 0);
 }
 
 int64_t pskv_pull(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys, float *out)
 {
     if (!out)
-        return w ? set_error(w, PSKV_EINVAL, "pull without an output array") : -PSKV_EINVAL;
+        return w ? wst_error(w, PSKV_EINVAL, "pull without an output array") : -PSKV_EINVAL;
     return submit(w, REQ_PULL, table, keys, nkeys, NULL, out, 0);
 }
 
-static int failure_of(pskv_worker *w, int64_t ts)
+int wreq_failure_of(const pskv_worker *w, int64_t ts)
 {
     int n = w->nfailed < FAILED_KEEP ? w->nfailed : FAILED_KEEP;
     for (int i = 0; i < n; i++)
@@ -1532,19 +1381,19 @@ static int failure_of(pskv_worker *w, int64_t ts)
 int pskv_wait(pskv_worker *w, int64_t ts, int timeout_ms)
 {
     if (!w || ts <= 0 || ts >= w->next_ts)
-        return w ? set_error(w, PSKV_ENOTFOUND, "no request with timestamp %lld", (long long)ts)
+        return w ? wst_error(w, PSKV_ENOTFOUND, "no request with timestamp %lld", (long long)ts)
                  : -PSKV_EINVAL;
     int64_t deadline = tu_now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
     req *r;
-    while ((r = find_req(w, ts))) {
+    while ((r = wreq_find(w, ts))) {
         if (tu_now_ms() >= deadline)
-            return set_error(w, PSKV_ETIMEDOUT, "request %lld still in flight after %d ms",
+            return wst_error(w, PSKV_ETIMEDOUT, "request %lld still in flight after %d ms",
                              (long long)ts, timeout_ms);
-        pump_spin(w, remaining(deadline), r->bytes <= 65536 ? w->spin_us : 0);
+        wpump_spin(w, wst_remaining(deadline), r->bytes <= 65536 ? w->spin_us : 0);
     }
-    int err = failure_of(w, ts);
+    int err = wreq_failure_of(w, ts);
     if (!err && ts <= w->forgotten_ts) /* never report success for an outcome we lost */
-        return set_error(w, PSKV_ENOTFOUND,
+        return wst_error(w, PSKV_ENOTFOUND,
                          "request %lld: outcome no longer known (more than %d failures since)",
                          (long long)ts, FAILED_KEEP);
     return err;
@@ -1558,9 +1407,9 @@ int pskv_wait_all(pskv_worker *w, int timeout_ms)
     int64_t deadline = tu_now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
     while (w->inflight > 0) {
         if (tu_now_ms() >= deadline)
-            return set_error(w, PSKV_ETIMEDOUT, "%d requests still in flight after %d ms",
+            return wst_error(w, PSKV_ETIMEDOUT, "%d requests still in flight after %d ms",
                              w->inflight, timeout_ms);
-        pump(w, remaining(deadline));
+        wpump(w, wst_remaining(deadline));
     }
     /* late drops are expected under bsp with backups: counted, not failures */
     for (int i = failed_before; i < w->nfailed; i++)
@@ -1578,11 +1427,11 @@ int pskv_table_open(pskv_worker *w, const char *name, const pskv_table_opts *o_i
     if (o_in)
         o = *o_in;
     if (!name || !*name || strlen(name) >= sizeof w->tables[0].name)
-        return set_error(w, PSKV_EINVAL, "table name must be 1..127 characters");
+        return wst_error(w, PSKV_EINVAL, "table name must be 1..127 characters");
     if (o.kind != PSKV_DENSE && o.kind != PSKV_SPARSE)
-        return set_error(w, PSKV_EINVAL, "table '%s': kind must be PSKV_DENSE or PSKV_SPARSE", name);
+        return wst_error(w, PSKV_EINVAL, "table '%s': kind must be PSKV_DENSE or PSKV_SPARSE", name);
     if (o.kind == PSKV_DENSE && o.size == 0)
-        return set_error(w, PSKV_EINVAL, "dense table '%s' needs a size", name);
+        return wst_error(w, PSKV_EINVAL, "dense table '%s' needs a size", name);
     uint64_t id = wire_table_id(name);
     int existing = -1; /* opened before: the servers still check the options */
     for (int i = 0; i < w->ntables; i++)
@@ -1590,7 +1439,7 @@ int pskv_table_open(pskv_worker *w, const char *name, const pskv_table_opts *o_i
             existing = i;
     tbl *grown = realloc(w->tables, (size_t)(w->ntables + 1) * sizeof *grown);
     if (!grown)
-        return set_error(w, PSKV_ENOMEM, "out of memory");
+        return wst_error(w, PSKV_ENOMEM, "out of memory");
     w->tables = grown;
     tbl *t = &w->tables[w->ntables];
     memset(t, 0, sizeof *t);
@@ -1623,7 +1472,7 @@ int pskv_table_open(pskv_worker *w, const char *name, const pskv_table_opts *o_i
     to.backup = o.backup;
 
     int rc;
-    req *r = new_req_live(w, REQ_OPEN, w->ntables, &rc);
+    req *r = wreq_new_live(w, REQ_OPEN, w->ntables, &rc);
     if (!r)
         goto fail;
     for (int pi = 0; pi < r->nparts; pi++) {
@@ -1632,9 +1481,9 @@ int pskv_table_open(pskv_worker *w, const char *name, const pskv_table_opts *o_i
         m.has_table_id = 1;
         m.table_id = id;
         m.table = &to;
-        rc = send_part(w, r, pi, &m, NULL, NULL);
+        rc = wsend_part(w, r, pi, &m, NULL, NULL);
         if (rc < 0) {
-            req_fail(w, r, rc);
+            wreq_fail(w, r, rc);
             goto fail;
         }
     }
@@ -1652,22 +1501,22 @@ int pskv_pull_all(pskv_worker *w, int table, uint64_t **keys, float **vals, size
                   int timeout_ms)
 {
     if (!keys || !vals || !n)
-        return w ? set_error(w, PSKV_EINVAL, "pskv_pull_all without output pointers")
+        return w ? wst_error(w, PSKV_EINVAL, "pskv_pull_all without output pointers")
                  : -PSKV_EINVAL;
     *keys = NULL;
     *vals = NULL;
     *n = 0;
     if (!w || table < 0 || table >= w->ntables)
-        return w ? set_error(w, PSKV_EINVAL, "no table handle %d", table) : -PSKV_EINVAL;
+        return w ? wst_error(w, PSKV_EINVAL, "no table handle %d", table) : -PSKV_EINVAL;
     tbl *t = &w->tables[table];
     for (uint32_t p = 0; p < w->nparts; p++)
         if (w->tail[p] < 0)
-            return set_error(w, PSKV_ELOST, "table '%s': partition %u has no live copy (view "
+            return wst_error(w, PSKV_ELOST, "table '%s': partition %u has no live copy (view "
                              "epoch %llu): its rows are gone", t->name, p,
                              (unsigned long long)w->mb.epoch);
     scan_out out = {NULL, NULL, 0, 0};
     int rc;
-    req *r = new_req_live(w, REQ_SCAN, table, &rc);
+    req *r = wreq_new_live(w, REQ_SCAN, table, &rc);
     if (!r)
         return rc;
     r->scan = &out;
@@ -1681,17 +1530,17 @@ int pskv_pull_all(pskv_worker *w, int table, uint64_t **keys, float **vals, size
         m.has_table_id = m.has_width = m.has_all = m.all = 1;
         m.table_id = t->id;
         m.width = t->width;
-        rc = send_part(w, r, pi, &m, NULL, NULL);
+        rc = wsend_part(w, r, pi, &m, NULL, NULL);
         if (rc < 0) {
-            req_fail(w, r, rc);
+            wreq_fail(w, r, rc);
             free(out.keys);
             free(out.vals);
             return rc;
         }
     }
     rc = pskv_wait(w, ts, (timeout_ms > 0 ? timeout_ms : w->request_timeout_ms) + 2000);
-    if ((r = find_req(w, ts)) != NULL) /* still in flight: no reply may reach `out` */
-        req_fail(w, r, rc < 0 ? rc : -PSKV_ETIMEDOUT);
+    if ((r = wreq_find(w, ts)) != NULL) /* still in flight: no reply may reach `out` */
+        wreq_fail(w, r, rc < 0 ? rc : -PSKV_ETIMEDOUT);
     if (rc < 0) {
         free(out.keys);
         free(out.vals);
@@ -1707,7 +1556,7 @@ int pskv_clock(pskv_worker *w)
 {
     if (!w)
         return -PSKV_EINVAL;
-    int rc = send_clock(w, atomic_load(&w->clock), 0);
+    int rc = wsend_clock(w, atomic_load(&w->clock), 0);
     if (rc == 0)
         atomic_fetch_add(&w->clock, 1);
     return rc;
@@ -1738,13 +1587,13 @@ int pskv_barrier(pskv_worker *w, int timeout_ms)
     m.progress_step = atomic_load(&w->progress[1]);
     m.progress_pos = atomic_load(&w->progress[2]);
     if (member_send(&w->mb, &m) < 0)
-        return set_error(w, PSKV_ENET, "cannot reach the scheduler for barrier %llu",
+        return wst_error(w, PSKV_ENET, "cannot reach the scheduler for barrier %llu",
                          (unsigned long long)seq);
     while (w->barrier_done < seq) {
         if (tu_now_ms() >= deadline)
-            return set_error(w, PSKV_ETIMEDOUT, "barrier %llu not reached by every worker in %d ms",
+            return wst_error(w, PSKV_ETIMEDOUT, "barrier %llu not reached by every worker in %d ms",
                              (unsigned long long)seq, timeout_ms);
-        pump(w, remaining(deadline));
+        wpump(w, wst_remaining(deadline));
     }
     return 0;
 }
@@ -1762,12 +1611,12 @@ int64_t pskv_checkpoint(pskv_worker *w, int timeout_ms)
     m.has_request_id = 1;
     m.request_id = w->ckpt_req;
     if (member_send(&w->mb, &m) < 0)
-        return set_error(w, PSKV_ENET, "cannot reach the scheduler for a checkpoint");
+        return wst_error(w, PSKV_ENET, "cannot reach the scheduler for a checkpoint");
     while (!w->ckpt_done && !w->ckpt_err) {
         if (tu_now_ms() >= deadline)
-            return set_error(w, PSKV_ETIMEDOUT, "checkpoint not complete after %d ms",
+            return wst_error(w, PSKV_ETIMEDOUT, "checkpoint not complete after %d ms",
                              timeout_ms);
-        pump(w, remaining(deadline));
+        wpump(w, wst_remaining(deadline));
     }
     w->ckpt_req = 0;
     return w->ckpt_err ? w->ckpt_err : (int64_t)w->ckpt_done;
@@ -1808,14 +1657,11 @@ int pskv_worker_close(pskv_worker **w_p)
         member_send(&w->mb, &m);
         int64_t deadline = tu_now_ms() + 5000;
         while (!w->finish_acked && tu_now_ms() < deadline)
-            pump(w, remaining(deadline));
+            wpump(w, wst_remaining(deadline));
         if (!w->finish_acked)
             LOG_W("the scheduler did not acknowledge FINISH within 5 s");
     }
-    if (w->hb_started) {
-        atomic_store(&w->hb_stop, 1);
-        pthread_join(w->hb_thread, NULL);
-    }
+    wview_heartbeat_stop(w);
     if (w->lent_pushes) /* debug: an app's last line is its own */
         LOG_D("%llu pushes sent without a copy; %llu waited after their answer for ZeroMQ to "
               "let go of the caller's values, %llu connections reset for it",
@@ -1823,7 +1669,7 @@ int pskv_worker_close(pskv_worker **w_p)
               (unsigned long long)w->lent_resets);
     for (int i = 0; i < w->window && w->reqs; i++)
         if (w->reqs[i].type != REQ_FREE)
-            req_release(&w->reqs[i]);
+            wreq_release(&w->reqs[i]);
     for (int i = 0; i < w->nservers && w->srv; i++)
         if (w->srv[i].sock)
             zmq_close(w->srv[i].sock);
