@@ -28,7 +28,9 @@
  *   wpump   the calling thread's event loop: replies applied, timers
  *   pskv.c  the exported calls on an open handle (push, pull, wait, tables, clock ...)
  *
- * OWNS: nothing at run time; it defines struct pskv_worker and what hangs off it.
+ * OWNS: the handle itself (wstate.c): pskv_worker_open allocates it with its
+ *   window, ZeroMQ context and settings; pskv_worker_close releases everything
+ *   hanging off it, whichever module filled it in; last_error (wst_error).
  * THREADS: every field belongs to the thread using the handle (one at a time, as
  *   pskv.h says), except the atomics `clock` and `progress[]`, which the heartbeat
  *   thread reads, and vbuf.refs, which ZeroMQ's I/O threads drop (vbuf_unref).
