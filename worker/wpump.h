@@ -6,11 +6,12 @@
  * Every library call that waits does so by pumping.
  * Internal to libpskv (see wstate.h).
  *
- * OWNS: no state of its own; it moves parts to answered/done, sets r->err, the
- *   worker's clock when a reply carries a newer one, late_drops, and the rows a
- *   scan gathers (r->scan).
- * THREADS: the calling thread only: it owns every data socket and the scheduler
- *   socket, and reads them nowhere else.
+ * OWNS: no state of its own; it moves parts to answered/done or due again
+ *   (retry_at, nretry), sets r->err, a server's refusal count (srv[].refused,
+ *   then wview_hold_clocks), the worker's clock when a reply carries a newer one,
+ *   late_drops, and the rows a scan gathers (r->scan).
+ * THREADS: the calling thread only, which owns every data socket and the
+ *   scheduler socket; once the handle is open, this is where they are read.
  * NEVER: never sleeps past timeout_ms (nor past RETRY_DELAY_MS while a part waits
  *   to be re-sent, nor 1 ms while a push drains); never trusts a reply: one that
  *   matches no part in flight is dropped, a malformed one fails its request. */

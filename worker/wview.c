@@ -5,8 +5,9 @@
  * polls with the data sockets (wpump); applying it re-points each partition's
  * head and tail, and parts it strands are re-planned at once (wsend_resend_due).
  * The heartbeat thread has a socket of its own, so a worker that computes for a
- * long time without entering the library stays alive; it shares nothing with the
- * calling thread but two atomics (the clock and the progress it reports). */
+ * long time without entering the library stays alive; it shares with the calling
+ * thread only atomics (its stop flag, the clock and the progress it reports) and
+ * what is fixed at join. */
 #define _GNU_SOURCE
 #include "wview.h"
 
@@ -34,8 +35,8 @@ static int srv_index(const pskv_worker *w, uint32_t id)
 }
 
 /* Every server's next clock waits until each push sent so far is acknowledged
- * (wview_catch_up): after a placement change, or a push refused to be sent again, a
- * re-sent push then reaches its server before the clock that covers it. */
+ * (wview_catch_up): after a placement change, or a push refused to be sent again,
+ * a re-sent push then reaches its server before the clock that covers it. */
 void wview_hold_clocks(pskv_worker *w)
 {
     for (int i = 0; i < w->nservers; i++)
@@ -159,10 +160,10 @@ void wview_on_scheduler(pskv_worker *w)
 }
 
 /* After a placement change (a death, a join) or a push refused to be sent again
- * (hold_clocks), this worker's clock goes to the servers only once every push sent
- * before is acknowledged (bsp: sent again, see below): a part re-sent to a new
- * owner, or refused and planned again, then reaches its server before the clock
- * that covers it, as the ssp bound and bsp closes need. */
+ * (wview_hold_clocks), this worker's clock goes to the servers only once every
+ * push sent before is acknowledged (bsp: sent again, see below): a part re-sent to
+ * a new owner, or refused and planned again, then reaches its server before the
+ * clock that covers it, as the ssp bound and bsp closes need. */
 void wview_catch_up(pskv_worker *w)
 {
     for (int i = 0; i < w->window; i++) {

@@ -14,9 +14,9 @@
  *   that wview_heartbeat_start runs touches nothing but its own socket: it reads
  *   the atomics w->clock and w->progress[] and the identity fixed at join
  *   (mb.job_id, mb.node_id, mb.heartbeat_ms, ctx, sched), and writes no field.
- * NEVER: never blocks: wview_on_scheduler reads only what is already waiting.
- *   Never fails a request itself: parts a new view strands are handed to
- *   wsend_resend_due. */
+ * NEVER: never blocks (wview_on_scheduler reads only what is already waiting),
+ *   but for wview_heartbeat_stop's join at close. Never fails a request itself:
+ *   parts a new view strands are handed to wsend_resend_due. */
 #ifndef PSKV_WVIEW_H
 #define PSKV_WVIEW_H
 
