@@ -1,0 +1,419 @@
+/* libpskv's exported calls on an open handle (pskv.h): tables, push, pull, wait,
+ * the whole-table pull, clocks, barriers, checkpoints, progress. Opening and
+ * closing the handle are in wstate.c; the design and the module map are in
+ * wstate.h.
+ *
+ * Every call here runs on the calling thread, which owns every socket; a call
+ * that waits (for a slot, an answer, a barrier) does so by pumping (wpump), which
+ * applies whatever replies have come meanwhile. */
+#define _GNU_SOURCE
+#include "pskv.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "member.h"
+#include "vbuf.h"
+#include "wire.h"
+#include "wplan.h"
+#include "wpump.h"
+#include "wreq.h"
+#include "wsend.h"
+#include "wstate.h"
+
+int pskv_rank(const pskv_worker *w) { return w->mb.rank; }
+int pskv_num_workers(const pskv_worker *w) { return w->nworkers; }
+int pskv_num_servers(const pskv_worker *w) { return w->nservers; }
+int pskv_num_partitions(const pskv_worker *w) { return (int)w->nparts; }
+const char *pskv_last_error(const pskv_worker *w) { return w->last_error; }
+
+/* ---- push and pull -------------------------------------------------------- */
+
+/* The body of push, push_nocopy, assign and pull: checks the request, plans its
+ * parts (wplan), copies a push's values once into a vbuf grouped by part (none
+ * when lent), and sends every part (wsend). Returns the timestamp, or a negated
+ * error (a request already made is failed: wreq_fail). */
+static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint64_t *keys,
+                      size_t nkeys, const float *vals, float *out, int lend)
+{
+    int assign = type == REQ_ASSIGN;
+    if (assign)
+        type = REQ_PUSH; /* travels as a PUSH with the assign flag */
+    int err = 0;
+    tbl *t = wplan_check_table(w, table, keys, nkeys, &err);
+    if (!t)
+        return err;
+    uint64_t first = 0;
+    if (keys && t->dense && wplan_is_run(keys, nkeys)) {
+        first = keys[0];
+        keys = NULL;
+    }
+    /* runs: at most one part per partition run and chunk cut; gathered: one per server */
+    uint64_t chunk = w->chunk_bytes / ((uint64_t)t->width * sizeof(float));
+    uint64_t cap = (uint64_t)w->nservers +
+                   (keys ? 0 : (nkeys < w->nparts ? nkeys : w->nparts) + nkeys / (chunk ? chunk : 1));
+    if (cap > MAX_PARTS)
+        return wst_error(w, PSKV_EINVAL, "table '%s': %zu keys make %llu parts (at most %d)",
+                         t->name, nkeys, (unsigned long long)cap, MAX_PARTS);
+    req *r = wreq_new(w, type, table, (int)cap);
+    if (!r)
+        return -PSKV_ETIMEDOUT;
+    int pull = type == REQ_PULL;
+    lend = lend && !keys; /* only a run can be sent from the caller's array as it is */
+    int rc = keys ? wplan_keys(w, r, t, keys, nkeys, pull)
+                  : wplan_run(w, r, t, first, nkeys, pull, lend);
+    if (rc < 0)
+        return wreq_fail(w, r, rc);
+    r->out = out;
+    r->assign = assign;
+    size_t wd = t->width, row = wd * sizeof(float);
+    r->bytes = nkeys * row;
+    r->kbytes = keys ? nkeys * sizeof(uint64_t) : 0;
+    if (lend) {
+        r->lend = vbuf_new(0);
+        if (!r->lend)
+            return wreq_fail(w, r, wst_error(w, PSKV_ENOMEM, "out of memory"));
+        r->lent = vals;
+        w->lent_pushes++;
+    } else if (type == REQ_PUSH || keys) {
+        /* one copy: gathered keys, then values (push), grouped by part */
+        size_t vbytes = type == REQ_PUSH ? nkeys * row : 0;
+        r->buf = vbuf_new(vbytes + r->kbytes);
+        if (!r->buf)
+            return wreq_fail(w, r, wst_error(w, PSKV_ENOMEM, "out of memory for %zu bytes",
+                                            vbytes + r->kbytes));
+        /* keys first: 8-byte aligned whatever the number of values */
+        uint64_t *gk = (uint64_t *)(void *)r->buf->data;
+        float *gv = (float *)(void *)(r->buf->data + r->kbytes);
+        if (keys) {
+            for (uint64_t i = 0; i < nkeys; i++) {
+                uint32_t src = r->idx[i];
+                gk[i] = keys[src];
+                if (vbytes)
+                    memcpy(gv + i * wd, vals + (size_t)src * wd, row);
+            }
+        }
+    }
+    uint64_t floor = type == REQ_PUSH ? wsend_inflight_floor(w) : 0;
+    for (int pi = 0; pi < r->nparts; pi++) {
+        part *p = &r->parts[pi];
+        if (type == REQ_PUSH && !keys && !lend) {
+            /* copy each part's runs just before it is sent, so sending overlaps */
+            float *dst = (float *)(void *)r->buf->data + p->off * wd;
+            for (uint64_t g = p->seg0; g < p->seg0 + p->nseg; g++) {
+                uint64_t f = r->segs[2 * g], c = r->segs[2 * g + 1];
+                memcpy(dst, vals + (f - first) * wd, c * row);
+                dst += c * wd;
+            }
+        }
+        rc = wsend_data_part(w, r, pi, 0, floor);
+        if (rc < 0)
+            return wreq_fail(w, r, rc);
+    }
+    return r->ts;
+}
+
+int64_t pskv_push(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
+                  const float *vals)
+{
+    if (!vals)
+        return w ? wst_error(w, PSKV_EINVAL, "push without values") : -PSKV_EINVAL;
+    return submit(w, REQ_PUSH, table, keys, nkeys, vals, NULL, 0);
+}
+
+int64_t pskv_push_nocopy(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
+                         const float *vals)
+{
+    if (!vals)
+        return w ? wst_error(w, PSKV_EINVAL, "push without values") : -PSKV_EINVAL;
+    return submit(w, REQ_PUSH, table, keys, nkeys, vals, NULL, 1);
+}
+
+int64_t pskv_assign(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
+                    const float *vals)
+{
+    if (!vals)
+        return w ? wst_error(w, PSKV_EINVAL, "assign without values") : -PSKV_EINVAL;
+    return submit(w, REQ_ASSIGN, table, keys, nkeys, vals, NULL, 0);
+}
+
+int64_t pskv_pull(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys, float *out)
+{
+    if (!out)
+        return w ? wst_error(w, PSKV_EINVAL, "pull without an output array") : -PSKV_EINVAL;
+    return submit(w, REQ_PULL, table, keys, nkeys, NULL, out, 0);
+}
+
+/* ---- wait ---------------------------------------------------------------- */
+
+int pskv_wait(pskv_worker *w, int64_t ts, int timeout_ms)
+{
+    if (!w || ts <= 0 || ts >= w->next_ts)
+        return w ? wst_error(w, PSKV_ENOTFOUND, "no request with timestamp %lld", (long long)ts)
+                 : -PSKV_EINVAL;
+    int64_t deadline = tu_now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
+    req *r;
+    while ((r = wreq_find(w, ts))) {
+        if (tu_now_ms() >= deadline)
+            return wst_error(w, PSKV_ETIMEDOUT, "request %lld still in flight after %d ms",
+                             (long long)ts, timeout_ms);
+        wpump_spin(w, wst_remaining(deadline), r->bytes <= 65536 ? w->spin_us : 0);
+    }
+    int err = wreq_failure_of(w, ts);
+    if (!err && ts <= w->forgotten_ts) /* never report success for an outcome we lost */
+        return wst_error(w, PSKV_ENOTFOUND,
+                         "request %lld: outcome no longer known (more than %d failures since)",
+                         (long long)ts, FAILED_KEEP);
+    return err;
+}
+
+int pskv_wait_all(pskv_worker *w, int timeout_ms)
+{
+    if (!w)
+        return -PSKV_EINVAL;
+    int failed_before = w->nfailed;
+    int64_t deadline = tu_now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
+    while (w->inflight > 0) {
+        if (tu_now_ms() >= deadline)
+            return wst_error(w, PSKV_ETIMEDOUT, "%d requests still in flight after %d ms",
+                             w->inflight, timeout_ms);
+        wpump(w, wst_remaining(deadline));
+    }
+    /* late drops are expected under bsp with backups: counted, not failures */
+    for (int i = failed_before; i < w->nfailed; i++)
+        if (w->failed[i % FAILED_KEEP].err != -PSKV_ELATE)
+            return w->failed[i % FAILED_KEEP].err;
+    return 0;
+}
+
+/* ---- tables -------------------------------------------------------------- */
+
+int pskv_table_open(pskv_worker *w, const char *name, const pskv_table_opts *o_in)
+{
+    if (!w)
+        return -PSKV_EINVAL;
+    pskv_table_opts o;
+    pskv_table_opts_init(&o);
+    if (o_in)
+        o = *o_in;
+    if (!name || !*name || strlen(name) >= sizeof w->tables[0].name)
+        return wst_error(w, PSKV_EINVAL, "table name must be 1..127 characters");
+    if (o.kind != PSKV_DENSE && o.kind != PSKV_SPARSE)
+        return wst_error(w, PSKV_EINVAL, "table '%s': kind must be PSKV_DENSE or PSKV_SPARSE", name);
+    if (o.kind == PSKV_DENSE && o.size == 0)
+        return wst_error(w, PSKV_EINVAL, "dense table '%s' needs a size", name);
+    uint64_t id = wire_table_id(name);
+    int existing = -1; /* opened before: the servers still check the options */
+    for (int i = 0; i < w->ntables; i++)
+        if (w->tables[i].id == id)
+            existing = i;
+    tbl *grown = realloc(w->tables, (size_t)(w->ntables + 1) * sizeof *grown);
+    if (!grown)
+        return wst_error(w, PSKV_ENOMEM, "out of memory");
+    w->tables = grown;
+    tbl *t = &w->tables[w->ntables];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->id = id;
+    t->dense = o.kind == PSKV_DENSE;
+    t->size = t->dense ? o.size : 0;
+    t->width = o.width;
+    t->async = !o.consistency || !strcmp(o.consistency, "async") ||
+               !strcmp(o.consistency, "ssp:inf");
+    t->bsp = o.consistency && !strcmp(o.consistency, "bsp");
+    Pskv__TableOptions to;
+    pskv__table_options__init(&to);
+    to.name = (char *)name;
+    to.has_kind = to.has_size = to.has_width = to.has_lr = to.has_momentum = to.has_l2 =
+        to.has_eps = to.has_init_scale = to.has_seed = 1;
+    to.kind = t->dense ? PSKV__TABLE_KIND__DENSE : PSKV__TABLE_KIND__SPARSE;
+    to.size = t->size;
+    to.width = o.width;
+    to.updater = (char *)(o.updater ? o.updater : "sgd");
+    to.lr = o.lr;
+    to.momentum = o.momentum;
+    to.l2 = o.l2;
+    to.eps = o.eps;
+    to.init = (char *)(o.init ? o.init : "zero");
+    to.init_scale = o.init_scale;
+    to.seed = o.seed;
+    to.consistency = (char *)(o.consistency ? o.consistency : "async");
+    to.has_backup = 1;
+    to.backup = o.backup;
+
+    int rc;
+    req *r = wreq_new_live(w, REQ_OPEN, w->ntables, &rc);
+    if (!r)
+        goto fail;
+    for (int pi = 0; pi < r->nparts; pi++) {
+        Pskv__Meta m;
+        member_meta(&w->mb, &m, PSKV__MSG_TYPE__TABLE_OPEN);
+        m.has_table_id = 1;
+        m.table_id = id;
+        m.table = &to;
+        rc = wsend_part(w, r, pi, &m, NULL, NULL);
+        if (rc < 0) {
+            wreq_fail(w, r, rc);
+            goto fail;
+        }
+    }
+    rc = pskv_wait(w, r->ts, w->request_timeout_ms + 1000);
+    if (rc < 0)
+        goto fail;
+    if (existing >= 0)
+        return existing;
+    return w->ntables++;
+fail:
+    return rc;
+}
+
+int pskv_pull_all(pskv_worker *w, int table, uint64_t **keys, float **vals, size_t *n,
+                  int timeout_ms)
+{
+    if (!keys || !vals || !n)
+        return w ? wst_error(w, PSKV_EINVAL, "pskv_pull_all without output pointers")
+                 : -PSKV_EINVAL;
+    *keys = NULL;
+    *vals = NULL;
+    *n = 0;
+    if (!w || table < 0 || table >= w->ntables)
+        return w ? wst_error(w, PSKV_EINVAL, "no table handle %d", table) : -PSKV_EINVAL;
+    tbl *t = &w->tables[table];
+    for (uint32_t p = 0; p < w->nparts; p++)
+        if (w->tail[p] < 0)
+            return wst_error(w, PSKV_ELOST, "table '%s': partition %u has no live copy (view "
+                             "epoch %llu): its rows are gone", t->name, p,
+                             (unsigned long long)w->mb.epoch);
+    scan_out out = {NULL, NULL, 0, 0};
+    int rc;
+    req *r = wreq_new_live(w, REQ_SCAN, table, &rc);
+    if (!r)
+        return rc;
+    r->scan = &out;
+    /* the request ends (answered or failed at its deadline) before the wait gives
+     * up; should it not, it is failed below: no reply reaches `out` after return */
+    r->deadline_ms = tu_now_ms() + (timeout_ms > 0 ? timeout_ms : w->request_timeout_ms);
+    int64_t ts = r->ts;
+    for (int pi = 0; pi < r->nparts; pi++) {
+        Pskv__Meta m;
+        member_meta(&w->mb, &m, PSKV__MSG_TYPE__PULL);
+        m.has_table_id = m.has_width = m.has_all = m.all = 1;
+        m.table_id = t->id;
+        m.width = t->width;
+        rc = wsend_part(w, r, pi, &m, NULL, NULL);
+        if (rc < 0) {
+            wreq_fail(w, r, rc);
+            free(out.keys);
+            free(out.vals);
+            return rc;
+        }
+    }
+    rc = pskv_wait(w, ts, (timeout_ms > 0 ? timeout_ms : w->request_timeout_ms) + 2000);
+    if ((r = wreq_find(w, ts)) != NULL) /* still in flight: no reply may reach `out` */
+        wreq_fail(w, r, rc < 0 ? rc : -PSKV_ETIMEDOUT);
+    if (rc < 0) {
+        free(out.keys);
+        free(out.vals);
+        return rc;
+    }
+    *keys = out.keys;
+    *vals = out.vals;
+    *n = out.n;
+    return 0;
+}
+
+/* ---- clocks, barriers, checkpoints, progress ----------------------------- */
+
+int pskv_clock(pskv_worker *w)
+{
+    if (!w)
+        return -PSKV_EINVAL;
+    int rc = wsend_clock(w, atomic_load(&w->clock), 0);
+    if (rc == 0)
+        atomic_fetch_add(&w->clock, 1);
+    return rc;
+}
+
+int64_t pskv_current_clock(const pskv_worker *w) { return atomic_load(&w->clock); }
+
+int64_t pskv_values_clock(const pskv_worker *w) { return w->values_clock; }
+
+uint64_t pskv_late_drops(const pskv_worker *w) { return w->late_drops; }
+
+int pskv_barrier(pskv_worker *w, int timeout_ms)
+{
+    if (!w)
+        return -PSKV_EINVAL;
+    int64_t deadline = tu_now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
+    int rc = pskv_wait_all(w, timeout_ms);
+    if (rc < 0)
+        return rc;
+    uint64_t seq = ++w->barrier_seq;
+    Pskv__Meta m;
+    member_meta(&w->mb, &m, PSKV__MSG_TYPE__BARRIER);
+    m.has_seq = 1;
+    m.seq = seq;
+    /* progress rides along: a checkpoint right after the barrier records it */
+    m.has_progress_epoch = m.has_progress_step = m.has_progress_pos = 1;
+    m.progress_epoch = atomic_load(&w->progress[0]);
+    m.progress_step = atomic_load(&w->progress[1]);
+    m.progress_pos = atomic_load(&w->progress[2]);
+    if (member_send(&w->mb, &m) < 0)
+        return wst_error(w, PSKV_ENET, "cannot reach the scheduler for barrier %llu",
+                         (unsigned long long)seq);
+    while (w->barrier_done < seq) {
+        if (tu_now_ms() >= deadline)
+            return wst_error(w, PSKV_ETIMEDOUT, "barrier %llu not reached by every worker in %d ms",
+                             (unsigned long long)seq, timeout_ms);
+        wpump(w, wst_remaining(deadline));
+    }
+    return 0;
+}
+
+int64_t pskv_checkpoint(pskv_worker *w, int timeout_ms)
+{
+    if (!w)
+        return -PSKV_EINVAL;
+    int64_t deadline = tu_now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
+    w->ckpt_done = 0;
+    w->ckpt_err = 0;
+    w->ckpt_req = (uint64_t)w->next_ts << 16 | 0xffff; /* unique per call */
+    Pskv__Meta m;
+    member_meta(&w->mb, &m, PSKV__MSG_TYPE__CHECKPOINT);
+    m.has_request_id = 1;
+    m.request_id = w->ckpt_req;
+    if (member_send(&w->mb, &m) < 0)
+        return wst_error(w, PSKV_ENET, "cannot reach the scheduler for a checkpoint");
+    while (!w->ckpt_done && !w->ckpt_err) {
+        if (tu_now_ms() >= deadline)
+            return wst_error(w, PSKV_ETIMEDOUT, "checkpoint not complete after %d ms",
+                             timeout_ms);
+        wpump(w, wst_remaining(deadline));
+    }
+    w->ckpt_req = 0;
+    return w->ckpt_err ? w->ckpt_err : (int64_t)w->ckpt_done;
+}
+
+void pskv_set_progress(pskv_worker *w, int64_t epoch, int64_t step, int64_t position)
+{
+    if (!w)
+        return;
+    atomic_store(&w->progress[0], epoch);
+    atomic_store(&w->progress[1], step);
+    atomic_store(&w->progress[2], position);
+}
+
+int pskv_resume_progress(const pskv_worker *w, int64_t *epoch, int64_t *step, int64_t *position)
+{
+    if (!w || !w->mb.resumed)
+        return 0;
+    if (epoch)
+        *epoch = w->mb.progress[0];
+    if (step)
+        *step = w->mb.progress[1];
+    if (position)
+        *position = w->mb.progress[2];
+    return 1;
+}

@@ -1,0 +1,222 @@
+/* wpump: the calling thread's event loop (contract in wpump.h): one zmq_poll over
+ * the scheduler socket and every data socket, each reply applied to its part
+ * (on_reply), then the timers (expire). Replies are matched by request id
+ * (timestamp << 16 | part) and checked against the part they answer before any
+ * of their data is used. */
+#define _GNU_SOURCE
+#include "wpump.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "log.h"
+#include "vbuf.h"
+#include "wire.h"
+#include "wreq.h"
+#include "wsend.h"
+#include "wview.h"
+
+/* Applies a reply from server si to the part it answers: a refusal (stale view,
+ * copy on its way) schedules the part again, an error fails the request, a pull's
+ * values go to the caller's array; the request ends with its last part. */
+static void on_reply(pskv_worker *w, int si, wire_msg *msg)
+{
+    Pskv__Meta *m = msg->meta;
+    if (m->has_refused && m->refused > w->srv[si].refused) {
+        /* a push this server will see again: no clock of this worker may reach any
+         * server before it has landed (whether or not the request is still here) */
+        w->srv[si].refused = m->refused;
+        wview_hold_clocks(w);
+    }
+    int64_t ts = (int64_t)(m->request_id >> 16);
+    int pi = (int)(m->request_id & 0xffff);
+    req *r = m->has_request_id ? wreq_find(w, ts) : NULL;
+    if (!r || pi >= r->nparts || r->parts[pi].server != si || r->parts[pi].done) {
+        LOG_D("dropped a %s for no request in flight (id %llu) from %s",
+              wire_type_name((int)m->type), (unsigned long long)m->request_id, msg->peer);
+        return;
+    }
+    part *p = &r->parts[pi];
+    srv *s = &w->srv[si];
+    if (m->type == PSKV__MSG_TYPE__ERROR &&
+        (m->error_code == PSKV_ESTALE || m->error_code == PSKV_ENOTREADY) &&
+        r->type != REQ_OPEN && r->type != REQ_SCAN) {
+        /* planned on a view the server no longer serves, or a copy still on its
+         * way: not applied; planned again on the latest view shortly */
+        LOG_D("request %lld part %d: %s; sending again", (long long)r->ts, pi,
+              m->error ? m->error : "stale");
+        if (!p->retry_at)
+            w->nretry++;
+        p->retry_at = tu_now_ms() + RETRY_DELAY_MS;
+        return;
+    }
+    /* a reply says which clock its values reflect; a worker left behind (its clock
+     * closed without it under bsp with backups) moves up to it */
+    if (m->has_clock && m->clock > atomic_load(&w->clock))
+        atomic_store(&w->clock, m->clock);
+    if (m->type == PSKV__MSG_TYPE__ERROR && m->error_code == PSKV_ELATE) {
+        if (!r->err) { /* once per push, whatever the number of servers */
+            r->err = wst_error(w, PSKV_ELATE, "push %lld dropped by server node %u: late "
+                               "(clock %lld had closed)", (long long)r->ts, s->id,
+                               (long long)m->clock);
+            w->late_drops++;
+        }
+    } else if (m->type == PSKV__MSG_TYPE__ERROR) {
+        if (!r->err)
+            r->err = wst_error(w, m->error_code ? m->error_code : PSKV_EPROTO,
+                               "server node %u (%s:%d): %s", s->id, s->host, s->port,
+                               m->error ? m->error : pskv_strerror(m->error_code));
+    } else if (r->type == REQ_SCAN) {
+        tbl *t = &w->tables[r->table];
+        scan_out *o = r->scan;
+        size_t k = msg->nkeys, wd = t->width;
+        if (m->type != PSKV__MSG_TYPE__PULL_REPLY || m->width != t->width ||
+            (k && !msg->keys)) {
+            if (!r->err)
+                r->err = wst_error(w, PSKV_EPROTO, "server node %u sent a malformed whole-table "
+                                   "reply (%s)", s->id, wire_type_name((int)m->type));
+        } else if (k && o->n + k > o->cap) {
+            size_t cap = o->cap ? o->cap : 1024;
+            while (cap < o->n + k)
+                cap *= 2;
+            uint64_t *gk = realloc(o->keys, cap * sizeof *gk);
+            if (gk)
+                o->keys = gk;
+            float *gv = realloc(o->vals, cap * wd * sizeof *gv);
+            if (gv)
+                o->vals = gv;
+            if (gk && gv)
+                o->cap = cap;
+            else if (!r->err)
+                r->err = wst_error(w, PSKV_ENOMEM, "out of memory gathering the table");
+        }
+        if (!r->err && k) {
+            memcpy(o->keys + o->n, msg->keys, k * sizeof *o->keys);
+            memcpy(o->vals + o->n * wd, msg->vals, k * wd * sizeof *o->vals);
+            o->n += k;
+        }
+    } else if (r->type == REQ_PULL) {
+        tbl *t = &w->tables[r->table];
+        if (m->has_clock && m->clock < r->vclock)
+            r->vclock = m->clock; /* the oldest part decides */
+        if (m->type != PSKV__MSG_TYPE__PULL_REPLY || msg->nkeys != p->n || m->width != t->width) {
+            if (!r->err)
+                r->err = wst_error(w, PSKV_EPROTO,
+                                   "server node %u sent a malformed pull reply (%s, %llu keys)",
+                                   s->id, wire_type_name((int)m->type),
+                                   (unsigned long long)msg->nkeys);
+        } else if (!p->idx) {
+            size_t wd = t->width;
+            const float *src = msg->vals;
+            for (uint64_t g = p->seg0; g < p->seg0 + p->nseg; g++) {
+                uint64_t f = r->segs[2 * g], c = r->segs[2 * g + 1];
+                memcpy(r->out + (f - r->first) * wd, src, c * wd * sizeof(float));
+                src += c * wd;
+            }
+        } else {
+            size_t wd = t->width;
+            for (uint64_t k = 0; k < p->n; k++)
+                memcpy(r->out + (size_t)p->idx[k] * wd, msg->vals + k * wd, wd * sizeof(float));
+        }
+    } else {
+        Pskv__MsgType want =
+            r->type == REQ_PUSH ? PSKV__MSG_TYPE__PUSH_ACK : PSKV__MSG_TYPE__TABLE_OPEN_ACK;
+        if (m->type != want && !r->err)
+            r->err = wst_error(w, PSKV_EPROTO, "server node %u answered %s to a %s", s->id,
+                               wire_type_name((int)m->type), wire_type_name((int)want));
+    }
+    p->done = p->answered = 1;
+    if (p->own && r->type == REQ_PUSH && !r->err && w->failover_node) {
+        LOG_I("failover: first push acknowledged by a new owner %lld ms after the view that "
+              "replaced server node %u", (long long)(tu_now_ms() - w->failover_ms),
+              w->failover_node);
+        w->failover_node = 0;
+    }
+    if (--r->pending == 0)
+        wreq_finish(w, r);
+}
+
+/* The timers, after every poll: parts due again and silent ones (every 50 ms),
+ * then the clock held behind them, draining pushes, and request deadlines. */
+static void expire(pskv_worker *w)
+{
+    int64_t now0 = tu_now_ms();
+    if (w->nretry || (w->retry_ms && now0 >= w->next_silence_check)) {
+        wsend_resend_due(w, 0);
+        w->next_silence_check = now0 + 50;
+    }
+    if (w->catchup_ts) /* after the re-sends: the clock goes out behind them */
+        wview_catch_up(w);
+    int64_t now = tu_now_ms();
+    for (int i = 0; i < w->window; i++) {
+        req *r = &w->reqs[i];
+        if (r->type != REQ_FREE && r->draining_ms) {
+            vbuf_drain(w, r, now);
+            continue;
+        }
+        if (r->type == REQ_FREE || now < r->deadline_ms)
+            continue;
+        for (int p = 0; p < r->nparts; p++)
+            if (!r->parts[p].done) {
+                srv *s = &w->srv[r->parts[p].server];
+                r->err = wst_error(w, PSKV_ETIMEDOUT,
+                                   "request %lld: no answer from server node %u (%s:%d) within %d ms",
+                                   (long long)r->ts, s->id, s->host, s->port,
+                                   w->request_timeout_ms);
+                break;
+            }
+        wreq_finish(w, r);
+    }
+}
+
+/* Like wpump, but first looks again without sleeping for up to spin_us: a reply to
+ * a small request usually comes within tens of microseconds, and sleeping costs a
+ * wake-up per reply (the 4 KiB step is a third faster). Not for large transfers,
+ * where the spinning core is better left to ZeroMQ's I/O threads. */
+void wpump_spin(pskv_worker *w, long timeout_ms, int spin_us)
+{
+    zmq_pollitem_t *items = w->items;
+    if (!items) /* no view applied (a failed open): nothing to poll */
+        return;
+    items[0] = (zmq_pollitem_t){w->mb.sock, 0, ZMQ_POLLIN, 0};
+    for (int i = 0; i < w->nservers; i++)
+        items[i + 1] = (zmq_pollitem_t){w->srv[i].sock, 0, ZMQ_POLLIN, 0};
+    int n = 0;
+    int64_t spin_until = tu_now_us() + spin_us;
+    while (spin_us > 0 && timeout_ms > 0 && (n = zmq_poll(items, w->nservers + 1, 0)) == 0 &&
+           tu_now_us() < spin_until)
+        ;
+    /* a part to send again is due within milliseconds (PSKV_ESTALE/ENOTREADY): no
+     * sleeping past it waiting for a message that may not come */
+    if (w->nretry && timeout_ms > RETRY_DELAY_MS)
+        timeout_ms = RETRY_DELAY_MS;
+    /* ZeroMQ letting go of a draining push's values wakes no poll: look every ms */
+    if (w->ndraining && timeout_ms > 1)
+        timeout_ms = 1;
+    if (n == 0)
+        n = zmq_poll(items, w->nservers + 1, timeout_ms);
+    if (n > 0) {
+        if (items[0].revents & ZMQ_POLLIN)
+            wview_on_scheduler(w);
+        for (int i = 0; i < w->nservers; i++) {
+            if (!(items[i + 1].revents & ZMQ_POLLIN))
+                continue;
+            for (;;) {
+                wire_msg msg;
+                char why[300];
+                int rc = wire_recv(w->srv[i].sock, 0, &msg, why, sizeof why);
+                if (rc == 0)
+                    on_reply(w, i, &msg);
+                else if (rc != -PSKV_ETIMEDOUT)
+                    LOG_W("dropped a message from server %s:%d: %s", w->srv[i].host,
+                          w->srv[i].port, why);
+                wire_msg_close(&msg);
+                if (rc == -PSKV_ETIMEDOUT)
+                    break;
+            }
+        }
+    }
+    expire(w);
+}

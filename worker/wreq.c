@@ -1,0 +1,165 @@
+/* wreq: the request window (contract in wreq.h). A slot is REQ_FREE or holds one
+ * request from wreq_new until wreq_retire frees it; one whose lent values ZeroMQ
+ * still holds stays, draining, until vbuf_drain retires it again. */
+#include "wreq.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "vbuf.h"
+#include "wpump.h"
+
+/* A free request slot, waiting (bounded) while the window is full. */
+static req *take_slot(pskv_worker *w)
+{
+    int64_t deadline = tu_now_ms() + w->request_timeout_ms;
+    for (;;) {
+        for (int i = 0; i < w->window; i++)
+            if (w->reqs[i].type == REQ_FREE)
+                return &w->reqs[i];
+        if (tu_now_ms() >= deadline)
+            return NULL;
+        wpump(w, wst_remaining(deadline));
+    }
+}
+
+req *wreq_new(pskv_worker *w, enum req_type type, int table, int nparts)
+{
+    req *r = take_slot(w);
+    if (!r) {
+        wst_error(w, PSKV_ETIMEDOUT, "window of %d requests still full after %d ms", w->window,
+                  w->request_timeout_ms);
+        return NULL;
+    }
+    r->parts = calloc((size_t)nparts, sizeof *r->parts);
+    if (!r->parts) {
+        wst_error(w, PSKV_ENOMEM, "out of memory");
+        return NULL;
+    }
+    r->type = type;
+    r->table = table;
+    r->ts = w->next_ts++;
+    r->clock = atomic_load(&w->clock);
+    r->nparts = r->pending = nparts;
+    r->deadline_ms = tu_now_ms() + w->request_timeout_ms;
+    r->vclock = INT64_MAX;
+    w->inflight++;
+    return r;
+}
+
+/* A request with one part per live server (parts[i].server set); NULL with the
+ * error in *err (and last_error) when no server lives or the window stays full. */
+req *wreq_new_live(pskv_worker *w, enum req_type type, int table, int *err)
+{
+    int nlive = 0;
+    for (int i = 0; i < w->nservers; i++)
+        nlive += w->srv[i].alive;
+    if (!nlive) {
+        *err = wst_error(w, PSKV_ELOST, "no live server in view epoch %llu",
+                         (unsigned long long)w->mb.epoch);
+        return NULL;
+    }
+    req *r = wreq_new(w, type, table, nlive);
+    *err = r ? 0 : -PSKV_ETIMEDOUT;
+    for (int pi = 0, si = 0; r && pi < nlive; pi++, si++) {
+        while (!w->srv[si].alive)
+            si++;
+        r->parts[pi].server = si;
+    }
+    return r;
+}
+
+void wreq_release(req *r)
+{
+    for (int i = 0; r->parts && i < r->nparts; i++) {
+        if (r->parts[i].own) {
+            free(r->parts[i].idx);
+            vbuf_unref(NULL, r->parts[i].own);
+        }
+    }
+    free(r->parts);
+    free(r->segs);
+    free(r->idx);
+    vbuf_unref(NULL, r->buf);
+    vbuf_unref(NULL, r->lend);
+    memset(r, 0, sizeof *r);
+}
+
+static void record_failure(pskv_worker *w, int64_t ts, int err)
+{
+    if (w->nfailed >= FAILED_KEEP && w->failed[w->nfailed % FAILED_KEEP].ts > w->forgotten_ts)
+        w->forgotten_ts = w->failed[w->nfailed % FAILED_KEEP].ts;
+    w->failed[w->nfailed % FAILED_KEEP].ts = ts;
+    w->failed[w->nfailed % FAILED_KEEP].err = err;
+    w->nfailed++;
+}
+
+/* Frees the slot of an ended request, unless ZeroMQ still holds the caller's
+ * lent values: then it stays in the window, `draining`, until vbuf_drain (from
+ * wpump's timers) sees them released, so pskv_wait cannot return while ZeroMQ
+ * may still read them. */
+void wreq_retire(pskv_worker *w, req *r)
+{
+    for (int pi = 0; pi < r->nparts; pi++) { /* late replies to it are dropped */
+        part *p = &r->parts[pi];
+        if (p->retry_at) {
+            p->retry_at = 0;
+            w->nretry--;
+        }
+        p->done = 1;
+    }
+    if (vbuf_lent_held(r)) {
+        if (!r->draining_ms) {
+            r->draining_ms = tu_now_ms();
+            w->ndraining++;
+            w->lent_drained++;
+        }
+        return;
+    }
+    if (r->draining_ms)
+        w->ndraining--;
+    wreq_release(r);
+    w->inflight--;
+}
+
+void wreq_finish(pskv_worker *w, req *r)
+{
+    if (r->type == REQ_PULL && !r->err && r->vclock != INT64_MAX)
+        w->values_clock = r->vclock;
+    if (r->err) {
+        record_failure(w, r->ts, r->err);
+        if (r->err == -PSKV_ELATE)
+            LOG_D("push %lld dropped: late", (long long)r->ts);
+        else
+            LOG_W("request %lld failed: %s", (long long)r->ts, w->last_error);
+    }
+    wreq_retire(w, r);
+}
+
+/* Abandons a request that could not be sent whole: parts already sent are
+ * answered into nothing (their replies no longer match a request). */
+int64_t wreq_fail(pskv_worker *w, req *r, int err)
+{
+    record_failure(w, r->ts, err);
+    int64_t ts = r->ts, deadline = tu_now_ms() + 2 * LENT_RESET_MS + 1000;
+    wreq_retire(w, r);
+    /* parts already sent may still read lent values, which the caller is free to
+     * reuse once this returns: wait for ZeroMQ to let go (vbuf_drain, from wpump) */
+    while (wreq_find(w, ts) && tu_now_ms() < deadline)
+        wpump(w, wst_remaining(deadline));
+    if (wreq_find(w, ts))
+        LOG_E("push %lld failed, and ZeroMQ still holds its values after %lld ms: keep them "
+              "until pskv_worker_close", (long long)ts, (long long)(2 * LENT_RESET_MS + 1000));
+    return err;
+}
+
+int wreq_failure_of(const pskv_worker *w, int64_t ts)
+{
+    int n = w->nfailed < FAILED_KEEP ? w->nfailed : FAILED_KEEP;
+    for (int i = 0; i < n; i++)
+        if (w->failed[i].ts == ts)
+            return w->failed[i].err;
+    return 0;
+}

@@ -1,0 +1,297 @@
+/* wsend: parts onto the wire, and re-planned and re-sent (contract in wsend.h).
+ * A part's request id is (timestamp << 16 | part index); a re-sent part is a new
+ * part of the same request carrying its first send's id (`origin_id`), so a server
+ * that applied it already drops it. */
+#define _GNU_SOURCE
+#include "wsend.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "log.h"
+#include "member.h"
+#include "vbuf.h"
+#include "wire.h"
+#include "wplan.h"
+#include "wreq.h"
+
+int wsend_part(pskv_worker *w, req *r, int pi, Pskv__Meta *m, zmq_msg_t *keys,
+               zmq_msg_t *vals)
+{
+    part *p = &r->parts[pi];
+    m->has_request_id = 1;
+    m->request_id = ((uint64_t)r->ts << 16) | (uint64_t)pi;
+    if (wire_send(w->srv[p->server].sock, NULL, m, keys, vals) < 0)
+        return wst_error(w, PSKV_ENET, "cannot send to server %s:%d: %s", w->srv[p->server].host,
+                         w->srv[p->server].port, zmq_strerror(errno));
+    return 0;
+}
+
+/* Tells the live servers whose `catchup` flag equals `catchup` (0: the usual
+ * ones; 1: those owed its clock since a placement change) that this worker
+ * finished clock `clock`, on the data sockets: behind the pushes already sent to
+ * the same server. clock < 0 sends nothing. Servers keep the largest they hear. */
+int wsend_clock(pskv_worker *w, int64_t clock, int catchup)
+{
+    if (clock < 0)
+        return 0;
+    Pskv__Meta m;
+    member_meta(&w->mb, &m, PSKV__MSG_TYPE__CLOCK);
+    m.has_clock = m.has_refused = 1;
+    m.clock = clock;
+    for (int i = 0; i < w->nservers; i++) {
+        m.refused = w->srv[i].refused; /* a server ignores the clock if it refused more */
+        if (w->srv[i].alive && w->srv[i].catchup == catchup &&
+            wire_send(w->srv[i].sock, NULL, &m, NULL, NULL) < 0)
+            return wst_error(w, PSKV_ENET, "cannot send CLOCK to server %s:%d: %s",
+                             w->srv[i].host, w->srv[i].port, zmq_strerror(errno));
+    }
+    return 0;
+}
+
+static void base_meta(pskv_worker *w, Pskv__Meta *m, Pskv__MsgType type, tbl *t,
+                      int64_t clock)
+{
+    member_meta(&w->mb, m, type);
+    m->has_clock = 1;
+    m->clock = clock;
+    m->has_table_id = m->has_width = 1;
+    m->table_id = t->id;
+    m->width = t->width;
+}
+
+/* The keys (NULL for a run part) and values (pushes) of part p. */
+static void part_data(const req *r, const part *p, size_t wd, const uint64_t **keys,
+                      const float **vals, vbuf **buf)
+{
+    if (p->own) {
+        *buf = p->own;
+        *keys = (const uint64_t *)(void *)p->own->data;
+        *vals = (const float *)(void *)(p->own->data + p->n * sizeof(uint64_t));
+        return;
+    }
+    if (r->lent) { /* one run (wplan_run single), straight from the caller */
+        *buf = r->lend;
+        *keys = NULL;
+        *vals = r->lent + (size_t)(r->segs[2 * p->seg0] - r->first) * wd;
+        return;
+    }
+    *buf = r->buf;
+    *keys = p->idx && r->buf ? (const uint64_t *)(void *)r->buf->data + p->off : NULL;
+    *vals = r->buf ? (const float *)(void *)(r->buf->data + r->kbytes) + p->off * wd : NULL;
+}
+
+/* Smallest request id still in flight (this request's at most; a draining one is
+ * answered and never sent again): the worker never re-sends one below it, so
+ * servers may forget those (the push's `floor`). */
+uint64_t wsend_inflight_floor(const pskv_worker *w)
+{
+    int64_t low = w->next_ts;
+    for (int i = 0; i < w->window; i++)
+        if (w->reqs[i].type != REQ_FREE && !w->reqs[i].draining_ms && w->reqs[i].ts < low)
+            low = w->reqs[i].ts;
+    return (uint64_t)low << 16;
+}
+
+/* Sends part pi of r (a push or pull) to its server; floor: wsend_inflight_floor(w),
+ * computed once for all the parts sent together. */
+int wsend_data_part(pskv_worker *w, req *r, int pi, int resend, uint64_t floor)
+{
+    part *p = &r->parts[pi];
+    tbl *t = &w->tables[r->table];
+    size_t wd = t->width, row = wd * sizeof(float);
+    int push = r->type == REQ_PUSH;
+    Pskv__Meta m;
+    /* a re-sent part carries the clock of the iteration it was made in */
+    base_meta(w, &m, push ? PSKV__MSG_TYPE__PUSH : PSKV__MSG_TYPE__PULL, t, r->clock);
+    if (r->assign) {
+        m.has_assign = 1;
+        m.assign = 1;
+    }
+    if (push) {
+        m.has_origin_id = m.has_floor = 1;
+        m.origin_id = p->dedupe_id;
+        m.floor = floor;
+    }
+    if (resend) {
+        m.has_resend = 1;
+        m.resend = 1;
+    }
+    m.has_num_keys = 1;
+    m.num_keys = p->n;
+    m.has_request_id = 1;
+    m.request_id = ((uint64_t)r->ts << 16) | (uint64_t)pi;
+    const uint64_t *keys;
+    const float *vals;
+    vbuf *b;
+    part_data(r, p, wd, &keys, &vals, &b);
+    zmq_msg_t kmsg, vmsg, *kp = NULL, *vp = NULL;
+    if (p->nseg) {
+        uint64_t last = p->seg0 + p->nseg - 1;
+        m.has_first_key = m.has_span = 1;
+        m.first_key = r->segs[2 * p->seg0];
+        m.span = r->segs[2 * last] + r->segs[2 * last + 1] - m.first_key;
+    } else {
+        atomic_fetch_add(&b->refs, 1);
+        zmq_msg_init_data(&kmsg, (void *)keys, p->n * sizeof(uint64_t), vbuf_unref, b);
+        kp = &kmsg;
+    }
+    if (push) {
+        atomic_fetch_add(&b->refs, 1);
+        zmq_msg_init_data(&vmsg, (void *)vals, p->n * row, vbuf_unref, b);
+        vp = &vmsg;
+    }
+    srv *s = &w->srv[p->server];
+    p->sent_ms = tu_now_ms();
+    p->epoch = m.epoch;
+    if (wire_send(s->sock, NULL, &m, kp, vp) < 0)
+        return wst_error(w, PSKV_ENET, "cannot send to server %s:%d: %s", s->host, s->port,
+                         zmq_strerror(errno));
+    return 0;
+}
+
+/* Plans the rows of part pi again on the latest view and sends them as new parts
+ * with the same dedupe id (a server that applied them already drops them); the
+ * old part is closed, and a late answer to it is dropped. */
+static int resend_part(pskv_worker *w, req *r, int pi)
+{
+    tbl *t = &w->tables[r->table];
+    size_t wd = t->width, row = wd * sizeof(float);
+    int push = r->type == REQ_PUSH, pull = r->type == REQ_PULL;
+    part old = r->parts[pi];
+    uint64_t n = old.n;
+    const uint64_t *keys;
+    const float *vals;
+    vbuf *b;
+    part_data(r, &old, wd, &keys, &vals, &b);
+    uint64_t *rk = malloc(n * sizeof *rk);   /* key of each row */
+    uint32_t *rc = malloc(n * sizeof *rc);   /* caller row of each row */
+    int *ro = malloc(n * sizeof *ro);        /* new owner of each row */
+    int err = 0;
+    if (!rk || !rc || !ro) {
+        err = wst_error(w, PSKV_ENOMEM, "out of memory");
+        goto out;
+    }
+    uint64_t k = 0;
+    if (old.nseg) {
+        for (uint64_t g = old.seg0; g < old.seg0 + old.nseg; g++)
+            for (uint64_t i = 0; i < r->segs[2 * g + 1]; i++, k++) {
+                rk[k] = r->segs[2 * g] + i;
+                rc[k] = (uint32_t)(rk[k] - r->first);
+            }
+    } else {
+        for (; k < n; k++) {
+            rk[k] = keys[k];
+            rc[k] = old.idx[k];
+        }
+    }
+    uint64_t floor = push ? wsend_inflight_floor(w) : 0;
+    memset(w->count, 0, (size_t)w->nservers * sizeof *w->count);
+    for (k = 0; k < n; k++) {
+        ro[k] = wplan_owner_of(w, wplan_key_pos(t, rk[k]), pull);
+        if (ro[k] < 0) {
+            err = wplan_lost_error(w, t, rk[k]);
+            goto out;
+        }
+        w->count[ro[k]]++;
+    }
+    int nnew = 0;
+    for (int si = 0; si < w->nservers; si++)
+        nnew += w->count[si] > 0;
+    if (r->nparts + nnew > MAX_PARTS) {
+        err = wst_error(w, PSKV_EINVAL, "request %lld re-planned into too many parts",
+                        (long long)r->ts);
+        goto out;
+    }
+    part *grown = realloc(r->parts, (size_t)(r->nparts + nnew) * sizeof *grown);
+    if (!grown) {
+        err = wst_error(w, PSKV_ENOMEM, "out of memory");
+        goto out;
+    }
+    r->parts = grown;
+    if (r->parts[pi].retry_at) {
+        r->parts[pi].retry_at = 0;
+        w->nretry--;
+    }
+    r->parts[pi].done = 1;
+    r->pending--;
+    for (int si = 0; si < w->nservers; si++) {
+        uint64_t c = w->count[si];
+        if (!c)
+            continue;
+        int ni = r->nparts++;
+        part *p = &r->parts[ni];
+        memset(p, 0, sizeof *p);
+        p->server = si;
+        p->dedupe_id = old.dedupe_id;
+        p->own = vbuf_new(c * sizeof(uint64_t) + (push ? c * row : 0));
+        p->idx = malloc(c * sizeof *p->idx);
+        r->pending++;
+        if (!p->own || !p->idx) {
+            err = wst_error(w, PSKV_ENOMEM, "out of memory");
+            goto out;
+        }
+        uint64_t *pk = (uint64_t *)(void *)p->own->data;
+        float *pv = (float *)(void *)(p->own->data + c * sizeof(uint64_t));
+        for (k = 0; k < n; k++) {
+            if (ro[k] != si)
+                continue;
+            pk[p->n] = rk[k];
+            p->idx[p->n] = rc[k];
+            if (push)
+                memcpy(pv + p->n * wd, vals + k * wd, row);
+            p->n++;
+        }
+        if ((err = wsend_data_part(w, r, ni, 1, floor)) < 0)
+            goto out;
+    }
+out:
+    free(rk);
+    free(rc);
+    free(ro);
+    return err;
+}
+
+/* Parts whose server died, or that are due for another try, are planned again. */
+void wsend_resend_due(pskv_worker *w, int view_changed)
+{
+    int64_t now = tu_now_ms();
+    for (int i = 0; i < w->window; i++) {
+        req *r = &w->reqs[i];
+        if (r->type != REQ_PUSH && r->type != REQ_PULL)
+            continue;
+        for (int pi = 0; pi < r->nparts && r->type != REQ_FREE; pi++) {
+            part *p = &r->parts[pi];
+            if (p->done)
+                continue;
+            int dead = view_changed && !w->srv[p->server].alive;
+            int due = p->retry_at && now >= p->retry_at;
+            /* silence on an async table: asked again of the latest view's owner */
+            int silent = !view_changed && !p->retry_at && w->retry_ms &&
+                         w->tables[r->table].async && now - p->sent_ms >= w->retry_ms;
+            if (silent) {
+                LOG_I("request %lld: no answer from server node %u in %d ms; asking again",
+                      (long long)r->ts, w->srv[p->server].id, w->retry_ms);
+                due = 1;
+            }
+            if (!dead && !due)
+                continue;
+            if (dead && r->type == REQ_PUSH && !w->failover_node) {
+                w->failover_node = w->srv[p->server].id;
+                w->failover_ms = now;
+            }
+            if (dead)
+                LOG_D("request %lld: server node %u died; sending its part again to the new "
+                      "owners", (long long)r->ts, w->srv[p->server].id);
+            int err = resend_part(w, r, pi);
+            if (err < 0) {
+                r->err = err;
+                wreq_finish(w, r); /* the failure is recorded; the slot is free */
+                break;
+            }
+        }
+    }
+}

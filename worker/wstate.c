@@ -1,0 +1,192 @@
+/* wstate: the worker handle's life (types and contract in wstate.h): its
+ * defaults, pskv_worker_open (join the job, apply the first view, start the
+ * heartbeat thread) and pskv_worker_close (wait for what is in flight, FINISH,
+ * stop the thread, release everything), and its error message. */
+#define _GNU_SOURCE
+#include "wstate.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "log.h"
+#include "net.h"
+#include "wpump.h"
+#include "wreq.h"
+#include "wview.h"
+
+int wst_error(pskv_worker *w, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(w->last_error, sizeof w->last_error, fmt, ap);
+    va_end(ap);
+    return code < 0 ? code : -code;
+}
+
+void pskv_config_init(pskv_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->rank = -1;
+    cfg->connect_timeout_s = 30;
+    cfg->join_timeout_s = 600;
+    cfg->request_timeout_ms = 30000;
+    cfg->window = 64;
+    cfg->max_message = 1LL << 30;
+    cfg->chunk_bytes = 1024 * 1024;
+    cfg->spin_us = 100;
+    cfg->retry_ms = 1000;
+}
+
+void pskv_table_opts_init(pskv_table_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->kind = PSKV_DENSE;
+    o->width = 1;
+    o->updater = "sgd";
+    o->lr = 0.01f;
+    o->eps = 1e-8f;
+    o->init = "zero";
+    o->consistency = "async";
+}
+
+int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
+{
+    pskv_config cfg;
+    pskv_config_init(&cfg);
+    if (cfg_in)
+        cfg = *cfg_in;
+    *out = NULL;
+    if (!cfg.scheduler || !*cfg.scheduler)
+        cfg.scheduler = getenv("PSKV_SCHEDULER");
+    if (!cfg.scheduler || !*cfg.scheduler)
+        cfg.scheduler = "127.0.0.1:7700";
+    if (cfg.window <= 0)
+        cfg.window = 64;
+    if (cfg.request_timeout_ms <= 0)
+        cfg.request_timeout_ms = 30000;
+    if (cfg.connect_timeout_s <= 0)
+        cfg.connect_timeout_s = 30;
+    if (cfg.join_timeout_s <= 0)
+        cfg.join_timeout_s = 600;
+    pskv_worker *w = calloc(1, sizeof *w);
+    if (!w)
+        return -PSKV_ENOMEM;
+    w->window = cfg.window;
+    w->chunk_bytes = cfg.chunk_bytes ? cfg.chunk_bytes : 1024 * 1024;
+    w->spin_us = cfg.spin_us < 0 ? 0 : cfg.spin_us;
+    w->request_timeout_ms = cfg.request_timeout_ms;
+    w->max_message = cfg.max_message;
+    w->retry_ms = cfg.retry_ms < 0 ? 0 : cfg.retry_ms;
+    w->next_ts = 1;
+    snprintf(w->sched, sizeof w->sched, "%s", cfg.scheduler);
+    w->reqs = calloc((size_t)w->window, sizeof *w->reqs);
+    w->ctx = zmq_ctx_new();
+    if (!w->reqs || !w->ctx) {
+        pskv_worker_close(&w);
+        return -PSKV_ENOMEM;
+    }
+    char why[400], host[256], shost[256];
+    int sport, rc;
+    if (net_split_hostport(cfg.scheduler, shost, sizeof shost, &sport) < 0) {
+        rc = wst_error(w, PSKV_EINVAL, "scheduler address '%s' is not HOST:PORT", cfg.scheduler);
+        goto fail;
+    }
+    rc = net_pick_advertise(cfg.advertise, cfg.interface, shost, host, sizeof host, why,
+                            sizeof why);
+    if (rc == 0)
+        rc = net_check_advertise(host, shost, why, sizeof why);
+    if (rc < 0) {
+        wst_error(w, rc, "%s", why);
+        goto fail;
+    }
+    rc = member_open(&w->mb, w->ctx, cfg.scheduler, PSKV__ROLE__WORKER, cfg.rank, host, 0,
+                     cfg.job_id, cfg.connect_timeout_s, cfg.max_message, why, sizeof why);
+    if (rc < 0) {
+        wst_error(w, rc, "%s", why);
+        goto fail;
+    }
+    log_set_node((int)w->mb.node_id);
+    rc = member_wait_view(&w->mb, cfg.join_timeout_s, why, sizeof why);
+    if (rc < 0) {
+        wst_error(w, rc, "%s", why);
+        goto fail;
+    }
+    rc = wview_apply(w, cfg.max_message);
+    if (rc < 0)
+        goto fail;
+    /* a worker joining a running job (its rank died and it took it over) counts
+     * barriers on from the job's and starts at the slowest live worker's clock */
+    w->barrier_seq = w->barrier_done = w->mb.barriers_done;
+    int64_t slowest = -1;
+    for (size_t i = 0; i < w->mb.view->n_nodes; i++) {
+        const Pskv__Node *n = w->mb.view->nodes[i];
+        if (n->role == PSKV__ROLE__WORKER && n->id != w->mb.node_id && n->alive &&
+            n->state && strcmp(n->state, "finished") && (slowest < 0 || n->clock < slowest))
+            slowest = n->clock;
+    }
+    if (slowest > 0) {
+        atomic_store(&w->clock, slowest);
+        LOG_I("joined a running job: starting at clock %lld (the slowest live worker's)",
+              (long long)slowest);
+    }
+    wview_heartbeat_start(w);
+    LOG_I("worker rank %d of %d (node %u) joined job %llu with %d servers", w->mb.rank,
+          w->nworkers, w->mb.node_id, (unsigned long long)w->mb.job_id, w->nservers);
+    *out = w;
+    return 0;
+fail:
+    LOG_E("%s", w->last_error);
+    /* keep the message for a caller that has no handle: print it once above */
+    pskv_worker_close(&w);
+    return rc;
+}
+
+int pskv_worker_close(pskv_worker **w_p)
+{
+    if (!w_p || !*w_p)
+        return 0;
+    pskv_worker *w = *w_p;
+    int rc = 0;
+    if (w->mb.sock && w->srv) {
+        rc = pskv_wait_all(w, w->request_timeout_ms);
+        Pskv__Meta m;
+        member_meta(&w->mb, &m, PSKV__MSG_TYPE__FINISH);
+        member_send(&w->mb, &m);
+        int64_t deadline = tu_now_ms() + 5000;
+        while (!w->finish_acked && tu_now_ms() < deadline)
+            wpump(w, wst_remaining(deadline));
+        if (!w->finish_acked)
+            LOG_W("the scheduler did not acknowledge FINISH within 5 s");
+    }
+    wview_heartbeat_stop(w);
+    if (w->lent_pushes) /* debug: an app's last line is its own */
+        LOG_D("%llu pushes sent without a copy; %llu waited after their answer for ZeroMQ to "
+              "let go of the caller's values, %llu connections reset for it",
+              (unsigned long long)w->lent_pushes, (unsigned long long)w->lent_drained,
+              (unsigned long long)w->lent_resets);
+    for (int i = 0; i < w->window && w->reqs; i++)
+        if (w->reqs[i].type != REQ_FREE)
+            wreq_release(&w->reqs[i]);
+    for (int i = 0; i < w->nservers && w->srv; i++)
+        if (w->srv[i].sock)
+            zmq_close(w->srv[i].sock);
+    member_close(&w->mb);
+    free(w->tables);
+    free(w->srv);
+    free(w->head);
+    free(w->tail);
+    free(w->items);
+    free(w->count);
+    free(w->pindex);
+    free(w->owner);
+    free(w->reqs);
+    if (w->ctx)
+        zmq_ctx_term(w->ctx);
+    free(w);
+    *w_p = NULL;
+    return rc;
+}

@@ -1,0 +1,200 @@
+/* wstate: the private state of a libpskv worker handle, shared by the library's
+ * modules. INTERNAL to libpskv: not installed, never included by apps (they see
+ * only pskv.h and the opaque pskv_worker).
+ *
+ * Design: the calling thread owns every data socket (one DEALER per server, one
+ * to the scheduler); ZeroMQ's own I/O thread moves the bytes, so requests sent by
+ * push/pull travel while the caller computes, and replies are applied when the
+ * caller next enters the library (wait, push, pull, barrier). A second thread
+ * sends heartbeats on a socket of its own and touches nothing else.
+ *
+ * A request (push, pull or table open) is split into parts, one per owning
+ * server, all sent at once. A push copies the caller's values once into a
+ * reference-counted buffer whose slices ZeroMQ sends zero-copy (pskv_push_nocopy
+ * lends ZeroMQ the caller's own array instead, and its request stays in the window
+ * until ZeroMQ has let go of every slice: see wreq_retire); a pull reply is
+ * copied once from the received frame into the caller's array. The request id on
+ * the wire is (timestamp << 16 | part). At most `window` requests are in flight;
+ * a new one waits for a slot (back-pressure, never a drop).
+ *
+ * Modules (each a .h/.c pair in worker/, internal calls prefixed by module):
+ *   wstate  these types; the handle's life (pskv_worker_open/close, defaults) and
+ *           its error message (wst_error)
+ *   wview   the cluster view, membership answers, the clock hold, the heartbeat thread
+ *   wreq    the request window: slots, retirement, the failures pskv_wait reports
+ *   wplan   keys to partitions to servers: a request's parts
+ *   wsend   parts onto the wire, and planned again and re-sent
+ *   vbuf    buffers shared with ZeroMQ; draining pskv_push_nocopy's lent arrays
+ *   wpump   the calling thread's event loop: replies applied, timers
+ *   pskv.c  the exported calls on an open handle (push, pull, wait, tables, clock ...)
+ *
+ * OWNS: the handle itself (wstate.c): pskv_worker_open allocates it with its
+ *   window, ZeroMQ context and settings; pskv_worker_close releases everything
+ *   hanging off it, whichever module filled it in; last_error (wst_error).
+ * THREADS: every field belongs to the thread using the handle (one at a time, as
+ *   pskv.h says), except the atomics `clock` and `progress[]`, which the heartbeat
+ *   thread reads, and vbuf.refs, which ZeroMQ's I/O threads drop (vbuf_unref).
+ * NEVER: no module exports a symbol from libpskv.so: every internal prototype is
+ *   marked WINTERNAL (hidden), so the .so exports pskv_* alone from worker/. */
+#ifndef PSKV_WSTATE_H
+#define PSKV_WSTATE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <zmq.h>
+
+#include "member.h"
+#include "pskv.h"
+#include "timeutil.h"
+
+/* Internal to libpskv: linked across its modules, never exported by the .so. */
+#define WINTERNAL __attribute__((visibility("hidden")))
+
+#define MAX_PARTS 65535
+#define RETRY_DELAY_MS 5 /* a refused part (stale placement, copy on its way) goes again */
+#define FAILED_KEEP 4096 /* failed requests whose outcome pskv_wait can still tell */
+#define LENT_RESET_MS 100 /* a lent array ZeroMQ still holds this long after its push
+                             ended: the connections holding it are reset */
+
+enum req_type { REQ_FREE = 0, REQ_OPEN, REQ_PUSH, REQ_PULL, REQ_ASSIGN, REQ_SCAN };
+
+typedef struct scan_out { /* rows gathered by pskv_pull_all */
+    uint64_t *keys;
+    float *vals;
+    size_t n, cap;
+} scan_out;
+
+typedef struct vbuf { /* values and keys shared with ZeroMQ's zero-copy sends */
+    atomic_int refs;
+    size_t bytes;
+    _Alignas(16) unsigned char data[];
+} vbuf;
+
+typedef struct part {
+    int server;        /* index into w->srv */
+    uint64_t n;        /* rows in this part */
+    uint64_t seg0, nseg; /* run part: its runs r->segs[seg0 .. seg0+nseg) (first, count) */
+    uint64_t off;      /* row offset of this part's values (and keys) in its buffer */
+    uint32_t *idx;     /* gathered part: caller row of each key */
+    vbuf *own;         /* re-sent part: its own keys (then values); idx owned too */
+    int answered;      /* its server replied (so ZeroMQ sent all of it) */
+    uint64_t dedupe_id; /* wire request id of the first send of these rows */
+    int64_t retry_at;  /* > 0: re-plan and send again at this time */
+    int64_t sent_ms;   /* when it was sent */
+    uint64_t epoch;    /* the view it was planned on */
+    int done;
+} part;
+
+typedef struct req {
+    enum req_type type;
+    int64_t ts;
+    int64_t clock;     /* the worker's clock when it was made: every send carries it */
+    int table;
+    int nparts, pending;
+    part *parts;
+    uint64_t first;    /* dense run request: its first key */
+    uint64_t *segs;    /* run parts' runs, pairs (first, count) */
+    uint32_t *idx;     /* gathered rows, all parts */
+    float *out;        /* pull destination */
+    vbuf *buf;         /* push values (and gathered keys) */
+    size_t kbytes;     /* bytes of gathered keys at the front of buf */
+    int assign;        /* a push that overwrites (pskv_assign) */
+    int err;
+    int64_t deadline_ms;
+    int64_t vclock;    /* pull: the oldest clock its parts' values reflect */
+    size_t bytes;      /* values moved: small requests are waited for by spinning */
+    scan_out *scan;    /* pskv_pull_all: where the rows go */
+    const float *lent; /* pskv_push_nocopy: the caller's values, sent without a copy */
+    vbuf *lend;        /* ... and the count of ZeroMQ's references to them (no data) */
+    int64_t draining_ms; /* > 0: answered or failed since then, ZeroMQ still holds lent */
+    int lent_reset;    /* drain stages done (vbuf_drain): 1 dead servers', 2 unanswered,
+                          3 all */
+} req;
+
+typedef struct srv {
+    uint32_t id;
+    char host[128];
+    int port;
+    int alive;
+    int catchup; /* placement changed: owed this worker's clock (wview_catch_up) */
+    uint64_t refused; /* pushes this server refused for a retry, as it counts them */
+    int64_t reset_ms; /* when sock last replaced a connection (vbuf's srv_reset), or 0 */
+    void *sock;
+} srv;
+
+typedef struct tbl {
+    char name[128];
+    uint64_t id;
+    int dense;
+    uint64_t size;
+    uint32_t width;
+    int async;         /* its pushes may be re-sent after a silence (servers drop duplicates) */
+    int bsp;           /* its pushes are acknowledged only when their clock closes */
+} tbl;
+
+struct pskv_worker {
+    void *ctx;
+    member mb;
+    int nworkers, nservers;
+    srv *srv;
+    uint32_t nparts, R;   /* placement of the latest view */
+    int *head, *tail;     /* per partition: index into srv of the head and tail, -1 = lost */
+    int nretry;           /* parts waiting to be sent again */
+    uint32_t failover_node; /* a server replaced while pushes to it were in flight */
+    int64_t failover_ms;    /* when the view that replaced it arrived */
+    /* scratch sized once for the view, so a request allocates only what it keeps */
+    zmq_pollitem_t *items; /* scheduler socket, then one per server */
+    uint64_t *count;       /* keys per server while grouping */
+    int *pindex;           /* part of each server while grouping */
+    uint32_t *owner;       /* server of each key while grouping; grows */
+    size_t owner_cap;
+    tbl *tables;
+    int ntables;
+    req *reqs;
+    int window, inflight;
+    int ndraining;          /* requests ended but waiting for ZeroMQ to let go of lent */
+    uint64_t lent_pushes, lent_drained, lent_resets; /* for the log at close */
+    int64_t next_ts;
+    int64_t catchup_ts; /* since a placement change: pushes below it go before the clock */
+    uint64_t catchup_epoch; /* bsp: parts planned on an older view must be answered first */
+    int request_timeout_ms;
+    size_t chunk_bytes;
+    int spin_us;
+    int retry_ms;
+    int64_t next_silence_check;
+    struct { int64_t ts; int err; } failed[FAILED_KEEP];
+    int nfailed;
+    int64_t forgotten_ts;   /* newest failed timestamp pushed out of failed[] */
+    uint64_t barrier_seq, barrier_done;
+    int finish_acked;
+    char last_error[512];
+    pthread_t hb_thread;
+    atomic_int hb_stop;
+    int hb_started;
+    char sched[300];
+    _Atomic int64_t clock;  /* iterations finished; pushes and pulls carry it */
+    uint64_t late_drops;    /* bsp pushes answered "dropped: late" */
+    int64_t values_clock;   /* clock the last completed pull's values reflect */
+    int64_t max_message;
+    _Atomic int64_t progress[3]; /* epoch, step, position: sent with heartbeats */
+    uint64_t ckpt_done;          /* checkpoint answer: its number */
+    int ckpt_err;                /* or its error */
+    uint64_t ckpt_req;           /* request id of the checkpoint asked for */
+};
+
+/* Formats w->last_error (what pskv_last_error returns) and returns -code, whichever
+ * sign code was given in. Never fails; a long message is cut at 511 bytes. */
+WINTERNAL int wst_error(pskv_worker *w, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Milliseconds from now to `deadline` (tu_now_ms time), clamped to 0..100: how
+ * long one pump may sleep while a caller waits for an answer. */
+static inline long wst_remaining(int64_t deadline)
+{
+    int64_t left = deadline - tu_now_ms();
+    return left < 0 ? 0 : left > 100 ? 100 : (long)left;
+}
+
+#endif

@@ -1,0 +1,237 @@
+/* wview: the cluster view, the scheduler's answers, the clock hold, and the
+ * heartbeat thread (contract in wview.h).
+ *
+ * Design: the view arrives on the scheduler socket, which the calling thread
+ * polls with the data sockets (wpump); applying it re-points each partition's
+ * head and tail, and parts it strands are re-planned at once (wsend_resend_due).
+ * The heartbeat thread has a socket of its own, so a worker that computes for a
+ * long time without entering the library stays alive; it shares with the calling
+ * thread only atomics (its stop flag, the clock and the progress it reports) and
+ * what is fixed at join. */
+#define _GNU_SOURCE
+#include "wview.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "log.h"
+#include "member.h"
+#include "net.h"
+#include "timeutil.h"
+#include "wire.h"
+#include "wsend.h"
+
+static int srv_index(const pskv_worker *w, uint32_t id)
+{
+    for (int i = 0; i < w->nservers; i++)
+        if (w->srv[i].id == id)
+            return i;
+    return -1;
+}
+
+/* Every server's next clock waits until each push sent so far is acknowledged
+ * (wview_catch_up): after a placement change, or a push refused to be sent again,
+ * a re-sent push then reaches its server before the clock that covers it. */
+void wview_hold_clocks(pskv_worker *w)
+{
+    for (int i = 0; i < w->nservers; i++)
+        w->srv[i].catchup = 1;
+    w->catchup_ts = w->next_ts;
+    w->catchup_epoch = w->mb.epoch;
+}
+
+/* Applies the latest view: servers (dialled once each), their liveness, and the
+ * head and tail of every partition. Called at open and on every new view. */
+int wview_apply(pskv_worker *w, int64_t max_message)
+{
+    Pskv__View *v = w->mb.view;
+    int ns = 0, nw = 0;
+    for (size_t i = 0; i < v->n_nodes; i++) {
+        ns += v->nodes[i]->role == PSKV__ROLE__SERVER;
+        /* ranks, not nodes: a rank taken over after a death is listed twice */
+        if (v->nodes[i]->role == PSKV__ROLE__WORKER && v->nodes[i]->rank + 1 > nw)
+            nw = v->nodes[i]->rank + 1;
+    }
+    if (ns == 0 || ns > MAX_PARTS)
+        return wst_error(w, PSKV_EPROTO, "the view lists %d servers", ns);
+    if (!v->partitions || !v->replicas || v->n_chains != (size_t)v->partitions * v->replicas)
+        return wst_error(w, PSKV_EPROTO, "the view has no valid partition chains");
+    if (w->nparts && (v->partitions != w->nparts || v->replicas != w->R))
+        return wst_error(w, PSKV_EPROTO, "the view changed the partition count");
+    if (ns > w->nservers) { /* room for servers not seen before */
+        srv *s2 = realloc(w->srv, (size_t)ns * sizeof *s2);
+        if (s2)
+            w->srv = s2;
+        zmq_pollitem_t *it = realloc(w->items, ((size_t)ns + 1) * sizeof *it);
+        if (it)
+            w->items = it;
+        uint64_t *cnt = realloc(w->count, (size_t)ns * sizeof *cnt);
+        if (cnt)
+            w->count = cnt;
+        int *pi = realloc(w->pindex, (size_t)ns * sizeof *pi);
+        if (pi)
+            w->pindex = pi;
+        if (!s2 || !it || !cnt || !pi)
+            return wst_error(w, PSKV_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < v->n_nodes; i++) {
+        Pskv__Node *n = v->nodes[i];
+        if (n->role != PSKV__ROLE__SERVER)
+            continue;
+        int k = srv_index(w, n->id);
+        if (k < 0) {
+            k = w->nservers++; /* counted first, so close releases the socket */
+            srv *s = &w->srv[k];
+            memset(s, 0, sizeof *s);
+            s->id = n->id;
+            snprintf(s->host, sizeof s->host, "%s", n->host ? n->host : "");
+            s->port = (int)n->port;
+            s->sock = net_socket(w->ctx, ZMQ_DEALER, max_message, 0);
+            if (!s->sock || net_connect(s->sock, s->host, s->port) < 0)
+                return wst_error(w, PSKV_ENET, "cannot connect to server %s:%d: %s", s->host,
+                                 s->port, zmq_strerror(errno));
+        }
+        w->srv[k].alive = !(n->state && !strcmp(n->state, "dead"));
+    }
+    int first = !w->head, moved = 0;
+    if (first) {
+        w->nparts = v->partitions;
+        w->R = v->replicas;
+        w->head = malloc(w->nparts * sizeof *w->head);
+        w->tail = malloc(w->nparts * sizeof *w->tail);
+        if (!w->head || !w->tail)
+            return wst_error(w, PSKV_ENOMEM, "out of memory");
+    }
+    for (uint32_t p = 0; p < w->nparts; p++) {
+        const uint32_t *c = &v->chains[(size_t)p * w->R];
+        int head = -1, tail = -1;
+        for (uint32_t j = 0; j < w->R && c[j]; j++) {
+            int k = srv_index(w, c[j]);
+            if (j == 0)
+                head = k;
+            tail = k;
+        }
+        moved |= !first && (head != w->head[p] || tail != w->tail[p]);
+        w->head[p] = head;
+        w->tail[p] = tail;
+    }
+    if (moved)
+        wview_hold_clocks(w);
+    w->nworkers = nw;
+    return 0;
+}
+
+void wview_on_scheduler(pskv_worker *w)
+{
+    for (;;) {
+        wire_msg msg;
+        int rc = member_recv(&w->mb, &msg);
+        if (rc == -PSKV_ETIMEDOUT)
+            return;
+        if (rc < 0)
+            continue;
+        Pskv__Meta *m = msg.meta;
+        if (!m) { /* a new view: parts sent to a server that died go to the new owners */
+            if (wview_apply(w, w->max_message) < 0) {
+                LOG_E("view epoch %llu: %s", (unsigned long long)w->mb.epoch, w->last_error);
+            } else {
+                wsend_resend_due(w, 1);
+            }
+        } else if (m->type == PSKV__MSG_TYPE__BARRIER_DONE && m->seq > w->barrier_done)
+            w->barrier_done = m->seq;
+        else if (m && m->type == PSKV__MSG_TYPE__FINISH_ACK)
+            w->finish_acked = 1;
+        else if (m && m->type == PSKV__MSG_TYPE__CHECKPOINT_ACK && m->request_id == w->ckpt_req)
+            w->ckpt_done = m->seq ? m->seq : 1;
+        else if (m && m->type == PSKV__MSG_TYPE__ERROR && w->ckpt_req &&
+                 m->request_id == w->ckpt_req) {
+            w->ckpt_err = wst_error(w, m->error_code ? m->error_code : PSKV_EIO,
+                                    "checkpoint: %s", m->error ? m->error : "failed");
+        }
+        else if (m && m->type == PSKV__MSG_TYPE__ERROR)
+            wst_error(w, m->error_code, "scheduler: %s", m->error ? m->error : "error");
+        wire_msg_close(&msg);
+    }
+}
+
+/* After a placement change (a death, a join) or a push refused to be sent again
+ * (wview_hold_clocks), this worker's clock goes to the servers only once every
+ * push sent before is acknowledged (bsp: sent again, see below): a part re-sent to
+ * a new owner, or refused and planned again, then reaches its server before the
+ * clock that covers it, as the ssp bound and bsp closes need. */
+void wview_catch_up(pskv_worker *w)
+{
+    for (int i = 0; i < w->window; i++) {
+        req *r = &w->reqs[i];
+        if (r->type != REQ_PUSH || r->ts >= w->catchup_ts || r->draining_ms)
+            continue; /* a draining push was answered: only ZeroMQ's hold remains */
+        if (!w->tables[r->table].bsp)
+            return; /* not acknowledged yet */
+        /* a bsp push is acknowledged only when its clock closes, which needs this
+         * very clock. Servers refuse every bsp part planned on a view older than
+         * their placement, held or arriving: enough that each such part has been
+         * answered and none waits to be sent again (the clock then follows every
+         * part on its connection) */
+        for (int p = 0; p < r->nparts; p++) {
+            part *pt = &r->parts[p];
+            if (!pt->done && (pt->retry_at || pt->epoch < w->catchup_epoch))
+                return;
+        }
+    }
+    if (wsend_clock(w, atomic_load(&w->clock) - 1, 1) < 0)
+        LOG_W("%s", w->last_error);
+    for (int i = 0; i < w->nservers; i++)
+        w->srv[i].catchup = 0;
+    w->catchup_ts = 0;
+}
+
+/* ---- heartbeat thread ---------------------------------------------------- */
+
+/* The heartbeat thread's body: touches nothing but its own socket `s`; of w it
+ * reads only the atomics (hb_stop, clock, progress) and the identity fixed at join. */
+static void *heartbeat_main(void *arg)
+{
+    pskv_worker *w = arg;
+    void *s = member_hb_socket(w->ctx, w->sched);
+    if (!s)
+        return NULL;
+    /* copies taken before the loop: the caller's thread may apply a new view (and
+     * its epoch) at any time; heartbeats need only who we are */
+    const uint64_t job = w->mb.job_id;
+    const uint32_t node = w->mb.node_id;
+    const int period = w->mb.heartbeat_ms;
+    while (!atomic_load(&w->hb_stop)) {
+        Pskv__Meta hb;
+        member_hb_meta(&hb, job, node);
+        hb.has_clock = 1;
+        hb.clock = atomic_load(&w->clock);
+        hb.has_progress_epoch = hb.has_progress_step = hb.has_progress_pos = 1;
+        hb.progress_epoch = atomic_load(&w->progress[0]);
+        hb.progress_step = atomic_load(&w->progress[1]);
+        hb.progress_pos = atomic_load(&w->progress[2]);
+        wire_send(s, NULL, &hb, NULL, NULL);
+        for (int slept = 0; slept < period && !atomic_load(&w->hb_stop); slept += 10)
+            tu_sleep_ms(10);
+    }
+    zmq_close(s);
+    return NULL;
+}
+
+void wview_heartbeat_start(pskv_worker *w)
+{
+    if (pthread_create(&w->hb_thread, NULL, heartbeat_main, w) == 0)
+        w->hb_started = 1;
+}
+
+void wview_heartbeat_stop(pskv_worker *w)
+{
+    if (w->hb_started) {
+        atomic_store(&w->hb_stop, 1);
+        pthread_join(w->hb_thread, NULL);
+    }
+}
