@@ -14,7 +14,8 @@
  * THREAD the scheduler's thread only.
  * NEVER  writes checkpoint data (the servers do); never changes the placement but
  *        once, handing a resumed job's chains to view.c before the first view; never
- *        blocks but in rewriting the manifest (fsync) when a checkpoint completes. */
+ *        waits but in rewriting the manifest (fsync) when a checkpoint completes,
+ *        and in its sends (scheduler_main.h). */
 #ifndef PSKV_SCHED_CHECKPOINT_H
 #define PSKV_SCHED_CHECKPOINT_H
 

@@ -7,7 +7,8 @@
  * THREAD the process's one thread; every scheduler module runs inside its loop,
  *        and the calls below may only be made from it.
  * NEVER  decides anything about nodes, placement or checkpoints itself; never
- *        blocks on a send (a node that cannot be reached is logged, not waited for).
+ *        waits on a node: a send to a full peer queue waits at most the socket's
+ *        5 s send time-out (net.h), then fails (sched_send logs it).
  *
  * The calls below are how the other modules talk to nodes. */
 #ifndef PSKV_SCHED_MAIN_H

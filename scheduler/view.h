@@ -11,7 +11,8 @@
  * NEVER  decides who is alive or joins (membership.c does, then calls view_place or
  *        view_join_server and view_send), never reads the manifest (checkpoint.c
  *        fills a view's resume fields and hands a resumed job's chains over through
- *        view_adopt), never blocks. Out of memory while placing exits the process. */
+ *        view_adopt), never waits but in its sends (scheduler_main.h). Out of memory
+ *        while placing or publishing exits the process. */
 #ifndef PSKV_SCHED_VIEW_H
 #define PSKV_SCHED_VIEW_H
 

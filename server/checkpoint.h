@@ -15,8 +15,9 @@
  *        the writer it was handed and raises a flag; it never touches the tables,
  *        the sockets or the member.
  * NEVER  serves or refuses requests, never touches the ROUTER; never blocks the
- *        loop but for the snapshot copy, checkpoint_poll's wait at exit, and a
- *        write in the loop when no thread can be started. */
+ *        loop but for the snapshot copy, the answer to the scheduler (member_send,
+ *        at most the socket's send time-out), checkpoint_poll's wait at exit, and
+ *        a write in the loop when no thread can be started. */
 #ifndef PSKV_SERVER_CHECKPOINT_H
 #define PSKV_SERVER_CHECKPOINT_H
 
