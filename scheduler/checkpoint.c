@@ -32,7 +32,10 @@ static struct {
     requester *reqs;
     size_t nreqs;
     int resume;
-    manifest_entry *resume_from; /* the checkpoint a resumed job starts from */
+    manifest_entry *resume_from; /* the checkpoint a resumed job starts from: NULL, or
+                                    &resume_entry */
+    manifest_entry resume_entry; /* a copy of its manifest entry (the arrays stay the
+                                    manifest's): manifest_append moves the entries */
     uint32_t *prev_chains;       /* its chains mapped to this job's servers */
     uint32_t *resume_pairs;      /* (new node, old node) pairs */
     size_t npairs;
@@ -164,7 +167,8 @@ void ckpt_plan_resume(void)
             free(pairs);
             continue;
         }
-        C.resume_from = e;
+        C.resume_entry = *e;
+        C.resume_from = &C.resume_entry;
         C.prev_chains = mapped;
         C.resume_pairs = pairs;
         C.npairs = npairs;
