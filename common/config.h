@@ -3,7 +3,16 @@
  *
  * Precedence: default < environment variable < command-line flag.
  * Flags take `--name value` or `--name=value`; boolean flags take no value
- * (`--json`) or an explicit one (`--json=false`). `--` ends the flags. */
+ * (`--json`) or an explicit one (`--json=false`). `--` ends the flags.
+ *
+ * OWNS   nothing: the table is the caller's (a static array in the program's main
+ *        file); parsing writes the effective values into its entries, and string
+ *        values point into argv, the environment or the defaults (never copied).
+ * THREAD the main thread, at start-up, before other threads run (cfg_start also
+ *        sets the process's log level); once parsing is over the table no longer
+ *        changes, and the getters may be called from any thread.
+ * NEVER  allocates, never exits the process (it returns the exit status to use),
+ *        never reads a configuration file. */
 #ifndef PSKV_CONFIG_H
 #define PSKV_CONFIG_H
 

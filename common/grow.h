@@ -1,4 +1,9 @@
-/* Growing arrays: one doubling helper instead of a copy per module. */
+/* Growing arrays: one doubling helper instead of a copy per module.
+ *
+ * OWNS   nothing: the array and its capacity are the caller's.
+ * THREAD any (no state of its own).
+ * NEVER  shrinks or frees the array, never initialises the new elements, and
+ *        leaves both untouched on failure. */
 #ifndef PSKV_GROW_H
 #define PSKV_GROW_H
 

@@ -1,5 +1,13 @@
 /* Logging: one line per event, "TIME PID ROLE NODE LEVEL message", on stderr.
- * The macro checks the level before formatting anything. */
+ * The macro checks the level before formatting anything.
+ *
+ * OWNS   the process's log settings: the level threshold (log_threshold), and the
+ *        role name and node id printed on every line.
+ * THREAD any thread may log: a line is formatted on the stack and written with one
+ *        fwrite, so lines of concurrent threads do not mix. The settings are plain
+ *        globals: set them from the main thread before other threads log.
+ * NEVER  allocates; never blocks but in the write to stderr; the time it prints is
+ *        the wall clock (UTC), for the reader only: no timer uses it (timeutil.h). */
 #ifndef PSKV_LOG_H
 #define PSKV_LOG_H
 

@@ -1,7 +1,18 @@
 /* The membership client every node runs against the scheduler: register (with
  * re-sends and back-off until --connect-timeout), learn the node id, rank and job
  * id, wait for the cluster view, heartbeat. One DEALER socket, owned by the
- * thread that calls these functions. */
+ * thread that calls these functions.
+ *
+ * OWNS   the member's DEALER socket and the latest view (m->view and the message
+ *        it came in). Process-wide it keeps two pointers set by the daemon: the
+ *        stop flag and the checkpoint files listed in REGISTER (the caller's memory).
+ * THREAD the thread that opened the member, for every call on it; a heartbeat
+ *        thread uses only member_hb_socket and member_hb_meta, with a socket of its
+ *        own.
+ * NEVER  decides for the node (it reports what the scheduler said); blocks only in
+ *        member_open and member_wait_view, up to their time-outs or the stop flag
+ *        (member_recv never waits); never sends heartbeats once the view is there
+ *        (the node's heartbeat thread does). */
 #ifndef PSKV_MEMBER_H
 #define PSKV_MEMBER_H
 
@@ -61,7 +72,8 @@ int member_recv(member *m, wire_msg *msg);
 void *member_hb_socket(void *ctx, const char *scheduler);
 void member_hb_meta(Pskv__Meta *hb, uint64_t job, uint32_t node);
 
-/* Sends a message of `type` (sender, job, epoch filled in) to the scheduler. */
+/* Sends meta (its header filled by member_meta) to the scheduler. Returns 0 or
+ * -PSKV_ENET. */
 int member_send(member *m, Pskv__Meta *meta);
 
 /* Fills the common header fields of a message from this node. */

@@ -1,6 +1,12 @@
 /* Addresses and sockets: endpoints, the advertised address, listening sockets.
  * Nothing here assumes 127.0.0.1: a node advertises --advertise, else the address
- * of --interface, else the local address its route to the scheduler uses. */
+ * of --interface, else the local address its route to the scheduler uses.
+ *
+ * OWNS   nothing: a socket it creates is the caller's to close (zmq_close).
+ * THREAD any; a ZeroMQ socket only from the thread that owns it.
+ * NEVER  sends or receives messages (wire.h does); blocks only in name resolution
+ *        (net_pick_advertise, net_is_loopback, net_check_advertise) and in the
+ *        kernel calls of net_interface_addr and net_bind. */
 #ifndef PSKV_NET_H
 #define PSKV_NET_H
 
@@ -32,7 +38,8 @@ int net_check_advertise(const char *advertised, const char *scheduler_host, char
 
 /* Creates a socket of `type` with pskv's options: linger `linger_ms`, maximum
  * message size `max_message` bytes (0 = unlimited), ROUTER_MANDATORY on ROUTERs,
- * send time-out. Returns the socket or NULL. */
+ * a 5 s send time-out (a full peer queue stalls a send at most that long) and
+ * high-water marks of 10000 messages. Returns the socket or NULL. */
 void *net_socket(void *ctx, int type, int64_t max_message, int linger_ms);
 
 /* Binds `sock` on tcp://BIND:PORT (BIND "*" or empty = all, PORT 0 = any free)

@@ -17,7 +17,13 @@
  * re-homed empty.
  *
  * ring_dense_span gives the dense indices whose positions fall in a range of the
- * ring, such as a partition's [begin, end]. */
+ * ring, such as a partition's [begin, end].
+ *
+ * OWNS   nothing: pure functions of their arguments; every array is the caller's.
+ * THREAD any (no state of its own).
+ * NEVER  keeps anything between calls; only ring_chains and ring_join allocate
+ *        (temporary token tables, freed before they return), and they leave the
+ *        chains untouched when that fails. */
 #ifndef PSKV_RING_H
 #define PSKV_RING_H
 

@@ -1,4 +1,9 @@
-/* Monotonic time. Every timer and deadline in pskv uses CLOCK_MONOTONIC. */
+/* Monotonic time. Every timer and deadline in pskv uses CLOCK_MONOTONIC.
+ *
+ * OWNS   nothing.
+ * THREAD any.
+ * NEVER  reads the wall clock (log.h's time stamp is the only use of it); only
+ *        tu_sleep_ms blocks. */
 #ifndef PSKV_TIMEUTIL_H
 #define PSKV_TIMEUTIL_H
 

@@ -3,7 +3,14 @@
  * Meta is protobuf-c; keys are a little-endian uint64 array, values raw float32.
  * wire_parse checks everything that can be checked without the receiver's state
  * (version, type, frame count, sizes against counts, overflow); the receiver then
- * checks job id, epoch, table and ranges. Frames from the network are never trusted. */
+ * checks job id, epoch, table and ranges. Frames from the network are never trusted.
+ *
+ * OWNS   nothing between calls: a wire_msg owns its frames, its decoded Meta and
+ *        any aligned copy until wire_msg_close.
+ * THREAD any; a socket only from the thread that owns it (ZeroMQ's rule).
+ * NEVER  copies a key or value frame that arrived 8-byte aligned (only small
+ *        unaligned ones are copied, so that loads are aligned); never waits in
+ *        wire_recv; a send may wait up to the socket's send time-out (net.h). */
 #ifndef PSKV_WIRE_H
 #define PSKV_WIRE_H
 

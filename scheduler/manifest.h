@@ -4,7 +4,14 @@
  *   ckpt seq=N job=J time=UNIX partitions=P replicas=R vnodes=V chains=ID,ID,...
  *        workers=RANK:EPOCH:STEP:POS,...
  * chains lists P x R server node ids of the job that wrote it (0 = none), head
- * first; a resumed job maps them to its new servers by the files each reports. */
+ * first; a resumed job maps them to its new servers by the files each reports.
+ *
+ * OWNS   a manifest owns its entries and their arrays (manifest_free frees them).
+ * THREAD the scheduler's thread (nothing here is locked).
+ * NEVER  keeps the file open, never edits it in place: the file is replaced whole,
+ *        so a failed write leaves the previous one (the new entry then stays in
+ *        memory only). manifest_append reallocates m->e: pointers into it do not
+ *        survive the call. */
 #ifndef PSKV_MANIFEST_H
 #define PSKV_MANIFEST_H
 

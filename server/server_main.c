@@ -7,7 +7,9 @@
  * bad one is logged with its sender, answered with ERROR and dropped. Pulls send
  * large dense runs straight from the table (lent: an update while they are on the
  * wire moves the table to a fresh buffer) and copy anything else into a fresh
- * buffer, so what is on the wire never changes (consist.c, shard.c). */
+ * buffer, so what is on the wire never changes (consist.c, shard.c). Checkpoints
+ * the scheduler asks for are written in the background, and a resumed job's file
+ * loaded, by checkpoint.c. */
 #define _GNU_SOURCE
 #include <cblas.h>
 #include <errno.h>
@@ -21,6 +23,7 @@
 #include <zmq.h>
 
 #include "chain.h"
+#include "checkpoint.h"
 #include "config.h"
 #include "consist.h"
 #include "log.h"
@@ -65,8 +68,6 @@ static struct {
     wire_msg *parked; /* valid messages from a view not applied here yet, in order */
     int nparked;
     int lease_lapsed;       /* logged once per lapse */
-    const char *data_dir;
-    int resumed;            /* the checkpoint of a resumed job is loaded */
 } S;
 
 #define MAX_PARKED 1024
@@ -132,25 +133,6 @@ static void *heartbeat_main(void *arg)
     zmq_close(s);
     return NULL;
 }
-
-/* The checkpoint being written in the background: a snapshot taken in the loop,
- * committed (written, fsynced, renamed) by a thread; the loop answers the
- * scheduler once the thread is done. */
-static struct {
-    int busy;
-    atomic_int done;
-    pthread_t thread;
-    ckpt_writer *w;
-    uint64_t seq;
-    int rc;
-    char why[600];
-    int64_t t0_ms, pause_ms;
-    uint64_t deferred;      /* a checkpoint waiting for this server's bsp partitions to
-                               agree on their closed clock (0: none) */
-    int64_t defer_until_ms; /* then it is taken anyway, and refused if they still differ */
-} CK;
-
-#define CHECKPOINT_DEFER_MS 2000
 
 static volatile sig_atomic_t stop_signal;
 static void on_signal(int sig) { stop_signal = sig; }
@@ -512,130 +494,6 @@ static void replay_parked(void)
     S.nparked = keep;
 }
 
-/* Loads the checkpoint a resumed job starts from: the file this server's old self
- * wrote (the view says which). A missing or corrupt file is fatal here: the
- * scheduler chose this checkpoint because the file was reported valid. */
-static void load_checkpoint(persist_clocks *clocks)
-{
-    Pskv__View *v = S.mb.view;
-    uint32_t old = 0;
-    for (size_t i = 0; i + 1 < v->n_resume_from; i += 2)
-        if (v->resume_from[i] == S.mb.node_id)
-            old = v->resume_from[i + 1];
-    S.resumed = 1;
-    if (!old) {
-        LOG_I("resumed job: no checkpoint file to load here (partitions come from replicas)");
-        return;
-    }
-    char why[600];
-    int rc = persist_load(S.data_dir, S.mb.job_id, v->resume_seq, old, v->partitions, S.tables,
-                          S.chain, S.cons, clocks, why, sizeof why);
-    if (rc < 0) {
-        LOG_E("cannot load checkpoint %llu: %s", (unsigned long long)v->resume_seq, why);
-        exit(1);
-    }
-}
-
-/* Tells the scheduler how checkpoint seq went (ERROR naming the file when it
- * could not be written). */
-static void report_checkpoint(uint64_t seq, int rc, const char *why, int64_t t0_ms,
-                              int64_t pause_ms)
-{
-    Pskv__Meta m;
-    member_meta(&S.mb, &m, rc < 0 ? PSKV__MSG_TYPE__ERROR : PSKV__MSG_TYPE__CHECKPOINT_ACK);
-    m.has_seq = 1;
-    m.seq = seq;
-    if (rc < 0) {
-        m.has_error_code = 1;
-        m.error_code = -rc;
-        m.error = (char *)why;
-        LOG_E("checkpoint %llu failed: %s", (unsigned long long)seq, why);
-    } else {
-        LOG_I("checkpoint %llu written in %lld ms (serving paused %lld ms for the snapshot)",
-              (unsigned long long)seq, (long long)(tu_now_ms() - t0_ms), (long long)pause_ms);
-    }
-    member_send(&S.mb, &m);
-}
-
-static void *commit_main(void *arg)
-{
-    (void)arg;
-    CK.rc = ckpt_commit(&CK.w, CK.why, sizeof CK.why);
-    atomic_store(&CK.done, 1);
-    return NULL;
-}
-
-/* Answers for the background checkpoint once its thread is done. wait_ms > 0 (at
- * exit): waits that long for it; a file still being written then (a hung disk)
- * is left unfinished, its checkpoint never acknowledged. */
-static void checkpoint_poll(int wait_ms)
-{
-    for (int64_t until = tu_now_ms() + wait_ms;
-         CK.busy && !atomic_load(&CK.done) && tu_now_ms() < until;)
-        tu_sleep_ms(10);
-    if (!CK.busy || !atomic_load(&CK.done)) {
-        if (CK.busy && wait_ms > 0)
-            LOG_E("checkpoint %llu still being written after %d ms: exiting without it",
-                  (unsigned long long)CK.seq, wait_ms);
-        return;
-    }
-    pthread_join(CK.thread, NULL);
-    CK.busy = 0;
-    report_checkpoint(CK.seq, CK.rc, CK.why, CK.t0_ms, CK.pause_ms);
-}
-
-/* Checkpoint seq: a snapshot of this server's state now (serving pauses only for
- * the copy), written to the file by a thread while serving goes on. */
-static void write_checkpoint(uint64_t seq)
-{
-    char why[600];
-    int64_t t0 = tu_now_ms();
-    /* a bsp close on its way down a chain (a replica a clock behind its head) or a
-     * join a moment ago: the snapshot waits (the loop tries again after each
-     * message) until every bsp table's partitions here are at one clock */
-    if (CK.deferred != seq) {
-        CK.deferred = seq;
-        CK.defer_until_ms = t0 + CHECKPOINT_DEFER_MS;
-    }
-    for (size_t i = 0; i < tables_count(S.tables) && t0 < CK.defer_until_ms; i++) {
-        table *t = tables_at(S.tables, i);
-        if (t->model == CONS_BSP && consist_bsp_closed(S.cons, t) < 0)
-            return;
-    }
-    CK.deferred = 0;
-    if (CK.busy) {
-        snprintf(why, sizeof why, "server node %u is still writing checkpoint %llu",
-                 S.mb.node_id, (unsigned long long)CK.seq);
-        report_checkpoint(seq, -PSKV_ENOTREADY, why, t0, 0);
-        return;
-    }
-    ckpt_writer *w = NULL;
-    int rc = -PSKV_EINVAL;
-    if (!*S.data_dir)
-        snprintf(why, sizeof why, "server node %u has no --data-dir", S.mb.node_id);
-    else
-        rc = persist_snapshot(S.data_dir, S.mb.job_id, seq, S.mb.node_id, S.tables, S.chain,
-                              S.cons, &w, why, sizeof why);
-    if (rc < 0) {
-        report_checkpoint(seq, rc, why, t0, 0);
-        return;
-    }
-    CK.w = w;
-    CK.seq = seq;
-    CK.t0_ms = t0;
-    CK.pause_ms = tu_now_ms() - t0;
-    CK.why[0] = 0;
-    atomic_store(&CK.done, 0);
-    CK.busy = 1;
-    if (pthread_create(&CK.thread, NULL, commit_main, NULL) != 0) {
-        LOG_W("cannot start a thread for checkpoint %llu: writing it in the loop",
-              (unsigned long long)seq);
-        CK.busy = 0;
-        rc = ckpt_commit(&CK.w, why, sizeof why);
-        report_checkpoint(seq, rc, why, t0, tu_now_ms() - t0);
-    }
-}
-
 /* Returns 1 when the scheduler said STOP. */
 static int handle_scheduler(void)
 {
@@ -648,8 +506,7 @@ static int handle_scheduler(void)
             continue;
         if (!msg.meta) { /* a new view */
             persist_clocks clocks = {NULL, 0};
-            if (!S.resumed && S.mb.view->resume_seq)
-                load_checkpoint(&clocks);
+            checkpoint_load_resumed(&clocks);
             uint64_t place_before = chain_place_epoch(S.chain);
             if (chain_view(S.chain)) {
                 LOG_E("the scheduler declared this server dead in view epoch %llu and gave "
@@ -671,7 +528,7 @@ static int handle_scheduler(void)
                                            tu_now_ms() + (int64_t)S.mb.view->lease_ms);
             replay_parked();
         } else if (msg.meta->type == PSKV__MSG_TYPE__CHECKPOINT) {
-            write_checkpoint(msg.meta->seq);
+            checkpoint_write(msg.meta->seq);
         } else if (msg.meta->type == PSKV__MSG_TYPE__STOP) {
             Pskv__Meta m;
             member_meta(&S.mb, &m, PSKV__MSG_TYPE__STOP_ACK);
@@ -711,6 +568,167 @@ static void log_tables(void)
           (unsigned long long)keys, keys ? rss_bytes / (double)keys : 0.0);
 }
 
+/* Opens the data socket (a ROUTER on --bind and --port) and creates the tables,
+ * the consistency engine and the chain around it. Returns the bound port, or -1
+ * (logged). */
+static int open_data(void)
+{
+    char why[512];
+    S.ctx = zmq_ctx_new();
+    S.router = net_socket(S.ctx, ZMQ_ROUTER, cfg_int(config, "max-message"), 0);
+    int sockbuf = (int)cfg_int(config, "socket-buffer");
+    if (S.router && sockbuf > 0) { /* before bind: it applies to the connections accepted */
+        zmq_setsockopt(S.router, ZMQ_RCVBUF, &sockbuf, sizeof sockbuf);
+        zmq_setsockopt(S.router, ZMQ_SNDBUF, &sockbuf, sizeof sockbuf);
+    }
+    int port = net_bind(S.router, cfg_str(config, "bind"), (int)cfg_int(config, "port"), why,
+                        sizeof why);
+    if (port < 0) {
+        LOG_E("%s", why);
+        return -1;
+    }
+    S.tables = tables_new();
+    S.cons = consist_new(S.router, &S.mb, S.tables);
+    S.chain = chain_new(S.ctx, S.router, &S.mb, S.tables, cfg_int(config, "max-message"));
+    if (S.chain) {
+        chain_on_refusal(S.chain, note_refusal);
+        chain_on_close(S.chain, on_close_done);
+    }
+    if (S.cons)
+        consist_set_chain(S.cons, S.chain);
+    if (!S.tables || !S.cons || !S.chain) {
+        LOG_E("out of memory");
+        return -1;
+    }
+    return port;
+}
+
+/* Registers with the scheduler `sched` as a server reachable at host and the
+ * advertised port (--advertise-port, else `port`), listing the valid checkpoint
+ * files of --data-dir. Returns -1 when registered, else the exit status (0 when
+ * a signal ended the wait, 1 on a failure, logged). */
+static int join_cluster(const char *sched, const char *host, int port)
+{
+    char why[512];
+    const char *data_dir = cfg_str(config, "data-dir");
+    checkpoint_init(&S.mb, data_dir, S.tables, S.chain, S.cons);
+    char **ckpts = NULL;
+    size_t nckpts = *data_dir ? persist_scan(data_dir, &ckpts) : 0;
+    if (nckpts)
+        LOG_I("%zu valid checkpoint files in %s", nckpts, data_dir);
+    member_set_checkpoints(ckpts, nckpts);
+    int adv_port = cfg_int(config, "advertise-port") ? (int)cfg_int(config, "advertise-port") : port;
+    int rc = member_open(&S.mb, S.ctx, sched, PSKV__ROLE__SERVER, -1, host, adv_port,
+                         (uint64_t)cfg_int(config, "job-id"), cfg_double(config, "connect-timeout"),
+                         cfg_int(config, "max-message"), why, sizeof why);
+    for (size_t i = 0; i < nckpts; i++)
+        free(ckpts[i]);
+    free(ckpts);
+    member_set_checkpoints(NULL, 0);
+    if (rc < 0) {
+        LOG_E("%s", why);
+        return rc == -PSKV_ECLOSED ? 0 : 1;
+    }
+    log_set_node((int)S.mb.node_id);
+    LOG_I("registered as node %u; listening on port %d, advertised as %s:%d; job %llu",
+          S.mb.node_id, port, host, adv_port, (unsigned long long)S.mb.job_id);
+    return -1;
+}
+
+/* Serves what waits on the data socket: at most 256 messages or 10 ms (a few
+ * large pushes), then back to the poll: heartbeats and their acknowledgements
+ * (the lease) must not wait on a backlog of work. */
+static void serve_router(void)
+{
+    char why[512];
+    int64_t busy_until = tu_now_ms() + 10;
+    for (int budget = 0; budget < 256 && (budget == 0 || tu_now_ms() < busy_until); budget++) {
+        /* A message from a view not applied here yet (before the first view,
+         * or sent right after a new one) waits (bounded, in order) in S.parked
+         * and is served once the view arrives. Messages are received in place:
+         * a frame's data may live inside its zmq_msg_t. */
+        wire_msg local;
+        int park = S.nparked < MAX_PARKED;
+        wire_msg *msg = park ? &S.parked[S.nparked] : &local;
+        int rc = wire_recv(S.router, 1, msg, why, sizeof why);
+        if (rc == -PSKV_ETIMEDOUT) {
+            wire_msg_close(msg);
+            break;
+        }
+        if (rc < 0) {
+            fail(msg, -rc, why);
+        } else if (!from_future(msg)) {
+            handle_worker(msg);
+        } else if (!refuse_foreign(msg)) {
+            if (park) {
+                S.nparked++;
+                continue;
+            }
+            fail(msg, PSKV_EREFUSED, S.mb.view ? "server busy: too many messages from a "
+                 "newer view wait for it" : "server not ready: the cluster is not complete yet");
+        }
+        wire_msg_close(msg);
+    }
+}
+
+/* The loop, until a signal or STOP: the scheduler's messages, the chains' sockets,
+ * the data socket, then the background checkpoint. Returns 1 when the scheduler
+ * said STOP, 0 on a signal or a failed poll, -1 when no view came within
+ * --join-timeout (logged). */
+static int run(const char *sched)
+{
+    int64_t join_deadline = tu_now_ms() + (int64_t)(cfg_double(config, "join-timeout") * 1000);
+    int stopped = 0;
+    while (!stop_signal && !stopped) {
+        if (!S.mb.view && tu_now_ms() > join_deadline) {
+            LOG_E("no cluster view from scheduler %s within %.0f s", sched,
+                  cfg_double(config, "join-timeout"));
+            return -1;
+        }
+        zmq_pollitem_t items[2 + 256] = {{S.router, 0, ZMQ_POLLIN, 0},
+                                         {S.mb.sock, 0, ZMQ_POLLIN, 0}};
+        int nitems = 2 + chain_poll_items(S.chain, items + 2, 256);
+        atomic_store(&HB.loop_ms, tu_now_ms());
+        /* a background checkpoint is answered for soon after its file is written */
+        long wait = checkpoint_busy() ? 5 : 50;
+        if (zmq_poll(items, nitems, wait) < 0 && errno != EINTR) {
+            LOG_E("poll failed: %s", zmq_strerror(errno));
+            break;
+        }
+        if (items[1].revents & ZMQ_POLLIN) {
+            stopped = handle_scheduler();
+        }
+        if (nitems > 2)
+            chain_drain(S.chain);
+        if (items[0].revents & ZMQ_POLLIN)
+            serve_router();
+        checkpoint_pass();
+        atomic_store(&HB.dropped, consist_get_stats(S.cons).dropped_late);
+    }
+    return stopped;
+}
+
+/* The exit report: what was served and refused, what was left waiting, the
+ * tables and the memory they take. */
+static void log_exit(int stopped)
+{
+    consist_stats st = consist_get_stats(S.cons);
+    LOG_I("%s: %llu pushes (%.1f us each to check and apply), %llu pulls (%.1f us each to "
+          "copy), %llu dropped as late, %llu refused requests, %zu tables",
+          stopped ? "stopped by the scheduler" : "terminated by signal",
+          (unsigned long long)st.pushes, st.pushes ? st.push_ns / 1e3 / (double)st.pushes : 0.0,
+          (unsigned long long)st.pulls, st.pulls ? st.pull_ns / 1e3 / (double)st.pulls : 0.0,
+          (unsigned long long)st.dropped_late, (unsigned long long)(S.errors + st.refused),
+          tables_count(S.tables));
+    if (chain_pending(S.chain) || st.parked_now)
+        LOG_W("left waiting: %zu pushes for their replicas, %llu parked pulls",
+              chain_pending(S.chain), (unsigned long long)st.parked_now);
+    if (chain_dedupe_forced(S.chain))
+        LOG_W("%llu push ids were forgotten at the dedupe cap while their worker could still "
+              "re-send them", (unsigned long long)chain_dedupe_forced(S.chain));
+    log_tables();
+}
+
 int main(int argc, char **argv)
 {
     int rc = cfg_start(config, "server", "pskv-server --scheduler HOST:PORT [flags]", argc, argv,
@@ -739,55 +757,13 @@ int main(int argc, char **argv)
         LOG_E("%s", why);
         return 1;
     }
-    S.ctx = zmq_ctx_new();
-    S.router = net_socket(S.ctx, ZMQ_ROUTER, cfg_int(config, "max-message"), 0);
-    int sockbuf = (int)cfg_int(config, "socket-buffer");
-    if (S.router && sockbuf > 0) { /* before bind: it applies to the connections accepted */
-        zmq_setsockopt(S.router, ZMQ_RCVBUF, &sockbuf, sizeof sockbuf);
-        zmq_setsockopt(S.router, ZMQ_SNDBUF, &sockbuf, sizeof sockbuf);
-    }
-    int port = net_bind(S.router, cfg_str(config, "bind"), (int)cfg_int(config, "port"), why,
-                        sizeof why);
-    if (port < 0) {
-        LOG_E("%s", why);
+    int port = open_data();
+    if (port < 0)
         return 1;
-    }
-    S.tables = tables_new();
-    S.cons = consist_new(S.router, &S.mb, S.tables);
-    S.chain = chain_new(S.ctx, S.router, &S.mb, S.tables, cfg_int(config, "max-message"));
-    if (S.chain) {
-        chain_on_refusal(S.chain, note_refusal);
-        chain_on_close(S.chain, on_close_done);
-    }
-    if (S.cons)
-        consist_set_chain(S.cons, S.chain);
-    if (!S.tables || !S.cons || !S.chain) {
-        LOG_E("out of memory");
-        return 1;
-    }
     member_set_stop_flag(&stop_signal);
     cfg_log(config);
-    S.data_dir = cfg_str(config, "data-dir");
-    char **ckpts = NULL;
-    size_t nckpts = *S.data_dir ? persist_scan(S.data_dir, &ckpts) : 0;
-    if (nckpts)
-        LOG_I("%zu valid checkpoint files in %s", nckpts, S.data_dir);
-    member_set_checkpoints(ckpts, nckpts);
-    int adv_port = cfg_int(config, "advertise-port") ? (int)cfg_int(config, "advertise-port") : port;
-    rc = member_open(&S.mb, S.ctx, sched, PSKV__ROLE__SERVER, -1, host, adv_port,
-                     (uint64_t)cfg_int(config, "job-id"), cfg_double(config, "connect-timeout"),
-                     cfg_int(config, "max-message"), why, sizeof why);
-    for (size_t i = 0; i < nckpts; i++)
-        free(ckpts[i]);
-    free(ckpts);
-    member_set_checkpoints(NULL, 0);
-    if (rc < 0) {
-        LOG_E("%s", why);
-        return rc == -PSKV_ECLOSED ? 0 : 1;
-    }
-    log_set_node((int)S.mb.node_id);
-    LOG_I("registered as node %u; listening on port %d, advertised as %s:%d; job %llu",
-          S.mb.node_id, port, host, adv_port, (unsigned long long)S.mb.job_id);
+    if ((rc = join_cluster(sched, host, port)) >= 0)
+        return rc;
     atomic_store(&HB.loop_ms, tu_now_ms());
     if (pthread_create(&HB.thread, NULL, heartbeat_main, NULL) == 0)
         HB.started = 1;
@@ -798,83 +774,11 @@ int main(int argc, char **argv)
         LOG_E("out of memory");
         return 1;
     }
-    int64_t join_deadline = tu_now_ms() + (int64_t)(cfg_double(config, "join-timeout") * 1000);
-    int stopped = 0;
-    while (!stop_signal && !stopped) {
-        if (!S.mb.view && tu_now_ms() > join_deadline) {
-            LOG_E("no cluster view from scheduler %s within %.0f s", sched,
-                  cfg_double(config, "join-timeout"));
-            return 1;
-        }
-        zmq_pollitem_t items[2 + 256] = {{S.router, 0, ZMQ_POLLIN, 0},
-                                         {S.mb.sock, 0, ZMQ_POLLIN, 0}};
-        int nitems = 2 + chain_poll_items(S.chain, items + 2, 256);
-        atomic_store(&HB.loop_ms, tu_now_ms());
-        /* a background checkpoint is answered for soon after its file is written */
-        long wait = CK.busy ? 5 : 50;
-        if (zmq_poll(items, nitems, wait) < 0 && errno != EINTR) {
-            LOG_E("poll failed: %s", zmq_strerror(errno));
-            break;
-        }
-        if (items[1].revents & ZMQ_POLLIN) {
-            stopped = handle_scheduler();
-        }
-        if (nitems > 2)
-            chain_drain(S.chain);
-        /* at most 256 messages or 10 ms (a few large pushes), then back to the poll:
-         * heartbeats and their acknowledgements (the lease) must not wait on a
-         * backlog of work */
-        int64_t busy_until = tu_now_ms() + 10;
-        for (int budget = 0; budget < 256 && (items[0].revents & ZMQ_POLLIN) &&
-                             (budget == 0 || tu_now_ms() < busy_until);
-             budget++) {
-            /* A message from a view not applied here yet (before the first view,
-             * or sent right after a new one) waits (bounded, in order) in S.parked
-             * and is served once the view arrives. Messages are received in place:
-             * a frame's data may live inside its zmq_msg_t. */
-            wire_msg local;
-            int park = S.nparked < MAX_PARKED;
-            wire_msg *msg = park ? &S.parked[S.nparked] : &local;
-            rc = wire_recv(S.router, 1, msg, why, sizeof why);
-            if (rc == -PSKV_ETIMEDOUT) {
-                wire_msg_close(msg);
-                break;
-            }
-            if (rc < 0) {
-                fail(msg, -rc, why);
-            } else if (!from_future(msg)) {
-                handle_worker(msg);
-            } else if (!refuse_foreign(msg)) {
-                if (park) {
-                    S.nparked++;
-                    continue;
-                }
-                fail(msg, PSKV_EREFUSED, S.mb.view ? "server busy: too many messages from a "
-                     "newer view wait for it" : "server not ready: the cluster is not complete yet");
-            }
-            wire_msg_close(msg);
-        }
-        checkpoint_poll(0);
-        if (CK.deferred)
-            write_checkpoint(CK.deferred);
-        atomic_store(&HB.dropped, consist_get_stats(S.cons).dropped_late);
-    }
+    int stopped = run(sched);
+    if (stopped < 0)
+        return 1;
     checkpoint_poll(30000); /* a checkpoint being written is finished first */
-    consist_stats st = consist_get_stats(S.cons);
-    LOG_I("%s: %llu pushes (%.1f us each to check and apply), %llu pulls (%.1f us each to "
-          "copy), %llu dropped as late, %llu refused requests, %zu tables",
-          stopped ? "stopped by the scheduler" : "terminated by signal",
-          (unsigned long long)st.pushes, st.pushes ? st.push_ns / 1e3 / (double)st.pushes : 0.0,
-          (unsigned long long)st.pulls, st.pulls ? st.pull_ns / 1e3 / (double)st.pulls : 0.0,
-          (unsigned long long)st.dropped_late, (unsigned long long)(S.errors + st.refused),
-          tables_count(S.tables));
-    if (chain_pending(S.chain) || st.parked_now)
-        LOG_W("left waiting: %zu pushes for their replicas, %llu parked pulls",
-              chain_pending(S.chain), (unsigned long long)st.parked_now);
-    if (chain_dedupe_forced(S.chain))
-        LOG_W("%llu push ids were forgotten at the dedupe cap while their worker could still "
-              "re-send them", (unsigned long long)chain_dedupe_forced(S.chain));
-    log_tables();
+    log_exit(stopped);
     atomic_store(&HB.stop, 1);
     if (HB.started)
         pthread_join(HB.thread, NULL);

@@ -1,0 +1,379 @@
+/* Checkpoint coordination and resume planning. See checkpoint.h. */
+#define _GNU_SOURCE
+#include "checkpoint.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+#include "log.h"
+#include "manifest.h"
+#include "pskv_errors.h"
+#include "ring.h"
+#include "scheduler_main.h"
+#include "timeutil.h"
+#include "view.h"
+
+typedef struct requester { /* who asked for the checkpoint in progress */
+    unsigned char rid[256];
+    size_t ridlen;
+    uint64_t request_id;
+} requester;
+
+static struct {
+    const char *data_dir;
+    double every_s;     /* --checkpoint-every (0 = only on request) */
+    manifest man;       /* complete checkpoints */
+    uint64_t seq;       /* the last checkpoint started */
+    int busy;           /* one in progress */
+    int64_t started_ms, next_ckpt_ms;
+    requester *reqs;
+    size_t nreqs;
+    int resume;
+    manifest_entry *resume_from; /* the checkpoint a resumed job starts from: NULL, or
+                                    &resume_entry */
+    manifest_entry resume_entry; /* a copy of its manifest entry (the arrays stay the
+                                    manifest's): manifest_append moves the entries */
+    uint32_t *prev_chains;       /* its chains mapped to this job's servers */
+    uint32_t *resume_pairs;      /* (new node, old node) pairs */
+    size_t npairs;
+} C;
+
+int ckpt_init(const char *data_dir, int resume, double every_s)
+{
+    C.data_dir = data_dir;
+    C.resume = resume;
+    C.every_s = every_s;
+    char mwhy[600];
+    if (*C.data_dir && manifest_read(C.data_dir, &C.man, mwhy, sizeof mwhy) < 0) {
+        fprintf(stderr, "pskv-scheduler: %s\n", mwhy);
+        return 1;
+    }
+    if (C.resume && (!*C.data_dir || C.man.n == 0)) {
+        fprintf(stderr, "pskv-scheduler: --resume needs a --data-dir whose manifest records a "
+                "complete checkpoint (%s has none)\n", *C.data_dir ? C.data_dir : "no --data-dir");
+        return 2;
+    }
+    for (size_t i = 0; i < C.man.n; i++)
+        if (C.man.e[i].seq > C.seq)
+            C.seq = C.man.e[i].seq; /* numbers keep growing across resumes */
+    return 0;
+}
+
+int ckpt_resume_job(uint64_t *job)
+{
+    if (!C.resume)
+        return 0;
+    *job = C.man.e[C.man.n - 1].job;
+    return 1;
+}
+
+/* ---- resume ----------------------------------------------------------------- */
+
+/* 1 when server n reported a valid file of checkpoint e written by node old. */
+static int has_file(const memb_node *n, const manifest_entry *e, uint32_t old)
+{
+    char want[96];
+    snprintf(want, sizeof want, "%llu:%llu:%u", (unsigned long long)e->job,
+             (unsigned long long)e->seq, old);
+    for (size_t i = 0; i < n->nckpts; i++)
+        if (!strcmp(n->ckpts[i], want))
+            return 1;
+    return 0;
+}
+
+/* A live server holding a valid file of e written by node `old`, one old node per
+ * new one given the pairs so far; NULL when none. */
+static memb_node *find_holder(const manifest_entry *e, uint32_t old, const uint32_t *pairs,
+                              size_t npairs)
+{
+    for (int i = 0; i < memb.nnodes; i++) {
+        memb_node *s = &memb.nodes[i];
+        if (s->role != PSKV__ROLE__SERVER || s->dead || !has_file(s, e, old))
+            continue;
+        int taken = 0;
+        for (size_t q = 0; q < npairs; q++)
+            if (pairs[2 * q] == s->id && pairs[2 * q + 1] != old)
+                taken = 1;
+        if (!taken)
+            return s;
+    }
+    return NULL;
+}
+
+/* Maps checkpoint e's chains onto the registered servers into mapped (P x R) and
+ * the (new, old) node pairs into pairs (*npairs of them). Returns 1 when every
+ * partition has a copy; else 0 after logging the first partition without one. */
+static int map_checkpoint(const manifest_entry *e, uint32_t *mapped, uint32_t *pairs,
+                          size_t *npairs)
+{
+    uint32_t missing_p = UINT32_MAX, missing_old = 0;
+    for (uint32_t p = 0; p < e->partitions; p++) {
+        uint32_t at = 0;
+        for (uint32_t j = 0; j < e->replicas; j++) {
+            uint32_t old = e->chains[(size_t)p * e->replicas + j];
+            if (!old)
+                continue;
+            memb_node *holder = find_holder(e, old, pairs, *npairs);
+            if (!holder)
+                continue;
+            int known = 0;
+            for (size_t q = 0; q < *npairs; q++)
+                known |= pairs[2 * q] == holder->id;
+            if (!known) {
+                pairs[2 * *npairs] = holder->id;
+                pairs[2 * *npairs + 1] = old;
+                (*npairs)++;
+            }
+            mapped[(size_t)p * e->replicas + at++] = holder->id;
+        }
+        if (!at && missing_p == UINT32_MAX) {
+            missing_p = p;
+            missing_old = e->chains[(size_t)p * e->replicas];
+        }
+    }
+    if (missing_p == UINT32_MAX)
+        return 1;
+    LOG_W("checkpoint %llu cannot be used: partition %u (ring positions %016llx..%016llx) "
+          "has no valid copy: the file of its server node %u is missing or was refused",
+          (unsigned long long)e->seq, missing_p,
+          (unsigned long long)ring_partition_begin(missing_p, e->partitions),
+          (unsigned long long)ring_partition_end(missing_p, e->partitions), missing_old);
+    return 0;
+}
+
+/* Its chains, mapped to the new servers, are where the data is; view_place fills
+ * the chains up from there. */
+void ckpt_plan_resume(void)
+{
+    if (!C.resume)
+        return;
+    for (size_t k = C.man.n; k-- > 0;) {
+        manifest_entry *e = &C.man.e[k];
+        if (e->job != memb.job_id)
+            continue;
+        size_t cells = (size_t)e->partitions * e->replicas;
+        uint32_t *mapped = calloc(cells, sizeof *mapped);
+        uint32_t *pairs = calloc(2 * (size_t)memb.nnodes, sizeof *pairs);
+        if (!mapped || !pairs) {
+            LOG_E("out of memory planning the resume");
+            exit(1);
+        }
+        size_t npairs = 0;
+        if (!map_checkpoint(e, mapped, pairs, &npairs)) {
+            free(mapped);
+            free(pairs);
+            continue;
+        }
+        C.resume_entry = *e;
+        C.resume_from = &C.resume_entry;
+        C.prev_chains = mapped;
+        C.resume_pairs = pairs;
+        C.npairs = npairs;
+        if (view_adopt(e->partitions, e->replicas, e->vnodes, mapped) < 0) {
+            LOG_E("out of memory planning the resume");
+            exit(1);
+        }
+        LOG_I("resuming job %llu from checkpoint %llu (%u partitions, %u replicas)",
+              (unsigned long long)memb.job_id, (unsigned long long)e->seq, e->partitions,
+              e->replicas);
+        return;
+    }
+    LOG_E("no complete checkpoint of job %llu in %s/manifest has a valid copy of every "
+          "partition on the registered servers; cannot resume", (unsigned long long)memb.job_id,
+          C.data_dir);
+    exit(1);
+}
+
+void ckpt_fill_view(Pskv__View *v)
+{
+    if (!C.resume_from)
+        return;
+    v->has_resume_seq = 1;
+    v->resume_seq = C.resume_from->seq;
+    v->n_resume_from = 2 * C.npairs;
+    v->resume_from = C.resume_pairs;
+    v->n_prev_chains = (size_t)C.resume_from->partitions * C.resume_from->replicas;
+    v->prev_chains = C.prev_chains;
+}
+
+void ckpt_fill_node(Pskv__Node *p, const memb_node *n)
+{
+    for (size_t k = 0; C.resume_from && n->role == PSKV__ROLE__WORKER &&
+                       k < C.resume_from->nworkers; k++) {
+        const manifest_progress *g = &C.resume_from->workers[k];
+        if (g->rank != n->rank)
+            continue;
+        /* a resumed job: the worker continues where the checkpoint left it */
+        p->has_resume_epoch = p->has_resume_step = p->has_resume_pos = 1;
+        p->resume_epoch = g->epoch;
+        p->resume_step = g->step;
+        p->resume_pos = g->pos;
+    }
+}
+
+/* ---- checkpoints ------------------------------------------------------------ */
+
+static void answer_requesters(int code, const char *why)
+{
+    Pskv__Meta m;
+    for (size_t i = 0; i < C.nreqs; i++) {
+        sched_meta(&m, code ? PSKV__MSG_TYPE__ERROR : PSKV__MSG_TYPE__CHECKPOINT_ACK);
+        m.has_seq = 1;
+        m.seq = C.seq;
+        m.has_request_id = 1;
+        m.request_id = C.reqs[i].request_id;
+        if (code) {
+            m.has_error_code = 1;
+            m.error_code = code;
+            m.error = (char *)why;
+        }
+        zmq_msg_t rid;
+        zmq_msg_init_size(&rid, C.reqs[i].ridlen);
+        memcpy(zmq_msg_data(&rid), C.reqs[i].rid, C.reqs[i].ridlen);
+        sched_reply(&rid, &m);
+        zmq_msg_close(&rid);
+    }
+    free(C.reqs);
+    C.reqs = NULL;
+    C.nreqs = 0;
+}
+
+static void ckpt_fail(int code, const char *why)
+{
+    LOG_E("checkpoint %llu failed: %s", (unsigned long long)C.seq, why);
+    C.busy = 0;
+    answer_requesters(code, why);
+}
+
+/* Every live server wrote checkpoint C.seq: the manifest records it. */
+static void ckpt_complete(void)
+{
+    manifest_entry e;
+    memset(&e, 0, sizeof e);
+    e.seq = C.seq;
+    e.job = memb.job_id;
+    e.time = (int64_t)time(NULL);
+    e.chains = (uint32_t *)view_chains(&e.partitions, &e.replicas, &e.vnodes);
+    manifest_progress *g = calloc((size_t)memb.nnodes + 1, sizeof *g);
+    if (!g) {
+        ckpt_fail(PSKV_ENOMEM, "scheduler out of memory");
+        return;
+    }
+    for (int i = 0; i < memb.nnodes; i++) {
+        memb_node *n = &memb.nodes[i];
+        if (n->role != PSKV__ROLE__WORKER)
+            continue;
+        g[e.nworkers].rank = n->rank;
+        memcpy(&g[e.nworkers].epoch, n->progress, sizeof n->progress);
+        e.nworkers++;
+    }
+    e.workers = g;
+    char why[600];
+    int rc = manifest_append(C.data_dir, &C.man, &e, why, sizeof why);
+    free(g);
+    if (rc < 0) {
+        ckpt_fail(-rc, why);
+        return;
+    }
+    LOG_I("checkpoint %llu complete in %lld ms: recorded in %s/manifest",
+          (unsigned long long)C.seq, (long long)(tu_now_ms() - C.started_ms), C.data_dir);
+    C.busy = 0;
+    answer_requesters(0, NULL);
+}
+
+void ckpt_check_done(void)
+{
+    if (!C.busy)
+        return;
+    for (int i = 0; i < memb.nnodes; i++) {
+        memb_node *n = &memb.nodes[i];
+        if (n->role == PSKV__ROLE__SERVER && !n->dead && n->state != NODE_FINISHED &&
+            n->ckpt_acked != C.seq)
+            return;
+    }
+    if (view_lost()) {
+        ckpt_fail(PSKV_ELOST, "partitions were lost (every replica died): no complete copy");
+        return;
+    }
+    ckpt_complete();
+}
+
+void ckpt_start(wire_msg *msg)
+{
+    const char *no = !*C.data_dir ? "the scheduler has no --data-dir"
+                     : memb.state != JOB_RUNNING ? "the job is not running"
+                                                 : NULL;
+    if (no) {
+        if (msg)
+            sched_refuse(msg, PSKV_EINVAL, no);
+        return;
+    }
+    if (msg) {
+        requester *g = realloc(C.reqs, (C.nreqs + 1) * sizeof *g);
+        if (!g) {
+            sched_refuse(msg, PSKV_ENOMEM, "scheduler out of memory");
+            return;
+        }
+        C.reqs = g;
+        requester *q = &g[C.nreqs++];
+        q->ridlen = zmq_msg_size(&msg->rid) < sizeof q->rid ? zmq_msg_size(&msg->rid) : sizeof q->rid;
+        memcpy(q->rid, zmq_msg_data(&msg->rid), q->ridlen);
+        q->request_id = msg->meta->request_id;
+    }
+    if (C.busy)
+        return; /* answered when the one in progress completes */
+    C.busy = 1;
+    C.seq++;
+    C.started_ms = tu_now_ms();
+    Pskv__Meta m;
+    sched_meta(&m, PSKV__MSG_TYPE__CHECKPOINT);
+    m.has_seq = 1;
+    m.seq = C.seq;
+    for (int i = 0; i < memb.nnodes; i++)
+        if (memb.nodes[i].role == PSKV__ROLE__SERVER && !memb.nodes[i].dead)
+            sched_send(&memb.nodes[i], &m);
+    LOG_I("checkpoint %llu started", (unsigned long long)C.seq);
+}
+
+void ckpt_on_ack(wire_msg *msg)
+{
+    memb_node *n = memb_sender(msg);
+    if (n && msg->meta->has_seq) {
+        n->ckpt_acked = msg->meta->seq;
+        ckpt_check_done();
+    }
+}
+
+int ckpt_on_error(const Pskv__Meta *r)
+{
+    if (!(C.busy && r->has_seq && r->seq == C.seq && r->has_sender))
+        return 0;
+    char why[700];
+    snprintf(why, sizeof why, "server node %u: %s", r->sender,
+             r->error ? r->error : pskv_strerror(r->error_code));
+    ckpt_fail(r->error_code ? r->error_code : PSKV_EIO, why);
+    return 1;
+}
+
+void ckpt_tick(int64_t now)
+{
+    if (C.every_s > 0 && memb.state == JOB_RUNNING && now >= C.next_ckpt_ms) {
+        if (C.next_ckpt_ms)
+            ckpt_start(NULL);
+        C.next_ckpt_ms = now + (int64_t)(C.every_s * 1000);
+    }
+    if (C.busy && now - C.started_ms > 120000)
+        ckpt_fail(PSKV_ETIMEDOUT, "not every server wrote its file within 120 s");
+}
+
+void ckpt_free(void)
+{
+    free(C.prev_chains);
+    free(C.resume_pairs);
+    free(C.reqs);
+    manifest_free(&C.man);
+    memset(&C, 0, sizeof C);
+}

@@ -1,0 +1,76 @@
+/* Checkpoints and resume, the scheduler's side. A checkpoint: CHECKPOINT (seq N)
+ * goes to every live server, each writes its partitions and answers
+ * CHECKPOINT_ACK (or ERROR); when every live server has, the checkpoint is
+ * recorded in <data-dir>/manifest (manifest.h) and whoever asked is answered. A
+ * resumed job (--resume): once its servers registered (each listing the valid
+ * checkpoint files it holds), the newest checkpoint of which every partition has
+ * a copy is mapped onto the new servers, and its chains and the workers' progress
+ * travel in the first view.
+ *
+ * OWNS   the manifest, the checkpoint in progress (seq, start time, requesters),
+ *        the --checkpoint-every timer, and the resume plan (the checkpoint resumed
+ *        from, its chains mapped to this job's servers, the (new, old) node pairs).
+ *        Writes each server's ckpt_acked in the node table.
+ * THREAD the scheduler's thread only.
+ * NEVER  writes checkpoint data (the servers do); never changes the placement but
+ *        once, handing a resumed job's chains to view.c before the first view; never
+ *        waits but in rewriting the manifest (fsync) when a checkpoint completes,
+ *        and in its sends (scheduler_main.h). */
+#ifndef PSKV_SCHED_CHECKPOINT_H
+#define PSKV_SCHED_CHECKPOINT_H
+
+#include <stdint.h>
+
+#include "membership.h"
+#include "wire.h"
+
+/* Reads data_dir's manifest (an empty data_dir: no checkpoints) and checks that
+ * a resume has a checkpoint to start from; every_s > 0 starts one that often while
+ * the job runs. Returns 0, or the process's exit status after printing why on
+ * stderr: 1 when the manifest cannot be read, 2 when --resume has nothing to use.
+ * data_dir must outlive the module. */
+int ckpt_init(const char *data_dir, int resume, double every_s);
+
+/* A resumed job: 1 and *job = the job of the newest checkpoint; else 0. */
+int ckpt_resume_job(uint64_t *job);
+
+/* Before the first view of a resumed job (no-op otherwise): picks the newest
+ * checkpoint whose every partition has a valid file on a registered live server,
+ * maps its chains onto those servers and hands them to view_adopt. Exits the
+ * process (1) when no checkpoint can be used, or out of memory. */
+void ckpt_plan_resume(void);
+
+/* Fills a view's resume fields (resume seq, node pairs, previous chains) when the
+ * job resumed; the arrays stay checkpoint.c's. */
+void ckpt_fill_view(Pskv__View *v);
+
+/* Fills worker n's resume epoch, step and data position into p when the job
+ * resumed from a checkpoint that recorded its rank. */
+void ckpt_fill_node(Pskv__Node *p, const memb_node *n);
+
+/* Starts a checkpoint: requested by msg (CHECKPOINT, from pskvctl or a worker;
+ * answered CHECKPOINT_ACK or ERROR when it completes or fails), or by the timer
+ * when msg is NULL. A request while one is in progress is answered with it.
+ * Refuses msg without --data-dir or when the job is not running. */
+void ckpt_start(wire_msg *msg);
+
+/* CHECKPOINT_ACK from a server: it wrote checkpoint seq; completes the checkpoint
+ * when it was the last live server. */
+void ckpt_on_ack(wire_msg *msg);
+
+/* ERROR carrying the seq of the checkpoint in progress: it failed (1). Returns 0
+ * for any other error (the caller logs it). */
+int ckpt_on_error(const Pskv__Meta *r);
+
+/* Completes the checkpoint in progress when every live server acknowledged it
+ * (called again when a server dies); fails it when partitions were lost. */
+void ckpt_check_done(void);
+
+/* The periodic tick at `now` (ms): starts the --checkpoint-every checkpoint when
+ * due; fails one that is not done after 120 s. */
+void ckpt_tick(int64_t now);
+
+/* Frees the manifest, the resume plan and any requesters. */
+void ckpt_free(void);
+
+#endif

@@ -1,0 +1,551 @@
+/* Membership: who is in the job, who is alive, and the job's life from the first
+ * REGISTER to the last STOP_ACK. See membership.h for the contract. */
+#define _GNU_SOURCE
+#include "membership.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "checkpoint.h"
+#include "log.h"
+#include "net.h"
+#include "pskv_errors.h"
+#include "scheduler_main.h"
+#include "timeutil.h"
+#include "view.h"
+
+memb_state memb;
+
+const char *memb_role_name(int role)
+{
+    switch (role) {
+    case PSKV__ROLE__SCHEDULER: return "scheduler";
+    case PSKV__ROLE__SERVER: return "server";
+    case PSKV__ROLE__WORKER: return "worker";
+    default: return "control";
+    }
+}
+
+const char *memb_state_name(const memb_node *n)
+{
+    if (n->dead)
+        return "dead";
+    switch (n->state) {
+    case NODE_JOINED: return "joined";
+    case NODE_ACTIVE: return "active";
+    case NODE_FINISHED: return n->role == PSKV__ROLE__SERVER ? "stopped" : "finished";
+    }
+    return "?";
+}
+
+int memb_count_role(int role)
+{
+    int c = 0;
+    for (int i = 0; i < memb.nnodes; i++)
+        c += memb.nodes[i].role == role;
+    return c;
+}
+
+memb_node *memb_find(uint32_t id)
+{
+    for (int i = 0; i < memb.nnodes; i++)
+        if (memb.nodes[i].id == id)
+            return &memb.nodes[i];
+    return NULL;
+}
+
+memb_node *memb_sender(wire_msg *msg)
+{
+    memb_node *n = msg->meta->has_sender ? memb_find(msg->meta->sender) : NULL;
+    if (!n)
+        sched_refuse(msg, PSKV_EPROTO, "sender is not a registered node");
+    return n;
+}
+
+/* ---- barriers and the job's end ---------------------------------------------- */
+
+static int worker_counts(const memb_node *n)
+{
+    return n->role == PSKV__ROLE__WORKER && n->state != NODE_FINISHED && !n->dead;
+}
+
+/* Releases barriers every counting worker has reached. */
+static void check_barriers(void)
+{
+    for (;;) {
+        uint64_t next = memb.barrier_done + 1;
+        int waiting = 0, all = 1;
+        for (int i = 0; i < memb.nnodes; i++) {
+            memb_node *n = &memb.nodes[i];
+            if (!worker_counts(n))
+                continue;
+            if (n->barrier >= next)
+                waiting++;
+            else
+                all = 0;
+        }
+        if (!all || waiting == 0)
+            return;
+        memb.barrier_done = next;
+        Pskv__Meta m;
+        sched_meta(&m, PSKV__MSG_TYPE__BARRIER_DONE);
+        m.has_seq = 1;
+        m.seq = next;
+        for (int i = 0; i < memb.nnodes; i++)
+            if (memb.nodes[i].role == PSKV__ROLE__WORKER && memb.nodes[i].barrier >= next)
+                sched_send(&memb.nodes[i], &m);
+        LOG_D("barrier %llu released (%d workers)", (unsigned long long)next, waiting);
+    }
+}
+
+static void begin_stop(void)
+{
+    if (memb.state == JOB_STOPPING)
+        return;
+    memb.state = JOB_STOPPING;
+    memb.stop_deadline_ms = tu_now_ms() + 5000;
+    Pskv__Meta m;
+    sched_meta(&m, PSKV__MSG_TYPE__STOP);
+    for (int i = 0; i < memb.nnodes; i++)
+        if (memb.nodes[i].role == PSKV__ROLE__SERVER)
+            sched_send(&memb.nodes[i], &m);
+    LOG_I("every worker is done; stopping the servers");
+}
+
+static void check_end(void)
+{
+    if (memb.state != JOB_RUNNING)
+        return;
+    for (int i = 0; i < memb.nnodes; i++)
+        if (worker_counts(&memb.nodes[i]))
+            return;
+    begin_stop();
+}
+
+/* ---- registration and joins --------------------------------------------------- */
+
+static void ack_register(memb_node *n)
+{
+    Pskv__Meta m;
+    Pskv__View v;
+    sched_meta(&m, PSKV__MSG_TYPE__REGISTER_ACK);
+    m.has_rank = 1;
+    m.rank = n->rank;
+    m.has_nonce = 1;
+    m.nonce = n->nonce;
+    m.has_request_id = 1;
+    m.request_id = n->id; /* the node id assigned */
+    m.has_seq = 1;
+    m.seq = memb.barrier_done; /* barriers already passed: a rejoining worker counts on */
+    pskv__view__init(&v);
+    v.has_heartbeat_ms = 1;
+    v.heartbeat_ms = (uint32_t)memb.heartbeat_ms;
+    m.view = &v;
+    sched_send(n, &m);
+}
+
+/* Every expected node registered: the job starts with view epoch 1 (a resumed
+ * job first finds the checkpoint it continues from). */
+static void cluster_complete(void)
+{
+    ckpt_plan_resume();
+    view_place();
+    memb.state = JOB_RUNNING;
+    for (int i = 0; i < memb.nnodes; i++)
+        memb.nodes[i].state = NODE_ACTIVE;
+    view_send();
+    LOG_I("cluster complete: %d servers, %d workers; view epoch %llu published", memb.nservers,
+          memb.nworkers, (unsigned long long)view_epoch());
+}
+
+/* 1 when the node of msg may join the running job; else refuses it. A worker
+ * takes the next rank (or a dead one, handled by the caller); a server takes the
+ * partitions its ring tokens win. */
+static int join_allowed(wire_msg *msg)
+{
+    Pskv__Meta *r = msg->meta;
+    char why[300];
+    if (memb.state != JOB_RUNNING) {
+        sched_refuse(msg, PSKV_EREFUSED, "the job is stopping; no node can join it");
+        return 0;
+    }
+    if (r->role == PSKV__ROLE__WORKER) {
+        if (r->has_rank && r->rank >= 0 && r->rank != memb.nworkers) {
+            snprintf(why, sizeof why, "rank %d is not free: a worker joining the running job "
+                     "takes the next rank (%d) or a dead worker's", r->rank, memb.nworkers);
+            sched_refuse(msg, PSKV_EREFUSED, why);
+            return 0;
+        }
+        if (memb.nworkers >= 65536) {
+            sched_refuse(msg, PSKV_EREFUSED, "cluster full: 65536 workers");
+            return 0;
+        }
+        return 1;
+    }
+    if (memb_count_role(PSKV__ROLE__SERVER) >= 4096) {
+        sched_refuse(msg, PSKV_EREFUSED, "cluster full: 4096 servers");
+        return 0;
+    }
+    return 1;
+}
+
+/* Node n (just registered) joins the running job: a new view takes it in. */
+static void join(memb_node *n)
+{
+    n->state = NODE_ACTIVE;
+    ack_register(n);
+    if (n->role == PSKV__ROLE__WORKER) {
+        memb.nworkers++;
+        n->barrier = memb.barrier_done; /* it starts after the barriers already passed */
+        LOG_I("worker node %u joined the running job as rank %d at %s pid %u (%d workers)",
+              n->id, n->rank, n->host, n->pid, memb.nworkers);
+        view_send(); /* in the clock set, at the slowest live worker's clock */
+        return;
+    }
+    memb.nservers++;
+    int moved = view_join_server(n->id);
+    LOG_I("server node %u joined the running job at %s:%d pid %u: view epoch %llu moves %d "
+          "partitions to it (heads %u, holds %u)", n->id, n->host, n->port, n->pid,
+          (unsigned long long)view_epoch(), moved, n->heads, n->holds);
+}
+
+/* The rank a worker registering before the job runs gets: the one it wishes (when
+ * free) or the lowest free one. Returns -1 after refusing msg. */
+static int waiting_worker_rank(wire_msg *msg)
+{
+    Pskv__Meta *r = msg->meta;
+    char why[400];
+    int rank = -1;
+    int want = r->has_rank ? r->rank : -1;
+    if (want >= memb.nworkers) {
+        snprintf(why, sizeof why, "rank %d out of range 0..%d", want, memb.nworkers - 1);
+        sched_refuse(msg, PSKV_EREFUSED, why);
+        return -1;
+    }
+    for (int cand = want >= 0 ? want : 0; cand < memb.nworkers && rank < 0; cand++) {
+        int taken = 0;
+        for (int i = 0; i < memb.nnodes; i++)
+            if (memb.nodes[i].role == PSKV__ROLE__WORKER && memb.nodes[i].rank == cand)
+                taken = (int)memb.nodes[i].id;
+        if (!taken) {
+            rank = cand;
+        } else if (want >= 0) {
+            snprintf(why, sizeof why, "rank %d is taken by node %d", want, taken);
+            sched_refuse(msg, PSKV_EREFUSED, why);
+            return -1;
+        }
+    }
+    if (rank < 0) {
+        snprintf(why, sizeof why, "cluster full: %d workers already registered", memb.nworkers);
+        sched_refuse(msg, PSKV_EREFUSED, why);
+    }
+    return rank;
+}
+
+/* Appends the node of msg to the table with `rank` (state NODE_JOINED, alive
+ * now). Returns it, or NULL after refusing msg when out of memory. */
+static memb_node *add_node(wire_msg *msg, int rank)
+{
+    Pskv__Meta *r = msg->meta;
+    if (memb.nnodes == memb.cap) {
+        int cap = memb.cap ? memb.cap * 2 : 16;
+        memb_node *grown = realloc(memb.nodes, (size_t)cap * sizeof *grown);
+        if (!grown) {
+            sched_refuse(msg, PSKV_ENOMEM, "scheduler out of memory");
+            return NULL;
+        }
+        memb.nodes = grown;
+        memb.cap = cap;
+    }
+    memb_node *n = &memb.nodes[memb.nnodes++];
+    memset(n, 0, sizeof *n);
+    n->id = (uint32_t)memb.nnodes; /* ids start at 1; 0 is the scheduler */
+    n->role = (int)r->role;
+    n->rank = rank;
+    snprintf(n->host, sizeof n->host, "%s", r->host);
+    n->port = (int)r->port;
+    n->pid = r->pid;
+    n->nonce = r->nonce;
+    if (r->n_ckpts && (n->ckpts = calloc(r->n_ckpts, sizeof *n->ckpts))) {
+        for (size_t i = 0; i < r->n_ckpts; i++)
+            if ((n->ckpts[n->nckpts] = strdup(r->ckpts[i])))
+                n->nckpts++;
+    }
+    n->ridlen = zmq_msg_size(&msg->rid);
+    if (n->ridlen > sizeof n->rid)
+        n->ridlen = sizeof n->rid;
+    memcpy(n->rid, zmq_msg_data(&msg->rid), n->ridlen);
+    n->last_hb_ms = tu_now_ms();
+    n->state = NODE_JOINED;
+    return n;
+}
+
+void memb_on_register(wire_msg *msg)
+{
+    Pskv__Meta *r = msg->meta;
+    char why[400];
+    for (int i = 0; i < memb.nnodes; i++) {
+        if (memb.nodes[i].nonce == r->nonce && r->has_nonce) { /* a re-sent registration */
+            ack_register(&memb.nodes[i]);
+            return;
+        }
+    }
+    if (r->role != PSKV__ROLE__SERVER && r->role != PSKV__ROLE__WORKER) {
+        sched_refuse(msg, PSKV_EPROTO, "REGISTER with a role other than server or worker");
+        return;
+    }
+    if (!r->host || !*r->host || strlen(r->host) >= sizeof memb.nodes[0].host) {
+        sched_refuse(msg, PSKV_EPROTO, "REGISTER without a valid advertised host");
+        return;
+    }
+    if (net_is_loopback(r->host) && strcmp(msg->peer, "?") && !net_is_loopback(msg->peer)) {
+        snprintf(why, sizeof why,
+                 "the node advertises the loopback address %s but connects from %s: other "
+                 "hosts could not reach it (give it --advertise ADDR or --interface NAME)",
+                 r->host, msg->peer);
+        sched_refuse(msg, PSKV_EREFUSED, why);
+        return;
+    }
+    memb_node *replaced = NULL; /* a dead worker whose rank the new one takes over */
+    if (memb.state != JOB_WAITING) {
+        for (int i = 0; memb.state == JOB_RUNNING && r->role == PSKV__ROLE__WORKER &&
+                        r->has_rank && r->rank >= 0 && i < memb.nnodes; i++) {
+            memb_node *o = &memb.nodes[i];
+            if (o->role != PSKV__ROLE__WORKER || o->rank != r->rank || o->replaced)
+                continue;
+            if (o->dead) {
+                replaced = o;
+            } else {
+                snprintf(why, sizeof why, "rank %d is held by live node %u (%s)", r->rank, o->id,
+                         memb_state_name(o));
+                sched_refuse(msg, PSKV_EREFUSED, why);
+                return;
+            }
+        }
+        if (!replaced && !join_allowed(msg))
+            return;
+    }
+    int rank = -1, joining = memb.state == JOB_RUNNING && !replaced;
+    if (replaced) {
+        rank = replaced->rank;
+    } else if (joining) {
+        rank = r->role == PSKV__ROLE__SERVER ? memb_count_role(PSKV__ROLE__SERVER) : memb.nworkers;
+    } else if (r->role == PSKV__ROLE__SERVER) {
+        if (memb_count_role(PSKV__ROLE__SERVER) >= memb.nservers) {
+            snprintf(why, sizeof why, "cluster full: %d servers already registered",
+                     memb.nservers);
+            sched_refuse(msg, PSKV_EREFUSED, why);
+            return;
+        }
+        rank = memb_count_role(PSKV__ROLE__SERVER);
+    } else if ((rank = waiting_worker_rank(msg)) < 0) {
+        return;
+    }
+    memb_node *n = add_node(msg, rank);
+    if (!n)
+        return;
+    if (replaced) {
+        /* the node array may have moved: find the old one again by rank */
+        for (int i = 0; i < memb.nnodes - 1; i++)
+            if (memb.nodes[i].role == PSKV__ROLE__WORKER && memb.nodes[i].rank == rank &&
+                memb.nodes[i].dead && !memb.nodes[i].replaced)
+                memb.nodes[i].replaced = 1;
+        n->state = NODE_ACTIVE;
+        n->barrier = memb.barrier_done; /* it starts after the barriers already passed */
+        LOG_I("worker rank %d rejoined as node %u at %s pid %u", rank, n->id, n->host, n->pid);
+        ack_register(n);
+        view_send(); /* back in the clock set, at the slowest live worker's clock */
+        return;
+    }
+    if (joining) {
+        join(n);
+        return;
+    }
+    LOG_I("%s registered: node %u rank %d at %s:%d pid %u (%d/%d servers, %d/%d workers)",
+          memb_role_name(n->role), n->id, n->rank, n->host, n->port, n->pid,
+          memb_count_role(PSKV__ROLE__SERVER), memb.nservers,
+          memb_count_role(PSKV__ROLE__WORKER), memb.nworkers);
+    ack_register(n);
+    if (memb_count_role(PSKV__ROLE__SERVER) == memb.nservers &&
+        memb_count_role(PSKV__ROLE__WORKER) == memb.nworkers)
+        cluster_complete();
+}
+
+/* ---- heartbeats, barriers, the end -------------------------------------------- */
+
+/* A worker's progress, from heartbeats and barriers (which travel on different
+ * sockets): it only moves forward. */
+static void note_progress(memb_node *n, const Pskv__Meta *r)
+{
+    if (!r->has_progress_step || r->progress_step < n->progress[1])
+        return;
+    n->progress[0] = r->progress_epoch;
+    n->progress[1] = r->progress_step;
+    n->progress[2] = r->progress_pos;
+}
+
+void memb_on_heartbeat(wire_msg *msg)
+{
+    Pskv__Meta *r = msg->meta;
+    /* no reply; an unknown sender is logged but not answered */
+    memb_node *n = r->has_sender ? memb_find(r->sender) : NULL;
+    if (!n) {
+        LOG_W("heartbeat from unknown node %u at %s", r->sender, msg->peer);
+        return;
+    }
+    if (n->replaced) {
+        LOG_W("heartbeat from worker node %u, whose rank %d another node took over", n->id,
+              n->rank);
+        return;
+    }
+    if (n->dead && n->role == PSKV__ROLE__SERVER && memb.state != JOB_WAITING) {
+        /* replaced: its partitions have new owners; it must learn so and
+         * serve nothing (the view says it is dead) */
+        LOG_W("heartbeat from server node %u, which was declared dead and replaced", n->id);
+        if (memb.state == JOB_RUNNING)
+            view_send_to(n);
+        return;
+    }
+    n->last_hb_ms = tu_now_ms();
+    if (r->has_clock)
+        n->clock = r->clock;
+    if (r->has_dropped)
+        n->dropped = r->dropped;
+    note_progress(n, r);
+    if (n->role == PSKV__ROLE__SERVER) { /* renews its lease */
+        Pskv__Meta a;
+        sched_meta(&a, PSKV__MSG_TYPE__HEARTBEAT_ACK);
+        a.has_request_id = r->has_request_id;
+        a.request_id = r->request_id;
+        sched_reply(&msg->rid, &a);
+    }
+    if (n->dead) {
+        n->dead = 0;
+        LOG_I("node %u (%s) is alive again", n->id, memb_role_name(n->role));
+        if (memb.state == JOB_RUNNING)
+            view_send(); /* back in the clock set */
+    }
+}
+
+void memb_on_barrier(wire_msg *msg)
+{
+    Pskv__Meta *r = msg->meta;
+    memb_node *n = memb_sender(msg);
+    if (!n)
+        return;
+    if (n->role != PSKV__ROLE__WORKER || !r->has_seq) {
+        sched_refuse(msg, PSKV_EPROTO, "BARRIER from a non-worker or without seq");
+        return;
+    }
+    if (r->seq > n->barrier)
+        n->barrier = r->seq;
+    note_progress(n, r);
+    if (r->seq <= memb.barrier_done) { /* a re-sent request for a released barrier */
+        Pskv__Meta m;
+        sched_meta(&m, PSKV__MSG_TYPE__BARRIER_DONE);
+        m.has_seq = 1;
+        m.seq = r->seq;
+        sched_send(n, &m);
+    }
+    check_barriers();
+}
+
+void memb_on_finish(wire_msg *msg)
+{
+    memb_node *n = memb_sender(msg);
+    if (!n)
+        return;
+    if (n->state != NODE_FINISHED)
+        LOG_I("worker rank %d (node %u) finished", n->rank, n->id);
+    int was = n->state;
+    n->state = NODE_FINISHED;
+    Pskv__Meta m;
+    sched_meta(&m, PSKV__MSG_TYPE__FINISH_ACK);
+    sched_send(n, &m);
+    check_barriers();
+    check_end();
+    if (was != NODE_FINISHED && memb.state == JOB_RUNNING)
+        view_send(); /* out of the clock set: nobody waits for it */
+}
+
+void memb_on_stop_ack(wire_msg *msg)
+{
+    memb_node *n = memb_sender(msg);
+    if (n)
+        n->state = NODE_FINISHED;
+}
+
+/* ---- leases and deaths -------------------------------------------------------- */
+
+/* n stayed silent past dead-after-ms: it leaves the barrier and clock sets; a
+ * server of a running job has its partitions re-placed on the live servers and a
+ * new view goes out (a checkpoint in progress no longer waits for it). */
+static void declare_dead(memb_node *n, int64_t now)
+{
+    n->dead = 1;
+    LOG_W("node %u (%s rank %d at %s:%d) is silent for %lld ms: marked dead", n->id,
+          memb_role_name(n->role), n->rank, n->host, n->port, (long long)(now - n->last_hb_ms));
+    check_barriers();
+    check_end();
+    if (memb.state == JOB_RUNNING && n->role == PSKV__ROLE__SERVER) {
+        int64_t t0 = tu_now_us();
+        view_place();
+        view_send();
+        ckpt_check_done();
+        LOG_W("server node %u replaced: view epoch %llu published %.1f ms after it was "
+              "declared dead; %u partitions lost (every replica dead)", n->id,
+              (unsigned long long)view_epoch(), (double)(tu_now_us() - t0) / 1e3, view_lost());
+    } else if (memb.state == JOB_RUNNING && n->role == PSKV__ROLE__WORKER) {
+        view_send(); /* out of the clock set */
+    }
+}
+
+void memb_expire(int64_t now)
+{
+    for (int i = 0; i < memb.nnodes; i++) {
+        memb_node *n = &memb.nodes[i];
+        if (n->dead || n->state == NODE_FINISHED || now - n->last_hb_ms <= memb.dead_after_ms)
+            continue;
+        declare_dead(n, now);
+    }
+    if (memb.state == JOB_WAITING &&
+        now - memb.started_ms > (int64_t)(memb.join_timeout_s * 1000)) {
+        LOG_E("only %d of %d servers and %d of %d workers joined within %.0f s; giving up",
+              memb_count_role(PSKV__ROLE__SERVER), memb.nservers,
+              memb_count_role(PSKV__ROLE__WORKER), memb.nworkers, memb.join_timeout_s);
+        exit(1);
+    }
+}
+
+static int servers_stopped(void)
+{
+    for (int i = 0; i < memb.nnodes; i++)
+        if (memb.nodes[i].role == PSKV__ROLE__SERVER && memb.nodes[i].state != NODE_FINISHED &&
+            !memb.nodes[i].dead)
+            return 0;
+    return 1;
+}
+
+int memb_stopped(void)
+{
+    if (memb.state != JOB_STOPPING ||
+        !(servers_stopped() || tu_now_ms() >= memb.stop_deadline_ms))
+        return 0;
+    if (!servers_stopped())
+        LOG_W("not every server acknowledged STOP within 5 s; exiting anyway");
+    return 1;
+}
+
+void memb_free(void)
+{
+    for (int i = 0; i < memb.nnodes; i++) {
+        for (size_t k = 0; k < memb.nodes[i].nckpts; k++)
+            free(memb.nodes[i].ckpts[k]);
+        free(memb.nodes[i].ckpts);
+    }
+    free(memb.nodes);
+    memb.nodes = NULL;
+    memb.nnodes = memb.cap = 0;
+}

@@ -1,0 +1,131 @@
+/* The scheduler's node table and the job's life: REGISTER (first registration,
+ * a new node taking a dead worker's rank, joins into the running job), heartbeats
+ * and server leases, lease expiry and deaths, barriers, FINISH and the orderly stop.
+ *
+ * OWNS   the node table and the job's state, both in `memb`: job id, life, the
+ *        expected counts, heartbeat/lease timings, released barriers. Other modules
+ *        read `memb`; they write only the per-node fields marked as theirs below.
+ *        scheduler_main.c fills the job fields once, before the event loop.
+ * THREAD the scheduler's one thread (its event loop); so do all scheduler modules.
+ * NEVER  touches the socket (it sends through sched_send / sched_reply /
+ *        sched_refuse), never places partitions itself (it tells view.c of a death or
+ *        a join and asks for a new view), never waits but in those sends.
+ *
+ * A server's lease: it heartbeats every heartbeat-ms and each acknowledged
+ * heartbeat renews its lease (lease-ms = dead-after-ms - heartbeat-ms, so it ends
+ * before the scheduler can declare the server dead). A node silent for longer than
+ * dead-after-ms is declared dead by memb_expire; for a server of a running job
+ * that means a new placement and a new view. */
+#ifndef PSKV_SCHED_MEMBERSHIP_H
+#define PSKV_SCHED_MEMBERSHIP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wire.h"
+
+enum job_state {
+    JOB_WAITING,  /* nodes are registering; status works; no view yet */
+    JOB_RUNNING,  /* every server and worker joined; view published, training */
+    JOB_STOPPING, /* all workers done (or dead); STOP sent to the servers */
+};
+
+enum node_state {
+    NODE_JOINED,   /* registered, waiting for the view */
+    NODE_ACTIVE,   /* has the view */
+    NODE_FINISHED, /* worker: said FINISH; server: acknowledged STOP */
+};
+
+typedef struct memb_node {
+    uint32_t id;
+    int role;
+    int rank; /* workers: 0..W-1; servers: registration order */
+    char host[128];
+    int port;
+    uint32_t pid;
+    uint64_t nonce;
+    unsigned char rid[256]; /* the routing id it registered with: replies go there */
+    size_t ridlen;
+    int64_t last_hb_ms;
+    int dead; /* silent past --dead-after-ms */
+    int replaced; /* a dead worker whose rank a new node took: never alive again */
+    enum node_state state;
+    uint64_t barrier; /* highest barrier entered */
+    uint32_t heads, holds; /* servers: partitions headed, replicas held (view.c's) */
+    int64_t clock;    /* workers: clocks finished, from heartbeats */
+    uint64_t dropped; /* servers: late pushes dropped, from heartbeats */
+    int64_t progress[3];  /* workers: epoch, step, data position, from heartbeats */
+    uint64_t ckpt_acked;  /* servers: the last checkpoint written (checkpoint.c's) */
+    char **ckpts;         /* servers: valid checkpoint files they hold, "JOB:SEQ:NODE" */
+    size_t nckpts;
+} memb_node;
+
+typedef struct memb_state {
+    uint64_t job_id;
+    enum job_state state;
+    int nservers, nworkers; /* expected; a node joining the running job adds one */
+    int heartbeat_ms, dead_after_ms, lease_ms;
+    double join_timeout_s; /* give up when the cluster is not complete by then */
+    int64_t started_ms, stop_deadline_ms;
+    uint64_t barrier_done; /* highest barrier released */
+    memb_node *nodes;      /* registration order; ids start at 1 (0 is the scheduler) */
+    int nnodes, cap;
+} memb_state;
+
+extern memb_state memb;
+
+/* "scheduler", "server", "worker" or "control", for logs. */
+const char *memb_role_name(int role);
+
+/* The node's state as the view and status show it: dead, joined, active,
+ * finished (workers) or stopped (servers). */
+const char *memb_state_name(const memb_node *n);
+
+/* Registered nodes of `role`, dead ones included. */
+int memb_count_role(int role);
+
+/* The node with id `id`, or NULL. The pointer lasts until the next registration
+ * (the table may move). */
+memb_node *memb_find(uint32_t id);
+
+/* The registered node that sent msg (by Meta's sender), or NULL after refusing
+ * msg with PSKV_EPROTO. */
+memb_node *memb_sender(wire_msg *msg);
+
+/* REGISTER: validates it (role, advertised host, rank, room, job life), then
+ * acknowledges a re-sent registration, lets a new node take a dead worker's rank,
+ * takes a node into the running job, or registers it and, once every expected
+ * node is in, starts the job with the first view. Refuses with a reason otherwise. */
+void memb_on_register(wire_msg *msg);
+
+/* HEARTBEAT: renews the node's liveness (and a server's lease, acknowledged with
+ * HEARTBEAT_ACK), takes its clock, dropped count and progress; a dead node heard
+ * again is alive again, except a replaced server, which is sent the view that
+ * shows it dead. No reply to an unknown sender (logged). */
+void memb_on_heartbeat(wire_msg *msg);
+
+/* BARRIER from a worker: releases every barrier all counting workers reached
+ * (BARRIER_DONE), and answers a re-sent request for a released one. */
+void memb_on_barrier(wire_msg *msg);
+
+/* FINISH from a worker: FINISH_ACK; once no worker counts any more, STOP goes to
+ * the servers (JOB_STOPPING). */
+void memb_on_finish(wire_msg *msg);
+
+/* STOP_ACK from a server: it is finished. */
+void memb_on_stop_ack(wire_msg *msg);
+
+/* The periodic lease check at time `now` (ms): declares dead every node silent
+ * past dead-after-ms (a server of a running job gets its partitions re-placed and
+ * a new view goes out); exits the process (1) when the cluster is still
+ * incomplete after join-timeout. */
+void memb_expire(int64_t now);
+
+/* 1 when a stopping job is over: every server acknowledged STOP, or the 5 s grace
+ * ran out (logged). 0 while the job runs. */
+int memb_stopped(void);
+
+/* Frees the node table. */
+void memb_free(void);
+
+#endif

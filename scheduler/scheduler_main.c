@@ -1,0 +1,276 @@
+/* pskv-scheduler: registration, node ids and ranks, key ranges, the published
+ * cluster view, barriers, heartbeats, checkpoints and the orderly end of a job.
+ *
+ * One thread, one ROUTER socket, one poll loop with a periodic tick. Every node
+ * talks to the scheduler over a DEALER; the scheduler answers on the routing id a
+ * node registered with (heartbeats may come from another socket of the same node
+ * and are matched by the sender id in Meta). Job life (membership.h):
+ *   WAITING  nodes register; status works; the view is not yet published
+ *   RUNNING  every server and worker joined; view epoch 1 published
+ *   STOPPING every worker finished (or died); STOP sent to the servers
+ * and the process exits 0 once every server acknowledged STOP (or a grace time).
+ *
+ * This file holds the flags, the socket, the loop and the dispatch; membership.c
+ * the node table, leases and the job's life; view.c the placement and the View;
+ * checkpoint.c checkpoints and resume. */
+#define _GNU_SOURCE
+#include "scheduler_main.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "checkpoint.h"
+#include "config.h"
+#include "log.h"
+#include "membership.h"
+#include "net.h"
+#include "pskv_errors.h"
+#include "timeutil.h"
+#include "view.h"
+
+static void *ctx, *sock;
+
+static volatile sig_atomic_t stop_signal;
+static void on_signal(int sig) { stop_signal = sig; }
+
+static cfg_entry config[] = {
+    {"servers", CFG_INT, "1", "PSKV_SCHEDULER_SERVERS", 1, 4096, NULL,
+     "number of servers in the job", 0, 0, NULL, NULL},
+    {"workers", CFG_INT, "1", "PSKV_SCHEDULER_WORKERS", 1, 65536, NULL,
+     "number of workers in the job", 0, 0, NULL, NULL},
+    {"heartbeat-ms", CFG_INT, "100", "PSKV_SCHEDULER_HEARTBEAT_MS", 10, 60000, "ms",
+     "heartbeat period handed to every node", 0, 0, NULL, NULL},
+    {"dead-after-ms", CFG_INT, "500", "PSKV_SCHEDULER_DEAD_AFTER_MS", 50, 3600000, "ms",
+     "a node silent this long is shown dead", 0, 0, NULL, NULL},
+    {"replicas", CFG_INT, "1", "PSKV_SCHEDULER_REPLICAS", 1, 8, NULL,
+     "servers in each partition's chain (1 = no replication)", 0, 0, NULL, NULL},
+    {"partitions", CFG_INT, "64", "PSKV_SCHEDULER_PARTITIONS", 1, 65536, NULL,
+     "fixed partitions of the key ring (the unit of placement and replication)", 0, 0, NULL,
+     NULL},
+    {"vnodes", CFG_INT, "16", "PSKV_SCHEDULER_VNODES", 1, 256, NULL,
+     "tokens per server on the consistent-hash ring", 0, 0, NULL, NULL},
+    {"data-dir", CFG_STR, "", "PSKV_SCHEDULER_DATA_DIR", 0, 0, NULL,
+     "directory of the checkpoint manifest (empty = no checkpoints)", 0, 0, NULL, NULL},
+    {"checkpoint-every", CFG_DOUBLE, "0", "PSKV_SCHEDULER_CHECKPOINT_EVERY", 0, 1e7, "s",
+     "take a checkpoint this often while the job runs (0 = only on request)", 0, 0, NULL,
+     NULL},
+    {"resume", CFG_BOOL, "false", "PSKV_SCHEDULER_RESUME", 0, 0, NULL,
+     "continue the job of the newest complete checkpoint in --data-dir", 0, 0, NULL, NULL},
+    {"join-timeout", CFG_DOUBLE, "600", "PSKV_SCHEDULER_JOIN_TIMEOUT", 1, 86400, "s",
+     "give up when the cluster is not complete after this long", 0, 0, NULL, NULL},
+    {"job-id", CFG_INT, "0", "PSKV_JOB_ID", 0, 9.2e18, NULL,
+     "job id (0 = pick a random one)", 0, 0, NULL, NULL},
+    CFG_COMMON_ENTRIES("PSKV_SCHEDULER_PORT", "7700"),
+    CFG_END};
+
+void sched_meta(Pskv__Meta *m, Pskv__MsgType type)
+{
+    wire_meta_init(m, type);
+    m->has_job_id = 1;
+    m->job_id = memb.job_id;
+    m->has_epoch = 1;
+    m->epoch = view_epoch();
+    m->has_sender = 1;
+    m->sender = 0;
+}
+
+int sched_send(memb_node *n, const Pskv__Meta *m)
+{
+    zmq_msg_t rid;
+    zmq_msg_init_size(&rid, n->ridlen);
+    memcpy(zmq_msg_data(&rid), n->rid, n->ridlen);
+    int rc = wire_send(sock, &rid, m, NULL, NULL);
+    zmq_msg_close(&rid);
+    if (rc < 0)
+        LOG_W("cannot send %s to node %u (%s:%d): %s", wire_type_name((int)m->type), n->id,
+              n->host, n->port, zmq_strerror(errno));
+    return rc;
+}
+
+int sched_reply(zmq_msg_t *rid, const Pskv__Meta *m)
+{
+    return wire_send(sock, rid, m, NULL, NULL);
+}
+
+void sched_refuse(wire_msg *msg, int code, const char *reason)
+{
+    LOG_W("refused %s from %s: %s", wire_type_name((int)msg->meta->type), msg->peer, reason);
+    wire_send_error(sock, &msg->rid, msg->meta, memb.job_id, 0, code, reason, 0);
+}
+
+/* Hands msg to the module that serves its type, once its job id is this job's. */
+static void dispatch(wire_msg *msg)
+{
+    Pskv__Meta *r = msg->meta;
+    if (r->has_job_id && r->job_id != 0 && r->job_id != memb.job_id) {
+        char why[160];
+        snprintf(why, sizeof why, "job id %llu is not this job's (%llu)",
+                 (unsigned long long)r->job_id, (unsigned long long)memb.job_id);
+        sched_refuse(msg, PSKV_EJOB, why);
+        return;
+    }
+    switch (r->type) {
+    case PSKV__MSG_TYPE__REGISTER: memb_on_register(msg); break;
+    case PSKV__MSG_TYPE__HEARTBEAT: memb_on_heartbeat(msg); break;
+    case PSKV__MSG_TYPE__BARRIER: memb_on_barrier(msg); break;
+    case PSKV__MSG_TYPE__FINISH: memb_on_finish(msg); break;
+    case PSKV__MSG_TYPE__STOP_ACK: memb_on_stop_ack(msg); break;
+    case PSKV__MSG_TYPE__STATUS: view_status(msg); break;
+    case PSKV__MSG_TYPE__CHECKPOINT: ckpt_start(msg); break;
+    case PSKV__MSG_TYPE__CHECKPOINT_ACK: ckpt_on_ack(msg); break;
+    case PSKV__MSG_TYPE__ERROR:
+        if (!ckpt_on_error(r))
+            LOG_W("error from %s: %s", msg->peer, r->error ? r->error : "?");
+        break;
+    default:
+        sched_refuse(msg, PSKV_EPROTO, "message type not served by the scheduler");
+    }
+}
+
+/* Timers: the checkpoint timer and time-out, then leases. */
+static void tick(void)
+{
+    int64_t now = tu_now_ms();
+    ckpt_tick(now);
+    memb_expire(now);
+}
+
+/* Reads the flags into the modules. Returns -1 to go on, or the exit status
+ * (0 after --help, 1 unreadable manifest, 2 bad flags). */
+static int configure(int argc, char **argv)
+{
+    int rc = cfg_start(config, "scheduler",
+                       "pskv-scheduler [--port P] --servers S --workers W [flags]", argc, argv,
+                       NULL);
+    if (rc >= 0)
+        return rc;
+    log_set_node(0);
+    memb.nservers = (int)cfg_int(config, "servers");
+    memb.nworkers = (int)cfg_int(config, "workers");
+    memb.heartbeat_ms = (int)cfg_int(config, "heartbeat-ms");
+    memb.dead_after_ms = (int)cfg_int(config, "dead-after-ms");
+    memb.join_timeout_s = cfg_double(config, "join-timeout");
+    uint32_t replicas = (uint32_t)cfg_int(config, "replicas");
+    view_init((uint32_t)cfg_int(config, "partitions"), replicas,
+              (uint32_t)cfg_int(config, "vnodes"));
+    /* a lease counts from the send time of an acknowledged heartbeat and must end
+     * before the scheduler could declare the server dead */
+    memb.lease_ms = memb.dead_after_ms - memb.heartbeat_ms;
+    if (memb.lease_ms < memb.heartbeat_ms) {
+        fprintf(stderr,
+                "pskv-scheduler: --dead-after-ms %d must be at least 2 x --heartbeat-ms %d "
+                "(a server's lease is dead-after minus one heartbeat and must outlast one)\n",
+                memb.dead_after_ms, memb.heartbeat_ms);
+        return 2;
+    }
+    if ((int)replicas > memb.nservers) {
+        fprintf(stderr, "pskv-scheduler: --replicas %u needs at least as many --servers (%d)\n",
+                replicas, memb.nservers);
+        return 2;
+    }
+    rc = ckpt_init(cfg_str(config, "data-dir"), (int)cfg_int(config, "resume"),
+                   cfg_double(config, "checkpoint-every"));
+    if (rc)
+        return rc;
+    if (!ckpt_resume_job(&memb.job_id))
+        memb.job_id = (uint64_t)cfg_int(config, "job-id");
+    while (memb.job_id == 0 &&
+           getrandom(&memb.job_id, sizeof memb.job_id, 0) != sizeof memb.job_id)
+        ;
+    memb.job_id &= 0x7fffffffffffffffULL; /* printable as a signed flag value too */
+    if (memb.job_id == 0)
+        memb.job_id = 1;
+    memb.started_ms = tu_now_ms();
+    return -1;
+}
+
+/* Receives and dispatches what is waiting (at most 1000 messages, so that the
+ * tick is never starved). */
+static void drain(void)
+{
+    char why[512];
+    for (int budget = 0; budget < 1000; budget++) {
+        wire_msg msg;
+        int rc = wire_recv(sock, 1, &msg, why, sizeof why);
+        if (rc == -PSKV_ETIMEDOUT) {
+            wire_msg_close(&msg);
+            break;
+        }
+        if (rc < 0) {
+            LOG_W("dropped message from %s: %s", msg.peer, why);
+            if (msg.has_rid)
+                wire_send_error(sock, &msg.rid, msg.meta, memb.job_id, 0, rc, why, 0);
+        } else {
+            dispatch(&msg);
+        }
+        wire_msg_close(&msg);
+    }
+}
+
+/* The event loop: until a signal, or the end of a stopping job. */
+static void run(void)
+{
+    int64_t next_tick = tu_now_ms();
+    while (!stop_signal) {
+        zmq_pollitem_t item = {sock, 0, ZMQ_POLLIN, 0};
+        long wait = (long)(next_tick - tu_now_ms());
+        if (wait < 0)
+            wait = 0;
+        if (zmq_poll(&item, 1, wait) < 0 && errno != EINTR) {
+            LOG_E("poll failed: %s", zmq_strerror(errno));
+            break;
+        }
+        drain();
+        if (tu_now_ms() >= next_tick) {
+            tick();
+            next_tick = tu_now_ms() + (memb.heartbeat_ms < 100 ? memb.heartbeat_ms : 100);
+        }
+        if (memb_stopped())
+            break;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    int rc = configure(argc, argv);
+    if (rc >= 0)
+        return rc;
+
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    signal(SIGPIPE, SIG_IGN);
+
+    ctx = zmq_ctx_new();
+    sock = net_socket(ctx, ZMQ_ROUTER, cfg_int(config, "max-message"), 0);
+    char why[512];
+    int port = net_bind(sock, cfg_str(config, "bind"), (int)cfg_int(config, "port"), why,
+                        sizeof why);
+    if (port < 0) {
+        LOG_E("%s", why);
+        return 1;
+    }
+    cfg_log(config);
+    LOG_I("listening on port %d; job %llu; waiting for %d servers and %d workers", port,
+          (unsigned long long)memb.job_id, memb.nservers, memb.nworkers);
+    printf("pskv-scheduler listening on port %d\n", port);
+    fflush(stdout);
+
+    run();
+
+    if (stop_signal)
+        LOG_I("terminated by signal %d", (int)stop_signal);
+    else
+        LOG_I("job %llu done", (unsigned long long)memb.job_id);
+    zmq_close(sock);
+    zmq_ctx_term(ctx);
+    memb_free();
+    view_free();
+    ckpt_free();
+    return 0;
+}

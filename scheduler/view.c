@@ -1,0 +1,247 @@
+/* The view: placement on the ring and the View message. See view.h. */
+#define _GNU_SOURCE
+#include "view.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint.h"
+#include "log.h"
+#include "pskv_errors.h"
+#include "ring.h"
+#include "scheduler_main.h"
+#include "timeutil.h"
+
+static struct {
+    uint64_t epoch;
+    uint32_t nparts, replicas, vnodes;
+    uint32_t *chains;    /* nparts x replicas node ids, head first; 0 = none */
+    uint32_t lost;       /* partitions whose every replica died */
+    uint32_t *join_prev; /* while the view that lets a server join is built: the
+                            chains before it, where its partitions come from */
+} V;
+
+void view_init(uint32_t nparts, uint32_t replicas, uint32_t vnodes)
+{
+    V.nparts = nparts;
+    V.replicas = replicas;
+    V.vnodes = vnodes;
+}
+
+uint64_t view_epoch(void) { return V.epoch; }
+
+uint32_t view_lost(void) { return V.lost; }
+
+const uint32_t *view_chains(uint32_t *nparts, uint32_t *replicas, uint32_t *vnodes)
+{
+    *nparts = V.nparts;
+    *replicas = V.replicas;
+    *vnodes = V.vnodes;
+    return V.chains;
+}
+
+int view_adopt(uint32_t nparts, uint32_t replicas, uint32_t vnodes, const uint32_t *chains)
+{
+    size_t cells = (size_t)nparts * replicas;
+    uint32_t *copy = malloc(cells * sizeof *copy);
+    if (!copy)
+        return -PSKV_ENOMEM;
+    memcpy(copy, chains, cells * sizeof *copy);
+    V.nparts = nparts;
+    V.replicas = replicas;
+    V.vnodes = vnodes;
+    free(V.chains);
+    V.chains = copy;
+    return 0;
+}
+
+/* Builds the view (or the status reply) into v; nodes[] must hold memb.nnodes. */
+static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int status)
+{
+    int64_t now = tu_now_ms();
+    pskv__view__init(v);
+    v->has_epoch = v->has_heartbeat_ms = v->has_servers = v->has_workers = 1;
+    v->epoch = V.epoch;
+    v->heartbeat_ms = (uint32_t)memb.heartbeat_ms;
+    v->servers = (uint32_t)memb.nservers;
+    v->workers = (uint32_t)memb.nworkers;
+    v->has_partitions = v->has_replicas = v->has_lease_ms = v->has_vnodes = v->has_lost = 1;
+    v->partitions = V.nparts;
+    v->replicas = V.replicas;
+    v->lease_ms = (uint32_t)memb.lease_ms;
+    v->vnodes = V.vnodes;
+    v->lost = V.lost;
+    if (V.chains) {
+        v->n_chains = (size_t)V.nparts * V.replicas;
+        v->chains = V.chains;
+    }
+    ckpt_fill_view(v); /* a resumed job: where its data is */
+    if (V.join_prev) { /* a joining server's first view: where its partitions come from */
+        v->n_prev_chains = (size_t)V.nparts * V.replicas;
+        v->prev_chains = V.join_prev;
+    }
+    if (status) {
+        static const char *const js[] = {"waiting", "running", "stopping"};
+        v->state = (char *)js[memb.state];
+    }
+    v->n_nodes = (size_t)memb.nnodes;
+    v->nodes = ptrs;
+    for (int i = 0; i < memb.nnodes; i++) {
+        memb_node *n = &memb.nodes[i];
+        Pskv__Node *p = &nodes[i];
+        pskv__node__init(p);
+        ptrs[i] = p;
+        p->has_id = p->has_role = p->has_rank = p->has_port = p->has_pid = p->has_alive = 1;
+        p->id = n->id;
+        p->role = n->role;
+        p->rank = n->rank;
+        p->host = n->host;
+        p->port = (uint32_t)n->port;
+        p->pid = n->pid;
+        p->alive = !n->dead;
+        if (n->role == PSKV__ROLE__SERVER && V.chains) {
+            p->has_heads = p->has_holds = 1;
+            p->heads = n->heads;
+            p->holds = n->holds;
+        }
+        p->state = (char *)memb_state_name(n); /* servers take finished and dead workers
+                                                  out of the clock set */
+        ckpt_fill_node(p, n);
+        p->has_clock = n->role == PSKV__ROLE__WORKER;
+        p->clock = n->clock;
+        p->has_dropped = n->role == PSKV__ROLE__SERVER;
+        p->dropped = n->dropped;
+        if (status) {
+            p->has_heartbeat_age_ms = 1;
+            p->heartbeat_age_ms = now - n->last_hb_ms;
+        }
+    }
+}
+
+/* Sends the current view to `only`, or (NULL) to every node that still takes part. */
+static void send_view_msg(memb_node *only)
+{
+    Pskv__Node *nodes = calloc((size_t)memb.nnodes, sizeof *nodes);
+    Pskv__Node **ptrs = calloc((size_t)memb.nnodes, sizeof *ptrs);
+    if (!nodes || !ptrs) {
+        LOG_E("out of memory publishing the view");
+        exit(1);
+    }
+    Pskv__View v;
+    fill_view(&v, nodes, ptrs, 0);
+    Pskv__Meta m;
+    sched_meta(&m, PSKV__MSG_TYPE__VIEW);
+    m.view = &v;
+    for (int i = 0; i < memb.nnodes; i++)
+        if (only ? &memb.nodes[i] == only : memb.nodes[i].state != NODE_FINISHED)
+            sched_send(&memb.nodes[i], &m);
+    free(nodes);
+    free(ptrs);
+}
+
+void view_send(void)
+{
+    V.epoch++;
+    send_view_msg(NULL);
+}
+
+void view_send_to(memb_node *n) { send_view_msg(n); }
+
+/* Live server ids into out (room for 4096); returns how many. */
+static size_t live_servers(uint32_t *out)
+{
+    size_t ns = 0;
+    for (int i = 0; i < memb.nnodes && ns < 4096; i++)
+        if (memb.nodes[i].role == PSKV__ROLE__SERVER && !memb.nodes[i].dead)
+            out[ns++] = memb.nodes[i].id;
+    return ns;
+}
+
+/* Partitions lost, and headed and held by each server, from V.chains. */
+static void count_holds(void)
+{
+    V.lost = 0;
+    for (int i = 0; i < memb.nnodes; i++)
+        memb.nodes[i].heads = memb.nodes[i].holds = 0;
+    for (uint32_t p = 0; p < V.nparts; p++) {
+        const uint32_t *c = &V.chains[(size_t)p * V.replicas];
+        if (!c[0]) {
+            V.lost++;
+            continue;
+        }
+        for (uint32_t j = 0; j < V.replicas && c[j]; j++) {
+            memb_node *n = memb_find(c[j]);
+            n->holds++;
+            n->heads += j == 0;
+        }
+    }
+}
+
+/* ring.h owns how partitions are placed; this keeps the chains and the counts. */
+void view_place(void)
+{
+    uint32_t live[4096];
+    size_t ns = live_servers(live);
+    size_t cells = (size_t)V.nparts * V.replicas;
+    uint32_t *next = calloc(cells, sizeof *next);
+    if (!next || ring_chains(next, V.nparts, V.replicas, live, ns, V.vnodes, V.chains) < 0) {
+        LOG_E("out of memory placing %u partitions", V.nparts);
+        exit(1);
+    }
+    free(V.chains);
+    V.chains = next;
+    count_holds();
+}
+
+int view_join_server(uint32_t id)
+{
+    size_t cells = (size_t)V.nparts * V.replicas;
+    uint32_t live[4096];
+    size_t ns = live_servers(live);
+    V.join_prev = malloc(cells * sizeof *V.join_prev);
+    if (!V.join_prev) {
+        LOG_E("out of memory placing a joining server");
+        exit(1);
+    }
+    memcpy(V.join_prev, V.chains, cells * sizeof *V.join_prev);
+    int moved = ring_join(V.chains, V.nparts, V.replicas, live, ns, V.vnodes, id);
+    if (moved < 0) {
+        LOG_E("out of memory placing a joining server");
+        exit(1);
+    }
+    count_holds();
+    view_send(); /* the joiner's first view: with the chains before it joined */
+    free(V.join_prev);
+    V.join_prev = NULL;
+    return moved;
+}
+
+void view_status(wire_msg *msg)
+{
+    Pskv__Node *nodes = calloc((size_t)memb.nnodes + 1, sizeof *nodes);
+    Pskv__Node **ptrs = calloc((size_t)memb.nnodes + 1, sizeof *ptrs);
+    if (!nodes || !ptrs) {
+        free(nodes);
+        free(ptrs);
+        sched_refuse(msg, PSKV_ENOMEM, "scheduler out of memory");
+        return;
+    }
+    Pskv__View v;
+    fill_view(&v, nodes, ptrs, 1);
+    Pskv__Meta m;
+    sched_meta(&m, PSKV__MSG_TYPE__STATUS_REPLY);
+    m.view = &v;
+    if (msg->meta->has_request_id) {
+        m.has_request_id = 1;
+        m.request_id = msg->meta->request_id;
+    }
+    sched_reply(&msg->rid, &m);
+    free(nodes);
+    free(ptrs);
+}
+
+void view_free(void)
+{
+    free(V.chains);
+    V.chains = NULL;
+}

@@ -1,0 +1,65 @@
+/* The cluster view and partition placement: which live servers hold each
+ * partition's chain (ring.h decides how), the view epoch, and the View message
+ * every node is sent (pskvctl's status reply is the same View with heartbeat ages
+ * and the job's state).
+ *
+ * OWNS   the view epoch and the placement: partitions, replicas, vnodes, the
+ *        chains (partitions x replicas server node ids, head first, 0 = none), the
+ *        count of lost partitions (every replica dead), and the heads/holds of each
+ *        server in the node table.
+ * THREAD the scheduler's thread only.
+ * NEVER  decides who is alive or joins (membership.c does, then calls view_place or
+ *        view_join_server and view_send), never reads the manifest (checkpoint.c
+ *        fills a view's resume fields and hands a resumed job's chains over through
+ *        view_adopt), never waits but in its sends (scheduler_main.h). Out of memory
+ *        while placing or publishing exits the process. */
+#ifndef PSKV_SCHED_VIEW_H
+#define PSKV_SCHED_VIEW_H
+
+#include <stdint.h>
+
+#include "membership.h"
+#include "wire.h"
+
+/* Sets the job's ring shape from the flags, before any view. */
+void view_init(uint32_t nparts, uint32_t replicas, uint32_t vnodes);
+
+/* The epoch of the last view published (0 before the first); stamped on every
+ * message the scheduler sends. */
+uint64_t view_epoch(void);
+
+/* Partitions lost in the current placement (every replica dead). */
+uint32_t view_lost(void);
+
+/* The current placement: returns the chains (NULL before the first placement;
+ * view.c's, valid until the next placement) and sets the ring shape. */
+const uint32_t *view_chains(uint32_t *nparts, uint32_t *replicas, uint32_t *vnodes);
+
+/* A resumed job takes the ring shape and chains of its checkpoint (chains copied,
+ * nparts x replicas ids) before the first placement. Returns 0 or -PSKV_ENOMEM. */
+int view_adopt(uint32_t nparts, uint32_t replicas, uint32_t vnodes, const uint32_t *chains);
+
+/* (Re)places the partitions on the live servers: from scratch the first time
+ * (or from a resumed job's chains), later keeping each chain's survivors in front
+ * so that only the chains of a dead server change. Recounts lost, heads, holds. */
+void view_place(void);
+
+/* Server `id` (registered, alive) joins the running job: the partitions its ring
+ * tokens win move to it and a new view goes out, carrying the chains before the
+ * join so that the servers can hand the data over. Returns the chains changed. */
+int view_join_server(uint32_t id);
+
+/* Publishes the view with a new epoch to every node that still takes part. */
+void view_send(void);
+
+/* Sends the current view (same epoch) to n alone. */
+void view_send_to(memb_node *n);
+
+/* STATUS (pskvctl): replies STATUS_REPLY with the view, the job's state and each
+ * node's heartbeat age; refuses with PSKV_ENOMEM when out of memory. */
+void view_status(wire_msg *msg);
+
+/* Frees the placement. */
+void view_free(void);
+
+#endif

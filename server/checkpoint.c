@@ -1,0 +1,181 @@
+/* This server's checkpoints: the background write and the resume load. See
+ * checkpoint.h. */
+#define _GNU_SOURCE
+#include "checkpoint.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "log.h"
+#include "pskv_errors.h"
+#include "timeutil.h"
+
+#define CHECKPOINT_DEFER_MS 2000
+
+/* What the checkpoints are taken of (checkpoint_init's). */
+static struct {
+    member *mb;
+    const char *data_dir;
+    table_set *tables;
+    chain *chain;
+    consist *cons;
+    int resumed; /* the checkpoint of a resumed job is loaded */
+} X;
+
+/* The checkpoint being written in the background: a snapshot taken in the loop,
+ * committed (written, fsynced, renamed) by a thread; the loop answers the
+ * scheduler once the thread is done. */
+static struct {
+    int busy;
+    atomic_int done;
+    pthread_t thread;
+    ckpt_writer *w;
+    uint64_t seq;
+    int rc;
+    char why[600];
+    int64_t t0_ms, pause_ms;
+    uint64_t deferred;      /* a checkpoint waiting for this server's bsp partitions to
+                               agree on their closed clock (0: none) */
+    int64_t defer_until_ms; /* then it is taken anyway, and refused if they still differ */
+} CK;
+
+void checkpoint_init(member *mb, const char *data_dir, table_set *tables, chain *c,
+                     consist *cons)
+{
+    X.mb = mb;
+    X.data_dir = data_dir;
+    X.tables = tables;
+    X.chain = c;
+    X.cons = cons;
+}
+
+void checkpoint_load_resumed(persist_clocks *clocks)
+{
+    Pskv__View *v = X.mb->view;
+    if (X.resumed || !v->resume_seq)
+        return;
+    uint32_t old = 0;
+    for (size_t i = 0; i + 1 < v->n_resume_from; i += 2)
+        if (v->resume_from[i] == X.mb->node_id)
+            old = v->resume_from[i + 1];
+    X.resumed = 1;
+    if (!old) {
+        LOG_I("resumed job: no checkpoint file to load here (partitions come from replicas)");
+        return;
+    }
+    char why[600];
+    int rc = persist_load(X.data_dir, X.mb->job_id, v->resume_seq, old, v->partitions,
+                          X.tables, X.chain, X.cons, clocks, why, sizeof why);
+    if (rc < 0) {
+        LOG_E("cannot load checkpoint %llu: %s", (unsigned long long)v->resume_seq, why);
+        exit(1);
+    }
+}
+
+/* Tells the scheduler how checkpoint seq went (ERROR naming the file when it
+ * could not be written). */
+static void report_checkpoint(uint64_t seq, int rc, const char *why, int64_t t0_ms,
+                              int64_t pause_ms)
+{
+    Pskv__Meta m;
+    member_meta(X.mb, &m, rc < 0 ? PSKV__MSG_TYPE__ERROR : PSKV__MSG_TYPE__CHECKPOINT_ACK);
+    m.has_seq = 1;
+    m.seq = seq;
+    if (rc < 0) {
+        m.has_error_code = 1;
+        m.error_code = -rc;
+        m.error = (char *)why;
+        LOG_E("checkpoint %llu failed: %s", (unsigned long long)seq, why);
+    } else {
+        LOG_I("checkpoint %llu written in %lld ms (serving paused %lld ms for the snapshot)",
+              (unsigned long long)seq, (long long)(tu_now_ms() - t0_ms), (long long)pause_ms);
+    }
+    member_send(X.mb, &m);
+}
+
+static void *commit_main(void *arg)
+{
+    (void)arg;
+    CK.rc = ckpt_commit(&CK.w, CK.why, sizeof CK.why);
+    atomic_store(&CK.done, 1);
+    return NULL;
+}
+
+void checkpoint_poll(int wait_ms)
+{
+    for (int64_t until = tu_now_ms() + wait_ms;
+         CK.busy && !atomic_load(&CK.done) && tu_now_ms() < until;)
+        tu_sleep_ms(10);
+    if (!CK.busy || !atomic_load(&CK.done)) {
+        if (CK.busy && wait_ms > 0)
+            LOG_E("checkpoint %llu still being written after %d ms: exiting without it",
+                  (unsigned long long)CK.seq, wait_ms);
+        return;
+    }
+    pthread_join(CK.thread, NULL);
+    CK.busy = 0;
+    report_checkpoint(CK.seq, CK.rc, CK.why, CK.t0_ms, CK.pause_ms);
+}
+
+int checkpoint_busy(void) { return CK.busy; }
+
+/* A snapshot of this server's state now (serving pauses only for the copy),
+ * written to the file by a thread while serving goes on. */
+void checkpoint_write(uint64_t seq)
+{
+    char why[600];
+    int64_t t0 = tu_now_ms();
+    /* a bsp close on its way down a chain (a replica a clock behind its head) or a
+     * join a moment ago: the snapshot waits (the loop tries again after each
+     * message) until every bsp table's partitions here are at one clock */
+    if (CK.deferred != seq) {
+        CK.deferred = seq;
+        CK.defer_until_ms = t0 + CHECKPOINT_DEFER_MS;
+    }
+    for (size_t i = 0; i < tables_count(X.tables) && t0 < CK.defer_until_ms; i++) {
+        table *t = tables_at(X.tables, i);
+        if (t->model == CONS_BSP && consist_bsp_closed(X.cons, t) < 0)
+            return;
+    }
+    CK.deferred = 0;
+    if (CK.busy) {
+        snprintf(why, sizeof why, "server node %u is still writing checkpoint %llu",
+                 X.mb->node_id, (unsigned long long)CK.seq);
+        report_checkpoint(seq, -PSKV_ENOTREADY, why, t0, 0);
+        return;
+    }
+    ckpt_writer *w = NULL;
+    int rc = -PSKV_EINVAL;
+    if (!*X.data_dir)
+        snprintf(why, sizeof why, "server node %u has no --data-dir", X.mb->node_id);
+    else
+        rc = persist_snapshot(X.data_dir, X.mb->job_id, seq, X.mb->node_id, X.tables, X.chain,
+                              X.cons, &w, why, sizeof why);
+    if (rc < 0) {
+        report_checkpoint(seq, rc, why, t0, 0);
+        return;
+    }
+    CK.w = w;
+    CK.seq = seq;
+    CK.t0_ms = t0;
+    CK.pause_ms = tu_now_ms() - t0;
+    CK.why[0] = 0;
+    atomic_store(&CK.done, 0);
+    CK.busy = 1;
+    if (pthread_create(&CK.thread, NULL, commit_main, NULL) != 0) {
+        LOG_W("cannot start a thread for checkpoint %llu: writing it in the loop",
+              (unsigned long long)seq);
+        CK.busy = 0;
+        rc = ckpt_commit(&CK.w, why, sizeof why);
+        report_checkpoint(seq, rc, why, t0, tu_now_ms() - t0);
+    }
+}
+
+void checkpoint_pass(void)
+{
+    checkpoint_poll(0);
+    if (CK.deferred)
+        checkpoint_write(CK.deferred);
+}

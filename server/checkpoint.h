@@ -1,0 +1,62 @@
+/* Checkpoints and resume, this server's side: when and how, where ckpt.h is the
+ * file format and persist.h what goes in it. On CHECKPOINT seq from the scheduler
+ * the server snapshots its state in the loop (serving pauses only for the copy),
+ * a thread of this module writes the file (fsync, rename) while serving goes on,
+ * and the loop answers the scheduler (CHECKPOINT_ACK, or ERROR naming the file)
+ * once the thread is done. A snapshot waits up to 2 s for every bsp table's
+ * partitions here to agree on their closed clock. On the first view of a resumed
+ * job, the file this server's old self wrote is loaded.
+ *
+ * OWNS   the checkpoint being written (the snapshot's writer, its commit thread,
+ *        seq, result, timings), a deferred request, and whether a resumed job's
+ *        file is loaded. Borrows the member, tables, chain and consistency engine
+ *        given to checkpoint_init (the caller's; they must outlive the module).
+ * THREAD every call from the server's loop thread. The commit thread only writes
+ *        the writer it was handed and raises a flag; it never touches the tables,
+ *        the sockets or the member.
+ * NEVER  serves or refuses requests, never touches the ROUTER; never blocks the
+ *        loop but for the snapshot copy, the answer to the scheduler (member_send,
+ *        at most the socket's send time-out), checkpoint_poll's wait at exit, and
+ *        a write in the loop when no thread can be started. */
+#ifndef PSKV_SERVER_CHECKPOINT_H
+#define PSKV_SERVER_CHECKPOINT_H
+
+#include <stdint.h>
+
+#include "chain.h"
+#include "consist.h"
+#include "member.h"
+#include "persist.h"
+#include "table.h"
+
+/* Hands the module what it snapshots, loads and answers with; data_dir may be
+ * empty (a checkpoint is then refused). All stay the caller's. */
+void checkpoint_init(member *mb, const char *data_dir, table_set *tables, chain *c,
+                     consist *cons);
+
+/* On a new view: when it is the first view of a resumed job, loads the file this
+ * server's old self wrote (the view's resume pairs say which) into the tables,
+ * the chain's dedupe records and *clocks (the caller frees clocks->vc). No file
+ * to load here is logged; a missing or corrupt one exits the process (1): the
+ * scheduler chose the checkpoint because the file was reported valid. */
+void checkpoint_load_resumed(persist_clocks *clocks);
+
+/* CHECKPOINT seq: snapshots now and starts the background write, or defers while
+ * bsp partitions here differ (up to 2 s, then taken anyway). Refused to the
+ * scheduler (ERROR) without --data-dir, while another is being written, or when
+ * the snapshot fails. */
+void checkpoint_write(uint64_t seq);
+
+/* After each pass of the loop: answers for a background write that finished, and
+ * tries a deferred checkpoint again. */
+void checkpoint_pass(void);
+
+/* 1 while a background write is in progress (the loop then polls more often). */
+int checkpoint_busy(void);
+
+/* Answers for the background write once its thread is done; wait_ms > 0 (at exit)
+ * waits that long for it, and a file still being written then (a hung disk) is
+ * left unfinished, its checkpoint never acknowledged (logged). */
+void checkpoint_poll(int wait_ms);
+
+#endif
