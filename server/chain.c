@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chain_fill.h"
+#include "chain_impl.h"
 #include "dedupe.h"
 #include "grow.h"
 #include "log.h"
@@ -29,7 +31,7 @@ typedef struct fwd {   /* the rows of one push forwarded to one successor */
 
 enum { UP_SERVER, UP_WORKER, UP_CLOSE };
 
-typedef struct pend {  /* a push (or bsp close) applied here, waiting for its successors */
+typedef struct chain_pend {  /* a push (or bsp close) applied here, waiting for its successors */
     uint64_t seq;      /* 0 = free slot */
     int upstream_worker; /* UP_WORKER: answer PUSH_ACK to a worker; UP_SERVER:
                             REPLICATE_ACK upstream; UP_CLOSE: this head's own bsp
@@ -50,43 +52,6 @@ typedef struct pend {  /* a push (or bsp close) applied here, waiting for its su
     fwd *fwds;
     int nfwd, outstanding;
 } pend;
-
-typedef struct peer {
-    uint32_t id;
-    char host[128];
-    int port;
-    int alive;
-    void *sock; /* DEALER, dialled on first use */
-} peer;
-
-struct chain {
-    void *ctx, *router;
-    member *mb;
-    table_set *tables;
-    int64_t max_message;
-    uint32_t nparts, R;
-    uint32_t *chains;      /* nparts x R, head first; 0 = none */
-    int *index;            /* per partition: this server's place in the chain, -1 */
-    uint8_t *ready;        /* per partition: holds a whole copy */
-    int *fills;            /* per partition: FILL messages received this round */
-    uint8_t *fresh_next;   /* per partition: the next member is new; fill it once ready */
-    uint64_t place_epoch;
-    peer *peers;
-    size_t npeers;
-    pend *pend;
-    uint64_t next_seq;
-    size_t npend;
-    dedupe *dd;
-    uint64_t *segs, *keys; /* scratch */
-    size_t segs_cap, keys_cap;
-    uint8_t *skip;
-    size_t skip_cap;
-    uint8_t *pmark;        /* per partition, during one message: 0 unseen, 1 apply, 2 skip */
-    uint32_t *touched;     /* partitions marked, to reset */
-    uint64_t (*refused)(uint32_t node, int code); /* counts a worker's push refused for a
-                                                    retry (consist_refusal) */
-    void (*closed)(uint64_t token, int code); /* a head's bsp close reached every tail */
-};
 
 chain *chain_new(void *ctx, void *router, member *mb, table_set *tables, int64_t max_message)
 {
@@ -178,75 +143,16 @@ void chain_on_close(chain *c, void (*fn)(uint64_t token, int code)) { c->closed 
 size_t chain_pending(const chain *c) { return c->npend; }
 uint64_t chain_dedupe_forced(const chain *c) { return c->dd ? dedupe_forced(c->dd) : 0; }
 
-static uint32_t part_of(const chain *c, const table *t, uint64_t key)
-{
-    uint64_t pos = t->dense ? ring_dense_pos(key, t->size) : ring_mix64(key);
-    return ring_partition_of(pos, c->nparts);
-}
-
 uint32_t chain_partition_of(const chain *c, const table *t, uint64_t key)
 {
-    return part_of(c, t, key);
+    return chain_part(c, t, key);
 }
 
-/* Partition of a key, remembering the dense index span of the last one: the keys
- * of a dense request come in runs, so a whole partition costs one ring lookup
- * instead of one 128-bit division per row. */
-typedef struct part_cursor {
-    uint64_t lo, hi; /* dense indices [lo, hi) are partition p */
-    uint32_t p;
-} part_cursor;
-
-static uint32_t part_at(const chain *c, const table *t, uint64_t key, part_cursor *pc)
-{
-    if (t->dense && key >= pc->lo && key < pc->hi)
-        return pc->p;
-    uint32_t p = part_of(c, t, key);
-    if (t->dense) {
-        uint64_t first, count;
-        chain_dense_span(c, t, p, &first, &count);
-        *pc = (part_cursor){first, first + count, p};
-    }
-    return p;
-}
-
-/* The end j of the run of rows from i in one partition (*p): dense keys that follow
- * each other inside the partition's span; one row for a sparse table. Keys of a
- * dense table must be below its size. */
-static uint64_t run_end(const chain *c, const table *t, const uint64_t *keys, uint64_t i,
-                        uint64_t n, part_cursor *pc, uint32_t *p)
-{
-    *p = part_at(c, t, keys[i], pc);
-    uint64_t j = i + 1;
-    if (t->dense)
-        while (j < n && keys[j] == keys[j - 1] + 1 && keys[j] < pc->hi)
-            j++;
-    return j;
-}
-
-static const uint32_t *chain_of(const chain *c, uint32_t p) { return &c->chains[(size_t)p * c->R]; }
-
-/* The server after this one in p's chain, 0 when this one is the tail or not in it. */
-static uint32_t next_of(const chain *c, uint32_t p)
-{
-    int i = c->index[p];
-    return i >= 0 && (uint32_t)i + 1 < c->R ? chain_of(c, p)[i + 1] : 0;
-}
-
-uint32_t chain_next(const chain *c, uint32_t p) { return p < c->nparts ? next_of(c, p) : 0; }
+uint32_t chain_next(const chain *c, uint32_t p) { return p < c->nparts ? chain_next_of(c, p) : 0; }
 
 int chain_heads(const chain *c, uint32_t p) { return chain_holds(c, p) && c->index[p] == 0; }
 
-static int tail_index(const chain *c, uint32_t p)
-{
-    int last = -1;
-    for (uint32_t j = 0; j < c->R; j++)
-        if (chain_of(c, p)[j])
-            last = (int)j;
-    return last;
-}
-
-static peer *peer_of(chain *c, uint32_t id)
+static chain_peer *peer_of(chain *c, uint32_t id)
 {
     for (size_t i = 0; i < c->npeers; i++)
         if (c->peers[i].id == id)
@@ -254,9 +160,9 @@ static peer *peer_of(chain *c, uint32_t id)
     return NULL;
 }
 
-static void *peer_sock(chain *c, uint32_t id)
+void *chain_peer_sock(chain *c, uint32_t id)
 {
-    peer *p = peer_of(c, id);
+    chain_peer *p = peer_of(c, id);
     if (!p)
         return NULL;
     if (!p->sock) {
@@ -295,11 +201,11 @@ int chain_rows(chain *c, table *t, wire_msg *msg, int for_pull, rowset *rs, char
                          (unsigned long long)t->size);
                 return -PSKV_ERANGE;
             }
-            uint32_t p = part_of(c, t, k);
+            uint32_t p = chain_part(c, t, k);
             if (p == lastp)
                 continue;
             lastp = p;
-            int want = for_pull ? tail_index(c, p) : 0;
+            int want = for_pull ? chain_tail(c, p) : 0;
             if (c->index[p] != want || want < 0) {
                 snprintf(why, whylen, "this server is not the %s of partition %u (key %llu of "
                          "table '%s') in view epoch %llu", role, p, (unsigned long long)k,
@@ -339,7 +245,7 @@ int chain_rows(chain *c, table *t, wire_msg *msg, int for_pull, rowset *rs, char
         uint64_t lo = pf > first ? pf : first, hi = pf + pc < end ? pf + pc : end;
         if (lo >= hi)
             continue;
-        int want = for_pull ? tail_index(c, p) : 0;
+        int want = for_pull ? chain_tail(c, p) : 0;
         if (c->index[p] != want || want < 0)
             continue;
         if (!c->ready[p]) {
@@ -417,9 +323,9 @@ static int dedupe_rows(chain *c, table *t, const uint64_t *keys, uint64_t n, uin
      * looked up (and the id recorded) once per message */
     uint32_t ntouched = 0;
     int rc = 0;
-    part_cursor pc = {0, 0, 0};
+    chain_cursor pc = {0, 0, 0};
     for (uint64_t i = 0; i < n; i++) {
-        uint32_t p = part_at(c, t, keys[i], &pc);
+        uint32_t p = chain_part_at(c, t, keys[i], &pc);
         if (!c->pmark[p]) {
             int seen = check && dedupe_seen(c->dd, p, origin, id);
             if (!seen && dedupe_record(c->dd, p, origin, id) < 0)
@@ -437,7 +343,7 @@ static int dedupe_rows(chain *c, table *t, const uint64_t *keys, uint64_t n, uin
 static void send_replicate(chain *c, pend *pd, int fi)
 {
     fwd *f = &pd->fwds[fi];
-    void *s = peer_sock(c, f->node);
+    void *s = chain_peer_sock(c, f->node);
     Pskv__Meta m;
     member_meta(c->mb, &m, PSKV__MSG_TYPE__REPLICATE);
     size_t slot = (size_t)(pd - c->pend);
@@ -527,7 +433,7 @@ static int fwd_to(pend *pd, int first_new, uint32_t nx, uint64_t n, size_t np, u
 static int fwd_run(chain *c, pend *pd, int first_new, int make, const uint64_t *keys,
                    const float *vals, uint64_t i, uint64_t end, uint64_t n, uint32_t p)
 {
-    uint32_t wd = pd->t->width, nx = next_of(c, p);
+    uint32_t wd = pd->t->width, nx = chain_next_of(c, p);
     if (!nx)
         return 0;
     int fi = make ? fwd_to(pd, first_new, nx, n, 0, wd) : fwd_find(pd, first_new, nx);
@@ -545,10 +451,10 @@ static int fwd_run(chain *c, pend *pd, int first_new, int make, const uint64_t *
 static int forward_rows(chain *c, pend *pd, const uint64_t *keys, const float *vals, uint64_t n)
 {
     int first_new = pd->nfwd;
-    part_cursor pc = {0, 0, 0};
+    chain_cursor pc = {0, 0, 0};
     uint32_t p;
     for (uint64_t i = 0, end; i < n; i = end) {
-        end = run_end(c, pd->t, keys, i, n, &pc, &p);
+        end = chain_run_end(c, pd->t, keys, i, n, &pc, &p);
         if (fwd_run(c, pd, first_new, 1, keys, vals, i, end, n, p) < 0)
             return -PSKV_ENOMEM;
     }
@@ -564,7 +470,7 @@ static int forward_close(chain *c, pend *pd, const uint64_t *keys, const float *
 {
     int first_new = pd->nfwd;
     for (size_t k = 0; k < np; k++) {
-        uint32_t nx = next_of(c, parts[k]);
+        uint32_t nx = chain_next_of(c, parts[k]);
         if (!nx)
             continue;
         int fi = fwd_to(pd, first_new, nx, n, np, pd->t->width);
@@ -581,10 +487,10 @@ static int forward_close(chain *c, pend *pd, const uint64_t *keys, const float *
             fwd_run(c, pd, first_new, 0, keys, vals, off, off + pn, n, parts[k]);
         }
     } else {
-        part_cursor pc = {0, 0, 0};
+        chain_cursor pc = {0, 0, 0};
         uint32_t p;
         for (uint64_t i = 0, end; i < n; i = end) {
-            end = run_end(c, pd->t, keys, i, n, &pc, &p);
+            end = chain_run_end(c, pd->t, keys, i, n, &pc, &p);
             fwd_run(c, pd, first_new, 0, keys, vals, i, end, n, p);
         }
     }
@@ -771,7 +677,7 @@ int64_t chain_close(chain *c, table *t, int64_t clock, int64_t upto, const uint6
 {
     int any = 0;
     for (size_t k = 0; k < np && !any; k++)
-        any = next_of(c, parts[k]) != 0;
+        any = chain_next_of(c, parts[k]) != 0;
     if (!any)
         return 0;
     pend *pd = pend_new(c);
@@ -820,10 +726,10 @@ int chain_push_closed(const chain *c, table *t, const rowset *rs, int64_t clock,
         return 0;
     closed_tally k = {c, pc, clock, origin, id, 0, 0, 1};
     if (rs->keys) {
-        part_cursor cur = {0, 0, 0};
+        chain_cursor cur = {0, 0, 0};
         uint32_t last = UINT32_MAX;
         for (uint64_t i = 0; i < rs->n; i++) {
-            uint32_t p = part_at(c, t, rs->keys[i], &cur);
+            uint32_t p = chain_part_at(c, t, rs->keys[i], &cur);
             if (p != last)
                 tally_part(&k, p);
             last = p;
@@ -833,7 +739,7 @@ int chain_push_closed(const chain *c, table *t, const rowset *rs, int64_t clock,
         for (size_t r = 0; r < nruns; r++) {
             uint64_t f = rs->segs ? rs->segs[2 * r] : rs->first;
             uint64_t cnt = rs->segs ? rs->segs[2 * r + 1] : rs->n;
-            for (uint32_t p = part_of(c, t, f); cnt && p <= part_of(c, t, f + cnt - 1); p++)
+            for (uint32_t p = chain_part(c, t, f); cnt && p <= chain_part(c, t, f + cnt - 1); p++)
                 tally_part(&k, p);
         }
     }
@@ -845,7 +751,7 @@ int chain_push_closed(const chain *c, table *t, const rowset *rs, int64_t clock,
 static int record_run(chain *c, table *t, uint64_t first, uint64_t n, uint32_t origin,
                       uint64_t id)
 {
-    uint32_t p = part_of(c, t, first), last = part_of(c, t, first + n - 1);
+    uint32_t p = chain_part(c, t, first), last = chain_part(c, t, first + n - 1);
     for (; p <= last; p++)
         if (dedupe_record(c->dd, p, origin, id) < 0)
             return -PSKV_ENOMEM;
@@ -910,10 +816,10 @@ static int close_check(chain *c, table *t, const wire_msg *msg, const int64_t *p
     } else {
         if (grow_array((void **)&c->skip, &c->skip_cap, msg->nkeys ? msg->nkeys : 1, 1) < 0)
             return -1;
-        part_cursor cur = {0, 0, 0};
+        chain_cursor cur = {0, 0, 0};
         uint32_t p;
         for (uint64_t i = 0, end; i < msg->nkeys; i = end) {
-            end = run_end(c, t, msg->keys, i, msg->nkeys, &cur, &p); /* one sparse row */
+            end = chain_run_end(c, t, msg->keys, i, msg->nkeys, &cur, &p); /* one sparse row */
             if (!c->pmark[p]) {
                 LOG_W("dropped a bsp close from node %u: key %llu is outside its partitions",
                       r->sender, (unsigned long long)msg->keys[i]);
@@ -1012,10 +918,10 @@ void chain_replicate(chain *c, wire_msg *msg)
               r->sender);
         return;
     }
-    part_cursor pc = {0, 0, 0};
+    chain_cursor pc = {0, 0, 0};
     for (uint64_t i = 0; i < msg->nkeys; i++) {
         uint64_t k = msg->keys[i];
-        uint32_t p = t->dense && k >= t->size ? UINT32_MAX : part_at(c, t, k, &pc);
+        uint32_t p = t->dense && k >= t->size ? UINT32_MAX : chain_part_at(c, t, k, &pc);
         if (p == UINT32_MAX || c->index[p] <= 0) {
             LOG_W("dropped a REPLICATE from node %u: key %llu of table '%s' is not replicated "
                   "here in view epoch %llu", r->sender, (unsigned long long)k, t->name,
@@ -1085,16 +991,16 @@ void chain_forward_clock(chain *c, uint32_t head, int rank, int64_t clock)
     uint32_t sent[MAX_FWD];
     int nsent = 0;
     for (uint32_t p = 0; p < c->nparts; p++) {
-        if (chain_of(c, p)[0] != head || c->index[p] < 0)
+        if (chain_members(c, p)[0] != head || c->index[p] < 0)
             continue;
-        uint32_t nx = next_of(c, p);
+        uint32_t nx = chain_next_of(c, p);
         int dup = !nx;
         for (int k = 0; k < nsent && !dup; k++)
             dup = sent[k] == nx;
         if (dup || nsent == MAX_FWD)
             continue;
         sent[nsent++] = nx;
-        void *s = peer_sock(c, nx);
+        void *s = chain_peer_sock(c, nx);
         Pskv__Meta m;
         member_meta(c->mb, &m, PSKV__MSG_TYPE__CLOCK);
         m.has_rank = m.has_clock = m.has_origin_id = 1;
@@ -1111,9 +1017,9 @@ size_t chain_sources(const chain *c, uint32_t *out, size_t max)
     size_t n = 0;
     for (uint32_t p = 0; p < c->nparts; p++) {
         int i = c->index[p];
-        if (i < 0 || (i == 0 && tail_index(c, p) > 0))
+        if (i < 0 || (i == 0 && chain_tail(c, p) > 0))
             continue; /* not here, or here as a head with replicas after it */
-        uint32_t h = chain_of(c, p)[0];
+        uint32_t h = chain_members(c, p)[0];
         int dup = 0;
         for (size_t k = 0; k < n && !dup; k++)
             dup = out[k] == h;
@@ -1123,182 +1029,21 @@ size_t chain_sources(const chain *c, uint32_t *out, size_t max)
     return n;
 }
 
-/* ---- filling a new chain member -------------------------------------------- */
-
-typedef struct part_filter {
-    const chain *c;
-    const table *t;
-    uint32_t p;
-} part_filter;
-
-static int in_partition(void *ctx, uint64_t key)
-{
-    part_filter *f = ctx;
-    return part_of(f->c, f->t, key) == f->p;
-}
-
 static int in_served(void *ctx, uint64_t key)
 {
-    part_filter *f = ctx;
-    uint32_t p = part_of(f->c, f->t, key);
-    return f->c->index[p] >= 0 && f->c->index[p] == tail_index(f->c, p) && f->c->ready[p];
+    chain_filter *f = ctx;
+    uint32_t p = chain_part(f->c, f->t, key);
+    return f->c->index[p] >= 0 && f->c->index[p] == chain_tail(f->c, p) && f->c->ready[p];
 }
 
 uint64_t chain_export_served(const chain *c, const table *t, uint64_t *keys, float *rows)
 {
     if (!c->nparts)
         return 0;
-    part_filter f = {c, t, 0};
+    chain_filter f = {c, t, 0};
     return shard_export(t->sh, in_served, &f, keys, rows);
 }
 
-/* Sends the whole partition p (every table, then the dedupe record) to `to`. */
-static void send_fill(chain *c, uint32_t p, uint32_t to)
-{
-    void *s = peer_sock(c, to);
-    if (!s)
-        return;
-    size_t ntab = tables_count(c->tables);
-    size_t bloblen = c->dd ? dedupe_export(c->dd, p, NULL, 0) : 0;
-    void *blob = bloblen ? malloc(bloblen) : NULL;
-    if (blob)
-        dedupe_export(c->dd, p, blob, bloblen);
-    uint64_t rows_sent = 0;
-    for (size_t ti = 0; ti <= ntab; ti++) {
-        Pskv__Meta m;
-        member_meta(c->mb, &m, PSKV__MSG_TYPE__FILL);
-        m.has_partition = m.has_seq = 1;
-        m.partition = p;
-        m.seq = ntab + 1; /* messages in this fill: one per table and the record */
-        zmq_msg_t km, vm;
-        if (ti == ntab) { /* the dedupe record closes the fill */
-            if (blob) {
-                m.has_blob = 1;
-                m.blob.data = blob;
-                m.blob.len = bloblen;
-            }
-            wire_send(s, NULL, &m, NULL, NULL);
-            break;
-        }
-        table *t = tables_at(c->tables, ti);
-        /* dense: the partition's run of indices; sparse: its keys, found in the map */
-        part_filter f = {c, t, p};
-        uint64_t n, first = 0;
-        if (t->dense)
-            chain_dense_span(c, t, p, &first, &n);
-        else
-            n = shard_export(t->sh, in_partition, &f, NULL, NULL);
-        size_t rf = shard_row_floats(t->sh);
-        m.has_table_id = 1;
-        m.table_id = t->id;
-        if (t->model == CONS_BSP) { /* the clocks applied to this partition's rows */
-            m.has_clock = 1;
-            m.clock = p < t->nclosed ? t->closed[p] : 0;
-        }
-        /* the table's options: a server that joined the job learns its tables here */
-        Pskv__TableOptions *opts =
-            t->opts ? pskv__table_options__unpack(NULL, t->opts_len, t->opts) : NULL;
-        m.table = opts;
-        if (n == 0) { /* an empty partition: say so without frames */
-            wire_send(s, NULL, &m, NULL, NULL);
-            if (opts)
-                pskv__table_options__free_unpacked(opts, NULL);
-            continue;
-        }
-        m.has_num_keys = m.has_width = 1;
-        m.num_keys = n;
-        m.width = (uint32_t)rf;
-        zmq_msg_init_size(&vm, n * rf * sizeof(float));
-        if (t->dense) {
-            m.has_first_key = 1;
-            m.first_key = first;
-            shard_export_run(t->sh, first, n, zmq_msg_data(&vm));
-            wire_send(s, NULL, &m, NULL, &vm);
-        } else {
-            zmq_msg_init_size(&km, n * sizeof(uint64_t));
-            shard_export(t->sh, in_partition, &f, zmq_msg_data(&km), zmq_msg_data(&vm));
-            wire_send(s, NULL, &m, &km, &vm);
-        }
-        if (opts)
-            pskv__table_options__free_unpacked(opts, NULL);
-        rows_sent += n;
-    }
-    free(blob);
-    LOG_I("partition %u copied to server node %u (%llu rows in %zu tables)", p, to,
-          (unsigned long long)rows_sent, ntab);
-}
-
-/* Fills the next member of p's chain once, when it is new to the chain and this
- * server holds a whole copy. */
-static void fill_next(chain *c, uint32_t p)
-{
-    uint32_t nx = next_of(c, p);
-    if (!nx || !c->ready[p] || !c->fresh_next[p])
-        return;
-    c->fresh_next[p] = 0;
-    send_fill(c, p, nx);
-}
-
-int chain_waiting(const chain *c)
-{
-    for (uint32_t p = 0; p < c->nparts; p++)
-        if (c->index[p] >= 0 && !c->ready[p])
-            return 1;
-    return 0;
-}
-
-void chain_fill(chain *c, wire_msg *msg)
-{
-    Pskv__Meta *r = msg->meta;
-    if (!r->has_partition || r->partition >= c->nparts || !r->has_seq) {
-        LOG_W("dropped a FILL from node %u without a valid partition", r->sender);
-        return;
-    }
-    uint32_t p = r->partition;
-    char why[300];
-    if (r->has_table_id && r->table && !tables_find(c->tables, r->table_id) &&
-        tables_open(c->tables, r->table_id, r->table, 0, UINT64_MAX, why, sizeof why) < 0)
-        LOG_W("FILL of partition %u from node %u: cannot create its table: %s", p, r->sender,
-              why);
-    table *bt = r->has_table_id && r->has_clock ? tables_find(c->tables, r->table_id) : NULL;
-    if (bt && bt->model == CONS_BSP && r->clock >= 0) {
-        int64_t *pc = table_closed(bt, c->nparts);
-        if (pc)
-            pc[p] = r->clock;
-        else
-            LOG_E("out of memory keeping the bsp clock of partition %u", p);
-    }
-    if (r->has_table_id && msg->nkeys) {
-        table *t = tables_find(c->tables, r->table_id);
-        if (!t || r->width != shard_row_floats(t->sh) || (!msg->keys && !t->dense) ||
-            (!msg->keys && (r->first_key > t->size || msg->nkeys > t->size - r->first_key))) {
-            LOG_W("dropped a FILL of partition %u from node %u: unknown table, row width or rows",
-                  p, r->sender);
-            return;
-        }
-        if (shard_import(t->sh, msg->keys, r->first_key, msg->nkeys, msg->vals) < 0)
-            LOG_E("out of memory importing partition %u of table '%s'", p, t->name);
-    }
-    if (r->has_blob && (c->dd || (c->dd = dedupe_new(c->nparts))))
-        if (dedupe_import(c->dd, p, r->blob.data, r->blob.len) < 0)
-            LOG_W("FILL of partition %u from node %u: malformed dedupe record", p, r->sender);
-    if (++c->fills[p] < (int)r->seq)
-        return;
-    c->fills[p] = 0;
-    c->ready[p] = 1;
-    LOG_I("partition %u: copy from server node %u complete", p, r->sender);
-    fill_next(c, p); /* a further new member after this one */
-}
-
-/* ---- views ------------------------------------------------------------------ */
-
-static int in_old_chain(const uint32_t *old, uint32_t R, uint32_t p, uint32_t id)
-{
-    for (uint32_t j = 0; old && j < R; j++)
-        if (old[(size_t)p * R + j] == id)
-            return 1;
-    return 0;
-}
 
 /* After a placement change, sends again every forward still unanswered, to the
  * next server of its partitions in the new view: the old target may have died,
@@ -1392,9 +1137,9 @@ int chain_view(chain *c)
         Pskv__Node *n = v->nodes[i];
         if (n->role != PSKV__ROLE__SERVER || n->id == me)
             continue;
-        peer *pp = peer_of(c, n->id);
+        chain_peer *pp = peer_of(c, n->id);
         if (!pp) {
-            peer *g = realloc(c->peers, (c->npeers + 1) * sizeof *g);
+            chain_peer *g = realloc(c->peers, (c->npeers + 1) * sizeof *g);
             if (!g)
                 continue;
             c->peers = g;
@@ -1420,33 +1165,14 @@ int chain_view(chain *c)
         for (uint32_t j = 0; j < c->R; j++)
             if (chains[(size_t)p * c->R + j] == me)
                 idx = (int)j;
-        const uint32_t *was = old ? &old[(size_t)p * c->R] : NULL;
-        uint32_t head = chains[(size_t)p * c->R];
-        if (was && was[0] == me && head && head != me && c->ready[p] &&
-            !in_old_chain(old, c->R, p, head))
-            send_fill(c, p, head); /* hand-off to a joining head, before letting go */
         c->index[p] = idx;
-        if (idx < 0) {
-            c->ready[p] = 0;
-            c->fresh_next[p] = 0;
-            if (c->dd)
-                dedupe_clear(c->dd, p);
+        /* copies to, from and for new members (chain_fill.c) */
+        int waits = chain_fill_transfer(c, old, p);
+        if (idx < 0)
             continue;
-        }
         holds++;
         heads += idx == 0;
-        /* a next member new to the chain, or one still owed a copy from before */
-        uint32_t nx = next_of(c, p), prev_nx = 0;
-        for (uint32_t j = 0; was && j + 1 < c->R; j++)
-            if (was[j] == me)
-                prev_nx = was[j + 1];
-        c->fresh_next[p] = old && nx && (!in_old_chain(old, c->R, p, nx) ||
-                                         (c->fresh_next[p] && nx == prev_nx));
-        if (!old || in_old_chain(old, c->R, p, me)) {
-            c->ready[p] = 1; /* held all along (or since the job began) */
-        } else if (!c->ready[p]) {
-            fresh++; /* a FILL from the predecessor is on its way */
-        }
+        fresh += waits;
     }
     if (changed)
         LOG_I("view epoch %llu: heads %u and holds %u of %u partitions (R = %u)%s",
@@ -1454,9 +1180,7 @@ int chain_view(chain *c)
               fresh ? "; waiting for copies of new ones" : "");
     if (old && changed) {
         /* copies first: a forward sent again after them is dropped there by its id */
-        for (uint32_t p = 0; p < c->nparts; p++)
-            if (c->index[p] >= 0)
-                fill_next(c, p);
+        chain_fill_owed(c);
         reforward(c);
     }
     free(old);

@@ -48,9 +48,6 @@ void chain_on_close(chain *c, void (*fn)(uint64_t token, int code));
  * (replaced: it must serve nothing more), else 0. */
 int chain_view(chain *c);
 
-/* 1 while some partition placed here waits for its copy (a joining server). */
-int chain_waiting(const chain *c);
-
 /* Chain length R of the view (1 = no replication). */
 uint32_t chain_replicas(const chain *c);
 
@@ -105,9 +102,8 @@ int chain_push_closed(const chain *c, table *t, const rowset *rs, int64_t clock,
 uint32_t chain_next(const chain *c, uint32_t p);
 int chain_heads(const chain *c, uint32_t p);
 
-/* REPLICATE and FILL from another server (epoch already checked). */
+/* REPLICATE from another server (epoch already checked). */
 void chain_replicate(chain *c, wire_msg *msg);
-void chain_fill(chain *c, wire_msg *msg);
 
 /* Poll items for the sockets to other servers (acknowledgements come back on
  * them): fills up to max items, returns how many. */

@@ -21,6 +21,7 @@
 #include <zmq.h>
 
 #include "chain.h"
+#include "chain_fill.h"
 #include "config.h"
 #include "consist.h"
 #include "log.h"

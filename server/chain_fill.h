@@ -1,0 +1,29 @@
+/* Filling new chain members and handing partitions over: the copies (FILL) that
+ * bring a new replica, or a joining head, a whole partition.
+ *
+ * OWNS the copy rounds: per partition, the FILL messages received so far and
+ * whether the next member of its chain is still owed a copy (struct chain's
+ * `fills` and `fresh_next`, chain_impl.h). Marks a partition `ready` when its
+ * copy is whole; chain.c reads that to answer for it.
+ * THREAD: the server's loop thread only.
+ * NEVER blocks: a copy goes out on the peer's DEALER without waiting (a peer that
+ * cannot take it gets it again after the next view); never forwards pushes (that
+ * is chain_fwd.c, after the copy). Allocates a copy's frames per FILL, which is
+ * off the push path. */
+#ifndef PSKV_CHAIN_FILL_H
+#define PSKV_CHAIN_FILL_H
+
+#include "chain.h"
+#include "wire.h"
+
+/* 1 while some partition placed here waits for its copy (a joining server). */
+int chain_waiting(const chain *c);
+
+/* A FILL from another server (epoch already checked): creates the table named in
+ * it when this server has none, imports the rows, the bsp clock and the dedupe
+ * record; the partition is ready when its last message is in, and a further new
+ * member after this server is filled in turn. A malformed one is logged and
+ * dropped; msg stays the caller's. */
+void chain_fill(chain *c, wire_msg *msg);
+
+#endif
