@@ -9,6 +9,7 @@
 #include <zmq.h>
 
 #include "chain.h"
+#include "chain_apply.h"
 #include "grow.h"
 #include "log.h"
 #include "pskv_errors.h"
