@@ -14,6 +14,7 @@
 #include "log.h"
 #include "pskv_errors.h"
 #include "timeutil.h"
+#include "vclock.h"
 
 #define MAX_OPEN 64      /* bsp clocks a table holds open at once */
 #define MAX_PARKED 4096  /* pulls parked on this server */
@@ -72,35 +73,17 @@ typedef struct waiting { /* a held push answered when its bsp close is on every 
     int64_t clock;
 } waiting;
 
-typedef struct source { /* a head whose pushes reach this replica through a chain */
-    uint32_t head;
-    int active;           /* heads of partitions this server holds as a replica */
-    int64_t *vc;          /* per rank: clocks whose pushes that head has forwarded */
-} source;
-
 struct consist {
     void *router;
     chain *ch;            /* placement: which partitions a bsp close applies to */
     member *mb;
     table_set *tables;
-    int nranks;
-    int64_t *vc;          /* per rank: clocks finished */
-    int64_t *vc_sorted;   /* scratch of nranks for bsp_closable: no allocation per CLOCK */
-    uint8_t *in_set;
-    int nset;
-    int *rank_of;         /* node id -> worker rank, -1 */
-    size_t nrank_of;
-    uint64_t *refused;    /* node id -> pushes refused as stale or not ready */
-    size_t nrefused;
+    vclock *clocks;       /* the workers' clocks, the clock set, refusals */
     held *parked;
     size_t nparked;
     bsp_state **bsp;
     size_t nbsp;
     consist_stats st;
-    source *src;          /* replicated tables: clocks as forwarded by each head */
-    size_t nsrc;
-    int use_src;          /* pulls here wait on the forwarded clocks (this server is a
-                             replica of some partitions) */
     waiting *wait;        /* bsp with R > 1: pushes whose close is on its way down */
     size_t nwait, capwait;
     uint32_t *parts, *fnodes; /* scratch of a close sent down the chains: its partitions */
@@ -120,7 +103,10 @@ consist *consist_new(void *router, member *mb, table_set *tables)
     c->mb = mb;
     c->tables = tables;
     c->parked = calloc(MAX_PARKED, sizeof *c->parked);
-    if (!c->parked) {
+    c->clocks = vclock_new();
+    if (!c->parked || !c->clocks) {
+        free(c->parked);
+        vclock_destroy(&c->clocks);
         free(c);
         return NULL;
     }
@@ -152,7 +138,7 @@ void consist_destroy(consist **c_p)
         for (int s = 0; s < MAX_OPEN; s++) {
             if (!b->open[s].acc)
                 continue;
-            for (int r = 0; r < c->nranks; r++)
+            for (int r = 0; r < vclock_nranks(c->clocks); r++)
                 shard_destroy(&b->open[s].acc[r]);
             free(b->open[s].acc);
             b->open[s].acc = NULL;
@@ -165,14 +151,7 @@ void consist_destroy(consist **c_p)
     }
     free(c->bsp);
     free(c->parked);
-    free(c->vc);
-    free(c->vc_sorted);
-    free(c->in_set);
-    free(c->rank_of);
-    free(c->refused);
-    for (size_t i = 0; i < c->nsrc; i++)
-        free(c->src[i].vc);
-    free(c->src);
+    vclock_destroy(&c->clocks);
     free(c->wait);
     free(c->parts);
     free(c->fnodes);
@@ -278,11 +257,6 @@ static void answer_pull(consist *c, const held *h, int64_t clock)
 
 /* ---- clocks -------------------------------------------------------------- */
 
-static int rank_of(consist *c, uint32_t node)
-{
-    return node < c->nrank_of ? c->rank_of[node] : -1;
-}
-
 static void hold(held *h, wire_msg *msg, table *t, int rank)
 {
     memset(h, 0, sizeof *h);
@@ -302,29 +276,6 @@ static void hold(held *h, wire_msg *msg, table *t, int rank)
     h->t = t;
     h->first = msg->meta->first_key;
     h->n = msg->nkeys;
-}
-
-/* Rank r's clock as this server may rely on for pulls: with replication, the
- * smallest over the heads it replicates of the clocks they forwarded (each came
- * down the chain behind that worker's pushes). */
-static int64_t clock_of(const consist *c, int r)
-{
-    if (!c->use_src)
-        return c->vc[r];
-    int64_t m = INT64_MAX;
-    for (size_t i = 0; i < c->nsrc; i++)
-        if (c->src[i].active && c->src[i].vc[r] < m)
-            m = c->src[i].vc[r];
-    return m == INT64_MAX ? c->vc[r] : m;
-}
-
-static int64_t min_clock(const consist *c)
-{
-    int64_t m = -1;
-    for (int r = 0; r < c->nranks; r++)
-        if (c->in_set[r] && (m < 0 || clock_of(c, r) < m))
-            m = clock_of(c, r);
-    return m < 0 ? 0 : m;
 }
 
 void consist_set_chain(consist *c, chain *ch) { c->ch = ch; }
@@ -442,7 +393,7 @@ static int64_t values_clock(consist *c, table *t)
         bsp_state *b = bsp_of(c, t);
         return b ? read_closed(c, b) : 0;
     }
-    return min_clock(c);
+    return vclock_min(c->clocks);
 }
 
 static int pull_ready(consist *c, table *t, int64_t clock)
@@ -451,7 +402,7 @@ static int pull_ready(consist *c, table *t, int64_t clock)
     case CONS_ASYNC:
         return 1;
     case CONS_SSP:
-        return c->nset == 0 || min_clock(c) >= clock - t->tau;
+        return vclock_nset(c->clocks) == 0 || vclock_min(c->clocks) >= clock - t->tau;
     case CONS_BSP: {
         bsp_state *b = bsp_of(c, t);
         return !b || read_closed(c, b) >= clock;
@@ -459,12 +410,6 @@ static int pull_ready(consist *c, table *t, int64_t clock)
     }
     return 1;
 }
-
-static int finished(const consist *c, int r, int64_t t)
-{
-    return r >= 0 && r < c->nranks && c->in_set[r] && c->vc[r] > t;
-}
-
 
 /* Appends nrows rows (key: a sparse row's key, or UINT64_MAX for a dense span). */
 static void rows_add(close_rows *cr, uint64_t key, const float *row, uint64_t nrows,
@@ -517,7 +462,7 @@ static void fold_row(void *ctx, uint64_t key, const float *row)
 /* The accumulators of open clock o go back to the spares, cleared. */
 static void bsp_recycle(consist *c, bsp_state *b, bsp_open *o)
 {
-    for (int r = 0; r < c->nranks; r++) {
+    for (int r = 0; r < vclock_nranks(c->clocks); r++) {
         if (!o->acc[r])
             continue;
         shard_clear(o->acc[r]);
@@ -608,8 +553,8 @@ static void bsp_close(consist *c, bsp_state *b, int64_t t)
         cr->err = 0;
         int repl = c->ch && chain_replicas(c->ch) > 1;
         int ncomb = 0;
-        for (int r = 0; r < c->nranks; r++)
-            ncomb += finished(c, r, t);
+        for (int r = 0; r < vclock_nranks(c->clocks); r++)
+            ncomb += vclock_finished(c->clocks, r, t);
         float scale = (tb->upd.kind == UPD_SUM || ncomb == 0) ? 1.0f : 1.0f / (float)ncomb;
         int rc = 0;
         if (tb->dense) {
@@ -621,8 +566,8 @@ static void bsp_close(consist *c, bsp_state *b, int64_t t)
                 rc = -PSKV_ENOMEM;
             } else if (n) {
                 memset(b->comb, 0, n * sizeof(float));
-                for (int r = 0; r < c->nranks; r++)
-                    if (o->acc[r] && finished(c, r, t))
+                for (int r = 0; r < vclock_nranks(c->clocks); r++)
+                    if (o->acc[r] && vclock_finished(c->clocks, r, t))
                         cblas_saxpy((blasint)n, 1.0f, shard_dense_values(o->acc[r]), 1, b->comb,
                                     1);
                 if (scale != 1.0f)
@@ -639,8 +584,8 @@ static void bsp_close(consist *c, bsp_state *b, int64_t t)
             } else {
                 shard_clear(b->scomb);
                 fold_ctx f = {b->scomb, 1.0f, NULL, tb->width, 0, NULL, NULL, NULL, 0, NULL};
-                for (int r = 0; r < c->nranks; r++)
-                    if (o->acc[r] && finished(c, r, t))
+                for (int r = 0; r < vclock_nranks(c->clocks); r++)
+                    if (o->acc[r] && vclock_finished(c->clocks, r, t))
                         shard_foreach(o->acc[r], fold_row, &f);
                 fold_ctx g = {tb->sh,         scale, b->row, tb->width,        0, c,
                               tb,             part_closed(c, tb), t, repl ? cr : NULL};
@@ -654,7 +599,7 @@ static void bsp_close(consist *c, bsp_state *b, int64_t t)
          * acknowledges a re-sent copy instead of dropping it as late */
         size_t nfold = 0;
         for (size_t i = 0; i < o->nacks; i++)
-            if (finished(c, o->acks[i].rank, t)) {
+            if (vclock_finished(c->clocks, o->acks[i].rank, t)) {
                 held tmp = o->acks[i];
                 o->acks[i] = o->acks[nfold];
                 o->acks[nfold++] = tmp;
@@ -677,36 +622,12 @@ static void bsp_close(consist *c, bsp_state *b, int64_t t)
     b->closed = t + 1;
 }
 
-static int cmp_desc(const void *x, const void *y)
-{
-    int64_t p = *(const int64_t *)x, q = *(const int64_t *)y;
-    return p > q ? -1 : p < q;
-}
-
-/* Clocks below the returned one may close: at least W - backup workers of the
- * clock set (at least one) have finished them. */
-static int64_t bsp_closable(const consist *c, const bsp_state *b)
-{
-    if (c->nset == 0)
-        return b->closed;
-    int64_t *vcs = c->vc_sorted;
-    int n = 0;
-    for (int r = 0; r < c->nranks; r++)
-        if (c->in_set[r])
-            vcs[n++] = c->vc[r];
-    qsort(vcs, (size_t)n, sizeof vcs[0], cmp_desc);
-    int need = c->nset - (int)b->t->backup;
-    if (need < 1)
-        need = 1;
-    return vcs[need - 1];
-}
-
 /* Applies every clock of b that may close. Clocks nobody pushed to are passed in
  * one step, so a worker's clock far ahead costs nothing. */
 static void bsp_advance(consist *c, bsp_state *b)
 {
     b->closed = held_closed(c, b); /* the partitions held may have changed */
-    int64_t upto = bsp_closable(c, b);
+    int64_t upto = vclock_closable(c->clocks, b->t->backup, b->closed);
     while (b->closed < upto) {
         int64_t next = upto; /* the next clock that holds pushes */
         for (int s = 0; s < MAX_OPEN; s++)
@@ -762,9 +683,8 @@ void consist_placement_changed(consist *c, uint64_t epoch)
         if (b->closed < floor)
             floor = b->closed;
     }
-    for (int r = 0; floor != INT64_MAX && r < c->nranks; r++)
-        if (c->vc[r] > floor)
-            c->vc[r] = floor;
+    if (floor != INT64_MAX)
+        vclock_cap(c->clocks, floor);
     size_t keep = 0;
     for (size_t i = 0; i < c->nparked; i++) {
         held *h = &c->parked[i];
@@ -790,164 +710,44 @@ void consist_view(consist *c)
     Pskv__View *v = c->mb->view;
     if (!v)
         return;
-    int nranks = 0;
-    uint32_t maxid = 0;
-    for (size_t i = 0; i < v->n_nodes; i++) {
-        if (v->nodes[i]->role == PSKV__ROLE__WORKER && v->nodes[i]->rank + 1 > nranks)
-            nranks = v->nodes[i]->rank + 1;
-        if (v->nodes[i]->id > maxid)
-            maxid = v->nodes[i]->id;
-    }
-    if (nranks > c->nranks) { /* ranks only grow: keep the clocks already known */
-        int64_t *vc = realloc(c->vc, (size_t)nranks * sizeof *vc);
-        if (vc)
-            c->vc = vc;
-        uint8_t *in = realloc(c->in_set, (size_t)nranks);
-        if (in)
-            c->in_set = in;
-        int64_t *sorted = realloc(c->vc_sorted, (size_t)nranks * sizeof *sorted);
-        if (sorted)
-            c->vc_sorted = sorted;
-        if (!vc || !in || !sorted) {
-            LOG_E("out of memory applying the view");
-            return;
-        }
-        for (int r = c->nranks; r < nranks; r++)
-            vc[r] = 0;
-        c->vc = vc;
-        c->in_set = in;
-        for (size_t i = 0; i < c->nbsp; i++)
-            for (int s = 0; s < MAX_OPEN; s++)
-                if (c->bsp[i]->open[s].acc) {
-                    shard **acc = realloc(c->bsp[i]->open[s].acc, (size_t)nranks * sizeof *acc);
-                    if (acc) {
-                        for (int r = c->nranks; r < nranks; r++)
-                            acc[r] = NULL;
-                        c->bsp[i]->open[s].acc = acc;
-                    }
+    int was = vclock_view(c->clocks, v), nranks = vclock_nranks(c->clocks);
+    if (was < 0)
+        return;
+    for (size_t i = 0; nranks > was && i < c->nbsp; i++) /* ranks only grow */
+        for (int s = 0; s < MAX_OPEN; s++)
+            if (c->bsp[i]->open[s].acc) {
+                shard **acc = realloc(c->bsp[i]->open[s].acc, (size_t)nranks * sizeof *acc);
+                if (acc) {
+                    for (int r = was; r < nranks; r++)
+                        acc[r] = NULL;
+                    c->bsp[i]->open[s].acc = acc;
                 }
-        for (size_t i = 0; i < c->nsrc; i++) {
-            int64_t *g = realloc(c->src[i].vc, (size_t)nranks * sizeof *g);
-            if (!g) {
-                LOG_E("out of memory applying the view");
-                return;
             }
-            for (int r = c->nranks; r < nranks; r++)
-                g[r] = 0;
-            c->src[i].vc = g;
-        }
-        c->nranks = nranks;
-    }
-    int *ro = realloc(c->rank_of, (maxid + 1) * sizeof *ro);
-    if (ro) {
-        c->rank_of = ro;
-        c->nrank_of = maxid + 1;
-        for (size_t i = 0; i <= maxid; i++)
-            ro[i] = -1;
-    }
-    memset(c->in_set, 0, (size_t)c->nranks);
-    c->nset = 0;
-    for (size_t i = 0; i < v->n_nodes; i++) {
-        Pskv__Node *n = v->nodes[i];
-        if (n->role != PSKV__ROLE__WORKER || n->rank < 0 || n->rank >= c->nranks)
-            continue;
-        if (ro)
-            ro[n->id] = n->rank;
-        int gone = n->state && (!strcmp(n->state, "finished") || !strcmp(n->state, "dead"));
-        if (!gone) {
-            c->in_set[n->rank] = 1;
-            c->nset++;
-        }
-    }
     advance(c);
 }
 
 uint64_t consist_refusal(consist *c, uint32_t node, int code)
 {
-    if (code != PSKV_ESTALE && code != PSKV_ENOTREADY)
-        return 0; /* final: nothing is sent again */
-    if (node >= c->nrefused) {
-        size_t n = (size_t)node + 64;
-        uint64_t *g = realloc(c->refused, n * sizeof *g);
-        if (!g) {
-            LOG_E("out of memory counting refusals: the clocks of node %u stay trusted", node);
-            return 0;
-        }
-        memset(g + c->nrefused, 0, (n - c->nrefused) * sizeof *g);
-        c->refused = g;
-        c->nrefused = n;
-    }
-    return ++c->refused[node];
+    return vclock_refusal(c->clocks, node, code);
 }
 
 int consist_clock(consist *c, wire_msg *msg)
 {
-    Pskv__Meta *m = msg->meta;
-    int r = rank_of(c, m->sender);
-    if (r < 0 || !m->has_clock || m->clock < 0 || m->clock > ((int64_t)1 << 62)) {
-        LOG_W("dropped a CLOCK from node %u at %s: not a worker of the view or no clock",
-              m->sender, msg->peer);
-        return -1;
-    }
-    uint64_t owed = m->sender < c->nrefused ? c->refused[m->sender] : 0;
-    if ((m->has_refused ? m->refused : 0) < owed) {
-        /* sent before the worker heard of a push refused here: that push is still
-         * to come, and the clock covers it */
-        LOG_D("ignored CLOCK %lld from node %u: it has heard of %llu of the %llu pushes "
-              "refused here", (long long)m->clock, m->sender,
-              (unsigned long long)(m->has_refused ? m->refused : 0), (unsigned long long)owed);
-        return -2;
-    }
-    if (m->clock + 1 > c->vc[r])
-        c->vc[r] = m->clock + 1;
-    advance(c);
+    int r = vclock_clock(c->clocks, msg);
+    if (r >= 0)
+        advance(c);
     return r;
-}
-
-static source *source_of(consist *c, uint32_t head)
-{
-    for (size_t i = 0; i < c->nsrc; i++)
-        if (c->src[i].head == head)
-            return &c->src[i];
-    source *g = realloc(c->src, (c->nsrc + 1) * sizeof *g);
-    if (!g)
-        return NULL;
-    c->src = g;
-    source *s = &g[c->nsrc];
-    s->head = head;
-    s->active = 0;
-    s->vc = calloc(c->nranks ? (size_t)c->nranks : 1, sizeof *s->vc);
-    if (!s->vc)
-        return NULL;
-    c->nsrc++;
-    return s;
 }
 
 void consist_clock_from(consist *c, uint32_t head, int rank, int64_t clock)
 {
-    source *s = rank >= 0 && rank < c->nranks ? source_of(c, head) : NULL;
-    if (!s)
-        return;
-    if (clock + 1 > s->vc[rank])
-        s->vc[rank] = clock + 1;
-    advance(c);
+    if (vclock_from(c->clocks, head, rank, clock))
+        advance(c);
 }
 
 void consist_set_sources(consist *c, const uint32_t *heads, size_t n, int placement_changed)
 {
-    for (size_t i = 0; i < c->nsrc; i++) {
-        c->src[i].active = 0;
-        /* a head that took over partitions vouches only for the clocks it forwards
-         * from now on: the ones before cover none of the pushes re-sent to it */
-        if (placement_changed)
-            memset(c->src[i].vc, 0, (size_t)c->nranks * sizeof *c->src[i].vc);
-    }
-    for (size_t k = 0; k < n; k++) {
-        source *s = source_of(c, heads[k]);
-        if (s)
-            s->active = 1;
-    }
-    c->use_src = n > 0;
+    vclock_set_sources(c->clocks, heads, n, placement_changed);
     advance(c);
 }
 
@@ -979,7 +779,7 @@ void consist_push(consist *c, table *t, wire_msg *msg, const rowset *rs)
         c->st.push_ns += tu_now_ns() - t0;
         return;
     }
-    int rank = rank_of(c, r->sender);
+    int rank = vclock_rank(c->clocks, r->sender);
     bsp_state *b = bsp_of(c, t);
     int64_t clock = r->has_clock ? r->clock : 0;
     char why[200];
@@ -1030,7 +830,7 @@ void consist_push(consist *c, table *t, wire_msg *msg, const rowset *rs)
     bsp_open *o = &b->open[clock % MAX_OPEN];
     if (o->t != clock) {
         if (!o->acc)
-            o->acc = calloc((size_t)c->nranks, sizeof *o->acc);
+            o->acc = calloc((size_t)vclock_nranks(c->clocks), sizeof *o->acc);
         if (!o->acc) {
             refuse(c, msg, PSKV_ENOMEM, "out of memory", b->closed);
             return;
@@ -1068,7 +868,7 @@ void consist_push(consist *c, table *t, wire_msg *msg, const rowset *rs)
 void consist_pull(consist *c, table *t, wire_msg *msg, const rowset *rs)
 {
     held h;
-    hold(&h, msg, t, rank_of(c, msg->meta->sender));
+    hold(&h, msg, t, vclock_rank(c->clocks, msg->meta->sender));
     if (pull_ready(c, t, h.clock)) {
         h.keys = (uint64_t *)rs->keys; /* answered now: the frame is still ours */
         h.segs = (uint64_t *)rs->segs;
@@ -1101,15 +901,12 @@ void consist_pull(consist *c, table *t, wire_msg *msg, const rowset *rs)
 
 int consist_clocks(const consist *c, const int64_t **vc)
 {
-    *vc = c->vc;
-    return c->nranks;
+    return vclock_get(c->clocks, vc);
 }
 
 void consist_restore_clocks(consist *c, const int64_t *vc, int nranks)
 {
-    for (int r = 0; r < nranks && r < c->nranks; r++)
-        if (vc[r] > c->vc[r])
-            c->vc[r] = vc[r];
+    vclock_restore(c->clocks, vc, nranks);
     advance(c);
 }
 
