@@ -11,6 +11,7 @@
 #include "chain.h"
 #include "chain_apply.h"
 #include "grow.h"
+#include "held.h"
 #include "log.h"
 #include "pskv_errors.h"
 #include "timeutil.h"
@@ -19,22 +20,6 @@
 #define MAX_OPEN 64      /* bsp clocks a table holds open at once */
 #define MAX_PARKED 4096  /* pulls parked on this server */
 #define LEND_MIN 65536   /* bytes: a smaller pull reply is copied */
-
-typedef struct held {    /* a request answered later */
-    unsigned char rid[256];
-    size_t ridlen;
-    uint64_t request_id, table_id;
-    uint64_t origin_id, floor; /* pushes: the dedupe id and the worker's floor */
-    uint32_t sender;
-    int rank;
-    int64_t clock;
-    uint64_t epoch;      /* the view it was planned on */
-    table *t;
-    uint64_t first, n;
-    uint64_t *keys;      /* pulls: a copy of the keys, NULL for a dense run */
-    uint64_t *segs;      /* pulls: a copy of the dense runs (pairs), or NULL */
-    size_t nsegs;
-} held;
 
 typedef struct bsp_open { /* one open clock of a bsp table */
     int64_t t;            /* -1 when the slot is free */
@@ -75,6 +60,7 @@ typedef struct waiting { /* a held push answered when its bsp close is on every 
 
 struct consist {
     void *router;
+    held_out out;         /* where answers go: router, mb, clocks */
     chain *ch;            /* placement: which partitions a bsp close applies to */
     member *mb;
     table_set *tables;
@@ -104,6 +90,7 @@ consist *consist_new(void *router, member *mb, table_set *tables)
     c->tables = tables;
     c->parked = calloc(MAX_PARKED, sizeof *c->parked);
     c->clocks = vclock_new();
+    c->out = (held_out){router, mb, c->clocks};
     if (!c->parked || !c->clocks) {
         free(c->parked);
         vclock_destroy(&c->clocks);
@@ -170,48 +157,6 @@ consist_stats consist_get_stats(const consist *c)
 
 /* ---- replies ------------------------------------------------------------ */
 
-static void reply_meta(consist *c, Pskv__Meta *m, Pskv__MsgType type, const held *h, int64_t clock)
-{
-    member_meta(c->mb, m, type);
-    m->has_request_id = m->has_table_id = m->has_clock = 1;
-    m->request_id = h->request_id;
-    m->table_id = h->table_id;
-    m->clock = clock;
-}
-
-static void send_held(consist *c, const held *h, Pskv__Meta *m, zmq_msg_t *vals)
-{
-    zmq_msg_t rid;
-    zmq_msg_init_size(&rid, h->ridlen);
-    memcpy(zmq_msg_data(&rid), h->rid, h->ridlen);
-    if (wire_send(c->router, &rid, m, NULL, vals) < 0)
-        LOG_W("cannot answer node %u: %s", h->sender, zmq_strerror(errno));
-    zmq_msg_close(&rid);
-}
-
-/* PUSH_ACK (code 0) or ERROR (code > 0) for a held request; `refused` > 0 is
- * stamped on the ERROR (a push to be sent again, consist_refusal). */
-static void answer_held(consist *c, const held *h, int code, const char *why, int64_t clock,
-                        uint64_t refused)
-{
-    Pskv__Meta m;
-    reply_meta(c, &m, code ? PSKV__MSG_TYPE__ERROR : PSKV__MSG_TYPE__PUSH_ACK, h, clock);
-    if (code) {
-        m.has_error_code = 1;
-        m.error_code = code;
-        m.error = (char *)why;
-        m.has_refused = refused > 0;
-        m.refused = refused;
-    }
-    send_held(c, h, &m, NULL);
-}
-
-/* The answer to a held push: a refusal it will be sent again after is counted. */
-static void answer_push(consist *c, const held *h, int code, const char *why, int64_t clock)
-{
-    answer_held(c, h, code, why, clock, code ? consist_refusal(c, h->sender, code) : 0);
-}
-
 static void free_buf(void *data, void *hint)
 {
     (void)hint;
@@ -238,7 +183,7 @@ static void answer_pull(consist *c, const held *h, int64_t clock)
     } else {
         float *buf = malloc(bytes ? bytes : 1);
         if (!buf) {
-            answer_held(c, h, PSKV_ENOMEM, "out of memory for the pull reply", clock, 0);
+            held_answer(&c->out, h, PSKV_ENOMEM, "out of memory for the pull reply", clock, 0);
             return;
         }
         rowset rs = {h->keys, h->first, h->n, h->segs, h->nsegs};
@@ -246,37 +191,16 @@ static void answer_pull(consist *c, const held *h, int64_t clock)
         zmq_msg_init_data(&vals, buf, bytes, free_buf, NULL);
     }
     Pskv__Meta m;
-    reply_meta(c, &m, PSKV__MSG_TYPE__PULL_REPLY, h, clock);
+    held_meta(&c->out, &m, PSKV__MSG_TYPE__PULL_REPLY, h, clock);
     m.has_num_keys = m.has_width = 1;
     m.num_keys = h->n;
     m.width = t->width;
-    send_held(c, h, &m, &vals);
+    held_send(&c->out, h, &m, &vals);
     c->st.pulls++;
     c->st.pull_ns += tu_now_ns() - t0;
 }
 
 /* ---- clocks -------------------------------------------------------------- */
-
-static void hold(held *h, wire_msg *msg, table *t, int rank)
-{
-    memset(h, 0, sizeof *h);
-    h->ridlen = msg->has_rid ? zmq_msg_size(&msg->rid) : 0;
-    if (h->ridlen > sizeof h->rid)
-        h->ridlen = sizeof h->rid;
-    if (h->ridlen)
-        memcpy(h->rid, zmq_msg_data(&msg->rid), h->ridlen);
-    h->request_id = msg->meta->request_id;
-    h->origin_id = msg->meta->has_origin_id ? msg->meta->origin_id : msg->meta->request_id;
-    h->floor = msg->meta->has_floor ? msg->meta->floor : 0;
-    h->table_id = msg->meta->table_id;
-    h->sender = msg->meta->sender;
-    h->clock = msg->meta->has_clock ? msg->meta->clock : 0;
-    h->epoch = msg->meta->has_epoch ? msg->meta->epoch : 0;
-    h->rank = rank;
-    h->t = t;
-    h->first = msg->meta->first_key;
-    h->n = msg->nkeys;
-}
 
 void consist_set_chain(consist *c, chain *ch) { c->ch = ch; }
 
@@ -505,11 +429,11 @@ static int apply_dense(consist *c, table *tb, const float *comb, int64_t t, clos
 /* The answer to a push held for closed clock t (code 0, PSKV_ELATE or an error). */
 static void answer_closed(consist *c, const held *h, int code, int64_t clock)
 {
-    answer_push(c, h, code,
-                code == PSKV_ELATE ? "dropped: late (the clock closed without it)"
-                : code             ? "out of memory applying the clock"
-                                   : NULL,
-                clock);
+    held_answer_push(&c->out, h, code,
+                     code == PSKV_ELATE ? "dropped: late (the clock closed without it)"
+                     : code             ? "out of memory applying the clock"
+                                        : NULL,
+                     clock);
 }
 
 /* h waits for the close `token` to reach every tail (chain_close); answered now
@@ -674,9 +598,10 @@ void consist_placement_changed(consist *c, uint64_t epoch)
             if (o->t < 0)
                 continue;
             for (size_t k = 0; k < o->nacks; k++)
-                answer_push(c, &o->acks[k], PSKV_ESTALE,
-                            "the placement changed while its bsp clock was open; send it again",
-                            b->closed);
+                held_answer_push(&c->out, &o->acks[k], PSKV_ESTALE,
+                                 "the placement changed while its bsp clock was open; send it "
+                                 "again",
+                                 b->closed);
             bsp_recycle(c, b, o);
         }
         b->closed = held_closed(c, b);
@@ -694,7 +619,7 @@ void consist_placement_changed(consist *c, uint64_t epoch)
         }
         /* its rows may have moved: answered here later it would miss the pushes
          * their new owner applies */
-        answer_held(c, h, PSKV_ESTALE,
+        held_answer(&c->out, h, PSKV_ESTALE,
                     "pull planned on an older view waited across a placement change; send it "
                     "again", 0, 0);
         free(h->keys);
@@ -753,12 +678,8 @@ void consist_set_sources(consist *c, const uint32_t *heads, size_t n, int placem
 
 static void refuse(consist *c, wire_msg *msg, int code, const char *why, int64_t clock)
 {
-    held h;
-    hold(&h, msg, NULL, -1);
     c->st.refused++;
-    LOG_W("refused %s from node %u at %s: %s", wire_type_name((int)msg->meta->type),
-          msg->meta->sender, msg->peer, why);
-    answer_push(c, &h, code, why, clock);
+    held_refuse(&c->out, msg, code, why, clock);
 }
 
 void consist_push(consist *c, table *t, wire_msg *msg, const rowset *rs)
@@ -769,12 +690,12 @@ void consist_push(consist *c, table *t, wire_msg *msg, const rowset *rs)
     if (t->model != CONS_BSP || r->assign) {
         int rc = r->assign ? shard_assign_rows(t->sh, rs, msg->vals)
                            : shard_push_rows(t->sh, rs, msg->vals);
-        hold(&h, msg, t, -1);
+        held_take(&h, msg, t, -1);
         if (rc < 0)
-            answer_push(c, &h, PSKV_ENOMEM, "out of memory applying the push (partially applied)",
-                        0);
+            held_answer_push(&c->out, &h, PSKV_ENOMEM,
+                             "out of memory applying the push (partially applied)", 0);
         else
-            answer_push(c, &h, 0, NULL, values_clock(c, t));
+            held_answer_push(&c->out, &h, 0, NULL, values_clock(c, t));
         c->st.pushes++;
         c->st.push_ns += tu_now_ns() - t0;
         return;
@@ -810,15 +731,16 @@ void consist_push(consist *c, table *t, wire_msg *msg, const rowset *rs)
                                          &folded)
                      : clock < b->closed;
     if (closed && !(folded && closed == 2)) {
-        hold(&h, msg, t, rank);
+        held_take(&h, msg, t, rank);
         if (folded) {
             LOG_D("push %llu of node %u for closed clock %lld: already folded into its close",
                   (unsigned long long)h.origin_id, h.sender, (long long)clock);
-            answer_push(c, &h, 0, NULL, read_closed(c, b));
+            held_answer_push(&c->out, &h, 0, NULL, read_closed(c, b));
             return;
         }
         c->st.dropped_late++;
-        answer_push(c, &h, PSKV_ELATE, "dropped: late (its clock has closed)", b->closed);
+        held_answer_push(&c->out, &h, PSKV_ELATE, "dropped: late (its clock has closed)",
+                         b->closed);
         return;
     }
     if (clock >= b->closed + MAX_OPEN) {
@@ -860,7 +782,7 @@ void consist_push(consist *c, table *t, wire_msg *msg, const rowset *rs)
         refuse(c, msg, PSKV_ENOMEM, "out of memory holding the push", b->closed);
         return;
     }
-    hold(&o->acks[o->nacks++], msg, t, rank);
+    held_take(&o->acks[o->nacks++], msg, t, rank);
     c->st.pushes++;
     c->st.push_ns += tu_now_ns() - t0;
 }
@@ -868,7 +790,7 @@ void consist_push(consist *c, table *t, wire_msg *msg, const rowset *rs)
 void consist_pull(consist *c, table *t, wire_msg *msg, const rowset *rs)
 {
     held h;
-    hold(&h, msg, t, vclock_rank(c->clocks, msg->meta->sender));
+    held_take(&h, msg, t, vclock_rank(c->clocks, msg->meta->sender));
     if (pull_ready(c, t, h.clock)) {
         h.keys = (uint64_t *)rs->keys; /* answered now: the frame is still ours */
         h.segs = (uint64_t *)rs->segs;
