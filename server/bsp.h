@@ -36,7 +36,8 @@
 typedef struct bsp bsp;
 
 /* The engine answers through `out` (copied; its router, member and clocks are
- * borrowed and read for the clock set). NULL when out of memory. */
+ * borrowed and must outlive the engine; the clocks give the clock set). NULL when
+ * out of memory. */
 bsp *bsp_new(const held_out *out);
 
 /* Frees e (the pushes still held are not answered) and nulls *e_p; NULL-safe. */
@@ -58,7 +59,8 @@ void bsp_grow_ranks(bsp *e, int from, int to);
 void bsp_push(bsp *e, table *t, wire_msg *msg, const rowset *rs);
 
 /* 1 when a pull of bsp table t at `clock` may be answered: every partition held
- * here has closed the clocks below it. */
+ * here has closed the clocks below it (also 1 when the table's state cannot be
+ * made: out of memory, a pull is not parked for ever). */
 int bsp_pull_ready(bsp *e, table *t, int64_t clock);
 
 /* The clock the values of bsp table t read here are at (every partition held

@@ -30,8 +30,8 @@
  *
  * This header, chain.c:
  * OWNS the placement: the chains of the latest view, this server's index in each,
- * which partitions it holds whole (`ready`), the placement epoch, the peer list
- * (a DEALER per other server, dialled on first use) and the dedupe record.
+ * the placement epoch, the peer list (a DEALER per other server, dialled on first
+ * use) and the dedupe record's life (made on first use, freed with the chain).
  * THREAD: the server's loop thread only (the heartbeat and checkpoint-commit
  * threads never call a chain_ function).
  * NEVER blocks or waits on a peer; never answers a worker (chain_rows only says

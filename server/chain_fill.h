@@ -1,15 +1,17 @@
 /* Filling new chain members and handing partitions over: the copies (FILL) that
  * bring a new replica, or a joining head, a whole partition.
  *
- * OWNS the copy rounds: per partition, the FILL messages received so far and
- * whether the next member of its chain is still owed a copy (struct chain's
- * `fills` and `fresh_next`, chain_impl.h). Marks a partition `ready` when its
- * copy is whole; chain.c reads that to answer for it.
+ * OWNS which partitions this server holds whole (`ready`: decided on each view,
+ * set when a copy is whole; chain.c reads it to answer for a partition) and the
+ * copy rounds: per partition, the FILL messages received so far and whether the
+ * next member of its chain is still owed a copy (struct chain's `fills` and
+ * `fresh_next`, chain_impl.h). Lets go of a partition that left this server
+ * (its dedupe record is forgotten).
  * THREAD: the server's loop thread only.
- * NEVER blocks: a copy goes out on the peer's DEALER without waiting (a peer that
- * cannot take it gets it again after the next view); never forwards pushes (that
- * is chain_fwd.c, after the copy). Allocates a copy's frames per FILL, which is
- * off the push path. */
+ * NEVER blocks: a copy is queued on the peer's DEALER without waiting (the
+ * receiver answers PSKV_ENOTREADY for the partition until its copy is whole);
+ * never forwards pushes (chain_fwd.c does, after the copies). Allocates a copy's
+ * frames per FILL, off the push path. */
 #ifndef PSKV_CHAIN_FILL_H
 #define PSKV_CHAIN_FILL_H
 

@@ -8,8 +8,10 @@
  *
  * OWNS nothing of its own. The fields of struct chain are grouped by the file
  * that owns them (writes them outside chain_new/chain_destroy and the view's
- * sizing); the others only read them, except `ready`, which chain_fill.c sets
- * when a copy is whole, and the dedupe record, which every file records into.
+ * sizing); the others only read them. The one shared record is the dedupe
+ * record: chain_apply.c records push ids into it, chain_fill.c copies it to and
+ * from other servers and forgets a partition that left, chain.c raises floors
+ * and serves checkpoints.
  * THREAD: the server's loop thread only, like every chain_ call.
  * NEVER: the static inline lookups here never allocate, block, log or touch a
  * socket; they run per key on the push path, and stay inline for that. */
@@ -73,14 +75,14 @@ struct chain {
     uint32_t nparts, R;
     uint32_t *chains;      /* nparts x R, head first; 0 = none */
     int *index;            /* per partition: this server's place in the chain, -1 */
-    uint8_t *ready;        /* per partition: holds a whole copy */
     uint64_t place_epoch;
     chain_peer *peers;     /* every server of the views, dialled on first use */
     size_t npeers;
     uint64_t *segs;        /* scratch: chain_rows's runs */
     size_t segs_cap;
     dedupe *dd;            /* per partition: the push ids applied (made on first use) */
-    /* filling (chain_fill.c) */
+    /* filling (chain_fill.c): which partitions are whole here, copies under way */
+    uint8_t *ready;        /* per partition: holds a whole copy */
     int *fills;            /* per partition: FILL messages received this round */
     uint8_t *fresh_next;   /* per partition: the next member is new; fill it once ready */
     /* applying (chain_apply.c): scratch of one message */

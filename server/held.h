@@ -12,8 +12,7 @@
  * answer goes out on the ROUTER in held_out.
  * THREAD: the server's loop thread only (the ROUTER is that thread's).
  * NEVER blocks (a reply that cannot be queued is logged and lost, like any reply
- * to a worker that went away) and never allocates, but for the routing-id frame
- * of each reply. */
+ * to a worker that went away); allocates only the frames of a reply. */
 #ifndef PSKV_HELD_H
 #define PSKV_HELD_H
 

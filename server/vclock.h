@@ -18,8 +18,9 @@
  * counts per node and the clocks forwarded per head.
  * THREAD: the server's loop thread only.
  * NEVER answers or parks a request, never touches a socket or a table: the
- * consistency engine (consist.c, bsp.c) acts on what it says. Allocates only when
- * a view grows the ranks or a new node or head appears. */
+ * consistency engine (consist.c, bsp.c) acts on what it says. Allocates on a view
+ * (the ranks, the node -> rank map), for a head first heard of and a node first
+ * refused; never on a CLOCK. */
 #ifndef PSKV_VCLOCK_H
 #define PSKV_VCLOCK_H
 
