@@ -15,13 +15,33 @@
  * optimizer state, dedupe record) before forwarding anything else to it; a head
  * whose chain gets a joining server as its new head hands the partition over the
  * same way (elastic join). A new member answers pushes and pulls for the
- * partition only once the copy is whole (PSKV_ENOTREADY until then). */
+ * partition only once the copy is whole (PSKV_ENOTREADY until then).
+ *
+ * One object, `chain`, in four files, each with its header:
+ *   chain.h/.c        placement: the view's chains, this server's place in each,
+ *                     which rows of a request it may serve, the dedupe record's
+ *                     checkpoint face; applies a view (this header)
+ *   chain_apply.h/.c  a push at the head, a REPLICATE or bsp close at a replica:
+ *                     checked, deduplicated, applied, passed on
+ *   chain_fwd.h/.c    forwards in flight and their acknowledgements, clocks
+ *                     forwarded down the chains
+ *   chain_fill.h/.c   copies to new members and hand-over on a new view
+ * chain_impl.h lays out struct chain for those files only.
+ *
+ * This header, chain.c:
+ * OWNS the placement: the chains of the latest view, this server's index in each,
+ * the placement epoch, the peer list (a DEALER per other server, dialled on first
+ * use) and the dedupe record's life (made on first use, freed with the chain).
+ * THREAD: the server's loop thread only (the heartbeat and checkpoint-commit
+ * threads never call a chain_ function).
+ * NEVER blocks or waits on a peer; never answers a worker (chain_rows only says
+ * why, the caller answers); chain_rows and the lookups never allocate once the
+ * scratch has grown to the largest request. */
 #ifndef PSKV_CHAIN_H
 #define PSKV_CHAIN_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include <zmq.h>
 
 #include "member.h"
 #include "shard.h"
@@ -30,26 +50,20 @@
 
 typedef struct chain chain;
 
-/* NULL when out of memory. Answers on `router`; dials other servers from ctx. */
+/* NULL when out of memory. Answers on `router`; dials other servers from ctx.
+ * Borrows mb and tables (they outlive the chain). */
 chain *chain_new(void *ctx, void *router, member *mb, table_set *tables, int64_t max_message);
 
-/* Frees c and nulls *c_p; NULL-safe. */
+/* Frees c (closing its peer sockets, dropping unanswered forwards) and nulls *c_p;
+ * NULL-safe. */
 void chain_destroy(chain **c_p);
 
-/* fn(worker node, error code) counts a worker's push refused to be sent again and
- * returns the count to stamp on the refusal, or 0 (consist_refusal). */
-void chain_on_refusal(chain *c, uint64_t (*fn)(uint32_t node, int code));
-
-/* fn(token, code) is called when a bsp close this head sent down its chains
- * (chain_close) is on every tail (code 0), or cannot be sent (code > 0). */
-void chain_on_close(chain *c, void (*fn)(uint64_t token, int code));
-
-/* Applies the latest view in mb. Returns 1 when the view says this server is dead
- * (replaced: it must serve nothing more), else 0. */
+/* Applies the latest view in mb: the chains, peers and this server's place; then
+ * the copies and hand-overs it calls for (chain_fill.c) and, when the placement
+ * changed, the forwards sent again (chain_fwd.c). Returns 1 when the view says
+ * this server is dead (replaced: it must serve nothing more), else 0. Exits the
+ * process when it cannot size the per-partition state (out of memory). */
 int chain_view(chain *c);
-
-/* 1 while some partition placed here waits for its copy (a joining server). */
-int chain_waiting(const chain *c);
 
 /* Chain length R of the view (1 = no replication). */
 uint32_t chain_replicas(const chain *c);
@@ -66,32 +80,6 @@ uint64_t chain_place_epoch(const chain *c);
 int chain_rows(chain *c, table *t, wire_msg *msg, int for_pull, rowset *rs, char *why,
                size_t whylen);
 
-/* A checked PUSH with R > 1: applied here (a re-sent one only where its id is not
- * recorded), forwarded down the chains, acknowledged when every tail has it. */
-void chain_push(chain *c, table *t, wire_msg *msg, const rowset *rs);
-
-/* Records a push's (worker, id) in every partition it touches, so that a re-sent
- * copy is recognised (R = 1 async tables, whose pushes skip chain_push); floor
- * (0 = none): the worker re-sends no id below it.
- * Returns 0 or -PSKV_ENOMEM. */
-int chain_record(chain *c, table *t, const rowset *rs, uint32_t origin, uint64_t id,
-                 uint64_t floor);
-
-/* A bsp close on this head (bsp with R > 1): clocks [clock, upto) of table t are
- * applied here to the partitions `parts` (each now closed at upto), `keys`/`vals`
- * the rows of the combined update applied (none for clocks that held no
- * pushes): a sparse table's with explicit keys; a dense table's the whole spans
- * of the partitions, in the order of `parts`, keys NULL (they travel without).
- * Sends it down each partition's chain with the (node, dedupe id, floor) of every
- * push folded in; replicas apply it with the updater, move their closed clock and
- * record the ids. Returns a token (> 0) that the close
- * callback reports once every tail has it, 0 when no partition has a next server
- * (nothing to wait for), or -PSKV_ENOTREADY / -PSKV_ENOMEM. */
-int64_t chain_close(chain *c, table *t, int64_t clock, int64_t upto, const uint64_t *keys,
-                    const float *vals, uint64_t n, const uint32_t *parts, size_t np,
-                    const uint32_t *fnodes, const uint64_t *fids, const uint64_t *ffloors,
-                    size_t nfolded);
-
 /* A bsp push of `clock` on rows rs of table t, against the closed clocks of the
  * rows' partitions here: 0 when none has closed that clock, 1 when all have, 2 when
  * some have (a server holding partitions a clock apart, after a join or failover).
@@ -104,17 +92,6 @@ int chain_push_closed(const chain *c, table *t, const rowset *rs, int64_t clock,
  * is p's head and holds a whole copy. */
 uint32_t chain_next(const chain *c, uint32_t p);
 int chain_heads(const chain *c, uint32_t p);
-
-/* REPLICATE and FILL from another server (epoch already checked). */
-void chain_replicate(chain *c, wire_msg *msg);
-void chain_fill(chain *c, wire_msg *msg);
-
-/* Poll items for the sockets to other servers (acknowledgements come back on
- * them): fills up to max items, returns how many. */
-int chain_poll_items(chain *c, zmq_pollitem_t *items, int max);
-
-/* Reads every acknowledgement waiting on those sockets. */
-void chain_drain(chain *c);
 
 /* Partitions of the ring (0 before the first view). */
 uint32_t chain_nparts(const chain *c);
@@ -130,18 +107,14 @@ void chain_dense_span(const chain *c, const table *t, uint32_t p, uint64_t *firs
                       uint64_t *count);
 
 /* Partition p's dedupe record (dedupe_export format), for checkpoints: the bytes
- * needed, written to buf when cap allows; and loading one (nparts of the view). */
+ * needed, written to buf when cap allows; and loading one (nparts of the view):
+ * 0 or a negated dedupe_import error. */
 size_t chain_dedupe_export(const chain *c, uint32_t p, void *buf, size_t cap);
 int chain_dedupe_import(chain *c, uint32_t nparts, uint32_t p, const void *buf, size_t len);
 
 /* Push ids forgotten at the dedupe cap while their worker could still re-send
  * them (should stay 0), for logs. */
 uint64_t chain_dedupe_forced(const chain *c);
-
-/* Forwards "worker rank finished clock" of the stream that `head` started down
- * every chain this server passes that head's partitions along (behind the pushes
- * it forwarded before). */
-void chain_forward_clock(chain *c, uint32_t head, int rank, int64_t clock);
 
 /* The heads whose pushes reach this server down a chain (and this server itself
  * when it is alone in some chain): up to max ids in out; returns how many. */
@@ -152,8 +125,5 @@ size_t chain_sources(const chain *c, uint32_t *out, size_t max);
  * rows: values, then optimizer state) and returns how many; NULL arrays only
  * count. */
 uint64_t chain_export_served(const chain *c, const table *t, uint64_t *keys, float *rows);
-
-/* Pending forwards, for logs. */
-size_t chain_pending(const chain *c);
 
 #endif

@@ -20,7 +20,18 @@
  * would share the temp file: callers must not do that.
  *
  * All calls that fail write a one-line reason naming the path into why (when
- * why is not NULL and whylen > 0). */
+ * why is not NULL and whylen > 0).
+ *
+ * OWNS a writer's temp file, its buffer (a held writer: the whole file) and its
+ * running CRC, from ckpt_begin to ckpt_commit or ckpt_abort; a reader's mapping
+ * of the file for the length of ckpt_read.
+ * THREAD: a writer belongs to one thread at a time: the server's loop begins and
+ * fills a held writer, then a thread of its own commits it. ckpt_read may run
+ * on any thread (the server reads at start-up and on the first view).
+ * BLOCKS on the disk (writes, fsync, rename): the server never commits on its
+ * loop unless it cannot start the thread. NEVER logs (reasons go to why), never
+ * touches <dir>/<name> before the rename, and never hands a record to fn before
+ * the whole file has passed its checks. */
 #ifndef PSKV_CKPT_H
 #define PSKV_CKPT_H
 

@@ -14,7 +14,26 @@
  *          the sum for `sum`), the pushes acknowledged, and pulls at t+1 answered.
  *          A push for a clock that has closed is answered "dropped: late".
  * Parked pulls and held acknowledgements keep copies of what they need (routing
- * id, request id, keys), never the received frames. Both are bounded. */
+ * id, request id, keys), never the received frames. Both are bounded.
+ *
+ * The engine in four files, each with its header:
+ *   consist.h/.c  the front (this header): what the server loop calls; parks
+ *                 pulls and answers them, applies async and ssp pushes
+ *   vclock.h/.c   the vector clock and the clock set: what ssp waits on and
+ *                 bsp closes by (shared by every model)
+ *   bsp.h/.c      bsp's open clocks, held pushes and closes
+ *   held.h/.c     a request kept to be answered later, and the answers
+ * async and ssp have no state of their own beyond the vector clock, so they
+ * live here rather than in a module each.
+ *
+ * This header, consist.c:
+ * OWNS the parked pulls (up to MAX_PARKED, with copies of their keys or runs),
+ * the engine's vclock and bsp, and the counters.
+ * THREAD: the server's loop thread only.
+ * NEVER blocks; never keeps a received frame past the call (a pull answered at
+ * once reads its keys from the frame, a parked one copies them); a large dense
+ * pull reply is lent from the table without a copy (shard_lend), any other is
+ * copied into a buffer ZeroMQ frees. */
 #ifndef PSKV_CONSIST_H
 #define PSKV_CONSIST_H
 

@@ -7,7 +7,14 @@
  * finished, is forgotten. The record of a partition grows while a slow worker holds
  * its floor down, up to a hard cap (then the oldest pair is forgotten anyway and
  * counted). Each partition keeps its pairs in a ring, oldest first, indexed by an
- * open-addressing hash: dedupe_seen and dedupe_record are O(1). */
+ * open-addressing hash: dedupe_seen and dedupe_record are O(1).
+ *
+ * OWNS per partition the ring of pairs and its index, and per worker its floor.
+ * THREAD: the server's loop thread only (the chain's files; checkpoints reach it
+ * through chain_dedupe_export/import); the unit tests.
+ * NEVER blocks, logs or touches a socket; never forgets a pair its worker may
+ * still re-send except at the hard cap, and counts those (dedupe_forced).
+ * Allocates a partition's record on first use and when its ring doubles. */
 #ifndef PSKV_DEDUPE_H
 #define PSKV_DEDUPE_H
 

@@ -3,7 +3,17 @@
  * written with ckpt.h (temp file, fsync, rename, CRC-32): every table's options,
  * the rows of the partitions this server holds (values and optimizer state), the
  * dedupe record of each of those partitions, the vector clock and each bsp
- * table's closed clocks. A resumed server loads the file its old self wrote. */
+ * table's closed clocks. A resumed server loads the file its old self wrote.
+ *
+ * OWNS nothing lasting: the record layout and the file names. It reads (snapshot)
+ * or fills (load) the state the tables, the chain and the consistency engine own.
+ * THREAD: the server's loop thread: persist_scan before the loop starts,
+ * persist_load on the first view of a resumed job, persist_snapshot between two
+ * messages (serving pauses for the copy); the writer it returns may then be
+ * committed on another thread.
+ * NEVER writes or syncs the file itself when snapshotting (the caller commits);
+ * never trusts a file before ckpt_read has checked it whole; logs a refused file
+ * (scan) and a load, nothing else. */
 #ifndef PSKV_PERSIST_H
 #define PSKV_PERSIST_H
 

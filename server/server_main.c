@@ -23,6 +23,9 @@
 #include <zmq.h>
 
 #include "chain.h"
+#include "chain_apply.h"
+#include "chain_fill.h"
+#include "chain_fwd.h"
 #include "checkpoint.h"
 #include "config.h"
 #include "consist.h"

@@ -2,7 +2,18 @@
  * Dense: one contiguous float array for the dense indices in the range, updated
  * with BLAS. Sparse: an open-addressing hash map (linear probing) from uint64 key
  * to a row of width values + width state floats, created on first push. Keys that
- * were never pushed read as their deterministic initial values. */
+ * were never pushed read as their deterministic initial values.
+ *
+ * OWNS one range's values and optimizer state: the dense value buffer (reference
+ * counted, shared with pull replies still on the wire) and state array, or the
+ * sparse map and its rows.
+ * THREAD: the server's loop thread (and the unit tests), one caller at a time;
+ * the one exception is shard_lend_end, which ZeroMQ's I/O thread calls when a
+ * lent reply has been sent: it only drops an atomic reference.
+ * NEVER blocks, logs or touches a socket; never changes a buffer that is lent
+ * (an update moves the shard to a fresh one first). Allocates only for a sparse
+ * key seen for the first time (map and rows grow by doubling) and for that move
+ * off a lent buffer; a dense push of a run goes straight to BLAS (upd_apply). */
 #ifndef PSKV_SHARD_H
 #define PSKV_SHARD_H
 

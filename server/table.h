@@ -1,6 +1,16 @@
 /* The server's tables: options fixed by the first open, and the shard holding
  * this server's range. A later open with any different option is refused with an
- * error naming the option. */
+ * error naming the option.
+ *
+ * OWNS the set of tables: each table's parsed options, its shard, its packed
+ * TableOptions (checkpoints and copies to new servers carry them) and its bsp
+ * closed clocks per ring partition. A table lives until tables_destroy.
+ * THREAD: the server's loop thread only.
+ * NEVER blocks, logs or touches a socket; never changes a table's options once
+ * created (a different open is refused); never decides placement (the caller
+ * passes the ring range: the server opens every table on the whole ring and
+ * chain.h says which partitions of it are served). Allocates on an open and
+ * when table_closed first sees more partitions. */
 #ifndef PSKV_TABLE_H
 #define PSKV_TABLE_H
 

@@ -2,7 +2,13 @@
  *   sum      w += g                        (exact integer sums for tests and counters)
  *   sgd      v = momentum*v + g + l2*w; w -= lr*v   (no state when momentum is 0)
  *   adagrad  g' = g + l2*w; h += g'*g'; w -= lr*g'/(sqrt(h)+eps)
- * Dense runs go through OpenBLAS (saxpy/sscal); adagrad is an element loop. */
+ * Dense runs go through OpenBLAS (saxpy/sscal); adagrad is an element loop.
+ *
+ * OWNS nothing: pure functions over the caller's arrays.
+ * THREAD: any (no state); on the server it is the loop thread, through
+ * shard_push (OpenBLAS uses --blas-threads threads of its own for a call).
+ * NEVER allocates, blocks, logs or fails while applying: hyper-parameters are
+ * checked once, by upd_check when a table is opened. */
 #ifndef PSKV_UPDATER_H
 #define PSKV_UPDATER_H
 

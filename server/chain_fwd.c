@@ -1,0 +1,436 @@
+/* Forwards in flight down the chains, and the acknowledgements coming back up.
+ *
+ * Each push (or bsp close) this server applied and passes on is one pending
+ * entry (chain_pend) in a fixed table of MAX_PEND slots, with one hop per next
+ * server it goes to: the rows of the touched partitions whose chain continues
+ * there, sent as one REPLICATE. Its request id names the slot, a sequence number
+ * and the hop, so a REPLICATE_ACK finds its entry in O(1) and an answer to a hop
+ * already sent elsewhere (after a view) is ignored. When every hop is answered
+ * the entry answers upstream: PUSH_ACK to the worker (at the head), REPLICATE_ACK
+ * to the predecessor, or the close callback (a head's own bsp close). After a
+ * placement change every unanswered hop is sent again to the new next server of
+ * its partitions. A full table is back-pressure: the push is refused with
+ * PSKV_ENOTREADY and the worker sends it again. */
+#define _GNU_SOURCE
+#include "chain_fwd.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chain_impl.h"
+#include "log.h"
+#include "pskv_errors.h"
+
+#define MAX_PEND 4096 /* forwards waiting for the tail, per server */
+#define MAX_FWD 255   /* successors one push is forwarded to */
+
+typedef struct chain_hop {   /* the rows of one push forwarded to one successor */
+    uint32_t node;
+    uint64_t *keys;
+    float *vals;
+    uint64_t n;
+    int done;
+    uint32_t *parts;   /* a bsp close: the partitions it closes there */
+    size_t nparts;
+} chain_hop;
+
+static void pend_free(chain_pend *p)
+{
+    for (int i = 0; i < p->nfwd; i++) {
+        free(p->fwds[i].keys);
+        free(p->fwds[i].vals);
+        free(p->fwds[i].parts);
+    }
+    free(p->fwds);
+    free(p->fnodes);
+    free(p->fids);
+    free(p->ffloors);
+    memset(p, 0, sizeof *p);
+}
+
+int chain_fwd_init(chain *c)
+{
+    c->pend = calloc(MAX_PEND, sizeof *c->pend);
+    c->next_seq = 1;
+    return c->pend ? 0 : -PSKV_ENOMEM;
+}
+
+void chain_fwd_fini(chain *c)
+{
+    for (size_t i = 0; c->pend && i < MAX_PEND; i++)
+        if (c->pend[i].seq)
+            pend_free(&c->pend[i]);
+    free(c->pend);
+    c->pend = NULL;
+}
+
+void chain_on_refusal(chain *c, uint64_t (*fn)(uint32_t node, int code)) { c->refused = fn; }
+void chain_on_close(chain *c, void (*fn)(uint64_t token, int code)) { c->closed = fn; }
+size_t chain_pending(const chain *c) { return c->npend; }
+
+static void send_replicate(chain *c, chain_pend *pd, int fi)
+{
+    chain_hop *f = &pd->fwds[fi];
+    void *s = chain_peer_sock(c, f->node);
+    Pskv__Meta m;
+    member_meta(c->mb, &m, PSKV__MSG_TYPE__REPLICATE);
+    size_t slot = (size_t)(pd - c->pend);
+    m.has_request_id = m.has_table_id = m.has_num_keys = m.has_width = 1;
+    m.request_id = ((pd->seq << 12 | slot) << 8) | (uint64_t)fi;
+    m.table_id = pd->t->id;
+    m.num_keys = f->n;
+    m.width = pd->t->width;
+    if (pd->close) { /* the partitions, the clocks and the pushes folded in */
+        m.has_close = m.has_clock = m.has_upto = 1;
+        m.close = 1;
+        m.clock = pd->clock;
+        m.upto = pd->upto;
+        m.n_parts = f->nparts;
+        m.parts = f->parts;
+        m.n_folded_nodes = m.n_folded_ids = m.n_folded_floors = pd->nfolded;
+        m.folded_nodes = pd->fnodes;
+        m.folded_ids = pd->fids;
+        m.folded_floors = pd->ffloors;
+        m.has_num_keys = m.has_width = f->n > 0; /* a close with no rows: no frames */
+        /* dense rows are the spans of its partitions: no keys frame */
+        m.has_first_key = f->n > 0 && pd->t->dense;
+        m.first_key = 0;
+    } else {
+        m.has_origin = m.has_origin_id = 1;
+        m.origin = pd->origin;
+        m.origin_id = pd->origin_id;
+        m.has_floor = pd->floor != 0;
+        m.floor = pd->floor;
+    }
+    if (pd->assign) {
+        m.has_assign = 1;
+        m.assign = 1;
+    }
+    zmq_msg_t km, vm, *kp = NULL, *vp = NULL;
+    if (f->n && !m.has_first_key) {
+        zmq_msg_init_size(&km, f->n * sizeof(uint64_t));
+        memcpy(zmq_msg_data(&km), f->keys, f->n * sizeof(uint64_t));
+        kp = &km;
+    }
+    if (f->n) {
+        zmq_msg_init_size(&vm, f->n * pd->t->width * sizeof(float));
+        memcpy(zmq_msg_data(&vm), f->vals, f->n * pd->t->width * sizeof(float));
+        vp = &vm;
+    }
+    if (!s || wire_send(s, NULL, &m, kp, vp) < 0)
+        LOG_W("cannot forward to server node %u; waiting for a new view", f->node);
+}
+
+/* The forward of pd to successor nx among those added since first_new, or -1. */
+static int fwd_find(const chain_pend *pd, int first_new, uint32_t nx)
+{
+    for (int k = first_new; k < pd->nfwd; k++)
+        if (pd->fwds[k].node == nx)
+            return k;
+    return -1;
+}
+
+/* The forward of pd to successor nx among those added since first_new, made when
+ * there is none yet with room for n rows (their keys too unless a dense close's,
+ * whose rows are its partitions' spans) and np partitions. Returns its index or
+ * -PSKV_ENOMEM. */
+static int fwd_to(chain_pend *pd, int first_new, uint32_t nx, uint64_t n, size_t np, uint32_t wd)
+{
+    int fi = fwd_find(pd, first_new, nx);
+    if (fi >= 0)
+        return fi;
+    if (pd->nfwd >= MAX_FWD)
+        return -PSKV_ENOMEM;
+    chain_hop *g = realloc(pd->fwds, (size_t)(pd->nfwd + 1) * sizeof *g);
+    if (!g)
+        return -PSKV_ENOMEM;
+    pd->fwds = g;
+    fi = pd->nfwd++;
+    memset(&g[fi], 0, sizeof g[fi]);
+    g[fi].node = nx;
+    int keys = !(pd->close && pd->t->dense);
+    g[fi].keys = keys ? malloc((n ? n : 1) * sizeof(uint64_t)) : NULL;
+    g[fi].vals = malloc((n ? n : 1) * wd * sizeof(float));
+    g[fi].parts = np ? malloc(np * sizeof(uint32_t)) : NULL;
+    pd->outstanding++;
+    return (!keys || g[fi].keys) && g[fi].vals && (!np || g[fi].parts) ? fi : -PSKV_ENOMEM;
+}
+
+/* Appends the rows [i, end) of one partition (p) to the forward of its successor
+ * (none when it has no next server, or, make 0, no forward was made for it). */
+static int fwd_run(chain *c, chain_pend *pd, int first_new, int make, const uint64_t *keys,
+                   const float *vals, uint64_t i, uint64_t end, uint64_t n, uint32_t p)
+{
+    uint32_t wd = pd->t->width, nx = chain_next_of(c, p);
+    if (!nx)
+        return 0;
+    int fi = make ? fwd_to(pd, first_new, nx, n, 0, wd) : fwd_find(pd, first_new, nx);
+    if (fi < 0)
+        return make ? fi : 0;
+    chain_hop *f = &pd->fwds[fi];
+    if (f->keys) /* none for a dense close: its rows are its partitions' spans */
+        memcpy(f->keys + f->n, keys + i, (end - i) * sizeof *keys);
+    memcpy(f->vals + f->n * wd, vals + i * wd, (end - i) * wd * sizeof(float));
+    f->n += end - i;
+    return 0;
+}
+
+/* Adds forwards for the rows whose partition has a next server, grouped by it. */
+int chain_fwd_rows(chain *c, chain_pend *pd, const uint64_t *keys, const float *vals, uint64_t n)
+{
+    int first_new = pd->nfwd;
+    chain_cursor pc = {0, 0, 0};
+    uint32_t p;
+    for (uint64_t i = 0, end; i < n; i = end) {
+        end = chain_run_end(c, pd->t, keys, i, n, &pc, &p);
+        if (fwd_run(c, pd, first_new, 1, keys, vals, i, end, n, p) < 0)
+            return -PSKV_ENOMEM;
+    }
+    for (int k = first_new; k < pd->nfwd; k++)
+        send_replicate(c, pd, k);
+    return 0;
+}
+
+/* A bsp close's forwards: one per next server of its partitions, each with those
+ * partitions and their rows (possibly none: the close still moves their clocks). */
+int chain_fwd_close(chain *c, chain_pend *pd, const uint64_t *keys, const float *vals, uint64_t n,
+                    const uint32_t *parts, size_t np)
+{
+    int first_new = pd->nfwd;
+    for (size_t k = 0; k < np; k++) {
+        uint32_t nx = chain_next_of(c, parts[k]);
+        if (!nx)
+            continue;
+        int fi = fwd_to(pd, first_new, nx, n, np, pd->t->width);
+        if (fi < 0)
+            return fi;
+        pd->fwds[fi].parts[pd->fwds[fi].nparts++] = parts[k];
+    }
+    if (pd->nfwd == first_new)
+        return 0; /* the tail: nothing goes on */
+    if (pd->t->dense && n) { /* whole partition spans, in list order (close_replicate) */
+        uint64_t off = 0, pf, pn;
+        for (size_t k = 0; k < np; k++, off += pn) {
+            chain_span(c, pd->t, parts[k], &pf, &pn);
+            fwd_run(c, pd, first_new, 0, keys, vals, off, off + pn, n, parts[k]);
+        }
+    } else {
+        chain_cursor pc = {0, 0, 0};
+        uint32_t p;
+        for (uint64_t i = 0, end; i < n; i = end) {
+            end = chain_run_end(c, pd->t, keys, i, n, &pc, &p);
+            fwd_run(c, pd, first_new, 0, keys, vals, i, end, n, p);
+        }
+    }
+    for (int k = first_new; k < pd->nfwd; k++)
+        send_replicate(c, pd, k);
+    return 0;
+}
+
+chain_pend *chain_pend_new(chain *c)
+{
+    if (c->npend >= MAX_PEND)
+        return NULL;
+    for (size_t i = 0; i < MAX_PEND; i++) {
+        size_t s = (size_t)(c->next_seq + i) % MAX_PEND;
+        if (!c->pend[s].seq) {
+            c->pend[s].seq = c->next_seq++ & ((1ULL << 40) - 1);
+            if (!c->pend[s].seq)
+                c->pend[s].seq = c->next_seq++;
+            c->npend++;
+            return &c->pend[s];
+        }
+    }
+    return NULL;
+}
+
+/* The slot of pd is free again (chain_pend_new's undo). */
+void chain_pend_release(chain *c, chain_pend *pd)
+{
+    pend_free(pd);
+    c->npend--;
+}
+
+void chain_answer_upstream(chain *c, const chain_pend *pd, int code, const char *why)
+{
+    Pskv__Meta m;
+    Pskv__MsgType type = code ? PSKV__MSG_TYPE__ERROR
+                              : pd->upstream_worker ? PSKV__MSG_TYPE__PUSH_ACK
+                                                    : PSKV__MSG_TYPE__REPLICATE_ACK;
+    member_meta(c->mb, &m, type);
+    m.has_request_id = m.has_table_id = 1;
+    m.request_id = pd->request_id;
+    m.table_id = pd->t ? pd->t->id : 0;
+    if (code) {
+        m.has_error_code = 1;
+        m.error_code = code;
+        m.error = (char *)why;
+        m.refused = pd->upstream_worker && c->refused ? c->refused(pd->sender, code) : 0;
+        m.has_refused = m.refused > 0;
+    }
+    zmq_msg_t rid;
+    zmq_msg_init_size(&rid, pd->ridlen);
+    memcpy(zmq_msg_data(&rid), pd->rid, pd->ridlen);
+    if (wire_send(c->router, &rid, &m, NULL, NULL) < 0)
+        LOG_W("cannot answer node %u: %s", pd->sender, zmq_strerror(errno));
+    zmq_msg_close(&rid);
+}
+
+/* The answer to whoever waits for pd: a worker, the predecessor, or (CHAIN_UP_CLOSE)
+ * this head's bsp engine. */
+static void pend_answer(chain *c, chain_pend *pd, int code, const char *why)
+{
+    if (pd->upstream_worker == CHAIN_UP_CLOSE) {
+        if (c->closed)
+            c->closed(pd->seq, code);
+        return;
+    }
+    chain_answer_upstream(c, pd, code, why);
+}
+
+void chain_pend_done(chain *c, chain_pend *pd)
+{
+    pend_answer(c, pd, 0, NULL);
+    chain_pend_release(c, pd);
+}
+
+/* pd answers msg's sender: its request id and routing id. */
+void chain_pend_reply_to(chain_pend *pd, const wire_msg *msg)
+{
+    pd->request_id = msg->meta->request_id;
+    pd->sender = msg->meta->sender;
+    pd->ridlen = msg->has_rid ? zmq_msg_size((zmq_msg_t *)&msg->rid) : 0;
+    if (pd->ridlen > sizeof pd->rid)
+        pd->ridlen = sizeof pd->rid;
+    if (pd->ridlen)
+        memcpy(pd->rid, zmq_msg_data((zmq_msg_t *)&msg->rid), pd->ridlen);
+}
+
+/* pd becomes a close of clocks [clock, upto) folding the given pushes. */
+int chain_pend_close(chain_pend *pd, table *t, int64_t clock, int64_t upto, const uint32_t *fnodes,
+                     const uint64_t *fids, const uint64_t *ffloors, size_t nfolded)
+{
+    pd->t = t;
+    pd->close = 1;
+    pd->clock = clock;
+    pd->upto = upto;
+    pd->nfolded = nfolded;
+    pd->fnodes = malloc((nfolded ? nfolded : 1) * sizeof *pd->fnodes);
+    pd->fids = malloc((nfolded ? nfolded : 1) * sizeof *pd->fids);
+    pd->ffloors = malloc((nfolded ? nfolded : 1) * sizeof *pd->ffloors);
+    if (!pd->fnodes || !pd->fids || !pd->ffloors)
+        return -PSKV_ENOMEM;
+    if (nfolded) {
+        memcpy(pd->fnodes, fnodes, nfolded * sizeof *fnodes);
+        memcpy(pd->fids, fids, nfolded * sizeof *fids);
+        memcpy(pd->ffloors, ffloors, nfolded * sizeof *ffloors);
+    }
+    return 0;
+}
+
+static void on_ack(chain *c, wire_msg *msg)
+{
+    Pskv__Meta *m = msg->meta;
+    if (m->type != PSKV__MSG_TYPE__REPLICATE_ACK) {
+        LOG_W("server node %u answered a forward with %s: %s", m->sender,
+              wire_type_name((int)m->type), m->error ? m->error : "");
+        return;
+    }
+    uint64_t id = m->request_id;
+    int fi = (int)(id & 0xff);
+    size_t slot = (size_t)((id >> 8) & 0xfff);
+    uint64_t seq = id >> 20;
+    chain_pend *pd = &c->pend[slot];
+    if (!pd->seq || pd->seq != seq || fi >= pd->nfwd || pd->fwds[fi].done ||
+        pd->fwds[fi].node != m->sender)
+        return; /* an answer to a forward already re-sent elsewhere or done */
+    pd->fwds[fi].done = 1;
+    if (--pd->outstanding == 0)
+        chain_pend_done(c, pd);
+}
+
+int chain_poll_items(chain *c, zmq_pollitem_t *items, int max)
+{
+    int n = 0;
+    for (size_t i = 0; i < c->npeers && n < max; i++)
+        if (c->peers[i].sock)
+            items[n++] = (zmq_pollitem_t){c->peers[i].sock, 0, ZMQ_POLLIN, 0};
+    return n;
+}
+
+void chain_drain(chain *c)
+{
+    for (size_t i = 0; i < c->npeers; i++) {
+        if (!c->peers[i].sock)
+            continue;
+        for (int budget = 0; budget < 1024; budget++) {
+            wire_msg msg;
+            char why[200];
+            int rc = wire_recv(c->peers[i].sock, 0, &msg, why, sizeof why);
+            if (rc == 0)
+                on_ack(c, &msg);
+            else if (rc != -PSKV_ETIMEDOUT)
+                LOG_W("dropped a message from server node %u: %s", c->peers[i].id, why);
+            wire_msg_close(&msg);
+            if (rc == -PSKV_ETIMEDOUT)
+                break;
+        }
+    }
+}
+
+void chain_forward_clock(chain *c, uint32_t head, int rank, int64_t clock)
+{
+    uint32_t sent[MAX_FWD];
+    int nsent = 0;
+    for (uint32_t p = 0; p < c->nparts; p++) {
+        if (chain_members(c, p)[0] != head || c->index[p] < 0)
+            continue;
+        uint32_t nx = chain_next_of(c, p);
+        int dup = !nx;
+        for (int k = 0; k < nsent && !dup; k++)
+            dup = sent[k] == nx;
+        if (dup || nsent == MAX_FWD)
+            continue;
+        sent[nsent++] = nx;
+        void *s = chain_peer_sock(c, nx);
+        Pskv__Meta m;
+        member_meta(c->mb, &m, PSKV__MSG_TYPE__CLOCK);
+        m.has_rank = m.has_clock = m.has_origin_id = 1;
+        m.rank = rank;
+        m.clock = clock;
+        m.origin_id = head;
+        if (!s || wire_send(s, NULL, &m, NULL, NULL) < 0)
+            LOG_W("cannot forward a clock to server node %u", nx);
+    }
+}
+
+/* After a placement change, sends again every forward still unanswered, to the
+ * next server of its partitions in the new view: the old target may have died,
+ * and a live one drops forwards planned on an older placement (it could no
+ * longer tell whether they are its to apply). A copy it did apply is dropped
+ * there by its id. */
+void chain_fwd_again(chain *c)
+{
+    for (size_t s = 0; s < MAX_PEND; s++) {
+        chain_pend *pd = &c->pend[s];
+        if (!pd->seq)
+            continue;
+        int n0 = pd->nfwd;
+        for (int fi = 0; fi < n0; fi++) {
+            chain_hop *f = &pd->fwds[fi];
+            if (f->done)
+                continue;
+            f->done = 1; /* replaced by the forwards below */
+            pd->outstanding--;
+            int rc = pd->close ? chain_fwd_close(c, pd, f->keys, f->vals, f->n, f->parts, f->nparts)
+                               : chain_fwd_rows(c, pd, f->keys, f->vals, f->n);
+            if (rc < 0)
+                LOG_E("out of memory forwarding again");
+            /* chain_fwd_rows may move pd->fwds */
+        }
+        if (pd->outstanding == 0)
+            chain_pend_done(c, pd);
+    }
+}
+

@@ -1,0 +1,46 @@
+/* Forwards in flight down the chains and the acknowledgements coming back up:
+ * the sending half of chain replication (chain_apply.c decides what is sent).
+ *
+ * OWNS the table of pending forwards (MAX_PEND entries, each with one hop per
+ * next server: the rows copied for it) and reads REPLICATE_ACKs from the peers'
+ * DEALERs; holds the two callbacks into the consistency engine.
+ * THREAD: the server's loop thread only; the callbacks run on it, from
+ * chain_drain or chain_view.
+ * NEVER blocks on a peer (sends do not wait: a hop that cannot be queued waits
+ * for the next view and is sent again then); never applies an update. Copies the
+ * rows of each hop once (a forward outlives the received frames). */
+#ifndef PSKV_CHAIN_FWD_H
+#define PSKV_CHAIN_FWD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <zmq.h>
+
+#include "chain.h"
+
+/* fn(worker node, error code) counts a worker's push refused to be sent again and
+ * returns the count to stamp on the refusal, or 0 (consist_refusal). */
+void chain_on_refusal(chain *c, uint64_t (*fn)(uint32_t node, int code));
+
+/* fn(token, code) is called when a bsp close this head sent down its chains
+ * (chain_close) is on every tail (code 0), or cannot be sent (code > 0). */
+void chain_on_close(chain *c, void (*fn)(uint64_t token, int code));
+
+/* Poll items for the sockets to other servers (acknowledgements come back on
+ * them): fills up to max items, returns how many. */
+int chain_poll_items(chain *c, zmq_pollitem_t *items, int max);
+
+/* Reads every acknowledgement waiting on those sockets (up to 1024 per peer per
+ * call); a forward whose last hop is answered answers upstream. Anything else a
+ * peer sends is logged and dropped. */
+void chain_drain(chain *c);
+
+/* Forwards "worker rank finished clock" of the stream that `head` started down
+ * every chain this server passes that head's partitions along (behind the pushes
+ * it forwarded before). */
+void chain_forward_clock(chain *c, uint32_t head, int rank, int64_t clock);
+
+/* Pending forwards, for logs. */
+size_t chain_pending(const chain *c);
+
+#endif

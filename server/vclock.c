@@ -1,0 +1,280 @@
+/* The range vector clock (vclock.h). Ranks only grow, so a worker that left keeps
+ * its slot and a late CLOCK of it changes nothing the set reads. */
+#define _GNU_SOURCE
+#include "vclock.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "pskv_errors.h"
+
+typedef struct source { /* a head whose pushes reach this replica through a chain */
+    uint32_t head;
+    int active;           /* heads of partitions this server holds as a replica */
+    int64_t *vc;          /* per rank: clocks whose pushes that head has forwarded */
+} source;
+
+struct vclock {
+    int nranks;
+    int64_t *vc;          /* per rank: clocks finished */
+    int64_t *vc_sorted;   /* scratch of nranks for vclock_closable: no allocation per CLOCK */
+    uint8_t *in_set;
+    int nset;
+    int *rank_of;         /* node id -> worker rank, -1 */
+    size_t nrank_of;
+    uint64_t *refused;    /* node id -> pushes refused as stale or not ready */
+    size_t nrefused;
+    source *src;          /* replicated tables: clocks as forwarded by each head */
+    size_t nsrc;
+    int use_src;          /* pulls here wait on the forwarded clocks (this server is a
+                             replica of some partitions) */
+};
+
+vclock *vclock_new(void) { return calloc(1, sizeof(vclock)); }
+
+void vclock_destroy(vclock **v_p)
+{
+    if (!v_p || !*v_p)
+        return;
+    vclock *v = *v_p;
+    free(v->vc);
+    free(v->vc_sorted);
+    free(v->in_set);
+    free(v->rank_of);
+    free(v->refused);
+    for (size_t i = 0; i < v->nsrc; i++)
+        free(v->src[i].vc);
+    free(v->src);
+    free(v);
+    *v_p = NULL;
+}
+
+int vclock_nranks(const vclock *v) { return v->nranks; }
+int vclock_nset(const vclock *v) { return v->nset; }
+
+int vclock_rank(const vclock *v, uint32_t node)
+{
+    return node < v->nrank_of ? v->rank_of[node] : -1;
+}
+
+/* Rank r's clock as this server may rely on for pulls: with replication, the
+ * smallest over the heads it replicates of the clocks they forwarded (each came
+ * down the chain behind that worker's pushes). */
+static int64_t clock_of(const vclock *v, int r)
+{
+    if (!v->use_src)
+        return v->vc[r];
+    int64_t m = INT64_MAX;
+    for (size_t i = 0; i < v->nsrc; i++)
+        if (v->src[i].active && v->src[i].vc[r] < m)
+            m = v->src[i].vc[r];
+    return m == INT64_MAX ? v->vc[r] : m;
+}
+
+int64_t vclock_min(const vclock *v)
+{
+    int64_t m = -1;
+    for (int r = 0; r < v->nranks; r++)
+        if (v->in_set[r] && (m < 0 || clock_of(v, r) < m))
+            m = clock_of(v, r);
+    return m < 0 ? 0 : m;
+}
+
+int vclock_finished(const vclock *v, int r, int64_t t)
+{
+    return r >= 0 && r < v->nranks && v->in_set[r] && v->vc[r] > t;
+}
+
+static int cmp_desc(const void *x, const void *y)
+{
+    int64_t p = *(const int64_t *)x, q = *(const int64_t *)y;
+    return p > q ? -1 : p < q;
+}
+
+int64_t vclock_closable(vclock *v, uint32_t backup, int64_t none)
+{
+    if (v->nset == 0)
+        return none;
+    int64_t *vcs = v->vc_sorted;
+    int n = 0;
+    for (int r = 0; r < v->nranks; r++)
+        if (v->in_set[r])
+            vcs[n++] = v->vc[r];
+    qsort(vcs, (size_t)n, sizeof vcs[0], cmp_desc);
+    int need = v->nset - (int)backup;
+    if (need < 1)
+        need = 1;
+    return vcs[need - 1];
+}
+
+int vclock_view(vclock *v, const Pskv__View *view)
+{
+    int was = v->nranks, nranks = 0;
+    uint32_t maxid = 0;
+    for (size_t i = 0; i < view->n_nodes; i++) {
+        if (view->nodes[i]->role == PSKV__ROLE__WORKER && view->nodes[i]->rank + 1 > nranks)
+            nranks = view->nodes[i]->rank + 1;
+        if (view->nodes[i]->id > maxid)
+            maxid = view->nodes[i]->id;
+    }
+    if (nranks > v->nranks) { /* ranks only grow: keep the clocks already known */
+        int64_t *vc = realloc(v->vc, (size_t)nranks * sizeof *vc);
+        if (vc)
+            v->vc = vc;
+        uint8_t *in = realloc(v->in_set, (size_t)nranks);
+        if (in)
+            v->in_set = in;
+        int64_t *sorted = realloc(v->vc_sorted, (size_t)nranks * sizeof *sorted);
+        if (sorted)
+            v->vc_sorted = sorted;
+        if (!vc || !in || !sorted) {
+            LOG_E("out of memory applying the view");
+            return -PSKV_ENOMEM;
+        }
+        for (int r = v->nranks; r < nranks; r++)
+            vc[r] = 0;
+        v->vc = vc;
+        v->in_set = in;
+        for (size_t i = 0; i < v->nsrc; i++) {
+            int64_t *g = realloc(v->src[i].vc, (size_t)nranks * sizeof *g);
+            if (!g) {
+                LOG_E("out of memory applying the view");
+                return -PSKV_ENOMEM;
+            }
+            for (int r = v->nranks; r < nranks; r++)
+                g[r] = 0;
+            v->src[i].vc = g;
+        }
+        v->nranks = nranks;
+    }
+    int *ro = realloc(v->rank_of, (maxid + 1) * sizeof *ro);
+    if (ro) {
+        v->rank_of = ro;
+        v->nrank_of = maxid + 1;
+        for (size_t i = 0; i <= maxid; i++)
+            ro[i] = -1;
+    }
+    memset(v->in_set, 0, (size_t)v->nranks);
+    v->nset = 0;
+    for (size_t i = 0; i < view->n_nodes; i++) {
+        Pskv__Node *n = view->nodes[i];
+        if (n->role != PSKV__ROLE__WORKER || n->rank < 0 || n->rank >= v->nranks)
+            continue;
+        if (ro)
+            ro[n->id] = n->rank;
+        int gone = n->state && (!strcmp(n->state, "finished") || !strcmp(n->state, "dead"));
+        if (!gone) {
+            v->in_set[n->rank] = 1;
+            v->nset++;
+        }
+    }
+    return was;
+}
+
+uint64_t vclock_refusal(vclock *v, uint32_t node, int code)
+{
+    if (code != PSKV_ESTALE && code != PSKV_ENOTREADY)
+        return 0; /* final: nothing is sent again */
+    if (node >= v->nrefused) {
+        size_t n = (size_t)node + 64;
+        uint64_t *g = realloc(v->refused, n * sizeof *g);
+        if (!g) {
+            LOG_E("out of memory counting refusals: the clocks of node %u stay trusted", node);
+            return 0;
+        }
+        memset(g + v->nrefused, 0, (n - v->nrefused) * sizeof *g);
+        v->refused = g;
+        v->nrefused = n;
+    }
+    return ++v->refused[node];
+}
+
+int vclock_clock(vclock *v, const wire_msg *msg)
+{
+    const Pskv__Meta *m = msg->meta;
+    int r = vclock_rank(v, m->sender);
+    if (r < 0 || !m->has_clock || m->clock < 0 || m->clock > ((int64_t)1 << 62)) {
+        LOG_W("dropped a CLOCK from node %u at %s: not a worker of the view or no clock",
+              m->sender, msg->peer);
+        return -1;
+    }
+    uint64_t owed = m->sender < v->nrefused ? v->refused[m->sender] : 0;
+    if ((m->has_refused ? m->refused : 0) < owed) {
+        /* sent before the worker heard of a push refused here: that push is still
+         * to come, and the clock covers it */
+        LOG_D("ignored CLOCK %lld from node %u: it has heard of %llu of the %llu pushes "
+              "refused here", (long long)m->clock, m->sender,
+              (unsigned long long)(m->has_refused ? m->refused : 0), (unsigned long long)owed);
+        return -2;
+    }
+    if (m->clock + 1 > v->vc[r])
+        v->vc[r] = m->clock + 1;
+    return r;
+}
+
+static source *source_of(vclock *v, uint32_t head)
+{
+    for (size_t i = 0; i < v->nsrc; i++)
+        if (v->src[i].head == head)
+            return &v->src[i];
+    source *g = realloc(v->src, (v->nsrc + 1) * sizeof *g);
+    if (!g)
+        return NULL;
+    v->src = g;
+    source *s = &g[v->nsrc];
+    s->head = head;
+    s->active = 0;
+    s->vc = calloc(v->nranks ? (size_t)v->nranks : 1, sizeof *s->vc);
+    if (!s->vc)
+        return NULL;
+    v->nsrc++;
+    return s;
+}
+
+int vclock_from(vclock *v, uint32_t head, int rank, int64_t clock)
+{
+    source *s = rank >= 0 && rank < v->nranks ? source_of(v, head) : NULL;
+    if (!s)
+        return 0;
+    if (clock + 1 > s->vc[rank])
+        s->vc[rank] = clock + 1;
+    return 1;
+}
+
+void vclock_set_sources(vclock *v, const uint32_t *heads, size_t n, int placement_changed)
+{
+    for (size_t i = 0; i < v->nsrc; i++) {
+        v->src[i].active = 0;
+        /* a head that took over partitions vouches only for the clocks it forwards
+         * from now on: the ones before cover none of the pushes re-sent to it */
+        if (placement_changed)
+            memset(v->src[i].vc, 0, (size_t)v->nranks * sizeof *v->src[i].vc);
+    }
+    for (size_t k = 0; k < n; k++) {
+        source *s = source_of(v, heads[k]);
+        if (s)
+            s->active = 1;
+    }
+    v->use_src = n > 0;
+}
+
+int vclock_get(const vclock *v, const int64_t **vc)
+{
+    *vc = v->vc;
+    return v->nranks;
+}
+
+void vclock_restore(vclock *v, const int64_t *vc, int nranks)
+{
+    for (int r = 0; r < nranks && r < v->nranks; r++)
+        if (vc[r] > v->vc[r])
+            v->vc[r] = vc[r];
+}
+
+void vclock_cap(vclock *v, int64_t floor)
+{
+    for (int r = 0; r < v->nranks; r++)
+        if (v->vc[r] > floor)
+            v->vc[r] = floor;
+}
