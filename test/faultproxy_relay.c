@@ -1,7 +1,5 @@
-/* pskv-faultproxy: a TCP proxy that injects network faults for pskv's tests.
- *
- *   pskv-faultproxy --listen [ADDR:]PORT --target HOST:PORT [--control PORT]
- *                   [--delay-ms N] [--drop P] [--seed S]
+/* The relay of pskv-faultproxy (faultproxy_relay.h): a TCP proxy core that
+ * injects network faults for pskv's tests.
  *
  * It relays byte streams and knows nothing of ZeroMQ. Each accepted connection
  * gets its own non-blocking connection to the target; one thread runs one
@@ -13,11 +11,11 @@
  * another connection. A queue holding more than QUEUE_MAX bytes stops reading
  * from its source until it drains (the sender then feels TCP back-pressure). A
  * FIN is forwarded once the bytes queued before it are written (half-close); a
- * reset or a failed write resets both sides.
+ * reset or a failed write resets both sides. Every byte written goes through
+ * forwarded().
  *
- * Faults, set by flags and changed at run time on the control port (127.0.0.1,
- * or ADDR when --listen names one; one command per line, answered `ok ...` or
- * `error: reason`):
+ * Faults, set by flags and changed at run time on the control port (one command
+ * per line, answered `ok ...` or `error: reason`):
  *   delay MS          hold every chunk MS ms (applies to bytes read from now on)
  *   drop P            close each new connection at once (RST) with probability P
  *   reset             reset every current connection (RST to both sides)
@@ -25,16 +23,13 @@
  *                     is sent (bytes already queued, and a FIN, wait until off),
  *                     connections stay open
  *   status            counters and settings on one line
- *   quit              exit
- * SIGINT and SIGTERM exit cleanly too. Exit status: 0, 1 on a start-up error,
- * 2 on a usage error. */
+ *   quit              exit */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -43,12 +38,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "faultproxy_relay.h"
 #include "log.h"
 #include "timeutil.h"
 
 #define CHUNK_MAX 65536          /* bytes per recv */
 #define QUEUE_MAX (64u << 20)    /* bytes a direction may hold before reading stops */
-#define DELAY_MAX 3600000        /* ms */
 #define MAX_CTL 8                /* control clients at once */
 #define CTL_LINE 256             /* longest control command */
 
@@ -95,9 +90,10 @@ typedef struct ctl_client {
     char buf[CTL_LINE + 1];
 } ctl_client;
 
-typedef struct proxy {
-    int listen_fd, ctl_fd; /* ctl_fd -1 without --control */
-    struct addrinfo *target;
+/* The relay (faultproxy_relay.h). */
+struct relay {
+    int listen_fd, ctl_fd; /* ctl_fd -1 without a control port */
+    const struct addrinfo *target;
     const char *target_name;
     conn **conns;
     size_t nconns, cap;
@@ -110,14 +106,11 @@ typedef struct proxy {
     int64_t accept_pause_until; /* after EMFILE: stop accepting until then */
     unsigned long long next_id, accepted, refused, failed;
     unsigned long long bytes[2], discarded; /* bytes[s]: forwarded from side s */
-} proxy;
+};
 
 static const char *const side_name[2] = {"client", "target"};
-static volatile sig_atomic_t stop_signal;
 
-static void on_signal(int sig) { stop_signal = sig; }
-
-static double rnd01(proxy *p)
+static double rnd01(relay *p)
 {
     /* xorshift64*: reproducible from --seed. */
     p->rng ^= p->rng >> 12;
@@ -145,6 +138,16 @@ static void close_fd(int fd, int rst)
 }
 
 /* ---- connections ----------------------------------------------------------- */
+
+/* The one place relayed bytes leave the proxy: `n` bytes at `data` that side s
+ * sent have just been written to side 1 - s, in stream order per direction.
+ * Counts them; a recorder of the relayed streams (--record) writes them here. */
+static inline void forwarded(relay *p, const conn *c, int s, const char *data, size_t n)
+{
+    (void)c;
+    (void)data;
+    p->bytes[s] += (unsigned long long)n;
+}
 
 /* Closes both sides (RST when rst), frees the queues and logs why at `level`. */
 __attribute__((format(printf, 4, 5))) static void conn_end(conn *c, int rst, int level,
@@ -174,7 +177,7 @@ __attribute__((format(printf, 4, 5))) static void conn_end(conn *c, int rst, int
 /* Writes the due bytes of direction s to side 1-s; once the queue is empty after
  * the source's FIN, forwards the FIN. Stops at EAGAIN (the loop then polls for
  * POLLOUT); a failed write resets the connection. */
-static void pump(proxy *p, conn *c, int s, int64_t now)
+static void pump(relay *p, conn *c, int s, int64_t now)
 {
     dir *d = &c->d[s];
     if (c->state != C_OPEN || p->blackhole)
@@ -193,7 +196,7 @@ static void pump(proxy *p, conn *c, int s, int64_t now)
             return;
         }
         k->off += (size_t)n;
-        p->bytes[s] += (unsigned long long)n;
+        forwarded(p, c, s, k->data + k->off - (size_t)n, (size_t)n);
         if (k->off == k->len) {
             d->head = k->next;
             if (!d->head)
@@ -215,7 +218,7 @@ static void pump(proxy *p, conn *c, int s, int64_t now)
 }
 
 /* Reads what side s sent into its queue (or discards it in blackhole mode). */
-static void on_readable(proxy *p, conn *c, int s, int64_t now)
+static void on_readable(relay *p, conn *c, int s, int64_t now)
 {
     static char buf[CHUNK_MAX];
     dir *d = &c->d[s];
@@ -261,7 +264,7 @@ static void on_readable(proxy *p, conn *c, int s, int64_t now)
 
 /* Starts a non-blocking connect to c->ai, falling through to the next address
  * on an immediate failure; when none is left, logs and resets the client. */
-static void connect_next(proxy *p, conn *c, int64_t now, int err)
+static void connect_next(relay *p, conn *c, int64_t now, int err)
 {
     for (; c->ai; c->ai = c->ai->ai_next) {
         int fd = socket(c->ai->ai_family, c->ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
@@ -291,7 +294,7 @@ static void connect_next(proxy *p, conn *c, int64_t now, int err)
 }
 
 /* The target socket of a connecting conn became writable or failed. */
-static void finish_connect(proxy *p, conn *c, int64_t now)
+static void finish_connect(relay *p, conn *c, int64_t now)
 {
     int err = 0;
     socklen_t len = sizeof err;
@@ -308,7 +311,7 @@ static void finish_connect(proxy *p, conn *c, int64_t now)
     connect_next(p, c, now, err);
 }
 
-static void on_accept(proxy *p, int64_t now)
+static void on_accept(relay *p, int64_t now)
 {
     for (int i = 0; i < 64; i++) {
         struct sockaddr_storage sa;
@@ -362,7 +365,7 @@ static void on_accept(proxy *p, int64_t now)
 }
 
 /* Frees dead connections and compacts the array. */
-static void sweep(proxy *p)
+static void sweep(relay *p)
 {
     size_t j = 0;
     for (size_t i = 0; i < p->nconns; i++) {
@@ -384,7 +387,7 @@ static void ctl_close(ctl_client *cc)
 }
 
 /* Runs one command line; writes the answer (without newline) into out. */
-static void ctl_command(proxy *p, char *line, char *out, size_t outlen)
+static void ctl_command(relay *p, char *line, char *out, size_t outlen)
 {
     char *save = NULL, *end = NULL;
     char *cmd = strtok_r(line, " \t\r", &save);
@@ -395,7 +398,7 @@ static void ctl_command(proxy *p, char *line, char *out, size_t outlen)
     } else if (!strcmp(cmd, "delay") && arg) {
         errno = 0;
         long ms = strtol(arg, &end, 10);
-        if (errno || *end || end == arg || ms < 0 || ms > DELAY_MAX)
+        if (errno || *end || end == arg || ms < 0 || ms > RELAY_DELAY_MAX)
             err = "delay wants 0..3600000 ms";
         else
             p->delay_ms = (int)ms;
@@ -438,7 +441,7 @@ static void ctl_command(proxy *p, char *line, char *out, size_t outlen)
 }
 
 /* Answers one line; a client that does not read its answers is closed. */
-static void ctl_line(proxy *p, ctl_client *cc, char *line)
+static void ctl_line(relay *p, ctl_client *cc, char *line)
 {
     char out[512];
     if (!line[strspn(line, " \t\r")])
@@ -457,7 +460,7 @@ static void ctl_line(proxy *p, ctl_client *cc, char *line)
     }
 }
 
-static void ctl_read(proxy *p, ctl_client *cc)
+static void ctl_read(relay *p, ctl_client *cc)
 {
     ssize_t n = recv(cc->fd, cc->buf + cc->len, CTL_LINE - cc->len, 0);
     if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
@@ -487,7 +490,7 @@ static void ctl_read(proxy *p, ctl_client *cc)
     }
 }
 
-static void ctl_accept(proxy *p)
+static void ctl_accept(relay *p)
 {
     int fd = accept4(p->ctl_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0)
@@ -516,7 +519,7 @@ typedef struct slot {
  * chunk or the end of an accept pause (-1 = none). Connections and control
  * clients come first, listeners last, so that a socket accepted while this
  * turn's events are handled can never take the fd of a slot not yet handled. */
-static size_t poll_set(proxy *p, struct pollfd *pfd, slot *sl, int64_t now, int64_t *timeout)
+static size_t poll_set(relay *p, struct pollfd *pfd, slot *sl, int64_t now, int64_t *timeout)
 {
     size_t n = 0;
     *timeout = -1;
@@ -563,7 +566,7 @@ static size_t poll_set(proxy *p, struct pollfd *pfd, slot *sl, int64_t now, int6
 }
 
 /* Handles what poll reported for one slot. */
-static void dispatch(proxy *p, const struct pollfd *pf, const slot *sl, int64_t now)
+static void dispatch(relay *p, const struct pollfd *pf, const slot *sl, int64_t now)
 {
     conn *c = sl->c;
     int s = sl->side;
@@ -595,14 +598,32 @@ static void dispatch(proxy *p, const struct pollfd *pf, const slot *sl, int64_t 
     }
 }
 
-/* The event loop; returns 0 after quit or a signal, 1 on a fatal error. */
-static int run(proxy *p, const sigset_t *unblocked)
+/* ---- the relay --------------------------------------------------------------- */
+
+relay *relay_new(const relay_opts *o)
+{
+    relay *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->listen_fd = o->listen_fd;
+    p->ctl_fd = o->ctl_fd;
+    p->target = o->target;
+    p->target_name = o->target_name;
+    p->delay_ms = o->delay_ms;
+    p->drop = o->drop;
+    p->rng = o->seed;
+    for (int i = 0; i < MAX_CTL; i++)
+        p->ctl[i].fd = -1;
+    return p;
+}
+
+int relay_run(relay *p, const volatile sig_atomic_t *stop, const sigset_t *unblocked)
 {
     struct pollfd *pfd = NULL;
     slot *sl = NULL;
     size_t cap = 0;
     int rc = 0;
-    while (!p->quit && !stop_signal) {
+    while (!p->quit && !*stop) {
         int64_t now = tu_now_ms(), timeout;
         for (size_t i = 0; i < p->nconns; i++)
             for (int s = 0; s < 2; s++)
@@ -640,203 +661,21 @@ static int run(proxy *p, const sigset_t *unblocked)
     return rc;
 }
 
-/* ---- start-up -------------------------------------------------------------- */
-
-/* Parses a decimal port 0..65535. Returns 0 or -1. */
-static int parse_port(const char *s, int *port)
+void relay_destroy(relay **r_p)
 {
-    if (!*s || strspn(s, "0123456789") != strlen(s) || strlen(s) > 5 || atoi(s) > 65535)
-        return -1;
-    *port = atoi(s);
-    return 0;
-}
-
-/* Splits "HOST:PORT", "[V6]:PORT" or (with host_optional) "PORT"; host may be
- * empty. Returns 0 or -1. */
-static int split_hostport(const char *s, int host_optional, char *host, size_t hostlen,
-                          int *port)
-{
-    const char *colon = strrchr(s, ':');
-    if (!colon && !host_optional)
-        return -1;
-    const char *h = s, *ps = colon ? colon + 1 : s;
-    size_t hl = colon ? (size_t)(colon - s) : 0;
-    if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') {
-        h++;
-        hl -= 2;
+    relay *p = r_p ? *r_p : NULL;
+    if (!p)
+        return;
+    for (size_t i = 0; i < p->nconns; i++) {
+        conn_end(p->conns[i], 0, LOG_DEBUG, "proxy exiting");
+        free(p->conns[i]);
     }
-    if (hl >= hostlen || parse_port(ps, port) < 0)
-        return -1;
-    memcpy(host, h, hl);
-    host[hl] = '\0';
-    return 0;
-}
-
-/* Binds a non-blocking listening socket; returns it and the bound port, or -1. */
-static int open_listener(const char *what, const char *host, int port, int *bound)
-{
-    char ps[8];
-    snprintf(ps, sizeof ps, "%d", port);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
-    struct addrinfo *res;
-    int e = getaddrinfo(host, ps, &hints, &res);
-    if (e) {
-        LOG_E("cannot resolve %s address %s: %s", what, host, gai_strerror(e));
-        return -1;
-    }
-    int fd = -1, err = 0;
-    for (struct addrinfo *a = res; a && fd < 0; a = a->ai_next) {
-        fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
-        int one = 1;
-        if (fd >= 0 && (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
-                        bind(fd, a->ai_addr, a->ai_addrlen) < 0 || listen(fd, 128) < 0)) {
-            err = errno;
-            close(fd);
-            fd = -1;
-        } else if (fd < 0) {
-            err = errno;
-        }
-    }
-    freeaddrinfo(res);
-    if (fd < 0) {
-        LOG_E("cannot listen for %s on %s:%d: %s", what, host, port, strerror(err));
-        return -1;
-    }
-    struct sockaddr_storage sa;
-    socklen_t len = sizeof sa;
-    getsockname(fd, (struct sockaddr *)&sa, &len);
-    *bound = ntohs(sa.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&sa)->sin6_port
-                                            : ((struct sockaddr_in *)&sa)->sin_port);
-    return fd;
-}
-
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: pskv-faultproxy --listen [ADDR:]PORT --target HOST:PORT [--control PORT]\n"
-               "                       [--delay-ms N] [--drop P] [--seed S]\n"
-               "  --listen    address to accept on (ADDR default 0.0.0.0; PORT 0 = any free)\n"
-               "  --target    where each connection is relayed to\n"
-               "  --control   control port on 127.0.0.1 (or ADDR); 0 = any free\n"
-               "  --delay-ms  hold every chunk N ms in each direction (0..%d)\n"
-               "  --drop      close each new connection with probability P (0..1)\n"
-               "  --seed      seed of the drop decisions (default 1)\n"
-               "control commands: delay MS | drop P | blackhole on|off | reset | status | quit\n",
-               DELAY_MAX);
-}
-
-int main(int argc, char **argv)
-{
-    proxy px = {.listen_fd = -1, .ctl_fd = -1, .rng = 1};
-    const char *listen_arg = NULL, *target_arg = NULL;
-    char lhost[256] = "", thost[256] = "";
-    int lport = 0, tport = 0, cport = -1;
-    log_set_role("faultproxy");
-
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        const char *v = i + 1 < argc ? argv[++i] : NULL;
-        char *end = NULL;
-        int bad = 0;
-        if (!v) {
-            bad = 1;
-        } else if (!strcmp(a, "--listen")) {
-            listen_arg = v;
-            bad = split_hostport(v, 1, lhost, sizeof lhost, &lport) < 0;
-        } else if (!strcmp(a, "--target")) {
-            target_arg = v;
-            bad = split_hostport(v, 0, thost, sizeof thost, &tport) < 0 || !*thost || !tport;
-        } else if (!strcmp(a, "--control")) {
-            bad = parse_port(v, &cport) < 0;
-        } else if (!strcmp(a, "--delay-ms")) {
-            errno = 0;
-            long ms = strtol(v, &end, 10);
-            bad = errno || *end || end == v || ms < 0 || ms > DELAY_MAX;
-            px.delay_ms = (int)ms;
-        } else if (!strcmp(a, "--drop")) {
-            px.drop = strtod(v, &end);
-            bad = *end || end == v || !(px.drop >= 0 && px.drop <= 1);
-        } else if (!strcmp(a, "--seed")) {
-            errno = 0;
-            px.rng = strtoull(v, &end, 0);
-            bad = errno || *end || end == v || v[0] == '-';
-        } else {
-            fprintf(stderr, "pskv-faultproxy: unknown option %s\n", a);
-            usage(stderr);
-            return 2;
-        }
-        if (bad) {
-            fprintf(stderr, "pskv-faultproxy: bad or missing value for %s%s%s\n", a,
-                    v ? ": " : "", v ? v : "");
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (!listen_arg || !target_arg) {
-        fprintf(stderr, "pskv-faultproxy: --listen and --target are required\n");
-        usage(stderr);
-        return 2;
-    }
-    px.rng = px.rng ? px.rng : 1; /* xorshift must not start at 0 */
-    px.target_name = target_arg;
-
-    char tps[8];
-    snprintf(tps, sizeof tps, "%d", tport);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_NUMERICSERV};
-    int e = getaddrinfo(thost, tps, &hints, &px.target);
-    if (e) {
-        LOG_E("cannot resolve target %s: %s", target_arg, gai_strerror(e));
-        return 1;
-    }
+    free(p->conns);
     for (int i = 0; i < MAX_CTL; i++)
-        px.ctl[i].fd = -1;
-    int rc = 1, bound = 0;
-    const char *laddr = lhost[0] ? lhost : "0.0.0.0";
-    px.listen_fd = open_listener("connections", laddr, lport, &bound);
-    if (px.listen_fd < 0)
-        goto out;
-    printf("faultproxy listening on %d\n", bound);
-    if (cport >= 0) {
-        px.ctl_fd = open_listener("control", lhost[0] ? lhost : "127.0.0.1", cport, &bound);
-        if (px.ctl_fd < 0)
-            goto out;
-        printf("faultproxy control on %d\n", bound);
-    }
-    fflush(stdout);
-
-    /* Signals stay blocked except inside ppoll, so a SIGTERM cannot slip in
-     * between the check of stop_signal and the wait. */
-    signal(SIGPIPE, SIG_IGN);
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigset_t block, unblocked;
-    sigemptyset(&block);
-    sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGTERM);
-    sigprocmask(SIG_BLOCK, &block, &unblocked);
-    LOG_I("relaying to %s (delay %d ms, drop %g)", target_arg, px.delay_ms, px.drop);
-
-    rc = run(&px, &unblocked);
-    if (stop_signal)
-        LOG_I("exiting on signal %d", (int)stop_signal);
-    for (size_t i = 0; i < px.nconns; i++) {
-        conn_end(px.conns[i], 0, LOG_DEBUG, "proxy exiting");
-        free(px.conns[i]);
-    }
-    free(px.conns);
-out:
-    for (int i = 0; i < MAX_CTL; i++)
-        if (px.ctl[i].fd >= 0)
-            ctl_close(&px.ctl[i]);
-    close_fd(px.ctl_fd, 0);
-    close_fd(px.listen_fd, 0);
-    freeaddrinfo(px.target);
-    return rc;
+        if (p->ctl[i].fd >= 0)
+            ctl_close(&p->ctl[i]);
+    close_fd(p->ctl_fd, 0);
+    close_fd(p->listen_fd, 0);
+    free(p);
+    *r_p = NULL;
 }
