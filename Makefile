@@ -113,7 +113,7 @@ $(BIN)/pskv-gen-sparse: $(BUILD)/obj/worker/data/gen_sparse.o $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BIN)/pskv-faultproxy: $(BUILD)/obj/test/faultproxy.o $(COMMON_O)
+$(BIN)/pskv-faultproxy: $(BUILD)/obj/test/faultproxy.o $(BUILD)/obj/test/faultproxy_relay.o $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 

@@ -96,6 +96,34 @@ static int step(pskv_worker *w, int t, uint64_t n, const float *g, float *out, i
     return pskv_wait(w, tl, 30000);
 }
 
+/* The summary line of each mode that ran: the median step over the runs and,
+ * with a baseline, the median round trip and ratio. per_run holds each mode's
+ * steps (runs each), then scratch, then each run's round trip; sorts them in place. */
+static void summarize(uint64_t size, const int *on, double *per_run, int runs, long steps,
+                      const char *push, int baseline)
+{
+    double *rtt = per_run + (NMODES + 1) * runs;
+    for (int m = 0; m < NMODES; m++) {
+        if (!on[m])
+            continue;
+        double *v = per_run + m * runs, *q = per_run + NMODES * runs;
+        for (int r = 0; r < runs; r++)
+            q[r] = baseline ? rtt[r] / v[r] : 0;
+        double ratio = median(q, runs), us = median(v, runs);
+        /* bytes moved per step: a push and a pull, or (stream) a push */
+        double moved = (m == STREAM ? 1.0 : 2.0) * (double)size;
+        printf("bench size=%llu mode=%s step_us=%.1f GBps=%.3f runs=%d steps=%ld push=%s",
+               (unsigned long long)size, mode_names[m], us, moved / (us * 1000.0), runs, steps,
+               push);
+        if (baseline) {
+            memcpy(q, rtt, (size_t)runs * sizeof *q);
+            printf(" zmq_rtt_us=%.1f ratio=%.2f", median(q, runs), ratio);
+        }
+        printf("\n");
+        fflush(stdout);
+    }
+}
+
 int app_bench(pskv_worker *w, cfg_entry *cfg)
 {
     /* --size, --mode and --push were checked before joining (worker_main) */
@@ -184,25 +212,7 @@ int app_bench(pskv_worker *w, cfg_entry *cfg)
             fflush(stdout);
         }
     }
-    for (int m = 0; m < NMODES; m++) {
-        if (!on[m])
-            continue;
-        double *v = per_run + m * runs, *q = per_run + NMODES * runs;
-        for (int r = 0; r < runs; r++)
-            q[r] = *base ? rtt[r] / v[r] : 0;
-        double ratio = median(q, runs), us = median(v, runs);
-        /* bytes moved per step: a push and a pull, or (stream) a push */
-        double moved = (m == STREAM ? 1.0 : 2.0) * (double)size;
-        printf("bench size=%llu mode=%s step_us=%.1f GBps=%.3f runs=%d steps=%ld push=%s",
-               (unsigned long long)size, mode_names[m], us, moved / (us * 1000.0), runs, steps,
-               push);
-        if (*base) {
-            memcpy(q, rtt, (size_t)runs * sizeof *q);
-            printf(" zmq_rtt_us=%.1f ratio=%.2f", median(q, runs), ratio);
-        }
-        printf("\n");
-        fflush(stdout);
-    }
+    summarize(size, on, per_run, runs, steps, push, *base);
     free(g);
     free(out);
     free(per_run);

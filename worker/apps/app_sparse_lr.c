@@ -216,44 +216,78 @@ static int evaluate(pskv_worker *w, int t, evalset *e, double *logloss, double *
     return 0;
 }
 
-int app_sparse_lr(pskv_worker *w, cfg_entry *cfg)
+/* One training run, shared by the steps below: the options, the data, the
+ * tables, the two batches' buffers (this batch's and the next one's pull), and
+ * the counters of the loop and of rank 0's evaluations. */
+typedef struct lr_run {
+    pskv_worker *w;
+    cfg_entry *cfg;
+    int rank, W;
+    int batch, epochs;
+    libsvm_set d;      /* this worker's shard of --train */
+    evalset e;         /* rank 0: --test (or --train) */
+    report *rep;
+    int t, ts;         /* weight table, stats table */
+    uint64_t *keys[2]; /* a batch's distinct keys plus the bias, sorted */
+    float *wv[2];      /* their weights */
+    size_t nk[2];
+    float *grad;
+    size_t steps_per_epoch, total, eval_step, next_eval;
+    int64_t t0, eval_ns;
+    double loss_sum, last_total, last_train_s, unreported;
+    long loss_n;
+    uint64_t pushed_keys;
+    int cur;           /* keys[cur], wv[cur]: this batch */
+    int64_t prev_push, pending;
+} lr_run;
+
+/* This worker's shard, the report, and rank 0's evaluation set with its keys.
+ * Returns 0, or 1 after saying why (an allocation failure exits 1 silently). */
+static int load_data(lr_run *r)
 {
-    int rank = pskv_rank(w), W = pskv_num_workers(w);
-    int batch = (int)cfg_int(cfg, "batch"), epochs = (int)cfg_int(cfg, "epochs");
     char why[600];
-    libsvm_set d;
-    int rc = libsvm_load(cfg_str(cfg, "train"), (uint32_t)rank, (uint32_t)W, 0, &d, why, sizeof why);
+    cfg_entry *cfg = r->cfg;
+    int rc = libsvm_load(cfg_str(cfg, "train"), (uint32_t)r->rank, (uint32_t)r->W, 0, &r->d, why,
+                         sizeof why);
     if (rc < 0) {
         fprintf(stderr, "sparse-lr: %s\n", why);
         return 1;
     }
-    if (d.n == 0) {
-        fprintf(stderr, "sparse-lr: worker %d has no examples in %s\n", rank, cfg_str(cfg, "train"));
+    if (r->d.n == 0) {
+        fprintf(stderr, "sparse-lr: worker %d has no examples in %s\n", r->rank,
+                cfg_str(cfg, "train"));
         return 1;
     }
-    evalset e;
-    memset(&e, 0, sizeof e);
-    report *rep = report_new(rank == 0 ? cfg_str(cfg, "metrics") : NULL, why, sizeof why);
-    if (!rep) {
+    r->rep = report_new(r->rank == 0 ? cfg_str(cfg, "metrics") : NULL, why, sizeof why);
+    if (!r->rep) {
         fprintf(stderr, "sparse-lr: %s\n", why);
         return 1;
     }
-    if (rank == 0) {
-        const char *test = *cfg_str(cfg, "test") ? cfg_str(cfg, "test") : cfg_str(cfg, "train");
-        rc = libsvm_load(test, 0, 1, 0, &e.d, why, sizeof why);
-        if (rc < 0) {
-            fprintf(stderr, "sparse-lr: %s\n", why);
-            return 1;
-        }
-        e.keys = malloc((e.d.nnz + 1) * sizeof *e.keys);
-        e.sc = malloc((e.d.n ? e.d.n : 1) * sizeof *e.sc);
-        if (!e.keys || !e.sc)
-            return 1;
-        e.nkeys = e.d.n ? batch_keys(&e.d, 0, e.d.n, e.keys) : 0;
-        e.w = malloc((e.nkeys + 1) * sizeof *e.w);
-        if (!e.w)
-            return 1;
+    if (r->rank != 0)
+        return 0;
+    evalset *e = &r->e;
+    const char *test = *cfg_str(cfg, "test") ? cfg_str(cfg, "test") : cfg_str(cfg, "train");
+    rc = libsvm_load(test, 0, 1, 0, &e->d, why, sizeof why);
+    if (rc < 0) {
+        fprintf(stderr, "sparse-lr: %s\n", why);
+        return 1;
     }
+    e->keys = malloc((e->d.nnz + 1) * sizeof *e->keys);
+    e->sc = malloc((e->d.n ? e->d.n : 1) * sizeof *e->sc);
+    if (!e->keys || !e->sc)
+        return 1;
+    e->nkeys = e->d.n ? batch_keys(&e->d, 0, e->d.n, e->keys) : 0;
+    e->w = malloc((e->nkeys + 1) * sizeof *e->w);
+    if (!e->w)
+        return 1;
+    return 0;
+}
+
+/* The sparse weight table and the per-worker sample counter. Returns 0, or 1
+ * after saying why. */
+static int open_tables(lr_run *r)
+{
+    cfg_entry *cfg = r->cfg;
     pskv_table_opts o;
     pskv_table_opts_init(&o);
     o.kind = PSKV_SPARSE;
@@ -263,167 +297,249 @@ int app_sparse_lr(pskv_worker *w, cfg_entry *cfg)
     o.momentum = strcmp(o.updater, "sgd") == 0 ? (float)cfg_double(cfg, "momentum") : 0.0f;
     o.l2 = (float)cfg_double(cfg, "l2");
     o.eps = 1e-6f;
-    int t = pskv_table_open(w, "sparse-lr.w", &o);
-    if (t < 0)
-        return fail(w, "open the weight table", t);
+    r->t = pskv_table_open(r->w, "sparse-lr.w", &o);
+    if (r->t < 0)
+        return fail(r->w, "open the weight table", r->t);
     pskv_table_opts_init(&o);
     o.kind = PSKV_DENSE;
-    o.size = (uint64_t)W;
+    o.size = (uint64_t)r->W;
     o.updater = "sum";
-    int ts = pskv_table_open(w, "sparse-lr.samples", &o);
-    if (ts < 0)
-        return fail(w, "open the stats table", ts);
+    r->ts = pskv_table_open(r->w, "sparse-lr.samples", &o);
+    if (r->ts < 0)
+        return fail(r->w, "open the stats table", r->ts);
+    return 0;
+}
 
-    /* the largest batch: its features plus the bias */
+/* The two batches' buffers, sized for the largest batch: its features plus the
+ * bias. Returns 0, or 1 (silently) when out of memory. */
+static int alloc_batches(lr_run *r)
+{
     size_t maxk = 1;
-    for (size_t i = 0; i < d.n; i += (size_t)batch) {
-        size_t hi = i + (size_t)batch < d.n ? i + (size_t)batch : d.n;
-        if (d.off[hi] - d.off[i] + 1 > maxk)
-            maxk = d.off[hi] - d.off[i] + 1;
+    for (size_t i = 0; i < r->d.n; i += (size_t)r->batch) {
+        size_t hi = i + (size_t)r->batch < r->d.n ? i + (size_t)r->batch : r->d.n;
+        if (r->d.off[hi] - r->d.off[i] + 1 > maxk)
+            maxk = r->d.off[hi] - r->d.off[i] + 1;
     }
-    uint64_t *keys[2] = {malloc(maxk * 8), malloc(maxk * 8)};
-    float *wv[2] = {malloc(maxk * 4), malloc(maxk * 4)};
-    float *grad = malloc(maxk * 4);
-    size_t nk[2];
-    if (!keys[0] || !keys[1] || !wv[0] || !wv[1] || !grad)
+    r->keys[0] = malloc(maxk * 8);
+    r->keys[1] = malloc(maxk * 8);
+    r->wv[0] = malloc(maxk * 4);
+    r->wv[1] = malloc(maxk * 4);
+    r->grad = malloc(maxk * 4);
+    if (!r->keys[0] || !r->keys[1] || !r->wv[0] || !r->wv[1] || !r->grad)
         return 1;
-    if (rank == 0 && *cfg_str(cfg, "init-from") && load_model(w, t, cfg_str(cfg, "init-from")))
+    return 0;
+}
+
+/* Steps per epoch and in all, and when rank 0 evaluates. */
+static void plan(lr_run *r)
+{
+    r->steps_per_epoch = (r->d.n + (size_t)r->batch - 1) / (size_t)r->batch;
+    double eval_every = cfg_double(r->cfg, "eval-every");
+    r->eval_step = eval_every > 0 ? (size_t)ceil(eval_every * (double)r->steps_per_epoch) : 0;
+    if (eval_every > 0 && r->eval_step < 1)
+        r->eval_step = 1;
+    r->next_eval = r->eval_step;
+    r->total = r->steps_per_epoch * (size_t)r->epochs;
+}
+
+/* The first example of step `step`'s batch and the one after its last. */
+static void batch_range(const lr_run *r, size_t step, size_t *lo, size_t *hi)
+{
+    size_t s = step % r->steps_per_epoch;
+    *lo = s * (size_t)r->batch;
+    *hi = *lo + (size_t)r->batch < r->d.n ? *lo + (size_t)r->batch : r->d.n;
+}
+
+/* Examples [lo, hi) at the weights in wv[cur]: the mean gradient of the
+ * log-loss into grad (one float per key of keys[cur]); returns the summed loss. */
+static double batch_grad(lr_run *r, size_t lo, size_t hi)
+{
+    const libsvm_set *d = &r->d;
+    const uint64_t *k = r->keys[r->cur];
+    const float *wt = r->wv[r->cur];
+    size_t n = r->nk[r->cur], bias = find_key(k, n, BIAS_KEY);
+    memset(r->grad, 0, n * sizeof *r->grad);
+    double bl = 0;
+    for (size_t i = lo; i < hi; i++) {
+        double z = wt[bias];
+        for (size_t j = d->off[i]; j < d->off[i + 1]; j++)
+            z += wt[find_key(k, n, d->idx[j])] * d->val[j];
+        double p = sigmoid(z), y = d->y[i], g = (p - y) / (double)(hi - lo);
+        double pc = p < 1e-7 ? 1e-7 : p > 1 - 1e-7 ? 1 - 1e-7 : p;
+        bl -= y * log(pc) + (1 - y) * log(1 - pc);
+        for (size_t j = d->off[i]; j < d->off[i + 1]; j++)
+            r->grad[find_key(k, n, d->idx[j])] += (float)(g * d->val[j]);
+        r->grad[bias] += (float)g;
+    }
+    return bl;
+}
+
+/* Adds this worker's samples since the last call to the job-wide counter
+ * (not waited for). Returns the push's timestamp or a negated error. */
+static int64_t push_stats(lr_run *r)
+{
+    uint64_t key = (uint64_t)r->rank;
+    float v = (float)r->unreported;
+    r->unreported = 0;
+    return pskv_push(r->w, r->ts, &key, 1, &v);
+}
+
+/* Rank 0: log-loss, AUC and accuracy at freshly pulled weights, the job's rate
+ * from the sample counter, a report line, and after the last step (`last`, when
+ * every worker is done) the final line. Returns 0, or 1 after saying why. */
+static int evaluate_step(lr_run *r, size_t step, int last)
+{
+    int rc;
+    int64_t e0 = tu_now_ns();
+    double ll = 0, auc = 0, acc = 0;
+    if ((rc = evaluate(r->w, r->t, &r->e, &ll, &auc, &acc)) < 0)
+        return fail(r->w, "evaluation", rc);
+    float *counts = malloc((size_t)r->W * sizeof(float));
+    int64_t tc = counts ? pskv_pull(r->w, r->ts, NULL, (size_t)r->W, counts) : -PSKV_ENOMEM;
+    if (tc < 0 || (rc = pskv_wait(r->w, tc, TMO)) < 0)
+        return fail(r->w, "stats pull", tc < 0 ? (int)tc : rc);
+    double all = 0;
+    for (int i = 0; i < r->W; i++)
+        all += counts[i];
+    free(counts);
+    double train_s = (double)(e0 - r->t0 - r->eval_ns) / 1e9;
+    report_line l = {(double)(step + 1) / (double)r->steps_per_epoch, (int64_t)step + 1,
+                     (double)(tu_now_ns() - r->t0) / 1e9, r->loss_sum / (double)r->loss_n, ll,
+                     acc,
+                     train_s > r->last_train_s
+                         ? (all - r->last_total) / (train_s - r->last_train_s)
+                         : 0,
+                     auc};
+    report_eval(r->rep, &l);
+    r->last_total = all;
+    r->last_train_s = train_s;
+    r->loss_sum = 0;
+    r->loss_n = 0;
+    r->next_eval += r->eval_step;
+    r->eval_ns += tu_now_ns() - e0;
+    if (last)
+        printf("final auc %.4f logloss %.4f accuracy %.4f; %.0f keys/s pushed by rank 0\n", auc,
+               ll, acc, (double)r->pushed_keys / train_s);
+    return 0;
+}
+
+/* One batch: waits for its weights (and the previous batch's push), sends the
+ * next batch's pull, computes and pushes the gradient; every 64 steps the sample
+ * counter, and rank 0's evaluation when one is due. Returns 0, or 1 after saying why. */
+static int train_step(lr_run *r, size_t step)
+{
+    int rc;
+    size_t lo, hi;
+    batch_range(r, step, &lo, &hi);
+    if ((rc = pskv_wait(r->w, r->pending, TMO)) < 0)
+        return fail(r->w, "pull", rc);
+    /* the previous batch's push first (with replicas pulls are answered by tails,
+     * which hold a push once it is acknowledged): weights at most two batches old */
+    if (r->prev_push > 0 && (rc = pskv_wait(r->w, r->prev_push, TMO)) < 0)
+        return fail(r->w, "push", rc);
+    /* send the next batch's pull now: it travels while this one computes */
+    if (step + 1 < r->total) {
+        size_t lo2, hi2;
+        batch_range(r, step + 1, &lo2, &hi2);
+        int nx = r->cur ^ 1;
+        r->nk[nx] = batch_keys(&r->d, lo2, hi2, r->keys[nx]);
+        r->pending = pskv_pull(r->w, r->t, r->keys[nx], r->nk[nx], r->wv[nx]);
+        if (r->pending < 0)
+            return fail(r->w, "pull", (int)r->pending);
+    }
+    double bl = batch_grad(r, lo, hi);
+    r->loss_sum += bl / (double)(hi - lo);
+    r->loss_n++;
+    r->unreported += (double)(hi - lo);
+    size_t n = r->nk[r->cur];
+    int64_t tp = pskv_push(r->w, r->t, r->keys[r->cur], n, r->grad);
+    if (tp < 0)
+        return fail(r->w, "push", (int)tp);
+    r->prev_push = tp;
+    r->pushed_keys += n;
+    r->cur ^= 1;
+    if ((step & 63) == 63 && (tp = push_stats(r)) < 0)
+        return fail(r->w, "stats push", (int)tp);
+    int last = step + 1 == r->total;
+    if (r->rank == 0 && ((r->eval_step && step + 1 >= r->next_eval) || last)) {
+        /* the final figures come after every worker is done */
+        if (last && ((tp = push_stats(r)) < 0 || (rc = pskv_barrier(r->w, TMO * 10)) < 0))
+            return fail(r->w, "barrier after training", tp < 0 ? (int)tp : rc);
+        return evaluate_step(r, step, last);
+    }
+    return 0;
+}
+
+/* After the loop: rank 0 saves the model; other ranks report their last samples
+ * and pass the barrier rank 0 waits at before its final figures. Returns 0, or 1
+ * after saying why. */
+static int end_training(lr_run *r)
+{
+    int rc;
+    const char *save = cfg_str(r->cfg, "save-model");
+    if (r->rank == 0 && *save && save_model(r->w, r->t, save))
+        return 1;
+    if (r->rank != 0) {
+        int64_t tp = push_stats(r);
+        double secs = (double)(tu_now_ns() - r->t0) / 1e9;
+        if (tp < 0 || (rc = pskv_barrier(r->w, TMO * 10)) < 0)
+            return fail(r->w, "barrier after training", tp < 0 ? (int)tp : rc);
+        printf("rank %d done: %zu examples x %d epochs in %.1f s, %.0f keys/s pushed\n", r->rank,
+               r->d.n, r->epochs, secs, (double)r->pushed_keys / secs);
+    }
+    return 0;
+}
+
+static void free_run(lr_run *r)
+{
+    report_destroy(&r->rep);
+    libsvm_free(&r->d);
+    libsvm_free(&r->e.d);
+    free(r->e.keys);
+    free(r->e.w);
+    free(r->e.sc);
+    free(r->keys[0]);
+    free(r->keys[1]);
+    free(r->wv[0]);
+    free(r->wv[1]);
+    free(r->grad);
+}
+
+/* On a failure this returns at once without freeing the run: a pull may still be
+ * in flight into its buffers (pskv_worker_close waits for it), and the process
+ * exits next. */
+int app_sparse_lr(pskv_worker *w, cfg_entry *cfg)
+{
+    lr_run r;
+    memset(&r, 0, sizeof r);
+    r.w = w;
+    r.cfg = cfg;
+    r.rank = pskv_rank(w);
+    r.W = pskv_num_workers(w);
+    r.batch = (int)cfg_int(cfg, "batch");
+    r.epochs = (int)cfg_int(cfg, "epochs");
+    int rc;
+    if ((rc = load_data(&r)) || (rc = open_tables(&r)) || (rc = alloc_batches(&r)))
+        return rc;
+    if (r.rank == 0 && *cfg_str(cfg, "init-from") && load_model(w, r.t, cfg_str(cfg, "init-from")))
         return 1;
     rc = pskv_barrier(w, TMO);
     if (rc < 0)
         return fail(w, "barrier before training", rc);
-
-    const size_t steps_per_epoch = (d.n + (size_t)batch - 1) / (size_t)batch;
-    double eval_every = cfg_double(cfg, "eval-every");
-    size_t eval_step = eval_every > 0 ? (size_t)ceil(eval_every * (double)steps_per_epoch) : 0;
-    if (eval_every > 0 && eval_step < 1)
-        eval_step = 1;
-    size_t next_eval = eval_step;
-    int64_t t0 = tu_now_ns(), eval_ns = 0;
-    double loss_sum = 0, last_total = 0, last_train_s = 0, unreported = 0;
-    long loss_n = 0;
-    uint64_t pushed_keys = 0;
-    int cur = 0;
-    int64_t prev_push = 0;
-    nk[0] = batch_keys(&d, 0, d.n < (size_t)batch ? d.n : (size_t)batch, keys[0]);
-    int64_t pending = pskv_pull(w, t, keys[0], nk[0], wv[0]);
-    if (pending < 0)
-        return fail(w, "pull", (int)pending);
-    const size_t total = steps_per_epoch * (size_t)epochs;
-    for (size_t step = 0; step < total; step++) {
+    plan(&r);
+    r.t0 = tu_now_ns();
+    r.nk[0] = batch_keys(&r.d, 0, r.d.n < (size_t)r.batch ? r.d.n : (size_t)r.batch, r.keys[0]);
+    r.pending = pskv_pull(w, r.t, r.keys[0], r.nk[0], r.wv[0]);
+    if (r.pending < 0)
+        return fail(w, "pull", (int)r.pending);
+    for (size_t step = 0; step < r.total; step++) {
         if (app_stop_signal)
             return app_stopped("sparse-lr");
-        size_t s = step % steps_per_epoch;
-        size_t lo = s * (size_t)batch, hi = lo + (size_t)batch < d.n ? lo + (size_t)batch : d.n;
-        if ((rc = pskv_wait(w, pending, TMO)) < 0)
-            return fail(w, "pull", rc);
-        /* the previous batch's push first (with replicas pulls are answered by tails,
-         * which hold a push once it is acknowledged): weights at most two batches old */
-        if (prev_push > 0 && (rc = pskv_wait(w, prev_push, TMO)) < 0)
-            return fail(w, "push", rc);
-        /* send the next batch's pull now: it travels while this one computes */
-        if (step + 1 < total) {
-            size_t s2 = (step + 1) % steps_per_epoch, lo2 = s2 * (size_t)batch;
-            size_t hi2 = lo2 + (size_t)batch < d.n ? lo2 + (size_t)batch : d.n;
-            nk[cur ^ 1] = batch_keys(&d, lo2, hi2, keys[cur ^ 1]);
-            pending = pskv_pull(w, t, keys[cur ^ 1], nk[cur ^ 1], wv[cur ^ 1]);
-            if (pending < 0)
-                return fail(w, "pull", (int)pending);
-        }
-        const uint64_t *k = keys[cur];
-        const float *wt = wv[cur];
-        size_t n = nk[cur], bias = find_key(k, n, BIAS_KEY);
-        memset(grad, 0, n * sizeof *grad);
-        double bl = 0;
-        for (size_t i = lo; i < hi; i++) {
-            double z = wt[bias];
-            for (size_t j = d.off[i]; j < d.off[i + 1]; j++)
-                z += wt[find_key(k, n, d.idx[j])] * d.val[j];
-            double p = sigmoid(z), y = d.y[i], g = (p - y) / (double)(hi - lo);
-            double pc = p < 1e-7 ? 1e-7 : p > 1 - 1e-7 ? 1 - 1e-7 : p;
-            bl -= y * log(pc) + (1 - y) * log(1 - pc);
-            for (size_t j = d.off[i]; j < d.off[i + 1]; j++)
-                grad[find_key(k, n, d.idx[j])] += (float)(g * d.val[j]);
-            grad[bias] += (float)g;
-        }
-        loss_sum += bl / (double)(hi - lo);
-        loss_n++;
-        unreported += (double)(hi - lo);
-        int64_t tp = pskv_push(w, t, k, n, grad);
-        if (tp < 0)
-            return fail(w, "push", (int)tp);
-        prev_push = tp;
-        pushed_keys += n;
-        cur ^= 1;
-        if ((step & 63) == 63) {
-            uint64_t key = (uint64_t)rank;
-            float v = (float)unreported;
-            if ((tp = pskv_push(w, ts, &key, 1, &v)) < 0)
-                return fail(w, "stats push", (int)tp);
-            unreported = 0;
-        }
-        int last = step + 1 == total;
-        if (rank == 0 && ((eval_step && step + 1 >= next_eval) || last)) {
-            if (last) { /* the final figures come after every worker is done */
-                uint64_t key = (uint64_t)rank;
-                float v = (float)unreported;
-                unreported = 0;
-                if ((tp = pskv_push(w, ts, &key, 1, &v)) < 0 || (rc = pskv_barrier(w, TMO * 10)) < 0)
-                    return fail(w, "barrier after training", tp < 0 ? (int)tp : rc);
-            }
-            int64_t e0 = tu_now_ns();
-            double ll = 0, auc = 0, acc = 0;
-            if ((rc = evaluate(w, t, &e, &ll, &auc, &acc)) < 0)
-                return fail(w, "evaluation", rc);
-            float *counts = malloc((size_t)W * sizeof(float));
-            int64_t tc = counts ? pskv_pull(w, ts, NULL, (size_t)W, counts) : -PSKV_ENOMEM;
-            if (tc < 0 || (rc = pskv_wait(w, tc, TMO)) < 0)
-                return fail(w, "stats pull", tc < 0 ? (int)tc : rc);
-            double all = 0;
-            for (int i = 0; i < W; i++)
-                all += counts[i];
-            free(counts);
-            double train_s = (double)(e0 - t0 - eval_ns) / 1e9;
-            report_line l = {(double)(step + 1) / (double)steps_per_epoch, (int64_t)step + 1,
-                             (double)(tu_now_ns() - t0) / 1e9, loss_sum / (double)loss_n, ll,
-                             acc,
-                             train_s > last_train_s ? (all - last_total) / (train_s - last_train_s)
-                                                    : 0,
-                             auc};
-            report_eval(rep, &l);
-            last_total = all;
-            last_train_s = train_s;
-            loss_sum = 0;
-            loss_n = 0;
-            next_eval += eval_step;
-            eval_ns += tu_now_ns() - e0;
-            if (last)
-                printf("final auc %.4f logloss %.4f accuracy %.4f; %.0f keys/s pushed by rank 0\n",
-                       auc, ll, acc, (double)pushed_keys / train_s);
-        }
+        if ((rc = train_step(&r, step)) != 0)
+            return rc;
     }
-    if (rank == 0 && *cfg_str(cfg, "save-model") && save_model(w, t, cfg_str(cfg, "save-model")))
-        return 1;
-    if (rank != 0) {
-        uint64_t key = (uint64_t)rank;
-        float v = (float)unreported;
-        int64_t tp = pskv_push(w, ts, &key, 1, &v);
-        double secs = (double)(tu_now_ns() - t0) / 1e9;
-        if (tp < 0 || (rc = pskv_barrier(w, TMO * 10)) < 0)
-            return fail(w, "barrier after training", tp < 0 ? (int)tp : rc);
-        printf("rank %d done: %zu examples x %d epochs in %.1f s, %.0f keys/s pushed\n", rank, d.n,
-               epochs, secs, (double)pushed_keys / secs);
-    }
-    report_destroy(&rep);
-    libsvm_free(&d);
-    libsvm_free(&e.d);
-    free(e.keys);
-    free(e.w);
-    free(e.sc);
-    free(keys[0]);
-    free(keys[1]);
-    free(wv[0]);
-    free(wv[1]);
-    free(grad);
+    if ((rc = end_training(&r)) != 0)
+        return rc;
+    free_run(&r);
     return 0;
 }

@@ -71,20 +71,52 @@ static void shuffle(uint32_t *a, uint32_t n, uint64_t seed)
     }
 }
 
+enum lr_schedule { LR_CONST, LR_LINEAR, LR_COSINE };
+
+/* One training run, shared by the steps below: the options, this worker's data,
+ * the model, the tables, the buffers a step reuses (allocated once: a step
+ * allocates nothing), rank 0's evaluation bookkeeping and the loop's counters. */
 typedef struct run {
     pskv_worker *w;
-    int t, ts;       /* parameter table, stats table */
-    model *m;
-    size_t P;
+    cfg_entry *cfg;
+    /* options */
+    const char *app; /* "softmax" or "mlp" */
+    int mlp, hidden, batch, epochs, accumulate;
+    double eval_every;
+    uint64_t seed;
+    enum lr_schedule lr_sched;
+    double slowdown, jitter_p, jitter_f;
+    /* data, model, tables */
     int rank, W;
+    idx_set train, test; /* test: rank 0 only */
+    model *m;
+    size_t P;        /* parameters */
+    int t, ts;       /* parameter table, stats table */
     report *rep;
-    idx_set test;
+    /* buffers */
+    float *grad, *grad2;   /* the step's gradient; a further micro-batch's */
+    float *x;              /* one micro-batch of images */
+    uint8_t *y;            /* its labels */
+    uint32_t *order;       /* this epoch's shuffled row order */
+    float *buf[2];         /* weights: the step's (buf[cur]) and the next pull's */
     float *eval_params;
+    /* evaluation (rank 0) */
     int64_t t0_ns, eval_ns;  /* training start; time spent in evaluation */
     double last_samples, last_train_s;
     double loss_sum;
     long loss_n;
     double accuracy; /* of the latest evaluation */
+    /* the loop */
+    int64_t steps_per_epoch, total_steps, eval_step, next_eval;
+    int overlap;      /* async/ssp: the next step's pull travels during this step */
+    int cur;          /* buf[cur] holds this step's weights */
+    int64_t pending;  /* the pull into the other buffer (overlap) */
+    int64_t prev_push;
+    int64_t step, epoch_steps, nsteps;
+    double epoch_loss, unreported;
+    int64_t ns_compute, ns_push, ns_wait, ns_batch, ns_sleep;
+    int64_t loop_t0, epoch_t0;
+    uint64_t jitter_rng;
 } run;
 
 /* Adds this worker's samples since the last call to the job-wide counter. */
@@ -139,8 +171,6 @@ static int evaluate(run *r, double epoch, int64_t step)
     return 0;
 }
 
-enum lr_schedule { LR_CONST, LR_LINEAR, LR_COSINE };
-
 /* Learning-rate factor at fraction done (0..1) of the run: const 1, linear 1 -> 0,
  * cosine 0.5 (1 + cos(pi x)). */
 static double lr_factor(enum lr_schedule sched, double done)
@@ -152,313 +182,462 @@ static double lr_factor(enum lr_schedule sched, double done)
     }
 }
 
-int app_train(pskv_worker *w, cfg_entry *cfg)
+/* ---- setting up ------------------------------------------------------------- */
+
+/* Reads the run's options. Returns 0, or 2 after saying what is wrong. */
+static int read_options(run *r)
 {
-    const char *app = cfg_str(cfg, "app");
-    int mlp = !strcmp(app, "mlp");
-    int hidden = mlp ? (int)cfg_int(cfg, "hidden") : 0;
-    int batch = (int)cfg_int(cfg, "batch");
-    int epochs = (int)cfg_int(cfg, "epochs");
-    double eval_every = cfg_double(cfg, "eval-every");
-    uint64_t seed = (uint64_t)cfg_int(cfg, "seed");
-    int accumulate = (int)cfg_int(cfg, "accumulate");
+    cfg_entry *cfg = r->cfg;
+    r->app = cfg_str(cfg, "app");
+    r->mlp = !strcmp(r->app, "mlp");
+    r->hidden = r->mlp ? (int)cfg_int(cfg, "hidden") : 0;
+    r->batch = (int)cfg_int(cfg, "batch");
+    r->epochs = (int)cfg_int(cfg, "epochs");
+    r->eval_every = cfg_double(cfg, "eval-every");
+    r->seed = (uint64_t)cfg_int(cfg, "seed");
+    r->accumulate = (int)cfg_int(cfg, "accumulate");
     const char *sched_name = cfg_str(cfg, "lr-schedule"); /* checked by worker_main */
-    enum lr_schedule lr_sched = !strcmp(sched_name, "linear")   ? LR_LINEAR
-                                : !strcmp(sched_name, "cosine") ? LR_COSINE
-                                                                : LR_CONST;
-    double slowdown = cfg_double(cfg, "slowdown"), jitter_p = 0, jitter_f = 1;
-    if (*cfg_str(cfg, "jitter") && sscanf(cfg_str(cfg, "jitter"), "%lf:%lf", &jitter_p, &jitter_f) != 2) {
+    r->lr_sched = !strcmp(sched_name, "linear")   ? LR_LINEAR
+                  : !strcmp(sched_name, "cosine") ? LR_COSINE
+                                                  : LR_CONST;
+    r->slowdown = cfg_double(cfg, "slowdown");
+    r->jitter_p = 0;
+    r->jitter_f = 1;
+    if (*cfg_str(cfg, "jitter") &&
+        sscanf(cfg_str(cfg, "jitter"), "%lf:%lf", &r->jitter_p, &r->jitter_f) != 2) {
         fprintf(stderr, "train: --jitter must be P:F (e.g. 0.1:5)\n");
         return 2;
     }
-    char why[512];
-    run r;
-    memset(&r, 0, sizeof r);
-    r.w = w;
-    r.rank = pskv_rank(w);
-    r.W = pskv_num_workers(w);
-    model_set_ftz();
+    return 0;
+}
 
-    idx_set train;
-    int rc = idx_load(cfg_str(cfg, "data"), "train", (uint32_t)r.rank, (uint32_t)r.W,
-                      (uint32_t)cfg_int(cfg, "train-limit"), &train, why, sizeof why);
+/* This worker's shard of the training set, rank 0's test set, the model and the
+ * report. Returns 0, or 1 after saying why. */
+static int load_data(run *r)
+{
+    char why[512];
+    cfg_entry *cfg = r->cfg;
+    int rc = idx_load(cfg_str(cfg, "data"), "train", (uint32_t)r->rank, (uint32_t)r->W,
+                      (uint32_t)cfg_int(cfg, "train-limit"), &r->train, why, sizeof why);
     if (rc < 0) {
         fprintf(stderr, "train: %s\n", why);
         return 1;
     }
-    if (r.rank == 0) {
+    if (r->rank == 0) {
         rc = idx_load(cfg_str(cfg, "data"), "t10k", 0, 1, (uint32_t)cfg_int(cfg, "test-limit"),
-                      &r.test, why, sizeof why);
+                      &r->test, why, sizeof why);
         if (rc < 0) {
             fprintf(stderr, "train: %s\n", why);
-            idx_free(&train);
+            idx_free(&r->train);
             return 1;
         }
     }
-    r.m = model_new((int)train.dim, hidden, 10, batch);
-    if (!r.m || train.n == 0) {
-        fprintf(stderr, "train: %s\n", train.n ? "out of memory" : "this worker's shard is empty");
+    r->m = model_new((int)r->train.dim, r->hidden, 10, r->batch);
+    if (!r->m || r->train.n == 0) {
+        fprintf(stderr, "train: %s\n",
+                r->train.n ? "out of memory" : "this worker's shard is empty");
         return 1;
     }
-    r.P = model_size(r.m);
-    r.rep = r.rank == 0 ? report_new(cfg_str(cfg, "metrics"), why, sizeof why) : report_new(NULL, why, sizeof why);
-    if (!r.rep) {
+    r->P = model_size(r->m);
+    r->rep = report_new(r->rank == 0 ? cfg_str(cfg, "metrics") : NULL, why, sizeof why);
+    if (!r->rep) {
         fprintf(stderr, "train: %s\n", why);
         return 1;
     }
+    return 0;
+}
 
+/* The parameter table (one dense run of P floats, named for the model) and the
+ * per-worker sample counter. Returns 0, or 1 after saying why. */
+static int open_tables(run *r)
+{
+    cfg_entry *cfg = r->cfg;
     pskv_table_opts o;
     pskv_table_opts_init(&o);
     o.kind = PSKV_DENSE;
-    o.size = r.P;
+    o.size = r->P;
     o.width = 1;
     o.updater = cfg_str(cfg, "updater");
     o.lr = (float)cfg_double(cfg, "lr");
     o.momentum = strcmp(o.updater, "sgd") == 0 ? (float)cfg_double(cfg, "momentum") : 0.0f;
     o.l2 = (float)cfg_double(cfg, "l2");
     o.init = "uniform";
-    o.init_scale = (float)(1.0 / sqrt((double)train.dim)); /* PyTorch's Linear bound */
-    o.seed = seed;
+    o.init_scale = (float)(1.0 / sqrt((double)r->train.dim)); /* PyTorch's Linear bound */
+    o.seed = r->seed;
     o.consistency = cfg_str(cfg, "consistency");
     o.backup = (uint32_t)cfg_int(cfg, "backup");
     char name[96];
-    snprintf(name, sizeof name, "%s-%u-%d-10", app, train.dim, hidden);
-    r.t = pskv_table_open(w, name, &o);
-    if (r.t < 0)
-        return fail(w, "open the parameter table", r.t);
+    snprintf(name, sizeof name, "%s-%u-%d-10", r->app, r->train.dim, r->hidden);
+    r->t = pskv_table_open(r->w, name, &o);
+    if (r->t < 0)
+        return fail(r->w, "open the parameter table", r->t);
     pskv_table_opts_init(&o);
     o.kind = PSKV_DENSE;
-    o.size = (uint64_t)r.W;
+    o.size = (uint64_t)r->W;
     o.updater = "sum";
-    snprintf(name, sizeof name, "%s.samples", app);
-    r.ts = pskv_table_open(w, name, &o);
-    if (r.ts < 0)
-        return fail(w, "open the stats table", r.ts);
+    snprintf(name, sizeof name, "%s.samples", r->app);
+    r->ts = pskv_table_open(r->w, name, &o);
+    if (r->ts < 0)
+        return fail(r->w, "open the stats table", r->ts);
+    return 0;
+}
 
-    float *grad2 = malloc(r.P * sizeof(float));
-    float *buf[2], *grad = malloc(r.P * sizeof(float)), *x = malloc((size_t)batch * train.dim * sizeof(float));
-    uint8_t *y = malloc((size_t)batch);
-    uint32_t *order = malloc(train.n * sizeof *order);
-    buf[0] = malloc(r.P * sizeof(float));
-    buf[1] = malloc(r.P * sizeof(float));
-    r.eval_params = malloc(r.P * sizeof(float));
-    if (!grad || !grad2 || !x || !y || !order || !buf[0] || !buf[1] || !r.eval_params) {
+/* The buffers every step reuses. Returns 0, or 1 after saying so. */
+static int alloc_buffers(run *r)
+{
+    r->grad2 = malloc(r->P * sizeof(float));
+    r->grad = malloc(r->P * sizeof(float));
+    r->x = malloc((size_t)r->batch * r->train.dim * sizeof(float));
+    r->y = malloc((size_t)r->batch);
+    r->order = malloc(r->train.n * sizeof *r->order);
+    r->buf[0] = malloc(r->P * sizeof(float));
+    r->buf[1] = malloc(r->P * sizeof(float));
+    r->eval_params = malloc(r->P * sizeof(float));
+    if (!r->grad || !r->grad2 || !r->x || !r->y || !r->order || !r->buf[0] || !r->buf[1] ||
+        !r->eval_params) {
         fprintf(stderr, "train: out of memory\n");
         return 1;
     }
-    const char *init_from = cfg_str(cfg, "init-from");
-    if (r.rank == 0 && *init_from) {
-        modelfile mf;
-        rc = modelfile_load(init_from, &mf, why, sizeof why);
-        if (rc == 0 && (mf.kind != (uint32_t)(mlp ? 2 : 1) || mf.in != train.dim ||
-                        mf.hidden != (uint32_t)hidden || mf.out != 10 || mf.n != r.P)) {
-            snprintf(why, sizeof why,
-                     "%s holds a %s %u-%u-%u model; this run trains %s %u-%d-10", init_from,
-                     mf.kind == 2 ? "mlp" : mf.kind == 1 ? "softmax" : "non-dense", mf.in,
-                     mf.hidden, mf.out, app, train.dim, hidden);
-            rc = -PSKV_EINVAL;
-        }
-        if (rc < 0) {
-            fprintf(stderr, "train: --init-from: %s\n", why);
-            modelfile_free(&mf);
-            return 1;
-        }
-        int64_t ta = pskv_assign(w, r.t, NULL, r.P, mf.vals);
-        modelfile_free(&mf);
-        if (ta < 0 || (rc = pskv_wait(w, ta, TMO)) < 0)
-            return fail(w, "load --init-from weights", ta < 0 ? (int)ta : rc);
-        printf("loaded weights from %s\n", init_from);
+    return 0;
+}
+
+/* --init-from: rank 0 assigns saved weights of the same model before anyone
+ * trains. Returns 0, or 1 after saying why. */
+static int init_weights(run *r)
+{
+    const char *init_from = cfg_str(r->cfg, "init-from");
+    if (r->rank != 0 || !*init_from)
+        return 0;
+    char why[512];
+    modelfile mf;
+    int rc = modelfile_load(init_from, &mf, why, sizeof why);
+    if (rc == 0 && (mf.kind != (uint32_t)(r->mlp ? 2 : 1) || mf.in != r->train.dim ||
+                    mf.hidden != (uint32_t)r->hidden || mf.out != 10 || mf.n != r->P)) {
+        snprintf(why, sizeof why,
+                 "%s holds a %s %u-%u-%u model; this run trains %s %u-%d-10", init_from,
+                 mf.kind == 2 ? "mlp" : mf.kind == 1 ? "softmax" : "non-dense", mf.in,
+                 mf.hidden, mf.out, r->app, r->train.dim, r->hidden);
+        rc = -PSKV_EINVAL;
     }
-    rc = pskv_barrier(w, TMO);
-    if (rc < 0)
-        return fail(w, "barrier before training", rc);
+    if (rc < 0) {
+        fprintf(stderr, "train: --init-from: %s\n", why);
+        modelfile_free(&mf);
+        return 1;
+    }
+    int64_t ta = pskv_assign(r->w, r->t, NULL, r->P, mf.vals);
+    modelfile_free(&mf);
+    if (ta < 0 || (rc = pskv_wait(r->w, ta, TMO)) < 0)
+        return fail(r->w, "load --init-from weights", ta < 0 ? (int)ta : rc);
+    printf("loaded weights from %s\n", init_from);
+    return 0;
+}
 
-    for (uint32_t i = 0; i < train.n; i++)
-        order[i] = i;
-    const int64_t per_step = (int64_t)batch * accumulate;
-    const int64_t steps_per_epoch = ((int64_t)train.n + per_step - 1) / per_step;
-    const int64_t total_steps = steps_per_epoch * epochs;
-    int64_t eval_step = eval_every > 0 ? (int64_t)ceil(eval_every * (double)steps_per_epoch) : 0;
-    if (eval_every > 0 && eval_step < 1)
-        eval_step = 1;
-    int64_t next_eval = eval_step;
-    r.t0_ns = tu_now_ns();
+/* Steps per epoch and in all, and when rank 0 evaluates. */
+static void plan(run *r)
+{
+    for (uint32_t i = 0; i < r->train.n; i++)
+        r->order[i] = i;
+    const int64_t per_step = (int64_t)r->batch * r->accumulate;
+    r->steps_per_epoch = ((int64_t)r->train.n + per_step - 1) / per_step;
+    r->total_steps = r->steps_per_epoch * r->epochs;
+    r->eval_step =
+        r->eval_every > 0 ? (int64_t)ceil(r->eval_every * (double)r->steps_per_epoch) : 0;
+    if (r->eval_every > 0 && r->eval_step < 1)
+        r->eval_step = 1;
+    r->next_eval = r->eval_step;
+}
 
+/* ---- one step ---------------------------------------------------------------- */
+
+/* The first weights into buf[0] and, when pulls overlap, the second pull sent
+ * into buf[1]. Returns 0, or 1 after saying why. */
+static int first_pull(run *r)
+{
     /* Under async and ssp the pull for the next step is sent right after this
      * step's push and clock, into the other buffer, and travels while the next
      * gradient is computed (the weights a step uses miss at most this worker's
      * previous push). Under bsp a step must see every push of the clock before:
      * push, clock, pull, wait, compute, with no overlap. */
-    const int overlap = strcmp(cfg_str(cfg, "consistency"), "bsp") != 0;
-    int cur = 0;
-    int64_t pending = pskv_pull(w, r.t, NULL, r.P, buf[0]);
-    if (pending < 0 || (rc = pskv_wait(w, pending, TMO)) < 0)
-        return fail(w, "first pull", pending < 0 ? (int)pending : rc);
-    pending = -1;
-    if (overlap && (pending = pskv_pull(w, r.t, NULL, r.P, buf[1])) < 0)
-        return fail(w, "pull", (int)pending);
-    double epoch_loss = 0, unreported = 0;
-    int64_t ns_compute = 0, ns_push = 0, ns_wait = 0, ns_batch = 0, ns_sleep = 0;
-    int64_t loop_t0 = tu_now_ns(), epoch_t0 = loop_t0, nsteps = 0;
-    uint64_t jitter_rng = ring_mix64(seed ^ (uint64_t)(r.rank + 1) * 0x51ed27ULL);
-    int64_t step = 0, epoch_steps = 0, prev_push = 0;
-    while (step < total_steps) {
+    r->overlap = strcmp(cfg_str(r->cfg, "consistency"), "bsp") != 0;
+    r->cur = 0;
+    int rc = 0;
+    int64_t pending = pskv_pull(r->w, r->t, NULL, r->P, r->buf[0]);
+    if (pending < 0 || (rc = pskv_wait(r->w, pending, TMO)) < 0)
+        return fail(r->w, "first pull", pending < 0 ? (int)pending : rc);
+    r->pending = -1;
+    if (r->overlap && (r->pending = pskv_pull(r->w, r->t, NULL, r->P, r->buf[1])) < 0)
+        return fail(r->w, "pull", (int)r->pending);
+    return 0;
+}
+
+/* A new epoch: this worker's rows in a fresh order, and its loss restarted. */
+static void new_epoch(run *r, int epoch)
+{
+    shuffle(r->order, r->train.n,
+            ring_mix64(r->seed * 1000003 + (uint64_t)r->rank * 7919 + (uint64_t)epoch));
+    r->epoch_loss = 0;
+    r->epoch_steps = 0;
+    r->epoch_t0 = tu_now_ns();
+}
+
+/* The step's gradient into grad: K micro-batches of `batch` at buf[cur],
+ * averaged into one push and scaled by the learning-rate schedule. Returns the
+ * step's mean loss; adds the time spent gathering rows to *cb and computing to *cc. */
+static float compute_step(run *r, int64_t in_epoch, int64_t *cb, int64_t *cc)
+{
+    const idx_set *train = &r->train;
+    const uint32_t batch = (uint32_t)r->batch;
+    float loss = 0;
+    int micro = 0;
+    for (int a = 0; a < r->accumulate; a++) {
+        uint32_t first = (uint32_t)((in_epoch * r->accumulate + a) * r->batch);
+        if (first >= train->n)
+            break;
+        int64_t c0 = tu_now_ns();
+        int bs = (int)((train->n - first) < batch ? train->n - first : batch);
+        for (int b = 0; b < bs; b++) {
+            memcpy(r->x + (size_t)b * train->dim,
+                   train->x + (size_t)r->order[first + b] * train->dim,
+                   train->dim * sizeof(float));
+            r->y[b] = train->y[r->order[first + b]];
+        }
+        int64_t c1 = tu_now_ns();
+        float *g = micro ? r->grad2 : r->grad;
+        loss += model_grad(r->m, r->buf[r->cur], r->x, r->y, bs, g);
+        if (micro)
+            cblas_saxpy((blasint)r->P, 1.0f, r->grad2, 1, r->grad, 1);
+        micro++;
+        r->unreported += bs;
+        *cb += c1 - c0;
+        *cc += tu_now_ns() - c1;
+    }
+    /* the learning-rate schedule, as a factor on the pushed gradient: with the
+     * sgd updater (w -= lr * v, v = momentum * v + g) the same as scaling lr */
+    float scale = (float)lr_factor(r->lr_sched, (double)r->step / (double)r->total_steps) /
+                  (float)micro;
+    if (scale != 1.0f)
+        cblas_sscal((blasint)r->P, scale, r->grad, 1);
+    loss /= (float)micro;
+    return loss;
+}
+
+/* Stragglers (--slowdown, --jitter): sleep in proportion to the compute just done. */
+static void straggle(run *r, int64_t cc)
+{
+    double factor = r->slowdown;
+    if (r->jitter_p > 0 &&
+        (double)(rng_next(&r->jitter_rng) >> 11) / 9007199254740992.0 < r->jitter_p)
+        factor *= r->jitter_f;
+    if (factor > 1) {
+        int64_t z = tu_now_ns();
+        tu_sleep_ms((int64_t)((factor - 1) * (double)cc / 1e6 + 0.5));
+        r->ns_sleep += tu_now_ns() - z;
+    }
+}
+
+/* Pushes the gradient and clocks, then makes buf[cur] the next step's weights:
+ * with overlap, the pull sent last step (and a new one sent into the other
+ * buffer); under bsp, a pull waited for here. Returns 0, or 1 after saying why. */
+static int exchange(run *r)
+{
+    int rc;
+    int64_t c2 = tu_now_ns();
+    int64_t tp = pskv_push(r->w, r->t, NULL, r->P, r->grad);
+    if (tp < 0)
+        return fail(r->w, "push", (int)tp);
+    if ((rc = pskv_clock(r->w)) < 0)
+        return fail(r->w, "clock", rc);
+    int64_t c3 = tu_now_ns();
+    if (r->overlap) {
+        /* the other buffer's pull was sent during this step's compute */
+        if ((rc = pskv_wait(r->w, r->pending, TMO)) < 0)
+            return fail(r->w, "pull", rc);
+        /* the previous step's push has had a whole step to be acknowledged: with
+         * replicas a pull is answered by the tail, which holds a push only once it
+         * is acknowledged, so waiting for it bounds how stale the next weights are
+         * (and how many pushes are in flight) to two steps of this worker */
+        if (r->prev_push > 0 && (rc = pskv_wait(r->w, r->prev_push, TMO)) < 0)
+            return fail(r->w, "push", rc);
+        r->prev_push = tp;
+        /* after the push: sees it */
+        r->pending = pskv_pull(r->w, r->t, NULL, r->P, r->buf[r->cur]);
+        if (r->pending < 0)
+            return fail(r->w, "pull", (int)r->pending);
+        r->cur ^= 1;
+    } else {
+        int64_t tl = pskv_pull(r->w, r->t, NULL, r->P, r->buf[r->cur]);
+        if (tl < 0 || (rc = pskv_wait(r->w, tl, TMO)) < 0)
+            return fail(r->w, "pull", tl < 0 ? (int)tl : rc);
+    }
+    int64_t c4 = tu_now_ns();
+    r->ns_push += c3 - c2;
+    r->ns_wait += c4 - c3;
+    return 0;
+}
+
+/* After a step: the sample counter every 16 steps, the progress line, a rank's
+ * end-of-epoch line, and rank 0's evaluation when one is due. Returns 0, or 1
+ * after saying why. */
+static int after_step(run *r, int64_t in_epoch, int epoch)
+{
+    int rc;
+    if ((r->nsteps & 15) == 15) {
+        if ((rc = push_stats(r, r->unreported)) < 0)
+            return fail(r->w, "stats push", rc);
+        r->unreported = 0;
+    }
+    double done = (double)(r->step + 1) / (double)r->steps_per_epoch;
+    double secs = (double)(tu_now_ns() - r->epoch_t0) / 1e9;
+    report_progress(r->rep, epoch + 1, 100.0 * (double)(in_epoch + 1) / (double)r->steps_per_epoch,
+                    secs > 0 ? (double)r->epoch_steps * r->batch * r->accumulate / secs : 0,
+                    r->epoch_loss / (double)r->epoch_steps);
+    if (in_epoch == r->steps_per_epoch - 1 && r->rank != 0)
+        printf("rank %d epoch %d: train_loss %.4f  %.0f samples/s (this worker)  %.1f s\n",
+               r->rank, epoch + 1, r->epoch_loss / (double)r->epoch_steps,
+               (double)r->train.n / secs, secs);
+    if (r->rank == 0 && r->eval_step && r->step + 1 >= r->next_eval &&
+        r->step + 1 < r->total_steps) {
+        if ((rc = push_stats(r, r->unreported)) < 0 || (rc = pskv_wait_all(r->w, TMO)) < 0)
+            return fail(r->w, "stats push", rc);
+        r->unreported = 0;
+        if ((rc = evaluate(r, done, r->step + 1)) < 0)
+            return fail(r->w, "evaluation", rc);
+        r->next_eval += r->eval_step;
+    }
+    return 0;
+}
+
+/* The training loop. Returns 0, or the exit status after saying why. */
+static int train_loop(run *r)
+{
+    int rc = first_pull(r);
+    if (rc)
+        return rc;
+    r->loop_t0 = tu_now_ns();
+    r->epoch_t0 = r->loop_t0;
+    r->jitter_rng = ring_mix64(r->seed ^ (uint64_t)(r->rank + 1) * 0x51ed27ULL);
+    while (r->step < r->total_steps) {
         if (app_stop_signal)
             return app_stopped("train");
-        int64_t in_epoch = step % steps_per_epoch;
-        int epoch = (int)(step / steps_per_epoch);
-        if (in_epoch == 0 || epoch_steps == 0) {
-            shuffle(order, train.n, ring_mix64(seed * 1000003 + (uint64_t)r.rank * 7919 + (uint64_t)epoch));
-            epoch_loss = 0;
-            epoch_steps = 0;
-            epoch_t0 = tu_now_ns();
-        }
-        /* K micro-batches of `batch`, averaged into one push */
+        int64_t in_epoch = r->step % r->steps_per_epoch;
+        int epoch = (int)(r->step / r->steps_per_epoch);
+        if (in_epoch == 0 || r->epoch_steps == 0)
+            new_epoch(r, epoch);
         int64_t cb = 0, cc = 0;
-        float loss = 0;
-        int micro = 0;
-        for (int a = 0; a < accumulate; a++) {
-            uint32_t first = (uint32_t)((in_epoch * accumulate + a) * batch);
-            if (first >= train.n)
-                break;
-            int64_t c0 = tu_now_ns();
-            int bs = (int)((train.n - first) < (uint32_t)batch ? train.n - first : (uint32_t)batch);
-            for (int b = 0; b < bs; b++) {
-                memcpy(x + (size_t)b * train.dim, train.x + (size_t)order[first + b] * train.dim,
-                       train.dim * sizeof(float));
-                y[b] = train.y[order[first + b]];
-            }
-            int64_t c1 = tu_now_ns();
-            float *g = micro ? grad2 : grad;
-            loss += model_grad(r.m, buf[cur], x, y, bs, g);
-            if (micro)
-                cblas_saxpy((blasint)r.P, 1.0f, grad2, 1, grad, 1);
-            micro++;
-            unreported += bs;
-            cb += c1 - c0;
-            cc += tu_now_ns() - c1;
-        }
-        /* the learning-rate schedule, as a factor on the pushed gradient: with the
-         * sgd updater (w -= lr * v, v = momentum * v + g) the same as scaling lr */
-        float scale = (float)lr_factor(lr_sched, (double)step / (double)total_steps) /
-                      (float)micro;
-        if (scale != 1.0f)
-            cblas_sscal((blasint)r.P, scale, grad, 1);
-        loss /= (float)micro;
-        /* stragglers: sleep in proportion to the compute just done */
-        double factor = slowdown;
-        if (jitter_p > 0 && (double)(rng_next(&jitter_rng) >> 11) / 9007199254740992.0 < jitter_p)
-            factor *= jitter_f;
-        if (factor > 1) {
-            int64_t z = tu_now_ns();
-            tu_sleep_ms((int64_t)((factor - 1) * (double)cc / 1e6 + 0.5));
-            ns_sleep += tu_now_ns() - z;
-        }
-        epoch_loss += loss;
-        epoch_steps++;
-        r.loss_sum += loss;
-        r.loss_n++;
-        int64_t c2 = tu_now_ns();
-        int64_t tp = pskv_push(w, r.t, NULL, r.P, grad);
-        if (tp < 0)
-            return fail(w, "push", (int)tp);
-        if ((rc = pskv_clock(w)) < 0)
-            return fail(w, "clock", rc);
-        int64_t c3 = tu_now_ns();
-        if (overlap) {
-            /* the other buffer's pull was sent during this step's compute */
-            if ((rc = pskv_wait(w, pending, TMO)) < 0)
-                return fail(w, "pull", rc);
-            /* the previous step's push has had a whole step to be acknowledged: with
-             * replicas a pull is answered by the tail, which holds a push only once it
-             * is acknowledged, so waiting for it bounds how stale the next weights are
-             * (and how many pushes are in flight) to two steps of this worker */
-            if (prev_push > 0 && (rc = pskv_wait(w, prev_push, TMO)) < 0)
-                return fail(w, "push", rc);
-            prev_push = tp;
-            pending = pskv_pull(w, r.t, NULL, r.P, buf[cur]); /* after the push: sees it */
-            if (pending < 0)
-                return fail(w, "pull", (int)pending);
-            cur ^= 1;
-        } else {
-            int64_t tl = pskv_pull(w, r.t, NULL, r.P, buf[cur]);
-            if (tl < 0 || (rc = pskv_wait(w, tl, TMO)) < 0)
-                return fail(w, "pull", tl < 0 ? (int)tl : rc);
-        }
-        int64_t c4 = tu_now_ns();
-        ns_batch += cb;
-        ns_compute += cc;
-        ns_push += c3 - c2;
-        ns_wait += c4 - c3;
-        nsteps++;
-        if ((nsteps & 15) == 15) {
-            if ((rc = push_stats(&r, unreported)) < 0)
-                return fail(w, "stats push", rc);
-            unreported = 0;
-        }
-        double done = (double)(step + 1) / (double)steps_per_epoch;
-        double secs = (double)(tu_now_ns() - epoch_t0) / 1e9;
-        report_progress(r.rep, epoch + 1, 100.0 * (double)(in_epoch + 1) / (double)steps_per_epoch,
-                        secs > 0 ? (double)epoch_steps * batch * accumulate / secs : 0,
-                        epoch_loss / (double)epoch_steps);
-        if (in_epoch == steps_per_epoch - 1 && r.rank != 0)
-            printf("rank %d epoch %d: train_loss %.4f  %.0f samples/s (this worker)  %.1f s\n",
-                   r.rank, epoch + 1, epoch_loss / (double)epoch_steps,
-                   (double)train.n / secs, secs);
-        if (r.rank == 0 && eval_step && step + 1 >= next_eval && step + 1 < total_steps) {
-            if ((rc = push_stats(&r, unreported)) < 0 || (rc = pskv_wait_all(w, TMO)) < 0)
-                return fail(w, "stats push", rc);
-            unreported = 0;
-            if ((rc = evaluate(&r, done, step + 1)) < 0)
-                return fail(w, "evaluation", rc);
-            next_eval += eval_step;
-        }
+        float loss = compute_step(r, in_epoch, &cb, &cc);
+        straggle(r, cc);
+        r->epoch_loss += loss;
+        r->epoch_steps++;
+        r->loss_sum += loss;
+        r->loss_n++;
+        if ((rc = exchange(r)) != 0)
+            return rc;
+        r->ns_batch += cb;
+        r->ns_compute += cc;
+        r->nsteps++;
+        if ((rc = after_step(r, in_epoch, epoch)) != 0)
+            return rc;
         /* a bsp worker left behind (its clock closed without it) skips ahead */
-        step = pskv_current_clock(w) > step + 1 ? pskv_current_clock(w) : step + 1;
+        r->step = pskv_current_clock(r->w) > r->step + 1 ? pskv_current_clock(r->w) : r->step + 1;
     }
-    if ((rc = push_stats(&r, unreported)) < 0 || (rc = pskv_wait_all(w, TMO)) < 0)
-        return fail(w, "final push", rc);
-    double loop_s = (double)(tu_now_ns() - loop_t0) / 1e9, n_st = nsteps ? (double)nsteps : 1;
+    return 0;
+}
+
+/* ---- the end ----------------------------------------------------------------- */
+
+/* The last samples counted, where this worker's step time went, and the barrier
+ * every worker passes before rank 0's final evaluation. Returns 0, or 1 after
+ * saying why. */
+static int end_training(run *r)
+{
+    int rc;
+    if ((rc = push_stats(r, r->unreported)) < 0 || (rc = pskv_wait_all(r->w, TMO)) < 0)
+        return fail(r->w, "final push", rc);
+    double loop_s = (double)(tu_now_ns() - r->loop_t0) / 1e9;
+    double n_st = r->nsteps ? (double)r->nsteps : 1;
     printf("rank %d step time: batch %.1f us, compute %.1f us, push %.1f us, wait for pull %.1f us, "
            "straggler sleep %.1f us (%lld steps)\n",
-           r.rank, ns_batch / 1e3 / n_st, ns_compute / 1e3 / n_st, ns_push / 1e3 / n_st,
-           ns_wait / 1e3 / n_st, ns_sleep / 1e3 / n_st, (long long)nsteps);
+           r->rank, r->ns_batch / 1e3 / n_st, r->ns_compute / 1e3 / n_st, r->ns_push / 1e3 / n_st,
+           r->ns_wait / 1e3 / n_st, r->ns_sleep / 1e3 / n_st, (long long)r->nsteps);
     printf("rank %d waiting fraction %.4f (%.2f s blocked in the library of %.2f s training)\n",
-           r.rank, (double)(ns_push + ns_wait) / 1e9 / loop_s, (double)(ns_push + ns_wait) / 1e9,
-           loop_s);
-    rc = pskv_barrier(w, TMO * 10);
+           r->rank, (double)(r->ns_push + r->ns_wait) / 1e9 / loop_s,
+           (double)(r->ns_push + r->ns_wait) / 1e9, loop_s);
+    rc = pskv_barrier(r->w, TMO * 10);
     if (rc < 0)
-        return fail(w, "barrier after training", rc);
+        return fail(r->w, "barrier after training", rc);
+    return 0;
+}
+
+/* Rank 0, after the final evaluation: --save-model and the final line. Returns
+ * the exit status (1 when the model could not be saved). */
+static int final_results(run *r)
+{
+    int status = 0;
+    const char *save = cfg_str(r->cfg, "save-model");
+    if (*save) {
+        char why[512];
+        modelfile mf = {(uint32_t)(r->mlp ? 2 : 1), r->train.dim, (uint32_t)r->hidden, 10, r->P,
+                        NULL, r->eval_params};
+        if (modelfile_save(save, &mf, why, sizeof why) < 0) {
+            fprintf(stderr, "train: --save-model: %s\n", why);
+            status = 1;
+        } else {
+            printf("model saved to %s\n", save);
+        }
+    }
+    printf("final test accuracy %.4f after %d epochs (%d workers, %d servers)%s%s\n",
+           r->accuracy, r->epochs, r->W, pskv_num_servers(r->w),
+           *cfg_str(r->cfg, "metrics") ? "; metrics in " : "", cfg_str(r->cfg, "metrics"));
+    return status;
+}
+
+static void free_run(run *r)
+{
+    report_destroy(&r->rep);
+    model_destroy(&r->m);
+    idx_free(&r->train);
+    idx_free(&r->test);
+    free(r->grad);
+    free(r->grad2);
+    free(r->x);
+    free(r->y);
+    free(r->order);
+    free(r->buf[0]);
+    free(r->buf[1]);
+    free(r->eval_params);
+}
+
+/* On a failure this returns at once without freeing the run: a pull may still be
+ * in flight into its buffers (pskv_worker_close waits for it), and the process
+ * exits next. */
+int app_train(pskv_worker *w, cfg_entry *cfg)
+{
+    run r;
+    memset(&r, 0, sizeof r);
+    r.w = w;
+    r.cfg = cfg;
+    int rc = read_options(&r);
+    if (rc)
+        return rc;
+    r.rank = pskv_rank(w);
+    r.W = pskv_num_workers(w);
+    model_set_ftz();
+    if ((rc = load_data(&r)) || (rc = open_tables(&r)) || (rc = alloc_buffers(&r)) ||
+        (rc = init_weights(&r)))
+        return rc;
+    rc = pskv_barrier(w, TMO);
+    if (rc < 0)
+        return fail(w, "barrier before training", rc);
+    plan(&r);
+    r.t0_ns = tu_now_ns();
+    if ((rc = train_loop(&r)) || (rc = end_training(&r)))
+        return rc;
     int status = 0;
     if (r.rank == 0) {
-        if ((rc = evaluate(&r, (double)epochs, total_steps)) < 0)
+        if ((rc = evaluate(&r, (double)r.epochs, r.total_steps)) < 0)
             return fail(w, "final evaluation", rc);
-        const char *save = cfg_str(cfg, "save-model");
-        if (*save) {
-            modelfile mf = {(uint32_t)(mlp ? 2 : 1), train.dim, (uint32_t)hidden, 10, r.P, NULL,
-                            r.eval_params};
-            if (modelfile_save(save, &mf, why, sizeof why) < 0) {
-                fprintf(stderr, "train: --save-model: %s\n", why);
-                status = 1;
-            } else {
-                printf("model saved to %s\n", save);
-            }
-        }
-        printf("final test accuracy %.4f after %d epochs (%d workers, %d servers)%s%s\n",
-               r.accuracy, epochs, r.W, pskv_num_servers(w),
-               *cfg_str(cfg, "metrics") ? "; metrics in " : "", cfg_str(cfg, "metrics"));
+        status = final_results(&r);
     }
-    report_destroy(&r.rep);
-    model_destroy(&r.m);
-    idx_free(&train);
-    idx_free(&r.test);
-    free(grad);
-    free(grad2);
-    free(x);
-    free(y);
-    free(order);
-    free(buf[0]);
-    free(buf[1]);
-    free(r.eval_params);
+    free_run(&r);
     return status;
 }

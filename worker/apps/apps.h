@@ -1,5 +1,17 @@
-/* Applications that pskv-worker runs on top of libpskv. Each returns the process
- * exit status (0 = success). */
+/* Applications that pskv-worker runs on top of libpskv, one per --app: worker_main
+ * checks the flags, joins the job and calls one of them once.
+ *
+ * OWNS: an app owns the tables it opens and the buffers it allocates, for its one
+ * call; the pskv_worker handle stays worker_main's, which closes it afterwards.
+ * THREADS: the main thread only, the one that opened the handle (OpenBLAS may
+ * compute on threads of its own inside a model call).
+ * NEVER: an app never closes the handle, exits the process or installs signal
+ * handlers; it prints its results on stdout, says why it failed (stdout for check
+ * and resume-check, stderr for the others) and returns the exit status: 0 on
+ * success, 1 on a failure, 128 + N when stopped by signal N. After a failure
+ * train, sparse-lr and check return without freeing: a request may still be in
+ * flight into their buffers (pskv_worker_close waits for it), and the process
+ * exits next. */
 #ifndef PSKV_APPS_H
 #define PSKV_APPS_H
 

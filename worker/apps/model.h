@@ -4,8 +4,16 @@
  * float vector (one pskv table) laid out as
  *   softmax: W[in][out] b[out]
  *   mlp:     W1[in][hidden] b1[hidden] W2[hidden][out] b2[out]
- * (row-major). A model owns its workspace, sized for max_batch at creation, so a
- * training step allocates nothing. */
+ * (row-major).
+ *
+ * OWNS: a model owns its workspace (activations, gradients of the hidden layer,
+ * logits), sized for max_batch at creation; the parameters, batches and gradient
+ * buffers are the caller's.
+ * THREADS: one thread at a time per model (the workspace is shared by its calls);
+ * separate models may run on separate threads. OpenBLAS may use threads of its own.
+ * NEVER: model_grad and model_eval never allocate, do I/O or touch pskv; sizes
+ * are validated once, by model_new (the hot calls only assert their batch and
+ * labels: the readers reject labels outside 0..out-1). */
 #ifndef PSKV_MODEL_H
 #define PSKV_MODEL_H
 

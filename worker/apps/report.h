@@ -1,5 +1,11 @@
 /* What a training run shows: a progress line on a terminal, plain log lines
- * otherwise, and the JSON Lines metrics file (--metrics) that tools read. */
+ * otherwise, and the JSON Lines metrics file (--metrics) that tools read.
+ *
+ * OWNS: the metrics file (opened, truncated, flushed after every line, closed by
+ * report_destroy) and whether a progress line is on screen.
+ * THREADS: the application's thread only (it writes stdout and one FILE).
+ * NEVER: talks to pskv, computes a metric (the caller fills report_line) or
+ * fails once opened: a write error to the metrics file is not reported. */
 #ifndef PSKV_REPORT_H
 #define PSKV_REPORT_H
 

@@ -1,7 +1,13 @@
 /* Fashion-MNIST / MNIST idx files, gzip-compressed, read with zlib.
  * Images (idx3, magic 0x00000803) become float rows scaled to [0,1]; labels (idx1,
  * magic 0x00000801) bytes 0..9. A worker keeps only its shard: rows i with
- * i % nshards == shard, so no worker holds a full copy. */
+ * i % nshards == shard, so no worker holds a full copy.
+ *
+ * OWNS: nothing between calls: idx_load opens, reads and closes both files in one
+ * call; the arrays of an idx_set are the caller's once loaded.
+ * THREADS: any thread; no global state, so calls on different sets may run at once.
+ * NEVER: logs or prints (failures come back in `why`), trusts a header (sizes and
+ * counts are checked against the data), or keeps another shard's rows. */
 #ifndef PSKV_IDX_H
 #define PSKV_IDX_H
 

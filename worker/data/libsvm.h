@@ -3,7 +3,14 @@
  * idx are positive integers (uint64), val floats; labels > 0 map to 1, others
  * (0, -1) to 0. CRLF line endings are accepted. A worker keeps only its shard:
  * example lines e (counted from 0 over lines that are neither blank nor only a
- * comment) with e % nshards == shard. Stored as CSR. */
+ * comment) with e % nshards == shard. Stored as CSR.
+ *
+ * OWNS: nothing between calls: libsvm_load opens, streams and closes the file in
+ * one call; the arrays of a libsvm_set are the caller's once loaded.
+ * THREADS: any thread; no global state (numbers parse in the C locale: pskv never
+ * calls setlocale).
+ * NEVER: logs or prints (failures come back in `why`), allocates per feature (the
+ * CSR arrays grow geometrically), or parses another shard's lines. */
 #ifndef PSKV_LIBSVM_H
 #define PSKV_LIBSVM_H
 

@@ -8,7 +8,13 @@
  *         40   rows     n x (u64 key if keyed, then f32 value), little-endian
  *        end   u32      CRC-32 (zlib) of every byte before it
  * Dense models store their flat parameter vector (model.h layout) without keys;
- * sparse-lr stores (feature id, weight) pairs. */
+ * sparse-lr stores (feature id, weight) pairs.
+ *
+ * OWNS: nothing between calls; a loaded modelfile's arrays are the caller's.
+ * THREADS: any thread; no global state.
+ * NEVER: logs or prints (failures come back in `why`), checks that the model fits
+ * the run (the caller compares kind and sizes), or leaves a half-written file
+ * under `path` (a save writes PATH.tmp.PID and renames it). */
 #ifndef PSKV_MODELFILE_H
 #define PSKV_MODELFILE_H
 
