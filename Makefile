@@ -57,7 +57,7 @@ TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-garbage $(BIN)/pskv-fuzz-replay $(BI
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
 
 FORCE:
-.PHONY: FORCE all tools deps test unit integration faults test-faults bench-faults demo bench bench-pushpull bench-train bench-consistency bench-sparse bench-hosts install clean fuzz
+.PHONY: FORCE all tools deps size test unit integration faults test-faults bench-faults demo bench bench-pushpull bench-train bench-consistency bench-sparse bench-hosts install clean fuzz
 .DEFAULT_GOAL := all
 
 all: $(BINS) $(LIBS) $(TOOLS) $(BUILD)/pskv.pc
@@ -142,6 +142,7 @@ $(BUILD)/pskv.pc: FORCE
 ASAN_BUILD := build/asan
 
 test: deps
+	scripts/check-size.sh
 	$(MAKE) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined all $(ASAN_BUILD)/bin/pskv-unit
 	$(MAKE) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined unit integration
 	$(MAKE) faults FAULT_TRIALS=3
@@ -153,6 +154,10 @@ faults: all
 
 test-faults: deps
 	$(MAKE) faults FAULT_TRIALS=20
+
+# The size rule (files <= 800 lines, functions <= 150 unless a 'one piece:' comment says why).
+size:
+	scripts/check-size.sh
 
 unit: $(BUILD)/bin/pskv-unit
 	CK_DEFAULT_TIMEOUT=60 $(BUILD)/bin/pskv-unit

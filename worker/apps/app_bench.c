@@ -220,8 +220,12 @@ int app_bench(pskv_worker *w, cfg_entry *cfg)
 failed:
     fprintf(stderr, "bench: step failed: %s\n", pskv_last_error(w));
 failed_quiet:
-    free(g);
-    free(out);
+    /* a pipelined pull may still write into out, a no-copy push still lend g:
+     * free them only once nothing is in flight (else leave them to the exit) */
+    if (pskv_wait_all(w, 30000) != -PSKV_ETIMEDOUT) {
+        free(g);
+        free(out);
+    }
     free(per_run);
     return 1;
 }
