@@ -1,5 +1,5 @@
-/* Partition placement on this server and chain replication (DESIGN: fault
- * tolerance; docs/protocol.md, "Chains").
+/* Partition placement on this server and chain replication (docs/architecture.md,
+ * "Replication and failover"; docs/protocol.md, "Chains").
  *
  * The view lists, for every fixed partition of the key ring, a chain of R server
  * ids, head first. A push is applied by the head and forwarded (REPLICATE, with

@@ -1,5 +1,5 @@
-/* Filling new chain members and handing partitions over (DESIGN: fault
- * tolerance; docs/protocol.md, "Chains").
+/* Filling new chain members and handing partitions over (docs/architecture.md,
+ * "Replication and failover"; docs/protocol.md, "Chains").
  *
  * A server that becomes the predecessor of a new member of a partition's chain
  * copies it the partition (FILL: one message per table with its options, bsp
