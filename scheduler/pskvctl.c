@@ -1,6 +1,9 @@
-/* pskvctl: asks a running scheduler about its job.
- *   pskvctl [--scheduler HOST:PORT] status [--json]
- * Exit status: 0 answered, 1 no answer within --timeout or refused, 2 usage. */
+/* pskvctl: asks a running scheduler about its job, and makes keys.
+ *   pskvctl [--scheduler HOST:PORT] [--keys DIR] status [--json] | checkpoint
+ *   pskvctl keygen --role ROLE --out DIR
+ *   pskvctl keys init DIR --servers S --workers W
+ * Exit status: 0 answered (or keys made), 1 no answer within --timeout, refused,
+ * or keys not made, 2 usage. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
@@ -9,6 +12,7 @@
 #include <zmq.h>
 
 #include "config.h"
+#include "keys.h"
 #include "log.h"
 #include "net.h"
 #include "pskv_errors.h"
@@ -23,7 +27,52 @@ static cfg_entry config[] = {
      "how long to wait for the scheduler's answer", 0, 0, NULL, NULL},
     {"log-level", CFG_STR, "warn", "PSKV_LOG_LEVEL", 1, 0, NULL, "error, warn, info or debug", 0,
      0, NULL, NULL},
+    {"keys", CFG_STR, "", "PSKV_KEYS", 1, 0, NULL,
+     "key directory (node.key, node.pub, scheduler.pub): talk CURVE to the scheduler; "
+     "checkpoint needs a control key", 0, 0, NULL, NULL},
+    {"role", CFG_STR, "", NULL, 1, 0, NULL,
+     "keygen: the key's role (scheduler, server, worker, evaluator, control)", 0, 0, NULL, NULL},
+    {"out", CFG_STR, "", NULL, 1, 0, NULL, "keygen: directory to write node.key and node.pub into",
+     0, 0, NULL, NULL},
+    {"servers", CFG_INT, "1", NULL, 1, 4096, NULL, "keys init: servers in the keyset", 0, 0, NULL,
+     NULL},
+    {"workers", CFG_INT, "1", NULL, 0, 65536, NULL, "keys init: workers in the keyset", 0, 0,
+     NULL, NULL},
     CFG_END};
+
+/* pskvctl keygen / keys init: exit status 0, 1 (not made) or 2 (usage). */
+static int key_command(cfg_args *args, const char *usage)
+{
+    char why[512];
+    if (!strcmp(args->pos[0], "keygen")) {
+        key_role role = key_role_parse(cfg_str(config, "role"));
+        if (args->npos != 1 || role == KEY_ROLE_NONE || !*cfg_str(config, "out")) {
+            fprintf(stderr, "pskvctl keygen: needs --role scheduler|server|worker|evaluator|control "
+                    "and --out DIR\nusage: %s\n", usage);
+            return 2;
+        }
+        if (keys_keygen(cfg_str(config, "out"), role, why, sizeof why) < 0) {
+            fprintf(stderr, "pskvctl keygen: %s\n", why);
+            return 1;
+        }
+        printf("%s key written to %s (node.key, node.pub); append node.pub to the scheduler's "
+               "and servers' authorized files, copy scheduler.pub beside it\n",
+               key_role_name(role), cfg_str(config, "out"));
+        return 0;
+    }
+    if (args->npos != 3 || strcmp(args->pos[1], "init")) {
+        fprintf(stderr, "pskvctl keys: expected 'keys init DIR'\nusage: %s\n", usage);
+        return 2;
+    }
+    int servers = (int)cfg_int(config, "servers"), workers = (int)cfg_int(config, "workers");
+    if (keys_init_cluster(args->pos[2], servers, workers, why, sizeof why) < 0) {
+        fprintf(stderr, "pskvctl keys init: %s\n", why);
+        return 1;
+    }
+    printf("keyset for 1 scheduler, %d servers, %d workers, 1 evaluator and 1 control written "
+           "to %s\n", servers, workers, args->pos[2]);
+    return 0;
+}
 
 static const char *role_name(int r)
 {
@@ -143,13 +192,18 @@ static void print_table(const Pskv__Meta *m)
 int main(int argc, char **argv)
 {
     cfg_args args;
-    const char *usage = "pskvctl [--scheduler HOST:PORT] status [--json] | checkpoint";
+    const char *usage = "pskvctl [--scheduler HOST:PORT] [--keys DIR] status [--json] | checkpoint\n"
+                        "       pskvctl keygen --role ROLE --out DIR\n"
+                        "       pskvctl keys init DIR --servers S --workers W";
     int rc = cfg_start(config, "ctl", usage, argc, argv, &args);
     if (rc >= 0)
         return rc;
+    if (args.npos >= 1 && (!strcmp(args.pos[0], "keygen") || !strcmp(args.pos[0], "keys")))
+        return key_command(&args, usage);
     int ckpt = args.npos == 1 && !strcmp(args.pos[0], "checkpoint");
     if (args.npos != 1 || (strcmp(args.pos[0], "status") != 0 && !ckpt)) {
-        fprintf(stderr, "pskvctl: expected one command: status or checkpoint\nusage: %s\n",
+        fprintf(stderr, "pskvctl: expected one command: status, checkpoint, keygen or keys init\n"
+                "usage: %s\n",
                 usage);
         return 2;
     }
@@ -160,8 +214,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "pskvctl: --scheduler '%s' is not HOST:PORT\n", sched);
         return 2;
     }
+    keyset ks;
+    int keyed = *cfg_str(config, "keys") != '\0';
+    char why[512];
+    if (keyed && keys_load(&ks, cfg_str(config, "keys"), 0, why, sizeof why) < 0) {
+        fprintf(stderr, "pskvctl: --keys: %s\n", why);
+        return 2;
+    }
     void *ctx = zmq_ctx_new();
     void *s = net_socket(ctx, ZMQ_DEALER, 64 << 20, 0);
+    if (keyed) {
+        net_curve_client(s, &ks, ks.sched_pub);
+        keys_clear(&ks);
+    }
     net_connect(s, host, port);
     Pskv__Meta req;
     wire_meta_init(&req, ckpt ? PSKV__MSG_TYPE__CHECKPOINT : PSKV__MSG_TYPE__STATUS);
@@ -173,11 +238,12 @@ int main(int argc, char **argv)
     zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
     int status = 1;
     if (zmq_poll(&it, 1, timeout_ms) <= 0) {
-        fprintf(stderr, "pskvctl: no answer from scheduler %s within %.1f s\n", sched,
-                timeout_ms / 1000.0);
+        fprintf(stderr, "pskvctl: no answer from scheduler %s within %.1f s%s\n", sched,
+                timeout_ms / 1000.0,
+                keyed ? " (is its key the one in scheduler.pub, and this key in its authorized?)"
+                      : " (if it runs with --keys, pass --keys DIR)");
     } else {
         wire_msg msg;
-        char why[300];
         rc = wire_recv(s, 0, &msg, why, sizeof why);
         if (rc < 0) {
             fprintf(stderr, "pskvctl: bad answer from %s: %s\n", sched, why);
