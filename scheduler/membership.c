@@ -268,6 +268,8 @@ static memb_node *add_node(wire_msg *msg, int rank)
     n->port = (int)r->port;
     n->pid = r->pid;
     n->nonce = r->nonce;
+    snprintf(n->key, sizeof n->key, "%s", msg->key);
+    n->insecure = r->has_insecure && r->insecure;
     if (r->n_ckpts && (n->ckpts = calloc(r->n_ckpts, sizeof *n->ckpts))) {
         for (size_t i = 0; i < r->n_ckpts; i++)
             if ((n->ckpts[n->nckpts] = strdup(r->ckpts[i])))
@@ -413,6 +415,8 @@ void memb_on_heartbeat(wire_msg *msg)
         n->clock = r->clock;
     if (r->has_dropped)
         n->dropped = r->dropped;
+    for (size_t i = 0; i < r->n_refusals && i < REFUSE_COUNT; i++)
+        n->refusals[i] = r->refusals[i];
     note_progress(n, r);
     if (n->role == PSKV__ROLE__SERVER) { /* renews its lease */
         Pskv__Meta a;

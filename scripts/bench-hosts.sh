@@ -28,7 +28,7 @@ printf '%s\n' 'h1 scheduler servers=1 workers=1' 'h2 servers=1 workers=1' 'h3 wo
 for t in $(seq "$trials"); do
   log=$out/rejoin-$t
   "$here/launch-hosts.sh" --hostfile "$out/hosts" "${ssh[@]}" --bin-dir "$bin" --timeout 300 \
-    --log-dir "$log" -- --app check --consistency ssp:2 --count-acked --rounds 1500 --keys 100 \
+    --log-dir "$log" -- --app check --consistency ssp:2 --count-acked --rounds 1500 --check-keys 100 \
     --slowdown 3 > /dev/null 2>&1 &
   lpid=$!
   for i in $(seq 200); do grep -q 'joined job' "$log/worker-2.log" 2>/dev/null && break; sleep 0.1; done

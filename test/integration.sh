@@ -373,7 +373,7 @@ t_consistency_check() {
   local c
   for c in bsp ssp:2 async; do
     "$LAUNCH" --servers 2 --workers 3 --timeout 150 --log-dir "$TDIR/logs-$c" -- --app check \
-      --consistency "$c" --rounds 25 --keys 300 || fail "check under $c exited $?"
+      --consistency "$c" --rounds 25 --check-keys 300 || fail "check under $c exited $?"
     for r in 0 1 2; do
       tail -n 1 "$TDIR/logs-$c/worker-$r.log" | grep -q '^check ok:' || fail "$c worker $r: $(tail -n 1 "$TDIR/logs-$c/worker-$r.log")"
     done
@@ -387,7 +387,7 @@ t_bsp_same_bits() {
   for i in 1 2 3; do
     "$LAUNCH" --servers 2 --workers 3 --timeout 150 --log-dir "$TDIR/logs-$i" \
       --scheduler-opt --replicas --scheduler-opt $((i < 3 ? 1 : 2)) -- --app check \
-      --consistency bsp --rounds 15 --keys 500 || fail "run $i exited $?"
+      --consistency bsp --rounds 15 --check-keys 500 || fail "run $i exited $?"
   done
   h1=$(grep -h 'bsp float table hash' "$TDIR"/logs-1/worker-*.log | sort -u)
   h2=$(grep -h 'bsp float table hash' "$TDIR"/logs-2/worker-*.log | sort -u)
@@ -405,7 +405,7 @@ t_ssp_bound_straggler() {
   port=$(free_port)
   "$LAUNCH" --servers 2 --workers 3 --timeout 150 --port "$port" --log-dir "$TDIR/logs" \
     --worker-opt 2:--slowdown --worker-opt 2:10 -- --app check --consistency ssp:2 --rounds 40 \
-    --keys 300 > out 2>&1 &
+    --check-keys 300 > out 2>&1 &
   local lpid=$!
   # pskvctl shows per-worker clocks and names the straggler as the slowest
   for i in $(seq 60); do
@@ -429,7 +429,7 @@ t_bsp_backup_stopped() {
   # per partition: each server closes its clocks on its own).
   "$LAUNCH" --servers 1 --workers 3 --timeout 150 --log-dir "$TDIR/logs" \
     --scheduler-opt --dead-after-ms --scheduler-opt 60000 \
-    -- --app check --consistency bsp --backup 1 --rounds 40 --keys 200 \
+    -- --app check --consistency bsp --backup 1 --rounds 40 --check-keys 200 \
     --slowdown 5 > out 2>&1 &
   local lpid=$! i
   for i in $(seq 100); do [ -s "$TDIR/logs/worker-2.pid" ] && break; sleep 0.1; done
@@ -454,7 +454,7 @@ t_worker_leaves() {
   for c in bsp ssp:1; do
     "$LAUNCH" --servers 2 --workers 3 --timeout 100 --log-dir "$TDIR/logs-$c" \
       --worker-opt 2:--rounds --worker-opt 2:5 --worker-opt 2:--leave -- --app check \
-      --consistency "$c" --count-acked --rounds 30 --keys 200 || fail "$c: exited $?"
+      --consistency "$c" --count-acked --rounds 30 --check-keys 200 || fail "$c: exited $?"
     grep -q 'final values equal the acknowledged pushes: yes' "$TDIR/logs-$c/worker-0.log" ||
       fail "$c: $(tail -n 2 "$TDIR/logs-$c/worker-0.log")"
     grep -q 'left after 5 clocks' "$TDIR/logs-$c/worker-2.log" || fail "$c: worker 2 did not leave early"
@@ -539,7 +539,7 @@ t_hosts_delay() {
   local t0=$SECONDS
   "$HOSTS_LAUNCH" --hostfile hosts "${NETNS_SSH[@]}" --bin-dir "$BIN" --timeout 150 \
     --log-dir "$TDIR/logs" --server-opt --advertise-port --server-opt 7900 -- --app check \
-    --rounds 3 --keys 200 || fail "launch-hosts exited $?"
+    --rounds 3 --check-keys 200 || fail "launch-hosts exited $?"
   for r in 0 1 2; do
     grep -q '^check ok:' "$TDIR/logs/worker-$r.log" || fail "worker $r: $(tail -n 2 "$TDIR/logs/worker-$r.log")"
   done
@@ -555,7 +555,7 @@ partition_run() { # partition_run MODEL: cut worker 2's host for 5 s mid-run, th
   local model=$1 log=$TDIR/logs-${1//:/-}
   "$HOSTS_LAUNCH" --hostfile hosts "${NETNS_SSH[@]}" --bin-dir "$BIN" --timeout 150 \
     --log-dir "$log" -- --app check --consistency "$model" --count-acked --rounds 2000 \
-    --keys 100 --slowdown 3 > "launch-$model.out" 2>&1 &
+    --check-keys 100 --slowdown 3 > "launch-$model.out" 2>&1 &
   local lpid=$! i
   for i in $(seq 200); do grep -q 'joined job' "$log/worker-2.log" 2>/dev/null && break; sleep 0.1; done
   sleep 1
