@@ -159,6 +159,11 @@ int member_open(member *m, void *ctx, const secure *sec, const char *scheduler,
     reg.ckpts = reg_ckpts;
 
     int64_t deadline = tu_now_ms() + (int64_t)(connect_timeout_s * 1000);
+    /* while registering a send never waits: with no connection up (a scheduler not
+     * there yet, or refusing this node's key) the next re-send tries again, and
+     * --connect-timeout holds */
+    int nowait = 0, sndtimeo = 5000;
+    zmq_setsockopt(m->sock, ZMQ_SNDTIMEO, &nowait, sizeof nowait);
     long backoff = 100;
     for (;;) {
         member_send(m, &reg); /* queued until connected; re-sends are idempotent (nonce) */
@@ -182,6 +187,7 @@ int member_open(member *m, void *ctx, const secure *sec, const char *scheduler,
                                                                    : 100;
                 wire_msg_close(&msg);
                 m->next_hb_ms = tu_now_ms();
+                zmq_setsockopt(m->sock, ZMQ_SNDTIMEO, &sndtimeo, sizeof sndtimeo);
                 return 0;
             }
             if (r && r->type == PSKV__MSG_TYPE__ERROR) {

@@ -32,7 +32,7 @@ int secure_init(secure *s, const char *who, const char *keys, int insecure, key_
         }
         return 0;
     }
-    int rc = keys_load(&s->ks, keys, need_allow, why, whylen);
+    int rc = keys_load(&s->ks, keys, 0, why, whylen);
     if (rc < 0)
         return rc;
     if (s->ks.role != role) {
@@ -40,6 +40,15 @@ int secure_init(secure *s, const char *who, const char *keys, int insecure, key_
                 key_role_name(s->ks.role), who, key_role_name(role));
         keys_clear(&s->ks);
         return -PSKV_EINVAL;
+    }
+    if (need_allow) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/authorized", keys);
+        rc = key_allow_load(&s->ks.allow, path, why, whylen);
+        if (rc < 0) {
+            keys_clear(&s->ks);
+            return rc;
+        }
     }
     s->keyed = 1;
     return 0;

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "net.h"
 #include "pskv_errors.h"
+#include "refuse.h"
 #include "wire.h"
 
 static cfg_entry config[] = {
@@ -76,7 +77,30 @@ static int key_command(cfg_args *args, const char *usage)
 
 static const char *role_name(int r)
 {
-    return r == PSKV__ROLE__SERVER ? "server" : r == PSKV__ROLE__WORKER ? "worker" : "other";
+    return r == PSKV__ROLE__SERVER      ? "server"
+           : r == PSKV__ROLE__WORKER    ? "worker"
+           : r == PSKV__ROLE__EVALUATOR ? "evaluator"
+                                        : "other";
+}
+
+/* Refusal counts as `reason=N` pairs (only the non-zero ones); "" when none. */
+static void refusals_text(const uint64_t *r, size_t n, char *out, size_t len)
+{
+    size_t at = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < n && i < REFUSE_COUNT && at < len; i++)
+        if (r[i])
+            at += (size_t)snprintf(out + at, len - at, "%s%s=%llu", at ? " " : "",
+                                   refuse_name((refuse_reason)i), (unsigned long long)r[i]);
+}
+
+static void json_refusals(const uint64_t *r, size_t n)
+{
+    printf("{");
+    for (size_t i = 0; i < REFUSE_COUNT; i++)
+        printf("%s\"%s\":%llu", i ? "," : "", refuse_name((refuse_reason)i),
+               (unsigned long long)(i < n ? r[i] : 0));
+    printf("}");
 }
 
 static void json_str(const char *s)
@@ -115,9 +139,14 @@ static void print_json(const Pskv__Meta *m)
             printf(",\"dropped_late\":%" PRIu64, n->dropped);
         if (n->has_heads)
             printf(",\"heads\":%u,\"holds\":%u", n->heads, n->holds);
+        printf(",\"insecure\":%s,\"refused\":", n->insecure ? "true" : "false");
+        json_refusals(n->refusals, n->n_refusals);
         putchar('}');
     }
-    printf("],\"partitions\":%u,\"replicas\":%u,\"vnodes\":%u,\"lost\":%u,\"chains\":[",
+    printf("],\"keys\":%s,\"insecure\":%s,\"refused\":", v->keys ? "true" : "false",
+           v->insecure ? "true" : "false");
+    json_refusals(v->refusals, v->n_refusals);
+    printf(",\"partitions\":%u,\"replicas\":%u,\"vnodes\":%u,\"lost\":%u,\"chains\":[",
            v->partitions, v->replicas, v->vnodes, v->lost);
     for (uint32_t p = 0; v->replicas && p < v->n_chains / v->replicas; p++) {
         printf("%s[", p ? "," : "");
@@ -126,6 +155,29 @@ static void print_json(const Pskv__Meta *m)
         putchar(']');
     }
     printf("]}\n");
+}
+
+/* Keys on or off, who runs --insecure, and the refusals of peers per reason. */
+static void print_security(const Pskv__View *v)
+{
+    char text[256];
+    printf("security: %s\n", v->keys ? "CURVE keys on every socket"
+                                     : "no keys (loopback only, unless --insecure)");
+    if (v->insecure)
+        printf("WARNING: the scheduler runs with --insecure: no authentication, no encryption\n");
+    for (size_t i = 0; i < v->n_nodes; i++)
+        if (v->nodes[i]->insecure)
+            printf("WARNING: %s node %u runs with --insecure\n", role_name(v->nodes[i]->role),
+                   v->nodes[i]->id);
+    refusals_text(v->refusals, v->n_refusals, text, sizeof text);
+    if (*text)
+        printf("refused by the scheduler: %s\n", text);
+    for (size_t i = 0; i < v->n_nodes; i++) {
+        refusals_text(v->nodes[i]->refusals, v->nodes[i]->n_refusals, text, sizeof text);
+        if (*text)
+            printf("refused by %s node %u: %s\n", role_name(v->nodes[i]->role),
+                   v->nodes[i]->id, text);
+    }
 }
 
 static void print_table(const Pskv__Meta *m)
@@ -168,6 +220,7 @@ static void print_table(const Pskv__Meta *m)
     if (slow)
         printf("slowest worker: rank %d at clock %" PRId64 "; pushes dropped as late: %" PRIu64
                "\n", slow->rank, slow->clock, dropped);
+    print_security(v);
     uint32_t R = v->replicas, np = R ? (uint32_t)(v->n_chains / R) : 0;
     if (!np)
         return;

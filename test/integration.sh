@@ -90,6 +90,9 @@ no_strays() { # no process from the pid files in DIR is alive
 
 # ---- tests ----------------------------------------------------------------------
 
+# shellcheck source=security_tests.sh
+. "$here/security_tests.sh"
+
 t_check_2x3() {
   # workers 0 and 2 push the dense run without a copy (the default), worker 1 with one
   "$LAUNCH" --servers 2 --workers 3 --timeout 120 --log-dir "$TDIR/logs" \
@@ -596,6 +599,7 @@ tests=(check_2x3 check_fails_on_mismatch malformed_input malformed_while_serving
        registration_rules heartbeat_liveness fuzz_corpus launch_timeout
        train_softmax train_bad_data sparse_lr_heart_scale sparse_lr_planted
        consistency_check bsp_same_bits ssp_bound_straggler bsp_backup_stopped worker_leaves accumulate
+       keys_rogues keys_clients keys_wire keys_files protected_mode
        hosts_check hosts_delay hosts_partition)
 for t in "${tests[@]}"; do
   if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $t "* ]]; then continue; fi
