@@ -57,7 +57,7 @@ TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-garbage $(BIN)/pskv-fuzz-replay $(BI
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
 
 FORCE:
-.PHONY: FORCE all tools deps size test unit integration faults test-faults bench-faults demo bench bench-pushpull bench-train bench-consistency bench-sparse bench-hosts install clean fuzz
+.PHONY: FORCE all tools deps size test unit integration faults test-faults bench-faults demo bench bench-pushpull bench-curve bench-train bench-consistency bench-sparse bench-hosts install clean fuzz
 .DEFAULT_GOAL := all
 
 all: $(BINS) $(LIBS) $(TOOLS) $(BUILD)/pskv.pc
@@ -190,6 +190,7 @@ demo:
 bench: deps
 	$(MAKE) all
 	scripts/bench-pushpull.sh
+	scripts/bench-curve.sh --runs 5
 	scripts/bench-train.sh
 	scripts/bench-consistency.sh
 	scripts/bench-sparse.sh
@@ -205,6 +206,10 @@ bench-faults: deps
 bench-pushpull: deps
 	$(MAKE) all
 	scripts/bench-pushpull.sh
+
+bench-curve: deps
+	$(MAKE) all
+	scripts/bench-curve.sh
 
 bench-train: deps
 	$(MAKE) all
