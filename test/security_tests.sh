@@ -88,6 +88,17 @@ t_keys_clients() {
     fail "a client with the wrong server key got an answer: $(cat wrong.out)"
   js=$("$BIN/pskvctl" --scheduler "127.0.0.1:$port" --keys "$K/control" status --json) ||
     fail "the control key got no status"
+  # a key added to the allowlist is admitted after SIGHUP, not before
+  "$BIN/pskvctl" keygen --role control --out "$TDIR/newctl" > /dev/null || fail "keygen failed"
+  cp "$K/scheduler/node.pub" "$TDIR/newctl/scheduler.pub"
+  "$BIN/pskvctl" --scheduler "127.0.0.1:$port" --keys "$TDIR/newctl" --timeout 1 status > new1.out 2>&1 &&
+    fail "an unlisted control key got an answer"
+  cat "$TDIR/newctl/node.pub" >> "$K/scheduler/authorized"
+  kill -HUP "$(cat scheduler.pid)"
+  sleep 0.3
+  "$BIN/pskvctl" --scheduler "127.0.0.1:$port" --keys "$TDIR/newctl" status > new2.out 2>&1 ||
+    fail "a control key appended to authorized was not admitted after SIGHUP: $(cat new2.out)"
+  grep -q 'SIGHUP: allowlist .* re-read' scheduler.log || fail "the scheduler did not log the reload"
   grep -q '"keys":true' <<< "$js" || fail "status JSON does not say keys are on: $js"
   # plaintext garbage at the server's data port: nothing reaches it, it keeps serving
   sport=$(grep -o '"role":"server","rank":0,"host":"[^"]*","port":[0-9]*' <<< "$js" | grep -o '[0-9]*$')
@@ -96,7 +107,7 @@ t_keys_clients() {
     fail "a plaintext client got an answer from a keyed server: $(cat garbage.out)"
   sleep 0.5
   kill -0 "$(cat server-0.pid)" || fail "the server died of plaintext garbage"
-  grep -q 'refused plaintext from 127.0.0.1' server-0.log || fail "the server did not log the plaintext peer"
+  grep -q 'refused \(plaintext\|handshake\) from 127.0.0.1' server-0.log || fail "the server did not log the plaintext peer"
   ! grep -q 'dropped message from' server-0.log || fail "plaintext bytes reached the server's decoder"
   # checkpoints: a worker key is refused with the reason, a control key is served
   start worker-0 "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --keys "$K/worker-0" \
