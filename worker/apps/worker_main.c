@@ -248,7 +248,9 @@ int main(int argc, char **argv)
     rc = pskv_worker_open(&pc, &w);
     if (rc < 0) {
         fprintf(stderr, "pskv-worker: cannot join the job: %s\n", pskv_strerror(rc));
-        return 1;
+        /* invalid settings (bad --keys, a non-loopback address without keys) are
+         * usage errors, as in the daemons */
+        return rc == -PSKV_EINVAL ? 2 : 1;
     }
     int status = !strcmp(app, "check")          ? app_check(w, config)
                  : !strcmp(app, "resume-check") ? app_resume_check(w, config)
