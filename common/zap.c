@@ -285,27 +285,22 @@ zap *zap_start(void *ctx, key_allow *allow, unsigned roles, char *why, size_t wh
     return z;
 }
 
-void zap_reload(zap *z, key_allow *allow)
+/* Puts `fresh` in *slot under the lock (the ZAP thread reads it) and frees what
+ * was there; fresh is taken over. */
+static void swap_list(zap *z, key_allow *slot, key_allow *fresh)
 {
     key_allow old;
     pthread_mutex_lock(&z->lock);
-    old = z->allow;
-    z->allow = *allow;
+    old = *slot;
+    *slot = *fresh;
     pthread_mutex_unlock(&z->lock);
-    memset(allow, 0, sizeof *allow);
+    memset(fresh, 0, sizeof *fresh);
     key_allow_free(&old);
 }
 
-void zap_allow_view(zap *z, key_allow *view)
-{
-    key_allow old;
-    pthread_mutex_lock(&z->lock);
-    old = z->view;
-    z->view = *view;
-    pthread_mutex_unlock(&z->lock);
-    memset(view, 0, sizeof *view);
-    key_allow_free(&old);
-}
+void zap_reload(zap *z, key_allow *allow) { swap_list(z, &z->allow, allow); }
+
+void zap_allow_view(zap *z, key_allow *view) { swap_list(z, &z->view, view); }
 
 int zap_watch(zap *z, void *sock)
 {
