@@ -143,13 +143,9 @@ set_key_opts() {
 if [[ -n $keys ]]; then
   if [[ ! -e $keys ]]; then
     [[ -x $bin_dir/pskvctl ]] || die "binary $bin_dir/pskvctl is missing (needed to make a keyset)"
-    "$bin_dir/pskvctl" keys init "$keys" --servers "$servers" --workers "$workers" >/dev/null ||
-      die "could not make a keyset in $keys"
+    make_keyset "$bin_dir/pskvctl" "$keys" "$servers" "$workers"
   fi
-  for d in scheduler $(seq -f 'server-%g' 0 $((servers - 1))) $(seq -f 'worker-%g' 0 $((workers - 1))); do
-    [[ -f $keys/$d/node.key ]] ||
-      die "--keys $keys has no $d/node.key (make the set with: pskvctl keys init $keys --servers $servers --workers $workers)"
-  done
+  check_keyset "$keys" "$servers" "$workers"
 fi
 
 # ---------------------------------------------------------------- port
