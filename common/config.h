@@ -79,7 +79,7 @@ void cfg_log(const cfg_entry *tab);
     {"log-level", CFG_STR, "info", "PSKV_LOG_LEVEL", 1, 0, NULL,                            \
      "error, warn, info or debug", 0, 0, NULL, NULL},                                       \
     {"bind", CFG_STR, "", "PSKV_BIND", 1, 0, NULL,                                          \
-     "address to listen on (* = all interfaces; default: all with --keys, else 127.0.0.1)", \
+     "address to listen on (* = all; default: all with --keys or --insecure, else 127.0.0.1)", \
      0, 0, NULL, NULL},                                                                     \
     {"keys", CFG_STR, "", "PSKV_KEYS", 1, 0, NULL,                                          \
      "key directory (node.key, node.pub, scheduler.pub; scheduler and servers: authorized): " \

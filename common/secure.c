@@ -79,7 +79,7 @@ const char *secure_bind_addr(const secure *s, const char *bind)
 {
     if (bind && *bind)
         return bind;
-    return s->keyed ? "*" : "127.0.0.1";
+    return s->keyed || s->insecure ? "*" : "127.0.0.1";
 }
 
 int secure_listen(secure *s, void *ctx, void *sock, unsigned roles, char *why, size_t whylen)

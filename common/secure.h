@@ -40,8 +40,8 @@ int secure_init(secure *s, const char *who, const char *keys, int insecure, key_
 int secure_check_exposure(const secure *s, const char *bind, const char *advertised, char *why,
                           size_t whylen);
 
-/* Where to listen: `bind` when given, else every interface with keys and
- * 127.0.0.1 without. */
+/* Where to listen: `bind` when given, else every interface with keys or
+ * --insecure, and 127.0.0.1 without either. */
 const char *secure_bind_addr(const secure *s, const char *bind);
 
 /* Before `sock` binds: with keys, starts the ZAP handler (admitting the

@@ -36,11 +36,11 @@
 # works. At the end, however it comes (all done, a failure, Ctrl-C, the time-out), the
 # keys are removed from every host, then here the link and the private directory (never
 # a --keys DIR). Only a SIGKILL of this script leaves them (remove the directories by
-# hand). --insecure: no keys; every daemon gets --insecure, the scheduler and servers
-# also --bind '*' (without keys they listen on 127.0.0.1 only); the daemons warn.
+# hand). --insecure: no keys; every daemon gets --insecure (and so listens on every
+# interface by default); the daemons warn.
 #
 # Commands (BIN = --bin-dir, SCHED = the scheduler line's advertise address and port,
-# KEYS = --keys /tmp/pskv-keys-RUNID/NAME, or --insecure [--bind '*']):
+# KEYS = --keys /tmp/pskv-keys-RUNID/NAME, or --insecure):
 #   scheduler:  BIN/pskv-scheduler --port P --servers S --workers W --advertise ADDR KEYS [scheduler-opts...]
 #   server:     BIN/pskv-server --scheduler SCHED --port P --advertise ADDR KEYS [server-opts...]
 #   worker R:   BIN/pskv-worker --scheduler SCHED --rank R --advertise ADDR KEYS WORKER_ARGS... [R's worker-opts...]

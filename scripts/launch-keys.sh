@@ -34,12 +34,11 @@ fi
 remote_keys=/tmp/pskv-keys-$runid
 
 # key_args NAME ROLE: sets the array kargs to daemon NAME's security options: --keys with
-# its directory on its host; or --insecure (the scheduler and servers also --bind '*':
-# without keys they would listen on 127.0.0.1 only).
+# its directory on its host; or --insecure (which also makes the daemons listen on every
+# interface by default).
 key_args() {
   if [[ $key_mode == off ]]; then
     kargs=(--insecure)
-    [[ $2 == worker ]] || kargs+=(--bind '*')
   else
     kargs=(--keys "$remote_keys/$1")
   fi
