@@ -506,8 +506,29 @@ static void declare_dead(memb_node *n, int64_t now)
     }
 }
 
+/* Time the scheduler itself did not run (its process starved or stopped) is not
+ * counted against the nodes: without this, a machine that stalls every process
+ * for longer than --dead-after-ms makes the scheduler declare every node dead at
+ * the first tick after it, before any heartbeat could come in. Declaring a death
+ * later is always safe: a server whose heartbeats go unanswered lets its lease
+ * lapse on its own clock and serves nothing meanwhile. */
+static void forgive_stall(int64_t now)
+{
+    static int64_t last;
+    int64_t tick = memb.heartbeat_ms < 100 ? memb.heartbeat_ms : 100;
+    int64_t gap = last ? now - last - tick : 0;
+    last = now;
+    if (gap <= tick)
+        return;
+    for (int i = 0; i < memb.nnodes; i++)
+        memb.nodes[i].last_hb_ms += gap;
+    LOG_W("the scheduler did not run for %lld ms (its process starved or stopped): that time "
+          "is not counted as the nodes' silence", (long long)gap);
+}
+
 void memb_expire(int64_t now)
 {
+    forgive_stall(now);
     for (int i = 0; i < memb.nnodes; i++) {
         memb_node *n = &memb.nodes[i];
         if (n->dead || n->state == NODE_FINISHED || now - n->last_hb_ms <= memb.dead_after_ms)
