@@ -53,11 +53,11 @@ UNIT_O   := $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 BIN      := $(BUILD)/bin
 BINS     := $(BIN)/pskv-scheduler $(BIN)/pskv-server $(BIN)/pskv-worker $(BIN)/pskvctl
 TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-garbage $(BIN)/pskv-fuzz-replay $(BIN)/pskv-gen-sparse \
-            $(BIN)/pskv-faultproxy
+            $(BIN)/pskv-faultproxy $(BIN)/pskv-wire-pattern
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
 
 FORCE:
-.PHONY: FORCE all tools deps size test unit integration faults test-faults bench-faults demo bench bench-pushpull bench-train bench-consistency bench-sparse bench-hosts install clean fuzz
+.PHONY: FORCE all tools deps size test unit integration faults test-faults bench-faults demo bench bench-pushpull bench-curve bench-train bench-consistency bench-sparse bench-hosts install clean fuzz
 .DEFAULT_GOAL := all
 
 all: $(BINS) $(LIBS) $(TOOLS) $(BUILD)/pskv.pc
@@ -76,6 +76,7 @@ $(BUILD)/obj/gen/pskv.pb-c.o: $(GEN_C)
 
 $(BUILD)/obj/worker/apps/%.o: ROLE_INC := -Iworker -Iworker/data
 $(BUILD)/obj/test/unit/%.o: ROLE_INC := -Iserver -Iworker/apps -Iworker/data
+$(BUILD)/obj/test/wire_pattern.o: ROLE_INC := -Iworker
 
 $(BUILD)/obj/%.o: %.c $(GEN_H)
 	@mkdir -p $(dir $@)
@@ -114,6 +115,11 @@ $(BIN)/pskv-gen-sparse: $(BUILD)/obj/worker/data/gen_sparse.o $(COMMON_O)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BIN)/pskv-faultproxy: $(BUILD)/obj/test/faultproxy.o $(BUILD)/obj/test/faultproxy_relay.o $(COMMON_O)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# a user's program: links libpskv like any other
+$(BIN)/pskv-wire-pattern: $(BUILD)/obj/test/wire_pattern.o $(BUILD)/lib/libpskv.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -170,7 +176,8 @@ fuzz: $(GEN_H)
 	@mkdir -p build/fuzz/corpus
 	clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	  -Icommon -I$(BUILD)/gen $(PKG_CFLAGS) test/fuzz_wire.c common/wire.c common/pskv_errors.c \
-	  $(GEN_C) -o build/fuzz/fuzz-wire $(PKG_LIBS)
+	  common/zap.c common/keys.c common/refuse.c common/log.c common/timeutil.c common/grow.c \
+	  $(GEN_C) -o build/fuzz/fuzz-wire $(PKG_LIBS) -lpthread
 	build/fuzz/fuzz-wire -max_total_time=$${FUZZ_SECONDS:-60} -max_len=4096 \
 	  -artifact_prefix=build/fuzz/ build/fuzz/corpus test/corpus
 
@@ -183,6 +190,7 @@ demo:
 bench: deps
 	$(MAKE) all
 	scripts/bench-pushpull.sh
+	scripts/bench-curve.sh --runs 5
 	scripts/bench-train.sh
 	scripts/bench-consistency.sh
 	scripts/bench-sparse.sh
@@ -198,6 +206,10 @@ bench-faults: deps
 bench-pushpull: deps
 	$(MAKE) all
 	scripts/bench-pushpull.sh
+
+bench-curve: deps
+	$(MAKE) all
+	scripts/bench-curve.sh
 
 bench-train: deps
 	$(MAKE) all

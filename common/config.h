@@ -78,8 +78,15 @@ void cfg_log(const cfg_entry *tab);
 #define CFG_COMMON_ENTRIES(PORT_ENV, PORT_DEF)                                              \
     {"log-level", CFG_STR, "info", "PSKV_LOG_LEVEL", 1, 0, NULL,                            \
      "error, warn, info or debug", 0, 0, NULL, NULL},                                       \
-    {"bind", CFG_STR, "*", "PSKV_BIND", 1, 0, NULL,                                         \
-     "address to listen on (* = all interfaces)", 0, 0, NULL, NULL},                        \
+    {"bind", CFG_STR, "", "PSKV_BIND", 1, 0, NULL,                                          \
+     "address to listen on (* = all; default: all with --keys or --insecure, else 127.0.0.1)", \
+     0, 0, NULL, NULL},                                                                     \
+    {"keys", CFG_STR, "", "PSKV_KEYS", 1, 0, NULL,                                          \
+     "key directory (node.key, node.pub, scheduler.pub; scheduler and servers: authorized): " \
+     "CURVE on every socket, only listed keys admitted", 0, 0, NULL, NULL},                 \
+    {"insecure", CFG_BOOL, "false", "PSKV_INSECURE", 1, 0, NULL,                            \
+     "without --keys, listen on and advertise non-loopback addresses anyway (no "           \
+     "authentication, no encryption; warned every 60 s)", 0, 0, NULL, NULL},                \
     {"advertise", CFG_STR, "", "PSKV_ADVERTISE", 1, 0, NULL,                                \
      "address other nodes dial (default: --interface's, else the one that reaches the "     \
      "scheduler)", 0, 0, NULL, NULL},                                                       \

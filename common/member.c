@@ -11,6 +11,7 @@
 
 #include "log.h"
 #include "net.h"
+#include "secure.h"
 #include "pskv_errors.h"
 #include "timeutil.h"
 
@@ -107,11 +108,12 @@ int member_recv(member *m, wire_msg *msg)
     return 0;
 }
 
-int member_open(member *m, void *ctx, const char *scheduler, Pskv__Role role, int rank_wish,
-                const char *host, int port, uint64_t job_id, double connect_timeout_s,
-                int64_t max_message, char *why, size_t whylen)
+int member_open(member *m, void *ctx, const secure *sec, const char *scheduler,
+                Pskv__Role role, int rank_wish, const char *host, int port, uint64_t job_id,
+                double connect_timeout_s, int64_t max_message, char *why, size_t whylen)
 {
     memset(m, 0, sizeof *m);
+    m->sec = sec;
     char shost[256];
     int sport;
     if (!scheduler || net_split_hostport(scheduler, shost, sizeof shost, &sport) < 0) {
@@ -127,6 +129,11 @@ int member_open(member *m, void *ctx, const char *scheduler, Pskv__Role role, in
     }
     int ivl_max = 2000;
     zmq_setsockopt(m->sock, ZMQ_RECONNECT_IVL_MAX, &ivl_max, sizeof ivl_max);
+    if (secure_dial(sec, m->sock, NULL) < 0) {
+        snprintf(why, whylen, "cannot turn CURVE on toward scheduler %s", scheduler);
+        member_close(m);
+        return -PSKV_ENET;
+    }
     if (net_connect(m->sock, shost, sport) < 0) {
         snprintf(why, whylen, "cannot connect to scheduler %s: %s", scheduler, zmq_strerror(errno));
         member_close(m);
@@ -146,10 +153,17 @@ int member_open(member *m, void *ctx, const char *scheduler, Pskv__Role role, in
     reg.port = (uint32_t)port;
     reg.pid = (uint32_t)getpid();
     reg.nonce = nonce;
+    reg.has_insecure = sec && sec->insecure;
+    reg.insecure = reg.has_insecure;
     reg.n_ckpts = reg_nckpts;
     reg.ckpts = reg_ckpts;
 
     int64_t deadline = tu_now_ms() + (int64_t)(connect_timeout_s * 1000);
+    /* while registering a send never waits: with no connection up (a scheduler not
+     * there yet, or refusing this node's key) the next re-send tries again, and
+     * --connect-timeout holds */
+    int nowait = 0, sndtimeo = 5000;
+    zmq_setsockopt(m->sock, ZMQ_SNDTIMEO, &nowait, sizeof nowait);
     long backoff = 100;
     for (;;) {
         member_send(m, &reg); /* queued until connected; re-sends are idempotent (nonce) */
@@ -173,6 +187,7 @@ int member_open(member *m, void *ctx, const char *scheduler, Pskv__Role role, in
                                                                    : 100;
                 wire_msg_close(&msg);
                 m->next_hb_ms = tu_now_ms();
+                zmq_setsockopt(m->sock, ZMQ_SNDTIMEO, &sndtimeo, sizeof sndtimeo);
                 return 0;
             }
             if (r && r->type == PSKV__MSG_TYPE__ERROR) {
@@ -248,13 +263,13 @@ int member_wait_view(member *m, double timeout_s, char *why, size_t whylen)
     return 0;
 }
 
-void *member_hb_socket(void *ctx, const char *scheduler)
+void *member_hb_socket(void *ctx, const secure *sec, const char *scheduler)
 {
     char host[256];
     int port;
     void *s = net_socket(ctx, ZMQ_DEALER, 0, 0);
     if (!s || net_split_hostport(scheduler, host, sizeof host, &port) < 0 ||
-        net_connect(s, host, port) < 0) {
+        secure_dial(sec, s, NULL) < 0 || net_connect(s, host, port) < 0) {
         LOG_E("heartbeat socket to %s failed: %s", scheduler, zmq_strerror(errno));
         if (s)
             zmq_close(s);

@@ -23,8 +23,11 @@
 #include "pskv.pb-c.h"
 #include "wire.h"
 
+struct secure;
+
 typedef struct member {
     void *sock;             /* DEALER connected to the scheduler */
+    const struct secure *sec; /* the node's keys (CURVE toward the scheduler), or NULL */
     char sched[300];        /* "HOST:PORT" as given */
     uint32_t node_id;
     int rank;
@@ -49,7 +52,8 @@ void member_set_checkpoints(char **list, size_t n);
  * scheduler's. Waits at most connect_timeout_s for the acknowledgement.
  * Returns 0, -PSKV_ETIMEDOUT (unreachable), -PSKV_EREFUSED (refused; why says
  * by what), or another negated error; on failure m holds nothing. */
-int member_open(member *m, void *ctx, const char *scheduler, Pskv__Role role, int rank_wish,
+int member_open(member *m, void *ctx, const struct secure *sec, const char *scheduler,
+                Pskv__Role role, int rank_wish,
                 const char *host, int port, uint64_t job_id, double connect_timeout_s,
                 int64_t max_message, char *why, size_t whylen);
 
@@ -69,7 +73,7 @@ int member_recv(member *m, wire_msg *msg);
 /* For a node's heartbeat thread (the member's socket belongs to another thread):
  * a DEALER of its own connected to `scheduler` ("HOST:PORT"), NULL (logged) on
  * failure; and a HEARTBEAT header naming job and node, for it to complete. */
-void *member_hb_socket(void *ctx, const char *scheduler);
+void *member_hb_socket(void *ctx, const struct secure *sec, const char *scheduler);
 void member_hb_meta(Pskv__Meta *hb, uint64_t job, uint32_t node);
 
 /* Sends meta (its header filled by member_meta) to the scheduler. Returns 0 or

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "keys.h"
 #include "pskv_errors.h"
 
 int net_split_hostport(const char *s, char *host, size_t hostlen, int *port)
@@ -196,4 +197,24 @@ int net_connect(void *sock, const char *host, int port)
     else
         snprintf(ep, sizeof ep, "tcp://%s:%d", host, port);
     return zmq_connect(sock, ep) == 0 ? 0 : -PSKV_ENET;
+}
+
+int net_curve_server(void *sock, const keyset *ks)
+{
+    int one = 1;
+    if (zmq_setsockopt(sock, ZMQ_CURVE_SERVER, &one, sizeof one) != 0 ||
+        zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, ks->sec, KEY_Z85) != 0 ||
+        zmq_setsockopt(sock, ZMQ_ZAP_DOMAIN, "pskv", 4) != 0)
+        return -PSKV_ENET;
+    return 0;
+}
+
+int net_curve_client(void *sock, const keyset *ks, const char *server_pub)
+{
+    if (!key_z85_valid(server_pub) ||
+        zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, server_pub, KEY_Z85) != 0 ||
+        zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, ks->pub, KEY_Z85) != 0 ||
+        zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, ks->sec, KEY_Z85) != 0)
+        return -PSKV_ENET;
+    return 0;
 }

@@ -42,6 +42,17 @@ int net_check_advertise(const char *advertised, const char *scheduler_host, char
  * high-water marks of 10000 messages. Returns the socket or NULL. */
 void *net_socket(void *ctx, int type, int64_t max_message, int linger_ms);
 
+struct keyset;
+
+/* CURVE on a listening socket: `sock` becomes a CURVE server with ks's secret
+ * key (ZAP decides which clients it accepts: zap.h). Before bind. Returns 0 or
+ * -PSKV_ENET. */
+int net_curve_server(void *sock, const struct keyset *ks);
+
+/* CURVE on a dialing socket: ks's keypair, and the public key (Z85) of the
+ * server it dials. Before connect. Returns 0 or -PSKV_ENET. */
+int net_curve_client(void *sock, const struct keyset *ks, const char *server_pub);
+
 /* Binds `sock` on tcp://BIND:PORT (BIND "*" or empty = all, PORT 0 = any free)
  * and returns the port actually bound, or a negated error. */
 int net_bind(void *sock, const char *bind, int port, char *why, size_t whylen);

@@ -21,6 +21,7 @@ static const char *const messages[PSKV_ERROR_MAX] = {
     [PSKV_ESTALE] = "stale view or expired lease",
     [PSKV_ELOST] = "partition lost",
     [PSKV_ENOTREADY] = "partition not ready",
+    [PSKV_EPERM] = "not permitted for this key's role",
 };
 
 const char *pskv_strerror(int code)

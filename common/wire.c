@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "pskv_errors.h"
+#include "zap.h"
 
 void wire_meta_init(Pskv__Meta *meta, Pskv__MsgType type)
 {
@@ -191,10 +192,13 @@ fail:
     return rc;
 }
 
-static void peer_of(zmq_msg_t *msg, char *out, size_t len)
+/* The sender's address, and under CURVE its key and role (the ZAP handler's
+ * User-Id, "ROLE KEY": zap.h). */
+static void peer_of(zmq_msg_t *msg, wire_msg *m)
 {
     const char *addr = zmq_msg_gets(msg, "Peer-Address");
-    snprintf(out, len, "%s", addr ? addr : "?");
+    snprintf(m->peer, sizeof m->peer, "%s", addr ? addr : "?");
+    m->role = (int)zap_peer(msg, m->key, sizeof m->key);
 }
 
 int wire_recv(void *sock, int router, wire_msg *m, char *why, size_t whylen)
@@ -220,7 +224,7 @@ int wire_recv(void *sock, int router, wire_msg *m, char *why, size_t whylen)
         /* A ROUTER's routing-id frame carries no metadata: take the address
          * from the first payload frame. */
         if (count == (router ? 1 : 0))
-            peer_of(&part, m->peer, sizeof m->peer);
+            peer_of(&part, m);
         if (router && count == 0) {
             m->rid = part;
             m->has_rid = 1;

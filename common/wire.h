@@ -35,6 +35,8 @@ typedef struct wire_msg {
     uint64_t nvals;              /* floats in vals: nkeys * width */
     void *own;                   /* aligned copy of an unaligned frame, owned */
     char peer[64];               /* sender address for logs */
+    int role;                    /* the sender key's role (key_role) under CURVE, else 0 */
+    char key[41];                /* the sender's public key (Z85) under CURVE, else "" */
 } wire_msg;
 
 /* Moves a received message to another place (dst must not overlap src unless it

@@ -268,6 +268,8 @@ static memb_node *add_node(wire_msg *msg, int rank)
     n->port = (int)r->port;
     n->pid = r->pid;
     n->nonce = r->nonce;
+    snprintf(n->key, sizeof n->key, "%s", msg->key);
+    n->insecure = r->has_insecure && r->insecure;
     if (r->n_ckpts && (n->ckpts = calloc(r->n_ckpts, sizeof *n->ckpts))) {
         for (size_t i = 0; i < r->n_ckpts; i++)
             if ((n->ckpts[n->nckpts] = strdup(r->ckpts[i])))
@@ -413,6 +415,8 @@ void memb_on_heartbeat(wire_msg *msg)
         n->clock = r->clock;
     if (r->has_dropped)
         n->dropped = r->dropped;
+    for (size_t i = 0; i < r->n_refusals && i < REFUSE_COUNT; i++)
+        n->refusals[i] = r->refusals[i];
     note_progress(n, r);
     if (n->role == PSKV__ROLE__SERVER) { /* renews its lease */
         Pskv__Meta a;
@@ -502,8 +506,29 @@ static void declare_dead(memb_node *n, int64_t now)
     }
 }
 
+/* Time the scheduler itself did not run (its process starved or stopped) is not
+ * counted against the nodes: without this, a machine that stalls every process
+ * for longer than --dead-after-ms makes the scheduler declare every node dead at
+ * the first tick after it, before any heartbeat could come in. Declaring a death
+ * later is always safe: a server whose heartbeats go unanswered lets its lease
+ * lapse on its own clock and serves nothing meanwhile. */
+static void forgive_stall(int64_t now)
+{
+    static int64_t last;
+    int64_t tick = memb.heartbeat_ms < 100 ? memb.heartbeat_ms : 100;
+    int64_t gap = last ? now - last - tick : 0;
+    last = now;
+    if (gap <= tick)
+        return;
+    for (int i = 0; i < memb.nnodes; i++)
+        memb.nodes[i].last_hb_ms += gap;
+    LOG_W("the scheduler did not run for %lld ms (its process starved or stopped): that time "
+          "is not counted as the nodes' silence", (long long)gap);
+}
+
 void memb_expire(int64_t now)
 {
+    forgive_stall(now);
     for (int i = 0; i < memb.nnodes; i++) {
         memb_node *n = &memb.nodes[i];
         if (n->dead || n->state == NODE_FINISHED || now - n->last_hb_ms <= memb.dead_after_ms)

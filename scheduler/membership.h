@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "refuse.h"
 #include "wire.h"
 
 enum job_state {
@@ -58,6 +59,9 @@ typedef struct memb_node {
     uint64_t ckpt_acked;  /* servers: the last checkpoint written (checkpoint.c's) */
     char **ckpts;         /* servers: valid checkpoint files they hold, "JOB:SEQ:NODE" */
     size_t nckpts;
+    char key[41];         /* the public key it registered with (CURVE), else "" */
+    int insecure;         /* it runs with --insecure */
+    uint64_t refusals[REFUSE_COUNT]; /* its refusals of peers, from heartbeats */
 } memb_node;
 
 typedef struct memb_state {

@@ -1,6 +1,9 @@
-/* pskvctl: asks a running scheduler about its job.
- *   pskvctl [--scheduler HOST:PORT] status [--json]
- * Exit status: 0 answered, 1 no answer within --timeout or refused, 2 usage. */
+/* pskvctl: asks a running scheduler about its job, and makes keys.
+ *   pskvctl [--scheduler HOST:PORT] [--keys DIR] status [--json] | checkpoint
+ *   pskvctl keygen --role ROLE --out DIR
+ *   pskvctl keys init DIR --servers S --workers W
+ * Exit status: 0 answered (or keys made), 1 no answer within --timeout, refused,
+ * or keys not made, 2 usage. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
@@ -9,9 +12,11 @@
 #include <zmq.h>
 
 #include "config.h"
+#include "keys.h"
 #include "log.h"
 #include "net.h"
 #include "pskv_errors.h"
+#include "refuse.h"
 #include "wire.h"
 
 static cfg_entry config[] = {
@@ -23,11 +28,79 @@ static cfg_entry config[] = {
      "how long to wait for the scheduler's answer", 0, 0, NULL, NULL},
     {"log-level", CFG_STR, "warn", "PSKV_LOG_LEVEL", 1, 0, NULL, "error, warn, info or debug", 0,
      0, NULL, NULL},
+    {"keys", CFG_STR, "", "PSKV_KEYS", 1, 0, NULL,
+     "key directory (node.key, node.pub, scheduler.pub): talk CURVE to the scheduler; "
+     "checkpoint needs a control key", 0, 0, NULL, NULL},
+    {"role", CFG_STR, "", NULL, 1, 0, NULL,
+     "keygen: the key's role (scheduler, server, worker, evaluator, control)", 0, 0, NULL, NULL},
+    {"out", CFG_STR, "", NULL, 1, 0, NULL, "keygen: directory to write node.key and node.pub into",
+     0, 0, NULL, NULL},
+    {"servers", CFG_INT, "1", NULL, 1, 4096, NULL, "keys init: servers in the keyset", 0, 0, NULL,
+     NULL},
+    {"workers", CFG_INT, "1", NULL, 0, 65536, NULL, "keys init: workers in the keyset", 0, 0,
+     NULL, NULL},
     CFG_END};
+
+/* pskvctl keygen / keys init: exit status 0, 1 (not made) or 2 (usage). */
+static int key_command(cfg_args *args, const char *usage)
+{
+    char why[512];
+    if (!strcmp(args->pos[0], "keygen")) {
+        key_role role = key_role_parse(cfg_str(config, "role"));
+        if (args->npos != 1 || role == KEY_ROLE_NONE || !*cfg_str(config, "out")) {
+            fprintf(stderr, "pskvctl keygen: needs --role scheduler|server|worker|evaluator|control "
+                    "and --out DIR\nusage: %s\n", usage);
+            return 2;
+        }
+        if (keys_keygen(cfg_str(config, "out"), role, why, sizeof why) < 0) {
+            fprintf(stderr, "pskvctl keygen: %s\n", why);
+            return 1;
+        }
+        printf("%s key written to %s (node.key, node.pub); append node.pub to the scheduler's "
+               "and servers' authorized files, copy scheduler.pub beside it\n",
+               key_role_name(role), cfg_str(config, "out"));
+        return 0;
+    }
+    if (args->npos != 3 || strcmp(args->pos[1], "init")) {
+        fprintf(stderr, "pskvctl keys: expected 'keys init DIR'\nusage: %s\n", usage);
+        return 2;
+    }
+    int servers = (int)cfg_int(config, "servers"), workers = (int)cfg_int(config, "workers");
+    if (keys_init_cluster(args->pos[2], servers, workers, why, sizeof why) < 0) {
+        fprintf(stderr, "pskvctl keys init: %s\n", why);
+        return 1;
+    }
+    printf("keyset for 1 scheduler, %d servers, %d workers, 1 evaluator and 1 control written "
+           "to %s\n", servers, workers, args->pos[2]);
+    return 0;
+}
 
 static const char *role_name(int r)
 {
-    return r == PSKV__ROLE__SERVER ? "server" : r == PSKV__ROLE__WORKER ? "worker" : "other";
+    return r == PSKV__ROLE__SERVER      ? "server"
+           : r == PSKV__ROLE__WORKER    ? "worker"
+           : r == PSKV__ROLE__EVALUATOR ? "evaluator"
+                                        : "other";
+}
+
+/* Refusal counts as `reason=N` pairs (only the non-zero ones); "" when none. */
+static void refusals_text(const uint64_t *r, size_t n, char *out, size_t len)
+{
+    size_t at = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < n && i < REFUSE_COUNT && at < len; i++)
+        if (r[i])
+            at += (size_t)snprintf(out + at, len - at, "%s%s=%llu", at ? " " : "",
+                                   refuse_name((refuse_reason)i), (unsigned long long)r[i]);
+}
+
+static void json_refusals(const uint64_t *r, size_t n)
+{
+    printf("{");
+    for (size_t i = 0; i < REFUSE_COUNT; i++)
+        printf("%s\"%s\":%llu", i ? "," : "", refuse_name((refuse_reason)i),
+               (unsigned long long)(i < n ? r[i] : 0));
+    printf("}");
 }
 
 static void json_str(const char *s)
@@ -66,9 +139,14 @@ static void print_json(const Pskv__Meta *m)
             printf(",\"dropped_late\":%" PRIu64, n->dropped);
         if (n->has_heads)
             printf(",\"heads\":%u,\"holds\":%u", n->heads, n->holds);
+        printf(",\"insecure\":%s,\"refused\":", n->insecure ? "true" : "false");
+        json_refusals(n->refusals, n->n_refusals);
         putchar('}');
     }
-    printf("],\"partitions\":%u,\"replicas\":%u,\"vnodes\":%u,\"lost\":%u,\"chains\":[",
+    printf("],\"keys\":%s,\"insecure\":%s,\"refused\":", v->keys ? "true" : "false",
+           v->insecure ? "true" : "false");
+    json_refusals(v->refusals, v->n_refusals);
+    printf(",\"partitions\":%u,\"replicas\":%u,\"vnodes\":%u,\"lost\":%u,\"chains\":[",
            v->partitions, v->replicas, v->vnodes, v->lost);
     for (uint32_t p = 0; v->replicas && p < v->n_chains / v->replicas; p++) {
         printf("%s[", p ? "," : "");
@@ -77,6 +155,29 @@ static void print_json(const Pskv__Meta *m)
         putchar(']');
     }
     printf("]}\n");
+}
+
+/* Keys on or off, who runs --insecure, and the refusals of peers per reason. */
+static void print_security(const Pskv__View *v)
+{
+    char text[256];
+    printf("security: %s\n", v->keys ? "CURVE keys on every socket"
+                                     : "no keys (loopback only, unless --insecure)");
+    if (v->insecure)
+        printf("WARNING: the scheduler runs with --insecure: no authentication, no encryption\n");
+    for (size_t i = 0; i < v->n_nodes; i++)
+        if (v->nodes[i]->insecure)
+            printf("WARNING: %s node %u runs with --insecure\n", role_name(v->nodes[i]->role),
+                   v->nodes[i]->id);
+    refusals_text(v->refusals, v->n_refusals, text, sizeof text);
+    if (*text)
+        printf("refused by the scheduler: %s\n", text);
+    for (size_t i = 0; i < v->n_nodes; i++) {
+        refusals_text(v->nodes[i]->refusals, v->nodes[i]->n_refusals, text, sizeof text);
+        if (*text)
+            printf("refused by %s node %u: %s\n", role_name(v->nodes[i]->role),
+                   v->nodes[i]->id, text);
+    }
 }
 
 static void print_table(const Pskv__Meta *m)
@@ -119,6 +220,7 @@ static void print_table(const Pskv__Meta *m)
     if (slow)
         printf("slowest worker: rank %d at clock %" PRId64 "; pushes dropped as late: %" PRIu64
                "\n", slow->rank, slow->clock, dropped);
+    print_security(v);
     uint32_t R = v->replicas, np = R ? (uint32_t)(v->n_chains / R) : 0;
     if (!np)
         return;
@@ -143,13 +245,18 @@ static void print_table(const Pskv__Meta *m)
 int main(int argc, char **argv)
 {
     cfg_args args;
-    const char *usage = "pskvctl [--scheduler HOST:PORT] status [--json] | checkpoint";
+    const char *usage = "pskvctl [--scheduler HOST:PORT] [--keys DIR] status [--json] | checkpoint\n"
+                        "       pskvctl keygen --role ROLE --out DIR\n"
+                        "       pskvctl keys init DIR --servers S --workers W";
     int rc = cfg_start(config, "ctl", usage, argc, argv, &args);
     if (rc >= 0)
         return rc;
+    if (args.npos >= 1 && (!strcmp(args.pos[0], "keygen") || !strcmp(args.pos[0], "keys")))
+        return key_command(&args, usage);
     int ckpt = args.npos == 1 && !strcmp(args.pos[0], "checkpoint");
     if (args.npos != 1 || (strcmp(args.pos[0], "status") != 0 && !ckpt)) {
-        fprintf(stderr, "pskvctl: expected one command: status or checkpoint\nusage: %s\n",
+        fprintf(stderr, "pskvctl: expected one command: status, checkpoint, keygen or keys init\n"
+                "usage: %s\n",
                 usage);
         return 2;
     }
@@ -160,8 +267,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "pskvctl: --scheduler '%s' is not HOST:PORT\n", sched);
         return 2;
     }
+    keyset ks;
+    int keyed = *cfg_str(config, "keys") != '\0';
+    char why[512];
+    if (keyed && keys_load(&ks, cfg_str(config, "keys"), 0, why, sizeof why) < 0) {
+        fprintf(stderr, "pskvctl: --keys: %s\n", why);
+        return 2;
+    }
     void *ctx = zmq_ctx_new();
     void *s = net_socket(ctx, ZMQ_DEALER, 64 << 20, 0);
+    if (keyed) {
+        net_curve_client(s, &ks, ks.sched_pub);
+        keys_clear(&ks);
+    }
     net_connect(s, host, port);
     Pskv__Meta req;
     wire_meta_init(&req, ckpt ? PSKV__MSG_TYPE__CHECKPOINT : PSKV__MSG_TYPE__STATUS);
@@ -173,11 +291,12 @@ int main(int argc, char **argv)
     zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
     int status = 1;
     if (zmq_poll(&it, 1, timeout_ms) <= 0) {
-        fprintf(stderr, "pskvctl: no answer from scheduler %s within %.1f s\n", sched,
-                timeout_ms / 1000.0);
+        fprintf(stderr, "pskvctl: no answer from scheduler %s within %.1f s%s\n", sched,
+                timeout_ms / 1000.0,
+                keyed ? " (is its key the one in scheduler.pub, and this key in its authorized?)"
+                      : " (if it runs with --keys, pass --keys DIR)");
     } else {
         wire_msg msg;
-        char why[300];
         rc = wire_recv(s, 0, &msg, why, sizeof why);
         if (rc < 0) {
             fprintf(stderr, "pskvctl: bad answer from %s: %s\n", sched, why);

@@ -31,13 +31,16 @@
 #include "membership.h"
 #include "net.h"
 #include "pskv_errors.h"
+#include "refuse.h"
 #include "timeutil.h"
 #include "view.h"
 
 static void *ctx, *sock;
+secure sched_sec;
 
-static volatile sig_atomic_t stop_signal;
+static volatile sig_atomic_t stop_signal, reload_signal;
 static void on_signal(int sig) { stop_signal = sig; }
+static void on_hup(int sig) { reload_signal = sig; }
 
 static cfg_entry config[] = {
     {"servers", CFG_INT, "1", "PSKV_SCHEDULER_SERVERS", 1, 4096, NULL,
@@ -66,6 +69,9 @@ static cfg_entry config[] = {
      "give up when the cluster is not complete after this long", 0, 0, NULL, NULL},
     {"job-id", CFG_INT, "0", "PSKV_JOB_ID", 0, 9.2e18, NULL,
      "job id (0 = pick a random one)", 0, 0, NULL, NULL},
+    {"worker-checkpoints", CFG_BOOL, "false", "PSKV_SCHEDULER_WORKER_CHECKPOINTS", 0, 0, NULL,
+     "with --keys, worker keys may ask for checkpoints too (pskv_checkpoint); by default "
+     "only control keys may", 0, 0, NULL, NULL},
     CFG_COMMON_ENTRIES("PSKV_SCHEDULER_PORT", "7700"),
     CFG_END};
 
@@ -104,10 +110,62 @@ void sched_refuse(wire_msg *msg, int code, const char *reason)
     wire_send_error(sock, &msg->rid, msg->meta, memb.job_id, 0, code, reason, 0);
 }
 
-/* Hands msg to the module that serves its type, once its job id is this job's. */
+/* Under keys, who may send what. REGISTER only with a key of the role it asks
+ * for; a message naming a registered node only from the key that node
+ * registered with; CHECKPOINT only from a control key (or a worker key with
+ * --worker-checkpoints). A refused message is counted, logged once a minute per
+ * peer, answered PSKV_EPERM when it asks for an answer, and changes nothing. */
+static int authorized(wire_msg *msg)
+{
+    if (!sched_sec.keyed)
+        return 1;
+    Pskv__Meta *r = msg->meta;
+    char why[200] = "";
+    int answer = 1;
+    switch (r->type) {
+    case PSKV__MSG_TYPE__REGISTER: {
+        int want = r->role == PSKV__ROLE__SERVER   ? KEY_ROLE_SERVER
+                   : r->role == PSKV__ROLE__WORKER ? KEY_ROLE_WORKER
+                   : r->role == PSKV__ROLE__EVALUATOR ? KEY_ROLE_EVALUATOR
+                                                      : -1;
+        if (msg->role != want)
+            snprintf(why, sizeof why, "a %s key cannot register as a %s",
+                     key_role_name((key_role)msg->role), memb_role_name((int)r->role));
+        break;
+    }
+    case PSKV__MSG_TYPE__STATUS:
+        break;
+    case PSKV__MSG_TYPE__CHECKPOINT:
+        if (msg->role != KEY_ROLE_CONTROL &&
+            !(msg->role == KEY_ROLE_WORKER && cfg_int(config, "worker-checkpoints")))
+            snprintf(why, sizeof why,
+                     "checkpoints need a control key (pskvctl --keys DIR/control checkpoint)%s",
+                     msg->role == KEY_ROLE_WORKER ? ", or --worker-checkpoints on the scheduler"
+                                                  : "");
+        break;
+    default: {
+        memb_node *n = r->has_sender ? memb_find(r->sender) : NULL;
+        answer = r->type == PSKV__MSG_TYPE__BARRIER || r->type == PSKV__MSG_TYPE__FINISH;
+        if (n && strcmp(n->key, msg->key))
+            snprintf(why, sizeof why, "%s names node %u, which registered with another key",
+                     wire_type_name((int)r->type), n->id);
+    }
+    }
+    if (!*why)
+        return 1;
+    refuse_note(REFUSE_MESSAGE, msg->peer, msg->key, why);
+    if (answer)
+        wire_send_error(sock, &msg->rid, r, memb.job_id, 0, PSKV_EPERM, why, 0);
+    return 0;
+}
+
+/* Hands msg to the module that serves its type, once its job id is this job's
+ * and its key may send it. */
 static void dispatch(wire_msg *msg)
 {
     Pskv__Meta *r = msg->meta;
+    if (!authorized(msg))
+        return;
     if (r->has_job_id && r->job_id != 0 && r->job_id != memb.job_id) {
         char why[160];
         snprintf(why, sizeof why, "job id %llu is not this job's (%llu)",
@@ -137,6 +195,7 @@ static void dispatch(wire_msg *msg)
 static void tick(void)
 {
     int64_t now = tu_now_ms();
+    secure_tick(&sched_sec);
     ckpt_tick(now);
     memb_expire(now);
 }
@@ -187,6 +246,15 @@ static int configure(int argc, char **argv)
     if (memb.job_id == 0)
         memb.job_id = 1;
     memb.started_ms = tu_now_ms();
+    char why[600];
+    if (secure_init(&sched_sec, "pskv-scheduler", cfg_str(config, "keys"),
+                    (int)cfg_int(config, "insecure"), KEY_ROLE_SCHEDULER, 1, why,
+                    sizeof why) < 0 ||
+        secure_check_exposure(&sched_sec, secure_bind_addr(&sched_sec, cfg_str(config, "bind")),
+                              cfg_str(config, "advertise"), why, sizeof why) < 0) {
+        fprintf(stderr, "pskv-scheduler: %s\n", why);
+        return 2;
+    }
     return -1;
 }
 
@@ -218,6 +286,10 @@ static void run(void)
 {
     int64_t next_tick = tu_now_ms();
     while (!stop_signal) {
+        if (reload_signal) {
+            reload_signal = 0;
+            secure_reload(&sched_sec);
+        }
         zmq_pollitem_t item = {sock, 0, ZMQ_POLLIN, 0};
         long wait = (long)(next_tick - tu_now_ms());
         if (wait < 0)
@@ -245,12 +317,19 @@ int main(int argc, char **argv)
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGHUP, on_hup);
 
     ctx = zmq_ctx_new();
     sock = net_socket(ctx, ZMQ_ROUTER, cfg_int(config, "max-message"), 0);
     char why[512];
-    int port = net_bind(sock, cfg_str(config, "bind"), (int)cfg_int(config, "port"), why,
-                        sizeof why);
+    unsigned every_role = (1u << KEY_ROLE_SERVER) | (1u << KEY_ROLE_WORKER) |
+                          (1u << KEY_ROLE_EVALUATOR) | (1u << KEY_ROLE_CONTROL);
+    if (secure_listen(&sched_sec, ctx, sock, every_role, why, sizeof why) < 0) {
+        LOG_E("%s", why);
+        return 1;
+    }
+    int port = net_bind(sock, secure_bind_addr(&sched_sec, cfg_str(config, "bind")),
+                        (int)cfg_int(config, "port"), why, sizeof why);
     if (port < 0) {
         LOG_E("%s", why);
         return 1;
@@ -268,6 +347,7 @@ int main(int argc, char **argv)
     else
         LOG_I("job %llu done", (unsigned long long)memb.job_id);
     zmq_close(sock);
+    secure_close(&sched_sec);
     zmq_ctx_term(ctx);
     memb_free();
     view_free();

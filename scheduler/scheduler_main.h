@@ -17,7 +17,11 @@
 #include <zmq.h>
 
 #include "membership.h"
+#include "secure.h"
 #include "wire.h"
+
+/* The scheduler's keys and ZAP handler (secure.h); keyed == 0 without --keys. */
+extern secure sched_sec;
 
 /* A fresh Meta of `type` stamped with the job id, the current view epoch and the
  * scheduler's sender id 0; the caller fills the rest. */

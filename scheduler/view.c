@@ -80,9 +80,18 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
         v->n_prev_chains = (size_t)V.nparts * V.replicas;
         v->prev_chains = V.join_prev;
     }
+    v->has_keys = sched_sec.keyed;
+    v->keys = sched_sec.keyed;
     if (status) {
         static const char *const js[] = {"waiting", "running", "stopping"};
         v->state = (char *)js[memb.state];
+        static uint64_t mine[REFUSE_COUNT];
+        for (int i = 0; i < REFUSE_COUNT; i++)
+            mine[i] = refuse_count((refuse_reason)i);
+        v->n_refusals = REFUSE_COUNT;
+        v->refusals = mine;
+        v->has_insecure = sched_sec.insecure;
+        v->insecure = sched_sec.insecure;
     }
     v->n_nodes = (size_t)memb.nnodes;
     v->nodes = ptrs;
@@ -111,9 +120,15 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
         p->clock = n->clock;
         p->has_dropped = n->role == PSKV__ROLE__SERVER;
         p->dropped = n->dropped;
+        if (n->key[0])
+            p->pubkey = n->key;
+        p->has_insecure = n->insecure;
+        p->insecure = n->insecure;
         if (status) {
             p->has_heartbeat_age_ms = 1;
             p->heartbeat_age_ms = now - n->last_hb_ms;
+            p->n_refusals = REFUSE_COUNT;
+            p->refusals = n->refusals;
         }
     }
 }

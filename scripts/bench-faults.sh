@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fault-tolerance figures (docs/benchmarks.md):
 #   1. failover time over --kills kills -9 of one of 3 servers (R = 2, 4 workers
-#      pushing), with the default time-outs and with the faster ones below;
+#      pushing), with the default time-outs, with them and keys (CURVE on every
+#      socket: reconnects include the handshake), and with the faster time-outs below;
 #      median and worst, from kill to the first push a new owner acknowledged;
 #   2. false deaths in a --soak-seconds run of 4 workers and 3 servers (MLP
 #      training) with the faster time-outs: the scheduler must declare nobody dead;
@@ -72,6 +73,7 @@ failover() {
 
 if [ -z "$only" ] || [ "$only" = failover ]; then
   failover default
+  failover "default+keys" --keys "$out/keys"
   failover "fast(heartbeat-ms=$FAST_HB,dead-after-ms=$FAST_DEAD)" \
     --scheduler-opt=--heartbeat-ms=$FAST_HB --scheduler-opt=--dead-after-ms=$FAST_DEAD
 fi

@@ -5,6 +5,8 @@
 #  2. push+pull at 1 MiB (bench app, pipelined and serial) with the server on h2 and
 #     the worker on h3, against the same on loopback, and through a fault proxy that
 #     adds 100 ms each way.
+# Every run has CURVE on: launch-hosts.sh makes a keyset per job (its default), and the
+# loopback run uses one too (launch-local.sh --keys), so the figures compare alike.
 # Usage: scripts/bench-hosts.sh [--trials N]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -28,7 +30,7 @@ printf '%s\n' 'h1 scheduler servers=1 workers=1' 'h2 servers=1 workers=1' 'h3 wo
 for t in $(seq "$trials"); do
   log=$out/rejoin-$t
   "$here/launch-hosts.sh" --hostfile "$out/hosts" "${ssh[@]}" --bin-dir "$bin" --timeout 300 \
-    --log-dir "$log" -- --app check --consistency ssp:2 --count-acked --rounds 1500 --keys 100 \
+    --log-dir "$log" -- --app check --consistency ssp:2 --count-acked --rounds 1500 --check-keys 100 \
     --slowdown 3 > /dev/null 2>&1 &
   lpid=$!
   for i in $(seq 200); do grep -q 'joined job' "$log/worker-2.log" 2>/dev/null && break; sleep 0.1; done
@@ -47,12 +49,12 @@ for t in $(seq "$trials"); do
   fi
 done
 
-echo "== push+pull of 1 MiB values"
+echo "== push+pull of 1 MiB values (CURVE keys on every socket)"
 bench() { # bench NAME LAUNCH... -> pskv lines
   grep -h '^bench size' "$1"/worker-0.log | sed "s/^bench /$2 /"
 }
 "$here/launch-local.sh" --servers 1 --workers 1 --timeout 300 --log-dir "$out/loop" \
-  -- --app bench --size 1048576 --runs 3 --log-level warn > /dev/null 2>&1
+  --keys "$out/loop-keys" -- --app bench --size 1048576 --runs 3 --log-level warn > /dev/null 2>&1
 bench "$out/loop" "loopback"
 printf '%s\n' 'h1 scheduler' 'h2 servers=1 port=7800' 'h3 workers=1' > "$out/hosts2"
 "$here/launch-hosts.sh" --hostfile "$out/hosts2" "${ssh[@]}" --bin-dir "$bin" --timeout 300 \

@@ -6,19 +6,25 @@
 #   size=BYTES mode=serial|pipelined step_us=... GBps=... zmq_rtt_us=... ratio=...
 # step_us and zmq_rtt_us are medians over the runs; GBps = 2 x size / step (10^9
 # bytes/s); ratio = the median over runs of the run's raw round trip / pskv step.
+# With --keys the job runs with CURVE on every socket (a keyset made for the run) and
+# the baseline is the CURVE echo (pskv-zmq-rtt --curve, the crypto floor); lines end
+# with keys=curve.
 # Usage: scripts/bench-pushpull.sh [--sizes "4096 65536 1048576 16777216"] [--runs N (default 7)]
+#        [--keys]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${PSKV_BIN_DIR:-$here/../build/bin}
 sizes="4096 65536 1048576 16777216"
 runs=7
+keys=
 while [ $# -gt 0 ]; do
   case "$1" in
     --sizes) sizes=$2; shift 2 ;;
     --sizes=*) sizes=${1#*=}; shift ;;
     --runs) runs=$2; shift 2 ;;
     --runs=*) runs=${1#*=}; shift ;;
-    *) echo "usage: $0 [--sizes \"BYTES...\"] [--runs N]" >&2; exit 2 ;;
+    --keys) keys=1; shift ;;
+    *) echo "usage: $0 [--sizes \"BYTES...\"] [--runs N] [--keys]" >&2; exit 2 ;;
   esac
 done
 export OPENBLAS_NUM_THREADS=1
@@ -26,8 +32,10 @@ out=$(mktemp -d /tmp/pskv-bench-XXXXXX)
 trap 'rm -rf "$out"' EXIT
 
 status=0
+keyopt=()
+[ -n "$keys" ] && keyopt=(--keys "$out/keys")
 for size in $sizes; do
-  if ! "$here/launch-local.sh" --servers 1 --workers 1 --timeout 600 --log-dir "$out/run-$size" \
+  if ! "$here/launch-local.sh" --servers 1 --workers 1 --timeout 600 --log-dir "$out/run-$size" "${keyopt[@]}" \
        --server-opt --blas-threads --server-opt 1 --server-opt --log-level --server-opt warn \
        --scheduler-opt --log-level --scheduler-opt warn \
        -- --app bench --size "$size" --runs "$runs" --baseline "$bin/pskv-zmq-rtt" --log-level warn > "$out/pskv-$size" 2>&1; then
@@ -43,7 +51,8 @@ for size in $sizes; do
     [ -n "$step" ] && [ -n "$zmq" ] && [ -n "$ratio" ] ||
       { echo "bench: no $mode figure for size $size" >&2; status=1; continue; }
     awk -v s="$size" -v m="$mode" -v st="$step" -v z="$zmq" -v r="$ratio" \
-      'BEGIN { printf "size=%d mode=%s step_us=%.1f GBps=%.3f zmq_rtt_us=%.1f ratio=%.2f\n", s, m, st, 2*s/(st*1000), z, r }'
+      -v k="${keys:+ keys=curve}" \
+      'BEGIN { printf "size=%d mode=%s step_us=%.1f GBps=%.3f zmq_rtt_us=%.1f ratio=%.2f%s\n", s, m, st, 2*s/(st*1000), z, r, k }'
   done
 done
 exit $status

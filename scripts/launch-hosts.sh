@@ -3,9 +3,9 @@
 # hosts, each daemon started over ssh. The multi-host sibling of launch-local.sh.
 #
 # Usage:
-#   scripts/launch-hosts.sh --hostfile FILE [--timeout SEC] [--log-dir DIR]
-#       [--ssh-opt ARG]... [--bin-dir DIR] [--scheduler-opt ARG]... [--server-opt ARG]...
-#       [--worker-opt RANK:ARG]... [--dry-run] [-- WORKER_ARGS...]
+#   scripts/launch-hosts.sh --hostfile FILE [--keys DIR | --insecure] [--timeout SEC]
+#       [--log-dir DIR] [--ssh-opt ARG]... [--bin-dir DIR] [--scheduler-opt ARG]...
+#       [--server-opt ARG]... [--worker-opt RANK:ARG]... [--dry-run] [-- WORKER_ARGS...]
 #
 # Host file: one host per line,
 #   DEST [scheduler] [servers=N] [workers=N] [advertise=ADDR] [port=P]
@@ -22,10 +22,28 @@
 #   "launch-hosts: FILE:LINE: reason" (exit 2). The servers= and workers= totals S and W
 #   must both be >= 1. Workers get ranks in host-file order.
 #
-# Commands (BIN = --bin-dir, SCHED = the scheduler line's advertise address and port):
-#   scheduler:  BIN/pskv-scheduler --port P --servers S --workers W --advertise ADDR [scheduler-opts...]
-#   server:     BIN/pskv-server --scheduler SCHED --port P --advertise ADDR [server-opts...]
-#   worker R:   BIN/pskv-worker --scheduler SCHED --rank R --advertise ADDR WORKER_ARGS... [R's worker-opts...]
+# Keys (CURVE on every socket, only the job's keys admitted): by default a new keyset for
+# the job is made here, `BIN/pskvctl keys init` (this host's BIN/pskvctl, else pskvctl on
+# PATH) into a private mktemp -d /tmp/pskv-keys-local-XXXXXX; --keys DIR uses a keyset
+# made before (`pskvctl keys init DIR --servers S --workers W`; missing daemon
+# directories: exit 2). Before any daemon starts, each host gets, over the same ssh (a
+# tar on ssh's stdin), only the directories of the daemons it runs (scheduler/,
+# server-I/, worker-R/; never control/) in /tmp/pskv-keys-RUNID/NAME (0700, node.key
+# 0600); a copy that fails or takes over 30 s stops the launch (nothing started, exit 1).
+# Secret keys travel only as files: never on a command line, never in a log. The keyset
+# is linked as LOGDIR/keys while the job runs, so that
+#   pskvctl --scheduler SCHED --keys LOGDIR/keys/control status
+# works. At the end, however it comes (all done, a failure, Ctrl-C, the time-out), the
+# keys are removed from every host, then here the link and the private directory (never
+# a --keys DIR). Only a SIGKILL of this script leaves them (remove the directories by
+# hand). --insecure: no keys; every daemon gets --insecure (and so listens on every
+# interface by default); the daemons warn.
+#
+# Commands (BIN = --bin-dir, SCHED = the scheduler line's advertise address and port,
+# KEYS = --keys /tmp/pskv-keys-RUNID/NAME, or --insecure):
+#   scheduler:  BIN/pskv-scheduler --port P --servers S --workers W --advertise ADDR KEYS [scheduler-opts...]
+#   server:     BIN/pskv-server --scheduler SCHED --port P --advertise ADDR KEYS [server-opts...]
+#   worker R:   BIN/pskv-worker --scheduler SCHED --rank R --advertise ADDR KEYS WORKER_ARGS... [R's worker-opts...]
 # each run as `${PSKV_SSH:-ssh} -o BatchMode=yes [ssh-opts...] DEST -- sh -c '...'`, where
 # the remote sh writes its pid to /tmp/pskv-remote-RUNID-NAME.pid and execs the daemon
 # (arguments quoted for any POSIX shell). BatchMode=yes is left out when an --ssh-opt
@@ -33,6 +51,8 @@
 #
 # Options (each also accepted as --flag=value):
 #   --hostfile FILE      the host file (required)
+#   --keys DIR           the keyset to use (default: a new one for the job, see Keys)
+#   --insecure           no keys at all (excludes --keys: usage error, exit 2)
 #   --timeout SEC        stop everything after SEC seconds, exit 124 (default 3600)
 #   --log-dir DIR        where logs and pid files go (default: new mktemp -d /tmp/pskv-XXXXXX)
 #   --ssh-opt ARG        append ARG to every ssh command line (repeatable), e.g.
@@ -42,26 +62,29 @@
 #   --scheduler-opt ARG  append ARG to the scheduler's command line (repeatable)
 #   --server-opt ARG     append ARG to every server's command line (repeatable)
 #   --worker-opt R:ARG   append ARG to worker R's command line only (repeatable)
-#   --dry-run            check everything, print the ssh commands (one per line), start nothing
+#   --dry-run            check everything, print the commands (the keyset, the key copies,
+#                        the daemons, the clean-up; one per line, '#' lines between), start
+#                        nothing (no secret is printed)
 #   --help               print this help and exit 0
 #
 # Log dir contents (on the launching host): NAME.log (stdout+stderr of the ssh client,
 # i.e. of the remote daemon), NAME.pid (pid of the local ssh client), NAME.remote
-# ("DEST PIDFILE": where the remote pid is), for NAME = scheduler, server-I, worker-R.
-# Worker 0's output is also streamed to this script's stdout.
+# ("DEST PIDFILE": where the remote pid is), for NAME = scheduler, server-I, worker-R;
+# hosts.log: output of the key copies and the clean-up on the hosts; keys: the link to
+# the keyset (see Keys). Worker 0's output is also streamed to this script's stdout.
 #
 # The scheduler starts first; servers and workers follow once its port answers from here
 # (at most ~10 s). Runs until every worker has exited (a daemon that dies does not stop
 # the others), then gives the scheduler and servers up to 10 s to shut down by themselves,
 # then stops whatever is left: SIGTERM to the remote daemon over ssh (SIGKILL after 5 s),
-# then the local ssh clients; last, the remote pid files are removed. Ctrl-C / SIGTERM /
+# then the local ssh clients; last, the remote pid files and keys are removed. Ctrl-C / SIGTERM /
 # the time-out stop everything the same way. (Killing a local ssh client alone would not
 # stop the remote daemon, hence the remote kill.)
 #
 # Exit status: 0 when every worker exited 0; else the status of the lowest-rank failing
 # worker (its ssh client's status: the remote status, 255 when ssh itself failed);
-# 124 on time-out; 130 on SIGINT (143 on SIGTERM, 129 on SIGHUP); 2 on bad usage or a
-# bad host file.
+# 124 on time-out; 130 on SIGINT (143 on SIGTERM, 129 on SIGHUP); 2 on bad usage, a
+# bad host file or keyset; 1 when the keys could not be copied to a host.
 #
 # Example:
 #   printf '%s\n' 'h1 scheduler servers=1 workers=1' 'h2 servers=1 workers=2' >hosts
@@ -82,12 +105,17 @@ reexec_with_default_int "${BASH_SOURCE[0]}" "$@"
 
 usage() {
   cat <<'EOF'
-Usage: launch-hosts.sh --hostfile FILE [--timeout SEC] [--log-dir DIR] [--ssh-opt ARG]...
-         [--bin-dir DIR] [--scheduler-opt ARG]... [--server-opt ARG]...
-         [--worker-opt RANK:ARG]... [--dry-run] [-- WORKER_ARGS...]
+Usage: launch-hosts.sh --hostfile FILE [--keys DIR | --insecure] [--timeout SEC]
+         [--log-dir DIR] [--ssh-opt ARG]... [--bin-dir DIR] [--scheduler-opt ARG]...
+         [--server-opt ARG]... [--worker-opt RANK:ARG]... [--dry-run] [-- WORKER_ARGS...]
 
 Runs a pskv cluster over several hosts: every daemon is started with ssh, as the host
 file says; waits for the workers, then stops everything on every host.
+
+Keys: by default a new keyset is made here for the job (pskvctl keys init) and each host
+gets, over the same ssh, only its daemons' keys, in /tmp/pskv-keys-RUNID (0700); they
+are removed from every host, and here, when the launch ends, however it ends. While it
+runs: pskvctl --scheduler SCHED --keys LOGDIR/keys/control status.
 
 Host file, one host per line ('#' starts a comment):
   DEST [scheduler] [servers=N] [workers=N] [advertise=ADDR] [port=P]
@@ -97,6 +125,9 @@ Host file, one host per line ('#' starts a comment):
   servers any free port). Workers get ranks in host-file order.
 
   --hostfile FILE      the host file (required)
+  --keys DIR           use this keyset (pskvctl keys init layout) instead of a new one
+  --insecure           no keys: every daemon runs with --insecure (no authentication,
+                       no encryption)
   --timeout SEC        stop everything after SEC seconds and exit 124 (default 3600)
   --log-dir DIR        directory for <daemon>.log/.pid/.remote (default: mktemp -d)
   --ssh-opt ARG        append ARG to every ssh command (repeatable),
@@ -106,13 +137,15 @@ Host file, one host per line ('#' starts a comment):
   --scheduler-opt ARG  append ARG to the scheduler's arguments (repeatable)
   --server-opt ARG     append ARG to every server's arguments (repeatable)
   --worker-opt R:ARG   append ARG to worker R's arguments only (repeatable)
-  --dry-run            print the ssh commands it would run, one per line; start nothing
+  --dry-run            print the commands it would run (keys, daemons, clean-up), one
+                       per line; start nothing
   --help               show this help
 Every option also accepts the --flag=value form. Arguments after -- go to every worker.
 The ssh program is $PSKV_SSH if set, else ssh (run with -o BatchMode=yes).
 
 Exit status: 0 if all workers exited 0, else the lowest-rank failing worker's status
-(255: ssh itself failed); 124 on time-out; 130 on Ctrl-C; 2 on usage or host-file errors.
+(255: ssh itself failed); 124 on time-out; 130 on Ctrl-C; 2 on usage, host-file or
+keyset errors; 1 when the keys could not be copied to a host.
 EOF
 }
 
@@ -153,6 +186,8 @@ bounded() {
 hostfile=
 dry_run=0
 ssh_opts=()
+keys_dir=
+insecure=0
 LAUNCH_RANK_RE='^[0-9]{1,9}$'
 
 # set_opt NAME VAL: this script's own options (see parse_args in launch-lib.sh).
@@ -164,244 +199,37 @@ set_opt() {
       hostfile=$2
       ;;
     --ssh-opt) ssh_opts+=("$2") ;;
+    --keys)
+      [[ -n $2 ]] || die_usage "--keys needs a directory"
+      keys_dir=$2
+      ;;
+    --insecure) insecure=1 ;;
   esac
 }
 
-parse_args "--hostfile --ssh-opt" "--dry-run" "$@"
+parse_args "--hostfile --ssh-opt --keys" "--dry-run --insecure" "$@"
 
 [[ -n $hostfile ]] || die_usage "--hostfile is required"
+if [[ -n $keys_dir ]] && ((insecure)); then
+  die_usage "--keys and --insecure exclude each other (--keys DIR: CURVE with that keyset; --insecure: no keys at all)"
+fi
 check_timeout
 
 SSH=${PSKV_SSH:-ssh}
 [[ -n $SSH ]] || SSH=ssh
 
 # ---------------------------------------------------------------- host file
-# Per host line h: h_line (line number), h_dest, h_sched (0/1), h_servers, h_workers,
-# h_adv (advertise=, empty when not given), h_port (port=, empty when not given).
-h_line=()
-h_dest=()
-h_sched=()
-h_servers=()
-h_workers=()
-h_adv=()
-h_port=()
-sched_h=-1
-
-hf_die() {
-  msg "$hostfile:$1: $2"
-  exit 2
-}
-
-if [[ -d $hostfile ]]; then
-  die "cannot read host file '$hostfile': it is a directory"
-fi
-[[ -r $hostfile ]] || die "cannot read host file '$hostfile'"
-exec 4<"$hostfile" || die "cannot read host file '$hostfile'"
-
-lineno=0
-while IFS= read -r line <&4 || [[ -n $line ]]; do
-  lineno=$((lineno + 1))
-  line=${line%%#*}
-  line=${line//$'\r'/ }
-  read -r -a words <<<"$line"
-  ((${#words[@]} > 0)) || continue
-
-  dest=${words[0]}
-  if [[ $dest == *=* || $dest == -* ]]; then
-    hf_die "$lineno" "a line must start with the host (ssh destination), got '$dest'"
-  fi
-  is_sched=0
-  n_servers=
-  n_workers=
-  adv=
-  has_adv=0
-  hport=
-  for w in "${words[@]:1}"; do
-    case $w in
-      scheduler)
-        ((is_sched == 0)) || hf_die "$lineno" "'scheduler' given twice on this line"
-        if ((sched_h >= 0)); then
-          hf_die "$lineno" "duplicate 'scheduler' (already on line ${h_line[sched_h]})"
-        fi
-        is_sched=1
-        ;;
-      scheduler=*)
-        hf_die "$lineno" "'scheduler' takes no value, got '$w'"
-        ;;
-      servers=* | workers=*)
-        key=${w%%=*}
-        val=${w#*=}
-        if [[ $key == servers && -n $n_servers ]] || [[ $key == workers && -n $n_workers ]]; then
-          hf_die "$lineno" "'$key=' given twice on this line"
-        fi
-        [[ $val =~ ^[0-9]{1,6}$ ]] ||
-          hf_die "$lineno" "bad number in '$w' (want an integer >= 0)"
-        if [[ $key == servers ]]; then
-          n_servers=$((10#$val))
-        else
-          n_workers=$((10#$val))
-        fi
-        ;;
-      advertise=*)
-        ((has_adv == 0)) || hf_die "$lineno" "'advertise=' given twice on this line"
-        has_adv=1
-        adv=${w#*=}
-        [[ -n $adv ]] || hf_die "$lineno" "'advertise=' needs an address"
-        ;;
-      port=*)
-        [[ -z $hport ]] || hf_die "$lineno" "'port=' given twice on this line"
-        val=${w#*=}
-        if ! [[ $val =~ ^[0-9]{1,5}$ ]] || ((10#$val < 1 || 10#$val > 65535)); then
-          hf_die "$lineno" "bad port in '$w' (want an integer in 1..65535)"
-        fi
-        hport=$((10#$val))
-        ;;
-      *=*)
-        hf_die "$lineno" "unknown key '${w%%=*}' (known: servers=, workers=, advertise=, port=)"
-        ;;
-      *)
-        hf_die "$lineno" "unknown word '$w' (expected scheduler, servers=N, workers=N, advertise=ADDR or port=P)"
-        ;;
-    esac
-  done
-  n_servers=${n_servers:-0}
-  n_workers=${n_workers:-0}
-  if [[ -n $hport ]]; then
-    last=$((hport + is_sched + n_servers - 1))
-    ((last <= 65535)) ||
-      hf_die "$lineno" "port=$hport leaves no room for $((is_sched + n_servers)) ports (last would be $last)"
-  fi
-  h=${#h_dest[@]}
-  h_line+=("$lineno")
-  h_dest+=("$dest")
-  h_sched+=("$is_sched")
-  h_servers+=("$n_servers")
-  h_workers+=("$n_workers")
-  h_adv+=("$adv")
-  h_port+=("$hport")
-  ((is_sched)) && sched_h=$h
-done
-exec 4<&-
-
-endline=$((lineno > 0 ? lineno : 1))
-((sched_h >= 0)) || hf_die "$endline" "no line has 'scheduler'"
-S=0
-W=0
-for h in "${!h_dest[@]}"; do
-  S=$((S + h_servers[h]))
-  W=$((W + h_workers[h]))
-done
-((S >= 1)) || hf_die "$endline" "no servers (the servers= add up to 0; need at least 1)"
-((W >= 1)) || hf_die "$endline" "no workers (the workers= add up to 0; need at least 1)"
-
+# shellcheck source=launch-hostfile.sh
+. "$(dirname "${BASH_SOURCE[0]}")/launch-hostfile.sh" || die "cannot read $(dirname "${BASH_SOURCE[0]}")/launch-hostfile.sh"
 check_wopt_ranks
-
-# ---------------------------------------------------------------- addresses
-is_ipv4() { [[ $1 =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}$ ]]; }
-is_ipv6() { [[ $1 == *:* && $1 =~ ^[0-9A-Fa-f:.]+(%[A-Za-z0-9_.-]+)?$ ]]; }
-
-# getent_addr NAME: sets REPLY to the address NAME resolves to here (IPv4 preferred:
-# the daemons dial IPv4).
-getent_addr() {
-  local out a v4
-  out=$(getent hosts "$1" 2>/dev/null) || return 1
-  a=${out%%[[:space:]]*}
-  [[ -n $a ]] || return 1
-  if [[ $a == *:* ]]; then
-    v4=$(getent ahostsv4 "$1" 2>/dev/null) && v4=${v4%%[[:space:]]*} && [[ -n $v4 ]] && a=$v4
-  fi
-  REPLY=$a
-}
-
-# dest_host DEST: sets REPLY to the host name part of an ssh destination.
-dest_host() {
-  local d=$1
-  if [[ $d == ssh://* ]]; then
-    d=${d#ssh://}
-    d=${d%%/*}
-    d=${d##*@}
-    if [[ $d == \[* ]]; then
-      d=${d%%\]*}
-    else
-      d=${d%%:*}
-    fi
-  else
-    d=${d##*@}
-  fi
-  d=${d#\[}
-  d=${d%\]}
-  REPLY=$d
-}
-
-# resolve_dest DEST: sets REPLY to the address the other hosts should dial for DEST.
-resolve_dest() {
-  local dest=$1 host out k v rest name=
-  dest_host "$dest"
-  host=$REPLY
-  if is_ipv4 "$host" || is_ipv6 "$host"; then
-    REPLY=$host
-    return 0
-  fi
-  getent_addr "$host" && return 0
-  # The ssh config may alias the name (Host h1 / HostName 10.0.0.11): ask ssh.
-  out=$(bounded 10 "$SSH" "${ssh_opts[@]}" -G "$dest" </dev/null 2>/dev/null) || out=
-  while read -r k v rest; do
-    if [[ ${k,,} == hostname ]]; then
-      name=$v
-      break
-    fi
-  done <<<"$out"
-  [[ -n $name ]] || return 1
-  if is_ipv4 "$name" || is_ipv6 "$name"; then
-    REPLY=$name
-    return 0
-  fi
-  [[ $name != "$host" ]] && getent_addr "$name" && return 0
-  return 1
-}
-
-declare -A port_owner=()
-# claim_port H PORT: PORT on host line H's address; error when another line has it too.
-claim_port() {
-  local key="${h_adv[$1]} $2"
-  if [[ -n ${port_owner[$key]:-} ]]; then
-    hf_die "${h_line[$1]}" "port $2 on ${h_adv[$1]} is also used on line ${port_owner[$key]}"
-  fi
-  port_owner[$key]=${h_line[$1]}
-}
-
-for h in "${!h_dest[@]}"; do
-  if ((h_sched[h] == 0 && h_servers[h] == 0 && h_workers[h] == 0)); then
-    msg "warning: $hostfile:${h_line[h]}: host ${h_dest[h]} runs nothing"
-    continue
-  fi
-  if [[ -z ${h_adv[h]} ]]; then
-    resolve_dest "${h_dest[h]}" ||
-      hf_die "${h_line[h]}" "cannot find the address of '${h_dest[h]}' (getent hosts, ssh -G); add advertise=ADDR"
-    h_adv[h]=$REPLY
-  fi
-  if [[ -n ${h_port[h]} ]] && ((h_sched[h] == 0 && h_servers[h] == 0)); then
-    msg "warning: $hostfile:${h_line[h]}: port= is not used (no scheduler or server on this line)"
-  fi
-done
-
-sched_adv=${h_adv[sched_h]}
-sched_port=${h_port[sched_h]:-7700}
-claim_port "$sched_h" "$sched_port"
-for h in "${!h_dest[@]}"; do
-  [[ -n ${h_port[h]} ]] || continue
-  for ((k = 0; k < h_servers[h]; k++)); do
-    claim_port "$h" $((h_port[h] + h_sched[h] + k))
-  done
-done
-if [[ $sched_adv == *:* ]]; then
-  sched_addr="[$sched_adv]:$sched_port"
-else
-  sched_addr="$sched_adv:$sched_port"
-fi
 
 # ---------------------------------------------------------------- binaries (remote path)
 default_bin_dir "${BASH_SOURCE[0]}"
+
+# ---------------------------------------------------------------- keys
+runid="$(date +%s)-$$-$RANDOM"
+# shellcheck source=launch-keys.sh
+. "$(dirname "${BASH_SOURCE[0]}")/launch-keys.sh" || die "cannot read $(dirname "${BASH_SOURCE[0]}")/launch-keys.sh"
 
 # ---------------------------------------------------------------- commands
 ssh_base=("$SSH")
@@ -411,8 +239,6 @@ for o in "${ssh_opts[@]}"; do
 done
 ((batch_set)) || ssh_base+=(-o BatchMode=yes)
 ssh_base+=("${ssh_opts[@]}")
-
-runid="$(date +%s)-$$-$RANDOM"
 
 # Index 0: scheduler, 1..S: servers (host-file order), S+1..S+W: workers (by rank).
 d_name=()
@@ -436,8 +262,9 @@ add_daemon() {
   d_remote+=("sh -c $REPLY")
 }
 
+key_args scheduler scheduler
 add_daemon scheduler "$sched_h" "$bin_dir/pskv-scheduler" --port "$sched_port" \
-  --servers "$S" --workers "$W" --advertise "$sched_adv" "${scheduler_opts[@]}"
+  --servers "$S" --workers "$W" --advertise "$sched_adv" "${kargs[@]}" "${scheduler_opts[@]}"
 i=0
 for h in "${!h_dest[@]}"; do
   for ((k = 0; k < h_servers[h]; k++)); do
@@ -446,8 +273,9 @@ for h in "${!h_dest[@]}"; do
     else
       p=0
     fi
+    key_args "server-$i" server
     add_daemon "server-$i" "$h" "$bin_dir/pskv-server" --scheduler "$sched_addr" --port "$p" \
-      --advertise "${h_adv[h]}" "${server_opts[@]}"
+      --advertise "${h_adv[h]}" "${kargs[@]}" "${server_opts[@]}"
     i=$((i + 1))
   done
 done
@@ -455,29 +283,93 @@ r=0
 for h in "${!h_dest[@]}"; do
   for ((k = 0; k < h_workers[h]; k++)); do
     # a rank's own options come last, so they override the shared WORKER_ARGS
+    key_args "worker-$r" worker
     cmd=("$bin_dir/pskv-worker" --scheduler "$sched_addr" --rank "$r" --advertise "${h_adv[h]}"
-      "${worker_args[@]}")
+      "${kargs[@]}" "${worker_args[@]}")
     add_rank_opts "$r"
     add_daemon "worker-$r" "$h" "${cmd[@]}"
     r=$((r + 1))
   done
 done
 
-if ((dry_run)); then
-  # One command per line, quoted so that it can be pasted into bash as is (an argument
-  # holding a newline or another control character is shown in bash's $'...' form).
-  for i in "${!d_name[@]}"; do
-    line=
-    for w in "${ssh_base[@]}" "${d_dest[i]}" -- "${d_remote[i]}"; do
-      if [[ $w == *[[:cntrl:]]* ]]; then
-        printf -v REPLY '%q' "$w"
-      else
-        shq "$w"
-      fi
-      line+="${line:+ }$REPLY"
-    done
-    printf '%s\n' "$line"
+# The hosts (ssh destinations) in host-file order, and the daemons each runs.
+dests=()
+declare -A dest_names=()
+for i in "${!d_name[@]}"; do
+  [[ -n ${dest_names[${d_dest[i]}]:-} ]] || dests+=("${d_dest[i]}")
+  dest_names[${d_dest[i]}]+="${dest_names[${d_dest[i]}]:+ }${d_name[i]}"
+done
+
+# cleanup_script DEST KEYS I...: sets REPLY to the sh script that removes, on host DEST,
+# the pid files of daemons I... and, when KEYS is 1, this run's keys (empty: nothing to do).
+cleanup_script() {
+  local dest=$1 keys=$2 i out=
+  shift 2
+  for i in "$@"; do
+    [[ ${d_dest[i]} == "$dest" ]] || continue
+    shq "${d_pidfile[i]}"
+    [[ -n $out ]] || out="rm -f"
+    out+=" $REPLY"
   done
+  if ((keys)); then
+    shq "$remote_keys"
+    out+="${out:+; }rm -rf $REPLY"
+  fi
+  REPLY=$out
+}
+
+# cmd_line WORD...: sets REPLY to the words as one line of bash that can be pasted as is
+# (a word holding a newline or another control character in bash's $'...' form).
+cmd_line() {
+  local w line=
+  for w in "$@"; do
+    if [[ $w == *[[:cntrl:]]* ]]; then
+      printf -v REPLY '%q' "$w"
+    else
+      shq "$w"
+    fi
+    line+="${line:+ }$REPLY"
+  done
+  REPLY=$line
+}
+
+# ssh_line DEST SCRIPT: cmd_line of the ssh command that runs SCRIPT with sh on DEST.
+ssh_line() {
+  shq "$2"
+  cmd_line "${ssh_base[@]}" "$1" -- "sh -c $REPLY"
+}
+
+if ((dry_run)); then
+  # The commands, one per line, pasteable into bash; '#' lines say what each group does.
+  if [[ $key_mode == new ]]; then
+    echo "# a new keyset for this job, in a private directory here"
+    cmd_line "$local_ctl"
+    printf 'KEYSET=$(mktemp -d /tmp/pskv-keys-local-XXXXXX)/set && %s keys init "$KEYSET" --servers %d --workers %d\n' "$REPLY" "$S" "$W"
+  elif [[ $key_mode == given ]]; then
+    shq "$keyset"
+    echo "KEYSET=$REPLY"
+  fi
+  if [[ $key_mode != off ]]; then
+    echo "# each host gets its daemons' keys (a tar on ssh's stdin) in $remote_keys"
+    for dest in "${dests[@]}"; do
+      # shellcheck disable=SC2086  # names are single words
+      copy_script ${dest_names[$dest]}
+      ssh_line "$dest" "$REPLY"
+      echo "tar -C \"\$KEYSET\" -chf - ${dest_names[$dest]} | $REPLY"
+    done
+  fi
+  echo "# the daemons"
+  for i in "${!d_name[@]}"; do
+    cmd_line "${ssh_base[@]}" "${d_dest[i]}" -- "${d_remote[i]}"
+    printf '%s\n' "$REPLY"
+  done
+  echo "# at the end, however it ends: on each host, remove the pid files$([[ $key_mode == off ]] || echo " and keys")"
+  for dest in "${dests[@]}"; do
+    cleanup_script "$dest" "$([[ $key_mode == off ]] && echo 0 || echo 1)" "${!d_name[@]}"
+    ssh_line "$dest" "$REPLY"
+    printf '%s\n' "$REPLY"
+  done
+  [[ $key_mode == new ]] && echo 'rm -rf "$(dirname "$KEYSET")"'
   exit 0
 fi
 
@@ -503,11 +395,14 @@ setup_log_dir
 
 # ---------------------------------------------------------------- process bookkeeping
 # pids/alive/status: the local ssh clients of the daemons, indexed like d_name.
-# k_pids/k_alive/k_idx/k_what: auxiliary ssh processes (remote kill, pid file removal).
+# k_pids/k_alive/k_st/k_dest/k_what/k_log: auxiliary ssh processes (key copies, remote
+# kills, clean-up): pid, 1 while it runs, exit status, host, what it does, its log.
 k_pids=()
 k_alive=()
-k_idx=()
+k_st=()
+k_dest=()
 k_what=()
+k_log=()
 install_signal_traps
 
 # start_daemon I: starts daemon I's ssh client in the background; logs to NAME.log, the
@@ -529,19 +424,21 @@ start_daemon() {
   echo "$pid" >"$log_dir/$name.pid" || die "cannot write $log_dir/$name.pid"
 }
 
-# spawn_aux I WHAT REMOTE_SCRIPT: runs REMOTE_SCRIPT with sh on daemon I's host, in the
-# background (output appended to daemon I's log).
+# spawn_aux DEST WHAT REMOTE_SCRIPT LOG [INPUT]: runs REMOTE_SCRIPT with sh on host DEST,
+# in the background, stdin from INPUT (default /dev/null), output appended to LOG.
 spawn_aux() {
-  local i=$1 what=$2 script=$3
+  local dest=$1 what=$2 script=$3 log=$4 input=${5:-/dev/null}
   shq "$script"
   (
     trap '' INT HUP
-    exec "${ssh_base[@]}" "${d_dest[i]}" -- "sh -c $REPLY"
-  ) </dev/null >>"$log_dir/${d_name[i]}.log" 2>&1 3>&- &
+    exec "${ssh_base[@]}" "$dest" -- "sh -c $REPLY"
+  ) <"$input" >>"$log" 2>&1 3>&- &
   k_pids+=("$!")
   k_alive+=(1)
-  k_idx+=("$i")
+  k_st+=("")
+  k_dest+=("$dest")
   k_what+=("$what")
+  k_log+=("$log")
 }
 
 # spawn_killer I term|kill: signals daemon I through its remote pid file. term: SIGTERM,
@@ -552,9 +449,9 @@ spawn_killer() {
   f=$REPLY
   local get="p=\$(cat $f 2>/dev/null) && [ -n \"\$p\" ] && kill -0 \"\$p\" 2>/dev/null || exit 0"
   if [[ $2 == term ]]; then
-    spawn_aux "$i" "stop ${d_name[i]}" "$get; kill -TERM \"\$p\" 2>/dev/null; kill -CONT \"\$p\" 2>/dev/null; n=0; while kill -0 \"\$p\" 2>/dev/null; do if [ \$n -ge 50 ]; then kill -KILL \"\$p\" 2>/dev/null; exit 0; fi; sleep 0.1 2>/dev/null || { sleep 1; n=\$((n + 9)); }; n=\$((n + 1)); done; exit 0"
+    spawn_aux "${d_dest[i]}" "stop ${d_name[i]}" "$get; kill -TERM \"\$p\" 2>/dev/null; kill -CONT \"\$p\" 2>/dev/null; n=0; while kill -0 \"\$p\" 2>/dev/null; do if [ \$n -ge 50 ]; then kill -KILL \"\$p\" 2>/dev/null; exit 0; fi; sleep 0.1 2>/dev/null || { sleep 1; n=\$((n + 9)); }; n=\$((n + 1)); done; exit 0" "$log_dir/${d_name[i]}.log"
   else
-    spawn_aux "$i" "kill ${d_name[i]}" "$get; kill -KILL \"\$p\" 2>/dev/null; exit 0"
+    spawn_aux "${d_dest[i]}" "kill ${d_name[i]}" "$get; kill -KILL \"\$p\" 2>/dev/null; exit 0" "$log_dir/${d_name[i]}.log"
   fi
 }
 
@@ -567,8 +464,9 @@ reap_aux() {
       wait "${k_pids[j]}" 2>/dev/null
       st=$?
       k_alive[j]=0
+      k_st[j]=$st
       if ((st != 0)); then
-        msg "warning: could not ${k_what[j]} on ${d_dest[k_idx[j]]}: ssh exited with status $st (see $log_dir/${d_name[k_idx[j]]}.log)"
+        msg "warning: could not ${k_what[j]} on ${k_dest[j]}: ssh exited with status $st (see ${k_log[j]})"
       fi
     fi
   done
@@ -588,7 +486,8 @@ kill_aux() {
   any_aux_alive || return 0
   for j in "${!k_pids[@]}"; do
     if ((k_alive[j])); then
-      msg "warning: gave up trying to ${k_what[j]} on ${d_dest[k_idx[j]]} (ssh did not finish)"
+      msg "warning: gave up trying to ${k_what[j]} on ${k_dest[j]} (ssh did not finish)"
+      k_st[j]=-1
       kill -TERM "${k_pids[j]}" 2>/dev/null
     fi
   done
@@ -697,26 +596,17 @@ stop_all() {
   stop_procs 20 0 0 20 "${left[@]}"
 }
 
-pidfiles_removed=0
-# remove_pidfiles: removes the remote pid files, one ssh per host (up to 10 s).
-remove_pidfiles() {
-  local i n dest files
-  ((pidfiles_removed)) && return 0
-  pidfiles_removed=1
-  local -A first=() list=()
-  for i in "${!pids[@]}"; do
-    dest=${d_dest[i]}
-    shq "${d_pidfile[i]}"
-    if [[ -z ${first[$dest]:-} ]]; then
-      first[$dest]=$i
-      list[$dest]=$REPLY
-    else
-      list[$dest]+=" $REPLY"
-    fi
-  done
-  for dest in "${!first[@]}"; do
-    files=${list[$dest]}
-    spawn_aux "${first[$dest]}" "remove the pid files" "rm -f $files"
+remote_cleaned=0
+# remove_remote: removes, on every host, the pid files of the daemons started there and
+# this run's keys: one ssh per host, in parallel, up to 10 s.
+remove_remote() {
+  local dest n
+  ((remote_cleaned)) && return 0
+  remote_cleaned=1
+  for dest in "${dests[@]}"; do
+    cleanup_script "$dest" "${keys_sent_to[$dest]:-0}" "${!pids[@]}"
+    [[ -n $REPLY ]] &&
+      spawn_aux "$dest" "remove this run's pid files and $remote_keys" "$REPLY" "$log_dir/hosts.log"
   done
   for ((n = 0; n < 100; n++)); do
     reap_aux
@@ -746,8 +636,9 @@ emergency_cleanup() {
     for i in "${!pids[@]}"; do
       ((alive[i])) && kill -KILL "${pids[i]}" 2>/dev/null
     done
-    remove_pidfiles
   fi
+  remove_remote
+  remove_local_keys
   [[ -n $tail_pid ]] && kill -TERM "$tail_pid" 2>/dev/null
   return 0
 }
@@ -783,6 +674,18 @@ fi
 SECONDS=0
 start_us=${EPOCHREALTIME:-0}
 start_us=${start_us//[!0-9]/}
+if [[ $key_mode == off ]]; then
+  msg "--insecure: no keys; whoever reaches these hosts can join the job and read its data"
+elif ! send_keys; then
+  if [[ -n $got_signal ]]; then
+    msg "interrupted while copying the keys: nothing started"
+  else
+    msg "the keys did not reach every host: nothing started"
+  fi
+  compute_exit_status
+  ((rc == 0)) && rc=1
+  exit "$rc"
+fi
 msg "scheduler on ${d_dest[0]} at $sched_addr; $S server(s), $W worker(s) on ${#h_dest[@]} host line(s)"
 start_daemon 0
 wait_scheduler_listening
@@ -802,7 +705,8 @@ done
 wait_for_workers
 stop_all
 stop_tail 10
-remove_pidfiles
+remove_remote
+remove_local_keys
 compute_exit_status
 trap - EXIT
 exit "$rc"

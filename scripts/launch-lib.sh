@@ -181,6 +181,37 @@ default_bin_dir() {
   [[ $bin_dir == /* ]] || bin_dir="$PWD/$bin_dir"
 }
 
+# keyset_names S W: sets REPLY to the daemon directories a keyset for S servers and W
+# workers holds (`pskvctl keys init` layout), space separated: scheduler server-0 ...
+# worker-0 ...
+keyset_names() {
+  local i out=scheduler
+  for ((i = 0; i < $1; i++)); do out+=" server-$i"; done
+  for ((i = 0; i < $2; i++)); do out+=" worker-$i"; done
+  REPLY=$out
+}
+
+# check_keyset DIR S W: DIR must hold a NAME/node.key for every daemon of a job with S
+# servers and W workers; else reports every missing directory and exits 2.
+check_keyset() {
+  local dir=$1 d missing=() more=''
+  [[ -d $dir ]] || die "--keys $dir: no such directory (make a keyset with: pskvctl keys init $dir --servers $2 --workers $3)"
+  keyset_names "$2" "$3"
+  for d in $REPLY; do
+    [[ -f $dir/$d/node.key ]] || missing+=("$d/")
+  done
+  ((${#missing[@]} == 0)) && return 0
+  ((${#missing[@]} > 8)) && more=" and $((${#missing[@]} - 8)) more"
+  die "--keys $dir lacks ${missing[*]:0:8}$more (each with a node.key), needed for $2 server(s) and $3 worker(s); make a set for this job with: pskvctl keys init NEWDIR --servers $2 --workers $3"
+}
+
+# make_keyset PSKVCTL DIR S W: a new keyset for S servers and W workers in DIR (pskvctl
+# keys init; its errors go to msg_fd), or exit 2.
+make_keyset() {
+  "$1" keys init "$2" --servers "$3" --workers "$4" >/dev/null 2>&"$msg_fd" ||
+    die "could not make a keyset in $2 with $1 keys init"
+}
+
 # setup_log_dir: creates log_dir (a new mktemp -d /tmp/pskv-XXXXXX when empty), says
 # where it is, then sends this shell's own stderr to /dev/null (bash would otherwise print
 # "line N: PID Killed ..." job notices at odd moments for processes that die of a signal;

@@ -3,8 +3,8 @@
 #
 # Usage:
 #   scripts/launch-local.sh --servers S --workers W [--port P] [--timeout SEC]
-#       [--log-dir DIR] [--bin-dir DIR] [--scheduler-opt ARG]... [--server-opt ARG]...
-#       [--worker-opt RANK:ARG]... [-- WORKER_ARGS...]
+#       [--log-dir DIR] [--bin-dir DIR] [--keys DIR] [--scheduler-opt ARG]...
+#       [--server-opt ARG]... [--worker-opt RANK:ARG]... [-- WORKER_ARGS...]
 #
 # Starts, as direct children of this script:
 #   pskv-scheduler --port P --servers S --workers W [scheduler-opts...]
@@ -20,6 +20,9 @@
 #   --log-dir DIR        where logs and pid files go (default: new mktemp -d /tmp/pskv-XXXXXX)
 #   --bin-dir DIR        where the binaries are (default: $PSKV_BIN_DIR, else
 #                        <script dir>/../build/bin)
+#   --keys DIR           CURVE on every socket, with the keyset in DIR (`pskvctl keys init`
+#                        layout: scheduler/, server-I/, worker-R/); made there first when
+#                        DIR does not exist. Each daemon gets --keys DIR/<its name>.
 #   --scheduler-opt ARG  append ARG to the scheduler's command line (repeatable)
 #   --server-opt ARG     append ARG to every server's command line (repeatable)
 #   --worker-opt R:ARG   append ARG to worker R's command line only (repeatable),
@@ -69,6 +72,8 @@ waits for the workers, then stops everything.
   --log-dir DIR        directory for <daemon>.log / <daemon>.pid (default: mktemp -d)
   --bin-dir DIR        directory holding the binaries (default: $PSKV_BIN_DIR,
                        else <script dir>/../build/bin)
+  --keys DIR           CURVE with the keyset in DIR (pskvctl keys init layout;
+                       made there when DIR does not exist)
   --scheduler-opt ARG  append ARG to the scheduler's arguments (repeatable)
   --server-opt ARG     append ARG to every server's arguments (repeatable)
   --worker-opt R:ARG   append ARG to worker R's arguments only (repeatable)
@@ -84,6 +89,7 @@ EOF
 servers=
 workers=
 port=
+keys=
 
 # set_opt NAME VAL: this script's own options (see parse_args in launch-lib.sh).
 set_opt() {
@@ -91,10 +97,14 @@ set_opt() {
     --servers) servers=$2 ;;
     --workers) workers=$2 ;;
     --port) port=$2 ;;
+    --keys)
+      [[ -n $2 ]] || die_usage "--keys needs a directory"
+      keys=$2
+      ;;
   esac
 }
 
-parse_args "--servers --workers --port" "" "$@"
+parse_args "--servers --workers --port --keys" "" "$@"
 
 [[ -n $servers ]] || die_usage "--servers is required"
 [[ -n $workers ]] || die_usage "--workers is required"
@@ -121,6 +131,22 @@ for b in pskv-scheduler pskv-server pskv-worker; do
     die "binary $bin_dir/$b is missing or not executable (build pskv first, or use --bin-dir DIR / PSKV_BIN_DIR)"
   fi
 done
+
+# ---------------------------------------------------------------- keys
+# key_opts NAME: the --keys option of daemon NAME (scheduler, server-I, worker-R), or none.
+key_opts=()
+set_key_opts() {
+  key_opts=()
+  [[ -n $keys ]] && key_opts=(--keys "$keys/$1")
+  return 0
+}
+if [[ -n $keys ]]; then
+  if [[ ! -e $keys ]]; then
+    [[ -x $bin_dir/pskvctl ]] || die "binary $bin_dir/pskvctl is missing (needed to make a keyset)"
+    make_keyset "$bin_dir/pskvctl" "$keys" "$servers" "$workers"
+  fi
+  check_keyset "$keys" "$servers" "$workers"
+fi
 
 # ---------------------------------------------------------------- port
 have_ss=0
@@ -240,8 +266,9 @@ wait_scheduler_listening() {
 # ---------------------------------------------------------------- launch
 SECONDS=0
 sched="127.0.0.1:$port"
+set_key_opts scheduler
 start_daemon scheduler "$bin_dir/pskv-scheduler" --port "$port" --servers "$servers" \
-  --workers "$workers" "${scheduler_opts[@]}"
+  --workers "$workers" "${key_opts[@]}" "${scheduler_opts[@]}"
 wait_scheduler_listening
 # a port picked here can still be taken by someone else first: try another
 for _ in 1 2 3 4; do
@@ -254,18 +281,20 @@ for _ in 1 2 3 4; do
   # the scheduler keeps index 0 in the bookkeeping: forget the failed one
   pids=() alive=() status=() names=()
   start_daemon scheduler "$bin_dir/pskv-scheduler" --port "$port" --servers "$servers" \
-    --workers "$workers" "${scheduler_opts[@]}"
+    --workers "$workers" "${key_opts[@]}" "${scheduler_opts[@]}"
   wait_scheduler_listening
 done
 
 for ((i = 0; i < servers; i++)); do
   [[ -n $got_signal ]] && break
-  start_daemon "server-$i" "$bin_dir/pskv-server" --scheduler "$sched" "${server_opts[@]}"
+  set_key_opts "server-$i"
+  start_daemon "server-$i" "$bin_dir/pskv-server" --scheduler "$sched" "${key_opts[@]}" "${server_opts[@]}"
 done
 
 for ((r = 0; r < workers; r++)); do
   [[ -n $got_signal ]] && break
-  cmd=("$bin_dir/pskv-worker" --scheduler "$sched" --rank "$r" "${worker_args[@]}")
+  set_key_opts "worker-$r"
+  cmd=("$bin_dir/pskv-worker" --scheduler "$sched" --rank "$r" "${key_opts[@]}" "${worker_args[@]}")
   add_rank_opts "$r"
   start_daemon "worker-$r" "${cmd[@]}"
   ((r == 0)) && start_tail $((servers + 1))

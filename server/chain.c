@@ -17,6 +17,7 @@
 #include "grow.h"
 #include "log.h"
 #include "net.h"
+#include "secure.h"
 #include "pskv_errors.h"
 #include "ring.h"
 #include "timeutil.h"
@@ -118,9 +119,11 @@ void *chain_peer_sock(chain *c, uint32_t id)
         int nowait = 0;
         if (p->sock)
             zmq_setsockopt(p->sock, ZMQ_SNDTIMEO, &nowait, sizeof nowait);
-        if (p->sock && net_connect(p->sock, p->host, p->port) < 0) {
+        if (p->sock && (secure_dial(c->mb->sec, p->sock, p->key) < 0 ||
+                        net_connect(p->sock, p->host, p->port) < 0)) {
             LOG_W("cannot dial server node %u at %s:%d: %s", id, p->host, p->port,
-                  zmq_strerror(errno));
+                  *p->key || !c->mb->sec || !c->mb->sec->keyed ? zmq_strerror(errno)
+                                                                : "the view has no key for it");
             zmq_close(p->sock);
             p->sock = NULL;
         }
@@ -347,6 +350,7 @@ static void view_peers(chain *c, const Pskv__View *v, uint32_t me)
             pp->id = n->id;
             snprintf(pp->host, sizeof pp->host, "%s", n->host ? n->host : "");
             pp->port = (int)n->port;
+            snprintf(pp->key, sizeof pp->key, "%s", n->pubkey ? n->pubkey : "");
         }
         pp->alive = !(n->state && !strcmp(n->state, "dead"));
     }

@@ -31,6 +31,7 @@ typedef struct chain_peer {
     char host[128];
     int port;
     int alive;
+    char key[41]; /* its CURVE public key from the view ("" without keys) */
     void *sock; /* DEALER, dialled on first use */
 } chain_peer;
 

@@ -13,9 +13,7 @@
 #define _GNU_SOURCE
 #include <cblas.h>
 #include <errno.h>
-#include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,11 +27,14 @@
 #include "checkpoint.h"
 #include "config.h"
 #include "consist.h"
+#include "lease.h"
 #include "log.h"
 #include "member.h"
 #include "net.h"
 #include "persist.h"
 #include "pskv_errors.h"
+#include "refuse.h"
+#include "secure.h"
 #include "table.h"
 #include "timeutil.h"
 #include "wire.h"
@@ -71,74 +72,14 @@ static struct {
     wire_msg *parked; /* valid messages from a view not applied here yet, in order */
     int nparked;
     int lease_lapsed;       /* logged once per lapse */
+    secure sec;             /* keys, CURVE, ZAP (secure.h) */
 } S;
 
 #define MAX_PARKED 1024
 
-/* Heartbeats come from a thread of their own, on a socket of their own, so that
- * one long step of the loop (growing a hash map of millions of keys, a large
- * copy) does not get this server declared dead; the loop stamps each pass, and
- * a loop stuck for 10 death time-outs stops the heartbeats, so a wedged server
- * is still replaced. The thread renews the lease from the acknowledgements. */
-static struct {
-    pthread_t thread;
-    int started;
-    atomic_int stop;
-    _Atomic int64_t lease_until_ms; /* serve only before this */
-    _Atomic int64_t loop_ms;        /* the loop's last pass */
-    _Atomic int lease_ms;           /* from the latest view (0 before the first) */
-    _Atomic uint64_t dropped;
-} HB;
-
-static void *heartbeat_main(void *arg)
-{
-    (void)arg;
-    void *s = member_hb_socket(S.ctx, S.mb.sched);
-    if (!s)
-        return NULL;
-    /* copies taken before the loop: the main thread applies views meanwhile */
-    const int period = S.mb.heartbeat_ms > 0 ? S.mb.heartbeat_ms : 100;
-    const uint64_t job = S.mb.job_id;
-    const uint32_t node = S.mb.node_id;
-    int64_t next = 0;
-    while (!atomic_load(&HB.stop)) {
-        int64_t now = tu_now_ms();
-        int lease = atomic_load(&HB.lease_ms);
-        int64_t stall = 10 * (int64_t)(lease + period);
-        if (now >= next && now - atomic_load(&HB.loop_ms) <= (stall > 2000 ? stall : 2000)) {
-            Pskv__Meta hb;
-            member_hb_meta(&hb, job, node);
-            hb.has_clock = hb.has_dropped = hb.has_request_id = 1;
-            hb.request_id = (uint64_t)now; /* echoed: the lease runs from the send time */
-            hb.clock = 0;
-            hb.dropped = atomic_load(&HB.dropped);
-            wire_send(s, NULL, &hb, NULL, NULL);
-            next = now + period;
-        }
-        zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
-        if (zmq_poll(&it, 1, 10) <= 0)
-            continue;
-        wire_msg msg;
-        char why[200];
-        while (wire_recv(s, 0, &msg, why, sizeof why) == 0) {
-            Pskv__Meta *m = msg.meta;
-            if (m->type == PSKV__MSG_TYPE__HEARTBEAT_ACK && m->has_request_id && lease > 0) {
-                int64_t until = (int64_t)m->request_id + lease;
-                int64_t was = atomic_load(&HB.lease_until_ms);
-                while (until > was && !atomic_compare_exchange_weak(&HB.lease_until_ms, &was,
-                                                                     until))
-                    ;
-            }
-            wire_msg_close(&msg);
-        }
-        wire_msg_close(&msg);
-    }
-    zmq_close(s);
-    return NULL;
-}
-
-static volatile sig_atomic_t stop_signal;
+static volatile sig_atomic_t stop_signal, reload_signal;
 static void on_signal(int sig) { stop_signal = sig; }
+static void on_hup(int sig) { reload_signal = sig; }
 
 static void meta_reply(Pskv__Meta *m, const Pskv__Meta *req, Pskv__MsgType type)
 {
@@ -389,7 +330,7 @@ static int refuse_stale(wire_msg *msg)
     if (!data && !repl)
         return 0;
     char why[200];
-    if (tu_now_ms() > atomic_load(&HB.lease_until_ms)) {
+    if (!lease_valid()) {
         if (!S.lease_lapsed++)
             LOG_W("lease lapsed (no acknowledged heartbeat): serving nothing until renewed");
         if (data)
@@ -459,11 +400,43 @@ static void clocks_after_view(uint64_t place_before)
     consist_set_sources(S.cons, heads, n, chain_place_epoch(S.chain) != place_before);
 }
 
+/* Under keys: a worker's messages (TABLE_OPEN, PUSH, PULL, CLOCK) only from a
+ * worker key (an evaluator's may open and pull), a server's (REPLICATE, FILL, a
+ * forwarded CLOCK) only from a server key, and each from the key the view gives
+ * the node it names. Returns 1 after refusing (counted, logged once a minute per
+ * peer, answered PSKV_EPERM unless a CLOCK); nothing of it is applied. */
+static int refuse_role(wire_msg *msg)
+{
+    if (!S.sec.keyed)
+        return 0;
+    Pskv__Meta *r = msg->meta;
+    int server = r->type == PSKV__MSG_TYPE__REPLICATE || r->type == PSKV__MSG_TYPE__FILL ||
+                 (r->type == PSKV__MSG_TYPE__CLOCK && r->has_origin_id);
+    int reader = r->type == PSKV__MSG_TYPE__PULL || r->type == PSKV__MSG_TYPE__TABLE_OPEN;
+    char why[200] = "";
+    if (server ? msg->role != KEY_ROLE_SERVER
+               : msg->role != KEY_ROLE_WORKER && !(reader && msg->role == KEY_ROLE_EVALUATOR))
+        snprintf(why, sizeof why, "a %s key may not send %s",
+                 key_role_name((key_role)msg->role), wire_type_name((int)r->type));
+    for (size_t i = 0; !*why && S.mb.view && r->has_sender && i < S.mb.view->n_nodes; i++) {
+        const Pskv__Node *n = S.mb.view->nodes[i];
+        if (n->id == r->sender && n->pubkey && strcmp(n->pubkey, msg->key))
+            snprintf(why, sizeof why, "%s names node %u, whose key is another",
+                     wire_type_name((int)r->type), n->id);
+    }
+    if (!*why)
+        return 0;
+    refuse_note(REFUSE_MESSAGE, msg->peer, msg->key, why);
+    if (r->type != PSKV__MSG_TYPE__CLOCK && msg->has_rid)
+        wire_send_error(S.router, &msg->rid, r, S.mb.job_id, S.mb.node_id, PSKV_EPERM, why, 0);
+    return 1;
+}
+
 static void handle_worker(wire_msg *msg)
 {
     Pskv__Meta *r = msg->meta;
     char why[200];
-    if (refuse_foreign(msg) || refuse_stale(msg))
+    if (refuse_foreign(msg) || refuse_role(msg) || refuse_stale(msg))
         return;
     switch (r->type) {
     case PSKV__MSG_TYPE__TABLE_OPEN: on_table_open(msg); break;
@@ -525,10 +498,8 @@ static int handle_scheduler(void)
                 consist_restore_clocks(S.cons, clocks.vc, clocks.nranks);
                 free(clocks.vc);
             }
-            atomic_store(&HB.lease_ms, (int)S.mb.view->lease_ms);
-            int64_t none = 0; /* the first lease runs from the first view */
-            atomic_compare_exchange_strong(&HB.lease_until_ms, &none,
-                                           tu_now_ms() + (int64_t)S.mb.view->lease_ms);
+            lease_view((int)S.mb.view->lease_ms);
+            secure_allow_view(&S.sec, S.mb.view);
             replay_parked();
         } else if (msg.meta->type == PSKV__MSG_TYPE__CHECKPOINT) {
             checkpoint_write(msg.meta->seq);
@@ -584,8 +555,12 @@ static int open_data(void)
         zmq_setsockopt(S.router, ZMQ_RCVBUF, &sockbuf, sizeof sockbuf);
         zmq_setsockopt(S.router, ZMQ_SNDBUF, &sockbuf, sizeof sockbuf);
     }
-    int port = net_bind(S.router, cfg_str(config, "bind"), (int)cfg_int(config, "port"), why,
-                        sizeof why);
+    unsigned peers = (1u << KEY_ROLE_WORKER) | (1u << KEY_ROLE_EVALUATOR) |
+                     (1u << KEY_ROLE_SERVER);
+    int port = secure_listen(&S.sec, S.ctx, S.router, peers, why, sizeof why);
+    if (port == 0)
+        port = net_bind(S.router, secure_bind_addr(&S.sec, cfg_str(config, "bind")),
+                        (int)cfg_int(config, "port"), why, sizeof why);
     if (port < 0) {
         LOG_E("%s", why);
         return -1;
@@ -621,7 +596,7 @@ static int join_cluster(const char *sched, const char *host, int port)
         LOG_I("%zu valid checkpoint files in %s", nckpts, data_dir);
     member_set_checkpoints(ckpts, nckpts);
     int adv_port = cfg_int(config, "advertise-port") ? (int)cfg_int(config, "advertise-port") : port;
-    int rc = member_open(&S.mb, S.ctx, sched, PSKV__ROLE__SERVER, -1, host, adv_port,
+    int rc = member_open(&S.mb, S.ctx, &S.sec, sched, PSKV__ROLE__SERVER, -1, host, adv_port,
                          (uint64_t)cfg_int(config, "job-id"), cfg_double(config, "connect-timeout"),
                          cfg_int(config, "max-message"), why, sizeof why);
     for (size_t i = 0; i < nckpts; i++)
@@ -691,7 +666,12 @@ static int run(const char *sched)
         zmq_pollitem_t items[2 + 256] = {{S.router, 0, ZMQ_POLLIN, 0},
                                          {S.mb.sock, 0, ZMQ_POLLIN, 0}};
         int nitems = 2 + chain_poll_items(S.chain, items + 2, 256);
-        atomic_store(&HB.loop_ms, tu_now_ms());
+        lease_pass();
+        if (reload_signal) {
+            reload_signal = 0;
+            secure_reload(&S.sec);
+        }
+        secure_tick(&S.sec);
         /* a background checkpoint is answered for soon after its file is written */
         long wait = checkpoint_busy() ? 5 : 50;
         if (zmq_poll(items, nitems, wait) < 0 && errno != EINTR) {
@@ -706,7 +686,7 @@ static int run(const char *sched)
         if (items[0].revents & ZMQ_POLLIN)
             serve_router();
         checkpoint_pass();
-        atomic_store(&HB.dropped, consist_get_stats(S.cons).dropped_late);
+        lease_set_dropped(consist_get_stats(S.cons).dropped_late);
     }
     return stopped;
 }
@@ -746,8 +726,9 @@ int main(int argc, char **argv)
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGHUP, on_hup);
 
-    char why[512], host[256], shost[256];
+    char why[600], host[256], shost[256];
     int sport;
     const char *sched = cfg_str(config, "scheduler");
     if (net_split_hostport(sched, shost, sizeof shost, &sport) < 0) {
@@ -760,6 +741,13 @@ int main(int argc, char **argv)
         LOG_E("%s", why);
         return 1;
     }
+    if (secure_init(&S.sec, "pskv-server", cfg_str(config, "keys"),
+                    (int)cfg_int(config, "insecure"), KEY_ROLE_SERVER, 1, why, sizeof why) < 0 ||
+        secure_check_exposure(&S.sec, secure_bind_addr(&S.sec, cfg_str(config, "bind")), host,
+                              why, sizeof why) < 0) {
+        fprintf(stderr, "pskv-server: %s\n", why);
+        return 2;
+    }
     int port = open_data();
     if (port < 0)
         return 1;
@@ -767,11 +755,7 @@ int main(int argc, char **argv)
     cfg_log(config);
     if ((rc = join_cluster(sched, host, port)) >= 0)
         return rc;
-    atomic_store(&HB.loop_ms, tu_now_ms());
-    if (pthread_create(&HB.thread, NULL, heartbeat_main, NULL) == 0)
-        HB.started = 1;
-    else
-        LOG_E("cannot start the heartbeat thread: this server will be declared dead");
+    lease_start(S.ctx, &S.mb);
     S.parked = calloc(MAX_PARKED, sizeof *S.parked);
     if (!S.parked) {
         LOG_E("out of memory");
@@ -782,12 +766,11 @@ int main(int argc, char **argv)
         return 1;
     checkpoint_poll(30000); /* a checkpoint being written is finished first */
     log_exit(stopped);
-    atomic_store(&HB.stop, 1);
-    if (HB.started)
-        pthread_join(HB.thread, NULL);
+    lease_stop();
     member_close(&S.mb);
     chain_destroy(&S.chain);
     zmq_close(S.router);
+    secure_close(&S.sec);
     zmq_ctx_term(S.ctx);
     for (int i = 0; i < S.nparked; i++)
         wire_msg_close(&S.parked[i]);

@@ -1,16 +1,19 @@
 /* pskv-faultproxy: a TCP proxy that injects network faults for pskv's tests.
  *
  *   pskv-faultproxy --listen [ADDR:]PORT --target HOST:PORT [--control PORT]
- *                   [--delay-ms N] [--drop P] [--seed S]
+ *                   [--delay-ms N] [--drop P] [--seed S] [--record FILE]
  *
  * This file is the tool's start-up: flags, the target's address, the listening
  * sockets, signals. The relaying and the faults (delay lines, drop, reset,
  * blackhole, the control port's commands) are faultproxy_relay.c's.
+ * --record FILE appends every byte relayed, both directions, to FILE (the
+ * encryption test looks for a plaintext pattern in it).
  * The control port listens on 127.0.0.1, or on ADDR when --listen names one.
  * SIGINT and SIGTERM exit cleanly too. Exit status: 0, 1 on a start-up error,
  * 2 on a usage error. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -100,13 +103,14 @@ static int open_listener(const char *what, const char *host, int port, int *boun
 static void usage(FILE *f)
 {
     fprintf(f, "usage: pskv-faultproxy --listen [ADDR:]PORT --target HOST:PORT [--control PORT]\n"
-               "                       [--delay-ms N] [--drop P] [--seed S]\n"
+               "                       [--delay-ms N] [--drop P] [--seed S] [--record FILE]\n"
                "  --listen    address to accept on (ADDR default 0.0.0.0; PORT 0 = any free)\n"
                "  --target    where each connection is relayed to\n"
                "  --control   control port on 127.0.0.1 (or ADDR); 0 = any free\n"
                "  --delay-ms  hold every chunk N ms in each direction (0..%d)\n"
                "  --drop      close each new connection with probability P (0..1)\n"
                "  --seed      seed of the drop decisions (default 1)\n"
+               "  --record    append every byte relayed (both directions) to FILE\n"
                "control commands: delay MS | drop P | blackhole on|off | reset | status | quit\n",
                RELAY_DELAY_MAX);
 }
@@ -120,6 +124,7 @@ typedef struct flags {
     int delay_ms;
     double drop;
     uint64_t seed;
+    const char *record; /* --record FILE, or NULL */
 } flags;
 
 /* Reads the command line into f. Returns -1 to go on, or the exit status: 0
@@ -154,6 +159,9 @@ static int parse_flags(int argc, char **argv, flags *f)
         } else if (!strcmp(a, "--drop")) {
             f->drop = strtod(v, &end);
             bad = *end || end == v || !(f->drop >= 0 && f->drop <= 1);
+        } else if (!strcmp(a, "--record")) {
+            f->record = v;
+            bad = !*v;
         } else if (!strcmp(a, "--seed")) {
             errno = 0;
             f->seed = strtoull(v, &end, 0);
@@ -215,10 +223,17 @@ int main(int argc, char **argv)
     }
     relay_opts o = {.listen_fd = -1, .ctl_fd = -1, .target = target,
                     .target_name = f.target_arg, .delay_ms = f.delay_ms, .drop = f.drop,
-                    .seed = f.seed};
+                    .seed = f.seed, .record_fd = -1};
     relay *r = NULL;
     int bound = 0;
     rc = 1;
+    if (f.record) {
+        o.record_fd = open(f.record, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+        if (o.record_fd < 0) {
+            LOG_E("--record %s: %s", f.record, strerror(errno));
+            goto out;
+        }
+    }
     o.listen_fd = open_listener("connections", f.lhost[0] ? f.lhost : "0.0.0.0", f.lport, &bound);
     if (o.listen_fd < 0)
         goto out;
@@ -246,6 +261,8 @@ int main(int argc, char **argv)
     freeaddrinfo(target);
     return rc;
 out:
+    if (o.record_fd >= 0)
+        close(o.record_fd);
     if (o.ctl_fd >= 0)
         close(o.ctl_fd);
     if (o.listen_fd >= 0)

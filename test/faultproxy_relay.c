@@ -106,6 +106,7 @@ struct relay {
     int64_t accept_pause_until; /* after EMFILE: stop accepting until then */
     unsigned long long next_id, accepted, refused, failed;
     unsigned long long bytes[2], discarded; /* bytes[s]: forwarded from side s */
+    int record_fd; /* -1 without --record */
 };
 
 static const char *const side_name[2] = {"client", "target"};
@@ -145,8 +146,21 @@ static void close_fd(int fd, int rst)
 static inline void forwarded(relay *p, const conn *c, int s, const char *data, size_t n)
 {
     (void)c;
-    (void)data;
     p->bytes[s] += (unsigned long long)n;
+    /* --record: the bytes exactly as they crossed (interleaved chunks of both
+     * directions: enough to look for a plaintext pattern) */
+    for (size_t off = 0; p->record_fd >= 0 && off < n;) {
+        ssize_t w = write(p->record_fd, data + off, n - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            LOG_E("--record: write failed (%s): recording stops", strerror(errno));
+            close(p->record_fd);
+            p->record_fd = -1;
+            break;
+        }
+        off += (size_t)w;
+    }
 }
 
 /* Closes both sides (RST when rst), frees the queues and logs why at `level`. */
@@ -612,6 +626,7 @@ relay *relay_new(const relay_opts *o)
     p->delay_ms = o->delay_ms;
     p->drop = o->drop;
     p->rng = o->seed;
+    p->record_fd = o->record_fd;
     for (int i = 0; i < MAX_CTL; i++)
         p->ctl[i].fd = -1;
     return p;
@@ -676,6 +691,8 @@ void relay_destroy(relay **r_p)
             ctl_close(&p->ctl[i]);
     close_fd(p->ctl_fd, 0);
     close_fd(p->listen_fd, 0);
+    if (p->record_fd >= 0)
+        close(p->record_fd);
     free(p);
     *r_p = NULL;
 }

@@ -34,6 +34,8 @@ typedef struct relay_opts {
     int delay_ms;                  /* 0..RELAY_DELAY_MAX */
     double drop;                   /* 0..1 */
     uint64_t seed;                 /* of the drop decisions; must not be 0 */
+    int record_fd;                 /* --record: every byte relayed, both directions, appended
+                                      here as it is written on (-1 = none; owned by the relay) */
 } relay_opts;
 
 /* A relay over o's sockets, which it owns from now on (relay_destroy closes them).

@@ -90,6 +90,9 @@ no_strays() { # no process from the pid files in DIR is alive
 
 # ---- tests ----------------------------------------------------------------------
 
+# shellcheck source=security_tests.sh
+. "$here/security_tests.sh"
+
 t_check_2x3() {
   # workers 0 and 2 push the dense run without a copy (the default), worker 1 with one
   "$LAUNCH" --servers 2 --workers 3 --timeout 120 --log-dir "$TDIR/logs" \
@@ -373,7 +376,7 @@ t_consistency_check() {
   local c
   for c in bsp ssp:2 async; do
     "$LAUNCH" --servers 2 --workers 3 --timeout 150 --log-dir "$TDIR/logs-$c" -- --app check \
-      --consistency "$c" --rounds 25 --keys 300 || fail "check under $c exited $?"
+      --consistency "$c" --rounds 25 --check-keys 300 || fail "check under $c exited $?"
     for r in 0 1 2; do
       tail -n 1 "$TDIR/logs-$c/worker-$r.log" | grep -q '^check ok:' || fail "$c worker $r: $(tail -n 1 "$TDIR/logs-$c/worker-$r.log")"
     done
@@ -387,7 +390,7 @@ t_bsp_same_bits() {
   for i in 1 2 3; do
     "$LAUNCH" --servers 2 --workers 3 --timeout 150 --log-dir "$TDIR/logs-$i" \
       --scheduler-opt --replicas --scheduler-opt $((i < 3 ? 1 : 2)) -- --app check \
-      --consistency bsp --rounds 15 --keys 500 || fail "run $i exited $?"
+      --consistency bsp --rounds 15 --check-keys 500 || fail "run $i exited $?"
   done
   h1=$(grep -h 'bsp float table hash' "$TDIR"/logs-1/worker-*.log | sort -u)
   h2=$(grep -h 'bsp float table hash' "$TDIR"/logs-2/worker-*.log | sort -u)
@@ -405,7 +408,7 @@ t_ssp_bound_straggler() {
   port=$(free_port)
   "$LAUNCH" --servers 2 --workers 3 --timeout 150 --port "$port" --log-dir "$TDIR/logs" \
     --worker-opt 2:--slowdown --worker-opt 2:10 -- --app check --consistency ssp:2 --rounds 40 \
-    --keys 300 > out 2>&1 &
+    --check-keys 300 > out 2>&1 &
   local lpid=$!
   # pskvctl shows per-worker clocks and names the straggler as the slowest
   for i in $(seq 60); do
@@ -429,7 +432,7 @@ t_bsp_backup_stopped() {
   # per partition: each server closes its clocks on its own).
   "$LAUNCH" --servers 1 --workers 3 --timeout 150 --log-dir "$TDIR/logs" \
     --scheduler-opt --dead-after-ms --scheduler-opt 60000 \
-    -- --app check --consistency bsp --backup 1 --rounds 40 --keys 200 \
+    -- --app check --consistency bsp --backup 1 --rounds 40 --check-keys 200 \
     --slowdown 5 > out 2>&1 &
   local lpid=$! i
   for i in $(seq 100); do [ -s "$TDIR/logs/worker-2.pid" ] && break; sleep 0.1; done
@@ -454,7 +457,7 @@ t_worker_leaves() {
   for c in bsp ssp:1; do
     "$LAUNCH" --servers 2 --workers 3 --timeout 100 --log-dir "$TDIR/logs-$c" \
       --worker-opt 2:--rounds --worker-opt 2:5 --worker-opt 2:--leave -- --app check \
-      --consistency "$c" --count-acked --rounds 30 --keys 200 || fail "$c: exited $?"
+      --consistency "$c" --count-acked --rounds 30 --check-keys 200 || fail "$c: exited $?"
     grep -q 'final values equal the acknowledged pushes: yes' "$TDIR/logs-$c/worker-0.log" ||
       fail "$c: $(tail -n 2 "$TDIR/logs-$c/worker-0.log")"
     grep -q 'left after 5 clocks' "$TDIR/logs-$c/worker-2.log" || fail "$c: worker 2 did not leave early"
@@ -502,9 +505,32 @@ no_pskv_in_hosts() { # no pskv daemon left in any namespaced host
   done
 }
 
+# The key directories a launch-hosts run said it used (its stderr in FILE): the per-run
+# directory on the hosts and, for a keyset it made, its private directory here.
+run_key_dirs() { # run_key_dirs FILE
+  grep '^launch-hosts: keys:' "$1" |
+    grep -o -e '/tmp/pskv-keys-[0-9][0-9-]*[0-9]' -e '/tmp/pskv-keys-local-[A-Za-z0-9]*' | sort -u
+}
+
+keys_gone() { # keys_gone FILE HOST...: after the run, its keys are on no host and not here
+  local dirs d h file=$1
+  dirs=$(run_key_dirs "$1")
+  [ "$(wc -w <<< "$dirs")" -eq 2 ] || fail "the launcher did not say where the keys went: $(grep launch-hosts "$1")"
+  shift
+  for d in $dirs; do
+    [ ! -e "$d" ] || fail "keys left here in $d after the launcher exited"
+    for h in "$@"; do
+      "$NETNS" exec "$h" test ! -e "$d" || fail "keys left on $h in $d after the launcher exited"
+    done
+  done
+  d=$(sed -n 's/^launch-hosts: logs in //p' "$file")
+  [ -n "$d" ] && [ ! -e "$d/keys" ] && [ ! -L "$d/keys" ] || fail "the link to the keyset is still in the log dir ($d)"
+}
+
 t_hosts_check() {
   # 3 hosts, the cluster started over ssh by launch-hosts.sh, exact sums across hosts,
-  # and the launcher's stop leaves nothing behind on any host
+  # and the launcher's stop leaves nothing behind on any host: no daemon, no key. With
+  # keys (the default: made for the job, each daemon given its own), then --insecure.
   netns_up 3; local rc=$?
   [ $rc -eq 77 ] && return 77
   [ $rc -eq 0 ] || fail "cannot create the namespaced hosts"
@@ -512,11 +538,34 @@ t_hosts_check() {
   printf '%s\n' '# three namespaced hosts' 'h1 scheduler servers=1 workers=1' \
     'h2 servers=1 workers=1   # a comment' 'h3 workers=1' > hosts
   "$HOSTS_LAUNCH" --hostfile hosts "${NETNS_SSH[@]}" --bin-dir "$BIN" --timeout 150 \
-    --log-dir "$TDIR/logs" -- --app check --rounds 5 || fail "launch-hosts exited $?"
+    --log-dir "$TDIR/logs" -- --app check --rounds 5 > launch.out 2>&1 ||
+    { cat launch.out; fail "launch-hosts exited $?"; }
   for r in 0 1 2; do
     grep -q '^check ok:' "$TDIR/logs/worker-$r.log" || fail "worker $r: $(tail -n 2 "$TDIR/logs/worker-$r.log")"
   done
   grep -q '10.213.0.1[123]' "$TDIR/logs/scheduler.log" || fail "the scheduler saw no namespaced addresses"
+  local remote d
+  remote=$(run_key_dirs launch.out | grep -v local)
+  for d in scheduler server-0 server-1 worker-0 worker-1 worker-2; do
+    grep -q "settings: .* keys=$remote/$d insecure=0" "$TDIR/logs/$d.log" ||
+      fail "$d did not run with its own keys from $remote: $(grep settings "$TDIR/logs/$d.log")"
+  done
+  ! grep -q 'running with --insecure' "$TDIR"/logs/*.log || fail "a daemon ran with --insecure by default"
+  keys_gone launch.out h1 h2 h3
+  no_pskv_in_hosts h1 h2 h3
+  # --insecure: no keys anywhere, the same exact sums, and every daemon warns
+  "$HOSTS_LAUNCH" --hostfile hosts "${NETNS_SSH[@]}" --bin-dir "$BIN" --timeout 150 --insecure \
+    --log-dir "$TDIR/logs-insecure" -- --app check --rounds 5 > launch-insecure.out 2>&1 ||
+    { cat launch-insecure.out; fail "launch-hosts --insecure exited $?"; }
+  for d in scheduler server-0 server-1 worker-0 worker-1 worker-2; do
+    grep -q 'running with --insecure: no authentication' "$TDIR/logs-insecure/$d.log" ||
+      fail "$d did not warn that it runs with --insecure"
+    grep -q 'settings: .* keys= insecure=1' "$TDIR/logs-insecure/$d.log" || fail "$d ran with keys under --insecure"
+  done
+  for r in 0 1 2; do
+    grep -q '^check ok:' "$TDIR/logs-insecure/worker-$r.log" || fail "insecure worker $r: $(tail -n 2 "$TDIR/logs-insecure/worker-$r.log")"
+  done
+  [ -z "$(run_key_dirs launch-insecure.out)" ] || fail "keys were copied under --insecure"
   no_pskv_in_hosts h1 h2 h3
   # a daemon that would advertise loopback to other hosts says so and stops
   printf '%s\n' 'h1 scheduler servers=1' 'h2 workers=1 advertise=127.0.0.1' > badhosts
@@ -539,27 +588,50 @@ t_hosts_delay() {
   local t0=$SECONDS
   "$HOSTS_LAUNCH" --hostfile hosts "${NETNS_SSH[@]}" --bin-dir "$BIN" --timeout 150 \
     --log-dir "$TDIR/logs" --server-opt --advertise-port --server-opt 7900 -- --app check \
-    --rounds 3 --keys 200 || fail "launch-hosts exited $?"
+    --rounds 3 --check-keys 200 > launch.out 2>&1 || { cat launch.out; fail "launch-hosts exited $?"; }
   for r in 0 1 2; do
     grep -q '^check ok:' "$TDIR/logs/worker-$r.log" || fail "worker $r: $(tail -n 2 "$TDIR/logs/worker-$r.log")"
   done
   grep -q 'advertised as 10.213.0.12:7900' "$TDIR/logs/server-0.log" || fail "the server did not advertise the proxy"
   echo "check across a 100 ms delay took $((SECONDS - t0)) s"
   [ $((SECONDS - t0)) -ge 2 ] || fail "the run was too fast for a 100 ms delay: the proxy was not in the path"
+  grep -q 'keys=/tmp/pskv-keys-[0-9-]*/server-0 insecure=0' "$TDIR/logs/server-0.log" ||
+    fail "the server behind the proxy ran without keys"
+  keys_gone launch.out h1 h2 h3
   pkill -f 'pskv-faultproxy --listen 10.213.0.12:7900'
   sleep 0.2
   no_pskv_in_hosts h1 h2 h3
+}
+
+# While a keyed run goes on (launcher's stderr in FILE, log dir LOG): the scheduler
+# answers pskvctl with the control key (linked from the log dir) and says CURVE is on;
+# the hosts hold only their daemons' key directories, 0700, secret keys 0600.
+keys_while_running() { # keys_while_running FILE LOG
+  local js remote d
+  js=$("$BIN/pskvctl" --scheduler 10.213.0.11:7700 --keys "$2/keys/control" --timeout 5 status --json) ||
+    fail "pskvctl with $2/keys/control got no status"
+  grep -q '"keys":true' <<< "$js" || fail "the scheduler does not say CURVE is on: $js"
+  remote=$(run_key_dirs "$1" | grep -v local)
+  [ -n "$remote" ] || fail "the launcher did not say where the keys went"
+  [ "$(ls "$remote" | tr '\n' ' ')" = "scheduler server-0 server-1 worker-0 worker-1 worker-2 " ] ||
+    fail "the hosts got other keys than their daemons': $(ls "$remote")"
+  [ "$(stat -c %a "$remote")" = 700 ] || fail "$remote is mode $(stat -c %a "$remote")"
+  for d in "$remote"/*; do
+    [ "$(stat -c %a "$d")/$(stat -c %a "$d/node.key")" = 700/600 ] ||
+      fail "$d is mode $(stat -c %a "$d"), its node.key $(stat -c %a "$d/node.key")"
+  done
 }
 
 partition_run() { # partition_run MODEL: cut worker 2's host for 5 s mid-run, then heal
   local model=$1 log=$TDIR/logs-${1//:/-}
   "$HOSTS_LAUNCH" --hostfile hosts "${NETNS_SSH[@]}" --bin-dir "$BIN" --timeout 150 \
     --log-dir "$log" -- --app check --consistency "$model" --count-acked --rounds 2000 \
-    --keys 100 --slowdown 3 > "launch-$model.out" 2>&1 &
+    --check-keys 100 --slowdown 3 > "launch-$model.out" 2>&1 &
   local lpid=$! i
   for i in $(seq 200); do grep -q 'joined job' "$log/worker-2.log" 2>/dev/null && break; sleep 0.1; done
   sleep 1
   "$NETNS" cut h3 || fail "cut failed"
+  keys_while_running "launch-$model.out" "$log"
   sleep 5
   "$NETNS" heal h3 || fail "heal failed"
   local heal_at
@@ -571,6 +643,7 @@ partition_run() { # partition_run MODEL: cut worker 2's host for 5 s mid-run, th
     grep -q '^check ok:' "$log/worker-$r.log" || fail "$model worker $r: $(tail -n 2 "$log/worker-$r.log")"
   done
   grep -q 'alive again' "$log/scheduler.log" || fail "$model: the cut worker did not come back"
+  keys_gone "launch-$model.out" h1 h2 h3
   # rejoin time: from the heal to the scheduler seeing it alive again (wall clock of the log)
   local back
   back=$(grep 'alive again' "$log/scheduler.log" | tail -n 1 | awk '{print $1}')
@@ -596,6 +669,7 @@ tests=(check_2x3 check_fails_on_mismatch malformed_input malformed_while_serving
        registration_rules heartbeat_liveness fuzz_corpus launch_timeout
        train_softmax train_bad_data sparse_lr_heart_scale sparse_lr_planted
        consistency_check bsp_same_bits ssp_bound_straggler bsp_backup_stopped worker_leaves accumulate
+       keys_rogues keys_clients keys_wire keys_files protected_mode
        hosts_check hosts_delay hosts_partition)
 for t in "${tests[@]}"; do
   if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $t "* ]]; then continue; fi

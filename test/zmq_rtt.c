@@ -1,5 +1,9 @@
-/* pskv-zmq-rtt --size BYTES [--reps N] [--warmup N]: the raw ZeroMQ baseline
- * that pskv's push/pull latency is compared with.
+/* pskv-zmq-rtt --size BYTES [--reps N] [--warmup N] [--curve]: the raw ZeroMQ
+ * baseline that pskv's push/pull latency is compared with.
+ *
+ * --curve: the crypto floor. Both sockets speak CURVE (fresh keypairs, no ZAP),
+ * and the echo side gets a ZeroMQ context of its own, so each side encrypts in
+ * its own I/O thread as a worker and a server in two processes do.
  *
  * One process, two threads, loopback TCP, default socket options: an echo
  * thread owns a ROUTER bound on tcp://127.0.0.1:* and sends every message back
@@ -89,7 +93,8 @@ static int parse_long(const char *s, long min, long max, long *out)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: pskv-zmq-rtt --size BYTES [--reps N] [--warmup N]\n"
+    fprintf(f, "usage: pskv-zmq-rtt --size BYTES [--reps N] [--warmup N] [--curve]\n"
+               "  --curve: CURVE on both sockets, each side in its own I/O thread\n"
                "  --reps defaults to max(20, 200000000 / (BYTES + 10000)), at most 20000;\n"
                "  --warmup defaults to 50\n");
 }
@@ -115,11 +120,16 @@ static int round_trip(void *dealer, void *buf, size_t size)
 int main(int argc, char **argv)
 {
     long size = -1, reps = 0, warmup = 50;
+    int curve = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
+        }
+        if (!strcmp(a, "--curve")) {
+            curve = 1;
+            continue;
         }
         const char *v = i + 1 < argc ? argv[++i] : NULL;
         int bad = !v;
@@ -150,10 +160,22 @@ int main(int argc, char **argv)
     }
 
     void *ctx = zmq_ctx_new();
-    void *router = ctx ? zmq_socket(ctx, ZMQ_ROUTER) : NULL;
+    void *ectx = curve ? zmq_ctx_new() : ctx; /* the echo side's I/O thread */
+    void *router = ectx ? zmq_socket(ectx, ZMQ_ROUTER) : NULL;
     int zero = 0; /* linger only matters at exit: never wait there */
-    if (router)
+    char spub[41], ssec[41], cpub[41], csec[41];
+    if (curve && (zmq_curve_keypair(spub, ssec) || zmq_curve_keypair(cpub, csec))) {
+        fprintf(stderr, "pskv-zmq-rtt: --curve: this libzmq has no CURVE\n");
+        return 1;
+    }
+    if (router) {
         zmq_setsockopt(router, ZMQ_LINGER, &zero, sizeof zero);
+        int one = 1;
+        if (curve) {
+            zmq_setsockopt(router, ZMQ_CURVE_SERVER, &one, sizeof one);
+            zmq_setsockopt(router, ZMQ_CURVE_SECRETKEY, ssec, 40);
+        }
+    }
     if (!router || zmq_bind(router, "tcp://127.0.0.1:*") != 0) {
         fprintf(stderr, "pskv-zmq-rtt: cannot bind: %s\n", zmq_strerror(errno));
         return 1;
@@ -167,6 +189,11 @@ int main(int argc, char **argv)
         return 1;
     }
     void *dealer = zmq_socket(ctx, ZMQ_DEALER);
+    if (dealer && curve) {
+        zmq_setsockopt(dealer, ZMQ_CURVE_SERVERKEY, spub, 40);
+        zmq_setsockopt(dealer, ZMQ_CURVE_PUBLICKEY, cpub, 40);
+        zmq_setsockopt(dealer, ZMQ_CURVE_SECRETKEY, csec, 40);
+    }
     if (!dealer || zmq_connect(dealer, endpoint) != 0) {
         fprintf(stderr, "pskv-zmq-rtt: cannot connect to %s: %s\n", endpoint,
                 zmq_strerror(errno));
@@ -196,14 +223,17 @@ int main(int argc, char **argv)
     }
     if (rc == 0) {
         qsort(rtt, (size_t)reps, sizeof *rtt, cmp_double);
-        printf("zmq_rtt size=%ld reps=%ld median_us=%.1f p10_us=%.1f p90_us=%.1f\n", size, reps,
-               pct(rtt, reps, 0.5), pct(rtt, reps, 0.1), pct(rtt, reps, 0.9));
+        printf("zmq_rtt size=%ld reps=%ld median_us=%.1f p10_us=%.1f p90_us=%.1f%s\n", size,
+               reps, pct(rtt, reps, 0.5), pct(rtt, reps, 0.1), pct(rtt, reps, 0.9),
+               curve ? " curve=1" : "");
     }
 
     zmq_setsockopt(dealer, ZMQ_LINGER, &zero, sizeof zero);
     zmq_close(dealer);
-    zmq_ctx_shutdown(ctx); /* wakes the echo thread with ETERM */
+    zmq_ctx_shutdown(ectx); /* wakes the echo thread with ETERM */
     pthread_join(echo, NULL);
+    if (ectx != ctx)
+        zmq_ctx_term(ectx);
     zmq_ctx_term(ctx);
     free(rtt);
     free(buf);

@@ -48,6 +48,12 @@ typedef struct pskv_config {
                                   long is planned again on the latest view and re-sent
                                   (servers drop a push they already applied); default
                                   1000, 0 = never */
+    const char *keys;          /* key directory (node.key, node.pub, scheduler.pub; made
+                                  by `pskvctl keys init`): CURVE on every connection.
+                                  NULL = $PSKV_KEYS, "" = none */
+    int insecure;              /* without keys, talk to a scheduler that is not on loopback
+                                  anyway (no authentication, no encryption); default
+                                  $PSKV_INSECURE, else 0: such a scheduler is refused */
 } pskv_config;
 
 /* Fills cfg with the defaults above. */

@@ -13,6 +13,7 @@
 
 #include "log.h"
 #include "net.h"
+#include "secure.h"
 #include "wreq.h"
 
 vbuf *vbuf_new(size_t bytes)
@@ -44,7 +45,8 @@ static void srv_reset(pskv_worker *w, int si)
     zmq_close(s->sock);
     s->reset_ms = tu_now_ms();
     s->sock = net_socket(w->ctx, ZMQ_DEALER, w->max_message, 0);
-    if (!s->sock || net_connect(s->sock, s->host, s->port) < 0)
+    if (!s->sock || secure_dial(&w->sec, s->sock, s->key) < 0 ||
+        net_connect(s->sock, s->host, s->port) < 0)
         LOG_E("cannot connect again to server %s:%d: %s", s->host, s->port,
               zmq_strerror(errno));
     w->lent_resets++;

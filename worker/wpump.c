@@ -12,6 +12,7 @@
 #include <zmq.h>
 
 #include "log.h"
+#include "secure.h"
 #include "vbuf.h"
 #include "wire.h"
 #include "wreq.h"
@@ -143,6 +144,7 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
 static void expire(pskv_worker *w)
 {
     int64_t now0 = tu_now_ms();
+    secure_tick(&w->sec); /* --insecure: the warning every 60 s */
     if (w->nretry || (w->retry_ms && now0 >= w->next_silence_check)) {
         wsend_resend_due(w, 0);
         w->next_silence_check = now0 + 50;

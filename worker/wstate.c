@@ -14,6 +14,7 @@
 
 #include "log.h"
 #include "net.h"
+#include "secure.h"
 #include "wpump.h"
 #include "wreq.h"
 #include "wview.h"
@@ -39,6 +40,9 @@ void pskv_config_init(pskv_config *cfg)
     cfg->chunk_bytes = 1024 * 1024;
     cfg->spin_us = 100;
     cfg->retry_ms = 1000;
+    cfg->keys = NULL;
+    const char *insecure = getenv("PSKV_INSECURE");
+    cfg->insecure = insecure && *insecure && strcmp(insecure, "0") && strcmp(insecure, "false");
 }
 
 void pskv_table_opts_init(pskv_table_opts *o)
@@ -72,6 +76,8 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
         cfg.connect_timeout_s = 30;
     if (cfg.join_timeout_s <= 0)
         cfg.join_timeout_s = 600;
+    if (!cfg.keys)
+        cfg.keys = getenv("PSKV_KEYS");
     pskv_worker *w = calloc(1, sizeof *w);
     if (!w)
         return -PSKV_ENOMEM;
@@ -99,11 +105,16 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
                             sizeof why);
     if (rc == 0)
         rc = net_check_advertise(host, shost, why, sizeof why);
+    if (rc == 0)
+        rc = secure_init(&w->sec, "this worker", cfg.keys, cfg.insecure, KEY_ROLE_WORKER, 0,
+                         why, sizeof why);
+    if (rc == 0)
+        rc = secure_check_exposure(&w->sec, NULL, host, why, sizeof why);
     if (rc < 0) {
         wst_error(w, rc, "%s", why);
         goto fail;
     }
-    rc = member_open(&w->mb, w->ctx, cfg.scheduler, PSKV__ROLE__WORKER, cfg.rank, host, 0,
+    rc = member_open(&w->mb, w->ctx, &w->sec, cfg.scheduler, PSKV__ROLE__WORKER, cfg.rank, host, 0,
                      cfg.job_id, cfg.connect_timeout_s, cfg.max_message, why, sizeof why);
     if (rc < 0) {
         wst_error(w, rc, "%s", why);
@@ -175,6 +186,7 @@ int pskv_worker_close(pskv_worker **w_p)
         if (w->srv[i].sock)
             zmq_close(w->srv[i].sock);
     member_close(&w->mb);
+    secure_close(&w->sec);
     free(w->tables);
     free(w->srv);
     free(w->head);

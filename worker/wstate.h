@@ -47,6 +47,7 @@
 
 #include "member.h"
 #include "pskv.h"
+#include "secure.h"
 #include "timeutil.h"
 
 /* Internal to libpskv: linked across its modules, never exported by the .so. */
@@ -121,6 +122,7 @@ typedef struct srv {
     int catchup; /* placement changed: owed this worker's clock (wview_catch_up) */
     uint64_t refused; /* pushes this server refused for a retry, as it counts them */
     int64_t reset_ms; /* when sock last replaced a connection (vbuf's srv_reset), or 0 */
+    char key[41];     /* its CURVE public key from the view ("" without keys) */
     void *sock;
 } srv;
 
@@ -137,6 +139,7 @@ typedef struct tbl {
 struct pskv_worker {
     void *ctx;
     member mb;
+    secure sec;           /* keys and CURVE (secure.h); the heartbeat thread reads it */
     int nworkers, nservers;
     srv *srv;
     uint32_t nparts, R;   /* placement of the latest view */

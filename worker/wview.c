@@ -22,6 +22,7 @@
 #include "log.h"
 #include "member.h"
 #include "net.h"
+#include "secure.h"
 #include "timeutil.h"
 #include "wire.h"
 #include "wsend.h"
@@ -91,8 +92,10 @@ int wview_apply(pskv_worker *w, int64_t max_message)
             s->id = n->id;
             snprintf(s->host, sizeof s->host, "%s", n->host ? n->host : "");
             s->port = (int)n->port;
+            snprintf(s->key, sizeof s->key, "%s", n->pubkey ? n->pubkey : "");
             s->sock = net_socket(w->ctx, ZMQ_DEALER, max_message, 0);
-            if (!s->sock || net_connect(s->sock, s->host, s->port) < 0)
+            if (!s->sock || secure_dial(&w->sec, s->sock, s->key) < 0 ||
+                net_connect(s->sock, s->host, s->port) < 0)
                 return wst_error(w, PSKV_ENET, "cannot connect to server %s:%d: %s", s->host,
                                  s->port, zmq_strerror(errno));
         }
@@ -197,7 +200,7 @@ void wview_catch_up(pskv_worker *w)
 static void *heartbeat_main(void *arg)
 {
     pskv_worker *w = arg;
-    void *s = member_hb_socket(w->ctx, w->sched);
+    void *s = member_hb_socket(w->ctx, &w->sec, w->sched);
     if (!s)
         return NULL;
     /* copies taken before the loop: the caller's thread may apply a new view (and

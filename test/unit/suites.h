@@ -32,5 +32,7 @@ Suite *model_suite(void);
 Suite *dedupe_suite(void);
 /* server/ckpt.c: checkpoint round trips, temp file and rename, truncation, bit flips. */
 Suite *ckpt_suite(void);
+/* common/keys.c, zap.c, refuse.c: key files, allowlists, keysets, CURVE + ZAP on TCP. */
+Suite *keys_suite(void);
 
 #endif

@@ -10,7 +10,8 @@
  * With --baseline PROGRAM (pskv-zmq-rtt), the raw ZeroMQ round trip is measured
  * before every run, so each run has a baseline taken moments before it: on a
  * shared, noisy machine a slow second then lands on both sides of a ratio
- * instead of on one. Runs of the two modes alternate for the same reason.
+ * instead of on one. Runs of the two modes alternate for the same reason. With
+ * --keys (CURVE), the baseline runs with --curve: the crypto floor.
  * Prints one line per run and a summary line per mode:
  *   bench size=BYTES mode=M step_us=MEDIAN GBps=G runs=R steps=N
  * plus, with a baseline, zmq_rtt_us=MEDIAN ratio=R (the median over runs of the
@@ -38,14 +39,15 @@ static double median(double *v, int n)
 
 /* Runs the baseline program for `size` bytes; its median round trip in us, or -1
  * (with a message) when it fails. */
-static double baseline_us(const char *prog, uint64_t size)
+static double baseline_us(const char *prog, uint64_t size, int curve)
 {
     char cmd[4200];
     if (strchr(prog, '\'') || strlen(prog) > 4000) {
         fprintf(stderr, "bench: --baseline: path too long or contains a quote: %s\n", prog);
         return -1;
     }
-    snprintf(cmd, sizeof cmd, "'%s' --size %llu", prog, (unsigned long long)size);
+    snprintf(cmd, sizeof cmd, "'%s' --size %llu%s", prog, (unsigned long long)size,
+             curve ? " --curve" : "");
     FILE *p = popen(cmd, "r");
     if (!p) {
         fprintf(stderr, "bench: cannot run the baseline %s: %s\n", prog, strerror(errno));
@@ -175,7 +177,7 @@ int app_bench(pskv_worker *w, cfg_entry *cfg)
         g[i] = 1e-3f * (float)(i % 17);
     for (int r = 0; r < runs; r++) {
         if (*base) {
-            rtt[r] = baseline_us(base, size);
+            rtt[r] = baseline_us(base, size, *cfg_str(cfg, "keys") != '\0');
             if (rtt[r] < 0)
                 goto failed_quiet;
         }

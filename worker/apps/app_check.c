@@ -665,7 +665,7 @@ int app_check(pskv_worker *w, cfg_entry *cfg)
     c.W = pskv_num_workers(w);
     c.r = pskv_rank(w);
     c.R = (int)cfg_int(cfg, "rounds");
-    c.n = (uint64_t)cfg_int(cfg, "keys");
+    c.n = (uint64_t)cfg_int(cfg, "check-keys");
     c.cons = cfg_str(cfg, "consistency");
     c.bsp = !strcmp(c.cons, "bsp");
     c.ssp = !strncmp(c.cons, "ssp:", 4);

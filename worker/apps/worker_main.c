@@ -73,8 +73,9 @@ static cfg_entry config[] = {
      "acknowledged pushes by its rounds", 0, 0, NULL, NULL},
     {"rounds", CFG_INT, "3", "PSKV_WORKER_ROUNDS", 1, 1000000, NULL, "check: push rounds", 0, 0,
      NULL, NULL},
-    {"keys", CFG_INT, "1000", "PSKV_WORKER_KEYS", 1, 100000000, NULL,
-     "check: keys per table", 0, 0, NULL, NULL},
+    {"check-keys", CFG_INT, "1000", "PSKV_WORKER_KEYS", 1, 100000000, NULL,
+     "check: keys per table (was --keys N; --keys now names a key directory)", 0, 0, NULL,
+     NULL},
     /* bench */
     {"size", CFG_INT, "1048576", "PSKV_WORKER_SIZE", 4, 1073741824, "bytes",
      "bench: value bytes per push and per pull (multiple of 4)", 0, 0, NULL, NULL},
@@ -134,6 +135,26 @@ static cfg_entry config[] = {
     CFG_COMMON_ENTRIES("PSKV_WORKER_PORT", "0"),
     CFG_END};
 
+/* `--keys N` (digits, and no such directory) was the check app's key count
+ * before --keys named a key directory: still taken so, with a warning, so that
+ * old command lines keep working. Returns 0, or -1 after a usage error. */
+static int legacy_keys(void)
+{
+    cfg_entry *k = cfg_find(config, "keys");
+    const char *v = k->s;
+    if (!*v || v[strspn(v, "0123456789")] || access(v, F_OK) == 0)
+        return 0;
+    char err[200];
+    if (cfg_set(cfg_find(config, "check-keys"), v, err, sizeof err) < 0) {
+        fprintf(stderr, "pskv-worker: --keys %s: %s\n", v, err);
+        return -1;
+    }
+    fprintf(stderr, "pskv-worker: warning: --keys %s taken as --check-keys %s (--keys now names "
+            "a key directory)\n", v, v);
+    k->s = "";
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int rc = cfg_start(config, "worker",
@@ -142,6 +163,8 @@ int main(int argc, char **argv)
                        argc, argv, NULL);
     if (rc >= 0)
         return rc;
+    if (legacy_keys() < 0)
+        return 2;
     const char *app = cfg_str(config, "app");
     int dense_train = !strcmp(app, "softmax") || !strcmp(app, "mlp");
     int sparse = !strcmp(app, "sparse-lr");
@@ -206,6 +229,8 @@ int main(int argc, char **argv)
     pskv_config_init(&pc);
     pc.scheduler = cfg_str(config, "scheduler");
     pc.rank = (int)cfg_int(config, "rank");
+    pc.keys = cfg_str(config, "keys");
+    pc.insecure = (int)cfg_int(config, "insecure");
     pc.advertise = cfg_str(config, "advertise");
     pc.interface = cfg_str(config, "interface");
     pc.connect_timeout_s = cfg_double(config, "connect-timeout");
@@ -223,7 +248,9 @@ int main(int argc, char **argv)
     rc = pskv_worker_open(&pc, &w);
     if (rc < 0) {
         fprintf(stderr, "pskv-worker: cannot join the job: %s\n", pskv_strerror(rc));
-        return 1;
+        /* invalid settings (bad --keys, a non-loopback address without keys) are
+         * usage errors, as in the daemons */
+        return rc == -PSKV_EINVAL ? 2 : 1;
     }
     int status = !strcmp(app, "check")          ? app_check(w, config)
                  : !strcmp(app, "resume-check") ? app_resume_check(w, config)

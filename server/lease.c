@@ -1,0 +1,120 @@
+/* The server's heartbeat thread and lease (lease.h). */
+#include "lease.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdatomic.h>
+#include <zmq.h>
+
+#include "log.h"
+#include "refuse.h"
+#include "timeutil.h"
+#include "wire.h"
+
+static struct {
+    pthread_t thread;
+    int started;
+    atomic_int stop;
+    _Atomic int64_t lease_until_ms; /* serve only before this */
+    _Atomic int64_t loop_ms;        /* the loop's last pass */
+    _Atomic int lease_ms;           /* from the latest view (0 before the first) */
+    _Atomic uint64_t dropped;
+    /* copies taken at the start: the loop applies views meanwhile */
+    void *ctx;
+    const struct secure *sec;
+    char sched[300];
+    int period;
+    uint64_t job;
+    uint32_t node;
+} HB;
+
+/* Takes the scheduler's HEARTBEAT_ACKs: each renews the lease from the send
+ * time it echoes. */
+static void take_acks(void *s, int lease)
+{
+    wire_msg msg;
+    char why[200];
+    while (wire_recv(s, 0, &msg, why, sizeof why) == 0) {
+        Pskv__Meta *m = msg.meta;
+        if (m->type == PSKV__MSG_TYPE__HEARTBEAT_ACK && m->has_request_id && lease > 0) {
+            int64_t until = (int64_t)m->request_id + lease;
+            int64_t was = atomic_load(&HB.lease_until_ms);
+            while (until > was && !atomic_compare_exchange_weak(&HB.lease_until_ms, &was, until))
+                ;
+        }
+        wire_msg_close(&msg);
+    }
+    wire_msg_close(&msg);
+}
+
+static void *heartbeat_main(void *arg)
+{
+    (void)arg;
+    void *s = member_hb_socket(HB.ctx, HB.sec, HB.sched);
+    if (!s)
+        return NULL;
+    int64_t next = 0;
+    while (!atomic_load(&HB.stop)) {
+        int64_t now = tu_now_ms();
+        int lease = atomic_load(&HB.lease_ms);
+        int64_t stall = 10 * (int64_t)(lease + HB.period);
+        if (now >= next && now - atomic_load(&HB.loop_ms) <= (stall > 2000 ? stall : 2000)) {
+            Pskv__Meta hb;
+            uint64_t refusals[REFUSE_COUNT];
+            member_hb_meta(&hb, HB.job, HB.node);
+            hb.has_clock = hb.has_dropped = hb.has_request_id = 1;
+            hb.request_id = (uint64_t)now; /* echoed: the lease runs from the send time */
+            hb.clock = 0;
+            hb.dropped = atomic_load(&HB.dropped);
+            for (int i = 0; i < REFUSE_COUNT; i++)
+                refusals[i] = refuse_count((refuse_reason)i);
+            hb.n_refusals = REFUSE_COUNT;
+            hb.refusals = refusals;
+            wire_send(s, NULL, &hb, NULL, NULL);
+            next = now + HB.period;
+        }
+        zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&it, 1, 10) > 0)
+            take_acks(s, lease);
+    }
+    zmq_close(s);
+    return NULL;
+}
+
+int lease_start(void *ctx, const member *mb)
+{
+    HB.ctx = ctx;
+    HB.sec = mb->sec;
+    snprintf(HB.sched, sizeof HB.sched, "%s", mb->sched);
+    HB.period = mb->heartbeat_ms > 0 ? mb->heartbeat_ms : 100;
+    HB.job = mb->job_id;
+    HB.node = mb->node_id;
+    atomic_store(&HB.loop_ms, tu_now_ms());
+    if (pthread_create(&HB.thread, NULL, heartbeat_main, NULL) != 0) {
+        LOG_E("cannot start the heartbeat thread: this server will be declared dead");
+        return -1;
+    }
+    HB.started = 1;
+    return 0;
+}
+
+void lease_pass(void) { atomic_store(&HB.loop_ms, tu_now_ms()); }
+
+void lease_set_dropped(uint64_t dropped) { atomic_store(&HB.dropped, dropped); }
+
+void lease_view(int lease_ms)
+{
+    atomic_store(&HB.lease_ms, lease_ms);
+    int64_t none = 0; /* the first lease runs from the first view */
+    atomic_compare_exchange_strong(&HB.lease_until_ms, &none, tu_now_ms() + (int64_t)lease_ms);
+}
+
+int lease_valid(void) { return tu_now_ms() <= atomic_load(&HB.lease_until_ms); }
+
+void lease_stop(void)
+{
+    atomic_store(&HB.stop, 1);
+    if (HB.started)
+        pthread_join(HB.thread, NULL);
+    HB.started = 0;
+}

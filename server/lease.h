@@ -1,0 +1,42 @@
+/* The server's heartbeats and lease. Heartbeats come from a thread of their own,
+ * on a socket of their own, so that one long step of the loop (growing a hash
+ * map of millions of keys, a large copy) does not get this server declared
+ * dead; the loop stamps each pass, and a loop stuck for 10 death time-outs (at
+ * least 2 s) stops the heartbeats, so a wedged server is still replaced. The
+ * thread renews the lease from the acknowledgements: a server serves only
+ * within lease-ms of the send time of its latest acknowledged heartbeat, which
+ * ends before the scheduler can declare it dead.
+ *
+ * Owns: the heartbeat thread, its DEALER to the scheduler, the lease deadline.
+ * lease_start, lease_view, lease_stop: the loop thread. lease_pass,
+ * lease_set_dropped, lease_valid: the loop thread (atomics shared with the
+ * heartbeat thread). The heartbeat thread touches nothing but its own socket
+ * and these atomics; it never changes job state. */
+#ifndef PSKV_LEASE_H
+#define PSKV_LEASE_H
+
+#include <stdint.h>
+
+#include "member.h"
+
+/* Starts heartbeating for the registered member mb (its scheduler address,
+ * period, job and node id are copied; its keys, mb->sec, must outlive the
+ * thread). Returns 0 or -1 (logged: the server will be declared dead). */
+int lease_start(void *ctx, const member *mb);
+
+/* The loop made a pass now. */
+void lease_pass(void);
+
+/* Pushes dropped as late so far, sent with the heartbeats. */
+void lease_set_dropped(uint64_t dropped);
+
+/* A view arrived with lease_ms; the first one starts the first lease. */
+void lease_view(int lease_ms);
+
+/* 1 while the lease holds. */
+int lease_valid(void);
+
+/* Stops and joins the thread; safe when it never started. */
+void lease_stop(void);
+
+#endif
