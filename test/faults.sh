@@ -403,6 +403,11 @@ f_worker_restart_acked() {
   return 0
 }
 
+# The same under ssp:2: the restarted worker starts at the slowest live worker's
+# clock and tells every server so first thing; a server that held the dead
+# worker's clock for the rank must not make its pulls, or the others', wait on it.
+f_worker_restart_ssp() { MODELS=ssp:2 f_worker_restart_acked; }
+
 # A server paused (SIGSTOP) shorter than the death time-out: the workers hear
 # nothing, ask again after --retry-ms, and the server, resumed, drops the copies
 # it already applied (R = 1): every key still equals the sum of the pushes.
@@ -562,7 +567,7 @@ run_trial() {
   fi
 }
 
-tests=(kill_server kill_server_ssp kill_server_bsp chain_r3 chain_r3_bsp pause_server pause_server_nocopy kill_worker worker_rejoin worker_restart_acked retry_paused lost_partition
+tests=(kill_server kill_server_ssp kill_server_bsp chain_r3 chain_r3_bsp pause_server pause_server_nocopy kill_worker worker_rejoin worker_restart_acked worker_restart_ssp retry_paused lost_partition
        checkpoint_resume join join_ssp join_bsp join_bsp_backup server_rejoin)
 for t in "${tests[@]}"; do
   if [ ${#ONLY[@]} -gt 0 ] && ! printf '%s\n' "${ONLY[@]}" | grep -qx "$t"; then continue; fi
