@@ -3,7 +3,8 @@
  * slots holding ring position + 1 (0 = empty), found by linear probing from the
  * pair's home slot. Forgetting the oldest pair deletes its slot by backward shift
  * (Knuth's algorithm R), so there are no tombstones. Pairs are forgotten from the
- * front while the front pair is below its worker's floor. */
+ * front while the front pair is below its worker's floor; below the floor every id
+ * counts as seen, forgotten or not. */
 #include "dedupe.h"
 
 #include <stdlib.h>
@@ -242,10 +243,14 @@ int dedupe_record(dedupe *d, uint32_t part, uint32_t worker, uint64_t id)
 
 int dedupe_seen(const dedupe *d, uint32_t part, uint32_t worker, uint64_t id)
 {
-    if (part >= d->nparts || !d->part[part])
+    if (part >= d->nparts)
         return 0;
-    return lookup(d->part[part], worker, id);
+    if (id < floor_of(d, worker)) /* answered: a copy now is an old forward sent again */
+        return 1;
+    return d->part[part] && lookup(d->part[part], worker, id);
 }
+
+uint64_t dedupe_floor(const dedupe *d, uint32_t worker) { return floor_of(d, worker); }
 
 void dedupe_set_floor(dedupe *d, uint32_t worker, uint64_t floor)
 {

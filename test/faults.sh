@@ -424,6 +424,41 @@ f_retry_paused() {
   return 0
 }
 
+# A server whose lease lapses without its being declared dead (bsp, R = 2; paused
+# for its lease, 3 s, one heartbeat short of the 4 s death time-out) drops the
+# forwards that reach it before its lease is renewed. Its predecessor must send
+# them again (no new view will): the bsp closes reach the tail, the job ends with
+# exact sums, and nothing is left waiting for a replica. Up to 4 pauses, until one
+# has made the lease lapse.
+f_lease_lapse() {
+  local d=$TDIR/c pid k lapsed=0
+  launch "$d" --servers 2 --workers 3 --scheduler-opt=--replicas=2 \
+    --scheduler-opt=--heartbeat-ms=1000 --scheduler-opt=--dead-after-ms=4000 -- --app check \
+    --consistency bsp --count-acked --rounds 20000
+  wait_joined "$d" 3
+  pid=$(cat "$d/server-1.pid")
+  for k in 1 2 3 4; do
+    sleep 1.$((RANDOM % 10))
+    kill -STOP "$pid"; sleep 3; kill -CONT "$pid"
+    sleep 0.5
+    grep -q 'lease lapsed' "$d/server-1.log" && { lapsed=1; break; }
+  done
+  [ $lapsed -eq 1 ] || fail "4 pauses of 3 s never made server 1's lease lapse"
+  # the clocks go on: the slowest worker is further within 5 s
+  local before after
+  before=$(status_json "$d" | grep -o '"clock":[0-9]*' | cut -d: -f2 | sort -n | head -n 1)
+  sleep 5
+  after=$(status_json "$d" | grep -o '"clock":[0-9]*' | cut -d: -f2 | sort -n | head -n 1)
+  [ "${after:-0}" -gt "${before:-0}" ] ||
+    fail "the clocks stopped after the lapse (slowest worker at clock ${before:-?}, 5 s later ${after:-?})"
+  wait_ok "$d"
+  grep -q 'marked dead' "$d/scheduler.log" && fail "the pause was long enough to declare a death"
+  grep -q 'left waiting: [1-9]' "$d"/server-*.log &&
+    fail "a server stopped with $(grep -ho 'left waiting: .*' "$d"/server-*.log | head -n 1)"
+  grep -ho 'forwards sent again.*' "$d"/server-*.log | head -n 1
+  return 0
+}
+
 # With R = 1, a killed server's partitions are lost: the workers get a clear
 # error naming the partition within seconds, and nothing hangs.
 f_lost_partition() {
@@ -567,7 +602,7 @@ run_trial() {
   fi
 }
 
-tests=(kill_server kill_server_ssp kill_server_bsp chain_r3 chain_r3_bsp pause_server pause_server_nocopy kill_worker worker_rejoin worker_restart_acked worker_restart_ssp retry_paused lost_partition
+tests=(kill_server kill_server_ssp kill_server_bsp chain_r3 chain_r3_bsp pause_server pause_server_nocopy kill_worker worker_rejoin worker_restart_acked worker_restart_ssp retry_paused lease_lapse lost_partition
        checkpoint_resume join join_ssp join_bsp join_bsp_backup server_rejoin)
 for t in "${tests[@]}"; do
   if [ ${#ONLY[@]} -gt 0 ] && ! printf '%s\n' "${ONLY[@]}" | grep -qx "$t"; then continue; fi

@@ -349,7 +349,9 @@ START_TEST(random_against_model)
 END_TEST
 
 /* Pairs below their worker's floor are forgotten, others stay however many;
- * a worker that left (floor UINT64_MAX) is forgotten entirely. */
+ * a worker that left (floor UINT64_MAX) is forgotten entirely. An id below the
+ * floor still counts as seen, forgotten or never recorded: the worker has had its
+ * answer, and a copy arriving then is an old forward a server sends again. */
 START_TEST(floors_bound_the_record)
 {
     dedupe *d = dedupe_new(2);
@@ -364,7 +366,11 @@ START_TEST(floors_bound_the_record)
     dedupe_set_floor(d, 1, 5); /* floors only rise */
     ck_assert_int_eq(dedupe_record(d, 0, 1, 10000), 0);
     ck_assert_uint_eq(dedupe_count(d, 0), 11);
-    ck_assert_int_eq(dedupe_seen(d, 0, 1, 9989), 0);
+    ck_assert_int_eq(dedupe_seen(d, 0, 1, 9989), 1); /* forgotten, still seen */
+    ck_assert_int_eq(dedupe_seen(d, 1, 1, 42), 1);   /* never recorded, below the floor */
+    ck_assert_int_eq(dedupe_seen(d, 1, 2, 42), 0);   /* another worker: no floor */
+    ck_assert_uint_eq(dedupe_floor(d, 1), 9990);
+    ck_assert_uint_eq(dedupe_floor(d, 2), 0);
     for (uint64_t id = 9990; id <= 10000; id++)
         LOOP_ASSERT(dedupe_seen(d, 0, 1, id), "id %llu", (unsigned long long)id);
     /* a slow worker's old pair at the front holds the others back until it rises */
@@ -377,7 +383,7 @@ START_TEST(floors_bound_the_record)
     dedupe_set_floor(d, 7, UINT64_MAX); /* worker 7 left */
     ck_assert_int_eq(dedupe_record(d, 1, 8, 201), 0);
     ck_assert_uint_eq(dedupe_count(d, 1), 52);
-    ck_assert_int_eq(dedupe_seen(d, 1, 7, 3), 0);
+    ck_assert_int_eq(dedupe_seen(d, 1, 7, 3), 1); /* forgotten, and below the floor */
     ck_assert_int_eq(dedupe_seen(d, 1, 8, 150), 1);
     ck_assert_uint_eq(dedupe_forced(d), 0);
     /* the hard cap forgets anyway, and counts it */
