@@ -6,10 +6,13 @@
  * will never be sent again); a pair below its worker's floor, or of a worker that
  * finished, is forgotten, and every id below the floor counts as seen (a copy that
  * arrives then is a server sending an old forward again: applied once already,
- * the worker has its answer). The record of a partition grows while a slow worker holds
- * its floor down, up to a hard cap (then the oldest pair is forgotten anyway and
- * counted). Each partition keeps its pairs in a ring, oldest first, indexed by an
- * open-addressing hash: dedupe_seen and dedupe_record are O(1).
+ * the worker has its answer). Pairs are forgotten from the front of a partition's
+ * ring as floors rise, and all at once, wherever they are, when the ring is full:
+ * a worker that died with pushes in flight (its floor never rises again) keeps
+ * only its own pairs. The record grows while a slow worker holds its floor down,
+ * up to a hard cap (then the oldest pair is forgotten anyway and counted). Each
+ * partition keeps its pairs in a ring, oldest first, indexed by an open-addressing
+ * hash: dedupe_seen is O(1), dedupe_record O(1) amortized.
  *
  * OWNS per partition the ring of pairs and its index, and per worker its floor.
  * THREAD: the server's loop thread only (the chain's files; checkpoints reach it

@@ -395,6 +395,28 @@ START_TEST(floors_bound_the_record)
 }
 END_TEST
 
+/* A worker that died with a push in flight never raises its floor: its pair stays
+ * at the front, but the pairs behind it are still forgotten once below their
+ * floors (when the ring is full), so the record does not grow with every push. */
+START_TEST(dead_worker_does_not_hold_the_record)
+{
+    dedupe *d = dedupe_new(1);
+    ck_assert_ptr_nonnull(d);
+    ck_assert_int_eq(dedupe_record(d, 0, 7, 3), 0); /* worker 7 dies with id 3 in flight */
+    for (uint64_t id = 100; id < 100000; id++) {
+        dedupe_set_floor(d, 8, id - 10); /* worker 8: ten in flight at a time */
+        ck_assert_int_eq(dedupe_record(d, 0, 8, id), 0);
+    }
+    ck_assert_uint_le(dedupe_count(d, 0), 512);
+    ck_assert_int_eq(dedupe_seen(d, 0, 7, 3), 1);       /* still remembered */
+    ck_assert_int_eq(dedupe_seen(d, 0, 7, 4), 0);
+    for (uint64_t id = 99990; id < 100000; id++)
+        LOOP_ASSERT(dedupe_seen(d, 0, 8, id), "id %llu", (unsigned long long)id);
+    ck_assert_uint_eq(dedupe_forced(d), 0);
+    dedupe_destroy(&d);
+}
+END_TEST
+
 Suite *dedupe_suite(void)
 {
     Suite *s = suite_create("dedupe");
@@ -405,6 +427,7 @@ Suite *dedupe_suite(void)
     tcase_add_test(tc, colliding_ids_probe_and_evict);
     tcase_add_test(tc, random_against_model);
     tcase_add_test(tc, floors_bound_the_record);
+    tcase_add_test(tc, dead_worker_does_not_hold_the_record);
     suite_add_tcase(s, tc);
     TCase *tx = tcase_create("export");
     tcase_add_test(tx, export_format);
