@@ -305,7 +305,7 @@ static void backup_check_pull(ck *c, const bk *b, const pskv_table_opts *base, i
                     (long long)pskv_values_clock(c->w));
     for (uint64_t i = 0; is_bsp && i < b->n; i++)
         if (b->vals[i] < lo || b->vals[i] > hi) {
-            ck_mismatch(c, "key %" PRIu64 " = %g after %lld clocks, expected %g..%g", i,
+            ck_mismatch(c, "key %" PRIu64 " = %.0f after %lld clocks, expected %.0f..%.0f", i,
                         (double)b->vals[i], (long long)pskv_values_clock(c->w), lo, hi);
             break;
         }
@@ -479,13 +479,13 @@ static int backup_verify(ck *c, bk *b, const pskv_table_opts *base, int dead_ok)
             maybe += b->per[(size_t)REP_UNKNOWN(b->run_of[i]) * ACK_RANKS + (size_t)q];
         }
         if (want + maybe + slack >= EXACT_MAX) {
-            ck_mismatch(c, "key %" PRIu64 ": %g pushes, past 2^24: float32 sums are no longer "
+            ck_mismatch(c, "key %" PRIu64 ": %.0f pushes, past 2^24: float32 sums are no longer "
                         "exact (run fewer clocks)", i, want + maybe);
             break;
         }
         if ((double)b->vals[i] < want || (double)b->vals[i] > want + maybe + slack) {
-            ck_mismatch(c, "key %" PRIu64 " = %g, but the servers acknowledged %g pushes to it "
-                        "(and %g more are of unknown fate)%s", i, (double)b->vals[i], want, maybe,
+            ck_mismatch(c, "key %" PRIu64 " = %.0f, but the servers acknowledged %.0f pushes to it "
+                        "(and %.0f more are of unknown fate)%s", i, (double)b->vals[i], want, maybe,
                         slack ? " (and the workers that died at most their rounds)" : "");
             break;
         }
@@ -495,11 +495,11 @@ static int backup_verify(ck *c, bk *b, const pskv_table_opts *base, int dead_ok)
     for (int j = 0; j < b->nruns; j++)
         mine += b->unknown[j];
     if (b->log >= 0)
-        snprintf(more, sizeof more, "; rank %d over %d incarnations: %g acknowledged, %g of "
+        snprintf(more, sizeof more, "; rank %d over %d incarnations: %.0f acknowledged, %.0f of "
                  "unknown fate, %" PRIu64 " failed", c->r, b->incarnations + 1, b->acked, mine,
                  b->failed);
-    printf("check: %s backup %d: %g pushes acknowledged by all, %g of unknown fate (%d keys in "
-           "%d partitions, a push each per clock); this worker ran %d clocks, pushed %d, %g "
+    printf("check: %s backup %d: %.0f pushes acknowledged by all, %.0f of unknown fate (%d keys in "
+           "%d partitions, a push each per clock); this worker ran %d clocks, pushed %d, %.0f "
            "acknowledged, %" PRIu64 " dropped as late%s; final values equal the acknowledged "
            "pushes: %s\n",
            base->consistency, b->B, total, unknown, (int)b->n, b->nruns, b->nts,
@@ -528,7 +528,7 @@ int ck_run_acked(ck *c, cfg_entry *cfg)
         (rc = backup_rounds(c, b, &c->o, c->slow)) || (rc = backup_report(c, b)))
         goto out;
     if (leave) /* close at once: the scheduler takes this worker out of the clock set */
-        printf("check: %s: left after %d clocks, %g of its %d pushes acknowledged\n",
+        printf("check: %s: left after %d clocks, %.0f of its %d pushes acknowledged\n",
                c->cons, b->nts, b->acked - b->acked0, b->nts * b->nruns);
     else
         rc = backup_verify(c, b, &c->o, (int)cfg_int(cfg, "dead-ok"));
