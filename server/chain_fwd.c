@@ -9,8 +9,11 @@
  * the entry answers upstream: PUSH_ACK to the worker (at the head), REPLICATE_ACK
  * to the predecessor, or the close callback (a head's own bsp close). After a
  * placement change every unanswered hop is sent again to the new next server of
- * its partitions. A full table is back-pressure: the push is refused with
- * PSKV_ENOTREADY and the worker sends it again. */
+ * its partitions. A hop unanswered for CHAIN_RESEND_MS is sent again to the same
+ * server (chain_fwd_retry): a server whose lease has lapsed drops what reaches it,
+ * and with no new view nothing else would send it again. A full table is
+ * back-pressure: the push is refused with PSKV_ENOTREADY and the worker sends it
+ * again. */
 #define _GNU_SOURCE
 #include "chain_fwd.h"
 
@@ -19,8 +22,10 @@
 #include <string.h>
 
 #include "chain_impl.h"
+#include "dedupe.h"
 #include "log.h"
 #include "pskv_errors.h"
+#include "timeutil.h"
 
 #define MAX_PEND 4096 /* forwards waiting for the tail, per server */
 #define MAX_FWD 255   /* successors one push is forwarded to */
@@ -33,6 +38,8 @@ typedef struct chain_hop {   /* the rows of one push forwarded to one successor 
     int done;
     uint32_t *parts;   /* a bsp close: the partitions it closes there */
     size_t nparts;
+    int64_t sent_ms;   /* when it was last sent */
+    int resends;       /* times chain_fwd_retry sent it again */
 } chain_hop;
 
 static void pend_free(chain_pend *p)
@@ -73,6 +80,7 @@ static void send_replicate(chain *c, chain_pend *pd, int fi)
 {
     chain_hop *f = &pd->fwds[fi];
     void *s = chain_peer_sock(c, f->node);
+    f->sent_ms = tu_now_ms();
     Pskv__Meta m;
     member_meta(c->mb, &m, PSKV__MSG_TYPE__REPLICATE);
     size_t slot = (size_t)(pd - c->pend);
@@ -405,6 +413,19 @@ void chain_forward_clock(chain *c, uint32_t head, int rank, int64_t clock)
     }
 }
 
+/* 1 when pd forwards a push whose worker has had its answer (its id is below the
+ * worker's floor: the push went down the chain as another forward, sent again by
+ * the worker, or failed): then pd is let go, unanswered. Sent again now it could
+ * reach a server that forgot the id and apply the push twice. */
+static int pend_obsolete(chain *c, chain_pend *pd)
+{
+    if (pd->close || !c->dd || pd->origin_id >= dedupe_floor(c->dd, pd->origin))
+        return 0;
+    c->obsolete++;
+    chain_pend_release(c, pd);
+    return 1;
+}
+
 /* After a placement change, sends again every forward still unanswered, to the
  * next server of its partitions in the new view: the old target may have died,
  * and a live one drops forwards planned on an older placement (it could no
@@ -414,7 +435,7 @@ void chain_fwd_again(chain *c)
 {
     for (size_t s = 0; s < MAX_PEND; s++) {
         chain_pend *pd = &c->pend[s];
-        if (!pd->seq)
+        if (!pd->seq || pend_obsolete(c, pd))
             continue;
         int n0 = pd->nfwd;
         for (int fi = 0; fi < n0; fi++) {
@@ -434,3 +455,40 @@ void chain_fwd_again(chain *c)
     }
 }
 
+
+/* Sends again, to the same server, every hop unanswered for CHAIN_RESEND_MS, then
+ * twice, 4 and at most 8 times as long after each time (a successor merely slow to
+ * answer is not flooded). Each hop of a placement goes to the next server of its
+ * partitions in it (after a placement change chain_fwd_again has replaced the
+ * hops). Looks at most every CHAIN_RESEND_MS / 4. A copy the server already
+ * applied is dropped there by its id (a push) or its clocks (a bsp close), and
+ * answered. */
+void chain_fwd_retry(chain *c)
+{
+    int64_t now = tu_now_ms();
+    if (!c->npend || now < c->next_retry_ms)
+        return;
+    c->next_retry_ms = now + CHAIN_RESEND_MS / 4;
+    uint64_t again = 0;
+    for (size_t s = 0; s < MAX_PEND; s++) {
+        chain_pend *pd = &c->pend[s];
+        if (!pd->seq || pend_obsolete(c, pd))
+            continue;
+        for (int fi = 0; fi < pd->nfwd; fi++) {
+            chain_hop *f = &pd->fwds[fi];
+            int64_t wait = (int64_t)CHAIN_RESEND_MS << (f->resends < 3 ? f->resends : 3);
+            if (f->done || now - f->sent_ms < wait)
+                continue;
+            send_replicate(c, pd, fi);
+            f->resends++;
+            again++;
+        }
+    }
+    if (again)
+        LOG_I("%llu forwards sent again: unanswered for %d ms", (unsigned long long)again,
+              CHAIN_RESEND_MS);
+    c->resent += again;
+}
+
+uint64_t chain_resent(const chain *c) { return c->resent; }
+uint64_t chain_obsolete(const chain *c) { return c->obsolete; }

@@ -6,9 +6,10 @@
  * DEALERs; holds the two callbacks into the consistency engine.
  * THREAD: the server's loop thread only; the callbacks run on it, from
  * chain_drain or chain_view.
- * NEVER blocks on a peer (sends do not wait: a hop that cannot be queued waits
- * for the next view and is sent again then); never applies an update. Copies the
- * rows of each hop once (a forward outlives the received frames). */
+ * NEVER blocks on a peer (sends do not wait: a hop that cannot be queued, or
+ * that its server dropped, is sent again after CHAIN_RESEND_MS without an answer,
+ * and after a new view); never applies an update. Copies the rows of each hop
+ * once (a forward outlives the received frames). */
 #ifndef PSKV_CHAIN_FWD_H
 #define PSKV_CHAIN_FWD_H
 
@@ -17,6 +18,8 @@
 #include <zmq.h>
 
 #include "chain.h"
+
+#define CHAIN_RESEND_MS 1000 /* a forward unanswered this long is sent again */
 
 /* fn(worker node, error code) counts a worker's push refused to be sent again and
  * returns the count to stamp on the refusal, or 0 (consist_refusal). */
@@ -42,5 +45,18 @@ void chain_forward_clock(chain *c, uint32_t head, int rank, int64_t clock);
 
 /* Pending forwards, for logs. */
 size_t chain_pending(const chain *c);
+
+/* The timer of the forwards, from the loop after every poll: sends again each hop
+ * unanswered for a second (a successor whose lease lapsed dropped it, and no new
+ * view will come to send it again); logs how many when any. Cheap when nothing
+ * waits (it looks at most every 250 ms). */
+void chain_fwd_retry(chain *c);
+
+/* Hops sent again by chain_fwd_retry, for logs. */
+uint64_t chain_resent(const chain *c);
+
+/* Forwards let go unanswered instead of being sent again: their worker had its
+ * answer already (the push's id is below its floor), for logs. */
+uint64_t chain_obsolete(const chain *c);
 
 #endif

@@ -97,6 +97,9 @@ struct chain {
     chain_pend *pend;      /* MAX_PEND slots */
     uint64_t next_seq;
     size_t npend;
+    int64_t next_retry_ms; /* chain_fwd_retry's next look */
+    uint64_t resent;       /* hops it sent again */
+    uint64_t obsolete;     /* forwards let go: their worker had its answer */
     uint64_t (*refused)(uint32_t node, int code); /* counts a worker's push refused for a
                                                     retry (consist_refusal) */
     void (*closed)(uint64_t token, int code); /* a head's bsp close reached every tail */

@@ -3,7 +3,9 @@
  * slots holding ring position + 1 (0 = empty), found by linear probing from the
  * pair's home slot. Forgetting the oldest pair deletes its slot by backward shift
  * (Knuth's algorithm R), so there are no tombstones. Pairs are forgotten from the
- * front while the front pair is below its worker's floor. */
+ * front while the front pair is below its worker's floor, and all at once, wherever
+ * they are, when the ring is full; below the floor every id counts as seen,
+ * forgotten or not. */
 #include "dedupe.h"
 
 #include <stdlib.h>
@@ -120,10 +122,10 @@ static void prune(const dedupe *d, dpart *p)
         pop_front(p);
 }
 
-/* Doubles the ring (oldest first at 0) and rebuilds the index. */
-static int grow(dpart *p)
+/* The ring again with capacity ncap (oldest first at 0) and its index; with d,
+ * without the pairs below their worker's floor, wherever they are. */
+static int rebuild(const dedupe *d, dpart *p, uint32_t ncap)
 {
-    uint32_t ncap = p->cap ? 2 * p->cap : FIRST_CAP;
     uint32_t *w = malloc(ncap * sizeof *w);
     uint64_t *id = malloc(ncap * sizeof *id);
     uint32_t *slot = calloc(2 * (size_t)ncap, sizeof *slot);
@@ -133,11 +135,15 @@ static int grow(dpart *p)
         free(slot);
         return -PSKV_ENOMEM;
     }
+    uint32_t kept = 0;
     for (uint32_t n = 0; n < p->count; n++) {
         uint32_t pos = (p->head + n) & (p->cap - 1);
-        w[n] = p->worker[pos];
-        id[n] = p->id[pos];
+        if (d && p->id[pos] < floor_of(d, p->worker[pos]))
+            continue;
+        w[kept] = p->worker[pos];
+        id[kept++] = p->id[pos];
     }
+    p->count = kept;
     free(p->worker);
     free(p->id);
     free(p->slot);
@@ -151,6 +157,9 @@ static int grow(dpart *p)
     return 0;
 }
 
+/* Doubles the ring. */
+static int grow(dpart *p) { return rebuild(NULL, p, p->cap ? 2 * p->cap : FIRST_CAP); }
+
 static int put(dedupe *d, dpart *p, uint32_t worker, uint64_t id)
 {
     prune(d, p);
@@ -158,7 +167,12 @@ static int put(dedupe *d, dpart *p, uint32_t worker, uint64_t id)
         pop_front(p); /* at the cap: a re-send of this one could now apply twice */
         d->forced++;
     }
-    if (p->count == p->cap && grow(p) < 0)
+    /* full: first forget every pair below its floor, also behind a front pair that
+     * stays (a worker that died with a push in flight never raises its floor, and
+     * pruning from the front alone would then keep every later pair); grow when
+     * that leaves it more than half full */
+    if (p->count == p->cap && (rebuild(d, p, p->cap) < 0 ||
+                               (p->count > p->cap / 2 && grow(p) < 0)))
         return -PSKV_ENOMEM;
     uint32_t pos = (p->head + p->count) & (p->cap - 1);
     p->worker[pos] = worker;
@@ -242,10 +256,14 @@ int dedupe_record(dedupe *d, uint32_t part, uint32_t worker, uint64_t id)
 
 int dedupe_seen(const dedupe *d, uint32_t part, uint32_t worker, uint64_t id)
 {
-    if (part >= d->nparts || !d->part[part])
+    if (part >= d->nparts)
         return 0;
-    return lookup(d->part[part], worker, id);
+    if (id < floor_of(d, worker)) /* answered: a copy now is an old forward sent again */
+        return 1;
+    return d->part[part] && lookup(d->part[part], worker, id);
 }
+
+uint64_t dedupe_floor(const dedupe *d, uint32_t worker) { return floor_of(d, worker); }
 
 void dedupe_set_floor(dedupe *d, uint32_t worker, uint64_t floor)
 {

@@ -4,10 +4,15 @@
  * Bounded by what can still be re-sent: every push carries its worker's floor,
  * the smallest id it still has in flight (below it every request is answered and
  * will never be sent again); a pair below its worker's floor, or of a worker that
- * finished, is forgotten. The record of a partition grows while a slow worker holds
- * its floor down, up to a hard cap (then the oldest pair is forgotten anyway and
- * counted). Each partition keeps its pairs in a ring, oldest first, indexed by an
- * open-addressing hash: dedupe_seen and dedupe_record are O(1).
+ * finished, is forgotten, and every id below the floor counts as seen (a copy that
+ * arrives then is a server sending an old forward again: applied once already,
+ * the worker has its answer). Pairs are forgotten from the front of a partition's
+ * ring as floors rise, and all at once, wherever they are, when the ring is full:
+ * a worker that died with pushes in flight (its floor never rises again) keeps
+ * only its own pairs. The record grows while a slow worker holds its floor down,
+ * up to a hard cap (then the oldest pair is forgotten anyway and counted). Each
+ * partition keeps its pairs in a ring, oldest first, indexed by an open-addressing
+ * hash: dedupe_seen is O(1), dedupe_record O(1) amortized.
  *
  * OWNS per partition the ring of pairs and its index, and per worker its floor.
  * THREAD: the server's loop thread only (the chain's files; checkpoints reach it
@@ -40,8 +45,12 @@ void dedupe_set_max(dedupe *d, uint32_t max);
  * -PSKV_EINVAL (part out of range) or -PSKV_ENOMEM. */
 int dedupe_record(dedupe *d, uint32_t part, uint32_t worker, uint64_t id);
 
-/* 1 when (worker, id) is recorded for part (0 for a part out of range). */
+/* 1 when (worker, id) is recorded for part, or id is below the worker's floor (0
+ * for a part out of range). */
 int dedupe_seen(const dedupe *d, uint32_t part, uint32_t worker, uint64_t id);
+
+/* The worker's floor (0 when none is known). */
+uint64_t dedupe_floor(const dedupe *d, uint32_t worker);
 
 /* Worker `worker` will never re-send an id below `floor`: such pairs may be
  * forgotten. Floors only rise. UINT64_MAX: the worker finished. */

@@ -683,6 +683,7 @@ static int run(const char *sched)
         }
         if (nitems > 2)
             chain_drain(S.chain);
+        chain_fwd_retry(S.chain);
         if (items[0].revents & ZMQ_POLLIN)
             serve_router();
         checkpoint_pass();
@@ -706,6 +707,10 @@ static void log_exit(int stopped)
     if (chain_pending(S.chain) || st.parked_now)
         LOG_W("left waiting: %zu pushes for their replicas, %llu parked pulls",
               chain_pending(S.chain), (unsigned long long)st.parked_now);
+    if (chain_resent(S.chain) || chain_obsolete(S.chain))
+        LOG_I("%llu forwards sent again after %d ms or more without an answer, %llu let go "
+              "(their worker had its answer)", (unsigned long long)chain_resent(S.chain),
+              CHAIN_RESEND_MS, (unsigned long long)chain_obsolete(S.chain));
     if (chain_dedupe_forced(S.chain))
         LOG_W("%llu push ids were forgotten at the dedupe cap while their worker could still "
               "re-send them", (unsigned long long)chain_dedupe_forced(S.chain));

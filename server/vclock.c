@@ -18,6 +18,7 @@ typedef struct source { /* a head whose pushes reach this replica through a chai
 struct vclock {
     int nranks;
     int64_t *vc;          /* per rank: clocks finished */
+    uint32_t *node_of;    /* per rank: the node holding it in the set (0: none yet) */
     int64_t *vc_sorted;   /* scratch of nranks for vclock_closable: no allocation per CLOCK */
     uint8_t *in_set;
     int nset;
@@ -39,6 +40,7 @@ void vclock_destroy(vclock **v_p)
         return;
     vclock *v = *v_p;
     free(v->vc);
+    free(v->node_of);
     free(v->vc_sorted);
     free(v->in_set);
     free(v->rank_of);
@@ -108,6 +110,21 @@ int64_t vclock_closable(vclock *v, uint32_t backup, int64_t none)
     return vcs[need - 1];
 }
 
+/* Rank r is in the set as node `node`. Another node than before took a dead
+ * worker's rank over: the clocks known are that one's, and the new worker starts
+ * at its own (it sends a CLOCK of the iteration before it first thing). */
+static void take_over(vclock *v, int r, uint32_t node)
+{
+    if (v->node_of[r] && v->node_of[r] != node) {
+        LOG_I("worker rank %d is node %u now (was node %u): its clock starts again from "
+              "what the new worker says", r, node, v->node_of[r]);
+        v->vc[r] = 0;
+        for (size_t i = 0; i < v->nsrc; i++)
+            v->src[i].vc[r] = 0;
+    }
+    v->node_of[r] = node;
+}
+
 int vclock_view(vclock *v, const Pskv__View *view)
 {
     int was = v->nranks, nranks = 0;
@@ -128,12 +145,17 @@ int vclock_view(vclock *v, const Pskv__View *view)
         int64_t *sorted = realloc(v->vc_sorted, (size_t)nranks * sizeof *sorted);
         if (sorted)
             v->vc_sorted = sorted;
-        if (!vc || !in || !sorted) {
+        uint32_t *no = realloc(v->node_of, (size_t)nranks * sizeof *no);
+        if (no)
+            v->node_of = no;
+        if (!vc || !in || !sorted || !no) {
             LOG_E("out of memory applying the view");
             return -PSKV_ENOMEM;
         }
-        for (int r = v->nranks; r < nranks; r++)
+        for (int r = v->nranks; r < nranks; r++) {
             vc[r] = 0;
+            no[r] = 0;
+        }
         v->vc = vc;
         v->in_set = in;
         for (size_t i = 0; i < v->nsrc; i++) {
@@ -167,6 +189,7 @@ int vclock_view(vclock *v, const Pskv__View *view)
         if (!gone) {
             v->in_set[n->rank] = 1;
             v->nset++;
+            take_over(v, n->rank, n->id);
         }
     }
     return was;

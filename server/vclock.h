@@ -14,8 +14,8 @@
  * smallest clock of the set (vclock_min), bsp closes a clock when enough of the
  * set finished it (vclock_closable, vclock_finished); async reads none of it.
  *
- * OWNS the per-rank clocks, the clock set, the node -> rank map, the refusal
- * counts per node and the clocks forwarded per head.
+ * OWNS the per-rank clocks and the node holding each rank, the clock set, the
+ * node -> rank map, the refusal counts per node and the clocks forwarded per head.
  * THREAD: the server's loop thread only.
  * NEVER answers or parks a request, never touches a socket or a table: the
  * consistency engine (consist.c, bsp.c) acts on what it says. Allocates on a view
@@ -39,7 +39,8 @@ vclock *vclock_new(void);
 void vclock_destroy(vclock **v_p);
 
 /* Re-reads the workers of `view`: ranks (they only grow; clocks already known are
- * kept), the node -> rank map and the clock set. Returns the number of ranks
+ * kept, but those of a rank another node took over start again from 0: the new
+ * worker's first CLOCK says where it starts), the node -> rank map and the clock set. Returns the number of ranks
  * before the call (per-rank state of the caller grows from there to
  * vclock_nranks), or -PSKV_ENOMEM (logged; the set is not updated then). */
 int vclock_view(vclock *v, const Pskv__View *view);

@@ -366,6 +366,48 @@ f_worker_rejoin() {
   return 0
 }
 
+# Kill -9 a worker under async (R = 2) and start it again with its rank and its
+# --acked-log: it goes on from the log, the rounds end on a stop file, and
+# every key ends between the pushes acknowledged to either incarnation (each
+# exactly once) and those plus the killed one's pushes of unknown fate.
+f_worker_restart_acked() {
+  local model d pid i r opts
+  for model in ${MODELS:-async}; do
+    d=$TDIR/${model//:/-}
+    opts=()
+    for r in 0 1 2; do opts+=(--worker-opt "$r:--acked-log" --worker-opt "$r:$d/acked-$r"); done
+    launch "$d" --servers 2 --workers 3 --scheduler-opt=--replicas=2 "${opts[@]}" -- --app check \
+      --consistency "$model" --count-acked --rounds 1000000 --stop-file "$d/stop" --slowdown 1.2
+    wait_joined "$d" 3
+    sleep 0.$((5 + RANDOM % 5))
+    kill -KILL "$(cat "$d/worker-2.pid")"
+    for i in $(seq 50); do grep -q 'rank 2 .*marked dead' "$d/scheduler.log" && break; sleep 0.1; done
+    : > "$d/worker-2b.log"
+    "$BIN/pskv-worker" --scheduler "127.0.0.1:$(sched_port "$d")" --rank 2 --app check \
+      --consistency "$model" --count-acked --rounds 1000000 --stop-file "$d/stop" --slowdown 1.2 \
+      --acked-log "$d/acked-2" > "$d/worker-2b.log" 2>&1 &
+    pid=$!
+    for i in $(seq 100); do grep -q 'joined job' "$d/worker-2b.log" && break; sleep 0.1; done
+    sleep 1
+    touch "$d/stop"
+    wait_exit "$pid" "$model: the restarted worker"
+    wait "$(cat "$d/launch.pid")"
+    for r in 0 1 2b; do
+      grep -q 'final values equal the acknowledged pushes: yes' "$d/worker-$r.log" ||
+        fail "$model: worker $r: $(grep -h 'check' "$d/worker-$r.log" | tail -n 2)"
+    done
+    grep -q 'rank 2 over 2 incarnations' "$d/worker-2b.log" ||
+      fail "$model: the restarted worker did not go on from the log: $(grep 'check:' "$d/worker-2b.log")"
+    echo "$model: $(grep -o 'rank 2 over .*failed' "$d/worker-2b.log")"
+  done
+  return 0
+}
+
+# The same under ssp:2: the restarted worker starts at the slowest live worker's
+# clock and tells every server so first thing; a server that held the dead
+# worker's clock for the rank must not make its pulls, or the others', wait on it.
+f_worker_restart_ssp() { MODELS=ssp:2 f_worker_restart_acked; }
+
 # A server paused (SIGSTOP) shorter than the death time-out: the workers hear
 # nothing, ask again after --retry-ms, and the server, resumed, drops the copies
 # it already applied (R = 1): every key still equals the sum of the pushes.
@@ -379,6 +421,41 @@ f_retry_paused() {
   wait_ok "$d"
   grep -q 'asking again' "$d"/worker-*.log || fail "no worker asked again during the pause"
   grep -q 'marked dead' "$d/scheduler.log" && fail "the pause was long enough to declare a death"
+  return 0
+}
+
+# A server whose lease lapses without its being declared dead (bsp, R = 2; paused
+# for its lease, 3 s, one heartbeat short of the 4 s death time-out) drops the
+# forwards that reach it before its lease is renewed. Its predecessor must send
+# them again (no new view will): the bsp closes reach the tail, the job ends with
+# exact sums, and nothing is left waiting for a replica. Up to 4 pauses, until one
+# has made the lease lapse.
+f_lease_lapse() {
+  local d=$TDIR/c pid k lapsed=0
+  launch "$d" --servers 2 --workers 3 --scheduler-opt=--replicas=2 \
+    --scheduler-opt=--heartbeat-ms=1000 --scheduler-opt=--dead-after-ms=4000 -- --app check \
+    --consistency bsp --count-acked --rounds 20000
+  wait_joined "$d" 3
+  pid=$(cat "$d/server-1.pid")
+  for k in 1 2 3 4; do
+    sleep 1.$((RANDOM % 10))
+    kill -STOP "$pid"; sleep 3; kill -CONT "$pid"
+    sleep 0.5
+    grep -q 'lease lapsed' "$d/server-1.log" && { lapsed=1; break; }
+  done
+  [ $lapsed -eq 1 ] || fail "4 pauses of 3 s never made server 1's lease lapse"
+  # the clocks go on: the slowest worker is further within 5 s
+  local before after
+  before=$(status_json "$d" | grep -o '"clock":[0-9]*' | cut -d: -f2 | sort -n | head -n 1)
+  sleep 5
+  after=$(status_json "$d" | grep -o '"clock":[0-9]*' | cut -d: -f2 | sort -n | head -n 1)
+  [ "${after:-0}" -gt "${before:-0}" ] ||
+    fail "the clocks stopped after the lapse (slowest worker at clock ${before:-?}, 5 s later ${after:-?})"
+  wait_ok "$d"
+  grep -q 'marked dead' "$d/scheduler.log" && fail "the pause was long enough to declare a death"
+  grep -q 'left waiting: [1-9]' "$d"/server-*.log &&
+    fail "a server stopped with $(grep -ho 'left waiting: .*' "$d"/server-*.log | head -n 1)"
+  grep -ho 'forwards sent again.*' "$d"/server-*.log | head -n 1
   return 0
 }
 
@@ -525,7 +602,7 @@ run_trial() {
   fi
 }
 
-tests=(kill_server kill_server_ssp kill_server_bsp chain_r3 chain_r3_bsp pause_server pause_server_nocopy kill_worker worker_rejoin retry_paused lost_partition
+tests=(kill_server kill_server_ssp kill_server_bsp chain_r3 chain_r3_bsp pause_server pause_server_nocopy kill_worker worker_rejoin worker_restart_acked worker_restart_ssp retry_paused lease_lapse lost_partition
        checkpoint_resume join join_ssp join_bsp join_bsp_backup server_rejoin)
 for t in "${tests[@]}"; do
   if [ ${#ONLY[@]} -gt 0 ] && ! printf '%s\n' "${ONLY[@]}" | grep -qx "$t"; then continue; fi

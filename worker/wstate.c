@@ -17,6 +17,7 @@
 #include "secure.h"
 #include "wpump.h"
 #include "wreq.h"
+#include "wsend.h"
 #include "wview.h"
 
 int wst_error(pskv_worker *w, int code, const char *fmt, ...)
@@ -140,9 +141,14 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
             slowest = n->clock;
     }
     if (slowest > 0) {
+        /* and says so to every server (a CLOCK of the iteration before): a server
+         * that knew this rank from a worker that died holds that one's clock, and
+         * an ssp pull, this worker's own first, would wait on it */
         atomic_store(&w->clock, slowest);
         LOG_I("joined a running job: starting at clock %lld (the slowest live worker's)",
               (long long)slowest);
+        if ((rc = wsend_clock(w, slowest - 1, 0)) < 0)
+            goto fail;
     }
     wview_heartbeat_start(w);
     LOG_I("worker rank %d of %d (node %u) joined job %llu with %d servers", w->mb.rank,

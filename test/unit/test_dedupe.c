@@ -349,7 +349,9 @@ START_TEST(random_against_model)
 END_TEST
 
 /* Pairs below their worker's floor are forgotten, others stay however many;
- * a worker that left (floor UINT64_MAX) is forgotten entirely. */
+ * a worker that left (floor UINT64_MAX) is forgotten entirely. An id below the
+ * floor still counts as seen, forgotten or never recorded: the worker has had its
+ * answer, and a copy arriving then is an old forward a server sends again. */
 START_TEST(floors_bound_the_record)
 {
     dedupe *d = dedupe_new(2);
@@ -364,7 +366,11 @@ START_TEST(floors_bound_the_record)
     dedupe_set_floor(d, 1, 5); /* floors only rise */
     ck_assert_int_eq(dedupe_record(d, 0, 1, 10000), 0);
     ck_assert_uint_eq(dedupe_count(d, 0), 11);
-    ck_assert_int_eq(dedupe_seen(d, 0, 1, 9989), 0);
+    ck_assert_int_eq(dedupe_seen(d, 0, 1, 9989), 1); /* forgotten, still seen */
+    ck_assert_int_eq(dedupe_seen(d, 1, 1, 42), 1);   /* never recorded, below the floor */
+    ck_assert_int_eq(dedupe_seen(d, 1, 2, 42), 0);   /* another worker: no floor */
+    ck_assert_uint_eq(dedupe_floor(d, 1), 9990);
+    ck_assert_uint_eq(dedupe_floor(d, 2), 0);
     for (uint64_t id = 9990; id <= 10000; id++)
         LOOP_ASSERT(dedupe_seen(d, 0, 1, id), "id %llu", (unsigned long long)id);
     /* a slow worker's old pair at the front holds the others back until it rises */
@@ -377,7 +383,7 @@ START_TEST(floors_bound_the_record)
     dedupe_set_floor(d, 7, UINT64_MAX); /* worker 7 left */
     ck_assert_int_eq(dedupe_record(d, 1, 8, 201), 0);
     ck_assert_uint_eq(dedupe_count(d, 1), 52);
-    ck_assert_int_eq(dedupe_seen(d, 1, 7, 3), 0);
+    ck_assert_int_eq(dedupe_seen(d, 1, 7, 3), 1); /* forgotten, and below the floor */
     ck_assert_int_eq(dedupe_seen(d, 1, 8, 150), 1);
     ck_assert_uint_eq(dedupe_forced(d), 0);
     /* the hard cap forgets anyway, and counts it */
@@ -385,6 +391,28 @@ START_TEST(floors_bound_the_record)
     ck_assert_int_eq(dedupe_record(d, 0, 1, 10001), 0);
     ck_assert_uint_eq(dedupe_count(d, 0), 10);
     ck_assert_uint_eq(dedupe_forced(d), 2);
+    dedupe_destroy(&d);
+}
+END_TEST
+
+/* A worker that died with a push in flight never raises its floor: its pair stays
+ * at the front, but the pairs behind it are still forgotten once below their
+ * floors (when the ring is full), so the record does not grow with every push. */
+START_TEST(dead_worker_does_not_hold_the_record)
+{
+    dedupe *d = dedupe_new(1);
+    ck_assert_ptr_nonnull(d);
+    ck_assert_int_eq(dedupe_record(d, 0, 7, 3), 0); /* worker 7 dies with id 3 in flight */
+    for (uint64_t id = 100; id < 100000; id++) {
+        dedupe_set_floor(d, 8, id - 10); /* worker 8: ten in flight at a time */
+        ck_assert_int_eq(dedupe_record(d, 0, 8, id), 0);
+    }
+    ck_assert_uint_le(dedupe_count(d, 0), 512);
+    ck_assert_int_eq(dedupe_seen(d, 0, 7, 3), 1);       /* still remembered */
+    ck_assert_int_eq(dedupe_seen(d, 0, 7, 4), 0);
+    for (uint64_t id = 99990; id < 100000; id++)
+        LOOP_ASSERT(dedupe_seen(d, 0, 8, id), "id %llu", (unsigned long long)id);
+    ck_assert_uint_eq(dedupe_forced(d), 0);
     dedupe_destroy(&d);
 }
 END_TEST
@@ -399,6 +427,7 @@ Suite *dedupe_suite(void)
     tcase_add_test(tc, colliding_ids_probe_and_evict);
     tcase_add_test(tc, random_against_model);
     tcase_add_test(tc, floors_bound_the_record);
+    tcase_add_test(tc, dead_worker_does_not_hold_the_record);
     suite_add_tcase(s, tc);
     TCase *tx = tcase_create("export");
     tcase_add_test(tx, export_format);

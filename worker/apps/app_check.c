@@ -9,9 +9,10 @@
  *           (its hash is printed);
  *   ssp:T   every pull at clock c lies between the sums of rounds < c - T and
  *           of rounds < c + T + 1; the lead over the slowest worker is printed;
- *   bsp --backup B: values grow by W - B to W increments per clock, late pushes
- *           are answered "dropped: late", and the final sums equal exactly the
- *           pushes the servers acknowledged (nothing dropped was applied).
+ *   bsp --backup B (or --count-acked under any model): one table, +1 per key per
+ *           clock, and the final values against the pushes the servers
+ *           acknowledged, counted per rank and partition (app_check_acked.c, with
+ *           --acked-log across kill -9 and --stop-file).
  * --slowdown F makes each round sleep (F - 1) x 5 ms, for a steady straggler.
  * The last line is `check ok: ...` or `check FAILED: ...`. */
 #define _GNU_SOURCE
@@ -22,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "app_check.h"
 #include "apps.h"
 #include "ring.h"
 #include "timeutil.h"
@@ -29,7 +31,6 @@
 #define DW 3 /* dense width */
 #define SW 2 /* sparse width */
 #define OWN_KEYS 50
-#define ACK_RANKS 256 /* ranks the report table has room for: workers may join mid-run */
 
 /* Small integers, so that sums stay exact in float32 (below 2^24) for thousands
  * of rounds of many workers: the fault tests run long push streams. */
@@ -58,46 +59,20 @@ static double sparse_sum(int W, int k, uint64_t j, int c)
     return s;
 }
 
-static int fail(pskv_worker *w, const char *what, int rc)
+int ck_fail(pskv_worker *w, const char *what, int rc)
 {
     printf("check FAILED: %s: %s (%s)\n", what, pskv_strerror(rc), pskv_last_error(w));
     fflush(stdout);
     return 1;
 }
 
-static int pull_wait(pskv_worker *w, int t, const uint64_t *keys, size_t n, float *out)
+int ck_pull_wait(pskv_worker *w, int t, const uint64_t *keys, size_t n, float *out)
 {
     int64_t tp = pskv_pull(w, t, keys, n, out);
     return tp < 0 ? (int)tp : pskv_wait(w, tp, 120000);
 }
 
-/* One check run, shared by the steps below: the options, the tables, the
- * buffers, and the verdict so far (status, and the first mismatch's detail). */
-typedef struct ck {
-    pskv_worker *w;
-    int W, r, R;       /* workers, this rank, rounds */
-    uint64_t n;        /* keys */
-    const char *cons;  /* --consistency */
-    int bsp, ssp, tau;
-    double slow;       /* --slowdown */
-    pskv_table_opts o; /* the sum tables' options: updater, consistency, backup */
-    int td, ts;
-    int tf;            /* bsp: the float table trained with sgd; -1 = none */
-    float *dv, *sv;
-    float *dn;         /* --push nocopy: the dense run's values, lent until waited for */
-    int64_t dn_ts;     /* the push that has them (0: none) */
-    uint64_t *sk, *dk;
-    size_t own_n;      /* every worker's own sparse keys ... */
-    uint64_t *ok;      /* ... their ids */
-    float *ov;         /* ... their values */
-    float *fv;         /* check.float's values */
-    int64_t max_lead;  /* ssp: the largest lead over the slowest worker seen */
-    int status;
-    char detail[256];
-} ck;
-
-static void mismatch(ck *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void mismatch(ck *c, const char *fmt, ...)
+void ck_mismatch(ck *c, const char *fmt, ...)
 {
     if (!c->status) {
         va_list ap;
@@ -116,7 +91,7 @@ static void check_dense(ck *c, int lo_k, int hi_k, const char *when)
             double v = c->dv[i * DW + k], lo = dense_sum(c->W, lo_k, i, k),
                    hi = dense_sum(c->W, hi_k, i, k);
             if (v < lo || v > hi) {
-                mismatch(c, "%s: dense key %" PRIu64 "[%d] = %g, expected %s%g%s%g", when, i, k, v,
+                ck_mismatch(c, "%s: dense key %" PRIu64 "[%d] = %g, expected %s%g%s%g", when, i, k, v,
                          lo == hi ? "" : "between ", lo, lo == hi ? "" : " and ", hi);
                 return;
             }
@@ -163,239 +138,6 @@ static int push_round(ck *c, int k)
     return (t = pskv_push(c->w, c->ts, ok, OWN_KEYS, ov)) < 0 ? (int)t : 0;
 }
 
-#define BACKUP_KEYS 16 /* keys of the backup check: a push per partition they fall in */
-
-/* The backup check's state: its two tables, the runs of keys that fall in one
- * ring partition each, the pushes sent and how many were acknowledged. */
-typedef struct bk {
-    int tb, ta;          /* the counted table; the report table (async) */
-    uint64_t n;          /* keys of tb */
-    int B;               /* backup workers */
-    int nruns;
-    uint64_t keys[BACKUP_KEYS], first[BACKUP_KEYS], cnt[BACKUP_KEYS];
-    int run_of[BACKUP_KEYS];
-    float ones[BACKUP_KEYS], vals[BACKUP_KEYS];
-    int64_t *ts;         /* the pushes sent, nruns per clock */
-    float *per;          /* the report table, pulled at the end */
-    uint64_t per_n;      /* its size */
-    int nts;             /* clocks this worker pushed */
-    size_t tallied;      /* pushes whose outcome is counted in aj */
-    float aj[BACKUP_KEYS]; /* acknowledged pushes per run */
-    float acked;         /* ... in all */
-    int started_late;    /* took over a dead worker's rank */
-} bk;
-
-/* Opens check.backup and check.acked, splits the keys into runs of one partition
- * each, and allocates the push log. Returns 0, or 1 after saying why. */
-static int backup_open(ck *c, const pskv_table_opts *base, bk *b)
-{
-    pskv_table_opts o = *base;
-    b->n = c->n < BACKUP_KEYS ? c->n : BACKUP_KEYS;
-    o.kind = PSKV_DENSE;
-    o.size = b->n;
-    o.width = 1;
-    b->tb = pskv_table_open(c->w, "check.backup", &o);
-    if (b->tb < 0)
-        return fail(c->w, "open check.backup", b->tb);
-    /* the runs of keys one partition each */
-    uint32_t P = (uint32_t)pskv_num_partitions(c->w);
-    for (uint64_t i = 0, last = UINT32_MAX; i < b->n; i++) {
-        b->keys[i] = i;
-        uint32_t p = ring_partition_of(ring_dense_pos(i, b->n), P ? P : 1);
-        if (p != last) {
-            b->first[b->nruns] = i;
-            b->cnt[b->nruns++] = 0;
-            last = p;
-        }
-        b->cnt[b->nruns - 1]++;
-        b->run_of[i] = b->nruns - 1;
-    }
-    pskv_table_opts a;
-    pskv_table_opts_init(&a);
-    a.kind = PSKV_DENSE;
-    /* per rank: acknowledged pushes, a rejoin flag, then acknowledged pushes per run */
-    a.size = (2 + BACKUP_KEYS) * ACK_RANKS;
-    b->per_n = a.size;
-    if (c->r >= ACK_RANKS)
-        return fail(c->w, "--count-acked takes ranks below 256", -PSKV_EINVAL);
-    a.updater = "sum";
-    b->ta = pskv_table_open(c->w, "check.acked", &a); /* async: the report channel */
-    if (b->ta < 0)
-        return fail(c->w, "open check.acked", b->ta);
-    b->ts = malloc((size_t)c->R * (size_t)b->nruns * sizeof *b->ts);
-    b->per = malloc((size_t)a.size * sizeof(float));
-    if (!b->ts || !b->per)
-        return fail(c->w, "memory", -PSKV_ENOMEM);
-    for (uint64_t i = 0; i < b->n; i++)
-        b->ones[i] = 1.0f;
-    b->B = (int)o.backup;
-    b->started_late = pskv_current_clock(c->w) > 0;
-    return 0;
-}
-
-/* A pull at `clock` against bsp's promise: it reflects every clock before, and
- * each key grew by W - B..W per clock. */
-static void backup_check_pull(ck *c, const bk *b, const pskv_table_opts *base, int64_t clock)
-{
-    /* with backups at least W - B workers make each clock; when workers may
-     * leave (--count-acked alone) only the upper bound holds */
-    double lo = b->B ? (double)(c->W - b->B) * (double)pskv_values_clock(c->w) : 0,
-           hi = (double)c->W * (double)pskv_values_clock(c->w);
-    int is_bsp = !strcmp(base->consistency, "bsp");
-    if (is_bsp && pskv_values_clock(c->w) < clock)
-        mismatch(c, "a pull at clock %lld reflects only clock %lld", (long long)clock,
-                 (long long)pskv_values_clock(c->w));
-    for (uint64_t i = 0; is_bsp && i < b->n; i++)
-        if (b->vals[i] < lo || b->vals[i] > hi) {
-            mismatch(c, "key %" PRIu64 " = %g after %lld clocks, expected %g..%g", i,
-                     (double)b->vals[i], (long long)pskv_values_clock(c->w), lo, hi);
-            break;
-        }
-}
-
-/* One clock: a push per run, then the clock. Returns 0, or 1 after saying why. */
-static int backup_push(ck *c, bk *b)
-{
-    for (int j = 0; j < b->nruns; j++) {
-        int64_t t = pskv_push(c->w, b->tb, b->keys + b->first[j], b->cnt[j], b->ones);
-        if (t < 0)
-            return fail(c->w, "push", (int)t);
-        b->ts[(size_t)b->nts * (size_t)b->nruns + (size_t)j] = t;
-    }
-    b->nts++;
-    int rc = pskv_clock(c->w);
-    return rc < 0 ? fail(c->w, "clock", rc) : 0;
-}
-
-/* The clocks, each checking a pull and pushing +1 per key. Returns 0, or the
- * exit status after saying why. */
-static int backup_rounds(ck *c, bk *b, const pskv_table_opts *base, double slow)
-{
-    int rc;
-    /* by clock, not by round: a worker left behind jumps to the current clock and
-     * skips the iterations it missed */
-    while (pskv_current_clock(c->w) < c->R) {
-        if (app_stop_signal)
-            return app_stopped("check");
-        int64_t clock = pskv_current_clock(c->w);
-        if ((rc = pull_wait(c->w, b->tb, NULL, b->n, b->vals)) < 0)
-            return fail(c->w, "pull", rc);
-        if (pskv_current_clock(c->w) >= c->R)
-            break; /* moved up past the end */
-        backup_check_pull(c, b, base, clock);
-        /* the outcomes of the pushes answered so far, counted while the library still
-         * remembers them (it keeps the last few thousand failures) */
-        for (; b->tallied < (size_t)b->nts * (size_t)b->nruns; b->tallied++) {
-            int out = pskv_wait(c->w, b->ts[b->tallied], 0);
-            if (out == -PSKV_ETIMEDOUT)
-                break; /* still in flight */
-            b->aj[b->tallied % (size_t)b->nruns] += out == 0;
-        }
-        if (slow > 1)
-            tu_sleep_ms((int64_t)((slow - 1) * 5));
-        if ((rc = backup_push(c, b)) != 0)
-            return rc;
-    }
-    return 0;
-}
-
-/* Waits for every push, then adds to check.acked what this rank reports: its
- * acknowledged pushes, whether it took over a dead rank mid-job (it cannot know
- * what its predecessor had acknowledged: the check then allows that rank's
- * rounds), and its acknowledged pushes per run. Returns 0, or 1 after saying why. */
-static int backup_report(ck *c, bk *b)
-{
-    int rc;
-    if ((rc = pskv_wait_all(c->w, 120000)) < 0)
-        return fail(c->w, "wait for acknowledgements", rc);
-    for (; b->tallied < (size_t)b->nts * (size_t)b->nruns; b->tallied++)
-        b->aj[b->tallied % (size_t)b->nruns] += pskv_wait(c->w, b->ts[b->tallied], 0) == 0;
-    uint64_t rkey[2 + BACKUP_KEYS];
-    float rval[2 + BACKUP_KEYS];
-    b->acked = 0;
-    for (int j = 0; j < b->nruns; j++) {
-        rkey[2 + j] = (uint64_t)(2 + j) * ACK_RANKS + (uint64_t)c->r;
-        rval[2 + j] = b->aj[j];
-        b->acked += b->aj[j];
-    }
-    rkey[0] = (uint64_t)c->r;
-    rkey[1] = (uint64_t)(ACK_RANKS + c->r);
-    rval[0] = b->acked;
-    rval[1] = b->started_late ? 1.0f : 0.0f;
-    int64_t tp = pskv_push(c->w, b->ta, rkey, 2 + (size_t)b->nruns, rval);
-    if (tp < 0 || (rc = pskv_wait(c->w, tp, 120000)) < 0)
-        return fail(c->w, "report", tp < 0 ? (int)tp : rc);
-    return 0;
-}
-
-/* After every worker's report: each key's final value against the pushes to it
- * that the servers acknowledged, then the summary line. Returns 0, or 1 after
- * saying why. */
-static int backup_verify(ck *c, bk *b, const pskv_table_opts *base, int dead_ok)
-{
-    int rc;
-    if ((rc = pskv_barrier(c->w, 120000)) < 0)
-        return fail(c->w, "barrier", rc);
-    if ((rc = pull_wait(c->w, b->ta, NULL, (size_t)b->per_n, b->per)) < 0)
-        return fail(c->w, "pull check.acked", rc);
-    double total = 0;
-    int silent = 0; /* workers that died before reporting (--dead-ok) */
-    c->W = pskv_num_workers(c->w); /* workers may have joined since the start */
-    for (int q = 0; q < c->W && q < ACK_RANKS; q++) {
-        total += b->per[q];
-        silent += b->per[q] == 0 || b->per[ACK_RANKS + q] > 0;
-    }
-    double slack = dead_ok ? (double)silent * c->R : 0;
-    /* every worker has clocked R times and the barrier passed: all closed clocks
-     * are in; a pull at the current clock sees them */
-    if ((rc = pull_wait(c->w, b->tb, NULL, b->n, b->vals)) < 0)
-        return fail(c->w, "final pull", rc);
-    for (uint64_t i = 0; i < b->n; i++) {
-        double want = 0;
-        for (int q = 0; q < c->W && q < ACK_RANKS; q++)
-            want += b->per[(size_t)(2 + b->run_of[i]) * ACK_RANKS + (size_t)q];
-        if ((double)b->vals[i] < want || (double)b->vals[i] > want + slack) {
-            mismatch(c, "key %" PRIu64 " = %g, but the servers acknowledged %g pushes to it%s",
-                     i, (double)b->vals[i], want,
-                     slack ? " (and the workers that died at most their rounds)" : "");
-            break;
-        }
-    }
-    printf("check: %s backup %d: %g of %d pushes acknowledged by all (%d keys in %d partitions, "
-           "a push each per clock); this worker ran %d clocks, pushed %d, %g acknowledged, "
-           "%" PRIu64 " dropped as late; final values equal the acknowledged pushes: %s\n",
-           base->consistency, b->B, total, c->W * c->R * b->nruns, (int)b->n, b->nruns, b->nts,
-           b->nts * b->nruns, (double)b->acked, pskv_late_drops(c->w), c->status ? "NO" : "yes");
-    return 0;
-}
-
-/* bsp with backup workers: +1 per key per clock on one table; the values must
- * grow by W - B..W per clock and end equal to the acknowledged pushes. Each push
- * covers the keys of one ring partition, so it lives on one server whatever the
- * view: a push over several servers could be late on one and applied on another,
- * which a per-push count cannot tell. Acknowledged pushes are counted per rank and
- * partition, so every key's final value is exact. With `leave` the worker closes
- * after reporting (the scheduler takes it out of the clock set). Returns 0 (the
- * verdict is in c->status), or the exit status after saying why. */
-static int run_backup(ck *c, const pskv_table_opts *base, double slow, int leave, int dead_ok)
-{
-    bk b;
-    memset(&b, 0, sizeof b);
-    int rc;
-    if ((rc = backup_open(c, base, &b)) || (rc = backup_rounds(c, &b, base, slow)) ||
-        (rc = backup_report(c, &b)))
-        return rc;
-    if (leave) { /* close at once: the scheduler takes this worker out of the clock set */
-        printf("check: %s: left after %d clocks, %g of its %d pushes acknowledged\n",
-               base->consistency, b.nts, (double)b.acked, b.nts * b.nruns);
-    } else if ((rc = backup_verify(c, &b, base, dead_ok)) != 0) {
-        return rc;
-    }
-    free(b.ts);
-    free(b.per);
-    return 0;
-}
-
 /* ---- the check without backups ---------------------------------------------- */
 
 /* check.dense, check.sparse and, under bsp, check.float. Returns 0, or 1 after
@@ -408,13 +150,13 @@ static int open_tables(ck *c)
     o.width = DW;
     c->td = pskv_table_open(c->w, "check.dense", &o);
     if (c->td < 0)
-        return fail(c->w, "open dense table", c->td);
+        return ck_fail(c->w, "open dense table", c->td);
     o.kind = PSKV_SPARSE;
     o.size = 0;
     o.width = SW;
     c->ts = pskv_table_open(c->w, "check.sparse", &o);
     if (c->ts < 0)
-        return fail(c->w, "open sparse table", c->ts);
+        return ck_fail(c->w, "open sparse table", c->ts);
     c->tf = -1;
     if (c->bsp) { /* float gradients with sgd: the same bits on every run */
         pskv_table_opts f = o;
@@ -428,7 +170,7 @@ static int open_tables(ck *c)
         f.init_scale = 1.0f;
         c->tf = pskv_table_open(c->w, "check.float", &f);
         if (c->tf < 0)
-            return fail(c->w, "open check.float", c->tf);
+            return ck_fail(c->w, "open check.float", c->tf);
     }
     return 0;
 }
@@ -459,8 +201,8 @@ static int alloc_buffers(ck *c, int nocopy)
 static int check_clock_pull(ck *c, int k)
 {
     int rc;
-    if ((rc = pull_wait(c->w, c->td, NULL, c->n, c->dv)) < 0)
-        return fail(c->w, "pull during the rounds", rc);
+    if ((rc = ck_pull_wait(c->w, c->td, NULL, c->n, c->dv)) < 0)
+        return ck_fail(c->w, "pull during the rounds", rc);
     char when[64];
     snprintf(when, sizeof when, "%s pull at clock %d", c->cons, k);
     if (c->bsp)
@@ -472,7 +214,7 @@ static int check_clock_pull(ck *c, int k)
     if (lead > c->max_lead)
         c->max_lead = lead;
     if (c->ssp && lead > c->tau)
-        mismatch(c, "ssp:%d pull at clock %d reflects clock %lld", c->tau, k,
+        ck_mismatch(c, "ssp:%d pull at clock %d reflects clock %lld", c->tau, k,
                  (long long)pskv_values_clock(c->w));
     return 0;
 }
@@ -482,13 +224,13 @@ static int check_clock_pull(ck *c, int k)
 static int float_round(ck *c, int k)
 {
     int rc;
-    if ((rc = pull_wait(c->w, c->tf, NULL, c->n, c->fv)) < 0)
-        return fail(c->w, "pull check.float", rc);
+    if ((rc = ck_pull_wait(c->w, c->tf, NULL, c->n, c->fv)) < 0)
+        return ck_fail(c->w, "pull check.float", rc);
     for (uint64_t i = 0; i < c->n; i++)
         c->fv[i] = c->fv[i] - (float)sin((double)(i + 1) * (c->r + 1) * 0.37 + k);
     int64_t tp = pskv_push(c->w, c->tf, NULL, c->n, c->fv);
     if (tp < 0)
-        return fail(c->w, "push check.float", (int)tp);
+        return ck_fail(c->w, "push check.float", (int)tp);
     return 0;
 }
 
@@ -507,13 +249,13 @@ static int rounds(ck *c)
         if (c->slow > 1)
             tu_sleep_ms((int64_t)((c->slow - 1) * 5));
         if ((rc = push_round(c, k)) < 0)
-            return fail(c->w, "push", rc);
+            return ck_fail(c->w, "push", rc);
         if ((rc = pskv_clock(c->w)) < 0)
-            return fail(c->w, "clock", rc);
+            return ck_fail(c->w, "clock", rc);
     }
     rc = pskv_barrier(c->w, 120000);
     if (rc < 0)
-        return fail(c->w, "barrier after pushes", rc);
+        return ck_fail(c->w, "barrier after pushes", rc);
     if (c->ssp)
         printf("check: ssp:%d: largest lead over the slowest worker %lld clocks\n", c->tau,
                (long long)c->max_lead);
@@ -526,8 +268,8 @@ static int rounds(ck *c)
 static int final_dense(ck *c)
 {
     int rc;
-    if ((rc = pull_wait(c->w, c->td, NULL, c->n, c->dv)) < 0)
-        return fail(c->w, "dense pull", rc);
+    if ((rc = ck_pull_wait(c->w, c->td, NULL, c->n, c->dv)) < 0)
+        return ck_fail(c->w, "dense pull", rc);
     int before = c->status;
     check_dense(c, c->R, c->R, "final");
     printf("check: dense table %" PRIu64 " keys x %d over %d servers, %d workers x %d rounds, %s: "
@@ -541,15 +283,15 @@ static int final_dense(ck *c)
             c->dk[m++] = i;
     if (m) {
         float *gv = malloc(m * DW * sizeof(float));
-        if ((rc = pull_wait(c->w, c->td, c->dk, m, gv)) < 0)
-            return fail(c->w, "dense gathered pull", rc);
+        if ((rc = ck_pull_wait(c->w, c->td, c->dk, m, gv)) < 0)
+            return ck_fail(c->w, "dense gathered pull", rc);
         uint64_t gbad = 0;
         for (size_t q = 0; q < m; q++)
             for (int k = 0; k < DW; k++)
                 gbad += gv[q * DW + k] != c->dv[c->dk[q] * DW + k];
         printf("check: dense gathered pull of %zu keys: %s\n", m, gbad ? "MISMATCH" : "exact");
         if (gbad)
-            mismatch(c, "gathered dense pull differs from the run pull");
+            ck_mismatch(c, "gathered dense pull differs from the run pull");
         free(gv);
     }
     return 0;
@@ -562,34 +304,34 @@ static int final_sparse(ck *c)
     int rc;
     for (uint64_t j = 0; j < c->n; j++)
         c->sk[j] = shared_key(j);
-    if ((rc = pull_wait(c->w, c->ts, c->sk, c->n, c->sv)) < 0)
-        return fail(c->w, "sparse pull", rc);
+    if ((rc = ck_pull_wait(c->w, c->ts, c->sk, c->n, c->sv)) < 0)
+        return ck_fail(c->w, "sparse pull", rc);
     int before = c->status;
     for (uint64_t j = 0; j < c->n && c->status == before; j++)
         for (int q = 0; q < SW; q++)
             if ((double)c->sv[j * SW + q] != sparse_sum(c->W, c->R, j, q)) {
-                mismatch(c, "sparse key %" PRIx64 "[%d] = %g, expected %g", c->sk[j], q,
+                ck_mismatch(c, "sparse key %" PRIx64 "[%d] = %g, expected %g", c->sk[j], q,
                          (double)c->sv[j * SW + q], sparse_sum(c->W, c->R, j, q));
                 break;
             }
     for (int q = 0; q < c->W; q++)
         for (uint64_t j = 0; j < OWN_KEYS; j++)
             c->ok[(size_t)q * OWN_KEYS + j] = own_key(q, j);
-    if ((rc = pull_wait(c->w, c->ts, c->ok, c->own_n, c->ov)) < 0)
-        return fail(c->w, "sparse own-key pull", rc);
+    if ((rc = ck_pull_wait(c->w, c->ts, c->ok, c->own_n, c->ov)) < 0)
+        return ck_fail(c->w, "sparse own-key pull", rc);
     for (size_t j = 0; j < c->own_n; j++)
         if (c->ov[j * SW] != (float)c->R || c->ov[j * SW + 1] != 2.0f * c->R) {
-            mismatch(c, "sparse own key %" PRIx64 " = %g,%g, expected %d,%d", c->ok[j],
+            ck_mismatch(c, "sparse own key %" PRIx64 " = %g,%g, expected %d,%d", c->ok[j],
                      (double)c->ov[j * SW], (double)c->ov[j * SW + 1], c->R, 2 * c->R);
             break;
         }
     uint64_t never[3] = {0xdeadbeefULL, UINT64_MAX, 7ULL << 60};
     float nv[3 * SW];
-    if ((rc = pull_wait(c->w, c->ts, never, 3, nv)) < 0)
-        return fail(c->w, "sparse pull of unknown keys", rc);
+    if ((rc = ck_pull_wait(c->w, c->ts, never, 3, nv)) < 0)
+        return ck_fail(c->w, "sparse pull of unknown keys", rc);
     for (int j = 0; j < 3 * SW; j++)
         if (nv[j] != 0.0f) {
-            mismatch(c, "never-pushed sparse key reads %g, expected 0", (double)nv[j]);
+            ck_mismatch(c, "never-pushed sparse key reads %g, expected 0", (double)nv[j]);
             break;
         }
     printf("check: sparse table %" PRIu64 " shared + %zu own keys x %d: %s\n", c->n, c->own_n,
@@ -602,8 +344,8 @@ static int final_sparse(ck *c)
 static int float_hash(ck *c)
 {
     int rc;
-    if ((rc = pull_wait(c->w, c->tf, NULL, c->n, c->fv)) < 0)
-        return fail(c->w, "pull check.float", rc);
+    if ((rc = ck_pull_wait(c->w, c->tf, NULL, c->n, c->fv)) < 0)
+        return ck_fail(c->w, "pull check.float", rc);
     uint64_t h = 0xcbf29ce484222325ULL;
     const unsigned char *b = (const unsigned char *)c->fv;
     for (size_t i = 0; i < c->n * sizeof(float); i++)
@@ -619,21 +361,21 @@ static int nan_push(ck *c)
     int rc;
     uint64_t k0 = (uint64_t)c->r; /* each worker its own key: no race with the others */
     float before_v[DW], nanv[DW] = {1.0f, NAN, 2.0f}, after_v[DW];
-    if ((rc = pull_wait(c->w, c->td, &k0, 1, before_v)) < 0)
-        return fail(c->w, "pull before the NaN push", rc);
+    if ((rc = ck_pull_wait(c->w, c->td, &k0, 1, before_v)) < 0)
+        return ck_fail(c->w, "pull before the NaN push", rc);
     int64_t tp = pskv_push(c->w, c->td, &k0, 1, nanv);
     if (c->bsp && tp >= 0)
         pskv_clock(c->w); /* keep the clocks in step: every worker does this once */
     int nan_rc = tp < 0 ? (int)tp : pskv_wait(c->w, tp, 120000);
     int named = nan_rc == -PSKV_EBADVALUE && strstr(pskv_last_error(c->w), "check.dense");
-    if ((rc = pull_wait(c->w, c->td, &k0, 1, after_v)) < 0)
-        return fail(c->w, "pull after the NaN push", rc);
+    if ((rc = ck_pull_wait(c->w, c->td, &k0, 1, after_v)) < 0)
+        return ck_fail(c->w, "pull after the NaN push", rc);
     int kept = memcmp(before_v, after_v, sizeof before_v) == 0;
     printf("check: NaN push: %s, stored value %s\n",
            named ? "refused naming the table" : "NOT REFUSED PROPERLY",
            kept ? "unchanged" : "CHANGED");
     if (!named || !kept)
-        mismatch(c, "NaN push returned %d (%s), value %s", nan_rc, pskv_last_error(c->w),
+        ck_mismatch(c, "NaN push returned %d (%s), value %s", nan_rc, pskv_last_error(c->w),
                  kept ? "kept" : "changed");
     return 0;
 }
@@ -651,7 +393,7 @@ static void reopen(ck *c)
     printf("check: reopen with another updater: %s\n",
            named ? "refused, naming 'updater'" : "NOT REFUSED PROPERLY");
     if (!named)
-        mismatch(c, "reopen returned %d (%s)", rc, pskv_last_error(c->w));
+        ck_mismatch(c, "reopen returned %d (%s)", rc, pskv_last_error(c->w));
 }
 
 /* On a failure this returns at once without freeing: a request may still be in
@@ -676,13 +418,7 @@ int app_check(pskv_worker *w, cfg_entry *cfg)
     c.o.consistency = c.cons;
     c.o.backup = (uint32_t)cfg_int(cfg, "backup");
     if (c.o.backup || cfg_int(cfg, "count-acked"))
-        return run_backup(&c, &c.o, c.slow, (int)cfg_int(cfg, "leave"),
-                          (int)cfg_int(cfg, "dead-ok")) || c.status
-                   ? (printf("check FAILED: %s\n", c.detail[0] ? c.detail : "see above"), 1)
-                   : (printf("check ok: %s with %u backup workers, %d workers, %d rounds, "
-                             "final values equal the acknowledged pushes\n",
-                             c.cons, c.o.backup, c.W, c.R),
-                      0);
+        return ck_run_acked(&c, cfg);
     int nocopy = !strcmp(cfg_str(cfg, "push"), "nocopy"); /* else "copy" (worker_main) */
     int rc;
     if ((rc = open_tables(&c)) || (rc = alloc_buffers(&c, nocopy)) || (rc = rounds(&c)) ||

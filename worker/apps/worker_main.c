@@ -71,6 +71,13 @@ static cfg_entry config[] = {
     {"dead-ok", CFG_BOOL, "false", "PSKV_WORKER_DEAD_OK", 1, 0, NULL,
      "check --count-acked: a worker may die without reporting; values may exceed the "
      "acknowledged pushes by its rounds", 0, 0, NULL, NULL},
+    {"acked-log", CFG_STR, "", "PSKV_WORKER_ACKED_LOG", 1, 0, NULL,
+     "check --count-acked: keep the count of acknowledged pushes in this file, so that a "
+     "worker started again with the same --rank and file goes on from it after kill -9", 0, 0,
+     NULL, NULL},
+    {"stop-file", CFG_STR, "", "PSKV_WORKER_STOP_FILE", 1, 0, NULL,
+     "check --count-acked (async, ssp): end the rounds at the first clock after this file "
+     "exists", 0, 0, NULL, NULL},
     {"rounds", CFG_INT, "3", "PSKV_WORKER_ROUNDS", 1, 1000000, NULL, "check: push rounds", 0, 0,
      NULL, NULL},
     {"check-keys", CFG_INT, "1000", "PSKV_WORKER_KEYS", 1, 100000000, NULL,
