@@ -57,7 +57,7 @@ TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-garbage $(BIN)/pskv-fuzz-replay $(BI
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
 
 FORCE:
-.PHONY: FORCE all tools deps size test unit integration faults test-faults bench-faults demo bench bench-pushpull bench-curve bench-train bench-consistency bench-sparse bench-hosts install clean fuzz
+.PHONY: FORCE all tools deps size test unit integration faults test-faults bench-faults demo bench bench-pushpull bench-curve bench-train bench-consistency bench-sparse bench-hosts chaos install clean fuzz
 .DEFAULT_GOAL := all
 
 all: $(BINS) $(LIBS) $(TOOLS) $(BUILD)/pskv.pc
@@ -197,11 +197,18 @@ bench: deps
 	scripts/bench-hosts.sh
 	scripts/bench-faults.sh --kills 10 --soak-seconds 120
 	scripts/bench-checkpoint.sh
+	scripts/chaos.sh --minutes 5
 
 bench-faults: deps
 	$(MAKE) all
 	scripts/bench-faults.sh
 	scripts/bench-checkpoint.sh
+
+# The chaos soak (needs root: network namespaces): CHAOS_MINUTES per model.
+CHAOS_MINUTES ?= 5
+chaos: deps
+	$(MAKE) all
+	scripts/chaos.sh --minutes $(CHAOS_MINUTES)
 
 bench-pushpull: deps
 	$(MAKE) all
