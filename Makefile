@@ -57,7 +57,7 @@ TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-garbage $(BIN)/pskv-fuzz-replay $(BI
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
 
 FORCE:
-.PHONY: FORCE all tools deps size test unit integration faults test-faults bench-faults demo bench bench-pushpull bench-train bench-consistency bench-sparse bench-hosts install clean fuzz
+.PHONY: FORCE all tools deps size test unit integration faults test-faults bench-faults demo bench bench-pushpull bench-train bench-consistency bench-sparse bench-hosts chaos install clean fuzz
 .DEFAULT_GOAL := all
 
 all: $(BINS) $(LIBS) $(TOOLS) $(BUILD)/pskv.pc
@@ -196,6 +196,7 @@ bench: deps
 	scripts/bench-hosts.sh
 	scripts/bench-faults.sh --kills 10 --soak-seconds 120
 	scripts/bench-checkpoint.sh
+	scripts/chaos.sh --minutes 5 || [ $$? -eq 77 ]
 
 bench-faults: deps
 	$(MAKE) all
@@ -221,6 +222,13 @@ bench-sparse: deps
 bench-hosts: deps
 	$(MAKE) all
 	scripts/bench-hosts.sh
+
+# Chaos soak (needs root: network namespaces; 77 = skipped): CHAOS_MINUTES per model,
+# async then ssp:4, a random fault every 20-40 s. Exit 0 only on PASS.
+CHAOS_MINUTES ?= 5
+chaos: deps
+	$(MAKE) all
+	scripts/chaos.sh --minutes $(CHAOS_MINUTES) || [ $$? -eq 77 ]
 
 # ---- install -------------------------------------------------------------
 install: all
