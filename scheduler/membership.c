@@ -506,8 +506,29 @@ static void declare_dead(memb_node *n, int64_t now)
     }
 }
 
+/* The scheduler's own blind time: when the previous look is older than a
+ * heartbeat or two (this process, or the whole machine, did not run: a pause, a
+ * swap storm, a starved core), the heartbeats sent meanwhile may not be read
+ * yet. Silences count from the end of it, or one stall of the scheduler would
+ * declare every node dead at once and end the job. A node is then declared dead
+ * later by at most the stall: safe, as its lease lapsed meanwhile anyway. */
+static void forgive_stall(int64_t now)
+{
+    static int64_t last;
+    int64_t gap = last ? now - last : 0, normal = 2 * (int64_t)memb.heartbeat_ms;
+    last = now;
+    if (gap <= (normal > 200 ? normal : 200))
+        return;
+    for (int i = 0; i < memb.nnodes; i++) {
+        int64_t t = memb.nodes[i].last_hb_ms + gap;
+        memb.nodes[i].last_hb_ms = t < now ? t : now;
+    }
+    LOG_W("the scheduler did not run for %lld ms: node silences count from now", (long long)gap);
+}
+
 void memb_expire(int64_t now)
 {
+    forgive_stall(now);
     for (int i = 0; i < memb.nnodes; i++) {
         memb_node *n = &memb.nodes[i];
         if (n->dead || n->state == NODE_FINISHED || now - n->last_hb_ms <= memb.dead_after_ms)

@@ -460,6 +460,25 @@ f_lease_lapse() {
   return 0
 }
 
+# The scheduler paused (SIGSTOP) for 1.5 s, three times its death time-out, mid-job
+# (R = 2): its own blind time is no node's silence. Nobody is declared dead (the
+# servers' leases lapse meanwhile and are renewed), and the job ends with exact
+# sums. Before, every node was declared dead at once when it resumed, and with
+# every worker "done" the job ended.
+f_pause_scheduler() {
+  local d=$TDIR/c pid
+  launch "$d" --servers 3 --workers 3 --scheduler-opt=--replicas=2 -- --app check --count-acked \
+    --rounds 3000
+  wait_joined "$d" 3
+  sleep 0.5
+  pid=$(cat "$d/scheduler.pid")
+  kill -STOP "$pid"; sleep 1.5; kill -CONT "$pid"
+  wait_ok "$d"
+  grep -q 'marked dead' "$d/scheduler.log" && fail "nodes declared dead after the scheduler's pause: $(grep -c 'marked dead' "$d/scheduler.log")"
+  grep -q 'did not run for' "$d/scheduler.log" || fail "the scheduler did not notice its pause"
+  return 0
+}
+
 # With R = 1, a killed server's partitions are lost: the workers get a clear
 # error naming the partition within seconds, and nothing hangs.
 f_lost_partition() {
@@ -632,7 +651,7 @@ run_trial() {
   fi
 }
 
-tests=(kill_server kill_server_ssp kill_server_bsp chain_r3 chain_r3_bsp pause_server pause_server_nocopy kill_worker worker_rejoin worker_restart_acked worker_restart_ssp retry_paused lease_lapse dead_connections lost_partition
+tests=(kill_server kill_server_ssp kill_server_bsp chain_r3 chain_r3_bsp pause_server pause_server_nocopy kill_worker worker_rejoin worker_restart_acked worker_restart_ssp retry_paused lease_lapse dead_connections pause_scheduler lost_partition
        checkpoint_resume join join_ssp join_bsp join_bsp_backup server_rejoin)
 for t in "${tests[@]}"; do
   if [ ${#ONLY[@]} -gt 0 ] && ! printf '%s\n' "${ONLY[@]}" | grep -qx "$t"; then continue; fi
