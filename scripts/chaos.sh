@@ -124,7 +124,11 @@ alive() { [ -r "/proc/$1/stat" ] && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat
 supervise() {
   local i n p rc now
   now=$(now_ms)
-  alive "${pid[scheduler]}" || { failed "the scheduler died: $(tail -n 2 "$dir/scheduler.1.log")"; return; }
+  if ! alive "${pid[scheduler]}"; then
+    [ -n "${sched_dead:-}" ] || failed "the scheduler exited: $(grep -h 'ERROR\|every worker is done' "$dir/scheduler.1.log" | tail -n 1)"
+    sched_dead=1
+    return
+  fi
   for i in 1 2 3 4 5 6 7; do
     n=${names[$i]} p=${pid[$n]:-}
     if [ -n "$p" ] && ! alive "$p"; then
@@ -231,6 +235,7 @@ end_phase() {
   deadline=$(( $(now_ms) + 90000 ))
   until settled; do
     supervise
+    [ -z "${sched_dead:-}" ] || break
     if [ "$(now_ms)" -ge $deadline ]; then failed "the daemons did not all come back within 90 s"; break; fi
     sleep 0.5
   done
@@ -330,7 +335,7 @@ counts() {
 soak() {
   local i now end next next_rss based=0 nfail0=${#fail_reasons[@]}
   model=$1 dir=$work/${1//:/-}
-  pid=() sub=() inc=() restart_at=() expect=() retries=() nfault=() faults=()
+  pid=() sub=() inc=() restart_at=() expect=() retries=() nfault=() faults=() sched_dead=""
   mkdir -p "$dir"
   say "$model: $minutes min, faults every $ilo-$ihi s, seed $seed, logs in $dir"
   "$BIN/pskvctl" keys init "$dir/keys" --servers 3 --workers 4 > /dev/null || { failed "$model: no keyset"; return; }
