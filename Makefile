@@ -197,18 +197,12 @@ bench: deps
 	scripts/bench-hosts.sh
 	scripts/bench-faults.sh --kills 10 --soak-seconds 120
 	scripts/bench-checkpoint.sh
-	scripts/chaos.sh --minutes 5
+	scripts/chaos.sh --minutes 5 || [ $$? -eq 77 ]
 
 bench-faults: deps
 	$(MAKE) all
 	scripts/bench-faults.sh
 	scripts/bench-checkpoint.sh
-
-# The chaos soak (needs root: network namespaces): CHAOS_MINUTES per model.
-CHAOS_MINUTES ?= 5
-chaos: deps
-	$(MAKE) all
-	scripts/chaos.sh --minutes $(CHAOS_MINUTES)
 
 bench-pushpull: deps
 	$(MAKE) all
@@ -233,6 +227,13 @@ bench-sparse: deps
 bench-hosts: deps
 	$(MAKE) all
 	scripts/bench-hosts.sh
+
+# Chaos soak (needs root: network namespaces; 77 = skipped): CHAOS_MINUTES per model,
+# async then ssp:4, a random fault every 20-40 s. Exit 0 only on PASS.
+CHAOS_MINUTES ?= 5
+chaos: deps
+	$(MAKE) all
+	scripts/chaos.sh --minutes $(CHAOS_MINUTES) || [ $$? -eq 77 ]
 
 # ---- install -------------------------------------------------------------
 install: all

@@ -267,6 +267,11 @@ int wire_send(void *sock, zmq_msg_t *rid, const Pskv__Meta *meta, zmq_msg_t *key
               zmq_msg_t *vals)
 {
     int rc = 0;
+    if (!sock) { /* a peer whose connection was closed (it died): nothing to send on */
+        errno = ENOTCONN;
+        rc = -PSKV_ENET;
+        goto out;
+    }
     size_t len = pskv__meta__get_packed_size(meta);
     zmq_msg_t head;
     if (zmq_msg_init_size(&head, len) != 0) {

@@ -66,7 +66,8 @@ void wire_msg_close(wire_msg *m);
 
 /* Sends Meta plus optional key and value frames (ownership of the zmq_msg_t
  * frames passes to ZeroMQ; they are closed on failure too). `rid` is the routing
- * id to send to (ROUTER) or NULL. Returns 0 or -PSKV_ENET. */
+ * id to send to (ROUTER) or NULL. A NULL sock (a dead peer's closed connection)
+ * sends nothing (errno ENOTCONN). Returns 0 or -PSKV_ENET. */
 int wire_send(void *sock, zmq_msg_t *rid, const Pskv__Meta *meta, zmq_msg_t *keys,
               zmq_msg_t *vals);
 

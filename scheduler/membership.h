@@ -121,8 +121,10 @@ void memb_on_stop_ack(wire_msg *msg);
 
 /* The periodic lease check at time `now` (ms): declares dead every node silent
  * past dead-after-ms (a server of a running job gets its partitions re-placed and
- * a new view goes out); exits the process (1) when the cluster is still
- * incomplete after join-timeout. */
+ * a new view goes out); time the scheduler itself did not run (a gap since the
+ * previous check of more than two heartbeats, at least 200 ms) does not count as
+ * silence (logged); exits the process (1) when the cluster is still incomplete
+ * after join-timeout. */
 void memb_expire(int64_t now);
 
 /* 1 when a stopping job is over: every server acknowledged STOP, or the 5 s grace

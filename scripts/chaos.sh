@@ -76,17 +76,19 @@ say() { echo "chaos: $*"; }
 # ---- the daemons: one slot each (name, host, pid, incarnation) --------------------
 names=(scheduler server-0 server-1 server-2 worker-0 worker-1 worker-2 worker-3)
 hosts=(h1 h2 h3 h4 h2 h3 h4 h5)
-declare -A pid=() inc=() restart_at=() expect=() retries=()
+declare -A pid=() sub=() inc=() restart_at=() expect=() retries=()
 cut_now="" fail_reasons=()
 t0_ms=0 dir="" model=""
 
 failed() { fail_reasons+=("$*"); say "FAIL: $*"; }
 
-# start I: incarnation inc[I] of daemon I in its host's namespace (ip execs it: $! is
-# the daemon's pid).
+# start I: incarnation inc[I] of daemon I in its host's namespace, under a subshell
+# that writes the daemon's pid (ip execs it) to NAME.INC.pid and its exit status to
+# NAME.INC.rc (bash's notice of a job killed by a signal goes to the daemon's log).
 start() {
-  local n=${names[$1]} h=${hosts[$1]} args
+  local n=${names[$1]} h=${hosts[$1]} args f
   inc[$n]=$(( ${inc[$n]:-0} + 1 ))
+  f=$dir/$n.${inc[$n]}
   case $n in
     scheduler) args=("$BIN/pskv-scheduler" --port 7700 --servers 3 --workers 4 --replicas 2) ;;
     server-*) args=("$BIN/pskv-server" --scheduler "$SCHED") ;;
@@ -94,10 +96,24 @@ start() {
                     --consistency "$model" --count-acked --rounds 1000000 --slowdown "$slowdown"
                     --acked-log "$dir/acked-${n#worker-}" --stop-file "$dir/stop") ;;
   esac
-  ip netns exec "pskv-$h" "${args[@]}" --advertise "$(ip_of "$h")" --keys "$dir/keys/$n" \
-    > "$dir/$n.${inc[$n]}.log" 2>&1 &
-  pid[$n]=$!
+  (
+    ip netns exec "pskv-$h" "${args[@]}" --advertise "$(ip_of "$h")" --keys "$dir/keys/$n" &
+    echo $! > "$f.pid"
+    wait $!
+    echo $? > "$f.rc"
+  ) > "$f.log" 2>&1 &
+  sub[$n]=$!
+  wait_for 5 test -s "$f.pid"
+  pid[$n]=$(cat "$f.pid")
   restart_at[$n]=0 expect[$n]=""
+}
+
+# reap NAME: the exit status of NAME's last incarnation (its subshell ends with it).
+reap() {
+  local f=$dir/$1.${inc[$1]}
+  wait "${sub[$1]}" 2>/dev/null
+  REPLY=$(cat "$f.rc" 2>/dev/null)
+  REPLY=${REPLY:-255}
 }
 
 # alive PID: running and not a zombie.
@@ -108,11 +124,15 @@ alive() { [ -r "/proc/$1/stat" ] && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat
 supervise() {
   local i n p rc now
   now=$(now_ms)
-  alive "${pid[scheduler]}" || { failed "the scheduler died: $(tail -n 2 "$dir/scheduler.1.log")"; return; }
+  if ! alive "${pid[scheduler]}"; then
+    [ -n "${sched_dead:-}" ] || failed "the scheduler exited: $(grep -h 'ERROR\|every worker is done' "$dir/scheduler.1.log" | tail -n 1)"
+    sched_dead=1
+    return
+  fi
   for i in 1 2 3 4 5 6 7; do
     n=${names[$i]} p=${pid[$n]:-}
     if [ -n "$p" ] && ! alive "$p"; then
-      wait "$p" 2>/dev/null; rc=$?
+      reap "$n"; rc=$REPLY
       pid[$n]=""
       if [ -n "${expect[$n]}" ] && [[ " ${expect[$n]} " == *" $rc "* ]]; then
         say "t=$(( (now - t0_ms) / 1000 ))s $n exited with status $rc after the fault"
@@ -215,6 +235,7 @@ end_phase() {
   deadline=$(( $(now_ms) + 90000 ))
   until settled; do
     supervise
+    [ -z "${sched_dead:-}" ] || break
     if [ "$(now_ms)" -ge $deadline ]; then failed "the daemons did not all come back within 90 s"; break; fi
     sleep 0.5
   done
@@ -232,7 +253,7 @@ end_phase() {
       failed "$n did not exit within 180 s of the stop file"
       kill -KILL "${pid[$n]}"
     fi
-    wait "${pid[$n]}" 2>/dev/null; rc=$?
+    reap "$n"; rc=$REPLY
     pid[$n]=""
     [ $rc -eq 0 ] || failed "$n exited with status $rc at the end: $(grep -h 'FAILED' "$dir/$n.${inc[$n]}.log" | tail -n 1)"
   done
@@ -301,17 +322,20 @@ rss_report() {
 
 # counts: the pushes every rank reported (worker 0's summary line) and per rank.
 counts() {
-  local n
-  say "$model: $(grep -ho '[0-9]* pushes acknowledged by all, [0-9]* of unknown fate' "$dir/worker-0.${inc[worker-0]}.log" | tail -n 1)"
+  local n line
+  line=$(grep -ho '[0-9]* pushes acknowledged by all, [0-9]* of unknown fate' "$dir/worker-0.${inc[worker-0]}.log" | tail -n 1)
+  [ -n "$line" ] && say "$model: $line"
   for n in worker-0 worker-1 worker-2 worker-3; do
-    say "$model: $(grep -ho 'rank [0-9]* over .* failed' "$dir/$n.${inc[$n]}.log" | tail -n 1)"
+    line=$(grep -ho 'rank [0-9]* over .* failed' "$dir/$n.${inc[$n]}.log" | tail -n 1)
+    [ -n "$line" ] && say "$model: $line"
   done
+  return 0
 }
 
 soak() {
   local i now end next next_rss based=0 nfail0=${#fail_reasons[@]}
   model=$1 dir=$work/${1//:/-}
-  pid=() inc=() restart_at=() expect=() retries=() nfault=() faults=()
+  pid=() sub=() inc=() restart_at=() expect=() retries=() nfault=() faults=() sched_dead=""
   mkdir -p "$dir"
   say "$model: $minutes min, faults every $ilo-$ihi s, seed $seed, logs in $dir"
   "$BIN/pskvctl" keys init "$dir/keys" --servers 3 --workers 4 > /dev/null || { failed "$model: no keyset"; return; }

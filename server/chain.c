@@ -109,7 +109,7 @@ static chain_peer *peer_of(chain *c, uint32_t id)
 void *chain_peer_sock(chain *c, uint32_t id)
 {
     chain_peer *p = peer_of(c, id);
-    if (!p)
+    if (!p || !p->alive) /* a dead server never serves again: not dialled */
         return NULL;
     if (!p->sock) {
         p->sock = net_socket(c->ctx, ZMQ_DEALER, c->max_message, 0);
@@ -332,7 +332,8 @@ static void set_shape(chain *c, const Pskv__View *v)
     }
 }
 
-/* Peers: every server of the view but this one, alive or not. */
+/* Peers: every server of the view but this one, alive or not; a dead one's
+ * connection is closed. */
 static void view_peers(chain *c, const Pskv__View *v, uint32_t me)
 {
     for (size_t i = 0; i < v->n_nodes; i++) {
@@ -353,6 +354,12 @@ static void view_peers(chain *c, const Pskv__View *v, uint32_t me)
             snprintf(pp->key, sizeof pp->key, "%s", n->pubkey ? n->pubkey : "");
         }
         pp->alive = !(n->state && !strcmp(n->state, "dead"));
+        if (!pp->alive && pp->sock) {
+            /* replaced for good: its connection goes, and what ZeroMQ queued there
+             * (linger 0); kept, it would reconnect for ever and hold its buffers */
+            zmq_close(pp->sock);
+            pp->sock = NULL;
+        }
     }
 }
 

@@ -59,7 +59,7 @@ static void srv_reset(pskv_worker *w, int si)
 static int drain_resets(const pskv_worker *w, const part *p, int stage)
 {
     const srv *s = &w->srv[p->server];
-    if (p->own || p->sent_ms < s->reset_ms)
+    if (p->own || p->sent_ms < s->reset_ms || !s->sock) /* closed: ZeroMQ let go */
         return 0;
     return stage == 3 || (!p->answered && (stage == 2 || !s->alive));
 }

@@ -183,8 +183,9 @@ void wpump_spin(pskv_worker *w, long timeout_ms, int spin_us)
     if (!items) /* no view applied (a failed open): nothing to poll */
         return;
     items[0] = (zmq_pollitem_t){w->mb.sock, 0, ZMQ_POLLIN, 0};
-    for (int i = 0; i < w->nservers; i++)
-        items[i + 1] = (zmq_pollitem_t){w->srv[i].sock, 0, ZMQ_POLLIN, 0};
+    for (int i = 0; i < w->nservers; i++) /* a dead server's (closed): no socket, no fd */
+        items[i + 1] = w->srv[i].sock ? (zmq_pollitem_t){w->srv[i].sock, 0, ZMQ_POLLIN, 0}
+                                      : (zmq_pollitem_t){NULL, -1, 0, 0};
     int n = 0;
     int64_t spin_until = tu_now_us() + spin_us;
     while (spin_us > 0 && timeout_ms > 0 && (n = zmq_poll(items, w->nservers + 1, 0)) == 0 &&
@@ -200,10 +201,15 @@ void wpump_spin(pskv_worker *w, long timeout_ms, int spin_us)
     if (n == 0)
         n = zmq_poll(items, w->nservers + 1, timeout_ms);
     if (n > 0) {
-        if (items[0].revents & ZMQ_POLLIN)
+        int polled = w->nservers;
+        if (items[0].revents & ZMQ_POLLIN) {
+            /* a view may grow the items (realloc keeps what poll wrote) and close
+             * a dead server's socket */
             wview_on_scheduler(w);
-        for (int i = 0; i < w->nservers; i++) {
-            if (!(items[i + 1].revents & ZMQ_POLLIN))
+            items = w->items;
+        }
+        for (int i = 0; i < polled; i++) {
+            if (!(items[i + 1].revents & ZMQ_POLLIN) || !w->srv[i].sock)
                 continue;
             for (;;) {
                 wire_msg msg;

@@ -46,8 +46,31 @@ void wview_hold_clocks(pskv_worker *w)
     w->catchup_epoch = w->mb.epoch;
 }
 
-/* Applies the latest view: servers (dialled once each), their liveness, and the
- * head and tail of every partition. Called at open and on every new view. */
+/* Server k was replaced for good (a server declared dead never serves again):
+ * its connection goes, and with it what ZeroMQ queued there (linger 0), lent
+ * values too (logged when some were: a draining push then ends); kept, it would
+ * reconnect for ever and hold its buffers. */
+static void close_dead(pskv_worker *w, int k)
+{
+    int held = 0;
+    for (int i = 0; i < w->window; i++) {
+        const req *r = &w->reqs[i];
+        for (int pi = 0; r->type == REQ_PUSH && r->lent && pi < r->nparts; pi++)
+            if (r->parts[pi].server == k && !r->parts[pi].own && !r->parts[pi].answered) {
+                held++;
+                break;
+            }
+    }
+    if (held)
+        LOG_W("closing the connection to server node %u (%s:%d), which died: it held the "
+              "values of %d pushes", w->srv[k].id, w->srv[k].host, w->srv[k].port, held);
+    zmq_close(w->srv[k].sock);
+    w->srv[k].sock = NULL;
+}
+
+/* Applies the latest view: servers (dialled once each, closed once dead), their
+ * liveness, and the head and tail of every partition. Called at open and on every
+ * new view. */
 int wview_apply(pskv_worker *w, int64_t max_message)
 {
     Pskv__View *v = w->mb.view;
@@ -100,6 +123,8 @@ int wview_apply(pskv_worker *w, int64_t max_message)
                                  s->port, zmq_strerror(errno));
         }
         w->srv[k].alive = !(n->state && !strcmp(n->state, "dead"));
+        if (!w->srv[k].alive && w->srv[k].sock)
+            close_dead(w, k);
     }
     int first = !w->head, moved = 0;
     if (first) {

@@ -26,7 +26,9 @@
  *
  * --stop-file FILE: the rounds end at the first clock after FILE exists (async
  * and ssp: under bsp the workers could stop a clock apart and the last clock
- * would never close). The final values are read with pskv_pull_all after a
+ * would never close); under ssp:T the worker then clocks T + 1 more times without
+ * pushing, so that one further ahead, waiting in a pull for its clock, ends its
+ * round and stops too. The final values are read with pskv_pull_all after a
  * barrier, so workers may end at different clocks. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -366,6 +368,19 @@ static int backup_push(ck *c, bk *b)
     return rc < 0 ? ck_fail(c->w, "clock", rc) : 0;
 }
 
+/* The stop file is there: under ssp:T a worker up to T + 1 clocks ahead may wait in
+ * a pull for this one's clock. T + 1 clocks more, without pushes, let it end its
+ * round and see the file too. Returns 0, or 1 after saying why. */
+static int stop_clocks(ck *c)
+{
+    for (int k = 0; c->ssp && k <= c->tau; k++) {
+        int rc = pskv_clock(c->w);
+        if (rc < 0)
+            return ck_fail(c->w, "clock after the stop file", rc);
+    }
+    return 0;
+}
+
 /* The clocks, each checking a pull and pushing +1 per key. Returns 0, or the
  * exit status after saying why. */
 static int backup_rounds(ck *c, bk *b, const pskv_table_opts *base, double slow)
@@ -377,7 +392,7 @@ static int backup_rounds(ck *c, bk *b, const pskv_table_opts *base, double slow)
         if (app_stop_signal)
             return app_stopped("check");
         if (b->stop[0] && access(b->stop, F_OK) == 0)
-            break;
+            return stop_clocks(c);
         int64_t clock = pskv_current_clock(c->w);
         if ((rc = ck_pull_wait(c->w, b->tb, NULL, b->n, b->vals)) < 0)
             return ck_fail(c->w, "pull", rc);
