@@ -14,6 +14,7 @@
 #include <cblas.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,7 +78,11 @@ static struct {
 
 #define MAX_PARKED 1024
 
-static volatile sig_atomic_t stop_signal, reload_signal;
+/* Set by the signal handlers, read by the loop. Lock-free atomics, not
+ * sig_atomic_t: a process-directed signal may run its handler on any thread that
+ * does not block it (OpenBLAS's, the ZAP handler's), and only an atomic is safe
+ * to share between threads as well as with a handler. */
+static atomic_int stop_signal, reload_signal;
 static void on_signal(int sig) { stop_signal = sig; }
 static void on_hup(int sig) { reload_signal = sig; }
 
