@@ -243,6 +243,7 @@ static void on_push(wire_msg *msg)
 static void free_frame(void *data, void *hint)
 {
     (void)hint;
+    wire_frame_returned(data);
     free(data);
 }
 
@@ -280,8 +281,8 @@ static void on_pull_all(wire_msg *msg)
     int rc;
     if (n) {
         zmq_msg_t km, vm; /* ZeroMQ sends the buffers and frees them */
-        zmq_msg_init_data(&km, keys, n * sizeof *keys, free_frame, NULL);
-        zmq_msg_init_data(&vm, rows, n * wd * sizeof *rows, free_frame, NULL);
+        wire_frame_lend(&km, keys, n * sizeof *keys, free_frame, NULL);
+        wire_frame_lend(&vm, rows, n * wd * sizeof *rows, free_frame, NULL);
         rc = wire_send(S.router, &msg->rid, &m, &km, &vm);
     } else { /* no row here: no frames */
         free(keys);
