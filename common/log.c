@@ -2,6 +2,7 @@
 #include "log.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -11,14 +12,16 @@
 
 int log_threshold = LOG_INFO;
 static char role_name[16] = "-";
-static int node = -1;
+/* Atomic: a server learns its node id when it registers, after its ZAP handler
+ * thread (which logs refusals) has started. */
+static atomic_int node = -1;
 
 void log_set_role(const char *role)
 {
     snprintf(role_name, sizeof role_name, "%s", role ? role : "-");
 }
 
-void log_set_node(int node_id) { node = node_id; }
+void log_set_node(int node_id) { atomic_store_explicit(&node, node_id, memory_order_relaxed); }
 
 int log_parse_level(const char *name)
 {
@@ -38,10 +41,11 @@ void log_write(int level, const char *fmt, ...)
     gettimeofday(&tv, NULL); /* wall clock for the reader only; no timer uses it */
     gmtime_r(&tv.tv_sec, &tm);
     char nodebuf[16];
-    if (node < 0)
+    int node_id = atomic_load_explicit(&node, memory_order_relaxed);
+    if (node_id < 0)
         snprintf(nodebuf, sizeof nodebuf, "-");
     else
-        snprintf(nodebuf, sizeof nodebuf, "%d", node);
+        snprintf(nodebuf, sizeof nodebuf, "%d", node_id);
     int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %d %s %s %s ",
                      tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
                      tm.tm_sec, (long)(tv.tv_usec / 1000), (int)getpid(), role_name, nodebuf,

@@ -4,8 +4,10 @@
  * OWNS   the process's log settings: the level threshold (log_threshold), and the
  *        role name and node id printed on every line.
  * THREAD any thread may log: a line is formatted on the stack and written with one
- *        fwrite, so lines of concurrent threads do not mix. The settings are plain
- *        globals: set them from the main thread before other threads log.
+ *        fwrite, so lines of concurrent threads do not mix. The level and role are
+ *        plain globals: set them from the main thread before other threads start;
+ *        the node id is atomic, as it is known only after registration, when a
+ *        daemon's ZAP handler thread may already be logging.
  * NEVER  allocates; never blocks but in the write to stderr; the time it prints is
  *        the wall clock (UTC), for the reader only: no timer uses it (timeutil.h). */
 #ifndef PSKV_LOG_H

@@ -15,7 +15,7 @@
 #include "pskv_errors.h"
 #include "timeutil.h"
 
-static const volatile sig_atomic_t *stop_flag;
+static const atomic_int *stop_flag;
 static char **reg_ckpts; /* listed in REGISTER (servers: valid checkpoint files) */
 static size_t reg_nckpts;
 
@@ -25,7 +25,7 @@ void member_set_checkpoints(char **list, size_t n)
     reg_nckpts = n;
 }
 
-void member_set_stop_flag(const volatile sig_atomic_t *flag) { stop_flag = flag; }
+void member_set_stop_flag(const atomic_int *flag) { stop_flag = flag; }
 
 static int stopping(char *why, size_t whylen)
 {

@@ -16,7 +16,7 @@
 #ifndef PSKV_MEMBER_H
 #define PSKV_MEMBER_H
 
-#include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -57,9 +57,10 @@ int member_open(member *m, void *ctx, const struct secure *sec, const char *sche
                 const char *host, int port, uint64_t job_id, double connect_timeout_s,
                 int64_t max_message, char *why, size_t whylen);
 
-/* A daemon's "stop now" flag (set by its signal handler): member_open and
- * member_wait_view give up with -PSKV_ECLOSED once it is non-zero. */
-void member_set_stop_flag(const volatile sig_atomic_t *flag);
+/* A daemon's "stop now" flag (set by its signal handler, on any thread: an
+ * atomic): member_open and member_wait_view give up with -PSKV_ECLOSED once it is
+ * non-zero. */
+void member_set_stop_flag(const atomic_int *flag);
 
 /* Waits up to timeout_s for the first view. Returns 0 or a negated error. */
 int member_wait_view(member *m, double timeout_s, char *why, size_t whylen);

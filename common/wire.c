@@ -9,6 +9,17 @@
 #include "pskv_errors.h"
 #include "zap.h"
 
+#if defined(__SANITIZE_THREAD__)
+#define WIRE_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define WIRE_TSAN 1
+#endif
+#endif
+#ifdef WIRE_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
+
 void wire_meta_init(Pskv__Meta *meta, Pskv__MsgType type)
 {
     pskv__meta__init(meta);
@@ -246,6 +257,23 @@ int wire_recv(void *sock, int router, wire_msg *m, char *why, size_t whylen)
         sizes[i] = zmq_msg_size(&m->frames[i]);
     }
     return wire_parse(m, data, sizes, m->nframes, why, whylen);
+}
+
+int wire_frame_lend(zmq_msg_t *msg, void *data, size_t len, zmq_free_fn *ffn, void *hint)
+{
+#ifdef WIRE_TSAN
+    __tsan_release(hint ? hint : data);
+#endif
+    return zmq_msg_init_data(msg, data, len, ffn, hint) == 0 ? 0 : -PSKV_ENOMEM;
+}
+
+void wire_frame_returned(const void *hint_or_data)
+{
+#ifdef WIRE_TSAN
+    __tsan_acquire((void *)hint_or_data);
+#else
+    (void)hint_or_data;
+#endif
 }
 
 void wire_msg_close(wire_msg *m)

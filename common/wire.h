@@ -71,6 +71,21 @@ void wire_msg_close(wire_msg *m);
 int wire_send(void *sock, zmq_msg_t *rid, const Pskv__Meta *meta, zmq_msg_t *keys,
               zmq_msg_t *vals);
 
+/* Makes msg a frame of len bytes at data that ZeroMQ sends without a copy and
+ * lets go of by calling ffn(data, hint) from one of its I/O threads (what
+ * zmq_msg_init_data does; msg is then the caller's to send or close). libzmq
+ * orders everything written before this call ahead of ffn, but through atomics
+ * that ThreadSanitizer cannot see (libzmq is not instrumented), so under TSan
+ * the hand-over is announced here on `hint` (on data when hint is NULL) and ffn
+ * must begin with wire_frame_returned on the same pointer. Returns 0 or
+ * -PSKV_ENOMEM (msg untouched, ffn not called). */
+int wire_frame_lend(zmq_msg_t *msg, void *data, size_t len, zmq_free_fn *ffn, void *hint);
+
+/* The first call of a free function given to wire_frame_lend, on its hint (or
+ * data): takes over what the lending thread wrote. Nothing at all unless built
+ * with -fsanitize=thread. */
+void wire_frame_returned(const void *hint_or_data);
+
 /* Sends an ERROR reply naming `code` and `reason` to rid (may be NULL); refused > 0
  * is stamped in the reply (a server's count of retryable push refusals). */
 int wire_send_error(void *sock, zmq_msg_t *rid, const Pskv__Meta *req, uint64_t job_id,

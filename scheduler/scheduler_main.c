@@ -18,6 +18,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +39,11 @@
 static void *ctx, *sock;
 secure sched_sec;
 
-static volatile sig_atomic_t stop_signal, reload_signal;
+/* Set by the signal handlers, read by the loop. Lock-free atomics, not
+ * sig_atomic_t: a process-directed signal may run its handler on any thread that
+ * does not block it (OpenBLAS's, the ZAP handler's), and only an atomic is safe
+ * to share between threads as well as with a handler. */
+static atomic_int stop_signal, reload_signal;
 static void on_signal(int sig) { stop_signal = sig; }
 static void on_hup(int sig) { reload_signal = sig; }
 

@@ -93,6 +93,7 @@ void consist_close_done(consist *c, uint64_t token, int code)
 static void free_buf(void *data, void *hint)
 {
     (void)hint;
+    wire_frame_returned(data);
     free(data);
 }
 
@@ -112,7 +113,7 @@ static void answer_pull(consist *c, const held *h, int64_t clock)
         h->n * 16 >= shard_dense_count(t->sh)) {
         void *token;
         const float *run = shard_lend(t->sh, h->first, &token);
-        zmq_msg_init_data(&vals, (void *)run, bytes, shard_lend_end, token);
+        wire_frame_lend(&vals, (void *)run, bytes, shard_lend_end, token);
     } else {
         float *buf = malloc(bytes ? bytes : 1);
         if (!buf) {
@@ -121,7 +122,7 @@ static void answer_pull(consist *c, const held *h, int64_t clock)
         }
         rowset rs = {h->keys, h->first, h->n, h->segs, h->nsegs};
         shard_pull_rows(t->sh, &rs, buf);
-        zmq_msg_init_data(&vals, buf, bytes, free_buf, NULL);
+        wire_frame_lend(&vals, buf, bytes, free_buf, NULL);
     }
     Pskv__Meta m;
     held_meta(&c->out, &m, PSKV__MSG_TYPE__PULL_REPLY, h, clock);

@@ -14,6 +14,7 @@
 #include <cblas.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,7 +78,11 @@ static struct {
 
 #define MAX_PARKED 1024
 
-static volatile sig_atomic_t stop_signal, reload_signal;
+/* Set by the signal handlers, read by the loop. Lock-free atomics, not
+ * sig_atomic_t: a process-directed signal may run its handler on any thread that
+ * does not block it (OpenBLAS's, the ZAP handler's), and only an atomic is safe
+ * to share between threads as well as with a handler. */
+static atomic_int stop_signal, reload_signal;
 static void on_signal(int sig) { stop_signal = sig; }
 static void on_hup(int sig) { reload_signal = sig; }
 
@@ -238,6 +243,7 @@ static void on_push(wire_msg *msg)
 static void free_frame(void *data, void *hint)
 {
     (void)hint;
+    wire_frame_returned(data);
     free(data);
 }
 
@@ -275,8 +281,8 @@ static void on_pull_all(wire_msg *msg)
     int rc;
     if (n) {
         zmq_msg_t km, vm; /* ZeroMQ sends the buffers and frees them */
-        zmq_msg_init_data(&km, keys, n * sizeof *keys, free_frame, NULL);
-        zmq_msg_init_data(&vm, rows, n * wd * sizeof *rows, free_frame, NULL);
+        wire_frame_lend(&km, keys, n * sizeof *keys, free_frame, NULL);
+        wire_frame_lend(&vm, rows, n * wd * sizeof *rows, free_frame, NULL);
         rc = wire_send(S.router, &msg->rid, &m, &km, &vm);
     } else { /* no row here: no frames */
         free(keys);

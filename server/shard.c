@@ -7,6 +7,7 @@
 
 #include "pskv_errors.h"
 #include "ring.h"
+#include "wire.h"
 
 #define EMPTY UINT32_MAX
 
@@ -198,6 +199,7 @@ const float *shard_lend(shard *s, uint64_t first, void **token)
 void shard_lend_end(void *data, void *token)
 {
     (void)data;
+    wire_frame_returned(token);
     buf_release(token);
 }
 uint64_t shard_dense_first(const shard *s) { return s->first; }

@@ -69,7 +69,7 @@ void shard_pull(const shard *s, const uint64_t *keys, uint64_t first, uint64_t n
 const float *shard_dense_values(const shard *s);
 
 /* Dense shards: the values from row `first` on, lent without a copy to a reply
- * ZeroMQ sends (zmq_msg_init_data with shard_lend_end and *token as hint):
+ * ZeroMQ sends (wire_frame_lend with shard_lend_end and *token as hint):
  * an update while it is lent moves the shard to a fresh buffer (the first push
  * after a lend pays a copy of the rows it does not write), so what is on the wire
  * never changes. The shard may be destroyed while the run is lent. */

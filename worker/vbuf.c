@@ -14,6 +14,7 @@
 #include "log.h"
 #include "net.h"
 #include "secure.h"
+#include "wire.h"
 #include "wreq.h"
 
 vbuf *vbuf_new(size_t bytes)
@@ -30,6 +31,8 @@ void vbuf_unref(void *data, void *hint)
 {
     (void)data;
     vbuf *b = hint;
+    if (b)
+        wire_frame_returned(b);
     if (b && atomic_fetch_sub(&b->refs, 1) == 1)
         free(b);
 }

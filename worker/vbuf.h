@@ -25,7 +25,8 @@
 WINTERNAL vbuf *vbuf_new(size_t bytes);
 
 /* Drops one reference to the vbuf `hint` (NULL: nothing), freeing it at zero.
- * ZeroMQ's free function for frames sent from a vbuf; `data` is unused. */
+ * ZeroMQ's free function for frames sent from a vbuf (wire_frame_lend with b as
+ * hint); `data` is unused. */
 WINTERNAL void vbuf_unref(void *data, void *hint);
 
 /* Whether ZeroMQ still holds values r lent (pskv_push_nocopy). Inline: checked on

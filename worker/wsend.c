@@ -136,12 +136,12 @@ int wsend_data_part(pskv_worker *w, req *r, int pi, int resend, uint64_t floor)
         m.span = r->segs[2 * last] + r->segs[2 * last + 1] - m.first_key;
     } else {
         atomic_fetch_add(&b->refs, 1);
-        zmq_msg_init_data(&kmsg, (void *)keys, p->n * sizeof(uint64_t), vbuf_unref, b);
+        wire_frame_lend(&kmsg, (void *)keys, p->n * sizeof(uint64_t), vbuf_unref, b);
         kp = &kmsg;
     }
     if (push) {
         atomic_fetch_add(&b->refs, 1);
-        zmq_msg_init_data(&vmsg, (void *)vals, p->n * row, vbuf_unref, b);
+        wire_frame_lend(&vmsg, (void *)vals, p->n * row, vbuf_unref, b);
         vp = &vmsg;
     }
     srv *s = &w->srv[p->server];

@@ -33,7 +33,9 @@
  *   hanging off it, whichever module filled it in; last_error (wst_error).
  * THREADS: every field belongs to the thread using the handle (one at a time, as
  *   pskv.h says), except the atomics `clock` and `progress[]`, which the heartbeat
- *   thread reads, and vbuf.refs, which ZeroMQ's I/O threads drop (vbuf_unref).
+ *   thread reads, and vbuf.refs, which ZeroMQ's I/O threads drop (vbuf_unref). The
+ *   heartbeat thread also reads ctx, sec, sched and hb_job, hb_node, hb_period_ms,
+ *   all written before it starts and never after.
  * NEVER: no module exports a symbol from libpskv.so: every internal prototype is
  *   marked WINTERNAL (hidden), so the .so exports pskv_* alone from worker/. */
 #ifndef PSKV_WSTATE_H
@@ -176,6 +178,11 @@ struct pskv_worker {
     pthread_t hb_thread;
     atomic_int hb_stop;
     int hb_started;
+    /* what the heartbeat thread sends as: copied from mb before it starts, since
+     * the calling thread rewrites mb (epoch, heartbeat_ms) with every view */
+    uint64_t hb_job;
+    uint32_t hb_node;
+    int hb_period_ms;
     char sched[300];
     _Atomic int64_t clock;  /* iterations finished; pushes and pulls carry it */
     uint64_t late_drops;    /* bsp pushes answered "dropped: late" */

@@ -221,21 +221,19 @@ void wview_catch_up(pskv_worker *w)
 /* ---- heartbeat thread ---------------------------------------------------- */
 
 /* The heartbeat thread's body: touches nothing but its own socket `s`; of w it
- * reads only the atomics (hb_stop, clock, progress) and the identity fixed at join. */
+ * reads only the atomics (hb_stop, clock, progress) and what wview_heartbeat_start
+ * wrote before starting it (never w->mb: the caller's thread applies new views to
+ * it at any time). */
 static void *heartbeat_main(void *arg)
 {
     pskv_worker *w = arg;
     void *s = member_hb_socket(w->ctx, &w->sec, w->sched);
     if (!s)
         return NULL;
-    /* copies taken before the loop: the caller's thread may apply a new view (and
-     * its epoch) at any time; heartbeats need only who we are */
-    const uint64_t job = w->mb.job_id;
-    const uint32_t node = w->mb.node_id;
-    const int period = w->mb.heartbeat_ms;
+    const int period = w->hb_period_ms;
     while (!atomic_load(&w->hb_stop)) {
         Pskv__Meta hb;
-        member_hb_meta(&hb, job, node);
+        member_hb_meta(&hb, w->hb_job, w->hb_node);
         hb.has_clock = 1;
         hb.clock = atomic_load(&w->clock);
         hb.has_progress_epoch = hb.has_progress_step = hb.has_progress_pos = 1;
@@ -252,6 +250,9 @@ static void *heartbeat_main(void *arg)
 
 void wview_heartbeat_start(pskv_worker *w)
 {
+    w->hb_job = w->mb.job_id;
+    w->hb_node = w->mb.node_id;
+    w->hb_period_ms = w->mb.heartbeat_ms;
     if (pthread_create(&w->hb_thread, NULL, heartbeat_main, w) == 0)
         w->hb_started = 1;
 }

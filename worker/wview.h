@@ -8,12 +8,13 @@
  *   tail), the per-view scratch (items, count, pindex), the clock hold
  *   (srv[].catchup, catchup_ts, catchup_epoch), and what the scheduler answers on
  *   w->mb.sock (barrier_done, finish_acked, ckpt_done, ckpt_err), and the heartbeat
- *   thread (hb_thread, hb_stop, hb_started).
+ *   thread (hb_thread, hb_stop, hb_started, hb_job, hb_node, hb_period_ms).
  * THREADS: every call here is made by the calling thread (the handle's user),
  *   which owns every data socket and the scheduler socket. The heartbeat thread
  *   that wview_heartbeat_start runs touches nothing but its own socket: it reads
- *   the atomics w->clock and w->progress[] and the identity fixed at join
- *   (mb.job_id, mb.node_id, mb.heartbeat_ms, ctx, sched), and writes no field.
+ *   the atomics w->clock and w->progress[] and what is written before it starts
+ *   (hb_job, hb_node, hb_period_ms: copies of mb's, which the calling thread
+ *   rewrites with each view; ctx, sec, sched), and writes no field.
  * NEVER: never blocks (wview_on_scheduler reads only what is already waiting),
  *   but for wview_heartbeat_stop's join at close. Never fails a request itself:
  *   parts a new view strands are handed to wsend_resend_due. */

@@ -16,13 +16,16 @@
 #define PSKV_APPS_H
 
 #include <signal.h>
+#include <stdatomic.h>
 
 #include "config.h"
 #include "pskv.h"
 
 /* Set by pskv-worker's SIGINT/SIGTERM handler: applications stop at the next step,
- * close their handle (so the scheduler hears FINISH at once) and exit 128 + it. */
-extern volatile sig_atomic_t app_stop_signal;
+ * close their handle (so the scheduler hears FINISH at once) and exit 128 + it. A
+ * lock-free atomic, not sig_atomic_t: the handler may run on another thread (the
+ * heartbeat thread, OpenBLAS's), and only an atomic is safe across threads too. */
+extern atomic_int app_stop_signal;
 
 /* The exit status for a stop by signal, after saying so on stderr. */
 int app_stopped(const char *app);

@@ -1,6 +1,7 @@
 /* pskv-worker: joins a job through libpskv and runs one application. */
 #define _GNU_SOURCE
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <malloc.h>
 #include <stdio.h>
@@ -16,7 +17,7 @@
 
 extern void openblas_set_num_threads(int);
 
-volatile sig_atomic_t app_stop_signal;
+atomic_int app_stop_signal; /* an atomic: apps.h says why */
 
 static void on_stop(int sig) { app_stop_signal = sig; }
 
