@@ -57,7 +57,7 @@ TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-garbage $(BIN)/pskv-fuzz-replay $(BI
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
 
 FORCE:
-.PHONY: FORCE all tools deps size test unit integration faults test-faults bench-faults demo bench bench-pushpull bench-curve bench-train bench-consistency bench-sparse bench-hosts chaos install clean fuzz
+.PHONY: FORCE all tools deps size test unit integration faults test-faults bench-faults demo bench bench-pushpull bench-curve bench-train bench-consistency bench-sparse bench-hosts chaos install clean fuzz fuzz-live tsan
 .DEFAULT_GOAL := all
 
 all: $(BINS) $(LIBS) $(TOOLS) $(BUILD)/pskv.pc
@@ -127,7 +127,7 @@ $(BIN)/pskv-zmq-rtt: $(BUILD)/obj/test/zmq_rtt.o $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BIN)/pskv-garbage: $(BUILD)/obj/test/garbage.o $(COMMON_O)
+$(BIN)/pskv-garbage: $(BUILD)/obj/test/garbage.o $(BUILD)/obj/test/garbage_msg.o $(BUILD)/obj/test/garbage_live.o $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -172,14 +172,34 @@ integration: all
 	PSKV_BIN_DIR=$(abspath $(BIN)) test/integration.sh
 
 # ---- fuzzing (clang + libFuzzer); `make test` replays the committed corpus ----
+# make fuzz: FUZZ_RUNS executions (default 10^6) per message type, then over every
+# type at once (scripts/fuzz.sh; FUZZ_TYPES="PUSH PULL" narrows it).
+FUZZ_RUNS ?= 1000000
 fuzz: $(GEN_H)
-	@mkdir -p build/fuzz/corpus
+	@mkdir -p build/fuzz
 	clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	  -Icommon -I$(BUILD)/gen $(PKG_CFLAGS) test/fuzz_wire.c common/wire.c common/pskv_errors.c \
 	  common/zap.c common/keys.c common/refuse.c common/log.c common/timeutil.c common/grow.c \
 	  $(GEN_C) -o build/fuzz/fuzz-wire $(PKG_LIBS) -lpthread
-	build/fuzz/fuzz-wire -max_total_time=$${FUZZ_SECONDS:-60} -max_len=4096 \
-	  -artifact_prefix=build/fuzz/ build/fuzz/corpus test/corpus
+	FUZZ_RUNS=$(FUZZ_RUNS) scripts/fuzz.sh build/fuzz/fuzz-wire
+
+# make fuzz-live: FUZZ_LIVE_SECONDS (default 600) of malformed and mutated
+# messages at a running scheduler and servers (ASan + UBSan build; keys off for
+# the first half, on for the second) and at workers dialling a fake scheduler;
+# then a check job on the same daemons (scripts/fuzz-live.sh).
+FUZZ_LIVE_SECONDS ?= 600
+fuzz-live: deps
+	$(MAKE) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined all
+	PSKV_BIN_DIR=$(abspath $(ASAN_BUILD)/bin) scripts/fuzz-live.sh --seconds $(FUZZ_LIVE_SECONDS)
+
+# make tsan: the daemons and libpskv built with ThreadSanitizer (build/tsan), and
+# the tests that run their threads: heartbeats, checkpoint writes, ZAP, no-copy
+# pushes. Any report fails it (scripts/tsan.sh; suppressions: test/tsan.supp).
+TSAN_BUILD := build/tsan
+tsan: deps
+	$(MAKE) BUILD=$(TSAN_BUILD) SANITIZE=thread all
+	TSAN_OPTIONS=halt_on_error=1:exitcode=66:second_deadlock_stack=1:suppressions=$(abspath test/tsan.supp) \
+	  scripts/tsan.sh $(abspath $(TSAN_BUILD))
 
 # ---- demo and benchmarks -------------------------------------------------
 demo:

@@ -9,6 +9,11 @@
 #
 # Failover time = from kill -9 (wall clock taken just before it) to the first
 # push a new owner acknowledged (the earliest "failover:" line of any worker).
+#
+# FAULT_TIME_SCALE=N (default 1) gives every time-out of the script N times as
+# long (a trial's, the launcher's, the waits for a join, a line, an exit) and the
+# no-copy pause's warm-up N seconds: for slow builds (make tsan: 8). What the
+# scenarios check does not change.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
@@ -27,6 +32,8 @@ while [ $# -gt 0 ]; do
     *) echo "faults.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
+TS=${FAULT_TIME_SCALE:-1}
+[[ $TS =~ ^[1-9][0-9]*$ ]] || { echo "faults.sh: FAULT_TIME_SCALE must be a positive integer" >&2; exit 2; }
 WORK=$(mktemp -d /tmp/pskv-faults-XXXXXX)
 passed=0
 failed=0
@@ -49,14 +56,14 @@ stamp_ms() { date -d "$(cut -c1-23 <<< "$1" | tr T ' ')Z" +%s%3N 2>/dev/null; }
 launch() {
   local dir=$1; shift
   mkdir -p "$dir"
-  "$LAUNCH" --log-dir "$dir" --timeout 150 "$@" > "$dir/launch.out" 2>&1 &
+  "$LAUNCH" --log-dir "$dir" --timeout $((150 * TS)) "$@" > "$dir/launch.out" 2>&1 &
   echo $! > "$dir/launch.pid"
 }
 
 # Waits (up to 20 s) until every worker of DIR logged that it joined.
 wait_joined() {
   local dir=$1 n=$2 i
-  for i in $(seq 200); do
+  for i in $(seq $((200 * TS))); do
     [ "$(cat "$dir"/worker-*.log 2>/dev/null | grep -c 'joined job')" -ge "$n" ] && return 0
     sleep 0.1
   done
@@ -223,12 +230,12 @@ f_pause_server_nocopy() {
       --server-opt=--socket-buffer=65536 -- --app bench --size 16777216 --mode stream \
       --runs 1 --warmup 0 --steps 250 --push nocopy
     wait_joined "$d" 1
-    sleep 1
+    sleep "$TS" # the table open and the first pushes
     pid=$(cat "$d/server-1.pid")
     kill -STOP "$pid"
     # resumed once the run has ended: resumed earlier, it could read the held
     # values itself before the pushes that lent them end
-    for i in $(seq 300); do grep -q '^bench size=' "$d/worker-0.log" && break; sleep 0.1; done
+    for i in $(seq $((300 * TS))); do grep -q '^bench size=' "$d/worker-0.log" && break; sleep 0.1; done
     kill -CONT "$pid"
     wait "$(cat "$d/launch.pid")" || fail "run $attempt failed: $(tail -n 3 "$d/worker-0.log")"
     grep -q "^bench size=16777216 mode=stream" "$d/worker-0.log" || fail "run $attempt: no bench figure"
@@ -286,7 +293,7 @@ ck_run() { # ck_run DIR PHASE [SCHEDULER FLAGS...]: starts the job, pids in DIR/
 
 ck_wait_line() { # ck_wait_line FILE PATTERN: up to 30 s
   local i
-  for i in $(seq 300); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+  for i in $(seq $((300 * TS))); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
   fail "no '$2' in $1: $(grep -h 'FAILED\|ERROR' "$(dirname "$1")"/*.log | head -n 3)"
 }
 
@@ -306,7 +313,7 @@ ck_resume() { # ck_resume DIR PHASE STEP DIGEST [AFTER]: resumed job, checked
 
 wait_pid_ok() { # wait_pid_ok PID: its exit status 0 within 60 s
   local i
-  for i in $(seq 600); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+  for i in $(seq $((600 * TS))); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
   kill -0 "$1" 2>/dev/null && return 1
   wait "$1"
 }
@@ -506,7 +513,7 @@ start_server() {
 # wait_exit PID WHAT: PID exits 0 within 60 s.
 wait_exit() {
   local i
-  for i in $(seq 600); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+  for i in $(seq $((600 * TS))); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
   kill -0 "$1" 2>/dev/null && fail "$2 did not exit"
   wait "$1" || fail "$2 exited with status $?"
 }
@@ -632,7 +639,7 @@ run_trial() {
   local name=$1 fn=$2 trial=$3 dir="$WORK/$1-$3" rc
   mkdir -p "$dir"
   ( cd "$dir" && TDIR=$dir "$fn" ) > "$dir/test.out" 2>&1 &
-  local pid=$! deadline=$((SECONDS + 170))
+  local pid=$! deadline=$((SECONDS + 170 * TS))
   while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
   if kill -0 "$pid" 2>/dev/null; then
     pkill -KILL -P "$pid" 2>/dev/null; kill -KILL "$pid" 2>/dev/null

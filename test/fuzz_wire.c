@@ -10,11 +10,18 @@
  * Each frame is copied into its own exactly sized heap block so that
  * AddressSanitizer sees any read past a frame's end.
  *
+ * With PSKV_FUZZ_TYPE set (a message type's name, PUSH, or number, 22), frame 0
+ * gets "version 1, type T" appended: protobuf keeps the last value of a field,
+ * so every input that decodes at all decodes as a T of this protocol version,
+ * and the campaign spends its executions on that type's rules (`make fuzz` runs
+ * one campaign per type this way).
+ *
  * On success every key and value is read and the Meta is packed again, which
  * proves the pointers and counts wire_parse returned are usable; then the
  * message is released by wire_msg_close (nothing else is owned: nframes and
  * has_rid stay 0). */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,10 +71,53 @@ static void touch(const wire_msg *m)
     sink = acc;
 }
 
+/* The bytes appended to frame 0 under PSKV_FUZZ_TYPE: field 1 (version) = 1,
+ * field 2 (type) = T as a varint; `forced` of them (0: no type forced). */
+static uint8_t force[8];
+static size_t forced;
+
+static void choose_type(void)
+{
+    static int chosen;
+    if (chosen)
+        return;
+    chosen = 1;
+    const char *t = getenv("PSKV_FUZZ_TYPE");
+    if (!t || !*t)
+        return;
+    const ProtobufCEnumValue *v =
+        protobuf_c_enum_descriptor_get_value_by_name(&pskv__msg_type__descriptor, t);
+    char *end;
+    long n = v ? v->value : strtol(t, &end, 10);
+    if ((!v && *end) || n <= 0 ||
+        !protobuf_c_enum_descriptor_get_value(&pskv__msg_type__descriptor, (int)n)) {
+        fprintf(stderr, "fuzz-wire: PSKV_FUZZ_TYPE=%s is no message type\n", t);
+        exit(2);
+    }
+    force[forced++] = 0x08; /* version */
+    force[forced++] = PSKV_PROTO_VERSION;
+    force[forced++] = 0x10; /* type */
+    for (unsigned long u = (unsigned long)n; u; u >>= 7)
+        force[forced++] = (uint8_t)((u & 0x7f) | (u > 0x7f ? 0x80 : 0));
+}
+
+/* libFuzzer calls this once, before any input: a bad PSKV_FUZZ_TYPE ends the
+ * campaign here, not as a "crash" of its first input (pskv-fuzz-replay does not
+ * call it; the first input chooses there). */
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    choose_type();
+    return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
+    choose_type();
     int n = (data[0] & 3) + 1;
     int odd = (data[0] >> 2) & 1;
     size_t pos = 1;
@@ -91,15 +141,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         /* Exactly sized so a read past the end is caught; an odd frame gets one
          * spare byte in front. malloc(0) may return NULL, hence the 1. */
-        size_t alloc = len + (size_t)odd;
+        size_t extra = i == 0 ? forced : 0;
+        size_t alloc = len + extra + (size_t)odd;
         blocks[i] = malloc(alloc ? alloc : 1);
         if (!blocks[i])
             goto out;
         uint8_t *p = blocks[i] + odd;
         if (len)
             memcpy(p, data + pos, len);
+        if (extra)
+            memcpy(p + len, force, extra);
         frames[i] = p;
-        sizes[i] = len;
+        sizes[i] = len + extra;
         pos += len;
     }
 

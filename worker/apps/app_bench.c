@@ -72,13 +72,17 @@ enum { SERIAL, PIPELINED, STREAM, NMODES };
 static const char *const mode_names[NMODES] = {"serial", "pipelined", "stream"};
 #define STREAM_DEPTH 16 /* pushes in flight in the stream mode */
 
+/* How long the bench waits for a request: as long as the request may live
+ * (--request-timeout, after which it fails by itself), at least 30 s. */
+static int wait_ms = 30000;
+
 /* One step of mode m; stream keeps the last STREAM_DEPTH pushes in *ring. */
 static int step(pskv_worker *w, int t, uint64_t n, const float *g, float *out, int m, int copy,
                 int64_t *ring, long s)
 {
     int rc;
     if (m == STREAM && ring[s % STREAM_DEPTH] > 0 &&
-        (rc = pskv_wait(w, ring[s % STREAM_DEPTH], 30000)) < 0)
+        (rc = pskv_wait(w, ring[s % STREAM_DEPTH], wait_ms)) < 0)
         return rc;
     int64_t tp = copy ? pskv_push(w, t, NULL, n, g) : pskv_push_nocopy(w, t, NULL, n, g);
     if (tp < 0)
@@ -88,14 +92,14 @@ static int step(pskv_worker *w, int t, uint64_t n, const float *g, float *out, i
         return 0;
     }
     int pipelined = m == PIPELINED;
-    if (!pipelined && (rc = pskv_wait(w, tp, 30000)) < 0)
+    if (!pipelined && (rc = pskv_wait(w, tp, wait_ms)) < 0)
         return rc;
     int64_t tl = pskv_pull(w, t, NULL, n, out);
     if (tl < 0)
         return (int)tl;
-    if (pipelined && (rc = pskv_wait(w, tp, 30000)) < 0)
+    if (pipelined && (rc = pskv_wait(w, tp, wait_ms)) < 0)
         return rc;
-    return pskv_wait(w, tl, 30000);
+    return pskv_wait(w, tl, wait_ms);
 }
 
 /* The summary line of each mode that ran: the median step over the runs and,
@@ -140,6 +144,9 @@ int app_bench(pskv_worker *w, cfg_entry *cfg)
     uint64_t n = floats / width;
     int runs = (int)cfg_int(cfg, "runs"), warm = (int)cfg_int(cfg, "warmup");
     long steps = (long)cfg_int(cfg, "steps");
+    double request_s = cfg_double(cfg, "request-timeout"); /* at most 86400 */
+    if (request_s * 1000 > wait_ms)
+        wait_ms = (int)(request_s * 1000);
     if (steps == 0) {
         steps = (long)(300000000.0 / (double)(size + 20000));
         if (steps < 20)
@@ -188,7 +195,7 @@ int app_bench(pskv_worker *w, cfg_entry *cfg)
             for (int s = 0; s < warm; s++)
                 if (step(w, t, n, g, out, m, copy, ring, s) < 0)
                     goto failed;
-            if (m == STREAM && pskv_wait_all(w, 30000) < 0)
+            if (m == STREAM && pskv_wait_all(w, wait_ms) < 0)
                 goto failed;
             memset(ring, 0, sizeof ring);
             int64_t t0 = tu_now_ns();
@@ -202,7 +209,7 @@ int app_bench(pskv_worker *w, cfg_entry *cfg)
                 if (step(w, t, n, g, out, m, copy, ring, s) < 0)
                     goto failed;
             }
-            if (m == STREAM && pskv_wait_all(w, 30000) < 0)
+            if (m == STREAM && pskv_wait_all(w, wait_ms) < 0)
                 goto failed;
             double us = (double)(tu_now_ns() - t0) / 1000.0 / (double)steps;
             per_run[m * runs + r] = us;
@@ -222,12 +229,9 @@ int app_bench(pskv_worker *w, cfg_entry *cfg)
 failed:
     fprintf(stderr, "bench: step failed: %s\n", pskv_last_error(w));
 failed_quiet:
-    /* a pipelined pull may still write into out, a no-copy push still lend g:
-     * free them only once nothing is in flight (else leave them to the exit) */
-    if (pskv_wait_all(w, 30000) != -PSKV_ETIMEDOUT) {
-        free(g);
-        free(out);
-    }
+    /* a pipelined pull may still write into out, a no-copy push still lend g */
+    app_free_after_close(g);
+    app_free_after_close(out);
     free(per_run);
     return 1;
 }

@@ -283,8 +283,10 @@ static int final_dense(ck *c)
             c->dk[m++] = i;
     if (m) {
         float *gv = malloc(m * DW * sizeof(float));
-        if ((rc = ck_pull_wait(c->w, c->td, c->dk, m, gv)) < 0)
+        if ((rc = ck_pull_wait(c->w, c->td, c->dk, m, gv)) < 0) {
+            app_free_after_close(gv);
             return ck_fail(c->w, "dense gathered pull", rc);
+        }
         uint64_t gbad = 0;
         for (size_t q = 0; q < m; q++)
             for (int k = 0; k < DW; k++)
@@ -396,9 +398,9 @@ static void reopen(ck *c)
         ck_mismatch(c, "reopen returned %d (%s)", rc, pskv_last_error(c->w));
 }
 
-/* On a failure this returns at once without freeing: a request may still be in
- * flight with these buffers (pskv_worker_close waits for it), and the process
- * exits next. */
+/* After a failure, pulls may still be in flight into the buffers and a no-copy
+ * push may still lend dn: app_free_after_close frees them once the handle is
+ * closed. */
 int app_check(pskv_worker *w, cfg_entry *cfg)
 {
     ck c;
@@ -423,8 +425,12 @@ int app_check(pskv_worker *w, cfg_entry *cfg)
     int rc;
     if ((rc = open_tables(&c)) || (rc = alloc_buffers(&c, nocopy)) || (rc = rounds(&c)) ||
         (rc = final_dense(&c)) || (rc = final_sparse(&c)) ||
-        (c.tf >= 0 && (rc = float_hash(&c))) || (rc = nan_push(&c)))
+        (c.tf >= 0 && (rc = float_hash(&c))) || (rc = nan_push(&c))) {
+        void *bufs[] = {c.dv, c.dn, c.sv, c.sk, c.dk, c.ok, c.ov, c.fv};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+            app_free_after_close(bufs[i]);
         return rc;
+    }
     reopen(&c);
     free(c.dv);
     free(c.dn); /* the barrier waited for its push */

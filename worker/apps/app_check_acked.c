@@ -552,8 +552,10 @@ out:
         close(b->log);
     if (rc > 1)
         return rc; /* stopped by a signal */
-    if (rc || c->status) { /* b stays: a request may still be in flight into it */
+    if (rc || c->status) { /* a pull may still be in flight into b->per */
         printf("check FAILED: %s\n", c->detail[0] ? c->detail : "see above");
+        app_free_after_close(b->per);
+        app_free_after_close(b);
         return 1;
     }
     printf("check ok: %s with %u backup workers, %d workers, %lld clocks, final values equal "

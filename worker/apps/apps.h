@@ -8,10 +8,10 @@
  * NEVER: an app never closes the handle, exits the process or installs signal
  * handlers; it prints its results on stdout, says why it failed (stdout for check
  * and resume-check, stderr for the others) and returns the exit status: 0 on
- * success, 1 on a failure, 128 + N when stopped by signal N. After a failure
- * train, sparse-lr and check return without freeing: a request may still be in
- * flight into their buffers (pskv_worker_close waits for it), and the process
- * exits next. */
+ * success, 1 on a failure, 128 + N when stopped by signal N. After a failure a
+ * request may still be in flight into an app's buffers (pskv_worker_close waits
+ * for it): check and bench hand them to app_free_after_close; train and
+ * sparse-lr return without freeing, and the process exits next. */
 #ifndef PSKV_APPS_H
 #define PSKV_APPS_H
 
@@ -29,6 +29,11 @@ extern atomic_int app_stop_signal;
 
 /* The exit status for a stop by signal, after saying so on stderr. */
 int app_stopped(const char *app);
+
+/* Frees p (NULL: nothing) once worker_main's pskv_worker_close has returned: for
+ * the buffers of an app that fails while a pull may still be in flight into them
+ * or a no-copy push may still lend them. At most 16 per process. */
+void app_free_after_close(void *p);
 
 /* --app check: exact integer sums over dense and sparse tables on every server. */
 int app_check(pskv_worker *w, cfg_entry *cfg);

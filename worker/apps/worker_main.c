@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <malloc.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -25,6 +26,20 @@ int app_stopped(const char *app)
 {
     fprintf(stderr, "%s: stopped by signal %d\n", app, (int)app_stop_signal);
     return 128 + (int)app_stop_signal;
+}
+
+/* What app_free_after_close was given; freed once pskv_worker_close returned. */
+#define AFTER_CLOSE_MAX 16
+static void *after_close[AFTER_CLOSE_MAX];
+static int nafter_close;
+
+void app_free_after_close(void *p)
+{
+    if (!p)
+        return;
+    if (nafter_close == AFTER_CLOSE_MAX)
+        abort(); /* a bug in an app: more than it can ever hand over */
+    after_close[nafter_close++] = p;
 }
 
 static cfg_entry config[] = {
@@ -273,6 +288,8 @@ int main(int argc, char **argv)
         _exit(128 + (int)app_stop_signal);
     }
     rc = pskv_worker_close(&w);
+    while (nafter_close > 0) /* nothing is in flight into them now */
+        free(after_close[--nafter_close]);
     if (rc < 0 && status == 0) {
         fprintf(stderr, "pskv-worker: close: %s\n", pskv_strerror(rc));
         status = 1;
