@@ -35,13 +35,14 @@ FAULTS="checkpoint_resume pause_server_nocopy"
 # ThreadSanitizer makes pskv 5 to 15 times slower, more on a loaded machine: the
 # liveness and time-out settings of the optimised build (a node dead after 500 ms of
 # silence, a push asked again after 1 s, a request given up after 30 s, the 16 MiB
-# stream's table opened within 1 s) are given room through the daemons' environment,
-# so that a slow process is not mistaken for a dead one. Tests that set these on the
+# stream's table opened within 1 s) are given room through the daemons' environment
+# and test/faults.sh's FAULT_TIME_SCALE (its waits 8 times as long), so that a slow
+# process is not mistaken for a dead one. Tests that set these on the
 # command line (heartbeat_liveness: --dead-after-ms 400) keep their own.
 export PSKV_SCHEDULER_DEAD_AFTER_MS=${PSKV_SCHEDULER_DEAD_AFTER_MS:-10000}
 export PSKV_WORKER_RETRY_MS=${PSKV_WORKER_RETRY_MS:-10000}
 export PSKV_WORKER_REQUEST_TIMEOUT=${PSKV_WORKER_REQUEST_TIMEOUT:-120}
-export NOCOPY_WARMUP_S=${NOCOPY_WARMUP_S:-8}
+export FAULT_TIME_SCALE=${FAULT_TIME_SCALE:-8}
 start=$SECONDS
 rc=0
 echo "tsan: TSAN_OPTIONS=$TSAN_OPTIONS"
