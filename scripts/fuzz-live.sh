@@ -103,7 +103,8 @@ worker_loop() {
     if [ $rc -gt 128 ]; then echo "worker run $i died of signal $((rc - 128))" >> "$d/fake.crash"; fi
     grep -Eq "$SANITIZER" "$d/fw-$i.log" && echo "worker run $i: sanitizer report" >> "$d/fake.crash"
     [ $rc -eq 0 ] || [ $rc -eq 1 ] || [ $rc -eq 124 ] || echo "worker run $i exited $rc" >> "$d/fake.odd"
-    grep -Eq "$SANITIZER" "$d/fw-$i.log" || rm -f "$d/fw-$i.log" # keep only what matters
+    # keep only what matters: a sanitizer report, or a run the time-out ended
+    [ $rc -eq 124 ] || grep -Eq "$SANITIZER" "$d/fw-$i.log" || rm -f "$d/fw-$i.log"
   done
 }
 
