@@ -264,7 +264,17 @@ int wire_frame_lend(zmq_msg_t *msg, void *data, size_t len, zmq_free_fn *ffn, vo
 #ifdef WIRE_TSAN
     __tsan_release(hint ? hint : data);
 #endif
-    return zmq_msg_init_data(msg, data, len, ffn, hint) == 0 ? 0 : -PSKV_ENOMEM;
+    if (zmq_msg_init_data(msg, data, len, ffn, hint) == 0)
+        return 0;
+    ffn(data, hint); /* let go as ZeroMQ would have: the caller's undo is done */
+    return -PSKV_ENOMEM;
+}
+
+void wire_frame_free(void *data, void *hint)
+{
+    (void)hint;
+    wire_frame_returned(data);
+    free(data);
 }
 
 void wire_frame_returned(const void *hint_or_data)

@@ -77,14 +77,18 @@ int wire_send(void *sock, zmq_msg_t *rid, const Pskv__Meta *meta, zmq_msg_t *key
  * orders everything written before this call ahead of ffn, but through atomics
  * that ThreadSanitizer cannot see (libzmq is not instrumented), so under TSan
  * the hand-over is announced here on `hint` (on data when hint is NULL) and ffn
- * must begin with wire_frame_returned on the same pointer. Returns 0 or
- * -PSKV_ENOMEM (msg untouched, ffn not called). */
+ * must begin with wire_frame_returned on the same pointer. Returns 0, or
+ * -PSKV_ENOMEM after calling ffn(data, hint) itself (msg untouched): either way
+ * the data is ZeroMQ's or let go, never the caller's again. */
 int wire_frame_lend(zmq_msg_t *msg, void *data, size_t len, zmq_free_fn *ffn, void *hint);
 
 /* The first call of a free function given to wire_frame_lend, on its hint (or
  * data): takes over what the lending thread wrote. Nothing at all unless built
  * with -fsanitize=thread. */
 void wire_frame_returned(const void *hint_or_data);
+
+/* The free function for a malloc'd frame lent with a NULL hint: frees data. */
+void wire_frame_free(void *data, void *hint);
 
 /* Sends an ERROR reply naming `code` and `reason` to rid (may be NULL); refused > 0
  * is stamped in the reply (a server's count of retryable push refusals). */

@@ -65,14 +65,7 @@ trap cleanup EXIT
 
 fail() { echo "fuzz-live: FAILED: $*"; failures+=("$*"); }
 
-free_port() {
-  local p lo=32768 hi=60999
-  read -r lo hi < /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
-  while :; do
-    p=$((20000 + RANDOM % (lo > 21000 ? lo - 20000 : 1000)))
-    ss -Htln "sport = :$p" 2>/dev/null | grep -q . || { echo "$p"; return; }
-  done
-}
+. "$here/free-port.sh"
 
 now_ms() { date +%s%3N; }
 

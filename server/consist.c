@@ -90,13 +90,6 @@ void consist_close_done(consist *c, uint64_t token, int code)
 
 /* ---- pulls ---------------------------------------------------------------- */
 
-static void free_buf(void *data, void *hint)
-{
-    (void)hint;
-    wire_frame_returned(data);
-    free(data);
-}
-
 /* A large run of a dense table is lent to ZeroMQ without a copy (shard_lend: an
  * update while it is on the wire moves the shard to a fresh buffer); anything
  * else is copied into a fresh buffer that ZeroMQ sends and frees. Either way an
@@ -113,7 +106,10 @@ static void answer_pull(consist *c, const held *h, int64_t clock)
         h->n * 16 >= shard_dense_count(t->sh)) {
         void *token;
         const float *run = shard_lend(t->sh, h->first, &token);
-        wire_frame_lend(&vals, (void *)run, bytes, shard_lend_end, token);
+        if (wire_frame_lend(&vals, (void *)run, bytes, shard_lend_end, token) < 0) {
+            held_answer(&c->out, h, PSKV_ENOMEM, "out of memory for the pull reply", clock, 0);
+            return;
+        }
     } else {
         float *buf = malloc(bytes ? bytes : 1);
         if (!buf) {
@@ -122,7 +118,10 @@ static void answer_pull(consist *c, const held *h, int64_t clock)
         }
         rowset rs = {h->keys, h->first, h->n, h->segs, h->nsegs};
         shard_pull_rows(t->sh, &rs, buf);
-        wire_frame_lend(&vals, buf, bytes, free_buf, NULL);
+        if (wire_frame_lend(&vals, buf, bytes, wire_frame_free, NULL) < 0) {
+            held_answer(&c->out, h, PSKV_ENOMEM, "out of memory for the pull reply", clock, 0);
+            return;
+        }
     }
     Pskv__Meta m;
     held_meta(&c->out, &m, PSKV__MSG_TYPE__PULL_REPLY, h, clock);

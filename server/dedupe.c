@@ -157,8 +157,19 @@ static int rebuild(const dedupe *d, dpart *p, uint32_t ncap)
     return 0;
 }
 
-/* Doubles the ring. */
-static int grow(dpart *p) { return rebuild(NULL, p, p->cap ? 2 * p->cap : FIRST_CAP); }
+/* A new partition's first ring (empty, FIRST_CAP pairs). */
+static int first_ring(dpart *p) { return rebuild(NULL, p, FIRST_CAP); }
+
+/* The pairs of p at or above their worker's floor. */
+static uint32_t above_floor(const dedupe *d, const dpart *p)
+{
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < p->count; k++) {
+        uint32_t pos = (p->head + k) & (p->cap - 1);
+        n += p->id[pos] >= floor_of(d, p->worker[pos]);
+    }
+    return n;
+}
 
 static int put(dedupe *d, dpart *p, uint32_t worker, uint64_t id)
 {
@@ -167,13 +178,15 @@ static int put(dedupe *d, dpart *p, uint32_t worker, uint64_t id)
         pop_front(p); /* at the cap: a re-send of this one could now apply twice */
         d->forced++;
     }
-    /* full: first forget every pair below its floor, also behind a front pair that
-     * stays (a worker that died with a push in flight never raises its floor, and
-     * pruning from the front alone would then keep every later pair); grow when
-     * that leaves it more than half full */
-    if (p->count == p->cap && (rebuild(d, p, p->cap) < 0 ||
-                               (p->count > p->cap / 2 && grow(p) < 0)))
-        return -PSKV_ENOMEM;
+    /* full: rebuilt once, without every pair below its floor, also behind a front
+     * pair that stays (a worker that died with a push in flight never raises its
+     * floor, and pruning from the front alone would then keep every later pair);
+     * twice as large when what stays fills more than half */
+    if (p->count == p->cap) {
+        uint32_t ncap = above_floor(d, p) > p->cap / 2 ? 2 * p->cap : p->cap;
+        if (rebuild(d, p, ncap) < 0)
+            return -PSKV_ENOMEM;
+    }
     uint32_t pos = (p->head + p->count) & (p->cap - 1);
     p->worker[pos] = worker;
     p->id[pos] = id;
@@ -233,7 +246,7 @@ static dpart *part_get(dedupe *d, uint32_t part)
 {
     if (!d->part[part]) {
         dpart *p = calloc(1, sizeof *p);
-        if (!p || grow(p) < 0) {
+        if (!p || first_ring(p) < 0) {
             free(p);
             return NULL;
         }
@@ -337,7 +350,7 @@ int dedupe_import(dedupe *d, uint32_t part, const void *buf, size_t len)
     if (count > d->max || len != 4 + count * ENTRY_BYTES)
         return -PSKV_EPROTO;
     dpart *fresh = calloc(1, sizeof *fresh);
-    if (!fresh || grow(fresh) < 0) {
+    if (!fresh || first_ring(fresh) < 0) {
         free(fresh);
         return -PSKV_ENOMEM;
     }

@@ -240,13 +240,6 @@ static void on_push(wire_msg *msg)
     consist_push(S.cons, t, msg, &rs);
 }
 
-static void free_frame(void *data, void *hint)
-{
-    (void)hint;
-    wire_frame_returned(data);
-    free(data);
-}
-
 /* PULL with `all`: every row of the table this server answers pulls for, with its
  * keys, as the values are now (no consistency wait: for saving a model). */
 static void on_pull_all(wire_msg *msg)
@@ -281,8 +274,16 @@ static void on_pull_all(wire_msg *msg)
     int rc;
     if (n) {
         zmq_msg_t km, vm; /* ZeroMQ sends the buffers and frees them */
-        wire_frame_lend(&km, keys, n * sizeof *keys, free_frame, NULL);
-        wire_frame_lend(&vm, rows, n * wd * sizeof *rows, free_frame, NULL);
+        if (wire_frame_lend(&km, keys, n * sizeof *keys, wire_frame_free, NULL) < 0) {
+            free(rows);
+            fail(msg, PSKV_ENOMEM, "out of memory sending the table");
+            return;
+        }
+        if (wire_frame_lend(&vm, rows, n * wd * sizeof *rows, wire_frame_free, NULL) < 0) {
+            zmq_msg_close(&km);
+            fail(msg, PSKV_ENOMEM, "out of memory sending the table");
+            return;
+        }
         rc = wire_send(S.router, &msg->rid, &m, &km, &vm);
     } else { /* no row here: no frames */
         free(keys);

@@ -23,14 +23,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { # below the kernel's ephemeral range, where port-0 listeners land
-  local p lo=32768 hi=60999
-  read -r lo hi < /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
-  while :; do
-    p=$((20000 + RANDOM % (lo > 21000 ? lo - 20000 : 1000)))
-    ss -Htln "sport = :$p" 2>/dev/null | grep -q . || { echo "$p"; return; }
-  done
-}
+. "$top/scripts/free-port.sh"
 
 # run_test NAME FUNCTION: runs FUNCTION in a subshell with a time-out of 180 s.
 run_test() {

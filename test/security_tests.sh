@@ -95,10 +95,13 @@ t_keys_clients() {
     fail "an unlisted control key got an answer"
   cat "$TDIR/newctl/node.pub" >> "$K/scheduler/authorized"
   kill -HUP "$(cat scheduler.pid)"
-  sleep 0.3
+  for i in $(seq 50); do # the reload, logged (at most 5 s)
+    grep -q 'SIGHUP: allowlist .* re-read' scheduler.log && break
+    sleep 0.1
+  done
+  grep -q 'SIGHUP: allowlist .* re-read' scheduler.log || fail "the scheduler did not log the reload"
   "$BIN/pskvctl" --scheduler "127.0.0.1:$port" --keys "$TDIR/newctl" status > new2.out 2>&1 ||
     fail "a control key appended to authorized was not admitted after SIGHUP: $(cat new2.out)"
-  grep -q 'SIGHUP: allowlist .* re-read' scheduler.log || fail "the scheduler did not log the reload"
   grep -q '"keys":true' <<< "$js" || fail "status JSON does not say keys are on: $js"
   # plaintext garbage at the server's data port: nothing reaches it, it keeps serving
   sport=$(grep -o '"role":"server","rank":0,"host":"[^"]*","port":[0-9]*' <<< "$js" | grep -o '[0-9]*$')

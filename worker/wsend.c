@@ -135,13 +135,18 @@ int wsend_data_part(pskv_worker *w, req *r, int pi, int resend, uint64_t floor)
         m.first_key = r->segs[2 * p->seg0];
         m.span = r->segs[2 * last] + r->segs[2 * last + 1] - m.first_key;
     } else {
-        atomic_fetch_add(&b->refs, 1);
-        wire_frame_lend(&kmsg, (void *)keys, p->n * sizeof(uint64_t), vbuf_unref, b);
+        atomic_fetch_add(&b->refs, 1); /* given back by vbuf_unref, also on a failure */
+        if (wire_frame_lend(&kmsg, (void *)keys, p->n * sizeof(uint64_t), vbuf_unref, b) < 0)
+            return wst_error(w, PSKV_ENOMEM, "out of memory sending to a server");
         kp = &kmsg;
     }
     if (push) {
         atomic_fetch_add(&b->refs, 1);
-        wire_frame_lend(&vmsg, (void *)vals, p->n * row, vbuf_unref, b);
+        if (wire_frame_lend(&vmsg, (void *)vals, p->n * row, vbuf_unref, b) < 0) {
+            if (kp)
+                zmq_msg_close(kp);
+            return wst_error(w, PSKV_ENOMEM, "out of memory sending to a server");
+        }
         vp = &vmsg;
     }
     srv *s = &w->srv[p->server];
