@@ -261,7 +261,8 @@ static memb_node *add_node(wire_msg *msg, int rank)
     }
     memb_node *n = &memb.nodes[memb.nnodes++];
     memset(n, 0, sizeof *n);
-    n->id = (uint32_t)memb.nnodes; /* ids start at 1; 0 is the scheduler */
+    n->id = ++memb.last_id; /* ids start at 1; 0 is the scheduler */
+    memb.servers_seen += r->role == PSKV__ROLE__SERVER;
     n->role = (int)r->role;
     n->rank = rank;
     snprintf(n->host, sizeof n->host, "%s", r->host);
@@ -333,7 +334,7 @@ void memb_on_register(wire_msg *msg)
     if (replaced) {
         rank = replaced->rank;
     } else if (joining) {
-        rank = r->role == PSKV__ROLE__SERVER ? memb_count_role(PSKV__ROLE__SERVER) : memb.nworkers;
+        rank = r->role == PSKV__ROLE__SERVER ? memb.servers_seen : memb.nworkers;
     } else if (r->role == PSKV__ROLE__SERVER) {
         if (memb_count_role(PSKV__ROLE__SERVER) >= memb.nservers) {
             snprintf(why, sizeof why, "cluster full: %d servers already registered",
@@ -352,8 +353,10 @@ void memb_on_register(wire_msg *msg)
         /* the node array may have moved: find the old one again by rank */
         for (int i = 0; i < memb.nnodes - 1; i++)
             if (memb.nodes[i].role == PSKV__ROLE__WORKER && memb.nodes[i].rank == rank &&
-                memb.nodes[i].dead && !memb.nodes[i].replaced)
+                memb.nodes[i].dead && !memb.nodes[i].replaced) {
                 memb.nodes[i].replaced = 1;
+                memb.nodes[i].gone_ms = tu_now_ms();
+            }
         n->state = NODE_ACTIVE;
         n->barrier = memb.barrier_done; /* it starts after the barriers already passed */
         LOG_I("worker rank %d rejoined as node %u at %s pid %u", rank, n->id, n->host, n->pid);
@@ -375,6 +378,68 @@ void memb_on_register(wire_msg *msg)
         cluster_complete();
 }
 
+/* ---- forgotten nodes ------------------------------------------------------------ */
+
+/* The last nodes forgotten, so that one heard again learns it is out of the job:
+ * a fixed ring, not a table that grows. */
+static struct {
+    uint32_t id;
+    int role;
+    unsigned char rid[256];
+    size_t ridlen;
+} forgot[64];
+
+static void heartbeat_forgotten(wire_msg *msg)
+{
+    Pskv__Meta *r = msg->meta;
+    for (size_t i = 0; r->has_sender && r->sender && i < sizeof forgot / sizeof forgot[0]; i++) {
+        if (forgot[i].id != r->sender)
+            continue;
+        if (forgot[i].role == PSKV__ROLE__SERVER && memb.state == JOB_RUNNING) {
+            /* the view without it: a server absent from the view is dead */
+            LOG_W("heartbeat from server node %u, which was declared dead, replaced and "
+                  "forgotten: sending it the view", r->sender);
+            memb_node n = {.id = forgot[i].id, .role = forgot[i].role, .ridlen = forgot[i].ridlen};
+            memcpy(n.rid, forgot[i].rid, n.ridlen);
+            view_send_to(&n);
+        } else {
+            LOG_W("heartbeat from %s node %u, which left the job and was forgotten",
+                  memb_role_name(forgot[i].role), r->sender);
+        }
+        return;
+    }
+    LOG_W("heartbeat from unknown node %u at %s", r->sender, msg->peer);
+}
+
+/* Drops the nodes gone for good MEMB_FORGET_MS ago from the table (membership.h). */
+static void forget_gone(int64_t now)
+{
+    static size_t next;
+    int kept = 0;
+    for (int i = 0; i < memb.nnodes; i++) {
+        memb_node *n = &memb.nodes[i];
+        if (!n->gone_ms || now - n->gone_ms < MEMB_FORGET_MS) {
+            if (kept != i)
+                memb.nodes[kept] = *n;
+            kept++;
+            continue;
+        }
+        LOG_I("forgetting %s node %u (rank %d at %s:%d): out of the job for %lld s",
+              memb_role_name(n->role), n->id, n->rank, n->host, n->port,
+              (long long)((now - n->gone_ms) / 1000));
+        forgot[next].id = n->id;
+        forgot[next].role = n->role;
+        forgot[next].ridlen = n->ridlen;
+        memcpy(forgot[next].rid, n->rid, n->ridlen);
+        next = (next + 1) % (sizeof forgot / sizeof forgot[0]);
+        for (size_t k = 0; k < n->nckpts; k++)
+            free(n->ckpts[k]);
+        free(n->ckpts);
+        memb.forgotten++;
+    }
+    memb.nnodes = kept;
+}
+
 /* ---- heartbeats, barriers, the end -------------------------------------------- */
 
 /* A worker's progress, from heartbeats and barriers (which travel on different
@@ -394,7 +459,7 @@ void memb_on_heartbeat(wire_msg *msg)
     /* no reply; an unknown sender is logged but not answered */
     memb_node *n = r->has_sender ? memb_find(r->sender) : NULL;
     if (!n) {
-        LOG_W("heartbeat from unknown node %u at %s", r->sender, msg->peer);
+        heartbeat_forgotten(msg);
         return;
     }
     if (n->replaced) {
@@ -495,6 +560,7 @@ static void declare_dead(memb_node *n, int64_t now)
     check_end();
     if (memb.state == JOB_RUNNING && n->role == PSKV__ROLE__SERVER) {
         int64_t t0 = tu_now_us();
+        n->gone_ms = now; /* never serves again (memb_on_heartbeat) */
         view_place();
         view_send();
         ckpt_check_done();
@@ -535,6 +601,7 @@ void memb_expire(int64_t now)
             continue;
         declare_dead(n, now);
     }
+    forget_gone(now);
     if (memb.state == JOB_WAITING &&
         now - memb.started_ms > (int64_t)(memb.join_timeout_s * 1000)) {
         LOG_E("only %d of %d servers and %d of %d workers joined within %.0f s; giving up",

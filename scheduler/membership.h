@@ -50,6 +50,9 @@ typedef struct memb_node {
     int64_t last_hb_ms;
     int dead; /* silent past --dead-after-ms */
     int replaced; /* a dead worker whose rank a new node took: never alive again */
+    int64_t gone_ms; /* when it left the job for good (a server declared dead in a
+                        running job, a worker replaced), else 0: forgotten
+                        MEMB_FORGET_MS later */
     enum node_state state;
     uint64_t barrier; /* highest barrier entered */
     uint32_t heads, holds; /* servers: partitions headed, replicas held (view.c's) */
@@ -74,7 +77,18 @@ typedef struct memb_state {
     uint64_t barrier_done; /* highest barrier released */
     memb_node *nodes;      /* registration order; ids start at 1 (0 is the scheduler) */
     int nnodes, cap;
+    uint32_t last_id;      /* the last id given: ids are never given twice */
+    int servers_seen;      /* servers ever registered: the next server's rank */
+    uint64_t forgotten;    /* nodes dropped from the table (MEMB_FORGET_MS) */
 } memb_state;
+
+/* A node that left the job for good (a server declared dead while the job runs,
+ * whose partitions have new owners; a dead worker whose rank a new node took) is
+ * dropped from the table, and so from every later view and status, this long after
+ * it left. Until then views and status show it dead. Bounds what the scheduler
+ * (and every node, through the view) keeps over a long job with many replacements.
+ * Nodes treat a server absent from the view as dead. */
+#define MEMB_FORGET_MS 30000
 
 extern memb_state memb;
 
@@ -89,7 +103,7 @@ const char *memb_state_name(const memb_node *n);
 int memb_count_role(int role);
 
 /* The node with id `id`, or NULL. The pointer lasts until the next registration
- * (the table may move). */
+ * or memb_expire (the table may move). */
 memb_node *memb_find(uint32_t id);
 
 /* The registered node that sent msg (by Meta's sender), or NULL after refusing
@@ -105,7 +119,8 @@ void memb_on_register(wire_msg *msg);
 /* HEARTBEAT: renews the node's liveness (and a server's lease, acknowledged with
  * HEARTBEAT_ACK), takes its clock, dropped count and progress; a dead node heard
  * again is alive again, except a replaced server, which is sent the view that
- * shows it dead. No reply to an unknown sender (logged). */
+ * shows it dead (or, once forgotten, the view without it, which it also takes as
+ * its death). No reply to an unknown sender (logged). */
 void memb_on_heartbeat(wire_msg *msg);
 
 /* BARRIER from a worker: releases every barrier all counting workers reached
@@ -121,7 +136,7 @@ void memb_on_stop_ack(wire_msg *msg);
 
 /* The periodic lease check at time `now` (ms): declares dead every node silent
  * past dead-after-ms (a server of a running job gets its partitions re-placed and
- * a new view goes out); time the scheduler itself did not run (a gap since the
+ * a new view goes out), forgets the nodes gone for MEMB_FORGET_MS; time the scheduler itself did not run (a gap since the
  * previous check of more than two heartbeats, at least 200 ms) does not count as
  * silence (logged); exits the process (1) when the cluster is still incomplete
  * after join-timeout. */

@@ -146,8 +146,9 @@ static void print_json(const Pskv__Meta *m)
     printf("],\"keys\":%s,\"insecure\":%s,\"refused\":", v->keys ? "true" : "false",
            v->insecure ? "true" : "false");
     json_refusals(v->refusals, v->n_refusals);
-    printf(",\"partitions\":%u,\"replicas\":%u,\"vnodes\":%u,\"lost\":%u,\"chains\":[",
-           v->partitions, v->replicas, v->vnodes, v->lost);
+    printf(",\"forgotten\":%" PRIu64 ",\"partitions\":%u,\"replicas\":%u,\"vnodes\":%u,"
+           "\"lost\":%u,\"chains\":[", v->forgotten, v->partitions, v->replicas, v->vnodes,
+           v->lost);
     for (uint32_t p = 0; v->replicas && p < v->n_chains / v->replicas; p++) {
         printf("%s[", p ? "," : "");
         for (uint32_t j = 0; j < v->replicas; j++)
@@ -220,6 +221,9 @@ static void print_table(const Pskv__Meta *m)
     if (slow)
         printf("slowest worker: rank %d at clock %" PRId64 "; pushes dropped as late: %" PRIu64
                "\n", slow->rank, slow->clock, dropped);
+    if (v->forgotten)
+        printf("forgotten: %" PRIu64 " nodes that left the job for good (not listed)\n",
+               v->forgotten);
     print_security(v);
     uint32_t R = v->replicas, np = R ? (uint32_t)(v->n_chains / R) : 0;
     if (!np)

@@ -17,6 +17,7 @@
 #include "scheduler_main.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -318,6 +319,13 @@ int main(int argc, char **argv)
     int rc = configure(argc, argv);
     if (rc >= 0)
         return rc;
+    /* Buffers of 4 KiB and more (ZeroMQ's per-connection buffers, views) are
+     * mapped and unmapped on their own, not carved from the heap: with every node
+     * replacement a connection comes and goes, and on the heap its buffers left holes
+     * between long-lived small objects, so that the scheduler's resident memory grew
+     * by 10-25 KB per replacement for ever (docs/benchmarks.md, chaos soak). The
+     * scheduler moves little data: the extra system calls cost nothing that shows. */
+    mallopt(M_MMAP_THRESHOLD, 4096);
 
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);

@@ -90,6 +90,8 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
             mine[i] = refuse_count((refuse_reason)i);
         v->n_refusals = REFUSE_COUNT;
         v->refusals = mine;
+        v->has_forgotten = 1;
+        v->forgotten = memb.forgotten;
         v->has_insecure = sched_sec.insecure;
         v->insecure = sched_sec.insecure;
     }
@@ -133,7 +135,8 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
     }
 }
 
-/* Sends the current view to `only`, or (NULL) to every node that still takes part. */
+/* Sends the current view to `only` (in the table or not), or (NULL) to every live
+ * node that still takes part. */
 static void send_view_msg(memb_node *only)
 {
     Pskv__Node *nodes = calloc((size_t)memb.nnodes, sizeof *nodes);
@@ -147,8 +150,12 @@ static void send_view_msg(memb_node *only)
     Pskv__Meta m;
     sched_meta(&m, PSKV__MSG_TYPE__VIEW);
     m.view = &v;
-    for (int i = 0; i < memb.nnodes; i++)
-        if (only ? &memb.nodes[i] == only : memb.nodes[i].state != NODE_FINISHED)
+    if (only)
+        sched_send(only, &m);
+    /* not to the dead: a node heard again is sent a view then (membership.c), and
+     * one cut off or stopped would only queue views that it never reads */
+    for (int i = 0; !only && i < memb.nnodes; i++)
+        if (memb.nodes[i].state != NODE_FINISHED && !memb.nodes[i].dead)
             sched_send(&memb.nodes[i], &m);
     free(nodes);
     free(ptrs);

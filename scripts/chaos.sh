@@ -159,12 +159,14 @@ all_up() {
   for n in "${names[@]}"; do [ -n "${pid[$n]:-}" ] && alive "${pid[$n]}" || return 1; done
 }
 
-# rss LABEL: one VmRSS sample of every daemon: "LABEL T_S NAME INC PID KB" lines.
+# rss LABEL: one VmRSS sample of every daemon: "LABEL T_S NAME INC PID KB ANON FILE"
+# lines (VmRSS, and its RssAnon and RssFile parts, in KiB).
 rss() {
   local n kb t=$(( ($(now_ms) - t0_ms) / 1000 ))
   for n in "${names[@]}"; do
     [ -n "${pid[$n]:-}" ] || continue
-    kb=$(awk '/^VmRSS:/ { print $2 }' "/proc/${pid[$n]}/status" 2>/dev/null) || continue
+    kb=$(awk '/^VmRSS:/ { r = $2 } /^RssAnon:/ { a = $2 } /^RssFile:/ { f = $2 }
+              END { if (r != "") print r, a, f }' "/proc/${pid[$n]}/status" 2>/dev/null) || continue
     [ -n "$kb" ] && echo "$1 $t $n ${inc[$n]:-1} ${pid[$n]} $kb" >> "$dir/rss"
   done
 }
@@ -299,17 +301,17 @@ failovers() {
 # rss_report: per daemon alive at the end, its RSS at the baseline and at the end.
 rss_report() {
   awk -v from="$rss_from" -v model="$model" -v base_s="$base_s" '
-    $1 == "base" { b[$3 " " $4 " " $5] = $6 }
+    $1 == "base" { b[$3 " " $4 " " $5] = $6; ba[$3 " " $4 " " $5] = $7 }
     $1 == "sample" && !(($3 " " $4 " " $5) in first) { first[$3 " " $4 " " $5] = $2 }
-    $1 == "end" { e[$3 " " $4 " " $5] = $6; order[++n] = $3 " " $4 " " $5 }
+    $1 == "end" { e[$3 " " $4 " " $5] = $6; ea[$3 " " $4 " " $5] = $7; order[++n] = $3 " " $4 " " $5 }
     END {
       bad = 0
       for (i = 1; i <= n; i++) {
         k = order[i]; split(k, p, " ")
         if (k in b) {
           g = (e[k] - b[k]) * 100 / b[k]
-          printf "chaos: %s: rss %s#%s (pid %s): minute %s %.1f MiB, end %.1f MiB, %+.1f%%%s\n",
-            model, p[1], p[2], p[3], from, b[k] / 1024, e[k] / 1024, g, (g > 5 ? " GROWS" : "")
+          printf "chaos: %s: rss %s#%s (pid %s): minute %s %.1f MiB, end %.1f MiB, %+.1f%% (anonymous %s -> %s KiB)%s\n",
+            model, p[1], p[2], p[3], from, b[k] / 1024, e[k] / 1024, g, ba[k], ea[k], (g > 5 ? " GROWS" : "")
           if (g > 5) bad++
         } else {
           printf "chaos: %s: rss %s#%s (pid %s): started after minute %s (first sampled at t=%ss): not judged (end %.1f MiB)\n",

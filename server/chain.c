@@ -333,9 +333,23 @@ static void set_shape(chain *c, const Pskv__View *v)
 }
 
 /* Peers: every server of the view but this one, alive or not; a dead one's
- * connection is closed. */
+ * connection is closed, and one the scheduler forgot (absent from the view) goes
+ * from the list. */
 static void view_peers(chain *c, const Pskv__View *v, uint32_t me)
 {
+    size_t kept = 0;
+    for (size_t k = 0; k < c->npeers; k++) {
+        int listed = 0;
+        for (size_t i = 0; i < v->n_nodes && !listed; i++)
+            listed = v->nodes[i]->id == c->peers[k].id;
+        if (!listed) {
+            if (c->peers[k].sock)
+                zmq_close(c->peers[k].sock);
+            continue;
+        }
+        c->peers[kept++] = c->peers[k];
+    }
+    c->npeers = kept;
     for (size_t i = 0; i < v->n_nodes; i++) {
         Pskv__Node *n = v->nodes[i];
         if (n->role != PSKV__ROLE__SERVER || n->id == me)
@@ -370,9 +384,15 @@ int chain_view(chain *c)
         v->n_chains != (size_t)v->partitions * v->replicas)
         return 0;
     uint32_t me = c->mb->node_id;
+    int listed = 0; /* absent: declared dead, replaced and forgotten */
     for (size_t i = 0; i < v->n_nodes; i++)
-        if (v->nodes[i]->id == me && v->nodes[i]->state && !strcmp(v->nodes[i]->state, "dead"))
-            return 1;
+        if (v->nodes[i]->id == me) {
+            if (v->nodes[i]->state && !strcmp(v->nodes[i]->state, "dead"))
+                return 1;
+            listed = 1;
+        }
+    if (!listed)
+        return 1;
     uint32_t *old = c->chains;
     if (!old && v->n_prev_chains == (size_t)v->partitions * v->replicas) {
         /* a resumed job: the members of these chains loaded the partition from

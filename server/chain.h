@@ -61,7 +61,8 @@ void chain_destroy(chain **c_p);
 /* Applies the latest view in mb: the chains, peers and this server's place; then
  * the copies and hand-overs it calls for (chain_fill.c) and, when the placement
  * changed, the forwards sent again (chain_fwd.c). Returns 1 when the view says
- * this server is dead (replaced: it must serve nothing more), else 0. Exits the
+ * this server is dead, or does not list it (replaced, and forgotten by the
+ * scheduler: it must serve nothing more), else 0. Exits the
  * process when it cannot size the per-partition state (out of memory). */
 int chain_view(chain *c);
 

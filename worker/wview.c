@@ -68,7 +68,54 @@ static void close_dead(pskv_worker *w, int k)
     w->srv[k].sock = NULL;
 }
 
-/* Applies the latest view: servers (dialled once each, closed once dead), their
+static int in_view(const Pskv__View *v, uint32_t id)
+{
+    for (size_t i = 0; i < v->n_nodes; i++)
+        if (v->nodes[i]->id == id)
+            return 1;
+    return 0;
+}
+
+/* A server slot for a server not seen before: one whose server the scheduler has
+ * forgotten and that no request in the window still names, else a new one (the
+ * slot arrays grow by one). So the slots, and the per-server arrays every request
+ * sizes by them, stay bounded over a long job with many replacements. -1 when out
+ * of memory. */
+static int free_slot(pskv_worker *w, const Pskv__View *v)
+{
+    for (int k = 0; k < w->nservers; k++) {
+        if (w->srv[k].sock || in_view(v, w->srv[k].id))
+            continue;
+        int used = 0;
+        for (int i = 0; i < w->window && !used; i++) {
+            const req *r = &w->reqs[i];
+            for (int pi = 0; r->type != REQ_FREE && pi < r->nparts; pi++)
+                used |= r->parts[pi].server == k;
+        }
+        if (!used)
+            return k;
+    }
+    size_t ns = (size_t)w->nservers + 1;
+    srv *s2 = realloc(w->srv, ns * sizeof *s2);
+    if (s2)
+        w->srv = s2;
+    zmq_pollitem_t *it = realloc(w->items, (ns + 1) * sizeof *it);
+    if (it)
+        w->items = it;
+    uint64_t *cnt = realloc(w->count, ns * sizeof *cnt);
+    if (cnt)
+        w->count = cnt;
+    int *pi = realloc(w->pindex, ns * sizeof *pi);
+    if (pi)
+        w->pindex = pi;
+    if (!s2 || !it || !cnt || !pi)
+        return -1;
+    w->srv[ns - 1].sock = NULL; /* counted at once, so close releases the socket */
+    return w->nservers++;
+}
+
+/* Applies the latest view: servers (dialled once each, closed once dead or gone
+ * from the view, their slots used again for new ones), their
  * liveness, and the head and tail of every partition. Called at open and on every
  * new view. */
 int wview_apply(pskv_worker *w, int64_t max_message)
@@ -87,29 +134,24 @@ int wview_apply(pskv_worker *w, int64_t max_message)
         return wst_error(w, PSKV_EPROTO, "the view has no valid partition chains");
     if (w->nparts && (v->partitions != w->nparts || v->replicas != w->R))
         return wst_error(w, PSKV_EPROTO, "the view changed the partition count");
-    if (ns > w->nservers) { /* room for servers not seen before */
-        srv *s2 = realloc(w->srv, (size_t)ns * sizeof *s2);
-        if (s2)
-            w->srv = s2;
-        zmq_pollitem_t *it = realloc(w->items, ((size_t)ns + 1) * sizeof *it);
-        if (it)
-            w->items = it;
-        uint64_t *cnt = realloc(w->count, (size_t)ns * sizeof *cnt);
-        if (cnt)
-            w->count = cnt;
-        int *pi = realloc(w->pindex, (size_t)ns * sizeof *pi);
-        if (pi)
-            w->pindex = pi;
-        if (!s2 || !it || !cnt || !pi)
-            return wst_error(w, PSKV_ENOMEM, "out of memory");
-    }
+    for (int k = 0; k < w->nservers; k++) /* forgotten by the scheduler: dead */
+        if (!in_view(v, w->srv[k].id)) {
+            w->srv[k].alive = 0;
+            if (w->srv[k].sock)
+                close_dead(w, k);
+        }
     for (size_t i = 0; i < v->n_nodes; i++) {
         Pskv__Node *n = v->nodes[i];
         if (n->role != PSKV__ROLE__SERVER)
             continue;
+        int dead = n->state && !strcmp(n->state, "dead");
         int k = srv_index(w, n->id);
+        if (k < 0 && dead)
+            continue; /* never dialled: no chain lists it */
         if (k < 0) {
-            k = w->nservers++; /* counted first, so close releases the socket */
+            k = free_slot(w, v);
+            if (k < 0)
+                return wst_error(w, PSKV_ENOMEM, "out of memory");
             srv *s = &w->srv[k];
             memset(s, 0, sizeof *s);
             s->id = n->id;
@@ -122,7 +164,7 @@ int wview_apply(pskv_worker *w, int64_t max_message)
                 return wst_error(w, PSKV_ENET, "cannot connect to server %s:%d: %s", s->host,
                                  s->port, zmq_strerror(errno));
         }
-        w->srv[k].alive = !(n->state && !strcmp(n->state, "dead"));
+        w->srv[k].alive = !dead;
         if (!w->srv[k].alive && w->srv[k].sock)
             close_dead(w, k);
     }
