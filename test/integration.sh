@@ -254,6 +254,55 @@ t_heartbeat_liveness() {
   kill "$(cat server-0.pid)" "$(cat scheduler.pid)"
 }
 
+# A replaced server is forgotten 30 s after it left (MEMB_FORGET_MS): gone from
+# status (counted as forgotten) and, at the next view, from the workers' slots; one
+# that comes back after that (stopped, then resumed) learns it is out and exits 3.
+t_forget_replaced() {
+  local port js i pid0 pid1 f
+  port=$(free_port)
+  start scheduler "$BIN/pskv-scheduler" --port "$port" --servers 3 --workers 2 --replicas 2
+  for i in 0 1 2; do start "server-$i" "$BIN/pskv-server" --scheduler "127.0.0.1:$port"; done
+  for i in 0 1; do
+    start "worker-$i" "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --rank "$i" --app check \
+      --consistency async --count-acked --rounds 1000000 --slowdown 1.4 --stop-file "$TDIR/stop"
+  done
+  wait_line() { # wait_line FILE PATTERN COUNT SECONDS
+    local t=$(( $4 * 10 ))
+    until [ "$(grep -c "$2" "$1")" -ge "$3" ]; do
+      t=$((t - 1)); [ $t -gt 0 ] || return 1; sleep 0.1
+    done
+  }
+  wait_line worker-0.log 'joined job' 1 30 && wait_line worker-1.log 'joined job' 1 30 ||
+    fail "the workers did not join"
+  pid0=$(cat server-0.pid) pid1=$(cat server-1.pid)
+  kill -KILL "$pid0"
+  wait_line scheduler.log 'replaced: view epoch' 1 10 || fail "server 0 not replaced"
+  kill -STOP "$pid1"
+  wait_line scheduler.log 'replaced: view epoch' 2 10 || fail "stopped server 1 not replaced"
+  js=$("$BIN/pskvctl" --scheduler "127.0.0.1:$port" status --json)
+  grep -q "\"pid\":$pid1,\"state\":\"dead\"" <<< "$js" || fail "replaced server not shown dead: $js"
+  wait_line scheduler.log 'forgetting server node' 2 45 || fail "replaced servers not forgotten"
+  js=$("$BIN/pskvctl" --scheduler "127.0.0.1:$port" status --json)
+  grep -q '"forgotten":2' <<< "$js" || fail "status does not count 2 forgotten: $js"
+  grep -q "\"pid\":\\($pid0\\|$pid1\\)," <<< "$js" && fail "forgotten servers still listed: $js"
+  start server-3 "$BIN/pskv-server" --scheduler "127.0.0.1:$port" # a join: a new view
+  wait_line scheduler.log 'joined the running job' 1 20 || fail "server 3 did not join"
+  for i in 0 1; do
+    wait_line "worker-$i.log" 'takes the slot of server node' 1 10 ||
+      fail "worker $i did not reuse a forgotten server's slot"
+  done
+  kill -CONT "$pid1"
+  wait_exit "$pid1" 10; f=$?
+  [ $f -eq 3 ] || fail "resumed forgotten server exited $f, not 3"
+  grep -q 'declared this server dead' server-1.log || fail "server 1 did not say why it exits"
+  touch "$TDIR/stop"
+  for i in 0 1; do
+    wait_exit "$(cat "worker-$i.pid")" 60 || fail "worker $i exited $?: $(tail -n 1 "worker-$i.log")"
+    tail -n 1 "worker-$i.log" | grep -q '^check ok:' || fail "worker $i: $(tail -n 1 "worker-$i.log")"
+  done
+  wait_exit "$(cat scheduler.pid)" 20 || fail "scheduler exited $?"
+}
+
 t_fuzz_corpus() {
   "$BIN/pskv-fuzz-replay" "$top/test/corpus" || fail "corpus replay failed"
 }
@@ -659,7 +708,7 @@ t_hosts_partition() {
 }
 
 tests=(check_2x3 check_fails_on_mismatch malformed_input malformed_while_serving unreachable_scheduler wrong_flags
-       registration_rules heartbeat_liveness fuzz_corpus launch_timeout
+       registration_rules heartbeat_liveness forget_replaced fuzz_corpus launch_timeout
        train_softmax train_bad_data sparse_lr_heart_scale sparse_lr_planted
        consistency_check bsp_same_bits ssp_bound_straggler bsp_backup_stopped worker_leaves accumulate
        keys_rogues keys_clients keys_wire keys_files protected_mode

@@ -149,9 +149,13 @@ int wview_apply(pskv_worker *w, int64_t max_message)
         if (k < 0 && dead)
             continue; /* never dialled: no chain lists it */
         if (k < 0) {
+            int was = w->nservers;
             k = free_slot(w, v);
             if (k < 0)
                 return wst_error(w, PSKV_ENOMEM, "out of memory");
+            if (k < was)
+                LOG_I("server node %u takes the slot of server node %u, which left the view",
+                      n->id, w->srv[k].id);
             srv *s = &w->srv[k];
             memset(s, 0, sizeof *s);
             s->id = n->id;
