@@ -50,11 +50,7 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
               m->error ? m->error : "stale");
         if (!p->retry_at)
             w->nretry++;
-        /* backing off: a server cut off with this worker (its lease lapsed) refuses
-         * until the view changes; every retry is a new part, with its own copy of
-         * the rows, that the request keeps until it ends */
-        int64_t delay = (int64_t)RETRY_DELAY_MS << (p->tries < 6 ? p->tries : 6);
-        p->retry_at = tu_now_ms() + (delay < RETRY_DELAY_MAX_MS ? delay : RETRY_DELAY_MAX_MS);
+        p->retry_at = tu_now_ms() + RETRY_DELAY_MS;
         return;
     }
     /* a reply says which clock its values reflect; a worker left behind (its clock

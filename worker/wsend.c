@@ -232,7 +232,6 @@ static int resend_part(pskv_worker *w, req *r, int pi)
         memset(p, 0, sizeof *p);
         p->server = si;
         p->dedupe_id = old.dedupe_id;
-        p->tries = old.tries + (old.retry_at > 0); /* refused before: back off more */
         p->own = vbuf_new(c * sizeof(uint64_t) + (push ? c * row : 0));
         p->idx = malloc(c * sizeof *p->idx);
         r->pending++;

@@ -57,7 +57,6 @@
 
 #define MAX_PARTS 65535
 #define RETRY_DELAY_MS 5 /* a refused part (stale placement, copy on its way) goes again */
-#define RETRY_DELAY_MAX_MS 200 /* ... after 5, 10, 20 ... ms, then every 200 ms */
 #define FAILED_KEEP 4096 /* failed requests whose outcome pskv_wait can still tell */
 #define LENT_RESET_MS 100 /* a lent array ZeroMQ still holds this long after its push
                              ended: the connections holding it are reset */
@@ -84,7 +83,6 @@ typedef struct part {
     uint32_t *idx;     /* gathered part: caller row of each key */
     vbuf *own;         /* re-sent part: its own keys (then values); idx owned too */
     int answered;      /* its server replied (so ZeroMQ sent all of it) */
-    int tries;         /* times its rows were refused for a retry before it */
     uint64_t dedupe_id; /* wire request id of the first send of these rows */
     int64_t retry_at;  /* > 0: re-plan and send again at this time */
     int64_t sent_ms;   /* when it was sent */
