@@ -168,8 +168,9 @@ t_malformed_while_serving() {
   after=$(grep -c '^bench run=' worker-0.log)
   [ "$after" -gt "$before" ] || fail "the worker stopped making progress ($before -> $after runs)"
   kill -0 "$(cat worker-0.pid)" || fail "the worker died: $(tail -n 3 worker-0.log)"
-  kill "$(cat worker-0.pid)" "$(cat server-0.pid)" "$(cat scheduler.pid)"
+  # before the SIGTERM below, which may interrupt a step's send (EINTR) on the way out
   grep -q 'step failed' worker-0.log && fail "a worker step failed: $(grep 'step failed' worker-0.log)"
+  kill "$(cat worker-0.pid)" "$(cat server-0.pid)" "$(cat scheduler.pid)"
   return 0
 }
 
