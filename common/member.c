@@ -298,3 +298,11 @@ void member_close(member *m)
     m->view_meta = NULL;
     m->view = NULL;
 }
+
+const Pskv__Node *member_view_node(const Pskv__View *v, uint32_t id)
+{
+    for (size_t i = 0; i < v->n_nodes; i++)
+        if (v->nodes[i]->id == id)
+            return v->nodes[i];
+    return NULL;
+}

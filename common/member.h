@@ -87,4 +87,8 @@ void member_meta(const member *m, Pskv__Meta *meta, Pskv__MsgType type);
 /* Closes the socket and frees the view; NULL-safe. */
 void member_close(member *m);
 
+/* The node with id `id` in view v, or NULL: a node the view does not list is out of
+ * the job (the scheduler forgot it 30 s after it left for good). */
+const Pskv__Node *member_view_node(const Pskv__View *v, uint32_t id);
+
 #endif

@@ -136,8 +136,9 @@ void memb_on_stop_ack(wire_msg *msg);
 
 /* The periodic lease check at time `now` (ms): declares dead every node silent
  * past dead-after-ms (a server of a running job gets its partitions re-placed and
- * a new view goes out), forgets the nodes gone for MEMB_FORGET_MS; time the scheduler itself did not run (a gap since the
- * previous check of more than two heartbeats, at least 200 ms) does not count as
+ * a new view goes out) and forgets the nodes gone for MEMB_FORGET_MS; time the
+ * scheduler itself did not run (a gap since the previous check of more than two
+ * heartbeats, at least 200 ms) does not count as
  * silence (logged); exits the process (1) when the cluster is still incomplete
  * after join-timeout. */
 void memb_expire(int64_t now);

@@ -150,13 +150,14 @@ static void send_view_msg(memb_node *only)
     Pskv__Meta m;
     sched_meta(&m, PSKV__MSG_TYPE__VIEW);
     m.view = &v;
-    if (only)
-        sched_send(only, &m);
     /* not to the dead: a node heard again is sent a view then (membership.c), and
      * one cut off or stopped would only queue views that it never reads */
-    for (int i = 0; !only && i < memb.nnodes; i++)
-        if (memb.nodes[i].state != NODE_FINISHED && !memb.nodes[i].dead)
-            sched_send(&memb.nodes[i], &m);
+    if (only)
+        sched_send(only, &m);
+    else
+        for (int i = 0; i < memb.nnodes; i++)
+            if (memb.nodes[i].state != NODE_FINISHED && !memb.nodes[i].dead)
+                sched_send(&memb.nodes[i], &m);
     free(nodes);
     free(ptrs);
 }

@@ -339,10 +339,7 @@ static void view_peers(chain *c, const Pskv__View *v, uint32_t me)
 {
     size_t kept = 0;
     for (size_t k = 0; k < c->npeers; k++) {
-        int listed = 0;
-        for (size_t i = 0; i < v->n_nodes && !listed; i++)
-            listed = v->nodes[i]->id == c->peers[k].id;
-        if (!listed) {
+        if (!member_view_node(v, c->peers[k].id)) {
             if (c->peers[k].sock)
                 zmq_close(c->peers[k].sock);
             continue;
@@ -384,14 +381,8 @@ int chain_view(chain *c)
         v->n_chains != (size_t)v->partitions * v->replicas)
         return 0;
     uint32_t me = c->mb->node_id;
-    int listed = 0; /* absent: declared dead, replaced and forgotten */
-    for (size_t i = 0; i < v->n_nodes; i++)
-        if (v->nodes[i]->id == me) {
-            if (v->nodes[i]->state && !strcmp(v->nodes[i]->state, "dead"))
-                return 1;
-            listed = 1;
-        }
-    if (!listed)
+    const Pskv__Node *self = member_view_node(v, me); /* absent: replaced and forgotten */
+    if (!self || (self->state && !strcmp(self->state, "dead")))
         return 1;
     uint32_t *old = c->chains;
     if (!old && v->n_prev_chains == (size_t)v->partitions * v->replicas) {

@@ -61,6 +61,13 @@ wait_exit() { # wait_exit PID SECONDS -> exit status of the process, 124 on time
   wait "$pid"
 }
 
+wait_line() { # wait_line FILE PATTERN COUNT SECONDS: until FILE has COUNT lines matching; 1 on time-out
+  local t=$(( $4 * 10 ))
+  until [ "$(grep -c "$2" "$1" 2>/dev/null)" -ge "$3" ]; do
+    t=$((t - 1)); [ $t -gt 0 ] || return 1; sleep 0.1
+  done
+}
+
 # Waits until pskvctl reports N servers registered; prints the status JSON.
 wait_servers() {
   local port=$1 n=$2 i js
@@ -267,12 +274,6 @@ t_forget_replaced() {
     start "worker-$i" "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --rank "$i" --app check \
       --consistency async --count-acked --rounds 1000000 --slowdown 1.4 --stop-file "$TDIR/stop"
   done
-  wait_line() { # wait_line FILE PATTERN COUNT SECONDS
-    local t=$(( $4 * 10 ))
-    until [ "$(grep -c "$2" "$1")" -ge "$3" ]; do
-      t=$((t - 1)); [ $t -gt 0 ] || return 1; sleep 0.1
-    done
-  }
   wait_line worker-0.log 'joined job' 1 30 && wait_line worker-1.log 'joined job' 1 30 ||
     fail "the workers did not join"
   pid0=$(cat server-0.pid) pid1=$(cat server-1.pid)

@@ -95,11 +95,7 @@ t_keys_clients() {
     fail "an unlisted control key got an answer"
   cat "$TDIR/newctl/node.pub" >> "$K/scheduler/authorized"
   kill -HUP "$(cat scheduler.pid)"
-  for i in $(seq 50); do # the reload, logged (at most 5 s)
-    grep -q 'SIGHUP: allowlist .* re-read' scheduler.log && break
-    sleep 0.1
-  done
-  grep -q 'SIGHUP: allowlist .* re-read' scheduler.log || fail "the scheduler did not log the reload"
+  wait_line scheduler.log 'SIGHUP: allowlist .* re-read' 1 5 || fail "the scheduler did not log the reload"
   "$BIN/pskvctl" --scheduler "127.0.0.1:$port" --keys "$TDIR/newctl" status > new2.out 2>&1 ||
     fail "a control key appended to authorized was not admitted after SIGHUP: $(cat new2.out)"
   grep -q '"keys":true' <<< "$js" || fail "status JSON does not say keys are on: $js"
@@ -111,12 +107,9 @@ t_keys_clients() {
   # the refusal, logged (at most 5 s: slow under the sanitizers). The peer's address is
   # read when the monitor thread sees the connection accepted; a client that is gone by
   # then (it sends garbage and hangs up) is logged as "?"
-  for i in $(seq 50); do
-    grep -q 'refused \(plaintext\|handshake\) from \(127.0.0.1\|?\)' server-0.log && break
-    sleep 0.1
-  done
+  wait_line server-0.log 'refused \(plaintext\|handshake\) from \(127.0.0.1\|?\)' 1 5 ||
+    fail "the server did not log the plaintext peer"
   kill -0 "$(cat server-0.pid)" || fail "the server died of plaintext garbage"
-  grep -q 'refused \(plaintext\|handshake\) from \(127.0.0.1\|?\)' server-0.log || fail "the server did not log the plaintext peer"
   ! grep -q 'dropped message from' server-0.log || fail "plaintext bytes reached the server's decoder"
   # checkpoints: a worker key is refused with the reason, a control key is served
   start worker-0 "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --keys "$K/worker-0" \

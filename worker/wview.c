@@ -68,14 +68,6 @@ static void close_dead(pskv_worker *w, int k)
     w->srv[k].sock = NULL;
 }
 
-static int in_view(const Pskv__View *v, uint32_t id)
-{
-    for (size_t i = 0; i < v->n_nodes; i++)
-        if (v->nodes[i]->id == id)
-            return 1;
-    return 0;
-}
-
 /* A server slot for a server not seen before: one whose server the scheduler has
  * forgotten and that no request in the window still names, else a new one (the
  * slot arrays grow by one). So the slots, and the per-server arrays every request
@@ -84,7 +76,7 @@ static int in_view(const Pskv__View *v, uint32_t id)
 static int free_slot(pskv_worker *w, const Pskv__View *v)
 {
     for (int k = 0; k < w->nservers; k++) {
-        if (w->srv[k].sock || in_view(v, w->srv[k].id))
+        if (w->srv[k].sock || member_view_node(v, w->srv[k].id))
             continue;
         int used = 0;
         for (int i = 0; i < w->window && !used; i++) {
@@ -135,7 +127,7 @@ int wview_apply(pskv_worker *w, int64_t max_message)
     if (w->nparts && (v->partitions != w->nparts || v->replicas != w->R))
         return wst_error(w, PSKV_EPROTO, "the view changed the partition count");
     for (int k = 0; k < w->nservers; k++) /* forgotten by the scheduler: dead */
-        if (!in_view(v, w->srv[k].id)) {
+        if (!member_view_node(v, w->srv[k].id)) {
             w->srv[k].alive = 0;
             if (w->srv[k].sock)
                 close_dead(w, k);
