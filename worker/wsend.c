@@ -1,7 +1,8 @@
 /* wsend: parts onto the wire, and re-planned and re-sent (contract in wsend.h).
- * A part's request id is (timestamp << 16 | part index); a re-sent part is a new
+ * A part's request id is (timestamp << 16 | part index); a re-planned part is a new
  * part of the same request carrying its first send's id (`origin_id`), so a server
- * that applied it already drops it. */
+ * that applied it already drops it; a refused part whose rows keep one owner goes
+ * again in place, under its own id. */
 #define _GNU_SOURCE
 #include "wsend.h"
 
@@ -158,10 +159,53 @@ int wsend_data_part(pskv_worker *w, req *r, int pi, int resend, uint64_t floor)
     return 0;
 }
 
-/* Plans the rows of part pi again on the latest view and sends them as new parts
- * with the same dedupe id (a server that applied them already drops them); the
- * old part is closed, and a late answer to it is dropped. */
-static int resend_part(pskv_worker *w, req *r, int pi)
+/* The number of servers that own the rows of part p on the latest view, each
+ * one's row count in w->count and, when there is one, its index in *only; or
+ * -PSKV_ELOST (last_error set) when a row's partition lost every replica.
+ * Allocates nothing. */
+static int count_owners(pskv_worker *w, const req *r, const part *p, const tbl *t,
+                        const uint64_t *keys, int pull, int *only)
+{
+    int owners = 0;
+    memset(w->count, 0, (size_t)w->nservers * sizeof *w->count);
+    uint64_t nrun = p->nseg ? p->nseg : 1; /* a gathered part: one "run" of its keys */
+    for (uint64_t g = 0, k = 0; g < nrun; g++) {
+        uint64_t first = p->nseg ? r->segs[2 * (p->seg0 + g)] : 0;
+        uint64_t cnt = p->nseg ? r->segs[2 * (p->seg0 + g) + 1] : p->n;
+        for (uint64_t i = 0; i < cnt; i++, k++) {
+            uint64_t key = p->nseg ? first + i : keys[k];
+            int o = wplan_owner_of(w, wplan_key_pos(t, key), pull);
+            if (o < 0)
+                return wplan_lost_error(w, t, key);
+            if (!w->count[o]++) {
+                owners++;
+                *only = o;
+            }
+        }
+    }
+    return owners;
+}
+
+/* Sends part pi, refused by its server and so answered, again as it is: to the
+ * one server that now owns all its rows, from the same rows (the part's own copy,
+ * the request's buffer or the caller's lent array), with the same request id. A
+ * refused part goes again every RETRY_DELAY_MS until its placement settles: in
+ * place, those tries allocate nothing (a new part each time would keep a copy
+ * of the rows per try until the request ends, and could pass MAX_PARTS). */
+static int resend_in_place(pskv_worker *w, req *r, int pi, int si)
+{
+    part *p = &r->parts[pi];
+    p->retry_at = 0;
+    w->nretry--;
+    p->server = si;
+    return wsend_data_part(w, r, pi, 1, r->type == REQ_PUSH ? wsend_inflight_floor(w) : 0);
+}
+
+/* Plans the rows of part pi again on the latest view and sends them: in place
+ * when the part was refused (`refused`: its server answered) and one server owns
+ * all its rows; else as new parts with the same dedupe id (a server that applied
+ * them already drops them), the old part closed and a late answer to it dropped. */
+static int resend_part(pskv_worker *w, req *r, int pi, int refused)
 {
     tbl *t = &w->tables[r->table];
     size_t wd = t->width, row = wd * sizeof(float);
@@ -172,6 +216,11 @@ static int resend_part(pskv_worker *w, req *r, int pi)
     const float *vals;
     vbuf *b;
     part_data(r, &old, wd, &keys, &vals, &b);
+    int only = -1, owners = count_owners(w, r, &old, t, keys, pull, &only);
+    if (owners < 0)
+        return owners;
+    if (refused && owners == 1)
+        return resend_in_place(w, r, pi, only);
     uint64_t *rk = malloc(n * sizeof *rk);   /* key of each row */
     uint32_t *rc = malloc(n * sizeof *rc);   /* caller row of each row */
     int *ro = malloc(n * sizeof *ro);        /* new owner of each row */
@@ -194,18 +243,9 @@ static int resend_part(pskv_worker *w, req *r, int pi)
         }
     }
     uint64_t floor = push ? wsend_inflight_floor(w) : 0;
-    memset(w->count, 0, (size_t)w->nservers * sizeof *w->count);
-    for (k = 0; k < n; k++) {
+    for (k = 0; k < n; k++) /* w->count holds each owner's rows (count_owners) */
         ro[k] = wplan_owner_of(w, wplan_key_pos(t, rk[k]), pull);
-        if (ro[k] < 0) {
-            err = wplan_lost_error(w, t, rk[k]);
-            goto out;
-        }
-        w->count[ro[k]]++;
-    }
-    int nnew = 0;
-    for (int si = 0; si < w->nservers; si++)
-        nnew += w->count[si] > 0;
+    int nnew = owners;
     if (r->nparts + nnew > MAX_PARTS) {
         err = wst_error(w, PSKV_EINVAL, "request %lld re-planned into too many parts",
                         (long long)r->ts);
@@ -291,7 +331,7 @@ void wsend_resend_due(pskv_worker *w, int view_changed)
             if (dead)
                 LOG_D("request %lld: server node %u died; sending its part again to the new "
                       "owners", (long long)r->ts, w->srv[p->server].id);
-            int err = resend_part(w, r, pi);
+            int err = resend_part(w, r, pi, !dead && p->retry_at && now >= p->retry_at);
             if (err < 0) {
                 r->err = err;
                 wreq_finish(w, r); /* the failure is recorded; the slot is free */

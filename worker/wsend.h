@@ -10,7 +10,8 @@
  * THREADS: the calling thread only: it owns every data socket. ZeroMQ's I/O
  *   thread later drops the frames' vbuf references (vbuf_unref).
  * NEVER: never copies values on a first send (frames point into the request's
- *   vbuf or the caller's lent array; a re-sent part copies its rows once), never
+ *   vbuf or the caller's lent array; a re-planned part copies its rows once, a
+ *   refused part sent again in place copies nothing), never
  *   waits for an answer. A send blocks only as ZeroMQ's send does. */
 #ifndef PSKV_WSEND_H
 #define PSKV_WSEND_H
