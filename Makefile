@@ -57,10 +57,18 @@ TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-garbage $(BIN)/pskv-fuzz-replay $(BI
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
 
 FORCE:
-.PHONY: FORCE all tools deps size test unit integration faults test-faults bench-faults demo bench bench-pushpull bench-curve bench-train bench-consistency bench-sparse bench-hosts chaos install clean fuzz fuzz-live tsan
+.PHONY: FORCE all tools deps size test unit integration faults test-faults bench-faults demo bench bench-pushpull bench-curve bench-train bench-consistency bench-sparse bench-hosts chaos install deb package-check clean fuzz fuzz-live tsan
 .DEFAULT_GOAL := all
 
-all: $(BINS) $(LIBS) $(TOOLS) $(BUILD)/pskv.pc
+MANS     := $(BINS:$(BIN)/%=$(BUILD)/man/man1/%.1)
+
+all: $(BINS) $(LIBS) $(TOOLS) $(BUILD)/pskv.pc $(MANS)
+
+# Manual pages, written by each program from the table that drives its flags and
+# --help (`PROGRAM --man`, common/manpage), so the two never disagree.
+$(BUILD)/man/man1/%.1: $(BIN)/%
+	@mkdir -p $(dir $@)
+	$< --man > $@.tmp && mv $@.tmp $@
 
 deps:
 	@scripts/install-deps.sh
@@ -152,6 +160,7 @@ test: deps
 	$(MAKE) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined all $(ASAN_BUILD)/bin/pskv-unit
 	$(MAKE) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined unit integration
 	$(MAKE) faults FAULT_TRIALS=3
+	$(MAKE) package-check
 
 # Kill and pause tests on the optimised build (timings as users see them).
 FAULT_TRIALS ?= 3
@@ -265,6 +274,19 @@ install: all
 	ln -sf libpskv.so.1 $(DESTDIR)$(PREFIX)/lib/libpskv.so
 	install -m 644 worker/pskv.h common/pskv_errors.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(BUILD)/pskv.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 644 $(MANS) $(DESTDIR)$(PREFIX)/share/man/man1/
+
+# make deb: a Debian package of the binaries, library, header, pskv.pc, manual pages
+# and systemd unit templates (scripts/make-deb.sh), in $(BUILD)/deb. make
+# package-check builds it and checks it with lintian (no errors) and the units with
+# systemd-analyze verify.
+deb: all
+	scripts/make-deb.sh $(BUILD)
+
+package-check:
+	$(MAKE) deb
+	scripts/check-deb.sh $(BUILD)
 
 clean:
 	rm -rf build

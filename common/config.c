@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "manpage.h"
 #include "pskv_errors.h"
 
 cfg_entry *cfg_find(cfg_entry *tab, const char *name)
@@ -130,6 +131,10 @@ int cfg_parse(cfg_entry *tab, const char *usage, int argc, char **argv, cfg_args
         }
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             cfg_help(tab, usage, stdout);
+            return 1;
+        }
+        if (strcmp(a, "--man") == 0) {
+            man_write(tab, prog, usage, stdout);
             return 1;
         }
         if (strncmp(a, "--", 2) != 0) {

@@ -1,0 +1,130 @@
+/* manpage: man(7) pages from the configuration tables (contract in manpage.h). */
+#include "manpage.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* What the table cannot say: one line of summary, the description and the exit
+ * statuses of each program (docs/operations.md has the long form). */
+static const struct page {
+    const char *prog, *summary, *description, *exits;
+} pages[] = {
+    {"pskv-scheduler", "the pskv job's scheduler",
+     "Holds the job's membership and cluster view: servers and workers register with it, "
+     "it places the key ring's partitions on chains of servers by consistent hashing, "
+     "watches heartbeats, replaces dead servers (chain replication), admits joining "
+     "servers and workers, coordinates checkpoints and ends the job when every worker is "
+     "done. Without --keys it listens on loopback only.",
+     "0: the job is done, or SIGINT/SIGTERM. 1: cannot listen, join time-out, an unreadable "
+     "manifest, or --resume with no usable checkpoint. 2: usage (bad flags, bad --keys, a "
+     "non-loopback --bind without keys or --insecure)."},
+    {"pskv-server", "a pskv parameter server",
+     "Registers with the scheduler, holds the partitions of the key ring that the view "
+     "gives it (as the head, a middle or the tail of their chains), applies pushed "
+     "gradients with its tables' updaters (OpenBLAS), forwards them down the chain, "
+     "answers pulls under each table's consistency model, and writes checkpoints.",
+     "0: stopped by the scheduler at the job's end, or SIGINT/SIGTERM. 1: scheduler "
+     "unreachable, registration refused, cannot listen, no view within --join-timeout, "
+     "or its checkpoint file unreadable on --resume. 2: usage. 3: replaced (declared dead "
+     "while the job ran); it served nothing more."},
+    {"pskv-worker", "a pskv worker running one of the built-in applications",
+     "Joins the job through libpskv and runs the application chosen by --app: check (an "
+     "exact-sum check of dense and sparse tables), bench (push/pull throughput), softmax "
+     "and mlp (Fashion-MNIST), sparse-lr (sparse logistic regression on LIBSVM data) or "
+     "resume-check. Pushes gradients and pulls weights by key range.",
+     "0: the application succeeded. 1: cannot join, training data missing or corrupt, a "
+     "table refused, or the application failed. 2: usage (bad flags or values). 128+N: "
+     "stopped by signal N."},
+    {"pskvctl", "control and inspect a pskv job; make keys",
+     "status prints the scheduler's view (nodes, roles, liveness, clocks, partitions, "
+     "refusals); checkpoint asks for a checkpoint and waits until it is complete (needs a "
+     "control key when keys are on); keygen and keys init write CURVE keypairs for one "
+     "node or a whole cluster.",
+     "0: answered (checkpoint: complete; keys written). 1: no answer within --timeout, "
+     "refused, bad answer, checkpoint failed, keys not written. 2: usage."},
+};
+
+/* Writes s escaped for roff: backslashes and hyphens escaped, and a line that
+ * would start with a control character protected. */
+static void put(FILE *f, const char *s)
+{
+    if (*s == '.' || *s == '\'')
+        fputs("\\&", f);
+    for (; *s; s++) {
+        if (*s == '\\')
+            fputs("\\e", f);
+        else if (*s == '-')
+            fputs("\\-", f);
+        else
+            fputc(*s, f);
+    }
+}
+
+/* Writes before, then s escaped in font `font` (B bold, I italic, R roman; with
+ * `flag`, as --s), then after. */
+static void font(FILE *f, const char *before, char font, int flag, const char *s,
+                 const char *after)
+{
+    fprintf(f, "%s\\f%c%s", before, font, flag ? "\\-\\-" : "");
+    put(f, s);
+    fprintf(f, "\\fR%s", after);
+}
+
+/* A section of prose, when there is some. */
+static void section(FILE *f, const char *title, const char *text)
+{
+    if (!text)
+        return;
+    fprintf(f, ".SH %s\n", title);
+    put(f, text);
+    fputc('\n', f);
+}
+
+void man_write(const cfg_entry *tab, const char *prog, const char *usage, void *stream)
+{
+    FILE *f = stream;
+    const char *base = strrchr(prog, '/') ? strrchr(prog, '/') + 1 : prog;
+    const struct page *pg = NULL;
+    for (size_t i = 0; i < sizeof pages / sizeof *pages; i++)
+        if (!strcmp(pages[i].prog, base))
+            pg = &pages[i];
+    static const char *const types[] = {"INT", "NUM", "STR", ""};
+    fputs(".TH ", f);
+    put(f, base);
+    fputs(" 1 \"\" \"pskv 0.1.0\" \"pskv manual\"\n.SH NAME\n", f);
+    put(f, base);
+    fputs(" \\- ", f);
+    put(f, pg ? pg->summary : "a pskv program");
+    fputs("\n.SH SYNOPSIS\n.nf\n", f);
+    put(f, usage);
+    fputs("\n.fi\n", f);
+    section(f, "DESCRIPTION", pg ? pg->description : NULL);
+    fputs(".SH OPTIONS\nFlags take \\fB\\-\\-flag value\\fR or \\fB\\-\\-flag=value\\fR; "
+          "boolean flags take no value. An environment variable sets the default a flag "
+          "overrides.\n",
+          f);
+    for (const cfg_entry *e = tab; e->name; e++) {
+        font(f, ".TP\n", 'B', 1, e->name, *types[e->type] ? " " : "\n");
+        if (*types[e->type])
+            font(f, "", 'I', 0, types[e->type], "\n");
+        put(f, e->help);
+        if (e->unit)
+            font(f, " (", 'R', 0, e->unit, ")");
+        font(f, ". Default: ", 'R', 0, e->def && *e->def ? e->def : "none", "");
+        if (e->env)
+            font(f, "; environment ", 'B', 0, e->env, "");
+        fputs(".\n", f);
+    }
+    font(f, ".TP\n", 'B', 1, "help", "\nPrints the flags, their defaults and variables.\n");
+    font(f, ".TP\n", 'B', 1, "man", "\nPrints this page (man(7) source).\n.SH ENVIRONMENT\n");
+    for (const cfg_entry *e = tab; e->name; e++)
+        if (e->env) {
+            font(f, ".TP\n", 'B', 0, e->env, "\nAs ");
+            font(f, "", 'B', 1, e->name, ".\n");
+        }
+    section(f, "EXIT STATUS", pg ? pg->exits : NULL);
+    fputs(".SH SEE ALSO\n\\fBpskv\\-scheduler\\fR(1), \\fBpskv\\-server\\fR(1), "
+          "\\fBpskv\\-worker\\fR(1), \\fBpskvctl\\fR(1); /usr/share/doc/pskv/ "
+          "(operations.md: every flag, launching across hosts, security).\n",
+          f);
+}

@@ -1,0 +1,19 @@
+/* manpage: a program's manual page (man(7) roff), written from the same
+ * configuration table that drives its flags, environment and --help, so the two
+ * never disagree. `PROGRAM --man` prints it (cfg_parse); `make` writes
+ * build/man/man1/PROGRAM.1 that way.
+ *
+ * OWNS   nothing: the table and usage are the caller's.
+ * THREAD any; writes only to `stream`.
+ * NEVER  allocates, never exits. */
+#ifndef PSKV_MANPAGE_H
+#define PSKV_MANPAGE_H
+
+#include "config.h"
+
+/* Writes the page of program `prog` (a path; its base name is used) to `stream`
+ * (a FILE *): NAME, SYNOPSIS (usage), DESCRIPTION, OPTIONS and ENVIRONMENT from
+ * `tab`, EXIT STATUS, FILES and SEE ALSO. */
+void man_write(const cfg_entry *tab, const char *prog, const char *usage, void *stream);
+
+#endif
