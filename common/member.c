@@ -27,6 +27,8 @@ void member_set_checkpoints(char **list, size_t n)
 
 void member_set_stop_flag(const atomic_int *flag) { stop_flag = flag; }
 
+int member_stop_requested(void) { return stop_flag && *stop_flag; }
+
 static int stopping(char *why, size_t whylen)
 {
     if (!stop_flag || !*stop_flag)

@@ -62,6 +62,10 @@ int member_open(member *m, void *ctx, const struct secure *sec, const char *sche
  * non-zero. */
 void member_set_stop_flag(const atomic_int *flag);
 
+/* Whether that flag is set: the process is stopping on request (a signal), so
+ * what it still waits for is bounded short (pskv_worker_close). */
+int member_stop_requested(void);
+
 /* Waits up to timeout_s for the first view. Returns 0 or a negated error. */
 int member_wait_view(member *m, double timeout_s, char *why, size_t whylen);
 

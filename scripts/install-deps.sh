@@ -7,7 +7,8 @@ set -u
 
 PKGS=(build-essential pkg-config libzmq3-dev libprotobuf-c-dev protobuf-c-compiler
       libopenblas-dev zlib1g-dev check clang iproute2 procps psmisc
-      dataset-fashion-mnist liblinear-tools openssh-server lintian systemd man-db "$@")
+      dataset-fashion-mnist liblinear-tools openssh-server lintian systemd man-db
+      slurm-wlm munge "$@")
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -169,15 +169,20 @@ int pskv_worker_close(pskv_worker **w_p)
     pskv_worker *w = *w_p;
     int rc = 0;
     if (w->mb.sock && w->srv) {
-        rc = pskv_wait_all(w, w->request_timeout_ms);
+        /* stopping on a signal, the whole job may be going down at once (scancel,
+         * Ctrl-C of a launcher): bounded short, as what is in flight may have no
+         * server or scheduler left to answer */
+        int stop = member_stop_requested();
+        rc = pskv_wait_all(w, stop ? CLOSE_STOP_MS : w->request_timeout_ms);
         Pskv__Meta m;
         member_meta(&w->mb, &m, PSKV__MSG_TYPE__FINISH);
         member_send(&w->mb, &m);
-        int64_t deadline = tu_now_ms() + 5000;
+        int64_t deadline = tu_now_ms() + (stop ? CLOSE_STOP_MS : 5000);
         while (!w->finish_acked && tu_now_ms() < deadline)
             wpump(w, wst_remaining(deadline));
         if (!w->finish_acked)
-            LOG_W("the scheduler did not acknowledge FINISH within 5 s");
+            LOG_W("the scheduler did not acknowledge FINISH within %d s",
+                  stop ? CLOSE_STOP_MS / 1000 : 5);
     }
     wview_heartbeat_stop(w);
     if (w->lent_pushes) /* debug: an app's last line is its own */

@@ -57,6 +57,7 @@
 
 #define MAX_PARTS 65535
 #define RETRY_DELAY_MS 5 /* a refused part (stale placement, copy on its way) goes again */
+#define CLOSE_STOP_MS 1000 /* pskv_worker_close of a process stopping on a signal: each wait */
 #define FAILED_KEEP 4096 /* failed requests whose outcome pskv_wait can still tell */
 #define LENT_RESET_MS 100 /* a lent array ZeroMQ still holds this long after its push
                              ended: the connections holding it are reset */
