@@ -23,7 +23,7 @@ endif
 # Roles share code only through common/: each folder adds its own includes (ROLE_INC below).
 ALLCFLAGS = -std=c11 $(OPT) -fPIC -MMD -MP $(WARN) $(SANFLAGS) -Icommon $(ROLE_INC) -I$(BUILD)/gen \
             $(PKG_CFLAGS) $(CFLAGS)
-LDLIBS   = $(PKG_LIBS) -lz -lm -lpthread
+LDLIBS   = $(PKG_LIBS) -lz -lm -lpthread -ldl
 LDFLAGS  += $(SANFLAGS)
 
 GEN_C    := $(BUILD)/gen/pskv.pb-c.c
@@ -60,7 +60,9 @@ FORCE:
 .PHONY: FORCE all tools deps size test unit integration faults test-faults bench-faults demo bench bench-pushpull bench-curve bench-train bench-consistency bench-sparse bench-hosts chaos install clean fuzz fuzz-live tsan
 .DEFAULT_GOAL := all
 
-all: $(BINS) $(LIBS) $(TOOLS) $(BUILD)/pskv.pc
+PLUGINS  := $(BUILD)/lib/pskv-plugin-scaled-sgd.so $(BUILD)/lib/pskv-plugin-wrong-abi.so
+
+all: $(BINS) $(LIBS) $(TOOLS) $(PLUGINS) $(BUILD)/pskv.pc
 
 deps:
 	@scripts/install-deps.sh
@@ -93,6 +95,16 @@ $(BUILD)/lib/libpskv.a: $(LIB_O)
 $(BUILD)/lib/libpskv.so: $(LIB_O)
 	@mkdir -p $(dir $@)
 	$(CC) -shared -Wl,-soname,libpskv.so.1 $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# The example updater plug-in (test/plugin_scaled_sgd.c), and a copy declaring a
+# wrong ABI version for the refusal test.
+$(BUILD)/lib/pskv-plugin-scaled-sgd.so: test/plugin_scaled_sgd.c server/pskv_updater.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(OPT) -fPIC -shared $(WARN) $(SANFLAGS) -Iserver -o $@ $<
+
+$(BUILD)/lib/pskv-plugin-wrong-abi.so: test/plugin_scaled_sgd.c server/pskv_updater.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(OPT) -fPIC -shared $(WARN) $(SANFLAGS) -DPLUGIN_ABI=99 -Iserver -o $@ $<
 
 $(BIN)/pskv-scheduler: $(SCHED_O) $(COMMON_O)
 	@mkdir -p $(dir $@)
