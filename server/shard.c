@@ -370,7 +370,7 @@ static uint64_t apply_checked(shard *s, float *w, float *st, size_t stride, cons
 }
 
 static void apply_block(shard *s, float *w, float *st, size_t stride, const float *g,
-                       size_t nrows, uint64_t *bad)
+                        size_t nrows, uint64_t *bad)
 {
     if (s->checked)
         *bad += apply_checked(s, w, st, stride, g, nrows);
