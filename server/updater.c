@@ -123,14 +123,18 @@ static void adam(const upd_opts *o, float *w, float *m, float *v, float *t, cons
 {
     const float b1 = o->beta1, b2 = o->beta2;
     const float decay = o->kind == UPD_ADAMW ? 1.0f - o->lr * o->weight_decay : 1.0f;
+    float last = -1.0f, c1 = 1.0f, c2 = 1.0f; /* the corrections of step `last` */
     for (size_t i = 0; i < n; i++) {
         float gi = g[i] + o->l2 * w[i];
         t[i] += 1.0f;
+        if (t[i] != last) { /* a row's values share t: two powf per row, not per value */
+            last = t[i];
+            c1 = 1.0f - powf(b1, last);
+            c2 = 1.0f - powf(b2, last);
+        }
         m[i] = b1 * m[i] + (1.0f - b1) * gi;
         v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
-        float mh = m[i] / (1.0f - powf(b1, t[i]));
-        float vh = v[i] / (1.0f - powf(b2, t[i]));
-        w[i] = w[i] * decay - o->lr * mh / (sqrtf(vh) + o->eps);
+        w[i] = w[i] * decay - o->lr * (m[i] / c1) / (sqrtf(v[i] / c2) + o->eps);
     }
 }
 
