@@ -275,7 +275,7 @@ install: all
 	install -m 644 $(BUILD)/lib/libpskv.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/lib/libpskv.so $(DESTDIR)$(PREFIX)/lib/libpskv.so.1
 	ln -sf libpskv.so.1 $(DESTDIR)$(PREFIX)/lib/libpskv.so
-	install -m 644 worker/pskv.h common/pskv_errors.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 worker/pskv.h common/pskv_errors.h server/pskv_updater.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(BUILD)/pskv.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 
 clean:
