@@ -3,10 +3,13 @@
 #include "upd_plugin.h"
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "pskv_errors.h"
 #include "pskv_updater.h"
@@ -19,13 +22,65 @@ struct upd_plugin {
 
 static const char PREFIX[] = "plugin:";
 
+/* --plugin-dir, resolved: plug-ins load only from inside it; empty: none load */
+static char allowed_dir[4096];
+
+int upd_plugin_setup(const char *dir, const char *check, void *out)
+{
+    int rc;
+    if (*check) /* 0 passed, 1 failed, -PSKV_EINVAL (cannot load): 2 */
+        return (rc = upd_plugin_selftest(check, out)) < 0 ? 2 : rc;
+    allowed_dir[0] = '\0';
+    if (!*dir)
+        return -1;
+    char real[PATH_MAX];
+    struct stat st;
+    if (!realpath(dir, real) || stat(real, &st) < 0 || !S_ISDIR(st.st_mode) ||
+        strlen(real) + 2 > sizeof allowed_dir) {
+        fprintf(stderr, "pskv-server: --plugin-dir '%s' is not a directory\n", dir);
+        return 2;
+    }
+    snprintf(allowed_dir, sizeof allowed_dir, "%s/", real);
+    return -1;
+}
+
+/* 1 when file resolves to a path inside allowed_dir; else the reason in why. */
+static int inside_allowed(const char *file, char *why, size_t whylen)
+{
+    char real[PATH_MAX];
+    if (!allowed_dir[0]) {
+        snprintf(why, whylen, "updater plug-in %s: plug-ins are off on this server (start "
+                 "pskv-server with --plugin-dir DIR holding them)", file);
+        return 0;
+    }
+    if (!realpath(file, real)) {
+        snprintf(why, whylen, "updater plug-in %s: cannot load: %s", file, strerror(errno));
+        return 0;
+    }
+    if (strncmp(real, allowed_dir, strlen(allowed_dir)) != 0) {
+        snprintf(why, whylen, "updater plug-in %s: not inside --plugin-dir %s", file,
+                 allowed_dir);
+        return 0;
+    }
+    return 1;
+}
+
 int upd_plugin_is_spec(const char *updater)
 {
     return updater && !strncmp(updater, PREFIX, sizeof PREFIX - 1);
 }
 
+static int load(const char *spec, const char *table, uint32_t width, int anywhere,
+                upd_plugin **out, char *why, size_t whylen);
+
 int upd_plugin_load(const char *spec, const char *table, uint32_t width, upd_plugin **out,
                     char *why, size_t whylen)
+{
+    return load(spec, table, width, 0, out, why, whylen);
+}
+
+static int load(const char *spec, const char *table, uint32_t width, int anywhere,
+                upd_plugin **out, char *why, size_t whylen)
 {
     *out = NULL;
     if (!upd_plugin_is_spec(spec)) {
@@ -42,6 +97,8 @@ int upd_plugin_load(const char *spec, const char *table, uint32_t width, upd_plu
     }
     memcpy(file, path, plen);
     file[plen] = 0;
+    if (!anywhere && !inside_allowed(file, why, whylen))
+        return -PSKV_EINVAL;
     upd_plugin *p = calloc(1, sizeof *p);
     if (!p) {
         snprintf(why, whylen, "out of memory loading plug-in %s", file);
@@ -196,7 +253,7 @@ int upd_plugin_selftest(const char *spec, void *stream)
     for (size_t k = 0; k < sizeof widths / sizeof *widths; k++) {
         upd_plugin *p;
         char why[512];
-        int rc = upd_plugin_load(spec, "updater-check", widths[k], &p, why, sizeof why);
+        int rc = load(spec, "updater-check", widths[k], 1, &p, why, sizeof why);
         if (rc < 0) {
             fprintf(out, "updater-check: %s\n", why);
             return rc;

@@ -4,7 +4,9 @@
  * (pskv-server --updater-check).
  *
  * OWNS one dlopen handle and the plug-in's context per loaded table (dlclose and
- * the plug-in's fini on upd_plugin_destroy).
+ * the plug-in's fini on upd_plugin_destroy); the --plugin-dir, set once at start.
+ * A TABLE_OPEN comes from the network: without --plugin-dir no plug-in loads, so a
+ * worker cannot make a server run the constructors of any library on its host.
  * THREAD: the server's loop thread (the plug-in's calls run there).
  * NEVER logs; a plug-in that blocks or crashes blocks or crashes the server. */
 #ifndef PSKV_UPD_PLUGIN_H
@@ -15,11 +17,17 @@
 
 typedef struct upd_plugin upd_plugin;
 
+/* The server's start: with `check` (--updater-check) runs upd_plugin_selftest and
+ * returns the exit status (0, 1, or 2 when it cannot load); else makes `dir`
+ * (--plugin-dir; "" = no plug-in loads) the only place plug-ins load from and
+ * returns -1 to go on, or 2 after printing why dir is not a directory. */
+int upd_plugin_setup(const char *dir, const char *check, void *out);
+
 /* 1 when `updater` names a plug-in ("plugin:..."). */
 int upd_plugin_is_spec(const char *updater);
 
-/* Loads spec "plugin:PATH[:ARGS]" for table `table` of `width` values: dlopen,
- * the entry symbol, the ABI version, apply present, state within bounds, then the
+/* Loads spec "plugin:PATH[:ARGS]" for table `table` of `width` values: PATH inside
+ * the --plugin-dir (symbolic links resolved), dlopen, the entry symbol, the ABI version, apply present, state within bounds, then the
  * plug-in's init. Returns 0 with *out owned by the caller, or -PSKV_EINVAL with
  * the reason, naming the plug-in, in why. */
 int upd_plugin_load(const char *spec, const char *table, uint32_t width, upd_plugin **out,

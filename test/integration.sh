@@ -720,25 +720,31 @@ replay_expect() {
 }
 
 t_updater_plugin() {
-  # the example plug-in (w -= scale * g, test/plugin_scaled_sgd.c) on 2 servers:
-  # every value as computed by hand; a wrong ABI version and a missing file are
-  # refused at TABLE_OPEN with the reason in the worker's error; --updater-check
-  local lib=$BIN/../lib
+  # the example plug-in (w -= scale * g, test/plugin_scaled_sgd.c) on 2 servers with
+  # --plugin-dir: every value as computed by hand; a wrong ABI version, a missing
+  # file, a server without --plugin-dir and a plug-in outside it are refused at
+  # TABLE_OPEN with the reason in the worker's error; --updater-check
+  local lib dir
+  lib=$(cd "$BIN/../lib" && pwd)
   [ -f "$lib/pskv-plugin-scaled-sgd.so" ] || fail "no $lib/pskv-plugin-scaled-sgd.so (make all builds it)"
-  "$LAUNCH" --servers 2 --workers 1 --timeout 60 --log-dir "$TDIR/logs" -- --app replay \
-    --updater "plugin:$lib/pskv-plugin-scaled-sgd.so:0.5" > /dev/null 2>&1 || fail "replay exited $?: $(tail -n 2 "$TDIR/logs/worker-0.log")"
+  "$LAUNCH" --servers 2 --workers 1 --timeout 60 --log-dir "$TDIR/logs" --server-opt=--plugin-dir="$lib" \
+    -- --app replay --updater "plugin:$lib/pskv-plugin-scaled-sgd.so:0.5" > /dev/null 2>&1 ||
+    fail "replay exited $?: $(tail -n 2 "$TDIR/logs/worker-0.log")"
   grep '^replay \(dense\|sparse\)' "$TDIR/logs/worker-0.log" > got
   replay_expect 0.5 > want
   [ "$(wc -l < want)" -eq 32 ] || fail "expected values: $(wc -l < want) lines"
   diff want got > /dev/null || fail "plug-in values differ from the hand computation: $(diff want got | head -n 4)"
-  "$LAUNCH" --servers 2 --workers 1 --timeout 60 --log-dir "$TDIR/logs2" -- --app replay \
-    --updater "plugin:$lib/pskv-plugin-wrong-abi.so" > /dev/null 2>&1 && fail "a wrong ABI version was accepted"
-  grep -q 'ABI version 99, this server needs 1' "$TDIR/logs2/worker-0.log" ||
-    fail "no clear ABI error for the worker: $(tail -n 2 "$TDIR/logs2/worker-0.log")"
-  "$LAUNCH" --servers 1 --workers 1 --timeout 60 --log-dir "$TDIR/logs3" -- --app replay \
-    --updater "plugin:$TDIR/none.so" > /dev/null 2>&1 && fail "a missing plug-in was accepted"
-  grep -q "plug-in $TDIR/none.so: cannot load" "$TDIR/logs3/worker-0.log" ||
-    fail "no clear load error: $(tail -n 2 "$TDIR/logs3/worker-0.log")"
+  mkdir -p "$TDIR/empty"
+  for case in "$lib:wrong-abi.so:ABI version 99, this server needs 1" \
+              "$lib:none.so:none.so: cannot load" \
+              ":scaled-sgd.so:plug-ins are off on this server" \
+              "$TDIR/empty:scaled-sgd.so:not inside --plugin-dir"; do
+    IFS=: read -r dir so msg <<< "$case"
+    rm -rf "$TDIR/l2"
+    "$LAUNCH" --servers 1 --workers 1 --timeout 60 --log-dir "$TDIR/l2" --server-opt=--plugin-dir="$dir" \
+      -- --app replay --updater "plugin:$lib/pskv-plugin-$so" > /dev/null 2>&1 && fail "$so accepted (--plugin-dir '$dir')"
+    grep -q "$msg" "$TDIR/l2/worker-0.log" || fail "no '$msg' for the worker: $(tail -n 2 "$TDIR/l2/worker-0.log")"
+  done
   "$BIN/pskv-server" --updater-check "plugin:$lib/pskv-plugin-scaled-sgd.so:2" > chk.out 2>&1 ||
     fail "--updater-check failed on the example: $(cat chk.out)"
   grep -q 'updater-check: passed' chk.out || fail "no pass line: $(cat chk.out)"
@@ -746,7 +752,9 @@ t_updater_plugin() {
   [ $? -eq 2 ] || fail "--updater-check of a wrong ABI did not exit 2: $(cat chk2.out)"
   "$BIN/pskv-server" --updater-check "plugin:$lib/pskv-plugin-scaled-sgd.so:x" > chk3.out 2>&1
   [ $? -eq 2 ] && grep -q 'ARGS must be a number' chk3.out || fail "bad ARGS not refused: $(cat chk3.out)"
-  echo "plug-in: 96 values as by hand; wrong ABI, missing file and bad ARGS refused by name"
+  "$BIN/pskv-server" --plugin-dir "$TDIR/none" > chk4.out 2>&1
+  [ $? -eq 2 ] && grep -q -- '--plugin-dir' chk4.out || fail "a missing --plugin-dir not refused: $(cat chk4.out)"
+  echo "plug-in: 96 values as by hand; wrong ABI, missing file, no or another --plugin-dir, bad ARGS refused by name"
 }
 
 t_updaters_replay() {
