@@ -752,6 +752,9 @@ t_updater_plugin() {
   [ $? -eq 2 ] || fail "--updater-check of a wrong ABI did not exit 2: $(cat chk2.out)"
   "$BIN/pskv-server" --updater-check "plugin:$lib/pskv-plugin-scaled-sgd.so:x" > chk3.out 2>&1
   [ $? -eq 2 ] && grep -q 'ARGS must be a number' chk3.out || fail "bad ARGS not refused: $(cat chk3.out)"
+  "$BIN/pskv-server" --updater-check "plugin:$lib/pskv-plugin-scaled-sgd.so:1e38" > chk5.out 2>&1
+  [ $? -eq 1 ] && grep -q 'finite values and state: NO' chk5.out && grep -q 'updater-check: FAILED' chk5.out ||
+    fail "an overflowing plug-in passed --updater-check: $(cat chk5.out)"
   "$BIN/pskv-server" --plugin-dir "$TDIR/none" > chk4.out 2>&1
   [ $? -eq 2 ] && grep -q -- '--plugin-dir' chk4.out || fail "a missing --plugin-dir not refused: $(cat chk4.out)"
   echo "plug-in: 96 values as by hand; wrong ABI, missing file, no or another --plugin-dir, bad ARGS refused by name"
