@@ -23,7 +23,7 @@ endif
 # Roles share code only through common/: each folder adds its own includes (ROLE_INC below).
 ALLCFLAGS = -std=c11 $(OPT) -fPIC -MMD -MP $(WARN) $(SANFLAGS) -Icommon $(ROLE_INC) -I$(BUILD)/gen \
             $(PKG_CFLAGS) $(CFLAGS)
-LDLIBS   = $(PKG_LIBS) -lz -lm -lpthread
+LDLIBS   = $(PKG_LIBS) -lz -lm -lpthread -ldl
 LDFLAGS  += $(SANFLAGS)
 
 GEN_C    := $(BUILD)/gen/pskv.pb-c.c
@@ -61,8 +61,9 @@ FORCE:
 .DEFAULT_GOAL := all
 
 MANS     := $(BINS:$(BIN)/%=$(BUILD)/man/man1/%.1)
+PLUGINS  := $(BUILD)/lib/pskv-plugin-scaled-sgd.so $(BUILD)/lib/pskv-plugin-wrong-abi.so
 
-all: $(BINS) $(LIBS) $(TOOLS) $(BUILD)/pskv.pc $(MANS)
+all: $(BINS) $(LIBS) $(TOOLS) $(PLUGINS) $(BUILD)/pskv.pc $(MANS)
 
 # Manual pages, written by each program from the table that drives its flags and
 # --help (`PROGRAM --man`, common/manpage), so the two never disagree.
@@ -101,6 +102,16 @@ $(BUILD)/lib/libpskv.a: $(LIB_O)
 $(BUILD)/lib/libpskv.so: $(LIB_O)
 	@mkdir -p $(dir $@)
 	$(CC) -shared -Wl,-soname,libpskv.so.1 $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# The example updater plug-in (test/plugin_scaled_sgd.c), and a copy declaring a
+# wrong ABI version for the refusal test.
+$(BUILD)/lib/pskv-plugin-scaled-sgd.so: test/plugin_scaled_sgd.c server/pskv_updater.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(OPT) -fPIC -shared $(WARN) $(SANFLAGS) -Iserver -o $@ $<
+
+$(BUILD)/lib/pskv-plugin-wrong-abi.so: test/plugin_scaled_sgd.c server/pskv_updater.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(OPT) -fPIC -shared $(WARN) $(SANFLAGS) -DPLUGIN_ABI=99 -Iserver -o $@ $<
 
 $(BIN)/pskv-scheduler: $(SCHED_O) $(COMMON_O)
 	@mkdir -p $(dir $@)
@@ -272,7 +283,7 @@ install: all
 	install -m 644 $(BUILD)/lib/libpskv.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/lib/libpskv.so $(DESTDIR)$(PREFIX)/lib/libpskv.so.1
 	ln -sf libpskv.so.1 $(DESTDIR)$(PREFIX)/lib/libpskv.so
-	install -m 644 worker/pskv.h common/pskv_errors.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 worker/pskv.h common/pskv_errors.h server/pskv_updater.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(BUILD)/pskv.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 	install -d $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 644 $(MANS) $(DESTDIR)$(PREFIX)/share/man/man1/

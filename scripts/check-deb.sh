@@ -29,7 +29,7 @@ dpkg-deb -x "$deb" "$root"
 missing=()
 for f in usr/bin/pskv-scheduler usr/bin/pskv-server usr/bin/pskv-worker usr/bin/pskvctl \
          usr/lib/libpskv.so.1 usr/lib/libpskv.so usr/lib/libpskv.a usr/include/pskv.h \
-         usr/include/pskv_errors.h usr/lib/pkgconfig/pskv.pc \
+         usr/include/pskv_errors.h usr/include/pskv_updater.h usr/lib/pkgconfig/pskv.pc \
          lib/systemd/system/pskv-scheduler@.service lib/systemd/system/pskv-server@.service \
          lib/systemd/system/pskv-worker@.service usr/share/doc/pskv/copyright; do
   [ -e "$root/$f" ] || missing+=("$f")

@@ -68,7 +68,7 @@ struct bsp {
     size_t capparts, capfnodes, capfids, capffloors;
 };
 
-static const upd_opts SUM = {UPD_SUM, 0, 0, 0, 0};
+static const upd_opts SUM = {.kind = UPD_SUM};
 static const shard_init ZERO = {INIT_ZERO, 0, 0};
 
 static void state_free(bsp_state *b)
@@ -287,6 +287,7 @@ typedef struct fold_ctx {
     const int64_t *pc;
     int64_t clock;
     close_rows *out;    /* with replicas: the rows applied whose partition has a next */
+    int bad;            /* the updater made a row non-finite (restored) */
 } fold_ctx;
 
 static void fold_row(void *ctx, uint64_t key, const float *row)
@@ -301,7 +302,10 @@ static void fold_row(void *ctx, uint64_t key, const float *row)
             f->row[j] = row[j] * f->scale;
         src = f->row;
     }
-    if (shard_push(f->into, &key, 0, 1, src) < 0)
+    int rc = shard_push(f->into, &key, 0, 1, src);
+    if (rc == -PSKV_EBADVALUE)
+        f->bad = 1;
+    else if (rc < 0)
         f->err = 1;
     if (f->out && chain_next(f->e->ch, p)) /* f->out only with f->pc */
         rows_add(f->out, key, src, 1, f->width);
@@ -343,8 +347,9 @@ static int apply_dense(bsp *e, table *tb, const float *comb, int64_t t, close_ro
         if (!pn || !shard_owns_run(tb->sh, pf, pn))
             continue;
         const float *rows = comb + (size_t)(pf - first) * tb->width;
-        if (shard_push(tb->sh, NULL, pf, pn, rows) < 0)
-            rc = -PSKV_ENOMEM;
+        int prc = shard_push(tb->sh, NULL, pf, pn, rows);
+        if (prc < 0 && rc != -PSKV_ENOMEM)
+            rc = prc;
         if (out && chain_next(e->ch, p)) /* every row: momentum moves rows with no gradient */
             rows_add(out, UINT64_MAX, rows, pn, tb->width);
     }
@@ -356,7 +361,9 @@ static void answer_closed(bsp *e, const held *h, int code, int64_t clock)
 {
     held_answer_push(&e->out, h, code,
                      code == PSKV_ELATE ? "dropped: late (the clock closed without it)"
-                     : code             ? "out of memory applying the clock"
+                     : code == PSKV_EBADVALUE
+                         ? "the updater made rows NaN or infinite: those rows left as they were"
+                     : code ? "out of memory applying the clock"
                                         : NULL,
                      clock);
 }
@@ -433,17 +440,20 @@ static void close_clock(bsp *e, bsp_state *b, int64_t t)
                 rc = -PSKV_ENOMEM;
             } else {
                 shard_clear(b->scomb);
-                fold_ctx f = {b->scomb, 1.0f, NULL, tb->width, 0, NULL, NULL, NULL, 0, NULL};
+                fold_ctx f = {b->scomb, 1.0f, NULL, tb->width, 0, NULL, NULL, NULL, 0, NULL, 0};
                 for (int r = 0; r < nranks; r++)
                     if (o->acc[r] && vclock_finished(e->out.clocks, r, t))
                         shard_foreach(o->acc[r], fold_row, &f);
                 fold_ctx g = {tb->sh,         scale, b->row, tb->width,        0, e,
-                              tb,             part_closed(e, tb), t, repl ? cr : NULL};
+                              tb,             part_closed(e, tb), t, repl ? cr : NULL, 0};
                 shard_foreach(b->scomb, fold_row, &g);
-                rc = f.err || g.err ? -PSKV_ENOMEM : 0;
+                rc = f.err || g.err ? -PSKV_ENOMEM : g.bad ? -PSKV_EBADVALUE : 0;
             }
         }
-        if (rc < 0)
+        if (rc == -PSKV_EBADVALUE)
+            LOG_W("updater of table '%s' made rows NaN or infinite at clock %lld: those rows "
+                  "left as they were", tb->name, (long long)t);
+        else if (rc < 0)
             LOG_E("out of memory applying clock %lld of table '%s'", (long long)t, tb->name);
         /* the pushes folded in go down with the close: a new head that received it
          * acknowledges a re-sent copy instead of dropping it as late */
@@ -458,7 +468,7 @@ static void close_clock(bsp *e, bsp_state *b, int64_t t)
         int64_t token = raise_closed(e, b, t, t + 1, cr, o->acks, nfold);
         for (size_t i = 0; i < o->nacks; i++) {
             held *h = &o->acks[i];
-            int code = rc < 0 ? PSKV_ENOMEM : i < nfold ? 0 : PSKV_ELATE;
+            int code = rc < 0 ? -rc : i < nfold ? 0 : PSKV_ELATE;
             e->st.dropped_late += code == PSKV_ELATE;
             if (token > 0)
                 wait_close(e, (uint64_t)token, h, code, t + 1);

@@ -15,11 +15,14 @@
 #include "log.h"
 #include "pskv_errors.h"
 
-/* Applies rows not marked in skip, batching consecutive dense keys into runs. */
+/* Applies rows not marked in skip, batching consecutive dense keys into runs.
+ * Returns 0, -PSKV_ENOMEM, or -PSKV_EBADVALUE when the updater made some rows
+ * non-finite (restored; the rest applied, as on every replica). */
 static int apply_rows(table *t, const uint64_t *keys, const float *vals, uint64_t n,
                       const uint8_t *skip, int assign)
 {
     uint32_t wd = t->width;
+    int bad = 0;
     for (uint64_t i = 0; i < n;) {
         uint64_t j = i + 1;
         while (j < n && skip[j] == skip[i] && (!t->dense || keys[j] == keys[j - 1] + 1))
@@ -32,12 +35,14 @@ static int apply_rows(table *t, const uint64_t *keys, const float *vals, uint64_
             else
                 rc = assign ? shard_assign(t->sh, keys + i, 0, j - i, vals + i * wd)
                             : shard_push(t->sh, keys + i, 0, j - i, vals + i * wd);
-            if (rc < 0)
+            if (rc == -PSKV_EBADVALUE)
+                bad = 1;
+            else if (rc < 0)
                 return rc;
         }
         i = j;
     }
-    return 0;
+    return bad ? -PSKV_EBADVALUE : 0;
 }
 
 /* Marks in c->skip the rows whose partition already applied (origin, id), and
@@ -86,6 +91,12 @@ static void apply_and_forward(chain *c, table *t, wire_msg *msg, const uint64_t 
     int rc = dedupe_rows(c, t, keys, n, origin, origin_id, check);
     if (rc == 0)
         rc = apply_rows(t, keys, msg->vals, n, c->skip, assign);
+    int bad = rc == -PSKV_EBADVALUE; /* the same rows are restored down the chain */
+    if (bad) {
+        rc = 0;
+        LOG_W("updater of table '%s' made rows of a push from node %u NaN or infinite: those "
+              "rows left as they were", t->name, origin);
+    }
     chain_pend *pd = rc == 0 ? chain_pend_new(c) : NULL;
     if (!pd) {
         tmp.upstream_worker = upstream_worker;
@@ -99,6 +110,7 @@ static void apply_and_forward(chain *c, table *t, wire_msg *msg, const uint64_t 
     }
     pd->upstream_worker = upstream_worker;
     pd->t = t;
+    pd->bad = bad && upstream_worker == CHAIN_UP_WORKER;
     pd->assign = assign;
     pd->origin = origin;
     pd->origin_id = origin_id;
@@ -263,13 +275,21 @@ static int close_apply(chain *c, table *t, const wire_msg *msg)
     int rc = 0;
     if (t->dense) {
         uint64_t off = 0, pf, pn;
-        for (size_t k = 0; msg->nkeys && k < r->n_parts && rc == 0; k++, off += pn) {
+        for (size_t k = 0; msg->nkeys && k < r->n_parts && rc != -PSKV_ENOMEM; k++, off += pn) {
             chain_span(c, t, r->parts[k], &pf, &pn);
+            int prc = 0;
             if (pn && c->pmark[r->parts[k]] == 1)
-                rc = shard_push(t->sh, NULL, pf, pn, msg->vals + off * t->width);
+                prc = shard_push(t->sh, NULL, pf, pn, msg->vals + off * t->width);
+            if (prc < 0)
+                rc = prc;
         }
     } else if (msg->nkeys) {
         rc = apply_rows(t, msg->keys, msg->vals, msg->nkeys, c->skip, 0);
+    }
+    if (rc == -PSKV_EBADVALUE) {
+        LOG_W("updater of table '%s' made rows of a bsp close NaN or infinite: those rows "
+              "left as they were", t->name);
+        rc = 0;
     }
     if (rc < 0)
         LOG_E("out of memory applying a bsp close of table '%s'", t->name);

@@ -299,7 +299,11 @@ static void pend_answer(chain *c, chain_pend *pd, int code, const char *why)
 
 void chain_pend_done(chain *c, chain_pend *pd)
 {
-    pend_answer(c, pd, 0, NULL);
+    char why[300];
+    if (pd->bad)
+        snprintf(why, sizeof why, "the updater of table '%s' made rows NaN or infinite: those "
+                 "rows left as they were, the others applied", pd->t ? pd->t->name : "?");
+    pend_answer(c, pd, pd->bad ? PSKV_EBADVALUE : 0, pd->bad ? why : NULL);
     chain_pend_release(c, pd);
 }
 

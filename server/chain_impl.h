@@ -60,6 +60,7 @@ typedef struct chain_pend {
     uint32_t sender;
     table *t;
     int assign;
+    int bad;           /* the updater made rows of it non-finite: the worker is told so */
     uint32_t origin;
     uint64_t origin_id, floor;
     struct chain_hop *fwds;

@@ -14,6 +14,7 @@
 #include "held.h"
 #include "log.h"
 #include "pskv_errors.h"
+#include "upd_plugin.h"
 #include "timeutil.h"
 #include "vclock.h"
 
@@ -30,6 +31,7 @@ struct consist {
     held *parked;
     size_t nparked;
     consist_stats st;     /* async and ssp pushes, pulls, parked pulls refused */
+    int64_t finished;     /* the smallest worker clock plug-ins' finish last saw */
 };
 
 consist *consist_new(void *router, member *mb, table_set *tables)
@@ -154,9 +156,23 @@ static int pull_ready(consist *c, table *t, int64_t clock)
 }
 
 /* Applies every bsp clock that may close and answers every pull that may go. */
+/* Plug-in updaters hear of each rise of the smallest worker clock (finish). */
+static void finish_plugins(consist *c)
+{
+    if (vclock_nset(c->clocks) == 0)
+        return;
+    int64_t m = vclock_min(c->clocks);
+    if (m <= c->finished)
+        return;
+    c->finished = m;
+    for (size_t i = 0; i < tables_count(c->tables); i++)
+        upd_plugin_finish(tables_at(c->tables, i)->plug, m);
+}
+
 static void advance(consist *c)
 {
     bsp_advance_all(c->bsp);
+    finish_plugins(c);
     size_t keep = 0;
     for (size_t i = 0; i < c->nparked; i++) {
         held *h = &c->parked[i];
@@ -259,7 +275,14 @@ void consist_push(consist *c, table *t, wire_msg *msg, const rowset *rs)
     int rc = r->assign ? shard_assign_rows(t->sh, rs, msg->vals)
                        : shard_push_rows(t->sh, rs, msg->vals);
     held_take(&h, msg, t, -1);
-    if (rc < 0)
+    char why[300];
+    if (rc == -PSKV_EBADVALUE) {
+        LOG_W("updater of table '%s' made rows of a push from node %u NaN or infinite: those "
+              "rows left as they were", t->name, r->sender);
+        snprintf(why, sizeof why, "the updater of table '%s' made rows NaN or infinite: those "
+                 "rows left as they were, the others applied", t->name);
+        held_answer_push(&c->out, &h, PSKV_EBADVALUE, why, values_clock(c, t));
+    } else if (rc < 0)
         held_answer_push(&c->out, &h, PSKV_ENOMEM,
                          "out of memory applying the push (partially applied)", 0);
     else

@@ -38,6 +38,7 @@
 #include "secure.h"
 #include "table.h"
 #include "timeutil.h"
+#include "upd_plugin.h"
 #include "wire.h"
 
 extern void openblas_set_num_threads(int);
@@ -60,6 +61,10 @@ static cfg_entry config[] = {
     {"socket-buffer", CFG_INT, "0", "PSKV_SERVER_SOCKET_BUFFER", 0, 1073741824, "bytes",
      "kernel send and receive buffer of each connection to the data socket (0 = the "
      "kernel's default, auto-tuned)", 0, 0, NULL, NULL},
+    {"plugin-dir", CFG_STR, "", "PSKV_SERVER_PLUGIN_DIR", 0, 0, NULL, "updater plug-ins load "
+     "only from this directory (empty = none load)", 0, 0, NULL, NULL},
+    {"updater-check", CFG_STR, "", NULL, 0, 0, NULL, "run plug-in plugin:PATH[:ARGS] on canned "
+     "inputs and exit (0 passed, 1 failed, 2 cannot load); joins no job", 0, 0, NULL, NULL},
     CFG_COMMON_ENTRIES("PSKV_SERVER_PORT", "0"),
     CFG_END};
 
@@ -728,8 +733,9 @@ int main(int argc, char **argv)
 {
     int rc = cfg_start(config, "server", "pskv-server --scheduler HOST:PORT [flags]", argc, argv,
                        NULL);
-    if (rc >= 0)
-        return rc;
+    if (rc >= 0 || (rc = upd_plugin_setup(cfg_str(config, "plugin-dir"),
+                                          cfg_str(config, "updater-check"), stdout)) >= 0)
+        return rc; /* --help, a usage error, or --updater-check done */
     openblas_set_num_threads((int)cfg_int(config, "blas-threads"));
     /* Keep freed message buffers in the heap: without this glibc maps and unmaps
      * every large buffer, and the page faults cost as much as a copy. */

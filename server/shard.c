@@ -10,6 +10,7 @@
 #include "wire.h"
 
 #define EMPTY UINT32_MAX
+#define BLOCK 16384 /* floats a dense run is updated by at a time (cache, saved rows) */
 
 /* A dense shard's values, shared with the pull replies ZeroMQ is still sending
  * (shard_lend): refs counts the shard and each reply. A writer never changes a
@@ -22,8 +23,10 @@ typedef struct dense_buf {
 struct shard {
     int dense;
     uint32_t width;
-    int nstate;          /* state floats per value: 0 or 1 */
+    int nstate;          /* state floats per value (updater.h): planes of count*width (dense) */
+    int checked;         /* the updater can make NaN: rows are saved and restored (upd_may_fail) */
     upd_opts upd;
+    float *scratch;      /* checked: the saved rows of one block (or ftrl's trial row) */
     shard_init init;
     uint64_t begin, end; /* ring range */
     /* dense */
@@ -31,6 +34,8 @@ struct shard {
     float *w, *state;    /* w = buf->v */
     dense_buf *buf;
     uint64_t lends, moves; /* runs lent; moves to a fresh buffer while lent */
+    uint64_t bad_rows;   /* rows restored after the updater made them non-finite */
+    uint64_t unstored;   /* ftrl pushes to a new key that left its weights zero: no row */
     /* sparse: slots[] index rows; keys[] parallel to slots */
     uint64_t *keys;
     uint32_t *slots;
@@ -129,7 +134,16 @@ shard *shard_new(int dense, uint64_t first, uint64_t count, uint64_t begin, uint
     s->width = width;
     s->upd = *upd;
     s->nstate = upd_state_per_value(upd);
+    s->checked = upd_may_fail(upd);
     s->init = *init;
+    if (s->checked) {
+        size_t blk = width > BLOCK ? width : BLOCK;
+        s->scratch = malloc(blk * (1 + (size_t)s->nstate) * sizeof(float));
+        if (!s->scratch) {
+            free(s);
+            return NULL;
+        }
+    }
     s->begin = begin;
     s->end = end;
     if (dense) {
@@ -138,7 +152,7 @@ shard *shard_new(int dense, uint64_t first, uint64_t count, uint64_t begin, uint
         size_t n = (size_t)count * width;
         s->buf = buf_new(n);
         s->w = s->buf ? s->buf->v : NULL;
-        s->state = s->nstate ? calloc(n ? n : 1, sizeof(float)) : NULL;
+        s->state = s->nstate ? calloc(n ? n * (size_t)s->nstate : 1, sizeof(float)) : NULL;
         if (!s->w || (s->nstate && !s->state)) {
             shard_destroy(&s);
             return NULL;
@@ -157,6 +171,7 @@ void shard_destroy(shard **s_p)
     shard *s = *s_p;
     buf_release(s->buf); /* replies still being sent keep theirs */
     free(s->state);
+    free(s->scratch);
     free(s->keys);
     free(s->slots);
     free(s->rows);
@@ -176,6 +191,12 @@ int shard_owns_run(const shard *s, uint64_t first, uint64_t n)
 {
     return s->dense && first >= s->first && first - s->first <= s->count &&
            n <= s->count - (first - s->first);
+}
+
+void shard_update_stats(const shard *s, uint64_t *bad_rows, uint64_t *unstored)
+{
+    *bad_rows = s->bad_rows;
+    *unstored = s->unstored;
 }
 
 void shard_lend_stats(const shard *s, uint64_t *lends, uint64_t *moves)
@@ -227,7 +248,7 @@ void shard_clear(shard *s)
             return;
         memset(s->w, 0, n * sizeof(float));
         if (s->state)
-            memset(s->state, 0, n * sizeof(float));
+            memset(s->state, 0, n * (size_t)s->nstate * sizeof(float));
         return;
     }
     if (s->cap)
@@ -315,68 +336,155 @@ static const float *sparse_find(const shard *s, uint64_t key)
 
 /* ---- push / pull --------------------------------------------------------- */
 
+/* Applies g to nrows rows at w (state planes at st, stride apart), saving them
+ * first and restoring each row whose values or state come out NaN or infinite.
+ * Returns the rows restored. */
+static uint64_t apply_checked(shard *s, float *w, float *st, size_t stride, const float *g,
+                              size_t nrows)
+{
+    size_t wd = s->width, len = nrows * wd, ns = (size_t)s->nstate;
+    float *save = s->scratch;
+    memcpy(save, w, len * sizeof(float));
+    for (size_t k = 0; k < ns; k++)
+        memcpy(save + (1 + k) * len, st + k * stride, len * sizeof(float));
+    upd_apply_planes(&s->upd, w, ns ? st : NULL, stride, g, len, wd);
+    int ok = upd_all_finite(w, len);
+    for (size_t k = 0; k < ns && ok; k++)
+        ok = upd_all_finite(st + k * stride, len);
+    if (ok)
+        return 0;
+    uint64_t bad = 0;
+    for (size_t r = 0; r < nrows; r++) {
+        size_t o = r * wd;
+        int rok = upd_all_finite(w + o, wd);
+        for (size_t k = 0; k < ns && rok; k++)
+            rok = upd_all_finite(st + k * stride + o, wd);
+        if (rok)
+            continue;
+        bad++;
+        memcpy(w + o, save + o, wd * sizeof(float));
+        for (size_t k = 0; k < ns; k++)
+            memcpy(st + k * stride + o, save + (1 + k) * len + o, wd * sizeof(float));
+    }
+    return bad;
+}
+
+static void apply_block(shard *s, float *w, float *st, size_t stride, const float *g,
+                        size_t nrows, uint64_t *bad)
+{
+    if (s->checked)
+        *bad += apply_checked(s, w, st, stride, g, nrows);
+    else
+        upd_apply_planes(&s->upd, w, st, stride, g, nrows * s->width, s->width);
+}
+
+/* A dense run from `first`, block by block (whole rows) when the shard moves off
+ * a lent buffer (each block copied then updated while in cache) or the rows are
+ * saved for a NaN check; else one call. */
+static int push_run(shard *s, uint64_t first, uint64_t n, const float *g, uint64_t *bad)
+{
+    size_t wd = s->width, off = (size_t)(first - s->first) * wd, len = (size_t)n * wd;
+    size_t plane = (size_t)s->count * wd;
+    float *st = s->state ? s->state + off : NULL;
+    dense_buf *old;
+    if (own_dense(s, off, len, &old) < 0)
+        return -PSKV_ENOMEM;
+    if (!old && !s->checked) {
+        upd_apply_planes(&s->upd, s->w + off, st, plane, g, len, wd);
+        return 0;
+    }
+    size_t blk = (BLOCK / wd ? BLOCK / wd : 1) * wd;
+    for (size_t b = 0; b < len; b += blk) {
+        size_t m = len - b < blk ? len - b : blk;
+        if (old)
+            memcpy(s->w + off + b, old->v + off + b, m * sizeof(float));
+        apply_block(s, s->w + off + b, st ? st + b : NULL, plane, g + b, m / wd, bad);
+    }
+    if (old)
+        buf_release(old);
+    return 0;
+}
+
+/* ftrl, a key with no row: the push is tried on a fresh row (zero weights and
+ * state); a result whose weights are all zero is not stored (docs/operations.md,
+ * "FTRL and rows that stay zero"). Returns 0 or -PSKV_ENOMEM. */
+static int push_new_ftrl(shard *s, uint64_t key, const float *g, uint64_t *bad)
+{
+    size_t wd = s->width, rf = row_floats(s);
+    float *tmp = s->scratch;
+    memset(tmp, 0, rf * sizeof(float));
+    upd_apply_planes(&s->upd, tmp, tmp + wd, wd, g, wd, wd);
+    if (!upd_all_finite(tmp, rf)) {
+        (*bad)++;
+        return 0;
+    }
+    size_t j = 0;
+    while (j < wd && tmp[j] == 0.0f)
+        j++;
+    if (j == wd) {
+        s->unstored++;
+        return 0;
+    }
+    float *row = sparse_row(s, key);
+    if (!row)
+        return -PSKV_ENOMEM;
+    memcpy(row, tmp, rf * sizeof(float));
+    return 0;
+}
+
 int shard_push(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, const float *g)
 {
     uint32_t wd = s->width;
-    if (s->dense) {
-        if (!keys) {
-            size_t off = (size_t)(first - s->first) * wd, len = (size_t)n * wd;
-            float *st = s->state ? s->state + off : NULL;
-            dense_buf *old;
-            if (own_dense(s, off, len, &old) < 0)
-                return -PSKV_ENOMEM;
-            if (!old) {
-                upd_apply(&s->upd, s->w + off, st, g, len);
-                return 0;
-            }
-            /* moved off a lent buffer: copy and update block by block, while each
-             * block is in cache */
-            for (size_t b = 0; b < len; b += 16384) {
-                size_t m = len - b < 16384 ? len - b : 16384;
-                memcpy(s->w + off + b, old->v + off + b, m * sizeof(float));
-                upd_apply(&s->upd, s->w + off + b, st ? st + b : NULL, g + b, m);
-            }
-            buf_release(old);
-            return 0;
-        }
+    uint64_t bad = 0;
+    if (s->dense && !keys) {
+        int rc = push_run(s, first, n, g, &bad);
+        if (rc < 0)
+            return rc;
+    } else if (s->dense) {
         if (own_dense(s, 0, 0, NULL) < 0)
             return -PSKV_ENOMEM;
+        size_t plane = (size_t)s->count * wd;
         for (uint64_t i = 0; i < n; i++) {
             size_t off = (size_t)(keys[i] - s->first) * wd;
-            upd_apply(&s->upd, s->w + off, s->state ? s->state + off : NULL, g + i * wd, wd);
+            apply_block(s, s->w + off, s->state ? s->state + off : NULL, plane, g + i * wd, 1,
+                       &bad);
         }
-        return 0;
+    } else {
+        for (uint64_t i = 0; i < n; i++) {
+            if (s->upd.kind == UPD_FTRL && !sparse_find(s, keys[i])) {
+                if (push_new_ftrl(s, keys[i], g + i * wd, &bad) < 0)
+                    return -PSKV_ENOMEM;
+                continue;
+            }
+            float *row = sparse_row(s, keys[i]);
+            if (!row)
+                return -PSKV_ENOMEM;
+            apply_block(s, row, s->nstate ? row + wd : NULL, wd, g + i * wd, 1, &bad);
+        }
     }
-    for (uint64_t i = 0; i < n; i++) {
-        float *row = sparse_row(s, keys[i]);
-        if (!row)
-            return -PSKV_ENOMEM;
-        upd_apply(&s->upd, row, s->nstate ? row + wd : NULL, g + i * wd, wd);
-    }
-    return 0;
+    s->bad_rows += bad;
+    return bad ? -PSKV_EBADVALUE : 0;
 }
 
 int shard_assign(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, const float *v)
 {
     uint32_t wd = s->width;
-    size_t row = wd * sizeof(float);
+    size_t row = wd * sizeof(float), plane = (size_t)s->count * wd;
     if (s->dense && own_dense(s, 0, 0, NULL) < 0)
         return -PSKV_ENOMEM;
     for (uint64_t i = 0; i < n; i++) {
-        float *w, *st;
         if (s->dense) {
             size_t off = (size_t)((keys ? keys[i] : first + i) - s->first) * wd;
-            w = s->w + off;
-            st = s->state ? s->state + off : NULL;
+            memcpy(s->w + off, v + i * wd, row);
+            for (int k = 0; k < s->nstate; k++)
+                memset(s->state + k * plane + off, 0, row);
         } else {
-            w = sparse_row(s, keys[i]);
+            float *w = sparse_row(s, keys[i]);
             if (!w)
                 return -PSKV_ENOMEM;
-            st = s->nstate ? w + wd : NULL;
+            memcpy(w, v + i * wd, row);
+            memset(w + wd, 0, row * (size_t)s->nstate);
         }
-        memcpy(w, v + i * wd, row);
-        if (st)
-            memset(st, 0, row);
     }
     return 0;
 }
@@ -437,10 +545,28 @@ void shard_pull_rows(const shard *s, const rowset *rs, float *out)
 
 size_t shard_row_floats(const shard *s) { return row_floats(s); }
 
+/* Dense row i (from s->first) as exported: its values, then its value of each
+ * state plane. */
+static void dense_row_out(const shard *s, uint64_t i, float *dst)
+{
+    size_t wd = s->width, off = (size_t)i * wd, plane = (size_t)s->count * wd;
+    memcpy(dst, s->w + off, wd * sizeof(float));
+    for (int k = 0; k < s->nstate; k++)
+        memcpy(dst + (1 + k) * wd, s->state + k * plane + off, wd * sizeof(float));
+}
+
+static void dense_row_in(shard *s, uint64_t i, const float *src)
+{
+    size_t wd = s->width, off = (size_t)i * wd, plane = (size_t)s->count * wd;
+    memcpy(s->w + off, src, wd * sizeof(float));
+    for (int k = 0; k < s->nstate; k++)
+        memcpy(s->state + k * plane + off, src + (1 + k) * wd, wd * sizeof(float));
+}
+
 uint64_t shard_export(const shard *s, int (*keep)(void *ctx, uint64_t key), void *ctx,
                       uint64_t *keys, float *rows)
 {
-    size_t rf = row_floats(s), wd = s->width;
+    size_t rf = row_floats(s);
     uint64_t n = 0;
     if (s->dense) {
         for (uint64_t i = 0; i < s->count; i++) {
@@ -449,9 +575,7 @@ uint64_t shard_export(const shard *s, int (*keep)(void *ctx, uint64_t key), void
                 continue;
             if (keys) {
                 keys[n] = key;
-                memcpy(rows + n * rf, s->w + i * wd, wd * sizeof(float));
-                if (s->nstate)
-                    memcpy(rows + n * rf + wd, s->state + i * wd, wd * sizeof(float));
+                dense_row_out(s, i, rows + n * rf);
             }
             n++;
         }
@@ -471,16 +595,13 @@ uint64_t shard_export(const shard *s, int (*keep)(void *ctx, uint64_t key), void
 
 int shard_import(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, const float *rows)
 {
-    size_t rf = row_floats(s), wd = s->width;
+    size_t rf = row_floats(s);
     if (s->dense && own_dense(s, 0, 0, NULL) < 0)
         return -PSKV_ENOMEM;
     for (uint64_t i = 0; i < n; i++) {
         const float *src = rows + i * rf;
         if (s->dense) {
-            size_t off = (size_t)((keys ? keys[i] : first + i) - s->first) * wd;
-            memcpy(s->w + off, src, wd * sizeof(float));
-            if (s->nstate)
-                memcpy(s->state + off, src + wd, wd * sizeof(float));
+            dense_row_in(s, (keys ? keys[i] : first + i) - s->first, src);
         } else {
             float *row = sparse_row(s, keys[i]);
             if (!row)
@@ -493,11 +614,7 @@ int shard_import(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, con
 
 void shard_export_run(const shard *s, uint64_t first, uint64_t n, float *rows)
 {
-    size_t rf = row_floats(s), wd = s->width;
-    for (uint64_t i = 0; i < n; i++) {
-        size_t off = (size_t)(first + i - s->first) * wd;
-        memcpy(rows + i * rf, s->w + off, wd * sizeof(float));
-        if (s->nstate)
-            memcpy(rows + i * rf + wd, s->state + off, wd * sizeof(float));
-    }
+    size_t rf = row_floats(s);
+    for (uint64_t i = 0; i < n; i++)
+        dense_row_out(s, first + i - s->first, rows + i * rf);
 }

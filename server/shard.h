@@ -1,7 +1,8 @@
 /* A shard holds one table's values (and optimizer state) for one owned ring range.
  * Dense: one contiguous float array for the dense indices in the range, updated
- * with BLAS. Sparse: an open-addressing hash map (linear probing) from uint64 key
- * to a row of width values + width state floats, created on first push. Keys that
+ * with BLAS, and the optimizer state in planes of the same size (updater.h).
+ * Sparse: an open-addressing hash map (linear probing) from uint64 key to a row
+ * of width values + width * (state per value) floats, created on first push. Keys that
  * were never pushed read as their deterministic initial values.
  *
  * OWNS one range's values and optimizer state: the dense value buffer (reference
@@ -53,8 +54,11 @@ int shard_owns_key(const shard *s, uint64_t key);
 /* 1 when the dense run [first, first+n) lies inside the shard. */
 int shard_owns_run(const shard *s, uint64_t first, uint64_t n);
 
-/* Applies n rows of gradients. keys NULL = dense run from `first`. Returns 0 or
- * -PSKV_ENOMEM (sparse growth); ownership has been checked by the caller. */
+/* Applies n rows of gradients. keys NULL = dense run from `first`. Returns 0,
+ * -PSKV_ENOMEM (sparse growth; rows before it applied), or -PSKV_EBADVALUE when
+ * the updater made some rows NaN or infinite: those rows were restored as they
+ * were, the others applied. Ownership has been checked by the caller. ftrl on a
+ * sparse shard stores no row for a new key whose weights the push leaves zero. */
 int shard_push(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, const float *g);
 
 /* Overwrites n rows with v and clears their optimizer state (loading saved
@@ -75,6 +79,10 @@ const float *shard_dense_values(const shard *s);
  * never changes. The shard may be destroyed while the run is lent. */
 const float *shard_lend(shard *s, uint64_t first, void **token);
 void shard_lend_end(void *data, void *token);
+
+/* Rows restored after the updater made them non-finite, and ftrl pushes to new
+ * keys that stored no row (their weights stayed zero), since the shard began. */
+void shard_update_stats(const shard *s, uint64_t *bad_rows, uint64_t *unstored);
 
 /* Runs lent so far, and how often an update had to move the shard off a lent
  * buffer (each such move copies the rows the update does not write). */

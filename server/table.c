@@ -7,6 +7,7 @@
 
 #include "pskv_errors.h"
 #include "ring.h"
+#include "upd_plugin.h"
 #include "wire.h"
 
 struct table_set {
@@ -23,6 +24,7 @@ void tables_destroy(table_set **ts_p)
     table_set *ts = *ts_p;
     for (size_t i = 0; i < ts->n; i++) {
         shard_destroy(&ts->t[i]->sh);
+        upd_plugin_destroy(&ts->t[i]->plug);
         free(ts->t[i]->opts);
         free(ts->t[i]->closed);
         free(ts->t[i]);
@@ -74,18 +76,31 @@ static int parse_options(table *t, const Pskv__TableOptions *o, char *why, size_
         return -PSKV_EINVAL;
     }
     const char *upd = str_or(o->updater, "sgd");
-    int k = upd_parse(upd);
+    int k = upd_plugin_is_spec(upd) ? (int)UPD_PLUGIN : upd_parse(upd);
     if (k < 0) {
-        snprintf(why, whylen, "option 'updater': unknown '%s' (sum, sgd, adagrad)", upd);
+        snprintf(why, whylen, "option 'updater': unknown '%s' (sum, sgd, adagrad, adam, adamw, "
+                 "ftrl, plugin:PATH[:ARGS])", upd);
+        return -PSKV_EINVAL;
+    }
+    if (strlen(upd) >= sizeof t->updater) {
+        snprintf(why, whylen, "option 'updater': longer than %zu characters", sizeof t->updater - 1);
         return -PSKV_EINVAL;
     }
     snprintf(t->updater, sizeof t->updater, "%s", upd);
-    t->upd.kind = (upd_kind)k;
-    t->upd.lr = o->has_lr ? o->lr : 0.01f;
-    t->upd.momentum = o->momentum;
-    t->upd.l2 = o->l2;
-    t->upd.eps = o->has_eps ? o->eps : 1e-8f;
-    int rc = upd_check(&t->upd, why, whylen);
+    upd_opts *u = &t->upd;
+    u->kind = (upd_kind)k;
+    u->lr = o->has_lr ? o->lr : 0.01f;
+    u->momentum = o->momentum;
+    u->l2 = o->l2;
+    u->eps = o->has_eps ? o->eps : 1e-8f;
+    u->l1 = o->l1;
+    int adam = k == UPD_ADAM || k == UPD_ADAMW;
+    /* parameters an updater does not use are kept at 0, so that reopens compare alike */
+    u->beta1 = adam ? (o->has_beta1 ? o->beta1 : 0.9f) : 0.0f;
+    u->beta2 = adam ? (o->has_beta2 ? o->beta2 : 0.999f) : 0.0f;
+    u->weight_decay = o->weight_decay;
+    u->beta = k == UPD_FTRL ? (o->has_beta ? o->beta : 1.0f) : 0.0f;
+    int rc = upd_check(u, why, whylen);
     if (rc < 0)
         return rc;
     const char *init = str_or(o->init, "zero");
@@ -102,6 +117,11 @@ static int parse_options(table *t, const Pskv__TableOptions *o, char *why, size_
         return -PSKV_EINVAL;
     }
     t->init_rule.seed = ring_mix64(o->seed ^ wire_table_id(name));
+    if (k == UPD_FTRL && (t->init_rule.kind != INIT_ZERO)) {
+        snprintf(why, whylen, "option 'init': ftrl computes its weights from its state, so init "
+                 "must be zero (got '%s')", init);
+        return -PSKV_EINVAL;
+    }
     const char *cons = str_or(o->consistency, "async");
     t->model = CONS_ASYNC;
     if (!strcmp(cons, "bsp")) {
@@ -164,6 +184,16 @@ static int differs(const table *a, const table *b, const Pskv__TableOptions *o, 
         DIFF("l2", "%g", (double)a->upd.l2, (double)b->upd.l2);
     if (a->upd.eps != b->upd.eps)
         DIFF("eps", "%g", (double)a->upd.eps, (double)b->upd.eps);
+    if (a->upd.l1 != b->upd.l1)
+        DIFF("l1", "%g", (double)a->upd.l1, (double)b->upd.l1);
+    if (a->upd.beta1 != b->upd.beta1)
+        DIFF("beta1", "%g", (double)a->upd.beta1, (double)b->upd.beta1);
+    if (a->upd.beta2 != b->upd.beta2)
+        DIFF("beta2", "%g", (double)a->upd.beta2, (double)b->upd.beta2);
+    if (a->upd.weight_decay != b->upd.weight_decay)
+        DIFF("weight_decay", "%g", (double)a->upd.weight_decay, (double)b->upd.weight_decay);
+    if (a->upd.beta != b->upd.beta)
+        DIFF("beta", "%g", (double)a->upd.beta, (double)b->upd.beta);
     if (strcmp(a->init, b->init))
         DIFF("init", "%s", a->init, b->init);
     if (a->init_rule.scale != b->init_rule.scale)
@@ -211,11 +241,20 @@ int tables_open(table_set *ts, uint64_t id, const Pskv__TableOptions *o, uint64_
         goto oom;
     *t = want;
     t->id = id;
+    if (t->upd.kind == UPD_PLUGIN) {
+        rc = upd_plugin_load(t->updater, t->name, t->width, &t->plug, why, whylen);
+        if (rc < 0) {
+            free(t);
+            return rc;
+        }
+        t->upd.plug = t->plug;
+    }
     uint64_t first = 0, count = 0;
     if (t->dense)
         ring_dense_span(begin, end, t->size, &first, &count);
     t->sh = shard_new(t->dense, first, count, begin, end, t->width, &t->upd, &t->init_rule);
     if (!t->sh) {
+        upd_plugin_destroy(&t->plug);
         free(t);
         goto oom;
     }
@@ -223,6 +262,7 @@ int tables_open(table_set *ts, uint64_t id, const Pskv__TableOptions *o, uint64_
     t->opts = malloc(t->opts_len ? t->opts_len : 1);
     if (!t->opts) {
         shard_destroy(&t->sh);
+        upd_plugin_destroy(&t->plug);
         free(t);
         goto oom;
     }

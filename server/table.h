@@ -32,8 +32,9 @@ typedef struct table {
     int dense;
     uint64_t size;
     uint32_t width;
-    char updater[16], init[16], consistency[24];
+    char updater[512], init[16], consistency[24]; /* updater: a name or plugin:PATH[:ARGS] */
     upd_opts upd;
+    struct upd_plugin *plug; /* a plug-in updater, loaded for this table (upd_plugin.h) */
     shard_init init_rule;
     cons_model model;
     int64_t tau;     /* ssp */

@@ -7,67 +7,162 @@
 #include <string.h>
 
 #include "pskv_errors.h"
+#include "upd_plugin.h"
+
+static const char *const names[] = {"sum", "sgd", "adagrad", "adam", "adamw", "ftrl", "plugin"};
 
 int upd_parse(const char *name)
 {
-    if (!strcmp(name, "sum"))
-        return UPD_SUM;
-    if (!strcmp(name, "sgd"))
-        return UPD_SGD;
-    if (!strcmp(name, "adagrad"))
-        return UPD_ADAGRAD;
+    for (int k = UPD_SUM; k < UPD_PLUGIN; k++)
+        if (!strcmp(name, names[k]))
+            return k;
     return -1;
 }
 
+const char *upd_name(upd_kind kind)
+{
+    return kind >= UPD_SUM && kind <= UPD_PLUGIN ? names[kind] : "?";
+}
+
+#define REFUSE(...)                                                                          \
+    do {                                                                                     \
+        snprintf(why, whylen, __VA_ARGS__);                                                  \
+        return -PSKV_EINVAL;                                                                 \
+    } while (0)
+
+static int nonneg(float x) { return isfinite(x) && x >= 0; }
+
 int upd_check(const upd_opts *o, char *why, size_t whylen)
 {
-    if (!isfinite(o->lr) || o->lr < 0) {
-        snprintf(why, whylen, "lr must be a finite number >= 0 (got %g)", (double)o->lr);
-        return -PSKV_EINVAL;
-    }
-    if (!isfinite(o->momentum) || o->momentum < 0 || o->momentum >= 1) {
-        snprintf(why, whylen, "momentum must be in [0, 1) (got %g)", (double)o->momentum);
-        return -PSKV_EINVAL;
-    }
-    if (!isfinite(o->l2) || o->l2 < 0) {
-        snprintf(why, whylen, "l2 must be >= 0 (got %g)", (double)o->l2);
-        return -PSKV_EINVAL;
-    }
-    if (!isfinite(o->eps) || (o->kind == UPD_ADAGRAD && o->eps <= 0)) {
-        snprintf(why, whylen, "eps must be finite (and > 0 for adagrad; got %g)", (double)o->eps);
-        return -PSKV_EINVAL;
-    }
+    int adam = o->kind == UPD_ADAM || o->kind == UPD_ADAMW;
+    if (!nonneg(o->lr))
+        REFUSE("lr must be a finite number >= 0 (got %g)", (double)o->lr);
+    if (o->kind == UPD_FTRL && !(o->lr > 0))
+        REFUSE("lr (ftrl's alpha) must be > 0 (got %g)", (double)o->lr);
+    if (!isfinite(o->momentum) || o->momentum < 0 || o->momentum >= 1)
+        REFUSE("momentum must be in [0, 1) (got %g)", (double)o->momentum);
+    if (o->momentum > 0 && o->kind != UPD_SGD)
+        REFUSE("momentum applies to sgd only (got %g for %s)", (double)o->momentum,
+               upd_name(o->kind));
+    if (!nonneg(o->l2))
+        REFUSE("l2 must be >= 0 (got %g)", (double)o->l2);
+    if (!nonneg(o->l1))
+        REFUSE("l1 must be >= 0 (got %g)", (double)o->l1);
+    if (o->l1 > 0 && o->kind != UPD_SGD && o->kind != UPD_FTRL)
+        REFUSE("l1 applies to sgd and ftrl only (got %g for %s)", (double)o->l1,
+               upd_name(o->kind));
+    if (!isfinite(o->eps) || (o->kind == UPD_ADAGRAD && o->eps <= 0) || (adam && o->eps < 0))
+        REFUSE("eps must be finite (> 0 for adagrad, >= 0 for adam; got %g)", (double)o->eps);
+    if (adam && (!isfinite(o->beta1) || o->beta1 < 0 || o->beta1 >= 1))
+        REFUSE("beta1 must be in [0, 1) (got %g)", (double)o->beta1);
+    if (adam && (!isfinite(o->beta2) || o->beta2 < 0 || o->beta2 >= 1))
+        REFUSE("beta2 must be in [0, 1) (got %g)", (double)o->beta2);
+    if (!nonneg(o->weight_decay))
+        REFUSE("weight_decay must be >= 0 (got %g)", (double)o->weight_decay);
+    if (o->weight_decay > 0 && o->kind != UPD_ADAMW)
+        REFUSE("weight_decay applies to adamw only (got %g for %s; adam and sgd take l2)",
+               (double)o->weight_decay, upd_name(o->kind));
+    if (o->kind == UPD_FTRL && !nonneg(o->beta))
+        REFUSE("beta (ftrl) must be >= 0 (got %g)", (double)o->beta);
     return 0;
 }
 
 int upd_state_per_value(const upd_opts *o)
 {
-    if (o->kind == UPD_ADAGRAD)
+    switch (o->kind) {
+    case UPD_SUM:
+        return 0;
+    case UPD_SGD:
+        return o->momentum > 0;
+    case UPD_ADAGRAD:
         return 1;
-    if (o->kind == UPD_SGD && o->momentum > 0)
-        return 1;
+    case UPD_ADAM:
+    case UPD_ADAMW:
+        return 3;
+    case UPD_FTRL:
+        return 2;
+    case UPD_PLUGIN:
+        return upd_plugin_state(o->plug);
+    }
     return 0;
 }
 
-void upd_apply(const upd_opts *o, float *w, float *state, const float *g, size_t n)
+int upd_may_fail(const upd_opts *o)
+{
+    return o->kind == UPD_ADAM || o->kind == UPD_ADAMW || o->kind == UPD_FTRL ||
+           o->kind == UPD_PLUGIN;
+}
+
+/* Soft-thresholding, the proximal step of lr*l1*|w|. */
+static void prox_l1(float *w, size_t n, float t)
+{
+    for (size_t i = 0; i < n; i++)
+        w[i] = w[i] > t ? w[i] - t : w[i] < -t ? w[i] + t : 0.0f;
+}
+
+static void sgd(const upd_opts *o, float *w, float *v, const float *g, size_t n)
 {
     const blasint bn = (blasint)n;
+    if (v) {
+        cblas_sscal(bn, o->momentum, v, 1);
+        cblas_saxpy(bn, 1.0f, g, 1, v, 1);
+        if (o->l2 > 0)
+            cblas_saxpy(bn, o->l2, w, 1, v, 1);
+        cblas_saxpy(bn, -o->lr, v, 1, w, 1);
+    } else {
+        if (o->l2 > 0)
+            cblas_sscal(bn, 1.0f - o->lr * o->l2, w, 1);
+        cblas_saxpy(bn, -o->lr, g, 1, w, 1);
+    }
+    if (o->l1 > 0)
+        prox_l1(w, n, o->lr * o->l1);
+}
+
+static void adam(const upd_opts *o, float *w, float *m, float *v, float *t, const float *g,
+                 size_t n)
+{
+    const float b1 = o->beta1, b2 = o->beta2;
+    const float decay = o->kind == UPD_ADAMW ? 1.0f - o->lr * o->weight_decay : 1.0f;
+    float last = -1.0f, c1 = 1.0f, c2 = 1.0f; /* the corrections of step `last` */
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i] + o->l2 * w[i];
+        t[i] += 1.0f;
+        if (t[i] != last) { /* a row's values share t: two powf per row, not per value */
+            last = t[i];
+            c1 = 1.0f - powf(b1, last);
+            c2 = 1.0f - powf(b2, last);
+        }
+        m[i] = b1 * m[i] + (1.0f - b1) * gi;
+        v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
+        w[i] = w[i] * decay - o->lr * (m[i] / c1) / (sqrtf(v[i] / c2) + o->eps);
+    }
+}
+
+static void ftrl(const upd_opts *o, float *w, float *z, float *nn, const float *g, size_t n)
+{
+    const float a = o->lr, l1 = o->l1;
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i], n1 = nn[i] + gi * gi;
+        float sigma = (sqrtf(n1) - sqrtf(nn[i])) / a;
+        z[i] += gi - sigma * w[i];
+        nn[i] = n1;
+        float zi = z[i];
+        if (fabsf(zi) <= l1)
+            w[i] = 0.0f;
+        else
+            w[i] = -(zi - copysignf(l1, zi)) / ((o->beta + sqrtf(n1)) / a + o->l2);
+    }
+}
+
+void upd_apply_planes(const upd_opts *o, float *w, float *state, size_t stride, const float *g,
+                      size_t n, size_t width)
+{
     switch (o->kind) {
     case UPD_SUM:
-        cblas_saxpy(bn, 1.0f, g, 1, w, 1);
+        cblas_saxpy((blasint)n, 1.0f, g, 1, w, 1);
         return;
     case UPD_SGD:
-        if (state) {
-            cblas_sscal(bn, o->momentum, state, 1);
-            cblas_saxpy(bn, 1.0f, g, 1, state, 1);
-            if (o->l2 > 0)
-                cblas_saxpy(bn, o->l2, w, 1, state, 1);
-            cblas_saxpy(bn, -o->lr, state, 1, w, 1);
-        } else {
-            if (o->l2 > 0)
-                cblas_sscal(bn, 1.0f - o->lr * o->l2, w, 1);
-            cblas_saxpy(bn, -o->lr, g, 1, w, 1);
-        }
+        sgd(o, w, state, g, n);
         return;
     case UPD_ADAGRAD:
         for (size_t i = 0; i < n; i++) {
@@ -76,7 +171,22 @@ void upd_apply(const upd_opts *o, float *w, float *state, const float *g, size_t
             w[i] -= o->lr * gi / (sqrtf(state[i]) + o->eps);
         }
         return;
+    case UPD_ADAM:
+    case UPD_ADAMW:
+        adam(o, w, state, state + stride, state + 2 * stride, g, n);
+        return;
+    case UPD_FTRL:
+        ftrl(o, w, state, state + stride, g, n);
+        return;
+    case UPD_PLUGIN:
+        upd_plugin_apply(o->plug, w, state, stride, g, n / width, (uint32_t)width);
+        return;
     }
+}
+
+void upd_apply(const upd_opts *o, float *w, float *state, const float *g, size_t n)
+{
+    upd_apply_planes(o, w, state, n, g, n, n ? n : 1);
 }
 
 int upd_all_finite(const float *v, size_t n)

@@ -1,36 +1,82 @@
 /* Updaters: how a pushed gradient (or increment) changes the stored values.
  *   sum      w += g                        (exact integer sums for tests and counters)
- *   sgd      v = momentum*v + g + l2*w; w -= lr*v   (no state when momentum is 0)
+ *   sgd      v = momentum*v + g + l2*w; w -= lr*v   (no state when momentum is 0);
+ *            with l1 > 0 then the proximal step w = sign(w) * max(|w| - lr*l1, 0)
  *   adagrad  g' = g + l2*w; h += g'*g'; w -= lr*g'/(sqrt(h)+eps)
- * Dense runs go through OpenBLAS (saxpy/sscal); adagrad is an element loop.
+ *   adam     g' = g + l2*w; t += 1; m = b1*m + (1-b1)*g'; v = b2*v + (1-b2)*g'^2;
+ *            w -= lr * (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps)
+ *   adamw    adam with decoupled weight decay: w -= lr*weight_decay*w first
+ *   ftrl     FTRL-proximal (McMahan et al. 2013, Algorithm 1), per coordinate, lr = alpha:
+ *            s = (sqrt(n + g^2) - sqrt(n))/alpha; z += g - s*w; n += g^2;
+ *            w = 0 if |z| <= l1, else -(z - sign(z)*l1) / ((beta + sqrt(n))/alpha + l2)
+ *   plugin   a shared object's apply (pskv_updater.h), loaded by upd_plugin.h
+ * State is per value, in planes: plane k of a run of n values at state + k*stride.
+ * adam keeps m, v and the step count t (3 planes): t counts the pushes that reached
+ * the row, which is what lazy sparse Adam does (a row's bias correction follows its
+ * own updates, not a table-wide step a rarely seen row never took). Every push
+ * writes a whole row, so t is the same for each value of a row; as a float it
+ * counts exactly to 2^24, where the bias correction is 1 long since. ftrl keeps z
+ * and n (2 planes); the value w is kept equal to the closed form of z and n.
+ * Dense runs of sum/sgd go through OpenBLAS (saxpy/sscal); the others are loops.
  *
- * OWNS nothing: pure functions over the caller's arrays.
+ * OWNS nothing: pure functions over the caller's arrays (a plug-in's context is
+ * the table's, upd_plugin.h).
  * THREAD: any (no state); on the server it is the loop thread, through
  * shard_push (OpenBLAS uses --blas-threads threads of its own for a call).
- * NEVER allocates, blocks, logs or fails while applying: hyper-parameters are
- * checked once, by upd_check when a table is opened. */
+ * NEVER allocates, blocks or logs while applying: hyper-parameters are checked
+ * once, by upd_check when a table is opened. adam with eps = 0, ftrl on overflow
+ * and plug-ins can produce NaN: upd_may_fail says so and shard.c restores the rows. */
 #ifndef PSKV_UPDATER_H
 #define PSKV_UPDATER_H
 
 #include <stddef.h>
 
-typedef enum { UPD_SUM = 0, UPD_SGD = 1, UPD_ADAGRAD = 2 } upd_kind;
+typedef enum {
+    UPD_SUM = 0,
+    UPD_SGD = 1,
+    UPD_ADAGRAD = 2,
+    UPD_ADAM = 3,
+    UPD_ADAMW = 4,
+    UPD_FTRL = 5,
+    UPD_PLUGIN = 6,
+} upd_kind;
+
+struct upd_plugin;
 
 typedef struct upd_opts {
     upd_kind kind;
     float lr, momentum, l2, eps;
+    float l1;                       /* sgd, ftrl: L1 strength (lambda1) */
+    float beta1, beta2;             /* adam, adamw */
+    float weight_decay;             /* adamw */
+    float beta;                     /* ftrl */
+    const struct upd_plugin *plug;  /* UPD_PLUGIN: the table's loaded plug-in */
 } upd_opts;
 
-/* Parses an updater name; returns its kind or -1. */
+/* Parses an updater name (not a plug-in spec); returns its kind or -1. */
 int upd_parse(const char *name);
 
-/* Validates hyper-parameters; returns 0 or -PSKV_EINVAL with the reason in why. */
+/* The updater's name ("sgd", ..., "plugin"). */
+const char *upd_name(upd_kind kind);
+
+/* Validates hyper-parameters; returns 0 or -PSKV_EINVAL with the reason, naming
+ * the parameter, in why. */
 int upd_check(const upd_opts *o, char *why, size_t whylen);
 
-/* Optimizer state floats per value (0 or 1). */
+/* Optimizer state floats per value (0..3, or the plug-in's). */
 int upd_state_per_value(const upd_opts *o);
 
-/* Applies gradient g to n values w with their state (NULL when none). */
+/* 1 when applying can turn finite inputs into NaN or infinity that shard.c must
+ * catch (adam, adamw, ftrl, plug-ins). */
+int upd_may_fail(const upd_opts *o);
+
+/* Applies gradient g to n values w with their state planes (state NULL when the
+ * updater keeps none): plane k at state + k*stride. `width` is the row width
+ * (n a multiple of it; plug-ins get n/width rows). */
+void upd_apply_planes(const upd_opts *o, float *w, float *state, size_t stride, const float *g,
+                      size_t n, size_t width);
+
+/* upd_apply_planes with the planes packed (stride n) and one row of n values. */
 void upd_apply(const upd_opts *o, float *w, float *state, const float *g, size_t n);
 
 /* 1 when every one of the n floats is finite (no NaN or infinity). */

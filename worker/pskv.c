@@ -236,6 +236,12 @@ int pskv_table_open(pskv_worker *w, const char *name, const pskv_table_opts *o_i
     to.momentum = o.momentum;
     to.l2 = o.l2;
     to.eps = o.eps;
+    to.has_l1 = to.has_beta1 = to.has_beta2 = to.has_weight_decay = to.has_beta = 1;
+    to.l1 = o.l1;
+    to.beta1 = o.beta1;
+    to.beta2 = o.beta2;
+    to.weight_decay = o.weight_decay;
+    to.beta = o.beta;
     to.init = (char *)(o.init ? o.init : "zero");
     to.init_scale = o.init_scale;
     to.seed = o.seed;

@@ -65,10 +65,15 @@ typedef struct pskv_table_opts {
     pskv_kind kind;         /* dense: keys 0..size-1; sparse: any uint64 key */
     uint64_t size;          /* dense only */
     uint32_t width;         /* floats per key (default 1) */
-    const char *updater;    /* "sum", "sgd" (default) or "adagrad" */
-    float lr;               /* learning rate (default 0.01) */
-    float momentum, l2;     /* sgd momentum, L2 penalty (default 0) */
-    float eps;              /* adagrad epsilon (default 1e-8) */
+    const char *updater;    /* "sum", "sgd" (default), "adagrad", "adam", "adamw", "ftrl"
+                               or "plugin:PATH[:ARGS]" (docs/operations.md) */
+    float lr;               /* learning rate (default 0.01); ftrl: alpha */
+    float momentum, l2;     /* sgd momentum, L2 penalty (default 0); ftrl: l2 is lambda2 */
+    float eps;              /* adagrad and adam epsilon (default 1e-8) */
+    float l1;               /* sgd: proximal L1 step; ftrl: lambda1 (default 0) */
+    float beta1, beta2;     /* adam, adamw (default 0.9, 0.999) */
+    float weight_decay;     /* adamw: decoupled weight decay (default 0) */
+    float beta;             /* ftrl: beta (default 1) */
     const char *init;       /* "zero" (default), "const", "uniform", "normal" */
     float init_scale;       /* const value / uniform half-width / normal stddev */
     uint64_t seed;          /* init seed */

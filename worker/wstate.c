@@ -54,6 +54,9 @@ void pskv_table_opts_init(pskv_table_opts *o)
     o->updater = "sgd";
     o->lr = 0.01f;
     o->eps = 1e-8f;
+    o->beta1 = 0.9f;
+    o->beta2 = 0.999f;
+    o->beta = 1.0f;
     o->init = "zero";
     o->consistency = "async";
 }

@@ -11,7 +11,7 @@
 #include "shard.h"
 #include "suites.h"
 
-static const upd_opts SUM = {UPD_SUM, 0, 0, 0, 0};
+static const upd_opts SUM = {.kind = UPD_SUM, .lr = 0, .momentum = 0, .l2 = 0, .eps = 0};
 
 static shard *dense_shard(uint64_t first, uint64_t count, uint32_t width, const upd_opts *u,
                           const shard_init *init)
@@ -152,7 +152,7 @@ END_TEST
 /* Optimizer state follows each key: momentum through a dense shard by key list. */
 START_TEST(dense_momentum_state)
 {
-    upd_opts u = {UPD_SGD, 0.25f, 0.5f, 0, 0};
+    upd_opts u = {.kind = UPD_SGD, .lr = 0.25f, .momentum = 0.5f, .l2 = 0, .eps = 0};
     shard_init init = {INIT_CONST, 1.0f, 0};
     shard *s = dense_shard(0, 4, 1, &u, &init);
     uint64_t k2 = 2;
@@ -173,7 +173,7 @@ END_TEST
  * the rest, with momentum state); once the lend ends, updates are in place. */
 START_TEST(dense_lend_copy_on_write)
 {
-    upd_opts sgd = {UPD_SGD, 0.5f, 0.9f, 0, 0};
+    upd_opts sgd = {.kind = UPD_SGD, .lr = 0.5f, .momentum = 0.9f, .l2 = 0, .eps = 0};
     shard_init z = {INIT_CONST, 1.0f, 3};
     shard *s = dense_shard(10, 4000, 2, &sgd, &z);
     float g[8000], out[8000];
@@ -359,7 +359,7 @@ END_TEST
 START_TEST(sparse_state_survives_growth)
 {
     enum { N = 3000 };
-    upd_opts u = {UPD_ADAGRAD, 0.5f, 0, 0, 1e-3f};
+    upd_opts u = {.kind = UPD_ADAGRAD, .lr = 0.5f, .momentum = 0, .l2 = 0, .eps = 1e-3f};
     shard_init init = {INIT_CONST, 1.0f, 0};
 #ifdef M_PERTURB
     /* glibc: fill fresh allocations with 0x7f bytes, so state that is not zeroed

@@ -149,10 +149,11 @@ static void change(int which, Pskv__TableOptions *o, const char **name)
     case 9: o->has_l2 = 1; o->l2 = 1e-4f; *name = "'l2'"; break;
     case 10: o->init_scale = 0.2f; *name = "'init_scale'"; break;
     case 11: o->has_lr = 0; *name = "'lr'"; break; /* the default 0.01 is not 0.5 */
+    case 12: o->has_l1 = 1; o->l1 = 1e-3f; *name = "'l1'"; break;
     default: ck_abort_msg("no case %d", which);
     }
 }
-enum { NCHANGES = 12 };
+enum { NCHANGES = 13 };
 
 START_TEST(reopen_mismatch)
 {
@@ -188,7 +189,7 @@ static void invalidate(int which, Pskv__TableOptions *o, const char **name)
     case 3: o->width = (1u << 20) + 1; *name = "'width'"; break;
     case 4: o->size = 0; *name = "'size'"; break;
     case 5: o->size = ((uint64_t)1 << 40) + 1; *name = "'size'"; break;
-    case 6: o->updater = "adam"; *name = "'updater'"; break;
+    case 6: o->updater = "nadam"; *name = "'updater'"; break;
     case 7: o->init = "xavier"; *name = "'init'"; break;
     case 8: o->consistency = "ssp:x"; *name = "'consistency'"; break;
     case 9: o->consistency = "eventually"; *name = "'consistency'"; break;
@@ -204,10 +205,17 @@ static void invalidate(int which, Pskv__TableOptions *o, const char **name)
     case 14: o->init_scale = NAN; *name = "'init_scale'"; break;
     case 15: o->updater = "adagrad"; o->has_eps = 1; o->eps = 0; *name = "eps"; break;
     case 16: o->name = NULL; *name = "'name'"; break;
+    case 17: o->updater = "ftrl"; *name = "'init'"; break; /* base() has a uniform init */
+    case 18: o->updater = "adam"; o->has_beta1 = 1; o->beta1 = 1; *name = "beta1"; break;
+    case 19: o->updater = "adagrad"; o->has_l1 = 1; o->l1 = 0.1f; *name = "l1"; break;
+    case 20: o->updater = "plugin:/nonexistent/p.so"; *name = "/nonexistent/p.so"; break;
+    case 21: o->updater = "plugin:"; *name = "plug-in path"; break;
+    case 22: o->updater = "sgd"; o->has_weight_decay = 1; o->weight_decay = 0.1f;
+        *name = "weight_decay"; break;
     default: ck_abort_msg("no case %d", which);
     }
 }
-enum { NINVALID = 17 };
+enum { NINVALID = 23 };
 
 START_TEST(invalid_options)
 {
@@ -357,6 +365,40 @@ START_TEST(nan_eps_reopen)
 }
 END_TEST
 
+/* adam's and ftrl's own parameters are compared on a reopen, and parameters an
+ * updater does not use are not (a worker may send them anyway). */
+START_TEST(reopen_new_updaters)
+{
+    table_set *ts = tables_new();
+    char why[256];
+    Pskv__TableOptions o = base();
+    o.updater = "adam";
+    o.has_beta2 = 1;
+    o.beta2 = 0.99f;
+    o.has_beta = 1;
+    o.beta = 5; /* ftrl's: ignored for adam */
+    ck_assert_int_eq(open_full(ts, &o, why, sizeof why), 0);
+    o.beta = 7;
+    ck_assert_msg(open_full(ts, &o, why, sizeof why) == 0, "%s", why);
+    o.beta2 = 0.999f;
+    ck_assert_int_eq(open_full(ts, &o, why, sizeof why), -PSKV_EMISMATCH);
+    ck_assert_msg(strstr(why, "'beta2'") != NULL, "%s", why);
+    Pskv__TableOptions f = base();
+    f.name = "ftrl-w";
+    f.kind = PSKV__TABLE_KIND__SPARSE;
+    f.updater = "ftrl";
+    f.init = "zero";
+    f.has_l1 = 1;
+    f.l1 = 1;
+    ck_assert_msg(open_full(ts, &f, why, sizeof why) == 0, "%s", why);
+    f.has_beta = 1;
+    f.beta = 2; /* the default is 1 */
+    ck_assert_int_eq(open_full(ts, &f, why, sizeof why), -PSKV_EMISMATCH);
+    ck_assert_msg(strstr(why, "'beta'") != NULL, "%s", why);
+    tables_destroy(&ts);
+}
+END_TEST
+
 Suite *table_suite(void)
 {
     Suite *s = suite_create("table");
@@ -370,6 +412,7 @@ Suite *table_suite(void)
     tcase_add_test(tc, id_must_match_name);
     tcase_add_test(tc, find_among_many);
     tcase_add_test(tc, nan_eps_reopen);
+    tcase_add_test(tc, reopen_new_updaters);
     suite_add_tcase(s, tc);
     TCase *sh = tcase_create("shards");
     tcase_add_test(sh, split_servers_agree);

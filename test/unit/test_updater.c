@@ -8,11 +8,12 @@
 
 #include "pskv_errors.h"
 #include "suites.h"
+#include "shard.h"
 #include "updater.h"
 
 static upd_opts opts(upd_kind kind, float lr, float momentum, float l2, float eps)
 {
-    upd_opts o = {kind, lr, momentum, l2, eps};
+    upd_opts o = {.kind = kind, .lr = lr, .momentum = momentum, .l2 = l2, .eps = eps};
     return o;
 }
 
@@ -187,7 +188,10 @@ START_TEST(parse_names)
     ck_assert_int_eq(upd_parse("sgd"), UPD_SGD);
     ck_assert_int_eq(upd_parse("adagrad"), UPD_ADAGRAD);
     ck_assert_int_eq(upd_parse("SGD"), -1);
-    ck_assert_int_eq(upd_parse("adam"), -1);
+    ck_assert_int_eq(upd_parse("adam"), UPD_ADAM);
+    ck_assert_int_eq(upd_parse("adamw"), UPD_ADAMW);
+    ck_assert_int_eq(upd_parse("ftrl"), UPD_FTRL);
+    ck_assert_int_eq(upd_parse("plugin"), -1); /* a plug-in is plugin:PATH, upd_plugin.h */
     ck_assert_int_eq(upd_parse(""), -1);
     ck_assert_int_eq(upd_parse("sgd "), -1);
 }
@@ -207,19 +211,19 @@ START_TEST(check_hyperparameters)
         upd_opts o;
         const char *names;
     } bad[] = {
-        {{UPD_SGD, -0.1f, 0, 0, 0}, "lr"},
-        {{UPD_SGD, NAN, 0, 0, 0}, "lr"},
-        {{UPD_SGD, INFINITY, 0, 0, 0}, "lr"},
-        {{UPD_SGD, 0.1f, 1.0f, 0, 0}, "momentum"},
-        {{UPD_SGD, 0.1f, 1.5f, 0, 0}, "momentum"},
-        {{UPD_SGD, 0.1f, -0.1f, 0, 0}, "momentum"},
-        {{UPD_SGD, 0.1f, NAN, 0, 0}, "momentum"},
-        {{UPD_SGD, 0.1f, 0, -1e-3f, 0}, "l2"},
-        {{UPD_SGD, 0.1f, 0, NAN, 0}, "l2"},
-        {{UPD_ADAGRAD, 0.1f, 0, 0, 0}, "eps"},
-        {{UPD_ADAGRAD, 0.1f, 0, 0, -1}, "eps"},
-        {{UPD_ADAGRAD, 0.1f, 0, 0, NAN}, "eps"},
-        {{UPD_SUM, -1, 0, 0, 0}, "lr"},
+        {{.kind = UPD_SGD, .lr = -0.1f, .momentum = 0, .l2 = 0, .eps = 0}, "lr"},
+        {{.kind = UPD_SGD, .lr = NAN, .momentum = 0, .l2 = 0, .eps = 0}, "lr"},
+        {{.kind = UPD_SGD, .lr = INFINITY, .momentum = 0, .l2 = 0, .eps = 0}, "lr"},
+        {{.kind = UPD_SGD, .lr = 0.1f, .momentum = 1.0f, .l2 = 0, .eps = 0}, "momentum"},
+        {{.kind = UPD_SGD, .lr = 0.1f, .momentum = 1.5f, .l2 = 0, .eps = 0}, "momentum"},
+        {{.kind = UPD_SGD, .lr = 0.1f, .momentum = -0.1f, .l2 = 0, .eps = 0}, "momentum"},
+        {{.kind = UPD_SGD, .lr = 0.1f, .momentum = NAN, .l2 = 0, .eps = 0}, "momentum"},
+        {{.kind = UPD_SGD, .lr = 0.1f, .momentum = 0, .l2 = -1e-3f, .eps = 0}, "l2"},
+        {{.kind = UPD_SGD, .lr = 0.1f, .momentum = 0, .l2 = NAN, .eps = 0}, "l2"},
+        {{.kind = UPD_ADAGRAD, .lr = 0.1f, .momentum = 0, .l2 = 0, .eps = 0}, "eps"},
+        {{.kind = UPD_ADAGRAD, .lr = 0.1f, .momentum = 0, .l2 = 0, .eps = -1}, "eps"},
+        {{.kind = UPD_ADAGRAD, .lr = 0.1f, .momentum = 0, .l2 = 0, .eps = NAN}, "eps"},
+        {{.kind = UPD_SUM, .lr = -1, .momentum = 0, .l2 = 0, .eps = 0}, "lr"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         why[0] = '\0';
@@ -246,6 +250,259 @@ START_TEST(state_per_value)
 }
 END_TEST
 
+/* ---- adam, adamw, ftrl, sgd's l1: three steps by hand, dense and sparse ------ */
+
+/* Runs three pushes of g[k] (one row of width 1) through a dense shard (row 2 of
+ * 4, as a run), a dense shard by explicit key, and a sparse shard, checking the
+ * pulled value after each step against want[k] (tolerance tol). */
+static void three_steps(const upd_opts *o, const float g[3], const double want[3], double tol,
+                        float w0)
+{
+    shard_init init = {w0 == 0 ? INIT_ZERO : INIT_CONST, w0, 7};
+    shard *d = shard_new(1, 0, 4, 0, UINT64_MAX, 1, o, &init);
+    shard *dk = shard_new(1, 0, 4, 0, UINT64_MAX, 1, o, &init);
+    shard *sp = shard_new(0, 0, 0, 0, UINT64_MAX, 1, o, &init);
+    ck_assert_ptr_nonnull(d);
+    ck_assert_ptr_nonnull(dk);
+    ck_assert_ptr_nonnull(sp);
+    uint64_t key = 2, skey = 0xfeedfacecafeULL;
+    for (int k = 0; k < 3; k++) {
+        float run[4] = {1, -1, g[k], 0.5f}, out[4], one; /* rows 0, 1, 3: not checked */
+        ck_assert_int_eq(shard_push(d, NULL, 0, 4, run), 0);
+        ck_assert_int_eq(shard_push(dk, &key, 0, 1, &g[k]), 0);
+        ck_assert_int_eq(shard_push(sp, &skey, 0, 1, &g[k]), 0);
+        shard_pull(d, NULL, 0, 4, out);
+        LOOP_ASSERT(fabs(out[2] - want[k]) <= tol, "dense run, step %d: %.9g, want %.9g", k + 1,
+                    (double)out[2], want[k]);
+        shard_pull(dk, &key, 0, 1, &one);
+        LOOP_ASSERT(fabs(one - want[k]) <= tol, "dense key, step %d: %.9g, want %.9g", k + 1,
+                    (double)one, want[k]);
+        shard_pull(sp, &skey, 0, 1, &one);
+        LOOP_ASSERT(fabs(one - want[k]) <= tol, "sparse, step %d: %.9g, want %.9g", k + 1,
+                    (double)one, want[k]);
+    }
+    shard_destroy(&d);
+    shard_destroy(&dk);
+    shard_destroy(&sp);
+}
+
+START_TEST(adam_three_steps)
+{
+    /* lr 1, b1 = b2 = 0.5, eps 0, w0 = 0, g = 2, -2, 4:
+     * 1: m = 1,     v = 2;   mh = 1/0.5 = 2,        vh = 2/0.5 = 4;    w = 0 - 2/2 = -1
+     * 2: m = -0.5,  v = 3;   mh = -0.5/0.75 = -2/3, vh = 3/0.75 = 4;   w = -1 + 1/3 = -2/3
+     * 3: m = 1.75,  v = 9.5; mh = 1.75/0.875 = 2,   vh = 9.5/0.875 = 76/7;
+     *    w = -2/3 - 2/sqrt(76/7) = -1.2736436 */
+    upd_opts o = {.kind = UPD_ADAM, .lr = 1, .beta1 = 0.5f, .beta2 = 0.5f, .eps = 0};
+    ck_assert_int_eq(upd_state_per_value(&o), 3);
+    const float g[3] = {2, -2, 4};
+    const double want[3] = {-1, -2.0 / 3, -2.0 / 3 - 2 / sqrt(76.0 / 7)};
+    three_steps(&o, g, want, 1e-6, 0);
+    /* the state planes, by hand: m, v, t after the three steps */
+    float w = 0, st[3] = {0, 0, 0};
+    for (int k = 0; k < 3; k++)
+        upd_apply(&o, &w, st, &g[k], 1);
+    ck_assert_float_eq(st[0], 1.75f);
+    ck_assert_float_eq(st[1], 9.5f);
+    ck_assert_float_eq(st[2], 3.0f);
+}
+END_TEST
+
+START_TEST(adamw_three_steps)
+{
+    /* A constant gradient makes the corrected mh/sqrt(vh) exactly 1 (eps 0), so each
+     * step is w = w*(1 - lr*wd) - lr: lr 0.5, wd 0.5, w0 = 2:
+     * 2*0.75 - 0.5 = 1;  0.75 - 0.5 = 0.25;  0.1875 - 0.5 = -0.3125 */
+    upd_opts o = {.kind = UPD_ADAMW, .lr = 0.5f, .beta1 = 0.5f, .beta2 = 0.5f, .eps = 0,
+                  .weight_decay = 0.5f};
+    const float g[3] = {1, 1, 1};
+    const double want[3] = {1, 0.25, -0.3125};
+    three_steps(&o, g, want, 1e-7, 2);
+    /* adam (no decay) from the same start: 2 - 0.5 each step */
+    o.kind = UPD_ADAM;
+    o.weight_decay = 0;
+    const double plain[3] = {1.5, 1, 0.5};
+    three_steps(&o, g, plain, 1e-7, 2);
+}
+END_TEST
+
+START_TEST(ftrl_three_steps)
+{
+    /* alpha 1, beta 1, l1 1, l2 1, g = 2, -1, -1 (McMahan et al. 2013, Algorithm 1):
+     * 1: s = 2,                  z = 2,          n = 4; w = -(2-1)/((1+2)+1) = -0.25
+     * 2: s = sqrt5 - 2,          z = 1 + s/4 = 1.0590170, n = 5;
+     *    w = -(z-1)/((1+sqrt5)+1) = -0.0139320
+     * 3: s = sqrt6 - sqrt5,      z = z - 1 + s*w = 0.0619904, n = 6; |z| <= l1: w = 0 */
+    upd_opts o = {.kind = UPD_FTRL, .lr = 1, .beta = 1, .l1 = 1, .l2 = 1};
+    ck_assert_int_eq(upd_state_per_value(&o), 2);
+    const float g[3] = {2, -1, -1};
+    double s2 = sqrt(5.0) - 2, z2 = 1 + s2 / 4;
+    const double want[3] = {-0.25, -(z2 - 1) / (2 + sqrt(5.0)), 0};
+    three_steps(&o, g, want, 1e-6, 0);
+    float w = 0, st[2] = {0, 0};
+    for (int k = 0; k < 3; k++)
+        upd_apply(&o, &w, st, &g[k], 1);
+    ck_assert_float_eq(w, 0.0f); /* exactly zero, not tiny */
+    ck_assert_double_eq_tol(st[0], 0.0619904, 1e-6);
+    ck_assert_float_eq(st[1], 6.0f);
+}
+END_TEST
+
+START_TEST(sgd_l1_three_steps)
+{
+    /* lr 0.5, l1 1 (threshold 0.5), w0 = 2, g = 1, 1, -3:
+     * 2 - 0.5 = 1.5 -> 1;  1 - 0.5 = 0.5 -> 0;  0 + 1.5 = 1.5 -> 1 */
+    upd_opts o = {.kind = UPD_SGD, .lr = 0.5f, .l1 = 1};
+    const float g[3] = {1, 1, -3};
+    const double want[3] = {1, 0, 1};
+    three_steps(&o, g, want, 0, 2);
+    /* with momentum 0.5: v = 1, w = 2 - 0.5 = 1.5 -> 1; v = 1.5, w = 0.25 -> 0;
+     * v = -2.25, w = 1.125 -> 0.625 */
+    o.momentum = 0.5f;
+    const double mom[3] = {1, 0, 0.625};
+    three_steps(&o, g, mom, 0, 2);
+}
+END_TEST
+
+/* ftrl on a sparse table: a new key whose push leaves its weight zero gets no row;
+ * a key whose weight moves gets one, and keeps it when later pushes zero it. */
+START_TEST(ftrl_zero_rows_unstored)
+{
+    upd_opts o = {.kind = UPD_FTRL, .lr = 1, .beta = 1, .l1 = 1, .l2 = 1};
+    shard_init init = {INIT_ZERO, 0, 1};
+    shard *sp = shard_new(0, 0, 0, 0, UINT64_MAX, 2, &o, &init);
+    ck_assert_ptr_nonnull(sp);
+    uint64_t keys[100];
+    float g[200];
+    for (int i = 0; i < 100; i++) {
+        keys[i] = 1000 + (uint64_t)i * 7919;
+        g[2 * i] = i < 10 ? 2.0f : 0.5f; /* 10 keys leave the L1 band, 90 stay inside */
+        g[2 * i + 1] = -0.25f;
+    }
+    ck_assert_int_eq(shard_push(sp, keys, 0, 100, g), 0);
+    ck_assert_uint_eq(shard_size(sp), 10);
+    uint64_t bad, unstored;
+    shard_update_stats(sp, &bad, &unstored);
+    ck_assert_uint_eq(unstored, 90);
+    float out[2];
+    shard_pull(sp, &keys[50], 0, 1, out);
+    ck_assert_float_eq(out[0], 0.0f);
+    ck_assert_float_eq(out[1], 0.0f);
+    shard_pull(sp, &keys[3], 0, 1, out);
+    ck_assert_float_eq_tol(out[0], -0.25f, 1e-6f);
+    ck_assert_float_eq(out[1], 0.0f);
+    shard_destroy(&sp);
+}
+END_TEST
+
+/* Adam with eps 0 and a zero gradient on fresh state computes 0/0: the row is left
+ * as it was (values and state) and the push says so; the other rows apply. */
+START_TEST(nan_row_restored)
+{
+    upd_opts o = {.kind = UPD_ADAM, .lr = 0.1f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 0};
+    shard_init init = {INIT_CONST, 3, 1};
+    for (int dense = 0; dense <= 1; dense++) {
+        shard *s = shard_new(dense, 0, 4, 0, UINT64_MAX, 2, &o, &init);
+        ck_assert_ptr_nonnull(s);
+        uint64_t keys[2] = {1, 2};
+        float g[4] = {0, 0, 1, -1}; /* row 1: all zero (NaN); row 2: fine */
+        int rc = dense ? shard_push(s, NULL, 1, 2, g) : shard_push(s, keys, 0, 2, g);
+        ck_assert_int_eq(rc, -PSKV_EBADVALUE);
+        float out[4];
+        shard_pull(s, keys, 0, 2, out);
+        ck_assert_float_eq(out[0], 3.0f);
+        ck_assert_float_eq(out[1], 3.0f);
+        ck_assert_float_eq_tol(out[2], 2.9f, 1e-6f); /* first adam step: lr * sign(g) */
+        ck_assert_float_eq_tol(out[3], 3.1f, 1e-6f);
+        size_t rf = shard_row_floats(s);
+        ck_assert_uint_eq(rf, 8);
+        uint64_t ek[4];
+        float rows[4 * 8];
+        uint64_t n = shard_export(s, NULL, NULL, ek, rows);
+        for (uint64_t i = 0; i < n; i++) {
+            float t = rows[i * rf + 6]; /* the step count of value 0 */
+            ck_assert_float_eq(t, ek[i] == 2 ? 1.0f : 0.0f);
+            ck_assert_int_eq(upd_all_finite(rows + i * rf, rf), 1);
+        }
+        uint64_t bad, unstored;
+        shard_update_stats(s, &bad, &unstored);
+        ck_assert_uint_eq(bad, 1);
+        shard_destroy(&s);
+    }
+}
+END_TEST
+
+/* Dense state planes travel whole through export and import. */
+START_TEST(adam_state_exports)
+{
+    upd_opts o = {.kind = UPD_ADAM, .lr = 0.1f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
+    shard_init init = {INIT_ZERO, 0, 1};
+    shard *a = shard_new(1, 10, 3, 0, UINT64_MAX, 2, &o, &init);
+    shard *b = shard_new(1, 10, 3, 0, UINT64_MAX, 2, &o, &init);
+    float g[6] = {1, 2, 3, 4, 5, 6};
+    ck_assert_int_eq(shard_push(a, NULL, 10, 3, g), 0);
+    ck_assert_int_eq(shard_push(a, NULL, 11, 1, g), 0);
+    float rows[3 * 8];
+    shard_export_run(a, 10, 3, rows);
+    ck_assert_float_eq(rows[8 + 6], 2.0f); /* row 11 was pushed twice */
+    ck_assert_float_eq(rows[6], 1.0f);
+    ck_assert_int_eq(shard_import(b, NULL, 10, 3, rows), 0);
+    /* the same push on both now gives the same values */
+    ck_assert_int_eq(shard_push(a, NULL, 10, 3, g), 0);
+    ck_assert_int_eq(shard_push(b, NULL, 10, 3, g), 0);
+    float va[6], vb[6];
+    shard_pull(a, NULL, 10, 3, va);
+    shard_pull(b, NULL, 10, 3, vb);
+    ck_assert_mem_eq(va, vb, sizeof va);
+    shard_destroy(&a);
+    shard_destroy(&b);
+}
+END_TEST
+
+START_TEST(check_new_hyperparameters)
+{
+    char why[256];
+    upd_opts ok[] = {
+        {.kind = UPD_ADAM, .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f},
+        {.kind = UPD_ADAM, .lr = 1e-3f, .beta1 = 0, .beta2 = 0, .eps = 0},
+        {.kind = UPD_ADAMW, .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .weight_decay = 0.01f},
+        {.kind = UPD_FTRL, .lr = 0.1f, .beta = 1, .l1 = 1, .l2 = 1},
+        {.kind = UPD_FTRL, .lr = 0.1f, .beta = 0},
+        {.kind = UPD_SGD, .lr = 0.1f, .l1 = 1e-3f},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+        ck_assert_msg(upd_check(&ok[i], why, sizeof why) == 0, "case %zu refused: %s", i, why);
+    struct {
+        upd_opts o;
+        const char *names;
+    } bad[] = {
+        {{.kind = UPD_ADAM, .lr = 0.1f, .beta1 = 1, .beta2 = 0.5f}, "beta1"},
+        {{.kind = UPD_ADAM, .lr = 0.1f, .beta1 = -0.1f, .beta2 = 0.5f}, "beta1"},
+        {{.kind = UPD_ADAM, .lr = 0.1f, .beta1 = 0.5f, .beta2 = 1}, "beta2"},
+        {{.kind = UPD_ADAM, .lr = 0.1f, .beta1 = 0.5f, .beta2 = NAN}, "beta2"},
+        {{.kind = UPD_ADAM, .lr = 0.1f, .beta1 = 0.5f, .beta2 = 0.5f, .eps = -1}, "eps"},
+        {{.kind = UPD_ADAM, .lr = 0.1f, .beta1 = 0.5f, .beta2 = 0.5f, .weight_decay = 0.1f},
+         "weight_decay"},
+        {{.kind = UPD_ADAMW, .lr = 0.1f, .beta1 = 0.5f, .beta2 = 0.5f, .weight_decay = -1},
+         "weight_decay"},
+        {{.kind = UPD_ADAM, .lr = 0.1f, .momentum = 0.9f, .beta1 = 0.5f, .beta2 = 0.5f},
+         "momentum"},
+        {{.kind = UPD_FTRL, .lr = 0, .beta = 1}, "alpha"},
+        {{.kind = UPD_FTRL, .lr = 0.1f, .beta = -1}, "beta"},
+        {{.kind = UPD_FTRL, .lr = 0.1f, .beta = 1, .l1 = -1}, "l1"},
+        {{.kind = UPD_FTRL, .lr = 0.1f, .beta = 1, .l2 = NAN}, "l2"},
+        {{.kind = UPD_ADAGRAD, .lr = 0.1f, .eps = 1e-8f, .l1 = 1}, "l1"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        why[0] = '\0';
+        ck_assert_msg(upd_check(&bad[i].o, why, sizeof why) == -PSKV_EINVAL, "case %zu passed",
+                      i);
+        ck_assert_msg(strstr(why, bad[i].names) != NULL, "case %zu: '%s' does not name %s", i,
+                      why, bad[i].names);
+    }
+}
+END_TEST
+
 Suite *updater_suite(void)
 {
     Suite *s = suite_create("updater");
@@ -257,11 +514,19 @@ Suite *updater_suite(void)
     tcase_add_test(tc, sgd_momentum_l2);
     tcase_add_test(tc, adagrad_hand_computed);
     tcase_add_test(tc, adagrad_l2_as_documented);
+    tcase_add_test(tc, adam_three_steps);
+    tcase_add_test(tc, adamw_three_steps);
+    tcase_add_test(tc, ftrl_three_steps);
+    tcase_add_test(tc, sgd_l1_three_steps);
+    tcase_add_test(tc, ftrl_zero_rows_unstored);
+    tcase_add_test(tc, nan_row_restored);
+    tcase_add_test(tc, adam_state_exports);
     suite_add_tcase(s, tc);
     TCase *chk = tcase_create("check");
     tcase_add_test(chk, all_finite);
     tcase_add_test(chk, parse_names);
     tcase_add_test(chk, check_hyperparameters);
+    tcase_add_test(chk, check_new_hyperparameters);
     tcase_add_test(chk, state_per_value);
     suite_add_tcase(s, chk);
     return s;

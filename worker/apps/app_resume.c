@@ -1,8 +1,8 @@
 /* --app resume-check: the checkpoint and resume workload of the fault tests.
  *
  * A fresh job: every worker pushes --rounds rounds (integers to a dense and a
- * sparse `sum` table, gradients to a dense adagrad table, whose optimizer state
- * then matters), saying its progress after each; after round R/2 and round R the
+ * sparse `sum` table, gradients to a dense adagrad table and a sparse adam table,
+ * whose optimizer state then matters), saying its progress after each; after round R/2 and round R the
  * workers meet at a barrier and rank 0 takes a checkpoint and prints
  *   resume-check: checkpoint N at step S digest D
  * (D hashes every value pulled right after it). Then one more round, and rank 0
@@ -12,7 +12,7 @@
  * rank 0 prints the digest of the values as loaded (it must equal the fresh
  * job's digest at that checkpoint), all push the same next round, and rank 0
  * prints the after-digest (equal to the fresh job's when resumed from its last
- * checkpoint: the adagrad state was restored, not only the values). */
+ * checkpoint: the adagrad and adam state was restored, not only the values). */
 #define _GNU_SOURCE
 #include <inttypes.h>
 #include <stdio.h>
@@ -28,7 +28,7 @@
 
 typedef struct rc_state {
     pskv_worker *w;
-    int td, ts, ta, rank;
+    int td, ts, ta, tm, rank; /* tm: a sparse adam table (m, v and step restored) */
     uint64_t sk[KEYS];
     float dv[KEYS * 2], sv[KEYS], av[KEYS];
 } rc_state;
@@ -49,23 +49,31 @@ static int round_push(rc_state *s, int64_t step, int ada)
     int64_t a = pskv_push(s->w, s->td, NULL, KEYS, s->dv);
     int64_t b = pskv_push(s->w, s->ts, s->sk, KEYS, s->sv);
     int64_t c = ada ? pskv_push(s->w, s->ta, NULL, KEYS, s->av) : 0;
+    int64_t d = ada ? pskv_push(s->w, s->tm, s->sk, KEYS, s->av) : 0;
     int rc = wait_ok(s->w, a);
     if (rc == 0)
         rc = wait_ok(s->w, b);
     if (rc == 0 && ada)
         rc = wait_ok(s->w, c);
+    if (rc == 0 && ada)
+        rc = wait_ok(s->w, d);
     return rc;
 }
 
-/* FNV-1a over the bits of every value of the three tables. */
+/* FNV-1a over the bits of every value of the four tables. */
 static int digest(rc_state *s, uint64_t *out)
 {
-    int rc = wait_ok(s->w, pskv_pull(s->w, s->td, NULL, KEYS, s->dv));
+    uint64_t h = 1469598103934665603ULL;
+    int rc = wait_ok(s->w, pskv_pull(s->w, s->tm, s->sk, KEYS, s->av));
+    for (size_t i = 0; i < sizeof s->av; i++)
+        h = (h ^ ((const unsigned char *)s->av)[i]) * 1099511628211ULL;
+    if (rc < 0)
+        return rc;
+    rc = wait_ok(s->w, pskv_pull(s->w, s->td, NULL, KEYS, s->dv));
     if (rc == 0)
         rc = wait_ok(s->w, pskv_pull(s->w, s->ts, s->sk, KEYS, s->sv));
     if (rc == 0)
         rc = wait_ok(s->w, pskv_pull(s->w, s->ta, NULL, KEYS, s->av));
-    uint64_t h = 1469598103934665603ULL;
     const float *arrs[3] = {s->dv, s->sv, s->av};
     size_t lens[3] = {sizeof s->dv, sizeof s->sv, sizeof s->av};
     for (int k = 0; k < 3; k++) {
@@ -126,8 +134,13 @@ int app_resume_check(pskv_worker *w, cfg_entry *cfg)
     a.init = "uniform";
     a.init_scale = 1.0f;
     s->ta = pskv_table_open(w, "resume.adagrad", &a);
-    if (s->td < 0 || s->ts < 0 || s->ta < 0)
-        return fail("open tables", s->td < 0 ? s->td : s->ts < 0 ? s->ts : s->ta, w);
+    a.kind = PSKV_SPARSE;
+    a.updater = "adam";
+    a.init = "zero";
+    s->tm = pskv_table_open(w, "resume.adam", &a);
+    if (s->td < 0 || s->ts < 0 || s->ta < 0 || s->tm < 0)
+        return fail("open tables",
+                    s->td < 0 ? s->td : s->ts < 0 ? s->ts : s->ta < 0 ? s->ta : s->tm, w);
     for (uint64_t i = 0; i < KEYS; i++)
         s->sk[i] = ring_mix64(i * 31 + 7);
     int rc;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "apps.h"
+#include "updflags.h"
 #include "libsvm.h"
 #include "modelfile.h"
 #include "report.h"
@@ -292,11 +293,9 @@ static int open_tables(lr_run *r)
     pskv_table_opts_init(&o);
     o.kind = PSKV_SPARSE;
     o.width = 1;
-    o.updater = cfg_str(cfg, "updater");
-    o.lr = (float)cfg_double(cfg, "lr");
-    o.momentum = strcmp(o.updater, "sgd") == 0 ? (float)cfg_double(cfg, "momentum") : 0.0f;
-    o.l2 = (float)cfg_double(cfg, "l2");
-    o.eps = 1e-6f;
+    updflags_apply(cfg, &o);
+    if (!strcmp(o.updater, "adagrad"))
+        o.eps = 1e-6f;
     r->t = pskv_table_open(r->w, "sparse-lr.w", &o);
     if (r->t < 0)
         return fail(r->w, "open the weight table", r->t);

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "apps.h"
+#include "updflags.h"
 #include "idx.h"
 #include "log.h"
 #include "model.h"
@@ -257,10 +258,7 @@ static int open_tables(run *r)
     o.kind = PSKV_DENSE;
     o.size = r->P;
     o.width = 1;
-    o.updater = cfg_str(cfg, "updater");
-    o.lr = (float)cfg_double(cfg, "lr");
-    o.momentum = strcmp(o.updater, "sgd") == 0 ? (float)cfg_double(cfg, "momentum") : 0.0f;
-    o.l2 = (float)cfg_double(cfg, "l2");
+    updflags_apply(cfg, &o);
     o.init = "uniform";
     o.init_scale = (float)(1.0 / sqrt((double)r->train.dim)); /* PyTorch's Linear bound */
     o.seed = r->seed;

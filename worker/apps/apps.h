@@ -52,6 +52,10 @@ int app_train(pskv_worker *w, cfg_entry *cfg);
  * was tried and how to install the data when they do not. Returns 0 or -1. */
 int app_train_check_data(cfg_entry *cfg);
 
+/* --app replay: a fixed gradient schedule through --updater, final values printed
+ * (app_replay.c). */
+int app_replay(pskv_worker *w, cfg_entry *cfg);
+
 /* --app sparse-lr: logistic regression on LIBSVM data (app_sparse_lr.c). */
 int app_sparse_lr(pskv_worker *w, cfg_entry *cfg);
 

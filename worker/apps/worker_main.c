@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "apps.h"
+#include "updflags.h"
 #include "config.h"
 #include "log.h"
 #include "member.h"
@@ -124,8 +125,23 @@ static cfg_entry config[] = {
     {"hidden", CFG_INT, "256", "PSKV_WORKER_HIDDEN", 1, 65536, NULL, "mlp: hidden units", 0, 0,
      NULL, NULL},
     {"updater", CFG_STR, "sgd", "PSKV_WORKER_UPDATER", 1, 0, NULL,
-     "server-side optimizer: sgd or adagrad", 0, 0, NULL, NULL},
-    {"lr", CFG_DOUBLE, "0.01", "PSKV_WORKER_LR", 0, 1e6, NULL, "learning rate", 0, 0, NULL, NULL},
+     "server-side optimizer: sgd, adagrad, adam, adamw, ftrl or plugin:PATH[:ARGS]", 0, 0, NULL,
+     NULL},
+    {"lr", CFG_DOUBLE, "0.01", "PSKV_WORKER_LR", 0, 1e6, NULL,
+     "learning rate (left unset: 0.001 for adam/adamw; ftrl's alpha, 0.1)", 0, 0, NULL, NULL},
+    {"beta1", CFG_DOUBLE, "0.9", "PSKV_WORKER_BETA1", 0, 0.999999, NULL, "adam/adamw beta1", 0, 0,
+     NULL, NULL},
+    {"beta2", CFG_DOUBLE, "0.999", "PSKV_WORKER_BETA2", 0, 0.999999, NULL, "adam/adamw beta2", 0,
+     0, NULL, NULL},
+    {"eps", CFG_DOUBLE, "1e-8", "PSKV_WORKER_EPS", 0, 1, NULL, "adam/adamw epsilon", 0, 0, NULL,
+     NULL},
+    {"weight-decay", CFG_DOUBLE, "0.01", "PSKV_WORKER_WEIGHT_DECAY", 0, 1e6, NULL,
+     "adamw: decoupled weight decay", 0, 0, NULL, NULL},
+    {"l1", CFG_DOUBLE, "0", "PSKV_WORKER_L1", 0, 1e6, NULL,
+     "L1: sgd's proximal step; ftrl's lambda1 (left unset: 1/--batch for ftrl)", 0, 0, NULL,
+     NULL},
+    {"ftrl-beta", CFG_DOUBLE, "1", "PSKV_WORKER_FTRL_BETA", 0, 1e6, NULL,
+     "ftrl: beta (left unset: 1/--batch)", 0, 0, NULL, NULL},
     {"lr-schedule", CFG_STR, "const", "PSKV_WORKER_LR_SCHEDULE", 1, 0, NULL,
      "softmax/mlp: const, linear or cosine decay to 0 over the run (scales each pushed gradient: "
      "the learning-rate schedule of the sgd updater)", 0, 0, NULL, NULL},
@@ -153,6 +169,8 @@ static cfg_entry config[] = {
      0, NULL, NULL},
     {"test", CFG_STR, "", "PSKV_WORKER_TEST", 1, 0, NULL,
      "sparse-lr: LIBSVM test file (default: the training file)", 0, 0, NULL, NULL},
+    {"replay-wait", CFG_STR, "", "PSKV_WORKER_REPLAY_WAIT", 1, 0, NULL,
+     "replay: halfway, wait (at most 120 s) for this file to exist", 0, 0, NULL, NULL},
     {"blas-threads", CFG_INT, "1", "PSKV_WORKER_BLAS_THREADS", 1, 256, NULL,
      "OpenBLAS threads for compute", 0, 0, NULL, NULL},
     CFG_COMMON_ENTRIES("PSKV_WORKER_PORT", "0"),
@@ -181,7 +199,7 @@ static int legacy_keys(void)
 int main(int argc, char **argv)
 {
     int rc = cfg_start(config, "worker",
-                       "pskv-worker --scheduler HOST:PORT --app check|resume-check|bench|softmax|mlp|sparse-lr "
+                       "pskv-worker --scheduler HOST:PORT --app check|resume-check|bench|softmax|mlp|sparse-lr|replay "
                        "[flags]",
                        argc, argv, NULL);
     if (rc >= 0)
@@ -192,16 +210,13 @@ int main(int argc, char **argv)
     int dense_train = !strcmp(app, "softmax") || !strcmp(app, "mlp");
     int sparse = !strcmp(app, "sparse-lr");
     if (strcmp(app, "check") && strcmp(app, "bench") && strcmp(app, "resume-check") &&
-        !dense_train && !sparse) {
+        strcmp(app, "replay") && !dense_train && !sparse) {
         fprintf(stderr, "pskv-worker: unknown --app '%s' (check, resume-check, bench, softmax, "
-                "mlp, sparse-lr)\n", app);
+                "mlp, sparse-lr, replay)\n", app);
         return 2;
     }
-    const char *upd = cfg_str(config, "updater");
-    if (strcmp(upd, "sgd") && strcmp(upd, "adagrad")) {
-        fprintf(stderr, "pskv-worker: --updater must be sgd or adagrad (got '%s')\n", upd);
+    if (updflags_check(config) < 0)
         return 2;
-    }
     const char *sched = cfg_str(config, "lr-schedule");
     if (strcmp(sched, "const") && strcmp(sched, "linear") && strcmp(sched, "cosine")) {
         fprintf(stderr, "pskv-worker: --lr-schedule must be const, linear or cosine (got '%s')\n",
@@ -278,6 +293,7 @@ int main(int argc, char **argv)
     int status = !strcmp(app, "check")          ? app_check(w, config)
                  : !strcmp(app, "resume-check") ? app_resume_check(w, config)
                  : !strcmp(app, "bench") ? app_bench(w, config)
+                 : !strcmp(app, "replay") ? app_replay(w, config)
                  : sparse                ? app_sparse_lr(w, config)
                                          : app_train(w, config);
     if (app_stop_signal) {

@@ -1,0 +1,65 @@
+#include "updflags.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* The flag's value, or def when the flag was left at its table default. */
+static double flag_or(cfg_entry *cfg, const char *name, double def)
+{
+    cfg_entry *e = cfg_find(cfg, name);
+    return strcmp(e->from, "default") ? e->d : def;
+}
+
+static int is(const char *upd, const char *name) { return !strcmp(upd, name); }
+
+int updflags_check(cfg_entry *cfg)
+{
+    const char *u = cfg_str(cfg, "updater");
+    int adam = is(u, "adam") || is(u, "adamw"), ftrl = is(u, "ftrl");
+    if (!is(u, "sgd") && !is(u, "adagrad") && !adam && !ftrl && strncmp(u, "plugin:", 7)) {
+        fprintf(stderr, "pskv-worker: --updater must be sgd, adagrad, adam, adamw, ftrl or "
+                "plugin:PATH[:ARGS] (got '%s')\n", u);
+        return -1;
+    }
+    if (strcmp(cfg_find(cfg, "l1")->from, "default") && !is(u, "sgd") && !ftrl) {
+        fprintf(stderr, "pskv-worker: --l1 applies to --updater sgd and ftrl only (got %s)\n", u);
+        return -1;
+    }
+    if (strcmp(cfg_find(cfg, "weight-decay")->from, "default") && !is(u, "adamw")) {
+        fprintf(stderr, "pskv-worker: --weight-decay applies to --updater adamw only (adam and "
+                "sgd take --l2)\n");
+        return -1;
+    }
+    if (adam && strcmp(cfg_str(cfg, "lr-schedule"), "const")) {
+        fprintf(stderr, "pskv-worker: --lr-schedule scales the pushed gradients, which adam "
+                "does not see (its step is scale-free): use const with --updater %s\n", u);
+        return -1;
+    }
+    if (ftrl && flag_or(cfg, "lr", 0.1) <= 0) {
+        fprintf(stderr, "pskv-worker: --lr (ftrl's alpha) must be > 0\n");
+        return -1;
+    }
+    return 0;
+}
+
+void updflags_apply(cfg_entry *cfg, pskv_table_opts *o)
+{
+    const char *u = cfg_str(cfg, "updater");
+    int adam = is(u, "adam") || is(u, "adamw"), ftrl = is(u, "ftrl");
+    o->updater = u;
+    o->lr = (float)flag_or(cfg, "lr", adam ? 0.001 : ftrl ? 0.1 : 0.01);
+    o->momentum = is(u, "sgd") ? (float)cfg_double(cfg, "momentum") : 0.0f;
+    o->l2 = (float)cfg_double(cfg, "l2");
+    /* ftrl's reference values (alpha 0.1, beta 1, lambda1 1) are for one example's
+     * gradient; the apps push the mean over --batch examples, so beta and lambda1,
+     * which meet gradient sums, are divided by the batch */
+    double per = 1.0 / (double)cfg_int(cfg, "batch");
+    o->l1 = is(u, "sgd") || ftrl ? (float)flag_or(cfg, "l1", ftrl ? per : 0) : 0.0f;
+    if (adam) {
+        o->beta1 = (float)cfg_double(cfg, "beta1");
+        o->beta2 = (float)cfg_double(cfg, "beta2");
+        o->eps = (float)cfg_double(cfg, "eps");
+    }
+    o->weight_decay = is(u, "adamw") ? (float)cfg_double(cfg, "weight-decay") : 0.0f;
+    o->beta = (float)flag_or(cfg, "ftrl-beta", per);
+}
