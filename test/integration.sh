@@ -370,6 +370,44 @@ t_app_defaults() {
   got=$(settings -- --app check); [ "$got" = "batch=32 lr=0.01 lr-schedule=const" ] || fail "check defaults: $got"
 }
 
+t_clip_norm() {
+  # --clip-norm: refused unless a number > 0; the check app's planted huge
+  # gradient reads back from a `sum` table at norm C; the training apps count
+  # their clipped steps in the metrics and the end-of-run lines
+  local v rc hs=/usr/share/doc/liblinear-tools/examples/heart_scale
+  for v in 0 -1 nan inf abc; do
+    "$BIN/pskv-worker" --app softmax --clip-norm "$v" > out 2>&1; rc=$?
+    [ $rc -eq 2 ] || fail "--clip-norm $v: exit $rc, expected 2"
+    grep -q -- 'clip-norm' out || fail "--clip-norm $v: the error does not name the flag: $(cat out)"
+  done
+  PSKV_WORKER_CLIP_NORM=0 "$BIN/pskv-worker" --app mlp > out 2>&1; rc=$?
+  [ $rc -eq 2 ] || fail "PSKV_WORKER_CLIP_NORM=0: exit $rc, expected 2"
+  "$LAUNCH" --servers 2 --workers 2 --timeout 100 --log-dir "$TDIR/check" -- --app check \
+    --clip-norm 3.5 > /dev/null 2>&1 || fail "check --clip-norm exited $?: $(tail -n 2 "$TDIR/check/worker-0.log")"
+  for r in 0 1; do
+    grep -q 'check: clipping to --clip-norm 3.5: a planted gradient of norm .* reads back at norm 3.5.* unchanged$' \
+      "$TDIR/check/worker-$r.log" || fail "worker $r: $(grep 'clipping' "$TDIR/check/worker-$r.log")"
+    grep -q '^check ok' "$TDIR/check/worker-$r.log" || fail "worker $r: no check ok"
+  done
+  # 2 x 300 images at batch 32: 10 steps a worker; a tiny bound clips every one,
+  # a huge one none
+  local common="--app softmax --epochs 1 --train-limit 600 --test-limit 200 --batch 32 --eval-every 0"
+  "$LAUNCH" --servers 1 --workers 2 --timeout 100 --log-dir "$TDIR/tiny" -- $common --clip-norm 1e-3 \
+    --metrics "$TDIR/tiny.jsonl" > /dev/null 2>&1 || fail "softmax --clip-norm 1e-3 exited $?"
+  grep -q '"clipped_steps":20}' "$TDIR/tiny.jsonl" || fail "metrics: $(cat "$TDIR/tiny.jsonl")"
+  grep -q "clipped steps 20 (every worker's" "$TDIR/tiny/worker-0.log" || fail "no job-wide clipped line"
+  grep -q 'rank 1 clipped 10 of 10 steps' "$TDIR/tiny/worker-1.log" || fail "rank 1: $(grep clipped "$TDIR/tiny/worker-1.log")"
+  "$LAUNCH" --servers 1 --workers 2 --timeout 100 --log-dir "$TDIR/huge" -- $common --clip-norm 1e9 \
+    --metrics "$TDIR/huge.jsonl" > /dev/null 2>&1 || fail "softmax --clip-norm 1e9 exited $?"
+  grep -q '"clipped_steps":0}' "$TDIR/huge.jsonl" || fail "metrics: $(cat "$TDIR/huge.jsonl")"
+  # sparse-lr: 2 x 135 examples at batch 8, 2 epochs: 34 steps a worker
+  "$LAUNCH" --servers 1 --workers 2 --timeout 100 --log-dir "$TDIR/lr" -- --app sparse-lr --train "$hs" \
+    --epochs 2 --batch 8 --eval-every 0 --clip-norm 1e-4 --metrics "$TDIR/lr.jsonl" > /dev/null 2>&1 ||
+    fail "sparse-lr --clip-norm exited $?"
+  grep -q '"clipped_steps":68}' "$TDIR/lr.jsonl" || fail "sparse-lr metrics: $(cat "$TDIR/lr.jsonl")"
+  grep -q 'rank 1 clipped 34 of 34 steps' "$TDIR/lr/worker-1.log" || fail "sparse-lr rank 1: $(grep clipped "$TDIR/lr/worker-1.log")"
+}
+
 t_train_bad_data() {
   local rc
   "$BIN/pskv-worker" --app mlp --data "$TDIR/nowhere" > out 2>&1; rc=$?
@@ -732,7 +770,7 @@ t_hosts_partition() {
 
 tests=(check_2x3 check_fails_on_mismatch malformed_input malformed_while_serving unreachable_scheduler wrong_flags
        registration_rules heartbeat_liveness forget_replaced fuzz_corpus launch_timeout
-       train_softmax app_defaults train_bad_data sparse_lr_heart_scale sparse_lr_planted
+       train_softmax app_defaults clip_norm train_bad_data sparse_lr_heart_scale sparse_lr_planted
        consistency_check bsp_same_bits ssp_bound_straggler bsp_backup_stopped worker_leaves accumulate
        keys_rogues keys_clients keys_wire keys_files protected_mode
        hosts_check hosts_delay hosts_partition)

@@ -135,6 +135,10 @@ static cfg_entry config[] = {
     {"momentum", CFG_DOUBLE, "0.9", "PSKV_WORKER_MOMENTUM", 0, 0.999, NULL, "sgd momentum", 0, 0,
      NULL, NULL},
     {"l2", CFG_DOUBLE, "0", "PSKV_WORKER_L2", 0, 1e6, NULL, "L2 penalty", 0, 0, NULL, NULL},
+    {"clip-norm", CFG_DOUBLE, NULL, "PSKV_WORKER_CLIP_NORM", 1, 0, NULL,
+     "softmax, mlp, sparse-lr: scale each step's gradient down to this global L2 norm when it "
+     "is larger (> 0; default: no clipping); check: push a planted huge gradient so clipped",
+     0, 0, NULL, NULL},
     {"seed", CFG_INT, "1", "PSKV_WORKER_SEED", 0, 9.2e18, NULL, "seed of the initial weights and "
      "the shuffles", 0, 0, NULL, NULL},
     {"eval-every", CFG_DOUBLE, "1", "PSKV_WORKER_EVAL_EVERY", 0, 1e6, "epochs",
@@ -228,6 +232,11 @@ int main(int argc, char **argv)
     const char *upd = cfg_str(config, "updater");
     if (strcmp(upd, "sgd") && strcmp(upd, "adagrad")) {
         fprintf(stderr, "pskv-worker: --updater must be sgd or adagrad (got '%s')\n", upd);
+        return 2;
+    }
+    const cfg_entry *clip = cfg_find(config, "clip-norm");
+    if (strcmp(clip->from, "default") && !(clip->d > 0)) {
+        fprintf(stderr, "pskv-worker: --clip-norm must be a number > 0 (got %g)\n", clip->d);
         return 2;
     }
     const char *sched = cfg_str(config, "lr-schedule");
