@@ -408,6 +408,73 @@ t_clip_norm() {
   grep -q 'rank 1 clipped 34 of 34 steps' "$TDIR/lr/worker-1.log" || fail "sparse-lr rank 1: $(grep clipped "$TDIR/lr/worker-1.log")"
 }
 
+t_keep_checkpoints() {
+  # --keep-checkpoints 2: after four checkpoints the manifest lists the two newest,
+  # and each server's data directory holds their files and no others
+  local port i n seqs files
+  port=$(free_port)
+  mkdir -p "$TDIR/sched" "$TDIR/s0" "$TDIR/s1"
+  trap 'kill -KILL $(cat "$TDIR"/*.pid) 2>/dev/null' EXIT # what is left on a failure
+  "$BIN/pskv-scheduler" --keep-checkpoints 2 > out 2>&1; [ $? -eq 2 ] || fail "--keep-checkpoints without --data-dir accepted"
+  grep -q -- '--keep-checkpoints' out || fail "the refusal does not name the flag: $(cat out)"
+  start scheduler "$BIN/pskv-scheduler" --port "$port" --servers 2 --workers 1 --data-dir "$TDIR/sched" \
+    --keep-checkpoints 2
+  for i in 0 1; do
+    start "server$i" "$BIN/pskv-server" --scheduler "127.0.0.1:$port" --data-dir "$TDIR/s$i"
+  done
+  start worker "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --app check --count-acked \
+    --rounds 1000000 --slowdown 2 --stop-file "$TDIR/stop"
+  wait_line "$TDIR/worker.log" 'settings:' 1 10 || fail "the worker did not start"
+  wait_servers "$port" 2 > /dev/null || fail "servers did not register"
+  for n in 1 2 3 4; do
+    "$BIN/pskvctl" --scheduler "127.0.0.1:$port" checkpoint > ck.out 2>&1 || fail "checkpoint $n: $(cat ck.out)"
+    grep -q "checkpoint $n complete" ck.out || fail "checkpoint $n: $(cat ck.out)"
+    ls "$TDIR"/s0/ckpt-*-"$n"-*.pskv > /dev/null 2>&1 || fail "no file of checkpoint $n in s0"
+  done
+  touch "$TDIR/stop"
+  wait_exit "$(cat "$TDIR/worker.pid")" 30 || fail "worker exited $?: $(tail -n 2 "$TDIR/worker.log")"
+  grep -q '^check ok' "$TDIR/worker.log" || fail "the check failed: $(tail -n 1 "$TDIR/worker.log")"
+  wait_exit "$(cat "$TDIR/scheduler.pid")" 20 || fail "scheduler exited $?"
+  seqs=$(sed -n 's/^ckpt seq=\([0-9]*\) .*/\1/p' "$TDIR/sched/manifest" | paste -sd ' ')
+  [ "$seqs" = "3 4" ] || fail "the manifest lists checkpoints '$seqs', expected '3 4': $(cat "$TDIR/sched/manifest")"
+  for i in 0 1; do
+    files=$(cd "$TDIR/s$i" && ls | sed 's/^ckpt-[0-9]*-\([0-9]*\)-[0-9]*\.pskv$/\1/' | paste -sd ' ')
+    [ "$files" = "3 4" ] || fail "server $i's directory holds checkpoints '$files': $(ls "$TDIR/s$i")"
+  done
+  [ "$(grep -c 'removed 1 older checkpoint from the manifest; servers delete their files numbered below' \
+      "$TDIR/scheduler.log")" -eq 2 ] || fail "the scheduler did not log the removals: $(grep keep-checkpoints "$TDIR/scheduler.log")"
+  # what is kept resumes: resume-check's checkpoints 5 and 6 (steps 5 and 10) with
+  # --keep-checkpoints 1 leave 6 alone, and a resumed job loads it exactly
+  keep_job() { # keep_job PHASE [SCHEDULER FLAGS...]: a resume-check job on the same directories
+    local phase=$1 r; shift
+    port=$(free_port)
+    start "sched-$phase" "$BIN/pskv-scheduler" --port "$port" --servers 2 --workers 2 \
+      --data-dir "$TDIR/sched" --keep-checkpoints 1 "$@"
+    for r in 0 1; do
+      start "s$r-$phase" "$BIN/pskv-server" --scheduler "127.0.0.1:$port" --data-dir "$TDIR/s$r"
+      start "w$r-$phase" "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --rank $r --app resume-check --rounds 10
+    done
+  }
+  keep_job fresh
+  wait_line "$TDIR/w0-fresh.log" 'after step 10 digest' 1 60 || fail "the fresh resume-check job did not finish: $(tail -n 2 "$TDIR/w0-fresh.log")"
+  kill -KILL $(cat "$TDIR"/*-fresh.pid) 2>/dev/null; sleep 0.2
+  local want
+  want=$(sed -n 's/.*checkpoint 6 at step 10 digest \([0-9a-f]*\).*/\1/p' "$TDIR/w0-fresh.log")
+  [ -n "$want" ] || fail "no digest of checkpoint 6: $(grep checkpoint "$TDIR/w0-fresh.log")"
+  seqs=$(sed -n 's/^ckpt seq=\([0-9]*\) .*/\1/p' "$TDIR/sched/manifest" | paste -sd ' ')
+  [ "$seqs" = "6" ] || fail "the manifest lists '$seqs', expected '6'"
+  for i in 0 1; do
+    files=$(cd "$TDIR/s$i" && ls | sed 's/^ckpt-[0-9]*-\([0-9]*\)-[0-9]*\.pskv$/\1/' | paste -sd ' ')
+    [ "$files" = "6" ] || fail "server $i's directory holds checkpoints '$files'"
+  done
+  keep_job resumed --resume
+  for i in 0 1; do
+    wait_exit "$(cat "$TDIR/w$i-resumed.pid")" 60 || fail "resumed worker $i exited $?: $(tail -n 2 "$TDIR/w$i-resumed.log")"
+  done
+  grep -q 'rank 0 resumed at step 10 ' "$TDIR/w0-resumed.log" || fail "not resumed at step 10: $(grep resume "$TDIR/w0-resumed.log")"
+  grep -q "resumed digest $want" "$TDIR/w0-resumed.log" || fail "resumed values differ from checkpoint 6's"
+}
+
 t_train_bad_data() {
   local rc
   "$BIN/pskv-worker" --app mlp --data "$TDIR/nowhere" > out 2>&1; rc=$?
@@ -770,7 +837,7 @@ t_hosts_partition() {
 
 tests=(check_2x3 check_fails_on_mismatch malformed_input malformed_while_serving unreachable_scheduler wrong_flags
        registration_rules heartbeat_liveness forget_replaced fuzz_corpus launch_timeout
-       train_softmax app_defaults clip_norm train_bad_data sparse_lr_heart_scale sparse_lr_planted
+       train_softmax app_defaults clip_norm keep_checkpoints train_bad_data sparse_lr_heart_scale sparse_lr_planted
        consistency_check bsp_same_bits ssp_bound_straggler bsp_backup_stopped worker_leaves accumulate
        keys_rogues keys_clients keys_wire keys_files protected_mode
        hosts_check hosts_delay hosts_partition)
