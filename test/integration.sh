@@ -367,7 +367,7 @@ t_app_defaults() {
   [ "$got" = "batch=16 lr=0.01 lr-schedule=const" ] || fail "flags did not override the mlp defaults: $got"
   got=$(settings PSKV_WORKER_BATCH=32 PSKV_WORKER_LR=0.05 -- --app mlp)
   [ "$got" = "batch=32 lr=0.05 lr-schedule=linear" ] || fail "the environment did not override the mlp defaults: $got"
-  got=$(settings -- --app check); [ "$got" = "batch=32 lr=0.01 lr-schedule=const" ] || fail "check defaults: $got"
+  got=$(settings -- --app sparse-lr --train /dev/null); [ "$got" = "batch=32 lr=0.01 lr-schedule=linear" ] || fail "sparse-lr defaults: $got"
 }
 
 t_clip_norm() {

@@ -128,10 +128,9 @@ static cfg_entry config[] = {
      "server-side optimizer: sgd or adagrad", 0, 0, NULL, NULL},
     {"lr", CFG_DOUBLE, "0.01", "PSKV_WORKER_LR", 0, 1e6, NULL, "learning rate (softmax: default "
      "0.02, mlp: 0.0075)", 0, 0, NULL, NULL},
-    {"lr-schedule", CFG_STR, "const", "PSKV_WORKER_LR_SCHEDULE", 1, 0, NULL,
+    {"lr-schedule", CFG_STR, "linear", "PSKV_WORKER_LR_SCHEDULE", 1, 0, NULL,
      "softmax/mlp: const, linear or cosine decay to 0 over the run (scales each pushed gradient: "
-     "the learning-rate schedule of the sgd updater; softmax and mlp: default linear)", 0, 0,
-     NULL, NULL},
+     "the learning-rate schedule of the sgd updater)", 0, 0, NULL, NULL},
     {"momentum", CFG_DOUBLE, "0.9", "PSKV_WORKER_MOMENTUM", 0, 0.999, NULL, "sgd momentum", 0, 0,
      NULL, NULL},
     {"l2", CFG_DOUBLE, "0", "PSKV_WORKER_L2", 0, 1e6, NULL, "L2 penalty", 0, 0, NULL, NULL},
@@ -165,18 +164,17 @@ static cfg_entry config[] = {
     CFG_COMMON_ENTRIES("PSKV_WORKER_PORT", "0"),
     CFG_END};
 
-/* Defaults that depend on --app: the settings docs/benchmarks.md shows reaching
- * 0.84 (softmax) and 0.87 (mlp) test accuracy in 5 epochs. Each takes the place
- * of the table's default only where neither the environment nor a flag set the
- * entry; the other apps keep the table's. The help texts above name them. */
+/* Defaults that depend on --app: with --lr-schedule linear (the table's default),
+ * the settings docs/benchmarks.md shows reaching 0.84 (softmax) and 0.87 (mlp)
+ * test accuracy in 5 epochs. Each takes the place of the table's default only
+ * where neither the environment nor a flag set the entry; the other apps keep
+ * the table's. The help texts above name them. */
 static const struct app_default {
     const char *app, *flag, *value;
 } app_defaults[] = {
     {"softmax", "lr", "0.02"},
-    {"softmax", "lr-schedule", "linear"},
     {"mlp", "lr", "0.0075"},
     {"mlp", "batch", "16"},
-    {"mlp", "lr-schedule", "linear"},
 };
 
 static void apply_app_defaults(const char *app)
