@@ -427,8 +427,10 @@ t_keep_checkpoints() {
   done
   start worker "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --app check --count-acked \
     --rounds 1000000 --slowdown 2 --stop-file "$TDIR/stop"
-  wait_line "$TDIR/worker.log" 'settings:' 1 10 || fail "the worker did not start"
-  wait_servers "$port" 2 > /dev/null || fail "servers did not register"
+  for i in $(seq 100); do # the job runs once every node registered (at most 10 s)
+    "$BIN/pskvctl" --scheduler "127.0.0.1:$port" status 2>/dev/null | grep -q 'state running' && break
+    sleep 0.1
+  done
   for n in 1 2 3 4; do
     "$BIN/pskvctl" --scheduler "127.0.0.1:$port" checkpoint > ck.out 2>&1 || fail "checkpoint $n: $(cat ck.out)"
     grep -q "checkpoint $n complete" ck.out || fail "checkpoint $n: $(cat ck.out)"
