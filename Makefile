@@ -45,8 +45,8 @@ DATA_O   := $(DATA_SRC:%.c=$(BUILD)/obj/%.o)
 APP_SRC  := $(wildcard worker/apps/*.c)
 APP_O    := $(APP_SRC:%.c=$(BUILD)/obj/%.o)
 WORKER_O := $(APP_O) $(DATA_O)
-# worker code the unit tests link (readers and models; no main)
-WORKER_UNIT_O := $(DATA_O) $(BUILD)/obj/worker/apps/model.o
+# worker code the unit tests link (readers, models and libpskv's clipping; no main)
+WORKER_UNIT_O := $(DATA_O) $(BUILD)/obj/worker/apps/model.o $(BUILD)/obj/worker/wclip.o
 UNIT_SRC := $(wildcard test/unit/*.c)
 UNIT_O   := $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 
@@ -84,7 +84,7 @@ $(BUILD)/obj/gen/pskv.pb-c.o: $(GEN_C)
 	$(CC) -std=c11 $(OPT) -fPIC $(SANFLAGS) $(PKG_CFLAGS) -I$(BUILD)/gen -c $< -o $@
 
 $(BUILD)/obj/worker/apps/%.o: ROLE_INC := -Iworker -Iworker/data
-$(BUILD)/obj/test/unit/%.o: ROLE_INC := -Iserver -Iworker/apps -Iworker/data
+$(BUILD)/obj/test/unit/%.o: ROLE_INC := -Iserver -Iworker -Iworker/apps -Iworker/data
 $(BUILD)/obj/test/wire_pattern.o: ROLE_INC := -Iworker
 
 $(BUILD)/obj/%.o: %.c $(GEN_H)

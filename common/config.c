@@ -188,6 +188,16 @@ static cfg_entry *must_find(cfg_entry *tab, const char *name)
     return e;
 }
 
+int cfg_set_default(cfg_entry *tab, const char *name, const char *text, char *err,
+                    size_t errlen)
+{
+    cfg_entry *e = must_find(tab, name);
+    if (strcmp(e->from, "default") != 0)
+        return 0;
+    int rc = cfg_set(e, text, err, errlen);
+    return rc < 0 ? rc : 1;
+}
+
 long long cfg_int(cfg_entry *tab, const char *name) { return must_find(tab, name)->i; }
 double cfg_double(cfg_entry *tab, const char *name) { return must_find(tab, name)->d; }
 const char *cfg_str(cfg_entry *tab, const char *name) { return must_find(tab, name)->s; }

@@ -60,6 +60,13 @@ int cfg_start(cfg_entry *tab, const char *role, const char *usage, int argc, cha
  * -PSKV_EINVAL and writes the reason into err. */
 int cfg_set(cfg_entry *e, const char *text, char *err, size_t errlen);
 
+/* Replaces the default of entry `name` with `text` (e.g. a default that depends on
+ * another flag) when neither the environment nor a flag set it. Returns 1 when it
+ * did, 0 when the entry was set otherwise, -PSKV_EINVAL (err says why) when text
+ * does not fit the entry; the name must exist (assert). */
+int cfg_set_default(cfg_entry *tab, const char *name, const char *text, char *err,
+                    size_t errlen);
+
 /* Looks up an entry by name; NULL when absent. */
 cfg_entry *cfg_find(cfg_entry *tab, const char *name);
 

@@ -25,6 +25,7 @@ typedef struct requester { /* who asked for the checkpoint in progress */
 static struct {
     const char *data_dir;
     double every_s;     /* --checkpoint-every (0 = only on request) */
+    size_t keep;        /* --keep-checkpoints (0 = every one) */
     manifest man;       /* complete checkpoints */
     uint64_t seq;       /* the last checkpoint started */
     int busy;           /* one in progress */
@@ -34,18 +35,20 @@ static struct {
     int resume;
     manifest_entry *resume_from; /* the checkpoint a resumed job starts from: NULL, or
                                     &resume_entry */
-    manifest_entry resume_entry; /* a copy of its manifest entry (the arrays stay the
-                                    manifest's): manifest_append moves the entries */
+    manifest_entry resume_entry; /* a copy of its manifest entry, with its own copy of
+                                    the workers' progress (chains: NULL): the manifest's
+                                    entries move and retention frees them */
     uint32_t *prev_chains;       /* its chains mapped to this job's servers */
     uint32_t *resume_pairs;      /* (new node, old node) pairs */
     size_t npairs;
 } C;
 
-int ckpt_init(const char *data_dir, int resume, double every_s)
+int ckpt_init(const char *data_dir, int resume, double every_s, int keep)
 {
     C.data_dir = data_dir;
     C.resume = resume;
     C.every_s = every_s;
+    C.keep = keep > 0 ? (size_t)keep : 0;
     char mwhy[600];
     if (*C.data_dir && manifest_read(C.data_dir, &C.man, mwhy, sizeof mwhy) < 0) {
         fprintf(stderr, "pskv-scheduler: %s\n", mwhy);
@@ -157,7 +160,8 @@ void ckpt_plan_resume(void)
         size_t cells = (size_t)e->partitions * e->replicas;
         uint32_t *mapped = calloc(cells, sizeof *mapped);
         uint32_t *pairs = calloc(2 * (size_t)memb.nnodes, sizeof *pairs);
-        if (!mapped || !pairs) {
+        manifest_progress *workers = calloc(e->nworkers + 1, sizeof *workers);
+        if (!mapped || !pairs || !workers) {
             LOG_E("out of memory planning the resume");
             exit(1);
         }
@@ -165,9 +169,13 @@ void ckpt_plan_resume(void)
         if (!map_checkpoint(e, mapped, pairs, &npairs)) {
             free(mapped);
             free(pairs);
+            free(workers);
             continue;
         }
         C.resume_entry = *e;
+        memcpy(workers, e->workers, e->nworkers * sizeof *workers);
+        C.resume_entry.workers = workers;
+        C.resume_entry.chains = NULL;
         C.resume_from = &C.resume_entry;
         C.prev_chains = mapped;
         C.resume_pairs = pairs;
@@ -248,6 +256,32 @@ static void ckpt_fail(int code, const char *why)
     answer_requesters(code, why);
 }
 
+/* --keep-checkpoints: the manifest keeps the C.keep newest checkpoints, and every
+ * live server deletes its files of older ones (CHECKPOINT_PRUNE: every file
+ * numbered below the oldest kept). Nothing is deleted unless the manifest no
+ * longer lists them. */
+static void retain(void)
+{
+    char why[600];
+    int dropped = manifest_retain(C.data_dir, &C.man, C.keep, why, sizeof why);
+    if (dropped < 0) {
+        LOG_E("checkpoint retention: %s; no checkpoint files deleted", why);
+        return;
+    }
+    if (dropped == 0)
+        return;
+    Pskv__Meta m;
+    sched_meta(&m, PSKV__MSG_TYPE__CHECKPOINT_PRUNE);
+    m.has_seq = 1;
+    m.seq = C.man.e[0].seq;
+    for (int i = 0; i < memb.nnodes; i++)
+        if (memb.nodes[i].role == PSKV__ROLE__SERVER && !memb.nodes[i].dead)
+            sched_send(&memb.nodes[i], &m);
+    LOG_I("--keep-checkpoints %zu: removed %d older checkpoint%s from the manifest; servers "
+          "delete their files numbered below %llu", C.keep, dropped, dropped > 1 ? "s" : "",
+          (unsigned long long)m.seq);
+}
+
 /* Every live server wrote checkpoint C.seq: the manifest records it. */
 static void ckpt_complete(void)
 {
@@ -280,6 +314,7 @@ static void ckpt_complete(void)
     }
     LOG_I("checkpoint %llu complete in %lld ms: recorded in %s/manifest",
           (unsigned long long)C.seq, (long long)(tu_now_ms() - C.started_ms), C.data_dir);
+    retain();
     C.busy = 0;
     answer_requesters(0, NULL);
 }
@@ -371,6 +406,8 @@ void ckpt_tick(int64_t now)
 
 void ckpt_free(void)
 {
+    if (C.resume_from)
+        free(C.resume_entry.workers);
     free(C.prev_chains);
     free(C.resume_pairs);
     free(C.reqs);

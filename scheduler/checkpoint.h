@@ -26,10 +26,12 @@
 
 /* Reads data_dir's manifest (an empty data_dir: no checkpoints) and checks that
  * a resume has a checkpoint to start from; every_s > 0 starts one that often while
- * the job runs. Returns 0, or the process's exit status after printing why on
+ * the job runs; keep > 0 keeps only the keep newest complete checkpoints (older
+ * ones leave the manifest, and the servers delete their files, as each new one
+ * completes). Returns 0, or the process's exit status after printing why on
  * stderr: 1 when the manifest cannot be read, 2 when --resume has nothing to use.
  * data_dir must outlive the module. */
-int ckpt_init(const char *data_dir, int resume, double every_s);
+int ckpt_init(const char *data_dir, int resume, double every_s, int keep);
 
 /* A resumed job: 1 and *job = the job of the newest checkpoint; else 0. */
 int ckpt_resume_job(uint64_t *job);

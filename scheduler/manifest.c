@@ -150,26 +150,10 @@ static int write_entry(FILE *f, const manifest_entry *e)
     return fprintf(f, "\n") < 0 ? -1 : 0;
 }
 
-int manifest_append(const char *dir, manifest *m, const manifest_entry *e, char *why,
-                    size_t whylen)
+/* Writes every entry of m to dir/manifest: temp file, fsync, rename, fsync of the
+ * directory. Returns 0 or -PSKV_EIO with why. */
+static int rewrite(const char *dir, const manifest *m, char *why, size_t whylen)
 {
-    manifest_entry copy = *e;
-    size_t cells = (size_t)e->partitions * e->replicas;
-    copy.chains = malloc(cells * sizeof *copy.chains);
-    copy.workers = malloc((e->nworkers ? e->nworkers : 1) * sizeof *copy.workers);
-    manifest_entry *g = realloc(m->e, (m->n + 1) * sizeof *g);
-    if (!copy.chains || !copy.workers || !g) {
-        free(copy.chains);
-        free(copy.workers);
-        if (g)
-            m->e = g;
-        snprintf(why, whylen, "out of memory");
-        return -PSKV_ENOMEM;
-    }
-    memcpy(copy.chains, e->chains, cells * sizeof *copy.chains);
-    memcpy(copy.workers, e->workers, e->nworkers * sizeof *copy.workers);
-    m->e = g;
-    m->e[m->n++] = copy;
     char path[4200], tmp[4300];
     snprintf(path, sizeof path, "%s/manifest", dir);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -194,4 +178,40 @@ int manifest_append(const char *dir, manifest *m, const manifest_entry *e, char 
         close(dfd);
     }
     return 0;
+}
+
+int manifest_append(const char *dir, manifest *m, const manifest_entry *e, char *why,
+                    size_t whylen)
+{
+    manifest_entry copy = *e;
+    size_t cells = (size_t)e->partitions * e->replicas;
+    copy.chains = malloc(cells * sizeof *copy.chains);
+    copy.workers = malloc((e->nworkers ? e->nworkers : 1) * sizeof *copy.workers);
+    manifest_entry *g = realloc(m->e, (m->n + 1) * sizeof *g);
+    if (!copy.chains || !copy.workers || !g) {
+        free(copy.chains);
+        free(copy.workers);
+        if (g)
+            m->e = g;
+        snprintf(why, whylen, "out of memory");
+        return -PSKV_ENOMEM;
+    }
+    memcpy(copy.chains, e->chains, cells * sizeof *copy.chains);
+    memcpy(copy.workers, e->workers, e->nworkers * sizeof *copy.workers);
+    m->e = g;
+    m->e[m->n++] = copy;
+    return rewrite(dir, m, why, whylen);
+}
+
+int manifest_retain(const char *dir, manifest *m, size_t keep, char *why, size_t whylen)
+{
+    if (keep == 0 || m->n <= keep)
+        return 0;
+    size_t drop = m->n - keep;
+    for (size_t i = 0; i < drop; i++)
+        entry_free(&m->e[i]);
+    memmove(m->e, m->e + drop, keep * sizeof *m->e);
+    m->n = keep;
+    int rc = rewrite(dir, m, why, whylen);
+    return rc < 0 ? rc : (int)drop;
 }

@@ -46,6 +46,12 @@ int manifest_read(const char *dir, manifest *m, char *why, size_t whylen);
 int manifest_append(const char *dir, manifest *m, const manifest_entry *e, char *why,
                     size_t whylen);
 
+/* Retention: keeps the `keep` newest entries (keep 0 = all), frees the older ones
+ * and rewrites dir/manifest atomically. Returns the number of entries removed
+ * (0: none), or -PSKV_EIO with why (the entries are then gone from memory only:
+ * the file still lists them). Entries move: pointers into m->e do not survive. */
+int manifest_retain(const char *dir, manifest *m, size_t keep, char *why, size_t whylen);
+
 /* Frees everything m holds (m itself is the caller's). */
 void manifest_free(manifest *m);
 

@@ -69,6 +69,9 @@ static cfg_entry config[] = {
     {"checkpoint-every", CFG_DOUBLE, "0", "PSKV_SCHEDULER_CHECKPOINT_EVERY", 0, 1e7, "s",
      "take a checkpoint this often while the job runs (0 = only on request)", 0, 0, NULL,
      NULL},
+    {"keep-checkpoints", CFG_INT, "0", "PSKV_SCHEDULER_KEEP_CHECKPOINTS", 0, 1000000, NULL,
+     "keep only this many newest complete checkpoints: older ones leave the manifest and "
+     "the servers delete their files (0 = keep every one)", 0, 0, NULL, NULL},
     {"resume", CFG_BOOL, "false", "PSKV_SCHEDULER_RESUME", 0, 0, NULL,
      "continue the job of the newest complete checkpoint in --data-dir", 0, 0, NULL, NULL},
     {"join-timeout", CFG_DOUBLE, "600", "PSKV_SCHEDULER_JOIN_TIMEOUT", 1, 86400, "s",
@@ -239,8 +242,13 @@ static int configure(int argc, char **argv)
                 replicas, memb.nservers);
         return 2;
     }
+    if (cfg_int(config, "keep-checkpoints") && !*cfg_str(config, "data-dir")) {
+        fprintf(stderr, "pskv-scheduler: --keep-checkpoints needs --data-dir (there are no "
+                "checkpoints without it)\n");
+        return 2;
+    }
     rc = ckpt_init(cfg_str(config, "data-dir"), (int)cfg_int(config, "resume"),
-                   cfg_double(config, "checkpoint-every"));
+                   cfg_double(config, "checkpoint-every"), (int)cfg_int(config, "keep-checkpoints"));
     if (rc)
         return rc;
     if (!ckpt_resume_job(&memb.job_id))

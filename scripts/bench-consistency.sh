@@ -26,6 +26,8 @@ done
 [ -n "$out" ] || out=$(mktemp -d /tmp/pskv-bench-consistency-XXXXXX)
 mkdir -p "$out"
 export OPENBLAS_NUM_THREADS=1
+# the fixed schedule of the figures in docs/benchmarks.md, not the mlp app's defaults
+fixed=(--batch 32 --lr 0.01 --lr-schedule const --momentum 0.9)
 
 run() { # run NAME EXTRA_ARGS... -> metrics in $out/NAME.jsonl, logs in $out/NAME/
   local name=$1; shift
@@ -51,7 +53,7 @@ for m in bsp bsp+backup ssp:2 ssp:8 async; do
   [ "$m" = bsp+backup ] && args+=(--backup 1)
   name=straggler-${m//[:+]/-}
   run "$name" --worker-opt 2:--slowdown --worker-opt 2:3 -- --app mlp --epochs "$epochs" \
-      --eval-every 0.25 --metrics "$out/$name.jsonl" --log-level warn "${args[@]}" "$@" || continue
+      "${fixed[@]}" --eval-every 0.25 --metrics "$out/$name.jsonl" --log-level warn "${args[@]}" "$@" || continue
   echo "model=$m time_to_0.85_s=$(to_085 "$out/$name.jsonl") $(waiting "$name") final_accuracy=$(grep -o 'final test accuracy [0-9.]*' "$out/$name/worker-0.log" | awk '{print $4}')"
 done
 if [ -x "$here/plot.sh" ]; then
@@ -63,7 +65,7 @@ echo "== transient delays: every worker, each iteration 5x slower with probabili
 for m in bsp ssp:2 ssp:8; do
   name=jitter-${m//:/-}
   run "$name" -- --app mlp --epochs 1 --eval-every 0 --jitter 0.1:5 --consistency "$m" \
-      --log-level warn "$@" || continue
+      "${fixed[@]}" --log-level warn "$@" || continue
   echo "model=$m $(waiting "$name")"
 done
 # The waiting fraction of the delay model alone, for W workers, bound TAU (0 = bsp),
@@ -92,7 +94,7 @@ echo "== transient delays, compute-dominated: batch 1024, 10 epochs (200 steps p
 for m in bsp ssp:2 ssp:8; do
   name=jitter-compute-${m//:/-}
   run "$name" -- --app mlp --epochs 10 --eval-every 0 --jitter 0.1:5 --consistency "$m" \
-      --batch 1024 --lr 0.01 --log-level warn || continue
+      "${fixed[@]}" --batch 1024 --log-level warn || continue
   steps=$(sed -n 's/.*(\([0-9]*\) steps).*/\1/p' "$out/$name/worker-0.log" | tail -n 1)
   tau=0; [ "$m" = bsp ] || tau=${m#ssp:}
   echo "model=$m $(waiting "$name") delay_model_floor=$(delay_floor 3 "$tau" 0.1 5 "${steps:-200}") steps=${steps:-?}"

@@ -83,7 +83,8 @@ if [ -z "$only" ] || [ "$only" = soak ]; then
   mkdir -p "$d"
   "$here/launch-local.sh" --log-dir "$d" --timeout $((soak + 60)) --servers 3 --workers 4 \
     --scheduler-opt=--heartbeat-ms=$FAST_HB --scheduler-opt=--dead-after-ms=$FAST_DEAD \
-    --scheduler-opt=--replicas=2 -- --app mlp --epochs 1000 > "$d/launch.out" 2>&1 &
+    --scheduler-opt=--replicas=2 \
+    -- --app mlp --epochs 1000 --batch 32 --lr 0.01 --lr-schedule const > "$d/launch.out" 2>&1 &
   lp=$!
   sleep "$soak"
   deaths=$(grep -c 'marked dead' "$d/scheduler.log")

@@ -34,7 +34,8 @@ for r in $(seq "$runs"); do
   "$here/launch-local.sh" --servers "$servers" --workers 2 --timeout 900 --log-dir "$out/$model-$r" \
     --scheduler-opt --replicas --scheduler-opt "$replicas" \
     --scheduler-opt --log-level --scheduler-opt warn --server-opt --log-level --server-opt warn \
-    -- --app mlp --epochs "$epochs" --batch 32 --lr 0.01 --momentum 0.9 --log-level warn \
+    -- --app mlp --epochs "$epochs" --batch 32 --lr 0.01 --lr-schedule const --momentum 0.9 \
+       --log-level warn \
        --consistency "$model" --metrics "$out/$model-$r/metrics.jsonl" > /dev/null 2>&1 ||
     { echo "bench-train: $model run $r failed" >&2; exit 1; }
   # whole-run rate: the job's samples over its training time (evaluation excluded):

@@ -18,7 +18,7 @@
 # minute --rss-from to the end grows its RSS (VmRSS) by more than 5%.
 #
 # Usage: scripts/chaos.sh [--minutes N] [--models LIST] [--seed S] [--rss-from MIN]
-#          [--interval LO:HI] [--slowdown F] [--log-dir DIR] [--keep-logs]
+#          [--interval LO:HI] [--slowdown F] [--log-dir DIR] [--keep-logs] [--sequence LIST]
 #   --minutes N      soak time per model (default 5)
 #   --models LIST    comma-separated consistency models (default async,ssp:4)
 #   --seed S         seed of the fault choices (default: random; printed)
@@ -29,6 +29,10 @@
 #                    a 30-minute run's sums below 2^24, where float32 stays exact)
 #   --log-dir DIR    logs there (default mktemp -d /tmp/pskv-chaos-XXXXXX)
 #   --keep-logs      keep the logs after a pass (a failure always keeps them)
+#   --sequence LIST  these faults in this order (cycling) instead of random ones:
+#                    KIND:TARGET,... with KIND kill-server, kill-worker, stop-server
+#                    (TARGET server-I or worker-R) or cut-host (TARGET h2..h5), to
+#                    replay a failure, e.g. cut-host:h4,cut-host:h4
 # Needs root (network namespaces) and the cluster to itself: run it under
 #   flock /tmp/pskv-netns-user.lock scripts/chaos.sh ...
 # Exit status: 0 PASS, 1 FAIL, 2 usage, 77 skipped (not root).
@@ -37,8 +41,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 BIN=${PSKV_BIN_DIR:-$here/../build/bin}
 NETNS=$here/netns-cluster.sh
 minutes=5 models=async,ssp:4 seed=$((RANDOM * 32768 + RANDOM)) rss_from="" ilo=20 ihi=40
-slowdown=1.4 work="" keep=0
-usage() { sed -n '20,33p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+slowdown=1.4 work="" keep=0 sequence=()
+usage() { sed -n '20,37p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case $1 in
     --minutes) minutes=${2:-}; shift 2 ;;
@@ -49,6 +53,7 @@ while [ $# -gt 0 ]; do
     --slowdown) slowdown=${2:-}; shift 2 ;;
     --log-dir) work=${2:-}; shift 2 ;;
     --keep-logs) keep=1; shift ;;
+    --sequence) read -r -a sequence <<< "${2//,/ }"; shift 2 ;;
     -h|--help) usage ;;
     *) echo "chaos: unknown argument '$1'" >&2; usage ;;
   esac
@@ -183,6 +188,11 @@ fault() {
     2) i=$((1 + RANDOM % 3)) n=${names[$i]} kind=stop-server ;;
     3) h=h$((2 + RANDOM % 4)) n=$h kind=cut-host ;;
   esac
+  if [ ${#sequence[@]} -gt 0 ]; then # --sequence: the next fault of the list, cycling
+    kind=${sequence[$(( ${#faults[@]} % ${#sequence[@]} ))]}
+    n=${kind#*:} kind=${kind%%:*} h=$n i=""
+    for i2 in "${!names[@]}"; do [ "${names[$i2]}" = "$n" ] && i=$i2; done
+  fi
   for i2 in "${names[@]}"; do expect[$i2]=""; done # an earlier fault's exits are over
   t=$(now_ms)
   say "t=$(( (t - t0_ms) / 1000 ))s fault $(( ${#faults[@]} + 1 )): $kind $n${i:+ (pid ${pid[$n]}, ${hosts[$i]})}"

@@ -173,6 +173,17 @@ void checkpoint_write(uint64_t seq)
     }
 }
 
+void checkpoint_prune(uint64_t below)
+{
+    char why[600];
+    int n = *X.data_dir ? persist_prune(X.data_dir, below, why, sizeof why) : 0;
+    if (n < 0)
+        LOG_W("checkpoint retention: %s", why);
+    else if (n > 0)
+        LOG_I("checkpoint retention: deleted %d files of checkpoints before %llu from %s", n,
+              (unsigned long long)below, X.data_dir);
+}
+
 void checkpoint_pass(void)
 {
     checkpoint_poll(0);

@@ -47,6 +47,11 @@ void checkpoint_load_resumed(persist_clocks *clocks);
  * the snapshot fails. */
 void checkpoint_write(uint64_t seq);
 
+/* CHECKPOINT_PRUNE below (--keep-checkpoints on the scheduler): deletes this
+ * server's checkpoint files numbered below `below`, which the manifest no longer
+ * lists (never the one being written: it is newer). Logs what it deleted. */
+void checkpoint_prune(uint64_t below);
+
 /* After each pass of the loop: answers for a background write that finished, and
  * tries a deferred checkpoint again. */
 void checkpoint_pass(void);

@@ -2,10 +2,12 @@
 #include "persist.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ckpt.h"
 #include "log.h"
@@ -303,6 +305,15 @@ int persist_load(const char *dir, uint64_t job, uint64_t seq, uint32_t old, uint
     return rc;
 }
 
+/* 1 when name is a finished checkpoint file (not a temp file), with its job,
+ * seq and node. */
+static int parse_file_name(const char *name, uint64_t *job, uint64_t *seq, unsigned *node)
+{
+    char tail[8];
+    return sscanf(name, "ckpt-%" SCNu64 "-%" SCNu64 "-%u.psk%1s", job, seq, node, tail) == 4 &&
+           !strcmp(tail, "v") && !strstr(name, ".tmp");
+}
+
 size_t persist_scan(const char *dir, char ***out)
 {
     *out = NULL;
@@ -314,11 +325,7 @@ size_t persist_scan(const char *dir, char ***out)
     while ((e = readdir(d))) {
         uint64_t job, seq;
         unsigned node;
-        char tail[8];
-        if (sscanf(e->d_name, "ckpt-%" SCNu64 "-%" SCNu64 "-%u.psk%1s", &job, &seq, &node,
-                   tail) != 4 || strcmp(tail, "v"))
-            continue;
-        if (strstr(e->d_name, ".tmp"))
+        if (!parse_file_name(e->d_name, &job, &seq, &node))
             continue;
         char path[4200], why[600];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
@@ -337,4 +344,31 @@ size_t persist_scan(const char *dir, char ***out)
     }
     closedir(d);
     return n;
+}
+
+int persist_prune(const char *dir, uint64_t below, char *why, size_t whylen)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        snprintf(why, whylen, "cannot read %s: %s", dir, strerror(errno));
+        return -PSKV_EIO;
+    }
+    int n = 0, rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        uint64_t job, seq;
+        unsigned node;
+        if (!parse_file_name(e->d_name, &job, &seq, &node) || seq >= below)
+            continue;
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (unlink(path) == 0)
+            n++;
+        else if (errno != ENOENT && rc == 0) { /* another server sharing dir took it */
+            snprintf(why, whylen, "cannot delete %s: %s", path, strerror(errno));
+            rc = -PSKV_EIO;
+        }
+    }
+    closedir(d);
+    return rc < 0 ? rc : n;
 }

@@ -39,6 +39,12 @@ int persist_snapshot(const char *dir, uint64_t job, uint64_t seq, uint32_t node,
  * a corrupt or partial file is logged, naming it, and left out. */
 size_t persist_scan(const char *dir, char ***out);
 
+/* Retention: deletes every finished checkpoint file in dir numbered below
+ * `below` (any job, any node: the manifest, which numbers them, no longer lists
+ * them). Returns the number deleted, or -PSKV_EIO with why naming the first file
+ * (or dir) that could not be (the others are still deleted). */
+int persist_prune(const char *dir, uint64_t below, char *why, size_t whylen);
+
 /* Clocks read from a file, applied once the view set up the clock set. */
 typedef struct persist_clocks {
     int64_t *vc;

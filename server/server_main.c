@@ -515,6 +515,8 @@ static int handle_scheduler(void)
             replay_parked();
         } else if (msg.meta->type == PSKV__MSG_TYPE__CHECKPOINT) {
             checkpoint_write(msg.meta->seq);
+        } else if (msg.meta->type == PSKV__MSG_TYPE__CHECKPOINT_PRUNE && msg.meta->has_seq) {
+            checkpoint_prune(msg.meta->seq);
         } else if (msg.meta->type == PSKV__MSG_TYPE__STOP) {
             Pskv__Meta m;
             member_meta(&S.mb, &m, PSKV__MSG_TYPE__STOP_ACK);

@@ -108,7 +108,7 @@ const int gmsg_types[] = {
     PSKV__MSG_TYPE__TABLE_OPEN,   PSKV__MSG_TYPE__TABLE_OPEN_ACK, PSKV__MSG_TYPE__PUSH,
     PSKV__MSG_TYPE__PUSH_ACK,     PSKV__MSG_TYPE__PULL,           PSKV__MSG_TYPE__PULL_REPLY,
     PSKV__MSG_TYPE__CLOCK,        PSKV__MSG_TYPE__REPLICATE,      PSKV__MSG_TYPE__REPLICATE_ACK,
-    PSKV__MSG_TYPE__FILL,         PSKV__MSG_TYPE__ERROR,
+    PSKV__MSG_TYPE__FILL,         PSKV__MSG_TYPE__ERROR,          PSKV__MSG_TYPE__CHECKPOINT_PRUNE,
 };
 const int gmsg_ntypes = (int)(sizeof gmsg_types / sizeof gmsg_types[0]);
 
@@ -302,6 +302,7 @@ static void tmpl_fields(tstore *st, Pskv__Meta *x, int type)
     case PSKV__MSG_TYPE__BARRIER:
     case PSKV__MSG_TYPE__BARRIER_DONE:
     case PSKV__MSG_TYPE__CHECKPOINT_ACK:
+    case PSKV__MSG_TYPE__CHECKPOINT_PRUNE:
     case PSKV__MSG_TYPE__STOP:
         x->has_seq = 1;
         x->seq = below(5);

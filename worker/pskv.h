@@ -181,6 +181,17 @@ void pskv_set_progress(pskv_worker *w, int64_t epoch, int64_t step, int64_t posi
 int pskv_resume_progress(const pskv_worker *w, int64_t *epoch, int64_t *step,
                          int64_t *position);
 
+/* Gradient clipping by global norm (as torch.nn.utils.clip_grad_norm_): the L2
+ * norm of nparts arrays taken together, parts[i] holding lens[i] floats. When it
+ * exceeds max_norm, every value is scaled by max_norm / norm, so that the norm
+ * becomes max_norm (to float rounding). *norm (when not NULL) gets the norm
+ * before clipping. Returns 1 when it scaled, 0 when the norm was at most max_norm
+ * or not finite (a NaN or infinity: nothing is scaled, and the push is refused
+ * as any non-finite push is), -PSKV_EINVAL when max_norm is not finite and > 0.
+ * Needs no handle: call it on a step's gradients before pushing them. */
+int pskv_clip_norm(float *const *parts, const size_t *lens, size_t nparts, double max_norm,
+                   double *norm);
+
 /* This worker's rank (0..W-1), the number of workers and of servers. */
 int pskv_rank(const pskv_worker *w);
 int pskv_num_workers(const pskv_worker *w);

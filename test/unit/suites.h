@@ -34,5 +34,7 @@ Suite *dedupe_suite(void);
 Suite *ckpt_suite(void);
 /* common/keys.c, zap.c, refuse.c: key files, allowlists, keysets, CURVE + ZAP on TCP. */
 Suite *keys_suite(void);
+/* worker/wclip.c: pskv_clip_norm, gradient clipping by global norm. */
+Suite *clip_suite(void);
 
 #endif

@@ -346,6 +346,28 @@ START_TEST(help)
 }
 END_TEST
 
+/* cfg_set_default replaces only a default: the environment and flags still win,
+ * and a value that does not fit the entry is refused. */
+START_TEST(set_default_yields_to_env_and_flags)
+{
+    cfg_entry tab[TAB_LEN];
+    make_table(tab);
+    setenv(ENV_RATE, "0.25", 1);
+    char *argv[] = {"prog", "--name", "from-flag"};
+    ck_assert_int_eq(parse_quiet(tab, ARGC(argv), argv, NULL), 0);
+    char err[200];
+    ck_assert_int_eq(cfg_set_default(tab, "port", "7100", err, sizeof err), 1);
+    ck_assert_int_eq(cfg_set_default(tab, "rate", "0.75", err, sizeof err), 0);
+    ck_assert_int_eq(cfg_set_default(tab, "name", "other", err, sizeof err), 0);
+    ck_assert_int_eq(cfg_int(tab, "port"), 7100);
+    ck_assert_double_eq(cfg_double(tab, "rate"), 0.25);
+    ck_assert_str_eq(cfg_str(tab, "name"), "from-flag");
+    ck_assert_str_eq(cfg_find(tab, "port")->from, "default");
+    ck_assert_int_eq(cfg_set_default(tab, "delta", "x", err, sizeof err), -PSKV_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "--delta"));
+}
+END_TEST
+
 Suite *config_suite(void)
 {
     Suite *s = suite_create("config");
@@ -362,6 +384,7 @@ Suite *config_suite(void)
     tcase_add_test(tc, positionals);
     tcase_add_test(tc, double_dash);
     tcase_add_test(tc, help);
+    tcase_add_test(tc, set_default_yields_to_env_and_flags);
     suite_add_tcase(s, tc);
     return s;
 }

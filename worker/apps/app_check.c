@@ -14,6 +14,9 @@
  *           acknowledged, counted per rank and partition (app_check_acked.c, with
  *           --acked-log across kill -9 and --stop-file).
  * --slowdown F makes each round sleep (F - 1) x 5 ms, for a steady straggler.
+ * --clip-norm C (not with backups or --count-acked): a planted huge gradient,
+ * pushed in two parts, clipped as one to norm C into the `sum` table check.clip
+ * and pulled back, and one within C that must come back unchanged.
  * The last line is `check ok: ...` or `check FAILED: ...`. */
 #define _GNU_SOURCE
 #include <inttypes.h>
@@ -382,6 +385,84 @@ static int nan_push(ck *c)
     return 0;
 }
 
+/* --clip-norm: each worker's three runs of CLIP_N keys in check.clip, an async
+ * `sum` table (it stores exactly what is pushed): a planted huge gradient in two
+ * parts, clipped together (the global norm of one step's pushes) and pushed as
+ * two pushes, then one already within C. */
+#define CLIP_N 256
+
+static void clip_planted(int r, float *a, float *b, float *in, double cn)
+{
+    double sq = 0;
+    for (int i = 0; i < CLIP_N; i++) {
+        a[i] = 1e6f * (float)((i * 7 + r) % 13 - 6) + 0.25f;
+        b[i] = -3e5f * (float)((i * 5 + r) % 11 - 5) - 0.5f;
+        in[i] = (float)((i * 3 + r) % 9) - 4.0f + 0.125f;
+        sq += (double)in[i] * in[i];
+    }
+    for (int i = 0; i < CLIP_N; i++) /* within C: norm C / 2 */
+        in[i] = (float)((double)in[i] * 0.5 * cn / sqrt(sq));
+}
+
+/* Pushes vals to run `run` of this worker's keys in check.clip and pulls them
+ * back into out. Returns 0 or a negated PSKV_E* code. */
+static int clip_roundtrip(ck *c, int t, int run, const float *vals, float *out)
+{
+    uint64_t keys[CLIP_N];
+    for (int i = 0; i < CLIP_N; i++)
+        keys[i] = (uint64_t)((c->r * 3 + run) * CLIP_N + i);
+    int64_t tp = pskv_push(c->w, t, keys, CLIP_N, vals);
+    int rc = tp < 0 ? (int)tp : pskv_wait(c->w, tp, 120000);
+    return rc < 0 ? rc : ck_pull_wait(c->w, t, keys, CLIP_N, out);
+}
+
+/* Returns 0, or 1 after saying why. */
+static int clip_push(ck *c, double cn)
+{
+    pskv_table_opts o;
+    pskv_table_opts_init(&o);
+    o.kind = PSKV_DENSE;
+    o.size = (uint64_t)c->W * 3 * CLIP_N;
+    o.updater = "sum";
+    int t = pskv_table_open(c->w, "check.clip", &o);
+    if (t < 0)
+        return ck_fail(c->w, "open check.clip", t);
+    float a[CLIP_N], b[CLIP_N], in[CLIP_N], a0[CLIP_N], b0[CLIP_N], in0[CLIP_N];
+    float pa[CLIP_N], pb[CLIP_N], pin[CLIP_N];
+    clip_planted(c->r, a0, b0, in0, cn);
+    memcpy(a, a0, sizeof a);
+    memcpy(b, b0, sizeof b);
+    memcpy(in, in0, sizeof in);
+    float *parts[] = {a, b};
+    size_t lens[] = {CLIP_N, CLIP_N};
+    double planted = 0, within = 0;
+    int clipped = pskv_clip_norm(parts, lens, 2, cn, &planted);
+    float *inp[] = {in};
+    int kept = pskv_clip_norm(inp, lens, 1, cn, &within) == 0;
+    int rc;
+    if ((rc = clip_roundtrip(c, t, 0, a, pa)) < 0 || (rc = clip_roundtrip(c, t, 1, b, pb)) < 0 ||
+        (rc = clip_roundtrip(c, t, 2, in, pin)) < 0)
+        return ck_fail(c->w, "push and pull check.clip", rc);
+    /* from what the table holds: the two parts' norm is C, each value the planted
+     * one times C / planted norm, and the gradient within C is bit for bit */
+    double sq = 0, factor = cn / planted, worst = 0;
+    for (int i = 0; i < CLIP_N; i++) {
+        sq += (double)pa[i] * pa[i] + (double)pb[i] * pb[i];
+        double ea = fabs(pa[i] - a0[i] * factor) / (fabs(a0[i] * factor) + 1e-30);
+        double eb = fabs(pb[i] - b0[i] * factor) / (fabs(b0[i] * factor) + 1e-30);
+        worst = fmax(worst, fmax(ea, eb));
+    }
+    double got = sqrt(sq);
+    int unchanged = memcmp(pin, in0, sizeof pin) == 0;
+    printf("check: clipping to --clip-norm %g: a planted gradient of norm %.6g in two pushes "
+           "reads back at norm %.9g (sum table), the same direction to %.1e; one of norm %.6g "
+           "%s\n", cn, planted, got, worst, within, unchanged ? "unchanged" : "CHANGED");
+    if (clipped != 1 || !kept || fabs(got - cn) > 1e-5 * cn || worst > 1e-5 || !unchanged)
+        ck_mismatch(c, "clipping to %g: norm %.9g read back, direction off by %.1e, the "
+                    "gradient within C %s", cn, got, worst, unchanged ? "unchanged" : "changed");
+    return 0;
+}
+
 /* The same table reopened with another option must be refused, naming it. */
 static void reopen(ck *c)
 {
@@ -422,10 +503,12 @@ int app_check(pskv_worker *w, cfg_entry *cfg)
     if (c.o.backup || cfg_int(cfg, "count-acked"))
         return ck_run_acked(&c, cfg);
     int nocopy = !strcmp(cfg_str(cfg, "push"), "nocopy"); /* else "copy" (worker_main) */
+    double cn = cfg_double(cfg, "clip-norm"); /* > 0 when set: worker_main checks */
     int rc;
     if ((rc = open_tables(&c)) || (rc = alloc_buffers(&c, nocopy)) || (rc = rounds(&c)) ||
         (rc = final_dense(&c)) || (rc = final_sparse(&c)) ||
-        (c.tf >= 0 && (rc = float_hash(&c))) || (rc = nan_push(&c))) {
+        (c.tf >= 0 && (rc = float_hash(&c))) || (rc = nan_push(&c)) ||
+        (cn > 0 && (rc = clip_push(&c, cn)))) {
         void *bufs[] = {c.dv, c.dn, c.sv, c.sk, c.dk, c.ok, c.ov, c.fv};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
             app_free_after_close(bufs[i]);

@@ -4,8 +4,8 @@
  * push), the bias under key BIAS_KEY. A batch pulls only the keys it touches and
  * pushes their mean gradients. The pull for the next batch is sent before this
  * batch is computed, so it travels while the CPU works (async, delay 1).
- * Rank 0 evaluates log-loss, AUC and accuracy on --test from freshly pulled
- * weights. */
+ * --clip-norm scales a batch's gradient down to that L2 norm. Rank 0 evaluates
+ * log-loss, AUC and accuracy on --test from freshly pulled weights. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -225,10 +225,11 @@ typedef struct lr_run {
     cfg_entry *cfg;
     int rank, W;
     int batch, epochs;
+    double clip;       /* --clip-norm, 0 = none */
     libsvm_set d;      /* this worker's shard of --train */
     evalset e;         /* rank 0: --test (or --train) */
     report *rep;
-    int t, ts;         /* weight table, stats table */
+    int t, ts;         /* weight table, stats table (samples, then clipped steps, by rank) */
     uint64_t *keys[2]; /* a batch's distinct keys plus the bias, sorted */
     float *wv[2];      /* their weights */
     size_t nk[2];
@@ -238,6 +239,7 @@ typedef struct lr_run {
     double loss_sum, last_total, last_train_s, unreported;
     long loss_n;
     uint64_t pushed_keys;
+    int64_t clipped, clipped_unreported; /* this worker's clipped steps; not yet counted */
     int cur;           /* keys[cur], wv[cur]: this batch */
     int64_t prev_push, pending;
 } lr_run;
@@ -301,7 +303,7 @@ static int open_tables(lr_run *r)
         return fail(r->w, "open the weight table", r->t);
     pskv_table_opts_init(&o);
     o.kind = PSKV_DENSE;
-    o.size = (uint64_t)r->W;
+    o.size = 2 * (uint64_t)r->W;
     o.updater = "sum";
     r->ts = pskv_table_open(r->w, "sparse-lr.samples", &o);
     if (r->ts < 0)
@@ -373,14 +375,16 @@ static double batch_grad(lr_run *r, size_t lo, size_t hi)
     return bl;
 }
 
-/* Adds this worker's samples since the last call to the job-wide counter
- * (not waited for). Returns the push's timestamp or a negated error. */
+/* Adds this worker's samples and clipped steps since the last call to the
+ * job-wide counters (not waited for). Returns the push's timestamp or a negated
+ * error. */
 static int64_t push_stats(lr_run *r)
 {
-    uint64_t key = (uint64_t)r->rank;
-    float v = (float)r->unreported;
+    uint64_t keys[2] = {(uint64_t)r->rank, (uint64_t)(r->W + r->rank)};
+    float v[2] = {(float)r->unreported, (float)r->clipped_unreported};
     r->unreported = 0;
-    return pskv_push(r->w, r->ts, &key, 1, &v);
+    r->clipped_unreported = 0;
+    return pskv_push(r->w, r->ts, keys, 2, v);
 }
 
 /* Rank 0: log-loss, AUC and accuracy at freshly pulled weights, the job's rate
@@ -393,13 +397,15 @@ static int evaluate_step(lr_run *r, size_t step, int last)
     double ll = 0, auc = 0, acc = 0;
     if ((rc = evaluate(r->w, r->t, &r->e, &ll, &auc, &acc)) < 0)
         return fail(r->w, "evaluation", rc);
-    float *counts = malloc((size_t)r->W * sizeof(float));
-    int64_t tc = counts ? pskv_pull(r->w, r->ts, NULL, (size_t)r->W, counts) : -PSKV_ENOMEM;
+    float *counts = malloc(2 * (size_t)r->W * sizeof(float));
+    int64_t tc = counts ? pskv_pull(r->w, r->ts, NULL, 2 * (size_t)r->W, counts) : -PSKV_ENOMEM;
     if (tc < 0 || (rc = pskv_wait(r->w, tc, TMO)) < 0)
         return fail(r->w, "stats pull", tc < 0 ? (int)tc : rc);
-    double all = 0;
-    for (int i = 0; i < r->W; i++)
+    double all = 0, clipped = 0;
+    for (int i = 0; i < r->W; i++) {
         all += counts[i];
+        clipped += counts[r->W + i];
+    }
     free(counts);
     double train_s = (double)(e0 - r->t0 - r->eval_ns) / 1e9;
     report_line l = {(double)(step + 1) / (double)r->steps_per_epoch, (int64_t)step + 1,
@@ -408,7 +414,8 @@ static int evaluate_step(lr_run *r, size_t step, int last)
                      train_s > r->last_train_s
                          ? (all - r->last_total) / (train_s - r->last_train_s)
                          : 0,
-                     auc};
+                     auc,
+                     r->clip > 0 ? (int64_t)clipped : -1};
     report_eval(r->rep, &l);
     r->last_total = all;
     r->last_train_s = train_s;
@@ -416,6 +423,9 @@ static int evaluate_step(lr_run *r, size_t step, int last)
     r->loss_n = 0;
     r->next_eval += r->eval_step;
     r->eval_ns += tu_now_ns() - e0;
+    if (last && r->clip > 0)
+        printf("clipped steps %lld (every worker's, --clip-norm %g)\n", (long long)clipped,
+               r->clip);
     if (last)
         printf("final auc %.4f logloss %.4f accuracy %.4f; %.0f keys/s pushed by rank 0\n", auc,
                ll, acc, (double)r->pushed_keys / train_s);
@@ -451,6 +461,11 @@ static int train_step(lr_run *r, size_t step)
     r->loss_n++;
     r->unreported += (double)(hi - lo);
     size_t n = r->nk[r->cur];
+    float *parts[] = {r->grad};
+    if (r->clip > 0 && pskv_clip_norm(parts, &n, 1, r->clip, NULL) == 1) {
+        r->clipped++;
+        r->clipped_unreported++;
+    }
     int64_t tp = pskv_push(r->w, r->t, r->keys[r->cur], n, r->grad);
     if (tp < 0)
         return fail(r->w, "push", (int)tp);
@@ -486,6 +501,9 @@ static int end_training(lr_run *r)
         printf("rank %d done: %zu examples x %d epochs in %.1f s, %.0f keys/s pushed\n", r->rank,
                r->d.n, r->epochs, secs, (double)r->pushed_keys / secs);
     }
+    if (r->clip > 0)
+        printf("rank %d clipped %lld of %zu steps to --clip-norm %g\n", r->rank,
+               (long long)r->clipped, r->total, r->clip);
     return 0;
 }
 
@@ -517,6 +535,7 @@ int app_sparse_lr(pskv_worker *w, cfg_entry *cfg)
     r.W = pskv_num_workers(w);
     r.batch = (int)cfg_int(cfg, "batch");
     r.epochs = (int)cfg_int(cfg, "epochs");
+    r.clip = cfg_double(cfg, "clip-norm"); /* > 0 when set: worker_main checks */
     int rc;
     if ((rc = load_data(&r)) || (rc = open_tables(&r)) || (rc = alloc_batches(&r)))
         return rc;

@@ -7,7 +7,8 @@
  * uses miss at most the worker's own previous push: async, delay 1).
  * Rank 0 evaluates on the test set from freshly pulled weights every
  * --eval-every epochs of its own and writes the metrics; every worker adds its
- * sample count to a small `sum` table so rank 0 reports the whole job's rate. */
+ * sample count (and its steps clipped by --clip-norm) to a small `sum` table so
+ * rank 0 reports the whole job's rate (and clipped steps). */
 #define _GNU_SOURCE
 #include <cblas.h>
 #include <math.h>
@@ -87,12 +88,13 @@ typedef struct run {
     uint64_t seed;
     enum lr_schedule lr_sched;
     double slowdown, jitter_p, jitter_f;
+    double clip; /* --clip-norm, 0 = none */
     /* data, model, tables */
     int rank, W;
     idx_set train, test; /* test: rank 0 only */
     model *m;
     size_t P;        /* parameters */
-    int t, ts;       /* parameter table, stats table */
+    int t, ts;       /* parameter table, stats table (samples, then clipped steps, by rank) */
     report *rep;
     /* buffers */
     float *grad, *grad2;   /* the step's gradient; a further micro-batch's */
@@ -107,6 +109,7 @@ typedef struct run {
     double loss_sum;
     long loss_n;
     double accuracy; /* of the latest evaluation */
+    int64_t clipped_job; /* every worker's clipped steps, as of the latest evaluation */
     /* the loop */
     int64_t steps_per_epoch, total_steps, eval_step, next_eval;
     int overlap;      /* async/ssp: the next step's pull travels during this step */
@@ -115,18 +118,23 @@ typedef struct run {
     int64_t prev_push;
     int64_t step, epoch_steps, nsteps;
     double epoch_loss, unreported;
+    int64_t clipped, clipped_unreported; /* this worker's clipped steps; not yet counted */
     int64_t ns_compute, ns_push, ns_wait, ns_batch, ns_sleep;
     int64_t loop_t0, epoch_t0;
     uint64_t jitter_rng;
 } run;
 
-/* Adds this worker's samples since the last call to the job-wide counter. */
+/* Adds this worker's samples and clipped steps since the last call to the
+ * job-wide counters. */
 static int push_stats(run *r, double samples)
 {
-    uint64_t key = (uint64_t)r->rank;
-    float v = (float)samples;
-    int64_t ts = pskv_push(r->w, r->ts, &key, 1, &v);
-    return ts < 0 ? (int)ts : 0;
+    uint64_t keys[2] = {(uint64_t)r->rank, (uint64_t)(r->W + r->rank)};
+    float v[2] = {(float)samples, (float)r->clipped_unreported};
+    int64_t ts = pskv_push(r->w, r->ts, keys, 2, v);
+    if (ts < 0)
+        return (int)ts;
+    r->clipped_unreported = 0;
+    return 0;
 }
 
 static int evaluate(run *r, double epoch, int64_t step)
@@ -139,14 +147,16 @@ static int evaluate(run *r, double epoch, int64_t step)
     double loss = 0;
     long correct = 0;
     model_eval(r->m, r->eval_params, r->test.x, r->test.y, (int)r->test.n, &loss, &correct);
-    float *counts = malloc((size_t)r->W * sizeof(float));
+    float *counts = malloc(2 * (size_t)r->W * sizeof(float));
     if (!counts)
         return -PSKV_ENOMEM;
-    tp = pskv_pull(r->w, r->ts, NULL, (size_t)r->W, counts);
+    tp = pskv_pull(r->w, r->ts, NULL, 2 * (size_t)r->W, counts);
     rc = tp < 0 ? (int)tp : pskv_wait(r->w, tp, TMO);
-    double total = 0;
-    for (int i = 0; i < r->W && rc == 0; i++)
+    double total = 0, clipped = 0;
+    for (int i = 0; i < r->W && rc == 0; i++) {
         total += counts[i];
+        clipped += counts[r->W + i];
+    }
     free(counts);
     if (rc < 0)
         return rc;
@@ -161,9 +171,11 @@ static int evaluate(run *r, double epoch, int64_t step)
                      train_s > r->last_train_s
                          ? (total - r->last_samples) / (train_s - r->last_train_s)
                          : 0,
-                     NAN};
+                     NAN,
+                     r->clip > 0 ? (int64_t)clipped : -1};
     report_eval(r->rep, &l);
     r->accuracy = l.accuracy;
+    r->clipped_job = (int64_t)clipped;
     r->last_samples = total;
     r->last_train_s = train_s;
     r->loss_sum = 0;
@@ -202,6 +214,7 @@ static int read_options(run *r)
                   : !strcmp(sched_name, "cosine") ? LR_COSINE
                                                   : LR_CONST;
     r->slowdown = cfg_double(cfg, "slowdown");
+    r->clip = cfg_double(cfg, "clip-norm"); /* > 0 when set: worker_main checks */
     r->jitter_p = 0;
     r->jitter_f = 1;
     if (*cfg_str(cfg, "jitter") &&
@@ -271,7 +284,7 @@ static int open_tables(run *r)
         return fail(r->w, "open the parameter table", r->t);
     pskv_table_opts_init(&o);
     o.kind = PSKV_DENSE;
-    o.size = (uint64_t)r->W;
+    o.size = 2 * (uint64_t)r->W;
     o.updater = "sum";
     snprintf(name, sizeof name, "%s.samples", r->app);
     r->ts = pskv_table_open(r->w, name, &o);
@@ -379,8 +392,9 @@ static void new_epoch(run *r, int epoch)
 }
 
 /* The step's gradient into grad: K micro-batches of `batch` at buf[cur],
- * averaged into one push and scaled by the learning-rate schedule. Returns the
- * step's mean loss; adds the time spent gathering rows to *cb and computing to *cc. */
+ * averaged into one push, clipped to --clip-norm and scaled by the learning-rate
+ * schedule. Returns the step's mean loss; adds the time spent gathering rows to
+ * *cb and computing to *cc. */
 static float compute_step(run *r, int64_t in_epoch, int64_t *cb, int64_t *cc)
 {
     const idx_set *train = &r->train;
@@ -411,10 +425,19 @@ static float compute_step(run *r, int64_t in_epoch, int64_t *cb, int64_t *cc)
     }
     /* the learning-rate schedule, as a factor on the pushed gradient: with the
      * sgd updater (w -= lr * v, v = momentum * v + g) the same as scaling lr */
-    float scale = (float)lr_factor(r->lr_sched, (double)r->step / (double)r->total_steps) /
-                  (float)micro;
+    double factor = lr_factor(r->lr_sched, (double)r->step / (double)r->total_steps);
+    float scale = (float)factor / (float)micro;
     if (scale != 1.0f)
         cblas_sscal((blasint)r->P, scale, r->grad, 1);
+    /* clipping the averaged gradient to C and then scaling by the factor is
+     * clipping the scaled one to C x factor (factor > 0): the order of
+     * torch.nn.utils.clip_grad_norm_ before a learning-rate scheduler's step */
+    float *parts[] = {r->grad};
+    size_t lens[] = {r->P};
+    if (r->clip > 0 && pskv_clip_norm(parts, lens, 1, r->clip * factor, NULL) == 1) {
+        r->clipped++;
+        r->clipped_unreported++;
+    }
     loss /= (float)micro;
     return loss;
 }
@@ -560,6 +583,9 @@ static int end_training(run *r)
     printf("rank %d waiting fraction %.4f (%.2f s blocked in the library of %.2f s training)\n",
            r->rank, (double)(r->ns_push + r->ns_wait) / 1e9 / loop_s,
            (double)(r->ns_push + r->ns_wait) / 1e9, loop_s);
+    if (r->clip > 0)
+        printf("rank %d clipped %lld of %lld steps to --clip-norm %g\n", r->rank,
+               (long long)r->clipped, (long long)r->nsteps, r->clip);
     rc = pskv_barrier(r->w, TMO * 10);
     if (rc < 0)
         return fail(r->w, "barrier after training", rc);
@@ -583,6 +609,9 @@ static int final_results(run *r)
             printf("model saved to %s\n", save);
         }
     }
+    if (r->clip > 0)
+        printf("clipped steps %lld (every worker's, --clip-norm %g)\n", (long long)r->clipped_job,
+               r->clip);
     printf("final test accuracy %.4f after %d epochs (%d workers, %d servers)%s%s\n",
            r->accuracy, r->epochs, r->W, pskv_num_servers(r->w),
            *cfg_str(r->cfg, "metrics") ? "; metrics in " : "", cfg_str(r->cfg, "metrics"));

@@ -72,14 +72,17 @@ void report_eval(report *r, const report_line *l)
     }
     if (isnan(l->auc))
         printf("epoch %.2f  step %lld  train_loss %.4f  test_loss %.4f  accuracy %.4f  "
-               "samples/s %.0f  time %.1f s\n",
+               "samples/s %.0f  time %.1f s",
                l->epoch, (long long)l->step, l->train_loss, l->test_loss, l->accuracy,
                l->samples_per_s, l->time);
     else
         printf("epoch %.2f  step %lld  train_loss %.4f  logloss %.4f  auc %.4f  accuracy %.4f  "
-               "samples/s %.0f  time %.1f s\n",
+               "samples/s %.0f  time %.1f s",
                l->epoch, (long long)l->step, l->train_loss, l->test_loss, l->auc, l->accuracy,
                l->samples_per_s, l->time);
+    if (l->clipped_steps >= 0)
+        printf("  clipped_steps %lld", (long long)l->clipped_steps);
+    putchar('\n');
     fflush(stdout);
     if (!r->f)
         return;
@@ -90,6 +93,8 @@ void report_eval(report *r, const report_line *l)
             l->samples_per_s);
     if (!isnan(l->auc))
         fprintf(r->f, ",\"auc\":%.6f", l->auc);
+    if (l->clipped_steps >= 0)
+        fprintf(r->f, ",\"clipped_steps\":%lld", (long long)l->clipped_steps);
     fputs("}\n", r->f);
     fflush(r->f);
 }

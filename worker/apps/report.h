@@ -20,6 +20,8 @@ typedef struct report_line {
     double accuracy;      /* test accuracy */
     double samples_per_s; /* the whole job's training throughput since the previous line */
     double auc;           /* sparse-lr only; NaN = absent */
+    int64_t clipped_steps; /* steps whose gradient --clip-norm scaled so far, every
+                              worker's; -1 = no clipping (absent) */
 } report_line;
 
 typedef struct report report;

@@ -47,7 +47,8 @@ void updflags_apply(cfg_entry *cfg, pskv_table_opts *o)
     const char *u = cfg_str(cfg, "updater");
     int adam = is(u, "adam") || is(u, "adamw"), ftrl = is(u, "ftrl");
     o->updater = u;
-    o->lr = (float)flag_or(cfg, "lr", adam ? 0.001 : ftrl ? 0.1 : 0.01);
+    /* sgd, adagrad, plug-ins: the effective --lr (the app's default when unset) */
+    o->lr = (float)(adam || ftrl ? flag_or(cfg, "lr", adam ? 0.001 : 0.1) : cfg_double(cfg, "lr"));
     o->momentum = is(u, "sgd") ? (float)cfg_double(cfg, "momentum") : 0.0f;
     o->l2 = (float)cfg_double(cfg, "l2");
     /* ftrl's reference values (alpha 0.1, beta 1, lambda1 1) are for one example's
