@@ -167,10 +167,6 @@ static int join_allowed(wire_msg *msg)
 {
     Pskv__Meta *r = msg->meta;
     char why[300];
-    if (memb.state != JOB_RUNNING) {
-        sched_refuse(msg, PSKV_EREFUSED, "the job is stopping; no node can join it");
-        return 0;
-    }
     if (r->role == PSKV__ROLE__WORKER) {
         if (r->has_rank && r->rank >= 0 && r->rank != memb.nworkers) {
             snprintf(why, sizeof why, "rank %d is not free: a worker joining the running job "
@@ -294,6 +290,13 @@ void memb_on_register(wire_msg *msg)
             ack_register(&memb.nodes[i]);
             return;
         }
+    }
+    if (memb.state == JOB_STOPPING || memb.state == JOB_FINISHED) {
+        /* told at once: the node would otherwise wait out its time-outs */
+        snprintf(why, sizeof why, "job %llu finished; no node can join it",
+                 (unsigned long long)memb.job_id);
+        sched_refuse(msg, PSKV_EREFUSED, why);
+        return;
     }
     if (r->role != PSKV__ROLE__SERVER && r->role != PSKV__ROLE__WORKER) {
         sched_refuse(msg, PSKV_EPROTO, "REGISTER with a role other than server or worker");
@@ -622,12 +625,18 @@ static int servers_stopped(void)
 
 int memb_stopped(void)
 {
-    if (memb.state != JOB_STOPPING ||
-        !(servers_stopped() || tu_now_ms() >= memb.stop_deadline_ms))
-        return 0;
-    if (!servers_stopped())
-        LOG_W("not every server acknowledged STOP within 5 s; exiting anyway");
-    return 1;
+    int64_t now = tu_now_ms();
+    if (memb.state == JOB_STOPPING && (servers_stopped() || now >= memb.stop_deadline_ms)) {
+        if (!servers_stopped())
+            LOG_W("not every server acknowledged STOP within 5 s; exiting anyway");
+        memb.state = JOB_FINISHED;
+        memb.finished_ms = now;
+        if (memb.linger_s > 0)
+            LOG_I("job %llu finished; lingering %.1f s to refuse late nodes (--linger)",
+                  (unsigned long long)memb.job_id, memb.linger_s);
+    }
+    return memb.state == JOB_FINISHED &&
+           now - memb.finished_ms >= (int64_t)(memb.linger_s * 1000);
 }
 
 void memb_free(void)

@@ -8,7 +8,9 @@
  *   WAITING  nodes register; status works; the view is not yet published
  *   RUNNING  every server and worker joined; view epoch 1 published
  *   STOPPING every worker finished (or died); STOP sent to the servers
- * and the process exits 0 once every server acknowledged STOP (or a grace time).
+ *   FINISHED every server acknowledged STOP (or a grace time ran out)
+ * and the process exits 0 once finished for --linger seconds (0 = at once);
+ * meanwhile a late REGISTER is refused with "job J finished".
  *
  * This file holds the flags, the socket, the loop and the dispatch; membership.c
  * the node table, leases and the job's life; view.c the placement and the View;
@@ -73,6 +75,9 @@ static cfg_entry config[] = {
      "continue the job of the newest complete checkpoint in --data-dir", 0, 0, NULL, NULL},
     {"join-timeout", CFG_DOUBLE, "600", "PSKV_SCHEDULER_JOIN_TIMEOUT", 1, 86400, "s",
      "give up when the cluster is not complete after this long", 0, 0, NULL, NULL},
+    {"linger", CFG_DOUBLE, "0", "PSKV_SCHEDULER_LINGER", 0, 86400, "s",
+     "once the job finished, stay up this long: a node registering late is refused at "
+     "once (\"job J finished\") and status still answers", 0, 0, NULL, NULL},
     {"job-id", CFG_INT, "0", "PSKV_JOB_ID", 0, 9.2e18, NULL,
      "job id (0 = pick a random one)", 0, 0, NULL, NULL},
     {"worker-checkpoints", CFG_BOOL, "false", "PSKV_SCHEDULER_WORKER_CHECKPOINTS", 0, 0, NULL,
@@ -221,6 +226,7 @@ static int configure(int argc, char **argv)
     memb.heartbeat_ms = (int)cfg_int(config, "heartbeat-ms");
     memb.dead_after_ms = (int)cfg_int(config, "dead-after-ms");
     memb.join_timeout_s = cfg_double(config, "join-timeout");
+    memb.linger_s = cfg_double(config, "linger");
     uint32_t replicas = (uint32_t)cfg_int(config, "replicas");
     view_init((uint32_t)cfg_int(config, "partitions"), replicas,
               (uint32_t)cfg_int(config, "vnodes"));

@@ -83,7 +83,7 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
     v->has_keys = sched_sec.keyed;
     v->keys = sched_sec.keyed;
     if (status) {
-        static const char *const js[] = {"waiting", "running", "stopping"};
+        static const char *const js[] = {"waiting", "running", "stopping", "finished"};
         v->state = (char *)js[memb.state];
         static uint64_t mine[REFUSE_COUNT];
         for (int i = 0; i < REFUSE_COUNT; i++)
