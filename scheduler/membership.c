@@ -12,6 +12,7 @@
 #include "log.h"
 #include "net.h"
 #include "pskv_errors.h"
+#include "sched_metrics.h"
 #include "scheduler_main.h"
 #include "timeutil.h"
 #include "view.h"
@@ -567,6 +568,7 @@ static void declare_dead(memb_node *n, int64_t now)
         view_place();
         view_send();
         ckpt_check_done();
+        schedm_failover();
         LOG_W("server node %u replaced: view epoch %llu published %.1f ms after it was "
               "declared dead; %u partitions lost (every replica dead)", n->id,
               (unsigned long long)view_epoch(), (double)(tu_now_us() - t0) / 1e3, view_lost());

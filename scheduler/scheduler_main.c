@@ -33,9 +33,11 @@
 #include "config.h"
 #include "log.h"
 #include "membership.h"
+#include "metrics.h"
 #include "net.h"
 #include "pskv_errors.h"
 #include "refuse.h"
+#include "sched_metrics.h"
 #include "timeutil.h"
 #include "view.h"
 
@@ -83,6 +85,7 @@ static cfg_entry config[] = {
     {"worker-checkpoints", CFG_BOOL, "false", "PSKV_SCHEDULER_WORKER_CHECKPOINTS", 0, 0, NULL,
      "with --keys, worker keys may ask for checkpoints too (pskv_checkpoint); by default "
      "only control keys may", 0, 0, NULL, NULL},
+    CFG_METRICS_ENTRY("PSKV_SCHEDULER_METRICS_PORT"),
     CFG_COMMON_ENTRIES("PSKV_SCHEDULER_PORT", "7700"),
     CFG_END};
 
@@ -209,6 +212,7 @@ static void tick(void)
     secure_tick(&sched_sec);
     ckpt_tick(now);
     memb_expire(now);
+    schedm_tick();
 }
 
 /* Reads the flags into the modules. Returns -1 to go on, or the exit status
@@ -353,6 +357,9 @@ int main(int argc, char **argv)
         LOG_E("%s", why);
         return 1;
     }
+    if (schedm_start(secure_bind_addr(&sched_sec, cfg_str(config, "bind")),
+                     (int)cfg_int(config, "metrics-port")) < 0)
+        return 1;
     cfg_log(config);
     LOG_I("listening on port %d; job %llu; waiting for %d servers and %d workers", port,
           (unsigned long long)memb.job_id, memb.nservers, memb.nworkers);
@@ -371,5 +378,6 @@ int main(int argc, char **argv)
     memb_free();
     view_free();
     ckpt_free();
+    metrics_stop();
     return 0;
 }

@@ -31,11 +31,13 @@
 #include "lease.h"
 #include "log.h"
 #include "member.h"
+#include "metrics.h"
 #include "net.h"
 #include "persist.h"
 #include "pskv_errors.h"
 #include "refuse.h"
 #include "secure.h"
+#include "smetrics.h"
 #include "table.h"
 #include "timeutil.h"
 #include "wire.h"
@@ -60,6 +62,7 @@ static cfg_entry config[] = {
     {"socket-buffer", CFG_INT, "0", "PSKV_SERVER_SOCKET_BUFFER", 0, 1073741824, "bytes",
      "kernel send and receive buffer of each connection to the data socket (0 = the "
      "kernel's default, auto-tuned)", 0, 0, NULL, NULL},
+    CFG_METRICS_ENTRY("PSKV_SERVER_METRICS_PORT"),
     CFG_COMMON_ENTRIES("PSKV_SERVER_PORT", "0"),
     CFG_END};
 
@@ -199,6 +202,7 @@ static table *check_request(wire_msg *msg, rowset *rs)
         fail(msg, -rc, why);
         return NULL;
     }
+    smet_request(t, r->type == PSKV__MSG_TYPE__PULL, rs->n);
     return t;
 }
 
@@ -338,8 +342,10 @@ static int refuse_stale(wire_msg *msg)
         return 0;
     char why[200];
     if (!lease_valid()) {
-        if (!S.lease_lapsed++)
+        if (!S.lease_lapsed++) {
             LOG_W("lease lapsed (no acknowledged heartbeat): serving nothing until renewed");
+            smet_lease_lapse();
+        }
         if (data)
             fail(msg, PSKV_ESTALE, "this server's lease has lapsed; it may have been replaced");
         return 1;
@@ -527,13 +533,6 @@ static int handle_scheduler(void)
 /* Keys held per table and the process's resident memory, for the operator. */
 static void log_tables(void)
 {
-    long pages = 0, rss = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f) {
-        if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
-            rss = 0;
-        fclose(f);
-    }
     uint64_t keys = 0;
     for (size_t i = 0; i < tables_count(S.tables); i++) {
         table *t = tables_at(S.tables, i);
@@ -544,7 +543,7 @@ static void log_tables(void)
               "moved off values still being sent", t->name, (unsigned long long)shard_size(t->sh),
               (unsigned long long)lends, (unsigned long long)moves);
     }
-    double rss_bytes = (double)rss * 4096.0;
+    double rss_bytes = metrics_resident_bytes();
     LOG_I("resident memory %.1f MiB for %llu keys (%.1f bytes per key)", rss_bytes / 1048576.0,
           (unsigned long long)keys, keys ? rss_bytes / (double)keys : 0.0);
 }
@@ -694,7 +693,9 @@ static int run(const char *sched)
         if (items[0].revents & ZMQ_POLLIN)
             serve_router();
         checkpoint_pass();
-        lease_set_dropped(consist_get_stats(S.cons).dropped_late);
+        consist_stats st = consist_get_stats(S.cons);
+        lease_set_dropped(st.dropped_late);
+        smet_tick(S.tables, &st);
     }
     return stopped;
 }
@@ -767,6 +768,9 @@ int main(int argc, char **argv)
     cfg_log(config);
     if ((rc = join_cluster(sched, host, port)) >= 0)
         return rc;
+    if (smet_start(secure_bind_addr(&S.sec, cfg_str(config, "bind")),
+                   (int)cfg_int(config, "metrics-port"), (int)S.mb.node_id, S.mb.rank) < 0)
+        return 1;
     lease_start(S.ctx, &S.mb);
     S.parked = calloc(MAX_PARKED, sizeof *S.parked);
     if (!S.parked) {
@@ -789,5 +793,6 @@ int main(int argc, char **argv)
     free(S.parked);
     consist_destroy(&S.cons);
     tables_destroy(&S.tables);
+    metrics_stop();
     return 0;
 }

@@ -15,6 +15,7 @@
 #include "secure.h"
 #include "vbuf.h"
 #include "wire.h"
+#include "wmetrics.h"
 #include "wreq.h"
 #include "wsend.h"
 #include "wview.h"
@@ -63,6 +64,7 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
                                "(clock %lld had closed)", (long long)r->ts, s->id,
                                (long long)m->clock);
             w->late_drops++;
+            wmet_worker(w);
         }
     } else if (m->type == PSKV__MSG_TYPE__ERROR) {
         if (!r->err)

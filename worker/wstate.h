@@ -26,6 +26,7 @@
  *   wsend   parts onto the wire, and planned again and re-sent
  *   vbuf    buffers shared with ZeroMQ; draining pskv_push_nocopy's lent arrays
  *   wpump   the calling thread's event loop: replies applied, timers
+ *   wmetrics the worker's Prometheus metrics (common/metrics.h)
  *   pskv.c  the exported calls on an open handle (push, pull, wait, tables, clock ...)
  *
  * OWNS: the handle itself (wstate.c): pskv_worker_open allocates it with its
@@ -48,6 +49,7 @@
 #include <zmq.h>
 
 #include "member.h"
+#include "metrics.h"
 #include "pskv.h"
 #include "secure.h"
 #include "timeutil.h"
@@ -93,6 +95,7 @@ typedef struct part {
 typedef struct req {
     enum req_type type;
     int64_t ts;
+    int64_t t0_ns;     /* when it was made (the latency metric) */
     int64_t clock;     /* the worker's clock when it was made: every send carries it */
     int table;
     int nparts, pending;
@@ -136,6 +139,8 @@ typedef struct tbl {
     uint32_t width;
     int async;         /* its pushes may be re-sent after a silence (servers drop duplicates) */
     int bsp;           /* its pushes are acknowledged only when their clock closes */
+    met_series *m_push, *m_pull, *m_push_rows, *m_pull_rows, *m_push_bytes, *m_pull_bytes,
+        *m_latency;    /* its metrics (wmetrics.h) */
 } tbl;
 
 struct pskv_worker {
