@@ -484,6 +484,10 @@ void memb_on_heartbeat(wire_msg *msg)
         n->clock = r->clock;
     if (r->has_dropped)
         n->dropped = r->dropped;
+    n->pushes = r->has_pushes ? r->pushes : n->pushes;
+    n->pulls = r->has_pulls ? r->pulls : n->pulls;
+    n->rss = r->has_rss_bytes ? r->rss_bytes : n->rss;
+    n->wait_ns = r->has_wait_ns ? r->wait_ns : n->wait_ns;
     for (size_t i = 0; i < r->n_refusals && i < REFUSE_COUNT; i++)
         n->refusals[i] = r->refusals[i];
     note_progress(n, r);

@@ -60,6 +60,9 @@ typedef struct memb_node {
     uint32_t heads, holds; /* servers: partitions headed, replicas held (view.c's) */
     int64_t clock;    /* workers: clocks finished, from heartbeats */
     uint64_t dropped; /* servers: late pushes dropped, from heartbeats */
+    uint64_t pushes, pulls, rss, wait_ns; /* from heartbeats (pskvctl top): servers' pushes
+                                            and pulls served, resident memory, workers'
+                                            time waiting in libpskv */
     int64_t progress[3];  /* workers: epoch, step, data position, from heartbeats */
     uint64_t ckpt_acked;  /* servers: the last checkpoint written (checkpoint.c's) */
     char **ckpts;         /* servers: valid checkpoint files they hold, "JOB:SEQ:NODE" */

@@ -694,7 +694,7 @@ static int run(const char *sched)
             serve_router();
         checkpoint_pass();
         consist_stats st = consist_get_stats(S.cons);
-        lease_set_dropped(st.dropped_late);
+        lease_set_stats(st.dropped_late, st.pushes, st.pulls);
         smet_tick(S.tables, &st);
     }
     return stopped;

@@ -716,7 +716,7 @@ tests=(check_2x3 check_fails_on_mismatch malformed_input malformed_while_serving
        train_softmax train_bad_data sparse_lr_heart_scale sparse_lr_planted
        consistency_check bsp_same_bits ssp_bound_straggler bsp_backup_stopped worker_leaves accumulate
        keys_rogues keys_clients keys_wire keys_files protected_mode
-       hosts_check hosts_delay hosts_partition late_registration metrics_prometheus)
+       hosts_check hosts_delay hosts_partition late_registration metrics_prometheus ctl_top)
 for t in "${tests[@]}"; do
   if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $t "* ]]; then continue; fi
   run_test "$t" "t_$t"

@@ -139,3 +139,35 @@ YML
   wait_exit "$(cat prometheus.pid)" 20 || fail "prometheus exited $?"
   no_strays "$TDIR"
 }
+
+# pskvctl top, not on a terminal, prints plain lines: per refresh a job line and a
+# line per node, workers with a step rate and servers with push and pull rates from
+# the second refresh on, and exactly one worker marked slowest.
+t_ctl_top() {
+  local port out r
+  port=$(free_port)
+  start scheduler "$BIN/pskv-scheduler" --port "$port" --servers 2 --workers 2
+  start server-0 "$BIN/pskv-server" --scheduler "127.0.0.1:$port"
+  start server-1 "$BIN/pskv-server" --scheduler "127.0.0.1:$port"
+  start worker-0 "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --rank 0 --app check --rounds 100000 --stop-file stop --count-acked
+  start worker-1 "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --rank 1 --app check --rounds 100000 --stop-file stop --count-acked
+  wait_line scheduler.log 'cluster complete' 1 60 || fail "the job did not start"
+  sleep 1
+  "$BIN/pskvctl" --scheduler "127.0.0.1:$port" top --count 3 --interval 0.5 > top.out 2> top.err ||
+    fail "pskvctl top exited $?: $(cat top.err)"
+  touch stop
+  cat top.out
+  [ "$(grep -c '^job [0-9]* state=running' top.out)" -eq 3 ] || fail "not 3 refreshes"
+  [ "$(grep -c '^server node=' top.out)" -eq 6 ] || fail "not a line per server per refresh"
+  [ "$(grep -c '^worker node=' top.out)" -eq 6 ] || fail "not a line per worker per refresh"
+  [ "$(grep -c 'slowest=1' top.out)" -eq 3 ] || fail "not one slowest worker per refresh"
+  tail -n 4 top.out | grep '^worker' | grep -q 'steps_per_s=[0-9.]* waiting=[0-9.]* rss_mib=[0-9.]*' ||
+    fail "no worker rates in the last refresh"
+  tail -n 4 top.out | grep '^server' | grep -q 'partitions=[0-9]* chains=[0-9]* pushes_per_s=[0-9]* pulls_per_s=[0-9]*' ||
+    fail "no server rates in the last refresh"
+  grep -q $'\033' top.out && fail "escape sequences in plain mode"
+  for r in 0 1; do
+    wait_exit "$(cat worker-$r.pid)" 120 || fail "worker $r exited $?: $(tail -n 3 worker-$r.log)"
+  done
+  for d in scheduler server-0 server-1; do wait_exit "$(cat $d.pid)" 20 || fail "$d exited $?"; done
+}

@@ -33,7 +33,7 @@
  *   window, ZeroMQ context and settings; pskv_worker_close releases everything
  *   hanging off it, whichever module filled it in; last_error (wst_error).
  * THREADS: every field belongs to the thread using the handle (one at a time, as
- *   pskv.h says), except the atomics `clock` and `progress[]`, which the heartbeat
+ *   pskv.h says), except the atomics `clock`, `progress[]` and `wait_ns`, which the heartbeat
  *   thread reads, and vbuf.refs, which ZeroMQ's I/O threads drop (vbuf_unref). The
  *   heartbeat thread also reads ctx, sec, sched and hb_job, hb_node, hb_period_ms,
  *   all written before it starts and never after.
@@ -194,6 +194,7 @@ struct pskv_worker {
     int64_t values_clock;   /* clock the last completed pull's values reflect */
     int64_t max_message;
     _Atomic int64_t progress[3]; /* epoch, step, position: sent with heartbeats */
+    _Atomic int64_t wait_ns;     /* the caller's time waiting in the pump: heartbeats */
     uint64_t ckpt_done;          /* checkpoint answer: its number */
     int ckpt_err;                /* or its error */
     uint64_t ckpt_req;           /* request id of the checkpoint asked for */

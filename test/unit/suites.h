@@ -34,5 +34,7 @@ Suite *dedupe_suite(void);
 Suite *ckpt_suite(void);
 /* common/keys.c, zap.c, refuse.c: key files, allowlists, keysets, CURVE + ZAP on TCP. */
 Suite *keys_suite(void);
+/* common/metrics.c: series, label escaping, histograms, the text, the endpoint. */
+Suite *metrics_suite(void);
 
 #endif
