@@ -70,6 +70,7 @@ typedef struct memb_node {
     char key[41];         /* the public key it registered with (CURVE), else "" */
     int insecure;         /* it runs with --insecure */
     uint64_t refusals[REFUSE_COUNT]; /* its refusals of peers, from heartbeats */
+    struct met_series *lag;  /* workers: its clock-lag metric (sched_metrics.c), or NULL */
 } memb_node;
 
 typedef struct memb_state {

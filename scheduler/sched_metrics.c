@@ -59,16 +59,18 @@ void schedm_tick(void)
     metrics_set(late, dropped);
     /* one series per worker rank: a rank's lag, 0 once it is not live */
     for (int i = 0; i < memb.nnodes; i++) {
-        const memb_node *n = &memb.nodes[i];
+        memb_node *n = &memb.nodes[i];
         if (n->role != PSKV__ROLE__WORKER || n->replaced)
             continue;
-        char rank[16];
-        snprintf(rank, sizeof rank, "%d", n->rank);
+        if (!n->lag) { /* looked up once per node: the registry search is linear */
+            char rank[16];
+            snprintf(rank, sizeof rank, "%d", n->rank);
+            n->lag = metrics_series("pskv_worker_clock_lag", MET_GAUGE,
+                                    "Clocks this worker is ahead of the slowest live worker.",
+                                    "worker_rank", rank);
+        }
         int live = !n->dead && n->state != NODE_FINISHED;
-        metrics_set(metrics_series("pskv_worker_clock_lag", MET_GAUGE,
-                                   "Clocks this worker is ahead of the slowest live worker.",
-                                   "worker_rank", rank),
-                    live ? (double)(n->clock - slowest) : 0);
+        metrics_set(n->lag, live ? (double)(n->clock - slowest) : 0);
     }
 }
 

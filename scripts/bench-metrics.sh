@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The cost of the metrics endpoints: push+pull at one size (default 4 KiB), runs of
 # scripts/bench-pushpull.sh without metrics and with --metrics (every daemon serving
-# /metrics, each scraped once a second) alternating, ROUNDS of each. Prints each run's
+# /metrics, each scraped once a second) alternating, ROUNDS of each, which goes first
+# alternating too (so that a drift of the machine weighs on both). Prints each run's
 # lines, then per mode the medians of step_us off and on and the cost in percent:
 #   metrics size=4096 mode=serial off_us=... on_us=... cost_pct=...
 # Usage: scripts/bench-metrics.sh [--rounds N (default 5)] [--size BYTES] [--runs N (default 7)]
@@ -20,7 +21,9 @@ command -v curl > /dev/null || { echo "bench-metrics: curl is needed (scripts/in
 out=$(mktemp /tmp/pskv-bench-metrics-XXXXXX)
 trap 'rm -f "$out"' EXIT
 for ((i = 1; i <= rounds; i++)); do
-  for m in "" --metrics; do
+  order=("" --metrics)
+  ((i % 2 == 0)) && order=(--metrics "")
+  for m in "${order[@]}"; do
     "$here/bench-pushpull.sh" --sizes "$size" --runs "$runs" $m | tee -a "$out" || exit 1
   done
 done

@@ -50,10 +50,13 @@ metric_opts() {
          --server-opt "$pv" --worker-opt "0:--metrics-port" --worker-opt "0:$pw")
 }
 
-# scrape PORTS...: every second, GET /metrics of each port (as a Prometheus would).
+# scrape PORTS...: every second, GET /metrics of each port (as a Prometheus would;
+# one curl for all of them).
 scrape() {
+  local urls=() p
+  for p in "$@"; do urls+=("http://127.0.0.1:$p/metrics"); done
   while :; do
-    for p in "$@"; do curl -s --max-time 1 "http://127.0.0.1:$p/metrics" > /dev/null; done
+    curl -s --max-time 1 "${urls[@]}" > /dev/null
     sleep 1
   done
 }
