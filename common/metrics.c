@@ -28,7 +28,8 @@ struct met_series {
     int fam;           /* index of its family */
     char *labels;      /* the extra label, rendered (`table="w"`), or "" */
     double v;          /* counter or gauge value; histogram: sum */
-    unsigned long long count, bucket[NB]; /* histogram (bucket[i]: v <= bounds[i]) */
+    unsigned long long count, bucket[NB]; /* histogram: bucket[i] counts bounds[i-1] < v <=
+                                             bounds[i]; the text cumulates them */
 };
 
 typedef struct family {
@@ -157,11 +158,14 @@ void metrics_observe(met_series *s, double v)
 {
     if (!s)
         return;
+    size_t i = 0;
+    while (i < NB && v > bounds[i]) /* outside the lock: bounds never change */
+        i++;
     pthread_mutex_lock(&R.mu);
     s->v += v;
     s->count++;
-    for (size_t i = 0; i < NB; i++)
-        s->bucket[i] += v <= bounds[i];
+    if (i < NB)
+        s->bucket[i]++;
     pthread_mutex_unlock(&R.mu);
 }
 
@@ -249,9 +253,11 @@ static void render_family(text *t, size_t f, const char *base)
             continue;
         }
         char le[32];
+        unsigned long long below = 0;
         for (size_t b = 0; b < NB; b++) {
+            below += s->bucket[b];
             snprintf(le, sizeof le, "%g", bounds[b]);
-            sample(t, fam->name, "_bucket", base, s->labels, le, (double)s->bucket[b]);
+            sample(t, fam->name, "_bucket", base, s->labels, le, (double)below);
         }
         sample(t, fam->name, "_bucket", base, s->labels, "+Inf", (double)s->count);
         sample(t, fam->name, "_sum", base, s->labels, NULL, s->v);
