@@ -4,9 +4,9 @@
  * per worker: late drops and its clock.
  *
  * The series live in the process's registry; the endpoint, once started by
- * pskv_worker_open (pskv_config.metrics_port), serves until the process ends or
- * calls pskv_metrics_stop, so a program can keep it up after pskv_worker_close
- * until the last values are scraped (pskv-worker --metrics-linger).
+ * pskv_worker_open (pskv_config.metrics_port), serves until the process ends
+ * (pskv-worker stops it with metrics_stop at its end, after --metrics-linger has
+ * kept the final values up before the worker left the job).
  * THREAD the thread that uses the handle (the registry is locked). */
 #ifndef PSKV_WMETRICS_H
 #define PSKV_WMETRICS_H
