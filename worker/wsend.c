@@ -14,6 +14,7 @@
 
 #include "log.h"
 #include "member.h"
+#include "ring.h"
 #include "vbuf.h"
 #include "wire.h"
 #include "wplan.h"
@@ -186,6 +187,31 @@ static int count_owners(pskv_worker *w, const req *r, const part *p, const tbl *
     return owners;
 }
 
+/* Whether server si, on the latest view, owns (heads for a push, tails for a pull)
+ * exactly the n rows of run part p among the keys its span covers: a run part
+ * names only its span, and a server takes as the part's rows every key of the
+ * span in partitions it owns, as chain.c does. A new owner that also owns other
+ * partitions inside the span would refuse the part as stale on every try. */
+static int span_rows_are(const pskv_worker *w, const req *r, const part *p, const tbl *t,
+                         int si, int pull)
+{
+    uint64_t last = p->seg0 + p->nseg - 1;
+    uint64_t first = r->segs[2 * p->seg0], end = r->segs[2 * last] + r->segs[2 * last + 1];
+    uint64_t rows = 0;
+    for (uint32_t q = ring_partition_of(ring_dense_pos(first, t->size), w->nparts);
+         q < w->nparts; q++) {
+        uint64_t pf, pc;
+        ring_dense_span(ring_partition_begin(q, w->nparts), ring_partition_end(q, w->nparts),
+                        t->size, &pf, &pc);
+        if (pf >= end)
+            break;
+        uint64_t lo = pf > first ? pf : first, hi = pf + pc < end ? pf + pc : end;
+        if (lo < hi && (pull ? w->tail[q] : w->head[q]) == si)
+            rows += hi - lo;
+    }
+    return rows == p->n;
+}
+
 /* Sends part pi, refused by its server and so answered, again as it is: to the
  * one server that now owns all its rows, from the same rows (the part's own copy,
  * the request's buffer or the caller's lent array), with the same request id. A
@@ -203,7 +229,7 @@ static int resend_in_place(pskv_worker *w, req *r, int pi, int si)
 
 /* Plans the rows of part pi again on the latest view and sends them: in place
  * when the part was refused (`refused`: its server answered) and one server owns
- * all its rows; else as new parts with the same dedupe id (a server that applied
+ * all its rows (and, for a run part, no other row of its span); else as new parts with the same dedupe id (a server that applied
  * them already drops them), the old part closed and a late answer to it dropped. */
 static int resend_part(pskv_worker *w, req *r, int pi, int refused)
 {
@@ -219,7 +245,7 @@ static int resend_part(pskv_worker *w, req *r, int pi, int refused)
     int only = -1, owners = count_owners(w, r, &old, t, keys, pull, &only);
     if (owners < 0)
         return owners;
-    if (refused && owners == 1)
+    if (refused && owners == 1 && (!old.nseg || span_rows_are(w, r, &old, t, only, pull)))
         return resend_in_place(w, r, pi, only);
     uint64_t *rk = malloc(n * sizeof *rk);   /* key of each row */
     uint32_t *rc = malloc(n * sizeof *rc);   /* caller row of each row */
