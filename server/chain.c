@@ -68,6 +68,14 @@ uint32_t chain_replicas(const chain *c) { return c->R ? c->R : 1; }
 uint32_t chain_nparts(const chain *c) { return c->nparts; }
 int chain_holds(const chain *c, uint32_t p) { return p < c->nparts && c->index[p] >= 0 && c->ready[p]; }
 
+int chain_filling(const chain *c)
+{
+    for (uint32_t p = 0; p < c->nparts; p++)
+        if (c->index[p] >= 0 && !c->ready[p])
+            return 1;
+    return 0;
+}
+
 void chain_dense_span(const chain *c, const table *t, uint32_t p, uint64_t *first,
                       uint64_t *count)
 {

@@ -103,6 +103,10 @@ uint32_t chain_partition_of(const chain *c, const table *t, uint64_t key);
 /* 1 when this server holds a whole copy of partition p. */
 int chain_holds(const chain *c, uint32_t p);
 
+/* 1 while some partition this server holds waits for its copy (FILL): until
+ * then it may not know every table (a joining server learns them from copies). */
+int chain_filling(const chain *c);
+
 /* Dense index span [*first, *first + *count) of partition p in table t. */
 void chain_dense_span(const chain *c, const table *t, uint32_t p, uint64_t *first,
                       uint64_t *count);

@@ -374,8 +374,11 @@ static void on_clock(wire_msg *msg)
     int rank = consist_clock(S.cons, msg);
     /* down the chains only a clock sent on this placement or a newer one: the worker
      * had then re-sent to this server whatever it had sent to a server that died,
-     * so every push the clock covers is here before it */
-    if (rank >= 0 && chain_replicas(S.chain) > 1 && any_ssp() &&
+     * so every push the clock covers is here before it. A server still waiting for
+     * copies may not know the ssp tables yet (a joiner learns them from the copies):
+     * it forwards too, else the replicas after it would lack this clock until the
+     * worker's next, which a worker parked in an ssp pull never sends */
+    if (rank >= 0 && chain_replicas(S.chain) > 1 && (any_ssp() || chain_filling(S.chain)) &&
         (!r->has_epoch || r->epoch >= chain_place_epoch(S.chain))) {
         consist_clock_from(S.cons, S.mb.node_id, rank, r->clock);
         chain_forward_clock(S.chain, S.mb.node_id, rank, r->clock);

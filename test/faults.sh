@@ -560,6 +560,35 @@ f_join_ssp() {
   joined_ok "$d" server-2
 }
 
+# A server joins (R = 2, ssp:2) while a worker waits in a pull for one paused
+# (SIGSTOP, short of the death time-out) and the old servers are paused too, so
+# the joiner has no copies, and so no tables, when the parked worker sends it the
+# one clock it owes after the placement change. The joiner must still forward
+# that clock down its chains: the replicas after it rely on it, and the parked
+# worker sends no other. Once all run again, no pull may wait out the request
+# time-out (6 s, longer than the pauses) and every key ends equal to the pushes
+# acknowledged.
+f_join_ssp_parked() {
+  local d=$TDIR/c w1 s0 s1 i
+  launch "$d" --servers 2 --workers 2 --scheduler-opt=--replicas=2 \
+    --scheduler-opt=--dead-after-ms=$((20000 * TS)) -- --app check --consistency ssp:2 \
+    --count-acked --rounds 1000000 --stop-file "$d/stop" --slowdown 1.2 --request-timeout $((6 * TS))
+  wait_joined "$d" 2
+  sleep 1
+  w1=$(cat "$d/worker-1.pid"); s0=$(cat "$d/server-0.pid"); s1=$(cat "$d/server-1.pid")
+  kill -STOP "$w1"; sleep 0.3
+  kill -STOP "$s0" "$s1"
+  start_server "$d" server-2
+  for i in $(seq 50); do grep -q 'view epoch' "$d/server-2.log" 2>/dev/null && break; sleep 0.1; done
+  sleep 0.3
+  kill -CONT "$s0" "$s1"; sleep 0.3
+  kill -CONT "$w1"
+  sleep 4
+  touch "$d/stop"
+  wait_ok "$d"
+  joined_ok "$d" server-2
+}
+
 # A server joins a bsp job (R = 1, dense and sparse tables): the pushes held for
 # open clocks are refused and sent again on the new placement, the joiner takes
 # each partition at the clock its old head had closed, and every pull at clock c
@@ -694,7 +723,7 @@ f_adam_kill() {
 }
 
 tests=(kill_server kill_server_ssp kill_server_bsp chain_r3 chain_r3_bsp pause_server pause_server_nocopy kill_worker worker_rejoin worker_restart_acked worker_restart_ssp retry_paused lease_lapse dead_connections pause_scheduler lost_partition
-       checkpoint_resume join join_ssp join_bsp join_bsp_backup server_rejoin adam_kill)
+       checkpoint_resume join join_ssp join_ssp_parked join_bsp join_bsp_backup server_rejoin adam_kill)
 for t in "${tests[@]}"; do
   if [ ${#ONLY[@]} -gt 0 ] && ! printf '%s\n' "${ONLY[@]}" | grep -qx "$t"; then continue; fi
   for i in $(seq "$TRIALS"); do run_trial "$t" "f_$t" "$i"; done

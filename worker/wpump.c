@@ -153,6 +153,7 @@ static void expire(pskv_worker *w)
     }
     if (w->catchup_ts) /* after the re-sends: the clock goes out behind them */
         wview_catch_up(w);
+    wsend_clock_again(w, now0);
     int64_t now = tu_now_ms();
     for (int i = 0; i < w->window; i++) {
         req *r = &w->reqs[i];

@@ -15,6 +15,7 @@
 #include "log.h"
 #include "member.h"
 #include "ring.h"
+#include "timeutil.h"
 #include "vbuf.h"
 #include "wire.h"
 #include "wplan.h"
@@ -38,6 +39,7 @@ int wsend_part(pskv_worker *w, req *r, int pi, Pskv__Meta *m, zmq_msg_t *keys,
  * the same server. clock < 0 sends nothing. Servers keep the largest they hear. */
 int wsend_clock(pskv_worker *w, int64_t clock, int catchup)
 {
+    w->clock_sent_ms = tu_now_ms();
     if (clock < 0)
         return 0;
     Pskv__Meta m;
@@ -52,6 +54,23 @@ int wsend_clock(pskv_worker *w, int64_t clock, int catchup)
                              w->srv[i].host, w->srv[i].port, zmq_strerror(errno));
     }
     return 0;
+}
+
+/* Servers keep the largest clock they hear, and every push this clock covers went
+ * before it (no clock is held back: none is owed a re-send), so sending it again
+ * is harmless; it heals a clock a server could not forward down its chains. */
+void wsend_clock_again(pskv_worker *w, int64_t now)
+{
+    if (w->catchup_ts || now - w->clock_sent_ms < CLOCK_AGAIN_MS)
+        return;
+    for (int i = 0; i < w->window; i++) {
+        const req *r = &w->reqs[i];
+        if (r->type == REQ_PULL && !w->tables[r->table].async && !w->tables[r->table].bsp) {
+            if (wsend_clock(w, atomic_load(&w->clock) - 1, 0) < 0)
+                LOG_W("%s", w->last_error);
+            return;
+        }
+    }
 }
 
 static void base_meta(pskv_worker *w, Pskv__Meta *m, Pskv__MsgType type, tbl *t,

@@ -40,6 +40,12 @@ WINTERNAL uint64_t wsend_inflight_floor(const pskv_worker *w);
  * nothing. Returns 0 or -PSKV_ENET with last_error set. */
 WINTERNAL int wsend_clock(pskv_worker *w, int64_t clock, int catchup);
 
+/* While an ssp pull waits and no clock is held back (wview_catch_up), sends this
+ * worker's last finished clock again to every live server once CLOCK_AGAIN_MS
+ * have passed since the last: a worker parked in a pull sends no clock of its
+ * own, so one lost on its way down a chain would leave every pull waiting. */
+WINTERNAL void wsend_clock_again(pskv_worker *w, int64_t now);
+
 /* Plans again on the latest view, and re-sends, every unanswered part of a push
  * or pull whose server died (view_changed), that is due for another try, or (not
  * view_changed) that went unanswered retry_ms on an async table. A request that

@@ -59,6 +59,7 @@
 
 #define MAX_PARTS 65535
 #define RETRY_DELAY_MS 5 /* a refused part (stale placement, copy on its way) goes again */
+#define CLOCK_AGAIN_MS 1000 /* an ssp pull waiting this long since the last clock: it goes again */
 #define CLOSE_STOP_MS 1000 /* pskv_worker_close of a process stopping on a signal: each wait */
 #define FAILED_KEEP 4096 /* failed requests whose outcome pskv_wait can still tell */
 #define LENT_RESET_MS 100 /* a lent array ZeroMQ still holds this long after its push
@@ -175,6 +176,7 @@ struct pskv_worker {
     int spin_us;
     int retry_ms;
     int64_t next_silence_check;
+    int64_t clock_sent_ms;  /* when wsend_clock last ran (wsend_clock_again) */
     struct { int64_t ts; int err; } failed[FAILED_KEEP];
     int nfailed;
     int64_t forgotten_ts;   /* newest failed timestamp pushed out of failed[] */
