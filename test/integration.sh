@@ -522,6 +522,27 @@ t_train_resume() {
     fail "no checkpoint at epoch 2: $(tail -n 3 "$TDIR/w0-killed.log")"
   kill -KILL $(cat "$TDIR"/*-killed.pid) 2>/dev/null; sleep 0.2
   grep -q 'final test accuracy' "$TDIR/w0-killed.log" && fail "the job finished before the kill"
+  # pskvctl export: the checkpoint's two servers' files as one model file, which a
+  # single-process evaluation (lr 0: weights unchanged) scores as rank 0 did at step 126
+  local acc_ck acc_exp
+  "$BIN/pskvctl" export --checkpoint 1 --out "$TDIR/ck.model" > ex.out 2>&1; [ $? -eq 2 ] ||
+    fail "export without --from: $(cat ex.out)"
+  "$BIN/pskvctl" export --checkpoint 9 --from "$TDIR/b/s0,$TDIR/b/s1" --out "$TDIR/x.model" > ex.out 2>&1 &&
+    fail "exported a checkpoint that does not exist"
+  grep -q 'no file of checkpoint 9' ex.out || fail "no clear error for a missing checkpoint: $(cat ex.out)"
+  "$BIN/pskvctl" export --checkpoint 1 --from "$TDIR/b/s0" --out "$TDIR/x.model" > ex.out 2>&1 &&
+    fail "exported from one server's files of two"
+  grep -q 'in none of the files' ex.out || fail "no clear error for missing rows: $(cat ex.out)"
+  "$BIN/pskvctl" export --checkpoint 1 --from "$TDIR/b/s0,$TDIR/b/s1" --out "$TDIR/ck.model" > ex.out 2>&1 ||
+    fail "export exited $?: $(cat ex.out)"
+  grep -q 'mlp 784-64-10 model of checkpoint 1 (2 files)' ex.out || fail "export said: $(cat ex.out)"
+  "$LAUNCH" --servers 1 --workers 1 --timeout 120 --log-dir "$TDIR/eval" -- --app mlp --hidden 64 \
+    --epochs 1 --train-limit 64 --test-limit 1000 --lr 0 --momentum 0 --eval-every 0 \
+    --init-from "$TDIR/ck.model" > /dev/null 2>&1 || fail "evaluating the exported model failed: $(tail -n 2 "$TDIR/eval/worker-0.log")"
+  acc_exp=$(acc_of "$TDIR/eval/worker-0.log")
+  acc_ck=$(sed -n 's/^epoch 2.00  step 126 .* accuracy \([0-9.]*\) .*/\1/p' "$TDIR/w0-killed.log")
+  echo "checkpoint 1 (step 126): accuracy $acc_ck when trained, $acc_exp from the exported model"
+  [ -n "$acc_ck" ] && [ "$acc_exp" = "$acc_ck" ] || fail "exported model scores ${acc_exp:-nothing}, the checkpoint ${acc_ck:-nothing}"
   resume_job resumed "$TDIR/b" -- --resume
   for i in 0 1; do
     wait_exit "$(cat "$TDIR/w$i-resumed.pid")" 150 || fail "resumed worker $i exited $?: $(tail -n 2 "$TDIR/w$i-resumed.log")"
