@@ -356,6 +356,7 @@ static int plan(lr_run *r)
     if (resumed < 0)
         return 1;
     r->first = (size_t)first;
+    trainpos_report(r->w, &r->pos, first); /* a checkpoint before the first step keeps it */
     r->next_eval = r->eval_step ? (r->first / r->eval_step + 1) * r->eval_step : 0;
     if (!resumed || r->rank != 0)
         return 0;
@@ -437,7 +438,8 @@ static int evaluate_step(lr_run *r, size_t step, int last)
     free(counts);
     double train_s = (double)(e0 - r->t0 - r->eval_ns) / 1e9;
     report_line l = {(double)(step + 1) / (double)r->steps_per_epoch, (int64_t)step + 1,
-                     (double)(tu_now_ns() - r->t0) / 1e9, r->loss_sum / (double)r->loss_n, ll,
+                     (double)(tu_now_ns() - r->t0) / 1e9,
+                     r->loss_n ? r->loss_sum / (double)r->loss_n : NAN, ll,
                      acc,
                      train_s > r->last_train_s
                          ? (all - r->last_total) / (train_s - r->last_train_s)
@@ -593,6 +595,15 @@ int app_sparse_lr(pskv_worker *w, cfg_entry *cfg)
         if (app_stop_signal)
             return app_stopped("sparse-lr");
         if ((rc = train_step(&r, step)) != 0)
+            return rc;
+    }
+    /* resumed from a checkpoint after the last step: rank 0's final figures still
+     * wait for every worker, as after the last step */
+    if (r.first >= r.total && r.rank == 0) {
+        int64_t tp = push_stats(&r);
+        if (tp < 0 || (rc = pskv_barrier(w, TMO * 10)) < 0)
+            return fail(w, "barrier after training", tp < 0 ? (int)tp : rc);
+        if ((rc = evaluate_step(&r, r.total - 1, 1)) != 0)
             return rc;
     }
     if ((rc = end_training(&r)) != 0)

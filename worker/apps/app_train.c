@@ -372,6 +372,7 @@ static int plan(run *r)
         return 1;
     r->resumed = rc;
     r->resume_step = r->step;
+    trainpos_report(r->w, &r->pos, r->step); /* a checkpoint before the first step keeps it */
     /* the evaluations the run would have made from here on */
     r->next_eval = r->eval_step ? (r->step / r->eval_step + 1) * r->eval_step : 0;
     return 0;
