@@ -559,6 +559,12 @@ t_train_resume() {
   grep -q "\"resumed_at_epoch\":2,\"resumed_at_step\":$s_res" "$TDIR/b/m0-resumed.jsonl" ||
     fail "the metrics do not note the resume: $(cat "$TDIR/b/m0-resumed.jsonl")"
   wait_exit "$(cat "$TDIR/sched-resumed.pid")" 20 || fail "the resumed scheduler exited $?"
+  # resumed with another --batch, the recorded progress does not fit: refused by name
+  resume_job refit "$TDIR/b" --batch 32 -- --resume
+  wait_exit "$(cat "$TDIR/w0-refit.pid")" 60; [ $? -eq 1 ] || fail "a resume with another --batch ran: $(tail -n 2 "$TDIR/w0-refit.log")"
+  grep -q "progress (epoch 2, step 126, position 0) does not fit" "$TDIR/w0-refit.log" ||
+    fail "no clear refusal: $(grep -v INFO "$TDIR/w0-refit.log" | tail -n 2)"
+  kill -KILL $(cat "$TDIR"/*-refit.pid) 2>/dev/null
   trap - EXIT
 }
 

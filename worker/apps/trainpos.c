@@ -34,20 +34,20 @@ int trainpos_resume(pskv_worker *w, const char *app, const trainpos_plan *p, int
     *step = 0;
     if (!pskv_resume_progress(w, &epoch, &s, &pos))
         return 0;
-    if (s < 0 || s > p->total_steps) {
-        fprintf(stderr,
-                "%s: the checkpoint was taken at step %lld, outside this run's %lld steps: "
-                "resume with the checkpoint's --epochs or more\n",
-                app, (long long)s, (long long)p->total_steps);
-        return -1;
-    }
-    if (epoch != s / p->steps_per_epoch || pos != position(p, s)) {
+    if (s < 0 || epoch != s / p->steps_per_epoch || pos != position(p, s)) {
         fprintf(stderr,
                 "%s: the checkpoint's progress (epoch %lld, step %lld, position %lld) does not "
                 "fit this run's %lld steps per epoch of %lld examples: resume with the "
                 "checkpoint's --batch, --accumulate, --train-limit and number of workers\n",
                 app, (long long)epoch, (long long)s, (long long)pos,
                 (long long)p->steps_per_epoch, (long long)p->per_step);
+        return -1;
+    }
+    if (s > p->total_steps) {
+        fprintf(stderr,
+                "%s: the checkpoint was taken at step %lld, outside this run's %lld steps: "
+                "resume with the checkpoint's --epochs or more\n",
+                app, (long long)s, (long long)p->total_steps);
         return -1;
     }
     *step = s;
