@@ -8,11 +8,12 @@
  * worker has been answered and none is sent until rank 0's checkpoint is
  * complete, so values and progress agree exactly under every consistency model.
  * A checkpoint taken at any other moment (pskvctl checkpoint, --checkpoint-every)
- * is a cut through running training: under bsp the servers hold the clocks
- * closed when the request reached them, and a worker's progress may be a step or
- * two past them (the pushes of an open clock are not in the file); under async
- * and ssp pushes in flight may be in the file or not. Resuming from one repeats
- * or skips a step's worth of gradients, about as much noise as async itself. */
+ * is a cut through running training: a worker's progress is its latest
+ * heartbeat's, which may lag the pushes in the files (steps then applied twice)
+ * or run ahead of them (skipped); under bsp the servers hold the clocks closed
+ * when the request reached them (an open clock's pushes are not in the file),
+ * under async and ssp pushes in flight may be in a file or not. Resuming from
+ * one repeats or skips a few steps' gradients. */
 #include "trainpos.h"
 
 #include <stdio.h>
