@@ -568,6 +568,31 @@ t_train_resume() {
   trap - EXIT
 }
 
+t_export_sparse() {
+  # sparse-lr with --checkpoint-epochs 2 on 2 servers sharing one --data-dir and R = 2
+  # (each partition in two files): pskvctl export writes the sparse weights once, and
+  # a single-process evaluation of the file (lr 0) scores as rank 0 did at the end
+  local auc_ck auc_exp
+  mkdir -p "$TDIR/sched" "$TDIR/data"
+  "$BIN/pskv-gen-sparse" --examples 6000 --features 3000 --out "$TDIR/gen" --seed 5 > gen.out ||
+    fail "gen-sparse failed: $(cat gen.out)"
+  "$LAUNCH" --servers 2 --workers 2 --timeout 120 --log-dir "$TDIR/logs" \
+    --scheduler-opt --data-dir --scheduler-opt "$TDIR/sched" --scheduler-opt --replicas --scheduler-opt 2 \
+    --server-opt --data-dir --server-opt "$TDIR/data" -- --app sparse-lr --train "$TDIR/gen.train" \
+    --test "$TDIR/gen.test" --epochs 2 --batch 64 --eval-every 0 --checkpoint-epochs 2 || fail "training exited $?"
+  grep -q '^checkpoint 1 at epoch 2 step' "$TDIR/logs/worker-0.log" || fail "no checkpoint: $(tail -n 3 "$TDIR/logs/worker-0.log")"
+  "$BIN/pskvctl" export --checkpoint 1 --from "$TDIR/data" --out "$TDIR/x.model" > ex.out 2>&1 ||
+    fail "export exited $?: $(cat ex.out)"
+  grep -q 'sparse-lr 0-0-1 model of checkpoint 1 (2 files)' ex.out || fail "export said: $(cat ex.out)"
+  "$LAUNCH" --servers 1 --workers 1 --timeout 120 --log-dir "$TDIR/eval" -- --app sparse-lr \
+    --train "$TDIR/gen.train" --test "$TDIR/gen.test" --epochs 1 --batch 64 --lr 0 --momentum 0 \
+    --eval-every 0 --init-from "$TDIR/x.model" > /dev/null 2>&1 || fail "evaluation exited $?: $(tail -n 2 "$TDIR/eval/worker-0.log")"
+  auc_ck=$(sed -n 's/^final auc \([0-9.]*\) logloss \([0-9.]*\) .*/\1 \2/p' "$TDIR/logs/worker-0.log")
+  auc_exp=$(sed -n 's/^final auc \([0-9.]*\) logloss \([0-9.]*\) .*/\1 \2/p' "$TDIR/eval/worker-0.log")
+  echo "auc, logloss: $auc_ck trained, $auc_exp from the exported model"
+  [ -n "$auc_ck" ] && [ "$auc_exp" = "$auc_ck" ] || fail "exported model scores '${auc_exp}', the checkpoint '${auc_ck}'"
+}
+
 t_train_bad_data() {
   local rc
   "$BIN/pskv-worker" --app mlp --data "$TDIR/nowhere" > out 2>&1; rc=$?
@@ -1032,7 +1057,7 @@ t_train_adam_ftrl() {
 
 tests=(check_2x3 check_fails_on_mismatch malformed_input malformed_while_serving unreachable_scheduler wrong_flags
        registration_rules heartbeat_liveness forget_replaced fuzz_corpus launch_timeout
-       train_softmax app_defaults clip_norm keep_checkpoints train_resume train_bad_data sparse_lr_heart_scale sparse_lr_planted
+       train_softmax app_defaults clip_norm keep_checkpoints train_resume export_sparse train_bad_data sparse_lr_heart_scale sparse_lr_planted
        consistency_check bsp_same_bits ssp_bound_straggler bsp_backup_stopped worker_leaves accumulate
        keys_rogues keys_clients keys_wire keys_files protected_mode
        updater_plugin updaters_replay train_adam_ftrl
