@@ -591,6 +591,16 @@ t_export_sparse() {
   auc_exp=$(sed -n 's/^final auc \([0-9.]*\) logloss \([0-9.]*\) .*/\1 \2/p' "$TDIR/eval/worker-0.log")
   echo "auc, logloss: $auc_ck trained, $auc_exp from the exported model"
   [ -n "$auc_ck" ] && [ "$auc_exp" = "$auc_ck" ] || fail "exported model scores '${auc_exp}', the checkpoint '${auc_ck}'"
+  # a damaged file is refused by name, and nothing is written
+  local f
+  f=$(ls "$TDIR"/data/ckpt-*.pskv | head -n 1)
+  cp "$f" "$TDIR/good.pskv"
+  printf '\x5a' | dd of="$f" bs=1 seek=$(( $(stat -c %s "$f") / 2 )) conv=notrunc status=none
+  cmp -s "$f" "$TDIR/good.pskv" && printf '\xa5' | dd of="$f" bs=1 seek=$(( $(stat -c %s "$f") / 2 )) conv=notrunc status=none
+  "$BIN/pskvctl" export --checkpoint 1 --from "$TDIR/data" --out "$TDIR/y.model" > ex.out 2>&1 &&
+    fail "exported from a damaged file"
+  grep -q "$f" ex.out || fail "the refusal does not name the file: $(cat ex.out)"
+  [ ! -e "$TDIR/y.model" ] || fail "a model file was written from a damaged checkpoint"
 }
 
 t_train_bad_data() {
