@@ -8,7 +8,7 @@ PREFIX   ?= /usr/local
 DESTDIR  ?=
 CC       ?= cc
 
-PKGS     := libzmq libprotobuf-c openblas
+PKGS     := libzmq libprotobuf-c openblas libmicrohttpd
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
@@ -34,9 +34,10 @@ COMMON_O := $(COMMON:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/pskv.pb-c.o
 # worker/data/: data readers, model files and the sparse generator.
 LIB_SRC  := $(wildcard worker/*.c)
 LIB_O    := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(COMMON_O)
-SCHED_SRC := $(filter-out scheduler/pskvctl.c scheduler/export.c,$(wildcard scheduler/*.c))
+SCHED_SRC := $(filter-out scheduler/pskvctl.c scheduler/ctl_top.c scheduler/export.c,$(wildcard scheduler/*.c))
 SCHED_O  := $(SCHED_SRC:%.c=$(BUILD)/obj/%.o)
-CTL_O    := $(BUILD)/obj/scheduler/pskvctl.o $(BUILD)/obj/scheduler/export.o
+CTL_O    := $(BUILD)/obj/scheduler/pskvctl.o $(BUILD)/obj/scheduler/ctl_top.o \
+            $(BUILD)/obj/scheduler/export.o
 SERVER_SRC := $(wildcard server/*.c)
 SERVER_O := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o)
 SERVER_LIB_O := $(filter-out $(BUILD)/obj/server/server_main.o,$(SERVER_O))
@@ -52,7 +53,7 @@ UNIT_O   := $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 
 BIN      := $(BUILD)/bin
 BINS     := $(BIN)/pskv-scheduler $(BIN)/pskv-server $(BIN)/pskv-worker $(BIN)/pskvctl
-TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-garbage $(BIN)/pskv-fuzz-replay $(BIN)/pskv-gen-sparse \
+TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-metrics-cost $(BIN)/pskv-garbage $(BIN)/pskv-fuzz-replay $(BIN)/pskv-gen-sparse \
             $(BIN)/pskv-faultproxy $(BIN)/pskv-wire-pattern
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
 
@@ -146,6 +147,10 @@ $(BIN)/pskv-zmq-rtt: $(BUILD)/obj/test/zmq_rtt.o $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+$(BIN)/pskv-metrics-cost: $(BUILD)/obj/test/metrics_cost.o $(COMMON_O)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 $(BIN)/pskv-garbage: $(BUILD)/obj/test/garbage.o $(BUILD)/obj/test/garbage_msg.o $(BUILD)/obj/test/garbage_live.o $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -161,7 +166,7 @@ $(BUILD)/bin/pskv-unit: $(UNIT_O) $(SERVER_LIB_O) $(WORKER_UNIT_O) $(COMMON_O)
 # Rewritten on every build: it carries PREFIX, which may change between runs.
 $(BUILD)/pskv.pc: FORCE
 	@mkdir -p $(BUILD)
-	@printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: pskv\nDescription: pskv parameter server worker library\nVersion: 0.1.0\nRequires.private: libzmq libprotobuf-c\nLibs: -L$${libdir} -lpskv\nCflags: -I$${includedir}\n' '$(PREFIX)' > $@
+	@printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: pskv\nDescription: pskv parameter server worker library\nVersion: 0.1.0\nRequires.private: libzmq libprotobuf-c libmicrohttpd\nLibs: -L$${libdir} -lpskv\nCflags: -I$${includedir}\n' '$(PREFIX)' > $@
 
 # ---- tests ---------------------------------------------------------------
 ASAN_BUILD := build/asan

@@ -553,3 +553,5 @@ int ckpt_read(const char *path,
     munmap(map, size);
     return rc;
 }
+
+uint64_t ckpt_size(const ckpt_writer *w) { return w ? w->off : 0; }

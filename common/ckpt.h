@@ -79,6 +79,9 @@ int ckpt_put2(ckpt_writer *w, uint32_t tag, const void *a, uint64_t alen, const 
  * fails the new file is in place but may not survive a crash. */
 int ckpt_commit(ckpt_writer **w_p, char *why, size_t whylen);
 
+/* Bytes appended to w so far (the file's size once committed); 0 for NULL. */
+uint64_t ckpt_size(const ckpt_writer *w);
+
 /* Abandons a checkpoint: closes and removes the temp file, frees the writer and
  * nulls *w_p. NULL-safe (w_p or *w_p). */
 void ckpt_abort(ckpt_writer **w_p);

@@ -81,6 +81,13 @@ void cfg_help(const cfg_entry *tab, const char *usage, void *stream);
 /* Logs the effective settings at info level, one line. */
 void cfg_log(const cfg_entry *tab);
 
+/* --metrics-port of a daemon (its environment variable ENV): the Prometheus
+ * endpoint (common/metrics.h), bound to the daemon's --bind address. */
+#define CFG_METRICS_ENTRY(ENV)                                                              \
+    {"metrics-port", CFG_INT, "0", ENV, 0, 65535, NULL,                                     \
+     "serve Prometheus metrics at http://BIND:PORT/metrics (0 = off; BIND as --bind: "      \
+     "loopback unless --keys, --insecure or --bind say otherwise)", 0, 0, NULL, NULL}
+
 /* Entries every daemon shares. PORT_ENV and PORT_DEF differ per role. */
 #define CFG_COMMON_ENTRIES(PORT_ENV, PORT_DEF)                                              \
     {"log-level", CFG_STR, "info", "PSKV_LOG_LEVEL", 1, 0, NULL,                            \

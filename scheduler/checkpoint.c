@@ -11,6 +11,7 @@
 #include "log.h"
 #include "manifest.h"
 #include "pskv_errors.h"
+#include "sched_metrics.h"
 #include "ring.h"
 #include "scheduler_main.h"
 #include "timeutil.h"
@@ -252,6 +253,7 @@ static void answer_requesters(int code, const char *why)
 static void ckpt_fail(int code, const char *why)
 {
     LOG_E("checkpoint %llu failed: %s", (unsigned long long)C.seq, why);
+    schedm_checkpoint(0, 0);
     C.busy = 0;
     answer_requesters(code, why);
 }
@@ -315,6 +317,7 @@ static void ckpt_complete(void)
     LOG_I("checkpoint %llu complete in %lld ms: recorded in %s/manifest",
           (unsigned long long)C.seq, (long long)(tu_now_ms() - C.started_ms), C.data_dir);
     retain();
+    schedm_checkpoint(1, (double)(tu_now_ms() - C.started_ms) / 1e3);
     C.busy = 0;
     answer_requesters(0, NULL);
 }

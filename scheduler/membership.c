@@ -12,6 +12,7 @@
 #include "log.h"
 #include "net.h"
 #include "pskv_errors.h"
+#include "sched_metrics.h"
 #include "scheduler_main.h"
 #include "timeutil.h"
 #include "view.h"
@@ -167,10 +168,6 @@ static int join_allowed(wire_msg *msg)
 {
     Pskv__Meta *r = msg->meta;
     char why[300];
-    if (memb.state != JOB_RUNNING) {
-        sched_refuse(msg, PSKV_EREFUSED, "the job is stopping; no node can join it");
-        return 0;
-    }
     if (r->role == PSKV__ROLE__WORKER) {
         if (r->has_rank && r->rank >= 0 && r->rank != memb.nworkers) {
             snprintf(why, sizeof why, "rank %d is not free: a worker joining the running job "
@@ -294,6 +291,13 @@ void memb_on_register(wire_msg *msg)
             ack_register(&memb.nodes[i]);
             return;
         }
+    }
+    if (memb.state == JOB_STOPPING || memb.state == JOB_FINISHED) {
+        /* told at once: the node would otherwise wait out its time-outs */
+        snprintf(why, sizeof why, "job %llu finished; no node can join it",
+                 (unsigned long long)memb.job_id);
+        sched_refuse(msg, PSKV_EREFUSED, why);
+        return;
     }
     if (r->role != PSKV__ROLE__SERVER && r->role != PSKV__ROLE__WORKER) {
         sched_refuse(msg, PSKV_EPROTO, "REGISTER with a role other than server or worker");
@@ -480,6 +484,10 @@ void memb_on_heartbeat(wire_msg *msg)
         n->clock = r->clock;
     if (r->has_dropped)
         n->dropped = r->dropped;
+    n->pushes = r->has_pushes ? r->pushes : n->pushes;
+    n->pulls = r->has_pulls ? r->pulls : n->pulls;
+    n->rss = r->has_rss_bytes ? r->rss_bytes : n->rss;
+    n->wait_ns = r->has_wait_ns ? r->wait_ns : n->wait_ns;
     for (size_t i = 0; i < r->n_refusals && i < REFUSE_COUNT; i++)
         n->refusals[i] = r->refusals[i];
     note_progress(n, r);
@@ -564,6 +572,7 @@ static void declare_dead(memb_node *n, int64_t now)
         view_place();
         view_send();
         ckpt_check_done();
+        schedm_failover();
         LOG_W("server node %u replaced: view epoch %llu published %.1f ms after it was "
               "declared dead; %u partitions lost (every replica dead)", n->id,
               (unsigned long long)view_epoch(), (double)(tu_now_us() - t0) / 1e3, view_lost());
@@ -622,12 +631,18 @@ static int servers_stopped(void)
 
 int memb_stopped(void)
 {
-    if (memb.state != JOB_STOPPING ||
-        !(servers_stopped() || tu_now_ms() >= memb.stop_deadline_ms))
-        return 0;
-    if (!servers_stopped())
-        LOG_W("not every server acknowledged STOP within 5 s; exiting anyway");
-    return 1;
+    int64_t now = tu_now_ms();
+    if (memb.state == JOB_STOPPING && (servers_stopped() || now >= memb.stop_deadline_ms)) {
+        if (!servers_stopped())
+            LOG_W("not every server acknowledged STOP within 5 s; exiting anyway");
+        memb.state = JOB_FINISHED;
+        memb.finished_ms = now;
+        if (memb.linger_s > 0)
+            LOG_I("job %llu finished; lingering %.1f s to refuse late nodes (--linger)",
+                  (unsigned long long)memb.job_id, memb.linger_s);
+    }
+    return memb.state == JOB_FINISHED &&
+           now - memb.finished_ms >= (int64_t)(memb.linger_s * 1000);
 }
 
 void memb_free(void)

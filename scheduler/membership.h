@@ -29,6 +29,8 @@ enum job_state {
     JOB_WAITING,  /* nodes are registering; status works; no view yet */
     JOB_RUNNING,  /* every server and worker joined; view published, training */
     JOB_STOPPING, /* all workers done (or dead); STOP sent to the servers */
+    JOB_FINISHED, /* every server stopped (or the grace ran out); the scheduler
+                     lingers (--linger) to refuse late nodes and answer status */
 };
 
 enum node_state {
@@ -58,6 +60,9 @@ typedef struct memb_node {
     uint32_t heads, holds; /* servers: partitions headed, replicas held (view.c's) */
     int64_t clock;    /* workers: clocks finished, from heartbeats */
     uint64_t dropped; /* servers: late pushes dropped, from heartbeats */
+    uint64_t pushes, pulls, rss, wait_ns; /* from heartbeats (pskvctl top): servers' pushes
+                                            and pulls served, resident memory, workers'
+                                            time waiting in libpskv */
     int64_t progress[3];  /* workers: epoch, step, data position, from heartbeats */
     uint64_t ckpt_acked;  /* servers: the last checkpoint written (checkpoint.c's) */
     char **ckpts;         /* servers: valid checkpoint files they hold, "JOB:SEQ:NODE" */
@@ -65,6 +70,7 @@ typedef struct memb_node {
     char key[41];         /* the public key it registered with (CURVE), else "" */
     int insecure;         /* it runs with --insecure */
     uint64_t refusals[REFUSE_COUNT]; /* its refusals of peers, from heartbeats */
+    struct met_series *lag;  /* workers: its clock-lag metric (sched_metrics.c), or NULL */
 } memb_node;
 
 typedef struct memb_state {
@@ -74,6 +80,8 @@ typedef struct memb_state {
     int heartbeat_ms, dead_after_ms, lease_ms;
     double join_timeout_s; /* give up when the cluster is not complete by then */
     int64_t started_ms, stop_deadline_ms;
+    double linger_s;       /* stay up this long once the job finished */
+    int64_t finished_ms;   /* when it finished (JOB_FINISHED) */
     uint64_t barrier_done; /* highest barrier released */
     memb_node *nodes;      /* registration order; ids start at 1 (0 is the scheduler) */
     int nnodes, cap;
@@ -110,7 +118,9 @@ memb_node *memb_find(uint32_t id);
  * msg with PSKV_EPROTO. */
 memb_node *memb_sender(wire_msg *msg);
 
-/* REGISTER: validates it (role, advertised host, rank, room, job life), then
+/* REGISTER: validates it (role, advertised host, rank, room, job life: a node
+ * registering once the job is stopping or finished is refused with "job J
+ * finished"), then
  * acknowledges a re-sent registration, lets a new node take a dead worker's rank,
  * takes a node into the running job, or registers it and, once every expected
  * node is in, starts the job with the first view. Refuses with a reason otherwise. */
@@ -143,8 +153,9 @@ void memb_on_stop_ack(wire_msg *msg);
  * after join-timeout. */
 void memb_expire(int64_t now);
 
-/* 1 when a stopping job is over: every server acknowledged STOP, or the 5 s grace
- * ran out (logged). 0 while the job runs. */
+/* 1 when the scheduler may exit: the job finished (every server acknowledged
+ * STOP, or the 5 s grace ran out, logged) and --linger has passed since. A job
+ * that finishes enters JOB_FINISHED here. 0 while the job runs or lingers. */
 int memb_stopped(void);
 
 /* Frees the node table. */

@@ -1,5 +1,6 @@
 /* pskvctl: asks a running scheduler about its job, and makes keys.
  *   pskvctl [--scheduler HOST:PORT] [--keys DIR] status [--json] | checkpoint
+ *   pskvctl [--scheduler HOST:PORT] [--keys DIR] top [--interval S] [--count N] [--plain]
  *   pskvctl keygen --role ROLE --out DIR
  *   pskvctl keys init DIR --servers S --workers W
  *   pskvctl export --checkpoint N --from DIR[,DIR...] --out PATH
@@ -13,6 +14,7 @@
 #include <zmq.h>
 
 #include "config.h"
+#include "ctl_top.h"
 #include "export.h"
 #include "keys.h"
 #include "log.h"
@@ -33,6 +35,13 @@ static cfg_entry config[] = {
     {"keys", CFG_STR, "", "PSKV_KEYS", 1, 0, NULL,
      "key directory (node.key, node.pub, scheduler.pub): talk CURVE to the scheduler; "
      "checkpoint needs a control key", 0, 0, NULL, NULL},
+    {"interval", CFG_DOUBLE, "1", NULL, 0.05, 3600, "s", "top: refresh this often", 0, 0, NULL,
+     NULL},
+    {"count", CFG_INT, "0", NULL, 0, 1e9, NULL, "top: stop after this many refreshes (0 = on q "
+     "or Ctrl-C)", 0, 0, NULL, NULL},
+    {"plain", CFG_BOOL, "false", NULL, 1, 0, NULL,
+     "top: plain lines, one per node and refresh (the default when not on a terminal)", 0, 0,
+     NULL, NULL},
     {"role", CFG_STR, "", NULL, 1, 0, NULL,
      "keygen: the key's role (scheduler, server, worker, evaluator, control)", 0, 0, NULL, NULL},
     {"out", CFG_STR, "", NULL, 1, 0, NULL,
@@ -280,7 +289,8 @@ static void print_table(const Pskv__Meta *m)
 int main(int argc, char **argv)
 {
     cfg_args args;
-    const char *usage = "pskvctl [--scheduler HOST:PORT] [--keys DIR] status [--json] | checkpoint\n"
+    const char *usage = "pskvctl [--scheduler HOST:PORT] [--keys DIR] status [--json] | checkpoint"
+                        " | top [--interval S] [--count N] [--plain]\n"
                         "       pskvctl keygen --role ROLE --out DIR\n"
                         "       pskvctl keys init DIR --servers S --workers W\n"
                         "       pskvctl export --checkpoint N --from DIR[,DIR...] --out PATH";
@@ -292,9 +302,10 @@ int main(int argc, char **argv)
     if (args.npos >= 1 && !strcmp(args.pos[0], "export"))
         return export_command(&args, usage);
     int ckpt = args.npos == 1 && !strcmp(args.pos[0], "checkpoint");
-    if (args.npos != 1 || (strcmp(args.pos[0], "status") != 0 && !ckpt)) {
-        fprintf(stderr, "pskvctl: expected one command: status, checkpoint, keygen, keys init or "
-                "export\n"
+    int top = args.npos == 1 && !strcmp(args.pos[0], "top");
+    if (args.npos != 1 || (strcmp(args.pos[0], "status") != 0 && !ckpt && !top)) {
+        fprintf(stderr, "pskvctl: expected one command: status, checkpoint, top, keygen, keys "
+                "init or export\n"
                 "usage: %s\n",
                 usage);
         return 2;
@@ -320,6 +331,13 @@ int main(int argc, char **argv)
         keys_clear(&ks);
     }
     net_connect(s, host, port);
+    if (top) {
+        int st = ctl_top(s, sched, cfg_double(config, "interval"), (long)cfg_int(config, "count"),
+                         (int)cfg_int(config, "plain"), (int)(cfg_double(config, "timeout") * 1000));
+        zmq_close(s);
+        zmq_ctx_term(ctx);
+        return st;
+    }
     Pskv__Meta req;
     wire_meta_init(&req, ckpt ? PSKV__MSG_TYPE__CHECKPOINT : PSKV__MSG_TYPE__STATUS);
     req.has_request_id = 1;

@@ -8,7 +8,9 @@
  *   WAITING  nodes register; status works; the view is not yet published
  *   RUNNING  every server and worker joined; view epoch 1 published
  *   STOPPING every worker finished (or died); STOP sent to the servers
- * and the process exits 0 once every server acknowledged STOP (or a grace time).
+ *   FINISHED every server acknowledged STOP (or a grace time ran out)
+ * and the process exits 0 once finished for --linger seconds (0 = at once);
+ * meanwhile a late REGISTER is refused with "job J finished".
  *
  * This file holds the flags, the socket, the loop and the dispatch; membership.c
  * the node table, leases and the job's life; view.c the placement and the View;
@@ -31,9 +33,11 @@
 #include "config.h"
 #include "log.h"
 #include "membership.h"
+#include "metrics.h"
 #include "net.h"
 #include "pskv_errors.h"
 #include "refuse.h"
+#include "sched_metrics.h"
 #include "timeutil.h"
 #include "view.h"
 
@@ -76,11 +80,15 @@ static cfg_entry config[] = {
      "continue the job of the newest complete checkpoint in --data-dir", 0, 0, NULL, NULL},
     {"join-timeout", CFG_DOUBLE, "600", "PSKV_SCHEDULER_JOIN_TIMEOUT", 1, 86400, "s",
      "give up when the cluster is not complete after this long", 0, 0, NULL, NULL},
+    {"linger", CFG_DOUBLE, "0", "PSKV_SCHEDULER_LINGER", 0, 86400, "s",
+     "once the job finished, stay up this long: a node registering late is refused at "
+     "once (\"job J finished\") and status still answers", 0, 0, NULL, NULL},
     {"job-id", CFG_INT, "0", "PSKV_JOB_ID", 0, 9.2e18, NULL,
      "job id (0 = pick a random one)", 0, 0, NULL, NULL},
     {"worker-checkpoints", CFG_BOOL, "false", "PSKV_SCHEDULER_WORKER_CHECKPOINTS", 0, 0, NULL,
      "with --keys, worker keys may ask for checkpoints too (pskv_checkpoint); by default "
      "only control keys may", 0, 0, NULL, NULL},
+    CFG_METRICS_ENTRY("PSKV_SCHEDULER_METRICS_PORT"),
     CFG_COMMON_ENTRIES("PSKV_SCHEDULER_PORT", "7700"),
     CFG_END};
 
@@ -207,6 +215,7 @@ static void tick(void)
     secure_tick(&sched_sec);
     ckpt_tick(now);
     memb_expire(now);
+    schedm_tick();
 }
 
 /* Reads the flags into the modules. Returns -1 to go on, or the exit status
@@ -224,6 +233,7 @@ static int configure(int argc, char **argv)
     memb.heartbeat_ms = (int)cfg_int(config, "heartbeat-ms");
     memb.dead_after_ms = (int)cfg_int(config, "dead-after-ms");
     memb.join_timeout_s = cfg_double(config, "join-timeout");
+    memb.linger_s = cfg_double(config, "linger");
     uint32_t replicas = (uint32_t)cfg_int(config, "replicas");
     view_init((uint32_t)cfg_int(config, "partitions"), replicas,
               (uint32_t)cfg_int(config, "vnodes"));
@@ -355,6 +365,9 @@ int main(int argc, char **argv)
         LOG_E("%s", why);
         return 1;
     }
+    if (schedm_start(secure_bind_addr(&sched_sec, cfg_str(config, "bind")),
+                     (int)cfg_int(config, "metrics-port")) < 0)
+        return 1;
     cfg_log(config);
     LOG_I("listening on port %d; job %llu; waiting for %d servers and %d workers", port,
           (unsigned long long)memb.job_id, memb.nservers, memb.nworkers);
@@ -373,5 +386,6 @@ int main(int argc, char **argv)
     memb_free();
     view_free();
     ckpt_free();
+    metrics_stop();
     return 0;
 }

@@ -83,7 +83,7 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
     v->has_keys = sched_sec.keyed;
     v->keys = sched_sec.keyed;
     if (status) {
-        static const char *const js[] = {"waiting", "running", "stopping"};
+        static const char *const js[] = {"waiting", "running", "stopping", "finished"};
         v->state = (char *)js[memb.state];
         static uint64_t mine[REFUSE_COUNT];
         for (int i = 0; i < REFUSE_COUNT; i++)
@@ -131,6 +131,13 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
             p->heartbeat_age_ms = now - n->last_hb_ms;
             p->n_refusals = REFUSE_COUNT;
             p->refusals = n->refusals;
+            p->has_pushes = p->has_pulls = n->role == PSKV__ROLE__SERVER;
+            p->pushes = n->pushes;
+            p->pulls = n->pulls;
+            p->has_wait_ns = n->role == PSKV__ROLE__WORKER;
+            p->wait_ns = n->wait_ns;
+            p->has_rss_bytes = n->rss > 0;
+            p->rss_bytes = n->rss;
         }
     }
 }

@@ -9,14 +9,18 @@
 # With --keys the job runs with CURVE on every socket (a keyset made for the run) and
 # the baseline is the CURVE echo (pskv-zmq-rtt --curve, the crypto floor); lines end
 # with keys=curve.
+# With --metrics every daemon serves /metrics (--metrics-port) and a scraper fetches
+# each endpoint once a second for the whole run (as a Prometheus would); lines end with
+# metrics=scraped. scripts/bench-metrics.sh compares the two.
 # Usage: scripts/bench-pushpull.sh [--sizes "4096 65536 1048576 16777216"] [--runs N (default 7)]
-#        [--keys]
+#        [--keys] [--metrics]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${PSKV_BIN_DIR:-$here/../build/bin}
 sizes="4096 65536 1048576 16777216"
 runs=7
 keys=
+metrics=
 while [ $# -gt 0 ]; do
   case "$1" in
     --sizes) sizes=$2; shift 2 ;;
@@ -24,26 +28,56 @@ while [ $# -gt 0 ]; do
     --runs) runs=$2; shift 2 ;;
     --runs=*) runs=${1#*=}; shift ;;
     --keys) keys=1; shift ;;
-    *) echo "usage: $0 [--sizes \"BYTES...\"] [--runs N] [--keys]" >&2; exit 2 ;;
+    --metrics) metrics=1; shift ;;
+    *) echo "usage: $0 [--sizes \"BYTES...\"] [--runs N] [--keys] [--metrics]" >&2; exit 2 ;;
   esac
 done
 export OPENBLAS_NUM_THREADS=1
 out=$(mktemp -d /tmp/pskv-bench-XXXXXX)
-trap 'rm -rf "$out"' EXIT
+scraper=
+trap '[ -n "$scraper" ] && kill "$scraper" 2>/dev/null; rm -rf "$out"' EXIT
+. "$here/free-port.sh"
+
+# metric_opts: the --metrics-port options of one run (fresh ports) in mopts, the
+# ports in mports; nothing without --metrics.
+metric_opts() {
+  mopts=() mports=()
+  [ -n "$metrics" ] || return 0
+  local ps pv pw
+  ps=$(free_port) pv=$(free_port) pw=$(free_port)
+  mports=("$ps" "$pv" "$pw")
+  mopts=(--scheduler-opt --metrics-port --scheduler-opt "$ps" --server-opt --metrics-port
+         --server-opt "$pv" --worker-opt "0:--metrics-port" --worker-opt "0:$pw")
+}
+
+# scrape PORTS...: every second, GET /metrics of each port (as a Prometheus would;
+# one curl for all of them).
+scrape() {
+  local urls=() p
+  for p in "$@"; do urls+=("http://127.0.0.1:$p/metrics"); done
+  while :; do
+    curl -s --max-time 1 "${urls[@]}" > /dev/null
+    sleep 1
+  done
+}
 
 status=0
 keyopt=()
 [ -n "$keys" ] && keyopt=(--keys "$out/keys")
 for size in $sizes; do
-  if ! "$here/launch-local.sh" --servers 1 --workers 1 --timeout 600 --log-dir "$out/run-$size" "${keyopt[@]}" \
+  metric_opts
+  if [ -n "$metrics" ]; then scrape "${mports[@]}" & scraper=$!; fi
+  if ! "$here/launch-local.sh" --servers 1 --workers 1 --timeout 600 --log-dir "$out/run-$size" "${keyopt[@]}" "${mopts[@]}" \
        --server-opt --blas-threads --server-opt 1 --server-opt --log-level --server-opt warn \
        --scheduler-opt --log-level --scheduler-opt warn \
        -- --app bench --size "$size" --runs "$runs" --baseline "$bin/pskv-zmq-rtt" --log-level warn > "$out/pskv-$size" 2>&1; then
+    [ -n "$scraper" ] && kill "$scraper" 2>/dev/null && scraper=
     echo "bench: size $size failed; logs:" >&2
     tail -n 20 "$out/run-$size"/*.log >&2
     status=1
     continue
   fi
+  if [ -n "$scraper" ]; then kill "$scraper" 2>/dev/null; wait "$scraper" 2>/dev/null; scraper=; fi
   for mode in serial pipelined; do
     line=$(grep "^bench size=$size mode=$mode " "$out/run-$size/worker-0.log")
     field() { echo "$line" | sed -n "s/.* $1=\([0-9.]*\).*/\1/p"; }
@@ -51,7 +85,7 @@ for size in $sizes; do
     [ -n "$step" ] && [ -n "$zmq" ] && [ -n "$ratio" ] ||
       { echo "bench: no $mode figure for size $size" >&2; status=1; continue; }
     awk -v s="$size" -v m="$mode" -v st="$step" -v z="$zmq" -v r="$ratio" \
-      -v k="${keys:+ keys=curve}" \
+      -v k="${keys:+ keys=curve}${metrics:+ metrics=scraped}" \
       'BEGIN { printf "size=%d mode=%s step_us=%.1f GBps=%.3f zmq_rtt_us=%.1f ratio=%.2f%s\n", s, m, st, 2*s/(st*1000), z, r, k }'
   done
 done

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ThreadSanitizer run (`make tsan`): the tests whose processes run threads, against a
 # build with -fsanitize=thread. pskv's threads: the server's heartbeat thread
-# (server/lease.c) and checkpoint writer (server/checkpoint.c), libpskv's heartbeat
+# (server/lease.c) and checkpoint writer (server/checkpoint.c), every daemon's metrics
+# endpoint (common/metrics.c, libmicrohttpd's thread), libpskv's heartbeat
 # thread (worker/wview.c), the ZAP handler of every keyed daemon (common/zap.c), the
 # refusal counters they share (common/refuse.c), and ZeroMQ's I/O threads calling the
 # free callbacks of no-copy frames (worker/vbuf.c, server/shard.c).
@@ -27,10 +28,12 @@ mkdir -p "$REPORTS"
 # Integration tests (test/integration.sh): no-copy pushes and pulls on 2 servers and
 # 3 workers; heartbeats through a pause; requests refused while serving; workers
 # leaving; keys on: rogues refused by the ZAP handler and a control key's
-# checkpoint (the writer thread). Faults (test/faults.sh): checkpoints written,
-# killed and resumed; a server paused under a stream of no-copy pushes (ZeroMQ
-# holding lent values, connections reset).
-INTEGRATION="check_2x3 accumulate heartbeat_liveness malformed_while_serving worker_leaves keys_rogues keys_clients"
+# checkpoint (the writer thread); every daemon's metrics endpoint (libmicrohttpd's
+# thread rendering what the loop counts) scraped by a real Prometheus. Faults
+# (test/faults.sh): checkpoints written, killed and resumed; a server paused under a
+# stream of no-copy pushes (ZeroMQ holding lent values, connections reset).
+INTEGRATION="check_2x3 accumulate heartbeat_liveness malformed_while_serving worker_leaves keys_rogues keys_clients
+            metrics_prometheus"
 FAULTS="checkpoint_resume pause_server_nocopy"
 # ThreadSanitizer makes pskv 5 to 15 times slower, more on a loaded machine: the
 # liveness and time-out settings of the optimised build (a node dead after 500 ms of

@@ -10,6 +10,7 @@
 
 #include "log.h"
 #include "pskv_errors.h"
+#include "smetrics.h"
 #include "timeutil.h"
 
 #define CHECKPOINT_DEFER_MS 2000
@@ -29,6 +30,7 @@ static struct {
  * scheduler once the thread is done. */
 static struct {
     int busy;
+    uint64_t bytes;         /* size of the checkpoint being written */
     atomic_int done;
     pthread_t thread;
     ckpt_writer *w;
@@ -88,7 +90,9 @@ static void report_checkpoint(uint64_t seq, int rc, const char *why, int64_t t0_
         m.error_code = -rc;
         m.error = (char *)why;
         LOG_E("checkpoint %llu failed: %s", (unsigned long long)seq, why);
-    } else {
+    }
+    smet_checkpoint(rc >= 0, (double)(tu_now_ms() - t0_ms) / 1e3, rc >= 0 ? CK.bytes : 0);
+    if (rc >= 0) {
         LOG_I("checkpoint %llu written in %lld ms (serving paused %lld ms for the snapshot)",
               (unsigned long long)seq, (long long)(tu_now_ms() - t0_ms), (long long)pause_ms);
     }
@@ -158,6 +162,7 @@ void checkpoint_write(uint64_t seq)
         return;
     }
     CK.w = w;
+    CK.bytes = ckpt_size(w);
     CK.seq = seq;
     CK.t0_ms = t0;
     CK.pause_ms = tu_now_ms() - t0;

@@ -15,6 +15,7 @@
 #include "log.h"
 #include "pskv_errors.h"
 #include "upd_plugin.h"
+#include "smetrics.h"
 #include "timeutil.h"
 #include "vclock.h"
 
@@ -289,6 +290,7 @@ void consist_push(consist *c, table *t, wire_msg *msg, const rowset *rs)
         held_answer_push(&c->out, &h, 0, NULL, values_clock(c, t));
     c->st.pushes++;
     c->st.push_ns += tu_now_ns() - t0;
+    smet_apply(t, (double)(tu_now_ns() - t0) / 1e9);
 }
 
 void consist_pull(consist *c, table *t, wire_msg *msg, const rowset *rs)

@@ -7,6 +7,7 @@
 #include <zmq.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "refuse.h"
 #include "timeutil.h"
 #include "wire.h"
@@ -18,7 +19,7 @@ static struct {
     _Atomic int64_t lease_until_ms; /* serve only before this */
     _Atomic int64_t loop_ms;        /* the loop's last pass */
     _Atomic int lease_ms;           /* from the latest view (0 before the first) */
-    _Atomic uint64_t dropped;
+    _Atomic uint64_t dropped, pushes, pulls;
     /* copies taken at the start: the loop applies views meanwhile */
     void *ctx;
     const struct secure *sec;
@@ -66,6 +67,10 @@ static void *heartbeat_main(void *arg)
             hb.request_id = (uint64_t)now; /* echoed: the lease runs from the send time */
             hb.clock = 0;
             hb.dropped = atomic_load(&HB.dropped);
+            hb.has_pushes = hb.has_pulls = hb.has_rss_bytes = 1;
+            hb.pushes = atomic_load(&HB.pushes);
+            hb.pulls = atomic_load(&HB.pulls);
+            hb.rss_bytes = (uint64_t)metrics_resident_bytes();
             for (int i = 0; i < REFUSE_COUNT; i++)
                 refusals[i] = refuse_count((refuse_reason)i);
             hb.n_refusals = REFUSE_COUNT;
@@ -100,7 +105,12 @@ int lease_start(void *ctx, const member *mb)
 
 void lease_pass(void) { atomic_store(&HB.loop_ms, tu_now_ms()); }
 
-void lease_set_dropped(uint64_t dropped) { atomic_store(&HB.dropped, dropped); }
+void lease_set_stats(uint64_t dropped, uint64_t pushes, uint64_t pulls)
+{
+    atomic_store(&HB.dropped, dropped);
+    atomic_store(&HB.pushes, pushes);
+    atomic_store(&HB.pulls, pulls);
+}
 
 void lease_view(int lease_ms)
 {

@@ -9,7 +9,7 @@
  *
  * Owns: the heartbeat thread, its DEALER to the scheduler, the lease deadline.
  * lease_start, lease_view, lease_stop: the loop thread. lease_pass,
- * lease_set_dropped, lease_valid: the loop thread (atomics shared with the
+ * lease_set_stats, lease_valid: the loop thread (atomics shared with the
  * heartbeat thread). The heartbeat thread touches nothing but its own socket
  * and these atomics; it never changes job state. */
 #ifndef PSKV_LEASE_H
@@ -27,8 +27,9 @@ int lease_start(void *ctx, const member *mb);
 /* The loop made a pass now. */
 void lease_pass(void);
 
-/* Pushes dropped as late so far, sent with the heartbeats. */
-void lease_set_dropped(uint64_t dropped);
+/* Pushes dropped as late, pushes and pulls served so far, sent with the
+ * heartbeats (with the resident memory). */
+void lease_set_stats(uint64_t dropped, uint64_t pushes, uint64_t pulls);
 
 /* A view arrived with lease_ms; the first one starts the first lease. */
 void lease_view(int lease_ms);

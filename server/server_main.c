@@ -31,11 +31,14 @@
 #include "lease.h"
 #include "log.h"
 #include "member.h"
+#include "metrics.h"
 #include "net.h"
 #include "persist.h"
 #include "pskv_errors.h"
 #include "refuse.h"
+#include "sconfig.h"
 #include "secure.h"
+#include "smetrics.h"
 #include "table.h"
 #include "timeutil.h"
 #include "upd_plugin.h"
@@ -43,30 +46,7 @@
 
 extern void openblas_set_num_threads(int);
 
-static cfg_entry config[] = {
-    {"scheduler", CFG_STR, "127.0.0.1:7700", "PSKV_SCHEDULER", 1, 0, NULL,
-     "scheduler address HOST:PORT", 0, 0, NULL, NULL},
-    {"advertise-port", CFG_INT, "0", "PSKV_SERVER_ADVERTISE_PORT", 0, 65535, NULL,
-     "port other nodes dial, when a proxy or NAT forwards to --port (0 = the bound port)", 0,
-     0, NULL, NULL},
-    {"blas-threads", CFG_INT, "1", "PSKV_SERVER_BLAS_THREADS", 1, 256, NULL,
-     "OpenBLAS threads for updates", 0, 0, NULL, NULL},
-    {"join-timeout", CFG_DOUBLE, "600", "PSKV_SERVER_JOIN_TIMEOUT", 1, 86400, "s",
-     "how long to wait for the cluster to be complete", 0, 0, NULL, NULL},
-    {"job-id", CFG_INT, "0", "PSKV_JOB_ID", 0, 9.2e18, NULL,
-     "job to join (0 = the scheduler's)", 0, 0, NULL, NULL},
-    {"data-dir", CFG_STR, "", "PSKV_SERVER_DATA_DIR", 0, 0, NULL,
-     "directory for this server's checkpoint files (empty = no checkpoints)", 0, 0, NULL,
-     NULL},
-    {"socket-buffer", CFG_INT, "0", "PSKV_SERVER_SOCKET_BUFFER", 0, 1073741824, "bytes",
-     "kernel send and receive buffer of each connection to the data socket (0 = the "
-     "kernel's default, auto-tuned)", 0, 0, NULL, NULL},
-    {"plugin-dir", CFG_STR, "", "PSKV_SERVER_PLUGIN_DIR", 0, 0, NULL, "updater plug-ins load "
-     "only from this directory (empty = none load)", 0, 0, NULL, NULL},
-    {"updater-check", CFG_STR, "", NULL, 0, 0, NULL, "run plug-in plugin:PATH[:ARGS] on canned "
-     "inputs and exit (0 passed, 1 failed, 2 cannot load); joins no job", 0, 0, NULL, NULL},
-    CFG_COMMON_ENTRIES("PSKV_SERVER_PORT", "0"),
-    CFG_END};
+static cfg_entry *const config = server_config; /* sconfig.c */
 
 static struct {
     member mb;
@@ -204,6 +184,7 @@ static table *check_request(wire_msg *msg, rowset *rs)
         fail(msg, -rc, why);
         return NULL;
     }
+    smet_request(t, r->type == PSKV__MSG_TYPE__PULL, rs->n);
     return t;
 }
 
@@ -343,8 +324,10 @@ static int refuse_stale(wire_msg *msg)
         return 0;
     char why[200];
     if (!lease_valid()) {
-        if (!S.lease_lapsed++)
+        if (!S.lease_lapsed++) {
             LOG_W("lease lapsed (no acknowledged heartbeat): serving nothing until renewed");
+            smet_lease_lapse();
+        }
         if (data)
             fail(msg, PSKV_ESTALE, "this server's lease has lapsed; it may have been replaced");
         return 1;
@@ -534,13 +517,6 @@ static int handle_scheduler(void)
 /* Keys held per table and the process's resident memory, for the operator. */
 static void log_tables(void)
 {
-    long pages = 0, rss = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f) {
-        if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
-            rss = 0;
-        fclose(f);
-    }
     uint64_t keys = 0;
     for (size_t i = 0; i < tables_count(S.tables); i++) {
         table *t = tables_at(S.tables, i);
@@ -551,7 +527,7 @@ static void log_tables(void)
               "moved off values still being sent", t->name, (unsigned long long)shard_size(t->sh),
               (unsigned long long)lends, (unsigned long long)moves);
     }
-    double rss_bytes = (double)rss * 4096.0;
+    double rss_bytes = metrics_resident_bytes();
     LOG_I("resident memory %.1f MiB for %llu keys (%.1f bytes per key)", rss_bytes / 1048576.0,
           (unsigned long long)keys, keys ? rss_bytes / (double)keys : 0.0);
 }
@@ -701,7 +677,9 @@ static int run(const char *sched)
         if (items[0].revents & ZMQ_POLLIN)
             serve_router();
         checkpoint_pass();
-        lease_set_dropped(consist_get_stats(S.cons).dropped_late);
+        consist_stats st = consist_get_stats(S.cons);
+        lease_set_stats(st.dropped_late, st.pushes, st.pulls);
+        smet_tick(S.tables, &st);
     }
     return stopped;
 }
@@ -775,6 +753,9 @@ int main(int argc, char **argv)
     cfg_log(config);
     if ((rc = join_cluster(sched, host, port)) >= 0)
         return rc;
+    if (smet_start(secure_bind_addr(&S.sec, cfg_str(config, "bind")),
+                   (int)cfg_int(config, "metrics-port"), (int)S.mb.node_id, S.mb.rank) < 0)
+        return 1;
     lease_start(S.ctx, &S.mb);
     S.parked = calloc(MAX_PARKED, sizeof *S.parked);
     if (!S.parked) {
@@ -797,5 +778,6 @@ int main(int argc, char **argv)
     free(S.parked);
     consist_destroy(&S.cons);
     tables_destroy(&S.tables);
+    metrics_stop();
     return 0;
 }

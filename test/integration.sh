@@ -94,6 +94,8 @@ no_strays() { # no process from the pid files in DIR is alive
 . "$here/security_tests.sh"
 # shellcheck source=slurm_tests.sh
 . "$here/slurm_tests.sh"
+# shellcheck source=ops_tests.sh
+. "$here/ops_tests.sh"
 
 t_check_2x3() {
   # workers 0 and 2 push the dense run without a copy (the default), worker 1 with one
@@ -1070,7 +1072,7 @@ tests=(check_2x3 check_fails_on_mismatch malformed_input malformed_while_serving
        train_softmax app_defaults clip_norm keep_checkpoints train_resume export_sparse train_bad_data sparse_lr_heart_scale sparse_lr_planted
        consistency_check bsp_same_bits ssp_bound_straggler bsp_backup_stopped worker_leaves accumulate
        keys_rogues keys_clients keys_wire keys_files protected_mode
-       updater_plugin updaters_replay train_adam_ftrl
+       updater_plugin updaters_replay train_adam_ftrl late_registration metrics_prometheus ctl_top
        hosts_check hosts_delay hosts_partition slurm)
 for t in "${tests[@]}"; do
   if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $t "* ]]; then continue; fi

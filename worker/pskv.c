@@ -16,6 +16,7 @@
 
 #include "member.h"
 #include "vbuf.h"
+#include "wmetrics.h"
 #include "wire.h"
 #include "wplan.h"
 #include "wpump.h"
@@ -71,6 +72,7 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
     size_t wd = t->width, row = wd * sizeof(float);
     r->bytes = nkeys * row;
     r->kbytes = keys ? nkeys * sizeof(uint64_t) : 0;
+    wmet_request(t, pull, nkeys, r->bytes);
     if (lend) {
         r->lend = vbuf_new(0);
         if (!r->lend)
@@ -270,6 +272,7 @@ int pskv_table_open(pskv_worker *w, const char *name, const pskv_table_opts *o_i
         goto fail;
     if (existing >= 0)
         return existing;
+    wmet_table(&w->tables[w->ntables]);
     return w->ntables++;
 fail:
     return rc;
@@ -339,6 +342,7 @@ int pskv_clock(pskv_worker *w)
     int rc = wsend_clock(w, atomic_load(&w->clock), 0);
     if (rc == 0)
         atomic_fetch_add(&w->clock, 1);
+    wmet_worker(w);
     return rc;
 }
 

@@ -54,6 +54,11 @@ typedef struct pskv_config {
     int insecure;              /* without keys, talk to a scheduler that is not on loopback
                                   anyway (no authentication, no encryption); default
                                   $PSKV_INSECURE, else 0: such a scheduler is refused */
+    int metrics_port;          /* > 0: serve this process's Prometheus metrics at
+                                  http://BIND:PORT/metrics from the open on, until the
+                                  process exits (default 0 = off) */
+    const char *metrics_bind;  /* BIND: NULL or "" = loopback, or every address with keys
+                                  or insecure; else this IPv4 address or "*" */
 } pskv_config;
 
 /* Fills cfg with the defaults above. */

@@ -15,6 +15,7 @@
 #include "secure.h"
 #include "vbuf.h"
 #include "wire.h"
+#include "wmetrics.h"
 #include "wreq.h"
 #include "wsend.h"
 #include "wview.h"
@@ -63,6 +64,7 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
                                "(clock %lld had closed)", (long long)r->ts, s->id,
                                (long long)m->clock);
             w->late_drops++;
+            wmet_worker(w);
         }
     } else if (m->type == PSKV__MSG_TYPE__ERROR) {
         if (!r->err)
@@ -187,7 +189,7 @@ void wpump_spin(pskv_worker *w, long timeout_ms, int spin_us)
         items[i + 1] = w->srv[i].sock ? (zmq_pollitem_t){w->srv[i].sock, 0, ZMQ_POLLIN, 0}
                                       : (zmq_pollitem_t){NULL, -1, 0, 0};
     int n = 0;
-    int64_t spin_until = tu_now_us() + spin_us;
+    int64_t t0 = tu_now_ns(), spin_until = tu_now_us() + spin_us;
     while (spin_us > 0 && timeout_ms > 0 && (n = zmq_poll(items, w->nservers + 1, 0)) == 0 &&
            tu_now_us() < spin_until)
         ;
@@ -200,6 +202,7 @@ void wpump_spin(pskv_worker *w, long timeout_ms, int spin_us)
         timeout_ms = 1;
     if (n == 0)
         n = zmq_poll(items, w->nservers + 1, timeout_ms);
+    atomic_fetch_add(&w->wait_ns, tu_now_ns() - t0);
     if (n > 0) {
         int polled = w->nservers;
         if (items[0].revents & ZMQ_POLLIN) {

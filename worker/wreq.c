@@ -9,6 +9,7 @@
 
 #include "log.h"
 #include "vbuf.h"
+#include "wmetrics.h"
 #include "wpump.h"
 
 /* A free request slot, waiting (bounded) while the window is full. */
@@ -41,6 +42,7 @@ req *wreq_new(pskv_worker *w, enum req_type type, int table, int nparts)
     r->type = type;
     r->table = table;
     r->ts = w->next_ts++;
+    r->t0_ns = tu_now_ns();
     r->clock = atomic_load(&w->clock);
     r->nparts = r->pending = nparts;
     r->deadline_ms = tu_now_ms() + w->request_timeout_ms;
@@ -126,6 +128,7 @@ void wreq_retire(pskv_worker *w, req *r)
 
 void wreq_finish(pskv_worker *w, req *r)
 {
+    wmet_done(w, r);
     if (r->type == REQ_PULL && !r->err && r->vclock != INT64_MAX)
         w->values_clock = r->vclock;
     if (r->err) {

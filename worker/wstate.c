@@ -15,6 +15,7 @@
 #include "log.h"
 #include "net.h"
 #include "secure.h"
+#include "wmetrics.h"
 #include "wpump.h"
 #include "wreq.h"
 #include "wsend.h"
@@ -153,6 +154,8 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
         if ((rc = wsend_clock(w, slowest - 1, 0)) < 0)
             goto fail;
     }
+    if ((rc = wmet_start(w, secure_bind_addr(&w->sec, cfg.metrics_bind), cfg.metrics_port)) < 0)
+        goto fail;
     wview_heartbeat_start(w);
     LOG_I("worker rank %d of %d (node %u) joined job %llu with %d servers", w->mb.rank,
           w->nworkers, w->mb.node_id, (unsigned long long)w->mb.job_id, w->nservers);

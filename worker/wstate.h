@@ -26,13 +26,14 @@
  *   wsend   parts onto the wire, and planned again and re-sent
  *   vbuf    buffers shared with ZeroMQ; draining pskv_push_nocopy's lent arrays
  *   wpump   the calling thread's event loop: replies applied, timers
+ *   wmetrics the worker's Prometheus metrics (common/metrics.h)
  *   pskv.c  the exported calls on an open handle (push, pull, wait, tables, clock ...)
  *
  * OWNS: the handle itself (wstate.c): pskv_worker_open allocates it with its
  *   window, ZeroMQ context and settings; pskv_worker_close releases everything
  *   hanging off it, whichever module filled it in; last_error (wst_error).
  * THREADS: every field belongs to the thread using the handle (one at a time, as
- *   pskv.h says), except the atomics `clock` and `progress[]`, which the heartbeat
+ *   pskv.h says), except the atomics `clock`, `progress[]` and `wait_ns`, which the heartbeat
  *   thread reads, and vbuf.refs, which ZeroMQ's I/O threads drop (vbuf_unref). The
  *   heartbeat thread also reads ctx, sec, sched and hb_job, hb_node, hb_period_ms,
  *   all written before it starts and never after.
@@ -48,6 +49,7 @@
 #include <zmq.h>
 
 #include "member.h"
+#include "metrics.h"
 #include "pskv.h"
 #include "secure.h"
 #include "timeutil.h"
@@ -94,6 +96,7 @@ typedef struct part {
 typedef struct req {
     enum req_type type;
     int64_t ts;
+    int64_t t0_ns;     /* when it was made (the latency metric) */
     int64_t clock;     /* the worker's clock when it was made: every send carries it */
     int table;
     int nparts, pending;
@@ -137,6 +140,8 @@ typedef struct tbl {
     uint32_t width;
     int async;         /* its pushes may be re-sent after a silence (servers drop duplicates) */
     int bsp;           /* its pushes are acknowledged only when their clock closes */
+    met_series *m_push, *m_pull, *m_push_rows, *m_pull_rows, *m_push_bytes, *m_pull_bytes,
+        *m_latency;    /* its metrics (wmetrics.h) */
 } tbl;
 
 struct pskv_worker {
@@ -190,6 +195,7 @@ struct pskv_worker {
     int64_t values_clock;   /* clock the last completed pull's values reflect */
     int64_t max_message;
     _Atomic int64_t progress[3]; /* epoch, step, position: sent with heartbeats */
+    _Atomic int64_t wait_ns;     /* the caller's time waiting in the pump: heartbeats */
     uint64_t ckpt_done;          /* checkpoint answer: its number */
     int ckpt_err;                /* or its error */
     uint64_t ckpt_req;           /* request id of the checkpoint asked for */

@@ -278,6 +278,9 @@ static void *heartbeat_main(void *arg)
         hb.progress_epoch = atomic_load(&w->progress[0]);
         hb.progress_step = atomic_load(&w->progress[1]);
         hb.progress_pos = atomic_load(&w->progress[2]);
+        hb.has_wait_ns = hb.has_rss_bytes = 1;
+        hb.wait_ns = (uint64_t)atomic_load(&w->wait_ns);
+        hb.rss_bytes = (uint64_t)metrics_resident_bytes();
         wire_send(s, NULL, &hb, NULL, NULL);
         for (int slept = 0; slept < period && !atomic_load(&w->hb_stop); slept += 10)
             tu_sleep_ms(10);

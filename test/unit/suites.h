@@ -36,5 +36,7 @@ Suite *ckpt_suite(void);
 Suite *keys_suite(void);
 /* worker/wclip.c: pskv_clip_norm, gradient clipping by global norm. */
 Suite *clip_suite(void);
+/* common/metrics.c: series, label escaping, histograms, the text, the endpoint. */
+Suite *metrics_suite(void);
 
 #endif

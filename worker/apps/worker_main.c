@@ -15,8 +15,10 @@
 #include "config.h"
 #include "log.h"
 #include "member.h"
+#include "metrics.h"
 #include "net.h"
 #include "pskv.h"
+#include "timeutil.h"
 
 extern void openblas_set_num_threads(int);
 
@@ -44,6 +46,23 @@ void app_free_after_close(void *p)
     after_close[nafter_close++] = p;
 }
 
+/* With the endpoint on and the application done, before the worker leaves the
+ * job: says the bytes pushed, then serves the final values for `seconds` (the
+ * job, and so every daemon's endpoint, stays up meanwhile). SIGINT or SIGTERM
+ * ends the linger; the worker then leaves as after the linger (exit status of
+ * the application). */
+static void linger_metrics(double seconds)
+{
+    if (!metrics_listening())
+        return;
+    LOG_I("pushed %.0f value bytes in all (pskv_push_bytes_total); serving metrics %.1f s more",
+          metrics_sum("pskv_push_bytes_total"), seconds);
+    for (int64_t until = tu_now_ms() + (int64_t)(seconds * 1000);
+         !app_stop_signal && tu_now_ms() < until;)
+        usleep(20000);
+    app_stop_signal = 0;
+}
+
 static cfg_entry config[] = {
     {"scheduler", CFG_STR, "127.0.0.1:7700", "PSKV_SCHEDULER", 1, 0, NULL,
      "scheduler address HOST:PORT", 0, 0, NULL, NULL},
@@ -67,6 +86,11 @@ static cfg_entry config[] = {
      "how long to wait for the cluster to be complete", 0, 0, NULL, NULL},
     {"job-id", CFG_INT, "0", "PSKV_JOB_ID", 0, 9.2e18, NULL, "job to join (0 = the scheduler's)",
      0, 0, NULL, NULL},
+    CFG_METRICS_ENTRY("PSKV_WORKER_METRICS_PORT"),
+    {"metrics-linger", CFG_DOUBLE, "0", "PSKV_WORKER_METRICS_LINGER", 0, 86400, "s",
+     "with --metrics-port: when the application is done, keep serving its final metrics this "
+     "long before leaving the job (so that a scraper sees the last values; the job waits); "
+     "SIGINT or SIGTERM ends it", 0, 0, NULL, NULL},
     /* consistency */
     {"consistency", CFG_STR, "async", "PSKV_WORKER_CONSISTENCY", 1, 0, NULL,
      "table consistency model: async, bsp or ssp:TAU (bounded delay)", 0, 0, NULL, NULL},
@@ -324,6 +348,8 @@ int main(int argc, char **argv)
     pc.chunk_bytes = (size_t)cfg_int(config, "chunk-bytes");
     pc.spin_us = (int)cfg_int(config, "spin-us");
     pc.retry_ms = (int)cfg_int(config, "retry-ms");
+    pc.metrics_port = (int)cfg_int(config, "metrics-port");
+    pc.metrics_bind = cfg_str(config, "bind");
     cfg_log(config);
     member_set_stop_flag(&app_stop_signal); /* a signal also ends the wait to join */
     pskv_worker *w = NULL;
@@ -340,6 +366,8 @@ int main(int argc, char **argv)
                  : !strcmp(app, "replay") ? app_replay(w, config)
                  : sparse                ? app_sparse_lr(w, config)
                                          : app_train(w, config);
+    if (!app_stop_signal)
+        linger_metrics(cfg_double(config, "metrics-linger"));
     if (app_stop_signal) {
         /* stopped on request: tell the scheduler (FINISH) and leave at once; the
          * application's buffers go with the process */
@@ -354,5 +382,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "pskv-worker: close: %s\n", pskv_strerror(rc));
         status = 1;
     }
+    metrics_stop();
     return status;
 }

@@ -1,0 +1,84 @@
+/* The scheduler's metrics (sched_metrics.h). */
+#include "sched_metrics.h"
+
+#include <stdio.h>
+
+#include "membership.h"
+#include "metrics.h"
+#include "timeutil.h"
+
+static met_series *alive_servers, *alive_workers, *failovers, *ckpt_ok, *ckpt_failed,
+    *ckpt_secs, *late;
+
+int schedm_start(const char *bind_addr, int port)
+{
+    metrics_identity("scheduler", 0, -1);
+    const char *nodes_help = "Live (not dead, not finished) nodes of the job, by role.";
+    alive_servers = metrics_series("pskv_nodes_alive", MET_GAUGE, nodes_help, "of", "server");
+    alive_workers = metrics_series("pskv_nodes_alive", MET_GAUGE, nodes_help, "of", "worker");
+    failovers = metrics_series("pskv_failovers_total", MET_COUNTER,
+                               "Servers declared dead while the job ran, their partitions "
+                               "given to others.", NULL, NULL);
+    const char *ck = "Checkpoints of the job, by result.";
+    ckpt_ok = metrics_series("pskv_checkpoints_total", MET_COUNTER, ck, "result", "ok");
+    ckpt_failed = metrics_series("pskv_checkpoints_total", MET_COUNTER, ck, "result", "failed");
+    ckpt_secs = metrics_series("pskv_checkpoint_duration_seconds", MET_HISTOGRAM,
+                               "Time from a checkpoint's start to its manifest entry.", NULL,
+                               NULL);
+    late = metrics_series("pskv_job_late_drops", MET_GAUGE,
+                          "bsp pushes the live servers dropped as late (from heartbeats).",
+                          NULL, NULL);
+    return metrics_start(bind_addr, port);
+}
+
+void schedm_tick(void)
+{
+    static int64_t next;
+    int64_t now = tu_now_ms();
+    if (now < next)
+        return;
+    next = now + 500;
+    int servers = 0, workers = 0, have_slowest = 0;
+    int64_t slowest = 0;
+    double dropped = 0;
+    for (int i = 0; i < memb.nnodes; i++) {
+        const memb_node *n = &memb.nodes[i];
+        int live = !n->dead && n->state != NODE_FINISHED;
+        if (n->role == PSKV__ROLE__SERVER) {
+            servers += live;
+            dropped += live ? (double)n->dropped : 0;
+        } else if (n->role == PSKV__ROLE__WORKER && live) {
+            workers++;
+            if (!have_slowest || n->clock < slowest)
+                slowest = n->clock;
+            have_slowest = 1;
+        }
+    }
+    metrics_set(alive_servers, servers);
+    metrics_set(alive_workers, workers);
+    metrics_set(late, dropped);
+    /* one series per worker rank: a rank's lag, 0 once it is not live */
+    for (int i = 0; i < memb.nnodes; i++) {
+        memb_node *n = &memb.nodes[i];
+        if (n->role != PSKV__ROLE__WORKER || n->replaced)
+            continue;
+        if (!n->lag) { /* looked up once per node: the registry search is linear */
+            char rank[16];
+            snprintf(rank, sizeof rank, "%d", n->rank);
+            n->lag = metrics_series("pskv_worker_clock_lag", MET_GAUGE,
+                                    "Clocks this worker is ahead of the slowest live worker.",
+                                    "worker_rank", rank);
+        }
+        int live = !n->dead && n->state != NODE_FINISHED;
+        metrics_set(n->lag, live ? (double)(n->clock - slowest) : 0);
+    }
+}
+
+void schedm_failover(void) { metrics_add(failovers, 1); }
+
+void schedm_checkpoint(int ok, double seconds)
+{
+    metrics_add(ok ? ckpt_ok : ckpt_failed, 1);
+    if (ok)
+        metrics_observe(ckpt_secs, seconds);
+}

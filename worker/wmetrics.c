@@ -1,0 +1,62 @@
+/* A worker's metrics (wmetrics.h). */
+#include "wmetrics.h"
+
+#include "metrics.h"
+
+static met_series *late, *clock_now;
+
+void wmet_table(tbl *t)
+{
+    const char *n = t->name;
+    t->m_push = metrics_series("pskv_pushes_total", MET_COUNTER,
+                               "Push requests this worker made.", "table", n);
+    t->m_pull = metrics_series("pskv_pulls_total", MET_COUNTER,
+                               "Pull requests this worker made.", "table", n);
+    t->m_push_rows = metrics_series("pskv_push_rows_total", MET_COUNTER,
+                                    "Rows this worker pushed.", "table", n);
+    t->m_pull_rows = metrics_series("pskv_pull_rows_total", MET_COUNTER,
+                                    "Rows this worker pulled.", "table", n);
+    t->m_push_bytes = metrics_series("pskv_push_bytes_total", MET_COUNTER,
+                                     "Value bytes this worker pushed (rows x width x 4; keys "
+                                     "and headers not counted).", "table", n);
+    t->m_pull_bytes = metrics_series("pskv_pull_bytes_total", MET_COUNTER,
+                                     "Value bytes this worker pulled.", "table", n);
+    t->m_latency = metrics_series("pskv_request_seconds", MET_HISTOGRAM,
+                                  "Time from a push or pull's send to its last answer, as "
+                                  "this worker saw it.", "table", n);
+}
+
+void wmet_request(const tbl *t, int pull, uint64_t rows, uint64_t bytes)
+{
+    metrics_add(pull ? t->m_pull : t->m_push, 1);
+    metrics_add(pull ? t->m_pull_rows : t->m_push_rows, (double)rows);
+    metrics_add(pull ? t->m_pull_bytes : t->m_push_bytes, (double)bytes);
+}
+
+void wmet_done(const pskv_worker *w, const req *r)
+{
+    if ((r->type != REQ_PUSH && r->type != REQ_PULL) || r->table < 0 ||
+        r->table >= w->ntables || r->err)
+        return;
+    metrics_observe(w->tables[r->table].m_latency, (double)(tu_now_ns() - r->t0_ns) / 1e9);
+}
+
+int wmet_start(pskv_worker *w, const char *bind_addr, int port)
+{
+    metrics_identity("worker", (int)w->mb.node_id, w->mb.rank);
+    late = metrics_series("pskv_late_drops_total", MET_COUNTER,
+                          "bsp pushes of this worker dropped as late.", NULL, NULL);
+    clock_now = metrics_series("pskv_worker_clock", MET_GAUGE,
+                               "Iterations this worker finished (its clock).", NULL, NULL);
+    if (port <= 0 || metrics_listening())
+        return 0;
+    char why[300];
+    int rc = metrics_listen(bind_addr, port, why, sizeof why);
+    return rc < 0 ? wst_error(w, rc, "%s", why) : 0;
+}
+
+void wmet_worker(const pskv_worker *w)
+{
+    metrics_set(late, (double)w->late_drops);
+    metrics_set(clock_now, (double)atomic_load(&w->clock));
+}

@@ -1,0 +1,32 @@
+/* wmetrics: a worker's Prometheus metrics (common/metrics.h holds the registry
+ * and the endpoint). INTERNAL to libpskv. Per table: pushes, pulls, rows and
+ * value bytes, and each request's latency from its send to its last answer;
+ * per worker: late drops and its clock.
+ *
+ * The series live in the process's registry; the endpoint, once started by
+ * pskv_worker_open (pskv_config.metrics_port), serves until the process ends
+ * (pskv-worker stops it with metrics_stop at its end, after --metrics-linger has
+ * kept the final values up before the worker left the job).
+ * THREAD the thread that uses the handle (the registry is locked). */
+#ifndef PSKV_WMETRICS_H
+#define PSKV_WMETRICS_H
+
+#include "wstate.h"
+
+/* The series of table `t` (by its name). */
+WINTERNAL void wmet_table(tbl *t);
+
+/* A push (pull = 0) or pull of `rows` rows, `bytes` value bytes, made on t. */
+WINTERNAL void wmet_request(const tbl *t, int pull, uint64_t rows, uint64_t bytes);
+
+/* Request r (a push or pull) answered, made at r->t0_ns. */
+WINTERNAL void wmet_done(const pskv_worker *w, const req *r);
+
+/* Identity and worker-wide series; starts the endpoint on bind_addr:port when
+ * port > 0 and none runs yet. Returns 0 or a negated error (in last_error). */
+WINTERNAL int wmet_start(pskv_worker *w, const char *bind_addr, int port);
+
+/* After a late drop or a clock change: the worker-wide series. */
+WINTERNAL void wmet_worker(const pskv_worker *w);
+
+#endif
