@@ -519,7 +519,7 @@ t_train_resume() {
   acc_full=$(acc_of "$TDIR/w0-full.log"); n_full=$(steps_of "$TDIR/w0-full.log")
   [ -n "$acc_full" ] && [ -n "$n_full" ] || fail "no accuracy or steps: $(tail -n 3 "$TDIR/w0-full.log")"
   # the same job, slowed down (the same arithmetic) so that the kill comes in epoch 3
-  resume_job killed "$TDIR/b" --slowdown 100
+  resume_job killed "$TDIR/b" --slowdown 200
   wait_line "$TDIR/w0-killed.log" '^checkpoint 1 at epoch 2 step' 1 120 ||
     fail "no checkpoint at epoch 2: $(tail -n 3 "$TDIR/w0-killed.log")"
   kill -KILL $(cat "$TDIR"/*-killed.pid) 2>/dev/null; sleep 0.2
