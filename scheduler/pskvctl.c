@@ -3,8 +3,9 @@
  *   pskvctl [--scheduler HOST:PORT] [--keys DIR] top [--interval S] [--count N] [--plain]
  *   pskvctl keygen --role ROLE --out DIR
  *   pskvctl keys init DIR --servers S --workers W
- * Exit status: 0 answered (or keys made), 1 no answer within --timeout, refused,
- * or keys not made, 2 usage. */
+ *   pskvctl export --checkpoint N --from DIR[,DIR...] --out PATH
+ * Exit status: 0 answered (or keys made, or model exported), 1 no answer within
+ * --timeout, refused, or keys or model not made, 2 usage. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
@@ -14,6 +15,7 @@
 
 #include "config.h"
 #include "ctl_top.h"
+#include "export.h"
 #include "keys.h"
 #include "log.h"
 #include "net.h"
@@ -42,8 +44,14 @@ static cfg_entry config[] = {
      NULL, NULL},
     {"role", CFG_STR, "", NULL, 1, 0, NULL,
      "keygen: the key's role (scheduler, server, worker, evaluator, control)", 0, 0, NULL, NULL},
-    {"out", CFG_STR, "", NULL, 1, 0, NULL, "keygen: directory to write node.key and node.pub into",
+    {"out", CFG_STR, "", NULL, 1, 0, NULL,
+     "keygen: directory to write node.key and node.pub into; export: the model file to write",
      0, 0, NULL, NULL},
+    {"checkpoint", CFG_INT, "0", NULL, 0, 9.2e18, NULL,
+     "export: the checkpoint number (the manifest's seq)", 0, 0, NULL, NULL},
+    {"from", CFG_STR, "", NULL, 1, 0, NULL,
+     "export: the servers' --data-dir directories (comma-separated) holding its files", 0, 0,
+     NULL, NULL},
     {"servers", CFG_INT, "1", NULL, 1, 4096, NULL, "keys init: servers in the keyset", 0, 0, NULL,
      NULL},
     {"workers", CFG_INT, "1", NULL, 0, 65536, NULL, "keys init: workers in the keyset", 0, 0,
@@ -81,6 +89,29 @@ static int key_command(cfg_args *args, const char *usage)
     }
     printf("keyset for 1 scheduler, %d servers, %d workers, 1 evaluator and 1 control written "
            "to %s\n", servers, workers, args->pos[2]);
+    return 0;
+}
+
+/* pskvctl export: exit status 0, 1 (not exported) or 2 (usage). */
+static int export_command(cfg_args *args, const char *usage)
+{
+    char why[1024], summary[600];
+    uint64_t seq = (uint64_t)cfg_int(config, "checkpoint");
+    const char *missing = args->npos != 1          ? "one command"
+                          : !seq                   ? "--checkpoint N"
+                          : !*cfg_str(config, "from") ? "--from DIR[,DIR...]"
+                          : !*cfg_str(config, "out")  ? "--out PATH"
+                                                      : NULL;
+    if (missing) {
+        fprintf(stderr, "pskvctl export: needs %s\nusage: %s\n", missing, usage);
+        return 2;
+    }
+    if (export_checkpoint(cfg_str(config, "from"), seq, cfg_str(config, "out"), summary,
+                          sizeof summary, why, sizeof why) < 0) {
+        fprintf(stderr, "pskvctl export: %s\n", why);
+        return 1;
+    }
+    printf("%s\n", summary);
     return 0;
 }
 
@@ -261,17 +292,20 @@ int main(int argc, char **argv)
     const char *usage = "pskvctl [--scheduler HOST:PORT] [--keys DIR] status [--json] | checkpoint"
                         " | top [--interval S] [--count N] [--plain]\n"
                         "       pskvctl keygen --role ROLE --out DIR\n"
-                        "       pskvctl keys init DIR --servers S --workers W";
+                        "       pskvctl keys init DIR --servers S --workers W\n"
+                        "       pskvctl export --checkpoint N --from DIR[,DIR...] --out PATH";
     int rc = cfg_start(config, "ctl", usage, argc, argv, &args);
     if (rc >= 0)
         return rc;
     if (args.npos >= 1 && (!strcmp(args.pos[0], "keygen") || !strcmp(args.pos[0], "keys")))
         return key_command(&args, usage);
+    if (args.npos >= 1 && !strcmp(args.pos[0], "export"))
+        return export_command(&args, usage);
     int ckpt = args.npos == 1 && !strcmp(args.pos[0], "checkpoint");
     int top = args.npos == 1 && !strcmp(args.pos[0], "top");
     if (args.npos != 1 || (strcmp(args.pos[0], "status") != 0 && !ckpt && !top)) {
-        fprintf(stderr, "pskvctl: expected one command: status, checkpoint, top, keygen or keys "
-                "init\n"
+        fprintf(stderr, "pskvctl: expected one command: status, checkpoint, top, keygen, keys "
+                "init or export\n"
                 "usage: %s\n",
                 usage);
         return 2;

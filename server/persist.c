@@ -10,33 +10,17 @@
 #include <unistd.h>
 
 #include "ckpt.h"
+#include "ckptrec.h"
 #include "log.h"
 #include "pskv_errors.h"
 #include "timeutil.h"
 
-enum {
-    REC_HEADER = 1, /* struct hdr */
-    REC_TABLE = 2,  /* uint64 table id, then the packed TableOptions */
-    REC_DENSE = 3,  /* struct rows, then rows of rowfloats floats */
-    REC_SPARSE = 4, /* struct rows, then n keys, then n rows */
-    REC_DEDUPE = 5, /* uint64 partition, then the dedupe record */
-    REC_CLOCKS = 6, /* int64 per worker rank */
-    REC_BSP = 7,    /* uint64 table id, int64 closed clocks */
-};
-
-typedef struct hdr {
-    uint64_t job, seq;
-    uint32_t node, nparts;
-} hdr;
-
-typedef struct rows {
-    uint64_t table_id, first, n;
-    uint64_t rowfloats;
-} rows;
+typedef ckptrec_hdr hdr;
+typedef ckptrec_rows rows;
 
 static void file_name(char *out, size_t len, uint64_t job, uint64_t seq, uint32_t node)
 {
-    snprintf(out, len, "ckpt-%" PRIu64 "-%" PRIu64 "-%u.pskv", job, seq, node);
+    snprintf(out, len, CKPTREC_NAME_FMT, job, seq, node);
 }
 
 static int put_dense(ckpt_writer *w, table *t, chain *c, char *why, size_t whylen)

@@ -486,6 +486,125 @@ t_keep_checkpoints() {
   grep -q "resumed digest $want" "$TDIR/w0-resumed.log" || fail "resumed values differ from checkpoint 6's"
 }
 
+t_train_resume() {
+  # an mlp job (bsp, 2 servers x 2 workers, 3 epochs) checkpointing at the end of
+  # its second epoch (--checkpoint-epochs 2), killed -9 (every daemon) during its
+  # third and resumed with --resume: it goes on at the checkpoint's step and
+  # finishes the steps of an uninterrupted run, to its test accuracy within 0.005
+  local port i acc_full acc_res n_full s_res n_res
+  local flags=(--app mlp --consistency bsp --epochs 3 --train-limit 2000
+               --test-limit 1000 --hidden 64 --lr 0.05 --lr-schedule cosine --seed 3 --eval-every 1
+               --checkpoint-epochs 2)
+  trap 'kill -KILL $(cat "$TDIR"/*.pid) 2>/dev/null' EXIT # what is left on a failure
+  resume_job() { # resume_job PHASE DIR [WORKER FLAGS...] (-- SCHEDULER FLAGS...)
+    local phase=$1 dir=$2 r wflags=() sflags=(); shift 2
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do wflags+=("$1"); shift; done
+    [ $# -gt 0 ] && { shift; sflags=("$@"); }
+    mkdir -p "$dir/sched" "$dir/s0" "$dir/s1"
+    port=$(free_port)
+    start "sched-$phase" "$BIN/pskv-scheduler" --port "$port" --servers 2 --workers 2 \
+      --data-dir "$dir/sched" "${sflags[@]}"
+    for r in 0 1; do
+      start "s$r-$phase" "$BIN/pskv-server" --scheduler "127.0.0.1:$port" --data-dir "$dir/s$r"
+      start "w$r-$phase" "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --rank $r "${flags[@]}" \
+        --metrics "$dir/m$r-$phase.jsonl" "${wflags[@]}"
+    done
+  }
+  steps_of() { sed -n 's/^rank 0 step time: .*(\([0-9]*\) steps)$/\1/p' "$1"; }
+  acc_of() { sed -n 's/^final test accuracy \([0-9.]*\) .*/\1/p' "$1"; }
+  resume_job full "$TDIR/a"
+  for i in 0 1; do
+    wait_exit "$(cat "$TDIR/w$i-full.pid")" 150 || fail "uninterrupted worker $i exited $?: $(tail -n 2 "$TDIR/w$i-full.log")"
+  done
+  acc_full=$(acc_of "$TDIR/w0-full.log"); n_full=$(steps_of "$TDIR/w0-full.log")
+  [ -n "$acc_full" ] && [ -n "$n_full" ] || fail "no accuracy or steps: $(tail -n 3 "$TDIR/w0-full.log")"
+  # the same job, slowed down (the same arithmetic) so that the kill comes in epoch 3
+  resume_job killed "$TDIR/b" --slowdown 200
+  wait_line "$TDIR/w0-killed.log" '^checkpoint 1 at epoch 2 step' 1 120 ||
+    fail "no checkpoint at epoch 2: $(tail -n 3 "$TDIR/w0-killed.log")"
+  kill -KILL $(cat "$TDIR"/*-killed.pid) 2>/dev/null; sleep 0.2
+  grep -q 'final test accuracy' "$TDIR/w0-killed.log" && fail "the job finished before the kill"
+  # pskvctl export: the checkpoint's two servers' files as one model file, which a
+  # single-process evaluation (lr 0: weights unchanged) scores as rank 0 did at step 126
+  local acc_ck acc_exp
+  "$BIN/pskvctl" export --checkpoint 1 --out "$TDIR/ck.model" > ex.out 2>&1; [ $? -eq 2 ] ||
+    fail "export without --from: $(cat ex.out)"
+  "$BIN/pskvctl" export --checkpoint 9 --from "$TDIR/b/s0,$TDIR/b/s1" --out "$TDIR/x.model" > ex.out 2>&1 &&
+    fail "exported a checkpoint that does not exist"
+  grep -q 'no file of checkpoint 9' ex.out || fail "no clear error for a missing checkpoint: $(cat ex.out)"
+  "$BIN/pskvctl" export --checkpoint 1 --from "$TDIR/b/s0" --out "$TDIR/x.model" > ex.out 2>&1 &&
+    fail "exported from one server's files of two"
+  grep -q 'in none of the files' ex.out || fail "no clear error for missing rows: $(cat ex.out)"
+  "$BIN/pskvctl" export --checkpoint 1 --from "$TDIR/b/s0,$TDIR/b/s1" --out "$TDIR/ck.model" > ex.out 2>&1 ||
+    fail "export exited $?: $(cat ex.out)"
+  grep -q 'mlp 784-64-10 model of checkpoint 1 (2 files)' ex.out || fail "export said: $(cat ex.out)"
+  "$LAUNCH" --servers 1 --workers 1 --timeout 120 --log-dir "$TDIR/eval" -- --app mlp --hidden 64 \
+    --epochs 1 --train-limit 64 --test-limit 1000 --lr 0 --momentum 0 --eval-every 0 \
+    --init-from "$TDIR/ck.model" > /dev/null 2>&1 || fail "evaluating the exported model failed: $(tail -n 2 "$TDIR/eval/worker-0.log")"
+  acc_exp=$(acc_of "$TDIR/eval/worker-0.log")
+  acc_ck=$(sed -n 's/^epoch 2.00  step 126 .* accuracy \([0-9.]*\) .*/\1/p' "$TDIR/w0-killed.log")
+  echo "checkpoint 1 (step 126): accuracy $acc_ck when trained, $acc_exp from the exported model"
+  [ -n "$acc_ck" ] && [ "$acc_exp" = "$acc_ck" ] || fail "exported model scores ${acc_exp:-nothing}, the checkpoint ${acc_ck:-nothing}"
+  resume_job resumed "$TDIR/b" -- --resume
+  for i in 0 1; do
+    wait_exit "$(cat "$TDIR/w$i-resumed.pid")" 150 || fail "resumed worker $i exited $?: $(tail -n 2 "$TDIR/w$i-resumed.log")"
+  done
+  s_res=$(sed -n 's/^resumed at epoch 2 step \([0-9]*\) of .*/\1/p' "$TDIR/w0-resumed.log")
+  [ -n "$s_res" ] || fail "not resumed at epoch 2: $(grep -i resum "$TDIR/w0-resumed.log")"
+  acc_res=$(acc_of "$TDIR/w0-resumed.log"); n_res=$(steps_of "$TDIR/w0-resumed.log")
+  [ -n "$acc_res" ] && [ -n "$n_res" ] || fail "no accuracy or steps after resuming: $(tail -n 3 "$TDIR/w0-resumed.log")"
+  echo "uninterrupted: $n_full steps, accuracy $acc_full; resumed at step $s_res: $n_res more steps, accuracy $acc_res"
+  grep -h '^epoch 3.00 ' "$TDIR/w0-full.log" "$TDIR/w0-resumed.log" # the final evaluations, to compare
+  [ $((s_res + n_res)) -eq "$n_full" ] || fail "$s_res + $n_res steps, not the $n_full of the uninterrupted run"
+  awk -v a="$acc_full" -v b="$acc_res" 'BEGIN { d = a - b; exit !(d <= 0.005 && d >= -0.005) }' ||
+    fail "accuracy $acc_res after resuming, $acc_full uninterrupted"
+  grep -q "\"resumed_at_epoch\":2,\"resumed_at_step\":$s_res" "$TDIR/b/m0-resumed.jsonl" ||
+    fail "the metrics do not note the resume: $(cat "$TDIR/b/m0-resumed.jsonl")"
+  wait_exit "$(cat "$TDIR/sched-resumed.pid")" 20 || fail "the resumed scheduler exited $?"
+  # resumed with another --batch, the recorded progress does not fit: refused by name
+  resume_job refit "$TDIR/b" --batch 32 -- --resume
+  wait_exit "$(cat "$TDIR/w0-refit.pid")" 60; [ $? -eq 1 ] || fail "a resume with another --batch ran: $(tail -n 2 "$TDIR/w0-refit.log")"
+  grep -q "progress (epoch 2, step 126, position 0) does not fit" "$TDIR/w0-refit.log" ||
+    fail "no clear refusal: $(grep -v INFO "$TDIR/w0-refit.log" | tail -n 2)"
+  kill -KILL $(cat "$TDIR"/*-refit.pid) 2>/dev/null
+  trap - EXIT
+}
+
+t_export_sparse() {
+  # sparse-lr with --checkpoint-epochs 2 on 2 servers sharing one --data-dir and R = 2
+  # (each partition in two files): pskvctl export writes the sparse weights once, and
+  # a single-process evaluation of the file (lr 0) scores as rank 0 did at the end
+  local auc_ck auc_exp
+  mkdir -p "$TDIR/sched" "$TDIR/data"
+  "$BIN/pskv-gen-sparse" --examples 6000 --features 3000 --out "$TDIR/gen" --seed 5 > gen.out ||
+    fail "gen-sparse failed: $(cat gen.out)"
+  "$LAUNCH" --servers 2 --workers 2 --timeout 120 --log-dir "$TDIR/logs" \
+    --scheduler-opt --data-dir --scheduler-opt "$TDIR/sched" --scheduler-opt --replicas --scheduler-opt 2 \
+    --server-opt --data-dir --server-opt "$TDIR/data" -- --app sparse-lr --train "$TDIR/gen.train" \
+    --test "$TDIR/gen.test" --epochs 2 --batch 64 --eval-every 0 --checkpoint-epochs 2 || fail "training exited $?"
+  grep -q '^checkpoint 1 at epoch 2 step' "$TDIR/logs/worker-0.log" || fail "no checkpoint: $(tail -n 3 "$TDIR/logs/worker-0.log")"
+  "$BIN/pskvctl" export --checkpoint 1 --from "$TDIR/data" --out "$TDIR/x.model" > ex.out 2>&1 ||
+    fail "export exited $?: $(cat ex.out)"
+  grep -q 'sparse-lr 0-0-1 model of checkpoint 1 (2 files)' ex.out || fail "export said: $(cat ex.out)"
+  "$LAUNCH" --servers 1 --workers 1 --timeout 120 --log-dir "$TDIR/eval" -- --app sparse-lr \
+    --train "$TDIR/gen.train" --test "$TDIR/gen.test" --epochs 1 --batch 64 --lr 0 --momentum 0 \
+    --eval-every 0 --init-from "$TDIR/x.model" > /dev/null 2>&1 || fail "evaluation exited $?: $(tail -n 2 "$TDIR/eval/worker-0.log")"
+  auc_ck=$(sed -n 's/^final auc \([0-9.]*\) logloss \([0-9.]*\) .*/\1 \2/p' "$TDIR/logs/worker-0.log")
+  auc_exp=$(sed -n 's/^final auc \([0-9.]*\) logloss \([0-9.]*\) .*/\1 \2/p' "$TDIR/eval/worker-0.log")
+  echo "auc, logloss: $auc_ck trained, $auc_exp from the exported model"
+  [ -n "$auc_ck" ] && [ "$auc_exp" = "$auc_ck" ] || fail "exported model scores '${auc_exp}', the checkpoint '${auc_ck}'"
+  # a damaged file is refused by name, and nothing is written
+  local f
+  f=$(ls "$TDIR"/data/ckpt-*.pskv | head -n 1)
+  cp "$f" "$TDIR/good.pskv"
+  printf '\x5a' | dd of="$f" bs=1 seek=$(( $(stat -c %s "$f") / 2 )) conv=notrunc status=none
+  cmp -s "$f" "$TDIR/good.pskv" && printf '\xa5' | dd of="$f" bs=1 seek=$(( $(stat -c %s "$f") / 2 )) conv=notrunc status=none
+  "$BIN/pskvctl" export --checkpoint 1 --from "$TDIR/data" --out "$TDIR/y.model" > ex.out 2>&1 &&
+    fail "exported from a damaged file"
+  grep -q "$f" ex.out || fail "the refusal does not name the file: $(cat ex.out)"
+  [ ! -e "$TDIR/y.model" ] || fail "a model file was written from a damaged checkpoint"
+}
+
 t_train_bad_data() {
   local rc
   "$BIN/pskv-worker" --app mlp --data "$TDIR/nowhere" > out 2>&1; rc=$?
@@ -950,7 +1069,7 @@ t_train_adam_ftrl() {
 
 tests=(check_2x3 check_fails_on_mismatch malformed_input malformed_while_serving unreachable_scheduler wrong_flags
        registration_rules heartbeat_liveness forget_replaced fuzz_corpus launch_timeout
-       train_softmax app_defaults clip_norm keep_checkpoints train_bad_data sparse_lr_heart_scale sparse_lr_planted
+       train_softmax app_defaults clip_norm keep_checkpoints train_resume export_sparse train_bad_data sparse_lr_heart_scale sparse_lr_planted
        consistency_check bsp_same_bits ssp_bound_straggler bsp_backup_stopped worker_leaves accumulate
        keys_rogues keys_clients keys_wire keys_files protected_mode
        updater_plugin updaters_replay train_adam_ftrl late_registration metrics_prometheus ctl_top

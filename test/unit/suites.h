@@ -30,7 +30,7 @@ Suite *data_suite(void);
 Suite *model_suite(void);
 /* server/dedupe.c: applied-push record, eviction, clear, export/import, collisions. */
 Suite *dedupe_suite(void);
-/* server/ckpt.c: checkpoint round trips, temp file and rename, truncation, bit flips. */
+/* common/ckpt.c: checkpoint round trips, temp file and rename, truncation, bit flips. */
 Suite *ckpt_suite(void);
 /* common/keys.c, zap.c, refuse.c: key files, allowlists, keysets, CURVE + ZAP on TCP. */
 Suite *keys_suite(void);

@@ -5,7 +5,9 @@
  * pushes their mean gradients. The pull for the next batch is sent before this
  * batch is computed, so it travels while the CPU works (async, delay 1).
  * --clip-norm scales a batch's gradient down to that L2 norm. Rank 0 evaluates
- * log-loss, AUC and accuracy on --test from freshly pulled weights. */
+ * log-loss, AUC and accuracy on --test from freshly pulled weights. A resumed job
+ * goes on at the step its checkpoint recorded (trainpos.h); --checkpoint-epochs
+ * takes consistent checkpoints at epoch ends. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -19,6 +21,7 @@
 #include "report.h"
 #include "ring.h"
 #include "timeutil.h"
+#include "trainpos.h"
 
 #define TMO 120000
 #define BIAS_KEY UINT64_MAX
@@ -226,6 +229,7 @@ typedef struct lr_run {
     int rank, W;
     int batch, epochs;
     double clip;       /* --clip-norm, 0 = none */
+    int ckpt_epochs;   /* --checkpoint-epochs, 0 = none */
     libsvm_set d;      /* this worker's shard of --train */
     evalset e;         /* rank 0: --test (or --train) */
     report *rep;
@@ -235,6 +239,8 @@ typedef struct lr_run {
     size_t nk[2];
     float *grad;
     size_t steps_per_epoch, total, eval_step, next_eval;
+    size_t first;      /* the step training starts at (> 0 in a resumed job) */
+    trainpos_plan pos;
     int64_t t0, eval_ns;
     double loss_sum, last_total, last_train_s, unreported;
     long loss_n;
@@ -261,7 +267,8 @@ static int load_data(lr_run *r)
                 cfg_str(cfg, "train"));
         return 1;
     }
-    r->rep = report_new(r->rank == 0 ? cfg_str(cfg, "metrics") : NULL, why, sizeof why);
+    r->rep = report_new(r->rank == 0 ? cfg_str(cfg, "metrics") : NULL,
+                        pskv_resume_progress(r->w, NULL, NULL, NULL), why, sizeof why);
     if (!r->rep) {
         fprintf(stderr, "sparse-lr: %s\n", why);
         return 1;
@@ -331,16 +338,38 @@ static int alloc_batches(lr_run *r)
     return 0;
 }
 
-/* Steps per epoch and in all, and when rank 0 evaluates. */
-static void plan(lr_run *r)
+/* Steps per epoch and in all, when rank 0 evaluates, and in a resumed job the
+ * step to go on from (rank 0 then starts its rate from the restored sample
+ * counts and notes the resume in the metrics). Returns 0, or 1 after saying why. */
+static int plan(lr_run *r)
 {
     r->steps_per_epoch = (r->d.n + (size_t)r->batch - 1) / (size_t)r->batch;
     double eval_every = cfg_double(r->cfg, "eval-every");
     r->eval_step = eval_every > 0 ? (size_t)ceil(eval_every * (double)r->steps_per_epoch) : 0;
     if (eval_every > 0 && r->eval_step < 1)
         r->eval_step = 1;
-    r->next_eval = r->eval_step;
     r->total = r->steps_per_epoch * (size_t)r->epochs;
+    r->pos = (trainpos_plan){(int64_t)r->steps_per_epoch, (int64_t)r->total, r->batch,
+                             (int64_t)r->d.n};
+    int64_t first;
+    int resumed = trainpos_resume(r->w, "sparse-lr", &r->pos, &first);
+    if (resumed < 0)
+        return 1;
+    r->first = (size_t)first;
+    trainpos_report(r->w, &r->pos, first); /* a checkpoint before the first step keeps it */
+    r->next_eval = r->eval_step ? (r->first / r->eval_step + 1) * r->eval_step : 0;
+    if (!resumed || r->rank != 0)
+        return 0;
+    float *counts = calloc(2 * (size_t)r->W, sizeof(float));
+    int64_t tc = counts ? pskv_pull(r->w, r->ts, NULL, 2 * (size_t)r->W, counts) : -PSKV_ENOMEM;
+    int rc = tc < 0 ? (int)tc : pskv_wait(r->w, tc, TMO);
+    for (int i = 0; i < r->W && rc == 0; i++)
+        r->last_total += counts[i];
+    free(counts);
+    if (rc < 0)
+        return fail(r->w, "stats pull", rc);
+    report_resumed(r->rep, first / (int64_t)r->steps_per_epoch, first, (int64_t)r->total);
+    return 0;
 }
 
 /* The first example of step `step`'s batch and the one after its last. */
@@ -409,7 +438,8 @@ static int evaluate_step(lr_run *r, size_t step, int last)
     free(counts);
     double train_s = (double)(e0 - r->t0 - r->eval_ns) / 1e9;
     report_line l = {(double)(step + 1) / (double)r->steps_per_epoch, (int64_t)step + 1,
-                     (double)(tu_now_ns() - r->t0) / 1e9, r->loss_sum / (double)r->loss_n, ll,
+                     (double)(tu_now_ns() - r->t0) / 1e9,
+                     r->loss_n ? r->loss_sum / (double)r->loss_n : NAN, ll,
                      acc,
                      train_s > r->last_train_s
                          ? (all - r->last_total) / (train_s - r->last_train_s)
@@ -474,6 +504,13 @@ static int train_step(lr_run *r, size_t step)
     r->cur ^= 1;
     if ((step & 63) == 63 && (tp = push_stats(r)) < 0)
         return fail(r->w, "stats push", (int)tp);
+    trainpos_report(r->w, &r->pos, (int64_t)step + 1);
+    if (trainpos_due(&r->pos, r->ckpt_epochs, (int64_t)step + 1)) {
+        /* the job-wide counters go into the checkpoint with the weights */
+        if ((tp = push_stats(r)) < 0 ||
+            (tp = trainpos_checkpoint(r->w, &r->pos, (int64_t)step + 1, TMO)) < 0)
+            return fail(r->w, "checkpoint", (int)tp);
+    }
     int last = step + 1 == r->total;
     if (r->rank == 0 && ((r->eval_step && step + 1 >= r->next_eval) || last)) {
         /* the final figures come after every worker is done */
@@ -536,6 +573,7 @@ int app_sparse_lr(pskv_worker *w, cfg_entry *cfg)
     r.batch = (int)cfg_int(cfg, "batch");
     r.epochs = (int)cfg_int(cfg, "epochs");
     r.clip = cfg_double(cfg, "clip-norm"); /* > 0 when set: worker_main checks */
+    r.ckpt_epochs = (int)cfg_int(cfg, "checkpoint-epochs");
     int rc;
     if ((rc = load_data(&r)) || (rc = open_tables(&r)) || (rc = alloc_batches(&r)))
         return rc;
@@ -544,16 +582,28 @@ int app_sparse_lr(pskv_worker *w, cfg_entry *cfg)
     rc = pskv_barrier(w, TMO);
     if (rc < 0)
         return fail(w, "barrier before training", rc);
-    plan(&r);
+    if ((rc = plan(&r)))
+        return rc;
     r.t0 = tu_now_ns();
-    r.nk[0] = batch_keys(&r.d, 0, r.d.n < (size_t)r.batch ? r.d.n : (size_t)r.batch, r.keys[0]);
+    size_t lo, hi;
+    batch_range(&r, r.first, &lo, &hi);
+    r.nk[0] = batch_keys(&r.d, lo, hi, r.keys[0]);
     r.pending = pskv_pull(w, r.t, r.keys[0], r.nk[0], r.wv[0]);
     if (r.pending < 0)
         return fail(w, "pull", (int)r.pending);
-    for (size_t step = 0; step < r.total; step++) {
+    for (size_t step = r.first; step < r.total; step++) {
         if (app_stop_signal)
             return app_stopped("sparse-lr");
         if ((rc = train_step(&r, step)) != 0)
+            return rc;
+    }
+    /* resumed from a checkpoint after the last step: rank 0's final figures still
+     * wait for every worker, as after the last step */
+    if (r.first >= r.total && r.rank == 0) {
+        int64_t tp = push_stats(&r);
+        if (tp < 0 || (rc = pskv_barrier(w, TMO * 10)) < 0)
+            return fail(w, "barrier after training", tp < 0 ? (int)tp : rc);
+        if ((rc = evaluate_step(&r, r.total - 1, 1)) != 0)
             return rc;
     }
     if ((rc = end_training(&r)) != 0)

@@ -8,7 +8,9 @@
  * Rank 0 evaluates on the test set from freshly pulled weights every
  * --eval-every epochs of its own and writes the metrics; every worker adds its
  * sample count (and its steps clipped by --clip-norm) to a small `sum` table so
- * rank 0 reports the whole job's rate (and clipped steps). */
+ * rank 0 reports the whole job's rate (and clipped steps). A resumed job goes on
+ * at the step its checkpoint recorded (trainpos.h): the same shuffle, data
+ * position and learning-rate factor as the run it continues. */
 #define _GNU_SOURCE
 #include <cblas.h>
 #include <math.h>
@@ -26,6 +28,7 @@
 #include "report.h"
 #include "ring.h"
 #include "timeutil.h"
+#include "trainpos.h"
 
 #define TMO 120000
 
@@ -89,6 +92,9 @@ typedef struct run {
     enum lr_schedule lr_sched;
     double slowdown, jitter_p, jitter_f;
     double clip; /* --clip-norm, 0 = none */
+    int ckpt_epochs; /* --checkpoint-epochs, 0 = none */
+    int resumed;     /* a resumed job: training goes on from resume_step */
+    int64_t resume_step;
     /* data, model, tables */
     int rank, W;
     idx_set train, test; /* test: rank 0 only */
@@ -101,6 +107,7 @@ typedef struct run {
     float *x;              /* one micro-batch of images */
     uint8_t *y;            /* its labels */
     uint32_t *order;       /* this epoch's shuffled row order */
+    int shuffled;          /* epochs whose shuffle order holds (each shuffles the last) */
     float *buf[2];         /* weights: the step's (buf[cur]) and the next pull's */
     float *eval_params;
     /* evaluation (rank 0) */
@@ -112,6 +119,7 @@ typedef struct run {
     int64_t clipped_job; /* every worker's clipped steps, as of the latest evaluation */
     /* the loop */
     int64_t steps_per_epoch, total_steps, eval_step, next_eval;
+    trainpos_plan pos;
     int overlap;      /* async/ssp: the next step's pull travels during this step */
     int cur;          /* buf[cur] holds this step's weights */
     int64_t pending;  /* the pull into the other buffer (overlap) */
@@ -215,6 +223,7 @@ static int read_options(run *r)
                                                   : LR_CONST;
     r->slowdown = cfg_double(cfg, "slowdown");
     r->clip = cfg_double(cfg, "clip-norm"); /* > 0 when set: worker_main checks */
+    r->ckpt_epochs = (int)cfg_int(cfg, "checkpoint-epochs");
     r->jitter_p = 0;
     r->jitter_f = 1;
     if (*cfg_str(cfg, "jitter") &&
@@ -253,7 +262,8 @@ static int load_data(run *r)
         return 1;
     }
     r->P = model_size(r->m);
-    r->rep = report_new(r->rank == 0 ? cfg_str(cfg, "metrics") : NULL, why, sizeof why);
+    r->rep = report_new(r->rank == 0 ? cfg_str(cfg, "metrics") : NULL,
+                        pskv_resume_progress(r->w, NULL, NULL, NULL), why, sizeof why);
     if (!r->rep) {
         fprintf(stderr, "train: %s\n", why);
         return 1;
@@ -343,8 +353,9 @@ static int init_weights(run *r)
     return 0;
 }
 
-/* Steps per epoch and in all, and when rank 0 evaluates. */
-static void plan(run *r)
+/* Steps per epoch and in all, when rank 0 evaluates, and in a resumed job the
+ * step to go on from. Returns 0, or 1 after saying why. */
+static int plan(run *r)
 {
     for (uint32_t i = 0; i < r->train.n; i++)
         r->order[i] = i;
@@ -355,7 +366,37 @@ static void plan(run *r)
         r->eval_every > 0 ? (int64_t)ceil(r->eval_every * (double)r->steps_per_epoch) : 0;
     if (r->eval_every > 0 && r->eval_step < 1)
         r->eval_step = 1;
-    r->next_eval = r->eval_step;
+    r->pos = (trainpos_plan){r->steps_per_epoch, r->total_steps, per_step, r->train.n};
+    int rc = trainpos_resume(r->w, "train", &r->pos, &r->step);
+    if (rc < 0)
+        return 1;
+    r->resumed = rc;
+    r->resume_step = r->step;
+    trainpos_report(r->w, &r->pos, r->step); /* a checkpoint before the first step keeps it */
+    /* the evaluations the run would have made from here on */
+    r->next_eval = r->eval_step ? (r->step / r->eval_step + 1) * r->eval_step : 0;
+    return 0;
+}
+
+/* Rank 0 of a resumed job: the job-wide counters restored with the checkpoint
+ * (samples and clipped steps before it) are where the next rate starts from, and
+ * the metrics file says where training went on. Returns 0 or a negated error. */
+static int resume_stats(run *r)
+{
+    if (!r->resumed || r->rank != 0)
+        return 0;
+    float *counts = calloc(2 * (size_t)r->W, sizeof(float));
+    if (!counts)
+        return -PSKV_ENOMEM;
+    int64_t tp = pskv_pull(r->w, r->ts, NULL, 2 * (size_t)r->W, counts);
+    int rc = tp < 0 ? (int)tp : pskv_wait(r->w, tp, TMO);
+    for (int i = 0; i < r->W && rc == 0; i++) {
+        r->last_samples += counts[i];
+        r->clipped_job += (int64_t)counts[r->W + i];
+    }
+    free(counts);
+    report_resumed(r->rep, r->step / r->steps_per_epoch, r->step, r->total_steps);
+    return rc;
 }
 
 /* ---- one step ---------------------------------------------------------------- */
@@ -381,11 +422,15 @@ static int first_pull(run *r)
     return 0;
 }
 
-/* A new epoch: this worker's rows in a fresh order, and its loss restarted. */
+/* A new epoch: this worker's rows in a fresh order, and its loss restarted. Each
+ * epoch shuffles the order the one before left, so a resumed job (or a bsp
+ * worker that skipped an epoch) first replays the shuffles of the epochs before. */
 static void new_epoch(run *r, int epoch)
 {
-    shuffle(r->order, r->train.n,
-            ring_mix64(r->seed * 1000003 + (uint64_t)r->rank * 7919 + (uint64_t)epoch));
+    for (; r->shuffled <= epoch; r->shuffled++)
+        shuffle(r->order, r->train.n,
+                ring_mix64(r->seed * 1000003 + (uint64_t)r->rank * 7919 +
+                           (uint64_t)r->shuffled));
     r->epoch_loss = 0;
     r->epoch_steps = 0;
     r->epoch_t0 = tu_now_ns();
@@ -560,6 +605,15 @@ static int train_loop(run *r)
             return rc;
         /* a bsp worker left behind (its clock closed without it) skips ahead */
         r->step = pskv_current_clock(r->w) > r->step + 1 ? pskv_current_clock(r->w) : r->step + 1;
+        trainpos_report(r->w, &r->pos, r->step);
+        if (trainpos_due(&r->pos, r->ckpt_epochs, r->step)) {
+            /* the job-wide counters go into the checkpoint with the values */
+            if ((rc = push_stats(r, r->unreported)) < 0)
+                return fail(r->w, "stats push", rc);
+            r->unreported = 0;
+            if ((rc = trainpos_checkpoint(r->w, &r->pos, r->step, TMO)) < 0)
+                return fail(r->w, "checkpoint", rc);
+        }
     }
     return 0;
 }
@@ -655,7 +709,10 @@ int app_train(pskv_worker *w, cfg_entry *cfg)
     rc = pskv_barrier(w, TMO);
     if (rc < 0)
         return fail(w, "barrier before training", rc);
-    plan(&r);
+    if ((rc = plan(&r)))
+        return rc;
+    if ((rc = resume_stats(&r)) < 0)
+        return fail(w, "stats pull", rc);
     r.t0_ns = tu_now_ns();
     if ((rc = train_loop(&r)) || (rc = end_training(&r)))
         return rc;

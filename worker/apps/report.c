@@ -17,7 +17,7 @@ struct report {
     int progress_shown;
 };
 
-report *report_new(const char *metrics_path, char *why, unsigned long whylen)
+report *report_new(const char *metrics_path, int append, char *why, unsigned long whylen)
 {
     report *r = calloc(1, sizeof *r);
     if (!r) {
@@ -26,7 +26,7 @@ report *report_new(const char *metrics_path, char *why, unsigned long whylen)
     }
     r->tty = isatty(STDOUT_FILENO);
     if (metrics_path && *metrics_path) {
-        r->f = fopen(metrics_path, "w");
+        r->f = fopen(metrics_path, append ? "a" : "w");
         if (!r->f) {
             snprintf(why, whylen, "cannot write metrics file %s: %s", metrics_path,
                      strerror(errno));
@@ -96,5 +96,17 @@ void report_eval(report *r, const report_line *l)
     if (l->clipped_steps >= 0)
         fprintf(r->f, ",\"clipped_steps\":%lld", (long long)l->clipped_steps);
     fputs("}\n", r->f);
+    fflush(r->f);
+}
+
+void report_resumed(report *r, int64_t epoch, int64_t step, int64_t total_steps)
+{
+    printf("resumed at epoch %lld step %lld of %lld\n", (long long)epoch, (long long)step,
+           (long long)total_steps);
+    fflush(stdout);
+    if (!r->f)
+        return;
+    fprintf(r->f, "{\"resumed_at_epoch\":%lld,\"resumed_at_step\":%lld}\n", (long long)epoch,
+            (long long)step);
     fflush(r->f);
 }

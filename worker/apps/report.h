@@ -1,7 +1,7 @@
 /* What a training run shows: a progress line on a terminal, plain log lines
  * otherwise, and the JSON Lines metrics file (--metrics) that tools read.
  *
- * OWNS: the metrics file (opened, truncated, flushed after every line, closed by
+ * OWNS: the metrics file (opened, truncated or in a resumed job appended to, flushed after every line, closed by
  * report_destroy) and whether a progress line is on screen.
  * THREADS: the application's thread only (it writes stdout and one FILE).
  * NEVER: talks to pskv, computes a metric (the caller fills report_line) or
@@ -26,8 +26,9 @@ typedef struct report_line {
 
 typedef struct report report;
 
-/* Opens the metrics file (NULL or "" = none; truncated). NULL on failure with why. */
-report *report_new(const char *metrics_path, char *why, unsigned long whylen);
+/* Opens the metrics file (NULL or "" = none; truncated, or appended to when
+ * append is set: a resumed job). NULL on failure with why. */
+report *report_new(const char *metrics_path, int append, char *why, unsigned long whylen);
 
 /* Closes the file; NULL-safe; nulls *r_p. */
 void report_destroy(report **r_p);
@@ -37,5 +38,10 @@ void report_progress(report *r, double epoch, double pct, double samples_per_s, 
 
 /* One evaluation: a JSON line into the metrics file and a summary line on stdout. */
 void report_eval(report *r, const report_line *l);
+
+/* A job resumed from a checkpoint at this (0-based) epoch and step: a line on
+ * stdout and a {"resumed_at_epoch":E,"resumed_at_step":S} line in the metrics
+ * file (which readers that want the evaluation fields skip). */
+void report_resumed(report *r, int64_t epoch, int64_t step, int64_t total_steps);
 
 #endif

@@ -188,6 +188,9 @@ static cfg_entry config[] = {
     {"save-model", CFG_STR, "", "PSKV_WORKER_SAVE_MODEL", 1, 0, NULL,
      "write the final weights here (docs/operations.md has the format)", 0, 0, NULL,
      NULL},
+    {"checkpoint-epochs", CFG_INT, "0", "PSKV_WORKER_CHECKPOINT_EPOCHS", 0, 100000, "epochs",
+     "softmax, mlp, sparse-lr: after every N epochs, a checkpoint at a barrier (values and "
+     "progress agree exactly; needs the scheduler's --data-dir; 0 = none)", 0, 0, NULL, NULL},
     {"init-from", CFG_STR, "", "PSKV_WORKER_INIT_FROM", 1, 0, NULL,
      "start from weights saved by --save-model", 0, 0, NULL, NULL},
     {"data", CFG_STR, "/usr/share/datasets/fashion-mnist", "PSKV_WORKER_DATA", 1, 0, NULL,

@@ -1,0 +1,35 @@
+/* The records of a server's checkpoint file (ckpt.h frames them; protocol.md,
+ * Checkpoints, documents them): shared by the server that writes and loads them
+ * (server/persist.c) and pskvctl export (scheduler/export.c), which reads them.
+ * Integers are little-endian, as the structs lie in memory on the hosts pskv
+ * runs on. */
+#ifndef PSKV_CKPTREC_H
+#define PSKV_CKPTREC_H
+
+#include <inttypes.h>
+#include <stdint.h>
+
+/* ckpt-<job>-<seq>-<node>.pskv, in a server's --data-dir */
+#define CKPTREC_NAME_FMT "ckpt-%" PRIu64 "-%" PRIu64 "-%u.pskv"
+
+enum {
+    REC_HEADER = 1, /* ckptrec_hdr */
+    REC_TABLE = 2,  /* uint64 table id, then the packed TableOptions */
+    REC_DENSE = 3,  /* ckptrec_rows, then n rows of rowfloats floats (values, then state) */
+    REC_SPARSE = 4, /* ckptrec_rows, then n keys; the next REC_SPARSE holds the n rows */
+    REC_DEDUPE = 5, /* uint64 partition, then the dedupe record */
+    REC_CLOCKS = 6, /* int64 per worker rank */
+    REC_BSP = 7,    /* uint64 table id, int64 closed clocks */
+};
+
+typedef struct ckptrec_hdr {
+    uint64_t job, seq;
+    uint32_t node, nparts;
+} ckptrec_hdr;
+
+typedef struct ckptrec_rows {
+    uint64_t table_id, first, n;
+    uint64_t rowfloats;
+} ckptrec_rows;
+
+#endif
