@@ -37,6 +37,7 @@
 #include "refuse.h"
 #include "secure.h"
 #include "table.h"
+#include "tabstats.h"
 #include "timeutil.h"
 #include "upd_plugin.h"
 #include "wire.h"
@@ -529,31 +530,6 @@ static int handle_scheduler(void)
     return 0;
 }
 
-/* Keys held per table and the process's resident memory, for the operator. */
-static void log_tables(void)
-{
-    long pages = 0, rss = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f) {
-        if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
-            rss = 0;
-        fclose(f);
-    }
-    uint64_t keys = 0;
-    for (size_t i = 0; i < tables_count(S.tables); i++) {
-        table *t = tables_at(S.tables, i);
-        keys += shard_size(t->sh);
-        uint64_t lends, moves;
-        shard_lend_stats(t->sh, &lends, &moves);
-        LOG_I("table '%s': %llu keys here; %llu pull replies sent without a copy, %llu updates "
-              "moved off values still being sent", t->name, (unsigned long long)shard_size(t->sh),
-              (unsigned long long)lends, (unsigned long long)moves);
-    }
-    double rss_bytes = (double)rss * 4096.0;
-    LOG_I("resident memory %.1f MiB for %llu keys (%.1f bytes per key)", rss_bytes / 1048576.0,
-          (unsigned long long)keys, keys ? rss_bytes / (double)keys : 0.0);
-}
-
 /* Opens the data socket (a ROUTER on --bind and --port) and creates the tables,
  * the consistency engine and the chain around it. Returns the bound port, or -1
  * (logged). */
@@ -726,7 +702,7 @@ static void log_exit(int stopped)
     if (chain_dedupe_forced(S.chain))
         LOG_W("%llu push ids were forgotten at the dedupe cap while their worker could still "
               "re-send them", (unsigned long long)chain_dedupe_forced(S.chain));
-    log_tables();
+    tabstats_log(S.tables);
 }
 
 int main(int argc, char **argv)

@@ -1,0 +1,29 @@
+#include "tabstats.h"
+
+#include <stdio.h>
+
+#include "log.h"
+
+void tabstats_log(table_set *ts)
+{
+    long pages = 0, rss = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
+            rss = 0;
+        fclose(f);
+    }
+    uint64_t keys = 0;
+    for (size_t i = 0; i < tables_count(ts); i++) {
+        table *t = tables_at(ts, i);
+        keys += shard_size(t->sh);
+        uint64_t lends, moves;
+        shard_lend_stats(t->sh, &lends, &moves);
+        LOG_I("table '%s': %llu keys here; %llu pull replies sent without a copy, %llu updates "
+              "moved off values still being sent", t->name, (unsigned long long)shard_size(t->sh),
+              (unsigned long long)lends, (unsigned long long)moves);
+    }
+    double rss_bytes = (double)rss * 4096.0;
+    LOG_I("resident memory %.1f MiB for %llu keys (%.1f bytes per key)", rss_bytes / 1048576.0,
+          (unsigned long long)keys, keys ? rss_bytes / (double)keys : 0.0);
+}
