@@ -480,6 +480,13 @@ void memb_on_heartbeat(wire_msg *msg)
         n->clock = r->clock;
     if (r->has_dropped)
         n->dropped = r->dropped;
+    if (r->has_rows) {
+        n->rows = r->rows;
+        n->admitted = r->admitted;
+        n->not_admitted = r->not_admitted;
+        n->evicted = r->evicted;
+        n->bytes = r->bytes;
+    }
     for (size_t i = 0; i < r->n_refusals && i < REFUSE_COUNT; i++)
         n->refusals[i] = r->refusals[i];
     note_progress(n, r);

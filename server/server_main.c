@@ -37,6 +37,7 @@
 #include "refuse.h"
 #include "secure.h"
 #include "table.h"
+#include "sweep.h"
 #include "tabstats.h"
 #include "timeutil.h"
 #include "upd_plugin.h"
@@ -675,6 +676,7 @@ static int run(const char *sched)
         if (items[0].revents & ZMQ_POLLIN)
             serve_router();
         checkpoint_pass();
+        sweep_pass(S.tables, S.cons);
         lease_set_dropped(consist_get_stats(S.cons).dropped_late);
     }
     return stopped;

@@ -22,6 +22,14 @@ void tabstats_log(table_set *ts)
         LOG_I("table '%s': %llu keys here; %llu pull replies sent without a copy, %llu updates "
               "moved off values still being sent", t->name, (unsigned long long)shard_size(t->sh),
               (unsigned long long)lends, (unsigned long long)moves);
+        shard_mem m = {0};
+        shard_mem_add(t->sh, &m);
+        if (t->admit_after || t->evict_after)
+            LOG_I("table '%s': %llu rows, %llu bytes; %llu admitted, %llu pushes dropped before "
+                  "admission (admit_after %u), %llu rows evicted (evict_after %u clocks)",
+                  t->name, (unsigned long long)m.rows, (unsigned long long)m.bytes,
+                  (unsigned long long)m.admitted, (unsigned long long)m.not_admitted,
+                  t->admit_after, (unsigned long long)m.evicted, t->evict_after);
     }
     double rss_bytes = (double)rss * 4096.0;
     LOG_I("resident memory %.1f MiB for %llu keys (%.1f bytes per key)", rss_bytes / 1048576.0,

@@ -140,6 +140,12 @@ static cfg_entry config[] = {
     {"l1", CFG_DOUBLE, "0", "PSKV_WORKER_L1", 0, 1e6, NULL,
      "L1: sgd's proximal step; ftrl's lambda1 (left unset: 1/--batch for ftrl)", 0, 0, NULL,
      NULL},
+    {"admit-after", CFG_INT, "0", "PSKV_WORKER_ADMIT_AFTER", 0, 255, "pushes",
+     "sparse-lr: a feature gets a row on the server on its Nth push; earlier pushes are "
+     "dropped (0 = at once)", 0, 0, NULL, NULL},
+    {"evict-after", CFG_INT, "0", "PSKV_WORKER_EVICT_AFTER", 0, 4294967295.0, "clocks",
+     "sparse-lr: rows not pushed for this many batches are removed (0 = never; the workers "
+     "then end a clock per batch)", 0, 0, NULL, NULL},
     {"ftrl-beta", CFG_DOUBLE, "1", "PSKV_WORKER_FTRL_BETA", 0, 1e6, NULL,
      "ftrl: beta (left unset: 1/--batch)", 0, 0, NULL, NULL},
     {"lr-schedule", CFG_STR, "const", "PSKV_WORKER_LR_SCHEDULE", 1, 0, NULL,
