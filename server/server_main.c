@@ -364,11 +364,12 @@ static int refuse_stale(wire_msg *msg)
     return 1;
 }
 
-/* 1 when some table is ssp: only then do replicas need the clocks forwarded. */
+/* 1 when some table is ssp or evicts rows (evict_after): only then do replicas
+ * need the clocks forwarded (ssp pulls wait on them; eviction's sweep reads them). */
 static int any_ssp(void)
 {
     for (size_t i = 0; i < tables_count(S.tables); i++)
-        if (tables_at(S.tables, i)->model == CONS_SSP)
+        if (tables_at(S.tables, i)->model == CONS_SSP || tables_at(S.tables, i)->evict_after)
             return 1;
     return 0;
 }

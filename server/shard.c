@@ -395,10 +395,11 @@ static int push_run(shard *s, uint64_t first, uint64_t n, const float *g, uint64
  * state); a result whose weights are all zero is not stored (docs/operations.md,
  * "FTRL and rows that stay zero"). Returns 0 or -PSKV_ENOMEM. */
 /* Admission and eviction on a push of key to a sparse shard. Returns 1 when
- * the push is dropped (key has no row and is not yet admitted: counted), else 0;
- * a row left by its last push evict_after or more clocks before this one's is
- * reset to its initial values first (as if the sweep had removed it), so that
- * a replica whose sweep has not come yet computes what its head does. */
+ * the push is dropped (key has no row and is not yet admitted: counted), else 0.
+ * A row whose last push was at clock s, pushed now at a clock after s +
+ * evict_after (so that clocks s+1 .. s+evict_after passed without a push to it),
+ * is reset to its initial values first, as if the sweep had removed it: a
+ * replica whose sweep has not come yet computes what its head does. */
 static int admit(shard *s, uint64_t key)
 {
     if (!s->admit_after && !s->evict_after)
@@ -406,7 +407,7 @@ static int admit(shard *s, uint64_t key)
     size_t i = s->cap ? probe(s, key) : 0;
     if (s->cap && s->slots[i] != EMPTY) {
         uint32_t r = s->slots[i];
-        if (s->evict_after && s->tag >= (int64_t)s->stamp[r] + s->evict_after) {
+        if (s->evict_after && s->tag > (int64_t)s->stamp[r] + s->evict_after) {
             init_row(s, key, s->rows + (size_t)r * row_floats(s));
             s->evicted++;
         }

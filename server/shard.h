@@ -89,8 +89,9 @@ void shard_update_stats(const shard *s, uint64_t *bad_rows, uint64_t *unstored);
 
 /* admit_after N > 1: a key with no row gets one on its N-th push, counted in a
  * count-min sketch (cmsketch.h); its earlier pushes are dropped and counted.
- * evict_after C > 0: each row keeps the clock (shard_tag) of its last push, and
- * shard_sweep removes rows C or more clocks older than the clock it is given.
+ * evict_after C > 0: each row keeps the clock s (shard_tag) of its last push;
+ * shard_sweep(now) removes it once s + C < now (clocks s+1 .. s+C all finished
+ * without a push to it), and a push at a clock after s + C starts it afresh.
  * Called once, on an empty sparse shard. Returns 0 or -PSKV_ENOMEM. */
 int shard_admission(shard *s, uint32_t admit_after, uint32_t evict_after);
 
@@ -103,7 +104,7 @@ void shard_tag(shard *s, int64_t clock, int replica);
 int shard_has_row(const shard *s, uint64_t key);
 
 /* Looks at up to `budget` map slots from where the last call stopped and
- * removes the rows last pushed at a clock <= now - evict_after, moving the last
+ * removes the rows last pushed at a clock < now - evict_after, moving the last
  * row into each hole; after each full pass, moves the map and rows to smaller
  * arrays when they are less than a quarter full (realloc gives the memory back).
  * Returns the rows removed. No-op without eviction. */

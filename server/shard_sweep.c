@@ -104,7 +104,9 @@ uint64_t shard_sweep(shard *s, int64_t now, size_t budget)
     if (s->dense || !s->evict_after || !s->cap)
         return 0;
     uint64_t removed = 0;
-    int64_t before = now - (int64_t)s->evict_after; /* stamps <= before go */
+    /* every worker finished clocks < now: a row last pushed at clock s saw no push
+     * in s+1 .. s+evict_after once s + evict_after < now */
+    int64_t before = now - (int64_t)s->evict_after; /* stamps < before go */
     for (size_t k = 0; k < budget; k++) {
         if (s->sweep_at >= s->cap) {
             s->sweep_at = 0;
@@ -112,7 +114,7 @@ uint64_t shard_sweep(shard *s, int64_t now, size_t budget)
             break;
         }
         size_t i = s->sweep_at;
-        if (s->slots[i] != EMPTY && (int64_t)s->stamp[s->slots[i]] <= before) {
+        if (s->slots[i] != EMPTY && (int64_t)s->stamp[s->slots[i]] < before) {
             remove_slot(s, i); /* slot i may hold a moved entry now: looked at again */
             removed++;
             continue;

@@ -129,7 +129,7 @@ static uint64_t sweep_all(shard *s, int64_t now)
 }
 
 /* 20,000 keys pushed at clock 0, every fourth again at clock 2; evict_after 3.
- * At now 4 the rows of clock 0 go (0 <= 4 - 3), those of clock 2 stay with their values;
+ * At now 4 the rows of clock 0 go (0 < 4 - 3), those of clock 2 stay with their values;
  * every survivor is still found (removal in linear probing moves entries back)
  * and the storage's bytes drop once the pass moves it to smaller arrays. */
 START_TEST(sweep_removes_old_rows)
@@ -152,7 +152,7 @@ START_TEST(sweep_removes_old_rows)
         ck_assert_int_eq(shard_push(s, &keys[i], 0, 1, &g[i]), 0);
     shard_mem full = mem(s);
     ck_assert_uint_eq(full.rows, n);
-    ck_assert_uint_eq(sweep_all(s, 2), 0); /* nothing 3 clocks old yet */
+    ck_assert_uint_eq(sweep_all(s, 3), 0); /* clock 0's rows: clock 3 is not finished */
     ck_assert_uint_eq(mem(s).evicted, 0);
     /* bounded: one call looks at no more slots than its budget */
     ck_assert_uint_le(shard_sweep(s, 4, 100), 100);
@@ -181,7 +181,7 @@ START_TEST(sweep_removes_old_rows)
 }
 END_TEST
 
-/* A push onto a row evict_after or more clocks older than the push starts it
+/* A push at a clock more than evict_after after a row's last push starts it
  * afresh, as if the sweep had removed it first: a replica whose sweep is late
  * computes what its head did. */
 START_TEST(stale_row_reset_on_push)
@@ -195,7 +195,11 @@ START_TEST(stale_row_reset_on_push)
     ck_assert_int_eq(shard_push(s, &k, 0, 1, &g), 0);
     shard_pull(s, &k, 0, 1, &v);
     ck_assert_float_eq(v, 2.5f);
-    shard_tag(s, 3, 1); /* 3 >= 1 + 2: stale */
+    shard_tag(s, 3, 1); /* 3 = 1 + 2: not after it, so the row stays */
+    ck_assert_int_eq(shard_push(s, &k, 0, 1, &g), 0);
+    shard_pull(s, &k, 0, 1, &v);
+    ck_assert_float_eq(v, 3.5f);
+    shard_tag(s, 6, 1); /* 6 > 3 + 2: clocks 4 and 5 without a push */
     ck_assert_int_eq(shard_push(s, &k, 0, 1, &g), 0);
     shard_pull(s, &k, 0, 1, &v);
     ck_assert_float_eq(v, 1.5f);

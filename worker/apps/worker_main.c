@@ -47,7 +47,7 @@ static cfg_entry config[] = {
     {"scheduler", CFG_STR, "127.0.0.1:7700", "PSKV_SCHEDULER", 1, 0, NULL,
      "scheduler address HOST:PORT", 0, 0, NULL, NULL},
     {"app", CFG_STR, "check", "PSKV_WORKER_APP", 1, 0, NULL,
-     "application: check, resume-check, bench, softmax, mlp or sparse-lr", 0, 0, NULL, NULL},
+     "application: check, resume-check, bench, softmax, mlp, sparse-lr, replay or admit", 0, 0, NULL, NULL},
     {"rank", CFG_INT, "-1", "PSKV_WORKER_RANK", -1, 65535, NULL,
      "rank to take (-1 = the scheduler assigns one)", 0, 0, NULL, NULL},
     {"request-timeout", CFG_DOUBLE, "30", "PSKV_WORKER_REQUEST_TIMEOUT", 0.01, 86400, "s",
@@ -176,7 +176,8 @@ static cfg_entry config[] = {
     {"test", CFG_STR, "", "PSKV_WORKER_TEST", 1, 0, NULL,
      "sparse-lr: LIBSVM test file (default: the training file)", 0, 0, NULL, NULL},
     {"replay-wait", CFG_STR, "", "PSKV_WORKER_REPLAY_WAIT", 1, 0, NULL,
-     "replay: halfway, wait (at most 120 s) for this file to exist", 0, 0, NULL, NULL},
+     "replay: halfway, wait (at most 120 s) for this file to exist; admit: for FILE.1 "
+     "after admission, FILE.2 after eviction", 0, 0, NULL, NULL},
     {"blas-threads", CFG_INT, "1", "PSKV_WORKER_BLAS_THREADS", 1, 256, NULL,
      "OpenBLAS threads for compute", 0, 0, NULL, NULL},
     CFG_COMMON_ENTRIES("PSKV_WORKER_PORT", "0"),
@@ -205,7 +206,7 @@ static int legacy_keys(void)
 int main(int argc, char **argv)
 {
     int rc = cfg_start(config, "worker",
-                       "pskv-worker --scheduler HOST:PORT --app check|resume-check|bench|softmax|mlp|sparse-lr|replay "
+                       "pskv-worker --scheduler HOST:PORT --app check|resume-check|bench|softmax|mlp|sparse-lr|replay|admit "
                        "[flags]",
                        argc, argv, NULL);
     if (rc >= 0)
@@ -216,9 +217,16 @@ int main(int argc, char **argv)
     int dense_train = !strcmp(app, "softmax") || !strcmp(app, "mlp");
     int sparse = !strcmp(app, "sparse-lr");
     if (strcmp(app, "check") && strcmp(app, "bench") && strcmp(app, "resume-check") &&
-        strcmp(app, "replay") && !dense_train && !sparse) {
+        strcmp(app, "replay") && strcmp(app, "admit") && !dense_train && !sparse) {
         fprintf(stderr, "pskv-worker: unknown --app '%s' (check, resume-check, bench, softmax, "
-                "mlp, sparse-lr, replay)\n", app);
+                "mlp, sparse-lr, replay, admit)\n", app);
+        return 2;
+    }
+    const char *adm = cfg_int(config, "admit-after") ? "--admit-after"
+                      : cfg_int(config, "evict-after") ? "--evict-after" : NULL;
+    if (adm && !sparse && strcmp(app, "admit")) {
+        fprintf(stderr, "pskv-worker: %s applies to sparse tables: --app sparse-lr or admit "
+                "(got --app %s)\n", adm, app);
         return 2;
     }
     if (updflags_check(config) < 0)
@@ -300,6 +308,7 @@ int main(int argc, char **argv)
                  : !strcmp(app, "resume-check") ? app_resume_check(w, config)
                  : !strcmp(app, "bench") ? app_bench(w, config)
                  : !strcmp(app, "replay") ? app_replay(w, config)
+                 : !strcmp(app, "admit")  ? app_admit(w, config)
                  : sparse                ? app_sparse_lr(w, config)
                                          : app_train(w, config);
     if (app_stop_signal) {
