@@ -75,7 +75,7 @@ uint32_t cms_add(cms *c, uint64_t key)
             if (c->cnt[at[d]] < m)
                 c->cnt[at[d]] = (uint8_t)m;
     }
-    if (++c->added >= CMS_WIDTH / 8)
+    if (++c->added >= CMS_HALVE_EVERY)
         halve(c);
     return m;
 }

@@ -24,7 +24,7 @@ void tabstats_log(table_set *ts)
               (unsigned long long)lends, (unsigned long long)moves);
         shard_mem m = {0};
         shard_mem_add(t->sh, &m);
-        if (t->admit_after || t->evict_after)
+        if (!t->dense)
             LOG_I("table '%s': %llu rows, %llu bytes; %llu admitted, %llu pushes dropped before "
                   "admission (admit_after %u), %llu rows evicted (evict_after %u clocks)",
                   t->name, (unsigned long long)m.rows, (unsigned long long)m.bytes,

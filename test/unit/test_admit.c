@@ -52,7 +52,7 @@ START_TEST(cms_error_bound)
 {
     cms *c = cms_new();
     ck_assert_ptr_nonnull(c);
-    const uint32_t n = 100000; /* under CMS_WIDTH / 8: no halving meanwhile */
+    const uint32_t n = 100000; /* under CMS_HALVE_EVERY: no halving meanwhile */
     uint32_t over = 0;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t got = cms_add(c, ring_mix64(i + 1));
@@ -65,14 +65,14 @@ START_TEST(cms_error_bound)
 }
 END_TEST
 
-/* After CMS_WIDTH / 8 counted pushes every counter is halved: old counts fade. */
+/* After CMS_HALVE_EVERY counted pushes every counter is halved: old counts fade. */
 START_TEST(cms_halves)
 {
     cms *c = cms_new();
     ck_assert_ptr_nonnull(c);
     for (int i = 0; i < 10; i++)
         cms_add(c, 7);
-    for (uint32_t i = 10; i < CMS_WIDTH / 8; i++)
+    for (uint32_t i = 10; i < CMS_HALVE_EVERY; i++)
         cms_add(c, 1000000 + i);
     ck_assert_uint_eq(cms_halvings(c), 1);
     ck_assert_uint_eq(cms_count(c, 7), 5);
