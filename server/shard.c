@@ -143,7 +143,6 @@ void shard_destroy(shard **s_p)
     free(s->slots);
     free(s->rows);
     free(s->row_key);
-    free(s->stamp);
     cms_destroy(&s->sketch);
     free(s);
     *s_p = NULL;
@@ -228,7 +227,9 @@ void shard_clear(shard *s)
 
 /* ---- sparse map ---------------------------------------------------------- */
 
-static size_t row_floats(const shard *s) { return (size_t)s->width * (1 + (size_t)s->nstate); }
+/* Values and state; in a sparse shard with eviction, then the stamp. */
+static size_t core_floats(const shard *s) { return (size_t)s->width * (1 + (size_t)s->nstate); }
+static size_t row_floats(const shard *s) { return core_floats(s) + (s->evict_after ? 1 : 0); }
 
 size_t shard_rf(const shard *s) { return row_floats(s); }
 
@@ -293,9 +294,10 @@ static float *sparse_row(shard *s, uint64_t key)
     size_t i = probe(s, key);
     size_t rf = row_floats(s);
     if (s->slots[i] != EMPTY) {
+        float *row = s->rows + (size_t)s->slots[i] * rf;
         if (s->evict_after)
-            s->stamp[s->slots[i]] = (uint32_t)s->tag;
-        return s->rows + (size_t)s->slots[i] * rf;
+            shard_set_stamp(row, rf, (uint32_t)s->tag);
+        return row;
     }
     if (s->used == s->rows_cap && shard_rows_resize(s, s->rows_cap ? s->rows_cap * 2 : 1024) < 0)
         return NULL;
@@ -305,7 +307,7 @@ static float *sparse_row(shard *s, uint64_t key)
     init_row(s, key, row);
     if (s->evict_after) {
         s->row_key[s->used] = key;
-        s->stamp[s->used] = (uint32_t)s->tag;
+        shard_set_stamp(row, rf, (uint32_t)s->tag);
     }
     s->keys[i] = key;
     s->slots[i] = (uint32_t)s->used++;
@@ -406,9 +408,10 @@ static int admit(shard *s, uint64_t key)
         return 0;
     size_t i = s->cap ? probe(s, key) : 0;
     if (s->cap && s->slots[i] != EMPTY) {
-        uint32_t r = s->slots[i];
-        if (s->evict_after && s->tag > (int64_t)s->stamp[r] + s->evict_after) {
-            init_row(s, key, s->rows + (size_t)r * row_floats(s));
+        size_t rf = row_floats(s);
+        float *row = s->rows + (size_t)s->slots[i] * rf;
+        if (s->evict_after && s->tag > (int64_t)shard_stamp(row, rf) + s->evict_after) {
+            init_row(s, key, row);
             s->evicted++;
         }
         return 0;
@@ -424,7 +427,7 @@ static int admit(shard *s, uint64_t key)
 
 static int push_new_ftrl(shard *s, uint64_t key, const float *g, uint64_t *bad)
 {
-    size_t wd = s->width, rf = row_floats(s);
+    size_t wd = s->width, rf = core_floats(s); /* the stamp is sparse_row's */
     float *tmp = s->scratch;
     memset(tmp, 0, rf * sizeof(float));
     upd_apply_planes(&s->upd, tmp, tmp + wd, wd, g, wd, wd);

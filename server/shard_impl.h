@@ -5,6 +5,7 @@
 #define PSKV_SHARD_IMPL_H
 
 #include <stdatomic.h>
+#include <string.h>
 
 #include "shard.h"
 
@@ -48,13 +49,26 @@ struct shard {
     int64_t tag;          /* shard_tag: the clock of the pushes being applied */
     int replica;          /* shard_tag: pushes a head admitted already (no sketch) */
     uint64_t *row_key;    /* evict_after: the key of each row (a freed row takes the last) */
-    uint32_t *stamp;      /* evict_after: the clock of each row's last push */
     uint64_t admitted, not_admitted, evicted;
     size_t sweep_at;      /* the map slot the sweep looks at next */
 };
 
-/* Floats per sparse row (values and state), and the map slot of key (where it
- * is, or the empty slot where it would go). shard.c. */
+/* With evict_after, a sparse row ends with one more float: the bits of the
+ * uint32 clock of its last push (its stamp), so that copies (FILL) and
+ * checkpoints carry it like the state. */
+static inline uint32_t shard_stamp(const float *row, size_t rf)
+{
+    uint32_t v;
+    memcpy(&v, row + rf - 1, sizeof v);
+    return v;
+}
+static inline void shard_set_stamp(float *row, size_t rf, uint32_t v)
+{
+    memcpy(row + rf - 1, &v, sizeof v);
+}
+
+/* Floats per sparse row (values, state and the stamp), and the map slot of key
+ * (where it is, or the empty slot where it would go). shard.c. */
 size_t shard_rf(const shard *s);
 size_t shard_probe(const shard *s, uint64_t key);
 

@@ -17,9 +17,10 @@ int shard_admission(shard *s, uint32_t admit_after, uint32_t evict_after)
     if (admit_after > 1 && !s->sketch && !(s->sketch = cms_new()))
         return -PSKV_ENOMEM;
     s->admit_after = admit_after;
-    s->evict_after = evict_after;
-    if (evict_after && s->rows_cap && shard_rows_resize(s, s->rows_cap) < 0)
-        return -PSKV_ENOMEM;
+    s->evict_after = evict_after; /* rows one float longer: drop any of the old size */
+    free(s->rows);
+    s->rows = NULL;
+    s->rows_cap = 0;
     return 0;
 }
 
@@ -45,13 +46,9 @@ int shard_rows_resize(shard *s, size_t ncap)
     s->rows = nrows;
     if (s->evict_after) {
         uint64_t *nk = realloc(s->row_key, ncap * sizeof *nk);
-        if (nk)
-            s->row_key = nk;
-        uint32_t *ns = nk ? realloc(s->stamp, ncap * sizeof *ns) : NULL;
-        if (ns)
-            s->stamp = ns;
-        if (!nk || !ns) /* rows kept at their old capacity's use */
+        if (!nk) /* rows kept at their old capacity's use */
             return ncap > s->rows_cap ? -PSKV_ENOMEM : 0;
+        s->row_key = nk;
     }
     s->rows_cap = ncap;
     return 0;
@@ -78,7 +75,6 @@ static void remove_slot(shard *s, size_t i)
     if (r != last) {
         memcpy(s->rows + (size_t)r * rf, s->rows + (size_t)last * rf, rf * sizeof(float));
         s->row_key[r] = s->row_key[last];
-        s->stamp[r] = s->stamp[last];
         s->slots[shard_probe(s, s->row_key[r])] = r;
     }
     s->used--;
@@ -107,6 +103,7 @@ uint64_t shard_sweep(shard *s, int64_t now, size_t budget)
     /* every worker finished clocks < now: a row last pushed at clock s saw no push
      * in s+1 .. s+evict_after once s + evict_after < now */
     int64_t before = now - (int64_t)s->evict_after; /* stamps < before go */
+    size_t rf = shard_rf(s);
     for (size_t k = 0; k < budget; k++) {
         if (s->sweep_at >= s->cap) {
             s->sweep_at = 0;
@@ -114,7 +111,8 @@ uint64_t shard_sweep(shard *s, int64_t now, size_t budget)
             break;
         }
         size_t i = s->sweep_at;
-        if (s->slots[i] != EMPTY && (int64_t)s->stamp[s->slots[i]] < before) {
+        if (s->slots[i] != EMPTY &&
+            (int64_t)shard_stamp(s->rows + (size_t)s->slots[i] * rf, rf) < before) {
             remove_slot(s, i); /* slot i may hold a moved entry now: looked at again */
             removed++;
             continue;
@@ -139,7 +137,7 @@ void shard_mem_add(const shard *s, shard_mem *m)
     m->rows += s->used;
     m->bytes += s->cap * (sizeof *s->keys + sizeof *s->slots) + s->rows_cap * rf * sizeof(float);
     if (s->evict_after)
-        m->bytes += s->rows_cap * (sizeof *s->row_key + sizeof *s->stamp);
+        m->bytes += s->rows_cap * sizeof *s->row_key; /* the stamps are in the rows */
     if (s->sketch)
         m->bytes += cms_bytes();
 }

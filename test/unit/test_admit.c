@@ -208,6 +208,27 @@ START_TEST(stale_row_reset_on_push)
 }
 END_TEST
 
+/* A row's stamp travels with it (FILL and checkpoints export and import rows):
+ * a copy stamped with its own clock instead would outlive its head's row. */
+START_TEST(stamp_travels_with_row)
+{
+    shard *a = sparse(0, 3), *b = sparse(0, 3);
+    uint64_t k = 11, ek;
+    float g = 1.0f, row[4];
+    shard_tag(a, 2, 0);
+    ck_assert_int_eq(shard_push(a, &k, 0, 1, &g), 0);
+    ck_assert_uint_eq(shard_row_floats(a), 2); /* the value, then the stamp */
+    ck_assert_uint_eq(shard_export(a, NULL, NULL, &ek, row), 1);
+    shard_tag(b, 9, 0);
+    ck_assert_int_eq(shard_import(b, &ek, 0, 1, row), 0);
+    ck_assert_uint_eq(sweep_all(b, 5), 0); /* 2 = 5 - 3: clock 5 not finished */
+    ck_assert_uint_eq(sweep_all(b, 6), 1);
+    ck_assert_uint_eq(shard_size(b), 0);
+    shard_destroy(&a);
+    shard_destroy(&b);
+}
+END_TEST
+
 static Pskv__TableOptions opts(const char *name, int dense, uint32_t admit, uint32_t evict)
 {
     Pskv__TableOptions o;
@@ -275,6 +296,7 @@ Suite *admit_suite(void)
     tcase_add_test(sh, admission_drops_until_n);
     tcase_add_test(sh, sweep_removes_old_rows);
     tcase_add_test(sh, stale_row_reset_on_push);
+    tcase_add_test(sh, stamp_travels_with_row);
     tcase_add_test(sh, table_refusals);
     suite_add_tcase(s, sh);
     return s;
