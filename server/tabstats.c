@@ -24,12 +24,17 @@ void tabstats_log(table_set *ts)
               (unsigned long long)lends, (unsigned long long)moves);
         shard_mem m = {0};
         shard_mem_add(t->sh, &m);
+        char adm[160] = "", ev[96] = "";
+        if (t->admit_after > 1)
+            snprintf(adm, sizeof adm, "; %llu admitted, %llu pushes dropped before admission "
+                     "(admit_after %u)", (unsigned long long)m.admitted,
+                     (unsigned long long)m.not_admitted, t->admit_after);
+        if (t->evict_after)
+            snprintf(ev, sizeof ev, "; %llu rows evicted (evict_after %u clocks)",
+                     (unsigned long long)m.evicted, t->evict_after);
         if (!t->dense)
-            LOG_I("table '%s': %llu rows, %llu bytes; %llu admitted, %llu pushes dropped before "
-                  "admission (admit_after %u), %llu rows evicted (evict_after %u clocks)",
-                  t->name, (unsigned long long)m.rows, (unsigned long long)m.bytes,
-                  (unsigned long long)m.admitted, (unsigned long long)m.not_admitted,
-                  t->admit_after, (unsigned long long)m.evicted, t->evict_after);
+            LOG_I("table '%s': %llu rows, %llu bytes%s%s", t->name, (unsigned long long)m.rows,
+                  (unsigned long long)m.bytes, adm, ev);
     }
     double rss_bytes = (double)rss * 4096.0;
     LOG_I("resident memory %.1f MiB for %llu keys (%.1f bytes per key)", rss_bytes / 1048576.0,
