@@ -444,7 +444,6 @@ static void close_clock(bsp *e, bsp_state *b, int64_t t)
                 for (int r = 0; r < nranks; r++)
                     if (o->acc[r] && vclock_finished(e->out.clocks, r, t))
                         shard_foreach(o->acc[r], fold_row, &f);
-                shard_tag(tb->sh, t, 0); /* rows applied now are of clock t */
                 fold_ctx g = {tb->sh,         scale, b->row, tb->width,        0, e,
                               tb,             part_closed(e, tb), t, repl ? cr : NULL, 0};
                 shard_foreach(b->scomb, fold_row, &g);

@@ -317,7 +317,6 @@ static int close_apply(chain *c, table *t, const wire_msg *msg)
                 rc = prc;
         }
     } else if (msg->nkeys) {
-        shard_tag(t->sh, r->clock, 1);
         rc = apply_rows(t, msg->keys, msg->vals, msg->nkeys, c->skip, 0);
     }
     if (rc == -PSKV_EBADVALUE) {

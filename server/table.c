@@ -48,8 +48,9 @@ table *tables_at(table_set *ts, size_t i) { return i < ts->n ? ts->t[i] : NULL; 
 
 static const char *str_or(const char *s, const char *def) { return s && *s ? s : def; }
 
-/* admit_after and evict_after: sparse tables only; admission not with bsp (a
- * close applies combined rows down the chain, which no head filters). */
+/* admit_after and evict_after: sparse tables only, and not bsp: a close applies
+ * combined rows (of possibly several clocks) down the chain, which no head
+ * filters and whose rows' last clocks it does not carry. */
 static int parse_admission(table *t, const Pskv__TableOptions *o, char *why, size_t whylen)
 {
     t->admit_after = o->admit_after;
@@ -63,9 +64,9 @@ static int parse_admission(table *t, const Pskv__TableOptions *o, char *why, siz
         snprintf(why, whylen, "option 'admit_after' must be 0..255 (got %u)", t->admit_after);
         return -PSKV_EINVAL;
     }
-    if (t->admit_after > 1 && t->model == CONS_BSP) {
-        snprintf(why, whylen, "option 'admit_after' needs consistency async or ssp:TAU "
-                 "(table '%s' is bsp)", t->name);
+    if ((t->admit_after > 1 || t->evict_after) && t->model == CONS_BSP) {
+        snprintf(why, whylen, "option '%s' needs consistency async or ssp:TAU (table '%s' is "
+                 "bsp)", t->admit_after > 1 ? "admit_after" : "evict_after", t->name);
         return -PSKV_EINVAL;
     }
     return 0;

@@ -267,7 +267,11 @@ START_TEST(table_refusals)
     o = opts("s", 0, 2, 0);
     o.consistency = "bsp";
     ck_assert_int_eq(open1(ts, &o, why, sizeof why), -PSKV_EINVAL);
-    ck_assert_ptr_nonnull(strstr(why, "bsp"));
+    ck_assert_ptr_nonnull(strstr(why, "'admit_after' needs consistency async"));
+    o = opts("s", 0, 0, 5);
+    o.consistency = "bsp";
+    ck_assert_int_eq(open1(ts, &o, why, sizeof why), -PSKV_EINVAL);
+    ck_assert_ptr_nonnull(strstr(why, "'evict_after' needs consistency async"));
     ck_assert_uint_eq(tables_count(ts), 0);
     o = opts("s", 0, 2, 10);
     ck_assert_int_eq(open1(ts, &o, why, sizeof why), 0);
