@@ -487,6 +487,8 @@ void memb_on_heartbeat(wire_msg *msg)
         n->evicted = r->evicted;
         n->bytes = r->bytes;
     }
+    if (r->has_rss)
+        n->rss = r->rss;
     for (size_t i = 0; i < r->n_refusals && i < REFUSE_COUNT; i++)
         n->refusals[i] = r->refusals[i];
     note_progress(n, r);

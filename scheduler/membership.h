@@ -60,6 +60,7 @@ typedef struct memb_node {
     uint64_t dropped; /* servers: late pushes dropped, from heartbeats */
     uint64_t rows, admitted, not_admitted, evicted, bytes; /* servers: their tables, from
                                                               heartbeats (STATUS_REPLY) */
+    uint64_t rss;     /* servers: resident memory, bytes, from heartbeats */
     int64_t progress[3];  /* workers: epoch, step, data position, from heartbeats */
     uint64_t ckpt_acked;  /* servers: the last checkpoint written (checkpoint.c's) */
     char **ckpts;         /* servers: valid checkpoint files they hold, "JOB:SEQ:NODE" */

@@ -126,10 +126,11 @@ static void print_tables(const Pskv__View *v)
         if (!n->has_rows)
             continue;
         if (!any++)
-            printf("%-4s %-12s %-12s %-14s %-12s %s\n", "ID", "ROWS", "ADMITTED",
-                   "NOT ADMITTED", "EVICTED", "BYTES");
-        printf("%-4u %-12" PRIu64 " %-12" PRIu64 " %-14" PRIu64 " %-12" PRIu64 " %" PRIu64 "\n",
-               n->id, n->rows, n->admitted, n->not_admitted, n->evicted, n->bytes);
+            printf("%-4s %-12s %-12s %-14s %-12s %-12s %s\n", "ID", "ROWS", "ADMITTED",
+                   "NOT ADMITTED", "EVICTED", "BYTES", "RSS");
+        printf("%-4u %-12" PRIu64 " %-12" PRIu64 " %-14" PRIu64 " %-12" PRIu64 " %-12" PRIu64
+               " %" PRIu64 "\n", n->id, n->rows, n->admitted, n->not_admitted, n->evicted,
+               n->bytes, n->rss);
     }
 }
 
@@ -157,8 +158,8 @@ static void print_json(const Pskv__Meta *m)
             printf(",\"heads\":%u,\"holds\":%u", n->heads, n->holds);
         if (n->has_rows)
             printf(",\"rows\":%" PRIu64 ",\"admitted\":%" PRIu64 ",\"not_admitted\":%" PRIu64
-                   ",\"evicted\":%" PRIu64 ",\"bytes\":%" PRIu64,
-                   n->rows, n->admitted, n->not_admitted, n->evicted, n->bytes);
+                   ",\"evicted\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"rss\":%" PRIu64,
+                   n->rows, n->admitted, n->not_admitted, n->evicted, n->bytes, n->rss);
         printf(",\"insecure\":%s,\"refused\":", n->insecure ? "true" : "false");
         json_refusals(n->refusals, n->n_refusals);
         putchar('}');

@@ -139,6 +139,8 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
                 p->not_admitted = n->not_admitted;
                 p->evicted = n->evicted;
                 p->bytes = n->bytes;
+                p->has_rss = 1;
+                p->rss = n->rss;
             }
         }
     }

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdatomic.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "log.h"
@@ -48,6 +49,19 @@ static void take_acks(void *s, int lease)
     wire_msg_close(&msg);
 }
 
+/* The process's resident memory (/proc/self/statm), 0 when unreadable. */
+static uint64_t resident_bytes(void)
+{
+    unsigned long long pages = 0, rss = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f)
+        return 0;
+    if (fscanf(f, "%llu %llu", &pages, &rss) != 2)
+        rss = 0;
+    fclose(f);
+    return (uint64_t)rss * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
 static void *heartbeat_main(void *arg)
 {
     (void)arg;
@@ -74,6 +88,8 @@ static void *heartbeat_main(void *arg)
             hb.not_admitted = atomic_load(&HB.not_admitted);
             hb.evicted = atomic_load(&HB.evicted);
             hb.bytes = atomic_load(&HB.bytes);
+            hb.has_rss = 1;
+            hb.rss = resident_bytes();
             for (int i = 0; i < REFUSE_COUNT; i++)
                 refusals[i] = refuse_count((refuse_reason)i);
             hb.n_refusals = REFUSE_COUNT;

@@ -24,7 +24,9 @@
 
 #include "apps.h"
 
-enum { GROUP = 5000 }; /* keys per group */
+/* Keys per group: few enough that the sketch's over-count (cmsketch.h) admits
+ * no key early but with negligible probability, so the check can be exact. */
+enum { GROUP = 5000 };
 
 static int fail(pskv_worker *w, const char *what, int rc)
 {
@@ -50,7 +52,19 @@ static int pause_at(const char *base, int n)
     return -1;
 }
 
-static uint64_t key_of(uint64_t i) { return 0x9e3779b97f4a7c15ULL * (i + 1) ^ 0xadd17ULL; }
+#define KEY_MUL 0x9e3779b97f4a7c15ULL
+
+static uint64_t key_of(uint64_t i) { return KEY_MUL * (i + 1) ^ 0xadd17ULL; }
+
+/* The i of key_of(i) (KEY_MUL is odd, so it has an inverse mod 2^64: Newton's
+ * iteration doubles the correct low bits each step), or a value >= any count. */
+static uint64_t index_of(uint64_t key)
+{
+    uint64_t inv = KEY_MUL;
+    for (int i = 0; i < 5; i++)
+        inv *= 2 - KEY_MUL * inv;
+    return inv * (key ^ 0xadd17ULL) - 1;
+}
 
 static int push_wait(pskv_worker *w, int t, const uint64_t *keys, size_t n, const float *g)
 {
@@ -77,12 +91,10 @@ static int64_t held_rows(pskv_worker *w, int t, const float *want, uint64_t nkey
     if (rc < 0)
         return rc;
     for (size_t i = 0; i < n && want; i++) {
-        uint64_t k = 0;
-        while (k < nkeys && key_of(k) != keys[i])
-            k++;
-        if (k == nkeys || want[k] <= 0 || vals[i] != want[k]) {
+        uint64_t k = index_of(keys[i]);
+        if (k >= nkeys || want[k] <= 0 || vals[i] != want[k]) {
             if (!(*bad)++)
-                fprintf(stderr, "admit: row of key #%" PRIu64 " holds %g, want %g\n", k,
+                fprintf(stderr, "admit: row of key %#" PRIx64 " holds %g, want %g\n", keys[i],
                         (double)vals[i], k < nkeys ? (double)want[k] : -1.0);
         }
     }
@@ -91,10 +103,17 @@ static int64_t held_rows(pskv_worker *w, int t, const float *want, uint64_t nkey
     return (int64_t)n;
 }
 
-int app_admit(pskv_worker *w, cfg_entry *cfg)
+typedef struct admit_bufs {
+    uint64_t *keys;
+    float *ones, *want, *got;
+} admit_bufs;
+
+static int run_admit(pskv_worker *w, cfg_entry *cfg, const admit_bufs *b)
 {
     uint32_t N = (uint32_t)cfg_int(cfg, "admit-after"), C = (uint32_t)cfg_int(cfg, "evict-after");
     uint64_t G = GROUP, nk = G * (N + 1);
+    uint64_t *keys = b->keys;
+    float *ones = b->ones, *want = b->want, *got = b->got;
     pskv_table_opts o;
     pskv_table_opts_init(&o);
     o.kind = PSKV_SPARSE;
@@ -113,11 +132,6 @@ int app_admit(pskv_worker *w, cfg_entry *cfg)
     int t = pskv_table_open(w, "admit.w", &o);
     if (t < 0)
         return fail(w, "open the table", t);
-    uint64_t *keys = malloc(nk * sizeof *keys);
-    float *ones = malloc(nk * sizeof *ones), *want = calloc(nk, sizeof *want);
-    float *got = malloc(nk * sizeof *got);
-    if (!keys || !ones || !want || !got)
-        return fail(w, "allocate", -PSKV_ENOMEM);
     for (uint64_t i = 0; i < nk; i++) {
         keys[i] = key_of(i);
         ones[i] = 1.0f;
@@ -180,9 +194,19 @@ int app_admit(pskv_worker *w, cfg_entry *cfg)
             return 1;
     }
     printf("admit ok\n");
-    free(keys);
-    free(ones);
-    free(want);
-    free(got);
     return 0;
+}
+
+int app_admit(pskv_worker *w, cfg_entry *cfg)
+{
+    uint64_t nk = GROUP * ((uint64_t)cfg_int(cfg, "admit-after") + 1);
+    admit_bufs b = {malloc(nk * sizeof *b.keys), malloc(nk * sizeof *b.ones),
+                    calloc(nk, sizeof *b.want), malloc(nk * sizeof *b.got)};
+    int rc = b.keys && b.ones && b.want && b.got ? run_admit(w, cfg, &b)
+                                                 : fail(w, "allocate", -PSKV_ENOMEM);
+    free(b.keys);
+    free(b.ones);
+    free(b.want);
+    free(b.got);
+    return rc;
 }
