@@ -366,7 +366,7 @@ static int refuse_stale(wire_msg *msg)
 
 /* 1 when some table is ssp or evicts rows (evict_after): only then do replicas
  * need the clocks forwarded (ssp pulls wait on them; eviction's sweep reads them). */
-static int any_ssp(void)
+static int clocks_down_chains(void)
 {
     for (size_t i = 0; i < tables_count(S.tables); i++)
         if (tables_at(S.tables, i)->model == CONS_SSP || tables_at(S.tables, i)->evict_after)
@@ -395,7 +395,7 @@ static void on_clock(wire_msg *msg)
     /* down the chains only a clock sent on this placement or a newer one: the worker
      * had then re-sent to this server whatever it had sent to a server that died,
      * so every push the clock covers is here before it */
-    if (rank >= 0 && chain_replicas(S.chain) > 1 && any_ssp() &&
+    if (rank >= 0 && chain_replicas(S.chain) > 1 && clocks_down_chains() &&
         (!r->has_epoch || r->epoch >= chain_place_epoch(S.chain))) {
         consist_clock_from(S.cons, S.mb.node_id, rank, r->clock);
         chain_forward_clock(S.chain, S.mb.node_id, rank, r->clock);
