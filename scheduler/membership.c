@@ -488,6 +488,13 @@ void memb_on_heartbeat(wire_msg *msg)
     n->pulls = r->has_pulls ? r->pulls : n->pulls;
     n->rss = r->has_rss_bytes ? r->rss_bytes : n->rss;
     n->wait_ns = r->has_wait_ns ? r->wait_ns : n->wait_ns;
+    if (r->has_rows) {
+        n->rows = r->rows;
+        n->admitted = r->admitted;
+        n->not_admitted = r->not_admitted;
+        n->evicted = r->evicted;
+        n->bytes = r->bytes;
+    }
     for (size_t i = 0; i < r->n_refusals && i < REFUSE_COUNT; i++)
         n->refusals[i] = r->refusals[i];
     note_progress(n, r);

@@ -63,6 +63,8 @@ typedef struct memb_node {
     uint64_t pushes, pulls, rss, wait_ns; /* from heartbeats (pskvctl top): servers' pushes
                                             and pulls served, resident memory, workers'
                                             time waiting in libpskv */
+    uint64_t rows, admitted, not_admitted, evicted, bytes; /* servers: their tables, from
+                                                              heartbeats (STATUS_REPLY) */
     int64_t progress[3];  /* workers: epoch, step, data position, from heartbeats */
     uint64_t ckpt_acked;  /* servers: the last checkpoint written (checkpoint.c's) */
     char **ckpts;         /* servers: valid checkpoint files they hold, "JOB:SEQ:NODE" */

@@ -157,6 +157,23 @@ static void json_str(const char *s)
     putchar('"');
 }
 
+/* Per server: the rows its tables hold, admission and eviction, bytes. */
+static void print_tables(const Pskv__View *v)
+{
+    int any = 0;
+    for (size_t i = 0; i < v->n_nodes; i++) {
+        const Pskv__Node *n = v->nodes[i];
+        if (!n->has_rows)
+            continue;
+        if (!any++)
+            printf("%-4s %-12s %-12s %-14s %-12s %-12s %s\n", "ID", "ROWS", "ADMITTED",
+                   "NOT ADMITTED", "EVICTED", "BYTES", "RSS");
+        printf("%-4u %-12" PRIu64 " %-12" PRIu64 " %-14" PRIu64 " %-12" PRIu64 " %-12" PRIu64
+               " %" PRIu64 "\n", n->id, n->rows, n->admitted, n->not_admitted, n->evicted,
+               n->bytes, n->rss_bytes);
+    }
+}
+
 static void print_json(const Pskv__Meta *m)
 {
     const Pskv__View *v = m->view;
@@ -179,6 +196,10 @@ static void print_json(const Pskv__Meta *m)
             printf(",\"dropped_late\":%" PRIu64, n->dropped);
         if (n->has_heads)
             printf(",\"heads\":%u,\"holds\":%u", n->heads, n->holds);
+        if (n->has_rows)
+            printf(",\"rows\":%" PRIu64 ",\"admitted\":%" PRIu64 ",\"not_admitted\":%" PRIu64
+                   ",\"evicted\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"rss\":%" PRIu64,
+                   n->rows, n->admitted, n->not_admitted, n->evicted, n->bytes, n->rss_bytes);
         printf(",\"insecure\":%s,\"refused\":", n->insecure ? "true" : "false");
         json_refusals(n->refusals, n->n_refusals);
         putchar('}');
@@ -258,6 +279,7 @@ static void print_table(const Pskv__Meta *m)
             strcmp(n->state, "finished") && (!slow || n->clock < slow->clock))
             slow = n;
     }
+    print_tables(v);
     if (slow)
         printf("slowest worker: rank %d at clock %" PRId64 "; pushes dropped as late: %" PRIu64
                "\n", slow->rank, slow->clock, dropped);

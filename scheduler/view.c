@@ -138,6 +138,15 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
             p->wait_ns = n->wait_ns;
             p->has_rss_bytes = n->rss > 0;
             p->rss_bytes = n->rss;
+            if (n->role == PSKV__ROLE__SERVER) {
+                p->has_rows = p->has_admitted = p->has_not_admitted = 1;
+                p->has_evicted = p->has_bytes = 1;
+                p->rows = n->rows;
+                p->admitted = n->admitted;
+                p->not_admitted = n->not_admitted;
+                p->evicted = n->evicted;
+                p->bytes = n->bytes;
+            }
         }
     }
 }

@@ -60,6 +60,8 @@ void chain_destroy(chain **c_p)
     free(c->segs);
     free(c->keys);
     free(c->skip);
+    free(c->akeys);
+    free(c->avals);
     free(c);
     *c_p = NULL;
 }

@@ -75,6 +75,31 @@ static int dedupe_rows(chain *c, table *t, const uint64_t *keys, uint64_t n, uin
     return rc;
 }
 
+/* Admission at the head (table option admit_after): only the rows whose key has
+ * a row here after the push go down the chain, so every replica holds the rows
+ * its head admitted and no others. A row of a re-sent push applied before has
+ * its row here if it was admitted then. Compacts into c->akeys / c->avals. */
+static int admitted_rows(chain *c, table *t, const uint64_t **keys, const float **vals,
+                         uint64_t *n)
+{
+    uint32_t wd = t->width;
+    if (grow_array((void **)&c->akeys, &c->akeys_cap, *n ? *n : 1, sizeof *c->akeys) < 0 ||
+        grow_array((void **)&c->avals, &c->avals_cap, *n ? *n * wd : 1, sizeof *c->avals) < 0)
+        return -PSKV_ENOMEM;
+    uint64_t m = 0;
+    for (uint64_t i = 0; i < *n; i++) {
+        if (!shard_has_row(t->sh, (*keys)[i]))
+            continue;
+        c->akeys[m] = (*keys)[i];
+        memcpy(c->avals + m * wd, *vals + i * wd, wd * sizeof(float));
+        m++;
+    }
+    *keys = c->akeys;
+    *vals = c->avals;
+    *n = m;
+    return 0;
+}
+
 /* The common path of a push from a worker and a forward from a predecessor. */
 static void apply_and_forward(chain *c, table *t, wire_msg *msg, const uint64_t *keys,
                               uint64_t n, int upstream_worker, int check)
@@ -89,6 +114,9 @@ static void apply_and_forward(chain *c, table *t, wire_msg *msg, const uint64_t 
     chain_pend tmp;
     memset(&tmp, 0, sizeof tmp);
     int rc = dedupe_rows(c, t, keys, n, origin, origin_id, check);
+    int64_t clock = r->has_clock ? r->clock : 0;
+    /* admission is decided at the head; the successors apply what it passes on */
+    shard_tag(t->sh, clock, upstream_worker != CHAIN_UP_WORKER);
     if (rc == 0)
         rc = apply_rows(t, keys, msg->vals, n, c->skip, assign);
     int bad = rc == -PSKV_EBADVALUE; /* the same rows are restored down the chain */
@@ -115,9 +143,14 @@ static void apply_and_forward(chain *c, table *t, wire_msg *msg, const uint64_t 
     pd->origin = origin;
     pd->origin_id = origin_id;
     pd->floor = r->has_floor ? r->floor : 0;
+    pd->clock = clock;
     chain_pend_reply_to(pd, msg);
+    const float *vals = msg->vals;
+    if (upstream_worker == CHAIN_UP_WORKER && t->admit_after > 1 &&
+        admitted_rows(c, t, &keys, &vals, &n) < 0)
+        rc = -PSKV_ENOMEM;
     /* every row goes on, applied here or not: a re-sent push reaches the tail */
-    if (chain_fwd_rows(c, pd, keys, msg->vals, n) < 0) {
+    if (rc < 0 || chain_fwd_rows(c, pd, keys, vals, n) < 0) {
         chain_answer_upstream(c, pd, PSKV_ENOMEM, "out of memory forwarding the push");
         chain_pend_release(c, pd);
         return;

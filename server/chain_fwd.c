@@ -105,7 +105,8 @@ static void send_replicate(chain *c, chain_pend *pd, int fi)
         m.has_first_key = f->n > 0 && pd->t->dense;
         m.first_key = 0;
     } else {
-        m.has_origin = m.has_origin_id = 1;
+        m.has_origin = m.has_origin_id = m.has_clock = 1;
+        m.clock = pd->clock; /* the push's: rows are stamped with it (eviction) */
         m.origin = pd->origin;
         m.origin_id = pd->origin_id;
         m.has_floor = pd->floor != 0;

@@ -92,6 +92,10 @@ struct chain {
     size_t keys_cap;
     uint8_t *skip;         /* per row: already applied here */
     size_t skip_cap;
+    uint64_t *akeys;       /* admission: the rows the head passes on (admitted_rows) */
+    size_t akeys_cap;
+    float *avals;
+    size_t avals_cap;
     uint8_t *pmark;        /* per partition: 0 unseen, 1 apply, 2 skip (sized by the view) */
     uint32_t *touched;     /* partitions marked, to reset */
     /* forwarding (chain_fwd.c) */

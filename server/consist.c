@@ -143,6 +143,8 @@ static int64_t values_clock(consist *c, table *t)
     return vclock_min(c->clocks);
 }
 
+int64_t consist_values_clock(consist *c, table *t) { return values_clock(c, t); }
+
 static int pull_ready(consist *c, table *t, int64_t clock)
 {
     switch (t->model) {
@@ -273,6 +275,7 @@ void consist_push(consist *c, table *t, wire_msg *msg, const rowset *rs)
     /* async and ssp (and a bsp assign): applied on arrival, answered at once */
     int64_t t0 = tu_now_ns();
     held h;
+    shard_tag(t->sh, r->has_clock ? r->clock : 0, 0);
     int rc = r->assign ? shard_assign_rows(t->sh, rs, msg->vals)
                        : shard_push_rows(t->sh, rs, msg->vals);
     held_take(&h, msg, t, -1);

@@ -116,6 +116,10 @@ void consist_restore_clocks(consist *c, const int64_t *vc, int nranks);
 int64_t consist_bsp_closed(consist *c, table *t); /* -1: partitions at different clocks */
 void consist_restore_bsp(consist *c, table *t, int64_t closed);
 
+/* The clock table t's values reflect here (bsp: clocks closed; else the
+ * smallest clock every worker of the clock set finished): eviction's "now". */
+int64_t consist_values_clock(consist *c, table *t);
+
 /* Counters for logs and heartbeats. */
 typedef struct consist_stats {
     uint64_t pushes, pulls, dropped_late, parked_now, refused;

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdatomic.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "log.h"
@@ -20,6 +21,7 @@ static struct {
     _Atomic int64_t loop_ms;        /* the loop's last pass */
     _Atomic int lease_ms;           /* from the latest view (0 before the first) */
     _Atomic uint64_t dropped, pushes, pulls;
+    _Atomic uint64_t rows, admitted, not_admitted, evicted, bytes; /* lease_set_tables */
     /* copies taken at the start: the loop applies views meanwhile */
     void *ctx;
     const struct secure *sec;
@@ -71,6 +73,13 @@ static void *heartbeat_main(void *arg)
             hb.pushes = atomic_load(&HB.pushes);
             hb.pulls = atomic_load(&HB.pulls);
             hb.rss_bytes = (uint64_t)metrics_resident_bytes();
+            hb.has_rows = hb.has_admitted = hb.has_not_admitted = hb.has_evicted = 1;
+            hb.has_bytes = 1;
+            hb.rows = atomic_load(&HB.rows);
+            hb.admitted = atomic_load(&HB.admitted);
+            hb.not_admitted = atomic_load(&HB.not_admitted);
+            hb.evicted = atomic_load(&HB.evicted);
+            hb.bytes = atomic_load(&HB.bytes);
             for (int i = 0; i < REFUSE_COUNT; i++)
                 refusals[i] = refuse_count((refuse_reason)i);
             hb.n_refusals = REFUSE_COUNT;
@@ -110,6 +119,16 @@ void lease_set_stats(uint64_t dropped, uint64_t pushes, uint64_t pulls)
     atomic_store(&HB.dropped, dropped);
     atomic_store(&HB.pushes, pushes);
     atomic_store(&HB.pulls, pulls);
+}
+
+void lease_set_tables(uint64_t rows, uint64_t admitted, uint64_t not_admitted, uint64_t evicted,
+                      uint64_t bytes)
+{
+    atomic_store(&HB.rows, rows);
+    atomic_store(&HB.admitted, admitted);
+    atomic_store(&HB.not_admitted, not_admitted);
+    atomic_store(&HB.evicted, evicted);
+    atomic_store(&HB.bytes, bytes);
 }
 
 void lease_view(int lease_ms)

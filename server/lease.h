@@ -31,6 +31,11 @@ void lease_pass(void);
  * heartbeats (with the resident memory). */
 void lease_set_stats(uint64_t dropped, uint64_t pushes, uint64_t pulls);
 
+/* What the tables hold (rows, admitted, not admitted, evicted, bytes), sent
+ * with the heartbeats. */
+void lease_set_tables(uint64_t rows, uint64_t admitted, uint64_t not_admitted, uint64_t evicted,
+                      uint64_t bytes);
+
 /* A view arrived with lease_ms; the first one starts the first lease. */
 void lease_view(int lease_ms);
 

@@ -40,6 +40,8 @@
 #include "secure.h"
 #include "smetrics.h"
 #include "table.h"
+#include "sweep.h"
+#include "tabstats.h"
 #include "timeutil.h"
 #include "upd_plugin.h"
 #include "wire.h"
@@ -345,11 +347,12 @@ static int refuse_stale(wire_msg *msg)
     return 1;
 }
 
-/* 1 when some table is ssp: only then do replicas need the clocks forwarded. */
-static int any_ssp(void)
+/* 1 when some table is ssp or evicts rows (evict_after): only then do replicas
+ * need the clocks forwarded (ssp pulls wait on them; eviction's sweep reads them). */
+static int clocks_down_chains(void)
 {
     for (size_t i = 0; i < tables_count(S.tables); i++)
-        if (tables_at(S.tables, i)->model == CONS_SSP)
+        if (tables_at(S.tables, i)->model == CONS_SSP || tables_at(S.tables, i)->evict_after)
             return 1;
     return 0;
 }
@@ -378,7 +381,7 @@ static void on_clock(wire_msg *msg)
      * copies may not know the ssp tables yet (a joiner learns them from the copies):
      * it forwards too, else the replicas after it would lack this clock until the
      * worker's next, which a worker parked in an ssp pull never sends */
-    if (rank >= 0 && chain_replicas(S.chain) > 1 && (any_ssp() || chain_filling(S.chain)) &&
+    if (rank >= 0 && chain_replicas(S.chain) > 1 && (clocks_down_chains() || chain_filling(S.chain)) &&
         (!r->has_epoch || r->epoch >= chain_place_epoch(S.chain))) {
         consist_clock_from(S.cons, S.mb.node_id, rank, r->clock);
         chain_forward_clock(S.chain, S.mb.node_id, rank, r->clock);
@@ -515,24 +518,6 @@ static int handle_scheduler(void)
         wire_msg_close(&msg);
     }
     return 0;
-}
-
-/* Keys held per table and the process's resident memory, for the operator. */
-static void log_tables(void)
-{
-    uint64_t keys = 0;
-    for (size_t i = 0; i < tables_count(S.tables); i++) {
-        table *t = tables_at(S.tables, i);
-        keys += shard_size(t->sh);
-        uint64_t lends, moves;
-        shard_lend_stats(t->sh, &lends, &moves);
-        LOG_I("table '%s': %llu keys here; %llu pull replies sent without a copy, %llu updates "
-              "moved off values still being sent", t->name, (unsigned long long)shard_size(t->sh),
-              (unsigned long long)lends, (unsigned long long)moves);
-    }
-    double rss_bytes = metrics_resident_bytes();
-    LOG_I("resident memory %.1f MiB for %llu keys (%.1f bytes per key)", rss_bytes / 1048576.0,
-          (unsigned long long)keys, keys ? rss_bytes / (double)keys : 0.0);
 }
 
 /* Opens the data socket (a ROUTER on --bind and --port) and creates the tables,
@@ -683,6 +668,7 @@ static int run(const char *sched)
         consist_stats st = consist_get_stats(S.cons);
         lease_set_stats(st.dropped_late, st.pushes, st.pulls);
         smet_tick(S.tables, &st);
+        sweep_pass(S.tables, S.cons);
     }
     return stopped;
 }
@@ -709,7 +695,7 @@ static void log_exit(int stopped)
     if (chain_dedupe_forced(S.chain))
         LOG_W("%llu push ids were forgotten at the dedupe cap while their worker could still "
               "re-send them", (unsigned long long)chain_dedupe_forced(S.chain));
-    log_tables();
+    tabstats_log(S.tables);
 }
 
 int main(int argc, char **argv)

@@ -5,44 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmsketch.h"
 #include "pskv_errors.h"
+#include "shard_impl.h"
 #include "ring.h"
 #include "wire.h"
-
-#define EMPTY UINT32_MAX
-#define BLOCK 16384 /* floats a dense run is updated by at a time (cache, saved rows) */
-
-/* A dense shard's values, shared with the pull replies ZeroMQ is still sending
- * (shard_lend): refs counts the shard and each reply. A writer never changes a
- * buffer with refs > 1; it moves the shard to a fresh copy first (own_dense). */
-typedef struct dense_buf {
-    float *v;
-    atomic_int refs;
-} dense_buf;
-
-struct shard {
-    int dense;
-    uint32_t width;
-    int nstate;          /* state floats per value (updater.h): planes of count*width (dense) */
-    int checked;         /* the updater can make NaN: rows are saved and restored (upd_may_fail) */
-    upd_opts upd;
-    float *scratch;      /* checked: the saved rows of one block (or ftrl's trial row) */
-    shard_init init;
-    uint64_t begin, end; /* ring range */
-    /* dense */
-    uint64_t first, count;
-    float *w, *state;    /* w = buf->v */
-    dense_buf *buf;
-    uint64_t lends, moves; /* runs lent; moves to a fresh buffer while lent */
-    uint64_t bad_rows;   /* rows restored after the updater made them non-finite */
-    uint64_t unstored;   /* ftrl pushes to a new key that left its weights zero: no row */
-    /* sparse: slots[] index rows; keys[] parallel to slots */
-    uint64_t *keys;
-    uint32_t *slots;
-    size_t cap, used;    /* cap is a power of two */
-    float *rows;         /* used rows of width * (1 + nstate) floats */
-    size_t rows_cap;
-};
 
 int shard_init_parse(const char *name)
 {
@@ -175,6 +142,8 @@ void shard_destroy(shard **s_p)
     free(s->keys);
     free(s->slots);
     free(s->rows);
+    free(s->row_key);
+    cms_destroy(&s->sketch);
     free(s);
     *s_p = NULL;
 }
@@ -258,20 +227,30 @@ void shard_clear(shard *s)
 
 /* ---- sparse map ---------------------------------------------------------- */
 
-static size_t row_floats(const shard *s) { return (size_t)s->width * (1 + (size_t)s->nstate); }
+/* Values and state; in a sparse shard with eviction, then the stamp. */
+static size_t core_floats(const shard *s) { return (size_t)s->width * (1 + (size_t)s->nstate); }
+static size_t row_floats(const shard *s) { return core_floats(s) + (s->evict_after ? 1 : 0); }
+
+size_t shard_rf(const shard *s) { return row_floats(s); }
+
+size_t shard_home(const shard *s, uint64_t key)
+{
+    return (size_t)ring_mix64(key ^ 0x5bd1e995ULL) & (s->cap - 1);
+}
 
 static size_t probe(const shard *s, uint64_t key)
 {
     size_t mask = s->cap - 1;
-    size_t i = (size_t)ring_mix64(key ^ 0x5bd1e995ULL) & mask;
+    size_t i = shard_home(s, key);
     while (s->slots[i] != EMPTY && s->keys[i] != key)
         i = (i + 1) & mask;
     return i;
 }
 
-static int grow_map(shard *s)
+size_t shard_probe(const shard *s, uint64_t key) { return probe(s, key); }
+
+int shard_rehash(shard *s, size_t ncap)
 {
-    size_t ncap = s->cap ? s->cap * 2 : 1024;
     uint64_t *nkeys = malloc(ncap * sizeof *nkeys);
     uint32_t *nslots = malloc(ncap * sizeof *nslots);
     if (!nkeys || !nslots) {
@@ -298,29 +277,38 @@ static int grow_map(shard *s)
     return 0;
 }
 
-/* Row of key, creating it (initialised) when absent. NULL when out of memory. */
+/* Sets a row's values to key's initial ones and its state to zero. */
+static void init_row(const shard *s, uint64_t key, float *row)
+{
+    for (uint32_t j = 0; j < s->width; j++)
+        row[j] = shard_init_value(&s->init, key, j);
+    memset(row + s->width, 0, (row_floats(s) - s->width) * sizeof(float));
+}
+
+/* Row of key, creating it (initialised) when absent, stamped with the shard's
+ * tag when rows are evicted. NULL when out of memory. */
 static float *sparse_row(shard *s, uint64_t key)
 {
-    if ((s->used + 1) * 10 > s->cap * 7 && grow_map(s) < 0)
+    if ((s->used + 1) * 10 > s->cap * 7 && shard_rehash(s, s->cap ? s->cap * 2 : 1024) < 0)
         return NULL;
     size_t i = probe(s, key);
     size_t rf = row_floats(s);
-    if (s->slots[i] != EMPTY)
-        return s->rows + (size_t)s->slots[i] * rf;
-    if (s->used == s->rows_cap) {
-        size_t ncap = s->rows_cap ? s->rows_cap * 2 : 1024;
-        float *nrows = realloc(s->rows, ncap * rf * sizeof(float));
-        if (!nrows)
-            return NULL;
-        s->rows = nrows;
-        s->rows_cap = ncap;
+    if (s->slots[i] != EMPTY) {
+        float *row = s->rows + (size_t)s->slots[i] * rf;
+        if (s->evict_after)
+            shard_set_stamp(row, rf, (uint32_t)s->tag);
+        return row;
     }
+    if (s->used == s->rows_cap && shard_rows_resize(s, s->rows_cap ? s->rows_cap * 2 : 1024) < 0)
+        return NULL;
     if (s->used >= EMPTY)
         return NULL;
     float *row = s->rows + s->used * rf;
-    for (uint32_t j = 0; j < s->width; j++)
-        row[j] = shard_init_value(&s->init, key, j);
-    memset(row + s->width, 0, (rf - s->width) * sizeof(float));
+    init_row(s, key, row);
+    if (s->evict_after) {
+        s->row_key[s->used] = key;
+        shard_set_stamp(row, rf, (uint32_t)s->tag);
+    }
     s->keys[i] = key;
     s->slots[i] = (uint32_t)s->used++;
     return row;
@@ -408,9 +396,38 @@ static int push_run(shard *s, uint64_t first, uint64_t n, const float *g, uint64
 /* ftrl, a key with no row: the push is tried on a fresh row (zero weights and
  * state); a result whose weights are all zero is not stored (docs/operations.md,
  * "FTRL and rows that stay zero"). Returns 0 or -PSKV_ENOMEM. */
+/* Admission and eviction on a push of key to a sparse shard. Returns 1 when
+ * the push is dropped (key has no row and is not yet admitted: counted), else 0.
+ * A row whose last push was at clock s, pushed now at a clock after s +
+ * evict_after (so that clocks s+1 .. s+evict_after passed without a push to it),
+ * is reset to its initial values first, as if the sweep had removed it: a
+ * replica whose sweep has not come yet computes what its head does. */
+static int admit(shard *s, uint64_t key)
+{
+    if (!s->admit_after && !s->evict_after)
+        return 0;
+    size_t i = s->cap ? probe(s, key) : 0;
+    if (s->cap && s->slots[i] != EMPTY) {
+        size_t rf = row_floats(s);
+        float *row = s->rows + (size_t)s->slots[i] * rf;
+        if (s->evict_after && s->tag > (int64_t)shard_stamp(row, rf) + s->evict_after) {
+            init_row(s, key, row);
+            s->evicted++;
+        }
+        return 0;
+    }
+    if (s->admit_after > 1 && !s->replica && cms_add(s->sketch, key) < s->admit_after) {
+        s->not_admitted++;
+        return 1;
+    }
+    if (s->admit_after)
+        s->admitted++;
+    return 0;
+}
+
 static int push_new_ftrl(shard *s, uint64_t key, const float *g, uint64_t *bad)
 {
-    size_t wd = s->width, rf = row_floats(s);
+    size_t wd = s->width, rf = core_floats(s); /* the stamp is sparse_row's */
     float *tmp = s->scratch;
     memset(tmp, 0, rf * sizeof(float));
     upd_apply_planes(&s->upd, tmp, tmp + wd, wd, g, wd, wd);
@@ -451,6 +468,8 @@ int shard_push(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, const
         }
     } else {
         for (uint64_t i = 0; i < n; i++) {
+            if (admit(s, keys[i]))
+                continue;
             if (s->upd.kind == UPD_FTRL && !sparse_find(s, keys[i])) {
                 if (push_new_ftrl(s, keys[i], g + i * wd, &bad) < 0)
                     return -PSKV_ENOMEM;

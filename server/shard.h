@@ -84,6 +84,43 @@ void shard_lend_end(void *data, void *token);
  * keys that stored no row (their weights stayed zero), since the shard began. */
 void shard_update_stats(const shard *s, uint64_t *bad_rows, uint64_t *unstored);
 
+/* ---- admission and eviction (sparse shards; shard_sweep.c) ----------------
+ * docs/operations.md, "Admission and eviction". */
+
+/* admit_after N > 1: a key with no row gets one on its N-th push, counted in a
+ * count-min sketch (cmsketch.h); its earlier pushes are dropped and counted.
+ * evict_after C > 0: each row keeps the clock s (shard_tag) of its last push;
+ * shard_sweep(now) removes it once s + C < now (clocks s+1 .. s+C all finished
+ * without a push to it), and a push at a clock after s + C starts it afresh.
+ * Called once, on an empty sparse shard. Returns 0 or -PSKV_ENOMEM. */
+int shard_admission(shard *s, uint32_t admit_after, uint32_t evict_after);
+
+/* The pushes (and assigns and imports) that follow are of clock `clock` (rows
+ * they write are stamped with it); replica 1: they were admitted by the chain's
+ * head already, so every key gets its row. */
+void shard_tag(shard *s, int64_t clock, int replica);
+
+/* 1 when key has a row (sparse), or lies in a dense shard. */
+int shard_has_row(const shard *s, uint64_t key);
+
+/* Looks at up to `budget` map slots from where the last call stopped and
+ * removes the rows last pushed at a clock < now - evict_after, moving the last
+ * row into each hole; after each full pass, moves the map and rows to smaller
+ * arrays when they are less than a quarter full (realloc gives the memory back).
+ * Returns the rows removed. No-op without eviction. */
+uint64_t shard_sweep(shard *s, int64_t now, size_t budget);
+
+typedef struct shard_mem {
+    uint64_t rows;         /* rows held (dense: the indices) */
+    uint64_t admitted;     /* rows created on admission (on a replica: for its head) */
+    uint64_t not_admitted; /* pushes dropped before their key was admitted */
+    uint64_t evicted;      /* rows removed (or reset by a push) after evict_after clocks */
+    uint64_t bytes;        /* bytes of the storage: map, rows, state, keys, stamps, sketch */
+} shard_mem;
+
+/* Adds this shard's numbers to *m. */
+void shard_mem_add(const shard *s, shard_mem *m);
+
 /* Runs lent so far, and how often an update had to move the shard off a lent
  * buffer (each such move copies the rows the update does not write). */
 void shard_lend_stats(const shard *s, uint64_t *lends, uint64_t *moves);

@@ -48,6 +48,30 @@ table *tables_at(table_set *ts, size_t i) { return i < ts->n ? ts->t[i] : NULL; 
 
 static const char *str_or(const char *s, const char *def) { return s && *s ? s : def; }
 
+/* admit_after and evict_after: sparse tables only, and not bsp: a close applies
+ * combined rows (of possibly several clocks) down the chain, which no head
+ * filters and whose rows' last clocks it does not carry. */
+static int parse_admission(table *t, const Pskv__TableOptions *o, char *why, size_t whylen)
+{
+    t->admit_after = o->admit_after;
+    t->evict_after = o->evict_after;
+    if (t->dense && (t->admit_after || t->evict_after)) {
+        snprintf(why, whylen, "option '%s' applies to sparse tables only (table '%s' is dense)",
+                 t->admit_after ? "admit_after" : "evict_after", t->name);
+        return -PSKV_EINVAL;
+    }
+    if (t->admit_after > 255) {
+        snprintf(why, whylen, "option 'admit_after' must be 0..255 (got %u)", t->admit_after);
+        return -PSKV_EINVAL;
+    }
+    if ((t->admit_after > 1 || t->evict_after) && t->model == CONS_BSP) {
+        snprintf(why, whylen, "option '%s' needs consistency async or ssp:TAU (table '%s' is "
+                 "bsp)", t->admit_after > 1 ? "admit_after" : "evict_after", t->name);
+        return -PSKV_EINVAL;
+    }
+    return 0;
+}
+
 /* Fills t from o with defaults; returns 0 or -PSKV_EINVAL naming the option. */
 static int parse_options(table *t, const Pskv__TableOptions *o, char *why, size_t whylen)
 {
@@ -155,7 +179,7 @@ static int parse_options(table *t, const Pskv__TableOptions *o, char *why, size_
         return -PSKV_EINVAL;
     }
     snprintf(t->consistency, sizeof t->consistency, "%s", cons);
-    return 0;
+    return parse_admission(t, o, why, whylen);
 }
 
 /* Names the first option in which a and b differ, or returns 0. */
@@ -204,6 +228,10 @@ static int differs(const table *a, const table *b, const Pskv__TableOptions *o, 
         DIFF("consistency", "%s", a->consistency, b->consistency);
     if (a->backup != b->backup)
         DIFF("backup", "%u", a->backup, b->backup);
+    if (a->admit_after != b->admit_after)
+        DIFF("admit_after", "%u", a->admit_after, b->admit_after);
+    if (a->evict_after != b->evict_after)
+        DIFF("evict_after", "%u", a->evict_after, b->evict_after);
 #undef DIFF
     return 0;
 }
@@ -253,6 +281,8 @@ int tables_open(table_set *ts, uint64_t id, const Pskv__TableOptions *o, uint64_
     if (t->dense)
         ring_dense_span(begin, end, t->size, &first, &count);
     t->sh = shard_new(t->dense, first, count, begin, end, t->width, &t->upd, &t->init_rule);
+    if (t->sh && !t->dense && shard_admission(t->sh, t->admit_after, t->evict_after) < 0)
+        shard_destroy(&t->sh);
     if (!t->sh) {
         upd_plugin_destroy(&t->plug);
         free(t);

@@ -39,6 +39,7 @@ typedef struct table {
     cons_model model;
     int64_t tau;     /* ssp */
     uint32_t backup; /* bsp: a clock closes with the first W - backup workers */
+    uint32_t admit_after, evict_after; /* sparse: admission and eviction (shard_admission) */
     shard *sh;
     void *opts;      /* the TableOptions of the first open, packed (checkpoints keep them) */
     size_t opts_len;

@@ -250,6 +250,10 @@ int pskv_table_open(pskv_worker *w, const char *name, const pskv_table_opts *o_i
     to.consistency = (char *)(o.consistency ? o.consistency : "async");
     to.has_backup = 1;
     to.backup = o.backup;
+    to.has_admit_after = o.admit_after != 0;
+    to.admit_after = o.admit_after;
+    to.has_evict_after = o.evict_after != 0;
+    to.evict_after = o.evict_after;
 
     int rc;
     req *r = wreq_new_live(w, REQ_OPEN, w->ntables, &rc);

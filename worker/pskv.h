@@ -84,6 +84,9 @@ typedef struct pskv_table_opts {
     uint64_t seed;          /* init seed */
     const char *consistency; /* "async" (default), "bsp" or "ssp:TAU" (bounded delay) */
     uint32_t backup;        /* bsp: a clock closes with the first W - backup workers */
+    uint32_t admit_after;   /* sparse: a key gets a row on its Nth push, 0..255 (0, 1 = first) */
+    uint32_t evict_after;   /* sparse: rows not pushed for this many clocks are removed (0 =
+                               never); docs/operations.md, "Admission and eviction" */
 } pskv_table_opts;
 
 /* Fills o with the defaults above (dense, width 1, sgd, lr 0.01, zero init). */

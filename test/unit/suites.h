@@ -22,6 +22,8 @@ Suite *ring_suite(void);
 Suite *updater_suite(void);
 /* server/shard.c: initial values, dense and sparse push/pull, ownership. */
 Suite *shard_suite(void);
+/* server/cmsketch.c, shard_sweep.c: the sketch, admission, the eviction sweep. */
+Suite *admit_suite(void);
 /* server/table.c: create, reopen, mismatch and invalid options. */
 Suite *table_suite(void);
 /* worker/idx.c, worker/libsvm.c: fixtures, shards, corrupt files, real data sets. */

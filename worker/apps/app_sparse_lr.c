@@ -303,6 +303,8 @@ static int open_tables(lr_run *r)
     o.kind = PSKV_SPARSE;
     o.width = 1;
     updflags_apply(cfg, &o);
+    o.admit_after = (uint32_t)cfg_int(cfg, "admit-after");
+    o.evict_after = (uint32_t)cfg_int(cfg, "evict-after");
     if (!strcmp(o.updater, "adagrad"))
         o.eps = 1e-6f;
     r->t = pskv_table_open(r->w, "sparse-lr.w", &o);
@@ -501,6 +503,9 @@ static int train_step(lr_run *r, size_t step)
         return fail(r->w, "push", (int)tp);
     r->prev_push = tp;
     r->pushed_keys += n;
+    /* eviction counts clocks: one per batch */
+    if (cfg_int(r->cfg, "evict-after") && (rc = pskv_clock(r->w)) < 0)
+        return fail(r->w, "clock", rc);
     r->cur ^= 1;
     if ((step & 63) == 63 && (tp = push_stats(r)) < 0)
         return fail(r->w, "stats push", (int)tp);

@@ -56,6 +56,10 @@ int app_train_check_data(cfg_entry *cfg);
  * (app_replay.c). */
 int app_replay(pskv_worker *w, cfg_entry *cfg);
 
+/* --app admit: feature admission and eviction checked against what the servers
+ * hold (app_admit.c). */
+int app_admit(pskv_worker *w, cfg_entry *cfg);
+
 /* --app sparse-lr: logistic regression on LIBSVM data (app_sparse_lr.c). */
 int app_sparse_lr(pskv_worker *w, cfg_entry *cfg);
 

@@ -67,7 +67,7 @@ static cfg_entry config[] = {
     {"scheduler", CFG_STR, "127.0.0.1:7700", "PSKV_SCHEDULER", 1, 0, NULL,
      "scheduler address HOST:PORT", 0, 0, NULL, NULL},
     {"app", CFG_STR, "check", "PSKV_WORKER_APP", 1, 0, NULL,
-     "application: check, resume-check, bench, softmax, mlp or sparse-lr", 0, 0, NULL, NULL},
+     "application: check, resume-check, bench, softmax, mlp, sparse-lr, replay or admit", 0, 0, NULL, NULL},
     {"rank", CFG_INT, "-1", "PSKV_WORKER_RANK", -1, 65535, NULL,
      "rank to take (-1 = the scheduler assigns one)", 0, 0, NULL, NULL},
     {"request-timeout", CFG_DOUBLE, "30", "PSKV_WORKER_REQUEST_TIMEOUT", 0.01, 86400, "s",
@@ -166,6 +166,12 @@ static cfg_entry config[] = {
     {"l1", CFG_DOUBLE, "0", "PSKV_WORKER_L1", 0, 1e6, NULL,
      "L1: sgd's proximal step; ftrl's lambda1 (left unset: 1/--batch for ftrl)", 0, 0, NULL,
      NULL},
+    {"admit-after", CFG_INT, "0", "PSKV_WORKER_ADMIT_AFTER", 0, 255, "pushes",
+     "sparse-lr: a feature gets a row on the server on its Nth push; earlier pushes are "
+     "dropped (0 = at once)", 0, 0, NULL, NULL},
+    {"evict-after", CFG_INT, "0", "PSKV_WORKER_EVICT_AFTER", 0, 4294967295.0, "clocks",
+     "sparse-lr: rows not pushed for this many batches are removed (0 = never; the workers "
+     "then end a clock per batch)", 0, 0, NULL, NULL},
     {"ftrl-beta", CFG_DOUBLE, "1", "PSKV_WORKER_FTRL_BETA", 0, 1e6, NULL,
      "ftrl: beta (left unset: 1/--batch)", 0, 0, NULL, NULL},
     {"lr-schedule", CFG_STR, "const", "PSKV_WORKER_LR_SCHEDULE", 1, 0, NULL,
@@ -204,7 +210,8 @@ static cfg_entry config[] = {
     {"test", CFG_STR, "", "PSKV_WORKER_TEST", 1, 0, NULL,
      "sparse-lr: LIBSVM test file (default: the training file)", 0, 0, NULL, NULL},
     {"replay-wait", CFG_STR, "", "PSKV_WORKER_REPLAY_WAIT", 1, 0, NULL,
-     "replay: halfway, wait (at most 120 s) for this file to exist", 0, 0, NULL, NULL},
+     "replay: halfway, wait (at most 120 s) for this file to exist; admit: for FILE.1 "
+     "after admission, FILE.2 after eviction", 0, 0, NULL, NULL},
     {"blas-threads", CFG_INT, "1", "PSKV_WORKER_BLAS_THREADS", 1, 256, NULL,
      "OpenBLAS threads for compute", 0, 0, NULL, NULL},
     CFG_COMMON_ENTRIES("PSKV_WORKER_PORT", "0"),
@@ -261,7 +268,7 @@ static int legacy_keys(void)
 int main(int argc, char **argv)
 {
     int rc = cfg_start(config, "worker",
-                       "pskv-worker --scheduler HOST:PORT --app check|resume-check|bench|softmax|mlp|sparse-lr|replay "
+                       "pskv-worker --scheduler HOST:PORT --app check|resume-check|bench|softmax|mlp|sparse-lr|replay|admit "
                        "[flags]",
                        argc, argv, NULL);
     if (rc >= 0)
@@ -272,9 +279,16 @@ int main(int argc, char **argv)
     int dense_train = !strcmp(app, "softmax") || !strcmp(app, "mlp");
     int sparse = !strcmp(app, "sparse-lr");
     if (strcmp(app, "check") && strcmp(app, "bench") && strcmp(app, "resume-check") &&
-        strcmp(app, "replay") && !dense_train && !sparse) {
+        strcmp(app, "replay") && strcmp(app, "admit") && !dense_train && !sparse) {
         fprintf(stderr, "pskv-worker: unknown --app '%s' (check, resume-check, bench, softmax, "
-                "mlp, sparse-lr, replay)\n", app);
+                "mlp, sparse-lr, replay, admit)\n", app);
+        return 2;
+    }
+    const char *adm = cfg_int(config, "admit-after") ? "--admit-after"
+                      : cfg_int(config, "evict-after") ? "--evict-after" : NULL;
+    if (adm && !sparse && strcmp(app, "admit")) {
+        fprintf(stderr, "pskv-worker: %s applies to sparse tables: --app sparse-lr or admit "
+                "(got --app %s)\n", adm, app);
         return 2;
     }
     apply_app_defaults(app);
@@ -364,6 +378,7 @@ int main(int argc, char **argv)
                  : !strcmp(app, "resume-check") ? app_resume_check(w, config)
                  : !strcmp(app, "bench") ? app_bench(w, config)
                  : !strcmp(app, "replay") ? app_replay(w, config)
+                 : !strcmp(app, "admit")  ? app_admit(w, config)
                  : sparse                ? app_sparse_lr(w, config)
                                          : app_train(w, config);
     if (!app_stop_signal)
