@@ -24,8 +24,8 @@ trap cleanup EXIT
 ip_of() { echo "10.213.0.$((10 + ${1#h}))"; }
 run() { # run HOST NAME CMD...: in HOST's namespace, advertising its address
   local h=$1 n=$2; shift 2
-  ip netns exec "pskv-$h" "$@" --advertise "$(ip_of "$h")" --insecure > "$D/$n.log" 2>&1 &
-  echo $! > "$D/$n.pid"
+  ( ip netns exec "pskv-$h" "$@" --advertise "$(ip_of "$h")" --insecure > "$D/$n.log" 2>&1 &
+    echo $! > "$D/$n.pid" ) # in a subshell: no job notice when cleanup kills it
 }
 S=$(ip_of h1):7700
 run h1 sched "$BIN/pskv-scheduler" --port 7700 --servers 3 --workers 2 --replicas 2
