@@ -417,6 +417,51 @@ t_clip_norm() {
   grep -q 'rank 1 clipped 34 of 34 steps' "$TDIR/lr/worker-1.log" || fail "sparse-lr rank 1: $(grep clipped "$TDIR/lr/worker-1.log")"
 }
 
+t_checkpoint_every() {
+  # the scheduler's --checkpoint-every during a running job: complete checkpoints
+  # one after another, each in the manifest and in both servers' directories, the
+  # job's exact sums unharmed; and a --resume from the newest loads it
+  local port i n seqs last
+  port=$(free_port)
+  mkdir -p "$TDIR/sched" "$TDIR/s0" "$TDIR/s1"
+  trap 'kill -KILL $(cat "$TDIR"/*.pid) 2>/dev/null' EXIT # what is left on a failure
+  start scheduler "$BIN/pskv-scheduler" --port "$port" --servers 2 --workers 1 --data-dir "$TDIR/sched" \
+    --checkpoint-every 0.5
+  for i in 0 1; do
+    start "server$i" "$BIN/pskv-server" --scheduler "127.0.0.1:$port" --data-dir "$TDIR/s$i"
+  done
+  start worker "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --app check --count-acked \
+    --rounds 1000000 --slowdown 2 --stop-file "$TDIR/stop"
+  wait_line "$TDIR/scheduler.log" 'checkpoint [0-9]* complete' 3 60 ||
+    fail "fewer than 3 checkpoints in 60 s: $(grep -h checkpoint "$TDIR/scheduler.log" | tail -n 3)"
+  touch "$TDIR/stop"
+  wait_exit "$(cat "$TDIR/worker.pid")" 30 || fail "worker exited $?: $(tail -n 2 "$TDIR/worker.log")"
+  grep -q '^check ok' "$TDIR/worker.log" || fail "the check failed: $(tail -n 1 "$TDIR/worker.log")"
+  wait_exit "$(cat "$TDIR/scheduler.pid")" 20 || fail "scheduler exited $?"
+  seqs=$(sed -n 's/^ckpt seq=\([0-9]*\) .*/\1/p' "$TDIR/sched/manifest" | paste -sd ' ')
+  n=$(wc -w <<< "$seqs")
+  [ "$n" -ge 3 ] || fail "the manifest lists $n checkpoints: $(cat "$TDIR/sched/manifest")"
+  [ "$seqs" = "$(seq 1 "$n" | paste -sd ' ')" ] || fail "checkpoints not numbered 1..$n: $seqs"
+  last=${seqs##* }
+  for i in 0 1; do
+    ls "$TDIR/s$i"/ckpt-*-"$last"-*.pskv > /dev/null 2>&1 || fail "server $i has no file of checkpoint $last"
+  done
+  port=$(free_port)
+  start sched-r "$BIN/pskv-scheduler" --port "$port" --servers 2 --workers 1 --data-dir "$TDIR/sched" --resume
+  for i in 0 1; do
+    start "server$i-r" "$BIN/pskv-server" --scheduler "127.0.0.1:$port" --data-dir "$TDIR/s$i"
+  done
+  start worker-r "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --app check --rounds 1 # the job starts
+  wait_line "$TDIR/sched-r.log" "resuming job [0-9]* from checkpoint $last " 1 30 ||
+    fail "the resumed scheduler did not take checkpoint $last: $(tail -n 3 "$TDIR/sched-r.log")"
+  for i in 0 1; do
+    wait_line "$TDIR/server$i-r.log" "loaded checkpoint $last from" 1 30 ||
+      fail "server $i did not load checkpoint $last: $(tail -n 3 "$TDIR/server$i-r.log")"
+  done
+  kill -KILL $(cat "$TDIR"/*-r.pid) 2>/dev/null
+  return 0
+}
+
 t_keep_checkpoints() {
   # --keep-checkpoints 2: after four checkpoints the manifest lists the two newest,
   # and each server's data directory holds their files and no others
@@ -1125,7 +1170,7 @@ t_admit_evict() {
 
 tests=(check_2x3 check_fails_on_mismatch malformed_input malformed_while_serving unreachable_scheduler wrong_flags
        registration_rules heartbeat_liveness forget_replaced fuzz_corpus launch_timeout
-       train_softmax app_defaults clip_norm keep_checkpoints train_resume export_sparse train_bad_data sparse_lr_heart_scale sparse_lr_planted
+       train_softmax app_defaults clip_norm checkpoint_every keep_checkpoints train_resume export_sparse train_bad_data sparse_lr_heart_scale sparse_lr_planted
        consistency_check bsp_same_bits ssp_bound_straggler bsp_backup_stopped worker_leaves accumulate
        keys_rogues keys_clients keys_wire keys_files protected_mode
        updater_plugin updaters_replay train_adam_ftrl late_registration metrics_prometheus ctl_top admit_evict
