@@ -27,6 +27,14 @@ stop_pid() { # stop_pid FILE: SIGTERM, up to 5 s, then SIGKILL
 }
 case $cmd in
   down)
+    # jobs first (a test that failed may leave one running), while slurmd can still end them
+    if [ -f "$dir/slurm.conf" ] && [ -f "$dir/slurmctld.pid" ]; then
+      SLURM_CONF=$dir/slurm.conf timeout 10 scancel --quiet --user "$(id -un)" 2> /dev/null
+      for _ in $(seq 50); do
+        [ -z "$(SLURM_CONF=$dir/slurm.conf timeout 5 squeue -h 2> /dev/null)" ] && break
+        sleep 0.2
+      done
+    fi
     stop_pid "$dir/slurmd.pid"; stop_pid "$dir/slurmctld.pid"; stop_pid "$dir/munge/munged.pid"
     exit 0 ;;
   up) ;;
