@@ -8,9 +8,20 @@
 
 #include <inttypes.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* ckpt-<job>-<seq>-<node>.pskv, in a server's --data-dir */
 #define CKPTREC_NAME_FMT "ckpt-%" PRIu64 "-%" PRIu64 "-%u.pskv"
+
+/* 1 when name is a finished checkpoint file (CKPTREC_NAME_FMT, not a temp file),
+ * with its job, seq and node; else 0. */
+static inline int ckptrec_parse_name(const char *name, uint64_t *job, uint64_t *seq,
+                                     unsigned *node)
+{
+    int end = 0;
+    return sscanf(name, "ckpt-%" SCNu64 "-%" SCNu64 "-%u.pskv%n", job, seq, node, &end) == 3 &&
+           end > 0 && name[end] == '\0';
+}
 
 enum {
     REC_HEADER = 1, /* ckptrec_hdr */

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "grow.h"
 #include "log.h"
 #include "pskv_errors.h"
 #include "refuse.h"
@@ -69,19 +70,6 @@ static void escape(char *out, size_t len, const char *s)
     out[o] = 0;
 }
 
-static int grow(void **arr, size_t *cap, size_t n, size_t size)
-{
-    if (n < *cap)
-        return 0;
-    size_t nc = *cap ? *cap * 2 : 16;
-    void *p = realloc(*arr, nc * size);
-    if (!p)
-        return -1;
-    *arr = p;
-    *cap = nc;
-    return 0;
-}
-
 static int find_family(const char *name, met_type type, const char *help)
 {
     for (size_t i = 0; i < R.nfams; i++)
@@ -92,7 +80,7 @@ static int find_family(const char *name, met_type type, const char *help)
             }
             return (int)i;
         }
-    if (grow((void **)&R.fams, &R.capfams, R.nfams, sizeof *R.fams) < 0)
+    if (grow_array((void **)&R.fams, &R.capfams, R.nfams + 1, sizeof *R.fams) < 0)
         return -1;
     family *f = &R.fams[R.nfams];
     f->name = strdup(name);
@@ -121,7 +109,7 @@ met_series *metrics_series(const char *name, met_type type, const char *help,
         if (R.series[i]->fam == fam && !strcmp(R.series[i]->labels, lab))
             s = R.series[i];
     if (!s && fam >= 0 &&
-        grow((void **)&R.series, &R.capseries, R.nseries, sizeof *R.series) == 0 &&
+        grow_array((void **)&R.series, &R.capseries, R.nseries + 1, sizeof *R.series) == 0 &&
         (s = calloc(1, sizeof *s))) {
         s->fam = fam;
         s->labels = strdup(lab);

@@ -52,8 +52,9 @@ double metrics_value(const met_series *s);
 double metrics_resident_bytes(void);
 
 /* The registry in the exposition format, plus pskv_resident_memory_bytes and
- * pskv_refusals_total{reason} (common/refuse.h) read at this moment. Returns a malloc'ed NUL-terminated text (caller frees) and its
- * length in *len, or NULL when out of memory. */
+ * pskv_refusals_total{reason} (common/refuse.h) read at this moment. Returns a
+ * malloc'ed NUL-terminated text (caller frees) and its length in *len, or NULL
+ * when out of memory. */
 char *metrics_render(size_t *len);
 
 /* Starts the endpoint on bind_addr ("*" = every address, else an IPv4 address)

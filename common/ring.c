@@ -36,6 +36,31 @@ void ring_dense_span(uint64_t begin, uint64_t end, uint64_t n, uint64_t *first, 
     *count = hi - lo;
 }
 
+void ring_run_init(ring_run *it, uint64_t first, uint64_t end, uint64_t n, uint32_t nparts)
+{
+    *it = (ring_run){first, end, n, nparts,
+                     first < end ? ring_partition_of(ring_dense_pos(first, n), nparts) : nparts};
+}
+
+int ring_run_next(ring_run *it, uint32_t *p, uint64_t *lo, uint64_t *hi)
+{
+    for (; it->next < it->nparts; it->next++) {
+        uint64_t pf, pc;
+        ring_dense_span(ring_partition_begin(it->next, it->nparts),
+                        ring_partition_end(it->next, it->nparts), it->n, &pf, &pc);
+        if (pf >= it->end)
+            break;
+        *lo = pf > it->first ? pf : it->first;
+        *hi = pf + pc < it->end ? pf + pc : it->end;
+        if (*lo < *hi) {
+            *p = it->next++;
+            return 1;
+        }
+    }
+    it->next = it->nparts;
+    return 0;
+}
+
 uint32_t ring_partition_of(uint64_t pos, uint32_t nparts)
 {
     assert(nparts >= 1 && nparts <= RING_MAX_PARTS);

@@ -51,6 +51,19 @@ uint32_t ring_partition_of(uint64_t pos, uint32_t nparts);
 uint64_t ring_partition_begin(uint32_t p, uint32_t nparts);
 uint64_t ring_partition_end(uint32_t p, uint32_t nparts);
 
+/* The partitions a dense run [first, end) of an n-key table meets, in ring
+ * order, and the run's keys in each: a server takes as a run message's rows
+ * every key of its span in the partitions it owns (chain.c), and a worker checks
+ * a run part against the same rule (wsend.c). ring_run_next gives the next
+ * partition *p and the run's keys in it, [*lo, *hi) (never empty); 0 when none
+ * is left. first < n unless the run is empty. */
+typedef struct ring_run {
+    uint64_t first, end, n;
+    uint32_t nparts, next;
+} ring_run;
+void ring_run_init(ring_run *it, uint64_t first, uint64_t end, uint64_t n, uint32_t nparts);
+int ring_run_next(ring_run *it, uint32_t *p, uint64_t *lo, uint64_t *hi);
+
 /* Token v of server `id` on the ring: ring_mix64(((uint64_t)id << 32) | v). */
 uint64_t ring_token(uint32_t id, uint32_t v);
 

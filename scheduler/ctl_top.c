@@ -67,8 +67,7 @@ static int ask(void *sock, const char *sched, int timeout_ms, wire_msg *out)
     return 0;
 }
 
-/* The live worker still in the clock set with the smallest clock, or NULL. */
-static const Pskv__Node *slowest(const Pskv__View *v)
+const Pskv__Node *ctl_slowest_worker(const Pskv__View *v)
 {
     const Pskv__Node *slow = NULL;
     for (size_t i = 0; i < v->n_nodes; i++) {
@@ -128,7 +127,7 @@ static void draw(const Pskv__Meta *m, int tty)
     printf("job %" PRIu64 " state=%s epoch=%" PRIu64 " servers=%u workers=%u%s\n", m->job_id,
            v->state ? v->state : "?", v->epoch, v->servers, v->workers,
            tty ? "   (q quits)" : "");
-    const Pskv__Node *slow = slowest(v);
+    const Pskv__Node *slow = ctl_slowest_worker(v);
     S.nnext = 0;
     for (size_t i = 0; i < v->n_nodes; i++)
         node_line(v->nodes[i], dt, v->nodes[i] == slow, tty);

@@ -10,6 +10,12 @@
 #ifndef PSKV_CTL_TOP_H
 #define PSKV_CTL_TOP_H
 
+#include "pskv.pb-c.h"
+
+/* The live worker still in the clock set (not finished) with the smallest clock,
+ * or NULL: the one `top` marks and `status` names. */
+const Pskv__Node *ctl_slowest_worker(const Pskv__View *v);
+
 /* Runs the view: refreshes every interval_s until count refreshes (0 = until q
  * or a signal). Returns the exit status: 0, or 1 when the scheduler did not
  * answer within timeout_ms (named on stderr). */

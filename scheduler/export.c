@@ -13,6 +13,7 @@
 
 #include "ckpt.h"
 #include "ckptrec.h"
+#include "grow.h"
 #include "modelfile.h"
 #include "pskv.pb-c.h"
 #include "pskv_errors.h"
@@ -105,13 +106,8 @@ static int on_sparse_values(gather *g, const float *v, uint64_t len)
         snprintf(g->why, g->whylen, "%s: sparse values do not match their keys", g->path);
         return -PSKV_EPROTO;
     }
-    if (g->npairs + g->nkeys > g->cap) {
-        size_t cap = (g->npairs + g->nkeys) * 2;
-        kv *p = realloc(g->pairs, cap * sizeof *p);
-        if (!p)
-            return -PSKV_ENOMEM;
-        g->pairs = p, g->cap = cap;
-    }
+    if (grow_array((void **)&g->pairs, &g->cap, g->npairs + g->nkeys, sizeof *g->pairs) < 0)
+        return -PSKV_ENOMEM;
     for (uint64_t i = 0; i < g->nkeys; i++)
         g->pairs[g->npairs++] = (kv){g->keys[i], v[i * g->rowfloats]};
     free(g->keys);
@@ -176,9 +172,8 @@ static int read_files(gather *g, const char *dirs, uint64_t seq, int *nfiles)
         while (rc == 0 && (e = readdir(d))) {
             uint64_t j, s;
             unsigned node;
-            char tail[2], path[4400];
-            if (sscanf(e->d_name, "ckpt-%" SCNu64 "-%" SCNu64 "-%u.psk%1s", &j, &s, &node, tail) != 4 ||
-                s != seq || strcmp(e->d_name + strlen(e->d_name) - 5, ".pskv"))
+            char path[4400];
+            if (!ckptrec_parse_name(e->d_name, &j, &s, &node) || s != seq)
                 continue;
             if (*nfiles && j != job) {
                 snprintf(g->why, g->whylen, "%s holds checkpoint %" PRIu64 " of job %" PRIu64

@@ -270,15 +270,10 @@ static void print_table(const Pskv__Meta *m)
                clock, range);
     }
     /* the slowest worker still in the clock set, and late drops over all servers */
-    const Pskv__Node *slow = NULL;
+    const Pskv__Node *slow = ctl_slowest_worker(v);
     uint64_t dropped = 0;
-    for (size_t i = 0; i < v->n_nodes; i++) {
-        const Pskv__Node *n = v->nodes[i];
-        dropped += n->dropped;
-        if (n->role == PSKV__ROLE__WORKER && n->alive && n->state &&
-            strcmp(n->state, "finished") && (!slow || n->clock < slow->clock))
-            slow = n;
-    }
+    for (size_t i = 0; i < v->n_nodes; i++)
+        dropped += v->nodes[i]->dropped;
     print_tables(v);
     if (slow)
         printf("slowest worker: rank %d at clock %" PRId64 "; pushes dropped as late: %" PRIu64
@@ -355,7 +350,8 @@ int main(int argc, char **argv)
     net_connect(s, host, port);
     if (top) {
         int st = ctl_top(s, sched, cfg_double(config, "interval"), (long)cfg_int(config, "count"),
-                         (int)cfg_int(config, "plain"), (int)(cfg_double(config, "timeout") * 1000));
+                         (int)cfg_int(config, "plain"),
+                         (int)(cfg_double(config, "timeout") * 1000));
         zmq_close(s);
         zmq_ctx_term(ctx);
         return st;

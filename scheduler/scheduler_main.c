@@ -258,7 +258,8 @@ static int configure(int argc, char **argv)
         return 2;
     }
     rc = ckpt_init(cfg_str(config, "data-dir"), (int)cfg_int(config, "resume"),
-                   cfg_double(config, "checkpoint-every"), (int)cfg_int(config, "keep-checkpoints"));
+                   cfg_double(config, "checkpoint-every"),
+                   (int)cfg_int(config, "keep-checkpoints"));
     if (rc)
         return rc;
     if (!ckpt_resume_job(&memb.job_id))

@@ -193,16 +193,11 @@ int chain_rows(chain *c, table *t, wire_msg *msg, int for_pull, rowset *rs, char
     /* the runs of this server's partitions (with the wanted role) inside the span */
     size_t nsegs = 0;
     uint64_t rows = 0, end = first + span;
-    uint32_t p = ring_partition_of(ring_dense_pos(first, t->size), c->nparts);
-    for (; p < c->nparts; p++) {
-        uint64_t pf, pc;
-        ring_dense_span(ring_partition_begin(p, c->nparts), ring_partition_end(p, c->nparts),
-                        t->size, &pf, &pc);
-        if (pf >= end)
-            break;
-        uint64_t lo = pf > first ? pf : first, hi = pf + pc < end ? pf + pc : end;
-        if (lo >= hi)
-            continue;
+    ring_run it;
+    ring_run_init(&it, first, end, t->size, c->nparts);
+    uint32_t p;
+    uint64_t lo, hi;
+    while (ring_run_next(&it, &p, &lo, &hi)) {
         int want = for_pull ? chain_tail(c, p) : 0;
         if (c->index[p] != want || want < 0)
             continue;

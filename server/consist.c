@@ -158,7 +158,6 @@ static int pull_ready(consist *c, table *t, int64_t clock)
     return 1;
 }
 
-/* Applies every bsp clock that may close and answers every pull that may go. */
 /* Plug-in updaters hear of each rise of the smallest worker clock (finish). */
 static void finish_plugins(consist *c)
 {
@@ -172,6 +171,7 @@ static void finish_plugins(consist *c)
         upd_plugin_finish(tables_at(c->tables, i)->plug, m);
 }
 
+/* Applies every bsp clock that may close and answers every pull that may go. */
 static void advance(consist *c)
 {
     bsp_advance_all(c->bsp);

@@ -289,15 +289,6 @@ int persist_load(const char *dir, uint64_t job, uint64_t seq, uint32_t old, uint
     return rc;
 }
 
-/* 1 when name is a finished checkpoint file (not a temp file), with its job,
- * seq and node. */
-static int parse_file_name(const char *name, uint64_t *job, uint64_t *seq, unsigned *node)
-{
-    char tail[8];
-    return sscanf(name, "ckpt-%" SCNu64 "-%" SCNu64 "-%u.psk%1s", job, seq, node, tail) == 4 &&
-           !strcmp(tail, "v") && !strstr(name, ".tmp");
-}
-
 size_t persist_scan(const char *dir, char ***out)
 {
     *out = NULL;
@@ -309,7 +300,7 @@ size_t persist_scan(const char *dir, char ***out)
     while ((e = readdir(d))) {
         uint64_t job, seq;
         unsigned node;
-        if (!parse_file_name(e->d_name, &job, &seq, &node))
+        if (!ckptrec_parse_name(e->d_name, &job, &seq, &node))
             continue;
         char path[4200], why[600];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
@@ -342,7 +333,7 @@ int persist_prune(const char *dir, uint64_t below, char *why, size_t whylen)
     while ((e = readdir(d))) {
         uint64_t job, seq;
         unsigned node;
-        if (!parse_file_name(e->d_name, &job, &seq, &node) || seq >= below)
+        if (!ckptrec_parse_name(e->d_name, &job, &seq, &node) || seq >= below)
             continue;
         char path[4200];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);

@@ -381,7 +381,8 @@ static void on_clock(wire_msg *msg)
      * copies may not know the ssp tables yet (a joiner learns them from the copies):
      * it forwards too, else the replicas after it would lack this clock until the
      * worker's next, which a worker parked in an ssp pull never sends */
-    if (rank >= 0 && chain_replicas(S.chain) > 1 && (clocks_down_chains() || chain_filling(S.chain)) &&
+    if (rank >= 0 && chain_replicas(S.chain) > 1 &&
+        (clocks_down_chains() || chain_filling(S.chain)) &&
         (!r->has_epoch || r->epoch >= chain_place_epoch(S.chain))) {
         consist_clock_from(S.cons, S.mb.node_id, rank, r->clock);
         chain_forward_clock(S.chain, S.mb.node_id, rank, r->clock);

@@ -231,8 +231,6 @@ void shard_clear(shard *s)
 static size_t core_floats(const shard *s) { return (size_t)s->width * (1 + (size_t)s->nstate); }
 static size_t row_floats(const shard *s) { return core_floats(s) + (s->evict_after ? 1 : 0); }
 
-size_t shard_rf(const shard *s) { return row_floats(s); }
-
 size_t shard_home(const shard *s, uint64_t key)
 {
     return (size_t)ring_mix64(key ^ 0x5bd1e995ULL) & (s->cap - 1);
@@ -393,9 +391,6 @@ static int push_run(shard *s, uint64_t first, uint64_t n, const float *g, uint64
     return 0;
 }
 
-/* ftrl, a key with no row: the push is tried on a fresh row (zero weights and
- * state); a result whose weights are all zero is not stored (docs/operations.md,
- * "FTRL and rows that stay zero"). Returns 0 or -PSKV_ENOMEM. */
 /* Admission and eviction on a push of key to a sparse shard. Returns 1 when
  * the push is dropped (key has no row and is not yet admitted: counted), else 0.
  * A row whose last push was at clock s, pushed now at a clock after s +
@@ -425,6 +420,9 @@ static int admit(shard *s, uint64_t key)
     return 0;
 }
 
+/* ftrl, a key with no row: the push is tried on a fresh row (zero weights and
+ * state); a result whose weights are all zero is not stored (docs/operations.md,
+ * "FTRL and rows that stay zero"). Returns 0 or -PSKV_ENOMEM. */
 static int push_new_ftrl(shard *s, uint64_t key, const float *g, uint64_t *bad)
 {
     size_t wd = s->width, rf = core_floats(s); /* the stamp is sparse_row's */

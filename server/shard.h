@@ -81,7 +81,8 @@ const float *shard_lend(shard *s, uint64_t first, void **token);
 void shard_lend_end(void *data, void *token);
 
 /* Rows restored after the updater made them non-finite, and ftrl pushes to new
- * keys that stored no row (their weights stayed zero), since the shard began. */
+ * keys that stored no row (their weights stayed zero), since the shard began
+ * (the server's end-of-run report, tabstats.c). */
 void shard_update_stats(const shard *s, uint64_t *bad_rows, uint64_t *unstored);
 
 /* ---- admission and eviction (sparse shards; shard_sweep.c) ----------------

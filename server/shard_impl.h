@@ -67,9 +67,8 @@ static inline void shard_set_stamp(float *row, size_t rf, uint32_t v)
     memcpy(row + rf - 1, &v, sizeof v);
 }
 
-/* Floats per sparse row (values, state and the stamp), and the map slot of key
- * (where it is, or the empty slot where it would go). shard.c. */
-size_t shard_rf(const shard *s);
+/* The map slot of key (where it is, or the empty slot where it would go); rows
+ * are shard_row_floats(s) floats (values, state and the stamp). shard.c. */
 size_t shard_probe(const shard *s, uint64_t key);
 
 /* The map's home slot of key (shard.c's probe starts there). */

@@ -39,7 +39,7 @@ int shard_has_row(const shard *s, uint64_t key)
 
 int shard_rows_resize(shard *s, size_t ncap)
 {
-    size_t rf = shard_rf(s);
+    size_t rf = shard_row_floats(s);
     float *nrows = realloc(s->rows, ncap * rf * sizeof(float));
     if (!nrows)
         return -PSKV_ENOMEM;
@@ -58,7 +58,7 @@ int shard_rows_resize(shard *s, size_t ncap)
  * be found move back), then fills row r's hole with the last row. */
 static void remove_slot(shard *s, size_t i)
 {
-    size_t mask = s->cap - 1, rf = shard_rf(s);
+    size_t mask = s->cap - 1, rf = shard_row_floats(s);
     uint32_t r = s->slots[i];
     for (size_t j = (i + 1) & mask; s->slots[j] != EMPTY; j = (j + 1) & mask) {
         size_t home = shard_home(s, s->keys[j]);
@@ -103,7 +103,7 @@ uint64_t shard_sweep(shard *s, int64_t now, size_t budget)
     /* every worker finished clocks < now: a row last pushed at clock s saw no push
      * in s+1 .. s+evict_after once s + evict_after < now */
     int64_t before = now - (int64_t)s->evict_after; /* stamps < before go */
-    size_t rf = shard_rf(s);
+    size_t rf = shard_row_floats(s);
     for (size_t k = 0; k < budget; k++) {
         if (s->sweep_at >= s->cap) {
             s->sweep_at = 0;
@@ -125,7 +125,7 @@ uint64_t shard_sweep(shard *s, int64_t now, size_t budget)
 
 void shard_mem_add(const shard *s, shard_mem *m)
 {
-    size_t rf = shard_rf(s);
+    size_t rf = shard_row_floats(s);
     m->admitted += s->admitted;
     m->not_admitted += s->not_admitted;
     m->evicted += s->evicted;

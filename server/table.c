@@ -107,7 +107,8 @@ static int parse_options(table *t, const Pskv__TableOptions *o, char *why, size_
         return -PSKV_EINVAL;
     }
     if (strlen(upd) >= sizeof t->updater) {
-        snprintf(why, whylen, "option 'updater': longer than %zu characters", sizeof t->updater - 1);
+        snprintf(why, whylen, "option 'updater': longer than %zu characters",
+                 sizeof t->updater - 1);
         return -PSKV_EINVAL;
     }
     snprintf(t->updater, sizeof t->updater, "%s", upd);

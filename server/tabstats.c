@@ -1,3 +1,4 @@
+/* The end-of-run report of the server's tables (tabstats.h). */
 #include "tabstats.h"
 
 #include <stdio.h>
@@ -29,6 +30,12 @@ void tabstats_log(table_set *ts)
         if (!t->dense)
             LOG_I("table '%s': %llu rows, %llu bytes%s%s", t->name, (unsigned long long)m.rows,
                   (unsigned long long)m.bytes, adm, ev);
+        uint64_t bad, unstored;
+        shard_update_stats(t->sh, &bad, &unstored);
+        if (bad || unstored)
+            LOG_I("table '%s': %llu rows restored after the updater made them NaN or infinite, "
+                  "%llu ftrl pushes to new keys stored no row (weights left zero)", t->name,
+                  (unsigned long long)bad, (unsigned long long)unstored);
     }
     double rss_bytes = metrics_resident_bytes();
     LOG_I("resident memory %.1f MiB for %llu keys (%.1f bytes per key)", rss_bytes / 1048576.0,

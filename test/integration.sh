@@ -417,27 +417,41 @@ t_clip_norm() {
   grep -q 'rank 1 clipped 34 of 34 steps' "$TDIR/lr/worker-1.log" || fail "sparse-lr rank 1: $(grep clipped "$TDIR/lr/worker-1.log")"
 }
 
+# ckpt_job PORT [SCHEDULER FLAGS...]: a checkpointing check job on loopback: a
+# scheduler with --data-dir $TDIR/sched, two servers with $TDIR/s0 and $TDIR/s1, one
+# --count-acked check worker that runs until ckpt_job_end touches its stop file.
+ckpt_job() {
+  local port=$1 i; shift
+  mkdir -p "$TDIR/sched" "$TDIR/s0" "$TDIR/s1"
+  trap 'kill -KILL $(cat "$TDIR"/*.pid) 2>/dev/null' EXIT # what is left on a failure
+  start scheduler "$BIN/pskv-scheduler" --port "$port" --servers 2 --workers 1 \
+    --data-dir "$TDIR/sched" "$@"
+  for i in 0 1; do
+    start "server$i" "$BIN/pskv-server" --scheduler "127.0.0.1:$port" --data-dir "$TDIR/s$i"
+  done
+  start worker "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --app check --count-acked \
+    --rounds 1000000 --slowdown 2 --stop-file "$TDIR/stop"
+}
+
+# ckpt_job_end: the worker stops on its stop file with its exact sums, and the
+# scheduler exits (each wait bounded).
+ckpt_job_end() {
+  touch "$TDIR/stop"
+  wait_exit "$(cat "$TDIR/worker.pid")" 30 || fail "worker exited $?: $(tail -n 2 "$TDIR/worker.log")"
+  grep -q '^check ok' "$TDIR/worker.log" || fail "the check failed: $(tail -n 1 "$TDIR/worker.log")"
+  wait_exit "$(cat "$TDIR/scheduler.pid")" 20 || fail "scheduler exited $?"
+}
+
 t_checkpoint_every() {
   # the scheduler's --checkpoint-every during a running job: complete checkpoints
   # one after another, each in the manifest and in both servers' directories, the
   # job's exact sums unharmed; and a --resume from the newest loads it
   local port i n seqs last
   port=$(free_port)
-  mkdir -p "$TDIR/sched" "$TDIR/s0" "$TDIR/s1"
-  trap 'kill -KILL $(cat "$TDIR"/*.pid) 2>/dev/null' EXIT # what is left on a failure
-  start scheduler "$BIN/pskv-scheduler" --port "$port" --servers 2 --workers 1 --data-dir "$TDIR/sched" \
-    --checkpoint-every 0.5
-  for i in 0 1; do
-    start "server$i" "$BIN/pskv-server" --scheduler "127.0.0.1:$port" --data-dir "$TDIR/s$i"
-  done
-  start worker "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --app check --count-acked \
-    --rounds 1000000 --slowdown 2 --stop-file "$TDIR/stop"
+  ckpt_job "$port" --checkpoint-every 0.5
   wait_line "$TDIR/scheduler.log" 'checkpoint [0-9]* complete' 3 60 ||
     fail "fewer than 3 checkpoints in 60 s: $(grep -h checkpoint "$TDIR/scheduler.log" | tail -n 3)"
-  touch "$TDIR/stop"
-  wait_exit "$(cat "$TDIR/worker.pid")" 30 || fail "worker exited $?: $(tail -n 2 "$TDIR/worker.log")"
-  grep -q '^check ok' "$TDIR/worker.log" || fail "the check failed: $(tail -n 1 "$TDIR/worker.log")"
-  wait_exit "$(cat "$TDIR/scheduler.pid")" 20 || fail "scheduler exited $?"
+  ckpt_job_end
   seqs=$(sed -n 's/^ckpt seq=\([0-9]*\) .*/\1/p' "$TDIR/sched/manifest" | paste -sd ' ')
   n=$(wc -w <<< "$seqs")
   [ "$n" -ge 3 ] || fail "the manifest lists $n checkpoints: $(cat "$TDIR/sched/manifest")"
@@ -467,17 +481,9 @@ t_keep_checkpoints() {
   # and each server's data directory holds their files and no others
   local port i n seqs files
   port=$(free_port)
-  mkdir -p "$TDIR/sched" "$TDIR/s0" "$TDIR/s1"
-  trap 'kill -KILL $(cat "$TDIR"/*.pid) 2>/dev/null' EXIT # what is left on a failure
   "$BIN/pskv-scheduler" --keep-checkpoints 2 > out 2>&1; [ $? -eq 2 ] || fail "--keep-checkpoints without --data-dir accepted"
   grep -q -- '--keep-checkpoints' out || fail "the refusal does not name the flag: $(cat out)"
-  start scheduler "$BIN/pskv-scheduler" --port "$port" --servers 2 --workers 1 --data-dir "$TDIR/sched" \
-    --keep-checkpoints 2
-  for i in 0 1; do
-    start "server$i" "$BIN/pskv-server" --scheduler "127.0.0.1:$port" --data-dir "$TDIR/s$i"
-  done
-  start worker "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --app check --count-acked \
-    --rounds 1000000 --slowdown 2 --stop-file "$TDIR/stop"
+  ckpt_job "$port" --keep-checkpoints 2
   for i in $(seq 100); do # the job runs once every node registered (at most 10 s)
     "$BIN/pskvctl" --scheduler "127.0.0.1:$port" status 2>/dev/null | grep -q 'state running' && break
     sleep 0.1
@@ -487,10 +493,7 @@ t_keep_checkpoints() {
     grep -q "checkpoint $n complete" ck.out || fail "checkpoint $n: $(cat ck.out)"
     ls "$TDIR"/s0/ckpt-*-"$n"-*.pskv > /dev/null 2>&1 || fail "no file of checkpoint $n in s0"
   done
-  touch "$TDIR/stop"
-  wait_exit "$(cat "$TDIR/worker.pid")" 30 || fail "worker exited $?: $(tail -n 2 "$TDIR/worker.log")"
-  grep -q '^check ok' "$TDIR/worker.log" || fail "the check failed: $(tail -n 1 "$TDIR/worker.log")"
-  wait_exit "$(cat "$TDIR/scheduler.pid")" 20 || fail "scheduler exited $?"
+  ckpt_job_end
   seqs=$(sed -n 's/^ckpt seq=\([0-9]*\) .*/\1/p' "$TDIR/sched/manifest" | paste -sd ' ')
   [ "$seqs" = "3 4" ] || fail "the manifest lists checkpoints '$seqs', expected '3 4': $(cat "$TDIR/sched/manifest")"
   for i in 0 1; do
@@ -1081,6 +1084,8 @@ t_updaters_replay() {
     --updater adam --eps 0 > /dev/null 2>&1 && fail "adam with eps 0 and a zero gradient passed"
   grep -q "updater of table 'replay.dense' made rows NaN or infinite" "$TDIR/lnan/worker-0.log" ||
     fail "no error naming the table: $(tail -n 2 "$TDIR/lnan/worker-0.log")"
+  grep -q "table 'replay.dense': [1-9][0-9]* rows restored after the updater made them NaN" \
+    "$TDIR/lnan/server-0.log" || fail "the server's report does not count the rows restored: $(grep "table 'replay.dense'" "$TDIR/lnan/server-0.log")"
   local args
   for args in "--updater nadam:--updater" "--updater adam --weight-decay 0.1:--weight-decay" \
               "--updater adagrad --l1 0.1:--l1" "--updater adam --lr-schedule cosine:--lr-schedule" \

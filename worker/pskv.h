@@ -195,7 +195,8 @@ int pskv_resume_progress(const pskv_worker *w, int64_t *epoch, int64_t *step,
  * becomes max_norm (to float rounding). *norm (when not NULL) gets the norm
  * before clipping. Returns 1 when it scaled, 0 when the norm was at most max_norm
  * or not finite (a NaN or infinity: nothing is scaled, and the push is refused
- * as any non-finite push is), -PSKV_EINVAL when max_norm is not finite and > 0.
+ * as any non-finite push is), -PSKV_EINVAL when max_norm is not a finite number
+ * > 0.
  * Needs no handle: call it on a step's gradients before pushing them. */
 int pskv_clip_norm(float *const *parts, const size_t *lens, size_t nparts, double max_norm,
                    double *norm);

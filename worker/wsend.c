@@ -210,24 +210,18 @@ static int count_owners(pskv_worker *w, const req *r, const part *p, const tbl *
  * exactly the n rows of run part p among the keys its span covers: a run part
  * names only its span, and a server takes as the part's rows every key of the
  * span in partitions it owns, as chain.c does. A new owner that also owns other
- * partitions inside the span would refuse the part as stale on every try. */
+ * partitions inside the span would refuse the part as stale on every try. The
+ * same walk as the server's (ring_run). */
 static int span_rows_are(const pskv_worker *w, const req *r, const part *p, const tbl *t,
                          int si, int pull)
 {
-    uint64_t last = p->seg0 + p->nseg - 1;
-    uint64_t first = r->segs[2 * p->seg0], end = r->segs[2 * last] + r->segs[2 * last + 1];
-    uint64_t rows = 0;
-    for (uint32_t q = ring_partition_of(ring_dense_pos(first, t->size), w->nparts);
-         q < w->nparts; q++) {
-        uint64_t pf, pc;
-        ring_dense_span(ring_partition_begin(q, w->nparts), ring_partition_end(q, w->nparts),
-                        t->size, &pf, &pc);
-        if (pf >= end)
-            break;
-        uint64_t lo = pf > first ? pf : first, hi = pf + pc < end ? pf + pc : end;
-        if (lo < hi && (pull ? w->tail[q] : w->head[q]) == si)
+    uint64_t last = p->seg0 + p->nseg - 1, rows = 0, lo, hi;
+    ring_run it;
+    ring_run_init(&it, r->segs[2 * p->seg0], r->segs[2 * last] + r->segs[2 * last + 1], t->size,
+                  w->nparts);
+    for (uint32_t q; ring_run_next(&it, &q, &lo, &hi);)
+        if ((pull ? w->tail[q] : w->head[q]) == si)
             rows += hi - lo;
-    }
     return rows == p->n;
 }
 
@@ -248,8 +242,9 @@ static int resend_in_place(pskv_worker *w, req *r, int pi, int si)
 
 /* Plans the rows of part pi again on the latest view and sends them: in place
  * when the part was refused (`refused`: its server answered) and one server owns
- * all its rows (and, for a run part, no other row of its span); else as new parts with the same dedupe id (a server that applied
- * them already drops them), the old part closed and a late answer to it dropped. */
+ * all its rows (and, for a run part, no other row of its span); else as new
+ * parts with the same dedupe id (a server that applied them already drops them),
+ * the old part closed and a late answer to it dropped. */
 static int resend_part(pskv_worker *w, req *r, int pi, int refused)
 {
     tbl *t = &w->tables[r->table];

@@ -161,8 +161,8 @@ START_TEST(sweep_removes_old_rows)
     ck_assert_uint_eq(after.rows, n / 4);
     ck_assert_uint_eq(after.evicted, n - n / 4);
     ck_assert_uint_le(removed, n - n / 4);
-    ck_assert_msg(after.bytes * 2 <= full.bytes, "bytes %llu -> %llu", (unsigned long long)full.bytes,
-                  (unsigned long long)after.bytes);
+    ck_assert_msg(after.bytes * 2 <= full.bytes, "bytes %llu -> %llu",
+                  (unsigned long long)full.bytes, (unsigned long long)after.bytes);
     shard_pull(s, keys, 0, n, out);
     for (uint64_t i = 0; i < n; i++) {
         float want = i % 4 ? 0.5f : 0.5f + 2 * g[i];

@@ -166,6 +166,39 @@ START_TEST(dense_span_uneven_ranges)
 END_TEST
 
 /* Partition bounds tile the ring and agree with ring_partition_of at every edge. */
+/* ring_run: the partitions a dense run meets, in order, each with the run's keys
+ * in it; together they are the run, every key in the partition given; an empty
+ * run meets none. */
+START_TEST(run_walks_partitions)
+{
+    const uint64_t sizes[] = {1, 7, 1000, 65536 + 3};
+    const uint32_t parts[] = {1, 3, 16, 64};
+    for (size_t a = 0; a < 4; a++)
+        for (size_t b = 0; b < 4; b++) {
+            uint64_t n = sizes[a];
+            uint64_t first = n / 3, end = n - n / 5;
+            ring_run it;
+            ring_run_init(&it, first, end, n, parts[b]);
+            uint64_t at = first, lo, hi;
+            uint32_t p, prev = 0;
+            int k = 0;
+            while (ring_run_next(&it, &p, &lo, &hi)) {
+                ck_assert_uint_eq(lo, at); /* consecutive, never empty */
+                ck_assert_uint_lt(lo, hi);
+                ck_assert(k == 0 || p > prev);
+                for (uint64_t i = lo; i < hi; i++)
+                    ck_assert_uint_eq(ring_partition_of(ring_dense_pos(i, n), parts[b]), p);
+                at = hi;
+                prev = p;
+                k++;
+            }
+            ck_assert_uint_eq(at, end);
+            ring_run_init(&it, first, first, n, parts[b]);
+            ck_assert_int_eq(ring_run_next(&it, &p, &lo, &hi), 0);
+        }
+}
+END_TEST
+
 START_TEST(partition_bounds)
 {
     static const uint32_t nps[] = {1, 2, 3, 7, 64, 1000, 65535, 65536};
@@ -541,6 +574,7 @@ Suite *ring_suite(void)
     suite_add_tcase(s, tc);
     TCase *tp = tcase_create("partitions");
     tcase_add_test(tp, partition_bounds);
+    tcase_add_test(tp, run_walks_partitions);
     tcase_add_test(tp, token_reference);
     tcase_add_test(tp, chains_fresh);
     tcase_add_loop_test(tp, chains_remove_one, 0, NS);

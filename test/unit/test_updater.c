@@ -17,6 +17,24 @@ static upd_opts opts(upd_kind kind, float lr, float momentum, float l2, float ep
     return o;
 }
 
+/* Options upd_check must refuse, naming the parameter. */
+typedef struct bad_opts {
+    upd_opts o;
+    const char *names;
+} bad_opts;
+
+static void refused_all(const bad_opts *bad, size_t n)
+{
+    char why[256];
+    for (size_t i = 0; i < n; i++) {
+        why[0] = '\0';
+        ck_assert_msg(upd_check(&bad[i].o, why, sizeof why) == -PSKV_EINVAL, "case %zu passed",
+                      i);
+        ck_assert_msg(strstr(why, bad[i].names) != NULL, "case %zu: '%s' does not name %s", i,
+                      why, bad[i].names);
+    }
+}
+
 START_TEST(sum_is_exact)
 {
     enum { N = 1001 }; /* odd, past any vector width */
@@ -207,10 +225,7 @@ START_TEST(check_hyperparameters)
     o = opts(UPD_ADAGRAD, 0.1f, 0, 0, 1e-8f);
     ck_assert_int_eq(upd_check(&o, why, sizeof why), 0);
 
-    struct {
-        upd_opts o;
-        const char *names;
-    } bad[] = {
+    bad_opts bad[] = {
         {{.kind = UPD_SGD, .lr = -0.1f, .momentum = 0, .l2 = 0, .eps = 0}, "lr"},
         {{.kind = UPD_SGD, .lr = NAN, .momentum = 0, .l2 = 0, .eps = 0}, "lr"},
         {{.kind = UPD_SGD, .lr = INFINITY, .momentum = 0, .l2 = 0, .eps = 0}, "lr"},
@@ -225,13 +240,7 @@ START_TEST(check_hyperparameters)
         {{.kind = UPD_ADAGRAD, .lr = 0.1f, .momentum = 0, .l2 = 0, .eps = NAN}, "eps"},
         {{.kind = UPD_SUM, .lr = -1, .momentum = 0, .l2 = 0, .eps = 0}, "lr"},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        why[0] = '\0';
-        ck_assert_msg(upd_check(&bad[i].o, why, sizeof why) == -PSKV_EINVAL, "case %zu passed",
-                      i);
-        ck_assert_msg(strstr(why, bad[i].names) != NULL, "case %zu: '%s' does not name %s", i,
-                      why, bad[i].names);
-    }
+    refused_all(bad, sizeof bad / sizeof bad[0]);
     o = opts(UPD_SGD, 0.1f, 0.999f, 0, 0);
     ck_assert_int_eq(upd_check(&o, why, sizeof why), 0);
 }
@@ -472,10 +481,7 @@ START_TEST(check_new_hyperparameters)
     };
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
         ck_assert_msg(upd_check(&ok[i], why, sizeof why) == 0, "case %zu refused: %s", i, why);
-    struct {
-        upd_opts o;
-        const char *names;
-    } bad[] = {
+    bad_opts bad[] = {
         {{.kind = UPD_ADAM, .lr = 0.1f, .beta1 = 1, .beta2 = 0.5f}, "beta1"},
         {{.kind = UPD_ADAM, .lr = 0.1f, .beta1 = -0.1f, .beta2 = 0.5f}, "beta1"},
         {{.kind = UPD_ADAM, .lr = 0.1f, .beta1 = 0.5f, .beta2 = 1}, "beta2"},
@@ -493,13 +499,7 @@ START_TEST(check_new_hyperparameters)
         {{.kind = UPD_FTRL, .lr = 0.1f, .beta = 1, .l2 = NAN}, "l2"},
         {{.kind = UPD_ADAGRAD, .lr = 0.1f, .eps = 1e-8f, .l1 = 1}, "l1"},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        why[0] = '\0';
-        ck_assert_msg(upd_check(&bad[i].o, why, sizeof why) == -PSKV_EINVAL, "case %zu passed",
-                      i);
-        ck_assert_msg(strstr(why, bad[i].names) != NULL, "case %zu: '%s' does not name %s", i,
-                      why, bad[i].names);
-    }
+    refused_all(bad, sizeof bad / sizeof bad[0]);
 }
 END_TEST
 

@@ -19,10 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "apps.h"
+#include "timeutil.h"
 
 /* Keys per group: few enough that the sketch's over-count (cmsketch.h) admits
  * no key early but with negligible probability, so the check can be exact. */
@@ -40,16 +39,7 @@ static int pause_at(const char *base, int n)
         return 0;
     char path[4096];
     snprintf(path, sizeof path, "%s.%d", base, n);
-    printf("admit: waiting for %s\n", path);
-    fflush(stdout);
-    for (int i = 0; i < 1200 && !app_stop_signal; i++) {
-        if (access(path, F_OK) == 0)
-            return 0;
-        struct timespec ts = {0, 100 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    fprintf(stderr, "admit: %s did not appear within 120 s\n", path);
-    return -1;
+    return app_wait_file("admit", path);
 }
 
 #define KEY_MUL 0x9e3779b97f4a7c15ULL
@@ -83,8 +73,7 @@ static int64_t held_rows(pskv_worker *w, int t, const float *want, uint64_t nkey
     /* a server still being filled after a view change answers PSKV_ENOTREADY */
     for (int i = 0; i < 40 && (rc == -PSKV_ENOTREADY || rc == -PSKV_EREFUSED); i++) {
         if (i) {
-            struct timespec pause = {0, 250 * 1000 * 1000};
-            nanosleep(&pause, NULL);
+            tu_sleep_ms(250);
         }
         rc = pskv_pull_all(w, t, &keys, &vals, &n, 20000);
     }
@@ -185,8 +174,7 @@ static int run_admit(pskv_worker *w, cfg_entry *cfg, const admit_bufs *b)
                 return fail(w, "clock and push", rc);
         }
         for (int i = 0; i < 200 && (rows = held_rows(w, t, NULL, 0, &bad)) > (int64_t)keep; i++) {
-            struct timespec pause = {0, 100 * 1000 * 1000};
-            nanosleep(&pause, NULL);
+            tu_sleep_ms(100);
         }
         printf("admit: %" PRId64 " rows after %u clocks without pushes to the others (want %"
                PRIu64 ", evict_after %u)\n", rows, C + 2, keep, C);

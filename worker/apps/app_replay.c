@@ -13,8 +13,6 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "apps.h"
 #include "updflags.h"
@@ -30,21 +28,6 @@ static int fail(pskv_worker *w, const char *what, int rc)
 {
     fprintf(stderr, "replay: %s: %s (%s)\n", what, pskv_strerror(rc), pskv_last_error(w));
     return 1;
-}
-
-static int wait_file(const char *path)
-{
-    printf("replay: waiting for %s\n", path);
-    for (int i = 0; i < 1200; i++) {
-        if (access(path, F_OK) == 0)
-            return 0;
-        if (app_stop_signal)
-            return -1;
-        struct timespec ts = {0, 100 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    fprintf(stderr, "replay: %s did not appear within 120 s\n", path);
-    return -1;
 }
 
 int app_replay(pskv_worker *w, cfg_entry *cfg)
@@ -70,7 +53,7 @@ int app_replay(pskv_worker *w, cfg_entry *cfg)
         skeys[k] = 0x9e3779b97f4a7c15ULL * (k + 1);
     float g[KEYS * WIDTH], dv[KEYS * WIDTH], sv[KEYS * WIDTH];
     for (int64_t s = 0; s < steps; s++) {
-        if (*wait && s == steps / 2 && wait_file(wait) < 0)
+        if (*wait && s == steps / 2 && app_wait_file("replay", wait) < 0)
             return 1;
         if (app_stop_signal)
             return app_stopped("replay");

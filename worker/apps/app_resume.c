@@ -2,7 +2,8 @@
  *
  * A fresh job: every worker pushes --rounds rounds (integers to a dense and a
  * sparse `sum` table, gradients to a dense adagrad table and a sparse adam table,
- * whose optimizer state then matters), saying its progress after each; after round R/2 and round R the
+ * whose optimizer state then matters), saying its progress after each; after
+ * round R/2 and round R the
  * workers meet at a barrier and rank 0 takes a checkpoint and prints
  *   resume-check: checkpoint N at step S digest D
  * (D hashes every value pulled right after it). Then one more round, and rank 0

@@ -16,6 +16,7 @@
 
 #include "apps.h"
 #include "updflags.h"
+#include "jobstats.h"
 #include "libsvm.h"
 #include "modelfile.h"
 #include "report.h"
@@ -230,6 +231,7 @@ typedef struct lr_run {
     int batch, epochs;
     double clip;       /* --clip-norm, 0 = none */
     int ckpt_epochs;   /* --checkpoint-epochs, 0 = none */
+    int clock_per_batch; /* --evict-after: eviction counts clocks, one per batch */
     libsvm_set d;      /* this worker's shard of --train */
     evalset e;         /* rank 0: --test (or --train) */
     report *rep;
@@ -310,11 +312,7 @@ static int open_tables(lr_run *r)
     r->t = pskv_table_open(r->w, "sparse-lr.w", &o);
     if (r->t < 0)
         return fail(r->w, "open the weight table", r->t);
-    pskv_table_opts_init(&o);
-    o.kind = PSKV_DENSE;
-    o.size = 2 * (uint64_t)r->W;
-    o.updater = "sum";
-    r->ts = pskv_table_open(r->w, "sparse-lr.samples", &o);
+    r->ts = jobstats_open(r->w, "sparse-lr");
     if (r->ts < 0)
         return fail(r->w, "open the stats table", r->ts);
     return 0;
@@ -362,12 +360,8 @@ static int plan(lr_run *r)
     r->next_eval = r->eval_step ? (r->first / r->eval_step + 1) * r->eval_step : 0;
     if (!resumed || r->rank != 0)
         return 0;
-    float *counts = calloc(2 * (size_t)r->W, sizeof(float));
-    int64_t tc = counts ? pskv_pull(r->w, r->ts, NULL, 2 * (size_t)r->W, counts) : -PSKV_ENOMEM;
-    int rc = tc < 0 ? (int)tc : pskv_wait(r->w, tc, TMO);
-    for (int i = 0; i < r->W && rc == 0; i++)
-        r->last_total += counts[i];
-    free(counts);
+    double clipped = 0;
+    int rc = jobstats_read(r->w, r->ts, TMO, &r->last_total, &clipped);
     if (rc < 0)
         return fail(r->w, "stats pull", rc);
     report_resumed(r->rep, first / (int64_t)r->steps_per_epoch, first, (int64_t)r->total);
@@ -407,15 +401,14 @@ static double batch_grad(lr_run *r, size_t lo, size_t hi)
 }
 
 /* Adds this worker's samples and clipped steps since the last call to the
- * job-wide counters (not waited for). Returns the push's timestamp or a negated
- * error. */
+ * job-wide counters (jobstats.h; not waited for). Returns the push's timestamp
+ * or a negated error. */
 static int64_t push_stats(lr_run *r)
 {
-    uint64_t keys[2] = {(uint64_t)r->rank, (uint64_t)(r->W + r->rank)};
-    float v[2] = {(float)r->unreported, (float)r->clipped_unreported};
+    int64_t ts = jobstats_add(r->w, r->ts, r->unreported, (double)r->clipped_unreported);
     r->unreported = 0;
     r->clipped_unreported = 0;
-    return pskv_push(r->w, r->ts, keys, 2, v);
+    return ts;
 }
 
 /* Rank 0: log-loss, AUC and accuracy at freshly pulled weights, the job's rate
@@ -428,16 +421,9 @@ static int evaluate_step(lr_run *r, size_t step, int last)
     double ll = 0, auc = 0, acc = 0;
     if ((rc = evaluate(r->w, r->t, &r->e, &ll, &auc, &acc)) < 0)
         return fail(r->w, "evaluation", rc);
-    float *counts = malloc(2 * (size_t)r->W * sizeof(float));
-    int64_t tc = counts ? pskv_pull(r->w, r->ts, NULL, 2 * (size_t)r->W, counts) : -PSKV_ENOMEM;
-    if (tc < 0 || (rc = pskv_wait(r->w, tc, TMO)) < 0)
-        return fail(r->w, "stats pull", tc < 0 ? (int)tc : rc);
     double all = 0, clipped = 0;
-    for (int i = 0; i < r->W; i++) {
-        all += counts[i];
-        clipped += counts[r->W + i];
-    }
-    free(counts);
+    if ((rc = jobstats_read(r->w, r->ts, TMO, &all, &clipped)) < 0)
+        return fail(r->w, "stats pull", rc);
     double train_s = (double)(e0 - r->t0 - r->eval_ns) / 1e9;
     report_line l = {(double)(step + 1) / (double)r->steps_per_epoch, (int64_t)step + 1,
                      (double)(tu_now_ns() - r->t0) / 1e9,
@@ -504,7 +490,7 @@ static int train_step(lr_run *r, size_t step)
     r->prev_push = tp;
     r->pushed_keys += n;
     /* eviction counts clocks: one per batch */
-    if (cfg_int(r->cfg, "evict-after") && (rc = pskv_clock(r->w)) < 0)
+    if (r->clock_per_batch && (rc = pskv_clock(r->w)) < 0)
         return fail(r->w, "clock", rc);
     r->cur ^= 1;
     if ((step & 63) == 63 && (tp = push_stats(r)) < 0)
@@ -579,6 +565,7 @@ int app_sparse_lr(pskv_worker *w, cfg_entry *cfg)
     r.epochs = (int)cfg_int(cfg, "epochs");
     r.clip = cfg_double(cfg, "clip-norm"); /* > 0 when set: worker_main checks */
     r.ckpt_epochs = (int)cfg_int(cfg, "checkpoint-epochs");
+    r.clock_per_batch = cfg_int(cfg, "evict-after") > 0;
     int rc;
     if ((rc = load_data(&r)) || (rc = open_tables(&r)) || (rc = alloc_batches(&r)))
         return rc;

@@ -22,6 +22,7 @@
 #include "apps.h"
 #include "updflags.h"
 #include "idx.h"
+#include "jobstats.h"
 #include "log.h"
 #include "model.h"
 #include "modelfile.h"
@@ -133,12 +134,10 @@ typedef struct run {
 } run;
 
 /* Adds this worker's samples and clipped steps since the last call to the
- * job-wide counters. */
+ * job-wide counters (jobstats.h). */
 static int push_stats(run *r, double samples)
 {
-    uint64_t keys[2] = {(uint64_t)r->rank, (uint64_t)(r->W + r->rank)};
-    float v[2] = {(float)samples, (float)r->clipped_unreported};
-    int64_t ts = pskv_push(r->w, r->ts, keys, 2, v);
+    int64_t ts = jobstats_add(r->w, r->ts, samples, (double)r->clipped_unreported);
     if (ts < 0)
         return (int)ts;
     r->clipped_unreported = 0;
@@ -155,18 +154,8 @@ static int evaluate(run *r, double epoch, int64_t step)
     double loss = 0;
     long correct = 0;
     model_eval(r->m, r->eval_params, r->test.x, r->test.y, (int)r->test.n, &loss, &correct);
-    float *counts = malloc(2 * (size_t)r->W * sizeof(float));
-    if (!counts)
-        return -PSKV_ENOMEM;
-    tp = pskv_pull(r->w, r->ts, NULL, 2 * (size_t)r->W, counts);
-    rc = tp < 0 ? (int)tp : pskv_wait(r->w, tp, TMO);
     double total = 0, clipped = 0;
-    for (int i = 0; i < r->W && rc == 0; i++) {
-        total += counts[i];
-        clipped += counts[r->W + i];
-    }
-    free(counts);
-    if (rc < 0)
+    if ((rc = jobstats_read(r->w, r->ts, TMO, &total, &clipped)) < 0)
         return rc;
     int64_t now = tu_now_ns();
     double train_s = (double)(e0 - r->t0_ns - r->eval_ns) / 1e9;
@@ -292,12 +281,7 @@ static int open_tables(run *r)
     r->t = pskv_table_open(r->w, name, &o);
     if (r->t < 0)
         return fail(r->w, "open the parameter table", r->t);
-    pskv_table_opts_init(&o);
-    o.kind = PSKV_DENSE;
-    o.size = 2 * (uint64_t)r->W;
-    o.updater = "sum";
-    snprintf(name, sizeof name, "%s.samples", r->app);
-    r->ts = pskv_table_open(r->w, name, &o);
+    r->ts = jobstats_open(r->w, r->app);
     if (r->ts < 0)
         return fail(r->w, "open the stats table", r->ts);
     return 0;
@@ -385,16 +369,10 @@ static int resume_stats(run *r)
 {
     if (!r->resumed || r->rank != 0)
         return 0;
-    float *counts = calloc(2 * (size_t)r->W, sizeof(float));
-    if (!counts)
-        return -PSKV_ENOMEM;
-    int64_t tp = pskv_pull(r->w, r->ts, NULL, 2 * (size_t)r->W, counts);
-    int rc = tp < 0 ? (int)tp : pskv_wait(r->w, tp, TMO);
-    for (int i = 0; i < r->W && rc == 0; i++) {
-        r->last_samples += counts[i];
-        r->clipped_job += (int64_t)counts[r->W + i];
-    }
-    free(counts);
+    double samples = 0, clipped = 0;
+    int rc = jobstats_read(r->w, r->ts, TMO, &samples, &clipped);
+    r->last_samples += samples;
+    r->clipped_job += (int64_t)clipped;
     report_resumed(r->rep, r->step / r->steps_per_epoch, r->step, r->total_steps);
     return rc;
 }

@@ -30,6 +30,12 @@ extern atomic_int app_stop_signal;
 /* The exit status for a stop by signal, after saying so on stderr. */
 int app_stopped(const char *app);
 
+/* For tests that act at a set point of a run (--replay-wait): prints "APP:
+ * waiting for PATH" and waits, at most 120 s, for the file PATH to exist.
+ * Returns 0, or -1 on a stop signal or after saying on stderr that it did not
+ * appear. */
+int app_wait_file(const char *app, const char *path);
+
 /* Frees p (NULL: nothing) once worker_main's pskv_worker_close has returned: for
  * the buffers of an app that fails while a pull may still be in flight into them
  * or a no-copy push may still lend them. At most 16 per process. */

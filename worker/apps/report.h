@@ -1,8 +1,9 @@
 /* What a training run shows: a progress line on a terminal, plain log lines
  * otherwise, and the JSON Lines metrics file (--metrics) that tools read.
  *
- * OWNS: the metrics file (opened, truncated or in a resumed job appended to, flushed after every line, closed by
- * report_destroy) and whether a progress line is on screen.
+ * OWNS: the metrics file (opened, truncated or in a resumed job appended to,
+ * flushed after every line, closed by report_destroy) and whether a progress
+ * line is on screen.
  * THREADS: the application's thread only (it writes stdout and one FILE).
  * NEVER: talks to pskv, computes a metric (the caller fills report_line) or
  * fails once opened: a write error to the metrics file is not reported. */

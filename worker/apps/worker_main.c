@@ -32,6 +32,20 @@ int app_stopped(const char *app)
     return 128 + (int)app_stop_signal;
 }
 
+int app_wait_file(const char *app, const char *path)
+{
+    printf("%s: waiting for %s\n", app, path);
+    fflush(stdout);
+    for (int64_t until = tu_now_ms() + 120000; !app_stop_signal && tu_now_ms() < until;) {
+        if (access(path, F_OK) == 0)
+            return 0;
+        tu_sleep_ms(100);
+    }
+    if (!app_stop_signal)
+        fprintf(stderr, "%s: %s did not appear within 120 s\n", app, path);
+    return -1;
+}
+
 /* What app_free_after_close was given; freed once pskv_worker_close returned. */
 #define AFTER_CLOSE_MAX 16
 static void *after_close[AFTER_CLOSE_MAX];
@@ -67,7 +81,8 @@ static cfg_entry config[] = {
     {"scheduler", CFG_STR, "127.0.0.1:7700", "PSKV_SCHEDULER", 1, 0, NULL,
      "scheduler address HOST:PORT", 0, 0, NULL, NULL},
     {"app", CFG_STR, "check", "PSKV_WORKER_APP", 1, 0, NULL,
-     "application: check, resume-check, bench, softmax, mlp, sparse-lr, replay or admit", 0, 0, NULL, NULL},
+     "application: check, resume-check, bench, softmax, mlp, sparse-lr, replay or admit", 0, 0,
+     NULL, NULL},
     {"rank", CFG_INT, "-1", "PSKV_WORKER_RANK", -1, 65535, NULL,
      "rank to take (-1 = the scheduler assigns one)", 0, 0, NULL, NULL},
     {"request-timeout", CFG_DOUBLE, "30", "PSKV_WORKER_REQUEST_TIMEOUT", 0.01, 86400, "s",
@@ -268,8 +283,8 @@ static int legacy_keys(void)
 int main(int argc, char **argv)
 {
     int rc = cfg_start(config, "worker",
-                       "pskv-worker --scheduler HOST:PORT --app check|resume-check|bench|softmax|mlp|sparse-lr|replay|admit "
-                       "[flags]",
+                       "pskv-worker --scheduler HOST:PORT --app "
+                       "check|resume-check|bench|softmax|mlp|sparse-lr|replay|admit [flags]",
                        argc, argv, NULL);
     if (rc >= 0)
         return rc;
