@@ -1,3 +1,4 @@
+/* cmsketch: the count-min sketch of admission (contract in cmsketch.h). */
 #include "cmsketch.h"
 
 #include <stdlib.h>

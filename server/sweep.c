@@ -1,3 +1,4 @@
+/* sweep: the eviction sweep and the table counters for the heartbeats (sweep.h). */
 #include "sweep.h"
 
 #include <malloc.h>

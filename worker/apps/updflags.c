@@ -1,3 +1,4 @@
+/* updflags: --updater and its hyper-parameter flags (updflags.h). */
 #include "updflags.h"
 
 #include <stdio.h>
