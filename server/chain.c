@@ -393,6 +393,7 @@ int chain_view(chain *c)
     if (!self || (self->state && !strcmp(self->state, "dead")))
         return 1;
     uint32_t *old = c->chains;
+    int first = !old; /* this server's first view: its place is logged */
     if (!old && v->n_prev_chains == (size_t)v->partitions * v->replicas) {
         /* a resumed job: the members of these chains loaded the partition from
          * their checkpoint files; a server joining a running job: these are the
@@ -451,7 +452,7 @@ int chain_view(chain *c)
         fresh += waits;
     }
     chain_fill_drop(c);
-    if (changed)
+    if (changed || first)
         LOG_I("view epoch %llu: heads %u and holds %u of %u partitions (R = %u)%s",
               (unsigned long long)c->mb->epoch, heads, holds, c->nparts, c->R,
               fresh ? "; waiting for copies of new ones" : "");
