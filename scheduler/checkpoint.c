@@ -123,19 +123,6 @@ static int plan_checkpoint(const manifest_entry *e, reshard_plan *pl)
     return 1;
 }
 
-/* The number of distinct non-zero ids in a[0..n-1]. */
-static uint32_t distinct(const uint32_t *a, size_t n)
-{
-    uint32_t d = 0;
-    for (size_t i = 0; i < n; i++) {
-        size_t k = 0;
-        while (k < i && a[k] != a[i])
-            k++;
-        d += a[i] && k == i;
-    }
-    return d;
-}
-
 /* The newest usable checkpoint, planned onto the servers registered now (more or
  * fewer than wrote it: reshard.h), goes to view_adopt; view_place fills the
  * chains up from there. */
@@ -165,8 +152,7 @@ void ckpt_plan_resume(void)
         C.resume_pairs = pl.pairs;
         C.npairs = pl.npairs;
         free(pl.chains);
-        size_t cells = (size_t)e->partitions * e->replicas;
-        uint32_t written = distinct(e->chains, cells), now = (uint32_t)memb.nservers;
+        uint32_t written = pl.olds, now = (uint32_t)memb.nservers;
         LOG_I("resuming job %llu from checkpoint %llu (%u partitions, %u replicas)%s",
               (unsigned long long)memb.job_id, (unsigned long long)e->seq, e->partitions,
               e->replicas, written != now ? ": resharded" : "");

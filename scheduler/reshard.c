@@ -93,39 +93,70 @@ static void map_chains(const plan_in *in, const uint32_t *fresh, uint32_t *mappe
     }
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Sorts a[0..n-1] and drops repeats; returns how many are left. */
+static size_t sort_unique(uint64_t *a, size_t n)
+{
+    qsort(a, n, sizeof *a, cmp_u64);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (k == 0 || a[i] != a[k - 1])
+            a[k++] = a[i];
+    return k;
+}
+
 /* Step 3: filled up to R on the ring, then each server in no chain joins. */
 static int place(const plan_in *in, uint32_t *chains, const uint32_t *mapped)
 {
     size_t cells = (size_t)in->nparts * in->R;
-    if (ring_chains(chains, in->nparts, in->R, in->servers, in->ns, in->vnodes, mapped) < 0)
+    uint64_t *held = malloc(cells * sizeof *held);
+    if (!held ||
+        ring_chains(chains, in->nparts, in->R, in->servers, in->ns, in->vnodes, mapped) < 0) {
+        free(held);
         return -PSKV_ENOMEM;
-    for (size_t s = 0; s < in->ns; s++) {
-        size_t i = 0;
-        while (i < cells && chains[i] != in->servers[s])
-            i++;
-        if (i == cells && ring_join(chains, in->nparts, in->R, in->servers, in->ns, in->vnodes,
-                                    in->servers[s]) < 0)
-            return -PSKV_ENOMEM;
     }
-    return 0;
+    for (size_t i = 0; i < cells; i++)
+        held[i] = chains[i];
+    size_t nheld = sort_unique(held, cells);
+    int rc = 0;
+    for (size_t s = 0; s < in->ns && rc == 0; s++) {
+        uint64_t id = in->servers[s];
+        if (!bsearch(&id, held, nheld, sizeof id, cmp_u64) &&
+            ring_join(chains, in->nparts, in->R, in->servers, in->ns, in->vnodes,
+                      in->servers[s]) < 0)
+            rc = -PSKV_ENOMEM;
+    }
+    free(held);
+    return rc;
 }
 
-static int add_pair(reshard_plan *pl, uint32_t server, uint32_t old, size_t *cap)
+/* The distinct (loader, source) pairs of the plan into pl->pairs. */
+static int collect_pairs(reshard_plan *pl, size_t cells)
 {
-    for (size_t q = 0; q < pl->npairs; q++)
-        if (pl->pairs[2 * q] == server && pl->pairs[2 * q + 1] == old)
-            return 0;
-    if (pl->npairs == *cap) {
-        size_t ncap = *cap ? 2 * *cap : 16;
-        uint32_t *g = realloc(pl->pairs, 2 * ncap * sizeof *g);
-        if (!g)
-            return -PSKV_ENOMEM;
-        pl->pairs = g;
-        *cap = ncap;
+    uint64_t *all = malloc((cells ? cells : 1) * sizeof *all);
+    size_t n = 0;
+    if (!all)
+        return -PSKV_ENOMEM;
+    for (size_t i = 0; i < cells; i++)
+        if (pl->loaders[i])
+            all[n++] = (uint64_t)pl->loaders[i] << 32 | pl->sources[i];
+    n = sort_unique(all, n);
+    pl->pairs = malloc((n ? n : 1) * 2 * sizeof *pl->pairs);
+    if (!pl->pairs) {
+        free(all);
+        return -PSKV_ENOMEM;
     }
-    pl->pairs[2 * pl->npairs] = server;
-    pl->pairs[2 * pl->npairs + 1] = old;
-    pl->npairs++;
+    for (size_t q = 0; q < n; q++) {
+        pl->pairs[2 * q] = (uint32_t)(all[q] >> 32);
+        pl->pairs[2 * q + 1] = (uint32_t)all[q];
+    }
+    pl->npairs = n;
+    free(all);
     return 0;
 }
 
@@ -134,7 +165,6 @@ static int add_pair(reshard_plan *pl, uint32_t server, uint32_t old, size_t *cap
 static int choose_loaders(const plan_in *in, reshard_plan *pl)
 {
     uint32_t R = in->R;
-    size_t cap = 0;
     for (uint32_t p = 0; p < in->nparts; p++) {
         uint32_t *ld = &pl->loaders[(size_t)p * R], *src = &pl->sources[(size_t)p * R];
         uint32_t at = 0;
@@ -157,11 +187,8 @@ static int choose_loaders(const plan_in *in, reshard_plan *pl)
             pl->missing = p;
             return 1;
         }
-        for (uint32_t j = 0; j < at; j++)
-            if (add_pair(pl, ld[j], src[j], &cap) < 0)
-                return -PSKV_ENOMEM;
     }
-    return 0;
+    return collect_pairs(pl, (size_t)in->nparts * R);
 }
 
 int reshard_make(reshard_plan *pl, uint32_t nparts, uint32_t R, uint32_t vnodes,
@@ -178,6 +205,7 @@ int reshard_make(reshard_plan *pl, uint32_t nparts, uint32_t R, uint32_t vnodes,
     int rc = -PSKV_ENOMEM;
     if (fresh && mapped && pl->chains && pl->loaders && pl->sources && pair_olds(&in) == 0 &&
         ring_chains(fresh, nparts, R, servers, ns, vnodes, NULL) == 0) {
+        pl->olds = (uint32_t)in.nold;
         map_chains(&in, fresh, mapped);
         rc = place(&in, pl->chains, mapped);
         if (rc == 0)

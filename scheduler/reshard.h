@@ -44,6 +44,7 @@ typedef struct reshard_plan {
     uint32_t *sources; /* nparts x R: the old node whose file loaders[i] loads it from */
     uint32_t *pairs;   /* npairs distinct (server, old node) pairs: the files each loads */
     size_t npairs;
+    uint32_t olds;     /* the old servers that wrote the checkpoint (in its chains) */
     uint32_t missing;  /* reshard_make returned 1: the partition no server can read */
 } reshard_plan;
 
