@@ -85,7 +85,7 @@ $(BUILD)/obj/gen/pskv.pb-c.o: $(GEN_C)
 	$(CC) -std=c11 $(OPT) -fPIC $(SANFLAGS) $(PKG_CFLAGS) -I$(BUILD)/gen -c $< -o $@
 
 $(BUILD)/obj/worker/apps/%.o: ROLE_INC := -Iworker -Iworker/data
-$(BUILD)/obj/test/unit/%.o: ROLE_INC := -Iserver -Iworker -Iworker/apps -Iworker/data
+$(BUILD)/obj/test/unit/%.o: ROLE_INC := -Iserver -Ischeduler -Iworker -Iworker/apps -Iworker/data
 $(BUILD)/obj/test/wire_pattern.o: ROLE_INC := -Iworker
 
 $(BUILD)/obj/%.o: %.c $(GEN_H)
@@ -159,7 +159,8 @@ $(BIN)/pskv-fuzz-replay: $(BUILD)/obj/test/fuzz_wire.o $(BUILD)/obj/test/fuzz_re
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/bin/pskv-unit: $(UNIT_O) $(SERVER_LIB_O) $(WORKER_UNIT_O) $(COMMON_O)
+$(BUILD)/bin/pskv-unit: $(UNIT_O) $(SERVER_LIB_O) $(WORKER_UNIT_O) $(BUILD)/obj/scheduler/reshard.o \
+                        $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
 

@@ -12,6 +12,7 @@
 #include "manifest.h"
 #include "pskv_errors.h"
 #include "sched_metrics.h"
+#include "reshard.h"
 #include "ring.h"
 #include "scheduler_main.h"
 #include "timeutil.h"
@@ -39,8 +40,9 @@ static struct {
     manifest_entry resume_entry; /* a copy of its manifest entry, with its own copy of
                                     the workers' progress (chains: NULL): the manifest's
                                     entries move and retention frees them */
-    uint32_t *prev_chains;       /* its chains mapped to this job's servers */
-    uint32_t *resume_pairs;      /* (new node, old node) pairs */
+    uint32_t *prev_chains;       /* per partition the servers that load it from a file */
+    uint32_t *resume_sources;    /* the old node whose file each of those loads it from */
+    uint32_t *resume_pairs;      /* (new node, old node) pairs: the files each loads */
     size_t npairs;
 } C;
 
@@ -88,68 +90,42 @@ static int has_file(const memb_node *n, const manifest_entry *e, uint32_t old)
     return 0;
 }
 
-/* A live server holding a valid file of e written by node `old`, one old node per
- * new one given the pairs so far; NULL when none. */
-static memb_node *find_holder(const manifest_entry *e, uint32_t old, const uint32_t *pairs,
-                              size_t npairs)
+static int reads_file(void *ctx, uint32_t server, uint32_t old)
 {
-    for (int i = 0; i < memb.nnodes; i++) {
-        memb_node *s = &memb.nodes[i];
-        if (s->role != PSKV__ROLE__SERVER || s->dead || !has_file(s, e, old))
-            continue;
-        int taken = 0;
-        for (size_t q = 0; q < npairs; q++)
-            if (pairs[2 * q] == s->id && pairs[2 * q + 1] != old)
-                taken = 1;
-        if (!taken)
-            return s;
-    }
-    return NULL;
+    const memb_node *n = memb_find(server);
+    return n && has_file(n, ctx, old);
 }
 
-/* Maps checkpoint e's chains onto the registered servers into mapped (P x R) and
- * the (new, old) node pairs into pairs (*npairs of them). Returns 1 when every
- * partition has a copy; else 0 after logging the first partition without one. */
-static int map_checkpoint(const manifest_entry *e, uint32_t *mapped, uint32_t *pairs,
-                          size_t *npairs)
+/* Plans checkpoint e onto the live servers (reshard.h): 0 and *pl, or 1 after
+ * logging the first partition no server has a file of. */
+static int plan_checkpoint(const manifest_entry *e, reshard_plan *pl)
 {
-    uint32_t missing_p = UINT32_MAX, missing_old = 0;
-    for (uint32_t p = 0; p < e->partitions; p++) {
-        uint32_t at = 0;
-        for (uint32_t j = 0; j < e->replicas; j++) {
-            uint32_t old = e->chains[(size_t)p * e->replicas + j];
-            if (!old)
-                continue;
-            memb_node *holder = find_holder(e, old, pairs, *npairs);
-            if (!holder)
-                continue;
-            int known = 0;
-            for (size_t q = 0; q < *npairs; q++)
-                known |= pairs[2 * q] == holder->id;
-            if (!known) {
-                pairs[2 * *npairs] = holder->id;
-                pairs[2 * *npairs + 1] = old;
-                (*npairs)++;
-            }
-            mapped[(size_t)p * e->replicas + at++] = holder->id;
-        }
-        if (!at && missing_p == UINT32_MAX) {
-            missing_p = p;
-            missing_old = e->chains[(size_t)p * e->replicas];
-        }
+    uint32_t live[4096];
+    size_t ns = 0;
+    for (int i = 0; i < memb.nnodes && ns < 4096; i++)
+        if (memb.nodes[i].role == PSKV__ROLE__SERVER && !memb.nodes[i].dead)
+            live[ns++] = memb.nodes[i].id;
+    int rc = reshard_make(pl, e->partitions, e->replicas, e->vnodes, e->chains, live, ns,
+                          reads_file, (void *)e);
+    if (rc < 0) {
+        LOG_E("out of memory planning the resume");
+        exit(1);
     }
-    if (missing_p == UINT32_MAX)
-        return 1;
+    if (rc == 0)
+        return 0;
+    uint32_t p = pl->missing;
     LOG_W("checkpoint %llu cannot be used: partition %u (ring positions %016llx..%016llx) "
           "has no valid copy: the file of its server node %u is missing or was refused",
-          (unsigned long long)e->seq, missing_p,
-          (unsigned long long)ring_partition_begin(missing_p, e->partitions),
-          (unsigned long long)ring_partition_end(missing_p, e->partitions), missing_old);
-    return 0;
+          (unsigned long long)e->seq, p,
+          (unsigned long long)ring_partition_begin(p, e->partitions),
+          (unsigned long long)ring_partition_end(p, e->partitions),
+          e->chains[(size_t)p * e->replicas]);
+    return 1;
 }
 
-/* Its chains, mapped to the new servers, are where the data is; view_place fills
- * the chains up from there. */
+/* The newest usable checkpoint, planned onto the servers registered now (more or
+ * fewer than wrote it: reshard.h), goes to view_adopt; view_place fills the
+ * chains up from there. */
 void ckpt_plan_resume(void)
 {
     if (!C.resume)
@@ -158,36 +134,32 @@ void ckpt_plan_resume(void)
         manifest_entry *e = &C.man.e[k];
         if (e->job != memb.job_id)
             continue;
-        size_t cells = (size_t)e->partitions * e->replicas;
-        uint32_t *mapped = calloc(cells, sizeof *mapped);
-        uint32_t *pairs = calloc(2 * (size_t)memb.nnodes, sizeof *pairs);
+        reshard_plan pl;
+        if (plan_checkpoint(e, &pl))
+            continue;
         manifest_progress *workers = calloc(e->nworkers + 1, sizeof *workers);
-        if (!mapped || !pairs || !workers) {
+        if (!workers || view_adopt(e->partitions, e->replicas, e->vnodes, pl.chains) < 0) {
             LOG_E("out of memory planning the resume");
             exit(1);
-        }
-        size_t npairs = 0;
-        if (!map_checkpoint(e, mapped, pairs, &npairs)) {
-            free(mapped);
-            free(pairs);
-            free(workers);
-            continue;
         }
         C.resume_entry = *e;
         memcpy(workers, e->workers, e->nworkers * sizeof *workers);
         C.resume_entry.workers = workers;
         C.resume_entry.chains = NULL;
         C.resume_from = &C.resume_entry;
-        C.prev_chains = mapped;
-        C.resume_pairs = pairs;
-        C.npairs = npairs;
-        if (view_adopt(e->partitions, e->replicas, e->vnodes, mapped) < 0) {
-            LOG_E("out of memory planning the resume");
-            exit(1);
-        }
-        LOG_I("resuming job %llu from checkpoint %llu (%u partitions, %u replicas)",
+        C.prev_chains = pl.loaders;
+        C.resume_sources = pl.sources;
+        C.resume_pairs = pl.pairs;
+        C.npairs = pl.npairs;
+        free(pl.chains);
+        uint32_t written = pl.olds, now = (uint32_t)memb.nservers;
+        LOG_I("resuming job %llu from checkpoint %llu (%u partitions, %u replicas)%s",
               (unsigned long long)memb.job_id, (unsigned long long)e->seq, e->partitions,
-              e->replicas);
+              e->replicas, written != now ? ": resharded" : "");
+        if (written != now)
+            LOG_I("checkpoint %llu was written by %u servers and resumes on %u: %zu "
+                  "(server, file) loads; the other chain members are filled by copies",
+                  (unsigned long long)e->seq, written, now, C.npairs);
         return;
     }
     LOG_E("no complete checkpoint of job %llu in %s/manifest has a valid copy of every "
@@ -206,6 +178,8 @@ void ckpt_fill_view(Pskv__View *v)
     v->resume_from = C.resume_pairs;
     v->n_prev_chains = (size_t)C.resume_from->partitions * C.resume_from->replicas;
     v->prev_chains = C.prev_chains;
+    v->n_resume_sources = v->n_prev_chains;
+    v->resume_sources = C.resume_sources;
 }
 
 void ckpt_fill_node(Pskv__Node *p, const memb_node *n)
@@ -412,6 +386,7 @@ void ckpt_free(void)
     if (C.resume_from)
         free(C.resume_entry.workers);
     free(C.prev_chains);
+    free(C.resume_sources);
     free(C.resume_pairs);
     free(C.reqs);
     manifest_free(&C.man);

@@ -4,12 +4,14 @@
  * recorded in <data-dir>/manifest (manifest.h) and whoever asked is answered. A
  * resumed job (--resume): once its servers registered (each listing the valid
  * checkpoint files it holds), the newest checkpoint of which every partition has
- * a copy is mapped onto the new servers, and its chains and the workers' progress
- * travel in the first view.
+ * a copy is planned onto the new servers, more or fewer than wrote it
+ * (reshard.h), and its chains, loads and the workers' progress travel in the
+ * first view.
  *
  * OWNS   the manifest, the checkpoint in progress (seq, start time, requesters),
  *        the --checkpoint-every timer, and the resume plan (the checkpoint resumed
- *        from, its chains mapped to this job's servers, the (new, old) node pairs).
+ *        from, who loads each partition from which old node's file, the (new, old)
+ *        node pairs).
  *        Writes each server's ckpt_acked in the node table.
  * THREAD the scheduler's thread only.
  * NEVER  writes checkpoint data (the servers do); never changes the placement but
@@ -38,12 +40,13 @@ int ckpt_resume_job(uint64_t *job);
 
 /* Before the first view of a resumed job (no-op otherwise): picks the newest
  * checkpoint whose every partition has a valid file on a registered live server,
- * maps its chains onto those servers and hands them to view_adopt. Exits the
- * process (1) when no checkpoint can be used, or out of memory. */
+ * plans it onto those servers, as many as there are (reshard.h: the chains, and
+ * who loads which partition from which file) and hands the chains to view_adopt.
+ * Exits the process (1) when no checkpoint can be used, or out of memory. */
 void ckpt_plan_resume(void);
 
-/* Fills a view's resume fields (resume seq, node pairs, previous chains) when the
- * job resumed; the arrays stay checkpoint.c's. */
+/* Fills a view's resume fields (resume seq, node pairs, the loaders as previous
+ * chains, their sources) when the job resumed; the arrays stay checkpoint.c's. */
 void ckpt_fill_view(Pskv__View *v);
 
 /* Fills worker n's resume epoch, step and data position into p when the job

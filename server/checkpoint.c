@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "log.h"
 #include "pskv_errors.h"
@@ -53,27 +54,71 @@ void checkpoint_init(member *mb, const char *data_dir, table_set *tables, chain 
     X.cons = cons;
 }
 
+/* The partitions this server loads from old node old's file (resume_sources):
+ * flags into want; NULL when the view names no sources (every partition in it). */
+static uint8_t *wanted(const Pskv__View *v, uint32_t old, uint8_t *want)
+{
+    size_t cells = (size_t)v->partitions * v->replicas;
+    if (v->n_resume_sources != cells || v->n_prev_chains != cells)
+        return NULL;
+    memset(want, 0, v->partitions);
+    for (size_t i = 0; i < cells; i++)
+        if (v->prev_chains[i] == X.mb->node_id && v->resume_sources[i] == old)
+            want[i / v->replicas] = 1;
+    return want;
+}
+
+/* Clocks of one more file: each rank's clock the highest seen. */
+static void merge_clocks(persist_clocks *into, persist_clocks *from)
+{
+    if (from->nranks > into->nranks) {
+        persist_clocks t = *into;
+        *into = *from;
+        *from = t;
+    }
+    for (int r = 0; r < from->nranks; r++)
+        if (from->vc[r] > into->vc[r])
+            into->vc[r] = from->vc[r];
+    free(from->vc);
+    from->vc = NULL;
+}
+
 void checkpoint_load_resumed(persist_clocks *clocks)
 {
     Pskv__View *v = X.mb->view;
     if (X.resumed || !v->resume_seq)
         return;
-    uint32_t old = 0;
-    for (size_t i = 0; i + 1 < v->n_resume_from; i += 2)
-        if (v->resume_from[i] == X.mb->node_id)
-            old = v->resume_from[i + 1];
     X.resumed = 1;
-    if (!old) {
-        LOG_I("resumed job: no checkpoint file to load here (partitions come from replicas)");
-        return;
-    }
-    char why[600];
-    int rc = persist_load(X.data_dir, X.mb->job_id, v->resume_seq, old, v->partitions,
-                          X.tables, X.chain, X.cons, clocks, why, sizeof why);
-    if (rc < 0) {
-        LOG_E("cannot load checkpoint %llu: %s", (unsigned long long)v->resume_seq, why);
+    uint8_t *want = malloc(v->partitions ? v->partitions : 1);
+    if (!want) {
+        LOG_E("out of memory loading checkpoint %llu", (unsigned long long)v->resume_seq);
         exit(1);
     }
+    int files = 0;
+    /* one file per (this server, old node) pair: a resharded job may name several,
+     * each for the partitions the scheduler gave it from that file */
+    for (size_t i = 0; i + 1 < v->n_resume_from; i += 2) {
+        if (v->resume_from[i] != X.mb->node_id)
+            continue;
+        uint32_t old = v->resume_from[i + 1];
+        persist_clocks got = {NULL, 0};
+        char why[600];
+        int rc = persist_load(X.data_dir, X.mb->job_id, v->resume_seq, old, v->partitions,
+                              wanted(v, old, want), X.tables, X.chain, X.cons, &got, why,
+                              sizeof why);
+        if (rc < 0) {
+            LOG_E("cannot load checkpoint %llu: %s", (unsigned long long)v->resume_seq, why);
+            exit(1);
+        }
+        merge_clocks(clocks, &got);
+        files++;
+    }
+    free(want);
+    if (!files)
+        LOG_I("resumed job: no checkpoint file to load here (partitions come from replicas)");
+    else if (files > 1)
+        LOG_I("resumed job: checkpoint %llu loaded from %d files (resharded)",
+              (unsigned long long)v->resume_seq, files);
 }
 
 /* Tells the scheduler how checkpoint seq went (ERROR naming the file when it

@@ -34,10 +34,12 @@
 void checkpoint_init(member *mb, const char *data_dir, table_set *tables, chain *c,
                      consist *cons);
 
-/* On a new view: when it is the first view of a resumed job, loads the file this
- * server's old self wrote (the view's resume pairs say which) into the tables,
- * the chain's dedupe records and *clocks (the caller frees clocks->vc). No file
- * to load here is logged; a missing or corrupt one exits the process (1): the
+/* On a new view: when it is the first view of a resumed job, loads the files the
+ * view's resume pairs name for this server (one, or several when the job resumed
+ * on another number of servers), from each only the partitions resume_sources
+ * gives it there, into the tables, the chain's dedupe records and *clocks (the
+ * highest clock per rank over the files; the caller frees clocks->vc). No file to
+ * load here is logged; a missing or corrupt one exits the process (1): the
  * scheduler chose the checkpoint because the file was reported valid. */
 void checkpoint_load_resumed(persist_clocks *clocks);
 

@@ -13,6 +13,7 @@
 #include "ckptrec.h"
 #include "log.h"
 #include "pskv_errors.h"
+#include "ring.h"
 #include "timeutil.h"
 
 typedef ckptrec_hdr hdr;
@@ -147,6 +148,7 @@ int persist_snapshot(const char *dir, uint64_t job, uint64_t seq, uint32_t node,
 typedef struct load_ctx {
     uint64_t job, seq;
     uint32_t node, nparts;
+    const uint8_t *parts; /* the partitions to take (NULL: all) */
     table_set *ts;
     chain *c;
     consist *cons;
@@ -158,6 +160,49 @@ typedef struct load_ctx {
     size_t whylen;
     uint64_t nrows;
 } load_ctx;
+
+/* Dense rows [first, first + n) of t (rows of rf floats at body), only those of
+ * the partitions wanted (all when parts is NULL). */
+static int import_dense(load_ctx *l, table *t, uint64_t first, uint64_t n, const float *body)
+{
+    size_t rf = shard_row_floats(t->sh);
+    if (!l->parts) {
+        l->nrows += n;
+        return shard_import(t->sh, NULL, first, n, body);
+    }
+    ring_run it;
+    uint32_t p;
+    uint64_t lo, hi;
+    ring_run_init(&it, first, first + n, t->size, l->nparts);
+    while (ring_run_next(&it, &p, &lo, &hi)) {
+        if (!l->parts[p])
+            continue;
+        l->nrows += hi - lo;
+        int rc = shard_import(t->sh, NULL, lo, hi - lo, body + (lo - first) * rf);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* The pending sparse keys with their n rows, only those of the partitions wanted. */
+static int import_sparse(load_ctx *l, table *t, const float *vals)
+{
+    size_t rf = shard_row_floats(t->sh);
+    if (!l->parts) {
+        l->nrows += l->pending.n;
+        return shard_import(t->sh, l->keys, 0, l->pending.n, vals);
+    }
+    for (uint64_t i = 0; i < l->pending.n; i++) {
+        if (!l->parts[ring_partition_of(ring_mix64(l->keys[i]), l->nparts)])
+            continue;
+        l->nrows++;
+        int rc = shard_import(t->sh, &l->keys[i], 0, 1, vals + i * rf);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
 
 static int on_record(void *ctx, uint32_t tag, const void *data, uint64_t len)
 {
@@ -201,8 +246,7 @@ static int on_record(void *ctx, uint32_t tag, const void *data, uint64_t len)
                 snprintf(why, whylen, "sparse values do not match their keys");
                 return -PSKV_EPROTO;
             }
-            int rc = shard_import(t->sh, l->keys, 0, l->pending.n, data);
-            l->nrows += l->pending.n;
+            int rc = import_sparse(l, t, data);
             free(l->keys);
             l->keys = NULL;
             return rc;
@@ -226,8 +270,7 @@ static int on_record(void *ctx, uint32_t tag, const void *data, uint64_t len)
                 snprintf(why, whylen, "dense rows outside table '%s'", t->name);
                 return -PSKV_EPROTO;
             }
-            l->nrows += h.n;
-            return shard_import(t->sh, NULL, h.first, h.n, (const float *)(const void *)body);
+            return import_dense(l, t, h.first, h.n, (const float *)(const void *)body);
         }
         if (blen != h.n * sizeof(uint64_t)) {
             snprintf(why, whylen, "sparse keys of the wrong size");
@@ -245,8 +288,8 @@ static int on_record(void *ctx, uint32_t tag, const void *data, uint64_t len)
         if (len < 8)
             return -PSKV_EPROTO;
         memcpy(&p, data, 8);
-        if (p >= l->nparts)
-            return 0; /* another partitioning: nothing to restore */
+        if (p >= l->nparts || (l->parts && !l->parts[p]))
+            return 0; /* another partitioning, or not this server's to load */
         return chain_dedupe_import(l->c, l->nparts, (uint32_t)p, (const uint8_t *)data + 8,
                                    len - 8) < 0 ? -PSKV_EPROTO : 0;
     }
@@ -269,14 +312,14 @@ static int on_record(void *ctx, uint32_t tag, const void *data, uint64_t len)
 }
 
 int persist_load(const char *dir, uint64_t job, uint64_t seq, uint32_t old, uint32_t nparts,
-                 table_set *ts, chain *c, consist *cons, persist_clocks *clocks, char *why,
+                 const uint8_t *parts, table_set *ts, chain *c, consist *cons, persist_clocks *clocks, char *why,
                  size_t whylen)
 {
     char name[128], path[4200], inner[300] = "";
     file_name(name, sizeof name, job, seq, old);
     snprintf(path, sizeof path, "%s/%s", dir, name);
     memset(clocks, 0, sizeof *clocks);
-    load_ctx l = {job, seq, old, nparts, ts, c, cons, clocks, 0, {0, 0, 0, 0}, NULL,
+    load_ctx l = {job, seq, old, nparts, parts, ts, c, cons, clocks, 0, {0, 0, 0, 0}, NULL,
                   inner, sizeof inner, 0};
     int64_t t0 = tu_now_ms();
     int rc = ckpt_read(path, on_record, &l, why, whylen);

@@ -3,7 +3,8 @@
  * written with ckpt.h (temp file, fsync, rename, CRC-32): every table's options,
  * the rows of the partitions this server holds (values and optimizer state), the
  * dedupe record of each of those partitions, the vector clock and each bsp
- * table's closed clocks. A resumed server loads the file its old self wrote.
+ * table's closed clocks. A resumed server loads its partitions from the files of
+ * the old nodes the scheduler names (one, or several when resharded).
  *
  * OWNS nothing lasting: the record layout and the file names. It reads (snapshot)
  * or fills (load) the state the tables, the chain and the consistency engine own.
@@ -53,10 +54,12 @@ typedef struct persist_clocks {
 
 /* Loads checkpoint (job, seq) written by node `old` into the tables (created with
  * their saved options), the chain's dedupe records (nparts of the view) and
- * *clocks (caller frees clocks->vc); bsp closed clocks go to cons. Returns 0 or
- * a negated error with why naming the file. */
+ * *clocks (caller frees clocks->vc); bsp closed clocks go to cons. parts (nparts
+ * flags, or NULL for every partition): only the rows and dedupe records of the
+ * partitions flagged are taken (a resharded resume loads from several files).
+ * Returns 0 or a negated error with why naming the file. */
 int persist_load(const char *dir, uint64_t job, uint64_t seq, uint32_t old, uint32_t nparts,
-                 table_set *ts, chain *c, consist *cons, persist_clocks *clocks, char *why,
+                 const uint8_t *parts, table_set *ts, chain *c, consist *cons, persist_clocks *clocks, char *why,
                  size_t whylen);
 
 #endif

@@ -629,6 +629,29 @@ int shard_import(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, con
     return 0;
 }
 
+int64_t shard_retain(shard *s, int (*keep)(void *ctx, uint64_t key), void *ctx)
+{
+    if (s->dense)
+        return 0;
+    uint64_t n = shard_export(s, keep, ctx, NULL, NULL), had = s->used;
+    if (n == had)
+        return 0;
+    size_t rf = row_floats(s);
+    uint64_t *keys = malloc((n ? n : 1) * sizeof *keys);
+    float *rows = malloc((n ? n : 1) * rf * sizeof *rows);
+    if (!keys || !rows) {
+        free(keys);
+        free(rows);
+        return -PSKV_ENOMEM;
+    }
+    shard_export(s, keep, ctx, keys, rows);
+    shard_clear(s);
+    int rc = shard_import(s, keys, 0, n, rows); /* fits: the memory is kept */
+    free(keys);
+    free(rows);
+    return rc < 0 ? rc : (int64_t)(had - n);
+}
+
 void shard_export_run(const shard *s, uint64_t first, uint64_t n, float *rows)
 {
     size_t rf = row_floats(s);

@@ -275,12 +275,13 @@ f_kill_worker() {
 # state and worker progress equal the checkpoint's. Then checkpoint 2 is
 # damaged (one flipped bit in one server's file, or a file cut short as by a
 # kill mid-write): it is refused, naming the file, and checkpoint 1 is used.
-ck_run() { # ck_run DIR PHASE [SCHEDULER FLAGS...]: starts the job, pids in DIR/pids
-  local d=$1 phase=$2 port i; shift 2
+ck_run() { # ck_run DIR PHASE [SCHEDULER FLAGS...]: starts the job (CK_SERVERS servers,
+  # default 2, server i on --data-dir DIR/s$i), pids in DIR/pids, the workers' last
+  local d=$1 phase=$2 port i ns=${CK_SERVERS:-2}; shift 2
   port=$((20000 + RANDOM % 9000))
-  "$BIN/pskv-scheduler" --port "$port" --servers 2 --workers 2 --data-dir "$d/sched" "$@" \
+  "$BIN/pskv-scheduler" --port "$port" --servers "$ns" --workers 2 --data-dir "$d/sched" "$@" \
     > "$d/sched-$phase.log" 2>&1 & echo $! > "$d/pids"
-  for i in 0 1; do
+  for i in $(seq 0 $((ns - 1))); do
     "$BIN/pskv-server" --scheduler "127.0.0.1:$port" --data-dir "$d/s$i" > "$d/s$i-$phase.log" 2>&1 &
     echo $! >> "$d/pids"
   done
@@ -346,6 +347,76 @@ f_checkpoint_resume() {
   grep -q "checkpoint file refused: .*$(basename "$f").*truncated" "$d/s0-truncated.log" ||
     fail "the partial file was not refused by name: $(grep refused "$d/s0-truncated.log")"
   echo "checkpoint 2 resumed exactly; a flipped bit and a partial file fell back to checkpoint 1"
+}
+
+# ck_fresh3 DIR R: a 3-server resume-check job (R replicas, server i on DIR/s$i)
+# killed after its last step; its last checkpoint's digest in C2, the next step's in AFTER.
+ck_fresh3() {
+  local d=$1 r=$2
+  CK_SERVERS=3 ck_run "$d" fresh --replicas "$r"
+  ck_wait_line "$d/w0-fresh.log" 'after step 10 digest'
+  kill -KILL $(cat "$d/pids"); sleep 0.2
+  C2=$(sed -n 's/.*checkpoint [0-9]* at step 10 digest \([0-9a-f]*\).*/\1/p' "$d/w0-fresh.log")
+  AFTER=$(sed -n 's/.*after step 10 digest \([0-9a-f]*\).*/\1/p' "$d/w0-fresh.log")
+  [ -n "$C2" ] && [ -n "$AFTER" ] || fail "$d: the fresh run printed no digests"
+}
+
+# ck_reshard DIR R N: DIR's checkpoint resumed on N servers: the values and the next
+# step equal the original run's (C2, AFTER), the scheduler resharded, every server
+# holds partitions and exits cleanly, and the servers hold R x 2000 sparse rows
+# (resume-check's keys, each once per chain member).
+ck_reshard() {
+  local e=$1 r=$2 n=$3 i held rows=0 what="$1 (R=$2) on $3 servers"
+  CK_SERVERS=$n ck_run "$e" "on$n" --resume --replicas "$r"
+  for i in $(tail -n 2 "$e/pids"); do
+    wait_pid_ok "$i" || fail "$what: a worker failed: $(grep -h 'FAILED\|ERROR' "$e"/*-on$n.log | head -n 3)"
+  done
+  grep -q "resumed digest $C2" "$e/w0-on$n.log" ||
+    fail "$what: values differ from the checkpoint's: $(grep digest "$e/w0-on$n.log") (want $C2)"
+  grep -q "rank 1 resumed at step 10 " "$e/w1-on$n.log" || fail "$what: rank 1 did not resume at step 10"
+  grep -q "after step 10 digest $AFTER" "$e/w0-on$n.log" || fail "$what: the next step differs from the original run's"
+  grep -q "resumes on $n: " "$e/sched-on$n.log" || fail "$what: the scheduler did not reshard"
+  for i in $(seq 0 $((n - 1))); do
+    wait_pid_ok "$(sed -n "$((i + 2))p" "$e/pids")" || fail "$what: server $i did not exit cleanly"
+    held=$(grep -o 'holds [0-9]* of' "$e/s$i-on$n.log" | tail -n 1 | cut -d' ' -f2)
+    [ "${held:-0}" -gt 0 ] || fail "$what: server $i holds no partition"
+    rows=$((rows + $(sed -n "s/.*table 'resume.sparse': \([0-9]*\) rows.*/\1/p" "$e/s$i-on$n.log")))
+  done
+  [ "$rows" -eq $((r * 2000)) ] || fail "$what: $rows sparse rows held, not $((r * 2000))"
+  kill -KILL $(cat "$e/pids") 2>/dev/null; sleep 0.2
+}
+
+# A checkpoint of 3 servers resumed on 2 and, from a copy of the directories taken
+# before, on 4 (resharding): sharing one data directory with R = 1 and R = 2; then
+# (R = 1) each server with its own: a 4th server with an empty directory gets its
+# partitions handed over by the servers that load them, and 2 servers refuse to
+# resume, naming a partition, until the third server's files are copied in.
+f_checkpoint_reshard() {
+  local r d i
+  for r in 1 2; do
+    d=$TDIR/r$r
+    mkdir -p "$d/sched" "$d/data"
+    for i in 0 1 2 3; do ln -s data "$d/s$i"; done
+    ck_fresh3 "$d" "$r"
+    cp -a "$d" "$d-4"
+    ck_reshard "$d" "$r" 2
+    ck_reshard "$d-4" "$r" 4
+  done
+  d=$TDIR/own
+  mkdir -p "$d/sched" "$d/s0" "$d/s1" "$d/s2" "$d/s3"
+  ck_fresh3 "$d" 1
+  cp -a "$d" "$d-2"
+  ck_reshard "$d" 1 4
+  grep -q 'partitions let go: [1-9]' "$d"/s*-on4.log || fail "own directories on 4 servers: nothing handed over"
+  CK_SERVERS=2 ck_run "$d-2" refused --resume
+  for i in $(seq $((300 * TS))); do kill -0 "$(head -n 1 "$d-2/pids")" 2>/dev/null || break; sleep 0.1; done
+  grep -q 'checkpoint 2 cannot be used: partition [0-9]* .*server node [0-9]* is missing' "$d-2/sched-refused.log" ||
+    fail "2 servers without the third's files: no partition named: $(grep -h 'cannot' "$d-2/sched-refused.log")"
+  grep -q 'cannot resume' "$d-2/sched-refused.log" || fail "2 servers without the third's files: the scheduler did not refuse"
+  kill -KILL $(cat "$d-2/pids") 2>/dev/null; sleep 0.2
+  cp "$d-2"/s2/*.pskv "$d-2/s0/"
+  ck_reshard "$d-2" 1 2
+  echo "3 servers' checkpoint resumed exactly on 2 and on 4 (R = 1 and 2, shared and own directories)"
 }
 
 # Kill -9 a worker under bsp and start it again with its rank: it keeps the
@@ -758,7 +829,7 @@ f_admit_kill() {
 }
 
 tests=(kill_server kill_server_ssp kill_server_bsp chain_r3 chain_r3_bsp pause_server pause_server_nocopy kill_worker worker_rejoin worker_restart_acked worker_restart_ssp retry_paused lease_lapse dead_connections pause_scheduler lost_partition
-       checkpoint_resume join join_ssp join_ssp_parked join_bsp join_bsp_backup server_rejoin adam_kill admit_kill)
+       checkpoint_resume checkpoint_reshard join join_ssp join_ssp_parked join_bsp join_bsp_backup server_rejoin adam_kill admit_kill)
 for t in "${tests[@]}"; do
   if [ ${#ONLY[@]} -gt 0 ] && ! printf '%s\n' "${ONLY[@]}" | grep -qx "$t"; then continue; fi
   for i in $(seq "$TRIALS"); do run_trial "$t" "f_$t" "$i"; done

@@ -16,6 +16,9 @@
 Suite *wire_suite(void);
 /* common/config.c: defaults, environment, flags, bounds, positionals. */
 Suite *config_suite(void);
+/* scheduler/reshard.c: a checkpoint's partitions placed and loaded on more or
+ * fewer servers. */
+Suite *reshard_suite(void);
 /* common/ring.c: key placement, dense spans, partitions, tokens and chains. */
 Suite *ring_suite(void);
 /* server/updater.c: sum, sgd, momentum, l2, adagrad, finiteness, checks. */
