@@ -31,7 +31,16 @@ enum {
     REC_DEDUPE = 5, /* uint64 partition, then the dedupe record */
     REC_CLOCKS = 6, /* int64 per worker rank */
     REC_BSP = 7,    /* uint64 table id, int64 closed clocks */
+    REC_DELTA = 8,  /* uint64 base seq, uint64 prev seq: the file is a delta over the file
+                       of checkpoint prev of the same node, whose chain starts at base */
+    REC_TOMB = 9,   /* uint64 table id, then n keys: sparse rows removed (a delta's) */
+    REC_DENSE_AT = 10, /* ckptrec_rows (first 0), then n row indices; the next
+                          REC_DENSE_AT holds the n rows (a delta's dense rows) */
 };
+
+typedef struct ckptrec_delta {
+    uint64_t base, prev;
+} ckptrec_delta;
 
 typedef struct ckptrec_hdr {
     uint64_t job, seq;
