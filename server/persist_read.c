@@ -299,13 +299,17 @@ int persist_load(const char *dir, uint64_t job, uint64_t seq, uint32_t old, uint
             snprintf(why, whylen, "%s: %s", path, inner);
         nrows += l.nrows;
     }
-    if (rc == 0 && n > 1)
-        LOG_I("loaded checkpoint %" PRIu64 " from %s (a delta: the full checkpoint %" PRIu64
-              " and %d deltas): %zu tables, %" PRIu64 " rows in %lld ms", seq, path,
-              seqs[n - 1], n - 1, tables_count(ts), nrows, (long long)(tu_now_ms() - t0));
-    else if (rc == 0)
-        LOG_I("loaded checkpoint %" PRIu64 " from %s: %zu tables, %" PRIu64 " rows in %lld ms",
-              seq, path, tables_count(ts), nrows, (long long)(tu_now_ms() - t0));
+    uint64_t held = 0; /* rows stored now: what the deltas' tombstones left */
+    for (size_t i = 0; i < tables_count(ts); i++)
+        held += shard_size(tables_at(ts, i)->sh);
+    char chain_of[128] = "";
+    if (n > 1)
+        snprintf(chain_of, sizeof chain_of, " (a delta: the full checkpoint %" PRIu64
+                 " and %d deltas)", seqs[n - 1], n - 1);
+    if (rc == 0)
+        LOG_I("loaded checkpoint %" PRIu64 " from %s%s: %zu tables, %" PRIu64 " rows read, %"
+              PRIu64 " held, in %lld ms", seq, path, chain_of, tables_count(ts), nrows, held,
+              (long long)(tu_now_ms() - t0));
     free(seqs);
     return rc;
 }

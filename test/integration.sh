@@ -604,6 +604,9 @@ t_checkpoint_incremental() {
     grep -q "^incr-check: final digest $final\$" "$TDIR/$j-r-w.log" || fail "job $j resumed ends with $(grep final "$TDIR/$j-r-w.log"), not $final"
   done
   grep -q 'loaded checkpoint 6 from .* (a delta: the full checkpoint 4 and 2 deltas)' "$TDIR/a-r-s0.log" || fail "server 0 of job a: $(grep loaded "$TDIR/a-r-s0.log")"
+  # the rows held once loaded: the tombstones removed what eviction had (before any sweep)
+  held() { cat "$TDIR/$1"-r-s[01].log | sed -n 's/.*loaded checkpoint 6 from .* rows read, \([0-9]*\) held.*/\1/p' | paste -sd+ | bc; }
+  [ -n "$(held a)" ] && [ "$(held a)" = "$(held b)" ] || fail "rows held after loading checkpoint 6: $(held a) from the delta, $(held b) from the full one"
   # a damaged delta: checkpoint 6 cannot be used, 5 (full 4 + delta 5) is
   local f
   f=$(ls "$TDIR"/c/s0/ckpt-*-6-*.pskv)
