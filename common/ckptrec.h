@@ -1,12 +1,13 @@
 /* The records of a server's checkpoint file (ckpt.h frames them; protocol.md,
  * Checkpoints, documents them): shared by the server that writes and loads them
- * (server/persist.c) and pskvctl export (scheduler/export.c), which reads them.
- * Integers are little-endian, as the structs lie in memory on the hosts pskv
- * runs on. */
+ * (server/persist.c, persist_read.c) and pskvctl export (scheduler/export.c),
+ * which reads them, with the walk of a delta's chain (ckptrec.c). Integers are
+ * little-endian, as the structs lie in memory on the hosts pskv runs on. */
 #ifndef PSKV_CKPTREC_H
 #define PSKV_CKPTREC_H
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -51,5 +52,26 @@ typedef struct ckptrec_rows {
     uint64_t table_id, first, n;
     uint64_t rowfloats;
 } ckptrec_rows;
+
+#define CKPTREC_CHAIN_MAX 100000 /* files in one chain: far past --full-every's bound */
+
+/* What a file says it is: its header and, for a delta, what it builds on. */
+typedef struct ckptrec_peek {
+    ckptrec_hdr h;
+    int have_hdr, delta;
+    ckptrec_delta d;
+} ckptrec_peek;
+
+/* Verifies the file at path whole (ckpt_read) and reads what it is into *k.
+ * Returns 0 or a negated error with why naming the file (also: no header, or a
+ * delta over a later checkpoint). */
+int ckptrec_peek_file(const char *path, ckptrec_peek *k, char *why, size_t whylen);
+
+/* The files of checkpoint seq of node `node` in dir, newest first: seq's, then
+ * the one each delta builds on, down to a full file, each verified whole.
+ * Returns their count with their seqs in *seqs (the caller frees it), or a
+ * negated error with why naming the file that cannot be used. */
+int ckptrec_chain(const char *dir, uint64_t job, uint64_t seq, uint32_t node, uint64_t **seqs,
+                  char *why, size_t whylen);
 
 #endif

@@ -23,41 +23,6 @@
 typedef ckptrec_hdr hdr;
 typedef ckptrec_rows rows;
 
-#define CHAIN_MAX 100000 /* files in one chain: --full-every's bound and then some */
-
-/* What a file says it is: its header and, for a delta, what it builds on. */
-typedef struct peek {
-    hdr h;
-    int have_hdr, delta;
-    ckptrec_delta d;
-} peek;
-
-static int on_peek(void *ctx, uint32_t tag, const void *data, uint64_t len)
-{
-    peek *k = ctx;
-    if (tag == REC_HEADER && len == sizeof k->h) {
-        memcpy(&k->h, data, sizeof k->h);
-        k->have_hdr = 1;
-    } else if (tag == REC_DELTA && len == sizeof k->d) {
-        memcpy(&k->d, data, sizeof k->d);
-        k->delta = 1;
-    }
-    return 0;
-}
-
-/* Verifies the file at path whole and reads what it is into *k. */
-static int read_peek(const char *path, peek *k, char *why, size_t whylen)
-{
-    memset(k, 0, sizeof *k);
-    int rc = ckpt_read(path, on_peek, k, why, whylen);
-    if (rc == 0 && (!k->have_hdr || (k->delta && k->d.prev >= k->h.seq))) {
-        snprintf(why, whylen, "%s: %s", path, !k->have_hdr ? "no header record"
-                                                          : "a delta over a later checkpoint");
-        rc = -PSKV_EPROTO;
-    }
-    return rc;
-}
-
 /* ---- loading ------------------------------------------------------------------ */
 
 typedef struct load_ctx {
@@ -241,44 +206,6 @@ static int on_record(void *ctx, uint32_t tag, const void *data, uint64_t len)
     }
 }
 
-/* The files of checkpoint seq of node old, newest first: seq's, then the one
- * each delta builds on, down to a full file, each verified whole. Returns the
- * count (*seqs the caller's), or a negated error with why naming the file. */
-static int find_chain(const char *dir, uint64_t job, uint64_t seq, uint32_t old, uint64_t **seqs,
-                      char *why, size_t whylen)
-{
-    size_t n = 0, cap = 0;
-    *seqs = NULL;
-    for (uint64_t s = seq;;) {
-        char path[4200];
-        snprintf(path, sizeof path, "%s/" CKPTREC_NAME_FMT, dir, job, s, old);
-        if (n == cap) {
-            uint64_t *g = n < CHAIN_MAX ? realloc(*seqs, (cap = cap ? 2 * cap : 8) * sizeof *g)
-                                        : NULL;
-            if (!g) {
-                snprintf(why, whylen, "%s: more deltas than can be loaded", path);
-                return n < CHAIN_MAX ? -PSKV_ENOMEM : -PSKV_EPROTO;
-            }
-            *seqs = g;
-        }
-        (*seqs)[n++] = s;
-        peek k;
-        char inner[600];
-        int rc = read_peek(path, &k, inner, sizeof inner);
-        if (rc < 0) {
-            if (n > 1)
-                snprintf(why, whylen, "checkpoint %" PRIu64 " is a delta over checkpoint %"
-                         PRIu64 ", whose file cannot be used: %s", seq, s, inner);
-            else
-                snprintf(why, whylen, "%s", inner);
-            return rc;
-        }
-        if (!k.delta)
-            return (int)n;
-        s = k.d.prev;
-    }
-}
-
 int persist_load(const char *dir, uint64_t job, uint64_t seq, uint32_t old, uint32_t nparts,
                  table_set *ts, chain *c, consist *cons, persist_clocks *clocks, char *why,
                  size_t whylen)
@@ -286,7 +213,7 @@ int persist_load(const char *dir, uint64_t job, uint64_t seq, uint32_t old, uint
     memset(clocks, 0, sizeof *clocks);
     int64_t t0 = tu_now_ms();
     uint64_t *seqs, nrows = 0;
-    int n = find_chain(dir, job, seq, old, &seqs, why, whylen), rc = n < 0 ? n : 0;
+    int n = ckptrec_chain(dir, job, seq, old, &seqs, why, whylen), rc = n < 0 ? n : 0;
     char path[4200] = "";
     for (int i = n - 1; rc == 0 && i >= 0; i--) { /* the full file first */
         char inner[300] = "";
@@ -339,7 +266,7 @@ static int usable(const char *dir, found *f, size_t n, size_t i, int depth)
     size_t j = 0;
     while (j < n && !(f[j].job == f[i].job && f[j].node == f[i].node && f[j].seq == f[i].prev))
         j++;
-    f[i].usable = j < n && depth < CHAIN_MAX && usable(dir, f, n, j, depth + 1);
+    f[i].usable = j < n && depth < CKPTREC_CHAIN_MAX && usable(dir, f, n, j, depth + 1);
     if (!f[i].usable)
         LOG_W("checkpoint file refused: %s/%s: a delta over checkpoint %" PRIu64 ", whose file "
               CKPTREC_NAME_FMT " is missing or was refused", dir, f[i].name, f[i].prev,
@@ -363,8 +290,8 @@ size_t persist_scan(const char *dir, char ***out)
         char path[4200], why[600];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         snprintf(x.name, sizeof x.name, "%s", e->d_name);
-        peek k;
-        x.valid = read_peek(path, &k, why, sizeof why) == 0;
+        ckptrec_peek k;
+        x.valid = ckptrec_peek_file(path, &k, why, sizeof why) == 0;
         if (!x.valid)
             LOG_W("checkpoint file refused: %s", why);
         x.delta = x.valid && k.delta;

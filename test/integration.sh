@@ -705,21 +705,24 @@ t_train_resume() {
 }
 
 t_export_sparse() {
-  # sparse-lr with --checkpoint-epochs 2 on 2 servers sharing one --data-dir and R = 2
-  # (each partition in two files): pskvctl export writes the sparse weights once, and
-  # a single-process evaluation of the file (lr 0) scores as rank 0 did at the end
+  # sparse-lr with --checkpoint-epochs 1 (2 epochs) on 2 servers sharing one --data-dir
+  # and R = 2 (each partition in two files), --full-every 2 (checkpoint 2 is a delta
+  # over 1): pskvctl export writes the sparse weights once, and a single-process
+  # evaluation of the file (lr 0) scores as rank 0 did at the end
   local auc_ck auc_exp
   mkdir -p "$TDIR/sched" "$TDIR/data"
   "$BIN/pskv-gen-sparse" --examples 6000 --features 3000 --out "$TDIR/gen" --seed 5 > gen.out ||
     fail "gen-sparse failed: $(cat gen.out)"
   "$LAUNCH" --servers 2 --workers 2 --timeout 120 --log-dir "$TDIR/logs" \
     --scheduler-opt --data-dir --scheduler-opt "$TDIR/sched" --scheduler-opt --replicas --scheduler-opt 2 \
+    --scheduler-opt --full-every --scheduler-opt 2 \
     --server-opt --data-dir --server-opt "$TDIR/data" -- --app sparse-lr --train "$TDIR/gen.train" \
-    --test "$TDIR/gen.test" --epochs 2 --batch 64 --eval-every 0 --checkpoint-epochs 2 || fail "training exited $?"
-  grep -q '^checkpoint 1 at epoch 2 step' "$TDIR/logs/worker-0.log" || fail "no checkpoint: $(tail -n 3 "$TDIR/logs/worker-0.log")"
-  "$BIN/pskvctl" export --checkpoint 1 --from "$TDIR/data" --out "$TDIR/x.model" > ex.out 2>&1 ||
+    --test "$TDIR/gen.test" --epochs 2 --batch 64 --eval-every 0 --checkpoint-epochs 1 || fail "training exited $?"
+  grep -q '^checkpoint 2 at epoch 2 step' "$TDIR/logs/worker-0.log" || fail "no checkpoint: $(tail -n 3 "$TDIR/logs/worker-0.log")"
+  grep -q '^ckpt seq=2 .* kind=delta ' "$TDIR/sched/manifest" || fail "checkpoint 2 is not a delta: $(cat "$TDIR/sched/manifest")"
+  "$BIN/pskvctl" export --checkpoint 2 --from "$TDIR/data" --out "$TDIR/x.model" > ex.out 2>&1 ||
     fail "export exited $?: $(cat ex.out)"
-  grep -q 'sparse-lr 0-0-1 model of checkpoint 1 (2 files)' ex.out || fail "export said: $(cat ex.out)"
+  grep -q 'sparse-lr 0-0-1 model of checkpoint 2 (2 files)' ex.out || fail "export said: $(cat ex.out)"
   "$LAUNCH" --servers 1 --workers 1 --timeout 120 --log-dir "$TDIR/eval" -- --app sparse-lr \
     --train "$TDIR/gen.train" --test "$TDIR/gen.test" --epochs 1 --batch 64 --lr 0 --momentum 0 \
     --eval-every 0 --init-from "$TDIR/x.model" > /dev/null 2>&1 || fail "evaluation exited $?: $(tail -n 2 "$TDIR/eval/worker-0.log")"
@@ -727,13 +730,14 @@ t_export_sparse() {
   auc_exp=$(sed -n 's/^final auc \([0-9.]*\) logloss \([0-9.]*\) .*/\1 \2/p' "$TDIR/eval/worker-0.log")
   echo "auc, logloss: $auc_ck trained, $auc_exp from the exported model"
   [ -n "$auc_ck" ] && [ "$auc_exp" = "$auc_ck" ] || fail "exported model scores '${auc_exp}', the checkpoint '${auc_ck}'"
-  # a damaged file is refused by name, and nothing is written
+  # a damaged file (one of checkpoint 1, which 2 builds on) is refused by name, and
+  # nothing is written
   local f
   f=$(ls "$TDIR"/data/ckpt-*.pskv | head -n 1)
   cp "$f" "$TDIR/good.pskv"
   printf '\x5a' | dd of="$f" bs=1 seek=$(( $(stat -c %s "$f") / 2 )) conv=notrunc status=none
   cmp -s "$f" "$TDIR/good.pskv" && printf '\xa5' | dd of="$f" bs=1 seek=$(( $(stat -c %s "$f") / 2 )) conv=notrunc status=none
-  "$BIN/pskvctl" export --checkpoint 1 --from "$TDIR/data" --out "$TDIR/y.model" > ex.out 2>&1 &&
+  "$BIN/pskvctl" export --checkpoint 2 --from "$TDIR/data" --out "$TDIR/y.model" > ex.out 2>&1 &&
     fail "exported from a damaged file"
   grep -q "$f" ex.out || fail "the refusal does not name the file: $(cat ex.out)"
   [ ! -e "$TDIR/y.model" ] || fail "a model file was written from a damaged checkpoint"
