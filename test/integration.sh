@@ -444,11 +444,12 @@ ckpt_job_end() {
 
 t_checkpoint_every() {
   # the scheduler's --checkpoint-every during a running job: complete checkpoints
-  # one after another, each in the manifest and in both servers' directories, the
-  # job's exact sums unharmed; and a --resume from the newest loads it
-  local port i n seqs last
+  # one after another (with --full-every 2: full, delta, full, ...), each in the
+  # manifest and in both servers' directories, the job's exact sums unharmed; and a
+  # --resume from the newest loads it
+  local port i n seqs last kinds
   port=$(free_port)
-  ckpt_job "$port" --checkpoint-every 0.5
+  ckpt_job "$port" --checkpoint-every 0.5 --full-every 2
   wait_line "$TDIR/scheduler.log" 'checkpoint [0-9]* complete' 3 60 ||
     fail "fewer than 3 checkpoints in 60 s: $(grep -h checkpoint "$TDIR/scheduler.log" | tail -n 3)"
   ckpt_job_end
@@ -456,6 +457,9 @@ t_checkpoint_every() {
   n=$(wc -w <<< "$seqs")
   [ "$n" -ge 3 ] || fail "the manifest lists $n checkpoints: $(cat "$TDIR/sched/manifest")"
   [ "$seqs" = "$(seq 1 "$n" | paste -sd ' ')" ] || fail "checkpoints not numbered 1..$n: $seqs"
+  kinds=$(sed -n 's/^ckpt .* kind=\([a-z]*\) .*/\1/p' "$TDIR/sched/manifest" | paste -sd ' ')
+  [ "$kinds" = "$(for i in $(seq 1 "$n"); do [ $((i % 2)) -eq 1 ] && echo full || echo delta; done | paste -sd ' ')" ] ||
+    fail "--full-every 2 gave checkpoints of kinds '$kinds'"
   last=${seqs##* }
   for i in 0 1; do
     ls "$TDIR/s$i"/ckpt-*-"$last"-*.pskv > /dev/null 2>&1 || fail "server $i has no file of checkpoint $last"
