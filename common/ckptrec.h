@@ -53,7 +53,7 @@ typedef struct ckptrec_rows {
     uint64_t rowfloats;
 } ckptrec_rows;
 
-#define CKPTREC_CHAIN_MAX 100000 /* files in one chain: far past --full-every's bound */
+#define CKPTREC_CHAIN_MAX 10000 /* files in one chain: --full-every's bound */
 
 /* What a file says it is: its header and, for a delta, what it builds on. */
 typedef struct ckptrec_peek {

@@ -76,7 +76,7 @@ static cfg_entry config[] = {
     {"keep-checkpoints", CFG_INT, "0", "PSKV_SCHEDULER_KEEP_CHECKPOINTS", 0, 1000000, NULL,
      "keep only this many newest complete checkpoints: older ones leave the manifest and "
      "the servers delete their files (0 = keep every one)", 0, 0, NULL, NULL},
-    {"full-every", CFG_INT, "1", "PSKV_SCHEDULER_FULL_EVERY", 1, 1000000, NULL,
+    {"full-every", CFG_INT, "1", "PSKV_SCHEDULER_FULL_EVERY", 1, 10000, NULL,
      "of every K checkpoints the first is full, the others deltas holding only the rows "
      "changed since the one before (1 = every one full)", 0, 0, NULL, NULL},
     {"resume", CFG_BOOL, "false", "PSKV_SCHEDULER_RESUME", 0, 0, NULL,
