@@ -41,7 +41,9 @@ job() {
   local d=$1 name=$2 r=$3 port; shift 3
   port=$((20000 + RANDOM % 9000))
   mkdir -p "$d/sched" "$d/s0" "$d/s1"
-  "$bin/pskv-scheduler" --port "$port" --servers 2 --workers 1 --data-dir "$d/sched" "$@" \
+  # --dead-after-ms 5000: on a loaded machine a busy worker's heartbeats may lag 0.5 s
+  "$bin/pskv-scheduler" --port "$port" --servers 2 --workers 1 --data-dir "$d/sched" \
+    --dead-after-ms 5000 "$@" \
     > "$d/sched-$name.log" 2>&1 & echo $! > "$out/pids"
   for i in 0 1; do
     "$bin/pskv-server" --scheduler "127.0.0.1:$port" --data-dir "$d/s$i" > "$d/s$i-$name.log" 2>&1 &
