@@ -46,19 +46,20 @@ int shard_rows_resize(shard *s, size_t ncap)
     if (!nrows)
         return -PSKV_ENOMEM;
     s->rows = nrows;
-    size_t ow = s->dirty ? s->rows_cap / 64 + 1 : 0, nw = ncap / 64 + 1;
-    uint64_t *nd = realloc(s->dirty, nw * sizeof *nd); /* rows >= used have no bit set */
-    if (!nd)
-        return ncap > s->rows_cap ? -PSKV_ENOMEM : 0;
-    if (nw > ow)
-        memset(nd + ow, 0, (nw - ow) * sizeof *nd);
-    s->dirty = nd;
     if (s->evict_after) {
         uint64_t *nk = realloc(s->row_key, ncap * sizeof *nk);
         if (!nk) /* rows kept at their old capacity's use */
             return ncap > s->rows_cap ? -PSKV_ENOMEM : 0;
         s->row_key = nk;
     }
+    /* last: when it fails, the bits still cover rows_cap (rows >= used have none set) */
+    size_t ow = s->dirty ? s->rows_cap / 64 + 1 : 0, nw = ncap / 64 + 1;
+    uint64_t *nd = realloc(s->dirty, nw * sizeof *nd);
+    if (!nd)
+        return ncap > s->rows_cap ? -PSKV_ENOMEM : 0;
+    if (nw > ow)
+        memset(nd + ow, 0, (nw - ow) * sizeof *nd);
+    s->dirty = nd;
     s->rows_cap = ncap;
     return 0;
 }
