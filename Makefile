@@ -58,7 +58,7 @@ TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-metrics-cost $(BIN)/pskv-garbage $(B
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
 
 FORCE:
-.PHONY: FORCE all tools deps size test unit integration faults test-faults bench-faults demo bench bench-pushpull bench-curve bench-train bench-consistency bench-sparse bench-hosts chaos install deb package-check clean fuzz fuzz-live tsan
+.PHONY: FORCE all tools deps size test unit integration faults test-faults bench-faults demo bench bench-incr bench-pushpull bench-curve bench-train bench-consistency bench-sparse bench-hosts chaos install deb package-check clean fuzz fuzz-live tsan
 .DEFAULT_GOAL := all
 
 MANS     := $(BINS:$(BIN)/%=$(BUILD)/man/man1/%.1)
@@ -243,12 +243,17 @@ bench: deps
 	scripts/bench-hosts.sh
 	scripts/bench-faults.sh --kills 10 --soak-seconds 120
 	scripts/bench-checkpoint.sh
+	scripts/bench-incr.sh
 	scripts/chaos.sh --minutes 5 || [ $$? -eq 77 ]
 
 bench-faults: deps
 	$(MAKE) all
 	scripts/bench-faults.sh
 	scripts/bench-checkpoint.sh
+
+bench-incr: deps
+	$(MAKE) all
+	scripts/bench-incr.sh
 
 bench-pushpull: deps
 	$(MAKE) all

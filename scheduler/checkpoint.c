@@ -28,6 +28,9 @@ static struct {
     const char *data_dir;
     double every_s;     /* --checkpoint-every (0 = only on request) */
     size_t keep;        /* --keep-checkpoints (0 = every one) */
+    int full_every;     /* --full-every (1 = every checkpoint full) */
+    int cycle;          /* checkpoints started since the last full one asked for */
+    int delta;          /* the one in progress was asked as a delta */
     manifest man;       /* complete checkpoints */
     uint64_t seq;       /* the last checkpoint started */
     int busy;           /* one in progress */
@@ -46,9 +49,10 @@ static struct {
     size_t npairs;
 } C;
 
-int ckpt_init(const char *data_dir, int resume, double every_s, int keep)
+int ckpt_init(const char *data_dir, int resume, double every_s, int keep, int full_every)
 {
     C.data_dir = data_dir;
+    C.full_every = full_every > 0 ? full_every : 1;
     C.resume = resume;
     C.every_s = every_s;
     C.keep = keep > 0 ? (size_t)keep : 0;
@@ -250,12 +254,15 @@ static void retain(void)
     sched_meta(&m, PSKV__MSG_TYPE__CHECKPOINT_PRUNE);
     m.has_seq = 1;
     m.seq = C.man.e[0].seq;
+    for (size_t i = 0; i < C.man.n; i++) /* the files a kept delta builds on stay */
+        if (manifest_oldest_base(&C.man.e[i]) < m.seq)
+            m.seq = manifest_oldest_base(&C.man.e[i]);
     for (int i = 0; i < memb.nnodes; i++)
         if (memb.nodes[i].role == PSKV__ROLE__SERVER && !memb.nodes[i].dead)
             sched_send(&memb.nodes[i], &m);
     LOG_I("--keep-checkpoints %zu: removed %d older checkpoint%s from the manifest; servers "
-          "delete their files numbered below %llu", C.keep, dropped, dropped > 1 ? "s" : "",
-          (unsigned long long)m.seq);
+          "delete their files numbered below %llu%s", C.keep, dropped, dropped > 1 ? "s" : "",
+          (unsigned long long)m.seq, m.seq < C.man.e[0].seq ? " (a kept delta builds on them)" : "");
 }
 
 /* Every live server wrote checkpoint C.seq: the manifest records it. */
@@ -281,15 +288,39 @@ static void ckpt_complete(void)
         e.nworkers++;
     }
     e.workers = g;
+    uint64_t bytes = 0;
+    size_t ndelta = 0;
+    e.base_nodes = calloc((size_t)memb.nnodes + 1, sizeof *e.base_nodes);
+    e.bases = calloc((size_t)memb.nnodes + 1, sizeof *e.bases);
+    for (int i = 0; e.bases && e.base_nodes && i < memb.nnodes; i++) {
+        memb_node *n = &memb.nodes[i];
+        if (n->role != PSKV__ROLE__SERVER || n->ckpt_acked != C.seq)
+            continue;
+        e.base_nodes[e.nbases] = n->id;
+        e.bases[e.nbases++] = n->ckpt_base;
+        ndelta += n->ckpt_base != C.seq;
+        bytes += n->ckpt_bytes;
+    }
     char why[600];
-    int rc = manifest_append(C.data_dir, &C.man, &e, why, sizeof why);
+    int rc = e.bases && e.base_nodes ? manifest_append(C.data_dir, &C.man, &e, why, sizeof why)
+                                     : -PSKV_ENOMEM;
+    if (rc == -PSKV_ENOMEM && !(e.bases && e.base_nodes))
+        snprintf(why, sizeof why, "scheduler out of memory");
     free(g);
+    free(e.base_nodes);
+    free(e.bases);
     if (rc < 0) {
         ckpt_fail(-rc, why);
         return;
     }
-    LOG_I("checkpoint %llu complete in %lld ms: recorded in %s/manifest",
-          (unsigned long long)C.seq, (long long)(tu_now_ms() - C.started_ms), C.data_dir);
+    char kind[96];
+    if (ndelta && ndelta < e.nbases)
+        snprintf(kind, sizeof kind, "delta on %zu of %zu servers", ndelta, e.nbases);
+    else
+        snprintf(kind, sizeof kind, "%s", ndelta ? "delta" : "full");
+    LOG_I("checkpoint %llu complete in %lld ms (%s, %llu bytes): recorded in %s/manifest",
+          (unsigned long long)C.seq, (long long)(tu_now_ms() - C.started_ms), kind,
+          (unsigned long long)bytes, C.data_dir);
     retain();
     schedm_checkpoint(1, (double)(tu_now_ms() - C.started_ms) / 1e3);
     C.busy = 0;
@@ -340,14 +371,20 @@ void ckpt_start(wire_msg *msg)
     C.busy = 1;
     C.seq++;
     C.started_ms = tu_now_ms();
+    /* --full-every K: a full one, then K - 1 deltas; a request may ask for full */
+    int full = C.cycle == 0 || (msg && msg->meta->has_delta && !msg->meta->delta);
+    C.cycle = full ? 1 % C.full_every : (C.cycle + 1) % C.full_every;
+    C.delta = !full;
     Pskv__Meta m;
     sched_meta(&m, PSKV__MSG_TYPE__CHECKPOINT);
     m.has_seq = 1;
     m.seq = C.seq;
+    m.has_delta = 1;
+    m.delta = C.delta;
     for (int i = 0; i < memb.nnodes; i++)
         if (memb.nodes[i].role == PSKV__ROLE__SERVER && !memb.nodes[i].dead)
             sched_send(&memb.nodes[i], &m);
-    LOG_I("checkpoint %llu started", (unsigned long long)C.seq);
+    LOG_I("checkpoint %llu started%s", (unsigned long long)C.seq, C.delta ? " (a delta)" : "");
 }
 
 void ckpt_on_ack(wire_msg *msg)
@@ -355,6 +392,9 @@ void ckpt_on_ack(wire_msg *msg)
     memb_node *n = memb_sender(msg);
     if (n && msg->meta->has_seq) {
         n->ckpt_acked = msg->meta->seq;
+        /* an older server says nothing: a full file */
+        n->ckpt_base = msg->meta->has_ckpt_base ? msg->meta->ckpt_base : msg->meta->seq;
+        n->ckpt_bytes = msg->meta->ckpt_bytes;
         ckpt_check_done();
     }
 }

@@ -30,10 +30,12 @@
  * a resume has a checkpoint to start from; every_s > 0 starts one that often while
  * the job runs; keep > 0 keeps only the keep newest complete checkpoints (older
  * ones leave the manifest, and the servers delete their files, as each new one
- * completes). Returns 0, or the process's exit status after printing why on
- * stderr: 1 when the manifest cannot be read, 2 when --resume has nothing to use.
- * data_dir must outlive the module. */
-int ckpt_init(const char *data_dir, int resume, double every_s, int keep);
+ * completes, but never a file a kept delta builds on); full_every K > 1: of each K
+ * checkpoints the first is full and the others deltas (servers that cannot write
+ * a delta write a full file). Returns 0, or the process's exit status after
+ * printing why on stderr: 1 when the manifest cannot be read, 2 when --resume has
+ * nothing to use. data_dir must outlive the module. */
+int ckpt_init(const char *data_dir, int resume, double every_s, int keep, int full_every);
 
 /* A resumed job: 1 and *job = the job of the newest checkpoint; else 0. */
 int ckpt_resume_job(uint64_t *job);
@@ -55,7 +57,8 @@ void ckpt_fill_node(Pskv__Node *p, const memb_node *n);
 
 /* Starts a checkpoint: requested by msg (CHECKPOINT, from pskvctl or a worker;
  * answered CHECKPOINT_ACK or ERROR when it completes or fails), or by the timer
- * when msg is NULL. A request while one is in progress is answered with it.
+ * when msg is NULL. Full or a delta as --full-every says; msg with delta false
+ * (pskvctl) asks for a full one and starts the cycle again. A request while one is in progress is answered with it.
  * Refuses msg without --data-dir or when the job is not running. */
 void ckpt_start(wire_msg *msg);
 

@@ -67,6 +67,7 @@ typedef struct memb_node {
                                                               heartbeats (STATUS_REPLY) */
     int64_t progress[3];  /* workers: epoch, step, data position, from heartbeats */
     uint64_t ckpt_acked;  /* servers: the last checkpoint written (checkpoint.c's) */
+    uint64_t ckpt_base, ckpt_bytes; /* servers: its file's chain's full checkpoint, its size */
     char **ckpts;         /* servers: valid checkpoint files they hold, "JOB:SEQ:NODE" */
     size_t nckpts;
     char key[41];         /* the public key it registered with (CURVE), else "" */

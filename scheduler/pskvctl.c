@@ -47,6 +47,9 @@ static cfg_entry config[] = {
     {"out", CFG_STR, "", NULL, 1, 0, NULL,
      "keygen: directory to write node.key and node.pub into; export: the model file to write",
      0, 0, NULL, NULL},
+    {"delta", CFG_BOOL, "false", NULL, 1, 0, NULL,
+     "checkpoint: full or delta as the scheduler's --full-every cycle says, instead of a full "
+     "one", 0, 0, NULL, NULL},
     {"checkpoint", CFG_INT, "0", NULL, 0, 9.2e18, NULL,
      "export: the checkpoint number (the manifest's seq)", 0, 0, NULL, NULL},
     {"from", CFG_STR, "", NULL, 1, 0, NULL,
@@ -360,6 +363,7 @@ int main(int argc, char **argv)
     wire_meta_init(&req, ckpt ? PSKV__MSG_TYPE__CHECKPOINT : PSKV__MSG_TYPE__STATUS);
     req.has_request_id = 1;
     req.request_id = 1;
+    req.has_delta = ckpt && !cfg_int(config, "delta"); /* a full one unless --delta */
     wire_send(s, NULL, &req, NULL, NULL);
     /* a checkpoint writes every server's data: it may take much longer */
     int timeout_ms = (int)(cfg_double(config, "timeout") * 1000) * (ckpt ? 60 : 1);

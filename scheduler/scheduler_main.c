@@ -76,6 +76,9 @@ static cfg_entry config[] = {
     {"keep-checkpoints", CFG_INT, "0", "PSKV_SCHEDULER_KEEP_CHECKPOINTS", 0, 1000000, NULL,
      "keep only this many newest complete checkpoints: older ones leave the manifest and "
      "the servers delete their files (0 = keep every one)", 0, 0, NULL, NULL},
+    {"full-every", CFG_INT, "1", "PSKV_SCHEDULER_FULL_EVERY", 1, 10000, NULL,
+     "of every K checkpoints the first is full, the others deltas holding only the rows "
+     "changed since the one before (1 = every one full)", 0, 0, NULL, NULL},
     {"resume", CFG_BOOL, "false", "PSKV_SCHEDULER_RESUME", 0, 0, NULL,
      "continue the job of the newest complete checkpoint in --data-dir", 0, 0, NULL, NULL},
     {"join-timeout", CFG_DOUBLE, "600", "PSKV_SCHEDULER_JOIN_TIMEOUT", 1, 86400, "s",
@@ -259,7 +262,7 @@ static int configure(int argc, char **argv)
     }
     rc = ckpt_init(cfg_str(config, "data-dir"), (int)cfg_int(config, "resume"),
                    cfg_double(config, "checkpoint-every"),
-                   (int)cfg_int(config, "keep-checkpoints"));
+                   (int)cfg_int(config, "keep-checkpoints"), (int)cfg_int(config, "full-every"));
     if (rc)
         return rc;
     if (!ckpt_resume_job(&memb.job_id))

@@ -504,7 +504,7 @@ static int handle_scheduler(void)
             secure_allow_view(&S.sec, S.mb.view);
             replay_parked();
         } else if (msg.meta->type == PSKV__MSG_TYPE__CHECKPOINT) {
-            checkpoint_write(msg.meta->seq);
+            checkpoint_write(msg.meta->seq, msg.meta->has_delta && msg.meta->delta);
         } else if (msg.meta->type == PSKV__MSG_TYPE__CHECKPOINT_PRUNE && msg.meta->has_seq) {
             checkpoint_prune(msg.meta->seq);
         } else if (msg.meta->type == PSKV__MSG_TYPE__STOP) {

@@ -417,6 +417,57 @@ f_checkpoint_reshard() {
   cp "$d-2"/s2/*.pskv "$d-2/s0/"
   ck_reshard "$d-2" 1 2
   echo "3 servers' checkpoint resumed exactly on 2 and on 4 (R = 1 and 2, shared and own directories)"
+# Incremental checkpoints across a failover (3 servers, R = 2, --full-every 100): a
+# full checkpoint and a delta; then a server is killed and the survivors take over
+# its partitions (copies), so the next checkpoint, asked as a delta, is a full file
+# on each of them, saying why; the one after is a delta again. The job's exact sums
+# hold, and a resume from the last loads its chain (full 3 + delta 4).
+f_checkpoint_delta_failover() {
+  local d=$TDIR/c port i victim
+  mkdir -p "$d/sched" "$d/data"
+  launch "$d" --servers 3 --workers 1 --scheduler-opt=--replicas=2 \
+    --scheduler-opt=--data-dir="$d/sched" --scheduler-opt=--full-every=100 \
+    --server-opt=--data-dir="$d/data" -- --app check --count-acked --rounds 1000000 \
+    --stop-file "$d/stop" --slowdown 2
+  wait_joined "$d" 1
+  port=$(sched_port "$d")
+  ckpt() { # ckpt N KIND [--delta]: pskvctl checkpoint N completes, of that kind
+    "$BIN/pskvctl" --scheduler "127.0.0.1:$port" checkpoint ${3:-} > "$d/ck.out" 2>&1 ||
+      fail "checkpoint $1: $(cat "$d/ck.out")"
+    grep -q "checkpoint $1 complete in [0-9]* ms ($2, [0-9]* bytes)" "$d/scheduler.log" ||
+      fail "checkpoint $1 is not $2: $(grep "checkpoint $1 complete" "$d/scheduler.log")"
+  }
+  ckpt 1 full
+  ckpt 2 delta --delta
+  victim=$((RANDOM % 3))
+  kill -KILL "$(cat "$d/server-$victim.pid")"
+  for i in $(seq $((100 * TS))); do grep -q 'marked dead' "$d/scheduler.log" && break; sleep 0.1; done
+  sleep $((2 * TS)) # the copies to the survivors
+  ckpt 3 full --delta
+  for i in 0 1 2; do
+    [ "$i" = "$victim" ] && continue
+    grep -q 'checkpoint 3: writing a full one, not a delta: the partitions it holds changed since checkpoint 2' \
+      "$d/server-$i.log" || fail "server $i: $(grep 'checkpoint 3' "$d/server-$i.log")"
+  done
+  ckpt 4 delta --delta
+  touch "$d/stop"
+  wait "$(cat "$d/launch.pid")"
+  grep -q 'final values equal the acknowledged pushes: yes' "$d/worker-0.log" ||
+    fail "the check failed: $(grep check "$d/worker-0.log" | tail -n 2)"
+  port=$((20000 + RANDOM % 9000))
+  "$BIN/pskv-scheduler" --port "$port" --servers 2 --workers 1 --data-dir "$d/sched" --resume \
+    > "$d/sched-r.log" 2>&1 & echo $! > "$d/pids"
+  for i in 0 1; do
+    "$BIN/pskv-server" --scheduler "127.0.0.1:$port" --data-dir "$d/data" > "$d/s$i-r.log" 2>&1 &
+    echo $! >> "$d/pids"
+  done
+  "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --app check --rounds 1 > "$d/w-r.log" 2>&1 &
+  echo $! >> "$d/pids"
+  ck_wait_line "$d/sched-r.log" 'resuming job [0-9]* from checkpoint 4 '
+  ck_wait_line "$d/s0-r.log" 'loaded checkpoint 4 from .* (a delta: the full checkpoint 3 and 1 deltas)'
+  ck_wait_line "$d/s1-r.log" 'loaded checkpoint 4 from .* (a delta: the full checkpoint 3 and 1 deltas)'
+  kill -KILL $(cat "$d/pids") 2>/dev/null
+  return 0
 }
 
 # Kill -9 a worker under bsp and start it again with its rank: it keeps the
@@ -829,7 +880,7 @@ f_admit_kill() {
 }
 
 tests=(kill_server kill_server_ssp kill_server_bsp chain_r3 chain_r3_bsp pause_server pause_server_nocopy kill_worker worker_rejoin worker_restart_acked worker_restart_ssp retry_paused lease_lapse dead_connections pause_scheduler lost_partition
-       checkpoint_resume checkpoint_reshard join join_ssp join_ssp_parked join_bsp join_bsp_backup server_rejoin adam_kill admit_kill)
+       checkpoint_resume checkpoint_reshard checkpoint_delta_failover join join_ssp join_ssp_parked join_bsp join_bsp_backup server_rejoin adam_kill admit_kill)
 for t in "${tests[@]}"; do
   if [ ${#ONLY[@]} -gt 0 ] && ! printf '%s\n' "${ONLY[@]}" | grep -qx "$t"; then continue; fi
   for i in $(seq "$TRIALS"); do run_trial "$t" "f_$t" "$i"; done

@@ -27,6 +27,8 @@ Suite *updater_suite(void);
 Suite *shard_suite(void);
 /* server/cmsketch.c, shard_sweep.c: the sketch, admission, the eviction sweep. */
 Suite *admit_suite(void);
+/* server/shard_dirty.c: rows changed since the last checkpoint, tombstones. */
+Suite *dirty_suite(void);
 /* server/table.c: create, reopen, mismatch and invalid options. */
 Suite *table_suite(void);
 /* worker/idx.c, worker/libsvm.c: fixtures, shards, corrupt files, real data sets. */
