@@ -417,6 +417,8 @@ f_checkpoint_reshard() {
   cp "$d-2"/s2/*.pskv "$d-2/s0/"
   ck_reshard "$d-2" 1 2
   echo "3 servers' checkpoint resumed exactly on 2 and on 4 (R = 1 and 2, shared and own directories)"
+}
+
 # Incremental checkpoints across a failover (3 servers, R = 2, --full-every 100): a
 # full checkpoint and a delta; then a server is killed and the survivors take over
 # its partitions (copies), so the next checkpoint, asked as a delta, is a full file
