@@ -41,7 +41,9 @@ int view_adopt(uint32_t nparts, uint32_t replicas, uint32_t vnodes, const uint32
 
 /* (Re)places the partitions on the live servers: from scratch the first time
  * (or from a resumed job's chains), later keeping each chain's survivors in front
- * so that only the chains of a dead server change. Recounts lost, heads, holds. */
+ * so that only the chains of a dead or drained server change (a server being
+ * drained takes no partition; one it held alone is placed afresh, not lost).
+ * Recounts lost, heads, holds. */
 void view_place(void);
 
 /* Server `id` (registered, alive) joins the running job: the partitions its ring

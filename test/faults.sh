@@ -757,8 +757,120 @@ f_admit_kill() {
   echo "admission and eviction exact after killing server-$victim"
 }
 
+# pskvctl drain NODE of DIR; its output in DIR/drain.out, its status returned.
+drain_node() {
+  "$BIN/pskvctl" --scheduler "127.0.0.1:$(sched_port "$1")" drain "$2" --drain-timeout 60 \
+    > "$1/drain.out" 2>&1
+}
+
+# server_id DIR NAME: the node id of DIR's server NAME (server-I), from status.
+server_id() {
+  status_json "$1" | grep -o "\"id\":[0-9]*,\"role\":\"server\",[^{]*\"pid\":$(cat "$1/$2.pid")," |
+    sed 's/^"id":\([0-9]*\),.*/\1/'
+}
+
+# drained_ok DIR NAME ID: pskvctl drained server NAME (node ID), which logged why
+# and exited 0 on its own; status shows it left and not dead.
+drained_ok() {
+  local d=$1 pid i js
+  pid=$(cat "$d/$2.pid")
+  grep -q "^drained node $3: [0-9]* partitions handed over" "$d/drain.out" ||
+    fail "pskvctl drain $3: $(cat "$d/drain.out")"
+  for i in $(seq $((100 * TS))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$pid" 2>/dev/null && fail "the drained $2 did not exit"
+  grep -q 'drained (pskvctl drain)' "$d/$2.log" || fail "$2 did not log its drain"
+  for i in $(seq 50); do grep -q "$2 (pid $pid) exited" "$d/launch.out" && break; sleep 0.1; done
+  grep -q "$2 (pid $pid) exited with status 0" "$d/launch.out" ||
+    fail "the drained $2: $(grep "$2 (pid" "$d/launch.out")"
+  js=$(status_json "$d") || fail "no status"
+  grep -q "\"id\":$3,[^}]*\"state\":\"left\",\"alive\":false" <<< "$js" ||
+    fail "status does not show node $3 left: $js"
+  grep -q "marked dead" "$d/scheduler.log" && fail "a server was declared dead during the drain"
+  return 0
+}
+
+# Drain one of 3 servers (R = 2) while 3 workers push (--count-acked: one push per
+# partition, each counted when acknowledged): pskvctl drain hands its partitions
+# to the other two (each new chain member copied whole before it answers for
+# them) and the server exits 0; status shows it left, 2 servers live, and every key
+# ends equal to the pushes acknowledged (none lost, none applied twice). First the
+# refusals, each exit 1 with the reason: an unknown node, a worker; after the drain,
+# one that would leave fewer servers than R.
+f_drain() {
+  local d=$TDIR/c v id wid js
+  # shellcheck disable=SC2086 # DRAIN_ARGS: several words
+  launch "$d" --servers 3 --workers 3 --scheduler-opt=--replicas=2 -- --app check \
+    --count-acked --rounds 1000000 --stop-file "$d/stop" ${DRAIN_ARGS:-}
+  wait_joined "$d" 3
+  drain_node "$d" 999 && fail "drained node 999"
+  grep -q 'refused: node 999 is not in the job' "$d/drain.out" || fail "unclear: $(cat "$d/drain.out")"
+  wid=$(status_json "$d" | grep -o '"id":[0-9]*,"role":"worker"' | head -n 1 | sed 's/[^0-9]//g')
+  drain_node "$d" "$wid" && fail "drained worker node $wid"
+  grep -q "refused: node $wid (worker) is not a server" "$d/drain.out" || fail "unclear: $(cat "$d/drain.out")"
+  sleep 0.$((5 + RANDOM % 5))
+  v=server-$((RANDOM % 3))
+  id=$(server_id "$d" "$v")
+  [ -n "$id" ] || fail "no node id for $v"
+  drain_node "$d" "$id" || fail "pskvctl drain $id: $(cat "$d/drain.out")"
+  drained_ok "$d" "$v" "$id"
+  js=$(status_json "$d")
+  [ "$(grep -o '"role":"server",[^}]*"state":"active","alive":true' <<< "$js" | wc -l)" -eq 2 ] ||
+    fail "not 2 live servers after the drain: $js"
+  id=$(grep -o '"id":[0-9]*,"role":"server",[^}]*"state":"active"' <<< "$js" | head -n 1 | sed 's/^"id":\([0-9]*\),.*/\1/')
+  drain_node "$d" "$id" && fail "drained a server below R"
+  grep -q "refused: draining server node $id would leave 1 live server, fewer than R = 2" \
+    "$d/drain.out" || fail "unclear: $(cat "$d/drain.out")"
+  sleep 1
+  touch "$d/stop"
+  wait_ok "$d"
+  echo "drain: $(head -n 2 "$d/drain.out" | tr '\n' ' ')"
+}
+
+# The same drain under bounded delay (ssp:2): the bound holds and the sums are exact.
+f_drain_ssp() { DRAIN_ARGS="--consistency ssp:2" f_drain; }
+
+# R = 1: a drained server's partitions have no other replica; it hands each to
+# its new head itself. Two of 3 servers are drained one after the other; the
+# last one is refused (the last server), and the sums stay exact.
+f_drain_r1() {
+  local d=$TDIR/c v id k
+  launch "$d" --servers 3 --workers 3 -- --app check --count-acked --rounds 1000000 \
+    --stop-file "$d/stop"
+  wait_joined "$d" 3
+  for k in 0 1; do
+    sleep 0.$((3 + RANDOM % 5))
+    v=server-$k
+    id=$(server_id "$d" "$v")
+    drain_node "$d" "$id" || fail "pskvctl drain $id: $(cat "$d/drain.out")"
+    drained_ok "$d" "$v" "$id"
+  done
+  id=$(server_id "$d" server-2)
+  drain_node "$d" "$id" && fail "drained the last server"
+  grep -q "refused: server node $id is the last live server" "$d/drain.out" ||
+    fail "unclear: $(cat "$d/drain.out")"
+  sleep 0.5
+  touch "$d/stop"
+  wait_ok "$d"
+}
+
+# Drain under bsp (R = 2): held pushes and clock closes move to the new heads, and
+# every pull at clock c still returns exactly the sums of the rounds before c.
+f_drain_bsp() {
+  local d=$TDIR/c v id
+  launch "$d" --servers 3 --workers 3 --scheduler-opt=--replicas=2 -- --app check \
+    --consistency bsp --rounds 600
+  wait_joined "$d" 3
+  sleep 1.$((RANDOM % 10))
+  v=server-$((RANDOM % 3))
+  id=$(server_id "$d" "$v")
+  drain_node "$d" "$id" || fail "pskvctl drain $id: $(cat "$d/drain.out")"
+  drained_ok "$d" "$v" "$id"
+  wait_ok "$d"
+}
+
 tests=(kill_server kill_server_ssp kill_server_bsp chain_r3 chain_r3_bsp pause_server pause_server_nocopy kill_worker worker_rejoin worker_restart_acked worker_restart_ssp retry_paused lease_lapse dead_connections pause_scheduler lost_partition
-       checkpoint_resume join join_ssp join_ssp_parked join_bsp join_bsp_backup server_rejoin adam_kill admit_kill)
+       checkpoint_resume join join_ssp join_ssp_parked join_bsp join_bsp_backup server_rejoin adam_kill admit_kill
+       drain drain_ssp drain_r1 drain_bsp)
 for t in "${tests[@]}"; do
   if [ ${#ONLY[@]} -gt 0 ] && ! printf '%s\n' "${ONLY[@]}" | grep -qx "$t"; then continue; fi
   for i in $(seq "$TRIALS"); do run_trial "$t" "f_$t" "$i"; done
