@@ -785,7 +785,7 @@ drained_ok() {
   js=$(status_json "$d") || fail "no status"
   grep -q "\"id\":$3,[^}]*\"state\":\"left\",\"alive\":false" <<< "$js" ||
     fail "status does not show node $3 left: $js"
-  grep -q "marked dead" "$d/scheduler.log" && fail "a server was declared dead during the drain"
+  grep -q "(server rank .*marked dead" "$d/scheduler.log" && fail "a server was declared dead during the drain"
   return 0
 }
 
