@@ -469,6 +469,7 @@ static int hop_left(const chain *c, const chain_pend *pd, const chain_hop *f)
  * its sender sends it to the new heads, which drop what they already applied. */
 void chain_fwd_again(chain *c)
 {
+    size_t moved = 0;
     for (size_t s = 0; s < MAX_PEND; s++) {
         chain_pend *pd = &c->pend[s];
         if (!pd->seq || pend_obsolete(c, pd))
@@ -480,8 +481,10 @@ void chain_fwd_again(chain *c)
                 continue;
             f->done = 1; /* replaced by the forwards below */
             pd->outstanding--;
-            if (pd->close ? parts_left(c, f) : hop_left(c, pd, f))
+            if (!pd->moved && (pd->close ? parts_left(c, f) : hop_left(c, pd, f))) {
                 pd->moved = 1;
+                moved++;
+            }
             int rc = pd->close ? chain_fwd_close(c, pd, f->keys, f->vals, f->n, f->parts, f->nparts)
                                : chain_fwd_rows(c, pd, f->keys, f->vals, f->n);
             if (rc < 0)
@@ -491,6 +494,10 @@ void chain_fwd_again(chain *c)
         if (pd->outstanding == 0)
             chain_pend_done(c, pd);
     }
+    if (moved)
+        LOG_I("%zu pushes or bsp closes applied here still wait for replicas of partitions "
+              "this server left: refused once the rest is answered, sent to the new heads",
+              moved);
 }
 
 
