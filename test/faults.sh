@@ -757,6 +757,9 @@ f_admit_kill() {
   echo "admission and eviction exact after killing server-$victim"
 }
 
+# shellcheck source=../scripts/free-port.sh
+. "$top/scripts/free-port.sh"
+
 # pskvctl drain NODE of DIR; its output in DIR/drain.out, its status returned.
 drain_node() {
   "$BIN/pskvctl" --scheduler "127.0.0.1:$(sched_port "$1")" drain "$2" --drain-timeout 60 \
@@ -792,14 +795,17 @@ drained_ok() {
 # Drain one of 3 servers (R = 2) while 3 workers push (--count-acked: one push per
 # partition, each counted when acknowledged): pskvctl drain hands its partitions
 # to the other two (each new chain member copied whole before it answers for
-# them) and the server exits 0; status shows it left, 2 servers live, and every key
-# ends equal to the pushes acknowledged (none lost, none applied twice). First the
+# them) and the server exits 0; status shows it left, 2 servers live, the scheduler's
+# metrics count a drain and no failover, and every key ends equal to the pushes
+# acknowledged (none lost, none applied twice). First the
 # refusals, each exit 1 with the reason: an unknown node, a worker; after the drain,
 # one that would leave fewer servers than R.
 f_drain() {
-  local d=$TDIR/c v id wid js
+  local d=$TDIR/c v id wid js mp m
+  mp=$(free_port)
   # shellcheck disable=SC2086 # DRAIN_ARGS: several words
-  launch "$d" --servers 3 --workers 3 --scheduler-opt=--replicas=2 -- --app check \
+  launch "$d" --servers 3 --workers 3 --scheduler-opt=--replicas=2 \
+    --scheduler-opt=--metrics-port=$mp -- --app check \
     --count-acked --rounds 1000000 --stop-file "$d/stop" ${DRAIN_ARGS:-}
   wait_joined "$d" 3
   drain_node "$d" 999 && fail "drained node 999"
@@ -813,6 +819,9 @@ f_drain() {
   [ -n "$id" ] || fail "no node id for $v"
   drain_node "$d" "$id" || fail "pskvctl drain $id: $(cat "$d/drain.out")"
   drained_ok "$d" "$v" "$id"
+  m=$(curl -sf "http://127.0.0.1:$mp/metrics") || fail "no scheduler metrics"
+  grep -q '^pskv_drains_total{[^}]*} 1$' <<< "$m" && grep -q '^pskv_failovers_total{[^}]*} 0$' <<< "$m" ||
+    fail "metrics: $(grep 'drains_total\|failovers_total' <<< "$m")"
   js=$(status_json "$d")
   [ "$(grep -o '"role":"server",[^}]*"state":"active","alive":true' <<< "$js" | wc -l)" -eq 2 ] ||
     fail "not 2 live servers after the drain: $js"
