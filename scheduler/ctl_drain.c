@@ -10,6 +10,7 @@
 #include <zmq.h>
 
 #include "ctl_top.h"
+#include "pskv_errors.h"
 #include "timeutil.h"
 #include "wire.h"
 
@@ -50,36 +51,48 @@ static int64_t resolve(void *sock, const char *sched, const char *node, int answ
     return found;
 }
 
-/* Sends DRAIN for node id; returns the partitions to hand over, or -1 (refused or
- * no answer: told on stderr). */
-static int64_t ask_drain(void *sock, const char *sched, uint32_t id, int answer_ms)
+/* Sends DRAIN for node id, again every 200 ms while the scheduler answers
+ * PSKV_ENOTREADY (copies of an earlier change under way) until deadline_ms;
+ * returns the partitions to hand over, or -1 (refused or no answer: told on
+ * stderr). */
+static int64_t ask_drain(void *sock, const char *sched, uint32_t id, int answer_ms,
+                         int64_t deadline_ms)
 {
-    Pskv__Meta req;
-    wire_meta_init(&req, PSKV__MSG_TYPE__DRAIN);
-    req.has_request_id = req.has_drain_node = 1;
-    req.request_id = 2;
-    req.drain_node = id;
-    wire_send(sock, NULL, &req, NULL, NULL);
-    zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
-    char why[300];
-    if (zmq_poll(&it, 1, answer_ms) <= 0) {
-        fprintf(stderr, "pskvctl drain: no answer from scheduler %s within %.1f s\n", sched,
-                answer_ms / 1000.0);
-        return -1;
+    for (;;) {
+        Pskv__Meta req;
+        wire_meta_init(&req, PSKV__MSG_TYPE__DRAIN);
+        req.has_request_id = req.has_drain_node = 1;
+        req.request_id = 2;
+        req.drain_node = id;
+        wire_send(sock, NULL, &req, NULL, NULL);
+        zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
+        char why[300];
+        if (zmq_poll(&it, 1, answer_ms) <= 0) {
+            fprintf(stderr, "pskvctl drain: no answer from scheduler %s within %.1f s\n", sched,
+                    answer_ms / 1000.0);
+            return -1;
+        }
+        wire_msg msg;
+        int64_t parts = -1;
+        int again = 0;
+        if (wire_recv(sock, 0, &msg, why, sizeof why) < 0)
+            fprintf(stderr, "pskvctl drain: bad answer from %s: %s\n", sched, why);
+        else if (msg.meta->type == PSKV__MSG_TYPE__ERROR &&
+                 msg.meta->error_code == PSKV_ENOTREADY && tu_now_ms() < deadline_ms)
+            again = 1;
+        else if (msg.meta->type == PSKV__MSG_TYPE__ERROR)
+            fprintf(stderr, "pskvctl drain: refused: %s\n", msg.meta->error ? msg.meta->error : "?");
+        else if (msg.meta->type != PSKV__MSG_TYPE__DRAIN_ACK)
+            fprintf(stderr, "pskvctl drain: unexpected %s from %s\n",
+                    wire_type_name((int)msg.meta->type), sched);
+        else
+            parts = msg.meta->drain_parts;
+        wire_msg_close(&msg);
+        if (!again)
+            return parts;
+        struct timespec nap = {0, 200 * 1000000L};
+        nanosleep(&nap, NULL);
     }
-    wire_msg msg;
-    int64_t parts = -1;
-    if (wire_recv(sock, 0, &msg, why, sizeof why) < 0)
-        fprintf(stderr, "pskvctl drain: bad answer from %s: %s\n", sched, why);
-    else if (msg.meta->type == PSKV__MSG_TYPE__ERROR)
-        fprintf(stderr, "pskvctl drain: refused: %s\n", msg.meta->error ? msg.meta->error : "?");
-    else if (msg.meta->type != PSKV__MSG_TYPE__DRAIN_ACK)
-        fprintf(stderr, "pskvctl drain: unexpected %s from %s\n",
-                wire_type_name((int)msg.meta->type), sched);
-    else
-        parts = msg.meta->drain_parts;
-    wire_msg_close(&msg);
-    return parts;
 }
 
 int ctl_drain(void *sock, const char *sched, const char *node, int answer_ms, int wait_ms)
@@ -90,10 +103,10 @@ int ctl_drain(void *sock, const char *sched, const char *node, int answer_ms, in
                 "status shows both)\n", node);
         return 2;
     }
-    int64_t parts = id ? ask_drain(sock, sched, (uint32_t)id, answer_ms) : -1;
+    int64_t t0 = tu_now_ms(), deadline = t0 + wait_ms;
+    int64_t parts = id ? ask_drain(sock, sched, (uint32_t)id, answer_ms, deadline) : -1;
     if (parts < 0)
         return 1;
-    int64_t t0 = tu_now_ms(), deadline = t0 + wait_ms;
     printf("draining node %" PRId64 ": %" PRId64 " partitions to hand over\n", id, parts);
     fflush(stdout);
     for (;;) {

@@ -64,6 +64,17 @@ static int refusal(uint32_t id, char *why, size_t len)
                  staying, staying == 1 ? "" : "s", R);
         return PSKV_EREFUSED;
     }
+    /* a server still waiting for copies may be the only source of a partition's */
+    for (int i = 0; i < memb.nnodes; i++) {
+        const memb_node *s = &memb.nodes[i];
+        if (s->role == PSKV__ROLE__SERVER && !s->dead && s->state != NODE_FINISHED &&
+            s->drain == DRAIN_NONE && s->whole_epoch < view_place_epoch()) {
+            snprintf(why, len, "server node %u does not hold the placement of view epoch %llu "
+                     "whole yet (copies under way): try again once it does", s->id,
+                     (unsigned long long)view_place_epoch());
+            return PSKV_ENOTREADY;
+        }
+    }
     return 0;
 }
 

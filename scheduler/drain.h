@@ -2,7 +2,9 @@
  *
  * DRAIN names a live server. Refused (ERROR, with the reason) unless the job runs,
  * the node is a live server not already drained, and the servers left after it
- * are at least one and at least R. Otherwise the server is marked draining
+ * are at least one and at least R; refused PSKV_ENOTREADY (pskvctl asks again)
+ * while some server does not yet hold the last placement change whole (a copy
+ * still under way might come from the server to drain). Otherwise the server is marked draining
  * (DRAIN_HANDING): a new placement takes every partition from it and puts it on
  * the others (view.c), and a new view goes out; DRAIN_ACK answers at once with
  * the partitions it held. The servers copy as for a join or a death: a new chain
@@ -26,7 +28,7 @@
 
 /* DRAIN from pskvctl: starts draining server `drain_node` and answers DRAIN_ACK,
  * or refuses with the reason (not a live server, the last one, fewer than R left,
- * the job not running). */
+ * the job not running; copies of the last placement change under way). */
 void drain_request(wire_msg *msg);
 
 /* The periodic check: lets go (STOP, drained) every draining server whose

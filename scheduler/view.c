@@ -17,6 +17,8 @@ static struct {
     uint32_t nparts, replicas, vnodes;
     uint32_t *chains;    /* nparts x replicas node ids, head first; 0 = none */
     uint32_t lost;       /* partitions whose every replica died */
+    uint64_t place_epoch; /* the last view that changed the chains */
+    int placed;          /* the chains changed since the last view sent */
     uint32_t *join_prev; /* while the view that lets a server join is built: the
                             chains before it, where its partitions come from */
 } V;
@@ -31,6 +33,8 @@ void view_init(uint32_t nparts, uint32_t replicas, uint32_t vnodes)
 uint64_t view_epoch(void) { return V.epoch; }
 
 uint32_t view_lost(void) { return V.lost; }
+
+uint64_t view_place_epoch(void) { return V.place_epoch; }
 
 const uint32_t *view_chains(uint32_t *nparts, uint32_t *replicas, uint32_t *vnodes)
 {
@@ -181,6 +185,9 @@ static void send_view_msg(memb_node *only)
 void view_send(void)
 {
     V.epoch++;
+    if (V.placed)
+        V.place_epoch = V.epoch;
+    V.placed = 0;
     send_view_msg(NULL);
 }
 
@@ -265,6 +272,7 @@ void view_place(void)
     }
     free(V.chains);
     V.chains = next;
+    V.placed = 1;
     count_holds();
 }
 
@@ -285,6 +293,7 @@ int view_join_server(uint32_t id)
         exit(1);
     }
     count_holds();
+    V.placed = 1;
     view_send(); /* the joiner's first view: with the chains before it joined */
     free(V.join_prev);
     V.join_prev = NULL;

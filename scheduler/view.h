@@ -28,6 +28,9 @@ void view_init(uint32_t nparts, uint32_t replicas, uint32_t vnodes);
  * message the scheduler sends. */
 uint64_t view_epoch(void);
 
+/* The epoch of the last view that changed the chains (a placement, a join). */
+uint64_t view_place_epoch(void);
+
 /* Partitions lost in the current placement (every replica dead). */
 uint32_t view_lost(void);
 

@@ -862,6 +862,34 @@ f_drain_r1() {
   wait_ok "$d"
 }
 
+# Elastic up and down (R = 1): a third server joins the running job and is drained
+# at once, while its copies may still be on their way (the scheduler says not yet
+# and pskvctl asks again); it hands every partition back, exits 0, and every key
+# equals the pushes acknowledged.
+f_drain_joined() {
+  local d=$TDIR/c i id pid
+  launch "$d" --servers 2 --workers 2 -- --app check --count-acked --rounds 1000000 \
+    --stop-file "$d/stop"
+  wait_joined "$d" 2
+  sleep 0.3
+  start_server "$d" server-2
+  pid=$(cat "$d/server-2.pid")
+  for i in $(seq $((100 * TS))); do
+    kill -0 "$(cat "$d/scheduler.pid")" 2>/dev/null || fail "the scheduler is gone: $(tail -n 2 "$d/scheduler.log")"
+    id=$(server_id "$d" server-2); [ -n "$id" ] && break; sleep 0.05
+  done
+  [ -n "$id" ] || fail "server-2 did not join"
+  drain_node "$d" "$id" || fail "pskvctl drain $id: $(cat "$d/drain.out")"
+  grep -q "^drained node $id: [0-9]* partitions handed over" "$d/drain.out" ||
+    fail "pskvctl drain $id: $(cat "$d/drain.out")"
+  wait_exit "$pid" "the drained server-2"
+  grep -q 'drained (pskvctl drain)' "$d/server-2.log" || fail "server-2 did not log its drain"
+  sleep 0.5
+  touch "$d/stop"
+  wait_ok "$d"
+  echo "joined and drained: $(head -n 1 "$d/drain.out")"
+}
+
 # Drain under bsp (R = 2): held pushes and clock closes move to the new heads, and
 # every pull at clock c still returns exactly the sums of the rounds before c.
 f_drain_bsp() {
@@ -879,7 +907,7 @@ f_drain_bsp() {
 
 tests=(kill_server kill_server_ssp kill_server_bsp chain_r3 chain_r3_bsp pause_server pause_server_nocopy kill_worker worker_rejoin worker_restart_acked worker_restart_ssp retry_paused lease_lapse dead_connections pause_scheduler lost_partition
        checkpoint_resume join join_ssp join_ssp_parked join_bsp join_bsp_backup server_rejoin adam_kill admit_kill
-       drain drain_ssp drain_r1 drain_bsp)
+       drain drain_ssp drain_r1 drain_bsp drain_joined)
 for t in "${tests[@]}"; do
   if [ ${#ONLY[@]} -gt 0 ] && ! printf '%s\n' "${ONLY[@]}" | grep -qx "$t"; then continue; fi
   for i in $(seq "$TRIALS"); do run_trial "$t" "f_$t" "$i"; done
