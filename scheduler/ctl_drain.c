@@ -51,7 +51,7 @@ static int64_t resolve(void *sock, const char *sched, const char *node, int answ
     return found;
 }
 
-/* Sends DRAIN for node id, again every 200 ms while the scheduler answers
+/* Sends DRAIN for node id, again every 500 ms while the scheduler answers
  * PSKV_ENOTREADY (copies of an earlier change under way) until deadline_ms;
  * returns the partitions to hand over, or -1 (refused or no answer: told on
  * stderr). */
@@ -90,7 +90,7 @@ static int64_t ask_drain(void *sock, const char *sched, uint32_t id, int answer_
         wire_msg_close(&msg);
         if (!again)
             return parts;
-        struct timespec nap = {0, 200 * 1000000L};
+        struct timespec nap = {0, 500 * 1000000L};
         nanosleep(&nap, NULL);
     }
 }

@@ -3,7 +3,7 @@
  * the same table. Sends DRAIN; the scheduler refuses (the reason is printed) or
  * accepts and moves the server's partitions to the others (while copies of an
  * earlier placement change are under way it says not yet, and this asks again
- * every 200 ms); this then follows
+ * every 500 ms); this then follows
  * the node's state in STATUS every 200 ms until it is "left" (its partitions
  * whole on the others, the server told to exit), and prints
  * `drained node N: K partitions handed over in S s`.

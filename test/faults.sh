@@ -862,24 +862,34 @@ f_drain_r1() {
   wait_ok "$d"
 }
 
-# Elastic up and down (R = 1): a third server joins the running job and is drained
-# at once, while its copies may still be on their way (the scheduler says not yet
-# and pskvctl asks again); it hands every partition back, exits 0, and every key
+# Elastic up and down (R = 1): a third server joins the running job while server-1
+# is paused (SIGSTOP, short of the death time-out), so the joiner cannot have its
+# copies from it yet, and is drained at once: the scheduler says not yet (copies
+# under way) and pskvctl asks again until, server-1 resumed, the joiner holds its
+# partitions whole; then it hands every partition back and exits 0, and every key
 # equals the pushes acknowledged.
 f_drain_joined() {
-  local d=$TDIR/c i id pid
-  launch "$d" --servers 2 --workers 2 -- --app check --count-acked --rounds 1000000 \
-    --stop-file "$d/stop"
+  local d=$TDIR/c i id pid s1 dpid
+  launch "$d" --servers 2 --workers 2 --scheduler-opt=--dead-after-ms=$((5000 * TS)) -- \
+    --app check --count-acked --rounds 1000000 --stop-file "$d/stop"
   wait_joined "$d" 2
   sleep 0.3
+  s1=$(cat "$d/server-1.pid")
+  kill -STOP "$s1"
   start_server "$d" server-2
   pid=$(cat "$d/server-2.pid")
   for i in $(seq $((100 * TS))); do
     kill -0 "$(cat "$d/scheduler.pid")" 2>/dev/null || fail "the scheduler is gone: $(tail -n 2 "$d/scheduler.log")"
     id=$(server_id "$d" server-2); [ -n "$id" ] && break; sleep 0.05
   done
-  [ -n "$id" ] || fail "server-2 did not join"
-  drain_node "$d" "$id" || fail "pskvctl drain $id: $(cat "$d/drain.out")"
+  [ -n "$id" ] || { kill -CONT "$s1"; fail "server-2 did not join"; }
+  drain_node "$d" "$id" &
+  dpid=$!
+  sleep 1
+  kill -CONT "$s1"
+  wait "$dpid" || fail "pskvctl drain $id: $(cat "$d/drain.out")"
+  grep -q "refused DRAIN .*copies under way" "$d/scheduler.log" ||
+    fail "the drain did not wait for the join's copies"
   grep -q "^drained node $id: [0-9]* partitions handed over" "$d/drain.out" ||
     fail "pskvctl drain $id: $(cat "$d/drain.out")"
   wait_exit "$pid" "the drained server-2"
