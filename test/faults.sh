@@ -900,6 +900,40 @@ f_drain_joined() {
   echo "joined and drained: $(head -n 1 "$d/drain.out")"
 }
 
+# The drained server waits for the copies (R = 2, death time-out 5 s): server-2 is
+# paused (SIGSTOP) and server-0 drained; while server-2 cannot take the new view
+# status shows server-0 "draining" and it keeps running (pskvctl waits); once
+# server-2 resumes and holds its partitions whole, server-0 is let go and exits 0,
+# and every key equals the pushes acknowledged.
+f_drain_wait() {
+  local d=$TDIR/c i id s2 dpid js
+  launch "$d" --servers 3 --workers 2 --scheduler-opt=--replicas=2 \
+    --scheduler-opt=--dead-after-ms=$((5000 * TS)) -- --app check --count-acked \
+    --rounds 1000000 --stop-file "$d/stop"
+  wait_joined "$d" 2
+  sleep 0.5
+  id=$(server_id "$d" server-0)
+  s2=$(cat "$d/server-2.pid")
+  kill -STOP "$s2"
+  drain_node "$d" "$id" &
+  dpid=$!
+  for i in $(seq 50); do
+    js=$(status_json "$d") && grep -q "\"id\":$id,[^}]*\"state\":\"draining\",\"alive\":true" <<< "$js" && break
+    sleep 0.1
+  done
+  grep -q "\"id\":$id,[^}]*\"state\":\"draining\"" <<< "$js" || { kill -CONT "$s2"; fail "status does not show node $id draining: $js"; }
+  sleep 1
+  kill -0 "$(cat "$d/server-0.pid")" 2>/dev/null || { kill -CONT "$s2"; fail "server-0 left before server-2 could hold its partitions"; }
+  kill -0 "$dpid" 2>/dev/null || { kill -CONT "$s2"; fail "pskvctl drain returned early: $(cat "$d/drain.out")"; }
+  kill -CONT "$s2"
+  wait "$dpid" || fail "pskvctl drain $id: $(cat "$d/drain.out")"
+  drained_ok "$d" server-0 "$id"
+  sleep 0.5
+  touch "$d/stop"
+  wait_ok "$d"
+  echo "waited: $(tail -n 1 "$d/drain.out")"
+}
+
 # Drain under bsp (R = 2): held pushes and clock closes move to the new heads, and
 # every pull at clock c still returns exactly the sums of the rounds before c.
 f_drain_bsp() {
@@ -917,7 +951,7 @@ f_drain_bsp() {
 
 tests=(kill_server kill_server_ssp kill_server_bsp chain_r3 chain_r3_bsp pause_server pause_server_nocopy kill_worker worker_rejoin worker_restart_acked worker_restart_ssp retry_paused lease_lapse dead_connections pause_scheduler lost_partition
        checkpoint_resume join join_ssp join_ssp_parked join_bsp join_bsp_backup server_rejoin adam_kill admit_kill
-       drain drain_ssp drain_r1 drain_bsp drain_joined)
+       drain drain_ssp drain_r1 drain_bsp drain_joined drain_wait)
 for t in "${tests[@]}"; do
   if [ ${#ONLY[@]} -gt 0 ] && ! printf '%s\n' "${ONLY[@]}" | grep -qx "$t"; then continue; fi
   for i in $(seq "$TRIALS"); do run_trial "$t" "f_$t" "$i"; done
