@@ -28,22 +28,22 @@ static const Pskv__Node *find_server(const Pskv__View *v, uint32_t id, const cha
 }
 
 /* NODE as a node id: a decimal id, or the id of the server at HOST:PORT (asked
- * of the scheduler). Returns the id, 0 (told: not found, or no answer), or -1
+ * of the scheduler). Returns the id, -2 (told: not found, or no answer), or -1
  * when NODE is neither. */
 static int64_t resolve(void *sock, const char *sched, const char *node, int answer_ms)
 {
     char *end;
     unsigned long long id = strtoull(node, &end, 10);
     if (*node >= '0' && *node <= '9' && !*end)
-        return id > 0 && id <= UINT32_MAX ? (int64_t)id : -1;
+        return id <= UINT32_MAX ? (int64_t)id : -1;
     const char *colon = strrchr(node, ':');
     if (!colon || colon == node || !colon[1] || strspn(colon + 1, "0123456789") != strlen(colon + 1))
         return -1;
     wire_msg st;
     if (ctl_status(sock, sched, "drain", answer_ms, &st) < 0)
-        return 0;
+        return -2;
     const Pskv__Node *n = find_server(st.meta->view, 0, node);
-    int64_t found = n ? n->id : 0;
+    int64_t found = n ? (int64_t)n->id : -2;
     if (!n)
         fprintf(stderr, "pskvctl drain: no server at %s in the job (pskvctl status lists them)\n",
                 node);
@@ -98,13 +98,13 @@ static int64_t ask_drain(void *sock, const char *sched, uint32_t id, int answer_
 int ctl_drain(void *sock, const char *sched, const char *node, int answer_ms, int wait_ms)
 {
     int64_t id = resolve(sock, sched, node, answer_ms);
-    if (id < 0) {
+    if (id == -1) {
         fprintf(stderr, "pskvctl drain: NODE '%s' is neither a node id nor HOST:PORT (pskvctl "
                 "status shows both)\n", node);
         return 2;
     }
     int64_t t0 = tu_now_ms(), deadline = t0 + wait_ms;
-    int64_t parts = id ? ask_drain(sock, sched, (uint32_t)id, answer_ms, deadline) : -1;
+    int64_t parts = id >= 0 ? ask_drain(sock, sched, (uint32_t)id, answer_ms, deadline) : -1;
     if (parts < 0)
         return 1;
     printf("draining node %" PRId64 ": %" PRId64 " partitions to hand over\n", id, parts);

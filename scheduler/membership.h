@@ -87,7 +87,8 @@ typedef struct memb_node {
     enum node_drain drain; /* servers: drain.c's, with the three fields below */
     uint64_t drain_epoch;  /* the view that took its partitions from it */
     uint32_t drain_parts;  /* partitions it held then */
-    int64_t drain_ms;      /* when the drain began (DRAIN_HANDING), or when it was let go */
+    int64_t drain_ms;      /* when the drain began (DRAIN_HANDING), or when it was last
+                              told to exit (DRAIN_LEFT) */
 } memb_node;
 
 typedef struct memb_state {

@@ -839,10 +839,11 @@ f_drain() {
 f_drain_ssp() { DRAIN_ARGS="--consistency ssp:2" f_drain; }
 
 # R = 1: a drained server's partitions have no other replica; it hands each to
-# its new head itself. Two of 3 servers are drained one after the other; the
-# last one is refused (the last server), and the sums stay exact.
+# its new head itself. Two of 3 servers are drained one after the other (the
+# second named by its HOST:PORT); the last one is refused (the last server), and
+# the sums stay exact.
 f_drain_r1() {
-  local d=$TDIR/c v id k
+  local d=$TDIR/c v id k a
   launch "$d" --servers 3 --workers 3 -- --app check --count-acked --rounds 1000000 \
     --stop-file "$d/stop"
   wait_joined "$d" 3
@@ -850,7 +851,11 @@ f_drain_r1() {
     sleep 0.$((3 + RANDOM % 5))
     v=server-$k
     id=$(server_id "$d" "$v")
-    drain_node "$d" "$id" || fail "pskvctl drain $id: $(cat "$d/drain.out")"
+    # the first by node id, the second by the HOST:PORT status shows
+    a=$id
+    [ $k -eq 1 ] && a=$(status_json "$d" | grep -o "\"id\":$id,\"role\":\"server\",\"rank\":[0-9]*,\"host\":\"[^\"]*\",\"port\":[0-9]*" |
+      sed 's/.*"host":"\([^"]*\)","port":\([0-9]*\)$/\1:\2/')
+    drain_node "$d" "$a" || fail "pskvctl drain $a: $(cat "$d/drain.out")"
     drained_ok "$d" "$v" "$id"
   done
   id=$(server_id "$d" server-2)
