@@ -2,8 +2,8 @@
 # Fault tests: real daemons on loopback, killed and paused mid-run. Each scenario
 # runs --trials times (make test: 3, make test-faults: 20) on the optimised build
 # (build/bin, or $PSKV_BIN_DIR); each trial has a hard time-out. Prints one line
-# per trial, the failover times measured, and last "N passed, N failed" on its
-# own line.
+# per trial, the failover times measured, the drain times (pskvctl drain), and
+# last "N passed, N failed" on its own line.
 #
 #   test/faults.sh [--trials N] [--only NAME]...
 #
@@ -38,6 +38,7 @@ WORK=$(mktemp -d /tmp/pskv-faults-XXXXXX)
 passed=0
 failed=0
 FAILOVERS=()
+DRAINS=()
 
 cleanup() {
   pkill -KILL -f "$WORK/" 2>/dev/null
@@ -679,6 +680,7 @@ run_trial() {
   fi
   local f; f=$(sed -n 's/^failover_ms=//p' "$dir/test.out")
   [ -n "$f" ] && FAILOVERS+=("$f")
+  local g; for g in $(sed -n 's/^drain_ms=//p' "$dir/test.out"); do DRAINS+=("$g"); done
   if [ $rc -eq 0 ]; then
     passed=$((passed + 1)); echo "PASS $name #$trial${f:+ (failover $f ms)}"
   else
@@ -772,8 +774,9 @@ server_id() {
     sed 's/^"id":\([0-9]*\),.*/\1/'
 }
 
-# drained_ok DIR NAME ID: pskvctl drained server NAME (node ID), which logged why
-# and exited 0 on its own; status shows it left and not dead.
+# drained_ok DIR NAME ID [UNTIMED]: pskvctl drained server NAME (node ID), which logged
+# why and exited 0 on its own; status shows it left and not dead. Prints the drain's
+# time (drain_ms) unless UNTIMED (a drain held up on purpose).
 drained_ok() {
   local d=$1 pid i js
   pid=$(cat "$d/$2.pid")
@@ -789,6 +792,17 @@ drained_ok() {
   grep -q "\"id\":$3,[^}]*\"state\":\"left\",\"alive\":false" <<< "$js" ||
     fail "status does not show node $3 left: $js"
   grep -q "(server rank .*marked dead" "$d/scheduler.log" && fail "a server was declared dead during the drain"
+  [ -n "${4:-}" ] || drain_ms "$d" "$3"
+  return 0
+}
+
+# drain_ms DIR ID: prints drain_ms=N, the scheduler's time from accepting the drain of
+# node ID to letting it go (its log's time stamps).
+drain_ms() {
+  local t0 t1
+  t0=$(stamp_ms "$(grep "draining server node $2 " "$1/scheduler.log" | tail -n 1)")
+  t1=$(stamp_ms "$(grep "server node $2 drained:" "$1/scheduler.log" | tail -n 1)")
+  [ -n "$t0" ] && [ -n "$t1" ] && echo "drain_ms=$((t1 - t0))"
   return 0
 }
 
@@ -932,7 +946,7 @@ f_drain_wait() {
   kill -0 "$dpid" 2>/dev/null || { kill -CONT "$s2"; fail "pskvctl drain returned early: $(cat "$d/drain.out")"; }
   kill -CONT "$s2"
   wait "$dpid" || fail "pskvctl drain $id: $(cat "$d/drain.out")"
-  drained_ok "$d" server-0 "$id"
+  drained_ok "$d" server-0 "$id" untimed
   sleep 0.5
   touch "$d/stop"
   wait_ok "$d"
@@ -966,6 +980,12 @@ if [ ${#FAILOVERS[@]} -gt 0 ]; then
   n=${#FAILOVERS[@]}
   echo "failover (kill -9 to the first push acknowledged by a new owner) over $n kills:" \
     "median $(sed -n "$(( (n + 1) / 2 ))p" <<< "$sorted") ms, worst $(tail -n 1 <<< "$sorted") ms"
+fi
+if [ ${#DRAINS[@]} -gt 0 ]; then
+  sorted=$(printf '%s\n' "${DRAINS[@]}" | sort -n)
+  n=${#DRAINS[@]}
+  echo "drain (accepted to the server let go, its partitions whole on the others) over $n" \
+    "drains: median $(sed -n "$(( (n + 1) / 2 ))p" <<< "$sorted") ms, worst $(tail -n 1 <<< "$sorted") ms"
 fi
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]
