@@ -34,10 +34,10 @@ COMMON_O := $(COMMON:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/pskv.pb-c.o
 # worker/data/: data readers, model files and the sparse generator.
 LIB_SRC  := $(wildcard worker/*.c)
 LIB_O    := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(COMMON_O)
-SCHED_SRC := $(filter-out scheduler/pskvctl.c scheduler/ctl_top.c scheduler/export.c,$(wildcard scheduler/*.c))
+SCHED_SRC := $(filter-out scheduler/pskvctl.c scheduler/ctl_top.c scheduler/ctl_drain.c scheduler/export.c,$(wildcard scheduler/*.c))
 SCHED_O  := $(SCHED_SRC:%.c=$(BUILD)/obj/%.o)
 CTL_O    := $(BUILD)/obj/scheduler/pskvctl.o $(BUILD)/obj/scheduler/ctl_top.o \
-            $(BUILD)/obj/scheduler/export.o
+            $(BUILD)/obj/scheduler/ctl_drain.o $(BUILD)/obj/scheduler/export.o
 SERVER_SRC := $(wildcard server/*.c)
 SERVER_O := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o)
 SERVER_LIB_O := $(filter-out $(BUILD)/obj/server/server_main.o,$(SERVER_O))

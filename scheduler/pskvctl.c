@@ -1,11 +1,12 @@
 /* pskvctl: asks a running scheduler about its job, and makes keys.
  *   pskvctl [--scheduler HOST:PORT] [--keys DIR] status [--json] | checkpoint
  *   pskvctl [--scheduler HOST:PORT] [--keys DIR] top [--interval S] [--count N] [--plain]
+ *   pskvctl [--scheduler HOST:PORT] [--keys DIR] drain NODE [--drain-timeout S]
  *   pskvctl keygen --role ROLE --out DIR
  *   pskvctl keys init DIR --servers S --workers W
  *   pskvctl export --checkpoint N --from DIR[,DIR...] --out PATH
- * Exit status: 0 answered (or keys made, or model exported), 1 no answer within
- * --timeout, refused, or keys or model not made, 2 usage. */
+ * Exit status: 0 answered (or keys made, or model exported, or server drained), 1 no
+ * answer within --timeout, refused, not drained, or keys or model not made, 2 usage. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
@@ -14,6 +15,7 @@
 #include <zmq.h>
 
 #include "config.h"
+#include "ctl_drain.h"
 #include "ctl_top.h"
 #include "export.h"
 #include "keys.h"
@@ -34,7 +36,10 @@ static cfg_entry config[] = {
      0, NULL, NULL},
     {"keys", CFG_STR, "", "PSKV_KEYS", 1, 0, NULL,
      "key directory (node.key, node.pub, scheduler.pub): talk CURVE to the scheduler; "
-     "checkpoint needs a control key", 0, 0, NULL, NULL},
+     "checkpoint and drain need a control key", 0, 0, NULL, NULL},
+    {"drain-timeout", CFG_DOUBLE, "120", "PSKV_CTL_DRAIN_TIMEOUT", 0.1, 86400, "s",
+     "drain: give up waiting for the server to leave after this long (it stays draining)", 0,
+     0, NULL, NULL},
     {"interval", CFG_DOUBLE, "1", NULL, 0.05, 3600, "s", "top: refresh this often", 0, 0, NULL,
      NULL},
     {"count", CFG_INT, "0", NULL, 0, 1e9, NULL, "top: stop after this many refreshes (0 = on q "
@@ -311,6 +316,8 @@ int main(int argc, char **argv)
     cfg_args args;
     const char *usage = "pskvctl [--scheduler HOST:PORT] [--keys DIR] status [--json] | checkpoint"
                         " | top [--interval S] [--count N] [--plain]\n"
+                        "       pskvctl [--scheduler HOST:PORT] [--keys DIR] drain NODE "
+                        "[--drain-timeout S]\n"
                         "       pskvctl keygen --role ROLE --out DIR\n"
                         "       pskvctl keys init DIR --servers S --workers W\n"
                         "       pskvctl export --checkpoint N --from DIR[,DIR...] --out PATH";
@@ -323,9 +330,15 @@ int main(int argc, char **argv)
         return export_command(&args, usage);
     int ckpt = args.npos == 1 && !strcmp(args.pos[0], "checkpoint");
     int top = args.npos == 1 && !strcmp(args.pos[0], "top");
-    if (args.npos != 1 || (strcmp(args.pos[0], "status") != 0 && !ckpt && !top)) {
-        fprintf(stderr, "pskvctl: expected one command: status, checkpoint, top, keygen, keys "
-                "init or export\n"
+    int drain = args.npos >= 1 && !strcmp(args.pos[0], "drain");
+    if (drain && args.npos != 2) {
+        fprintf(stderr, "pskvctl drain: needs one NODE (the server's id, or HOST:PORT, as "
+                "pskvctl status shows it)\nusage: %s\n", usage);
+        return 2;
+    }
+    if (!drain && (args.npos != 1 || (strcmp(args.pos[0], "status") != 0 && !ckpt && !top))) {
+        fprintf(stderr, "pskvctl: expected one command: status, checkpoint, top, drain, keygen, "
+                "keys init or export\n"
                 "usage: %s\n",
                 usage);
         return 2;
@@ -355,6 +368,13 @@ int main(int argc, char **argv)
         int st = ctl_top(s, sched, cfg_double(config, "interval"), (long)cfg_int(config, "count"),
                          (int)cfg_int(config, "plain"),
                          (int)(cfg_double(config, "timeout") * 1000));
+        zmq_close(s);
+        zmq_ctx_term(ctx);
+        return st;
+    }
+    if (drain) {
+        int st = ctl_drain(s, sched, args.pos[1], (int)(cfg_double(config, "timeout") * 1000),
+                           (int)(cfg_double(config, "drain-timeout") * 1000));
         zmq_close(s);
         zmq_ctx_term(ctx);
         return st;

@@ -31,6 +31,7 @@
 
 #include "checkpoint.h"
 #include "config.h"
+#include "drain.h"
 #include "log.h"
 #include "membership.h"
 #include "metrics.h"
@@ -133,7 +134,7 @@ void sched_refuse(wire_msg *msg, int code, const char *reason)
 /* Under keys, who may send what. REGISTER only with a key of the role it asks
  * for; a message naming a registered node only from the key that node
  * registered with; CHECKPOINT only from a control key (or a worker key with
- * --worker-checkpoints). A refused message is counted, logged once a minute per
+ * --worker-checkpoints); DRAIN only from a control key. A refused message is counted, logged once a minute per
  * peer, answered PSKV_EPERM when it asks for an answer, and changes nothing. */
 static int authorized(wire_msg *msg)
 {
@@ -162,6 +163,11 @@ static int authorized(wire_msg *msg)
                      "checkpoints need a control key (pskvctl --keys DIR/control checkpoint)%s",
                      msg->role == KEY_ROLE_WORKER ? ", or --worker-checkpoints on the scheduler"
                                                   : "");
+        break;
+    case PSKV__MSG_TYPE__DRAIN:
+        if (msg->role != KEY_ROLE_CONTROL)
+            snprintf(why, sizeof why, "drains need a control key (pskvctl --keys DIR/control "
+                     "drain NODE)");
         break;
     default: {
         memb_node *n = r->has_sender ? memb_find(r->sender) : NULL;
@@ -201,6 +207,7 @@ static void dispatch(wire_msg *msg)
     case PSKV__MSG_TYPE__STOP_ACK: memb_on_stop_ack(msg); break;
     case PSKV__MSG_TYPE__STATUS: view_status(msg); break;
     case PSKV__MSG_TYPE__CHECKPOINT: ckpt_start(msg); break;
+    case PSKV__MSG_TYPE__DRAIN: drain_request(msg); break;
     case PSKV__MSG_TYPE__CHECKPOINT_ACK: ckpt_on_ack(msg); break;
     case PSKV__MSG_TYPE__ERROR:
         if (!ckpt_on_error(r))
@@ -218,6 +225,7 @@ static void tick(void)
     secure_tick(&sched_sec);
     ckpt_tick(now);
     memb_expire(now);
+    drain_tick();
     schedm_tick();
 }
 

@@ -372,7 +372,7 @@ static void view_peers(chain *c, const Pskv__View *v, uint32_t me)
             pp->port = (int)n->port;
             snprintf(pp->key, sizeof pp->key, "%s", n->pubkey ? n->pubkey : "");
         }
-        pp->alive = !(n->state && !strcmp(n->state, "dead"));
+        pp->alive = !member_node_gone(n); /* not dead, not drained and left */
         if (!pp->alive && pp->sock) {
             /* replaced for good: its connection goes, and what ZeroMQ queued there
              * (linger 0); kept, it would reconnect for ever and hold its buffers */

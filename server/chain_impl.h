@@ -61,6 +61,8 @@ typedef struct chain_pend {
     table *t;
     int assign;
     int bad;           /* the updater made rows of it non-finite: the worker is told so */
+    int moved;         /* a push whose rows' partitions this server left (drained) before
+                          the next servers answered: not acknowledged, refused PSKV_ESTALE */
     uint32_t origin;
     uint64_t origin_id, floor;
     struct chain_hop *fwds;
