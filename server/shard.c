@@ -322,6 +322,27 @@ static const float *sparse_find(const shard *s, uint64_t key)
 
 /* ---- push / pull --------------------------------------------------------- */
 
+/* A push of random keys to a large map waits on memory: the map slot, then the
+ * row. While key i is applied, this asks for the map slots of key i + FAR and
+ * (those having come in meanwhile) the row of key i + NEAR, so that the misses
+ * of several keys overlap. Hints only: nothing is written. */
+enum { PREFETCH_FAR = 16, PREFETCH_NEAR = 8 };
+static void prefetch_ahead(const shard *s, const uint64_t *keys, uint64_t i, uint64_t n)
+{
+    if (s->cap < 65536) /* the map fits in cache */
+        return;
+    if (i + PREFETCH_FAR < n) {
+        size_t h = shard_home(s, keys[i + PREFETCH_FAR]);
+        __builtin_prefetch(&s->keys[h]);
+        __builtin_prefetch(&s->slots[h]);
+    }
+    if (i + PREFETCH_NEAR < n) {
+        uint32_t r = s->slots[probe(s, keys[i + PREFETCH_NEAR])];
+        if (r != EMPTY)
+            __builtin_prefetch(s->rows + (size_t)r * row_floats(s), 1);
+    }
+}
+
 /* Applies g to nrows rows at w (state planes at st, stride apart), saving them
  * first and restoring each row whose values or state come out NaN or infinite.
  * Returns the rows restored. */
@@ -466,6 +487,7 @@ int shard_push(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, const
         }
     } else {
         for (uint64_t i = 0; i < n; i++) {
+            prefetch_ahead(s, keys, i, n);
             if (admit(s, keys[i]))
                 continue;
             if (s->upd.kind == UPD_FTRL && !sparse_find(s, keys[i])) {
