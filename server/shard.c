@@ -1,9 +1,12 @@
+#define _GNU_SOURCE /* madvise, MADV_HUGEPAGE */
 #include "shard.h"
 
+#include <malloc.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "cmsketch.h"
 #include "pskv_errors.h"
@@ -139,10 +142,8 @@ void shard_destroy(shard **s_p)
     buf_release(s->buf); /* replies still being sent keep theirs */
     free(s->state);
     free(s->scratch);
-    free(s->keys);
     free(s->slots);
     free(s->rows);
-    free(s->row_key);
     cms_destroy(&s->sketch);
     free(s);
     *s_p = NULL;
@@ -203,10 +204,11 @@ void shard_foreach(const shard *s, void (*fn)(void *ctx, uint64_t key, const flo
             fn(ctx, s->first + i, s->w + i * s->width);
         return;
     }
-    size_t rf = (size_t)s->width * (1 + (size_t)s->nstate);
     for (size_t i = 0; i < s->cap; i++)
-        if (s->slots[i] != EMPTY)
-            fn(ctx, s->keys[i], s->rows + (size_t)s->slots[i] * rf);
+        if (s->slots[i] != EMPTY) {
+            const float *rec = shard_rec(s, s->slots[i]);
+            fn(ctx, shard_rec_key(rec), rec + KEY_FLOATS);
+        }
 }
 
 void shard_clear(shard *s)
@@ -227,9 +229,8 @@ void shard_clear(shard *s)
 
 /* ---- sparse map ---------------------------------------------------------- */
 
-/* Values and state; in a sparse shard with eviction, then the stamp. */
+/* Values and state (without the stamp). */
 static size_t core_floats(const shard *s) { return (size_t)s->width * (1 + (size_t)s->nstate); }
-static size_t row_floats(const shard *s) { return core_floats(s) + (s->evict_after ? 1 : 0); }
 
 size_t shard_home(const shard *s, uint64_t key)
 {
@@ -238,40 +239,51 @@ size_t shard_home(const shard *s, uint64_t key)
 
 static size_t probe(const shard *s, uint64_t key)
 {
-    size_t mask = s->cap - 1;
+    size_t mask = s->cap - 1, rec = shard_rec_floats(s);
     size_t i = shard_home(s, key);
-    while (s->slots[i] != EMPTY && s->keys[i] != key)
+    for (uint32_t r; (r = s->slots[i]) != EMPTY && shard_rec_key(s->rows + r * rec) != key;)
         i = (i + 1) & mask;
     return i;
 }
 
 size_t shard_probe(const shard *s, uint64_t key) { return probe(s, key); }
 
+void shard_gave_back(size_t bytes)
+{
+    /* the server keeps up to 256 MiB of freed heap (server_main's mallopt, for its
+     * message buffers): a table's old arrays would stay resident in it */
+    if (bytes >= (1u << 20))
+        malloc_trim(0);
+}
+
+void shard_hint_huge(void *p, size_t bytes)
+{
+    const uintptr_t page = 4096;
+    if (bytes < (4u << 20))
+        return;
+    uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1), b = ((uintptr_t)p + bytes) & ~(page - 1);
+    madvise((void *)a, b - a, MADV_HUGEPAGE); /* a hint: refused is as good as taken */
+}
+
 int shard_rehash(shard *s, size_t ncap)
 {
-    uint64_t *nkeys = malloc(ncap * sizeof *nkeys);
     uint32_t *nslots = malloc(ncap * sizeof *nslots);
-    if (!nkeys || !nslots) {
-        free(nkeys);
-        free(nslots);
+    if (!nslots)
         return -PSKV_ENOMEM;
-    }
+    shard_hint_huge(nslots, ncap * sizeof *nslots);
     memset(nslots, 0xff, ncap * sizeof *nslots);
-    uint64_t *okeys = s->keys;
-    uint32_t *oslots = s->slots;
-    size_t ocap = s->cap;
-    s->keys = nkeys;
+    free(s->slots);
+    shard_gave_back(s->cap * sizeof *nslots);
     s->slots = nslots;
     s->cap = ncap;
-    for (size_t i = 0; i < ocap; i++) {
-        if (oslots[i] == EMPTY)
-            continue;
-        size_t j = probe(s, okeys[i]);
-        s->keys[j] = okeys[i];
-        s->slots[j] = oslots[i];
+    /* every row has one slot: the records in order, each key once (no compare) */
+    size_t rec = shard_rec_floats(s), mask = ncap - 1;
+    for (size_t r = 0; r < s->used; r++) {
+        size_t j = shard_home(s, shard_rec_key(s->rows + r * rec));
+        while (nslots[j] != EMPTY)
+            j = (j + 1) & mask;
+        nslots[j] = (uint32_t)r;
     }
-    free(okeys);
-    free(oslots);
     return 0;
 }
 
@@ -280,7 +292,7 @@ static void init_row(const shard *s, uint64_t key, float *row)
 {
     for (uint32_t j = 0; j < s->width; j++)
         row[j] = shard_init_value(&s->init, key, j);
-    memset(row + s->width, 0, (row_floats(s) - s->width) * sizeof(float));
+    memset(row + s->width, 0, (shard_rf(s) - s->width) * sizeof(float));
 }
 
 /* Row of key, creating it (initialised) when absent, stamped with the shard's
@@ -290,9 +302,9 @@ static float *sparse_row(shard *s, uint64_t key)
     if ((s->used + 1) * 10 > s->cap * 7 && shard_rehash(s, s->cap ? s->cap * 2 : 1024) < 0)
         return NULL;
     size_t i = probe(s, key);
-    size_t rf = row_floats(s);
+    size_t rf = shard_rf(s);
     if (s->slots[i] != EMPTY) {
-        float *row = s->rows + (size_t)s->slots[i] * rf;
+        float *row = shard_rec(s, s->slots[i]) + KEY_FLOATS;
         if (s->evict_after)
             shard_set_stamp(row, rf, (uint32_t)s->tag);
         return row;
@@ -301,13 +313,11 @@ static float *sparse_row(shard *s, uint64_t key)
         return NULL;
     if (s->used >= EMPTY)
         return NULL;
-    float *row = s->rows + s->used * rf;
+    float *rec = shard_rec(s, (uint32_t)s->used), *row = rec + KEY_FLOATS;
+    memcpy(rec, &key, sizeof key);
     init_row(s, key, row);
-    if (s->evict_after) {
-        s->row_key[s->used] = key;
+    if (s->evict_after)
         shard_set_stamp(row, rf, (uint32_t)s->tag);
-    }
-    s->keys[i] = key;
     s->slots[i] = (uint32_t)s->used++;
     return row;
 }
@@ -316,30 +326,30 @@ static const float *sparse_find(const shard *s, uint64_t key)
 {
     if (!s->cap)
         return NULL;
-    size_t i = probe(s, key);
-    return s->slots[i] == EMPTY ? NULL : s->rows + (size_t)s->slots[i] * row_floats(s);
+    uint32_t r = s->slots[probe(s, key)];
+    return r == EMPTY ? NULL : shard_rec(s, r) + KEY_FLOATS;
 }
 
 /* ---- push / pull --------------------------------------------------------- */
 
 /* A push of random keys to a large map waits on memory: the map slot, then the
- * row. While key i is applied, this asks for the map slots of key i + FAR and
- * (those having come in meanwhile) the row of key i + NEAR, so that the misses
- * of several keys overlap. Hints only: nothing is written. */
-enum { PREFETCH_FAR = 16, PREFETCH_NEAR = 8 };
+ * record (the key compared, the row updated). While key i is applied, this
+ * asks for the home slot of key i + FAR, and (it having come in meanwhile) for
+ * the records that the home slot of key i + NEAR and the two slots after it
+ * name: linear probing puts most keys there. The misses of several keys so
+ * overlap. Hints only: nothing is written or waited for. */
+enum { PREFETCH_FAR = 16, PREFETCH_NEAR = 8, PREFETCH_SLOTS = 3 };
 static void prefetch_ahead(const shard *s, const uint64_t *keys, uint64_t i, uint64_t n)
 {
     if (s->cap < 65536) /* the map fits in cache */
         return;
-    if (i + PREFETCH_FAR < n) {
-        size_t h = shard_home(s, keys[i + PREFETCH_FAR]);
-        __builtin_prefetch(&s->keys[h]);
-        __builtin_prefetch(&s->slots[h]);
-    }
+    if (i + PREFETCH_FAR < n)
+        __builtin_prefetch(&s->slots[shard_home(s, keys[i + PREFETCH_FAR])]);
     if (i + PREFETCH_NEAR < n) {
-        uint32_t r = s->slots[probe(s, keys[i + PREFETCH_NEAR])];
-        if (r != EMPTY)
-            __builtin_prefetch(s->rows + (size_t)r * row_floats(s), 1);
+        size_t h = shard_home(s, keys[i + PREFETCH_NEAR]), mask = s->cap - 1;
+        uint32_t r;
+        for (int k = 0; k < PREFETCH_SLOTS && (r = s->slots[(h + k) & mask]) != EMPTY; k++)
+            __builtin_prefetch(shard_rec(s, r), 1);
     }
 }
 
@@ -424,8 +434,8 @@ static int admit(shard *s, uint64_t key)
         return 0;
     size_t i = s->cap ? probe(s, key) : 0;
     if (s->cap && s->slots[i] != EMPTY) {
-        size_t rf = row_floats(s);
-        float *row = s->rows + (size_t)s->slots[i] * rf;
+        size_t rf = shard_rf(s);
+        float *row = shard_rec(s, s->slots[i]) + KEY_FLOATS;
         if (s->evict_after && s->tag > (int64_t)shard_stamp(row, rf) + s->evict_after) {
             init_row(s, key, row);
             s->evicted++;
@@ -582,7 +592,7 @@ void shard_pull_rows(const shard *s, const rowset *rs, float *out)
         shard_pull(s, NULL, rs->segs[2 * i], rs->segs[2 * i + 1], out + at * s->width);
 }
 
-size_t shard_row_floats(const shard *s) { return row_floats(s); }
+size_t shard_row_floats(const shard *s) { return shard_rf(s); }
 
 /* Dense row i (from s->first) as exported: its values, then its value of each
  * state plane. */
@@ -605,7 +615,7 @@ static void dense_row_in(shard *s, uint64_t i, const float *src)
 uint64_t shard_export(const shard *s, int (*keep)(void *ctx, uint64_t key), void *ctx,
                       uint64_t *keys, float *rows)
 {
-    size_t rf = row_floats(s);
+    size_t rf = shard_rf(s);
     uint64_t n = 0;
     if (s->dense) {
         for (uint64_t i = 0; i < s->count; i++) {
@@ -621,11 +631,15 @@ uint64_t shard_export(const shard *s, int (*keep)(void *ctx, uint64_t key), void
         return n;
     }
     for (size_t i = 0; i < s->cap; i++) {
-        if (s->slots[i] == EMPTY || (keep && !keep(ctx, s->keys[i])))
+        if (s->slots[i] == EMPTY)
+            continue;
+        const float *rec = shard_rec(s, s->slots[i]);
+        uint64_t key = shard_rec_key(rec);
+        if (keep && !keep(ctx, key))
             continue;
         if (keys) {
-            keys[n] = s->keys[i];
-            memcpy(rows + n * rf, s->rows + (size_t)s->slots[i] * rf, rf * sizeof(float));
+            keys[n] = key;
+            memcpy(rows + n * rf, rec + KEY_FLOATS, rf * sizeof(float));
         }
         n++;
     }
@@ -634,7 +648,7 @@ uint64_t shard_export(const shard *s, int (*keep)(void *ctx, uint64_t key), void
 
 int shard_import(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, const float *rows)
 {
-    size_t rf = row_floats(s);
+    size_t rf = shard_rf(s);
     if (s->dense && own_dense(s, 0, 0, NULL) < 0)
         return -PSKV_ENOMEM;
     for (uint64_t i = 0; i < n; i++) {
@@ -653,7 +667,7 @@ int shard_import(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, con
 
 void shard_export_run(const shard *s, uint64_t first, uint64_t n, float *rows)
 {
-    size_t rf = row_floats(s);
+    size_t rf = shard_rf(s);
     for (uint64_t i = 0; i < n; i++)
         dense_row_out(s, first + i - s->first, rows + i * rf);
 }

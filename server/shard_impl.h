@@ -36,11 +36,14 @@ struct shard {
     uint64_t lends, moves; /* runs lent; moves to a fresh buffer while lent */
     uint64_t bad_rows;   /* rows restored after the updater made them non-finite */
     uint64_t unstored;   /* ftrl pushes to a new key that left its weights zero: no row */
-    /* sparse: slots[] index rows; keys[] parallel to slots */
-    uint64_t *keys;
+    /* sparse: the map's slots[] hold row numbers (EMPTY: a free slot); row r is a
+     * record of shard_rec_floats floats at rows + r * that: the key (KEY_FLOATS),
+     * then the values, the state and (with evict_after) the stamp. Keeping the key
+     * with the row rather than in the map makes a key cost 4 bytes of map per slot
+     * instead of 12, and a lookup touches two cache lines (slot, record), not three. */
     uint32_t *slots;
     size_t cap, used;    /* cap is a power of two */
-    float *rows;         /* used rows of width * (1 + nstate) floats */
+    float *rows;         /* used records */
     size_t rows_cap;
     /* admission and eviction (sparse only; shard_admission) */
     uint32_t admit_after; /* a key with no row gets one on its admit_after-th push; 0 = first */
@@ -48,10 +51,33 @@ struct shard {
     struct cms *sketch;   /* admit_after: pushes of keys with no row */
     int64_t tag;          /* shard_tag: the clock of the pushes being applied */
     int replica;          /* shard_tag: pushes a head admitted already (no sketch) */
-    uint64_t *row_key;    /* evict_after: the key of each row (a freed row takes the last) */
     uint64_t admitted, not_admitted, evicted;
     size_t sweep_at;      /* the map slot the sweep looks at next */
 };
+
+/* Floats per row as exported: values and state, then with evict_after (sparse)
+ * the stamp. */
+static inline size_t shard_rf(const shard *s)
+{
+    return (size_t)s->width * (1 + (size_t)s->nstate) + (s->evict_after ? 1 : 0);
+}
+
+#define KEY_FLOATS 2 /* a sparse record's key: a uint64 in two floats' room */
+
+/* Floats per sparse record: the key, then the row. */
+static inline size_t shard_rec_floats(const shard *s) { return KEY_FLOATS + shard_rf(s); }
+
+/* Record r of a sparse shard, and its key (stored unaligned: memcpy). */
+static inline float *shard_rec(const shard *s, uint32_t r)
+{
+    return s->rows + (size_t)r * shard_rec_floats(s);
+}
+static inline uint64_t shard_rec_key(const float *rec)
+{
+    uint64_t k;
+    memcpy(&k, rec, sizeof k);
+    return k;
+}
 
 /* With evict_after, a sparse row ends with one more float: the bits of the
  * uint32 clock of its last push (its stamp), so that copies (FILL) and
@@ -78,8 +104,16 @@ size_t shard_home(const shard *s, uint64_t key);
  * Returns 0 or -PSKV_ENOMEM (the map unchanged). shard.c. */
 int shard_rehash(shard *s, size_t ncap);
 
-/* Moves the rows (and their keys and stamps) to room for ncap rows, ncap >=
- * used. Returns 0 or -PSKV_ENOMEM (unchanged). shard_sweep.c. */
+/* Asks the kernel to back the large array p (bytes) with huge pages: a random
+ * key's slot and record then cost no page-table walk. Hint only. shard.c. */
+void shard_hint_huge(void *p, size_t bytes);
+
+/* After an array of `bytes` was freed or moved: gives the heap's free pages
+ * back to the system when it was large. shard.c. */
+void shard_gave_back(size_t bytes);
+
+/* Moves the records to room for ncap rows, ncap >= used. Returns 0 or
+ * -PSKV_ENOMEM (unchanged). shard_sweep.c. */
 int shard_rows_resize(shard *s, size_t ncap);
 
 #endif
