@@ -242,7 +242,8 @@ bench: deps
 	scripts/bench-curve.sh --runs 5
 	scripts/bench-train.sh
 	scripts/bench-consistency.sh
-	scripts/bench-sparse.sh
+	scripts/bench-sparse.sh --runs 1
+	scripts/bench-sparse-push.sh --runs 1
 	scripts/bench-hosts.sh
 	scripts/bench-faults.sh --kills 10 --soak-seconds 120
 	scripts/bench-checkpoint.sh
@@ -272,6 +273,7 @@ bench-consistency: deps
 bench-sparse: deps
 	$(MAKE) all
 	scripts/bench-sparse.sh
+	scripts/bench-sparse-push.sh
 
 bench-hosts: deps
 	$(MAKE) all

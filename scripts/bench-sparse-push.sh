@@ -9,18 +9,22 @@
 #   sparse-push run= updater= rows= fill_keys_per_cpu_s= update_keys_per_cpu_s=
 #     floor_update_keys_per_s= ratio= fill_max_push_ms= rss_bytes_per_key= ...
 # (ratio: pskv's update keys per server CPU second over the floor's), then medians.
-# Usage: scripts/bench-sparse-push.sh [--rows N] [--runs R] [--updater U]
+# The scheduler gets --dead-after-ms 5000: a server growing a table of 10^8 rows
+# does not answer for a while, and a loaded machine starves daemons.
+# Usage: scripts/bench-sparse-push.sh [--rows N] [--runs R] [--updater U] [--steps S]
 #   U: sgd (default) or ftrl (run with --l1 0, so that every row is stored)
+#   S: update pushes (of 8192 keys) per worker (default: --rows keys in all)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${PSKV_BIN_DIR:-$here/../build/bin}
-rows=10000000 runs=3 updater=sgd
+rows=10000000 runs=3 updater=sgd steps=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --rows) rows=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
     --updater) updater=$2; shift 2 ;;
-    *) echo "usage: $0 [--rows N] [--runs R] [--updater sgd|ftrl]" >&2; exit 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    *) echo "usage: $0 [--rows N] [--runs R] [--updater sgd|ftrl] [--steps S]" >&2; exit 2 ;;
   esac
 done
 case "$updater" in
@@ -47,7 +51,8 @@ for r in $(seq "$runs"); do
   mkdir -p "$logs"
   "$here/launch-local.sh" --servers 1 --workers 2 --timeout 1800 --log-dir "$logs" \
     --scheduler-opt --log-level --scheduler-opt warn \
-    -- --app sparse-bench --rows "$rows" --push-keys 8192 "${uflags[@]}" \
+    --scheduler-opt --dead-after-ms --scheduler-opt 5000 \
+    -- --app sparse-bench --rows "$rows" --push-keys 8192 --steps "$steps" "${uflags[@]}" \
        --request-timeout 120 --replay-wait "$go" > /dev/null 2>&1 &
   launcher=$!
   wait_for "$logs/worker-0.log" "waiting for $go.1" && wait_for "$logs/worker-1.log" "waiting for $go.1" ||
