@@ -78,9 +78,9 @@ for r in $(seq "$runs"); do
       -v load="$(cut -d' ' -f1 /proc/loadavg)" 'BEGIN {
     fill = rows / c1; upd = uk / (c2 - c1)
     printf "sparse-push run=%d updater=%s rows=%d fill_cpu_s=%.2f fill_keys_per_cpu_s=%.0f", r, u, rows, c1, fill
-    printf " update_keys=%d update_cpu_s=%.2f update_keys_per_cpu_s=%.0f floor_update_keys_per_s=%s", uk, c2 - c1, upd, fu
+    printf " update_keys=%.0f update_cpu_s=%.2f update_keys_per_cpu_s=%.0f floor_update_keys_per_s=%s", uk, c2 - c1, upd, fu
     printf " ratio=%.3f floor_fill_keys_per_s=%s fill_ratio=%.3f fill_max_push_ms=%s fill_p99_push_ms=%s", upd / fu, ff, fill / ff, ml, p99
-    printf " floor_max_batch_ms=%s rss_bytes=%d rss_bytes_per_key=%.1f load=%s\n", fm, rss, rss / rows, load }'
+    printf " floor_max_batch_ms=%s rss_bytes=%.0f rss_bytes_per_key=%.1f load=%s\n", fm, rss, rss / rows, load }'
 done | tee "$out/runs.txt"
 med() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p" "$out/runs.txt" | sort -g |
   awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }

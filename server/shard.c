@@ -1,12 +1,9 @@
-#define _GNU_SOURCE /* madvise, MADV_HUGEPAGE */
 #include "shard.h"
 
-#include <malloc.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "cmsketch.h"
 #include "pskv_errors.h"
@@ -143,6 +140,7 @@ void shard_destroy(shard **s_p)
     free(s->state);
     free(s->scratch);
     free(s->slots);
+    free(s->old_slots);
     free(s->rows);
     cms_destroy(&s->sketch);
     free(s);
@@ -204,11 +202,10 @@ void shard_foreach(const shard *s, void (*fn)(void *ctx, uint64_t key, const flo
             fn(ctx, s->first + i, s->w + i * s->width);
         return;
     }
-    for (size_t i = 0; i < s->cap; i++)
-        if (s->slots[i] != EMPTY) {
-            const float *rec = shard_rec(s, s->slots[i]);
-            fn(ctx, shard_rec_key(rec), rec + KEY_FLOATS);
-        }
+    for (size_t r = 0; r < s->used; r++) {
+        const float *rec = shard_rec(s, (uint32_t)r);
+        fn(ctx, shard_rec_key(rec), rec + KEY_FLOATS);
+    }
 }
 
 void shard_clear(shard *s)
@@ -222,8 +219,9 @@ void shard_clear(shard *s)
             memset(s->state, 0, n * (size_t)s->nstate * sizeof(float));
         return;
     }
+    shard_map_migrate(s, SIZE_MAX); /* frees the old map */
     if (s->cap)
-        memset(s->slots, 0xff, s->cap * sizeof *s->slots);
+        memset(s->slots, 0, s->cap * sizeof *s->slots);
     s->used = 0;
 }
 
@@ -232,60 +230,10 @@ void shard_clear(shard *s)
 /* Values and state (without the stamp). */
 static size_t core_floats(const shard *s) { return (size_t)s->width * (1 + (size_t)s->nstate); }
 
-size_t shard_home(const shard *s, uint64_t key)
-{
-    return (size_t)ring_mix64(key ^ 0x5bd1e995ULL) & (s->cap - 1);
-}
-
-static size_t probe(const shard *s, uint64_t key)
-{
-    size_t mask = s->cap - 1, rec = shard_rec_floats(s);
-    size_t i = shard_home(s, key);
-    for (uint32_t r; (r = s->slots[i]) != EMPTY && shard_rec_key(s->rows + r * rec) != key;)
-        i = (i + 1) & mask;
-    return i;
-}
-
-size_t shard_probe(const shard *s, uint64_t key) { return probe(s, key); }
-
-void shard_gave_back(size_t bytes)
-{
-    /* the server keeps up to 256 MiB of freed heap (server_main's mallopt, for its
-     * message buffers): a table's old arrays would stay resident in it */
-    if (bytes >= (1u << 20))
-        malloc_trim(0);
-}
-
-void shard_hint_huge(void *p, size_t bytes)
-{
-    const uintptr_t page = 4096;
-    if (bytes < (4u << 20))
-        return;
-    uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1), b = ((uintptr_t)p + bytes) & ~(page - 1);
-    madvise((void *)a, b - a, MADV_HUGEPAGE); /* a hint: refused is as good as taken */
-}
-
-int shard_rehash(shard *s, size_t ncap)
-{
-    uint32_t *nslots = malloc(ncap * sizeof *nslots);
-    if (!nslots)
-        return -PSKV_ENOMEM;
-    shard_hint_huge(nslots, ncap * sizeof *nslots);
-    memset(nslots, 0xff, ncap * sizeof *nslots);
-    free(s->slots);
-    shard_gave_back(s->cap * sizeof *nslots);
-    s->slots = nslots;
-    s->cap = ncap;
-    /* every row has one slot: the records in order, each key once (no compare) */
-    size_t rec = shard_rec_floats(s), mask = ncap - 1;
-    for (size_t r = 0; r < s->used; r++) {
-        size_t j = shard_home(s, shard_rec_key(s->rows + r * rec));
-        while (nslots[j] != EMPTY)
-            j = (j + 1) & mask;
-        nslots[j] = (uint32_t)r;
-    }
-    return 0;
-}
+/* While the map grows (shard_map.c), rows moved to the new map per row looked
+ * up for writing and per sparse push: 8 per new row ends a move long before the
+ * new map is full; a push's share costs well under a millisecond. */
+enum { MIGRATE_PER_ROW = 8, MIGRATE_PER_PUSH = 8192 };
 
 /* Sets a row's values to key's initial ones and its state to zero. */
 static void init_row(const shard *s, uint64_t key, float *row)
@@ -299,35 +247,35 @@ static void init_row(const shard *s, uint64_t key, float *row)
  * tag when rows are evicted. NULL when out of memory. */
 static float *sparse_row(shard *s, uint64_t key)
 {
-    if ((s->used + 1) * 10 > s->cap * 7 && shard_rehash(s, s->cap ? s->cap * 2 : 1024) < 0)
+    if ((s->used + 1) * 10 > s->cap * 7 && shard_map_grow(s) < 0)
         return NULL;
-    size_t i = probe(s, key);
+    shard_map_migrate(s, MIGRATE_PER_ROW); /* before the lookup: it fills slots */
+    size_t i;
+    uint32_t v = shard_lookup(s, key, &i);
     size_t rf = shard_rf(s);
-    if (s->slots[i] != EMPTY) {
-        float *row = shard_rec(s, s->slots[i]) + KEY_FLOATS;
+    if (v != EMPTY) {
+        float *row = shard_slot_rec(s, v) + KEY_FLOATS;
         if (s->evict_after)
             shard_set_stamp(row, rf, (uint32_t)s->tag);
         return row;
     }
     if (s->used == s->rows_cap && shard_rows_resize(s, s->rows_cap ? s->rows_cap * 2 : 1024) < 0)
         return NULL;
-    if (s->used >= EMPTY)
+    if (s->used >= UINT32_MAX - 1)
         return NULL;
     float *rec = shard_rec(s, (uint32_t)s->used), *row = rec + KEY_FLOATS;
     memcpy(rec, &key, sizeof key);
     init_row(s, key, row);
     if (s->evict_after)
         shard_set_stamp(row, rf, (uint32_t)s->tag);
-    s->slots[i] = (uint32_t)s->used++;
+    s->slots[i] = (uint32_t)++s->used; /* row used - 1, plus one */
     return row;
 }
 
 static const float *sparse_find(const shard *s, uint64_t key)
 {
-    if (!s->cap)
-        return NULL;
-    uint32_t r = s->slots[probe(s, key)];
-    return r == EMPTY ? NULL : shard_rec(s, r) + KEY_FLOATS;
+    uint32_t v = shard_lookup(s, key, NULL);
+    return v == EMPTY ? NULL : shard_slot_rec(s, v) + KEY_FLOATS;
 }
 
 /* ---- push / pull --------------------------------------------------------- */
@@ -349,7 +297,7 @@ static void prefetch_ahead(const shard *s, const uint64_t *keys, uint64_t i, uin
         size_t h = shard_home(s, keys[i + PREFETCH_NEAR]), mask = s->cap - 1;
         uint32_t r;
         for (int k = 0; k < PREFETCH_SLOTS && (r = s->slots[(h + k) & mask]) != EMPTY; k++)
-            __builtin_prefetch(shard_rec(s, r), 1);
+            __builtin_prefetch(shard_slot_rec(s, r), 1);
     }
 }
 
@@ -432,10 +380,10 @@ static int admit(shard *s, uint64_t key)
 {
     if (!s->admit_after && !s->evict_after)
         return 0;
-    size_t i = s->cap ? probe(s, key) : 0;
-    if (s->cap && s->slots[i] != EMPTY) {
+    uint32_t v = shard_lookup(s, key, NULL);
+    if (v != EMPTY) {
         size_t rf = shard_rf(s);
-        float *row = shard_rec(s, s->slots[i]) + KEY_FLOATS;
+        float *row = shard_slot_rec(s, v) + KEY_FLOATS;
         if (s->evict_after && s->tag > (int64_t)shard_stamp(row, rf) + s->evict_after) {
             init_row(s, key, row);
             s->evicted++;
@@ -496,6 +444,7 @@ int shard_push(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, const
                        &bad);
         }
     } else {
+        shard_map_migrate(s, MIGRATE_PER_PUSH);
         for (uint64_t i = 0; i < n; i++) {
             prefetch_ahead(s, keys, i, n);
             if (admit(s, keys[i]))
@@ -630,10 +579,8 @@ uint64_t shard_export(const shard *s, int (*keep)(void *ctx, uint64_t key), void
         }
         return n;
     }
-    for (size_t i = 0; i < s->cap; i++) {
-        if (s->slots[i] == EMPTY)
-            continue;
-        const float *rec = shard_rec(s, s->slots[i]);
+    for (size_t r = 0; r < s->used; r++) {
+        const float *rec = shard_rec(s, (uint32_t)r);
         uint64_t key = shard_rec_key(rec);
         if (keep && !keep(ctx, key))
             continue;

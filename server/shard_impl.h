@@ -9,7 +9,7 @@
 
 #include "shard.h"
 
-#define EMPTY UINT32_MAX
+#define EMPTY 0u /* a free map slot; a used one holds its row's number + 1 */
 #define BLOCK 16384 /* floats a dense run is updated by at a time (cache, saved rows) */
 
 /* A dense shard's values, shared with the pull replies ZeroMQ is still sending
@@ -36,13 +36,16 @@ struct shard {
     uint64_t lends, moves; /* runs lent; moves to a fresh buffer while lent */
     uint64_t bad_rows;   /* rows restored after the updater made them non-finite */
     uint64_t unstored;   /* ftrl pushes to a new key that left its weights zero: no row */
-    /* sparse: the map's slots[] hold row numbers (EMPTY: a free slot); row r is a
-     * record of shard_rec_floats floats at rows + r * that: the key (KEY_FLOATS),
+    /* sparse: the map's slots[] hold row numbers + 1 (EMPTY: a free slot); row r is
+     * a record of shard_rec_floats floats at rows + r * that: the key (KEY_FLOATS),
      * then the values, the state and (with evict_after) the stamp. Keeping the key
      * with the row rather than in the map makes a key cost 4 bytes of map per slot
      * instead of 12, and a lookup touches two cache lines (slot, record), not three. */
     uint32_t *slots;
     size_t cap, used;    /* cap is a power of two */
+    uint32_t *old_slots; /* while the map grows: the old map (shard_map.c), old_cap slots */
+    size_t old_cap;
+    size_t moved, to_move; /* rows 0..to_move-1 were in the old map; moved so far */
     float *rows;         /* used records */
     size_t rows_cap;
     /* admission and eviction (sparse only; shard_admission) */
@@ -79,6 +82,9 @@ static inline uint64_t shard_rec_key(const float *rec)
     return k;
 }
 
+/* The record a used map slot's value v names. */
+static inline float *shard_slot_rec(const shard *s, uint32_t v) { return shard_rec(s, v - 1); }
+
 /* With evict_after, a sparse row ends with one more float: the bits of the
  * uint32 clock of its last push (its stamp), so that copies (FILL) and
  * checkpoints carry it like the state. */
@@ -93,24 +99,40 @@ static inline void shard_set_stamp(float *row, size_t rf, uint32_t v)
     memcpy(row + rf - 1, &v, sizeof v);
 }
 
-/* The map slot of key (where it is, or the empty slot where it would go); rows
- * are shard_row_floats(s) floats (values, state and the stamp). shard.c. */
+/* ---- the map (shard_map.c) ---- */
+
+/* The slot of key in the (new) map: where it is, or the free slot where it
+ * would go. While the map grows, a key may be in the old map only: use
+ * shard_lookup. */
 size_t shard_probe(const shard *s, uint64_t key);
 
-/* The map's home slot of key (shard.c's probe starts there). */
+/* The map slot value (row + 1) of key, or EMPTY, looking in the old map too
+ * while the map grows; *slot (when not NULL) gets shard_probe's answer. */
+uint32_t shard_lookup(const shard *s, uint64_t key, size_t *slot);
+
+/* The map's home slot of key (the probe starts there). */
 size_t shard_home(const shard *s, uint64_t key);
 
-/* Moves the map to ncap slots (a power of two above the rows held).
- * Returns 0 or -PSKV_ENOMEM (the map unchanged). shard.c. */
+/* Doubles the map: a small map moves at once, a large one to a fresh map from
+ * calloc, its rows moved over by shard_map_migrate. Returns 0 or -PSKV_ENOMEM
+ * (the map unchanged). */
+int shard_map_grow(shard *s);
+
+/* Moves up to budget rows of a growing map's old one into the new; frees the
+ * old map when the last has moved. No-op when the map is not growing. */
+void shard_map_migrate(shard *s, size_t budget);
+
+/* Moves the map to ncap slots (a power of two above the rows held) at once,
+ * ending any move under way. Returns 0 or -PSKV_ENOMEM (the map unchanged). */
 int shard_rehash(shard *s, size_t ncap);
 
-/* Asks the kernel to back the large array p (bytes) with huge pages: a random
- * key's slot and record then cost no page-table walk. Hint only. shard.c. */
-void shard_hint_huge(void *p, size_t bytes);
-
 /* After an array of `bytes` was freed or moved: gives the heap's free pages
- * back to the system when it was large. shard.c. */
+ * back to the system when it was large. */
 void shard_gave_back(size_t bytes);
+
+/* Asks the kernel to back the large array p (bytes) with huge pages: a random
+ * key's slot and record then cost no page-table walk. Hint only. */
+void shard_hint_huge(void *p, size_t bytes);
 
 /* Moves the records to room for ncap rows, ncap >= used. Returns 0 or
  * -PSKV_ENOMEM (unchanged). shard_sweep.c. */

@@ -34,7 +34,7 @@ int shard_has_row(const shard *s, uint64_t key)
 {
     if (s->dense)
         return shard_owns_key(s, key);
-    return s->cap && s->slots[shard_probe(s, key)] != EMPTY;
+    return shard_lookup(s, key, NULL) != EMPTY;
 }
 
 int shard_rows_resize(shard *s, size_t ncap)
@@ -55,9 +55,9 @@ int shard_rows_resize(shard *s, size_t ncap)
 static void remove_slot(shard *s, size_t i)
 {
     size_t mask = s->cap - 1, rec = shard_rec_floats(s);
-    uint32_t r = s->slots[i];
+    uint32_t r = s->slots[i] - 1;
     for (size_t j = (i + 1) & mask; s->slots[j] != EMPTY; j = (j + 1) & mask) {
-        size_t home = shard_home(s, shard_rec_key(shard_rec(s, s->slots[j])));
+        size_t home = shard_home(s, shard_rec_key(shard_slot_rec(s, s->slots[j])));
         /* j's entry stays when its home lies cyclically in (i, j] */
         int stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
         if (stays)
@@ -70,7 +70,7 @@ static void remove_slot(shard *s, size_t i)
     if (r != last) { /* the last record's slot names r instead */
         size_t j = shard_probe(s, shard_rec_key(shard_rec(s, last)));
         memcpy(shard_rec(s, r), shard_rec(s, last), rec * sizeof(float));
-        s->slots[j] = r;
+        s->slots[j] = r + 1;
     }
     s->used--;
 }
@@ -94,6 +94,10 @@ uint64_t shard_sweep(shard *s, int64_t now, size_t budget)
 {
     if (s->dense || !s->evict_after || !s->cap)
         return 0;
+    if (s->old_slots) { /* the map grows: rows move first (remove_slot needs one map) */
+        shard_map_migrate(s, budget);
+        return 0;
+    }
     uint64_t removed = 0;
     /* every worker finished clocks < now: a row last pushed at clock s saw no push
      * in s+1 .. s+evict_after once s + evict_after < now */
@@ -107,7 +111,7 @@ uint64_t shard_sweep(shard *s, int64_t now, size_t budget)
         }
         size_t i = s->sweep_at;
         if (s->slots[i] != EMPTY &&
-            (int64_t)shard_stamp(shard_rec(s, s->slots[i]) + KEY_FLOATS, rf) < before) {
+            (int64_t)shard_stamp(shard_slot_rec(s, s->slots[i]) + KEY_FLOATS, rf) < before) {
             remove_slot(s, i); /* slot i may hold a moved entry now: looked at again */
             removed++;
             continue;
@@ -131,7 +135,8 @@ void shard_mem_add(const shard *s, shard_mem *m)
     }
     m->rows += s->used;
     /* records: key, row and stamp */
-    m->bytes += s->cap * sizeof *s->slots + s->rows_cap * shard_rec_floats(s) * sizeof(float);
+    m->bytes += (s->cap + s->old_cap) * sizeof *s->slots +
+                s->rows_cap * shard_rec_floats(s) * sizeof(float);
     if (s->sketch)
         m->bytes += cms_bytes();
 }
