@@ -3,7 +3,9 @@
  * with BLAS, and the optimizer state in planes of the same size (updater.h).
  * Sparse: an open-addressing hash map (linear probing) from uint64 key to a row
  * of width values + width * (state per value) floats, created on first push. Keys that
- * were never pushed read as their deterministic initial values.
+ * were never pushed read as their deterministic initial values. The map holds row
+ * numbers, each row is a record with its key (shard_impl.h), and the map grows
+ * without stopping for a full rehash (shard_map.c).
  *
  * OWNS one range's values and optimizer state: the dense value buffer (reference
  * counted, shared with pull replies still on the wire) and state array, or the
