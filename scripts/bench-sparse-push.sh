@@ -7,8 +7,12 @@
 # bare hash map updated in a loop in one process (pskv-hashmap-floor), in the same
 # run. Per run:
 #   sparse-push run= updater= rows= fill_keys_per_cpu_s= update_keys_per_cpu_s=
-#     floor_update_keys_per_s= ratio= fill_max_push_ms= rss_bytes_per_key= ...
-# (ratio: pskv's update keys per server CPU second over the floor's), then medians.
+#     floor_update_keys_per_s= ratio= fill_max_push_ms= server_longest_push_cpu_ms=
+#     rss_bytes_per_key= ...
+# (ratio: pskv's update keys per server CPU second over the floor's; the longest
+# push: the server's own count of the most CPU time one push took, which a
+# loaded machine does not inflate as it does the workers' wall-clock latency),
+# then medians.
 # The scheduler gets --dead-after-ms 5000: a server growing a table of 10^8 rows
 # does not answer for a while, and a loaded machine starves daemons.
 # Usage: scripts/bench-sparse-push.sh [--rows N] [--runs R] [--updater U] [--steps S]
@@ -69,17 +73,19 @@ for r in $(seq "$runs"); do
   upd_keys=$(sed -n 's/.*phase=update .* keys=\([0-9]*\) .*/\1/p' "$logs"/worker-*.log | awk '{ s += $1 } END { print s }')
   maxlat=$(sed -n 's/.*phase=fill .*max_push_ms=\([0-9.]*\).*/\1/p' "$logs"/worker-*.log | sort -g | tail -n 1)
   p99=$(sed -n 's/.*phase=fill .*p99_push_ms=\([0-9.]*\).*/\1/p' "$logs"/worker-*.log | sort -g | tail -n 1)
+  # the server's own count: the most CPU time one push took (growth included)
+  longest=$(sed -n "s/.*table 'sparse-bench': .*longest push \([0-9.]*\) ms of CPU.*/\1/p" "$logs/server-0.log")
   floor=$("$bin/pskv-hashmap-floor" --rows "$rows" --updates "$upd_keys")
   fl_upd=$(echo "$floor" | sed -n 's/.*phase=update .*keys_per_s=\([0-9]*\).*/\1/p')
   fl_fill=$(echo "$floor" | sed -n 's/.*phase=fill .*keys_per_s=\([0-9]*\).*/\1/p')
   fl_max=$(echo "$floor" | sed -n 's/.*max_batch_ms=\([0-9.]*\).*/\1/p')
   awk -v r="$r" -v u="$updater" -v rows="$rows" -v c1="$c1" -v c2="$c2" -v uk="$upd_keys" \
-      -v rss="$rss" -v fu="$fl_upd" -v ff="$fl_fill" -v fm="$fl_max" -v ml="$maxlat" -v p99="$p99" \
+      -v rss="$rss" -v fu="$fl_upd" -v ff="$fl_fill" -v fm="$fl_max" -v ml="$maxlat" -v p99="$p99" -v lg="${longest:-?}" \
       -v load="$(cut -d' ' -f1 /proc/loadavg)" 'BEGIN {
     fill = rows / c1; upd = uk / (c2 - c1)
     printf "sparse-push run=%d updater=%s rows=%d fill_cpu_s=%.2f fill_keys_per_cpu_s=%.0f", r, u, rows, c1, fill
     printf " update_keys=%.0f update_cpu_s=%.2f update_keys_per_cpu_s=%.0f floor_update_keys_per_s=%s", uk, c2 - c1, upd, fu
-    printf " ratio=%.3f floor_fill_keys_per_s=%s fill_ratio=%.3f fill_max_push_ms=%s fill_p99_push_ms=%s", upd / fu, ff, fill / ff, ml, p99
+    printf " ratio=%.3f floor_fill_keys_per_s=%s fill_ratio=%.3f fill_max_push_ms=%s fill_p99_push_ms=%s server_longest_push_cpu_ms=%s", upd / fu, ff, fill / ff, ml, p99, lg
     printf " floor_max_batch_ms=%s rss_bytes=%.0f rss_bytes_per_key=%.1f load=%s\n", fm, rss, rss / rows, load }'
 done | tee "$out/runs.txt"
 med() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p" "$out/runs.txt" | sort -g |
@@ -87,4 +93,5 @@ med() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p" "$out/runs.txt" | sort -g |
 echo "sparse-push median updater=$updater rows=$rows update_keys_per_cpu_s=$(med update_keys_per_cpu_s)" \
   "floor_update_keys_per_s=$(med floor_update_keys_per_s) ratio=$(med ratio)" \
   "fill_keys_per_cpu_s=$(med fill_keys_per_cpu_s) fill_ratio=$(med fill_ratio)" \
-  "fill_max_push_ms=$(med fill_max_push_ms) rss_bytes_per_key=$(med rss_bytes_per_key)"
+  "fill_max_push_ms=$(med fill_max_push_ms) server_longest_push_cpu_ms=$(med server_longest_push_cpu_ms)" \
+  "rss_bytes_per_key=$(med rss_bytes_per_key)"

@@ -87,6 +87,10 @@ void shard_lend_end(void *data, void *token);
  * (the server's end-of-run report, tabstats.c). */
 void shard_update_stats(const shard *s, uint64_t *bad_rows, uint64_t *unstored);
 
+/* Sparse shards: the most CPU time (of the calling thread) one shard_push has
+ * taken, growth of the map and rows included; 0 for dense shards. */
+int64_t shard_longest_push_ns(const shard *s);
+
 /* ---- admission and eviction (sparse shards; shard_sweep.c) ----------------
  * docs/operations.md, "Admission and eviction". */
 

@@ -36,6 +36,7 @@ struct shard {
     uint64_t lends, moves; /* runs lent; moves to a fresh buffer while lent */
     uint64_t bad_rows;   /* rows restored after the updater made them non-finite */
     uint64_t unstored;   /* ftrl pushes to a new key that left its weights zero: no row */
+    int64_t longest_ns;  /* sparse: the most CPU time one shard_push took (growth included) */
     /* sparse: the map's slots[] hold row numbers + 1 (EMPTY: a free slot); row r is
      * a record of shard_rec_floats floats at rows + r * that: the key (KEY_FLOATS),
      * then the values, the state and (with evict_after) the stamp. Keeping the key

@@ -14,14 +14,13 @@
  *   floor phase=update keys=N seconds=S keys_per_s=X
  * (max_batch_ms: the slowest batch, one that doubled the map). Times are the
  * thread's CPU time, as the server's are in the comparison. */
-#define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "ring.h"
+#include "timeutil.h"
 
 #define EMPTY_KEY UINT64_MAX /* ring_mix64 is a bijection: one key value is reserved */
 
@@ -30,13 +29,6 @@ typedef struct map {
     float *vals;
     size_t cap, used;
 } map;
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts); /* on a shared machine: its own time */
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static size_t home(const map *m, uint64_t key)
 {
@@ -131,12 +123,12 @@ int main(int argc, char **argv)
         size_t n = rows - i < batch ? (size_t)(rows - i) : batch;
         for (size_t k = 0; k < n; k++)
             keys[k] = ring_mix64(i + k + 1);
-        int64_t t0 = now_ns();
+        int64_t t0 = tu_thread_cpu_ns();
         if (apply(&m, keys, g, n) < 0) {
             fprintf(stderr, "hashmap-floor: out of memory at %zu keys\n", m.used);
             return 1;
         }
-        int64_t dt = now_ns() - t0;
+        int64_t dt = tu_thread_cpu_ns() - t0;
         total += dt;
         worst = dt > worst ? dt : worst;
     }
@@ -152,9 +144,9 @@ int main(int argc, char **argv)
             x ^= x << 17;
             keys[k] = ring_mix64(x % rows + 1);
         }
-        int64_t t0 = now_ns();
+        int64_t t0 = tu_thread_cpu_ns();
         apply(&m, keys, g, n); /* every key is there: no growth */
-        total += now_ns() - t0;
+        total += tu_thread_cpu_ns() - t0;
     }
     line("update", updates, total);
     printf("\n");
