@@ -56,8 +56,11 @@ uint32_t shard_lookup(const shard *s, uint64_t key, size_t *slot)
 void shard_gave_back(size_t bytes)
 {
     /* the server keeps up to 256 MiB of freed heap (server_main's mallopt, for its
-     * message buffers): a table's old arrays would stay resident in it */
-    if (bytes >= (1u << 20))
+     * message buffers): a table's old arrays would stay resident in it. Arrays of
+     * 32 MiB and more (its M_MMAP_THRESHOLD) are mappings of their own, which
+     * free and realloc give back at once: no trim, whose walk of the heap costs
+     * tens of milliseconds, for them */
+    if (bytes >= (1u << 20) && bytes < (32u << 20))
         malloc_trim(0);
 }
 
@@ -123,7 +126,6 @@ int shard_map_grow(shard *s)
     uint32_t *nslots = calloc(ncap, sizeof *nslots);
     if (!nslots)
         return -PSKV_ENOMEM;
-    shard_hint_huge(nslots, ncap * sizeof *nslots);
     s->old_slots = s->slots;
     s->old_cap = s->cap;
     s->slots = nslots;
