@@ -9,7 +9,8 @@
 
 #include "shard.h"
 
-#define EMPTY 0u /* a free map slot; a used one holds its row's number + 1 */
+#define EMPTY 0u /* a free map slot (zero pages are an empty map); a used one holds its
+                    row's number + 1 */
 #define BLOCK 16384 /* floats a dense run is updated by at a time (cache, saved rows) */
 
 /* A dense shard's values, shared with the pull replies ZeroMQ is still sending
@@ -114,8 +115,8 @@ uint32_t shard_lookup(const shard *s, uint64_t key, size_t *slot);
 /* The map's home slot of key (the probe starts there). */
 size_t shard_home(const shard *s, uint64_t key);
 
-/* Doubles the map: a small map moves at once, a large one to a fresh map from
- * calloc, its rows moved over by shard_map_migrate. Returns 0 or -PSKV_ENOMEM
+/* Doubles the map: a small map moves at once, a large one to a fresh map (zero
+ * pages), its rows moved over by shard_map_migrate. Returns 0 or -PSKV_ENOMEM
  * (the map unchanged). */
 int shard_map_grow(shard *s);
 
@@ -127,9 +128,12 @@ void shard_map_migrate(shard *s, size_t budget);
  * ending any move under way. Returns 0 or -PSKV_ENOMEM (the map unchanged). */
 int shard_rehash(shard *s, size_t ncap);
 
-/* After an array of `bytes` was freed or moved: gives the heap's free pages
- * back to the system when it was large. */
-void shard_gave_back(size_t bytes);
+/* The map's and the records' arrays: a private mapping of `bytes` (zero pages,
+ * written on demand), NULL when out of memory; grown or shrunk with mremap
+ * (NULL: unchanged; p NULL: a new one); unmapped (p NULL: nothing). */
+void *shard_big_alloc(size_t bytes);
+void *shard_big_resize(void *p, size_t old_bytes, size_t bytes);
+void shard_big_free(void *p, size_t bytes);
 
 /* Asks the kernel to back the large array p (bytes) with huge pages: a random
  * key's slot and record then cost no page-table walk. Hint only. */

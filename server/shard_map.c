@@ -1,14 +1,17 @@
 /* The sparse shard's map (shard_impl.h): open addressing with linear probing
  * from a key to its row, the slots holding row numbers + 1 (0 = free, so a map
- * fresh from calloc is empty and costs no page until written).
+ * fresh from the kernel is empty and costs no page until written).
  *
- * Growing never stalls serving for long: the doubled map comes from calloc
- * (the kernel's zero pages, no memset), and the rows that were there move into
+ * The map and the records are mappings of their own (shard_big_alloc): zero
+ * pages on demand, given back to the system when freed, the records grown by
+ * mremap (page tables move, bytes do not), none of it left in malloc's heap.
+ *
+ * Growing never stalls serving for long: the doubled map comes fresh from the
+ * kernel (nothing written up front), and the rows that were there move into
  * it a few at a time (shard_map_migrate: a bounded number per push and per
  * new row) while lookups that miss in the new map look in the old one. A small
  * map (below MIGRATE_MIN slots) moves at once. */
 #define _GNU_SOURCE /* madvise, MADV_HUGEPAGE */
-#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -53,15 +56,24 @@ uint32_t shard_lookup(const shard *s, uint64_t key, size_t *slot)
     return v;
 }
 
-void shard_gave_back(size_t bytes)
+void *shard_big_alloc(size_t bytes)
 {
-    /* the server keeps up to 256 MiB of freed heap (server_main's mallopt, for its
-     * message buffers): a table's old arrays would stay resident in it. Arrays of
-     * 32 MiB and more (its M_MMAP_THRESHOLD) are mappings of their own, which
-     * free and realloc give back at once: no trim, whose walk of the heap costs
-     * tens of milliseconds, for them */
-    if (bytes >= (1u << 20) && bytes < (32u << 20))
-        malloc_trim(0);
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void *shard_big_resize(void *p, size_t old_bytes, size_t bytes)
+{
+    if (!p)
+        return shard_big_alloc(bytes);
+    void *q = mremap(p, old_bytes, bytes, MREMAP_MAYMOVE);
+    return q == MAP_FAILED ? NULL : q;
+}
+
+void shard_big_free(void *p, size_t bytes)
+{
+    if (p)
+        munmap(p, bytes);
 }
 
 void shard_hint_huge(void *p, size_t bytes)
@@ -85,8 +97,7 @@ static void place(shard *s, size_t r)
 
 static void drop_old(shard *s)
 {
-    free(s->old_slots);
-    shard_gave_back(s->old_cap * sizeof *s->old_slots);
+    shard_big_free(s->old_slots, s->old_cap * sizeof *s->old_slots);
     s->old_slots = NULL;
     s->old_cap = 0;
 }
@@ -103,13 +114,11 @@ void shard_map_migrate(shard *s, size_t budget)
 
 int shard_rehash(shard *s, size_t ncap)
 {
-    uint32_t *nslots = calloc(ncap, sizeof *nslots);
+    uint32_t *nslots = shard_big_alloc(ncap * sizeof *nslots);
     if (!nslots)
         return -PSKV_ENOMEM;
-    shard_hint_huge(nslots, ncap * sizeof *nslots);
     drop_old(s); /* every row is placed below, moved or not */
-    free(s->slots);
-    shard_gave_back(s->cap * sizeof *nslots);
+    shard_big_free(s->slots, s->cap * sizeof *nslots);
     s->slots = nslots;
     s->cap = ncap;
     for (size_t r = 0; r < s->used; r++)
@@ -123,7 +132,7 @@ int shard_map_grow(shard *s)
     if (ncap < MIGRATE_MIN)
         return shard_rehash(s, ncap);
     shard_map_migrate(s, SIZE_MAX); /* a move still under way ends first */
-    uint32_t *nslots = calloc(ncap, sizeof *nslots);
+    uint32_t *nslots = shard_big_alloc(ncap * sizeof *nslots);
     if (!nslots)
         return -PSKV_ENOMEM;
     s->old_slots = s->slots;

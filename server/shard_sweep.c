@@ -17,8 +17,9 @@ int shard_admission(shard *s, uint32_t admit_after, uint32_t evict_after)
     if (admit_after > 1 && !s->sketch && !(s->sketch = cms_new()))
         return -PSKV_ENOMEM;
     s->admit_after = admit_after;
-    s->evict_after = evict_after; /* records one float longer: drop any of the old size */
-    free(s->rows);
+    /* records one float longer: drop any of the old size */
+    shard_big_free(s->rows, s->rows_cap * shard_rec_floats(s) * sizeof(float));
+    s->evict_after = evict_after;
     s->rows = NULL;
     s->rows_cap = 0;
     return 0;
@@ -39,13 +40,12 @@ int shard_has_row(const shard *s, uint64_t key)
 
 int shard_rows_resize(shard *s, size_t ncap)
 {
-    size_t bytes = ncap * shard_rec_floats(s) * sizeof(float);
-    float *nrows = realloc(s->rows, bytes);
+    size_t rec = shard_rec_floats(s) * sizeof(float), bytes = ncap * rec;
+    float *nrows = shard_big_resize(s->rows, s->rows_cap * rec, bytes);
     if (!nrows)
         return -PSKV_ENOMEM;
     shard_hint_huge(nrows, bytes);
     s->rows = nrows;
-    shard_gave_back(s->rows_cap * shard_rec_floats(s) * sizeof(float)); /* when it moved */
     s->rows_cap = ncap;
     return 0;
 }
