@@ -8,7 +8,7 @@
 # run. Per run:
 #   sparse-push run= updater= rows= fill_keys_per_cpu_s= update_keys_per_cpu_s=
 #     floor_update_keys_per_s= ratio= fill_max_push_ms= server_longest_push_cpu_ms=
-#     rss_bytes_per_key= ...
+#     rss_bytes_per_key= rss_after_updates_per_key= ...
 # (ratio: pskv's update keys per server CPU second over the floor's; the longest
 # push: the server's own count of the most CPU time one push took, which a
 # loaded machine does not inflate as it does the workers' wall-clock latency),
@@ -66,7 +66,7 @@ for r in $(seq "$runs"); do
   touch "$go.1"
   wait_for "$logs/worker-0.log" "waiting for $go.2" && wait_for "$logs/worker-1.log" "waiting for $go.2" ||
     { kill "$launcher"; wait "$launcher"; tail -n 5 "$logs"/*.log >&2; exit 1; }
-  c2=$(cpu_s "$spid")
+  c2=$(cpu_s "$spid") rss2=$(rss_b "$spid")
   touch "$go.2"
   wait "$launcher" || { echo "bench-sparse-push: the job failed" >&2; tail -n 5 "$logs"/*.log >&2; exit 1; }
   # the server's CPU before the fill (joining, opening the table) is a few ms: counted in
@@ -80,13 +80,13 @@ for r in $(seq "$runs"); do
   fl_fill=$(echo "$floor" | sed -n 's/.*phase=fill .*keys_per_s=\([0-9]*\).*/\1/p')
   fl_max=$(echo "$floor" | sed -n 's/.*max_batch_ms=\([0-9.]*\).*/\1/p')
   awk -v r="$r" -v u="$updater" -v rows="$rows" -v c1="$c1" -v c2="$c2" -v uk="$upd_keys" \
-      -v rss="$rss" -v fu="$fl_upd" -v ff="$fl_fill" -v fm="$fl_max" -v ml="$maxlat" -v p99="$p99" -v lg="${longest:-?}" \
+      -v rss="$rss" -v rss2="$rss2" -v fu="$fl_upd" -v ff="$fl_fill" -v fm="$fl_max" -v ml="$maxlat" -v p99="$p99" -v lg="${longest:-?}" \
       -v load="$(cut -d' ' -f1 /proc/loadavg)" 'BEGIN {
     fill = rows / c1; upd = uk / (c2 - c1)
     printf "sparse-push run=%d updater=%s rows=%d fill_cpu_s=%.2f fill_keys_per_cpu_s=%.0f", r, u, rows, c1, fill
     printf " update_keys=%.0f update_cpu_s=%.2f update_keys_per_cpu_s=%.0f floor_update_keys_per_s=%s", uk, c2 - c1, upd, fu
     printf " ratio=%.3f floor_fill_keys_per_s=%s fill_ratio=%.3f fill_max_push_ms=%s fill_p99_push_ms=%s server_longest_push_cpu_ms=%s", upd / fu, ff, fill / ff, ml, p99, lg
-    printf " floor_max_batch_ms=%s rss_bytes=%.0f rss_bytes_per_key=%.1f load=%s\n", fm, rss, rss / rows, load }'
+    printf " floor_max_batch_ms=%s rss_bytes=%.0f rss_bytes_per_key=%.1f rss_after_updates_per_key=%.1f load=%s\n", fm, rss, rss / rows, rss2 / rows, load }'
 done | tee "$out/runs.txt"
 med() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p" "$out/runs.txt" | sort -g |
   awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
@@ -94,4 +94,4 @@ echo "sparse-push median updater=$updater rows=$rows update_keys_per_cpu_s=$(med
   "floor_update_keys_per_s=$(med floor_update_keys_per_s) ratio=$(med ratio)" \
   "fill_keys_per_cpu_s=$(med fill_keys_per_cpu_s) fill_ratio=$(med fill_ratio)" \
   "fill_max_push_ms=$(med fill_max_push_ms) server_longest_push_cpu_ms=$(med server_longest_push_cpu_ms)" \
-  "rss_bytes_per_key=$(med rss_bytes_per_key)"
+  "rss_bytes_per_key=$(med rss_bytes_per_key) rss_after_updates_per_key=$(med rss_after_updates_per_key)"
