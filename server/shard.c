@@ -142,6 +142,7 @@ void shard_destroy(shard **s_p)
     free(s->scratch);
     shard_big_free(s->slots, s->cap * sizeof *s->slots);
     shard_big_free(s->old_slots, s->old_cap * sizeof *s->old_slots);
+    shard_big_free(s->next_slots, s->next_cap * sizeof *s->next_slots);
     shard_big_free(s->rows, s->rows_cap * shard_rec_floats(s) * sizeof(float));
     cms_destroy(&s->sketch);
     free(s);
@@ -236,9 +237,10 @@ static size_t core_floats(const shard *s) { return (size_t)s->width * (1 + (size
 /* While the map grows (shard_map.c), rows moved to the new map per row looked
  * up for writing and per sparse push. A key not in the new map is looked for in
  * the old one too (a miss there costs several record reads), so the move should
- * be short: a push of 8,192 new keys moves about 74,000 rows (2-4 ms), and the
+ * be short, but a push that moves too many waits on memory for each: a push of
+ * 8,192 new keys moves about 41,000 rows (about 5 ms on a loaded machine), and the
  * move ends long before the new map is full. */
-enum { MIGRATE_PER_ROW = 8, MIGRATE_PER_PUSH = 8192 };
+enum { MIGRATE_PER_ROW = 4, MIGRATE_PER_PUSH = 8192 };
 
 /* Sets a row's values to key's initial ones and its state to zero. */
 static void init_row(const shard *s, uint64_t key, float *row)
@@ -451,6 +453,7 @@ int shard_push(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, const
     } else {
         int64_t t0 = tu_thread_cpu_ns();
         shard_map_migrate(s, MIGRATE_PER_PUSH);
+        shard_map_prepare(s);
         for (uint64_t i = 0; i < n; i++) {
             prefetch_ahead(s, keys, i, n);
             if (admit(s, keys[i]))

@@ -48,6 +48,8 @@ struct shard {
     uint32_t *old_slots; /* while the map grows: the old map (shard_map.c), old_cap slots */
     size_t old_cap;
     size_t moved, to_move; /* rows 0..to_move-1 were in the old map; moved so far */
+    uint32_t *next_slots; /* past 0.65 load: the doubled map, its pages faulted in ahead */
+    size_t next_cap, next_touched; /* its slots; bytes of it touched so far */
     float *rows;         /* used records */
     size_t rows_cap;
     /* admission and eviction (sparse only; shard_admission) */
@@ -123,6 +125,11 @@ int shard_map_grow(shard *s);
 /* Moves up to budget rows of a growing map's old one into the new; frees the
  * old map when the last has moved. No-op when the map is not growing. */
 void shard_map_migrate(shard *s, size_t budget);
+
+/* Once per push: past 0.65 load, maps the doubled map and faults in a slice of
+ * its pages, so that the growth at 0.7 finds them there (a fresh map's page
+ * faults, one per page its first rows land on, were the longest stall). */
+void shard_map_prepare(shard *s);
 
 /* Moves the map to ncap slots (a power of two above the rows held) at once,
  * ending any move under way. Returns 0 or -PSKV_ENOMEM (the map unchanged). */

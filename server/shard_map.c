@@ -21,6 +21,9 @@
 #include "shard_impl.h"
 
 #define MIGRATE_MIN 65536 /* slots: a smaller map moves at once */
+#define PAGE 4096
+#define PREFAULT_PAGES 512 /* per push: done between 0.65 and 0.7 load even when every
+                              key of 8,192-key pushes is new */
 
 static size_t home_in(uint64_t key, size_t cap)
 {
@@ -112,12 +115,36 @@ void shard_map_migrate(shard *s, size_t budget)
         drop_old(s);
 }
 
+static void drop_next(shard *s)
+{
+    shard_big_free(s->next_slots, s->next_cap * sizeof *s->next_slots);
+    s->next_slots = NULL;
+    s->next_cap = s->next_touched = 0;
+}
+
+void shard_map_prepare(shard *s)
+{
+    if (s->old_slots || s->cap < MIGRATE_MIN || s->used * 20 < s->cap * 13)
+        return;
+    size_t bytes = s->cap * 2 * sizeof *s->slots;
+    if (!s->next_slots) {
+        if (!(s->next_slots = shard_big_alloc(bytes)))
+            return; /* the growth allocates, or fails, as without */
+        s->next_cap = s->cap * 2;
+        s->next_touched = 0;
+    }
+    volatile char *p = (volatile char *)s->next_slots; /* zero pages: writing 0 faults one in */
+    for (int k = 0; k < PREFAULT_PAGES && s->next_touched < bytes; k++, s->next_touched += PAGE)
+        p[s->next_touched] = 0;
+}
+
 int shard_rehash(shard *s, size_t ncap)
 {
     uint32_t *nslots = shard_big_alloc(ncap * sizeof *nslots);
     if (!nslots)
         return -PSKV_ENOMEM;
     drop_old(s); /* every row is placed below, moved or not */
+    drop_next(s);
     shard_big_free(s->slots, s->cap * sizeof *nslots);
     s->slots = nslots;
     s->cap = ncap;
@@ -132,9 +159,15 @@ int shard_map_grow(shard *s)
     if (ncap < MIGRATE_MIN)
         return shard_rehash(s, ncap);
     shard_map_migrate(s, SIZE_MAX); /* a move still under way ends first */
-    uint32_t *nslots = shard_big_alloc(ncap * sizeof *nslots);
+    uint32_t *nslots = s->next_cap == ncap ? s->next_slots : shard_big_alloc(ncap * sizeof *nslots);
     if (!nslots)
         return -PSKV_ENOMEM;
+    if (nslots == s->next_slots) { /* prepared: taken over */
+        s->next_slots = NULL;
+        s->next_cap = s->next_touched = 0;
+    } else {
+        drop_next(s);
+    }
     s->old_slots = s->slots;
     s->old_cap = s->cap;
     s->slots = nslots;

@@ -135,7 +135,7 @@ void shard_mem_add(const shard *s, shard_mem *m)
     }
     m->rows += s->used;
     /* records: key, row and stamp */
-    m->bytes += (s->cap + s->old_cap) * sizeof *s->slots +
+    m->bytes += (s->cap + s->old_cap + s->next_cap) * sizeof *s->slots +
                 s->rows_cap * shard_rec_floats(s) * sizeof(float);
     if (s->sketch)
         m->bytes += cms_bytes();
