@@ -6,12 +6,13 @@
  * pages on demand, given back to the system when freed, the records grown by
  * mremap (page tables move, bytes do not), none of it left in malloc's heap.
  *
- * Growing never stalls serving for long: the doubled map comes fresh from the
- * kernel (nothing written up front), and the rows that were there move into
- * it a few at a time (shard_map_migrate: a bounded number per push and per
- * new row) while lookups that miss in the new map look in the old one. A small
- * map (below MIGRATE_MIN slots) moves at once. */
-#define _GNU_SOURCE /* madvise, MADV_HUGEPAGE */
+ * Growing does not stop serving for a rehash: past 0.65 load the doubled map
+ * is mapped and its pages faulted in a slice per push (shard_map_prepare); at
+ * 0.7 it takes over, and the rows that were there move into it a few at a time
+ * (shard_map_migrate: a bounded number per push and per row written) while
+ * lookups that miss in the new map look in the old one. A small map (below
+ * MIGRATE_MIN slots) moves at once. */
+#define _GNU_SOURCE /* madvise, MADV_HUGEPAGE, mremap */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
