@@ -53,7 +53,7 @@ UNIT_O   := $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 
 BIN      := $(BUILD)/bin
 BINS     := $(BIN)/pskv-scheduler $(BIN)/pskv-server $(BIN)/pskv-worker $(BIN)/pskvctl
-TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-metrics-cost $(BIN)/pskv-garbage $(BIN)/pskv-fuzz-replay $(BIN)/pskv-gen-sparse \
+TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-hashmap-floor $(BIN)/pskv-metrics-cost $(BIN)/pskv-garbage $(BIN)/pskv-fuzz-replay $(BIN)/pskv-gen-sparse \
             $(BIN)/pskv-faultproxy $(BIN)/pskv-wire-pattern
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
 
@@ -144,6 +144,10 @@ $(BIN)/pskv-wire-pattern: $(BUILD)/obj/test/wire_pattern.o $(BUILD)/lib/libpskv.
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BIN)/pskv-zmq-rtt: $(BUILD)/obj/test/zmq_rtt.o $(COMMON_O)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BIN)/pskv-hashmap-floor: $(BUILD)/obj/test/hashmap_floor.o $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -239,7 +243,8 @@ bench: deps
 	scripts/bench-curve.sh --runs 5
 	scripts/bench-train.sh
 	scripts/bench-consistency.sh
-	scripts/bench-sparse.sh
+	scripts/bench-sparse.sh --runs 1
+	scripts/bench-sparse-push.sh --runs 1
 	scripts/bench-hosts.sh
 	scripts/bench-faults.sh --kills 10 --soak-seconds 120
 	scripts/bench-checkpoint.sh
@@ -274,6 +279,7 @@ bench-consistency: deps
 bench-sparse: deps
 	$(MAKE) all
 	scripts/bench-sparse.sh
+	scripts/bench-sparse-push.sh
 
 bench-hosts: deps
 	$(MAKE) all

@@ -9,6 +9,7 @@
 #include "pskv_errors.h"
 #include "shard_impl.h"
 #include "ring.h"
+#include "timeutil.h"
 #include "wire.h"
 
 int shard_init_parse(const char *name)
@@ -140,10 +141,10 @@ void shard_destroy(shard **s_p)
     buf_release(s->buf); /* replies still being sent keep theirs */
     free(s->state);
     free(s->scratch);
-    free(s->keys);
-    free(s->slots);
-    free(s->rows);
-    free(s->row_key);
+    shard_big_free(s->slots, s->cap * sizeof *s->slots);
+    shard_big_free(s->old_slots, s->old_cap * sizeof *s->old_slots);
+    shard_big_free(s->next_slots, s->next_cap * sizeof *s->next_slots);
+    shard_big_free(s->rows, s->rows_cap * shard_rec_floats(s) * sizeof(float));
     free(s->dirty);
     free(s->gone);
     cms_destroy(&s->sketch);
@@ -170,6 +171,8 @@ void shard_update_stats(const shard *s, uint64_t *bad_rows, uint64_t *unstored)
     *bad_rows = s->bad_rows;
     *unstored = s->unstored;
 }
+
+int64_t shard_longest_push_ns(const shard *s) { return s->longest_ns; }
 
 void shard_lend_stats(const shard *s, uint64_t *lends, uint64_t *moves)
 {
@@ -206,10 +209,10 @@ void shard_foreach(const shard *s, void (*fn)(void *ctx, uint64_t key, const flo
             fn(ctx, s->first + i, s->w + i * s->width);
         return;
     }
-    size_t rf = (size_t)s->width * (1 + (size_t)s->nstate);
-    for (size_t i = 0; i < s->cap; i++)
-        if (s->slots[i] != EMPTY)
-            fn(ctx, s->keys[i], s->rows + (size_t)s->slots[i] * rf);
+    for (size_t r = 0; r < s->used; r++) {
+        const float *rec = shard_rec(s, (uint32_t)r);
+        fn(ctx, shard_rec_key(rec), rec + KEY_FLOATS);
+    }
 }
 
 void shard_clear(shard *s)
@@ -224,109 +227,92 @@ void shard_clear(shard *s)
             memset(s->state, 0, n * (size_t)s->nstate * sizeof(float));
         return;
     }
+    shard_map_migrate(s, SIZE_MAX); /* frees the old map */
     if (s->cap)
-        memset(s->slots, 0xff, s->cap * sizeof *s->slots);
+        memset(s->slots, 0, s->cap * sizeof *s->slots);
     s->used = 0;
 }
 
 /* ---- sparse map ---------------------------------------------------------- */
 
-/* Values and state; in a sparse shard with eviction, then the stamp. */
+/* Values and state (without the stamp). */
 static size_t core_floats(const shard *s) { return (size_t)s->width * (1 + (size_t)s->nstate); }
-static size_t row_floats(const shard *s) { return core_floats(s) + (s->evict_after ? 1 : 0); }
 
-size_t shard_home(const shard *s, uint64_t key)
-{
-    return (size_t)ring_mix64(key ^ 0x5bd1e995ULL) & (s->cap - 1);
-}
-
-static size_t probe(const shard *s, uint64_t key)
-{
-    size_t mask = s->cap - 1;
-    size_t i = shard_home(s, key);
-    while (s->slots[i] != EMPTY && s->keys[i] != key)
-        i = (i + 1) & mask;
-    return i;
-}
-
-size_t shard_probe(const shard *s, uint64_t key) { return probe(s, key); }
-
-int shard_rehash(shard *s, size_t ncap)
-{
-    uint64_t *nkeys = malloc(ncap * sizeof *nkeys);
-    uint32_t *nslots = malloc(ncap * sizeof *nslots);
-    if (!nkeys || !nslots) {
-        free(nkeys);
-        free(nslots);
-        return -PSKV_ENOMEM;
-    }
-    memset(nslots, 0xff, ncap * sizeof *nslots);
-    uint64_t *okeys = s->keys;
-    uint32_t *oslots = s->slots;
-    size_t ocap = s->cap;
-    s->keys = nkeys;
-    s->slots = nslots;
-    s->cap = ncap;
-    for (size_t i = 0; i < ocap; i++) {
-        if (oslots[i] == EMPTY)
-            continue;
-        size_t j = probe(s, okeys[i]);
-        s->keys[j] = okeys[i];
-        s->slots[j] = oslots[i];
-    }
-    free(okeys);
-    free(oslots);
-    return 0;
-}
+/* While the map grows (shard_map.c), rows moved to the new map per row looked
+ * up for writing and per sparse push. A key not in the new map is looked for in
+ * the old one too (a miss there costs several record reads), so the move should
+ * be short, but a push that moves too many waits on memory for each: a push of
+ * 8,192 new keys moves about 41,000 rows (about 5 ms on a loaded machine), and the
+ * move ends long before the new map is full. */
+enum { MIGRATE_PER_ROW = 4, MIGRATE_PER_PUSH = 8192 };
 
 /* Sets a row's values to key's initial ones and its state to zero. */
 static void init_row(const shard *s, uint64_t key, float *row)
 {
     for (uint32_t j = 0; j < s->width; j++)
         row[j] = shard_init_value(&s->init, key, j);
-    memset(row + s->width, 0, (row_floats(s) - s->width) * sizeof(float));
+    memset(row + s->width, 0, (shard_rf(s) - s->width) * sizeof(float));
 }
 
 /* Row of key, creating it (initialised) when absent, stamped with the shard's
  * tag when rows are evicted. NULL when out of memory. */
 static float *sparse_row(shard *s, uint64_t key)
 {
-    if ((s->used + 1) * 10 > s->cap * 7 && shard_rehash(s, s->cap ? s->cap * 2 : 1024) < 0)
+    if ((s->used + 1) * 10 > s->cap * 7 && shard_map_grow(s) < 0)
         return NULL;
-    size_t i = probe(s, key);
-    size_t rf = row_floats(s);
-    if (s->slots[i] != EMPTY) {
-        float *row = s->rows + (size_t)s->slots[i] * rf;
+    shard_map_migrate(s, MIGRATE_PER_ROW); /* before the lookup: it fills slots */
+    size_t i;
+    uint32_t v = shard_lookup(s, key, &i);
+    size_t rf = shard_rf(s);
+    if (v != EMPTY) {
+        float *row = shard_slot_rec(s, v) + KEY_FLOATS;
         if (s->evict_after)
             shard_set_stamp(row, rf, (uint32_t)s->tag);
-        shard_mark(s, s->slots[i]);
+        shard_mark(s, v - 1);
         return row;
     }
     if (s->used == s->rows_cap && shard_rows_resize(s, s->rows_cap ? s->rows_cap * 2 : 1024) < 0)
         return NULL;
-    if (s->used >= EMPTY)
+    if (s->used >= UINT32_MAX - 1)
         return NULL;
-    float *row = s->rows + s->used * rf;
+    float *rec = shard_rec(s, (uint32_t)s->used), *row = rec + KEY_FLOATS;
+    memcpy(rec, &key, sizeof key);
     init_row(s, key, row);
-    if (s->evict_after) {
-        s->row_key[s->used] = key;
+    if (s->evict_after)
         shard_set_stamp(row, rf, (uint32_t)s->tag);
-    }
-    s->keys[i] = key;
     shard_mark(s, s->used);
-    s->slots[i] = (uint32_t)s->used++;
+    s->slots[i] = (uint32_t)++s->used; /* row used - 1, plus one */
     return row;
 }
 
 static const float *sparse_find(const shard *s, uint64_t key)
 {
-    if (!s->cap)
-        return NULL;
-    size_t i = probe(s, key);
-    return s->slots[i] == EMPTY ? NULL : s->rows + (size_t)s->slots[i] * row_floats(s);
+    uint32_t v = shard_lookup(s, key, NULL);
+    return v == EMPTY ? NULL : shard_slot_rec(s, v) + KEY_FLOATS;
 }
 
 /* ---- push / pull --------------------------------------------------------- */
+
+/* A push of random keys to a large map waits on memory: the map slot, then the
+ * record (the key compared, the row updated). While key i is applied, this
+ * asks for the home slot of key i + FAR, and (it having come in meanwhile) for
+ * the records that the home slot of key i + NEAR and the two slots after it
+ * name: linear probing puts most keys there. The misses of several keys so
+ * overlap. Hints only: nothing is written or waited for. */
+enum { PREFETCH_FAR = 16, PREFETCH_NEAR = 8, PREFETCH_SLOTS = 3 };
+static void prefetch_ahead(const shard *s, const uint64_t *keys, uint64_t i, uint64_t n)
+{
+    if (s->cap < 65536) /* the map fits in cache */
+        return;
+    if (i + PREFETCH_FAR < n)
+        __builtin_prefetch(&s->slots[shard_home(s, keys[i + PREFETCH_FAR])]);
+    if (i + PREFETCH_NEAR < n) {
+        size_t h = shard_home(s, keys[i + PREFETCH_NEAR]), mask = s->cap - 1;
+        uint32_t r;
+        for (int k = 0; k < PREFETCH_SLOTS && (r = s->slots[(h + k) & mask]) != EMPTY; k++)
+            __builtin_prefetch(shard_slot_rec(s, r), 1);
+    }
+}
 
 /* Applies g to nrows rows at w (state planes at st, stride apart), saving them
  * first and restoring each row whose values or state come out NaN or infinite.
@@ -408,10 +394,10 @@ static int admit(shard *s, uint64_t key)
 {
     if (!s->admit_after && !s->evict_after)
         return 0;
-    size_t i = s->cap ? probe(s, key) : 0;
-    if (s->cap && s->slots[i] != EMPTY) {
-        size_t rf = row_floats(s);
-        float *row = s->rows + (size_t)s->slots[i] * rf;
+    uint32_t v = shard_lookup(s, key, NULL);
+    if (v != EMPTY) {
+        size_t rf = shard_rf(s);
+        float *row = shard_slot_rec(s, v) + KEY_FLOATS;
         if (s->evict_after && s->tag > (int64_t)shard_stamp(row, rf) + s->evict_after) {
             init_row(s, key, row);
             s->evicted++;
@@ -473,7 +459,11 @@ int shard_push(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, const
                        &bad);
         }
     } else {
+        int64_t t0 = tu_thread_cpu_ns();
+        shard_map_migrate(s, MIGRATE_PER_PUSH);
+        shard_map_prepare(s);
         for (uint64_t i = 0; i < n; i++) {
+            prefetch_ahead(s, keys, i, n);
             if (admit(s, keys[i]))
                 continue;
             if (s->upd.kind == UPD_FTRL && !sparse_find(s, keys[i])) {
@@ -486,6 +476,8 @@ int shard_push(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, const
                 return -PSKV_ENOMEM;
             apply_block(s, row, s->nstate ? row + wd : NULL, wd, g + i * wd, 1, &bad);
         }
+        int64_t took = tu_thread_cpu_ns() - t0;
+        s->longest_ns = took > s->longest_ns ? took : s->longest_ns;
     }
     s->bad_rows += bad;
     return bad ? -PSKV_EBADVALUE : 0;
@@ -569,7 +561,7 @@ void shard_pull_rows(const shard *s, const rowset *rs, float *out)
         shard_pull(s, NULL, rs->segs[2 * i], rs->segs[2 * i + 1], out + at * s->width);
 }
 
-size_t shard_row_floats(const shard *s) { return row_floats(s); }
+size_t shard_row_floats(const shard *s) { return shard_rf(s); }
 
 /* Dense row i (from s->first) as exported: its values, then its value of each
  * state plane. */
@@ -592,7 +584,7 @@ static void dense_row_in(shard *s, uint64_t i, const float *src)
 uint64_t shard_export(const shard *s, int (*keep)(void *ctx, uint64_t key), void *ctx,
                       uint64_t *keys, float *rows)
 {
-    size_t rf = row_floats(s);
+    size_t rf = shard_rf(s);
     uint64_t n = 0;
     if (s->dense) {
         for (uint64_t i = 0; i < s->count; i++) {
@@ -607,12 +599,14 @@ uint64_t shard_export(const shard *s, int (*keep)(void *ctx, uint64_t key), void
         }
         return n;
     }
-    for (size_t i = 0; i < s->cap; i++) {
-        if (s->slots[i] == EMPTY || (keep && !keep(ctx, s->keys[i])))
+    for (size_t r = 0; r < s->used; r++) {
+        const float *rec = shard_rec(s, (uint32_t)r);
+        uint64_t key = shard_rec_key(rec);
+        if (keep && !keep(ctx, key))
             continue;
         if (keys) {
-            keys[n] = s->keys[i];
-            memcpy(rows + n * rf, s->rows + (size_t)s->slots[i] * rf, rf * sizeof(float));
+            keys[n] = key;
+            memcpy(rows + n * rf, rec + KEY_FLOATS, rf * sizeof(float));
         }
         n++;
     }
@@ -621,7 +615,7 @@ uint64_t shard_export(const shard *s, int (*keep)(void *ctx, uint64_t key), void
 
 int shard_import(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, const float *rows)
 {
-    size_t rf = row_floats(s);
+    size_t rf = shard_rf(s);
     if (s->dense && own_dense(s, 0, 0, NULL) < 0)
         return -PSKV_ENOMEM;
     for (uint64_t i = 0; i < n; i++) {
@@ -647,7 +641,7 @@ int64_t shard_retain(shard *s, int (*keep)(void *ctx, uint64_t key), void *ctx)
     uint64_t n = shard_export(s, keep, ctx, NULL, NULL), had = s->used;
     if (n == had)
         return 0;
-    size_t rf = row_floats(s);
+    size_t rf = shard_rf(s);
     uint64_t *keys = malloc((n ? n : 1) * sizeof *keys);
     float *rows = malloc((n ? n : 1) * rf * sizeof *rows);
     if (!keys || !rows) {
@@ -665,7 +659,7 @@ int64_t shard_retain(shard *s, int (*keep)(void *ctx, uint64_t key), void *ctx)
 
 void shard_export_run(const shard *s, uint64_t first, uint64_t n, float *rows)
 {
-    size_t rf = row_floats(s);
+    size_t rf = shard_rf(s);
     for (uint64_t i = 0; i < n; i++)
         dense_row_out(s, first + i - s->first, rows + i * rf);
 }

@@ -3,7 +3,9 @@
  * with BLAS, and the optimizer state in planes of the same size (updater.h).
  * Sparse: an open-addressing hash map (linear probing) from uint64 key to a row
  * of width values + width * (state per value) floats, created on first push. Keys that
- * were never pushed read as their deterministic initial values.
+ * were never pushed read as their deterministic initial values. The map holds row
+ * numbers, each row is a record with its key (shard_impl.h), and the map grows
+ * without stopping for a full rehash (shard_map.c).
  *
  * OWNS one range's values and optimizer state: the dense value buffer (reference
  * counted, shared with pull replies still on the wire) and state array, or the
@@ -13,8 +15,9 @@
  * lent reply has been sent: it only drops an atomic reference.
  * NEVER blocks, logs or touches a socket; never changes a buffer that is lent
  * (an update moves the shard to a fresh one first). Allocates only for a sparse
- * key seen for the first time (map and rows grow by doubling) and for that move
- * off a lent buffer; a dense push of a run goes straight to BLAS (upd_apply). */
+ * key seen for the first time (map and rows grow by doubling; past 0.65 load the
+ * doubled map is mapped ahead) and for that move off a lent buffer; a dense push
+ * of a run goes straight to BLAS (upd_apply). */
 #ifndef PSKV_SHARD_H
 #define PSKV_SHARD_H
 
@@ -84,6 +87,10 @@ void shard_lend_end(void *data, void *token);
  * keys that stored no row (their weights stayed zero), since the shard began
  * (the server's end-of-run report, tabstats.c). */
 void shard_update_stats(const shard *s, uint64_t *bad_rows, uint64_t *unstored);
+
+/* Sparse shards: the most CPU time (of the calling thread) one shard_push has
+ * taken, growth of the map and rows included; 0 for dense shards. */
+int64_t shard_longest_push_ns(const shard *s);
 
 /* ---- admission and eviction (sparse shards; shard_sweep.c) ----------------
  * docs/operations.md, "Admission and eviction". */

@@ -72,12 +72,17 @@ uint64_t shard_changed(const shard *s, uint64_t first, uint64_t n, uint64_t *key
         }
         return k;
     }
-    for (size_t i = 0; i < s->cap; i++) {
-        if (s->slots[i] == EMPTY || !is_marked(s, s->slots[i]))
+    for (size_t r = 0; r < s->used; r++) {
+        if (!s->dirty[r >> 6]) { /* skip a clean word at once */
+            r |= 63;
+            continue;
+        }
+        if (!is_marked(s, r))
             continue;
         if (keys) {
-            keys[k] = s->keys[i];
-            memcpy(rows + k * rf, s->rows + (size_t)s->slots[i] * rf, rf * sizeof(float));
+            const float *rec = shard_rec(s, (uint32_t)r);
+            keys[k] = shard_rec_key(rec);
+            memcpy(rows + k * rf, rec + KEY_FLOATS, rf * sizeof(float));
         }
         k++;
     }

@@ -9,7 +9,8 @@
 
 #include "shard.h"
 
-#define EMPTY UINT32_MAX
+#define EMPTY 0u /* a free map slot (zero pages are an empty map); a used one holds its
+                    row's number + 1 */
 #define BLOCK 16384 /* floats a dense run is updated by at a time (cache, saved rows) */
 
 /* A dense shard's values, shared with the pull replies ZeroMQ is still sending
@@ -36,11 +37,20 @@ struct shard {
     uint64_t lends, moves; /* runs lent; moves to a fresh buffer while lent */
     uint64_t bad_rows;   /* rows restored after the updater made them non-finite */
     uint64_t unstored;   /* ftrl pushes to a new key that left its weights zero: no row */
-    /* sparse: slots[] index rows; keys[] parallel to slots */
-    uint64_t *keys;
+    int64_t longest_ns;  /* sparse: the most CPU time one shard_push took (growth included) */
+    /* sparse: the map's slots[] hold row numbers + 1 (EMPTY: a free slot); row r is
+     * a record of shard_rec_floats floats at rows + r * that: the key (KEY_FLOATS),
+     * then the values, the state and (with evict_after) the stamp. Keeping the key
+     * with the row rather than in the map makes a key cost 4 bytes of map per slot
+     * instead of 12, and a lookup touches two cache lines (slot, record), not three. */
     uint32_t *slots;
     size_t cap, used;    /* cap is a power of two */
-    float *rows;         /* used rows of width * (1 + nstate) floats */
+    uint32_t *old_slots; /* while the map grows: the old map (shard_map.c), old_cap slots */
+    size_t old_cap;
+    size_t moved, to_move; /* rows 0..to_move-1 were in the old map; moved so far */
+    uint32_t *next_slots; /* past 0.65 load: the doubled map, its pages faulted in ahead */
+    size_t next_cap, next_touched; /* its slots; bytes of it touched so far */
+    float *rows;         /* used records */
     size_t rows_cap;
     /* admission and eviction (sparse only; shard_admission) */
     uint32_t admit_after; /* a key with no row gets one on its admit_after-th push; 0 = first */
@@ -48,7 +58,6 @@ struct shard {
     struct cms *sketch;   /* admit_after: pushes of keys with no row */
     int64_t tag;          /* shard_tag: the clock of the pushes being applied */
     int replica;          /* shard_tag: pushes a head admitted already (no sketch) */
-    uint64_t *row_key;    /* evict_after: the key of each row (a freed row takes the last) */
     uint64_t admitted, not_admitted, evicted;
     size_t sweep_at;      /* the map slot the sweep looks at next */
     /* changes since the last checkpoint (shard_dirty.c) */
@@ -71,6 +80,33 @@ void shard_mark_run(shard *s, size_t r, size_t n);
 /* Sparse: the row of key was removed (a tombstone for the next delta). shard_dirty.c. */
 void shard_note_gone(shard *s, uint64_t key);
 
+/* Floats per row as exported: values and state, then with evict_after (sparse)
+ * the stamp. */
+static inline size_t shard_rf(const shard *s)
+{
+    return (size_t)s->width * (1 + (size_t)s->nstate) + (s->evict_after ? 1 : 0);
+}
+
+#define KEY_FLOATS 2 /* a sparse record's key: a uint64 in two floats' room */
+
+/* Floats per sparse record: the key, then the row. */
+static inline size_t shard_rec_floats(const shard *s) { return KEY_FLOATS + shard_rf(s); }
+
+/* Record r of a sparse shard, and its key (stored unaligned: memcpy). */
+static inline float *shard_rec(const shard *s, uint32_t r)
+{
+    return s->rows + (size_t)r * shard_rec_floats(s);
+}
+static inline uint64_t shard_rec_key(const float *rec)
+{
+    uint64_t k;
+    memcpy(&k, rec, sizeof k);
+    return k;
+}
+
+/* The record a used map slot's value v names. */
+static inline float *shard_slot_rec(const shard *s, uint32_t v) { return shard_rec(s, v - 1); }
+
 /* With evict_after, a sparse row ends with one more float: the bits of the
  * uint32 clock of its last push (its stamp), so that copies (FILL) and
  * checkpoints carry it like the state. */
@@ -85,19 +121,51 @@ static inline void shard_set_stamp(float *row, size_t rf, uint32_t v)
     memcpy(row + rf - 1, &v, sizeof v);
 }
 
-/* The map slot of key (where it is, or the empty slot where it would go); rows
- * are shard_row_floats(s) floats (values, state and the stamp). shard.c. */
+/* ---- the map (shard_map.c) ---- */
+
+/* The slot of key in the (new) map: where it is, or the free slot where it
+ * would go. While the map grows, a key may be in the old map only: use
+ * shard_lookup. */
 size_t shard_probe(const shard *s, uint64_t key);
 
-/* The map's home slot of key (shard.c's probe starts there). */
+/* The map slot value (row + 1) of key, or EMPTY, looking in the old map too
+ * while the map grows; *slot (when not NULL) gets shard_probe's answer. */
+uint32_t shard_lookup(const shard *s, uint64_t key, size_t *slot);
+
+/* The map's home slot of key (the probe starts there). */
 size_t shard_home(const shard *s, uint64_t key);
 
-/* Moves the map to ncap slots (a power of two above the rows held).
- * Returns 0 or -PSKV_ENOMEM (the map unchanged). shard.c. */
+/* Doubles the map: a small map moves at once, a large one to a fresh map (zero
+ * pages), its rows moved over by shard_map_migrate. Returns 0 or -PSKV_ENOMEM
+ * (the map unchanged). */
+int shard_map_grow(shard *s);
+
+/* Moves up to budget rows of a growing map's old one into the new; frees the
+ * old map when the last has moved. No-op when the map is not growing. */
+void shard_map_migrate(shard *s, size_t budget);
+
+/* Once per push: past 0.65 load, maps the doubled map and faults in a slice of
+ * its pages, so that the growth at 0.7 finds them there (a fresh map's page
+ * faults, one per page its first rows land on, were the longest stall). */
+void shard_map_prepare(shard *s);
+
+/* Moves the map to ncap slots (a power of two above the rows held) at once,
+ * ending any move under way. Returns 0 or -PSKV_ENOMEM (the map unchanged). */
 int shard_rehash(shard *s, size_t ncap);
 
-/* Moves the rows (and their keys and stamps) to room for ncap rows, ncap >=
- * used. Returns 0 or -PSKV_ENOMEM (unchanged). shard_sweep.c. */
+/* The map's and the records' arrays: a private mapping of `bytes` (zero pages,
+ * written on demand), NULL when out of memory; grown or shrunk with mremap
+ * (NULL: unchanged; p NULL: a new one); unmapped (p NULL: nothing). */
+void *shard_big_alloc(size_t bytes);
+void *shard_big_resize(void *p, size_t old_bytes, size_t bytes);
+void shard_big_free(void *p, size_t bytes);
+
+/* Asks the kernel to back the large array p (bytes) with huge pages: a random
+ * key's slot and record then cost no page-table walk. Hint only. */
+void shard_hint_huge(void *p, size_t bytes);
+
+/* Moves the records to room for ncap rows, ncap >= used. Returns 0 or
+ * -PSKV_ENOMEM (unchanged). shard_sweep.c. */
 int shard_rows_resize(shard *s, size_t ncap);
 
 #endif

@@ -1,8 +1,8 @@
 /* Admission and eviction for a sparse shard (shard.h): the settings, the sweep
  * that removes rows left unpushed for evict_after clocks (a bounded number of
  * map slots per call, on the server's loop between messages), and giving the
- * memory back: a freed row takes the last row, and the arrays move to smaller
- * ones when they are less than a quarter full. */
+ * memory back: a freed record takes the last record, and the arrays move to
+ * smaller ones when they are less than a quarter full. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,9 +17,10 @@ int shard_admission(shard *s, uint32_t admit_after, uint32_t evict_after)
     if (admit_after > 1 && !s->sketch && !(s->sketch = cms_new()))
         return -PSKV_ENOMEM;
     s->admit_after = admit_after;
-    s->evict_after = evict_after; /* rows one float longer: drop any of the old size */
-    free(s->rows);
+    /* records one float longer: drop any of the old size */
+    shard_big_free(s->rows, s->rows_cap * shard_rec_floats(s) * sizeof(float));
     free(s->dirty);
+    s->evict_after = evict_after;
     s->rows = NULL;
     s->dirty = NULL;
     s->rows_cap = 0;
@@ -36,22 +37,17 @@ int shard_has_row(const shard *s, uint64_t key)
 {
     if (s->dense)
         return shard_owns_key(s, key);
-    return s->cap && s->slots[shard_probe(s, key)] != EMPTY;
+    return shard_lookup(s, key, NULL) != EMPTY;
 }
 
 int shard_rows_resize(shard *s, size_t ncap)
 {
-    size_t rf = shard_row_floats(s);
-    float *nrows = realloc(s->rows, ncap * rf * sizeof(float));
+    size_t rec = shard_rec_floats(s) * sizeof(float), bytes = ncap * rec;
+    float *nrows = shard_big_resize(s->rows, s->rows_cap * rec, bytes);
     if (!nrows)
         return -PSKV_ENOMEM;
+    shard_hint_huge(nrows, bytes);
     s->rows = nrows;
-    if (s->evict_after) {
-        uint64_t *nk = realloc(s->row_key, ncap * sizeof *nk);
-        if (!nk) /* rows kept at their old capacity's use */
-            return ncap > s->rows_cap ? -PSKV_ENOMEM : 0;
-        s->row_key = nk;
-    }
     /* last: when it fails, the bits still cover rows_cap (rows >= used have none set) */
     size_t ow = s->dirty ? s->rows_cap / 64 + 1 : 0, nw = ncap / 64 + 1;
     uint64_t *nd = realloc(s->dirty, nw * sizeof *nd);
@@ -65,29 +61,28 @@ int shard_rows_resize(shard *s, size_t ncap)
 }
 
 /* Removes map slot i (linear probing: the entries after it that would no longer
- * be found move back), then fills row r's hole with the last row. */
+ * be found move back), then fills record r's hole with the last record. */
 static void remove_slot(shard *s, size_t i)
 {
-    size_t mask = s->cap - 1, rf = shard_row_floats(s);
-    uint32_t r = s->slots[i];
+    size_t mask = s->cap - 1, rec = shard_rec_floats(s);
+    uint32_t r = s->slots[i] - 1;
     for (size_t j = (i + 1) & mask; s->slots[j] != EMPTY; j = (j + 1) & mask) {
-        size_t home = shard_home(s, s->keys[j]);
+        size_t home = shard_home(s, shard_rec_key(shard_slot_rec(s, s->slots[j])));
         /* j's entry stays when its home lies cyclically in (i, j] */
         int stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
         if (stays)
             continue;
-        s->keys[i] = s->keys[j];
         s->slots[i] = s->slots[j];
         i = j;
     }
     s->slots[i] = EMPTY;
-    shard_note_gone(s, s->row_key[r]);
+    shard_note_gone(s, shard_rec_key(shard_rec(s, r)));
     uint32_t last = (uint32_t)(s->used - 1);
     s->dirty[r >> 6] &= ~(1ULL << (r & 63));
-    if (r != last) {
-        memcpy(s->rows + (size_t)r * rf, s->rows + (size_t)last * rf, rf * sizeof(float));
-        s->row_key[r] = s->row_key[last];
-        s->slots[shard_probe(s, s->row_key[r])] = r;
+    if (r != last) { /* the last record's slot names r instead */
+        size_t j = shard_probe(s, shard_rec_key(shard_rec(s, last)));
+        memcpy(shard_rec(s, r), shard_rec(s, last), rec * sizeof(float));
+        s->slots[j] = r + 1;
         if ((s->dirty[last >> 6] >> (last & 63)) & 1) /* its change moves along */
             shard_mark(s, r);
         s->dirty[last >> 6] &= ~(1ULL << (last & 63));
@@ -126,11 +121,15 @@ uint64_t shard_sweep(shard *s, int64_t now, size_t budget)
 {
     if (s->dense || !s->evict_after || !s->cap)
         return 0;
+    if (s->old_slots) { /* the map grows: rows move first (remove_slot needs one map) */
+        shard_map_migrate(s, budget);
+        return 0;
+    }
     uint64_t removed = 0;
     /* every worker finished clocks < now: a row last pushed at clock s saw no push
      * in s+1 .. s+evict_after once s + evict_after < now */
     int64_t before = now - (int64_t)s->evict_after; /* stamps < before go */
-    size_t rf = shard_row_floats(s);
+    size_t rf = shard_rf(s);
     for (size_t k = 0; k < budget; k++) {
         if (s->sweep_at >= s->cap) {
             s->sweep_at = 0;
@@ -139,7 +138,7 @@ uint64_t shard_sweep(shard *s, int64_t now, size_t budget)
         }
         size_t i = s->sweep_at;
         if (s->slots[i] != EMPTY &&
-            (int64_t)shard_stamp(s->rows + (size_t)s->slots[i] * rf, rf) < before) {
+            (int64_t)shard_stamp(shard_slot_rec(s, s->slots[i]) + KEY_FLOATS, rf) < before) {
             remove_slot(s, i); /* slot i may hold a moved entry now: looked at again */
             removed++;
             continue;
@@ -152,7 +151,7 @@ uint64_t shard_sweep(shard *s, int64_t now, size_t budget)
 
 void shard_mem_add(const shard *s, shard_mem *m)
 {
-    size_t rf = shard_row_floats(s);
+    size_t rf = shard_rf(s);
     m->admitted += s->admitted;
     m->not_admitted += s->not_admitted;
     m->evicted += s->evicted;
@@ -162,9 +161,9 @@ void shard_mem_add(const shard *s, shard_mem *m)
         return;
     }
     m->rows += s->used;
-    m->bytes += s->cap * (sizeof *s->keys + sizeof *s->slots) + s->rows_cap * rf * sizeof(float);
-    if (s->evict_after)
-        m->bytes += s->rows_cap * sizeof *s->row_key; /* the stamps are in the rows */
+    /* records: key, row and stamp */
+    m->bytes += (s->cap + s->old_cap + s->next_cap) * sizeof *s->slots +
+                s->rows_cap * shard_rec_floats(s) * sizeof(float);
     if (s->sketch)
         m->bytes += cms_bytes();
 }

@@ -28,8 +28,9 @@ void tabstats_log(table_set *ts)
             snprintf(ev, sizeof ev, "; %llu rows evicted (evict_after %u clocks)",
                      (unsigned long long)m.evicted, t->evict_after);
         if (!t->dense)
-            LOG_I("table '%s': %llu rows, %llu bytes%s%s", t->name, (unsigned long long)m.rows,
-                  (unsigned long long)m.bytes, adm, ev);
+            LOG_I("table '%s': %llu rows, %llu bytes%s%s; longest push %.2f ms of CPU", t->name,
+                  (unsigned long long)m.rows, (unsigned long long)m.bytes, adm, ev,
+                  (double)shard_longest_push_ns(t->sh) / 1e6);
         uint64_t bad, unstored;
         shard_update_stats(t->sh, &bad, &unstored);
         if (bad || unstored)

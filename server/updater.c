@@ -109,6 +109,10 @@ static void sgd(const upd_opts *o, float *w, float *v, const float *g, size_t n)
         if (o->l2 > 0)
             cblas_saxpy(bn, o->l2, w, 1, v, 1);
         cblas_saxpy(bn, -o->lr, v, 1, w, 1);
+    } else if (n < 16) { /* a sparse row: a BLAS call costs more than the loop */
+        const float keep = o->l2 > 0 ? 1.0f - o->lr * o->l2 : 1.0f, a = -o->lr;
+        for (size_t i = 0; i < n; i++)
+            w[i] = w[i] * keep + a * g[i];
     } else {
         if (o->l2 > 0)
             cblas_sscal(bn, 1.0f - o->lr * o->l2, w, 1);

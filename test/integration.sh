@@ -779,6 +779,34 @@ t_sparse_lr_heart_scale() {
   echo "heart_scale training accuracy $acc"
 }
 
+t_sparse_bench() {
+  # --app sparse-bench: 200,000 random 64-bit keys filled from empty (the map grows
+  # past 65,536 slots, so its rows move to the doubled map while pushes go on), then
+  # updates; the server holds exactly one row per key and reports its longest push
+  local k
+  "$LAUNCH" --servers 1 --workers 2 --timeout 120 --log-dir "$TDIR/logs" -- --app sparse-bench \
+    --rows 200000 --push-keys 4096 --steps 20 --replay-wait "$TDIR/go" > /dev/null 2>&1 &
+  local l=$!
+  for k in 1 2; do
+    for _ in $(seq 600); do
+      grep -q "waiting for $TDIR/go.$k" "$TDIR/logs/worker-0.log" 2>/dev/null &&
+        grep -q "waiting for $TDIR/go.$k" "$TDIR/logs/worker-1.log" 2>/dev/null && break
+      sleep 0.1
+    done
+    touch "$TDIR/go.$k"
+  done
+  wait "$l" || fail "launch-local exited $?: $(tail -n 3 "$TDIR/logs/worker-0.log")"
+  for r in 0 1; do
+    grep -q "^sparse-bench phase=fill rank=$r keys=100000 .*max_push_ms=" "$TDIR/logs/worker-$r.log" ||
+      fail "worker $r: no fill line: $(grep sparse-bench "$TDIR/logs/worker-$r.log")"
+    grep -q "^sparse-bench phase=update rank=$r keys=81920 " "$TDIR/logs/worker-$r.log" ||
+      fail "worker $r: no update line"
+  done
+  grep -q "table 'sparse-bench': 200000 rows, [0-9]* bytes; longest push [0-9.]* ms of CPU" \
+    "$TDIR/logs/server-0.log" || fail "server: $(grep "table 'sparse-bench'" "$TDIR/logs/server-0.log")"
+  no_strays "$TDIR/logs"
+}
+
 t_sparse_lr_planted() {
   local planted auc
   "$BIN/pskv-gen-sparse" --examples 50000 --features 10000 --out "$TDIR/gen" --seed 7 > gen.out ||
@@ -1269,7 +1297,7 @@ t_admit_evict() {
 
 tests=(check_2x3 check_fails_on_mismatch malformed_input malformed_while_serving unreachable_scheduler wrong_flags
        registration_rules heartbeat_liveness forget_replaced fuzz_corpus launch_timeout
-       train_softmax app_defaults clip_norm checkpoint_every keep_checkpoints checkpoint_incremental train_resume export_sparse train_bad_data sparse_lr_heart_scale sparse_lr_planted
+       train_softmax app_defaults clip_norm checkpoint_every keep_checkpoints checkpoint_incremental train_resume export_sparse train_bad_data sparse_lr_heart_scale sparse_bench sparse_lr_planted
        consistency_check bsp_same_bits ssp_bound_straggler bsp_backup_stopped worker_leaves accumulate
        keys_rogues keys_clients keys_wire keys_files protected_mode
        updater_plugin updaters_replay train_adam_ftrl late_registration metrics_prometheus ctl_top admit_evict

@@ -1,6 +1,6 @@
 /* Tests of shards (server/shard.c): deterministic initial values that do not
  * depend on how the key space is split, push/pull for dense runs and key lists,
- * ownership checks, and the sparse hash map under growth. */
+ * ownership checks, and the sparse hash map under growth (and while it grows). */
 #include <malloc.h>
 #include <math.h>
 #include <stdint.h>
@@ -434,6 +434,77 @@ START_TEST(sparse_state_survives_growth)
 }
 END_TEST
 
+static uint64_t sum_ctx_n;
+static double sum_ctx_v;
+static void sum_rows(void *ctx, uint64_t key, const float *row)
+{
+    (void)ctx;
+    (void)key;
+    sum_ctx_n++;
+    sum_ctx_v += row[0];
+}
+
+/* A large map grows by moving its rows to the doubled map a few at a time
+ * (shard_map.c): one push of 50,000 new keys doubles a 65,536-slot map past
+ * 45,875 rows and ends with most rows still in the old map. Every key must
+ * read back, be listed once by foreach and export, take a second push, and
+ * an eviction sweep must wait for the move, then remove every row. */
+START_TEST(sparse_lookup_while_growing)
+{
+    enum { N = 50000 };
+    shard_init init = {INIT_ZERO, 0, 0};
+    shard *s = shard_new(0, 0, 0, 0, UINT64_MAX, 1, &SUM, &init);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_int_eq(shard_admission(s, 0, 2), 0);
+    shard_tag(s, 1, 0);
+    uint64_t *keys = malloc(N * sizeof *keys), *ek = malloc(N * sizeof *ek);
+    float *g = malloc(N * sizeof *g), *out = malloc(N * sizeof *out);
+    float *er = malloc((size_t)N * shard_row_floats(s) * sizeof *er);
+    ck_assert(keys && ek && g && out && er);
+    double want = 0;
+    for (uint64_t i = 0; i < N; i++) {
+        keys[i] = i * 0x9e3779b97f4a7c15ULL + 17;
+        g[i] = (float)(i % 1000 + 1);
+        want += g[i];
+    }
+    ck_assert_int_eq(shard_push(s, keys, 0, N, g), 0);
+    shard_mem m = {0};
+    shard_mem_add(s, &m); /* both maps (64 Ki and 128 Ki slots) are held while rows move */
+    ck_assert_uint_ge(m.bytes, (65536 + 131072) * 4);
+    shard_pull(s, keys, 0, N, out);
+    for (uint64_t i = 0; i < N; i++)
+        LOOP_ASSERT(out[i] == g[i], "key #%llu reads %g, pushed %g", (unsigned long long)i,
+                    (double)out[i], (double)g[i]);
+    sum_ctx_n = 0;
+    sum_ctx_v = 0;
+    shard_foreach(s, sum_rows, NULL);
+    ck_assert_uint_eq(sum_ctx_n, N);
+    ck_assert(sum_ctx_v == want);
+    ck_assert_uint_eq(shard_export(s, NULL, NULL, ek, er), N);
+    /* the sweep moves rows while the map grows and removes nothing */
+    ck_assert_uint_eq(shard_sweep(s, 100, 16), 0);
+    ck_assert_uint_eq(shard_size(s), N);
+    for (uint64_t i = 0; i < N; i++)
+        ck_assert(shard_has_row(s, keys[i]));
+    ck_assert_int_eq(shard_push(s, keys, 0, N, g), 0); /* a second push ends the move */
+    shard_pull(s, keys, 0, N, out);
+    for (uint64_t i = 0; i < N; i++)
+        LOOP_ASSERT(out[i] == 2 * g[i], "key #%llu reads %g after two pushes of %g",
+                    (unsigned long long)i, (double)out[i], (double)g[i]);
+    uint64_t removed = 0;
+    for (int k = 0; k < 100 && shard_size(s); k++)
+        removed += shard_sweep(s, 100, 1u << 20);
+    ck_assert_uint_eq(removed, N);
+    ck_assert_uint_eq(shard_size(s), 0);
+    free(keys);
+    free(ek);
+    free(g);
+    free(out);
+    free(er);
+    shard_destroy(&s);
+}
+END_TEST
+
 Suite *shard_suite(void)
 {
     Suite *s = suite_create("shard");
@@ -456,6 +527,7 @@ Suite *shard_suite(void)
     tcase_add_test(sparse, sparse_retain);
     tcase_add_test(sparse, sparse_unpushed_keys);
     tcase_add_test(sparse, sparse_state_survives_growth);
+    tcase_add_test(sparse, sparse_lookup_while_growing);
     suite_add_tcase(s, sparse);
     return s;
 }

@@ -55,6 +55,10 @@ int app_incr_check(pskv_worker *w, cfg_entry *cfg);
 /* --app bench: push/pull step time and throughput for one value size. */
 int app_bench(pskv_worker *w, cfg_entry *cfg);
 
+/* --app sparse-bench: sparse push throughput and a growing table's push
+ * latency (app_sparse_bench.c). */
+int app_sparse_bench(pskv_worker *w, cfg_entry *cfg);
+
 /* --app softmax | mlp: Fashion-MNIST training (app_train.c). */
 int app_train(pskv_worker *w, cfg_entry *cfg);
 

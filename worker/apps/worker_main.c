@@ -81,8 +81,8 @@ static cfg_entry config[] = {
     {"scheduler", CFG_STR, "127.0.0.1:7700", "PSKV_SCHEDULER", 1, 0, NULL,
      "scheduler address HOST:PORT", 0, 0, NULL, NULL},
     {"app", CFG_STR, "check", "PSKV_WORKER_APP", 1, 0, NULL,
-     "application: check, resume-check, incr-check, bench, softmax, mlp, sparse-lr, replay or "
-     "admit", 0, 0,
+     "application: check, resume-check, incr-check, bench, sparse-bench, softmax, mlp, "
+     "sparse-lr, replay or admit", 0, 0,
      NULL, NULL},
     {"rank", CFG_INT, "-1", "PSKV_WORKER_RANK", -1, 65535, NULL,
      "rank to take (-1 = the scheduler assigns one)", 0, 0, NULL, NULL},
@@ -148,7 +148,8 @@ static cfg_entry config[] = {
      "bench: serial, pipelined, both (serial then pipelined) or stream (pushes alone, 16 in "
      "flight)", 0, 0, NULL, NULL},
     {"steps", CFG_INT, "0", "PSKV_WORKER_STEPS", 0, 100000000, NULL,
-     "bench: steps per run (0 = about 1 s worth)", 0, 0, NULL, NULL},
+     "bench: steps per run (0 = about 1 s worth); sparse-bench: update pushes per worker "
+     "(0 = --rows keys in all)", 0, 0, NULL, NULL},
     {"warmup", CFG_INT, "20", "PSKV_WORKER_WARMUP", 0, 1000000, NULL, "bench: warm-up steps",
      0, 0, NULL, NULL},
     {"runs", CFG_INT, "5", "PSKV_WORKER_RUNS", 1, 1000, NULL, "bench: runs (median reported)",
@@ -158,6 +159,11 @@ static cfg_entry config[] = {
     {"baseline", CFG_STR, "", "PSKV_WORKER_BASELINE", 1, 0, NULL,
      "bench: raw ZeroMQ round-trip program (pskv-zmq-rtt) run before each run, for the ratio "
      "(empty = none)", 0, 0, NULL, NULL},
+    {"rows", CFG_INT, "10000000", "PSKV_WORKER_ROWS", 1, 4e9, NULL,
+     "sparse-bench: distinct random 64-bit keys (the table's rows after the fill)", 0, 0, NULL,
+     NULL},
+    {"push-keys", CFG_INT, "8192", "PSKV_WORKER_PUSH_KEYS", 1, 16777216, NULL,
+     "sparse-bench: keys per push", 0, 0, NULL, NULL},
     /* training */
     {"epochs", CFG_INT, "5", "PSKV_WORKER_EPOCHS", 1, 100000, NULL, "training epochs", 0, 0, NULL,
      NULL},
@@ -230,7 +236,8 @@ static cfg_entry config[] = {
      "sparse-lr: LIBSVM test file (default: the training file)", 0, 0, NULL, NULL},
     {"replay-wait", CFG_STR, "", "PSKV_WORKER_REPLAY_WAIT", 1, 0, NULL,
      "replay: halfway, wait (at most 120 s) for this file to exist; admit: for FILE.1 "
-     "after admission, FILE.2 after eviction", 0, 0, NULL, NULL},
+     "after admission, FILE.2 after eviction; sparse-bench: FILE.1 after the fill, FILE.2 "
+     "after the updates", 0, 0, NULL, NULL},
     {"blas-threads", CFG_INT, "1", "PSKV_WORKER_BLAS_THREADS", 1, 256, NULL,
      "OpenBLAS threads for compute", 0, 0, NULL, NULL},
     CFG_COMMON_ENTRIES("PSKV_WORKER_PORT", "0"),
@@ -288,8 +295,8 @@ int main(int argc, char **argv)
 {
     int rc = cfg_start(config, "worker",
                        "pskv-worker --scheduler HOST:PORT --app "
-                       "check|resume-check|incr-check|bench|softmax|mlp|sparse-lr|replay|admit "
-                       "[flags]",
+                       "check|resume-check|incr-check|bench|sparse-bench|softmax|mlp|"
+                       "sparse-lr|replay|admit [flags]",
                        argc, argv, NULL);
     if (rc >= 0)
         return rc;
@@ -300,9 +307,9 @@ int main(int argc, char **argv)
     int sparse = !strcmp(app, "sparse-lr");
     if (strcmp(app, "check") && strcmp(app, "bench") && strcmp(app, "resume-check") &&
         strcmp(app, "replay") && strcmp(app, "admit") && strcmp(app, "incr-check") &&
-        !dense_train && !sparse) {
+        strcmp(app, "sparse-bench") && !dense_train && !sparse) {
         fprintf(stderr, "pskv-worker: unknown --app '%s' (check, resume-check, incr-check, bench, "
-                "softmax, mlp, sparse-lr, replay, admit)\n", app);
+                "sparse-bench, softmax, mlp, sparse-lr, replay, admit)\n", app);
         return 2;
     }
     const char *adm = cfg_int(config, "admit-after") ? "--admit-after"
@@ -400,6 +407,7 @@ int main(int argc, char **argv)
                  : !strcmp(app, "resume-check") ? app_resume_check(w, config)
                  : !strcmp(app, "incr-check")   ? app_incr_check(w, config)
                  : !strcmp(app, "bench") ? app_bench(w, config)
+                 : !strcmp(app, "sparse-bench") ? app_sparse_bench(w, config)
                  : !strcmp(app, "replay") ? app_replay(w, config)
                  : !strcmp(app, "admit")  ? app_admit(w, config)
                  : sparse                ? app_sparse_lr(w, config)

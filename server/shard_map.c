@@ -1,0 +1,179 @@
+/* The sparse shard's map (shard_impl.h): open addressing with linear probing
+ * from a key to its row, the slots holding row numbers + 1 (0 = free, so a map
+ * fresh from the kernel is empty and costs no page until written).
+ *
+ * The map and the records are mappings of their own (shard_big_alloc): zero
+ * pages on demand, given back to the system when freed, the records grown by
+ * mremap (page tables move, bytes do not), none of it left in malloc's heap.
+ *
+ * Growing does not stop serving for a rehash: past 0.65 load the doubled map
+ * is mapped and its pages faulted in a slice per push (shard_map_prepare); at
+ * 0.7 it takes over, and the rows that were there move into it a few at a time
+ * (shard_map_migrate: a bounded number per push and per row written) while
+ * lookups that miss in the new map look in the old one. A small map (below
+ * MIGRATE_MIN slots) moves at once. */
+#define _GNU_SOURCE /* madvise, MADV_HUGEPAGE, mremap */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "pskv_errors.h"
+#include "ring.h"
+#include "shard_impl.h"
+
+#define MIGRATE_MIN 65536 /* slots: a smaller map moves at once */
+#define PAGE 4096
+#define PREFAULT_PAGES 512 /* per push: done between 0.65 and 0.7 load even when every
+                              key of 8,192-key pushes is new */
+
+static size_t home_in(uint64_t key, size_t cap)
+{
+    return (size_t)ring_mix64(key ^ 0x5bd1e995ULL) & (cap - 1);
+}
+
+size_t shard_home(const shard *s, uint64_t key) { return home_in(key, s->cap); }
+
+/* Where key is in slots (cap of them), or the free slot where it would go. */
+static size_t find_in(const shard *s, const uint32_t *slots, size_t cap, uint64_t key)
+{
+    size_t mask = cap - 1, i = home_in(key, cap);
+    for (uint32_t v; (v = slots[i]) != EMPTY && shard_rec_key(shard_slot_rec(s, v)) != key;)
+        i = (i + 1) & mask;
+    return i;
+}
+
+size_t shard_probe(const shard *s, uint64_t key) { return find_in(s, s->slots, s->cap, key); }
+
+uint32_t shard_lookup(const shard *s, uint64_t key, size_t *slot)
+{
+    if (!s->cap) {
+        if (slot)
+            *slot = 0;
+        return EMPTY;
+    }
+    size_t i = find_in(s, s->slots, s->cap, key);
+    if (slot)
+        *slot = i;
+    uint32_t v = s->slots[i];
+    if (v == EMPTY && s->old_slots)
+        v = s->old_slots[find_in(s, s->old_slots, s->old_cap, key)];
+    return v;
+}
+
+void *shard_big_alloc(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void *shard_big_resize(void *p, size_t old_bytes, size_t bytes)
+{
+    if (!p)
+        return shard_big_alloc(bytes);
+    void *q = mremap(p, old_bytes, bytes, MREMAP_MAYMOVE);
+    return q == MAP_FAILED ? NULL : q;
+}
+
+void shard_big_free(void *p, size_t bytes)
+{
+    if (p)
+        munmap(p, bytes);
+}
+
+void shard_hint_huge(void *p, size_t bytes)
+{
+    const uintptr_t page = 4096;
+    if (bytes < (4u << 20))
+        return;
+    uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1), b = ((uintptr_t)p + bytes) & ~(page - 1);
+    madvise((void *)a, b - a, MADV_HUGEPAGE); /* a hint: refused is as good as taken */
+}
+
+/* Puts row r (not in the map yet) into the map; keys are unique, so the first
+ * free slot from its home is its place. */
+static void place(shard *s, size_t r)
+{
+    size_t mask = s->cap - 1, j = home_in(shard_rec_key(shard_rec(s, (uint32_t)r)), s->cap);
+    while (s->slots[j] != EMPTY)
+        j = (j + 1) & mask;
+    s->slots[j] = (uint32_t)r + 1;
+}
+
+static void drop_old(shard *s)
+{
+    shard_big_free(s->old_slots, s->old_cap * sizeof *s->old_slots);
+    s->old_slots = NULL;
+    s->old_cap = 0;
+}
+
+void shard_map_migrate(shard *s, size_t budget)
+{
+    if (!s->old_slots)
+        return;
+    for (; budget && s->moved < s->to_move; budget--)
+        place(s, s->moved++);
+    if (s->moved == s->to_move)
+        drop_old(s);
+}
+
+static void drop_next(shard *s)
+{
+    shard_big_free(s->next_slots, s->next_cap * sizeof *s->next_slots);
+    s->next_slots = NULL;
+    s->next_cap = s->next_touched = 0;
+}
+
+void shard_map_prepare(shard *s)
+{
+    if (s->old_slots || s->cap < MIGRATE_MIN || s->used * 20 < s->cap * 13)
+        return;
+    size_t bytes = s->cap * 2 * sizeof *s->slots;
+    if (!s->next_slots) {
+        if (!(s->next_slots = shard_big_alloc(bytes)))
+            return; /* the growth allocates, or fails, as without */
+        s->next_cap = s->cap * 2;
+        s->next_touched = 0;
+    }
+    volatile char *p = (volatile char *)s->next_slots; /* zero pages: writing 0 faults one in */
+    for (int k = 0; k < PREFAULT_PAGES && s->next_touched < bytes; k++, s->next_touched += PAGE)
+        p[s->next_touched] = 0;
+}
+
+int shard_rehash(shard *s, size_t ncap)
+{
+    uint32_t *nslots = shard_big_alloc(ncap * sizeof *nslots);
+    if (!nslots)
+        return -PSKV_ENOMEM;
+    drop_old(s); /* every row is placed below, moved or not */
+    drop_next(s);
+    shard_big_free(s->slots, s->cap * sizeof *nslots);
+    s->slots = nslots;
+    s->cap = ncap;
+    for (size_t r = 0; r < s->used; r++)
+        place(s, r);
+    return 0;
+}
+
+int shard_map_grow(shard *s)
+{
+    size_t ncap = s->cap ? s->cap * 2 : 1024;
+    if (ncap < MIGRATE_MIN)
+        return shard_rehash(s, ncap);
+    shard_map_migrate(s, SIZE_MAX); /* a move still under way ends first */
+    uint32_t *nslots = s->next_cap == ncap ? s->next_slots : shard_big_alloc(ncap * sizeof *nslots);
+    if (!nslots)
+        return -PSKV_ENOMEM;
+    if (nslots == s->next_slots) { /* prepared: taken over */
+        s->next_slots = NULL;
+        s->next_cap = s->next_touched = 0;
+    } else {
+        drop_next(s);
+    }
+    s->old_slots = s->slots;
+    s->old_cap = s->cap;
+    s->slots = nslots;
+    s->cap = ncap;
+    s->moved = 0;
+    s->to_move = s->used;
+    return 0;
+}
