@@ -20,6 +20,16 @@
 #include "pskv.h"
 #include "timeutil.h"
 
+#ifdef PSKV_EVALUATOR
+#define PROG "pskv-evaluator"
+#define USAGE "pskv-evaluator --scheduler HOST:PORT --app softmax|mlp --validation-split N [flags]"
+#else
+#define PROG "pskv-worker"
+#define USAGE                                                                               \
+    "pskv-worker --scheduler HOST:PORT --app "                                              \
+    "check|resume-check|bench|softmax|mlp|sparse-lr|replay|admit [flags]"
+#endif
+
 extern void openblas_set_num_threads(int);
 
 atomic_int app_stop_signal; /* an atomic: apps.h says why */
@@ -227,6 +237,23 @@ static cfg_entry config[] = {
     {"replay-wait", CFG_STR, "", "PSKV_WORKER_REPLAY_WAIT", 1, 0, NULL,
      "replay: halfway, wait (at most 120 s) for this file to exist; admit: for FILE.1 "
      "after admission, FILE.2 after eviction", 0, 0, NULL, NULL},
+    /* validation (pskv-evaluator; workers leave the validation set out) */
+    {"validation-split", CFG_INT, "0", "PSKV_VALIDATION_SPLIT", 0, 1e9, "images",
+     "softmax, mlp: the last N training images are the validation set: workers leave them "
+     "out of their shards, pskv-evaluator evaluates on them (0 = none; give workers and "
+     "evaluator the same N, e.g. 10000)", 0, 0, NULL, NULL},
+    {"freeze-after", CFG_INT, "-1", "PSKV_WORKER_FREEZE_AFTER", -1, 1e12, "steps",
+     "softmax, mlp: from this step on push zero gradients (learning rate 0: a planted "
+     "plateau for tests; -1 = never)", 0, 0, NULL, NULL},
+    {"print-digests", CFG_BOOL, "false", "PSKV_PRINT_DIGESTS", 1, 0, NULL,
+     "softmax, mlp: print the clock and an FNV-1a digest of each bsp pull (workers) or "
+     "snapshot (pskv-evaluator)", 0, 0, NULL, NULL},
+    {"save-best", CFG_STR, "", "PSKV_EVALUATOR_SAVE_BEST", 1, 0, NULL,
+     "pskv-evaluator: keep the best snapshot here (the --save-model format, with its clock "
+     "and metrics in the header)", 0, 0, NULL, NULL},
+    {"best-metric", CFG_STR, "val_loss", "PSKV_EVALUATOR_BEST_METRIC", 1, 0, NULL,
+     "pskv-evaluator: the best snapshot has the lowest val_loss or the highest val_accuracy",
+     0, 0, NULL, NULL},
     {"blas-threads", CFG_INT, "1", "PSKV_WORKER_BLAS_THREADS", 1, 256, NULL,
      "OpenBLAS threads for compute", 0, 0, NULL, NULL},
     CFG_COMMON_ENTRIES("PSKV_WORKER_PORT", "0"),
@@ -271,21 +298,68 @@ static int legacy_keys(void)
         return 0;
     char err[200];
     if (cfg_set(cfg_find(config, "check-keys"), v, err, sizeof err) < 0) {
-        fprintf(stderr, "pskv-worker: --keys %s: %s\n", v, err);
+        fprintf(stderr, PROG ": --keys %s: %s\n", v, err);
         return -1;
     }
-    fprintf(stderr, "pskv-worker: warning: --keys %s taken as --check-keys %s (--keys now names "
+    fprintf(stderr, PROG ": warning: --keys %s taken as --check-keys %s (--keys now names "
             "a key directory)\n", v, v);
     k->s = "";
     return 0;
 }
 
+/* The flags only one of pskv-worker and pskv-evaluator takes (they share the
+ * table, so that the evaluator takes every app flag the workers take). Returns
+ * -1 to go on, or 2 after saying which flag is wrong. */
+static int role_checks(int dense_train)
+{
+    const char *best = cfg_str(config, "save-best");
+#ifdef PSKV_EVALUATOR
+    if (!dense_train) {
+        fprintf(stderr, PROG ": --app %s: the evaluator evaluates softmax and mlp (sparse-lr: "
+                "not yet)\n", cfg_str(config, "app"));
+        return 2;
+    }
+    if (cfg_int(config, "validation-split") == 0) {
+        fprintf(stderr, PROG ": --validation-split N is needed: the last N training images "
+                "(e.g. 10000), which the workers, given the same flag, leave out\n");
+        return 2;
+    }
+    const char *bm = cfg_str(config, "best-metric");
+    if (strcmp(bm, "val_loss") && strcmp(bm, "val_accuracy")) {
+        fprintf(stderr, PROG ": --best-metric must be val_loss or val_accuracy (got '%s')\n",
+                bm);
+        return 2;
+    }
+    if (*best) {
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s", best);
+        char *slash = strrchr(dir, '/');
+        if (!slash)
+            snprintf(dir, sizeof dir, ".");
+        else if (slash == dir)
+            dir[1] = 0;
+        else
+            *slash = 0;
+        if (access(dir, W_OK | X_OK) != 0) {
+            fprintf(stderr, PROG ": --save-best %s: directory %s %s\n", best, dir,
+                    access(dir, F_OK) ? "does not exist" : "is not writable");
+            return 2;
+        }
+    }
+#else
+    (void)dense_train;
+    if (*best) {
+        fprintf(stderr, PROG ": --save-best is pskv-evaluator's flag (the best snapshot of a "
+                "job is the evaluator's to keep)\n");
+        return 2;
+    }
+#endif
+    return -1;
+}
+
 int main(int argc, char **argv)
 {
-    int rc = cfg_start(config, "worker",
-                       "pskv-worker --scheduler HOST:PORT --app "
-                       "check|resume-check|bench|softmax|mlp|sparse-lr|replay|admit [flags]",
-                       argc, argv, NULL);
+    int rc = cfg_start(config, PROG + 5, USAGE, argc, argv, NULL);
     if (rc >= 0)
         return rc;
     if (legacy_keys() < 0)
@@ -295,14 +369,14 @@ int main(int argc, char **argv)
     int sparse = !strcmp(app, "sparse-lr");
     if (strcmp(app, "check") && strcmp(app, "bench") && strcmp(app, "resume-check") &&
         strcmp(app, "replay") && strcmp(app, "admit") && !dense_train && !sparse) {
-        fprintf(stderr, "pskv-worker: unknown --app '%s' (check, resume-check, bench, softmax, "
+        fprintf(stderr, PROG ": unknown --app '%s' (check, resume-check, bench, softmax, "
                 "mlp, sparse-lr, replay, admit)\n", app);
         return 2;
     }
     const char *adm = cfg_int(config, "admit-after") ? "--admit-after"
                       : cfg_int(config, "evict-after") ? "--evict-after" : NULL;
     if (adm && !sparse && strcmp(app, "admit")) {
-        fprintf(stderr, "pskv-worker: %s applies to sparse tables: --app sparse-lr or admit "
+        fprintf(stderr, PROG ": %s applies to sparse tables: --app sparse-lr or admit "
                 "(got --app %s)\n", adm, app);
         return 2;
     }
@@ -311,23 +385,23 @@ int main(int argc, char **argv)
         return 2;
     const cfg_entry *clip = cfg_find(config, "clip-norm");
     if (strcmp(clip->from, "default") && !(clip->d > 0)) {
-        fprintf(stderr, "pskv-worker: --clip-norm must be a number > 0 (got %g)\n", clip->d);
+        fprintf(stderr, PROG ": --clip-norm must be a number > 0 (got %g)\n", clip->d);
         return 2;
     }
     const char *sched = cfg_str(config, "lr-schedule");
     if (strcmp(sched, "const") && strcmp(sched, "linear") && strcmp(sched, "cosine")) {
-        fprintf(stderr, "pskv-worker: --lr-schedule must be const, linear or cosine (got '%s')\n",
+        fprintf(stderr, PROG ": --lr-schedule must be const, linear or cosine (got '%s')\n",
                 sched);
         return 2;
     }
     if (sparse && !*cfg_str(config, "train")) {
-        fprintf(stderr, "pskv-worker: --app sparse-lr needs --train FILE (LIBSVM format)\n");
+        fprintf(stderr, PROG ": --app sparse-lr needs --train FILE (LIBSVM format)\n");
         return 2;
     }
     char shost[256];
     int sport;
     if (net_split_hostport(cfg_str(config, "scheduler"), shost, sizeof shost, &sport) < 0) {
-        fprintf(stderr, "pskv-worker: --scheduler '%s' is not HOST:PORT\n",
+        fprintf(stderr, PROG ": --scheduler '%s' is not HOST:PORT\n",
                 cfg_str(config, "scheduler"));
         return 2;
     }
@@ -336,18 +410,24 @@ int main(int argc, char **argv)
         if (cfg_int(config, "size") % 4 ||
             (strcmp(mode, "serial") && strcmp(mode, "pipelined") && strcmp(mode, "both") &&
              strcmp(mode, "stream"))) {
-            fprintf(stderr, "pskv-worker: bench needs --size a multiple of 4 and --mode serial, "
+            fprintf(stderr, PROG ": bench needs --size a multiple of 4 and --mode serial, "
                             "pipelined, both or stream\n");
             return 2;
         }
     }
     const char *push = cfg_str(config, "push");
     if (strcmp(push, "nocopy") && strcmp(push, "copy")) {
-        fprintf(stderr, "pskv-worker: --push must be nocopy or copy, not '%s'\n", push);
+        fprintf(stderr, PROG ": --push must be nocopy or copy, not '%s'\n", push);
         return 2;
     }
+    if ((rc = role_checks(dense_train)) >= 0)
+        return rc;
     if (dense_train && app_train_check_data(config) < 0)
         return 1;
+#ifdef PSKV_EVALUATOR
+    if (*cfg_str(config, "init-from")) /* a saved model's metrics, no job */
+        return app_evaluate_file(config);
+#endif
     openblas_set_num_threads((int)cfg_int(config, "blas-threads"));
     signal(SIGPIPE, SIG_IGN);
     struct sigaction sa;
@@ -379,16 +459,22 @@ int main(int argc, char **argv)
     pc.retry_ms = (int)cfg_int(config, "retry-ms");
     pc.metrics_port = (int)cfg_int(config, "metrics-port");
     pc.metrics_bind = cfg_str(config, "bind");
+#ifdef PSKV_EVALUATOR
+    pc.evaluator = 1;
+#endif
     cfg_log(config);
     member_set_stop_flag(&app_stop_signal); /* a signal also ends the wait to join */
     pskv_worker *w = NULL;
     rc = pskv_worker_open(&pc, &w);
     if (rc < 0) {
-        fprintf(stderr, "pskv-worker: cannot join the job: %s\n", pskv_strerror(rc));
+        fprintf(stderr, PROG ": cannot join the job: %s\n", pskv_strerror(rc));
         /* invalid settings (bad --keys, a non-loopback address without keys) are
          * usage errors, as in the daemons */
         return rc == -PSKV_EINVAL ? 2 : 1;
     }
+#ifdef PSKV_EVALUATOR
+    int status = app_evaluate(w, config);
+#else
     int status = !strcmp(app, "check")          ? app_check(w, config)
                  : !strcmp(app, "resume-check") ? app_resume_check(w, config)
                  : !strcmp(app, "bench") ? app_bench(w, config)
@@ -396,6 +482,7 @@ int main(int argc, char **argv)
                  : !strcmp(app, "admit")  ? app_admit(w, config)
                  : sparse                ? app_sparse_lr(w, config)
                                          : app_train(w, config);
+#endif
     if (!app_stop_signal)
         linger_metrics(cfg_double(config, "metrics-linger"));
     if (app_stop_signal) {
@@ -409,7 +496,7 @@ int main(int argc, char **argv)
     while (nafter_close > 0) /* nothing is in flight into them now */
         free(after_close[--nafter_close]);
     if (rc < 0 && status == 0) {
-        fprintf(stderr, "pskv-worker: close: %s\n", pskv_strerror(rc));
+        fprintf(stderr, PROG ": close: %s\n", pskv_strerror(rc));
         status = 1;
     }
     metrics_stop();
