@@ -31,6 +31,8 @@
 #                        workers' arguments (those after --) and give the scheduler
 #                        --evaluators N; its log is evaluator.log. Its exit status does
 #                        not count in this script's.
+#   --evaluator-opt ARG  append ARG to the evaluator's command line only (repeatable),
+#                        e.g. --evaluator-opt --save-best=/tmp/best.model
 #   --help               print this help and exit 0
 #
 # Log dir contents: scheduler.log/.pid, server-I.log/.pid, worker-R.log/.pid (stdout+stderr
@@ -82,6 +84,7 @@ waits for the workers, then stops everything.
   --server-opt ARG     append ARG to every server's arguments (repeatable)
   --worker-opt R:ARG   append ARG to worker R's arguments only (repeatable)
   --evaluators N       0 or 1: also run one pskv-evaluator with the workers' arguments
+  --evaluator-opt ARG  append ARG to the evaluator's arguments only (repeatable)
   --help               show this help
 Every option also accepts the --flag=value form. Arguments after -- go to every worker.
 
@@ -96,6 +99,7 @@ workers=
 port=
 keys=
 evaluators=0
+evaluator_opts=()
 
 # set_opt NAME VAL: this script's own options (see parse_args in launch-lib.sh).
 set_opt() {
@@ -107,6 +111,7 @@ set_opt() {
       [[ $2 == 0 || $2 == 1 ]] || die_usage "--evaluators must be 0 or 1, got '$2'"
       evaluators=$2
       ;;
+    --evaluator-opt) evaluator_opts+=("$2") ;;
     --keys)
       [[ -n $2 ]] || die_usage "--keys needs a directory"
       keys=$2
@@ -114,7 +119,7 @@ set_opt() {
   esac
 }
 
-parse_args "--servers --workers --port --keys --evaluators" "" "$@"
+parse_args "--servers --workers --port --keys --evaluators --evaluator-opt" "" "$@"
 
 [[ -n $servers ]] || die_usage "--servers is required"
 [[ -n $workers ]] || die_usage "--workers is required"
@@ -315,7 +320,7 @@ done
 if ((evaluators)) && [[ -z $got_signal ]]; then
   set_key_opts evaluator
   start_daemon evaluator "$bin_dir/pskv-evaluator" --scheduler "$sched" "${key_opts[@]}" \
-    "${worker_args[@]}"
+    "${worker_args[@]}" "${evaluator_opts[@]}"
 fi
 
 # ---------------------------------------------------------------- wait, stop, exit status

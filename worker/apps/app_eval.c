@@ -278,6 +278,7 @@ int app_evaluate_file(cfg_entry *cfg)
     ev e;
     memset(&e, 0, sizeof e);
     e.cfg = cfg;
+    model_set_ftz(); /* as in a job: the same arithmetic, the same metrics */
     int rc = setup(&e);
     if (rc)
         return rc;

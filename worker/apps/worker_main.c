@@ -424,11 +424,11 @@ int main(int argc, char **argv)
         return rc;
     if (dense_train && app_train_check_data(config) < 0)
         return 1;
+    openblas_set_num_threads((int)cfg_int(config, "blas-threads"));
 #ifdef PSKV_EVALUATOR
     if (*cfg_str(config, "init-from")) /* a saved model's metrics, no job */
         return app_evaluate_file(config);
 #endif
-    openblas_set_num_threads((int)cfg_int(config, "blas-threads"));
     signal(SIGPIPE, SIG_IGN);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
