@@ -757,8 +757,40 @@ f_admit_kill() {
   echo "admission and eviction exact after killing server-$victim"
 }
 
+# The evaluator killed (-9) or paused (SIGSTOP) mid-job never stops or slows
+# training: the scheduler logs it dead and suspends early stopping, status shows
+# it dead, and the workers train to the end of their epochs and exit 0.
+eval_fault() {
+  local sig=$1 d=$TDIR/c js i
+  launch "$d" --servers 1 --workers 2 --evaluators 1 --scheduler-opt=--early-stop-metric=val_accuracy \
+    --scheduler-opt=--patience=50 -- --app softmax --epochs 4 --train-limit 20000 --test-limit 500 \
+    --validation-split 1000 --eval-every 0 --slowdown 6
+  wait_joined "$d" 2
+  for i in $(seq $((600 * TS))); do
+    grep -q '^evaluation 2:' "$d/evaluator.log" 2>/dev/null && break
+    sleep 0.1
+  done
+  grep -q '^evaluation 2:' "$d/evaluator.log" || fail "the evaluator made no 2 evaluations"
+  kill "-$sig" "$(cat "$d/evaluator.pid")"
+  for i in $(seq $((200 * TS))); do
+    js=$(status_json "$d" 2>/dev/null) && grep -q '"role":"evaluator","rank":-1,[^}]*"alive":false' <<< "$js" && break
+    sleep 0.1
+  done
+  grep -q '"role":"evaluator","rank":-1,[^}]*"alive":false' <<< "$js" || fail "status does not show the evaluator dead: $js"
+  grep -q '"early_stop":"suspended' <<< "$js" || fail "status does not show early stopping suspended: $js"
+  wait "$(cat "$d/launch.pid")" || fail "workers failed: $(tail -n 3 "$d/launch.out")"
+  grep -q 'evaluator node [0-9]* is dead: training goes on; early stopping is suspended' "$d/scheduler.log" ||
+    fail "the scheduler logged no warning"
+  grep -q '^final test accuracy .* after 4 epochs' "$d/worker-0.log" || fail "training did not run to its end"
+  grep -q 'stopped early' "$d"/worker-*.log && fail "a worker stopped early"
+  [ "$sig" = STOP ] && kill -KILL "$(cat "$d/evaluator.pid")" 2>/dev/null
+  echo "training finished with the evaluator $( [ "$sig" = KILL ] && echo killed || echo paused)"
+}
+f_eval_kill() { eval_fault KILL; }
+f_eval_pause() { eval_fault STOP; }
+
 tests=(kill_server kill_server_ssp kill_server_bsp chain_r3 chain_r3_bsp pause_server pause_server_nocopy kill_worker worker_rejoin worker_restart_acked worker_restart_ssp retry_paused lease_lapse dead_connections pause_scheduler lost_partition
-       checkpoint_resume join join_ssp join_ssp_parked join_bsp join_bsp_backup server_rejoin adam_kill admit_kill)
+       checkpoint_resume join join_ssp join_ssp_parked join_bsp join_bsp_backup server_rejoin adam_kill admit_kill eval_kill eval_pause)
 for t in "${tests[@]}"; do
   if [ ${#ONLY[@]} -gt 0 ] && ! printf '%s\n' "${ONLY[@]}" | grep -qx "$t"; then continue; fi
   for i in $(seq "$TRIALS"); do run_trial "$t" "f_$t" "$i"; done
