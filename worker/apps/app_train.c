@@ -243,6 +243,7 @@ static int load_data(run *r)
         fprintf(stderr, "train: --validation-split %lld leaves worker rank %d no training data"
                 " (%s)\n", cfg_int(cfg, "validation-split"), r->rank,
                 rc < 0 ? why : "its shard is empty");
+        idx_free(&r->train);
         return 2;
     }
     if (rc < 0) {
