@@ -1,4 +1,6 @@
-/* pskv-worker: joins a job through libpskv and runs one application. */
+/* pskv-worker: joins a job through libpskv and runs one application. Built with
+ * -DPSKV_EVALUATOR it is pskv-evaluator instead: the same flags (so the evaluator
+ * takes every app flag the workers take), the evaluator role, app_eval.c. */
 #define _GNU_SOURCE
 #include <assert.h>
 #include <signal.h>
