@@ -301,6 +301,18 @@ int app_evaluate_file(cfg_entry *cfg)
     if (mf.has_eval)
         printf("recorded in the file: clock %lld epoch %.2f val_loss %.17g val_accuracy %.17g\n",
                (long long)mf.clock, mf.epoch, mf.val_loss, mf.val_accuracy);
+    idx_set test;
+    if (idx_load(cfg_str(cfg, "data"), "t10k", 0, 1, (uint32_t)cfg_int(cfg, "test-limit"), &test,
+                 why, sizeof why) == 0) {
+        loss = 0;
+        correct = 0;
+        model_eval(e.m, mf.vals, test.x, test.y, (int)test.n, &loss, &correct);
+        printf("test of %s: test_loss %.6f test_accuracy %.4f (%u test images)\n", path,
+               loss / (double)test.n, (double)correct / (double)test.n, test.n);
+        idx_free(&test);
+    } else {
+        printf("test of %s: no test set (%s)\n", path, why);
+    }
     modelfile_free(&mf);
     model_destroy(&e.m);
     idx_free(&e.val);
