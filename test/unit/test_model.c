@@ -1,5 +1,5 @@
-/* Tests of the dense models (worker/model.c) and their file (common/modelfile.c). The gradient is checked against
- * central differences of an independent double-precision reference loss written
+/* Tests of the dense models (worker/model.c) and their file (common/modelfile.c).
+ * The gradient is checked against central differences of an independent double-precision reference loss written
  * here with plain loops, so neither float rounding nor a bug shared with the BLAS
  * path can hide an error; the rest are hand-computed cases and a small training
  * run that must fit a separable problem. */
