@@ -666,6 +666,9 @@ static int end_training(run *r)
     printf("rank %d waiting fraction %.4f (%.2f s blocked in the library of %.2f s training)\n",
            r->rank, (double)(r->ns_push + r->ns_wait) / 1e9 / loop_s,
            (double)(r->ns_push + r->ns_wait) / 1e9, loop_s);
+    printf("rank %d time split: %.2f s in the training loop: compute %.2f s, push %.2f s, wait "
+           "for pull %.2f s, evaluation %.2f s\n", r->rank, loop_s, (double)r->ns_compute / 1e9,
+           (double)r->ns_push / 1e9, (double)r->ns_wait / 1e9, (double)r->eval_ns / 1e9);
     if (r->clip > 0)
         printf("rank %d clipped %lld of %lld steps to --clip-norm %g\n", r->rank,
                (long long)r->clipped, (long long)r->nsteps, r->clip);
