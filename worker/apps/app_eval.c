@@ -244,6 +244,12 @@ int app_evaluate(pskv_worker *w, cfg_entry *cfg)
     int rc = setup(&e);
     if (rc)
         return rc;
+    pskv_workers_active(w); /* what the scheduler said while the data loaded */
+    if (pskv_job_ending(w) || app_stop_signal) {
+        /* its servers may be gone: a table open would wait for them in vain */
+        printf("evaluator: the job ended before the evaluator was ready: no evaluation\n");
+        return 0;
+    }
     e.t = app_train_table(w, cfg, e.val.dim, e.hidden, e.P);
     if (e.t < 0) {
         fprintf(stderr, "evaluator: open the parameter table: %s (%s)\n", pskv_strerror(e.t),
