@@ -318,13 +318,27 @@ for ((r = 0; r < workers; r++)); do
   ((r == 0)) && start_tail $((servers + 1))
 done
 if ((evaluators)) && [[ -z $got_signal ]]; then
-  set_key_opts evaluator
+  set_key_opts evaluator-0
   start_daemon evaluator "$bin_dir/pskv-evaluator" --scheduler "$sched" "${key_opts[@]}" \
     "${worker_args[@]}" "${evaluator_opts[@]}"
 fi
 
 # ---------------------------------------------------------------- wait, stop, exit status
 wait_for_workers
+if ((evaluators)) && ((${#pids[@]} > S + W + 1)); then
+  # the evaluator leaves with the job (STOP): its status, as the workers' are reported
+  ev=$((S + W + 1))
+  for ((n = 0; n < 50 && alive[ev]; n++)); do
+    [[ -n $got_signal ]] && break
+    reap quiet
+    ((alive[ev])) && nap 0.1
+  done
+  if ((alive[ev])); then
+    msg "evaluator (pid ${pids[ev]}) still running 5 s after the workers; stopping it"
+  else
+    msg "evaluator (pid ${pids[ev]}) exited with status ${status[ev]}"
+  fi
+fi
 stop_all
 stop_tail 10
 compute_exit_status

@@ -35,6 +35,7 @@ t_eval_early_stop() {
   grep -q '^final test accuracy' "$d/worker-0.log" || fail "no final test accuracy"
   # every process exits 0: workers (launch status), scheduler, server, evaluator
   grep -q 'exited with status [1-9]' launch.out && fail "a daemon failed: $(grep 'exited with status' launch.out)"
+  grep -q 'evaluator (pid [0-9]*) exited with status 0$' launch.out || fail "evaluator: $(grep evaluator launch.out)"
   grep -q 'job .* done' "$d/scheduler.log" || fail "the scheduler did not end the job"
   grep -q 'stopped by the scheduler' "$d/server-0.log" || fail "the server was not stopped in order"
   grep -q 'the scheduler stopped the job early' "$d/evaluator.log" || fail "the evaluator did not hear the stop"
