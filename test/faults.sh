@@ -763,8 +763,8 @@ f_admit_kill() {
 eval_fault() {
   local sig=$1 d=$TDIR/c js i
   launch "$d" --servers 1 --workers 2 --evaluators 1 --scheduler-opt=--early-stop-metric=val_accuracy \
-    --scheduler-opt=--patience=50 -- --app softmax --epochs 4 --train-limit 20000 --test-limit 500 \
-    --validation-split 1000 --eval-every 0 --slowdown 6
+    --scheduler-opt=--patience=50 --evaluator-opt --metrics="$d/val.jsonl" -- --app softmax \
+    --epochs 4 --train-limit 20000 --test-limit 500 --validation-split 1000 --eval-every 0 --slowdown 6
   wait_joined "$d" 2
   for i in $(seq $((600 * TS))); do
     grep -q '^evaluation 2:' "$d/evaluator.log" 2>/dev/null && break
@@ -772,6 +772,8 @@ eval_fault() {
   done
   grep -q '^evaluation 2:' "$d/evaluator.log" || fail "the evaluator made no 2 evaluations"
   kill "-$sig" "$(cat "$d/evaluator.pid")"
+  # async snapshots carry the vector of the workers' clocks they reflect
+  grep -q '"worker_clocks":\[[0-9]*,[0-9]*\]}$' "$d/val.jsonl" || fail "no worker clocks: $(head -n 2 "$d/val.jsonl")"
   for i in $(seq $((200 * TS))); do
     js=$(status_json "$d" 2>/dev/null) && grep -q '"role":"evaluator","rank":-1,[^}]*"alive":false' <<< "$js" && break
     sleep 0.1
