@@ -10,16 +10,17 @@
 #           evaluates the test set every epoch, --eval-every 1, as before the evaluator),
 #           with the evaluator (workers --eval-every 0), and with no validation at all;
 #           wall time (medians) and each worker's time split (compute, push, wait, eval).
-# Usage: scripts/bench-eval.sh [--runs N] [--only early|cost] [--pairs N]
+# Usage: scripts/bench-eval.sh [--runs N] [--only early|cost] [--pairs N] [--patience P]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-runs=3 only="" pairs=1
+runs=3 only="" pairs=1 patience=3
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) runs=$2; shift 2 ;;
     --pairs) pairs=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
-    *) echo "usage: $0 [--runs N] [--pairs N] [--only early|cost]" >&2; exit 2 ;;
+    --patience) patience=$2; shift 2 ;;
+    *) echo "usage: $0 [--runs N] [--pairs N] [--only early|cost] [--patience P]" >&2; exit 2 ;;
   esac
 done
 export OPENBLAS_NUM_THREADS=1
@@ -43,11 +44,17 @@ job() {
 
 median() { sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 
-best_val() { sed -n 's/^evaluator: .* best val_accuracy \([0-9.]*\) .*(epoch \([0-9.]*\)).*/\1 at epoch \2/p' "$out/$1/evaluator.log"; }
+# best_val RUN: the highest val_accuracy of the run's evaluations, and when
+best_val() {
+  awk '/^evaluation [0-9]*:/ { for (i = 1; i < NF; i++) { if ($i == "epoch") e = $(i + 1)
+         if ($i == "val_accuracy") v = $(i + 1) }
+       if (v > m) { m = v; me = e } n++ }
+       END { printf "%s at epoch %s (%d evaluations)", m, me, n }' "$out/$1/evaluator.log"
+}
 
 if [ -z "$only" ] || [ "$only" = early ]; then
   for p in $(seq "$pairs"); do
-    e=$(job "early-$p" 1 --scheduler-opt --early-stop-metric=val_accuracy --scheduler-opt --patience=3 \
+    e=$(job "early-$p" 1 --scheduler-opt --early-stop-metric=val_accuracy --scheduler-opt --patience="$patience" \
       --evaluator-opt --eval-every=1 -- --epochs 30 --eval-every 0)
     f=$(job "full-$p" 1 --evaluator-opt --eval-every=1 -- --epochs 30 --eval-every 0)
     echo "early pair $p: early stopping: $(printf %.1f "$e") s, $(grep -o 'after [0-9]* epochs' "$out/early-$p/worker-0.log"), best val_accuracy $(best_val "early-$p"); $(grep -o '^stopped early at epoch [0-9]*' "$out/early-$p/worker-0.log")"
