@@ -28,7 +28,10 @@ out=$(mktemp -d /tmp/pskv-bench-eval-XXXXXX)
 echo "bench-eval: logs in $out (load average $(cut -d' ' -f1-3 /proc/loadavg))"
 common=(--app mlp --batch 16 --lr 0.0075 --lr-schedule const --momentum 0.9
         --validation-split 10000 --log-level warn)
-quiet=(--scheduler-opt --log-level --scheduler-opt warn --server-opt --log-level --server-opt warn)
+# --dead-after-ms 5000: on this busy machine every process stalls now and then for
+# more than the default 500 ms, and a worker falsely declared dead fails its run
+quiet=(--scheduler-opt --log-level --scheduler-opt warn --server-opt --log-level --server-opt warn
+       --scheduler-opt --dead-after-ms=5000)
 
 # job NAME EVALUATOR(0|1) [launch options...] -- [worker args...]: one run; prints its wall time
 job() {
@@ -55,8 +58,8 @@ best_val() {
 if [ -z "$only" ] || [ "$only" = early ]; then
   for p in $(seq "$pairs"); do
     e=$(job "early-$p" 1 --scheduler-opt --early-stop-metric=val_accuracy --scheduler-opt --patience="$patience" \
-      --evaluator-opt --eval-every=1 -- --epochs 30 --eval-every 0)
-    f=$(job "full-$p" 1 --evaluator-opt --eval-every=1 -- --epochs 30 --eval-every 0)
+      --evaluator-opt --eval-every=1 -- --epochs 30 --eval-every 0) || exit 1
+    f=$(job "full-$p" 1 --evaluator-opt --eval-every=1 -- --epochs 30 --eval-every 0) || exit 1
     echo "early pair $p: early stopping: $(printf %.1f "$e") s, $(grep -o 'after [0-9]* epochs' "$out/early-$p/worker-0.log"), best val_accuracy $(best_val "early-$p"); $(grep -o '^stopped early at epoch [0-9]*' "$out/early-$p/worker-0.log")"
     echo "early pair $p: full 30 epochs:  $(printf %.1f "$f") s, best val_accuracy $(best_val "full-$p"); final test accuracy $(grep -o 'final test accuracy [0-9.]*' "$out/full-$p/worker-0.log" | awk '{print $4}')"
   done
@@ -65,9 +68,12 @@ fi
 if [ -z "$only" ] || [ "$only" = cost ]; then
   : > "$out/cost"
   for r in $(seq "$runs"); do
-    echo "blocking $(job "blocking-$r" 0 -- --epochs 5 --eval-every 1)" >> "$out/cost"
-    echo "evaluator $(job "evaluator-$r" 1 --evaluator-opt --eval-every=1 -- --epochs 5 --eval-every 0)" >> "$out/cost"
-    echo "none $(job "none-$r" 0 -- --epochs 5 --eval-every 0)" >> "$out/cost"
+    t=$(job "blocking-$r" 0 -- --epochs 5 --eval-every 1) || exit 1
+    echo "blocking $t" >> "$out/cost"
+    t=$(job "evaluator-$r" 1 --evaluator-opt --eval-every=1 -- --epochs 5 --eval-every 0) || exit 1
+    echo "evaluator $t" >> "$out/cost"
+    t=$(job "none-$r" 0 -- --epochs 5 --eval-every 0) || exit 1
+    echo "none $t" >> "$out/cost"
   done
   for way in blocking evaluator none; do
     m=$(awk -v w=$way '$1 == w {print $2}' "$out/cost" | median)
