@@ -191,21 +191,50 @@ static double epoch_of(ev *e, int64_t clock)
     return spe > 0 ? (double)clock / (double)spe : 0;
 }
 
+/* With --eval-every > 0, a one-key pull tells whether an evaluation may be due,
+ * so that the whole model is not pulled for nothing every POLL_MS. Returns 1 when
+ * it may be, 0 when not, 2 when the job ended, or a negated error. */
+static int probe_due(ev *e, double next_epoch)
+{
+    uint64_t k0 = 0;
+    float v;
+    int64_t ts = pskv_pull(e->w, e->t, &k0, 1, &v);
+    int rc = ts < 0 ? (int)ts : wait_pull(e, ts);
+    if (rc != 0)
+        return rc == 1 ? 2 : rc;
+    int consistent;
+    return epoch_of(e, snapshot_clock(e, &consistent)) >= next_epoch - 1e-9;
+}
+
+static int pull_failed(ev *e, int rc)
+{
+    fprintf(stderr, "evaluator: pull: %s (%s)\n", pskv_strerror(rc), pskv_last_error(e->w));
+    return 1;
+}
+
 static int eval_loop(ev *e)
 {
     int64_t last = -1;
     double next_epoch = e->eval_every;
     long retakes_in_row = 0;
     while (!app_stop_signal && !pskv_job_ending(e->w)) {
+        if (e->eval_every > 0 && retakes_in_row == 0) {
+            int due = probe_due(e, next_epoch);
+            if (due == 2)
+                break;
+            if (due < 0)
+                return pull_failed(e, due);
+            if (due == 0) {
+                tu_sleep_ms(POLL_MS);
+                continue;
+            }
+        }
         int64_t ts = pskv_pull(e->w, e->t, NULL, e->P, e->params);
         int rc = ts < 0 ? (int)ts : wait_pull(e, ts);
         if (rc == 1)
             break;
-        if (rc < 0) {
-            fprintf(stderr, "evaluator: pull: %s (%s)\n", pskv_strerror(rc),
-                    pskv_last_error(e->w));
-            return 1;
-        }
+        if (rc < 0)
+            return pull_failed(e, rc);
         int consistent;
         int64_t clock = snapshot_clock(e, &consistent);
         if (!consistent) { /* servers at different closed clocks: take it again */
