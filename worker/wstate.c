@@ -192,9 +192,12 @@ int pskv_worker_close(pskv_worker **w_p)
         member_meta(&w->mb, &m, PSKV__MSG_TYPE__FINISH);
         member_send(&w->mb, &m);
         int64_t deadline = tu_now_ms() + (stop ? CLOSE_STOP_MS : 5000);
-        while (!w->finish_acked && tu_now_ms() < deadline)
+        /* an evaluator told STOP: the scheduler may be gone already (it does not
+         * wait for the evaluator), and nothing waits for this FINISH */
+        int wait_ack = !(w->evaluator && w->job_stopping);
+        while (wait_ack && !w->finish_acked && tu_now_ms() < deadline)
             wpump(w, wst_remaining(deadline));
-        if (!w->finish_acked)
+        if (wait_ack && !w->finish_acked)
             LOG_W("the scheduler did not acknowledge FINISH within %d s",
                   stop ? CLOSE_STOP_MS / 1000 : 5);
     }
