@@ -42,9 +42,9 @@ static const struct page {
      "reflect), evaluates them on the validation set (the last --validation-split training "
      "images, which the workers leave out), reports val_loss and val_accuracy to the "
      "scheduler (early stopping) and to --metrics, and keeps the best snapshot "
-     "(--save-best). With --init-from PATH and no job, prints a saved model's validation "
-     "metrics. It never slows or stops training: if it dies, training goes on.",
-     "0: the job ended (or was stopped early), or --init-from evaluated. 1: cannot join, "
+     "(--save-best). With --evaluate PATH and no job, prints a saved model's validation "
+     "and test metrics. It never slows or stops training: if it dies, training goes on.",
+     "0: the job ended (or was stopped early), or --evaluate done. 1: cannot join, "
      "data missing, a pull failed, --save-best could not be written. 2: usage (an --app "
      "other than softmax or mlp, no --validation-split, --save-best into a missing or "
      "unwritable directory, a bad --best-metric). 128+N: stopped by signal N."},

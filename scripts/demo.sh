@@ -49,7 +49,7 @@ acc=$(grep -o 'final test accuracy [0-9.]*' "$out/logs/worker-0.log" | awk '{pri
 stopped=$(grep -m 1 '^stopped early' "$out/logs/worker-0.log")
 best=$(grep -m 1 '^evaluator: [0-9]* evaluations' "$out/logs/evaluator.log")
 best_test=$("$PSKV_BIN_DIR/pskv-evaluator" --app mlp --validation-split 10000 --log-level warn \
-  --init-from "$out/best.model" 2>&1 | grep -o 'test_accuracy [0-9.]*' | awk '{print $2}')
+  --evaluate "$out/best.model" 2>&1 | grep -o 'test_accuracy [0-9.]*' | awk '{print $2}')
 echo
 echo "${stopped:-not stopped early: ran the whole budget of 30 epochs}"
 echo "best validation: ${best#evaluator: }"

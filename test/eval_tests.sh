@@ -9,7 +9,8 @@
 # process exits 0, the samples counted in the job's `sum` table equal the sum of
 # what each worker trained, the evaluator's bsp snapshots equal bit for bit what a
 # worker pulled at the same clock, and the best model file reloads (pskv-evaluator
-# --init-from) to the validation metrics the evaluator reported.
+# --evaluate, and a job whose workers start from it with --init-from) to the
+# validation metrics the evaluator reported.
 t_eval_early_stop() {
   local freeze=120 patience=3 d=$TDIR/logs
   local common=(--app softmax --consistency bsp --epochs 200 --train-limit 2000 --test-limit 500
@@ -66,11 +67,23 @@ t_eval_early_stop() {
   local best got
   best=$(sort -t: -k1 "$TDIR/val.jsonl" | awk -F'"val_loss":' '{split($2, a, ","); print a[1], $0}' |
     sort -g | head -n 1 | sed 's/.*"val_loss":\([^,]*\),"val_accuracy":\([^,]*\),.*/\1 \2/')
-  got=$("$BIN/pskv-evaluator" "${common[@]}" --init-from "$TDIR/best.model" |
+  got=$("$BIN/pskv-evaluator" "${common[@]}" --evaluate "$TDIR/best.model" |
     sed -n 's/^validation of .*: val_loss \([^ ]*\) val_accuracy \([^ ]*\)$/\1 \2/p')
-  [ -n "$got" ] || fail "pskv-evaluator --init-from printed no metrics"
+  [ -n "$got" ] || fail "pskv-evaluator --evaluate printed no metrics"
   [ "$got" = "$best" ] || fail "the best model reloads to '$got'; the evaluator reported '$best'"
   echo "best model reloads to val_loss val_accuracy $got"
+  # and through a job: workers start from it (--init-from) and never move it
+  # (--freeze-after 0); the evaluator's last snapshot has the same metrics (the job
+  # runs until early stopping, so the evaluator is sure to evaluate)
+  "$LAUNCH" --servers 1 --workers 2 --evaluators 1 --timeout 100 --log-dir "$TDIR/again" \
+    --scheduler-opt --dead-after-ms=3000 --scheduler-opt --early-stop-metric=val_loss \
+    --scheduler-opt --patience=2 --evaluator-opt --metrics="$TDIR/again.jsonl" -- \
+    --app softmax --consistency bsp --epochs 1000 --train-limit 2000 --test-limit 500 \
+    --validation-split 1000 --eval-every 0.25 --freeze-after 0 --momentum 0 --seed 3 \
+    --init-from "$TDIR/best.model" > again.out 2>&1 || fail "the job from the best model exited $?"
+  got=$(tail -n 1 "$TDIR/again.jsonl" | sed 's/.*"val_loss":\([^,]*\),"val_accuracy":\([^,]*\),.*/\1 \2/')
+  [ "$got" = "$best" ] || fail "a job from the best model evaluates to '$got'; the evaluator reported '$best'"
+  echo "a job from the best model evaluates to $got"
 }
 
 # Bad flags: each refused with exit 2, naming the flag.
@@ -94,6 +107,7 @@ t_eval_bad_flags() {
   [ -w ro ] || refused --save-best "$BIN/pskv-evaluator" --app mlp --validation-split 10 --save-best ro/best.model
   refused --best-metric "$BIN/pskv-evaluator" --app mlp --validation-split 10 --best-metric auc
   refused --save-best "$BIN/pskv-worker" --app mlp --save-best best.model
+  refused --evaluate "$BIN/pskv-worker" --app mlp --evaluate best.model
   # a split that leaves a worker no data: 59,999 held out, worker 1 of 2 gets none
   "$LAUNCH" --servers 1 --workers 2 --timeout 60 --log-dir "$TDIR/split" -- --app softmax \
     --epochs 1 --validation-split 59999 > /dev/null 2>&1; rc=$?

@@ -11,7 +11,8 @@
  * result reported to the scheduler (early stopping) and written to --metrics as
  * one JSON line; the best snapshot so far (--best-metric) goes to --save-best.
  * Evaluations follow --eval-every epochs of the slowest worker, or each new
- * snapshot with 0. The loop ends when the job does (STOP, or every worker left). */
+ * snapshot with 0. The loop ends when the job does (STOP, or every worker left).
+ * With --evaluate PATH it evaluates a saved model instead, with no job. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -64,7 +65,8 @@ uint64_t app_digest(const float *v, size_t n)
     return h;
 }
 
-/* The validation set and the model. Returns 0, or the exit status after saying why. */
+/* The validation set, the model and (in a job) the metrics file. Returns 0, or the
+ * exit status after saying why. */
 static int setup(ev *e)
 {
     char why[512];
@@ -99,7 +101,7 @@ static int setup(ev *e)
     e->best_loss = !strcmp(cfg_str(cfg, "best-metric"), "val_loss");
     e->bsp = !strcmp(cfg_str(cfg, "consistency"), "bsp");
     const char *path = cfg_str(cfg, "metrics");
-    if (*path && !(e->metrics = fopen(path, "w"))) {
+    if (e->w && *path && !(e->metrics = fopen(path, "w"))) { /* not for --evaluate */
         fprintf(stderr, "evaluator: --metrics: cannot write %s\n", path);
         return 1;
     }
@@ -262,6 +264,19 @@ static int eval_loop(ev *e)
     return 0;
 }
 
+/* What setup made (NULL-safe: after a failed setup too). Never while a pull may
+ * still be in flight into e->params. */
+static void free_ev(ev *e)
+{
+    if (e->metrics)
+        fclose(e->metrics);
+    e->metrics = NULL;
+    model_destroy(&e->m);
+    idx_free(&e->val);
+    free(e->params);
+    e->params = NULL;
+}
+
 int app_evaluate(pskv_worker *w, cfg_entry *cfg)
 {
     ev e;
@@ -271,18 +286,22 @@ int app_evaluate(pskv_worker *w, cfg_entry *cfg)
     e.t0 = tu_now_ns();
     model_set_ftz();
     int rc = setup(&e);
-    if (rc)
+    if (rc) {
+        free_ev(&e);
         return rc;
+    }
     pskv_workers_active(w); /* what the scheduler said while the data loaded */
     if (pskv_job_ending(w) || app_stop_signal) {
         /* its servers may be gone: a table open would wait for them in vain */
         printf("evaluator: the job ended before the evaluator was ready: no evaluation\n");
+        free_ev(&e);
         return 0;
     }
     e.t = app_train_table(w, cfg, e.val.dim, e.hidden, e.P);
     if (e.t < 0) {
         fprintf(stderr, "evaluator: open the parameter table: %s (%s)\n", pskv_strerror(e.t),
                 pskv_last_error(w));
+        free_ev(&e);
         return 1;
     }
     printf("evaluator: %u validation images, %u training images in the workers' shards\n",
@@ -298,13 +317,9 @@ int app_evaluate(pskv_worker *w, cfg_entry *cfg)
                *e.save_best ? "; saved to " : "", e.save_best);
     else
         printf("evaluator: no evaluation made\n");
-    if (e.metrics)
-        fclose(e.metrics);
     if (rc)
         return rc; /* a pull may be in flight into params: the process exits next */
-    model_destroy(&e.m);
-    idx_free(&e.val);
-    free(e.params);
+    free_ev(&e);
     return 0;
 }
 
@@ -315,17 +330,20 @@ int app_evaluate_file(cfg_entry *cfg)
     e.cfg = cfg;
     model_set_ftz(); /* as in a job: the same arithmetic, the same metrics */
     int rc = setup(&e);
-    if (rc)
+    if (rc) {
+        free_ev(&e);
         return rc;
-    const char *path = cfg_str(cfg, "init-from");
+    }
+    const char *path = cfg_str(cfg, "evaluate");
     char why[512];
     modelfile mf;
     if (modelfile_load(path, &mf, why, sizeof why) < 0 ||
         (mf.kind != (uint32_t)(e.mlp ? 2 : 1) || mf.in != e.val.dim ||
          mf.hidden != (uint32_t)e.hidden || mf.n != e.P)) {
-        fprintf(stderr, "evaluator: --init-from: %s\n",
+        fprintf(stderr, "evaluator: --evaluate: %s\n",
                 mf.vals ? "the file holds another model than --app and --hidden say" : why);
         modelfile_free(&mf);
+        free_ev(&e);
         return 1;
     }
     double loss = 0;
@@ -349,10 +367,6 @@ int app_evaluate_file(cfg_entry *cfg)
         printf("test of %s: no test set (%s)\n", path, why);
     }
     modelfile_free(&mf);
-    model_destroy(&e.m);
-    idx_free(&e.val);
-    free(e.params);
-    if (e.metrics)
-        fclose(e.metrics);
+    free_ev(&e);
     return 0;
 }

@@ -63,8 +63,8 @@ int app_train_table(pskv_worker *w, cfg_entry *cfg, uint32_t dim, int hidden, si
  * keeps the best (--save-best). Returns the exit status. */
 int app_evaluate(pskv_worker *w, cfg_entry *cfg);
 
-/* pskv-evaluator --init-from PATH: the validation metrics of a saved model, with
- * no job. Returns the exit status. */
+/* pskv-evaluator --evaluate PATH: the validation (and test) metrics of a saved
+ * model, with no job. Returns the exit status. */
 int app_evaluate_file(cfg_entry *cfg);
 
 /* FNV-1a over n floats' bytes: equal digests, equal values bit for bit. */

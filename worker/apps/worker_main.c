@@ -253,6 +253,9 @@ static cfg_entry config[] = {
     {"save-best", CFG_STR, "", "PSKV_EVALUATOR_SAVE_BEST", 1, 0, NULL,
      "pskv-evaluator: keep the best snapshot here (the --save-model format, with its clock "
      "and metrics in the header)", 0, 0, NULL, NULL},
+    {"evaluate", CFG_STR, "", "PSKV_EVALUATOR_EVALUATE", 1, 0, NULL,
+     "pskv-evaluator: print the validation and test metrics of this saved model (a "
+     "--save-best or --save-model file) and exit, with no job", 0, 0, NULL, NULL},
     {"best-metric", CFG_STR, "val_loss", "PSKV_EVALUATOR_BEST_METRIC", 1, 0, NULL,
      "pskv-evaluator: the best snapshot has the lowest val_loss or the highest val_accuracy",
      0, 0, NULL, NULL},
@@ -350,9 +353,9 @@ static int role_checks(int dense_train)
     }
 #else
     (void)dense_train;
-    if (*best) {
-        fprintf(stderr, PROG ": --save-best is pskv-evaluator's flag (the best snapshot of a "
-                "job is the evaluator's to keep)\n");
+    if (*best || *cfg_str(config, "evaluate")) {
+        fprintf(stderr, PROG ": %s is pskv-evaluator's flag\n",
+                *best ? "--save-best" : "--evaluate");
         return 2;
     }
 #endif
@@ -428,7 +431,7 @@ int main(int argc, char **argv)
         return 1;
     openblas_set_num_threads((int)cfg_int(config, "blas-threads"));
 #ifdef PSKV_EVALUATOR
-    if (*cfg_str(config, "init-from")) /* a saved model's metrics, no job */
+    if (*cfg_str(config, "evaluate")) /* a saved model's metrics, no job */
         return app_evaluate_file(config);
 #endif
     signal(SIGPIPE, SIG_IGN);
