@@ -81,7 +81,7 @@ wait_ok() {
 
 sched_port() { sed -n 's/.*scheduler listening on port \([0-9]*\).*/\1/p' "$1/scheduler.log" | head -n 1; }
 
-status_json() { "$BIN/pskvctl" --scheduler "127.0.0.1:$(sched_port "$1")" status --json; }
+status_json() { "$BIN/pskvctl" --scheduler "127.0.0.1:$(sched_port "$1")" "${@:2}" status --json; }
 
 # Failover of DIR: kill time (ms) to the first "failover:" line of any worker.
 failover_ms() {
@@ -763,8 +763,8 @@ f_admit_kill() {
 eval_fault() {
   local sig=$1 d=$TDIR/c js i
   launch "$d" --servers 1 --workers 2 --evaluators 1 --scheduler-opt=--early-stop-metric=val_accuracy \
-    --scheduler-opt=--patience=50 --evaluator-opt --metrics="$d/val.jsonl" -- --app softmax \
-    --epochs 4 --train-limit 20000 --test-limit 500 --validation-split 1000 --eval-every 0 --slowdown 6
+    --scheduler-opt=--patience=50 --evaluator-opt --metrics="$d/val.jsonl" -- --app mlp \
+    --epochs 12 --train-limit 20000 --test-limit 500 --validation-split 1000 --eval-every 0
   wait_joined "$d" 2
   for i in $(seq $((600 * TS))); do
     grep -q '^evaluation 2:' "$d/evaluator.log" 2>/dev/null && break
@@ -775,7 +775,9 @@ eval_fault() {
   # async snapshots carry the vector of the workers' clocks they reflect
   grep -q '"worker_clocks":\[[0-9]*,[0-9]*\]}$' "$d/val.jsonl" || fail "no worker clocks: $(head -n 2 "$d/val.jsonl")"
   for i in $(seq $((200 * TS))); do
-    js=$(status_json "$d" 2>/dev/null) && grep -q '"role":"evaluator","rank":-1,[^}]*"alive":false' <<< "$js" && break
+    kill -0 "$(cat "$d/launch.pid")" 2>/dev/null || fail "the job ended before status showed the evaluator dead"
+    js=$(status_json "$d" --timeout 1 2>/dev/null) &&
+      grep -q '"role":"evaluator","rank":-1,[^}]*"alive":false' <<< "$js" && break
     sleep 0.1
   done
   grep -q '"role":"evaluator","rank":-1,[^}]*"alive":false' <<< "$js" || fail "status does not show the evaluator dead: $js"
@@ -783,7 +785,7 @@ eval_fault() {
   wait "$(cat "$d/launch.pid")" || fail "workers failed: $(tail -n 3 "$d/launch.out")"
   grep -q 'evaluator node [0-9]* is dead: training goes on; early stopping is suspended' "$d/scheduler.log" ||
     fail "the scheduler logged no warning"
-  grep -q '^final test accuracy .* after 4 epochs' "$d/worker-0.log" || fail "training did not run to its end"
+  grep -q '^final test accuracy .* after 12 epochs' "$d/worker-0.log" || fail "training did not run to its end"
   grep -q 'stopped early' "$d"/worker-*.log && fail "a worker stopped early"
   [ "$sig" = STOP ] && kill -KILL "$(cat "$d/evaluator.pid")" 2>/dev/null
   echo "training finished with the evaluator $( [ "$sig" = KILL ] && echo killed || echo paused)"
