@@ -123,3 +123,36 @@ t_eval_bad_flags() {
   [ $rc -eq 1 ] || fail "an evaluator refused by the scheduler: exit $rc: $(cat ev.out)"
   grep -q 'runs no evaluator' ev.out scheduler.log || fail "refusal not explained: $(cat ev.out)"
 }
+
+# An evaluator may join a running job, and a new one may take a dead one's place:
+# the first joins once the workers train, is killed (-9), is declared dead (early
+# stopping suspended), and a second one registers, evaluates, and early stopping
+# resumes with its reports; the workers train to their end and exit 0.
+t_eval_late_join() {
+  local port r
+  port=$(free_port)
+  local app=(--app mlp --epochs 16 --train-limit 10000 --test-limit 500 --validation-split 1000)
+  start scheduler "$BIN/pskv-scheduler" --port "$port" --servers 1 --workers 2 --evaluators 1 \
+    --early-stop-metric val_accuracy --patience 1000 --dead-after-ms 2000
+  start server-0 "$BIN/pskv-server" --scheduler "127.0.0.1:$port"
+  for r in 0 1; do
+    start "worker-$r" "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --rank $r "${app[@]}" --eval-every 0
+  done
+  wait_line scheduler.log 'cluster complete' 1 60 || fail "the job did not start"
+  sleep 1
+  start ev1 "$BIN/pskv-evaluator" --scheduler "127.0.0.1:$port" "${app[@]}" --eval-every 0.25
+  wait_line ev1.log '^evaluation 2:' 1 60 || fail "the late evaluator did not evaluate: $(tail -n 3 ev1.log)"
+  grep -q 'evaluator registered: node [0-9]* .*(joins the running job)' scheduler.log ||
+    fail "the scheduler did not take it into the running job"
+  kill -KILL "$(cat ev1.pid)"
+  wait_line scheduler.log 'evaluator node [0-9]* is dead' 1 20 || fail "the dead evaluator was not noticed"
+  start ev2 "$BIN/pskv-evaluator" --scheduler "127.0.0.1:$port" "${app[@]}" --eval-every 0.25
+  wait_line ev2.log '^evaluation 2:' 1 60 || fail "the second evaluator did not evaluate: $(tail -n 3 ev2.log)"
+  wait_line scheduler.log 'early stopping resumes: evaluator node' 1 10 || fail "early stopping did not resume"
+  for r in 0 1; do
+    wait_exit "$(cat "worker-$r.pid")" 150 || fail "worker $r exited $?: $(tail -n 2 "worker-$r.log")"
+  done
+  grep -q '^final test accuracy .* after 16 epochs' worker-0.log || fail "training did not run to its end"
+  wait_exit "$(cat ev2.pid)" 20 || fail "the second evaluator exited $?"
+  wait_exit "$(cat scheduler.pid)" 20 || fail "the scheduler exited $?"
+}
