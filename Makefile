@@ -34,10 +34,10 @@ COMMON_O := $(COMMON:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/pskv.pb-c.o
 # worker/data/: data readers, model files and the sparse generator.
 LIB_SRC  := $(wildcard worker/*.c)
 LIB_O    := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(COMMON_O)
-SCHED_SRC := $(filter-out scheduler/pskvctl.c scheduler/ctl_top.c scheduler/export.c,$(wildcard scheduler/*.c))
+SCHED_SRC := $(filter-out scheduler/pskvctl.c scheduler/ctl_top.c scheduler/ctl_drain.c scheduler/export.c,$(wildcard scheduler/*.c))
 SCHED_O  := $(SCHED_SRC:%.c=$(BUILD)/obj/%.o)
 CTL_O    := $(BUILD)/obj/scheduler/pskvctl.o $(BUILD)/obj/scheduler/ctl_top.o \
-            $(BUILD)/obj/scheduler/export.o
+            $(BUILD)/obj/scheduler/ctl_drain.o $(BUILD)/obj/scheduler/export.o
 SERVER_SRC := $(wildcard server/*.c)
 SERVER_O := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o)
 SERVER_LIB_O := $(filter-out $(BUILD)/obj/server/server_main.o,$(SERVER_O))
@@ -62,7 +62,7 @@ TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-metrics-cost $(BIN)/pskv-garbage $(B
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
 
 FORCE:
-.PHONY: FORCE all tools deps size test unit integration faults test-faults bench-faults demo bench bench-pushpull bench-curve bench-train bench-consistency bench-sparse bench-hosts chaos install deb package-check clean fuzz fuzz-live tsan
+.PHONY: FORCE all tools deps size test unit integration faults test-faults bench-faults demo bench bench-incr bench-pushpull bench-curve bench-train bench-consistency bench-sparse bench-hosts chaos install deb package-check clean fuzz fuzz-live tsan
 .DEFAULT_GOAL := all
 
 MANS     := $(BINS:$(BIN)/%=$(BUILD)/man/man1/%.1)
@@ -89,7 +89,7 @@ $(BUILD)/obj/gen/pskv.pb-c.o: $(GEN_C)
 	$(CC) -std=c11 $(OPT) -fPIC $(SANFLAGS) $(PKG_CFLAGS) -I$(BUILD)/gen -c $< -o $@
 
 $(BUILD)/obj/worker/apps/%.o: ROLE_INC := -Iworker -Iworker/data
-$(BUILD)/obj/test/unit/%.o: ROLE_INC := -Iserver -Iworker -Iworker/apps -Iworker/data
+$(BUILD)/obj/test/unit/%.o: ROLE_INC := -Iserver -Ischeduler -Iworker -Iworker/apps -Iworker/data
 $(BUILD)/obj/test/wire_pattern.o: ROLE_INC := -Iworker
 
 $(BUILD)/obj/%.o: %.c $(GEN_H)
@@ -172,7 +172,8 @@ $(BIN)/pskv-fuzz-replay: $(BUILD)/obj/test/fuzz_wire.o $(BUILD)/obj/test/fuzz_re
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/bin/pskv-unit: $(UNIT_O) $(SERVER_LIB_O) $(WORKER_UNIT_O) $(COMMON_O)
+$(BUILD)/bin/pskv-unit: $(UNIT_O) $(SERVER_LIB_O) $(WORKER_UNIT_O) $(BUILD)/obj/scheduler/reshard.o \
+                        $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
 
@@ -255,12 +256,17 @@ bench: deps
 	scripts/bench-hosts.sh
 	scripts/bench-faults.sh --kills 10 --soak-seconds 120
 	scripts/bench-checkpoint.sh
+	scripts/bench-incr.sh
 	scripts/chaos.sh --minutes 5 || [ $$? -eq 77 ]
 
 bench-faults: deps
 	$(MAKE) all
 	scripts/bench-faults.sh
 	scripts/bench-checkpoint.sh
+
+bench-incr: deps
+	$(MAKE) all
+	scripts/bench-incr.sh
 
 bench-pushpull: deps
 	$(MAKE) all

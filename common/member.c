@@ -308,3 +308,8 @@ const Pskv__Node *member_view_node(const Pskv__View *v, uint32_t id)
             return v->nodes[i];
     return NULL;
 }
+
+int member_node_gone(const Pskv__Node *n)
+{
+    return n->state && (!strcmp(n->state, "dead") || !strcmp(n->state, "left"));
+}

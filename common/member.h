@@ -95,4 +95,8 @@ void member_close(member *m);
  * the job (the scheduler forgot it 30 s after it left for good). */
 const Pskv__Node *member_view_node(const Pskv__View *v, uint32_t id);
 
+/* 1 when the view shows node n out of the job for good: "dead" (declared dead) or
+ * "left" (a drained server that exited); it serves nothing more. */
+int member_node_gone(const Pskv__Node *n);
+
 #endif

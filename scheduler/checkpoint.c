@@ -12,6 +12,7 @@
 #include "manifest.h"
 #include "pskv_errors.h"
 #include "sched_metrics.h"
+#include "reshard.h"
 #include "ring.h"
 #include "scheduler_main.h"
 #include "timeutil.h"
@@ -27,6 +28,9 @@ static struct {
     const char *data_dir;
     double every_s;     /* --checkpoint-every (0 = only on request) */
     size_t keep;        /* --keep-checkpoints (0 = every one) */
+    int full_every;     /* --full-every (1 = every checkpoint full) */
+    int cycle;          /* checkpoints started since the last full one asked for */
+    int delta;          /* the one in progress was asked as a delta */
     manifest man;       /* complete checkpoints */
     uint64_t seq;       /* the last checkpoint started */
     int busy;           /* one in progress */
@@ -39,14 +43,16 @@ static struct {
     manifest_entry resume_entry; /* a copy of its manifest entry, with its own copy of
                                     the workers' progress (chains: NULL): the manifest's
                                     entries move and retention frees them */
-    uint32_t *prev_chains;       /* its chains mapped to this job's servers */
-    uint32_t *resume_pairs;      /* (new node, old node) pairs */
+    uint32_t *prev_chains;       /* per partition the servers that load it from a file */
+    uint32_t *resume_sources;    /* the old node whose file each of those loads it from */
+    uint32_t *resume_pairs;      /* (new node, old node) pairs: the files each loads */
     size_t npairs;
 } C;
 
-int ckpt_init(const char *data_dir, int resume, double every_s, int keep)
+int ckpt_init(const char *data_dir, int resume, double every_s, int keep, int full_every)
 {
     C.data_dir = data_dir;
+    C.full_every = full_every > 0 ? full_every : 1;
     C.resume = resume;
     C.every_s = every_s;
     C.keep = keep > 0 ? (size_t)keep : 0;
@@ -88,68 +94,42 @@ static int has_file(const memb_node *n, const manifest_entry *e, uint32_t old)
     return 0;
 }
 
-/* A live server holding a valid file of e written by node `old`, one old node per
- * new one given the pairs so far; NULL when none. */
-static memb_node *find_holder(const manifest_entry *e, uint32_t old, const uint32_t *pairs,
-                              size_t npairs)
+static int reads_file(void *ctx, uint32_t server, uint32_t old)
 {
-    for (int i = 0; i < memb.nnodes; i++) {
-        memb_node *s = &memb.nodes[i];
-        if (s->role != PSKV__ROLE__SERVER || s->dead || !has_file(s, e, old))
-            continue;
-        int taken = 0;
-        for (size_t q = 0; q < npairs; q++)
-            if (pairs[2 * q] == s->id && pairs[2 * q + 1] != old)
-                taken = 1;
-        if (!taken)
-            return s;
-    }
-    return NULL;
+    const memb_node *n = memb_find(server);
+    return n && has_file(n, ctx, old);
 }
 
-/* Maps checkpoint e's chains onto the registered servers into mapped (P x R) and
- * the (new, old) node pairs into pairs (*npairs of them). Returns 1 when every
- * partition has a copy; else 0 after logging the first partition without one. */
-static int map_checkpoint(const manifest_entry *e, uint32_t *mapped, uint32_t *pairs,
-                          size_t *npairs)
+/* Plans checkpoint e onto the live servers (reshard.h): 0 and *pl, or 1 after
+ * logging the first partition no server has a file of. */
+static int plan_checkpoint(const manifest_entry *e, reshard_plan *pl)
 {
-    uint32_t missing_p = UINT32_MAX, missing_old = 0;
-    for (uint32_t p = 0; p < e->partitions; p++) {
-        uint32_t at = 0;
-        for (uint32_t j = 0; j < e->replicas; j++) {
-            uint32_t old = e->chains[(size_t)p * e->replicas + j];
-            if (!old)
-                continue;
-            memb_node *holder = find_holder(e, old, pairs, *npairs);
-            if (!holder)
-                continue;
-            int known = 0;
-            for (size_t q = 0; q < *npairs; q++)
-                known |= pairs[2 * q] == holder->id;
-            if (!known) {
-                pairs[2 * *npairs] = holder->id;
-                pairs[2 * *npairs + 1] = old;
-                (*npairs)++;
-            }
-            mapped[(size_t)p * e->replicas + at++] = holder->id;
-        }
-        if (!at && missing_p == UINT32_MAX) {
-            missing_p = p;
-            missing_old = e->chains[(size_t)p * e->replicas];
-        }
+    uint32_t live[4096];
+    size_t ns = 0;
+    for (int i = 0; i < memb.nnodes && ns < 4096; i++)
+        if (memb.nodes[i].role == PSKV__ROLE__SERVER && !memb.nodes[i].dead)
+            live[ns++] = memb.nodes[i].id;
+    int rc = reshard_make(pl, e->partitions, e->replicas, e->vnodes, e->chains, live, ns,
+                          reads_file, (void *)e);
+    if (rc < 0) {
+        LOG_E("out of memory planning the resume");
+        exit(1);
     }
-    if (missing_p == UINT32_MAX)
-        return 1;
+    if (rc == 0)
+        return 0;
+    uint32_t p = pl->missing;
     LOG_W("checkpoint %llu cannot be used: partition %u (ring positions %016llx..%016llx) "
           "has no valid copy: the file of its server node %u is missing or was refused",
-          (unsigned long long)e->seq, missing_p,
-          (unsigned long long)ring_partition_begin(missing_p, e->partitions),
-          (unsigned long long)ring_partition_end(missing_p, e->partitions), missing_old);
-    return 0;
+          (unsigned long long)e->seq, p,
+          (unsigned long long)ring_partition_begin(p, e->partitions),
+          (unsigned long long)ring_partition_end(p, e->partitions),
+          e->chains[(size_t)p * e->replicas]);
+    return 1;
 }
 
-/* Its chains, mapped to the new servers, are where the data is; view_place fills
- * the chains up from there. */
+/* The newest usable checkpoint, planned onto the servers registered now (more or
+ * fewer than wrote it: reshard.h), goes to view_adopt; view_place fills the
+ * chains up from there. */
 void ckpt_plan_resume(void)
 {
     if (!C.resume)
@@ -158,36 +138,32 @@ void ckpt_plan_resume(void)
         manifest_entry *e = &C.man.e[k];
         if (e->job != memb.job_id)
             continue;
-        size_t cells = (size_t)e->partitions * e->replicas;
-        uint32_t *mapped = calloc(cells, sizeof *mapped);
-        uint32_t *pairs = calloc(2 * (size_t)memb.nnodes, sizeof *pairs);
+        reshard_plan pl;
+        if (plan_checkpoint(e, &pl))
+            continue;
         manifest_progress *workers = calloc(e->nworkers + 1, sizeof *workers);
-        if (!mapped || !pairs || !workers) {
+        if (!workers || view_adopt(e->partitions, e->replicas, e->vnodes, pl.chains) < 0) {
             LOG_E("out of memory planning the resume");
             exit(1);
-        }
-        size_t npairs = 0;
-        if (!map_checkpoint(e, mapped, pairs, &npairs)) {
-            free(mapped);
-            free(pairs);
-            free(workers);
-            continue;
         }
         C.resume_entry = *e;
         memcpy(workers, e->workers, e->nworkers * sizeof *workers);
         C.resume_entry.workers = workers;
         C.resume_entry.chains = NULL;
         C.resume_from = &C.resume_entry;
-        C.prev_chains = mapped;
-        C.resume_pairs = pairs;
-        C.npairs = npairs;
-        if (view_adopt(e->partitions, e->replicas, e->vnodes, mapped) < 0) {
-            LOG_E("out of memory planning the resume");
-            exit(1);
-        }
-        LOG_I("resuming job %llu from checkpoint %llu (%u partitions, %u replicas)",
+        C.prev_chains = pl.loaders;
+        C.resume_sources = pl.sources;
+        C.resume_pairs = pl.pairs;
+        C.npairs = pl.npairs;
+        free(pl.chains);
+        uint32_t written = pl.olds, now = (uint32_t)memb.nservers;
+        LOG_I("resuming job %llu from checkpoint %llu (%u partitions, %u replicas)%s",
               (unsigned long long)memb.job_id, (unsigned long long)e->seq, e->partitions,
-              e->replicas);
+              e->replicas, written != now ? ": resharded" : "");
+        if (written != now)
+            LOG_I("checkpoint %llu was written by %u servers and resumes on %u: %zu "
+                  "(server, file) loads; the other chain members are filled by copies",
+                  (unsigned long long)e->seq, written, now, C.npairs);
         return;
     }
     LOG_E("no complete checkpoint of job %llu in %s/manifest has a valid copy of every "
@@ -206,6 +182,8 @@ void ckpt_fill_view(Pskv__View *v)
     v->resume_from = C.resume_pairs;
     v->n_prev_chains = (size_t)C.resume_from->partitions * C.resume_from->replicas;
     v->prev_chains = C.prev_chains;
+    v->n_resume_sources = v->n_prev_chains;
+    v->resume_sources = C.resume_sources;
 }
 
 void ckpt_fill_node(Pskv__Node *p, const memb_node *n)
@@ -276,12 +254,15 @@ static void retain(void)
     sched_meta(&m, PSKV__MSG_TYPE__CHECKPOINT_PRUNE);
     m.has_seq = 1;
     m.seq = C.man.e[0].seq;
+    for (size_t i = 0; i < C.man.n; i++) /* the files a kept delta builds on stay */
+        if (manifest_oldest_base(&C.man.e[i]) < m.seq)
+            m.seq = manifest_oldest_base(&C.man.e[i]);
     for (int i = 0; i < memb.nnodes; i++)
         if (memb.nodes[i].role == PSKV__ROLE__SERVER && !memb.nodes[i].dead)
             sched_send(&memb.nodes[i], &m);
     LOG_I("--keep-checkpoints %zu: removed %d older checkpoint%s from the manifest; servers "
-          "delete their files numbered below %llu", C.keep, dropped, dropped > 1 ? "s" : "",
-          (unsigned long long)m.seq);
+          "delete their files numbered below %llu%s", C.keep, dropped, dropped > 1 ? "s" : "",
+          (unsigned long long)m.seq, m.seq < C.man.e[0].seq ? " (a kept delta builds on them)" : "");
 }
 
 /* Every live server wrote checkpoint C.seq: the manifest records it. */
@@ -307,15 +288,39 @@ static void ckpt_complete(void)
         e.nworkers++;
     }
     e.workers = g;
+    uint64_t bytes = 0;
+    size_t ndelta = 0;
+    e.base_nodes = calloc((size_t)memb.nnodes + 1, sizeof *e.base_nodes);
+    e.bases = calloc((size_t)memb.nnodes + 1, sizeof *e.bases);
+    for (int i = 0; e.bases && e.base_nodes && i < memb.nnodes; i++) {
+        memb_node *n = &memb.nodes[i];
+        if (n->role != PSKV__ROLE__SERVER || n->ckpt_acked != C.seq)
+            continue;
+        e.base_nodes[e.nbases] = n->id;
+        e.bases[e.nbases++] = n->ckpt_base;
+        ndelta += n->ckpt_base != C.seq;
+        bytes += n->ckpt_bytes;
+    }
     char why[600];
-    int rc = manifest_append(C.data_dir, &C.man, &e, why, sizeof why);
+    int rc = e.bases && e.base_nodes ? manifest_append(C.data_dir, &C.man, &e, why, sizeof why)
+                                     : -PSKV_ENOMEM;
+    if (rc == -PSKV_ENOMEM && !(e.bases && e.base_nodes))
+        snprintf(why, sizeof why, "scheduler out of memory");
     free(g);
+    free(e.base_nodes);
+    free(e.bases);
     if (rc < 0) {
         ckpt_fail(-rc, why);
         return;
     }
-    LOG_I("checkpoint %llu complete in %lld ms: recorded in %s/manifest",
-          (unsigned long long)C.seq, (long long)(tu_now_ms() - C.started_ms), C.data_dir);
+    char kind[96];
+    if (ndelta && ndelta < e.nbases)
+        snprintf(kind, sizeof kind, "delta on %zu of %zu servers", ndelta, e.nbases);
+    else
+        snprintf(kind, sizeof kind, "%s", ndelta ? "delta" : "full");
+    LOG_I("checkpoint %llu complete in %lld ms (%s, %llu bytes): recorded in %s/manifest",
+          (unsigned long long)C.seq, (long long)(tu_now_ms() - C.started_ms), kind,
+          (unsigned long long)bytes, C.data_dir);
     retain();
     schedm_checkpoint(1, (double)(tu_now_ms() - C.started_ms) / 1e3);
     C.busy = 0;
@@ -366,14 +371,20 @@ void ckpt_start(wire_msg *msg)
     C.busy = 1;
     C.seq++;
     C.started_ms = tu_now_ms();
+    /* --full-every K: a full one, then K - 1 deltas; a request may ask for full */
+    int full = C.cycle == 0 || (msg && msg->meta->has_delta && !msg->meta->delta);
+    C.cycle = full ? 1 % C.full_every : (C.cycle + 1) % C.full_every;
+    C.delta = !full;
     Pskv__Meta m;
     sched_meta(&m, PSKV__MSG_TYPE__CHECKPOINT);
     m.has_seq = 1;
     m.seq = C.seq;
+    m.has_delta = 1;
+    m.delta = C.delta;
     for (int i = 0; i < memb.nnodes; i++)
         if (memb.nodes[i].role == PSKV__ROLE__SERVER && !memb.nodes[i].dead)
             sched_send(&memb.nodes[i], &m);
-    LOG_I("checkpoint %llu started", (unsigned long long)C.seq);
+    LOG_I("checkpoint %llu started%s", (unsigned long long)C.seq, C.delta ? " (a delta)" : "");
 }
 
 void ckpt_on_ack(wire_msg *msg)
@@ -381,6 +392,9 @@ void ckpt_on_ack(wire_msg *msg)
     memb_node *n = memb_sender(msg);
     if (n && msg->meta->has_seq) {
         n->ckpt_acked = msg->meta->seq;
+        /* an older server says nothing: a full file */
+        n->ckpt_base = msg->meta->has_ckpt_base ? msg->meta->ckpt_base : msg->meta->seq;
+        n->ckpt_bytes = msg->meta->ckpt_bytes;
         ckpt_check_done();
     }
 }
@@ -412,6 +426,7 @@ void ckpt_free(void)
     if (C.resume_from)
         free(C.resume_entry.workers);
     free(C.prev_chains);
+    free(C.resume_sources);
     free(C.resume_pairs);
     free(C.reqs);
     manifest_free(&C.man);

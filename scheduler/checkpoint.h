@@ -4,12 +4,14 @@
  * recorded in <data-dir>/manifest (manifest.h) and whoever asked is answered. A
  * resumed job (--resume): once its servers registered (each listing the valid
  * checkpoint files it holds), the newest checkpoint of which every partition has
- * a copy is mapped onto the new servers, and its chains and the workers' progress
- * travel in the first view.
+ * a copy is planned onto the new servers, more or fewer than wrote it
+ * (reshard.h), and its chains, loads and the workers' progress travel in the
+ * first view.
  *
  * OWNS   the manifest, the checkpoint in progress (seq, start time, requesters),
  *        the --checkpoint-every timer, and the resume plan (the checkpoint resumed
- *        from, its chains mapped to this job's servers, the (new, old) node pairs).
+ *        from, who loads each partition from which old node's file, the (new, old)
+ *        node pairs).
  *        Writes each server's ckpt_acked in the node table.
  * THREAD the scheduler's thread only.
  * NEVER  writes checkpoint data (the servers do); never changes the placement but
@@ -28,22 +30,25 @@
  * a resume has a checkpoint to start from; every_s > 0 starts one that often while
  * the job runs; keep > 0 keeps only the keep newest complete checkpoints (older
  * ones leave the manifest, and the servers delete their files, as each new one
- * completes). Returns 0, or the process's exit status after printing why on
- * stderr: 1 when the manifest cannot be read, 2 when --resume has nothing to use.
- * data_dir must outlive the module. */
-int ckpt_init(const char *data_dir, int resume, double every_s, int keep);
+ * completes, but never a file a kept delta builds on); full_every K > 1: of each K
+ * checkpoints the first is full and the others deltas (servers that cannot write
+ * a delta write a full file). Returns 0, or the process's exit status after
+ * printing why on stderr: 1 when the manifest cannot be read, 2 when --resume has
+ * nothing to use. data_dir must outlive the module. */
+int ckpt_init(const char *data_dir, int resume, double every_s, int keep, int full_every);
 
 /* A resumed job: 1 and *job = the job of the newest checkpoint; else 0. */
 int ckpt_resume_job(uint64_t *job);
 
 /* Before the first view of a resumed job (no-op otherwise): picks the newest
  * checkpoint whose every partition has a valid file on a registered live server,
- * maps its chains onto those servers and hands them to view_adopt. Exits the
- * process (1) when no checkpoint can be used, or out of memory. */
+ * plans it onto those servers, as many as there are (reshard.h: the chains, and
+ * who loads which partition from which file) and hands the chains to view_adopt.
+ * Exits the process (1) when no checkpoint can be used, or out of memory. */
 void ckpt_plan_resume(void);
 
-/* Fills a view's resume fields (resume seq, node pairs, previous chains) when the
- * job resumed; the arrays stay checkpoint.c's. */
+/* Fills a view's resume fields (resume seq, node pairs, the loaders as previous
+ * chains, their sources) when the job resumed; the arrays stay checkpoint.c's. */
 void ckpt_fill_view(Pskv__View *v);
 
 /* Fills worker n's resume epoch, step and data position into p when the job
@@ -52,7 +57,8 @@ void ckpt_fill_node(Pskv__Node *p, const memb_node *n);
 
 /* Starts a checkpoint: requested by msg (CHECKPOINT, from pskvctl or a worker;
  * answered CHECKPOINT_ACK or ERROR when it completes or fails), or by the timer
- * when msg is NULL. A request while one is in progress is answered with it.
+ * when msg is NULL. Full or a delta as --full-every says; msg with delta false
+ * (pskvctl) asks for a full one and starts the cycle again. A request while one is in progress is answered with it.
  * Refuses msg without --data-dir or when the job is not running. */
 void ckpt_start(wire_msg *msg);
 

@@ -42,8 +42,7 @@ static const sample *previous(uint32_t id)
     return NULL;
 }
 
-/* Asks for STATUS; 0 with *out (caller closes), or -1 (told on stderr). */
-static int ask(void *sock, const char *sched, int timeout_ms, wire_msg *out)
+int ctl_status(void *sock, const char *sched, const char *cmd, int timeout_ms, wire_msg *out)
 {
     Pskv__Meta req;
     wire_meta_init(&req, PSKV__MSG_TYPE__STATUS);
@@ -53,13 +52,13 @@ static int ask(void *sock, const char *sched, int timeout_ms, wire_msg *out)
     zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
     char why[300];
     if (zmq_poll(&it, 1, timeout_ms) <= 0) {
-        fprintf(stderr, "pskvctl top: no answer from scheduler %s within %.1f s\n", sched,
+        fprintf(stderr, "pskvctl %s: no answer from scheduler %s within %.1f s\n", cmd, sched,
                 timeout_ms / 1000.0);
         return -1;
     }
     if (wire_recv(sock, 0, out, why, sizeof why) < 0 || !out->meta ||
         out->meta->type != PSKV__MSG_TYPE__STATUS_REPLY || !out->meta->view) {
-        fprintf(stderr, "pskvctl top: bad answer from %s: %s\n", sched,
+        fprintf(stderr, "pskvctl %s: bad answer from %s: %s\n", cmd, sched,
                 out->meta && out->meta->error ? out->meta->error : why);
         wire_msg_close(out);
         return -1;
@@ -86,7 +85,7 @@ static void node_line(const Pskv__Node *n, double dt, int mark, int tty)
     char rss[24] = "-";
     if (n->has_rss_bytes)
         snprintf(rss, sizeof rss, "%.1f", (double)n->rss_bytes / 1048576.0);
-    const char *st = n->alive ? (n->state ? n->state : "?") : "dead";
+    const char *st = n->state ? n->state : n->alive ? "?" : "dead"; /* left, not dead */
     if (tty && mark)
         printf("\033[7m");
     if (n->role == PSKV__ROLE__WORKER) {
@@ -179,7 +178,7 @@ int ctl_top(void *sock, const char *sched, double interval_s, long count, int pl
         if (interrupted)
             break;
         wire_msg msg;
-        if (ask(sock, sched, timeout_ms, &msg) < 0) {
+        if (ctl_status(sock, sched, "top", timeout_ms, &msg) < 0) {
             status = 1;
             break;
         }

@@ -11,6 +11,12 @@
 #define PSKV_CTL_TOP_H
 
 #include "pskv.pb-c.h"
+#include "wire.h"
+
+/* Asks the scheduler on sock for STATUS: 0 with *out (the caller closes it), or
+ * -1 when no STATUS_REPLY came within timeout_ms (told on stderr, as `pskvctl
+ * CMD: ...`). pskvctl top and drain use it. */
+int ctl_status(void *sock, const char *sched, const char *cmd, int timeout_ms, wire_msg *out);
 
 /* The live worker still in the clock set (not finished) with the smallest clock,
  * or NULL: the one `top` marks and `status` names. */

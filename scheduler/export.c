@@ -1,7 +1,10 @@
 /* pskvctl export (export.h): every file of the checkpoint is verified whole
  * (ckpt_read) before its records are used; the model table's values are gathered
  * into one dense vector (with a bitmap of the keys some file held, so a missing
- * partition is named) or into (key, value) pairs sorted and deduplicated. */
+ * partition is named) or into (key, value) pairs sorted and deduplicated. A
+ * delta file is read after the files it builds on (its chain, full file first):
+ * its rows overwrite theirs, and its tombstones remove sparse keys (the newest
+ * pair of a key wins). */
 #define _GNU_SOURCE
 #include "export.h"
 
@@ -20,7 +23,9 @@
 
 typedef struct kv {
     uint64_t key;
+    uint64_t gen; /* files read before it: the newest pair of a key wins */
     float val;
+    int gone;     /* a tombstone: the key was removed */
 } kv;
 
 /* What the files hold of the model, gathered file by file. */
@@ -38,8 +43,9 @@ typedef struct gather {
     int in_file;       /* this file named the model table */
     uint64_t table_id; /* its id in this file */
     uint64_t rowfloats;
-    uint64_t *keys;   /* sparse keys waiting for their values */
+    uint64_t *keys;   /* sparse keys (or a delta's dense indices) waiting for their values */
     uint64_t nkeys;
+    uint64_t gen;     /* files read so far */
     char *why;
     size_t whylen;
 } gather;
@@ -99,19 +105,42 @@ static int on_table(gather *g, const void *data, uint64_t len)
     return rc;
 }
 
-/* A sparse values record for the keys before it: one pair per key. */
-static int on_sparse_values(gather *g, const float *v, uint64_t len)
+/* A values record for the keys before it: one pair per sparse key, or a
+ * delta's dense rows by index. */
+static int on_keyed_values(gather *g, const float *v, uint64_t len)
 {
     if (len != g->nkeys * g->rowfloats * sizeof(float)) {
-        snprintf(g->why, g->whylen, "%s: sparse values do not match their keys", g->path);
+        snprintf(g->why, g->whylen, "%s: values do not match their keys", g->path);
         return -PSKV_EPROTO;
     }
-    if (grow_array((void **)&g->pairs, &g->cap, g->npairs + g->nkeys, sizeof *g->pairs) < 0)
+    for (uint64_t i = 0; g->dense && i < g->nkeys; i++) {
+        if (g->keys[i] >= g->size) {
+            snprintf(g->why, g->whylen, "%s: rows of the model table do not fit it", g->path);
+            return -PSKV_EPROTO;
+        }
+        g->vals[g->keys[i]] = v[i * g->rowfloats];
+        g->have[g->keys[i]] = 1;
+    }
+    if (!g->dense &&
+        grow_array((void **)&g->pairs, &g->cap, g->npairs + g->nkeys, sizeof *g->pairs) < 0)
         return -PSKV_ENOMEM;
-    for (uint64_t i = 0; i < g->nkeys; i++)
-        g->pairs[g->npairs++] = (kv){g->keys[i], v[i * g->rowfloats]};
+    for (uint64_t i = 0; !g->dense && i < g->nkeys; i++)
+        g->pairs[g->npairs++] = (kv){g->keys[i], g->gen, v[i * g->rowfloats], 0};
     free(g->keys);
     g->keys = NULL;
+    return 0;
+}
+
+/* A delta's tombstones of the model table (sparse): pairs that remove keys. */
+static int on_tombstones(gather *g, const uint64_t *k, uint64_t len)
+{
+    uint64_t n = len / 8 - 1;
+    if (len < 8 || len % 8 || k[0] != g->table_id || !g->in_file || g->dense)
+        return 0; /* another table's */
+    if (grow_array((void **)&g->pairs, &g->cap, g->npairs + n, sizeof *g->pairs) < 0)
+        return -PSKV_ENOMEM;
+    for (uint64_t i = 0; i < n; i++)
+        g->pairs[g->npairs++] = (kv){k[1 + i], g->gen, 0, 1};
     return 0;
 }
 
@@ -120,9 +149,12 @@ static int on_record(void *ctx, uint32_t tag, const void *data, uint64_t len)
     gather *g = ctx;
     if (tag == REC_TABLE && len >= 8)
         return on_table(g, data, len);
-    if (tag == REC_SPARSE && g->keys)
-        return on_sparse_values(g, data, len);
-    if ((tag != REC_DENSE && tag != REC_SPARSE) || len < sizeof(ckptrec_rows))
+    if ((tag == REC_SPARSE || tag == REC_DENSE_AT) && g->keys)
+        return on_keyed_values(g, data, len);
+    if (tag == REC_TOMB)
+        return on_tombstones(g, data, len);
+    if ((tag != REC_DENSE && tag != REC_SPARSE && tag != REC_DENSE_AT) ||
+        len < sizeof(ckptrec_rows))
         return 0;
     ckptrec_rows h;
     memcpy(&h, data, sizeof h);
@@ -130,15 +162,15 @@ static int on_record(void *ctx, uint32_t tag, const void *data, uint64_t len)
         return 0; /* another table's rows */
     uint64_t blen = len - sizeof h;
     const uint8_t *body = (const uint8_t *)data + sizeof h;
-    if ((tag == REC_DENSE) != g->dense || h.rowfloats < 1 ||
+    if ((tag != REC_SPARSE) != g->dense || h.rowfloats < 1 ||
         (tag == REC_DENSE && (h.first > g->size || h.n > g->size - h.first ||
                               blen != h.n * h.rowfloats * sizeof(float))) ||
-        (tag == REC_SPARSE && blen != h.n * sizeof(uint64_t))) {
+        (tag != REC_DENSE && blen != h.n * sizeof(uint64_t))) {
         snprintf(g->why, g->whylen, "%s: rows of the model table do not fit it", g->path);
         return -PSKV_EPROTO;
     }
     g->rowfloats = h.rowfloats;
-    if (tag == REC_SPARSE) {
+    if (tag != REC_DENSE) {
         g->nkeys = h.n;
         g->keys = malloc((h.n ? h.n : 1) * sizeof *g->keys);
         if (!g->keys)
@@ -152,6 +184,26 @@ static int on_record(void *ctx, uint32_t tag, const void *data, uint64_t len)
         g->have[h.first + i] = 1;
     }
     return 0;
+}
+
+/* Reads the file of checkpoint seq of node `node` in dir into g, after the
+ * files it builds on when it is a delta. */
+static int read_chain(gather *g, const char *dir, uint64_t job, uint64_t seq, unsigned node)
+{
+    uint64_t *seqs;
+    int n = ckptrec_chain(dir, job, seq, node, &seqs, g->why, g->whylen), rc = n < 0 ? n : 0;
+    for (int i = n - 1; rc == 0 && i >= 0; i--) {
+        char path[4400];
+        snprintf(path, sizeof path, "%s/" CKPTREC_NAME_FMT, dir, job, seqs[i], node);
+        g->path = path;
+        g->in_file = 0;
+        g->gen++;
+        rc = ckpt_read(path, on_record, g, g->why, g->whylen);
+        free(g->keys);
+        g->keys = NULL;
+    }
+    free(seqs);
+    return rc;
 }
 
 /* Reads every file of checkpoint seq in the comma-separated dirs into g. */
@@ -172,7 +224,6 @@ static int read_files(gather *g, const char *dirs, uint64_t seq, int *nfiles)
         while (rc == 0 && (e = readdir(d))) {
             uint64_t j, s;
             unsigned node;
-            char path[4400];
             if (!ckptrec_parse_name(e->d_name, &j, &s, &node) || s != seq)
                 continue;
             if (*nfiles && j != job) {
@@ -183,12 +234,7 @@ static int read_files(gather *g, const char *dirs, uint64_t seq, int *nfiles)
                 break;
             }
             job = j;
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            g->path = path;
-            g->in_file = 0;
-            rc = ckpt_read(path, on_record, g, g->why, g->whylen);
-            free(g->keys);
-            g->keys = NULL;
+            rc = read_chain(g, dir, j, s, node);
             (*nfiles)++;
         }
         closedir(d);
@@ -205,7 +251,9 @@ static int read_files(gather *g, const char *dirs, uint64_t seq, int *nfiles)
 static int cmp_kv(const void *a, const void *b)
 {
     const kv *x = a, *y = b;
-    return (x->key > y->key) - (x->key < y->key);
+    if (x->key != y->key)
+        return (x->key > y->key) - (x->key < y->key);
+    return (x->gen > y->gen) - (x->gen < y->gen);
 }
 
 /* The gathered model as a model file at out. */
@@ -227,9 +275,12 @@ static int write_model(gather *g, const char *out, char *why, size_t whylen)
     }
     qsort(g->pairs, g->npairs, sizeof *g->pairs, cmp_kv);
     size_t u = 0;
-    for (size_t i = 0; i < g->npairs; i++) /* replicas: one copy of each key */
-        if (u == 0 || g->pairs[i].key != g->pairs[u - 1].key)
+    for (size_t i = 0; i < g->npairs; i++) { /* replicas, deltas: the newest pair of a key */
+        if (i + 1 < g->npairs && g->pairs[i + 1].key == g->pairs[i].key)
+            continue;
+        if (!g->pairs[i].gone)
             g->pairs[u++] = g->pairs[i];
+    }
     m.n = u;
     m.keys = malloc((u ? u : 1) * sizeof *m.keys);
     m.vals = malloc((u ? u : 1) * sizeof *m.vals);

@@ -15,6 +15,8 @@ static void entry_free(manifest_entry *e)
 {
     free(e->chains);
     free(e->workers);
+    free(e->base_nodes);
+    free(e->bases);
     memset(e, 0, sizeof *e);
 }
 
@@ -27,13 +29,33 @@ void manifest_free(manifest *m)
     m->n = 0;
 }
 
+/* bases=ID:SEQ,... into e; returns 0 or -1. */
+static int parse_bases(char *list, manifest_entry *e)
+{
+    size_t n = 1;
+    for (const char *q = list; *q; q++)
+        n += *q == ',';
+    e->base_nodes = calloc(n, sizeof *e->base_nodes);
+    e->bases = calloc(n, sizeof *e->bases);
+    if (!e->base_nodes || !e->bases)
+        return -1;
+    char *bs = NULL;
+    for (char *b = strtok_r(list, ",", &bs); b; b = strtok_r(NULL, ",", &bs)) {
+        if (sscanf(b, "%" SCNu32 ":%" SCNu64, &e->base_nodes[e->nbases], &e->bases[e->nbases]) != 2 ||
+            e->bases[e->nbases] > e->seq)
+            return -1;
+        e->nbases++;
+    }
+    return 0;
+}
+
 /* Parses one line into e; returns 0 or -1. */
 static int parse_line(char *line, manifest_entry *e)
 {
     memset(e, 0, sizeof *e);
     if (strncmp(line, "ckpt ", 5))
         return -1;
-    char *save = NULL, *chains = NULL, *workers = NULL;
+    char *save = NULL, *chains = NULL, *workers = NULL, *bases = NULL;
     int have = 0;
     for (char *tok = strtok_r(line + 5, " \n", &save); tok; tok = strtok_r(NULL, " \n", &save)) {
         char *eq = strchr(tok, '=');
@@ -57,6 +79,8 @@ static int parse_line(char *line, manifest_entry *e)
             chains = eq + 1;
         else if (!strcmp(k, "workers"))
             workers = eq + 1;
+        else if (!strcmp(k, "bases"))
+            bases = eq + 1; /* kind= says what bases do: not needed */
     }
     if (have != 6 || !chains || !e->partitions || !e->replicas || e->partitions > 65536 ||
         e->replicas > 8)
@@ -90,7 +114,7 @@ static int parse_line(char *line, manifest_entry *e)
             e->nworkers++;
         }
     }
-    return 0;
+    return bases && *bases ? parse_bases(bases, e) : 0;
 }
 
 int manifest_read(const char *dir, manifest *m, char *why, size_t whylen)
@@ -147,6 +171,11 @@ static int write_entry(FILE *f, const manifest_entry *e)
     for (size_t i = 0; i < e->nworkers; i++)
         fprintf(f, "%s%d:%" PRId64 ":%" PRId64 ":%" PRId64, i ? "," : "", e->workers[i].rank,
                 e->workers[i].epoch, e->workers[i].step, e->workers[i].pos);
+    if (e->nbases) {
+        fprintf(f, " kind=%s bases=", manifest_is_delta(e) ? "delta" : "full");
+        for (size_t i = 0; i < e->nbases; i++)
+            fprintf(f, "%s%" PRIu32 ":%" PRIu64, i ? "," : "", e->base_nodes[i], e->bases[i]);
+    }
     return fprintf(f, "\n") < 0 ? -1 : 0;
 }
 
@@ -184,13 +213,17 @@ int manifest_append(const char *dir, manifest *m, const manifest_entry *e, char 
                     size_t whylen)
 {
     manifest_entry copy = *e;
-    size_t cells = (size_t)e->partitions * e->replicas;
+    size_t cells = (size_t)e->partitions * e->replicas, nb = e->nbases ? e->nbases : 1;
     copy.chains = malloc(cells * sizeof *copy.chains);
     copy.workers = malloc((e->nworkers ? e->nworkers : 1) * sizeof *copy.workers);
+    copy.base_nodes = malloc(nb * sizeof *copy.base_nodes);
+    copy.bases = malloc(nb * sizeof *copy.bases);
     manifest_entry *g = realloc(m->e, (m->n + 1) * sizeof *g);
-    if (!copy.chains || !copy.workers || !g) {
+    if (!copy.chains || !copy.workers || !copy.base_nodes || !copy.bases || !g) {
         free(copy.chains);
         free(copy.workers);
+        free(copy.base_nodes);
+        free(copy.bases);
         if (g)
             m->e = g;
         snprintf(why, whylen, "out of memory");
@@ -198,6 +231,8 @@ int manifest_append(const char *dir, manifest *m, const manifest_entry *e, char 
     }
     memcpy(copy.chains, e->chains, cells * sizeof *copy.chains);
     memcpy(copy.workers, e->workers, e->nworkers * sizeof *copy.workers);
+    memcpy(copy.base_nodes, e->base_nodes, e->nbases * sizeof *copy.base_nodes);
+    memcpy(copy.bases, e->bases, e->nbases * sizeof *copy.bases);
     m->e = g;
     m->e[m->n++] = copy;
     return rewrite(dir, m, why, whylen);
@@ -215,3 +250,14 @@ int manifest_retain(const char *dir, manifest *m, size_t keep, char *why, size_t
     int rc = rewrite(dir, m, why, whylen);
     return rc < 0 ? rc : (int)drop;
 }
+
+uint64_t manifest_oldest_base(const manifest_entry *e)
+{
+    uint64_t b = e->seq;
+    for (size_t i = 0; i < e->nbases; i++)
+        if (e->bases[i] < b)
+            b = e->bases[i];
+    return b;
+}
+
+int manifest_is_delta(const manifest_entry *e) { return manifest_oldest_base(e) < e->seq; }

@@ -2,9 +2,12 @@
  * complete checkpoint (every partition written by at least one server), rewritten
  * whole (temp file, fsync, rename) each time one completes:
  *   ckpt seq=N job=J time=UNIX partitions=P replicas=R vnodes=V chains=ID,ID,...
- *        workers=RANK:EPOCH:STEP:POS,...
+ *        workers=RANK:EPOCH:STEP:POS,... kind=full|delta bases=ID:SEQ,...
  * chains lists P x R server node ids of the job that wrote it (0 = none), head
  * first; a resumed job maps them to its new servers by the files each reports.
+ * bases: for each server, the full checkpoint its file's chain starts at (SEQ =
+ * N: a full file); kind is delta when some file is. A line without them (written
+ * before incremental checkpoints) is all full files.
  *
  * OWNS   a manifest owns its entries and their arrays (manifest_free frees them).
  * THREAD the scheduler's thread (nothing here is locked).
@@ -30,6 +33,9 @@ typedef struct manifest_entry {
     uint32_t *chains;            /* partitions x replicas */
     manifest_progress *workers;
     size_t nworkers;
+    uint32_t *base_nodes;        /* nbases server node ids ... */
+    uint64_t *bases;             /* ... and the full checkpoint each one's chain starts at */
+    size_t nbases;
 } manifest_entry;
 
 typedef struct manifest {
@@ -51,6 +57,13 @@ int manifest_append(const char *dir, manifest *m, const manifest_entry *e, char 
  * (0: none), or -PSKV_EIO with why (the entries are then gone from memory only:
  * the file still lists them). Entries move: pointers into m->e do not survive. */
 int manifest_retain(const char *dir, manifest *m, size_t keep, char *why, size_t whylen);
+
+/* The oldest checkpoint a file of e builds on: the smallest of its bases (e's
+ * own seq when every file is full). Retention keeps every file from there on. */
+uint64_t manifest_oldest_base(const manifest_entry *e);
+
+/* 1 when some file of e is a delta. */
+int manifest_is_delta(const manifest_entry *e);
 
 /* Frees everything m holds (m itself is the caller's). */
 void manifest_free(manifest *m);

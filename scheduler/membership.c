@@ -10,6 +10,7 @@
 
 #include "checkpoint.h"
 #include "earlystop.h"
+#include "drain.h"
 #include "log.h"
 #include "net.h"
 #include "pskv_errors.h"
@@ -35,6 +36,8 @@ const char *memb_state_name(const memb_node *n)
 {
     if (n->dead)
         return "dead";
+    if (n->drain != DRAIN_NONE)
+        return n->drain == DRAIN_LEFT ? "left" : "draining";
     switch (n->state) {
     case NODE_JOINED: return "joined";
     case NODE_ACTIVE: return "active";
@@ -506,6 +509,10 @@ void memb_on_heartbeat(wire_msg *msg)
               memb_role_name(n->role), n->id);
         return;
     }
+    if (n->drain == DRAIN_LEFT) {
+        drain_heard(n); /* told to exit: told again */
+        return;
+    }
     if (n->dead && n->role == PSKV__ROLE__SERVER && memb.state != JOB_WAITING) {
         /* replaced: its partitions have new owners; it must learn so and
          * serve nothing (the view says it is dead) */
@@ -519,6 +526,8 @@ void memb_on_heartbeat(wire_msg *msg)
         n->clock = r->clock;
     if (r->has_dropped)
         n->dropped = r->dropped;
+    if (r->has_whole_epoch)
+        n->whole_epoch = r->whole_epoch;
     n->pushes = r->has_pushes ? r->pushes : n->pushes;
     n->pulls = r->has_pulls ? r->pulls : n->pulls;
     n->rss = r->has_rss_bytes ? r->rss_bytes : n->rss;

@@ -39,6 +39,15 @@ enum node_state {
     NODE_FINISHED, /* worker: said FINISH; server: acknowledged STOP */
 };
 
+/* A server's planned removal (pskvctl drain, drain.c drives it). */
+enum node_drain {
+    DRAIN_NONE,     /* not being drained */
+    DRAIN_HANDING,  /* draining: out of every chain, alive, its partitions being copied to
+                       the others; shown "draining" */
+    DRAIN_LEFT,     /* drained: the others hold its partitions whole, it was told to exit
+                       (STOP, drained); out of the job, shown "left", forgotten later */
+};
+
 typedef struct memb_node {
     uint32_t id;
     int role;
@@ -67,12 +76,20 @@ typedef struct memb_node {
                                                               heartbeats (STATUS_REPLY) */
     int64_t progress[3];  /* workers: epoch, step, data position, from heartbeats */
     uint64_t ckpt_acked;  /* servers: the last checkpoint written (checkpoint.c's) */
+    uint64_t ckpt_base, ckpt_bytes; /* servers: its file's chain's full checkpoint, its size */
     char **ckpts;         /* servers: valid checkpoint files they hold, "JOB:SEQ:NODE" */
     size_t nckpts;
     char key[41];         /* the public key it registered with (CURVE), else "" */
     int insecure;         /* it runs with --insecure */
     uint64_t refusals[REFUSE_COUNT]; /* its refusals of peers, from heartbeats */
     struct met_series *lag;  /* workers: its clock-lag metric (sched_metrics.c), or NULL */
+    uint64_t whole_epoch; /* servers: the latest view epoch whose placement they hold whole
+                             (no copy awaited), from heartbeats */
+    enum node_drain drain; /* servers: drain.c's, with the three fields below */
+    uint64_t drain_epoch;  /* the view that took its partitions from it */
+    uint32_t drain_parts;  /* partitions it held then */
+    int64_t drain_ms;      /* when the drain began (DRAIN_HANDING), or when it was last
+                              told to exit (DRAIN_LEFT) */
 } memb_node;
 
 typedef struct memb_state {
@@ -93,9 +110,10 @@ typedef struct memb_state {
 } memb_state;
 
 /* A node that left the job for good (a server declared dead while the job runs,
- * whose partitions have new owners; a dead worker whose rank a new node took) is
- * dropped from the table, and so from every later view and status, this long after
- * it left. Until then views and status show it dead. Bounds what the scheduler
+ * whose partitions have new owners; a drained server; a dead worker whose rank a
+ * new node took) is dropped from the table, and so from every later view and
+ * status, this long after it left. Until then views and status show it dead (a
+ * drained server: left). Bounds what the scheduler
  * (and every node, through the view) keeps over a long job with many replacements.
  * Nodes treat a server absent from the view as dead. */
 #define MEMB_FORGET_MS 30000
@@ -106,7 +124,7 @@ extern memb_state memb;
 const char *memb_role_name(int role);
 
 /* The node's state as the view and status show it: dead, joined, active,
- * finished (workers) or stopped (servers). */
+ * finished (workers) or stopped (servers), draining or left (a drained server). */
 const char *memb_state_name(const memb_node *n);
 
 /* Registered nodes of `role`, dead ones included. */

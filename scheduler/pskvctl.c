@@ -1,11 +1,12 @@
 /* pskvctl: asks a running scheduler about its job, and makes keys.
  *   pskvctl [--scheduler HOST:PORT] [--keys DIR] status [--json] | checkpoint
  *   pskvctl [--scheduler HOST:PORT] [--keys DIR] top [--interval S] [--count N] [--plain]
+ *   pskvctl [--scheduler HOST:PORT] [--keys DIR] drain NODE [--drain-timeout S]
  *   pskvctl keygen --role ROLE --out DIR
  *   pskvctl keys init DIR --servers S --workers W
  *   pskvctl export --checkpoint N --from DIR[,DIR...] --out PATH
- * Exit status: 0 answered (or keys made, or model exported), 1 no answer within
- * --timeout, refused, or keys or model not made, 2 usage. */
+ * Exit status: 0 answered (or keys made, or model exported, or server drained), 1 no
+ * answer within --timeout, refused, not drained, or keys or model not made, 2 usage. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
@@ -14,6 +15,7 @@
 #include <zmq.h>
 
 #include "config.h"
+#include "ctl_drain.h"
 #include "ctl_top.h"
 #include "export.h"
 #include "keys.h"
@@ -34,7 +36,10 @@ static cfg_entry config[] = {
      0, NULL, NULL},
     {"keys", CFG_STR, "", "PSKV_KEYS", 1, 0, NULL,
      "key directory (node.key, node.pub, scheduler.pub): talk CURVE to the scheduler; "
-     "checkpoint needs a control key", 0, 0, NULL, NULL},
+     "checkpoint and drain need a control key", 0, 0, NULL, NULL},
+    {"drain-timeout", CFG_DOUBLE, "120", "PSKV_CTL_DRAIN_TIMEOUT", 0.1, 86400, "s",
+     "drain: give up waiting for the server to leave after this long (it stays draining)", 0,
+     0, NULL, NULL},
     {"interval", CFG_DOUBLE, "1", NULL, 0.05, 3600, "s", "top: refresh this often", 0, 0, NULL,
      NULL},
     {"count", CFG_INT, "0", NULL, 0, 1e9, NULL, "top: stop after this many refreshes (0 = on q "
@@ -47,6 +52,9 @@ static cfg_entry config[] = {
     {"out", CFG_STR, "", NULL, 1, 0, NULL,
      "keygen: directory to write node.key and node.pub into; export: the model file to write",
      0, 0, NULL, NULL},
+    {"delta", CFG_BOOL, "false", NULL, 1, 0, NULL,
+     "checkpoint: full or delta as the scheduler's --full-every cycle says, instead of a full "
+     "one", 0, 0, NULL, NULL},
     {"checkpoint", CFG_INT, "0", NULL, 0, 9.2e18, NULL,
      "export: the checkpoint number (the manifest's seq)", 0, 0, NULL, NULL},
     {"from", CFG_STR, "", NULL, 1, 0, NULL,
@@ -320,6 +328,8 @@ int main(int argc, char **argv)
     cfg_args args;
     const char *usage = "pskvctl [--scheduler HOST:PORT] [--keys DIR] status [--json] | checkpoint"
                         " | top [--interval S] [--count N] [--plain]\n"
+                        "       pskvctl [--scheduler HOST:PORT] [--keys DIR] drain NODE "
+                        "[--drain-timeout S]\n"
                         "       pskvctl keygen --role ROLE --out DIR\n"
                         "       pskvctl keys init DIR --servers S --workers W\n"
                         "       pskvctl export --checkpoint N --from DIR[,DIR...] --out PATH";
@@ -332,9 +342,15 @@ int main(int argc, char **argv)
         return export_command(&args, usage);
     int ckpt = args.npos == 1 && !strcmp(args.pos[0], "checkpoint");
     int top = args.npos == 1 && !strcmp(args.pos[0], "top");
-    if (args.npos != 1 || (strcmp(args.pos[0], "status") != 0 && !ckpt && !top)) {
-        fprintf(stderr, "pskvctl: expected one command: status, checkpoint, top, keygen, keys "
-                "init or export\n"
+    int drain = args.npos >= 1 && !strcmp(args.pos[0], "drain");
+    if (drain && args.npos != 2) {
+        fprintf(stderr, "pskvctl drain: needs one NODE (the server's id, or HOST:PORT, as "
+                "pskvctl status shows it)\nusage: %s\n", usage);
+        return 2;
+    }
+    if (!drain && (args.npos != 1 || (strcmp(args.pos[0], "status") != 0 && !ckpt && !top))) {
+        fprintf(stderr, "pskvctl: expected one command: status, checkpoint, top, drain, keygen, "
+                "keys init or export\n"
                 "usage: %s\n",
                 usage);
         return 2;
@@ -368,10 +384,18 @@ int main(int argc, char **argv)
         zmq_ctx_term(ctx);
         return st;
     }
+    if (drain) {
+        int st = ctl_drain(s, sched, args.pos[1], (int)(cfg_double(config, "timeout") * 1000),
+                           (int)(cfg_double(config, "drain-timeout") * 1000));
+        zmq_close(s);
+        zmq_ctx_term(ctx);
+        return st;
+    }
     Pskv__Meta req;
     wire_meta_init(&req, ckpt ? PSKV__MSG_TYPE__CHECKPOINT : PSKV__MSG_TYPE__STATUS);
     req.has_request_id = 1;
     req.request_id = 1;
+    req.has_delta = ckpt && !cfg_int(config, "delta"); /* a full one unless --delta */
     wire_send(s, NULL, &req, NULL, NULL);
     /* a checkpoint writes every server's data: it may take much longer */
     int timeout_ms = (int)(cfg_double(config, "timeout") * 1000) * (ckpt ? 60 : 1);

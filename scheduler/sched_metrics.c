@@ -7,7 +7,7 @@
 #include "metrics.h"
 #include "timeutil.h"
 
-static met_series *alive_servers, *alive_workers, *failovers, *ckpt_ok, *ckpt_failed,
+static met_series *alive_servers, *alive_workers, *failovers, *drains, *ckpt_ok, *ckpt_failed,
     *ckpt_secs, *late;
 
 int schedm_start(const char *bind_addr, int port)
@@ -19,6 +19,9 @@ int schedm_start(const char *bind_addr, int port)
     failovers = metrics_series("pskv_failovers_total", MET_COUNTER,
                                "Servers declared dead while the job ran, their partitions "
                                "given to others.", NULL, NULL);
+    drains = metrics_series("pskv_drains_total", MET_COUNTER,
+                            "Servers drained on purpose (pskvctl drain): their partitions "
+                            "handed to the others, then let go.", NULL, NULL);
     const char *ck = "Checkpoints of the job, by result.";
     ckpt_ok = metrics_series("pskv_checkpoints_total", MET_COUNTER, ck, "result", "ok");
     ckpt_failed = metrics_series("pskv_checkpoints_total", MET_COUNTER, ck, "result", "failed");
@@ -75,6 +78,8 @@ void schedm_tick(void)
 }
 
 void schedm_failover(void) { metrics_add(failovers, 1); }
+
+void schedm_drain(void) { metrics_add(drains, 1); }
 
 void schedm_checkpoint(int ok, double seconds)
 {

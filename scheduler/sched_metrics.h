@@ -1,6 +1,6 @@
 /* sched_metrics: the scheduler's Prometheus metrics (common/metrics.h holds the
  * registry and the endpoint): nodes alive by role, each worker's clock lag
- * behind the slowest, late drops the servers report, server failovers,
+ * behind the slowest, late drops the servers report, server failovers, drains,
  * checkpoints and their durations.
  *
  * THREAD the scheduler's loop thread. NEVER fails the caller. */
@@ -16,6 +16,9 @@ void schedm_tick(void);
 
 /* A server declared dead while the job runs and its partitions re-placed. */
 void schedm_failover(void);
+
+/* A server drained (pskvctl drain) and let go, its partitions handed over. */
+void schedm_drain(void);
 
 /* Checkpoint finished (ok) or failed after `seconds`. */
 void schedm_checkpoint(int ok, double seconds);

@@ -32,6 +32,7 @@
 #include "checkpoint.h"
 #include "config.h"
 #include "earlystop.h"
+#include "drain.h"
 #include "log.h"
 #include "membership.h"
 #include "metrics.h"
@@ -77,6 +78,9 @@ static cfg_entry config[] = {
     {"keep-checkpoints", CFG_INT, "0", "PSKV_SCHEDULER_KEEP_CHECKPOINTS", 0, 1000000, NULL,
      "keep only this many newest complete checkpoints: older ones leave the manifest and "
      "the servers delete their files (0 = keep every one)", 0, 0, NULL, NULL},
+    {"full-every", CFG_INT, "1", "PSKV_SCHEDULER_FULL_EVERY", 1, 10000, NULL,
+     "of every K checkpoints the first is full, the others deltas holding only the rows "
+     "changed since the one before (1 = every one full)", 0, 0, NULL, NULL},
     {"resume", CFG_BOOL, "false", "PSKV_SCHEDULER_RESUME", 0, 0, NULL,
      "continue the job of the newest complete checkpoint in --data-dir", 0, 0, NULL, NULL},
     {"join-timeout", CFG_DOUBLE, "600", "PSKV_SCHEDULER_JOIN_TIMEOUT", 1, 86400, "s",
@@ -143,7 +147,7 @@ void sched_refuse(wire_msg *msg, int code, const char *reason)
 /* Under keys, who may send what. REGISTER only with a key of the role it asks
  * for; a message naming a registered node only from the key that node
  * registered with; CHECKPOINT only from a control key (or a worker key with
- * --worker-checkpoints). A refused message is counted, logged once a minute per
+ * --worker-checkpoints); DRAIN only from a control key. A refused message is counted, logged once a minute per
  * peer, answered PSKV_EPERM when it asks for an answer, and changes nothing. */
 static int authorized(wire_msg *msg)
 {
@@ -172,6 +176,11 @@ static int authorized(wire_msg *msg)
                      "checkpoints need a control key (pskvctl --keys DIR/control checkpoint)%s",
                      msg->role == KEY_ROLE_WORKER ? ", or --worker-checkpoints on the scheduler"
                                                   : "");
+        break;
+    case PSKV__MSG_TYPE__DRAIN:
+        if (msg->role != KEY_ROLE_CONTROL)
+            snprintf(why, sizeof why, "drains need a control key (pskvctl --keys DIR/control "
+                     "drain NODE)");
         break;
     default: {
         memb_node *n = r->has_sender ? memb_find(r->sender) : NULL;
@@ -211,6 +220,7 @@ static void dispatch(wire_msg *msg)
     case PSKV__MSG_TYPE__STOP_ACK: memb_on_stop_ack(msg); break;
     case PSKV__MSG_TYPE__STATUS: view_status(msg); break;
     case PSKV__MSG_TYPE__CHECKPOINT: ckpt_start(msg); break;
+    case PSKV__MSG_TYPE__DRAIN: drain_request(msg); break;
     case PSKV__MSG_TYPE__CHECKPOINT_ACK: ckpt_on_ack(msg); break;
     case PSKV__MSG_TYPE__EVAL_REPORT: {
         memb_node *n = memb_sender(msg);
@@ -234,6 +244,7 @@ static void tick(void)
     secure_tick(&sched_sec);
     ckpt_tick(now);
     memb_expire(now);
+    drain_tick();
     schedm_tick();
 }
 
@@ -282,7 +293,7 @@ static int configure(int argc, char **argv)
         return rc;
     rc = ckpt_init(cfg_str(config, "data-dir"), (int)cfg_int(config, "resume"),
                    cfg_double(config, "checkpoint-every"),
-                   (int)cfg_int(config, "keep-checkpoints"));
+                   (int)cfg_int(config, "keep-checkpoints"), (int)cfg_int(config, "full-every"));
     if (rc)
         return rc;
     if (!ckpt_resume_job(&memb.job_id))

@@ -18,6 +18,8 @@ static struct {
     uint32_t nparts, replicas, vnodes;
     uint32_t *chains;    /* nparts x replicas node ids, head first; 0 = none */
     uint32_t lost;       /* partitions whose every replica died */
+    uint64_t place_epoch; /* the last view that changed the chains */
+    int placed;          /* the chains changed since the last view sent */
     uint32_t *join_prev; /* while the view that lets a server join is built: the
                             chains before it, where its partitions come from */
 } V;
@@ -32,6 +34,8 @@ void view_init(uint32_t nparts, uint32_t replicas, uint32_t vnodes)
 uint64_t view_epoch(void) { return V.epoch; }
 
 uint32_t view_lost(void) { return V.lost; }
+
+uint64_t view_place_epoch(void) { return V.place_epoch; }
 
 const uint32_t *view_chains(uint32_t *nparts, uint32_t *replicas, uint32_t *vnodes)
 {
@@ -111,7 +115,7 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
         p->host = n->host;
         p->port = (uint32_t)n->port;
         p->pid = n->pid;
-        p->alive = !n->dead;
+        p->alive = !n->dead && n->drain != DRAIN_LEFT;
         if (n->role == PSKV__ROLE__SERVER && V.chains) {
             p->has_heads = p->has_holds = 1;
             p->heads = n->heads;
@@ -184,17 +188,22 @@ static void send_view_msg(memb_node *only)
 void view_send(void)
 {
     V.epoch++;
+    if (V.placed)
+        V.place_epoch = V.epoch;
+    V.placed = 0;
     send_view_msg(NULL);
 }
 
 void view_send_to(memb_node *n) { send_view_msg(n); }
 
-/* Live server ids into out (room for 4096); returns how many. */
+/* Live server ids into out (room for 4096); returns how many. A drained server
+ * (draining or left) is no longer one: no partition is placed on it. */
 static size_t live_servers(uint32_t *out)
 {
     size_t ns = 0;
     for (int i = 0; i < memb.nnodes && ns < 4096; i++)
-        if (memb.nodes[i].role == PSKV__ROLE__SERVER && !memb.nodes[i].dead)
+        if (memb.nodes[i].role == PSKV__ROLE__SERVER && !memb.nodes[i].dead &&
+            memb.nodes[i].drain == DRAIN_NONE)
             out[ns++] = memb.nodes[i].id;
     return ns;
 }
@@ -219,6 +228,39 @@ static void count_holds(void)
     }
 }
 
+/* 1 when partition p's chain in V.chains holds a server being drained (alive, so
+ * its data is not lost). */
+static int held_by_draining(uint32_t p)
+{
+    for (uint32_t j = 0; j < V.replicas; j++) {
+        memb_node *n = memb_find(V.chains[(size_t)p * V.replicas + j]);
+        if (n && n->drain == DRAIN_HANDING && !n->dead)
+            return 1;
+    }
+    return 0;
+}
+
+/* A partition whose only live members are being drained (R = 1) is not lost:
+ * it takes the chain a first placement would give it, and its drained head
+ * hands it over (chain_fill.c). Returns 0 or -PSKV_ENOMEM. */
+static int place_drained(uint32_t *next, const uint32_t *live, size_t ns)
+{
+    uint32_t *fresh = NULL;
+    for (uint32_t p = 0; V.chains && ns && p < V.nparts; p++) {
+        uint32_t *c = &next[(size_t)p * V.replicas];
+        if (c[0] || !held_by_draining(p))
+            continue;
+        if (!fresh && (!(fresh = calloc((size_t)V.nparts * V.replicas, sizeof *fresh)) ||
+                       ring_chains(fresh, V.nparts, V.replicas, live, ns, V.vnodes, NULL) < 0)) {
+            free(fresh);
+            return -PSKV_ENOMEM;
+        }
+        memcpy(c, &fresh[(size_t)p * V.replicas], V.replicas * sizeof *c);
+    }
+    free(fresh);
+    return 0;
+}
+
 /* ring.h owns how partitions are placed; this keeps the chains and the counts. */
 void view_place(void)
 {
@@ -226,12 +268,14 @@ void view_place(void)
     size_t ns = live_servers(live);
     size_t cells = (size_t)V.nparts * V.replicas;
     uint32_t *next = calloc(cells, sizeof *next);
-    if (!next || ring_chains(next, V.nparts, V.replicas, live, ns, V.vnodes, V.chains) < 0) {
+    if (!next || ring_chains(next, V.nparts, V.replicas, live, ns, V.vnodes, V.chains) < 0 ||
+        place_drained(next, live, ns) < 0) {
         LOG_E("out of memory placing %u partitions", V.nparts);
         exit(1);
     }
     free(V.chains);
     V.chains = next;
+    V.placed = 1;
     count_holds();
 }
 
@@ -252,6 +296,7 @@ int view_join_server(uint32_t id)
         exit(1);
     }
     count_holds();
+    V.placed = 1;
     view_send(); /* the joiner's first view: with the chains before it joined */
     free(V.join_prev);
     V.join_prev = NULL;

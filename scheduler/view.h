@@ -28,6 +28,9 @@ void view_init(uint32_t nparts, uint32_t replicas, uint32_t vnodes);
  * message the scheduler sends. */
 uint64_t view_epoch(void);
 
+/* The epoch of the last view that changed the chains (a placement, a join). */
+uint64_t view_place_epoch(void);
+
 /* Partitions lost in the current placement (every replica dead). */
 uint32_t view_lost(void);
 
@@ -41,7 +44,9 @@ int view_adopt(uint32_t nparts, uint32_t replicas, uint32_t vnodes, const uint32
 
 /* (Re)places the partitions on the live servers: from scratch the first time
  * (or from a resumed job's chains), later keeping each chain's survivors in front
- * so that only the chains of a dead server change. Recounts lost, heads, holds. */
+ * so that only the chains of a dead or drained server change (a server being
+ * drained takes no partition; one it held alone is placed afresh, not lost).
+ * Recounts lost, heads, holds. */
 void view_place(void);
 
 /* Server `id` (registered, alive) joins the running job: the partitions its ring

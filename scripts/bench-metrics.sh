@@ -5,21 +5,77 @@
 # alternating too (so that a drift of the machine weighs on both). Prints each run's
 # lines, then per mode the medians of step_us off and on and the cost in percent:
 #   metrics size=4096 mode=serial off_us=... on_us=... cost_pct=...
-# Usage: scripts/bench-metrics.sh [--rounds N (default 5)] [--size BYTES] [--runs N (default 7)]
+# With --cpu it measures CPU time instead of wall time, which a busy machine disturbs
+# far less: per round one job without and one with every daemon serving /metrics
+# (scraped once a second by curl, whose own CPU is not counted), each the bench app at
+# SIZE for --runs runs of both modes; the user+system CPU time of the scheduler, server
+# and worker together (bash's `times` over launch-local.sh, which waits for them) per
+# push+pull step. Prints one line per job and then the medians:
+#   metrics-cpu size=4096 off_cpu_us=... on_cpu_us=... cost_pct=...
+# Usage: scripts/bench-metrics.sh [--cpu] [--rounds N (default 5)] [--size BYTES] [--runs N (default 7)]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-rounds=5 size=4096 runs=7
+rounds=5 size=4096 runs=7 cpu=
 while [ $# -gt 0 ]; do
   case "$1" in
+    --cpu) cpu=1; shift ;;
     --rounds) rounds=$2; shift 2 ;;
     --size) size=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
-    *) echo "usage: $0 [--rounds N] [--size BYTES] [--runs N]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--cpu] [--rounds N] [--size BYTES] [--runs N]" >&2; exit 2 ;;
   esac
 done
 command -v curl > /dev/null || { echo "bench-metrics: curl is needed (scripts/install-deps.sh)" >&2; exit 2; }
 out=$(mktemp /tmp/pskv-bench-metrics-XXXXXX)
 trap 'rm -f "$out"' EXIT
+median() { sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+# cpu_job on|off: one bench job; prints its daemons' CPU us per push+pull step.
+cpu_job() {
+  local d mo=() sp=() pids=() p cpu steps
+  d=$(mktemp -d /tmp/pskv-bench-metrics-cpu-XXXXXX)
+  if [ "$1" = on ]; then
+    for p in s v w; do sp+=("$(free_port)"); done
+    mo=(--scheduler-opt --metrics-port --scheduler-opt "${sp[0]}" --server-opt --metrics-port
+        --server-opt "${sp[1]}" --worker-opt "0:--metrics-port" --worker-opt "0:${sp[2]}")
+    ( while :; do curl -s --max-time 1 "http://127.0.0.1:${sp[0]}/metrics" \
+        "http://127.0.0.1:${sp[1]}/metrics" "http://127.0.0.1:${sp[2]}/metrics" > /dev/null
+      sleep 1; done ) & pids+=($!)
+  fi
+  # times: the subshell's children (launch-local.sh and the daemons it waited for)
+  cpu=$( ( OPENBLAS_NUM_THREADS=1 "$here/launch-local.sh" --servers 1 --workers 1 --timeout 600 \
+             --log-dir "$d" "${mo[@]}" --server-opt --blas-threads --server-opt 1 \
+             -- --app bench --size "$size" --runs "$runs" --log-level warn > "$d/out" 2>&1 || exit 1
+           times ) | awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/);
+                                    printf "%.6f", u[1] * 60 + u[2] + s[1] * 60 + s[2] }')
+  [ ${#pids[@]} -gt 0 ] && { kill "${pids[@]}" 2>/dev/null; wait "${pids[@]}" 2>/dev/null; }
+  steps=$(sed -n 's/.* runs=\([0-9]*\) steps=\([0-9]*\).*/\1 \2/p' "$d/worker-0.log" |
+          awk '{n += $1 * $2} END {print n + 0}')
+  if [ -z "$cpu" ] || [ "$steps" -eq 0 ]; then
+    echo "bench-metrics: the $1 job failed; logs in $d" >&2
+    return 1
+  fi
+  rm -rf "$d"
+  awk -v c="$cpu" -v n="$steps" -v m="$1" \
+    'BEGIN { printf "metrics-cpu-run size='"$size"' metrics=%s cpu_s=%.3f steps=%d cpu_us=%.2f\n", m, c, n, 1e6 * c / n }'
+}
+
+# cpu_rounds: ROUNDS pairs of cpu_job, which goes first alternating; then the medians.
+cpu_rounds() {
+  . "$here/free-port.sh"
+  local i m
+  for ((i = 1; i <= rounds; i++)); do
+    for m in $( ((i % 2)) && echo off on || echo on off); do
+      cpu_job "$m" | tee -a "$out" || exit 1
+    done
+  done
+  local off on
+  off=$(grep "metrics=off " "$out" | sed 's/.*cpu_us=//' | median)
+  on=$(grep "metrics=on " "$out" | sed 's/.*cpu_us=//' | median)
+  awk -v s="$size" -v a="$off" -v b="$on" \
+    'BEGIN { printf "metrics-cpu size=%d off_cpu_us=%.2f on_cpu_us=%.2f cost_pct=%.1f\n", s, a, b, 100 * (b - a) / a }'
+}
+
+[ -n "$cpu" ] && { cpu_rounds; exit; }
 for ((i = 1; i <= rounds; i++)); do
   order=("" --metrics)
   ((i % 2 == 0)) && order=(--metrics "")
@@ -27,7 +83,6 @@ for ((i = 1; i <= rounds; i++)); do
     "$here/bench-pushpull.sh" --sizes "$size" --runs "$runs" $m | tee -a "$out" || exit 1
   done
 done
-median() { sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 for mode in serial pipelined; do
   off=$(grep "mode=$mode " "$out" | grep -v metrics=scraped | sed 's/.*step_us=\([0-9.]*\).*/\1/' | median)
   on=$(grep "mode=$mode " "$out" | grep metrics=scraped | sed 's/.*step_us=\([0-9.]*\).*/\1/' | median)

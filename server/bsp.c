@@ -382,13 +382,17 @@ static void wait_close(bsp *e, uint64_t token, const held *h, int code, int64_t 
 
 void bsp_close_done(bsp *e, uint64_t token, int code)
 {
-    if (code)
+    if (code && code != PSKV_ESTALE)
         LOG_E("a bsp close could not be sent down its chains (%s): its pushes are "
               "acknowledged without every replica", pskv_strerror(-code));
     size_t keep = 0;
     for (size_t i = 0; i < e->nwait; i++) {
         waiting *w = &e->wait[i];
-        if (w->token == token)
+        if (w->token == token && code == PSKV_ESTALE) /* this server left its partitions */
+            held_answer_push(&e->out, &w->h, PSKV_ESTALE, "this server left the partitions "
+                             "before their replicas had the clock's close; send it again",
+                             w->clock - 1);
+        else if (w->token == token)
             answer_closed(e, &w->h, w->code, w->clock);
         else
             e->wait[keep++] = *w;

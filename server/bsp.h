@@ -78,7 +78,9 @@ void bsp_advance_all(bsp *e);
 int64_t bsp_placement_changed(bsp *e);
 
 /* A close this head sent down its chains (chain_close's token) is on every tail
- * (code 0) or could not be sent (logged): the pushes folded into it are answered. */
+ * (code 0) or could not be sent (logged): the pushes folded into it are answered;
+ * PSKV_ESTALE: this server left the close's partitions before every replica had
+ * it (a drained server): the pushes are refused, to be sent to the new heads. */
 void bsp_close_done(bsp *e, uint64_t token, int code);
 
 /* For checkpoints: the clock every partition of t held here has closed, or -1

@@ -55,6 +55,7 @@ void chain_destroy(chain **c_p)
     free(c->ready);
     free(c->fills);
     free(c->fresh_next);
+    free(c->gone);
     free(c->pmark);
     free(c->touched);
     free(c->segs);
@@ -329,9 +330,11 @@ static void set_shape(chain *c, const Pskv__View *v)
     c->ready = calloc(c->nparts, 1);
     c->fills = calloc(c->nparts, sizeof *c->fills);
     c->fresh_next = calloc(c->nparts, 1);
+    c->gone = calloc(c->nparts, 1);
     c->pmark = calloc(c->nparts, 1);
     c->touched = malloc(c->nparts * sizeof *c->touched);
-    if (!c->index || !c->ready || !c->fills || !c->fresh_next || !c->pmark || !c->touched) {
+    if (!c->index || !c->ready || !c->fills || !c->fresh_next || !c->gone || !c->pmark ||
+        !c->touched) {
         LOG_E("out of memory applying the view");
         exit(1);
     }
@@ -369,7 +372,7 @@ static void view_peers(chain *c, const Pskv__View *v, uint32_t me)
             pp->port = (int)n->port;
             snprintf(pp->key, sizeof pp->key, "%s", n->pubkey ? n->pubkey : "");
         }
-        pp->alive = !(n->state && !strcmp(n->state, "dead"));
+        pp->alive = !member_node_gone(n); /* not dead, not drained and left */
         if (!pp->alive && pp->sock) {
             /* replaced for good: its connection goes, and what ZeroMQ queued there
              * (linger 0); kept, it would reconnect for ever and hold its buffers */
@@ -390,6 +393,7 @@ int chain_view(chain *c)
     if (!self || (self->state && !strcmp(self->state, "dead")))
         return 1;
     uint32_t *old = c->chains;
+    int first = !old; /* this server's first view: its place is logged */
     if (!old && v->n_prev_chains == (size_t)v->partitions * v->replicas) {
         /* a resumed job: the members of these chains loaded the partition from
          * their checkpoint files; a server joining a running job: these are the
@@ -401,6 +405,9 @@ int chain_view(chain *c)
         }
         memcpy(old, v->prev_chains, v->n_prev_chains * sizeof *old);
         set_shape(c, v);
+        for (size_t i = 0; i < v->n_prev_chains; i++)
+            if (old[i] == me) /* loaded here: whole, and handed on if it goes */
+                c->ready[i / c->R] = 1;
     }
     if (old && (v->partitions != c->nparts || v->replicas != c->R)) {
         LOG_E("the view changed the partition count or R: ignored");
@@ -444,7 +451,8 @@ int chain_view(chain *c)
         heads += idx == 0;
         fresh += waits;
     }
-    if (changed)
+    chain_fill_drop(c);
+    if (changed || first)
         LOG_I("view epoch %llu: heads %u and holds %u of %u partitions (R = %u)%s",
               (unsigned long long)c->mb->epoch, heads, holds, c->nparts, c->R,
               fresh ? "; waiting for copies of new ones" : "");

@@ -180,6 +180,7 @@ int chain_fill_transfer(chain *c, const uint32_t *old, uint32_t p)
         !in_old_chain(old, c->R, p, head))
         send_fill(c, p, head); /* hand-off to a joining head, before letting go */
     if (c->index[p] < 0) {
+        c->gone[p] |= c->ready[p] || in_old_chain(old, c->R, p, me);
         c->ready[p] = 0;
         c->fresh_next[p] = 0;
         if (c->dd)
@@ -198,6 +199,34 @@ int chain_fill_transfer(chain *c, const uint32_t *old, uint32_t p)
         return 0;
     }
     return !c->ready[p]; /* 1: a FILL from the predecessor is on its way */
+}
+
+static int not_gone(void *ctx, uint64_t key)
+{
+    chain_filter *f = ctx;
+    return !f->c->gone[chain_part(f->c, f->t, key)];
+}
+
+void chain_fill_drop(chain *c)
+{
+    uint32_t n = 0;
+    for (uint32_t p = 0; p < c->nparts; p++)
+        n += c->gone[p];
+    if (!n)
+        return;
+    uint64_t rows = 0;
+    for (size_t i = 0; i < tables_count(c->tables); i++) {
+        table *t = tables_at(c->tables, i);
+        chain_filter f = {c, t, 0};
+        int64_t k = t->dense ? 0 : shard_retain(t->sh, not_gone, &f);
+        if (k < 0)
+            LOG_E("out of memory dropping the rows of table '%s' of partitions let go: kept",
+                  t->name);
+        else
+            rows += (uint64_t)k;
+    }
+    memset(c->gone, 0, c->nparts);
+    LOG_I("%u partitions let go: %llu rows of them dropped", n, (unsigned long long)rows);
 }
 
 void chain_fill_owed(chain *c)

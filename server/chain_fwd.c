@@ -301,6 +301,16 @@ static void pend_answer(chain *c, chain_pend *pd, int code, const char *why)
 void chain_pend_done(chain *c, chain_pend *pd)
 {
     char why[300];
+    if (pd->moved) { /* the new heads have it, or will have it again from its senders */
+        if (pd->upstream_worker == CHAIN_UP_WORKER)
+            chain_answer_upstream(c, pd, PSKV_ESTALE, "this server left the chains of the "
+                                  "push's partitions before their replicas acknowledged it: "
+                                  "send it to their new heads");
+        else if (pd->upstream_worker == CHAIN_UP_CLOSE && c->closed)
+            c->closed(pd->seq, PSKV_ESTALE); /* its held pushes are refused (bsp.c) */
+        chain_pend_release(c, pd);
+        return;
+    }
     if (pd->bad)
         snprintf(why, sizeof why, "the updater of table '%s' made rows NaN or infinite: those "
                  "rows left as they were, the others applied", pd->t ? pd->t->name : "?");
@@ -431,13 +441,35 @@ static int pend_obsolete(chain *c, chain_pend *pd)
     return 1;
 }
 
+/* 1 when some partition a bsp close's hop f closes is no longer held here. */
+static int parts_left(const chain *c, const chain_hop *f)
+{
+    for (size_t k = 0; k < f->nparts; k++)
+        if (c->index[f->parts[k]] < 0)
+            return 1;
+    return 0;
+}
+
+/* 1 when some row of hop f is in a partition this server no longer holds. */
+static int hop_left(const chain *c, const chain_pend *pd, const chain_hop *f)
+{
+    chain_cursor pc = {0, 0, 0};
+    for (uint64_t i = 0; i < f->n; i++)
+        if (c->index[chain_part_at(c, pd->t, f->keys[i], &pc)] < 0)
+            return 1;
+    return 0;
+}
+
 /* After a placement change, sends again every forward still unanswered, to the
  * next server of its partitions in the new view: the old target may have died,
  * and a live one drops forwards planned on an older placement (it could no
  * longer tell whether they are its to apply). A copy it did apply is dropped
- * there by its id. */
+ * there by its id. Rows of partitions this server left (a drained server) go
+ * nowhere: the push is refused once the rest is answered (chain_pend_done), and
+ * its sender sends it to the new heads, which drop what they already applied. */
 void chain_fwd_again(chain *c)
 {
+    size_t moved = 0;
     for (size_t s = 0; s < MAX_PEND; s++) {
         chain_pend *pd = &c->pend[s];
         if (!pd->seq || pend_obsolete(c, pd))
@@ -449,6 +481,10 @@ void chain_fwd_again(chain *c)
                 continue;
             f->done = 1; /* replaced by the forwards below */
             pd->outstanding--;
+            if (!pd->moved && (pd->close ? parts_left(c, f) : hop_left(c, pd, f))) {
+                pd->moved = 1;
+                moved++;
+            }
             int rc = pd->close ? chain_fwd_close(c, pd, f->keys, f->vals, f->n, f->parts, f->nparts)
                                : chain_fwd_rows(c, pd, f->keys, f->vals, f->n);
             if (rc < 0)
@@ -458,6 +494,10 @@ void chain_fwd_again(chain *c)
         if (pd->outstanding == 0)
             chain_pend_done(c, pd);
     }
+    if (moved)
+        LOG_I("%zu pushes or bsp closes applied here still wait for replicas of partitions "
+              "this server left: refused once the rest is answered, sent to the new heads",
+              moved);
 }
 
 

@@ -61,6 +61,8 @@ typedef struct chain_pend {
     table *t;
     int assign;
     int bad;           /* the updater made rows of it non-finite: the worker is told so */
+    int moved;         /* a push whose rows' partitions this server left (drained) before
+                          the next servers answered: not acknowledged, refused PSKV_ESTALE */
     uint32_t origin;
     uint64_t origin_id, floor;
     struct chain_hop *fwds;
@@ -87,6 +89,8 @@ struct chain {
     uint8_t *ready;        /* per partition: holds a whole copy */
     int *fills;            /* per partition: FILL messages received this round */
     uint8_t *fresh_next;   /* per partition: the next member is new; fill it once ready */
+    uint8_t *gone;         /* per partition: let go by the view being applied; its
+                              sparse rows go once the view is (chain_fill_drop) */
     /* applying (chain_apply.c): scratch of one message */
     uint64_t *keys;        /* a dense push's rows as explicit indices */
     size_t keys_cap;
@@ -256,5 +260,10 @@ int chain_fill_transfer(chain *c, const uint32_t *old, uint32_t p);
 /* chain_fill.c: after a placement change, copies each partition to the next
  * member owed one (before any forward is sent again: chain_fwd_again). */
 void chain_fill_owed(chain *c);
+
+/* chain_fill.c: after chain_fill_transfer for every partition, removes the rows
+ * of the partitions this server let go from its sparse tables (one pass per
+ * table), so a server keeps rows of the partitions it holds only. */
+void chain_fill_drop(chain *c);
 
 #endif

@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "log.h"
 #include "pskv_errors.h"
@@ -41,7 +42,20 @@ static struct {
     uint64_t deferred;      /* a checkpoint waiting for this server's bsp partitions to
                                agree on their closed clock (0: none) */
     int64_t defer_until_ms; /* then it is taken anyway, and refused if they still differ */
+    int deferred_delta;     /* the deferred one may be a delta */
+    uint64_t base;          /* the full checkpoint the one being written builds on (seq: full) */
+    uint8_t *held;          /* the partitions held at its snapshot (nheld of them) */
+    uint32_t nheld;
 } CK;
+
+/* This server's last checkpoint file written, which a delta builds on: its
+ * changes since are what the tables marked after its snapshot. */
+static struct {
+    uint64_t seq;  /* 0: none in this run (or the last write failed): the next one is full */
+    uint64_t base; /* the full checkpoint its chain starts at */
+    uint8_t *held; /* the partitions held at its snapshot */
+    uint32_t nheld;
+} LAST;
 
 void checkpoint_init(member *mb, const char *data_dir, table_set *tables, chain *c,
                      consist *cons)
@@ -53,27 +67,71 @@ void checkpoint_init(member *mb, const char *data_dir, table_set *tables, chain 
     X.cons = cons;
 }
 
+/* The partitions this server loads from old node old's file (resume_sources):
+ * flags into want; NULL when the view names no sources (every partition in it). */
+static uint8_t *wanted(const Pskv__View *v, uint32_t old, uint8_t *want)
+{
+    size_t cells = (size_t)v->partitions * v->replicas;
+    if (v->n_resume_sources != cells || v->n_prev_chains != cells)
+        return NULL;
+    memset(want, 0, v->partitions);
+    for (size_t i = 0; i < cells; i++)
+        if (v->prev_chains[i] == X.mb->node_id && v->resume_sources[i] == old)
+            want[i / v->replicas] = 1;
+    return want;
+}
+
+/* Clocks of one more file: each rank's clock the highest seen. */
+static void merge_clocks(persist_clocks *into, persist_clocks *from)
+{
+    if (from->nranks > into->nranks) {
+        persist_clocks t = *into;
+        *into = *from;
+        *from = t;
+    }
+    for (int r = 0; r < from->nranks; r++)
+        if (from->vc[r] > into->vc[r])
+            into->vc[r] = from->vc[r];
+    free(from->vc);
+    from->vc = NULL;
+}
+
 void checkpoint_load_resumed(persist_clocks *clocks)
 {
     Pskv__View *v = X.mb->view;
     if (X.resumed || !v->resume_seq)
         return;
-    uint32_t old = 0;
-    for (size_t i = 0; i + 1 < v->n_resume_from; i += 2)
-        if (v->resume_from[i] == X.mb->node_id)
-            old = v->resume_from[i + 1];
     X.resumed = 1;
-    if (!old) {
-        LOG_I("resumed job: no checkpoint file to load here (partitions come from replicas)");
-        return;
-    }
-    char why[600];
-    int rc = persist_load(X.data_dir, X.mb->job_id, v->resume_seq, old, v->partitions,
-                          X.tables, X.chain, X.cons, clocks, why, sizeof why);
-    if (rc < 0) {
-        LOG_E("cannot load checkpoint %llu: %s", (unsigned long long)v->resume_seq, why);
+    uint8_t *want = malloc(v->partitions ? v->partitions : 1);
+    if (!want) {
+        LOG_E("out of memory loading checkpoint %llu", (unsigned long long)v->resume_seq);
         exit(1);
     }
+    int files = 0;
+    /* one file per (this server, old node) pair: a resharded job may name several,
+     * each for the partitions the scheduler gave it from that file */
+    for (size_t i = 0; i + 1 < v->n_resume_from; i += 2) {
+        if (v->resume_from[i] != X.mb->node_id)
+            continue;
+        uint32_t old = v->resume_from[i + 1];
+        persist_clocks got = {NULL, 0};
+        char why[600];
+        int rc = persist_load(X.data_dir, X.mb->job_id, v->resume_seq, old, v->partitions,
+                              wanted(v, old, want), X.tables, X.chain, X.cons, &got, why,
+                              sizeof why);
+        if (rc < 0) {
+            LOG_E("cannot load checkpoint %llu: %s", (unsigned long long)v->resume_seq, why);
+            exit(1);
+        }
+        merge_clocks(clocks, &got);
+        files++;
+    }
+    free(want);
+    if (!files)
+        LOG_I("resumed job: no checkpoint file to load here (partitions come from replicas)");
+    else if (files > 1)
+        LOG_I("resumed job: checkpoint %llu loaded from %d files (resharded)",
+              (unsigned long long)v->resume_seq, files);
 }
 
 /* Tells the scheduler how checkpoint seq went (ERROR naming the file when it
@@ -85,7 +143,11 @@ static void report_checkpoint(uint64_t seq, int rc, const char *why, int64_t t0_
     member_meta(X.mb, &m, rc < 0 ? PSKV__MSG_TYPE__ERROR : PSKV__MSG_TYPE__CHECKPOINT_ACK);
     m.has_seq = 1;
     m.seq = seq;
-    if (rc < 0) {
+    if (rc >= 0) {
+        m.has_ckpt_base = m.has_ckpt_bytes = 1;
+        m.ckpt_base = CK.base;
+        m.ckpt_bytes = CK.bytes;
+    } else {
         m.has_error_code = 1;
         m.error_code = -rc;
         m.error = (char *)why;
@@ -93,10 +155,35 @@ static void report_checkpoint(uint64_t seq, int rc, const char *why, int64_t t0_
     }
     smet_checkpoint(rc >= 0, (double)(tu_now_ms() - t0_ms) / 1e3, rc >= 0 ? CK.bytes : 0);
     if (rc >= 0) {
-        LOG_I("checkpoint %llu written in %lld ms (serving paused %lld ms for the snapshot)",
-              (unsigned long long)seq, (long long)(tu_now_ms() - t0_ms), (long long)pause_ms);
+        char kind[64] = "full";
+        if (CK.base != seq)
+            snprintf(kind, sizeof kind, "delta over %llu, base %llu", (unsigned long long)LAST.seq,
+                     (unsigned long long)CK.base);
+        LOG_I("checkpoint %llu written in %lld ms (%s, %llu bytes; serving paused %lld ms for "
+              "the snapshot)", (unsigned long long)seq, (long long)(tu_now_ms() - t0_ms), kind,
+              (unsigned long long)CK.bytes, (long long)pause_ms);
     }
     member_send(X.mb, &m);
+}
+
+/* The background write of checkpoint seq ended (rc): answered, and the next
+ * delta builds on this file, or (failed: the changes since the one before were
+ * forgotten at the snapshot) the next checkpoint is full. */
+static void wrote(uint64_t seq, int rc, const char *why, int64_t t0_ms, int64_t pause_ms)
+{
+    report_checkpoint(seq, rc, why, t0_ms, pause_ms);
+    free(LAST.held);
+    LAST.held = NULL;
+    LAST.seq = 0;
+    if (rc >= 0) {
+        LAST.seq = seq;
+        LAST.base = CK.base;
+        LAST.held = CK.held;
+        LAST.nheld = CK.nheld;
+        CK.held = NULL;
+    }
+    free(CK.held);
+    CK.held = NULL;
 }
 
 static void *commit_main(void *arg)
@@ -120,14 +207,46 @@ void checkpoint_poll(int wait_ms)
     }
     pthread_join(CK.thread, NULL);
     CK.busy = 0;
-    report_checkpoint(CK.seq, CK.rc, CK.why, CK.t0_ms, CK.pause_ms);
+    wrote(CK.seq, CK.rc, CK.why, CK.t0_ms, CK.pause_ms);
 }
 
 int checkpoint_busy(void) { return CK.busy; }
 
+/* The partitions held now (*n of them, a byte each; NULL when out of memory). */
+static uint8_t *held_now(uint32_t *n)
+{
+    *n = chain_nparts(X.chain);
+    uint8_t *h = calloc(*n ? *n : 1, 1);
+    for (uint32_t p = 0; h && p < *n; p++)
+        h[p] = (uint8_t)chain_holds(X.chain, p);
+    return h;
+}
+
+/* Whether checkpoint seq can be a delta over this server's last file; NULL when
+ * it can, else why not (in buf). */
+static const char *no_delta(const uint8_t *held, uint32_t nheld, char *buf, size_t len)
+{
+    unsigned long long last = (unsigned long long)LAST.seq;
+    if (!LAST.seq)
+        return "this server wrote no checkpoint yet in this run (or its last write failed)";
+    if (!held || nheld != LAST.nheld || memcmp(held, LAST.held, nheld)) {
+        snprintf(buf, len, "the partitions it holds changed since checkpoint %llu", last);
+        return buf;
+    }
+    for (size_t i = 0; i < tables_count(X.tables); i++) {
+        const uint64_t *gone;
+        if (shard_removed(tables_at(X.tables, i)->sh, &gone) < 0) {
+            snprintf(buf, len, "table '%s' evicted more rows since checkpoint %llu than it keeps "
+                     "track of", tables_at(X.tables, i)->name, last);
+            return buf;
+        }
+    }
+    return NULL;
+}
+
 /* A snapshot of this server's state now (serving pauses only for the copy),
  * written to the file by a thread while serving goes on. */
-void checkpoint_write(uint64_t seq)
+void checkpoint_write(uint64_t seq, int want_delta)
 {
     char why[600];
     int64_t t0 = tu_now_ms();
@@ -136,6 +255,7 @@ void checkpoint_write(uint64_t seq)
      * message) until every bsp table's partitions here are at one clock */
     if (CK.deferred != seq) {
         CK.deferred = seq;
+        CK.deferred_delta = want_delta;
         CK.defer_until_ms = t0 + CHECKPOINT_DEFER_MS;
     }
     for (size_t i = 0; i < tables_count(X.tables) && t0 < CK.defer_until_ms; i++) {
@@ -152,15 +272,31 @@ void checkpoint_write(uint64_t seq)
     }
     ckpt_writer *w = NULL;
     int rc = -PSKV_EINVAL;
+    uint32_t nheld;
+    uint8_t *held = held_now(&nheld);
+    persist_delta d = {LAST.base, LAST.seq};
+    const char *full = want_delta ? no_delta(held, nheld, why, sizeof why) : "";
+    if (full && *full)
+        LOG_I("checkpoint %llu: writing a full one, not a delta: %s", (unsigned long long)seq,
+              full);
     if (!*X.data_dir)
         snprintf(why, sizeof why, "server node %u has no --data-dir", X.mb->node_id);
+    else if (!held)
+        snprintf(why, sizeof why, "server node %u out of memory", X.mb->node_id);
     else
         rc = persist_snapshot(X.data_dir, X.mb->job_id, seq, X.mb->node_id, X.tables, X.chain,
-                              X.cons, &w, why, sizeof why);
+                              X.cons, full ? NULL : &d, &w, why, sizeof why);
     if (rc < 0) {
+        free(held);
         report_checkpoint(seq, rc, why, t0, 0);
         return;
     }
+    for (size_t i = 0; i < tables_count(X.tables); i++) /* the next delta starts now */
+        shard_changes_reset(tables_at(X.tables, i)->sh);
+    CK.base = full ? seq : d.base;
+    free(CK.held);
+    CK.held = held;
+    CK.nheld = nheld;
     CK.w = w;
     CK.bytes = ckpt_size(w);
     CK.seq = seq;
@@ -174,7 +310,7 @@ void checkpoint_write(uint64_t seq)
               (unsigned long long)seq);
         CK.busy = 0;
         rc = ckpt_commit(&CK.w, why, sizeof why);
-        report_checkpoint(seq, rc, why, t0, tu_now_ms() - t0);
+        wrote(seq, rc, why, t0, tu_now_ms() - t0);
     }
 }
 
@@ -193,5 +329,5 @@ void checkpoint_pass(void)
 {
     checkpoint_poll(0);
     if (CK.deferred)
-        checkpoint_write(CK.deferred);
+        checkpoint_write(CK.deferred, CK.deferred_delta);
 }

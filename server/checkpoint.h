@@ -3,12 +3,14 @@
  * the server snapshots its state in the loop (serving pauses only for the copy),
  * a thread of this module writes the file (fsync, rename) while serving goes on,
  * and the loop answers the scheduler (CHECKPOINT_ACK, or ERROR naming the file)
- * once the thread is done. A snapshot waits up to 2 s for every bsp table's
+ * once the thread is done (CHECKPOINT_ACK says which checkpoint its file's chain
+ * starts at, and its bytes). A snapshot waits up to 2 s for every bsp table's
  * partitions here to agree on their closed clock. On the first view of a resumed
  * job, the file this server's old self wrote is loaded.
  *
  * OWNS   the checkpoint being written (the snapshot's writer, its commit thread,
- *        seq, result, timings), a deferred request, and whether a resumed job's
+ *        seq, result, timings, the partitions held at its snapshot), the last
+ *        file written (what a delta builds on), a deferred request, and whether a resumed job's
  *        file is loaded. Borrows the member, tables, chain and consistency engine
  *        given to checkpoint_init (the caller's; they must outlive the module).
  * THREAD every call from the server's loop thread. The commit thread only writes
@@ -34,18 +36,22 @@
 void checkpoint_init(member *mb, const char *data_dir, table_set *tables, chain *c,
                      consist *cons);
 
-/* On a new view: when it is the first view of a resumed job, loads the file this
- * server's old self wrote (the view's resume pairs say which) into the tables,
- * the chain's dedupe records and *clocks (the caller frees clocks->vc). No file
- * to load here is logged; a missing or corrupt one exits the process (1): the
+/* On a new view: when it is the first view of a resumed job, loads the files the
+ * view's resume pairs name for this server (one, or several when the job resumed
+ * on another number of servers), from each only the partitions resume_sources
+ * gives it there, into the tables, the chain's dedupe records and *clocks (the
+ * highest clock per rank over the files; the caller frees clocks->vc). No file to
+ * load here is logged; a missing or corrupt one exits the process (1): the
  * scheduler chose the checkpoint because the file was reported valid. */
 void checkpoint_load_resumed(persist_clocks *clocks);
 
 /* CHECKPOINT seq: snapshots now and starts the background write, or defers while
- * bsp partitions here differ (up to 2 s, then taken anyway). Refused to the
- * scheduler (ERROR) without --data-dir, while another is being written, or when
- * the snapshot fails. */
-void checkpoint_write(uint64_t seq);
+ * bsp partitions here differ (up to 2 s, then taken anyway). want_delta: a delta
+ * over this server's last file when it can (its write succeeded, the same
+ * partitions are held, every evicted key was kept track of), else a full file
+ * (logged, saying why). Refused to the scheduler (ERROR) without --data-dir,
+ * while another is being written, or when the snapshot fails. */
+void checkpoint_write(uint64_t seq, int want_delta);
 
 /* CHECKPOINT_PRUNE below (--keep-checkpoints on the scheduler): deletes this
  * server's checkpoint files numbered below `below`, which the manifest no longer

@@ -22,6 +22,7 @@ static struct {
     _Atomic int lease_ms;           /* from the latest view (0 before the first) */
     _Atomic uint64_t dropped, pushes, pulls;
     _Atomic uint64_t rows, admitted, not_admitted, evicted, bytes; /* lease_set_tables */
+    _Atomic uint64_t whole_epoch;   /* lease_set_whole */
     /* copies taken at the start: the loop applies views meanwhile */
     void *ctx;
     const struct secure *sec;
@@ -80,6 +81,8 @@ static void *heartbeat_main(void *arg)
             hb.not_admitted = atomic_load(&HB.not_admitted);
             hb.evicted = atomic_load(&HB.evicted);
             hb.bytes = atomic_load(&HB.bytes);
+            hb.has_whole_epoch = 1;
+            hb.whole_epoch = atomic_load(&HB.whole_epoch);
             for (int i = 0; i < REFUSE_COUNT; i++)
                 refusals[i] = refuse_count((refuse_reason)i);
             hb.n_refusals = REFUSE_COUNT;
@@ -130,6 +133,8 @@ void lease_set_tables(uint64_t rows, uint64_t admitted, uint64_t not_admitted, u
     atomic_store(&HB.evicted, evicted);
     atomic_store(&HB.bytes, bytes);
 }
+
+void lease_set_whole(uint64_t epoch) { atomic_store(&HB.whole_epoch, epoch); }
 
 void lease_view(int lease_ms)
 {

@@ -9,7 +9,7 @@
  *
  * Owns: the heartbeat thread, its DEALER to the scheduler, the lease deadline.
  * lease_start, lease_view, lease_stop: the loop thread. lease_pass,
- * lease_set_stats, lease_valid: the loop thread (atomics shared with the
+ * lease_set_stats, lease_set_whole, lease_valid: the loop thread (atomics shared with the
  * heartbeat thread). The heartbeat thread touches nothing but its own socket
  * and these atomics; it never changes job state. */
 #ifndef PSKV_LEASE_H
@@ -35,6 +35,11 @@ void lease_set_stats(uint64_t dropped, uint64_t pushes, uint64_t pulls);
  * with the heartbeats. */
 void lease_set_tables(uint64_t rows, uint64_t admitted, uint64_t not_admitted, uint64_t evicted,
                       uint64_t bytes);
+
+/* The latest view epoch whose placement this server holds whole (no partition
+ * placed here still waits for its copy), sent with the heartbeats: the scheduler
+ * lets a drained server go once every other holds the drain's placement whole. */
+void lease_set_whole(uint64_t epoch);
 
 /* A view arrived with lease_ms; the first one starts the first lease. */
 void lease_view(int lease_ms);

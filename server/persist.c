@@ -1,3 +1,5 @@
+/* Writing a server's checkpoint files, full or delta, and deleting old ones
+ * (persist.h); persist_read.c reads them back. */
 #define _GNU_SOURCE
 #include "persist.h"
 
@@ -23,24 +25,34 @@ static void file_name(char *out, size_t len, uint64_t job, uint64_t seq, uint32_
     snprintf(out, len, CKPTREC_NAME_FMT, job, seq, node);
 }
 
+/* The next run of adjacent partitions this server holds, from partition *p on:
+ * its dense rows [*first, *first + *count) of t. 0 when none is left. */
+static int next_held_run(chain *c, table *t, uint32_t *p, uint64_t *first, uint64_t *count)
+{
+    uint32_t np = chain_nparts(c);
+    while (*p < np && !chain_holds(c, *p))
+        (*p)++;
+    if (*p >= np)
+        return 0;
+    uint64_t f2, c2;
+    chain_dense_span(c, t, *p, first, count);
+    while (*p + 1 < np && chain_holds(c, *p + 1)) {
+        chain_dense_span(c, t, *p + 1, &f2, &c2);
+        *count = f2 + c2 - *first;
+        (*p)++;
+    }
+    (*p)++;
+    return 1;
+}
+
 static int put_dense(ckpt_writer *w, table *t, chain *c, char *why, size_t whylen)
 {
     size_t rf = shard_row_floats(t->sh);
-    uint32_t np = chain_nparts(c);
     float *buf = NULL;
     size_t cap = 0;
     int rc = 0;
-    for (uint32_t p = 0; p < np && rc == 0; p++) {
-        if (!chain_holds(c, p))
-            continue;
-        /* adjacent held partitions travel as one run */
-        uint64_t first, count, f2, c2;
-        chain_dense_span(c, t, p, &first, &count);
-        while (p + 1 < np && chain_holds(c, p + 1)) {
-            chain_dense_span(c, t, p + 1, &f2, &c2);
-            count = f2 + c2 - first;
-            p++;
-        }
+    uint64_t first, count;
+    for (uint32_t p = 0; rc == 0 && next_held_run(c, t, &p, &first, &count);) {
         if (!count)
             continue;
         if (count * rf > cap) {
@@ -60,37 +72,106 @@ static int put_dense(ckpt_writer *w, table *t, chain *c, char *why, size_t whyle
     return rc;
 }
 
-static int put_sparse(ckpt_writer *w, table *t, char *why, size_t whylen)
+/* Room for n keys and their rows of table t (*keys and *vals; the caller frees
+ * both). Returns 0 or -PSKV_ENOMEM with why. */
+static int alloc_rows(const table *t, uint64_t n, uint64_t **keys, float **vals, char *why,
+                      size_t whylen)
+{
+    *keys = malloc((n ? n : 1) * sizeof **keys);
+    *vals = malloc((n ? n : 1) * shard_row_floats(t->sh) * sizeof **vals);
+    if (*keys && *vals)
+        return 0;
+    snprintf(why, whylen, "out of memory writing table '%s'", t->name);
+    return -PSKV_ENOMEM;
+}
+
+/* n keys, then their rows: two records of tag (REC_SPARSE or REC_DENSE_AT). */
+static int put_keyed(ckpt_writer *w, uint32_t tag, const table *t, uint64_t n,
+                     const uint64_t *keys, const float *vals, char *why, size_t whylen)
 {
     size_t rf = shard_row_floats(t->sh);
-    uint64_t n = shard_export(t->sh, NULL, NULL, NULL, NULL);
-    uint64_t *keys = malloc((n ? n : 1) * sizeof *keys);
-    float *vals = malloc((n ? n : 1) * rf * sizeof *vals);
-    int rc;
-    if (!keys || !vals) {
-        snprintf(why, whylen, "out of memory writing table '%s'", t->name);
-        rc = -PSKV_ENOMEM;
-    } else {
+    rows h = {t->id, 0, n, rf};
+    int rc = ckpt_put2(w, tag, &h, sizeof h, keys, n * sizeof *keys, why, whylen);
+    return rc ? rc : ckpt_put(w, tag, vals, n * rf * sizeof *vals, why, whylen);
+}
+
+static int put_sparse(ckpt_writer *w, table *t, char *why, size_t whylen)
+{
+    uint64_t n = shard_export(t->sh, NULL, NULL, NULL, NULL), *keys;
+    float *vals;
+    int rc = alloc_rows(t, n, &keys, &vals, why, whylen);
+    if (rc == 0) {
         shard_export(t->sh, NULL, NULL, keys, vals);
-        rows h = {t->id, 0, n, rf};
-        rc = ckpt_put2(w, REC_SPARSE, &h, sizeof h, keys, n * sizeof *keys, why, whylen);
-        if (rc == 0)
-            rc = ckpt_put(w, REC_SPARSE, vals, n * rf * sizeof *vals, why, whylen);
+        rc = put_keyed(w, REC_SPARSE, t, n, keys, vals, why, whylen);
     }
     free(keys);
     free(vals);
     return rc;
 }
 
+/* A delta's dense rows: those written since the last checkpoint in the
+ * partitions held (REC_DENSE_AT), or every held row as a full file has them
+ * when the changed ones with their indices would take as many bytes. */
+static int put_dense_delta(ckpt_writer *w, table *t, chain *c, char *why, size_t whylen)
+{
+    size_t rf = shard_row_floats(t->sh);
+    uint64_t first, count, held = 0, n = 0, k = 0, *keys;
+    for (uint32_t p = 0; next_held_run(c, t, &p, &first, &count);) {
+        held += count;
+        n += shard_changed(t->sh, first, count, NULL, NULL);
+    }
+    if (n * (sizeof *keys + rf * sizeof(float)) >= held * rf * sizeof(float))
+        return put_dense(w, t, c, why, whylen);
+    if (!n)
+        return 0;
+    float *vals;
+    int rc = alloc_rows(t, n, &keys, &vals, why, whylen);
+    for (uint32_t p = 0; rc == 0 && next_held_run(c, t, &p, &first, &count);)
+        k += shard_changed(t->sh, first, count, keys + k, vals + k * rf);
+    if (rc == 0)
+        rc = put_keyed(w, REC_DENSE_AT, t, k, keys, vals, why, whylen);
+    free(keys);
+    free(vals);
+    return rc;
+}
+
+/* A delta's sparse rows: the keys removed since the last checkpoint (applied
+ * first: a key removed and pushed again since has its row below), then the
+ * rows written since. */
+static int put_sparse_delta(ckpt_writer *w, table *t, char *why, size_t whylen)
+{
+    const uint64_t *gone;
+    int64_t ngone = shard_removed(t->sh, &gone);
+    int rc = ngone > 0 ? ckpt_put2(w, REC_TOMB, &t->id, sizeof t->id, gone,
+                                   (uint64_t)ngone * sizeof *gone, why, whylen) : 0;
+    uint64_t n = shard_changed(t->sh, 0, 0, NULL, NULL), *keys = NULL;
+    float *vals = NULL;
+    if (rc == 0 && n && (rc = alloc_rows(t, n, &keys, &vals, why, whylen)) == 0) {
+        shard_changed(t->sh, 0, 0, keys, vals);
+        rc = put_keyed(w, REC_SPARSE, t, n, keys, vals, why, whylen);
+    }
+    free(keys);
+    free(vals);
+    return rc;
+}
+
+static int put_rows(ckpt_writer *w, table *t, chain *c, int delta, char *why, size_t whylen)
+{
+    if (delta)
+        return t->dense ? put_dense_delta(w, t, c, why, whylen) : put_sparse_delta(w, t, why, whylen);
+    return t->dense ? put_dense(w, t, c, why, whylen) : put_sparse(w, t, why, whylen);
+}
+
 int persist_snapshot(const char *dir, uint64_t job, uint64_t seq, uint32_t node, table_set *ts,
-                     chain *c, consist *cons, ckpt_writer **out, char *why, size_t whylen)
+                     chain *c, consist *cons, const persist_delta *delta, ckpt_writer **out,
+                     char *why, size_t whylen)
 {
     char name[128];
     file_name(name, sizeof name, job, seq, node);
     ckpt_writer *w;
     *out = NULL;
     size_t hint = 1 << 20; /* every row of every table: at most that much */
-    for (size_t i = 0; i < tables_count(ts); i++) {
+    for (size_t i = 0; !delta && i < tables_count(ts); i++) {
         table *t = tables_at(ts, i);
         hint += (size_t)shard_size(t->sh) * (shard_row_floats(t->sh) * sizeof(float) + 8);
     }
@@ -99,11 +180,14 @@ int persist_snapshot(const char *dir, uint64_t job, uint64_t seq, uint32_t node,
         return rc;
     hdr h = {job, seq, node, chain_nparts(c)};
     rc = ckpt_put(w, REC_HEADER, &h, sizeof h, why, whylen);
+    ckptrec_delta d = {delta ? delta->base : 0, delta ? delta->prev : 0};
+    if (rc == 0 && delta)
+        rc = ckpt_put(w, REC_DELTA, &d, sizeof d, why, whylen);
     for (size_t i = 0; rc == 0 && i < tables_count(ts); i++) {
         table *t = tables_at(ts, i);
         rc = ckpt_put2(w, REC_TABLE, &t->id, sizeof t->id, t->opts, t->opts_len, why, whylen);
         if (rc == 0)
-            rc = t->dense ? put_dense(w, t, c, why, whylen) : put_sparse(w, t, why, whylen);
+            rc = put_rows(w, t, c, delta != NULL, why, whylen);
         int64_t closed = consist_bsp_closed(cons, t);
         if (rc == 0 && closed < 0) {
             snprintf(why, whylen, "table '%s': its partitions here are at different bsp clocks "
@@ -140,185 +224,6 @@ int persist_snapshot(const char *dir, uint64_t job, uint64_t seq, uint32_t node,
     }
     ckpt_abort(&w);
     return rc;
-}
-
-/* ---- reading ---------------------------------------------------------------- */
-
-typedef struct load_ctx {
-    uint64_t job, seq;
-    uint32_t node, nparts;
-    table_set *ts;
-    chain *c;
-    consist *cons;
-    persist_clocks *clocks;
-    int have_hdr;
-    rows pending;      /* a sparse rows record waits for its values */
-    uint64_t *keys;
-    char *why;
-    size_t whylen;
-    uint64_t nrows;
-} load_ctx;
-
-static int on_record(void *ctx, uint32_t tag, const void *data, uint64_t len)
-{
-    load_ctx *l = ctx;
-    char *why = l->why;
-    size_t whylen = l->whylen;
-    if (tag == REC_HEADER) {
-        const hdr *h = data;
-        if (len != sizeof *h || h->job != l->job || h->seq != l->seq || h->node != l->node) {
-            snprintf(why, whylen, "header names another job, checkpoint or node");
-            return -PSKV_EPROTO;
-        }
-        l->have_hdr = 1;
-        return 0;
-    }
-    if (!l->have_hdr) {
-        snprintf(why, whylen, "no header record");
-        return -PSKV_EPROTO;
-    }
-    if (tag == REC_TABLE) {
-        if (len < 8) {
-            snprintf(why, whylen, "short table record");
-            return -PSKV_EPROTO;
-        }
-        uint64_t id;
-        memcpy(&id, data, 8);
-        Pskv__TableOptions *o =
-            pskv__table_options__unpack(NULL, len - 8, (const uint8_t *)data + 8);
-        if (!o) {
-            snprintf(why, whylen, "table options do not decode");
-            return -PSKV_EPROTO;
-        }
-        int rc = tables_open(l->ts, id, o, 0, UINT64_MAX, why, whylen);
-        pskv__table_options__free_unpacked(o, NULL);
-        return rc;
-    }
-    if (tag == REC_DENSE || tag == REC_SPARSE) {
-        if (tag == REC_SPARSE && l->keys) { /* the values of the pending keys */
-            table *t = tables_find(l->ts, l->pending.table_id);
-            if (!t || len != l->pending.n * l->pending.rowfloats * sizeof(float)) {
-                snprintf(why, whylen, "sparse values do not match their keys");
-                return -PSKV_EPROTO;
-            }
-            int rc = shard_import(t->sh, l->keys, 0, l->pending.n, data);
-            l->nrows += l->pending.n;
-            free(l->keys);
-            l->keys = NULL;
-            return rc;
-        }
-        rows h;
-        if (len < sizeof h) {
-            snprintf(why, whylen, "short rows record");
-            return -PSKV_EPROTO;
-        }
-        memcpy(&h, data, sizeof h);
-        table *t = tables_find(l->ts, h.table_id);
-        if (!t || h.rowfloats != shard_row_floats(t->sh) || t->dense != (tag == REC_DENSE)) {
-            snprintf(why, whylen, "rows of an unknown table or of another row width");
-            return -PSKV_EPROTO;
-        }
-        const uint8_t *body = (const uint8_t *)data + sizeof h;
-        uint64_t blen = len - sizeof h;
-        if (tag == REC_DENSE) {
-            if (h.first > t->size || h.n > t->size - h.first ||
-                blen != h.n * h.rowfloats * sizeof(float)) {
-                snprintf(why, whylen, "dense rows outside table '%s'", t->name);
-                return -PSKV_EPROTO;
-            }
-            l->nrows += h.n;
-            return shard_import(t->sh, NULL, h.first, h.n, (const float *)(const void *)body);
-        }
-        if (blen != h.n * sizeof(uint64_t)) {
-            snprintf(why, whylen, "sparse keys of the wrong size");
-            return -PSKV_EPROTO;
-        }
-        l->keys = malloc((h.n ? h.n : 1) * sizeof *l->keys);
-        if (!l->keys)
-            return -PSKV_ENOMEM;
-        memcpy(l->keys, body, h.n * sizeof *l->keys);
-        l->pending = h;
-        return 0;
-    }
-    if (tag == REC_DEDUPE) {
-        uint64_t p;
-        if (len < 8)
-            return -PSKV_EPROTO;
-        memcpy(&p, data, 8);
-        if (p >= l->nparts)
-            return 0; /* another partitioning: nothing to restore */
-        return chain_dedupe_import(l->c, l->nparts, (uint32_t)p, (const uint8_t *)data + 8,
-                                   len - 8) < 0 ? -PSKV_EPROTO : 0;
-    }
-    if (tag == REC_CLOCKS) {
-        l->clocks->nranks = (int)(len / sizeof(int64_t));
-        l->clocks->vc = malloc(len ? len : 1);
-        if (!l->clocks->vc)
-            return -PSKV_ENOMEM;
-        memcpy(l->clocks->vc, data, len);
-        return 0;
-    }
-    if (tag == REC_BSP && len == 16) {
-        const int64_t *b = data;
-        table *t = tables_find(l->ts, (uint64_t)b[0]);
-        if (t)
-            consist_restore_bsp(l->cons, t, b[1]);
-        return 0;
-    }
-    return 0; /* a record of a later version: skipped */
-}
-
-int persist_load(const char *dir, uint64_t job, uint64_t seq, uint32_t old, uint32_t nparts,
-                 table_set *ts, chain *c, consist *cons, persist_clocks *clocks, char *why,
-                 size_t whylen)
-{
-    char name[128], path[4200], inner[300] = "";
-    file_name(name, sizeof name, job, seq, old);
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    memset(clocks, 0, sizeof *clocks);
-    load_ctx l = {job, seq, old, nparts, ts, c, cons, clocks, 0, {0, 0, 0, 0}, NULL,
-                  inner, sizeof inner, 0};
-    int64_t t0 = tu_now_ms();
-    int rc = ckpt_read(path, on_record, &l, why, whylen);
-    free(l.keys);
-    if (rc < 0 && inner[0])
-        snprintf(why, whylen, "%s: %s", path, inner);
-    if (rc == 0)
-        LOG_I("loaded checkpoint %" PRIu64 " from %s: %zu tables, %" PRIu64 " rows in %lld ms",
-              seq, path, tables_count(ts), l.nrows, (long long)(tu_now_ms() - t0));
-    return rc;
-}
-
-size_t persist_scan(const char *dir, char ***out)
-{
-    *out = NULL;
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0;
-    size_t n = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        uint64_t job, seq;
-        unsigned node;
-        if (!ckptrec_parse_name(e->d_name, &job, &seq, &node))
-            continue;
-        char path[4200], why[600];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        int rc = ckpt_read(path, NULL, NULL, why, sizeof why);
-        if (rc < 0) {
-            LOG_W("checkpoint file refused: %s", why);
-            continue;
-        }
-        char **g = realloc(*out, (n + 1) * sizeof *g);
-        if (!g)
-            break;
-        *out = g;
-        if (asprintf(&g[n], "%" PRIu64 ":%" PRIu64 ":%u", job, seq, node) < 0)
-            break;
-        n++;
-    }
-    closedir(d);
-    return n;
 }
 
 int persist_prune(const char *dir, uint64_t below, char *why, size_t whylen)

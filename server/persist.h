@@ -3,7 +3,11 @@
  * written with ckpt.h (temp file, fsync, rename, CRC-32): every table's options,
  * the rows of the partitions this server holds (values and optimizer state), the
  * dedupe record of each of those partitions, the vector clock and each bsp
- * table's closed clocks. A resumed server loads the file its old self wrote.
+ * table's closed clocks. A delta file (--full-every on the scheduler) holds only
+ * the rows changed since the node's previous file, and the keys of the rows
+ * removed since; its chain starts at a full file. A resumed server loads its
+ * partitions from the files of the old nodes the scheduler names (one, or several
+ * when resharded), each with the files a delta builds on.
  *
  * OWNS nothing lasting: the record layout and the file names. It reads (snapshot)
  * or fills (load) the state the tables, the chain and the consistency engine own.
@@ -26,17 +30,30 @@
 
 #include "ckpt.h"
 
+/* A delta checkpoint: what it builds on. */
+typedef struct persist_delta {
+    uint64_t base; /* the full checkpoint the chain starts at */
+    uint64_t prev; /* this node's previous file, the one this delta is over */
+} persist_delta;
+
 /* Snapshots checkpoint `seq` of job `job` for node `node` into memory (a held
  * ckpt writer, *out): a copy of the state at this instant, so serving may go on
  * while the caller writes it with ckpt_commit, on another thread if it likes.
- * Returns 0, or a negated error with the reason (naming the file) in why and
- * *out NULL. */
+ * delta NULL: a full file; else only the rows changed since the previous
+ * snapshot (shard_changed, with tombstones), which the caller vouches is the
+ * file delta->prev of this node with the same partitions held; tables, dedupe
+ * records and clocks are whole in both. The caller resets the changes
+ * (shard_changes_reset) once it took the snapshot. Returns 0, or a negated
+ * error with the reason (naming the file) in why and *out NULL. */
 int persist_snapshot(const char *dir, uint64_t job, uint64_t seq, uint32_t node, table_set *ts,
-                     chain *c, consist *cons, ckpt_writer **out, char *why, size_t whylen);
+                     chain *c, consist *cons, const persist_delta *delta, ckpt_writer **out,
+                     char *why, size_t whylen);
 
-/* Checks every checkpoint file in dir (whole-file checksum) and returns the valid
- * ones as "JOB:SEQ:NODE" strings in *out (caller frees each and the array);
- * a corrupt or partial file is logged, naming it, and left out. */
+/* Checks every checkpoint file in dir (whole-file checksum) and returns the ones
+ * that can be loaded as "JOB:SEQ:NODE" strings in *out (caller frees each and
+ * the array): valid, and for a delta every file it builds on too. A corrupt or
+ * partial file is logged, naming it, and left out, and so is a delta over a
+ * file missing or left out (naming both). */
 size_t persist_scan(const char *dir, char ***out);
 
 /* Retention: deletes every finished checkpoint file in dir numbered below
@@ -53,10 +70,13 @@ typedef struct persist_clocks {
 
 /* Loads checkpoint (job, seq) written by node `old` into the tables (created with
  * their saved options), the chain's dedupe records (nparts of the view) and
- * *clocks (caller frees clocks->vc); bsp closed clocks go to cons. Returns 0 or
- * a negated error with why naming the file. */
+ * *clocks (caller frees clocks->vc); bsp closed clocks go to cons. parts (nparts
+ * flags, or NULL for every partition): only the rows, tombstones and dedupe
+ * records of the partitions flagged are taken (a resharded resume loads from
+ * several files). A delta's whole chain is verified first, then applied from its
+ * full file on. Returns 0 or a negated error with why naming the file. */
 int persist_load(const char *dir, uint64_t job, uint64_t seq, uint32_t old, uint32_t nparts,
-                 table_set *ts, chain *c, consist *cons, persist_clocks *clocks, char *why,
-                 size_t whylen);
+                 const uint8_t *parts, table_set *ts, chain *c, consist *cons,
+                 persist_clocks *clocks, char *why, size_t whylen);
 
 #endif

@@ -61,6 +61,7 @@ static struct {
     int nparked;
     int lease_lapsed;       /* logged once per lapse */
     secure sec;             /* keys, CURVE, ZAP (secure.h) */
+    uint64_t whole;         /* the latest view epoch whose placement is whole here */
 } S;
 
 #define MAX_PARKED 1024
@@ -504,10 +505,13 @@ static int handle_scheduler(void)
             secure_allow_view(&S.sec, S.mb.view);
             replay_parked();
         } else if (msg.meta->type == PSKV__MSG_TYPE__CHECKPOINT) {
-            checkpoint_write(msg.meta->seq);
+            checkpoint_write(msg.meta->seq, msg.meta->has_delta && msg.meta->delta);
         } else if (msg.meta->type == PSKV__MSG_TYPE__CHECKPOINT_PRUNE && msg.meta->has_seq) {
             checkpoint_prune(msg.meta->seq);
         } else if (msg.meta->type == PSKV__MSG_TYPE__STOP) {
+            if (msg.meta->drained)
+                LOG_I("drained (pskvctl drain): the other servers hold whole copies of every "
+                      "partition this server held; leaving the job (exit 0)");
             Pskv__Meta m;
             member_meta(&S.mb, &m, PSKV__MSG_TYPE__STOP_ACK);
             member_send(&S.mb, &m);
@@ -668,6 +672,8 @@ static int run(const char *sched)
         checkpoint_pass();
         consist_stats st = consist_get_stats(S.cons);
         lease_set_stats(st.dropped_late, st.pushes, st.pulls);
+        if (S.mb.view && S.whole != S.mb.epoch && !chain_filling(S.chain))
+            lease_set_whole(S.whole = S.mb.epoch); /* a drain waits for it (lease.h) */
         smet_tick(S.tables, &st);
         sweep_pass(S.tables, S.cons);
     }

@@ -120,7 +120,8 @@ shard *shard_new(int dense, uint64_t first, uint64_t count, uint64_t begin, uint
         s->buf = buf_new(n);
         s->w = s->buf ? s->buf->v : NULL;
         s->state = s->nstate ? calloc(n ? n * (size_t)s->nstate : 1, sizeof(float)) : NULL;
-        if (!s->w || (s->nstate && !s->state)) {
+        s->dirty = calloc(count / 64 + 1, sizeof *s->dirty);
+        if (!s->w || (s->nstate && !s->state) || !s->dirty) {
             shard_destroy(&s);
             return NULL;
         }
@@ -143,6 +144,8 @@ void shard_destroy(shard **s_p)
     free(s->slots);
     free(s->rows);
     free(s->row_key);
+    free(s->dirty);
+    free(s->gone);
     cms_destroy(&s->sketch);
     free(s);
     *s_p = NULL;
@@ -211,6 +214,7 @@ void shard_foreach(const shard *s, void (*fn)(void *ctx, uint64_t key, const flo
 
 void shard_clear(shard *s)
 {
+    s->gone_lost = 1; /* an accumulator's: never checkpointed, but say so */
     if (s->dense) {
         size_t n = (size_t)s->count * s->width;
         if (own_dense(s, 0, n, NULL) < 0) /* lent: a fresh buffer, nothing to copy */
@@ -295,6 +299,7 @@ static float *sparse_row(shard *s, uint64_t key)
         float *row = s->rows + (size_t)s->slots[i] * rf;
         if (s->evict_after)
             shard_set_stamp(row, rf, (uint32_t)s->tag);
+        shard_mark(s, s->slots[i]);
         return row;
     }
     if (s->used == s->rows_cap && shard_rows_resize(s, s->rows_cap ? s->rows_cap * 2 : 1024) < 0)
@@ -308,6 +313,7 @@ static float *sparse_row(shard *s, uint64_t key)
         shard_set_stamp(row, rf, (uint32_t)s->tag);
     }
     s->keys[i] = key;
+    shard_mark(s, s->used);
     s->slots[i] = (uint32_t)s->used++;
     return row;
 }
@@ -375,6 +381,7 @@ static int push_run(shard *s, uint64_t first, uint64_t n, const float *g, uint64
     dense_buf *old;
     if (own_dense(s, off, len, &old) < 0)
         return -PSKV_ENOMEM;
+    shard_mark_run(s, (size_t)(first - s->first), (size_t)n);
     if (!old && !s->checked) {
         upd_apply_planes(&s->upd, s->w + off, st, plane, g, len, wd);
         return 0;
@@ -461,6 +468,7 @@ int shard_push(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, const
         size_t plane = (size_t)s->count * wd;
         for (uint64_t i = 0; i < n; i++) {
             size_t off = (size_t)(keys[i] - s->first) * wd;
+            shard_mark(s, (size_t)(keys[i] - s->first));
             apply_block(s, s->w + off, s->state ? s->state + off : NULL, plane, g + i * wd, 1,
                        &bad);
         }
@@ -491,7 +499,8 @@ int shard_assign(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, con
         return -PSKV_ENOMEM;
     for (uint64_t i = 0; i < n; i++) {
         if (s->dense) {
-            size_t off = (size_t)((keys ? keys[i] : first + i) - s->first) * wd;
+            size_t r = (size_t)((keys ? keys[i] : first + i) - s->first), off = r * wd;
+            shard_mark(s, r);
             memcpy(s->w + off, v + i * wd, row);
             for (int k = 0; k < s->nstate; k++)
                 memset(s->state + k * plane + off, 0, row);
@@ -618,7 +627,9 @@ int shard_import(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, con
     for (uint64_t i = 0; i < n; i++) {
         const float *src = rows + i * rf;
         if (s->dense) {
-            dense_row_in(s, (keys ? keys[i] : first + i) - s->first, src);
+            uint64_t r = (keys ? keys[i] : first + i) - s->first;
+            shard_mark(s, (size_t)r);
+            dense_row_in(s, r, src);
         } else {
             float *row = sparse_row(s, keys[i]);
             if (!row)
@@ -627,6 +638,29 @@ int shard_import(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, con
         }
     }
     return 0;
+}
+
+int64_t shard_retain(shard *s, int (*keep)(void *ctx, uint64_t key), void *ctx)
+{
+    if (s->dense)
+        return 0;
+    uint64_t n = shard_export(s, keep, ctx, NULL, NULL), had = s->used;
+    if (n == had)
+        return 0;
+    size_t rf = row_floats(s);
+    uint64_t *keys = malloc((n ? n : 1) * sizeof *keys);
+    float *rows = malloc((n ? n : 1) * rf * sizeof *rows);
+    if (!keys || !rows) {
+        free(keys);
+        free(rows);
+        return -PSKV_ENOMEM;
+    }
+    shard_export(s, keep, ctx, keys, rows);
+    shard_clear(s);
+    int rc = shard_import(s, keys, 0, n, rows); /* fits: the memory is kept */
+    free(keys);
+    free(rows);
+    return rc < 0 ? rc : (int64_t)(had - n);
 }
 
 void shard_export_run(const shard *s, uint64_t first, uint64_t n, float *rows)

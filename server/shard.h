@@ -111,6 +111,28 @@ int shard_has_row(const shard *s, uint64_t key);
  * Returns the rows removed. No-op without eviction. */
 uint64_t shard_sweep(shard *s, int64_t now, size_t budget);
 
+/* Removes the rows of n keys (absent ones are skipped): applying a delta
+ * checkpoint's tombstones. Returns 0, or -PSKV_EINVAL on a shard without
+ * eviction (only eviction removes rows). */
+int shard_remove(shard *s, const uint64_t *keys, uint64_t n);
+
+/* ---- changes since the last checkpoint (shard_dirty.c) --------------------
+ * Every write marks its row (one bit); eviction keeps the removed keys. */
+
+/* Copies the rows written since the last shard_changes_reset into keys[]/rows[]
+ * (rows as shard_export's) and returns how many; with keys and rows NULL only
+ * counts. Dense: the rows among indices [first, first + n), in order; sparse:
+ * every changed row (first and n ignored). */
+uint64_t shard_changed(const shard *s, uint64_t first, uint64_t n, uint64_t *keys, float *rows);
+
+/* Sparse: the keys of the rows removed since the last reset (*keys borrowed
+ * until the next change) and their count; -1 when more were removed than the
+ * shard keeps (the changes since are then not all known). */
+int64_t shard_removed(const shard *s, const uint64_t **keys);
+
+/* Forgets the changes: the next delta starts from now. */
+void shard_changes_reset(shard *s);
+
 typedef struct shard_mem {
     uint64_t rows;         /* rows held (dense: the indices) */
     uint64_t admitted;     /* rows created on admission (on a replica: for its head) */
@@ -163,6 +185,11 @@ size_t shard_row_floats(const shard *s);
  * and rows NULL only counts. Sparse rows never pushed are not stored. */
 uint64_t shard_export(const shard *s, int (*keep)(void *ctx, uint64_t key), void *ctx,
                       uint64_t *keys, float *rows);
+
+/* Sparse: removes every row whose key `keep` rejects (a partition that left this
+ * server), keeping the others as they are (values, state, stamps). Returns the
+ * rows removed, or -PSKV_ENOMEM with the shard unchanged. Dense: no-op (0). */
+int64_t shard_retain(shard *s, int (*keep)(void *ctx, uint64_t key), void *ctx);
 
 /* Dense: copies rows [first, first + n) (values, then state) into rows. */
 void shard_export_run(const shard *s, uint64_t first, uint64_t n, float *rows);

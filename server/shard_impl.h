@@ -51,7 +51,25 @@ struct shard {
     uint64_t *row_key;    /* evict_after: the key of each row (a freed row takes the last) */
     uint64_t admitted, not_admitted, evicted;
     size_t sweep_at;      /* the map slot the sweep looks at next */
+    /* changes since the last checkpoint (shard_dirty.c) */
+    uint64_t *dirty;      /* a bit per row written since: dense by index from first,
+                             sparse by row number (a moved row takes its bit along) */
+    uint64_t *gone;       /* sparse: keys of the rows removed since (tombstones) */
+    size_t ngone, gone_cap;
+    int gone_lost;        /* more removals than gone may hold: the next one is full */
 };
+
+/* Row r (dense index from first, sparse row number) was written. */
+static inline void shard_mark(shard *s, size_t r)
+{
+    s->dirty[r >> 6] |= 1ULL << (r & 63);
+}
+
+/* Dense rows [r, r + n) were written. shard_dirty.c. */
+void shard_mark_run(shard *s, size_t r, size_t n);
+
+/* Sparse: the row of key was removed (a tombstone for the next delta). shard_dirty.c. */
+void shard_note_gone(shard *s, uint64_t key);
 
 /* With evict_after, a sparse row ends with one more float: the bits of the
  * uint32 clock of its last push (its stamp), so that copies (FILL) and

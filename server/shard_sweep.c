@@ -19,7 +19,9 @@ int shard_admission(shard *s, uint32_t admit_after, uint32_t evict_after)
     s->admit_after = admit_after;
     s->evict_after = evict_after; /* rows one float longer: drop any of the old size */
     free(s->rows);
+    free(s->dirty);
     s->rows = NULL;
+    s->dirty = NULL;
     s->rows_cap = 0;
     return 0;
 }
@@ -50,6 +52,14 @@ int shard_rows_resize(shard *s, size_t ncap)
             return ncap > s->rows_cap ? -PSKV_ENOMEM : 0;
         s->row_key = nk;
     }
+    /* last: when it fails, the bits still cover rows_cap (rows >= used have none set) */
+    size_t ow = s->dirty ? s->rows_cap / 64 + 1 : 0, nw = ncap / 64 + 1;
+    uint64_t *nd = realloc(s->dirty, nw * sizeof *nd);
+    if (!nd)
+        return ncap > s->rows_cap ? -PSKV_ENOMEM : 0;
+    if (nw > ow)
+        memset(nd + ow, 0, (nw - ow) * sizeof *nd);
+    s->dirty = nd;
     s->rows_cap = ncap;
     return 0;
 }
@@ -71,13 +81,30 @@ static void remove_slot(shard *s, size_t i)
         i = j;
     }
     s->slots[i] = EMPTY;
+    shard_note_gone(s, s->row_key[r]);
     uint32_t last = (uint32_t)(s->used - 1);
+    s->dirty[r >> 6] &= ~(1ULL << (r & 63));
     if (r != last) {
         memcpy(s->rows + (size_t)r * rf, s->rows + (size_t)last * rf, rf * sizeof(float));
         s->row_key[r] = s->row_key[last];
         s->slots[shard_probe(s, s->row_key[r])] = r;
+        if ((s->dirty[last >> 6] >> (last & 63)) & 1) /* its change moves along */
+            shard_mark(s, r);
+        s->dirty[last >> 6] &= ~(1ULL << (last & 63));
     }
     s->used--;
+}
+
+int shard_remove(shard *s, const uint64_t *keys, uint64_t n)
+{
+    if (s->dense || !s->evict_after)
+        return -PSKV_EINVAL; /* only eviction removes rows: no row_key to move them by */
+    for (uint64_t k = 0; k < n && s->cap; k++) {
+        size_t i = shard_probe(s, keys[k]);
+        if (s->slots[i] != EMPTY)
+            remove_slot(s, i);
+    }
+    return 0;
 }
 
 /* After a full pass: smaller arrays when they are less than a quarter full. */

@@ -2,8 +2,8 @@
 # Fault tests: real daemons on loopback, killed and paused mid-run. Each scenario
 # runs --trials times (make test: 3, make test-faults: 20) on the optimised build
 # (build/bin, or $PSKV_BIN_DIR); each trial has a hard time-out. Prints one line
-# per trial, the failover times measured, and last "N passed, N failed" on its
-# own line.
+# per trial, the failover times measured, the drain times (pskvctl drain), and
+# last "N passed, N failed" on its own line.
 #
 #   test/faults.sh [--trials N] [--only NAME]...
 #
@@ -38,6 +38,7 @@ WORK=$(mktemp -d /tmp/pskv-faults-XXXXXX)
 passed=0
 failed=0
 FAILOVERS=()
+DRAINS=()
 
 cleanup() {
   pkill -KILL -f "$WORK/" 2>/dev/null
@@ -275,12 +276,13 @@ f_kill_worker() {
 # state and worker progress equal the checkpoint's. Then checkpoint 2 is
 # damaged (one flipped bit in one server's file, or a file cut short as by a
 # kill mid-write): it is refused, naming the file, and checkpoint 1 is used.
-ck_run() { # ck_run DIR PHASE [SCHEDULER FLAGS...]: starts the job, pids in DIR/pids
-  local d=$1 phase=$2 port i; shift 2
+ck_run() { # ck_run DIR PHASE [SCHEDULER FLAGS...]: starts the job (CK_SERVERS servers,
+  # default 2, server i on --data-dir DIR/s$i), pids in DIR/pids, the workers' last
+  local d=$1 phase=$2 port i ns=${CK_SERVERS:-2}; shift 2
   port=$((20000 + RANDOM % 9000))
-  "$BIN/pskv-scheduler" --port "$port" --servers 2 --workers 2 --data-dir "$d/sched" "$@" \
+  "$BIN/pskv-scheduler" --port "$port" --servers "$ns" --workers 2 --data-dir "$d/sched" "$@" \
     > "$d/sched-$phase.log" 2>&1 & echo $! > "$d/pids"
-  for i in 0 1; do
+  for i in $(seq 0 $((ns - 1))); do
     "$BIN/pskv-server" --scheduler "127.0.0.1:$port" --data-dir "$d/s$i" > "$d/s$i-$phase.log" 2>&1 &
     echo $! >> "$d/pids"
   done
@@ -346,6 +348,129 @@ f_checkpoint_resume() {
   grep -q "checkpoint file refused: .*$(basename "$f").*truncated" "$d/s0-truncated.log" ||
     fail "the partial file was not refused by name: $(grep refused "$d/s0-truncated.log")"
   echo "checkpoint 2 resumed exactly; a flipped bit and a partial file fell back to checkpoint 1"
+}
+
+# ck_fresh3 DIR R: a 3-server resume-check job (R replicas, server i on DIR/s$i)
+# killed after its last step; its last checkpoint's digest in C2, the next step's in AFTER.
+ck_fresh3() {
+  local d=$1 r=$2
+  CK_SERVERS=3 ck_run "$d" fresh --replicas "$r"
+  ck_wait_line "$d/w0-fresh.log" 'after step 10 digest'
+  kill -KILL $(cat "$d/pids"); sleep 0.2
+  C2=$(sed -n 's/.*checkpoint [0-9]* at step 10 digest \([0-9a-f]*\).*/\1/p' "$d/w0-fresh.log")
+  AFTER=$(sed -n 's/.*after step 10 digest \([0-9a-f]*\).*/\1/p' "$d/w0-fresh.log")
+  [ -n "$C2" ] && [ -n "$AFTER" ] || fail "$d: the fresh run printed no digests"
+}
+
+# ck_reshard DIR R N: DIR's checkpoint resumed on N servers: the values and the next
+# step equal the original run's (C2, AFTER), the scheduler resharded, every server
+# holds partitions and exits cleanly, and the servers hold R x 2000 sparse rows
+# (resume-check's keys, each once per chain member).
+ck_reshard() {
+  local e=$1 r=$2 n=$3 i held rows=0 what="$1 (R=$2) on $3 servers"
+  CK_SERVERS=$n ck_run "$e" "on$n" --resume --replicas "$r"
+  for i in $(tail -n 2 "$e/pids"); do
+    wait_pid_ok "$i" || fail "$what: a worker failed: $(grep -h 'FAILED\|ERROR' "$e"/*-on$n.log | head -n 3)"
+  done
+  grep -q "resumed digest $C2" "$e/w0-on$n.log" ||
+    fail "$what: values differ from the checkpoint's: $(grep digest "$e/w0-on$n.log") (want $C2)"
+  grep -q "rank 1 resumed at step 10 " "$e/w1-on$n.log" || fail "$what: rank 1 did not resume at step 10"
+  grep -q "after step 10 digest $AFTER" "$e/w0-on$n.log" || fail "$what: the next step differs from the original run's"
+  grep -q "resumes on $n: " "$e/sched-on$n.log" || fail "$what: the scheduler did not reshard"
+  for i in $(seq 0 $((n - 1))); do
+    wait_pid_ok "$(sed -n "$((i + 2))p" "$e/pids")" || fail "$what: server $i did not exit cleanly"
+    held=$(grep -o 'holds [0-9]* of' "$e/s$i-on$n.log" | tail -n 1 | cut -d' ' -f2)
+    [ "${held:-0}" -gt 0 ] || fail "$what: server $i holds no partition"
+    rows=$((rows + $(sed -n "s/.*table 'resume.sparse': \([0-9]*\) rows.*/\1/p" "$e/s$i-on$n.log")))
+  done
+  [ "$rows" -eq $((r * 2000)) ] || fail "$what: $rows sparse rows held, not $((r * 2000))"
+  kill -KILL $(cat "$e/pids") 2>/dev/null; sleep 0.2
+}
+
+# A checkpoint of 3 servers resumed on 2 and, from a copy of the directories taken
+# before, on 4 (resharding): sharing one data directory with R = 1 and R = 2; then
+# (R = 1) each server with its own: a 4th server with an empty directory gets its
+# partitions handed over by the servers that load them, and 2 servers refuse to
+# resume, naming a partition, until the third server's files are copied in.
+f_checkpoint_reshard() {
+  local r d i
+  for r in 1 2; do
+    d=$TDIR/r$r
+    mkdir -p "$d/sched" "$d/data"
+    for i in 0 1 2 3; do ln -s data "$d/s$i"; done
+    ck_fresh3 "$d" "$r"
+    cp -a "$d" "$d-4"
+    ck_reshard "$d" "$r" 2
+    ck_reshard "$d-4" "$r" 4
+  done
+  d=$TDIR/own
+  mkdir -p "$d/sched" "$d/s0" "$d/s1" "$d/s2" "$d/s3"
+  ck_fresh3 "$d" 1
+  cp -a "$d" "$d-2"
+  ck_reshard "$d" 1 4
+  grep -q 'partitions let go: [1-9]' "$d"/s*-on4.log || fail "own directories on 4 servers: nothing handed over"
+  CK_SERVERS=2 ck_run "$d-2" refused --resume
+  for i in $(seq $((300 * TS))); do kill -0 "$(head -n 1 "$d-2/pids")" 2>/dev/null || break; sleep 0.1; done
+  grep -q 'checkpoint 2 cannot be used: partition [0-9]* .*server node [0-9]* is missing' "$d-2/sched-refused.log" ||
+    fail "2 servers without the third's files: no partition named: $(grep -h 'cannot' "$d-2/sched-refused.log")"
+  grep -q 'cannot resume' "$d-2/sched-refused.log" || fail "2 servers without the third's files: the scheduler did not refuse"
+  kill -KILL $(cat "$d-2/pids") 2>/dev/null; sleep 0.2
+  cp "$d-2"/s2/*.pskv "$d-2/s0/"
+  ck_reshard "$d-2" 1 2
+  echo "3 servers' checkpoint resumed exactly on 2 and on 4 (R = 1 and 2, shared and own directories)"
+}
+
+# Incremental checkpoints across a failover (3 servers, R = 2, --full-every 100): a
+# full checkpoint and a delta; then a server is killed and the survivors take over
+# its partitions (copies), so the next checkpoint, asked as a delta, is a full file
+# on each of them, saying why; the one after is a delta again. The job's exact sums
+# hold, and a resume from the last loads its chain (full 3 + delta 4).
+f_checkpoint_delta_failover() {
+  local d=$TDIR/c port i victim
+  mkdir -p "$d/sched" "$d/data"
+  launch "$d" --servers 3 --workers 1 --scheduler-opt=--replicas=2 \
+    --scheduler-opt=--data-dir="$d/sched" --scheduler-opt=--full-every=100 \
+    --server-opt=--data-dir="$d/data" -- --app check --count-acked --rounds 1000000 \
+    --stop-file "$d/stop" --slowdown 2
+  wait_joined "$d" 1
+  port=$(sched_port "$d")
+  ckpt() { # ckpt N KIND [--delta]: pskvctl checkpoint N completes, of that kind
+    "$BIN/pskvctl" --scheduler "127.0.0.1:$port" checkpoint ${3:-} > "$d/ck.out" 2>&1 ||
+      fail "checkpoint $1: $(cat "$d/ck.out")"
+    grep -q "checkpoint $1 complete in [0-9]* ms ($2, [0-9]* bytes)" "$d/scheduler.log" ||
+      fail "checkpoint $1 is not $2: $(grep "checkpoint $1 complete" "$d/scheduler.log")"
+  }
+  ckpt 1 full
+  ckpt 2 delta --delta
+  victim=$((RANDOM % 3))
+  kill -KILL "$(cat "$d/server-$victim.pid")"
+  for i in $(seq $((100 * TS))); do grep -q 'marked dead' "$d/scheduler.log" && break; sleep 0.1; done
+  sleep $((2 * TS)) # the copies to the survivors
+  ckpt 3 full --delta
+  for i in 0 1 2; do
+    [ "$i" = "$victim" ] && continue
+    grep -q 'checkpoint 3: writing a full one, not a delta: the partitions it holds changed since checkpoint 2' \
+      "$d/server-$i.log" || fail "server $i: $(grep 'checkpoint 3' "$d/server-$i.log")"
+  done
+  ckpt 4 delta --delta
+  touch "$d/stop"
+  wait "$(cat "$d/launch.pid")"
+  grep -q 'final values equal the acknowledged pushes: yes' "$d/worker-0.log" ||
+    fail "the check failed: $(grep check "$d/worker-0.log" | tail -n 2)"
+  port=$((20000 + RANDOM % 9000))
+  "$BIN/pskv-scheduler" --port "$port" --servers 2 --workers 1 --data-dir "$d/sched" --resume \
+    > "$d/sched-r.log" 2>&1 & echo $! > "$d/pids"
+  for i in 0 1; do
+    "$BIN/pskv-server" --scheduler "127.0.0.1:$port" --data-dir "$d/data" > "$d/s$i-r.log" 2>&1 &
+    echo $! >> "$d/pids"
+  done
+  "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --app check --rounds 1 > "$d/w-r.log" 2>&1 &
+  echo $! >> "$d/pids"
+  ck_wait_line "$d/sched-r.log" 'resuming job [0-9]* from checkpoint 4 '
+  ck_wait_line "$d/s0-r.log" 'loaded checkpoint 4 from .* (a delta: the full checkpoint 3 and 1 deltas)'
+  ck_wait_line "$d/s1-r.log" 'loaded checkpoint 4 from .* (a delta: the full checkpoint 3 and 1 deltas)'
+  kill -KILL $(cat "$d/pids") 2>/dev/null
+  return 0
 }
 
 # Kill -9 a worker under bsp and start it again with its rank: it keeps the
@@ -679,6 +804,7 @@ run_trial() {
   fi
   local f; f=$(sed -n 's/^failover_ms=//p' "$dir/test.out")
   [ -n "$f" ] && FAILOVERS+=("$f")
+  local g; for g in $(sed -n 's/^drain_ms=//p' "$dir/test.out"); do DRAINS+=("$g"); done
   if [ $rc -eq 0 ]; then
     passed=$((passed + 1)); echo "PASS $name #$trial${f:+ (failover $f ms)}"
   else
@@ -796,8 +922,222 @@ eval_fault() {
 f_eval_kill() { eval_fault KILL; }
 f_eval_pause() { eval_fault STOP; }
 
+# shellcheck source=../scripts/free-port.sh
+. "$top/scripts/free-port.sh"
+
+# The drain scenarios run with a death time-out of 2 s (5 s where a server is paused
+# on purpose): they kill nobody, and a worker starved past 500 ms on a loaded machine
+# would be declared dead and fail a bsp check for reasons of its own.
+
+# pskvctl drain NODE of DIR; its output in DIR/drain.out, its status returned.
+drain_node() {
+  "$BIN/pskvctl" --scheduler "127.0.0.1:$(sched_port "$1")" drain "$2" --drain-timeout 60 \
+    > "$1/drain.out" 2>&1
+}
+
+# server_id DIR NAME: the node id of DIR's server NAME (server-I), from status.
+server_id() {
+  status_json "$1" | grep -o "\"id\":[0-9]*,\"role\":\"server\",[^{]*\"pid\":$(cat "$1/$2.pid")," |
+    sed 's/^"id":\([0-9]*\),.*/\1/'
+}
+
+# drained_ok DIR NAME ID [UNTIMED]: pskvctl drained server NAME (node ID), which logged
+# why and exited 0 on its own; status shows it left and not dead. Prints the drain's
+# time (drain_ms) unless UNTIMED (a drain held up on purpose).
+drained_ok() {
+  local d=$1 pid i js
+  pid=$(cat "$d/$2.pid")
+  grep -q "^drained node $3: [0-9]* partitions handed over" "$d/drain.out" ||
+    fail "pskvctl drain $3: $(cat "$d/drain.out")"
+  for i in $(seq $((100 * TS))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$pid" 2>/dev/null && fail "the drained $2 did not exit"
+  grep -q 'drained (pskvctl drain)' "$d/$2.log" || fail "$2 did not log its drain"
+  for i in $(seq 50); do grep -q "$2 (pid $pid) exited" "$d/launch.out" && break; sleep 0.1; done
+  grep -q "$2 (pid $pid) exited with status 0" "$d/launch.out" ||
+    fail "the drained $2: $(grep "$2 (pid" "$d/launch.out")"
+  js=$(status_json "$d") || fail "no status"
+  grep -q "\"id\":$3,[^}]*\"state\":\"left\",\"alive\":false" <<< "$js" ||
+    fail "status does not show node $3 left: $js"
+  grep -q "(server rank .*marked dead" "$d/scheduler.log" && fail "a server was declared dead during the drain"
+  [ -n "${4:-}" ] || drain_ms "$d" "$3"
+  return 0
+}
+
+# drain_ms DIR ID: prints drain_ms=N, the scheduler's time from accepting the drain of
+# node ID to letting it go (its log's time stamps).
+drain_ms() {
+  local t0 t1
+  t0=$(stamp_ms "$(grep "draining server node $2 " "$1/scheduler.log" | tail -n 1)")
+  t1=$(stamp_ms "$(grep "server node $2 drained:" "$1/scheduler.log" | tail -n 1)")
+  [ -n "$t0" ] && [ -n "$t1" ] && echo "drain_ms=$((t1 - t0))"
+  return 0
+}
+
+# Drain one of 3 servers (R = 2) while 3 workers push (--count-acked: one push per
+# partition, each counted when acknowledged): pskvctl drain hands its partitions
+# to the other two (each new chain member copied whole before it answers for
+# them) and the server exits 0; status shows it left, 2 servers live, the scheduler's
+# metrics count a drain and no failover, and every key ends equal to the pushes
+# acknowledged (none lost, none applied twice). First the
+# refusals, each exit 1 with the reason: an unknown node, a worker; after the drain,
+# one that would leave fewer servers than R.
+f_drain() {
+  local d=$TDIR/c v id wid js mp m
+  mp=$(free_port)
+  # shellcheck disable=SC2086 # DRAIN_ARGS: several words
+  launch "$d" --servers 3 --workers 3 --scheduler-opt=--replicas=2 \
+    --scheduler-opt=--metrics-port=$mp --scheduler-opt=--dead-after-ms=$((2000 * TS)) -- --app check \
+    --count-acked --rounds 1000000 --stop-file "$d/stop" ${DRAIN_ARGS:-}
+  wait_joined "$d" 3
+  drain_node "$d" 999 && fail "drained node 999"
+  grep -q 'refused: node 999 is not in the job' "$d/drain.out" || fail "unclear: $(cat "$d/drain.out")"
+  wid=$(status_json "$d" | grep -o '"id":[0-9]*,"role":"worker"' | head -n 1 | sed 's/[^0-9]//g')
+  drain_node "$d" "$wid" && fail "drained worker node $wid"
+  grep -q "refused: node $wid (worker) is not a server" "$d/drain.out" || fail "unclear: $(cat "$d/drain.out")"
+  sleep 0.$((5 + RANDOM % 5))
+  v=server-$((RANDOM % 3))
+  id=$(server_id "$d" "$v")
+  [ -n "$id" ] || fail "no node id for $v"
+  drain_node "$d" "$id" || fail "pskvctl drain $id: $(cat "$d/drain.out")"
+  drained_ok "$d" "$v" "$id"
+  m=$(curl -sf "http://127.0.0.1:$mp/metrics") || fail "no scheduler metrics"
+  grep -q '^pskv_drains_total{[^}]*} 1$' <<< "$m" && grep -q '^pskv_failovers_total{[^}]*} 0$' <<< "$m" ||
+    fail "metrics: $(grep 'drains_total\|failovers_total' <<< "$m")"
+  js=$(status_json "$d")
+  [ "$(grep -o '"role":"server",[^}]*"state":"active","alive":true' <<< "$js" | wc -l)" -eq 2 ] ||
+    fail "not 2 live servers after the drain: $js"
+  id=$(grep -o '"id":[0-9]*,"role":"server",[^}]*"state":"active"' <<< "$js" | head -n 1 | sed 's/^"id":\([0-9]*\),.*/\1/')
+  drain_node "$d" "$id" && fail "drained a server below R"
+  grep -q "refused: draining server node $id would leave 1 live server, fewer than R = 2" \
+    "$d/drain.out" || fail "unclear: $(cat "$d/drain.out")"
+  sleep 1
+  touch "$d/stop"
+  wait_ok "$d"
+  echo "drain: $(head -n 2 "$d/drain.out" | tr '\n' ' ')"
+}
+
+# The same drain under bounded delay (ssp:2): the bound holds and the sums are exact.
+f_drain_ssp() { DRAIN_ARGS="--consistency ssp:2" f_drain; }
+
+# R = 1: a drained server's partitions have no other replica; it hands each to
+# its new head itself. Two of 3 servers are drained one after the other (the
+# second named by its HOST:PORT); the last one is refused (the last server), and
+# the sums stay exact.
+f_drain_r1() {
+  local d=$TDIR/c v id k a
+  launch "$d" --servers 3 --workers 3 --scheduler-opt=--dead-after-ms=$((2000 * TS)) -- \
+    --app check --count-acked --rounds 1000000 --stop-file "$d/stop"
+  wait_joined "$d" 3
+  for k in 0 1; do
+    sleep 0.$((3 + RANDOM % 5))
+    v=server-$k
+    id=$(server_id "$d" "$v")
+    # the first by node id, the second by the HOST:PORT status shows
+    a=$id
+    [ $k -eq 1 ] && a=$(status_json "$d" | grep -o "\"id\":$id,\"role\":\"server\",\"rank\":[0-9]*,\"host\":\"[^\"]*\",\"port\":[0-9]*" |
+      sed 's/.*"host":"\([^"]*\)","port":\([0-9]*\)$/\1:\2/')
+    drain_node "$d" "$a" || fail "pskvctl drain $a: $(cat "$d/drain.out")"
+    drained_ok "$d" "$v" "$id"
+  done
+  id=$(server_id "$d" server-2)
+  drain_node "$d" "$id" && fail "drained the last server"
+  grep -q "refused: server node $id is the last live server" "$d/drain.out" ||
+    fail "unclear: $(cat "$d/drain.out")"
+  sleep 0.5
+  touch "$d/stop"
+  wait_ok "$d"
+}
+
+# Elastic up and down (R = 1): a third server joins the running job while server-1
+# is paused (SIGSTOP, short of the death time-out), so the joiner cannot have its
+# copies from it yet, and is drained at once: the scheduler says not yet (copies
+# under way) and pskvctl asks again until, server-1 resumed, the joiner holds its
+# partitions whole; then it hands every partition back and exits 0, and every key
+# equals the pushes acknowledged.
+f_drain_joined() {
+  local d=$TDIR/c i id pid s1 dpid
+  launch "$d" --servers 2 --workers 2 --scheduler-opt=--dead-after-ms=$((5000 * TS)) -- \
+    --app check --count-acked --rounds 1000000 --stop-file "$d/stop"
+  wait_joined "$d" 2
+  sleep 0.3
+  s1=$(cat "$d/server-1.pid")
+  kill -STOP "$s1"
+  start_server "$d" server-2
+  pid=$(cat "$d/server-2.pid")
+  for i in $(seq $((100 * TS))); do
+    kill -0 "$(cat "$d/scheduler.pid")" 2>/dev/null || fail "the scheduler is gone: $(tail -n 2 "$d/scheduler.log")"
+    id=$(server_id "$d" server-2); [ -n "$id" ] && break; sleep 0.05
+  done
+  [ -n "$id" ] || { kill -CONT "$s1"; fail "server-2 did not join"; }
+  drain_node "$d" "$id" &
+  dpid=$!
+  sleep 1
+  kill -CONT "$s1"
+  wait "$dpid" || fail "pskvctl drain $id: $(cat "$d/drain.out")"
+  grep -q "refused DRAIN .*copies under way" "$d/scheduler.log" ||
+    fail "the drain did not wait for the join's copies"
+  grep -q "^drained node $id: [0-9]* partitions handed over" "$d/drain.out" ||
+    fail "pskvctl drain $id: $(cat "$d/drain.out")"
+  wait_exit "$pid" "the drained server-2"
+  grep -q 'drained (pskvctl drain)' "$d/server-2.log" || fail "server-2 did not log its drain"
+  sleep 0.5
+  touch "$d/stop"
+  wait_ok "$d"
+  echo "joined and drained: $(head -n 1 "$d/drain.out")"
+}
+
+# The drained server waits for the copies (R = 2, death time-out 5 s): server-2 is
+# paused (SIGSTOP) and server-0 drained; while server-2 cannot take the new view
+# status shows server-0 "draining" and it keeps running (pskvctl waits); once
+# server-2 resumes and holds its partitions whole, server-0 is let go and exits 0,
+# and every key equals the pushes acknowledged.
+f_drain_wait() {
+  local d=$TDIR/c i id s2 dpid js
+  launch "$d" --servers 3 --workers 2 --scheduler-opt=--replicas=2 \
+    --scheduler-opt=--dead-after-ms=$((5000 * TS)) -- --app check --count-acked \
+    --rounds 1000000 --stop-file "$d/stop"
+  wait_joined "$d" 2
+  sleep 0.5
+  id=$(server_id "$d" server-0)
+  s2=$(cat "$d/server-2.pid")
+  kill -STOP "$s2"
+  drain_node "$d" "$id" &
+  dpid=$!
+  for i in $(seq 50); do
+    js=$(status_json "$d") && grep -q "\"id\":$id,[^}]*\"state\":\"draining\",\"alive\":true" <<< "$js" && break
+    sleep 0.1
+  done
+  grep -q "\"id\":$id,[^}]*\"state\":\"draining\"" <<< "$js" || { kill -CONT "$s2"; fail "status does not show node $id draining: $js"; }
+  sleep 1
+  kill -0 "$(cat "$d/server-0.pid")" 2>/dev/null || { kill -CONT "$s2"; fail "server-0 left before server-2 could hold its partitions"; }
+  kill -0 "$dpid" 2>/dev/null || { kill -CONT "$s2"; fail "pskvctl drain returned early: $(cat "$d/drain.out")"; }
+  kill -CONT "$s2"
+  wait "$dpid" || fail "pskvctl drain $id: $(cat "$d/drain.out")"
+  drained_ok "$d" server-0 "$id" untimed
+  sleep 0.5
+  touch "$d/stop"
+  wait_ok "$d"
+  echo "waited: $(tail -n 1 "$d/drain.out")"
+}
+
+# Drain under bsp (R = 2): held pushes and clock closes move to the new heads, and
+# every pull at clock c still returns exactly the sums of the rounds before c.
+f_drain_bsp() {
+  local d=$TDIR/c v id
+  launch "$d" --servers 3 --workers 3 --scheduler-opt=--replicas=2 \
+    --scheduler-opt=--dead-after-ms=$((2000 * TS)) -- --app check --consistency bsp --rounds 600
+  wait_joined "$d" 3
+  sleep 1.$((RANDOM % 10))
+  v=server-$((RANDOM % 3))
+  id=$(server_id "$d" "$v")
+  drain_node "$d" "$id" || fail "pskvctl drain $id: $(cat "$d/drain.out")"
+  drained_ok "$d" "$v" "$id"
+  wait_ok "$d"
+}
+
 tests=(kill_server kill_server_ssp kill_server_bsp chain_r3 chain_r3_bsp pause_server pause_server_nocopy kill_worker worker_rejoin worker_restart_acked worker_restart_ssp retry_paused lease_lapse dead_connections pause_scheduler lost_partition
-       checkpoint_resume join join_ssp join_ssp_parked join_bsp join_bsp_backup server_rejoin adam_kill admit_kill eval_kill eval_pause)
+       checkpoint_resume checkpoint_reshard checkpoint_delta_failover join join_ssp join_ssp_parked join_bsp join_bsp_backup server_rejoin adam_kill admit_kill
+       drain drain_ssp drain_r1 drain_bsp drain_joined drain_wait eval_kill eval_pause)
 for t in "${tests[@]}"; do
   if [ ${#ONLY[@]} -gt 0 ] && ! printf '%s\n' "${ONLY[@]}" | grep -qx "$t"; then continue; fi
   for i in $(seq "$TRIALS"); do run_trial "$t" "f_$t" "$i"; done
@@ -807,6 +1147,12 @@ if [ ${#FAILOVERS[@]} -gt 0 ]; then
   n=${#FAILOVERS[@]}
   echo "failover (kill -9 to the first push acknowledged by a new owner) over $n kills:" \
     "median $(sed -n "$(( (n + 1) / 2 ))p" <<< "$sorted") ms, worst $(tail -n 1 <<< "$sorted") ms"
+fi
+if [ ${#DRAINS[@]} -gt 0 ]; then
+  sorted=$(printf '%s\n' "${DRAINS[@]}" | sort -n)
+  n=${#DRAINS[@]}
+  echo "drain (accepted to the server let go, its partitions whole on the others) over $n" \
+    "drains: median $(sed -n "$(( (n + 1) / 2 ))p" <<< "$sorted") ms, worst $(tail -n 1 <<< "$sorted") ms"
 fi
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

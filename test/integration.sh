@@ -446,11 +446,12 @@ ckpt_job_end() {
 
 t_checkpoint_every() {
   # the scheduler's --checkpoint-every during a running job: complete checkpoints
-  # one after another, each in the manifest and in both servers' directories, the
-  # job's exact sums unharmed; and a --resume from the newest loads it
-  local port i n seqs last
+  # one after another (with --full-every 2: full, delta, full, ...), each in the
+  # manifest and in both servers' directories, the job's exact sums unharmed; and a
+  # --resume from the newest loads it
+  local port i n seqs last kinds
   port=$(free_port)
-  ckpt_job "$port" --checkpoint-every 0.5
+  ckpt_job "$port" --checkpoint-every 0.5 --full-every 2
   wait_line "$TDIR/scheduler.log" 'checkpoint [0-9]* complete' 3 60 ||
     fail "fewer than 3 checkpoints in 60 s: $(grep -h checkpoint "$TDIR/scheduler.log" | tail -n 3)"
   ckpt_job_end
@@ -458,6 +459,9 @@ t_checkpoint_every() {
   n=$(wc -w <<< "$seqs")
   [ "$n" -ge 3 ] || fail "the manifest lists $n checkpoints: $(cat "$TDIR/sched/manifest")"
   [ "$seqs" = "$(seq 1 "$n" | paste -sd ' ')" ] || fail "checkpoints not numbered 1..$n: $seqs"
+  kinds=$(sed -n 's/^ckpt .* kind=\([a-z]*\) .*/\1/p' "$TDIR/sched/manifest" | paste -sd ' ')
+  [ "$kinds" = "$(for i in $(seq 1 "$n"); do [ $((i % 2)) -eq 1 ] && echo full || echo delta; done | paste -sd ' ')" ] ||
+    fail "--full-every 2 gave checkpoints of kinds '$kinds'"
   last=${seqs##* }
   for i in 0 1; do
     ls "$TDIR/s$i"/ckpt-*-"$last"-*.pskv > /dev/null 2>&1 || fail "server $i has no file of checkpoint $last"
@@ -534,6 +538,92 @@ t_keep_checkpoints() {
   done
   grep -q 'rank 0 resumed at step 10 ' "$TDIR/w0-resumed.log" || fail "not resumed at step 10: $(grep resume "$TDIR/w0-resumed.log")"
   grep -q "resumed digest $want" "$TDIR/w0-resumed.log" || fail "resumed values differ from checkpoint 6's"
+}
+
+# incr_job DIR NAME [SCHEDULER FLAGS...]: an incr-check job (2 servers, 1 worker:
+# 3000 keys in a dense and a sparse table, 14 rounds touching 10% of them, sparse
+# rows evicted after 3 clocks, a checkpoint every 2 rounds) on DIR's directories;
+# the worker's output in $TDIR/NAME-w.log. Returns the worker's status.
+incr_job() {
+  local d=$1 name=$2 port i rc; shift 2
+  port=$(free_port)
+  mkdir -p "$d/sched" "$d/s0" "$d/s1"
+  start "$name-sched" "$BIN/pskv-scheduler" --port "$port" --servers 2 --workers 1 \
+    --data-dir "$d/sched" "$@"
+  for i in 0 1; do
+    start "$name-s$i" "$BIN/pskv-server" --scheduler "127.0.0.1:$port" --data-dir "$d/s$i"
+  done
+  timeout 120 "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --app incr-check --check-keys 3000 \
+    --rounds 14 --checkpoint-epochs 2 --touch 10 --evict-after 3 > "$TDIR/$name-w.log" 2>&1
+  rc=$?
+  wait_exit "$(cat "$TDIR/$name-sched.pid")" 20 > /dev/null 2>&1
+  kill -KILL $(cat "$TDIR/$name"-s[01].pid) 2>/dev/null
+  return $rc
+}
+
+# digest_at LOG N: the digest the worker printed at checkpoint N
+digest_at() { sed -n "s/^incr-check: checkpoint $2 at step [0-9]* digest \([0-9a-f]*\)$/\1/p" "$1"; }
+
+t_checkpoint_incremental() {
+  # --full-every 3: checkpoints 1 full, 2-3 deltas, 4 full, 5-6 deltas, 7 full; a
+  # delta holds the rows changed since (10% a round, and tombstones of evicted
+  # ones) and is smaller. A resume from delta 6 (full 4 + deltas 5, 6) equals
+  # a resume from the full checkpoint 6 of the same job run with every checkpoint
+  # full, bit for bit: the digest at the checkpoint and, after two more rounds of
+  # adagrad and adam (whose state came back too), the final digest. Retention keeps
+  # what a kept delta builds on; a damaged delta makes its checkpoint unusable.
+  local a=$TDIR/a b=$TDIR/b i k kinds full_b delta_b
+  incr_job "$a" a --full-every 3 --keep-checkpoints 3 || fail "job a: $(tail -n 2 "$TDIR/a-w.log")"
+  incr_job "$b" b || fail "job b: $(tail -n 2 "$TDIR/b-w.log")"
+  kinds=$(sed -n 's/^ckpt seq=.* kind=\([a-z]*\) .*/\1/p' "$a/sched/manifest" | paste -sd ' ')
+  [ "$kinds" = "delta delta full" ] || fail "job a's manifest: kinds '$kinds': $(cat "$a/sched/manifest")"
+  for k in 1 4 7; do
+    grep -q "checkpoint $k complete in [0-9]* ms (full, [0-9]* bytes)" "$TDIR/a-sched.log" || fail "checkpoint $k not full: $(grep "checkpoint $k complete" "$TDIR/a-sched.log")"
+  done
+  for k in 2 3 5 6; do
+    grep -q "checkpoint $k complete in [0-9]* ms (delta, [0-9]* bytes)" "$TDIR/a-sched.log" || fail "checkpoint $k not a delta: $(grep "checkpoint $k complete" "$TDIR/a-sched.log")"
+  done
+  grep -q 'checkpoint 6 written in [0-9]* ms (delta over 5, base 4, [0-9]* bytes' "$TDIR/a-s0.log" || fail "server 0: $(grep 'checkpoint 6 written' "$TDIR/a-s0.log")"
+  full_b=$(sed -n 's/.*checkpoint 4 complete in [0-9]* ms (full, \([0-9]*\) bytes).*/\1/p' "$TDIR/a-sched.log")
+  delta_b=$(sed -n 's/.*checkpoint 5 complete in [0-9]* ms (delta, \([0-9]*\) bytes).*/\1/p' "$TDIR/a-sched.log")
+  echo "checkpoint 4 (full) $full_b bytes, checkpoint 5 (delta) $delta_b bytes"
+  [ -n "$delta_b" ] && [ "$delta_b" -lt "$full_b" ] || fail "a delta of $delta_b bytes against a full $full_b"
+  # retention (--keep-checkpoints 3: the manifest keeps 5, 6, 7) kept file 4, which 5 and 6 build on
+  for i in 0 1; do
+    k=$(cd "$a/s$i" && ls | sed 's/^ckpt-[0-9]*-\([0-9]*\)-[0-9]*\.pskv$/\1/' | sort -n | paste -sd ' ')
+    [ "$k" = "4 5 6 7" ] || fail "job a's server $i holds checkpoints '$k'"
+  done
+  for k in 2 6; do
+    [ -n "$(digest_at "$TDIR/a-w.log" $k)" ] && [ "$(digest_at "$TDIR/a-w.log" $k)" = "$(digest_at "$TDIR/b-w.log" $k)" ] ||
+      fail "the two jobs differ at checkpoint $k: $(digest_at "$TDIR/a-w.log" $k) $(digest_at "$TDIR/b-w.log" $k)"
+  done
+  local final want
+  final=$(sed -n 's/^incr-check: final digest //p' "$TDIR/a-w.log")
+  [ -n "$final" ] && [ "$final" = "$(sed -n 's/^incr-check: final digest //p' "$TDIR/b-w.log")" ] || fail "the two jobs' final digests differ"
+  # resume both from checkpoint 6 (the manifest without 7)
+  cp -a "$a" "$TDIR/c" # for the damaged delta below
+  for d in "$a" "$b" "$TDIR/c"; do sed -i '/^ckpt seq=7 /d' "$d/sched/manifest"; done
+  want=$(digest_at "$TDIR/a-w.log" 6)
+  for j in a b; do
+    incr_job "$TDIR/$j" "$j-r" --resume || fail "resumed job $j: $(tail -n 2 "$TDIR/$j-r-w.log")"
+    grep -q "^incr-check: resumed at step 12 digest $want\$" "$TDIR/$j-r-w.log" || fail "job $j resumed: $(grep resumed "$TDIR/$j-r-w.log") (checkpoint 6: $want)"
+    grep -q "^incr-check: final digest $final\$" "$TDIR/$j-r-w.log" || fail "job $j resumed ends with $(grep final "$TDIR/$j-r-w.log"), not $final"
+  done
+  grep -q 'loaded checkpoint 6 from .* (a delta: the full checkpoint 4 and 2 deltas)' "$TDIR/a-r-s0.log" || fail "server 0 of job a: $(grep loaded "$TDIR/a-r-s0.log")"
+  # the rows held once loaded: the tombstones removed what eviction had (before any sweep)
+  held() { cat "$TDIR/$1"-r-s[01].log | sed -n 's/.*loaded checkpoint 6 from .* rows read, \([0-9]*\) held.*/\1/p' | paste -sd+ | bc; }
+  [ -n "$(held a)" ] && [ "$(held a)" = "$(held b)" ] || fail "rows held after loading checkpoint 6: $(held a) from the delta, $(held b) from the full one"
+  # a damaged delta: checkpoint 6 cannot be used, 5 (full 4 + delta 5) is
+  local f
+  f=$(ls "$TDIR"/c/s0/ckpt-*-6-*.pskv)
+  printf 'X' | dd of="$f" bs=1 seek=200 conv=notrunc 2>/dev/null
+  incr_job "$TDIR/c" c-r --resume || fail "resumed job c: $(tail -n 2 "$TDIR/c-r-w.log")"
+  grep -q "checkpoint file refused: $f: checksum mismatch" "$TDIR/c-r-s0.log" || fail "the damaged file is not named: $(grep refused "$TDIR/c-r-s0.log")"
+  grep -q 'checkpoint 6 cannot be used' "$TDIR/c-r-sched.log" || fail "checkpoint 6 was not refused: $(grep -i checkpoint "$TDIR/c-r-sched.log" | head -n 3)"
+  grep -q 'resuming job [0-9]* from checkpoint 5 ' "$TDIR/c-r-sched.log" || fail "not resumed from 5: $(grep resum "$TDIR/c-r-sched.log")"
+  want=$(digest_at "$TDIR/a-w.log" 5)
+  grep -q "^incr-check: resumed at step 10 digest $want\$" "$TDIR/c-r-w.log" || fail "resumed from 5: $(grep resumed "$TDIR/c-r-w.log") (checkpoint 5: $want)"
+  grep -q "^incr-check: final digest $final\$" "$TDIR/c-r-w.log" || fail "resumed from 5, ends with $(grep final "$TDIR/c-r-w.log")"
 }
 
 t_train_resume() {
@@ -621,21 +711,24 @@ t_train_resume() {
 }
 
 t_export_sparse() {
-  # sparse-lr with --checkpoint-epochs 2 on 2 servers sharing one --data-dir and R = 2
-  # (each partition in two files): pskvctl export writes the sparse weights once, and
-  # a single-process evaluation of the file (lr 0) scores as rank 0 did at the end
+  # sparse-lr with --checkpoint-epochs 1 (2 epochs) on 2 servers sharing one --data-dir
+  # and R = 2 (each partition in two files), --full-every 2 (checkpoint 2 is a delta
+  # over 1): pskvctl export writes the sparse weights once, and a single-process
+  # evaluation of the file (lr 0) scores as rank 0 did at the end
   local auc_ck auc_exp
   mkdir -p "$TDIR/sched" "$TDIR/data"
   "$BIN/pskv-gen-sparse" --examples 6000 --features 3000 --out "$TDIR/gen" --seed 5 > gen.out ||
     fail "gen-sparse failed: $(cat gen.out)"
   "$LAUNCH" --servers 2 --workers 2 --timeout 120 --log-dir "$TDIR/logs" \
     --scheduler-opt --data-dir --scheduler-opt "$TDIR/sched" --scheduler-opt --replicas --scheduler-opt 2 \
+    --scheduler-opt --full-every --scheduler-opt 2 \
     --server-opt --data-dir --server-opt "$TDIR/data" -- --app sparse-lr --train "$TDIR/gen.train" \
-    --test "$TDIR/gen.test" --epochs 2 --batch 64 --eval-every 0 --checkpoint-epochs 2 || fail "training exited $?"
-  grep -q '^checkpoint 1 at epoch 2 step' "$TDIR/logs/worker-0.log" || fail "no checkpoint: $(tail -n 3 "$TDIR/logs/worker-0.log")"
-  "$BIN/pskvctl" export --checkpoint 1 --from "$TDIR/data" --out "$TDIR/x.model" > ex.out 2>&1 ||
+    --test "$TDIR/gen.test" --epochs 2 --batch 64 --eval-every 0 --checkpoint-epochs 1 || fail "training exited $?"
+  grep -q '^checkpoint 2 at epoch 2 step' "$TDIR/logs/worker-0.log" || fail "no checkpoint: $(tail -n 3 "$TDIR/logs/worker-0.log")"
+  grep -q '^ckpt seq=2 .* kind=delta ' "$TDIR/sched/manifest" || fail "checkpoint 2 is not a delta: $(cat "$TDIR/sched/manifest")"
+  "$BIN/pskvctl" export --checkpoint 2 --from "$TDIR/data" --out "$TDIR/x.model" > ex.out 2>&1 ||
     fail "export exited $?: $(cat ex.out)"
-  grep -q 'sparse-lr 0-0-1 model of checkpoint 1 (2 files)' ex.out || fail "export said: $(cat ex.out)"
+  grep -q 'sparse-lr 0-0-1 model of checkpoint 2 (2 files)' ex.out || fail "export said: $(cat ex.out)"
   "$LAUNCH" --servers 1 --workers 1 --timeout 120 --log-dir "$TDIR/eval" -- --app sparse-lr \
     --train "$TDIR/gen.train" --test "$TDIR/gen.test" --epochs 1 --batch 64 --lr 0 --momentum 0 \
     --eval-every 0 --init-from "$TDIR/x.model" > /dev/null 2>&1 || fail "evaluation exited $?: $(tail -n 2 "$TDIR/eval/worker-0.log")"
@@ -643,13 +736,14 @@ t_export_sparse() {
   auc_exp=$(sed -n 's/^final auc \([0-9.]*\) logloss \([0-9.]*\) .*/\1 \2/p' "$TDIR/eval/worker-0.log")
   echo "auc, logloss: $auc_ck trained, $auc_exp from the exported model"
   [ -n "$auc_ck" ] && [ "$auc_exp" = "$auc_ck" ] || fail "exported model scores '${auc_exp}', the checkpoint '${auc_ck}'"
-  # a damaged file is refused by name, and nothing is written
+  # a damaged file (one of checkpoint 1, which 2 builds on) is refused by name, and
+  # nothing is written
   local f
   f=$(ls "$TDIR"/data/ckpt-*.pskv | head -n 1)
   cp "$f" "$TDIR/good.pskv"
   printf '\x5a' | dd of="$f" bs=1 seek=$(( $(stat -c %s "$f") / 2 )) conv=notrunc status=none
   cmp -s "$f" "$TDIR/good.pskv" && printf '\xa5' | dd of="$f" bs=1 seek=$(( $(stat -c %s "$f") / 2 )) conv=notrunc status=none
-  "$BIN/pskvctl" export --checkpoint 1 --from "$TDIR/data" --out "$TDIR/y.model" > ex.out 2>&1 &&
+  "$BIN/pskvctl" export --checkpoint 2 --from "$TDIR/data" --out "$TDIR/y.model" > ex.out 2>&1 &&
     fail "exported from a damaged file"
   grep -q "$f" ex.out || fail "the refusal does not name the file: $(cat ex.out)"
   [ ! -e "$TDIR/y.model" ] || fail "a model file was written from a damaged checkpoint"
@@ -1177,7 +1271,7 @@ t_admit_evict() {
 
 tests=(check_2x3 check_fails_on_mismatch malformed_input malformed_while_serving unreachable_scheduler wrong_flags
        registration_rules heartbeat_liveness forget_replaced fuzz_corpus launch_timeout
-       train_softmax app_defaults clip_norm checkpoint_every keep_checkpoints train_resume export_sparse train_bad_data sparse_lr_heart_scale sparse_lr_planted
+       train_softmax app_defaults clip_norm checkpoint_every keep_checkpoints checkpoint_incremental train_resume export_sparse train_bad_data sparse_lr_heart_scale sparse_lr_planted
        consistency_check bsp_same_bits ssp_bound_straggler bsp_backup_stopped worker_leaves accumulate
        keys_rogues keys_clients keys_wire keys_files protected_mode
        updater_plugin updaters_replay train_adam_ftrl late_registration metrics_prometheus ctl_top admit_evict

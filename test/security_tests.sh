@@ -66,8 +66,8 @@ t_keys_rogues() {
 }
 
 # A plaintext client, and a CURVE client holding the wrong server key, get
-# nothing from a keyed scheduler or server; a worker key may not checkpoint; a
-# control key may.
+# nothing from a keyed scheduler or server; a worker key may not checkpoint or
+# drain; a control key may.
 t_keys_clients() {
   local port spid K=$TDIR/keys js sport
   keyset "$K" 1 1
@@ -122,6 +122,14 @@ t_keys_clients() {
   "$BIN/pskvctl" --scheduler "127.0.0.1:$port" --keys "$K/control" checkpoint > cck.out 2>&1 ||
     fail "the control key could not checkpoint: $(cat cck.out)"
   grep -q 'checkpoint 1 complete' cck.out || fail "control checkpoint: $(cat cck.out)"
+  # drains: a worker key is refused for its key, a control key reaches the scheduler's
+  # own checks (the only server is the last one)
+  "$BIN/pskvctl" --scheduler "127.0.0.1:$port" --keys "$K/worker-0" drain 1 > wdr.out 2>&1 &&
+    fail "a worker key drained a server"
+  grep -q 'drains need a control key' wdr.out || fail "no reason for the refusal: $(cat wdr.out)"
+  "$BIN/pskvctl" --scheduler "127.0.0.1:$port" --keys "$K/control" drain 1 > cdr.out 2>&1 &&
+    fail "the last server was drained"
+  grep -q 'is the last live server' cdr.out || fail "control drain: $(cat cdr.out)"
   kill "$(cat worker-0.pid)" "$(cat server-0.pid)" "$(cat scheduler.pid)" 2>/dev/null
   wait_exit "$(cat scheduler.pid)" 10 > /dev/null
   wait_exit "$(cat server-0.pid)" 10 > /dev/null

@@ -62,7 +62,7 @@ static void close_dead(pskv_worker *w, int k)
             }
     }
     if (held)
-        LOG_W("closing the connection to server node %u (%s:%d), which died: it held the "
+        LOG_W("closing the connection to server node %u (%s:%d), which died or left: it held the "
               "values of %d pushes", w->srv[k].id, w->srv[k].host, w->srv[k].port, held);
     zmq_close(w->srv[k].sock);
     w->srv[k].sock = NULL;
@@ -136,7 +136,7 @@ int wview_apply(pskv_worker *w, int64_t max_message)
         Pskv__Node *n = v->nodes[i];
         if (n->role != PSKV__ROLE__SERVER)
             continue;
-        int dead = n->state && !strcmp(n->state, "dead");
+        int dead = member_node_gone(n); /* dead, or drained and left */
         int k = srv_index(w, n->id);
         if (k < 0 && dead)
             continue; /* never dialled: no chain lists it */

@@ -8,10 +8,12 @@ int main(void)
     SRunner *sr = srunner_create(wire_suite());
     srunner_add_suite(sr, config_suite());
     srunner_add_suite(sr, ring_suite());
+    srunner_add_suite(sr, reshard_suite());
     srunner_add_suite(sr, updater_suite());
     srunner_add_suite(sr, shard_suite());
     srunner_add_suite(sr, table_suite());
     srunner_add_suite(sr, admit_suite());
+    srunner_add_suite(sr, dirty_suite());
     srunner_add_suite(sr, data_suite());
     srunner_add_suite(sr, model_suite());
     srunner_add_suite(sr, dedupe_suite());

@@ -16,6 +16,9 @@
 Suite *wire_suite(void);
 /* common/config.c: defaults, environment, flags, bounds, positionals. */
 Suite *config_suite(void);
+/* scheduler/reshard.c: a checkpoint's partitions placed and loaded on more or
+ * fewer servers. */
+Suite *reshard_suite(void);
 /* common/ring.c: key placement, dense spans, partitions, tokens and chains. */
 Suite *ring_suite(void);
 /* server/updater.c: sum, sgd, momentum, l2, adagrad, finiteness, checks. */
@@ -24,6 +27,8 @@ Suite *updater_suite(void);
 Suite *shard_suite(void);
 /* server/cmsketch.c, shard_sweep.c: the sketch, admission, the eviction sweep. */
 Suite *admit_suite(void);
+/* server/shard_dirty.c: rows changed since the last checkpoint, tombstones. */
+Suite *dirty_suite(void);
 /* server/table.c: create, reopen, mismatch and invalid options. */
 Suite *table_suite(void);
 /* worker/idx.c, worker/libsvm.c: fixtures, shards, corrupt files, real data sets. */

@@ -273,6 +273,49 @@ END_TEST
 
 /* 100k distinct keys pushed in two rounds (the map grows many times): every key
  * reads back init + g1 + g2 exactly, and the size counts each key once. */
+static int odd_key(void *ctx, uint64_t key)
+{
+    (void)ctx;
+    return (int)(key & 1);
+}
+
+START_TEST(sparse_retain)
+{
+    /* a partition let go: the rows it rejects go, the others keep values and state */
+    enum { N = 3000 };
+    upd_opts ada = {.kind = UPD_ADAGRAD, .lr = 0.1f, .momentum = 0, .l2 = 0, .eps = 1e-8f};
+    shard_init init = {INIT_CONST, 0.5f, 0};
+    shard *s = shard_new(0, 0, 0, 0, UINT64_MAX, 1, &ada, &init);
+    ck_assert_ptr_nonnull(s);
+    uint64_t keys[N];
+    float g[N], after[N];
+    for (uint64_t i = 0; i < N; i++) {
+        keys[i] = i * 7919 + 1;
+        g[i] = (float)(i % 13) - 6.0f;
+    }
+    ck_assert_int_eq(shard_push(s, keys, 0, N, g), 0);
+    ck_assert_int_eq(shard_retain(s, odd_key, NULL), N / 2);
+    ck_assert_uint_eq(shard_size(s), N / 2);
+    ck_assert_int_eq(shard_retain(s, odd_key, NULL), 0);
+    ck_assert_int_eq(shard_push(s, keys, 0, N, g), 0); /* the state came along */
+    shard_pull(s, keys, 0, N, after);
+    shard *t = shard_new(0, 0, 0, 0, UINT64_MAX, 1, &ada, &init);
+    ck_assert_int_eq(shard_push(t, keys, 0, N, g), 0);
+    ck_assert_int_eq(shard_push(t, keys, 0, N, g), 0);
+    float twice[N], once[N];
+    shard_pull(t, keys, 0, N, twice);
+    shard_destroy(&t);
+    t = shard_new(0, 0, 0, 0, UINT64_MAX, 1, &ada, &init);
+    ck_assert_int_eq(shard_push(t, keys, 0, N, g), 0);
+    shard_pull(t, keys, 0, N, once);
+    for (uint64_t i = 0; i < N; i++) /* kept rows: two steps; dropped ones: one, afresh */
+        LOOP_ASSERT(after[i] == (odd_key(NULL, keys[i]) ? twice[i] : once[i]), "key #%llu",
+                    (unsigned long long)i);
+    shard_destroy(&t);
+    shard_destroy(&s);
+}
+END_TEST
+
 START_TEST(sparse_many_keys)
 {
     enum { N = 100000, W = 2, BATCH = 4096 };
@@ -410,6 +453,7 @@ Suite *shard_suite(void)
     tcase_set_timeout(sparse, 30); /* 100k keys take well under a second, more under ASan */
     tcase_add_test(sparse, sparse_ownership);
     tcase_add_test(sparse, sparse_many_keys);
+    tcase_add_test(sparse, sparse_retain);
     tcase_add_test(sparse, sparse_unpushed_keys);
     tcase_add_test(sparse, sparse_state_survives_growth);
     suite_add_tcase(s, sparse);

@@ -48,6 +48,10 @@ int app_check(pskv_worker *w, cfg_entry *cfg);
  * progress as they were (app_resume.c). */
 int app_resume_check(pskv_worker *w, cfg_entry *cfg);
 
+/* --app incr-check: rounds touching a share of the keys, checkpoints (delta or
+ * full, as the scheduler's --full-every says) and the digest at each (app_incr.c). */
+int app_incr_check(pskv_worker *w, cfg_entry *cfg);
+
 /* --app bench: push/pull step time and throughput for one value size. */
 int app_bench(pskv_worker *w, cfg_entry *cfg);
 

@@ -29,7 +29,7 @@
 #define PROG "pskv-worker"
 #define USAGE                                                                               \
     "pskv-worker --scheduler HOST:PORT --app "                                              \
-    "check|resume-check|bench|softmax|mlp|sparse-lr|replay|admit [flags]"
+    "check|resume-check|incr-check|bench|softmax|mlp|sparse-lr|replay|admit [flags]"
 #endif
 
 extern void openblas_set_num_threads(int);
@@ -93,7 +93,8 @@ static cfg_entry config[] = {
     {"scheduler", CFG_STR, "127.0.0.1:7700", "PSKV_SCHEDULER", 1, 0, NULL,
      "scheduler address HOST:PORT", 0, 0, NULL, NULL},
     {"app", CFG_STR, "check", "PSKV_WORKER_APP", 1, 0, NULL,
-     "application: check, resume-check, bench, softmax, mlp, sparse-lr, replay or admit", 0, 0,
+     "application: check, resume-check, incr-check, bench, softmax, mlp, sparse-lr, replay or "
+     "admit", 0, 0,
      NULL, NULL},
     {"rank", CFG_INT, "-1", "PSKV_WORKER_RANK", -1, 65535, NULL,
      "rank to take (-1 = the scheduler assigns one)", 0, 0, NULL, NULL},
@@ -223,7 +224,10 @@ static cfg_entry config[] = {
      NULL},
     {"checkpoint-epochs", CFG_INT, "0", "PSKV_WORKER_CHECKPOINT_EPOCHS", 0, 100000, "epochs",
      "softmax, mlp, sparse-lr: after every N epochs, a checkpoint at a barrier (values and "
-     "progress agree exactly; needs the scheduler's --data-dir; 0 = none)", 0, 0, NULL, NULL},
+     "progress agree exactly; needs the scheduler's --data-dir; 0 = none); incr-check: after "
+     "every N rounds", 0, 0, NULL, NULL},
+    {"touch", CFG_DOUBLE, "10", "PSKV_WORKER_TOUCH", 0.01, 100, "%",
+     "incr-check: the share of keys each round after the first pushes", 0, 0, NULL, NULL},
     {"init-from", CFG_STR, "", "PSKV_WORKER_INIT_FROM", 1, 0, NULL,
      "start from weights saved by --save-model", 0, 0, NULL, NULL},
     {"data", CFG_STR, "/usr/share/datasets/fashion-mnist", "PSKV_WORKER_DATA", 1, 0, NULL,
@@ -373,16 +377,18 @@ int main(int argc, char **argv)
     int dense_train = !strcmp(app, "softmax") || !strcmp(app, "mlp");
     int sparse = !strcmp(app, "sparse-lr");
     if (strcmp(app, "check") && strcmp(app, "bench") && strcmp(app, "resume-check") &&
-        strcmp(app, "replay") && strcmp(app, "admit") && !dense_train && !sparse) {
-        fprintf(stderr, PROG ": unknown --app '%s' (check, resume-check, bench, softmax, "
-                "mlp, sparse-lr, replay, admit)\n", app);
+        strcmp(app, "replay") && strcmp(app, "admit") && strcmp(app, "incr-check") &&
+        !dense_train && !sparse) {
+        fprintf(stderr, PROG ": unknown --app '%s' (check, resume-check, incr-check, bench, "
+                "softmax, mlp, sparse-lr, replay, admit)\n", app);
         return 2;
     }
     const char *adm = cfg_int(config, "admit-after") ? "--admit-after"
                       : cfg_int(config, "evict-after") ? "--evict-after" : NULL;
-    if (adm && !sparse && strcmp(app, "admit")) {
+    if (adm && !sparse && strcmp(app, "admit") &&
+        (strcmp(app, "incr-check") || cfg_int(config, "admit-after"))) {
         fprintf(stderr, PROG ": %s applies to sparse tables: --app sparse-lr or admit "
-                "(got --app %s)\n", adm, app);
+                "(--evict-after: incr-check too; got --app %s)\n", adm, app);
         return 2;
     }
     apply_app_defaults(app);
@@ -482,6 +488,7 @@ int main(int argc, char **argv)
 #else
     int status = !strcmp(app, "check")          ? app_check(w, config)
                  : !strcmp(app, "resume-check") ? app_resume_check(w, config)
+                 : !strcmp(app, "incr-check")   ? app_incr_check(w, config)
                  : !strcmp(app, "bench") ? app_bench(w, config)
                  : !strcmp(app, "replay") ? app_replay(w, config)
                  : !strcmp(app, "admit")  ? app_admit(w, config)

@@ -1,0 +1,100 @@
+/* What a shard changed since the last checkpoint (shard.h, "changes since the
+ * last checkpoint"): a bit per row, set by every write (push, assign, import;
+ * shard.c marks them as it writes, one OR per row), and for a sparse shard the
+ * keys of the rows removed since (eviction's tombstones, shard_sweep.c notes
+ * them). A delta checkpoint copies the marked rows and the tombstones, then
+ * clears both. The tombstones are bounded: past that many the shard says it
+ * lost count, and the next checkpoint is a full one. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "shard_impl.h"
+
+#define GONE_MIN 65536 /* tombstones kept at least; else as many as rows fit */
+
+void shard_mark_run(shard *s, size_t r, size_t n)
+{
+    if (!n)
+        return;
+    size_t end = r + n, w0 = r >> 6, w1 = (end - 1) >> 6;
+    uint64_t head = ~0ULL << (r & 63), tail = ~0ULL >> (63 - ((end - 1) & 63));
+    if (w0 == w1) {
+        s->dirty[w0] |= head & tail;
+        return;
+    }
+    s->dirty[w0] |= head;
+    if (w1 > w0 + 1)
+        memset(s->dirty + w0 + 1, 0xff, (w1 - w0 - 1) * sizeof *s->dirty);
+    s->dirty[w1] |= tail;
+}
+
+void shard_note_gone(shard *s, uint64_t key)
+{
+    if (s->gone_lost)
+        return;
+    if (s->ngone == s->gone_cap) {
+        size_t cap = s->gone_cap ? s->gone_cap * 2 : 1024;
+        size_t most = s->rows_cap > GONE_MIN ? s->rows_cap : GONE_MIN;
+        uint64_t *g = cap <= most ? realloc(s->gone, cap * sizeof *g) : NULL;
+        if (!g) { /* too many, or no memory: the next checkpoint is a full one */
+            free(s->gone);
+            s->gone = NULL;
+            s->ngone = s->gone_cap = 0;
+            s->gone_lost = 1;
+            return;
+        }
+        s->gone = g;
+        s->gone_cap = cap;
+    }
+    s->gone[s->ngone++] = key;
+}
+
+static int is_marked(const shard *s, size_t r) { return (s->dirty[r >> 6] >> (r & 63)) & 1; }
+
+uint64_t shard_changed(const shard *s, uint64_t first, uint64_t n, uint64_t *keys, float *rows)
+{
+    size_t rf = shard_row_floats(s);
+    uint64_t k = 0;
+    if (s->dense) {
+        uint64_t lo = first - s->first, hi = lo + n; /* rows [lo, hi) */
+        for (uint64_t r = lo; r < hi; r++) {
+            if (!s->dirty[r >> 6]) { /* skip a clean word at once */
+                r |= 63;
+                continue;
+            }
+            if (!is_marked(s, (size_t)r))
+                continue;
+            if (keys) {
+                keys[k] = s->first + r;
+                shard_export_run(s, s->first + r, 1, rows + k * rf);
+            }
+            k++;
+        }
+        return k;
+    }
+    for (size_t i = 0; i < s->cap; i++) {
+        if (s->slots[i] == EMPTY || !is_marked(s, s->slots[i]))
+            continue;
+        if (keys) {
+            keys[k] = s->keys[i];
+            memcpy(rows + k * rf, s->rows + (size_t)s->slots[i] * rf, rf * sizeof(float));
+        }
+        k++;
+    }
+    return k;
+}
+
+int64_t shard_removed(const shard *s, const uint64_t **keys)
+{
+    *keys = s->gone;
+    return s->gone_lost ? -1 : (int64_t)s->ngone;
+}
+
+void shard_changes_reset(shard *s)
+{
+    size_t rows = s->dense ? (size_t)s->count : s->rows_cap;
+    if (s->dirty)
+        memset(s->dirty, 0, (rows / 64 + 1) * sizeof *s->dirty);
+    s->ngone = 0;
+    s->gone_lost = 0;
+}

@@ -1,0 +1,103 @@
+/* Tests of what a shard changed since the last checkpoint (server/shard_dirty.c):
+ * the rows written, dense and sparse, the keys evicted (tombstones), a moved row
+ * keeping its mark, the reset, and shard_remove (a delta's tombstones applied). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pskv_errors.h"
+#include "shard.h"
+#include "suites.h"
+
+static const upd_opts SUM = {.kind = UPD_SUM};
+static const shard_init ZERO = {INIT_ZERO, 0, 0};
+
+static int has(const uint64_t *keys, uint64_t n, uint64_t k)
+{
+    for (uint64_t i = 0; i < n; i++)
+        if (keys[i] == k)
+            return 1;
+    return 0;
+}
+
+/* Dense: a run across 64-row words and one key; the rows come back in order
+ * with their values; a reset forgets them. */
+START_TEST(dense_changes)
+{
+    shard *s = shard_new(1, 0, 1000, 0, UINT64_MAX, 2, &SUM, &ZERO);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_uint_eq(shard_changed(s, 0, 1000, NULL, NULL), 0);
+    float g[2 * 140];
+    for (int i = 0; i < 2 * 140; i++)
+        g[i] = (float)i;
+    ck_assert_int_eq(shard_push(s, NULL, 60, 140, g), 0); /* rows 60 .. 199 */
+    uint64_t k = 700;
+    ck_assert_int_eq(shard_push(s, &k, 0, 1, g), 0);
+    ck_assert_uint_eq(shard_changed(s, 0, 1000, NULL, NULL), 141);
+    ck_assert_uint_eq(shard_changed(s, 100, 50, NULL, NULL), 50); /* a held span only */
+    uint64_t keys[141];
+    float rows[2 * 141];
+    ck_assert_uint_eq(shard_changed(s, 0, 1000, keys, rows), 141);
+    ck_assert_uint_eq(keys[0], 60);
+    ck_assert_uint_eq(keys[139], 199);
+    ck_assert_uint_eq(keys[140], 700);
+    ck_assert(rows[2 * 5] == 10.0f && rows[2 * 5 + 1] == 11.0f); /* row 65 */
+    shard_changes_reset(s);
+    ck_assert_uint_eq(shard_changed(s, 0, 1000, NULL, NULL), 0);
+    const uint64_t *gone;
+    ck_assert_int_eq(shard_removed(s, &gone), 0);
+    shard_destroy(&s);
+}
+END_TEST
+
+/* Sparse with eviction: rows pushed since the reset are the changes, even when the
+ * sweep moves them into the holes of evicted rows; the evicted keys are the
+ * tombstones. shard_remove then takes rows away as a delta's load does. */
+START_TEST(sparse_changes_and_tombstones)
+{
+    shard *s = shard_new(0, 0, 0, 0, UINT64_MAX, 1, &SUM, &ZERO);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_int_eq(shard_admission(s, 0, 2), 0);
+    uint64_t keys[100];
+    float g[100];
+    for (int i = 0; i < 100; i++)
+        keys[i] = 1000 + (uint64_t)i, g[i] = 1.0f;
+    shard_tag(s, 0, 0);
+    ck_assert_int_eq(shard_push(s, keys, 0, 100, g), 0);
+    shard_changes_reset(s);
+    shard_tag(s, 1, 0);
+    ck_assert_int_eq(shard_push(s, keys + 90, 0, 10, g), 0); /* the last rows: moved later */
+    while (shard_sweep(s, 3, 1 << 20)) /* stamps < 1 go: the 90 not pushed at 1 */
+        ;
+    ck_assert_uint_eq(shard_size(s), 10);
+    uint64_t ck[100];
+    float cr[100];
+    ck_assert_uint_eq(shard_changed(s, 0, 0, ck, cr), 10);
+    for (int i = 90; i < 100; i++)
+        LOOP_ASSERT(has(ck, 10, keys[i]), "key %d not among the changes", i);
+    const uint64_t *gone;
+    ck_assert_int_eq(shard_removed(s, &gone), 90);
+    for (int i = 0; i < 90; i++)
+        LOOP_ASSERT(has(gone, 90, keys[i]), "key %d has no tombstone", i);
+    ck_assert_int_eq(shard_remove(s, keys + 95, 5), 0);
+    ck_assert_uint_eq(shard_size(s), 5);
+    ck_assert(!shard_has_row(s, keys[97]) && shard_has_row(s, keys[92]));
+    shard_changes_reset(s);
+    ck_assert_uint_eq(shard_changed(s, 0, 0, NULL, NULL), 0);
+    ck_assert_int_eq(shard_removed(s, &gone), 0);
+    shard_destroy(&s);
+    s = shard_new(0, 0, 0, 0, UINT64_MAX, 1, &SUM, &ZERO); /* no eviction: no tombstones */
+    ck_assert_int_eq(shard_remove(s, keys, 1), -PSKV_EINVAL);
+    shard_destroy(&s);
+}
+END_TEST
+
+Suite *dirty_suite(void)
+{
+    Suite *s = suite_create("dirty");
+    TCase *tc = tcase_create("changes");
+    tcase_add_test(tc, dense_changes);
+    tcase_add_test(tc, sparse_changes_and_tombstones);
+    suite_add_tcase(s, tc);
+    return s;
+}
