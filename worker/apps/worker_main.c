@@ -366,6 +366,32 @@ static int role_checks(int dense_train)
     return -1;
 }
 
+/* The library's settings from the flags (the evaluator's role included). */
+static void library_config(pskv_config *pc)
+{
+    pskv_config_init(pc);
+    pc->scheduler = cfg_str(config, "scheduler");
+    pc->rank = (int)cfg_int(config, "rank");
+    pc->keys = cfg_str(config, "keys");
+    pc->insecure = (int)cfg_int(config, "insecure");
+    pc->advertise = cfg_str(config, "advertise");
+    pc->interface = cfg_str(config, "interface");
+    pc->connect_timeout_s = cfg_double(config, "connect-timeout");
+    pc->join_timeout_s = cfg_double(config, "join-timeout");
+    pc->request_timeout_ms = (int)(cfg_double(config, "request-timeout") * 1000);
+    pc->window = (int)cfg_int(config, "window");
+    pc->job_id = (uint64_t)cfg_int(config, "job-id");
+    pc->max_message = cfg_int(config, "max-message");
+    pc->chunk_bytes = (size_t)cfg_int(config, "chunk-bytes");
+    pc->spin_us = (int)cfg_int(config, "spin-us");
+    pc->retry_ms = (int)cfg_int(config, "retry-ms");
+    pc->metrics_port = (int)cfg_int(config, "metrics-port");
+    pc->metrics_bind = cfg_str(config, "bind");
+#ifdef PSKV_EVALUATOR
+    pc->evaluator = 1;
+#endif
+}
+
 int main(int argc, char **argv)
 {
     int rc = cfg_start(config, PROG + 5, USAGE, argc, argv, NULL);
@@ -452,27 +478,7 @@ int main(int argc, char **argv)
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
     mallopt(M_TRIM_THRESHOLD, 256 << 20); /* progress lines reach logs and pipes as they come */
     pskv_config pc;
-    pskv_config_init(&pc);
-    pc.scheduler = cfg_str(config, "scheduler");
-    pc.rank = (int)cfg_int(config, "rank");
-    pc.keys = cfg_str(config, "keys");
-    pc.insecure = (int)cfg_int(config, "insecure");
-    pc.advertise = cfg_str(config, "advertise");
-    pc.interface = cfg_str(config, "interface");
-    pc.connect_timeout_s = cfg_double(config, "connect-timeout");
-    pc.join_timeout_s = cfg_double(config, "join-timeout");
-    pc.request_timeout_ms = (int)(cfg_double(config, "request-timeout") * 1000);
-    pc.window = (int)cfg_int(config, "window");
-    pc.job_id = (uint64_t)cfg_int(config, "job-id");
-    pc.max_message = cfg_int(config, "max-message");
-    pc.chunk_bytes = (size_t)cfg_int(config, "chunk-bytes");
-    pc.spin_us = (int)cfg_int(config, "spin-us");
-    pc.retry_ms = (int)cfg_int(config, "retry-ms");
-    pc.metrics_port = (int)cfg_int(config, "metrics-port");
-    pc.metrics_bind = cfg_str(config, "bind");
-#ifdef PSKV_EVALUATOR
-    pc.evaluator = 1;
-#endif
+    library_config(&pc);
     cfg_log(config);
     member_set_stop_flag(&app_stop_signal); /* a signal also ends the wait to join */
     pskv_worker *w = NULL;
