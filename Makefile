@@ -52,7 +52,11 @@ UNIT_SRC := $(wildcard test/unit/*.c)
 UNIT_O   := $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 
 BIN      := $(BUILD)/bin
-BINS     := $(BIN)/pskv-scheduler $(BIN)/pskv-server $(BIN)/pskv-worker $(BIN)/pskvctl
+BINS     := $(BIN)/pskv-scheduler $(BIN)/pskv-server $(BIN)/pskv-worker $(BIN)/pskv-evaluator \
+            $(BIN)/pskvctl
+# pskv-evaluator: pskv-worker's main built with -DPSKV_EVALUATOR, on the same apps
+EVAL_MAIN_O := $(BUILD)/obj/worker/apps/evaluator_main.o
+EVAL_O   := $(filter-out $(BUILD)/obj/worker/apps/worker_main.o,$(APP_O)) $(EVAL_MAIN_O) $(DATA_O)
 TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-hashmap-floor $(BIN)/pskv-metrics-cost $(BIN)/pskv-garbage $(BIN)/pskv-fuzz-replay $(BIN)/pskv-gen-sparse \
             $(BIN)/pskv-faultproxy $(BIN)/pskv-wire-pattern
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
@@ -92,6 +96,11 @@ $(BUILD)/obj/%.o: %.c $(GEN_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALLCFLAGS) -c $< -o $@
 
+$(EVAL_MAIN_O): ROLE_INC := -Iworker -Iworker/data
+$(EVAL_MAIN_O): worker/apps/worker_main.c $(GEN_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALLCFLAGS) -DPSKV_EVALUATOR -c $< -o $@
+
 $(BUILD)/obj/test/unit/%.o: test/unit/%.c $(GEN_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALLCFLAGS) $(CHECK_CFLAGS) -c $< -o $@
@@ -127,6 +136,10 @@ $(BIN)/pskv-server: $(SERVER_O) $(COMMON_O)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BIN)/pskv-worker: $(WORKER_O) $(BUILD)/lib/libpskv.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BIN)/pskv-evaluator: $(EVAL_O) $(BUILD)/lib/libpskv.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 

@@ -35,6 +35,19 @@ static const struct page {
      "0: the application succeeded. 1: cannot join, training data missing or corrupt, a "
      "table refused, or the application failed. 2: usage (bad flags or values). 128+N: "
      "stopped by signal N."},
+    {"pskv-evaluator", "a pskv job's evaluator: validation alongside training",
+     "Joins the job (the scheduler's --evaluators 1) with the same application flags as "
+     "the workers (--app softmax or mlp), pulls snapshots of the model while they train "
+     "(under bsp at a closed clock, under ssp and async with the worker clocks they "
+     "reflect), evaluates them on the validation set (the last --validation-split training "
+     "images, which the workers leave out), reports val_loss and val_accuracy to the "
+     "scheduler (early stopping) and to --metrics, and keeps the best snapshot "
+     "(--save-best). With --evaluate PATH and no job, prints a saved model's validation "
+     "and test metrics. It never slows or stops training: if it dies, training goes on.",
+     "0: the job ended (or was stopped early), or --evaluate done. 1: cannot join, "
+     "data missing, a pull failed, --save-best could not be written. 2: usage (an --app "
+     "other than softmax or mlp, no --validation-split, --save-best into a missing or "
+     "unwritable directory, a bad --best-metric). 128+N: stopped by signal N."},
     {"pskvctl", "control and inspect a pskv job; make keys",
      "status prints the scheduler's view (nodes, roles, liveness, clocks, partitions, "
      "refusals); checkpoint asks for a checkpoint and waits until it is complete (needs a "

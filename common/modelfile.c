@@ -12,6 +12,7 @@
 
 #define MAGIC "PSKVMODL"
 #define HEADER 40
+#define EVAL_RECORD 32 /* flags bit 1: clock, epoch, val_loss, val_accuracy */
 
 typedef struct sink {
     FILE *f;
@@ -45,7 +46,12 @@ int modelfile_save(const char *path, const modelfile *m, char *why, size_t whyle
     put_u32(&s, m->hidden);
     put_u32(&s, m->out);
     put_u64(&s, m->n);
-    put_u32(&s, m->keys ? 1 : 0);
+    put_u32(&s, (m->keys ? 1u : 0u) | (m->has_eval ? 2u : 0u));
+    if (m->has_eval) {
+        double rec[3] = {m->epoch, m->val_loss, m->val_accuracy};
+        put_u64(&s, (uint64_t)m->clock);
+        put(&s, rec, sizeof rec);
+    }
     if (m->keys) {
         for (uint64_t i = 0; i < m->n; i++) {
             put_u64(&s, m->keys[i]);
@@ -103,14 +109,14 @@ int modelfile_load(const char *path, modelfile *m, char *why, size_t whylen)
     }
     fseek(f, 0, SEEK_END);
     long size = ftell(f);
-    size_t row = (flags & 1) ? 12 : 4;
+    size_t row = (flags & 1) ? 12 : 4, extra = (flags & 2) ? EVAL_RECORD : 0;
     if (m->n > (1ULL << 40) || size < 0 ||
-        (unsigned long long)size != HEADER + m->n * row + 4) {
+        (unsigned long long)size != HEADER + extra + m->n * row + 4) {
         snprintf(why, whylen, "%s: %ld bytes, but the header announces %llu rows", path, size,
                  (unsigned long long)m->n);
         goto out;
     }
-    fseek(f, HEADER, SEEK_SET);
+    fseek(f, HEADER, SEEK_SET); /* then the evaluation record, when there is one */
     m->vals = malloc(m->n ? m->n * 4 : 1);
     m->keys = (flags & 1) ? malloc(m->n ? m->n * 8 : 1) : NULL;
     if (!m->vals || ((flags & 1) && !m->keys)) {
@@ -120,6 +126,16 @@ int modelfile_load(const char *path, modelfile *m, char *why, size_t whylen)
     }
     uLong crc = crc32(crc32(0, NULL, 0), h, HEADER);
     int bad = 0;
+    if (extra) {
+        unsigned char r[EVAL_RECORD];
+        bad = fread(r, 1, EVAL_RECORD, f) != EVAL_RECORD;
+        crc = crc32(crc, r, EVAL_RECORD);
+        m->has_eval = 1;
+        memcpy(&m->clock, r, 8);
+        memcpy(&m->epoch, r + 8, 8);
+        memcpy(&m->val_loss, r + 16, 8);
+        memcpy(&m->val_accuracy, r + 24, 8);
+    }
     if (m->keys) {
         for (uint64_t i = 0; i < m->n && !bad; i++) {
             unsigned char r[12];
@@ -129,7 +145,7 @@ int modelfile_load(const char *path, modelfile *m, char *why, size_t whylen)
             memcpy(&m->vals[i], r + 8, 4);
         }
     } else {
-        bad = fread(m->vals, 4, m->n, f) != m->n;
+        bad = bad || fread(m->vals, 4, m->n, f) != m->n;
         crc = crc32(crc, (const Bytef *)m->vals, (uInt)(m->n * 4));
     }
     uint32_t stored;

@@ -4,8 +4,11 @@
  *         12   u32      model kind: 1 softmax, 2 mlp, 3 sparse logistic regression
  *         16   u32 x 3  in, hidden, out (sparse-lr: 0, 0, 1)
  *         28   u64      n, the number of rows that follow
- *         36   u32      flags: bit 0 = rows carry a u64 key before their value
- *         40   rows     n x (u64 key if keyed, then f32 value), little-endian
+ *         36   u32      flags: bit 0 = rows carry a u64 key before their value,
+ *                       bit 1 = an evaluation record follows the header
+ *        (40   32 bytes the evaluation record, with bit 1 (pskv-evaluator --save-best):
+ *                       i64 snapshot clock, f64 epoch, f64 val_loss, f64 val_accuracy)
+ *     40(+32)  rows     n x (u64 key if keyed, then f32 value), little-endian
  *        end   u32      CRC-32 (zlib) of every byte before it
  * Dense models store their flat parameter vector (model.h layout) without keys;
  * sparse-lr stores (feature id, weight) pairs.
@@ -26,6 +29,9 @@ typedef struct modelfile {
     uint64_t n;
     uint64_t *keys; /* NULL for dense */
     float *vals;
+    int has_eval;   /* the evaluation record below is in the file (flags bit 1) */
+    int64_t clock;  /* the snapshot's clock */
+    double epoch, val_loss, val_accuracy;
 } modelfile;
 
 /* Writes m to path (temp file, fsync, rename). Returns 0 or -PSKV_EIO with why. */

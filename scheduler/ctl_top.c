@@ -108,6 +108,10 @@ static void node_line(const Pskv__Node *n, double dt, int mark, int tty)
         printf("server node=%u rank=%d state=%s partitions=%u chains=%u pushes_per_s=%s "
                "pulls_per_s=%s rss_mib=%s", n->id, n->rank, st, n->heads, n->holds, push, pull,
                rss);
+    } else if (n->role == PSKV__ROLE__EVALUATOR) {
+        printf("evaluator node=%u state=%s evals=%" PRIu64 " clock=%" PRId64 " val_loss=%.4f "
+               "val_accuracy=%.4f rss_mib=%s", n->id, st, n->evals, n->eval_clock, n->val_loss,
+               n->val_accuracy, rss);
     } else {
         printf("node node=%u rank=%d state=%s rss_mib=%s", n->id, n->rank, st, rss);
     }

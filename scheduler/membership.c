@@ -9,6 +9,7 @@
 #include <zmq.h>
 
 #include "checkpoint.h"
+#include "earlystop.h"
 #include "drain.h"
 #include "log.h"
 #include "net.h"
@@ -26,6 +27,7 @@ const char *memb_role_name(int role)
     case PSKV__ROLE__SCHEDULER: return "scheduler";
     case PSKV__ROLE__SERVER: return "server";
     case PSKV__ROLE__WORKER: return "worker";
+    case PSKV__ROLE__EVALUATOR: return "evaluator";
     default: return "control";
     }
 }
@@ -113,8 +115,9 @@ static void begin_stop(void)
     Pskv__Meta m;
     sched_meta(&m, PSKV__MSG_TYPE__STOP);
     for (int i = 0; i < memb.nnodes; i++)
-        if (memb.nodes[i].role == PSKV__ROLE__SERVER)
-            sched_send(&memb.nodes[i], &m);
+        if (memb.nodes[i].role == PSKV__ROLE__SERVER ||
+            (memb.nodes[i].role == PSKV__ROLE__EVALUATOR && !memb.nodes[i].dead))
+            sched_send(&memb.nodes[i], &m); /* the evaluator stops too; it answers nothing */
     LOG_I("every worker is done; stopping the servers");
 }
 
@@ -285,6 +288,32 @@ static memb_node *add_node(wire_msg *msg, int rank)
     return n;
 }
 
+/* The evaluator (rank -1) registers at any time before the job ends and counts
+ * for nothing the job waits on; joining a running job it gets a view of its own
+ * epoch (so the servers know its node id). A dead one it replaces is out for good. */
+static void register_evaluator(wire_msg *msg)
+{
+    if (!estop_may_register(msg))
+        return;
+    memb_node *n = add_node(msg, -1);
+    if (!n)
+        return;
+    for (int i = 0; i < memb.nnodes - 1; i++) {
+        memb_node *o = &memb.nodes[i];
+        if (o->role == PSKV__ROLE__EVALUATOR && o->dead && !o->replaced) {
+            o->replaced = 1;
+            o->gone_ms = tu_now_ms();
+        }
+    }
+    LOG_I("evaluator registered: node %u at %s pid %u%s", n->id, n->host, n->pid,
+          memb.state == JOB_RUNNING ? " (joins the running job)" : "");
+    ack_register(n);
+    if (memb.state == JOB_RUNNING) {
+        n->state = NODE_ACTIVE;
+        view_send();
+    }
+}
+
 void memb_on_register(wire_msg *msg)
 {
     Pskv__Meta *r = msg->meta;
@@ -302,8 +331,10 @@ void memb_on_register(wire_msg *msg)
         sched_refuse(msg, PSKV_EREFUSED, why);
         return;
     }
-    if (r->role != PSKV__ROLE__SERVER && r->role != PSKV__ROLE__WORKER) {
-        sched_refuse(msg, PSKV_EPROTO, "REGISTER with a role other than server or worker");
+    if (r->role != PSKV__ROLE__SERVER && r->role != PSKV__ROLE__WORKER &&
+        r->role != PSKV__ROLE__EVALUATOR) {
+        sched_refuse(msg, PSKV_EPROTO,
+                     "REGISTER with a role other than server, worker or evaluator");
         return;
     }
     if (!r->host || !*r->host || strlen(r->host) >= sizeof memb.nodes[0].host) {
@@ -316,6 +347,10 @@ void memb_on_register(wire_msg *msg)
                  "hosts could not reach it (give it --advertise ADDR or --interface NAME)",
                  r->host, msg->peer);
         sched_refuse(msg, PSKV_EREFUSED, why);
+        return;
+    }
+    if (r->role == PSKV__ROLE__EVALUATOR) {
+        register_evaluator(msg);
         return;
     }
     memb_node *replaced = NULL; /* a dead worker whose rank the new one takes over */
@@ -470,8 +505,8 @@ void memb_on_heartbeat(wire_msg *msg)
         return;
     }
     if (n->replaced) {
-        LOG_W("heartbeat from worker node %u, whose rank %d another node took over", n->id,
-              n->rank);
+        LOG_W("heartbeat from %s node %u, whose place another node took over",
+              memb_role_name(n->role), n->id);
         return;
     }
     if (n->drain == DRAIN_LEFT) {
@@ -550,7 +585,9 @@ void memb_on_finish(wire_msg *msg)
     memb_node *n = memb_sender(msg);
     if (!n)
         return;
-    if (n->state != NODE_FINISHED)
+    if (n->state != NODE_FINISHED && n->role == PSKV__ROLE__EVALUATOR)
+        LOG_I("evaluator (node %u) finished", n->id);
+    else if (n->state != NODE_FINISHED)
         LOG_I("worker rank %d (node %u) finished", n->rank, n->id);
     int was = n->state;
     n->state = NODE_FINISHED;
@@ -594,6 +631,8 @@ static void declare_dead(memb_node *n, int64_t now)
               (unsigned long long)view_epoch(), (double)(tu_now_us() - t0) / 1e3, view_lost());
     } else if (memb.state == JOB_RUNNING && n->role == PSKV__ROLE__WORKER) {
         view_send(); /* out of the clock set */
+    } else if (n->role == PSKV__ROLE__EVALUATOR) {
+        estop_on_death(n);
     }
 }
 

@@ -208,11 +208,18 @@ static void print_json(const Pskv__Meta *m)
             printf(",\"rows\":%" PRIu64 ",\"admitted\":%" PRIu64 ",\"not_admitted\":%" PRIu64
                    ",\"evicted\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"rss\":%" PRIu64,
                    n->rows, n->admitted, n->not_admitted, n->evicted, n->bytes, n->rss_bytes);
+        if (n->has_evals)
+            printf(",\"evals\":%" PRIu64 ",\"eval_clock\":%" PRId64 ",\"val_loss\":%.17g,"
+                   "\"val_accuracy\":%.17g", n->evals, n->eval_clock, n->val_loss,
+                   n->val_accuracy);
         printf(",\"insecure\":%s,\"refused\":", n->insecure ? "true" : "false");
         json_refusals(n->refusals, n->n_refusals);
         putchar('}');
     }
-    printf("],\"keys\":%s,\"insecure\":%s,\"refused\":", v->keys ? "true" : "false",
+    printf("],\"evaluators\":%u,\"stopped_early\":%s,\"early_stop\":", v->evaluators,
+           v->stop_early ? "true" : "false");
+    json_str(v->stop_early ? v->stop_reason : v->early_stop ? v->early_stop : "");
+    printf(",\"keys\":%s,\"insecure\":%s,\"refused\":", v->keys ? "true" : "false",
            v->insecure ? "true" : "false");
     json_refusals(v->refusals, v->n_refusals);
     printf(",\"forgotten\":%" PRIu64 ",\"partitions\":%u,\"replicas\":%u,\"vnodes\":%u,"
@@ -269,8 +276,11 @@ static void print_table(const Pskv__Meta *m)
         char addr[160], hb[32], range[80] = "-", clock[24] = "-";
         snprintf(addr, sizeof addr, "%s:%u", n->host ? n->host : "?", n->port);
         snprintf(hb, sizeof hb, "%" PRId64 " ms ago", n->heartbeat_age_ms);
-        if (n->has_clock)
-            snprintf(clock, sizeof clock, "%" PRId64, n->clock);
+        if (n->has_clock || n->has_evals)
+            snprintf(clock, sizeof clock, "%" PRId64, n->has_clock ? n->clock : n->eval_clock);
+        if (n->has_evals)
+            snprintf(range, sizeof range, "%" PRIu64 " evals: val_loss %.4f val_accuracy %.4f",
+                     n->evals, n->val_loss, n->val_accuracy);
         if (n->has_heads)
             snprintf(range, sizeof range, "%u/%u / %" PRIu64, n->heads, n->holds, n->dropped);
         printf("%-4u %-7s %-5d %-22s %-8u %-9s %-6s %-12s %-8s %s\n", n->id, role_name(n->role),
@@ -286,6 +296,8 @@ static void print_table(const Pskv__Meta *m)
     if (slow)
         printf("slowest worker: rank %d at clock %" PRId64 "; pushes dropped as late: %" PRIu64
                "\n", slow->rank, slow->clock, dropped);
+    if (v->stop_early || v->early_stop)
+        printf("early stopping: %s\n", v->stop_early ? v->stop_reason : v->early_stop);
     if (v->forgotten)
         printf("forgotten: %" PRIu64 " nodes that left the job for good (not listed)\n",
                v->forgotten);

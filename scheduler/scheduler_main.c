@@ -31,6 +31,7 @@
 
 #include "checkpoint.h"
 #include "config.h"
+#include "earlystop.h"
 #include "drain.h"
 #include "log.h"
 #include "membership.h"
@@ -92,6 +93,18 @@ static cfg_entry config[] = {
     {"worker-checkpoints", CFG_BOOL, "false", "PSKV_SCHEDULER_WORKER_CHECKPOINTS", 0, 0, NULL,
      "with --keys, worker keys may ask for checkpoints too (pskv_checkpoint); by default "
      "only control keys may", 0, 0, NULL, NULL},
+    {"evaluators", CFG_INT, "0", "PSKV_SCHEDULER_EVALUATORS", 0, 1, NULL,
+     "evaluators the job runs (0 or 1): with 1, one pskv-evaluator may register (at any "
+     "time) and report validation metrics", 0, 0, NULL, NULL},
+    {"early-stop-metric", CFG_STR, "", "PSKV_SCHEDULER_EARLY_STOP_METRIC", 0, 0, NULL,
+     "stop the job early when this evaluator metric stops improving: val_loss or "
+     "val_accuracy (empty = never; needs --evaluators 1)", 0, 0, NULL, NULL},
+    {"patience", CFG_INT, "3", "PSKV_SCHEDULER_PATIENCE", -1e9, 1e9, "evaluations",
+     "early stopping: stop after this many evaluations in a row without improvement (>= 1)",
+     0, 0, NULL, NULL},
+    {"min-delta", CFG_DOUBLE, "0", "PSKV_SCHEDULER_MIN_DELTA", 0, 1e9, NULL,
+     "early stopping: an evaluation improves only when better than the best by more than this",
+     0, 0, NULL, NULL},
     CFG_METRICS_ENTRY("PSKV_SCHEDULER_METRICS_PORT"),
     CFG_COMMON_ENTRIES("PSKV_SCHEDULER_PORT", "7700"),
     CFG_END};
@@ -209,6 +222,12 @@ static void dispatch(wire_msg *msg)
     case PSKV__MSG_TYPE__CHECKPOINT: ckpt_start(msg); break;
     case PSKV__MSG_TYPE__DRAIN: drain_request(msg); break;
     case PSKV__MSG_TYPE__CHECKPOINT_ACK: ckpt_on_ack(msg); break;
+    case PSKV__MSG_TYPE__EVAL_REPORT: {
+        memb_node *n = memb_sender(msg);
+        if (n)
+            estop_on_report(n, msg);
+        break;
+    }
     case PSKV__MSG_TYPE__ERROR:
         if (!ckpt_on_error(r))
             LOG_W("error from %s: %s", msg->peer, r->error ? r->error : "?");
@@ -268,6 +287,10 @@ static int configure(int argc, char **argv)
                 "checkpoints without it)\n");
         return 2;
     }
+    rc = estop_init((int)cfg_int(config, "evaluators"), cfg_str(config, "early-stop-metric"),
+                    cfg_int(config, "patience"), cfg_double(config, "min-delta"));
+    if (rc >= 0)
+        return rc;
     rc = ckpt_init(cfg_str(config, "data-dir"), (int)cfg_int(config, "resume"),
                    cfg_double(config, "checkpoint-every"),
                    (int)cfg_int(config, "keep-checkpoints"), (int)cfg_int(config, "full-every"));

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#include "earlystop.h"
 #include "log.h"
 #include "pskv_errors.h"
 #include "ring.h"
@@ -80,6 +81,7 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
         v->chains = V.chains;
     }
     ckpt_fill_view(v); /* a resumed job: where its data is */
+    estop_fill_view(v, status); /* early stopping fired: every worker stops */
     if (V.join_prev) { /* a joining server's first view: where its partitions come from */
         v->n_prev_chains = (size_t)V.nparts * V.replicas;
         v->prev_chains = V.join_prev;
@@ -122,6 +124,7 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
         p->state = (char *)memb_state_name(n); /* servers take finished and dead workers
                                                   out of the clock set */
         ckpt_fill_node(p, n);
+        estop_fill_node(p, n, status);
         p->has_clock = n->role == PSKV__ROLE__WORKER;
         p->clock = n->clock;
         p->has_dropped = n->role == PSKV__ROLE__SERVER;

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # `make demo`: trains the MLP (784-256-10) on Fashion-MNIST on a local cluster of
-# 1 scheduler, 2 servers and 2 workers, with progress, then prints the test
-# accuracy and where the metrics and the plot were written.
+# 1 scheduler, 2 servers, 2 workers and an evaluator, with progress: a generous
+# budget of 30 epochs that early stopping ends once the validation accuracy (the
+# last 10,000 training images, held out) stops improving. Then prints when and why
+# it stopped, the best validation accuracy, the best model's test accuracy, the
+# test accuracy at the end, and where the metrics and the plot were written.
 # Usage: scripts/demo.sh [--out DIR] [-- EXTRA_WORKER_ARGS...]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
+export PSKV_BIN_DIR=${PSKV_BIN_DIR:-$here/../build/bin}
 out=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -23,12 +27,18 @@ fi
 [ -n "$out" ] || out=$(mktemp -d /tmp/pskv-demo-XXXXXX)
 mkdir -p "$out"
 metrics="$out/metrics.jsonl"
-echo "== pskv demo: MLP 784-256-10 on Fashion-MNIST, 2 servers x 2 workers, 5 epochs (sgd, lr 0.0075 decaying linearly, batch 16)"
+echo "== pskv demo: MLP 784-256-10 on Fashion-MNIST, 2 servers x 2 workers + 1 evaluator,"
+echo "   up to 30 epochs (sgd, lr 0.0075, batch 16), 10,000 training images held out for"
+echo "   validation; early stopping on val_accuracy (patience 3, min delta 0.001)"
 start=$SECONDS
-"$here/launch-local.sh" --servers 2 --workers 2 --timeout 900 --log-dir "$out/logs" \
+"$here/launch-local.sh" --servers 2 --workers 2 --evaluators 1 --timeout 900 --log-dir "$out/logs" \
   --scheduler-opt --log-level --scheduler-opt warn --server-opt --log-level --server-opt warn \
-  -- --app mlp --epochs 5 --batch 16 --lr 0.0075 --lr-schedule linear --momentum 0.9 \
-     --metrics "$metrics" \
+  --scheduler-opt --early-stop-metric=val_accuracy --scheduler-opt --patience=3 \
+  --scheduler-opt --min-delta=0.001 \
+  --evaluator-opt --save-best="$out/best.model" --evaluator-opt --best-metric=val_accuracy \
+  --evaluator-opt --metrics="$out/validation.jsonl" --evaluator-opt --eval-every=1 \
+  -- --app mlp --epochs 30 --batch 16 --lr 0.0075 --lr-schedule const --momentum 0.9 \
+     --validation-split 10000 --eval-every 0 --metrics "$metrics" \
      --save-model "$out/mlp.model" --log-level warn "$@"
 rc=$?
 if [ $rc -ne 0 ]; then
@@ -36,9 +46,16 @@ if [ $rc -ne 0 ]; then
   exit $rc
 fi
 acc=$(grep -o 'final test accuracy [0-9.]*' "$out/logs/worker-0.log" | awk '{print $4}')
+stopped=$(grep -m 1 '^stopped early' "$out/logs/worker-0.log")
+best=$(grep -m 1 '^evaluator: [0-9]* evaluations' "$out/logs/evaluator.log")
+best_test=$("$PSKV_BIN_DIR/pskv-evaluator" --app mlp --validation-split 10000 --log-level warn \
+  --evaluate "$out/best.model" 2>&1 | grep -o 'test_accuracy [0-9.]*' | awk '{print $2}')
 echo
+echo "${stopped:-not stopped early: ran the whole budget of 30 epochs}"
+echo "best validation: ${best#evaluator: }"
+echo "best model's test accuracy: ${best_test:-?}  ($out/best.model)"
 echo "test accuracy: $acc  (training took $((SECONDS - start)) s)"
-echo "metrics: $metrics"
+echo "metrics: $metrics (validation: $out/validation.jsonl)"
 if "$here/plot.sh" "$metrics" -o "$out/curves.png" > "$out/plot.log" 2>&1; then
   echo "plot:    $out/curves.png"
 else

@@ -276,7 +276,7 @@ reap() {
       [[ -z $quiet ]] || continue
       if ((i > S)); then
         ((st == 0)) || report_exit "$i" "$st" ""
-      elif ((n > S + 1)) && any_alive $((S + 1)) $((n - 1)); then
+      elif ((n > S + 1)) && any_alive $((S + 1)) $((S + W)); then
         report_exit "$i" "$st" " while workers were running"
       fi
     fi

@@ -27,6 +27,12 @@
 #   --server-opt ARG     append ARG to every server's command line (repeatable)
 #   --worker-opt R:ARG   append ARG to worker R's command line only (repeatable),
 #                        e.g. --worker-opt 1:--slowdown --worker-opt 1:3
+#   --evaluators N       0 (default) or 1: also start one pskv-evaluator with the
+#                        workers' arguments (those after --) and give the scheduler
+#                        --evaluators N; its log is evaluator.log. Its exit status does
+#                        not count in this script's.
+#   --evaluator-opt ARG  append ARG to the evaluator's command line only (repeatable),
+#                        e.g. --evaluator-opt --save-best=/tmp/best.model
 #   --help               print this help and exit 0
 #
 # Log dir contents: scheduler.log/.pid, server-I.log/.pid, worker-R.log/.pid (stdout+stderr
@@ -77,6 +83,8 @@ waits for the workers, then stops everything.
   --scheduler-opt ARG  append ARG to the scheduler's arguments (repeatable)
   --server-opt ARG     append ARG to every server's arguments (repeatable)
   --worker-opt R:ARG   append ARG to worker R's arguments only (repeatable)
+  --evaluators N       0 or 1: also run one pskv-evaluator with the workers' arguments
+  --evaluator-opt ARG  append ARG to the evaluator's arguments only (repeatable)
   --help               show this help
 Every option also accepts the --flag=value form. Arguments after -- go to every worker.
 
@@ -90,6 +98,8 @@ servers=
 workers=
 port=
 keys=
+evaluators=0
+evaluator_opts=()
 
 # set_opt NAME VAL: this script's own options (see parse_args in launch-lib.sh).
 set_opt() {
@@ -97,6 +107,11 @@ set_opt() {
     --servers) servers=$2 ;;
     --workers) workers=$2 ;;
     --port) port=$2 ;;
+    --evaluators)
+      [[ $2 == 0 || $2 == 1 ]] || die_usage "--evaluators must be 0 or 1, got '$2'"
+      evaluators=$2
+      ;;
+    --evaluator-opt) evaluator_opts+=("$2") ;;
     --keys)
       [[ -n $2 ]] || die_usage "--keys needs a directory"
       keys=$2
@@ -104,7 +119,7 @@ set_opt() {
   esac
 }
 
-parse_args "--servers --workers --port --keys" "" "$@"
+parse_args "--servers --workers --port --keys --evaluators --evaluator-opt" "" "$@"
 
 [[ -n $servers ]] || die_usage "--servers is required"
 [[ -n $workers ]] || die_usage "--workers is required"
@@ -126,7 +141,9 @@ check_wopt_ranks
 # ---------------------------------------------------------------- binaries
 [[ -n $bin_dir ]] || bin_dir=${PSKV_BIN_DIR:-}
 default_bin_dir "$0"
-for b in pskv-scheduler pskv-server pskv-worker; do
+evaluator_bin=()
+((evaluators)) && evaluator_bin=(pskv-evaluator)
+for b in pskv-scheduler pskv-server pskv-worker "${evaluator_bin[@]}"; do
   if [[ ! -f $bin_dir/$b || ! -x $bin_dir/$b ]]; then
     die "binary $bin_dir/$b is missing or not executable (build pskv first, or use --bin-dir DIR / PSKV_BIN_DIR)"
   fi
@@ -267,6 +284,7 @@ wait_scheduler_listening() {
 SECONDS=0
 sched="127.0.0.1:$port"
 set_key_opts scheduler
+((evaluators)) && scheduler_opts=(--evaluators "$evaluators" "${scheduler_opts[@]}")
 start_daemon scheduler "$bin_dir/pskv-scheduler" --port "$port" --servers "$servers" \
   --workers "$workers" "${key_opts[@]}" "${scheduler_opts[@]}"
 wait_scheduler_listening
@@ -299,9 +317,28 @@ for ((r = 0; r < workers; r++)); do
   start_daemon "worker-$r" "${cmd[@]}"
   ((r == 0)) && start_tail $((servers + 1))
 done
+if ((evaluators)) && [[ -z $got_signal ]]; then
+  set_key_opts evaluator-0
+  start_daemon evaluator "$bin_dir/pskv-evaluator" --scheduler "$sched" "${key_opts[@]}" \
+    "${worker_args[@]}" "${evaluator_opts[@]}"
+fi
 
 # ---------------------------------------------------------------- wait, stop, exit status
 wait_for_workers
+if ((evaluators)) && ((${#pids[@]} > S + W + 1)); then
+  # the evaluator leaves with the job (STOP): its status, as the workers' are reported
+  ev=$((S + W + 1))
+  for ((n = 0; n < 50 && alive[ev]; n++)); do
+    [[ -n $got_signal ]] && break
+    reap quiet
+    ((alive[ev])) && nap 0.1
+  done
+  if ((alive[ev])); then
+    msg "evaluator (pid ${pids[ev]}) still running 5 s after the workers; stopping it"
+  else
+    msg "evaluator (pid ${pids[ev]}) exited with status ${status[ev]}"
+  fi
+fi
 stop_all
 stop_tail 10
 compute_exit_status

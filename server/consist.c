@@ -128,6 +128,12 @@ static void answer_pull(consist *c, const held *h, int64_t clock)
     }
     Pskv__Meta m;
     held_meta(&c->out, &m, PSKV__MSG_TYPE__PULL_REPLY, h, clock);
+    if (h->rank < 0) { /* not a worker (the evaluator): the clocks its snapshot reflects */
+        const int64_t *vc;
+        int n = vclock_get(c->clocks, &vc);
+        m.n_worker_clocks = n > 0 ? (size_t)n : 0;
+        m.worker_clocks = (int64_t *)vc;
+    }
     m.has_num_keys = m.has_width = 1;
     m.num_keys = h->n;
     m.width = t->width;

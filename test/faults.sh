@@ -82,7 +82,7 @@ wait_ok() {
 
 sched_port() { sed -n 's/.*scheduler listening on port \([0-9]*\).*/\1/p' "$1/scheduler.log" | head -n 1; }
 
-status_json() { "$BIN/pskvctl" --scheduler "127.0.0.1:$(sched_port "$1")" status --json; }
+status_json() { "$BIN/pskvctl" --scheduler "127.0.0.1:$(sched_port "$1")" "${@:2}" status --json; }
 
 # Failover of DIR: kill time (ms) to the first "failover:" line of any worker.
 failover_ms() {
@@ -883,6 +883,45 @@ f_admit_kill() {
   echo "admission and eviction exact after killing server-$victim"
 }
 
+# The evaluator killed (-9) or paused (SIGSTOP) mid-job never stops or slows
+# training: the scheduler logs it dead and suspends early stopping, status shows
+# it dead, and the workers train to the end of their epochs and exit 0.
+eval_fault() {
+  local sig=$1 d=$TDIR/c js i
+  # --dead-after-ms 2000: a server or worker falsely declared dead while the busy
+  # machine stalls would fail the job for a reason that is not the evaluator's
+  launch "$d" --servers 1 --workers 2 --evaluators 1 --scheduler-opt=--dead-after-ms=2000 \
+    --scheduler-opt=--early-stop-metric=val_accuracy \
+    --scheduler-opt=--patience=50 --evaluator-opt --metrics="$d/val.jsonl" -- --app mlp \
+    --epochs 12 --train-limit 20000 --test-limit 500 --validation-split 1000 --eval-every 0
+  wait_joined "$d" 2
+  for i in $(seq $((600 * TS))); do
+    grep -q '^evaluation 2:' "$d/evaluator.log" 2>/dev/null && break
+    sleep 0.1
+  done
+  grep -q '^evaluation 2:' "$d/evaluator.log" || fail "the evaluator made no 2 evaluations"
+  kill "-$sig" "$(cat "$d/evaluator.pid")"
+  # async snapshots carry the vector of the workers' clocks they reflect
+  grep -q '"worker_clocks":\[[0-9]*,[0-9]*\]}$' "$d/val.jsonl" || fail "no worker clocks: $(head -n 2 "$d/val.jsonl")"
+  for i in $(seq $((200 * TS))); do
+    kill -0 "$(cat "$d/launch.pid")" 2>/dev/null || fail "the job ended before status showed the evaluator dead"
+    js=$(status_json "$d" --timeout 1 2>/dev/null) &&
+      grep -q '"role":"evaluator","rank":-1,[^}]*"alive":false' <<< "$js" && break
+    sleep 0.1
+  done
+  grep -q '"role":"evaluator","rank":-1,[^}]*"alive":false' <<< "$js" || fail "status does not show the evaluator dead: $js"
+  grep -q '"early_stop":"suspended' <<< "$js" || fail "status does not show early stopping suspended: $js"
+  wait "$(cat "$d/launch.pid")" || fail "workers failed: $(tail -n 3 "$d/launch.out")"
+  grep -q 'evaluator node [0-9]* is dead: training goes on; early stopping is suspended' "$d/scheduler.log" ||
+    fail "the scheduler logged no warning"
+  grep -q '^final test accuracy .* after 12 epochs' "$d/worker-0.log" || fail "training did not run to its end"
+  grep -q 'stopped early' "$d"/worker-*.log && fail "a worker stopped early"
+  [ "$sig" = STOP ] && kill -KILL "$(cat "$d/evaluator.pid")" 2>/dev/null
+  echo "training finished with the evaluator $( [ "$sig" = KILL ] && echo killed || echo paused)"
+}
+f_eval_kill() { eval_fault KILL; }
+f_eval_pause() { eval_fault STOP; }
+
 # shellcheck source=../scripts/free-port.sh
 . "$top/scripts/free-port.sh"
 
@@ -1098,7 +1137,7 @@ f_drain_bsp() {
 
 tests=(kill_server kill_server_ssp kill_server_bsp chain_r3 chain_r3_bsp pause_server pause_server_nocopy kill_worker worker_rejoin worker_restart_acked worker_restart_ssp retry_paused lease_lapse dead_connections pause_scheduler lost_partition
        checkpoint_resume checkpoint_reshard checkpoint_delta_failover join join_ssp join_ssp_parked join_bsp join_bsp_backup server_rejoin adam_kill admit_kill
-       drain drain_ssp drain_r1 drain_bsp drain_joined drain_wait)
+       drain drain_ssp drain_r1 drain_bsp drain_joined drain_wait eval_kill eval_pause)
 for t in "${tests[@]}"; do
   if [ ${#ONLY[@]} -gt 0 ] && ! printf '%s\n' "${ONLY[@]}" | grep -qx "$t"; then continue; fi
   for i in $(seq "$TRIALS"); do run_trial "$t" "f_$t" "$i"; done

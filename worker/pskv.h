@@ -59,6 +59,9 @@ typedef struct pskv_config {
                                   process exits (default 0 = off) */
     const char *metrics_bind;  /* BIND: NULL or "" = loopback, or every address with keys
                                   or insecure; else this IPv4 address or "*" */
+    int evaluator;             /* 1: join as the job's evaluator (pskv-evaluator), not a
+                                  worker: no rank, no clocks; it opens tables and pulls
+                                  (default 0) */
 } pskv_config;
 
 /* Fills cfg with the defaults above. */
@@ -201,7 +204,33 @@ int pskv_resume_progress(const pskv_worker *w, int64_t *epoch, int64_t *step,
 int pskv_clip_norm(float *const *parts, const size_t *lens, size_t nparts, double max_norm,
                    double *norm);
 
-/* This worker's rank (0..W-1), the number of workers and of servers. */
+/* Early stopping: 1 when the scheduler asked every worker to stop at its next
+ * clock boundary (its view says so), with the reason copied into why (NUL-ended,
+ * when why_len > 0); else 0. Views are read when the caller enters the library. */
+int pskv_stop_requested(const pskv_worker *w, char *why, size_t why_len);
+
+/* Workers of the latest view that neither finished nor died (this one included),
+ * after applying what the scheduler sent meanwhile (it never waits). */
+int pskv_workers_active(pskv_worker *w);
+
+/* For the evaluator (pskv_config.evaluator): 1 once the job is ending (the
+ * scheduler sent STOP, or every worker of the view finished or died); else 0. */
+int pskv_job_ending(const pskv_worker *w);
+
+/* For the evaluator: the latest completed pull's reply clocks: *lo and *hi the
+ * oldest and newest over its servers (bsp: the closed clocks; equal when every
+ * server answered at the same closed clock, a consistent snapshot), and in vc (up
+ * to max ranks) per worker rank the clocks its values reflect at least (ssp and
+ * async). Returns the number of ranks written. */
+int pskv_values_clocks(const pskv_worker *w, int64_t *lo, int64_t *hi, int64_t *vc, int max);
+
+/* For the evaluator: reports one evaluation of the snapshot at `clock` (epoch of
+ * the slowest worker) to the scheduler, which may stop the job early on it.
+ * Returns 0 or -PSKV_ENET. */
+int pskv_report_eval(pskv_worker *w, int64_t clock, double epoch, double val_loss,
+                     double val_accuracy);
+
+/* This worker's rank (0..W-1; -1 for the evaluator), the number of workers and of servers. */
 int pskv_rank(const pskv_worker *w);
 int pskv_num_workers(const pskv_worker *w);
 int pskv_num_servers(const pskv_worker *w);

@@ -23,6 +23,23 @@
 /* Applies a reply from server si to the part it answers: a refusal (stale view,
  * copy on its way) schedules the part again, an error fails the request, a pull's
  * values go to the caller's array; the request ends with its last part. */
+/* An evaluator's pull reply carries the server's vector of worker clocks: the
+ * pull's vector is, per rank, the smallest over its parts' servers (the clocks
+ * every part's values reflect at least). */
+static void wpump_worker_clocks(pskv_worker *w, int64_t ts, const Pskv__Meta *m)
+{
+    size_t n = m->n_worker_clocks < WST_MAX_WCLOCKS ? m->n_worker_clocks : WST_MAX_WCLOCKS;
+    if (w->wclocks_ts != ts) {
+        w->wclocks_ts = ts;
+        w->nwclocks = (int)n;
+        memcpy(w->wclocks, m->worker_clocks, n * sizeof *w->wclocks);
+        return;
+    }
+    for (size_t i = 0; i < n && i < (size_t)w->nwclocks; i++)
+        if (m->worker_clocks[i] < w->wclocks[i])
+            w->wclocks[i] = m->worker_clocks[i];
+}
+
 static void on_reply(pskv_worker *w, int si, wire_msg *msg)
 {
     Pskv__Meta *m = msg->meta;
@@ -104,6 +121,10 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
         tbl *t = &w->tables[r->table];
         if (m->has_clock && m->clock < r->vclock)
             r->vclock = m->clock; /* the oldest part decides */
+        if (m->has_clock && m->clock > r->vclock_hi)
+            r->vclock_hi = m->clock;
+        if (m->n_worker_clocks)
+            wpump_worker_clocks(w, r->ts, m);
         if (m->type != PSKV__MSG_TYPE__PULL_REPLY || msg->nkeys != p->n || m->width != t->width) {
             if (!r->err)
                 r->err = wst_error(w, PSKV_EPROTO,

@@ -47,6 +47,7 @@ req *wreq_new(pskv_worker *w, enum req_type type, int table, int nparts)
     r->nparts = r->pending = nparts;
     r->deadline_ms = tu_now_ms() + w->request_timeout_ms;
     r->vclock = INT64_MAX;
+    r->vclock_hi = -1;
     w->inflight++;
     return r;
 }
@@ -129,8 +130,10 @@ void wreq_retire(pskv_worker *w, req *r)
 void wreq_finish(pskv_worker *w, req *r)
 {
     wmet_done(w, r);
-    if (r->type == REQ_PULL && !r->err && r->vclock != INT64_MAX)
+    if (r->type == REQ_PULL && !r->err && r->vclock != INT64_MAX) {
         w->values_clock = r->vclock;
+        w->values_clock_hi = r->vclock_hi;
+    }
     if (r->err) {
         record_failure(w, r->ts, r->err);
         if (r->err == -PSKV_ELATE)

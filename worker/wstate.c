@@ -111,7 +111,8 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
     if (rc == 0)
         rc = net_check_advertise(host, shost, why, sizeof why);
     if (rc == 0)
-        rc = secure_init(&w->sec, "this worker", cfg.keys, cfg.insecure, KEY_ROLE_WORKER, 0,
+        rc = secure_init(&w->sec, cfg.evaluator ? "this evaluator" : "this worker", cfg.keys,
+                         cfg.insecure, cfg.evaluator ? KEY_ROLE_EVALUATOR : KEY_ROLE_WORKER, 0,
                          why, sizeof why);
     if (rc == 0)
         rc = secure_check_exposure(&w->sec, NULL, host, why, sizeof why);
@@ -119,7 +120,10 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
         wst_error(w, rc, "%s", why);
         goto fail;
     }
-    rc = member_open(&w->mb, w->ctx, &w->sec, cfg.scheduler, PSKV__ROLE__WORKER, cfg.rank, host, 0,
+    w->evaluator = cfg.evaluator != 0;
+    rc = member_open(&w->mb, w->ctx, &w->sec, cfg.scheduler,
+                     w->evaluator ? PSKV__ROLE__EVALUATOR : PSKV__ROLE__WORKER,
+                     w->evaluator ? -1 : cfg.rank, host, 0,
                      cfg.job_id, cfg.connect_timeout_s, cfg.max_message, why, sizeof why);
     if (rc < 0) {
         wst_error(w, rc, "%s", why);
@@ -144,7 +148,7 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
             n->state && strcmp(n->state, "finished") && (slowest < 0 || n->clock < slowest))
             slowest = n->clock;
     }
-    if (slowest > 0) {
+    if (slowest > 0 && !w->evaluator) {
         /* and says so to every server (a CLOCK of the iteration before): a server
          * that knew this rank from a worker that died holds that one's clock, and
          * an ssp pull, this worker's own first, would wait on it */
@@ -157,8 +161,12 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
     if ((rc = wmet_start(w, secure_bind_addr(&w->sec, cfg.metrics_bind), cfg.metrics_port)) < 0)
         goto fail;
     wview_heartbeat_start(w);
-    LOG_I("worker rank %d of %d (node %u) joined job %llu with %d servers", w->mb.rank,
-          w->nworkers, w->mb.node_id, (unsigned long long)w->mb.job_id, w->nservers);
+    if (w->evaluator)
+        LOG_I("evaluator (node %u) joined job %llu with %d workers and %d servers",
+              w->mb.node_id, (unsigned long long)w->mb.job_id, w->nworkers, w->nservers);
+    else
+        LOG_I("worker rank %d of %d (node %u) joined job %llu with %d servers", w->mb.rank,
+              w->nworkers, w->mb.node_id, (unsigned long long)w->mb.job_id, w->nservers);
     *out = w;
     return 0;
 fail:
@@ -178,15 +186,18 @@ int pskv_worker_close(pskv_worker **w_p)
         /* stopping on a signal, the whole job may be going down at once (scancel,
          * Ctrl-C of a launcher): bounded short, as what is in flight may have no
          * server or scheduler left to answer */
-        int stop = member_stop_requested();
+        int stop = member_stop_requested() || w->job_stopping || (w->evaluator && w->stop_early);
         rc = pskv_wait_all(w, stop ? CLOSE_STOP_MS : w->request_timeout_ms);
         Pskv__Meta m;
         member_meta(&w->mb, &m, PSKV__MSG_TYPE__FINISH);
         member_send(&w->mb, &m);
         int64_t deadline = tu_now_ms() + (stop ? CLOSE_STOP_MS : 5000);
-        while (!w->finish_acked && tu_now_ms() < deadline)
+        /* an evaluator told STOP: the scheduler may be gone already (it does not
+         * wait for the evaluator), and nothing waits for this FINISH */
+        int wait_ack = !(w->evaluator && w->job_stopping);
+        while (wait_ack && !w->finish_acked && tu_now_ms() < deadline)
             wpump(w, wst_remaining(deadline));
-        if (!w->finish_acked)
+        if (wait_ack && !w->finish_acked)
             LOG_W("the scheduler did not acknowledge FINISH within %d s",
                   stop ? CLOSE_STOP_MS / 1000 : 5);
     }

@@ -60,6 +60,7 @@
 #define MAX_PARTS 65535
 #define RETRY_DELAY_MS 5 /* a refused part (stale placement, copy on its way) goes again */
 #define CLOCK_AGAIN_MS 1000 /* an ssp pull waiting this long since the last clock: it goes again */
+#define WST_MAX_WCLOCKS 1024 /* worker ranks an evaluator's vector clock holds */
 #define CLOSE_STOP_MS 1000 /* pskv_worker_close of a process stopping on a signal: each wait */
 #define FAILED_KEEP 4096 /* failed requests whose outcome pskv_wait can still tell */
 #define LENT_RESET_MS 100 /* a lent array ZeroMQ still holds this long after its push
@@ -112,6 +113,7 @@ typedef struct req {
     int err;
     int64_t deadline_ms;
     int64_t vclock;    /* pull: the oldest clock its parts' values reflect */
+    int64_t vclock_hi; /* pull: the newest (bsp: equal to vclock on a consistent snapshot) */
     size_t bytes;      /* values moved: small requests are waited for by spinning */
     scan_out *scan;    /* pskv_pull_all: where the rows go */
     const float *lent; /* pskv_push_nocopy: the caller's values, sent without a copy */
@@ -195,6 +197,16 @@ struct pskv_worker {
     _Atomic int64_t clock;  /* iterations finished; pushes and pulls carry it */
     uint64_t late_drops;    /* bsp pushes answered "dropped: late" */
     int64_t values_clock;   /* clock the last completed pull's values reflect */
+    int64_t values_clock_hi; /* ... the newest of its parts' clocks */
+    /* the evaluator (pskv_config.evaluator): per worker rank, the smallest over the
+     * servers of the clocks the latest pull's replies carried (worker_clocks) */
+    int64_t wclocks[WST_MAX_WCLOCKS];
+    int nwclocks;
+    int64_t wclocks_ts;     /* the pull they are of */
+    int evaluator;          /* registered as the evaluator role */
+    int stop_early;         /* the view asked every worker to stop (early stopping) */
+    char stop_reason[256];
+    int job_stopping;       /* the scheduler sent STOP: the job is over */
     int64_t max_message;
     _Atomic int64_t progress[3]; /* epoch, step, position: sent with heartbeats */
     _Atomic int64_t wait_ns;     /* the caller's time waiting in the pump: heartbeats */

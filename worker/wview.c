@@ -189,6 +189,12 @@ int wview_apply(pskv_worker *w, int64_t max_message)
     if (moved)
         wview_hold_clocks(w);
     w->nworkers = nw;
+    if (v->has_stop_early && v->stop_early && !w->stop_early) {
+        w->stop_early = 1;
+        snprintf(w->stop_reason, sizeof w->stop_reason, "%s",
+                 v->stop_reason ? v->stop_reason : "early stopping");
+        LOG_I("the scheduler stops the job early: %s", w->stop_reason);
+    }
     return 0;
 }
 
@@ -212,6 +218,8 @@ void wview_on_scheduler(pskv_worker *w)
             w->barrier_done = m->seq;
         else if (m && m->type == PSKV__MSG_TYPE__FINISH_ACK)
             w->finish_acked = 1;
+        else if (m && m->type == PSKV__MSG_TYPE__STOP && w->evaluator)
+            w->job_stopping = 1; /* the evaluator hears the end of the job as servers do */
         else if (m && m->type == PSKV__MSG_TYPE__CHECKPOINT_ACK && m->request_id == w->ckpt_req)
             w->ckpt_done = m->seq ? m->seq : 1;
         else if (m && m->type == PSKV__MSG_TYPE__ERROR && w->ckpt_req &&

@@ -114,6 +114,40 @@ START_TEST(idx_tiny_limit)
 }
 END_TEST
 
+/* A validation split: the last rows set apart, the rows before them sharded and
+ * limited as without one; every row in exactly one of the two; a split that leaves
+ * no row before it refused. */
+START_TEST(idx_tiny_split)
+{
+    idx_set s, v;
+    char why[256];
+    ck_assert_int_eq(idx_load_split(IDX_DIR, "tiny", 0, 1, 0, 2, 1, &v, why, sizeof why), 0);
+    ck_assert_uint_eq(v.n, 2);
+    ck_assert_uint_eq(v.file_rows, TINY_N);
+    ck_assert_uint_eq(v.y[0], tiny_labels[3]);
+    ck_assert_uint_eq(v.y[1], tiny_labels[4]);
+    ck_assert_float_eq(v.x[2 * TINY_DIM - 1], 1.0f);
+    idx_free(&v);
+    unsigned seen = 0;
+    for (uint32_t sh = 0; sh < 2; sh++) {
+        ck_assert_int_eq(idx_load_split(IDX_DIR, "tiny", sh, 2, 0, 2, 0, &s, why, sizeof why), 0);
+        for (uint32_t r = 0; r < s.n; r++)
+            ck_assert_uint_eq(s.y[r], tiny_labels[sh + 2 * r]);
+        seen += s.n;
+        idx_free(&s);
+    }
+    ck_assert_uint_eq(seen, TINY_N - 2);
+    /* --train-limit applies to the rows before the split */
+    ck_assert_int_eq(idx_load_split(IDX_DIR, "tiny", 0, 1, 2, 2, 0, &s, why, sizeof why), 0);
+    ck_assert_uint_eq(s.n, 2);
+    idx_free(&s);
+    ck_assert_int_eq(idx_load_split(IDX_DIR, "tiny", 0, 1, 0, TINY_N, 0, &s, why, sizeof why),
+                     -PSKV_EINVAL);
+    ck_assert_ptr_nonnull(strstr(why, "leaves none"));
+    ck_assert_ptr_null(s.x);
+}
+END_TEST
+
 /* Corrupt pairs: prefix, the file the message must name, and what it must say. */
 static const struct {
     const char *prefix;
@@ -482,6 +516,7 @@ Suite *data_suite(void)
     tcase_add_test(ti, idx_tiny_all);
     tcase_add_test(ti, idx_tiny_shards_partition);
     tcase_add_test(ti, idx_tiny_limit);
+    tcase_add_test(ti, idx_tiny_split);
     tcase_add_loop_test(ti, idx_corrupt, 0, NIDX_BAD);
     tcase_add_test(ti, idx_missing_and_bad_args);
     tcase_add_test(ti, idx_fashion_mnist_t10k);

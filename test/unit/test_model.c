@@ -1,8 +1,9 @@
-/* Tests of the dense models (worker/model.c). The gradient is checked against
- * central differences of an independent double-precision reference loss written
+/* Tests of the dense models (worker/model.c) and their file (common/modelfile.c).
+ * The gradient is checked against central differences of an independent double-precision reference loss written
  * here with plain loops, so neither float rounding nor a bug shared with the BLAS
  * path can hide an error; the rest are hand-computed cases and a small training
  * run that must fit a separable problem. */
+#define _GNU_SOURCE
 #include <float.h>
 #include <limits.h>
 #include <math.h>
@@ -11,7 +12,12 @@
 #include <string.h>
 
 #include "model.h"
+#include "modelfile.h"
+#include "pskv_errors.h"
 #include "suites.h"
+
+#include <stdio.h>
+#include <unistd.h>
 
 #if defined(__SSE2__)
 #include <xmmintrin.h>
@@ -362,6 +368,38 @@ START_TEST(ftz_flushes_denormals)
 }
 END_TEST
 
+/* The model file with the evaluator's record (--save-best): every field and value
+ * back as written, a file without it still read, a cut record refused. */
+START_TEST(modelfile_eval_record)
+{
+    char path[64], why[256];
+    snprintf(path, sizeof path, "/tmp/pskv-unit-model-%d", (int)getpid());
+    float vals[5] = {1.5f, -2.25f, 0.0f, 3e-38f, 7.0f};
+    modelfile m = {1, 4, 0, 1, 5, NULL, vals, 1, 1234, 2.5, 0.3333333333333333, 0.875};
+    ck_assert_int_eq(modelfile_save(path, &m, why, sizeof why), 0);
+    modelfile r;
+    ck_assert_int_eq(modelfile_load(path, &r, why, sizeof why), 0);
+    ck_assert_int_eq(r.has_eval, 1);
+    ck_assert_int_eq(r.clock, 1234);
+    ck_assert(r.epoch == 2.5 && r.val_loss == 0.3333333333333333 && r.val_accuracy == 0.875);
+    ck_assert_uint_eq(r.n, 5);
+    ck_assert_int_eq(memcmp(r.vals, vals, sizeof vals), 0);
+    modelfile_free(&r);
+    m.has_eval = 0;
+    ck_assert_int_eq(modelfile_save(path, &m, why, sizeof why), 0);
+    ck_assert_int_eq(modelfile_load(path, &r, why, sizeof why), 0);
+    ck_assert_int_eq(r.has_eval, 0);
+    ck_assert_int_eq(memcmp(r.vals, vals, sizeof vals), 0);
+    modelfile_free(&r);
+    /* a file that says it has the record but is 32 bytes short is refused */
+    m.has_eval = 1;
+    ck_assert_int_eq(modelfile_save(path, &m, why, sizeof why), 0);
+    ck_assert_int_eq(truncate(path, 40 + 5 * 4 + 4), 0);
+    ck_assert_int_eq(modelfile_load(path, &r, why, sizeof why), -PSKV_EIO);
+    unlink(path);
+}
+END_TEST
+
 Suite *model_suite(void)
 {
     Suite *s = suite_create("model");
@@ -378,6 +416,7 @@ Suite *model_suite(void)
     tcase_add_test(shape, sizes);
     tcase_add_test(shape, rejects_invalid_sizes);
     tcase_add_test(shape, ftz_flushes_denormals);
+    tcase_add_test(shape, modelfile_eval_record);
     suite_add_tcase(s, shape);
     TCase *train = tcase_create("train");
     tcase_add_test(train, sgd_fits_softmax);

@@ -100,7 +100,7 @@ static int save_model(pskv_worker *w, int t, const char *path)
         vals[i] = pairs[i].val;
     }
     free(pairs);
-    modelfile mf = {3, 0, 0, 1, n, keys, vals};
+    modelfile mf = {3, 0, 0, 1, n, keys, vals, 0, 0, 0, 0, 0};
     rc = modelfile_save(path, &mf, why, sizeof why);
     free(keys);
     free(vals);

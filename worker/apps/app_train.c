@@ -94,6 +94,10 @@ typedef struct run {
     double slowdown, jitter_p, jitter_f;
     double clip; /* --clip-norm, 0 = none */
     int ckpt_epochs; /* --checkpoint-epochs, 0 = none */
+    int64_t freeze_after; /* --freeze-after: push zero gradients from this step on (-1 = never) */
+    int digests;     /* --print-digests: each bsp pull's clock and digest */
+    int stopped;     /* the scheduler stopped the job early (pskv_stop_requested) */
+    double samples;  /* examples this worker trained */
     int resumed;     /* a resumed job: training goes on from resume_step */
     int64_t resume_step;
     /* data, model, tables */
@@ -213,6 +217,8 @@ static int read_options(run *r)
     r->slowdown = cfg_double(cfg, "slowdown");
     r->clip = cfg_double(cfg, "clip-norm"); /* > 0 when set: worker_main checks */
     r->ckpt_epochs = (int)cfg_int(cfg, "checkpoint-epochs");
+    r->freeze_after = cfg_int(cfg, "freeze-after");
+    r->digests = (int)cfg_int(cfg, "print-digests");
     r->jitter_p = 0;
     r->jitter_f = 1;
     if (*cfg_str(cfg, "jitter") &&
@@ -229,8 +235,17 @@ static int load_data(run *r)
 {
     char why[512];
     cfg_entry *cfg = r->cfg;
-    int rc = idx_load(cfg_str(cfg, "data"), "train", (uint32_t)r->rank, (uint32_t)r->W,
-                      (uint32_t)cfg_int(cfg, "train-limit"), &r->train, why, sizeof why);
+    int rc = idx_load_split(cfg_str(cfg, "data"), "train", (uint32_t)r->rank, (uint32_t)r->W,
+                            (uint32_t)cfg_int(cfg, "train-limit"),
+                            (uint32_t)cfg_int(cfg, "validation-split"), 0, &r->train, why,
+                            sizeof why);
+    if (rc == -PSKV_EINVAL || (rc == 0 && r->train.n == 0 && cfg_int(cfg, "validation-split"))) {
+        fprintf(stderr, "train: --validation-split %lld leaves worker rank %d no training data"
+                " (%s)\n", cfg_int(cfg, "validation-split"), r->rank,
+                rc < 0 ? why : "its shard is empty");
+        idx_free(&r->train);
+        return 2;
+    }
     if (rc < 0) {
         fprintf(stderr, "train: %s\n", why);
         return 1;
@@ -262,23 +277,27 @@ static int load_data(run *r)
 
 /* The parameter table (one dense run of P floats, named for the model) and the
  * per-worker sample counter. Returns 0, or 1 after saying why. */
-static int open_tables(run *r)
+int app_train_table(pskv_worker *w, cfg_entry *cfg, uint32_t dim, int hidden, size_t P)
 {
-    cfg_entry *cfg = r->cfg;
     pskv_table_opts o;
     pskv_table_opts_init(&o);
     o.kind = PSKV_DENSE;
-    o.size = r->P;
+    o.size = P;
     o.width = 1;
     updflags_apply(cfg, &o);
     o.init = "uniform";
-    o.init_scale = (float)(1.0 / sqrt((double)r->train.dim)); /* PyTorch's Linear bound */
-    o.seed = r->seed;
+    o.init_scale = (float)(1.0 / sqrt((double)dim)); /* PyTorch's Linear bound */
+    o.seed = (uint64_t)cfg_int(cfg, "seed");
     o.consistency = cfg_str(cfg, "consistency");
     o.backup = (uint32_t)cfg_int(cfg, "backup");
     char name[96];
-    snprintf(name, sizeof name, "%s-%u-%d-10", r->app, r->train.dim, r->hidden);
-    r->t = pskv_table_open(r->w, name, &o);
+    snprintf(name, sizeof name, "%s-%u-%d-10", cfg_str(cfg, "app"), dim, hidden);
+    return pskv_table_open(w, name, &o);
+}
+
+static int open_tables(run *r)
+{
+    r->t = app_train_table(r->w, r->cfg, r->train.dim, r->hidden, r->P);
     if (r->t < 0)
         return fail(r->w, "open the parameter table", r->t);
     r->ts = jobstats_open(r->w, r->app);
@@ -443,12 +462,15 @@ static float compute_step(run *r, int64_t in_epoch, int64_t *cb, int64_t *cc)
             cblas_saxpy((blasint)r->P, 1.0f, r->grad2, 1, r->grad, 1);
         micro++;
         r->unreported += bs;
+        r->samples += bs;
         *cb += c1 - c0;
         *cc += tu_now_ns() - c1;
     }
     /* the learning-rate schedule, as a factor on the pushed gradient: with the
      * sgd updater (w -= lr * v, v = momentum * v + g) the same as scaling lr */
     double factor = lr_factor(r->lr_sched, (double)r->step / (double)r->total_steps);
+    if (r->freeze_after >= 0 && r->step >= r->freeze_after)
+        factor = 0; /* a planted plateau (tests): the weights stop moving */
     float scale = (float)factor / (float)micro;
     if (scale != 1.0f)
         cblas_sscal((blasint)r->P, scale, r->grad, 1);
@@ -512,6 +534,10 @@ static int exchange(run *r)
         int64_t tl = pskv_pull(r->w, r->t, NULL, r->P, r->buf[r->cur]);
         if (tl < 0 || (rc = pskv_wait(r->w, tl, TMO)) < 0)
             return fail(r->w, "pull", tl < 0 ? (int)tl : rc);
+        if (r->digests)
+            printf("rank %d pulled clock %lld digest %016llx\n", r->rank,
+                   (long long)pskv_values_clock(r->w),
+                   (unsigned long long)app_digest(r->buf[r->cur], r->P));
     }
     int64_t c4 = tu_now_ns();
     r->ns_push += c3 - c2;
@@ -584,6 +610,13 @@ static int train_loop(run *r)
         /* a bsp worker left behind (its clock closed without it) skips ahead */
         r->step = pskv_current_clock(r->w) > r->step + 1 ? pskv_current_clock(r->w) : r->step + 1;
         trainpos_report(r->w, &r->pos, r->step);
+        char why[256];
+        if (pskv_stop_requested(r->w, why, sizeof why)) {
+            r->stopped = 1;
+            printf("stopped early at epoch %lld: %s\n",
+                   (long long)((r->step - 1) / r->steps_per_epoch + 1), why);
+            break;
+        }
         if (trainpos_due(&r->pos, r->ckpt_epochs, r->step)) {
             /* the job-wide counters go into the checkpoint with the values */
             if ((rc = push_stats(r, r->unreported)) < 0)
@@ -597,6 +630,24 @@ static int train_loop(run *r)
 }
 
 /* ---- the end ----------------------------------------------------------------- */
+
+/* Stopped early, rank 0 waits (at most TMO) for the other workers to leave the
+ * job, which they do as soon as their pushes are in, instead of a barrier: the
+ * others stop at their own next clock, which under bsp and ssp may need this
+ * worker's, so it ends a clock (pushing nothing) every 20 ms meanwhile. Returns 0,
+ * or 1 after saying why. */
+static int wait_stopped(run *r)
+{
+    int rc;
+    for (int64_t until = tu_now_ms() + TMO; pskv_workers_active(r->w) > 1;) {
+        if (tu_now_ms() >= until || app_stop_signal)
+            return fail(r->w, "waiting for the other workers to stop", -PSKV_ETIMEDOUT);
+        if ((rc = pskv_clock(r->w)) < 0)
+            return fail(r->w, "waiting for the other workers to stop", rc);
+        tu_sleep_ms(20);
+    }
+    return 0;
+}
 
 /* The last samples counted, where this worker's step time went, and the barrier
  * every worker passes before rank 0's final evaluation. Returns 0, or 1 after
@@ -615,9 +666,15 @@ static int end_training(run *r)
     printf("rank %d waiting fraction %.4f (%.2f s blocked in the library of %.2f s training)\n",
            r->rank, (double)(r->ns_push + r->ns_wait) / 1e9 / loop_s,
            (double)(r->ns_push + r->ns_wait) / 1e9, loop_s);
+    printf("rank %d time split: %.2f s in the training loop: compute %.2f s, push %.2f s, wait "
+           "for pull %.2f s, evaluation %.2f s\n", r->rank, loop_s, (double)r->ns_compute / 1e9,
+           (double)r->ns_push / 1e9, (double)r->ns_wait / 1e9, (double)r->eval_ns / 1e9);
     if (r->clip > 0)
         printf("rank %d clipped %lld of %lld steps to --clip-norm %g\n", r->rank,
                (long long)r->clipped, (long long)r->nsteps, r->clip);
+    printf("rank %d trained %.0f samples\n", r->rank, r->samples);
+    if (r->stopped)
+        return r->rank == 0 ? wait_stopped(r) : 0;
     rc = pskv_barrier(r->w, TMO * 10);
     if (rc < 0)
         return fail(r->w, "barrier after training", rc);
@@ -633,7 +690,7 @@ static int final_results(run *r)
     if (*save) {
         char why[512];
         modelfile mf = {(uint32_t)(r->mlp ? 2 : 1), r->train.dim, (uint32_t)r->hidden, 10, r->P,
-                        NULL, r->eval_params};
+                        NULL, r->eval_params, 0, 0, 0, 0, 0};
         if (modelfile_save(save, &mf, why, sizeof why) < 0) {
             fprintf(stderr, "train: --save-model: %s\n", why);
             status = 1;
@@ -644,8 +701,10 @@ static int final_results(run *r)
     if (r->clip > 0)
         printf("clipped steps %lld (every worker's, --clip-norm %g)\n", (long long)r->clipped_job,
                r->clip);
+    printf("samples trained %.0f (every worker's, from the sum table)\n", r->last_samples);
+    int epochs = r->stopped ? (int)((r->step - 1) / r->steps_per_epoch + 1) : r->epochs;
     printf("final test accuracy %.4f after %d epochs (%d workers, %d servers)%s%s\n",
-           r->accuracy, r->epochs, r->W, pskv_num_servers(r->w),
+           r->accuracy, epochs, r->W, pskv_num_servers(r->w),
            *cfg_str(r->cfg, "metrics") ? "; metrics in " : "", cfg_str(r->cfg, "metrics"));
     return status;
 }
@@ -696,7 +755,8 @@ int app_train(pskv_worker *w, cfg_entry *cfg)
         return rc;
     int status = 0;
     if (r.rank == 0) {
-        if ((rc = evaluate(&r, (double)r.epochs, r.total_steps)) < 0)
+        double done = r.stopped ? (double)r.step / (double)r.steps_per_epoch : (double)r.epochs;
+        if ((rc = evaluate(&r, done, r.step)) < 0)
             return fail(w, "final evaluation", rc);
         status = final_results(&r);
     }

@@ -62,6 +62,22 @@ int app_sparse_bench(pskv_worker *w, cfg_entry *cfg);
 /* --app softmax | mlp: Fashion-MNIST training (app_train.c). */
 int app_train(pskv_worker *w, cfg_entry *cfg);
 
+/* Opens the softmax / mlp parameter table as every worker does (name, size,
+ * updater, init, consistency from the flags): a handle, or a negated error. */
+int app_train_table(pskv_worker *w, cfg_entry *cfg, uint32_t dim, int hidden, size_t P);
+
+/* pskv-evaluator (app_eval.c): evaluates snapshots of the softmax / mlp model on
+ * the validation set while the workers train, reports them to the scheduler and
+ * keeps the best (--save-best). Returns the exit status. */
+int app_evaluate(pskv_worker *w, cfg_entry *cfg);
+
+/* pskv-evaluator --evaluate PATH: the validation (and test) metrics of a saved
+ * model, with no job. Returns the exit status. */
+int app_evaluate_file(cfg_entry *cfg);
+
+/* FNV-1a over n floats' bytes: equal digests, equal values bit for bit. */
+uint64_t app_digest(const float *v, size_t n);
+
 /* Checks, before joining, that the Fashion-MNIST files exist; prints which path
  * was tried and how to install the data when they do not. Returns 0 or -1. */
 int app_train_check_data(cfg_entry *cfg);

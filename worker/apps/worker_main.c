@@ -1,4 +1,6 @@
-/* pskv-worker: joins a job through libpskv and runs one application. */
+/* pskv-worker: joins a job through libpskv and runs one application. Built with
+ * -DPSKV_EVALUATOR it is pskv-evaluator instead: the same flags (so the evaluator
+ * takes every app flag the workers take), the evaluator role, app_eval.c. */
 #define _GNU_SOURCE
 #include <assert.h>
 #include <signal.h>
@@ -19,6 +21,17 @@
 #include "net.h"
 #include "pskv.h"
 #include "timeutil.h"
+
+#ifdef PSKV_EVALUATOR
+#define PROG "pskv-evaluator"
+#define USAGE "pskv-evaluator --scheduler HOST:PORT --app softmax|mlp --validation-split N [flags]"
+#else
+#define PROG "pskv-worker"
+#define USAGE                                                                               \
+    "pskv-worker --scheduler HOST:PORT --app "                                              \
+    "check|resume-check|incr-check|bench|sparse-bench|softmax|mlp|sparse-lr|replay|admit "   \
+    "[flags]"
+#endif
 
 extern void openblas_set_num_threads(int);
 
@@ -238,6 +251,26 @@ static cfg_entry config[] = {
      "replay: halfway, wait (at most 120 s) for this file to exist; admit: for FILE.1 "
      "after admission, FILE.2 after eviction; sparse-bench: FILE.1 after the fill, FILE.2 "
      "after the updates", 0, 0, NULL, NULL},
+    /* validation (pskv-evaluator; workers leave the validation set out) */
+    {"validation-split", CFG_INT, "0", "PSKV_VALIDATION_SPLIT", 0, 1e9, "images",
+     "softmax, mlp: the last N training images are the validation set: workers leave them "
+     "out of their shards, pskv-evaluator evaluates on them (0 = none; give workers and "
+     "evaluator the same N, e.g. 10000)", 0, 0, NULL, NULL},
+    {"freeze-after", CFG_INT, "-1", "PSKV_WORKER_FREEZE_AFTER", -1, 1e12, "steps",
+     "softmax, mlp: from this step on push zero gradients (learning rate 0: a planted "
+     "plateau for tests; -1 = never)", 0, 0, NULL, NULL},
+    {"print-digests", CFG_BOOL, "false", "PSKV_PRINT_DIGESTS", 1, 0, NULL,
+     "softmax, mlp: print the clock and an FNV-1a digest of each bsp pull (workers) or "
+     "snapshot (pskv-evaluator)", 0, 0, NULL, NULL},
+    {"save-best", CFG_STR, "", "PSKV_EVALUATOR_SAVE_BEST", 1, 0, NULL,
+     "pskv-evaluator: keep the best snapshot here (the --save-model format, with its clock "
+     "and metrics in the header)", 0, 0, NULL, NULL},
+    {"evaluate", CFG_STR, "", "PSKV_EVALUATOR_EVALUATE", 1, 0, NULL,
+     "pskv-evaluator: print the validation and test metrics of this saved model (a "
+     "--save-best or --save-model file) and exit, with no job", 0, 0, NULL, NULL},
+    {"best-metric", CFG_STR, "val_loss", "PSKV_EVALUATOR_BEST_METRIC", 1, 0, NULL,
+     "pskv-evaluator: the best snapshot has the lowest val_loss or the highest val_accuracy",
+     0, 0, NULL, NULL},
     {"blas-threads", CFG_INT, "1", "PSKV_WORKER_BLAS_THREADS", 1, 256, NULL,
      "OpenBLAS threads for compute", 0, 0, NULL, NULL},
     CFG_COMMON_ENTRIES("PSKV_WORKER_PORT", "0"),
@@ -282,22 +315,94 @@ static int legacy_keys(void)
         return 0;
     char err[200];
     if (cfg_set(cfg_find(config, "check-keys"), v, err, sizeof err) < 0) {
-        fprintf(stderr, "pskv-worker: --keys %s: %s\n", v, err);
+        fprintf(stderr, PROG ": --keys %s: %s\n", v, err);
         return -1;
     }
-    fprintf(stderr, "pskv-worker: warning: --keys %s taken as --check-keys %s (--keys now names "
+    fprintf(stderr, PROG ": warning: --keys %s taken as --check-keys %s (--keys now names "
             "a key directory)\n", v, v);
     k->s = "";
     return 0;
 }
 
+/* The flags only one of pskv-worker and pskv-evaluator takes (they share the
+ * table, so that the evaluator takes every app flag the workers take). Returns
+ * -1 to go on, or 2 after saying which flag is wrong. */
+static int role_checks(int dense_train)
+{
+    const char *best = cfg_str(config, "save-best");
+#ifdef PSKV_EVALUATOR
+    if (!dense_train) {
+        fprintf(stderr, PROG ": --app %s: the evaluator evaluates softmax and mlp (sparse-lr: "
+                "not yet)\n", cfg_str(config, "app"));
+        return 2;
+    }
+    if (cfg_int(config, "validation-split") == 0) {
+        fprintf(stderr, PROG ": --validation-split N is needed: the last N training images "
+                "(e.g. 10000), which the workers, given the same flag, leave out\n");
+        return 2;
+    }
+    const char *bm = cfg_str(config, "best-metric");
+    if (strcmp(bm, "val_loss") && strcmp(bm, "val_accuracy")) {
+        fprintf(stderr, PROG ": --best-metric must be val_loss or val_accuracy (got '%s')\n",
+                bm);
+        return 2;
+    }
+    if (*best) {
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s", best);
+        char *slash = strrchr(dir, '/');
+        if (!slash)
+            snprintf(dir, sizeof dir, ".");
+        else if (slash == dir)
+            dir[1] = 0;
+        else
+            *slash = 0;
+        if (access(dir, W_OK | X_OK) != 0) {
+            fprintf(stderr, PROG ": --save-best %s: directory %s %s\n", best, dir,
+                    access(dir, F_OK) ? "does not exist" : "is not writable");
+            return 2;
+        }
+    }
+#else
+    (void)dense_train;
+    if (*best || *cfg_str(config, "evaluate")) {
+        fprintf(stderr, PROG ": %s is pskv-evaluator's flag\n",
+                *best ? "--save-best" : "--evaluate");
+        return 2;
+    }
+#endif
+    return -1;
+}
+
+/* The library's settings from the flags (the evaluator's role included). */
+static void library_config(pskv_config *pc)
+{
+    pskv_config_init(pc);
+    pc->scheduler = cfg_str(config, "scheduler");
+    pc->rank = (int)cfg_int(config, "rank");
+    pc->keys = cfg_str(config, "keys");
+    pc->insecure = (int)cfg_int(config, "insecure");
+    pc->advertise = cfg_str(config, "advertise");
+    pc->interface = cfg_str(config, "interface");
+    pc->connect_timeout_s = cfg_double(config, "connect-timeout");
+    pc->join_timeout_s = cfg_double(config, "join-timeout");
+    pc->request_timeout_ms = (int)(cfg_double(config, "request-timeout") * 1000);
+    pc->window = (int)cfg_int(config, "window");
+    pc->job_id = (uint64_t)cfg_int(config, "job-id");
+    pc->max_message = cfg_int(config, "max-message");
+    pc->chunk_bytes = (size_t)cfg_int(config, "chunk-bytes");
+    pc->spin_us = (int)cfg_int(config, "spin-us");
+    pc->retry_ms = (int)cfg_int(config, "retry-ms");
+    pc->metrics_port = (int)cfg_int(config, "metrics-port");
+    pc->metrics_bind = cfg_str(config, "bind");
+#ifdef PSKV_EVALUATOR
+    pc->evaluator = 1;
+#endif
+}
+
 int main(int argc, char **argv)
 {
-    int rc = cfg_start(config, "worker",
-                       "pskv-worker --scheduler HOST:PORT --app "
-                       "check|resume-check|incr-check|bench|sparse-bench|softmax|mlp|"
-                       "sparse-lr|replay|admit [flags]",
-                       argc, argv, NULL);
+    int rc = cfg_start(config, PROG + 5, USAGE, argc, argv, NULL);
     if (rc >= 0)
         return rc;
     if (legacy_keys() < 0)
@@ -308,7 +413,7 @@ int main(int argc, char **argv)
     if (strcmp(app, "check") && strcmp(app, "bench") && strcmp(app, "resume-check") &&
         strcmp(app, "replay") && strcmp(app, "admit") && strcmp(app, "incr-check") &&
         strcmp(app, "sparse-bench") && !dense_train && !sparse) {
-        fprintf(stderr, "pskv-worker: unknown --app '%s' (check, resume-check, incr-check, bench, "
+        fprintf(stderr, PROG ": unknown --app '%s' (check, resume-check, incr-check, bench, "
                 "sparse-bench, softmax, mlp, sparse-lr, replay, admit)\n", app);
         return 2;
     }
@@ -316,7 +421,7 @@ int main(int argc, char **argv)
                       : cfg_int(config, "evict-after") ? "--evict-after" : NULL;
     if (adm && !sparse && strcmp(app, "admit") &&
         (strcmp(app, "incr-check") || cfg_int(config, "admit-after"))) {
-        fprintf(stderr, "pskv-worker: %s applies to sparse tables: --app sparse-lr or admit "
+        fprintf(stderr, PROG ": %s applies to sparse tables: --app sparse-lr or admit "
                 "(--evict-after: incr-check too; got --app %s)\n", adm, app);
         return 2;
     }
@@ -325,23 +430,23 @@ int main(int argc, char **argv)
         return 2;
     const cfg_entry *clip = cfg_find(config, "clip-norm");
     if (strcmp(clip->from, "default") && !(clip->d > 0)) {
-        fprintf(stderr, "pskv-worker: --clip-norm must be a number > 0 (got %g)\n", clip->d);
+        fprintf(stderr, PROG ": --clip-norm must be a number > 0 (got %g)\n", clip->d);
         return 2;
     }
     const char *sched = cfg_str(config, "lr-schedule");
     if (strcmp(sched, "const") && strcmp(sched, "linear") && strcmp(sched, "cosine")) {
-        fprintf(stderr, "pskv-worker: --lr-schedule must be const, linear or cosine (got '%s')\n",
+        fprintf(stderr, PROG ": --lr-schedule must be const, linear or cosine (got '%s')\n",
                 sched);
         return 2;
     }
     if (sparse && !*cfg_str(config, "train")) {
-        fprintf(stderr, "pskv-worker: --app sparse-lr needs --train FILE (LIBSVM format)\n");
+        fprintf(stderr, PROG ": --app sparse-lr needs --train FILE (LIBSVM format)\n");
         return 2;
     }
     char shost[256];
     int sport;
     if (net_split_hostport(cfg_str(config, "scheduler"), shost, sizeof shost, &sport) < 0) {
-        fprintf(stderr, "pskv-worker: --scheduler '%s' is not HOST:PORT\n",
+        fprintf(stderr, PROG ": --scheduler '%s' is not HOST:PORT\n",
                 cfg_str(config, "scheduler"));
         return 2;
     }
@@ -350,19 +455,25 @@ int main(int argc, char **argv)
         if (cfg_int(config, "size") % 4 ||
             (strcmp(mode, "serial") && strcmp(mode, "pipelined") && strcmp(mode, "both") &&
              strcmp(mode, "stream"))) {
-            fprintf(stderr, "pskv-worker: bench needs --size a multiple of 4 and --mode serial, "
+            fprintf(stderr, PROG ": bench needs --size a multiple of 4 and --mode serial, "
                             "pipelined, both or stream\n");
             return 2;
         }
     }
     const char *push = cfg_str(config, "push");
     if (strcmp(push, "nocopy") && strcmp(push, "copy")) {
-        fprintf(stderr, "pskv-worker: --push must be nocopy or copy, not '%s'\n", push);
+        fprintf(stderr, PROG ": --push must be nocopy or copy, not '%s'\n", push);
         return 2;
     }
+    if ((rc = role_checks(dense_train)) >= 0)
+        return rc;
     if (dense_train && app_train_check_data(config) < 0)
         return 1;
     openblas_set_num_threads((int)cfg_int(config, "blas-threads"));
+#ifdef PSKV_EVALUATOR
+    if (*cfg_str(config, "evaluate")) /* a saved model's metrics, no job */
+        return app_evaluate_file(config);
+#endif
     signal(SIGPIPE, SIG_IGN);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -375,34 +486,20 @@ int main(int argc, char **argv)
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
     mallopt(M_TRIM_THRESHOLD, 256 << 20); /* progress lines reach logs and pipes as they come */
     pskv_config pc;
-    pskv_config_init(&pc);
-    pc.scheduler = cfg_str(config, "scheduler");
-    pc.rank = (int)cfg_int(config, "rank");
-    pc.keys = cfg_str(config, "keys");
-    pc.insecure = (int)cfg_int(config, "insecure");
-    pc.advertise = cfg_str(config, "advertise");
-    pc.interface = cfg_str(config, "interface");
-    pc.connect_timeout_s = cfg_double(config, "connect-timeout");
-    pc.join_timeout_s = cfg_double(config, "join-timeout");
-    pc.request_timeout_ms = (int)(cfg_double(config, "request-timeout") * 1000);
-    pc.window = (int)cfg_int(config, "window");
-    pc.job_id = (uint64_t)cfg_int(config, "job-id");
-    pc.max_message = cfg_int(config, "max-message");
-    pc.chunk_bytes = (size_t)cfg_int(config, "chunk-bytes");
-    pc.spin_us = (int)cfg_int(config, "spin-us");
-    pc.retry_ms = (int)cfg_int(config, "retry-ms");
-    pc.metrics_port = (int)cfg_int(config, "metrics-port");
-    pc.metrics_bind = cfg_str(config, "bind");
+    library_config(&pc);
     cfg_log(config);
     member_set_stop_flag(&app_stop_signal); /* a signal also ends the wait to join */
     pskv_worker *w = NULL;
     rc = pskv_worker_open(&pc, &w);
     if (rc < 0) {
-        fprintf(stderr, "pskv-worker: cannot join the job: %s\n", pskv_strerror(rc));
+        fprintf(stderr, PROG ": cannot join the job: %s\n", pskv_strerror(rc));
         /* invalid settings (bad --keys, a non-loopback address without keys) are
          * usage errors, as in the daemons */
         return rc == -PSKV_EINVAL ? 2 : 1;
     }
+#ifdef PSKV_EVALUATOR
+    int status = app_evaluate(w, config);
+#else
     int status = !strcmp(app, "check")          ? app_check(w, config)
                  : !strcmp(app, "resume-check") ? app_resume_check(w, config)
                  : !strcmp(app, "incr-check")   ? app_incr_check(w, config)
@@ -412,6 +509,7 @@ int main(int argc, char **argv)
                  : !strcmp(app, "admit")  ? app_admit(w, config)
                  : sparse                ? app_sparse_lr(w, config)
                                          : app_train(w, config);
+#endif
     if (!app_stop_signal)
         linger_metrics(cfg_double(config, "metrics-linger"));
     if (app_stop_signal) {
@@ -422,10 +520,14 @@ int main(int argc, char **argv)
         _exit(128 + (int)app_stop_signal);
     }
     rc = pskv_worker_close(&w);
+#ifdef PSKV_EVALUATOR
+    if (rc == -PSKV_ETIMEDOUT) /* a snapshot's pull the job's end left unanswered */
+        rc = 0;
+#endif
     while (nafter_close > 0) /* nothing is in flight into them now */
         free(after_close[--nafter_close]);
     if (rc < 0 && status == 0) {
-        fprintf(stderr, "pskv-worker: close: %s\n", pskv_strerror(rc));
+        fprintf(stderr, PROG ": close: %s\n", pskv_strerror(rc));
         status = 1;
     }
     metrics_stop();

@@ -153,8 +153,18 @@ static uint32_t shard_rows(uint32_t m, uint32_t shard, uint32_t nshards)
     return m > shard ? (m - shard - 1) / nshards + 1 : 0;
 }
 
-static int read_labels(gzin *f, uint32_t m, uint32_t shard, uint32_t nshards, uint8_t *y,
-                       char *why, size_t whylen)
+/* The rows a load keeps: lo <= i < hi and (i - lo) % nshards == shard. */
+typedef struct rowsel {
+    uint32_t lo, hi, shard, nshards;
+} rowsel;
+
+static int kept(const rowsel *s, uint32_t i)
+{
+    return i >= s->lo && i < s->hi && (i - s->lo) % s->nshards == s->shard;
+}
+
+static int read_labels(gzin *f, uint32_t m, const rowsel *sel, uint8_t *y, char *why,
+                       size_t whylen)
 {
     unsigned char *buf = malloc(LABEL_CHUNK);
     if (buf == NULL) {
@@ -162,7 +172,7 @@ static int read_labels(gzin *f, uint32_t m, uint32_t shard, uint32_t nshards, ui
         return -PSKV_ENOMEM;
     }
     int rc = 0;
-    uint32_t kept = 0;
+    uint32_t nkept = 0;
     for (uint32_t base = 0; base < m && rc == 0;) {
         uint32_t len = m - base < LABEL_CHUNK ? m - base : LABEL_CHUNK;
         rc = gz_read_full(f, buf, len, "label data", why, whylen);
@@ -172,8 +182,8 @@ static int read_labels(gzin *f, uint32_t m, uint32_t shard, uint32_t nshards, ui
                 log_why(why, whylen, "%s: label %u of row %u is above %d", f->path,
                     (unsigned)buf[j], (unsigned)i, IDX_MAX_LABEL);
                 rc = -PSKV_EIO;
-            } else if (i % nshards == shard) {
-                y[kept++] = buf[j];
+            } else if (kept(sel, i)) {
+                y[nkept++] = buf[j];
             }
         }
         base += len;
@@ -182,8 +192,8 @@ static int read_labels(gzin *f, uint32_t m, uint32_t shard, uint32_t nshards, ui
     return rc;
 }
 
-static int read_images(gzin *f, uint32_t m, uint32_t dim, uint32_t shard, uint32_t nshards,
-                       float *x, char *why, size_t whylen)
+static int read_images(gzin *f, uint32_t m, uint32_t dim, const rowsel *sel, float *x,
+                       char *why, size_t whylen)
 {
     unsigned char *row = malloc(dim);
     if (row == NULL) {
@@ -194,7 +204,7 @@ static int read_images(gzin *f, uint32_t m, uint32_t dim, uint32_t shard, uint32
     float *out = x;
     for (uint32_t i = 0; i < m && rc == 0; i++) {
         rc = gz_read_full(f, row, dim, "image data", why, whylen);
-        if (rc == 0 && i % nshards == shard) {
+        if (rc == 0 && kept(sel, i)) {
             for (uint32_t j = 0; j < dim; j++)
                 out[j] = (float)row[j] / 255.0f;
             out += dim;
@@ -205,7 +215,7 @@ static int read_images(gzin *f, uint32_t m, uint32_t dim, uint32_t shard, uint32
 }
 
 static int load(gzin *img, gzin *lab, uint32_t shard, uint32_t nshards, uint32_t limit,
-                idx_set *out, char *why, size_t whylen)
+                uint32_t holdout, int held, idx_set *out, char *why, size_t whylen)
 {
     uint32_t idims[3], ldims[1];
     int rc = read_header(img, IDX_MAGIC_IMAGES, idims, 3, why, whylen);
@@ -225,10 +235,17 @@ static int load(gzin *img, gzin *lab, uint32_t shard, uint32_t nshards, uint32_t
         return -PSKV_EIO;
     }
     uint32_t m = idims[0];
-    int whole = limit == 0 || limit >= m;
-    if (!whole)
-        m = limit;
-    uint32_t n = shard_rows(m, shard, nshards);
+    if (holdout >= m) {
+        log_why(why, whylen, "%s holds %u rows: a hold-out of %u leaves none to train on",
+                img->path, (unsigned)m, (unsigned)holdout);
+        return -PSKV_EINVAL;
+    }
+    rowsel sel = {held ? m - holdout : 0, held ? m : m - holdout, shard, nshards};
+    if (limit && limit < sel.hi - sel.lo)
+        sel.hi = sel.lo + limit;
+    int whole = sel.hi == m; /* read to the end: checked for data after the last row */
+    m = sel.hi;
+    uint32_t n = shard_rows(sel.hi - sel.lo, shard, nshards);
 
     /* One byte more so that an empty shard still gets a distinct, freeable pointer. */
     uint8_t *y = malloc((size_t)n + 1);
@@ -236,7 +253,7 @@ static int load(gzin *img, gzin *lab, uint32_t shard, uint32_t nshards, uint32_t
         log_why(why, whylen, "%s: out of memory for %u labels", lab->path, (unsigned)n);
         return -PSKV_ENOMEM;
     }
-    rc = read_labels(lab, m, shard, nshards, y, why, whylen);
+    rc = read_labels(lab, m, &sel, y, why, whylen);
     if (rc == 0 && whole)
         rc = expect_end(lab, "label", why, whylen);
     if (rc != 0) {
@@ -256,7 +273,7 @@ static int load(gzin *img, gzin *lab, uint32_t shard, uint32_t nshards, uint32_t
             (unsigned)n, (unsigned)dim);
         return -PSKV_ENOMEM;
     }
-    rc = read_images(img, m, (uint32_t)dim, shard, nshards, x, why, whylen);
+    rc = read_images(img, m, (uint32_t)dim, &sel, x, why, whylen);
     if (rc == 0 && whole)
         rc = expect_end(img, "image", why, whylen);
     if (rc != 0) {
@@ -265,6 +282,7 @@ static int load(gzin *img, gzin *lab, uint32_t shard, uint32_t nshards, uint32_t
         return rc;
     }
     out->n = n;
+    out->file_rows = idims[0];
     out->dim = (uint32_t)dim;
     out->x = x;
     out->y = y;
@@ -273,6 +291,13 @@ static int load(gzin *img, gzin *lab, uint32_t shard, uint32_t nshards, uint32_t
 
 int idx_load(const char *dir, const char *prefix, uint32_t shard, uint32_t nshards,
              uint32_t limit, idx_set *out, char *why, size_t whylen)
+{
+    return idx_load_split(dir, prefix, shard, nshards, limit, 0, 0, out, why, whylen);
+}
+
+int idx_load_split(const char *dir, const char *prefix, uint32_t shard, uint32_t nshards,
+                   uint32_t limit, uint32_t holdout, int held, idx_set *out, char *why,
+                   size_t whylen)
 {
     log_why(why, whylen, "%s", "");
     if (out == NULL || dir == NULL || prefix == NULL || nshards == 0 || shard >= nshards) {
@@ -299,7 +324,7 @@ int idx_load(const char *dir, const char *prefix, uint32_t shard, uint32_t nshar
     if (rc == 0)
         rc = gz_open(&lab, lpath, why, whylen);
     if (rc == 0)
-        rc = load(&img, &lab, shard, nshards, limit, out, why, whylen);
+        rc = load(&img, &lab, shard, nshards, limit, holdout, held, out, why, whylen);
     gz_close(&img);
     gz_close(&lab);
     free(ipath);

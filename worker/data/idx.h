@@ -19,6 +19,7 @@ typedef struct idx_set {
     uint32_t dim;   /* floats per row (rows x cols of the images: 784) */
     float *x;       /* n * dim, row-major, in [0,1] */
     uint8_t *y;     /* n labels */
+    uint32_t file_rows; /* rows the files hold */
 } idx_set;
 
 /* Loads DIR/PREFIX-images-idx3-ubyte.gz and DIR/PREFIX-labels-idx1-ubyte.gz
@@ -32,6 +33,14 @@ typedef struct idx_set {
  * idx_free (x and y are allocated even for an empty shard). */
 int idx_load(const char *dir, const char *prefix, uint32_t shard, uint32_t nshards,
              uint32_t limit, idx_set *out, char *why, size_t whylen);
+
+/* As idx_load, with the last `holdout` rows of the files set apart (a validation
+ * set): held == 0 considers the rows before them (then the first `limit`), held
+ * == 1 only them (then the first `limit` of them). Rows are sharded from the first
+ * row considered. -PSKV_EINVAL (why says so) when holdout leaves no row before. */
+int idx_load_split(const char *dir, const char *prefix, uint32_t shard, uint32_t nshards,
+                   uint32_t limit, uint32_t holdout, int held, idx_set *out, char *why,
+                   size_t whylen);
 
 /* Frees the arrays of s and zeroes it; safe on a zeroed set. */
 void idx_free(idx_set *s);

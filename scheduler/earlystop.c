@@ -1,0 +1,206 @@
+/* Early stopping decided by the scheduler from the evaluator's reports (see
+ * earlystop.h). The rule is Keras's EarlyStopping: a report improves on the best
+ * when it is better by more than min_delta (lower val_loss, higher val_accuracy);
+ * after `patience` reports in a row without improvement the job stops. Reports
+ * of a snapshot not newer than the last one counted are ignored, so an evaluator
+ * that evaluates one snapshot twice does not use up patience. */
+#define _GNU_SOURCE
+#include "earlystop.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "log.h"
+#include "pskv_errors.h"
+#include "scheduler_main.h"
+#include "view.h"
+
+#define MAX_REPORTS 16 /* evaluator nodes remembered for status (a restarted one is new) */
+
+static struct {
+    int evaluators;
+    char metric[32]; /* "" = off */
+    int lower_better;
+    long long patience;
+    double min_delta;
+    double best;
+    int64_t best_clock, last_clock;
+    int have_best, fired, suspended;
+    long long waits; /* reports in a row without improvement */
+    char reason[200];
+    char state[256]; /* status text */
+    struct {
+        uint32_t node;
+        uint64_t evals;
+        int64_t clock;
+        double loss, acc;
+    } rep[MAX_REPORTS];
+    int nrep;
+} E = {.last_clock = -1};
+
+int estop_init(int evaluators, const char *metric, long long patience, double min_delta)
+{
+    E.evaluators = evaluators;
+    if (patience < 1) {
+        fprintf(stderr, "pskv-scheduler: --patience must be at least 1 evaluation (got %lld)\n",
+                patience);
+        return 2;
+    }
+    if (*metric && strcmp(metric, "val_loss") && strcmp(metric, "val_accuracy")) {
+        fprintf(stderr, "pskv-scheduler: --early-stop-metric must be val_loss or val_accuracy%s "
+                "(got '%s')\n", strcmp(metric, "val_auc") ? "" :
+                ": val_auc would be sparse-lr's, which pskv-evaluator does not evaluate yet",
+                metric);
+        return 2;
+    }
+    if (*metric && !evaluators) {
+        fprintf(stderr, "pskv-scheduler: --early-stop-metric needs --evaluators 1 (the metric "
+                "comes from the evaluator)\n");
+        return 2;
+    }
+    snprintf(E.metric, sizeof E.metric, "%s", metric);
+    E.lower_better = !strcmp(metric, "val_loss");
+    E.patience = patience;
+    E.min_delta = min_delta;
+    return -1;
+}
+
+static memb_node *live_evaluator(void)
+{
+    for (int i = 0; i < memb.nnodes; i++)
+        if (memb.nodes[i].role == PSKV__ROLE__EVALUATOR && !memb.nodes[i].dead &&
+            memb.nodes[i].state != NODE_FINISHED)
+            return &memb.nodes[i];
+    return NULL;
+}
+
+int estop_may_register(wire_msg *msg)
+{
+    char why[200];
+    memb_node *o = live_evaluator();
+    if (!E.evaluators)
+        snprintf(why, sizeof why, "this job runs no evaluator (the scheduler's --evaluators is 0)");
+    else if (o)
+        snprintf(why, sizeof why, "the job's evaluator is node %u, alive (--evaluators 1)", o->id);
+    else
+        return 1;
+    sched_refuse(msg, PSKV_EREFUSED, why);
+    return 0;
+}
+
+/* The report slot of node id (a new one, the oldest dropped, when unknown). */
+static int slot(uint32_t node)
+{
+    for (int i = 0; i < E.nrep; i++)
+        if (E.rep[i].node == node)
+            return i;
+    if (E.nrep == MAX_REPORTS) {
+        memmove(&E.rep[0], &E.rep[1], (MAX_REPORTS - 1) * sizeof E.rep[0]);
+        E.nrep--;
+    }
+    memset(&E.rep[E.nrep], 0, sizeof E.rep[0]);
+    E.rep[E.nrep].node = node;
+    return E.nrep++;
+}
+
+/* The policy on one value of the metric, at snapshot `clock`. */
+static void judge(double value, int64_t clock)
+{
+    if (clock <= E.last_clock || E.fired)
+        return;
+    E.last_clock = clock;
+    int better = !E.have_best ||
+                 (E.lower_better ? value < E.best - E.min_delta : value > E.best + E.min_delta);
+    if (better) {
+        E.best = value;
+        E.best_clock = clock;
+        E.have_best = 1;
+        E.waits = 0;
+        return;
+    }
+    if (++E.waits < E.patience)
+        return;
+    E.fired = 1;
+    snprintf(E.reason, sizeof E.reason, "%s did not improve by %g for %lld evaluations", E.metric,
+             E.min_delta, E.patience);
+    LOG_I("early stopping: %s (best %.6f at clock %lld); every worker stops at its next clock",
+          E.reason, E.best, (long long)E.best_clock);
+    if (memb.state == JOB_RUNNING)
+        view_send(); /* stop_early: every node hears it with the new view */
+}
+
+void estop_on_report(memb_node *n, wire_msg *msg)
+{
+    const Pskv__Meta *r = msg->meta;
+    if (n->role != PSKV__ROLE__EVALUATOR) {
+        sched_refuse(msg, PSKV_EPROTO, "EVAL_REPORT from a node that is not the evaluator");
+        return;
+    }
+    if (!r->has_clock || !r->has_val_loss || !r->has_val_accuracy || !isfinite(r->val_loss) ||
+        !isfinite(r->val_accuracy) || r->clock < 0) {
+        LOG_W("dropped an EVAL_REPORT from node %u: no clock or a metric not finite", n->id);
+        return;
+    }
+    int i = slot(n->id);
+    E.rep[i].evals++;
+    E.rep[i].clock = r->clock;
+    E.rep[i].loss = r->val_loss;
+    E.rep[i].acc = r->val_accuracy;
+    LOG_I("evaluation %llu from node %u: clock %lld epoch %.2f val_loss %.6f val_accuracy %.4f",
+          (unsigned long long)E.rep[i].evals, n->id, (long long)r->clock,
+          r->has_eval_epoch ? r->eval_epoch : 0.0, r->val_loss, r->val_accuracy);
+    if (E.suspended) {
+        LOG_I("early stopping resumes: evaluator node %u reports", n->id);
+        E.suspended = 0;
+    }
+    if (*E.metric && memb.state == JOB_RUNNING)
+        judge(E.lower_better ? r->val_loss : r->val_accuracy, r->clock);
+}
+
+void estop_on_death(const memb_node *n)
+{
+    if (E.fired || memb.state != JOB_RUNNING)
+        return;
+    E.suspended = 1;
+    LOG_W("evaluator node %u is dead: training goes on%s until an evaluator reports again",
+          n->id, *E.metric ? "; early stopping is suspended" : "");
+}
+
+void estop_fill_view(Pskv__View *v, int status)
+{
+    v->has_evaluators = 1;
+    v->evaluators = (uint32_t)E.evaluators;
+    if (E.fired) {
+        v->has_stop_early = v->stop_early = 1;
+        v->stop_reason = E.reason;
+    }
+    if (!status || !*E.metric)
+        return;
+    const char *what = E.fired ? "fired" : (E.suspended || !live_evaluator()) ? "suspended (no "
+                                                                                "live evaluator)"
+                                                                              : "watching";
+    if (E.have_best)
+        snprintf(E.state, sizeof E.state, "%s: best %s %.6f at clock %lld, %lld of %lld "
+                 "evaluations without improvement by %g", what, E.metric, E.best,
+                 (long long)E.best_clock, E.waits, E.patience, E.min_delta);
+    else
+        snprintf(E.state, sizeof E.state, "%s: %s, patience %lld, min delta %g, no evaluation "
+                 "yet", what, E.metric, E.patience, E.min_delta);
+    v->early_stop = E.state;
+}
+
+void estop_fill_node(Pskv__Node *p, const memb_node *n, int status)
+{
+    if (!status || n->role != PSKV__ROLE__EVALUATOR)
+        return;
+    for (int i = 0; i < E.nrep; i++) {
+        if (E.rep[i].node != n->id)
+            continue;
+        p->has_evals = p->has_eval_clock = p->has_val_loss = p->has_val_accuracy = 1;
+        p->evals = E.rep[i].evals;
+        p->eval_clock = E.rep[i].clock;
+        p->val_loss = E.rep[i].loss;
+        p->val_accuracy = E.rep[i].acc;
+    }
+}

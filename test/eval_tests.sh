@@ -1,0 +1,158 @@
+# Evaluator and early-stopping tests (sourced by integration.sh): pskv-evaluator
+# beside real workers, the scheduler's early stopping on a planted plateau, the
+# bsp snapshot against what a worker pulls, the best model file, bad flags. Each
+# function runs in its own test directory ($TDIR) under run_test's time-out.
+
+# A planted plateau: every gradient is zero from step 120 on (--freeze-after), so
+# val_loss is flat from the first snapshot at clock 120 or later. With patience 3
+# the scheduler stops the job within patience + 1 evaluations of the plateau; every
+# process exits 0, the samples counted in the job's `sum` table equal the sum of
+# what each worker trained, the evaluator's bsp snapshots equal bit for bit what a
+# worker pulled at the same clock, and the best model file reloads (pskv-evaluator
+# --evaluate, and a job whose workers start from it with --init-from) to the
+# validation metrics the evaluator reported.
+t_eval_early_stop() {
+  local freeze=120 patience=3 d=$TDIR/logs
+  local common=(--app softmax --consistency bsp --epochs 200 --train-limit 2000 --test-limit 500
+                --validation-split 1000 --eval-every 0.25 --freeze-after $freeze --momentum 0
+                --print-digests --seed 3)
+  "$LAUNCH" --servers 1 --workers 2 --evaluators 1 --timeout 150 --log-dir "$d" \
+    --scheduler-opt --early-stop-metric=val_loss --scheduler-opt --patience=$patience \
+    --scheduler-opt --dead-after-ms=3000 \
+    --evaluator-opt --save-best="$TDIR/best.model" --evaluator-opt --metrics="$TDIR/val.jsonl" \
+    -- "${common[@]}" > launch.out 2>&1 ||
+    fail "launch exited $?: $(tail -n 5 launch.out)"
+  # the workers' output: the exact line, and each one's samples
+  local r sum=0 n
+  for r in 0 1; do
+    grep -qx "stopped early at epoch [0-9]*: val_loss did not improve by 0 for $patience evaluations" \
+      "$d/worker-$r.log" || fail "worker $r: $(grep -i stopped "$d/worker-$r.log")"
+    n=$(sed -n "s/^rank $r trained \([0-9]*\) samples$/\1/p" "$d/worker-$r.log")
+    [ -n "$n" ] || fail "worker $r did not say what it trained"
+    sum=$((sum + n))
+  done
+  grep -q "^samples trained $sum (every worker's, from the sum table)$" "$d/worker-0.log" ||
+    fail "sum table: $(grep 'samples trained' "$d/worker-0.log"), the workers trained $sum"
+  grep -q '^final test accuracy' "$d/worker-0.log" || fail "no final test accuracy"
+  # every process exits 0: workers (launch status), scheduler, server, evaluator
+  grep -q 'exited with status [1-9]' launch.out && fail "a daemon failed: $(grep 'exited with status' launch.out)"
+  grep -q 'evaluator (pid [0-9]*) exited with status 0$' launch.out || fail "evaluator: $(grep evaluator launch.out)"
+  grep -q 'job .* done' "$d/scheduler.log" || fail "the scheduler did not end the job"
+  grep -q 'stopped by the scheduler' "$d/server-0.log" || fail "the server was not stopped in order"
+  grep -q 'the scheduler stopped the job early' "$d/evaluator.log" || fail "the evaluator did not hear the stop"
+  no_strays "$d"
+  # within patience + 1 evaluations of the plateau (the scheduler's count)
+  local plateau
+  plateau=$(sed -n '/early stopping:/q;s/.*evaluation [0-9]* from node [0-9]*: clock \([0-9]*\) .*/\1/p' \
+    "$d/scheduler.log" | awk -v f=$freeze '$1 >= f' | wc -l)
+  [ "$plateau" -ge 1 ] && [ "$plateau" -le $((patience + 1)) ] ||
+    fail "$plateau evaluations of the plateau before the stop (patience $patience)"
+  echo "stopped after $plateau evaluations of the plateau"
+  # --eval-every 0.25: at most one evaluation per quarter epoch (of the slowest worker)
+  sed 's/.*"epoch":\([0-9.]*\),.*/\1/' "$TDIR/val.jsonl" |
+    awk '{ q = int($1 / 0.25 + 1e-6) } NR > 1 && q <= prev { print "epoch " $1 " in the quarter of the one before"; bad = 1 }
+         { prev = q } END { exit bad }' || fail "two evaluations in one --eval-every 0.25"
+  # bsp snapshots: bit for bit what worker 0 pulled at the same clock
+  local c x same=0 w
+  while read -r c x; do
+    w=$(sed -n "s/^rank 0 pulled clock $c digest \([0-9a-f]*\)$/\1/p" "$d/worker-0.log")
+    [ -z "$w" ] && continue
+    [ "$w" = "$x" ] || fail "clock $c: the evaluator's snapshot digest $x, worker 0 pulled $w"
+    same=$((same + 1))
+  done < <(sed -n 's/^evaluator snapshot clock \([0-9]*\) digest \([0-9a-f]*\)$/\1 \2/p' "$d/evaluator.log")
+  [ $same -ge 1 ] || fail "no snapshot clock that worker 0 also pulled"
+  echo "$same snapshots equal to worker 0's pulls bit for bit"
+  # the best model file: reloads to the reported metrics exactly
+  [ -s "$TDIR/best.model" ] || fail "no --save-best file"
+  local best got
+  best=$(sort -t: -k1 "$TDIR/val.jsonl" | awk -F'"val_loss":' '{split($2, a, ","); print a[1], $0}' |
+    sort -g | head -n 1 | sed 's/.*"val_loss":\([^,]*\),"val_accuracy":\([^,]*\),.*/\1 \2/')
+  got=$("$BIN/pskv-evaluator" "${common[@]}" --evaluate "$TDIR/best.model" |
+    sed -n 's/^validation of .*: val_loss \([^ ]*\) val_accuracy \([^ ]*\)$/\1 \2/p')
+  [ -n "$got" ] || fail "pskv-evaluator --evaluate printed no metrics"
+  [ "$got" = "$best" ] || fail "the best model reloads to '$got'; the evaluator reported '$best'"
+  echo "best model reloads to val_loss val_accuracy $got"
+  # and through a job: workers start from it (--init-from) and never move it
+  # (--freeze-after 0); the evaluator's last snapshot has the same metrics (the job
+  # runs until early stopping, so the evaluator is sure to evaluate)
+  "$LAUNCH" --servers 1 --workers 2 --evaluators 1 --timeout 100 --log-dir "$TDIR/again" \
+    --scheduler-opt --dead-after-ms=3000 --scheduler-opt --early-stop-metric=val_loss \
+    --scheduler-opt --patience=2 --evaluator-opt --metrics="$TDIR/again.jsonl" -- \
+    --app softmax --consistency bsp --epochs 1000 --train-limit 2000 --test-limit 500 \
+    --validation-split 1000 --eval-every 0.25 --freeze-after 0 --momentum 0 --seed 3 \
+    --init-from "$TDIR/best.model" > again.out 2>&1 || fail "the job from the best model exited $?"
+  got=$(tail -n 1 "$TDIR/again.jsonl" | sed 's/.*"val_loss":\([^,]*\),"val_accuracy":\([^,]*\),.*/\1 \2/')
+  [ "$got" = "$best" ] || fail "a job from the best model evaluates to '$got'; the evaluator reported '$best'"
+  echo "a job from the best model evaluates to $got"
+}
+
+# Bad flags: each refused with exit 2, naming the flag.
+t_eval_bad_flags() {
+  local rc
+  refused() { # refused FLAG CMD...: CMD exits 2 and its error names FLAG
+    local flag=$1; shift
+    "$@" > out 2>&1; rc=$?
+    [ $rc -eq 2 ] || fail "$*: exit $rc, expected 2: $(cat out)"
+    grep -q -- "$flag" out || fail "$*: the error does not name $flag: $(cat out)"
+  }
+  refused --patience "$BIN/pskv-scheduler" --port 0 --evaluators 1 --early-stop-metric val_loss --patience 0
+  refused --early-stop-metric "$BIN/pskv-scheduler" --port 0 --evaluators 1 --early-stop-metric loss
+  refused --early-stop-metric "$BIN/pskv-scheduler" --port 0 --evaluators 1 --early-stop-metric val_auc
+  refused --evaluators "$BIN/pskv-scheduler" --port 0 --early-stop-metric val_accuracy
+  refused --evaluators "$BIN/pskv-scheduler" --port 0 --evaluators 2
+  refused --app "$BIN/pskv-evaluator" --app sparse-lr --train /dev/null --validation-split 10
+  refused --validation-split "$BIN/pskv-evaluator" --app softmax
+  refused --save-best "$BIN/pskv-evaluator" --app mlp --validation-split 10 --save-best /nonexistent/dir/best.model
+  mkdir ro && chmod 555 ro
+  [ -w ro ] || refused --save-best "$BIN/pskv-evaluator" --app mlp --validation-split 10 --save-best ro/best.model
+  refused --best-metric "$BIN/pskv-evaluator" --app mlp --validation-split 10 --best-metric auc
+  refused --save-best "$BIN/pskv-worker" --app mlp --save-best best.model
+  refused --evaluate "$BIN/pskv-worker" --app mlp --evaluate best.model
+  # a split that leaves a worker no data: 59,999 held out, worker 1 of 2 gets none
+  "$LAUNCH" --servers 1 --workers 2 --timeout 60 --log-dir "$TDIR/split" -- --app softmax \
+    --epochs 1 --validation-split 59999 > /dev/null 2>&1; rc=$?
+  [ $rc -eq 2 ] || fail "--validation-split 59999 with 2 workers: launch exit $rc, expected 2"
+  grep -q -- '--validation-split 59999 leaves worker rank 1 no training data' "$TDIR/split/worker-1.log" ||
+    fail "no clear error: $(tail -n 2 "$TDIR/split/worker-1.log")"
+  # an evaluator the job does not run is refused by the scheduler (and exits 1)
+  local port; port=$(free_port)
+  start scheduler "$BIN/pskv-scheduler" --port "$port" --servers 1 --workers 1
+  "$BIN/pskv-evaluator" --scheduler "127.0.0.1:$port" --app softmax --validation-split 10 \
+    --connect-timeout 5 > ev.out 2>&1; rc=$?
+  kill "$(cat scheduler.pid)" 2>/dev/null
+  [ $rc -eq 1 ] || fail "an evaluator refused by the scheduler: exit $rc: $(cat ev.out)"
+  grep -q 'runs no evaluator' ev.out scheduler.log || fail "refusal not explained: $(cat ev.out)"
+}
+
+# An evaluator may join a running job, and a new one may take a dead one's place:
+# the first joins once the workers train, is killed (-9), is declared dead (early
+# stopping suspended), and a second one registers, evaluates, and early stopping
+# resumes with its reports; the workers train to their end and exit 0.
+t_eval_late_join() {
+  local port r
+  port=$(free_port)
+  local app=(--app mlp --epochs 16 --train-limit 10000 --test-limit 500 --validation-split 1000)
+  start scheduler "$BIN/pskv-scheduler" --port "$port" --servers 1 --workers 2 --evaluators 1 \
+    --early-stop-metric val_accuracy --patience 1000 --dead-after-ms 2000
+  start server-0 "$BIN/pskv-server" --scheduler "127.0.0.1:$port"
+  for r in 0 1; do
+    start "worker-$r" "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --rank $r "${app[@]}" --eval-every 0
+  done
+  wait_line scheduler.log 'cluster complete' 1 60 || fail "the job did not start"
+  sleep 1
+  start ev1 "$BIN/pskv-evaluator" --scheduler "127.0.0.1:$port" "${app[@]}" --eval-every 0.25
+  wait_line ev1.log '^evaluation 2:' 1 60 || fail "the late evaluator did not evaluate: $(tail -n 3 ev1.log)"
+  grep -q 'evaluator registered: node [0-9]* .*(joins the running job)' scheduler.log ||
+    fail "the scheduler did not take it into the running job"
+  kill -KILL "$(cat ev1.pid)"
+  wait_line scheduler.log 'evaluator node [0-9]* is dead' 1 20 || fail "the dead evaluator was not noticed"
+  start ev2 "$BIN/pskv-evaluator" --scheduler "127.0.0.1:$port" "${app[@]}" --eval-every 0.25
+  wait_line ev2.log '^evaluation 2:' 1 60 || fail "the second evaluator did not evaluate: $(tail -n 3 ev2.log)"
+  wait_line scheduler.log 'early stopping resumes: evaluator node' 1 10 || fail "early stopping did not resume"
+  for r in 0 1; do
+    wait_exit "$(cat "worker-$r.pid")" 150 || fail "worker $r exited $?: $(tail -n 2 "worker-$r.log")"
+  done
+  grep -q '^final test accuracy .* after 16 epochs' worker-0.log || fail "training did not run to its end"
+  wait_exit "$(cat ev2.pid)" 20 || fail "the second evaluator exited $?"
+  wait_exit "$(cat scheduler.pid)" 20 || fail "the scheduler exited $?"
+}
