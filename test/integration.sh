@@ -96,6 +96,8 @@ no_strays() { # no process from the pid files in DIR is alive
 . "$here/slurm_tests.sh"
 # shellcheck source=ops_tests.sh
 . "$here/ops_tests.sh"
+# shellcheck source=allreduce_tests.sh
+. "$here/allreduce_tests.sh"
 
 t_check_2x3() {
   # workers 0 and 2 push the dense run without a copy (the default), worker 1 with one
@@ -1273,6 +1275,7 @@ tests=(check_2x3 check_fails_on_mismatch malformed_input malformed_while_serving
        consistency_check bsp_same_bits ssp_bound_straggler bsp_backup_stopped worker_leaves accumulate
        keys_rogues keys_clients keys_wire keys_files protected_mode
        updater_plugin updaters_replay train_adam_ftrl late_registration metrics_prometheus ctl_top admit_evict
+       allreduce_exact allreduce_mismatch allreduce_peer_dies
        hosts_check hosts_delay hosts_partition slurm)
 for t in "${tests[@]}"; do
   if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $t "* ]]; then continue; fi

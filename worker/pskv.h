@@ -218,7 +218,7 @@ typedef enum { PSKV_OP_SUM = 1, PSKV_OP_MEAN = 2 } pskv_op;
  * pskv_last_error names the ranks and their n), -PSKV_EPEERDEAD (a worker died:
  * the message names its rank), -PSKV_ETIMEDOUT (nothing from the previous rank
  * for the request time-out), -PSKV_ENET. After a failure vals holds partial
- * sums. n = 0 and a job of one worker return at once. */
+ * sums. A job of one worker returns at once. */
 int pskv_allreduce(pskv_worker *w, int table, float *vals, size_t n, pskv_op op);
 
 /* This worker's rank (0..W-1), the number of workers and of servers. */

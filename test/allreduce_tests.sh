@@ -1,0 +1,101 @@
+# All-reduce tests (sourced by integration.sh): pskv_allreduce's ring among real
+# workers over loopback TCP. Each function runs in its own test directory ($TDIR)
+# under run_test's time-out.
+
+# ar_run DIR WORKERS ARGS...: one job of allreduce-check; its status.
+ar_run() {
+  local dir=$1 nw=$2; shift 2
+  "$LAUNCH" --servers 1 --workers "$nw" --timeout 60 --log-dir "$dir" -- \
+    --app allreduce-check "$@" > "$dir.out" 2>&1
+}
+
+# ar_digests DIR WORKERS: every rank printed its line, all with one digest; prints it.
+ar_digests() {
+  local dir=$1 nw=$2 r d first=
+  for r in $(seq 0 $((nw - 1))); do
+    d=$(sed -n 's/^allreduce-check rank='"$r"' .* digest=\([0-9a-f]*\)$/\1/p' "$dir/worker-$r.log")
+    [ -n "$d" ] || fail "$dir: rank $r printed no digest: $(grep allreduce-check "$dir/worker-$r.log" | tail -n 2)"
+    [ -z "$first" ] && first=$d
+    [ "$d" = "$first" ] || fail "$dir: rank $r's digest $d differs from rank 0's $first"
+  done
+  echo "$first"
+}
+
+# Exact sums (and means) of integer-valued floats, bit for bit the same on every
+# rank, for N = 2, 3, 4, with n not divisible by N, n < N (empty chunks) and
+# pieces far smaller than a chunk (--chunk-bytes 64: 16 floats a piece, so a
+# step is many pieces in flight). allreduce-check compares each element with the
+# sum computed locally and fails on the first difference.
+t_allreduce_exact() {
+  local nw n d
+  for nw in 2 3 4; do
+    for n in 1 1001 $((nw - 1)); do
+      ar_run "$TDIR/n$nw-$n" "$nw" --ar-floats "$n" --rounds 3 --chunk-bytes 64 ||
+        fail "N=$nw n=$n exited $?: $(grep -h 'failed\|expected' "$TDIR/n$nw-$n"/worker-*.log | head -n 3)"
+      ar_digests "$TDIR/n$nw-$n" "$nw" > /dev/null
+    done
+  done
+  ar_run "$TDIR/mean" 3 --ar-floats 100003 --rounds 2 --reduce mean ||
+    fail "mean exited $?: $(grep -h 'failed\|expected' "$TDIR/mean"/worker-*.log | head -n 3)"
+  d=$(ar_digests "$TDIR/mean" 3)
+  # the digests see the values: another n gives another digest
+  [ "$d" != "$(ar_digests "$TDIR/n3-1001" 3)" ] || fail "two different all-reduces gave one digest"
+  no_strays "$TDIR/mean"
+}
+
+# Different n on different ranks: every rank fails the call, each naming the n's
+# (rank 0 gives 10, ranks 1 and 2 give 12: rank 2 only hears of it from rank 1).
+t_allreduce_mismatch() {
+  "$LAUNCH" --servers 1 --workers 3 --timeout 60 --log-dir "$TDIR/j" --worker-opt 0:--ar-floats \
+    --worker-opt 0:10 -- --app allreduce-check --ar-floats 12 --rounds 2 > "$TDIR/j.out" 2>&1 &&
+    fail "the job passed with different n on different ranks"
+  local r
+  for r in 0 1 2; do
+    grep -q "call 1 failed: invalid argument: .*n = 1[02], .*n = 1[02]: every rank must give the same n" \
+      "$TDIR/j/worker-$r.log" || fail "rank $r: $(grep allreduce-check "$TDIR/j/worker-$r.log" | tail -n 1)"
+  done
+  no_strays "$TDIR/j"
+}
+
+# A worker killed (SIGKILL) or stopped (SIGSTOP) in a long loop of 4 MB
+# all-reduces: the others fail their call naming rank 1 and exit 1; nothing
+# hangs. KILL and STOP: the scheduler declares it dead (launch-local's
+# --dead-after-ms 500) and the others fail with PSKV_EPEERDEAD at once; SILENT:
+# a scheduler that waits 60 s before declaring anyone dead, so the previous
+# rank's silence (--request-timeout 3) fails the call, and the abort goes round.
+t_allreduce_peer_dies() {
+  local how sig pid t0 r opt
+  for how in KILL STOP SILENT; do
+    local d="$TDIR/$how"
+    sig=$how opt=()
+    [ "$how" = SILENT ] && sig=STOP opt=(--scheduler-opt --dead-after-ms --scheduler-opt 60000)
+    mkdir -p "$d"
+    "$LAUNCH" --servers 1 --workers 3 --timeout 60 --log-dir "$d" "${opt[@]}" -- \
+      --app allreduce-check --ar-floats 1000000 --rounds 1000000 --request-timeout 3 \
+      > "$d.out" 2>&1 &
+    local launcher=$!
+    wait_line "$d/worker-1.log" 'joined job' 1 30 || fail "$how: rank 1 did not join"
+    sleep 1.5
+    pid=$(sed -n 's/^[^ ]* \([0-9]*\) worker .*joined job.*/\1/p' "$d/worker-1.log" | head -n 1)
+    [ -n "$pid" ] || fail "$how: no pid for rank 1"
+    t0=$(ms_now)
+    kill -"$sig" "$pid"
+    for r in 0 2; do
+      wait_line "$d/worker-$r.log" 'allreduce-check: rank .* failed' 1 8 ||
+        fail "$how: rank $r did not fail within 8 s: $(tail -n 2 "$d/worker-$r.log")"
+    done
+    echo "$how: ranks 0 and 2 failed within $(( $(ms_now) - t0 )) ms"
+    for r in 0 2; do
+      grep -q "failed: .*rank 1 died\|failed: .*nothing from rank 1" "$d/worker-$r.log" ||
+        fail "$how: rank $r does not name rank 1: $(grep failed "$d/worker-$r.log")"
+    done
+    [ "$sig" = STOP ] && kill -CONT "$pid"
+    wait_exit "$launcher" 30
+    local st=$?
+    [ $st -ne 0 ] && [ $st -ne 124 ] || fail "$how: the launcher exited $st"
+    grep -q 'workers exit statuses: 1 [0-9]* 1' "$d.out" ||
+      fail "$how: ranks 0 and 2 did not exit 1: $(tail -n 1 "$d.out")"
+  done
+  grep -q 'nothing from rank 1 for 3000 ms' "$TDIR/SILENT/worker-2.log" ||
+    fail "SILENT: rank 2 did not time out on rank 1: $(grep failed "$TDIR/SILENT/worker-2.log")"
+}
