@@ -126,7 +126,10 @@ $(BIN)/pskv-server: $(SERVER_O) $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BIN)/pskv-worker: $(WORKER_O) $(BUILD)/lib/libpskv.a
+# --sync allreduce applies the servers' updaters on the workers (worker/apps/train_ar.c)
+$(BUILD)/obj/worker/apps/train_ar.o: ROLE_INC := -Iworker -Iworker/data -Iserver
+$(BIN)/pskv-worker: $(WORKER_O) $(BUILD)/obj/server/updater.o $(BUILD)/obj/server/upd_plugin.o \
+                    $(BUILD)/lib/libpskv.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 

@@ -99,3 +99,30 @@ t_allreduce_peer_dies() {
   grep -q 'nothing from rank 1 for 3000 ms' "$TDIR/SILENT/worker-2.log" ||
     fail "SILENT: rank 2 did not time out on rank 1: $(grep failed "$TDIR/SILENT/worker-2.log")"
 }
+
+# --sync allreduce trains mlp as bsp does: the same data, initial weights (pulled
+# from the table), mean gradient and sgd update, so the two differ only by float
+# rounding (the ring sums in ring order, a bsp server in arrival order): their
+# accuracies on 1000 test images must agree within 0.02 (20 images), and both be
+# well above chance. With --accumulate 2, and a copy to the servers every 7 steps.
+t_allreduce_train() {
+  local common="--app mlp --epochs 1 --train-limit 6000 --test-limit 1000 --seed 2 --eval-every 0 --accumulate 2"
+  "$LAUNCH" --servers 1 --workers 2 --timeout 120 --log-dir "$TDIR/ar" -- $common \
+    --sync allreduce --copy-every 7 > /dev/null 2>&1 || fail "allreduce run exited $?: $(tail -n 2 "$TDIR/ar/worker-0.log")"
+  "$LAUNCH" --servers 1 --workers 2 --timeout 120 --log-dir "$TDIR/bsp" -- $common \
+    --consistency bsp > /dev/null 2>&1 || fail "bsp run exited $?: $(tail -n 2 "$TDIR/bsp/worker-0.log")"
+  local a b
+  a=$(sed -n 's/^final test accuracy \([0-9.]*\) .*/\1/p' "$TDIR/ar/worker-0.log")
+  b=$(sed -n 's/^final test accuracy \([0-9.]*\) .*/\1/p' "$TDIR/bsp/worker-0.log")
+  [ -n "$a" ] && [ -n "$b" ] || fail "no final accuracy (allreduce '$a', bsp '$b')"
+  echo "accuracy: allreduce $a, bsp $b"
+  awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.02 && a > 0.5) }' ||
+    fail "allreduce accuracy $a is not within 0.02 of bsp's $b (or not above 0.5)"
+  grep -q 'push [0-9.]* us' "$TDIR/ar/worker-1.log" || fail "rank 1 did not train"
+  # bad input: --sync allreduce where it does not apply, and a bad value
+  "$BIN/pskv-worker" --app check --sync allreduce > bad.log 2>&1; [ $? -eq 2 ] ||
+    fail "--sync allreduce on --app check was not refused with status 2"
+  grep -q 'applies to --app mlp and softmax' bad.log || fail "no reason: $(cat bad.log)"
+  "$BIN/pskv-worker" --app mlp --sync ring > bad.log 2>&1; [ $? -eq 2 ] ||
+    fail "--sync ring was not refused with status 2"
+}

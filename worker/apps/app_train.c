@@ -29,6 +29,7 @@
 #include "report.h"
 #include "ring.h"
 #include "timeutil.h"
+#include "train_ar.h"
 #include "trainpos.h"
 
 #define TMO 120000
@@ -103,6 +104,7 @@ typedef struct run {
     size_t P;        /* parameters */
     int t, ts;       /* parameter table, stats table (samples, then clipped steps, by rank) */
     report *rep;
+    train_ar *ar;    /* --sync allreduce, else NULL */
     /* buffers */
     float *grad, *grad2;   /* the step's gradient; a further micro-batch's */
     float *x;              /* one micro-batch of images */
@@ -147,8 +149,10 @@ static int push_stats(run *r, double samples)
 static int evaluate(run *r, double epoch, int64_t step)
 {
     int64_t e0 = tu_now_ns();
-    int64_t tp = pskv_pull(r->w, r->t, NULL, r->P, r->eval_params);
-    int rc = tp < 0 ? (int)tp : pskv_wait(r->w, tp, TMO);
+    int64_t tp = r->ar ? 0 : pskv_pull(r->w, r->t, NULL, r->P, r->eval_params);
+    int rc = tp < 0 ? (int)tp : r->ar ? 0 : pskv_wait(r->w, tp, TMO);
+    if (r->ar) /* the workers' own weights (the servers' copy may be older) */
+        memcpy(r->eval_params, r->buf[r->cur], r->P * sizeof(float));
     if (rc < 0)
         return rc;
     double loss = 0;
@@ -281,6 +285,8 @@ static int open_tables(run *r)
     r->t = pskv_table_open(r->w, name, &o);
     if (r->t < 0)
         return fail(r->w, "open the parameter table", r->t);
+    if (train_ar_new(cfg, &o, r->P, &r->ar))
+        return 1;
     r->ts = jobstats_open(r->w, r->app);
     if (r->ts < 0)
         return fail(r->w, "open the stats table", r->ts);
@@ -388,7 +394,7 @@ static int first_pull(run *r)
      * gradient is computed (the weights a step uses miss at most this worker's
      * previous push). Under bsp a step must see every push of the clock before:
      * push, clock, pull, wait, compute, with no overlap. */
-    r->overlap = strcmp(cfg_str(r->cfg, "consistency"), "bsp") != 0;
+    r->overlap = !r->ar && strcmp(cfg_str(r->cfg, "consistency"), "bsp") != 0;
     r->cur = 0;
     int rc = 0;
     int64_t pending = pskv_pull(r->w, r->t, NULL, r->P, r->buf[0]);
@@ -486,6 +492,12 @@ static int exchange(run *r)
 {
     int rc;
     int64_t c2 = tu_now_ns();
+    if (r->ar) { /* the mean gradient, applied here: buf[cur] stays the weights */
+        if ((rc = train_ar_step(r->ar, r->w, r->t, r->grad, r->buf[r->cur])) < 0)
+            return fail(r->w, "all-reduce", rc);
+        r->ns_push += tu_now_ns() - c2;
+        return 0;
+    }
     int64_t tp = pskv_push(r->w, r->t, NULL, r->P, r->grad);
     if (tp < 0)
         return fail(r->w, "push", (int)tp);
@@ -589,6 +601,8 @@ static int train_loop(run *r)
             if ((rc = push_stats(r, r->unreported)) < 0)
                 return fail(r->w, "stats push", rc);
             r->unreported = 0;
+            if (r->ar && (rc = train_ar_copy(r->ar, r->w, r->t, r->buf[r->cur])) < 0)
+                return fail(r->w, "copy of the weights", rc);
             if ((rc = trainpos_checkpoint(r->w, &r->pos, r->step, TMO)) < 0)
                 return fail(r->w, "checkpoint", rc);
         }
@@ -618,6 +632,8 @@ static int end_training(run *r)
     if (r->clip > 0)
         printf("rank %d clipped %lld of %lld steps to --clip-norm %g\n", r->rank,
                (long long)r->clipped, (long long)r->nsteps, r->clip);
+    if (r->ar && (rc = train_ar_copy(r->ar, r->w, r->t, r->buf[r->cur])) < 0)
+        return fail(r->w, "copy of the weights", rc);
     rc = pskv_barrier(r->w, TMO * 10);
     if (rc < 0)
         return fail(r->w, "barrier after training", rc);
@@ -653,6 +669,7 @@ static int final_results(run *r)
 static void free_run(run *r)
 {
     report_destroy(&r->rep);
+    train_ar_destroy(&r->ar);
     model_destroy(&r->m);
     idx_free(&r->train);
     idx_free(&r->test);
