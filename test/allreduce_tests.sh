@@ -52,6 +52,7 @@ t_allreduce_exact() {
 
 # Different n on different ranks: every rank fails the call, each naming the n's
 # (rank 0 gives 10, ranks 1 and 2 give 12: rank 2 only hears of it from rank 1).
+# And a rank that calls fewer times than the others.
 t_allreduce_mismatch() {
   "$LAUNCH" --servers 1 --workers 3 --timeout 60 --log-dir "$TDIR/j" --worker-opt 0:--ar-floats \
     --worker-opt 0:10 -- --app allreduce-check --ar-floats 12 --rounds 2 > "$TDIR/j.out" 2>&1 &&
@@ -62,6 +63,18 @@ t_allreduce_mismatch() {
       "$TDIR/j/worker-$r.log" || fail "rank $r: $(grep allreduce-check "$TDIR/j/worker-$r.log" | tail -n 1)"
   done
   no_strays "$TDIR/j"
+  # a rank that makes fewer calls and leaves: the others' extra call fails naming it
+  # (once it said FINISH and nothing came for 3 s), not at the 30 s time-out
+  local t0=$SECONDS
+  "$LAUNCH" --servers 1 --workers 3 --timeout 60 --log-dir "$TDIR/f" --worker-opt 0:--rounds \
+    --worker-opt 0:2 -- --app allreduce-check --ar-floats 1001 --rounds 3 > "$TDIR/f.out" 2>&1 &&
+    fail "the job passed with a rank making fewer calls"
+  [ $((SECONDS - t0)) -lt 20 ] || fail "the others took $((SECONDS - t0)) s to fail"
+  grep -q '^allreduce-check rank=0 .* rounds=2 ' "$TDIR/f/worker-0.log" || fail "rank 0 did not pass its 2 calls"
+  for r in 1 2; do
+    grep -q "call 3 failed: .*rank 0 left the job" "$TDIR/f/worker-$r.log" ||
+      fail "rank $r: $(grep allreduce-check "$TDIR/f/worker-$r.log" | tail -n 1)"
+  done
 }
 
 # A worker killed (SIGKILL) or stopped (SIGSTOP) in a long loop of 4 MB

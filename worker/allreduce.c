@@ -175,6 +175,14 @@ static void send_abort(const ring *g, int code, const char *msg)
     zmq_setsockopt(a->out, ZMQ_SNDTIMEO, &five, sizeof five);
 }
 
+/* 1 when the previous rank's node has said FINISH (left the job) and nothing came
+ * from it for longer than its last pieces may take to leave (OUT_LINGER_MS). */
+static int prev_left(const ring *g, int64_t silent_ms)
+{
+    const Pskv__Node *n = rank_node(g->w, mod(g->r - 1, g->N));
+    return n && n->state && !strcmp(n->state, "finished") && silent_ms > OUT_LINGER_MS + 1000;
+}
+
 /* A rank of the ring the scheduler declared dead (or replaced) since the call
  * began, or -1. */
 static int dead_rank(const ring *g)
@@ -194,7 +202,7 @@ static int next_msg(const ring *g, wire_msg *m, int step)
 {
     pskv_worker *w = g->w;
     int prev = mod(g->r - 1, g->N);
-    int64_t deadline = tu_now_ms() + w->request_timeout_ms;
+    int64_t since = tu_now_ms(), deadline = since + w->request_timeout_ms;
     for (;;) {
         char why[300];
         memset(m, 0, sizeof *m);
@@ -226,6 +234,12 @@ static int next_msg(const ring *g, wire_msg *m, int step)
             return wst_error(w, PSKV_EPEERDEAD, "pskv_allreduce: rank %d died (the scheduler "
                              "declared it dead or replaced it) during step %d of %d", dead,
                              step, 2 * g->N - 2);
+        if (prev_left(g, tu_now_ms() - since))
+            return wst_error(w, PSKV_EPEERDEAD, "pskv_allreduce: rank %d left the job (said "
+                             "FINISH) without sending step %d of %d", prev, step, 2 * g->N - 2);
+        if (member_stop_requested())
+            return wst_error(w, PSKV_ECLOSED, "pskv_allreduce: stopped by a signal at step %d "
+                             "of %d", step, 2 * g->N - 2);
         int64_t left = deadline - tu_now_ms();
         if (left <= 0)
             return wst_error(w, PSKV_ETIMEDOUT, "pskv_allreduce: nothing from rank %d for %d "
