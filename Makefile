@@ -53,7 +53,7 @@ UNIT_O   := $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 
 BIN      := $(BUILD)/bin
 BINS     := $(BIN)/pskv-scheduler $(BIN)/pskv-server $(BIN)/pskv-worker $(BIN)/pskvctl
-TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-metrics-cost $(BIN)/pskv-garbage $(BIN)/pskv-fuzz-replay $(BIN)/pskv-gen-sparse \
+TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-zmq-bidir $(BIN)/pskv-metrics-cost $(BIN)/pskv-garbage $(BIN)/pskv-fuzz-replay $(BIN)/pskv-gen-sparse \
             $(BIN)/pskv-faultproxy $(BIN)/pskv-wire-pattern
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
 
@@ -147,6 +147,10 @@ $(BIN)/pskv-wire-pattern: $(BUILD)/obj/test/wire_pattern.o $(BUILD)/lib/libpskv.
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BIN)/pskv-zmq-rtt: $(BUILD)/obj/test/zmq_rtt.o $(COMMON_O)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BIN)/pskv-zmq-bidir: $(BUILD)/obj/test/zmq_bidir.o $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
