@@ -2,9 +2,11 @@
 #define _GNU_SOURCE
 #include "allreduce.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <zmq.h>
 
 #include "log.h"
@@ -25,6 +27,8 @@ struct war {
     uint64_t seq;       /* calls made so far: the current call's number */
     uint64_t aborted;   /* the latest call this rank failed or passed an abort on for */
     int last_ok;        /* the latest call succeeded (close lets its last pieces leave) */
+    atomic_int lent;    /* pieces of the caller's array ZeroMQ still holds (its I/O
+                           thread drops them: lent_free) */
 };
 
 /* One call's fixed facts, the same on every rank. */
@@ -125,8 +129,19 @@ static void ring_meta(const ring *g, Pskv__Meta *m)
     m->table_id = g->table_id;
 }
 
-/* Sends floats [off, off+cnt) of vals as step `step`'s piece (copied: the ring
- * writes over them again before the call ends). */
+/* ZeroMQ let go of a piece sent from the caller's array. */
+static void lent_free(void *data, void *hint)
+{
+    (void)data;
+    wire_frame_returned(hint);
+    atomic_fetch_sub((atomic_int *)hint, 1);
+}
+
+/* Sends floats [off, off+cnt) of vals as step `step`'s piece, without a copy.
+ * The ring writes over a range it sent only when the range comes back around
+ * (all-gather), which needs the next rank to have received this piece first, so
+ * ZeroMQ has read it by then; the call returns once ZeroMQ let go of every piece
+ * (lent_wait). */
 static int send_piece(const ring *g, int step, uint64_t off, uint64_t cnt)
 {
     Pskv__Meta m;
@@ -137,10 +152,12 @@ static int send_piece(const ring *g, int step, uint64_t off, uint64_t cnt)
     m.num_keys = cnt;
     m.width = 1;
     zmq_msg_t v;
-    if (cnt && zmq_msg_init_size(&v, cnt * sizeof(float)) != 0)
-        return wst_error(g->w, PSKV_ENOMEM, "pskv_allreduce: out of memory");
-    if (cnt)
-        memcpy(zmq_msg_data(&v), g->vals + off, cnt * sizeof(float));
+    atomic_int *lent = &g->w->ar->lent;
+    if (cnt) {
+        atomic_fetch_add(lent, 1);
+        if (wire_frame_lend(&v, g->vals + off, cnt * sizeof(float), lent_free, lent) < 0)
+            return wst_error(g->w, PSKV_ENOMEM, "pskv_allreduce: out of memory");
+    }
     if (wire_send(g->w->ar->out, NULL, &m, NULL, cnt ? &v : NULL) < 0)
         return wst_error(g->w, PSKV_ENET, "pskv_allreduce: cannot send to rank %d: %s",
                          (g->r + 1) % g->N, zmq_strerror(zmq_errno()));
@@ -349,6 +366,35 @@ static int ring_start(ring *g)
     return dial_next(w, next);
 }
 
+/* Waits until ZeroMQ let go of every piece of the caller's array: at most the
+ * request time-out after a good call; after a failure, pieces queued to a next
+ * rank that may be gone are dropped (its connection closed) after 100 ms. */
+static void lent_wait(pskv_worker *w, int failed)
+{
+    war *a = w->ar;
+    int64_t t0 = tu_now_ms();
+    int64_t limit = failed ? 100 : w->request_timeout_ms;
+    while (atomic_load(&a->lent) > 0) {
+        if (tu_now_ms() - t0 > limit && a->out) {
+            LOG_W("pskv_allreduce: %d pieces still queued to rank %d's node %u after %lld ms: "
+                  "dropping its connection", atomic_load(&a->lent),
+                  (w->mb.rank + 1) % w->nworkers, a->out_node, (long long)limit);
+            int zero = 0;
+            zmq_setsockopt(a->out, ZMQ_LINGER, &zero, sizeof zero);
+            zmq_close(a->out);
+            a->out = NULL;
+            a->out_node = 0;
+            t0 = tu_now_ms();
+            limit = 5000;
+        } else if (tu_now_ms() - t0 > limit) {
+            LOG_E("pskv_allreduce: ZeroMQ still holds %d pieces of the caller's array",
+                  atomic_load(&a->lent));
+            return;
+        }
+        nanosleep(&(struct timespec){0, 50000}, NULL);
+    }
+}
+
 int pskv_allreduce(pskv_worker *w, int table, float *vals, size_t n, pskv_op op)
 {
     if (!w || !w->ar || (!vals && n) || (op != PSKV_OP_SUM && op != PSKV_OP_MEAN))
@@ -379,8 +425,10 @@ int pskv_allreduce(pskv_worker *w, int table, float *vals, size_t n, pskv_op op)
             snprintf(msg, sizeof msg, "%s", w->last_error);
         wst_error(w, rc, "%.500s", msg);
         send_abort(&g, rc, msg);
+        lent_wait(w, 1);
         return rc;
     }
+    lent_wait(w, 0);
     w->ar->last_ok = 1;
     return 0;
 }
