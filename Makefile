@@ -58,7 +58,7 @@ TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-zmq-bidir $(BIN)/pskv-metrics-cost $
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
 
 FORCE:
-.PHONY: FORCE all tools deps size test unit integration faults test-faults bench-faults demo bench bench-incr bench-pushpull bench-curve bench-train bench-consistency bench-sparse bench-hosts chaos install deb package-check clean fuzz fuzz-live tsan
+.PHONY: FORCE all tools deps size test unit integration faults test-faults bench-faults demo bench bench-incr bench-allreduce bench-pushpull bench-curve bench-train bench-consistency bench-sparse bench-hosts chaos install deb package-check clean fuzz fuzz-live tsan
 .DEFAULT_GOAL := all
 
 MANS     := $(BINS:$(BIN)/%=$(BUILD)/man/man1/%.1)
@@ -251,6 +251,7 @@ bench: deps
 	scripts/bench-faults.sh --kills 10 --soak-seconds 120
 	scripts/bench-checkpoint.sh
 	scripts/bench-incr.sh
+	scripts/bench-allreduce.sh
 	scripts/chaos.sh --minutes 5 || [ $$? -eq 77 ]
 
 bench-faults: deps
@@ -261,6 +262,10 @@ bench-faults: deps
 bench-incr: deps
 	$(MAKE) all
 	scripts/bench-incr.sh
+
+bench-allreduce: deps
+	$(MAKE) all
+	scripts/bench-allreduce.sh
 
 bench-pushpull: deps
 	$(MAKE) all
