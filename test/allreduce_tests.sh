@@ -130,11 +130,21 @@ t_allreduce_peer_dies() {
 # from the table), mean gradient and sgd update, so the two differ only by float
 # rounding (the ring sums in ring order, a bsp server in arrival order): their
 # accuracies on 1000 test images must agree within 0.02 (20 images), and both be
-# well above chance. With --accumulate 2, and a copy to the servers every 7 steps.
+# well above chance. With --accumulate 2, a copy to the servers every 7 steps, and a
+# checkpoint at the end that must hold rank 0's weights exactly (the faults story:
+# the servers keep the copy that checkpoints and resume use).
 t_allreduce_train() {
   local common="--app mlp --epochs 1 --train-limit 6000 --test-limit 1000 --seed 2 --eval-every 0 --accumulate 2"
-  "$LAUNCH" --servers 1 --workers 2 --timeout 120 --log-dir "$TDIR/ar" -- $common \
-    --sync allreduce --copy-every 7 > /dev/null 2>&1 || fail "allreduce run exited $?: $(tail -n 2 "$TDIR/ar/worker-0.log")"
+  mkdir -p "$TDIR/data"
+  "$LAUNCH" --servers 1 --workers 2 --timeout 120 --log-dir "$TDIR/ar" --scheduler-opt --data-dir \
+    --scheduler-opt "$TDIR/data" --server-opt --data-dir --server-opt "$TDIR/data" -- $common \
+    --sync allreduce --copy-every 7 --checkpoint-epochs 1 --save-model "$TDIR/ar.model" \
+    > /dev/null 2>&1 || fail "allreduce run exited $?: $(tail -n 2 "$TDIR/ar/worker-0.log")"
+  # the servers' copy, checkpointed at the end, is rank 0's weights bit for bit
+  "$BIN/pskvctl" export --checkpoint 1 --from "$TDIR/data" --out "$TDIR/ckpt.model" > /dev/null ||
+    fail "no checkpoint 1 to export"
+  cmp -s "$TDIR/ckpt.model" "$TDIR/ar.model" || fail "the checkpoint's weights differ from rank 0's"
+
   "$LAUNCH" --servers 1 --workers 2 --timeout 120 --log-dir "$TDIR/bsp" -- $common \
     --consistency bsp > /dev/null 2>&1 || fail "bsp run exited $?: $(tail -n 2 "$TDIR/bsp/worker-0.log")"
   local a b
