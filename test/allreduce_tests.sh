@@ -41,6 +41,12 @@ t_allreduce_exact() {
   # the digests see the values: another n gives another digest
   [ "$d" != "$(ar_digests "$TDIR/n3-1001" 3)" ] || fail "two different all-reduces gave one digest"
   no_strays "$TDIR/mean"
+  # ranks cutting pieces differently (each chunk is cut by its first sender), and
+  # 300001 floats in pieces of 1 float: capped at 1024 pieces a chunk
+  "$LAUNCH" --servers 1 --workers 3 --timeout 60 --log-dir "$TDIR/cuts" --worker-opt 0:--chunk-bytes \
+    --worker-opt 0:64 -- --app allreduce-check --ar-floats 300001 --rounds 2 --chunk-bytes 4 \
+    > "$TDIR/cuts.out" 2>&1 || fail "mixed --chunk-bytes exited $?: $(grep -h 'failed' "$TDIR/cuts"/worker-*.log | head -n 3)"
+  ar_digests "$TDIR/cuts" 3 > /dev/null
   # with --keys: the workers' sockets run CURVE like every other (keys of the view)
   "$BIN/pskvctl" keys init "$TDIR/keys" --servers 1 --workers 3 > /dev/null || fail "keys init"
   "$LAUNCH" --keys "$TDIR/keys" --servers 1 --workers 3 --timeout 60 --log-dir "$TDIR/keyed" -- \

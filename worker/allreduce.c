@@ -19,6 +19,7 @@
 
 #define OUT_LINGER_MS 2000 /* pieces queued to the next rank at close, after a good call */
 #define PUMP_EVERY_MS 20   /* the scheduler's views are read this often while waiting */
+#define MAX_PIECES 1024    /* pieces per chunk at most (larger pieces for a larger chunk) */
 
 struct war {
     void *in;           /* PULL, bound at open: the previous rank's pieces */
@@ -267,9 +268,11 @@ static int next_msg(const ring *g, wire_msg *m, int step)
     }
 }
 
-/* Checks a piece against what step `step` must bring: [off, off+cnt). */
+/* Checks a piece against what step `step` must bring next: floats from off on, at
+ * most `left` of them, at least one unless left is 0 (an empty chunk's one piece).
+ * The piece size is the chunk's first sender's: ranks may differ in chunk_bytes. */
 static int check_piece(const ring *g, const Pskv__Meta *h, int step, uint64_t off,
-                       uint64_t cnt)
+                       uint64_t left)
 {
     pskv_worker *w = g->w;
     int prev = mod(g->r - 1, g->N);
@@ -288,11 +291,11 @@ static int check_piece(const ring *g, const Pskv__Meta *h, int step, uint64_t of
         return wst_error(w, PSKV_EINVAL, "pskv_allreduce: rank %d called with another %s "
                          "than rank %d", prev, (int)h->ar_op != g->op ? "op" : "table", g->r);
     if (!h->has_ar_step || (int)h->ar_step != step || h->first_key != off ||
-        h->num_keys != cnt)
+        h->num_keys > left || (left && !h->num_keys))
         return wst_error(w, PSKV_EPROTO, "pskv_allreduce: rank %d sent step %u [%llu, +%llu), "
-                         "expected step %d [%llu, +%llu)", prev, h->ar_step,
+                         "expected step %d [%llu, +1..%llu)", prev, h->ar_step,
                          (unsigned long long)h->first_key, (unsigned long long)h->num_keys,
-                         step, (unsigned long long)off, (unsigned long long)cnt);
+                         step, (unsigned long long)off, (unsigned long long)left);
     return 0;
 }
 
@@ -301,8 +304,11 @@ static int send_chunk(const ring *g, int step, int c)
 {
     uint64_t b, e;
     chunk_bounds(g, c, &b, &e);
+    /* at most MAX_PIECES pieces a chunk, well inside the sockets' high-water marks */
+    uint64_t piece = (e - b + MAX_PIECES - 1) / MAX_PIECES;
+    piece = piece > g->piece ? piece : g->piece;
     for (uint64_t off = b;;) {
-        uint64_t cnt = e - off < g->piece ? e - off : g->piece;
+        uint64_t cnt = e - off < piece ? e - off : piece;
         int rc = send_piece(g, step, off, cnt);
         if (rc < 0)
             return rc;
@@ -321,15 +327,15 @@ static int run_ring(const ring *g)
         uint64_t b, e;
         chunk_bounds(g, mod(g->r - t - 1, g->N), &b, &e);
         for (uint64_t off = b;;) {
-            uint64_t cnt = e - off < g->piece ? e - off : g->piece;
             wire_msg m;
             int rc = next_msg(g, &m, t);
             if (rc == 0)
-                rc = check_piece(g, m.meta, t, off, cnt);
+                rc = check_piece(g, m.meta, t, off, e - off);
             if (rc < 0) {
                 wire_msg_close(&m);
                 return rc;
             }
+            uint64_t cnt = m.meta->num_keys;
             float *dst = g->vals + off;
             if (t < g->N - 1) {
                 for (uint64_t i = 0; i < cnt; i++)
