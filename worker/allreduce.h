@@ -8,9 +8,10 @@
  * only from the previous one, in the order it sent. A call is 2(N-1) steps:
  * reduce-scatter (rank r sends chunk r-t at step t, adds chunk r-t-1 it
  * receives), then all-gather (the owner's reduced chunk goes round and is
- * copied). Chunks travel in pieces of at most chunk_bytes; a piece received is
- * reduced and sent on as the next step's piece at once, so sending and
- * receiving overlap. Each chunk is summed in one fixed order along the ring and
+ * copied). Chunks travel in pieces of chunk_bytes (at most 1024 a chunk), cut
+ * by the chunk's first sender; a piece received is reduced and sent on as the
+ * next step's piece at once, so sending and receiving overlap. Pieces go
+ * without a copy, from the caller's array. Each chunk is summed in one fixed order along the ring and
  * all-gather hands out its owner's bits, so every rank ends with the same bits.
  * A failure on one rank (a bad n, a silence, a dead peer) is sent round as an
  * abort, so every rank fails the same call with the same message.
