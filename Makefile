@@ -57,12 +57,12 @@ BINS     := $(BIN)/pskv-scheduler $(BIN)/pskv-server $(BIN)/pskv-worker $(BIN)/p
 # pskv-evaluator: pskv-worker's main built with -DPSKV_EVALUATOR, on the same apps
 EVAL_MAIN_O := $(BUILD)/obj/worker/apps/evaluator_main.o
 EVAL_O   := $(filter-out $(BUILD)/obj/worker/apps/worker_main.o,$(APP_O)) $(EVAL_MAIN_O) $(DATA_O)
-TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-hashmap-floor $(BIN)/pskv-metrics-cost $(BIN)/pskv-garbage $(BIN)/pskv-fuzz-replay $(BIN)/pskv-gen-sparse \
+TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-zmq-bidir $(BIN)/pskv-hashmap-floor $(BIN)/pskv-metrics-cost $(BIN)/pskv-garbage $(BIN)/pskv-fuzz-replay $(BIN)/pskv-gen-sparse \
             $(BIN)/pskv-faultproxy $(BIN)/pskv-wire-pattern
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
 
 FORCE:
-.PHONY: FORCE all tools deps size test unit integration faults test-faults bench-faults demo bench bench-incr bench-pushpull bench-curve bench-train bench-consistency bench-sparse bench-hosts chaos install deb package-check clean fuzz fuzz-live tsan
+.PHONY: FORCE all tools deps size test unit integration faults test-faults bench-faults demo bench bench-incr bench-allreduce bench-pushpull bench-curve bench-train bench-consistency bench-sparse bench-hosts chaos install deb package-check clean fuzz fuzz-live tsan
 .DEFAULT_GOAL := all
 
 MANS     := $(BINS:$(BIN)/%=$(BUILD)/man/man1/%.1)
@@ -135,11 +135,15 @@ $(BIN)/pskv-server: $(SERVER_O) $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BIN)/pskv-worker: $(WORKER_O) $(BUILD)/lib/libpskv.a
+# --sync allreduce applies the servers' updaters on the workers (worker/apps/train_ar.c)
+$(BUILD)/obj/worker/apps/train_ar.o: ROLE_INC := -Iworker -Iworker/data -Iserver
+$(BIN)/pskv-worker: $(WORKER_O) $(BUILD)/obj/server/updater.o $(BUILD)/obj/server/upd_plugin.o \
+                    $(BUILD)/lib/libpskv.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BIN)/pskv-evaluator: $(EVAL_O) $(BUILD)/lib/libpskv.a
+$(BIN)/pskv-evaluator: $(EVAL_O) $(BUILD)/obj/server/updater.o $(BUILD)/obj/server/upd_plugin.o \
+                       $(BUILD)/lib/libpskv.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -161,6 +165,10 @@ $(BIN)/pskv-zmq-rtt: $(BUILD)/obj/test/zmq_rtt.o $(COMMON_O)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BIN)/pskv-hashmap-floor: $(BUILD)/obj/test/hashmap_floor.o $(COMMON_O)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BIN)/pskv-zmq-bidir: $(BUILD)/obj/test/zmq_bidir.o $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -262,6 +270,7 @@ bench: deps
 	scripts/bench-faults.sh --kills 10 --soak-seconds 120
 	scripts/bench-checkpoint.sh
 	scripts/bench-incr.sh
+	scripts/bench-allreduce.sh
 	scripts/chaos.sh --minutes 5 || [ $$? -eq 77 ]
 
 bench-faults: deps
@@ -272,6 +281,10 @@ bench-faults: deps
 bench-incr: deps
 	$(MAKE) all
 	scripts/bench-incr.sh
+
+bench-allreduce: deps
+	$(MAKE) all
+	scripts/bench-allreduce.sh
 
 bench-pushpull: deps
 	$(MAKE) all

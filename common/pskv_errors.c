@@ -18,6 +18,7 @@ static const char *const messages[PSKV_ERROR_MAX] = {
     [PSKV_EBADVALUE] = "non-finite value",
     [PSKV_EIO] = "I/O error",
     [PSKV_ELATE] = "dropped: late",
+    [PSKV_EPEERDEAD] = "a peer worker died",
     [PSKV_ESTALE] = "stale view or expired lease",
     [PSKV_ELOST] = "partition lost",
     [PSKV_ENOTREADY] = "partition not ready",

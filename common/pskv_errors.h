@@ -35,6 +35,8 @@ enum pskv_error {
     PSKV_ELOST = 18,      /* every replica of the keys' partition died: the data is gone */
     PSKV_ENOTREADY = 19,  /* the partition is still being copied to this server: retry */
     PSKV_EPERM = 20,      /* not permitted: the sender's key does not carry the role this needs */
+    PSKV_EPEERDEAD = 21,  /* pskv_allreduce: a worker of the ring died or left (the message
+                             names its rank) */
     PSKV_ERROR_MAX
 };
 

@@ -62,6 +62,10 @@ typedef struct pskv_config {
     int evaluator;             /* 1: join as the job's evaluator (pskv-evaluator), not a
                                   worker: no rank, no clocks; it opens tables and pulls
                                   (default 0) */
+    int listen_port;           /* the port this worker's all-reduce socket listens on,
+                                  advertised to the other workers (default 0 = any free) */
+    const char *listen_bind;   /* its address: NULL or "" = loopback, or every address
+                                  with keys or insecure; else this IPv4 address or "*" */
 } pskv_config;
 
 /* Fills cfg with the defaults above. */
@@ -229,6 +233,23 @@ int pskv_values_clocks(const pskv_worker *w, int64_t *lo, int64_t *hi, int64_t *
  * Returns 0 or -PSKV_ENET. */
 int pskv_report_eval(pskv_worker *w, int64_t clock, double epoch, double val_loss,
                      double val_accuracy);
+
+
+typedef enum { PSKV_OP_SUM = 1, PSKV_OP_MEAN = 2 } pskv_op;
+
+/* All-reduce among the job's workers: every worker calls it with the same n, op
+ * and table, in the same order, and on return vals (n floats) holds, on every
+ * worker bit for bit the same, the element-wise sum of all workers' vals
+ * (PSKV_OP_MEAN: the sum divided by the number of workers). A ring: each worker
+ * sends and receives 2(N-1)/N of n floats, straight to and from its neighbours
+ * (no server in the path). table: -1, or an open table handle that every rank
+ * gives alike. Blocks until done. Errors, on every rank alike as far as the
+ * ring still reaches it: -PSKV_EINVAL (n, op or table differ between ranks:
+ * pskv_last_error names the ranks and their n), -PSKV_EPEERDEAD (a worker died:
+ * the message names its rank), -PSKV_ETIMEDOUT (nothing from the previous rank
+ * for the request time-out), -PSKV_ENET. After a failure vals holds partial
+ * sums. A job of one worker returns at once. */
+int pskv_allreduce(pskv_worker *w, int table, float *vals, size_t n, pskv_op op);
 
 /* This worker's rank (0..W-1; -1 for the evaluator), the number of workers and of servers. */
 int pskv_rank(const pskv_worker *w);

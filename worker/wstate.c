@@ -12,6 +12,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "allreduce.h"
 #include "log.h"
 #include "net.h"
 #include "secure.h"
@@ -115,15 +116,18 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
                          cfg.insecure, cfg.evaluator ? KEY_ROLE_EVALUATOR : KEY_ROLE_WORKER, 0,
                          why, sizeof why);
     if (rc == 0)
-        rc = secure_check_exposure(&w->sec, NULL, host, why, sizeof why);
+        rc = secure_check_exposure(&w->sec, cfg.listen_bind, host, why, sizeof why);
     if (rc < 0) {
         wst_error(w, rc, "%s", why);
         goto fail;
     }
     w->evaluator = cfg.evaluator != 0;
+    int port = w->evaluator ? 0 : war_open(w, cfg.listen_bind, cfg.listen_port);
+    if ((rc = port) < 0)
+        goto fail;
     rc = member_open(&w->mb, w->ctx, &w->sec, cfg.scheduler,
                      w->evaluator ? PSKV__ROLE__EVALUATOR : PSKV__ROLE__WORKER,
-                     w->evaluator ? -1 : cfg.rank, host, 0,
+                     w->evaluator ? -1 : cfg.rank, host, port,
                      cfg.job_id, cfg.connect_timeout_s, cfg.max_message, why, sizeof why);
     if (rc < 0) {
         wst_error(w, rc, "%s", why);
@@ -202,6 +206,7 @@ int pskv_worker_close(pskv_worker **w_p)
                   stop ? CLOSE_STOP_MS / 1000 : 5);
     }
     wview_heartbeat_stop(w);
+    war_close(w);
     if (w->lent_pushes) /* debug: an app's last line is its own */
         LOG_D("%llu pushes sent without a copy; %llu waited after their answer for ZeroMQ to "
               "let go of the caller's values, %llu connections reset for it",

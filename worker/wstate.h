@@ -27,6 +27,7 @@
  *   vbuf    buffers shared with ZeroMQ; draining pskv_push_nocopy's lent arrays
  *   wpump   the calling thread's event loop: replies applied, timers
  *   wmetrics the worker's Prometheus metrics (common/metrics.h)
+ *   allreduce pskv_allreduce: the ring among workers and its sockets
  *   pskv.c  the exported calls on an open handle (push, pull, wait, tables, clock ...)
  *
  * OWNS: the handle itself (wstate.c): pskv_worker_open allocates it with its
@@ -135,6 +136,8 @@ typedef struct srv {
     void *sock;
 } srv;
 
+typedef struct war war; /* pskv_allreduce's sockets (allreduce.c) */
+
 typedef struct tbl {
     char name[128];
     uint64_t id;
@@ -213,6 +216,7 @@ struct pskv_worker {
     uint64_t ckpt_done;          /* checkpoint answer: its number */
     int ckpt_err;                /* or its error */
     uint64_t ckpt_req;           /* request id of the checkpoint asked for */
+    war *ar;                     /* all-reduce: listening and ring sockets (allreduce.h) */
 };
 
 /* Formats w->last_error (what pskv_last_error returns) and returns -code, whichever

@@ -132,6 +132,8 @@ static void summarize(uint64_t size, const int *on, double *per_run, int runs, l
 
 int app_bench(pskv_worker *w, cfg_entry *cfg)
 {
+    if (!strcmp(cfg_str(cfg, "op"), "allreduce"))
+        return app_allreduce_bench(w, cfg);
     /* --size, --mode and --push were checked before joining (worker_main) */
     uint64_t size = (uint64_t)cfg_int(cfg, "size");
     const char *mode = cfg_str(cfg, "mode"), *push = cfg_str(cfg, "push");

@@ -29,6 +29,7 @@
 #include "report.h"
 #include "ring.h"
 #include "timeutil.h"
+#include "train_ar.h"
 #include "trainpos.h"
 
 #define TMO 120000
@@ -107,6 +108,7 @@ typedef struct run {
     size_t P;        /* parameters */
     int t, ts;       /* parameter table, stats table (samples, then clipped steps, by rank) */
     report *rep;
+    train_ar *ar;    /* --sync allreduce, else NULL */
     /* buffers */
     float *grad, *grad2;   /* the step's gradient; a further micro-batch's */
     float *x;              /* one micro-batch of images */
@@ -151,8 +153,10 @@ static int push_stats(run *r, double samples)
 static int evaluate(run *r, double epoch, int64_t step)
 {
     int64_t e0 = tu_now_ns();
-    int64_t tp = pskv_pull(r->w, r->t, NULL, r->P, r->eval_params);
-    int rc = tp < 0 ? (int)tp : pskv_wait(r->w, tp, TMO);
+    int64_t tp = r->ar ? 0 : pskv_pull(r->w, r->t, NULL, r->P, r->eval_params);
+    int rc = tp < 0 ? (int)tp : r->ar ? 0 : pskv_wait(r->w, tp, TMO);
+    if (r->ar) /* the workers' own weights (the servers' copy may be older) */
+        memcpy(r->eval_params, r->buf[r->cur], r->P * sizeof(float));
     if (rc < 0)
         return rc;
     double loss = 0;
@@ -275,31 +279,43 @@ static int load_data(run *r)
     return 0;
 }
 
-/* The parameter table (one dense run of P floats, named for the model) and the
- * per-worker sample counter. Returns 0, or 1 after saying why. */
+/* The parameter table's options: one dense run of P floats. */
+static void train_table_opts(cfg_entry *cfg, uint32_t dim, size_t P, pskv_table_opts *o)
+{
+    pskv_table_opts_init(o);
+    o->kind = PSKV_DENSE;
+    o->size = P;
+    o->width = 1;
+    updflags_apply(cfg, o);
+    o->init = "uniform";
+    o->init_scale = (float)(1.0 / sqrt((double)dim)); /* PyTorch's Linear bound */
+    o->seed = (uint64_t)cfg_int(cfg, "seed");
+    o->consistency = cfg_str(cfg, "consistency");
+    o->backup = (uint32_t)cfg_int(cfg, "backup");
+}
+
+/* The parameter table (one dense run of P floats, named for the model): its
+ * handle, or a negated error. */
 int app_train_table(pskv_worker *w, cfg_entry *cfg, uint32_t dim, int hidden, size_t P)
 {
     pskv_table_opts o;
-    pskv_table_opts_init(&o);
-    o.kind = PSKV_DENSE;
-    o.size = P;
-    o.width = 1;
-    updflags_apply(cfg, &o);
-    o.init = "uniform";
-    o.init_scale = (float)(1.0 / sqrt((double)dim)); /* PyTorch's Linear bound */
-    o.seed = (uint64_t)cfg_int(cfg, "seed");
-    o.consistency = cfg_str(cfg, "consistency");
-    o.backup = (uint32_t)cfg_int(cfg, "backup");
+    train_table_opts(cfg, dim, P, &o);
     char name[96];
     snprintf(name, sizeof name, "%s-%u-%d-10", cfg_str(cfg, "app"), dim, hidden);
     return pskv_table_open(w, name, &o);
 }
 
+/* The parameter table, the all-reduce state (--sync allreduce) and the
+ * per-worker sample counter. Returns 0, or 1 after saying why. */
 static int open_tables(run *r)
 {
     r->t = app_train_table(r->w, r->cfg, r->train.dim, r->hidden, r->P);
     if (r->t < 0)
         return fail(r->w, "open the parameter table", r->t);
+    pskv_table_opts o;
+    train_table_opts(r->cfg, r->train.dim, r->P, &o);
+    if (train_ar_new(r->cfg, &o, r->P, &r->ar))
+        return 1;
     r->ts = jobstats_open(r->w, r->app);
     if (r->ts < 0)
         return fail(r->w, "open the stats table", r->ts);
@@ -407,7 +423,7 @@ static int first_pull(run *r)
      * gradient is computed (the weights a step uses miss at most this worker's
      * previous push). Under bsp a step must see every push of the clock before:
      * push, clock, pull, wait, compute, with no overlap. */
-    r->overlap = strcmp(cfg_str(r->cfg, "consistency"), "bsp") != 0;
+    r->overlap = !r->ar && strcmp(cfg_str(r->cfg, "consistency"), "bsp") != 0;
     r->cur = 0;
     int rc = 0;
     int64_t pending = pskv_pull(r->w, r->t, NULL, r->P, r->buf[0]);
@@ -508,6 +524,12 @@ static int exchange(run *r)
 {
     int rc;
     int64_t c2 = tu_now_ns();
+    if (r->ar) { /* the mean gradient, applied here: buf[cur] stays the weights */
+        if ((rc = train_ar_step(r->ar, r->w, r->t, r->grad, r->buf[r->cur])) < 0)
+            return fail(r->w, "all-reduce", rc);
+        r->ns_push += tu_now_ns() - c2;
+        return 0;
+    }
     int64_t tp = pskv_push(r->w, r->t, NULL, r->P, r->grad);
     if (tp < 0)
         return fail(r->w, "push", (int)tp);
@@ -622,6 +644,8 @@ static int train_loop(run *r)
             if ((rc = push_stats(r, r->unreported)) < 0)
                 return fail(r->w, "stats push", rc);
             r->unreported = 0;
+            if (r->ar && (rc = train_ar_copy(r->ar, r->w, r->t, r->buf[r->cur])) < 0)
+                return fail(r->w, "copy of the weights", rc);
             if ((rc = trainpos_checkpoint(r->w, &r->pos, r->step, TMO)) < 0)
                 return fail(r->w, "checkpoint", rc);
         }
@@ -673,6 +697,8 @@ static int end_training(run *r)
         printf("rank %d clipped %lld of %lld steps to --clip-norm %g\n", r->rank,
                (long long)r->clipped, (long long)r->nsteps, r->clip);
     printf("rank %d trained %.0f samples\n", r->rank, r->samples);
+    if (r->ar && (rc = train_ar_copy(r->ar, r->w, r->t, r->buf[r->cur])) < 0)
+        return fail(r->w, "copy of the weights", rc);
     if (r->stopped)
         return r->rank == 0 ? wait_stopped(r) : 0;
     rc = pskv_barrier(r->w, TMO * 10);
@@ -712,6 +738,7 @@ static int final_results(run *r)
 static void free_run(run *r)
 {
     report_destroy(&r->rep);
+    train_ar_destroy(&r->ar);
     model_destroy(&r->m);
     idx_free(&r->train);
     idx_free(&r->test);

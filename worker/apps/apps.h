@@ -82,6 +82,13 @@ uint64_t app_digest(const float *v, size_t n);
  * was tried and how to install the data when they do not. Returns 0 or -1. */
 int app_train_check_data(cfg_entry *cfg);
 
+/* --app allreduce-check: pskv_allreduce against exact sums, a digest per rank
+ * (app_allreduce.c). */
+int app_allreduce_check(pskv_worker *w, cfg_entry *cfg);
+
+/* --app bench --op allreduce: all-reduce step time, algbw and busbw (app_allreduce.c). */
+int app_allreduce_bench(pskv_worker *w, cfg_entry *cfg);
+
 /* --app replay: a fixed gradient schedule through --updater, final values printed
  * (app_replay.c). */
 int app_replay(pskv_worker *w, cfg_entry *cfg);

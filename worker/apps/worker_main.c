@@ -29,8 +29,8 @@
 #define PROG "pskv-worker"
 #define USAGE                                                                               \
     "pskv-worker --scheduler HOST:PORT --app "                                              \
-    "check|resume-check|incr-check|bench|sparse-bench|softmax|mlp|sparse-lr|replay|admit "   \
-    "[flags]"
+    "check|resume-check|incr-check|bench|sparse-bench|softmax|mlp|sparse-lr|replay|admit|"   \
+    "allreduce-check [flags]"
 #endif
 
 extern void openblas_set_num_threads(int);
@@ -95,7 +95,7 @@ static cfg_entry config[] = {
      "scheduler address HOST:PORT", 0, 0, NULL, NULL},
     {"app", CFG_STR, "check", "PSKV_WORKER_APP", 1, 0, NULL,
      "application: check, resume-check, incr-check, bench, sparse-bench, softmax, mlp, "
-     "sparse-lr, replay or admit", 0, 0,
+     "sparse-lr, replay, admit or allreduce-check", 0, 0,
      NULL, NULL},
     {"rank", CFG_INT, "-1", "PSKV_WORKER_RANK", -1, 65535, NULL,
      "rank to take (-1 = the scheduler assigns one)", 0, 0, NULL, NULL},
@@ -167,6 +167,14 @@ static cfg_entry config[] = {
      0, 0, NULL, NULL},
     {"runs", CFG_INT, "5", "PSKV_WORKER_RUNS", 1, 1000, NULL, "bench: runs (median reported)",
      0, 0, NULL, NULL},
+    {"op", CFG_STR, "push-pull", "PSKV_WORKER_OP", 1, 0, NULL,
+     "bench: push-pull (through the servers, --mode) or allreduce (pskv_allreduce among the "
+     "workers)", 0, 0, NULL, NULL},
+    {"reduce", CFG_STR, "sum", "PSKV_WORKER_REDUCE", 1, 0, NULL,
+     "allreduce-check: sum or mean", 0, 0, NULL, NULL},
+    {"ar-floats", CFG_INT, "1000", "PSKV_WORKER_AR_FLOATS", 0, 268435456, NULL,
+     "allreduce-check: floats per all-reduce (each rank may give its own: a mismatch fails)",
+     0, 0, NULL, NULL},
     {"push", CFG_STR, "nocopy", "PSKV_WORKER_PUSH", 1, 0, NULL,
      "bench and check: a dense run is pushed with nocopy (pskv_push_nocopy) or copy (pskv_push)", 0, 0, NULL, NULL},
     {"baseline", CFG_STR, "", "PSKV_WORKER_BASELINE", 1, 0, NULL,
@@ -178,6 +186,13 @@ static cfg_entry config[] = {
     {"push-keys", CFG_INT, "8192", "PSKV_WORKER_PUSH_KEYS", 1, 16777216, NULL,
      "sparse-bench: keys per push", 0, 0, NULL, NULL},
     /* training */
+    {"sync", CFG_STR, "ps", "PSKV_WORKER_SYNC", 1, 0, NULL,
+     "softmax, mlp: ps (push gradients to the servers, pull weights) or allreduce (the mean "
+     "gradient by pskv_allreduce among the workers, the same update applied on every worker; "
+     "the servers keep a copy of the weights, --copy-every)", 0, 0, NULL, NULL},
+    {"copy-every", CFG_INT, "100", "PSKV_WORKER_COPY_EVERY", 1, 1e9, "steps",
+     "--sync allreduce: rank 0 writes the weights to the servers (pskv_assign) every N steps "
+     "and at the end, so checkpoints and --save-model hold them", 0, 0, NULL, NULL},
     {"epochs", CFG_INT, "5", "PSKV_WORKER_EPOCHS", 1, 100000, NULL, "training epochs", 0, 0, NULL,
      NULL},
     {"batch", CFG_INT, "32", "PSKV_WORKER_BATCH", 1, 65536, NULL, "examples per step per worker "
@@ -395,9 +410,30 @@ static void library_config(pskv_config *pc)
     pc->retry_ms = (int)cfg_int(config, "retry-ms");
     pc->metrics_port = (int)cfg_int(config, "metrics-port");
     pc->metrics_bind = cfg_str(config, "bind");
+    pc->listen_bind = cfg_str(config, "bind");
+    pc->listen_port = (int)cfg_int(config, "port");
 #ifdef PSKV_EVALUATOR
     pc->evaluator = 1;
 #endif
+}
+
+/* --op, --reduce and --sync: their values, and --sync allreduce only where an
+ * app trains densely. Returns 0, or -1 after a usage error. */
+static int allreduce_flags(const char *app)
+{
+    const char *op = cfg_str(config, "op"), *red = cfg_str(config, "reduce"),
+               *sync = cfg_str(config, "sync");
+    const char *bad = strcmp(op, "push-pull") && strcmp(op, "allreduce") ? "--op must be "
+                      "push-pull or allreduce"
+                      : strcmp(red, "sum") && strcmp(red, "mean") ? "--reduce must be sum or mean"
+                      : strcmp(sync, "ps") && strcmp(sync, "allreduce") ? "--sync must be ps or "
+                      "allreduce" : NULL;
+    if (!bad && !strcmp(sync, "allreduce") && strcmp(app, "mlp") && strcmp(app, "softmax"))
+        bad = "--sync allreduce applies to --app mlp and softmax";
+    if (bad)
+        fprintf(stderr, PROG ": %s (got --op %s, --reduce %s, --sync %s, --app %s)\n", bad,
+                op, red, sync, app);
+    return bad ? -1 : 0;
 }
 
 int main(int argc, char **argv)
@@ -412,11 +448,14 @@ int main(int argc, char **argv)
     int sparse = !strcmp(app, "sparse-lr");
     if (strcmp(app, "check") && strcmp(app, "bench") && strcmp(app, "resume-check") &&
         strcmp(app, "replay") && strcmp(app, "admit") && strcmp(app, "incr-check") &&
-        strcmp(app, "sparse-bench") && !dense_train && !sparse) {
+        strcmp(app, "sparse-bench") && strcmp(app, "allreduce-check") && !dense_train &&
+        !sparse) {
         fprintf(stderr, PROG ": unknown --app '%s' (check, resume-check, incr-check, bench, "
-                "sparse-bench, softmax, mlp, sparse-lr, replay, admit)\n", app);
+                "sparse-bench, softmax, mlp, sparse-lr, replay, admit, allreduce-check)\n", app);
         return 2;
     }
+    if (allreduce_flags(app) < 0)
+        return 2;
     const char *adm = cfg_int(config, "admit-after") ? "--admit-after"
                       : cfg_int(config, "evict-after") ? "--evict-after" : NULL;
     if (adm && !sparse && strcmp(app, "admit") &&
@@ -507,6 +546,7 @@ int main(int argc, char **argv)
                  : !strcmp(app, "sparse-bench") ? app_sparse_bench(w, config)
                  : !strcmp(app, "replay") ? app_replay(w, config)
                  : !strcmp(app, "admit")  ? app_admit(w, config)
+                 : !strcmp(app, "allreduce-check") ? app_allreduce_check(w, config)
                  : sparse                ? app_sparse_lr(w, config)
                                          : app_train(w, config);
 #endif

@@ -1,0 +1,170 @@
+# All-reduce tests (sourced by integration.sh): pskv_allreduce's ring among real
+# workers over loopback TCP. Each function runs in its own test directory ($TDIR)
+# under run_test's time-out.
+
+# ar_run DIR WORKERS ARGS...: one job of allreduce-check; its status.
+ar_run() {
+  local dir=$1 nw=$2; shift 2
+  "$LAUNCH" --servers 1 --workers "$nw" --timeout 60 --log-dir "$dir" -- \
+    --app allreduce-check "$@" > "$dir.out" 2>&1
+}
+
+# ar_digests DIR WORKERS: every rank printed its line, all with one digest; prints it.
+ar_digests() {
+  local dir=$1 nw=$2 r d first=
+  for r in $(seq 0 $((nw - 1))); do
+    d=$(sed -n 's/^allreduce-check rank='"$r"' .* digest=\([0-9a-f]*\)$/\1/p' "$dir/worker-$r.log")
+    [ -n "$d" ] || fail "$dir: rank $r printed no digest: $(grep allreduce-check "$dir/worker-$r.log" | tail -n 2)"
+    [ -z "$first" ] && first=$d
+    [ "$d" = "$first" ] || fail "$dir: rank $r's digest $d differs from rank 0's $first"
+  done
+  echo "$first"
+}
+
+# Exact sums (and means) of integer-valued floats, bit for bit the same on every
+# rank, for N = 2, 3, 4, with n not divisible by N, n < N (empty chunks) and
+# pieces far smaller than a chunk (--chunk-bytes 64: 16 floats a piece, so a
+# step is many pieces in flight). allreduce-check compares each element with the
+# sum computed locally and fails on the first difference.
+t_allreduce_exact() {
+  local nw n d
+  for nw in 2 3 4; do
+    for n in $((nw - 1)) 1001; do
+      ar_run "$TDIR/n$nw-$n" "$nw" --ar-floats "$n" --rounds 3 --chunk-bytes 64 ||
+        fail "N=$nw n=$n exited $?: $(grep -h 'failed\|expected' "$TDIR/n$nw-$n"/worker-*.log | head -n 3)"
+      ar_digests "$TDIR/n$nw-$n" "$nw" > /dev/null
+    done
+  done
+  ar_run "$TDIR/mean" 3 --ar-floats 100003 --rounds 2 --reduce mean ||
+    fail "mean exited $?: $(grep -h 'failed\|expected' "$TDIR/mean"/worker-*.log | head -n 3)"
+  d=$(ar_digests "$TDIR/mean" 3)
+  # the digests see the values: another n gives another digest
+  [ "$d" != "$(ar_digests "$TDIR/n3-1001" 3)" ] || fail "two different all-reduces gave one digest"
+  no_strays "$TDIR/mean"
+  # ranks cutting pieces differently (each chunk is cut by its first sender), and
+  # 300001 floats in pieces of 1 float: capped at 1024 pieces a chunk
+  "$LAUNCH" --servers 1 --workers 3 --timeout 60 --log-dir "$TDIR/cuts" --worker-opt 0:--chunk-bytes \
+    --worker-opt 0:64 -- --app allreduce-check --ar-floats 300001 --rounds 2 --chunk-bytes 4 \
+    > "$TDIR/cuts.out" 2>&1 || fail "mixed --chunk-bytes exited $?: $(grep -h 'failed' "$TDIR/cuts"/worker-*.log | head -n 3)"
+  ar_digests "$TDIR/cuts" 3 > /dev/null
+  # with --keys: the workers' sockets run CURVE like every other (keys of the view)
+  "$BIN/pskvctl" keys init "$TDIR/keys" --servers 1 --workers 3 > /dev/null || fail "keys init"
+  "$LAUNCH" --keys "$TDIR/keys" --servers 1 --workers 3 --timeout 60 --log-dir "$TDIR/keyed" -- \
+    --app allreduce-check --ar-floats 1001 --rounds 3 --chunk-bytes 64 > "$TDIR/keyed.out" 2>&1 ||
+    fail "keyed run exited $?: $(grep -h 'failed' "$TDIR/keyed"/worker-*.log | head -n 3)"
+  [ "$(ar_digests "$TDIR/keyed" 3)" = "$(ar_digests "$TDIR/n3-1001" 3)" ] ||
+    fail "the keyed run's digest differs from the plain run's"
+}
+
+# Different n on different ranks: every rank fails the call, each naming the n's
+# (rank 0 gives 10, ranks 1 and 2 give 12: rank 2 only hears of it from rank 1).
+# And a rank that calls fewer times than the others.
+t_allreduce_mismatch() {
+  "$LAUNCH" --servers 1 --workers 3 --timeout 60 --log-dir "$TDIR/j" --worker-opt 0:--ar-floats \
+    --worker-opt 0:10 -- --app allreduce-check --ar-floats 12 --rounds 2 > "$TDIR/j.out" 2>&1 &&
+    fail "the job passed with different n on different ranks"
+  local r
+  for r in 0 1 2; do
+    grep -q "call 1 failed: invalid argument: .*n = 1[02], .*n = 1[02]: every rank must give the same n" \
+      "$TDIR/j/worker-$r.log" || fail "rank $r: $(grep allreduce-check "$TDIR/j/worker-$r.log" | tail -n 1)"
+  done
+  no_strays "$TDIR/j"
+  # a rank that makes fewer calls and leaves: the others' extra call fails naming it
+  # (once it said FINISH and nothing came for 3 s), not at the 30 s time-out
+  local t0=$SECONDS
+  "$LAUNCH" --servers 1 --workers 3 --timeout 60 --log-dir "$TDIR/f" --worker-opt 0:--rounds \
+    --worker-opt 0:2 -- --app allreduce-check --ar-floats 1001 --rounds 3 > "$TDIR/f.out" 2>&1 &&
+    fail "the job passed with a rank making fewer calls"
+  [ $((SECONDS - t0)) -lt 20 ] || fail "the others took $((SECONDS - t0)) s to fail"
+  grep -q '^allreduce-check rank=0 .* rounds=2 ' "$TDIR/f/worker-0.log" || fail "rank 0 did not pass its 2 calls"
+  for r in 1 2; do
+    grep -q "call 3 failed: .*rank 0 left the job" "$TDIR/f/worker-$r.log" ||
+      fail "rank $r: $(grep allreduce-check "$TDIR/f/worker-$r.log" | tail -n 1)"
+  done
+}
+
+# A worker killed (SIGKILL) or stopped (SIGSTOP) in a long loop of 4 MB
+# all-reduces: the others fail their call naming rank 1 and exit 1; nothing
+# hangs. KILL and STOP: the scheduler declares it dead (launch-local's
+# --dead-after-ms 500) and the others fail with PSKV_EPEERDEAD at once; SILENT:
+# a scheduler that waits 60 s before declaring anyone dead, so the previous
+# rank's silence (--request-timeout 3) fails the call on rank 2, naming rank 1,
+# and on rank 0 with rank 2's abort or its own time-out on rank 2, whichever
+# comes first.
+t_allreduce_peer_dies() {
+  local how sig pid t0 r opt
+  for how in KILL STOP SILENT; do
+    local d="$TDIR/$how"
+    sig=$how opt=()
+    [ "$how" = SILENT ] && sig=STOP opt=(--scheduler-opt --dead-after-ms --scheduler-opt 60000)
+    mkdir -p "$d"
+    "$LAUNCH" --servers 1 --workers 3 --timeout 60 --log-dir "$d" "${opt[@]}" -- \
+      --app allreduce-check --ar-floats 1000000 --rounds 1000000 --request-timeout 3 \
+      > "$d.out" 2>&1 &
+    local launcher=$!
+    wait_line "$d/worker-1.log" 'joined job' 1 30 || fail "$how: rank 1 did not join"
+    sleep 1.5
+    pid=$(sed -n 's/^[^ ]* \([0-9]*\) worker .*joined job.*/\1/p' "$d/worker-1.log" | head -n 1)
+    [ -n "$pid" ] || fail "$how: no pid for rank 1"
+    t0=$(ms_now)
+    kill -"$sig" "$pid"
+    for r in 0 2; do
+      wait_line "$d/worker-$r.log" 'allreduce-check: rank .* failed' 1 8 ||
+        fail "$how: rank $r did not fail within 8 s: $(tail -n 2 "$d/worker-$r.log")"
+    done
+    echo "$how: ranks 0 and 2 failed within $(( $(ms_now) - t0 )) ms"
+    # SILENT: rank 0 waits on rank 2, which waits on rank 1; both time out at about
+    # the same moment, so rank 0 names rank 1 (rank 2's abort came first) or rank 2
+    local blame0='rank 1 died\|nothing from rank 1'
+    [ "$how" = SILENT ] && blame0='nothing from rank [12]'
+    grep -q "failed: .*\($blame0\)" "$d/worker-0.log" ||
+      fail "$how: rank 0 names neither rank 1 nor (SILENT) 2: $(grep failed "$d/worker-0.log")"
+    grep -q 'failed: .*\(rank 1 died\|nothing from rank 1\)' "$d/worker-2.log" ||
+      fail "$how: rank 2 does not name rank 1: $(grep failed "$d/worker-2.log")"
+    [ "$sig" = STOP ] && kill -CONT "$pid"
+    wait_exit "$launcher" 30
+    local st=$?
+    [ $st -ne 0 ] && [ $st -ne 124 ] || fail "$how: the launcher exited $st"
+    grep -q 'workers exit statuses: 1 [0-9]* 1' "$d.out" ||
+      fail "$how: ranks 0 and 2 did not exit 1: $(tail -n 1 "$d.out")"
+  done
+  grep -q 'nothing from rank 1 for 3000 ms' "$TDIR/SILENT/worker-2.log" ||
+    fail "SILENT: rank 2 did not time out on rank 1: $(grep failed "$TDIR/SILENT/worker-2.log")"
+}
+
+# --sync allreduce trains mlp as bsp does: the same data, initial weights (pulled
+# from the table), mean gradient and sgd update, so the two differ only by float
+# rounding (the ring sums in ring order, a bsp server in arrival order): their
+# accuracies on 1000 test images must agree within 0.02 (20 images), and both be
+# well above chance. With --accumulate 2, a copy to the servers every 7 steps, and a
+# checkpoint at the end that must hold rank 0's weights exactly (the faults story:
+# the servers keep the copy that checkpoints and resume use).
+t_allreduce_train() {
+  local common="--app mlp --epochs 1 --train-limit 6000 --test-limit 1000 --seed 2 --eval-every 0 --accumulate 2"
+  mkdir -p "$TDIR/data"
+  "$LAUNCH" --servers 1 --workers 2 --timeout 120 --log-dir "$TDIR/ar" --scheduler-opt --data-dir \
+    --scheduler-opt "$TDIR/data" --server-opt --data-dir --server-opt "$TDIR/data" -- $common \
+    --sync allreduce --copy-every 7 --checkpoint-epochs 1 --save-model "$TDIR/ar.model" \
+    > /dev/null 2>&1 || fail "allreduce run exited $?: $(tail -n 2 "$TDIR/ar/worker-0.log")"
+  # the servers' copy, checkpointed at the end, is rank 0's weights bit for bit
+  "$BIN/pskvctl" export --checkpoint 1 --from "$TDIR/data" --out "$TDIR/ckpt.model" > /dev/null ||
+    fail "no checkpoint 1 to export"
+  cmp -s "$TDIR/ckpt.model" "$TDIR/ar.model" || fail "the checkpoint's weights differ from rank 0's"
+
+  "$LAUNCH" --servers 1 --workers 2 --timeout 120 --log-dir "$TDIR/bsp" -- $common \
+    --consistency bsp > /dev/null 2>&1 || fail "bsp run exited $?: $(tail -n 2 "$TDIR/bsp/worker-0.log")"
+  local a b
+  a=$(sed -n 's/^final test accuracy \([0-9.]*\) .*/\1/p' "$TDIR/ar/worker-0.log")
+  b=$(sed -n 's/^final test accuracy \([0-9.]*\) .*/\1/p' "$TDIR/bsp/worker-0.log")
+  [ -n "$a" ] && [ -n "$b" ] || fail "no final accuracy (allreduce '$a', bsp '$b')"
+  echo "accuracy: allreduce $a, bsp $b"
+  awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.02 && a > 0.5) }' ||
+    fail "allreduce accuracy $a is not within 0.02 of bsp's $b (or not above 0.5)"
+  grep -q 'push [0-9.]* us' "$TDIR/ar/worker-1.log" || fail "rank 1 did not train"
+  # bad input: --sync allreduce where it does not apply, and a bad value
+  "$BIN/pskv-worker" --app check --sync allreduce > bad.log 2>&1; [ $? -eq 2 ] ||
+    fail "--sync allreduce on --app check was not refused with status 2"
+  grep -q 'applies to --app mlp and softmax' bad.log || fail "no reason: $(cat bad.log)"
+  "$BIN/pskv-worker" --app mlp --sync ring > bad.log 2>&1; [ $? -eq 2 ] ||
+    fail "--sync ring was not refused with status 2"
+}

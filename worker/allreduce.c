@@ -1,0 +1,440 @@
+/* allreduce: the ring all-reduce (design and contract in allreduce.h). */
+#define _GNU_SOURCE
+#include "allreduce.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+#include "log.h"
+#include "member.h"
+#include "net.h"
+#include "secure.h"
+#include "timeutil.h"
+#include "wire.h"
+#include "wpump.h"
+
+#define OUT_LINGER_MS 2000 /* pieces queued to the next rank at close, after a good call */
+#define PUMP_EVERY_MS 20   /* the scheduler's views are read this often while waiting */
+#define MAX_PIECES 1024    /* pieces per chunk at most (larger pieces for a larger chunk) */
+
+struct war {
+    void *in;           /* PULL, bound at open: the previous rank's pieces */
+    void *out;          /* PUSH to the next rank's `in`, dialled when that rank's node changes */
+    uint32_t out_node;  /* node id `out` is connected to (0 = none yet) */
+    uint64_t seq;       /* calls made so far: the current call's number */
+    uint64_t aborted;   /* the latest call this rank failed or passed an abort on for */
+    int last_ok;        /* the latest call succeeded (close lets its last pieces leave) */
+    atomic_int lent;    /* pieces of the caller's array ZeroMQ still holds (its I/O
+                           thread drops them: lent_free) */
+};
+
+/* One call's fixed facts, the same on every rank. */
+typedef struct ring {
+    pskv_worker *w;
+    float *vals;
+    uint64_t n, seq, table_id;
+    int N, r, op;
+    size_t piece;          /* floats per piece */
+    uint32_t nodes[2];     /* node ids of the previous and next rank at the start */
+} ring;
+
+int war_open(pskv_worker *w, const char *bind, int port)
+{
+    w->ar = calloc(1, sizeof *w->ar);
+    if (!w->ar)
+        return wst_error(w, PSKV_ENOMEM, "out of memory");
+    char why[400];
+    w->ar->in = net_socket(w->ctx, ZMQ_PULL, w->max_message, 0);
+    if (!w->ar->in)
+        return wst_error(w, PSKV_ENET, "cannot make the all-reduce socket: %s",
+                         zmq_strerror(zmq_errno()));
+    int rc = secure_listen(&w->sec, w->ctx, w->ar->in, 1u << KEY_ROLE_WORKER, why, sizeof why);
+    if (rc < 0)
+        return wst_error(w, rc, "all-reduce socket: %s", why);
+    rc = net_bind(w->ar->in, secure_bind_addr(&w->sec, bind), port, why, sizeof why);
+    if (rc < 0)
+        return wst_error(w, rc, "all-reduce socket (--bind, --port): %s", why);
+    return rc;
+}
+
+void war_close(pskv_worker *w)
+{
+    if (!w->ar)
+        return;
+    if (w->ar->out) {
+        int linger = w->ar->last_ok ? OUT_LINGER_MS : 0;
+        zmq_setsockopt(w->ar->out, ZMQ_LINGER, &linger, sizeof linger);
+        zmq_close(w->ar->out);
+    }
+    if (w->ar->in)
+        zmq_close(w->ar->in);
+    free(w->ar);
+    w->ar = NULL;
+}
+
+/* The live node of `rank` in the latest view (the newest one: a rank taken over
+ * after a death is listed twice), or NULL when none is. */
+static const Pskv__Node *rank_node(const pskv_worker *w, int rank)
+{
+    const Pskv__View *v = w->mb.view;
+    const Pskv__Node *best = NULL;
+    for (size_t i = 0; i < v->n_nodes; i++) {
+        const Pskv__Node *n = v->nodes[i];
+        if (n->role != PSKV__ROLE__WORKER || n->rank != rank || !n->alive ||
+            (n->state && !strcmp(n->state, "dead")))
+            continue;
+        if (!best || n->id > best->id)
+            best = n;
+    }
+    return best;
+}
+
+/* Dials the next rank's node when it is not the one `out` reaches. */
+static int dial_next(pskv_worker *w, const Pskv__Node *n)
+{
+    war *a = w->ar;
+    if (a->out && a->out_node == n->id)
+        return 0;
+    if (a->out)
+        zmq_close(a->out);
+    a->out_node = 0;
+    a->out = net_socket(w->ctx, ZMQ_PUSH, w->max_message, OUT_LINGER_MS);
+    if (!a->out)
+        return wst_error(w, PSKV_ENET, "pskv_allreduce: cannot make a socket");
+    if (w->sec.keyed && !(n->pubkey && *n->pubkey))
+        return wst_error(w, PSKV_EPROTO, "pskv_allreduce: the view has no key for rank %d",
+                         n->rank);
+    if (secure_dial(&w->sec, a->out, n->pubkey) < 0 || !n->host || !n->port ||
+        net_connect(a->out, n->host, (int)n->port) < 0)
+        return wst_error(w, PSKV_ENET, "pskv_allreduce: cannot dial rank %d at %s:%u", n->rank,
+                         n->host ? n->host : "?", n->port);
+    a->out_node = n->id;
+    return 0;
+}
+
+static void ring_meta(const ring *g, Pskv__Meta *m)
+{
+    wire_meta_init(m, PSKV__MSG_TYPE__ALLREDUCE);
+    m->has_job_id = m->has_sender = m->has_request_id = m->has_rank = 1;
+    m->job_id = g->w->mb.job_id;
+    m->sender = g->w->mb.node_id;
+    m->request_id = g->seq;
+    m->rank = g->r;
+    m->has_ar_n = m->has_ar_op = m->has_table_id = 1;
+    m->ar_n = g->n;
+    m->ar_op = (uint32_t)g->op;
+    m->table_id = g->table_id;
+}
+
+/* ZeroMQ let go of a piece sent from the caller's array. */
+static void lent_free(void *data, void *hint)
+{
+    (void)data;
+    wire_frame_returned(hint);
+    atomic_fetch_sub((atomic_int *)hint, 1);
+}
+
+/* Sends floats [off, off+cnt) of vals as step `step`'s piece, without a copy.
+ * The ring writes over a range it sent only when the range comes back around
+ * (all-gather), which needs the next rank to have received this piece first, so
+ * ZeroMQ has read it by then; the call returns once ZeroMQ let go of every piece
+ * (lent_wait). */
+static int send_piece(const ring *g, int step, uint64_t off, uint64_t cnt)
+{
+    Pskv__Meta m;
+    ring_meta(g, &m);
+    m.has_ar_step = m.has_first_key = m.has_num_keys = m.has_width = 1;
+    m.ar_step = (uint32_t)step;
+    m.first_key = off;
+    m.num_keys = cnt;
+    m.width = 1;
+    zmq_msg_t v;
+    atomic_int *lent = &g->w->ar->lent;
+    if (cnt) {
+        atomic_fetch_add(lent, 1);
+        if (wire_frame_lend(&v, g->vals + off, cnt * sizeof(float), lent_free, lent) < 0)
+            return wst_error(g->w, PSKV_ENOMEM, "pskv_allreduce: out of memory");
+    }
+    if (wire_send(g->w->ar->out, NULL, &m, NULL, cnt ? &v : NULL) < 0)
+        return wst_error(g->w, PSKV_ENET, "pskv_allreduce: cannot send to rank %d: %s",
+                         (g->r + 1) % g->N, zmq_strerror(zmq_errno()));
+    return 0;
+}
+
+/* Floats of chunk c: [*b, *e). Chunks differ by at most one float. */
+static void chunk_bounds(const ring *g, int c, uint64_t *b, uint64_t *e)
+{
+    *b = (uint64_t)((unsigned __int128)g->n * (unsigned)c / (unsigned)g->N);
+    *e = (uint64_t)((unsigned __int128)g->n * (unsigned)(c + 1) / (unsigned)g->N);
+}
+
+static int mod(int a, int N) { return ((a % N) + N) % N; }
+
+/* Tells the next rank this call failed, so the failure goes round the ring. */
+static void send_abort(const ring *g, int code, const char *msg)
+{
+    war *a = g->w->ar;
+    if (a->aborted == g->seq || !a->out)
+        return;
+    a->aborted = g->seq;
+    Pskv__Meta m;
+    ring_meta(g, &m);
+    m.has_error_code = 1;
+    m.error_code = code < 0 ? -code : code;
+    m.error = (char *)msg;
+    int zero = 0; /* an abort never waits for a peer that may be gone */
+    zmq_setsockopt(a->out, ZMQ_SNDTIMEO, &zero, sizeof zero);
+    wire_send(a->out, NULL, &m, NULL, NULL);
+    int five = 5000;
+    zmq_setsockopt(a->out, ZMQ_SNDTIMEO, &five, sizeof five);
+}
+
+/* 1 when the previous rank's node has said FINISH (left the job) and nothing came
+ * from it for longer than its last pieces may take to leave (OUT_LINGER_MS). */
+static int prev_left(const ring *g, int64_t silent_ms)
+{
+    const Pskv__Node *n = rank_node(g->w, mod(g->r - 1, g->N));
+    return n && n->state && !strcmp(n->state, "finished") && silent_ms > OUT_LINGER_MS + 1000;
+}
+
+/* A rank of the ring the scheduler declared dead (or replaced) since the call
+ * began, or -1. */
+static int dead_rank(const ring *g)
+{
+    for (int k = 0; k < g->N; k++) {
+        const Pskv__Node *n = rank_node(g->w, k);
+        if (!n || (k == mod(g->r - 1, g->N) && n->id != g->nodes[0]) ||
+            (k == (g->r + 1) % g->N && n->id != g->nodes[1]))
+            return k;
+    }
+    return -1;
+}
+
+/* Waits for the next message of this call from the previous rank, at most the
+ * request time-out. Returns 0 with *m filled, or a negated error (last_error set). */
+static int next_msg(const ring *g, wire_msg *m, int step)
+{
+    pskv_worker *w = g->w;
+    int prev = mod(g->r - 1, g->N);
+    int64_t since = tu_now_ms(), deadline = since + w->request_timeout_ms;
+    for (;;) {
+        char why[300];
+        memset(m, 0, sizeof *m);
+        int rc = wire_recv(w->ar->in, 0, m, why, sizeof why);
+        if (rc == 0) {
+            const Pskv__Meta *h = m->meta;
+            if (h->type == PSKV__MSG_TYPE__ALLREDUCE && h->job_id == w->mb.job_id &&
+                h->request_id == g->seq)
+                return 0;
+            LOG_D("pskv_allreduce: dropped a %s of call %llu from %s (this call: %llu)",
+                  wire_type_name((int)h->type), (unsigned long long)h->request_id, m->peer,
+                  (unsigned long long)g->seq);
+            if (h->type == PSKV__MSG_TYPE__ALLREDUCE && h->request_id > g->seq) {
+                wire_msg_close(m);
+                return wst_error(w, PSKV_EPROTO, "pskv_allreduce: rank %d is at call %llu, "
+                                 "this rank at %llu (a call failed on some ranks only)",
+                                 prev, (unsigned long long)h->request_id,
+                                 (unsigned long long)g->seq);
+            }
+        } else if (rc != -PSKV_ETIMEDOUT) {
+            LOG_W("pskv_allreduce: dropped a malformed message from %s: %s", m->peer, why);
+        }
+        wire_msg_close(m);
+        if (rc == 0)
+            continue;
+        wpump(w, 0); /* views: a peer declared dead */
+        int dead = dead_rank(g);
+        if (dead >= 0)
+            return wst_error(w, PSKV_EPEERDEAD, "pskv_allreduce: rank %d died (the scheduler "
+                             "declared it dead or replaced it) during step %d of %d", dead,
+                             step, 2 * g->N - 2);
+        if (prev_left(g, tu_now_ms() - since))
+            return wst_error(w, PSKV_EPEERDEAD, "pskv_allreduce: rank %d left the job (said "
+                             "FINISH) without sending step %d of %d", prev, step, 2 * g->N - 2);
+        if (member_stop_requested())
+            return wst_error(w, PSKV_ECLOSED, "pskv_allreduce: stopped by a signal at step %d "
+                             "of %d", step, 2 * g->N - 2);
+        int64_t left = deadline - tu_now_ms();
+        if (left <= 0)
+            return wst_error(w, PSKV_ETIMEDOUT, "pskv_allreduce: nothing from rank %d for %d "
+                             "ms at step %d of %d", prev, w->request_timeout_ms, step,
+                             2 * g->N - 2);
+        zmq_pollitem_t it = {w->ar->in, 0, ZMQ_POLLIN, 0};
+        zmq_poll(&it, 1, left < PUMP_EVERY_MS ? left : PUMP_EVERY_MS);
+    }
+}
+
+/* Checks a piece against what step `step` must bring next: floats from off on, at
+ * most `left` of them, at least one unless left is 0 (an empty chunk's one piece).
+ * The piece size is the chunk's first sender's: ranks may differ in chunk_bytes. */
+static int check_piece(const ring *g, const Pskv__Meta *h, int step, uint64_t off,
+                       uint64_t left)
+{
+    pskv_worker *w = g->w;
+    int prev = mod(g->r - 1, g->N);
+    if (h->has_error_code)
+        return wst_error(w, h->error_code > 0 && h->error_code < PSKV_ERROR_MAX ? h->error_code
+                                                                               : PSKV_EPROTO,
+                         "%s", h->error ? h->error : "pskv_allreduce: aborted by a peer");
+    if (!h->has_rank || h->rank != prev)
+        return wst_error(w, PSKV_EPROTO, "pskv_allreduce: a piece from rank %d, expected %d",
+                         h->has_rank ? h->rank : -1, prev);
+    if (h->ar_n != g->n)
+        return wst_error(w, PSKV_EINVAL, "pskv_allreduce: rank %d called with n = %llu, rank "
+                         "%d with n = %llu: every rank must give the same n", prev,
+                         (unsigned long long)h->ar_n, g->r, (unsigned long long)g->n);
+    if ((int)h->ar_op != g->op || h->table_id != g->table_id)
+        return wst_error(w, PSKV_EINVAL, "pskv_allreduce: rank %d called with another %s "
+                         "than rank %d", prev, (int)h->ar_op != g->op ? "op" : "table", g->r);
+    if (!h->has_ar_step || (int)h->ar_step != step || h->first_key != off ||
+        h->num_keys > left || (left && !h->num_keys))
+        return wst_error(w, PSKV_EPROTO, "pskv_allreduce: rank %d sent step %u [%llu, +%llu), "
+                         "expected step %d [%llu, +1..%llu)", prev, h->ar_step,
+                         (unsigned long long)h->first_key, (unsigned long long)h->num_keys,
+                         step, (unsigned long long)off, (unsigned long long)left);
+    return 0;
+}
+
+/* Sends chunk c as step `step`, piece by piece (one empty piece when c is). */
+static int send_chunk(const ring *g, int step, int c)
+{
+    uint64_t b, e;
+    chunk_bounds(g, c, &b, &e);
+    /* at most MAX_PIECES pieces a chunk, well inside the sockets' high-water marks */
+    uint64_t piece = (e - b + MAX_PIECES - 1) / MAX_PIECES;
+    piece = piece > g->piece ? piece : g->piece;
+    for (uint64_t off = b;;) {
+        uint64_t cnt = e - off < piece ? e - off : piece;
+        int rc = send_piece(g, step, off, cnt);
+        if (rc < 0)
+            return rc;
+        off += cnt;
+        if (off >= e)
+            return 0;
+    }
+}
+
+/* Receives every piece of every step, reducing (reduce-scatter) or copying
+ * (all-gather) it, and sends each on as the next step's piece at once. */
+static int run_ring(const ring *g)
+{
+    int steps = 2 * g->N - 2;
+    for (int t = 0; t < steps; t++) {
+        uint64_t b, e;
+        chunk_bounds(g, mod(g->r - t - 1, g->N), &b, &e);
+        for (uint64_t off = b;;) {
+            wire_msg m;
+            int rc = next_msg(g, &m, t);
+            if (rc == 0)
+                rc = check_piece(g, m.meta, t, off, e - off);
+            if (rc < 0) {
+                wire_msg_close(&m);
+                return rc;
+            }
+            uint64_t cnt = m.meta->num_keys;
+            float *dst = g->vals + off;
+            if (t < g->N - 1) {
+                for (uint64_t i = 0; i < cnt; i++)
+                    dst[i] += m.vals[i];
+                if (t == g->N - 2 && g->op == PSKV_OP_MEAN)
+                    for (uint64_t i = 0; i < cnt; i++)
+                        dst[i] /= (float)g->N;
+            } else if (cnt) {
+                memcpy(dst, m.vals, cnt * sizeof(float));
+            }
+            wire_msg_close(&m);
+            if (t + 1 < steps && (rc = send_piece(g, t + 1, off, cnt)) < 0)
+                return rc;
+            off += cnt;
+            if (off >= e)
+                break;
+        }
+    }
+    return 0;
+}
+
+/* Fills g's nodes and dials the next rank. */
+static int ring_start(ring *g)
+{
+    pskv_worker *w = g->w;
+    wpump(w, 0); /* the latest view */
+    const Pskv__Node *prev = rank_node(w, mod(g->r - 1, g->N));
+    const Pskv__Node *next = rank_node(w, (g->r + 1) % g->N);
+    if (!prev || !next)
+        return wst_error(w, PSKV_EPEERDEAD, "pskv_allreduce: rank %d is not in the job "
+                         "(dead or not joined)", !prev ? mod(g->r - 1, g->N) : (g->r + 1) % g->N);
+    g->nodes[0] = prev->id;
+    g->nodes[1] = next->id;
+    return dial_next(w, next);
+}
+
+/* Waits until ZeroMQ let go of every piece of the caller's array: at most the
+ * request time-out after a good call; after a failure, pieces queued to a next
+ * rank that may be gone are dropped (its connection closed) after 100 ms. */
+static void lent_wait(pskv_worker *w, int failed)
+{
+    war *a = w->ar;
+    int64_t t0 = tu_now_ms();
+    int64_t limit = failed ? 100 : w->request_timeout_ms;
+    while (atomic_load(&a->lent) > 0) {
+        if (tu_now_ms() - t0 > limit && a->out) {
+            LOG_W("pskv_allreduce: %d pieces still queued to rank %d's node %u after %lld ms: "
+                  "dropping its connection", atomic_load(&a->lent),
+                  (w->mb.rank + 1) % w->nworkers, a->out_node, (long long)limit);
+            int zero = 0;
+            zmq_setsockopt(a->out, ZMQ_LINGER, &zero, sizeof zero);
+            zmq_close(a->out);
+            a->out = NULL;
+            a->out_node = 0;
+            t0 = tu_now_ms();
+            limit = 5000;
+        } else if (tu_now_ms() - t0 > limit) {
+            LOG_E("pskv_allreduce: ZeroMQ still holds %d pieces of the caller's array",
+                  atomic_load(&a->lent));
+            return;
+        }
+        nanosleep(&(struct timespec){0, 50000}, NULL);
+    }
+}
+
+int pskv_allreduce(pskv_worker *w, int table, float *vals, size_t n, pskv_op op)
+{
+    if (!w || !w->ar || (!vals && n) || (op != PSKV_OP_SUM && op != PSKV_OP_MEAN))
+        return w ? wst_error(w, PSKV_EINVAL, "pskv_allreduce: bad arguments (vals NULL or op "
+                             "not PSKV_OP_SUM or PSKV_OP_MEAN)") : -PSKV_EINVAL;
+    if (table < -1 || table >= w->ntables)
+        return wst_error(w, PSKV_EINVAL, "pskv_allreduce: no open table %d", table);
+    ring g = {.w = w, .vals = vals, .n = n, .op = op, .N = w->nworkers, .r = w->mb.rank};
+    g.seq = ++w->ar->seq;
+    g.table_id = table >= 0 ? w->tables[table].id : 0;
+    g.piece = w->chunk_bytes / sizeof(float) ? w->chunk_bytes / sizeof(float) : 1;
+    w->ar->last_ok = 0;
+    if (g.N <= 1) {
+        w->ar->last_ok = 1;
+        return 0; /* the sum and the mean of one are the values */
+    }
+    int rc = ring_start(&g);
+    if (rc == 0)
+        rc = send_chunk(&g, 0, g.r);
+    if (rc == 0)
+        rc = run_ring(&g);
+    if (rc < 0) {
+        char msg[600];
+        /* an abort received says which rank saw what; one made here says it */
+        if (strncmp(w->last_error, "rank ", 5))
+            snprintf(msg, sizeof msg, "rank %d: %.500s", g.r, w->last_error);
+        else
+            snprintf(msg, sizeof msg, "%s", w->last_error);
+        wst_error(w, rc, "%.500s", msg);
+        send_abort(&g, rc, msg);
+        lent_wait(w, 1);
+        return rc;
+    }
+    lent_wait(w, 0);
+    w->ar->last_ok = 1;
+    return 0;
+}

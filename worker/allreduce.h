@@ -1,0 +1,39 @@
+/* allreduce: pskv_allreduce, a ring all-reduce among the job's workers over
+ * worker-to-worker ZeroMQ sockets (the call itself is declared in pskv.h).
+ * Internal to libpskv (see wstate.h).
+ *
+ * Design: every worker listens (a PULL bound at open on --bind/--port, its port
+ * advertised in REGISTER, so the scheduler's view carries every worker's
+ * address) and dials the next rank's with a PUSH, so that each rank receives
+ * only from the previous one, in the order it sent. A call is 2(N-1) steps:
+ * reduce-scatter (rank r sends chunk r-t at step t, adds chunk r-t-1 it
+ * receives), then all-gather (the owner's reduced chunk goes round and is
+ * copied). Chunks travel in pieces of chunk_bytes (at most 1024 a chunk), cut
+ * by the chunk's first sender; a piece received is reduced and sent on as the
+ * next step's piece at once, so sending and receiving overlap. Pieces go
+ * without a copy, from the caller's array. Each chunk is summed in one fixed order along the ring and
+ * all-gather hands out its owner's bits, so every rank ends with the same bits.
+ * A failure on one rank (a bad n, a silence, a dead peer) is sent round as an
+ * abort, so every rank fails the same call with the same message.
+ *
+ * OWNS: w->ar (the two sockets, the call counter).
+ * THREADS: the calling thread only (the handle's user).
+ * NEVER: never blocks past the request time-out without a message from the
+ *   previous rank; never trusts a piece: rank, call, step, n, op and bounds are
+ *   checked before a float is touched. */
+#ifndef PSKV_ALLREDUCE_H
+#define PSKV_ALLREDUCE_H
+
+#include "wstate.h"
+
+/* Creates w->ar and its listening socket on bind (NULL or "": loopback without
+ * keys, every interface with keys or --insecure) and port (0 = any free), CURVE
+ * with keys. Before the worker registers. Returns the port bound (> 0) or a
+ * negated error with last_error set. */
+WINTERNAL int war_open(pskv_worker *w, const char *bind, int port);
+
+/* Closes both sockets and frees w->ar; NULL-safe. Pieces still queued to the
+ * next rank get up to 2 s to leave when the last call succeeded, none else. */
+WINTERNAL void war_close(pskv_worker *w);
+
+#endif

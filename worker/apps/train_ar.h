@@ -1,0 +1,40 @@
+/* train_ar: data-parallel training by all-reduce for the training apps
+ * (--sync allreduce on --app softmax and mlp). Each step the workers' gradients
+ * are averaged by pskv_allreduce and every worker applies the same update to its
+ * own copy of the weights with the server's own updater code (server/updater.c,
+ * linked into pskv-worker), so the copies stay identical bit for bit. The
+ * servers hold only a copy: rank 0 assigns the weights to the parameter table
+ * every --copy-every steps, before each checkpoint and at the end, so
+ * checkpoints, --save-model and a resumed job see them (a resumed job starts
+ * its optimizer state afresh: momentum and the like live on the workers).
+ *
+ * OWNS: the optimizer state (its floats per weight, upd_state_per_value).
+ * THREAD: the app's main thread. NEVER: touches the weights but in train_ar_step. */
+#ifndef PSKV_TRAIN_AR_H
+#define PSKV_TRAIN_AR_H
+
+#include <stddef.h>
+
+#include "config.h"
+#include "pskv.h"
+
+typedef struct train_ar train_ar;
+
+/* With --sync allreduce, *out gets a new trainer for P weights updated as table
+ * options o say; with --sync ps, *out = NULL. Returns 0, or 1 after saying on
+ * stderr what cannot train so (a plug-in updater, a consistency other than
+ * async, out of memory). */
+int train_ar_new(cfg_entry *cfg, const pskv_table_opts *o, size_t P, train_ar **out);
+
+/* One step: grad becomes the mean of every worker's grad, weights get the
+ * update; rank 0 then assigns the weights to `table` when --copy-every says so.
+ * Returns 0 or the negated error of pskv_allreduce or the assign. */
+int train_ar_step(train_ar *a, pskv_worker *w, int table, float *grad, float *weights);
+
+/* Rank 0 assigns the weights to `table` and waits for it; others return 0. */
+int train_ar_copy(train_ar *a, pskv_worker *w, int table, const float *weights);
+
+/* Frees a; NULL-safe, nulls *a_p. */
+void train_ar_destroy(train_ar **a_p);
+
+#endif
