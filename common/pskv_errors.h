@@ -35,6 +35,7 @@ enum pskv_error {
     PSKV_ELOST = 18,      /* every replica of the keys' partition died: the data is gone */
     PSKV_ENOTREADY = 19,  /* the partition is still being copied to this server: retry */
     PSKV_EPERM = 20,      /* not permitted: the sender's key does not carry the role this needs */
+    PSKV_EKEYMISS = 21,   /* keycache: the receiver does not hold the key list signed so: send it */
     PSKV_ERROR_MAX
 };
 

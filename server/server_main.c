@@ -36,6 +36,7 @@
 #include "persist.h"
 #include "pskv_errors.h"
 #include "refuse.h"
+#include "sfilter.h"
 #include "sconfig.h"
 #include "secure.h"
 #include "smetrics.h"
@@ -440,6 +441,11 @@ static void handle_worker(wire_msg *msg)
     char why[200];
     if (refuse_foreign(msg) || refuse_role(msg) || refuse_stale(msg))
         return;
+    int rc = sfilter_keys(S.tables, msg, why, sizeof why); /* keycache: nothing applied */
+    if (rc < 0) {
+        fail(msg, -rc, why);
+        return;
+    }
     switch (r->type) {
     case PSKV__MSG_TYPE__TABLE_OPEN: on_table_open(msg); break;
     case PSKV__MSG_TYPE__PUSH: on_push(msg); break;

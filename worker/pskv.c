@@ -16,6 +16,7 @@
 
 #include "member.h"
 #include "vbuf.h"
+#include "wfilter.h"
 #include "wmetrics.h"
 #include "wire.h"
 #include "wplan.h"
@@ -254,8 +255,15 @@ int pskv_table_open(pskv_worker *w, const char *name, const pskv_table_opts *o_i
     to.admit_after = o.admit_after;
     to.has_evict_after = o.evict_after != 0;
     to.evict_after = o.evict_after;
+    int rc = wfilter_open(w, t, o.filters);
+    if (rc < 0)
+        goto fail;
+    char *fnames[FILTER_MAX];
+    for (int i = 0; i < t->fs.n; i++)
+        fnames[i] = t->fs.names[i];
+    to.n_filters = (size_t)t->fs.n;
+    to.filters = fnames;
 
-    int rc;
     req *r = wreq_new_live(w, REQ_OPEN, w->ntables, &rc);
     if (!r)
         goto fail;
@@ -274,11 +282,14 @@ int pskv_table_open(pskv_worker *w, const char *name, const pskv_table_opts *o_i
     rc = pskv_wait(w, r->ts, w->request_timeout_ms + 1000);
     if (rc < 0)
         goto fail;
-    if (existing >= 0)
+    if (existing >= 0) {
+        wfilter_close(&w->tables[w->ntables]); /* the first open's state stays */
         return existing;
+    }
     wmet_table(&w->tables[w->ntables]);
     return w->ntables++;
 fail:
+    wfilter_close(&w->tables[w->ntables]);
     return rc;
 }
 

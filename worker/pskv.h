@@ -87,6 +87,8 @@ typedef struct pskv_table_opts {
     uint32_t admit_after;   /* sparse: a key gets a row on its Nth push, 0..255 (0, 1 = first) */
     uint32_t evict_after;   /* sparse: rows not pushed for this many clocks are removed (0 =
                                never); docs/operations.md, "Admission and eviction" */
+    const char *filters;    /* wire filters, comma-separated NAME[:ARGS] ("keycache,lz4"; NULL
+                               or "" = none); docs/protocol.md, "Filters" */
 } pskv_table_opts;
 
 /* Fills o with the defaults above (dense, width 1, sgd, lr 0.01, zero init). */

@@ -14,6 +14,7 @@
 #include "log.h"
 #include "secure.h"
 #include "vbuf.h"
+#include "wfilter.h"
 #include "wire.h"
 #include "wmetrics.h"
 #include "wreq.h"
@@ -42,8 +43,11 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
     }
     part *p = &r->parts[pi];
     srv *s = &w->srv[si];
+    if (m->type == PSKV__MSG_TYPE__ERROR && m->error_code == PSKV_EKEYMISS)
+        wfilter_miss(&w->tables[r->table], s->id, p->key_sig); /* sent again with its keys */
     if (m->type == PSKV__MSG_TYPE__ERROR &&
-        (m->error_code == PSKV_ESTALE || m->error_code == PSKV_ENOTREADY) &&
+        (m->error_code == PSKV_ESTALE || m->error_code == PSKV_ENOTREADY ||
+         (m->error_code == PSKV_EKEYMISS && p->key_sig)) &&
         r->type != REQ_OPEN && r->type != REQ_SCAN) {
         /* planned on a view the server no longer serves, or a copy still on its
          * way: not applied; planned again on the latest view shortly */

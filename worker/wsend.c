@@ -17,6 +17,7 @@
 #include "ring.h"
 #include "timeutil.h"
 #include "vbuf.h"
+#include "wfilter.h"
 #include "wire.h"
 #include "wplan.h"
 #include "wreq.h"
@@ -156,17 +157,30 @@ int wsend_data_part(pskv_worker *w, req *r, int pi, int resend, uint64_t floor)
         m.first_key = r->segs[2 * p->seg0];
         m.span = r->segs[2 * last] + r->segs[2 * last + 1] - m.first_key;
     } else {
-        atomic_fetch_add(&b->refs, 1); /* given back by vbuf_unref, also on a failure */
-        if (wire_frame_lend(&kmsg, (void *)keys, p->n * sizeof(uint64_t), vbuf_unref, b) < 0)
-            return wst_error(w, PSKV_ENOMEM, "out of memory sending to a server");
-        kp = &kmsg;
+        /* filters (wfilter.h): the keys as a signature, packed, or as they are */
+        int f = wfilter_keys(w, t, w->srv[p->server].id, &m, keys, p->n, &kmsg);
+        if (f < 0)
+            return f;
+        p->key_sig = m.key_sig;
+        if (!f) {
+            atomic_fetch_add(&b->refs, 1); /* given back by vbuf_unref, also on a failure */
+            if (wire_frame_lend(&kmsg, (void *)keys, p->n * sizeof(uint64_t), vbuf_unref, b) < 0)
+                return wst_error(w, PSKV_ENOMEM, "out of memory sending to a server");
+        }
+        kp = f == 2 ? NULL : &kmsg;
     }
     if (push) {
-        atomic_fetch_add(&b->refs, 1);
-        if (wire_frame_lend(&vmsg, (void *)vals, p->n * row, vbuf_unref, b) < 0) {
+        int f = wfilter_vals(w, t, &m, vals, p->n * row, &vmsg);
+        if (!f) {
+            atomic_fetch_add(&b->refs, 1);
+            f = wire_frame_lend(&vmsg, (void *)vals, p->n * row, vbuf_unref, b) < 0
+                    ? wst_error(w, PSKV_ENOMEM, "out of memory sending to a server")
+                    : 1;
+        }
+        if (f < 0) {
             if (kp)
                 zmq_msg_close(kp);
-            return wst_error(w, PSKV_ENOMEM, "out of memory sending to a server");
+            return f;
         }
         vp = &vmsg;
     }

@@ -48,6 +48,8 @@
 #include <stdint.h>
 #include <zmq.h>
 
+#include "filter.h"
+#include "keycache.h"
 #include "member.h"
 #include "metrics.h"
 #include "pskv.h"
@@ -91,6 +93,7 @@ typedef struct part {
     int64_t retry_at;  /* > 0: re-plan and send again at this time */
     int64_t sent_ms;   /* when it was sent */
     uint64_t epoch;    /* the view it was planned on */
+    uint64_t key_sig;  /* keycache: the signature its keys went with (0 = none) */
     int done;
 } part;
 
@@ -143,6 +146,8 @@ typedef struct tbl {
     int bsp;           /* its pushes are acknowledged only when their clock closes */
     met_series *m_push, *m_pull, *m_push_rows, *m_pull_rows, *m_push_bytes, *m_pull_bytes,
         *m_latency;    /* its metrics (wmetrics.h) */
+    filter_set fs;     /* its wire filters (wfilter.h) */
+    keycache *kc;      /* keycache: the lists each server was sent (NULL without the filter) */
 } tbl;
 
 struct pskv_worker {

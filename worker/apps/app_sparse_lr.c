@@ -307,6 +307,7 @@ static int open_tables(lr_run *r)
     updflags_apply(cfg, &o);
     o.admit_after = (uint32_t)cfg_int(cfg, "admit-after");
     o.evict_after = (uint32_t)cfg_int(cfg, "evict-after");
+    o.filters = cfg_str(cfg, "filter");
     if (!strcmp(o.updater, "adagrad"))
         o.eps = 1e-6f;
     r->t = pskv_table_open(r->w, "sparse-lr.w", &o);

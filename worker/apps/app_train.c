@@ -275,6 +275,7 @@ static int open_tables(run *r)
     o.init_scale = (float)(1.0 / sqrt((double)r->train.dim)); /* PyTorch's Linear bound */
     o.seed = r->seed;
     o.consistency = cfg_str(cfg, "consistency");
+    o.filters = cfg_str(cfg, "filter");
     o.backup = (uint32_t)cfg_int(cfg, "backup");
     char name[96];
     snprintf(name, sizeof name, "%s-%u-%d-10", r->app, r->train.dim, r->hidden);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "apps.h"
+#include "filter.h"
 #include "updflags.h"
 #include "config.h"
 #include "log.h"
@@ -110,6 +111,9 @@ static cfg_entry config[] = {
     /* consistency */
     {"consistency", CFG_STR, "async", "PSKV_WORKER_CONSISTENCY", 1, 0, NULL,
      "table consistency model: async, bsp or ssp:TAU (bounded delay)", 0, 0, NULL, NULL},
+    {"filter", CFG_STR, "", "PSKV_WORKER_FILTER", 1, 0, NULL,
+     "wire filters of the app's tables, comma-separated NAME[:ARGS]: keycache[:MB], lz4, "
+     "zstd[:LEVEL] (docs/protocol.md, \"Filters\")", 0, 0, NULL, NULL},
     {"backup", CFG_INT, "0", "PSKV_WORKER_BACKUP", 0, 65535, NULL,
      "bsp: close each clock with the first W - backup workers", 0, 0, NULL, NULL},
     {"slowdown", CFG_DOUBLE, "1", "PSKV_WORKER_SLOWDOWN", 1, 1000, NULL,
@@ -316,6 +320,12 @@ int main(int argc, char **argv)
     apply_app_defaults(app);
     if (updflags_check(config) < 0)
         return 2;
+    filter_set fs;
+    char fwhy[300];
+    if (filter_parse_list(&fs, cfg_str(config, "filter"), fwhy, sizeof fwhy) < 0) {
+        fprintf(stderr, "pskv-worker: --filter: %s\n", fwhy);
+        return 2;
+    }
     const cfg_entry *clip = cfg_find(config, "clip-norm");
     if (strcmp(clip->from, "default") && !(clip->d > 0)) {
         fprintf(stderr, "pskv-worker: --clip-norm must be a number > 0 (got %g)\n", clip->d);

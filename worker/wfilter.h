@@ -1,0 +1,42 @@
+/* wfilter: the worker's side of a table's filters (common/filter.h) on the frames
+ * of a push or pull part: the key list replaced by its signature when the part's
+ * server holds it (keycache), key and value frames compressed (lz4, zstd). Pull
+ * replies are unpacked by wire.c. A server that does not hold a signed list
+ * answers PSKV_EKEYMISS: wfilter_miss forgets it and the part goes again, keys
+ * and all.
+ *
+ * OWNS nothing beyond each table's keycache (tbl.kc, freed by wfilter_close).
+ * THREAD: the caller's (the library's one thread). NEVER changes a value. */
+#ifndef PSKV_WFILTER_H
+#define PSKV_WFILTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <zmq.h>
+
+#include "wstate.h"
+
+/* Sets up t's filters from `list` (pskv_table_opts.filters). Returns 0, or
+ * -PSKV_EINVAL / -PSKV_ENOMEM with w's last error set naming the table. */
+int wfilter_open(pskv_worker *w, tbl *t, const char *list);
+
+/* Releases t's filter state; safe twice. */
+void wfilter_close(tbl *t);
+
+/* The key frame of a part of n keys to server node `node`: 2 when the keys go as
+ * m->key_sig only (no frame), 1 when *out is a packed frame to send, 0 when the
+ * caller sends the keys as they are (m->key_sig may be stamped), <0 on failure
+ * (w's last error set). */
+int wfilter_keys(pskv_worker *w, tbl *t, uint32_t node, Pskv__Meta *m, const uint64_t *keys,
+                 uint64_t n, zmq_msg_t *out);
+
+/* The value frame of a push: 1 when *out is a packed frame, 0 to send vals as they
+ * are, <0 on failure (w's last error set). */
+int wfilter_vals(pskv_worker *w, tbl *t, Pskv__Meta *m, const float *vals, size_t len,
+                 zmq_msg_t *out);
+
+/* Server node `node` said (PSKV_EKEYMISS) it does not hold the key list of the
+ * part answered: the next send of it carries the keys. */
+void wfilter_miss(tbl *t, uint32_t node, uint64_t sig);
+
+#endif
