@@ -36,6 +36,14 @@ typedef struct filter_set {
     int n;
 } filter_set;
 
+/* Traffic of one table through its filters: bytes before (raw) and after (wire)
+ * them, each way, key hits of the keycache, and the time spent in filters. */
+typedef struct filter_stats {
+    uint64_t raw_out, wire_out, raw_in, wire_in;
+    uint64_t sig_hits, sig_misses;
+    int64_t ns;
+} filter_stats;
+
 /* Parses the filters specs[0..n-1] (NAME[:ARGS] each) into fs, refusing an unknown
  * name, a bad argument, a repeated filter, two compressions, or more than
  * FILTER_MAX. Returns 0 or -PSKV_EINVAL with the reason, naming the filter, in why. */

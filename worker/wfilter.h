@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <zmq.h>
 
+#include "wire.h"
 #include "wstate.h"
 
 /* Sets up t's filters from `list` (pskv_table_opts.filters). Returns 0, or
@@ -38,5 +39,15 @@ int wfilter_vals(pskv_worker *w, tbl *t, Pskv__Meta *m, const float *vals, size_
 /* Server node `node` said (PSKV_EKEYMISS) it does not hold the key list of the
  * part answered: the next send of it carries the keys. */
 void wfilter_miss(tbl *t, uint32_t node, uint64_t sig);
+
+/* Counts a frame set sent for t: raw bytes before the filters, and the frames
+ * (NULL: none) as they go. */
+void wfilter_sent(tbl *t, uint64_t raw, const zmq_msg_t *keys, const zmq_msg_t *vals);
+
+/* Counts a reply received for t: its rows' bytes, and its frames as they came. */
+void wfilter_received(tbl *t, const wire_msg *msg);
+
+/* Logs t's traffic before and after its filters (nothing for a table without). */
+void wfilter_report(const tbl *t);
 
 #endif

@@ -117,6 +117,7 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
         } else if (!p->idx) {
             size_t wd = t->width;
             const float *src = msg->vals;
+            wfilter_received(t, msg);
             for (uint64_t g = p->seg0; g < p->seg0 + p->nseg; g++) {
                 uint64_t f = r->segs[2 * g], c = r->segs[2 * g + 1];
                 memcpy(r->out + (f - r->first) * wd, src, c * wd * sizeof(float));
@@ -124,6 +125,7 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
             }
         } else {
             size_t wd = t->width;
+            wfilter_received(t, msg);
             for (uint64_t k = 0; k < p->n; k++)
                 memcpy(r->out + (size_t)p->idx[k] * wd, msg->vals + k * wd, wd * sizeof(float));
         }

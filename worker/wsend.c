@@ -187,6 +187,7 @@ int wsend_data_part(pskv_worker *w, req *r, int pi, int resend, uint64_t floor)
     srv *s = &w->srv[p->server];
     p->sent_ms = tu_now_ms();
     p->epoch = m.epoch;
+    wfilter_sent(t, (p->nseg ? 0 : p->n * sizeof(uint64_t)) + (push ? p->n * row : 0), kp, vp);
     if (wire_send(s->sock, NULL, &m, kp, vp) < 0)
         return wst_error(w, PSKV_ENET, "cannot send to server %s:%d: %s", s->host, s->port,
                          zmq_strerror(errno));

@@ -148,6 +148,7 @@ typedef struct tbl {
         *m_latency;    /* its metrics (wmetrics.h) */
     filter_set fs;     /* its wire filters (wfilter.h) */
     keycache *kc;      /* keycache: the lists each server was sent (NULL without the filter) */
+    filter_stats fst;  /* its traffic before and after the filters */
 } tbl;
 
 struct pskv_worker {
