@@ -118,8 +118,11 @@ static void fail(wire_msg *msg, int code, const char *why)
     char who[64];
     sender_name(msg, who, sizeof who);
     S.errors++;
-    LOG_W("refused %s from %s at %s: %s", msg->meta ? wire_type_name((int)msg->meta->type) : "message",
-          who, msg->peer, why);
+    if (code == PSKV_EKEYMISS) /* keycache: routine, the worker sends the keys */
+        LOG_D("asked %s for the keys: %s", who, why);
+    else
+        LOG_W("refused %s from %s at %s: %s",
+              msg->meta ? wire_type_name((int)msg->meta->type) : "message", who, msg->peer, why);
     /* a push the worker will send again: its clocks are ignored until it has heard
      * of this refusal (the count rides on the reply) */
     uint64_t refused = msg->meta && msg->meta->type == PSKV__MSG_TYPE__PUSH &&

@@ -43,11 +43,20 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
     }
     part *p = &r->parts[pi];
     srv *s = &w->srv[si];
-    if (m->type == PSKV__MSG_TYPE__ERROR && m->error_code == PSKV_EKEYMISS)
-        wfilter_miss(&w->tables[r->table], s->id, p->key_sig); /* sent again with its keys */
+    if (m->type == PSKV__MSG_TYPE__ERROR && m->error_code == PSKV_EKEYMISS && p->key_sig &&
+        (r->type == REQ_PUSH || r->type == REQ_PULL)) {
+        /* keycache: the server lacks the key list; at once, with the keys, in place
+         * (a server that no longer owns the rows refuses it as stale: re-planned) */
+        wfilter_miss(&w->tables[r->table], s->id, p->key_sig);
+        int err = wsend_data_part(w, r, pi, 1, r->type == REQ_PUSH ? wsend_inflight_floor(w) : 0);
+        if (err < 0) {
+            r->err = err;
+            wreq_finish(w, r);
+        }
+        return;
+    }
     if (m->type == PSKV__MSG_TYPE__ERROR &&
-        (m->error_code == PSKV_ESTALE || m->error_code == PSKV_ENOTREADY ||
-         (m->error_code == PSKV_EKEYMISS && p->key_sig)) &&
+        (m->error_code == PSKV_ESTALE || m->error_code == PSKV_ENOTREADY) &&
         r->type != REQ_OPEN && r->type != REQ_SCAN) {
         /* planned on a view the server no longer serves, or a copy still on its
          * way: not applied; planned again on the latest view shortly */
