@@ -133,7 +133,8 @@ int wire_parse(wire_msg *m, const void *const *frames, const size_t *sizes, int 
     if (!meta->has_width || meta->width == 0)
         FAIL(PSKV_EPROTO, "%s without width", wire_type_name((int)meta->type));
     if (meta->dtype != 0 || (meta->zframes & ~3u) ||
-        (meta->zframes && meta->codec != FCODEC_LZ4 && meta->codec != FCODEC_ZSTD))
+        (meta->codec != FCODEC_NONE && meta->codec != FCODEC_LZ4 && meta->codec != FCODEC_ZSTD) ||
+        (meta->zframes && meta->codec == FCODEC_NONE))
         FAIL(PSKV_EPROTO, "unsupported dtype %u / codec %u / zframes %u", meta->dtype,
              meta->codec, meta->zframes);
     if (meta->keys_cached && (meta->has_first_key || !meta->has_key_sig ||
