@@ -8,6 +8,7 @@
 #include <string.h>
 #include <zstd.h>
 
+#include "fquant.h"
 #include "pskv_errors.h"
 #include "wire.h"
 
@@ -38,7 +39,7 @@ static int parse_one(filter_set *fs, const char *spec, char *why, size_t whylen)
     size_t nl = colon ? (size_t)(colon - spec) : strlen(spec);
     const char *arg = colon ? colon + 1 : NULL;
     if (nl == 0 || nl >= sizeof name) {
-        snprintf(why, whylen, "filter '%s': no such filter (keycache[:MB], lz4, zstd[:LEVEL])",
+        snprintf(why, whylen, "filter '%s': no such filter (keycache[:MB], lz4, zstd[:LEVEL], int8, sign)",
                  spec);
         return -PSKV_EINVAL;
     }
@@ -61,9 +62,21 @@ static int parse_one(filter_set *fs, const char *spec, char *why, size_t whylen)
         snprintf(fs->names[fs->n++], sizeof fs->names[0], "keycache:%ld", v);
         return 0;
     }
+    int q = !strcmp(name, "int8") ? FQUANT_INT8 : !strcmp(name, "sign") ? FQUANT_SIGN : 0;
+    if (q) {
+        if (arg || fs->quant) {
+            snprintf(why, whylen, arg ? "filter '%s' takes no argument"
+                                      : "filter '%s': the table quantises already; one only",
+                     name);
+            return -PSKV_EINVAL;
+        }
+        fs->quant = (uint32_t)q;
+        snprintf(fs->names[fs->n++], sizeof fs->names[0], "%s", name);
+        return 0;
+    }
     int lz4 = !strcmp(name, "lz4"), zstd = !strcmp(name, "zstd");
     if (!lz4 && !zstd) {
-        snprintf(why, whylen, "filter '%s': no such filter (keycache[:MB], lz4, zstd[:LEVEL])",
+        snprintf(why, whylen, "filter '%s': no such filter (keycache[:MB], lz4, zstd[:LEVEL], int8, sign)",
                  name);
         return -PSKV_EINVAL;
     }
@@ -94,6 +107,24 @@ int filter_parse(filter_set *fs, char *const *specs, size_t n, char *why, size_t
         int rc = parse_one(fs, specs[i] ? specs[i] : "", why, whylen);
         if (rc < 0)
             return rc;
+    }
+    return 0;
+}
+
+int filter_check_table(const filter_set *fs, int dense, const char *updater, char *why,
+                       size_t whylen)
+{
+    if (!fs->quant)
+        return 0;
+    if (!dense) {
+        snprintf(why, whylen, "filter '%s' quantises dense pushes: not on a sparse table",
+                 fquant_name(fs->quant));
+        return -PSKV_EINVAL;
+    }
+    if (updater && !strcmp(updater, "sum")) {
+        snprintf(why, whylen, "filter '%s' is lossy: not on a 'sum' table (exact counts)",
+                 fquant_name(fs->quant));
+        return -PSKV_EINVAL;
     }
     return 0;
 }

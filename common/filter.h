@@ -6,6 +6,8 @@
  *                  (keycache.h); MB bounds each side's cache (default 64)
  *   lz4            key and value frames of FILTER_MIN_BYTES or more compressed
  *   zstd[:LEVEL]   likewise with zstd at LEVEL 1..19 (default 1)
+ *   int8, sign     lossy: a dense table's pushed values quantised per block of 256
+ *                  (fquant.h), what is lost kept by the worker for the next push
  *
  * Compression is per frame: a frame is sent compressed only when that makes it
  * smaller, and Meta.zframes says which frames are (wire.c unpacks them).
@@ -32,6 +34,7 @@ typedef struct filter_set {
     fcodec codec;          /* compression of key and value frames */
     int level;             /* zstd level */
     uint32_t keycache_mb;  /* 0: no key caching */
+    uint32_t quant;        /* FQUANT_* (fquant.h): lossy pushes with error feedback */
     char names[FILTER_MAX][32]; /* the canonical NAME[:ARGS] of each, in order */
     int n;
 } filter_set;
@@ -48,6 +51,11 @@ typedef struct filter_stats {
  * name, a bad argument, a repeated filter, two compressions, or more than
  * FILTER_MAX. Returns 0 or -PSKV_EINVAL with the reason, naming the filter, in why. */
 int filter_parse(filter_set *fs, char *const *specs, size_t n, char *why, size_t whylen);
+
+/* Refuses (-PSKV_EINVAL, why naming the filter) a lossy filter on a sparse table or
+ * on a `sum` table (exact counts); 0 otherwise. */
+int filter_check_table(const filter_set *fs, int dense, const char *updater, char *why,
+                       size_t whylen);
 
 /* Like filter_parse, from a comma-separated list ("keycache,lz4"; NULL or "" is no
  * filter): the library's pskv_table_opts.filters and the apps' --filter. */

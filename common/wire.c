@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "filter.h"
+#include "fquant.h"
 #include "pskv_errors.h"
 #include "zap.h"
 
@@ -163,9 +164,13 @@ int wire_parse(wire_msg *m, const void *const *frames, const size_t *sizes, int 
         packed[f] = (meta->zframes & FILTER_ZKEYS) != 0;
         f++;
     }
-    if (want_vals) {
-        raw[f] = nvals * 4;
+    if (want_vals) { /* quantised values (fquant.h): the frame holds the blocks */
+        raw[f] = meta->quant ? fquant_bytes(meta->quant, nvals) : nvals * 4;
         packed[f] = (meta->zframes & FILTER_ZVALS) != 0;
+        if (meta->quant && (!raw[f] || meta->type != PSKV__MSG_TYPE__PUSH))
+            FAIL(PSKV_EPROTO, "quant %u on a %s", meta->quant, wire_type_name((int)meta->type));
+        if (meta->quant)
+            need_own += nvals * 4;
     }
     for (f = 1; f < n; f++) {
         const char *what = want_keys && f == 1 ? "keys" : "values";
@@ -209,6 +214,14 @@ int wire_parse(wire_msg *m, const void *const *frames, const size_t *sizes, int 
     }
     if (want_keys)
         m->keys = data[1];
+    if (want_vals && meta->quant) {
+        char qwhy[160];
+        if (fquant_decode(meta->quant, data[want_keys ? 2 : 1], nvals, (float *)(void *)own,
+                          qwhy, sizeof qwhy) < 0)
+            FAIL(PSKV_EPROTO, "table id %llu, filter %s: values refused: %s",
+                 (unsigned long long)meta->table_id, fquant_name(meta->quant), qwhy);
+        data[want_keys ? 2 : 1] = own;
+    }
     if (want_vals)
         m->vals = data[want_keys ? 2 : 1];
     m->nkeys = nkeys;

@@ -181,7 +181,8 @@ static int parse_options(table *t, const Pskv__TableOptions *o, char *why, size_
         return -PSKV_EINVAL;
     }
     snprintf(t->consistency, sizeof t->consistency, "%s", cons);
-    if ((rc = filter_parse(&t->filters, o->filters, o->n_filters, why, whylen)) < 0)
+    if ((rc = filter_parse(&t->filters, o->filters, o->n_filters, why, whylen)) < 0 ||
+        (rc = filter_check_table(&t->filters, t->dense, t->updater, why, whylen)) < 0)
         return rc;
     return parse_admission(t, o, why, whylen);
 }

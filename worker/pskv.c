@@ -63,7 +63,9 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
     if (!r)
         return -PSKV_ETIMEDOUT;
     int pull = type == REQ_PULL;
-    lend = lend && !keys; /* only a run can be sent from the caller's array as it is */
+    /* only a run can be sent from the caller's array as it is; a quantising table's
+     * values change as they go (wfilter_quant) */
+    lend = lend && !keys && !t->fs.quant;
     int rc = keys ? wplan_keys(w, r, t, keys, nkeys, pull)
                   : wplan_run(w, r, t, first, nkeys, pull, lend);
     if (rc < 0)

@@ -2,8 +2,10 @@
 #define _GNU_SOURCE
 #include "wfilter.h"
 
+#include <stdlib.h>
 #include <string.h>
 
+#include "fquant.h"
 #include "log.h"
 #include "pskv_errors.h"
 #include "timeutil.h"
@@ -20,7 +22,71 @@ int wfilter_open(pskv_worker *w, tbl *t, const char *list)
     return 0;
 }
 
-void wfilter_close(tbl *t) { keycache_destroy(&t->kc); }
+void wfilter_close(tbl *t)
+{
+    keycache_destroy(&t->kc);
+    free(t->resid);
+    t->resid = NULL;
+}
+
+/* The table offset of row k of part p (a run part's rows follow its runs). */
+static uint64_t row_key(const req *r, const part *p, const uint64_t *keys, uint64_t k,
+                        uint64_t *g, uint64_t *base)
+{
+    if (!p->nseg)
+        return keys[k];
+    while (k - *base >= r->segs[2 * *g + 1]) {
+        *base += r->segs[2 * *g + 1];
+        (*g)++;
+    }
+    return r->segs[2 * *g] + (k - *base);
+}
+
+int wfilter_quant(pskv_worker *w, tbl *t, req *r, int pi, int resend, const uint64_t *keys,
+                  const float *vals, Pskv__Meta *m, zmq_msg_t *out)
+{
+    if (!t->fs.quant || r->assign || !t->dense)
+        return 0;
+    int64_t t0 = tu_now_ns();
+    part *p = &r->parts[pi];
+    size_t wd = t->width;
+    uint64_t n = p->n * wd, bytes = fquant_bytes(t->fs.quant, n);
+    if (!t->resid && !(t->resid = calloc(t->size * wd, sizeof *t->resid)))
+        return wst_error(w, PSKV_ENOMEM, "table '%s': out of memory for the residual", t->name);
+    float *x = malloc(2 * n * sizeof *x), *q = x ? x + n : NULL;
+    uint8_t *enc = malloc(bytes ? bytes : 1);
+    if (!x || !enc) {
+        free(x);
+        free(enc);
+        return wst_error(w, PSKV_ENOMEM, "out of memory quantising a push");
+    }
+    uint64_t g = p->seg0, base = 0;
+    for (uint64_t k = 0; k < p->n; k++) { /* error feedback: what the last push lost */
+        const float *res = t->resid + row_key(r, p, keys, k, &g, &base) * wd;
+        for (size_t j = 0; j < wd; j++)
+            x[k * wd + j] = vals[k * wd + j] + (resend ? 0.0f : res[j]);
+    }
+    fquant_encode(t->fs.quant, x, n, enc, q);
+    if (!resend) {
+        g = p->seg0, base = 0;
+        for (uint64_t k = 0; k < p->n; k++) {
+            float *res = t->resid + row_key(r, p, keys, k, &g, &base) * wd;
+            for (size_t j = 0; j < wd; j++)
+                res[j] = x[k * wd + j] - q[k * wd + j];
+        }
+        /* the part's values are the library's copy (quantising tables lend none):
+         * they become what was sent, so that a re-send sends it again */
+        memcpy((float *)(uintptr_t)vals, q, n * sizeof *q);
+    }
+    free(x);
+    int rc = wire_frame_lend(out, enc, bytes, wire_frame_free, NULL);
+    t->fst.ns += tu_now_ns() - t0;
+    if (rc < 0)
+        return wst_error(w, PSKV_ENOMEM, "out of memory quantising a push");
+    m->has_quant = 1;
+    m->quant = t->fs.quant;
+    return 1;
+}
 
 int wfilter_keys(pskv_worker *w, tbl *t, uint32_t node, Pskv__Meta *m, const uint64_t *keys,
                  uint64_t n, zmq_msg_t *out)
@@ -55,6 +121,24 @@ int wfilter_vals(pskv_worker *w, tbl *t, Pskv__Meta *m, const float *vals, size_
     int rc = filter_pack(&t->fs, FILTER_ZVALS, vals, len, m, out);
     t->fst.ns += tu_now_ns() - t0;
     return rc < 0 ? wst_error(w, PSKV_ENOMEM, "out of memory packing values") : rc;
+}
+
+int wfilter_repack(pskv_worker *w, tbl *t, Pskv__Meta *m, zmq_msg_t *frame)
+{
+    if (!t->fs.codec)
+        return 1;
+    zmq_msg_t packed;
+    int rc = filter_pack(&t->fs, FILTER_ZVALS, zmq_msg_data(frame), zmq_msg_size(frame), m,
+                         &packed);
+    if (rc < 0) {
+        zmq_msg_close(frame);
+        return wst_error(w, PSKV_ENOMEM, "out of memory packing values");
+    }
+    if (rc) {
+        zmq_msg_close(frame);
+        *frame = packed;
+    }
+    return 1;
 }
 
 void wfilter_miss(tbl *t, uint32_t node, uint64_t sig)

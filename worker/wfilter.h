@@ -36,6 +36,18 @@ int wfilter_keys(pskv_worker *w, tbl *t, uint32_t node, Pskv__Meta *m, const uin
 int wfilter_vals(pskv_worker *w, tbl *t, Pskv__Meta *m, const float *vals, size_t len,
                  zmq_msg_t *out);
 
+/* The value frame of a quantising table's push part pi of r (int8, sign): each row
+ * x = value + the row's residual is encoded into *out, the residual becomes what the
+ * encoding lost and the part's values (when they are the library's copy) become
+ * what was sent, so that a re-send (`resend`: no residual change) sends the same.
+ * Returns 1 (*out to send), 0 (not quantised: an assign), <0 on failure. */
+int wfilter_quant(pskv_worker *w, tbl *t, req *r, int pi, int resend, const uint64_t *keys,
+                  const float *vals, Pskv__Meta *m, zmq_msg_t *out);
+
+/* Packs a quantised value frame with t's compression, replacing *frame when that
+ * makes it smaller. Returns 1 (*frame to send), or <0 (*frame closed). */
+int wfilter_repack(pskv_worker *w, tbl *t, Pskv__Meta *m, zmq_msg_t *frame);
+
 /* Server node `node` said (PSKV_EKEYMISS) it does not hold the key list of the
  * part answered: the next send of it carries the keys. */
 void wfilter_miss(tbl *t, uint32_t node, uint64_t sig);

@@ -170,7 +170,12 @@ int wsend_data_part(pskv_worker *w, req *r, int pi, int resend, uint64_t floor)
         kp = f == 2 ? NULL : &kmsg;
     }
     if (push) {
-        int f = wfilter_vals(w, t, &m, vals, p->n * row, &vmsg);
+        /* int8, sign: quantised (error feedback), then packed like any frame */
+        int f = wfilter_quant(w, t, r, pi, resend, keys, vals, &m, &vmsg);
+        if (f > 0)
+            f = wfilter_repack(w, t, &m, &vmsg);
+        else if (!f)
+            f = wfilter_vals(w, t, &m, vals, p->n * row, &vmsg);
         if (!f) {
             atomic_fetch_add(&b->refs, 1);
             f = wire_frame_lend(&vmsg, (void *)vals, p->n * row, vbuf_unref, b) < 0

@@ -149,6 +149,8 @@ typedef struct tbl {
     filter_set fs;     /* its wire filters (wfilter.h) */
     keycache *kc;      /* keycache: the lists each server was sent (NULL without the filter) */
     filter_stats fst;  /* its traffic before and after the filters */
+    float *resid;      /* int8, sign: per value of the table, what quantising lost (added
+                          to the next push of the value; wfilter_quant) */
 } tbl;
 
 struct pskv_worker {
