@@ -37,9 +37,13 @@ const char *pskv_last_error(const pskv_worker *w) { return w->last_error; }
  * parts (wplan), copies a push's values once into a vbuf grouped by part (none
  * when lent), and sends every part (wsend). Returns the timestamp, or a negated
  * error (a request already made is failed: wreq_fail). */
+#define SUBMIT_LEND 1 /* submit's flags: values lent (pskv_push_nocopy) */
+#define SUBMIT_RAW 2  /* no quantising filter (pskv_filter_flush) */
+
 static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint64_t *keys,
-                      size_t nkeys, const float *vals, float *out, int lend)
+                      size_t nkeys, const float *vals, float *out, int flags)
 {
+    int lend = flags & SUBMIT_LEND;
     int assign = type == REQ_ASSIGN;
     if (assign)
         type = REQ_PUSH; /* travels as a PUSH with the assign flag */
@@ -72,6 +76,7 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
         return wreq_fail(w, r, rc);
     r->out = out;
     r->assign = assign;
+    r->raw = (flags & SUBMIT_RAW) != 0;
     size_t wd = t->width, row = wd * sizeof(float);
     r->bytes = nkeys * row;
     r->kbytes = keys ? nkeys * sizeof(uint64_t) : 0;
@@ -133,7 +138,7 @@ int64_t pskv_push_nocopy(pskv_worker *w, int table, const uint64_t *keys, size_t
 {
     if (!vals)
         return w ? wst_error(w, PSKV_EINVAL, "push without values") : -PSKV_EINVAL;
-    return submit(w, REQ_PUSH, table, keys, nkeys, vals, NULL, 1);
+    return submit(w, REQ_PUSH, table, keys, nkeys, vals, NULL, SUBMIT_LEND);
 }
 
 int64_t pskv_assign(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
@@ -142,6 +147,23 @@ int64_t pskv_assign(pskv_worker *w, int table, const uint64_t *keys, size_t nkey
     if (!vals)
         return w ? wst_error(w, PSKV_EINVAL, "assign without values") : -PSKV_EINVAL;
     return submit(w, REQ_ASSIGN, table, keys, nkeys, vals, NULL, 0);
+}
+
+int64_t pskv_filter_flush(pskv_worker *w, int table)
+{
+    if (!w || table < 0 || table >= w->ntables)
+        return w ? wst_error(w, PSKV_EINVAL, "no table handle %d", table) : -PSKV_EINVAL;
+    tbl *t = &w->tables[table];
+    if (!t->resid)
+        return 0;
+    float *res = t->resid; /* the push copies it; the table starts a fresh residual */
+    t->resid = NULL;
+    int64_t ts = submit(w, REQ_PUSH, table, NULL, t->size, res, NULL, SUBMIT_RAW);
+    if (ts < 0)
+        t->resid = res;
+    else
+        free(res);
+    return ts;
 }
 
 int64_t pskv_pull(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys, float *out)

@@ -130,6 +130,12 @@ int64_t pskv_push_nocopy(pskv_worker *w, int table, const uint64_t *keys, size_t
 int64_t pskv_assign(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
                     const float *vals);
 
+/* Pushes what a quantising filter (int8, sign) of `table` kept back, unquantised,
+ * and starts its residual afresh: after it completes the servers hold every value
+ * pushed. Returns the push's timestamp, 0 when nothing is kept back, or a negated
+ * error. */
+int64_t pskv_filter_flush(pskv_worker *w, int table);
+
 /* Pulls nkeys rows into out (nkeys * width floats), filled when the returned
  * timestamp completes; out must stay valid until then. keys == NULL as in push. */
 int64_t pskv_pull(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys, float *out);

@@ -45,7 +45,7 @@ static uint64_t row_key(const req *r, const part *p, const uint64_t *keys, uint6
 int wfilter_quant(pskv_worker *w, tbl *t, req *r, int pi, int resend, const uint64_t *keys,
                   const float *vals, Pskv__Meta *m, zmq_msg_t *out)
 {
-    if (!t->fs.quant || r->assign || !t->dense)
+    if (!t->fs.quant || r->assign || r->raw || !t->dense)
         return 0;
     int64_t t0 = tu_now_ns();
     part *p = &r->parts[pi];

@@ -112,6 +112,7 @@ typedef struct req {
     vbuf *buf;         /* push values (and gathered keys) */
     size_t kbytes;     /* bytes of gathered keys at the front of buf */
     int assign;        /* a push that overwrites (pskv_assign) */
+    int raw;           /* a push sent unquantised (pskv_filter_flush) */
     int err;
     int64_t deadline_ms;
     int64_t vclock;    /* pull: the oldest clock its parts' values reflect */

@@ -3,12 +3,14 @@
  * (common/keycache.c) with hits, misses and eviction, and the server's side of
  * keycache (server/sfilter.c) and of TABLE_OPEN (server/table.c). */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zmq.h>
 
 #include "filter.h"
+#include "fquant.h"
 #include "keycache.h"
 #include "pskv_errors.h"
 #include "sfilter.h"
@@ -272,6 +274,95 @@ START_TEST(server_resolves_keys)
 }
 END_TEST
 
+/* int8: every value within half a step of its block's scale; sign: every value the
+ * block's mean magnitude with its sign; both through wire_parse bit for bit. */
+static void quant_bounds(uint32_t quant)
+{
+    enum { N = 1000 }; /* three full blocks and a short one */
+    float x[N], q[N];
+    for (int i = 0; i < N; i++)
+        x[i] = sinf((float)i * 0.37f) * (float)(1 + i / 256);
+    uint64_t bytes = fquant_bytes(quant, N);
+    ck_assert_uint_eq(bytes, quant == FQUANT_INT8 ? 4 * 4 + N : 4 * 4 + 3 * 32 + (232 + 7) / 8);
+    uint8_t *enc = malloc(bytes);
+    fquant_encode(quant, x, N, enc, q);
+    for (int b = 0; b < N; b += FQUANT_BLOCK) {
+        int len = N - b < FQUANT_BLOCK ? N - b : FQUANT_BLOCK;
+        float mx = 0, mean = 0;
+        for (int i = 0; i < len; i++) {
+            mx = fmaxf(mx, fabsf(x[b + i]));
+            mean += fabsf(x[b + i]) / (float)len;
+        }
+        for (int i = 0; i < len; i++) {
+            if (quant == FQUANT_INT8)
+                LOOP_ASSERT(fabsf(x[b + i] - q[b + i]) <= mx / 127 / 2 * 1.0001f, "value %d", b + i);
+            else
+                LOOP_ASSERT(fabsf(fabsf(q[b + i]) - mean) <= 1e-5f * mean &&
+                                (q[b + i] < 0) == (x[b + i] < 0), "value %d", b + i);
+        }
+    }
+    /* through the decoder as a PUSH's values */
+    Pskv__Meta m;
+    wire_meta_init(&m, PSKV__MSG_TYPE__PUSH);
+    m.has_num_keys = m.has_width = m.has_first_key = m.has_quant = m.has_table_id = 1;
+    m.num_keys = N / 4;
+    m.width = 4;
+    m.first_key = 0;
+    m.quant = quant;
+    m.table_id = 9;
+    uint8_t meta[128];
+    const void *data[2] = {meta, enc};
+    size_t sizes[2] = {pskv__meta__pack(&m, meta), bytes};
+    wire_msg w;
+    char why[256];
+    memset(&w, 0, sizeof w);
+    ck_assert_msg(wire_parse(&w, data, sizes, 2, why, sizeof why) == 0, "%s", why);
+    for (int i = 0; i < N; i++) /* equal values (a -0 code decodes as +0) */
+        LOOP_ASSERT(w.vals[i] == q[i], "value %d: %g, encoded %g", i, (double)w.vals[i],
+                    (double)q[i]);
+    wire_msg_close(&w);
+    /* a block with a non-finite scale is refused, naming table and filter */
+    float nan = NAN;
+    memcpy(enc + (quant == FQUANT_INT8 ? 4 + 256 : 4 + 32), &nan, 4);
+    ck_assert_int_eq(wire_parse(&w, data, sizes, 2, why, sizeof why), -PSKV_EPROTO);
+    ck_assert_msg(strstr(why, "table id 9") && strstr(why, fquant_name(quant)) &&
+                      strstr(why, "block 1"), "%s", why);
+    sizes[1]--; /* and a frame of the wrong size */
+    ck_assert_int_eq(wire_parse(&w, data, sizes, 2, why, sizeof why), -PSKV_EPROTO);
+    free(enc);
+}
+
+START_TEST(int8_bounded) { quant_bounds(FQUANT_INT8); }
+END_TEST
+START_TEST(sign_bounded) { quant_bounds(FQUANT_SIGN); }
+END_TEST
+
+/* Lossy filters only where they make sense: not on sum tables, not on sparse ones. */
+START_TEST(lossy_refused)
+{
+    filter_set fs;
+    char why[256];
+    ck_assert_int_eq(filter_parse_list(&fs, "int8,lz4", why, sizeof why), 0);
+    ck_assert_int_eq(filter_check_table(&fs, 1, "adam", why, sizeof why), 0);
+    ck_assert_int_eq(filter_check_table(&fs, 1, "sum", why, sizeof why), -PSKV_EINVAL);
+    ck_assert_msg(strstr(why, "'int8'") && strstr(why, "'sum'"), "%s", why);
+    ck_assert_int_eq(filter_check_table(&fs, 0, "sgd", why, sizeof why), -PSKV_EINVAL);
+    ck_assert_int_eq(filter_parse_list(&fs, "int8,sign", why, sizeof why), -PSKV_EINVAL);
+    ck_assert_int_eq(filter_parse_list(&fs, "keycache", why, sizeof why), 0);
+    ck_assert_int_eq(filter_check_table(&fs, 0, "sum", why, sizeof why), 0);
+    table_set *ts = tables_new();
+    char *f[] = {"sign"};
+    Pskv__TableOptions o = sparse_opts(f, 1);
+    o.kind = PSKV__TABLE_KIND__DENSE;
+    o.has_size = 1;
+    o.size = 10;
+    ck_assert_int_eq(tables_open(ts, wire_table_id("lr"), &o, 0, UINT64_MAX, why, sizeof why),
+                     -PSKV_EINVAL);
+    ck_assert_msg(strstr(why, "lossy") != NULL, "%s", why);
+    tables_destroy(&ts);
+}
+END_TEST
+
 Suite *filter_suite(void)
 {
     Suite *s = suite_create("filter");
@@ -285,6 +376,9 @@ Suite *filter_suite(void)
     tcase_add_test(tc, keycache_many);
     tcase_add_test(tc, table_open_filters);
     tcase_add_test(tc, server_resolves_keys);
+    tcase_add_test(tc, int8_bounded);
+    tcase_add_test(tc, sign_bounded);
+    tcase_add_test(tc, lossy_refused);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -82,8 +82,8 @@ static cfg_entry config[] = {
     {"scheduler", CFG_STR, "127.0.0.1:7700", "PSKV_SCHEDULER", 1, 0, NULL,
      "scheduler address HOST:PORT", 0, 0, NULL, NULL},
     {"app", CFG_STR, "check", "PSKV_WORKER_APP", 1, 0, NULL,
-     "application: check, resume-check, incr-check, bench, softmax, mlp, sparse-lr, replay or "
-     "admit", 0, 0,
+     "application: check, resume-check, incr-check, bench, softmax, mlp, sparse-lr, replay, "
+     "admit or filter-check", 0, 0,
      NULL, NULL},
     {"rank", CFG_INT, "-1", "PSKV_WORKER_RANK", -1, 65535, NULL,
      "rank to take (-1 = the scheduler assigns one)", 0, 0, NULL, NULL},
@@ -303,10 +303,11 @@ int main(int argc, char **argv)
     int dense_train = !strcmp(app, "softmax") || !strcmp(app, "mlp");
     int sparse = !strcmp(app, "sparse-lr");
     if (strcmp(app, "check") && strcmp(app, "bench") && strcmp(app, "resume-check") &&
+        strcmp(app, "filter-check") &&
         strcmp(app, "replay") && strcmp(app, "admit") && strcmp(app, "incr-check") &&
         !dense_train && !sparse) {
         fprintf(stderr, "pskv-worker: unknown --app '%s' (check, resume-check, incr-check, bench, "
-                "softmax, mlp, sparse-lr, replay, admit)\n", app);
+                "softmax, mlp, sparse-lr, replay, admit, filter-check)\n", app);
         return 2;
     }
     const char *adm = cfg_int(config, "admit-after") ? "--admit-after"
@@ -410,6 +411,7 @@ int main(int argc, char **argv)
                  : !strcmp(app, "resume-check") ? app_resume_check(w, config)
                  : !strcmp(app, "incr-check")   ? app_incr_check(w, config)
                  : !strcmp(app, "bench") ? app_bench(w, config)
+                 : !strcmp(app, "filter-check") ? app_filter_check(w, config)
                  : !strcmp(app, "replay") ? app_replay(w, config)
                  : !strcmp(app, "admit")  ? app_admit(w, config)
                  : sparse                ? app_sparse_lr(w, config)
