@@ -39,7 +39,7 @@ static int parse_one(filter_set *fs, const char *spec, char *why, size_t whylen)
     size_t nl = colon ? (size_t)(colon - spec) : strlen(spec);
     const char *arg = colon ? colon + 1 : NULL;
     if (nl == 0 || nl >= sizeof name) {
-        snprintf(why, whylen, "filter '%s': no such filter (keycache[:MB], lz4, zstd[:LEVEL], int8, sign)",
+        snprintf(why, whylen, "filter '%s': no such filter (keycache[:MB], lz4, zstd[:LEVEL], int8, sign, significant:THRESH)",
                  spec);
         return -PSKV_EINVAL;
     }
@@ -63,11 +63,28 @@ static int parse_one(filter_set *fs, const char *spec, char *why, size_t whylen)
         return 0;
     }
     int q = !strcmp(name, "int8") ? FQUANT_INT8 : !strcmp(name, "sign") ? FQUANT_SIGN : 0;
+    int sig = !strcmp(name, "significant");
+    if ((q || sig) && (fs->quant || fs->significant)) {
+        snprintf(why, whylen, "filter '%s': the table has a lossy filter already; one only",
+                 name);
+        return -PSKV_EINVAL;
+    }
+    if (sig) {
+        char *end = NULL;
+        float th = arg ? strtof(arg, &end) : -1.0f;
+        if (!arg || end == arg || *end || !(th >= 0) || th > 1e30f) {
+            snprintf(why, whylen, "filter 'significant' needs a threshold, significant:THRESH "
+                     "with THRESH >= 0 (got '%s')", arg ? arg : "");
+            return -PSKV_EINVAL;
+        }
+        fs->significant = 1;
+        fs->sig_thresh = th;
+        snprintf(fs->names[fs->n++], sizeof fs->names[0], "significant:%g", (double)th);
+        return 0;
+    }
     if (q) {
-        if (arg || fs->quant) {
-            snprintf(why, whylen, arg ? "filter '%s' takes no argument"
-                                      : "filter '%s': the table quantises already; one only",
-                     name);
+        if (arg) {
+            snprintf(why, whylen, "filter '%s' takes no argument", name);
             return -PSKV_EINVAL;
         }
         fs->quant = (uint32_t)q;
@@ -76,7 +93,7 @@ static int parse_one(filter_set *fs, const char *spec, char *why, size_t whylen)
     }
     int lz4 = !strcmp(name, "lz4"), zstd = !strcmp(name, "zstd");
     if (!lz4 && !zstd) {
-        snprintf(why, whylen, "filter '%s': no such filter (keycache[:MB], lz4, zstd[:LEVEL], int8, sign)",
+        snprintf(why, whylen, "filter '%s': no such filter (keycache[:MB], lz4, zstd[:LEVEL], int8, sign, significant:THRESH)",
                  name);
         return -PSKV_EINVAL;
     }
@@ -114,16 +131,15 @@ int filter_parse(filter_set *fs, char *const *specs, size_t n, char *why, size_t
 int filter_check_table(const filter_set *fs, int dense, const char *updater, char *why,
                        size_t whylen)
 {
-    if (!fs->quant)
+    if (!fs->quant && !fs->significant)
         return 0;
+    const char *name = fs->quant ? fquant_name(fs->quant) : "significant";
     if (!dense) {
-        snprintf(why, whylen, "filter '%s' quantises dense pushes: not on a sparse table",
-                 fquant_name(fs->quant));
+        snprintf(why, whylen, "filter '%s' filters dense pushes: not on a sparse table", name);
         return -PSKV_EINVAL;
     }
     if (updater && !strcmp(updater, "sum")) {
-        snprintf(why, whylen, "filter '%s' is lossy: not on a 'sum' table (exact counts)",
-                 fquant_name(fs->quant));
+        snprintf(why, whylen, "filter '%s' is lossy: not on a 'sum' table (exact counts)", name);
         return -PSKV_EINVAL;
     }
     return 0;

@@ -8,6 +8,8 @@
  *   zstd[:LEVEL]   likewise with zstd at LEVEL 1..19 (default 1)
  *   int8, sign     lossy: a dense table's pushed values quantised per block of 256
  *                  (fquant.h), what is lost kept by the worker for the next push
+ *   significant:T  lossy: only a dense table's rows with some |x| > T pushed (as
+ *                  keyed rows), the others kept by the worker for the next push
  *
  * Compression is per frame: a frame is sent compressed only when that makes it
  * smaller, and Meta.zframes says which frames are (wire.c unpacks them).
@@ -35,6 +37,8 @@ typedef struct filter_set {
     int level;             /* zstd level */
     uint32_t keycache_mb;  /* 0: no key caching */
     uint32_t quant;        /* FQUANT_* (fquant.h): lossy pushes with error feedback */
+    int significant;       /* significant:T: rows with some |x| > sig_thresh only */
+    float sig_thresh;
     char names[FILTER_MAX][32]; /* the canonical NAME[:ARGS] of each, in order */
     int n;
 } filter_set;

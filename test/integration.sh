@@ -163,10 +163,10 @@ t_filters_keycache_miss() {
 }
 
 t_filters_residual() {
-  # int8 and sign push less than the values and keep the rest on the worker: the
+  # int8, sign and significant push less than the values and keep the rest on the worker: the
   # servers lack it until pskv_filter_flush, then hold every total
   local f line before
-  for f in int8 sign,lz4; do
+  for f in int8 sign,lz4 significant:0.9; do
     rm -rf "$TDIR/logs"
     "$LAUNCH" --servers 2 --workers 2 --timeout 60 --log-dir "$TDIR/logs" -- \
       --app filter-check --rounds 20 --filter "$f" || fail "--filter $f: exited $?"

@@ -69,7 +69,7 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
     int pull = type == REQ_PULL;
     /* only a run can be sent from the caller's array as it is; a quantising table's
      * values change as they go (wfilter_quant) */
-    lend = lend && !keys && !t->fs.quant;
+    lend = lend && !keys && !t->fs.quant && !t->fs.significant;
     int rc = keys ? wplan_keys(w, r, t, keys, nkeys, pull)
                   : wplan_run(w, r, t, first, nkeys, pull, lend);
     if (rc < 0)

@@ -2,6 +2,8 @@
 #define _GNU_SOURCE
 #include "wfilter.h"
 
+#include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +44,86 @@ static uint64_t row_key(const req *r, const part *p, const uint64_t *keys, uint6
     return r->segs[2 * *g] + (k - *base);
 }
 
+/* t's residual, allocated (zeroes) on first use; NULL (w's error set) when out of
+ * memory. */
+static float *resid_of(pskv_worker *w, tbl *t)
+{
+    if (!t->resid && !(t->resid = calloc(t->size * t->width, sizeof *t->resid)))
+        wst_error(w, PSKV_ENOMEM, "table '%s': out of memory for the residual", t->name);
+    return t->resid;
+}
+
+int wfilter_significant(pskv_worker *w, tbl *t, req *r, int pi, int resend,
+                        const uint64_t *keys, const float *vals, Pskv__Meta *m, zmq_msg_t *kmsg,
+                        zmq_msg_t *vmsg)
+{
+    if (!t->fs.significant || r->assign || r->raw || !t->dense)
+        return 0;
+    int64_t t0 = tu_now_ns();
+    part *p = &r->parts[pi];
+    size_t wd = t->width;
+    float *x = (float *)(uintptr_t)vals; /* the library's copy (no lending here) */
+    if (!resid_of(w, t))
+        return -PSKV_ENOMEM;
+    uint64_t *sk = malloc(p->n * sizeof *sk);
+    float *sv = malloc(p->n * wd * sizeof *sv);
+    if (!sk || !sv) {
+        free(sk);
+        free(sv);
+        return wst_error(w, PSKV_ENOMEM, "out of memory filtering a push");
+    }
+    uint64_t g = p->seg0, base = 0, best = 0, nsel = 0;
+    float bestmag = -1;
+    for (uint64_t k = 0; k < p->n; k++) {
+        uint64_t key = row_key(r, p, keys, k, &g, &base);
+        float *res = t->resid + key * wd, *row = x + k * wd, mag = 0;
+        for (size_t j = 0; j < wd; j++) { /* a re-send: the values are what went */
+            row[j] += resend ? 0.0f : res[j];
+            mag = fmaxf(mag, fabsf(row[j]));
+        }
+        if (mag > bestmag) {
+            bestmag = mag;
+            best = k;
+        }
+        int keep = mag > t->fs.sig_thresh;
+        if (!resend && keep) {
+            memset(res, 0, wd * sizeof *res);
+        } else if (!resend) { /* kept back: the residual has it, the part sends none */
+            memcpy(res, row, wd * sizeof *res);
+            memset(row, 0, wd * sizeof *row);
+        }
+        if (keep) {
+            sk[nsel] = key;
+            memcpy(sv + nsel * wd, row, wd * sizeof *sv);
+            nsel++;
+        }
+    }
+    if (!nsel) { /* no empty push: the largest row goes (its residual with it) */
+        g = p->seg0, base = 0;
+        uint64_t key = 0;
+        for (uint64_t k = 0; k <= best; k++)
+            key = row_key(r, p, keys, k, &g, &base);
+        float *res = t->resid + key * wd;
+        sk[0] = key;
+        for (size_t j = 0; j < wd; j++) {
+            sv[j] = x[best * wd + j] + (resend ? 0.0f : res[j]);
+            x[best * wd + j] = sv[j];
+            res[j] = 0;
+        }
+        nsel = 1;
+    }
+    m->has_first_key = m->has_span = 0;
+    m->num_keys = nsel;
+    int rc = wire_frame_lend(kmsg, sk, nsel * sizeof *sk, wire_frame_free, NULL);
+    if (rc < 0) {
+        free(sv);
+    } else if ((rc = wire_frame_lend(vmsg, sv, nsel * wd * sizeof *sv, wire_frame_free, NULL)) < 0) {
+        zmq_msg_close(kmsg);
+    }
+    t->fst.ns += tu_now_ns() - t0;
+    return rc < 0 ? wst_error(w, PSKV_ENOMEM, "out of memory filtering a push") : 1;
+}
+
 int wfilter_quant(pskv_worker *w, tbl *t, req *r, int pi, int resend, const uint64_t *keys,
                   const float *vals, Pskv__Meta *m, zmq_msg_t *out)
 {
@@ -51,8 +133,8 @@ int wfilter_quant(pskv_worker *w, tbl *t, req *r, int pi, int resend, const uint
     part *p = &r->parts[pi];
     size_t wd = t->width;
     uint64_t n = p->n * wd, bytes = fquant_bytes(t->fs.quant, n);
-    if (!t->resid && !(t->resid = calloc(t->size * wd, sizeof *t->resid)))
-        return wst_error(w, PSKV_ENOMEM, "table '%s': out of memory for the residual", t->name);
+    if (!resid_of(w, t))
+        return -PSKV_ENOMEM;
     float *x = malloc(2 * n * sizeof *x), *q = x ? x + n : NULL;
     uint8_t *enc = malloc(bytes ? bytes : 1);
     if (!x || !enc) {

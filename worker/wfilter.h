@@ -44,6 +44,15 @@ int wfilter_vals(pskv_worker *w, tbl *t, Pskv__Meta *m, const float *vals, size_
 int wfilter_quant(pskv_worker *w, tbl *t, req *r, int pi, int resend, const uint64_t *keys,
                   const float *vals, Pskv__Meta *m, zmq_msg_t *out);
 
+/* The frames of a push part pi of r to a table with `significant:T`: x = value +
+ * the row's residual; the rows with some |x| > T go as a keyed part (*kmsg, *vmsg,
+ * m's num_keys; the largest row when none is over T), the others become the
+ * residual, and the part's values become what was sent, so that a re-send sends
+ * it again. Returns 1 (both frames to send), 0 (not filtered), <0 on failure. */
+int wfilter_significant(pskv_worker *w, tbl *t, req *r, int pi, int resend,
+                        const uint64_t *keys, const float *vals, Pskv__Meta *m, zmq_msg_t *kmsg,
+                        zmq_msg_t *vmsg);
+
 /* Packs a quantised value frame with t's compression, replacing *frame when that
  * makes it smaller. Returns 1 (*frame to send), or <0 (*frame closed). */
 int wfilter_repack(pskv_worker *w, tbl *t, Pskv__Meta *m, zmq_msg_t *frame);

@@ -35,7 +35,7 @@ START_TEST(parse_lists)
     filter_format(&fs, out, sizeof out);
     ck_assert_str_eq(out, "none");
     static const char *const bad[] = {"bogus",   "lz4,zstd", "zstd:0",  "zstd:99", "lz4:3",
-                                      "keycache:0", "keycache:x", "lz4,lz4", ":", "significant:0.1"};
+                                      "keycache:0", "keycache:x", "lz4,lz4", ":", "significant:x"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         why[0] = 0;
         ck_assert_msg(filter_parse_list(&fs, bad[i], why, sizeof why) == -PSKV_EINVAL, "%s",
@@ -348,6 +348,15 @@ START_TEST(lossy_refused)
     ck_assert_msg(strstr(why, "'int8'") && strstr(why, "'sum'"), "%s", why);
     ck_assert_int_eq(filter_check_table(&fs, 0, "sgd", why, sizeof why), -PSKV_EINVAL);
     ck_assert_int_eq(filter_parse_list(&fs, "int8,sign", why, sizeof why), -PSKV_EINVAL);
+    ck_assert_int_eq(filter_parse_list(&fs, "int8,significant:0.1", why, sizeof why),
+                     -PSKV_EINVAL);
+    ck_assert_int_eq(filter_parse_list(&fs, "significant", why, sizeof why), -PSKV_EINVAL);
+    ck_assert_int_eq(filter_parse_list(&fs, "significant:-1", why, sizeof why), -PSKV_EINVAL);
+    ck_assert_int_eq(filter_parse_list(&fs, "significant:0.25,lz4", why, sizeof why), 0);
+    ck_assert_int_eq(fs.significant, 1);
+    ck_assert(fs.sig_thresh == 0.25f);
+    ck_assert_int_eq(filter_check_table(&fs, 1, "sum", why, sizeof why), -PSKV_EINVAL);
+    ck_assert_msg(strstr(why, "'significant'") != NULL, "%s", why);
     ck_assert_int_eq(filter_parse_list(&fs, "keycache", why, sizeof why), 0);
     ck_assert_int_eq(filter_check_table(&fs, 0, "sum", why, sizeof why), 0);
     table_set *ts = tables_new();
