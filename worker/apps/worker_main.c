@@ -113,7 +113,8 @@ static cfg_entry config[] = {
      "table consistency model: async, bsp or ssp:TAU (bounded delay)", 0, 0, NULL, NULL},
     {"filter", CFG_STR, "", "PSKV_WORKER_FILTER", 1, 0, NULL,
      "wire filters of the app's tables, comma-separated NAME[:ARGS]: keycache[:MB], lz4, "
-     "zstd[:LEVEL] (docs/protocol.md, \"Filters\")", 0, 0, NULL, NULL},
+     "zstd[:LEVEL]; lossy, for dense non-sum tables: int8, sign, significant:THRESH "
+     "(docs/protocol.md, \"Filters\")", 0, 0, NULL, NULL},
     {"backup", CFG_INT, "0", "PSKV_WORKER_BACKUP", 0, 65535, NULL,
      "bsp: close each clock with the first W - backup workers", 0, 0, NULL, NULL},
     {"slowdown", CFG_DOUBLE, "1", "PSKV_WORKER_SLOWDOWN", 1, 1000, NULL,
