@@ -166,6 +166,22 @@ int64_t pskv_filter_flush(pskv_worker *w, int table)
     return ts;
 }
 
+int pskv_traffic_get(const pskv_worker *w, int table, pskv_traffic *out)
+{
+    if (!w || !out || table < -1 || table >= w->ntables)
+        return -PSKV_EINVAL;
+    memset(out, 0, sizeof *out);
+    for (int i = table < 0 ? 0 : table; i < (table < 0 ? w->ntables : table + 1); i++) {
+        const filter_stats *f = &w->tables[i].fst;
+        out->sent += f->wire_out;
+        out->sent_raw += f->raw_out;
+        out->received += f->wire_in;
+        out->received_raw += f->raw_in;
+        out->filter_s += (double)f->ns / 1e9;
+    }
+    return 0;
+}
+
 int64_t pskv_pull(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys, float *out)
 {
     if (!out)

@@ -136,6 +136,18 @@ int64_t pskv_assign(pskv_worker *w, int table, const uint64_t *keys, size_t nkey
  * error. */
 int64_t pskv_filter_flush(pskv_worker *w, int table);
 
+/* Bytes this handle's data frames took (keys and values, not Meta), before and
+ * after the tables' filters, and the time spent in filters. */
+typedef struct pskv_traffic {
+    uint64_t sent, sent_raw;         /* pushes and pull requests: on the wire, before filters */
+    uint64_t received, received_raw; /* pull replies */
+    double filter_s;                 /* seconds in filters */
+} pskv_traffic;
+
+/* Fills *out with table's traffic so far (table -1: every table's). Returns 0 or
+ * -PSKV_EINVAL. */
+int pskv_traffic_get(const pskv_worker *w, int table, pskv_traffic *out);
+
 /* Pulls nkeys rows into out (nkeys * width floats), filled when the returned
  * timestamp completes; out must stay valid until then. keys == NULL as in push. */
 int64_t pskv_pull(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys, float *out);

@@ -434,7 +434,11 @@ static int evaluate_step(lr_run *r, size_t step, int last)
                          ? (all - r->last_total) / (train_s - r->last_train_s)
                          : 0,
                      auc,
-                     r->clip > 0 ? (int64_t)clipped : -1};
+                     r->clip > 0 ? (int64_t)clipped : -1,
+                     0};
+    pskv_traffic tr;
+    if (pskv_traffic_get(r->w, -1, &tr) == 0)
+        l.bytes_per_step = (double)(tr.sent + tr.received) / (double)(step + 1);
     report_eval(r->rep, &l);
     r->last_total = all;
     r->last_train_s = train_s;
