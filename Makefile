@@ -167,7 +167,7 @@ $(BUILD)/bin/pskv-unit: $(UNIT_O) $(SERVER_LIB_O) $(WORKER_UNIT_O) $(BUILD)/obj/
 # Rewritten on every build: it carries PREFIX, which may change between runs.
 $(BUILD)/pskv.pc: FORCE
 	@mkdir -p $(BUILD)
-	@printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: pskv\nDescription: pskv parameter server worker library\nVersion: 0.1.0\nRequires.private: libzmq libprotobuf-c libmicrohttpd\nLibs: -L$${libdir} -lpskv\nCflags: -I$${includedir}\n' '$(PREFIX)' > $@
+	@printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: pskv\nDescription: pskv parameter server worker library\nVersion: 0.1.0\nRequires.private: libzmq libprotobuf-c libmicrohttpd liblz4 libzstd\nLibs: -L$${libdir} -lpskv\nCflags: -I$${includedir}\n' '$(PREFIX)' > $@
 
 # ---- tests ---------------------------------------------------------------
 ASAN_BUILD := build/asan
