@@ -45,7 +45,7 @@ for f in $mlp_filters; do
     "$here/launch-local.sh" --servers 2 --workers 2 --timeout 900 --log-dir "$d" \
       -- --app mlp --epochs "$epochs" --batch 32 --lr 0.01 --lr-schedule const --momentum 0.9 \
       --seed 1 --filter "$flag" --metrics "$d/metrics.jsonl" > /dev/null 2>&1 ||
-      { echo "bench-filters: mlp --filter $f run $r failed" >&2; exit 1; }
+      { echo "bench-filters: mlp --filter $f run $r failed:" >&2; tail -n 3 "$d"/*.log >&2; exit 1; }
     read -r s sb rc rb ms <<< "$(traffic "$d"/worker-*.log)"
     awk -v r="$r" -v st="$steps" -v s="${s:-0}" -v sb="${sb:-0}" -v rc="${rc:-0}" -v rb="${rb:-0}" -v ms="${ms:-0}" \
       'BEGIN{FS="[:,}]"} {for(i=1;i<NF;i++){if($i~/"samples_per_s"/)inv+=1/$(i+1); if($i~/"accuracy"/)a=$(i+1)}; n++}
