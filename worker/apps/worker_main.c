@@ -112,7 +112,8 @@ static cfg_entry config[] = {
     {"consistency", CFG_STR, "async", "PSKV_WORKER_CONSISTENCY", 1, 0, NULL,
      "table consistency model: async, bsp or ssp:TAU (bounded delay)", 0, 0, NULL, NULL},
     {"filter", CFG_STR, "", "PSKV_WORKER_FILTER", 1, 0, NULL,
-     "wire filters of the app's tables, comma-separated NAME[:ARGS]: keycache[:MB], lz4, "
+     "wire filters of the app's tables, comma-separated NAME[:ARGS] (repeatable: the lists "
+     "join): keycache[:MB], lz4, "
      "zstd[:LEVEL]; lossy, for dense non-sum tables: int8, sign, significant:THRESH "
      "(docs/protocol.md, \"Filters\")", 0, 0, NULL, NULL},
     {"backup", CFG_INT, "0", "PSKV_WORKER_BACKUP", 0, 65535, NULL,
@@ -289,6 +290,38 @@ static int legacy_keys(void)
     return 0;
 }
 
+/* --filter may be given more than once: the lists join ("--filter keycache --filter
+ * lz4" is "keycache,lz4"); the config table keeps only the last. Returns 0, or -1
+ * after saying why (exit 2). */
+static int join_filters(int argc, char **argv)
+{
+    static char joined[512];
+    size_t used = 0;
+    int n = 0;
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+        const char *v = NULL;
+        if (!strcmp(argv[i], "--filter") && i + 1 < argc)
+            v = argv[++i];
+        else if (!strncmp(argv[i], "--filter=", 9))
+            v = argv[i] + 9;
+        if (!v || !*v)
+            continue;
+        int w = snprintf(joined + used, sizeof joined - used, "%s%s", n++ ? "," : "", v);
+        if (w < 0 || (size_t)w >= sizeof joined - used) {
+            fprintf(stderr, "pskv-worker: --filter: longer than %zu characters in all\n",
+                    sizeof joined - 1);
+            return -1;
+        }
+        used += (size_t)w;
+    }
+    char err[200];
+    if (n > 1 && cfg_set(cfg_find(config, "filter"), joined, err, sizeof err) < 0) {
+        fprintf(stderr, "pskv-worker: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int rc = cfg_start(config, "worker",
@@ -298,6 +331,8 @@ int main(int argc, char **argv)
                        argc, argv, NULL);
     if (rc >= 0)
         return rc;
+    if (join_filters(argc, argv) < 0)
+        return 2;
     if (legacy_keys() < 0)
         return 2;
     const char *app = cfg_str(config, "app");
