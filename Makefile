@@ -8,7 +8,7 @@ PREFIX   ?= /usr/local
 DESTDIR  ?=
 CC       ?= cc
 
-PKGS     := libzmq libprotobuf-c openblas libmicrohttpd
+PKGS     := libzmq libprotobuf-c openblas libmicrohttpd liblz4 libzstd
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
@@ -192,7 +192,7 @@ $(BUILD)/bin/pskv-unit: $(UNIT_O) $(SERVER_LIB_O) $(WORKER_UNIT_O) $(BUILD)/obj/
 # Rewritten on every build: it carries PREFIX, which may change between runs.
 $(BUILD)/pskv.pc: FORCE
 	@mkdir -p $(BUILD)
-	@printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: pskv\nDescription: pskv parameter server worker library\nVersion: 0.1.0\nRequires.private: libzmq libprotobuf-c libmicrohttpd\nLibs: -L$${libdir} -lpskv\nCflags: -I$${includedir}\n' '$(PREFIX)' > $@
+	@printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: pskv\nDescription: pskv parameter server worker library\nVersion: 0.1.0\nRequires.private: libzmq libprotobuf-c libmicrohttpd liblz4 libzstd\nLibs: -L$${libdir} -lpskv\nCflags: -I$${includedir}\n' '$(PREFIX)' > $@
 
 # ---- tests ---------------------------------------------------------------
 ASAN_BUILD := build/asan
@@ -229,7 +229,7 @@ FUZZ_RUNS ?= 1000000
 fuzz: $(GEN_H)
 	@mkdir -p build/fuzz
 	clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-	  -Icommon -I$(BUILD)/gen $(PKG_CFLAGS) test/fuzz_wire.c common/wire.c common/pskv_errors.c \
+	  -Icommon -I$(BUILD)/gen $(PKG_CFLAGS) test/fuzz_wire.c common/wire.c common/filter.c common/fquant.c common/pskv_errors.c \
 	  common/zap.c common/keys.c common/refuse.c common/log.c common/timeutil.c common/grow.c \
 	  $(GEN_C) -o build/fuzz/fuzz-wire $(PKG_LIBS) -lpthread
 	FUZZ_RUNS=$(FUZZ_RUNS) scripts/fuzz.sh build/fuzz/fuzz-wire

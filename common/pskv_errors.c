@@ -23,6 +23,7 @@ static const char *const messages[PSKV_ERROR_MAX] = {
     [PSKV_ELOST] = "partition lost",
     [PSKV_ENOTREADY] = "partition not ready",
     [PSKV_EPERM] = "not permitted for this key's role",
+    [PSKV_EKEYMISS] = "key list signature not held by the receiver (keycache): send the keys",
 };
 
 const char *pskv_strerror(int code)

@@ -37,6 +37,7 @@ enum pskv_error {
     PSKV_EPERM = 20,      /* not permitted: the sender's key does not carry the role this needs */
     PSKV_EPEERDEAD = 21,  /* pskv_allreduce: a worker of the ring died or left (the message
                              names its rank) */
+    PSKV_EKEYMISS = 22,   /* keycache: the receiver does not hold the key list signed so: send it */
     PSKV_ERROR_MAX
 };
 

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "filter.h"
+#include "fquant.h"
 #include "pskv_errors.h"
 #include "zap.h"
 
@@ -57,11 +59,11 @@ static void payload_shape(const Pskv__Meta *m, int *want_keys, int *want_vals)
             break;
         /* fall through */
     case PSKV__MSG_TYPE__PUSH:
-        *want_keys = !dense_run;
+        *want_keys = !dense_run && !m->keys_cached; /* keycache: a signature instead */
         *want_vals = 1;
         break;
     case PSKV__MSG_TYPE__PULL:
-        *want_keys = !dense_run && !(m->has_all && m->all); /* a whole-table pull: none */
+        *want_keys = !dense_run && !(m->has_all && m->all) && !m->keys_cached;
         break;
     case PSKV__MSG_TYPE__PULL_REPLY:
         if (m->has_all && m->all) { /* rows with their keys; none when the server has none */
@@ -105,7 +107,7 @@ int wire_parse(wire_msg *m, const void *const *frames, const size_t *sizes, int 
     m->keys = NULL;
     m->vals = NULL;
     m->nkeys = m->nvals = 0;
-    m->own = NULL;
+    m->own = m->own_keys = NULL;
     if (n < 1)
         FAIL(PSKV_EPROTO, "empty message");
     Pskv__Meta *meta = pskv__meta__unpack(NULL, sizes[0], frames[0]);
@@ -134,8 +136,16 @@ int wire_parse(wire_msg *m, const void *const *frames, const size_t *sizes, int 
         FAIL(PSKV_EPROTO, "%s without num_keys", wire_type_name((int)meta->type));
     if (!meta->has_width || meta->width == 0)
         FAIL(PSKV_EPROTO, "%s without width", wire_type_name((int)meta->type));
-    if (meta->dtype != 0 || meta->codec != 0)
-        FAIL(PSKV_EPROTO, "unsupported dtype %u / codec %u", meta->dtype, meta->codec);
+    if (meta->dtype != 0 || (meta->zframes & ~3u) ||
+        (meta->codec != FCODEC_NONE && meta->codec != FCODEC_LZ4 && meta->codec != FCODEC_ZSTD) ||
+        (meta->zframes && meta->codec == FCODEC_NONE))
+        FAIL(PSKV_EPROTO, "unsupported dtype %u / codec %u / zframes %u", meta->dtype,
+             meta->codec, meta->zframes);
+    if (meta->keys_cached && (meta->has_first_key || !meta->has_key_sig ||
+                              (meta->type != PSKV__MSG_TYPE__PUSH &&
+                               meta->type != PSKV__MSG_TYPE__PULL)))
+        FAIL(PSKV_EPROTO, "keys_cached on a %s without key_sig or with a dense run",
+             wire_type_name((int)meta->type));
     if (meta->has_first_key && nkeys > UINT64_MAX - meta->first_key)
         FAIL(PSKV_ERANGE, "dense run first_key %llu + num_keys %llu overflows",
              (unsigned long long)meta->first_key, (unsigned long long)nkeys);
@@ -148,52 +158,75 @@ int wire_parse(wire_msg *m, const void *const *frames, const size_t *sizes, int 
         FAIL(PSKV_EPROTO, "num_keys %llu x width %u overflows", (unsigned long long)nkeys,
              meta->width);
     uint64_t nvals = nkeys * meta->width;
+    const void *data[WIRE_MAX_FRAMES] = {NULL};
+    size_t raw[WIRE_MAX_FRAMES] = {0}, need_own = 0;
+    int packed[WIRE_MAX_FRAMES] = {0};
     int f = 1;
-    size_t need_align = 0;
     if (want_keys) {
-        if (sizes[f] != nkeys * 8)
-            FAIL(PSKV_EPROTO, "keys frame has %zu bytes for num_keys %llu (expected %llu)",
-                 sizes[f], (unsigned long long)nkeys, (unsigned long long)(nkeys * 8));
-        if ((uintptr_t)frames[f] % 8)
-            need_align += sizes[f];
+        raw[f] = nkeys * 8;
+        packed[f] = (meta->zframes & FILTER_ZKEYS) != 0;
         f++;
     }
-    if (want_vals) {
-        if (sizes[f] != nvals * 4)
-            FAIL(PSKV_EPROTO, "values frame has %zu bytes for %llu keys x width %u (expected %llu)",
-                 sizes[f], (unsigned long long)nkeys, meta->width,
-                 (unsigned long long)(nvals * 4));
-        if ((uintptr_t)frames[f] % 8)
-            need_align += sizes[f] + 8;
+    if (want_vals) { /* quantised values (fquant.h): the frame holds the blocks */
+        raw[f] = meta->quant ? fquant_bytes(meta->quant, nvals) : nvals * 4;
+        packed[f] = (meta->zframes & FILTER_ZVALS) != 0;
+        if (meta->quant && (!raw[f] || meta->type != PSKV__MSG_TYPE__PUSH))
+            FAIL(PSKV_EPROTO, "quant %u on a %s", meta->quant, wire_type_name((int)meta->type));
+        if (meta->quant)
+            need_own += nvals * 4;
     }
-    /* ZeroMQ may hand small frames at any byte offset; copy those (never the big
-     * ones, which it allocates whole) so that loads are aligned. */
+    for (f = 1; f < n; f++) {
+        const char *what = want_keys && f == 1 ? "keys" : "values";
+        if (packed[f] && (raw[f] > WIRE_MAX_UNPACKED || sizes[f] >= raw[f]))
+            FAIL(PSKV_EPROTO, "table id %llu, filter %s: %s frame of %zu bytes for %zu "
+                 "(compressed frames are smaller, at most %llu unpacked)",
+                 (unsigned long long)meta->table_id, filter_codec_name(meta->codec), what,
+                 sizes[f], raw[f], (unsigned long long)WIRE_MAX_UNPACKED);
+        if (!packed[f] && sizes[f] != raw[f])
+            FAIL(PSKV_EPROTO, "%s frame has %zu bytes for num_keys %llu x width %u "
+                 "(expected %zu)", what, sizes[f], (unsigned long long)nkeys,
+                 want_keys && f == 1 ? 1u : meta->width, raw[f]);
+        /* ZeroMQ may hand small frames at any byte offset; copy those (never the
+         * big ones, which it allocates whole) so that loads are aligned */
+        if (packed[f] || (uintptr_t)frames[f] % 8)
+            need_own += (raw[f] + 7) / 8 * 8;
+    }
     char *own = NULL;
-    if (need_align) {
-        own = malloc(need_align);
+    if (need_own) {
+        own = malloc(need_own);
         if (!own)
             FAIL(PSKV_ENOMEM, "out of memory");
         m->own = own;
     }
-    f = 1;
-    if (want_keys) {
-        if ((uintptr_t)frames[f] % 8) {
+    for (f = 1; f < n; f++) {
+        if (packed[f]) {
+            char fwhy[200];
+            if (filter_unpack(meta->codec, frames[f], sizes[f], own, raw[f], fwhy,
+                              sizeof fwhy) < 0)
+                FAIL(PSKV_EPROTO, "table id %llu, filter %s: %s frame refused: %s",
+                     (unsigned long long)meta->table_id, filter_codec_name(meta->codec),
+                     want_keys && f == 1 ? "keys" : "values", fwhy);
+        } else if ((uintptr_t)frames[f] % 8) {
             memcpy(own, frames[f], sizes[f]);
-            m->keys = (const uint64_t *)(void *)own;
-            own += (sizes[f] + 7) / 8 * 8;
         } else {
-            m->keys = frames[f];
+            data[f] = frames[f];
+            continue;
         }
-        f++;
+        data[f] = own;
+        own += (raw[f] + 7) / 8 * 8;
     }
-    if (want_vals) {
-        if ((uintptr_t)frames[f] % 8) {
-            memcpy(own, frames[f], sizes[f]);
-            m->vals = (const float *)(void *)own;
-        } else {
-            m->vals = frames[f];
-        }
+    if (want_keys)
+        m->keys = data[1];
+    if (want_vals && meta->quant) {
+        char qwhy[160];
+        if (fquant_decode(meta->quant, data[want_keys ? 2 : 1], nvals, (float *)(void *)own,
+                          qwhy, sizeof qwhy) < 0)
+            FAIL(PSKV_EPROTO, "table id %llu, filter %s: values refused: %s",
+                 (unsigned long long)meta->table_id, fquant_name(meta->quant), qwhy);
+        data[want_keys ? 2 : 1] = own;
     }
+    if (want_vals)
+        m->vals = data[want_keys ? 2 : 1];
     m->nkeys = nkeys;
     m->nvals = nvals;
     return 0;
@@ -296,6 +329,8 @@ void wire_msg_close(wire_msg *m)
     m->meta = NULL;
     free(m->own);
     m->own = NULL;
+    free(m->own_keys);
+    m->own_keys = NULL;
     for (int i = 0; i < m->nframes; i++)
         zmq_msg_close(&m->frames[i]);
     m->nframes = 0;

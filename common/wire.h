@@ -22,6 +22,7 @@
 
 #define PSKV_PROTO_VERSION 1
 #define WIRE_MAX_FRAMES 3
+#define WIRE_MAX_UNPACKED (1ull << 30) /* bytes a compressed frame may unpack to */
 
 typedef struct wire_msg {
     zmq_msg_t rid;               /* routing id, when received on a ROUTER */
@@ -33,7 +34,9 @@ typedef struct wire_msg {
     const float *vals;           /* NULL when the type carries no values */
     uint64_t nkeys;              /* meta->num_keys */
     uint64_t nvals;              /* floats in vals: nkeys * width */
-    void *own;                   /* aligned copy of an unaligned frame, owned */
+    void *own;                   /* aligned copies of unaligned frames and unpacked
+                                    (filter.h) ones, owned */
+    void *own_keys;              /* keys a keycache resolved (server), owned */
     char peer[64];               /* sender address for logs */
     int role;                    /* the sender key's role (key_role) under CURVE, else 0 */
     char key[41];                /* the sender's public key (Z85) under CURVE, else "" */

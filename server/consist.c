@@ -105,7 +105,9 @@ static void answer_pull(consist *c, const held *h, int64_t clock)
     table *t = h->t;
     size_t bytes = (size_t)h->n * t->width * sizeof(float);
     zmq_msg_t vals;
-    if (t->dense && !h->keys && !h->segs && bytes >= LEND_MIN &&
+    Pskv__Meta m;
+    held_meta(&c->out, &m, PSKV__MSG_TYPE__PULL_REPLY, h, clock);
+    if (t->dense && !h->keys && !h->segs && bytes >= LEND_MIN && !t->filters.codec &&
         h->n * 16 >= shard_dense_count(t->sh)) {
         void *token;
         const float *run = shard_lend(t->sh, h->first, &token);
@@ -121,13 +123,14 @@ static void answer_pull(consist *c, const held *h, int64_t clock)
         }
         rowset rs = {h->keys, h->first, h->n, h->segs, h->nsegs};
         shard_pull_rows(t->sh, &rs, buf);
-        if (wire_frame_lend(&vals, buf, bytes, wire_frame_free, NULL) < 0) {
+        int packed = filter_pack(&t->filters, FILTER_ZVALS, buf, bytes, &m, &vals);
+        if (packed)
+            free(buf); /* packed into vals, or out of memory */
+        if (packed < 0 || (!packed && wire_frame_lend(&vals, buf, bytes, wire_frame_free, NULL) < 0)) {
             held_answer(&c->out, h, PSKV_ENOMEM, "out of memory for the pull reply", clock, 0);
             return;
         }
     }
-    Pskv__Meta m;
-    held_meta(&c->out, &m, PSKV__MSG_TYPE__PULL_REPLY, h, clock);
     if (h->rank < 0) { /* not a worker (the evaluator): the clocks its snapshot reflects */
         const int64_t *vc;
         int n = vclock_get(c->clocks, &vc);

@@ -36,6 +36,7 @@
 #include "persist.h"
 #include "pskv_errors.h"
 #include "refuse.h"
+#include "sfilter.h"
 #include "sconfig.h"
 #include "secure.h"
 #include "smetrics.h"
@@ -118,8 +119,11 @@ static void fail(wire_msg *msg, int code, const char *why)
     char who[64];
     sender_name(msg, who, sizeof who);
     S.errors++;
-    LOG_W("refused %s from %s at %s: %s", msg->meta ? wire_type_name((int)msg->meta->type) : "message",
-          who, msg->peer, why);
+    if (code == PSKV_EKEYMISS) /* keycache: routine, the worker sends the keys */
+        LOG_D("asked %s for the keys: %s", who, why);
+    else
+        LOG_W("refused %s from %s at %s: %s",
+              msg->meta ? wire_type_name((int)msg->meta->type) : "message", who, msg->peer, why);
     /* a push the worker will send again: its clocks are ignored until it has heard
      * of this refusal (the count rides on the reply) */
     uint64_t refused = msg->meta && msg->meta->type == PSKV__MSG_TYPE__PUSH &&
@@ -441,6 +445,11 @@ static void handle_worker(wire_msg *msg)
     char why[200];
     if (refuse_foreign(msg) || refuse_role(msg) || refuse_stale(msg))
         return;
+    int rc = sfilter_keys(S.tables, msg, why, sizeof why); /* keycache: nothing applied */
+    if (rc < 0) {
+        fail(msg, -rc, why);
+        return;
+    }
     switch (r->type) {
     case PSKV__MSG_TYPE__TABLE_OPEN: on_table_open(msg); break;
     case PSKV__MSG_TYPE__PUSH: on_push(msg); break;

@@ -25,6 +25,7 @@ void tables_destroy(table_set **ts_p)
     for (size_t i = 0; i < ts->n; i++) {
         shard_destroy(&ts->t[i]->sh);
         upd_plugin_destroy(&ts->t[i]->plug);
+        keycache_destroy(&ts->t[i]->kc);
         free(ts->t[i]->opts);
         free(ts->t[i]->closed);
         free(ts->t[i]);
@@ -180,6 +181,9 @@ static int parse_options(table *t, const Pskv__TableOptions *o, char *why, size_
         return -PSKV_EINVAL;
     }
     snprintf(t->consistency, sizeof t->consistency, "%s", cons);
+    if ((rc = filter_parse(&t->filters, o->filters, o->n_filters, why, whylen)) < 0 ||
+        (rc = filter_check_table(&t->filters, t->dense, t->updater, why, whylen)) < 0)
+        return rc;
     return parse_admission(t, o, why, whylen);
 }
 
@@ -233,6 +237,11 @@ static int differs(const table *a, const table *b, const Pskv__TableOptions *o, 
         DIFF("admit_after", "%u", a->admit_after, b->admit_after);
     if (a->evict_after != b->evict_after)
         DIFF("evict_after", "%u", a->evict_after, b->evict_after);
+    char fa[300], fb[300];
+    filter_format(&a->filters, fa, sizeof fa);
+    filter_format(&b->filters, fb, sizeof fb);
+    if (strcmp(fa, fb))
+        DIFF("filters", "%s", fa, fb);
 #undef DIFF
     return 0;
 }
@@ -298,6 +307,8 @@ int tables_open(table_set *ts, uint64_t id, const Pskv__TableOptions *o, uint64_
         goto oom;
     }
     pskv__table_options__pack(o, t->opts);
+    /* keycache: created lazily (sfilter.c), so that a failure here frees nothing */
+    t->kc = NULL;
     ts->t[ts->n++] = t;
     return 0;
 oom:

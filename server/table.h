@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "filter.h"
+#include "keycache.h"
 #include "pskv.pb-c.h"
 #include "shard.h"
 
@@ -40,6 +42,8 @@ typedef struct table {
     int64_t tau;     /* ssp */
     uint32_t backup; /* bsp: a clock closes with the first W - backup workers */
     uint32_t admit_after, evict_after; /* sparse: admission and eviction (shard_admission) */
+    filter_set filters; /* its wire filters (filter.h); pull replies are packed with them */
+    keycache *kc;       /* keycache: the key lists workers sent (NULL without the filter) */
     shard *sh;
     void *opts;      /* the TableOptions of the first open, packed (checkpoints keep them) */
     size_t opts_len;

@@ -110,6 +110,21 @@ f_kill_server() {
   echo "failover_ms=$f"
 }
 
+# The same kill with the lossless filters keycache and lz4: the new heads of the
+# dead server's partitions lack the key lists the workers sent it, answer
+# PSKV_EKEYMISS, get the keys, and the sums stay exact.
+f_kill_server_keycache() {
+  local d=$TDIR/c misses
+  launch "$d" --servers 3 --workers 4 --scheduler-opt=--replicas=2 -- --app check --rounds 1500 \
+    --filter keycache,lz4
+  wait_joined "$d" 4
+  sleep 0.$((3 + RANDOM % 5))
+  kill -KILL "$(cat "$d/server-$((RANDOM % 3)).pid")"
+  wait_ok "$d"
+  misses=$(cat "$d"/worker-*.log | sed -n 's/.* \([0-9]*\) misses.*/\1/p' | awk '{s += $1} END {print s + 0}')
+  echo "keycache misses answered: $misses"
+}
+
 # The same kill under bounded delay (ssp:2, R = 2): pulls at the tails keep the
 # bound (checked from the values every round) and the sums stay exact.
 f_kill_server_ssp() {
@@ -1135,7 +1150,7 @@ f_drain_bsp() {
   wait_ok "$d"
 }
 
-tests=(kill_server kill_server_ssp kill_server_bsp chain_r3 chain_r3_bsp pause_server pause_server_nocopy kill_worker worker_rejoin worker_restart_acked worker_restart_ssp retry_paused lease_lapse dead_connections pause_scheduler lost_partition
+tests=(kill_server kill_server_keycache kill_server_ssp kill_server_bsp chain_r3 chain_r3_bsp pause_server pause_server_nocopy kill_worker worker_rejoin worker_restart_acked worker_restart_ssp retry_paused lease_lapse dead_connections pause_scheduler lost_partition
        checkpoint_resume checkpoint_reshard checkpoint_delta_failover join join_ssp join_ssp_parked join_bsp join_bsp_backup server_rejoin adam_kill admit_kill
        drain drain_ssp drain_r1 drain_bsp drain_joined drain_wait eval_kill eval_pause)
 for t in "${tests[@]}"; do

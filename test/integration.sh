@@ -116,6 +116,78 @@ t_check_2x3() {
   no_strays "$TDIR/logs"
 }
 
+t_filters_check() {
+  # the exact-sum check with the lossless filters keycache and lz4: every sum exact,
+  # and the filters did something (key lists as signatures, fewer bytes sent)
+  "$LAUNCH" --servers 2 --workers 3 --timeout 120 --log-dir "$TDIR/logs" -- --app check \
+    --rounds 4 --filter keycache --filter lz4 || fail "launch-local exited $?"
+  local r line sent before hits
+  for r in 0 1 2; do
+    grep -q '^check ok:.*exact' "$TDIR/logs/worker-$r.log" || fail "worker $r: no exact check"
+    line=$(grep "table 'check.sparse' filters keycache:64,lz4" "$TDIR/logs/worker-$r.log") ||
+      fail "worker $r reported no filtered traffic"
+    sent=$(sed -n 's/.* sent \([0-9]*\) bytes (\([0-9]*\) before.*/\1/p' <<< "$line")
+    before=$(sed -n 's/.* sent \([0-9]*\) bytes (\([0-9]*\) before.*/\2/p' <<< "$line")
+    hits=$(sed -n 's/.*, \([0-9]*\) key lists as signatures.*/\1/p' <<< "$line")
+    [ "${hits:-0}" -gt 0 ] || fail "worker $r sent no key list as a signature: $line"
+    [ "${sent:-0}" -gt 0 ] && [ "$((sent * 2))" -lt "${before:-0}" ] ||
+      fail "worker $r: filters did not halve the bytes: $line"
+  done
+  # a zstd level out of range, an unknown filter: exit 2 naming --filter
+  local rc
+  "$BIN/pskv-worker" --scheduler 127.0.0.1:1 --app check --filter zstd:99 > out 2>&1; rc=$?
+  [ $rc -eq 2 ] && grep -q -- '--filter' out || fail "--filter zstd:99: exit $rc: $(cat out)"
+  "$BIN/pskv-worker" --scheduler 127.0.0.1:1 --app check --filter gzip > out 2>&1; rc=$?
+  [ $rc -eq 2 ] && grep -q "gzip" out || fail "--filter gzip: exit $rc: $(cat out)"
+  no_strays "$TDIR/logs"
+}
+
+t_filters_keycache_miss() {
+  # one server holding the key lists of two workers in 1 MB evicts lists each
+  # worker still remembers sending: its misses are answered with the keys, the
+  # training ends as without the filter
+  "$BIN/pskv-gen-sparse" --examples 20000 --features 10000 --out "$TDIR/gen" --seed 7 > gen.out ||
+    fail "gen-sparse failed: $(cat gen.out)"
+  local f auc="" auc0 misses
+  for f in "" keycache:1,zstd; do
+    rm -rf "$TDIR/logs"
+    "$LAUNCH" --servers 1 --workers 2 --timeout 120 --log-dir "$TDIR/logs" -- --app sparse-lr \
+      --train "$TDIR/gen.train" --test "$TDIR/gen.test" --epochs 2 --batch 64 --updater adagrad \
+      --lr 0.05 --eval-every 0 --seed 1 --filter "$f" || fail "--filter '$f': exited $?"
+    auc0=$auc
+    auc=$(grep -o 'final auc [0-9.]*' "$TDIR/logs/worker-0.log" | awk '{print $3}')
+    [ -n "$auc" ] || fail "--filter '$f': no final auc"
+  done
+  awk -v a="$auc" -v b="$auc0" 'BEGIN { d = a - b; exit !(d < 0.01 && d > -0.01) }' ||
+    fail "auc $auc with the filters, $auc0 without"
+  misses=$(cat "$TDIR"/logs/worker-*.log | sed -n 's/.* \([0-9]*\) misses.*/\1/p' | awk '{s += $1} END {print s + 0}')
+  [ "$misses" -gt 0 ] || fail "no keycache miss: $(grep filters "$TDIR"/logs/worker-*.log)"
+  echo "auc $auc with $misses keycache misses answered, $auc0 without the filters"
+  no_strays "$TDIR/logs"
+}
+
+t_filters_residual() {
+  # int8, sign and significant push less than the values and keep the rest on the worker: the
+  # servers lack it until pskv_filter_flush, then hold every total
+  local f line before
+  for f in int8 sign,lz4 significant:0.9; do
+    rm -rf "$TDIR/logs"
+    "$LAUNCH" --servers 2 --workers 2 --timeout 60 --log-dir "$TDIR/logs" -- \
+      --app filter-check --rounds 20 --filter "$f" || fail "--filter $f: exited $?"
+    line=$(grep '^filter-check ok' "$TDIR/logs/worker-1.log") || fail "--filter $f: $(tail -n 2 "$TDIR/logs/worker-1.log")"
+    before=$(sed -n 's/.*largest error \([0-9.e+-]*\) before.*/\1/p' <<< "$line")
+    awk -v b="${before:-0}" 'BEGIN { exit !(b > 1e-3) }' || fail "--filter $f: nothing kept back: $line"
+    echo "$line"
+  done
+  # a lossy filter on a sum table (the exact check's): refused at TABLE_OPEN
+  rm -rf "$TDIR/logs"
+  "$LAUNCH" --servers 1 --workers 1 --timeout 60 --log-dir "$TDIR/logs" -- --app check \
+    --filter int8 > out 2>&1 && fail "check with --filter int8 passed"
+  grep -q "filter 'int8' is lossy: not on a 'sum' table" "$TDIR/logs/worker-0.log" ||
+    fail "no clear refusal: $(tail -n 3 "$TDIR/logs/worker-0.log")"
+  no_strays "$TDIR/logs"
+}
+
 t_check_fails_on_mismatch() {
   # The check must be able to fail: two launches against... a worker that pushes
   # with a different number of rounds than the others expect.
@@ -1299,7 +1371,7 @@ t_admit_evict() {
   [ $? -eq 2 ] && grep -q -- 'admit-after' out || fail "--admit-after 256: $(cat out)"
 }
 
-tests=(check_2x3 check_fails_on_mismatch malformed_input malformed_while_serving unreachable_scheduler wrong_flags
+tests=(check_2x3 filters_check filters_keycache_miss filters_residual check_fails_on_mismatch malformed_input malformed_while_serving unreachable_scheduler wrong_flags
        registration_rules heartbeat_liveness forget_replaced fuzz_corpus launch_timeout
        train_softmax app_defaults clip_norm checkpoint_every keep_checkpoints checkpoint_incremental train_resume export_sparse train_bad_data sparse_lr_heart_scale sparse_bench sparse_lr_planted
        consistency_check bsp_same_bits ssp_bound_straggler bsp_backup_stopped worker_leaves accumulate

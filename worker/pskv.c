@@ -16,6 +16,7 @@
 
 #include "member.h"
 #include "vbuf.h"
+#include "wfilter.h"
 #include "wmetrics.h"
 #include "wire.h"
 #include "wplan.h"
@@ -36,9 +37,13 @@ const char *pskv_last_error(const pskv_worker *w) { return w->last_error; }
  * parts (wplan), copies a push's values once into a vbuf grouped by part (none
  * when lent), and sends every part (wsend). Returns the timestamp, or a negated
  * error (a request already made is failed: wreq_fail). */
+#define SUBMIT_LEND 1 /* submit's flags: values lent (pskv_push_nocopy) */
+#define SUBMIT_RAW 2  /* no quantising filter (pskv_filter_flush) */
+
 static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint64_t *keys,
-                      size_t nkeys, const float *vals, float *out, int lend)
+                      size_t nkeys, const float *vals, float *out, int flags)
 {
+    int lend = flags & SUBMIT_LEND;
     int assign = type == REQ_ASSIGN;
     if (assign)
         type = REQ_PUSH; /* travels as a PUSH with the assign flag */
@@ -62,13 +67,16 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
     if (!r)
         return -PSKV_ETIMEDOUT;
     int pull = type == REQ_PULL;
-    lend = lend && !keys; /* only a run can be sent from the caller's array as it is */
+    /* only a run can be sent from the caller's array as it is; a quantising table's
+     * values change as they go (wfilter_quant) */
+    lend = lend && !keys && !t->fs.quant && !t->fs.significant;
     int rc = keys ? wplan_keys(w, r, t, keys, nkeys, pull)
                   : wplan_run(w, r, t, first, nkeys, pull, lend);
     if (rc < 0)
         return wreq_fail(w, r, rc);
     r->out = out;
     r->assign = assign;
+    r->raw = (flags & SUBMIT_RAW) != 0;
     size_t wd = t->width, row = wd * sizeof(float);
     r->bytes = nkeys * row;
     r->kbytes = keys ? nkeys * sizeof(uint64_t) : 0;
@@ -130,7 +138,7 @@ int64_t pskv_push_nocopy(pskv_worker *w, int table, const uint64_t *keys, size_t
 {
     if (!vals)
         return w ? wst_error(w, PSKV_EINVAL, "push without values") : -PSKV_EINVAL;
-    return submit(w, REQ_PUSH, table, keys, nkeys, vals, NULL, 1);
+    return submit(w, REQ_PUSH, table, keys, nkeys, vals, NULL, SUBMIT_LEND);
 }
 
 int64_t pskv_assign(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
@@ -139,6 +147,39 @@ int64_t pskv_assign(pskv_worker *w, int table, const uint64_t *keys, size_t nkey
     if (!vals)
         return w ? wst_error(w, PSKV_EINVAL, "assign without values") : -PSKV_EINVAL;
     return submit(w, REQ_ASSIGN, table, keys, nkeys, vals, NULL, 0);
+}
+
+int64_t pskv_filter_flush(pskv_worker *w, int table)
+{
+    if (!w || table < 0 || table >= w->ntables)
+        return w ? wst_error(w, PSKV_EINVAL, "no table handle %d", table) : -PSKV_EINVAL;
+    tbl *t = &w->tables[table];
+    if (!t->resid)
+        return 0;
+    float *res = t->resid; /* the push copies it; the table starts a fresh residual */
+    t->resid = NULL;
+    int64_t ts = submit(w, REQ_PUSH, table, NULL, t->size, res, NULL, SUBMIT_RAW);
+    if (ts < 0)
+        t->resid = res;
+    else
+        free(res);
+    return ts;
+}
+
+int pskv_traffic_get(const pskv_worker *w, int table, pskv_traffic *out)
+{
+    if (!w || !out || table < -1 || table >= w->ntables)
+        return -PSKV_EINVAL;
+    memset(out, 0, sizeof *out);
+    for (int i = table < 0 ? 0 : table; i < (table < 0 ? w->ntables : table + 1); i++) {
+        const filter_stats *f = &w->tables[i].fst;
+        out->sent += f->wire_out;
+        out->sent_raw += f->raw_out;
+        out->received += f->wire_in;
+        out->received_raw += f->raw_in;
+        out->filter_s += (double)f->ns / 1e9;
+    }
+    return 0;
 }
 
 int64_t pskv_pull(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys, float *out)
@@ -254,8 +295,15 @@ int pskv_table_open(pskv_worker *w, const char *name, const pskv_table_opts *o_i
     to.admit_after = o.admit_after;
     to.has_evict_after = o.evict_after != 0;
     to.evict_after = o.evict_after;
+    int rc = wfilter_open(w, t, o.filters);
+    if (rc < 0)
+        goto fail;
+    char *fnames[FILTER_MAX];
+    for (int i = 0; i < t->fs.n; i++)
+        fnames[i] = t->fs.names[i];
+    to.n_filters = (size_t)t->fs.n;
+    to.filters = fnames;
 
-    int rc;
     req *r = wreq_new_live(w, REQ_OPEN, w->ntables, &rc);
     if (!r)
         goto fail;
@@ -274,11 +322,14 @@ int pskv_table_open(pskv_worker *w, const char *name, const pskv_table_opts *o_i
     rc = pskv_wait(w, r->ts, w->request_timeout_ms + 1000);
     if (rc < 0)
         goto fail;
-    if (existing >= 0)
+    if (existing >= 0) {
+        wfilter_close(&w->tables[w->ntables]); /* the first open's state stays */
         return existing;
+    }
     wmet_table(&w->tables[w->ntables]);
     return w->ntables++;
 fail:
+    wfilter_close(&w->tables[w->ntables]);
     return rc;
 }
 

@@ -94,6 +94,8 @@ typedef struct pskv_table_opts {
     uint32_t admit_after;   /* sparse: a key gets a row on its Nth push, 0..255 (0, 1 = first) */
     uint32_t evict_after;   /* sparse: rows not pushed for this many clocks are removed (0 =
                                never); docs/operations.md, "Admission and eviction" */
+    const char *filters;    /* wire filters, comma-separated NAME[:ARGS] ("keycache,lz4"; NULL
+                               or "" = none); docs/protocol.md, "Filters" */
 } pskv_table_opts;
 
 /* Fills o with the defaults above (dense, width 1, sgd, lr 0.01, zero init). */
@@ -134,6 +136,24 @@ int64_t pskv_push_nocopy(pskv_worker *w, int table, const uint64_t *keys, size_t
  * optimizer state (for loading saved weights) instead of applying the updater. */
 int64_t pskv_assign(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
                     const float *vals);
+
+/* Pushes what a quantising filter (int8, sign) of `table` kept back, unquantised,
+ * and starts its residual afresh: after it completes the servers hold every value
+ * pushed. Returns the push's timestamp, 0 when nothing is kept back, or a negated
+ * error. */
+int64_t pskv_filter_flush(pskv_worker *w, int table);
+
+/* Bytes this handle's data frames took (keys and values, not Meta), before and
+ * after the tables' filters, and the time spent in filters. */
+typedef struct pskv_traffic {
+    uint64_t sent, sent_raw;         /* pushes and pull requests: on the wire, before filters */
+    uint64_t received, received_raw; /* pull replies */
+    double filter_s;                 /* seconds in filters */
+} pskv_traffic;
+
+/* Fills *out with table's traffic so far (table -1: every table's). Returns 0 or
+ * -PSKV_EINVAL. */
+int pskv_traffic_get(const pskv_worker *w, int table, pskv_traffic *out);
 
 /* Pulls nkeys rows into out (nkeys * width floats), filled when the returned
  * timestamp completes; out must stay valid until then. keys == NULL as in push. */

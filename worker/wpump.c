@@ -14,6 +14,7 @@
 #include "log.h"
 #include "secure.h"
 #include "vbuf.h"
+#include "wfilter.h"
 #include "wire.h"
 #include "wmetrics.h"
 #include "wreq.h"
@@ -59,6 +60,18 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
     }
     part *p = &r->parts[pi];
     srv *s = &w->srv[si];
+    if (m->type == PSKV__MSG_TYPE__ERROR && m->error_code == PSKV_EKEYMISS && p->key_sig &&
+        (r->type == REQ_PUSH || r->type == REQ_PULL)) {
+        /* keycache: the server lacks the key list; at once, with the keys, in place
+         * (a server that no longer owns the rows refuses it as stale: re-planned) */
+        wfilter_miss(&w->tables[r->table], s->id, p->key_sig);
+        int err = wsend_data_part(w, r, pi, 1, r->type == REQ_PUSH ? wsend_inflight_floor(w) : 0);
+        if (err < 0) {
+            r->err = err;
+            wreq_finish(w, r);
+        }
+        return;
+    }
     if (m->type == PSKV__MSG_TYPE__ERROR &&
         (m->error_code == PSKV_ESTALE || m->error_code == PSKV_ENOTREADY) &&
         r->type != REQ_OPEN && r->type != REQ_SCAN) {
@@ -134,6 +147,7 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
         } else if (!p->idx) {
             size_t wd = t->width;
             const float *src = msg->vals;
+            wfilter_received(t, msg);
             for (uint64_t g = p->seg0; g < p->seg0 + p->nseg; g++) {
                 uint64_t f = r->segs[2 * g], c = r->segs[2 * g + 1];
                 memcpy(r->out + (f - r->first) * wd, src, c * wd * sizeof(float));
@@ -141,6 +155,7 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
             }
         } else {
             size_t wd = t->width;
+            wfilter_received(t, msg);
             for (uint64_t k = 0; k < p->n; k++)
                 memcpy(r->out + (size_t)p->idx[k] * wd, msg->vals + k * wd, wd * sizeof(float));
         }

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "net.h"
 #include "secure.h"
+#include "wfilter.h"
 #include "wmetrics.h"
 #include "wpump.h"
 #include "wreq.h"
@@ -220,6 +221,10 @@ int pskv_worker_close(pskv_worker **w_p)
             zmq_close(w->srv[i].sock);
     member_close(&w->mb);
     secure_close(&w->sec);
+    for (int i = 0; i < w->ntables && w->tables; i++) {
+        wfilter_report(&w->tables[i]);
+        wfilter_close(&w->tables[i]);
+    }
     free(w->tables);
     free(w->srv);
     free(w->head);

@@ -49,6 +49,8 @@
 #include <stdint.h>
 #include <zmq.h>
 
+#include "filter.h"
+#include "keycache.h"
 #include "member.h"
 #include "metrics.h"
 #include "pskv.h"
@@ -93,6 +95,7 @@ typedef struct part {
     int64_t retry_at;  /* > 0: re-plan and send again at this time */
     int64_t sent_ms;   /* when it was sent */
     uint64_t epoch;    /* the view it was planned on */
+    uint64_t key_sig;  /* keycache: the signature its keys went with (0 = none) */
     int done;
 } part;
 
@@ -111,6 +114,7 @@ typedef struct req {
     vbuf *buf;         /* push values (and gathered keys) */
     size_t kbytes;     /* bytes of gathered keys at the front of buf */
     int assign;        /* a push that overwrites (pskv_assign) */
+    int raw;           /* a push sent unquantised (pskv_filter_flush) */
     int err;
     int64_t deadline_ms;
     int64_t vclock;    /* pull: the oldest clock its parts' values reflect */
@@ -148,6 +152,11 @@ typedef struct tbl {
     int bsp;           /* its pushes are acknowledged only when their clock closes */
     met_series *m_push, *m_pull, *m_push_rows, *m_pull_rows, *m_push_bytes, *m_pull_bytes,
         *m_latency;    /* its metrics (wmetrics.h) */
+    filter_set fs;     /* its wire filters (wfilter.h) */
+    keycache *kc;      /* keycache: the lists each server was sent (NULL without the filter) */
+    filter_stats fst;  /* its traffic before and after the filters */
+    float *resid;      /* int8, sign: per value of the table, what quantising lost (added
+                          to the next push of the value; wfilter_quant) */
 } tbl;
 
 struct pskv_worker {

@@ -46,5 +46,8 @@ Suite *keys_suite(void);
 Suite *clip_suite(void);
 /* common/metrics.c: series, label escaping, histograms, the text, the endpoint. */
 Suite *metrics_suite(void);
+/* common/filter.c, keycache.c, server/sfilter.c: filter lists, lz4 and zstd round
+ * trips and corrupt frames, key-list caches, keycache on the server. */
+Suite *filter_suite(void);
 
 #endif

@@ -307,6 +307,7 @@ static int open_tables(lr_run *r)
     updflags_apply(cfg, &o);
     o.admit_after = (uint32_t)cfg_int(cfg, "admit-after");
     o.evict_after = (uint32_t)cfg_int(cfg, "evict-after");
+    o.filters = cfg_str(cfg, "filter");
     if (!strcmp(o.updater, "adagrad"))
         o.eps = 1e-6f;
     r->t = pskv_table_open(r->w, "sparse-lr.w", &o);
@@ -433,7 +434,11 @@ static int evaluate_step(lr_run *r, size_t step, int last)
                          ? (all - r->last_total) / (train_s - r->last_train_s)
                          : 0,
                      auc,
-                     r->clip > 0 ? (int64_t)clipped : -1};
+                     r->clip > 0 ? (int64_t)clipped : -1,
+                     0};
+    pskv_traffic tr;
+    if (pskv_traffic_get(r->w, -1, &tr) == 0)
+        l.bytes_per_step = (double)(tr.sent + tr.received) / (double)(step + 1);
     report_eval(r->rep, &l);
     r->last_total = all;
     r->last_train_s = train_s;

@@ -177,7 +177,11 @@ static int evaluate(run *r, double epoch, int64_t step)
                          ? (total - r->last_samples) / (train_s - r->last_train_s)
                          : 0,
                      NAN,
-                     r->clip > 0 ? (int64_t)clipped : -1};
+                     r->clip > 0 ? (int64_t)clipped : -1,
+                     0};
+    pskv_traffic tr;
+    if (step > 0 && pskv_traffic_get(r->w, -1, &tr) == 0)
+        l.bytes_per_step = (double)(tr.sent + tr.received) / (double)step;
     report_eval(r->rep, &l);
     r->accuracy = l.accuracy;
     r->clipped_job = (int64_t)clipped;
@@ -291,6 +295,7 @@ static void train_table_opts(cfg_entry *cfg, uint32_t dim, size_t P, pskv_table_
     o->init_scale = (float)(1.0 / sqrt((double)dim)); /* PyTorch's Linear bound */
     o->seed = (uint64_t)cfg_int(cfg, "seed");
     o->consistency = cfg_str(cfg, "consistency");
+    o->filters = cfg_str(cfg, "filter");
     o->backup = (uint32_t)cfg_int(cfg, "backup");
 }
 

@@ -52,6 +52,10 @@ int app_resume_check(pskv_worker *w, cfg_entry *cfg);
  * full, as the scheduler's --full-every says) and the digest at each (app_incr.c). */
 int app_incr_check(pskv_worker *w, cfg_entry *cfg);
 
+/* --app filter-check: a quantising filter's residual carried, flushed and summed
+ * exactly by the servers (app_fcheck.c). */
+int app_filter_check(pskv_worker *w, cfg_entry *cfg);
+
 /* --app bench: push/pull step time and throughput for one value size. */
 int app_bench(pskv_worker *w, cfg_entry *cfg);
 

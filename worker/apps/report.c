@@ -95,6 +95,8 @@ void report_eval(report *r, const report_line *l)
         fprintf(r->f, ",\"auc\":%.6f", l->auc);
     if (l->clipped_steps >= 0)
         fprintf(r->f, ",\"clipped_steps\":%lld", (long long)l->clipped_steps);
+    if (l->bytes_per_step > 0)
+        fprintf(r->f, ",\"bytes_per_step\":%.0f", l->bytes_per_step);
     fputs("}\n", r->f);
     fflush(r->f);
 }

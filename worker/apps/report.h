@@ -23,6 +23,8 @@ typedef struct report_line {
     double auc;           /* sparse-lr only; NaN = absent */
     int64_t clipped_steps; /* steps whose gradient --clip-norm scaled so far, every
                               worker's; -1 = no clipping (absent) */
+    double bytes_per_step; /* the evaluating worker's data bytes on the wire (after
+                              filters, both ways, all tables) per step so far; 0 = absent */
 } report_line;
 
 typedef struct report report;

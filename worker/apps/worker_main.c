@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "apps.h"
+#include "filter.h"
 #include "updflags.h"
 #include "config.h"
 #include "log.h"
@@ -30,7 +31,7 @@
 #define USAGE                                                                               \
     "pskv-worker --scheduler HOST:PORT --app "                                              \
     "check|resume-check|incr-check|bench|sparse-bench|softmax|mlp|sparse-lr|replay|admit|"   \
-    "allreduce-check [flags]"
+    "allreduce-check|filter-check [flags]"
 #endif
 
 extern void openblas_set_num_threads(int);
@@ -95,7 +96,7 @@ static cfg_entry config[] = {
      "scheduler address HOST:PORT", 0, 0, NULL, NULL},
     {"app", CFG_STR, "check", "PSKV_WORKER_APP", 1, 0, NULL,
      "application: check, resume-check, incr-check, bench, sparse-bench, softmax, mlp, "
-     "sparse-lr, replay, admit or allreduce-check", 0, 0,
+     "sparse-lr, replay, admit, allreduce-check or filter-check", 0, 0,
      NULL, NULL},
     {"rank", CFG_INT, "-1", "PSKV_WORKER_RANK", -1, 65535, NULL,
      "rank to take (-1 = the scheduler assigns one)", 0, 0, NULL, NULL},
@@ -123,6 +124,11 @@ static cfg_entry config[] = {
     /* consistency */
     {"consistency", CFG_STR, "async", "PSKV_WORKER_CONSISTENCY", 1, 0, NULL,
      "table consistency model: async, bsp or ssp:TAU (bounded delay)", 0, 0, NULL, NULL},
+    {"filter", CFG_STR, "", "PSKV_WORKER_FILTER", 1, 0, NULL,
+     "wire filters of the app's tables, comma-separated NAME[:ARGS] (repeatable: the lists "
+     "join): keycache[:MB], lz4, "
+     "zstd[:LEVEL]; lossy, for dense non-sum tables: int8, sign, significant:THRESH "
+     "(docs/protocol.md, \"Filters\")", 0, 0, NULL, NULL},
     {"backup", CFG_INT, "0", "PSKV_WORKER_BACKUP", 0, 65535, NULL,
      "bsp: close each clock with the first W - backup workers", 0, 0, NULL, NULL},
     {"slowdown", CFG_DOUBLE, "1", "PSKV_WORKER_SLOWDOWN", 1, 1000, NULL,
@@ -436,22 +442,58 @@ static int allreduce_flags(const char *app)
     return bad ? -1 : 0;
 }
 
+/* --filter may be given more than once: the lists join ("--filter keycache --filter
+ * lz4" is "keycache,lz4"); the config table keeps only the last. Returns 0, or -1
+ * after saying why (exit 2). */
+static int join_filters(int argc, char **argv)
+{
+    static char joined[512];
+    size_t used = 0;
+    int n = 0;
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+        const char *v = NULL;
+        if (!strcmp(argv[i], "--filter") && i + 1 < argc)
+            v = argv[++i];
+        else if (!strncmp(argv[i], "--filter=", 9))
+            v = argv[i] + 9;
+        if (!v || !*v)
+            continue;
+        int w = snprintf(joined + used, sizeof joined - used, "%s%s", n++ ? "," : "", v);
+        if (w < 0 || (size_t)w >= sizeof joined - used) {
+            fprintf(stderr, PROG ": --filter: longer than %zu characters in all\n",
+                    sizeof joined - 1);
+            return -1;
+        }
+        used += (size_t)w;
+    }
+    char err[200];
+    if (n > 1 && cfg_set(cfg_find(config, "filter"), joined, err, sizeof err) < 0) {
+        fprintf(stderr, PROG ": %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int rc = cfg_start(config, PROG + 5, USAGE, argc, argv, NULL);
     if (rc >= 0)
         return rc;
+    if (join_filters(argc, argv) < 0)
+        return 2;
     if (legacy_keys() < 0)
         return 2;
     const char *app = cfg_str(config, "app");
     int dense_train = !strcmp(app, "softmax") || !strcmp(app, "mlp");
     int sparse = !strcmp(app, "sparse-lr");
     if (strcmp(app, "check") && strcmp(app, "bench") && strcmp(app, "resume-check") &&
+        strcmp(app, "filter-check") &&
         strcmp(app, "replay") && strcmp(app, "admit") && strcmp(app, "incr-check") &&
-        strcmp(app, "sparse-bench") && strcmp(app, "allreduce-check") && !dense_train &&
-        !sparse) {
+        strcmp(app, "sparse-bench") && strcmp(app, "allreduce-check") &&
+        strcmp(app, "filter-check") && !dense_train && !sparse) {
         fprintf(stderr, PROG ": unknown --app '%s' (check, resume-check, incr-check, bench, "
-                "sparse-bench, softmax, mlp, sparse-lr, replay, admit, allreduce-check)\n", app);
+                "sparse-bench, softmax, mlp, sparse-lr, replay, admit, allreduce-check, "
+                "filter-check)\n", app);
         return 2;
     }
     if (allreduce_flags(app) < 0)
@@ -467,6 +509,12 @@ int main(int argc, char **argv)
     apply_app_defaults(app);
     if (updflags_check(config) < 0)
         return 2;
+    filter_set fs;
+    char fwhy[300];
+    if (filter_parse_list(&fs, cfg_str(config, "filter"), fwhy, sizeof fwhy) < 0) {
+        fprintf(stderr, "pskv-worker: --filter: %s\n", fwhy);
+        return 2;
+    }
     const cfg_entry *clip = cfg_find(config, "clip-norm");
     if (strcmp(clip->from, "default") && !(clip->d > 0)) {
         fprintf(stderr, PROG ": --clip-norm must be a number > 0 (got %g)\n", clip->d);
@@ -544,6 +592,7 @@ int main(int argc, char **argv)
                  : !strcmp(app, "incr-check")   ? app_incr_check(w, config)
                  : !strcmp(app, "bench") ? app_bench(w, config)
                  : !strcmp(app, "sparse-bench") ? app_sparse_bench(w, config)
+                 : !strcmp(app, "filter-check") ? app_filter_check(w, config)
                  : !strcmp(app, "replay") ? app_replay(w, config)
                  : !strcmp(app, "admit")  ? app_admit(w, config)
                  : !strcmp(app, "allreduce-check") ? app_allreduce_check(w, config)

@@ -1,0 +1,262 @@
+/* wfilter: a table's filters on the frames a worker sends (contract in wfilter.h). */
+#define _GNU_SOURCE
+#include "wfilter.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fquant.h"
+#include "log.h"
+#include "pskv_errors.h"
+#include "timeutil.h"
+#include "wire.h"
+
+int wfilter_open(pskv_worker *w, tbl *t, const char *list)
+{
+    char why[300];
+    if (filter_parse_list(&t->fs, list, why, sizeof why) < 0)
+        return wst_error(w, PSKV_EINVAL, "table '%s': %s", t->name, why);
+    t->kc = NULL;
+    if (t->fs.keycache_mb && !(t->kc = keycache_new((size_t)t->fs.keycache_mb << 20)))
+        return wst_error(w, PSKV_ENOMEM, "table '%s': out of memory for the keycache", t->name);
+    return 0;
+}
+
+void wfilter_close(tbl *t)
+{
+    keycache_destroy(&t->kc);
+    free(t->resid);
+    t->resid = NULL;
+}
+
+/* The table offset of row k of part p (a run part's rows follow its runs). */
+static uint64_t row_key(const req *r, const part *p, const uint64_t *keys, uint64_t k,
+                        uint64_t *g, uint64_t *base)
+{
+    if (!p->nseg)
+        return keys[k];
+    while (k - *base >= r->segs[2 * *g + 1]) {
+        *base += r->segs[2 * *g + 1];
+        (*g)++;
+    }
+    return r->segs[2 * *g] + (k - *base);
+}
+
+/* t's residual, allocated (zeroes) on first use; NULL (w's error set) when out of
+ * memory. */
+static float *resid_of(pskv_worker *w, tbl *t)
+{
+    if (!t->resid && !(t->resid = calloc(t->size * t->width, sizeof *t->resid)))
+        wst_error(w, PSKV_ENOMEM, "table '%s': out of memory for the residual", t->name);
+    return t->resid;
+}
+
+int wfilter_significant(pskv_worker *w, tbl *t, req *r, int pi, int resend,
+                        const uint64_t *keys, const float *vals, Pskv__Meta *m, zmq_msg_t *kmsg,
+                        zmq_msg_t *vmsg)
+{
+    if (!t->fs.significant || r->assign || r->raw || !t->dense)
+        return 0;
+    int64_t t0 = tu_now_ns();
+    part *p = &r->parts[pi];
+    size_t wd = t->width;
+    float *x = (float *)(uintptr_t)vals; /* the library's copy (no lending here) */
+    if (!resid_of(w, t))
+        return -PSKV_ENOMEM;
+    uint64_t *sk = malloc(p->n * sizeof *sk);
+    float *sv = malloc(p->n * wd * sizeof *sv);
+    if (!sk || !sv) {
+        free(sk);
+        free(sv);
+        return wst_error(w, PSKV_ENOMEM, "out of memory filtering a push");
+    }
+    uint64_t g = p->seg0, base = 0, best = 0, nsel = 0;
+    float bestmag = -1;
+    for (uint64_t k = 0; k < p->n; k++) {
+        uint64_t key = row_key(r, p, keys, k, &g, &base);
+        float *res = t->resid + key * wd, *row = x + k * wd, mag = 0;
+        for (size_t j = 0; j < wd; j++) { /* a re-send: the values are what went */
+            row[j] += resend ? 0.0f : res[j];
+            mag = fmaxf(mag, fabsf(row[j]));
+        }
+        if (mag > bestmag) {
+            bestmag = mag;
+            best = k;
+        }
+        int keep = mag > t->fs.sig_thresh;
+        if (!resend && keep) {
+            memset(res, 0, wd * sizeof *res);
+        } else if (!resend) { /* kept back: the residual has it, the part sends none */
+            memcpy(res, row, wd * sizeof *res);
+            memset(row, 0, wd * sizeof *row);
+        }
+        if (keep) {
+            sk[nsel] = key;
+            memcpy(sv + nsel * wd, row, wd * sizeof *sv);
+            nsel++;
+        }
+    }
+    if (!nsel) { /* no empty push: the largest row goes (its residual with it) */
+        g = p->seg0, base = 0;
+        uint64_t key = 0;
+        for (uint64_t k = 0; k <= best; k++)
+            key = row_key(r, p, keys, k, &g, &base);
+        float *res = t->resid + key * wd;
+        sk[0] = key;
+        for (size_t j = 0; j < wd; j++) {
+            sv[j] = x[best * wd + j] + (resend ? 0.0f : res[j]);
+            x[best * wd + j] = sv[j];
+            res[j] = 0;
+        }
+        nsel = 1;
+    }
+    m->has_first_key = m->has_span = 0;
+    m->num_keys = nsel;
+    int rc = wire_frame_lend(kmsg, sk, nsel * sizeof *sk, wire_frame_free, NULL);
+    if (rc < 0) {
+        free(sv);
+    } else if ((rc = wire_frame_lend(vmsg, sv, nsel * wd * sizeof *sv, wire_frame_free, NULL)) < 0) {
+        zmq_msg_close(kmsg);
+    }
+    t->fst.ns += tu_now_ns() - t0;
+    return rc < 0 ? wst_error(w, PSKV_ENOMEM, "out of memory filtering a push") : 1;
+}
+
+int wfilter_quant(pskv_worker *w, tbl *t, req *r, int pi, int resend, const uint64_t *keys,
+                  const float *vals, Pskv__Meta *m, zmq_msg_t *out)
+{
+    if (!t->fs.quant || r->assign || r->raw || !t->dense)
+        return 0;
+    int64_t t0 = tu_now_ns();
+    part *p = &r->parts[pi];
+    size_t wd = t->width;
+    uint64_t n = p->n * wd, bytes = fquant_bytes(t->fs.quant, n);
+    if (!resid_of(w, t))
+        return -PSKV_ENOMEM;
+    float *x = malloc(2 * n * sizeof *x), *q = x ? x + n : NULL;
+    uint8_t *enc = malloc(bytes ? bytes : 1);
+    if (!x || !enc) {
+        free(x);
+        free(enc);
+        return wst_error(w, PSKV_ENOMEM, "out of memory quantising a push");
+    }
+    uint64_t g = p->seg0, base = 0;
+    for (uint64_t k = 0; k < p->n; k++) { /* error feedback: what the last push lost */
+        const float *res = t->resid + row_key(r, p, keys, k, &g, &base) * wd;
+        for (size_t j = 0; j < wd; j++)
+            x[k * wd + j] = vals[k * wd + j] + (resend ? 0.0f : res[j]);
+    }
+    fquant_encode(t->fs.quant, x, n, enc, q);
+    if (!resend) {
+        g = p->seg0, base = 0;
+        for (uint64_t k = 0; k < p->n; k++) {
+            float *res = t->resid + row_key(r, p, keys, k, &g, &base) * wd;
+            for (size_t j = 0; j < wd; j++)
+                res[j] = x[k * wd + j] - q[k * wd + j];
+        }
+        /* the part's values are the library's copy (quantising tables lend none):
+         * they become what was sent, so that a re-send sends it again */
+        memcpy((float *)(uintptr_t)vals, q, n * sizeof *q);
+    }
+    free(x);
+    int rc = wire_frame_lend(out, enc, bytes, wire_frame_free, NULL);
+    t->fst.ns += tu_now_ns() - t0;
+    if (rc < 0)
+        return wst_error(w, PSKV_ENOMEM, "out of memory quantising a push");
+    m->has_quant = 1;
+    m->quant = t->fs.quant;
+    return 1;
+}
+
+int wfilter_keys(pskv_worker *w, tbl *t, uint32_t node, Pskv__Meta *m, const uint64_t *keys,
+                 uint64_t n, zmq_msg_t *out)
+{
+    if (!t->fs.n)
+        return 0;
+    int64_t t0 = tu_now_ns();
+    int rc = 0;
+    if (t->kc) {
+        m->has_key_sig = 1;
+        m->key_sig = keycache_sig(keys, n);
+        if (keycache_has(t->kc, node, m->key_sig, n)) {
+            m->has_keys_cached = m->keys_cached = 1;
+            t->fst.sig_hits++;
+            rc = 2;
+        } else if (keycache_mark(t->kc, node, m->key_sig, n) < 0) {
+            rc = wst_error(w, PSKV_ENOMEM, "table '%s': out of memory in the keycache", t->name);
+        }
+    }
+    if (!rc && (rc = filter_pack(&t->fs, FILTER_ZKEYS, keys, n * sizeof *keys, m, out)) < 0)
+        rc = wst_error(w, PSKV_ENOMEM, "out of memory packing keys");
+    t->fst.ns += tu_now_ns() - t0;
+    return rc;
+}
+
+int wfilter_vals(pskv_worker *w, tbl *t, Pskv__Meta *m, const float *vals, size_t len,
+                 zmq_msg_t *out)
+{
+    if (!t->fs.codec)
+        return 0;
+    int64_t t0 = tu_now_ns();
+    int rc = filter_pack(&t->fs, FILTER_ZVALS, vals, len, m, out);
+    t->fst.ns += tu_now_ns() - t0;
+    return rc < 0 ? wst_error(w, PSKV_ENOMEM, "out of memory packing values") : rc;
+}
+
+int wfilter_repack(pskv_worker *w, tbl *t, Pskv__Meta *m, zmq_msg_t *frame)
+{
+    if (!t->fs.codec)
+        return 1;
+    zmq_msg_t packed;
+    int rc = filter_pack(&t->fs, FILTER_ZVALS, zmq_msg_data(frame), zmq_msg_size(frame), m,
+                         &packed);
+    if (rc < 0) {
+        zmq_msg_close(frame);
+        return wst_error(w, PSKV_ENOMEM, "out of memory packing values");
+    }
+    if (rc) {
+        zmq_msg_close(frame);
+        *frame = packed;
+    }
+    return 1;
+}
+
+void wfilter_miss(tbl *t, uint32_t node, uint64_t sig)
+{
+    if (!t->kc)
+        return;
+    keycache_forget(t->kc, node, sig);
+    t->fst.sig_misses++;
+}
+
+void wfilter_sent(tbl *t, uint64_t raw, const zmq_msg_t *keys, const zmq_msg_t *vals)
+{
+    t->fst.raw_out += raw;
+    t->fst.wire_out += (keys ? zmq_msg_size((zmq_msg_t *)keys) : 0) +
+                       (vals ? zmq_msg_size((zmq_msg_t *)vals) : 0);
+}
+
+void wfilter_received(tbl *t, const wire_msg *msg)
+{
+    if (!msg->nframes)
+        return;
+    t->fst.raw_in += msg->nvals * sizeof(float) + (msg->nframes > 2 ? msg->nkeys * 8 : 0);
+    for (int i = 1; i < msg->nframes; i++)
+        t->fst.wire_in += zmq_msg_size((zmq_msg_t *)&msg->frames[i]);
+}
+
+void wfilter_report(const tbl *t)
+{
+    const filter_stats *f = &t->fst;
+    if (!t->fs.n || (!f->raw_out && !f->raw_in))
+        return;
+    char names[300];
+    filter_format(&t->fs, names, sizeof names);
+    LOG_I("table '%s' filters %s: sent %llu bytes (%llu before filters), received %llu (%llu "
+          "before), %llu key lists as signatures, %llu misses, %.1f ms in filters", t->name,
+          names, (unsigned long long)f->wire_out, (unsigned long long)f->raw_out,
+          (unsigned long long)f->wire_in, (unsigned long long)f->raw_in,
+          (unsigned long long)f->sig_hits, (unsigned long long)f->sig_misses, (double)f->ns / 1e6);
+}

@@ -1,0 +1,74 @@
+/* wfilter: the worker's side of a table's filters (common/filter.h) on the frames
+ * of a push or pull part: the key list replaced by its signature when the part's
+ * server holds it (keycache), key and value frames compressed (lz4, zstd). Pull
+ * replies are unpacked by wire.c. A server that does not hold a signed list
+ * answers PSKV_EKEYMISS: wfilter_miss forgets it and the part goes again, keys
+ * and all.
+ *
+ * OWNS nothing beyond each table's keycache (tbl.kc, freed by wfilter_close).
+ * THREAD: the caller's (the library's one thread). NEVER changes a value. */
+#ifndef PSKV_WFILTER_H
+#define PSKV_WFILTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <zmq.h>
+
+#include "wire.h"
+#include "wstate.h"
+
+/* Sets up t's filters from `list` (pskv_table_opts.filters). Returns 0, or
+ * -PSKV_EINVAL / -PSKV_ENOMEM with w's last error set naming the table. */
+int wfilter_open(pskv_worker *w, tbl *t, const char *list);
+
+/* Releases t's filter state; safe twice. */
+void wfilter_close(tbl *t);
+
+/* The key frame of a part of n keys to server node `node`: 2 when the keys go as
+ * m->key_sig only (no frame), 1 when *out is a packed frame to send, 0 when the
+ * caller sends the keys as they are (m->key_sig may be stamped), <0 on failure
+ * (w's last error set). */
+int wfilter_keys(pskv_worker *w, tbl *t, uint32_t node, Pskv__Meta *m, const uint64_t *keys,
+                 uint64_t n, zmq_msg_t *out);
+
+/* The value frame of a push: 1 when *out is a packed frame, 0 to send vals as they
+ * are, <0 on failure (w's last error set). */
+int wfilter_vals(pskv_worker *w, tbl *t, Pskv__Meta *m, const float *vals, size_t len,
+                 zmq_msg_t *out);
+
+/* The value frame of a quantising table's push part pi of r (int8, sign): each row
+ * x = value + the row's residual is encoded into *out, the residual becomes what the
+ * encoding lost and the part's values (when they are the library's copy) become
+ * what was sent, so that a re-send (`resend`: no residual change) sends the same.
+ * Returns 1 (*out to send), 0 (not quantised: an assign), <0 on failure. */
+int wfilter_quant(pskv_worker *w, tbl *t, req *r, int pi, int resend, const uint64_t *keys,
+                  const float *vals, Pskv__Meta *m, zmq_msg_t *out);
+
+/* The frames of a push part pi of r to a table with `significant:T`: x = value +
+ * the row's residual; the rows with some |x| > T go as a keyed part (*kmsg, *vmsg,
+ * m's num_keys; the largest row when none is over T), the others become the
+ * residual, and the part's values become what was sent, so that a re-send sends
+ * it again. Returns 1 (both frames to send), 0 (not filtered), <0 on failure. */
+int wfilter_significant(pskv_worker *w, tbl *t, req *r, int pi, int resend,
+                        const uint64_t *keys, const float *vals, Pskv__Meta *m, zmq_msg_t *kmsg,
+                        zmq_msg_t *vmsg);
+
+/* Packs a quantised value frame with t's compression, replacing *frame when that
+ * makes it smaller. Returns 1 (*frame to send), or <0 (*frame closed). */
+int wfilter_repack(pskv_worker *w, tbl *t, Pskv__Meta *m, zmq_msg_t *frame);
+
+/* Server node `node` said (PSKV_EKEYMISS) it does not hold the key list of the
+ * part answered: the next send of it carries the keys. */
+void wfilter_miss(tbl *t, uint32_t node, uint64_t sig);
+
+/* Counts a frame set sent for t: raw bytes before the filters, and the frames
+ * (NULL: none) as they go. */
+void wfilter_sent(tbl *t, uint64_t raw, const zmq_msg_t *keys, const zmq_msg_t *vals);
+
+/* Counts a reply received for t: its rows' bytes, and its frames as they came. */
+void wfilter_received(tbl *t, const wire_msg *msg);
+
+/* Logs t's traffic before and after its filters (nothing for a table without). */
+void wfilter_report(const tbl *t);
+
+#endif
