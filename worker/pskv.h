@@ -225,10 +225,10 @@ int pskv_job_ending(const pskv_worker *w);
 int pskv_values_clocks(const pskv_worker *w, int64_t *lo, int64_t *hi, int64_t *vc, int max);
 
 /* For the evaluator: reports one evaluation of the snapshot at `clock` (epoch of
- * the slowest worker) to the scheduler, which may stop the job early on it.
- * Returns 0 or -PSKV_ENET. */
+ * the slowest worker) to the scheduler, which may stop the job early on it;
+ * val_auc NAN for none (sparse-lr's evaluator has one). Returns 0 or -PSKV_ENET. */
 int pskv_report_eval(pskv_worker *w, int64_t clock, double epoch, double val_loss,
-                     double val_accuracy);
+                     double val_accuracy, double val_auc);
 
 /* This worker's rank (0..W-1; -1 for the evaluator), the number of workers and of servers. */
 int pskv_rank(const pskv_worker *w);

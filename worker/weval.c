@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include "pskv.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -60,7 +61,7 @@ int pskv_values_clocks(const pskv_worker *w, int64_t *lo, int64_t *hi, int64_t *
 }
 
 int pskv_report_eval(pskv_worker *w, int64_t clock, double epoch, double val_loss,
-                     double val_accuracy)
+                     double val_accuracy, double val_auc)
 {
     Pskv__Meta m;
     member_meta(&w->mb, &m, PSKV__MSG_TYPE__EVAL_REPORT);
@@ -69,5 +70,9 @@ int pskv_report_eval(pskv_worker *w, int64_t clock, double epoch, double val_los
     m.eval_epoch = epoch;
     m.val_loss = val_loss;
     m.val_accuracy = val_accuracy;
+    if (!isnan(val_auc)) {
+        m.has_val_auc = 1;
+        m.val_auc = val_auc;
+    }
     return member_send(&w->mb, &m);
 }
