@@ -182,6 +182,8 @@ void estop_fill_view(Pskv__View *v, int status)
 {
     v->has_evaluators = 1;
     v->evaluators = (uint32_t)E.evaluators;
+    if (*E.metric)
+        v->early_stop_metric = E.metric;
     if (E.fired) {
         v->has_stop_early = v->stop_early = 1;
         v->stop_reason = E.reason;

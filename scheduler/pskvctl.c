@@ -280,10 +280,13 @@ static void print_table(const Pskv__Meta *m)
         snprintf(hb, sizeof hb, "%" PRId64 " ms ago", n->heartbeat_age_ms);
         if (n->has_clock || n->has_evals)
             snprintf(clock, sizeof clock, "%" PRId64, n->has_clock ? n->clock : n->eval_clock);
-        if (n->has_evals)
-            snprintf(range, sizeof range, "%" PRIu64 " evals: val_loss %.4f val_accuracy %.4f%s%.4f",
-                     n->evals, n->val_loss, n->val_accuracy, n->has_val_auc ? " val_auc " : "",
-                     n->has_val_auc ? n->val_auc : 0.0);
+        if (n->has_evals) {
+            char auc[32] = "";
+            if (n->has_val_auc)
+                snprintf(auc, sizeof auc, " val_auc %.4f", n->val_auc);
+            snprintf(range, sizeof range, "%" PRIu64 " evals: val_loss %.4f val_accuracy %.4f%s",
+                     n->evals, n->val_loss, n->val_accuracy, auc);
+        }
         if (n->has_heads)
             snprintf(range, sizeof range, "%u/%u / %" PRIu64, n->heads, n->holds, n->dropped);
         printf("%-4u %-7s %-5d %-22s %-8u %-9s %-6s %-12s %-8s %s\n", n->id, role_name(n->role),

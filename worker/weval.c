@@ -60,6 +60,12 @@ int pskv_values_clocks(const pskv_worker *w, int64_t *lo, int64_t *hi, int64_t *
     return n > 0 ? n : 0;
 }
 
+const char *pskv_early_stop_metric(const pskv_worker *w)
+{
+    const Pskv__View *v = w->mb.view;
+    return v && v->early_stop_metric ? v->early_stop_metric : "";
+}
+
 int pskv_report_eval(pskv_worker *w, int64_t clock, double epoch, double val_loss,
                      double val_accuracy, double val_auc)
 {

@@ -343,13 +343,20 @@ int app_evaluate(pskv_worker *w, cfg_entry *cfg)
         return rc;
     }
     pskv_workers_active(w); /* what the scheduler said while the data loaded */
+    if (!e.sparse && !strcmp(pskv_early_stop_metric(w), "val_auc")) {
+        fprintf(stderr, "evaluator: --early-stop-metric val_auc (the scheduler's) is sparse-lr's: "
+                "--app %s reports val_loss and val_accuracy only\n", cfg_str(cfg, "app"));
+        free_ev(&e);
+        return 2;
+    }
     if (pskv_job_ending(w) || app_stop_signal) {
         /* its servers may be gone: a table open would wait for them in vain */
         printf("evaluator: the job ended before the evaluator was ready: no evaluation\n");
         free_ev(&e);
         return 0;
     }
-    e.t = e.sparse ? app_sparse_lr_table(w, cfg) : app_train_table(w, cfg, e.val.dim, e.hidden, e.P);
+    e.t = e.sparse ? app_sparse_lr_table(w, cfg)
+                   : app_train_table(w, cfg, e.val.dim, e.hidden, e.P);
     if (e.t < 0) {
         fprintf(stderr, "evaluator: open the parameter table: %s (%s)\n", pskv_strerror(e.t),
                 pskv_last_error(w));
@@ -363,10 +370,13 @@ int app_evaluate(pskv_worker *w, cfg_entry *cfg)
     char why[256] = "";
     if (pskv_stop_requested(w, why, sizeof why))
         printf("evaluator: the scheduler stopped the job early: %s\n", why);
+    char aucs[48] = "";
+    if (e.sparse)
+        snprintf(aucs, sizeof aucs, " val_auc %.6f", e.best_auc);
     if (e.have_best)
         printf("evaluator: %ld evaluations (%ld snapshots taken again); best val_accuracy %.4f "
-               "val_loss %.6f%s%.6f at clock %lld (epoch %.2f)%s%s\n", e.evals, e.retakes,
-               e.best_acc, e.best_val_loss, e.sparse ? " val_auc " : "", e.sparse ? e.best_auc : 0.0, (long long)e.best_clock, e.best_epoch,
+               "val_loss %.6f%s at clock %lld (epoch %.2f)%s%s\n", e.evals, e.retakes,
+               e.best_acc, e.best_val_loss, aucs, (long long)e.best_clock, e.best_epoch,
                *e.save_best ? "; saved to " : "", e.save_best);
     else
         printf("evaluator: no evaluation made\n");

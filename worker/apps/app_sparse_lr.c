@@ -187,10 +187,10 @@ static int load_data(lr_run *r)
     if (r->rank != 0)
         return 0;
     evalset *e = &r->e;
-    const char *test = *cfg_str(cfg, "test") ? cfg_str(cfg, "test") : cfg_str(cfg, "train");
     /* --test, or the training file's held-out examples (else the whole file) */
-    rc = sparse_eval_load(e, test, *cfg_str(cfg, "test") ? 0 : split, split && !*cfg_str(cfg, "test"),
-                          why, sizeof why);
+    int own = !*cfg_str(cfg, "test");
+    rc = sparse_eval_load(e, own ? cfg_str(cfg, "train") : cfg_str(cfg, "test"), own ? split : 0,
+                          own && split, why, sizeof why);
     if (rc == -PSKV_ENOMEM)
         return 1;
     if (rc < 0) {
@@ -491,19 +491,28 @@ int app_sparse_lr(pskv_worker *w, cfg_entry *cfg)
     r.pending = pskv_pull(w, r.t, r.keys[0], r.nk[0], r.wv[0]);
     if (r.pending < 0)
         return fail(w, "pull", (int)r.pending);
-    for (size_t step = r.first; step < r.total; step++) {
+    size_t step = r.first;
+    char why[256];
+    int stopped = 0;
+    for (; step < r.total && !stopped; step++) {
         if (app_stop_signal)
             return app_stopped("sparse-lr");
         if ((rc = train_step(&r, step)) != 0)
             return rc;
+        /* early stopping (pskv-evaluator's val_auc or val_loss): every worker
+         * stops after its current batch and meets the others at the barrier */
+        if (step + 1 < r.total && (stopped = pskv_stop_requested(w, why, sizeof why)))
+            printf("stopped early at epoch %zu: %s\n", step / r.steps_per_epoch + 1, why);
     }
-    /* resumed from a checkpoint after the last step: rank 0's final figures still
-     * wait for every worker, as after the last step */
-    if (r.first >= r.total && r.rank == 0) {
+    if (stopped && (rc = pskv_wait_all(w, TMO)) < 0)
+        return fail(w, "the pushes before stopping", rc);
+    /* resumed from a checkpoint after the last step, or stopped early: rank 0's
+     * final figures still wait for every worker, as after the last step */
+    if ((r.first >= r.total || stopped) && r.rank == 0) {
         int64_t tp = push_stats(&r);
         if (tp < 0 || (rc = pskv_barrier(w, TMO * 10)) < 0)
             return fail(w, "barrier after training", tp < 0 ? (int)tp : rc);
-        if ((rc = evaluate_step(&r, r.total - 1, 1)) != 0)
+        if ((rc = evaluate_step(&r, (stopped ? step : r.total) - 1, 1)) != 0)
             return rc;
     }
     if ((rc = end_training(&r)) != 0)

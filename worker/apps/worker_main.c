@@ -24,7 +24,9 @@
 
 #ifdef PSKV_EVALUATOR
 #define PROG "pskv-evaluator"
-#define USAGE "pskv-evaluator --scheduler HOST:PORT --app softmax|mlp|sparse-lr --validation-split N [flags]"
+#define USAGE                                                                              \
+    "pskv-evaluator --scheduler HOST:PORT --app softmax|mlp|sparse-lr --validation-split N " \
+    "[flags]"
 #else
 #define PROG "pskv-worker"
 #define USAGE                                                                               \
@@ -253,8 +255,8 @@ static cfg_entry config[] = {
      "after the updates", 0, 0, NULL, NULL},
     /* validation (pskv-evaluator; workers leave the validation set out) */
     {"validation-split", CFG_INT, "0", "PSKV_VALIDATION_SPLIT", 0, 1e9, "images",
-     "softmax, mlp, sparse-lr: the last N training images (sparse-lr: examples of --train) are the validation set: workers leave them "
-     "out of their shards, pskv-evaluator evaluates on them (0 = none; give workers and "
+     "softmax, mlp, sparse-lr: the last N training images (sparse-lr: examples of --train) "
+     "are the validation set: workers leave them out of their shards, pskv-evaluator evaluates on them (0 = none; give workers and "
      "evaluator the same N, e.g. 10000)", 0, 0, NULL, NULL},
     {"freeze-after", CFG_INT, "-1", "PSKV_WORKER_FREEZE_AFTER", -1, 1e12, "steps",
      "softmax, mlp: from this step on push zero gradients (learning rate 0: a planted "
