@@ -271,8 +271,8 @@ static cfg_entry config[] = {
      "pskv-evaluator: print the validation and test metrics of this saved model (a "
      "--save-best or --save-model file) and exit, with no job", 0, 0, NULL, NULL},
     {"best-metric", CFG_STR, "val_loss", "PSKV_EVALUATOR_BEST_METRIC", 1, 0, NULL,
-     "pskv-evaluator: the best snapshot has the lowest val_loss or the highest val_accuracy",
-     0, 0, NULL, NULL},
+     "pskv-evaluator: the best snapshot has the lowest val_loss or the highest val_accuracy "
+     "(sparse-lr: or val_auc)", 0, 0, NULL, NULL},
     {"blas-threads", CFG_INT, "1", "PSKV_WORKER_BLAS_THREADS", 1, 256, NULL,
      "OpenBLAS threads for compute", 0, 0, NULL, NULL},
     CFG_COMMON_ENTRIES("PSKV_WORKER_PORT", "0"),
