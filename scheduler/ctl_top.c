@@ -110,8 +110,11 @@ static void node_line(const Pskv__Node *n, double dt, int mark, int tty)
                rss);
     } else if (n->role == PSKV__ROLE__EVALUATOR) {
         printf("evaluator node=%u state=%s evals=%" PRIu64 " clock=%" PRId64 " val_loss=%.4f "
-               "val_accuracy=%.4f rss_mib=%s", n->id, st, n->evals, n->eval_clock, n->val_loss,
-               n->val_accuracy, rss);
+               "val_accuracy=%.4f", n->id, st, n->evals, n->eval_clock, n->val_loss,
+               n->val_accuracy);
+        if (n->has_val_auc)
+            printf(" val_auc=%.4f", n->val_auc);
+        printf(" rss_mib=%s", rss);
     } else {
         printf("node node=%u rank=%d state=%s rss_mib=%s", n->id, n->rank, st, rss);
     }

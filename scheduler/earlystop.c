@@ -1,6 +1,7 @@
 /* Early stopping decided by the scheduler from the evaluator's reports (see
  * earlystop.h). The rule is Keras's EarlyStopping: a report improves on the best
- * when it is better by more than min_delta (lower val_loss, higher val_accuracy);
+ * when it is better by more than min_delta (lower val_loss, higher val_accuracy or
+ * val_auc, sparse-lr's: reports without one do not count);
  * after `patience` reports in a row without improvement the job stops. Reports
  * of a snapshot not newer than the last one counted are ignored, so an evaluator
  * that evaluates one snapshot twice does not use up patience. */
@@ -34,7 +35,7 @@ static struct {
         uint32_t node;
         uint64_t evals;
         int64_t clock;
-        double loss, acc;
+        double loss, acc, auc; /* auc: NAN when not reported (softmax, mlp) */
     } rep[MAX_REPORTS];
     int nrep;
 } E = {.last_clock = -1};
@@ -47,11 +48,10 @@ int estop_init(int evaluators, const char *metric, long long patience, double mi
                 patience);
         return 2;
     }
-    if (*metric && strcmp(metric, "val_loss") && strcmp(metric, "val_accuracy")) {
-        fprintf(stderr, "pskv-scheduler: --early-stop-metric must be val_loss or val_accuracy%s "
-                "(got '%s')\n", strcmp(metric, "val_auc") ? "" :
-                ": val_auc would be sparse-lr's, which pskv-evaluator does not evaluate yet",
-                metric);
+    if (*metric && strcmp(metric, "val_loss") && strcmp(metric, "val_accuracy") &&
+        strcmp(metric, "val_auc")) {
+        fprintf(stderr, "pskv-scheduler: --early-stop-metric must be val_loss, val_accuracy or "
+                "val_auc (sparse-lr's) (got '%s')\n", metric);
         return 2;
     }
     if (*metric && !evaluators) {
@@ -147,15 +147,26 @@ void estop_on_report(memb_node *n, wire_msg *msg)
     E.rep[i].clock = r->clock;
     E.rep[i].loss = r->val_loss;
     E.rep[i].acc = r->val_accuracy;
-    LOG_I("evaluation %llu from node %u: clock %lld epoch %.2f val_loss %.6f val_accuracy %.4f",
+    int auc = r->has_val_auc && isfinite(r->val_auc);
+    E.rep[i].auc = auc ? r->val_auc : NAN;
+    char aucs[40] = "";
+    if (auc)
+        snprintf(aucs, sizeof aucs, " val_auc %.6f", r->val_auc);
+    LOG_I("evaluation %llu from node %u: clock %lld epoch %.2f val_loss %.6f val_accuracy %.4f%s",
           (unsigned long long)E.rep[i].evals, n->id, (long long)r->clock,
-          r->has_eval_epoch ? r->eval_epoch : 0.0, r->val_loss, r->val_accuracy);
+          r->has_eval_epoch ? r->eval_epoch : 0.0, r->val_loss, r->val_accuracy, aucs);
     if (E.suspended) {
         LOG_I("early stopping resumes: evaluator node %u reports", n->id);
         E.suspended = 0;
     }
+    int by_auc = !strcmp(E.metric, "val_auc");
+    if (by_auc && !auc) {
+        LOG_W("--early-stop-metric val_auc: evaluator node %u reports no AUC (not --app "
+              "sparse-lr): early stopping ignores its evaluation", n->id);
+        return;
+    }
     if (*E.metric && memb.state == JOB_RUNNING)
-        judge(E.lower_better ? r->val_loss : r->val_accuracy, r->clock);
+        judge(E.lower_better ? r->val_loss : by_auc ? r->val_auc : r->val_accuracy, r->clock);
 }
 
 void estop_on_death(const memb_node *n)
@@ -171,6 +182,8 @@ void estop_fill_view(Pskv__View *v, int status)
 {
     v->has_evaluators = 1;
     v->evaluators = (uint32_t)E.evaluators;
+    if (*E.metric)
+        v->early_stop_metric = E.metric;
     if (E.fired) {
         v->has_stop_early = v->stop_early = 1;
         v->stop_reason = E.reason;
@@ -202,5 +215,9 @@ void estop_fill_node(Pskv__Node *p, const memb_node *n, int status)
         p->eval_clock = E.rep[i].clock;
         p->val_loss = E.rep[i].loss;
         p->val_accuracy = E.rep[i].acc;
+        if (!isnan(E.rep[i].auc)) {
+            p->has_val_auc = 1;
+            p->val_auc = E.rep[i].auc;
+        }
     }
 }

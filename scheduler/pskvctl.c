@@ -212,6 +212,8 @@ static void print_json(const Pskv__Meta *m)
             printf(",\"evals\":%" PRIu64 ",\"eval_clock\":%" PRId64 ",\"val_loss\":%.17g,"
                    "\"val_accuracy\":%.17g", n->evals, n->eval_clock, n->val_loss,
                    n->val_accuracy);
+        if (n->has_val_auc)
+            printf(",\"val_auc\":%.17g", n->val_auc);
         printf(",\"insecure\":%s,\"refused\":", n->insecure ? "true" : "false");
         json_refusals(n->refusals, n->n_refusals);
         putchar('}');
@@ -273,14 +275,18 @@ static void print_table(const Pskv__Meta *m)
            "PID", "STATE", "ALIVE", "HEARTBEAT", "CLOCK", "HEADS/HOLDS / LATE DROPS");
     for (size_t i = 0; i < v->n_nodes; i++) {
         const Pskv__Node *n = v->nodes[i];
-        char addr[160], hb[32], range[80] = "-", clock[24] = "-";
+        char addr[160], hb[32], range[112] = "-", clock[24] = "-";
         snprintf(addr, sizeof addr, "%s:%u", n->host ? n->host : "?", n->port);
         snprintf(hb, sizeof hb, "%" PRId64 " ms ago", n->heartbeat_age_ms);
         if (n->has_clock || n->has_evals)
             snprintf(clock, sizeof clock, "%" PRId64, n->has_clock ? n->clock : n->eval_clock);
-        if (n->has_evals)
-            snprintf(range, sizeof range, "%" PRIu64 " evals: val_loss %.4f val_accuracy %.4f",
-                     n->evals, n->val_loss, n->val_accuracy);
+        if (n->has_evals) {
+            char auc[32] = "";
+            if (n->has_val_auc)
+                snprintf(auc, sizeof auc, " val_auc %.4f", n->val_auc);
+            snprintf(range, sizeof range, "%" PRIu64 " evals: val_loss %.4f val_accuracy %.4f%s",
+                     n->evals, n->val_loss, n->val_accuracy, auc);
+        }
         if (n->has_heads)
             snprintf(range, sizeof range, "%u/%u / %" PRIu64, n->heads, n->holds, n->dropped);
         printf("%-4u %-7s %-5d %-22s %-8u %-9s %-6s %-12s %-8s %s\n", n->id, role_name(n->role),

@@ -97,8 +97,9 @@ static cfg_entry config[] = {
      "evaluators the job runs (0 or 1): with 1, one pskv-evaluator may register (at any "
      "time) and report validation metrics", 0, 0, NULL, NULL},
     {"early-stop-metric", CFG_STR, "", "PSKV_SCHEDULER_EARLY_STOP_METRIC", 0, 0, NULL,
-     "stop the job early when this evaluator metric stops improving: val_loss or "
-     "val_accuracy (empty = never; needs --evaluators 1)", 0, 0, NULL, NULL},
+     "stop the job early when this evaluator metric stops improving: val_loss, "
+     "val_accuracy or val_auc (sparse-lr) (empty = never; needs --evaluators 1)", 0, 0, NULL,
+     NULL},
     {"patience", CFG_INT, "3", "PSKV_SCHEDULER_PATIENCE", -1e9, 1e9, "evaluations",
      "early stopping: stop after this many evaluations in a row without improvement (>= 1)",
      0, 0, NULL, NULL},

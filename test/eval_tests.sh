@@ -97,10 +97,11 @@ t_eval_bad_flags() {
   }
   refused --patience "$BIN/pskv-scheduler" --port 0 --evaluators 1 --early-stop-metric val_loss --patience 0
   refused --early-stop-metric "$BIN/pskv-scheduler" --port 0 --evaluators 1 --early-stop-metric loss
-  refused --early-stop-metric "$BIN/pskv-scheduler" --port 0 --evaluators 1 --early-stop-metric val_auc
   refused --evaluators "$BIN/pskv-scheduler" --port 0 --early-stop-metric val_accuracy
   refused --evaluators "$BIN/pskv-scheduler" --port 0 --evaluators 2
-  refused --app "$BIN/pskv-evaluator" --app sparse-lr --train /dev/null --validation-split 10
+  refused --app "$BIN/pskv-evaluator" --app bench --validation-split 10
+  refused --save-best "$BIN/pskv-evaluator" --app sparse-lr --train x.svm --validation-split 10 --save-best b.model
+  refused --best-metric "$BIN/pskv-evaluator" --app mlp --validation-split 10 --best-metric val_auc
   refused --validation-split "$BIN/pskv-evaluator" --app softmax
   refused --save-best "$BIN/pskv-evaluator" --app mlp --validation-split 10 --save-best /nonexistent/dir/best.model
   mkdir ro && chmod 555 ro
@@ -122,6 +123,77 @@ t_eval_bad_flags() {
   kill "$(cat scheduler.pid)" 2>/dev/null
   [ $rc -eq 1 ] || fail "an evaluator refused by the scheduler: exit $rc: $(cat ev.out)"
   grep -q 'runs no evaluator' ev.out scheduler.log || fail "refusal not explained: $(cat ev.out)"
+}
+
+# sparse-lr with an evaluator: 4000 generated examples, the last 600 held out
+# (--validation-split) from the workers' shards. The evaluator reports val_auc
+# (and val_loss, the mean log loss) in its JSON lines and to the scheduler, which
+# stops the job on val_auc (--min-delta 1: no evaluation can improve enough, so it
+# stops after 1 + --patience evaluations), and
+# pskvctl status shows it; rank 0's final AUC, on the same held-out examples
+# after the stop, is within 0.02 of the evaluator's last one. --early-stop-metric
+# val_auc is refused for softmax (exit 2, naming the flag): by launch-local before
+# anything starts, and by pskv-evaluator from the scheduler's view.
+t_eval_sparse_auc() {
+  local port r
+  "$BIN/pskv-gen-sparse" --examples 4000 --features 2000 --out "$TDIR/gen" --seed 5 --test-fraction 0 > gen.out ||
+    fail "gen-sparse failed: $(cat gen.out)"
+  # batch 2: an epoch takes long enough for pskvctl status to see a report
+  local app=(--app sparse-lr --train "$TDIR/gen.train" --validation-split 600 --epochs 100 --batch 2
+             --lr 0.02 --eval-every 1)
+  port=$(free_port)
+  start scheduler "$BIN/pskv-scheduler" --port "$port" --servers 1 --workers 2 --evaluators 1 \
+    --early-stop-metric val_auc --patience 4 --min-delta 1
+  start server-0 "$BIN/pskv-server" --scheduler "127.0.0.1:$port"
+  for r in 0 1; do
+    start "worker-$r" "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --rank $r "${app[@]}"
+  done
+  start evaluator "$BIN/pskv-evaluator" --scheduler "127.0.0.1:$port" "${app[@]}" --metrics "$TDIR/val.jsonl"
+  wait_line evaluator.log '^evaluation 1:' 1 60 || fail "the evaluator did not evaluate: $(tail -n 3 evaluator.log)"
+  local shown=0
+  while [ $shown -eq 0 ] && kill -0 "$(cat evaluator.pid)" 2>/dev/null; do
+    "$BIN/pskvctl" status --scheduler "127.0.0.1:$port" --timeout 2 > status.out 2>&1
+    grep -q 'evaluator .* evals: val_loss [0-9.]* val_accuracy [0-9.]* val_auc 0\.[0-9]*' status.out && shown=1
+  done
+  [ $shown -eq 1 ] || fail "pskvctl status showed no val_auc while the job ran: $(cat status.out)"
+  for r in 0 1; do
+    wait_exit "$(cat "worker-$r.pid")" 60 || fail "worker $r exited $?: $(tail -n 2 "worker-$r.log")"
+    grep -q '^stopped early at epoch [0-9]*: val_auc did not improve by 1 for 4 evaluations$' "worker-$r.log" ||
+      fail "worker $r did not stop early: $(tail -n 2 "worker-$r.log")"
+  done
+  wait_exit "$(cat evaluator.pid)" 20 || fail "the evaluator exited $?: $(tail -n 2 evaluator.log)"
+  wait_exit "$(cat scheduler.pid)" 20 || fail "the scheduler exited $?"
+  grep -q 'evaluator: 600 validation examples, 3400 training examples' evaluator.log ||
+    fail "validation split: $(grep 'validation' evaluator.log)"
+  grep -q 'evaluation [0-9]* from node [0-9]*: clock .* val_auc 0\.[0-9]*$' scheduler.log ||
+    fail "the scheduler logged no val_auc"
+  local n last final
+  n=$(grep -c '"val_loss":[0-9.e-]*,"val_accuracy":[0-9.e-]*,"val_auc":0\.[0-9]*,' "$TDIR/val.jsonl")
+  [ "$n" -ge 5 ] || fail "$n JSON lines with val_auc: $(head -n 2 "$TDIR/val.jsonl")"
+  last=$(tail -n 1 "$TDIR/val.jsonl" | sed 's/.*"val_auc":\([^,]*\),.*/\1/')
+  final=$(sed -n 's/^final auc \([0-9.]*\) .*/\1/p' worker-0.log)
+  [ -n "$final" ] || fail "rank 0 printed no final auc: $(tail -n 2 worker-0.log)"
+  awk -v a="$last" -v b="$final" 'BEGIN { d = a - b; exit !(d < 0.02 && d > -0.02) }' ||
+    fail "the evaluator's last val_auc $last, rank 0's final auc on the same examples $final"
+  echo "$n evaluations; the evaluator's last val_auc $last, rank 0's final $final"
+  "$LAUNCH" --servers 1 --workers 1 --evaluators 1 --timeout 30 --log-dir "$TDIR/sm" \
+    --scheduler-opt --early-stop-metric=val_auc -- --app softmax --validation-split 100 > sm.out 2>&1; r=$?
+  [ $r -eq 2 ] && grep -q -- '--early-stop-metric val_auc' sm.out || fail "val_auc for softmax: launch exit $r: $(cat sm.out)"
+  [ ! -e "$TDIR/sm/scheduler.log" ] || fail "launch-local started the job before refusing"
+  # pskv-evaluator refuses it too, from the scheduler's view (which comes once the
+  # job's servers and workers are there)
+  local m=(--app softmax --validation-split 100 --train-limit 500 --test-limit 100)
+  port=$(free_port)
+  start scheduler "$BIN/pskv-scheduler" --port "$port" --servers 1 --workers 1 --evaluators 1 \
+    --early-stop-metric val_auc --patience 1000
+  start server-0 "$BIN/pskv-server" --scheduler "127.0.0.1:$port"
+  start worker-0 "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" "${m[@]}" --epochs 1000
+  "$BIN/pskv-evaluator" --scheduler "127.0.0.1:$port" "${m[@]}" > ev.out 2>&1; r=$?
+  for p in worker-0 server-0 scheduler; do kill "$(cat $p.pid)" 2>/dev/null; done
+  [ $r -eq 2 ] && grep -q -- '--early-stop-metric val_auc' ev.out ||
+    fail "pskv-evaluator --app softmax under val_auc: exit $r: $(tail -n 2 ev.out)"
+  for p in worker-0 server-0 scheduler; do wait_exit "$(cat $p.pid)" 20; done
+  return 0
 }
 
 # An evaluator may join a running job, and a new one may take a dead one's place:

@@ -1377,7 +1377,7 @@ tests=(check_2x3 filters_check filters_keycache_miss filters_residual check_fail
        consistency_check bsp_same_bits ssp_bound_straggler bsp_backup_stopped worker_leaves accumulate
        keys_rogues keys_clients keys_wire keys_files protected_mode
        updater_plugin updaters_replay train_adam_ftrl late_registration metrics_prometheus ctl_top admit_evict
-       eval_early_stop eval_bad_flags eval_late_join
+       eval_early_stop eval_bad_flags eval_late_join eval_sparse_auc
        allreduce_exact allreduce_mismatch allreduce_peer_dies allreduce_train
        hosts_check hosts_delay hosts_partition slurm)
 for t in "${tests[@]}"; do

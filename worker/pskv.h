@@ -248,11 +248,15 @@ int pskv_job_ending(const pskv_worker *w);
  * async). Returns the number of ranks written. */
 int pskv_values_clocks(const pskv_worker *w, int64_t *lo, int64_t *hi, int64_t *vc, int max);
 
+/* The scheduler's --early-stop-metric as the latest view says ("" when off);
+ * the string belongs to the view (valid until the next libpskv call). */
+const char *pskv_early_stop_metric(const pskv_worker *w);
+
 /* For the evaluator: reports one evaluation of the snapshot at `clock` (epoch of
- * the slowest worker) to the scheduler, which may stop the job early on it.
- * Returns 0 or -PSKV_ENET. */
+ * the slowest worker) to the scheduler, which may stop the job early on it;
+ * val_auc NAN for none (sparse-lr's evaluator has one). Returns 0 or -PSKV_ENET. */
 int pskv_report_eval(pskv_worker *w, int64_t clock, double epoch, double val_loss,
-                     double val_accuracy);
+                     double val_accuracy, double val_auc);
 
 
 typedef enum { PSKV_OP_SUM = 1, PSKV_OP_MEAN = 2 } pskv_op;

@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include "pskv.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -59,8 +60,14 @@ int pskv_values_clocks(const pskv_worker *w, int64_t *lo, int64_t *hi, int64_t *
     return n > 0 ? n : 0;
 }
 
+const char *pskv_early_stop_metric(const pskv_worker *w)
+{
+    const Pskv__View *v = w->mb.view;
+    return v && v->early_stop_metric ? v->early_stop_metric : "";
+}
+
 int pskv_report_eval(pskv_worker *w, int64_t clock, double epoch, double val_loss,
-                     double val_accuracy)
+                     double val_accuracy, double val_auc)
 {
     Pskv__Meta m;
     member_meta(&w->mb, &m, PSKV__MSG_TYPE__EVAL_REPORT);
@@ -69,5 +76,9 @@ int pskv_report_eval(pskv_worker *w, int64_t clock, double epoch, double val_los
     m.eval_epoch = epoch;
     m.val_loss = val_loss;
     m.val_accuracy = val_accuracy;
+    if (!isnan(val_auc)) {
+        m.has_val_auc = 1;
+        m.val_auc = val_auc;
+    }
     return member_send(&w->mb, &m);
 }

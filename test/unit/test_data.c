@@ -301,6 +301,35 @@ START_TEST(libsvm_good)
 }
 END_TEST
 
+/* A held-out tail (a validation set): the last 1 of four.svm's 4 examples is
+ * held out; the others are sharded as before; a holdout of all is refused. */
+START_TEST(libsvm_holdout)
+{
+    libsvm_set a, b, v;
+    char why[512];
+    uint64_t n;
+    ck_assert_int_eq(libsvm_count(SVM_DIR "/four.svm", &n, why, sizeof why), 0);
+    ck_assert_uint_eq(n, 4);
+    ck_assert_int_eq(libsvm_load_split(SVM_DIR "/four.svm", 0, 2, 0, 1, 0, &a, why, sizeof why), 0);
+    ck_assert_int_eq(libsvm_load_split(SVM_DIR "/four.svm", 1, 2, 0, 1, 0, &b, why, sizeof why), 0);
+    ck_assert_int_eq(libsvm_load_split(SVM_DIR "/four.svm", 0, 2, 0, 1, 1, &v, why, sizeof why), 0);
+    ck_assert_uint_eq(a.n, 2); /* examples 0 and 2 */
+    ck_assert_uint_eq(b.n, 1); /* example 1; 3 is held out */
+    ck_assert_uint_eq(v.n, 1);
+    ck_assert_uint_eq(v.nnz, 2);
+    ck_assert_uint_eq(v.idx[0], 4);
+    ck_assert_uint_eq(v.idx[1], 5);
+    ck_assert_float_eq(v.y[0], 1);
+    libsvm_free(&a);
+    libsvm_free(&b);
+    libsvm_free(&v);
+    ck_assert_int_eq(libsvm_load_split(SVM_DIR "/four.svm", 0, 1, 0, 4, 1, &v, why, sizeof why),
+                     -PSKV_EINVAL);
+    ck_assert_ptr_nonnull(strstr(why, "cannot hold out the last 4"));
+    ck_assert_ptr_null(v.off);
+}
+END_TEST
+
 START_TEST(libsvm_shards_partition)
 {
     for (uint32_t k = 1; k <= 7; k++)
@@ -524,6 +553,7 @@ Suite *data_suite(void)
     TCase *tl = tcase_create("libsvm");
     tcase_add_test(tl, libsvm_good);
     tcase_add_test(tl, libsvm_shards_partition);
+    tcase_add_test(tl, libsvm_holdout);
     tcase_add_loop_test(tl, libsvm_malformed, 0, NSVM_BAD);
     tcase_add_test(tl, libsvm_other_shard_not_parsed);
     tcase_add_test(tl, libsvm_missing_and_bad_args);

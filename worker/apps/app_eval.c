@@ -23,6 +23,7 @@
 #include "idx.h"
 #include "model.h"
 #include "modelfile.h"
+#include "sparse_eval.h"
 #include "timeutil.h"
 
 #define EVAL_BATCH 500
@@ -34,6 +35,10 @@ typedef struct ev {
     pskv_worker *w;
     cfg_entry *cfg;
     int mlp, hidden, bsp;
+    int sparse;       /* --app sparse-lr: sv, not val and m */
+    evalset sv;
+    double best_auc;
+    int best_auc_metric; /* --best-metric val_auc */
     idx_set val;
     model *m;
     size_t P;
@@ -65,6 +70,40 @@ uint64_t app_digest(const float *v, size_t n)
     return h;
 }
 
+static int open_metrics(ev *e)
+{
+    const char *path = cfg_str(e->cfg, "metrics");
+    if (e->w && *path && !(e->metrics = fopen(path, "w"))) { /* not for --evaluate */
+        fprintf(stderr, "evaluator: --metrics: cannot write %s\n", path);
+        return 1;
+    }
+    return 0;
+}
+
+/* sparse-lr: the held-out examples of --train, their keys (the snapshot's). */
+static int setup_sparse(ev *e, uint32_t split)
+{
+    char why[512];
+    uint64_t n;
+    const char *path = cfg_str(e->cfg, "train");
+    int rc = libsvm_count(path, &n, why, sizeof why);
+    if (rc == 0)
+        rc = sparse_eval_load(&e->sv, path, split, 1, why, sizeof why);
+    if (rc < 0) {
+        fprintf(stderr, "evaluator: --validation-split %u: %s\n", split, why);
+        return rc == -PSKV_EINVAL ? 2 : 1;
+    }
+    e->ntrain = (uint32_t)(n - split);
+    e->per_step = cfg_int(e->cfg, "batch");
+    e->P = e->sv.nkeys;
+    e->params = e->sv.w;
+    e->eval_every = cfg_double(e->cfg, "eval-every");
+    e->save_best = "";
+    e->best_loss = !strcmp(cfg_str(e->cfg, "best-metric"), "val_loss");
+    e->best_auc_metric = !strcmp(cfg_str(e->cfg, "best-metric"), "val_auc");
+    return open_metrics(e);
+}
+
 /* The validation set, the model and (in a job) the metrics file. Returns 0, or the
  * exit status after saying why. */
 static int setup(ev *e)
@@ -74,6 +113,9 @@ static int setup(ev *e)
     e->mlp = !strcmp(cfg_str(cfg, "app"), "mlp");
     e->hidden = e->mlp ? (int)cfg_int(cfg, "hidden") : 0;
     uint32_t split = (uint32_t)cfg_int(cfg, "validation-split");
+    e->sparse = !strcmp(cfg_str(cfg, "app"), "sparse-lr");
+    if (e->sparse)
+        return setup_sparse(e, split);
     int rc = idx_load_split(cfg_str(cfg, "data"), "train", 0, 1, 0, split, 1, &e->val, why,
                             sizeof why);
     if (rc < 0) {
@@ -100,12 +142,7 @@ static int setup(ev *e)
     e->save_best = cfg_str(cfg, "save-best");
     e->best_loss = !strcmp(cfg_str(cfg, "best-metric"), "val_loss");
     e->bsp = !strcmp(cfg_str(cfg, "consistency"), "bsp");
-    const char *path = cfg_str(cfg, "metrics");
-    if (e->w && *path && !(e->metrics = fopen(path, "w"))) { /* not for --evaluate */
-        fprintf(stderr, "evaluator: --metrics: cannot write %s\n", path);
-        return 1;
-    }
-    return 0;
+    return open_metrics(e);
 }
 
 /* Waits for pull ts, giving up when the job ends meanwhile (its servers may be
@@ -126,25 +163,37 @@ static int wait_pull(ev *e, int64_t ts)
  * written to --metrics, kept when the best. Returns 0, or 1 after saying why. */
 static int evaluate(ev *e, int64_t clock, double epoch)
 {
-    double loss = 0;
-    long correct = 0;
-    model_eval(e->m, e->params, e->val.x, e->val.y, (int)e->val.n, &loss, &correct);
-    double vl = loss / (double)e->val.n, va = (double)correct / (double)e->val.n;
+    double vl, va, auc = NAN;
+    if (e->sparse) {
+        sparse_eval_score(&e->sv, &vl, &auc, &va);
+    } else {
+        double loss = 0;
+        long correct = 0;
+        model_eval(e->m, e->params, e->val.x, e->val.y, (int)e->val.n, &loss, &correct);
+        vl = loss / (double)e->val.n;
+        va = (double)correct / (double)e->val.n;
+    }
     double wall = (double)(tu_now_ns() - e->t0) / 1e9;
     e->evals++;
-    int best = !e->have_best ||
-               (e->best_loss ? vl < e->best_val_loss : va > e->best_acc);
-    printf("evaluation %ld: clock %lld epoch %.2f val_loss %.6f val_accuracy %.4f%s\n", e->evals,
-           (long long)clock, epoch, vl, va, best ? " (best)" : "");
+    int best = !e->have_best || (e->best_loss ? vl < e->best_val_loss
+                                 : e->best_auc_metric ? auc > e->best_auc : va > e->best_acc);
+    char aucs[48] = "";
+    if (e->sparse)
+        snprintf(aucs, sizeof aucs, " val_auc %.6f", auc);
+    printf("evaluation %ld: clock %lld epoch %.2f val_loss %.6f val_accuracy %.4f%s%s\n",
+           e->evals, (long long)clock, epoch, vl, va, aucs, best ? " (best)" : "");
     if (cfg_int(e->cfg, "print-digests"))
         printf("evaluator snapshot clock %lld digest %016llx\n", (long long)clock,
                (unsigned long long)app_digest(e->params, e->P));
-    if (pskv_report_eval(e->w, clock, epoch, vl, va) < 0)
+    if (pskv_report_eval(e->w, clock, epoch, vl, va, auc) < 0)
         fprintf(stderr, "evaluator: cannot report to the scheduler (goes on)\n");
     if (e->metrics) {
         fprintf(e->metrics, "{\"evaluation\":%ld,\"clock\":%lld,\"epoch\":%.4f,\"wall_s\":%.3f,"
-                "\"val_loss\":%.17g,\"val_accuracy\":%.17g,\"worker_clocks\":[", e->evals,
+                "\"val_loss\":%.17g,\"val_accuracy\":%.17g,", e->evals,
                 (long long)clock, epoch, wall, vl, va);
+        if (e->sparse)
+            fprintf(e->metrics, "\"val_auc\":%.17g,", auc);
+        fprintf(e->metrics, "\"worker_clocks\":[");
         for (int i = 0; i < e->nvc; i++)
             fprintf(e->metrics, "%s%lld", i ? "," : "", (long long)e->vc[i]);
         fprintf(e->metrics, "]}\n");
@@ -155,6 +204,7 @@ static int evaluate(ev *e, int64_t clock, double epoch)
     e->have_best = 1;
     e->best_val_loss = vl;
     e->best_acc = va;
+    e->best_auc = auc;
     e->best_clock = clock;
     e->best_epoch = epoch;
     if (!*e->save_best)
@@ -198,7 +248,7 @@ static double epoch_of(ev *e, int64_t clock)
  * it may be, 0 when not, 2 when the job ended, or a negated error. */
 static int probe_due(ev *e, double next_epoch)
 {
-    uint64_t k0 = 0;
+    uint64_t k0 = e->sparse ? SPARSE_BIAS_KEY : 0;
     float v;
     int64_t ts = pskv_pull(e->w, e->t, &k0, 1, &v);
     int rc = ts < 0 ? (int)ts : wait_pull(e, ts);
@@ -231,7 +281,7 @@ static int eval_loop(ev *e)
                 continue;
             }
         }
-        int64_t ts = pskv_pull(e->w, e->t, NULL, e->P, e->params);
+        int64_t ts = pskv_pull(e->w, e->t, e->sparse ? e->sv.keys : NULL, e->P, e->params);
         int rc = ts < 0 ? (int)ts : wait_pull(e, ts);
         if (rc == 1)
             break;
@@ -273,8 +323,10 @@ static void free_ev(ev *e)
     e->metrics = NULL;
     model_destroy(&e->m);
     idx_free(&e->val);
-    free(e->params);
+    if (!e->sparse)
+        free(e->params);
     e->params = NULL;
+    sparse_eval_free(&e->sv);
 }
 
 int app_evaluate(pskv_worker *w, cfg_entry *cfg)
@@ -291,29 +343,40 @@ int app_evaluate(pskv_worker *w, cfg_entry *cfg)
         return rc;
     }
     pskv_workers_active(w); /* what the scheduler said while the data loaded */
+    if (!e.sparse && !strcmp(pskv_early_stop_metric(w), "val_auc")) {
+        fprintf(stderr, "evaluator: --early-stop-metric val_auc (the scheduler's) is sparse-lr's: "
+                "--app %s reports val_loss and val_accuracy only\n", cfg_str(cfg, "app"));
+        free_ev(&e);
+        return 2;
+    }
     if (pskv_job_ending(w) || app_stop_signal) {
         /* its servers may be gone: a table open would wait for them in vain */
         printf("evaluator: the job ended before the evaluator was ready: no evaluation\n");
         free_ev(&e);
         return 0;
     }
-    e.t = app_train_table(w, cfg, e.val.dim, e.hidden, e.P);
+    e.t = e.sparse ? app_sparse_lr_table(w, cfg)
+                   : app_train_table(w, cfg, e.val.dim, e.hidden, e.P);
     if (e.t < 0) {
         fprintf(stderr, "evaluator: open the parameter table: %s (%s)\n", pskv_strerror(e.t),
                 pskv_last_error(w));
         free_ev(&e);
         return 1;
     }
-    printf("evaluator: %u validation images, %u training images in the workers' shards\n",
-           e.val.n, e.ntrain);
+    printf("evaluator: %zu validation %s, %u training %s in the workers' shards\n",
+           e.sparse ? e.sv.d.n : (size_t)e.val.n, e.sparse ? "examples" : "images", e.ntrain,
+           e.sparse ? "examples" : "images");
     rc = eval_loop(&e);
     char why[256] = "";
     if (pskv_stop_requested(w, why, sizeof why))
         printf("evaluator: the scheduler stopped the job early: %s\n", why);
+    char aucs[48] = "";
+    if (e.sparse)
+        snprintf(aucs, sizeof aucs, " val_auc %.6f", e.best_auc);
     if (e.have_best)
         printf("evaluator: %ld evaluations (%ld snapshots taken again); best val_accuracy %.4f "
-               "val_loss %.6f at clock %lld (epoch %.2f)%s%s\n", e.evals, e.retakes, e.best_acc,
-               e.best_val_loss, (long long)e.best_clock, e.best_epoch,
+               "val_loss %.6f%s at clock %lld (epoch %.2f)%s%s\n", e.evals, e.retakes,
+               e.best_acc, e.best_val_loss, aucs, (long long)e.best_clock, e.best_epoch,
                *e.save_best ? "; saved to " : "", e.save_best);
     else
         printf("evaluator: no evaluation made\n");

@@ -21,11 +21,12 @@
 #include "modelfile.h"
 #include "report.h"
 #include "ring.h"
+#include "sparse_eval.h"
 #include "timeutil.h"
 #include "trainpos.h"
 
 #define TMO 120000
-#define BIAS_KEY UINT64_MAX
+#define BIAS_KEY SPARSE_BIAS_KEY
 
 static int fail(pskv_worker *w, const char *what, int rc)
 {
@@ -112,84 +113,6 @@ static int save_model(pskv_worker *w, int t, const char *path)
     return 0;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* The distinct keys of examples [lo, hi) plus the bias, sorted, into keys. */
-static size_t batch_keys(const libsvm_set *d, size_t lo, size_t hi, uint64_t *keys)
-{
-    size_t n = 0;
-    for (size_t j = d->off[lo]; j < d->off[hi]; j++)
-        keys[n++] = d->idx[j];
-    keys[n++] = BIAS_KEY;
-    qsort(keys, n, sizeof *keys, cmp_u64);
-    size_t u = 0;
-    for (size_t i = 0; i < n; i++)
-        if (u == 0 || keys[i] != keys[u - 1])
-            keys[u++] = keys[i];
-    return u;
-}
-
-static size_t find_key(const uint64_t *keys, size_t n, uint64_t k)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (keys[mid] < k)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-static double sigmoid(double z) { return z >= 0 ? 1 / (1 + exp(-z)) : exp(z) / (1 + exp(z)); }
-
-typedef struct scored {
-    float s;
-    float y;
-} scored;
-
-static int cmp_score(const void *a, const void *b)
-{
-    float x = ((const scored *)a)->s, y = ((const scored *)b)->s;
-    return x < y ? -1 : x > y;
-}
-
-/* AUC by the rank-sum (ties get their average rank). */
-static double auc_of(scored *v, size_t n)
-{
-    qsort(v, n, sizeof *v, cmp_score);
-    double pos = 0, rank_sum = 0;
-    for (size_t i = 0; i < n;) {
-        size_t j = i;
-        while (j < n && v[j].s == v[i].s)
-            j++;
-        double avg = (double)(i + j + 1) / 2.0; /* ranks i+1..j */
-        for (size_t k = i; k < j; k++)
-            if (v[k].y > 0.5) {
-                rank_sum += avg;
-                pos++;
-            }
-        i = j;
-    }
-    double neg = (double)n - pos;
-    if (pos == 0 || neg == 0)
-        return NAN;
-    return (rank_sum - pos * (pos + 1) / 2) / (pos * neg);
-}
-
-typedef struct evalset {
-    libsvm_set d;
-    uint64_t *keys; /* distinct keys of the whole set + bias */
-    size_t nkeys;
-    float *w;
-    scored *sc;
-} evalset;
-
 static int evaluate(pskv_worker *w, int t, evalset *e, double *logloss, double *auc, double *acc)
 {
     const size_t chunk = 1u << 20;
@@ -202,22 +125,7 @@ static int evaluate(pskv_worker *w, int t, evalset *e, double *logloss, double *
     int rc = pskv_wait_all(w, TMO);
     if (rc < 0)
         return rc;
-    double ll = 0, bias = e->w[find_key(e->keys, e->nkeys, BIAS_KEY)];
-    long correct = 0;
-    for (size_t i = 0; i < e->d.n; i++) {
-        double z = bias;
-        for (size_t j = e->d.off[i]; j < e->d.off[i + 1]; j++)
-            z += e->w[find_key(e->keys, e->nkeys, e->d.idx[j])] * e->d.val[j];
-        double p = sigmoid(z), y = e->d.y[i];
-        p = p < 1e-7 ? 1e-7 : p > 1 - 1e-7 ? 1 - 1e-7 : p;
-        ll -= y * log(p) + (1 - y) * log(1 - p);
-        correct += (p >= 0.5) == (y > 0.5);
-        e->sc[i].s = (float)z;
-        e->sc[i].y = (float)y;
-    }
-    *logloss = ll / (double)e->d.n;
-    *acc = (double)correct / (double)e->d.n;
-    *auc = auc_of(e->sc, e->d.n);
+    sparse_eval_score(e, logloss, auc, acc);
     return 0;
 }
 
@@ -258,8 +166,9 @@ static int load_data(lr_run *r)
 {
     char why[600];
     cfg_entry *cfg = r->cfg;
-    int rc = libsvm_load(cfg_str(cfg, "train"), (uint32_t)r->rank, (uint32_t)r->W, 0, &r->d, why,
-                         sizeof why);
+    uint64_t split = (uint64_t)cfg_int(cfg, "validation-split"); /* pskv-evaluator's */
+    int rc = libsvm_load_split(cfg_str(cfg, "train"), (uint32_t)r->rank, (uint32_t)r->W, 0, split,
+                               0, &r->d, why, sizeof why);
     if (rc < 0) {
         fprintf(stderr, "sparse-lr: %s\n", why);
         return 1;
@@ -278,28 +187,21 @@ static int load_data(lr_run *r)
     if (r->rank != 0)
         return 0;
     evalset *e = &r->e;
-    const char *test = *cfg_str(cfg, "test") ? cfg_str(cfg, "test") : cfg_str(cfg, "train");
-    rc = libsvm_load(test, 0, 1, 0, &e->d, why, sizeof why);
+    /* --test, or the training file's held-out examples (else the whole file) */
+    int own = !*cfg_str(cfg, "test");
+    rc = sparse_eval_load(e, own ? cfg_str(cfg, "train") : cfg_str(cfg, "test"), own ? split : 0,
+                          own && split, why, sizeof why);
+    if (rc == -PSKV_ENOMEM)
+        return 1;
     if (rc < 0) {
         fprintf(stderr, "sparse-lr: %s\n", why);
         return 1;
     }
-    e->keys = malloc((e->d.nnz + 1) * sizeof *e->keys);
-    e->sc = malloc((e->d.n ? e->d.n : 1) * sizeof *e->sc);
-    if (!e->keys || !e->sc)
-        return 1;
-    e->nkeys = e->d.n ? batch_keys(&e->d, 0, e->d.n, e->keys) : 0;
-    e->w = malloc((e->nkeys + 1) * sizeof *e->w);
-    if (!e->w)
-        return 1;
     return 0;
 }
 
-/* The sparse weight table and the per-worker sample counter. Returns 0, or 1
- * after saying why. */
-static int open_tables(lr_run *r)
+int app_sparse_lr_table(pskv_worker *w, cfg_entry *cfg)
 {
-    cfg_entry *cfg = r->cfg;
     pskv_table_opts o;
     pskv_table_opts_init(&o);
     o.kind = PSKV_SPARSE;
@@ -310,7 +212,14 @@ static int open_tables(lr_run *r)
     o.filters = cfg_str(cfg, "filter");
     if (!strcmp(o.updater, "adagrad"))
         o.eps = 1e-6f;
-    r->t = pskv_table_open(r->w, "sparse-lr.w", &o);
+    return pskv_table_open(w, "sparse-lr.w", &o);
+}
+
+/* The sparse weight table and the per-worker sample counter. Returns 0, or 1
+ * after saying why. */
+static int open_tables(lr_run *r)
+{
+    r->t = app_sparse_lr_table(r->w, r->cfg);
     if (r->t < 0)
         return fail(r->w, "open the weight table", r->t);
     r->ts = jobstats_open(r->w, "sparse-lr");
@@ -384,18 +293,18 @@ static double batch_grad(lr_run *r, size_t lo, size_t hi)
     const libsvm_set *d = &r->d;
     const uint64_t *k = r->keys[r->cur];
     const float *wt = r->wv[r->cur];
-    size_t n = r->nk[r->cur], bias = find_key(k, n, BIAS_KEY);
+    size_t n = r->nk[r->cur], bias = sparse_find_key(k, n, BIAS_KEY);
     memset(r->grad, 0, n * sizeof *r->grad);
     double bl = 0;
     for (size_t i = lo; i < hi; i++) {
         double z = wt[bias];
         for (size_t j = d->off[i]; j < d->off[i + 1]; j++)
-            z += wt[find_key(k, n, d->idx[j])] * d->val[j];
-        double p = sigmoid(z), y = d->y[i], g = (p - y) / (double)(hi - lo);
+            z += wt[sparse_find_key(k, n, d->idx[j])] * d->val[j];
+        double p = sparse_sigmoid(z), y = d->y[i], g = (p - y) / (double)(hi - lo);
         double pc = p < 1e-7 ? 1e-7 : p > 1 - 1e-7 ? 1 - 1e-7 : p;
         bl -= y * log(pc) + (1 - y) * log(1 - pc);
         for (size_t j = d->off[i]; j < d->off[i + 1]; j++)
-            r->grad[find_key(k, n, d->idx[j])] += (float)(g * d->val[j]);
+            r->grad[sparse_find_key(k, n, d->idx[j])] += (float)(g * d->val[j]);
         r->grad[bias] += (float)g;
     }
     return bl;
@@ -474,7 +383,7 @@ static int train_step(lr_run *r, size_t step)
         size_t lo2, hi2;
         batch_range(r, step + 1, &lo2, &hi2);
         int nx = r->cur ^ 1;
-        r->nk[nx] = batch_keys(&r->d, lo2, hi2, r->keys[nx]);
+        r->nk[nx] = sparse_batch_keys(&r->d, lo2, hi2, r->keys[nx]);
         r->pending = pskv_pull(r->w, r->t, r->keys[nx], r->nk[nx], r->wv[nx]);
         if (r->pending < 0)
             return fail(r->w, "pull", (int)r->pending);
@@ -544,10 +453,7 @@ static void free_run(lr_run *r)
 {
     report_destroy(&r->rep);
     libsvm_free(&r->d);
-    libsvm_free(&r->e.d);
-    free(r->e.keys);
-    free(r->e.w);
-    free(r->e.sc);
+    sparse_eval_free(&r->e);
     free(r->keys[0]);
     free(r->keys[1]);
     free(r->wv[0]);
@@ -570,7 +476,9 @@ int app_sparse_lr(pskv_worker *w, cfg_entry *cfg)
     r.epochs = (int)cfg_int(cfg, "epochs");
     r.clip = cfg_double(cfg, "clip-norm"); /* > 0 when set: worker_main checks */
     r.ckpt_epochs = (int)cfg_int(cfg, "checkpoint-epochs");
-    r.clock_per_batch = cfg_int(cfg, "evict-after") > 0;
+    /* eviction counts clocks, and so does pskv-evaluator's snapshot (the slowest
+     * worker's clock): one per batch */
+    r.clock_per_batch = cfg_int(cfg, "evict-after") > 0 || cfg_int(cfg, "validation-split") > 0;
     int rc;
     if ((rc = load_data(&r)) || (rc = open_tables(&r)) || (rc = alloc_batches(&r)))
         return rc;
@@ -584,23 +492,32 @@ int app_sparse_lr(pskv_worker *w, cfg_entry *cfg)
     r.t0 = tu_now_ns();
     size_t lo, hi;
     batch_range(&r, r.first, &lo, &hi);
-    r.nk[0] = batch_keys(&r.d, lo, hi, r.keys[0]);
+    r.nk[0] = sparse_batch_keys(&r.d, lo, hi, r.keys[0]);
     r.pending = pskv_pull(w, r.t, r.keys[0], r.nk[0], r.wv[0]);
     if (r.pending < 0)
         return fail(w, "pull", (int)r.pending);
-    for (size_t step = r.first; step < r.total; step++) {
+    size_t step = r.first;
+    char why[256];
+    int stopped = 0;
+    for (; step < r.total && !stopped; step++) {
         if (app_stop_signal)
             return app_stopped("sparse-lr");
         if ((rc = train_step(&r, step)) != 0)
             return rc;
+        /* early stopping (pskv-evaluator's val_auc or val_loss): every worker
+         * stops after its current batch and meets the others at the barrier */
+        if (step + 1 < r.total && (stopped = pskv_stop_requested(w, why, sizeof why)))
+            printf("stopped early at epoch %zu: %s\n", step / r.steps_per_epoch + 1, why);
     }
-    /* resumed from a checkpoint after the last step: rank 0's final figures still
-     * wait for every worker, as after the last step */
-    if (r.first >= r.total && r.rank == 0) {
+    if (stopped && (rc = pskv_wait_all(w, TMO)) < 0)
+        return fail(w, "the pushes before stopping", rc);
+    /* resumed from a checkpoint after the last step, or stopped early: rank 0's
+     * final figures still wait for every worker, as after the last step */
+    if ((r.first >= r.total || stopped) && r.rank == 0) {
         int64_t tp = push_stats(&r);
         if (tp < 0 || (rc = pskv_barrier(w, TMO * 10)) < 0)
             return fail(w, "barrier after training", tp < 0 ? (int)tp : rc);
-        if ((rc = evaluate_step(&r, r.total - 1, 1)) != 0)
+        if ((rc = evaluate_step(&r, (stopped ? step : r.total) - 1, 1)) != 0)
             return rc;
     }
     if ((rc = end_training(&r)) != 0)

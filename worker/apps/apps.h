@@ -70,6 +70,10 @@ int app_train(pskv_worker *w, cfg_entry *cfg);
  * updater, init, consistency from the flags): a handle, or a negated error. */
 int app_train_table(pskv_worker *w, cfg_entry *cfg, uint32_t dim, int hidden, size_t P);
 
+/* sparse-lr's weight table ("sparse-lr.w", as the flags set it up), for the
+ * workers and pskv-evaluator. Returns its id or a negated error. */
+int app_sparse_lr_table(pskv_worker *w, cfg_entry *cfg);
+
 /* pskv-evaluator (app_eval.c): evaluates snapshots of the softmax / mlp model on
  * the validation set while the workers train, reports them to the scheduler and
  * keeps the best (--save-best). Returns the exit status. */

@@ -25,7 +25,9 @@
 
 #ifdef PSKV_EVALUATOR
 #define PROG "pskv-evaluator"
-#define USAGE "pskv-evaluator --scheduler HOST:PORT --app softmax|mlp --validation-split N [flags]"
+#define USAGE                                                                              \
+    "pskv-evaluator --scheduler HOST:PORT --app softmax|mlp|sparse-lr --validation-split N " \
+    "[flags]"
 #else
 #define PROG "pskv-worker"
 #define USAGE                                                                               \
@@ -274,8 +276,8 @@ static cfg_entry config[] = {
      "after the updates", 0, 0, NULL, NULL},
     /* validation (pskv-evaluator; workers leave the validation set out) */
     {"validation-split", CFG_INT, "0", "PSKV_VALIDATION_SPLIT", 0, 1e9, "images",
-     "softmax, mlp: the last N training images are the validation set: workers leave them "
-     "out of their shards, pskv-evaluator evaluates on them (0 = none; give workers and "
+     "softmax, mlp, sparse-lr: the last N training images (sparse-lr: examples of --train) "
+     "are the validation set: workers leave them out of their shards, pskv-evaluator evaluates on them (0 = none; give workers and "
      "evaluator the same N, e.g. 10000)", 0, 0, NULL, NULL},
     {"freeze-after", CFG_INT, "-1", "PSKV_WORKER_FREEZE_AFTER", -1, 1e12, "steps",
      "softmax, mlp: from this step on push zero gradients (learning rate 0: a planted "
@@ -290,8 +292,8 @@ static cfg_entry config[] = {
      "pskv-evaluator: print the validation and test metrics of this saved model (a "
      "--save-best or --save-model file) and exit, with no job", 0, 0, NULL, NULL},
     {"best-metric", CFG_STR, "val_loss", "PSKV_EVALUATOR_BEST_METRIC", 1, 0, NULL,
-     "pskv-evaluator: the best snapshot has the lowest val_loss or the highest val_accuracy",
-     0, 0, NULL, NULL},
+     "pskv-evaluator: the best snapshot has the lowest val_loss or the highest val_accuracy "
+     "(sparse-lr: or val_auc)", 0, 0, NULL, NULL},
     {"blas-threads", CFG_INT, "1", "PSKV_WORKER_BLAS_THREADS", 1, 256, NULL,
      "OpenBLAS threads for compute", 0, 0, NULL, NULL},
     CFG_COMMON_ENTRIES("PSKV_WORKER_PORT", "0"),
@@ -352,9 +354,15 @@ static int role_checks(int dense_train)
 {
     const char *best = cfg_str(config, "save-best");
 #ifdef PSKV_EVALUATOR
-    if (!dense_train) {
-        fprintf(stderr, PROG ": --app %s: the evaluator evaluates softmax and mlp (sparse-lr: "
-                "not yet)\n", cfg_str(config, "app"));
+    int sparse = !strcmp(cfg_str(config, "app"), "sparse-lr");
+    if (!dense_train && !sparse) {
+        fprintf(stderr, PROG ": --app %s: the evaluator evaluates softmax, mlp and sparse-lr\n",
+                cfg_str(config, "app"));
+        return 2;
+    }
+    if (sparse && (*best || *cfg_str(config, "evaluate"))) {
+        fprintf(stderr, PROG ": %s: not for --app sparse-lr yet (softmax and mlp only)\n",
+                *best ? "--save-best" : "--evaluate");
         return 2;
     }
     if (cfg_int(config, "validation-split") == 0) {
@@ -363,9 +371,10 @@ static int role_checks(int dense_train)
         return 2;
     }
     const char *bm = cfg_str(config, "best-metric");
-    if (strcmp(bm, "val_loss") && strcmp(bm, "val_accuracy")) {
-        fprintf(stderr, PROG ": --best-metric must be val_loss or val_accuracy (got '%s')\n",
-                bm);
+    if (strcmp(bm, "val_loss") && strcmp(bm, "val_accuracy") &&
+        (!sparse || strcmp(bm, "val_auc"))) {
+        fprintf(stderr, PROG ": --best-metric must be val_loss or val_accuracy%s (got '%s')\n",
+                sparse ? " or val_auc" : "", bm);
         return 2;
     }
     if (*best) {

@@ -213,8 +213,9 @@ static void shrink(void **p, size_t count, size_t elem)
         *p = np;
 }
 
-int libsvm_load(const char *path, uint32_t shard, uint32_t nshards, uint64_t max_idx,
-                libsvm_set *out, char *why, size_t whylen)
+/* Examples e in [lo, hi) with e % nshards == shard. */
+static int load_range(const char *path, uint32_t shard, uint32_t nshards, uint64_t max_idx,
+                      uint64_t lo, uint64_t hi, libsvm_set *out, char *why, size_t whylen)
 {
     log_why(why, whylen, "%s", "");
     if (out == NULL || path == NULL || nshards == 0 || shard >= nshards) {
@@ -263,7 +264,8 @@ int libsvm_load(const char *path, uint32_t shard, uint32_t nshards, uint64_t max
             p++;
         if (p == end)
             continue;   /* blank or comment only: not an example */
-        if (example++ % nshards != shard)
+        uint64_t e = example++;
+        if (e < lo || e >= hi || e % nshards != shard)
             continue;
         w.start = line;
         rc = parse_line(&c, &w, p, end, max_idx);
@@ -286,6 +288,61 @@ int libsvm_load(const char *path, uint32_t shard, uint32_t nshards, uint64_t max
     c.s.lines = w.line;
     *out = c.s;
     return 0;
+}
+
+int libsvm_load(const char *path, uint32_t shard, uint32_t nshards, uint64_t max_idx,
+                libsvm_set *out, char *why, size_t whylen)
+{
+    return load_range(path, shard, nshards, max_idx, 0, UINT64_MAX, out, why, whylen);
+}
+
+int libsvm_count(const char *path, uint64_t *n, char *why, size_t whylen)
+{
+    FILE *fp = fopen(path, "r");
+    if (fp == NULL) {
+        int e = errno;
+        log_why(why, whylen, "%s: %s", path, strerror(e));
+        return e == ENOENT || e == ENOTDIR ? -PSKV_ENOTFOUND : -PSKV_EIO;
+    }
+    setvbuf(fp, NULL, _IOFBF, 1 << 20);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    *n = 0;
+    while ((len = getline(&line, &cap, fp)) >= 0) {
+        const char *p = line, *end = line + len, *hash = memchr(p, '#', (size_t)len);
+        if (hash != NULL)
+            end = hash;
+        while (p < end && is_ws(*p))
+            p++;
+        *n += p < end;
+    }
+    int rc = ferror(fp) ? -PSKV_EIO : 0;
+    if (rc)
+        log_why(why, whylen, "%s: read error", path);
+    free(line);
+    fclose(fp);
+    return rc;
+}
+
+int libsvm_load_split(const char *path, uint32_t shard, uint32_t nshards, uint64_t max_idx,
+                      uint64_t holdout, int held, libsvm_set *out, char *why, size_t whylen)
+{
+    if (holdout == 0)
+        return held ? load_range(path, 0, 1, max_idx, 0, 0, out, why, whylen)
+                    : libsvm_load(path, shard, nshards, max_idx, out, why, whylen);
+    uint64_t n;
+    memset(out, 0, sizeof *out);
+    int rc = libsvm_count(path, &n, why, whylen);
+    if (rc < 0)
+        return rc;
+    if (holdout >= n) {
+        log_why(why, whylen, "%s holds %llu examples: cannot hold out the last %llu", path,
+                (unsigned long long)n, (unsigned long long)holdout);
+        return -PSKV_EINVAL;
+    }
+    return held ? load_range(path, 0, 1, max_idx, n - holdout, n, out, why, whylen)
+                : load_range(path, shard, nshards, max_idx, 0, n - holdout, out, why, whylen);
 }
 
 void libsvm_free(libsvm_set *s)

@@ -39,6 +39,18 @@ typedef struct libsvm_set {
 int libsvm_load(const char *path, uint32_t shard, uint32_t nshards, uint64_t max_idx,
                 libsvm_set *out, char *why, size_t whylen);
 
+/* The examples in `path` (lines neither blank nor only a comment) into *n.
+ * Returns 0, -PSKV_ENOTFOUND or -PSKV_EIO (why says so). */
+int libsvm_count(const char *path, uint64_t *n, char *why, size_t whylen);
+
+/* As libsvm_load, with the last `holdout` examples of the file held out (a
+ * validation set): held == 0 keeps the shard of the others, held == 1 the held-out
+ * examples themselves (shard and nshards then unused). The file is read twice
+ * (first counted). -PSKV_EINVAL (why says so) when holdout is not below the
+ * file's examples. holdout == 0 is libsvm_load (held == 1: no examples). */
+int libsvm_load_split(const char *path, uint32_t shard, uint32_t nshards, uint64_t max_idx,
+                      uint64_t holdout, int held, libsvm_set *out, char *why, size_t whylen);
+
 /* Frees the arrays of s and zeroes it; safe on a zeroed set. */
 void libsvm_free(libsvm_set *s);
 
