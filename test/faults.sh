@@ -5,7 +5,11 @@
 # per trial, the failover times measured, the drain times (pskvctl drain), and
 # last "N passed, N failed" on its own line.
 #
-#   test/faults.sh [--trials N] [--only NAME]...
+#   test/faults.sh [--trials N] [--once-trials M] [--only NAME]...
+#
+# The scenarios after the kill and pause ones (checkpoints, joins, drains, the
+# evaluator, filters) check what a run ends with, not a time: --once-trials M runs
+# them M times instead (make test: 1; default: --trials).
 #
 # Failover time = from kill -9 (wall clock taken just before it) to the first
 # push a new owner acknowledged (the earliest "failover:" line of any worker).
@@ -21,14 +25,17 @@ BIN=${PSKV_BIN_DIR:-$top/build/bin}
 LAUNCH=$top/scripts/launch-local.sh
 export PSKV_BIN_DIR=$BIN
 TRIALS=3
+ONCE_TRIALS=
 ONLY=()
 while [ $# -gt 0 ]; do
   case $1 in
     --trials) TRIALS=$2; shift 2 ;;
     --trials=*) TRIALS=${1#*=}; shift ;;
+    --once-trials) ONCE_TRIALS=$2; shift 2 ;;
+    --once-trials=*) ONCE_TRIALS=${1#*=}; shift ;;
     --only) ONLY+=("$2"); shift 2 ;;
     --only=*) ONLY+=("${1#*=}"); shift ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "faults.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -1150,12 +1157,16 @@ f_drain_bsp() {
   wait_ok "$d"
 }
 
-tests=(kill_server kill_server_keycache kill_server_ssp kill_server_bsp chain_r3 chain_r3_bsp pause_server pause_server_nocopy kill_worker worker_rejoin worker_restart_acked worker_restart_ssp retry_paused lease_lapse dead_connections pause_scheduler lost_partition
-       checkpoint_resume checkpoint_reshard checkpoint_delta_failover join join_ssp join_ssp_parked join_bsp join_bsp_backup server_rejoin adam_kill admit_kill
-       drain drain_ssp drain_r1 drain_bsp drain_joined drain_wait eval_kill eval_pause)
-for t in "${tests[@]}"; do
+tests=(kill_server kill_server_ssp kill_server_bsp chain_r3 chain_r3_bsp pause_server pause_server_nocopy kill_worker
+       worker_rejoin worker_restart_acked worker_restart_ssp retry_paused lease_lapse dead_connections pause_scheduler lost_partition)
+# what a run ends with, checked --once-trials times
+once=(kill_server_keycache checkpoint_resume checkpoint_reshard checkpoint_delta_failover join join_ssp join_ssp_parked join_bsp join_bsp_backup
+      server_rejoin adam_kill admit_kill drain drain_ssp drain_r1 drain_bsp drain_joined drain_wait eval_kill eval_pause)
+for t in "${tests[@]}" "${once[@]}"; do
   if [ ${#ONLY[@]} -gt 0 ] && ! printf '%s\n' "${ONLY[@]}" | grep -qx "$t"; then continue; fi
-  for i in $(seq "$TRIALS"); do run_trial "$t" "f_$t" "$i"; done
+  n=$TRIALS
+  printf '%s\n' "${once[@]}" | grep -qx "$t" && n=${ONCE_TRIALS:-$TRIALS}
+  for i in $(seq "$n"); do run_trial "$t" "f_$t" "$i"; done
 done
 if [ ${#FAILOVERS[@]} -gt 0 ]; then
   sorted=$(printf '%s\n' "${FAILOVERS[@]}" | sort -n)
