@@ -8,9 +8,12 @@
 # With --cpu it measures CPU time instead of wall time, which a busy machine disturbs
 # far less: per round one job without and one with every daemon serving /metrics
 # (scraped once a second by curl, whose own CPU is not counted), each the bench app at
-# SIZE for --runs runs of both modes; the user+system CPU time of the scheduler, server
-# and worker together (bash's `times` over launch-local.sh, which waits for them) per
-# push+pull step. Prints one line per job and then the medians:
+# SIZE for --runs runs of both modes, the two jobs of a round at the same time; the
+# user+system CPU time of the scheduler, server and worker together (bash's `times`
+# over launch-local.sh, which waits for them) per push+pull step. The worker runs
+# with --spin-us 0: spinning for a reply burns CPU in proportion to the wait, which
+# the load of the machine sets, not the metrics. Prints one line per
+# job, the round's ratio, then the medians (cost_pct: the median ratio's):
 #   metrics-cpu size=4096 off_cpu_us=... on_cpu_us=... cost_pct=...
 # Usage: scripts/bench-metrics.sh [--cpu] [--rounds N (default 5)] [--size BYTES] [--runs N (default 7)]
 set -u
@@ -44,7 +47,7 @@ cpu_job() {
   # times: the subshell's children (launch-local.sh and the daemons it waited for)
   cpu=$( ( OPENBLAS_NUM_THREADS=1 "$here/launch-local.sh" --servers 1 --workers 1 --timeout 600 \
              --log-dir "$d" "${mo[@]}" --server-opt --blas-threads --server-opt 1 \
-             -- --app bench --size "$size" --runs "$runs" --log-level warn > "$d/out" 2>&1 || exit 1
+             -- --app bench --size "$size" --runs "$runs" --spin-us 0 --log-level warn > "$d/out" 2>&1 || exit 1
            times ) | awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/);
                                     printf "%.6f", u[1] * 60 + u[2] + s[1] * 60 + s[2] }')
   [ ${#pids[@]} -gt 0 ] && { kill "${pids[@]}" 2>/dev/null; wait "${pids[@]}" 2>/dev/null; }
@@ -59,20 +62,33 @@ cpu_job() {
     'BEGIN { printf "metrics-cpu-run size='"$size"' metrics=%s cpu_s=%.3f steps=%d cpu_us=%.2f\n", m, c, n, 1e6 * c / n }'
 }
 
-# cpu_rounds: ROUNDS pairs of cpu_job, which goes first alternating; then the medians.
+# cpu_rounds: ROUNDS pairs of cpu_job, the two jobs of a pair running at the same
+# time (so whatever else loads the machine weighs on both alike); per pair the
+# ratio on/off, then the medians.
 cpu_rounds() {
   . "$here/free-port.sh"
-  local i m
+  local i a b ra rb
   for ((i = 1; i <= rounds; i++)); do
-    for m in $( ((i % 2)) && echo off on || echo on off); do
-      cpu_job "$m" | tee -a "$out" || exit 1
-    done
+    a=$(mktemp /tmp/pskv-bench-metrics-off-XXXXXX) b=$(mktemp /tmp/pskv-bench-metrics-on-XXXXXX)
+    if ((i % 2)); then # which starts first alternates
+      cpu_job off > "$a" & ra=$!
+      cpu_job on > "$b" & rb=$!
+    else
+      cpu_job on > "$b" & rb=$!
+      cpu_job off > "$a" & ra=$!
+    fi
+    wait "$ra" && wait "$rb" || { rm -f "$a" "$b"; exit 1; }
+    cat "$a" "$b" | tee -a "$out"
+    awk -v x="$(sed 's/.*cpu_us=//' "$a")" -v y="$(sed 's/.*cpu_us=//' "$b")" \
+      'BEGIN { printf "metrics-cpu-pair ratio=%.4f\n", y / x }' | tee -a "$out"
+    rm -f "$a" "$b"
   done
-  local off on
+  local off on ratio
   off=$(grep "metrics=off " "$out" | sed 's/.*cpu_us=//' | median)
   on=$(grep "metrics=on " "$out" | sed 's/.*cpu_us=//' | median)
-  awk -v s="$size" -v a="$off" -v b="$on" \
-    'BEGIN { printf "metrics-cpu size=%d off_cpu_us=%.2f on_cpu_us=%.2f cost_pct=%.1f\n", s, a, b, 100 * (b - a) / a }'
+  ratio=$(grep "metrics-cpu-pair " "$out" | sed 's/.*ratio=//' | median)
+  awk -v s="$size" -v a="$off" -v b="$on" -v r="$ratio" \
+    'BEGIN { printf "metrics-cpu size=%d off_cpu_us=%.2f on_cpu_us=%.2f cost_pct=%.1f (median of the pairs)\n", s, a, b, 100 * (r - 1) }'
 }
 
 [ -n "$cpu" ] && { cpu_rounds; exit; }
