@@ -23,6 +23,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 BIN=${PSKV_BIN_DIR:-$top/build/bin}
 LAUNCH=$top/scripts/launch-local.sh
+# shellcheck source=../scripts/free-port.sh
+. "$top/scripts/free-port.sh"
 export PSKV_BIN_DIR=$BIN
 TRIALS=3
 ONCE_TRIALS=
@@ -301,7 +303,7 @@ f_kill_worker() {
 ck_run() { # ck_run DIR PHASE [SCHEDULER FLAGS...]: starts the job (CK_SERVERS servers,
   # default 2, server i on --data-dir DIR/s$i), pids in DIR/pids, the workers' last
   local d=$1 phase=$2 port i ns=${CK_SERVERS:-2}; shift 2
-  port=$((20000 + RANDOM % 9000))
+  port=$(free_port)
   "$BIN/pskv-scheduler" --port "$port" --servers "$ns" --workers 2 --data-dir "$d/sched" "$@" \
     > "$d/sched-$phase.log" 2>&1 & echo $! > "$d/pids"
   for i in $(seq 0 $((ns - 1))); do
@@ -479,7 +481,7 @@ f_checkpoint_delta_failover() {
   wait "$(cat "$d/launch.pid")"
   grep -q 'final values equal the acknowledged pushes: yes' "$d/worker-0.log" ||
     fail "the check failed: $(grep check "$d/worker-0.log" | tail -n 2)"
-  port=$((20000 + RANDOM % 9000))
+  port=$(free_port)
   "$BIN/pskv-scheduler" --port "$port" --servers 2 --workers 1 --data-dir "$d/sched" --resume \
     > "$d/sched-r.log" 2>&1 & echo $! > "$d/pids"
   for i in 0 1; do
@@ -944,8 +946,6 @@ eval_fault() {
 f_eval_kill() { eval_fault KILL; }
 f_eval_pause() { eval_fault STOP; }
 
-# shellcheck source=../scripts/free-port.sh
-. "$top/scripts/free-port.sh"
 
 # The drain scenarios run with a death time-out of 2 s (5 s where a server is paused
 # on purpose): they kill nobody, and a worker starved past 500 ms on a loaded machine
