@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "half.h"
 #include "pskv_errors.h"
 #include "zap.h"
 
@@ -158,11 +159,15 @@ int wire_parse(wire_msg *m, const void *const *frames, const size_t *sizes, int 
             need_align += sizes[f];
         f++;
     }
+    if (meta->ar_wire > HALF_BF16 || (meta->has_ar_wire && meta->type != PSKV__MSG_TYPE__ALLREDUCE))
+        FAIL(PSKV_EPROTO, "%s with wire precision %u", wire_type_name((int)meta->type),
+             meta->ar_wire);
+    size_t vsize = half_size((int)meta->ar_wire); /* 2 for an fp16 or bf16 ALLREDUCE piece */
     if (want_vals) {
-        if (sizes[f] != nvals * 4)
+        if (sizes[f] != nvals * vsize)
             FAIL(PSKV_EPROTO, "values frame has %zu bytes for %llu keys x width %u (expected %llu)",
                  sizes[f], (unsigned long long)nkeys, meta->width,
-                 (unsigned long long)(nvals * 4));
+                 (unsigned long long)(nvals * vsize));
         if ((uintptr_t)frames[f] % 8)
             need_align += sizes[f] + 8;
     }

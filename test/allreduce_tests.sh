@@ -168,3 +168,41 @@ t_allreduce_train() {
   "$BIN/pskv-worker" --app mlp --sync ring > bad.log 2>&1; [ $? -eq 2 ] ||
     fail "--sync ring was not refused with status 2"
 }
+
+# --wire fp16 and bf16: integer-valued floats small enough that every partial sum
+# is exact in 16 bits (allreduce-check picks them by --wire): each element equals
+# the exact sum (the mean: the exact mean rounded to the wire), the digest is the
+# same on every rank, and fp16 pieces are half the bytes (a run with --chunk-bytes
+# 64 cuts 32 values a piece). Ranks given different --wire all fail the first
+# call naming both precisions; a bad --wire is refused with status 2.
+t_allreduce_wire() {
+  local d16 d32 r
+  ar_run "$TDIR/h3" 3 --ar-floats 1001 --rounds 3 --chunk-bytes 64 --wire fp16 ||
+    fail "fp16 N=3 exited $?: $(grep -h 'failed\|expected' "$TDIR/h3"/worker-*.log | head -n 3)"
+  d16=$(ar_digests "$TDIR/h3" 3)
+  ar_run "$TDIR/f3" 3 --ar-floats 1001 --rounds 3 --chunk-bytes 64 ||
+    fail "fp32 N=3 exited $?"
+  d32=$(ar_digests "$TDIR/f3" 3)
+  grep -q '^allreduce-check rank=0 .* wire=fp16 ' "$TDIR/h3/worker-0.log" || fail "no wire=fp16 in the line"
+  [ "$d16" != "$d32" ] || fail "fp16 and fp32 runs (other values) gave one digest"
+  ar_run "$TDIR/b4" 4 --ar-floats 10007 --rounds 2 --wire bf16 --reduce mean ||
+    fail "bf16 mean N=4 exited $?: $(grep -h 'failed\|expected' "$TDIR/b4"/worker-*.log | head -n 3)"
+  ar_digests "$TDIR/b4" 4 > /dev/null
+  ar_run "$TDIR/h2" 2 --ar-floats 100003 --rounds 2 --wire fp16 --reduce mean ||
+    fail "fp16 mean N=2 exited $?: $(grep -h 'failed\|expected' "$TDIR/h2"/worker-*.log | head -n 3)"
+  ar_digests "$TDIR/h2" 2 > /dev/null
+  # rank 1 sends bf16 among fp16 ranks: every rank fails call 1, naming both
+  "$LAUNCH" --servers 1 --workers 3 --timeout 60 --log-dir "$TDIR/mix" --worker-opt 1:--wire \
+    --worker-opt 1:bf16 -- --app allreduce-check --ar-floats 100 --rounds 2 --wire fp16 \
+    > "$TDIR/mix.out" 2>&1 && fail "the job passed with mixed wire precisions"
+  for r in 0 1 2; do
+    grep -q "call 1 failed: invalid argument: .*sends \(bf16\|fp16\) values, rank [0-9] \(bf16\|fp16\): every worker must use the same wire precision" \
+      "$TDIR/mix/worker-$r.log" || fail "rank $r: $(grep allreduce-check "$TDIR/mix/worker-$r.log" | tail -n 1)"
+  done
+  no_strays "$TDIR/mix"
+  "$BIN/pskv-worker" --app allreduce-check --wire fp8 > bad.log 2>&1; [ $? -eq 2 ] ||
+    fail "--wire fp8 was not refused with status 2"
+  grep -q -- '--wire must be fp32, fp16 or bf16' bad.log || fail "no reason: $(cat bad.log)"
+  "$BIN/pskv-worker" --app check --wire fp16 > bad.log 2>&1; [ $? -eq 2 ] ||
+    fail "--wire fp16 on --app check (parameter-server pushes) was not refused with status 2"
+}

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <zmq.h>
 
+#include "half.h"
 #include "log.h"
 #include "member.h"
 #include "net.h"
@@ -38,7 +39,8 @@ typedef struct ring {
     float *vals;
     uint64_t n, seq, table_id;
     int N, r, op;
-    size_t piece;          /* floats per piece */
+    int wire;              /* pskv_wire: values on the wire as fp32, fp16 or bf16 */
+    size_t piece;          /* values per piece */
     uint32_t nodes[2];     /* node ids of the previous and next rank at the start */
 } ring;
 
@@ -128,6 +130,10 @@ static void ring_meta(const ring *g, Pskv__Meta *m)
     m->ar_n = g->n;
     m->ar_op = (uint32_t)g->op;
     m->table_id = g->table_id;
+    if (g->wire != PSKV_WIRE_FP32) {
+        m->has_ar_wire = 1;
+        m->ar_wire = (uint32_t)g->wire;
+    }
 }
 
 /* ZeroMQ let go of a piece sent from the caller's array. */
@@ -154,7 +160,11 @@ static int send_piece(const ring *g, int step, uint64_t off, uint64_t cnt)
     m.width = 1;
     zmq_msg_t v;
     atomic_int *lent = &g->w->ar->lent;
-    if (cnt) {
+    if (cnt && g->wire != PSKV_WIRE_FP32) { /* 16-bit values: converted into the frame */
+        if (zmq_msg_init_size(&v, cnt * 2) < 0)
+            return wst_error(g->w, PSKV_ENOMEM, "pskv_allreduce: out of memory");
+        half_pack(g->wire, zmq_msg_data(&v), g->vals + off, cnt);
+    } else if (cnt) {
         atomic_fetch_add(lent, 1);
         if (wire_frame_lend(&v, g->vals + off, cnt * sizeof(float), lent_free, lent) < 0)
             return wst_error(g->w, PSKV_ENOMEM, "pskv_allreduce: out of memory");
@@ -287,6 +297,10 @@ static int check_piece(const ring *g, const Pskv__Meta *h, int step, uint64_t of
         return wst_error(w, PSKV_EINVAL, "pskv_allreduce: rank %d called with n = %llu, rank "
                          "%d with n = %llu: every rank must give the same n", prev,
                          (unsigned long long)h->ar_n, g->r, (unsigned long long)g->n);
+    if ((int)h->ar_wire != g->wire)
+        return wst_error(w, PSKV_EINVAL, "pskv_allreduce: rank %d sends %s values, rank %d %s: "
+                         "every worker must use the same wire precision (--wire)", prev,
+                         half_name((int)h->ar_wire), g->r, half_name(g->wire));
     if ((int)h->ar_op != g->op || h->table_id != g->table_id)
         return wst_error(w, PSKV_EINVAL, "pskv_allreduce: rank %d called with another %s "
                          "than rank %d", prev, (int)h->ar_op != g->op ? "op" : "table", g->r);
@@ -337,12 +351,20 @@ static int run_ring(const ring *g)
             }
             uint64_t cnt = m.meta->num_keys;
             float *dst = g->vals + off;
+            const uint16_t *h16 = (const uint16_t *)(const void *)m.vals;
             if (t < g->N - 1) {
-                for (uint64_t i = 0; i < cnt; i++)
-                    dst[i] += m.vals[i];
+                if (g->wire != PSKV_WIRE_FP32)
+                    half_unpack_add(g->wire, dst, h16, cnt);
+                else
+                    for (uint64_t i = 0; i < cnt; i++)
+                        dst[i] += m.vals[i];
                 if (t == g->N - 2 && g->op == PSKV_OP_MEAN)
                     for (uint64_t i = 0; i < cnt; i++)
                         dst[i] /= (float)g->N;
+                if (t == g->N - 2 && g->wire != PSKV_WIRE_FP32)
+                    half_round(g->wire, dst, cnt); /* the owner keeps what it hands out */
+            } else if (cnt && g->wire != PSKV_WIRE_FP32) {
+                half_unpack(g->wire, dst, h16, cnt);
             } else if (cnt) {
                 memcpy(dst, m.vals, cnt * sizeof(float));
             }
@@ -408,12 +430,16 @@ int pskv_allreduce(pskv_worker *w, int table, float *vals, size_t n, pskv_op op)
                              "not PSKV_OP_SUM or PSKV_OP_MEAN)") : -PSKV_EINVAL;
     if (table < -1 || table >= w->ntables)
         return wst_error(w, PSKV_EINVAL, "pskv_allreduce: no open table %d", table);
-    ring g = {.w = w, .vals = vals, .n = n, .op = op, .N = w->nworkers, .r = w->mb.rank};
+    ring g = {.w = w, .vals = vals, .n = n, .op = op, .N = w->nworkers, .r = w->mb.rank,
+              .wire = w->ar_wire};
     g.seq = ++w->ar->seq;
     g.table_id = table >= 0 ? w->tables[table].id : 0;
-    g.piece = w->chunk_bytes / sizeof(float) ? w->chunk_bytes / sizeof(float) : 1;
+    size_t vsize = half_size(g.wire);
+    g.piece = w->chunk_bytes / vsize ? w->chunk_bytes / vsize : 1;
     w->ar->last_ok = 0;
     if (g.N <= 1) {
+        if (g.wire != PSKV_WIRE_FP32)
+            half_round(g.wire, vals, n);
         w->ar->last_ok = 1;
         return 0; /* the sum and the mean of one are the values */
     }

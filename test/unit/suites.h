@@ -46,5 +46,7 @@ Suite *keys_suite(void);
 Suite *clip_suite(void);
 /* common/metrics.c: series, label escaping, histograms, the text, the endpoint. */
 Suite *metrics_suite(void);
+/* common/half.c: fp16 and bf16 conversions (F16C and portable). */
+Suite *half_suite(void);
 
 #endif

@@ -15,6 +15,7 @@
 #include "apps.h"
 #include "updflags.h"
 #include "config.h"
+#include "half.h"
 #include "log.h"
 #include "member.h"
 #include "metrics.h"
@@ -172,6 +173,9 @@ static cfg_entry config[] = {
      "workers)", 0, 0, NULL, NULL},
     {"reduce", CFG_STR, "sum", "PSKV_WORKER_REDUCE", 1, 0, NULL,
      "allreduce-check: sum or mean", 0, 0, NULL, NULL},
+    {"wire", CFG_STR, "fp32", "PSKV_WORKER_WIRE", 1, 0, NULL,
+     "all-reduce values travel as fp32, fp16 or bf16 (added in float on arrival; every worker "
+     "alike): --sync allreduce, bench --op allreduce, allreduce-check", 0, 0, NULL, NULL},
     {"ar-floats", CFG_INT, "1000", "PSKV_WORKER_AR_FLOATS", 0, 268435456, NULL,
      "allreduce-check: floats per all-reduce (each rank may give its own: a mismatch fails)",
      0, 0, NULL, NULL},
@@ -412,6 +416,8 @@ static void library_config(pskv_config *pc)
     pc->metrics_bind = cfg_str(config, "bind");
     pc->listen_bind = cfg_str(config, "bind");
     pc->listen_port = (int)cfg_int(config, "port");
+    int wire = half_parse(cfg_str(config, "wire")); /* checked by allreduce_flags */
+    pc->allreduce_wire = wire > 0 ? wire : PSKV_WIRE_FP32;
 #ifdef PSKV_EVALUATOR
     pc->evaluator = 1;
 #endif
@@ -430,9 +436,17 @@ static int allreduce_flags(const char *app)
                       "allreduce" : NULL;
     if (!bad && !strcmp(sync, "allreduce") && strcmp(app, "mlp") && strcmp(app, "softmax"))
         bad = "--sync allreduce applies to --app mlp and softmax";
+    const char *wire = cfg_str(config, "wire");
+    int ar = !strcmp(sync, "allreduce") || !strcmp(app, "allreduce-check") ||
+             (!strcmp(app, "bench") && !strcmp(op, "allreduce"));
+    if (!bad && half_parse(wire) < 0)
+        bad = "--wire must be fp32, fp16 or bf16";
+    if (!bad && half_parse(wire) != HALF_FP32 && !ar)
+        bad = "--wire applies to --sync allreduce, --app bench --op allreduce and --app "
+              "allreduce-check (parameter-server pushes and pulls travel as fp32)";
     if (bad)
-        fprintf(stderr, PROG ": %s (got --op %s, --reduce %s, --sync %s, --app %s)\n", bad,
-                op, red, sync, app);
+        fprintf(stderr, PROG ": %s (got --op %s, --reduce %s, --sync %s, --wire %s, --app %s)\n",
+                bad, op, red, sync, wire, app);
     return bad ? -1 : 0;
 }
 
