@@ -206,3 +206,56 @@ t_allreduce_wire() {
   "$BIN/pskv-worker" --app check --wire fp16 > bad.log 2>&1; [ $? -eq 2 ] ||
     fail "--wire fp16 on --app check (parameter-server pushes) was not refused with status 2"
 }
+
+# MLP trained by all-reduce with --wire fp16 (no loss scale) ends within 0.003
+# (6 of 2000 test images) of the same run in fp32, and with other weights (the
+# wire did round them).
+t_allreduce_wire_train() {
+  local common="--app mlp --epochs 2 --train-limit 6000 --test-limit 2000 --seed 2 --eval-every 0 --sync allreduce"
+  local wire a=() acc
+  for wire in fp32 fp16; do
+    "$LAUNCH" --servers 1 --workers 2 --timeout 120 --log-dir "$TDIR/$wire" -- $common --wire "$wire" \
+      --save-model "$TDIR/$wire.model" > /dev/null 2>&1 ||
+      fail "$wire run exited $?: $(tail -n 2 "$TDIR/$wire/worker-0.log")"
+    acc=$(sed -n 's/^final test accuracy \([0-9.]*\) .*/\1/p' "$TDIR/$wire/worker-0.log")
+    [ -n "$acc" ] || fail "$wire: no final accuracy"
+    a+=("$acc")
+  done
+  echo "accuracy: fp32 ${a[0]}, fp16 ${a[1]}"
+  awk -v a="${a[0]}" -v b="${a[1]}" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.003 && a > 0.5) }' ||
+    fail "fp16 accuracy ${a[1]} is not within 0.003 of fp32's ${a[0]} (or fp32 not above 0.5)"
+  cmp -s "$TDIR/fp32.model" "$TDIR/fp16.model" && fail "fp16 and fp32 runs saved the same weights"
+  return 0
+}
+
+# --loss-scale dynamic with a planted overflow (rank 0's gradient holds the
+# largest float at step 3; scaled, it is inf): step 3 is skipped on both ranks
+# (their weights' digest after it equals the one after step 2), the scale halves
+# (65536 -> 32768), doubles again after --scale-window 5 clean steps (step 8),
+# and the metrics file reports the scale and the skipped step. Every step's
+# digest is the same on both ranks.
+t_allreduce_loss_scale() {
+  "$LAUNCH" --servers 1 --workers 2 --timeout 60 --log-dir "$TDIR/j" -- --app mlp --epochs 1 \
+    --train-limit 640 --test-limit 200 --seed 2 --sync allreduce --wire fp16 --loss-scale dynamic \
+    --scale-window 5 --plant-overflow 3 --print-digests --metrics "$TDIR/m.json" > /dev/null 2>&1 ||
+    fail "the job exited $?: $(tail -n 2 "$TDIR/j/worker-0.log")"
+  local r d2 d3
+  for r in 0 1; do
+    grep '^allreduce step ' "$TDIR/j/worker-$r.log" > "$TDIR/steps-$r" || fail "rank $r printed no steps"
+    d2=$(sed -n 's/^allreduce step 2 applied scale 65536 skipped 0 weights \([0-9a-f]*\)$/\1/p' "$TDIR/steps-$r")
+    d3=$(sed -n 's/^allreduce step 3 skipped scale 32768 skipped 1 weights \([0-9a-f]*\)$/\1/p' "$TDIR/steps-$r")
+    [ -n "$d2" ] && [ -n "$d3" ] || fail "rank $r: steps 2-3: $(sed -n 2,3p "$TDIR/steps-$r")"
+    [ "$d2" = "$d3" ] || fail "rank $r applied something at the skipped step ($d2 -> $d3)"
+    grep -q '^allreduce step 4 applied scale 32768 ' "$TDIR/steps-$r" || fail "rank $r: step 4 $(sed -n 4p "$TDIR/steps-$r")"
+    grep -q '^allreduce step 8 applied scale 65536 skipped 1 ' "$TDIR/steps-$r" ||
+      fail "rank $r: the scale did not double after 5 clean steps: $(sed -n 8p "$TDIR/steps-$r")"
+    [ "$(grep -c skipped\ scale "$TDIR/steps-$r")" = 1 ] || fail "rank $r skipped more than one step"
+  done
+  cmp -s "$TDIR/steps-0" "$TDIR/steps-1" || fail "the ranks' steps differ: $(diff "$TDIR/steps-0" "$TDIR/steps-1" | head -n 4)"
+  grep -q '"loss_scale":[0-9]*,"skipped_steps":1' "$TDIR/m.json" || fail "metrics: $(cat "$TDIR/m.json")"
+  "$BIN/pskv-worker" --app mlp --loss-scale 0 > bad.log 2>&1; [ $? -eq 2 ] ||
+    fail "--loss-scale 0 was not refused with status 2"
+  grep -q -- '--loss-scale must be dynamic or a number > 0' bad.log || fail "no reason: $(cat bad.log)"
+  "$BIN/pskv-worker" --app mlp --loss-scale dynamic > bad.log 2>&1; [ $? -eq 2 ] ||
+    fail "--loss-scale with --sync ps was not refused with status 2"
+}

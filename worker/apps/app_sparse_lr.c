@@ -433,7 +433,8 @@ static int evaluate_step(lr_run *r, size_t step, int last)
                          ? (all - r->last_total) / (train_s - r->last_train_s)
                          : 0,
                      auc,
-                     r->clip > 0 ? (int64_t)clipped : -1};
+                     r->clip > 0 ? (int64_t)clipped : -1,
+                     0, 0, 0};
     report_eval(r->rep, &l);
     r->last_total = all;
     r->last_train_s = train_s;

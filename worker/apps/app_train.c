@@ -177,7 +177,10 @@ static int evaluate(run *r, double epoch, int64_t step)
                          ? (total - r->last_samples) / (train_s - r->last_train_s)
                          : 0,
                      NAN,
-                     r->clip > 0 ? (int64_t)clipped : -1};
+                     r->clip > 0 ? (int64_t)clipped : -1,
+                     0, 0, 0};
+    if (r->ar)
+        train_ar_report(r->ar, &l);
     report_eval(r->rep, &l);
     r->accuracy = l.accuracy;
     r->clipped_job = (int64_t)clipped;

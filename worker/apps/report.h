@@ -23,6 +23,10 @@ typedef struct report_line {
     double auc;           /* sparse-lr only; NaN = absent */
     int64_t clipped_steps; /* steps whose gradient --clip-norm scaled so far, every
                               worker's; -1 = no clipping (absent) */
+    double loss_scale;     /* --sync allreduce --loss-scale: the current scale, with
+                              skipped_steps; 0 = none (both absent) */
+    int64_t skipped_steps; /* steps skipped for inf/NaN in the mean gradient */
+    int64_t opt_state;     /* --zero 1: this worker's optimizer-state floats; 0 = absent */
 } report_line;
 
 typedef struct report report;

@@ -17,6 +17,7 @@
 
 #include "config.h"
 #include "pskv.h"
+#include "report.h"
 
 typedef struct train_ar train_ar;
 
@@ -27,9 +28,19 @@ typedef struct train_ar train_ar;
 int train_ar_new(cfg_entry *cfg, const pskv_table_opts *o, size_t P, train_ar **out);
 
 /* One step: grad becomes the mean of every worker's grad, weights get the
- * update; rank 0 then assigns the weights to `table` when --copy-every says so.
+ * update (with --loss-scale: grad is multiplied by the scale before the
+ * all-reduce and divided after; a mean with an inf or NaN skips the update on
+ * every worker and halves a dynamic scale; --plant-overflow puts FLT_MAX into
+ * rank 0's gradient at that step); rank 0 then assigns the weights to `table` when --copy-every says so.
  * Returns 0 or the negated error of pskv_allreduce or the assign. */
 int train_ar_step(train_ar *a, pskv_worker *w, int table, float *grad, float *weights);
+
+/* --loss-scale's value: "" (none: *scale = 0), "dynamic" (*dynamic = 1, the
+ * first scale) or a number > 0. Returns 0, or -1 for anything else. */
+int train_ar_parse_scale(const char *s, double *scale, int *dynamic);
+
+/* Adds to a metrics line the loss scale (0 = none) and the steps skipped. */
+void train_ar_report(const train_ar *a, report_line *l);
 
 /* Rank 0 assigns the weights to `table` and waits for it; others return 0. */
 int train_ar_copy(train_ar *a, pskv_worker *w, int table, const float *weights);

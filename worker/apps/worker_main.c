@@ -21,6 +21,7 @@
 #include "metrics.h"
 #include "net.h"
 #include "pskv.h"
+#include "train_ar.h"
 #include "timeutil.h"
 
 #ifdef PSKV_EVALUATOR
@@ -194,6 +195,16 @@ static cfg_entry config[] = {
      "softmax, mlp: ps (push gradients to the servers, pull weights) or allreduce (the mean "
      "gradient by pskv_allreduce among the workers, the same update applied on every worker; "
      "the servers keep a copy of the weights, --copy-every)", 0, 0, NULL, NULL},
+    {"loss-scale", CFG_STR, "", "PSKV_WORKER_LOSS_SCALE", 1, 0, NULL,
+     "--sync allreduce: the gradient is multiplied by S before the all-reduce and divided "
+     "after; a mean with an inf or NaN skips the step on every worker. dynamic: S starts at "
+     "65536, halves on a skipped step and doubles after --scale-window clean steps; a "
+     "number: S fixed (empty = none)", 0, 0, NULL, NULL},
+    {"scale-window", CFG_INT, "2000", "PSKV_WORKER_SCALE_WINDOW", 1, 1e9, "steps",
+     "--loss-scale dynamic: clean steps before the scale doubles", 0, 0, NULL, NULL},
+    {"plant-overflow", CFG_INT, "0", "PSKV_WORKER_PLANT_OVERFLOW", 0, 1e12, "step",
+     "--sync allreduce, for tests: rank 0's gradient holds the largest float at this step "
+     "(1 = the first; 0 = never)", 0, 0, NULL, NULL},
     {"copy-every", CFG_INT, "100", "PSKV_WORKER_COPY_EVERY", 1, 1e9, "steps",
      "--sync allreduce: rank 0 writes the weights to the servers (pskv_assign) every N steps "
      "and at the end, so checkpoints and --save-model hold them", 0, 0, NULL, NULL},
@@ -439,6 +450,12 @@ static int allreduce_flags(const char *app)
     const char *wire = cfg_str(config, "wire");
     int ar = !strcmp(sync, "allreduce") || !strcmp(app, "allreduce-check") ||
              (!strcmp(app, "bench") && !strcmp(op, "allreduce"));
+    double scale;
+    int dyn;
+    if (!bad && train_ar_parse_scale(cfg_str(config, "loss-scale"), &scale, &dyn) < 0)
+        bad = "--loss-scale must be dynamic or a number > 0";
+    if (!bad && scale > 0 && strcmp(sync, "allreduce"))
+        bad = "--loss-scale applies to --sync allreduce";
     if (!bad && half_parse(wire) < 0)
         bad = "--wire must be fp32, fp16 or bf16";
     if (!bad && half_parse(wire) != HALF_FP32 && !ar)
