@@ -259,3 +259,38 @@ t_allreduce_loss_scale() {
   "$BIN/pskv-worker" --app mlp --loss-scale dynamic > bad.log 2>&1; [ $? -eq 2 ] ||
     fail "--loss-scale with --sync ps was not refused with status 2"
 }
+
+# --zero 1 (ZeRO stage 1: gradients reduce-scattered, each rank updates its 1/N
+# slice with that slice's optimizer state, weights all-gathered) saves the same
+# weights as plain all-reduce training, bit for bit (so within 1e-6 relative),
+# for N = 2 and 3 with momentum, and for N = 3 with adagrad, an fp16 wire and a
+# planted overflow under --loss-scale dynamic (the ranks agree to skip it though
+# it lies in one rank's slice). Each rank's optimizer state is its slice:
+# at most ceil(P/N) floats a plane, P in all, and rank 0's is in the metrics.
+t_allreduce_zero() {
+  local common="--app mlp --epochs 1 --train-limit 960 --test-limit 200 --seed 3 --sync allreduce"
+  local nw z extra r f sum P
+  for nw in 2 3 a3; do
+    extra="--momentum 0.9"
+    [ "$nw" = a3 ] && extra="--updater adagrad --wire fp16 --loss-scale dynamic --plant-overflow 3"
+    for z in 0 1; do
+      "$LAUNCH" --servers 1 --workers "${nw#a}" --timeout 60 --log-dir "$TDIR/$nw-$z" -- $common $extra \
+        --zero "$z" --save-model "$TDIR/$nw-$z.model" --metrics "$TDIR/$nw-$z.json" > /dev/null 2>&1 ||
+        fail "N=$nw --zero $z exited $?: $(tail -n 2 "$TDIR/$nw-$z/worker-0.log")"
+    done
+    cmp -s "$TDIR/$nw-0.model" "$TDIR/$nw-1.model" || fail "N=$nw: --zero 1 saved other weights than plain all-reduce"
+    sum=0
+    for r in $(seq 0 $((${nw#a} - 1))); do
+      f=$(sed -n 's/^zero 1: rank '"$r"' updates weights \[[0-9]*, [0-9]*) of \([0-9]*\): optimizer state \([0-9]*\) floats$/\1 \2/p' "$TDIR/$nw-1/worker-$r.log")
+      [ -n "$f" ] || fail "N=$nw rank $r: no state line"
+      P=${f% *}; f=${f#* }
+      [ "$f" -le $(( (P + ${nw#a} - 1) / ${nw#a} )) ] || fail "N=$nw rank $r holds $f floats of state for $P weights"
+      sum=$((sum + f))
+    done
+    [ "$sum" = "$P" ] || fail "N=$nw: the ranks' state adds up to $sum floats, not $P"
+    grep -q '"opt_state_floats":[1-9]' "$TDIR/$nw-1.json" || fail "N=$nw metrics: $(cat "$TDIR/$nw-1.json")"
+  done
+  grep -q '"skipped_steps":1' "$TDIR/a3-1.json" || fail "the planted overflow was not skipped: $(cat "$TDIR/a3-1.json")"
+  "$BIN/pskv-worker" --app mlp --zero 1 > bad.log 2>&1; [ $? -eq 2 ] ||
+    fail "--zero 1 with --sync ps was not refused with status 2"
+}

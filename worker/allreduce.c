@@ -332,12 +332,11 @@ static int send_chunk(const ring *g, int step, int c)
     }
 }
 
-/* Receives every piece of every step, reducing (reduce-scatter) or copying
+/* Receives every piece of steps [from, to), reducing (reduce-scatter) or copying
  * (all-gather) it, and sends each on as the next step's piece at once. */
-static int run_ring(const ring *g)
+static int run_ring(const ring *g, int from, int to)
 {
-    int steps = 2 * g->N - 2;
-    for (int t = 0; t < steps; t++) {
+    for (int t = from; t < to; t++) {
         uint64_t b, e;
         chunk_bounds(g, mod(g->r - t - 1, g->N), &b, &e);
         for (uint64_t off = b;;) {
@@ -369,7 +368,7 @@ static int run_ring(const ring *g)
                 memcpy(dst, m.vals, cnt * sizeof(float));
             }
             wire_msg_close(&m);
-            if (t + 1 < steps && (rc = send_piece(g, t + 1, off, cnt)) < 0)
+            if (t + 1 < to && (rc = send_piece(g, t + 1, off, cnt)) < 0)
                 return rc;
             off += cnt;
             if (off >= e)
@@ -423,7 +422,11 @@ static void lent_wait(pskv_worker *w, int failed)
     }
 }
 
-int pskv_allreduce(pskv_worker *w, int table, float *vals, size_t n, pskv_op op)
+/* Steps [from, to) of the ring over vals: both halves (pskv_allreduce), the
+ * reduce-scatter (0 .. N-2) or the all-gather (N-1 .. 2N-3, fp32 whatever the
+ * wire: it hands out weights). */
+static int ring_call(pskv_worker *w, int table, float *vals, size_t n, pskv_op op, int from,
+                     int to, int fp32)
 {
     if (!w || !w->ar || (!vals && n) || (op != PSKV_OP_SUM && op != PSKV_OP_MEAN))
         return w ? wst_error(w, PSKV_EINVAL, "pskv_allreduce: bad arguments (vals NULL or op "
@@ -431,7 +434,7 @@ int pskv_allreduce(pskv_worker *w, int table, float *vals, size_t n, pskv_op op)
     if (table < -1 || table >= w->ntables)
         return wst_error(w, PSKV_EINVAL, "pskv_allreduce: no open table %d", table);
     ring g = {.w = w, .vals = vals, .n = n, .op = op, .N = w->nworkers, .r = w->mb.rank,
-              .wire = w->ar_wire};
+              .wire = fp32 ? PSKV_WIRE_FP32 : w->ar_wire};
     g.seq = ++w->ar->seq;
     g.table_id = table >= 0 ? w->tables[table].id : 0;
     size_t vsize = half_size(g.wire);
@@ -443,11 +446,13 @@ int pskv_allreduce(pskv_worker *w, int table, float *vals, size_t n, pskv_op op)
         w->ar->last_ok = 1;
         return 0; /* the sum and the mean of one are the values */
     }
+    if (to < 0)
+        to = 2 * g.N - 2;
     int rc = ring_start(&g);
+    if (rc == 0) /* step `from` sends chunk r - from */
+        rc = send_chunk(&g, from, mod(g.r - from, g.N));
     if (rc == 0)
-        rc = send_chunk(&g, 0, g.r);
-    if (rc == 0)
-        rc = run_ring(&g);
+        rc = run_ring(&g, from, to);
     if (rc < 0) {
         char msg[600];
         /* an abort received says which rank saw what; one made here says it */
@@ -463,4 +468,29 @@ int pskv_allreduce(pskv_worker *w, int table, float *vals, size_t n, pskv_op op)
     lent_wait(w, 0);
     w->ar->last_ok = 1;
     return 0;
+}
+
+int pskv_allreduce(pskv_worker *w, int table, float *vals, size_t n, pskv_op op)
+{
+    return ring_call(w, table, vals, n, op, 0, -1, 0);
+}
+
+void pskv_allreduce_slice(const pskv_worker *w, size_t n, size_t *first, size_t *count)
+{
+    int N = w && w->nworkers > 0 && w->mb.rank >= 0 ? w->nworkers : 1;
+    ring g = {.n = n, .N = N};
+    uint64_t b, e;
+    chunk_bounds(&g, N > 1 ? (w->mb.rank + 1) % N : 0, &b, &e);
+    *first = (size_t)b;
+    *count = (size_t)(e - b);
+}
+
+int pskv_reduce_scatter(pskv_worker *w, int table, float *vals, size_t n, pskv_op op)
+{
+    return ring_call(w, table, vals, n, op, 0, w ? w->nworkers - 1 : 0, 0);
+}
+
+int pskv_allgather(pskv_worker *w, int table, float *vals, size_t n)
+{
+    return ring_call(w, table, vals, n, PSKV_OP_SUM, w ? w->nworkers - 1 : 0, -1, 1);
 }

@@ -266,6 +266,18 @@ typedef enum { PSKV_OP_SUM = 1, PSKV_OP_MEAN = 2 } pskv_op;
  * every rank alike. */
 int pskv_allreduce(pskv_worker *w, int table, float *vals, size_t n, pskv_op op);
 
+/* The two halves of pskv_allreduce's ring, for sharded updates (ZeRO stage 1):
+ * pskv_reduce_scatter leaves in vals[first, first+count) (pskv_allreduce_slice)
+ * the same bits pskv_allreduce would (the sum or mean, rounded to a 16-bit
+ * wire), the rest of vals holding partial sums; pskv_allgather hands every
+ * rank's slice [first, first+count) of vals to every other rank, as fp32
+ * whatever allreduce_wire says (it carries weights), so that all of vals is the
+ * same on every rank. The same rules and errors as pskv_allreduce: every rank
+ * calls with the same n and table, in the same order. */
+void pskv_allreduce_slice(const pskv_worker *w, size_t n, size_t *first, size_t *count);
+int pskv_reduce_scatter(pskv_worker *w, int table, float *vals, size_t n, pskv_op op);
+int pskv_allgather(pskv_worker *w, int table, float *vals, size_t n);
+
 /* This worker's rank (0..W-1; -1 for the evaluator), the number of workers and of servers. */
 int pskv_rank(const pskv_worker *w);
 int pskv_num_workers(const pskv_worker *w);

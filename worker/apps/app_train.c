@@ -317,7 +317,7 @@ static int open_tables(run *r)
         return fail(r->w, "open the parameter table", r->t);
     pskv_table_opts o;
     train_table_opts(r->cfg, r->train.dim, r->P, &o);
-    if (train_ar_new(r->cfg, &o, r->P, &r->ar))
+    if (train_ar_new(r->cfg, r->w, &o, r->P, &r->ar))
         return 1;
     r->ts = jobstats_open(r->w, r->app);
     if (r->ts < 0)

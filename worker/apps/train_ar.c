@@ -27,6 +27,8 @@ struct train_ar {
     long skipped;    /* steps skipped for inf/NaN in the mean gradient */
     long plant;      /* --plant-overflow: rank 0 plants FLT_MAX at this step, 0 = never */
     int digests;     /* --print-digests: a line per step with the weights' digest */
+    int zero;        /* --zero 1: update only [first, first+count), state for it only */
+    size_t first, count;
 };
 
 int train_ar_parse_scale(const char *s, double *scale, int *dynamic)
@@ -48,7 +50,8 @@ int train_ar_parse_scale(const char *s, double *scale, int *dynamic)
     return 0;
 }
 
-int train_ar_new(cfg_entry *cfg, const pskv_table_opts *o, size_t P, train_ar **out)
+int train_ar_new(cfg_entry *cfg, pskv_worker *w, const pskv_table_opts *o, size_t P,
+                 train_ar **out)
 {
     *out = NULL;
     if (strcmp(cfg_str(cfg, "sync"), "allreduce"))
@@ -82,8 +85,17 @@ int train_ar_new(cfg_entry *cfg, const pskv_table_opts *o, size_t P, train_ar **
     a->window = (long)cfg_int(cfg, "scale-window");
     a->plant = (long)cfg_int(cfg, "plant-overflow");
     a->digests = (int)cfg_int(cfg, "print-digests");
+    a->zero = (int)cfg_int(cfg, "zero");
+    a->count = P;
+    if (a->zero) {
+        pskv_allreduce_slice(w, P, &a->first, &a->count);
+        printf("zero 1: rank %d updates weights [%zu, %zu) of %zu: optimizer state %zu floats\n",
+               pskv_rank(w), a->first, a->first + a->count, P,
+               (size_t)upd_state_per_value(&a->o) * a->count);
+    }
     int planes = upd_state_per_value(&a->o);
-    if (planes > 0 && !(a->state = calloc((size_t)planes * P, sizeof(float)))) {
+    if (planes > 0 && !(a->state = calloc((size_t)planes * (a->count ? a->count : 1),
+                                          sizeof(float)))) {
         free(a);
         goto oom;
     }
@@ -108,14 +120,6 @@ static void scale_by(float *v, size_t n, float f)
         v[i] *= f;
 }
 
-static int all_finite(const float *v, size_t n)
-{
-    int ok = 1;
-    for (size_t i = 0; i < n; i++)
-        ok &= isfinite(v[i]) != 0;
-    return ok;
-}
-
 static uint64_t digest_of(const float *v, size_t n)
 {
     uint64_t h = 1469598103934665603ULL;
@@ -129,23 +133,41 @@ static uint64_t digest_of(const float *v, size_t n)
  * inf or NaN (every rank has the same bits, so every rank decides alike): the
  * step is skipped and a dynamic scale halved. A dynamic scale doubles after
  * --scale-window clean steps. Without one: 1. */
-static int unscale(train_ar *a, float *grad)
+static int unscale(train_ar *a, float *grad, int overflow, size_t n)
 {
     if (!(a->scale > 0))
         return 1;
-    if (!all_finite(grad, a->P)) {
+    if (overflow || !upd_all_finite(grad, n)) {
         a->skipped++;
         a->clean = 0;
         if (a->dynamic && a->scale > SCALE_MIN)
             a->scale /= 2;
         return 0;
     }
-    scale_by(grad, a->P, (float)(1.0 / a->scale));
+    scale_by(grad, n, (float)(1.0 / a->scale));
     if (a->dynamic && ++a->clean >= a->window) {
         a->scale *= 2;
         a->clean = 0;
     }
     return 1;
+}
+
+/* --zero 1: reduce-scatters grad; the slice [first, first+count) is then the
+ * mean. With a loss scale the ranks agree
+ * on an overflow anywhere by a one-float all-reduce: returns 1 then (skip). */
+static int zero_step(train_ar *a, pskv_worker *w, int table, float *grad)
+{
+    int rc = pskv_reduce_scatter(w, table, grad, a->P, PSKV_OP_MEAN);
+    if (rc < 0 || !(a->scale > 0))
+        return rc;
+    float bad = !upd_all_finite(grad + a->first, a->count);
+    if ((rc = pskv_allreduce(w, -1, &bad, 1, PSKV_OP_SUM)) < 0)
+        return rc;
+    if (bad > 0) {
+        unscale(a, grad, 1, 0);
+        return 1;
+    }
+    return 0;
 }
 
 int train_ar_step(train_ar *a, pskv_worker *w, int table, float *grad, float *weights)
@@ -155,11 +177,16 @@ int train_ar_step(train_ar *a, pskv_worker *w, int table, float *grad, float *we
         grad[0] = FLT_MAX; /* a planted overflow (tests) */
     if (a->scale > 0)
         scale_by(grad, a->P, (float)a->scale);
-    int rc = pskv_allreduce(w, table, grad, a->P, PSKV_OP_MEAN);
+    int rc = a->zero ? zero_step(a, w, table, grad)
+                     : pskv_allreduce(w, table, grad, a->P, PSKV_OP_MEAN);
     if (rc < 0)
         return rc;
-    int apply = unscale(a, grad);
-    if (apply)
+    int apply = rc == 0 && unscale(a, grad + a->first, 0, a->count); /* count = P but zero */
+    if (a->zero && apply) /* the slice's update, then every slice to every rank */
+        upd_apply(&a->o, weights + a->first, a->state, grad + a->first, a->count);
+    if (a->zero && apply && (rc = pskv_allgather(w, table, weights, a->P)) < 0)
+        return rc;
+    if (!a->zero && apply)
         upd_apply(&a->o, weights, a->state, grad, a->P);
     if (a->digests)
         printf("allreduce step %ld %s scale %g skipped %ld weights %016llx\n", step,
@@ -174,6 +201,8 @@ void train_ar_report(const train_ar *a, report_line *l)
 {
     l->loss_scale = a->scale;
     l->skipped_steps = a->skipped;
+    if (a->zero)
+        l->opt_state = (int64_t)((size_t)upd_state_per_value(&a->o) * a->count);
 }
 
 void train_ar_destroy(train_ar **a_p)

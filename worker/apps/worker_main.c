@@ -205,6 +205,10 @@ static cfg_entry config[] = {
     {"plant-overflow", CFG_INT, "0", "PSKV_WORKER_PLANT_OVERFLOW", 0, 1e12, "step",
      "--sync allreduce, for tests: rank 0's gradient holds the largest float at this step "
      "(1 = the first; 0 = never)", 0, 0, NULL, NULL},
+    {"zero", CFG_INT, "0", "PSKV_WORKER_ZERO", 0, 1, NULL,
+     "--sync allreduce: 1 = ZeRO stage 1: gradients reduce-scattered, each worker updates "
+     "its 1/N of the weights with that slice's optimizer state only, weights all-gathered "
+     "(0 = every worker updates all)", 0, 0, NULL, NULL},
     {"copy-every", CFG_INT, "100", "PSKV_WORKER_COPY_EVERY", 1, 1e9, "steps",
      "--sync allreduce: rank 0 writes the weights to the servers (pskv_assign) every N steps "
      "and at the end, so checkpoints and --save-model hold them", 0, 0, NULL, NULL},
@@ -454,6 +458,8 @@ static int allreduce_flags(const char *app)
     int dyn;
     if (!bad && train_ar_parse_scale(cfg_str(config, "loss-scale"), &scale, &dyn) < 0)
         bad = "--loss-scale must be dynamic or a number > 0";
+    if (!bad && cfg_int(config, "zero") && strcmp(sync, "allreduce"))
+        bad = "--zero 1 applies to --sync allreduce";
     if (!bad && scale > 0 && strcmp(sync, "allreduce"))
         bad = "--loss-scale applies to --sync allreduce";
     if (!bad && half_parse(wire) < 0)
