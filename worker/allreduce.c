@@ -68,7 +68,9 @@ void war_close(pskv_worker *w)
     if (!w->ar)
         return;
     if (w->ar->out) {
-        int linger = w->ar->last_ok ? OUT_LINGER_MS : 0;
+        /* after a failure, the abort (and a piece queued before it) still gets to go:
+         * a next rank that started late would otherwise never hear why */
+        int linger = w->ar->last_ok || w->ar->aborted ? OUT_LINGER_MS : 0;
         zmq_setsockopt(w->ar->out, ZMQ_LINGER, &linger, sizeof linger);
         zmq_close(w->ar->out);
     }

@@ -35,7 +35,9 @@
 WINTERNAL int war_open(pskv_worker *w, const char *bind, int port);
 
 /* Closes both sockets and frees w->ar; NULL-safe. Pieces still queued to the
- * next rank get up to 2 s to leave when the last call succeeded, none else. */
+ * next rank get up to 2 s to leave when the last call succeeded or this rank
+ * sent an abort (so that the abort reaches a next rank that started late),
+ * none else. */
 WINTERNAL void war_close(pskv_worker *w);
 
 #endif
