@@ -153,8 +153,8 @@ static int unscale(train_ar *a, float *grad, int overflow, size_t n)
 }
 
 /* --zero 1: reduce-scatters grad; the slice [first, first+count) is then the
- * mean. With a loss scale the ranks agree
- * on an overflow anywhere by a one-float all-reduce: returns 1 then (skip). */
+ * mean. With a loss scale the ranks agree on an overflow in any slice by a
+ * one-float all-reduce: returns 1 then (the step is skipped), else 0. */
 static int zero_step(train_ar *a, pskv_worker *w, int table, float *grad)
 {
     int rc = pskv_reduce_scatter(w, table, grad, a->P, PSKV_OP_MEAN);
@@ -181,7 +181,8 @@ int train_ar_step(train_ar *a, pskv_worker *w, int table, float *grad, float *we
                      : pskv_allreduce(w, table, grad, a->P, PSKV_OP_MEAN);
     if (rc < 0)
         return rc;
-    int apply = rc == 0 && unscale(a, grad + a->first, 0, a->count); /* count = P but zero */
+    /* [first, first+count): the whole gradient, or with --zero 1 this rank's slice */
+    int apply = rc == 0 && unscale(a, grad + a->first, 0, a->count);
     if (a->zero && apply) /* the slice's update, then every slice to every rank */
         upd_apply(&a->o, weights + a->first, a->state, grad + a->first, a->count);
     if (a->zero && apply && (rc = pskv_allgather(w, table, weights, a->P)) < 0)
