@@ -294,3 +294,26 @@ t_allreduce_zero() {
   "$BIN/pskv-worker" --app mlp --zero 1 > bad.log 2>&1; [ $? -eq 2 ] ||
     fail "--zero 1 with --sync ps was not refused with status 2"
 }
+
+# Bytes on the wire: pskv_allreduce_bytes_total (rank 0's /metrics, kept up by
+# --metrics-linger) after 2 all-reduces of 100001 values among 2 workers: rank 0
+# sends both chunks once a call (reduce-scatter, all-gather), 2 x 100001 values:
+# 800008 bytes in fp32, exactly half (400004) in fp16.
+t_allreduce_wire_bytes() {
+  command -v curl > /dev/null || fail "curl missing (install-deps.sh installs it)"
+  local wire want p got i
+  for wire in fp32 fp16; do
+    p=$(free_port)
+    "$LAUNCH" --servers 1 --workers 2 --timeout 60 --log-dir "$TDIR/$wire" --worker-opt 0:--metrics-port \
+      --worker-opt "0:$p" -- --app allreduce-check --ar-floats 100001 --rounds 2 --wire "$wire" \
+      --metrics-linger 5 > "$TDIR/$wire.out" 2>&1 &
+    for i in $(seq 300); do
+      grep -q '^allreduce-check rank=0 ' "$TDIR/$wire/worker-0.log" 2>/dev/null && break; sleep 0.1
+    done
+    got=$(curl -sf --max-time 5 "http://127.0.0.1:$p/metrics" | sed -n 's/^pskv_allreduce_bytes_total{[^}]*} \([0-9]*\)$/\1/p; s/^pskv_allreduce_bytes_total \([0-9]*\)$/\1/p')
+    wait $! || fail "$wire job exited $?: $(grep -h 'failed' "$TDIR/$wire"/worker-*.log | head -n 2)"
+    want=800008; [ "$wire" = fp16 ] && want=400004
+    echo "$wire: rank 0 sent $got value bytes"
+    [ "$got" = "$want" ] || fail "$wire: rank 0's pskv_allreduce_bytes_total is '$got', expected $want"
+  done
+}

@@ -16,6 +16,7 @@
 #include "secure.h"
 #include "timeutil.h"
 #include "wire.h"
+#include "wmetrics.h"
 #include "wpump.h"
 
 #define OUT_LINGER_MS 2000 /* pieces queued to the next rank at close, after a good call */
@@ -174,6 +175,7 @@ static int send_piece(const ring *g, int step, uint64_t off, uint64_t cnt)
     if (wire_send(g->w->ar->out, NULL, &m, NULL, cnt ? &v : NULL) < 0)
         return wst_error(g->w, PSKV_ENET, "pskv_allreduce: cannot send to rank %d: %s",
                          (g->r + 1) % g->N, zmq_strerror(zmq_errno()));
+    wmet_allreduce_sent(cnt * half_size(g->wire));
     return 0;
 }
 
