@@ -306,7 +306,7 @@ t_allreduce_wire_bytes() {
     p=$(free_port)
     "$LAUNCH" --servers 1 --workers 2 --timeout 60 --log-dir "$TDIR/$wire" --worker-opt 0:--metrics-port \
       --worker-opt "0:$p" -- --app allreduce-check --ar-floats 100001 --rounds 2 --wire "$wire" \
-      --metrics-linger 5 > "$TDIR/$wire.out" 2>&1 &
+      --metrics-linger 2 > "$TDIR/$wire.out" 2>&1 &
     for i in $(seq 300); do
       grep -q '^allreduce-check rank=0 ' "$TDIR/$wire/worker-0.log" 2>/dev/null && break; sleep 0.1
     done
