@@ -8,6 +8,7 @@
 
 #include "filter.h"
 #include "fquant.h"
+#include "half.h"
 #include "pskv_errors.h"
 #include "zap.h"
 
@@ -167,8 +168,12 @@ int wire_parse(wire_msg *m, const void *const *frames, const size_t *sizes, int 
         packed[f] = (meta->zframes & FILTER_ZKEYS) != 0;
         f++;
     }
+    if (meta->ar_wire > HALF_BF16 || (meta->has_ar_wire && meta->type != PSKV__MSG_TYPE__ALLREDUCE))
+        FAIL(PSKV_EPROTO, "%s with wire precision %u", wire_type_name((int)meta->type),
+             meta->ar_wire);
+    size_t vsize = half_size((int)meta->ar_wire); /* 2 for an fp16 or bf16 ALLREDUCE piece */
     if (want_vals) { /* quantised values (fquant.h): the frame holds the blocks */
-        raw[f] = meta->quant ? fquant_bytes(meta->quant, nvals) : nvals * 4;
+        raw[f] = meta->quant ? fquant_bytes(meta->quant, nvals) : nvals * vsize;
         packed[f] = (meta->zframes & FILTER_ZVALS) != 0;
         if (meta->quant && (!raw[f] || meta->type != PSKV__MSG_TYPE__PUSH))
             FAIL(PSKV_EPROTO, "quant %u on a %s", meta->quant, wire_type_name((int)meta->type));

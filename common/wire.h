@@ -31,9 +31,10 @@ typedef struct wire_msg {
     int nframes;                 /* frames initialised in frames[] */
     Pskv__Meta *meta;            /* decoded frame 0, owned */
     const uint64_t *keys;        /* NULL for a dense run (meta->first_key) */
-    const float *vals;           /* NULL when the type carries no values */
+    const float *vals;           /* NULL when the type carries no values; an fp16 or bf16
+                                    ALLREDUCE piece (meta->ar_wire): nvals uint16_t */
     uint64_t nkeys;              /* meta->num_keys */
-    uint64_t nvals;              /* floats in vals: nkeys * width */
+    uint64_t nvals;              /* values in vals: nkeys * width */
     void *own;                   /* aligned copies of unaligned frames and unpacked
                                     (filter.h) ones, owned */
     void *own_keys;              /* keys a keycache resolved (server), owned */

@@ -168,3 +168,152 @@ t_allreduce_train() {
   "$BIN/pskv-worker" --app mlp --sync ring > bad.log 2>&1; [ $? -eq 2 ] ||
     fail "--sync ring was not refused with status 2"
 }
+
+# --wire fp16 and bf16: integer-valued floats small enough that every partial sum
+# is exact in 16 bits (allreduce-check picks them by --wire): each element equals
+# the exact sum (the mean: the exact mean rounded to the wire), the digest is the
+# same on every rank, and fp16 pieces are half the bytes (a run with --chunk-bytes
+# 64 cuts 32 values a piece). Ranks given different --wire all fail the first
+# call naming both precisions; a bad --wire is refused with status 2.
+t_allreduce_wire() {
+  local d16 d32 r
+  ar_run "$TDIR/h3" 3 --ar-floats 1001 --rounds 3 --chunk-bytes 64 --wire fp16 ||
+    fail "fp16 N=3 exited $?: $(grep -h 'failed\|expected' "$TDIR/h3"/worker-*.log | head -n 3)"
+  d16=$(ar_digests "$TDIR/h3" 3)
+  ar_run "$TDIR/f3" 3 --ar-floats 1001 --rounds 3 --chunk-bytes 64 ||
+    fail "fp32 N=3 exited $?"
+  d32=$(ar_digests "$TDIR/f3" 3)
+  grep -q '^allreduce-check rank=0 .* wire=fp16 ' "$TDIR/h3/worker-0.log" || fail "no wire=fp16 in the line"
+  [ "$d16" != "$d32" ] || fail "fp16 and fp32 runs (other values) gave one digest"
+  ar_run "$TDIR/b4" 4 --ar-floats 10007 --rounds 2 --wire bf16 --reduce mean ||
+    fail "bf16 mean N=4 exited $?: $(grep -h 'failed\|expected' "$TDIR/b4"/worker-*.log | head -n 3)"
+  ar_digests "$TDIR/b4" 4 > /dev/null
+  ar_run "$TDIR/h2" 2 --ar-floats 100003 --rounds 2 --wire fp16 --reduce mean ||
+    fail "fp16 mean N=2 exited $?: $(grep -h 'failed\|expected' "$TDIR/h2"/worker-*.log | head -n 3)"
+  ar_digests "$TDIR/h2" 2 > /dev/null
+  # rank 1 sends bf16 among fp16 ranks: every rank fails call 1, naming both
+  "$LAUNCH" --servers 1 --workers 3 --timeout 60 --log-dir "$TDIR/mix" --worker-opt 1:--wire \
+    --worker-opt 1:bf16 -- --app allreduce-check --ar-floats 100 --rounds 2 --wire fp16 \
+    > "$TDIR/mix.out" 2>&1 && fail "the job passed with mixed wire precisions"
+  for r in 0 1 2; do
+    grep -q "call 1 failed: invalid argument: .*sends \(bf16\|fp16\) values, rank [0-9] \(bf16\|fp16\): every worker must use the same wire precision" \
+      "$TDIR/mix/worker-$r.log" || fail "rank $r: $(grep allreduce-check "$TDIR/mix/worker-$r.log" | tail -n 1)"
+  done
+  no_strays "$TDIR/mix"
+  "$BIN/pskv-worker" --app allreduce-check --wire fp8 > bad.log 2>&1; [ $? -eq 2 ] ||
+    fail "--wire fp8 was not refused with status 2"
+  grep -q -- '--wire must be fp32, fp16 or bf16' bad.log || fail "no reason: $(cat bad.log)"
+  "$BIN/pskv-worker" --app check --wire fp16 > bad.log 2>&1; [ $? -eq 2 ] ||
+    fail "--wire fp16 on --app check (parameter-server pushes) was not refused with status 2"
+}
+
+# MLP trained by all-reduce with --wire fp16 (no loss scale) ends within 0.003
+# (6 of 2000 test images) of the same run in fp32, and with other weights (the
+# wire did round them).
+t_allreduce_wire_train() {
+  local common="--app mlp --epochs 2 --train-limit 6000 --test-limit 2000 --seed 2 --eval-every 0 --sync allreduce"
+  local wire a=() acc
+  for wire in fp32 fp16; do
+    "$LAUNCH" --servers 1 --workers 2 --timeout 120 --log-dir "$TDIR/$wire" -- $common --wire "$wire" \
+      --save-model "$TDIR/$wire.model" > /dev/null 2>&1 ||
+      fail "$wire run exited $?: $(tail -n 2 "$TDIR/$wire/worker-0.log")"
+    acc=$(sed -n 's/^final test accuracy \([0-9.]*\) .*/\1/p' "$TDIR/$wire/worker-0.log")
+    [ -n "$acc" ] || fail "$wire: no final accuracy"
+    a+=("$acc")
+  done
+  echo "accuracy: fp32 ${a[0]}, fp16 ${a[1]}"
+  awk -v a="${a[0]}" -v b="${a[1]}" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.003 && a > 0.5) }' ||
+    fail "fp16 accuracy ${a[1]} is not within 0.003 of fp32's ${a[0]} (or fp32 not above 0.5)"
+  cmp -s "$TDIR/fp32.model" "$TDIR/fp16.model" && fail "fp16 and fp32 runs saved the same weights"
+  return 0
+}
+
+# --loss-scale dynamic with a planted overflow (rank 0's gradient holds the
+# largest float at step 3; scaled, it is inf): step 3 is skipped on both ranks
+# (their weights' digest after it equals the one after step 2), the scale halves
+# (65536 -> 32768), doubles again after --scale-window 5 clean steps (step 8),
+# and the metrics file reports the scale and the skipped step. Every step's
+# digest is the same on both ranks.
+t_allreduce_loss_scale() {
+  "$LAUNCH" --servers 1 --workers 2 --timeout 60 --log-dir "$TDIR/j" -- --app mlp --epochs 1 \
+    --train-limit 640 --test-limit 200 --seed 2 --sync allreduce --wire fp16 --loss-scale dynamic \
+    --scale-window 5 --plant-overflow 3 --print-digests --metrics "$TDIR/m.json" > /dev/null 2>&1 ||
+    fail "the job exited $?: $(tail -n 2 "$TDIR/j/worker-0.log")"
+  local r d2 d3
+  for r in 0 1; do
+    grep '^allreduce step ' "$TDIR/j/worker-$r.log" > "$TDIR/steps-$r" || fail "rank $r printed no steps"
+    d2=$(sed -n 's/^allreduce step 2 applied scale 65536 skipped 0 weights \([0-9a-f]*\)$/\1/p' "$TDIR/steps-$r")
+    d3=$(sed -n 's/^allreduce step 3 skipped scale 32768 skipped 1 weights \([0-9a-f]*\)$/\1/p' "$TDIR/steps-$r")
+    [ -n "$d2" ] && [ -n "$d3" ] || fail "rank $r: steps 2-3: $(sed -n 2,3p "$TDIR/steps-$r")"
+    [ "$d2" = "$d3" ] || fail "rank $r applied something at the skipped step ($d2 -> $d3)"
+    grep -q '^allreduce step 4 applied scale 32768 ' "$TDIR/steps-$r" || fail "rank $r: step 4 $(sed -n 4p "$TDIR/steps-$r")"
+    grep -q '^allreduce step 8 applied scale 65536 skipped 1 ' "$TDIR/steps-$r" ||
+      fail "rank $r: the scale did not double after 5 clean steps: $(sed -n 8p "$TDIR/steps-$r")"
+    [ "$(grep -c skipped\ scale "$TDIR/steps-$r")" = 1 ] || fail "rank $r skipped more than one step"
+  done
+  cmp -s "$TDIR/steps-0" "$TDIR/steps-1" || fail "the ranks' steps differ: $(diff "$TDIR/steps-0" "$TDIR/steps-1" | head -n 4)"
+  grep -q '"loss_scale":[0-9]*,"skipped_steps":1' "$TDIR/m.json" || fail "metrics: $(cat "$TDIR/m.json")"
+  "$BIN/pskv-worker" --app mlp --loss-scale 0 > bad.log 2>&1; [ $? -eq 2 ] ||
+    fail "--loss-scale 0 was not refused with status 2"
+  grep -q -- '--loss-scale must be dynamic or a number > 0' bad.log || fail "no reason: $(cat bad.log)"
+  "$BIN/pskv-worker" --app mlp --loss-scale dynamic > bad.log 2>&1; [ $? -eq 2 ] ||
+    fail "--loss-scale with --sync ps was not refused with status 2"
+}
+
+# --zero 1 (ZeRO stage 1: gradients reduce-scattered, each rank updates its 1/N
+# slice with that slice's optimizer state, weights all-gathered) saves the same
+# weights as plain all-reduce training, bit for bit (so within 1e-6 relative),
+# for N = 2 and 3 with momentum, and for N = 3 with adagrad, an fp16 wire and a
+# planted overflow under --loss-scale dynamic (the ranks agree to skip it though
+# it lies in one rank's slice). Each rank's optimizer state is its slice:
+# at most ceil(P/N) floats a plane, P in all, and rank 0's is in the metrics.
+t_allreduce_zero() {
+  local common="--app mlp --epochs 1 --train-limit 960 --test-limit 200 --seed 3 --sync allreduce"
+  local nw z extra r f sum P
+  for nw in 2 3 a3; do
+    extra="--momentum 0.9"
+    [ "$nw" = a3 ] && extra="--updater adagrad --wire fp16 --loss-scale dynamic --plant-overflow 3"
+    for z in 0 1; do
+      "$LAUNCH" --servers 1 --workers "${nw#a}" --timeout 60 --log-dir "$TDIR/$nw-$z" -- $common $extra \
+        --zero "$z" --save-model "$TDIR/$nw-$z.model" --metrics "$TDIR/$nw-$z.json" > /dev/null 2>&1 ||
+        fail "N=$nw --zero $z exited $?: $(tail -n 2 "$TDIR/$nw-$z/worker-0.log")"
+    done
+    cmp -s "$TDIR/$nw-0.model" "$TDIR/$nw-1.model" || fail "N=$nw: --zero 1 saved other weights than plain all-reduce"
+    sum=0
+    for r in $(seq 0 $((${nw#a} - 1))); do
+      f=$(sed -n 's/^zero 1: rank '"$r"' updates weights \[[0-9]*, [0-9]*) of \([0-9]*\): optimizer state \([0-9]*\) floats$/\1 \2/p' "$TDIR/$nw-1/worker-$r.log")
+      [ -n "$f" ] || fail "N=$nw rank $r: no state line"
+      P=${f% *}; f=${f#* }
+      [ "$f" -le $(( (P + ${nw#a} - 1) / ${nw#a} )) ] || fail "N=$nw rank $r holds $f floats of state for $P weights"
+      sum=$((sum + f))
+    done
+    [ "$sum" = "$P" ] || fail "N=$nw: the ranks' state adds up to $sum floats, not $P"
+    grep -q '"opt_state_floats":[1-9]' "$TDIR/$nw-1.json" || fail "N=$nw metrics: $(cat "$TDIR/$nw-1.json")"
+  done
+  grep -q '"skipped_steps":1' "$TDIR/a3-1.json" || fail "the planted overflow was not skipped: $(cat "$TDIR/a3-1.json")"
+  "$BIN/pskv-worker" --app mlp --zero 1 > bad.log 2>&1; [ $? -eq 2 ] ||
+    fail "--zero 1 with --sync ps was not refused with status 2"
+}
+
+# Bytes on the wire: pskv_allreduce_bytes_total (rank 0's /metrics, kept up by
+# --metrics-linger) after 2 all-reduces of 100001 values among 2 workers: rank 0
+# sends both chunks once a call (reduce-scatter, all-gather), 2 x 100001 values:
+# 800008 bytes in fp32, exactly half (400004) in fp16.
+t_allreduce_wire_bytes() {
+  command -v curl > /dev/null || fail "curl missing (install-deps.sh installs it)"
+  local wire want p got i
+  for wire in fp32 fp16; do
+    p=$(free_port)
+    "$LAUNCH" --servers 1 --workers 2 --timeout 60 --log-dir "$TDIR/$wire" --worker-opt 0:--metrics-port \
+      --worker-opt "0:$p" -- --app allreduce-check --ar-floats 100001 --rounds 2 --wire "$wire" \
+      --metrics-linger 2 > "$TDIR/$wire.out" 2>&1 &
+    for i in $(seq 300); do
+      grep -q '^allreduce-check rank=0 ' "$TDIR/$wire/worker-0.log" 2>/dev/null && break; sleep 0.1
+    done
+    got=$(curl -sf --max-time 5 "http://127.0.0.1:$p/metrics" | sed -n 's/^pskv_allreduce_bytes_total{[^}]*} \([0-9]*\)$/\1/p; s/^pskv_allreduce_bytes_total \([0-9]*\)$/\1/p')
+    wait $! || fail "$wire job exited $?: $(grep -h 'failed' "$TDIR/$wire"/worker-*.log | head -n 2)"
+    want=800008; [ "$wire" = fp16 ] && want=400004
+    echo "$wire: rank 0 sent $got value bytes"
+    [ "$got" = "$want" ] || fail "$wire: rank 0's pskv_allreduce_bytes_total is '$got', expected $want"
+  done
+}

@@ -9,12 +9,14 @@
 #include <time.h>
 #include <zmq.h>
 
+#include "half.h"
 #include "log.h"
 #include "member.h"
 #include "net.h"
 #include "secure.h"
 #include "timeutil.h"
 #include "wire.h"
+#include "wmetrics.h"
 #include "wpump.h"
 
 #define OUT_LINGER_MS 2000 /* pieces queued to the next rank at close, after a good call */
@@ -38,7 +40,8 @@ typedef struct ring {
     float *vals;
     uint64_t n, seq, table_id;
     int N, r, op;
-    size_t piece;          /* floats per piece */
+    int wire;              /* pskv_wire: values on the wire as fp32, fp16 or bf16 */
+    size_t piece;          /* values per piece */
     uint32_t nodes[2];     /* node ids of the previous and next rank at the start */
 } ring;
 
@@ -66,7 +69,9 @@ void war_close(pskv_worker *w)
     if (!w->ar)
         return;
     if (w->ar->out) {
-        int linger = w->ar->last_ok ? OUT_LINGER_MS : 0;
+        /* after a failure, the abort (and a piece queued before it) still gets to go:
+         * a next rank that started late would otherwise never hear why */
+        int linger = w->ar->last_ok || w->ar->aborted ? OUT_LINGER_MS : 0;
         zmq_setsockopt(w->ar->out, ZMQ_LINGER, &linger, sizeof linger);
         zmq_close(w->ar->out);
     }
@@ -128,6 +133,10 @@ static void ring_meta(const ring *g, Pskv__Meta *m)
     m->ar_n = g->n;
     m->ar_op = (uint32_t)g->op;
     m->table_id = g->table_id;
+    if (g->wire != PSKV_WIRE_FP32) {
+        m->has_ar_wire = 1;
+        m->ar_wire = (uint32_t)g->wire;
+    }
 }
 
 /* ZeroMQ let go of a piece sent from the caller's array. */
@@ -154,7 +163,11 @@ static int send_piece(const ring *g, int step, uint64_t off, uint64_t cnt)
     m.width = 1;
     zmq_msg_t v;
     atomic_int *lent = &g->w->ar->lent;
-    if (cnt) {
+    if (cnt && g->wire != PSKV_WIRE_FP32) { /* 16-bit values: converted into the frame */
+        if (zmq_msg_init_size(&v, cnt * 2) < 0)
+            return wst_error(g->w, PSKV_ENOMEM, "pskv_allreduce: out of memory");
+        half_pack(g->wire, zmq_msg_data(&v), g->vals + off, cnt);
+    } else if (cnt) {
         atomic_fetch_add(lent, 1);
         if (wire_frame_lend(&v, g->vals + off, cnt * sizeof(float), lent_free, lent) < 0)
             return wst_error(g->w, PSKV_ENOMEM, "pskv_allreduce: out of memory");
@@ -162,6 +175,7 @@ static int send_piece(const ring *g, int step, uint64_t off, uint64_t cnt)
     if (wire_send(g->w->ar->out, NULL, &m, NULL, cnt ? &v : NULL) < 0)
         return wst_error(g->w, PSKV_ENET, "pskv_allreduce: cannot send to rank %d: %s",
                          (g->r + 1) % g->N, zmq_strerror(zmq_errno()));
+    wmet_allreduce_sent(cnt * half_size(g->wire));
     return 0;
 }
 
@@ -287,6 +301,10 @@ static int check_piece(const ring *g, const Pskv__Meta *h, int step, uint64_t of
         return wst_error(w, PSKV_EINVAL, "pskv_allreduce: rank %d called with n = %llu, rank "
                          "%d with n = %llu: every rank must give the same n", prev,
                          (unsigned long long)h->ar_n, g->r, (unsigned long long)g->n);
+    if ((int)h->ar_wire != g->wire)
+        return wst_error(w, PSKV_EINVAL, "pskv_allreduce: rank %d sends %s values, rank %d %s: "
+                         "every worker must use the same wire precision (--wire)", prev,
+                         half_name((int)h->ar_wire), g->r, half_name(g->wire));
     if ((int)h->ar_op != g->op || h->table_id != g->table_id)
         return wst_error(w, PSKV_EINVAL, "pskv_allreduce: rank %d called with another %s "
                          "than rank %d", prev, (int)h->ar_op != g->op ? "op" : "table", g->r);
@@ -318,12 +336,11 @@ static int send_chunk(const ring *g, int step, int c)
     }
 }
 
-/* Receives every piece of every step, reducing (reduce-scatter) or copying
+/* Receives every piece of steps [from, to), reducing (reduce-scatter) or copying
  * (all-gather) it, and sends each on as the next step's piece at once. */
-static int run_ring(const ring *g)
+static int run_ring(const ring *g, int from, int to)
 {
-    int steps = 2 * g->N - 2;
-    for (int t = 0; t < steps; t++) {
+    for (int t = from; t < to; t++) {
         uint64_t b, e;
         chunk_bounds(g, mod(g->r - t - 1, g->N), &b, &e);
         for (uint64_t off = b;;) {
@@ -337,17 +354,25 @@ static int run_ring(const ring *g)
             }
             uint64_t cnt = m.meta->num_keys;
             float *dst = g->vals + off;
+            const uint16_t *h16 = (const uint16_t *)(const void *)m.vals;
             if (t < g->N - 1) {
-                for (uint64_t i = 0; i < cnt; i++)
-                    dst[i] += m.vals[i];
+                if (g->wire != PSKV_WIRE_FP32)
+                    half_unpack_add(g->wire, dst, h16, cnt);
+                else
+                    for (uint64_t i = 0; i < cnt; i++)
+                        dst[i] += m.vals[i];
                 if (t == g->N - 2 && g->op == PSKV_OP_MEAN)
                     for (uint64_t i = 0; i < cnt; i++)
                         dst[i] /= (float)g->N;
+                if (t == g->N - 2 && g->wire != PSKV_WIRE_FP32)
+                    half_round(g->wire, dst, cnt); /* the owner keeps what it hands out */
+            } else if (cnt && g->wire != PSKV_WIRE_FP32) {
+                half_unpack(g->wire, dst, h16, cnt);
             } else if (cnt) {
                 memcpy(dst, m.vals, cnt * sizeof(float));
             }
             wire_msg_close(&m);
-            if (t + 1 < steps && (rc = send_piece(g, t + 1, off, cnt)) < 0)
+            if (t + 1 < to && (rc = send_piece(g, t + 1, off, cnt)) < 0)
                 return rc;
             off += cnt;
             if (off >= e)
@@ -401,27 +426,37 @@ static void lent_wait(pskv_worker *w, int failed)
     }
 }
 
-int pskv_allreduce(pskv_worker *w, int table, float *vals, size_t n, pskv_op op)
+/* Steps [from, to) of the ring over vals: both halves (pskv_allreduce), the
+ * reduce-scatter (0 .. N-2) or the all-gather (N-1 .. 2N-3, fp32 whatever the
+ * wire: it hands out weights). */
+static int ring_call(pskv_worker *w, int table, float *vals, size_t n, pskv_op op, int from,
+                     int to, int fp32)
 {
     if (!w || !w->ar || (!vals && n) || (op != PSKV_OP_SUM && op != PSKV_OP_MEAN))
         return w ? wst_error(w, PSKV_EINVAL, "pskv_allreduce: bad arguments (vals NULL or op "
                              "not PSKV_OP_SUM or PSKV_OP_MEAN)") : -PSKV_EINVAL;
     if (table < -1 || table >= w->ntables)
         return wst_error(w, PSKV_EINVAL, "pskv_allreduce: no open table %d", table);
-    ring g = {.w = w, .vals = vals, .n = n, .op = op, .N = w->nworkers, .r = w->mb.rank};
+    ring g = {.w = w, .vals = vals, .n = n, .op = op, .N = w->nworkers, .r = w->mb.rank,
+              .wire = fp32 ? PSKV_WIRE_FP32 : w->ar_wire};
     g.seq = ++w->ar->seq;
     g.table_id = table >= 0 ? w->tables[table].id : 0;
-    g.piece = w->chunk_bytes / sizeof(float) ? w->chunk_bytes / sizeof(float) : 1;
+    size_t vsize = half_size(g.wire);
+    g.piece = w->chunk_bytes / vsize ? w->chunk_bytes / vsize : 1;
     w->ar->last_ok = 0;
     if (g.N <= 1) {
+        if (g.wire != PSKV_WIRE_FP32)
+            half_round(g.wire, vals, n);
         w->ar->last_ok = 1;
         return 0; /* the sum and the mean of one are the values */
     }
+    if (to < 0)
+        to = 2 * g.N - 2;
     int rc = ring_start(&g);
+    if (rc == 0) /* step `from` sends chunk r - from */
+        rc = send_chunk(&g, from, mod(g.r - from, g.N));
     if (rc == 0)
-        rc = send_chunk(&g, 0, g.r);
-    if (rc == 0)
-        rc = run_ring(&g);
+        rc = run_ring(&g, from, to);
     if (rc < 0) {
         char msg[600];
         /* an abort received says which rank saw what; one made here says it */
@@ -437,4 +472,29 @@ int pskv_allreduce(pskv_worker *w, int table, float *vals, size_t n, pskv_op op)
     lent_wait(w, 0);
     w->ar->last_ok = 1;
     return 0;
+}
+
+int pskv_allreduce(pskv_worker *w, int table, float *vals, size_t n, pskv_op op)
+{
+    return ring_call(w, table, vals, n, op, 0, -1, 0);
+}
+
+void pskv_allreduce_slice(const pskv_worker *w, size_t n, size_t *first, size_t *count)
+{
+    int N = w && w->nworkers > 0 && w->mb.rank >= 0 ? w->nworkers : 1;
+    ring g = {.n = n, .N = N};
+    uint64_t b, e;
+    chunk_bounds(&g, N > 1 ? (w->mb.rank + 1) % N : 0, &b, &e);
+    *first = (size_t)b;
+    *count = (size_t)(e - b);
+}
+
+int pskv_reduce_scatter(pskv_worker *w, int table, float *vals, size_t n, pskv_op op)
+{
+    return ring_call(w, table, vals, n, op, 0, w ? w->nworkers - 1 : 0, 0);
+}
+
+int pskv_allgather(pskv_worker *w, int table, float *vals, size_t n)
+{
+    return ring_call(w, table, vals, n, PSKV_OP_SUM, w ? w->nworkers - 1 : 0, -1, 1);
 }

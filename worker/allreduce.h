@@ -10,8 +10,10 @@
  * receives), then all-gather (the owner's reduced chunk goes round and is
  * copied). Chunks travel in pieces of chunk_bytes (at most 1024 a chunk), cut
  * by the chunk's first sender; a piece received is reduced and sent on as the
- * next step's piece at once, so sending and receiving overlap. Pieces go
- * without a copy, from the caller's array. Each chunk is summed in one fixed order along the ring and
+ * next step's piece at once, so sending and receiving overlap. fp32 pieces go
+ * without a copy, from the caller's array; with a 16-bit wire (w->ar_wire,
+ * common/half) each piece is converted into its own frame, added in float on
+ * arrival, and a chunk's owner rounds its final sum to the wire before all-gather. Each chunk is summed in one fixed order along the ring and
  * all-gather hands out its owner's bits, so every rank ends with the same bits.
  * A failure on one rank (a bad n, a silence, a dead peer) is sent round as an
  * abort, so every rank fails the same call with the same message.
@@ -33,7 +35,9 @@
 WINTERNAL int war_open(pskv_worker *w, const char *bind, int port);
 
 /* Closes both sockets and frees w->ar; NULL-safe. Pieces still queued to the
- * next rank get up to 2 s to leave when the last call succeeded, none else. */
+ * next rank get up to 2 s to leave when the last call succeeded or this rank
+ * sent an abort (so that the abort reaches a next rank that started late),
+ * none else. */
 WINTERNAL void war_close(pskv_worker *w);
 
 #endif

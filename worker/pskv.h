@@ -66,7 +66,19 @@ typedef struct pskv_config {
                                   advertised to the other workers (default 0 = any free) */
     const char *listen_bind;   /* its address: NULL or "" = loopback, or every address
                                   with keys or insecure; else this IPv4 address or "*" */
+    int allreduce_wire;        /* pskv_allreduce's values travel as this pskv_wire
+                                  (default PSKV_WIRE_FP32); every worker of the job must
+                                  give the same one */
 } pskv_config;
+
+/* Precision of pskv_allreduce's values on the wire. FP16 (IEEE binary16) and BF16
+ * halve the bytes sent: each rank adds in float what it receives (converted on
+ * arrival) and converts its partial sums for sending, and a chunk's final value
+ * is rounded to the wire precision by its owner before the all-gather hands it
+ * out, so the result stays bit for bit the same on every rank. FP16 keeps 11
+ * significant bits and overflows to infinity above 65504 (scale gradients so
+ * that they fit); BF16 keeps float's range with 8 significant bits. */
+typedef enum { PSKV_WIRE_FP32 = 0, PSKV_WIRE_FP16 = 1, PSKV_WIRE_BF16 = 2 } pskv_wire;
 
 /* Fills cfg with the defaults above. */
 void pskv_config_init(pskv_config *cfg);
@@ -272,8 +284,23 @@ typedef enum { PSKV_OP_SUM = 1, PSKV_OP_MEAN = 2 } pskv_op;
  * pskv_last_error names the ranks and their n), -PSKV_EPEERDEAD (a worker died:
  * the message names its rank), -PSKV_ETIMEDOUT (nothing from the previous rank
  * for the request time-out), -PSKV_ENET. After a failure vals holds partial
- * sums. A job of one worker returns at once. */
+ * sums. A job of one worker returns at once. With an FP16 or BF16 wire
+ * (pskv_config.allreduce_wire) the result is rounded to that precision (a job of
+ * one worker included); ranks that differ in it fail the call with -PSKV_EINVAL,
+ * every rank alike. */
 int pskv_allreduce(pskv_worker *w, int table, float *vals, size_t n, pskv_op op);
+
+/* The two halves of pskv_allreduce's ring, for sharded updates (ZeRO stage 1):
+ * pskv_reduce_scatter leaves in vals[first, first+count) (pskv_allreduce_slice)
+ * the same bits pskv_allreduce would (the sum or mean, rounded to a 16-bit
+ * wire), the rest of vals holding partial sums; pskv_allgather hands every
+ * rank's slice [first, first+count) of vals to every other rank, as fp32
+ * whatever allreduce_wire says (it carries weights), so that all of vals is the
+ * same on every rank. The same rules and errors as pskv_allreduce: every rank
+ * calls with the same n and table, in the same order. */
+void pskv_allreduce_slice(const pskv_worker *w, size_t n, size_t *first, size_t *count);
+int pskv_reduce_scatter(pskv_worker *w, int table, float *vals, size_t n, pskv_op op);
+int pskv_allgather(pskv_worker *w, int table, float *vals, size_t n);
 
 /* This worker's rank (0..W-1; -1 for the evaluator), the number of workers and of servers. */
 int pskv_rank(const pskv_worker *w);

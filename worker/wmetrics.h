@@ -1,7 +1,7 @@
 /* wmetrics: a worker's Prometheus metrics (common/metrics.h holds the registry
  * and the endpoint). INTERNAL to libpskv. Per table: pushes, pulls, rows and
  * value bytes, and each request's latency from its send to its last answer;
- * per worker: late drops and its clock.
+ * per worker: late drops, its clock and the value bytes its all-reduce pieces carried.
  *
  * The series live in the process's registry; the endpoint, once started by
  * pskv_worker_open (pskv_config.metrics_port), serves until the process ends
@@ -25,6 +25,9 @@ WINTERNAL void wmet_done(const pskv_worker *w, const req *r);
 /* Identity and worker-wide series; starts the endpoint on bind_addr:port when
  * port > 0 and none runs yet. Returns 0 or a negated error (in last_error). */
 WINTERNAL int wmet_start(pskv_worker *w, const char *bind_addr, int port);
+
+/* An all-reduce piece of `bytes` value bytes sent. */
+WINTERNAL void wmet_allreduce_sent(uint64_t bytes);
 
 /* After a late drop or a clock change: the worker-wide series. */
 WINTERNAL void wmet_worker(const pskv_worker *w);

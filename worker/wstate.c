@@ -85,11 +85,14 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
         cfg.join_timeout_s = 600;
     if (!cfg.keys)
         cfg.keys = getenv("PSKV_KEYS");
+    if (cfg.allreduce_wire < PSKV_WIRE_FP32 || cfg.allreduce_wire > PSKV_WIRE_BF16)
+        return -PSKV_EINVAL;
     pskv_worker *w = calloc(1, sizeof *w);
     if (!w)
         return -PSKV_ENOMEM;
     w->window = cfg.window;
     w->chunk_bytes = cfg.chunk_bytes ? cfg.chunk_bytes : 1024 * 1024;
+    w->ar_wire = cfg.allreduce_wire;
     w->spin_us = cfg.spin_us < 0 ? 0 : cfg.spin_us;
     w->request_timeout_ms = cfg.request_timeout_ms;
     w->max_message = cfg.max_message;

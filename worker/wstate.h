@@ -187,6 +187,7 @@ struct pskv_worker {
     uint64_t catchup_epoch; /* bsp: parts planned on an older view must be answered first */
     int request_timeout_ms;
     size_t chunk_bytes;
+    int ar_wire;            /* pskv_allreduce's wire precision (pskv_wire) */
     int spin_us;
     int retry_ms;
     int64_t next_silence_check;

@@ -64,11 +64,46 @@ START_TEST(allreduce_piece_shapes)
 }
 END_TEST
 
+/* A 16-bit piece (ar_wire 1 fp16, 2 bf16) holds 2 bytes a value; another
+ * precision, or ar_wire on another type, is refused. */
+START_TEST(allreduce_wire_shapes)
+{
+    uint16_t h[3] = {0x3c00, 0x4000, 0x4200};
+    Pskv__Meta meta;
+    wire_msg m;
+    for (uint32_t wire = 1; wire <= 2; wire++) {
+        piece(&meta, 500, 3);
+        meta.has_ar_wire = 1;
+        meta.ar_wire = wire;
+        ck_assert_int_eq(parse_ar(&meta, h, sizeof h, 2, &m), 0);
+        ck_assert_uint_eq(m.nvals, 3);
+        ck_assert_uint_eq(m.meta->ar_wire, wire);
+        ck_assert_int_eq(memcmp(m.vals, h, sizeof h), 0);
+        wire_msg_close(&m);
+        float f[3] = {1, 2, 3};
+        ck_assert_int_eq(parse_ar(&meta, f, sizeof f, 2, &m), -PSKV_EPROTO);
+    }
+    piece(&meta, 500, 3);
+    meta.has_ar_wire = 1;
+    meta.ar_wire = 3;
+    ck_assert_int_eq(parse_ar(&meta, h, sizeof h, 2, &m), -PSKV_EPROTO);
+    meta.ar_wire = 0; /* fp32 given explicitly: 4 bytes a value */
+    ck_assert_int_eq(parse_ar(&meta, h, sizeof h, 2, &m), -PSKV_EPROTO);
+    /* on a PUSH: refused */
+    piece(&meta, 500, 3);
+    meta.type = PSKV__MSG_TYPE__PUSH;
+    meta.has_ar_wire = 1;
+    meta.ar_wire = 1;
+    ck_assert_int_eq(parse_ar(&meta, h, sizeof h, 2, &m), -PSKV_EPROTO);
+}
+END_TEST
+
 Suite *wire_ar_suite(void)
 {
     Suite *s = suite_create("wire_allreduce");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, allreduce_piece_shapes);
+    tcase_add_test(tc, allreduce_wire_shapes);
     suite_add_tcase(s, tc);
     return s;
 }

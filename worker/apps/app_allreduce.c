@@ -3,10 +3,13 @@
  *     floats (--reduce sum or mean); each result must equal, bit for bit, the
  *     exact sum (or the exact sum / N) computed here; prints a digest of every
  *     result, which must be the same on every rank:
- *       allreduce-check rank=R workers=N n=F rounds=K reduce=OP digest=HEX
+ *     (--wire fp16 or bf16: values small enough that every partial sum is exact
+ *     in it; a mean is the exact mean rounded to it)
+ *       allreduce-check rank=R workers=N n=F rounds=K reduce=OP wire=W digest=HEX
  *   --app bench --op allreduce: the step time of one all-reduce of --size bytes
  *     (median of --runs runs of --steps steps, each run starting at a barrier):
- *       allreduce size=BYTES workers=N step_us=U algbw_GBps=A busbw_GBps=B
+ *       allreduce size=BYTES workers=N step_us=U algbw_GBps=A busbw_GBps=B wire=W
+ *     (BYTES: the floats' size in memory; --wire fp16 or bf16 sends half of it)
  *     algbw = size / step time; busbw = algbw x 2(N-1)/N, the bytes each rank
  *     sends (and receives) per step over the step time (NCCL's definition). */
 #define _GNU_SOURCE
@@ -15,13 +18,23 @@
 #include <string.h>
 
 #include "apps.h"
+#include "half.h"
 #include "timeutil.h"
 
-/* Integer-valued, different on every rank, round and element; the sum over up
- * to 4096 ranks stays below 2^24, so float sums are exact in any order. */
-static float value_of(uint64_t i, int rank, int round)
+/* Integer-valued, different on every rank, round and element, below `mod` + 2;
+ * with mod = value_mod(N, wire) every partial sum over N ranks is an integer the
+ * wire carries exactly (below 2^24 in fp32, 2^11 in fp16, 2^8 in bf16), so the
+ * sums are exact in any order and on any wire. */
+static float value_of(uint64_t i, int rank, int round, uint64_t mod)
 {
-    return (float)((i * 7 + (uint64_t)rank * 13 + (uint64_t)round) % 1000) + (float)(rank % 3);
+    return (float)((i * 7 + (uint64_t)rank * 13 + (uint64_t)round) % mod) + (float)(rank % 3);
+}
+
+static uint64_t value_mod(int N, int wire)
+{
+    uint64_t top = wire == HALF_FP16 ? 1u << 11 : wire == HALF_BF16 ? 1u << 8 : 1u << 24;
+    uint64_t mod = top / (uint64_t)N > 3 ? top / (uint64_t)N - 2 : 1;
+    return mod < 1000 ? mod : 1000;
 }
 
 static uint64_t fnv(uint64_t h, const void *p, size_t len)
@@ -37,6 +50,8 @@ int app_allreduce_check(pskv_worker *w, cfg_entry *cfg)
     uint64_t n = (uint64_t)cfg_int(cfg, "ar-floats");
     int rounds = (int)cfg_int(cfg, "rounds"), N = pskv_num_workers(w), rank = pskv_rank(w);
     int mean = !strcmp(cfg_str(cfg, "reduce"), "mean");
+    int wire = half_parse(cfg_str(cfg, "wire"));
+    uint64_t mod = value_mod(N, wire);
     float *v = malloc((n ? n : 1) * sizeof *v);
     if (!v) {
         fprintf(stderr, "allreduce-check: out of memory for %llu floats\n",
@@ -50,7 +65,7 @@ int app_allreduce_check(pskv_worker *w, cfg_entry *cfg)
             return app_stopped("allreduce-check");
         }
         for (uint64_t i = 0; i < n; i++)
-            v[i] = value_of(i, rank, k);
+            v[i] = value_of(i, rank, k, mod);
         int rc = pskv_allreduce(w, -1, v, n, mean ? PSKV_OP_MEAN : PSKV_OP_SUM);
         if (rc < 0) {
             fprintf(stderr, "allreduce-check: rank %d: call %d failed: %s: %s\n", rank, k + 1,
@@ -61,9 +76,11 @@ int app_allreduce_check(pskv_worker *w, cfg_entry *cfg)
         for (uint64_t i = 0; i < n; i++) {
             float sum = 0;
             for (int r = 0; r < N; r++)
-                sum += value_of(i, r, k);
+                sum += value_of(i, r, k, mod);
             if (mean)
                 sum /= (float)N;
+            if (wire != HALF_FP32) /* the mean's last rounding is the wire's */
+                half_round(wire, &sum, 1);
             if (memcmp(&sum, &v[i], sizeof sum)) {
                 fprintf(stderr, "allreduce-check: rank %d: call %d: element %llu is %.9g, "
                         "expected %.9g\n", rank, k + 1, (unsigned long long)i, v[i], sum);
@@ -73,8 +90,9 @@ int app_allreduce_check(pskv_worker *w, cfg_entry *cfg)
         }
         digest = fnv(digest, v, n * sizeof *v);
     }
-    printf("allreduce-check rank=%d workers=%d n=%llu rounds=%d reduce=%s digest=%016llx\n", rank,
-           N, (unsigned long long)n, rounds, mean ? "mean" : "sum", (unsigned long long)digest);
+    printf("allreduce-check rank=%d workers=%d n=%llu rounds=%d reduce=%s wire=%s digest=%016llx\n",
+           rank, N, (unsigned long long)n, rounds, mean ? "mean" : "sum", half_name(wire),
+           (unsigned long long)digest);
     free(v);
     return 0;
 }
@@ -135,8 +153,9 @@ int app_allreduce_bench(pskv_worker *w, cfg_entry *cfg)
     qsort(us, (size_t)runs, sizeof *us, cmp_double);
     double med = runs % 2 ? us[runs / 2] : (us[runs / 2 - 1] + us[runs / 2]) / 2;
     double alg = (double)size / (med * 1000.0);
-    printf("allreduce size=%llu workers=%d step_us=%.1f algbw_GBps=%.3f busbw_GBps=%.3f\n",
-           (unsigned long long)size, N, med, alg, alg * 2.0 * (N - 1) / N);
+    printf("allreduce size=%llu workers=%d step_us=%.1f algbw_GBps=%.3f busbw_GBps=%.3f "
+           "wire=%s\n", (unsigned long long)size, N, med, alg, alg * 2.0 * (N - 1) / N,
+           cfg_str(cfg, "wire"));
     fflush(stdout);
     free(v);
     free(us);

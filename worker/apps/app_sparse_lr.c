@@ -344,7 +344,7 @@ static int evaluate_step(lr_run *r, size_t step, int last)
                          : 0,
                      auc,
                      r->clip > 0 ? (int64_t)clipped : -1,
-                     0};
+                     0, 0, 0, 0};
     pskv_traffic tr;
     if (pskv_traffic_get(r->w, -1, &tr) == 0)
         l.bytes_per_step = (double)(tr.sent + tr.received) / (double)(step + 1);

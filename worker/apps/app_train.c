@@ -178,10 +178,12 @@ static int evaluate(run *r, double epoch, int64_t step)
                          : 0,
                      NAN,
                      r->clip > 0 ? (int64_t)clipped : -1,
-                     0};
+                     0, 0, 0, 0};
     pskv_traffic tr;
     if (step > 0 && pskv_traffic_get(r->w, -1, &tr) == 0)
         l.bytes_per_step = (double)(tr.sent + tr.received) / (double)step;
+    if (r->ar)
+        train_ar_report(r->ar, &l);
     report_eval(r->rep, &l);
     r->accuracy = l.accuracy;
     r->clipped_job = (int64_t)clipped;
@@ -319,7 +321,7 @@ static int open_tables(run *r)
         return fail(r->w, "open the parameter table", r->t);
     pskv_table_opts o;
     train_table_opts(r->cfg, r->train.dim, r->P, &o);
-    if (train_ar_new(r->cfg, &o, r->P, &r->ar))
+    if (train_ar_new(r->cfg, r->w, &o, r->P, &r->ar))
         return 1;
     r->ts = jobstats_open(r->w, r->app);
     if (r->ts < 0)

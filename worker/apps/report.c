@@ -97,6 +97,11 @@ void report_eval(report *r, const report_line *l)
         fprintf(r->f, ",\"clipped_steps\":%lld", (long long)l->clipped_steps);
     if (l->bytes_per_step > 0)
         fprintf(r->f, ",\"bytes_per_step\":%.0f", l->bytes_per_step);
+    if (l->loss_scale > 0)
+        fprintf(r->f, ",\"loss_scale\":%g,\"skipped_steps\":%lld", l->loss_scale,
+                (long long)l->skipped_steps);
+    if (l->opt_state > 0)
+        fprintf(r->f, ",\"opt_state_floats\":%lld", (long long)l->opt_state);
     fputs("}\n", r->f);
     fflush(r->f);
 }

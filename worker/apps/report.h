@@ -25,6 +25,10 @@ typedef struct report_line {
                               worker's; -1 = no clipping (absent) */
     double bytes_per_step; /* the evaluating worker's data bytes on the wire (after
                               filters, both ways, all tables) per step so far; 0 = absent */
+    double loss_scale;     /* --sync allreduce --loss-scale: the current scale, with
+                              skipped_steps; 0 = none (both absent) */
+    int64_t skipped_steps; /* steps skipped for inf/NaN in the mean gradient */
+    int64_t opt_state;     /* --zero 1: this worker's optimizer-state floats; 0 = absent */
 } report_line;
 
 typedef struct report report;

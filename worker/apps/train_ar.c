@@ -1,13 +1,18 @@
 /* train_ar: training by all-reduce (contract in train_ar.h). */
 #include "train_ar.h"
 
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "report.h"
 #include "updater.h"
 
 #define COPY_TMO_MS 120000 /* the assign of a copy: as long as a step may take */
+#define SCALE_START 65536.0 /* --loss-scale dynamic: the first scale */
+#define SCALE_MIN 0x1p-24   /* halving stops here */
 
 struct train_ar {
     upd_opts o;
@@ -15,9 +20,38 @@ struct train_ar {
     size_t P;
     long copy_every; /* --copy-every */
     long steps;
+    double scale;    /* --loss-scale: the gradient's factor before the all-reduce, 0 = none */
+    int dynamic;     /* --loss-scale dynamic: halved on overflow, doubled after `window` */
+    long window;     /* --scale-window */
+    long clean;      /* steps since the scale last changed or a step was skipped */
+    long skipped;    /* steps skipped for inf/NaN in the mean gradient */
+    long plant;      /* --plant-overflow: rank 0 plants FLT_MAX at this step, 0 = never */
+    int digests;     /* --print-digests: a line per step with the weights' digest */
+    int zero;        /* --zero 1: update only [first, first+count), state for it only */
+    size_t first, count;
 };
 
-int train_ar_new(cfg_entry *cfg, const pskv_table_opts *o, size_t P, train_ar **out)
+int train_ar_parse_scale(const char *s, double *scale, int *dynamic)
+{
+    *scale = 0;
+    *dynamic = 0;
+    if (!s || !*s)
+        return 0;
+    if (!strcmp(s, "dynamic")) {
+        *scale = SCALE_START;
+        *dynamic = 1;
+        return 0;
+    }
+    char *end;
+    double v = strtod(s, &end);
+    if (*end || !(v > 0) || !isfinite(v))
+        return -1;
+    *scale = v;
+    return 0;
+}
+
+int train_ar_new(cfg_entry *cfg, pskv_worker *w, const pskv_table_opts *o, size_t P,
+                 train_ar **out)
 {
     *out = NULL;
     if (strcmp(cfg_str(cfg, "sync"), "allreduce"))
@@ -47,8 +81,21 @@ int train_ar_new(cfg_entry *cfg, const pskv_table_opts *o, size_t P, train_ar **
     }
     a->P = P;
     a->copy_every = (long)cfg_int(cfg, "copy-every");
+    train_ar_parse_scale(cfg_str(cfg, "loss-scale"), &a->scale, &a->dynamic); /* checked */
+    a->window = (long)cfg_int(cfg, "scale-window");
+    a->plant = (long)cfg_int(cfg, "plant-overflow");
+    a->digests = (int)cfg_int(cfg, "print-digests");
+    a->zero = (int)cfg_int(cfg, "zero");
+    a->count = P;
+    if (a->zero) {
+        pskv_allreduce_slice(w, P, &a->first, &a->count);
+        printf("zero 1: rank %d updates weights [%zu, %zu) of %zu: optimizer state %zu floats\n",
+               pskv_rank(w), a->first, a->first + a->count, P,
+               (size_t)upd_state_per_value(&a->o) * a->count);
+    }
     int planes = upd_state_per_value(&a->o);
-    if (planes > 0 && !(a->state = calloc((size_t)planes * P, sizeof(float)))) {
+    if (planes > 0 && !(a->state = calloc((size_t)planes * (a->count ? a->count : 1),
+                                          sizeof(float)))) {
         free(a);
         goto oom;
     }
@@ -67,15 +114,96 @@ int train_ar_copy(train_ar *a, pskv_worker *w, int table, const float *weights)
     return ta < 0 ? (int)ta : pskv_wait(w, ta, COPY_TMO_MS);
 }
 
+static void scale_by(float *v, size_t n, float f)
+{
+    for (size_t i = 0; i < n; i++)
+        v[i] *= f;
+}
+
+static uint64_t digest_of(const float *v, size_t n)
+{
+    uint64_t h = 1469598103934665603ULL;
+    const unsigned char *c = (const unsigned char *)v;
+    for (size_t i = 0; i < n * sizeof *v; i++)
+        h = (h ^ c[i]) * 1099511628211ULL;
+    return h;
+}
+
+/* With a loss scale: unscales the mean gradient, or returns 0 when it holds an
+ * inf or NaN (every rank has the same bits, so every rank decides alike): the
+ * step is skipped and a dynamic scale halved. A dynamic scale doubles after
+ * --scale-window clean steps. Without one: 1. */
+static int unscale(train_ar *a, float *grad, int overflow, size_t n)
+{
+    if (!(a->scale > 0))
+        return 1;
+    if (overflow || !upd_all_finite(grad, n)) {
+        a->skipped++;
+        a->clean = 0;
+        if (a->dynamic && a->scale > SCALE_MIN)
+            a->scale /= 2;
+        return 0;
+    }
+    scale_by(grad, n, (float)(1.0 / a->scale));
+    if (a->dynamic && ++a->clean >= a->window) {
+        a->scale *= 2;
+        a->clean = 0;
+    }
+    return 1;
+}
+
+/* --zero 1: reduce-scatters grad; the slice [first, first+count) is then the
+ * mean. With a loss scale the ranks agree on an overflow in any slice by a
+ * one-float all-reduce: returns 1 then (the step is skipped), else 0. */
+static int zero_step(train_ar *a, pskv_worker *w, int table, float *grad)
+{
+    int rc = pskv_reduce_scatter(w, table, grad, a->P, PSKV_OP_MEAN);
+    if (rc < 0 || !(a->scale > 0))
+        return rc;
+    float bad = !upd_all_finite(grad + a->first, a->count);
+    if ((rc = pskv_allreduce(w, -1, &bad, 1, PSKV_OP_SUM)) < 0)
+        return rc;
+    if (bad > 0) {
+        unscale(a, grad, 1, 0);
+        return 1;
+    }
+    return 0;
+}
+
 int train_ar_step(train_ar *a, pskv_worker *w, int table, float *grad, float *weights)
 {
-    int rc = pskv_allreduce(w, table, grad, a->P, PSKV_OP_MEAN);
+    long step = ++a->steps;
+    if (a->plant == step && pskv_rank(w) == 0)
+        grad[0] = FLT_MAX; /* a planted overflow (tests) */
+    if (a->scale > 0)
+        scale_by(grad, a->P, (float)a->scale);
+    int rc = a->zero ? zero_step(a, w, table, grad)
+                     : pskv_allreduce(w, table, grad, a->P, PSKV_OP_MEAN);
     if (rc < 0)
         return rc;
-    upd_apply(&a->o, weights, a->state, grad, a->P);
-    if (++a->steps % a->copy_every == 0)
+    /* [first, first+count): the whole gradient, or with --zero 1 this rank's slice */
+    int apply = rc == 0 && unscale(a, grad + a->first, 0, a->count);
+    if (a->zero && apply) /* the slice's update, then every slice to every rank */
+        upd_apply(&a->o, weights + a->first, a->state, grad + a->first, a->count);
+    if (a->zero && apply && (rc = pskv_allgather(w, table, weights, a->P)) < 0)
+        return rc;
+    if (!a->zero && apply)
+        upd_apply(&a->o, weights, a->state, grad, a->P);
+    if (a->digests)
+        printf("allreduce step %ld %s scale %g skipped %ld weights %016llx\n", step,
+               apply ? "applied" : "skipped", a->scale, a->skipped,
+               (unsigned long long)digest_of(weights, a->P));
+    if (step % a->copy_every == 0)
         return train_ar_copy(a, w, table, weights);
     return 0;
+}
+
+void train_ar_report(const train_ar *a, report_line *l)
+{
+    l->loss_scale = a->scale;
+    l->skipped_steps = a->skipped;
+    if (a->zero)
+        l->opt_state = (int64_t)((size_t)upd_state_per_value(&a->o) * a->count);
 }
 
 void train_ar_destroy(train_ar **a_p)

@@ -8,7 +8,8 @@
  * checkpoints, --save-model and a resumed job see them (a resumed job starts
  * its optimizer state afresh: momentum and the like live on the workers).
  *
- * OWNS: the optimizer state (its floats per weight, upd_state_per_value).
+ * OWNS: the optimizer state (its floats per weight, upd_state_per_value; with
+ *   --zero 1 for this worker's slice of the weights only).
  * THREAD: the app's main thread. NEVER: touches the weights but in train_ar_step. */
 #ifndef PSKV_TRAIN_AR_H
 #define PSKV_TRAIN_AR_H
@@ -17,19 +18,33 @@
 
 #include "config.h"
 #include "pskv.h"
+#include "report.h"
 
 typedef struct train_ar train_ar;
 
 /* With --sync allreduce, *out gets a new trainer for P weights updated as table
- * options o say; with --sync ps, *out = NULL. Returns 0, or 1 after saying on
+ * options o say (with --zero 1: the optimizer state of this worker's slice of
+ * the weights only, pskv_allreduce_slice); with --sync ps, *out = NULL. Returns 0, or 1 after saying on
  * stderr what cannot train so (a plug-in updater, a consistency other than
  * async, out of memory). */
-int train_ar_new(cfg_entry *cfg, const pskv_table_opts *o, size_t P, train_ar **out);
+int train_ar_new(cfg_entry *cfg, pskv_worker *w, const pskv_table_opts *o, size_t P,
+                 train_ar **out);
 
 /* One step: grad becomes the mean of every worker's grad, weights get the
- * update; rank 0 then assigns the weights to `table` when --copy-every says so.
+ * update (--zero 1: grad is reduce-scattered, this worker updates its slice of
+ * the weights and the weights are all-gathered; the same bits as without; with --loss-scale: grad is multiplied by the scale before the
+ * all-reduce and divided after; a mean with an inf or NaN skips the update on
+ * every worker and halves a dynamic scale; --plant-overflow puts FLT_MAX into
+ * rank 0's gradient at that step); rank 0 then assigns the weights to `table` when --copy-every says so.
  * Returns 0 or the negated error of pskv_allreduce or the assign. */
 int train_ar_step(train_ar *a, pskv_worker *w, int table, float *grad, float *weights);
+
+/* --loss-scale's value: "" (none: *scale = 0), "dynamic" (*dynamic = 1, the
+ * first scale) or a number > 0. Returns 0, or -1 for anything else. */
+int train_ar_parse_scale(const char *s, double *scale, int *dynamic);
+
+/* Adds to a metrics line the loss scale (0 = none) and the steps skipped. */
+void train_ar_report(const train_ar *a, report_line *l);
 
 /* Rank 0 assigns the weights to `table` and waits for it; others return 0. */
 int train_ar_copy(train_ar *a, pskv_worker *w, int table, const float *weights);

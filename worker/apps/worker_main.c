@@ -16,11 +16,13 @@
 #include "filter.h"
 #include "updflags.h"
 #include "config.h"
+#include "half.h"
 #include "log.h"
 #include "member.h"
 #include "metrics.h"
 #include "net.h"
 #include "pskv.h"
+#include "train_ar.h"
 #include "timeutil.h"
 
 #ifdef PSKV_EVALUATOR
@@ -180,6 +182,9 @@ static cfg_entry config[] = {
      "workers)", 0, 0, NULL, NULL},
     {"reduce", CFG_STR, "sum", "PSKV_WORKER_REDUCE", 1, 0, NULL,
      "allreduce-check: sum or mean", 0, 0, NULL, NULL},
+    {"wire", CFG_STR, "fp32", "PSKV_WORKER_WIRE", 1, 0, NULL,
+     "all-reduce values travel as fp32, fp16 or bf16 (added in float on arrival; every worker "
+     "alike): --sync allreduce, bench --op allreduce, allreduce-check", 0, 0, NULL, NULL},
     {"ar-floats", CFG_INT, "1000", "PSKV_WORKER_AR_FLOATS", 0, 268435456, NULL,
      "allreduce-check: floats per all-reduce (each rank may give its own: a mismatch fails)",
      0, 0, NULL, NULL},
@@ -198,6 +203,20 @@ static cfg_entry config[] = {
      "softmax, mlp: ps (push gradients to the servers, pull weights) or allreduce (the mean "
      "gradient by pskv_allreduce among the workers, the same update applied on every worker; "
      "the servers keep a copy of the weights, --copy-every)", 0, 0, NULL, NULL},
+    {"loss-scale", CFG_STR, "", "PSKV_WORKER_LOSS_SCALE", 1, 0, NULL,
+     "--sync allreduce: the gradient is multiplied by S before the all-reduce and divided "
+     "after; a mean with an inf or NaN skips the step on every worker. dynamic: S starts at "
+     "65536, halves on a skipped step and doubles after --scale-window clean steps; a "
+     "number: S fixed (empty = none)", 0, 0, NULL, NULL},
+    {"scale-window", CFG_INT, "2000", "PSKV_WORKER_SCALE_WINDOW", 1, 1e9, "steps",
+     "--loss-scale dynamic: clean steps before the scale doubles", 0, 0, NULL, NULL},
+    {"plant-overflow", CFG_INT, "0", "PSKV_WORKER_PLANT_OVERFLOW", 0, 1e12, "step",
+     "--sync allreduce, for tests: rank 0's gradient holds the largest float at this step "
+     "(1 = the first; 0 = never)", 0, 0, NULL, NULL},
+    {"zero", CFG_INT, "0", "PSKV_WORKER_ZERO", 0, 1, NULL,
+     "--sync allreduce: 1 = ZeRO stage 1: gradients reduce-scattered, each worker updates "
+     "its 1/N of the weights with that slice's optimizer state only, weights all-gathered "
+     "(0 = every worker updates all)", 0, 0, NULL, NULL},
     {"copy-every", CFG_INT, "100", "PSKV_WORKER_COPY_EVERY", 1, 1e9, "steps",
      "--sync allreduce: rank 0 writes the weights to the servers (pskv_assign) every N steps "
      "and at the end, so checkpoints and --save-model hold them", 0, 0, NULL, NULL},
@@ -427,6 +446,8 @@ static void library_config(pskv_config *pc)
     pc->metrics_bind = cfg_str(config, "bind");
     pc->listen_bind = cfg_str(config, "bind");
     pc->listen_port = (int)cfg_int(config, "port");
+    int wire = half_parse(cfg_str(config, "wire")); /* checked by allreduce_flags */
+    pc->allreduce_wire = wire > 0 ? wire : PSKV_WIRE_FP32;
 #ifdef PSKV_EVALUATOR
     pc->evaluator = 1;
 #endif
@@ -445,9 +466,25 @@ static int allreduce_flags(const char *app)
                       "allreduce" : NULL;
     if (!bad && !strcmp(sync, "allreduce") && strcmp(app, "mlp") && strcmp(app, "softmax"))
         bad = "--sync allreduce applies to --app mlp and softmax";
+    const char *wire = cfg_str(config, "wire");
+    int ar = !strcmp(sync, "allreduce") || !strcmp(app, "allreduce-check") ||
+             (!strcmp(app, "bench") && !strcmp(op, "allreduce"));
+    double scale;
+    int dyn;
+    if (!bad && train_ar_parse_scale(cfg_str(config, "loss-scale"), &scale, &dyn) < 0)
+        bad = "--loss-scale must be dynamic or a number > 0";
+    if (!bad && cfg_int(config, "zero") && strcmp(sync, "allreduce"))
+        bad = "--zero 1 applies to --sync allreduce";
+    if (!bad && scale > 0 && strcmp(sync, "allreduce"))
+        bad = "--loss-scale applies to --sync allreduce";
+    if (!bad && half_parse(wire) < 0)
+        bad = "--wire must be fp32, fp16 or bf16";
+    if (!bad && half_parse(wire) != HALF_FP32 && !ar)
+        bad = "--wire applies to --sync allreduce, --app bench --op allreduce and --app "
+              "allreduce-check (parameter-server pushes and pulls travel as fp32)";
     if (bad)
-        fprintf(stderr, PROG ": %s (got --op %s, --reduce %s, --sync %s, --app %s)\n", bad,
-                op, red, sync, app);
+        fprintf(stderr, PROG ": %s (got --op %s, --reduce %s, --sync %s, --wire %s, --app %s)\n",
+                bad, op, red, sync, wire, app);
     return bad ? -1 : 0;
 }
 

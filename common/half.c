@@ -1,0 +1,189 @@
+/* half: fp16 and bf16 conversions (contract in half.h). */
+#include "half.h"
+
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define HALF_X86 1
+#endif
+
+#define BLOCK 256 /* floats converted on the stack at a time by unpack_add */
+
+static uint32_t bits_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static float float_of(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+const char *half_name(int wire)
+{
+    return wire == HALF_FP32 ? "fp32" : wire == HALF_FP16 ? "fp16" : wire == HALF_BF16 ? "bf16"
+                                                                                         : "?";
+}
+
+int half_parse(const char *name)
+{
+    for (int k = HALF_FP32; k <= HALF_BF16; k++)
+        if (name && !strcmp(name, half_name(k)))
+            return k;
+    return -1;
+}
+
+size_t half_size(int wire) { return wire == HALF_FP16 || wire == HALF_BF16 ? 2 : 4; }
+
+uint16_t half_fp16_from(float f)
+{
+    uint32_t u = bits_of(f);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
+    uint32_t exp = (u >> 23) & 0xff, mant = u & 0x7fffff;
+    if (exp == 0xff) /* inf, or a NaN: quiet, top payload bits kept (as F16C does) */
+        return (uint16_t)(sign | 0x7c00 | (mant ? 0x200 | (mant >> 13) : 0));
+    int e = (int)exp - 127 + 15;
+    if (e >= 31)
+        return (uint16_t)(sign | 0x7c00);
+    if (e <= 0) { /* subnormal or zero: shift the full significand, round to even */
+        if (e < -10)
+            return sign;
+        uint32_t sig = mant | 0x800000;
+        int shift = 14 - e; /* 24-bit significand to a 10-bit field at 2^-24 */
+        uint32_t h = sig >> shift, rest = sig & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rest > half || (rest == half && (h & 1)))
+            h++;
+        return (uint16_t)(sign | h);
+    }
+    uint32_t h = ((uint32_t)e << 10) | (mant >> 13), rest = mant & 0x1fff;
+    if (rest > 0x1000 || (rest == 0x1000 && (h & 1)))
+        h++; /* a carry into the exponent is right, up to infinity */
+    return (uint16_t)(sign | h);
+}
+
+float half_fp16_to(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+    if (exp == 0x1f)
+        return float_of(sign | 0x7f800000 | (mant ? 0x400000 | (mant << 13) : 0));
+    if (exp == 0) { /* zero or subnormal: mant x 2^-24, exact in float */
+        float v = (float)mant * 0x1p-24f;
+        return sign ? -v : v;
+    }
+    return float_of(sign | ((exp - 15 + 127) << 23) | (mant << 13));
+}
+
+uint16_t half_bf16_from(float f)
+{
+    uint32_t u = bits_of(f);
+    if ((u & 0x7fffffff) > 0x7f800000)
+        return (uint16_t)((u >> 16) | 0x40);
+    return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+
+float half_bf16_to(uint16_t h) { return float_of((uint32_t)h << 16); }
+
+void half_pack_portable(uint16_t *dst, const float *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = half_fp16_from(src[i]);
+}
+
+void half_unpack_portable(float *dst, const uint16_t *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = half_fp16_to(src[i]);
+}
+
+#ifdef HALF_X86
+__attribute__((target("avx,f16c"))) static size_t pack_f16c(uint16_t *dst, const float *src,
+                                                             size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
+        _mm_storeu_si128((__m128i *)(void *)(dst + i), h);
+    }
+    return i;
+}
+
+__attribute__((target("avx,f16c"))) static size_t unpack_f16c(float *dst, const uint16_t *src,
+                                                               size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i,
+                         _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(src + i))));
+    return i;
+}
+#endif
+
+int half_has_f16c(void)
+{
+#ifdef HALF_X86
+    static int has = -1;
+    if (has < 0) {
+        __builtin_cpu_init();
+        has = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+    }
+    return has;
+#else
+    return 0;
+#endif
+}
+
+void half_pack(int wire, uint16_t *dst, const float *src, size_t n)
+{
+    size_t i = 0;
+    if (wire == HALF_BF16) {
+        for (; i < n; i++)
+            dst[i] = half_bf16_from(src[i]);
+        return;
+    }
+#ifdef HALF_X86
+    if (half_has_f16c())
+        i = pack_f16c(dst, src, n);
+#endif
+    half_pack_portable(dst + i, src + i, n - i);
+}
+
+void half_unpack(int wire, float *dst, const uint16_t *src, size_t n)
+{
+    size_t i = 0;
+    if (wire == HALF_BF16) {
+        for (; i < n; i++)
+            dst[i] = half_bf16_to(src[i]);
+        return;
+    }
+#ifdef HALF_X86
+    if (half_has_f16c())
+        i = unpack_f16c(dst, src, n);
+#endif
+    half_unpack_portable(dst + i, src + i, n - i);
+}
+
+void half_unpack_add(int wire, float *dst, const uint16_t *src, size_t n)
+{
+    float tmp[BLOCK];
+    for (size_t i = 0; i < n; i += BLOCK) {
+        size_t k = n - i < BLOCK ? n - i : BLOCK;
+        half_unpack(wire, tmp, src + i, k);
+        for (size_t j = 0; j < k; j++)
+            dst[i + j] += tmp[j];
+    }
+}
+
+void half_round(int wire, float *v, size_t n)
+{
+    uint16_t tmp[BLOCK];
+    for (size_t i = 0; i < n; i += BLOCK) {
+        size_t k = n - i < BLOCK ? n - i : BLOCK;
+        half_pack(wire, tmp, v + i, k);
+        half_unpack(wire, v + i, tmp, k);
+    }
+}
