@@ -438,3 +438,13 @@ int pskv_allreduce(pskv_worker *w, int table, float *vals, size_t n, pskv_op op)
     w->ar->last_ok = 1;
     return 0;
 }
+
+void *war_in(pskv_worker *w)
+{
+    return w->ar ? w->ar->in : NULL;
+}
+
+const Pskv__Node *war_rank_node(const pskv_worker *w, int rank)
+{
+    return rank_node(w, rank);
+}

@@ -137,6 +137,7 @@ typedef struct srv {
 } srv;
 
 typedef struct war war; /* pskv_allreduce's sockets (allreduce.c) */
+typedef struct wpipe wpipe; /* pskv_pipe's sockets to neighbour stages (wpipe.c) */
 
 typedef struct tbl {
     char name[128];
@@ -217,6 +218,7 @@ struct pskv_worker {
     int ckpt_err;                /* or its error */
     uint64_t ckpt_req;           /* request id of the checkpoint asked for */
     war *ar;                     /* all-reduce: listening and ring sockets (allreduce.h) */
+    wpipe *pipe;                 /* pskv_pipe: sockets to neighbour stages (wpipe.h) */
 };
 
 /* Formats w->last_error (what pskv_last_error returns) and returns -code, whichever
