@@ -60,13 +60,13 @@ typedef struct stage {
     slot *slots;
     pipe_op *ops;
     int inflight, peak, acc;
-    int64_t step;
+    int64_t step, steps_epoch;
     idx_set train, test;
     uint32_t *order;
     double loss, t_fwd, t_bwd, t_wait, t_srv;
     /* evaluation in progress */
     uint64_t eval_expect;
-    float score[2];
+    float score[3]; /* right, summed test loss, the epoch's mean training loss */
     int score_got;
 } stage;
 
@@ -103,7 +103,7 @@ static float *slot_for(void *arg, const pskv_pipe_msg *h)
         if (h->dir == PSKV_PIPE_FWD && h->micro == st->eval_expect && h->rows >= 1 &&
             h->rows <= st->mrows && h->n == (size_t)h->rows * (size_t)in)
             return inbox_at(st, 0);
-        if (h->dir == PSKV_PIPE_BWD && h->micro == EVAL_RESULT && h->n == 2) {
+        if (h->dir == PSKV_PIPE_BWD && h->micro == EVAL_RESULT && h->n == 3) {
             st->score_got = 1;
             return st->score;
         }
@@ -292,13 +292,14 @@ static int evaluate(stage *st)
     if (rc == 0 && st->k == st->S - 1) {
         st->score[0] = (float)right;
         st->score[1] = (float)loss;
+        st->score[2] = (float)(st->loss / ((double)st->steps_epoch * st->B));
     } else if (rc == 0) {
         st->score_got = 0;
         rc = wait_flag(st, &st->score_got);
     }
     if (rc == 0 && st->k > 0) {
         pskv_pipe_msg h = {0, st->d, EVAL_RESULT, PSKV_PIPE_BWD, 0, 0};
-        rc = pskv_pipe_send(st->w, st->prev, &h, st->score, 2);
+        rc = pskv_pipe_send(st->w, st->prev, &h, st->score, 3);
     }
     st->eval_expect = 0;
     return rc < 0 ? fail(st, "evaluation", rc) : 0;
@@ -475,6 +476,7 @@ static int train(stage *st, report *rep)
 {
     int epochs = (int)cfg_int(st->cfg, "epochs");
     int64_t per_epoch = st->train.n / (uint32_t)st->B ? st->train.n / (uint32_t)st->B : 1;
+    st->steps_epoch = per_epoch;
     int64_t t_start = tu_now_ns();
     for (int e = 0; e < epochs; e++) {
         shuffle_epoch(st, e);
@@ -489,7 +491,7 @@ static int train(stage *st, report *rep)
         if (st->rank == 0) {
             double nt = (double)st->test.n;
             report_line l = {e + 1, st->step, (double)(tu_now_ns() - t_start) / 1e9,
-                             NAN, st->score[1] / nt, st->score[0] / nt,
+                             st->score[2], st->score[1] / nt, st->score[0] / nt,
                              (double)per_epoch * st->B * st->D / secs, NAN, -1};
             report_eval(rep, &l);
         }
