@@ -100,6 +100,8 @@ no_strays() { # no process from the pid files in DIR is alive
 . "$here/eval_tests.sh"
 # shellcheck source=allreduce_tests.sh
 . "$here/allreduce_tests.sh"
+# shellcheck source=pipeline_tests.sh
+. "$here/pipeline_tests.sh"
 
 t_check_2x3() {
   # workers 0 and 2 push the dense run without a copy (the default), worker 1 with one
@@ -1307,6 +1309,7 @@ tests=(check_2x3 check_fails_on_mismatch malformed_input malformed_while_serving
        updater_plugin updaters_replay train_adam_ftrl late_registration metrics_prometheus ctl_top admit_evict
        eval_early_stop eval_bad_flags eval_late_join
        allreduce_exact allreduce_mismatch allreduce_peer_dies allreduce_train
+       pipeline_schedules pipeline_train pipeline_stage_dies pipeline_bad_flags
        hosts_check hosts_delay hosts_partition slurm)
 for t in "${tests[@]}"; do
   if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $t "* ]]; then continue; fi
