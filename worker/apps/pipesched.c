@@ -16,7 +16,7 @@ int pipesched_layers(const char *s, int *sizes, char *why, size_t whylen)
         errno = 0;
         long v = strtol(p, &end, 10);
         if (end == p || errno || v < 1 || v > 65536 || (*end && *end != ',') ||
-            n == PIPE_MAX_LAYERS) {
+            (*end == ',' && !end[1]) || n == PIPE_MAX_LAYERS) {
             snprintf(why, whylen, "--layers must be 2 to %d sizes 1..65536 separated by commas "
                      "(got '%s')", PIPE_MAX_LAYERS, s);
             return -1;
@@ -86,7 +86,8 @@ int pipesched_split(const int *sizes, int nl, int S, const char *split, int *fir
     while (*p) {
         char *end;
         long v = strtol(p, &end, 10);
-        if (end == p || v < 1 || (*end && *end != ',') || k == S || at + v > L) {
+        if (end == p || v < 1 || (*end && *end != ',') || (*end == ',' && !end[1]) || k == S ||
+            at + v > L) {
             k = -1;
             break;
         }
