@@ -107,7 +107,8 @@ t_pipeline_stage_dies() {
 }
 
 # Bad flags exit 2 naming the flag: stages that do not divide the workers, more
-# stages than layers, a split that does not fit the layers, an unknown schedule.
+# stages than layers, a split that does not fit the layers, an unknown schedule,
+# layers that do not fit the images.
 t_pipeline_bad_flags() {
   local args what n=0
   while IFS='|' read -r what args; do
@@ -123,5 +124,6 @@ t_pipeline_bad_flags() {
 --split '2,1' must give|--stages 2 --split 2,1
 --split '1' must give|--stages 2 --split 1
 --schedule must be|--stages 2 --schedule zigzag
+--layers starts at 700 inputs|--stages 2 --layers 700,64,10
 LIST
 }

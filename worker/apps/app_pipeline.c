@@ -372,7 +372,8 @@ static int read_options(stage *st)
     return 0;
 }
 
-/* Data, the table and the buffers. Returns 0 or 1 after saying why. */
+/* Data, the table and the buffers. Returns 0, 2 when --layers does not fit the
+ * images, or 1 after saying why. */
 static int open_stage(stage *st)
 {
     cfg_entry *cfg = st->cfg;
@@ -390,7 +391,7 @@ static int open_stage(stage *st)
     if ((int)st->train.dim != st->sizes[0]) {
         fprintf(stderr, "pipeline: --layers starts at %d inputs; the images have %u\n",
                 st->sizes[0], st->train.dim);
-        return 1;
+        return 2;
     }
     size_t P = 0, A = 0;
     for (int l = st->l0; l < st->l1; l++) {
