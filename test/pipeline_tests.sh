@@ -63,6 +63,7 @@ t_pipeline_schedules() {
 # A 2-stage pipeline trains as well as the mlp app on the same subset (the same
 # model 784-256-10, batch, learning rate and epochs): test accuracy within 0.02
 # of mlp's and above 0.75; rank 0's metrics file carries samples_per_s and accuracy.
+# Two such pipelines through two servers train too.
 t_pipeline_train() {
   local sub=(--train-limit 6000 --test-limit 2000 --epochs 2 --batch 16 --lr 0.0075 --lr-schedule linear)
   "$LAUNCH" --servers 1 --workers 2 --timeout 60 --log-dir "$TDIR/p" -- --app pipeline --stages 2 \
@@ -78,6 +79,15 @@ t_pipeline_train() {
   echo "pipeline accuracy $pa ($sps samples/s), mlp $ma"
   awk -v p="$pa" -v m="$ma" 'BEGIN { exit !(p > 0.75 && p >= m - 0.02) }' ||
     fail "pipeline accuracy $pa against mlp's $ma"
+  # D = 2 pipelines x S = 2 stages through 2 servers (bsp): stage k of both shares
+  # stage k's table; each pipeline trains on half the images
+  "$LAUNCH" --servers 2 --workers 4 --timeout 60 --log-dir "$TDIR/d2" -- --app pipeline --stages 2 \
+    --pipelines 2 --layers 784,256,10 --micro-batches 4 --consistency bsp --metrics "$TDIR/d2.jsonl" \
+    "${sub[@]}" > "$TDIR/d2.out" 2>&1 || fail "D=2 exited $?: $(grep -h 'pipeline:' "$TDIR/d2"/worker-*.log | head -n 2)"
+  pa=$(tail -n 1 "$TDIR/d2.jsonl" | sed -n 's/.*"accuracy":\([0-9.]*\).*/\1/p')
+  echo "D=2: accuracy $pa"
+  awk -v p="$pa" 'BEGIN { exit !(p > 0.7) }' || fail "D=2 accuracy '$pa'"
+  grep -q 'stage 1 of pipeline 1 (rank 3' "$TDIR/d2/worker-3.log" || fail "rank 3 is not stage 1 of pipeline 1"
 }
 
 # A stage killed (SIGKILL) mid-run: the stages before and after it fail naming
