@@ -26,6 +26,7 @@ pl_digests() {
 # --keys (CURVE between the stages). 1f1b holds at most S-k micro-batches on stage
 # k, gpipe all M, sequential one.
 t_pipeline_schedules() {
+  # shellcheck disable=SC2054 # commas inside one flag's value
   local common=(--layers 784,64,32,10 --batch 32 --micro-batches 4 --train-limit 640 --test-limit 200
                 --print-digests)
   local s ref= d

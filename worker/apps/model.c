@@ -210,7 +210,6 @@ double model_xent_grad(float *z, const uint8_t *y, int b, int out, float scale)
 long model_score(float *z, const uint8_t *y, int b, int out, double *loss_sum)
 {
     long right = 0;
-    double loss = 0.0;
     for (int r = 0; r < b; r++) {
         float *zr = z + (size_t)r * (size_t)out;
         int best = 0; /* the first of tied maxima, as argmax conventionally does */
@@ -218,9 +217,8 @@ long model_score(float *z, const uint8_t *y, int b, int out, double *loss_sum)
             if (zr[j] > zr[best])
                 best = j;
         right += best == y[r];
-        loss += row_xent(zr, out, y[r], 0);
+        *loss_sum += row_xent(zr, out, y[r], 0); /* row by row: the order of model_eval's sum */
     }
-    *loss_sum += loss;
     return right;
 }
 
