@@ -23,7 +23,7 @@ pl_digests() {
 # The gradient of a mini-batch does not depend on the schedule: sequential, gpipe
 # and 1f1b (and gpipe capped by --max-in-flight 2) end with the same weights bit
 # for bit, for 2 stages and for 3 (an explicit --split), and the same again with
-# --keys (CURVE between the stages). 1f1b holds at most S-k micro-batches on stage
+# --keys (CURVE between the stages), and with micro-batches of unequal sizes. 1f1b holds at most S-k micro-batches on stage
 # k, gpipe all M, sequential one.
 t_pipeline_schedules() {
   # shellcheck disable=SC2054 # commas inside one flag's value
@@ -44,6 +44,11 @@ t_pipeline_schedules() {
     fail "gpipe --max-in-flight 2 exited $?"
   [ "$(pl_digests "$TDIR/s2-cap" 2)" = "$ref" ] || fail "gpipe --max-in-flight 2 differs"
   grep -q 'peak 2 micro-batches' "$TDIR/s2-cap/worker-0.log" || fail "--max-in-flight 2 not kept"
+  # uneven micro-batches (30 rows in 4: 7, 8, 7, 8), each weighted by its rows
+  pl_run "$TDIR/u-seq" 2 --stages 2 --schedule sequential "${common[@]}" --batch 30 || fail "uneven sequential exited $?"
+  pl_run "$TDIR/u-1f1b" 2 --stages 2 --schedule 1f1b "${common[@]}" --batch 30 || fail "uneven 1f1b exited $?"
+  [ "$(pl_digests "$TDIR/u-1f1b" 2)" = "$(pl_digests "$TDIR/u-seq" 2)" ] || fail "uneven: 1f1b differs from sequential"
+  [ "$(pl_digests "$TDIR/u-seq" 2)" != "$ref" ] || fail "--batch 30 gave the weights of --batch 32"
   ref=
   for s in gpipe 1f1b sequential; do
     pl_run "$TDIR/s3-$s" 3 --stages 3 --split 1,1,1 --schedule "$s" "${common[@]}" ||
