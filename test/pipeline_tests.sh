@@ -96,17 +96,24 @@ t_pipeline_train() {
   grep -q 'stage 1 of pipeline 1 (rank 3' "$TDIR/d2/worker-3.log" || fail "rank 3 is not stage 1 of pipeline 1"
 }
 
-# A stage killed (SIGKILL) mid-run: the stages before and after it fail naming
+# pskvctl status shows the stages. A stage killed (SIGKILL) mid-run: the stages before and after it fail naming
 # its rank within seconds (the scheduler declares it dead: launch-local's
 # --dead-after-ms 500), nothing hangs, and they exit 1.
 t_pipeline_stage_dies() {
-  local d="$TDIR/j" pid t0 r
+  local d="$TDIR/j" pid t0 r port
   mkdir -p "$d"
-  "$LAUNCH" --servers 1 --workers 3 --timeout 60 --log-dir "$d" -- --app pipeline --stages 3 \
+  port=$(free_port)
+  "$LAUNCH" --port "$port" --servers 1 --workers 3 --timeout 60 --log-dir "$d" -- --app pipeline --stages 3 \
     --layers 784,64,32,10 --batch 32 --micro-batches 4 --epochs 1000 --train-limit 2000 \
     --test-limit 200 --request-timeout 10 > "$d.out" 2>&1 &
   local launcher=$!
   wait_line "$d/worker-0.log" 'epoch 1.00' 1 30 || fail "rank 0 did not finish an epoch"
+  # pskvctl status shows each worker's stage (from its heartbeats)
+  "$BIN/pskvctl" --scheduler "127.0.0.1:$port" status > "$TDIR/status.txt" 2>&1 || fail "pskvctl status"
+  for r in 0 1 2; do
+    grep -q "^[0-9]* *worker *$r .*stage $r of pipeline 0" "$TDIR/status.txt" ||
+      fail "status shows no stage for rank $r: $(cat "$TDIR/status.txt")"
+  done
   pid=$(sed -n 's/^[^ ]* \([0-9]*\) worker .*joined job.*/\1/p' "$d/worker-1.log" | head -n 1)
   [ -n "$pid" ] || fail "no pid for rank 1"
   t0=$(ms_now)

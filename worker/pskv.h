@@ -271,6 +271,10 @@ typedef struct pskv_pipe_msg {
 int pskv_pipe_send(pskv_worker *w, int rank, const pskv_pipe_msg *h, const float *vals,
                    size_t n);
 
+/* Says in this worker's heartbeats that it is stage `stage` of pipeline
+ * `pipeline` (pskvctl status shows it). Any thread. */
+void pskv_set_stage(pskv_worker *w, int pipeline, int stage);
+
 /* Where the floats of a message go: called with the header (from_rank, pipeline,
  * micro, dir, rows, n); returns a buffer of at least h->n floats, or NULL to
  * refuse the message (then pskv_pipe_recv fails with -PSKV_EPROTO). */

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "wpipe.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,4 +224,10 @@ int pskv_pipe_recv(pskv_worker *w, const int *from, int nfrom,
     zmq_pollitem_t it = {in, 0, ZMQ_POLLIN, 0};
     zmq_poll(&it, 1, left < PUMP_EVERY_MS ? left : PUMP_EVERY_MS);
   }
+}
+
+void pskv_set_stage(pskv_worker *w, int pipeline, int stage)
+{
+    if (w && pipeline >= 0 && stage >= 0)
+        atomic_store(&w->pipe_place, ((int64_t)pipeline << 32 | stage) + 1);
 }

@@ -328,6 +328,7 @@ static int read_options(stage *st)
     st->D = W / st->S;
     st->k = st->rank % st->S;
     st->d = st->rank / st->S;
+    pskv_set_stage(st->w, st->d, st->k);
     st->prev = st->k > 0 ? st->rank - 1 : -1;
     st->next = st->k < st->S - 1 ? st->rank + 1 : -1;
     st->npeers = 0;
