@@ -73,6 +73,7 @@ static void payload_shape(const Pskv__Meta *m, int *want_keys, int *want_vals)
         }
         *want_vals = 1;
         break;
+    case PSKV__MSG_TYPE__PIPE:
     case PSKV__MSG_TYPE__ALLREDUCE: /* an empty piece (n < N) or an abort carries none */
         *want_vals = dense_run && m->has_num_keys && m->num_keys > 0;
         break;

@@ -532,6 +532,8 @@ void memb_on_heartbeat(wire_msg *msg)
     n->pulls = r->has_pulls ? r->pulls : n->pulls;
     n->rss = r->has_rss_bytes ? r->rss_bytes : n->rss;
     n->wait_ns = r->has_wait_ns ? r->wait_ns : n->wait_ns;
+    if (r->has_pipe_stage && r->has_pipe_pipeline)
+        n->pipe_place = ((int64_t)r->pipe_pipeline << 32 | r->pipe_stage) + 1;
     if (r->has_rows) {
         n->rows = r->rows;
         n->admitted = r->admitted;

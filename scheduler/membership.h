@@ -72,6 +72,7 @@ typedef struct memb_node {
     uint64_t pushes, pulls, rss, wait_ns; /* from heartbeats (pskvctl top): servers' pushes
                                             and pulls served, resident memory, workers'
                                             time waiting in libpskv */
+    int64_t pipe_place; /* --app pipeline workers: d << 32 | k, + 1 (0 = none), heartbeats */
     uint64_t rows, admitted, not_admitted, evicted, bytes; /* servers: their tables, from
                                                               heartbeats (STATUS_REPLY) */
     int64_t progress[3];  /* workers: epoch, step, data position, from heartbeats */

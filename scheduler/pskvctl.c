@@ -289,6 +289,9 @@ static void print_table(const Pskv__Meta *m)
         }
         if (n->has_heads)
             snprintf(range, sizeof range, "%u/%u / %" PRIu64, n->heads, n->holds, n->dropped);
+        if (n->has_pipe_stage)
+            snprintf(range, sizeof range, "stage %u of pipeline %u", n->pipe_stage,
+                     n->pipe_pipeline);
         printf("%-4u %-7s %-5d %-22s %-8u %-9s %-6s %-12s %-8s %s\n", n->id, role_name(n->role),
                n->rank, addr, n->pid, n->state ? n->state : "?", n->alive ? "yes" : "NO", hb,
                clock, range);

@@ -498,3 +498,13 @@ int pskv_allgather(pskv_worker *w, int table, float *vals, size_t n)
 {
     return ring_call(w, table, vals, n, PSKV_OP_SUM, w ? w->nworkers - 1 : 0, -1, 1);
 }
+
+void *war_in(pskv_worker *w)
+{
+    return w->ar ? w->ar->in : NULL;
+}
+
+const Pskv__Node *war_rank_node(const pskv_worker *w, int rank)
+{
+    return rank_node(w, rank);
+}

@@ -40,4 +40,12 @@ WINTERNAL int war_open(pskv_worker *w, const char *bind, int port);
  * none else. */
 WINTERNAL void war_close(pskv_worker *w);
 
+/* The listening socket bound by war_open (NULL without one): pskv_pipe's
+ * messages arrive on it too (wpipe.h). */
+WINTERNAL void *war_in(pskv_worker *w);
+
+/* The live node of worker `rank` in the latest view (the newest, when a rank was
+ * taken over), or NULL when none is. */
+WINTERNAL const Pskv__Node *war_rank_node(const pskv_worker *w, int rank);
+
 #endif

@@ -302,6 +302,43 @@ void pskv_allreduce_slice(const pskv_worker *w, size_t n, size_t *first, size_t 
 int pskv_reduce_scatter(pskv_worker *w, int table, float *vals, size_t n, pskv_op op);
 int pskv_allgather(pskv_worker *w, int table, float *vals, size_t n);
 
+/* Point-to-point messages between pipeline stages (--app pipeline): the header
+ * of one, what pskv_pipe_send carries and pskv_pipe_recv fills. */
+typedef struct pskv_pipe_msg {
+    int from_rank;   /* the sender's rank (filled by the receiver) */
+    int pipeline;    /* the data-parallel pipeline */
+    uint64_t micro;  /* micro-batch id */
+    int dir;         /* PSKV_PIPE_FWD (activations) or PSKV_PIPE_BWD (their gradient) */
+    int rows;        /* examples in the micro-batch */
+    size_t n;        /* floats */
+} pskv_pipe_msg;
+#define PSKV_PIPE_FWD 1
+#define PSKV_PIPE_BWD 2
+
+/* Sends h and n floats (copied: vals is the caller's again on return) to worker
+ * `rank`, whose address the scheduler's view gives. Does not wait for the
+ * receiver. Errors: -PSKV_EPEERDEAD (no live node holds that rank),
+ * -PSKV_ENET, -PSKV_EPROTO (no key for it under CURVE). */
+int pskv_pipe_send(pskv_worker *w, int rank, const pskv_pipe_msg *h, const float *vals,
+                   size_t n);
+
+/* Says in this worker's heartbeats that it is stage `stage` of pipeline
+ * `pipeline` (pskvctl status shows it). Any thread. */
+void pskv_set_stage(pskv_worker *w, int pipeline, int stage);
+
+/* Where the floats of a message go: called with the header (from_rank, pipeline,
+ * micro, dir, rows, n); returns a buffer of at least h->n floats, or NULL to
+ * refuse the message (then pskv_pipe_recv fails with -PSKV_EPROTO). */
+typedef float *(*pskv_pipe_slot)(void *arg, const pskv_pipe_msg *h);
+
+/* Waits for the next message from one of the ranks from[0..nfrom-1] and copies
+ * its floats where slot says; *h gets its header. Errors: -PSKV_EPEERDEAD (one
+ * of those ranks died or left the view: the message names it), -PSKV_ETIMEDOUT
+ * (nothing within the request time-out), -PSKV_EPROTO (a message that was not
+ * expected), -PSKV_ENET. */
+int pskv_pipe_recv(pskv_worker *w, const int *from, int nfrom, pskv_pipe_slot slot, void *arg,
+                   pskv_pipe_msg *h);
+
 /* This worker's rank (0..W-1; -1 for the evaluator), the number of workers and of servers. */
 int pskv_rank(const pskv_worker *w);
 int pskv_num_workers(const pskv_worker *w);

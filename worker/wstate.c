@@ -13,6 +13,7 @@
 #include <zmq.h>
 
 #include "allreduce.h"
+#include "wpipe.h"
 #include "log.h"
 #include "net.h"
 #include "secure.h"
@@ -210,6 +211,7 @@ int pskv_worker_close(pskv_worker **w_p)
                   stop ? CLOSE_STOP_MS / 1000 : 5);
     }
     wview_heartbeat_stop(w);
+    wpipe_close(w);
     war_close(w);
     if (w->lent_pushes) /* debug: an app's last line is its own */
         LOG_D("%llu pushes sent without a copy; %llu waited after their answer for ZeroMQ to "

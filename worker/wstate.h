@@ -141,6 +141,7 @@ typedef struct srv {
 } srv;
 
 typedef struct war war; /* pskv_allreduce's sockets (allreduce.c) */
+typedef struct wpipe wpipe; /* pskv_pipe's sockets to neighbour stages (wpipe.c) */
 
 typedef struct tbl {
     char name[128];
@@ -223,10 +224,12 @@ struct pskv_worker {
     int64_t max_message;
     _Atomic int64_t progress[3]; /* epoch, step, position: sent with heartbeats */
     _Atomic int64_t wait_ns;     /* the caller's time waiting in the pump: heartbeats */
+    _Atomic int64_t pipe_place;  /* pskv_set_stage: d << 32 | k, + 1; 0 = none: heartbeats */
     uint64_t ckpt_done;          /* checkpoint answer: its number */
     int ckpt_err;                /* or its error */
     uint64_t ckpt_req;           /* request id of the checkpoint asked for */
     war *ar;                     /* all-reduce: listening and ring sockets (allreduce.h) */
+    wpipe *pipe;                 /* pskv_pipe: sockets to neighbour stages (wpipe.h) */
 };
 
 /* Formats w->last_error (what pskv_last_error returns) and returns -code, whichever

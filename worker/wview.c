@@ -289,6 +289,12 @@ static void *heartbeat_main(void *arg)
         hb.progress_pos = atomic_load(&w->progress[2]);
         hb.has_wait_ns = hb.has_rss_bytes = 1;
         hb.wait_ns = (uint64_t)atomic_load(&w->wait_ns);
+        int64_t place = atomic_load(&w->pipe_place);
+        if (place > 0) {
+            hb.has_pipe_pipeline = hb.has_pipe_stage = 1;
+            hb.pipe_pipeline = (uint32_t)((place - 1) >> 32);
+            hb.pipe_stage = (uint32_t)((place - 1) & 0xffffffff);
+        }
         hb.rss_bytes = (uint64_t)metrics_resident_bytes();
         wire_send(s, NULL, &hb, NULL, NULL);
         for (int slept = 0; slept < period && !atomic_load(&w->hb_stop); slept += 10)

@@ -36,6 +36,8 @@ Suite *table_suite(void);
 Suite *data_suite(void);
 /* worker/model.c: gradient vs finite differences, loss, eval, sizes, training. */
 Suite *model_suite(void);
+/* worker/apps/pipesched.c: --layers, stage cuts, pass orders of each schedule. */
+Suite *pipesched_suite(void);
 /* server/dedupe.c: applied-push record, eviction, clear, export/import, collisions. */
 Suite *dedupe_suite(void);
 /* common/ckpt.c: checkpoint round trips, temp file and rename, truncation, bit flips. */

@@ -1,4 +1,5 @@
-/* The shapes of ALLREDUCE messages that wire_parse accepts and refuses: a piece
+/* The shapes of worker-to-worker messages that wire_parse accepts and refuses
+ * (PIPE at the end). ALLREDUCE: a piece
  * with values (a dense run: first_key, no keys frame), an empty piece (n < N: no
  * values frame), an abort (no counts, no frame). */
 #include <check.h>
@@ -98,12 +99,38 @@ START_TEST(allreduce_wire_shapes)
 }
 END_TEST
 
+/* PIPE (--app pipeline): a micro-batch's floats in a dense run from 0, the
+ * values frame required and of num_keys floats. */
+START_TEST(pipe_shapes)
+{
+    float vals[4] = {1, 2, 3, 4};
+    Pskv__Meta meta;
+    wire_msg m;
+    wire_meta_init(&meta, PSKV__MSG_TYPE__PIPE);
+    meta.has_first_key = meta.has_num_keys = meta.has_width = 1;
+    meta.num_keys = 4;
+    meta.width = 1;
+    meta.has_pipe_pipeline = meta.has_pipe_micro = meta.has_pipe_dir = meta.has_pipe_rows = 1;
+    meta.pipe_micro = 17;
+    meta.pipe_dir = 1;
+    meta.pipe_rows = 2;
+    ck_assert_int_eq(parse_ar(&meta, vals, sizeof vals, 2, &m), 0);
+    ck_assert_uint_eq(m.nvals, 4);
+    ck_assert_uint_eq(m.meta->pipe_micro, 17);
+    ck_assert_float_eq(m.vals[3], 4.0f);
+    wire_msg_close(&m);
+    ck_assert_int_eq(parse_ar(&meta, vals, 12, 2, &m), -PSKV_EPROTO);
+    ck_assert_int_eq(parse_ar(&meta, NULL, 0, 1, &m), -PSKV_EPROTO);
+}
+END_TEST
+
 Suite *wire_ar_suite(void)
 {
     Suite *s = suite_create("wire_allreduce");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, allreduce_piece_shapes);
     tcase_add_test(tc, allreduce_wire_shapes);
+    tcase_add_test(tc, pipe_shapes);
     suite_add_tcase(s, tc);
     return s;
 }

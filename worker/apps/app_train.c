@@ -285,8 +285,7 @@ static int load_data(run *r)
     return 0;
 }
 
-/* The parameter table's options: one dense run of P floats. */
-static void train_table_opts(cfg_entry *cfg, uint32_t dim, size_t P, pskv_table_opts *o)
+void app_train_table_opts(cfg_entry *cfg, uint32_t dim, size_t P, pskv_table_opts *o)
 {
     pskv_table_opts_init(o);
     o->kind = PSKV_DENSE;
@@ -306,7 +305,7 @@ static void train_table_opts(cfg_entry *cfg, uint32_t dim, size_t P, pskv_table_
 int app_train_table(pskv_worker *w, cfg_entry *cfg, uint32_t dim, int hidden, size_t P)
 {
     pskv_table_opts o;
-    train_table_opts(cfg, dim, P, &o);
+    app_train_table_opts(cfg, dim, P, &o);
     char name[96];
     snprintf(name, sizeof name, "%s-%u-%d-10", cfg_str(cfg, "app"), dim, hidden);
     return pskv_table_open(w, name, &o);
@@ -320,7 +319,7 @@ static int open_tables(run *r)
     if (r->t < 0)
         return fail(r->w, "open the parameter table", r->t);
     pskv_table_opts o;
-    train_table_opts(r->cfg, r->train.dim, r->P, &o);
+    app_train_table_opts(r->cfg, r->train.dim, r->P, &o);
     if (train_ar_new(r->cfg, r->w, &o, r->P, &r->ar))
         return 1;
     r->ts = jobstats_open(r->w, r->app);

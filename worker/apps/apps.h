@@ -73,6 +73,12 @@ int app_train_table(pskv_worker *w, cfg_entry *cfg, uint32_t dim, int hidden, si
 /* sparse-lr's weight table ("sparse-lr.w", as the flags set it up), for the
  * workers and pskv-evaluator. Returns its id or a negated error. */
 int app_sparse_lr_table(pskv_worker *w, cfg_entry *cfg);
+/* A training table's options: one dense run of P floats, the updater flags, and
+ * uniform initial values within 1/sqrt(dim) (dim: the first layer's inputs). */
+void app_train_table_opts(cfg_entry *cfg, uint32_t dim, size_t P, pskv_table_opts *o);
+
+/* --app pipeline: an MLP cut into stages on separate workers (app_pipeline.c). */
+int app_pipeline(pskv_worker *w, cfg_entry *cfg);
 
 /* pskv-evaluator (app_eval.c): evaluates snapshots of the softmax / mlp model on
  * the validation set while the workers train, reports them to the scheduler and

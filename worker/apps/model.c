@@ -117,29 +117,48 @@ static void broadcast_rows(float *dst, const float *bias, int rows, int cols)
         memcpy(dst + (size_t)r * (size_t)cols, bias, (size_t)cols * sizeof(float));
 }
 
+void model_dense_fwd(const float *p, int in, int out, const float *x, int b, int relu, float *y)
+{
+    const float *w = p, *bias = p + (size_t)in * (size_t)out;
+    broadcast_rows(y, bias, b, out);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, b, out, in, 1.0f, x, in, w, out,
+                1.0f, y, out);
+    if (!relu)
+        return;
+    size_t n = (size_t)b * (size_t)out;
+    for (size_t i = 0; i < n; i++)
+        y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+}
+
+void model_dense_bwd(const float *p, int in, int out, const float *x, const float *y, float *dy,
+                     int b, int relu, const float *ones, float *g, int acc, float *dx)
+{
+    const float beta = acc ? 1.0f : 0.0f;
+    if (relu) { /* ReLU passes the gradient only where it passed the activation. */
+        size_t n = (size_t)b * (size_t)out;
+        for (size_t i = 0; i < n; i++)
+            dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    }
+    float *gw = g, *gb = g + (size_t)in * (size_t)out;
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, in, out, b, 1.0f, x, in, dy, out, beta,
+                gw, out);
+    cblas_sgemv(CblasRowMajor, CblasTrans, b, out, 1.0f, dy, out, ones, 1, beta, gb, 1);
+    if (dx)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, b, in, out, 1.0f, dy, out, p, out,
+                    0.0f, dx, in);
+}
+
 /* Logits of a batch of b examples into m->z; for an MLP also the post-ReLU
  * activations into m->h. */
 static void forward(model *m, const float *p, const float *x, int b)
 {
     const int in = m->in, hid = m->hidden, out = m->out;
     if (hid == 0) {
-        const float *w = p, *bias = p + (size_t)in * (size_t)out;
-        broadcast_rows(m->z, bias, b, out);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, b, out, in, 1.0f, x, in, w,
-                    out, 1.0f, m->z, out);
+        model_dense_fwd(p, in, out, x, b, 0, m->z);
         return;
     }
-    const float *w1 = p, *b1 = w1 + (size_t)in * (size_t)hid;
-    const float *w2 = b1 + hid, *b2 = w2 + (size_t)hid * (size_t)out;
-    broadcast_rows(m->h, b1, b, hid);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, b, hid, in, 1.0f, x, in, w1, hid,
-                1.0f, m->h, hid);
-    size_t nh = (size_t)b * (size_t)hid;
-    for (size_t i = 0; i < nh; i++)
-        m->h[i] = m->h[i] > 0.0f ? m->h[i] : 0.0f;
-    broadcast_rows(m->z, b2, b, out);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, b, out, hid, 1.0f, m->h, hid, w2,
-                out, 1.0f, m->z, out);
+    model_dense_fwd(p, in, hid, x, b, 1, m->h);
+    model_dense_fwd(p + (size_t)in * (size_t)hid + (size_t)hid, hid, out, m->h, b, 0, m->z);
 }
 
 static float row_max(const float *z, int out)
@@ -174,6 +193,35 @@ static float row_xent(float *z, int out, int y, int probs)
     return logf(sum) - (zy - mx);
 }
 
+double model_xent_grad(float *z, const uint8_t *y, int b, int out, float scale)
+{
+    /* Softmax in place, then dZ = (P - onehot) * scale in place. */
+    double loss = 0.0;
+    for (int r = 0; r < b; r++) {
+        float *zr = z + (size_t)r * (size_t)out;
+        loss += row_xent(zr, out, y[r], 1);
+        zr[y[r]] -= 1.0f;
+        for (int j = 0; j < out; j++)
+            zr[j] *= scale;
+    }
+    return loss;
+}
+
+long model_score(float *z, const uint8_t *y, int b, int out, double *loss_sum)
+{
+    long right = 0;
+    for (int r = 0; r < b; r++) {
+        float *zr = z + (size_t)r * (size_t)out;
+        int best = 0; /* the first of tied maxima, as argmax conventionally does */
+        for (int j = 1; j < out; j++)
+            if (zr[j] > zr[best])
+                best = j;
+        right += best == y[r];
+        *loss_sum += row_xent(zr, out, y[r], 0); /* row by row: the order of model_eval's sum */
+    }
+    return right;
+}
+
 float model_grad(model *m, const float *params, const float *x, const uint8_t *y, int batch,
                  float *grad)
 {
@@ -184,42 +232,14 @@ float model_grad(model *m, const float *params, const float *x, const uint8_t *y
     }
     const int in = m->in, hid = m->hidden, out = m->out, b = batch;
     forward(m, params, x, b);
-
-    /* Softmax in place, then dZ = (P - onehot) / B in place. */
-    double loss = 0.0;
-    const float inv_b = 1.0f / (float)b;
-    for (int r = 0; r < b; r++) {
-        float *z = m->z + (size_t)r * (size_t)out;
-        loss += row_xent(z, out, y[r], 1);
-        z[y[r]] -= 1.0f;
-        for (int j = 0; j < out; j++)
-            z[j] *= inv_b;
-    }
-    const float *dz = m->z;
-
+    double loss = model_xent_grad(m->z, y, b, out, 1.0f / (float)b);
     if (hid == 0) {
-        float *gw = grad, *gb = grad + (size_t)in * (size_t)out;
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, in, out, b, 1.0f, x, in, dz, out,
-                    0.0f, gw, out);
-        cblas_sgemv(CblasRowMajor, CblasTrans, b, out, 1.0f, dz, out, m->ones, 1, 0.0f, gb, 1);
+        model_dense_bwd(params, in, out, x, NULL, m->z, b, 0, m->ones, grad, 0, NULL);
         return (float)(loss / b);
     }
-
-    const float *w2 = params + (size_t)in * (size_t)hid + (size_t)hid;
-    float *gw1 = grad, *gb1 = gw1 + (size_t)in * (size_t)hid;
-    float *gw2 = gb1 + hid, *gb2 = gw2 + (size_t)hid * (size_t)out;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hid, out, b, 1.0f, m->h, hid, dz, out,
-                0.0f, gw2, out);
-    cblas_sgemv(CblasRowMajor, CblasTrans, b, out, 1.0f, dz, out, m->ones, 1, 0.0f, gb2, 1);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, b, hid, out, 1.0f, dz, out, w2, out,
-                0.0f, m->dh, hid);
-    /* ReLU passes the gradient only where it passed the activation. */
-    size_t nh = (size_t)b * (size_t)hid;
-    for (size_t i = 0; i < nh; i++)
-        m->dh[i] = m->h[i] > 0.0f ? m->dh[i] : 0.0f;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, in, hid, b, 1.0f, x, in, m->dh, hid,
-                0.0f, gw1, hid);
-    cblas_sgemv(CblasRowMajor, CblasTrans, b, hid, 1.0f, m->dh, hid, m->ones, 1, 0.0f, gb1, 1);
+    size_t l1 = (size_t)in * (size_t)hid + (size_t)hid;
+    model_dense_bwd(params + l1, hid, out, m->h, NULL, m->z, b, 0, m->ones, grad + l1, 0, m->dh);
+    model_dense_bwd(params, in, hid, x, m->h, m->dh, b, 1, m->ones, grad, 0, NULL);
     return (float)(loss / b);
 }
 
@@ -232,15 +252,7 @@ void model_eval(model *m, const float *params, const float *x, const uint8_t *y,
     for (int start = 0, b; start < n; start += b) {
         b = n - start < m->max_batch ? n - start : m->max_batch;
         forward(m, params, x + (size_t)start * (size_t)m->in, b);
-        for (int r = 0; r < b; r++) {
-            float *z = m->z + (size_t)r * (size_t)m->out;
-            int best = 0; /* the first of tied maxima, as argmax conventionally does */
-            for (int j = 1; j < m->out; j++)
-                if (z[j] > z[best])
-                    best = j;
-            right += best == y[start + r];
-            loss += row_xent(z, m->out, y[start + r], 0);
-        }
+        right += model_score(m->z, y + start, b, m->out, &loss);
     }
     *loss_sum += loss;
     *correct += right;

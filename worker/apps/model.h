@@ -41,6 +41,25 @@ float model_grad(model *m, const float *params, const float *x, const uint8_t *y
 void model_eval(model *m, const float *params, const float *x, const uint8_t *y, int n,
                 double *loss_sum, long *correct);
 
+/* Layer primitives, shared by the models above and --app pipeline's stages. A
+ * dense layer's parameters p are W[in][out] then b[out].
+ * y (b x out) = x·W + b, then ReLU when relu. */
+void model_dense_fwd(const float *p, int in, int out, const float *x, int b, int relu, float *y);
+
+/* The layer's backward on b rows: masks dy (b x out, in place) by ReLU of y (the
+ * layer's output) when relu, writes (acc: adds to) its gradient g (the layout
+ * of p) and, when dx is not NULL, dx = dy·Wᵀ (b x in). ones: b ones. */
+void model_dense_bwd(const float *p, int in, int out, const float *x, const float *y, float *dy,
+                     int b, int relu, const float *ones, float *g, int acc, float *dx);
+
+/* Cross-entropy of b rows of logits z against labels y: replaces z by
+ * (softmax(z) - onehot(y)) * scale and returns the summed loss. */
+double model_xent_grad(float *z, const uint8_t *y, int b, int out, float scale);
+
+/* Correct argmax predictions among b rows of logits z; adds their summed
+ * cross-entropy to *loss_sum (z is left as it was). */
+long model_score(float *z, const uint8_t *y, int b, int out, double *loss_sum);
+
 /* Turns on flush-to-zero and denormals-are-zero for the calling thread (x86 SSE;
  * a no-op elsewhere): denormals were measured to double an MLP epoch here. */
 void model_set_ftz(void);

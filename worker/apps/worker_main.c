@@ -35,7 +35,7 @@
 #define USAGE                                                                               \
     "pskv-worker --scheduler HOST:PORT --app "                                              \
     "check|resume-check|incr-check|bench|sparse-bench|softmax|mlp|sparse-lr|replay|admit|"   \
-    "allreduce-check|filter-check [flags]"
+    "allreduce-check|filter-check|pipeline [flags]"
 #endif
 
 extern void openblas_set_num_threads(int);
@@ -100,7 +100,7 @@ static cfg_entry config[] = {
      "scheduler address HOST:PORT", 0, 0, NULL, NULL},
     {"app", CFG_STR, "check", "PSKV_WORKER_APP", 1, 0, NULL,
      "application: check, resume-check, incr-check, bench, sparse-bench, softmax, mlp, "
-     "sparse-lr, replay, admit, allreduce-check or filter-check", 0, 0,
+     "sparse-lr, replay, admit, allreduce-check, filter-check or pipeline", 0, 0,
      NULL, NULL},
     {"rank", CFG_INT, "-1", "PSKV_WORKER_RANK", -1, 65535, NULL,
      "rank to take (-1 = the scheduler assigns one)", 0, 0, NULL, NULL},
@@ -224,6 +224,22 @@ static cfg_entry config[] = {
      NULL},
     {"batch", CFG_INT, "32", "PSKV_WORKER_BATCH", 1, 65536, NULL, "examples per step per worker "
      "(mlp: default 16)", 0, 0, NULL, NULL},
+    {"layers", CFG_STR, "784,1024,1024,1024,10", "PSKV_WORKER_LAYERS", 1, 0, NULL,
+     "pipeline: layer sizes of the MLP, inputs first, classes last", 0, 0, NULL, NULL},
+    {"stages", CFG_INT, "1", "PSKV_WORKER_STAGES", 1, 64, NULL,
+     "pipeline: stages S (rank r is stage r mod S of pipeline r div S)", 0, 0, NULL, NULL},
+    {"split", CFG_STR, "", "PSKV_WORKER_SPLIT", 1, 0, NULL,
+     "pipeline: layers per stage (\"2,1\"); default the cut balancing parameter counts", 0, 0,
+     NULL, NULL},
+    {"pipelines", CFG_INT, "0", "PSKV_WORKER_PIPELINES", 0, 4096, NULL,
+     "pipeline: data-parallel pipelines D (0 = workers / stages)", 0, 0, NULL, NULL},
+    {"micro-batches", CFG_INT, "4", "PSKV_WORKER_MICRO_BATCHES", 1, 4096, NULL,
+     "pipeline: micro-batches M per mini-batch", 0, 0, NULL, NULL},
+    {"schedule", CFG_STR, "1f1b", "PSKV_WORKER_SCHEDULE", 1, 0, NULL,
+     "pipeline: sequential, gpipe or 1f1b", 0, 0, NULL, NULL},
+    {"max-inflight", CFG_INT, "0", "PSKV_WORKER_MAX_INFLIGHT", 0, 4096, NULL,
+     "pipeline: micro-batches a stage holds at once at most (0 = the schedule's own depth)", 0,
+     0, NULL, NULL},
     {"hidden", CFG_INT, "256", "PSKV_WORKER_HIDDEN", 1, 65536, NULL, "mlp: hidden units", 0, 0,
      NULL, NULL},
     {"updater", CFG_STR, "sgd", "PSKV_WORKER_UPDATER", 1, 0, NULL,
@@ -332,6 +348,8 @@ static const struct app_default {
     {"mlp", "lr", "0.0075", 1},
     {"mlp", "lr-schedule", "linear", 1},
     {"mlp", "batch", "16", 0},
+    {"pipeline", "lr", "0.01", 1},
+    {"pipeline", "lr-schedule", "const", 1},
 };
 
 static void apply_app_defaults(const char *app)
@@ -531,15 +549,16 @@ int main(int argc, char **argv)
         return 2;
     const char *app = cfg_str(config, "app");
     int dense_train = !strcmp(app, "softmax") || !strcmp(app, "mlp");
+    int pipeline = !strcmp(app, "pipeline");
     int sparse = !strcmp(app, "sparse-lr");
     if (strcmp(app, "check") && strcmp(app, "bench") && strcmp(app, "resume-check") &&
         strcmp(app, "filter-check") &&
         strcmp(app, "replay") && strcmp(app, "admit") && strcmp(app, "incr-check") &&
         strcmp(app, "sparse-bench") && strcmp(app, "allreduce-check") &&
-        strcmp(app, "filter-check") && !dense_train && !sparse) {
+        strcmp(app, "filter-check") && !dense_train && !sparse && !pipeline) {
         fprintf(stderr, PROG ": unknown --app '%s' (check, resume-check, incr-check, bench, "
                 "sparse-bench, softmax, mlp, sparse-lr, replay, admit, allreduce-check, "
-                "filter-check)\n", app);
+                "filter-check, pipeline)\n", app);
         return 2;
     }
     if (allreduce_flags(app) < 0)
@@ -643,6 +662,7 @@ int main(int argc, char **argv)
                  : !strcmp(app, "admit")  ? app_admit(w, config)
                  : !strcmp(app, "allreduce-check") ? app_allreduce_check(w, config)
                  : sparse                ? app_sparse_lr(w, config)
+                 : pipeline              ? app_pipeline(w, config)
                                          : app_train(w, config);
 #endif
     if (!app_stop_signal)

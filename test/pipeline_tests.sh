@@ -1,0 +1,152 @@
+# Pipeline tests (sourced by integration.sh): --app pipeline's stages on real
+# workers, activations and gradients between them over loopback TCP. Each
+# function runs in its own test directory ($TDIR) under run_test's time-out.
+
+# pl_run DIR WORKERS ARGS...: one pipeline job on one server; its status.
+pl_run() {
+  local dir=$1 nw=$2; shift 2
+  "$LAUNCH" --servers 1 --workers "$nw" --timeout 60 --log-dir "$dir" -- \
+    --app pipeline --consistency bsp --epochs 1 "$@" > "$dir.out" 2>&1
+}
+
+# pl_digests DIR WORKERS: the final weights' digest of every stage, one line.
+pl_digests() {
+  local dir=$1 nw=$2 r d out=
+  for r in $(seq 0 $((nw - 1))); do
+    d=$(sed -n 's/^stage [0-9]* final digest \([0-9a-f]*\)$/\1/p' "$dir/worker-$r.log")
+    [ -n "$d" ] || fail "$dir: rank $r printed no digest: $(grep -i 'pipeline\|stage' "$dir/worker-$r.log" | tail -n 2)"
+    out="$out $d"
+  done
+  echo "$out"
+}
+
+# The gradient of a mini-batch does not depend on the schedule: sequential, gpipe
+# and 1f1b (and gpipe capped by --max-inflight 2) end with the same weights bit
+# for bit, for 2 stages and for 3 (an explicit --split), and the same again with
+# --keys (CURVE between the stages), and with micro-batches of unequal sizes. 1f1b holds at most S-k micro-batches on stage
+# k, gpipe all M, sequential one.
+t_pipeline_schedules() {
+  # shellcheck disable=SC2054 # commas inside one flag's value
+  local common=(--layers 784,64,32,10 --batch 32 --micro-batches 4 --train-limit 640 --test-limit 200
+                --print-digests)
+  local s ref= d
+  for s in sequential gpipe 1f1b; do
+    pl_run "$TDIR/s2-$s" 2 --stages 2 --schedule "$s" "${common[@]}" ||
+      fail "S=2 $s exited $?: $(grep -h 'pipeline:' "$TDIR/s2-$s"/worker-*.log | head -n 2)"
+    d=$(pl_digests "$TDIR/s2-$s" 2)
+    [ -z "$ref" ] && ref=$d
+    [ "$d" = "$ref" ] || fail "S=2: $s ended with digests$d, sequential with$ref"
+  done
+  grep -q 'gpipe): .*peak 4 micro-batches' "$TDIR/s2-gpipe/worker-0.log" || fail "gpipe did not hold 4"
+  grep -q '1f1b): .*peak 2 micro-batches' "$TDIR/s2-1f1b/worker-0.log" || fail "1f1b stage 0 held other than 2"
+  grep -q '1f1b): .*peak 1 micro-batches' "$TDIR/s2-1f1b/worker-1.log" || fail "1f1b stage 1 held other than 1"
+  pl_run "$TDIR/s2-cap" 2 --stages 2 --schedule gpipe --max-inflight 2 "${common[@]}" ||
+    fail "gpipe --max-inflight 2 exited $?"
+  [ "$(pl_digests "$TDIR/s2-cap" 2)" = "$ref" ] || fail "gpipe --max-inflight 2 differs"
+  grep -q 'peak 2 micro-batches' "$TDIR/s2-cap/worker-0.log" || fail "--max-inflight 2 not kept"
+  # uneven micro-batches (30 rows in 4: 7, 8, 7, 8), each weighted by its rows
+  pl_run "$TDIR/u-seq" 2 --stages 2 --schedule sequential "${common[@]}" --batch 30 || fail "uneven sequential exited $?"
+  pl_run "$TDIR/u-1f1b" 2 --stages 2 --schedule 1f1b "${common[@]}" --batch 30 || fail "uneven 1f1b exited $?"
+  [ "$(pl_digests "$TDIR/u-1f1b" 2)" = "$(pl_digests "$TDIR/u-seq" 2)" ] || fail "uneven: 1f1b differs from sequential"
+  [ "$(pl_digests "$TDIR/u-seq" 2)" != "$ref" ] || fail "--batch 30 gave the weights of --batch 32"
+  ref=
+  for s in gpipe 1f1b sequential; do
+    pl_run "$TDIR/s3-$s" 3 --stages 3 --split 1,1,1 --schedule "$s" "${common[@]}" ||
+      fail "S=3 $s exited $?: $(grep -h 'pipeline:' "$TDIR/s3-$s"/worker-*.log | head -n 2)"
+    d=$(pl_digests "$TDIR/s3-$s" 3)
+    [ -z "$ref" ] && ref=$d
+    [ "$d" = "$ref" ] || fail "S=3: $s ended with digests$d, gpipe with$ref"
+  done
+  grep -q '1f1b): .*peak 3 micro-batches' "$TDIR/s3-1f1b/worker-0.log" || fail "1f1b S=3 stage 0 held other than 3"
+  "$BIN/pskvctl" keys init "$TDIR/keys" --servers 1 --workers 3 > /dev/null || fail "keys init"
+  "$LAUNCH" --keys "$TDIR/keys" --servers 1 --workers 3 --timeout 60 --log-dir "$TDIR/keyed" -- \
+    --app pipeline --consistency bsp --epochs 1 --stages 3 --split 1,1,1 --schedule 1f1b \
+    "${common[@]}" > "$TDIR/keyed.out" 2>&1 || fail "keyed run exited $?"
+  [ "$(pl_digests "$TDIR/keyed" 3)" = "$ref" ] || fail "the keyed run's digests differ"
+  no_strays "$TDIR/keyed"
+}
+
+# A 2-stage pipeline trains as well as the mlp app on the same subset (the same
+# model 784-256-10, batch, learning rate and epochs): test accuracy within 0.02
+# of mlp's and above 0.75; rank 0's metrics file carries samples_per_s and accuracy.
+# Two such pipelines through two servers train too.
+t_pipeline_train() {
+  local sub=(--train-limit 6000 --test-limit 2000 --epochs 2 --batch 16 --lr 0.0075 --lr-schedule linear)
+  "$LAUNCH" --servers 1 --workers 2 --timeout 60 --log-dir "$TDIR/p" -- --app pipeline --stages 2 \
+    --layers 784,256,10 --micro-batches 4 --metrics "$TDIR/p.jsonl" "${sub[@]}" > "$TDIR/p.out" 2>&1 ||
+    fail "pipeline exited $?: $(grep -h 'pipeline:' "$TDIR/p"/worker-*.log | head -n 2)"
+  "$LAUNCH" --servers 1 --workers 1 --timeout 60 --log-dir "$TDIR/m" -- --app mlp --hidden 256 \
+    "${sub[@]}" > "$TDIR/m.out" 2>&1 || fail "mlp exited $?"
+  local pa ma sps
+  pa=$(tail -n 1 "$TDIR/p.jsonl" | sed -n 's/.*"accuracy":\([0-9.]*\).*/\1/p')
+  sps=$(tail -n 1 "$TDIR/p.jsonl" | sed -n 's/.*"samples_per_s":\([0-9.]*\).*/\1/p')
+  ma=$(sed -n 's/^final test accuracy \([0-9.]*\) .*/\1/p' "$TDIR/m.out")
+  [ -n "$pa" ] && [ -n "$ma" ] && [ -n "$sps" ] || fail "no accuracy (pipeline '$pa', mlp '$ma') or samples_per_s '$sps'"
+  echo "pipeline accuracy $pa ($sps samples/s), mlp $ma"
+  awk -v p="$pa" -v m="$ma" 'BEGIN { exit !(p > 0.75 && p >= m - 0.02) }' ||
+    fail "pipeline accuracy $pa against mlp's $ma"
+  # D = 2 pipelines x S = 2 stages through 2 servers (bsp): stage k of both shares
+  # stage k's table; each pipeline trains on half the images
+  "$LAUNCH" --servers 2 --workers 4 --timeout 60 --log-dir "$TDIR/d2" -- --app pipeline --stages 2 \
+    --pipelines 2 --layers 784,256,10 --micro-batches 4 --consistency bsp --metrics "$TDIR/d2.jsonl" \
+    "${sub[@]}" > "$TDIR/d2.out" 2>&1 || fail "D=2 exited $?: $(grep -h 'pipeline:' "$TDIR/d2"/worker-*.log | head -n 2)"
+  pa=$(tail -n 1 "$TDIR/d2.jsonl" | sed -n 's/.*"accuracy":\([0-9.]*\).*/\1/p')
+  echo "D=2: accuracy $pa"
+  awk -v p="$pa" 'BEGIN { exit !(p > 0.7) }' || fail "D=2 accuracy '$pa'"
+  grep -q 'stage 1 of pipeline 1 (rank 3' "$TDIR/d2/worker-3.log" || fail "rank 3 is not stage 1 of pipeline 1"
+}
+
+# pskvctl status shows the stages. A stage killed (SIGKILL) mid-run: the stages before and after it fail naming
+# its rank within seconds (the scheduler declares it dead: launch-local's
+# --dead-after-ms 500), nothing hangs, and they exit 1.
+t_pipeline_stage_dies() {
+  local d="$TDIR/j" pid t0 r port
+  mkdir -p "$d"
+  port=$(free_port)
+  "$LAUNCH" --port "$port" --servers 1 --workers 3 --timeout 60 --log-dir "$d" -- --app pipeline --stages 3 \
+    --layers 784,64,32,10 --batch 32 --micro-batches 4 --epochs 1000 --train-limit 2000 \
+    --test-limit 200 --request-timeout 10 > "$d.out" 2>&1 &
+  local launcher=$!
+  wait_line "$d/worker-0.log" 'epoch 1.00' 1 30 || fail "rank 0 did not finish an epoch"
+  # pskvctl status shows each worker's stage (from its heartbeats)
+  "$BIN/pskvctl" --scheduler "127.0.0.1:$port" status > "$TDIR/status.txt" 2>&1 || fail "pskvctl status"
+  for r in 0 1 2; do
+    grep -q "^[0-9]* *worker *$r .*stage $r of pipeline 0" "$TDIR/status.txt" ||
+      fail "status shows no stage for rank $r: $(cat "$TDIR/status.txt")"
+  done
+  pid=$(sed -n 's/^[^ ]* \([0-9]*\) worker .*joined job.*/\1/p' "$d/worker-1.log" | head -n 1)
+  [ -n "$pid" ] || fail "no pid for rank 1"
+  t0=$(ms_now)
+  kill -KILL "$pid"
+  for r in 0 2; do
+    wait_line "$d/worker-$r.log" 'pipeline: rank .* rank 1 died' 1 8 ||
+      fail "rank $r did not fail naming rank 1 within 8 s: $(tail -n 2 "$d/worker-$r.log")"
+  done
+  echo "ranks 0 and 2 failed within $(( $(ms_now) - t0 )) ms"
+  wait_exit "$launcher" 30
+  local st=$?
+  [ $st -ne 0 ] && [ $st -ne 124 ] || fail "the launcher exited $st"
+  grep -q 'workers exit statuses: 1 [0-9]* 1' "$d.out" || fail "ranks 0 and 2 did not exit 1: $(tail -n 1 "$d.out")"
+}
+
+# Bad flags exit 2 naming the flag: stages that do not divide the workers, more
+# stages than layers, a split that does not fit the layers, an unknown schedule,
+# layers that do not fit the images.
+t_pipeline_bad_flags() {
+  local args what n=0
+  while IFS='|' read -r what args; do
+    n=$((n + 1))
+    # shellcheck disable=SC2086
+    "$LAUNCH" --servers 1 --workers 2 --timeout 30 --log-dir "$TDIR/b$n" -- --app pipeline \
+      --layers 784,64,10 $args > "$TDIR/b$n.out" 2>&1 && fail "$args passed"
+    grep -q 'workers exit statuses: 2 2' "$TDIR/b$n.out" || fail "$args: not exit 2: $(tail -n 1 "$TDIR/b$n.out")"
+    grep -q -- "$what" "$TDIR/b$n/worker-0.log" || fail "$args: no '$what': $(grep pipeline: "$TDIR/b$n/worker-0.log")"
+  done <<'LIST'
+--stages 3 does not divide the 2 workers|--stages 3
+--stages must be 1..1|--stages 2 --layers 784,10
+--split '2,1' must give|--stages 2 --split 2,1
+--split '1' must give|--stages 2 --split 1
+--schedule must be|--stages 2 --schedule zigzag
+--layers starts at 700 inputs|--stages 2 --layers 700,64,10
+LIST
+}

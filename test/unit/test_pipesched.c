@@ -1,0 +1,91 @@
+/* worker/apps/pipesched.c: --layers, the cut into stages, the order of passes. */
+#include <string.h>
+
+#include "pipesched.h"
+#include "suites.h"
+
+START_TEST(layers_parsed_and_refused)
+{
+    int s[PIPE_MAX_LAYERS];
+    char why[200];
+    ck_assert_int_eq(pipesched_layers("784,1024,10", s, why, sizeof why), 3);
+    ck_assert_int_eq(s[0], 784);
+    ck_assert_int_eq(s[2], 10);
+    const char *bad[] = {"", "784", "784,,10", "784,0,10", "784,x", "784,10,", "784,70000"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(pipesched_layers(bad[i], s, why, sizeof why) < 0, "'%s' taken", bad[i]);
+    ck_assert_ptr_nonnull(strstr(why, "--layers"));
+}
+END_TEST
+
+START_TEST(split_balanced_and_explicit)
+{
+    int s[] = {784, 1024, 1024, 1024, 10}, f[PIPE_MAX_LAYERS + 1];
+    char why[200];
+    /* 803840, 1049600, 1049600, 10250 parameters: two stages cut after layer 1 */
+    ck_assert_int_eq(pipesched_split(s, 5, 2, "", f, why, sizeof why), 0);
+    ck_assert_int_eq(f[0], 0);
+    ck_assert_int_eq(f[1], 2);
+    ck_assert_int_eq(f[2], 4);
+    ck_assert_int_eq(pipesched_split(s, 5, 4, "", f, why, sizeof why), 0);
+    for (int k = 0; k <= 4; k++)
+        ck_assert_int_eq(f[k], k);
+    ck_assert_int_eq(pipesched_split(s, 5, 2, "3,1", f, why, sizeof why), 0);
+    ck_assert_int_eq(f[1], 3);
+    ck_assert_int_lt(pipesched_split(s, 5, 2, "2,1", f, why, sizeof why), 0);
+    ck_assert_ptr_nonnull(strstr(why, "--split"));
+    ck_assert_int_lt(pipesched_split(s, 5, 2, "4,0", f, why, sizeof why), 0);
+    ck_assert_int_lt(pipesched_split(s, 5, 2, "1,1,2", f, why, sizeof why), 0);
+    ck_assert_int_lt(pipesched_split(s, 5, 5, "", f, why, sizeof why), 0);
+    ck_assert_ptr_nonnull(strstr(why, "--stages"));
+}
+END_TEST
+
+/* Every schedule: each micro-batch forward once, then backward once, backward
+ * passes in micro-batch order, never more in flight than the returned depth. */
+START_TEST(schedules_well_formed)
+{
+    const char *names[] = {"sequential", "gpipe", "1f1b"};
+    pipe_op ops[64];
+    for (int n = 0; n < 3; n++)
+        for (int S = 1; S <= 4; S++)
+            for (int k = 0; k < S; k++)
+                for (int M = 1; M <= 8; M++)
+                    for (int K = 1; K <= 9; K++) {
+                        int depth = pipesched_ops(names[n], S, k, M, K, ops);
+                        ck_assert_int_ge(depth, 1);
+                        int fwd[8] = {0}, held = 0, peak = 0, nextb = 0;
+                        for (int o = 0; o < 2 * M; o++) {
+                            int i = ops[o].micro;
+                            LOOP_ASSERT(i >= 0 && i < M, "micro %d", i);
+                            if (ops[o].fwd) {
+                                LOOP_ASSERT(!fwd[i], "%s: %d forward twice", names[n], i);
+                                fwd[i] = 1;
+                                peak = ++held > peak ? held : peak;
+                            } else {
+                                LOOP_ASSERT(fwd[i] && i == nextb, "%s: backward out of order",
+                                            names[n]);
+                                nextb++;
+                                held--;
+                            }
+                        }
+                        LOOP_ASSERT(nextb == M && peak <= depth && depth <= K,
+                                    "%s S=%d k=%d M=%d K=%d: peak %d depth %d", names[n], S, k,
+                                    M, K, peak, depth);
+                        if (n == 2)
+                            LOOP_ASSERT(depth <= S - k, "1f1b deeper than S-k");
+                    }
+    ck_assert_int_lt(pipesched_ops("zigzag", 2, 0, 4, 4, ops), 0);
+}
+END_TEST
+
+Suite *pipesched_suite(void)
+{
+    Suite *s = suite_create("pipesched");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, layers_parsed_and_refused);
+    tcase_add_test(tc, split_balanced_and_explicit);
+    tcase_add_test(tc, schedules_well_formed);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,548 @@
+/* --app pipeline: an MLP (--layers) cut into --stages S stages on separate
+ * workers, --pipelines D data-parallel copies of the pipeline; rank r is stage
+ * r mod S of pipeline r div S.
+ *
+ * Each stage's parameters are one dense table of their own, shared by stage k of
+ * every pipeline through the servers: a mini-batch is one pull of the stage's
+ * weights, M micro-batches forward and backward, one push of the accumulated
+ * gradient and a clock, so bsp/ssp/async apply across the pipelines as in the
+ * mlp app. Activations go forward and their gradients back straight to the
+ * neighbouring stage's worker (pskv_pipe_send/recv: a PIPE message naming the
+ * pipeline, micro-batch and direction). The stage loop is single-threaded, so a
+ * stage never runs two micro-batches at once; the order of its passes comes from
+ * pipesched_ops (--schedule), and backward passes run in micro-batch order under
+ * every schedule, so the accumulated gradient is the same bits under all three.
+ *
+ * A stage keeps, per micro-batch in flight, a slot with its layers' outputs and
+ * gradients (at most the schedule's depth, capped by --max-inflight), and the
+ * micro-batch's input (its inbox, until the backward pass has used it).
+ * Evaluation (pipeline 0, every epoch) sends the test set forward through the
+ * stages; the last stage scores it and the result travels back to rank 0, which
+ * writes the metrics. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "apps.h"
+#include "idx.h"
+#include "model.h"
+#include "pipesched.h"
+#include "report.h"
+#include "ring.h"
+#include "timeutil.h"
+
+#define TMO 120000
+#define EVAL_BIT (1ULL << 63)       /* micro ids of evaluation chunks */
+#define EVAL_RESULT (EVAL_BIT | 0xffffffffULL) /* the score travelling back */
+
+typedef struct slot {
+    int micro;  /* micro-batch index held, -1 = free */
+    int got;    /* its output gradient came (stages before the last) */
+    float *act; /* each layer's output, mrows x out_l one after another */
+    float *dy;  /* their gradients, same layout */
+} slot;
+
+typedef struct stage {
+    pskv_worker *w;
+    cfg_entry *cfg;
+    int S, D, k, d, rank, prev, next, M, B, mrows, bound, depth, L;
+    const char *schedule;
+    int sizes[PIPE_MAX_LAYERS], nl, first[PIPE_MAX_LAYERS + 1], l0, l1;
+    size_t poff[PIPE_MAX_LAYERS + 1]; /* parameter offset of each stage layer (l - l0) */
+    size_t aoff[PIPE_MAX_LAYERS + 1]; /* activation offset per row, likewise */
+    size_t P;
+    int table, nops, peers[2], npeers;
+    float *params, *grad, *inbox, *dx, *ones;
+    int *inbox_full, *slot_of;
+    uint8_t *labels;
+    slot *slots;
+    pipe_op *ops;
+    int inflight, peak, acc;
+    int64_t step, steps_epoch;
+    idx_set train, test;
+    uint32_t *order;
+    double loss, t_fwd, t_bwd, t_wait, t_srv;
+    /* evaluation in progress */
+    uint64_t eval_expect;
+    float score[3]; /* right, summed test loss, the epoch's mean training loss */
+    int score_got;
+} stage;
+
+static int fail(stage *st, const char *what, int rc)
+{
+    fprintf(stderr, "pipeline: rank %d (stage %d of pipeline %d): %s: %s (%s)\n", st->rank,
+            st->k, st->d, what, pskv_strerror(rc), pskv_last_error(st->w));
+    return 1;
+}
+
+static int rows_of(const stage *st, int i)
+{
+    return (int)((int64_t)st->B * (i + 1) / st->M - (int64_t)st->B * i / st->M);
+}
+
+static int relu_of(const stage *st, int l)
+{
+    return l < st->L - 1;
+}
+
+static float *inbox_at(stage *st, int i)
+{
+    return st->inbox + (size_t)i * (size_t)st->mrows * (size_t)st->sizes[st->l0];
+}
+
+/* Where a received message's floats go (pskv_pipe_slot). */
+static float *slot_for(void *arg, const pskv_pipe_msg *h)
+{
+    stage *st = arg;
+    int in = st->sizes[st->l0], out = st->sizes[st->l1];
+    if (h->pipeline != st->d)
+        return NULL;
+    if (st->eval_expect) { /* evaluation: chunks in order forward, the score back */
+        if (h->dir == PSKV_PIPE_FWD && h->micro == st->eval_expect && h->rows >= 1 &&
+            h->rows <= st->mrows && h->n == (size_t)h->rows * (size_t)in)
+            return inbox_at(st, 0);
+        if (h->dir == PSKV_PIPE_BWD && h->micro == EVAL_RESULT && h->n == 3) {
+            st->score_got = 1;
+            return st->score;
+        }
+        return NULL;
+    }
+    uint64_t base = (uint64_t)st->step * (uint64_t)st->M;
+    if (h->micro < base || h->micro >= base + (uint64_t)st->M)
+        return NULL;
+    int i = (int)(h->micro - base);
+    if (h->rows != rows_of(st, i))
+        return NULL;
+    if (h->dir == PSKV_PIPE_FWD && st->k > 0 && h->from_rank == st->prev && !st->inbox_full[i] &&
+        h->n == (size_t)h->rows * (size_t)in) {
+        st->inbox_full[i] = 1;
+        return inbox_at(st, i);
+    }
+    int s = st->slot_of[i];
+    if (h->dir == PSKV_PIPE_BWD && h->from_rank == st->next && s >= 0 && !st->slots[s].got &&
+        h->n == (size_t)h->rows * (size_t)out) {
+        st->slots[s].got = 1;
+        return st->slots[s].dy + st->aoff[st->l1 - st->l0 - 1] * (size_t)st->mrows;
+    }
+    return NULL;
+}
+
+/* Receives from the neighbours until *flag is set. */
+static int wait_flag(stage *st, const int *flag)
+{
+    int64_t t0 = tu_now_ns();
+    int rc = 0;
+    while (!*flag && rc == 0) {
+        pskv_pipe_msg h;
+        rc = pskv_pipe_recv(st->w, st->peers, st->npeers, slot_for, st, &h);
+    }
+    st->t_wait += (double)(tu_now_ns() - t0) / 1e9;
+    return rc;
+}
+
+/* This stage's layers forward on rows of x; outputs into s->act. */
+static void layers_fwd(stage *st, slot *s, const float *x, int rows)
+{
+    for (int l = st->l0; l < st->l1; l++) {
+        int j = l - st->l0;
+        const float *xin = j ? s->act + st->aoff[j - 1] * (size_t)st->mrows : x;
+        model_dense_fwd(st->params + st->poff[j], st->sizes[l], st->sizes[l + 1], xin, rows,
+                        relu_of(st, l), s->act + st->aoff[j] * (size_t)st->mrows);
+    }
+}
+
+static int forward(stage *st, int i)
+{
+    int rows = rows_of(st, i), in = st->sizes[st->l0], out = st->sizes[st->l1];
+    int64_t first_row = (int64_t)st->step * st->B + (int64_t)st->B * i / st->M;
+    uint32_t n = st->train.n;
+    if (st->k == 0) {
+        for (int r = 0; r < rows; r++)
+            memcpy(inbox_at(st, i) + (size_t)r * (size_t)in,
+                   st->train.x + (size_t)st->order[(first_row + r) % n] * in,
+                   (size_t)in * sizeof(float));
+    } else {
+        int rc = wait_flag(st, &st->inbox_full[i]);
+        if (rc < 0)
+            return fail(st, "waiting for activations", rc);
+    }
+    int64_t t0 = tu_now_ns();
+    int si = 0;
+    while (st->slots[si].micro >= 0)
+        si++; /* a free slot exists: the schedule's depth is the slot count */
+    slot *s = &st->slots[si];
+    s->micro = i;
+    s->got = 0;
+    st->slot_of[i] = si;
+    if (++st->inflight > st->peak)
+        st->peak = st->inflight;
+    layers_fwd(st, s, inbox_at(st, i), rows);
+    float *z = s->act + st->aoff[st->l1 - st->l0 - 1] * (size_t)st->mrows;
+    float *dz = s->dy + st->aoff[st->l1 - st->l0 - 1] * (size_t)st->mrows;
+    int rc = 0;
+    if (st->k == st->S - 1) {
+        for (int r = 0; r < rows; r++)
+            st->labels[r] = st->train.y[st->order[(first_row + r) % n]];
+        memcpy(dz, z, (size_t)rows * (size_t)out * sizeof(float));
+        st->loss += model_xent_grad(dz, st->labels, rows, out, 1.0f / (float)st->B);
+        s->got = 1;
+    } else {
+        pskv_pipe_msg h = {0, st->d, (uint64_t)st->step * st->M + i, PSKV_PIPE_FWD, rows, 0};
+        rc = pskv_pipe_send(st->w, st->next, &h, z, (size_t)rows * (size_t)out);
+    }
+    st->t_fwd += (double)(tu_now_ns() - t0) / 1e9;
+    return rc < 0 ? fail(st, "sending activations", rc) : 0;
+}
+
+static int backward(stage *st, int i)
+{
+    int si = st->slot_of[i], rows = rows_of(st, i);
+    slot *s = &st->slots[si];
+    int rc = wait_flag(st, &s->got);
+    if (rc < 0)
+        return fail(st, "waiting for gradients", rc);
+    int64_t t0 = tu_now_ns();
+    for (int l = st->l1 - 1; l >= st->l0; l--) {
+        int j = l - st->l0;
+        size_t m = (size_t)st->mrows;
+        const float *xin = j ? s->act + st->aoff[j - 1] * m : inbox_at(st, i);
+        float *dx = j ? s->dy + st->aoff[j - 1] * m : st->k > 0 ? st->dx : NULL;
+        model_dense_bwd(st->params + st->poff[j], st->sizes[l], st->sizes[l + 1], xin,
+                        s->act + st->aoff[j] * m, s->dy + st->aoff[j] * m, rows,
+                        relu_of(st, l), st->ones, st->grad + st->poff[j], st->acc, dx);
+    }
+    st->acc = 1;
+    if (st->k > 0) {
+        pskv_pipe_msg h = {0, st->d, (uint64_t)st->step * st->M + i, PSKV_PIPE_BWD, rows, 0};
+        rc = pskv_pipe_send(st->w, st->prev, &h, st->dx,
+                            (size_t)rows * (size_t)st->sizes[st->l0]);
+    }
+    s->micro = -1;
+    st->slot_of[i] = -1;
+    st->inbox_full[i] = 0;
+    st->inflight--;
+    st->t_bwd += (double)(tu_now_ns() - t0) / 1e9;
+    return rc < 0 ? fail(st, "sending gradients", rc) : 0;
+}
+
+/* One mini-batch: pull the stage's weights, the schedule's passes, push the
+ * gradient (scaled to the mini-batch mean by the loss), clock. */
+static int one_step(stage *st)
+{
+    int64_t t0 = tu_now_ns();
+    int rc = 0;
+    int64_t tp = pskv_pull(st->w, st->table, NULL, st->P, st->params);
+    if (tp < 0 || (rc = pskv_wait(st->w, tp, TMO)) < 0)
+        return fail(st, "pull", tp < 0 ? (int)tp : rc);
+    st->t_srv += (double)(tu_now_ns() - t0) / 1e9;
+    st->acc = 0;
+    for (int o = 0; o < st->nops; o++) {
+        rc = st->ops[o].fwd ? forward(st, st->ops[o].micro) : backward(st, st->ops[o].micro);
+        if (rc)
+            return rc;
+    }
+    t0 = tu_now_ns();
+    int64_t tq = pskv_push(st->w, st->table, NULL, st->P, st->grad);
+    /* under bsp a push is answered once every worker's clock closed the step */
+    if (tq < 0 || (rc = pskv_clock(st->w)) < 0 || (rc = pskv_wait(st->w, tq, TMO)) < 0)
+        return fail(st, "push", tq < 0 ? (int)tq : rc);
+    st->t_srv += (double)(tu_now_ns() - t0) / 1e9;
+    return 0;
+}
+
+/* Pipeline 0 scores the test set through its stages; rank 0 gets the number
+ * right and the summed loss back in score[]. Returns 0 or 1 after saying why. */
+static int evaluate(stage *st)
+{
+    int rc = 0, in = st->sizes[st->l0], out = st->sizes[st->l1];
+    int64_t tp = pskv_pull(st->w, st->table, NULL, st->P, st->params);
+    if (tp < 0 || (rc = pskv_wait(st->w, tp, TMO)) < 0)
+        return fail(st, "pull", tp < 0 ? (int)tp : rc);
+    int n = (int)st->test.n, chunks = (n + st->mrows - 1) / st->mrows;
+    double loss = 0;
+    long right = 0;
+    slot *s = &st->slots[0];
+    for (int c = 0; c < chunks && rc == 0; c++) {
+        int rows = n - c * st->mrows < st->mrows ? n - c * st->mrows : st->mrows;
+        const float *x = st->test.x + (size_t)c * (size_t)st->mrows * (size_t)in;
+        if (st->k > 0) {
+            st->eval_expect = EVAL_BIT | (uint64_t)c;
+            int got = 0;
+            while (!got && rc == 0) {
+                pskv_pipe_msg h;
+                rc = pskv_pipe_recv(st->w, &st->prev, 1, slot_for, st, &h);
+                got = rc == 0 && h.micro == st->eval_expect;
+            }
+            x = inbox_at(st, 0);
+        }
+        if (rc < 0)
+            break;
+        layers_fwd(st, s, x, rows);
+        float *z = s->act + st->aoff[st->l1 - st->l0 - 1] * (size_t)st->mrows;
+        if (st->k == st->S - 1) {
+            right += model_score(z, st->test.y + (size_t)c * (size_t)st->mrows, rows, out, &loss);
+        } else {
+            pskv_pipe_msg h = {0, st->d, EVAL_BIT | (uint64_t)c, PSKV_PIPE_FWD, rows, 0};
+            rc = pskv_pipe_send(st->w, st->next, &h, z, (size_t)rows * (size_t)out);
+        }
+    }
+    st->eval_expect = EVAL_BIT; /* only the score from now on */
+    if (rc == 0 && st->k == st->S - 1) {
+        st->score[0] = (float)right;
+        st->score[1] = (float)loss;
+        st->score[2] = (float)(st->loss / ((double)st->steps_epoch * st->B));
+    } else if (rc == 0) {
+        st->score_got = 0;
+        rc = wait_flag(st, &st->score_got);
+    }
+    if (rc == 0 && st->k > 0) {
+        pskv_pipe_msg h = {0, st->d, EVAL_RESULT, PSKV_PIPE_BWD, 0, 0};
+        rc = pskv_pipe_send(st->w, st->prev, &h, st->score, 3);
+    }
+    st->eval_expect = 0;
+    return rc < 0 ? fail(st, "evaluation", rc) : 0;
+}
+
+/* Flags, the stage's place and layers, its schedule. Returns 0, or 2 after a
+ * usage error naming the flag. */
+static int read_options(stage *st)
+{
+    cfg_entry *cfg = st->cfg;
+    char why[300];
+    int W = pskv_num_workers(st->w);
+    st->rank = pskv_rank(st->w);
+    st->S = (int)cfg_int(cfg, "stages");
+    st->D = (int)cfg_int(cfg, "pipelines");
+    if (W % st->S) {
+        fprintf(stderr, "pipeline: --stages %d does not divide the %d workers of the job\n",
+                st->S, W);
+        return 2;
+    }
+    if (st->D && st->D * st->S != W) {
+        fprintf(stderr, "pipeline: --pipelines %d x --stages %d is not the %d workers of the "
+                "job\n", st->D, st->S, W);
+        return 2;
+    }
+    st->D = W / st->S;
+    st->k = st->rank % st->S;
+    st->d = st->rank / st->S;
+    pskv_set_stage(st->w, st->d, st->k);
+    st->prev = st->k > 0 ? st->rank - 1 : -1;
+    st->next = st->k < st->S - 1 ? st->rank + 1 : -1;
+    st->npeers = 0;
+    if (st->prev >= 0)
+        st->peers[st->npeers++] = st->prev;
+    if (st->next >= 0)
+        st->peers[st->npeers++] = st->next;
+    if ((st->nl = pipesched_layers(cfg_str(cfg, "layers"), st->sizes, why, sizeof why)) < 0 ||
+        pipesched_split(st->sizes, st->nl, st->S, cfg_str(cfg, "split"), st->first, why,
+                        sizeof why) < 0) {
+        fprintf(stderr, "pipeline: %s\n", why);
+        return 2;
+    }
+    if (st->sizes[st->nl - 1] > 256 || st->sizes[st->nl - 1] < 2) {
+        fprintf(stderr, "pipeline: --layers: the last size is the classes, 2..256\n");
+        return 2;
+    }
+    st->L = st->nl - 1;
+    st->l0 = st->first[st->k];
+    st->l1 = st->first[st->k + 1];
+    st->B = (int)cfg_int(cfg, "batch");
+    st->M = (int)cfg_int(cfg, "micro-batches");
+    if (st->M > st->B) {
+        fprintf(stderr, "pipeline: --micro-batches %d exceeds --batch %d\n", st->M, st->B);
+        return 2;
+    }
+    st->mrows = (st->B + st->M - 1) / st->M;
+    st->bound = (int)cfg_int(cfg, "max-inflight");
+    if (!st->bound)
+        st->bound = st->M;
+    st->schedule = cfg_str(cfg, "schedule");
+    st->ops = calloc(2 * (size_t)st->M, sizeof *st->ops);
+    if (!st->ops)
+        return 1;
+    st->depth = pipesched_ops(st->schedule, st->S, st->k, st->M, st->bound, st->ops);
+    if (st->depth < 0) {
+        fprintf(stderr, "pipeline: --schedule must be sequential, gpipe or 1f1b (got '%s')\n",
+                st->schedule);
+        return 2;
+    }
+    st->nops = 2 * st->M;
+    return 0;
+}
+
+/* Data, the table and the buffers. Returns 0, 2 when --layers does not fit the
+ * images, or 1 after saying why. */
+static int open_stage(stage *st)
+{
+    cfg_entry *cfg = st->cfg;
+    char why[512];
+    int rc = idx_load_split(cfg_str(cfg, "data"), "train", (uint32_t)st->d, (uint32_t)st->D,
+                            (uint32_t)cfg_int(cfg, "train-limit"), 0, 0, &st->train, why,
+                            sizeof why);
+    if (rc == 0 && st->d == 0)
+        rc = idx_load(cfg_str(cfg, "data"), "t10k", 0, 1, (uint32_t)cfg_int(cfg, "test-limit"),
+                      &st->test, why, sizeof why);
+    if (rc < 0 || st->train.n == 0) {
+        fprintf(stderr, "pipeline: data: %s\n", rc < 0 ? why : "no training rows");
+        return 1;
+    }
+    if ((int)st->train.dim != st->sizes[0]) {
+        fprintf(stderr, "pipeline: --layers starts at %d inputs; the images have %u\n",
+                st->sizes[0], st->train.dim);
+        return 2;
+    }
+    size_t P = 0, A = 0;
+    for (int l = st->l0; l < st->l1; l++) {
+        st->poff[l - st->l0] = P;
+        st->aoff[l - st->l0] = A;
+        P += (size_t)st->sizes[l] * st->sizes[l + 1] + st->sizes[l + 1];
+        A += (size_t)st->sizes[l + 1];
+    }
+    st->P = P;
+    pskv_table_opts o;
+    app_train_table_opts(cfg, (uint32_t)st->sizes[st->l0], P, &o);
+    o.seed += (uint64_t)st->k; /* stages start from different draws */
+    char name[96];
+    snprintf(name, sizeof name, "pipeline-%s-s%dof%d", cfg_str(cfg, "layers"), st->k, st->S);
+    if ((st->table = pskv_table_open(st->w, name, &o)) < 0)
+        return fail(st, "open table", st->table);
+    size_t m = (size_t)st->mrows, M = (size_t)st->M;
+    st->params = malloc(P * sizeof(float));
+    st->grad = malloc(P * sizeof(float));
+    st->inbox = malloc(M * m * (size_t)st->sizes[st->l0] * sizeof(float));
+    st->dx = malloc(m * (size_t)st->sizes[st->l0] * sizeof(float));
+    st->ones = malloc(m * sizeof(float));
+    st->inbox_full = calloc(M, sizeof(int));
+    st->slot_of = malloc(M * sizeof(int));
+    st->labels = malloc(m);
+    st->order = malloc(st->train.n * sizeof(uint32_t));
+    st->slots = calloc((size_t)st->depth, sizeof *st->slots);
+    if (!st->params || !st->grad || !st->inbox || !st->dx || !st->ones || !st->inbox_full ||
+        !st->slot_of || !st->labels || !st->order || !st->slots)
+        return fail(st, "buffers", -PSKV_ENOMEM);
+    for (int s = 0; s < st->depth; s++) {
+        st->slots[s].micro = -1;
+        st->slots[s].act = malloc(m * A * sizeof(float));
+        st->slots[s].dy = malloc(m * A * sizeof(float));
+        if (!st->slots[s].act || !st->slots[s].dy)
+            return fail(st, "buffers", -PSKV_ENOMEM);
+    }
+    for (size_t i = 0; i < m; i++)
+        st->ones[i] = 1.0f;
+    for (size_t i = 0; i < M; i++)
+        st->slot_of[i] = -1;
+    for (uint32_t i = 0; i < st->train.n; i++)
+        st->order[i] = i;
+    return 0;
+}
+
+static void close_stage(stage *st)
+{
+    for (int s = 0; st->slots && s < st->depth; s++) {
+        free(st->slots[s].act);
+        free(st->slots[s].dy);
+    }
+    free(st->slots);
+    free(st->ops);
+    free(st->params);
+    free(st->grad);
+    free(st->inbox);
+    free(st->dx);
+    free(st->ones);
+    free(st->inbox_full);
+    free(st->slot_of);
+    free(st->labels);
+    free(st->order);
+    idx_free(&st->train);
+    idx_free(&st->test);
+}
+
+/* The same shuffle on every stage of a pipeline: seeded by pipeline and epoch. */
+static void shuffle_epoch(stage *st, int epoch)
+{
+    uint64_t s = ring_mix64((uint64_t)cfg_int(st->cfg, "seed") * 1000003 +
+                            (uint64_t)st->d * 7919 + (uint64_t)epoch);
+    for (uint32_t i = st->train.n; i > 1; i--) {
+        s += 0x9e3779b97f4a7c15ULL;
+        uint32_t j = (uint32_t)(ring_mix64(s) % i);
+        uint32_t t = st->order[i - 1];
+        st->order[i - 1] = st->order[j];
+        st->order[j] = t;
+    }
+}
+
+static int train(stage *st, report *rep)
+{
+    int epochs = (int)cfg_int(st->cfg, "epochs");
+    int64_t per_epoch = st->train.n / (uint32_t)st->B ? st->train.n / (uint32_t)st->B : 1;
+    st->steps_epoch = per_epoch;
+    int64_t t_start = tu_now_ns();
+    for (int e = 0; e < epochs; e++) {
+        shuffle_epoch(st, e);
+        int64_t t0 = tu_now_ns();
+        st->loss = 0;
+        for (int64_t i = 0; i < per_epoch; i++, st->step++)
+            if (one_step(st))
+                return 1;
+        double secs = (double)(tu_now_ns() - t0) / 1e9;
+        if (st->d == 0 && evaluate(st))
+            return 1;
+        if (st->rank == 0) {
+            double nt = (double)st->test.n;
+            report_line l = {e + 1, st->step, (double)(tu_now_ns() - t_start) / 1e9,
+                             st->score[2], st->score[1] / nt, st->score[0] / nt,
+                             (double)per_epoch * st->B * st->D / secs, NAN, -1, 0, 0, 0, 0};
+            report_eval(rep, &l);
+        }
+        if (st->k == st->S - 1)
+            printf("pipeline %d: epoch %d train loss %.4f\n", st->d, e + 1,
+                   st->loss / ((double)per_epoch * st->B));
+    }
+    return 0;
+}
+
+int app_pipeline(pskv_worker *w, cfg_entry *cfg)
+{
+    stage st = {.w = w, .cfg = cfg};
+    int rc = read_options(&st);
+    report *rep = NULL;
+    char why[300];
+    if (!rc)
+        rc = open_stage(&st);
+    if (!rc && st.rank == 0 &&
+        !(rep = report_new(cfg_str(cfg, "metrics"), 0, why, sizeof why))) {
+        fprintf(stderr, "pipeline: --metrics: %s\n", why);
+        rc = 1;
+    }
+    if (!rc && (rc = pskv_barrier(w, TMO)) < 0)
+        rc = fail(&st, "barrier", rc);
+    if (!rc)
+        rc = train(&st, rep);
+    if (!rc) {
+        size_t A = st.aoff[st.l1 - st.l0 - 1] + (size_t)st.sizes[st.l1];
+        printf("stage %d of pipeline %d (rank %d, layers %d..%d, %zu parameters, %s): "
+               "forward %.2f s, backward %.2f s, waiting for neighbours %.2f s, on the servers "
+               "%.2f s; peak %d micro-batches in flight (%zu bytes of saved activations)\n",
+               st.k, st.d, st.rank, st.l0, st.l1 - 1, st.P, st.schedule, st.t_fwd, st.t_bwd,
+               st.t_wait, st.t_srv, st.peak,
+               (size_t)st.peak * (size_t)st.mrows * A * 2 * sizeof(float));
+        int brc = pskv_wait_all(w, TMO);
+        if (brc == 0)
+            brc = pskv_barrier(w, TMO);
+        int64_t tp = brc < 0 || !cfg_int(cfg, "print-digests")
+                         ? 0 : pskv_pull(w, st.table, NULL, st.P, st.params);
+        if (tp > 0)
+            brc = pskv_wait(w, tp, TMO);
+        if (tp > 0 && brc == 0)
+            printf("stage %d final digest %016llx\n", st.k,
+                   (unsigned long long)app_digest(st.params, st.P));
+        if (brc < 0 || tp < 0)
+            rc = fail(&st, "end", brc < 0 ? brc : (int)tp);
+    }
+    report_destroy(&rep);
+    close_stage(&st);
+    return rc;
+}
