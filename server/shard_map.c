@@ -28,8 +28,8 @@
  * machine (the host backs each page on its first touch), so a push faults in
  * in proportion to the rows it added: PREFAULT_PER_ROW bytes each (the doubled
  * map, 8 bytes per slot, over the 0.1 * slots rows between 0.6 and 0.7 load is
- * 80; the margin ends it by about 0.66), and PREFAULT_MIN when it added few. */
-#define PREFAULT_PER_ROW 128
+ * 80; the margin ends it by about 0.68), and PREFAULT_MIN when it added few. */
+#define PREFAULT_PER_ROW 96
 #define PREFAULT_MIN (64u << 10)
 size_t shard_home_in(uint64_t key, size_t cap)
 {
