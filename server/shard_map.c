@@ -24,13 +24,14 @@
 #define MIGRATE_MIN 65536 /* slots: a smaller map moves at once */
 #define PAGE 4096
 #define RELEASE_BYTES (4u << 20) /* of a freed map given back per push */
-/* Faulting in fresh pages costs about 2.5 ms a MiB on this kind of virtual
- * machine (the host backs each page on its first touch), so a push faults in
+/* Faulting in fresh pages cost 4-6 ms a MiB on the loaded virtual machine of
+ * docs/benchmarks.md (about 10 us a 4 KiB page), so a push faults in
  * in proportion to the rows it added: PREFAULT_PER_ROW bytes each (the doubled
  * map, 8 bytes per slot, over the 0.1 * slots rows between 0.6 and 0.7 load is
  * 80; the margin ends it by about 0.68), and PREFAULT_MIN when it added few. */
 #define PREFAULT_PER_ROW 96
 #define PREFAULT_MIN (64u << 10)
+
 size_t shard_home_in(uint64_t key, size_t cap)
 {
     return (size_t)ring_mix64(key ^ 0x5bd1e995ULL) & (cap - 1);
@@ -103,7 +104,6 @@ void shard_big_free(void *p, size_t bytes)
         munmap(p, bytes);
 }
 
-
 /* Puts row r (not in the map yet) into the map; keys are unique, so the first
  * free slot from its home is its place. */
 static void place(shard *s, size_t r)
@@ -122,8 +122,8 @@ void shard_map_free_dead(shard *s)
 }
 
 /* The old map is given back a slice per push (shard_map_prepare): unmapping
- * 2^27 slots at once, 131,072 small pages when the kernel gave no huge ones,
- * took 58 ms. */
+ * 2^27 slots at once (131,072 small pages when the kernel gives no huge ones)
+ * is the likely cause of the 58 ms push measured at 10^8 rows. */
 static void drop_old(shard *s)
 {
     shard_map_free_dead(s); /* a previous one still going back: at once */
