@@ -74,8 +74,11 @@ static void hint_huge(void *p, size_t bytes)
     const uintptr_t page = 4096;
     if (bytes < (4u << 20))
         return;
-    uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1), b = ((uintptr_t)p + bytes) & ~(page - 1);
-    madvise((void *)a, b - a, MADV_HUGEPAGE); /* a hint: refused is as good as taken */
+    /* p is a mapping's start; its last page is whole too. Rounding the end down
+     * would split the mapping in two, and mremap cannot grow across the split
+     * (the dirty bits, a word more than 4 MiB at 2^25 rows, failed so). */
+    size_t len = (bytes + page - 1) & ~(page - 1);
+    madvise(p, len, MADV_HUGEPAGE); /* a hint: refused is as good as taken */
 }
 
 void *shard_big_alloc(size_t bytes)
