@@ -15,7 +15,7 @@
  * lent reply has been sent: it only drops an atomic reference.
  * NEVER blocks, logs or touches a socket; never changes a buffer that is lent
  * (an update moves the shard to a fresh one first). Allocates only for a sparse
- * key seen for the first time (map and rows grow by doubling; past 0.65 load the
+ * key seen for the first time (map and rows grow by doubling; past 0.6 load the
  * doubled map is mapped ahead) and for that move off a lent buffer; a dense push
  * of a run goes straight to BLAS (upd_apply). */
 #ifndef PSKV_SHARD_H

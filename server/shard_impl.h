@@ -48,8 +48,10 @@ struct shard {
     uint32_t *old_slots; /* while the map grows: the old map (shard_map.c), old_cap slots */
     size_t old_cap;
     size_t moved, to_move; /* rows 0..to_move-1 were in the old map; moved so far */
-    uint32_t *next_slots; /* past 0.65 load: the doubled map, its pages faulted in ahead */
+    uint32_t *next_slots; /* past 0.6 load: the doubled map, its pages faulted in ahead */
     size_t next_cap, next_touched; /* its slots; bytes of it touched so far */
+    uint32_t *dead_slots; /* a map done with, given back a slice per push */
+    size_t dead_bytes, dead_freed;
     float *rows;         /* used records */
     size_t rows_cap;
     /* admission and eviction (sparse only; shard_admission) */
@@ -62,11 +64,19 @@ struct shard {
     size_t sweep_at;      /* the map slot the sweep looks at next */
     /* changes since the last checkpoint (shard_dirty.c) */
     uint64_t *dirty;      /* a bit per row written since: dense by index from first,
-                             sparse by row number (a moved row takes its bit along) */
+                             sparse by row number (a moved row takes its bit along);
+                             shard_big_alloc'd, shard_dirty_bytes long */
     uint64_t *gone;       /* sparse: keys of the rows removed since (tombstones) */
     size_t ngone, gone_cap;
     int gone_lost;        /* more removals than gone may hold: the next one is full */
 };
+
+/* The length of the dirty bits' array: a word per 64 rows (dense: count,
+ * sparse: rows_cap), and one. */
+static inline size_t shard_dirty_bytes(const shard *s)
+{
+    return ((s->dense ? (size_t)s->count : s->rows_cap) / 64 + 1) * sizeof(uint64_t);
+}
 
 /* Row r (dense index from first, sparse row number) was written. */
 static inline void shard_mark(shard *s, size_t r)
@@ -132,8 +142,9 @@ size_t shard_probe(const shard *s, uint64_t key);
  * while the map grows; *slot (when not NULL) gets shard_probe's answer. */
 uint32_t shard_lookup(const shard *s, uint64_t key, size_t *slot);
 
-/* The map's home slot of key (the probe starts there). */
+/* The map's home slot of key (the probe starts there); in a map of cap slots. */
 size_t shard_home(const shard *s, uint64_t key);
+size_t shard_home_in(uint64_t key, size_t cap);
 
 /* Doubles the map: a small map moves at once, a large one to a fresh map (zero
  * pages), its rows moved over by shard_map_migrate. Returns 0 or -PSKV_ENOMEM
@@ -144,25 +155,27 @@ int shard_map_grow(shard *s);
  * old map when the last has moved. No-op when the map is not growing. */
 void shard_map_migrate(shard *s, size_t budget);
 
-/* Once per push: past 0.65 load, maps the doubled map and faults in a slice of
- * its pages, so that the growth at 0.7 finds them there (a fresh map's page
- * faults, one per page its first rows land on, were the longest stall). */
-void shard_map_prepare(shard *s);
+/* Once per push, after it (added: the rows it created): past 0.6 load, maps the
+ * doubled map and faults in a slice of its pages in proportion to added, so
+ * that the growth at 0.7 finds them there (a fresh map's page faults, one per
+ * page its first rows land on, were the longest stall); gives back a slice of
+ * a map done with. */
+void shard_map_prepare(shard *s, size_t added);
 
 /* Moves the map to ncap slots (a power of two above the rows held) at once,
  * ending any move under way. Returns 0 or -PSKV_ENOMEM (the map unchanged). */
 int shard_rehash(shard *s, size_t ncap);
 
-/* The map's and the records' arrays: a private mapping of `bytes` (zero pages,
- * written on demand), NULL when out of memory; grown or shrunk with mremap
- * (NULL: unchanged; p NULL: a new one); unmapped (p NULL: nothing). */
+/* The map's, the records' and the dirty bits' arrays: a private mapping of
+ * `bytes` (zero pages, written on demand; huge pages asked for when large),
+ * NULL when out of memory; grown or shrunk with mremap (NULL: unchanged; p
+ * NULL: a new one; grown, the new part is zero); unmapped (p NULL: nothing). */
 void *shard_big_alloc(size_t bytes);
 void *shard_big_resize(void *p, size_t old_bytes, size_t bytes);
 void shard_big_free(void *p, size_t bytes);
 
-/* Asks the kernel to back the large array p (bytes) with huge pages: a random
- * key's slot and record then cost no page-table walk. Hint only. */
-void shard_hint_huge(void *p, size_t bytes);
+/* Unmaps at once what is left of a map given back a slice per push. */
+void shard_map_free_dead(shard *s);
 
 /* Moves the records to room for ncap rows, ncap >= used. Returns 0 or
  * -PSKV_ENOMEM (unchanged). shard_sweep.c. */

@@ -6,7 +6,7 @@
  * pages on demand, given back to the system when freed, the records grown by
  * mremap (page tables move, bytes do not), none of it left in malloc's heap.
  *
- * Growing does not stop serving for a rehash: past 0.65 load the doubled map
+ * Growing does not stop serving for a rehash: past 0.6 load the doubled map
  * is mapped and its pages faulted in a slice per push (shard_map_prepare); at
  * 0.7 it takes over, and the rows that were there move into it a few at a time
  * (shard_map_migrate: a bounded number per push and per row written) while
@@ -23,20 +23,26 @@
 
 #define MIGRATE_MIN 65536 /* slots: a smaller map moves at once */
 #define PAGE 4096
-#define PREFAULT_PAGES 512 /* per push: done between 0.65 and 0.7 load even when every
-                              key of 8,192-key pushes is new */
+#define RELEASE_BYTES (4u << 20) /* of a freed map given back per push */
+/* Faulting in fresh pages cost 4-6 ms a MiB on the loaded virtual machine of
+ * docs/benchmarks.md (about 10 us a 4 KiB page), so a push faults in
+ * in proportion to the rows it added: PREFAULT_PER_ROW bytes each (the doubled
+ * map, 8 bytes per slot, over the 0.1 * slots rows between 0.6 and 0.7 load is
+ * 80; the margin ends it by about 0.68), and PREFAULT_MIN when it added few. */
+#define PREFAULT_PER_ROW 96
+#define PREFAULT_MIN (64u << 10)
 
-static size_t home_in(uint64_t key, size_t cap)
+size_t shard_home_in(uint64_t key, size_t cap)
 {
     return (size_t)ring_mix64(key ^ 0x5bd1e995ULL) & (cap - 1);
 }
 
-size_t shard_home(const shard *s, uint64_t key) { return home_in(key, s->cap); }
+size_t shard_home(const shard *s, uint64_t key) { return shard_home_in(key, s->cap); }
 
 /* Where key is in slots (cap of them), or the free slot where it would go. */
 static size_t find_in(const shard *s, const uint32_t *slots, size_t cap, uint64_t key)
 {
-    size_t mask = cap - 1, i = home_in(key, cap);
+    size_t mask = cap - 1, i = shard_home_in(key, cap);
     for (uint32_t v; (v = slots[i]) != EMPTY && shard_rec_key(shard_slot_rec(s, v)) != key;)
         i = (i + 1) & mask;
     return i;
@@ -60,10 +66,28 @@ uint32_t shard_lookup(const shard *s, uint64_t key, size_t *slot)
     return v;
 }
 
+/* Asks the kernel to back a large array with huge pages: a random key's slot and
+ * record then cost no page-table walk, and faulting one in (ahead, or as rows
+ * arrive) or giving it back is one fault per 2 MiB instead of 512. Hint only. */
+static void hint_huge(void *p, size_t bytes)
+{
+    const uintptr_t page = 4096;
+    if (bytes < (4u << 20))
+        return;
+    /* p is a mapping's start; its last page is whole too. Rounding the end down
+     * would split the mapping in two, and mremap cannot grow across the split
+     * (the dirty bits, a word more than 4 MiB at 2^25 rows, failed so). */
+    size_t len = (bytes + page - 1) & ~(page - 1);
+    madvise(p, len, MADV_HUGEPAGE); /* a hint: refused is as good as taken */
+}
+
 void *shard_big_alloc(size_t bytes)
 {
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
+    if (p == MAP_FAILED)
+        return NULL;
+    hint_huge(p, bytes);
+    return p;
 }
 
 void *shard_big_resize(void *p, size_t old_bytes, size_t bytes)
@@ -71,7 +95,10 @@ void *shard_big_resize(void *p, size_t old_bytes, size_t bytes)
     if (!p)
         return shard_big_alloc(bytes);
     void *q = mremap(p, old_bytes, bytes, MREMAP_MAYMOVE);
-    return q == MAP_FAILED ? NULL : q;
+    if (q == MAP_FAILED)
+        return NULL;
+    hint_huge(q, bytes);
+    return q;
 }
 
 void shard_big_free(void *p, size_t bytes)
@@ -80,38 +107,64 @@ void shard_big_free(void *p, size_t bytes)
         munmap(p, bytes);
 }
 
-void shard_hint_huge(void *p, size_t bytes)
-{
-    const uintptr_t page = 4096;
-    if (bytes < (4u << 20))
-        return;
-    uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1), b = ((uintptr_t)p + bytes) & ~(page - 1);
-    madvise((void *)a, b - a, MADV_HUGEPAGE); /* a hint: refused is as good as taken */
-}
-
 /* Puts row r (not in the map yet) into the map; keys are unique, so the first
  * free slot from its home is its place. */
 static void place(shard *s, size_t r)
 {
-    size_t mask = s->cap - 1, j = home_in(shard_rec_key(shard_rec(s, (uint32_t)r)), s->cap);
+    size_t mask = s->cap - 1, j = shard_home_in(shard_rec_key(shard_rec(s, (uint32_t)r)), s->cap);
     while (s->slots[j] != EMPTY)
         j = (j + 1) & mask;
     s->slots[j] = (uint32_t)r + 1;
 }
 
+void shard_map_free_dead(shard *s)
+{
+    shard_big_free(s->dead_slots, s->dead_bytes);
+    s->dead_slots = NULL;
+    s->dead_bytes = s->dead_freed = 0;
+}
+
+/* The old map is given back a slice per push (shard_map_prepare): unmapping
+ * 2^27 slots at once (131,072 small pages when the kernel gives no huge ones)
+ * is the likely cause of the 58 ms push measured at 10^8 rows. */
 static void drop_old(shard *s)
 {
-    shard_big_free(s->old_slots, s->old_cap * sizeof *s->old_slots);
+    shard_map_free_dead(s); /* a previous one still going back: at once */
+    s->dead_slots = s->old_slots;
+    s->dead_bytes = s->old_cap * sizeof *s->old_slots;
     s->old_slots = NULL;
     s->old_cap = 0;
 }
+
+static void release_dead(shard *s)
+{
+    if (!s->dead_slots)
+        return;
+    size_t n = s->dead_bytes - s->dead_freed < RELEASE_BYTES ? s->dead_bytes - s->dead_freed
+                                                             : RELEASE_BYTES;
+    if (s->dead_freed + n == s->dead_bytes) {
+        shard_map_free_dead(s); /* the pages left are few, or none */
+        return;
+    }
+    madvise((char *)s->dead_slots + s->dead_freed, n, MADV_DONTNEED);
+    s->dead_freed += n;
+}
+
+/* Rows moved ahead of the one placed have their home slot asked for: the
+ * moves' misses on the new map overlap (as a push's do, prefetch_ahead). */
+#define MIGRATE_AHEAD 16
 
 void shard_map_migrate(shard *s, size_t budget)
 {
     if (!s->old_slots)
         return;
-    for (; budget && s->moved < s->to_move; budget--)
+    for (; budget && s->moved < s->to_move; budget--) {
+        if (s->moved + MIGRATE_AHEAD < s->to_move) {
+            uint64_t k = shard_rec_key(shard_rec(s, (uint32_t)(s->moved + MIGRATE_AHEAD)));
+            __builtin_prefetch(&s->slots[shard_home_in(k, s->cap)], 1);
+        }
         place(s, s->moved++);
+    }
     if (s->moved == s->to_move)
         drop_old(s);
 }
@@ -123,9 +176,10 @@ static void drop_next(shard *s)
     s->next_cap = s->next_touched = 0;
 }
 
-void shard_map_prepare(shard *s)
+void shard_map_prepare(shard *s, size_t added)
 {
-    if (s->old_slots || s->cap < MIGRATE_MIN || s->used * 20 < s->cap * 13)
+    release_dead(s);
+    if (s->old_slots || s->cap < MIGRATE_MIN || s->used * 10 < s->cap * 6)
         return;
     size_t bytes = s->cap * 2 * sizeof *s->slots;
     if (!s->next_slots) {
@@ -134,9 +188,16 @@ void shard_map_prepare(shard *s)
         s->next_cap = s->cap * 2;
         s->next_touched = 0;
     }
-    volatile char *p = (volatile char *)s->next_slots; /* zero pages: writing 0 faults one in */
-    for (int k = 0; k < PREFAULT_PAGES && s->next_touched < bytes; k++, s->next_touched += PAGE)
-        p[s->next_touched] = 0;
+    size_t want = added * PREFAULT_PER_ROW > PREFAULT_MIN ? added * PREFAULT_PER_ROW : PREFAULT_MIN;
+    want = (want + PAGE - 1) & ~(size_t)(PAGE - 1);
+    size_t n = bytes - s->next_touched < want ? bytes - s->next_touched : want;
+    /* one call faults the slice in: a page fault at a time cost 10 us a page */
+    if (madvise((char *)s->next_slots + s->next_touched, n, MADV_POPULATE_WRITE) < 0) {
+        volatile char *p = (volatile char *)s->next_slots; /* zero pages: a write faults one in */
+        for (size_t o = 0; o < n; o += PAGE)
+            p[s->next_touched + o] = 0;
+    }
+    s->next_touched += n;
 }
 
 int shard_rehash(shard *s, size_t ncap)

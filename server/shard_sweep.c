@@ -18,8 +18,8 @@ int shard_admission(shard *s, uint32_t admit_after, uint32_t evict_after)
         return -PSKV_ENOMEM;
     s->admit_after = admit_after;
     /* records one float longer: drop any of the old size */
+    shard_big_free(s->dirty, shard_dirty_bytes(s));
     shard_big_free(s->rows, s->rows_cap * shard_rec_floats(s) * sizeof(float));
-    free(s->dirty);
     s->evict_after = evict_after;
     s->rows = NULL;
     s->dirty = NULL;
@@ -46,15 +46,13 @@ int shard_rows_resize(shard *s, size_t ncap)
     float *nrows = shard_big_resize(s->rows, s->rows_cap * rec, bytes);
     if (!nrows)
         return -PSKV_ENOMEM;
-    shard_hint_huge(nrows, bytes);
     s->rows = nrows;
-    /* last: when it fails, the bits still cover rows_cap (rows >= used have none set) */
-    size_t ow = s->dirty ? s->rows_cap / 64 + 1 : 0, nw = ncap / 64 + 1;
-    uint64_t *nd = realloc(s->dirty, nw * sizeof *nd);
+    /* last: when it fails, the bits still cover rows_cap (rows >= used have none
+     * set). Grown, the new words are zero pages: nothing to clear or copy. */
+    size_t ob = shard_dirty_bytes(s), nb = (ncap / 64 + 1) * sizeof *s->dirty;
+    uint64_t *nd = shard_big_resize(s->dirty, ob, nb);
     if (!nd)
         return ncap > s->rows_cap ? -PSKV_ENOMEM : 0;
-    if (nw > ow)
-        memset(nd + ow, 0, (nw - ow) * sizeof *nd);
     s->dirty = nd;
     s->rows_cap = ncap;
     return 0;
