@@ -98,26 +98,23 @@ static const Pskv__Node *rank_node(const pskv_worker *w, int rank)
     return best;
 }
 
-/* Dials the next rank's node when it is not the one `out` reaches. */
-static int dial_next(pskv_worker *w, const Pskv__Node *n)
+int war_dial(pskv_worker *w, const Pskv__Node *n, void **sock, uint32_t *node, const char *who)
 {
-    war *a = w->ar;
-    if (a->out && a->out_node == n->id)
+    if (*sock && *node == n->id)
         return 0;
-    if (a->out)
-        zmq_close(a->out);
-    a->out_node = 0;
-    a->out = net_socket(w->ctx, ZMQ_PUSH, w->max_message, OUT_LINGER_MS);
-    if (!a->out)
-        return wst_error(w, PSKV_ENET, "pskv_allreduce: cannot make a socket");
+    if (*sock)
+        zmq_close(*sock);
+    *node = 0;
+    *sock = net_socket(w->ctx, ZMQ_PUSH, w->max_message, OUT_LINGER_MS);
+    if (!*sock)
+        return wst_error(w, PSKV_ENET, "%s: cannot make a socket", who);
     if (w->sec.keyed && !(n->pubkey && *n->pubkey))
-        return wst_error(w, PSKV_EPROTO, "pskv_allreduce: the view has no key for rank %d",
-                         n->rank);
-    if (secure_dial(&w->sec, a->out, n->pubkey) < 0 || !n->host || !n->port ||
-        net_connect(a->out, n->host, (int)n->port) < 0)
-        return wst_error(w, PSKV_ENET, "pskv_allreduce: cannot dial rank %d at %s:%u", n->rank,
+        return wst_error(w, PSKV_EPROTO, "%s: the view has no key for rank %d", who, n->rank);
+    if (secure_dial(&w->sec, *sock, n->pubkey) < 0 || !n->host || !n->port ||
+        net_connect(*sock, n->host, (int)n->port) < 0)
+        return wst_error(w, PSKV_ENET, "%s: cannot dial rank %d at %s:%u", who, n->rank,
                          n->host ? n->host : "?", n->port);
-    a->out_node = n->id;
+    *node = n->id;
     return 0;
 }
 
@@ -394,7 +391,7 @@ static int ring_start(ring *g)
                          "(dead or not joined)", !prev ? mod(g->r - 1, g->N) : (g->r + 1) % g->N);
     g->nodes[0] = prev->id;
     g->nodes[1] = next->id;
-    return dial_next(w, next);
+    return war_dial(w, next, &w->ar->out, &w->ar->out_node, "pskv_allreduce");
 }
 
 /* Waits until ZeroMQ let go of every piece of the caller's array: at most the

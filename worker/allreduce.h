@@ -48,4 +48,11 @@ WINTERNAL void *war_in(pskv_worker *w);
  * taken over), or NULL when none is. */
 WINTERNAL const Pskv__Node *war_rank_node(const pskv_worker *w, int rank);
 
+/* Points *sock, a PUSH, at worker node n's listening socket (CURVE with keys):
+ * nothing when *node is n already, else *sock closed and made anew and *node set
+ * to n's id once dialled (0 until then). `who` opens the error messages. Returns 0,
+ * or a negated error with last_error set (*sock, when made, stays the caller's). */
+WINTERNAL int war_dial(pskv_worker *w, const Pskv__Node *n, void **sock, uint32_t *node,
+                       const char *who);
+
 #endif

@@ -59,33 +59,16 @@ static int peer_socket(pskv_worker *w, int rank, void **sock) {
   for (int i = 0; i < p->npeers; i++)
     if (p->peers[i].rank == rank)
       e = &p->peers[i];
-  if (e && e->node == n->id) {
-    *sock = e->sock;
-    return 0;
-  }
   if (!e) {
     if (p->npeers == MAX_PEERS)
       return wst_error(w, PSKV_EINVAL, "pskv_pipe: more than %d peers",
                        MAX_PEERS);
     e = &p->peers[p->npeers++];
     e->rank = rank;
-  } else if (e->sock) {
-    zmq_close(e->sock);
   }
-  e->node = 0;
-  e->sock = net_socket(w->ctx, ZMQ_PUSH, w->max_message, OUT_LINGER_MS);
-  if (!e->sock)
-    return wst_error(w, PSKV_ENET, "pskv_pipe: cannot make a socket");
-  if (w->sec.keyed && !(n->pubkey && *n->pubkey))
-    return wst_error(w, PSKV_EPROTO,
-                     "pskv_pipe: the view has no key for rank %d", rank);
-  if (secure_dial(&w->sec, e->sock, n->pubkey) < 0 || !n->host || !n->port ||
-      net_connect(e->sock, n->host, (int)n->port) < 0)
-    return wst_error(w, PSKV_ENET, "pskv_pipe: cannot dial rank %d at %s:%u",
-                     rank, n->host ? n->host : "?", n->port);
-  e->node = n->id;
+  int rc = war_dial(w, n, &e->sock, &e->node, "pskv_pipe");
   *sock = e->sock;
-  return 0;
+  return rc;
 }
 
 int pskv_pipe_send(pskv_worker *w, int rank, const pskv_pipe_msg *h,
