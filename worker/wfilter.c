@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "fquant.h"
+#include "grow.h"
 #include "log.h"
 #include "pskv_errors.h"
 #include "timeutil.h"
@@ -29,6 +30,9 @@ void wfilter_close(tbl *t)
     keycache_destroy(&t->kc);
     free(t->resid);
     t->resid = NULL;
+    free(t->qbuf);
+    t->qbuf = NULL;
+    t->qcap = 0;
 }
 
 /* The table offset of row k of part p (a run part's rows follow its runs). */
@@ -135,13 +139,13 @@ int wfilter_quant(pskv_worker *w, tbl *t, req *r, int pi, int resend, const uint
     uint64_t n = p->n * wd, bytes = fquant_bytes(t->fs.quant, n);
     if (!resid_of(w, t))
         return -PSKV_ENOMEM;
-    float *x = malloc(2 * n * sizeof *x), *q = x ? x + n : NULL;
-    uint8_t *enc = malloc(bytes ? bytes : 1);
-    if (!x || !enc) {
-        free(x);
-        free(enc);
+    /* x and q in the table's scratch, kept from push to push (enc becomes the frame) */
+    uint8_t *enc = grow_array((void **)&t->qbuf, &t->qcap, 2 * n, sizeof *t->qbuf) < 0
+                       ? NULL
+                       : malloc(bytes ? bytes : 1);
+    if (!enc)
         return wst_error(w, PSKV_ENOMEM, "out of memory quantising a push");
-    }
+    float *x = t->qbuf, *q = x + n;
     uint64_t g = p->seg0, base = 0;
     for (uint64_t k = 0; k < p->n; k++) { /* error feedback: what the last push lost */
         const float *res = t->resid + row_key(r, p, keys, k, &g, &base) * wd;
@@ -160,7 +164,6 @@ int wfilter_quant(pskv_worker *w, tbl *t, req *r, int pi, int resend, const uint
          * they become what was sent, so that a re-send sends it again */
         memcpy((float *)(uintptr_t)vals, q, n * sizeof *q);
     }
-    free(x);
     int rc = wire_frame_lend(out, enc, bytes, wire_frame_free, NULL);
     t->fst.ns += tu_now_ns() - t0;
     if (rc < 0)

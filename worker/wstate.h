@@ -158,6 +158,8 @@ typedef struct tbl {
     filter_stats fst;  /* its traffic before and after the filters */
     float *resid;      /* int8, sign: per value of the table, what quantising lost (added
                           to the next push of the value; wfilter_quant) */
+    float *qbuf;       /* int8, sign: wfilter_quant's scratch (a part's values twice) */
+    size_t qcap;       /* ... its capacity in floats */
 } tbl;
 
 struct pskv_worker {
