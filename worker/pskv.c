@@ -33,13 +33,13 @@ const char *pskv_last_error(const pskv_worker *w) { return w->last_error; }
 
 /* ---- push and pull -------------------------------------------------------- */
 
+#define SUBMIT_LEND 1 /* submit's flags: values lent (pskv_push_nocopy) */
+#define SUBMIT_RAW 2  /* no quantising filter (pskv_filter_flush) */
+
 /* The body of push, push_nocopy, assign and pull: checks the request, plans its
  * parts (wplan), copies a push's values once into a vbuf grouped by part (none
  * when lent), and sends every part (wsend). Returns the timestamp, or a negated
  * error (a request already made is failed: wreq_fail). */
-#define SUBMIT_LEND 1 /* submit's flags: values lent (pskv_push_nocopy) */
-#define SUBMIT_RAW 2  /* no quantising filter (pskv_filter_flush) */
-
 static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint64_t *keys,
                       size_t nkeys, const float *vals, float *out, int flags)
 {

@@ -21,9 +21,6 @@
 #include "wsend.h"
 #include "wview.h"
 
-/* Applies a reply from server si to the part it answers: a refusal (stale view,
- * copy on its way) schedules the part again, an error fails the request, a pull's
- * values go to the caller's array; the request ends with its last part. */
 /* An evaluator's pull reply carries the server's vector of worker clocks: the
  * pull's vector is, per rank, the smallest over its parts' servers (the clocks
  * every part's values reflect at least). */
@@ -41,6 +38,9 @@ static void wpump_worker_clocks(pskv_worker *w, int64_t ts, const Pskv__Meta *m)
             w->wclocks[i] = m->worker_clocks[i];
 }
 
+/* Applies a reply from server si to the part it answers: a refusal (stale view,
+ * copy on its way) schedules the part again, an error fails the request, a pull's
+ * values go to the caller's array; the request ends with its last part. */
 static void on_reply(pskv_worker *w, int si, wire_msg *msg)
 {
     Pskv__Meta *m = msg->meta;
