@@ -20,7 +20,6 @@
 #include "wpump.h"
 
 #define OUT_LINGER_MS 2000 /* pieces queued to the next rank at close, after a good call */
-#define PUMP_EVERY_MS 20   /* the scheduler's views are read this often while waiting */
 #define MAX_PIECES 1024    /* pieces per chunk at most (larger pieces for a larger chunk) */
 
 struct war {
@@ -275,7 +274,7 @@ static int next_msg(const ring *g, wire_msg *m, int step)
                              "ms at step %d of %d", prev, w->request_timeout_ms, step,
                              2 * g->N - 2);
         zmq_pollitem_t it = {w->ar->in, 0, ZMQ_POLLIN, 0};
-        zmq_poll(&it, 1, left < PUMP_EVERY_MS ? left : PUMP_EVERY_MS);
+        zmq_poll(&it, 1, left < WAR_PUMP_MS ? left : WAR_PUMP_MS);
     }
 }
 

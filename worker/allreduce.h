@@ -28,6 +28,10 @@
 
 #include "wstate.h"
 
+/* A wait on the listening socket (the ring's, pskv_pipe_recv's) reads the
+ * scheduler's views this often, to see a peer declared dead. */
+#define WAR_PUMP_MS 20
+
 /* Creates w->ar and its listening socket on bind (NULL or "": loopback without
  * keys, every interface with keys or --insecure) and port (0 = any free), CURVE
  * with keys. Before the worker registers. Returns the port bound (> 0) or a
@@ -51,7 +55,8 @@ WINTERNAL const Pskv__Node *war_rank_node(const pskv_worker *w, int rank);
 /* Points *sock, a PUSH, at worker node n's listening socket (CURVE with keys):
  * nothing when *node is n already, else *sock closed and made anew and *node set
  * to n's id once dialled (0 until then). `who` opens the error messages. Returns 0,
- * or a negated error with last_error set (*sock, when made, stays the caller's). */
+ * or a negated error with last_error set (*sock, when made, stays the caller's).
+ * The socket lingers up to 2 s at close for what is still queued. */
 WINTERNAL int war_dial(pskv_worker *w, const Pskv__Node *n, void **sock, uint32_t *node,
                        const char *who);
 

@@ -16,9 +16,6 @@
 #include "wire.h"
 #include "wpump.h"
 
-#define OUT_LINGER_MS 2000 /* messages still queued at close */
-#define PUMP_EVERY_MS                                                          \
-  20 /* the scheduler's views are read this often while waiting */
 #define MAX_PEERS 4 /* neighbours a stage sends to (two; more for safety) */
 
 typedef struct peer {
@@ -35,11 +32,8 @@ struct wpipe {
 void wpipe_close(pskv_worker *w) {
   if (!w->pipe)
     return;
-  for (int i = 0; i < w->pipe->npeers; i++) {
-    int linger = OUT_LINGER_MS;
-    zmq_setsockopt(w->pipe->peers[i].sock, ZMQ_LINGER, &linger, sizeof linger);
+  for (int i = 0; i < w->pipe->npeers; i++) /* made lingering (war_dial) */
     zmq_close(w->pipe->peers[i].sock);
-  }
   free(w->pipe);
   w->pipe = NULL;
 }
@@ -205,7 +199,7 @@ int pskv_pipe_recv(pskv_worker *w, const int *from, int nfrom,
                                  : "",
                        w->request_timeout_ms);
     zmq_pollitem_t it = {in, 0, ZMQ_POLLIN, 0};
-    zmq_poll(&it, 1, left < PUMP_EVERY_MS ? left : PUMP_EVERY_MS);
+    zmq_poll(&it, 1, left < WAR_PUMP_MS ? left : WAR_PUMP_MS);
   }
 }
 
