@@ -254,8 +254,8 @@ static int next_msg(const ring *g, wire_msg *m, int step)
             LOG_W("pskv_allreduce: dropped a malformed message from %s: %s", m->peer, why);
         }
         wire_msg_close(m);
-        if (rc == 0)
-            continue;
+        if (rc == 0 && tu_now_ms() < deadline)
+            continue; /* dropped: the next one (a stream of them still times out) */
         wpump(w, 0); /* views: a peer declared dead */
         int dead = dead_rank(g);
         if (dead >= 0)

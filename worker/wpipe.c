@@ -171,11 +171,13 @@ int pskv_pipe_recv(pskv_worker *w, const int *from, int nfrom, pskv_pipe_slot sl
             wire_msg_close(&m);
             if (rc <= 0)
                 return rc;
-            continue;
+            if (tu_now_ms() < deadline)
+                continue; /* dropped: the next one (a stream of them still times out) */
+        } else {
+            wire_msg_close(&m);
+            if (rc != -PSKV_ETIMEDOUT)
+                LOG_W("pskv_pipe: dropped a malformed message: %s", why);
         }
-        wire_msg_close(&m);
-        if (rc != -PSKV_ETIMEDOUT)
-            LOG_W("pskv_pipe: dropped a malformed message: %s", why);
         wpump(w, 0); /* views: a neighbour declared dead */
         int dead = dead_peer(w, from, nfrom, nodes);
         if (dead >= 0)
