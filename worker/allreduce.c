@@ -147,8 +147,9 @@ static void lent_free(void *data, void *hint)
  * The ring writes over a range it sent only when the range comes back around
  * (all-gather), which needs the next rank to have received this piece first, so
  * ZeroMQ has read it by then; the call returns once ZeroMQ let go of every piece
- * (lent_wait). */
-static int send_piece(const ring *g, int step, uint64_t off, uint64_t cnt)
+ * (lent_wait). fwd (NULL: none): a received 16-bit frame of exactly these values,
+ * sent on as it is (taken over, closed on failure) instead of packing them again. */
+static int send_piece(const ring *g, int step, uint64_t off, uint64_t cnt, zmq_msg_t *fwd)
 {
     Pskv__Meta m;
     ring_meta(g, &m);
@@ -159,7 +160,11 @@ static int send_piece(const ring *g, int step, uint64_t off, uint64_t cnt)
     m.width = 1;
     zmq_msg_t v;
     atomic_int *lent = &g->w->ar->lent;
-    if (cnt && g->wire != PSKV_WIRE_FP32) { /* 16-bit values: converted into the frame */
+    if (fwd) {
+        zmq_msg_init(&v);
+        zmq_msg_move(&v, fwd);
+        zmq_msg_close(fwd); /* empty now */
+    } else if (cnt && g->wire != PSKV_WIRE_FP32) { /* 16-bit values: converted into the frame */
         if (zmq_msg_init_size(&v, cnt * 2) < 0)
             return wst_error(g->w, PSKV_ENOMEM, "pskv_allreduce: out of memory");
         half_pack(g->wire, zmq_msg_data(&v), g->vals + off, cnt);
@@ -323,7 +328,7 @@ static int send_chunk(const ring *g, int step, int c)
     piece = piece > g->piece ? piece : g->piece;
     for (uint64_t off = b;;) {
         uint64_t cnt = e - off < piece ? e - off : piece;
-        int rc = send_piece(g, step, off, cnt);
+        int rc = send_piece(g, step, off, cnt, NULL);
         if (rc < 0)
             return rc;
         off += cnt;
@@ -367,8 +372,17 @@ static int run_ring(const ring *g, int from, int to)
             } else if (cnt) {
                 memcpy(dst, m.vals, cnt * sizeof(float));
             }
+            /* all-gather, 16-bit: the frame received is what packing dst would make
+             * (its values are exact in float), so it goes on as it came */
+            zmq_msg_t fwd, *fp = NULL;
+            if (t >= g->N - 1 && t + 1 < to && cnt && g->wire != PSKV_WIRE_FP32 &&
+                m.nframes == 2) {
+                zmq_msg_init(&fwd);
+                zmq_msg_move(&fwd, &m.frames[1]);
+                fp = &fwd;
+            }
             wire_msg_close(&m);
-            if (t + 1 < to && (rc = send_piece(g, t + 1, off, cnt)) < 0)
+            if (t + 1 < to && (rc = send_piece(g, t + 1, off, cnt, fp)) < 0)
                 return rc;
             off += cnt;
             if (off >= e)
