@@ -76,7 +76,7 @@ int wfilter_significant(pskv_worker *w, tbl *t, req *r, int pi, int resend,
         free(sv);
         return wst_error(w, PSKV_ENOMEM, "out of memory filtering a push");
     }
-    uint64_t g = p->seg0, base = 0, best = 0, nsel = 0;
+    uint64_t g = p->seg0, base = 0, best = 0, bestkey = 0, nsel = 0;
     float bestmag = -1;
     for (uint64_t k = 0; k < p->n; k++) {
         uint64_t key = row_key(r, p, keys, k, &g, &base);
@@ -88,6 +88,7 @@ int wfilter_significant(pskv_worker *w, tbl *t, req *r, int pi, int resend,
         if (mag > bestmag) {
             bestmag = mag;
             best = k;
+            bestkey = key;
         }
         int keep = mag > t->fs.sig_thresh;
         if (!resend && keep) {
@@ -103,12 +104,8 @@ int wfilter_significant(pskv_worker *w, tbl *t, req *r, int pi, int resend,
         }
     }
     if (!nsel) { /* no empty push: the largest row goes (its residual with it) */
-        g = p->seg0, base = 0;
-        uint64_t key = 0;
-        for (uint64_t k = 0; k <= best; k++)
-            key = row_key(r, p, keys, k, &g, &base);
-        float *res = t->resid + key * wd;
-        sk[0] = key;
+        float *res = t->resid + bestkey * wd;
+        sk[0] = bestkey;
         for (size_t j = 0; j < wd; j++) {
             sv[j] = x[best * wd + j] + (resend ? 0.0f : res[j]);
             x[best * wd + j] = sv[j];
