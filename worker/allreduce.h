@@ -12,9 +12,11 @@
  * by the chunk's first sender; a piece received is reduced and sent on as the
  * next step's piece at once, so sending and receiving overlap. fp32 pieces go
  * without a copy, from the caller's array; with a 16-bit wire (w->ar_wire,
- * common/half) each piece is converted into its own frame, added in float on
- * arrival, and a chunk's owner rounds its final sum to the wire before all-gather. Each chunk is summed in one fixed order along the ring and
- * all-gather hands out its owner's bits, so every rank ends with the same bits.
+ * common/half) each piece is converted into its own frame (in all-gather the
+ * frame received goes on as it came), added in float on arrival, and a chunk's
+ * owner rounds its final sum to the wire before all-gather. Each chunk is summed
+ * in one fixed order along the ring and all-gather hands out its owner's bits,
+ * so every rank ends with the same bits.
  * A failure on one rank (a bad n, a silence, a dead peer) is sent round as an
  * abort, so every rank fails the same call with the same message.
  *
