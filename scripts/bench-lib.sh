@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# bench-lib.sh - what the checkpoint benchmarks share. Sourced, never run:
-#   . "$here/bench-lib.sh"      (needs $bin and $out set; sources free-port.sh)
+# bench-lib.sh - what the benchmark scripts share. Sourced, never run:
+#   . "$here/bench-lib.sh"      (sources free-port.sh; ckpt_job needs $bin and $out)
 
 . "$(dirname "${BASH_SOURCE[0]}")/free-port.sh"
 
