@@ -117,7 +117,7 @@ t_pipeline_stage_dies() {
     grep -q "^[0-9]* *worker *$r .*stage $r of pipeline 0" "$TDIR/status.txt" ||
       fail "status shows no stage for rank $r: $(cat "$TDIR/status.txt")"
   done
-  pid=$(sed -n 's/^[^ ]* \([0-9]*\) worker .*joined job.*/\1/p' "$d/worker-1.log" | head -n 1)
+  pid=$(cat "$d/worker-1.pid")
   [ -n "$pid" ] || fail "no pid for rank 1"
   t0=$(ms_now)
   kill -KILL "$pid"
