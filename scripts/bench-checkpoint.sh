@@ -32,7 +32,7 @@ size=$((mib * 1048576))
 # job DIR NAME [SCHEDULER FLAGS...]: 2 servers with data dirs, 1 bench worker; waits for it
 job() {
   local d=$1 name=$2; shift 2
-  ckpt_job "$d" "$name" "$@" -- --app bench --size "$size" --mode pipelined \
+  data_job "$d" "$name" "$@" -- --app bench --size "$size" --mode pipelined \
     --runs "$runs" --steps 8 --warmup 2 --log-level warn
 }
 

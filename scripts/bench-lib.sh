@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # bench-lib.sh - what the benchmark scripts share. Sourced, never run:
-#   . "$here/bench-lib.sh"      (sources free-port.sh; ckpt_job needs $bin and $out)
+#   . "$here/bench-lib.sh"      (sources free-port.sh; data_job needs $bin and $out)
 
 . "$(dirname "${BASH_SOURCE[0]}")/free-port.sh"
 
@@ -8,11 +8,11 @@
 # count, to one decimal), "-" for none.
 median() { sort -g | awk '{a[NR]=$1} END {if (NR == 0) print "-"; else if (NR%2) print a[(NR+1)/2]; else printf "%.1f\n", (a[NR/2]+a[NR/2+1])/2}'; }
 
-# ckpt_job DIR NAME [SCHEDULER FLAGS...] -- WORKER ARGS...: a scheduler and 2 servers
+# data_job DIR NAME [SCHEDULER FLAGS...] -- WORKER ARGS...: a scheduler and 2 servers
 # with data dirs under DIR (logs DIR/sched-NAME.log, DIR/sN-NAME.log), 1 worker
 # (DIR/w-NAME.log) given at most 600 s; the daemons are stopped after it (TERM, then
 # KILL after 10 s). Returns the worker's status. Their pids are in $out/pids.
-ckpt_job() {
+data_job() {
   local d=$1 name=$2 port i t sopts=(); shift 2
   while [ "$1" != -- ]; do sopts+=("$1"); shift; done; shift
   port=$(free_port)
