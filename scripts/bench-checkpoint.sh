@@ -26,27 +26,14 @@ done
 export OPENBLAS_NUM_THREADS=1
 out=$(mktemp -d /tmp/pskv-bench-ckpt-XXXXXX)
 trap 'kill -KILL $(cat "$out"/pids 2>/dev/null) 2>/dev/null; [ -n "${PSKV_KEEP_LOGS:-}" ] || rm -rf "$out"' EXIT
-median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.1f\n", (a[NR/2]+a[NR/2+1])/2}'; }
+. "$here/bench-lib.sh"
 size=$((mib * 1048576))
 
 # job DIR NAME [SCHEDULER FLAGS...]: 2 servers with data dirs, 1 bench worker; waits for it
 job() {
-  local d=$1 name=$2 port; shift 2
-  port=$((20000 + RANDOM % 9000))
-  mkdir -p "$d/sched" "$d/s0" "$d/s1"
-  "$bin/pskv-scheduler" --port "$port" --servers 2 --workers 1 --data-dir "$d/sched" "$@" \
-    > "$d/sched-$name.log" 2>&1 & echo $! > "$out/pids"
-  for i in 0 1; do
-    "$bin/pskv-server" --scheduler "127.0.0.1:$port" --data-dir "$d/s$i" > "$d/s$i-$name.log" 2>&1 &
-    echo $! >> "$out/pids"
-  done
-  "$bin/pskv-worker" --scheduler "127.0.0.1:$port" --app bench --size "$size" --mode pipelined \
-    --runs "$runs" --steps 8 --warmup 2 --log-level warn > "$d/w-$name.log" 2>&1
-  local rc=$?
-  sleep 0.5
-  kill $(cat "$out/pids") 2>/dev/null
-  wait 2>/dev/null
-  return $rc
+  local d=$1 name=$2; shift 2
+  data_job "$d" "$name" "$@" -- --app bench --size "$size" --mode pipelined \
+    --runs "$runs" --steps 8 --warmup 2 --log-level warn
 }
 
 d=$out/run

@@ -34,28 +34,14 @@ done
 export OPENBLAS_NUM_THREADS=1
 out=$(mktemp -d /tmp/pskv-bench-incr-XXXXXX)
 trap 'kill -KILL $(cat "$out"/pids 2>/dev/null) 2>/dev/null; [ -n "${PSKV_KEEP_LOGS:-}" ] || rm -rf "$out"' EXIT
-median() { sort -g | awk '{a[NR]=$1} END {if (NR == 0) print "-"; else if (NR%2) print a[(NR+1)/2]; else printf "%.1f\n", (a[NR/2]+a[NR/2+1])/2}'; }
+. "$here/bench-lib.sh"
 
 # job DIR NAME ROUNDS [SCHEDULER FLAGS...]: 2 servers with data dirs, 1 incr-check worker
+# (--dead-after-ms 5000: on a loaded machine a busy worker's heartbeats may lag 0.5 s)
 job() {
-  local d=$1 name=$2 r=$3 port; shift 3
-  port=$((20000 + RANDOM % 9000))
-  mkdir -p "$d/sched" "$d/s0" "$d/s1"
-  # --dead-after-ms 5000: on a loaded machine a busy worker's heartbeats may lag 0.5 s
-  "$bin/pskv-scheduler" --port "$port" --servers 2 --workers 1 --data-dir "$d/sched" \
-    --dead-after-ms 5000 "$@" \
-    > "$d/sched-$name.log" 2>&1 & echo $! > "$out/pids"
-  for i in 0 1; do
-    "$bin/pskv-server" --scheduler "127.0.0.1:$port" --data-dir "$d/s$i" > "$d/s$i-$name.log" 2>&1 &
-    echo $! >> "$out/pids"
-  done
-  timeout 600 "$bin/pskv-worker" --scheduler "127.0.0.1:$port" --app incr-check --check-keys "$keys" \
-    --rounds "$r" --checkpoint-epochs 1 --touch "$touch" --log-level warn > "$d/w-$name.log" 2>&1
-  local rc=$?
-  sleep 0.5
-  kill $(cat "$out/pids") 2>/dev/null
-  wait 2>/dev/null
-  return $rc
+  local d=$1 name=$2 r=$3; shift 3
+  data_job "$d" "$name" --dead-after-ms 5000 "$@" -- --app incr-check --check-keys "$keys" \
+    --rounds "$r" --checkpoint-epochs 1 --touch "$touch" --log-level warn
 }
 
 for run in $(seq "$runs"); do

@@ -35,11 +35,11 @@ for i in $(seq "$runs"); do
     sed -n 's/.*"samples_per_s":\([0-9.]*\).*/\1/p' "$out/$s-$i.jsonl" | tail -n 1 >> "$out/$s.sps"
   done
 done
-median() { sort -n "$1" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-base=$(median "$out/sequential.sps")
+. "$here/bench-lib.sh"
+base=$(median < "$out/sequential.sps")
 echo "pipeline layers=$layers stages=$stages micro-batches=$micro batch=$batch train-limit=$limit runs=$runs"
 for s in $scheds; do
-  m=$(median "$out/$s.sps")
+  m=$(median < "$out/$s.sps")
   printf '%-10s samples_per_s=%s (runs: %s) x%.2f of sequential\n' "$s" "$m" \
     "$(tr '\n' ' ' < "$out/$s.sps" | sed 's/ $//')" "$(awk -v a="$m" -v b="$base" 'BEGIN{print a/b}')"
   grep -h 'peak' "$out/$s-$runs"/worker-*.log | sed 's/^/    /'

@@ -74,6 +74,21 @@ in_list() {
   return 1
 }
 
+# opt_value NAME ARG...: the value the last NAME among the ARGs was given (NAME VAL
+# or NAME=VAL), in REPLY; empty if none.
+opt_value() {
+  local name=$1
+  shift
+  REPLY=
+  while (($#)); do
+    case $1 in
+      "$name"=*) REPLY=${1#*=} ;;
+      "$name") REPLY=${2:-} ;;
+    esac
+    shift
+  done
+}
+
 # parse_args VALUE_OPTS FLAG_OPTS ARGS...: parses the command line ARGS. VALUE_OPTS and
 # FLAG_OPTS are space-separated lists of the script's own options that take a value
 # (--opt VAL or --opt=VAL) and of those that take none. The shared options --timeout,

@@ -139,19 +139,10 @@ fi
 check_wopt_ranks
 # --early-stop-metric val_auc is sparse-lr's: refused before anything starts for
 # another --app (pskv-evaluator would refuse it too, after joining)
-es_metric= app_arg=
-for ((i = 0; i < ${#scheduler_opts[@]}; i++)); do
-  case ${scheduler_opts[i]} in
-    --early-stop-metric=*) es_metric=${scheduler_opts[i]#*=} ;;
-    --early-stop-metric) es_metric=${scheduler_opts[i + 1]:-} ;;
-  esac
-done
-for ((i = 0; i < ${#worker_args[@]}; i++)); do
-  case ${worker_args[i]} in
-    --app=*) app_arg=${worker_args[i]#*=} ;;
-    --app) app_arg=${worker_args[i + 1]:-} ;;
-  esac
-done
+opt_value --early-stop-metric "${scheduler_opts[@]}"
+es_metric=$REPLY
+opt_value --app "${worker_args[@]}"
+app_arg=$REPLY
 if [[ $es_metric == val_auc && $app_arg != sparse-lr ]]; then
   msg "--early-stop-metric val_auc is sparse-lr's: --app ${app_arg:-?} reports val_loss and val_accuracy only"
   exit 2

@@ -104,7 +104,7 @@ t_allreduce_peer_dies() {
     local launcher=$!
     wait_line "$d/worker-1.log" 'joined job' 1 30 || fail "$how: rank 1 did not join"
     sleep 1.5
-    pid=$(sed -n 's/^[^ ]* \([0-9]*\) worker .*joined job.*/\1/p' "$d/worker-1.log" | head -n 1)
+    pid=$(cat "$d/worker-1.pid")
     [ -n "$pid" ] || fail "$how: no pid for rank 1"
     t0=$(ms_now)
     kill -"$sig" "$pid"

@@ -150,10 +150,11 @@ t_eval_sparse_auc() {
   done
   start evaluator "$BIN/pskv-evaluator" --scheduler "127.0.0.1:$port" "${app[@]}" --metrics "$TDIR/val.jsonl"
   wait_line evaluator.log '^evaluation 1:' 1 60 || fail "the evaluator did not evaluate: $(tail -n 3 evaluator.log)"
-  local shown=0
-  while [ $shown -eq 0 ] && kill -0 "$(cat evaluator.pid)" 2>/dev/null; do
+  local shown=0 deadline=$((SECONDS + 60))
+  while [ $shown -eq 0 ] && [ $SECONDS -lt $deadline ] && kill -0 "$(cat evaluator.pid)" 2>/dev/null; do
     "$BIN/pskvctl" status --scheduler "127.0.0.1:$port" --timeout 2 > status.out 2>&1
-    grep -q 'evaluator .* evals: val_loss [0-9.]* val_accuracy [0-9.]* val_auc 0\.[0-9]*' status.out && shown=1
+    grep -q 'evaluator .* evals: val_loss [0-9.]* val_accuracy [0-9.]* val_auc 0\.[0-9]*' status.out &&
+      shown=1 || sleep 0.2
   done
   [ $shown -eq 1 ] || fail "pskvctl status showed no val_auc while the job ran: $(cat status.out)"
   for r in 0 1; do

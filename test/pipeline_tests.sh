@@ -20,6 +20,20 @@ pl_digests() {
   echo "$out"
 }
 
+# pl_same "SCHEDULES" WORKERS ARGS...: one job per schedule, in $TDIR/sWORKERS-SCHEDULE;
+# every one must end with the first one's digests, left in PL_REF.
+pl_same() {
+  local scheds=$1 nw=$2 s d first=; shift 2
+  PL_REF=
+  for s in $scheds; do
+    pl_run "$TDIR/s$nw-$s" "$nw" --schedule "$s" "$@" ||
+      fail "S=$nw $s exited $?: $(grep -h 'pipeline:' "$TDIR/s$nw-$s"/worker-*.log | head -n 2)"
+    d=$(pl_digests "$TDIR/s$nw-$s" "$nw")
+    [ -z "$first" ] && { first=$s; PL_REF=$d; }
+    [ "$d" = "$PL_REF" ] || fail "S=$nw: $s ended with digests$d, $first with$PL_REF"
+  done
+}
+
 # The gradient of a mini-batch does not depend on the schedule: sequential, gpipe
 # and 1f1b (and gpipe capped by --max-inflight 2) end with the same weights bit
 # for bit, for 2 stages and for 3 (an explicit --split), and the same again with
@@ -29,14 +43,9 @@ t_pipeline_schedules() {
   # shellcheck disable=SC2054 # commas inside one flag's value
   local common=(--layers 784,64,32,10 --batch 32 --micro-batches 4 --train-limit 640 --test-limit 200
                 --print-digests)
-  local s ref= d
-  for s in sequential gpipe 1f1b; do
-    pl_run "$TDIR/s2-$s" 2 --stages 2 --schedule "$s" "${common[@]}" ||
-      fail "S=2 $s exited $?: $(grep -h 'pipeline:' "$TDIR/s2-$s"/worker-*.log | head -n 2)"
-    d=$(pl_digests "$TDIR/s2-$s" 2)
-    [ -z "$ref" ] && ref=$d
-    [ "$d" = "$ref" ] || fail "S=2: $s ended with digests$d, sequential with$ref"
-  done
+  local ref
+  pl_same "sequential gpipe 1f1b" 2 --stages 2 "${common[@]}"
+  ref=$PL_REF
   grep -q 'gpipe): .*peak 4 micro-batches' "$TDIR/s2-gpipe/worker-0.log" || fail "gpipe did not hold 4"
   grep -q '1f1b): .*peak 2 micro-batches' "$TDIR/s2-1f1b/worker-0.log" || fail "1f1b stage 0 held other than 2"
   grep -q '1f1b): .*peak 1 micro-batches' "$TDIR/s2-1f1b/worker-1.log" || fail "1f1b stage 1 held other than 1"
@@ -49,14 +58,8 @@ t_pipeline_schedules() {
   pl_run "$TDIR/u-1f1b" 2 --stages 2 --schedule 1f1b "${common[@]}" --batch 30 || fail "uneven 1f1b exited $?"
   [ "$(pl_digests "$TDIR/u-1f1b" 2)" = "$(pl_digests "$TDIR/u-seq" 2)" ] || fail "uneven: 1f1b differs from sequential"
   [ "$(pl_digests "$TDIR/u-seq" 2)" != "$ref" ] || fail "--batch 30 gave the weights of --batch 32"
-  ref=
-  for s in gpipe 1f1b sequential; do
-    pl_run "$TDIR/s3-$s" 3 --stages 3 --split 1,1,1 --schedule "$s" "${common[@]}" ||
-      fail "S=3 $s exited $?: $(grep -h 'pipeline:' "$TDIR/s3-$s"/worker-*.log | head -n 2)"
-    d=$(pl_digests "$TDIR/s3-$s" 3)
-    [ -z "$ref" ] && ref=$d
-    [ "$d" = "$ref" ] || fail "S=3: $s ended with digests$d, gpipe with$ref"
-  done
+  pl_same "gpipe 1f1b sequential" 3 --stages 3 --split 1,1,1 "${common[@]}"
+  ref=$PL_REF
   grep -q '1f1b): .*peak 3 micro-batches' "$TDIR/s3-1f1b/worker-0.log" || fail "1f1b S=3 stage 0 held other than 3"
   "$BIN/pskvctl" keys init "$TDIR/keys" --servers 1 --workers 3 > /dev/null || fail "keys init"
   "$LAUNCH" --keys "$TDIR/keys" --servers 1 --workers 3 --timeout 60 --log-dir "$TDIR/keyed" -- \
@@ -114,7 +117,7 @@ t_pipeline_stage_dies() {
     grep -q "^[0-9]* *worker *$r .*stage $r of pipeline 0" "$TDIR/status.txt" ||
       fail "status shows no stage for rank $r: $(cat "$TDIR/status.txt")"
   done
-  pid=$(sed -n 's/^[^ ]* \([0-9]*\) worker .*joined job.*/\1/p' "$d/worker-1.log" | head -n 1)
+  pid=$(cat "$d/worker-1.pid")
   [ -n "$pid" ] || fail "no pid for rank 1"
   t0=$(ms_now)
   kill -KILL "$pid"

@@ -7,29 +7,27 @@
  * receives N: both directions at once, as a ring step sends and receives. Each
  * process prints its receive rate:
  *   zmq_bidir size=BYTES count=N MBps=RATE
- * (10^6 bytes/s, from the first message received to the last). */
+ * (10^6 bytes/s, from the first message received to the last). A side that
+ * waits WAIT_MS for a message, or to hand one on, gives up and exits 1. */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 #include <zmq.h>
+
+#include "timeutil.h"
+
+enum { WAIT_MS = 30000 }; /* the longest wait for one message, either way */
 
 typedef struct sender {
     void *sock;
     size_t size;
     long count;
 } sender;
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static void *send_main(void *arg)
 {
@@ -51,29 +49,40 @@ static int side(void *ctx, void *in, int peer, size_t size, long count)
     char ep[64];
     snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", peer);
     sender s = {zmq_socket(ctx, ZMQ_PUSH), size, count};
-    int linger = -1;
-    zmq_setsockopt(s.sock, ZMQ_LINGER, &linger, sizeof linger);
-    if (zmq_connect(s.sock, ep) != 0)
-        return 1;
+    int wait = WAIT_MS;
+    zmq_setsockopt(s.sock, ZMQ_LINGER, &wait, sizeof wait);
+    zmq_setsockopt(s.sock, ZMQ_SNDTIMEO, &wait, sizeof wait);
+    zmq_setsockopt(in, ZMQ_RCVTIMEO, &wait, sizeof wait);
     pthread_t t;
-    if (pthread_create(&t, NULL, send_main, &s) != 0)
+    if (zmq_connect(s.sock, ep) != 0 || pthread_create(&t, NULL, send_main, &s) != 0) {
+        zmq_close(s.sock);
         return 1;
+    }
     zmq_msg_t m;
     zmq_msg_init(&m);
-    double t0 = 0;
-    for (long i = 0; i < count; i++) {
-        if (zmq_msg_recv(&m, in, 0) < 0)
-            return 1;
-        if (i == 0)
-            t0 = now_s();
+    int64_t t0 = 0;
+    long got = 0;
+    int err = 0;
+    for (; got < count; got++) {
+        if (zmq_msg_recv(&m, in, 0) < 0) {
+            err = zmq_errno();
+            break;
+        }
+        if (got == 0)
+            t0 = tu_now_ns();
     }
-    double secs = now_s() - t0;
+    double secs = (double)(tu_now_ns() - t0) * 1e-9;
     zmq_msg_close(&m);
     pthread_join(t, NULL);
+    zmq_close(s.sock);
+    if (got < count) {
+        fprintf(stderr, "pskv-zmq-bidir: message %ld of %ld: %s\n", got + 1, count,
+                err == EAGAIN ? "none within 30 s" : zmq_strerror(err));
+        return 1;
+    }
     printf("zmq_bidir size=%zu count=%ld MBps=%.1f\n", size, count,
            secs > 0 ? (double)(count - 1) * (double)size / secs / 1e6 : 0);
     fflush(stdout);
-    zmq_close(s.sock);
     return 0;
 }
 
@@ -92,13 +101,16 @@ int main(int argc, char **argv)
 {
     size_t size = 8u << 20;
     long count = 100;
-    for (int i = 1; i + 1 < argc; i += 2) {
+    int bad = argc % 2 == 0;
+    for (int i = 1; i + 1 < argc && !bad; i += 2) {
+        char *end = NULL;
         if (!strcmp(argv[i], "--size"))
-            size = (size_t)strtoull(argv[i + 1], NULL, 10);
+            size = (size_t)strtoull(argv[i + 1], &end, 10);
         else if (!strcmp(argv[i], "--count"))
-            count = strtol(argv[i + 1], NULL, 10);
+            count = strtol(argv[i + 1], &end, 10);
+        bad = !end || end == argv[i + 1] || *end;
     }
-    if (argc % 2 == 0 || size == 0 || count < 2) {
+    if (bad || size == 0 || count < 2) {
         fprintf(stderr, "usage: pskv-zmq-bidir [--size BYTES] [--count N >= 2]\n");
         return 2;
     }

@@ -87,6 +87,16 @@ static void check_plan(const reshard_plan *pl, const uint32_t *old, uint32_t R, 
         ck_assert_msg(holds[s] > 0, "server %u holds no partition", s);
 }
 
+/* The old job's chains (R) into old, then a plan of them onto servers[0..ns),
+ * made and checked for the invariants above; the caller frees pl. */
+static void make_checked(reshard_plan *pl, uint32_t *old, uint32_t R, const uint32_t *servers,
+                         size_t ns, reads_ctx *rc)
+{
+    old_chains(old, R);
+    ck_assert_int_eq(reshard_make(pl, NPARTS, R, VNODES, old, servers, ns, reads, rc), 0);
+    check_plan(pl, old, R, ns, rc);
+}
+
 START_TEST(shared_dir_more_and_fewer)
 {
     uint32_t servers[4] = {1, 2, 3, 4};
@@ -94,10 +104,8 @@ START_TEST(shared_dir_more_and_fewer)
     for (uint32_t R = 1; R <= 3; R++)
         for (size_t ns = 2; ns <= 4; ns++) {
             uint32_t old[NPARTS * 3];
-            old_chains(old, R);
             reshard_plan pl;
-            ck_assert_int_eq(reshard_make(&pl, NPARTS, R, VNODES, old, servers, ns, reads, &rc), 0);
-            check_plan(&pl, old, R, ns, &rc);
+            make_checked(&pl, old, R, servers, ns, &rc);
             /* a shared directory: every member loads, nothing is copied */
             for (size_t i = 0; i < (size_t)NPARTS * R; i++)
                 ck_assert_uint_eq(pl.loaders[i], pl.chains[i]);
@@ -112,10 +120,8 @@ START_TEST(same_count_keeps_the_chains)
     reads_ctx rc = {.own = {0, OLD_BASE + 1, OLD_BASE + 2, OLD_BASE + 3}};
     for (uint32_t R = 1; R <= 3; R++) {
         uint32_t old[NPARTS * 3];
-        old_chains(old, R);
         reshard_plan pl;
-        ck_assert_int_eq(reshard_make(&pl, NPARTS, R, VNODES, old, servers, 3, reads, &rc), 0);
-        check_plan(&pl, old, R, 3, &rc);
+        make_checked(&pl, old, R, servers, 3, &rc);
         for (size_t i = 0; i < (size_t)NPARTS * R; i++)
             ck_assert_uint_eq(pl.chains[i], old[i] - OLD_BASE); /* server k took node 100+k */
         ck_assert_uint_eq(pl.npairs, 3);
@@ -132,10 +138,8 @@ START_TEST(own_dirs_a_new_server_is_filled)
     reads_ctx rc = {.own = {0, OLD_BASE + 1, OLD_BASE + 2, OLD_BASE + 3, 0}};
     for (uint32_t R = 1; R <= 3; R++) {
         uint32_t old[NPARTS * 3];
-        old_chains(old, R);
         reshard_plan pl;
-        ck_assert_int_eq(reshard_make(&pl, NPARTS, R, VNODES, old, servers, 4, reads, &rc), 0);
-        check_plan(&pl, old, R, 4, &rc);
+        make_checked(&pl, old, R, servers, 4, &rc);
         for (size_t i = 0; i < (size_t)NPARTS * R; i++)
             ck_assert_uint_ne(pl.loaders[i], 4);
         reshard_free(&pl);
