@@ -552,7 +552,6 @@ int main(int argc, char **argv)
     int pipeline = !strcmp(app, "pipeline");
     int sparse = !strcmp(app, "sparse-lr");
     if (strcmp(app, "check") && strcmp(app, "bench") && strcmp(app, "resume-check") &&
-        strcmp(app, "filter-check") &&
         strcmp(app, "replay") && strcmp(app, "admit") && strcmp(app, "incr-check") &&
         strcmp(app, "sparse-bench") && strcmp(app, "allreduce-check") &&
         strcmp(app, "filter-check") && !dense_train && !sparse && !pipeline) {
@@ -577,7 +576,7 @@ int main(int argc, char **argv)
     filter_set fs;
     char fwhy[300];
     if (filter_parse_list(&fs, cfg_str(config, "filter"), fwhy, sizeof fwhy) < 0) {
-        fprintf(stderr, "pskv-worker: --filter: %s\n", fwhy);
+        fprintf(stderr, PROG ": --filter: %s\n", fwhy);
         return 2;
     }
     const cfg_entry *clip = cfg_find(config, "clip-norm");
