@@ -492,9 +492,15 @@ static int train(stage *st, report *rep)
             return 1;
         if (st->rank == 0) {
             double nt = (double)st->test.n;
-            report_line l = {e + 1, st->step, (double)(tu_now_ns() - t_start) / 1e9,
-                             st->score[2], st->score[1] / nt, st->score[0] / nt,
-                             (double)per_epoch * st->B * st->D / secs, NAN, -1, 0, 0, 0, 0};
+            report_line l = {.epoch = e + 1,
+                             .step = st->step,
+                             .time = (double)(tu_now_ns() - t_start) / 1e9,
+                             .train_loss = st->score[2],
+                             .test_loss = st->score[1] / nt,
+                             .accuracy = st->score[0] / nt,
+                             .samples_per_s = (double)per_epoch * st->B * st->D / secs,
+                             .auc = NAN,
+                             .clipped_steps = -1};
             report_eval(rep, &l);
         }
         if (st->k == st->S - 1)

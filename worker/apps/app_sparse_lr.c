@@ -335,16 +335,17 @@ static int evaluate_step(lr_run *r, size_t step, int last)
     if ((rc = jobstats_read(r->w, r->ts, TMO, &all, &clipped)) < 0)
         return fail(r->w, "stats pull", rc);
     double train_s = (double)(e0 - r->t0 - r->eval_ns) / 1e9;
-    report_line l = {(double)(step + 1) / (double)r->steps_per_epoch, (int64_t)step + 1,
-                     (double)(tu_now_ns() - r->t0) / 1e9,
-                     r->loss_n ? r->loss_sum / (double)r->loss_n : NAN, ll,
-                     acc,
-                     train_s > r->last_train_s
-                         ? (all - r->last_total) / (train_s - r->last_train_s)
-                         : 0,
-                     auc,
-                     r->clip > 0 ? (int64_t)clipped : -1,
-                     0, 0, 0, 0};
+    report_line l = {.epoch = (double)(step + 1) / (double)r->steps_per_epoch,
+                     .step = (int64_t)step + 1,
+                     .time = (double)(tu_now_ns() - r->t0) / 1e9,
+                     .train_loss = r->loss_n ? r->loss_sum / (double)r->loss_n : NAN,
+                     .test_loss = ll,
+                     .accuracy = acc,
+                     .samples_per_s = train_s > r->last_train_s
+                                          ? (all - r->last_total) / (train_s - r->last_train_s)
+                                          : 0,
+                     .auc = auc,
+                     .clipped_steps = r->clip > 0 ? (int64_t)clipped : -1};
     pskv_traffic tr;
     if (pskv_traffic_get(r->w, -1, &tr) == 0)
         l.bytes_per_step = (double)(tr.sent + tr.received) / (double)(step + 1);

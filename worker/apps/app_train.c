@@ -167,18 +167,17 @@ static int evaluate(run *r, double epoch, int64_t step)
         return rc;
     int64_t now = tu_now_ns();
     double train_s = (double)(e0 - r->t0_ns - r->eval_ns) / 1e9;
-    report_line l = {epoch,
-                     step,
-                     (double)(now - r->t0_ns) / 1e9,
-                     r->loss_n ? r->loss_sum / (double)r->loss_n : NAN,
-                     loss / (double)r->test.n,
-                     (double)correct / (double)r->test.n,
-                     train_s > r->last_train_s
-                         ? (total - r->last_samples) / (train_s - r->last_train_s)
-                         : 0,
-                     NAN,
-                     r->clip > 0 ? (int64_t)clipped : -1,
-                     0, 0, 0, 0};
+    report_line l = {.epoch = epoch,
+                     .step = step,
+                     .time = (double)(now - r->t0_ns) / 1e9,
+                     .train_loss = r->loss_n ? r->loss_sum / (double)r->loss_n : NAN,
+                     .test_loss = loss / (double)r->test.n,
+                     .accuracy = (double)correct / (double)r->test.n,
+                     .samples_per_s = train_s > r->last_train_s
+                                          ? (total - r->last_samples) / (train_s - r->last_train_s)
+                                          : 0,
+                     .auc = NAN,
+                     .clipped_steps = r->clip > 0 ? (int64_t)clipped : -1};
     pskv_traffic tr;
     if (step > 0 && pskv_traffic_get(r->w, -1, &tr) == 0)
         l.bytes_per_step = (double)(tr.sent + tr.received) / (double)step;
