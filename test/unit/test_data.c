@@ -321,6 +321,9 @@ START_TEST(libsvm_holdout)
     ck_assert_uint_eq(v.idx[0], 4);
     ck_assert_uint_eq(v.idx[1], 5);
     ck_assert_float_eq(v.y[0], 1);
+    ck_assert_uint_eq(a.examples, 4); /* the whole file's, whatever was kept */
+    ck_assert_uint_eq(b.examples, 4);
+    ck_assert_uint_eq(v.examples, 4);
     libsvm_free(&a);
     libsvm_free(&b);
     libsvm_free(&v);

@@ -84,16 +84,13 @@ static int open_metrics(ev *e)
 static int setup_sparse(ev *e, uint32_t split)
 {
     char why[512];
-    uint64_t n;
     const char *path = cfg_str(e->cfg, "train");
-    int rc = libsvm_count(path, &n, why, sizeof why);
-    if (rc == 0)
-        rc = sparse_eval_load(&e->sv, path, split, 1, why, sizeof why);
+    int rc = sparse_eval_load(&e->sv, path, split, 1, why, sizeof why);
     if (rc < 0) {
         fprintf(stderr, "evaluator: --validation-split %u: %s\n", split, why);
         return rc == -PSKV_EINVAL ? 2 : 1;
     }
-    e->ntrain = (uint32_t)(n - split);
+    e->ntrain = (uint32_t)(e->sv.d.examples - split);
     e->per_step = cfg_int(e->cfg, "batch");
     e->P = e->sv.nkeys;
     e->params = e->sv.w;

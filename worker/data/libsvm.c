@@ -304,6 +304,7 @@ static int load_range(const char *path, uint32_t shard, uint32_t nshards, uint64
     shrink((void **)&c.s.idx, c.s.nnz, sizeof *c.s.idx);
     shrink((void **)&c.s.val, c.s.nnz, sizeof *c.s.val);
     c.s.lines = w.line;
+    c.s.examples = example;
     *out = c.s;
     return 0;
 }
