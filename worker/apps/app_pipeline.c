@@ -463,15 +463,9 @@ static void close_stage(stage *st)
 /* The same shuffle on every stage of a pipeline: seeded by pipeline and epoch. */
 static void shuffle_epoch(stage *st, int epoch)
 {
-    uint64_t s = ring_mix64((uint64_t)cfg_int(st->cfg, "seed") * 1000003 +
-                            (uint64_t)st->d * 7919 + (uint64_t)epoch);
-    for (uint32_t i = st->train.n; i > 1; i--) {
-        s += 0x9e3779b97f4a7c15ULL;
-        uint32_t j = (uint32_t)(ring_mix64(s) % i);
-        uint32_t t = st->order[i - 1];
-        st->order[i - 1] = st->order[j];
-        st->order[j] = t;
-    }
+    app_shuffle(st->order, st->train.n,
+                ring_mix64((uint64_t)cfg_int(st->cfg, "seed") * 1000003 + (uint64_t)st->d * 7919 +
+                           (uint64_t)epoch));
 }
 
 static int train(stage *st, report *rep)

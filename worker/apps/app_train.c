@@ -68,7 +68,7 @@ static uint64_t rng_next(uint64_t *s)
     return ring_mix64(*s);
 }
 
-static void shuffle(uint32_t *a, uint32_t n, uint64_t seed)
+void app_shuffle(uint32_t *a, uint32_t n, uint64_t seed)
 {
     for (uint32_t i = n; i > 1; i--) {
         uint32_t j = (uint32_t)(rng_next(&seed) % i);
@@ -446,7 +446,7 @@ static int first_pull(run *r)
 static void new_epoch(run *r, int epoch)
 {
     for (; r->shuffled <= epoch; r->shuffled++)
-        shuffle(r->order, r->train.n,
+        app_shuffle(r->order, r->train.n,
                 ring_mix64(r->seed * 1000003 + (uint64_t)r->rank * 7919 +
                            (uint64_t)r->shuffled));
     r->epoch_loss = 0;

@@ -76,6 +76,8 @@ int app_sparse_lr_table(pskv_worker *w, cfg_entry *cfg);
 /* A training table's options: one dense run of P floats, the updater flags, and
  * uniform initial values within 1/sqrt(dim) (dim: the first layer's inputs). */
 void app_train_table_opts(cfg_entry *cfg, uint32_t dim, size_t P, pskv_table_opts *o);
+/* Shuffles a[0..n) in place (Fisher-Yates); the same seed gives the same order. */
+void app_shuffle(uint32_t *a, uint32_t n, uint64_t seed);
 
 /* --app pipeline: an MLP cut into stages on separate workers (app_pipeline.c). */
 int app_pipeline(pskv_worker *w, cfg_entry *cfg);
