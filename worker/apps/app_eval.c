@@ -207,8 +207,17 @@ static int evaluate(ev *e, int64_t clock, double epoch)
     if (!*e->save_best)
         return 0;
     char why[512];
-    modelfile mf = {(uint32_t)(e->mlp ? 2 : 1), e->val.dim, (uint32_t)e->hidden, 10, e->P, NULL,
-                    e->params, 1, clock, epoch, vl, va};
+    modelfile mf = {.kind = (uint32_t)(e->mlp ? 2 : 1),
+                    .in = e->val.dim,
+                    .hidden = (uint32_t)e->hidden,
+                    .out = 10,
+                    .n = e->P,
+                    .vals = e->params,
+                    .has_eval = 1,
+                    .clock = clock,
+                    .epoch = epoch,
+                    .val_loss = vl,
+                    .val_accuracy = va};
     if (modelfile_save(e->save_best, &mf, why, sizeof why) < 0) {
         fprintf(stderr, "evaluator: --save-best: %s\n", why);
         return 1;

@@ -101,7 +101,7 @@ static int save_model(pskv_worker *w, int t, const char *path)
         vals[i] = pairs[i].val;
     }
     free(pairs);
-    modelfile mf = {3, 0, 0, 1, n, keys, vals, 0, 0, 0, 0, 0};
+    modelfile mf = {.kind = 3, .out = 1, .n = n, .keys = keys, .vals = vals};
     rc = modelfile_save(path, &mf, why, sizeof why);
     free(keys);
     free(vals);

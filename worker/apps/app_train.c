@@ -720,8 +720,12 @@ static int final_results(run *r)
     const char *save = cfg_str(r->cfg, "save-model");
     if (*save) {
         char why[512];
-        modelfile mf = {(uint32_t)(r->mlp ? 2 : 1), r->train.dim, (uint32_t)r->hidden, 10, r->P,
-                        NULL, r->eval_params, 0, 0, 0, 0, 0};
+        modelfile mf = {.kind = (uint32_t)(r->mlp ? 2 : 1),
+                        .in = r->train.dim,
+                        .hidden = (uint32_t)r->hidden,
+                        .out = 10,
+                        .n = r->P,
+                        .vals = r->eval_params};
         if (modelfile_save(save, &mf, why, sizeof why) < 0) {
             fprintf(stderr, "train: --save-model: %s\n", why);
             status = 1;
