@@ -153,10 +153,13 @@ static int push_stats(run *r, double samples)
 static int evaluate(run *r, double epoch, int64_t step)
 {
     int64_t e0 = tu_now_ns();
-    int64_t tp = r->ar ? 0 : pskv_pull(r->w, r->t, NULL, r->P, r->eval_params);
-    int rc = tp < 0 ? (int)tp : r->ar ? 0 : pskv_wait(r->w, tp, TMO);
-    if (r->ar) /* the workers' own weights (the servers' copy may be older) */
+    int rc = 0;
+    if (r->ar) { /* the workers' own weights (the servers' copy may be older) */
         memcpy(r->eval_params, r->buf[r->cur], r->P * sizeof(float));
+    } else {
+        int64_t tp = pskv_pull(r->w, r->t, NULL, r->P, r->eval_params);
+        rc = tp < 0 ? (int)tp : pskv_wait(r->w, tp, TMO);
+    }
     if (rc < 0)
         return rc;
     double loss = 0;
