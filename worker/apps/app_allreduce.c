@@ -37,14 +37,6 @@ static uint64_t value_mod(int N, int wire)
     return mod < 1000 ? mod : 1000;
 }
 
-static uint64_t fnv(uint64_t h, const void *p, size_t len)
-{
-    const unsigned char *c = p;
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ c[i]) * 1099511628211ULL;
-    return h;
-}
-
 int app_allreduce_check(pskv_worker *w, cfg_entry *cfg)
 {
     uint64_t n = (uint64_t)cfg_int(cfg, "ar-floats");
@@ -58,7 +50,7 @@ int app_allreduce_check(pskv_worker *w, cfg_entry *cfg)
                 (unsigned long long)n);
         return 1;
     }
-    uint64_t digest = 1469598103934665603ULL;
+    uint64_t digest = APP_DIGEST_START;
     for (int k = 0; k < rounds; k++) {
         if (app_stop_signal) {
             free(v);
@@ -88,7 +80,7 @@ int app_allreduce_check(pskv_worker *w, cfg_entry *cfg)
                 return 1;
             }
         }
-        digest = fnv(digest, v, n * sizeof *v);
+        digest = app_digest_add(digest, v, n * sizeof *v);
     }
     printf("allreduce-check rank=%d workers=%d n=%llu rounds=%d reduce=%s wire=%s digest=%016llx\n",
            rank, N, (unsigned long long)n, rounds, mean ? "mean" : "sum", half_name(wire),

@@ -59,17 +59,6 @@ typedef struct ev {
     int nvc;
 } ev;
 
-uint64_t app_digest(const float *v, size_t n)
-{
-    const unsigned char *p = (const unsigned char *)v;
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < n * sizeof *v; i++) {
-        h ^= p[i];
-        h *= 1099511628211ULL;
-    }
-    return h;
-}
-
 static int open_metrics(ev *e)
 {
     const char *path = cfg_str(e->cfg, "metrics");

@@ -93,6 +93,10 @@ int app_evaluate_file(cfg_entry *cfg);
 
 /* FNV-1a over n floats' bytes: equal digests, equal values bit for bit. */
 uint64_t app_digest(const float *v, size_t n);
+/* FNV-1a over several pieces: h = APP_DIGEST_START, then h = app_digest_add(h,
+ * piece, bytes) for each (app_digest is one piece of floats). */
+#define APP_DIGEST_START 1469598103934665603ULL
+uint64_t app_digest_add(uint64_t h, const void *p, size_t bytes);
 
 /* Checks, before joining, that the Fashion-MNIST files exist; prints which path
  * was tried and how to install the data when they do not. Returns 0 or -1. */

@@ -64,6 +64,19 @@ int app_wait_file(const char *app, const char *path)
     return -1;
 }
 
+uint64_t app_digest_add(uint64_t h, const void *p, size_t bytes)
+{
+    const unsigned char *c = p;
+    for (size_t i = 0; i < bytes; i++)
+        h = (h ^ c[i]) * 1099511628211ULL;
+    return h;
+}
+
+uint64_t app_digest(const float *v, size_t n)
+{
+    return app_digest_add(APP_DIGEST_START, v, n * sizeof *v);
+}
+
 /* What app_free_after_close was given; freed once pskv_worker_close returned. */
 #define AFTER_CLOSE_MAX 16
 static void *after_close[AFTER_CLOSE_MAX];
