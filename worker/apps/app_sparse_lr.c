@@ -191,8 +191,6 @@ static int load_data(lr_run *r)
     int own = !*cfg_str(cfg, "test");
     rc = sparse_eval_load(e, own ? cfg_str(cfg, "train") : cfg_str(cfg, "test"), own ? split : 0,
                           own && split, why, sizeof why);
-    if (rc == -PSKV_ENOMEM)
-        return 1;
     if (rc < 0) {
         fprintf(stderr, "sparse-lr: %s\n", why);
         return 1;
