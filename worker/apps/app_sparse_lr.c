@@ -1,7 +1,7 @@
 /* --app sparse-lr: logistic regression on LIBSVM data with sparse keys.
  *
  * Weights live in a sparse table (one float per feature id, created on first
- * push), the bias under key BIAS_KEY. A batch pulls only the keys it touches and
+ * push), the bias under key SPARSE_BIAS_KEY. A batch pulls only the keys it touches and
  * pushes their mean gradients. The pull for the next batch is sent before this
  * batch is computed, so it travels while the CPU works (async, delay 1).
  * --clip-norm scales a batch's gradient down to that L2 norm. Rank 0 evaluates
@@ -26,7 +26,6 @@
 #include "trainpos.h"
 
 #define TMO 120000
-#define BIAS_KEY SPARSE_BIAS_KEY
 
 static int fail(pskv_worker *w, const char *what, int rc)
 {
@@ -291,7 +290,7 @@ static double batch_grad(lr_run *r, size_t lo, size_t hi)
     const libsvm_set *d = &r->d;
     const uint64_t *k = r->keys[r->cur];
     const float *wt = r->wv[r->cur];
-    size_t n = r->nk[r->cur], bias = sparse_find_key(k, n, BIAS_KEY);
+    size_t n = r->nk[r->cur], bias = sparse_find_key(k, n, SPARSE_BIAS_KEY);
     memset(r->grad, 0, n * sizeof *r->grad);
     double bl = 0;
     for (size_t i = lo; i < hi; i++) {
