@@ -89,12 +89,6 @@ int app_allreduce_check(pskv_worker *w, cfg_entry *cfg)
     return 0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 int app_allreduce_bench(pskv_worker *w, cfg_entry *cfg)
 {
     uint64_t size = (uint64_t)cfg_int(cfg, "size"), n = size / 4;
@@ -142,8 +136,7 @@ int app_allreduce_bench(pskv_worker *w, cfg_entry *cfg)
         free(us);
         return 1;
     }
-    qsort(us, (size_t)runs, sizeof *us, cmp_double);
-    double med = runs % 2 ? us[runs / 2] : (us[runs / 2 - 1] + us[runs / 2]) / 2;
+    double med = app_median(us, runs);
     double alg = (double)size / (med * 1000.0);
     printf("allreduce size=%llu workers=%d step_us=%.1f algbw_GBps=%.3f busbw_GBps=%.3f "
            "wire=%s\n", (unsigned long long)size, N, med, alg, alg * 2.0 * (N - 1) / N,

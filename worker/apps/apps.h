@@ -108,6 +108,8 @@ int app_allreduce_check(pskv_worker *w, cfg_entry *cfg);
 
 /* --app bench --op allreduce: all-reduce step time, algbw and busbw (app_allreduce.c). */
 int app_allreduce_bench(pskv_worker *w, cfg_entry *cfg);
+/* The median of v[0..n) (n >= 1; sorts v in place): bench's summary lines. */
+double app_median(double *v, int n);
 
 /* --app replay: a fixed gradient schedule through --updater, final values printed
  * (app_replay.c). */
