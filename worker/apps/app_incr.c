@@ -148,8 +148,11 @@ static int run(incr *s, cfg_entry *cfg)
 
 int app_incr_check(pskv_worker *w, cfg_entry *cfg)
 {
-    incr s = {w, -1, -1, (uint64_t)cfg_int(cfg, "check-keys"), NULL, NULL, NULL, NULL, NULL,
-              cfg_double(cfg, "touch")};
+    incr s = {.w = w,
+              .td = -1,
+              .ts = -1,
+              .nkeys = (uint64_t)cfg_int(cfg, "check-keys"),
+              .touch = cfg_double(cfg, "touch")};
     s.keys = malloc(2 * s.nkeys * sizeof *s.keys);
     s.sub = malloc(s.nkeys * sizeof *s.sub);
     s.dg = malloc(s.nkeys * sizeof *s.dg);
