@@ -170,9 +170,7 @@ static int evaluate(run *r, double epoch, int64_t step)
         return rc;
     int64_t now = tu_now_ns();
     double train_s = (double)(e0 - r->t0_ns - r->eval_ns) / 1e9;
-    report_line l = {.epoch = epoch,
-                     .step = step,
-                     .time = (double)(now - r->t0_ns) / 1e9,
+    report_line l = {.epoch = epoch, .step = step, .time = (double)(now - r->t0_ns) / 1e9,
                      .train_loss = r->loss_n ? r->loss_sum / (double)r->loss_n : NAN,
                      .test_loss = loss / (double)r->test.n,
                      .accuracy = (double)correct / (double)r->test.n,
@@ -723,11 +721,8 @@ static int final_results(run *r)
     const char *save = cfg_str(r->cfg, "save-model");
     if (*save) {
         char why[512];
-        modelfile mf = {.kind = (uint32_t)(r->mlp ? 2 : 1),
-                        .in = r->train.dim,
-                        .hidden = (uint32_t)r->hidden,
-                        .out = 10,
-                        .n = r->P,
+        modelfile mf = {.kind = (uint32_t)(r->mlp ? 2 : 1), .in = r->train.dim,
+                        .hidden = (uint32_t)r->hidden, .out = 10, .n = r->P,
                         .vals = r->eval_params};
         if (modelfile_save(save, &mf, why, sizeof why) < 0) {
             fprintf(stderr, "train: --save-model: %s\n", why);
