@@ -35,6 +35,9 @@ int app_stopped(const char *app);
  * Returns 0, or -1 on a stop signal or after saying on stderr that it did not
  * appear. */
 int app_wait_file(const char *app, const char *path);
+/* The tests' pause N of a run: app_wait_file for BASE.N; 0 at once when base is
+ * "" (no --replay-wait). */
+int app_wait_file_n(const char *app, const char *base, int n);
 
 /* Frees p (NULL: nothing) once worker_main's pskv_worker_close has returned: for
  * the buffers of an app that fails while a pull may still be in flight into them

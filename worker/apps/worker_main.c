@@ -77,6 +77,15 @@ uint64_t app_digest(const float *v, size_t n)
     return app_digest_add(APP_DIGEST_START, v, n * sizeof *v);
 }
 
+int app_wait_file_n(const char *app, const char *base, int n)
+{
+    if (!*base)
+        return 0;
+    char path[4096];
+    snprintf(path, sizeof path, "%s.%d", base, n);
+    return app_wait_file(app, path);
+}
+
 /* What app_free_after_close was given; freed once pskv_worker_close returned. */
 #define AFTER_CLOSE_MAX 16
 static void *after_close[AFTER_CLOSE_MAX];
