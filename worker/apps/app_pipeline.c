@@ -189,7 +189,8 @@ static int forward(stage *st, int i)
         st->loss += model_xent_grad(dz, st->labels, rows, out, 1.0f / (float)st->B);
         s->got = 1;
     } else {
-        pskv_pipe_msg h = {0, st->d, (uint64_t)st->step * st->M + i, PSKV_PIPE_FWD, rows, 0};
+        pskv_pipe_msg h = {.pipeline = st->d, .micro = (uint64_t)st->step * st->M + i,
+                           .dir = PSKV_PIPE_FWD, .rows = rows};
         rc = pskv_pipe_send(st->w, st->next, &h, z, (size_t)rows * (size_t)out);
     }
     st->t_fwd += (double)(tu_now_ns() - t0) / 1e9;
@@ -215,7 +216,8 @@ static int backward(stage *st, int i)
     }
     st->acc = 1;
     if (st->k > 0) {
-        pskv_pipe_msg h = {0, st->d, (uint64_t)st->step * st->M + i, PSKV_PIPE_BWD, rows, 0};
+        pskv_pipe_msg h = {.pipeline = st->d, .micro = (uint64_t)st->step * st->M + i,
+                           .dir = PSKV_PIPE_BWD, .rows = rows};
         rc = pskv_pipe_send(st->w, st->prev, &h, st->dx,
                             (size_t)rows * (size_t)st->sizes[st->l0]);
     }
@@ -284,7 +286,8 @@ static int evaluate(stage *st)
         if (st->k == st->S - 1) {
             right += model_score(z, st->test.y + (size_t)c * (size_t)st->mrows, rows, out, &loss);
         } else {
-            pskv_pipe_msg h = {0, st->d, EVAL_BIT | (uint64_t)c, PSKV_PIPE_FWD, rows, 0};
+            pskv_pipe_msg h = {.pipeline = st->d, .micro = EVAL_BIT | (uint64_t)c,
+                               .dir = PSKV_PIPE_FWD, .rows = rows};
             rc = pskv_pipe_send(st->w, st->next, &h, z, (size_t)rows * (size_t)out);
         }
     }
@@ -298,7 +301,7 @@ static int evaluate(stage *st)
         rc = wait_flag(st, &st->score_got);
     }
     if (rc == 0 && st->k > 0) {
-        pskv_pipe_msg h = {0, st->d, EVAL_RESULT, PSKV_PIPE_BWD, 0, 0};
+        pskv_pipe_msg h = {.pipeline = st->d, .micro = EVAL_RESULT, .dir = PSKV_PIPE_BWD};
         rc = pskv_pipe_send(st->w, st->prev, &h, st->score, 3);
     }
     st->eval_expect = 0;
