@@ -148,7 +148,7 @@ $(BIN)/pskv-evaluator: $(EVAL_O) $(BUILD)/obj/server/updater.o $(BUILD)/obj/serv
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BIN)/pskv-gen-sparse: $(BUILD)/obj/worker/data/gen_sparse.o $(COMMON_O)
+$(BIN)/pskv-gen-sparse: $(BUILD)/obj/worker/data/gen_sparse.o $(BUILD)/obj/worker/data/auc.o $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "auc.h"
 #include "idx.h"
 #include "libsvm.h"
 #include "pskv_errors.h"
@@ -320,6 +321,9 @@ START_TEST(libsvm_holdout)
     ck_assert_uint_eq(v.idx[0], 4);
     ck_assert_uint_eq(v.idx[1], 5);
     ck_assert_float_eq(v.y[0], 1);
+    ck_assert_uint_eq(a.examples, 4); /* the whole file's, whatever was kept */
+    ck_assert_uint_eq(b.examples, 4);
+    ck_assert_uint_eq(v.examples, 4);
     libsvm_free(&a);
     libsvm_free(&b);
     libsvm_free(&v);
@@ -538,6 +542,21 @@ START_TEST(libsvm_heart_scale)
 }
 END_TEST
 
+/* Values counted by hand over the positive-negative pairs (a tie counts 1/2). */
+START_TEST(auc_by_hand)
+{
+    auc_item sep[] = {{0.1, 0}, {0.4, 1}, {0.35, 0}, {0.8, 1}};
+    ck_assert_double_eq_tol(auc_rank_sum(sep, 4), 1.0, 1e-12);
+    /* pairs: 0.1+ loses to both, 0.5+ ties 0.5- and loses to 0.9-, 0.7+ beats 0.5-:
+     * 1.5 of 6 */
+    auc_item mixed[] = {{0.9, 0}, {0.5, 1}, {0.1, 1}, {0.5, 0}, {0.7, 1}};
+    ck_assert_double_eq_tol(auc_rank_sum(mixed, 5), 0.25, 1e-12);
+    auc_item one_class[] = {{0.3, 1}, {0.2, 1}};
+    ck_assert(isnan(auc_rank_sum(one_class, 2)));
+    ck_assert(isnan(auc_rank_sum(NULL, 0)));
+}
+END_TEST
+
 Suite *data_suite(void)
 {
     Suite *s = suite_create("data");
@@ -559,6 +578,7 @@ Suite *data_suite(void)
     tcase_add_test(tl, libsvm_missing_and_bad_args);
     tcase_add_test(tl, libsvm_generated);
     tcase_add_test(tl, libsvm_heart_scale);
+    tcase_add_test(tl, auc_by_hand);
     suite_add_tcase(s, tl);
     return s;
 }

@@ -33,15 +33,6 @@ static int fail(pskv_worker *w, const char *what, int rc)
     return 1;
 }
 
-static int pause_at(const char *base, int n)
-{
-    if (!*base)
-        return 0;
-    char path[4096];
-    snprintf(path, sizeof path, "%s.%d", base, n);
-    return app_wait_file("admit", path);
-}
-
 #define KEY_MUL 0x9e3779b97f4a7c15ULL
 
 static uint64_t key_of(uint64_t i) { return KEY_MUL * (i + 1) ^ 0xadd17ULL; }
@@ -148,7 +139,8 @@ static int run_admit(pskv_worker *w, cfg_entry *cfg, const admit_bufs *b)
         bad += got[i] != want[i];
     printf("admit: %" PRId64 " rows for %" PRIu64 " keys pushed %u or more times of %" PRIu64
            " (admit_after %u)%s\n", rows, expect, N, nk, N, bad ? ": WRONG" : "");
-    if (bad || (uint64_t)rows != expect || pause_at(cfg_str(cfg, "replay-wait"), 1) < 0)
+    if (bad || (uint64_t)rows != expect ||
+        app_wait_file_n("admit", cfg_str(cfg, "replay-wait"), 1) < 0)
         return 1;
     if (*cfg_str(cfg, "replay-wait")) { /* the same rows after whatever the pause saw */
         /* a pull first: it learns a new view and goes to the new owners, which
@@ -178,7 +170,7 @@ static int run_admit(pskv_worker *w, cfg_entry *cfg, const admit_bufs *b)
         }
         printf("admit: %" PRId64 " rows after %u clocks without pushes to the others (want %"
                PRIu64 ", evict_after %u)\n", rows, C + 2, keep, C);
-        if (rows != (int64_t)keep || pause_at(cfg_str(cfg, "replay-wait"), 2) < 0)
+        if (rows != (int64_t)keep || app_wait_file_n("admit", cfg_str(cfg, "replay-wait"), 2) < 0)
             return 1;
     }
     printf("admit ok\n");

@@ -37,14 +37,6 @@ static uint64_t value_mod(int N, int wire)
     return mod < 1000 ? mod : 1000;
 }
 
-static uint64_t fnv(uint64_t h, const void *p, size_t len)
-{
-    const unsigned char *c = p;
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ c[i]) * 1099511628211ULL;
-    return h;
-}
-
 int app_allreduce_check(pskv_worker *w, cfg_entry *cfg)
 {
     uint64_t n = (uint64_t)cfg_int(cfg, "ar-floats");
@@ -58,7 +50,7 @@ int app_allreduce_check(pskv_worker *w, cfg_entry *cfg)
                 (unsigned long long)n);
         return 1;
     }
-    uint64_t digest = 1469598103934665603ULL;
+    uint64_t digest = APP_DIGEST_START;
     for (int k = 0; k < rounds; k++) {
         if (app_stop_signal) {
             free(v);
@@ -88,19 +80,13 @@ int app_allreduce_check(pskv_worker *w, cfg_entry *cfg)
                 return 1;
             }
         }
-        digest = fnv(digest, v, n * sizeof *v);
+        digest = app_digest_add(digest, v, n * sizeof *v);
     }
     printf("allreduce-check rank=%d workers=%d n=%llu rounds=%d reduce=%s wire=%s digest=%016llx\n",
            rank, N, (unsigned long long)n, rounds, mean ? "mean" : "sum", half_name(wire),
            (unsigned long long)digest);
     free(v);
     return 0;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 int app_allreduce_bench(pskv_worker *w, cfg_entry *cfg)
@@ -150,8 +136,7 @@ int app_allreduce_bench(pskv_worker *w, cfg_entry *cfg)
         free(us);
         return 1;
     }
-    qsort(us, (size_t)runs, sizeof *us, cmp_double);
-    double med = runs % 2 ? us[runs / 2] : (us[runs / 2 - 1] + us[runs / 2]) / 2;
+    double med = app_median(us, runs);
     double alg = (double)size / (med * 1000.0);
     printf("allreduce size=%llu workers=%d step_us=%.1f algbw_GBps=%.3f busbw_GBps=%.3f "
            "wire=%s\n", (unsigned long long)size, N, med, alg, alg * 2.0 * (N - 1) / N,

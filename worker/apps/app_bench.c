@@ -31,7 +31,7 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static double median(double *v, int n)
+double app_median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
@@ -115,7 +115,7 @@ static void summarize(uint64_t size, const int *on, double *per_run, int runs, l
         double *v = per_run + m * runs, *q = per_run + NMODES * runs;
         for (int r = 0; r < runs; r++)
             q[r] = baseline ? rtt[r] / v[r] : 0;
-        double ratio = median(q, runs), us = median(v, runs);
+        double ratio = app_median(q, runs), us = app_median(v, runs);
         /* bytes moved per step: a push and a pull, or (stream) a push */
         double moved = (m == STREAM ? 1.0 : 2.0) * (double)size;
         printf("bench size=%llu mode=%s step_us=%.1f GBps=%.3f runs=%d steps=%ld push=%s",
@@ -123,7 +123,7 @@ static void summarize(uint64_t size, const int *on, double *per_run, int runs, l
                push);
         if (baseline) {
             memcpy(q, rtt, (size_t)runs * sizeof *q);
-            printf(" zmq_rtt_us=%.1f ratio=%.2f", median(q, runs), ratio);
+            printf(" zmq_rtt_us=%.1f ratio=%.2f", app_median(q, runs), ratio);
         }
         printf("\n");
         fflush(stdout);

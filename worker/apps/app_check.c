@@ -351,10 +351,7 @@ static int float_hash(ck *c)
     int rc;
     if ((rc = ck_pull_wait(c->w, c->tf, NULL, c->n, c->fv)) < 0)
         return ck_fail(c->w, "pull check.float", rc);
-    uint64_t h = 0xcbf29ce484222325ULL;
-    const unsigned char *b = (const unsigned char *)c->fv;
-    for (size_t i = 0; i < c->n * sizeof(float); i++)
-        h = (h ^ b[i]) * 0x100000001b3ULL;
+    uint64_t h = app_digest(c->fv, c->n);
     printf("check: bsp float table hash %016" PRIx64 "\n", h);
     return 0;
 }

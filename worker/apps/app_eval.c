@@ -59,17 +59,6 @@ typedef struct ev {
     int nvc;
 } ev;
 
-uint64_t app_digest(const float *v, size_t n)
-{
-    const unsigned char *p = (const unsigned char *)v;
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < n * sizeof *v; i++) {
-        h ^= p[i];
-        h *= 1099511628211ULL;
-    }
-    return h;
-}
-
 static int open_metrics(ev *e)
 {
     const char *path = cfg_str(e->cfg, "metrics");
@@ -84,16 +73,13 @@ static int open_metrics(ev *e)
 static int setup_sparse(ev *e, uint32_t split)
 {
     char why[512];
-    uint64_t n;
     const char *path = cfg_str(e->cfg, "train");
-    int rc = libsvm_count(path, &n, why, sizeof why);
-    if (rc == 0)
-        rc = sparse_eval_load(&e->sv, path, split, 1, why, sizeof why);
+    int rc = sparse_eval_load(&e->sv, path, split, 1, why, sizeof why);
     if (rc < 0) {
         fprintf(stderr, "evaluator: --validation-split %u: %s\n", split, why);
         return rc == -PSKV_EINVAL ? 2 : 1;
     }
-    e->ntrain = (uint32_t)(n - split);
+    e->ntrain = (uint32_t)(e->sv.d.examples - split);
     e->per_step = cfg_int(e->cfg, "batch");
     e->P = e->sv.nkeys;
     e->params = e->sv.w;
@@ -210,8 +196,17 @@ static int evaluate(ev *e, int64_t clock, double epoch)
     if (!*e->save_best)
         return 0;
     char why[512];
-    modelfile mf = {(uint32_t)(e->mlp ? 2 : 1), e->val.dim, (uint32_t)e->hidden, 10, e->P, NULL,
-                    e->params, 1, clock, epoch, vl, va};
+    modelfile mf = {.kind = (uint32_t)(e->mlp ? 2 : 1),
+                    .in = e->val.dim,
+                    .hidden = (uint32_t)e->hidden,
+                    .out = 10,
+                    .n = e->P,
+                    .vals = e->params,
+                    .has_eval = 1,
+                    .clock = clock,
+                    .epoch = epoch,
+                    .val_loss = vl,
+                    .val_accuracy = va};
     if (modelfile_save(e->save_best, &mf, why, sizeof why) < 0) {
         fprintf(stderr, "evaluator: --save-best: %s\n", why);
         return 1;

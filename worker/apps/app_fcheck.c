@@ -13,16 +13,14 @@
 #include <string.h>
 
 #include "apps.h"
+#include "ring.h"
 
 enum { FC_KEYS = 4096 };
 
 static float fc_grad(int rank, int64_t round, uint64_t k)
 {
-    uint64_t x = ((uint64_t)rank << 48) ^ ((uint64_t)round << 24) ^ k;
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    x ^= x >> 31;
+    uint64_t x = ring_mix64((((uint64_t)rank << 48) ^ ((uint64_t)round << 24) ^ k) +
+                            0x9e3779b97f4a7c15ULL);
     return (float)((double)(x >> 11) * 0x1.0p-53 * 2.0 - 1.0);
 }
 
@@ -64,34 +62,47 @@ int app_filter_check(pskv_worker *w, cfg_entry *cfg)
     int64_t rounds = cfg_int(cfg, "rounds");
     double *total = calloc(FC_KEYS, sizeof *total);
     float *g = malloc(FC_KEYS * sizeof *g), *vals = malloc(FC_KEYS * sizeof *vals);
-    if (!total || !g || !vals)
-        return fc_fail(w, "allocate", -PSKV_ENOMEM);
+    int status = 1, rc;
+    int64_t ts;
+    double before, after;
+    if (!total || !g || !vals) {
+        fc_fail(w, "allocate", -PSKV_ENOMEM);
+        goto out;
+    }
     for (int64_t s = 0; s < rounds; s++) {
         for (uint64_t k = 0; k < FC_KEYS; k++)
             g[k] = fc_grad(me, s, k);
-        int64_t ts = pskv_push(w, t, NULL, FC_KEYS, g);
-        if (ts < 0 || (ts = pskv_wait(w, ts, 120000)) < 0)
-            return fc_fail(w, "push", ts);
+        ts = pskv_push(w, t, NULL, FC_KEYS, g);
+        if (ts < 0 || (ts = pskv_wait(w, ts, 120000)) < 0) {
+            fc_fail(w, "push", ts);
+            goto out;
+        }
     }
     for (int r = 0; r < W; r++)
         for (int64_t s = 0; s < rounds; s++)
             for (uint64_t k = 0; k < FC_KEYS; k++)
                 total[k] += fc_grad(r, s, k);
-    double before, after;
-    int rc = fc_error(w, t, total, vals, &before);
-    if (rc < 0)
-        return fc_fail(w, "pull before the flush", rc);
-    int64_t ts = pskv_filter_flush(w, t);
-    if (ts < 0 || (ts > 0 && (ts = pskv_wait(w, ts, 120000)) < 0))
-        return fc_fail(w, "flush", ts);
-    if ((rc = fc_error(w, t, total, vals, &after)) < 0)
-        return fc_fail(w, "pull after the flush", rc);
+    if ((rc = fc_error(w, t, total, vals, &before)) < 0) {
+        fc_fail(w, "pull before the flush", rc);
+        goto out;
+    }
+    ts = pskv_filter_flush(w, t);
+    if (ts < 0 || (ts > 0 && (ts = pskv_wait(w, ts, 120000)) < 0)) {
+        fc_fail(w, "flush", ts);
+        goto out;
+    }
+    if ((rc = fc_error(w, t, total, vals, &after)) < 0) {
+        fc_fail(w, "pull after the flush", rc);
+        goto out;
+    }
     int ok = after <= 1e-3;
     printf("filter-check %s: %d workers, %lld rounds, filters %s: largest error %.6g before "
            "the flush, %.6g after\n", ok ? "ok" : "FAILED", W, (long long)rounds,
            *o.filters ? o.filters : "none", before, after);
+    status = ok ? 0 : 1;
+out: /* a failed push or pull may still be in flight into vals: freed after close */
     free(total);
     free(g);
-    free(vals);
-    return ok ? 0 : 1;
+    app_free_after_close(vals);
+    return status;
 }

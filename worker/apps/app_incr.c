@@ -66,15 +66,13 @@ static int round_push(incr *s, int64_t step)
 /* FNV-1a over the bits of every value of both tables. */
 static int digest(incr *s, uint64_t *out)
 {
-    uint64_t h = 1469598103934665603ULL;
+    uint64_t h = APP_DIGEST_START;
     for (int t = 0; t < 2; t++) {
         int rc = wait_ok(s->w, pskv_pull(s->w, t ? s->ts : s->td, t ? s->keys : NULL, s->nkeys,
                                          s->vals));
         if (rc < 0)
             return rc;
-        const unsigned char *p = (const unsigned char *)s->vals;
-        for (size_t i = 0; i < s->nkeys * sizeof *s->vals; i++)
-            h = (h ^ p[i]) * 1099511628211ULL;
+        h = app_digest_add(h, s->vals, s->nkeys * sizeof *s->vals);
     }
     *out = h;
     return 0;
@@ -150,8 +148,11 @@ static int run(incr *s, cfg_entry *cfg)
 
 int app_incr_check(pskv_worker *w, cfg_entry *cfg)
 {
-    incr s = {w, -1, -1, (uint64_t)cfg_int(cfg, "check-keys"), NULL, NULL, NULL, NULL, NULL,
-              cfg_double(cfg, "touch")};
+    incr s = {.w = w,
+              .td = -1,
+              .ts = -1,
+              .nkeys = (uint64_t)cfg_int(cfg, "check-keys"),
+              .touch = cfg_double(cfg, "touch")};
     s.keys = malloc(2 * s.nkeys * sizeof *s.keys);
     s.sub = malloc(s.nkeys * sizeof *s.sub);
     s.dg = malloc(s.nkeys * sizeof *s.dg);

@@ -189,7 +189,8 @@ static int forward(stage *st, int i)
         st->loss += model_xent_grad(dz, st->labels, rows, out, 1.0f / (float)st->B);
         s->got = 1;
     } else {
-        pskv_pipe_msg h = {0, st->d, (uint64_t)st->step * st->M + i, PSKV_PIPE_FWD, rows, 0};
+        pskv_pipe_msg h = {.pipeline = st->d, .micro = (uint64_t)st->step * st->M + i,
+                           .dir = PSKV_PIPE_FWD, .rows = rows};
         rc = pskv_pipe_send(st->w, st->next, &h, z, (size_t)rows * (size_t)out);
     }
     st->t_fwd += (double)(tu_now_ns() - t0) / 1e9;
@@ -215,7 +216,8 @@ static int backward(stage *st, int i)
     }
     st->acc = 1;
     if (st->k > 0) {
-        pskv_pipe_msg h = {0, st->d, (uint64_t)st->step * st->M + i, PSKV_PIPE_BWD, rows, 0};
+        pskv_pipe_msg h = {.pipeline = st->d, .micro = (uint64_t)st->step * st->M + i,
+                           .dir = PSKV_PIPE_BWD, .rows = rows};
         rc = pskv_pipe_send(st->w, st->prev, &h, st->dx,
                             (size_t)rows * (size_t)st->sizes[st->l0]);
     }
@@ -284,7 +286,8 @@ static int evaluate(stage *st)
         if (st->k == st->S - 1) {
             right += model_score(z, st->test.y + (size_t)c * (size_t)st->mrows, rows, out, &loss);
         } else {
-            pskv_pipe_msg h = {0, st->d, EVAL_BIT | (uint64_t)c, PSKV_PIPE_FWD, rows, 0};
+            pskv_pipe_msg h = {.pipeline = st->d, .micro = EVAL_BIT | (uint64_t)c,
+                               .dir = PSKV_PIPE_FWD, .rows = rows};
             rc = pskv_pipe_send(st->w, st->next, &h, z, (size_t)rows * (size_t)out);
         }
     }
@@ -298,7 +301,7 @@ static int evaluate(stage *st)
         rc = wait_flag(st, &st->score_got);
     }
     if (rc == 0 && st->k > 0) {
-        pskv_pipe_msg h = {0, st->d, EVAL_RESULT, PSKV_PIPE_BWD, 0, 0};
+        pskv_pipe_msg h = {.pipeline = st->d, .micro = EVAL_RESULT, .dir = PSKV_PIPE_BWD};
         rc = pskv_pipe_send(st->w, st->prev, &h, st->score, 3);
     }
     st->eval_expect = 0;
@@ -463,15 +466,9 @@ static void close_stage(stage *st)
 /* The same shuffle on every stage of a pipeline: seeded by pipeline and epoch. */
 static void shuffle_epoch(stage *st, int epoch)
 {
-    uint64_t s = ring_mix64((uint64_t)cfg_int(st->cfg, "seed") * 1000003 +
-                            (uint64_t)st->d * 7919 + (uint64_t)epoch);
-    for (uint32_t i = st->train.n; i > 1; i--) {
-        s += 0x9e3779b97f4a7c15ULL;
-        uint32_t j = (uint32_t)(ring_mix64(s) % i);
-        uint32_t t = st->order[i - 1];
-        st->order[i - 1] = st->order[j];
-        st->order[j] = t;
-    }
+    app_shuffle(st->order, st->train.n,
+                ring_mix64((uint64_t)cfg_int(st->cfg, "seed") * 1000003 + (uint64_t)st->d * 7919 +
+                           (uint64_t)epoch));
 }
 
 static int train(stage *st, report *rep)
@@ -492,9 +489,15 @@ static int train(stage *st, report *rep)
             return 1;
         if (st->rank == 0) {
             double nt = (double)st->test.n;
-            report_line l = {e + 1, st->step, (double)(tu_now_ns() - t_start) / 1e9,
-                             st->score[2], st->score[1] / nt, st->score[0] / nt,
-                             (double)per_epoch * st->B * st->D / secs, NAN, -1, 0, 0, 0, 0};
+            report_line l = {.epoch = e + 1,
+                             .step = st->step,
+                             .time = (double)(tu_now_ns() - t_start) / 1e9,
+                             .train_loss = st->score[2],
+                             .test_loss = st->score[1] / nt,
+                             .accuracy = st->score[0] / nt,
+                             .samples_per_s = (double)per_epoch * st->B * st->D / secs,
+                             .auc = NAN,
+                             .clipped_steps = -1};
             report_eval(rep, &l);
         }
         if (st->k == st->S - 1)

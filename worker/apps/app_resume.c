@@ -64,10 +64,9 @@ static int round_push(rc_state *s, int64_t step, int ada)
 /* FNV-1a over the bits of every value of the four tables. */
 static int digest(rc_state *s, uint64_t *out)
 {
-    uint64_t h = 1469598103934665603ULL;
+    uint64_t h = APP_DIGEST_START;
     int rc = wait_ok(s->w, pskv_pull(s->w, s->tm, s->sk, KEYS, s->av));
-    for (size_t i = 0; i < sizeof s->av; i++)
-        h = (h ^ ((const unsigned char *)s->av)[i]) * 1099511628211ULL;
+    h = app_digest_add(h, s->av, sizeof s->av);
     if (rc < 0)
         return rc;
     rc = wait_ok(s->w, pskv_pull(s->w, s->td, NULL, KEYS, s->dv));
@@ -77,11 +76,8 @@ static int digest(rc_state *s, uint64_t *out)
         rc = wait_ok(s->w, pskv_pull(s->w, s->ta, NULL, KEYS, s->av));
     const float *arrs[3] = {s->dv, s->sv, s->av};
     size_t lens[3] = {sizeof s->dv, sizeof s->sv, sizeof s->av};
-    for (int k = 0; k < 3; k++) {
-        const unsigned char *p = (const unsigned char *)arrs[k];
-        for (size_t i = 0; i < lens[k]; i++)
-            h = (h ^ p[i]) * 1099511628211ULL;
-    }
+    for (int k = 0; k < 3; k++)
+        h = app_digest_add(h, arrs[k], lens[k]);
     *out = h;
     return rc;
 }

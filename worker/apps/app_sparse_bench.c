@@ -46,11 +46,7 @@ static int meet(pskv_worker *w, const char *base, int n)
     int rc = pskv_barrier(w, 600000);
     if (rc < 0)
         return fail(w, "barrier", rc);
-    if (!*base)
-        return 0;
-    char path[4096];
-    snprintf(path, sizeof path, "%s.%d", base, n);
-    return app_wait_file("sparse-bench", path) < 0;
+    return app_wait_file_n("sparse-bench", base, n) < 0;
 }
 
 static void report(const char *phase, int rank, uint64_t keys, int64_t ns)

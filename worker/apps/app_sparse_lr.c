@@ -1,7 +1,7 @@
 /* --app sparse-lr: logistic regression on LIBSVM data with sparse keys.
  *
  * Weights live in a sparse table (one float per feature id, created on first
- * push), the bias under key BIAS_KEY. A batch pulls only the keys it touches and
+ * push), the bias under key SPARSE_BIAS_KEY. A batch pulls only the keys it touches and
  * pushes their mean gradients. The pull for the next batch is sent before this
  * batch is computed, so it travels while the CPU works (async, delay 1).
  * --clip-norm scales a batch's gradient down to that L2 norm. Rank 0 evaluates
@@ -26,7 +26,6 @@
 #include "trainpos.h"
 
 #define TMO 120000
-#define BIAS_KEY SPARSE_BIAS_KEY
 
 static int fail(pskv_worker *w, const char *what, int rc)
 {
@@ -101,7 +100,7 @@ static int save_model(pskv_worker *w, int t, const char *path)
         vals[i] = pairs[i].val;
     }
     free(pairs);
-    modelfile mf = {3, 0, 0, 1, n, keys, vals, 0, 0, 0, 0, 0};
+    modelfile mf = {.kind = 3, .out = 1, .n = n, .keys = keys, .vals = vals};
     rc = modelfile_save(path, &mf, why, sizeof why);
     free(keys);
     free(vals);
@@ -191,8 +190,6 @@ static int load_data(lr_run *r)
     int own = !*cfg_str(cfg, "test");
     rc = sparse_eval_load(e, own ? cfg_str(cfg, "train") : cfg_str(cfg, "test"), own ? split : 0,
                           own && split, why, sizeof why);
-    if (rc == -PSKV_ENOMEM)
-        return 1;
     if (rc < 0) {
         fprintf(stderr, "sparse-lr: %s\n", why);
         return 1;
@@ -293,7 +290,7 @@ static double batch_grad(lr_run *r, size_t lo, size_t hi)
     const libsvm_set *d = &r->d;
     const uint64_t *k = r->keys[r->cur];
     const float *wt = r->wv[r->cur];
-    size_t n = r->nk[r->cur], bias = sparse_find_key(k, n, BIAS_KEY);
+    size_t n = r->nk[r->cur], bias = sparse_find_key(k, n, SPARSE_BIAS_KEY);
     memset(r->grad, 0, n * sizeof *r->grad);
     double bl = 0;
     for (size_t i = lo; i < hi; i++) {
@@ -335,16 +332,17 @@ static int evaluate_step(lr_run *r, size_t step, int last)
     if ((rc = jobstats_read(r->w, r->ts, TMO, &all, &clipped)) < 0)
         return fail(r->w, "stats pull", rc);
     double train_s = (double)(e0 - r->t0 - r->eval_ns) / 1e9;
-    report_line l = {(double)(step + 1) / (double)r->steps_per_epoch, (int64_t)step + 1,
-                     (double)(tu_now_ns() - r->t0) / 1e9,
-                     r->loss_n ? r->loss_sum / (double)r->loss_n : NAN, ll,
-                     acc,
-                     train_s > r->last_train_s
-                         ? (all - r->last_total) / (train_s - r->last_train_s)
-                         : 0,
-                     auc,
-                     r->clip > 0 ? (int64_t)clipped : -1,
-                     0, 0, 0, 0};
+    report_line l = {.epoch = (double)(step + 1) / (double)r->steps_per_epoch,
+                     .step = (int64_t)step + 1,
+                     .time = (double)(tu_now_ns() - r->t0) / 1e9,
+                     .train_loss = r->loss_n ? r->loss_sum / (double)r->loss_n : NAN,
+                     .test_loss = ll,
+                     .accuracy = acc,
+                     .samples_per_s = train_s > r->last_train_s
+                                          ? (all - r->last_total) / (train_s - r->last_train_s)
+                                          : 0,
+                     .auc = auc,
+                     .clipped_steps = r->clip > 0 ? (int64_t)clipped : -1};
     pskv_traffic tr;
     if (pskv_traffic_get(r->w, -1, &tr) == 0)
         l.bytes_per_step = (double)(tr.sent + tr.received) / (double)(step + 1);

@@ -68,7 +68,7 @@ static uint64_t rng_next(uint64_t *s)
     return ring_mix64(*s);
 }
 
-static void shuffle(uint32_t *a, uint32_t n, uint64_t seed)
+void app_shuffle(uint32_t *a, uint32_t n, uint64_t seed)
 {
     for (uint32_t i = n; i > 1; i--) {
         uint32_t j = (uint32_t)(rng_next(&seed) % i);
@@ -153,10 +153,13 @@ static int push_stats(run *r, double samples)
 static int evaluate(run *r, double epoch, int64_t step)
 {
     int64_t e0 = tu_now_ns();
-    int64_t tp = r->ar ? 0 : pskv_pull(r->w, r->t, NULL, r->P, r->eval_params);
-    int rc = tp < 0 ? (int)tp : r->ar ? 0 : pskv_wait(r->w, tp, TMO);
-    if (r->ar) /* the workers' own weights (the servers' copy may be older) */
+    int rc = 0;
+    if (r->ar) { /* the workers' own weights (the servers' copy may be older) */
         memcpy(r->eval_params, r->buf[r->cur], r->P * sizeof(float));
+    } else {
+        int64_t tp = pskv_pull(r->w, r->t, NULL, r->P, r->eval_params);
+        rc = tp < 0 ? (int)tp : pskv_wait(r->w, tp, TMO);
+    }
     if (rc < 0)
         return rc;
     double loss = 0;
@@ -167,18 +170,15 @@ static int evaluate(run *r, double epoch, int64_t step)
         return rc;
     int64_t now = tu_now_ns();
     double train_s = (double)(e0 - r->t0_ns - r->eval_ns) / 1e9;
-    report_line l = {epoch,
-                     step,
-                     (double)(now - r->t0_ns) / 1e9,
-                     r->loss_n ? r->loss_sum / (double)r->loss_n : NAN,
-                     loss / (double)r->test.n,
-                     (double)correct / (double)r->test.n,
-                     train_s > r->last_train_s
-                         ? (total - r->last_samples) / (train_s - r->last_train_s)
-                         : 0,
-                     NAN,
-                     r->clip > 0 ? (int64_t)clipped : -1,
-                     0, 0, 0, 0};
+    report_line l = {.epoch = epoch, .step = step, .time = (double)(now - r->t0_ns) / 1e9,
+                     .train_loss = r->loss_n ? r->loss_sum / (double)r->loss_n : NAN,
+                     .test_loss = loss / (double)r->test.n,
+                     .accuracy = (double)correct / (double)r->test.n,
+                     .samples_per_s = train_s > r->last_train_s
+                                          ? (total - r->last_samples) / (train_s - r->last_train_s)
+                                          : 0,
+                     .auc = NAN,
+                     .clipped_steps = r->clip > 0 ? (int64_t)clipped : -1};
     pskv_traffic tr;
     if (step > 0 && pskv_traffic_get(r->w, -1, &tr) == 0)
         l.bytes_per_step = (double)(tr.sent + tr.received) / (double)step;
@@ -447,7 +447,7 @@ static int first_pull(run *r)
 static void new_epoch(run *r, int epoch)
 {
     for (; r->shuffled <= epoch; r->shuffled++)
-        shuffle(r->order, r->train.n,
+        app_shuffle(r->order, r->train.n,
                 ring_mix64(r->seed * 1000003 + (uint64_t)r->rank * 7919 +
                            (uint64_t)r->shuffled));
     r->epoch_loss = 0;
@@ -721,8 +721,9 @@ static int final_results(run *r)
     const char *save = cfg_str(r->cfg, "save-model");
     if (*save) {
         char why[512];
-        modelfile mf = {(uint32_t)(r->mlp ? 2 : 1), r->train.dim, (uint32_t)r->hidden, 10, r->P,
-                        NULL, r->eval_params, 0, 0, 0, 0, 0};
+        modelfile mf = {.kind = (uint32_t)(r->mlp ? 2 : 1), .in = r->train.dim,
+                        .hidden = (uint32_t)r->hidden, .out = 10, .n = r->P,
+                        .vals = r->eval_params};
         if (modelfile_save(save, &mf, why, sizeof why) < 0) {
             fprintf(stderr, "train: --save-model: %s\n", why);
             status = 1;

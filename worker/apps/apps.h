@@ -35,6 +35,9 @@ int app_stopped(const char *app);
  * Returns 0, or -1 on a stop signal or after saying on stderr that it did not
  * appear. */
 int app_wait_file(const char *app, const char *path);
+/* The tests' pause N of a run: app_wait_file for BASE.N; 0 at once when base is
+ * "" (no --replay-wait). */
+int app_wait_file_n(const char *app, const char *base, int n);
 
 /* Frees p (NULL: nothing) once worker_main's pskv_worker_close has returned: for
  * the buffers of an app that fails while a pull may still be in flight into them
@@ -76,6 +79,8 @@ int app_sparse_lr_table(pskv_worker *w, cfg_entry *cfg);
 /* A training table's options: one dense run of P floats, the updater flags, and
  * uniform initial values within 1/sqrt(dim) (dim: the first layer's inputs). */
 void app_train_table_opts(cfg_entry *cfg, uint32_t dim, size_t P, pskv_table_opts *o);
+/* Shuffles a[0..n) in place (Fisher-Yates); the same seed gives the same order. */
+void app_shuffle(uint32_t *a, uint32_t n, uint64_t seed);
 
 /* --app pipeline: an MLP cut into stages on separate workers (app_pipeline.c). */
 int app_pipeline(pskv_worker *w, cfg_entry *cfg);
@@ -91,6 +96,10 @@ int app_evaluate_file(cfg_entry *cfg);
 
 /* FNV-1a over n floats' bytes: equal digests, equal values bit for bit. */
 uint64_t app_digest(const float *v, size_t n);
+/* FNV-1a over several pieces: h = APP_DIGEST_START, then h = app_digest_add(h,
+ * piece, bytes) for each (app_digest is one piece of floats). */
+#define APP_DIGEST_START 1469598103934665603ULL
+uint64_t app_digest_add(uint64_t h, const void *p, size_t bytes);
 
 /* Checks, before joining, that the Fashion-MNIST files exist; prints which path
  * was tried and how to install the data when they do not. Returns 0 or -1. */
@@ -102,6 +111,8 @@ int app_allreduce_check(pskv_worker *w, cfg_entry *cfg);
 
 /* --app bench --op allreduce: all-reduce step time, algbw and busbw (app_allreduce.c). */
 int app_allreduce_bench(pskv_worker *w, cfg_entry *cfg);
+/* The median of v[0..n) (n >= 1; sorts v in place): bench's summary lines. */
+double app_median(double *v, int n);
 
 /* --app replay: a fixed gradient schedule through --updater, final values printed
  * (app_replay.c). */

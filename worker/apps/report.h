@@ -12,6 +12,9 @@
 
 #include <stdint.h>
 
+/* One evaluation. Filled with designated initialisers: a field left out is 0,
+ * which reads as absent for every field but auc (give NAN) and clipped_steps
+ * (give -1). */
 typedef struct report_line {
     double epoch;         /* the evaluating worker's fractional epoch */
     int64_t step;         /* its step count */

@@ -44,35 +44,6 @@ size_t sparse_find_key(const uint64_t *keys, size_t n, uint64_t k)
 
 double sparse_sigmoid(double z) { return z >= 0 ? 1 / (1 + exp(-z)) : exp(z) / (1 + exp(z)); }
 
-static int cmp_score(const void *a, const void *b)
-{
-    float x = ((const sparse_scored *)a)->s, y = ((const sparse_scored *)b)->s;
-    return x < y ? -1 : x > y;
-}
-
-/* AUC by the rank-sum (ties get their average rank). */
-static double auc_of(sparse_scored *v, size_t n)
-{
-    qsort(v, n, sizeof *v, cmp_score);
-    double pos = 0, rank_sum = 0;
-    for (size_t i = 0; i < n;) {
-        size_t j = i;
-        while (j < n && v[j].s == v[i].s)
-            j++;
-        double avg = (double)(i + j + 1) / 2.0; /* ranks i+1..j */
-        for (size_t k = i; k < j; k++)
-            if (v[k].y > 0.5) {
-                rank_sum += avg;
-                pos++;
-            }
-        i = j;
-    }
-    double neg = (double)n - pos;
-    if (pos == 0 || neg == 0)
-        return NAN;
-    return (rank_sum - pos * (pos + 1) / 2) / (pos * neg);
-}
-
 int sparse_eval_load(evalset *e, const char *path, uint64_t holdout, int held, char *why,
                      size_t whylen)
 {
@@ -105,12 +76,11 @@ void sparse_eval_score(evalset *e, double *logloss, double *auc, double *acc)
         p = p < 1e-7 ? 1e-7 : p > 1 - 1e-7 ? 1 - 1e-7 : p;
         ll -= y * log(p) + (1 - y) * log(1 - p);
         correct += (p >= 0.5) == (y > 0.5);
-        e->sc[i].s = (float)z;
-        e->sc[i].y = (float)y;
+        e->sc[i] = (auc_item){z, y > 0.5};
     }
     *logloss = ll / (double)e->d.n;
     *acc = (double)correct / (double)e->d.n;
-    *auc = auc_of(e->sc, e->d.n);
+    *auc = auc_rank_sum(e->sc, e->d.n);
 }
 
 void sparse_eval_free(evalset *e)

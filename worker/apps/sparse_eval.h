@@ -12,21 +12,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "auc.h"
 #include "libsvm.h"
 
 #define SPARSE_BIAS_KEY UINT64_MAX
-
-typedef struct sparse_scored {
-    float s;
-    float y;
-} sparse_scored;
 
 typedef struct evalset {
     libsvm_set d;
     uint64_t *keys; /* distinct keys of the whole set + bias, sorted */
     size_t nkeys;
     float *w;       /* their weights, pulled by the caller */
-    sparse_scored *sc;
+    auc_item *sc;   /* scratch for the AUC */
 } evalset;
 
 /* The distinct keys of examples [lo, hi) of d plus the bias, sorted, into keys

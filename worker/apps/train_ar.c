@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "apps.h"
 #include "report.h"
 #include "updater.h"
 
@@ -120,15 +121,6 @@ static void scale_by(float *v, size_t n, float f)
         v[i] *= f;
 }
 
-static uint64_t digest_of(const float *v, size_t n)
-{
-    uint64_t h = 1469598103934665603ULL;
-    const unsigned char *c = (const unsigned char *)v;
-    for (size_t i = 0; i < n * sizeof *v; i++)
-        h = (h ^ c[i]) * 1099511628211ULL;
-    return h;
-}
-
 /* With a loss scale: unscales the mean gradient, or returns 0 when it holds an
  * inf or NaN (every rank has the same bits, so every rank decides alike): the
  * step is skipped and a dynamic scale halved. A dynamic scale doubles after
@@ -192,7 +184,7 @@ int train_ar_step(train_ar *a, pskv_worker *w, int table, float *grad, float *we
     if (a->digests)
         printf("allreduce step %ld %s scale %g skipped %ld weights %016llx\n", step,
                apply ? "applied" : "skipped", a->scale, a->skipped,
-               (unsigned long long)digest_of(weights, a->P));
+               (unsigned long long)app_digest(weights, a->P));
     if (step % a->copy_every == 0)
         return train_ar_copy(a, w, table, weights);
     return 0;

@@ -64,6 +64,28 @@ int app_wait_file(const char *app, const char *path)
     return -1;
 }
 
+uint64_t app_digest_add(uint64_t h, const void *p, size_t bytes)
+{
+    const unsigned char *c = p;
+    for (size_t i = 0; i < bytes; i++)
+        h = (h ^ c[i]) * 1099511628211ULL;
+    return h;
+}
+
+uint64_t app_digest(const float *v, size_t n)
+{
+    return app_digest_add(APP_DIGEST_START, v, n * sizeof *v);
+}
+
+int app_wait_file_n(const char *app, const char *base, int n)
+{
+    if (!*base)
+        return 0;
+    char path[4096];
+    snprintf(path, sizeof path, "%s.%d", base, n);
+    return app_wait_file(app, path);
+}
+
 /* What app_free_after_close was given; freed once pskv_worker_close returned. */
 #define AFTER_CLOSE_MAX 16
 static void *after_close[AFTER_CLOSE_MAX];
@@ -552,7 +574,6 @@ int main(int argc, char **argv)
     int pipeline = !strcmp(app, "pipeline");
     int sparse = !strcmp(app, "sparse-lr");
     if (strcmp(app, "check") && strcmp(app, "bench") && strcmp(app, "resume-check") &&
-        strcmp(app, "filter-check") &&
         strcmp(app, "replay") && strcmp(app, "admit") && strcmp(app, "incr-check") &&
         strcmp(app, "sparse-bench") && strcmp(app, "allreduce-check") &&
         strcmp(app, "filter-check") && !dense_train && !sparse && !pipeline) {
@@ -577,7 +598,7 @@ int main(int argc, char **argv)
     filter_set fs;
     char fwhy[300];
     if (filter_parse_list(&fs, cfg_str(config, "filter"), fwhy, sizeof fwhy) < 0) {
-        fprintf(stderr, "pskv-worker: --filter: %s\n", fwhy);
+        fprintf(stderr, PROG ": --filter: %s\n", fwhy);
         return 2;
     }
     const cfg_entry *clip = cfg_find(config, "clip-norm");

@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auc.h"
 #include "ring.h"
 
 #define ZIPF_S 1.1          /* power-law exponent (draw_rank hard-codes 1/(1-s) = -10) */
@@ -306,42 +307,6 @@ static char *put_u64(char *p, uint64_t v)
     return p;
 }
 
-/* ---- AUC --------------------------------------------------------------------- */
-
-typedef struct scored {
-    double score;
-    int label;
-} scored;
-
-static int cmp_scored(const void *a, const void *b)
-{
-    double x = ((const scored *)a)->score, y = ((const scored *)b)->score;
-    return x < y ? -1 : x > y;
-}
-
-/* Mann-Whitney: the mean rank of the positives, ties sharing their average rank. */
-static double auc(scored *v, size_t n)
-{
-    qsort(v, n, sizeof *v, cmp_scored);
-    double pos = 0, rank_sum = 0;
-    for (size_t i = 0; i < n;) {
-        size_t j = i;
-        while (j < n && v[j].score == v[i].score)
-            j++;
-        double avg = (double)(i + 1 + j) / 2.0;
-        for (size_t k = i; k < j; k++)
-            if (v[k].label) {
-                pos++;
-                rank_sum += avg;
-            }
-        i = j;
-    }
-    double neg = (double)n - pos;
-    if (pos == 0 || neg == 0)
-        return NAN;
-    return (rank_sum - pos * (pos + 1) / 2.0) / (pos * neg);
-}
-
 /* ---- flags ------------------------------------------------------------------- */
 
 static int bad_usage(const char *fmt, const char *arg)
@@ -596,7 +561,7 @@ static double planted_score(const model *m, const feat *f, int n)
 /* Writes every example; test scores and labels go to *sc for the AUC. Returns 0,
  * or -1 out of memory (said on stderr); write errors are left in train and test. */
 static int generate(const opts *o, model *m, out *train, out *test, tailset *tail,
-                    uint64_t *ntrain, uint64_t *ntest, scored **sc, size_t *nsc)
+                    uint64_t *ntrain, uint64_t *ntest, auc_item **sc, size_t *nsc)
 {
     uint32_t k = (uint32_t)o->nnz;
     feat *f = malloc((k + 1) * sizeof *f), *tmp = malloc((k + 1) * sizeof *tmp);
@@ -637,13 +602,13 @@ static int generate(const opts *o, model *m, out *train, out *test, tailset *tai
                       (uint64_t)(((unsigned __int128)e * t32) >> 32);
         if (is_test) {
             if (*nsc == cap_sc) {
-                scored *g = realloc(*sc, 2 * cap_sc * sizeof *g);
+                auc_item *g = realloc(*sc, 2 * cap_sc * sizeof *g);
                 if (g == NULL)
                     goto done;
                 *sc = g;
                 cap_sc *= 2;
             }
-            (*sc)[(*nsc)++] = (scored){z, label};
+            (*sc)[(*nsc)++] = (auc_item){z, label};
             (*ntest)++;
         } else {
             (*ntrain)++;
@@ -674,7 +639,7 @@ int main(int argc, char **argv)
     tailset tail = {NULL, NULL, 0, 0};
     out train = {0}, test = {0};
     char *train_path = NULL, *test_path = NULL;
-    scored *sc = NULL;
+    auc_item *sc = NULL;
     size_t nsc = 0;
     uint64_t ntrain = 0, ntest = 0;
     int status = 1;
@@ -697,7 +662,7 @@ int main(int argc, char **argv)
         distinct += (m.hot[r].bits & HOT_SEEN) != 0;
     printf("train_examples=%llu test_examples=%llu distinct_features=%llu\n",
            (unsigned long long)ntrain, (unsigned long long)ntest, (unsigned long long)distinct);
-    printf("planted_auc=%.4f\n", auc(sc, nsc));
+    printf("planted_auc=%.4f\n", auc_rank_sum(sc, nsc));
     status = fflush(stdout) == 0 ? 0 : 1;
 done:
     close_out(&train);

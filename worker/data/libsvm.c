@@ -213,6 +213,33 @@ static void shrink(void **p, size_t count, size_t elem)
         *p = np;
 }
 
+/* Opens path for reading, with a large stdio buffer (getline reads through it: it
+ * saves read calls). NULL with *rc and why on failure. */
+static FILE *open_svm(const char *path, int *rc, char *why, size_t whylen)
+{
+    FILE *fp = fopen(path, "r");
+    if (fp == NULL) {
+        int e = errno;
+        log_why(why, whylen, "%s: %s", path, strerror(e));
+        *rc = e == ENOENT || e == ENOTDIR ? -PSKV_ENOTFOUND : -PSKV_EIO;
+        return NULL;
+    }
+    setvbuf(fp, NULL, _IOFBF, 1 << 20);
+    return fp;
+}
+
+/* The example in line[0..len): *p and *end around it, the comment and leading
+ * blanks left out. 0 for a blank or comment-only line (not an example). */
+static int example_text(const char *line, ssize_t len, const char **p, const char **end)
+{
+    const char *hash = memchr(line, '#', (size_t)len);
+    *p = line;
+    *end = hash != NULL ? hash : line + len;
+    while (*p < *end && is_ws(**p))
+        (*p)++;
+    return *p < *end;
+}
+
 /* Examples e in [lo, hi) with e % nshards == shard. */
 static int load_range(const char *path, uint32_t shard, uint32_t nshards, uint64_t max_idx,
                       uint64_t lo, uint64_t hi, libsvm_set *out, char *why, size_t whylen)
@@ -226,18 +253,14 @@ static int load_range(const char *path, uint32_t shard, uint32_t nshards, uint64
         return -PSKV_EINVAL;
     }
     memset(out, 0, sizeof *out);
-    FILE *fp = fopen(path, "r");
-    if (fp == NULL) {
-        int e = errno;
-        log_why(why, whylen, "%s: %s", path, strerror(e));
-        return e == ENOENT || e == ENOTDIR ? -PSKV_ENOTFOUND : -PSKV_EIO;
-    }
-    /* getline reads through stdio's buffer: a large one saves read calls. */
-    setvbuf(fp, NULL, _IOFBF, 1 << 20);
+    int rc = 0;
+    FILE *fp = open_svm(path, &rc, why, whylen);
+    if (fp == NULL)
+        return rc;
 
     csr c;
     memset(&c, 0, sizeof c);
-    int rc = grow_n(&c, 1);
+    rc = grow_n(&c, 1);
     if (rc == 0)
         c.s.off[0] = 0;
     char *line = NULL;
@@ -256,14 +279,9 @@ static int load_range(const char *path, uint32_t shard, uint32_t nshards, uint64
             break;
         }
         w.line++;
-        const char *p = line, *end = line + len;
-        const char *hash = memchr(p, '#', (size_t)len);
-        if (hash != NULL)
-            end = hash;
-        while (p < end && is_ws(*p))
-            p++;
-        if (p == end)
-            continue;   /* blank or comment only: not an example */
+        const char *p, *end;
+        if (!example_text(line, len, &p, &end))
+            continue;
         uint64_t e = example++;
         if (e < lo || e >= hi || e % nshards != shard)
             continue;
@@ -286,6 +304,7 @@ static int load_range(const char *path, uint32_t shard, uint32_t nshards, uint64
     shrink((void **)&c.s.idx, c.s.nnz, sizeof *c.s.idx);
     shrink((void **)&c.s.val, c.s.nnz, sizeof *c.s.val);
     c.s.lines = w.line;
+    c.s.examples = example;
     *out = c.s;
     return 0;
 }
@@ -298,26 +317,19 @@ int libsvm_load(const char *path, uint32_t shard, uint32_t nshards, uint64_t max
 
 int libsvm_count(const char *path, uint64_t *n, char *why, size_t whylen)
 {
-    FILE *fp = fopen(path, "r");
-    if (fp == NULL) {
-        int e = errno;
-        log_why(why, whylen, "%s: %s", path, strerror(e));
-        return e == ENOENT || e == ENOTDIR ? -PSKV_ENOTFOUND : -PSKV_EIO;
-    }
-    setvbuf(fp, NULL, _IOFBF, 1 << 20);
+    int rc = 0;
+    FILE *fp = open_svm(path, &rc, why, whylen);
+    if (fp == NULL)
+        return rc;
     char *line = NULL;
     size_t cap = 0;
     ssize_t len;
     *n = 0;
     while ((len = getline(&line, &cap, fp)) >= 0) {
-        const char *p = line, *end = line + len, *hash = memchr(p, '#', (size_t)len);
-        if (hash != NULL)
-            end = hash;
-        while (p < end && is_ws(*p))
-            p++;
-        *n += p < end;
+        const char *p, *end;
+        *n += example_text(line, len, &p, &end);
     }
-    int rc = ferror(fp) ? -PSKV_EIO : 0;
+    rc = ferror(fp) ? -PSKV_EIO : 0;
     if (rc)
         log_why(why, whylen, "%s: read error", path);
     free(line);

@@ -26,6 +26,7 @@ typedef struct libsvm_set {
     float *y;           /* labels, 0 or 1 */
     uint64_t max_idx;   /* largest feature id seen in the kept examples */
     size_t lines;       /* lines read in the whole file */
+    uint64_t examples;  /* examples in the whole file (every shard's, held out or not) */
 } libsvm_set;
 
 /* Reads `path`, keeping the shard's examples. max_idx > 0 refuses a feature id
