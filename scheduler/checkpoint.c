@@ -104,11 +104,8 @@ static int reads_file(void *ctx, uint32_t server, uint32_t old)
  * logging the first partition no server has a file of. */
 static int plan_checkpoint(const manifest_entry *e, reshard_plan *pl)
 {
-    uint32_t live[4096];
-    size_t ns = 0;
-    for (int i = 0; i < memb.nnodes && ns < 4096; i++)
-        if (memb.nodes[i].role == PSKV__ROLE__SERVER && !memb.nodes[i].dead)
-            live[ns++] = memb.nodes[i].id;
+    uint32_t live[VIEW_MAX_SERVERS];
+    size_t ns = view_live_servers(live);
     int rc = reshard_make(pl, e->partitions, e->replicas, e->vnodes, e->chains, live, ns,
                           reads_file, (void *)e);
     if (rc < 0) {
