@@ -30,7 +30,6 @@ static struct {
     size_t keep;        /* --keep-checkpoints (0 = every one) */
     int full_every;     /* --full-every (1 = every checkpoint full) */
     int cycle;          /* checkpoints started since the last full one asked for */
-    int delta;          /* the one in progress was asked as a delta */
     manifest man;       /* complete checkpoints */
     uint64_t seq;       /* the last checkpoint started */
     int busy;           /* one in progress */
@@ -371,17 +370,16 @@ void ckpt_start(wire_msg *msg)
     /* --full-every K: a full one, then K - 1 deltas; a request may ask for full */
     int full = C.cycle == 0 || (msg && msg->meta->has_delta && !msg->meta->delta);
     C.cycle = full ? 1 % C.full_every : (C.cycle + 1) % C.full_every;
-    C.delta = !full;
     Pskv__Meta m;
     sched_meta(&m, PSKV__MSG_TYPE__CHECKPOINT);
     m.has_seq = 1;
     m.seq = C.seq;
     m.has_delta = 1;
-    m.delta = C.delta;
+    m.delta = !full;
     for (int i = 0; i < memb.nnodes; i++)
         if (memb.nodes[i].role == PSKV__ROLE__SERVER && !memb.nodes[i].dead)
             sched_send(&memb.nodes[i], &m);
-    LOG_I("checkpoint %llu started%s", (unsigned long long)C.seq, C.delta ? " (a delta)" : "");
+    LOG_I("checkpoint %llu started%s", (unsigned long long)C.seq, full ? "" : " (a delta)");
 }
 
 void ckpt_on_ack(wire_msg *msg)
