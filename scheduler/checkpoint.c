@@ -270,38 +270,31 @@ static void ckpt_complete(void)
     e.job = memb.job_id;
     e.time = (int64_t)time(NULL);
     e.chains = (uint32_t *)view_chains(&e.partitions, &e.replicas, &e.vnodes);
-    manifest_progress *g = calloc((size_t)memb.nnodes + 1, sizeof *g);
-    if (!g) {
-        ckpt_fail(PSKV_ENOMEM, "scheduler out of memory");
-        return;
-    }
-    for (int i = 0; i < memb.nnodes; i++) {
-        memb_node *n = &memb.nodes[i];
-        if (n->role != PSKV__ROLE__WORKER)
-            continue;
-        g[e.nworkers].rank = n->rank;
-        memcpy(&g[e.nworkers].epoch, n->progress, sizeof n->progress);
-        e.nworkers++;
-    }
-    e.workers = g;
+    size_t room = (size_t)memb.nnodes + 1;
+    manifest_progress *g = calloc(room, sizeof *g);
+    e.base_nodes = calloc(room, sizeof *e.base_nodes);
+    e.bases = calloc(room, sizeof *e.bases);
     uint64_t bytes = 0;
     size_t ndelta = 0;
-    e.base_nodes = calloc((size_t)memb.nnodes + 1, sizeof *e.base_nodes);
-    e.bases = calloc((size_t)memb.nnodes + 1, sizeof *e.bases);
-    for (int i = 0; e.bases && e.base_nodes && i < memb.nnodes; i++) {
-        memb_node *n = &memb.nodes[i];
-        if (n->role != PSKV__ROLE__SERVER || n->ckpt_acked != C.seq)
-            continue;
-        e.base_nodes[e.nbases] = n->id;
-        e.bases[e.nbases++] = n->ckpt_base;
-        ndelta += n->ckpt_base != C.seq;
-        bytes += n->ckpt_bytes;
-    }
     char why[600];
-    int rc = e.bases && e.base_nodes ? manifest_append(C.data_dir, &C.man, &e, why, sizeof why)
-                                     : -PSKV_ENOMEM;
-    if (rc == -PSKV_ENOMEM && !(e.bases && e.base_nodes))
-        snprintf(why, sizeof why, "scheduler out of memory");
+    int rc = -PSKV_ENOMEM;
+    snprintf(why, sizeof why, "scheduler out of memory");
+    for (int i = 0; g && e.base_nodes && e.bases && i < memb.nnodes; i++) {
+        memb_node *n = &memb.nodes[i];
+        if (n->role == PSKV__ROLE__WORKER) {
+            g[e.nworkers].rank = n->rank;
+            memcpy(&g[e.nworkers].epoch, n->progress, sizeof n->progress);
+            e.nworkers++;
+        } else if (n->role == PSKV__ROLE__SERVER && n->ckpt_acked == C.seq) {
+            e.base_nodes[e.nbases] = n->id;
+            e.bases[e.nbases++] = n->ckpt_base;
+            ndelta += n->ckpt_base != C.seq;
+            bytes += n->ckpt_bytes;
+        }
+    }
+    e.workers = g;
+    if (g && e.base_nodes && e.bases)
+        rc = manifest_append(C.data_dir, &C.man, &e, why, sizeof why);
     free(g);
     free(e.base_nodes);
     free(e.bases);
