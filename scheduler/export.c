@@ -259,7 +259,8 @@ static int cmp_kv(const void *a, const void *b)
 /* The gathered model as a model file at out. */
 static int write_model(gather *g, const char *out, char *why, size_t whylen)
 {
-    modelfile m = {g->kind, g->in, g->hidden, g->out, g->size, NULL, g->vals, 0, 0, 0, 0, 0};
+    modelfile m = {.kind = g->kind, .in = g->in, .hidden = g->hidden, .out = g->out,
+                   .n = g->size, .vals = g->vals}; /* no evaluation record */
     if (g->dense) {
         for (uint64_t i = 0; i < g->size; i++)
             if (!g->have[i]) {
