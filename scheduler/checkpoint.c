@@ -316,16 +316,20 @@ static void ckpt_complete(void)
     answer_requesters(0, NULL);
 }
 
+/* A server that writes the checkpoint and is waited for: live and not stopped (a
+ * drained server that left was told to exit). */
+static int writes(const memb_node *n)
+{
+    return n->role == PSKV__ROLE__SERVER && !n->dead && n->state != NODE_FINISHED;
+}
+
 void ckpt_check_done(void)
 {
     if (!C.busy)
         return;
-    for (int i = 0; i < memb.nnodes; i++) {
-        memb_node *n = &memb.nodes[i];
-        if (n->role == PSKV__ROLE__SERVER && !n->dead && n->state != NODE_FINISHED &&
-            n->ckpt_acked != C.seq)
+    for (int i = 0; i < memb.nnodes; i++)
+        if (writes(&memb.nodes[i]) && memb.nodes[i].ckpt_acked != C.seq)
             return;
-    }
     if (view_lost()) {
         ckpt_fail(PSKV_ELOST, "partitions were lost (every replica died): no complete copy");
         return;
@@ -370,7 +374,7 @@ void ckpt_start(wire_msg *msg)
     m.has_delta = 1;
     m.delta = !full;
     for (int i = 0; i < memb.nnodes; i++)
-        if (memb.nodes[i].role == PSKV__ROLE__SERVER && !memb.nodes[i].dead)
+        if (writes(&memb.nodes[i]))
             sched_send(&memb.nodes[i], &m);
     LOG_I("checkpoint %llu started%s", (unsigned long long)C.seq, full ? "" : " (a delta)");
 }
