@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ckpt.h"
+#include "grow.h"
 #include "pskv_errors.h"
 
 static int on_peek(void *ctx, uint32_t tag, const void *data, uint64_t len)
@@ -40,14 +41,13 @@ int ckptrec_chain(const char *dir, uint64_t job, uint64_t seq, uint32_t node, ui
     for (uint64_t s = seq;;) {
         char path[4200];
         snprintf(path, sizeof path, "%s/" CKPTREC_NAME_FMT, dir, job, s, node);
-        if (n == cap) {
-            uint64_t *g = n < CKPTREC_CHAIN_MAX
-                              ? realloc(*seqs, (cap = cap ? 2 * cap : 8) * sizeof *g) : NULL;
-            if (!g) {
-                snprintf(why, whylen, "%s: more deltas than can be loaded", path);
-                return n < CKPTREC_CHAIN_MAX ? -PSKV_ENOMEM : -PSKV_EPROTO;
-            }
-            *seqs = g;
+        if (n == CKPTREC_CHAIN_MAX) {
+            snprintf(why, whylen, "%s: more deltas than can be loaded", path);
+            return -PSKV_EPROTO;
+        }
+        if (grow_array((void **)seqs, &cap, n + 1, sizeof **seqs) < 0) {
+            snprintf(why, whylen, "out of memory");
+            return -PSKV_ENOMEM;
         }
         (*seqs)[n++] = s;
         ckptrec_peek k;

@@ -12,6 +12,8 @@
 #include "pskv_errors.h"
 #include "wire.h"
 
+#define KNOWN "keycache[:MB], lz4, zstd[:LEVEL], int8, sign, significant:THRESH"
+
 /* An integer argument lo..hi of filter `name`, or the default when arg is NULL. */
 static int int_arg(const char *name, const char *arg, long lo, long hi, long def, long *out,
                    char *why, size_t whylen)
@@ -39,8 +41,7 @@ static int parse_one(filter_set *fs, const char *spec, char *why, size_t whylen)
     size_t nl = colon ? (size_t)(colon - spec) : strlen(spec);
     const char *arg = colon ? colon + 1 : NULL;
     if (nl == 0 || nl >= sizeof name) {
-        snprintf(why, whylen, "filter '%s': no such filter (keycache[:MB], lz4, zstd[:LEVEL], int8, sign, significant:THRESH)",
-                 spec);
+        snprintf(why, whylen, "filter '%s': no such filter (" KNOWN ")", spec);
         return -PSKV_EINVAL;
     }
     memcpy(name, spec, nl);
@@ -93,8 +94,7 @@ static int parse_one(filter_set *fs, const char *spec, char *why, size_t whylen)
     }
     int lz4 = !strcmp(name, "lz4"), zstd = !strcmp(name, "zstd");
     if (!lz4 && !zstd) {
-        snprintf(why, whylen, "filter '%s': no such filter (keycache[:MB], lz4, zstd[:LEVEL], int8, sign, significant:THRESH)",
-                 name);
+        snprintf(why, whylen, "filter '%s': no such filter (" KNOWN ")", name);
         return -PSKV_EINVAL;
     }
     if (fs->codec != FCODEC_NONE) {

@@ -30,7 +30,6 @@ static struct {
     size_t keep;        /* --keep-checkpoints (0 = every one) */
     int full_every;     /* --full-every (1 = every checkpoint full) */
     int cycle;          /* checkpoints started since the last full one asked for */
-    int delta;          /* the one in progress was asked as a delta */
     manifest man;       /* complete checkpoints */
     uint64_t seq;       /* the last checkpoint started */
     int busy;           /* one in progress */
@@ -104,11 +103,8 @@ static int reads_file(void *ctx, uint32_t server, uint32_t old)
  * logging the first partition no server has a file of. */
 static int plan_checkpoint(const manifest_entry *e, reshard_plan *pl)
 {
-    uint32_t live[4096];
-    size_t ns = 0;
-    for (int i = 0; i < memb.nnodes && ns < 4096; i++)
-        if (memb.nodes[i].role == PSKV__ROLE__SERVER && !memb.nodes[i].dead)
-            live[ns++] = memb.nodes[i].id;
+    uint32_t live[VIEW_MAX_SERVERS];
+    size_t ns = view_live_servers(live);
     int rc = reshard_make(pl, e->partitions, e->replicas, e->vnodes, e->chains, live, ns,
                           reads_file, (void *)e);
     if (rc < 0) {
@@ -274,38 +270,31 @@ static void ckpt_complete(void)
     e.job = memb.job_id;
     e.time = (int64_t)time(NULL);
     e.chains = (uint32_t *)view_chains(&e.partitions, &e.replicas, &e.vnodes);
-    manifest_progress *g = calloc((size_t)memb.nnodes + 1, sizeof *g);
-    if (!g) {
-        ckpt_fail(PSKV_ENOMEM, "scheduler out of memory");
-        return;
-    }
-    for (int i = 0; i < memb.nnodes; i++) {
-        memb_node *n = &memb.nodes[i];
-        if (n->role != PSKV__ROLE__WORKER)
-            continue;
-        g[e.nworkers].rank = n->rank;
-        memcpy(&g[e.nworkers].epoch, n->progress, sizeof n->progress);
-        e.nworkers++;
-    }
-    e.workers = g;
+    size_t room = (size_t)memb.nnodes + 1;
+    manifest_progress *g = calloc(room, sizeof *g);
+    e.base_nodes = calloc(room, sizeof *e.base_nodes);
+    e.bases = calloc(room, sizeof *e.bases);
     uint64_t bytes = 0;
     size_t ndelta = 0;
-    e.base_nodes = calloc((size_t)memb.nnodes + 1, sizeof *e.base_nodes);
-    e.bases = calloc((size_t)memb.nnodes + 1, sizeof *e.bases);
-    for (int i = 0; e.bases && e.base_nodes && i < memb.nnodes; i++) {
-        memb_node *n = &memb.nodes[i];
-        if (n->role != PSKV__ROLE__SERVER || n->ckpt_acked != C.seq)
-            continue;
-        e.base_nodes[e.nbases] = n->id;
-        e.bases[e.nbases++] = n->ckpt_base;
-        ndelta += n->ckpt_base != C.seq;
-        bytes += n->ckpt_bytes;
-    }
     char why[600];
-    int rc = e.bases && e.base_nodes ? manifest_append(C.data_dir, &C.man, &e, why, sizeof why)
-                                     : -PSKV_ENOMEM;
-    if (rc == -PSKV_ENOMEM && !(e.bases && e.base_nodes))
-        snprintf(why, sizeof why, "scheduler out of memory");
+    int rc = -PSKV_ENOMEM;
+    snprintf(why, sizeof why, "scheduler out of memory");
+    for (int i = 0; g && e.base_nodes && e.bases && i < memb.nnodes; i++) {
+        memb_node *n = &memb.nodes[i];
+        if (n->role == PSKV__ROLE__WORKER) {
+            g[e.nworkers].rank = n->rank;
+            memcpy(&g[e.nworkers].epoch, n->progress, sizeof n->progress);
+            e.nworkers++;
+        } else if (n->role == PSKV__ROLE__SERVER && n->ckpt_acked == C.seq) {
+            e.base_nodes[e.nbases] = n->id;
+            e.bases[e.nbases++] = n->ckpt_base;
+            ndelta += n->ckpt_base != C.seq;
+            bytes += n->ckpt_bytes;
+        }
+    }
+    e.workers = g;
+    if (g && e.base_nodes && e.bases)
+        rc = manifest_append(C.data_dir, &C.man, &e, why, sizeof why);
     free(g);
     free(e.base_nodes);
     free(e.bases);
@@ -327,16 +316,20 @@ static void ckpt_complete(void)
     answer_requesters(0, NULL);
 }
 
+/* A server that writes the checkpoint and is waited for: live and not stopped (a
+ * drained server that left was told to exit). */
+static int writes(const memb_node *n)
+{
+    return n->role == PSKV__ROLE__SERVER && !n->dead && n->state != NODE_FINISHED;
+}
+
 void ckpt_check_done(void)
 {
     if (!C.busy)
         return;
-    for (int i = 0; i < memb.nnodes; i++) {
-        memb_node *n = &memb.nodes[i];
-        if (n->role == PSKV__ROLE__SERVER && !n->dead && n->state != NODE_FINISHED &&
-            n->ckpt_acked != C.seq)
+    for (int i = 0; i < memb.nnodes; i++)
+        if (writes(&memb.nodes[i]) && memb.nodes[i].ckpt_acked != C.seq)
             return;
-    }
     if (view_lost()) {
         ckpt_fail(PSKV_ELOST, "partitions were lost (every replica died): no complete copy");
         return;
@@ -374,17 +367,16 @@ void ckpt_start(wire_msg *msg)
     /* --full-every K: a full one, then K - 1 deltas; a request may ask for full */
     int full = C.cycle == 0 || (msg && msg->meta->has_delta && !msg->meta->delta);
     C.cycle = full ? 1 % C.full_every : (C.cycle + 1) % C.full_every;
-    C.delta = !full;
     Pskv__Meta m;
     sched_meta(&m, PSKV__MSG_TYPE__CHECKPOINT);
     m.has_seq = 1;
     m.seq = C.seq;
     m.has_delta = 1;
-    m.delta = C.delta;
+    m.delta = !full;
     for (int i = 0; i < memb.nnodes; i++)
-        if (memb.nodes[i].role == PSKV__ROLE__SERVER && !memb.nodes[i].dead)
+        if (writes(&memb.nodes[i]))
             sched_send(&memb.nodes[i], &m);
-    LOG_I("checkpoint %llu started%s", (unsigned long long)C.seq, C.delta ? " (a delta)" : "");
+    LOG_I("checkpoint %llu started%s", (unsigned long long)C.seq, full ? "" : " (a delta)");
 }
 
 void ckpt_on_ack(wire_msg *msg)

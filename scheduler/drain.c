@@ -13,16 +13,30 @@
 #include "timeutil.h"
 #include "view.h"
 
-/* Live servers not being drained, n excluded. */
+/* 1 when s is a server that stays: live, not stopped, not being drained. */
+static int stays(const memb_node *s)
+{
+    return s->role == PSKV__ROLE__SERVER && !s->dead && s->state != NODE_FINISHED &&
+           s->drain == DRAIN_NONE;
+}
+
+/* Servers that stay, n excluded. */
 static int servers_staying(const memb_node *n)
 {
     int left = 0;
-    for (int i = 0; i < memb.nnodes; i++) {
-        const memb_node *s = &memb.nodes[i];
-        left += s != n && s->role == PSKV__ROLE__SERVER && !s->dead &&
-                s->state != NODE_FINISHED && s->drain == DRAIN_NONE;
-    }
+    for (int i = 0; i < memb.nnodes; i++)
+        left += &memb.nodes[i] != n && stays(&memb.nodes[i]);
     return left;
+}
+
+/* The first server that stays and does not yet hold the placement of view
+ * `epoch` (or a later one) whole; NULL when every one does. */
+static const memb_node *first_behind(uint64_t epoch)
+{
+    for (int i = 0; i < memb.nnodes; i++)
+        if (stays(&memb.nodes[i]) && memb.nodes[i].whole_epoch < epoch)
+            return &memb.nodes[i];
+    return NULL;
 }
 
 /* Why node `id` may not be drained now (into why, returning its PSKV_E* code), or
@@ -65,15 +79,12 @@ static int refusal(uint32_t id, char *why, size_t len)
         return PSKV_EREFUSED;
     }
     /* a server still waiting for copies may be the only source of a partition's */
-    for (int i = 0; i < memb.nnodes; i++) {
-        const memb_node *s = &memb.nodes[i];
-        if (s->role == PSKV__ROLE__SERVER && !s->dead && s->state != NODE_FINISHED &&
-            s->drain == DRAIN_NONE && s->whole_epoch < view_place_epoch()) {
-            snprintf(why, len, "server node %u does not hold the placement of view epoch %llu "
-                     "whole yet (copies under way): try again once it does", s->id,
-                     (unsigned long long)view_place_epoch());
-            return PSKV_ENOTREADY;
-        }
+    const memb_node *behind = first_behind(view_place_epoch());
+    if (behind) {
+        snprintf(why, len, "server node %u does not hold the placement of view epoch %llu "
+                 "whole yet (copies under way): try again once it does", behind->id,
+                 (unsigned long long)view_place_epoch());
+        return PSKV_ENOTREADY;
     }
     return 0;
 }
@@ -121,19 +132,6 @@ static void send_stop(memb_node *n)
     sched_send(n, &m);
 }
 
-/* 1 when every live server that stays holds the placement of view `epoch` (or a
- * later one) whole. */
-static int copies_whole(uint64_t epoch)
-{
-    for (int i = 0; i < memb.nnodes; i++) {
-        const memb_node *s = &memb.nodes[i];
-        if (s->role == PSKV__ROLE__SERVER && !s->dead && s->state != NODE_FINISHED &&
-            s->drain == DRAIN_NONE && s->whole_epoch < epoch)
-            return 0;
-    }
-    return 1;
-}
-
 /* The drained server n may go: told to exit, recorded as left, shown so. */
 static void let_go(memb_node *n)
 {
@@ -158,7 +156,7 @@ void drain_tick(void)
         return;
     for (int i = 0; i < memb.nnodes; i++) {
         memb_node *n = &memb.nodes[i];
-        if (n->drain == DRAIN_HANDING && !n->dead && copies_whole(n->drain_epoch))
+        if (n->drain == DRAIN_HANDING && !n->dead && !first_behind(n->drain_epoch))
             let_go(n);
     }
 }

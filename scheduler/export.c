@@ -21,11 +21,12 @@
 #include "pskv.pb-c.h"
 #include "pskv_errors.h"
 
+/* 16 bytes, as before deltas: a sparse export holds one per key and replica */
 typedef struct kv {
     uint64_t key;
-    uint64_t gen; /* files read before it: the newest pair of a key wins */
     float val;
-    int gone;     /* a tombstone: the key was removed */
+    uint32_t gen : 31; /* files read before it: the newest pair of a key wins */
+    uint32_t gone : 1; /* a tombstone: the key was removed */
 } kv;
 
 /* What the files hold of the model, gathered file by file. */
@@ -45,7 +46,7 @@ typedef struct gather {
     uint64_t rowfloats;
     uint64_t *keys;   /* sparse keys (or a delta's dense indices) waiting for their values */
     uint64_t nkeys;
-    uint64_t gen;     /* files read so far */
+    uint64_t gen;     /* files read so far (kv keeps 31 bits of it) */
     char *why;
     size_t whylen;
 } gather;
@@ -125,7 +126,7 @@ static int on_keyed_values(gather *g, const float *v, uint64_t len)
         grow_array((void **)&g->pairs, &g->cap, g->npairs + g->nkeys, sizeof *g->pairs) < 0)
         return -PSKV_ENOMEM;
     for (uint64_t i = 0; !g->dense && i < g->nkeys; i++)
-        g->pairs[g->npairs++] = (kv){g->keys[i], g->gen, v[i * g->rowfloats], 0};
+        g->pairs[g->npairs++] = (kv){g->keys[i], v[i * g->rowfloats], (uint32_t)g->gen, 0};
     free(g->keys);
     g->keys = NULL;
     return 0;
@@ -140,7 +141,7 @@ static int on_tombstones(gather *g, const uint64_t *k, uint64_t len)
     if (grow_array((void **)&g->pairs, &g->cap, g->npairs + n, sizeof *g->pairs) < 0)
         return -PSKV_ENOMEM;
     for (uint64_t i = 0; i < n; i++)
-        g->pairs[g->npairs++] = (kv){k[1 + i], g->gen, 0, 1};
+        g->pairs[g->npairs++] = (kv){k[1 + i], 0, (uint32_t)g->gen, 1};
     return 0;
 }
 
@@ -259,7 +260,8 @@ static int cmp_kv(const void *a, const void *b)
 /* The gathered model as a model file at out. */
 static int write_model(gather *g, const char *out, char *why, size_t whylen)
 {
-    modelfile m = {g->kind, g->in, g->hidden, g->out, g->size, NULL, g->vals, 0, 0, 0, 0, 0};
+    modelfile m = {.kind = g->kind, .in = g->in, .hidden = g->hidden, .out = g->out,
+                   .n = g->size, .vals = g->vals}; /* no evaluation record */
     if (g->dense) {
         for (uint64_t i = 0; i < g->size; i++)
             if (!g->have[i]) {

@@ -187,7 +187,7 @@ static int join_allowed(wire_msg *msg)
         }
         return 1;
     }
-    if (memb_count_role(PSKV__ROLE__SERVER) >= 4096) {
+    if (memb_count_role(PSKV__ROLE__SERVER) >= VIEW_MAX_SERVERS) {
         sched_refuse(msg, PSKV_EREFUSED, "cluster full: 4096 servers");
         return 0;
     }

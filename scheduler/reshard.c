@@ -27,6 +27,15 @@ static uint32_t partner_of(const plan_in *in, uint32_t server)
     return 0;
 }
 
+/* The server that took over old node `old` (0 = none, or old is 0). */
+static uint32_t taker_of(const plan_in *in, uint32_t old)
+{
+    for (size_t k = 0; k < in->nold; k++)
+        if (in->olds[k] == old)
+            return in->partner[k];
+    return 0;
+}
+
 /* Step 1: the distinct old nodes, each paired with the first server (in
  * registration order) that reads its file and took over no other. */
 static int pair_olds(plan_in *in)
@@ -76,11 +85,11 @@ static void map_chains(const plan_in *in, const uint32_t *fresh, uint32_t *mappe
     uint32_t R = in->R;
     for (uint32_t p = 0; p < in->nparts; p++) {
         uint32_t at = 0;
-        for (uint32_t j = 0; j < R; j++)
-            for (size_t k = 0; k < in->nold; k++)
-                if (in->old[(size_t)p * R + j] && in->olds[k] == in->old[(size_t)p * R + j] &&
-                    in->partner[k])
-                    mapped[(size_t)p * R + at++] = in->partner[k];
+        for (uint32_t j = 0; j < R; j++) {
+            uint32_t t = taker_of(in, in->old[(size_t)p * R + j]);
+            if (t)
+                mapped[(size_t)p * R + at++] = t;
+        }
         if (at)
             continue;
         const uint32_t *ring = &fresh[(size_t)p * R];

@@ -199,12 +199,10 @@ void view_send(void)
 
 void view_send_to(memb_node *n) { send_view_msg(n); }
 
-/* Live server ids into out (room for 4096); returns how many. A drained server
- * (draining or left) is no longer one: no partition is placed on it. */
-static size_t live_servers(uint32_t *out)
+size_t view_live_servers(uint32_t *out)
 {
     size_t ns = 0;
-    for (int i = 0; i < memb.nnodes && ns < 4096; i++)
+    for (int i = 0; i < memb.nnodes && ns < VIEW_MAX_SERVERS; i++)
         if (memb.nodes[i].role == PSKV__ROLE__SERVER && !memb.nodes[i].dead &&
             memb.nodes[i].drain == DRAIN_NONE)
             out[ns++] = memb.nodes[i].id;
@@ -267,8 +265,8 @@ static int place_drained(uint32_t *next, const uint32_t *live, size_t ns)
 /* ring.h owns how partitions are placed; this keeps the chains and the counts. */
 void view_place(void)
 {
-    uint32_t live[4096];
-    size_t ns = live_servers(live);
+    uint32_t live[VIEW_MAX_SERVERS];
+    size_t ns = view_live_servers(live);
     size_t cells = (size_t)V.nparts * V.replicas;
     uint32_t *next = calloc(cells, sizeof *next);
     if (!next || ring_chains(next, V.nparts, V.replicas, live, ns, V.vnodes, V.chains) < 0 ||
@@ -285,8 +283,8 @@ void view_place(void)
 int view_join_server(uint32_t id)
 {
     size_t cells = (size_t)V.nparts * V.replicas;
-    uint32_t live[4096];
-    size_t ns = live_servers(live);
+    uint32_t live[VIEW_MAX_SERVERS];
+    size_t ns = view_live_servers(live);
     V.join_prev = malloc(cells * sizeof *V.join_prev);
     if (!V.join_prev) {
         LOG_E("out of memory placing a joining server");

@@ -16,6 +16,7 @@
 #ifndef PSKV_SCHED_VIEW_H
 #define PSKV_SCHED_VIEW_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "membership.h"
@@ -41,6 +42,12 @@ const uint32_t *view_chains(uint32_t *nparts, uint32_t *replicas, uint32_t *vnod
 /* A resumed job takes the ring shape and chains of its checkpoint (chains copied,
  * nparts x replicas ids) before the first placement. Returns 0 or -PSKV_ENOMEM. */
 int view_adopt(uint32_t nparts, uint32_t replicas, uint32_t vnodes, const uint32_t *chains);
+
+#define VIEW_MAX_SERVERS 4096 /* servers a job may have (membership.c refuses more) */
+
+/* The ids of the servers partitions may be placed on into out (room for
+ * VIEW_MAX_SERVERS): live, not drained (draining or left). Returns how many. */
+size_t view_live_servers(uint32_t *out);
 
 /* (Re)places the partitions on the live servers: from scratch the first time
  * (or from a resumed job's chains), later keeping each chain's survivors in front
