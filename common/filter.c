@@ -3,6 +3,7 @@
 #include "filter.h"
 
 #include <lz4.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,38 @@
 #include "wire.h"
 
 #define KNOWN "keycache[:MB], lz4, zstd[:LEVEL], int8, sign, significant:THRESH"
+
+/* zstd's contexts, one of each per thread that packs or unpacks (ZSTD_compress and
+ * ZSTD_decompress would allocate and free one per frame), freed when the thread
+ * ends. */
+static pthread_key_t zkey_c, zkey_d;
+static pthread_once_t zkeys_once = PTHREAD_ONCE_INIT;
+
+static void free_cctx(void *c) { ZSTD_freeCCtx(c); }
+static void free_dctx(void *d) { ZSTD_freeDCtx(d); }
+
+static void make_zkeys(void)
+{
+    pthread_key_create(&zkey_c, free_cctx);
+    pthread_key_create(&zkey_d, free_dctx);
+}
+
+/* This thread's compression context (with_c) or decompression context; NULL when
+ * out of memory. */
+static void *zctx(int with_c)
+{
+    pthread_once(&zkeys_once, make_zkeys);
+    pthread_key_t k = with_c ? zkey_c : zkey_d;
+    void *x = pthread_getspecific(k);
+    if (!x) {
+        x = with_c ? (void *)ZSTD_createCCtx() : (void *)ZSTD_createDCtx();
+        if (x && pthread_setspecific(k, x) != 0) {
+            (with_c ? free_cctx : free_dctx)(x);
+            x = NULL;
+        }
+    }
+    return x;
+}
 
 /* An integer argument lo..hi of filter `name`, or the default when arg is NULL. */
 static int int_arg(const char *name, const char *arg, long lo, long hi, long def, long *out,
@@ -195,9 +228,10 @@ int filter_pack(const filter_set *fs, uint32_t bit, const void *data, size_t len
         int r = LZ4_compress_default(data, buf, (int)len, (int)cap);
         got = r > 0 ? (size_t)r : len;
     } else {
-        got = ZSTD_compress(buf, cap, data, len, fs->level);
+        ZSTD_CCtx *c = zctx(1);
+        got = c ? ZSTD_compressCCtx(c, buf, cap, data, len, fs->level) : len;
         if (ZSTD_isError(got))
-            got = len;
+            got = len; /* sent raw */
     }
     if (got >= len) { /* incompressible: raw is smaller */
         free(buf);
@@ -238,7 +272,12 @@ int filter_unpack(uint32_t codec, const void *src, size_t n, void *dst, size_t r
                      raw);
             return -PSKV_EPROTO;
         }
-        size_t r = ZSTD_decompress(dst, raw, src, n);
+        ZSTD_DCtx *d = zctx(0);
+        if (!d) {
+            snprintf(why, whylen, "out of memory for a zstd context");
+            return -PSKV_ENOMEM;
+        }
+        size_t r = ZSTD_decompressDCtx(d, dst, raw, src, n);
         if (ZSTD_isError(r) || r != raw) {
             snprintf(why, whylen, "corrupt zstd frame (%zu bytes): %s", n,
                      ZSTD_isError(r) ? ZSTD_getErrorName(r) : "decodes short");
