@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "pskv_errors.h"
 #include "ring.h"
 
@@ -102,23 +103,6 @@ static void map_chains(const plan_in *in, const uint32_t *fresh, uint32_t *mappe
     }
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Sorts a[0..n-1] and drops repeats; returns how many are left. */
-static size_t sort_unique(uint64_t *a, size_t n)
-{
-    qsort(a, n, sizeof *a, cmp_u64);
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (k == 0 || a[i] != a[k - 1])
-            a[k++] = a[i];
-    return k;
-}
-
 /* Step 3: filled up to R on the ring, then each server in no chain joins. */
 static int place(const plan_in *in, uint32_t *chains, const uint32_t *mapped)
 {
@@ -131,11 +115,12 @@ static int place(const plan_in *in, uint32_t *chains, const uint32_t *mapped)
     }
     for (size_t i = 0; i < cells; i++)
         held[i] = chains[i];
-    size_t nheld = sort_unique(held, cells);
+    size_t nheld = sort_unique_u64(held, cells);
     int rc = 0;
     for (size_t s = 0; s < in->ns && rc == 0; s++) {
         uint64_t id = in->servers[s];
-        if (!bsearch(&id, held, nheld, sizeof id, cmp_u64) &&
+        size_t at = lower_bound_u64(held, nheld, id);
+        if ((at == nheld || held[at] != id) &&
             ring_join(chains, in->nparts, in->R, in->servers, in->ns, in->vnodes,
                       in->servers[s]) < 0)
             rc = -PSKV_ENOMEM;
@@ -154,7 +139,7 @@ static int collect_pairs(reshard_plan *pl, size_t cells)
     for (size_t i = 0; i < cells; i++)
         if (pl->loaders[i])
             all[n++] = (uint64_t)pl->loaders[i] << 32 | pl->sources[i];
-    n = sort_unique(all, n);
+    n = sort_unique_u64(all, n);
     pl->pairs = malloc((n ? n : 1) * 2 * sizeof *pl->pairs);
     if (!pl->pairs) {
         free(all);

@@ -17,6 +17,7 @@
 #include "apps.h"
 #include "updflags.h"
 #include "jobstats.h"
+#include "grow.h"
 #include "libsvm.h"
 #include "modelfile.h"
 #include "report.h"
@@ -290,18 +291,18 @@ static double batch_grad(lr_run *r, size_t lo, size_t hi)
     const libsvm_set *d = &r->d;
     const uint64_t *k = r->keys[r->cur];
     const float *wt = r->wv[r->cur];
-    size_t n = r->nk[r->cur], bias = sparse_find_key(k, n, SPARSE_BIAS_KEY);
+    size_t n = r->nk[r->cur], bias = lower_bound_u64(k, n, SPARSE_BIAS_KEY);
     memset(r->grad, 0, n * sizeof *r->grad);
     double bl = 0;
     for (size_t i = lo; i < hi; i++) {
         double z = wt[bias];
         for (size_t j = d->off[i]; j < d->off[i + 1]; j++)
-            z += wt[sparse_find_key(k, n, d->idx[j])] * d->val[j];
+            z += wt[lower_bound_u64(k, n, d->idx[j])] * d->val[j];
         double p = sparse_sigmoid(z), y = d->y[i], g = (p - y) / (double)(hi - lo);
         double pc = p < 1e-7 ? 1e-7 : p > 1 - 1e-7 ? 1 - 1e-7 : p;
         bl -= y * log(pc) + (1 - y) * log(1 - pc);
         for (size_t j = d->off[i]; j < d->off[i + 1]; j++)
-            r->grad[sparse_find_key(k, n, d->idx[j])] += (float)(g * d->val[j]);
+            r->grad[lower_bound_u64(k, n, d->idx[j])] += (float)(g * d->val[j]);
         r->grad[bias] += (float)g;
     }
     return bl;

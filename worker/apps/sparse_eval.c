@@ -7,13 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "pskv_errors.h"
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
 
 size_t sparse_batch_keys(const libsvm_set *d, size_t lo, size_t hi, uint64_t *keys)
 {
@@ -21,25 +16,7 @@ size_t sparse_batch_keys(const libsvm_set *d, size_t lo, size_t hi, uint64_t *ke
     for (size_t j = d->off[lo]; j < d->off[hi]; j++)
         keys[n++] = d->idx[j];
     keys[n++] = SPARSE_BIAS_KEY;
-    qsort(keys, n, sizeof *keys, cmp_u64);
-    size_t u = 0;
-    for (size_t i = 0; i < n; i++)
-        if (u == 0 || keys[i] != keys[u - 1])
-            keys[u++] = keys[i];
-    return u;
-}
-
-size_t sparse_find_key(const uint64_t *keys, size_t n, uint64_t k)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (keys[mid] < k)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return sort_unique_u64(keys, n);
 }
 
 double sparse_sigmoid(double z) { return z >= 0 ? 1 / (1 + exp(-z)) : exp(z) / (1 + exp(z)); }
@@ -66,12 +43,12 @@ int sparse_eval_load(evalset *e, const char *path, uint64_t holdout, int held, c
 
 void sparse_eval_score(evalset *e, double *logloss, double *auc, double *acc)
 {
-    double ll = 0, bias = e->w[sparse_find_key(e->keys, e->nkeys, SPARSE_BIAS_KEY)];
+    double ll = 0, bias = e->w[lower_bound_u64(e->keys, e->nkeys, SPARSE_BIAS_KEY)];
     long correct = 0;
     for (size_t i = 0; i < e->d.n; i++) {
         double z = bias;
         for (size_t j = e->d.off[i]; j < e->d.off[i + 1]; j++)
-            z += e->w[sparse_find_key(e->keys, e->nkeys, e->d.idx[j])] * e->d.val[j];
+            z += e->w[lower_bound_u64(e->keys, e->nkeys, e->d.idx[j])] * e->d.val[j];
         double p = sparse_sigmoid(z), y = e->d.y[i];
         p = p < 1e-7 ? 1e-7 : p > 1 - 1e-7 ? 1 - 1e-7 : p;
         ll -= y * log(p) + (1 - y) * log(1 - p);

@@ -29,8 +29,6 @@ typedef struct evalset {
  * (room for their features + 1); returns how many. */
 size_t sparse_batch_keys(const libsvm_set *d, size_t lo, size_t hi, uint64_t *keys);
 
-/* The index of k in sorted keys[0..n) (n when above every key). */
-size_t sparse_find_key(const uint64_t *keys, size_t n, uint64_t k);
 
 double sparse_sigmoid(double z);
 
