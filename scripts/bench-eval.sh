@@ -45,7 +45,8 @@ job() {
   echo "$(date +%s.%N) - $t0" | bc
 }
 
-median() { sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
+# shellcheck source=bench-lib.sh
+. "$here/bench-lib.sh" # median
 
 # best_val RUN: the highest val_accuracy of the run's evaluations, and when
 best_val() {
