@@ -92,6 +92,7 @@ int shard_remove(shard *s, const uint64_t *keys, uint64_t n)
 {
     if (s->dense || !s->evict_after)
         return -PSKV_EINVAL; /* only eviction removes rows: no row_key to move them by */
+    shard_map_migrate(s, SIZE_MAX); /* remove_slot needs one map: a key may be in the old */
     for (uint64_t k = 0; k < n && s->cap; k++) {
         size_t i = shard_probe(s, keys[k]);
         if (s->slots[i] != EMPTY)
