@@ -648,27 +648,29 @@ int shard_import(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, con
     return 0;
 }
 
-int64_t shard_retain(shard *s, int (*keep)(void *ctx, uint64_t key), void *ctx)
+uint64_t shard_retain(shard *s, int (*keep)(void *ctx, uint64_t key), void *ctx)
 {
     if (s->dense)
         return 0;
-    uint64_t n = shard_export(s, keep, ctx, NULL, NULL), had = s->used;
-    if (n == had)
+    size_t r = 0, had = s->used, rec = shard_rec_floats(s) * sizeof(float);
+    while (r < had && keep(ctx, shard_rec_key(shard_rec(s, (uint32_t)r))))
+        r++;
+    if (r == had)
         return 0;
-    size_t rf = shard_rf(s);
-    uint64_t *keys = malloc((n ? n : 1) * sizeof *keys);
-    float *rows = malloc((n ? n : 1) * rf * sizeof *rows);
-    if (!keys || !rows) {
-        free(keys);
-        free(rows);
-        return -PSKV_ENOMEM;
+    /* the records kept close up in place (row numbers change: the map is built
+     * again), as marked as an import would leave them */
+    size_t kept = r;
+    for (; r < had; r++) {
+        const float *src = shard_rec(s, (uint32_t)r);
+        if (!keep(ctx, shard_rec_key(src)))
+            continue;
+        memcpy(shard_rec(s, (uint32_t)kept), src, rec);
+        shard_mark(s, kept++);
     }
-    shard_export(s, keep, ctx, keys, rows);
-    shard_clear(s);
-    int rc = shard_import(s, keys, 0, n, rows); /* fits: the memory is kept */
-    free(keys);
-    free(rows);
-    return rc < 0 ? rc : (int64_t)(had - n);
+    s->used = kept;
+    s->gone_lost = 1; /* the keys let go have no tombstones: the next checkpoint is full */
+    shard_map_rebuild(s);
+    return had - kept;
 }
 
 void shard_export_run(const shard *s, uint64_t first, uint64_t n, float *rows)

@@ -162,6 +162,10 @@ void shard_map_migrate(shard *s, size_t budget);
  * a map done with. */
 void shard_map_prepare(shard *s, size_t added);
 
+/* Builds the map again, of the same size, from rows 0 .. used - 1 (their row
+ * numbers changed), ending any move under way. Allocates nothing. */
+void shard_map_rebuild(shard *s);
+
 /* Moves the map to ncap slots (a power of two above the rows held) at once,
  * ending any move under way. Returns 0 or -PSKV_ENOMEM (the map unchanged). */
 int shard_rehash(shard *s, size_t ncap);
