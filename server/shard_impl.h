@@ -71,11 +71,13 @@ struct shard {
     int gone_lost;        /* more removals than gone may hold: the next one is full */
 };
 
-/* The length of the dirty bits' array: a word per 64 rows (dense: count,
- * sparse: rows_cap), and one. */
+/* The length of the dirty bits' array for `rows` rows: a word per 64 rows, and one. */
+static inline size_t shard_bits_bytes(size_t rows) { return (rows / 64 + 1) * sizeof(uint64_t); }
+
+/* The length of s's dirty bits (dense: count rows, sparse: rows_cap). */
 static inline size_t shard_dirty_bytes(const shard *s)
 {
-    return ((s->dense ? (size_t)s->count : s->rows_cap) / 64 + 1) * sizeof(uint64_t);
+    return shard_bits_bytes(s->dense ? (size_t)s->count : s->rows_cap);
 }
 
 /* Row r (dense index from first, sparse row number) was written. */
