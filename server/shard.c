@@ -255,11 +255,12 @@ static void init_row(const shard *s, uint64_t key, float *row)
     memset(row + s->width, 0, (shard_rf(s) - s->width) * sizeof(float));
 }
 
-/* Row of key, creating it (initialised) when absent, stamped with the shard's
- * tag when rows are evicted. NULL when out of memory. */
-static float *sparse_row(shard *s, uint64_t key)
+/* Row of key for writing: stamped with the shard's tag when rows are evicted,
+ * marked as written. A key with no row gets one (initialised) when make, else
+ * NULL. NULL also when out of memory. */
+static float *sparse_row(shard *s, uint64_t key, int make)
 {
-    if ((s->used + 1) * 10 > s->cap * 7 && shard_map_grow(s) < 0)
+    if (make && (s->used + 1) * 10 > s->cap * 7 && shard_map_grow(s) < 0)
         return NULL;
     shard_map_migrate(s, MIGRATE_PER_ROW); /* before the lookup: it fills slots */
     size_t i;
@@ -272,6 +273,8 @@ static float *sparse_row(shard *s, uint64_t key)
         shard_mark(s, v - 1);
         return row;
     }
+    if (!make)
+        return NULL;
     if (s->used == s->rows_cap && shard_rows_resize(s, s->rows_cap ? s->rows_cap * 2 : 1024) < 0)
         return NULL;
     if (s->used >= UINT32_MAX - 1)
@@ -446,7 +449,7 @@ static int push_new_ftrl(shard *s, uint64_t key, const float *g, uint64_t *bad)
         s->unstored++;
         return 0;
     }
-    float *row = sparse_row(s, key);
+    float *row = sparse_row(s, key, 1);
     if (!row)
         return -PSKV_ENOMEM;
     memcpy(row, tmp, rf * sizeof(float));
@@ -479,12 +482,13 @@ int shard_push(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, const
             prefetch_ahead(s, keys, i, n);
             if (admit(s, keys[i]))
                 continue;
-            if (s->upd.kind == UPD_FTRL && !sparse_find(s, keys[i])) {
+            int ftrl = s->upd.kind == UPD_FTRL; /* a new key's row may not be stored */
+            float *row = sparse_row(s, keys[i], !ftrl);
+            if (!row && ftrl) {
                 if (push_new_ftrl(s, keys[i], g + i * wd, &bad) < 0)
                     return -PSKV_ENOMEM;
                 continue;
             }
-            float *row = sparse_row(s, keys[i]);
             if (!row)
                 return -PSKV_ENOMEM;
             apply_block(s, row, s->nstate ? row + wd : NULL, wd, g + i * wd, 1, &bad);
@@ -511,7 +515,7 @@ int shard_assign(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, con
             for (int k = 0; k < s->nstate; k++)
                 memset(s->state + k * plane + off, 0, row);
         } else {
-            float *w = sparse_row(s, keys[i]);
+            float *w = sparse_row(s, keys[i], 1);
             if (!w)
                 return -PSKV_ENOMEM;
             memcpy(w, v + i * wd, row);
@@ -639,7 +643,7 @@ int shard_import(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, con
             shard_mark(s, (size_t)r);
             dense_row_in(s, r, src);
         } else {
-            float *row = sparse_row(s, keys[i]);
+            float *row = sparse_row(s, keys[i], 1);
             if (!row)
                 return -PSKV_ENOMEM;
             memcpy(row, src, rf * sizeof(float));
