@@ -289,8 +289,9 @@ int persist_load(const char *dir, uint64_t job, uint64_t seq, uint32_t old, uint
     for (int i = n - 1; rc == 0 && i >= 0; i--) { /* the full file first */
         char inner[300] = "";
         snprintf(path, sizeof path, "%s/" CKPTREC_NAME_FMT, dir, job, seqs[i], old);
-        load_ctx l = {job, seqs[i], old, nparts, parts, ts, c, cons, clocks, i == 0, 0, 0, {0, 0, 0, 0},
-                      NULL, inner, sizeof inner, 0};
+        load_ctx l = {.job = job, .seq = seqs[i], .node = old, .nparts = nparts, .parts = parts,
+                      .ts = ts, .c = c, .cons = cons, .clocks = clocks, .top = i == 0,
+                      .why = inner, .whylen = sizeof inner};
         rc = ckpt_read(path, on_record, &l, why, whylen);
         free(l.keys);
         if (rc < 0 && inner[0])
