@@ -218,12 +218,7 @@ void chain_fill_drop(chain *c)
     for (size_t i = 0; i < tables_count(c->tables); i++) {
         table *t = tables_at(c->tables, i);
         chain_filter f = {c, t, 0};
-        int64_t k = t->dense ? 0 : shard_retain(t->sh, not_gone, &f);
-        if (k < 0)
-            LOG_E("out of memory dropping the rows of table '%s' of partitions let go: kept",
-                  t->name);
-        else
-            rows += (uint64_t)k;
+        rows += shard_retain(t->sh, not_gone, &f);
     }
     memset(c->gone, 0, c->nparts);
     LOG_I("%u partitions let go: %llu rows of them dropped", n, (unsigned long long)rows);

@@ -96,20 +96,28 @@ static int import_dense(load_ctx *l, table *t, uint64_t first, uint64_t n, const
     return 0;
 }
 
+/* The next run of keys k[*at ..] (n in all) in the partitions wanted: keys
+ * [*from, *at) after the call; 0 when none is left. */
+static int next_wanted(const load_ctx *l, const table *t, const uint64_t *k, uint64_t n,
+                       uint64_t *at, uint64_t *from)
+{
+    while (*at < n && !wanted(l, t, k[*at]))
+        (*at)++;
+    *from = *at;
+    while (*at < n && wanted(l, t, k[*at]))
+        (*at)++;
+    return *at > *from;
+}
+
 /* The pending keys (sparse keys, or a delta's dense indices) with their rows,
- * only those of the partitions wanted. */
+ * only those of the partitions wanted, a run of them at a time. */
 static int import_keyed(load_ctx *l, table *t, const float *vals)
 {
-    if (!l->parts) {
-        l->nrows += l->pending.n;
-        return shard_import(t->sh, l->keys, 0, l->pending.n, vals);
-    }
     size_t rf = shard_row_floats(t->sh);
-    for (uint64_t i = 0; i < l->pending.n; i++) {
-        if (!wanted(l, t, l->keys[i]))
-            continue;
-        l->nrows++;
-        int rc = shard_import(t->sh, &l->keys[i], 0, 1, vals + i * rf);
+    uint64_t at = 0, from;
+    while (next_wanted(l, t, l->keys, l->pending.n, &at, &from)) {
+        l->nrows += at - from;
+        int rc = shard_import(t->sh, l->keys + from, 0, at - from, vals + from * rf);
         if (rc < 0)
             return rc;
     }
@@ -190,13 +198,9 @@ static int on_tombstones(load_ctx *l, const void *data, uint64_t len)
     }
     const uint64_t *k = (const uint64_t *)data + 1;
     uint64_t n = len / 8 - 1;
-    for (uint64_t i = 0, run; i < n; i += run) { /* runs of keys to take */
-        run = 1;
-        if (!wanted(l, t, k[i]))
-            continue;
-        while (i + run < n && wanted(l, t, k[i + run]))
-            run++;
-        if (shard_remove(t->sh, k + i, run) < 0) {
+    uint64_t at = 0, from;
+    while (next_wanted(l, t, k, n, &at, &from)) {
+        if (shard_remove(t->sh, k + from, at - from) < 0) {
             snprintf(l->why, l->whylen,
                      "removed rows of an unknown table or of one without eviction");
             return -PSKV_EPROTO;
@@ -285,8 +289,9 @@ int persist_load(const char *dir, uint64_t job, uint64_t seq, uint32_t old, uint
     for (int i = n - 1; rc == 0 && i >= 0; i--) { /* the full file first */
         char inner[300] = "";
         snprintf(path, sizeof path, "%s/" CKPTREC_NAME_FMT, dir, job, seqs[i], old);
-        load_ctx l = {job, seqs[i], old, nparts, parts, ts, c, cons, clocks, i == 0, 0, 0, {0, 0, 0, 0},
-                      NULL, inner, sizeof inner, 0};
+        load_ctx l = {.job = job, .seq = seqs[i], .node = old, .nparts = nparts, .parts = parts,
+                      .ts = ts, .c = c, .cons = cons, .clocks = clocks, .top = i == 0,
+                      .why = inner, .whylen = sizeof inner};
         rc = ckpt_read(path, on_record, &l, why, whylen);
         free(l.keys);
         if (rc < 0 && inner[0])

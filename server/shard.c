@@ -255,11 +255,12 @@ static void init_row(const shard *s, uint64_t key, float *row)
     memset(row + s->width, 0, (shard_rf(s) - s->width) * sizeof(float));
 }
 
-/* Row of key, creating it (initialised) when absent, stamped with the shard's
- * tag when rows are evicted. NULL when out of memory. */
-static float *sparse_row(shard *s, uint64_t key)
+/* Row of key for writing: stamped with the shard's tag when rows are evicted,
+ * marked as written. A key with no row gets one (initialised) when make, else
+ * NULL. NULL also when out of memory. */
+static float *sparse_row(shard *s, uint64_t key, int make)
 {
-    if ((s->used + 1) * 10 > s->cap * 7 && shard_map_grow(s) < 0)
+    if (make && (s->used + 1) * 10 > s->cap * 7 && shard_map_grow(s) < 0)
         return NULL;
     shard_map_migrate(s, MIGRATE_PER_ROW); /* before the lookup: it fills slots */
     size_t i;
@@ -272,6 +273,8 @@ static float *sparse_row(shard *s, uint64_t key)
         shard_mark(s, v - 1);
         return row;
     }
+    if (!make)
+        return NULL;
     if (s->used == s->rows_cap && shard_rows_resize(s, s->rows_cap ? s->rows_cap * 2 : 1024) < 0)
         return NULL;
     if (s->used >= UINT32_MAX - 1)
@@ -446,7 +449,7 @@ static int push_new_ftrl(shard *s, uint64_t key, const float *g, uint64_t *bad)
         s->unstored++;
         return 0;
     }
-    float *row = sparse_row(s, key);
+    float *row = sparse_row(s, key, 1);
     if (!row)
         return -PSKV_ENOMEM;
     memcpy(row, tmp, rf * sizeof(float));
@@ -479,12 +482,13 @@ int shard_push(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, const
             prefetch_ahead(s, keys, i, n);
             if (admit(s, keys[i]))
                 continue;
-            if (s->upd.kind == UPD_FTRL && !sparse_find(s, keys[i])) {
+            int ftrl = s->upd.kind == UPD_FTRL; /* a new key's row may not be stored */
+            float *row = sparse_row(s, keys[i], !ftrl);
+            if (!row && ftrl) {
                 if (push_new_ftrl(s, keys[i], g + i * wd, &bad) < 0)
                     return -PSKV_ENOMEM;
                 continue;
             }
-            float *row = sparse_row(s, keys[i]);
             if (!row)
                 return -PSKV_ENOMEM;
             apply_block(s, row, s->nstate ? row + wd : NULL, wd, g + i * wd, 1, &bad);
@@ -511,7 +515,7 @@ int shard_assign(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, con
             for (int k = 0; k < s->nstate; k++)
                 memset(s->state + k * plane + off, 0, row);
         } else {
-            float *w = sparse_row(s, keys[i]);
+            float *w = sparse_row(s, keys[i], 1);
             if (!w)
                 return -PSKV_ENOMEM;
             memcpy(w, v + i * wd, row);
@@ -639,7 +643,7 @@ int shard_import(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, con
             shard_mark(s, (size_t)r);
             dense_row_in(s, r, src);
         } else {
-            float *row = sparse_row(s, keys[i]);
+            float *row = sparse_row(s, keys[i], 1);
             if (!row)
                 return -PSKV_ENOMEM;
             memcpy(row, src, rf * sizeof(float));
@@ -648,27 +652,29 @@ int shard_import(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, con
     return 0;
 }
 
-int64_t shard_retain(shard *s, int (*keep)(void *ctx, uint64_t key), void *ctx)
+uint64_t shard_retain(shard *s, int (*keep)(void *ctx, uint64_t key), void *ctx)
 {
     if (s->dense)
         return 0;
-    uint64_t n = shard_export(s, keep, ctx, NULL, NULL), had = s->used;
-    if (n == had)
+    size_t r = 0, had = s->used, rec = shard_rec_floats(s) * sizeof(float);
+    while (r < had && keep(ctx, shard_rec_key(shard_rec(s, (uint32_t)r))))
+        r++;
+    if (r == had)
         return 0;
-    size_t rf = shard_rf(s);
-    uint64_t *keys = malloc((n ? n : 1) * sizeof *keys);
-    float *rows = malloc((n ? n : 1) * rf * sizeof *rows);
-    if (!keys || !rows) {
-        free(keys);
-        free(rows);
-        return -PSKV_ENOMEM;
+    /* the records kept close up in place (row numbers change: the map is built
+     * again), as marked as an import would leave them */
+    size_t kept = r;
+    for (; r < had; r++) {
+        const float *src = shard_rec(s, (uint32_t)r);
+        if (!keep(ctx, shard_rec_key(src)))
+            continue;
+        memcpy(shard_rec(s, (uint32_t)kept), src, rec);
+        shard_mark(s, kept++);
     }
-    shard_export(s, keep, ctx, keys, rows);
-    shard_clear(s);
-    int rc = shard_import(s, keys, 0, n, rows); /* fits: the memory is kept */
-    free(keys);
-    free(rows);
-    return rc < 0 ? rc : (int64_t)(had - n);
+    s->used = kept;
+    s->gone_lost = 1; /* the keys let go have no tombstones: the next checkpoint is full */
+    shard_map_rebuild(s);
+    return had - kept;
 }
 
 void shard_export_run(const shard *s, uint64_t first, uint64_t n, float *rows)

@@ -194,9 +194,9 @@ uint64_t shard_export(const shard *s, int (*keep)(void *ctx, uint64_t key), void
                       uint64_t *keys, float *rows);
 
 /* Sparse: removes every row whose key `keep` rejects (a partition that left this
- * server), keeping the others as they are (values, state, stamps). Returns the
- * rows removed, or -PSKV_ENOMEM with the shard unchanged. Dense: no-op (0). */
-int64_t shard_retain(shard *s, int (*keep)(void *ctx, uint64_t key), void *ctx);
+ * server), keeping the others as they are (values, state, stamps), in place.
+ * Returns the rows removed. Dense: no-op (0). */
+uint64_t shard_retain(shard *s, int (*keep)(void *ctx, uint64_t key), void *ctx);
 
 /* Dense: copies rows [first, first + n) (values, then state) into rows. */
 void shard_export_run(const shard *s, uint64_t first, uint64_t n, float *rows);

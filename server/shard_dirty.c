@@ -97,9 +97,8 @@ int64_t shard_removed(const shard *s, const uint64_t **keys)
 
 void shard_changes_reset(shard *s)
 {
-    size_t rows = s->dense ? (size_t)s->count : s->rows_cap;
     if (s->dirty)
-        memset(s->dirty, 0, (rows / 64 + 1) * sizeof *s->dirty);
+        memset(s->dirty, 0, shard_dirty_bytes(s));
     s->ngone = 0;
     s->gone_lost = 0;
 }

@@ -71,11 +71,13 @@ struct shard {
     int gone_lost;        /* more removals than gone may hold: the next one is full */
 };
 
-/* The length of the dirty bits' array: a word per 64 rows (dense: count,
- * sparse: rows_cap), and one. */
+/* The length of the dirty bits' array for `rows` rows: a word per 64 rows, and one. */
+static inline size_t shard_bits_bytes(size_t rows) { return (rows / 64 + 1) * sizeof(uint64_t); }
+
+/* The length of s's dirty bits (dense: count rows, sparse: rows_cap). */
 static inline size_t shard_dirty_bytes(const shard *s)
 {
-    return ((s->dense ? (size_t)s->count : s->rows_cap) / 64 + 1) * sizeof(uint64_t);
+    return shard_bits_bytes(s->dense ? (size_t)s->count : s->rows_cap);
 }
 
 /* Row r (dense index from first, sparse row number) was written. */
@@ -161,6 +163,10 @@ void shard_map_migrate(shard *s, size_t budget);
  * page its first rows land on, were the longest stall); gives back a slice of
  * a map done with. */
 void shard_map_prepare(shard *s, size_t added);
+
+/* Builds the map again, of the same size, from rows 0 .. used - 1 (their row
+ * numbers changed), ending any move under way. Allocates nothing. */
+void shard_map_rebuild(shard *s);
 
 /* Moves the map to ncap slots (a power of two above the rows held) at once,
  * ending any move under way. Returns 0 or -PSKV_ENOMEM (the map unchanged). */

@@ -200,6 +200,15 @@ void shard_map_prepare(shard *s, size_t added)
     s->next_touched += n;
 }
 
+void shard_map_rebuild(shard *s)
+{
+    drop_old(s); /* every row is placed below */
+    if (s->cap)
+        memset(s->slots, 0, s->cap * sizeof *s->slots);
+    for (size_t r = 0; r < s->used; r++)
+        place(s, r);
+}
+
 int shard_rehash(shard *s, size_t ncap)
 {
     uint32_t *nslots = shard_big_alloc(ncap * sizeof *nslots);

@@ -49,7 +49,7 @@ int shard_rows_resize(shard *s, size_t ncap)
     s->rows = nrows;
     /* last: when it fails, the bits still cover rows_cap (rows >= used have none
      * set). Grown, the new words are zero pages: nothing to clear or copy. */
-    size_t ob = shard_dirty_bytes(s), nb = (ncap / 64 + 1) * sizeof *s->dirty;
+    size_t ob = shard_dirty_bytes(s), nb = shard_bits_bytes(ncap);
     uint64_t *nd = shard_big_resize(s->dirty, ob, nb);
     if (!nd)
         return ncap > s->rows_cap ? -PSKV_ENOMEM : 0;
@@ -92,6 +92,7 @@ int shard_remove(shard *s, const uint64_t *keys, uint64_t n)
 {
     if (s->dense || !s->evict_after)
         return -PSKV_EINVAL; /* only eviction removes rows: no row_key to move them by */
+    shard_map_migrate(s, SIZE_MAX); /* remove_slot needs one map: a key may be in the old */
     for (uint64_t k = 0; k < n && s->cap; k++) {
         size_t i = shard_probe(s, keys[k]);
         if (s->slots[i] != EMPTY)

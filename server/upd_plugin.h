@@ -28,8 +28,9 @@ int upd_plugin_is_spec(const char *updater);
 
 /* Loads spec "plugin:PATH[:ARGS]" for table `table` of `width` values: PATH inside
  * the --plugin-dir (symbolic links resolved), dlopen, the entry symbol, the ABI
- * version, apply present, state within bounds, then the plug-in's init. Returns 0 with *out owned by the caller, or -PSKV_EINVAL with
- * the reason, naming the plug-in, in why. */
+ * version, apply present, state within bounds, then the plug-in's init. Returns
+ * 0 with *out owned by the caller, or -PSKV_EINVAL with the reason, naming the
+ * plug-in, in why. */
 int upd_plugin_load(const char *spec, const char *table, uint32_t width, upd_plugin **out,
                     char *why, size_t whylen);
 

@@ -92,12 +92,47 @@ START_TEST(sparse_changes_and_tombstones)
 }
 END_TEST
 
+/* shard_remove while the map grows (a delta's tombstones loaded after rows that
+ * grew it): keys still only in the old map are removed too, and every key kept
+ * is still found with its own row. */
+START_TEST(remove_while_growing)
+{
+    enum { N = 25000 }; /* the map grew to 65,536 slots at 22,938 rows, moves 4 a row */
+    shard *s = shard_new(0, 0, 0, 0, UINT64_MAX, 1, &SUM, &ZERO);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_int_eq(shard_admission(s, 0, 2), 0);
+    uint64_t *keys = malloc(N * sizeof *keys);
+    float *rows = malloc(N * 2 * sizeof *rows); /* a value and the stamp */
+    ck_assert(keys && rows);
+    for (uint64_t i = 0; i < N; i++) {
+        keys[i] = 7 + i * 1000003;
+        rows[2 * i] = (float)i;
+        rows[2 * i + 1] = 0.0f;
+    }
+    ck_assert_int_eq(shard_import(s, keys, 0, N, rows), 0);
+    ck_assert_int_eq(shard_remove(s, keys, N / 2), 0); /* rows 0 .. N/2 - 1 */
+    ck_assert_uint_eq(shard_size(s), N - N / 2);
+    for (uint64_t i = 0; i < N; i++) {
+        float v = -1.0f;
+        if (i >= N / 2)
+            shard_pull(s, &keys[i], 0, 1, &v);
+        LOOP_ASSERT(shard_has_row(s, keys[i]) == (i >= N / 2), "key %d: row %s", (int)i,
+                    i >= N / 2 ? "lost" : "not removed");
+        LOOP_ASSERT(i < N / 2 || v == (float)i, "key %d: value %g", (int)i, (double)v);
+    }
+    free(keys);
+    free(rows);
+    shard_destroy(&s);
+}
+END_TEST
+
 Suite *dirty_suite(void)
 {
     Suite *s = suite_create("dirty");
     TCase *tc = tcase_create("changes");
     tcase_add_test(tc, dense_changes);
     tcase_add_test(tc, sparse_changes_and_tombstones);
+    tcase_add_test(tc, remove_while_growing);
     suite_add_tcase(s, tc);
     return s;
 }

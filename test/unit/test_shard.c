@@ -271,8 +271,6 @@ START_TEST(sparse_ownership)
 }
 END_TEST
 
-/* 100k distinct keys pushed in two rounds (the map grows many times): every key
- * reads back init + g1 + g2 exactly, and the size counts each key once. */
 static int odd_key(void *ctx, uint64_t key)
 {
     (void)ctx;
@@ -316,6 +314,8 @@ START_TEST(sparse_retain)
 }
 END_TEST
 
+/* 100k distinct keys pushed in two rounds (the map grows many times): every key
+ * reads back init + g1 + g2 exactly, and the size counts each key once. */
 START_TEST(sparse_many_keys)
 {
     enum { N = 100000, W = 2, BATCH = 4096 };
@@ -434,6 +434,12 @@ START_TEST(sparse_state_survives_growth)
 }
 END_TEST
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
 static uint64_t sum_ctx_n;
 static double sum_ctx_v;
 static void sum_rows(void *ctx, uint64_t key, const float *row)
@@ -481,6 +487,14 @@ START_TEST(sparse_lookup_while_growing)
     ck_assert_uint_eq(sum_ctx_n, N);
     ck_assert(sum_ctx_v == want);
     ck_assert_uint_eq(shard_export(s, NULL, NULL, ek, er), N);
+    qsort(ek, N, sizeof *ek, cmp_u64);
+    uint64_t *sorted = malloc(N * sizeof *sorted);
+    ck_assert_ptr_nonnull(sorted);
+    memcpy(sorted, keys, N * sizeof *sorted);
+    qsort(sorted, N, sizeof *sorted, cmp_u64);
+    for (uint64_t i = 0; i < N; i++) /* each key once */
+        LOOP_ASSERT(ek[i] == sorted[i], "export #%llu", (unsigned long long)i);
+    free(sorted);
     /* the sweep moves rows while the map grows and removes nothing */
     ck_assert_uint_eq(shard_sweep(s, 100, 16), 0);
     ck_assert_uint_eq(shard_size(s), N);
@@ -501,6 +515,40 @@ START_TEST(sparse_lookup_while_growing)
     free(g);
     free(out);
     free(er);
+    shard_destroy(&s);
+}
+END_TEST
+
+/* shard_retain while the map grows (rows still in the old map): the kept rows
+ * read back, the others are gone, and keys pushed after find their rows. */
+START_TEST(sparse_retain_while_growing)
+{
+    enum { N = 50000 };
+    shard_init init = {INIT_ZERO, 0, 0};
+    shard *s = shard_new(0, 0, 0, 0, UINT64_MAX, 1, &SUM, &init);
+    ck_assert_ptr_nonnull(s);
+    uint64_t *keys = malloc(N * sizeof *keys);
+    float *g = malloc(N * sizeof *g), *out = malloc(N * sizeof *out);
+    ck_assert(keys && g && out);
+    for (uint64_t i = 0; i < N; i++) {
+        keys[i] = i * 0x9e3779b97f4a7c15ULL + 17;
+        g[i] = (float)(i % 1000 + 1);
+    }
+    ck_assert_int_eq(shard_push(s, keys, 0, N, g), 0);
+    uint64_t odd = 0;
+    for (uint64_t i = 0; i < N; i++)
+        odd += keys[i] & 1;
+    ck_assert_uint_eq(shard_retain(s, odd_key, NULL), N - odd);
+    ck_assert_uint_eq(shard_size(s), odd);
+    ck_assert_int_eq(shard_push(s, keys, 0, N, g), 0);
+    shard_pull(s, keys, 0, N, out);
+    for (uint64_t i = 0; i < N; i++) /* kept: two pushes; dropped: one, afresh */
+        LOOP_ASSERT(out[i] == ((keys[i] & 1) ? 2 : 1) * g[i], "key #%llu reads %g",
+                    (unsigned long long)i, (double)out[i]);
+    ck_assert_uint_eq(shard_size(s), N);
+    free(keys);
+    free(g);
+    free(out);
     shard_destroy(&s);
 }
 END_TEST
@@ -528,6 +576,7 @@ Suite *shard_suite(void)
     tcase_add_test(sparse, sparse_unpushed_keys);
     tcase_add_test(sparse, sparse_state_survives_growth);
     tcase_add_test(sparse, sparse_lookup_while_growing);
+    tcase_add_test(sparse, sparse_retain_while_growing);
     suite_add_tcase(s, sparse);
     return s;
 }
