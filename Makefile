@@ -63,7 +63,7 @@ TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-zmq-bidir $(BIN)/pskv-hashmap-floor 
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
 
 FORCE:
-.PHONY: FORCE all tools deps size test unit integration faults test-faults bench-faults demo bench bench-incr bench-allreduce bench-pushpull bench-curve bench-train bench-consistency bench-sparse bench-hosts chaos install deb package-check clean fuzz fuzz-live tsan
+.PHONY: FORCE all tools deps size test unit integration faults test-faults bench-faults demo bench bench-incr bench-allreduce bench-metrics bench-pushpull bench-curve bench-train bench-consistency bench-sparse bench-hosts chaos install deb package-check clean fuzz fuzz-live tsan
 .DEFAULT_GOAL := all
 
 MANS     := $(BINS:$(BIN)/%=$(BUILD)/man/man1/%.1)
@@ -275,6 +275,8 @@ bench: deps
 	scripts/bench-checkpoint.sh
 	scripts/bench-incr.sh
 	scripts/bench-allreduce.sh
+	scripts/install-deps.sh valgrind
+	scripts/bench-metrics.sh --instructions --rounds 3
 	scripts/chaos.sh --minutes 5 || [ $$? -eq 77 ]
 
 bench-faults: deps
@@ -289,6 +291,11 @@ bench-incr: deps
 bench-allreduce: deps
 	$(MAKE) all
 	scripts/bench-allreduce.sh
+
+bench-metrics: deps
+	@scripts/install-deps.sh valgrind
+	$(MAKE) all
+	scripts/bench-metrics.sh --instructions --rounds 3
 
 bench-pushpull: deps
 	$(MAKE) all
