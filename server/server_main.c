@@ -379,16 +379,25 @@ static void on_clock(wire_msg *msg)
         chain_forward_clock(S.chain, (uint32_t)r->origin_id, r->rank, r->clock);
         return;
     }
+    /* only a clock sent on this placement or a newer one counts: the worker had
+     * then re-sent here whatever it had sent to a server that died, so every push
+     * the clock covers is here before it. One sent before the worker heard of the
+     * change could close a clock without a push still to be re-sent here (dropped
+     * as late); the worker sends its clock again once its re-sends are out
+     * (wview_catch_up: it does so after every view that changed a chain) */
+    if (r->has_epoch && r->epoch < chain_place_epoch(S.chain)) {
+        LOG_D("ignored CLOCK %lld from node %u: sent on view epoch %llu, before the "
+              "placement changed in epoch %llu", (long long)r->clock, r->sender,
+              (unsigned long long)r->epoch, (unsigned long long)chain_place_epoch(S.chain));
+        return;
+    }
     int rank = consist_clock(S.cons, msg);
-    /* down the chains only a clock sent on this placement or a newer one: the worker
-     * had then re-sent to this server whatever it had sent to a server that died,
-     * so every push the clock covers is here before it. A server still waiting for
-     * copies may not know the ssp tables yet (a joiner learns them from the copies):
-     * it forwards too, else the replicas after it would lack this clock until the
-     * worker's next, which a worker parked in an ssp pull never sends */
+    /* down the chains too. A server still waiting for copies may not know the ssp
+     * tables yet (a joiner learns them from the copies): it forwards too, else the
+     * replicas after it would lack this clock until the worker's next, which a
+     * worker parked in an ssp pull never sends */
     if (rank >= 0 && chain_replicas(S.chain) > 1 &&
-        (clocks_down_chains() || chain_filling(S.chain)) &&
-        (!r->has_epoch || r->epoch >= chain_place_epoch(S.chain))) {
+        (clocks_down_chains() || chain_filling(S.chain))) {
         consist_clock_from(S.cons, S.mb.node_id, rank, r->clock);
         chain_forward_clock(S.chain, S.mb.node_id, rank, r->clock);
     }
