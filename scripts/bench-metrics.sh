@@ -147,15 +147,16 @@ instr_rounds() {
   local i d off on sc nat
   for ((i = 1; i <= rounds; i++)); do
     d=$(mktemp -d /tmp/pskv-bench-metrics-instr-XXXXXX)
-    nat=$("$here/bench-pushpull.sh" --sizes "$size" --runs 3 | grep 'mode=serial ' |
+    nat=$("$here/bench-pushpull.sh" --sizes "$size" --runs 3 2>/dev/null | grep 'mode=serial ' |
           sed 's/.*step_us=\([0-9.]*\).*/\1/')
     off=$(instr_job off "$d/off") && on=$(instr_job on "$d/on") && sc=$(instr_job scraped "$d/sc") || exit 1
     awk -v a="$off" -v b="$on" -v c="$sc" -v nat="$nat" -v s="$size" 'BEGIN {
       split(a, x, " "); split(b, y, " "); split(c, z, " ")
       po = x[1] / x[2]; pn = y[1] / y[2]; pz = z[1] / z[2]
       scrape = z[3] ? (z[1] - y[1] * z[2] / y[2]) / z[3] : 0
-      printf "metrics-instr-round size=%d off_per_step=%.0f on_per_step=%.0f scraped_per_step=%.0f counters_per_step=%.0f scrapes=%d per_scrape=%.0f native_step_us=%s cost_pct_valgrind=%.3f cost_pct_native=%.3f\n",
-        s, po, pn, pz, pn - po, z[3], scrape, nat, 100 * (pz - po) / po, 100 * (pn - po + scrape * nat * 1e-6) / po }' | tee -a "$out"
+      printf "metrics-instr-round size=%d off_per_step=%.0f on_per_step=%.0f scraped_per_step=%.0f counters_per_step=%.0f scrapes=%d per_scrape=%.0f native_step_us=%s cost_pct_valgrind=%.3f cost_pct_native=%s\n",
+        s, po, pn, pz, pn - po, z[3], scrape, nat == "" ? "-" : nat, 100 * (pz - po) / po,
+        nat == "" ? "-" : sprintf("%.3f", 100 * (pn - po + scrape * nat * 1e-6) / po) }' | tee -a "$out"
     rm -rf "$d"
   done
   local f line="metrics-instr size=$size rounds=$rounds"
