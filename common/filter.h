@@ -53,7 +53,8 @@ typedef struct filter_set {
 typedef struct filter_stats {
     uint64_t raw_out, wire_out, raw_in, wire_in;
     uint64_t sig_hits, sig_misses;
-    uint64_t kkt_rows, kkt_skipped; /* kkt: rows given to push, and those not sent */
+    uint64_t kkt_rows, kkt_skipped, kkt_zeroed; /* kkt: rows given to push, those skipped,
+                                                    and of those the ones sent as zeros */
     int64_t ns;
 } filter_stats;
 

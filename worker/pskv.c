@@ -56,7 +56,8 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
     int kkt = t->kkt && type == REQ_PUSH && !assign && !(flags & SUBMIT_RAW);
     if (kkt) {
         int64_t f0 = tu_now_ns();
-        if (wkkt_filter(t->kkt, keys, vals, nkeys, t->width, &keys, &vals, &nkeys, &t->fst) < 0)
+        if (wkkt_filter(t->kkt, &t->fs, keys, vals, nkeys, t->width, &keys, &vals, &nkeys,
+                        &t->fst) < 0)
             return wst_error(w, PSKV_ENOMEM, "table '%s': out of memory in the kkt filter",
                              t->name);
         t->fst.ns += tu_now_ns() - f0;

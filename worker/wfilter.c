@@ -258,11 +258,12 @@ void wfilter_report(const tbl *t)
     const filter_stats *f = &t->fst;
     if (!t->fs.n || (!f->raw_out && !f->raw_in))
         return;
-    char names[300], kkt[80] = "";
+    char names[300], kkt[120] = "";
     filter_format(&t->fs, names, sizeof names);
     if (t->fs.kkt)
-        snprintf(kkt, sizeof kkt, ", kkt skipped %llu of %llu rows pushed",
-                 (unsigned long long)f->kkt_skipped, (unsigned long long)f->kkt_rows);
+        snprintf(kkt, sizeof kkt, ", kkt skipped %llu of %llu rows pushed (%llu sent as zeros)",
+                 (unsigned long long)f->kkt_skipped, (unsigned long long)f->kkt_rows,
+                 (unsigned long long)f->kkt_zeroed);
     LOG_I("table '%s' filters %s: sent %llu bytes (%llu before filters), received %llu (%llu "
           "before), %llu key lists as signatures, %llu misses%s, %.1f ms in filters", t->name,
           names, (unsigned long long)f->wire_out, (unsigned long long)f->raw_out,

@@ -23,7 +23,8 @@ struct wkkt {
     size_t cap, n;  /* cap a power of two (or 0), n used, at most cap / 2 */
     uint64_t *keys; /* wkkt_filter's scratch */
     float *vals;
-    size_t kcap, vcap;
+    uint8_t *skip;
+    size_t kcap, vcap, scap;
 };
 
 wkkt *wkkt_new(float l1, float margin)
@@ -42,6 +43,7 @@ void wkkt_destroy(wkkt **self_p)
     free(k->slot);
     free(k->keys);
     free(k->vals);
+    free(k->skip);
     free(k);
     *self_p = NULL;
 }
@@ -95,25 +97,39 @@ int wkkt_skip(const wkkt *k, uint64_t key, const float *g, uint32_t width)
     return 1;
 }
 
-int wkkt_filter(wkkt *k, const uint64_t *keys, const float *vals, size_t n, uint32_t width,
-                const uint64_t **okeys, const float **ovals, size_t *on, filter_stats *st)
+int wkkt_filter(wkkt *k, const filter_set *fs, const uint64_t *keys, const float *vals,
+                size_t n, uint32_t width, const uint64_t **okeys, const float **ovals,
+                size_t *on, filter_stats *st)
 {
     if (grow_array((void **)&k->keys, &k->kcap, n, sizeof *k->keys) < 0 ||
-        grow_array((void **)&k->vals, &k->vcap, n * width, sizeof *k->vals) < 0)
+        grow_array((void **)&k->vals, &k->vcap, n * width, sizeof *k->vals) < 0 ||
+        grow_array((void **)&k->skip, &k->scap, n, sizeof *k->skip) < 0)
         return -PSKV_ENOMEM;
-    size_t m = 0;
+    size_t m = 0; /* rows sent as they are */
     for (size_t i = 0; i < n; i++) {
-        if (wkkt_skip(k, keys[i], vals + i * width, width) && (m || i + 1 < n))
+        k->skip[i] = (uint8_t)wkkt_skip(k, keys[i], vals + i * width, width);
+        m += !k->skip[i];
+    }
+    /* keycache: a list cut short is a new list, sent in full; the whole list, held
+     * by the server, costs a signature, and zeros cost little once compressed */
+    int zero = fs->keycache_mb && (fs->codec || 3 * m >= n);
+    size_t sent = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (k->skip[i] && !zero && (sent || i + 1 < n))
             continue; /* the last row goes when all others were skipped */
-        k->keys[m] = keys[i];
-        memcpy(k->vals + m * width, vals + i * width, width * sizeof *vals);
-        m++;
+        k->keys[sent] = keys[i];
+        if (k->skip[i] && zero)
+            memset(k->vals + sent * width, 0, width * sizeof *vals);
+        else
+            memcpy(k->vals + sent * width, vals + i * width, width * sizeof *vals);
+        sent++;
     }
     st->kkt_rows += n;
     st->kkt_skipped += n - m;
+    st->kkt_zeroed += zero ? n - m : 0;
     *okeys = k->keys;
     *ovals = k->vals;
-    *on = m;
+    *on = sent;
     return 0;
 }
 

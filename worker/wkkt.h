@@ -15,9 +15,14 @@
  * the weight; the skipped gradient is then lost, an error of at most lr * l1 per
  * skip, as with the paper's filter (docs/protocol.md, "Filters").
  *
- * OWNS: per key its latest reading and last push (open addressing, never shrunk;
- * grows with the keys the worker pulls or pushes), and the scratch the filtered
- * rows of a push go into. THREAD: the library's one thread. */
+ * With keycache, a push's key list is kept whole where that is cheaper (the server
+ * holds it: a signature instead of a new list), the skipped rows sent as zeros: at
+ * w = 0 a zero gradient is a no-op too (wkkt_filter).
+ *
+ * OWNS: per key its latest reading and last push (32 bytes, open addressing at
+ * most half full, never shrunk: about 64 bytes per key the worker pulled or
+ * pushed), and the scratch the filtered rows of a push go into. THREAD: the
+ * library's one thread. */
 #ifndef PSKV_WKKT_H
 #define PSKV_WKKT_H
 
@@ -39,12 +44,14 @@ WINTERNAL void wkkt_destroy(wkkt **self_p);
 WINTERNAL int wkkt_skip(const wkkt *k, uint64_t key, const float *g, uint32_t width);
 
 /* Filters a push of n rows: *okeys, *ovals and *on are the rows to send (k's
- * scratch, valid until the next call; at least one row, since a push carries some:
- * the first, which is within the band too when all are skipped). Counts into st.
- * Returns 0 or -PSKV_ENOMEM. */
-WINTERNAL int wkkt_filter(wkkt *k, const uint64_t *keys, const float *vals, size_t n,
-                              uint32_t width, const uint64_t **okeys, const float **ovals,
-                              size_t *on, filter_stats *st);
+ * scratch, valid until the next call). The rows skipped are left out (at least one
+ * row goes, since a push carries some: the last, within the band too when all are
+ * skipped), or, when fs has keycache and also a compression or a third or more of
+ * the rows go anyway, sent with zero values, a no-op as well, so that the key list
+ * stays the one the server holds. Counts into st. Returns 0 or -PSKV_ENOMEM. */
+WINTERNAL int wkkt_filter(wkkt *k, const filter_set *fs, const uint64_t *keys,
+                          const float *vals, size_t n, uint32_t width, const uint64_t **okeys,
+                          const float **ovals, size_t *on, filter_stats *st);
 
 /* The rows keys[0..n) went in push `ts`: readings older than it no longer count.
  * Out of memory turns the filter off for good (nothing skipped), never wrong. */
