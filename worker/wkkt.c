@@ -110,9 +110,12 @@ int wkkt_filter(wkkt *k, const filter_set *fs, const uint64_t *keys, const float
         k->skip[i] = (uint8_t)wkkt_skip(k, keys[i], vals + i * width, width);
         m += !k->skip[i];
     }
-    /* keycache: a list cut short is a new list, sent in full; the whole list, held
-     * by the server, costs a signature, and zeros cost little once compressed */
-    int zero = fs->keycache_mb && (fs->codec || 3 * m >= n);
+    /* keycache: a list cut short is a new list, sent in full (8 bytes a key); the
+     * whole list, held by the server, costs a signature, and its zeros 4 bytes a
+     * row, less once compressed. Measured (docs/benchmarks.md): with lz4, zeros
+     * and a cut list cost about the same when few rows go, and a cut list leaves
+     * the servers without rows for the keys never pushed: cut below a third. */
+    int zero = fs->keycache_mb && 3 * m >= n;
     size_t sent = 0;
     for (size_t i = 0; i < n; i++) {
         if (k->skip[i] && !zero && (sent || i + 1 < n))

@@ -46,9 +46,9 @@ WINTERNAL int wkkt_skip(const wkkt *k, uint64_t key, const float *g, uint32_t wi
 /* Filters a push of n rows: *okeys, *ovals and *on are the rows to send (k's
  * scratch, valid until the next call). The rows skipped are left out (at least one
  * row goes, since a push carries some: the last, within the band too when all are
- * skipped), or, when fs has keycache and also a compression or a third or more of
- * the rows go anyway, sent with zero values, a no-op as well, so that the key list
- * stays the one the server holds. Counts into st. Returns 0 or -PSKV_ENOMEM. */
+ * skipped), or, when fs has keycache and a third or more of the rows go anyway,
+ * sent with zero values, a no-op as well, so that the key list stays the one the
+ * server holds. Counts into st. Returns 0 or -PSKV_ENOMEM. */
 WINTERNAL int wkkt_filter(wkkt *k, const filter_set *fs, const uint64_t *keys,
                           const float *vals, size_t n, uint32_t width, const uint64_t **okeys,
                           const float **ovals, size_t *on, filter_stats *st);
