@@ -80,7 +80,9 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
     int pull = type == REQ_PULL;
     if (t->kkt && pull)
         r->kkt_floor = wkkt_floor(w, table);
-    else if (t->kkt) /* an assign too: readings before it are stale */
+    else if (kkt)
+        wkkt_sent(t->kkt, r->ts);
+    else if (t->kkt) /* an assign: readings before it are stale */
         wkkt_pushed(t->kkt, keys, nkeys, r->ts);
     /* only a run can be sent from the caller's array as it is; a quantising table's
      * values change as they go (wfilter_quant) */

@@ -21,10 +21,11 @@ struct wkkt {
     int off;        /* out of memory once: nothing skipped any more */
     ent *slot;
     size_t cap, n;  /* cap a power of two (or 0), n used, at most cap / 2 */
-    uint64_t *keys; /* wkkt_filter's scratch */
+    uint64_t *keys; /* wkkt_filter's scratch: the rows to send */
     float *vals;
-    uint8_t *skip;
-    size_t kcap, vcap, scap;
+    uint8_t *skip;  /* ... which of the rows given it skipped */
+    uint64_t *real; /* ... the keys sent with their gradient (wkkt_sent) */
+    size_t kcap, vcap, scap, rcap, nreal;
 };
 
 wkkt *wkkt_new(float l1, float margin)
@@ -44,6 +45,7 @@ void wkkt_destroy(wkkt **self_p)
     free(k->keys);
     free(k->vals);
     free(k->skip);
+    free(k->real);
     free(k);
     *self_p = NULL;
 }
@@ -103,7 +105,8 @@ int wkkt_filter(wkkt *k, const filter_set *fs, const uint64_t *keys, const float
 {
     if (grow_array((void **)&k->keys, &k->kcap, n, sizeof *k->keys) < 0 ||
         grow_array((void **)&k->vals, &k->vcap, n * width, sizeof *k->vals) < 0 ||
-        grow_array((void **)&k->skip, &k->scap, n, sizeof *k->skip) < 0)
+        grow_array((void **)&k->skip, &k->scap, n, sizeof *k->skip) < 0 ||
+        grow_array((void **)&k->real, &k->rcap, n, sizeof *k->real) < 0)
         return -PSKV_ENOMEM;
     size_t m = 0; /* rows sent as they are */
     for (size_t i = 0; i < n; i++) {
@@ -117,14 +120,17 @@ int wkkt_filter(wkkt *k, const filter_set *fs, const uint64_t *keys, const float
      * the servers without rows for the keys never pushed: cut below a third. */
     int zero = fs->keycache_mb && 3 * m >= n;
     size_t sent = 0;
+    k->nreal = 0;
     for (size_t i = 0; i < n; i++) {
         if (k->skip[i] && !zero && (sent || i + 1 < n))
-            continue; /* the last row goes when all others were skipped */
+            continue; /* the last row goes when all others were skipped (a no-op too) */
         k->keys[sent] = keys[i];
         if (k->skip[i] && zero)
             memset(k->vals + sent * width, 0, width * sizeof *vals);
         else
             memcpy(k->vals + sent * width, vals + i * width, width * sizeof *vals);
+        if (!k->skip[i])
+            k->real[k->nreal++] = keys[i];
         sent++;
     }
     st->kkt_rows += n;
@@ -145,6 +151,11 @@ void wkkt_pushed(wkkt *k, const uint64_t *keys, size_t n, int64_t ts)
         else
             e->pushed = ts;
     }
+}
+
+void wkkt_sent(wkkt *k, int64_t ts)
+{
+    wkkt_pushed(k, k->real, k->nreal, ts);
 }
 
 void wkkt_pulled(wkkt *k, const uint64_t *keys, const float *vals, size_t n, uint32_t width,

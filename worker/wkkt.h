@@ -53,6 +53,11 @@ WINTERNAL int wkkt_filter(wkkt *k, const filter_set *fs, const uint64_t *keys,
                           const float *vals, size_t n, uint32_t width, const uint64_t **okeys,
                           const float **ovals, size_t *on, filter_stats *st);
 
+/* The push of the rows wkkt_filter returned last went as `ts`: wkkt_pushed for
+ * those it sent with their gradient (a skipped row, left out or sent as zeros,
+ * leaves the weight at zero and so its reading stands). */
+WINTERNAL void wkkt_sent(wkkt *k, int64_t ts);
+
 /* The rows keys[0..n) went in push `ts`: readings older than it no longer count.
  * Out of memory turns the filter off for good (nothing skipped), never wrong. */
 WINTERNAL void wkkt_pushed(wkkt *k, const uint64_t *keys, size_t n, int64_t ts);

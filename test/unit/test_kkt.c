@@ -117,6 +117,14 @@ START_TEST(kkt_filter_rows)
     ck_assert_uint_eq(on, want);
     ck_assert_uint_eq(st.kkt_rows, N);
     ck_assert_uint_eq(st.kkt_skipped, N - want);
+    /* the push goes as timestamp 5: the rows sent at zero weight are pushed now, the
+     * skipped ones still at zero */
+    wkkt_sent(k, 5);
+    const float tiny = 0.01f;
+    ck_assert_int_eq(wkkt_skip(k, keys[2], &tiny, 1), 0); /* sent with its gradient */
+    ck_assert_int_eq(wkkt_skip(k, keys[1], &tiny, 1), 1); /* skipped */
+    wkkt_pulled(k, keys, w, N, 1, 6);                     /* read again after push 5 */
+    ck_assert_int_eq(wkkt_skip(k, keys[2], &tiny, 1), 1);
     /* every row skippable: the last one goes all the same */
     const float small[] = {0.1f, 0.2f};
     const uint64_t two[] = {keys[1], keys[5]};
@@ -142,7 +150,7 @@ START_TEST(kkt_filter_rows)
         w[i] = i % 10 == 0 ? 0.5f : 0.0f;
         g[i] = i % 8 ? 0.5f : 2.0f; /* an eighth outside the band */
     }
-    wkkt_pulled(k, keys, w, N, 1, 2);
+    wkkt_pulled(k, keys, w, N, 1, 7);
     size_t go = 0;
     for (int i = 0; i < N; i++)
         go += i % 10 == 0 || i % 8 == 0;
