@@ -108,7 +108,7 @@ int wkkt_filter(wkkt *k, const filter_set *fs, const uint64_t *keys, const float
         grow_array((void **)&k->skip, &k->scap, n, sizeof *k->skip) < 0 ||
         grow_array((void **)&k->real, &k->rcap, n, sizeof *k->real) < 0)
         return -PSKV_ENOMEM;
-    size_t m = 0; /* rows sent as they are */
+    size_t m = 0; /* rows not skipped */
     for (size_t i = 0; i < n; i++) {
         k->skip[i] = (uint8_t)wkkt_skip(k, keys[i], vals + i * width, width);
         m += !k->skip[i];
