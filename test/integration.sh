@@ -219,7 +219,7 @@ t_filters_kkt() {
       fail "--filter $f: no kkt counters: $(tail -n 3 "$TDIR/logs/worker-0.log")"
     skipped=$(sed -n 's/.*kkt skipped \([0-9]*\) of [0-9]* rows.*/\1/p' <<< "$line")
     rows=$(sed -n 's/.*kkt skipped [0-9]* of \([0-9]*\) rows.*/\1/p' <<< "$line")
-    [ "${skipped:-0}" -gt 0 ] && [ "$((skipped * 4))" -gt "${rows:-0}" ] ||
+    (( ${skipped:-0} > 0 && ${skipped:-0} * 4 > ${rows:-0} )) ||
       fail "--filter $f: kkt skipped too few rows (under a quarter): $line"
     [ "$held" -lt "$rows0" ] || fail "--filter $f: servers hold $held rows, $rows0 without"
     echo "--filter $f: auc $auc ($skipped of $rows rows skipped, $held rows held), $auc0 without ($rows0 held)"
