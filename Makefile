@@ -46,9 +46,9 @@ DATA_O   := $(DATA_SRC:%.c=$(BUILD)/obj/%.o)
 APP_SRC  := $(wildcard worker/apps/*.c)
 APP_O    := $(APP_SRC:%.c=$(BUILD)/obj/%.o)
 WORKER_O := $(APP_O) $(DATA_O)
-# worker code the unit tests link (readers, models and libpskv's clipping; no main)
+# worker code the unit tests link (readers, models, libpskv's clipping and kkt; no main)
 WORKER_UNIT_O := $(DATA_O) $(BUILD)/obj/worker/apps/model.o $(BUILD)/obj/worker/apps/pipesched.o \
-                 $(BUILD)/obj/worker/wclip.o
+                 $(BUILD)/obj/worker/wclip.o $(BUILD)/obj/worker/wkkt.o
 UNIT_SRC := $(wildcard test/unit/*.c)
 UNIT_O   := $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 

@@ -13,7 +13,7 @@
 #include "pskv_errors.h"
 #include "wire.h"
 
-#define KNOWN "keycache[:MB], lz4, zstd[:LEVEL], int8, sign, significant:THRESH"
+#define KNOWN "keycache[:MB], lz4, zstd[:LEVEL], int8, sign, significant:THRESH, kkt[:MARGIN]"
 
 /* zstd's contexts, one of each per thread that packs or unpacks (ZSTD_compress and
  * ZSTD_decompress would allocate and free one per frame), freed when the thread
@@ -116,6 +116,19 @@ static int parse_one(filter_set *fs, const char *spec, char *why, size_t whylen)
         snprintf(fs->names[fs->n++], sizeof fs->names[0], "significant:%g", (double)th);
         return 0;
     }
+    if (!strcmp(name, "kkt")) {
+        char *end = NULL;
+        float mg = arg ? strtof(arg, &end) : 0.0f;
+        if (arg && (end == arg || *end || !(mg >= 0) || !(mg < 1))) {
+            snprintf(why, whylen, "filter 'kkt': the margin must be a number in [0, 1), "
+                     "kkt:MARGIN (got '%s')", arg);
+            return -PSKV_EINVAL;
+        }
+        fs->kkt = 1;
+        fs->kkt_margin = mg;
+        snprintf(fs->names[fs->n++], sizeof fs->names[0], "kkt:%g", (double)mg);
+        return 0;
+    }
     if (q) {
         if (arg) {
             snprintf(why, whylen, "filter '%s' takes no argument", name);
@@ -161,17 +174,52 @@ int filter_parse(filter_set *fs, char *const *specs, size_t n, char *why, size_t
     return 0;
 }
 
-int filter_check_table(const filter_set *fs, int dense, const char *updater, char *why,
-                       size_t whylen)
+/* kkt's conditions: where a gradient inside the band at a zero weight is not
+ * provably a no-op of the server's update, the filter is refused. */
+static int check_kkt(const filter_table *ft, char *why, size_t whylen)
 {
+    const char *u = ft->updater ? ft->updater : "sgd";
+    const char *no = NULL;
+    char buf[160];
+    if (ft->dense)
+        no = "it skips rows of sparse pushes: not on a dense table";
+    else if (!strcmp(u, "ftrl"))
+        no = "not exact with ftrl: ftrl adds every gradient to its state (z, n), so a "
+             "skipped one changes later weights even while this one stays zero; use sgd "
+             "with l1";
+    else if (strcmp(u, "sgd")) {
+        snprintf(buf, sizeof buf, "needs the L1-proximal update, sgd with l1 > 0 (the table's "
+                 "updater is '%s')", u);
+        no = buf;
+    } else if (!(ft->l1 > 0))
+        no = "needs sgd with l1 > 0 (the L1 band |g| <= l1); the table has no l1";
+    else if (ft->momentum > 0)
+        no = "not with momentum: a skipped gradient would still have entered the momentum";
+    else if (ft->bsp)
+        no = "not with consistency bsp: a clock's pushes are averaged before the update, "
+             "and a skipped gradient changes the mean";
+    else if (ft->admit_after > 1)
+        no = "not with admit_after: admission counts pushes, and a skipped one would not count";
+    else if (ft->evict_after)
+        no = "not with evict_after: eviction counts pushes as use, and a skipped one would not";
+    if (!no)
+        return 0;
+    snprintf(why, whylen, "table '%s', filter 'kkt': %s", ft->name ? ft->name : "?", no);
+    return -PSKV_EINVAL;
+}
+
+int filter_check_table(const filter_set *fs, const filter_table *ft, char *why, size_t whylen)
+{
+    if (fs->kkt && check_kkt(ft, why, whylen) < 0)
+        return -PSKV_EINVAL;
     if (!fs->quant && !fs->significant)
         return 0;
     const char *name = fs->quant ? fquant_name(fs->quant) : "significant";
-    if (!dense) {
+    if (!ft->dense) {
         snprintf(why, whylen, "filter '%s' filters dense pushes: not on a sparse table", name);
         return -PSKV_EINVAL;
     }
-    if (updater && !strcmp(updater, "sum")) {
+    if (ft->updater && !strcmp(ft->updater, "sum")) {
         snprintf(why, whylen, "filter '%s' is lossy: not on a 'sum' table (exact counts)", name);
         return -PSKV_EINVAL;
     }

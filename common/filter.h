@@ -10,6 +10,9 @@
  *                  (fquant.h), what is lost kept by the worker for the next push
  *   significant:T  lossy: only a dense table's rows with some |x| > T pushed (as
  *                  keyed rows), the others kept by the worker for the next push
+ *   kkt[:MARGIN]   a sparse sgd table with l1 > 0: the worker skips a row whose
+ *                  weight it last pulled as zero and whose gradient lies within
+ *                  the L1 band, |g| <= (1 - MARGIN) * l1 (worker/wkkt.h)
  *
  * Compression is per frame: a frame is sent compressed only when that makes it
  * smaller, and Meta.zframes says which frames are (wire.c unpacks them).
@@ -39,6 +42,8 @@ typedef struct filter_set {
     uint32_t quant;        /* FQUANT_* (fquant.h): lossy pushes with error feedback */
     int significant;       /* significant:T: rows with some |x| > sig_thresh only */
     float sig_thresh;
+    int kkt;               /* kkt[:MARGIN]: rows at zero inside the L1 band not pushed */
+    float kkt_margin;      /* ... the band is (1 - kkt_margin) * l1, 0 <= margin < 1 */
     char names[FILTER_MAX][32]; /* the canonical NAME[:ARGS] of each, in order */
     int n;
 } filter_set;
@@ -48,18 +53,32 @@ typedef struct filter_set {
 typedef struct filter_stats {
     uint64_t raw_out, wire_out, raw_in, wire_in;
     uint64_t sig_hits, sig_misses;
+    uint64_t kkt_rows, kkt_skipped, kkt_zeroed; /* kkt: rows given to push, those skipped,
+                                                    and of those the ones sent as zeros */
     int64_t ns;
 } filter_stats;
+
+/* What filter_check_table needs to know of a table. */
+typedef struct filter_table {
+    const char *name;
+    int dense;
+    const char *updater;   /* "sum", "sgd", ... or "plugin:..." */
+    float l1, momentum;
+    int bsp;               /* consistency bsp: a clock's pushes averaged, then applied */
+    uint32_t admit_after, evict_after;
+} filter_table;
 
 /* Parses the filters specs[0..n-1] (NAME[:ARGS] each) into fs, refusing an unknown
  * name, a bad argument, a repeated filter, two compressions, or more than
  * FILTER_MAX. Returns 0 or -PSKV_EINVAL with the reason, naming the filter, in why. */
 int filter_parse(filter_set *fs, char *const *specs, size_t n, char *why, size_t whylen);
 
-/* Refuses (-PSKV_EINVAL, why naming the filter) a lossy filter on a sparse table or
- * on a `sum` table (exact counts); 0 otherwise. */
-int filter_check_table(const filter_set *fs, int dense, const char *updater, char *why,
-                       size_t whylen);
+/* Refuses (-PSKV_EINVAL, why naming the table and filter) a lossy filter on a
+ * sparse table or on a `sum` table (exact counts), and `kkt` wherever skipping a
+ * gradient is not provably a no-op: a dense table, any updater but sgd with l1 > 0
+ * and no momentum (ftrl included: its z and n take every gradient), bsp, admission
+ * (admit_after > 1) and eviction (both count pushes). 0 otherwise. */
+int filter_check_table(const filter_set *fs, const filter_table *ft, char *why, size_t whylen);
 
 /* Like filter_parse, from a comma-separated list ("keycache,lz4"; NULL or "" is no
  * filter): the library's pskv_table_opts.filters and the apps' --filter. */

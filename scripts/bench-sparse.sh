@@ -10,8 +10,11 @@
 #     probabilities. Feature ids above 50 M are remapped first to 1..D in order
 #     of appearance (liblinear keeps a dense weight vector), said on the output.
 # Prints one line per run and setting, `pskv upd=… run= auc= wall_s= rows=
-# server_rss_mib= examples_per_s=` (rows and resident memory summed over the two
-# servers at exit; examples/s launch to exit, epochs included) and
+# server_rss_mib= examples_per_s= bytes_per_example= raw_bytes_per_example=` (rows
+# and resident memory summed over the two servers at exit; examples/s launch to
+# exit, epochs included; bytes: the weight table's data frames, keys and values,
+# sent and received by both workers, after and before the wire filters, per
+# training example of all epochs, rank 0's final evaluation pull included) and
 # `liblinear s= c= run= auc= wall_s=`, then the medians and the best liblinear.
 # The scheduler gets --dead-after-ms 5000: on a loaded machine the default 500
 # ms declares starved daemons dead (docs/benchmarks.md).
@@ -20,6 +23,9 @@
 #   [--costs "0.03 0.1 0.3 1"] [--no-liblinear]
 # SPEC: a name for the line, a colon, then the worker flags, e.g.
 #   "adagrad:--updater adagrad --lr 0.05;ftrl:--updater ftrl"
+# or, for the wire filters at one updater (docs/benchmarks.md),
+#   "none:--updater sgd --momentum 0 --lr 0.5 --l1 0.004;kkt:--updater sgd
+#    --momentum 0 --lr 0.5 --l1 0.004 --filter kkt"
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 examples=1000000 features=10000000 seed=23 epochs=3 runs=3 liblinear=1
@@ -101,9 +107,13 @@ for r in $(seq "$runs"); do
       awk '{ s += $1 } END { print s + 0 }')
     rss=$(sed -n 's/.*resident memory \([0-9.]*\) MiB.*/\1/p' "$logs"/server-*.log |
       awk '{ s += $1 } END { print s + 0 }')
+    # bytes per example: both workers' weight traffic, after and before the filters
+    bpe=$(sed -n 's/.* weight traffic: sent \([0-9]*\) bytes (\([0-9]*\) before filters), received \([0-9]*\) (\([0-9]*\) before).*/\1 \2 \3 \4/p' \
+      "$logs"/worker-*.log | awk -v n="$train_n" -v ep="$epochs" \
+      '{ s += $1 + $3; b += $2 + $4 } END { printf "bytes_per_example=%.1f raw_bytes_per_example=%.1f", s / (n * ep), b / (n * ep) }')
     echo "pskv upd=$name run=$r auc=$a wall_s=$(awk -v s="$start" -v e="$end" 'BEGIN { printf "%.1f", e - s }') rows=$rows" \
       "server_rss_mib=$rss examples_per_s=$(awk -v s="$start" -v e="$end" -v n="$train_n" -v ep="$epochs" \
-        'BEGIN { printf "%.0f", n * ep / (e - s) }') load=$(cut -d' ' -f1 /proc/loadavg) flags=\"$flags\""
+        'BEGIN { printf "%.0f", n * ep / (e - s) }') $bpe load=$(cut -d' ' -f1 /proc/loadavg) flags=\"$flags\""
   done
   ((liblinear)) || continue
   for s in $solvers; do
@@ -129,7 +139,9 @@ for spec in "${specs[@]}"; do
   name=${spec%%:*}
   echo "pskv upd=$name auc=$(med "pskv upd=$name" auc) wall_s=$(med "pskv upd=$name" wall_s)" \
     "rows=$(med "pskv upd=$name" rows) server_rss_mib=$(med "pskv upd=$name" server_rss_mib)" \
-    "examples_per_s=$(med "pskv upd=$name" examples_per_s)"
+    "examples_per_s=$(med "pskv upd=$name" examples_per_s)" \
+    "bytes_per_example=$(med "pskv upd=$name" bytes_per_example)" \
+    "raw_bytes_per_example=$(med "pskv upd=$name" raw_bytes_per_example)"
 done
 if ((liblinear)); then
   for s in $solvers; do

@@ -182,9 +182,13 @@ static int parse_options(table *t, const Pskv__TableOptions *o, char *why, size_
     }
     snprintf(t->consistency, sizeof t->consistency, "%s", cons);
     if ((rc = filter_parse(&t->filters, o->filters, o->n_filters, why, whylen)) < 0 ||
-        (rc = filter_check_table(&t->filters, t->dense, t->updater, why, whylen)) < 0)
+        (rc = parse_admission(t, o, why, whylen)) < 0)
         return rc;
-    return parse_admission(t, o, why, whylen);
+    filter_table ft = {.name = t->name, .dense = t->dense, .updater = t->updater,
+                       .l1 = t->upd.l1, .momentum = t->upd.momentum,
+                       .bsp = t->model == CONS_BSP, .admit_after = t->admit_after,
+                       .evict_after = t->evict_after};
+    return filter_check_table(&t->filters, &ft, why, whylen);
 }
 
 /* Names the first option in which a and b differ, or returns 0. */

@@ -190,6 +190,58 @@ t_filters_residual() {
   no_strays "$TDIR/logs"
 }
 
+t_filters_kkt() {
+  # sparse LR, sgd with l1: kkt skips rows at zero inside the L1 band. One worker, so
+  # the skip is exact (its readings are newer than its own pushes; no other worker
+  # moves a weight): the same AUC as without, with fewer rows pushed and held; with
+  # keycache and lz4 too (rows left out, or sent as zeros to keep the key list)
+  "$BIN/pskv-gen-sparse" --examples 20000 --features 200000 --out "$TDIR/gen" --seed 7 > gen.out ||
+    fail "gen-sparse failed: $(cat gen.out)"
+  local f auc auc0="" line skipped rows rows0="" held
+  for f in "" kkt keycache,lz4,kkt; do
+    rm -rf "$TDIR/logs"
+    "$LAUNCH" --servers 2 --workers 1 --timeout 120 --log-dir "$TDIR/logs" \
+      --scheduler-opt --dead-after-ms --scheduler-opt 5000 -- --app sparse-lr \
+      --train "$TDIR/gen.train" --test "$TDIR/gen.test" --epochs 2 --batch 256 --updater sgd \
+      --momentum 0 --lr 0.5 --l1 0.004 --eval-every 0 --seed 1 --filter "$f" ||
+      fail "--filter '$f': exited $?"
+    auc=$(grep -o 'final auc [0-9.]*' "$TDIR/logs/worker-0.log" | awk '{print $3}')
+    [ -n "$auc" ] || fail "--filter '$f': no final auc"
+    held=$(sed -n "s/.*table 'sparse-lr.w': \([0-9]*\) rows.*/\1/p" "$TDIR"/logs/server-*.log |
+      awk '{ s += $1 } END { print s + 0 }')
+    if [ -z "$f" ]; then
+      auc0=$auc rows0=$held
+      continue
+    fi
+    awk -v a="$auc" -v b="$auc0" 'BEGIN { d = a - b; exit !(d < 0.002 && d > -0.002) }' ||
+      fail "auc $auc with --filter $f, $auc0 without"
+    line=$(grep "table 'sparse-lr.w' filters .*kkt:0" "$TDIR/logs/worker-0.log") ||
+      fail "--filter $f: no kkt counters: $(tail -n 3 "$TDIR/logs/worker-0.log")"
+    skipped=$(sed -n 's/.*kkt skipped \([0-9]*\) of [0-9]* rows.*/\1/p' <<< "$line")
+    rows=$(sed -n 's/.*kkt skipped [0-9]* of \([0-9]*\) rows.*/\1/p' <<< "$line")
+    (( ${skipped:-0} > 0 && ${skipped:-0} * 4 > ${rows:-0} )) ||
+      fail "--filter $f: kkt skipped too few rows (under a quarter): $line"
+    [ "$held" -lt "$rows0" ] || fail "--filter $f: servers hold $held rows, $rows0 without"
+    echo "--filter $f: auc $auc ($skipped of $rows rows skipped, $held rows held), $auc0 without ($rows0 held)"
+  done
+  # where a skipped gradient would not be a no-op: refused at TABLE_OPEN, naming
+  # table and filter (ftrl's state takes every gradient; sparse-lr's sgd has momentum)
+  local c upd flags says
+  for c in "ftrl|--l1 0.001|not exact with ftrl" "sgd|--l1 0.001|not with momentum" \
+           "adagrad||needs the L1-proximal update"; do
+    IFS='|' read -r upd flags says <<< "$c"
+    rm -rf "$TDIR/logs"
+    # shellcheck disable=SC2086 # $flags: none or one flag and its value
+    "$LAUNCH" --servers 1 --workers 1 --timeout 60 --log-dir "$TDIR/logs" \
+      --scheduler-opt --dead-after-ms --scheduler-opt 5000 -- --app sparse-lr \
+      --train "$TDIR/gen.train" --epochs 1 --updater "$upd" $flags --filter kkt > out 2>&1 &&
+      fail "kkt with $upd passed"
+    grep -q "table 'sparse-lr.w', filter 'kkt': $says" "$TDIR/logs/worker-0.log" ||
+      fail "no clear refusal for $upd: $(tail -n 2 "$TDIR/logs/worker-0.log")"
+  done
+  no_strays "$TDIR/logs"
+}
+
 t_check_fails_on_mismatch() {
   # The check must be able to fail: two launches against... a worker that pushes
   # with a different number of rounds than the others expect.
@@ -1373,7 +1425,7 @@ t_admit_evict() {
   [ $? -eq 2 ] && grep -q -- 'admit-after' out || fail "--admit-after 256: $(cat out)"
 }
 
-tests=(check_2x3 filters_check filters_keycache_miss filters_residual check_fails_on_mismatch malformed_input malformed_while_serving unreachable_scheduler wrong_flags
+tests=(check_2x3 filters_check filters_keycache_miss filters_residual filters_kkt check_fails_on_mismatch malformed_input malformed_while_serving unreachable_scheduler wrong_flags
        registration_rules heartbeat_liveness forget_replaced fuzz_corpus launch_timeout
        train_softmax app_defaults clip_norm checkpoint_every keep_checkpoints checkpoint_incremental train_resume export_sparse train_bad_data sparse_lr_heart_scale sparse_bench sparse_lr_planted
        consistency_check bsp_same_bits ssp_bound_straggler bsp_backup_stopped worker_leaves accumulate

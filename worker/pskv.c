@@ -17,6 +17,7 @@
 #include "member.h"
 #include "vbuf.h"
 #include "wfilter.h"
+#include "wkkt.h"
 #include "wmetrics.h"
 #include "wire.h"
 #include "wplan.h"
@@ -51,6 +52,16 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
     tbl *t = wplan_check_table(w, table, keys, nkeys, &err);
     if (!t)
         return err;
+    /* kkt: rows at zero inside the L1 band are not sent (wkkt.h) */
+    int kkt = t->kkt && type == REQ_PUSH && !assign && !(flags & SUBMIT_RAW);
+    if (kkt) {
+        int64_t f0 = tu_now_ns();
+        if (wkkt_filter(t->kkt, &t->fs, keys, vals, nkeys, t->width, &keys, &vals, &nkeys,
+                        &t->fst) < 0)
+            return wst_error(w, PSKV_ENOMEM, "table '%s': out of memory in the kkt filter",
+                             t->name);
+        t->fst.ns += tu_now_ns() - f0;
+    }
     uint64_t first = 0;
     if (keys && t->dense && wplan_is_run(keys, nkeys)) {
         first = keys[0];
@@ -67,6 +78,12 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
     if (!r)
         return -PSKV_ETIMEDOUT;
     int pull = type == REQ_PULL;
+    if (t->kkt && pull)
+        r->kkt_floor = wkkt_floor(w, table);
+    else if (kkt)
+        wkkt_sent(t->kkt, r->ts);
+    else if (t->kkt) /* an assign: readings before it are stale */
+        wkkt_pushed(t->kkt, keys, nkeys, r->ts);
     /* only a run can be sent from the caller's array as it is; a quantising table's
      * values change as they go (wfilter_quant) */
     lend = lend && !keys && !t->fs.quant && !t->fs.significant;
@@ -295,7 +312,7 @@ int pskv_table_open(pskv_worker *w, const char *name, const pskv_table_opts *o_i
     to.admit_after = o.admit_after;
     to.has_evict_after = o.evict_after != 0;
     to.evict_after = o.evict_after;
-    int rc = wfilter_open(w, t, o.filters);
+    int rc = wfilter_open(w, t, o.filters, o.l1);
     if (rc < 0)
         goto fail;
     char *fnames[FILTER_MAX];

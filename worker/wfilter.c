@@ -13,21 +13,27 @@
 #include "pskv_errors.h"
 #include "timeutil.h"
 #include "wire.h"
+#include "wkkt.h"
 
-int wfilter_open(pskv_worker *w, tbl *t, const char *list)
+int wfilter_open(pskv_worker *w, tbl *t, const char *list, float l1)
 {
     char why[300];
     if (filter_parse_list(&t->fs, list, why, sizeof why) < 0)
         return wst_error(w, PSKV_EINVAL, "table '%s': %s", t->name, why);
     t->kc = NULL;
+    t->kkt = NULL;
     if (t->fs.keycache_mb && !(t->kc = keycache_new((size_t)t->fs.keycache_mb << 20)))
         return wst_error(w, PSKV_ENOMEM, "table '%s': out of memory for the keycache", t->name);
+    /* the servers refuse kkt where it is not exact (filter_check_table) */
+    if (t->fs.kkt && !(t->kkt = wkkt_new(l1, t->fs.kkt_margin)))
+        return wst_error(w, PSKV_ENOMEM, "table '%s': out of memory for the kkt filter", t->name);
     return 0;
 }
 
 void wfilter_close(tbl *t)
 {
     keycache_destroy(&t->kc);
+    wkkt_destroy(&t->kkt);
     free(t->resid);
     t->resid = NULL;
     free(t->qbuf);
@@ -252,11 +258,16 @@ void wfilter_report(const tbl *t)
     const filter_stats *f = &t->fst;
     if (!t->fs.n || (!f->raw_out && !f->raw_in))
         return;
-    char names[300];
+    char names[300], kkt[120] = "";
     filter_format(&t->fs, names, sizeof names);
+    if (t->fs.kkt)
+        snprintf(kkt, sizeof kkt, ", kkt skipped %llu of %llu rows pushed (%llu sent as zeros)",
+                 (unsigned long long)f->kkt_skipped, (unsigned long long)f->kkt_rows,
+                 (unsigned long long)f->kkt_zeroed);
     LOG_I("table '%s' filters %s: sent %llu bytes (%llu before filters), received %llu (%llu "
-          "before), %llu key lists as signatures, %llu misses, %.1f ms in filters", t->name,
+          "before), %llu key lists as signatures, %llu misses%s, %.1f ms in filters", t->name,
           names, (unsigned long long)f->wire_out, (unsigned long long)f->raw_out,
           (unsigned long long)f->wire_in, (unsigned long long)f->raw_in,
-          (unsigned long long)f->sig_hits, (unsigned long long)f->sig_misses, (double)f->ns / 1e6);
+          (unsigned long long)f->sig_hits, (unsigned long long)f->sig_misses, kkt,
+          (double)f->ns / 1e6);
 }

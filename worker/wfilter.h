@@ -5,7 +5,8 @@
  * answers PSKV_EKEYMISS: wfilter_miss forgets it and the part goes again, keys
  * and all.
  *
- * OWNS nothing beyond each table's keycache (tbl.kc, freed by wfilter_close).
+ * OWNS nothing beyond each table's keycache (tbl.kc) and kkt state (tbl.kkt,
+ * wkkt.h), freed by wfilter_close.
  * THREAD: the caller's (the library's one thread). NEVER changes a value. */
 #ifndef PSKV_WFILTER_H
 #define PSKV_WFILTER_H
@@ -17,9 +18,10 @@
 #include "wire.h"
 #include "wstate.h"
 
-/* Sets up t's filters from `list` (pskv_table_opts.filters). Returns 0, or
- * -PSKV_EINVAL / -PSKV_ENOMEM with w's last error set naming the table. */
-int wfilter_open(pskv_worker *w, tbl *t, const char *list);
+/* Sets up t's filters from `list` (pskv_table_opts.filters); l1: the table's
+ * (kkt's band). Returns 0, or -PSKV_EINVAL / -PSKV_ENOMEM with w's last error set
+ * naming the table. */
+int wfilter_open(pskv_worker *w, tbl *t, const char *list, float l1);
 
 /* Releases t's filter state; safe twice. */
 void wfilter_close(tbl *t);

@@ -16,6 +16,7 @@
 #include "vbuf.h"
 #include "wfilter.h"
 #include "wire.h"
+#include "wkkt.h"
 #include "wmetrics.h"
 #include "wreq.h"
 #include "wsend.h"
@@ -158,6 +159,9 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
             wfilter_received(t, msg);
             for (uint64_t k = 0; k < p->n; k++)
                 memcpy(r->out + (size_t)p->idx[k] * wd, msg->vals + k * wd, wd * sizeof(float));
+            if (t->kkt)
+                wkkt_pulled(t->kkt, wsend_part_keys(r, p), msg->vals, p->n, t->width,
+                            r->kkt_floor);
         }
     } else {
         Pskv__MsgType want =

@@ -106,6 +106,15 @@ static void part_data(const req *r, const part *p, size_t wd, const uint64_t **k
     *vals = r->buf ? (const float *)(void *)(r->buf->data + r->kbytes) + p->off * wd : NULL;
 }
 
+const uint64_t *wsend_part_keys(const req *r, const part *p)
+{
+    const uint64_t *keys;
+    const float *vals;
+    vbuf *b;
+    part_data(r, p, 0, &keys, &vals, &b);
+    return keys;
+}
+
 /* Smallest request id still in flight (this request's at most; a draining one is
  * answered and never sent again): the worker never re-sends one below it, so
  * servers may forget those (the push's `floor`). */

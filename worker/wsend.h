@@ -29,6 +29,9 @@ WINTERNAL int wsend_part(pskv_worker *w, req *r, int pi, Pskv__Meta *m, zmq_msg_
  * the parts sent together. Returns 0 or -PSKV_ENET with last_error set. */
 WINTERNAL int wsend_data_part(pskv_worker *w, req *r, int pi, int resend, uint64_t floor);
 
+/* The keys of gathered part p of r (NULL for a run part), as they were sent. */
+WINTERNAL const uint64_t *wsend_part_keys(const req *r, const part *p);
+
 /* Smallest request id still in flight (a draining request is answered and never
  * sent again): the worker never re-sends one below it, so servers may forget
  * those (a push's `floor`). */

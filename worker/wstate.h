@@ -24,6 +24,7 @@
  *   wreq    the request window: slots, retirement, the failures pskv_wait reports
  *   wplan   keys to partitions to servers: a request's parts
  *   wsend   parts onto the wire, and planned again and re-sent
+ *   wfilter a table's filters on a part's frames; wkkt the kkt filter's rows
  *   vbuf    buffers shared with ZeroMQ; draining pskv_push_nocopy's lent arrays
  *   wpump   the calling thread's event loop: replies applied, timers
  *   wmetrics the worker's Prometheus metrics (common/metrics.h)
@@ -119,6 +120,7 @@ typedef struct req {
     int64_t deadline_ms;
     int64_t vclock;    /* pull: the oldest clock its parts' values reflect */
     int64_t vclock_hi; /* pull: the newest (bsp: equal to vclock on a consistent snapshot) */
+    int64_t kkt_floor; /* pull of a kkt table: its oldest push unanswered when sent (wkkt.h) */
     size_t bytes;      /* values moved: small requests are waited for by spinning */
     scan_out *scan;    /* pskv_pull_all: where the rows go */
     const float *lent; /* pskv_push_nocopy: the caller's values, sent without a copy */
@@ -141,6 +143,7 @@ typedef struct srv {
 } srv;
 
 typedef struct war war; /* pskv_allreduce's sockets (allreduce.c) */
+typedef struct wkkt wkkt; /* the kkt filter's readings (wkkt.h) */
 typedef struct wpipe wpipe; /* pskv_pipe's sockets to neighbour stages (wpipe.c) */
 
 typedef struct tbl {
@@ -160,6 +163,7 @@ typedef struct tbl {
                           to the next push of the value; wfilter_quant) */
     float *qbuf;       /* int8, sign: wfilter_quant's scratch (a part's values twice) */
     size_t qcap;       /* ... its capacity in floats */
+    wkkt *kkt;         /* kkt: what pulls read and pushes sent per key (NULL without) */
 } tbl;
 
 struct pskv_worker {

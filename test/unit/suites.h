@@ -51,6 +51,9 @@ Suite *metrics_suite(void);
 /* common/filter.c, keycache.c, server/sfilter.c: filter lists, lz4 and zstd round
  * trips and corrupt frames, key-list caches, keycache on the server. */
 Suite *filter_suite(void);
+/* worker/wkkt.c, common/filter.c: the kkt filter's decisions, exact against the
+ * server's sgd with l1, and its refusals at TABLE_OPEN. */
+Suite *kkt_suite(void);
 /* common/half.c: fp16 and bf16 conversions (F16C and portable). */
 Suite *half_suite(void);
 

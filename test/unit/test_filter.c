@@ -340,13 +340,16 @@ END_TEST
 /* Lossy filters only where they make sense: not on sum tables, not on sparse ones. */
 START_TEST(lossy_refused)
 {
+    const filter_table dense_adam = {.dense = 1, .updater = "adam"},
+                       dense_sum = {.dense = 1, .updater = "sum"},
+                       sparse_sgd = {.updater = "sgd"}, sparse_sum = {.updater = "sum"};
     filter_set fs;
     char why[256];
     ck_assert_int_eq(filter_parse_list(&fs, "int8,lz4", why, sizeof why), 0);
-    ck_assert_int_eq(filter_check_table(&fs, 1, "adam", why, sizeof why), 0);
-    ck_assert_int_eq(filter_check_table(&fs, 1, "sum", why, sizeof why), -PSKV_EINVAL);
+    ck_assert_int_eq(filter_check_table(&fs, &dense_adam, why, sizeof why), 0);
+    ck_assert_int_eq(filter_check_table(&fs, &dense_sum, why, sizeof why), -PSKV_EINVAL);
     ck_assert_msg(strstr(why, "'int8'") && strstr(why, "'sum'"), "%s", why);
-    ck_assert_int_eq(filter_check_table(&fs, 0, "sgd", why, sizeof why), -PSKV_EINVAL);
+    ck_assert_int_eq(filter_check_table(&fs, &sparse_sgd, why, sizeof why), -PSKV_EINVAL);
     ck_assert_int_eq(filter_parse_list(&fs, "int8,sign", why, sizeof why), -PSKV_EINVAL);
     ck_assert_int_eq(filter_parse_list(&fs, "int8,significant:0.1", why, sizeof why),
                      -PSKV_EINVAL);
@@ -355,10 +358,10 @@ START_TEST(lossy_refused)
     ck_assert_int_eq(filter_parse_list(&fs, "significant:0.25,lz4", why, sizeof why), 0);
     ck_assert_int_eq(fs.significant, 1);
     ck_assert(fs.sig_thresh == 0.25f);
-    ck_assert_int_eq(filter_check_table(&fs, 1, "sum", why, sizeof why), -PSKV_EINVAL);
+    ck_assert_int_eq(filter_check_table(&fs, &dense_sum, why, sizeof why), -PSKV_EINVAL);
     ck_assert_msg(strstr(why, "'significant'") != NULL, "%s", why);
     ck_assert_int_eq(filter_parse_list(&fs, "keycache", why, sizeof why), 0);
-    ck_assert_int_eq(filter_check_table(&fs, 0, "sum", why, sizeof why), 0);
+    ck_assert_int_eq(filter_check_table(&fs, &sparse_sum, why, sizeof why), 0);
     table_set *ts = tables_new();
     char *f[] = {"sign"};
     Pskv__TableOptions o = sparse_opts(f, 1);

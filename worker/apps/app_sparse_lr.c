@@ -445,6 +445,12 @@ static int end_training(lr_run *r)
     if (r->clip > 0)
         printf("rank %d clipped %lld of %zu steps to --clip-norm %g\n", r->rank,
                (long long)r->clipped, r->total, r->clip);
+    pskv_traffic tr; /* the weight table's data frames (scripts/bench-sparse.sh sums them) */
+    if (pskv_traffic_get(r->w, r->t, &tr) == 0)
+        printf("rank %d weight traffic: sent %llu bytes (%llu before filters), received %llu "
+               "(%llu before)\n", r->rank, (unsigned long long)tr.sent,
+               (unsigned long long)tr.sent_raw, (unsigned long long)tr.received,
+               (unsigned long long)tr.received_raw);
     return 0;
 }
 

@@ -153,8 +153,9 @@ static cfg_entry config[] = {
     {"filter", CFG_STR, "", "PSKV_WORKER_FILTER", 1, 0, NULL,
      "wire filters of the app's tables, comma-separated NAME[:ARGS] (repeatable: the lists "
      "join): keycache[:MB], lz4, "
-     "zstd[:LEVEL]; lossy, for dense non-sum tables: int8, sign, significant:THRESH "
-     "(docs/protocol.md, \"Filters\")", 0, 0, NULL, NULL},
+     "zstd[:LEVEL]; lossy, for dense non-sum tables: int8, sign, significant:THRESH; "
+     "sparse-lr with --updater sgd --momentum 0 --l1 L: kkt[:MARGIN] (rows at zero weight "
+     "inside the L1 band not pushed) (docs/protocol.md, \"Filters\")", 0, 0, NULL, NULL},
     {"backup", CFG_INT, "0", "PSKV_WORKER_BACKUP", 0, 65535, NULL,
      "bsp: close each clock with the first W - backup workers", 0, 0, NULL, NULL},
     {"slowdown", CFG_DOUBLE, "1", "PSKV_WORKER_SLOWDOWN", 1, 1000, NULL,
