@@ -81,8 +81,8 @@ t_pipeline_train() {
   "$LAUNCH" --servers 1 --workers 1 --timeout 60 --log-dir "$TDIR/m" -- --app mlp --hidden 256 \
     "${sub[@]}" > "$TDIR/m.out" 2>&1 || fail "mlp exited $?"
   local pa ma sps
-  pa=$(tail -n 1 "$TDIR/p.jsonl" | sed -n 's/.*"accuracy":\([0-9.]*\).*/\1/p')
-  sps=$(tail -n 1 "$TDIR/p.jsonl" | sed -n 's/.*"samples_per_s":\([0-9.]*\).*/\1/p')
+  pa=$(grep accuracy "$TDIR/p.jsonl" | tail -n 1 | sed -n 's/.*"accuracy":\([0-9.]*\).*/\1/p')
+  sps=$(grep accuracy "$TDIR/p.jsonl" | tail -n 1 | sed -n 's/.*"samples_per_s":\([0-9.]*\).*/\1/p')
   ma=$(sed -n 's/^final test accuracy \([0-9.]*\) .*/\1/p' "$TDIR/m.out")
   [ -n "$pa" ] && [ -n "$ma" ] && [ -n "$sps" ] || fail "no accuracy (pipeline '$pa', mlp '$ma') or samples_per_s '$sps'"
   echo "pipeline accuracy $pa ($sps samples/s), mlp $ma"
@@ -93,7 +93,7 @@ t_pipeline_train() {
   "$LAUNCH" --servers 2 --workers 4 --timeout 60 --log-dir "$TDIR/d2" -- --app pipeline --stages 2 \
     --pipelines 2 --layers 784,256,10 --micro-batches 4 --consistency bsp --metrics "$TDIR/d2.jsonl" \
     "${sub[@]}" > "$TDIR/d2.out" 2>&1 || fail "D=2 exited $?: $(grep -h 'pipeline:' "$TDIR/d2"/worker-*.log | head -n 2)"
-  pa=$(tail -n 1 "$TDIR/d2.jsonl" | sed -n 's/.*"accuracy":\([0-9.]*\).*/\1/p')
+  pa=$(grep accuracy "$TDIR/d2.jsonl" | tail -n 1 | sed -n 's/.*"accuracy":\([0-9.]*\).*/\1/p')
   echo "D=2: accuracy $pa"
   awk -v p="$pa" 'BEGIN { exit !(p > 0.7) }' || fail "D=2 accuracy '$pa'"
   grep -q 'stage 1 of pipeline 1 (rank 3' "$TDIR/d2/worker-3.log" || fail "rank 3 is not stage 1 of pipeline 1"
