@@ -2,7 +2,7 @@
 # plot-timeline.sh - one mini-batch of --app pipeline across its stages, drawn
 # like the GPipe paper's figure: a row per stage (stage 0 on top), time to the
 # right, each forward pass a light box and each backward pass a dark one
-# labelled with its micro-batch, the servers' pull and push grey; the white
+# labelled with its micro-batch, sends orange, the servers' pull and push grey; the white
 # gaps are the bubble.
 #
 # Usage:
@@ -11,10 +11,11 @@
 # Input: the stages' logs (worker-*.log in each LOGDIR, or log files given
 # directly) of a job run with --timeline-step N, whose lines read
 #   timeline pipeline D stage K KIND MICRO T0_US T1_US
-# (KIND F forward, B backward, W waiting for a neighbour, S servers; times on
+# (KIND F forward, B backward, W waiting for a neighbour, S servers, X sending; times on
 # CLOCK_MONOTONIC, so the stages must share a host for one time axis). Always
 # prints a text rendering (a row per stage, one character per column of time:
-# F/f forward, B/b backward alternating by micro-batch, s servers, . idle) and
+# F/f forward, B/b backward alternating by micro-batch, x sending, s servers,
+# . idle) and
 # each stage's idle share of the mini-batch; draws the PNG with gnuplot when it
 # is installed (Debian/Ubuntu: apt-get install gnuplot-nox).
 #
@@ -75,7 +76,7 @@ awk -v cols=100 'BEGIN { S = 0; end = 0 }
     for (s = 0; s <= S; s++) { row[s] = ""; for (c = 0; c < cols; c++) row[s] = row[s] "." }
     for (i = 1; i <= NR; i++) {
       split(ev[i], f, " ")
-      ch = f[2] == "F" ? (f[3] % 2 ? "f" : "F") : f[2] == "B" ? (f[3] % 2 ? "b" : "B") : f[2] == "S" ? "s" : ""
+      ch = f[2] == "F" ? (f[3] % 2 ? "f" : "F") : f[2] == "B" ? (f[3] % 2 ? "b" : "B") : f[2] == "S" ? "s" : f[2] == "X" ? "x" : ""
       if (ch == "") continue
       c0 = int(f[4] / end * cols); c1 = int(f[5] / end * cols)
       for (c = c0; c <= c1 && c < cols; c++) row[f[1]] = substr(row[f[1]], 1, c) ch substr(row[f[1]], c + 2)
@@ -92,15 +93,15 @@ if ! command -v gnuplot >/dev/null 2>&1; then
 fi
 stages=$(awk 'BEGIN { s = 0 } $1 > s { s = $1 } END { print s + 1 }' "$tmp/ev")
 # boxes: x center, y, half width, half height, colour; labels for F and B
-awk '$2 != "W" { c = $2 == "F" ? "0x9ecae1" : $2 == "B" ? "0x3182bd" : "0xbbbbbb"
-  printf "%.3f %d %.3f 0.38 %s %s\n", ($4 + $5) / 2, $1, ($5 - $4) / 2, c, $2 == "S" ? "\"\"" : $3 }' \
+awk '$2 != "W" { c = $2 == "F" ? "0x9ecae1" : $2 == "B" ? "0x3182bd" : $2 == "X" ? "0xfd8d3c" : "0xbbbbbb"
+  printf "%.3f %d %.3f 0.38 %s %s\n", ($4 + $5) / 2, $1, ($5 - $4) / 2, c, ($2 == "F" || $2 == "B") ? $3 : "\"\"" }' \
   "$tmp/ev" > "$tmp/boxes"
 . "$(dirname "$0")/plot-lib.sh"
 term=$(plot_term 1400 $((160 + 90 * stages)))
 cat > "$tmp/plot.gp" <<EOF
 set terminal $term
 set output $(gq "$out")
-set title 'pipeline $pipe, one mini-batch: forward (light), backward (dark), servers (grey); white = bubble' noenhanced
+set title 'pipeline $pipe, one mini-batch: forward (light), backward (dark), sending (orange), servers (grey); white = bubble' noenhanced
 set xlabel 'time (ms)'
 set yrange [$stages - 0.5:-0.5]
 set ytics 1

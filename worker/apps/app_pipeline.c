@@ -188,11 +188,23 @@ static void layers_fwd(stage *st, float *act, const float *x, int rows)
     }
 }
 
+/* Micro-batch i's activations (dir forward) or gradients to a neighbour. */
+static int send_pass(stage *st, int to, int dir, int i, int rows, const float *v, size_t n)
+{
+    int64_t t0 = tu_now_ns();
+    pskv_pipe_msg h = {.pipeline = st->d, .micro = (uint64_t)st->step * st->M + i, .dir = dir,
+                       .rows = rows};
+    int rc = pskv_pipe_send(st->w, to, &h, v, n);
+    pipestats_add(&st->ps, PS_SEND, i, t0, tu_now_ns());
+    return rc;
+}
+
 static int forward(stage *st, int i)
 {
     int rows = rows_of(st, i), in = st->sizes[st->l0], out = st->sizes[st->l1];
     int64_t first_row = (int64_t)st->step * st->B + (int64_t)st->B * i / st->M;
     uint32_t n = st->train.n;
+    int64_t t0 = tu_now_ns(); /* the first stage's gathering of its rows is forward work */
     if (st->k == 0) {
         for (int r = 0; r < rows; r++)
             memcpy(inbox_at(st, i) + (size_t)r * (size_t)in,
@@ -202,8 +214,8 @@ static int forward(stage *st, int i)
         int rc = wait_flag(st, &st->inbox_full[i], i);
         if (rc < 0)
             return fail(st, "waiting for activations", rc);
+        t0 = tu_now_ns();
     }
-    int64_t t0 = tu_now_ns();
     int si = 0;
     while (st->slots[si].micro >= 0)
         si++; /* a free slot exists: the schedule's depth is the slot count */
@@ -223,12 +235,11 @@ static int forward(stage *st, int i)
         memcpy(dz, z, (size_t)rows * (size_t)out * sizeof(float));
         st->loss += model_xent_grad(dz, st->labels, rows, out, 1.0f / (float)st->B);
         s->got = 1;
+        pipestats_add(&st->ps, PS_FWD, i, t0, tu_now_ns());
     } else {
-        pskv_pipe_msg h = {.pipeline = st->d, .micro = (uint64_t)st->step * st->M + i,
-                           .dir = PSKV_PIPE_FWD, .rows = rows};
-        rc = pskv_pipe_send(st->w, st->next, &h, z, (size_t)rows * (size_t)out);
+        pipestats_add(&st->ps, PS_FWD, i, t0, tu_now_ns());
+        rc = send_pass(st, st->next, PSKV_PIPE_FWD, i, rows, z, (size_t)rows * (size_t)out);
     }
-    pipestats_add(&st->ps, PS_FWD, i, t0, tu_now_ns());
     return rc < 0 ? fail(st, "sending activations", rc) : 0;
 }
 
@@ -256,17 +267,14 @@ static int backward(stage *st, int i)
                         relu_of(st, l), st->ones, st->grad + st->poff[j], st->acc, dx);
     }
     st->acc = 1;
-    if (st->k > 0) {
-        pskv_pipe_msg h = {.pipeline = st->d, .micro = (uint64_t)st->step * st->M + i,
-                           .dir = PSKV_PIPE_BWD, .rows = rows};
-        rc = pskv_pipe_send(st->w, st->prev, &h, st->dx,
-                            (size_t)rows * (size_t)st->sizes[st->l0]);
-    }
     s->micro = -1;
     st->slot_of[i] = -1;
     st->inbox_full[i] = 0;
     pipestats_drop(&st->ps, (size_t)rows * st->saved_row);
     pipestats_add(&st->ps, PS_BWD, i, t0, tu_now_ns());
+    if (st->k > 0)
+        rc = send_pass(st, st->prev, PSKV_PIPE_BWD, i, rows, st->dx,
+                       (size_t)rows * (size_t)st->sizes[st->l0]);
     return rc < 0 ? fail(st, "sending gradients", rc) : 0;
 }
 
@@ -620,12 +628,12 @@ static int end_report(stage *st, report *rep)
 {
     const pipestats *p = &st->ps;
     printf("stage %d of pipeline %d (rank %d, layers %d..%d, %zu parameters, %s%s): "
-           "forward %.2f s, backward %.2f s, waiting for neighbours %.2f s, on the servers "
-           "%.2f s; idle share %.4f; peak %d micro-batches in flight (%zu bytes of saved "
+           "forward %.2f s, backward %.2f s, sending %.2f s, waiting for neighbours %.2f s, on "
+           "the servers %.2f s; idle share %.4f; peak %d micro-batches in flight (%zu bytes of saved "
            "activations)\n",
            st->k, st->d, st->rank, st->l0, st->l1 - 1, st->P, st->schedule,
            st->recompute ? ", recompute" : "", p->secs[PS_FWD], p->secs[PS_BWD],
-           p->secs[PS_WAIT], p->secs[PS_SRV], pipestats_idle(p), p->peak, p->peak_bytes);
+           p->secs[PS_SEND], p->secs[PS_WAIT], p->secs[PS_SRV], pipestats_idle(p), p->peak, p->peak_bytes);
     fflush(stdout);
     pipestats_pack(p, st->stats + (size_t)st->k * PIPESTATS_FLOATS);
     int rc = st->k < st->S - 1 ? wait_flag(st, &st->stats_got, -1) : 0;
@@ -664,6 +672,7 @@ int app_pipeline(pskv_worker *w, cfg_entry *cfg)
     }
     if (!rc && (rc = pskv_barrier(w, TMO)) < 0)
         rc = fail(&st, "barrier", rc);
+    model_set_ftz(); /* denormal gradients cost as much here as in mlp (model.h) */
     if (!rc)
         rc = train(&st, rep);
     if (!rc)

@@ -51,7 +51,7 @@ void pipestats_drop(pipestats *s, size_t bytes)
 
 double pipestats_idle(const pipestats *s)
 {
-    double busy = s->secs[PS_FWD] + s->secs[PS_BWD] + s->secs[PS_WAIT];
+    double busy = s->secs[PS_FWD] + s->secs[PS_BWD] + s->secs[PS_SEND] + s->secs[PS_WAIT];
     return busy > 0 ? s->secs[PS_WAIT] / busy : 0;
 }
 
@@ -94,7 +94,7 @@ double pipestats_summary(int d, int S, const float *all, char *json, size_t jlen
 
 void pipestats_print_timeline(const pipestats *s, int d, int k)
 {
-    static const char kinds[PS_KINDS] = {'F', 'B', 'W', 'S'};
+    static const char kinds[PS_KINDS] = {'F', 'B', 'W', 'S', 'X'};
     for (int i = 0; i < s->nev; i++)
         printf("timeline pipeline %d stage %d %c %d %lld %lld\n", d, k, kinds[s->ev[i].kind],
                s->ev[i].micro, (long long)s->ev[i].t0_us, (long long)s->ev[i].t1_us);

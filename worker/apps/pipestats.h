@@ -4,7 +4,8 @@
  * their peaks), and the passes of one chosen mini-batch for a timeline. The
  * stages' numbers travel to their pipeline's first stage packed as floats
  * (pipestats_pack), which turns them into the pipeline's bubble fraction: the
- * mean over stages of each one's idle share, wait / (forward + backward + wait).
+ * mean over stages of each one's idle share, wait / (forward + backward + send +
+ * wait).
  *
  * OWNS: the events of the chosen mini-batch (allocated by pipestats_init, freed
  * by pipestats_fini).
@@ -15,13 +16,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PIPESTATS_FLOATS 7  /* floats per stage in pipestats_pack */
+#define PIPESTATS_FLOATS 8  /* floats per stage in pipestats_pack */
 
 typedef enum ps_kind {
     PS_FWD,  /* a forward pass (with --recompute, its first run) */
     PS_BWD,  /* a backward pass, the recomputed forward included */
     PS_WAIT, /* waiting for a neighbour's activations or gradients */
     PS_SRV,  /* a pull, or a push and its clock */
+    PS_SEND, /* handing activations or gradients to ZeroMQ for a neighbour */
     PS_KINDS
 } ps_kind;
 
@@ -55,7 +57,7 @@ void pipestats_add(pipestats *s, ps_kind kind, int micro, int64_t t0_ns, int64_t
 void pipestats_hold(pipestats *s, size_t bytes);
 void pipestats_drop(pipestats *s, size_t bytes);
 
-/* wait / (forward + backward + wait); 0 when nothing ran. */
+/* wait / (forward + backward + send + wait); 0 when nothing ran. */
 double pipestats_idle(const pipestats *s);
 
 /* The stage's numbers as PIPESTATS_FLOATS floats into out. */
@@ -67,7 +69,8 @@ void pipestats_pack(const pipestats *s, float *out);
 double pipestats_summary(int d, int S, const float *all, char *json, size_t jlen);
 
 /* Prints the recorded events, one line each:
- * "timeline pipeline D stage K KIND MICRO T0_US T1_US" (KIND F, B, W or S). */
+ * "timeline pipeline D stage K KIND MICRO T0_US T1_US" (KIND F, B, W, S or X,
+ * the kinds in order). */
 void pipestats_print_timeline(const pipestats *s, int d, int k);
 
 #endif
