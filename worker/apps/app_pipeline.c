@@ -549,9 +549,11 @@ static int train(stage *st, report *rep)
         shuffle_epoch(st, e);
         int64_t t0 = tu_now_ns();
         st->loss = 0;
+        pipestats_run_begin(&st->ps);
         for (int64_t i = 0; i < per_epoch; i++, st->step++)
             if (one_step(st))
                 return 1;
+        pipestats_run_end(&st->ps);
         double secs = (double)(tu_now_ns() - t0) / 1e9;
         if (st->d == 0 && evaluate(st))
             return 1;
@@ -628,12 +630,14 @@ static int end_report(stage *st, report *rep)
 {
     const pipestats *p = &st->ps;
     printf("stage %d of pipeline %d (rank %d, layers %d..%d, %zu parameters, %s%s): "
-           "forward %.2f s, backward %.2f s, sending %.2f s, waiting for neighbours %.2f s, on "
-           "the servers %.2f s; idle share %.4f; peak %d micro-batches in flight (%zu bytes of saved "
-           "activations)\n",
+           "forward %.2f s, backward %.2f s, sending %.2f s, waiting for neighbours %.2f s, "
+           "on the servers %.2f s; idle share %.4f; peak %d micro-batches in flight (%zu "
+           "bytes of saved activations); on a core %.2f s of %.2f s training (the process's "
+           "threads %.2f s)\n",
            st->k, st->d, st->rank, st->l0, st->l1 - 1, st->P, st->schedule,
            st->recompute ? ", recompute" : "", p->secs[PS_FWD], p->secs[PS_BWD],
-           p->secs[PS_SEND], p->secs[PS_WAIT], p->secs[PS_SRV], pipestats_idle(p), p->peak, p->peak_bytes);
+           p->secs[PS_SEND], p->secs[PS_WAIT], p->secs[PS_SRV], pipestats_idle(p), p->peak,
+           p->peak_bytes, p->cpu_thread, p->wall, p->cpu_process);
     fflush(stdout);
     pipestats_pack(p, st->stats + (size_t)st->k * PIPESTATS_FLOATS);
     int rc = st->k < st->S - 1 ? wait_flag(st, &st->stats_got, -1) : 0;

@@ -1,13 +1,24 @@
 /* pipeprobe: per-layer times for --suggest-split (contract in pipeprobe.h). */
+#define _POSIX_C_SOURCE 200809L
 #include "pipeprobe.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "model.h"
 #include "pipesched.h"
-#include "timeutil.h"
+
+/* The calling thread's CPU time in ns: what a layer costs, without the time a
+ * loaded machine keeps the thread off its core (not a timer: timers use
+ * CLOCK_MONOTONIC). */
+static int64_t cpu_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -22,19 +33,19 @@ static void one_step(const int *sizes, int L, float *const *p, float *const *g, 
                      int recompute, double *t)
 {
     for (int l = 0; l < L; l++) {
-        int64_t t0 = tu_now_ns();
+        int64_t t0 = cpu_ns();
         model_dense_fwd(p[l], sizes[l], sizes[l + 1], l ? y[l - 1] : x, rows, l < L - 1, y[l]);
-        t[l] = (double)(tu_now_ns() - t0) / 1e6;
+        t[l] = (double)(cpu_ns() - t0) / 1e6;
     }
     memcpy(dy[L - 1], y[L - 1], (size_t)rows * (size_t)sizes[L] * sizeof(float));
     for (int l = L - 1; l >= 0; l--) {
-        int64_t t0 = tu_now_ns();
+        int64_t t0 = cpu_ns();
         if (recompute)
             model_dense_fwd(p[l], sizes[l], sizes[l + 1], l ? y[l - 1] : x, rows, l < L - 1,
                             y[l]);
         model_dense_bwd(p[l], sizes[l], sizes[l + 1], l ? y[l - 1] : x, y[l], dy[l], rows,
                         l < L - 1, ones, g[l], 1, l ? dy[l - 1] : NULL);
-        t[l] += (double)(tu_now_ns() - t0) / 1e6;
+        t[l] += (double)(cpu_ns() - t0) / 1e6;
     }
 }
 

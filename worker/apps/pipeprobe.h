@@ -2,7 +2,8 @@
  * layer of the MLP --layers on one micro-batch on the calling thread: its
  * forward pass and its backward pass (weight gradient, and the input gradient
  * for every layer but the first, as a stage computes them), the forward again
- * under --recompute. Arbitrary weights; the median of a few steps per layer.
+ * under --recompute. Arbitrary weights; the median of a few steps per layer, in
+ * the thread's CPU time (a loaded machine's preemptions left out).
  *
  * OWNS: its buffers, for the call only.
  * THREADS: any. NEVER: talks to pskv or prints. */

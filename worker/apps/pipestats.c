@@ -1,7 +1,9 @@
 /* pipestats: a pipeline stage's own measurements (contract in pipestats.h). */
+#define _POSIX_C_SOURCE 200809L
 #include "pipestats.h"
 
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +34,27 @@ void pipestats_add(pipestats *s, ps_kind kind, int micro, int64_t t0_ns, int64_t
         return;
     s->ev[s->nev++] = (ps_event){.kind = (uint8_t)kind, .micro = micro, .t0_us = t0_ns / 1000,
                                  .t1_us = t1_ns / 1000};
+}
+
+static int64_t clock_ns(clockid_t c)
+{
+    struct timespec t;
+    clock_gettime(c, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+void pipestats_run_begin(pipestats *s)
+{
+    s->t0[0] = clock_ns(CLOCK_MONOTONIC);
+    s->t0[1] = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    s->t0[2] = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+}
+
+void pipestats_run_end(pipestats *s)
+{
+    s->wall += (double)(clock_ns(CLOCK_MONOTONIC) - s->t0[0]) / 1e9;
+    s->cpu_thread += (double)(clock_ns(CLOCK_THREAD_CPUTIME_ID) - s->t0[1]) / 1e9;
+    s->cpu_process += (double)(clock_ns(CLOCK_PROCESS_CPUTIME_ID) - s->t0[2]) / 1e9;
 }
 
 void pipestats_hold(pipestats *s, size_t bytes)

@@ -37,6 +37,8 @@ typedef struct pipestats {
     double secs[PS_KINDS];
     int inflight, peak;          /* micro-batches held */
     size_t held, peak_bytes;     /* bytes of saved activations */
+    double wall, cpu_thread, cpu_process; /* seconds of training: elapsed, on a core */
+    int64_t t0[3];                        /* pipestats_run_begin's readings */
     int64_t record_step;         /* mini-batch whose passes are recorded, -1 none */
     int recording, nev, cap;
     ps_event *ev;
@@ -56,6 +58,13 @@ void pipestats_add(pipestats *s, ps_kind kind, int micro, int64_t t0_ns, int64_t
 /* A micro-batch of `bytes` saved activations is taken (hold) or let go (drop). */
 void pipestats_hold(pipestats *s, size_t bytes);
 void pipestats_drop(pipestats *s, size_t bytes);
+
+/* Training begins / ends on the calling thread: ends adds the elapsed time and
+ * the CPU time of the thread and of the process (every thread, ZeroMQ's too)
+ * to wall, cpu_thread and cpu_process, which say how much of a core the stage
+ * got on a loaded machine. */
+void pipestats_run_begin(pipestats *s);
+void pipestats_run_end(pipestats *s);
 
 /* wait / (forward + backward + send + wait); 0 when nothing ran. */
 double pipestats_idle(const pipestats *s);
