@@ -577,17 +577,20 @@ static int train(stage *st, report *rep)
     return 0;
 }
 
-/* The slowest stage's milliseconds under the cut first[] of layers costing ms[]. */
-static double slowest(const double *ms, const int *first, int S)
+/* Each stage's milliseconds under the cut first[] of layers costing ms[], on one
+ * line after `what`. */
+static void print_stages(const char *what, const double *ms, const int *first, int S)
 {
     double worst = 0;
+    printf("pipeline: per stage under %s:", what);
     for (int k = 0; k < S; k++) {
         double t = 0;
         for (int l = first[k]; l < first[k + 1]; l++)
             t += ms[l];
         worst = t > worst ? t : worst;
+        printf(" %.3f", t);
     }
-    return worst;
+    printf(" ms per micro-batch (slowest %.3f)\n", worst);
 }
 
 /* --suggest-split: rank 0 times every layer on a micro-batch and prints the cut
@@ -612,9 +615,9 @@ static int suggest_split(stage *st)
                "backward%s\n", l, st->sizes[l], st->sizes[l + 1], ms[l], rows,
                st->recompute ? " and the recomputation" : "");
     pipesched_cut(ms, L, st->S, best);
-    printf("pipeline: slowest stage %.3f ms per micro-batch under the suggested split, %.3f ms "
-           "under %s\n", slowest(ms, best, st->S), slowest(ms, st->first, st->S),
-           *cfg_str(st->cfg, "split") ? "--split" : "the cut balancing parameters");
+    print_stages("the suggested split", ms, best, st->S);
+    print_stages(*cfg_str(st->cfg, "split") ? "--split" : "the cut balancing parameters", ms,
+                 st->first, st->S);
     printf("suggested split: ");
     for (int k = 0; k < st->S; k++)
         printf("%s%d", k ? "," : "", best[k + 1] - best[k]);
