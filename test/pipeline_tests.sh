@@ -124,7 +124,8 @@ t_pipeline_suggest_split() {
 
 # A 2-stage pipeline trains as well as the mlp app on the same subset (the same
 # model 784-256-10, batch, learning rate and epochs): test accuracy within 0.02
-# of mlp's and above 0.75; rank 0's metrics file carries samples_per_s and accuracy.
+# of mlp's and above 0.75; rank 0's metrics file carries samples_per_s and accuracy,
+# and at the end the bubble fraction and the stages' time split.
 # Two such pipelines through two servers train too.
 t_pipeline_train() {
   local sub=(--train-limit 6000 --test-limit 2000 --epochs 2 --batch 16 --lr 0.0075 --lr-schedule linear)
@@ -139,6 +140,8 @@ t_pipeline_train() {
   ma=$(sed -n 's/^final test accuracy \([0-9.]*\) .*/\1/p' "$TDIR/m.out")
   [ -n "$pa" ] && [ -n "$ma" ] && [ -n "$sps" ] || fail "no accuracy (pipeline '$pa', mlp '$ma') or samples_per_s '$sps'"
   echo "pipeline accuracy $pa ($sps samples/s), mlp $ma"
+  grep -q '^{"pipeline":0,"bubble_fraction":0\.[0-9]*,"stage_idle":\[[0-9.]*,[0-9.]*\],.*"stage_seconds":\[\[' "$TDIR/p.jsonl" ||
+    fail "no bubble fraction in the metrics: $(tail -n 1 "$TDIR/p.jsonl")"
   awk -v p="$pa" -v m="$ma" 'BEGIN { exit !(p > 0.75 && p >= m - 0.02) }' ||
     fail "pipeline accuracy $pa against mlp's $ma"
   # D = 2 pipelines x S = 2 stages through 2 servers (bsp): stage k of both shares

@@ -652,7 +652,7 @@ static int end_report(stage *st, report *rep)
     if (rc < 0)
         return fail(st, "the stages' numbers", rc);
     if (st->k == 0) {
-        char json[2048];
+        char json[8192];
         pipestats_summary(st->d, st->S, st->stats, json, sizeof json);
         report_json(rep, json);
     }

@@ -90,8 +90,8 @@ void pipestats_pack(const pipestats *s, float *out)
 double pipestats_summary(int d, int S, const float *all, char *json, size_t jlen)
 {
     double sum = 0;
-    char shares[512] = "", peaks[512] = "", bytes[512] = "";
-    size_t a = 0, b = 0, c = 0;
+    char shares[1024] = "", peaks[1024] = "", bytes[1024] = "", secs[4096] = "";
+    size_t a = 0, b = 0, c = 0, e = 0;
     for (int k = 0; k < S; k++) {
         const float *x = all + (size_t)k * PIPESTATS_FLOATS;
         double idle = x[PS_KINDS + 2];
@@ -103,6 +103,9 @@ double pipestats_summary(int d, int S, const float *all, char *json, size_t jlen
             b += (size_t)snprintf(peaks + b, sizeof peaks - b, "%s%.0f", sep, x[PS_KINDS]);
         if (c < sizeof bytes)
             c += (size_t)snprintf(bytes + c, sizeof bytes - c, "%s%.0f", sep, x[PS_KINDS + 1]);
+        if (e < sizeof secs)
+            e += (size_t)snprintf(secs + e, sizeof secs - e, "%s[%.3f,%.3f,%.3f,%.3f,%.3f]", sep,
+                                  x[PS_FWD], x[PS_BWD], x[PS_SEND], x[PS_WAIT], x[PS_SRV]);
     }
     double bubble = S ? sum / S : 0;
     printf("pipeline %d: bubble fraction %.4f (idle share per stage %s; peak saved "
@@ -110,8 +113,8 @@ double pipestats_summary(int d, int S, const float *all, char *json, size_t jlen
            bytes);
     fflush(stdout);
     snprintf(json, jlen, "{\"pipeline\":%d,\"bubble_fraction\":%.4f,\"stage_idle\":[%s],"
-             "\"stage_peak_inflight\":[%s],\"stage_peak_saved_bytes\":[%s]}", d, bubble, shares,
-             peaks, bytes);
+             "\"stage_peak_inflight\":[%s],\"stage_peak_saved_bytes\":[%s],\"stage_seconds\":[%s]}",
+             d, bubble, shares, peaks, bytes, secs);
     return bubble;
 }
 

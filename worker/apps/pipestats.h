@@ -73,8 +73,10 @@ double pipestats_idle(const pipestats *s);
 void pipestats_pack(const pipestats *s, float *out);
 
 /* Pipeline d's bubble line on stdout, from its S stages' packed numbers (S x
- * PIPESTATS_FLOATS floats in stage order), and the same as one JSON object
- * (no newline) into json. Returns the bubble fraction. */
+ * PIPESTATS_FLOATS floats in stage order), and the same with each stage's
+ * seconds (forward, backward, sending, waiting, servers) as one JSON object (no
+ * newline) into json (8 KiB are enough for 64 stages). Returns the bubble
+ * fraction. */
 double pipestats_summary(int d, int S, const float *all, char *json, size_t jlen);
 
 /* Prints the recorded events, one line each:
