@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # plot-lib.sh - what the gnuplot scripts (plot.sh, plot-timeline.sh) share;
 # sourced, with $prog set to the caller's name.
 
@@ -18,11 +19,11 @@ plot_term() {
 plot_run() {
   local err
   if ! err=$(gnuplot "$1" 2>&1); then
-    echo "$prog: gnuplot failed:" >&2
+    echo "${prog:-plot}: gnuplot failed:" >&2
     echo "$err" >&2
     return 1
   fi
   [ -z "$err" ] || echo "$err" >&2
-  [ -s "$2" ] || { echo "$prog: gnuplot wrote nothing to $2" >&2; return 1; }
-  echo "$prog: wrote $2"
+  [ -s "$2" ] || { echo "${prog:-plot}: gnuplot wrote nothing to $2" >&2; return 1; }
+  echo "${prog:-plot}: wrote $2"
 }

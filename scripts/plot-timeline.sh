@@ -28,12 +28,12 @@ usage() {
   echo "usage: scripts/plot-timeline.sh LOGDIR|LOGFILE... -o timeline.png [--pipeline D]" >&2
   exit 2
 }
-out= pipe=0
+out='' pipe=0
 inputs=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    -o|--output) [ $# -ge 2 ] && [ -n "$2" ] || usage; out=$2; shift 2 ;;
-    --pipeline) [ $# -ge 2 ] && [[ $2 =~ ^[0-9]+$ ]] || usage; pipe=$2; shift 2 ;;
+    -o|--output) { [ $# -ge 2 ] && [ -n "$2" ]; } || usage; out=$2; shift 2 ;;
+    --pipeline) { [ $# -ge 2 ] && [[ $2 =~ ^[0-9]+$ ]]; } || usage; pipe=$2; shift 2 ;;
     -h|--help) usage ;;
     -?*) echo "$prog: unknown option $1" >&2; usage ;;
     *) inputs+=("$1"); shift ;;
