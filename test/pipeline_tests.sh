@@ -100,7 +100,8 @@ t_pipeline_schedules() {
 # slowest stage: the 784x1024 layer alone against three small ones, and for
 # 784,512,512,512,10 in three stages the two big layers apart (each costs about
 # what layer 0 costs, which computes no input gradient). The line a script
-# reads feeds --split back; no training happens (no table, exit 0).
+# reads feeds --split back; no training happens (no table, exit 0). The run with
+# the suggested split logs a timeline that scripts/plot-timeline.sh draws.
 t_pipeline_suggest_split() {
   local sp
   "$LAUNCH" --servers 1 --workers 2 --timeout 60 --log-dir "$TDIR/a" -- --app pipeline --stages 2 \
@@ -118,8 +119,17 @@ t_pipeline_suggest_split() {
   [ "$sp" = "1,1,2" ] || fail "S=3 suggested '$sp': $(grep 'pipeline:' "$TDIR/b/worker-0.log")"
   grep -q 'and the recomputation' "$TDIR/b/worker-0.log" || fail "--recompute not timed"
   pl_run "$TDIR/c" 3 --stages 3 --split "$sp" --layers 784,512,512,512,10 --batch 64 --micro-batches 8 \
-    --train-limit 640 --test-limit 100 || fail "--split $sp exited $?"
+    --train-limit 640 --test-limit 100 --timeline-step 3 || fail "--split $sp exited $?"
   grep -q 'stage 2 of pipeline 0 (rank 2, layers 2..3' "$TDIR/c/worker-2.log" || fail "--split $sp not taken"
+  # the timeline of mini-batch 3: every stage logged its 8 forwards and 8 backwards;
+  # plot-timeline.sh renders a row per stage (and a PNG where gnuplot is installed)
+  for r in 0 1 2; do
+    [ "$(grep -c "^timeline pipeline 0 stage $r [FB] [0-7] " "$TDIR/c/worker-$r.log")" = 16 ] ||
+      fail "stage $r logged $(grep -c '^timeline' "$TDIR/c/worker-$r.log") timeline lines"
+  done
+  "$top/scripts/plot-timeline.sh" "$TDIR/c" -o "$TDIR/c.png" > "$TDIR/tl.txt" 2>&1
+  [ "$(grep -c '^stage [0-2] |.*| idle share 0\.[0-9]*$' "$TDIR/tl.txt")" = 3 ] || fail "timeline: $(cat "$TDIR/tl.txt")"
+  if command -v gnuplot > /dev/null; then [ -s "$TDIR/c.png" ] || fail "no timeline PNG"; fi
 }
 
 # A 2-stage pipeline trains as well as the mlp app on the same subset (the same

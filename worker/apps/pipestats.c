@@ -13,7 +13,7 @@ int pipestats_init(pipestats *s, int64_t record_step, int M)
     s->record_step = record_step;
     if (record_step < 0)
         return 0;
-    s->cap = 4 * M + 8;
+    s->cap = 6 * M + 8; /* per micro-batch two waits, two passes, two sends */
     s->ev = calloc((size_t)s->cap, sizeof *s->ev);
     return s->ev ? 0 : -1;
 }

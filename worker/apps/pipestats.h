@@ -45,7 +45,7 @@ typedef struct pipestats {
 } pipestats;
 
 /* Zeroes *s; with record_step >= 0, room for the events of that mini-batch of M
- * micro-batches (each pass and its wait, and the servers). -1 out of memory. */
+ * micro-batches (each pass, its wait and its send, and the servers). -1 out of memory. */
 int pipestats_init(pipestats *s, int64_t record_step, int M);
 
 /* Frees the events; NULL-safe, may be called again. */
