@@ -74,8 +74,7 @@ extract() {
   ' "$1"
 }
 
-# gnuplot single-quoted string: a quote is written twice.
-gq() { printf "'%s'" "${1//\'/\'\'}"; }
+. "$(dirname "$0")/plot-lib.sh"
 
 plots_time_acc=() plots_epoch_acc=() plots_time_loss=() plots_epoch_loss=()
 i=0
@@ -100,11 +99,7 @@ if [ ${#plots_time_acc[@]} -eq 0 ]; then
 fi
 join() { local IFS=','; echo "$*"; }
 
-if gnuplot -e 'set terminal pngcairo' >/dev/null 2>&1; then
-  term="pngcairo size 1400,1000 font ',10'"
-else
-  term="png size 1400,1000"
-fi
+term=$(plot_term 1400 1000)
 
 cat >"$tmp/plot.gp" <<EOF
 set terminal $term
@@ -138,13 +133,4 @@ plot $(join "${plots_epoch_loss[@]}")
 unset multiplot
 EOF
 
-if ! gnuplot "$tmp/plot.gp" 2>"$tmp/err"; then
-  echo "$prog: gnuplot failed:" >&2
-  cat "$tmp/err" >&2
-  exit 1
-fi
-if [ -s "$tmp/err" ]; then
-  cat "$tmp/err" >&2
-fi
-[ -s "$out" ] || { echo "$prog: gnuplot wrote nothing to $out" >&2; exit 1; }
-echo "$prog: wrote $out"
+plot_run "$tmp/plot.gp" "$out"

@@ -34,11 +34,25 @@ pl_same() {
   done
 }
 
+# pl_recompute WORKERS REF ARGS...: gpipe and 1f1b with --recompute, in
+# $TDIR/rWORKERS-SCHEDULE, each ending with the digests REF (those without it).
+pl_recompute() {
+  local nw=$1 ref=$2 s; shift 2
+  for s in gpipe 1f1b; do
+    pl_run "$TDIR/r$nw-$s" "$nw" --schedule "$s" --recompute "$@" || fail "S=$nw $s --recompute exited $?"
+    [ "$(pl_digests "$TDIR/r$nw-$s" "$nw")" = "$ref" ] ||
+      fail "S=$nw $s --recompute ended with$(pl_digests "$TDIR/r$nw-$s" "$nw"), without it$ref"
+  done
+}
+
 # The gradient of a mini-batch does not depend on the schedule: sequential, gpipe
 # and 1f1b (and gpipe capped by --max-inflight 2) end with the same weights bit
 # for bit, for 2 stages and for 3 (an explicit --split), and the same again with
-# --keys (CURVE between the stages), and with micro-batches of unequal sizes. 1f1b holds at most S-k micro-batches on stage
-# k, gpipe all M, sequential one.
+# --recompute, with --keys (CURVE between the stages), and with micro-batches of
+# unequal sizes. 1f1b holds at most S-k micro-batches on stage k, gpipe all M,
+# sequential one; the saved activations' peak bytes are each held micro-batch's
+# input and layer outputs (only the input with --recompute). The first stage
+# reports the pipeline's bubble fraction, in rank 0's metrics too.
 t_pipeline_schedules() {
   # shellcheck disable=SC2054 # commas inside one flag's value
   local common=(--layers 784,64,32,10 --batch 32 --micro-batches 4 --train-limit 640 --test-limit 200
@@ -49,6 +63,18 @@ t_pipeline_schedules() {
   grep -q 'gpipe): .*peak 4 micro-batches' "$TDIR/s2-gpipe/worker-0.log" || fail "gpipe did not hold 4"
   grep -q '1f1b): .*peak 2 micro-batches' "$TDIR/s2-1f1b/worker-0.log" || fail "1f1b stage 0 held other than 2"
   grep -q '1f1b): .*peak 1 micro-batches' "$TDIR/s2-1f1b/worker-1.log" || fail "1f1b stage 1 held other than 1"
+  # 8 rows per micro-batch; stage 0 holds 784 inputs + 64 outputs a row, stage 1 64 + 32 + 10
+  grep -q '1f1b): .*peak 2 micro-batches in flight (54272 bytes' "$TDIR/s2-1f1b/worker-0.log" ||
+    fail "1f1b stage 0's saved bytes: $(grep 'in flight' "$TDIR/s2-1f1b/worker-0.log")"
+  grep -q 'gpipe): .*peak 4 micro-batches in flight (13568 bytes' "$TDIR/s2-gpipe/worker-1.log" ||
+    fail "gpipe stage 1's saved bytes: $(grep 'in flight' "$TDIR/s2-gpipe/worker-1.log")"
+  grep -q '^pipeline 0: bubble fraction 0\.[0-9]* (idle share per stage 0\.[0-9]*,0\.[0-9]*;' "$TDIR/s2-1f1b/worker-0.log" ||
+    fail "no bubble fraction: $(grep 'bubble' "$TDIR/s2-1f1b/worker-0.log")"
+  pl_recompute 2 "$ref" --stages 2 "${common[@]}"
+  grep -q '1f1b, recompute): .*peak 2 micro-batches in flight (50176 bytes' "$TDIR/r2-1f1b/worker-0.log" ||
+    fail "1f1b --recompute stage 0's saved bytes: $(grep 'in flight' "$TDIR/r2-1f1b/worker-0.log")"
+  grep -q 'gpipe, recompute): .*peak 4 micro-batches in flight (8192 bytes' "$TDIR/r2-gpipe/worker-1.log" ||
+    fail "gpipe --recompute stage 1's saved bytes: $(grep 'in flight' "$TDIR/r2-gpipe/worker-1.log")"
   pl_run "$TDIR/s2-cap" 2 --stages 2 --schedule gpipe --max-inflight 2 "${common[@]}" ||
     fail "gpipe --max-inflight 2 exited $?"
   [ "$(pl_digests "$TDIR/s2-cap" 2)" = "$ref" ] || fail "gpipe --max-inflight 2 differs"
@@ -61,6 +87,7 @@ t_pipeline_schedules() {
   pl_same "gpipe 1f1b sequential" 3 --stages 3 --split 1,1,1 "${common[@]}"
   ref=$PL_REF
   grep -q '1f1b): .*peak 3 micro-batches' "$TDIR/s3-1f1b/worker-0.log" || fail "1f1b S=3 stage 0 held other than 3"
+  pl_recompute 3 "$ref" --stages 3 --split 1,1,1 "${common[@]}"
   "$BIN/pskvctl" keys init "$TDIR/keys" --servers 1 --workers 3 > /dev/null || fail "keys init"
   "$LAUNCH" --keys "$TDIR/keys" --servers 1 --workers 3 --timeout 60 --log-dir "$TDIR/keyed" -- \
     --app pipeline --consistency bsp --epochs 1 --stages 3 --split 1,1,1 --schedule 1f1b \
@@ -69,9 +96,46 @@ t_pipeline_schedules() {
   no_strays "$TDIR/keyed"
 }
 
+# --suggest-split times every layer and prints the cut that minimises the
+# slowest stage: the 784x1024 layer alone against three small ones, and for
+# 784,512,512,512,10 in three stages the two big layers apart (each costs about
+# what layer 0 costs, which computes no input gradient). The line a script
+# reads feeds --split back; no training happens (no table, exit 0). The run with
+# the suggested split logs a timeline that scripts/plot-timeline.sh draws.
+t_pipeline_suggest_split() {
+  local sp
+  "$LAUNCH" --servers 1 --workers 2 --timeout 60 --log-dir "$TDIR/a" -- --app pipeline --stages 2 \
+    --layers 784,1024,16,16,10 --batch 64 --micro-batches 8 --suggest-split > "$TDIR/a.out" 2>&1 ||
+    fail "S=2 exited $?: $(tail -n 2 "$TDIR/a.out")"
+  grep -h 'pipeline: layer\|slowest' "$TDIR/a/worker-0.log"
+  sp=$(sed -n 's/^suggested split: \([0-9,]*\)$/\1/p' "$TDIR/a/worker-0.log")
+  [ "$sp" = "1,3" ] || fail "S=2 suggested '$sp': $(grep 'pipeline:' "$TDIR/a/worker-0.log")"
+  grep -q 'suggested split' "$TDIR/a/worker-1.log" && fail "rank 1 printed a suggestion too"
+  grep -q 'in flight' "$TDIR/a/worker-0.log" && fail "--suggest-split trained"
+  "$LAUNCH" --servers 1 --workers 3 --timeout 60 --log-dir "$TDIR/b" -- --app pipeline --stages 3 \
+    --layers 784,512,512,512,10 --batch 64 --micro-batches 8 --suggest-split --recompute > "$TDIR/b.out" 2>&1 ||
+    fail "S=3 exited $?: $(tail -n 2 "$TDIR/b.out")"
+  sp=$(sed -n 's/^suggested split: \([0-9,]*\)$/\1/p' "$TDIR/b/worker-0.log")
+  [ "$sp" = "1,1,2" ] || fail "S=3 suggested '$sp': $(grep 'pipeline:' "$TDIR/b/worker-0.log")"
+  grep -q 'and the recomputation' "$TDIR/b/worker-0.log" || fail "--recompute not timed"
+  pl_run "$TDIR/c" 3 --stages 3 --split "$sp" --layers 784,512,512,512,10 --batch 64 --micro-batches 8 \
+    --train-limit 640 --test-limit 100 --timeline-step 3 || fail "--split $sp exited $?"
+  grep -q 'stage 2 of pipeline 0 (rank 2, layers 2..3' "$TDIR/c/worker-2.log" || fail "--split $sp not taken"
+  # the timeline of mini-batch 3: every stage logged its 8 forwards and 8 backwards;
+  # plot-timeline.sh renders a row per stage (and a PNG where gnuplot is installed)
+  for r in 0 1 2; do
+    [ "$(grep -c "^timeline pipeline 0 stage $r [FB] [0-7] " "$TDIR/c/worker-$r.log")" = 16 ] ||
+      fail "stage $r logged $(grep -c '^timeline' "$TDIR/c/worker-$r.log") timeline lines"
+  done
+  "$top/scripts/plot-timeline.sh" "$TDIR/c" -o "$TDIR/c.png" > "$TDIR/tl.txt" 2>&1
+  [ "$(grep -c '^stage [0-2] |.*| idle share 0\.[0-9]*$' "$TDIR/tl.txt")" = 3 ] || fail "timeline: $(cat "$TDIR/tl.txt")"
+  if command -v gnuplot > /dev/null; then [ -s "$TDIR/c.png" ] || fail "no timeline PNG"; fi
+}
+
 # A 2-stage pipeline trains as well as the mlp app on the same subset (the same
 # model 784-256-10, batch, learning rate and epochs): test accuracy within 0.02
-# of mlp's and above 0.75; rank 0's metrics file carries samples_per_s and accuracy.
+# of mlp's and above 0.75; rank 0's metrics file carries samples_per_s and accuracy,
+# and at the end the bubble fraction and the stages' time split.
 # Two such pipelines through two servers train too.
 t_pipeline_train() {
   local sub=(--train-limit 6000 --test-limit 2000 --epochs 2 --batch 16 --lr 0.0075 --lr-schedule linear)
@@ -81,11 +145,13 @@ t_pipeline_train() {
   "$LAUNCH" --servers 1 --workers 1 --timeout 60 --log-dir "$TDIR/m" -- --app mlp --hidden 256 \
     "${sub[@]}" > "$TDIR/m.out" 2>&1 || fail "mlp exited $?"
   local pa ma sps
-  pa=$(tail -n 1 "$TDIR/p.jsonl" | sed -n 's/.*"accuracy":\([0-9.]*\).*/\1/p')
-  sps=$(tail -n 1 "$TDIR/p.jsonl" | sed -n 's/.*"samples_per_s":\([0-9.]*\).*/\1/p')
+  pa=$(grep accuracy "$TDIR/p.jsonl" | tail -n 1 | sed -n 's/.*"accuracy":\([0-9.]*\).*/\1/p')
+  sps=$(grep accuracy "$TDIR/p.jsonl" | tail -n 1 | sed -n 's/.*"samples_per_s":\([0-9.]*\).*/\1/p')
   ma=$(sed -n 's/^final test accuracy \([0-9.]*\) .*/\1/p' "$TDIR/m.out")
   [ -n "$pa" ] && [ -n "$ma" ] && [ -n "$sps" ] || fail "no accuracy (pipeline '$pa', mlp '$ma') or samples_per_s '$sps'"
   echo "pipeline accuracy $pa ($sps samples/s), mlp $ma"
+  grep -q '^{"pipeline":0,"bubble_fraction":0\.[0-9]*,"stage_idle":\[[0-9.]*,[0-9.]*\],.*"stage_seconds":\[\[' "$TDIR/p.jsonl" ||
+    fail "no bubble fraction in the metrics: $(tail -n 1 "$TDIR/p.jsonl")"
   awk -v p="$pa" -v m="$ma" 'BEGIN { exit !(p > 0.75 && p >= m - 0.02) }' ||
     fail "pipeline accuracy $pa against mlp's $ma"
   # D = 2 pipelines x S = 2 stages through 2 servers (bsp): stage k of both shares
@@ -93,7 +159,7 @@ t_pipeline_train() {
   "$LAUNCH" --servers 2 --workers 4 --timeout 60 --log-dir "$TDIR/d2" -- --app pipeline --stages 2 \
     --pipelines 2 --layers 784,256,10 --micro-batches 4 --consistency bsp --metrics "$TDIR/d2.jsonl" \
     "${sub[@]}" > "$TDIR/d2.out" 2>&1 || fail "D=2 exited $?: $(grep -h 'pipeline:' "$TDIR/d2"/worker-*.log | head -n 2)"
-  pa=$(tail -n 1 "$TDIR/d2.jsonl" | sed -n 's/.*"accuracy":\([0-9.]*\).*/\1/p')
+  pa=$(grep accuracy "$TDIR/d2.jsonl" | tail -n 1 | sed -n 's/.*"accuracy":\([0-9.]*\).*/\1/p')
   echo "D=2: accuracy $pa"
   awk -v p="$pa" 'BEGIN { exit !(p > 0.7) }' || fail "D=2 accuracy '$pa'"
   grep -q 'stage 1 of pipeline 1 (rank 3' "$TDIR/d2/worker-3.log" || fail "rank 3 is not stage 1 of pipeline 1"

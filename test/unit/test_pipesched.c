@@ -41,6 +41,32 @@ START_TEST(split_balanced_and_explicit)
 }
 END_TEST
 
+/* The cut by measured costs (--suggest-split): the costliest stage is as cheap
+ * as it can be, whichever layer carries the weight. */
+START_TEST(cut_by_cost)
+{
+    int f[PIPE_MAX_LAYERS + 1];
+    double c1[] = {1, 1, 1, 10};
+    pipesched_cut(c1, 4, 2, f);
+    ck_assert_int_eq(f[0], 0);
+    ck_assert_int_eq(f[1], 3);
+    ck_assert_int_eq(f[2], 4);
+    double c2[] = {4, 1, 1, 1, 1, 4};
+    pipesched_cut(c2, 6, 3, f); /* {4} {1,1,1,1} {4} */
+    ck_assert_int_eq(f[0], 0);
+    ck_assert_int_eq(f[1], 1);
+    ck_assert_int_eq(f[2], 5);
+    ck_assert_int_eq(f[3], 6);
+    double c3[] = {2, 3, 3, 2};
+    pipesched_cut(c3, 4, 4, f);
+    for (int k = 0; k <= 4; k++)
+        ck_assert_int_eq(f[k], k);
+    pipesched_cut(c3, 4, 1, f);
+    ck_assert_int_eq(f[0], 0);
+    ck_assert_int_eq(f[1], 4);
+}
+END_TEST
+
 /* Every schedule: each micro-batch forward once, then backward once, backward
  * passes in micro-batch order, and the returned depth the most in flight. */
 START_TEST(schedules_well_formed)
@@ -88,6 +114,7 @@ Suite *pipesched_suite(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, layers_parsed_and_refused);
     tcase_add_test(tc, split_balanced_and_explicit);
+    tcase_add_test(tc, cut_by_cost);
     tcase_add_test(tc, schedules_well_formed);
     suite_add_tcase(s, tc);
     return s;

@@ -15,7 +15,10 @@
  *
  * A stage keeps, per micro-batch in flight, a slot with its layers' outputs and
  * gradients (at most the schedule's depth, capped by --max-inflight), and the
- * micro-batch's input (its inbox, until the backward pass has used it).
+ * micro-batch's input (its inbox, until the backward pass has used it). With
+ * --recompute a slot keeps only the gradient of the stage's output: the
+ * backward pass runs the stage's forward again from the input into one scratch
+ * slot, the same calls on the same inputs, so the gradient is the same bits.
  * Evaluation (pipeline 0, every epoch) sends the test set forward through the
  * stages; the last stage scores it and the result travels back to rank 0, which
  * writes the metrics. */
@@ -28,7 +31,9 @@
 #include "apps.h"
 #include "idx.h"
 #include "model.h"
+#include "pipeprobe.h"
 #include "pipesched.h"
+#include "pipestats.h"
 #include "report.h"
 #include "ring.h"
 #include "timeutil.h"
@@ -36,12 +41,15 @@
 #define TMO 120000
 #define EVAL_BIT (1ULL << 63)       /* micro ids of evaluation chunks */
 #define EVAL_RESULT (EVAL_BIT | 0xffffffffULL) /* the score travelling back */
+#define STATS_ID (EVAL_BIT | 0xfffffffeULL)    /* the stages' numbers travelling back */
 
 typedef struct slot {
     int micro;  /* micro-batch index held, -1 = free */
     int got;    /* its output gradient came (stages before the last) */
-    float *act; /* each layer's output, mrows x out_l one after another */
-    float *dy;  /* their gradients, same layout */
+    float *act; /* each layer's output, mrows x out_l one after another; NULL
+                   with --recompute (the scratch slot's then) */
+    float *dy;  /* their gradients, same layout; with --recompute the stage
+                   output's gradient alone */
 } slot;
 
 typedef struct stage {
@@ -53,17 +61,22 @@ typedef struct stage {
     size_t poff[PIPE_MAX_LAYERS + 1]; /* parameter offset of each stage layer (l - l0) */
     size_t aoff[PIPE_MAX_LAYERS + 1]; /* activation offset per row, likewise */
     size_t P;
-    int table, nops, peers[2], npeers;
+    int table, nops, peers[2], npeers, recompute;
+    size_t saved_row; /* bytes of saved activations per row of a micro-batch */
     float *params, *grad, *inbox, *dx, *ones;
+    slot scratch; /* --recompute: the layers' outputs and gradients of the pass */
     int *inbox_full, *slot_of;
     uint8_t *labels;
     slot *slots;
     pipe_op *ops;
-    int inflight, peak, acc;
+    int acc;
     int64_t step, steps_epoch;
     idx_set train, test;
     uint32_t *order;
-    double loss, t_fwd, t_bwd, t_wait, t_srv;
+    double loss;
+    pipestats ps;
+    float *stats; /* S x PIPESTATS_FLOATS: this stage's and the later ones' */
+    int stats_got;
     /* evaluation in progress */
     uint64_t eval_expect;
     float score[3]; /* right, summed test loss, the epoch's mean training loss */
@@ -92,6 +105,18 @@ static float *inbox_at(stage *st, int i)
     return st->inbox + (size_t)i * (size_t)st->mrows * (size_t)st->sizes[st->l0];
 }
 
+/* Where the gradient of the stage's output for slot s goes. */
+static float *out_grad(const stage *st, slot *s)
+{
+    return st->recompute ? s->dy : s->dy + st->aoff[st->l1 - st->l0 - 1] * (size_t)st->mrows;
+}
+
+/* The slot whose act/dy a pass of slot s computes in: s, or the scratch one. */
+static slot *work_of(stage *st, slot *s)
+{
+    return st->recompute ? &st->scratch : s;
+}
+
 /* Where a received message's floats go (pskv_pipe_slot). */
 static float *slot_for(void *arg, const pskv_pipe_msg *h)
 {
@@ -99,6 +124,13 @@ static float *slot_for(void *arg, const pskv_pipe_msg *h)
     int in = st->sizes[st->l0], out = st->sizes[st->l1];
     if (h->pipeline != st->d)
         return NULL;
+    if (h->micro == STATS_ID) {
+        size_t n = (size_t)(st->S - st->k - 1) * PIPESTATS_FLOATS;
+        if (h->dir != PSKV_PIPE_BWD || h->from_rank != st->next || st->stats_got || h->n != n)
+            return NULL;
+        st->stats_got = 1;
+        return st->stats + (size_t)(st->k + 1) * PIPESTATS_FLOATS;
+    }
     if (st->eval_expect) { /* evaluation: chunks in order forward, the score back */
         if (h->dir == PSKV_PIPE_FWD && h->micro == st->eval_expect && h->rows >= 1 &&
             h->rows <= st->mrows && h->n == (size_t)h->rows * (size_t)in)
@@ -124,33 +156,47 @@ static float *slot_for(void *arg, const pskv_pipe_msg *h)
     if (h->dir == PSKV_PIPE_BWD && h->from_rank == st->next && s >= 0 && !st->slots[s].got &&
         h->n == (size_t)h->rows * (size_t)out) {
         st->slots[s].got = 1;
-        return st->slots[s].dy + st->aoff[st->l1 - st->l0 - 1] * (size_t)st->mrows;
+        return out_grad(st, &st->slots[s]);
     }
     return NULL;
 }
 
-/* Receives from the neighbours until *flag is set. */
-static int wait_flag(stage *st, const int *flag)
+/* Receives from the neighbours until *flag is set (for micro-batch `micro`, or
+ * -1, in the timeline). */
+static int wait_flag(stage *st, const int *flag, int micro)
 {
+    if (*flag)
+        return 0;
     int64_t t0 = tu_now_ns();
     int rc = 0;
     while (!*flag && rc == 0) {
         pskv_pipe_msg h;
         rc = pskv_pipe_recv(st->w, st->peers, st->npeers, slot_for, st, &h);
     }
-    st->t_wait += (double)(tu_now_ns() - t0) / 1e9;
+    pipestats_add(&st->ps, PS_WAIT, micro, t0, tu_now_ns());
     return rc;
 }
 
-/* This stage's layers forward on rows of x; outputs into s->act. */
-static void layers_fwd(stage *st, slot *s, const float *x, int rows)
+/* This stage's layers forward on rows of x; outputs into act. */
+static void layers_fwd(stage *st, float *act, const float *x, int rows)
 {
     for (int l = st->l0; l < st->l1; l++) {
         int j = l - st->l0;
-        const float *xin = j ? s->act + st->aoff[j - 1] * (size_t)st->mrows : x;
+        const float *xin = j ? act + st->aoff[j - 1] * (size_t)st->mrows : x;
         model_dense_fwd(st->params + st->poff[j], st->sizes[l], st->sizes[l + 1], xin, rows,
-                        relu_of(st, l), s->act + st->aoff[j] * (size_t)st->mrows);
+                        relu_of(st, l), act + st->aoff[j] * (size_t)st->mrows);
     }
+}
+
+/* Micro-batch i's activations (dir forward) or gradients to a neighbour. */
+static int send_pass(stage *st, int to, int dir, int i, int rows, const float *v, size_t n)
+{
+    int64_t t0 = tu_now_ns();
+    pskv_pipe_msg h = {.pipeline = st->d, .micro = (uint64_t)st->step * st->M + i, .dir = dir,
+                       .rows = rows};
+    int rc = pskv_pipe_send(st->w, to, &h, v, n);
+    pipestats_add(&st->ps, PS_SEND, i, t0, tu_now_ns());
+    return rc;
 }
 
 static int forward(stage *st, int i)
@@ -158,17 +204,18 @@ static int forward(stage *st, int i)
     int rows = rows_of(st, i), in = st->sizes[st->l0], out = st->sizes[st->l1];
     int64_t first_row = (int64_t)st->step * st->B + (int64_t)st->B * i / st->M;
     uint32_t n = st->train.n;
+    int64_t t0 = tu_now_ns(); /* the first stage's gathering of its rows is forward work */
     if (st->k == 0) {
         for (int r = 0; r < rows; r++)
             memcpy(inbox_at(st, i) + (size_t)r * (size_t)in,
                    st->train.x + (size_t)st->order[(first_row + r) % n] * in,
                    (size_t)in * sizeof(float));
     } else {
-        int rc = wait_flag(st, &st->inbox_full[i]);
+        int rc = wait_flag(st, &st->inbox_full[i], i);
         if (rc < 0)
             return fail(st, "waiting for activations", rc);
+        t0 = tu_now_ns();
     }
-    int64_t t0 = tu_now_ns();
     int si = 0;
     while (st->slots[si].micro >= 0)
         si++; /* a free slot exists: the schedule's depth is the slot count */
@@ -176,11 +223,11 @@ static int forward(stage *st, int i)
     s->micro = i;
     s->got = 0;
     st->slot_of[i] = si;
-    if (++st->inflight > st->peak)
-        st->peak = st->inflight;
-    layers_fwd(st, s, inbox_at(st, i), rows);
-    float *z = s->act + st->aoff[st->l1 - st->l0 - 1] * (size_t)st->mrows;
-    float *dz = s->dy + st->aoff[st->l1 - st->l0 - 1] * (size_t)st->mrows;
+    pipestats_hold(&st->ps, (size_t)rows * st->saved_row);
+    slot *wk = work_of(st, s);
+    layers_fwd(st, wk->act, inbox_at(st, i), rows);
+    float *z = wk->act + st->aoff[st->l1 - st->l0 - 1] * (size_t)st->mrows;
+    float *dz = out_grad(st, s);
     int rc = 0;
     if (st->k == st->S - 1) {
         for (int r = 0; r < rows; r++)
@@ -188,12 +235,11 @@ static int forward(stage *st, int i)
         memcpy(dz, z, (size_t)rows * (size_t)out * sizeof(float));
         st->loss += model_xent_grad(dz, st->labels, rows, out, 1.0f / (float)st->B);
         s->got = 1;
+        pipestats_add(&st->ps, PS_FWD, i, t0, tu_now_ns());
     } else {
-        pskv_pipe_msg h = {.pipeline = st->d, .micro = (uint64_t)st->step * st->M + i,
-                           .dir = PSKV_PIPE_FWD, .rows = rows};
-        rc = pskv_pipe_send(st->w, st->next, &h, z, (size_t)rows * (size_t)out);
+        pipestats_add(&st->ps, PS_FWD, i, t0, tu_now_ns());
+        rc = send_pass(st, st->next, PSKV_PIPE_FWD, i, rows, z, (size_t)rows * (size_t)out);
     }
-    st->t_fwd += (double)(tu_now_ns() - t0) / 1e9;
     return rc < 0 ? fail(st, "sending activations", rc) : 0;
 }
 
@@ -201,31 +247,34 @@ static int backward(stage *st, int i)
 {
     int si = st->slot_of[i], rows = rows_of(st, i);
     slot *s = &st->slots[si];
-    int rc = wait_flag(st, &s->got);
+    int rc = wait_flag(st, &s->got, i);
     if (rc < 0)
         return fail(st, "waiting for gradients", rc);
     int64_t t0 = tu_now_ns();
+    size_t m = (size_t)st->mrows;
+    slot *wk = work_of(st, s);
+    if (st->recompute) { /* the forward again from the input, the output's gradient beside */
+        layers_fwd(st, wk->act, inbox_at(st, i), rows);
+        memcpy(wk->dy + st->aoff[st->l1 - st->l0 - 1] * m, s->dy,
+               (size_t)rows * (size_t)st->sizes[st->l1] * sizeof(float));
+    }
     for (int l = st->l1 - 1; l >= st->l0; l--) {
         int j = l - st->l0;
-        size_t m = (size_t)st->mrows;
-        const float *xin = j ? s->act + st->aoff[j - 1] * m : inbox_at(st, i);
-        float *dx = j ? s->dy + st->aoff[j - 1] * m : st->k > 0 ? st->dx : NULL;
+        const float *xin = j ? wk->act + st->aoff[j - 1] * m : inbox_at(st, i);
+        float *dx = j ? wk->dy + st->aoff[j - 1] * m : st->k > 0 ? st->dx : NULL;
         model_dense_bwd(st->params + st->poff[j], st->sizes[l], st->sizes[l + 1], xin,
-                        s->act + st->aoff[j] * m, s->dy + st->aoff[j] * m, rows,
+                        wk->act + st->aoff[j] * m, wk->dy + st->aoff[j] * m, rows,
                         relu_of(st, l), st->ones, st->grad + st->poff[j], st->acc, dx);
     }
     st->acc = 1;
-    if (st->k > 0) {
-        pskv_pipe_msg h = {.pipeline = st->d, .micro = (uint64_t)st->step * st->M + i,
-                           .dir = PSKV_PIPE_BWD, .rows = rows};
-        rc = pskv_pipe_send(st->w, st->prev, &h, st->dx,
-                            (size_t)rows * (size_t)st->sizes[st->l0]);
-    }
     s->micro = -1;
     st->slot_of[i] = -1;
     st->inbox_full[i] = 0;
-    st->inflight--;
-    st->t_bwd += (double)(tu_now_ns() - t0) / 1e9;
+    pipestats_drop(&st->ps, (size_t)rows * st->saved_row);
+    pipestats_add(&st->ps, PS_BWD, i, t0, tu_now_ns());
+    if (st->k > 0)
+        rc = send_pass(st, st->prev, PSKV_PIPE_BWD, i, rows, st->dx,
+                       (size_t)rows * (size_t)st->sizes[st->l0]);
     return rc < 0 ? fail(st, "sending gradients", rc) : 0;
 }
 
@@ -233,12 +282,13 @@ static int backward(stage *st, int i)
  * gradient (scaled to the mini-batch mean by the loss), clock. */
 static int one_step(stage *st)
 {
+    st->ps.recording = st->step == st->ps.record_step;
     int64_t t0 = tu_now_ns();
     int rc = 0;
     int64_t tp = pskv_pull(st->w, st->table, NULL, st->P, st->params);
     if (tp < 0 || (rc = pskv_wait(st->w, tp, TMO)) < 0)
         return fail(st, "pull", tp < 0 ? (int)tp : rc);
-    st->t_srv += (double)(tu_now_ns() - t0) / 1e9;
+    pipestats_add(&st->ps, PS_SRV, -1, t0, tu_now_ns());
     st->acc = 0;
     for (int o = 0; o < st->nops; o++) {
         rc = st->ops[o].fwd ? forward(st, st->ops[o].micro) : backward(st, st->ops[o].micro);
@@ -250,7 +300,10 @@ static int one_step(stage *st)
     /* under bsp a push is answered once every worker's clock closed the step */
     if (tq < 0 || (rc = pskv_clock(st->w)) < 0 || (rc = pskv_wait(st->w, tq, TMO)) < 0)
         return fail(st, "push", tq < 0 ? (int)tq : rc);
-    st->t_srv += (double)(tu_now_ns() - t0) / 1e9;
+    pipestats_add(&st->ps, PS_SRV, -1, t0, tu_now_ns());
+    if (st->ps.recording)
+        pipestats_print_timeline(&st->ps, st->d, st->k);
+    st->ps.recording = 0;
     return 0;
 }
 
@@ -265,7 +318,7 @@ static int evaluate(stage *st)
     int n = (int)st->test.n, chunks = (n + st->mrows - 1) / st->mrows;
     double loss = 0;
     long right = 0;
-    slot *s = &st->slots[0];
+    slot *s = work_of(st, &st->slots[0]); /* nothing in flight between mini-batches */
     for (int c = 0; c < chunks && rc == 0; c++) {
         int rows = n - c * st->mrows < st->mrows ? n - c * st->mrows : st->mrows;
         const float *x = st->test.x + (size_t)c * (size_t)st->mrows * (size_t)in;
@@ -281,7 +334,7 @@ static int evaluate(stage *st)
         }
         if (rc < 0)
             break;
-        layers_fwd(st, s, x, rows);
+        layers_fwd(st, s->act, x, rows);
         float *z = s->act + st->aoff[st->l1 - st->l0 - 1] * (size_t)st->mrows;
         if (st->k == st->S - 1) {
             right += model_score(z, st->test.y + (size_t)c * (size_t)st->mrows, rows, out, &loss);
@@ -298,7 +351,7 @@ static int evaluate(stage *st)
         st->score[2] = (float)(st->loss / ((double)st->steps_epoch * st->B));
     } else if (rc == 0) {
         st->score_got = 0;
-        rc = wait_flag(st, &st->score_got);
+        rc = wait_flag(st, &st->score_got, -1);
     }
     if (rc == 0 && st->k > 0) {
         pskv_pipe_msg h = {.pipeline = st->d, .micro = EVAL_RESULT, .dir = PSKV_PIPE_BWD};
@@ -373,6 +426,9 @@ static int read_options(stage *st)
         return 2;
     }
     st->nops = 2 * st->M;
+    st->recompute = (int)cfg_int(cfg, "recompute");
+    if (pipestats_init(&st->ps, cfg_int(cfg, "timeline-step"), st->M) < 0)
+        return 1;
     return 0;
 }
 
@@ -405,6 +461,8 @@ static int open_stage(stage *st)
         A += (size_t)st->sizes[l + 1];
     }
     st->P = P;
+    /* saved per row: the input, and without --recompute every layer's output */
+    st->saved_row = ((size_t)st->sizes[st->l0] + (st->recompute ? 0 : A)) * sizeof(float);
     pskv_table_opts o;
     app_train_table_opts(cfg, (uint32_t)st->sizes[st->l0], P, &o);
     o.seed += (uint64_t)st->k; /* stages start from different draws */
@@ -423,14 +481,20 @@ static int open_stage(stage *st)
     st->labels = malloc(m);
     st->order = malloc(st->train.n * sizeof(uint32_t));
     st->slots = calloc((size_t)st->depth, sizeof *st->slots);
+    st->stats = calloc((size_t)st->S * PIPESTATS_FLOATS, sizeof(float));
     if (!st->params || !st->grad || !st->inbox || !st->dx || !st->ones || !st->inbox_full ||
-        !st->slot_of || !st->labels || !st->order || !st->slots)
+        !st->slot_of || !st->labels || !st->order || !st->slots || !st->stats)
+        return fail(st, "buffers", -PSKV_ENOMEM);
+    /* --recompute: each slot keeps the output's gradient; the scratch slot the rest */
+    size_t keep = st->recompute ? 0 : A, dkeep = st->recompute ? (size_t)st->sizes[st->l1] : A;
+    if (st->recompute && (!(st->scratch.act = malloc(m * A * sizeof(float))) ||
+                          !(st->scratch.dy = malloc(m * A * sizeof(float)))))
         return fail(st, "buffers", -PSKV_ENOMEM);
     for (int s = 0; s < st->depth; s++) {
         st->slots[s].micro = -1;
-        st->slots[s].act = malloc(m * A * sizeof(float));
-        st->slots[s].dy = malloc(m * A * sizeof(float));
-        if (!st->slots[s].act || !st->slots[s].dy)
+        st->slots[s].act = keep ? malloc(m * keep * sizeof(float)) : NULL;
+        st->slots[s].dy = malloc(m * dkeep * sizeof(float));
+        if ((keep && !st->slots[s].act) || !st->slots[s].dy)
             return fail(st, "buffers", -PSKV_ENOMEM);
     }
     for (size_t i = 0; i < m; i++)
@@ -449,6 +513,10 @@ static void close_stage(stage *st)
         free(st->slots[s].dy);
     }
     free(st->slots);
+    free(st->scratch.act);
+    free(st->scratch.dy);
+    free(st->stats);
+    pipestats_fini(&st->ps);
     free(st->ops);
     free(st->params);
     free(st->grad);
@@ -481,9 +549,11 @@ static int train(stage *st, report *rep)
         shuffle_epoch(st, e);
         int64_t t0 = tu_now_ns();
         st->loss = 0;
+        pipestats_run_begin(&st->ps);
         for (int64_t i = 0; i < per_epoch; i++, st->step++)
             if (one_step(st))
                 return 1;
+        pipestats_run_end(&st->ps);
         double secs = (double)(tu_now_ns() - t0) / 1e9;
         if (st->d == 0 && evaluate(st))
             return 1;
@@ -507,12 +577,99 @@ static int train(stage *st, report *rep)
     return 0;
 }
 
+/* Each stage's milliseconds under the cut first[] of layers costing ms[], on one
+ * line after `what`. */
+static void print_stages(const char *what, const double *ms, const int *first, int S)
+{
+    double worst = 0;
+    printf("pipeline: per stage under %s:", what);
+    for (int k = 0; k < S; k++) {
+        double t = 0;
+        for (int l = first[k]; l < first[k + 1]; l++)
+            t += ms[l];
+        worst = t > worst ? t : worst;
+        printf(" %.3f", t);
+    }
+    printf(" ms per micro-batch (slowest %.3f)\n", worst);
+}
+
+/* --suggest-split: rank 0 times every layer on a micro-batch and prints the cut
+ * that minimises the slowest stage ("suggested split: 2,3"); no training. */
+static int suggest_split(stage *st)
+{
+    if (st->rank != 0)
+        return 0;
+    int rows = st->mrows, L = st->L, best[PIPE_MAX_LAYERS + 1];
+    float *x = malloc((size_t)rows * (size_t)st->sizes[0] * sizeof(float));
+    double ms[PIPE_MAX_LAYERS];
+    if (!x)
+        return fail(st, "buffers", -PSKV_ENOMEM);
+    for (size_t i = 0; i < (size_t)rows * (size_t)st->sizes[0]; i++)
+        x[i] = (float)(i * 2654435761u % 1000) / 1000.0f; /* pixel-like values in [0, 1) */
+    int rc = pipeprobe_layers(st->sizes, st->nl, x, rows, 7, st->recompute, ms);
+    free(x);
+    if (rc < 0)
+        return fail(st, "buffers", -PSKV_ENOMEM);
+    for (int l = 0; l < L; l++)
+        printf("pipeline: layer %d (%d x %d): %.3f ms per micro-batch of %d rows, forward and "
+               "backward%s\n", l, st->sizes[l], st->sizes[l + 1], ms[l], rows,
+               st->recompute ? " and the recomputation" : "");
+    pipesched_cut(ms, L, st->S, best);
+    print_stages("the suggested split", ms, best, st->S);
+    print_stages(*cfg_str(st->cfg, "split") ? "--split" : "the cut balancing parameters", ms,
+                 st->first, st->S);
+    printf("suggested split: ");
+    for (int k = 0; k < st->S; k++)
+        printf("%s%d", k ? "," : "", best[k + 1] - best[k]);
+    printf("\n");
+    fflush(stdout);
+    return 0;
+}
+
+/* The stage's end line; the stages' numbers travel back to the first stage,
+ * which prints its pipeline's bubble fraction (and rank 0 writes it into the
+ * metrics). Returns 0 or 1 after saying why. */
+static int end_report(stage *st, report *rep)
+{
+    const pipestats *p = &st->ps;
+    printf("stage %d of pipeline %d (rank %d, layers %d..%d, %zu parameters, %s%s): "
+           "forward %.2f s, backward %.2f s, sending %.2f s, waiting for neighbours %.2f s, "
+           "on the servers %.2f s; idle share %.4f; peak %d micro-batches in flight (%zu "
+           "bytes of saved activations); on a core %.2f s of %.2f s training (the process's "
+           "threads %.2f s)\n",
+           st->k, st->d, st->rank, st->l0, st->l1 - 1, st->P, st->schedule,
+           st->recompute ? ", recompute" : "", p->secs[PS_FWD], p->secs[PS_BWD],
+           p->secs[PS_SEND], p->secs[PS_WAIT], p->secs[PS_SRV], pipestats_idle(p), p->peak,
+           p->peak_bytes, p->cpu_thread, p->wall, p->cpu_process);
+    fflush(stdout);
+    pipestats_pack(p, st->stats + (size_t)st->k * PIPESTATS_FLOATS);
+    int rc = st->k < st->S - 1 ? wait_flag(st, &st->stats_got, -1) : 0;
+    if (rc == 0 && st->k > 0) {
+        pskv_pipe_msg h = {.pipeline = st->d, .micro = STATS_ID, .dir = PSKV_PIPE_BWD};
+        rc = pskv_pipe_send(st->w, st->prev, &h, st->stats + (size_t)st->k * PIPESTATS_FLOATS,
+                            (size_t)(st->S - st->k) * PIPESTATS_FLOATS);
+    }
+    if (rc < 0)
+        return fail(st, "the stages' numbers", rc);
+    if (st->k == 0) {
+        char json[8192];
+        pipestats_summary(st->d, st->S, st->stats, json, sizeof json);
+        report_json(rep, json);
+    }
+    return 0;
+}
+
 int app_pipeline(pskv_worker *w, cfg_entry *cfg)
 {
     stage st = {.w = w, .cfg = cfg};
     int rc = read_options(&st);
     report *rep = NULL;
     char why[300];
+    if (!rc && cfg_int(cfg, "suggest-split")) {
+        rc = suggest_split(&st);
+        close_stage(&st);
+        return rc;
+    }
     if (!rc)
         rc = open_stage(&st);
     if (!rc && st.rank == 0 &&
@@ -522,16 +679,12 @@ int app_pipeline(pskv_worker *w, cfg_entry *cfg)
     }
     if (!rc && (rc = pskv_barrier(w, TMO)) < 0)
         rc = fail(&st, "barrier", rc);
+    model_set_ftz(); /* denormal gradients cost as much here as in mlp (model.h) */
     if (!rc)
         rc = train(&st, rep);
+    if (!rc)
+        rc = end_report(&st, rep);
     if (!rc) {
-        size_t A = st.aoff[st.l1 - st.l0 - 1] + (size_t)st.sizes[st.l1];
-        printf("stage %d of pipeline %d (rank %d, layers %d..%d, %zu parameters, %s): "
-               "forward %.2f s, backward %.2f s, waiting for neighbours %.2f s, on the servers "
-               "%.2f s; peak %d micro-batches in flight (%zu bytes of saved activations)\n",
-               st.k, st.d, st.rank, st.l0, st.l1 - 1, st.P, st.schedule, st.t_fwd, st.t_bwd,
-               st.t_wait, st.t_srv, st.peak,
-               (size_t)st.peak * (size_t)st.mrows * A * 2 * sizeof(float));
         int brc = pskv_wait_all(w, TMO);
         if (brc == 0)
             brc = pskv_barrier(w, TMO);

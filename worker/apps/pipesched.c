@@ -36,15 +36,15 @@ static double layer_params(const int *sizes, int l)
     return (double)sizes[l] * sizes[l + 1] + sizes[l + 1];
 }
 
-/* The balanced cut: dynamic programming over (stages, layers) minimising the
- * largest stage's parameter count; ties keep earlier stages smaller. */
-static void balanced(const int *sizes, int L, int S, int *first)
+/* Dynamic programming over (stages, layers) minimising the largest stage's
+ * summed cost; ties keep earlier stages smaller. */
+void pipesched_cut(const double *cost, int L, int S, int *first)
 {
     double best[PIPE_MAX_LAYERS + 1][PIPE_MAX_LAYERS + 1];
     int cut[PIPE_MAX_LAYERS + 1][PIPE_MAX_LAYERS + 1];
     double pre[PIPE_MAX_LAYERS + 1] = {0};
     for (int l = 0; l < L; l++)
-        pre[l + 1] = pre[l] + layer_params(sizes, l);
+        pre[l + 1] = pre[l] + cost[l];
     for (int j = 1; j <= L; j++) {
         best[1][j] = pre[j];
         cut[1][j] = 0;
@@ -77,7 +77,10 @@ int pipesched_split(const int *sizes, int nl, int S, const char *split, int *fir
         return -1;
     }
     if (!*split) {
-        balanced(sizes, L, S, first);
+        double cost[PIPE_MAX_LAYERS];
+        for (int l = 0; l < L; l++)
+            cost[l] = layer_params(sizes, l);
+        pipesched_cut(cost, L, S, first);
         return 0;
     }
     const char *p = split;

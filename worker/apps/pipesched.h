@@ -28,6 +28,10 @@ int pipesched_layers(const char *s, int *sizes, char *why, size_t whylen);
 int pipesched_split(const int *sizes, int nl, int S, const char *split, int *first, char *why,
                     size_t whylen);
 
+/* The cut of L layers, layer l costing cost[l] >= 0, into S stages (1 <= S <= L)
+ * that minimises the costliest stage's sum: first[] as for pipesched_split. */
+void pipesched_cut(const double *cost, int L, int S, int *first);
+
 /* Stage k of S's 2M passes over M micro-batches into ops[] under schedule
  * "sequential", "gpipe" or "1f1b" (at most `bound` micro-batches in flight on
  * a stage, bound >= 1; 1f1b also at most S-k). Backward passes run in micro-batch

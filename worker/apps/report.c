@@ -117,3 +117,11 @@ void report_resumed(report *r, int64_t epoch, int64_t step, int64_t total_steps)
             (long long)step);
     fflush(r->f);
 }
+
+void report_json(report *r, const char *json)
+{
+    if (!r || !r->f)
+        return;
+    fprintf(r->f, "%s\n", json);
+    fflush(r->f);
+}

@@ -54,4 +54,9 @@ void report_eval(report *r, const report_line *l);
  * file (which readers that want the evaluation fields skip). */
 void report_resumed(report *r, int64_t epoch, int64_t step, int64_t total_steps);
 
+/* A JSON object of the caller's (one line, no newline) written as a line of the
+ * metrics file, for records of their own (a pipeline's bubble fraction); NULL-
+ * safe, and a no-op without a metrics file. */
+void report_json(report *r, const char *json);
+
 #endif
