@@ -12,6 +12,7 @@
 
 #include "bsp.h"
 #include "held.h"
+#include "half.h"
 #include "log.h"
 #include "pskv_errors.h"
 #include "upd_plugin.h"
@@ -99,6 +100,22 @@ void consist_close_done(consist *c, uint64_t token, int code)
  * update after this point cannot change what is on the wire. A lend must cover a
  * sixteenth of the shard at least, so that the copy the next push may pay stays
  * within 16 times the copy saved. */
+/* A 16-bit table's reply (t->wire): the bytes floats at buf, freed, as a new buffer of
+ * its values in that precision; *bytes and m's `wire` follow. NULL when out of memory
+ * (buf freed too). */
+static void *narrow(const table *t, Pskv__Meta *m, float *buf, size_t *bytes)
+{
+    size_t n = *bytes / sizeof(float);
+    uint16_t *h = malloc(n ? n * sizeof *h : 1);
+    if (h)
+        half_pack(t->wire, h, buf, n);
+    free(buf);
+    m->has_wire = 1;
+    m->wire = (uint32_t)t->wire;
+    *bytes = n * sizeof *h;
+    return h;
+}
+
 static void answer_pull(consist *c, const held *h, int64_t clock)
 {
     int64_t t0 = tu_now_ns();
@@ -107,7 +124,7 @@ static void answer_pull(consist *c, const held *h, int64_t clock)
     zmq_msg_t vals;
     Pskv__Meta m;
     held_meta(&c->out, &m, PSKV__MSG_TYPE__PULL_REPLY, h, clock);
-    if (t->dense && !h->keys && !h->segs && bytes >= LEND_MIN && !t->filters.codec &&
+    if (t->dense && !h->keys && !h->segs && bytes >= LEND_MIN && !t->filters.codec && !t->wire &&
         h->n * 16 >= shard_dense_count(t->sh)) {
         void *token;
         const float *run = shard_lend(t->sh, h->first, &token);
@@ -123,6 +140,10 @@ static void answer_pull(consist *c, const held *h, int64_t clock)
         }
         rowset rs = {h->keys, h->first, h->n, h->segs, h->nsegs};
         shard_pull_rows(t->sh, &rs, buf);
+        if (t->wire && !(buf = narrow(t, &m, buf, &bytes))) {
+            held_answer(&c->out, h, PSKV_ENOMEM, "out of memory for the pull reply", clock, 0);
+            return;
+        }
         int packed = filter_pack(&t->filters, FILTER_ZVALS, buf, bytes, &m, &vals);
         if (packed)
             free(buf); /* packed into vals, or out of memory */

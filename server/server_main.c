@@ -28,6 +28,7 @@
 #include "checkpoint.h"
 #include "config.h"
 #include "consist.h"
+#include "half.h"
 #include "lease.h"
 #include "log.h"
 #include "member.h"
@@ -184,6 +185,16 @@ static table *check_request(wire_msg *msg, rowset *rs)
         snprintf(why, sizeof why, "width %u does not match table '%s' (width %u)", r->width,
                  t->name, t->width);
         fail(msg, PSKV_EPROTO, why);
+        return NULL;
+    }
+    /* a push's values in the table's precision; an assign (weights) always fp32 */
+    uint32_t want = r->type == PSKV__MSG_TYPE__PUSH && !(r->has_assign && r->assign)
+                        ? (uint32_t)t->wire : 0;
+    if (r->type == PSKV__MSG_TYPE__PUSH && r->wire != want) {
+        snprintf(why, sizeof why, "push in %s to table '%s', whose option 'wire' is %s%s",
+                 half_name((int)r->wire), t->name, half_name((int)want),
+                 want != (uint32_t)t->wire ? " (assigns travel as fp32)" : "");
+        fail(msg, PSKV_EMISMATCH, why);
         return NULL;
     }
     int rc = chain_rows(S.chain, t, msg, r->type == PSKV__MSG_TYPE__PULL, rs, why, sizeof why);

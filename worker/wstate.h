@@ -115,6 +115,8 @@ typedef struct req {
     size_t kbytes;     /* bytes of gathered keys at the front of buf */
     int assign;        /* a push that overwrites (pskv_assign) */
     int raw;           /* a push sent unquantised (pskv_filter_flush) */
+    float scale;       /* a 16-bit push: the table's loss scale when it was made (re-sends
+                          carry the same) */
     int err;
     int64_t deadline_ms;
     int64_t vclock;    /* pull: the oldest clock its parts' values reflect */
@@ -160,6 +162,8 @@ typedef struct tbl {
                           to the next push of the value; wfilter_quant) */
     float *qbuf;       /* int8, sign: wfilter_quant's scratch (a part's values twice) */
     size_t qcap;       /* ... its capacity in floats */
+    int wire;          /* its pushes' and pull replies' precision (half.h; option 'wire') */
+    float scale;       /* pskv_set_loss_scale: pushes carry values x scale (1 = none) */
 } tbl;
 
 struct pskv_worker {
