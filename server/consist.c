@@ -94,28 +94,42 @@ void consist_close_done(consist *c, uint64_t token, int code)
 
 /* ---- pulls ---------------------------------------------------------------- */
 
+/* The values of h's rows in a new buffer of *bytes bytes (malloc'd): floats, or
+ * for a table with a 16-bit wire (t->wire) 2 bytes a value with m's `wire` set, a
+ * dense run converted straight from the shard. NULL when out of memory. */
+static void *reply_rows(const held *h, Pskv__Meta *m, size_t *bytes)
+{
+    const table *t = h->t;
+    size_t nv = (size_t)h->n * t->width;
+    rowset rs = {h->keys, h->first, h->n, h->segs, h->nsegs};
+    int direct = t->wire && t->dense && !h->keys && !h->segs; /* converted from the shard */
+    float *f = direct ? NULL : malloc(nv ? nv * sizeof *f : 1);
+    if (!direct && !f)
+        return NULL;
+    if (f)
+        shard_pull_rows(t->sh, &rs, f);
+    if (!t->wire) {
+        *bytes = nv * sizeof *f;
+        return f;
+    }
+    uint16_t *out = malloc(nv ? nv * sizeof *out : 1);
+    if (out)
+        half_pack(t->wire, out, f ? f : shard_dense_values(t->sh) +
+                                            (size_t)(h->first - shard_dense_first(t->sh)) * t->width,
+                  nv);
+    free(f);
+    m->has_wire = 1;
+    m->wire = (uint32_t)t->wire;
+    *bytes = nv * sizeof *out;
+    return out;
+}
+
 /* A large run of a dense table is lent to ZeroMQ without a copy (shard_lend: an
  * update while it is on the wire moves the shard to a fresh buffer); anything
  * else is copied into a fresh buffer that ZeroMQ sends and frees. Either way an
  * update after this point cannot change what is on the wire. A lend must cover a
  * sixteenth of the shard at least, so that the copy the next push may pay stays
  * within 16 times the copy saved. */
-/* A 16-bit table's reply (t->wire): the bytes floats at buf, freed, as a new buffer of
- * its values in that precision; *bytes and m's `wire` follow. NULL when out of memory
- * (buf freed too). */
-static void *narrow(const table *t, Pskv__Meta *m, float *buf, size_t *bytes)
-{
-    size_t n = *bytes / sizeof(float);
-    uint16_t *h = malloc(n ? n * sizeof *h : 1);
-    if (h)
-        half_pack(t->wire, h, buf, n);
-    free(buf);
-    m->has_wire = 1;
-    m->wire = (uint32_t)t->wire;
-    *bytes = n * sizeof *h;
-    return h;
-}
-
 static void answer_pull(consist *c, const held *h, int64_t clock)
 {
     int64_t t0 = tu_now_ns();
@@ -133,14 +147,8 @@ static void answer_pull(consist *c, const held *h, int64_t clock)
             return;
         }
     } else {
-        float *buf = malloc(bytes ? bytes : 1);
+        void *buf = reply_rows(h, &m, &bytes);
         if (!buf) {
-            held_answer(&c->out, h, PSKV_ENOMEM, "out of memory for the pull reply", clock, 0);
-            return;
-        }
-        rowset rs = {h->keys, h->first, h->n, h->segs, h->nsegs};
-        shard_pull_rows(t->sh, &rs, buf);
-        if (t->wire && !(buf = narrow(t, &m, buf, &bytes))) {
             held_answer(&c->out, h, PSKV_ENOMEM, "out of memory for the pull reply", clock, 0);
             return;
         }
