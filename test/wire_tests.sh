@@ -70,7 +70,8 @@ t_wire_refused() {
 # wire: one worker (async with one worker is deterministic, so the runs differ
 # by the precision alone), the test accuracy within 0.003; the parameter table's
 # pushes and pull replies took exactly half their float32 bytes, and the
-# metrics' bytes per step (both tables) at most half of fp32's and a few bytes.
+# metrics' bytes per step (both tables, re-sends included: a slow build may ask
+# again) within 1% of half of fp32's.
 t_wire_mlp() {
   local common="--app mlp --epochs 2 --train-limit 6000 --test-limit 2000 --seed 2 --eval-every 0"
   local wire a=() b=() line
@@ -85,24 +86,25 @@ t_wire_mlp() {
     fail "fp16 accuracy ${a[1]} is not within 0.003 of fp32's ${a[0]} (or fp32 not above 0.7)"
   line=$(wire_line "$TDIR/fp16/worker-0.log" mlp-784-256-10) || fail "no fp16 traffic line"
   wire_halved "$line" || fail "the parameter table's bytes are not exactly halved: $line"
-  [ -n "${b[1]}" ] && [ $((2 * b[1])) -le $((b[0] + 4)) ] || fail "bytes per step ${b[1]} not half of ${b[0]}"
+  [ -n "${b[1]}" ] && [ $((200 * b[1])) -le $((101 * b[0])) ] || fail "bytes per step ${b[1]} not half of ${b[0]}"
 }
 
 # Dynamic loss scaling of parameter-server pushes (--loss-scale dynamic, fp16):
 # rank 0's gradient holds the largest float at step 3, which times the scale is
 # not finite in fp16: that step pushes nothing (the server served exactly one
-# push fewer than the same run without the planted overflow), the scale halves
-# (65536 -> 32768) and then doubles every --scale-window 5 clean steps: after the
-# 37 clean steps of 40 it is 32768 x 2^7; the metrics file says so.
+# push fewer than the same run without the planted overflow) and the scale
+# halves (65536 -> 32768); it doubles after --scale-window 30 clean steps: of
+# the 40 steps, 37 clean ones follow, so it ends at 65536 (131072 without the
+# overflow). The metrics file says so.
 t_wire_loss_scale() {
-  local common="--app mlp --epochs 1 --train-limit 640 --test-limit 200 --seed 2 --eval-every 0 --wire fp16 --loss-scale dynamic --scale-window 5"
+  local common="--app mlp --epochs 1 --train-limit 640 --test-limit 200 --seed 2 --eval-every 0 --wire fp16 --loss-scale dynamic --scale-window 30"
   local p plain planted
   for p in 0 3; do
     "$LAUNCH" --servers 1 --workers 1 --timeout 100 --log-dir "$TDIR/p$p" -- $common --plant-overflow "$p" \
       --metrics "$TDIR/p$p.json" > /dev/null 2>&1 || fail "run with --plant-overflow $p exited $?"
   done
-  grep -q '"loss_scale":4194304,"skipped_steps":1' "$TDIR/p3.json" || fail "metrics: $(tail -n 1 "$TDIR/p3.json")"
-  grep -q '"loss_scale":16777216,"skipped_steps":0' "$TDIR/p0.json" || fail "metrics without: $(tail -n 1 "$TDIR/p0.json")"
+  grep -q '"loss_scale":65536,"skipped_steps":1' "$TDIR/p3.json" || fail "metrics: $(tail -n 1 "$TDIR/p3.json")"
+  grep -q '"loss_scale":131072,"skipped_steps":0' "$TDIR/p0.json" || fail "metrics without: $(tail -n 1 "$TDIR/p0.json")"
   plain=$(sed -n 's/.*stopped by the scheduler: \([0-9]*\) pushes.*/\1/p' "$TDIR/p0/server-0.log")
   planted=$(sed -n 's/.*stopped by the scheduler: \([0-9]*\) pushes.*/\1/p' "$TDIR/p3/server-0.log")
   echo "pushes served: $plain without, $planted with the planted overflow"
