@@ -197,8 +197,7 @@ int wire_parse(wire_msg *m, const void *const *frames, const size_t *sizes, int 
              meta->ar_wire);
     if ((rc = check_value_wire(meta, why, whylen)) < 0)
         goto fail;
-    /* 2 bytes a value for an fp16 or bf16 ALLREDUCE piece or table's values */
-    size_t vsize = half_size((int)(meta->ar_wire ? meta->ar_wire : meta->wire));
+    size_t vsize = half_size((int)(meta->ar_wire ? meta->ar_wire : meta->wire)); /* 2: 16-bit */
     if (want_vals) { /* quantised values (fquant.h): the frame holds the blocks */
         raw[f] = meta->quant ? fquant_bytes(meta->quant, nvals) : nvals * vsize;
         packed[f] = (meta->zframes & FILTER_ZVALS) != 0;
