@@ -145,7 +145,8 @@ int64_t pskv_push(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
  * holds no reference to vals any more: a push whose server died or went silent
  * gets the connections still holding vals reset. If it returns an error at once,
  * nothing holds vals. Pushes with explicit keys that are not one run (keys[i] =
- * keys[0] + i) on a dense table are copied as by pskv_push. For large values this
+ * keys[0] + i) on a dense table, and pushes to a table with a 16-bit wire (converted
+ * on the way), are copied as by pskv_push. For large values this
  * saves a copy of every pushed byte (docs/benchmarks.md). */
 int64_t pskv_push_nocopy(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
                          const float *vals);
