@@ -42,6 +42,6 @@ done
 for w in $wires; do
   printf 'median wire=%s samples_per_s=%s accuracy=%s bytes_per_step=%s\n' "$w" \
     "$(grep "^wire=$w " "$out/runs" | sed 's/.*samples_per_s=\([0-9.]*\).*/\1/' | median)" \
-    "$(grep "^wire=$w " "$out/runs" | sed 's/.*accuracy=\([0-9.]*\).*/\1/' | median)" \
+    "$(grep "^wire=$w " "$out/runs" | sed 's/.*accuracy=0\.\([0-9]*\).*/\1/' | median | awk '{printf "%.4f", $1 / 10000}')" \
     "$(grep "^wire=$w " "$out/runs" | sed 's/.*bytes_per_step=\([0-9.]*\).*/\1/' | median)"
 done

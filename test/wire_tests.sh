@@ -22,13 +22,17 @@ wire_halved() {
 # every sum stays within fp16's exact integers, 2048; bf16's, 256, with fewer
 # rounds) pushed as fp16 by 3 workers to 2 servers, summed in fp32 there and
 # pulled back as fp16, dense and sparse; the pull replies took exactly half the
-# bytes of their float32 rows.
+# bytes of their float32 rows. Under bsp too (every pull at clock c exact).
 t_wire_check() {
   local w line
   "$LAUNCH" --servers 2 --workers 3 --timeout 120 --log-dir "$TDIR/fp16" -- --app check --rounds 4 \
     --wire fp16 > "$TDIR/fp16.out" 2>&1 || fail "fp16 launch exited $?: $(tail -n 3 "$TDIR/fp16.out")"
   "$LAUNCH" --servers 2 --workers 2 --timeout 120 --log-dir "$TDIR/bf16" -- --app check --rounds 2 \
     --wire bf16 > "$TDIR/bf16.out" 2>&1 || fail "bf16 launch exited $?: $(tail -n 3 "$TDIR/bf16.out")"
+  "$LAUNCH" --servers 2 --workers 2 --timeout 120 --log-dir "$TDIR/fp16bsp" -- --app check --rounds 3 \
+    --consistency bsp --wire fp16 > "$TDIR/bsp.out" 2>&1 || fail "bsp launch exited $?: $(tail -n 3 "$TDIR/bsp.out")"
+  grep -q '^check ok:.*bsp, .* sparse keys exact' "$TDIR/fp16bsp/worker-1.log" ||
+    fail "bsp: $(tail -n 1 "$TDIR/fp16bsp/worker-1.log")"
   for w in fp16/worker-0 fp16/worker-1 fp16/worker-2 bf16/worker-0 bf16/worker-1; do
     grep -q '^check ok:.*dense + .* sparse keys exact' "$TDIR/$w.log" || fail "$w: $(tail -n 1 "$TDIR/$w.log")"
     line=$(wire_line "$TDIR/$w.log" check.dense) || fail "$w reported no ${w%%/*} traffic"
