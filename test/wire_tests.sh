@@ -22,7 +22,8 @@ wire_halved() {
 # every sum stays within fp16's exact integers, 2048; bf16's, 256, with fewer
 # rounds) pushed as fp16 by 3 workers to 2 servers, summed in fp32 there and
 # pulled back as fp16, dense and sparse; the pull replies took exactly half the
-# bytes of their float32 rows. Under bsp too (every pull at clock c exact).
+# bytes of their float32 rows. Under bsp too (every pull at clock c exact), and
+# with keycache and lz4 after the conversion.
 t_wire_check() {
   local w line
   "$LAUNCH" --servers 2 --workers 3 --timeout 120 --log-dir "$TDIR/fp16" -- --app check --rounds 4 \
@@ -33,6 +34,12 @@ t_wire_check() {
     --consistency bsp --wire fp16 > "$TDIR/bsp.out" 2>&1 || fail "bsp launch exited $?: $(tail -n 3 "$TDIR/bsp.out")"
   grep -q '^check ok:.*bsp, .* sparse keys exact' "$TDIR/fp16bsp/worker-1.log" ||
     fail "bsp: $(tail -n 1 "$TDIR/fp16bsp/worker-1.log")"
+  # conversion, then compression: the 16-bit frames packed by lz4, key lists cached
+  "$LAUNCH" --servers 2 --workers 2 --timeout 120 --log-dir "$TDIR/lz4" -- --app check --rounds 3 \
+    --wire fp16 --filter keycache,lz4 > "$TDIR/lz4.out" 2>&1 || fail "lz4 launch exited $?: $(tail -n 3 "$TDIR/lz4.out")"
+  grep -q '^check ok:.* sparse keys exact' "$TDIR/lz4/worker-0.log" || fail "lz4: $(tail -n 1 "$TDIR/lz4/worker-0.log")"
+  grep -q "table 'check.dense' filters keycache:64,lz4 wire fp16:" "$TDIR/lz4/worker-0.log" ||
+    fail "lz4: no filtered fp16 traffic logged"
   for w in fp16/worker-0 fp16/worker-1 fp16/worker-2 bf16/worker-0 bf16/worker-1; do
     grep -q '^check ok:.*dense + .* sparse keys exact' "$TDIR/$w.log" || fail "$w: $(tail -n 1 "$TDIR/$w.log")"
     line=$(wire_line "$TDIR/$w.log" check.dense) || fail "$w reported no ${w%%/*} traffic"
