@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Wire precision of parameter-server tables (sourced by integration.sh): --wire
 # fp16|bf16 on the tables of real daemons over loopback (TableOptions wire;
 # docs/protocol.md, "Wire precision"). Each function runs in its own test
