@@ -1,6 +1,7 @@
 /* half: fp16 and bf16 conversions (contract in half.h). */
 #include "half.h"
 
+#include <math.h>
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -194,4 +195,54 @@ void half_round(int wire, float *v, size_t n)
         half_pack(wire, tmp, v + i, k);
         half_unpack(wire, v + i, tmp, k);
     }
+}
+
+/* The smallest magnitude that rounds to infinity in `wire` (to nearest even):
+ * fp16 65520 (half-way between 65504 and 65536), bf16 the float half-way
+ * between bf16's largest 0x7f7f and 0x7f80, fp32 infinity itself. */
+static float overflow_at(int wire)
+{
+    return wire == HALF_FP16 ? 65520.0f
+           : wire == HALF_BF16 ? float_of(0x7f7f8000u)
+                               : float_of(0x7f800000u);
+}
+
+int half_overflows(int wire, const float *src, size_t n, float scale)
+{
+    float lim = overflow_at(wire);
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) /* !(x < lim) is true for NaN too */
+        bad |= !(__builtin_fabsf(src[i] * scale) < lim);
+    return bad;
+}
+
+int half_scale_ok(float s)
+{
+    int e;
+    return s >= 0x1p-24f && s <= 0x1p24f && frexpf(s, &e) == 0.5f;
+}
+
+void half_pack_scaled(int wire, uint16_t *dst, const float *src, size_t n, float scale)
+{
+    if (scale == 1.0f) {
+        half_pack(wire, dst, src, n);
+        return;
+    }
+    float tmp[BLOCK];
+    for (size_t i = 0; i < n; i += BLOCK) {
+        size_t k = n - i < BLOCK ? n - i : BLOCK;
+        for (size_t j = 0; j < k; j++)
+            tmp[j] = src[i + j] * scale;
+        half_pack(wire, dst + i, tmp, k);
+    }
+}
+
+void half_unpack_scaled(int wire, float *dst, const uint16_t *src, size_t n, float scale)
+{
+    half_unpack(wire, dst, src, n);
+    if (scale == 1.0f)
+        return;
+    float inv = 1.0f / scale; /* exact: scale is a power of two (half_scale_ok) */
+    for (size_t i = 0; i < n; i++)
+        dst[i] *= inv;
 }

@@ -41,6 +41,19 @@ void half_unpack_add(int wire, float *dst, const uint16_t *src, size_t n);
 /* v[i] = unpack(pack(v[i])): the value the wire would carry. */
 void half_round(int wire, float *v, size_t n);
 
+/* 1 when some src[i] * scale is not finite in precision `wire` (HALF_FP32 too):
+ * a NaN, an infinity, or a value that converts to infinity. */
+int half_overflows(int wire, const float *src, size_t n, float scale);
+
+/* 1 when s is a loss scale the wire accepts: a power of two in 2^-24 .. 2^24, so
+ * that multiplying and dividing by it are exact. */
+int half_scale_ok(float s);
+
+/* pack(src[i] * scale) into dst; unpack(src[i]) / scale into dst (scale as
+ * half_scale_ok says; 1: plain half_pack, half_unpack). */
+void half_pack_scaled(int wire, uint16_t *dst, const float *src, size_t n, float scale);
+void half_unpack_scaled(int wire, float *dst, const uint16_t *src, size_t n, float scale);
+
 /* The portable fp16 paths over n values (tests compare them with half_pack). */
 void half_pack_portable(uint16_t *dst, const float *src, size_t n);
 void half_unpack_portable(float *dst, const uint16_t *src, size_t n);

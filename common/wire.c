@@ -101,6 +101,29 @@ void wire_msg_move(wire_msg *dst, wire_msg *src)
     dst->vals = rebase(vals, src, dst);
 }
 
+/* `wire` (the values' precision) only on a PUSH, a PULL_REPLY (not `all`) or a
+ * REPLICATE of a push, at most 2; `loss_scale` only with it, on a PUSH or a
+ * REPLICATE, and a power of two that dividing by is exact (half_scale_ok). */
+static int check_value_wire(const Pskv__Meta *meta, char *why, size_t whylen)
+{
+    int t = (int)meta->type;
+    int carries = t == PSKV__MSG_TYPE__PUSH || t == PSKV__MSG_TYPE__REPLICATE ||
+                  (t == PSKV__MSG_TYPE__PULL_REPLY && !(meta->has_all && meta->all));
+    if (meta->has_wire && (meta->wire > HALF_BF16 || !carries || (meta->has_close && meta->close))) {
+        snprintf(why, whylen, "table id %llu: %s with wire precision %u",
+                 (unsigned long long)meta->table_id, wire_type_name(t), meta->wire);
+        return -PSKV_EPROTO;
+    }
+    if (meta->has_loss_scale &&
+        (!meta->wire || t == PSKV__MSG_TYPE__PULL_REPLY || !half_scale_ok(meta->loss_scale))) {
+        snprintf(why, whylen, "table id %llu: %s with loss scale %g (a power of two 2^-24..2^24, "
+                 "on a 16-bit push only)", (unsigned long long)meta->table_id,
+                 wire_type_name(t), (double)meta->loss_scale);
+        return -PSKV_EPROTO;
+    }
+    return 0;
+}
+
 int wire_parse(wire_msg *m, const void *const *frames, const size_t *sizes, int n, char *why,
                size_t whylen)
 {
@@ -172,13 +195,16 @@ int wire_parse(wire_msg *m, const void *const *frames, const size_t *sizes, int 
     if (meta->ar_wire > HALF_BF16 || (meta->has_ar_wire && meta->type != PSKV__MSG_TYPE__ALLREDUCE))
         FAIL(PSKV_EPROTO, "%s with wire precision %u", wire_type_name((int)meta->type),
              meta->ar_wire);
-    size_t vsize = half_size((int)meta->ar_wire); /* 2 for an fp16 or bf16 ALLREDUCE piece */
+    if ((rc = check_value_wire(meta, why, whylen)) < 0)
+        goto fail;
+    size_t vsize = half_size((int)(meta->ar_wire ? meta->ar_wire : meta->wire)); /* 2: 16-bit */
     if (want_vals) { /* quantised values (fquant.h): the frame holds the blocks */
         raw[f] = meta->quant ? fquant_bytes(meta->quant, nvals) : nvals * vsize;
         packed[f] = (meta->zframes & FILTER_ZVALS) != 0;
-        if (meta->quant && (!raw[f] || meta->type != PSKV__MSG_TYPE__PUSH))
-            FAIL(PSKV_EPROTO, "quant %u on a %s", meta->quant, wire_type_name((int)meta->type));
-        if (meta->quant)
+        if (meta->quant && (!raw[f] || meta->type != PSKV__MSG_TYPE__PUSH || meta->wire))
+            FAIL(PSKV_EPROTO, "quant %u on a %s%s", meta->quant, wire_type_name((int)meta->type),
+                 meta->wire ? " with a 16-bit wire" : "");
+        if (meta->quant || meta->wire) /* decoded to float32 below */
             need_own += nvals * 4;
     }
     for (f = 1; f < n; f++) {
@@ -229,6 +255,12 @@ int wire_parse(wire_msg *m, const void *const *frames, const size_t *sizes, int 
                           qwhy, sizeof qwhy) < 0)
             FAIL(PSKV_EPROTO, "table id %llu, filter %s: values refused: %s",
                  (unsigned long long)meta->table_id, fquant_name(meta->quant), qwhy);
+        data[want_keys ? 2 : 1] = own;
+    }
+    if (want_vals && meta->wire) { /* fp16, bf16: to float32, divided by the loss scale */
+        half_unpack_scaled((int)meta->wire, (float *)(void *)own,
+                           (const uint16_t *)data[want_keys ? 2 : 1], nvals,
+                           meta->has_loss_scale ? meta->loss_scale : 1.0f);
         data[want_keys ? 2 : 1] = own;
     }
     if (want_vals)

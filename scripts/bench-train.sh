@@ -5,7 +5,9 @@
 # Reports samples/s and test accuracy per epoch (median run of --runs), then, in
 # the same sitting, PyTorch DDP (gloo, 2 ranks x 1 thread, global batch 64) from
 # ../shared/reference when Debian's python3-torch is installed.
-# Each consistency model of --models (default "async bsp") is measured in turn.
+# Each consistency model of --models (default "async bsp") is measured in turn;
+# "allreduce" there is --sync allreduce (the mean gradient by pskv_allreduce, the
+# servers holding a copy) instead of a consistency model.
 # --servers S (default 1) and --replicas R (default 1) set the cluster, for the cost
 # of replication (bsp closes go down the chains).
 # Usage: scripts/bench-train.sh [--runs N] [--epochs E] [--models "async bsp"] [--no-peer]
@@ -36,7 +38,7 @@ for r in $(seq "$runs"); do
     --scheduler-opt --log-level --scheduler-opt warn --server-opt --log-level --server-opt warn \
     -- --app mlp --epochs "$epochs" --batch 32 --lr 0.01 --lr-schedule const --momentum 0.9 \
        --log-level warn \
-       --consistency "$model" --metrics "$out/$model-$r/metrics.jsonl" > /dev/null 2>&1 ||
+       $([ "$model" = allreduce ] && echo --sync allreduce || echo --consistency "$model") --metrics "$out/$model-$r/metrics.jsonl" > /dev/null 2>&1 ||
     { echo "bench-train: $model run $r failed" >&2; exit 1; }
   # whole-run rate: the job's samples over its training time (evaluation excluded):
   # each line covers about one epoch, so the rate is the harmonic mean of the lines'

@@ -144,6 +144,8 @@ static void apply_and_forward(chain *c, table *t, wire_msg *msg, const uint64_t 
     pd->origin_id = origin_id;
     pd->floor = r->has_floor ? r->floor : 0;
     pd->clock = clock;
+    pd->wire = r->wire;
+    pd->scale = r->has_loss_scale ? r->loss_scale : 1.0f;
     chain_pend_reply_to(pd, msg);
     const float *vals = msg->vals;
     if (upstream_worker == CHAIN_UP_WORKER && t->admit_after > 1 &&

@@ -23,6 +23,7 @@
 
 #include "chain_impl.h"
 #include "dedupe.h"
+#include "half.h"
 #include "log.h"
 #include "pskv_errors.h"
 #include "timeutil.h"
@@ -122,9 +123,18 @@ static void send_replicate(chain *c, chain_pend *pd, int fi)
         memcpy(zmq_msg_data(&km), f->keys, f->n * sizeof(uint64_t));
         kp = &km;
     }
-    if (f->n) {
-        zmq_msg_init_size(&vm, f->n * pd->t->width * sizeof(float));
-        memcpy(zmq_msg_data(&vm), f->vals, f->n * pd->t->width * sizeof(float));
+    size_t nv = f->n * pd->t->width;
+    if (f->n && pd->wire && !pd->close) { /* the push's 16-bit values: exactly those that came */
+        m.has_wire = 1;
+        m.wire = pd->wire;
+        m.has_loss_scale = pd->scale != 1.0f;
+        m.loss_scale = pd->scale;
+        zmq_msg_init_size(&vm, nv * sizeof(uint16_t));
+        half_pack_scaled((int)pd->wire, zmq_msg_data(&vm), f->vals, nv, pd->scale);
+        vp = &vm;
+    } else if (f->n) {
+        zmq_msg_init_size(&vm, nv * sizeof(float));
+        memcpy(zmq_msg_data(&vm), f->vals, nv * sizeof(float));
         vp = &vm;
     }
     if (!s || wire_send(s, NULL, &m, kp, vp) < 0)

@@ -65,6 +65,8 @@ typedef struct chain_pend {
                           the next servers answered: not acknowledged, refused PSKV_ESTALE */
     uint32_t origin;
     uint64_t origin_id, floor;
+    uint32_t wire;     /* a push's values' precision and loss scale, as they came: its */
+    float scale;       /* forwards carry the same (16-bit values re-packed exactly) */
     struct chain_hop *fwds;
     int nfwd, outstanding;
 } chain_pend;

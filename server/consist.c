@@ -12,6 +12,7 @@
 
 #include "bsp.h"
 #include "held.h"
+#include "half.h"
 #include "log.h"
 #include "pskv_errors.h"
 #include "upd_plugin.h"
@@ -33,6 +34,7 @@ struct consist {
     size_t nparked;
     consist_stats st;     /* async and ssp pushes, pulls, parked pulls refused */
     int64_t finished;     /* the smallest worker clock plug-ins' finish last saw */
+    uint64_t place_epoch; /* the view that last changed the chains (consist_placement_changed) */
 };
 
 consist *consist_new(void *router, member *mb, table_set *tables)
@@ -93,6 +95,36 @@ void consist_close_done(consist *c, uint64_t token, int code)
 
 /* ---- pulls ---------------------------------------------------------------- */
 
+/* The values of h's rows in a new buffer of *bytes bytes (malloc'd): floats, or
+ * for a table with a 16-bit wire (t->wire) 2 bytes a value with m's `wire` set, a
+ * dense run converted straight from the shard. NULL when out of memory. */
+static void *reply_rows(const held *h, Pskv__Meta *m, size_t *bytes)
+{
+    const table *t = h->t;
+    size_t nv = (size_t)h->n * t->width;
+    rowset rs = {h->keys, h->first, h->n, h->segs, h->nsegs};
+    int direct = t->wire && t->dense && !h->keys && !h->segs; /* converted from the shard */
+    float *f = direct ? NULL : malloc(nv ? nv * sizeof *f : 1);
+    if (!direct && !f)
+        return NULL;
+    if (f)
+        shard_pull_rows(t->sh, &rs, f);
+    if (!t->wire) {
+        *bytes = nv * sizeof *f;
+        return f;
+    }
+    uint16_t *out = malloc(nv ? nv * sizeof *out : 1);
+    if (out)
+        half_pack(t->wire, out, f ? f : shard_dense_values(t->sh) +
+                                            (size_t)(h->first - shard_dense_first(t->sh)) * t->width,
+                  nv);
+    free(f);
+    m->has_wire = 1;
+    m->wire = (uint32_t)t->wire;
+    *bytes = nv * sizeof *out;
+    return out;
+}
+
 /* A large run of a dense table is lent to ZeroMQ without a copy (shard_lend: an
  * update while it is on the wire moves the shard to a fresh buffer); anything
  * else is copied into a fresh buffer that ZeroMQ sends and frees. Either way an
@@ -107,7 +139,7 @@ static void answer_pull(consist *c, const held *h, int64_t clock)
     zmq_msg_t vals;
     Pskv__Meta m;
     held_meta(&c->out, &m, PSKV__MSG_TYPE__PULL_REPLY, h, clock);
-    if (t->dense && !h->keys && !h->segs && bytes >= LEND_MIN && !t->filters.codec &&
+    if (t->dense && !h->keys && !h->segs && bytes >= LEND_MIN && !t->filters.codec && !t->wire &&
         h->n * 16 >= shard_dense_count(t->sh)) {
         void *token;
         const float *run = shard_lend(t->sh, h->first, &token);
@@ -116,13 +148,11 @@ static void answer_pull(consist *c, const held *h, int64_t clock)
             return;
         }
     } else {
-        float *buf = malloc(bytes ? bytes : 1);
+        void *buf = reply_rows(h, &m, &bytes);
         if (!buf) {
             held_answer(&c->out, h, PSKV_ENOMEM, "out of memory for the pull reply", clock, 0);
             return;
         }
-        rowset rs = {h->keys, h->first, h->n, h->segs, h->nsegs};
-        shard_pull_rows(t->sh, &rs, buf);
         int packed = filter_pack(&t->filters, FILTER_ZVALS, buf, bytes, &m, &vals);
         if (packed)
             free(buf); /* packed into vals, or out of memory */
@@ -203,6 +233,7 @@ static void advance(consist *c)
 
 void consist_placement_changed(consist *c, uint64_t epoch)
 {
+    c->place_epoch = epoch;
     /* bsp: the pushes held for open clocks are refused, to be sent again on the new
      * placement, and every worker's clock must be earned again by clocks sent
      * behind those re-sends */
@@ -248,6 +279,19 @@ uint64_t consist_refusal(consist *c, uint32_t node, int code)
 
 int consist_clock(consist *c, wire_msg *msg)
 {
+    const Pskv__Meta *m = msg->meta;
+    if (m->has_epoch && m->epoch < c->place_epoch) {
+        /* only a clock sent on this placement or a newer one counts: the worker had
+         * then re-sent here whatever it had sent to a server that died, so every
+         * push the clock covers is here before it. One sent before the worker heard
+         * of the change could close a clock without a push still to be re-sent here
+         * (dropped as late); the worker sends its clock again once its re-sends are
+         * out (wview_catch_up: after every view that changed a chain) */
+        LOG_D("ignored CLOCK %lld from node %u: sent on view epoch %llu, before the "
+              "placement changed in epoch %llu", (long long)m->clock, m->sender,
+              (unsigned long long)m->epoch, (unsigned long long)c->place_epoch);
+        return -3;
+    }
     int r = vclock_clock(c->clocks, msg);
     if (r >= 0)
         advance(c);

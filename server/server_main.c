@@ -28,6 +28,7 @@
 #include "checkpoint.h"
 #include "config.h"
 #include "consist.h"
+#include "half.h"
 #include "lease.h"
 #include "log.h"
 #include "member.h"
@@ -184,6 +185,16 @@ static table *check_request(wire_msg *msg, rowset *rs)
         snprintf(why, sizeof why, "width %u does not match table '%s' (width %u)", r->width,
                  t->name, t->width);
         fail(msg, PSKV_EPROTO, why);
+        return NULL;
+    }
+    /* a push's values in the table's precision; an assign (weights) always fp32 */
+    uint32_t want = r->type == PSKV__MSG_TYPE__PUSH && !(r->has_assign && r->assign)
+                        ? (uint32_t)t->wire : 0;
+    if (r->type == PSKV__MSG_TYPE__PUSH && r->wire != want) {
+        snprintf(why, sizeof why, "push in %s to table '%s', whose option 'wire' is %s%s",
+                 half_name((int)r->wire), t->name, half_name((int)want),
+                 want != (uint32_t)t->wire ? " (assigns travel as fp32)" : "");
+        fail(msg, PSKV_EMISMATCH, why);
         return NULL;
     }
     int rc = chain_rows(S.chain, t, msg, r->type == PSKV__MSG_TYPE__PULL, rs, why, sizeof why);
@@ -379,19 +390,7 @@ static void on_clock(wire_msg *msg)
         chain_forward_clock(S.chain, (uint32_t)r->origin_id, r->rank, r->clock);
         return;
     }
-    /* only a clock sent on this placement or a newer one counts: the worker had
-     * then re-sent here whatever it had sent to a server that died, so every push
-     * the clock covers is here before it. One sent before the worker heard of the
-     * change could close a clock without a push still to be re-sent here (dropped
-     * as late); the worker sends its clock again once its re-sends are out
-     * (wview_catch_up: it does so after every view that changed a chain) */
-    if (r->has_epoch && r->epoch < chain_place_epoch(S.chain)) {
-        LOG_D("ignored CLOCK %lld from node %u: sent on view epoch %llu, before the "
-              "placement changed in epoch %llu", (long long)r->clock, r->sender,
-              (unsigned long long)r->epoch, (unsigned long long)chain_place_epoch(S.chain));
-        return;
-    }
-    int rank = consist_clock(S.cons, msg);
+    int rank = consist_clock(S.cons, msg); /* < 0: not counted (consist.h) */
     /* down the chains too. A server still waiting for copies may not know the ssp
      * tables yet (a joiner learns them from the copies): it forwards too, else the
      * replicas after it would lack this clock until the worker's next, which a

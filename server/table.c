@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fquant.h"
+#include "half.h"
 #include "pskv_errors.h"
 #include "ring.h"
 #include "upd_plugin.h"
@@ -68,6 +70,27 @@ static int parse_admission(table *t, const Pskv__TableOptions *o, char *why, siz
     if ((t->admit_after > 1 || t->evict_after) && t->model == CONS_BSP) {
         snprintf(why, whylen, "option '%s' needs consistency async or ssp:TAU (table '%s' is "
                  "bsp)", t->admit_after > 1 ? "admit_after" : "evict_after", t->name);
+        return -PSKV_EINVAL;
+    }
+    return 0;
+}
+
+/* Option 'wire': fp32 (absent), fp16 or bf16; a 16-bit wire does not go with a lossy
+ * filter (int8, sign, significant), which already decides what a value is sent as. */
+static int parse_wire(table *t, const Pskv__TableOptions *o, char *why, size_t whylen)
+{
+    const char *name = str_or(o->wire, "fp32");
+    t->wire = half_parse(name);
+    if (t->wire < 0) {
+        snprintf(why, whylen, "option 'wire': '%s' is not supported by this server (fp32, fp16, "
+                 "bf16)", name);
+        return -PSKV_EINVAL;
+    }
+    if (t->wire != HALF_FP32 && (t->filters.quant || t->filters.significant)) {
+        snprintf(why, whylen, "option 'wire' %s does not go with the lossy filter '%s' (it "
+                 "sends its own encoding of the values): use fp32, or a lossless filter",
+                 name, t->filters.quant ? fquant_name(t->filters.quant)
+                                        : "significant");
         return -PSKV_EINVAL;
     }
     return 0;
@@ -182,7 +205,8 @@ static int parse_options(table *t, const Pskv__TableOptions *o, char *why, size_
     }
     snprintf(t->consistency, sizeof t->consistency, "%s", cons);
     if ((rc = filter_parse(&t->filters, o->filters, o->n_filters, why, whylen)) < 0 ||
-        (rc = parse_admission(t, o, why, whylen)) < 0)
+        (rc = parse_admission(t, o, why, whylen)) < 0 ||
+        (rc = parse_wire(t, o, why, whylen)) < 0)
         return rc;
     filter_table ft = {.name = t->name, .dense = t->dense, .updater = t->updater,
                        .l1 = t->upd.l1, .momentum = t->upd.momentum,
@@ -246,6 +270,8 @@ static int differs(const table *a, const table *b, const Pskv__TableOptions *o, 
     filter_format(&b->filters, fb, sizeof fb);
     if (strcmp(fa, fb))
         DIFF("filters", "%s", fa, fb);
+    if (a->wire != b->wire)
+        DIFF("wire", "%s", half_name(a->wire), half_name(b->wire));
 #undef DIFF
     return 0;
 }

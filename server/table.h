@@ -44,6 +44,8 @@ typedef struct table {
     uint32_t admit_after, evict_after; /* sparse: admission and eviction (shard_admission) */
     filter_set filters; /* its wire filters (filter.h); pull replies are packed with them */
     keycache *kc;       /* keycache: the key lists workers sent (NULL without the filter) */
+    int wire;           /* its values' precision on the wire (HALF_FP32, _FP16, _BF16): of
+                           pushes, pull replies and forwarded pushes (half.h) */
     shard *sh;
     void *opts;      /* the TableOptions of the first open, packed (checkpoints keep them) */
     size_t opts_len;

@@ -203,8 +203,9 @@ t_allreduce_wire() {
   "$BIN/pskv-worker" --app allreduce-check --wire fp8 > bad.log 2>&1; [ $? -eq 2 ] ||
     fail "--wire fp8 was not refused with status 2"
   grep -q -- '--wire must be fp32, fp16 or bf16' bad.log || fail "no reason: $(cat bad.log)"
-  "$BIN/pskv-worker" --app check --wire fp16 > bad.log 2>&1; [ $? -eq 2 ] ||
-    fail "--wire fp16 on --app check (parameter-server pushes) was not refused with status 2"
+  "$BIN/pskv-worker" --app filter-check --wire fp16 > bad.log 2>&1; [ $? -eq 2 ] ||
+    fail "--wire fp16 on --app filter-check (no table takes it) was not refused with status 2"
+  grep -q -- '--wire applies to' bad.log || fail "no reason: $(cat bad.log)"
 }
 
 # MLP trained by all-reduce with --wire fp16 (no loss scale) ends within 0.003

@@ -134,6 +134,23 @@ f_kill_server_keycache() {
   echo "keycache misses answered: $misses"
 }
 
+# The kill with --wire fp16 (R = 2, 2 workers): pushes, the heads' forwards and the
+# pull replies carry 2-byte values; the new heads of the dead server's partitions
+# hold the pushes as forwarded fp16 copies converted to float, and every sum stays
+# exact (60 rounds, slowed to 50 ms each, keep every sum within fp16's exact
+# integers, 2048, so that the pull replies are exact too).
+f_kill_server_fp16() {
+  local d=$TDIR/c
+  launch "$d" --servers 3 --workers 2 --scheduler-opt=--replicas=2 -- --app check --rounds 60 \
+    --slowdown 11 --wire fp16
+  wait_joined "$d" 2
+  sleep 0.$((3 + RANDOM % 5))
+  kill -KILL "$(cat "$d/server-$((RANDOM % 3)).pid")"
+  wait_ok "$d"
+  grep -q "table 'check.dense' filters none wire fp16" "$d/worker-0.log" || fail "no fp16 traffic logged"
+  grep -q 'failover: first push' "$d"/worker-*.log || fail "the kill did not hit the run (no failover)"
+}
+
 # The same kill under bounded delay (ssp:2, R = 2): pulls at the tails keep the
 # bound (checked from the values every round) and the sums stay exact.
 f_kill_server_ssp() {
@@ -1160,7 +1177,7 @@ f_drain_bsp() {
 tests=(kill_server kill_server_ssp kill_server_bsp chain_r3 chain_r3_bsp pause_server pause_server_nocopy kill_worker
        worker_rejoin worker_restart_acked worker_restart_ssp retry_paused lease_lapse dead_connections pause_scheduler lost_partition)
 # what a run ends with, checked --once-trials times
-once=(kill_server_keycache checkpoint_resume checkpoint_reshard checkpoint_delta_failover join join_ssp join_ssp_parked join_bsp join_bsp_backup
+once=(kill_server_keycache kill_server_fp16 checkpoint_resume checkpoint_reshard checkpoint_delta_failover join join_ssp join_ssp_parked join_bsp join_bsp_backup
       server_rejoin adam_kill admit_kill drain drain_ssp drain_r1 drain_bsp drain_joined drain_wait eval_kill eval_pause)
 for t in "${tests[@]}" "${once[@]}"; do
   if [ ${#ONLY[@]} -gt 0 ] && ! printf '%s\n' "${ONLY[@]}" | grep -qx "$t"; then continue; fi

@@ -100,6 +100,8 @@ no_strays() { # no process from the pid files in DIR is alive
 . "$here/eval_tests.sh"
 # shellcheck source=allreduce_tests.sh
 . "$here/allreduce_tests.sh"
+# shellcheck source=wire_tests.sh
+. "$here/wire_tests.sh"
 # shellcheck source=pipeline_tests.sh
 . "$here/pipeline_tests.sh"
 
@@ -1425,7 +1427,7 @@ t_admit_evict() {
   [ $? -eq 2 ] && grep -q -- 'admit-after' out || fail "--admit-after 256: $(cat out)"
 }
 
-tests=(check_2x3 filters_check filters_keycache_miss filters_residual filters_kkt check_fails_on_mismatch malformed_input malformed_while_serving unreachable_scheduler wrong_flags
+tests=(check_2x3 wire_check wire_refused wire_mlp wire_loss_scale filters_check filters_keycache_miss filters_residual filters_kkt check_fails_on_mismatch malformed_input malformed_while_serving unreachable_scheduler wrong_flags
        registration_rules heartbeat_liveness forget_replaced fuzz_corpus launch_timeout
        train_softmax app_defaults clip_norm checkpoint_every keep_checkpoints checkpoint_incremental train_resume export_sparse train_bad_data sparse_lr_heart_scale sparse_bench sparse_lr_planted
        consistency_check bsp_same_bits ssp_bound_straggler bsp_backup_stopped worker_leaves accumulate

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "half.h"
 #include "member.h"
 #include "vbuf.h"
 #include "wfilter.h"
@@ -52,6 +53,11 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
     tbl *t = wplan_check_table(w, table, keys, nkeys, &err);
     if (!t)
         return err;
+    /* 16-bit values: a step whose scaled values do not fit is skipped (loss scaling) */
+    if (type == REQ_PUSH && !assign && t->wire &&
+        half_overflows(t->wire, vals, nkeys * t->width, t->scale))
+        return wst_error(w, PSKV_EBADVALUE, "table '%s': a value x loss scale %g is not finite "
+                         "in %s: nothing pushed", t->name, (double)t->scale, half_name(t->wire));
     /* kkt: rows at zero inside the L1 band are not sent (wkkt.h) */
     int kkt = t->kkt && type == REQ_PUSH && !assign && !(flags & SUBMIT_RAW);
     if (kkt) {
@@ -86,7 +92,7 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
         wkkt_pushed(t->kkt, keys, nkeys, r->ts);
     /* only a run can be sent from the caller's array as it is; a quantising table's
      * values change as they go (wfilter_quant) */
-    lend = lend && !keys && !t->fs.quant && !t->fs.significant;
+    lend = lend && !keys && !t->fs.quant && !t->fs.significant && !t->wire;
     int rc = keys ? wplan_keys(w, r, t, keys, nkeys, pull)
                   : wplan_run(w, r, t, first, nkeys, pull, lend);
     if (rc < 0)
@@ -94,6 +100,7 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
     r->out = out;
     r->assign = assign;
     r->raw = (flags & SUBMIT_RAW) != 0;
+    r->scale = t->scale;
     size_t wd = t->width, row = wd * sizeof(float);
     r->bytes = nkeys * row;
     r->kbytes = keys ? nkeys * sizeof(uint64_t) : 0;
@@ -181,6 +188,21 @@ int64_t pskv_filter_flush(pskv_worker *w, int table)
     else
         free(res);
     return ts;
+}
+
+int pskv_set_loss_scale(pskv_worker *w, int table, float scale)
+{
+    if (!w || table < 0 || table >= w->ntables)
+        return w ? wst_error(w, PSKV_EINVAL, "no table handle %d", table) : -PSKV_EINVAL;
+    tbl *t = &w->tables[table];
+    if (!t->wire)
+        return wst_error(w, PSKV_EINVAL, "table '%s': a loss scale needs wire fp16 or bf16 (its "
+                         "values travel as fp32)", t->name);
+    if (!half_scale_ok(scale))
+        return wst_error(w, PSKV_EINVAL, "table '%s': loss scale %g is not a power of two in "
+                         "2^-24 .. 2^24", t->name, (double)scale);
+    t->scale = scale;
+    return 0;
 }
 
 int pskv_traffic_get(const pskv_worker *w, int table, pskv_traffic *out)
@@ -312,6 +334,9 @@ int pskv_table_open(pskv_worker *w, const char *name, const pskv_table_opts *o_i
     to.admit_after = o.admit_after;
     to.has_evict_after = o.evict_after != 0;
     to.evict_after = o.evict_after;
+    to.wire = (char *)o.wire; /* the servers refuse a name they do not know */
+    t->wire = half_parse(o.wire && *o.wire ? o.wire : "fp32");
+    t->scale = 1.0f;
     int rc = wfilter_open(w, t, o.filters, o.l1);
     if (rc < 0)
         goto fail;
@@ -337,6 +362,9 @@ int pskv_table_open(pskv_worker *w, const char *name, const pskv_table_opts *o_i
         }
     }
     rc = pskv_wait(w, r->ts, w->request_timeout_ms + 1000);
+    if (rc >= 0 && t->wire < 0)
+        rc = wst_error(w, PSKV_EINVAL, "table '%s': wire '%s' is not fp32, fp16 or bf16", name,
+                       o.wire);
     if (rc < 0)
         goto fail;
     if (existing >= 0) {

@@ -108,6 +108,12 @@ typedef struct pskv_table_opts {
                                never); docs/operations.md, "Admission and eviction" */
     const char *filters;    /* wire filters, comma-separated NAME[:ARGS] ("keycache,lz4"; NULL
                                or "" = none); docs/protocol.md, "Filters" */
+    const char *wire;       /* values' precision on the wire: "fp32" (NULL, default), "fp16" or
+                               "bf16": pushes and pull replies carry 2 bytes a value, servers
+                               apply in fp32 (weights stay fp32); assigns, whole-table pulls
+                               and copies to new servers stay fp32. Every open of a table
+                               must give the same (else PSKV_EMISMATCH naming 'wire');
+                               docs/protocol.md, "Wire precision" */
 } pskv_table_opts;
 
 /* Fills o with the defaults above (dense, width 1, sgd, lr 0.01, zero init). */
@@ -139,7 +145,8 @@ int64_t pskv_push(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
  * holds no reference to vals any more: a push whose server died or went silent
  * gets the connections still holding vals reset. If it returns an error at once,
  * nothing holds vals. Pushes with explicit keys that are not one run (keys[i] =
- * keys[0] + i) on a dense table are copied as by pskv_push. For large values this
+ * keys[0] + i) on a dense table, and pushes to a table with a 16-bit wire (converted
+ * on the way), are copied as by pskv_push. For large values this
  * saves a copy of every pushed byte (docs/benchmarks.md). */
 int64_t pskv_push_nocopy(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
                          const float *vals);
@@ -154,6 +161,15 @@ int64_t pskv_assign(pskv_worker *w, int table, const uint64_t *keys, size_t nkey
  * pushed. Returns the push's timestamp, 0 when nothing is kept back, or a negated
  * error. */
 int64_t pskv_filter_flush(pskv_worker *w, int table);
+
+/* Loss scaling for a table with a 16-bit wire: later pushes carry their values
+ * times scale, a power of two in 2^-24 .. 2^24 (1 = none), and the servers divide
+ * by it after converting to fp32, so small gradients stay representable on the
+ * wire. A push whose value x scale is not finite in the wire precision (inf, NaN,
+ * or past fp16's 65504) sends nothing and returns -PSKV_EBADVALUE at once: the
+ * caller skips the step and lowers the scale (docs/operations.md, "Wire
+ * precision"). Returns 0, or -PSKV_EINVAL (an fp32 table, a bad scale). */
+int pskv_set_loss_scale(pskv_worker *w, int table, float scale);
 
 /* Bytes this handle's data frames took (keys and values, not Meta), before and
  * after the tables' filters, and the time spent in filters. */

@@ -9,6 +9,7 @@
 
 #include "fquant.h"
 #include "grow.h"
+#include "half.h"
 #include "log.h"
 #include "pskv_errors.h"
 #include "timeutil.h"
@@ -211,6 +212,24 @@ int wfilter_vals(pskv_worker *w, tbl *t, Pskv__Meta *m, const float *vals, size_
     return rc < 0 ? wst_error(w, PSKV_ENOMEM, "out of memory packing values") : rc;
 }
 
+int wfilter_narrow(pskv_worker *w, tbl *t, const req *r, const float *vals, size_t len,
+                   Pskv__Meta *m, zmq_msg_t *out)
+{
+    if (!t->wire || r->assign) /* an assign carries weights: fp32 */
+        return 0;
+    int64_t t0 = tu_now_ns();
+    if (zmq_msg_init_size(out, len * sizeof(uint16_t)) < 0)
+        return wst_error(w, PSKV_ENOMEM, "out of memory converting values to %s",
+                         half_name(t->wire));
+    half_pack_scaled(t->wire, zmq_msg_data(out), vals, len, r->scale);
+    m->has_wire = 1;
+    m->wire = (uint32_t)t->wire;
+    m->has_loss_scale = r->scale != 1.0f;
+    m->loss_scale = r->scale;
+    t->fst.ns += tu_now_ns() - t0;
+    return wfilter_repack(w, t, m, out);
+}
+
 int wfilter_repack(pskv_worker *w, tbl *t, Pskv__Meta *m, zmq_msg_t *frame)
 {
     if (!t->fs.codec)
@@ -256,7 +275,7 @@ void wfilter_received(tbl *t, const wire_msg *msg)
 void wfilter_report(const tbl *t)
 {
     const filter_stats *f = &t->fst;
-    if (!t->fs.n || (!f->raw_out && !f->raw_in))
+    if ((!t->fs.n && !t->wire) || (!f->raw_out && !f->raw_in))
         return;
     char names[300], kkt[120] = "";
     filter_format(&t->fs, names, sizeof names);
@@ -264,6 +283,9 @@ void wfilter_report(const tbl *t)
         snprintf(kkt, sizeof kkt, ", kkt skipped %llu of %llu rows pushed (%llu sent as zeros)",
                  (unsigned long long)f->kkt_skipped, (unsigned long long)f->kkt_rows,
                  (unsigned long long)f->kkt_zeroed);
+    if (t->wire) /* "none wire fp16": the values' precision is a stage of its own */
+        snprintf(names + strlen(names), sizeof names - strlen(names), " wire %s",
+                 half_name(t->wire));
     LOG_I("table '%s' filters %s: sent %llu bytes (%llu before filters), received %llu (%llu "
           "before), %llu key lists as signatures, %llu misses%s, %.1f ms in filters", t->name,
           names, (unsigned long long)f->wire_out, (unsigned long long)f->raw_out,

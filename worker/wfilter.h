@@ -55,6 +55,13 @@ int wfilter_significant(pskv_worker *w, tbl *t, req *r, int pi, int resend,
                         const uint64_t *keys, const float *vals, Pskv__Meta *m, zmq_msg_t *kmsg,
                         zmq_msg_t *vmsg);
 
+/* The value frame of a push part of len floats at vals to a table with a 16-bit
+ * wire (t->wire; not an assign): vals x r->scale converted into *out, m's `wire`
+ * and `loss_scale` stamped, then packed with t's compression. Returns 1 (*out to
+ * send), 0 (fp32: not converted), <0 on failure (w's last error set). */
+int wfilter_narrow(pskv_worker *w, tbl *t, const req *r, const float *vals, size_t len,
+                   Pskv__Meta *m, zmq_msg_t *out);
+
 /* Packs a quantised value frame with t's compression, replacing *frame when that
  * makes it smaller. Returns 1 (*frame to send), or <0 (*frame closed). */
 int wfilter_repack(pskv_worker *w, tbl *t, Pskv__Meta *m, zmq_msg_t *frame);
@@ -70,7 +77,8 @@ void wfilter_sent(tbl *t, uint64_t raw, const zmq_msg_t *keys, const zmq_msg_t *
 /* Counts a reply received for t: its rows' bytes, and its frames as they came. */
 void wfilter_received(tbl *t, const wire_msg *msg);
 
-/* Logs t's traffic before and after its filters (nothing for a table without). */
+/* Logs t's traffic before and after its filters and wire precision (nothing for a
+ * table with neither). */
 void wfilter_report(const tbl *t);
 
 #endif

@@ -158,9 +158,10 @@ static int part_frames(pskv_worker *w, req *r, int pi, int resend, Pskv__Meta *m
         kp = f == 2 ? NULL : kmsg;
     }
     if (push) {
-        /* int8, sign: quantised (error feedback), then packed like any frame */
-        int f = wfilter_quant(w, t, r, pi, resend, keys, vals, mp, vmsg);
-        if (f > 0)
+        /* fp16, bf16: converted, then packed (wfilter_narrow); int8, sign: quantised
+         * (error feedback), then packed like any frame */
+        int f = wfilter_narrow(w, t, r, vals, p->n * t->width, mp, vmsg);
+        if (!f && (f = wfilter_quant(w, t, r, pi, resend, keys, vals, mp, vmsg)) > 0)
             f = wfilter_repack(w, t, mp, vmsg);
         else if (!f)
             f = wfilter_vals(w, t, mp, vals, p->n * row, vmsg);

@@ -116,6 +116,8 @@ typedef struct req {
     size_t kbytes;     /* bytes of gathered keys at the front of buf */
     int assign;        /* a push that overwrites (pskv_assign) */
     int raw;           /* a push sent unquantised (pskv_filter_flush) */
+    float scale;       /* a 16-bit push: the table's loss scale when it was made (re-sends
+                          carry the same) */
     int err;
     int64_t deadline_ms;
     int64_t vclock;    /* pull: the oldest clock its parts' values reflect */
@@ -164,6 +166,8 @@ typedef struct tbl {
     float *qbuf;       /* int8, sign: wfilter_quant's scratch (a part's values twice) */
     size_t qcap;       /* ... its capacity in floats */
     wkkt *kkt;         /* kkt: what pulls read and pushes sent per key (NULL without) */
+    int wire;          /* its pushes' and pull replies' precision (half.h; option 'wire') */
+    float scale;       /* pskv_set_loss_scale: pushes carry values x scale (1 = none) */
 } tbl;
 
 struct pskv_worker {

@@ -15,6 +15,7 @@
 /* common/wire.c: frame validation, table ids, type names, send/recv. */
 Suite *wire_suite(void);
 Suite *wire_ar_suite(void);
+Suite *wire16_suite(void);
 /* common/config.c: defaults, environment, flags, bounds, positionals. */
 Suite *config_suite(void);
 /* scheduler/reshard.c: a checkpoint's partitions placed and loaded on more or

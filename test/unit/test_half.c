@@ -187,6 +187,36 @@ START_TEST(round_and_add)
 }
 END_TEST
 
+/* half_overflows says exactly which values convert to inf or NaN (the worker's
+ * skip test for a loss-scaled push), at the edges of fp16's and bf16's range;
+ * half_scale_ok takes powers of two 2^-24 .. 2^24 only. */
+START_TEST(overflow_matches_conversion)
+{
+    uint32_t bf_edge = 0x7f7f8000u; /* half-way between bf16's largest and infinity */
+    float bf_lim, below;
+    memcpy(&bf_lim, &bf_edge, sizeof bf_lim);
+    below = nextafterf(bf_lim, 0);
+    const float v[] = {65504.0f, 65519.99f, 65520.0f, -65520.0f, 1e-9f, 0, bf_lim, below,
+                       INFINITY, NAN, 3.0f, -1e5f};
+    for (int wire = HALF_FP16; wire <= HALF_BF16; wire++)
+        for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+            for (float s = 0.25f; s <= 4.0f; s *= 2) {
+                uint16_t h;
+                float x = v[i] * s, back;
+                half_pack(wire, &h, &x, 1);
+                half_unpack(wire, &back, &h, 1);
+                ck_assert_msg(half_overflows(wire, &v[i], 1, s) == !isfinite(back),
+                              "%s: %g x %g", half_name(wire), (double)v[i], (double)s);
+            }
+    ck_assert(!half_overflows(HALF_FP16, v, 2, 1.0f) && half_overflows(HALF_FP16, v, 3, 1.0f));
+    ck_assert(half_scale_ok(1.0f) && half_scale_ok(65536.0f) && half_scale_ok(0x1p-24f) &&
+              half_scale_ok(0x1p24f));
+    ck_assert(!half_scale_ok(1000.0f) && !half_scale_ok(0x1p25f) && !half_scale_ok(0x1p-25f) &&
+              !half_scale_ok(0) && !half_scale_ok(-2.0f) && !half_scale_ok(NAN) &&
+              !half_scale_ok(INFINITY));
+}
+END_TEST
+
 Suite *half_suite(void)
 {
     Suite *s = suite_create("half");
@@ -197,6 +227,7 @@ Suite *half_suite(void)
     tcase_add_test(tc, bf16_round_trip_and_specials);
     tcase_add_test(tc, portable_equals_f16c);
     tcase_add_test(tc, round_and_add);
+    tcase_add_test(tc, overflow_matches_conversion);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -150,10 +150,11 @@ static void change(int which, Pskv__TableOptions *o, const char **name)
     case 10: o->init_scale = 0.2f; *name = "'init_scale'"; break;
     case 11: o->has_lr = 0; *name = "'lr'"; break; /* the default 0.01 is not 0.5 */
     case 12: o->has_l1 = 1; o->l1 = 1e-3f; *name = "'l1'"; break;
+    case 13: o->wire = "fp16"; *name = "'wire'"; break; /* base() is fp32 (absent) */
     default: ck_abort_msg("no case %d", which);
     }
 }
-enum { NCHANGES = 13 };
+enum { NCHANGES = 14 };
 
 START_TEST(reopen_mismatch)
 {
@@ -212,10 +213,19 @@ static void invalidate(int which, Pskv__TableOptions *o, const char **name)
     case 21: o->updater = "plugin:"; *name = "plug-in path"; break;
     case 22: o->updater = "sgd"; o->has_weight_decay = 1; o->weight_decay = 0.1f;
         *name = "weight_decay"; break;
+    case 23: o->wire = "fp8"; *name = "'wire'"; break; /* a precision this server lacks */
+    case 24: {
+        static char *lossy[] = {"int8"};
+        o->wire = "bf16";
+        o->n_filters = 1;
+        o->filters = lossy;
+        *name = "'wire'";
+        break;
+    }
     default: ck_abort_msg("no case %d", which);
     }
 }
-enum { NINVALID = 23 };
+enum { NINVALID = 25 };
 
 START_TEST(invalid_options)
 {

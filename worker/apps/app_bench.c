@@ -166,6 +166,7 @@ int app_bench(pskv_worker *w, cfg_entry *cfg)
     o.updater = "sgd";
     o.lr = 1e-4f;
     o.filters = cfg_str(cfg, "filter");
+    o.wire = cfg_str(cfg, "wire");
     int t = pskv_table_open(w, name, &o);
     if (t < 0) {
         fprintf(stderr, "bench: cannot open table: %s (%s)\n", pskv_strerror(t), pskv_last_error(w));

@@ -497,6 +497,7 @@ int app_check(pskv_worker *w, cfg_entry *cfg)
     c.o.updater = "sum";
     c.o.consistency = c.cons;
     c.o.filters = cfg_str(cfg, "filter");
+    c.o.wire = cfg_str(cfg, "wire");
     c.o.backup = (uint32_t)cfg_int(cfg, "backup");
     if (c.o.backup || cfg_int(cfg, "count-acked"))
         return ck_run_acked(&c, cfg);

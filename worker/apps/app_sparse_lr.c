@@ -208,6 +208,7 @@ int app_sparse_lr_table(pskv_worker *w, cfg_entry *cfg)
     o.admit_after = (uint32_t)cfg_int(cfg, "admit-after");
     o.evict_after = (uint32_t)cfg_int(cfg, "evict-after");
     o.filters = cfg_str(cfg, "filter");
+    o.wire = cfg_str(cfg, "wire");
     if (!strcmp(o.updater, "adagrad"))
         o.eps = 1e-6f;
     return pskv_table_open(w, "sparse-lr.w", &o);

@@ -29,6 +29,7 @@
 #include "report.h"
 #include "ring.h"
 #include "timeutil.h"
+#include "lscale.h"
 #include "train_ar.h"
 #include "trainpos.h"
 
@@ -109,6 +110,7 @@ typedef struct run {
     int t, ts;       /* parameter table, stats table (samples, then clipped steps, by rank) */
     report *rep;
     train_ar *ar;    /* --sync allreduce, else NULL */
+    lscale ls;       /* --sync ps: --loss-scale of the pushes (lscale_push) */
     /* buffers */
     float *grad, *grad2;   /* the step's gradient; a further micro-batch's */
     float *x;              /* one micro-batch of images */
@@ -184,6 +186,7 @@ static int evaluate(run *r, double epoch, int64_t step)
         l.bytes_per_step = (double)(tr.sent + tr.received) / (double)step;
     if (r->ar)
         train_ar_report(r->ar, &l);
+    lscale_report(&r->ls, &l);
     report_eval(r->rep, &l);
     r->accuracy = l.accuracy;
     r->clipped_job = (int64_t)clipped;
@@ -285,32 +288,6 @@ static int load_data(run *r)
     return 0;
 }
 
-void app_train_table_opts(cfg_entry *cfg, uint32_t dim, size_t P, pskv_table_opts *o)
-{
-    pskv_table_opts_init(o);
-    o->kind = PSKV_DENSE;
-    o->size = P;
-    o->width = 1;
-    updflags_apply(cfg, o);
-    o->init = "uniform";
-    o->init_scale = (float)(1.0 / sqrt((double)dim)); /* PyTorch's Linear bound */
-    o->seed = (uint64_t)cfg_int(cfg, "seed");
-    o->consistency = cfg_str(cfg, "consistency");
-    o->filters = cfg_str(cfg, "filter");
-    o->backup = (uint32_t)cfg_int(cfg, "backup");
-}
-
-/* The parameter table (one dense run of P floats, named for the model): its
- * handle, or a negated error. */
-int app_train_table(pskv_worker *w, cfg_entry *cfg, uint32_t dim, int hidden, size_t P)
-{
-    pskv_table_opts o;
-    app_train_table_opts(cfg, dim, P, &o);
-    char name[96];
-    snprintf(name, sizeof name, "%s-%u-%d-10", cfg_str(cfg, "app"), dim, hidden);
-    return pskv_table_open(w, name, &o);
-}
-
 /* The parameter table, the all-reduce state (--sync allreduce) and the
  * per-worker sample counter. Returns 0, or 1 after saying why. */
 static int open_tables(run *r)
@@ -322,6 +299,9 @@ static int open_tables(run *r)
     app_train_table_opts(r->cfg, r->train.dim, r->P, &o);
     if (train_ar_new(r->cfg, r->w, &o, r->P, &r->ar))
         return 1;
+    if (!r->ar) /* checked by worker_main */
+        lscale_parse(&r->ls, cfg_str(r->cfg, "loss-scale"), (long)cfg_int(r->cfg, "scale-window"));
+    r->ls.plant = r->ar ? 0 : (long)cfg_int(r->cfg, "plant-overflow");
     r->ts = jobstats_open(r->w, r->app);
     if (r->ts < 0)
         return fail(r->w, "open the stats table", r->ts);
@@ -536,7 +516,7 @@ static int exchange(run *r)
         r->ns_push += tu_now_ns() - c2;
         return 0;
     }
-    int64_t tp = pskv_push(r->w, r->t, NULL, r->P, r->grad);
+    int64_t tp = lscale_push(&r->ls, r->w, r->t, r->grad, r->P); /* 0: skipped */
     if (tp < 0)
         return fail(r->w, "push", (int)tp);
     if ((rc = pskv_clock(r->w)) < 0)

@@ -8,12 +8,11 @@
 #include <string.h>
 
 #include "apps.h"
+#include "lscale.h"
 #include "report.h"
 #include "updater.h"
 
 #define COPY_TMO_MS 120000 /* the assign of a copy: as long as a step may take */
-#define SCALE_START 65536.0 /* --loss-scale dynamic: the first scale */
-#define SCALE_MIN 0x1p-24   /* halving stops here */
 
 struct train_ar {
     upd_opts o;
@@ -21,35 +20,12 @@ struct train_ar {
     size_t P;
     long copy_every; /* --copy-every */
     long steps;
-    double scale;    /* --loss-scale: the gradient's factor before the all-reduce, 0 = none */
-    int dynamic;     /* --loss-scale dynamic: halved on overflow, doubled after `window` */
-    long window;     /* --scale-window */
-    long clean;      /* steps since the scale last changed or a step was skipped */
-    long skipped;    /* steps skipped for inf/NaN in the mean gradient */
+    lscale ls;       /* --loss-scale: the gradient's factor before the all-reduce */
     long plant;      /* --plant-overflow: rank 0 plants FLT_MAX at this step, 0 = never */
     int digests;     /* --print-digests: a line per step with the weights' digest */
     int zero;        /* --zero 1: update only [first, first+count), state for it only */
     size_t first, count;
 };
-
-int train_ar_parse_scale(const char *s, double *scale, int *dynamic)
-{
-    *scale = 0;
-    *dynamic = 0;
-    if (!s || !*s)
-        return 0;
-    if (!strcmp(s, "dynamic")) {
-        *scale = SCALE_START;
-        *dynamic = 1;
-        return 0;
-    }
-    char *end;
-    double v = strtod(s, &end);
-    if (*end || !(v > 0) || !isfinite(v))
-        return -1;
-    *scale = v;
-    return 0;
-}
 
 int train_ar_new(cfg_entry *cfg, pskv_worker *w, const pskv_table_opts *o, size_t P,
                  train_ar **out)
@@ -82,8 +58,7 @@ int train_ar_new(cfg_entry *cfg, pskv_worker *w, const pskv_table_opts *o, size_
     }
     a->P = P;
     a->copy_every = (long)cfg_int(cfg, "copy-every");
-    train_ar_parse_scale(cfg_str(cfg, "loss-scale"), &a->scale, &a->dynamic); /* checked */
-    a->window = (long)cfg_int(cfg, "scale-window");
+    lscale_parse(&a->ls, cfg_str(cfg, "loss-scale"), (long)cfg_int(cfg, "scale-window")); /* checked */
     a->plant = (long)cfg_int(cfg, "plant-overflow");
     a->digests = (int)cfg_int(cfg, "print-digests");
     a->zero = (int)cfg_int(cfg, "zero");
@@ -127,20 +102,14 @@ static void scale_by(float *v, size_t n, float f)
  * --scale-window clean steps. Without one: 1. */
 static int unscale(train_ar *a, float *grad, int overflow, size_t n)
 {
-    if (!(a->scale > 0))
+    if (!(a->ls.scale > 0))
         return 1;
     if (overflow || !upd_all_finite(grad, n)) {
-        a->skipped++;
-        a->clean = 0;
-        if (a->dynamic && a->scale > SCALE_MIN)
-            a->scale /= 2;
+        lscale_skip(&a->ls);
         return 0;
     }
-    scale_by(grad, n, (float)(1.0 / a->scale));
-    if (a->dynamic && ++a->clean >= a->window) {
-        a->scale *= 2;
-        a->clean = 0;
-    }
+    scale_by(grad, n, (float)(1.0 / a->ls.scale));
+    lscale_clean(&a->ls);
     return 1;
 }
 
@@ -150,7 +119,7 @@ static int unscale(train_ar *a, float *grad, int overflow, size_t n)
 static int zero_step(train_ar *a, pskv_worker *w, int table, float *grad)
 {
     int rc = pskv_reduce_scatter(w, table, grad, a->P, PSKV_OP_MEAN);
-    if (rc < 0 || !(a->scale > 0))
+    if (rc < 0 || !(a->ls.scale > 0))
         return rc;
     float bad = !upd_all_finite(grad + a->first, a->count);
     if ((rc = pskv_allreduce(w, -1, &bad, 1, PSKV_OP_SUM)) < 0)
@@ -167,8 +136,8 @@ int train_ar_step(train_ar *a, pskv_worker *w, int table, float *grad, float *we
     long step = ++a->steps;
     if (a->plant == step && pskv_rank(w) == 0)
         grad[0] = FLT_MAX; /* a planted overflow (tests) */
-    if (a->scale > 0)
-        scale_by(grad, a->P, (float)a->scale);
+    if (a->ls.scale > 0)
+        scale_by(grad, a->P, (float)a->ls.scale);
     int rc = a->zero ? zero_step(a, w, table, grad)
                      : pskv_allreduce(w, table, grad, a->P, PSKV_OP_MEAN);
     if (rc < 0)
@@ -183,7 +152,7 @@ int train_ar_step(train_ar *a, pskv_worker *w, int table, float *grad, float *we
         upd_apply(&a->o, weights, a->state, grad, a->P);
     if (a->digests)
         printf("allreduce step %ld %s scale %g skipped %ld weights %016llx\n", step,
-               apply ? "applied" : "skipped", a->scale, a->skipped,
+               apply ? "applied" : "skipped", a->ls.scale, a->ls.skipped,
                (unsigned long long)app_digest(weights, a->P));
     if (step % a->copy_every == 0)
         return train_ar_copy(a, w, table, weights);
@@ -192,8 +161,7 @@ int train_ar_step(train_ar *a, pskv_worker *w, int table, float *grad, float *we
 
 void train_ar_report(const train_ar *a, report_line *l)
 {
-    l->loss_scale = a->scale;
-    l->skipped_steps = a->skipped;
+    lscale_report(&a->ls, l);
     if (a->zero)
         l->opt_state = (int64_t)((size_t)upd_state_per_value(&a->o) * a->count);
 }

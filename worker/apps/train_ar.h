@@ -39,10 +39,6 @@ int train_ar_new(cfg_entry *cfg, pskv_worker *w, const pskv_table_opts *o, size_
  * Returns 0 or the negated error of pskv_allreduce or the assign. */
 int train_ar_step(train_ar *a, pskv_worker *w, int table, float *grad, float *weights);
 
-/* --loss-scale's value: "" (none: *scale = 0), "dynamic" (*dynamic = 1, the
- * first scale) or a number > 0. Returns 0, or -1 for anything else. */
-int train_ar_parse_scale(const char *s, double *scale, int *dynamic);
-
 /* Adds to a metrics line the loss scale (0 = none) and the steps skipped. */
 void train_ar_report(const train_ar *a, report_line *l);
 

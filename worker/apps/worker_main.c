@@ -22,6 +22,7 @@
 #include "metrics.h"
 #include "net.h"
 #include "pskv.h"
+#include "lscale.h"
 #include "train_ar.h"
 #include "timeutil.h"
 
@@ -206,8 +207,11 @@ static cfg_entry config[] = {
     {"reduce", CFG_STR, "sum", "PSKV_WORKER_REDUCE", 1, 0, NULL,
      "allreduce-check: sum or mean", 0, 0, NULL, NULL},
     {"wire", CFG_STR, "fp32", "PSKV_WORKER_WIRE", 1, 0, NULL,
-     "all-reduce values travel as fp32, fp16 or bf16 (added in float on arrival; every worker "
-     "alike): --sync allreduce, bench --op allreduce, allreduce-check", 0, 0, NULL, NULL},
+     "values travel as fp32, fp16 or bf16: all-reduce chunks (--sync allreduce, bench --op "
+     "allreduce, allreduce-check; added in float on arrival, every worker alike), or the "
+     "pushes and pull replies of the tables of check, bench, mlp, softmax and sparse-lr "
+     "(TableOptions wire: applied in fp32 by the servers; every worker alike)", 0, 0, NULL,
+     NULL},
     {"ar-floats", CFG_INT, "1000", "PSKV_WORKER_AR_FLOATS", 0, 268435456, NULL,
      "allreduce-check: floats per all-reduce (each rank may give its own: a mismatch fails)",
      0, 0, NULL, NULL},
@@ -228,13 +232,16 @@ static cfg_entry config[] = {
      "the servers keep a copy of the weights, --copy-every)", 0, 0, NULL, NULL},
     {"loss-scale", CFG_STR, "", "PSKV_WORKER_LOSS_SCALE", 1, 0, NULL,
      "--sync allreduce: the gradient is multiplied by S before the all-reduce and divided "
-     "after; a mean with an inf or NaN skips the step on every worker. dynamic: S starts at "
-     "65536, halves on a skipped step and doubles after --scale-window clean steps; a "
-     "number: S fixed (empty = none)", 0, 0, NULL, NULL},
+     "after; a mean with an inf or NaN skips the step on every worker. mlp, softmax with "
+     "--sync ps and --wire fp16|bf16: pushes carry the gradient times S, the servers divide; "
+     "a step whose scaled gradient is not finite in the wire precision pushes nothing. "
+     "dynamic: S starts at 65536, halves on a skipped step and doubles after --scale-window "
+     "clean steps (within 2^-24 .. 2^24); a number: S fixed (with --sync ps a power of two) "
+     "(empty = none)", 0, 0, NULL, NULL},
     {"scale-window", CFG_INT, "2000", "PSKV_WORKER_SCALE_WINDOW", 1, 1e9, "steps",
      "--loss-scale dynamic: clean steps before the scale doubles", 0, 0, NULL, NULL},
     {"plant-overflow", CFG_INT, "0", "PSKV_WORKER_PLANT_OVERFLOW", 0, 1e12, "step",
-     "--sync allreduce, for tests: rank 0's gradient holds the largest float at this step "
+     "mlp, softmax, for tests: rank 0's gradient holds the largest float at this step "
      "(1 = the first; 0 = never)", 0, 0, NULL, NULL},
     {"zero", CFG_INT, "0", "PSKV_WORKER_ZERO", 0, 1, NULL,
      "--sync allreduce: 1 = ZeRO stage 1: gradients reduce-scattered, each worker updates "
@@ -519,19 +526,28 @@ static int allreduce_flags(const char *app)
     const char *wire = cfg_str(config, "wire");
     int ar = !strcmp(sync, "allreduce") || !strcmp(app, "allreduce-check") ||
              (!strcmp(app, "bench") && !strcmp(op, "allreduce"));
-    double scale;
-    int dyn;
-    if (!bad && train_ar_parse_scale(cfg_str(config, "loss-scale"), &scale, &dyn) < 0)
+    /* parameter-server apps whose tables take --wire (pskv_table_opts.wire) */
+    int ps = !ar && (!strcmp(app, "check") || !strcmp(app, "bench") || !strcmp(app, "mlp") ||
+                     !strcmp(app, "softmax") || !strcmp(app, "sparse-lr"));
+    int train = !strcmp(app, "mlp") || !strcmp(app, "softmax");
+    lscale ls;
+    if (!bad && lscale_parse(&ls, cfg_str(config, "loss-scale"), 1) < 0)
         bad = "--loss-scale must be dynamic or a number > 0";
     if (!bad && cfg_int(config, "zero") && strcmp(sync, "allreduce"))
         bad = "--zero 1 applies to --sync allreduce";
-    if (!bad && scale > 0 && strcmp(sync, "allreduce"))
-        bad = "--loss-scale applies to --sync allreduce";
     if (!bad && half_parse(wire) < 0)
         bad = "--wire must be fp32, fp16 or bf16";
-    if (!bad && half_parse(wire) != HALF_FP32 && !ar)
-        bad = "--wire applies to --sync allreduce, --app bench --op allreduce and --app "
-              "allreduce-check (parameter-server pushes and pulls travel as fp32)";
+    if (!bad && half_parse(wire) != HALF_FP32 && !ar && !ps)
+        bad = "--wire applies to --sync allreduce, --app allreduce-check and the tables of "
+              "--app check, bench, mlp, softmax and sparse-lr";
+    if (!bad && ls.scale > 0 && strcmp(sync, "allreduce") &&
+        (!train || half_parse(wire) == HALF_FP32))
+        bad = "--loss-scale applies to --sync allreduce, or to --app mlp and softmax with "
+              "--wire fp16 or bf16";
+    if (!bad && ls.scale > 0 && !ls.dynamic && strcmp(sync, "allreduce") &&
+        !half_scale_ok((float)ls.scale))
+        bad = "--loss-scale N with --sync ps must be a power of two in 2^-24 .. 2^24 (the "
+              "servers divide by it exactly)";
     if (bad)
         fprintf(stderr, PROG ": %s (got --op %s, --reduce %s, --sync %s, --wire %s, --app %s)\n",
                 bad, op, red, sync, wire, app);
