@@ -178,7 +178,6 @@ struct pskv_worker {
     srv *srv;
     uint32_t nparts, R;   /* placement of the latest view */
     int *head, *tail;     /* per partition: index into srv of the head and tail, -1 = lost */
-    uint64_t chains_sig;  /* a hash of the view's whole chains (a middle replica too) */
     int nretry;           /* parts waiting to be sent again */
     uint32_t failover_node; /* a server replaced while pushes to it were in flight */
     int64_t failover_ms;    /* when the view that replaced it arrived */

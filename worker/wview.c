@@ -22,7 +22,6 @@
 #include "log.h"
 #include "member.h"
 #include "net.h"
-#include "ring.h"
 #include "secure.h"
 #include "timeutil.h"
 #include "wire.h"
@@ -175,13 +174,6 @@ int wview_apply(pskv_worker *w, int64_t max_message)
         if (!w->head || !w->tail)
             return wst_error(w, PSKV_ENOMEM, "out of memory");
     }
-    uint64_t sig = 0;
-    for (size_t i = 0; i < v->n_chains; i++)
-        sig = ring_mix64(sig ^ v->chains[i]);
-    /* any chain changed, a middle replica too: the servers then count only clocks
-     * sent on the new placement (see wview_catch_up), so the clock goes again */
-    moved = !first && sig != w->chains_sig;
-    w->chains_sig = sig;
     for (uint32_t p = 0; p < w->nparts; p++) {
         const uint32_t *c = &v->chains[(size_t)p * w->R];
         int head = -1, tail = -1;
