@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "log.h"
 #include "pskv_errors.h"
 #include "scheduler_main.h"
@@ -160,6 +161,11 @@ void estop_on_report(memb_node *n, wire_msg *msg)
         E.suspended = 0;
     }
     int by_auc = !strcmp(E.metric, "val_auc");
+    /* the checkpoint marked best follows the policy's metric, else val_loss */
+    if (!*E.metric || !strcmp(E.metric, "val_loss"))
+        ckpt_on_eval("val_loss", r->val_loss, r->clock);
+    else if (!by_auc || auc)
+        ckpt_on_eval(E.metric, by_auc ? r->val_auc : r->val_accuracy, r->clock);
     if (by_auc && !auc) {
         LOG_W("--early-stop-metric val_auc: evaluator node %u reports no AUC (not --app "
               "sparse-lr): early stopping ignores its evaluation", n->id);

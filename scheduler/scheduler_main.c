@@ -83,6 +83,9 @@ static cfg_entry config[] = {
      "changed since the one before (1 = every one full)", 0, 0, NULL, NULL},
     {"resume", CFG_BOOL, "false", "PSKV_SCHEDULER_RESUME", 0, 0, NULL,
      "continue the job of the newest complete checkpoint in --data-dir", 0, 0, NULL, NULL},
+    {"resume-best", CFG_BOOL, "false", "PSKV_SCHEDULER_RESUME_BEST", 0, 0, NULL,
+     "continue the job from the checkpoint that --data-dir's manifest marks best (the "
+     "nearest to the evaluator's best evaluation) instead of the newest", 0, 0, NULL, NULL},
     {"join-timeout", CFG_DOUBLE, "600", "PSKV_SCHEDULER_JOIN_TIMEOUT", 1, 86400, "s",
      "give up when the cluster is not complete after this long", 0, 0, NULL, NULL},
     {"linger", CFG_DOUBLE, "0", "PSKV_SCHEDULER_LINGER", 0, 86400, "s",
@@ -292,7 +295,10 @@ static int configure(int argc, char **argv)
                     cfg_int(config, "patience"), cfg_double(config, "min-delta"));
     if (rc >= 0)
         return rc;
-    rc = ckpt_init(cfg_str(config, "data-dir"), (int)cfg_int(config, "resume"),
+    rc = ckpt_init(cfg_str(config, "data-dir"),
+                   cfg_int(config, "resume-best") ? RESUME_BEST
+                   : cfg_int(config, "resume")    ? RESUME_NEWEST
+                                                  : RESUME_NONE,
                    cfg_double(config, "checkpoint-every"),
                    (int)cfg_int(config, "keep-checkpoints"), (int)cfg_int(config, "full-every"));
     if (rc)

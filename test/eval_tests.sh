@@ -229,3 +229,75 @@ t_eval_late_join() {
   wait_exit "$(cat ev2.pid)" 20 || fail "the second evaluator exited $?"
   wait_exit "$(cat scheduler.pid)" 20 || fail "the scheduler exited $?"
 }
+
+# With --data-dir, the scheduler marks best the checkpoint nearest the best
+# evaluation (val_loss without an early-stop metric). A planted plateau (every
+# gradient zero from step $freeze on) makes the best an early evaluation; a
+# checkpoint every epoch with --keep-checkpoints 1 would delete it, but the one
+# marked best stays, in the manifest and on disk; pskvctl status names it, and
+# --resume-best resumes the job from it.
+t_eval_best_checkpoint() {
+  local port r freeze=90
+  local app=(--app softmax --consistency bsp --epochs 6 --train-limit 5000 --test-limit 500
+             --validation-split 1000 --freeze-after $freeze --momentum 0 --seed 3
+             --checkpoint-epochs 1 --eval-every 0)
+  mkdir -p "$TDIR/sched" "$TDIR/s0" "$TDIR/s1"
+  best_job() { # best_job PHASE [SCHEDULER FLAGS...]: the evaluator is there before training starts
+    local phase=$1; shift
+    port=$(free_port)
+    start "sched-$phase" "$BIN/pskv-scheduler" --port "$port" --servers 2 --workers 2 \
+      --evaluators 1 --data-dir "$TDIR/sched" --keep-checkpoints 1 --linger 5 "$@"
+    for r in 0 1; do
+      start "s$r-$phase" "$BIN/pskv-server" --scheduler "127.0.0.1:$port" --data-dir "$TDIR/s$r"
+    done
+    start "ev-$phase" "$BIN/pskv-evaluator" --scheduler "127.0.0.1:$port" "${app[@]}"
+    wait_line "sched-$phase.log" 'evaluator registered' 1 30 || fail "the evaluator did not register"
+    for r in 0 1; do
+      start "w$r-$phase" "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --rank $r "${app[@]}"
+    done
+  }
+  trap 'kill -KILL $(cat "$TDIR"/*.pid) 2>/dev/null' EXIT # what is left on a failure
+  best_job fresh
+  for r in 0 1; do
+    wait_exit "$(cat "w$r-fresh.pid")" 90 || fail "worker $r exited $?: $(tail -n 2 "w$r-fresh.log")"
+  done
+  "$BIN/pskvctl" status --scheduler "127.0.0.1:$port" --timeout 2 > status.out 2>&1 # it lingers
+  wait_exit "$(cat ev-fresh.pid)" 20 || fail "the evaluator exited $?: $(tail -n 2 ev-fresh.log)"
+  wait_exit "$(cat sched-fresh.pid)" 20 || fail "the scheduler exited $?"
+  kill "$(cat s0-fresh.pid)" "$(cat s1-fresh.pid)" 2>/dev/null
+  # the best evaluation (the first with the lowest val_loss) and every checkpoint's
+  # clock, from the scheduler's log; the nearest checkpoint (of two as near, the later)
+  local bclock bloss want
+  read -r bloss bclock < <(sed -n 's/.*evaluation [0-9]* from node [0-9]*: clock \([0-9]*\) .* val_loss \([0-9.]*\) .*/\2 \1/p' \
+    sched-fresh.log | sort -g -s -k1,1 | head -n 1)
+  [ -n "$bclock" ] || fail "no evaluation in the scheduler's log"
+  want=$(sed -n 's/.*checkpoint \([0-9]*\) complete in .* at clock \([0-9]*\):.*/\1 \2/p' sched-fresh.log |
+    awk -v b="$bclock" '{ d = $2 > b ? $2 - b : b - $2; if (n == "" || d <= best) { best = d; n = $1 } } END { print n }')
+  echo "best val_loss $bloss at clock $bclock (plateau from step $freeze); nearest checkpoint $want"
+  [ -n "$want" ] && [ "$want" -lt 6 ] || fail "checkpoint ${want:-none} is the nearest: the test plants the best earlier"
+  grep -q "^best checkpoint: checkpoint $want (clock [0-9]*), the nearest to the best val_loss $bloss at clock $bclock$" status.out ||
+    fail "pskvctl status: $(grep best status.out || cat status.out)"
+  grep -q "checkpoint $want (clock [0-9]*) marked best in .*: the nearest to the best val_loss" sched-fresh.log ||
+    fail "the scheduler did not log the mark: $(grep 'marked best' sched-fresh.log | tail -n 2)"
+  local seqs files
+  seqs=$(sed -n 's/^ckpt seq=\([0-9]*\) .*/\1/p' "$TDIR/sched/manifest" | paste -sd ' ')
+  [ "$seqs" = "$want 6" ] || fail "the manifest lists '$seqs', expected '$want 6': $(cat "$TDIR/sched/manifest")"
+  grep -q "^ckpt seq=$want .* best=val_loss:[0-9.e-]*:$bclock$" "$TDIR/sched/manifest" ||
+    fail "checkpoint $want is not marked best at clock $bclock: $(cat "$TDIR/sched/manifest")"
+  for r in 0 1; do
+    files=$(cd "$TDIR/s$r" && ls | sed 's/^ckpt-[0-9]*-\([0-9]*\)-[0-9]*\.pskv$/\1/' | paste -sd ' ')
+    [ "$files" = "$want 6" ] || fail "server $r's directory holds checkpoints '$files', expected '$want 6'"
+  done
+  # --resume-best: the job goes on from the marked checkpoint (taken at epoch $want)
+  best_job resumed --resume-best
+  for r in 0 1; do
+    wait_exit "$(cat "w$r-resumed.pid")" 90 || fail "resumed worker $r exited $?: $(tail -n 2 "w$r-resumed.log")"
+  done
+  grep -q "^resumed at epoch $want step" w0-resumed.log || fail "not resumed at epoch $want: $(grep -i resum w0-resumed.log)"
+  grep -q "resuming job [0-9]* from checkpoint $want .*, the one marked best" sched-resumed.log ||
+    fail "the scheduler did not resume from checkpoint $want: $(grep resuming sched-resumed.log)"
+  for p in ev sched s0 s1; do wait_exit "$(cat "$p-resumed.pid")" 20 > /dev/null 2>&1; done
+  "$BIN/pskv-scheduler" --resume-best --data-dir "$TDIR/s0" > rb.out 2>&1; r=$?
+  [ $r -eq 2 ] && grep -q -- '--resume-best' rb.out || fail "--resume-best without a manifest: exit $r: $(cat rb.out)"
+  trap - EXIT
+}

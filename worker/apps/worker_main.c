@@ -290,7 +290,8 @@ static cfg_entry config[] = {
     {"ftrl-beta", CFG_DOUBLE, "1", "PSKV_WORKER_FTRL_BETA", 0, 1e6, NULL,
      "ftrl: beta (left unset: 1/--batch)", 0, 0, NULL, NULL},
     {"lr-schedule", CFG_STR, "const", "PSKV_WORKER_LR_SCHEDULE", 1, 0, NULL,
-     "softmax/mlp: const, linear or cosine decay to 0 over the run (default linear for softmax "
+     "softmax/mlp: const, linear or cosine decay to 0 over the run, or exp:G (x G per epoch) "
+     "(default linear for softmax "
      "and mlp with sgd or adagrad; scales each pushed gradient: "
      "the learning-rate schedule of the sgd updater)", 0, 0, NULL, NULL},
     {"momentum", CFG_DOUBLE, "0.9", "PSKV_WORKER_MOMENTUM", 0, 0.999, NULL, "sgd momentum", 0, 0,
@@ -607,9 +608,12 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *sched = cfg_str(config, "lr-schedule");
-    if (strcmp(sched, "const") && strcmp(sched, "linear") && strcmp(sched, "cosine")) {
-        fprintf(stderr, PROG ": --lr-schedule must be const, linear or cosine (got '%s')\n",
-                sched);
+    char *gend = NULL;
+    double gamma = !strncmp(sched, "exp:", 4) ? strtod(sched + 4, &gend) : 0;
+    int exp_ok = gend && gend != sched + 4 && !*gend && gamma > 0 && gamma <= 1;
+    if (strcmp(sched, "const") && strcmp(sched, "linear") && strcmp(sched, "cosine") && !exp_ok) {
+        fprintf(stderr, PROG ": --lr-schedule must be const, linear, cosine or exp:G with 0 < G "
+                "<= 1 (got '%s')\n", sched);
         return 2;
     }
     if (sparse && !*cfg_str(config, "train")) {
