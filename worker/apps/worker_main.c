@@ -18,6 +18,7 @@
 #include "config.h"
 #include "half.h"
 #include "log.h"
+#include "lrsched.h"
 #include "member.h"
 #include "metrics.h"
 #include "net.h"
@@ -608,10 +609,8 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *sched = cfg_str(config, "lr-schedule");
-    char *gend = NULL;
-    double gamma = !strncmp(sched, "exp:", 4) ? strtod(sched + 4, &gend) : 0;
-    int exp_ok = gend && gend != sched + 4 && !*gend && gamma > 0 && gamma <= 1;
-    if (strcmp(sched, "const") && strcmp(sched, "linear") && strcmp(sched, "cosine") && !exp_ok) {
+    lr_sched lrs;
+    if (lrsched_parse(sched, &lrs) < 0) {
         fprintf(stderr, PROG ": --lr-schedule must be const, linear, cosine or exp:G with 0 < G "
                 "<= 1 (got '%s')\n", sched);
         return 2;
