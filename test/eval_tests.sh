@@ -100,7 +100,7 @@ t_eval_bad_flags() {
   refused --evaluators "$BIN/pskv-scheduler" --port 0 --early-stop-metric val_accuracy
   refused --evaluators "$BIN/pskv-scheduler" --port 0 --evaluators 2
   refused --app "$BIN/pskv-evaluator" --app bench --validation-split 10
-  refused --save-best "$BIN/pskv-evaluator" --app sparse-lr --train x.svm --validation-split 10 --save-best b.model
+  refused --save-best "$BIN/pskv-evaluator" --app sparse-lr --train x.svm --validation-split 10 --save-best /nonexistent/b.model
   refused --best-metric "$BIN/pskv-evaluator" --app mlp --validation-split 10 --best-metric val_auc
   refused --validation-split "$BIN/pskv-evaluator" --app softmax
   refused --save-best "$BIN/pskv-evaluator" --app mlp --validation-split 10 --save-best /nonexistent/dir/best.model
@@ -131,7 +131,9 @@ t_eval_bad_flags() {
 # stops the job on val_auc (--min-delta 1: no evaluation can improve enough, so it
 # stops after 1 + --patience evaluations), and
 # pskvctl status shows it; rank 0's final AUC, on the same held-out examples
-# after the stop, is within 0.02 of the evaluator's last one. --early-stop-metric
+# after the stop, is within 0.02 of the evaluator's last one; the best snapshot
+# (--save-best, by val_auc) reloads with pskv-evaluator --evaluate to the metrics
+# the evaluator reported, bit for bit. --early-stop-metric
 # val_auc is refused for softmax (exit 2, naming the flag): by launch-local before
 # anything starts, and by pskv-evaluator from the scheduler's view.
 t_eval_sparse_auc() {
@@ -148,7 +150,8 @@ t_eval_sparse_auc() {
   for r in 0 1; do
     start "worker-$r" "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --rank $r "${app[@]}"
   done
-  start evaluator "$BIN/pskv-evaluator" --scheduler "127.0.0.1:$port" "${app[@]}" --metrics "$TDIR/val.jsonl"
+  start evaluator "$BIN/pskv-evaluator" --scheduler "127.0.0.1:$port" "${app[@]}" --metrics "$TDIR/val.jsonl" \
+    --save-best "$TDIR/best.model" --best-metric val_auc
   wait_line evaluator.log '^evaluation 1:' 1 60 || fail "the evaluator did not evaluate: $(tail -n 3 evaluator.log)"
   local shown=0 deadline=$((SECONDS + 60))
   while [ $shown -eq 0 ] && [ $SECONDS -lt $deadline ] && kill -0 "$(cat evaluator.pid)" 2>/dev/null; do
@@ -177,6 +180,21 @@ t_eval_sparse_auc() {
   awk -v a="$last" -v b="$final" 'BEGIN { d = a - b; exit !(d < 0.02 && d > -0.02) }' ||
     fail "the evaluator's last val_auc $last, rank 0's final auc on the same examples $final"
   echo "$n evaluations; the evaluator's last val_auc $last, rank 0's final $final"
+  # the best model file (--save-best, --best-metric val_auc: the first evaluation with
+  # the highest val_auc) reloads to its metrics bit for bit, as recorded in the file
+  local best got
+  best=$(awk -F'"val_auc":' '{ split($2, a, ","); if (NR == 1 || a[1] + 0 > m) { m = a[1] + 0; l = $0 } }
+    END { print l }' "$TDIR/val.jsonl" |
+    sed 's/.*"val_loss":\([^,]*\),"val_accuracy":\([^,]*\),"val_auc":\([^,]*\),.*/\1 \2 \3/')
+  "$BIN/pskv-evaluator" "${app[@]}" --evaluate "$TDIR/best.model" > evf.out 2>&1 ||
+    fail "pskv-evaluator --evaluate exited $?: $(cat evf.out)"
+  got=$(sed -n 's/^validation of .*: val_loss \([^ ]*\) val_accuracy \([^ ]*\) val_auc \([^ ]*\)$/\1 \2 \3/p' evf.out)
+  [ -n "$best" ] && [ "$got" = "$best" ] || fail "the best model reloads to '$got'; the evaluator reported '$best'"
+  grep -q "^recorded in the file: clock [0-9]* epoch [0-9.]* val_loss ${best% * *} val_accuracy .* val_auc ${best##* }$" evf.out ||
+    fail "the file's record: $(grep recorded evf.out)"
+  echo "best model reloads to val_loss val_accuracy val_auc $got"
+  "$BIN/pskv-evaluator" --app softmax --validation-split 600 --evaluate "$TDIR/best.model" > evf.out 2>&1 &&
+    fail "a sparse-lr file evaluated as softmax"
   "$LAUNCH" --servers 1 --workers 1 --evaluators 1 --timeout 30 --log-dir "$TDIR/sm" \
     --scheduler-opt --early-stop-metric=val_auc -- --app softmax --validation-split 100 > sm.out 2>&1; r=$?
   [ $r -eq 2 ] && grep -q -- '--early-stop-metric val_auc' sm.out || fail "val_auc for softmax: launch exit $r: $(cat sm.out)"

@@ -421,11 +421,6 @@ static int role_checks(int dense_train)
                 cfg_str(config, "app"));
         return 2;
     }
-    if (sparse && (*best || *cfg_str(config, "evaluate"))) {
-        fprintf(stderr, PROG ": %s: not for --app sparse-lr yet (softmax and mlp only)\n",
-                *best ? "--save-best" : "--evaluate");
-        return 2;
-    }
     if (cfg_int(config, "validation-split") == 0) {
         fprintf(stderr, PROG ": --validation-split N is needed: the last N training images "
                 "(e.g. 10000), which the workers, given the same flag, leave out\n");
