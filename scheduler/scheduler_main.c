@@ -109,6 +109,10 @@ static cfg_entry config[] = {
     {"min-delta", CFG_DOUBLE, "0", "PSKV_SCHEDULER_MIN_DELTA", 0, 1e9, NULL,
      "early stopping: an evaluation improves only when better than the best by more than this",
      0, 0, NULL, NULL},
+    {"eval-silence", CFG_DOUBLE, "0", "PSKV_SCHEDULER_EVAL_SILENCE", 0, 86400, "s",
+     "an evaluator that sends no report for this long (0 = 5 times the longest gap between "
+     "its reports so far, at least 10 s) is taken as hung: logged, shown by status, early "
+     "stopping suspended until it reports again", 0, 0, NULL, NULL},
     CFG_METRICS_ENTRY("PSKV_SCHEDULER_METRICS_PORT"),
     CFG_COMMON_ENTRIES("PSKV_SCHEDULER_PORT", "7700"),
     CFG_END};
@@ -247,6 +251,7 @@ static void tick(void)
     int64_t now = tu_now_ms();
     secure_tick(&sched_sec);
     ckpt_tick(now);
+    estop_tick(now);
     memb_expire(now);
     drain_tick();
     schedm_tick();
@@ -292,7 +297,8 @@ static int configure(int argc, char **argv)
         return 2;
     }
     rc = estop_init((int)cfg_int(config, "evaluators"), cfg_str(config, "early-stop-metric"),
-                    cfg_int(config, "patience"), cfg_double(config, "min-delta"));
+                    cfg_int(config, "patience"), cfg_double(config, "min-delta"),
+                    cfg_double(config, "eval-silence"));
     if (rc >= 0)
         return rc;
     rc = ckpt_init(cfg_str(config, "data-dir"),

@@ -319,3 +319,40 @@ t_eval_best_checkpoint() {
   [ $r -eq 2 ] && grep -q -- '--resume-best' rb.out || fail "--resume-best without a manifest: exit $r: $(cat rb.out)"
   trap - EXIT
 }
+
+# A hung evaluator whose heartbeats go on (--stall-after 3: it evaluates nothing
+# more and stays in the job) is not declared dead; after --eval-silence 2 s
+# without a report the scheduler warns, pskvctl status shows early stopping
+# suspended while the evaluator is alive, and training runs to its end (exit 0).
+t_eval_silent() {
+  local port r js shown=0
+  local app=(--app softmax --epochs 12 --train-limit 20000 --test-limit 500 --validation-split 1000)
+  port=$(free_port)
+  start scheduler "$BIN/pskv-scheduler" --port "$port" --servers 1 --workers 2 --evaluators 1 \
+    --early-stop-metric val_accuracy --patience 1000 --eval-silence 2 --dead-after-ms 3000
+  start server-0 "$BIN/pskv-server" --scheduler "127.0.0.1:$port"
+  start evaluator "$BIN/pskv-evaluator" --scheduler "127.0.0.1:$port" "${app[@]}" --eval-every 0 --stall-after 3
+  for r in 0 1; do
+    start "worker-$r" "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --rank $r "${app[@]}" --eval-every 0
+  done
+  wait_line scheduler.log 'evaluator node [0-9]* is alive but has reported no evaluation for' 1 90 ||
+    fail "no warning of the silent evaluator: $(grep -i evaluator scheduler.log | tail -n 3)"
+  grep -q '^evaluator: --stall-after 3: evaluating nothing more' evaluator.log || fail "the evaluator did not stall"
+  grep -q 'early stopping is suspended until it reports again' scheduler.log || fail "early stopping not suspended"
+  local deadline=$((SECONDS + 30))
+  while [ $shown -eq 0 ] && [ $SECONDS -lt $deadline ] && kill -0 "$(cat worker-0.pid)" 2>/dev/null; do
+    js=$("$BIN/pskvctl" status --json --scheduler "127.0.0.1:$port" --timeout 2 2>/dev/null)
+    grep -q '"early_stop":"suspended (evaluator node [0-9]* silent for [0-9]* s)' <<< "$js" &&
+      grep -q '"role":"evaluator","rank":-1,[^}]*"alive":true' <<< "$js" && shown=1 || sleep 0.2
+  done
+  [ $shown -eq 1 ] || fail "status did not show the silent evaluator alive and early stopping suspended: $js"
+  for r in 0 1; do
+    wait_exit "$(cat "worker-$r.pid")" 150 || fail "worker $r exited $?: $(tail -n 2 "worker-$r.log")"
+  done
+  grep -q '^final test accuracy .* after 12 epochs' worker-0.log || fail "training did not run to its end"
+  grep -q 'stopped early' worker-*.log && fail "a worker stopped early"
+  grep -q 'marked dead' scheduler.log && fail "a node was declared dead: $(grep 'marked dead' scheduler.log)"
+  wait_exit "$(cat evaluator.pid)" 20 || fail "the evaluator exited $?: $(tail -n 2 evaluator.log)"
+  wait_exit "$(cat scheduler.pid)" 20 || fail "the scheduler exited $?"
+  wait_exit "$(cat server-0.pid)" 20 > /dev/null
+}

@@ -46,6 +46,7 @@ typedef struct ev {
     int t;
     float *params;
     double eval_every;
+    int64_t stall_after; /* --stall-after (tests): a hung evaluator after this many */
     int64_t per_step; /* examples per step: batch x accumulate */
     uint32_t ntrain;  /* the workers' training rows */
     FILE *metrics;
@@ -306,6 +307,15 @@ static int eval_loop(ev *e)
         }
         if (evaluate(e, clock, epoch))
             return 1;
+        if (e->stall_after && e->evals >= e->stall_after) {
+            printf("evaluator: --stall-after %lld: evaluating nothing more, staying in the job\n",
+                   (long long)e->stall_after);
+            fflush(stdout);
+            /* one-key pulls only, which hear the job's end */
+            while (!app_stop_signal && !pskv_job_ending(e->w) && probe_due(e, 0) == 1)
+                tu_sleep_ms(POLL_MS);
+            break;
+        }
         last = clock;
         if (e->eval_every > 0)
             next_epoch = (floor(epoch / e->eval_every + 1e-9) + 1) * e->eval_every;
@@ -335,6 +345,7 @@ int app_evaluate(pskv_worker *w, cfg_entry *cfg)
     e.w = w;
     e.cfg = cfg;
     e.t0 = tu_now_ns();
+    e.stall_after = cfg_int(cfg, "stall-after");
     model_set_ftz();
     int rc = setup(&e);
     if (rc) {

@@ -353,6 +353,10 @@ static cfg_entry config[] = {
     {"best-metric", CFG_STR, "val_loss", "PSKV_EVALUATOR_BEST_METRIC", 1, 0, NULL,
      "pskv-evaluator: the best snapshot has the lowest val_loss or the highest val_accuracy "
      "(sparse-lr: or val_auc)", 0, 0, NULL, NULL},
+    {"stall-after", CFG_INT, "0", "PSKV_EVALUATOR_STALL_AFTER", 0, 1e12, "evaluations",
+     "pskv-evaluator: after this many evaluations evaluate nothing more and report nothing, "
+     "staying in the job (its heartbeats go on): a hung evaluator, for tests (0 = never)", 0,
+     0, NULL, NULL},
     {"blas-threads", CFG_INT, "1", "PSKV_WORKER_BLAS_THREADS", 1, 256, NULL,
      "OpenBLAS threads for compute", 0, 0, NULL, NULL},
     CFG_COMMON_ENTRIES("PSKV_WORKER_PORT", "0"),
@@ -451,9 +455,9 @@ static int role_checks(int dense_train)
     }
 #else
     (void)dense_train;
-    if (*best || *cfg_str(config, "evaluate")) {
-        fprintf(stderr, PROG ": %s is pskv-evaluator's flag\n",
-                *best ? "--save-best" : "--evaluate");
+    if (*best || *cfg_str(config, "evaluate") || cfg_int(config, "stall-after")) {
+        fprintf(stderr, PROG ": %s is pskv-evaluator's flag\n", *best ? "--save-best"
+                : *cfg_str(config, "evaluate") ? "--evaluate" : "--stall-after");
         return 2;
     }
 #endif
