@@ -375,7 +375,8 @@ START_TEST(modelfile_eval_record)
     char path[64], why[256];
     snprintf(path, sizeof path, "/tmp/pskv-unit-model-%d", (int)getpid());
     float vals[5] = {1.5f, -2.25f, 0.0f, 3e-38f, 7.0f};
-    modelfile m = {1, 4, 0, 1, 5, NULL, vals, 1, 1234, 2.5, 0.3333333333333333, 0.875};
+    modelfile m = {.kind = 1, .in = 4, .out = 1, .n = 5, .vals = vals, .has_eval = 1, .clock = 1234,
+                   .epoch = 2.5, .val_loss = 0.3333333333333333, .val_accuracy = 0.875};
     ck_assert_int_eq(modelfile_save(path, &m, why, sizeof why), 0);
     modelfile r;
     ck_assert_int_eq(modelfile_load(path, &r, why, sizeof why), 0);
