@@ -10,18 +10,20 @@
 #           evaluates the test set every epoch, --eval-every 1, as before the evaluator),
 #           with the evaluator (workers --eval-every 0), and with no validation at all;
 #           wall time (medians) and each worker's time split (compute, push, wait, eval).
-# The early pairs' learning rate, schedule, evaluation period and min delta can be
-# set (--lr, --lr-schedule, --eval-every, --min-delta; the cost runs keep 0.0075
-# const): e.g. --lr 0.02 --lr-schedule exp:0.65, a schedule that decays per epoch
-# whatever the budget, so that the job converges and plateaus (docs/benchmarks.md).
+# The early pairs' learning rate, schedule, evaluation period, min delta and
+# consistency can be set (--lr, --lr-schedule, --eval-every, --min-delta,
+# --consistency; the cost runs keep 0.0075 const async): e.g. --lr 0.02 --lr-schedule
+# exp:0.65 --consistency bsp, a schedule that decays per epoch whatever the budget, so
+# that the job converges and plateaus, and bsp, under which the early run and the full
+# one are the same run up to the stop (docs/benchmarks.md).
 # Usage: scripts/bench-eval.sh [--runs N] [--only early|cost] [--pairs N] [--patience P]
-#          [--lr LR] [--lr-schedule S] [--eval-every E] [--min-delta D]
+#          [--lr LR] [--lr-schedule S] [--eval-every E] [--min-delta D] [--consistency C]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-runs=3 only="" pairs=1 patience=3 elr=0.0075 esched=const eevery=1 edelta=0
+runs=3 only="" pairs=1 patience=3 elr=0.0075 esched=const eevery=1 edelta=0 econs=async
 usage() {
   echo "usage: $0 [--runs N] [--pairs N] [--only early|cost] [--patience P] [--lr LR]" \
-    "[--lr-schedule S] [--eval-every E] [--min-delta D]" >&2
+    "[--lr-schedule S] [--eval-every E] [--min-delta D] [--consistency C]" >&2
   exit 2
 }
 while [ $# -gt 0 ]; do
@@ -35,6 +37,7 @@ while [ $# -gt 0 ]; do
     --lr-schedule) esched=$2 ;;
     --eval-every) eevery=$2 ;;
     --min-delta) edelta=$2 ;;
+    --consistency) econs=$2 ;;
     *) usage ;;
   esac
   shift 2
@@ -44,7 +47,7 @@ out=$(mktemp -d /tmp/pskv-bench-eval-XXXXXX)
 echo "bench-eval: logs in $out (load average $(cut -d' ' -f1-3 /proc/loadavg))"
 common=(--app mlp --batch 16 --momentum 0.9 --validation-split 10000 --log-level warn)
 fixed=(--lr 0.0075 --lr-schedule const)              # the cost runs
-early=(--lr "$elr" --lr-schedule "$esched")          # the early pairs
+early=(--lr "$elr" --lr-schedule "$esched" --consistency "$econs") # the early pairs
 # --dead-after-ms 5000: on this busy machine every process stalls now and then for
 # more than the default 500 ms, and a worker falsely declared dead fails its run
 quiet=(--scheduler-opt --log-level --scheduler-opt warn --server-opt --log-level --server-opt warn
