@@ -244,9 +244,12 @@ int manifest_append(const char *dir, manifest *m, const manifest_entry *e, char 
         return -PSKV_ENOMEM;
     }
     memcpy(copy.chains, e->chains, cells * sizeof *copy.chains);
-    memcpy(copy.workers, e->workers, e->nworkers * sizeof *copy.workers);
-    memcpy(copy.base_nodes, e->base_nodes, e->nbases * sizeof *copy.base_nodes);
-    memcpy(copy.bases, e->bases, e->nbases * sizeof *copy.bases);
+    if (e->nworkers) /* the arrays of an empty list may be NULL */
+        memcpy(copy.workers, e->workers, e->nworkers * sizeof *copy.workers);
+    if (e->nbases) {
+        memcpy(copy.base_nodes, e->base_nodes, e->nbases * sizeof *copy.base_nodes);
+        memcpy(copy.bases, e->bases, e->nbases * sizeof *copy.bases);
+    }
     m->e = g;
     m->e[m->n++] = copy;
     return manifest_write(dir, m, why, whylen);

@@ -53,5 +53,7 @@ Suite *metrics_suite(void);
 Suite *filter_suite(void);
 /* common/half.c: fp16 and bf16 conversions (F16C and portable). */
 Suite *half_suite(void);
+/* scheduler/manifest.c: clock= and best= round trips, retention keeps the best. */
+Suite *manifest_suite(void);
 
 #endif
