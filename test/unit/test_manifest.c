@@ -58,14 +58,16 @@ START_TEST(best_survives_retention)
     snprintf(path, sizeof path, "%s/manifest", dir);
     FILE *f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);
-    fprintf(f, "ckpt seq=1 job=42 time=5 partitions=1 replicas=1 vnodes=16 chains=7 workers=0:1:10:0\n");
+    fprintf(f, "ckpt seq=1 job=42 time=5 partitions=1 replicas=1 vnodes=16 chains=7 "
+               "workers=0:1:10:0\n");
     fclose(f);
     ck_assert_int_eq(manifest_read(dir, &r, why, sizeof why), 0);
     ck_assert(r.n == 1 && r.e[0].clock == -1 && !r.e[0].best && !manifest_best(&r));
     manifest_free(&r);
     f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);
-    fprintf(f, "ckpt seq=1 job=42 time=5 partitions=1 replicas=1 vnodes=16 chains=7 best=val_loss\n");
+    fprintf(f, "ckpt seq=1 job=42 time=5 partitions=1 replicas=1 vnodes=16 chains=7 "
+               "best=val_loss\n");
     fclose(f);
     ck_assert_int_eq(manifest_read(dir, &r, why, sizeof why), -PSKV_EPROTO);
     unlink(path);
