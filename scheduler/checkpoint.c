@@ -32,6 +32,7 @@ static struct {
     int cycle;          /* checkpoints started since the last full one asked for */
     manifest man;       /* complete checkpoints */
     uint64_t seq;       /* the last checkpoint started */
+    uint64_t seq_before; /* the newest in the manifest when this scheduler started */
     int busy;           /* one in progress */
     int64_t started_ms, next_ckpt_ms;
     requester *reqs;
@@ -89,6 +90,7 @@ int ckpt_init(const char *data_dir, int resume, double every_s, int keep, int fu
     for (size_t i = 0; i < C.man.n; i++)
         if (C.man.e[i].seq > C.seq)
             C.seq = C.man.e[i].seq; /* numbers keep growing across resumes */
+    C.seq_before = C.seq;
     return 0;
 }
 
@@ -343,7 +345,10 @@ static void mark_nearest(void)
     for (size_t i = 0; i < C.man.n; i++) {
         manifest_entry *e = &C.man.e[i];
         int64_t d = e->clock > C.best.clock ? e->clock - C.best.clock : C.best.clock - e->clock;
-        if (e->job == memb.job_id && e->clock >= 0 && (!near || d <= dist)) {
+        /* resumed from an older checkpoint (--resume-best): the ones taken after it
+         * before this resume are of the abandoned run, not of this one */
+        int abandoned = C.resume_from && e->seq > C.resume_from->seq && e->seq <= C.seq_before;
+        if (e->job == memb.job_id && e->clock >= 0 && !abandoned && (!near || d <= dist)) {
             near = e;
             dist = d;
         }

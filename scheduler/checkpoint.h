@@ -57,6 +57,7 @@ void ckpt_fill_view(Pskv__View *v, int status);
 /* An evaluation of the job's snapshot at `clock`: value of metric (val_loss: lower
  * is better; val_accuracy, val_auc: higher). When it is the best so far (of that
  * metric: a resumed job's best goes on from the manifest's mark), the checkpoint
+ * of this run (not those a run resumed from an older one had taken after it)
  * whose clock is the nearest to it (of two as near, the later) is marked best in
  * the manifest, and again as checkpoints complete: retention (--keep-checkpoints)
  * never removes it, --resume-best resumes from it. No-op without --data-dir. */
