@@ -315,6 +315,11 @@ t_eval_best_checkpoint() {
   grep -q "resuming job [0-9]* from checkpoint $want .*, the one marked best" sched-resumed.log ||
     fail "the scheduler did not resume from checkpoint $want: $(grep resuming sched-resumed.log)"
   for p in ev sched s0 s1; do wait_exit "$(cat "$p-resumed.pid")" 20 > /dev/null 2>&1; done
+  # the mark stays on this run: never on one the first run took after checkpoint $want
+  local marked
+  marked=$(sed -n 's/^ckpt seq=\([0-9]*\) .* best=.*/\1/p' "$TDIR/sched/manifest")
+  [ -n "$marked" ] && { [ "$marked" -le "$want" ] || [ "$marked" -gt 6 ]; } ||
+    fail "after --resume-best, checkpoint '${marked}' is marked best: $(cat "$TDIR/sched/manifest")"
   "$BIN/pskv-scheduler" --resume-best --data-dir "$TDIR/s0" > rb.out 2>&1; r=$?
   [ $r -eq 2 ] && grep -q -- '--resume-best' rb.out || fail "--resume-best without a manifest: exit $r: $(cat rb.out)"
   trap - EXIT
