@@ -186,6 +186,7 @@ $(BIN)/pskv-fuzz-replay: $(BUILD)/obj/test/fuzz_wire.o $(BUILD)/obj/test/fuzz_re
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/bin/pskv-unit: $(UNIT_O) $(SERVER_LIB_O) $(WORKER_UNIT_O) $(BUILD)/obj/scheduler/reshard.o \
+                        $(BUILD)/obj/scheduler/manifest.o \
                         $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)

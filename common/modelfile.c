@@ -13,6 +13,7 @@
 #define MAGIC "PSKVMODL"
 #define HEADER 40
 #define EVAL_RECORD 32 /* flags bit 1: clock, epoch, val_loss, val_accuracy */
+#define AUC_RECORD 8   /* flags bit 2 (with bit 1): val_auc */
 
 typedef struct sink {
     FILE *f;
@@ -46,11 +47,12 @@ int modelfile_save(const char *path, const modelfile *m, char *why, size_t whyle
     put_u32(&s, m->hidden);
     put_u32(&s, m->out);
     put_u64(&s, m->n);
-    put_u32(&s, (m->keys ? 1u : 0u) | (m->has_eval ? 2u : 0u));
+    int auc = m->has_eval && m->has_auc;
+    put_u32(&s, (m->keys ? 1u : 0u) | (m->has_eval ? 2u : 0u) | (auc ? 4u : 0u));
     if (m->has_eval) {
-        double rec[3] = {m->epoch, m->val_loss, m->val_accuracy};
+        double rec[4] = {m->epoch, m->val_loss, m->val_accuracy, m->val_auc};
         put_u64(&s, (uint64_t)m->clock);
-        put(&s, rec, sizeof rec);
+        put(&s, rec, auc ? sizeof rec : 3 * sizeof rec[0]);
     }
     if (m->keys) {
         for (uint64_t i = 0; i < m->n; i++) {
@@ -109,7 +111,8 @@ int modelfile_load(const char *path, modelfile *m, char *why, size_t whylen)
     }
     fseek(f, 0, SEEK_END);
     long size = ftell(f);
-    size_t row = (flags & 1) ? 12 : 4, extra = (flags & 2) ? EVAL_RECORD : 0;
+    size_t row = (flags & 1) ? 12 : 4;
+    size_t extra = (flags & 2) ? EVAL_RECORD + ((flags & 4) ? AUC_RECORD : 0) : 0;
     if (m->n > (1ULL << 40) || size < 0 ||
         (unsigned long long)size != HEADER + extra + m->n * row + 4) {
         snprintf(why, whylen, "%s: %ld bytes, but the header announces %llu rows", path, size,
@@ -127,14 +130,17 @@ int modelfile_load(const char *path, modelfile *m, char *why, size_t whylen)
     uLong crc = crc32(crc32(0, NULL, 0), h, HEADER);
     int bad = 0;
     if (extra) {
-        unsigned char r[EVAL_RECORD];
-        bad = fread(r, 1, EVAL_RECORD, f) != EVAL_RECORD;
-        crc = crc32(crc, r, EVAL_RECORD);
+        unsigned char r[EVAL_RECORD + AUC_RECORD];
+        bad = fread(r, 1, extra, f) != extra;
+        crc = crc32(crc, r, (uInt)extra);
         m->has_eval = 1;
         memcpy(&m->clock, r, 8);
         memcpy(&m->epoch, r + 8, 8);
         memcpy(&m->val_loss, r + 16, 8);
         memcpy(&m->val_accuracy, r + 24, 8);
+        m->has_auc = extra > EVAL_RECORD;
+        if (m->has_auc)
+            memcpy(&m->val_auc, r + 32, 8);
     }
     if (m->keys) {
         for (uint64_t i = 0; i < m->n && !bad; i++) {

@@ -5,13 +5,17 @@
  *         16   u32 x 3  in, hidden, out (sparse-lr: 0, 0, 1)
  *         28   u64      n, the number of rows that follow
  *         36   u32      flags: bit 0 = rows carry a u64 key before their value,
- *                       bit 1 = an evaluation record follows the header
+ *                       bit 1 = an evaluation record follows the header,
+ *                       bit 2 = (with bit 1) the record ends with val_auc
  *        (40   32 bytes the evaluation record, with bit 1 (pskv-evaluator --save-best):
- *                       i64 snapshot clock, f64 epoch, f64 val_loss, f64 val_accuracy)
- *     40(+32)  rows     n x (u64 key if keyed, then f32 value), little-endian
+ *                       i64 snapshot clock, f64 epoch, f64 val_loss, f64 val_accuracy,
+ *                       and with bit 2 8 bytes more: f64 val_auc, sparse-lr's)
+ *  40(+32/40)  rows     n x (u64 key if keyed, then f32 value), little-endian
  *        end   u32      CRC-32 (zlib) of every byte before it
  * Dense models store their flat parameter vector (model.h layout) without keys;
- * sparse-lr stores (feature id, weight) pairs.
+ * sparse-lr stores (feature id, weight) pairs: --save-model every weight the
+ * servers hold, --save-best the evaluated snapshot (the weights of the features
+ * the validation examples use, and the bias).
  *
  * OWNS: nothing between calls; a loaded modelfile's arrays are the caller's.
  * THREADS: any thread; no global state.
@@ -32,6 +36,8 @@ typedef struct modelfile {
     int has_eval;   /* the evaluation record below is in the file (flags bit 1) */
     int64_t clock;  /* the snapshot's clock */
     double epoch, val_loss, val_accuracy;
+    int has_auc;    /* with has_eval: val_auc is in the record too (flags bit 2) */
+    double val_auc;
 } modelfile;
 
 /* Writes m to path (temp file, fsync, rename). Returns 0 or -PSKV_EIO with why. */

@@ -32,6 +32,7 @@ static struct {
     int cycle;          /* checkpoints started since the last full one asked for */
     manifest man;       /* complete checkpoints */
     uint64_t seq;       /* the last checkpoint started */
+    uint64_t seq_before; /* the newest in the manifest when this scheduler started */
     int busy;           /* one in progress */
     int64_t started_ms, next_ckpt_ms;
     requester *reqs;
@@ -46,6 +47,13 @@ static struct {
     uint32_t *resume_sources;    /* the old node whose file each of those loads it from */
     uint32_t *resume_pairs;      /* (new node, old node) pairs: the files each loads */
     size_t npairs;
+    struct {             /* the best evaluation (ckpt_on_eval) */
+        int have;
+        char metric[16];
+        double value;
+        int64_t clock;
+    } best;
+    char best_state[256]; /* status text */
 } C;
 
 int ckpt_init(const char *data_dir, int resume, double every_s, int keep, int full_every)
@@ -61,13 +69,28 @@ int ckpt_init(const char *data_dir, int resume, double every_s, int keep, int fu
         return 1;
     }
     if (C.resume && (!*C.data_dir || C.man.n == 0)) {
-        fprintf(stderr, "pskv-scheduler: --resume needs a --data-dir whose manifest records a "
-                "complete checkpoint (%s has none)\n", *C.data_dir ? C.data_dir : "no --data-dir");
+        fprintf(stderr, "pskv-scheduler: --resume%s needs a --data-dir whose manifest records a "
+                "complete checkpoint (%s has none)\n", resume == RESUME_BEST ? "-best" : "",
+                *C.data_dir ? C.data_dir : "no --data-dir");
         return 2;
+    }
+    const manifest_entry *b = manifest_best(&C.man);
+    if (resume == RESUME_BEST && !b) {
+        fprintf(stderr, "pskv-scheduler: --resume-best: %s/manifest marks no checkpoint best\n",
+                C.data_dir);
+        return 2;
+    }
+    uint64_t job = resume == RESUME_BEST ? b->job : C.resume ? C.man.e[C.man.n - 1].job : 0;
+    if (C.resume && b && b->job == job) { /* the job goes on: so does its best */
+        C.best.have = 1;
+        snprintf(C.best.metric, sizeof C.best.metric, "%s", b->best_metric);
+        C.best.value = b->best_value;
+        C.best.clock = b->best_clock;
     }
     for (size_t i = 0; i < C.man.n; i++)
         if (C.man.e[i].seq > C.seq)
             C.seq = C.man.e[i].seq; /* numbers keep growing across resumes */
+    C.seq_before = C.seq;
     return 0;
 }
 
@@ -75,7 +98,8 @@ int ckpt_resume_job(uint64_t *job)
 {
     if (!C.resume)
         return 0;
-    *job = C.man.e[C.man.n - 1].job;
+    const manifest_entry *b = manifest_best(&C.man);
+    *job = C.resume == RESUME_BEST ? b->job : C.man.e[C.man.n - 1].job;
     return 1;
 }
 
@@ -123,53 +147,78 @@ static int plan_checkpoint(const manifest_entry *e, reshard_plan *pl)
     return 1;
 }
 
-/* The newest usable checkpoint, planned onto the servers registered now (more or
- * fewer than wrote it: reshard.h), goes to view_adopt; view_place fills the
- * chains up from there. */
+/* Checkpoint e planned onto the servers registered now (more or fewer than wrote
+ * it: reshard.h) goes to view_adopt; view_place fills the chains up from there.
+ * Returns 0, or -1 when some partition has no valid file on them. */
+static int adopt(const manifest_entry *e)
+{
+    reshard_plan pl;
+    if (plan_checkpoint(e, &pl))
+        return -1;
+    manifest_progress *workers = calloc(e->nworkers + 1, sizeof *workers);
+    if (!workers || view_adopt(e->partitions, e->replicas, e->vnodes, pl.chains) < 0) {
+        LOG_E("out of memory planning the resume");
+        exit(1);
+    }
+    C.resume_entry = *e;
+    memcpy(workers, e->workers, e->nworkers * sizeof *workers);
+    C.resume_entry.workers = workers;
+    C.resume_entry.chains = NULL;
+    C.resume_from = &C.resume_entry;
+    C.prev_chains = pl.loaders;
+    C.resume_sources = pl.sources;
+    C.resume_pairs = pl.pairs;
+    C.npairs = pl.npairs;
+    free(pl.chains);
+    uint32_t written = pl.olds, now = (uint32_t)memb.nservers;
+    LOG_I("resuming job %llu from checkpoint %llu (%u partitions, %u replicas)%s%s",
+          (unsigned long long)memb.job_id, (unsigned long long)e->seq, e->partitions,
+          e->replicas, C.resume == RESUME_BEST ? ", the one marked best" : "",
+          written != now ? ": resharded" : "");
+    if (written != now)
+        LOG_I("checkpoint %llu was written by %u servers and resumes on %u: %zu "
+              "(server, file) loads; the other chain members are filled by copies",
+              (unsigned long long)e->seq, written, now, C.npairs);
+    return 0;
+}
+
+/* The newest usable checkpoint (--resume-best: the one marked best) is adopted. */
 void ckpt_plan_resume(void)
 {
     if (!C.resume)
         return;
-    for (size_t k = C.man.n; k-- > 0;) {
-        manifest_entry *e = &C.man.e[k];
-        if (e->job != memb.job_id)
-            continue;
-        reshard_plan pl;
-        if (plan_checkpoint(e, &pl))
-            continue;
-        manifest_progress *workers = calloc(e->nworkers + 1, sizeof *workers);
-        if (!workers || view_adopt(e->partitions, e->replicas, e->vnodes, pl.chains) < 0) {
-            LOG_E("out of memory planning the resume");
-            exit(1);
-        }
-        C.resume_entry = *e;
-        memcpy(workers, e->workers, e->nworkers * sizeof *workers);
-        C.resume_entry.workers = workers;
-        C.resume_entry.chains = NULL;
-        C.resume_from = &C.resume_entry;
-        C.prev_chains = pl.loaders;
-        C.resume_sources = pl.sources;
-        C.resume_pairs = pl.pairs;
-        C.npairs = pl.npairs;
-        free(pl.chains);
-        uint32_t written = pl.olds, now = (uint32_t)memb.nservers;
-        LOG_I("resuming job %llu from checkpoint %llu (%u partitions, %u replicas)%s",
-              (unsigned long long)memb.job_id, (unsigned long long)e->seq, e->partitions,
-              e->replicas, written != now ? ": resharded" : "");
-        if (written != now)
-            LOG_I("checkpoint %llu was written by %u servers and resumes on %u: %zu "
-                  "(server, file) loads; the other chain members are filled by copies",
-                  (unsigned long long)e->seq, written, now, C.npairs);
-        return;
+    const manifest_entry *b = manifest_best(&C.man);
+    if (C.resume == RESUME_BEST) {
+        if (b && adopt(b) == 0)
+            return;
+        LOG_E("--resume-best: checkpoint %llu, marked best in %s/manifest, has no valid copy "
+              "of every partition on the registered servers; cannot resume",
+              b ? (unsigned long long)b->seq : 0ULL, C.data_dir);
+        exit(1);
     }
+    for (size_t k = C.man.n; k-- > 0;)
+        if (C.man.e[k].job == memb.job_id && adopt(&C.man.e[k]) == 0)
+            return;
     LOG_E("no complete checkpoint of job %llu in %s/manifest has a valid copy of every "
           "partition on the registered servers; cannot resume", (unsigned long long)memb.job_id,
           C.data_dir);
     exit(1);
 }
 
-void ckpt_fill_view(Pskv__View *v)
+void ckpt_fill_view(Pskv__View *v, int status)
 {
+    const manifest_entry *b = status ? manifest_best(&C.man) : NULL;
+    if (b) {
+        snprintf(C.best_state, sizeof C.best_state, "checkpoint %llu (clock %lld), the nearest "
+                 "to the best %s %.6f at clock %lld", (unsigned long long)b->seq,
+                 (long long)b->clock, b->best_metric, b->best_value, (long long)b->best_clock);
+        v->best_checkpoint = C.best_state;
+    } else if (status && C.best.have) {
+        snprintf(C.best_state, sizeof C.best_state, "none yet (no checkpoint with a clock; the "
+                 "best %s %.6f is at clock %lld)", C.best.metric, C.best.value,
+                 (long long)C.best.clock);
+        v->best_checkpoint = C.best_state;
+    }
     if (!C.resume_from)
         return;
     v->has_resume_seq = 1;
@@ -232,10 +281,11 @@ static void ckpt_fail(int code, const char *why)
     answer_requesters(code, why);
 }
 
-/* --keep-checkpoints: the manifest keeps the C.keep newest checkpoints, and every
- * live server deletes its files of older ones (CHECKPOINT_PRUNE: every file
- * numbered below the oldest kept). Nothing is deleted unless the manifest no
- * longer lists them. */
+/* --keep-checkpoints: the manifest keeps the C.keep newest checkpoints and the one
+ * marked best, and every live server deletes its files of the others
+ * (CHECKPOINT_PRUNE: every file numbered below the oldest kept but those of the one
+ * marked best and of the checkpoints it builds on). Nothing is deleted unless the
+ * manifest no longer lists it. */
 static void retain(void)
 {
     char why[600];
@@ -249,16 +299,93 @@ static void retain(void)
     Pskv__Meta m;
     sched_meta(&m, PSKV__MSG_TYPE__CHECKPOINT_PRUNE);
     m.has_seq = 1;
-    m.seq = C.man.e[0].seq;
-    for (size_t i = 0; i < C.man.n; i++) /* the files a kept delta builds on stay */
+    m.seq = UINT64_MAX;
+    const manifest_entry *b = NULL;
+    for (size_t i = 0; i < C.man.n; i++) { /* the files a kept delta builds on stay */
+        if (C.man.e[i].best && C.man.n > C.keep && i == 0) {
+            b = &C.man.e[i]; /* kept only for being best: its own range below */
+            continue;
+        }
         if (manifest_oldest_base(&C.man.e[i]) < m.seq)
             m.seq = manifest_oldest_base(&C.man.e[i]);
+    }
+    char besttxt[120] = "";
+    if (b && b->seq < m.seq) {
+        m.has_prune_keep_from = m.has_prune_keep_to = 1;
+        m.prune_keep_from = manifest_oldest_base(b);
+        m.prune_keep_to = b->seq;
+        if (m.prune_keep_from < b->seq)
+            snprintf(besttxt, sizeof besttxt, " but those of checkpoints %llu..%llu (%llu "
+                     "is marked best)", (unsigned long long)m.prune_keep_from,
+                     (unsigned long long)b->seq, (unsigned long long)b->seq);
+        else
+            snprintf(besttxt, sizeof besttxt, " but those of checkpoint %llu (marked best)",
+                     (unsigned long long)b->seq);
+    }
     for (int i = 0; i < memb.nnodes; i++)
         if (memb.nodes[i].role == PSKV__ROLE__SERVER && !memb.nodes[i].dead)
             sched_send(&memb.nodes[i], &m);
     LOG_I("--keep-checkpoints %zu: removed %d older checkpoint%s from the manifest; servers "
-          "delete their files numbered below %llu%s", C.keep, dropped, dropped > 1 ? "s" : "",
-          (unsigned long long)m.seq, m.seq < C.man.e[0].seq ? " (a kept delta builds on them)" : "");
+          "delete their files numbered below %llu%s%s", C.keep, dropped, dropped > 1 ? "s" : "",
+          (unsigned long long)m.seq, besttxt,
+          m.seq < C.man.e[C.man.n - C.keep].seq ? " (a kept delta builds on them)" : "");
+}
+
+/* ---- the checkpoint marked best ------------------------------------------------ */
+
+/* Marks best the checkpoint of this job whose clock is the nearest to the best
+ * evaluation's (of two as near, the later: it holds the evaluated snapshot's
+ * updates), when that is not the one marked already, and rewrites the manifest. */
+static void mark_nearest(void)
+{
+    if (!C.best.have || !*C.data_dir)
+        return;
+    manifest_entry *near = NULL;
+    int64_t dist = 0;
+    for (size_t i = 0; i < C.man.n; i++) {
+        manifest_entry *e = &C.man.e[i];
+        int64_t d = e->clock > C.best.clock ? e->clock - C.best.clock : C.best.clock - e->clock;
+        /* resumed from an older checkpoint (--resume-best): the ones taken after it
+         * before this resume are of the abandoned run, not of this one */
+        int abandoned = C.resume_from && e->seq > C.resume_from->seq && e->seq <= C.seq_before;
+        if (e->job == memb.job_id && e->clock >= 0 && !abandoned && (!near || d <= dist)) {
+            near = e;
+            dist = d;
+        }
+    }
+    manifest_entry *was = manifest_best(&C.man);
+    if (!near || (near == was && was->best_clock == C.best.clock &&
+                  !strcmp(was->best_metric, C.best.metric)))
+        return;
+    if (was)
+        was->best = 0;
+    near->best = 1;
+    snprintf(near->best_metric, sizeof near->best_metric, "%s", C.best.metric);
+    near->best_value = C.best.value;
+    near->best_clock = C.best.clock;
+    char why[600];
+    if (manifest_write(C.data_dir, &C.man, why, sizeof why) < 0) {
+        LOG_E("marking checkpoint %llu best: %s", (unsigned long long)near->seq, why);
+        return;
+    }
+    LOG_I("checkpoint %llu (clock %lld) marked best in %s/manifest: the nearest to the best "
+          "%s %.6f, at clock %lld", (unsigned long long)near->seq, (long long)near->clock,
+          C.data_dir, C.best.metric, C.best.value, (long long)C.best.clock);
+}
+
+void ckpt_on_eval(const char *metric, double value, int64_t clock)
+{
+    if (!*C.data_dir)
+        return;
+    int lower = !strcmp(metric, "val_loss");
+    if (C.best.have && !strcmp(C.best.metric, metric) &&
+        !(lower ? value < C.best.value : value > C.best.value))
+        return;
+    C.best.have = 1;
+    snprintf(C.best.metric, sizeof C.best.metric, "%s", metric);
+    C.best.value = value;
+    C.best.clock = clock;
+    mark_nearest();
 }
 
 /* Every live server wrote checkpoint C.seq: the manifest records it. */
@@ -277,6 +404,7 @@ static void ckpt_complete(void)
     uint64_t bytes = 0;
     size_t ndelta = 0;
     char why[600];
+    e.clock = -1;
     int rc = -PSKV_ENOMEM;
     snprintf(why, sizeof why, "scheduler out of memory");
     for (int i = 0; g && e.base_nodes && e.bases && i < memb.nnodes; i++) {
@@ -285,6 +413,8 @@ static void ckpt_complete(void)
             g[e.nworkers].rank = n->rank;
             memcpy(&g[e.nworkers].epoch, n->progress, sizeof n->progress);
             e.nworkers++;
+            if (!n->dead && (e.clock < 0 || n->clock < e.clock))
+                e.clock = n->clock; /* the slowest worker's, as an evaluation's */
         } else if (n->role == PSKV__ROLE__SERVER && n->ckpt_acked == C.seq) {
             e.base_nodes[e.nbases] = n->id;
             e.bases[e.nbases++] = n->ckpt_base;
@@ -307,9 +437,10 @@ static void ckpt_complete(void)
         snprintf(kind, sizeof kind, "delta on %zu of %zu servers", ndelta, e.nbases);
     else
         snprintf(kind, sizeof kind, "%s", ndelta ? "delta" : "full");
-    LOG_I("checkpoint %llu complete in %lld ms (%s, %llu bytes): recorded in %s/manifest",
-          (unsigned long long)C.seq, (long long)(tu_now_ms() - C.started_ms), kind,
-          (unsigned long long)bytes, C.data_dir);
+    LOG_I("checkpoint %llu complete in %lld ms (%s, %llu bytes) at clock %lld: recorded in "
+          "%s/manifest", (unsigned long long)C.seq, (long long)(tu_now_ms() - C.started_ms),
+          kind, (unsigned long long)bytes, (long long)e.clock, C.data_dir);
+    mark_nearest();
     retain();
     schedm_checkpoint(1, (double)(tu_now_ms() - C.started_ms) / 1e3);
     C.busy = 0;

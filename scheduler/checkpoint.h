@@ -35,9 +35,11 @@
  * a delta write a full file). Returns 0, or the process's exit status after
  * printing why on stderr: 1 when the manifest cannot be read, 2 when --resume has
  * nothing to use. data_dir must outlive the module. */
+enum { RESUME_NONE, RESUME_NEWEST, RESUME_BEST }; /* --resume, --resume-best */
 int ckpt_init(const char *data_dir, int resume, double every_s, int keep, int full_every);
 
-/* A resumed job: 1 and *job = the job of the newest checkpoint; else 0. */
+/* A resumed job: 1 and *job = the job of the newest checkpoint (--resume-best:
+ * of the one marked best); else 0. */
 int ckpt_resume_job(uint64_t *job);
 
 /* Before the first view of a resumed job (no-op otherwise): picks the newest
@@ -48,8 +50,18 @@ int ckpt_resume_job(uint64_t *job);
 void ckpt_plan_resume(void);
 
 /* Fills a view's resume fields (resume seq, node pairs, the loaders as previous
- * chains, their sources) when the job resumed; the arrays stay checkpoint.c's. */
-void ckpt_fill_view(Pskv__View *v);
+ * chains, their sources) when the job resumed, and with status, which checkpoint is
+ * marked best; the arrays and strings stay checkpoint.c's. */
+void ckpt_fill_view(Pskv__View *v, int status);
+
+/* An evaluation of the job's snapshot at `clock`: value of metric (val_loss: lower
+ * is better; val_accuracy, val_auc: higher). When it is the best so far (of that
+ * metric: a resumed job's best goes on from the manifest's mark), the checkpoint
+ * of this run (not those a run resumed from an older one had taken after it)
+ * whose clock is the nearest to it (of two as near, the later) is marked best in
+ * the manifest, and again as checkpoints complete: retention (--keep-checkpoints)
+ * never removes it, --resume-best resumes from it. No-op without --data-dir. */
+void ckpt_on_eval(const char *metric, double value, int64_t clock);
 
 /* Fills worker n's resume epoch, step and data position into p when the job
  * resumed from a checkpoint that recorded its rank. */

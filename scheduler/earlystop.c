@@ -12,9 +12,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "log.h"
 #include "pskv_errors.h"
 #include "scheduler_main.h"
+#include "timeutil.h"
 #include "view.h"
 
 #define MAX_REPORTS 16 /* evaluator nodes remembered for status (a restarted one is new) */
@@ -28,6 +30,10 @@ static struct {
     double best;
     int64_t best_clock, last_clock;
     int have_best, fired, suspended;
+    int64_t silence_ms;     /* --eval-silence, 0 = automatic */
+    int64_t last_report_ms; /* the live evaluator's last report (0: none yet) */
+    int64_t longest_gap_ms; /* between its reports */
+    uint32_t silent_node;   /* taken as hung (0: none) */
     long long waits; /* reports in a row without improvement */
     char reason[200];
     char state[256]; /* status text */
@@ -40,9 +46,11 @@ static struct {
     int nrep;
 } E = {.last_clock = -1};
 
-int estop_init(int evaluators, const char *metric, long long patience, double min_delta)
+int estop_init(int evaluators, const char *metric, long long patience, double min_delta,
+               double silence_s)
 {
     E.evaluators = evaluators;
+    E.silence_ms = (int64_t)(silence_s * 1000);
     if (patience < 1) {
         fprintf(stderr, "pskv-scheduler: --patience must be at least 1 evaluation (got %lld)\n",
                 patience);
@@ -155,11 +163,22 @@ void estop_on_report(memb_node *n, wire_msg *msg)
     LOG_I("evaluation %llu from node %u: clock %lld epoch %.2f val_loss %.6f val_accuracy %.4f%s",
           (unsigned long long)E.rep[i].evals, n->id, (long long)r->clock,
           r->has_eval_epoch ? r->eval_epoch : 0.0, r->val_loss, r->val_accuracy, aucs);
-    if (E.suspended) {
-        LOG_I("early stopping resumes: evaluator node %u reports", n->id);
+    int64_t now = tu_now_ms();
+    if (E.last_report_ms && now - E.last_report_ms > E.longest_gap_ms)
+        E.longest_gap_ms = now - E.last_report_ms;
+    E.last_report_ms = now;
+    if (E.suspended || E.silent_node) {
+        LOG_I("early stopping resumes: evaluator node %u reports%s", n->id,
+              E.silent_node == n->id ? " again after its silence" : "");
         E.suspended = 0;
+        E.silent_node = 0;
     }
     int by_auc = !strcmp(E.metric, "val_auc");
+    /* the checkpoint marked best follows the policy's metric, else val_loss */
+    if (!*E.metric || !strcmp(E.metric, "val_loss"))
+        ckpt_on_eval("val_loss", r->val_loss, r->clock);
+    else if (!by_auc || auc)
+        ckpt_on_eval(E.metric, by_auc ? r->val_auc : r->val_accuracy, r->clock);
     if (by_auc && !auc) {
         LOG_W("--early-stop-metric val_auc: evaluator node %u reports no AUC (not --app "
               "sparse-lr): early stopping ignores its evaluation", n->id);
@@ -171,11 +190,31 @@ void estop_on_report(memb_node *n, wire_msg *msg)
 
 void estop_on_death(const memb_node *n)
 {
+    E.last_report_ms = E.longest_gap_ms = 0; /* a new evaluator starts afresh */
+    E.silent_node = 0;
     if (E.fired || memb.state != JOB_RUNNING)
         return;
     E.suspended = 1;
     LOG_W("evaluator node %u is dead: training goes on%s until an evaluator reports again",
           n->id, *E.metric ? "; early stopping is suspended" : "");
+}
+
+void estop_tick(int64_t now)
+{
+    memb_node *ev = live_evaluator();
+    if (!ev || !E.last_report_ms || E.silent_node || E.fired || memb.state != JOB_RUNNING)
+        return;
+    int64_t limit = E.silence_ms;
+    if (limit <= 0)
+        limit = 5 * E.longest_gap_ms > 10000 ? 5 * E.longest_gap_ms : 10000;
+    if (now - E.last_report_ms <= limit)
+        return;
+    E.silent_node = ev->id;
+    LOG_W("evaluator node %u is alive but has reported no evaluation for %.1f s (%s %.1f s): "
+          "hung? training goes on%s until it reports again", ev->id,
+          (double)(now - E.last_report_ms) / 1e3,
+          E.silence_ms > 0 ? "--eval-silence" : "5 times its longest gap, at least",
+          (double)limit / 1e3, *E.metric ? "; early stopping is suspended" : "");
 }
 
 void estop_fill_view(Pskv__View *v, int status)
@@ -190,9 +229,13 @@ void estop_fill_view(Pskv__View *v, int status)
     }
     if (!status || !*E.metric)
         return;
-    const char *what = E.fired ? "fired" : (E.suspended || !live_evaluator()) ? "suspended (no "
-                                                                                "live evaluator)"
-                                                                              : "watching";
+    char silent[96];
+    snprintf(silent, sizeof silent, "suspended (evaluator node %u silent for %.0f s)",
+             E.silent_node, (double)(tu_now_ms() - E.last_report_ms) / 1e3);
+    const char *what = E.fired                                   ? "fired"
+                       : (E.suspended || !live_evaluator())      ? "suspended (no live evaluator)"
+                       : E.silent_node                           ? silent
+                                                                 : "watching";
     if (E.have_best)
         snprintf(E.state, sizeof E.state, "%s: best %s %.6f at clock %lld, %lld of %lld "
                  "evaluations without improvement by %g", what, E.metric, E.best,

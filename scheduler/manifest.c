@@ -53,6 +53,7 @@ static int parse_bases(char *list, manifest_entry *e)
 static int parse_line(char *line, manifest_entry *e)
 {
     memset(e, 0, sizeof *e);
+    e->clock = -1;
     if (strncmp(line, "ckpt ", 5))
         return -1;
     char *save = NULL, *chains = NULL, *workers = NULL, *bases = NULL;
@@ -81,6 +82,15 @@ static int parse_line(char *line, manifest_entry *e)
             workers = eq + 1;
         else if (!strcmp(k, "bases"))
             bases = eq + 1; /* kind= says what bases do: not needed */
+        else if (!strcmp(k, "clock")) {
+            if (sscanf(v, "%" SCNd64, &e->clock) != 1)
+                return -1;
+        } else if (!strcmp(k, "best")) {
+            e->best = 1;
+            if (sscanf(v, "%15[a-z_]:%lf:%" SCNd64, e->best_metric, &e->best_value,
+                       &e->best_clock) != 3)
+                return -1;
+        }
     }
     if (have != 6 || !chains || !e->partitions || !e->replicas || e->partitions > 65536 ||
         e->replicas > 8)
@@ -176,12 +186,16 @@ static int write_entry(FILE *f, const manifest_entry *e)
         for (size_t i = 0; i < e->nbases; i++)
             fprintf(f, "%s%" PRIu32 ":%" PRIu64, i ? "," : "", e->base_nodes[i], e->bases[i]);
     }
+    if (e->clock >= 0)
+        fprintf(f, " clock=%" PRId64, e->clock);
+    if (e->best)
+        fprintf(f, " best=%s:%.17g:%" PRId64, e->best_metric, e->best_value, e->best_clock);
     return fprintf(f, "\n") < 0 ? -1 : 0;
 }
 
 /* Writes every entry of m to dir/manifest: temp file, fsync, rename, fsync of the
  * directory. Returns 0 or -PSKV_EIO with why. */
-static int rewrite(const char *dir, const manifest *m, char *why, size_t whylen)
+int manifest_write(const char *dir, const manifest *m, char *why, size_t whylen)
 {
     char path[4200], tmp[4300];
     snprintf(path, sizeof path, "%s/manifest", dir);
@@ -230,25 +244,44 @@ int manifest_append(const char *dir, manifest *m, const manifest_entry *e, char 
         return -PSKV_ENOMEM;
     }
     memcpy(copy.chains, e->chains, cells * sizeof *copy.chains);
-    memcpy(copy.workers, e->workers, e->nworkers * sizeof *copy.workers);
-    memcpy(copy.base_nodes, e->base_nodes, e->nbases * sizeof *copy.base_nodes);
-    memcpy(copy.bases, e->bases, e->nbases * sizeof *copy.bases);
+    if (e->nworkers) /* the arrays of an empty list may be NULL */
+        memcpy(copy.workers, e->workers, e->nworkers * sizeof *copy.workers);
+    if (e->nbases) {
+        memcpy(copy.base_nodes, e->base_nodes, e->nbases * sizeof *copy.base_nodes);
+        memcpy(copy.bases, e->bases, e->nbases * sizeof *copy.bases);
+    }
     m->e = g;
     m->e[m->n++] = copy;
-    return rewrite(dir, m, why, whylen);
+    return manifest_write(dir, m, why, whylen);
 }
 
 int manifest_retain(const char *dir, manifest *m, size_t keep, char *why, size_t whylen)
 {
     if (keep == 0 || m->n <= keep)
         return 0;
-    size_t drop = m->n - keep;
-    for (size_t i = 0; i < drop; i++)
-        entry_free(&m->e[i]);
-    memmove(m->e, m->e + drop, keep * sizeof *m->e);
-    m->n = keep;
-    int rc = rewrite(dir, m, why, whylen);
-    return rc < 0 ? rc : (int)drop;
+    size_t drop = m->n - keep, kept = 0;
+    int dropped = 0;
+    for (size_t i = 0; i < m->n; i++) { /* the one marked best stays, in its place */
+        if (i < drop && !m->e[i].best) {
+            entry_free(&m->e[i]);
+            dropped++;
+        } else {
+            m->e[kept++] = m->e[i];
+        }
+    }
+    m->n = kept;
+    if (!dropped)
+        return 0;
+    int rc = manifest_write(dir, m, why, whylen);
+    return rc < 0 ? rc : dropped;
+}
+
+manifest_entry *manifest_best(const manifest *m)
+{
+    for (size_t i = 0; i < m->n; i++)
+        if (m->e[i].best)
+            return &m->e[i];
+    return NULL;
 }
 
 uint64_t manifest_oldest_base(const manifest_entry *e)

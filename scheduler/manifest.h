@@ -3,11 +3,16 @@
  * whole (temp file, fsync, rename) each time one completes:
  *   ckpt seq=N job=J time=UNIX partitions=P replicas=R vnodes=V chains=ID,ID,...
  *        workers=RANK:EPOCH:STEP:POS,... kind=full|delta bases=ID:SEQ,...
+ *        clock=C best=METRIC:VALUE:EVALCLOCK
  * chains lists P x R server node ids of the job that wrote it (0 = none), head
  * first; a resumed job maps them to its new servers by the files each reports.
  * bases: for each server, the full checkpoint its file's chain starts at (SEQ =
  * N: a full file); kind is delta when some file is. A line without them (written
- * before incremental checkpoints) is all full files.
+ * before incremental checkpoints) is all full files. clock: the slowest worker's
+ * clock when the checkpoint completed (absent: not known). best: on at most one
+ * line, the checkpoint marked best, whose clock is the nearest to the best
+ * evaluation's (METRIC VALUE at EVALCLOCK; scheduler/checkpoint.c); retention
+ * never removes it.
  *
  * OWNS   a manifest owns its entries and their arrays (manifest_free frees them).
  * THREAD the scheduler's thread (nothing here is locked).
@@ -36,6 +41,11 @@ typedef struct manifest_entry {
     uint32_t *base_nodes;        /* nbases server node ids ... */
     uint64_t *bases;             /* ... and the full checkpoint each one's chain starts at */
     size_t nbases;
+    int64_t clock;               /* the slowest worker's clock, -1 = not known */
+    int best;                    /* marked best: ... */
+    char best_metric[16];        /* ... nearest the best evaluation of this metric, */
+    double best_value;           /* its value */
+    int64_t best_clock;          /* and its snapshot's clock */
 } manifest_entry;
 
 typedef struct manifest {
@@ -52,8 +62,15 @@ int manifest_read(const char *dir, manifest *m, char *why, size_t whylen);
 int manifest_append(const char *dir, manifest *m, const manifest_entry *e, char *why,
                     size_t whylen);
 
-/* Retention: keeps the `keep` newest entries (keep 0 = all), frees the older ones
- * and rewrites dir/manifest atomically. Returns the number of entries removed
+/* Rewrites dir/manifest from m (after a change of the mark best). Returns 0 or
+ * -PSKV_EIO with why. */
+int manifest_write(const char *dir, const manifest *m, char *why, size_t whylen);
+
+/* The entry marked best, or NULL. */
+manifest_entry *manifest_best(const manifest *m);
+
+/* Retention: keeps the `keep` newest entries (keep 0 = all) and the one marked
+ * best, frees the other older ones and rewrites dir/manifest atomically. Returns the number of entries removed
  * (0: none), or -PSKV_EIO with why (the entries are then gone from memory only:
  * the file still lists them). Entries move: pointers into m->e do not survive. */
 int manifest_retain(const char *dir, manifest *m, size_t keep, char *why, size_t whylen);

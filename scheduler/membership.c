@@ -522,8 +522,8 @@ void memb_on_heartbeat(wire_msg *msg)
         return;
     }
     n->last_hb_ms = tu_now_ms();
-    if (r->has_clock)
-        n->clock = r->clock;
+    if (r->has_clock && r->clock > n->clock)
+        n->clock = r->clock; /* only forward: a barrier's may have come first */
     if (r->has_dropped)
         n->dropped = r->dropped;
     if (r->has_whole_epoch)
@@ -571,6 +571,8 @@ void memb_on_barrier(wire_msg *msg)
     }
     if (r->seq > n->barrier)
         n->barrier = r->seq;
+    if (r->has_clock && r->clock > n->clock)
+        n->clock = r->clock; /* a checkpoint right after the barrier records it */
     note_progress(n, r);
     if (r->seq <= memb.barrier_done) { /* a re-sent request for a released barrier */
         Pskv__Meta m;

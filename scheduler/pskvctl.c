@@ -221,6 +221,8 @@ static void print_json(const Pskv__Meta *m)
     printf("],\"evaluators\":%u,\"stopped_early\":%s,\"early_stop\":", v->evaluators,
            v->stop_early ? "true" : "false");
     json_str(v->stop_early ? v->stop_reason : v->early_stop ? v->early_stop : "");
+    printf(",\"best_checkpoint\":");
+    json_str(v->best_checkpoint ? v->best_checkpoint : "");
     printf(",\"keys\":%s,\"insecure\":%s,\"refused\":", v->keys ? "true" : "false",
            v->insecure ? "true" : "false");
     json_refusals(v->refusals, v->n_refusals);
@@ -307,6 +309,8 @@ static void print_table(const Pskv__Meta *m)
                "\n", slow->rank, slow->clock, dropped);
     if (v->stop_early || v->early_stop)
         printf("early stopping: %s\n", v->stop_early ? v->stop_reason : v->early_stop);
+    if (v->best_checkpoint)
+        printf("best checkpoint: %s\n", v->best_checkpoint);
     if (v->forgotten)
         printf("forgotten: %" PRIu64 " nodes that left the job for good (not listed)\n",
                v->forgotten);

@@ -83,6 +83,9 @@ static cfg_entry config[] = {
      "changed since the one before (1 = every one full)", 0, 0, NULL, NULL},
     {"resume", CFG_BOOL, "false", "PSKV_SCHEDULER_RESUME", 0, 0, NULL,
      "continue the job of the newest complete checkpoint in --data-dir", 0, 0, NULL, NULL},
+    {"resume-best", CFG_BOOL, "false", "PSKV_SCHEDULER_RESUME_BEST", 0, 0, NULL,
+     "continue the job from the checkpoint that --data-dir's manifest marks best (the "
+     "nearest to the evaluator's best evaluation) instead of the newest", 0, 0, NULL, NULL},
     {"join-timeout", CFG_DOUBLE, "600", "PSKV_SCHEDULER_JOIN_TIMEOUT", 1, 86400, "s",
      "give up when the cluster is not complete after this long", 0, 0, NULL, NULL},
     {"linger", CFG_DOUBLE, "0", "PSKV_SCHEDULER_LINGER", 0, 86400, "s",
@@ -106,6 +109,10 @@ static cfg_entry config[] = {
     {"min-delta", CFG_DOUBLE, "0", "PSKV_SCHEDULER_MIN_DELTA", 0, 1e9, NULL,
      "early stopping: an evaluation improves only when better than the best by more than this",
      0, 0, NULL, NULL},
+    {"eval-silence", CFG_DOUBLE, "0", "PSKV_SCHEDULER_EVAL_SILENCE", 0, 86400, "s",
+     "an evaluator that sends no report for this long (0 = 5 times the longest gap between "
+     "its reports so far, at least 10 s) is taken as hung: logged, shown by status, early "
+     "stopping suspended until it reports again", 0, 0, NULL, NULL},
     CFG_METRICS_ENTRY("PSKV_SCHEDULER_METRICS_PORT"),
     CFG_COMMON_ENTRIES("PSKV_SCHEDULER_PORT", "7700"),
     CFG_END};
@@ -244,6 +251,7 @@ static void tick(void)
     int64_t now = tu_now_ms();
     secure_tick(&sched_sec);
     ckpt_tick(now);
+    estop_tick(now);
     memb_expire(now);
     drain_tick();
     schedm_tick();
@@ -289,10 +297,14 @@ static int configure(int argc, char **argv)
         return 2;
     }
     rc = estop_init((int)cfg_int(config, "evaluators"), cfg_str(config, "early-stop-metric"),
-                    cfg_int(config, "patience"), cfg_double(config, "min-delta"));
+                    cfg_int(config, "patience"), cfg_double(config, "min-delta"),
+                    cfg_double(config, "eval-silence"));
     if (rc >= 0)
         return rc;
-    rc = ckpt_init(cfg_str(config, "data-dir"), (int)cfg_int(config, "resume"),
+    rc = ckpt_init(cfg_str(config, "data-dir"),
+                   cfg_int(config, "resume-best") ? RESUME_BEST
+                   : cfg_int(config, "resume")    ? RESUME_NEWEST
+                                                  : RESUME_NONE,
                    cfg_double(config, "checkpoint-every"),
                    (int)cfg_int(config, "keep-checkpoints"), (int)cfg_int(config, "full-every"));
     if (rc)

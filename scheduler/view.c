@@ -80,7 +80,7 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
         v->n_chains = (size_t)V.nparts * V.replicas;
         v->chains = V.chains;
     }
-    ckpt_fill_view(v); /* a resumed job: where its data is */
+    ckpt_fill_view(v, status); /* a resumed job: where its data is; the best one */
     estop_fill_view(v, status); /* early stopping fired: every worker stops */
     if (V.join_prev) { /* a joining server's first view: where its partitions come from */
         v->n_prev_chains = (size_t)V.nparts * V.replicas;

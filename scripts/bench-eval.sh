@@ -10,24 +10,44 @@
 #           evaluates the test set every epoch, --eval-every 1, as before the evaluator),
 #           with the evaluator (workers --eval-every 0), and with no validation at all;
 #           wall time (medians) and each worker's time split (compute, push, wait, eval).
+# The early pairs' learning rate, schedule, evaluation period, min delta and
+# consistency can be set (--lr, --lr-schedule, --eval-every, --min-delta,
+# --consistency; the cost runs keep 0.0075 const async): e.g. --lr 0.02 --lr-schedule
+# exp:0.65 --consistency bsp, a schedule that decays per epoch whatever the budget, so
+# that the job converges and plateaus, and bsp, under which the early run and the full
+# one are the same run up to the stop (docs/benchmarks.md).
 # Usage: scripts/bench-eval.sh [--runs N] [--only early|cost] [--pairs N] [--patience P]
+#          [--lr LR] [--lr-schedule S] [--eval-every E] [--min-delta D] [--consistency C]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-runs=3 only="" pairs=1 patience=3
+runs=3 only="" pairs=1 patience=3 elr=0.0075 esched=const eevery=1 edelta=0 econs=async
+usage() {
+  echo "usage: $0 [--runs N] [--pairs N] [--only early|cost] [--patience P] [--lr LR]" \
+    "[--lr-schedule S] [--eval-every E] [--min-delta D] [--consistency C]" >&2
+  exit 2
+}
 while [ $# -gt 0 ]; do
+  [ $# -ge 2 ] || usage
   case "$1" in
-    --runs) runs=$2; shift 2 ;;
-    --pairs) pairs=$2; shift 2 ;;
-    --only) only=$2; shift 2 ;;
-    --patience) patience=$2; shift 2 ;;
-    *) echo "usage: $0 [--runs N] [--pairs N] [--only early|cost] [--patience P]" >&2; exit 2 ;;
+    --runs) runs=$2 ;;
+    --pairs) pairs=$2 ;;
+    --only) only=$2 ;;
+    --patience) patience=$2 ;;
+    --lr) elr=$2 ;;
+    --lr-schedule) esched=$2 ;;
+    --eval-every) eevery=$2 ;;
+    --min-delta) edelta=$2 ;;
+    --consistency) econs=$2 ;;
+    *) usage ;;
   esac
+  shift 2
 done
 export OPENBLAS_NUM_THREADS=1
 out=$(mktemp -d /tmp/pskv-bench-eval-XXXXXX)
 echo "bench-eval: logs in $out (load average $(cut -d' ' -f1-3 /proc/loadavg))"
-common=(--app mlp --batch 16 --lr 0.0075 --lr-schedule const --momentum 0.9
-        --validation-split 10000 --log-level warn)
+common=(--app mlp --batch 16 --momentum 0.9 --validation-split 10000 --log-level warn)
+fixed=(--lr 0.0075 --lr-schedule const)              # the cost runs
+early=(--lr "$elr" --lr-schedule "$esched" --consistency "$econs") # the early pairs
 # --dead-after-ms 5000: on this busy machine every process stalls now and then for
 # more than the default 500 ms, and a worker falsely declared dead fails its run
 quiet=(--scheduler-opt --log-level --scheduler-opt warn --server-opt --log-level --server-opt warn
@@ -59,21 +79,28 @@ best_val() {
 if [ -z "$only" ] || [ "$only" = early ]; then
   for p in $(seq "$pairs"); do
     e=$(job "early-$p" 1 --scheduler-opt --early-stop-metric=val_accuracy --scheduler-opt --patience="$patience" \
-      --evaluator-opt --eval-every=1 -- --epochs 30 --eval-every 0) || exit 1
-    f=$(job "full-$p" 1 --evaluator-opt --eval-every=1 -- --epochs 30 --eval-every 0) || exit 1
+      --scheduler-opt --min-delta="$edelta" --evaluator-opt --eval-every="$eevery" -- "${early[@]}" \
+      --epochs 30 --eval-every 0) || exit 1
+    f=$(job "full-$p" 1 --evaluator-opt --eval-every="$eevery" -- "${early[@]}" --epochs 30 --eval-every 0) || exit 1
     echo "early pair $p: early stopping: $(printf %.1f "$e") s, $(grep -o 'after [0-9]* epochs' "$out/early-$p/worker-0.log"), best val_accuracy $(best_val "early-$p"); $(grep -o '^stopped early at epoch [0-9]*' "$out/early-$p/worker-0.log")"
     echo "early pair $p: full 30 epochs:  $(printf %.1f "$f") s, best val_accuracy $(best_val "full-$p"); final test accuracy $(grep -o 'final test accuracy [0-9.]*' "$out/full-$p/worker-0.log" | awk '{print $4}')"
+    be=$(best_val "early-$p" | cut -d' ' -f1) bf=$(best_val "full-$p" | cut -d' ' -f1)
+    gap=$(echo "$bf - $be" | bc -l) ratio=$(echo "$f / $e" | bc -l)
+    echo "$gap $ratio" >> "$out/early"
+    echo "early pair $p: gap $(printf %.4f "$gap") (full best - early best), time $(printf %.2f "$ratio")x less"
   done
+  echo "early, $pairs pairs: median gap $(cut -d' ' -f1 "$out/early" | median | xargs printf %.4f)," \
+    "median time ratio $(cut -d' ' -f2 "$out/early" | median | xargs printf %.2f)x"
 fi
 
 if [ -z "$only" ] || [ "$only" = cost ]; then
   : > "$out/cost"
   for r in $(seq "$runs"); do
-    t=$(job "blocking-$r" 0 -- --epochs 5 --eval-every 1) || exit 1
+    t=$(job "blocking-$r" 0 -- "${fixed[@]}" --epochs 5 --eval-every 1) || exit 1
     echo "blocking $t" >> "$out/cost"
-    t=$(job "evaluator-$r" 1 --evaluator-opt --eval-every=1 -- --epochs 5 --eval-every 0) || exit 1
+    t=$(job "evaluator-$r" 1 --evaluator-opt --eval-every=1 -- "${fixed[@]}" --epochs 5 --eval-every 0) || exit 1
     echo "evaluator $t" >> "$out/cost"
-    t=$(job "none-$r" 0 -- --epochs 5 --eval-every 0) || exit 1
+    t=$(job "none-$r" 0 -- "${fixed[@]}" --epochs 5 --eval-every 0) || exit 1
     echo "none $t" >> "$out/cost"
   done
   for way in blocking evaluator none; do

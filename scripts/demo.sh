@@ -28,16 +28,16 @@ fi
 mkdir -p "$out"
 metrics="$out/metrics.jsonl"
 echo "== pskv demo: MLP 784-256-10 on Fashion-MNIST, 2 servers x 2 workers + 1 evaluator,"
-echo "   up to 30 epochs (sgd, lr 0.0075, batch 16), 10,000 training images held out for"
-echo "   validation; early stopping on val_accuracy (patience 3, min delta 0.001)"
+echo "   up to 30 epochs (sgd, lr 0.02 x 0.65 per epoch, batch 16, bsp), 10,000 training"
+echo "   images held out for validation; early stopping on val_accuracy (patience 3)"
 start=$SECONDS
 "$here/launch-local.sh" --servers 2 --workers 2 --evaluators 1 --timeout 900 --log-dir "$out/logs" \
   --scheduler-opt --log-level --scheduler-opt warn --server-opt --log-level --server-opt warn \
   --scheduler-opt --early-stop-metric=val_accuracy --scheduler-opt --patience=3 \
-  --scheduler-opt --min-delta=0.001 \
   --evaluator-opt --save-best="$out/best.model" --evaluator-opt --best-metric=val_accuracy \
   --evaluator-opt --metrics="$out/validation.jsonl" --evaluator-opt --eval-every=1 \
-  -- --app mlp --epochs 30 --batch 16 --lr 0.0075 --lr-schedule const --momentum 0.9 \
+  -- --app mlp --epochs 30 --batch 16 --lr 0.02 --lr-schedule exp:0.65 --momentum 0.9 \
+     --consistency bsp \
      --validation-split 10000 --eval-every 0 --metrics "$metrics" \
      --save-model "$out/mlp.model" --log-level warn "$@"
 rc=$?

@@ -314,10 +314,10 @@ void checkpoint_write(uint64_t seq, int want_delta)
     }
 }
 
-void checkpoint_prune(uint64_t below)
+void checkpoint_prune(uint64_t below, uint64_t keep_from, uint64_t keep_to)
 {
     char why[600];
-    int n = *X.data_dir ? persist_prune(X.data_dir, below, why, sizeof why) : 0;
+    int n = *X.data_dir ? persist_prune(X.data_dir, below, keep_from, keep_to, why, sizeof why) : 0;
     if (n < 0)
         LOG_W("checkpoint retention: %s", why);
     else if (n > 0)

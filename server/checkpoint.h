@@ -55,8 +55,10 @@ void checkpoint_write(uint64_t seq, int want_delta);
 
 /* CHECKPOINT_PRUNE below (--keep-checkpoints on the scheduler): deletes this
  * server's checkpoint files numbered below `below`, which the manifest no longer
- * lists (never the one being written: it is newer). Logs what it deleted. */
-void checkpoint_prune(uint64_t below);
+ * lists (never the one being written: it is newer), but those numbered keep_from
+ * to keep_to (the checkpoint marked best and those it builds on; keep_to 0: none).
+ * Logs what it deleted. */
+void checkpoint_prune(uint64_t below, uint64_t keep_from, uint64_t keep_to);
 
 /* After each pass of the loop: answers for a background write that finished, and
  * tries a deferred checkpoint again. */

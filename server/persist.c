@@ -226,7 +226,8 @@ int persist_snapshot(const char *dir, uint64_t job, uint64_t seq, uint32_t node,
     return rc;
 }
 
-int persist_prune(const char *dir, uint64_t below, char *why, size_t whylen)
+int persist_prune(const char *dir, uint64_t below, uint64_t keep_from, uint64_t keep_to, char *why,
+                  size_t whylen)
 {
     DIR *d = opendir(dir);
     if (!d) {
@@ -238,7 +239,8 @@ int persist_prune(const char *dir, uint64_t below, char *why, size_t whylen)
     while ((e = readdir(d))) {
         uint64_t job, seq;
         unsigned node;
-        if (!ckptrec_parse_name(e->d_name, &job, &seq, &node) || seq >= below)
+        if (!ckptrec_parse_name(e->d_name, &job, &seq, &node) || seq >= below ||
+            (seq >= keep_from && seq <= keep_to))
             continue;
         char path[4200];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);

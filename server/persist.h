@@ -60,7 +60,8 @@ size_t persist_scan(const char *dir, char ***out);
  * `below` (any job, any node: the manifest, which numbers them, no longer lists
  * them). Returns the number deleted, or -PSKV_EIO with why naming the first file
  * (or dir) that could not be (the others are still deleted). */
-int persist_prune(const char *dir, uint64_t below, char *why, size_t whylen);
+int persist_prune(const char *dir, uint64_t below, uint64_t keep_from, uint64_t keep_to, char *why,
+                  size_t whylen);
 
 /* Clocks read from a file, applied once the view set up the clock set. */
 typedef struct persist_clocks {

@@ -100,7 +100,7 @@ t_eval_bad_flags() {
   refused --evaluators "$BIN/pskv-scheduler" --port 0 --early-stop-metric val_accuracy
   refused --evaluators "$BIN/pskv-scheduler" --port 0 --evaluators 2
   refused --app "$BIN/pskv-evaluator" --app bench --validation-split 10
-  refused --save-best "$BIN/pskv-evaluator" --app sparse-lr --train x.svm --validation-split 10 --save-best b.model
+  refused --save-best "$BIN/pskv-evaluator" --app sparse-lr --train x.svm --validation-split 10 --save-best /nonexistent/b.model
   refused --best-metric "$BIN/pskv-evaluator" --app mlp --validation-split 10 --best-metric val_auc
   refused --validation-split "$BIN/pskv-evaluator" --app softmax
   refused --save-best "$BIN/pskv-evaluator" --app mlp --validation-split 10 --save-best /nonexistent/dir/best.model
@@ -131,7 +131,9 @@ t_eval_bad_flags() {
 # stops the job on val_auc (--min-delta 1: no evaluation can improve enough, so it
 # stops after 1 + --patience evaluations), and
 # pskvctl status shows it; rank 0's final AUC, on the same held-out examples
-# after the stop, is within 0.02 of the evaluator's last one. --early-stop-metric
+# after the stop, is within 0.02 of the evaluator's last one; the best snapshot
+# (--save-best, by val_auc) reloads with pskv-evaluator --evaluate to the metrics
+# the evaluator reported, bit for bit. --early-stop-metric
 # val_auc is refused for softmax (exit 2, naming the flag): by launch-local before
 # anything starts, and by pskv-evaluator from the scheduler's view.
 t_eval_sparse_auc() {
@@ -148,7 +150,8 @@ t_eval_sparse_auc() {
   for r in 0 1; do
     start "worker-$r" "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --rank $r "${app[@]}"
   done
-  start evaluator "$BIN/pskv-evaluator" --scheduler "127.0.0.1:$port" "${app[@]}" --metrics "$TDIR/val.jsonl"
+  start evaluator "$BIN/pskv-evaluator" --scheduler "127.0.0.1:$port" "${app[@]}" --metrics "$TDIR/val.jsonl" \
+    --save-best "$TDIR/best.model" --best-metric val_auc
   wait_line evaluator.log '^evaluation 1:' 1 60 || fail "the evaluator did not evaluate: $(tail -n 3 evaluator.log)"
   local shown=0 deadline=$((SECONDS + 60))
   while [ $shown -eq 0 ] && [ $SECONDS -lt $deadline ] && kill -0 "$(cat evaluator.pid)" 2>/dev/null; do
@@ -177,6 +180,21 @@ t_eval_sparse_auc() {
   awk -v a="$last" -v b="$final" 'BEGIN { d = a - b; exit !(d < 0.02 && d > -0.02) }' ||
     fail "the evaluator's last val_auc $last, rank 0's final auc on the same examples $final"
   echo "$n evaluations; the evaluator's last val_auc $last, rank 0's final $final"
+  # the best model file (--save-best, --best-metric val_auc: the first evaluation with
+  # the highest val_auc) reloads to its metrics bit for bit, as recorded in the file
+  local best got
+  best=$(awk -F'"val_auc":' '{ split($2, a, ","); if (NR == 1 || a[1] + 0 > m) { m = a[1] + 0; l = $0 } }
+    END { print l }' "$TDIR/val.jsonl" |
+    sed 's/.*"val_loss":\([^,]*\),"val_accuracy":\([^,]*\),"val_auc":\([^,]*\),.*/\1 \2 \3/')
+  "$BIN/pskv-evaluator" "${app[@]}" --evaluate "$TDIR/best.model" > evf.out 2>&1 ||
+    fail "pskv-evaluator --evaluate exited $?: $(cat evf.out)"
+  got=$(sed -n 's/^validation of .*: val_loss \([^ ]*\) val_accuracy \([^ ]*\) val_auc \([^ ]*\)$/\1 \2 \3/p' evf.out)
+  [ -n "$best" ] && [ "$got" = "$best" ] || fail "the best model reloads to '$got'; the evaluator reported '$best'"
+  grep -q "^recorded in the file: clock [0-9]* epoch [0-9.]* val_loss ${best% * *} val_accuracy .* val_auc ${best##* }$" evf.out ||
+    fail "the file's record: $(grep recorded evf.out)"
+  echo "best model reloads to val_loss val_accuracy val_auc $got"
+  "$BIN/pskv-evaluator" --app softmax --validation-split 600 --evaluate "$TDIR/best.model" > evf.out 2>&1 &&
+    fail "a sparse-lr file evaluated as softmax"
   "$LAUNCH" --servers 1 --workers 1 --evaluators 1 --timeout 30 --log-dir "$TDIR/sm" \
     --scheduler-opt --early-stop-metric=val_auc -- --app softmax --validation-split 100 > sm.out 2>&1; r=$?
   [ $r -eq 2 ] && grep -q -- '--early-stop-metric val_auc' sm.out || fail "val_auc for softmax: launch exit $r: $(cat sm.out)"
@@ -228,4 +246,118 @@ t_eval_late_join() {
   grep -q '^final test accuracy .* after 16 epochs' worker-0.log || fail "training did not run to its end"
   wait_exit "$(cat ev2.pid)" 20 || fail "the second evaluator exited $?"
   wait_exit "$(cat scheduler.pid)" 20 || fail "the scheduler exited $?"
+}
+
+# With --data-dir, the scheduler marks best the checkpoint nearest the best
+# evaluation (val_loss without an early-stop metric). A planted plateau (every
+# gradient zero from step $freeze on) makes the best an early evaluation; a
+# checkpoint every epoch with --keep-checkpoints 1 would delete it, but the one
+# marked best stays, in the manifest and on disk; pskvctl status names it, and
+# --resume-best resumes the job from it.
+t_eval_best_checkpoint() {
+  local port r freeze=90
+  local app=(--app softmax --consistency bsp --epochs 6 --train-limit 5000 --test-limit 500
+             --validation-split 1000 --freeze-after $freeze --momentum 0 --seed 3
+             --checkpoint-epochs 1 --eval-every 0)
+  mkdir -p "$TDIR/sched" "$TDIR/s0" "$TDIR/s1"
+  best_job() { # best_job PHASE [SCHEDULER FLAGS...]: the evaluator is there before training starts
+    local phase=$1; shift
+    port=$(free_port)
+    start "sched-$phase" "$BIN/pskv-scheduler" --port "$port" --servers 2 --workers 2 \
+      --evaluators 1 --data-dir "$TDIR/sched" --keep-checkpoints 1 --linger 5 "$@"
+    for r in 0 1; do
+      start "s$r-$phase" "$BIN/pskv-server" --scheduler "127.0.0.1:$port" --data-dir "$TDIR/s$r"
+    done
+    start "ev-$phase" "$BIN/pskv-evaluator" --scheduler "127.0.0.1:$port" "${app[@]}"
+    wait_line "sched-$phase.log" 'evaluator registered' 1 30 || fail "the evaluator did not register"
+    for r in 0 1; do
+      start "w$r-$phase" "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --rank $r "${app[@]}"
+    done
+  }
+  trap 'kill -KILL $(cat "$TDIR"/*.pid) 2>/dev/null' EXIT # what is left on a failure
+  best_job fresh
+  for r in 0 1; do
+    wait_exit "$(cat "w$r-fresh.pid")" 90 || fail "worker $r exited $?: $(tail -n 2 "w$r-fresh.log")"
+  done
+  "$BIN/pskvctl" status --scheduler "127.0.0.1:$port" --timeout 2 > status.out 2>&1 # it lingers
+  wait_exit "$(cat ev-fresh.pid)" 20 || fail "the evaluator exited $?: $(tail -n 2 ev-fresh.log)"
+  wait_exit "$(cat sched-fresh.pid)" 20 || fail "the scheduler exited $?"
+  kill "$(cat s0-fresh.pid)" "$(cat s1-fresh.pid)" 2>/dev/null
+  # the best evaluation (the first with the lowest val_loss) and every checkpoint's
+  # clock, from the scheduler's log; the nearest checkpoint (of two as near, the later)
+  local bclock bloss want
+  read -r bloss bclock < <(sed -n 's/.*evaluation [0-9]* from node [0-9]*: clock \([0-9]*\) .* val_loss \([0-9.]*\) .*/\2 \1/p' \
+    sched-fresh.log | sort -g -s -k1,1 | head -n 1)
+  [ -n "$bclock" ] || fail "no evaluation in the scheduler's log"
+  want=$(sed -n 's/.*checkpoint \([0-9]*\) complete in .* at clock \([0-9]*\):.*/\1 \2/p' sched-fresh.log |
+    awk -v b="$bclock" '{ d = $2 > b ? $2 - b : b - $2; if (n == "" || d <= best) { best = d; n = $1 } } END { print n }')
+  echo "best val_loss $bloss at clock $bclock (plateau from step $freeze); nearest checkpoint $want"
+  [ -n "$want" ] && [ "$want" -lt 6 ] || fail "checkpoint ${want:-none} is the nearest: the test plants the best earlier"
+  grep -q "^best checkpoint: checkpoint $want (clock [0-9]*), the nearest to the best val_loss $bloss at clock $bclock$" status.out ||
+    fail "pskvctl status: $(grep best status.out || cat status.out)"
+  grep -q "checkpoint $want (clock [0-9]*) marked best in .*: the nearest to the best val_loss" sched-fresh.log ||
+    fail "the scheduler did not log the mark: $(grep 'marked best' sched-fresh.log | tail -n 2)"
+  local seqs files
+  seqs=$(sed -n 's/^ckpt seq=\([0-9]*\) .*/\1/p' "$TDIR/sched/manifest" | paste -sd ' ')
+  [ "$seqs" = "$want 6" ] || fail "the manifest lists '$seqs', expected '$want 6': $(cat "$TDIR/sched/manifest")"
+  grep -q "^ckpt seq=$want .* best=val_loss:[0-9.e-]*:$bclock$" "$TDIR/sched/manifest" ||
+    fail "checkpoint $want is not marked best at clock $bclock: $(cat "$TDIR/sched/manifest")"
+  for r in 0 1; do
+    files=$(cd "$TDIR/s$r" && ls | sed 's/^ckpt-[0-9]*-\([0-9]*\)-[0-9]*\.pskv$/\1/' | paste -sd ' ')
+    [ "$files" = "$want 6" ] || fail "server $r's directory holds checkpoints '$files', expected '$want 6'"
+  done
+  # --resume-best: the job goes on from the marked checkpoint (taken at epoch $want)
+  best_job resumed --resume-best
+  for r in 0 1; do
+    wait_exit "$(cat "w$r-resumed.pid")" 90 || fail "resumed worker $r exited $?: $(tail -n 2 "w$r-resumed.log")"
+  done
+  grep -q "^resumed at epoch $want step" w0-resumed.log || fail "not resumed at epoch $want: $(grep -i resum w0-resumed.log)"
+  grep -q "resuming job [0-9]* from checkpoint $want .*, the one marked best" sched-resumed.log ||
+    fail "the scheduler did not resume from checkpoint $want: $(grep resuming sched-resumed.log)"
+  for p in ev sched s0 s1; do wait_exit "$(cat "$p-resumed.pid")" 20 > /dev/null 2>&1; done
+  # the mark stays on this run: never on one the first run took after checkpoint $want
+  local marked
+  marked=$(sed -n 's/^ckpt seq=\([0-9]*\) .* best=.*/\1/p' "$TDIR/sched/manifest")
+  [ -n "$marked" ] && { [ "$marked" -le "$want" ] || [ "$marked" -gt 6 ]; } ||
+    fail "after --resume-best, checkpoint '${marked}' is marked best: $(cat "$TDIR/sched/manifest")"
+  "$BIN/pskv-scheduler" --resume-best --data-dir "$TDIR/s0" > rb.out 2>&1; r=$?
+  [ $r -eq 2 ] && grep -q -- '--resume-best' rb.out || fail "--resume-best without a manifest: exit $r: $(cat rb.out)"
+  trap - EXIT
+}
+
+# A hung evaluator whose heartbeats go on (--stall-after 3: it evaluates nothing
+# more and stays in the job) is not declared dead; after --eval-silence 2 s
+# without a report the scheduler warns, pskvctl status shows early stopping
+# suspended while the evaluator is alive, and training runs to its end (exit 0).
+t_eval_silent() {
+  local port r js shown=0
+  local app=(--app softmax --epochs 12 --train-limit 20000 --test-limit 500 --validation-split 1000)
+  port=$(free_port)
+  start scheduler "$BIN/pskv-scheduler" --port "$port" --servers 1 --workers 2 --evaluators 1 \
+    --early-stop-metric val_accuracy --patience 1000 --eval-silence 2 --dead-after-ms 3000
+  start server-0 "$BIN/pskv-server" --scheduler "127.0.0.1:$port"
+  start evaluator "$BIN/pskv-evaluator" --scheduler "127.0.0.1:$port" "${app[@]}" --eval-every 0 --stall-after 3
+  for r in 0 1; do
+    start "worker-$r" "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --rank $r "${app[@]}" --eval-every 0
+  done
+  wait_line scheduler.log 'evaluator node [0-9]* is alive but has reported no evaluation for' 1 90 ||
+    fail "no warning of the silent evaluator: $(grep -i evaluator scheduler.log | tail -n 3)"
+  grep -q '^evaluator: --stall-after 3: evaluating nothing more' evaluator.log || fail "the evaluator did not stall"
+  grep -q 'early stopping is suspended until it reports again' scheduler.log || fail "early stopping not suspended"
+  local deadline=$((SECONDS + 30))
+  while [ $shown -eq 0 ] && [ $SECONDS -lt $deadline ] && kill -0 "$(cat worker-0.pid)" 2>/dev/null; do
+    js=$("$BIN/pskvctl" status --json --scheduler "127.0.0.1:$port" --timeout 2 2>/dev/null)
+    grep -q '"early_stop":"suspended (evaluator node [0-9]* silent for [0-9]* s)' <<< "$js" &&
+      grep -q '"role":"evaluator","rank":-1,[^}]*"alive":true' <<< "$js" && shown=1 || sleep 0.2
+  done
+  [ $shown -eq 1 ] || fail "status did not show the silent evaluator alive and early stopping suspended: $js"
+  for r in 0 1; do
+    wait_exit "$(cat "worker-$r.pid")" 150 || fail "worker $r exited $?: $(tail -n 2 "worker-$r.log")"
+  done
+  grep -q '^final test accuracy .* after 12 epochs' worker-0.log || fail "training did not run to its end"
+  grep -q 'stopped early' worker-*.log && fail "a worker stopped early"
+  grep -q 'marked dead' scheduler.log && fail "a node was declared dead: $(grep 'marked dead' scheduler.log)"
+  wait_exit "$(cat evaluator.pid)" 20 || fail "the evaluator exited $?: $(tail -n 2 evaluator.log)"
+  wait_exit "$(cat scheduler.pid)" 20 || fail "the scheduler exited $?"
+  wait_exit "$(cat server-0.pid)" 20 > /dev/null
 }

@@ -1433,7 +1433,7 @@ tests=(check_2x3 wire_check wire_refused wire_mlp wire_loss_scale filters_check 
        consistency_check bsp_same_bits ssp_bound_straggler bsp_backup_stopped worker_leaves accumulate
        keys_rogues keys_clients keys_wire keys_files protected_mode
        updater_plugin updaters_replay train_adam_ftrl late_registration metrics_prometheus ctl_top admit_evict
-       eval_early_stop eval_bad_flags eval_late_join eval_sparse_auc
+       eval_early_stop eval_bad_flags eval_late_join eval_sparse_auc eval_best_checkpoint eval_silent
        allreduce_exact allreduce_mismatch allreduce_peer_dies allreduce_train allreduce_wire allreduce_wire_train allreduce_loss_scale allreduce_zero allreduce_wire_bytes
        pipeline_schedules pipeline_suggest_split pipeline_train pipeline_stage_dies pipeline_bad_flags
        hosts_check hosts_delay hosts_partition slurm)

@@ -470,6 +470,8 @@ int pskv_barrier(pskv_worker *w, int timeout_ms)
     m.progress_epoch = atomic_load(&w->progress[0]);
     m.progress_step = atomic_load(&w->progress[1]);
     m.progress_pos = atomic_load(&w->progress[2]);
+    m.has_clock = 1;
+    m.clock = atomic_load(&w->clock);
     if (member_send(&w->mb, &m) < 0)
         return wst_error(w, PSKV_ENET, "cannot reach the scheduler for barrier %llu",
                          (unsigned long long)seq);

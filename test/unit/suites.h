@@ -57,5 +57,7 @@ Suite *filter_suite(void);
 Suite *kkt_suite(void);
 /* common/half.c: fp16 and bf16 conversions (F16C and portable). */
 Suite *half_suite(void);
+/* scheduler/manifest.c: clock= and best= round trips, retention keeps the best. */
+Suite *manifest_suite(void);
 
 #endif

@@ -375,7 +375,8 @@ START_TEST(modelfile_eval_record)
     char path[64], why[256];
     snprintf(path, sizeof path, "/tmp/pskv-unit-model-%d", (int)getpid());
     float vals[5] = {1.5f, -2.25f, 0.0f, 3e-38f, 7.0f};
-    modelfile m = {1, 4, 0, 1, 5, NULL, vals, 1, 1234, 2.5, 0.3333333333333333, 0.875};
+    modelfile m = {.kind = 1, .in = 4, .out = 1, .n = 5, .vals = vals, .has_eval = 1, .clock = 1234,
+                   .epoch = 2.5, .val_loss = 0.3333333333333333, .val_accuracy = 0.875};
     ck_assert_int_eq(modelfile_save(path, &m, why, sizeof why), 0);
     modelfile r;
     ck_assert_int_eq(modelfile_load(path, &r, why, sizeof why), 0);
@@ -400,6 +401,31 @@ START_TEST(modelfile_eval_record)
 }
 END_TEST
 
+/* sparse-lr's best model (--save-best): keyed rows and a record ending with
+ * val_auc, every bit back; the same file 8 bytes short is refused. */
+START_TEST(modelfile_sparse_auc_record)
+{
+    char path[64], why[256];
+    snprintf(path, sizeof path, "/tmp/pskv-unit-smodel-%d", (int)getpid());
+    uint64_t keys[3] = {7, 1u << 30, UINT64_MAX};
+    float vals[3] = {0.25f, -1e-3f, 0.5f};
+    modelfile m = {.kind = 3, .out = 1, .n = 3, .keys = keys, .vals = vals, .has_eval = 1,
+                   .clock = 99, .epoch = 3.0, .val_loss = 0.6931471805599453,
+                   .val_accuracy = 0.5, .has_auc = 1, .val_auc = 0.7777777777777778};
+    ck_assert_int_eq(modelfile_save(path, &m, why, sizeof why), 0);
+    modelfile r;
+    ck_assert_int_eq(modelfile_load(path, &r, why, sizeof why), 0);
+    ck_assert(r.has_eval && r.has_auc && r.val_auc == 0.7777777777777778);
+    ck_assert(r.clock == 99 && r.val_loss == 0.6931471805599453 && r.val_accuracy == 0.5);
+    ck_assert_int_eq(memcmp(r.keys, keys, sizeof keys), 0);
+    ck_assert_int_eq(memcmp(r.vals, vals, sizeof vals), 0);
+    modelfile_free(&r);
+    ck_assert_int_eq(truncate(path, 40 + 32 + 3 * 12 + 4), 0);
+    ck_assert_int_eq(modelfile_load(path, &r, why, sizeof why), -PSKV_EIO);
+    unlink(path);
+}
+END_TEST
+
 Suite *model_suite(void)
 {
     Suite *s = suite_create("model");
@@ -417,6 +443,7 @@ Suite *model_suite(void)
     tcase_add_test(shape, rejects_invalid_sizes);
     tcase_add_test(shape, ftz_flushes_denormals);
     tcase_add_test(shape, modelfile_eval_record);
+    tcase_add_test(shape, modelfile_sparse_auc_record);
     suite_add_tcase(s, shape);
     TCase *train = tcase_create("train");
     tcase_add_test(train, sgd_fits_softmax);

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "apps.h"
+#include "grow.h"
 #include "idx.h"
 #include "model.h"
 #include "modelfile.h"
@@ -45,6 +46,7 @@ typedef struct ev {
     int t;
     float *params;
     double eval_every;
+    int64_t stall_after; /* --stall-after (tests): a hung evaluator after this many */
     int64_t per_step; /* examples per step: batch x accumulate */
     uint32_t ntrain;  /* the workers' training rows */
     FILE *metrics;
@@ -84,7 +86,7 @@ static int setup_sparse(ev *e, uint32_t split)
     e->P = e->sv.nkeys;
     e->params = e->sv.w;
     e->eval_every = cfg_double(e->cfg, "eval-every");
-    e->save_best = "";
+    e->save_best = cfg_str(e->cfg, "save-best");
     e->best_loss = !strcmp(cfg_str(e->cfg, "best-metric"), "val_loss");
     e->best_auc_metric = !strcmp(cfg_str(e->cfg, "best-metric"), "val_auc");
     return open_metrics(e);
@@ -196,17 +198,20 @@ static int evaluate(ev *e, int64_t clock, double epoch)
     if (!*e->save_best)
         return 0;
     char why[512];
-    modelfile mf = {.kind = (uint32_t)(e->mlp ? 2 : 1),
-                    .in = e->val.dim,
+    modelfile mf = {.kind = (uint32_t)(e->sparse ? 3 : e->mlp ? 2 : 1),
+                    .in = e->sparse ? 0 : e->val.dim,
                     .hidden = (uint32_t)e->hidden,
-                    .out = 10,
+                    .out = e->sparse ? 1 : 10,
                     .n = e->P,
+                    .keys = e->sparse ? e->sv.keys : NULL, /* the snapshot's features */
                     .vals = e->params,
                     .has_eval = 1,
                     .clock = clock,
                     .epoch = epoch,
                     .val_loss = vl,
-                    .val_accuracy = va};
+                    .val_accuracy = va,
+                    .has_auc = e->sparse,
+                    .val_auc = auc};
     if (modelfile_save(e->save_best, &mf, why, sizeof why) < 0) {
         fprintf(stderr, "evaluator: --save-best: %s\n", why);
         return 1;
@@ -302,6 +307,15 @@ static int eval_loop(ev *e)
         }
         if (evaluate(e, clock, epoch))
             return 1;
+        if (e->stall_after && e->evals >= e->stall_after) {
+            printf("evaluator: --stall-after %lld: evaluating nothing more, staying in the job\n",
+                   (long long)e->stall_after);
+            fflush(stdout);
+            /* one-key pulls only, which hear the job's end */
+            while (!app_stop_signal && !pskv_job_ending(e->w) && probe_due(e, 0) == 1)
+                tu_sleep_ms(POLL_MS);
+            break;
+        }
         last = clock;
         if (e->eval_every > 0)
             next_epoch = (floor(epoch / e->eval_every + 1e-9) + 1) * e->eval_every;
@@ -331,6 +345,7 @@ int app_evaluate(pskv_worker *w, cfg_entry *cfg)
     e.w = w;
     e.cfg = cfg;
     e.t0 = tu_now_ns();
+    e.stall_after = cfg_int(cfg, "stall-after");
     model_set_ftz();
     int rc = setup(&e);
     if (rc) {
@@ -381,6 +396,32 @@ int app_evaluate(pskv_worker *w, cfg_entry *cfg)
     return 0;
 }
 
+/* --evaluate, sparse-lr: each validation feature takes the file's weight (0 when
+ * the file has none, as on the servers), then the evaluator's own scoring. */
+static int evaluate_sparse_file(ev *e, const char *path, const modelfile *mf)
+{
+    if (mf->kind != 3 || !mf->keys) {
+        fprintf(stderr, "evaluator: --evaluate: %s holds a %s model, not a sparse-lr one\n", path,
+                mf->kind == 1 ? "softmax" : mf->kind == 2 ? "mlp" : "non-sparse");
+        return 1;
+    }
+    for (size_t i = 0; i < e->sv.nkeys; i++) {
+        size_t j = lower_bound_u64(mf->keys, (size_t)mf->n, e->sv.keys[i]);
+        e->sv.w[i] = j < mf->n && mf->keys[j] == e->sv.keys[i] ? mf->vals[j] : 0.0f;
+    }
+    double vl, va, auc;
+    sparse_eval_score(&e->sv, &vl, &auc, &va);
+    printf("validation of %s: val_loss %.17g val_accuracy %.17g val_auc %.17g\n", path, vl, va,
+           auc);
+    if (mf->has_eval)
+        printf("recorded in the file: clock %lld epoch %.2f val_loss %.17g val_accuracy %.17g%s",
+               (long long)mf->clock, mf->epoch, mf->val_loss, mf->val_accuracy,
+               mf->has_auc ? "" : "\n");
+    if (mf->has_eval && mf->has_auc)
+        printf(" val_auc %.17g\n", mf->val_auc);
+    return 0;
+}
+
 int app_evaluate_file(cfg_entry *cfg)
 {
     ev e;
@@ -395,6 +436,17 @@ int app_evaluate_file(cfg_entry *cfg)
     const char *path = cfg_str(cfg, "evaluate");
     char why[512];
     modelfile mf;
+    if (e.sparse) {
+        if (modelfile_load(path, &mf, why, sizeof why) < 0) {
+            fprintf(stderr, "evaluator: --evaluate: %s\n", why);
+            rc = 1;
+        } else {
+            rc = evaluate_sparse_file(&e, path, &mf);
+        }
+        modelfile_free(&mf);
+        free_ev(&e);
+        return rc;
+    }
     if (modelfile_load(path, &mf, why, sizeof why) < 0 ||
         (mf.kind != (uint32_t)(e.mlp ? 2 : 1) || mf.in != e.val.dim ||
          mf.hidden != (uint32_t)e.hidden || mf.n != e.P)) {

@@ -24,6 +24,7 @@
 #include "idx.h"
 #include "jobstats.h"
 #include "log.h"
+#include "lrsched.h"
 #include "model.h"
 #include "modelfile.h"
 #include "report.h"
@@ -79,8 +80,6 @@ void app_shuffle(uint32_t *a, uint32_t n, uint64_t seed)
     }
 }
 
-enum lr_schedule { LR_CONST, LR_LINEAR, LR_COSINE };
-
 /* One training run, shared by the steps below: the options, this worker's data,
  * the model, the tables, the buffers a step reuses (allocated once: a step
  * allocates nothing), rank 0's evaluation bookkeeping and the loop's counters. */
@@ -92,7 +91,7 @@ typedef struct run {
     int mlp, hidden, batch, epochs, accumulate;
     double eval_every;
     uint64_t seed;
-    enum lr_schedule lr_sched;
+    lr_sched lr_sched;
     double slowdown, jitter_p, jitter_f;
     double clip; /* --clip-norm, 0 = none */
     int ckpt_epochs; /* --checkpoint-epochs, 0 = none */
@@ -198,17 +197,6 @@ static int evaluate(run *r, double epoch, int64_t step)
     return 0;
 }
 
-/* Learning-rate factor at fraction done (0..1) of the run: const 1, linear 1 -> 0,
- * cosine 0.5 (1 + cos(pi x)). */
-static double lr_factor(enum lr_schedule sched, double done)
-{
-    switch (sched) {
-    case LR_LINEAR: return 1.0 - done;
-    case LR_COSINE: return 0.5 * (1.0 + cos(M_PI * done));
-    default: return 1.0;
-    }
-}
-
 /* ---- setting up ------------------------------------------------------------- */
 
 /* Reads the run's options. Returns 0, or 2 after saying what is wrong. */
@@ -223,10 +211,7 @@ static int read_options(run *r)
     r->eval_every = cfg_double(cfg, "eval-every");
     r->seed = (uint64_t)cfg_int(cfg, "seed");
     r->accumulate = (int)cfg_int(cfg, "accumulate");
-    const char *sched_name = cfg_str(cfg, "lr-schedule"); /* checked by worker_main */
-    r->lr_sched = !strcmp(sched_name, "linear")   ? LR_LINEAR
-                  : !strcmp(sched_name, "cosine") ? LR_COSINE
-                                                  : LR_CONST;
+    lrsched_parse(cfg_str(cfg, "lr-schedule"), &r->lr_sched); /* checked by worker_main */
     r->slowdown = cfg_double(cfg, "slowdown");
     r->clip = cfg_double(cfg, "clip-norm"); /* > 0 when set: worker_main checks */
     r->ckpt_epochs = (int)cfg_int(cfg, "checkpoint-epochs");
@@ -470,7 +455,8 @@ static float compute_step(run *r, int64_t in_epoch, int64_t *cb, int64_t *cc)
     }
     /* the learning-rate schedule, as a factor on the pushed gradient: with the
      * sgd updater (w -= lr * v, v = momentum * v + g) the same as scaling lr */
-    double factor = lr_factor(r->lr_sched, (double)r->step / (double)r->total_steps);
+    double factor = lrsched_factor(&r->lr_sched, (double)r->step / (double)r->total_steps,
+                                   r->epochs);
     if (r->freeze_after >= 0 && r->step >= r->freeze_after)
         factor = 0; /* a planted plateau (tests): the weights stop moving */
     float scale = (float)factor / (float)micro;

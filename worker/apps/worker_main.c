@@ -18,6 +18,7 @@
 #include "config.h"
 #include "half.h"
 #include "log.h"
+#include "lrsched.h"
 #include "member.h"
 #include "metrics.h"
 #include "net.h"
@@ -307,7 +308,8 @@ static cfg_entry config[] = {
     {"ftrl-beta", CFG_DOUBLE, "1", "PSKV_WORKER_FTRL_BETA", 0, 1e6, NULL,
      "ftrl: beta (left unset: 1/--batch)", 0, 0, NULL, NULL},
     {"lr-schedule", CFG_STR, "const", "PSKV_WORKER_LR_SCHEDULE", 1, 0, NULL,
-     "softmax/mlp: const, linear or cosine decay to 0 over the run (default linear for softmax "
+     "softmax/mlp: const, linear or cosine decay to 0 over the run, or exp:G (x G per epoch) "
+     "(default linear for softmax "
      "and mlp with sgd or adagrad; scales each pushed gradient: "
      "the learning-rate schedule of the sgd updater)", 0, 0, NULL, NULL},
     {"momentum", CFG_DOUBLE, "0.9", "PSKV_WORKER_MOMENTUM", 0, 0.999, NULL, "sgd momentum", 0, 0,
@@ -368,6 +370,10 @@ static cfg_entry config[] = {
     {"best-metric", CFG_STR, "val_loss", "PSKV_EVALUATOR_BEST_METRIC", 1, 0, NULL,
      "pskv-evaluator: the best snapshot has the lowest val_loss or the highest val_accuracy "
      "(sparse-lr: or val_auc)", 0, 0, NULL, NULL},
+    {"stall-after", CFG_INT, "0", "PSKV_EVALUATOR_STALL_AFTER", 0, 1e12, "evaluations",
+     "pskv-evaluator: after this many evaluations evaluate nothing more and report nothing, "
+     "staying in the job (its heartbeats go on): a hung evaluator, for tests (0 = never)", 0,
+     0, NULL, NULL},
     {"blas-threads", CFG_INT, "1", "PSKV_WORKER_BLAS_THREADS", 1, 256, NULL,
      "OpenBLAS threads for compute", 0, 0, NULL, NULL},
     CFG_COMMON_ENTRIES("PSKV_WORKER_PORT", "0"),
@@ -436,11 +442,6 @@ static int role_checks(int dense_train)
                 cfg_str(config, "app"));
         return 2;
     }
-    if (sparse && (*best || *cfg_str(config, "evaluate"))) {
-        fprintf(stderr, PROG ": %s: not for --app sparse-lr yet (softmax and mlp only)\n",
-                *best ? "--save-best" : "--evaluate");
-        return 2;
-    }
     if (cfg_int(config, "validation-split") == 0) {
         fprintf(stderr, PROG ": --validation-split N is needed: the last N training images "
                 "(e.g. 10000), which the workers, given the same flag, leave out\n");
@@ -471,9 +472,9 @@ static int role_checks(int dense_train)
     }
 #else
     (void)dense_train;
-    if (*best || *cfg_str(config, "evaluate")) {
-        fprintf(stderr, PROG ": %s is pskv-evaluator's flag\n",
-                *best ? "--save-best" : "--evaluate");
+    if (*best || *cfg_str(config, "evaluate") || cfg_int(config, "stall-after")) {
+        fprintf(stderr, PROG ": %s is pskv-evaluator's flag\n", *best ? "--save-best"
+                : *cfg_str(config, "evaluate") ? "--evaluate" : "--stall-after");
         return 2;
     }
 #endif
@@ -633,9 +634,10 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *sched = cfg_str(config, "lr-schedule");
-    if (strcmp(sched, "const") && strcmp(sched, "linear") && strcmp(sched, "cosine")) {
-        fprintf(stderr, PROG ": --lr-schedule must be const, linear or cosine (got '%s')\n",
-                sched);
+    lr_sched lrs;
+    if (lrsched_parse(sched, &lrs) < 0) {
+        fprintf(stderr, PROG ": --lr-schedule must be const, linear, cosine or exp:G with 0 < G "
+                "<= 1 (got '%s')\n", sched);
         return 2;
     }
     if (sparse && !*cfg_str(config, "train")) {
