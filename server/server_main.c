@@ -527,9 +527,7 @@ static int handle_scheduler(void)
         } else if (msg.meta->type == PSKV__MSG_TYPE__CHECKPOINT) {
             checkpoint_write(msg.meta->seq, msg.meta->has_delta && msg.meta->delta);
         } else if (msg.meta->type == PSKV__MSG_TYPE__CHECKPOINT_PRUNE && msg.meta->has_seq) {
-            const Pskv__Meta *r = msg.meta;
-            checkpoint_prune(r->seq, r->has_prune_keep_from ? r->prune_keep_from : 0,
-                             r->has_prune_keep_to ? r->prune_keep_to : 0);
+            checkpoint_prune(msg.meta->seq, msg.meta->prune_keep_from, msg.meta->prune_keep_to);
         } else if (msg.meta->type == PSKV__MSG_TYPE__STOP) {
             if (msg.meta->drained)
                 LOG_I("drained (pskvctl drain): the other servers hold whole copies of every "
