@@ -1,10 +1,11 @@
 /* --app softmax | mlp: Fashion-MNIST training on pskv.
  *
  * All parameters are one dense table (model.h layout), so a step is one pull and
- * one push of float32 values. Pulls are double-buffered: the pull for the next
- * step is sent right after this step's push and travels while this step's
- * gradient is computed, so communication overlaps compute (the weights a step
- * uses miss at most the worker's own previous push: async, delay 1).
+ * one push of float32 values. With --prefetch pulls are double-buffered: the pull
+ * for the next step is sent right after this step's push and travels while the
+ * next gradient is computed, so communication overlaps compute (the weights a
+ * step uses miss at most the worker's own previous push: delay 1). Without it a
+ * step pushes, pulls and waits for the weights it computes on.
  * Rank 0 evaluates on the test set from freshly pulled weights every
  * --eval-every epochs of its own and writes the metrics; every worker adds its
  * sample count (and its steps clipped by --clip-norm) to a small `sum` table so
@@ -127,7 +128,7 @@ typedef struct run {
     /* the loop */
     int64_t steps_per_epoch, total_steps, eval_step, next_eval;
     trainpos_plan pos;
-    int overlap;      /* async/ssp: the next step's pull travels during this step */
+    int overlap;      /* --prefetch: the next step's pull travels during this step */
     int cur;          /* buf[cur] holds this step's weights */
     int64_t pending;  /* the pull into the other buffer (overlap) */
     int64_t prev_push;
@@ -424,12 +425,12 @@ static int resume_stats(run *r)
  * into buf[1]. Returns 0, or 1 after saying why. */
 static int first_pull(run *r)
 {
-    /* Under async and ssp the pull for the next step is sent right after this
-     * step's push and clock, into the other buffer, and travels while the next
-     * gradient is computed (the weights a step uses miss at most this worker's
-     * previous push). Under bsp a step must see every push of the clock before:
-     * push, clock, pull, wait, compute, with no overlap. */
-    r->overlap = !r->ar && strcmp(cfg_str(r->cfg, "consistency"), "bsp") != 0;
+    /* With --prefetch (async, ssp:TAU >= 1: worker_main checks) the pull for the
+     * next step is sent right after this step's push and clock, into the other
+     * buffer, and travels while the next gradient is computed (the weights a step
+     * uses miss at most this worker's previous push). Without it, and always under
+     * bsp: push, clock, pull, wait, compute, with no overlap. */
+    r->overlap = !r->ar && cfg_int(r->cfg, "prefetch");
     r->cur = 0;
     int rc = 0;
     int64_t pending = pskv_pull(r->w, r->t, NULL, r->P, r->buf[0]);
@@ -524,8 +525,8 @@ static void straggle(run *r, int64_t cc)
 }
 
 /* Pushes the gradient and clocks, then makes buf[cur] the next step's weights:
- * with overlap, the pull sent last step (and a new one sent into the other
- * buffer); under bsp, a pull waited for here. Returns 0, or 1 after saying why. */
+ * with --prefetch, the pull sent last step (and a new one sent into the other
+ * buffer); without, a pull waited for here. Returns 0, or 1 after saying why. */
 static int exchange(run *r)
 {
     int rc;

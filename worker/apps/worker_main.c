@@ -339,6 +339,10 @@ static cfg_entry config[] = {
     {"freeze-after", CFG_INT, "-1", "PSKV_WORKER_FREEZE_AFTER", -1, 1e12, "steps",
      "softmax, mlp: from this step on push zero gradients (learning rate 0: a planted "
      "plateau for tests; -1 = never)", 0, 0, NULL, NULL},
+    {"prefetch", CFG_BOOL, "false", "PSKV_WORKER_PREFETCH", 1, 0, NULL,
+     "softmax, mlp, sparse-lr: send the pull for the next step before this step's compute, so "
+     "that it travels meanwhile (the weights a step uses are then at most one step older); "
+     "needs --consistency async or ssp:TAU with TAU >= 1, and --sync ps", 0, 0, NULL, NULL},
     {"print-digests", CFG_BOOL, "false", "PSKV_PRINT_DIGESTS", 1, 0, NULL,
      "softmax, mlp: print the clock and an FNV-1a digest of each bsp pull (workers) or "
      "snapshot (pskv-evaluator)", 0, 0, NULL, NULL},
@@ -528,6 +532,31 @@ static int allreduce_flags(const char *app)
     return bad ? -1 : 0;
 }
 
+/* --prefetch: only for the training apps, and only where the consistency model
+ * lets a step use weights one step older (async, ssp:TAU with TAU >= 1). Returns
+ * 0, or -1 after a usage error. */
+static int prefetch_flag(const char *app)
+{
+    if (!cfg_int(config, "prefetch"))
+        return 0;
+    const char *cons = cfg_str(config, "consistency"), *sync = cfg_str(config, "sync");
+    char *end = NULL;
+    long long tau = !strncmp(cons, "ssp:", 4) ? strtoll(cons + 4, &end, 10) : -1;
+    int later = !strcmp(cons, "async") || !strcmp(cons, "ssp:inf") ||
+                (end && end != cons + 4 && !*end && tau >= 1);
+    const char *bad = strcmp(app, "mlp") && strcmp(app, "softmax") && strcmp(app, "sparse-lr")
+                          ? "applies to --app mlp, softmax and sparse-lr"
+                      : strcmp(sync, "ps") ? "applies to --sync ps (an all-reduce step needs "
+                                             "every worker's gradient of this step)"
+                      : !later ? "needs --consistency async or ssp:TAU with TAU >= 1 (a step "
+                                 "under bsp or ssp:0 must see every push of the clock before)"
+                               : NULL;
+    if (bad)
+        fprintf(stderr, PROG ": --prefetch %s (got --app %s, --consistency %s, --sync %s)\n",
+                bad, app, cons, sync);
+    return bad ? -1 : 0;
+}
+
 /* --filter may be given more than once: the lists join ("--filter keycache --filter
  * lz4" is "keycache,lz4"); the config table keeps only the last. Returns 0, or -1
  * after saying why (exit 2). */
@@ -593,6 +622,8 @@ int main(int argc, char **argv)
         return 2;
     }
     apply_app_defaults(app);
+    if (prefetch_flag(app) < 0)
+        return 2;
     if (updflags_check(config) < 0)
         return 2;
     filter_set fs;

@@ -1,0 +1,63 @@
+# Overlap and accounting tests (sourced by integration.sh): --prefetch on the
+# training apps, and the per-table traffic that pskvctl status shows. Each
+# function runs in its own test directory ($TDIR) under run_test's time-out.
+
+# waiting_fraction LOG: the fraction a worker's end-of-run report gives (empty if none).
+waiting_fraction() {
+  sed -n 's/^rank [0-9]* waiting fraction \([0-9.]*\) .*/\1/p' "$1"
+}
+
+t_train_prefetch() {
+  # 1 server x 2 workers, the MLP on a 6,000-image subset for 3 epochs with the
+  # next step's pull sent before each step's compute: both async and ssp:1 reach
+  # 0.75 on 1,000 test images, every example is trained exactly once an epoch (the
+  # job-wide sum table), and each worker reports its waiting fraction.
+  local cons d acc n r f
+  for cons in async ssp:1; do
+    d="$TDIR/${cons/:/}"
+    "$LAUNCH" --servers 1 --workers 2 --timeout 150 --log-dir "$d" -- --app mlp --hidden 64 \
+      --epochs 3 --train-limit 6000 --test-limit 1000 --batch 32 --lr 0.1 --momentum 0 \
+      --lr-schedule const --seed 2 --eval-every 0 --consistency "$cons" --prefetch \
+      > /dev/null 2>&1 || fail "$cons: training exited $?: $(tail -n 3 "$d/worker-0.log")"
+    acc=$(grep -o 'final test accuracy [0-9.]*' "$d/worker-0.log" | awk '{print $4}')
+    [ -n "$acc" ] || fail "$cons: no final accuracy: $(tail -n 3 "$d/worker-0.log")"
+    awk -v a="$acc" 'BEGIN { exit !(a >= 0.75) }' || fail "$cons: test accuracy $acc < 0.75"
+    n=$(sed -n 's/^samples trained \([0-9]*\) .*/\1/p' "$d/worker-0.log")
+    [ "$n" = 18000 ] || fail "$cons: the job trained ${n:-?} samples, expected 3 x 6000"
+    for r in 0 1; do
+      f=$(waiting_fraction "$d/worker-$r.log")
+      [ -n "$f" ] || fail "$cons: rank $r reported no waiting fraction: $(tail -n 4 "$d/worker-$r.log")"
+      awk -v f="$f" 'BEGIN { exit !(f >= 0 && f <= 1) }' || fail "$cons: rank $r waiting fraction $f"
+    done
+    echo "$cons --prefetch: accuracy $acc, waiting fractions $(waiting_fraction "$d/worker-0.log") $(waiting_fraction "$d/worker-1.log")"
+  done
+  # sparse-lr with and without: both learn heart_scale
+  local hs=/usr/share/doc/liblinear-tools/examples/heart_scale pf
+  [ -f "$hs" ] || fail "$hs missing (liblinear-tools is a dependency)"
+  for pf in --prefetch ""; do
+    d="$TDIR/sparse${pf}"
+    "$LAUNCH" --servers 1 --workers 2 --timeout 120 --log-dir "$d" -- --app sparse-lr \
+      --train "$hs" --epochs 20 --batch 8 --updater adagrad --lr 0.5 --eval-every 0 $pf \
+      > /dev/null 2>&1 || fail "sparse-lr $pf exited $?: $(tail -n 3 "$d/worker-0.log")"
+    acc=$(grep -o 'final auc [0-9.]* logloss [0-9.]* accuracy [0-9.]*' "$d/worker-0.log" | awk '{print $7}')
+    awk -v a="${acc:-0}" 'BEGIN { exit !(a >= 0.80) }' || fail "sparse-lr $pf: accuracy ${acc:-?} < 0.80"
+    echo "sparse-lr ${pf:-without --prefetch}: accuracy $acc"
+  done
+}
+
+t_prefetch_bad_flags() {
+  # --prefetch where a step must see the clock before (bsp, ssp:0), with an
+  # all-reduce, or on an app that does not train: refused before joining, naming it
+  local args rc
+  for args in "--app mlp --consistency bsp" "--app softmax --consistency ssp:0" \
+              "--app sparse-lr --train x --consistency bsp" "--app mlp --sync allreduce" \
+              "--app check" "--app mlp --consistency ssp:x"; do
+    # shellcheck disable=SC2086
+    "$BIN/pskv-worker" --scheduler 127.0.0.1:1 $args --prefetch > out 2>&1; rc=$?
+    [ $rc -eq 2 ] || fail "--prefetch with $args exited $rc, expected 2: $(cat out)"
+    grep -q -- '--prefetch' out || fail "the error for $args does not name --prefetch: $(cat out)"
+  done
+  PSKV_WORKER_PREFETCH=1 "$BIN/pskv-worker" --scheduler 127.0.0.1:1 --app mlp --consistency bsp \
+    > out 2>&1; rc=$?
+  [ $rc -eq 2 ] || fail "PSKV_WORKER_PREFETCH=1 under bsp exited $rc, expected 2"
+}
