@@ -61,3 +61,51 @@ t_prefetch_bad_flags() {
     > out 2>&1; rc=$?
   [ $rc -eq 2 ] || fail "PSKV_WORKER_PREFETCH=1 under bsp exited $rc, expected 2"
 }
+
+t_status_traffic() {
+  # 1 server x 2 workers training with int8 pushes: while the job runs, pskvctl
+  # status shows each worker's table with bytes sent and received on the wire and
+  # before the filters (int8 sends about a quarter of the push's bytes) and the
+  # time in filters, in JSON and in the table; each worker's end-of-run report
+  # gives the same per table, at least what status showed.
+  local port r js shown=0 deadline=$((SECONDS + 90)) tbl=mlp-784-64-10
+  local app=(--app mlp --hidden 64 --epochs 10 --train-limit 4000 --test-limit 200 --batch 4
+             --eval-every 0 --filter int8)
+  port=$(free_port)
+  start scheduler "$BIN/pskv-scheduler" --port "$port" --servers 1 --workers 2 \
+    --dead-after-ms 5000
+  start server-0 "$BIN/pskv-server" --scheduler "127.0.0.1:$port"
+  for r in 0 1; do
+    start "worker-$r" "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --rank $r "${app[@]}"
+  done
+  while [ $shown -eq 0 ] && [ $SECONDS -lt $deadline ] && kill -0 "$(cat worker-0.pid)" 2>/dev/null; do
+    js=$("$BIN/pskvctl" status --json --scheduler "127.0.0.1:$port" --timeout 2 2>&1)
+    # both workers' entries for the parameter table, with bytes sent
+    [ "$(grep -o "{\"table\":\"$tbl\",\"sent\":[1-9][0-9]*," <<< "$js" | wc -l)" -eq 2 ] && shown=1 || sleep 0.2
+  done
+  [ $shown -eq 1 ] || fail "pskvctl status --json showed no traffic of $tbl for both workers: $js"
+  local e sent raw recv recv_raw ms
+  while read -r e; do
+    sent=$(sed 's/.*"sent":\([0-9]*\),.*/\1/' <<< "$e"); raw=$(sed 's/.*"sent_raw":\([0-9]*\),.*/\1/' <<< "$e")
+    recv=$(sed 's/.*"received":\([0-9]*\),.*/\1/' <<< "$e"); recv_raw=$(sed 's/.*"received_raw":\([0-9]*\),.*/\1/' <<< "$e")
+    ms=$(sed 's/.*"filter_ms":\([0-9.]*\)}.*/\1/' <<< "$e")
+    awk -v s="$sent" -v r="$raw" 'BEGIN { exit !(s * 3 < r) }' || fail "int8: sent $sent of $raw raw bytes (expected < 1/3): $e"
+    [ "$recv" -le "$recv_raw" ] || fail "received $recv > $recv_raw before filters: $e"
+    awk -v m="$ms" 'BEGIN { exit !(m > 0) }' || fail "no time in filters: $e"
+  done < <(grep -o "{\"table\":\"$tbl\",[^}]*}" <<< "$js")
+  "$BIN/pskvctl" status --scheduler "127.0.0.1:$port" --timeout 2 > status.out 2>&1
+  grep -q 'SENT RAW.*RECEIVED RAW.*FILTER MS' status.out || fail "no traffic table in pskvctl status: $(cat status.out)"
+  [ "$(grep -c " $tbl " status.out)" -eq 2 ] || fail "pskvctl status lacks a worker's row for $tbl: $(cat status.out)"
+  local line shown_sent final_sent=0
+  shown_sent=$(grep -o "{\"table\":\"$tbl\",\"sent\":[0-9]*" <<< "$js" | awk -F: '{ s += $3 } END { print s }')
+  for r in 0 1; do
+    wait_exit "$(cat "worker-$r.pid")" 120 || fail "worker $r exited $?: $(tail -n 2 "worker-$r.log")"
+    line=$(grep "^rank $r table $tbl: sent [0-9]* bytes ([0-9]* before filters), received [0-9]* ([0-9]* before), [0-9.]* ms in filters$" "worker-$r.log") ||
+      fail "worker $r: no traffic line in its report: $(tail -n 4 "worker-$r.log")"
+    final_sent=$((final_sent + $(sed 's/.*: sent \([0-9]*\) bytes.*/\1/' <<< "$line")))
+    echo "$line"
+  done
+  [ "$final_sent" -ge "$shown_sent" ] || fail "the workers' reports say $final_sent bytes sent, status showed $shown_sent earlier"
+  echo "status showed $shown_sent bytes sent while running; the reports $final_sent at the end"
+  wait_exit "$(cat scheduler.pid)" 20 || fail "the scheduler exited $?"
+}

@@ -267,4 +267,5 @@ void wpump_spin(pskv_worker *w, long timeout_ms, int spin_us)
         }
     }
     expire(w);
+    wfilter_publish(w, 0);
 }

@@ -557,6 +557,21 @@ static int prefetch_flag(const char *app)
     return bad ? -1 : 0;
 }
 
+#ifndef PSKV_EVALUATOR
+/* The end-of-run report's traffic: per table, bytes on the wire and before the
+ * filters, each way, and the time spent in filters. */
+static void print_traffic(pskv_worker *w)
+{
+    pskv_traffic t;
+    for (int i = 0; pskv_traffic_get(w, i, &t) == 0; i++)
+        printf("rank %d table %s: sent %llu bytes (%llu before filters), received %llu "
+               "(%llu before), %.1f ms in filters\n", pskv_rank(w), t.name,
+               (unsigned long long)t.sent, (unsigned long long)t.sent_raw,
+               (unsigned long long)t.received, (unsigned long long)t.received_raw,
+               t.filter_s * 1e3);
+}
+#endif
+
 /* --filter may be given more than once: the lists join ("--filter keycache --filter
  * lz4" is "keycache,lz4"); the config table keeps only the last. Returns 0, or -1
  * after saying why (exit 2). */
@@ -716,6 +731,8 @@ int main(int argc, char **argv)
                  : sparse                ? app_sparse_lr(w, config)
                  : pipeline              ? app_pipeline(w, config)
                                          : app_train(w, config);
+    if (status == 0 && (dense_train || sparse))
+        print_traffic(w);
 #endif
     if (!app_stop_signal)
         linger_metrics(cfg_double(config, "metrics-linger"));
