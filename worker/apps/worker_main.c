@@ -224,7 +224,9 @@ static cfg_entry config[] = {
     {"sync", CFG_STR, "ps", "PSKV_WORKER_SYNC", 1, 0, NULL,
      "softmax, mlp: ps (push gradients to the servers, pull weights) or allreduce (the mean "
      "gradient by pskv_allreduce among the workers, the same update applied on every worker; "
-     "the servers keep a copy of the weights, --copy-every)", 0, 0, NULL, NULL},
+     "the servers keep a copy of the weights, --copy-every) or local (no communication a "
+     "step: each worker applies its own gradient to its own weights; rank 0's are copied to "
+     "the servers every --copy-every steps: the compute-only ceiling)", 0, 0, NULL, NULL},
     {"loss-scale", CFG_STR, "", "PSKV_WORKER_LOSS_SCALE", 1, 0, NULL,
      "--sync allreduce: the gradient is multiplied by S before the all-reduce and divided "
      "after; a mean with an inf or NaN skips the step on every worker. dynamic: S starts at "
@@ -506,10 +508,11 @@ static int allreduce_flags(const char *app)
     const char *bad = strcmp(op, "push-pull") && strcmp(op, "allreduce") ? "--op must be "
                       "push-pull or allreduce"
                       : strcmp(red, "sum") && strcmp(red, "mean") ? "--reduce must be sum or mean"
-                      : strcmp(sync, "ps") && strcmp(sync, "allreduce") ? "--sync must be ps or "
-                      "allreduce" : NULL;
-    if (!bad && !strcmp(sync, "allreduce") && strcmp(app, "mlp") && strcmp(app, "softmax"))
-        bad = "--sync allreduce applies to --app mlp and softmax";
+                      : strcmp(sync, "ps") && strcmp(sync, "allreduce") && strcmp(sync, "local")
+                          ? "--sync must be ps, allreduce or local"
+                          : NULL;
+    if (!bad && strcmp(sync, "ps") && strcmp(app, "mlp") && strcmp(app, "softmax"))
+        bad = "--sync allreduce and local apply to --app mlp and softmax";
     const char *wire = cfg_str(config, "wire");
     int ar = !strcmp(sync, "allreduce") || !strcmp(app, "allreduce-check") ||
              (!strcmp(app, "bench") && !strcmp(op, "allreduce"));
