@@ -629,7 +629,7 @@ int main(int argc, char **argv)
                 "filter-check, pipeline)\n", app);
         return 2;
     }
-    if (allreduce_flags(app) < 0)
+    if (allreduce_flags(app) < 0 || prefetch_flag(app) < 0)
         return 2;
     const char *adm = cfg_int(config, "admit-after") ? "--admit-after"
                       : cfg_int(config, "evict-after") ? "--evict-after" : NULL;
@@ -640,8 +640,6 @@ int main(int argc, char **argv)
         return 2;
     }
     apply_app_defaults(app);
-    if (prefetch_flag(app) < 0)
-        return 2;
     if (updflags_check(config) < 0)
         return 2;
     filter_set fs;
