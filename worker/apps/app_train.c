@@ -18,10 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "apps.h"
-#include "updflags.h"
 #include "idx.h"
 #include "jobstats.h"
 #include "log.h"
@@ -39,28 +37,6 @@ static int fail(pskv_worker *w, const char *what, int rc)
 {
     fprintf(stderr, "train: %s: %s (%s)\n", what, pskv_strerror(rc), w ? pskv_last_error(w) : "");
     return 1;
-}
-
-int app_train_check_data(cfg_entry *cfg)
-{
-    const char *dir = cfg_str(cfg, "data");
-    const char *files[] = {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
-                           "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"};
-    for (int i = 0; i < 4; i++) {
-        char path[4096];
-        struct stat st;
-        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
-        if (stat(path, &st) != 0) {
-            fprintf(stderr,
-                    "pskv-worker: Fashion-MNIST not found: %s does not exist.\n"
-                    "  Install it with: apt-get install dataset-fashion-mnist (or run "
-                    "scripts/install-deps.sh),\n  or point --data DIR at a folder holding the "
-                    "four idx .gz files.\n",
-                    path);
-            return -1;
-        }
-    }
-    return 0;
 }
 
 static uint64_t rng_next(uint64_t *s)
@@ -111,7 +87,10 @@ typedef struct run {
     report *rep;
     train_ar *ar;    /* --sync allreduce, else NULL */
     /* buffers */
-    float *grad, *grad2;   /* the step's gradient; a further micro-batch's */
+    float *grad, *grad2;   /* the step's gradient (gbuf[gi]); a further micro-batch's */
+    float *gbuf[2];        /* gradients alternate: a push lends its buffer (no copy) */
+    int64_t gpush[2];      /* the push still holding gbuf[i], 0 = none */
+    int gi;
     float *x;              /* one micro-batch of images */
     uint8_t *y;            /* its labels */
     uint32_t *order;       /* this epoch's shuffled row order */
@@ -286,32 +265,6 @@ static int load_data(run *r)
     return 0;
 }
 
-void app_train_table_opts(cfg_entry *cfg, uint32_t dim, size_t P, pskv_table_opts *o)
-{
-    pskv_table_opts_init(o);
-    o->kind = PSKV_DENSE;
-    o->size = P;
-    o->width = 1;
-    updflags_apply(cfg, o);
-    o->init = "uniform";
-    o->init_scale = (float)(1.0 / sqrt((double)dim)); /* PyTorch's Linear bound */
-    o->seed = (uint64_t)cfg_int(cfg, "seed");
-    o->consistency = cfg_str(cfg, "consistency");
-    o->filters = cfg_str(cfg, "filter");
-    o->backup = (uint32_t)cfg_int(cfg, "backup");
-}
-
-/* The parameter table (one dense run of P floats, named for the model): its
- * handle, or a negated error. */
-int app_train_table(pskv_worker *w, cfg_entry *cfg, uint32_t dim, int hidden, size_t P)
-{
-    pskv_table_opts o;
-    app_train_table_opts(cfg, dim, P, &o);
-    char name[96];
-    snprintf(name, sizeof name, "%s-%u-%d-10", cfg_str(cfg, "app"), dim, hidden);
-    return pskv_table_open(w, name, &o);
-}
-
 /* The parameter table, the all-reduce state (--sync allreduce) and the
  * per-worker sample counter. Returns 0, or 1 after saying why. */
 static int open_tables(run *r)
@@ -333,14 +286,16 @@ static int open_tables(run *r)
 static int alloc_buffers(run *r)
 {
     r->grad2 = malloc(r->P * sizeof(float));
-    r->grad = malloc(r->P * sizeof(float));
+    r->gbuf[0] = malloc(r->P * sizeof(float));
+    r->gbuf[1] = malloc(r->P * sizeof(float));
+    r->grad = r->gbuf[0];
     r->x = malloc((size_t)r->batch * r->train.dim * sizeof(float));
     r->y = malloc((size_t)r->batch);
     r->order = malloc(r->train.n * sizeof *r->order);
     r->buf[0] = malloc(r->P * sizeof(float));
     r->buf[1] = malloc(r->P * sizeof(float));
     r->eval_params = malloc(r->P * sizeof(float));
-    if (!r->grad || !r->grad2 || !r->x || !r->y || !r->order || !r->buf[0] || !r->buf[1] ||
+    if (!r->gbuf[0] || !r->gbuf[1] || !r->grad2 || !r->x || !r->y || !r->order || !r->buf[0] || !r->buf[1] ||
         !r->eval_params) {
         fprintf(stderr, "train: out of memory\n");
         return 1;
@@ -456,6 +411,22 @@ static void new_epoch(run *r, int epoch)
     r->epoch_t0 = tu_now_ns();
 }
 
+/* The step's gradient buffer: the other one, once the push lent it two steps ago
+ * is over (its time counts as waiting). Returns 0, or 1 after saying why. */
+static int take_grad(run *r)
+{
+    r->gi ^= 1;
+    r->grad = r->gbuf[r->gi];
+    if (r->gpush[r->gi] <= 0)
+        return 0;
+    int64_t t0 = tu_now_ns();
+    int rc = pskv_wait(r->w, r->gpush[r->gi], TMO);
+    r->ns_wait += tu_now_ns() - t0;
+    r->gpush[r->gi] = 0;
+    /* a bsp push dropped as late (backup workers) is over too */
+    return rc < 0 && rc != -PSKV_ELATE ? fail(r->w, "push", rc) : 0;
+}
+
 /* The step's gradient into grad: K micro-batches of `batch` at buf[cur],
  * averaged into one push, clipped to --clip-norm and scaled by the learning-rate
  * schedule. Returns the step's mean loss; adds the time spent gathering rows to
@@ -537,9 +508,11 @@ static int exchange(run *r)
         r->ns_push += tu_now_ns() - c2;
         return 0;
     }
-    int64_t tp = pskv_push(r->w, r->t, NULL, r->P, r->grad);
+    /* without a copy: grad stays as it is until take_grad waits for this push */
+    int64_t tp = pskv_push_nocopy(r->w, r->t, NULL, r->P, r->grad);
     if (tp < 0)
         return fail(r->w, "push", (int)tp);
+    r->gpush[r->gi] = tp;
     if ((rc = pskv_clock(r->w)) < 0)
         return fail(r->w, "clock", rc);
     int64_t c3 = tu_now_ns();
@@ -623,6 +596,8 @@ static int train_loop(run *r)
         if (in_epoch == 0 || r->epoch_steps == 0)
             new_epoch(r, epoch);
         int64_t cb = 0, cc = 0;
+        if ((rc = take_grad(r)) != 0)
+            return rc;
         float loss = compute_step(r, in_epoch, &cb, &cc);
         straggle(r, cc);
         r->epoch_loss += loss;
@@ -750,7 +725,8 @@ static void free_run(run *r)
     model_destroy(&r->m);
     idx_free(&r->train);
     idx_free(&r->test);
-    free(r->grad);
+    free(r->gbuf[0]);
+    free(r->gbuf[1]);
     free(r->grad2);
     free(r->x);
     free(r->y);
