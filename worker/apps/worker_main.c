@@ -512,7 +512,8 @@ static int allreduce_flags(const char *app)
                           ? "--sync must be ps, allreduce or local"
                           : NULL;
     if (!bad && strcmp(sync, "ps") && strcmp(app, "mlp") && strcmp(app, "softmax"))
-        bad = "--sync allreduce and local apply to --app mlp and softmax";
+        bad = strcmp(sync, "local") ? "--sync allreduce applies to --app mlp and softmax"
+                                    : "--sync local applies to --app mlp and softmax";
     const char *wire = cfg_str(config, "wire");
     int ar = !strcmp(sync, "allreduce") || !strcmp(app, "allreduce-check") ||
              (!strcmp(app, "bench") && !strcmp(op, "allreduce"));
