@@ -4,9 +4,9 @@
 # per process, one push and one pull per step.
 # Each entry of --models (default "async async+prefetch bsp local") is a consistency
 # model, "+prefetch" adding --prefetch (the next step's pull sent before this
-# step's compute), or "local": --sync local, the same training with no
-# communication a step (each worker applies its own gradient to its own weights),
-# the compute-only ceiling of this machine. The runs alternate (run 1 of every
+# step's compute) and "+FILTER" a wire filter (e.g. async+prefetch+int8), or
+# "local": --sync local, the same training with no communication a step (each
+# worker applies its own gradient to its own weights), the compute-only ceiling. The runs alternate (run 1 of every
 # model, then run 2 ...), so that the load of a shared machine spreads over all;
 # with Debian's python3-torch installed, each round also runs PyTorch DDP (gloo,
 # 2 ranks x 1 thread, global batch 64) from ../shared/reference.
@@ -34,9 +34,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 for m in $models; do
-  case "$m" in
-    async|bsp|ssp:[0-9]*|async+prefetch|ssp:[0-9]*+prefetch|local) ;;
-    *) echo "bench-train: unknown model '$m' (async, bsp, ssp:TAU, each with +prefetch for async and ssp, local)" >&2; exit 2 ;;
+  case "${m%%+*}" in
+    async|bsp|ssp:[0-9]*|local) ;;
+    *) echo "bench-train: unknown model '$m' (async, bsp, ssp:TAU, local, each with +prefetch or +FILTER)" >&2; exit 2 ;;
   esac
 done
 ddp=0
@@ -50,12 +50,15 @@ trap 'rm -rf "$out"' EXIT
 
 # run_model MODEL RUN: one training job; appends its line to $out/runs.
 run_model() {
-  local m=$1 r=$2 d="$out/${1//[:+]/_}-$2" flags=()
-  case "$m" in
+  local m=$1 r=$2 d="$out/${1//[:+]/_}-$2" flags=() x
+  case "${m%%+*}" in
     local) flags=(--sync local --copy-every 1000000000) ;;
-    *+prefetch) flags=(--consistency "${m%+prefetch}" --prefetch) ;;
-    *) flags=(--consistency "$m") ;;
+    *) flags=(--consistency "${m%%+*}") ;;
   esac
+  IFS=+ read -r -a extra <<< "$m"
+  for x in "${extra[@]:1}"; do
+    if [ "$x" = prefetch ]; then flags+=(--prefetch); else flags+=(--filter "$x"); fi
+  done
   "$here/launch-local.sh" --servers "$servers" --workers 2 --timeout 900 --log-dir "$d" \
     --scheduler-opt --replicas --scheduler-opt "$replicas" \
     --scheduler-opt --log-level --scheduler-opt warn --server-opt --log-level --server-opt warn \
