@@ -1384,7 +1384,7 @@ tests=(check_2x3 filters_check filters_keycache_miss filters_residual check_fail
        eval_early_stop eval_bad_flags eval_late_join eval_sparse_auc
        allreduce_exact allreduce_mismatch allreduce_peer_dies allreduce_train allreduce_wire allreduce_wire_train allreduce_loss_scale allreduce_zero allreduce_wire_bytes
        pipeline_schedules pipeline_train pipeline_stage_dies pipeline_bad_flags
-       train_prefetch prefetch_bad_flags status_traffic
+       train_prefetch prefetch_bad_flags status_traffic async_paused_worker
        hosts_check hosts_delay hosts_partition slurm)
 for t in "${tests[@]}"; do
   if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $t "* ]]; then continue; fi

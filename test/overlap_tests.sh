@@ -109,3 +109,27 @@ t_status_traffic() {
   echo "status showed $shown_sent bytes sent while running; the reports $final_sent at the end"
   wait_exit "$(cat scheduler.pid)" 20 || fail "the scheduler exited $?"
 }
+
+t_async_paused_worker() {
+  # Async, 2 workers: rank 1 is stopped (SIGSTOP) for 1.2 s after its first epoch,
+  # so the scheduler declares it dead (--dead-after-ms 500) and the servers count
+  # only rank 0's clock; once continued it comes back and trains every one of its
+  # steps (it used to adopt the clock of rank 0's replies and skip the steps
+  # between): each worker trains 10 x 3,000 examples, the job 60,000.
+  local d=$TDIR/logs p i n
+  "$LAUNCH" --servers 1 --workers 2 --timeout 150 --log-dir "$d" -- --app mlp --hidden 64 \
+    --epochs 10 --train-limit 6000 --test-limit 200 --batch 4 --eval-every 0 > launch.out 2>&1 &
+  p=$!
+  wait_line "$d/worker-1.log" '^rank 1 epoch 1:' 1 120 || fail "rank 1 finished no epoch: $(tail -n 3 "$d/worker-1.log")"
+  kill -STOP "$(cat "$d/worker-1.pid")"
+  sleep 1.2
+  kill -CONT "$(cat "$d/worker-1.pid")"
+  wait "$p" || fail "the job exited $?: $(tail -n 3 "$d/worker-0.log") $(tail -n 3 "$d/worker-1.log")"
+  grep -q 'marked dead' "$d/scheduler.log" || echo "note: rank 1 was not declared dead in 2 s"
+  for i in 0 1; do
+    grep -q "^rank $i trained 30000 samples$" "$d/worker-$i.log" ||
+      fail "rank $i: $(grep trained "$d/worker-$i.log"), expected 30000"
+  done
+  n=$(sed -n 's/^samples trained \([0-9]*\) .*/\1/p' "$d/worker-0.log")
+  [ "$n" = 60000 ] || fail "the job trained ${n:-?} samples, expected 60000"
+}
