@@ -13,7 +13,9 @@
 # Per run: samples/s (the job's, evaluation excluded), test accuracy, waiting
 # fraction (the mean of the workers'); per model the median run (by samples/s),
 # the median waiting fraction, and its samples/s over DDP's and the ceiling's.
-# --servers S (default 1) and --replicas R (default 1) set the cluster.
+# --servers S (default 1) and --replicas R (default 1) set the cluster; the scheduler
+# declares a node dead after 5 s of silence (not 0.5 s), so that a process starved
+# for a moment on a loaded machine does not end the run.
 # Usage: scripts/bench-train.sh [--runs N] [--epochs E] [--models "M..."] [--no-peer]
 #                               [--servers S] [--replicas R]
 set -u
@@ -60,7 +62,7 @@ run_model() {
     if [ "$x" = prefetch ]; then flags+=(--prefetch); else flags+=(--filter "$x"); fi
   done
   "$here/launch-local.sh" --servers "$servers" --workers 2 --timeout 900 --log-dir "$d" \
-    --scheduler-opt --replicas --scheduler-opt "$replicas" \
+    --scheduler-opt --replicas --scheduler-opt "$replicas" --scheduler-opt --dead-after-ms=5000 \
     --scheduler-opt --log-level --scheduler-opt warn --server-opt --log-level --server-opt warn \
     -- --app mlp --epochs "$epochs" --batch 32 --lr 0.01 --lr-schedule const --momentum 0.9 \
        --log-level warn "${flags[@]}" --metrics "$d/metrics.jsonl" > /dev/null 2>&1 ||
