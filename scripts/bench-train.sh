@@ -80,9 +80,10 @@ run_model() {
 run_ddp() {
   local d="$out/ddp-$1" line
   mkdir -p "$d"
-  line=$(cd "$d" && PYTHONPATH="$top/../shared/reference" /usr/bin/python3 \
-           "$top/../shared/reference/tddp.py" 0.01 "$epochs" 64 2>&1 | grep '^total') ||
-    { echo "bench-train: ddp run $1 failed" >&2; exit 1; }
+  ( cd "$d" && PYTHONPATH="$top/../shared/reference" timeout 900 /usr/bin/python3 \
+      "$top/../shared/reference/tddp.py" 0.01 "$epochs" 64 ) > "$d/out" 2>&1
+  line=$(grep '^total' "$d/out") ||
+    { echo "bench-train: ddp run $1 failed:" >&2; tail -n 5 "$d/out" >&2; exit 1; }
   # "total train T s avg S samples/s final acc A"
   awk -v r="$1" -v e="$epochs" '{for(i=1;i<=NF;i++){if($i=="avg")s=$(i+1); if($i=="acc")a=$(i+1)}} END {printf "model=ddp run=%d epochs=%d samples_per_s=%.0f accuracy=%.4f waiting=-\n", r, e, s, a}' \
     <<< "$line" | tee -a "$out/runs"
