@@ -5,6 +5,8 @@
 # last 10,000 training images, held out) stops improving. Then prints when and why
 # it stopped, the best validation accuracy, the best model's test accuracy, the
 # test accuracy at the end, and where the metrics and the plot were written.
+# The workers run with --prefetch (each step's pull travels during the step
+# before's compute), as they always did before the flag existed.
 # Usage: scripts/demo.sh [--out DIR] [-- EXTRA_WORKER_ARGS...]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -29,17 +31,17 @@ mkdir -p "$out"
 metrics="$out/metrics.jsonl"
 echo "== pskv demo: MLP 784-256-10 on Fashion-MNIST, 2 servers x 2 workers + 1 evaluator,"
 echo "   up to 30 epochs (sgd, lr 0.0075, batch 16), 10,000 training images held out for"
-echo "   validation; early stopping on val_accuracy (patience 3, min delta 0.001)"
+echo "   validation; early stopping on val_accuracy (patience 3, min delta 0.001); --prefetch"
 start=$SECONDS
 "$here/launch-local.sh" --servers 2 --workers 2 --evaluators 1 --timeout 900 --log-dir "$out/logs" \
   --scheduler-opt --log-level --scheduler-opt warn --server-opt --log-level --server-opt warn \
   --scheduler-opt --early-stop-metric=val_accuracy --scheduler-opt --patience=3 \
-  --scheduler-opt --min-delta=0.001 \
+  --scheduler-opt --min-delta=0.001 --scheduler-opt --dead-after-ms=3000 \
   --evaluator-opt --save-best="$out/best.model" --evaluator-opt --best-metric=val_accuracy \
   --evaluator-opt --metrics="$out/validation.jsonl" --evaluator-opt --eval-every=1 \
   -- --app mlp --epochs 30 --batch 16 --lr 0.0075 --lr-schedule const --momentum 0.9 \
      --validation-split 10000 --eval-every 0 --metrics "$metrics" \
-     --save-model "$out/mlp.model" --log-level warn "$@"
+     --save-model "$out/mlp.model" --log-level warn --prefetch "$@"
 rc=$?
 if [ $rc -ne 0 ]; then
   echo "demo: training failed (status $rc); logs in $out/logs" >&2
