@@ -1,5 +1,7 @@
+# shellcheck shell=bash
 # Overlap and accounting tests (sourced by integration.sh): --prefetch on the
-# training apps, and the per-table traffic that pskvctl status shows. Each
+# training apps, an async worker declared dead for a while that still trains every
+# step, and the per-table traffic that pskvctl status shows. Each
 # function runs in its own test directory ($TDIR) under run_test's time-out.
 
 # waiting_fraction LOG: the fraction a worker's end-of-run report gives (empty if none).
