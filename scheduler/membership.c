@@ -477,12 +477,34 @@ static void forget_gone(int64_t now)
         for (size_t k = 0; k < n->nckpts; k++)
             free(n->ckpts[k]);
         free(n->ckpts);
+        free(n->traffic);
         memb.forgotten++;
     }
     memb.nnodes = kept;
 }
 
 /* ---- heartbeats, barriers, the end -------------------------------------------- */
+
+/* A worker's tables' traffic from its heartbeat (the first MEMB_MAX_TRAFFIC), for
+ * pskvctl status; kept as it was when out of memory. */
+static void note_traffic(memb_node *n, const Pskv__Meta *r)
+{
+    if (!n->traffic && !(n->traffic = calloc(1, sizeof *n->traffic))) {
+        LOG_W("out of memory keeping the traffic of worker node %u", n->id);
+        return;
+    }
+    memb_traffic *t = n->traffic;
+    t->n = r->n_traffic < MEMB_MAX_TRAFFIC ? r->n_traffic : MEMB_MAX_TRAFFIC;
+    for (size_t i = 0; i < t->n; i++) {
+        const Pskv__TableTraffic *s = r->traffic[i];
+        t->tt[i] = *s;
+        t->tt[i].base.unknown_fields = NULL;
+        t->tt[i].base.n_unknown_fields = 0;
+        snprintf(t->names[i], sizeof t->names[i], "%s", s->name ? s->name : "?");
+        t->tt[i].name = t->names[i];
+        t->ptr[i] = &t->tt[i];
+    }
+}
 
 /* A worker's progress, from heartbeats and barriers (which travel on different
  * sockets): it only moves forward. */
@@ -532,6 +554,8 @@ void memb_on_heartbeat(wire_msg *msg)
     n->pulls = r->has_pulls ? r->pulls : n->pulls;
     n->rss = r->has_rss_bytes ? r->rss_bytes : n->rss;
     n->wait_ns = r->has_wait_ns ? r->wait_ns : n->wait_ns;
+    if (r->n_traffic && n->role == PSKV__ROLE__WORKER)
+        note_traffic(n, r);
     if (r->has_pipe_stage && r->has_pipe_pipeline)
         n->pipe_place = ((int64_t)r->pipe_pipeline << 32 | r->pipe_stage) + 1;
     if (r->has_rows) {
@@ -710,6 +734,7 @@ void memb_free(void)
         for (size_t k = 0; k < memb.nodes[i].nckpts; k++)
             free(memb.nodes[i].ckpts[k]);
         free(memb.nodes[i].ckpts);
+        free(memb.nodes[i].traffic);
     }
     free(memb.nodes);
     memb.nodes = NULL;

@@ -48,6 +48,17 @@ enum node_drain {
                        (STOP, drained); out of the job, shown "left", forgotten later */
 };
 
+#define MEMB_MAX_TRAFFIC 32 /* tables per worker whose traffic status shows */
+
+/* A worker's tables' traffic, from its latest heartbeat carrying it, held ready
+ * for STATUS_REPLY (ptr[i] = &tt[i], tt[i].name = names[i]). */
+typedef struct memb_traffic {
+    size_t n;
+    Pskv__TableTraffic tt[MEMB_MAX_TRAFFIC];
+    Pskv__TableTraffic *ptr[MEMB_MAX_TRAFFIC];
+    char names[MEMB_MAX_TRAFFIC][128];
+} memb_traffic;
+
 typedef struct memb_node {
     uint32_t id;
     int role;
@@ -91,6 +102,7 @@ typedef struct memb_node {
     uint32_t drain_parts;  /* partitions it held then */
     int64_t drain_ms;      /* when the drain began (DRAIN_HANDING), or when it was last
                               told to exit (DRAIN_LEFT) */
+    memb_traffic *traffic; /* workers: their tables' traffic (heartbeats), or NULL; owned */
 } memb_node;
 
 typedef struct memb_state {

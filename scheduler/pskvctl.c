@@ -182,6 +182,39 @@ static void print_tables(const Pskv__View *v)
     }
 }
 
+/* Per worker and table: bytes sent and received on the wire and before the
+ * filters, and the time in filters (from the workers' heartbeats). */
+static void print_traffic(const Pskv__View *v)
+{
+    int any = 0;
+    for (size_t i = 0; i < v->n_nodes; i++) {
+        const Pskv__Node *n = v->nodes[i];
+        for (size_t j = 0; j < n->n_traffic; j++) {
+            const Pskv__TableTraffic *t = n->traffic[j];
+            if (!any++)
+                printf("%-4s %-5s %-24s %-13s %-13s %-13s %-13s %s\n", "ID", "RANK", "TABLE",
+                       "SENT", "SENT RAW", "RECEIVED", "RECEIVED RAW", "FILTER MS");
+            printf("%-4u %-5d %-24s %-13" PRIu64 " %-13" PRIu64 " %-13" PRIu64 " %-13" PRIu64
+                   " %.1f\n", n->id, n->rank, t->name ? t->name : "?", t->sent, t->sent_raw,
+                   t->received, t->received_raw, (double)t->filter_ns / 1e6);
+        }
+    }
+}
+
+static void json_traffic(const Pskv__Node *n)
+{
+    printf(",\"traffic\":[");
+    for (size_t j = 0; j < n->n_traffic; j++) {
+        const Pskv__TableTraffic *t = n->traffic[j];
+        printf("%s{\"table\":", j ? "," : "");
+        json_str(t->name);
+        printf(",\"sent\":%" PRIu64 ",\"sent_raw\":%" PRIu64 ",\"received\":%" PRIu64
+               ",\"received_raw\":%" PRIu64 ",\"filter_ms\":%.3f}", t->sent, t->sent_raw,
+               t->received, t->received_raw, (double)t->filter_ns / 1e6);
+    }
+    putchar(']');
+}
+
 static void print_json(const Pskv__Meta *m)
 {
     const Pskv__View *v = m->view;
@@ -214,6 +247,8 @@ static void print_json(const Pskv__Meta *m)
                    n->val_accuracy);
         if (n->has_val_auc)
             printf(",\"val_auc\":%.17g", n->val_auc);
+        if (n->role == PSKV__ROLE__WORKER)
+            json_traffic(n);
         printf(",\"insecure\":%s,\"refused\":", n->insecure ? "true" : "false");
         json_refusals(n->refusals, n->n_refusals);
         putchar('}');
@@ -304,6 +339,7 @@ static void print_table(const Pskv__Meta *m)
     for (size_t i = 0; i < v->n_nodes; i++)
         dropped += v->nodes[i]->dropped;
     print_tables(v);
+    print_traffic(v);
     if (slow)
         printf("slowest worker: rank %d at clock %" PRId64 "; pushes dropped as late: %" PRIu64
                "\n", slow->rank, slow->clock, dropped);

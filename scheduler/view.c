@@ -143,6 +143,10 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
             p->pulls = n->pulls;
             p->has_wait_ns = n->role == PSKV__ROLE__WORKER;
             p->wait_ns = n->wait_ns;
+            if (n->traffic) {
+                p->n_traffic = n->traffic->n;
+                p->traffic = n->traffic->ptr;
+            }
             p->has_pipe_pipeline = p->has_pipe_stage = n->pipe_place > 0;
             p->pipe_pipeline = (uint32_t)((n->pipe_place - 1) >> 32);
             p->pipe_stage = (uint32_t)((n->pipe_place - 1) & 0xffffffff);

@@ -1,21 +1,31 @@
 #!/usr/bin/env bash
 # Training benchmark: MLP 784-256-10 on Fashion-MNIST, SGD lr 0.01 momentum 0.9,
 # 32 examples per worker per step, 5 epochs, 1 server + 2 workers, one BLAS thread
-# per process, one push and one pull per step, async (the default model).
-# Reports samples/s and test accuracy per epoch (median run of --runs), then, in
-# the same sitting, PyTorch DDP (gloo, 2 ranks x 1 thread, global batch 64) from
-# ../shared/reference when Debian's python3-torch is installed.
-# Each consistency model of --models (default "async bsp") is measured in turn;
-# "allreduce" there is --sync allreduce (the mean gradient by pskv_allreduce, the
-# servers holding a copy) instead of a consistency model.
-# --servers S (default 1) and --replicas R (default 1) set the cluster, for the cost
-# of replication (bsp closes go down the chains).
-# Usage: scripts/bench-train.sh [--runs N] [--epochs E] [--models "async bsp"] [--no-peer]
+# per process, one push and one pull per step.
+# Each entry of --models (default "async async+prefetch bsp local") is a consistency
+# model, "+prefetch" adding --prefetch (the next step's pull sent before this
+# step's compute) and "+FILTER" a wire filter (e.g. async+prefetch+int8), or
+# "local": --sync local, the same training with no communication a step (each
+# worker applies its own gradient to its own weights), the compute-only ceiling, or
+# "allreduce": --sync allreduce (the mean gradient by pskv_allreduce, the servers
+# holding a copy). The runs alternate (run 1 of every
+# model, then run 2 ...), so that the load of a shared machine spreads over all;
+# with Debian's python3-torch installed, each round also runs PyTorch DDP (gloo,
+# 2 ranks x 1 thread, global batch 64) from ../shared/reference.
+# Per run: samples/s (the job's, evaluation excluded), test accuracy, waiting
+# fraction (the mean of the workers'); per model the median run (by samples/s),
+# the median waiting fraction, and its samples/s over DDP's and the ceiling's.
+# --servers S (default 1) and --replicas R (default 1) set the cluster; the scheduler
+# declares a node dead after 5 s of silence (not 0.5 s), so that a process starved
+# for a moment on a loaded machine does not end the run.
+# Usage: scripts/bench-train.sh [--runs N] [--epochs E] [--models "M..."] [--no-peer]
 #                               [--servers S] [--replicas R]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
-runs=3 epochs=5 peer=1 models="async bsp" servers=1 replicas=1
+. "$here/bench-lib.sh"
+runs=3 epochs=5 peer=1 models="async async+prefetch bsp local" servers=1 replicas=1
+usage="usage: $0 [--runs N] [--epochs E] [--models \"async async+prefetch bsp local\"] [--no-peer] [--servers S] [--replicas R]"
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) runs=$2; shift 2 ;;
@@ -24,39 +34,85 @@ while [ $# -gt 0 ]; do
     --models) models=$2; shift 2 ;;
     --servers) servers=$2; shift 2 ;;
     --replicas) replicas=$2; shift 2 ;;
-    *) echo "usage: $0 [--runs N] [--epochs E] [--models \"async bsp\"] [--no-peer] [--servers S] [--replicas R]" >&2; exit 2 ;;
+    *) echo "$usage" >&2; exit 2 ;;
   esac
 done
+for m in $models; do
+  case "${m%%+*}" in
+    async|bsp|ssp:[0-9]*|local) ;;
+    *) echo "bench-train: unknown model '$m' (async, bsp, ssp:TAU, local, each with +prefetch or +FILTER)" >&2; exit 2 ;;
+  esac
+done
+ddp=0
+if [ $peer -eq 1 ] && /usr/bin/python3 -c 'import torch' 2>/dev/null && [ -f "$top/../shared/reference/tddp.py" ]; then
+  ddp=1
+fi
 export OPENBLAS_NUM_THREADS=1
 out=$(mktemp -d /tmp/pskv-bench-train-XXXXXX)
 trap 'rm -rf "$out"' EXIT
-for model in $models; do
 : > "$out/runs"
-for r in $(seq "$runs"); do
-  "$here/launch-local.sh" --servers "$servers" --workers 2 --timeout 900 --log-dir "$out/$model-$r" \
-    --scheduler-opt --replicas --scheduler-opt "$replicas" \
+
+# run_model MODEL RUN: one training job; appends its line to $out/runs.
+run_model() {
+  local m=$1 r=$2 d="$out/${1//[:+]/_}-$2" flags=() x
+  case "${m%%+*}" in
+    local) flags=(--sync local --copy-every 1000000000) ;;
+    allreduce) flags=(--sync allreduce) ;;
+    *) flags=(--consistency "${m%%+*}") ;;
+  esac
+  IFS=+ read -r -a extra <<< "$m"
+  for x in "${extra[@]:1}"; do
+    if [ "$x" = prefetch ]; then flags+=(--prefetch); else flags+=(--filter "$x"); fi
+  done
+  "$here/launch-local.sh" --servers "$servers" --workers 2 --timeout 900 --log-dir "$d" \
+    --scheduler-opt --replicas --scheduler-opt "$replicas" --scheduler-opt --dead-after-ms=5000 \
     --scheduler-opt --log-level --scheduler-opt warn --server-opt --log-level --server-opt warn \
     -- --app mlp --epochs "$epochs" --batch 32 --lr 0.01 --lr-schedule const --momentum 0.9 \
-       --log-level warn \
-       $([ "$model" = allreduce ] && echo --sync allreduce || echo --consistency "$model") --metrics "$out/$model-$r/metrics.jsonl" > /dev/null 2>&1 ||
-    { echo "bench-train: $model run $r failed" >&2; exit 1; }
+       --log-level warn "${flags[@]}" --metrics "$d/metrics.jsonl" > /dev/null 2>&1 ||
+    { echo "bench-train: $m run $r failed" >&2; tail -n 3 "$d"/worker-*.log >&2; exit 1; }
+  local wf
+  wf=$(sed -n 's/^rank [0-9]* waiting fraction \([0-9.]*\) .*/\1/p' "$d"/worker-*.log |
+       awk '{s += $1; n++} END {if (n) printf "%.4f", s / n; else print "-"}')
   # whole-run rate: the job's samples over its training time (evaluation excluded):
   # each line covers about one epoch, so the rate is the harmonic mean of the lines'
-  awk -v r="$r" -v e="$epochs" -v m="$model" 'BEGIN{FS="[:,}]"} {for(i=1;i<NF;i++){if($i~/"samples_per_s"/)inv+=1/$(i+1); if($i~/"accuracy"/)a=$(i+1)}; n++} END {printf "model=%s run=%d epochs=%d samples_per_s=%.0f accuracy=%.4f\n", m, r, e, n/inv, a}' \
-    "$out/$model-$r/metrics.jsonl" | tee -a "$out/runs"
+  awk -v r="$r" -v e="$epochs" -v m="$m" -v wf="$wf" 'BEGIN{FS="[:,}]"} {for(i=1;i<NF;i++){if($i~/"samples_per_s"/)inv+=1/$(i+1); if($i~/"accuracy"/)a=$(i+1)}; n++} END {printf "model=%s run=%d epochs=%d samples_per_s=%.0f accuracy=%.4f waiting=%s\n", m, r, e, n/inv, a, wf}' \
+    "$d/metrics.jsonl" | tee -a "$out/runs"
+}
+
+# run_ddp RUN: PyTorch DDP on the same model and data; appends its line.
+run_ddp() {
+  local d="$out/ddp-$1" line
+  mkdir -p "$d"
+  ( cd "$d" && PYTHONPATH="$top/../shared/reference" timeout 900 /usr/bin/python3 \
+      "$top/../shared/reference/tddp.py" 0.01 "$epochs" 64 ) > "$d/out" 2>&1
+  line=$(grep '^total' "$d/out") ||
+    { echo "bench-train: ddp run $1 failed:" >&2; tail -n 5 "$d/out" >&2; exit 1; }
+  # "total train T s avg S samples/s final acc A"
+  awk -v r="$1" -v e="$epochs" '{for(i=1;i<=NF;i++){if($i=="avg")s=$(i+1); if($i=="acc")a=$(i+1)}} END {printf "model=ddp run=%d epochs=%d samples_per_s=%.0f accuracy=%.4f waiting=-\n", r, e, s, a}' \
+    <<< "$line" | tee -a "$out/runs"
+}
+
+for r in $(seq "$runs"); do
+  for m in $models; do run_model "$m" "$r"; done
+  [ $ddp -eq 1 ] && run_ddp "$r"
 done
-med=$(sort -t= -k5 -g "$out/runs" | awk -v n="$runs" 'NR==int((n+1)/2)')
-echo "pskv mlp median: $med"
-mr=$(sed 's/.*run=\([0-9]*\).*/\1/' <<< "$med")
-echo "per epoch ($model run $mr):"
-sed 's/^/  /' "$out/$model-$mr/metrics.jsonl"
-grep -h 'step time\|waiting fraction' "$out/$model-$mr"/worker-*.log | sed 's/^/  /'
+[ $ddp -eq 1 ] || echo "ddp: skipped (needs Debian's python3-torch and ../shared/reference/tddp.py; or --no-peer)"
+
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
+rate_of() { grep "^model=$1 " "$out/runs" | field samples_per_s | median; }
+ddp_rate=$([ $ddp -eq 1 ] && rate_of ddp || echo -)
+ceiling=$(case " $models " in *" local "*) rate_of local ;; *) echo - ;; esac)
+echo "medians over $runs runs (ddp: $ddp_rate samples/s, compute-only ceiling: $ceiling samples/s):"
+for m in $models $([ $ddp -eq 1 ] && echo ddp); do
+  med=$(grep "^model=$m " "$out/runs" | sort -t= -k5 -g | awk -v n="$runs" 'NR==int((n+1)/2)')
+  wf=$(grep "^model=$m " "$out/runs" | field waiting | grep -v '^-$' | median)
+  rate=$(field samples_per_s <<< "$med")
+  awk -v m="$m" -v s="$rate" -v a="$(field accuracy <<< "$med")" -v w="$wf" -v d="$ddp_rate" -v c="$ceiling" \
+    'BEGIN {printf "  %-16s samples_per_s=%s accuracy=%s waiting=%s", m, s, a, w;
+            if (d != "-" && d > 0) printf " x_ddp=%.2f", s / d;
+            if (c != "-" && c > 0) printf " of_ceiling=%.2f", s / c; printf "\n"}'
+  [ "$m" = ddp ] && continue
+  mr=$(field run <<< "$med")
+  d="$out/${m//[:+]/_}-$mr"
+  grep -h 'step time\|waiting fraction' "$d"/worker-*.log | sed 's/^/    /'
 done
-if [ $peer -eq 1 ]; then
-  if /usr/bin/python3 -c 'import torch' 2>/dev/null && [ -f "$top/../shared/reference/tddp.py" ]; then
-    ( cd "$out" && PYTHONPATH="$top/../shared/reference" /usr/bin/python3 "$top/../shared/reference/tddp.py" 0.01 "$epochs" 64 ) 2>&1 |
-      grep -E '^epoch|^total' | sed 's/^/ddp: /'
-  else
-    echo "ddp: skipped (needs Debian's python3-torch and ../shared/reference/tddp.py)"
-  fi
-fi

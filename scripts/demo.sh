@@ -5,6 +5,8 @@
 # last 10,000 training images, held out) stops improving. Then prints when and why
 # it stopped, the best validation accuracy, the best model's test accuracy, the
 # test accuracy at the end, and where the metrics and the plot were written.
+# The workers run with --prefetch (each step's pull travels during the step
+# before's compute), as they always did before the flag existed.
 # Usage: scripts/demo.sh [--out DIR] [-- EXTRA_WORKER_ARGS...]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -34,6 +36,7 @@ start=$SECONDS
 "$here/launch-local.sh" --servers 2 --workers 2 --evaluators 1 --timeout 900 --log-dir "$out/logs" \
   --scheduler-opt --log-level --scheduler-opt warn --server-opt --log-level --server-opt warn \
   --scheduler-opt --early-stop-metric=val_accuracy --scheduler-opt --patience=3 \
+  --scheduler-opt --dead-after-ms=3000 \
   --evaluator-opt --save-best="$out/best.model" --evaluator-opt --best-metric=val_accuracy \
   --evaluator-opt --metrics="$out/validation.jsonl" --evaluator-opt --eval-every=1 \
   -- --app mlp --epochs 30 --batch 16 --lr 0.02 --lr-schedule exp:0.65 --momentum 0.9 \

@@ -104,6 +104,8 @@ no_strays() { # no process from the pid files in DIR is alive
 . "$here/wire_tests.sh"
 # shellcheck source=pipeline_tests.sh
 . "$here/pipeline_tests.sh"
+# shellcheck source=overlap_tests.sh
+. "$here/overlap_tests.sh"
 
 t_check_2x3() {
   # workers 0 and 2 push the dense run without a copy (the default), worker 1 with one
@@ -1436,6 +1438,7 @@ tests=(check_2x3 wire_check wire_refused wire_mlp wire_loss_scale filters_check 
        eval_early_stop eval_bad_flags eval_late_join eval_sparse_auc eval_best_checkpoint eval_silent
        allreduce_exact allreduce_mismatch allreduce_peer_dies allreduce_train allreduce_wire allreduce_wire_train allreduce_loss_scale allreduce_zero allreduce_wire_bytes
        pipeline_schedules pipeline_suggest_split pipeline_train pipeline_stage_dies pipeline_bad_flags
+       train_prefetch prefetch_bad_flags status_traffic async_paused_worker
        hosts_check hosts_delay hosts_partition slurm)
 for t in "${tests[@]}"; do
   if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $t "* ]]; then continue; fi

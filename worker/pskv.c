@@ -218,6 +218,7 @@ int pskv_traffic_get(const pskv_worker *w, int table, pskv_traffic *out)
         out->received_raw += f->raw_in;
         out->filter_s += (double)f->ns / 1e9;
     }
+    out->name = table < 0 ? NULL : w->tables[table].name;
     return 0;
 }
 

@@ -177,6 +177,8 @@ typedef struct pskv_traffic {
     uint64_t sent, sent_raw;         /* pushes and pull requests: on the wire, before filters */
     uint64_t received, received_raw; /* pull replies */
     double filter_s;                 /* seconds in filters */
+    const char *name;                /* the table's name (table -1: NULL), valid while the
+                                        handle is open */
 } pskv_traffic;
 
 /* Fills *out with table's traffic so far (table -1: every table's). Returns 0 or

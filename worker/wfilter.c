@@ -293,3 +293,44 @@ void wfilter_report(const tbl *t)
           (unsigned long long)f->sig_hits, (unsigned long long)f->sig_misses, kkt,
           (double)f->ns / 1e6);
 }
+
+void wfilter_publish(pskv_worker *w, int now)
+{
+    int64_t t = tu_now_ms();
+    if (!w->traffic_mu_ok || (!now && t - w->traffic_ms < WST_TRAFFIC_MS))
+        return;
+    w->traffic_ms = t;
+    int n = w->ntables < WST_MAX_TRAFFIC ? w->ntables : WST_MAX_TRAFFIC;
+    pthread_mutex_lock(&w->traffic_mu);
+    for (int i = 0; i < n; i++) {
+        memcpy(w->traffic[i].name, w->tables[i].name, sizeof w->traffic[i].name);
+        w->traffic[i].fst = w->tables[i].fst;
+    }
+    w->ntraffic = n;
+    pthread_mutex_unlock(&w->traffic_mu);
+}
+
+size_t wfilter_traffic(pskv_worker *w, Pskv__TableTraffic *tt, Pskv__TableTraffic **ptr,
+                       char (*names)[128], size_t max)
+{
+    size_t n = 0;
+    if (!w->traffic_mu_ok)
+        return 0;
+    pthread_mutex_lock(&w->traffic_mu);
+    for (; n < (size_t)w->ntraffic && n < max; n++) {
+        const filter_stats *f = &w->traffic[n].fst;
+        memcpy(names[n], w->traffic[n].name, sizeof names[n]);
+        pskv__table_traffic__init(&tt[n]);
+        tt[n].name = names[n];
+        tt[n].has_sent = tt[n].has_sent_raw = tt[n].has_received = tt[n].has_received_raw =
+            tt[n].has_filter_ns = 1;
+        tt[n].sent = f->wire_out;
+        tt[n].sent_raw = f->raw_out;
+        tt[n].received = f->wire_in;
+        tt[n].received_raw = f->raw_in;
+        tt[n].filter_ns = f->ns > 0 ? (uint64_t)f->ns : 0;
+        ptr[n] = &tt[n];
+    }
+    pthread_mutex_unlock(&w->traffic_mu);
+    return n;
+}

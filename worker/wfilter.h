@@ -7,7 +7,9 @@
  *
  * OWNS nothing beyond each table's keycache (tbl.kc) and kkt state (tbl.kkt,
  * wkkt.h), freed by wfilter_close.
- * THREAD: the caller's (the library's one thread). NEVER changes a value. */
+ * THREAD: the caller's (the library's one thread), except wfilter_traffic, which the
+ * heartbeat thread calls: the tables' counters reach it through w->traffic, under
+ * w->traffic_mu (wfilter_publish). NEVER changes a value. */
 #ifndef PSKV_WFILTER_H
 #define PSKV_WFILTER_H
 
@@ -80,5 +82,14 @@ void wfilter_received(tbl *t, const wire_msg *msg);
 /* Logs t's traffic before and after its filters and wire precision (nothing for a
  * table with neither). */
 void wfilter_report(const tbl *t);
+
+/* Copies every table's traffic (the first WST_MAX_TRAFFIC) for the heartbeat
+ * thread, at most every WST_TRAFFIC_MS unless `now` is set. Caller's thread. */
+void wfilter_publish(pskv_worker *w, int now);
+
+/* Heartbeat thread: fills tt[0..], ptr[i] = &tt[i], with the tables' traffic as
+ * last published (names point into names[]); returns how many (<= max). */
+size_t wfilter_traffic(pskv_worker *w, Pskv__TableTraffic *tt, Pskv__TableTraffic **ptr,
+                       char (*names)[128], size_t max);
 
 #endif

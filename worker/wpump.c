@@ -86,8 +86,12 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
         return;
     }
     /* a reply says which clock its values reflect; a worker left behind (its clock
-     * closed without it under bsp with backups) moves up to it */
-    if (m->has_clock && m->clock > atomic_load(&w->clock))
+     * closed without it under bsp with backups) moves up to it. Only bsp's: an
+     * async or ssp reply carries the slowest clock of the workers the server
+     * counts, which is ahead of this worker's only while the view has it dead
+     * (silent for a while on a loaded machine): it would skip steps it never did */
+    if (m->has_clock && m->clock > atomic_load(&w->clock) && r->table >= 0 &&
+        r->table < w->ntables && w->tables[r->table].bsp)
         atomic_store(&w->clock, m->clock);
     if (m->type == PSKV__MSG_TYPE__ERROR && m->error_code == PSKV_ELATE) {
         if (!r->err) { /* once per push, whatever the number of servers */
@@ -271,4 +275,5 @@ void wpump_spin(pskv_worker *w, long timeout_ms, int spin_us)
         }
     }
     expire(w);
+    wfilter_publish(w, 0);
 }

@@ -91,6 +91,7 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
     pskv_worker *w = calloc(1, sizeof *w);
     if (!w)
         return -PSKV_ENOMEM;
+    w->traffic_mu_ok = pthread_mutex_init(&w->traffic_mu, NULL) == 0;
     w->window = cfg.window;
     w->chunk_bytes = cfg.chunk_bytes ? cfg.chunk_bytes : 1024 * 1024;
     w->ar_wire = cfg.allreduce_wire;
@@ -211,6 +212,9 @@ int pskv_worker_close(pskv_worker **w_p)
                   stop ? CLOSE_STOP_MS / 1000 : 5);
     }
     wview_heartbeat_stop(w);
+    if (w->traffic_mu_ok)
+        pthread_mutex_destroy(&w->traffic_mu);
+    w->traffic_mu_ok = 0;
     wpipe_close(w);
     war_close(w);
     if (w->lent_pushes) /* debug: an app's last line is its own */

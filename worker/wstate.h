@@ -36,7 +36,7 @@
  *   hanging off it, whichever module filled it in; last_error (wst_error).
  * THREADS: every field belongs to the thread using the handle (one at a time, as
  *   pskv.h says), except the atomics `clock`, `progress[]` and `wait_ns`, which the heartbeat
- *   thread reads, and vbuf.refs, which ZeroMQ's I/O threads drop (vbuf_unref). The
+ *   thread reads, traffic[] and ntraffic, which both threads use under traffic_mu, and vbuf.refs, which ZeroMQ's I/O threads drop (vbuf_unref). The
  *   heartbeat thread also reads ctx, sec, sched and hb_job, hb_node, hb_period_ms,
  *   all written before it starts and never after.
  * NEVER: no module exports a symbol from libpskv.so: every internal prototype is
@@ -65,6 +65,8 @@
 #define RETRY_DELAY_MS 5 /* a refused part (stale placement, copy on its way) goes again */
 #define CLOCK_AGAIN_MS 1000 /* an ssp pull waiting this long since the last clock: it goes again */
 #define WST_MAX_WCLOCKS 1024 /* worker ranks an evaluator's vector clock holds */
+#define WST_MAX_TRAFFIC 32 /* tables whose traffic heartbeats carry (the first opened) */
+#define WST_TRAFFIC_MS 100 /* the caller's thread copies the tables' traffic this often */
 #define CLOSE_STOP_MS 1000 /* pskv_worker_close of a process stopping on a signal: each wait */
 #define FAILED_KEEP 4096 /* failed requests whose outcome pskv_wait can still tell */
 #define LENT_RESET_MS 100 /* a lent array ZeroMQ still holds this long after its push
@@ -146,6 +148,12 @@ typedef struct srv {
 
 typedef struct war war; /* pskv_allreduce's sockets (allreduce.c) */
 typedef struct wkkt wkkt; /* the kkt filter's readings (wkkt.h) */
+
+/* One table's traffic as the heartbeat thread sends it (wfilter_publish). */
+typedef struct wst_traffic {
+    char name[128];
+    filter_stats fst;
+} wst_traffic;
 typedef struct wpipe wpipe; /* pskv_pipe's sockets to neighbour stages (wpipe.c) */
 
 typedef struct tbl {
@@ -240,6 +248,13 @@ struct pskv_worker {
     uint64_t ckpt_req;           /* request id of the checkpoint asked for */
     war *ar;                     /* all-reduce: listening and ring sockets (allreduce.h) */
     wpipe *pipe;                 /* pskv_pipe: sockets to neighbour stages (wpipe.h) */
+    /* the tables' traffic for heartbeats: the caller's thread copies it in
+     * (wfilter_publish), the heartbeat thread reads it (wfilter_traffic) */
+    pthread_mutex_t traffic_mu;
+    int traffic_mu_ok;           /* traffic_mu initialised */
+    wst_traffic traffic[WST_MAX_TRAFFIC];
+    int ntraffic;
+    int64_t traffic_ms;          /* when the caller's thread last copied it */
 };
 
 /* Formats w->last_error (what pskv_last_error returns) and returns -code, whichever

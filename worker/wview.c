@@ -24,6 +24,7 @@
 #include "net.h"
 #include "secure.h"
 #include "timeutil.h"
+#include "wfilter.h"
 #include "wire.h"
 #include "wsend.h"
 
@@ -268,8 +269,8 @@ void wview_catch_up(pskv_worker *w)
 /* ---- heartbeat thread ---------------------------------------------------- */
 
 /* The heartbeat thread's body: touches nothing but its own socket `s`; of w it
- * reads only the atomics (hb_stop, clock, progress) and what wview_heartbeat_start
- * wrote before starting it (never w->mb: the caller's thread applies new views to
+ * reads only the atomics (hb_stop, clock, progress), the tables' traffic under its
+ * mutex (wfilter_traffic) and what wview_heartbeat_start wrote before starting it (never w->mb: the caller's thread applies new views to
  * it at any time). */
 static void *heartbeat_main(void *arg)
 {
@@ -296,6 +297,10 @@ static void *heartbeat_main(void *arg)
             hb.pipe_stage = (uint32_t)((place - 1) & 0xffffffff);
         }
         hb.rss_bytes = (uint64_t)metrics_resident_bytes();
+        Pskv__TableTraffic tt[WST_MAX_TRAFFIC], *ttp[WST_MAX_TRAFFIC];
+        char names[WST_MAX_TRAFFIC][128];
+        hb.n_traffic = wfilter_traffic(w, tt, ttp, names, WST_MAX_TRAFFIC);
+        hb.traffic = ttp;
         wire_send(s, NULL, &hb, NULL, NULL);
         for (int slept = 0; slept < period && !atomic_load(&w->hb_stop); slept += 10)
             tu_sleep_ms(10);

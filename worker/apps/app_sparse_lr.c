@@ -2,8 +2,9 @@
  *
  * Weights live in a sparse table (one float per feature id, created on first
  * push), the bias under key SPARSE_BIAS_KEY. A batch pulls only the keys it touches and
- * pushes their mean gradients. The pull for the next batch is sent before this
- * batch is computed, so it travels while the CPU works (async, delay 1).
+ * pushes their mean gradients. With --prefetch the pull for the next batch is
+ * sent before this batch is computed, so it travels while the CPU works (delay
+ * 1); without, it is sent after this batch's push.
  * --clip-norm scales a batch's gradient down to that L2 norm. Rank 0 evaluates
  * log-loss, AUC and accuracy on --test from freshly pulled weights. A resumed job
  * goes on at the step its checkpoint recorded (trainpos.h); --checkpoint-epochs
@@ -157,6 +158,7 @@ typedef struct lr_run {
     uint64_t pushed_keys;
     int64_t clipped, clipped_unreported; /* this worker's clipped steps; not yet counted */
     int cur;           /* keys[cur], wv[cur]: this batch */
+    int prefetch;      /* --prefetch: the next batch's pull travels during this one */
     int64_t prev_push, pending;
 } lr_run;
 
@@ -364,8 +366,21 @@ static int evaluate_step(lr_run *r, size_t step, int last)
     return 0;
 }
 
+/* Sends the pull of batch `step` into keys[cur ^ 1], wv[cur ^ 1]. Returns 0, or 1
+ * after saying why. */
+static int send_pull(lr_run *r, size_t step)
+{
+    size_t lo, hi;
+    batch_range(r, step, &lo, &hi);
+    int nx = r->cur ^ 1;
+    r->nk[nx] = sparse_batch_keys(&r->d, lo, hi, r->keys[nx]);
+    r->pending = pskv_pull(r->w, r->t, r->keys[nx], r->nk[nx], r->wv[nx]);
+    return r->pending < 0 ? fail(r->w, "pull", (int)r->pending) : 0;
+}
+
 /* One batch: waits for its weights (and the previous batch's push), sends the
- * next batch's pull, computes and pushes the gradient; every 64 steps the sample
+ * next batch's pull (--prefetch; else after the push), computes and pushes the
+ * gradient; every 64 steps the sample
  * counter, and rank 0's evaluation when one is due. Returns 0, or 1 after saying why. */
 static int train_step(lr_run *r, size_t step)
 {
@@ -378,16 +393,9 @@ static int train_step(lr_run *r, size_t step)
      * which hold a push once it is acknowledged): weights at most two batches old */
     if (r->prev_push > 0 && (rc = pskv_wait(r->w, r->prev_push, TMO)) < 0)
         return fail(r->w, "push", rc);
-    /* send the next batch's pull now: it travels while this one computes */
-    if (step + 1 < r->total) {
-        size_t lo2, hi2;
-        batch_range(r, step + 1, &lo2, &hi2);
-        int nx = r->cur ^ 1;
-        r->nk[nx] = sparse_batch_keys(&r->d, lo2, hi2, r->keys[nx]);
-        r->pending = pskv_pull(r->w, r->t, r->keys[nx], r->nk[nx], r->wv[nx]);
-        if (r->pending < 0)
-            return fail(r->w, "pull", (int)r->pending);
-    }
+    /* --prefetch: send the next batch's pull now: it travels while this one computes */
+    if (r->prefetch && step + 1 < r->total && (rc = send_pull(r, step + 1)) != 0)
+        return rc;
     double bl = batch_grad(r, lo, hi);
     r->loss_sum += bl / (double)(hi - lo);
     r->loss_n++;
@@ -406,6 +414,9 @@ static int train_step(lr_run *r, size_t step)
     /* eviction counts clocks: one per batch */
     if (r->clock_per_batch && (rc = pskv_clock(r->w)) < 0)
         return fail(r->w, "clock", rc);
+    /* without --prefetch the next pull goes behind this push, which it sees */
+    if (!r->prefetch && step + 1 < r->total && (rc = send_pull(r, step + 1)) != 0)
+        return rc;
     r->cur ^= 1;
     if ((step & 63) == 63 && (tp = push_stats(r)) < 0)
         return fail(r->w, "stats push", (int)tp);
@@ -482,6 +493,7 @@ int app_sparse_lr(pskv_worker *w, cfg_entry *cfg)
     r.epochs = (int)cfg_int(cfg, "epochs");
     r.clip = cfg_double(cfg, "clip-norm"); /* > 0 when set: worker_main checks */
     r.ckpt_epochs = (int)cfg_int(cfg, "checkpoint-epochs");
+    r.prefetch = (int)cfg_int(cfg, "prefetch"); /* worker_main checks the model allows it */
     /* eviction counts clocks, and so does pskv-evaluator's snapshot (the slowest
      * worker's clock): one per batch */
     r.clock_per_batch = cfg_int(cfg, "evict-after") > 0 || cfg_int(cfg, "validation-split") > 0;

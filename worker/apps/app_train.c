@@ -1,10 +1,11 @@
 /* --app softmax | mlp: Fashion-MNIST training on pskv.
  *
  * All parameters are one dense table (model.h layout), so a step is one pull and
- * one push of float32 values. Pulls are double-buffered: the pull for the next
- * step is sent right after this step's push and travels while this step's
- * gradient is computed, so communication overlaps compute (the weights a step
- * uses miss at most the worker's own previous push: async, delay 1).
+ * one push of float32 values. With --prefetch pulls are double-buffered: the pull
+ * for the next step is sent right after this step's push and travels while the
+ * next gradient is computed, so communication overlaps compute (the weights a
+ * step uses miss at most the worker's own previous push: delay 1). Without it a
+ * step pushes, pulls and waits for the weights it computes on.
  * Rank 0 evaluates on the test set from freshly pulled weights every
  * --eval-every epochs of its own and writes the metrics; every worker adds its
  * sample count (and its steps clipped by --clip-norm) to a small `sum` table so
@@ -17,10 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "apps.h"
-#include "updflags.h"
 #include "idx.h"
 #include "jobstats.h"
 #include "log.h"
@@ -40,28 +39,6 @@ static int fail(pskv_worker *w, const char *what, int rc)
 {
     fprintf(stderr, "train: %s: %s (%s)\n", what, pskv_strerror(rc), w ? pskv_last_error(w) : "");
     return 1;
-}
-
-int app_train_check_data(cfg_entry *cfg)
-{
-    const char *dir = cfg_str(cfg, "data");
-    const char *files[] = {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
-                           "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"};
-    for (int i = 0; i < 4; i++) {
-        char path[4096];
-        struct stat st;
-        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
-        if (stat(path, &st) != 0) {
-            fprintf(stderr,
-                    "pskv-worker: Fashion-MNIST not found: %s does not exist.\n"
-                    "  Install it with: apt-get install dataset-fashion-mnist (or run "
-                    "scripts/install-deps.sh),\n  or point --data DIR at a folder holding the "
-                    "four idx .gz files.\n",
-                    path);
-            return -1;
-        }
-    }
-    return 0;
 }
 
 static uint64_t rng_next(uint64_t *s)
@@ -111,7 +88,10 @@ typedef struct run {
     train_ar *ar;    /* --sync allreduce, else NULL */
     lscale ls;       /* --sync ps: --loss-scale of the pushes (lscale_push) */
     /* buffers */
-    float *grad, *grad2;   /* the step's gradient; a further micro-batch's */
+    float *grad, *grad2;   /* the step's gradient (gbuf[gi]); a further micro-batch's */
+    float *gbuf[2];        /* gradients alternate: a push lends its buffer (no copy) */
+    int64_t gpush[2];      /* the push still holding gbuf[i], 0 = none */
+    int gi;
     float *x;              /* one micro-batch of images */
     uint8_t *y;            /* its labels */
     uint32_t *order;       /* this epoch's shuffled row order */
@@ -128,7 +108,7 @@ typedef struct run {
     /* the loop */
     int64_t steps_per_epoch, total_steps, eval_step, next_eval;
     trainpos_plan pos;
-    int overlap;      /* async/ssp: the next step's pull travels during this step */
+    int overlap;      /* --prefetch: the next step's pull travels during this step */
     int cur;          /* buf[cur] holds this step's weights */
     int64_t pending;  /* the pull into the other buffer (overlap) */
     int64_t prev_push;
@@ -297,14 +277,16 @@ static int open_tables(run *r)
 static int alloc_buffers(run *r)
 {
     r->grad2 = malloc(r->P * sizeof(float));
-    r->grad = malloc(r->P * sizeof(float));
+    r->gbuf[0] = malloc(r->P * sizeof(float));
+    r->gbuf[1] = malloc(r->P * sizeof(float));
+    r->grad = r->gbuf[0];
     r->x = malloc((size_t)r->batch * r->train.dim * sizeof(float));
     r->y = malloc((size_t)r->batch);
     r->order = malloc(r->train.n * sizeof *r->order);
     r->buf[0] = malloc(r->P * sizeof(float));
     r->buf[1] = malloc(r->P * sizeof(float));
     r->eval_params = malloc(r->P * sizeof(float));
-    if (!r->grad || !r->grad2 || !r->x || !r->y || !r->order || !r->buf[0] || !r->buf[1] ||
+    if (!r->gbuf[0] || !r->gbuf[1] || !r->grad2 || !r->x || !r->y || !r->order || !r->buf[0] || !r->buf[1] ||
         !r->eval_params) {
         fprintf(stderr, "train: out of memory\n");
         return 1;
@@ -389,12 +371,12 @@ static int resume_stats(run *r)
  * into buf[1]. Returns 0, or 1 after saying why. */
 static int first_pull(run *r)
 {
-    /* Under async and ssp the pull for the next step is sent right after this
-     * step's push and clock, into the other buffer, and travels while the next
-     * gradient is computed (the weights a step uses miss at most this worker's
-     * previous push). Under bsp a step must see every push of the clock before:
-     * push, clock, pull, wait, compute, with no overlap. */
-    r->overlap = !r->ar && strcmp(cfg_str(r->cfg, "consistency"), "bsp") != 0;
+    /* With --prefetch (async, ssp:TAU >= 1: worker_main checks) the pull for the
+     * next step is sent right after this step's push and clock, into the other
+     * buffer, and travels while the next gradient is computed (the weights a step
+     * uses miss at most this worker's previous push). Without it, and always under
+     * bsp: push, clock, pull, wait, compute, with no overlap. */
+    r->overlap = !r->ar && cfg_int(r->cfg, "prefetch");
     r->cur = 0;
     int rc = 0;
     int64_t pending = pskv_pull(r->w, r->t, NULL, r->P, r->buf[0]);
@@ -418,6 +400,22 @@ static void new_epoch(run *r, int epoch)
     r->epoch_loss = 0;
     r->epoch_steps = 0;
     r->epoch_t0 = tu_now_ns();
+}
+
+/* The step's gradient buffer: the other one, once the push lent it two steps ago
+ * is over (its time counts as waiting). Returns 0, or 1 after saying why. */
+static int take_grad(run *r)
+{
+    r->gi ^= 1;
+    r->grad = r->gbuf[r->gi];
+    if (r->gpush[r->gi] <= 0)
+        return 0;
+    int64_t t0 = tu_now_ns();
+    int rc = pskv_wait(r->w, r->gpush[r->gi], TMO);
+    r->ns_wait += tu_now_ns() - t0;
+    r->gpush[r->gi] = 0;
+    /* a bsp push dropped as late (backup workers) is over too */
+    return rc < 0 && rc != -PSKV_ELATE ? fail(r->w, "push", rc) : 0;
 }
 
 /* The step's gradient into grad: K micro-batches of `batch` at buf[cur],
@@ -490,8 +488,8 @@ static void straggle(run *r, int64_t cc)
 }
 
 /* Pushes the gradient and clocks, then makes buf[cur] the next step's weights:
- * with overlap, the pull sent last step (and a new one sent into the other
- * buffer); under bsp, a pull waited for here. Returns 0, or 1 after saying why. */
+ * with --prefetch, the pull sent last step (and a new one sent into the other
+ * buffer); without, a pull waited for here. Returns 0, or 1 after saying why. */
 static int exchange(run *r)
 {
     int rc;
@@ -502,9 +500,11 @@ static int exchange(run *r)
         r->ns_push += tu_now_ns() - c2;
         return 0;
     }
+    /* without a copy: grad stays as it is until take_grad waits for this push */
     int64_t tp = lscale_push(&r->ls, r->w, r->t, r->grad, r->P); /* 0: skipped */
     if (tp < 0)
         return fail(r->w, "push", (int)tp);
+    r->gpush[r->gi] = tp;
     if ((rc = pskv_clock(r->w)) < 0)
         return fail(r->w, "clock", rc);
     int64_t c3 = tu_now_ns();
@@ -588,6 +588,8 @@ static int train_loop(run *r)
         if (in_epoch == 0 || r->epoch_steps == 0)
             new_epoch(r, epoch);
         int64_t cb = 0, cc = 0;
+        if ((rc = take_grad(r)) != 0)
+            return rc;
         float loss = compute_step(r, in_epoch, &cb, &cc);
         straggle(r, cc);
         r->epoch_loss += loss;
@@ -715,7 +717,8 @@ static void free_run(run *r)
     model_destroy(&r->m);
     idx_free(&r->train);
     idx_free(&r->test);
-    free(r->grad);
+    free(r->gbuf[0]);
+    free(r->gbuf[1]);
     free(r->grad2);
     free(r->x);
     free(r->y);

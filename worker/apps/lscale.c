@@ -51,11 +51,11 @@ int64_t lscale_push(lscale *ls, pskv_worker *w, int table, float *grad, size_t n
     if (++ls->steps == ls->plant && pskv_rank(w) == 0)
         grad[0] = FLT_MAX; /* a planted overflow (tests) */
     if (!(ls->scale > 0))
-        return pskv_push(w, table, NULL, n, grad);
+        return pskv_push_nocopy(w, table, NULL, n, grad);
     int rc = pskv_set_loss_scale(w, table, (float)ls->scale);
     if (rc < 0)
         return rc;
-    int64_t ts = pskv_push(w, table, NULL, n, grad);
+    int64_t ts = pskv_push_nocopy(w, table, NULL, n, grad);
     if (ts == -PSKV_EBADVALUE)
         lscale_skip(ls);
     else if (ts > 0)

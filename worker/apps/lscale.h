@@ -36,8 +36,9 @@ void lscale_skip(lscale *ls);
 /* A clean step: a dynamic scale doubles after `window` of them (not past 2^24). */
 void lscale_clean(lscale *ls);
 
-/* --sync ps: pushes the whole dense table's gradient grad (n floats) with the
- * loss scale (pskv_set_loss_scale; none when ls->scale is 0). A step whose scaled
+/* --sync ps: pushes the whole dense table's gradient grad (n floats) without a
+ * copy (pskv_push_nocopy: grad stays untouched until the push is answered) with
+ * the loss scale (pskv_set_loss_scale; none when ls->scale is 0). A step whose scaled
  * gradient is not finite on the wire pushes nothing (lscale_skip). At step
  * ls->plant rank 0's grad[0] is first set to FLT_MAX (tests). Returns the push's
  * timestamp, 0 when the step was skipped, or a negated error. */

@@ -24,6 +24,7 @@ struct train_ar {
     long plant;      /* --plant-overflow: rank 0 plants FLT_MAX at this step, 0 = never */
     int digests;     /* --print-digests: a line per step with the weights' digest */
     int zero;        /* --zero 1: update only [first, first+count), state for it only */
+    int local;       /* --sync local: no all-reduce, each worker applies its own gradient */
     size_t first, count;
 };
 
@@ -31,17 +32,18 @@ int train_ar_new(cfg_entry *cfg, pskv_worker *w, const pskv_table_opts *o, size_
                  train_ar **out)
 {
     *out = NULL;
-    if (strcmp(cfg_str(cfg, "sync"), "allreduce"))
+    const char *sync = cfg_str(cfg, "sync");
+    if (strcmp(sync, "allreduce") && strcmp(sync, "local"))
         return 0;
     int kind = upd_parse(o->updater);
     if (kind < 0 || kind == UPD_PLUGIN) {
-        fprintf(stderr, "train: --sync allreduce needs a built-in --updater (got %s)\n",
+        fprintf(stderr, "train: --sync %s needs a built-in --updater (got %s)\n", sync,
                 o->updater);
         return 1;
     }
     if (strcmp(o->consistency, "async")) {
-        fprintf(stderr, "train: --sync allreduce keeps the servers' copy with async pushes: "
-                "--consistency %s does not apply\n", o->consistency);
+        fprintf(stderr, "train: --sync %s keeps the servers' copy with async pushes: "
+                "--consistency %s does not apply\n", sync, o->consistency);
         return 1;
     }
     train_ar *a = calloc(1, sizeof *a);
@@ -52,7 +54,7 @@ int train_ar_new(cfg_entry *cfg, pskv_worker *w, const pskv_table_opts *o, size_
                       .beta2 = o->beta2, .weight_decay = o->weight_decay, .beta = o->beta};
     char why[256];
     if (upd_check(&a->o, why, sizeof why) < 0) {
-        fprintf(stderr, "train: --sync allreduce: %s\n", why);
+        fprintf(stderr, "train: --sync %s: %s\n", sync, why);
         free(a);
         return 1;
     }
@@ -62,6 +64,7 @@ int train_ar_new(cfg_entry *cfg, pskv_worker *w, const pskv_table_opts *o, size_
     a->plant = (long)cfg_int(cfg, "plant-overflow");
     a->digests = (int)cfg_int(cfg, "print-digests");
     a->zero = (int)cfg_int(cfg, "zero");
+    a->local = !strcmp(sync, "local");
     a->count = P;
     if (a->zero) {
         pskv_allreduce_slice(w, P, &a->first, &a->count);
@@ -138,8 +141,9 @@ int train_ar_step(train_ar *a, pskv_worker *w, int table, float *grad, float *we
         grad[0] = FLT_MAX; /* a planted overflow (tests) */
     if (a->ls.scale > 0)
         scale_by(grad, a->P, (float)a->ls.scale);
-    int rc = a->zero ? zero_step(a, w, table, grad)
-                     : pskv_allreduce(w, table, grad, a->P, PSKV_OP_MEAN);
+    int rc = a->local  ? 0
+             : a->zero ? zero_step(a, w, table, grad)
+                       : pskv_allreduce(w, table, grad, a->P, PSKV_OP_MEAN);
     if (rc < 0)
         return rc;
     /* [first, first+count): the whole gradient, or with --zero 1 this rank's slice */

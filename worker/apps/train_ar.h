@@ -10,6 +10,10 @@
  *
  * OWNS: the optimizer state (its floats per weight, upd_state_per_value; with
  *   --zero 1 for this worker's slice of the weights only).
+ * --sync local is the same without the all-reduce: each worker applies its own
+ * gradient to its own weights, no communication a step (the compute-only ceiling
+ * of scripts/bench-train.sh; the workers' copies drift apart, rank 0's is copied).
+ *
  * THREAD: the app's main thread. NEVER: touches the weights but in train_ar_step. */
 #ifndef PSKV_TRAIN_AR_H
 #define PSKV_TRAIN_AR_H
@@ -22,7 +26,7 @@
 
 typedef struct train_ar train_ar;
 
-/* With --sync allreduce, *out gets a new trainer for P weights updated as table
+/* With --sync allreduce (or local), *out gets a new trainer for P weights updated as table
  * options o say (with --zero 1: the optimizer state of this worker's slice of
  * the weights only, pskv_allreduce_slice); with --sync ps, *out = NULL. Returns 0, or 1 after saying on
  * stderr what cannot train so (a plug-in updater, a consistency other than

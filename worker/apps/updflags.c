@@ -68,32 +68,3 @@ void updflags_apply(cfg_entry *cfg, pskv_table_opts *o)
     o->weight_decay = is(u, "adamw") ? (float)cfg_double(cfg, "weight-decay") : 0.0f;
     o->beta = (float)flag_or(cfg, "ftrl-beta", per);
 }
-
-/* The training tables (apps.h): their options from the flags. */
-void app_train_table_opts(cfg_entry *cfg, uint32_t dim, size_t P, pskv_table_opts *o)
-{
-    pskv_table_opts_init(o);
-    o->kind = PSKV_DENSE;
-    o->size = P;
-    o->width = 1;
-    updflags_apply(cfg, o);
-    o->init = "uniform";
-    o->init_scale = (float)(1.0 / sqrt((double)dim)); /* PyTorch's Linear bound */
-    o->seed = (uint64_t)cfg_int(cfg, "seed");
-    o->consistency = cfg_str(cfg, "consistency");
-    o->filters = cfg_str(cfg, "filter");
-    /* --sync allreduce: the table is a copy, assigned in fp32; --wire is the ring's */
-    o->wire = strcmp(cfg_str(cfg, "sync"), "allreduce") ? cfg_str(cfg, "wire") : NULL;
-    o->backup = (uint32_t)cfg_int(cfg, "backup");
-}
-
-/* The parameter table (one dense run of P floats, named for the model): its
- * handle, or a negated error. */
-int app_train_table(pskv_worker *w, cfg_entry *cfg, uint32_t dim, int hidden, size_t P)
-{
-    pskv_table_opts o;
-    app_train_table_opts(cfg, dim, P, &o);
-    char name[96];
-    snprintf(name, sizeof name, "%s-%u-%d-10", cfg_str(cfg, "app"), dim, hidden);
-    return pskv_table_open(w, name, &o);
-}

@@ -6,7 +6,6 @@
  * alpha). ftrl's beta and lambda1 are 1 per example (McMahan et al. 2013: "beta = 1
  * is usually good enough"; lambda1 = 1 as in the widely used reference code), so
  * 1/--batch for the mean gradients the apps push. docs/operations.md lists them.
- * The training apps' table options (app_train_table_opts, apps.h) are made here too.
  *
  * OWNS nothing: reads the worker's config table (worker_main.c's entries).
  * THREAD: the main thread. NEVER allocates or blocks. */

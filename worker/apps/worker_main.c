@@ -230,7 +230,9 @@ static cfg_entry config[] = {
     {"sync", CFG_STR, "ps", "PSKV_WORKER_SYNC", 1, 0, NULL,
      "softmax, mlp: ps (push gradients to the servers, pull weights) or allreduce (the mean "
      "gradient by pskv_allreduce among the workers, the same update applied on every worker; "
-     "the servers keep a copy of the weights, --copy-every)", 0, 0, NULL, NULL},
+     "the servers keep a copy of the weights, --copy-every) or local (no communication a "
+     "step: each worker applies its own gradient to its own weights; rank 0's are copied to "
+     "the servers every --copy-every steps: the compute-only ceiling)", 0, 0, NULL, NULL},
     {"loss-scale", CFG_STR, "", "PSKV_WORKER_LOSS_SCALE", 1, 0, NULL,
      "--sync allreduce: the gradient is multiplied by S before the all-reduce and divided "
      "after; a mean with an inf or NaN skips the step on every worker. mlp, softmax with "
@@ -358,6 +360,10 @@ static cfg_entry config[] = {
     {"freeze-after", CFG_INT, "-1", "PSKV_WORKER_FREEZE_AFTER", -1, 1e12, "steps",
      "softmax, mlp: from this step on push zero gradients (learning rate 0: a planted "
      "plateau for tests; -1 = never)", 0, 0, NULL, NULL},
+    {"prefetch", CFG_BOOL, "false", "PSKV_WORKER_PREFETCH", 1, 0, NULL,
+     "softmax, mlp, sparse-lr: send the pull for the next step before this step's compute, so "
+     "that it travels meanwhile (the weights a step uses are then at most one step older); "
+     "needs --consistency async or ssp:TAU with TAU >= 1, and --sync ps", 0, 0, NULL, NULL},
     {"print-digests", CFG_BOOL, "false", "PSKV_PRINT_DIGESTS", 1, 0, NULL,
      "softmax, mlp: print the clock and an FNV-1a digest of each bsp pull (workers) or "
      "snapshot (pskv-evaluator)", 0, 0, NULL, NULL},
@@ -520,10 +526,12 @@ static int allreduce_flags(const char *app)
     const char *bad = strcmp(op, "push-pull") && strcmp(op, "allreduce") ? "--op must be "
                       "push-pull or allreduce"
                       : strcmp(red, "sum") && strcmp(red, "mean") ? "--reduce must be sum or mean"
-                      : strcmp(sync, "ps") && strcmp(sync, "allreduce") ? "--sync must be ps or "
-                      "allreduce" : NULL;
-    if (!bad && !strcmp(sync, "allreduce") && strcmp(app, "mlp") && strcmp(app, "softmax"))
-        bad = "--sync allreduce applies to --app mlp and softmax";
+                      : strcmp(sync, "ps") && strcmp(sync, "allreduce") && strcmp(sync, "local")
+                          ? "--sync must be ps, allreduce or local"
+                          : NULL;
+    if (!bad && strcmp(sync, "ps") && strcmp(app, "mlp") && strcmp(app, "softmax"))
+        bad = strcmp(sync, "local") ? "--sync allreduce applies to --app mlp and softmax"
+                                    : "--sync local applies to --app mlp and softmax";
     const char *wire = cfg_str(config, "wire");
     int ar = !strcmp(sync, "allreduce") || !strcmp(app, "allreduce-check") ||
              (!strcmp(app, "bench") && !strcmp(op, "allreduce"));
@@ -554,6 +562,46 @@ static int allreduce_flags(const char *app)
                 bad, op, red, sync, wire, app);
     return bad ? -1 : 0;
 }
+
+/* --prefetch: only for the training apps, and only where the consistency model
+ * lets a step use weights one step older (async, ssp:TAU with TAU >= 1). Returns
+ * 0, or -1 after a usage error. */
+static int prefetch_flag(const char *app)
+{
+    if (!cfg_int(config, "prefetch"))
+        return 0;
+    const char *cons = cfg_str(config, "consistency"), *sync = cfg_str(config, "sync");
+    char *end = NULL;
+    long long tau = !strncmp(cons, "ssp:", 4) ? strtoll(cons + 4, &end, 10) : -1;
+    int later = !strcmp(cons, "async") || !strcmp(cons, "ssp:inf") ||
+                (end && end != cons + 4 && !*end && tau >= 1);
+    const char *bad = strcmp(app, "mlp") && strcmp(app, "softmax") && strcmp(app, "sparse-lr")
+                          ? "applies to --app mlp, softmax and sparse-lr"
+                      : strcmp(sync, "ps") ? "applies to --sync ps (an all-reduce step needs "
+                                             "every worker's gradient of this step)"
+                      : !later ? "needs --consistency async or ssp:TAU with TAU >= 1 (a step "
+                                 "under bsp or ssp:0 must see every push of the clock before)"
+                               : NULL;
+    if (bad)
+        fprintf(stderr, PROG ": --prefetch %s (got --app %s, --consistency %s, --sync %s)\n",
+                bad, app, cons, sync);
+    return bad ? -1 : 0;
+}
+
+#ifndef PSKV_EVALUATOR
+/* The end-of-run report's traffic: per table, bytes on the wire and before the
+ * filters, each way, and the time spent in filters. */
+static void print_traffic(pskv_worker *w)
+{
+    pskv_traffic t;
+    for (int i = 0; pskv_traffic_get(w, i, &t) == 0; i++)
+        printf("rank %d table %s: sent %llu bytes (%llu before filters), received %llu "
+               "(%llu before), %.1f ms in filters\n", pskv_rank(w), t.name,
+               (unsigned long long)t.sent, (unsigned long long)t.sent_raw,
+               (unsigned long long)t.received, (unsigned long long)t.received_raw,
+               t.filter_s * 1e3);
+}
+#endif
 
 /* --filter may be given more than once: the lists join ("--filter keycache --filter
  * lz4" is "keycache,lz4"); the config table keeps only the last. Returns 0, or -1
@@ -592,9 +640,7 @@ int main(int argc, char **argv)
     int rc = cfg_start(config, PROG + 5, USAGE, argc, argv, NULL);
     if (rc >= 0)
         return rc;
-    if (join_filters(argc, argv) < 0)
-        return 2;
-    if (legacy_keys() < 0)
+    if (join_filters(argc, argv) < 0 || legacy_keys() < 0)
         return 2;
     const char *app = cfg_str(config, "app");
     int dense_train = !strcmp(app, "softmax") || !strcmp(app, "mlp");
@@ -609,7 +655,7 @@ int main(int argc, char **argv)
                 "filter-check, pipeline)\n", app);
         return 2;
     }
-    if (allreduce_flags(app) < 0)
+    if (allreduce_flags(app) < 0 || prefetch_flag(app) < 0)
         return 2;
     const char *adm = cfg_int(config, "admit-after") ? "--admit-after"
                       : cfg_int(config, "evict-after") ? "--evict-after" : NULL;
@@ -713,6 +759,8 @@ int main(int argc, char **argv)
                  : sparse                ? app_sparse_lr(w, config)
                  : pipeline              ? app_pipeline(w, config)
                                          : app_train(w, config);
+    if (status == 0 && (dense_train || sparse))
+        print_traffic(w);
 #endif
     if (!app_stop_signal)
         linger_metrics(cfg_double(config, "metrics-linger"));

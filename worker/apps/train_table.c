@@ -1,0 +1,60 @@
+/* What the dense training apps (softmax, mlp) share with the evaluator and the
+ * resume check: the data's presence and the parameter table's options and name. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "apps.h"
+#include "updflags.h"
+
+int app_train_check_data(cfg_entry *cfg)
+{
+    const char *dir = cfg_str(cfg, "data");
+    const char *files[] = {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                           "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"};
+    for (int i = 0; i < 4; i++) {
+        char path[4096];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        if (stat(path, &st) != 0) {
+            fprintf(stderr,
+                    "pskv-worker: Fashion-MNIST not found: %s does not exist.\n"
+                    "  Install it with: apt-get install dataset-fashion-mnist (or run "
+                    "scripts/install-deps.sh),\n  or point --data DIR at a folder holding the "
+                    "four idx .gz files.\n",
+                    path);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void app_train_table_opts(cfg_entry *cfg, uint32_t dim, size_t P, pskv_table_opts *o)
+{
+    pskv_table_opts_init(o);
+    o->kind = PSKV_DENSE;
+    o->size = P;
+    o->width = 1;
+    updflags_apply(cfg, o);
+    o->init = "uniform";
+    o->init_scale = (float)(1.0 / sqrt((double)dim)); /* PyTorch's Linear bound */
+    o->seed = (uint64_t)cfg_int(cfg, "seed");
+    o->consistency = cfg_str(cfg, "consistency");
+    o->filters = cfg_str(cfg, "filter");
+    /* --sync allreduce or local: the table is a copy, assigned in fp32 (--wire is the
+     * ring's) */
+    o->wire = strcmp(cfg_str(cfg, "sync"), "ps") ? NULL : cfg_str(cfg, "wire");
+    o->backup = (uint32_t)cfg_int(cfg, "backup");
+}
+
+/* The parameter table (one dense run of P floats, named for the model): its
+ * handle, or a negated error. */
+int app_train_table(pskv_worker *w, cfg_entry *cfg, uint32_t dim, int hidden, size_t P)
+{
+    pskv_table_opts o;
+    app_train_table_opts(cfg, dim, P, &o);
+    char name[96];
+    snprintf(name, sizeof name, "%s-%u-%d-10", cfg_str(cfg, "app"), dim, hidden);
+    return pskv_table_open(w, name, &o);
+}
