@@ -32,38 +32,13 @@
 #define PREFAULT_PER_ROW 96
 #define PREFAULT_MIN (64u << 10)
 
-size_t shard_home_in(uint64_t key, size_t cap)
-{
-    return (size_t)ring_mix64(key ^ 0x5bd1e995ULL) & (cap - 1);
-}
+size_t shard_home_in(uint64_t key, size_t cap) { return (size_t)shard_hash(key) & (cap - 1); }
 
 size_t shard_home(const shard *s, uint64_t key) { return shard_home_in(key, s->cap); }
 
-/* Where key is in slots (cap of them), or the free slot where it would go. */
-static size_t find_in(const shard *s, const uint32_t *slots, size_t cap, uint64_t key)
+size_t shard_probe(const shard *s, uint64_t key)
 {
-    size_t mask = cap - 1, i = shard_home_in(key, cap);
-    for (uint32_t v; (v = slots[i]) != EMPTY && shard_rec_key(shard_slot_rec(s, v)) != key;)
-        i = (i + 1) & mask;
-    return i;
-}
-
-size_t shard_probe(const shard *s, uint64_t key) { return find_in(s, s->slots, s->cap, key); }
-
-uint32_t shard_lookup(const shard *s, uint64_t key, size_t *slot)
-{
-    if (!s->cap) {
-        if (slot)
-            *slot = 0;
-        return EMPTY;
-    }
-    size_t i = find_in(s, s->slots, s->cap, key);
-    if (slot)
-        *slot = i;
-    uint32_t v = s->slots[i];
-    if (v == EMPTY && s->old_slots)
-        v = s->old_slots[find_in(s, s->old_slots, s->old_cap, key)];
-    return v;
+    return shard_find_in(s, s->slots, s->cap, key, shard_hash(key));
 }
 
 /* Asks the kernel to back a large array with huge pages: a random key's slot and
@@ -161,7 +136,7 @@ void shard_map_migrate(shard *s, size_t budget)
     for (; budget && s->moved < s->to_move; budget--) {
         if (s->moved + MIGRATE_AHEAD < s->to_move) {
             uint64_t k = shard_rec_key(shard_rec(s, (uint32_t)(s->moved + MIGRATE_AHEAD)));
-            __builtin_prefetch(&s->slots[shard_home_in(k, s->cap)], 1);
+            shard_prefetch(&s->slots[shard_home_in(k, s->cap)]);
         }
         place(s, s->moved++);
     }
