@@ -51,6 +51,7 @@ struct shard {
     size_t moved, to_move; /* rows 0..to_move-1 were in the old map; moved so far */
     uint32_t *next_slots; /* past 0.6 load: the doubled map, its pages faulted in ahead */
     size_t next_cap, next_touched; /* its slots; bytes of it touched so far */
+    size_t next_owed;     /* bytes of it that busy pushes left to the next ones */
     uint32_t *dead_slots; /* a map done with, given back a slice per push */
     size_t dead_bytes, dead_freed;
     float *rows;         /* used records */
@@ -230,8 +231,9 @@ void shard_map_migrate(shard *s, size_t budget);
  * doubled map and faults in a slice of its pages in proportion to added, so
  * that the growth at 0.7 finds them there (a fresh map's page faults, one per
  * page its first rows land on, were the longest stall); gives back a slice of
- * a map done with. */
-void shard_map_prepare(shard *s, size_t added);
+ * a map done with. A busy push (one that took long already: its own page
+ * faults) leaves both to the pushes after it, so that no push pays for two. */
+void shard_map_prepare(shard *s, size_t added, int busy);
 
 /* Builds the map again, of the same size, from rows 0 .. used - 1 (their row
  * numbers changed), ending any move under way. Allocates nothing. */

@@ -31,6 +31,7 @@
  * 80; the margin ends it by about 0.68), and PREFAULT_MIN when it added few. */
 #define PREFAULT_PER_ROW 96
 #define PREFAULT_MIN (64u << 10)
+#define PREFAULT_MAX (2u << 20) /* a huge page: about 5 ms to fault in on that machine */
 
 size_t shard_home_in(uint64_t key, size_t cap) { return (size_t)shard_hash(key) & (cap - 1); }
 
@@ -148,11 +149,17 @@ static void drop_next(shard *s)
 {
     shard_big_free(s->next_slots, s->next_cap * sizeof *s->next_slots);
     s->next_slots = NULL;
-    s->next_cap = s->next_touched = 0;
+    s->next_cap = s->next_touched = s->next_owed = 0;
 }
 
-void shard_map_prepare(shard *s, size_t added)
+void shard_map_prepare(shard *s, size_t added, int busy)
 {
+    size_t want = added * PREFAULT_PER_ROW > PREFAULT_MIN ? added * PREFAULT_PER_ROW : PREFAULT_MIN;
+    if (busy) {
+        if (s->next_slots)
+            s->next_owed += want;
+        return;
+    }
     release_dead(s);
     if (s->old_slots || s->cap < MIGRATE_MIN || s->used * 10 < s->cap * 6)
         return;
@@ -161,9 +168,11 @@ void shard_map_prepare(shard *s, size_t added)
         if (!(s->next_slots = shard_big_alloc(bytes)))
             return; /* the growth allocates, or fails, as without */
         s->next_cap = s->cap * 2;
-        s->next_touched = 0;
+        s->next_touched = s->next_owed = 0;
     }
-    size_t want = added * PREFAULT_PER_ROW > PREFAULT_MIN ? added * PREFAULT_PER_ROW : PREFAULT_MIN;
+    want += s->next_owed; /* what busy pushes left, a huge page's worth at most */
+    s->next_owed = want > PREFAULT_MAX ? want - PREFAULT_MAX : 0;
+    want = want > PREFAULT_MAX ? PREFAULT_MAX : want;
     want = (want + PAGE - 1) & ~(size_t)(PAGE - 1);
     size_t n = bytes - s->next_touched < want ? bytes - s->next_touched : want;
     /* one call faults the slice in: a page fault at a time cost 10 us a page */
@@ -210,7 +219,7 @@ int shard_map_grow(shard *s)
         return -PSKV_ENOMEM;
     if (nslots == s->next_slots) { /* prepared: taken over */
         s->next_slots = NULL;
-        s->next_cap = s->next_touched = 0;
+        s->next_cap = s->next_touched = s->next_owed = 0;
     } else {
         drop_next(s);
     }

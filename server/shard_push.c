@@ -20,6 +20,11 @@ static size_t core_floats(const shard *s) { return (size_t)s->width * (1 + (size
  * the move ends long before the new map is full. */
 enum { MIGRATE_PER_ROW = 4, MIGRATE_PER_PUSH = 32768 };
 
+/* A push that took this much CPU time already (a huge page of records faulted
+ * in: about 5 ms on the machine of docs/benchmarks.md, or a push while rows
+ * move) leaves faulting in the next map to the pushes after it. */
+#define PUSH_BUSY_NS 3000000
+
 /* Sets a row's values to key's initial ones and its state to zero. */
 static void init_row(const shard *s, uint64_t key, float *row)
 {
@@ -88,7 +93,7 @@ float *shard_sparse_row(shard *s, uint64_t key, uint64_t h)
  * slot's is not the key's keeps the misses per key near the two a key needs
  * (more asked for at once fill the processor's queue of misses and stall it). */
 enum { PIPE = 64, PREFETCH_FAR = 24, PREFETCH_NEAR = 12, PREFETCH_MID = 6, NEAR_SLOTS = 3 };
-enum { HINTS = NEAR_SLOTS + 1 }; /* and the old map's home slot */
+enum { OLD_SLOTS = 4, HINTS = NEAR_SLOTS + OLD_SLOTS }; /* and the old map's, growing */
 
 /* The map fits in cache below this many slots: no prefetching. */
 #define PREFETCH_MIN_CAP 65536
@@ -132,13 +137,22 @@ static inline void pipe_hints(const shard *s, push_pipe *p, uint64_t k)
     }
     int far = s->cap >= PREFETCH_MIN_CAP;
     size_t mask = s->cap - 1;
-    int j = 0;
     hint[0] = hint_at(s, s->slots, h & mask, far);
+    int j;
     for (j = 1; j < NEAR_SLOTS && hint[j - 1] != EMPTY; j++) /* the key is before a free slot */
         hint[j] = s->slots[(h + j) & mask];
     for (; j < NEAR_SLOTS; j++)
         hint[j] = EMPTY;
-    hint[NEAR_SLOTS] = s->old_slots ? hint_at(s, s->old_slots, h & (s->old_cap - 1), far) : EMPTY;
+    uint32_t *oh = hint + NEAR_SLOTS;
+    j = 0;
+    if (s->old_slots) { /* a key not in the new map is looked for in the old */
+        size_t omask = s->old_cap - 1;
+        oh[0] = hint_at(s, s->old_slots, h & omask, far);
+        for (j = 1; j < OLD_SLOTS && oh[j - 1] != EMPTY; j++)
+            oh[j] = s->old_slots[(h + j) & omask];
+    }
+    for (; j < OLD_SLOTS; j++)
+        oh[j] = EMPTY;
 }
 
 /* The third stage for key k: when its home slot's record (asked for by the
@@ -147,17 +161,16 @@ static inline void pipe_hints(const shard *s, push_pipe *p, uint64_t k)
 static inline void pipe_check(const shard *s, push_pipe *p, const uint64_t *keys, uint64_t k)
 {
     uint32_t *hint = p->hint[k & (PIPE - 1)];
-    if (s->cap < PREFETCH_MIN_CAP || hint[0] == EMPTY)
+    if (s->cap < PREFETCH_MIN_CAP)
         return;
-    if (shard_rec_key(shard_slot_rec(s, hint[0])) == keys[k]) {
+    if (hint[0] != EMPTY && shard_rec_key(shard_slot_rec(s, hint[0])) == keys[k]) {
         shard_prefetch(&s->dirty[(hint[0] - 1) >> 6]);
         return;
     }
-    for (int j = 1; j < NEAR_SLOTS; j++) {
-        if (hint[j] == EMPTY)
-            break;
+    for (int j = 1; j < NEAR_SLOTS && hint[j] != EMPTY; j++)
         shard_prefetch(shard_slot_rec(s, hint[j]));
-    }
+    for (int j = NEAR_SLOTS + 1; j < HINTS && hint[j] != EMPTY; j++) /* growing */
+        shard_prefetch(shard_slot_rec(s, hint[j]));
 }
 
 /* The hint of hint[] whose record holds key, else EMPTY. */
@@ -281,7 +294,7 @@ int shard_push_sparse(shard *s, const uint64_t *keys, uint64_t n, const float *g
     size_t used0 = s->used;
     shard_map_migrate(s, MIGRATE_PER_PUSH);
     int rc = push_keys(s, keys, n, g, bad);
-    shard_map_prepare(s, s->used - used0);
+    shard_map_prepare(s, s->used - used0, tu_thread_cpu_ns() - t0 > PUSH_BUSY_NS);
     int64_t took = tu_thread_cpu_ns() - t0;
     s->longest_ns = took > s->longest_ns ? took : s->longest_ns;
     return rc;

@@ -9,6 +9,7 @@
 
 #include "ring.h"
 #include "shard.h"
+#include "shard_impl.h"
 #include "suites.h"
 
 static const upd_opts SUM = {.kind = UPD_SUM, .lr = 0, .momentum = 0, .l2 = 0, .eps = 0};
@@ -485,6 +486,58 @@ START_TEST(sparse_push_pipeline)
 }
 END_TEST
 
+/* Past 0.6 load the doubled map is faulted in ahead, a slice per push
+ * (shard_map.c); a busy push leaves its slice to the pushes after it, which
+ * fault in at most a huge page's worth each, until the whole map is in; the
+ * growth at 0.7 then takes that map over. (White box: shard_impl.h.) */
+START_TEST(sparse_prefault_busy)
+{
+    enum { BATCH = 8192 };
+    shard_init init = {INIT_ZERO, 0, 0};
+    shard *s = shard_new(0, 0, 0, 0, UINT64_MAX, 1, &SUM, &init);
+    ck_assert_ptr_nonnull(s);
+    uint64_t keys[BATCH];
+    float g[BATCH];
+    uint64_t next = 1;
+    while (!s->next_slots || s->cap < (1u << 20)) { /* to just past 0.6 load of 2^20 slots */
+        for (int k = 0; k < BATCH; k++) {
+            keys[k] = ring_mix64(next++);
+            g[k] = 1;
+        }
+        ck_assert_int_eq(shard_push(s, keys, 0, BATCH, g), 0);
+    }
+    ck_assert_uint_eq(s->cap, 1u << 20);
+    size_t bytes = s->next_cap * sizeof *s->next_slots, t0 = s->next_touched;
+    ck_assert_uint_lt(t0, bytes);
+    for (int k = 0; k < 4; k++)
+        shard_map_prepare(s, BATCH, 1);
+    ck_assert_uint_eq(s->next_touched, t0); /* busy: nothing faulted in */
+    size_t owed = s->next_owed;
+    ck_assert_uint_gt(owed, 2u << 20);
+    shard_map_prepare(s, 0, 0);
+    ck_assert_uint_eq(s->next_touched - t0, 2u << 20); /* a huge page's worth */
+    ck_assert_uint_lt(s->next_owed, owed);
+    for (int k = 0; k < 1000 && s->next_touched < bytes; k++)
+        shard_map_prepare(s, 0, 0);
+    ck_assert_uint_eq(s->next_touched, bytes);
+    uint32_t *prepared = s->next_slots;
+    while (!s->old_slots) { /* on to 0.7: the prepared map is taken over */
+        for (int k = 0; k < BATCH; k++)
+            keys[k] = ring_mix64(next++);
+        ck_assert_int_eq(shard_push(s, keys, 0, BATCH, g), 0);
+    }
+    ck_assert_ptr_eq(s->slots, prepared);
+    ck_assert_uint_eq(shard_size(s), next - 1);
+    float v;
+    for (uint64_t i = 1; i < next; i += 997) {
+        uint64_t key = ring_mix64(i);
+        shard_pull(s, &key, 0, 1, &v);
+        LOOP_ASSERT(v == 1.0f, "key #%llu reads %g", (unsigned long long)i, (double)v);
+    }
+    shard_destroy(&s);
+}
+END_TEST
+
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -628,6 +681,7 @@ Suite *shard_suite(void)
     tcase_add_test(sparse, sparse_state_survives_growth);
     tcase_add_test(sparse, sparse_lookup_while_growing);
     tcase_add_test(sparse, sparse_push_pipeline);
+    tcase_add_test(sparse, sparse_prefault_busy);
     tcase_add_test(sparse, sparse_retain_while_growing);
     suite_add_tcase(s, sparse);
     return s;
