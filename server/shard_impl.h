@@ -51,7 +51,6 @@ struct shard {
     size_t moved, to_move; /* rows 0..to_move-1 were in the old map; moved so far */
     uint32_t *next_slots; /* past 0.6 load: the doubled map, its pages faulted in ahead */
     size_t next_cap, next_touched; /* its slots; bytes of it touched so far */
-    size_t next_owed;     /* bytes of it that busy pushes left to the next ones */
     uint32_t *dead_slots; /* a map done with, given back a slice per push */
     size_t dead_bytes, dead_freed;
     float *rows;         /* used records */
@@ -231,8 +230,10 @@ void shard_map_migrate(shard *s, size_t budget);
  * doubled map and faults in a slice of its pages in proportion to added, so
  * that the growth at 0.7 finds them there (a fresh map's page faults, one per
  * page its first rows land on, were the longest stall); gives back a slice of
- * a map done with. A busy push (one that took long already: its own page
- * faults) leaves both to the pushes after it, so that no push pays for two. */
+ * a map done with. Pushes that are not busy fault in ahead of that schedule,
+ * a huge page at a time; a busy push (one that took long already: its own
+ * page faults) faults in only when the schedule is behind, and gives nothing
+ * back, so that a push seldom pays for two huge pages. */
 void shard_map_prepare(shard *s, size_t added, int busy);
 
 /* Builds the map again, of the same size, from rows 0 .. used - 1 (their row

@@ -25,13 +25,15 @@
 #define PAGE 4096
 #define RELEASE_BYTES (4u << 20) /* of a freed map given back per push */
 /* Faulting in fresh pages cost 4-6 ms a MiB on the loaded virtual machine of
- * docs/benchmarks.md (about 10 us a 4 KiB page), so a push faults in
- * in proportion to the rows it added: PREFAULT_PER_ROW bytes each (the doubled
- * map, 8 bytes per slot, over the 0.1 * slots rows between 0.6 and 0.7 load is
- * 80; the margin ends it by about 0.68), and PREFAULT_MIN when it added few. */
+ * docs/benchmarks.md (about 10 us a 4 KiB page; a 2 MiB huge page about 5 ms),
+ * so the doubled map is faulted in on a schedule in proportion to the rows
+ * past 0.6 load: PREFAULT_PER_ROW bytes each (the doubled map, 8 bytes per
+ * slot, over the 0.1 * slots rows between 0.6 and 0.7 load is 80; the margin
+ * ends it by about 0.68). Pushes that are not busy run ahead of it by up to
+ * PREFAULT_LEAD, PREFAULT_MAX at a time. */
 #define PREFAULT_PER_ROW 96
-#define PREFAULT_MIN (64u << 10)
-#define PREFAULT_MAX (2u << 20) /* a huge page: about 5 ms to fault in on that machine */
+#define PREFAULT_MAX (2u << 20)
+#define PREFAULT_LEAD (4u << 20)
 
 size_t shard_home_in(uint64_t key, size_t cap) { return (size_t)shard_hash(key) & (cap - 1); }
 
@@ -149,18 +151,13 @@ static void drop_next(shard *s)
 {
     shard_big_free(s->next_slots, s->next_cap * sizeof *s->next_slots);
     s->next_slots = NULL;
-    s->next_cap = s->next_touched = s->next_owed = 0;
+    s->next_cap = s->next_touched = 0;
 }
 
 void shard_map_prepare(shard *s, size_t added, int busy)
 {
-    size_t want = added * PREFAULT_PER_ROW > PREFAULT_MIN ? added * PREFAULT_PER_ROW : PREFAULT_MIN;
-    if (busy) {
-        if (s->next_slots)
-            s->next_owed += want;
-        return;
-    }
-    release_dead(s);
+    if (!busy)
+        release_dead(s);
     if (s->old_slots || s->cap < MIGRATE_MIN || s->used * 10 < s->cap * 6)
         return;
     size_t bytes = s->cap * 2 * sizeof *s->slots;
@@ -168,13 +165,19 @@ void shard_map_prepare(shard *s, size_t added, int busy)
         if (!(s->next_slots = shard_big_alloc(bytes)))
             return; /* the growth allocates, or fails, as without */
         s->next_cap = s->cap * 2;
-        s->next_touched = s->next_owed = 0;
+        s->next_touched = 0;
     }
-    want += s->next_owed; /* what busy pushes left, a huge page's worth at most */
-    s->next_owed = want > PREFAULT_MAX ? want - PREFAULT_MAX : 0;
-    want = want > PREFAULT_MAX ? PREFAULT_MAX : want;
+    /* on schedule: PREFAULT_PER_ROW bytes for each row past 0.6 load */
+    size_t due = (s->used - s->cap * 6 / 10) * PREFAULT_PER_ROW, want;
+    if (busy) /* its own share only when behind: a push at 10^8 rows is always busy */
+        want = s->next_touched < due ? added * PREFAULT_PER_ROW : 0;
+    else /* ahead of schedule by up to PREFAULT_LEAD, a huge page at a time */
+        want = due + PREFAULT_LEAD > s->next_touched ? due + PREFAULT_LEAD - s->next_touched : 0;
+    want = want > PREFAULT_MAX && !busy ? PREFAULT_MAX : want;
     want = (want + PAGE - 1) & ~(size_t)(PAGE - 1);
     size_t n = bytes - s->next_touched < want ? bytes - s->next_touched : want;
+    if (!n)
+        return;
     /* one call faults the slice in: a page fault at a time cost 10 us a page */
     if (madvise((char *)s->next_slots + s->next_touched, n, MADV_POPULATE_WRITE) < 0) {
         volatile char *p = (volatile char *)s->next_slots; /* zero pages: a write faults one in */
@@ -219,7 +222,7 @@ int shard_map_grow(shard *s)
         return -PSKV_ENOMEM;
     if (nslots == s->next_slots) { /* prepared: taken over */
         s->next_slots = NULL;
-        s->next_cap = s->next_touched = s->next_owed = 0;
+        s->next_cap = s->next_touched = 0;
     } else {
         drop_next(s);
     }
