@@ -118,11 +118,20 @@ static inline void pipe_hash(const shard *s, push_pipe *p, const uint64_t *keys,
 
 /* Slot i's value, its record asked for when far. (The stages keep what they
  * read: GCC drops a function or loop whose only effect is a prefetch.) */
+/* Asks for the record of row v - 1, both ends: a record may span two cache
+ * lines (12-byte sgd records: one in eight). */
+static inline void prefetch_rec(const shard *s, uint32_t v)
+{
+    const float *rec = shard_slot_rec(s, v);
+    shard_prefetch(rec);
+    shard_prefetch(rec + shard_rec_floats(s) - 1);
+}
+
 static inline uint32_t hint_at(const shard *s, const uint32_t *slots, size_t i, int far)
 {
     uint32_t v = slots[i];
     if (far && v != EMPTY)
-        shard_prefetch(shard_slot_rec(s, v));
+        prefetch_rec(s, v);
     return v;
 }
 
@@ -168,9 +177,9 @@ static inline void pipe_check(const shard *s, push_pipe *p, const uint64_t *keys
         return;
     }
     for (int j = 1; j < NEAR_SLOTS && hint[j] != EMPTY; j++)
-        shard_prefetch(shard_slot_rec(s, hint[j]));
+        prefetch_rec(s, hint[j]);
     for (int j = NEAR_SLOTS + 1; j < HINTS && hint[j] != EMPTY; j++) /* growing */
-        shard_prefetch(shard_slot_rec(s, hint[j]));
+        prefetch_rec(s, hint[j]);
 }
 
 /* The hint of hint[] whose record holds key, else EMPTY. */
