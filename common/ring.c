@@ -6,16 +6,6 @@
 
 #include "pskv_errors.h"
 
-uint64_t ring_mix64(uint64_t z)
-{
-    z ^= z >> 30;
-    z *= 0xbf58476d1ce4e5b9ULL;
-    z ^= z >> 27;
-    z *= 0x94d049bb133111ebULL;
-    z ^= z >> 31;
-    return z;
-}
-
 uint64_t ring_dense_pos(uint64_t i, uint64_t n)
 {
     return (uint64_t)(((unsigned __int128)i << 64) / n);

@@ -30,8 +30,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The fixed mixing function for sparse keys (splitmix64's finaliser, a bijection). */
-uint64_t ring_mix64(uint64_t key);
+/* The fixed mixing function for sparse keys (splitmix64's finaliser, a bijection).
+ * Inline: a sparse push hashes every key more than once (partition, map slot). */
+static inline uint64_t ring_mix64(uint64_t z)
+{
+    z ^= z >> 30;
+    z *= 0xbf58476d1ce4e5b9ULL;
+    z ^= z >> 27;
+    z *= 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    return z;
+}
 
 /* Ring position of dense key i in an n-key table (i < n). */
 uint64_t ring_dense_pos(uint64_t i, uint64_t n);

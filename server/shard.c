@@ -9,7 +9,6 @@
 #include "pskv_errors.h"
 #include "shard_impl.h"
 #include "ring.h"
-#include "timeutil.h"
 #include "wire.h"
 
 int shard_init_parse(const char *name)
@@ -236,59 +235,6 @@ void shard_clear(shard *s)
 
 /* ---- sparse map ---------------------------------------------------------- */
 
-/* Values and state (without the stamp). */
-static size_t core_floats(const shard *s) { return (size_t)s->width * (1 + (size_t)s->nstate); }
-
-/* While the map grows (shard_map.c), rows moved to the new map per row looked
- * up for writing and per sparse push. A key not in the new map is looked for in
- * the old one too (a miss there costs several record reads), so the move should
- * be short; the moves ask for their slots ahead (shard_map_migrate), so a push of
- * 8,192 new keys moves about 65,000 rows in 0.5-0.7 ms on a loaded machine, and
- * the move ends long before the new map is full. */
-enum { MIGRATE_PER_ROW = 4, MIGRATE_PER_PUSH = 32768 };
-
-/* Sets a row's values to key's initial ones and its state to zero. */
-static void init_row(const shard *s, uint64_t key, float *row)
-{
-    for (uint32_t j = 0; j < s->width; j++)
-        row[j] = shard_init_value(&s->init, key, j);
-    memset(row + s->width, 0, (shard_rf(s) - s->width) * sizeof(float));
-}
-
-/* Row of key for writing: stamped with the shard's tag when rows are evicted,
- * marked as written. A key with no row gets one (initialised) when make, else
- * NULL. NULL also when out of memory. */
-static float *sparse_row(shard *s, uint64_t key, int make)
-{
-    if (make && (s->used + 1) * 10 > s->cap * 7 && shard_map_grow(s) < 0)
-        return NULL;
-    shard_map_migrate(s, MIGRATE_PER_ROW); /* before the lookup: it fills slots */
-    size_t i;
-    uint32_t v = shard_lookup(s, key, &i);
-    size_t rf = shard_rf(s);
-    if (v != EMPTY) {
-        float *row = shard_slot_rec(s, v) + KEY_FLOATS;
-        if (s->evict_after)
-            shard_set_stamp(row, rf, (uint32_t)s->tag);
-        shard_mark(s, v - 1);
-        return row;
-    }
-    if (!make)
-        return NULL;
-    if (s->used == s->rows_cap && shard_rows_resize(s, s->rows_cap ? s->rows_cap * 2 : 1024) < 0)
-        return NULL;
-    if (s->used >= UINT32_MAX - 1)
-        return NULL;
-    float *rec = shard_rec(s, (uint32_t)s->used), *row = rec + KEY_FLOATS;
-    memcpy(rec, &key, sizeof key);
-    init_row(s, key, row);
-    if (s->evict_after)
-        shard_set_stamp(row, rf, (uint32_t)s->tag);
-    shard_mark(s, s->used);
-    s->slots[i] = (uint32_t)++s->used; /* row used - 1, plus one */
-    return row;
-}
-
 static const float *sparse_find(const shard *s, uint64_t key)
 {
     uint32_t v = shard_lookup(s, key, NULL);
@@ -296,39 +242,6 @@ static const float *sparse_find(const shard *s, uint64_t key)
 }
 
 /* ---- push / pull --------------------------------------------------------- */
-
-/* A push of random keys to a large map waits on memory: the map slot, then the
- * record (the key compared, the row updated). While key i is applied, this
- * asks for the home slot of key i + FAR, and (it having come in meanwhile) for
- * the records that the home slot of key i + NEAR and the two slots after it
- * name: linear probing puts most keys there. The misses of several keys so
- * overlap. Hints only: nothing is written or waited for. */
-enum { PREFETCH_FAR = 16, PREFETCH_NEAR = 8, PREFETCH_SLOTS = 3, PREFETCH_OLD_SLOTS = 6 };
-
-/* Asks for the records that the first `most` slots from key's home name. */
-static void prefetch_recs(const shard *s, const uint32_t *slots, size_t cap, uint64_t key, int most)
-{
-    size_t h = shard_home_in(key, cap), mask = cap - 1;
-    uint32_t r;
-    for (int k = 0; k < most && (r = slots[(h + k) & mask]) != EMPTY; k++)
-        __builtin_prefetch(shard_slot_rec(s, r), 1);
-}
-
-static void prefetch_ahead(const shard *s, const uint64_t *keys, uint64_t i, uint64_t n)
-{
-    if (s->cap < 65536) /* the map fits in cache */
-        return;
-    if (i + PREFETCH_FAR < n)
-        __builtin_prefetch(&s->slots[shard_home(s, keys[i + PREFETCH_FAR])]);
-    if (i + PREFETCH_NEAR < n)
-        prefetch_recs(s, s->slots, s->cap, keys[i + PREFETCH_NEAR], PREFETCH_SLOTS);
-    if (!s->old_slots) /* growing: a key not in the new map is looked for in the old */
-        return;
-    if (i + PREFETCH_FAR < n)
-        __builtin_prefetch(&s->old_slots[shard_home_in(keys[i + PREFETCH_FAR], s->old_cap)]);
-    if (i + PREFETCH_NEAR < n)
-        prefetch_recs(s, s->old_slots, s->old_cap, keys[i + PREFETCH_NEAR], PREFETCH_OLD_SLOTS);
-}
 
 /* Applies g to nrows rows at w (state planes at st, stride apart), saving them
  * first and restoring each row whose values or state come out NaN or infinite.
@@ -363,8 +276,8 @@ static uint64_t apply_checked(shard *s, float *w, float *st, size_t stride, cons
     return bad;
 }
 
-static void apply_block(shard *s, float *w, float *st, size_t stride, const float *g,
-                        size_t nrows, uint64_t *bad)
+void shard_apply_block(shard *s, float *w, float *st, size_t stride, const float *g,
+                       size_t nrows, uint64_t *bad)
 {
     if (s->checked)
         *bad += apply_checked(s, w, st, stride, g, nrows);
@@ -393,66 +306,10 @@ static int push_run(shard *s, uint64_t first, uint64_t n, const float *g, uint64
         size_t m = len - b < blk ? len - b : blk;
         if (old)
             memcpy(s->w + off + b, old->v + off + b, m * sizeof(float));
-        apply_block(s, s->w + off + b, st ? st + b : NULL, plane, g + b, m / wd, bad);
+        shard_apply_block(s, s->w + off + b, st ? st + b : NULL, plane, g + b, m / wd, bad);
     }
     if (old)
         buf_release(old);
-    return 0;
-}
-
-/* Admission and eviction on a push of key to a sparse shard. Returns 1 when
- * the push is dropped (key has no row and is not yet admitted: counted), else 0.
- * A row whose last push was at clock s, pushed now at a clock after s +
- * evict_after (so that clocks s+1 .. s+evict_after passed without a push to it),
- * is reset to its initial values first, as if the sweep had removed it: a
- * replica whose sweep has not come yet computes what its head does. */
-static int admit(shard *s, uint64_t key)
-{
-    if (!s->admit_after && !s->evict_after)
-        return 0;
-    uint32_t v = shard_lookup(s, key, NULL);
-    if (v != EMPTY) {
-        size_t rf = shard_rf(s);
-        float *row = shard_slot_rec(s, v) + KEY_FLOATS;
-        if (s->evict_after && s->tag > (int64_t)shard_stamp(row, rf) + s->evict_after) {
-            init_row(s, key, row);
-            s->evicted++;
-        }
-        return 0;
-    }
-    if (s->admit_after > 1 && !s->replica && cms_add(s->sketch, key) < s->admit_after) {
-        s->not_admitted++;
-        return 1;
-    }
-    if (s->admit_after)
-        s->admitted++;
-    return 0;
-}
-
-/* ftrl, a key with no row: the push is tried on a fresh row (zero weights and
- * state); a result whose weights are all zero is not stored (docs/operations.md,
- * "FTRL and rows that stay zero"). Returns 0 or -PSKV_ENOMEM. */
-static int push_new_ftrl(shard *s, uint64_t key, const float *g, uint64_t *bad)
-{
-    size_t wd = s->width, rf = core_floats(s); /* the stamp is sparse_row's */
-    float *tmp = s->scratch;
-    memset(tmp, 0, rf * sizeof(float));
-    upd_apply_planes(&s->upd, tmp, tmp + wd, wd, g, wd, wd);
-    if (!upd_all_finite(tmp, rf)) {
-        (*bad)++;
-        return 0;
-    }
-    size_t j = 0;
-    while (j < wd && tmp[j] == 0.0f)
-        j++;
-    if (j == wd) {
-        s->unstored++;
-        return 0;
-    }
-    float *row = sparse_row(s, key, 1);
-    if (!row)
-        return -PSKV_ENOMEM;
-    memcpy(row, tmp, rf * sizeof(float));
     return 0;
 }
 
@@ -471,31 +328,13 @@ int shard_push(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, const
         for (uint64_t i = 0; i < n; i++) {
             size_t off = (size_t)(keys[i] - s->first) * wd;
             shard_mark(s, (size_t)(keys[i] - s->first));
-            apply_block(s, s->w + off, s->state ? s->state + off : NULL, plane, g + i * wd, 1,
+            shard_apply_block(s, s->w + off, s->state ? s->state + off : NULL, plane, g + i * wd, 1,
                        &bad);
         }
     } else {
-        int64_t t0 = tu_thread_cpu_ns();
-        size_t used0 = s->used;
-        shard_map_migrate(s, MIGRATE_PER_PUSH);
-        for (uint64_t i = 0; i < n; i++) {
-            prefetch_ahead(s, keys, i, n);
-            if (admit(s, keys[i]))
-                continue;
-            int ftrl = s->upd.kind == UPD_FTRL; /* a new key's row may not be stored */
-            float *row = sparse_row(s, keys[i], !ftrl);
-            if (!row && ftrl) {
-                if (push_new_ftrl(s, keys[i], g + i * wd, &bad) < 0)
-                    return -PSKV_ENOMEM;
-                continue;
-            }
-            if (!row)
-                return -PSKV_ENOMEM;
-            apply_block(s, row, s->nstate ? row + wd : NULL, wd, g + i * wd, 1, &bad);
-        }
-        shard_map_prepare(s, s->used - used0);
-        int64_t took = tu_thread_cpu_ns() - t0;
-        s->longest_ns = took > s->longest_ns ? took : s->longest_ns;
+        int rc = shard_push_sparse(s, keys, n, g, &bad);
+        if (rc < 0)
+            return rc;
     }
     s->bad_rows += bad;
     return bad ? -PSKV_EBADVALUE : 0;
@@ -515,7 +354,7 @@ int shard_assign(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, con
             for (int k = 0; k < s->nstate; k++)
                 memset(s->state + k * plane + off, 0, row);
         } else {
-            float *w = sparse_row(s, keys[i], 1);
+            float *w = shard_sparse_row(s, keys[i], shard_hash(keys[i]));
             if (!w)
                 return -PSKV_ENOMEM;
             memcpy(w, v + i * wd, row);
@@ -643,7 +482,7 @@ int shard_import(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, con
             shard_mark(s, (size_t)r);
             dense_row_in(s, r, src);
         } else {
-            float *row = sparse_row(s, keys[i], 1);
+            float *row = shard_sparse_row(s, keys[i], shard_hash(keys[i]));
             if (!row)
                 return -PSKV_ENOMEM;
             memcpy(row, src, rf * sizeof(float));

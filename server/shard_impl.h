@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "ring.h"
 #include "shard.h"
 
 #define EMPTY 0u /* a free map slot (zero pages are an empty map); a used one holds its
@@ -133,16 +134,84 @@ static inline void shard_set_stamp(float *row, size_t rf, uint32_t v)
     memcpy(row + rf - 1, &v, sizeof v);
 }
 
+/* Asks for the cache line at p, a hint: nothing is read or waited for. A
+ * volatile asm on x86-64, because GCC 12 drops __builtin_prefetch where it is
+ * a loop's or an inlined function's only effect (the push pipeline's stages in
+ * shard.c were compiled to nothing so). */
+static inline void shard_prefetch(const void *p)
+{
+#if defined(__x86_64__)
+    __asm__ volatile("prefetcht0 %0" : : "m"(*(const char *)p));
+#else
+    __builtin_prefetch(p);
+/* ---- sparse rows and the push (shard_push.c) ---- */
+
+/* Row of key (of hash h, shard_hash) for writing: stamped with the shard's tag
+ * when rows are evicted, marked as written. A key with no row gets one
+ * (initialised), the map grown first when it would pass 0.7 load. NULL when out
+ * of memory. */
+float *shard_sparse_row(shard *s, uint64_t key, uint64_t h);
+
+/* Applies g to the rows of n keys of a sparse shard (creating rows, admission
+ * and eviction as shard_push says), counting rows restored after a NaN in *bad;
+ * times the push (longest_ns). Returns 0 or -PSKV_ENOMEM. */
+int shard_push_sparse(shard *s, const uint64_t *keys, uint64_t n, const float *g, uint64_t *bad);
+
+/* Applies g to nrows rows at w (state planes at st, stride apart), restoring
+ * (and counting in *bad) rows the updater made non-finite. shard.c. */
+void shard_apply_block(shard *s, float *w, float *st, size_t stride, const float *g,
+                       size_t nrows, uint64_t *bad);
+
+#endif
+}
+
 /* ---- the map (shard_map.c) ---- */
+
+/* A key's hash in the map: its home slot in a map of cap slots is the hash's
+ * low bits, so one hash, computed once per key of a push, serves the map and,
+ * while the map grows, the old one. */
+static inline uint64_t shard_hash(uint64_t key) { return ring_mix64(key ^ 0x5bd1e995ULL); }
+
+/* Where key, of hash h, is in slots (cap of them), or the free slot where it
+ * would go. Inline: the push loop's probe. */
+static inline size_t shard_find_in(const shard *s, const uint32_t *slots, size_t cap,
+                                   uint64_t key, uint64_t h)
+{
+    size_t mask = cap - 1, i = (size_t)h & mask;
+    for (uint32_t v; (v = slots[i]) != EMPTY && shard_rec_key(shard_slot_rec(s, v)) != key;)
+        i = (i + 1) & mask;
+    return i;
+}
 
 /* The slot of key in the (new) map: where it is, or the free slot where it
  * would go. While the map grows, a key may be in the old map only: use
  * shard_lookup. */
 size_t shard_probe(const shard *s, uint64_t key);
 
-/* The map slot value (row + 1) of key, or EMPTY, looking in the old map too
- * while the map grows; *slot (when not NULL) gets shard_probe's answer. */
-uint32_t shard_lookup(const shard *s, uint64_t key, size_t *slot);
+/* The map slot value (row + 1) of key, of hash h, or EMPTY, looking in the old
+ * map too while the map grows; *slot (when not NULL) gets where key is or would
+ * go in the (new) map. */
+static inline uint32_t shard_lookup_h(const shard *s, uint64_t key, uint64_t h, size_t *slot)
+{
+    if (!s->cap) {
+        if (slot)
+            *slot = 0;
+        return EMPTY;
+    }
+    size_t i = shard_find_in(s, s->slots, s->cap, key, h);
+    if (slot)
+        *slot = i;
+    uint32_t v = s->slots[i];
+    if (v == EMPTY && s->old_slots)
+        v = s->old_slots[shard_find_in(s, s->old_slots, s->old_cap, key, h)];
+    return v;
+}
+
+/* shard_lookup_h, hashing key. */
+static inline uint32_t shard_lookup(const shard *s, uint64_t key, size_t *slot)
+{
+    return shard_lookup_h(s, key, shard_hash(key), slot);
+}
 
 /* The map's home slot of key (the probe starts there); in a map of cap slots. */
 size_t shard_home(const shard *s, uint64_t key);
@@ -161,8 +230,11 @@ void shard_map_migrate(shard *s, size_t budget);
  * doubled map and faults in a slice of its pages in proportion to added, so
  * that the growth at 0.7 finds them there (a fresh map's page faults, one per
  * page its first rows land on, were the longest stall); gives back a slice of
- * a map done with. */
-void shard_map_prepare(shard *s, size_t added);
+ * a map done with. Pushes that are not busy fault in ahead of that schedule,
+ * a huge page at a time; a busy push (one that took long already: its own
+ * page faults) faults in only when the schedule is behind, and gives nothing
+ * back, so that a push seldom pays for two huge pages. */
+void shard_map_prepare(shard *s, size_t added, int busy);
 
 /* Builds the map again, of the same size, from rows 0 .. used - 1 (their row
  * numbers changed), ending any move under way. Allocates nothing. */
@@ -186,5 +258,23 @@ void shard_map_free_dead(shard *s);
 /* Moves the records to room for ncap rows, ncap >= used. Returns 0 or
  * -PSKV_ENOMEM (unchanged). shard_sweep.c. */
 int shard_rows_resize(shard *s, size_t ncap);
+
+/* ---- sparse rows and the push (shard_push.c) ---- */
+
+/* Row of key (of hash h, shard_hash) for writing: stamped with the shard's tag
+ * when rows are evicted, marked as written. A key with no row gets one
+ * (initialised), the map grown first when it would pass 0.7 load. NULL when out
+ * of memory. */
+float *shard_sparse_row(shard *s, uint64_t key, uint64_t h);
+
+/* Applies g to the rows of n keys of a sparse shard (creating rows, admission
+ * and eviction as shard_push says), counting rows restored after a NaN in *bad;
+ * times the push (longest_ns). Returns 0 or -PSKV_ENOMEM. */
+int shard_push_sparse(shard *s, const uint64_t *keys, uint64_t n, const float *g, uint64_t *bad);
+
+/* Applies g to nrows rows at w (state planes at st, stride apart), restoring
+ * (and counting in *bad) rows the updater made non-finite. shard.c. */
+void shard_apply_block(shard *s, float *w, float *st, size_t stride, const float *g,
+                       size_t nrows, uint64_t *bad);
 
 #endif

@@ -25,45 +25,23 @@
 #define PAGE 4096
 #define RELEASE_BYTES (4u << 20) /* of a freed map given back per push */
 /* Faulting in fresh pages cost 4-6 ms a MiB on the loaded virtual machine of
- * docs/benchmarks.md (about 10 us a 4 KiB page), so a push faults in
- * in proportion to the rows it added: PREFAULT_PER_ROW bytes each (the doubled
- * map, 8 bytes per slot, over the 0.1 * slots rows between 0.6 and 0.7 load is
- * 80; the margin ends it by about 0.68), and PREFAULT_MIN when it added few. */
+ * docs/benchmarks.md (about 10 us a 4 KiB page; a 2 MiB huge page about 5 ms),
+ * so the doubled map is faulted in on a schedule in proportion to the rows
+ * past 0.6 load: PREFAULT_PER_ROW bytes each (the doubled map, 8 bytes per
+ * slot, over the 0.1 * slots rows between 0.6 and 0.7 load is 80; the margin
+ * ends it by about 0.68). Pushes that are not busy run ahead of it by up to
+ * PREFAULT_LEAD, PREFAULT_MAX at a time. */
 #define PREFAULT_PER_ROW 96
-#define PREFAULT_MIN (64u << 10)
+#define PREFAULT_MAX (2u << 20)
+#define PREFAULT_LEAD (4u << 20)
 
-size_t shard_home_in(uint64_t key, size_t cap)
-{
-    return (size_t)ring_mix64(key ^ 0x5bd1e995ULL) & (cap - 1);
-}
+size_t shard_home_in(uint64_t key, size_t cap) { return (size_t)shard_hash(key) & (cap - 1); }
 
 size_t shard_home(const shard *s, uint64_t key) { return shard_home_in(key, s->cap); }
 
-/* Where key is in slots (cap of them), or the free slot where it would go. */
-static size_t find_in(const shard *s, const uint32_t *slots, size_t cap, uint64_t key)
+size_t shard_probe(const shard *s, uint64_t key)
 {
-    size_t mask = cap - 1, i = shard_home_in(key, cap);
-    for (uint32_t v; (v = slots[i]) != EMPTY && shard_rec_key(shard_slot_rec(s, v)) != key;)
-        i = (i + 1) & mask;
-    return i;
-}
-
-size_t shard_probe(const shard *s, uint64_t key) { return find_in(s, s->slots, s->cap, key); }
-
-uint32_t shard_lookup(const shard *s, uint64_t key, size_t *slot)
-{
-    if (!s->cap) {
-        if (slot)
-            *slot = 0;
-        return EMPTY;
-    }
-    size_t i = find_in(s, s->slots, s->cap, key);
-    if (slot)
-        *slot = i;
-    uint32_t v = s->slots[i];
-    if (v == EMPTY && s->old_slots)
-        v = s->old_slots[find_in(s, s->old_slots, s->old_cap, key)];
-    return v;
+    return shard_find_in(s, s->slots, s->cap, key, shard_hash(key));
 }
 
 /* Asks the kernel to back a large array with huge pages: a random key's slot and
@@ -161,7 +139,7 @@ void shard_map_migrate(shard *s, size_t budget)
     for (; budget && s->moved < s->to_move; budget--) {
         if (s->moved + MIGRATE_AHEAD < s->to_move) {
             uint64_t k = shard_rec_key(shard_rec(s, (uint32_t)(s->moved + MIGRATE_AHEAD)));
-            __builtin_prefetch(&s->slots[shard_home_in(k, s->cap)], 1);
+            shard_prefetch(&s->slots[shard_home_in(k, s->cap)]);
         }
         place(s, s->moved++);
     }
@@ -176,9 +154,10 @@ static void drop_next(shard *s)
     s->next_cap = s->next_touched = 0;
 }
 
-void shard_map_prepare(shard *s, size_t added)
+void shard_map_prepare(shard *s, size_t added, int busy)
 {
-    release_dead(s);
+    if (!busy)
+        release_dead(s);
     if (s->old_slots || s->cap < MIGRATE_MIN || s->used * 10 < s->cap * 6)
         return;
     size_t bytes = s->cap * 2 * sizeof *s->slots;
@@ -188,9 +167,17 @@ void shard_map_prepare(shard *s, size_t added)
         s->next_cap = s->cap * 2;
         s->next_touched = 0;
     }
-    size_t want = added * PREFAULT_PER_ROW > PREFAULT_MIN ? added * PREFAULT_PER_ROW : PREFAULT_MIN;
+    /* on schedule: PREFAULT_PER_ROW bytes for each row past 0.6 load */
+    size_t due = (s->used - s->cap * 6 / 10) * PREFAULT_PER_ROW, want;
+    if (busy) /* its own share only when behind: a push at 10^8 rows is always busy */
+        want = s->next_touched < due ? added * PREFAULT_PER_ROW : 0;
+    else /* ahead of schedule by up to PREFAULT_LEAD, a huge page at a time */
+        want = due + PREFAULT_LEAD > s->next_touched ? due + PREFAULT_LEAD - s->next_touched : 0;
+    want = want > PREFAULT_MAX && !busy ? PREFAULT_MAX : want;
     want = (want + PAGE - 1) & ~(size_t)(PAGE - 1);
     size_t n = bytes - s->next_touched < want ? bytes - s->next_touched : want;
+    if (!n)
+        return;
     /* one call faults the slice in: a page fault at a time cost 10 us a page */
     if (madvise((char *)s->next_slots + s->next_touched, n, MADV_POPULATE_WRITE) < 0) {
         volatile char *p = (volatile char *)s->next_slots; /* zero pages: a write faults one in */

@@ -9,6 +9,7 @@
 
 #include "ring.h"
 #include "shard.h"
+#include "shard_impl.h"
 #include "suites.h"
 
 static const upd_opts SUM = {.kind = UPD_SUM, .lr = 0, .momentum = 0, .l2 = 0, .eps = 0};
@@ -434,6 +435,117 @@ START_TEST(sparse_state_survives_growth)
 }
 END_TEST
 
+/* The push pipeline (shard_push.c) reads a key's slots some keys ahead of
+ * applying it: pushes mixing keys with rows, new keys, a new key twice in one
+ * push and keys far from their home slot, in pushes that grow the map past
+ * 65,536 slots (where it prefetches) and move rows while they run, must sum
+ * exactly as one key at a time would. */
+START_TEST(sparse_push_pipeline)
+{
+    enum { NK = 150000, PUSHES = 60, PER = 6000 };
+    shard_init init = {INIT_ZERO, 0, 0};
+    shard *s = shard_new(0, 0, 0, 0, UINT64_MAX, 1, &SUM, &init);
+    ck_assert_ptr_nonnull(s);
+    uint64_t *keys = malloc(PER * sizeof *keys), *all = malloc(NK * sizeof *all);
+    float *g = malloc(PER * sizeof *g), *out = malloc(NK * sizeof *out);
+    double *want = calloc(NK, sizeof *want);
+    ck_assert(keys && all && g && out && want);
+    for (uint64_t i = 0; i < NK; i++)
+        all[i] = ring_mix64(i + 1);
+    uint64_t x = 88172645463325252ULL, made = 0;
+    for (int p = 0; p < PUSHES; p++) {
+        for (int k = 0; k < PER; k++) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            uint64_t i;
+            if (made < NK && (made < 64 || x % 8 < 5))
+                i = made++; /* a new key */
+            else if (k > 0 && x % 8 == 5)
+                i = (uint64_t)(keys[k - 1] == all[made - 1] ? made - 1 : x % made); /* again */
+            else
+                i = (x >> 8) % made;
+            keys[k] = all[i];
+            g[k] = (float)(1 + x % 7);
+            want[i] += g[k];
+        }
+        ck_assert_int_eq(shard_push(s, keys, 0, PER, g), 0);
+    }
+    ck_assert_uint_eq(shard_size(s), made);
+    ck_assert_uint_eq(made, NK);
+    shard_pull(s, all, 0, NK, out);
+    for (uint64_t i = 0; i < NK; i++)
+        LOOP_ASSERT(out[i] == (float)want[i], "key #%llu reads %g, pushed %g in all",
+                    (unsigned long long)i, (double)out[i], want[i]);
+    free(keys);
+    free(all);
+    free(g);
+    free(out);
+    free(want);
+    shard_destroy(&s);
+}
+END_TEST
+
+/* Past 0.6 load the doubled map is faulted in ahead, a slice per push
+ * (shard_map.c), on a schedule: a busy push faults in nothing while it is
+ * kept, others run ahead by a bounded lead; the whole map is in before 0.7
+ * load, and the growth then takes it over. (White box: shard_impl.h.) */
+START_TEST(sparse_prefault_busy)
+{
+    enum { BATCH = 8192 };
+    shard_init init = {INIT_ZERO, 0, 0};
+    shard *s = shard_new(0, 0, 0, 0, UINT64_MAX, 1, &SUM, &init);
+    ck_assert_ptr_nonnull(s);
+    uint64_t keys[BATCH];
+    float g[BATCH];
+    uint64_t next = 1;
+    while (!s->next_slots || s->cap < (1u << 20)) { /* to just past 0.6 load of 2^20 slots */
+        for (int k = 0; k < BATCH; k++) {
+            keys[k] = ring_mix64(next++);
+            g[k] = 1;
+        }
+        ck_assert_int_eq(shard_push(s, keys, 0, BATCH, g), 0);
+    }
+    ck_assert_uint_eq(s->cap, 1u << 20);
+    size_t bytes = s->next_cap * sizeof *s->next_slots, t0 = s->next_touched;
+    ck_assert_uint_lt(t0, bytes);
+    for (int k = 0; k < 4; k++)
+        shard_map_prepare(s, BATCH, 1);
+    ck_assert_uint_eq(s->next_touched, t0); /* busy and on schedule: nothing faulted in */
+    shard_map_prepare(s, 0, 0);
+    ck_assert_uint_gt(s->next_touched, t0); /* not busy: ahead, a huge page at most */
+    ck_assert_uint_le(s->next_touched - t0, 2u << 20);
+    size_t t1 = s->next_touched;
+    for (int k = 0; k < 8; k++)
+        shard_map_prepare(s, 0, 0);
+    ck_assert_uint_le(s->next_touched, t1 + (4u << 20)); /* ahead by a bounded lead */
+    while (s->next_touched < bytes) { /* pushes, all busy: on schedule, each its share */
+        for (int k = 0; k < BATCH; k++)
+            keys[k] = ring_mix64(next++);
+        ck_assert_int_eq(shard_push(s, keys, 0, BATCH, g), 0);
+        ck_assert_ptr_null(s->old_slots);
+        t1 = s->next_touched;
+        shard_map_prepare(s, BATCH, 1);
+        ck_assert_uint_ge(s->next_touched, t1); /* behind: a busy push too */
+    }
+    uint32_t *prepared = s->next_slots;
+    while (!s->old_slots) { /* on to 0.7: the prepared map is taken over */
+        for (int k = 0; k < BATCH; k++)
+            keys[k] = ring_mix64(next++);
+        ck_assert_int_eq(shard_push(s, keys, 0, BATCH, g), 0);
+    }
+    ck_assert_ptr_eq(s->slots, prepared);
+    ck_assert_uint_eq(shard_size(s), next - 1);
+    float v;
+    for (uint64_t i = 1; i < next; i += 997) {
+        uint64_t key = ring_mix64(i);
+        shard_pull(s, &key, 0, 1, &v);
+        LOOP_ASSERT(v == 1.0f, "key #%llu reads %g", (unsigned long long)i, (double)v);
+    }
+    shard_destroy(&s);
+}
+END_TEST
+
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -576,6 +688,8 @@ Suite *shard_suite(void)
     tcase_add_test(sparse, sparse_unpushed_keys);
     tcase_add_test(sparse, sparse_state_survives_growth);
     tcase_add_test(sparse, sparse_lookup_while_growing);
+    tcase_add_test(sparse, sparse_push_pipeline);
+    tcase_add_test(sparse, sparse_prefault_busy);
     tcase_add_test(sparse, sparse_retain_while_growing);
     suite_add_tcase(s, sparse);
     return s;
