@@ -242,6 +242,9 @@ int pskv_wait(pskv_worker *w, int64_t ts, int timeout_ms)
         if (tu_now_ms() >= deadline)
             return wst_error(w, PSKV_ETIMEDOUT, "request %lld still in flight after %d ms",
                              (long long)ts, timeout_ms);
+        if (member_stop_requested()) /* the daemon's SIGTERM: scancel, Ctrl-C */
+            return wst_error(w, PSKV_ECLOSED, "request %lld: the wait ended by a stop signal "
+                             "(it stays in flight)", (long long)ts);
         wpump_spin(w, wst_remaining(deadline), r->bytes <= 65536 ? w->spin_us : 0);
     }
     int err = wreq_failure_of(w, ts);

@@ -201,7 +201,10 @@ int pskv_pull_all(pskv_worker *w, int table, uint64_t **keys, float **vals, size
                   int timeout_ms);
 
 /* Waits for request `ts`. Returns 0, the request's error, or -PSKV_ETIMEDOUT when
- * it is still in flight after timeout_ms (it stays in flight). */
+ * it is still in flight after timeout_ms (it stays in flight). In pskv's own
+ * daemons (pskv-worker, pskv-evaluator) a SIGTERM or SIGINT ends the wait at once
+ * with -PSKV_ECLOSED, so that a stopped job (scancel, Ctrl-C) does not sit out the
+ * request time-out of a server already gone. */
 int pskv_wait(pskv_worker *w, int64_t ts, int timeout_ms);
 
 /* Waits for every request in flight; returns 0 or the first error seen (pushes

@@ -64,6 +64,8 @@ static double sparse_sum(int W, int k, uint64_t j, int c)
 
 int ck_fail(pskv_worker *w, const char *what, int rc)
 {
+    if (app_stop_signal) /* the wait ended by SIGTERM (pskv_wait): not a failed check */
+        return app_stopped("check");
     printf("check FAILED: %s: %s (%s)\n", what, pskv_strerror(rc), pskv_last_error(w));
     fflush(stdout);
     return 1;
