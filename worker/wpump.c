@@ -89,9 +89,12 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
      * closed without it under bsp with backups) moves up to it. Only bsp's: an
      * async or ssp reply carries the slowest clock of the workers the server
      * counts, which is ahead of this worker's only while the view has it dead
-     * (silent for a while on a loaded machine): it would skip steps it never did */
-    if (m->has_clock && m->clock > atomic_load(&w->clock) && r->table >= 0 &&
-        r->table < w->ntables && w->tables[r->table].bsp)
+     * (silent for a while on a loaded machine): it would skip steps it never did.
+     * Except before this process's first clock: a resumed job's worker, or one
+     * taking over a dead worker's rank, starts where the servers' clocks are */
+    int64_t mine = atomic_load(&w->clock);
+    if (m->has_clock && m->clock > mine && r->table >= 0 && r->table < w->ntables &&
+        (w->tables[r->table].bsp || mine == 0))
         atomic_store(&w->clock, m->clock);
     if (m->type == PSKV__MSG_TYPE__ERROR && m->error_code == PSKV_ELATE) {
         if (!r->err) { /* once per push, whatever the number of servers */
