@@ -7,7 +7,7 @@
 #include "metrics.h"
 #include "timeutil.h"
 
-static met_series *alive_servers, *alive_workers, *failovers, *drains, *ckpt_ok, *ckpt_failed,
+static met_series *alive_servers, *alive_workers, *alive_evaluators, *failovers, *drains, *ckpt_ok, *ckpt_failed,
     *ckpt_secs, *late;
 
 int schedm_start(const char *bind_addr, int port)
@@ -16,6 +16,8 @@ int schedm_start(const char *bind_addr, int port)
     const char *nodes_help = "Live (not dead, not finished) nodes of the job, by role.";
     alive_servers = metrics_series("pskv_nodes_alive", MET_GAUGE, nodes_help, "of", "server");
     alive_workers = metrics_series("pskv_nodes_alive", MET_GAUGE, nodes_help, "of", "worker");
+    alive_evaluators = metrics_series("pskv_nodes_alive", MET_GAUGE, nodes_help, "of",
+                                      "evaluator");
     failovers = metrics_series("pskv_failovers_total", MET_COUNTER,
                                "Servers declared dead while the job ran, their partitions "
                                "given to others.", NULL, NULL);
@@ -41,7 +43,7 @@ void schedm_tick(void)
     if (now < next)
         return;
     next = now + 500;
-    int servers = 0, workers = 0, have_slowest = 0;
+    int servers = 0, workers = 0, evaluators = 0, have_slowest = 0;
     int64_t slowest = 0;
     double dropped = 0;
     for (int i = 0; i < memb.nnodes; i++) {
@@ -55,10 +57,13 @@ void schedm_tick(void)
             if (!have_slowest || n->clock < slowest)
                 slowest = n->clock;
             have_slowest = 1;
+        } else if (n->role == PSKV__ROLE__EVALUATOR) {
+            evaluators += live;
         }
     }
     metrics_set(alive_servers, servers);
     metrics_set(alive_workers, workers);
+    metrics_set(alive_evaluators, evaluators);
     metrics_set(late, dropped);
     /* one series per worker rank: a rank's lag, 0 once it is not live */
     for (int i = 0; i < memb.nnodes; i++) {

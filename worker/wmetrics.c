@@ -43,7 +43,7 @@ void wmet_done(const pskv_worker *w, const req *r)
 
 int wmet_start(pskv_worker *w, const char *bind_addr, int port)
 {
-    metrics_identity("worker", (int)w->mb.node_id, w->mb.rank);
+    metrics_identity(w->evaluator ? "evaluator" : "worker", (int)w->mb.node_id, w->mb.rank);
     late = metrics_series("pskv_late_drops_total", MET_COUNTER,
                           "bsp pushes of this worker dropped as late.", NULL, NULL);
     clock_now = metrics_series("pskv_worker_clock", MET_GAUGE,
