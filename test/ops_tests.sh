@@ -117,6 +117,7 @@ YML
   done
   metrics_scrape "$ms" | grep -q '^pskv_nodes_alive{.*of="worker"} 2$' || fail "scheduler does not show 2 live workers"
   metrics_scrape "$ms" | grep -q '^pskv_worker_clock_lag{.*worker_rank="1"} 0$' || fail "scheduler shows no clock lag of rank 1"
+  metrics_scrape "$ms" | grep -q '^pskv_nodes_alive{.*of="evaluator"} 0$' || fail "scheduler shows no evaluator count"
   expect=$(cat worker-0.log worker-1.log | sed -n 's/.*pushed \([0-9]*\) value bytes in all.*/\1/p' |
     awk '{s += $1} END {print s}')
   [ "${expect:-0}" -gt 0 ] || fail "workers reported no pushed bytes"
