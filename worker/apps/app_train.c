@@ -37,10 +37,7 @@
 
 static int fail(pskv_worker *w, const char *what, int rc)
 {
-    if (app_stop_signal) /* the wait ended by SIGTERM (pskv_wait) */
-        return app_stopped("train");
-    fprintf(stderr, "train: %s: %s (%s)\n", what, pskv_strerror(rc), w ? pskv_last_error(w) : "");
-    return 1;
+    return app_fail("train", w, what, rc);
 }
 
 static uint64_t rng_next(uint64_t *s)

@@ -30,6 +30,10 @@ extern atomic_int app_stop_signal;
 /* The exit status for a stop by signal, after saying so on stderr. */
 int app_stopped(const char *app);
 
+/* An app's failed call: "APP: WHAT: ERROR (LAST ERROR)" on stderr and 1, or, when
+ * the call ended because a stop signal came (pskv_wait), app_stopped(app). */
+int app_fail(const char *app, pskv_worker *w, const char *what, int rc);
+
 /* For tests that act at a set point of a run (--replay-wait): prints "APP:
  * waiting for PATH" and waits, at most 120 s, for the file PATH to exist.
  * Returns 0, or -1 on a stop signal or after saying on stderr that it did not

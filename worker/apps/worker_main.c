@@ -52,6 +52,15 @@ int app_stopped(const char *app)
     return 128 + (int)app_stop_signal;
 }
 
+int app_fail(const char *app, pskv_worker *w, const char *what, int rc)
+{
+    if (app_stop_signal)
+        return app_stopped(app);
+    fprintf(stderr, "%s: %s: %s (%s)\n", app, what, pskv_strerror(rc),
+            w ? pskv_last_error(w) : "");
+    return 1;
+}
+
 int app_wait_file(const char *app, const char *path)
 {
     printf("%s: waiting for %s\n", app, path);
