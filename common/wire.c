@@ -61,7 +61,7 @@ static void payload_shape(const Pskv__Meta *m, int *want_keys, int *want_vals)
         /* fall through */
     case PSKV__MSG_TYPE__PUSH:
         *want_keys = !dense_run && !m->keys_cached; /* keycache: a signature instead */
-        *want_vals = 1;
+        *want_vals = m->type != PSKV__MSG_TYPE__PUSH || !m->has_shm_len; /* or in shm */
         break;
     case PSKV__MSG_TYPE__PULL:
         *want_keys = !dense_run && !(m->has_all && m->all) && !m->keys_cached;
@@ -71,7 +71,7 @@ static void payload_shape(const Pskv__Meta *m, int *want_keys, int *want_vals)
             *want_keys = *want_vals = m->has_num_keys && m->num_keys > 0;
             break;
         }
-        *want_vals = 1;
+        *want_vals = !m->has_shm_len; /* shared memory: the values are in the segment */
         break;
     case PSKV__MSG_TYPE__PIPE:
     case PSKV__MSG_TYPE__ALLREDUCE: /* an empty piece (n < N) or an abort carries none */
@@ -99,6 +99,32 @@ void wire_msg_move(wire_msg *dst, wire_msg *src)
     memcpy(dst, src, sizeof *dst);
     dst->keys = rebase(keys, src, dst);
     dst->vals = rebase(vals, src, dst);
+}
+
+/* A shared-memory reference (shm_*: docs/protocol.md "Shared memory") only on a
+ * PUSH, a PULL or a PULL_REPLY (not `all`), float32 values unpacked, its length
+ * the values' bytes and its offset 4-aligned. Whether it lies inside the segment
+ * the receiver checks (sshm.h, wshm.h). */
+static int check_shm(const Pskv__Meta *meta, uint64_t nvals, char *why, size_t whylen)
+{
+    int t = (int)meta->type;
+    int any = meta->has_shm_len || meta->has_shm_off || meta->shm_name || meta->shm_host;
+    if (!any)
+        return 0;
+    int ok = (t == PSKV__MSG_TYPE__PUSH || t == PSKV__MSG_TYPE__PULL ||
+              t == PSKV__MSG_TYPE__PULL_REPLY) && !(meta->has_all && meta->all) &&
+             meta->has_shm_len && meta->has_shm_off && meta->has_shm_gen && !meta->wire &&
+             !meta->quant && !(meta->zframes & FILTER_ZVALS) && nvals <= UINT64_MAX / 4 &&
+             meta->shm_len == nvals * 4 && meta->shm_off % 4 == 0 &&
+             (t == PSKV__MSG_TYPE__PULL_REPLY || (meta->shm_name && meta->shm_host));
+    if (ok)
+        return 0;
+    snprintf(why, whylen, "table id %llu: %s with a malformed shared-memory reference (gen %llu, "
+             "offset %llu, length %llu for %llu values)", (unsigned long long)meta->table_id,
+             wire_type_name(t), (unsigned long long)meta->shm_gen,
+             (unsigned long long)meta->shm_off, (unsigned long long)meta->shm_len,
+             (unsigned long long)nvals);
+    return -PSKV_ESHMREF;
 }
 
 /* `wire` (the values' precision) only on a PUSH, a PULL_REPLY (not `all`) or a
@@ -152,7 +178,8 @@ int wire_parse(wire_msg *m, const void *const *frames, const size_t *sizes, int 
     if (n != want)
         FAIL(PSKV_EPROTO, "%s with %d frames, expected %d", wire_type_name((int)meta->type), n,
              want);
-    if (want_keys + want_vals == 0 &&
+    int shm = meta->has_shm_len || meta->has_shm_off || meta->shm_name || meta->shm_host;
+    if (want_keys + want_vals == 0 && !shm &&
         (meta->type != PSKV__MSG_TYPE__PULL || (meta->has_all && meta->all)))
         return 0;
 
@@ -183,6 +210,8 @@ int wire_parse(wire_msg *m, const void *const *frames, const size_t *sizes, int 
         FAIL(PSKV_EPROTO, "num_keys %llu x width %u overflows", (unsigned long long)nkeys,
              meta->width);
     uint64_t nvals = nkeys * meta->width;
+    if ((rc = check_shm(meta, nvals, why, whylen)) < 0)
+        goto fail;
     const void *data[WIRE_MAX_FRAMES] = {NULL};
     size_t raw[WIRE_MAX_FRAMES] = {0}, need_own = 0;
     int packed[WIRE_MAX_FRAMES] = {0};

@@ -19,6 +19,7 @@
 #include "wkkt.h"
 #include "wmetrics.h"
 #include "wreq.h"
+#include "wshm.h"
 #include "wsend.h"
 #include "wview.h"
 
@@ -61,6 +62,16 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
     }
     part *p = &r->parts[pi];
     srv *s = &w->srv[si];
+    if (m->type == PSKV__MSG_TYPE__PULL_REPLY && (p->shm || m->has_shm_len)) {
+        if (!(msg->vals = wshm_reply(p, m))) { /* values in shared memory (wshm.h) */
+            LOG_D("dropped a pull reply from %s naming another region than part %d's", msg->peer,
+                  pi);
+            return;
+        }
+    }
+    wshm_heard(p, m);
+    if (m->type == PSKV__MSG_TYPE__ERROR && m->error_code == PSKV_ENOSHM)
+        wshm_refused(w, si, m->error ? m->error : "refused"); /* sent again, as frames */
     if (m->type == PSKV__MSG_TYPE__ERROR && m->error_code == PSKV_EKEYMISS && p->key_sig &&
         (r->type == REQ_PUSH || r->type == REQ_PULL)) {
         /* keycache: the server lacks the key list; at once, with the keys, in place
@@ -74,7 +85,8 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
         return;
     }
     if (m->type == PSKV__MSG_TYPE__ERROR &&
-        (m->error_code == PSKV_ESTALE || m->error_code == PSKV_ENOTREADY) &&
+        (m->error_code == PSKV_ESTALE || m->error_code == PSKV_ENOTREADY ||
+         m->error_code == PSKV_ENOSHM) &&
         r->type != REQ_OPEN && r->type != REQ_SCAN) {
         /* planned on a view the server no longer serves, or a copy still on its
          * way: not applied; planned again on the latest view shortly */
