@@ -105,11 +105,15 @@ void wire_msg_move(wire_msg *dst, wire_msg *src)
  * PUSH, a PULL or a PULL_REPLY (not `all`), float32 values unpacked, its length
  * the values' bytes and its offset 4-aligned. Whether it lies inside the segment
  * the receiver checks (sshm.h, wshm.h). */
+static int has_shm(const Pskv__Meta *meta)
+{
+    return meta->has_shm_len || meta->has_shm_off || meta->shm_name || meta->shm_host;
+}
+
 static int check_shm(const Pskv__Meta *meta, uint64_t nvals, char *why, size_t whylen)
 {
     int t = (int)meta->type;
-    int any = meta->has_shm_len || meta->has_shm_off || meta->shm_name || meta->shm_host;
-    if (!any)
+    if (!has_shm(meta))
         return 0;
     int ok = (t == PSKV__MSG_TYPE__PUSH || t == PSKV__MSG_TYPE__PULL ||
               t == PSKV__MSG_TYPE__PULL_REPLY) && !(meta->has_all && meta->all) &&
@@ -156,7 +160,7 @@ int wire_parse(wire_msg *m, const void *const *frames, const size_t *sizes, int 
     int rc = 0;
     m->meta = NULL;
     m->keys = NULL;
-    m->vals = NULL;
+    m->vals = NULL; /* a shared-memory reference: the receiver points it (sshm.h, wshm.h) */
     m->nkeys = m->nvals = 0;
     m->own = m->own_keys = NULL;
     if (n < 1)
@@ -171,15 +175,13 @@ int wire_parse(wire_msg *m, const void *const *frames, const size_t *sizes, int 
     if (!protobuf_c_enum_descriptor_get_value(&pskv__msg_type__descriptor, (int)meta->type) ||
         meta->type == PSKV__MSG_TYPE__MSG_NONE)
         FAIL(PSKV_EPROTO, "unknown message type %d", (int)meta->type);
-
     int want_keys, want_vals;
     payload_shape(meta, &want_keys, &want_vals);
     int want = 1 + want_keys + want_vals;
     if (n != want)
         FAIL(PSKV_EPROTO, "%s with %d frames, expected %d", wire_type_name((int)meta->type), n,
              want);
-    int shm = meta->has_shm_len || meta->has_shm_off || meta->shm_name || meta->shm_host;
-    if (want_keys + want_vals == 0 && !shm &&
+    if (want_keys + want_vals == 0 && !has_shm(meta) &&
         (meta->type != PSKV__MSG_TYPE__PULL || (meta->has_all && meta->all)))
         return 0;
 
@@ -210,8 +212,6 @@ int wire_parse(wire_msg *m, const void *const *frames, const size_t *sizes, int 
         FAIL(PSKV_EPROTO, "num_keys %llu x width %u overflows", (unsigned long long)nkeys,
              meta->width);
     uint64_t nvals = nkeys * meta->width;
-    if ((rc = check_shm(meta, nvals, why, whylen)) < 0)
-        goto fail;
     const void *data[WIRE_MAX_FRAMES] = {NULL};
     size_t raw[WIRE_MAX_FRAMES] = {0}, need_own = 0;
     int packed[WIRE_MAX_FRAMES] = {0};
@@ -224,7 +224,8 @@ int wire_parse(wire_msg *m, const void *const *frames, const size_t *sizes, int 
     if (meta->ar_wire > HALF_BF16 || (meta->has_ar_wire && meta->type != PSKV__MSG_TYPE__ALLREDUCE))
         FAIL(PSKV_EPROTO, "%s with wire precision %u", wire_type_name((int)meta->type),
              meta->ar_wire);
-    if ((rc = check_value_wire(meta, why, whylen)) < 0)
+    if ((rc = check_value_wire(meta, why, whylen)) < 0 ||
+        (rc = check_shm(meta, nvals, why, whylen)) < 0)
         goto fail;
     size_t vsize = half_size((int)(meta->ar_wire ? meta->ar_wire : meta->wire)); /* 2: 16-bit */
     if (want_vals) { /* quantised values (fquant.h): the frame holds the blocks */

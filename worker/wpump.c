@@ -40,6 +40,24 @@ static void wpump_worker_clocks(pskv_worker *w, int64_t ts, const Pskv__Meta *m)
             w->wclocks[i] = m->worker_clocks[i];
 }
 
+/* What a reply to part p says of its region in shared memory (wshm.h): a pull's
+ * values are there (msg->vals set), or the server refused shared memory (the part
+ * goes again, as frames). -1: the reply names another region (an answer to an
+ * earlier send of the part): dropped. */
+static int shm_reply(pskv_worker *w, int si, part *p, wire_msg *msg)
+{
+    const Pskv__Meta *m = msg->meta;
+    if (m->type == PSKV__MSG_TYPE__PULL_REPLY && (p->shm || m->has_shm_len) &&
+        !(msg->vals = wshm_reply(p, m))) {
+        LOG_D("dropped a pull reply from %s naming another region than its part's", msg->peer);
+        return -1;
+    }
+    wshm_heard(p, m);
+    if (m->type == PSKV__MSG_TYPE__ERROR && m->error_code == PSKV_ENOSHM)
+        wshm_refused(w, si, m->error ? m->error : "refused");
+    return 0;
+}
+
 /* Applies a reply from server si to the part it answers: a refusal (stale view,
  * copy on its way) schedules the part again, an error fails the request, a pull's
  * values go to the caller's array; the request ends with its last part. */
@@ -62,16 +80,8 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
     }
     part *p = &r->parts[pi];
     srv *s = &w->srv[si];
-    if (m->type == PSKV__MSG_TYPE__PULL_REPLY && (p->shm || m->has_shm_len)) {
-        if (!(msg->vals = wshm_reply(p, m))) { /* values in shared memory (wshm.h) */
-            LOG_D("dropped a pull reply from %s naming another region than part %d's", msg->peer,
-                  pi);
-            return;
-        }
-    }
-    wshm_heard(p, m);
-    if (m->type == PSKV__MSG_TYPE__ERROR && m->error_code == PSKV_ENOSHM)
-        wshm_refused(w, si, m->error ? m->error : "refused"); /* sent again, as frames */
+    if (shm_reply(w, si, p, msg) < 0)
+        return;
     if (m->type == PSKV__MSG_TYPE__ERROR && m->error_code == PSKV_EKEYMISS && p->key_sig &&
         (r->type == REQ_PUSH || r->type == REQ_PULL)) {
         /* keycache: the server lacks the key list; at once, with the keys, in place
