@@ -277,6 +277,27 @@ f_pause_server() {
     fail "the paused server did not exit 3: $(grep server-1 "$d/launch.out")"
 }
 
+# The same pause with --shm: the paused server, replaced while it sleeps, wakes up a
+# zombie with pulls to answer into its workers' segments; the workers retired those
+# segments when the view replaced it, so its late writes land in memory nobody reads
+# again, and every sum stays exact.
+f_pause_server_shm() {
+  local d=$TDIR/c pid i
+  launch "$d" --servers 3 --workers 3 --scheduler-opt=--replicas=2 -- --app check --rounds 400 \
+    --check-keys 40000 --shm
+  wait_joined "$d" 3
+  sleep 0.3
+  pid=$(cat "$d/server-1.pid")
+  kill -STOP "$pid"
+  sleep 1.2
+  kill -CONT "$pid"
+  for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$pid" 2>/dev/null && fail "the paused server still runs after it was replaced"
+  wait_ok "$d"
+  grep -q 'no shared memory' "$d"/worker-*.log && fail "a server refused shared memory"
+  return 0
+}
+
 # The same pause under a stream of 16 MiB pushes sent without a copy
 # (pskv_push_nocopy, bench app --mode stream: 16 in flight; 64 KiB socket buffers
 # on the servers). When the pause catches pushes still on their way to the paused
@@ -1196,7 +1217,7 @@ f_drain_bsp() {
   wait_ok "$d"
 }
 
-tests=(kill_server kill_server_shm kill_server_ssp kill_server_bsp chain_r3 chain_r3_bsp pause_server pause_server_nocopy kill_worker
+tests=(kill_server kill_server_shm kill_server_ssp kill_server_bsp chain_r3 chain_r3_bsp pause_server pause_server_shm pause_server_nocopy kill_worker
        worker_rejoin worker_restart_acked worker_restart_ssp retry_paused lease_lapse dead_connections pause_scheduler lost_partition)
 # what a run ends with, checked --once-trials times
 once=(kill_server_keycache kill_server_fp16 checkpoint_resume checkpoint_reshard checkpoint_delta_failover join join_ssp join_ssp_parked join_bsp join_bsp_backup
