@@ -141,7 +141,7 @@ static void *reply_rows(const held *h, Pskv__Meta *m, size_t *bytes)
 /* answer_pull into the region of the worker's segment the pull named (its
  * bounds were checked on arrival, the generation is checked again now: a
  * segment the worker retired since is not written). */
-static void answer_pull_shm(consist *c, const held *h, Pskv__Meta *m)
+static void answer_pull_shm(consist *c, const held *h, Pskv__Meta *m, int64_t t0)
 {
     table *t = h->t;
     float *dst = sshm_region(c->shm, h->sender, h->shm_gen, h->shm_off, h->shm_len);
@@ -161,6 +161,7 @@ static void answer_pull_shm(consist *c, const held *h, Pskv__Meta *m)
     m->width = t->width;
     held_send(&c->out, h, m, NULL);
     c->st.pulls++;
+    c->st.pull_ns += tu_now_ns() - t0;
 }
 
 static void answer_pull(consist *c, const held *h, int64_t clock)
@@ -172,7 +173,7 @@ static void answer_pull(consist *c, const held *h, int64_t clock)
     Pskv__Meta m;
     held_meta(&c->out, &m, PSKV__MSG_TYPE__PULL_REPLY, h, clock);
     if (h->shm_len) { /* into the worker's segment (sshm.h): no values frame */
-        answer_pull_shm(c, h, &m);
+        answer_pull_shm(c, h, &m, t0);
         return;
     }
     if (t->dense && !h->keys && !h->segs && bytes >= LEND_MIN && !t->filters.codec && !t->wire &&

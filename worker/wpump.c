@@ -41,13 +41,13 @@ static void wpump_worker_clocks(pskv_worker *w, int64_t ts, const Pskv__Meta *m)
 }
 
 /* What a reply to part p says of its region in shared memory (wshm.h): a pull's
- * values are there (msg->vals set), or the server refused shared memory (the part
- * goes again, as frames). -1: the reply names another region (an answer to an
- * earlier send of the part): dropped. */
+ * values are there (msg->vals set; a reply with a values frame has its own), or the
+ * server refused shared memory (the part goes again, as frames). -1: the reply
+ * names another region than the part's (an answer to an earlier send): dropped. */
 static int shm_reply(pskv_worker *w, int si, part *p, wire_msg *msg)
 {
     const Pskv__Meta *m = msg->meta;
-    if (m->type == PSKV__MSG_TYPE__PULL_REPLY && (p->shm || m->has_shm_len) &&
+    if (m->type == PSKV__MSG_TYPE__PULL_REPLY && m->has_shm_len &&
         !(msg->vals = wshm_reply(p, m))) {
         LOG_D("dropped a pull reply from %s naming another region than its part's", msg->peer);
         return -1;
