@@ -124,13 +124,16 @@ f_kill_server() {
 # the new heads through their segments, the dead one's segment is retired, the sums
 # stay exact, and no segment is left in /dev/shm.
 f_kill_server_shm() {
-  local d=$TDIR/c pids p
+  local d=$TDIR/c pids p t0 f
   launch "$d" --servers 3 --workers 4 --scheduler-opt=--replicas=2 -- --app check --rounds 400 \
     --check-keys 40000 --shm --log-level info
   wait_joined "$d" 4
   sleep 0.$((3 + RANDOM % 5))
+  t0=$(now_ms)
   kill -KILL "$(cat "$d/server-$((RANDOM % 3)).pid")"
   wait_ok "$d"
+  f=$(failover_ms "$d" "$t0") || exit 1
+  echo "failover_ms=$f"
   [ "$(grep -l 'mapped shared-memory segment' "$d"/server-*.log | wc -l)" -ge 2 ] ||
     fail "the servers mapped no shared memory"
   grep -q 'no shared memory' "$d"/worker-*.log && fail "a server refused shared memory"
