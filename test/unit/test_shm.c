@@ -3,6 +3,7 @@
  * protobuf-c and parsed by wire_parse, as a server receives them. */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +88,37 @@ START_TEST(names_and_hosts)
     ck_assert(shmseg_same_host(shmseg_host_id()));
     ck_assert(!shmseg_same_host("00000000-0000-0000-0000-000000000000/1"));
     ck_assert(!shmseg_same_host(NULL));
+}
+END_TEST
+
+/* A process in another network namespace (a netns test host) has another host id,
+ * the same boot id: the server refuses it shared memory. Needs root (unshare);
+ * without it the test checks nothing. */
+START_TEST(other_network_namespace_is_another_host)
+{
+    int fd[2];
+    ck_assert_int_eq(pipe(fd), 0);
+    pid_t pid = fork(); /* before this process reads its own id (read once, cached) */
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(fd[0]);
+        const char *id = unshare(CLONE_NEWNET) == 0 ? shmseg_host_id() : "";
+        ssize_t n = write(fd[1], id, strlen(id) + 1);
+        _exit(n > 0 ? 0 : 1);
+    }
+    close(fd[1]);
+    char other[128] = "";
+    ssize_t n = read(fd[0], other, sizeof other - 1);
+    close(fd[0]);
+    waitpid(pid, NULL, 0);
+    ck_assert_int_gt(n, 0);
+    if (!other[0])
+        return; /* not root: no namespace of our own */
+    const char *me = shmseg_host_id();
+    ck_assert_str_ne(other, me);
+    ck_assert(!shmseg_same_host(other));
+    ck_assert_int_eq(strchr(me, '/') - me, strchr(other, '/') - other);
+    ck_assert(strncmp(me, other, (size_t)(strchr(me, '/') - me)) == 0); /* same boot */
 }
 END_TEST
 
@@ -221,6 +253,7 @@ Suite *shm_suite(void)
     TCase *tc = tcase_create("shm");
     tcase_add_test(tc, wire_refuses_malformed_references);
     tcase_add_test(tc, names_and_hosts);
+    tcase_add_test(tc, other_network_namespace_is_another_host);
     tcase_add_test(tc, server_maps_and_checks);
     tcase_add_test(tc, open_refuses_loose_mode);
     tcase_add_test(tc, sweep_removes_dead_processes_segments);
