@@ -144,6 +144,20 @@ t_check_shm() {
   no_strays "$TDIR/logs"
 }
 
+t_check_shm_keys() {
+  # --shm under CURVE (--keys): the headers encrypted on TCP, the values through shared
+  # memory between processes of one user; every sum exact
+  "$LAUNCH" --keys "$TDIR/keys" --servers 2 --workers 2 --timeout 120 --log-dir "$TDIR/logs" \
+    --server-opt --log-level --server-opt info \
+    -- --app check --rounds 4 --check-keys 40000 --shm || fail "launch-local exited $?"
+  local r
+  for r in 0 1; do
+    grep -q '^check ok:.*exact' "$TDIR/logs/worker-$r.log" || fail "worker $r: no exact check"
+    [ "$(grep -c 'mapped shared-memory segment' "$TDIR/logs/server-$r.log")" -eq 2 ] ||
+      fail "server $r did not map one segment per worker"
+  done
+}
+
 t_check_shm_other_user() {
   # a server run as another user (nobody) cannot map the workers' 0600 segments: it
   # refuses shared memory (PSKV_ENOSHM), the workers send those values again over TCP,
@@ -1474,7 +1488,7 @@ t_admit_evict() {
   [ $? -eq 2 ] && grep -q -- 'admit-after' out || fail "--admit-after 256: $(cat out)"
 }
 
-tests=(check_2x3 check_shm check_shm_other_user wire_check wire_refused wire_mlp wire_loss_scale filters_check filters_keycache_miss filters_residual filters_kkt check_fails_on_mismatch malformed_input malformed_while_serving unreachable_scheduler wrong_flags
+tests=(check_2x3 check_shm check_shm_keys check_shm_other_user wire_check wire_refused wire_mlp wire_loss_scale filters_check filters_keycache_miss filters_residual filters_kkt check_fails_on_mismatch malformed_input malformed_while_serving unreachable_scheduler wrong_flags
        registration_rules heartbeat_liveness forget_replaced fuzz_corpus launch_timeout
        train_softmax app_defaults clip_norm checkpoint_every keep_checkpoints checkpoint_incremental train_resume export_sparse train_bad_data sparse_lr_heart_scale sparse_bench sparse_lr_planted
        consistency_check bsp_same_bits ssp_bound_straggler bsp_backup_stopped worker_leaves accumulate
