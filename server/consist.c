@@ -132,15 +132,9 @@ static void *reply_rows(const held *h, Pskv__Meta *m, size_t *bytes)
     return out;
 }
 
-/* A large run of a dense table is lent to ZeroMQ without a copy (shard_lend: an
- * update while it is on the wire moves the shard to a fresh buffer); anything
- * else is copied into a fresh buffer that ZeroMQ sends and frees. Either way an
- * update after this point cannot change what is on the wire. A lend must cover a
- * sixteenth of the shard at least, so that the copy the next push may pay stays
- * within 16 times the copy saved. */
-/* answer_pull into the region of the worker's segment the pull named (its
- * bounds were checked on arrival, the generation is checked again now: a
- * segment the worker retired since is not written). */
+/* A pull that named a region of its worker's segment (sshm.h) is answered into
+ * it, with no values frame (its bounds were checked on arrival; the generation is
+ * checked again now: a segment the worker retired since is not written). */
 static void answer_pull_shm(consist *c, const held *h, Pskv__Meta *m, int64_t t0)
 {
     table *t = h->t;
@@ -164,6 +158,12 @@ static void answer_pull_shm(consist *c, const held *h, Pskv__Meta *m, int64_t t0
     c->st.pull_ns += tu_now_ns() - t0;
 }
 
+/* A large run of a dense table is lent to ZeroMQ without a copy (shard_lend: an
+ * update while it is on the wire moves the shard to a fresh buffer); anything
+ * else is copied into a fresh buffer that ZeroMQ sends and frees. Either way an
+ * update after this point cannot change what is on the wire. A lend must cover a
+ * sixteenth of the shard at least, so that the copy the next push may pay stays
+ * within 16 times the copy saved. */
 static void answer_pull(consist *c, const held *h, int64_t clock)
 {
     int64_t t0 = tu_now_ns();
