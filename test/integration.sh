@@ -124,7 +124,8 @@ t_check_2x3() {
 
 t_check_shm() {
   # the exact-sum check with --shm: parts of 64 KiB and more (40000 keys) travel through
-  # shared memory, each server maps each worker's segment once, and no segment is left
+  # shared memory, each server maps each worker's segment (once, unless a re-send on a
+  # loaded machine retired one), and no segment is left
   # in /dev/shm when the workers are gone (worker 1 pushes with a copy)
   "$LAUNCH" --servers 2 --workers 3 --timeout 120 --log-dir "$TDIR/logs" \
     --server-opt --log-level --server-opt info --worker-opt 1:--push --worker-opt 1:copy \
@@ -137,7 +138,7 @@ t_check_shm() {
     ls /dev/shm | grep -q "^pskv-[0-9]*-$p-" && fail "worker $r left a segment in /dev/shm"
   done
   for r in 0 1; do
-    [ "$(grep -c 'mapped shared-memory segment' "$TDIR/logs/server-$r.log")" -eq 3 ] ||
+    [ "$(grep -c 'mapped shared-memory segment' "$TDIR/logs/server-$r.log")" -ge 3 ] ||
       fail "server $r did not map one segment per worker"
   done
   grep -q 'no shared memory' "$TDIR"/logs/worker-*.log && fail "a server refused shared memory"
@@ -153,7 +154,7 @@ t_check_shm_keys() {
   local r
   for r in 0 1; do
     grep -q '^check ok:.*exact' "$TDIR/logs/worker-$r.log" || fail "worker $r: no exact check"
-    [ "$(grep -c 'mapped shared-memory segment' "$TDIR/logs/server-$r.log")" -eq 2 ] ||
+    [ "$(grep -c 'mapped shared-memory segment' "$TDIR/logs/server-$r.log")" -ge 2 ] ||
       fail "server $r did not map one segment per worker"
   done
 }
