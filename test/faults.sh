@@ -119,6 +119,31 @@ f_kill_server() {
   echo "failover_ms=$f"
 }
 
+# The kill with the workers' --shm: push and pull values (parts of 64 KiB and more:
+# 40000 keys) go through shared memory, not TCP. The dead server's parts go again to
+# the new heads through their segments, the dead one's segment is retired, the sums
+# stay exact, and no segment is left in /dev/shm.
+f_kill_server_shm() {
+  local d=$TDIR/c pids p t0 f
+  launch "$d" --servers 3 --workers 4 --scheduler-opt=--replicas=2 -- --app check --rounds 400 \
+    --check-keys 40000 --shm --log-level info
+  wait_joined "$d" 4
+  sleep 0.$((3 + RANDOM % 5))
+  t0=$(now_ms)
+  kill -KILL "$(cat "$d/server-$((RANDOM % 3)).pid")"
+  wait_ok "$d"
+  f=$(failover_ms "$d" "$t0") || exit 1
+  echo "failover_ms=$f"
+  [ "$(grep -l 'mapped shared-memory segment' "$d"/server-*.log | wc -l)" -ge 2 ] ||
+    fail "the servers mapped no shared memory"
+  grep -q 'no shared memory' "$d"/worker-*.log && fail "a server refused shared memory"
+  pids=$(sed -n 's/^[^ ]* \([0-9]*\) worker .*joined job.*/\1/p' "$d"/worker-*.log)
+  for p in $pids; do
+    ls /dev/shm | grep -q "^pskv-[0-9]*-$p-" && fail "worker pid $p left a segment in /dev/shm"
+  done
+  echo "segments retired: $(cat "$d"/worker-*.log | grep -c 'retired')"
+}
+
 # The same kill with the lossless filters keycache and lz4: the new heads of the
 # dead server's partitions lack the key lists the workers sent it, answer
 # PSKV_EKEYMISS, get the keys, and the sums stay exact.
@@ -253,6 +278,27 @@ f_pause_server() {
   wait_ok "$d"
   grep -q 'server-1 (pid [0-9]*) exited with status 3' "$d/launch.out" ||
     fail "the paused server did not exit 3: $(grep server-1 "$d/launch.out")"
+}
+
+# The same pause with --shm: the paused server, replaced while it sleeps, wakes up a
+# zombie with pulls to answer into its workers' segments; the workers retired those
+# segments when the view replaced it, so its late writes land in memory nobody reads
+# again, and every sum stays exact.
+f_pause_server_shm() {
+  local d=$TDIR/c pid i
+  launch "$d" --servers 3 --workers 3 --scheduler-opt=--replicas=2 -- --app check --rounds 400 \
+    --check-keys 40000 --shm
+  wait_joined "$d" 3
+  sleep 0.3
+  pid=$(cat "$d/server-1.pid")
+  kill -STOP "$pid"
+  sleep 1.2
+  kill -CONT "$pid"
+  for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$pid" 2>/dev/null && fail "the paused server still runs after it was replaced"
+  wait_ok "$d"
+  grep -q 'no shared memory' "$d"/worker-*.log && fail "a server refused shared memory"
+  return 0
 }
 
 # The same pause under a stream of 16 MiB pushes sent without a copy
@@ -1174,7 +1220,7 @@ f_drain_bsp() {
   wait_ok "$d"
 }
 
-tests=(kill_server kill_server_ssp kill_server_bsp chain_r3 chain_r3_bsp pause_server pause_server_nocopy kill_worker
+tests=(kill_server kill_server_shm kill_server_ssp kill_server_bsp chain_r3 chain_r3_bsp pause_server pause_server_shm pause_server_nocopy kill_worker
        worker_rejoin worker_restart_acked worker_restart_ssp retry_paused lease_lapse dead_connections pause_scheduler lost_partition)
 # what a run ends with, checked --once-trials times
 once=(kill_server_keycache kill_server_fp16 checkpoint_resume checkpoint_reshard checkpoint_delta_failover join join_ssp join_ssp_parked join_bsp join_bsp_backup

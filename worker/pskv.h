@@ -69,6 +69,9 @@ typedef struct pskv_config {
     int allreduce_wire;        /* pskv_allreduce's values travel as this pskv_wire
                                   (default PSKV_WIRE_FP32); every worker of the job must
                                   give the same one */
+    int shm;                   /* 1: push and pull values of 64 KiB or more through shared
+                                  memory with servers on this host that accept it (same
+                                  host, same user), the rest over TCP (default 0) */
 } pskv_config;
 
 /* Precision of pskv_allreduce's values on the wire. FP16 (IEEE binary16) and BF16

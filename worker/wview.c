@@ -27,6 +27,7 @@
 #include "wfilter.h"
 #include "wire.h"
 #include "wsend.h"
+#include "wshm.h"
 
 static int srv_index(const pskv_worker *w, uint32_t id)
 {
@@ -67,6 +68,7 @@ static void close_dead(pskv_worker *w, int k)
               "values of %d pushes", w->srv[k].id, w->srv[k].host, w->srv[k].port, held);
     zmq_close(w->srv[k].sock);
     w->srv[k].sock = NULL;
+    wshm_drop(w, k); /* a late write of a zombie lands in a retired segment */
 }
 
 /* A server slot for a server not seen before: one whose server the scheduler has

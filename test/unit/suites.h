@@ -16,6 +16,9 @@
 Suite *wire_suite(void);
 Suite *wire_ar_suite(void);
 Suite *wire16_suite(void);
+/* common/shmseg.c, the shm checks of wire.c, server/sshm.c: segments, references
+ * refused, the server's mappings, the sweep of dead workers' segments. */
+Suite *shm_suite(void);
 /* common/config.c: defaults, environment, flags, bounds, positionals. */
 Suite *config_suite(void);
 /* scheduler/reshard.c: a checkpoint's partitions placed and loaded on more or

@@ -147,6 +147,10 @@ static cfg_entry config[] = {
     {"spin-us", CFG_INT, "100", "PSKV_WORKER_SPIN_US", 0, 100000, "us",
      "wait for a reply to a small request (<= 64 KiB) without sleeping for up to this long",
      0, 0, NULL, NULL},
+    {"shm", CFG_BOOL, "false", "PSKV_WORKER_SHM", 1, 0, NULL,
+     "push and pull values of 64 KiB or more through shared memory (/dev/shm) with servers "
+     "on this host run by the same user; headers, other servers and the rest over TCP", 0, 0,
+     NULL, NULL},
     {"chunk-bytes", CFG_INT, "1048576", "PSKV_WORKER_CHUNK_BYTES", 4, 1073741824, "bytes",
      "dense runs travel in messages of at most this many value bytes", 0, 0, NULL, NULL},
     {"join-timeout", CFG_DOUBLE, "600", "PSKV_WORKER_JOIN_TIMEOUT", 1, 86400, "s",
@@ -515,6 +519,7 @@ static void library_config(pskv_config *pc)
     pc->chunk_bytes = (size_t)cfg_int(config, "chunk-bytes");
     pc->spin_us = (int)cfg_int(config, "spin-us");
     pc->retry_ms = (int)cfg_int(config, "retry-ms");
+    pc->shm = (int)cfg_int(config, "shm");
     pc->metrics_port = (int)cfg_int(config, "metrics-port");
     pc->metrics_bind = cfg_str(config, "bind");
     pc->listen_bind = cfg_str(config, "bind");
