@@ -47,6 +47,8 @@ int app_wait_file_n(const char *app, const char *base, int n);
  * the buffers of an app that fails while a pull may still be in flight into them
  * or a no-copy push may still lend them. At most 16 per process. */
 void app_free_after_close(void *p);
+/* Frees what app_free_after_close was given: for main, after pskv_worker_close. */
+void app_free_closed(void);
 
 /* --app check: exact integer sums over dense and sparse tables on every server. */
 int app_check(pskv_worker *w, cfg_entry *cfg);

@@ -42,74 +42,7 @@
 
 extern void openblas_set_num_threads(int);
 
-atomic_int app_stop_signal; /* an atomic: apps.h says why */
-
 static void on_stop(int sig) { app_stop_signal = sig; }
-
-int app_stopped(const char *app)
-{
-    fprintf(stderr, "%s: stopped by signal %d\n", app, (int)app_stop_signal);
-    return 128 + (int)app_stop_signal;
-}
-
-int app_fail(const char *app, pskv_worker *w, const char *what, int rc)
-{
-    if (app_stop_signal)
-        return app_stopped(app);
-    fprintf(stderr, "%s: %s: %s (%s)\n", app, what, pskv_strerror(rc),
-            w ? pskv_last_error(w) : "");
-    return 1;
-}
-
-int app_wait_file(const char *app, const char *path)
-{
-    printf("%s: waiting for %s\n", app, path);
-    fflush(stdout);
-    for (int64_t until = tu_now_ms() + 120000; !app_stop_signal && tu_now_ms() < until;) {
-        if (access(path, F_OK) == 0)
-            return 0;
-        tu_sleep_ms(100);
-    }
-    if (!app_stop_signal)
-        fprintf(stderr, "%s: %s did not appear within 120 s\n", app, path);
-    return -1;
-}
-
-uint64_t app_digest_add(uint64_t h, const void *p, size_t bytes)
-{
-    const unsigned char *c = p;
-    for (size_t i = 0; i < bytes; i++)
-        h = (h ^ c[i]) * 1099511628211ULL;
-    return h;
-}
-
-uint64_t app_digest(const float *v, size_t n)
-{
-    return app_digest_add(APP_DIGEST_START, v, n * sizeof *v);
-}
-
-int app_wait_file_n(const char *app, const char *base, int n)
-{
-    if (!*base)
-        return 0;
-    char path[4096];
-    snprintf(path, sizeof path, "%s.%d", base, n);
-    return app_wait_file(app, path);
-}
-
-/* What app_free_after_close was given; freed once pskv_worker_close returned. */
-#define AFTER_CLOSE_MAX 16
-static void *after_close[AFTER_CLOSE_MAX];
-static int nafter_close;
-
-void app_free_after_close(void *p)
-{
-    if (!p)
-        return;
-    if (nafter_close == AFTER_CLOSE_MAX)
-        abort(); /* a bug in an app: more than it can ever hand over */
-    after_close[nafter_close++] = p;
-}
 
 /* With the endpoint on and the application done, before the worker leaves the
  * job: says the bytes pushed, then serves the final values for `seconds` (the
@@ -790,8 +723,7 @@ int main(int argc, char **argv)
     if (rc == -PSKV_ETIMEDOUT) /* a snapshot's pull the job's end left unanswered */
         rc = 0;
 #endif
-    while (nafter_close > 0) /* nothing is in flight into them now */
-        free(after_close[--nafter_close]);
+    app_free_closed(); /* nothing is in flight into them now */
     if (rc < 0 && status == 0) {
         fprintf(stderr, PROG ": close: %s\n", pskv_strerror(rc));
         status = 1;
