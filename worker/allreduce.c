@@ -13,6 +13,7 @@
 #include "log.h"
 #include "member.h"
 #include "net.h"
+#include "ring.h"
 #include "secure.h"
 #include "timeutil.h"
 #include "wire.h"
@@ -26,7 +27,8 @@ struct war {
     void *in;           /* PULL, bound at open: the previous rank's pieces */
     void *out;          /* PUSH to the next rank's `in`, dialled when that rank's node changes */
     uint32_t out_node;  /* node id `out` is connected to (0 = none yet) */
-    uint64_t seq;       /* calls made so far: the current call's number */
+    uint64_t seq;       /* calls made in this ring so far: the current call's number */
+    uint64_t ring;      /* the members the calls are made among (ring_id), 0 = none yet */
     uint64_t aborted;   /* the latest call this rank failed or passed an abort on for */
     int last_ok;        /* the latest call succeeded (close lets its last pieces leave) */
     atomic_int lent;    /* pieces of the caller's array ZeroMQ still holds (its I/O
@@ -37,7 +39,7 @@ struct war {
 typedef struct ring {
     pskv_worker *w;
     float *vals;
-    uint64_t n, seq, table_id;
+    uint64_t n, seq, table_id, ring;
     int N, r, op;
     int wire;              /* pskv_wire: values on the wire as fp32, fp16 or bf16 */
     size_t piece;          /* values per piece */
@@ -97,6 +99,23 @@ static const Pskv__Node *rank_node(const pskv_worker *w, int rank)
     return best;
 }
 
+/* The ring's members in the latest view: a hash of the node ids of ranks 0..N-1
+ * (never 0), or 0 while a rank has no live node. *missing gets the first such rank. */
+static uint64_t ring_id(const pskv_worker *w, int *missing)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ULL;
+    *missing = -1;
+    for (int k = 0; k < w->nworkers; k++) {
+        const Pskv__Node *n = rank_node(w, k);
+        if (!n) {
+            *missing = k;
+            return 0;
+        }
+        h = ring_mix64(h ^ n->id);
+    }
+    return h ? h : 1;
+}
+
 int war_dial(pskv_worker *w, const Pskv__Node *n, void **sock, uint32_t *node, const char *who)
 {
     if (*sock && *node == n->id)
@@ -125,7 +144,8 @@ static void ring_meta(const ring *g, Pskv__Meta *m)
     m->sender = g->w->mb.node_id;
     m->request_id = g->seq;
     m->rank = g->r;
-    m->has_ar_n = m->has_ar_op = m->has_table_id = 1;
+    m->has_ar_n = m->has_ar_op = m->has_table_id = m->has_ar_ring = 1;
+    m->ar_ring = g->ring;
     m->ar_n = g->n;
     m->ar_op = (uint32_t)g->op;
     m->table_id = g->table_id;
@@ -242,13 +262,14 @@ static int next_msg(const ring *g, wire_msg *m, int step)
         int rc = wire_recv(w->ar->in, 0, m, why, sizeof why);
         if (rc == 0) {
             const Pskv__Meta *h = m->meta;
-            if (h->type == PSKV__MSG_TYPE__ALLREDUCE && h->job_id == w->mb.job_id &&
-                h->request_id == g->seq)
+            int ours = h->type == PSKV__MSG_TYPE__ALLREDUCE && h->job_id == w->mb.job_id &&
+                       h->ar_ring == g->ring;
+            if (ours && h->request_id == g->seq)
                 return 0;
             LOG_D("pskv_allreduce: dropped a %s of call %llu from %s (this call: %llu)",
                   wire_type_name((int)h->type), (unsigned long long)h->request_id, m->peer,
                   (unsigned long long)g->seq);
-            if (h->type == PSKV__MSG_TYPE__ALLREDUCE && h->request_id > g->seq) {
+            if (ours && h->request_id > g->seq) {
                 wire_msg_close(m);
                 return wst_error(w, PSKV_EPROTO, "pskv_allreduce: rank %d is at call %llu, "
                                  "this rank at %llu (a call failed on some ranks only)",
@@ -436,6 +457,61 @@ static void lent_wait(pskv_worker *w, int failed)
     }
 }
 
+/* The first call adopts the ring's members; a later one fails while they differ
+ * (a rank taken over since: pskv_allreduce_rejoin re-forms the ring). */
+static int ring_members(pskv_worker *w)
+{
+    if (w->nworkers <= 1)
+        return 0;
+    wpump(w, 0); /* the latest view */
+    int missing;
+    uint64_t id = ring_id(w, &missing);
+    if (!id || id == w->ar->ring)
+        return 0; /* a rank not in the job: ring_start says so */
+    if (w->ar->ring)
+        return wst_error(w, PSKV_EPEERDEAD, "pskv_allreduce: a rank was taken over by a new "
+                         "worker since the last call: the ring must be re-formed "
+                         "(pskv_allreduce_rejoin)");
+    w->ar->ring = id;
+    w->ar->seq = 0;
+    return 0;
+}
+
+int pskv_allreduce_rejoin(pskv_worker *w, int timeout_ms)
+{
+    if (!w || !w->ar)
+        return w ? wst_error(w, PSKV_EINVAL, "pskv_allreduce_rejoin: no all-reduce socket")
+                 : -PSKV_EINVAL;
+    int64_t deadline = tu_now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
+    for (;;) {
+        wpump(w, 0);
+        int missing;
+        uint64_t id = ring_id(w, &missing);
+        if (id && id != w->ar->ring) {
+            w->ar->ring = id;
+            w->ar->seq = 0;
+            w->ar->aborted = 0;
+            return 0;
+        }
+        if (member_stop_requested())
+            return wst_error(w, PSKV_ECLOSED, "pskv_allreduce_rejoin: stopped by a signal");
+        int64_t left = deadline - tu_now_ms();
+        if (left <= 0)
+            return missing >= 0
+                       ? wst_error(w, PSKV_ETIMEDOUT, "rank %d has no live worker after %d ms: "
+                                   "nobody took it over (start a worker with --rank %d)",
+                                   missing, timeout_ms, missing)
+                       : wst_error(w, PSKV_ETIMEDOUT, "no rank was taken over by a new worker "
+                                   "in %d ms", timeout_ms);
+        wpump(w, left < WAR_PUMP_MS ? left : WAR_PUMP_MS);
+    }
+}
+
+int pskv_took_over(const pskv_worker *w)
+{
+    return w ? w->took_over : 0;
+}
+
 /* Steps [from, to) of the ring over vals: both halves (pskv_allreduce), the
  * reduce-scatter (0 .. N-2) or the all-gather (N-1 .. 2N-3, fp32 whatever the
  * wire: it hands out weights). */
@@ -449,6 +525,10 @@ static int ring_call(pskv_worker *w, int table, float *vals, size_t n, pskv_op o
         return wst_error(w, PSKV_EINVAL, "pskv_allreduce: no open table %d", table);
     ring g = {.w = w, .vals = vals, .n = n, .op = op, .N = w->nworkers, .r = w->mb.rank,
               .wire = fp32 ? PSKV_WIRE_FP32 : w->ar_wire};
+    int rc = ring_members(w);
+    if (rc < 0)
+        return rc;
+    g.ring = w->ar->ring;
     g.seq = ++w->ar->seq;
     g.table_id = table >= 0 ? w->tables[table].id : 0;
     size_t vsize = half_size(g.wire);
@@ -462,7 +542,7 @@ static int ring_call(pskv_worker *w, int table, float *vals, size_t n, pskv_op o
     }
     if (to < 0)
         to = 2 * g.N - 2;
-    int rc = ring_start(&g);
+    rc = ring_start(&g);
     if (rc == 0) /* step `from` sends chunk r - from */
         rc = send_chunk(&g, from, mod(g.r - from, g.N));
     if (rc == 0)

@@ -236,6 +236,8 @@ struct pskv_worker {
     int nwclocks;
     int64_t wclocks_ts;     /* the pull they are of */
     int evaluator;          /* registered as the evaluator role */
+    int took_over;          /* registered to take over the rank of a dead worker
+                               (its first view lists an older node of this rank) */
     int stop_early;         /* the view asked every worker to stop (early stopping) */
     char stop_reason[256];
     int job_stopping;       /* the scheduler sent STOP: the job is over */
