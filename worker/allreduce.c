@@ -27,8 +27,9 @@ struct war {
     void *in;           /* PULL, bound at open: the previous rank's pieces */
     void *out;          /* PUSH to the next rank's `in`, dialled when that rank's node changes */
     uint32_t out_node;  /* node id `out` is connected to (0 = none yet) */
-    uint64_t seq;       /* calls made in this ring so far: the current call's number */
-    uint64_t ring;      /* the members the calls are made among (ring_id), 0 = none yet */
+    uint64_t epoch;     /* the barrier the calls are counted from (w->barrier_seq then) */
+    uint64_t seq;       /* calls made since that barrier: the current call's number */
+    uint64_t members;   /* ring_id at the epoch's first call: the members, 0 = none yet */
     uint64_t aborted;   /* the latest call this rank failed or passed an abort on for */
     int last_ok;        /* the latest call succeeded (close lets its last pieces leave) */
     atomic_int lent;    /* pieces of the caller's array ZeroMQ still holds (its I/O
@@ -39,7 +40,7 @@ struct war {
 typedef struct ring {
     pskv_worker *w;
     float *vals;
-    uint64_t n, seq, table_id, ring;
+    uint64_t n, seq, table_id, epoch;
     int N, r, op;
     int wire;              /* pskv_wire: values on the wire as fp32, fp16 or bf16 */
     size_t piece;          /* values per piece */
@@ -144,8 +145,8 @@ static void ring_meta(const ring *g, Pskv__Meta *m)
     m->sender = g->w->mb.node_id;
     m->request_id = g->seq;
     m->rank = g->r;
-    m->has_ar_n = m->has_ar_op = m->has_table_id = m->has_ar_ring = 1;
-    m->ar_ring = g->ring;
+    m->has_ar_n = m->has_ar_op = m->has_table_id = m->has_ar_epoch = 1;
+    m->ar_epoch = g->epoch;
     m->ar_n = g->n;
     m->ar_op = (uint32_t)g->op;
     m->table_id = g->table_id;
@@ -263,7 +264,7 @@ static int next_msg(const ring *g, wire_msg *m, int step)
         if (rc == 0) {
             const Pskv__Meta *h = m->meta;
             int ours = h->type == PSKV__MSG_TYPE__ALLREDUCE && h->job_id == w->mb.job_id &&
-                       h->ar_ring == g->ring;
+                       h->ar_epoch == g->epoch;
             if (ours && h->request_id == g->seq)
                 return 0;
             LOG_D("pskv_allreduce: dropped a %s of call %llu from %s (this call: %llu)",
@@ -413,30 +414,53 @@ static int run_ring(const ring *g, int from, int to)
     return 0;
 }
 
-/* Fills g's nodes and dials the next rank. */
+/* Fills g's nodes and dials the next rank (so that an abort reaches it when the
+ * call fails here). The members must be every rank's live node, and those the
+ * epoch's first call found: a rank taken over since fails the call until every
+ * rank meets again (pskv_allreduce_rejoin). */
 static int ring_start(ring *g)
 {
     pskv_worker *w = g->w;
+    war *a = w->ar;
     wpump(w, 0); /* the latest view */
     const Pskv__Node *prev = rank_node(w, mod(g->r - 1, g->N));
     const Pskv__Node *next = rank_node(w, (g->r + 1) % g->N);
-    if (!prev || !next)
+    int rc = next ? war_dial(w, next, &a->out, &a->out_node, "pskv_allreduce") : 0;
+    if (rc < 0)
+        return rc;
+    int missing;
+    uint64_t id = ring_id(w, &missing);
+    if (!id)
         return wst_error(w, PSKV_EPEERDEAD, "pskv_allreduce: rank %d is not in the job "
-                         "(dead or not joined)", !prev ? mod(g->r - 1, g->N) : (g->r + 1) % g->N);
+                         "(dead or not joined)", missing);
+    if (a->members && id != a->members)
+        return wst_error(w, PSKV_EPEERDEAD, "pskv_allreduce: a rank was taken over by a new "
+                         "worker since the ring's last call: every rank must meet again "
+                         "(pskv_allreduce_rejoin)");
+    a->members = id;
     g->nodes[0] = prev->id;
     g->nodes[1] = next->id;
-    return war_dial(w, next, &w->ar->out, &w->ar->out_node, "pskv_allreduce");
+    return 0;
 }
 
 /* Waits until ZeroMQ let go of every piece of the caller's array: at most the
- * request time-out after a good call; after a failure, pieces queued to a next
- * rank that may be gone are dropped (its connection closed) after 100 ms. */
+ * request time-out after a good call; after a failure, or once the view shows
+ * the next rank dead (a good call's last pieces to a rank that died), pieces
+ * queued to a next rank that may be gone are dropped (its connection closed)
+ * after 100 ms. */
 static void lent_wait(pskv_worker *w, int failed)
 {
     war *a = w->ar;
-    int64_t t0 = tu_now_ms();
+    int64_t t0 = tu_now_ms(), pumped = t0;
     int64_t limit = failed ? 100 : w->request_timeout_ms;
     while (atomic_load(&a->lent) > 0) {
+        if (limit > 100 && a->out && tu_now_ms() - pumped >= WAR_PUMP_MS) {
+            wpump(w, 0);
+            pumped = tu_now_ms();
+            const Pskv__Node *nx = rank_node(w, (w->mb.rank + 1) % w->nworkers);
+            if (!nx || nx->id != a->out_node)
+                limit = 100;
+        }
         if (tu_now_ms() - t0 > limit && a->out) {
             LOG_W("pskv_allreduce: %d pieces still queued to rank %d's node %u after %lld ms: "
                   "dropping its connection", atomic_load(&a->lent),
@@ -457,26 +481,6 @@ static void lent_wait(pskv_worker *w, int failed)
     }
 }
 
-/* The first call adopts the ring's members; a later one fails while they differ
- * (a rank taken over since: pskv_allreduce_rejoin re-forms the ring). */
-static int ring_members(pskv_worker *w)
-{
-    if (w->nworkers <= 1)
-        return 0;
-    wpump(w, 0); /* the latest view */
-    int missing;
-    uint64_t id = ring_id(w, &missing);
-    if (!id || id == w->ar->ring)
-        return 0; /* a rank not in the job: ring_start says so */
-    if (w->ar->ring)
-        return wst_error(w, PSKV_EPEERDEAD, "pskv_allreduce: a rank was taken over by a new "
-                         "worker since the last call: the ring must be re-formed "
-                         "(pskv_allreduce_rejoin)");
-    w->ar->ring = id;
-    w->ar->seq = 0;
-    return 0;
-}
-
 int pskv_allreduce_rejoin(pskv_worker *w, int timeout_ms)
 {
     if (!w || !w->ar)
@@ -487,12 +491,8 @@ int pskv_allreduce_rejoin(pskv_worker *w, int timeout_ms)
         wpump(w, 0);
         int missing;
         uint64_t id = ring_id(w, &missing);
-        if (id && id != w->ar->ring) {
-            w->ar->ring = id;
-            w->ar->seq = 0;
-            w->ar->aborted = 0;
-            return 0;
-        }
+        if (id && id != w->ar->members)
+            break;
         if (member_stop_requested())
             return wst_error(w, PSKV_ECLOSED, "pskv_allreduce_rejoin: stopped by a signal");
         int64_t left = deadline - tu_now_ms();
@@ -505,6 +505,9 @@ int pskv_allreduce_rejoin(pskv_worker *w, int timeout_ms)
                                    "in %d ms", timeout_ms);
         wpump(w, left < WAR_PUMP_MS ? left : WAR_PUMP_MS);
     }
+    /* the barrier starts a new epoch: calls are counted afresh on every rank */
+    int64_t left = deadline - tu_now_ms();
+    return pskv_barrier(w, left > 0 ? (int)left : 0);
 }
 
 int pskv_took_over(const pskv_worker *w)
@@ -525,11 +528,15 @@ static int ring_call(pskv_worker *w, int table, float *vals, size_t n, pskv_op o
         return wst_error(w, PSKV_EINVAL, "pskv_allreduce: no open table %d", table);
     ring g = {.w = w, .vals = vals, .n = n, .op = op, .N = w->nworkers, .r = w->mb.rank,
               .wire = fp32 ? PSKV_WIRE_FP32 : w->ar_wire};
-    int rc = ring_members(w);
-    if (rc < 0)
-        return rc;
-    g.ring = w->ar->ring;
-    g.seq = ++w->ar->seq;
+    war *a = w->ar;
+    if (a->epoch != w->barrier_seq) { /* every rank passed the same barriers */
+        a->epoch = w->barrier_seq;
+        a->seq = 0;
+        a->members = 0;
+        a->aborted = 0;
+    }
+    g.epoch = a->epoch;
+    g.seq = ++a->seq;
     g.table_id = table >= 0 ? w->tables[table].id : 0;
     size_t vsize = half_size(g.wire);
     g.piece = w->chunk_bytes / vsize ? w->chunk_bytes / vsize : 1;
@@ -542,7 +549,7 @@ static int ring_call(pskv_worker *w, int table, float *vals, size_t n, pskv_op o
     }
     if (to < 0)
         to = 2 * g.N - 2;
-    rc = ring_start(&g);
+    int rc = ring_start(&g);
     if (rc == 0) /* step `from` sends chunk r - from */
         rc = send_chunk(&g, from, mod(g.r - from, g.N));
     if (rc == 0)

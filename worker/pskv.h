@@ -325,14 +325,14 @@ int pskv_allgather(pskv_worker *w, int table, float *vals, size_t n);
 
 /* After an all-reduce call failed with -PSKV_EPEERDEAD: waits, at most timeout_ms,
  * until every rank has a live worker again and the ring's members differ from
- * those of the failed call (a worker started with --rank R took the dead rank
- * over), then re-forms the ring: calls are counted afresh and pieces still on
- * their way from the old ring are dropped. Until then every call fails with
- * -PSKV_EPEERDEAD. Where the ranks go on from (the same data, the same values)
- * is the caller's to agree on: a worker that took a rank over calls no
- * pskv_allreduce_rejoin (its first call joins the new ring). Returns 0,
- * -PSKV_ETIMEDOUT (pskv_last_error names a rank nobody took over), -PSKV_ECLOSED
- * (a signal). */
+ * those it ran with (a worker started with --rank R took the dead rank over),
+ * then meets every rank at a barrier (pskv_barrier; the new worker's is its
+ * first). Calls are counted afresh after every barrier, so pieces still on their
+ * way from before it are dropped; until then every call fails with
+ * -PSKV_EPEERDEAD. Where the ranks go on from (the same data, the same values) is
+ * the caller's to agree on after it: a worker that took a rank over calls
+ * pskv_barrier instead. Returns 0, -PSKV_ETIMEDOUT (pskv_last_error names a rank
+ * nobody took over, or the barrier), -PSKV_ECLOSED (a signal). */
 int pskv_allreduce_rejoin(pskv_worker *w, int timeout_ms);
 
 /* 1 when this worker registered to take over the rank of a dead worker of a

@@ -162,9 +162,8 @@ int train_ar_recover(train_ar *a, pskv_worker *w, int table, float *weights, int
     printf("allreduce: %s; waiting up to %d ms (--rejoin-timeout) for a worker to take the "
            "rank over\n", pskv_last_error(w), a->rejoin_ms);
     fflush(stdout);
+    /* its barrier (the new worker's first) puts every rank past the copy rank 0 made last */
     int rc = pskv_allreduce_rejoin(w, a->rejoin_ms);
-    if (rc == 0) /* every rank, the new one included, past the copy rank 0 made last */
-        rc = pskv_barrier(w, a->rejoin_ms);
     return rc < 0 ? rc : train_ar_resume(a, w, table, weights, step);
 }
 
