@@ -246,8 +246,9 @@ static int load_data(run *r)
         return 1;
     }
     r->P = model_size(r->m);
-    r->rep = report_new(r->rank == 0 ? cfg_str(cfg, "metrics") : NULL,
-                        pskv_resume_progress(r->w, NULL, NULL, NULL), why, sizeof why);
+    r->rep = report_new(r->rank == 0 ? cfg_str(cfg, "metrics") : NULL, /* appended to */
+                        pskv_resume_progress(r->w, NULL, NULL, NULL) || pskv_took_over(r->w),
+                        why, sizeof why);
     if (!r->rep) {
         fprintf(stderr, "train: %s\n", why);
         return 1;
@@ -489,9 +490,8 @@ static void straggle(run *r, int64_t cc)
     }
 }
 
-/* --sync allreduce: every rank goes on from `step` (the servers' copy's, after a
- * worker died or on the one that took its rank over): the data position, the
- * shuffles replayed from the first epoch, and the evaluations due follow. */
+/* --sync allreduce: every rank goes on from `step` (the servers' copy's): the data
+ * position, the shuffles replayed from the first epoch and the evaluations follow. */
 static void reposition(run *r, int64_t step)
 {
     r->step = step;
