@@ -1178,10 +1178,12 @@ f_drain_bsp() {
 AR_ARGS="--app mlp --epochs 6 --train-limit 6000 --test-limit 1000 --eval-every 0 --seed 3
   --sync allreduce --copy-every 10 --print-digests"
 
-# ar_launch DIR: 3 workers training mlp by all-reduce (750 steps), 1 server.
+# ar_launch DIR ARGS...: 3 workers training mlp by all-reduce (750 steps), 1 server;
+# --dead-after-ms 2000: a node falsely declared dead while the busy machine stalls
+# would end the job for a reason that is not the kill.
 ar_launch() {
   # shellcheck disable=SC2086
-  launch "$1" --servers 1 --workers 3 -- $AR_ARGS --rejoin-timeout $((30 * TS)) "${@:2}"
+  launch "$1" --servers 1 --workers 3 --scheduler-opt=--dead-after-ms=2000 -- $AR_ARGS "${@:2}"
 }
 
 # ar_kill DIR RANK LOG N: once LOG shows N steps, kill -9 the worker whose pid is
@@ -1241,7 +1243,7 @@ ar_same() {
 f_allreduce_rejoin() {
   local d=$TDIR/c v r logs=()
   v=$((RANDOM % 3))
-  ar_launch "$d"
+  ar_launch "$d" --rejoin-timeout $((30 * TS))
   ar_kill "$d" "$v" "worker-$v" $((150 + RANDOM % 200))
   ar_replace "$d" "$v" new
   wait_exit "$(cat "$d/new.pid")" "the worker that took rank $v over"
@@ -1259,7 +1261,7 @@ f_allreduce_rejoin() {
 # killed as soon as it joined, a third one started: the job still completes.
 f_allreduce_rejoin_twice() {
   local d=$TDIR/c i
-  ar_launch "$d"
+  ar_launch "$d" --rejoin-timeout $((30 * TS))
   ar_kill "$d" 1 worker-1 200
   ar_replace "$d" 1 new1
   for i in $(seq $((100 * TS))); do grep -q 'joined job' "$d/new1.log" && break; sleep 0.05; done
@@ -1271,14 +1273,21 @@ f_allreduce_rejoin_twice() {
   ar_same "$d" worker-0 new2 worker-2
 }
 
-# Nobody takes a dead rank over: the others exit 1 within --rejoin-timeout (3 s)
-# of its death, naming the rank.
+# Nobody takes a dead rank over: while they wait, pskvctl status shows the others
+# waiting for the rank; they exit 1 within --rejoin-timeout (3 s) of its death,
+# naming the rank.
 f_allreduce_rejoin_none() {
   local d=$TDIR/c t0 v=$((RANDOM % 3)) r
-  # shellcheck disable=SC2086
-  launch "$d" --servers 1 --workers 3 -- $AR_ARGS --rejoin-timeout 3
+  ar_launch "$d" --rejoin-timeout 3
   ar_kill "$d" "$v" "worker-$v" 150
   t0=$(now_ms)
+  local js="" seen=0
+  while kill -0 "$(cat "$d/launch.pid")" 2>/dev/null && [ $seen -eq 0 ]; do
+    js=$(status_json "$d" --timeout 1 2>/dev/null)
+    grep -q "\"role\":\"worker\",\"rank\":[0-9],[^}]*\"waiting_for_rank\":$v" <<< "$js" && seen=1
+    sleep 0.1
+  done
+  [ $seen -eq 1 ] || fail "pskvctl status never showed a worker waiting for rank $v: $js"
   wait "$(cat "$d/launch.pid")"
   local took=$(( $(now_ms) - t0 ))
   [ $took -le $((3000 + 4000 * TS)) ] || fail "the others took $took ms to exit (--rejoin-timeout 3)"

@@ -493,9 +493,13 @@ int pskv_allreduce_rejoin(pskv_worker *w, int timeout_ms)
         uint64_t id = ring_id(w, &missing);
         if (id && id != w->ar->members)
             break;
+        if (missing >= 0) /* pskvctl status shows it (heartbeats) */
+            atomic_store(&w->ar_waiting, missing + 1);
+        int64_t left = deadline - tu_now_ms();
+        if (left <= 0 || member_stop_requested())
+            atomic_store(&w->ar_waiting, 0);
         if (member_stop_requested())
             return wst_error(w, PSKV_ECLOSED, "pskv_allreduce_rejoin: stopped by a signal");
-        int64_t left = deadline - tu_now_ms();
         if (left <= 0)
             return missing >= 0
                        ? wst_error(w, PSKV_ETIMEDOUT, "rank %d has no live worker after %d ms: "
@@ -507,7 +511,9 @@ int pskv_allreduce_rejoin(pskv_worker *w, int timeout_ms)
     }
     /* the barrier starts a new epoch: calls are counted afresh on every rank */
     int64_t left = deadline - tu_now_ms();
-    return pskv_barrier(w, left > 0 ? (int)left : 0);
+    int rc = pskv_barrier(w, left > 0 ? (int)left : 0);
+    atomic_store(&w->ar_waiting, 0);
+    return rc;
 }
 
 int pskv_took_over(const pskv_worker *w)

@@ -244,6 +244,7 @@ struct pskv_worker {
     int64_t max_message;
     _Atomic int64_t progress[3]; /* epoch, step, position: sent with heartbeats */
     _Atomic int64_t wait_ns;     /* the caller's time waiting in the pump: heartbeats */
+    _Atomic int ar_waiting;      /* pskv_allreduce_rejoin: 1 + the rank it waits for, 0 = none */
     _Atomic int64_t pipe_place;  /* pskv_set_stage: d << 32 | k, + 1; 0 = none: heartbeats */
     uint64_t ckpt_done;          /* checkpoint answer: its number */
     int ckpt_err;                /* or its error */
