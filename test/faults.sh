@@ -1191,7 +1191,7 @@ ar_launch() {
 ar_kill() {
   local d=$1 r=$2 log=$3 n=$4 i dead
   for i in $(seq $((600 * TS))); do
-    [ "$(grep -c '^allreduce step' "$d/$log.log" 2>/dev/null)" -ge "$n" ] && break
+    [ "$(cat "$d/$log.log" 2>/dev/null | grep -c '^allreduce step')" -ge "$n" ] && break
     sleep 0.05
   done
   [ "$(grep -c '^allreduce step' "$d/$log.log")" -ge "$n" ] || fail "$log made no $n steps: $(tail -n 2 "$d/$log.log")"
