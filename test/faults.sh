@@ -1257,20 +1257,32 @@ f_allreduce_rejoin() {
   ar_same "$d" "${logs[@]}"
 }
 
-# A second death during the resync: rank 1 killed, the worker that takes it over
-# killed as soon as it joined, a third one started: the job still completes.
+# Rank 0 (the one that copies the weights to the servers) killed, the worker that
+# takes it over killed as soon as it joined (a second death during the resync), a
+# third one started; later rank 1 killed and taken over: the ranks go on from a
+# newer copy, which the new rank 0 made, and the job completes with the same
+# weights everywhere.
 f_allreduce_rejoin_twice() {
-  local d=$TDIR/c i
+  local d=$TDIR/c i s1 s2
   ar_launch "$d" --rejoin-timeout $((30 * TS))
-  ar_kill "$d" 1 worker-1 200
+  ar_kill "$d" 0 worker-0 200
+  ar_replace "$d" 0 new0a
+  for i in $(seq $((100 * TS))); do grep -q 'joined job' "$d/new0a.log" && break; sleep 0.05; done
+  ar_kill "$d" 0 new0a 0
+  ar_replace "$d" 0 new0b
+  for i in $(seq $((300 * TS))); do grep -q 'goes on at step' "$d/worker-2.log" && break; sleep 0.1; done
+  s1=$(grep -m 1 -o 'goes on at step [0-9]*' "$d/worker-2.log" | grep -o '[0-9]*$')
+  [ -n "$s1" ] || fail "rank 2 did not go on after rank 0 was taken over: $(grep '^allreduce:' "$d/worker-2.log")"
+  ar_kill "$d" 1 worker-1 $((s1 + 150))
   ar_replace "$d" 1 new1
-  for i in $(seq $((100 * TS))); do grep -q 'joined job' "$d/new1.log" && break; sleep 0.05; done
-  ar_kill "$d" 1 new1 0
-  ar_replace "$d" 1 new2
-  wait_exit "$(cat "$d/new2.pid")" "the third worker of rank 1"
+  wait_exit "$(cat "$d/new0b.pid")" "the third worker of rank 0"
+  wait_exit "$(cat "$d/new1.pid")" "the worker that took rank 1 over"
   wait "$(cat "$d/launch.pid")"
-  grep -q 'workers exit statuses: 0 137 0$' "$d/launch.out" || fail "$(grep statuses "$d/launch.out")"
-  ar_same "$d" worker-0 new2 worker-2
+  grep -q 'workers exit statuses: 137 137 0$' "$d/launch.out" || fail "$(grep statuses "$d/launch.out")"
+  s2=$(grep -o 'goes on at step [0-9]*' "$d/worker-2.log" | tail -n 1 | grep -o '[0-9]*$')
+  [ -n "$s1" ] && [ "$s2" -gt "$s1" ] || fail "the second resync went on from step $s2, not after the first's $s1"
+  echo "first resync from step $s1, second from step $s2 (a copy by the new rank 0)"
+  ar_same "$d" new0b new1 worker-2
 }
 
 # Nobody takes a dead rank over: while they wait, pskvctl status shows the others
