@@ -1267,7 +1267,7 @@ f_allreduce_rejoin_twice() {
   ar_launch "$d" --rejoin-timeout $((30 * TS))
   ar_kill "$d" 0 worker-0 200
   ar_replace "$d" 0 new0a
-  for i in $(seq $((100 * TS))); do grep -q 'joined job' "$d/new0a.log" && break; sleep 0.05; done
+  for i in $(seq $((100 * TS))); do grep -q 'joined job' "$d/new0a.log" 2>/dev/null && break; sleep 0.05; done
   ar_kill "$d" 0 new0a 0
   ar_replace "$d" 0 new0b
   for i in $(seq $((300 * TS))); do grep -q 'goes on at step' "$d/worker-2.log" && break; sleep 0.1; done
@@ -1286,8 +1286,8 @@ f_allreduce_rejoin_twice() {
 }
 
 # Nobody takes a dead rank over: while they wait, pskvctl status shows the others
-# waiting for the rank; they exit 1 within --rejoin-timeout (3 s) of its death,
-# naming the rank.
+# waiting for the rank; they exit 1 within --rejoin-timeout (3 s) of its death
+# (+ 6 s for a loaded machine), naming the rank.
 f_allreduce_rejoin_none() {
   local d=$TDIR/c t0 v=$((RANDOM % 3)) r
   ar_launch "$d" --rejoin-timeout 3
@@ -1302,7 +1302,7 @@ f_allreduce_rejoin_none() {
   [ $seen -eq 1 ] || fail "pskvctl status never showed a worker waiting for rank $v: $js"
   wait "$(cat "$d/launch.pid")"
   local took=$(( $(now_ms) - t0 ))
-  [ $took -le $((3000 + 4000 * TS)) ] || fail "the others took $took ms to exit (--rejoin-timeout 3)"
+  [ $took -le $((3000 + 6000 * TS)) ] || fail "the others took $took ms to exit (--rejoin-timeout 3)"
   for r in 0 1 2; do
     [ "$r" = "$v" ] && continue
     grep -q "train: all-reduce: no worker took the dead rank over: .*rank $v has no live worker after 3000 ms" "$d/worker-$r.log" ||

@@ -29,7 +29,8 @@ struct war {
     uint32_t out_node;  /* node id `out` is connected to (0 = none yet) */
     uint64_t epoch;     /* the barrier the calls are counted from (w->barrier_seq then) */
     uint64_t seq;       /* calls made since that barrier: the current call's number */
-    uint64_t members;   /* ring_id at the epoch's first call: the members, 0 = none yet */
+    uint64_t good;      /* ring_id of the last call that succeeded: its members, 0 = none */
+    int reform;         /* pskv_allreduce_rejoin passed: the next calls may have new members */
     uint64_t aborted;   /* the latest call this rank failed or passed an abort on for */
     int last_ok;        /* the latest call succeeded (close lets its last pieces leave) */
     atomic_int lent;    /* pieces of the caller's array ZeroMQ still holds (its I/O
@@ -41,6 +42,7 @@ typedef struct ring {
     pskv_worker *w;
     float *vals;
     uint64_t n, seq, table_id, epoch;
+    uint64_t members;      /* ring_id at the start */
     int N, r, op;
     int wire;              /* pskv_wire: values on the wire as fp32, fp16 or bf16 */
     size_t piece;          /* values per piece */
@@ -415,9 +417,9 @@ static int run_ring(const ring *g, int from, int to)
 }
 
 /* Fills g's nodes and dials the next rank (so that an abort reaches it when the
- * call fails here). The members must be every rank's live node, and those the
- * epoch's first call found: a rank taken over since fails the call until every
- * rank meets again (pskv_allreduce_rejoin). */
+ * call fails here). The members must be every rank's live node, and those of the
+ * last call that succeeded: a rank taken over since fails the call (and, by the
+ * abort, every rank's) until every rank meets again (pskv_allreduce_rejoin). */
 static int ring_start(ring *g)
 {
     pskv_worker *w = g->w;
@@ -433,11 +435,11 @@ static int ring_start(ring *g)
     if (!id)
         return wst_error(w, PSKV_EPEERDEAD, "pskv_allreduce: rank %d is not in the job "
                          "(dead or not joined)", missing);
-    if (a->members && id != a->members)
+    if (a->good && !a->reform && id != a->good)
         return wst_error(w, PSKV_EPEERDEAD, "pskv_allreduce: a rank was taken over by a new "
                          "worker since the ring's last call: every rank must meet again "
                          "(pskv_allreduce_rejoin)");
-    a->members = id;
+    g->members = id;
     g->nodes[0] = prev->id;
     g->nodes[1] = next->id;
     return 0;
@@ -491,7 +493,7 @@ int pskv_allreduce_rejoin(pskv_worker *w, int timeout_ms)
         wpump(w, 0);
         int missing;
         uint64_t id = ring_id(w, &missing);
-        if (id && id != w->ar->members)
+        if (id && id != w->ar->good) /* the new worker's view: any */
             break;
         if (missing >= 0) /* pskvctl status shows it (heartbeats) */
             atomic_store(&w->ar_waiting, missing + 1);
@@ -513,6 +515,7 @@ int pskv_allreduce_rejoin(pskv_worker *w, int timeout_ms)
     int64_t left = deadline - tu_now_ms();
     int rc = pskv_barrier(w, left > 0 ? (int)left : 0);
     atomic_store(&w->ar_waiting, 0);
+    w->ar->reform = rc == 0;
     return rc;
 }
 
@@ -538,7 +541,6 @@ static int ring_call(pskv_worker *w, int table, float *vals, size_t n, pskv_op o
     if (a->epoch != w->barrier_seq) { /* every rank passed the same barriers */
         a->epoch = w->barrier_seq;
         a->seq = 0;
-        a->members = 0;
         a->aborted = 0;
     }
     g.epoch = a->epoch;
@@ -574,6 +576,8 @@ static int ring_call(pskv_worker *w, int table, float *vals, size_t n, pskv_op o
     }
     lent_wait(w, 0);
     w->ar->last_ok = 1;
+    w->ar->good = g.members;
+    w->ar->reform = 0;
     return 0;
 }
 

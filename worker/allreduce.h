@@ -22,13 +22,13 @@
  * the same message.
  * Re-forming the ring after a death: calls are counted per epoch, the barriers a
  * rank has called (every rank calls the same barriers between the same calls), and
- * a piece of another epoch is dropped. An epoch's first call records its members
- * (the node of each rank); a later call of the epoch fails with PSKV_EPEERDEAD
- * while they differ, until pskv_allreduce_rejoin (every rank live again, then a
- * barrier, which the worker that took a rank over meets as its first) starts the
- * next epoch.
+ * a piece of another epoch is dropped. A call whose members (the node of each
+ * rank) differ from those of the last call that succeeded fails with
+ * PSKV_EPEERDEAD, in any epoch, until pskv_allreduce_rejoin (every rank live
+ * again, then a barrier, which the worker that took a rank over meets as its
+ * first) starts the next epoch with the new members.
  *
- * OWNS: w->ar (the two sockets, the epoch, its call counter and members).
+ * OWNS: w->ar (the two sockets, the epoch, its call counter, the last good members).
  * THREADS: the calling thread only (the handle's user).
  * NEVER: never blocks past the request time-out without a message from the
  *   previous rank; never trusts a piece: rank, call, step, n, op and bounds are

@@ -325,7 +325,8 @@ int pskv_allgather(pskv_worker *w, int table, float *vals, size_t n);
 
 /* After an all-reduce call failed with -PSKV_EPEERDEAD: waits, at most timeout_ms,
  * until every rank has a live worker again and the ring's members differ from
- * those it ran with (a worker started with --rank R took the dead rank over),
+ * those of its last call that succeeded (a worker started with --rank R took the
+ * dead rank over; a worker that took a rank over and made no call: any),
  * then meets every rank at a barrier (pskv_barrier; the new worker's is its
  * first). Calls are counted afresh after every barrier, so pieces still on their
  * way from before it are dropped; until then every call fails with
