@@ -122,7 +122,6 @@ int train_ar_copy(train_ar *a, pskv_worker *w, int table, const float *weights)
     return rc < 0 ? rc : copy_step_write(a, w);
 }
 
-
 int train_ar_resume(train_ar *a, pskv_worker *w, int table, float *weights, int64_t *step)
 {
     float v[2];
@@ -133,8 +132,11 @@ int train_ar_resume(train_ar *a, pskv_worker *w, int table, float *weights, int6
         rc = tw < 0 ? (int)tw : pskv_wait(w, tw, COPY_TMO_MS);
     if (rc < 0)
         return rc;
-    if (!(v[0] >= 0 && v[0] < (float)STEP_SPLIT && v[1] >= 0 && v[1] < 16777216.0f))
+    if (!(v[0] >= 0 && v[0] < (float)STEP_SPLIT && v[1] >= 0 && v[1] < 16777216.0f)) {
+        fprintf(stderr, "train: the servers' copy of the weights holds no step (%g, %g)\n",
+                v[0], v[1]);
         return -PSKV_EPROTO;
+    }
     a->steps = (long)v[0] + (long)v[1] * STEP_SPLIT;
     *step = a->steps;
     /* momentum and the like are not in the copy: every rank starts them afresh */

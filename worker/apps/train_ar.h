@@ -6,7 +6,11 @@
  * servers hold only a copy: rank 0 assigns the weights to the parameter table
  * every --copy-every steps, before each checkpoint and at the end, so
  * checkpoints, --save-model and a resumed job see them (a resumed job starts
- * its optimizer state afresh: momentum and the like live on the workers).
+ * its optimizer state afresh: momentum and the like live on the workers), and
+ * with each copy the step it is at (the table APP.copystep). After a worker's
+ * death the others wait for a worker to take its rank over, and every rank goes
+ * on from that copy and step with its optimizer state zeroed (train_ar_recover;
+ * the new worker: train_ar_begin).
  *
  * OWNS: the optimizer state (its floats per weight, upd_state_per_value; with
  *   --zero 1 for this worker's slice of the weights only).
