@@ -326,6 +326,24 @@ void pskv_allreduce_slice(const pskv_worker *w, size_t n, size_t *first, size_t 
 int pskv_reduce_scatter(pskv_worker *w, int table, float *vals, size_t n, pskv_op op);
 int pskv_allgather(pskv_worker *w, int table, float *vals, size_t n);
 
+/* After an all-reduce call failed with -PSKV_EPEERDEAD: waits, at most timeout_ms,
+ * until every rank has a live worker again and the ring's members differ from
+ * those of its last call that succeeded (a worker started with --rank R took the
+ * dead rank over; a worker that took a rank over and made no call: any),
+ * then meets every rank at a barrier (pskv_barrier; the new worker's is its
+ * first). Calls are counted afresh after every barrier, so pieces still on their
+ * way from before it are dropped; until then every call fails with
+ * -PSKV_EPEERDEAD. Where the ranks go on from (the same data, the same values) is
+ * the caller's to agree on after it: a worker that took a rank over calls
+ * pskv_barrier instead. Returns 0, -PSKV_ETIMEDOUT (pskv_last_error names a rank
+ * nobody took over, or the barrier), -PSKV_ECLOSED (a signal). */
+int pskv_allreduce_rejoin(pskv_worker *w, int timeout_ms);
+
+/* 1 when this worker registered to take over the rank of a dead worker of a
+ * running job (started with --rank R after the scheduler declared the old one
+ * dead), else 0. */
+int pskv_took_over(const pskv_worker *w);
+
 /* Point-to-point messages between pipeline stages (--app pipeline): the header
  * of one, what pskv_pipe_send carries and pskv_pipe_recv fills. */
 typedef struct pskv_pipe_msg {

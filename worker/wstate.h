@@ -246,12 +246,15 @@ struct pskv_worker {
     int nwclocks;
     int64_t wclocks_ts;     /* the pull they are of */
     int evaluator;          /* registered as the evaluator role */
+    int took_over;          /* registered to take over the rank of a dead worker
+                               (its first view lists an older node of this rank) */
     int stop_early;         /* the view asked every worker to stop (early stopping) */
     char stop_reason[256];
     int job_stopping;       /* the scheduler sent STOP: the job is over */
     int64_t max_message;
     _Atomic int64_t progress[3]; /* epoch, step, position: sent with heartbeats */
     _Atomic int64_t wait_ns;     /* the caller's time waiting in the pump: heartbeats */
+    _Atomic int ar_waiting;      /* pskv_allreduce_rejoin: 1 + the rank it waits for, 0 = none */
     _Atomic int64_t pipe_place;  /* pskv_set_stage: d << 32 | k, + 1; 0 = none: heartbeats */
     uint64_t ckpt_done;          /* checkpoint answer: its number */
     int ckpt_err;                /* or its error */

@@ -299,6 +299,8 @@ static void *heartbeat_main(void *arg)
             hb.pipe_stage = (uint32_t)((place - 1) & 0xffffffff);
         }
         hb.rss_bytes = (uint64_t)metrics_resident_bytes();
+        hb.ar_waiting = (uint32_t)atomic_load(&w->ar_waiting);
+        hb.has_ar_waiting = hb.ar_waiting > 0;
         Pskv__TableTraffic tt[WST_MAX_TRAFFIC], *ttp[WST_MAX_TRAFFIC];
         char names[WST_MAX_TRAFFIC][128];
         hb.n_traffic = wfilter_traffic(w, tt, ttp, names, WST_MAX_TRAFFIC);

@@ -199,6 +199,10 @@ static cfg_entry config[] = {
     {"copy-every", CFG_INT, "100", "PSKV_WORKER_COPY_EVERY", 1, 1e9, "steps",
      "--sync allreduce: rank 0 writes the weights to the servers (pskv_assign) every N steps "
      "and at the end, so checkpoints and --save-model hold them", 0, 0, NULL, NULL},
+    {"rejoin-timeout", CFG_DOUBLE, "60", "PSKV_WORKER_REJOIN_TIMEOUT", 0.1, 86400, "s",
+     "--sync allreduce: after a worker died, the others wait this long for a worker started "
+     "with its --rank to take it over, then go on from the servers' copy (--copy-every); "
+     "else they exit 1 naming the rank", 0, 0, NULL, NULL},
     {"epochs", CFG_INT, "5", "PSKV_WORKER_EPOCHS", 1, 100000, NULL, "training epochs", 0, 0, NULL,
      NULL},
     {"batch", CFG_INT, "32", "PSKV_WORKER_BATCH", 1, 65536, NULL, "examples per step per worker "
