@@ -103,6 +103,10 @@ typedef struct pskv_table_opts {
     uint64_t seed;          /* init seed */
     const char *consistency; /* "async" (default), "bsp" or "ssp:TAU" (bounded delay) */
     uint32_t backup;        /* bsp: a clock closes with the first W - backup workers */
+    int bsp_mean_pushed;    /* bsp: a clock's update is the mean of the pushes of the workers
+                               that pushed to this table at the clock (default 0: of every
+                               worker that finished it; a table only some workers push to,
+                               a pipeline stage's, sets 1) */
     uint32_t admit_after;   /* sparse: a key gets a row on its Nth push, 0..255 (0, 1 = first) */
     uint32_t evict_after;   /* sparse: rows not pushed for this many clocks are removed (0 =
                                never); docs/operations.md, "Admission and eviction" */
