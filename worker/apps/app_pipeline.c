@@ -88,10 +88,27 @@ typedef struct stage {
     int score_got;
 } stage;
 
+/* A pipeline job stops when any stage is gone (dead, or failed and left): the
+ * stages of its pipeline wait for it, and the other pipelines' copies of its
+ * table would drift. Returns 1 after naming it, else 0. */
+static int stage_gone(stage *st)
+{
+    int g = pskv_rank_gone(st->w);
+    if (g < 0)
+        return 0;
+    fprintf(stderr, "pipeline: rank %d (stage %d of pipeline %d): rank %d (stage %d of pipeline "
+            "%d) is gone (it died, or failed and left): the pipeline job stops; start it again "
+            "(pskv-scheduler --resume) to go on from its last checkpoint\n", st->rank, st->k,
+            st->d, g, g % st->S, g / st->S);
+    return 1;
+}
+
 static int fail(stage *st, const char *what, int rc)
 {
     fprintf(stderr, "pipeline: rank %d (stage %d of pipeline %d): %s: %s (%s)\n", st->rank,
             st->k, st->d, what, pskv_strerror(rc), pskv_last_error(st->w));
+    if (rc == -PSKV_EPEERDEAD) /* the neighbour may only have followed another stage */
+        stage_gone(st);
     return 1;
 }
 
@@ -315,6 +332,8 @@ static void plan_step(stage *st)
  * gradient (scaled to the mini-batch mean by the loss), clock. */
 static int one_step(stage *st)
 {
+    if (stage_gone(st))
+        return 1;
     plan_step(st);
     st->ps.recording = st->step == st->ps.record_step;
     int64_t t0 = tu_now_ns();
@@ -655,52 +674,13 @@ static int train(stage *st, report *rep)
     return 0;
 }
 
-/* Each stage's milliseconds under the cut first[] of layers costing ms[], on one
- * line after `what`. */
-static void print_stages(const char *what, const double *ms, const int *first, int S)
-{
-    double worst = 0;
-    printf("pipeline: per stage under %s:", what);
-    for (int k = 0; k < S; k++) {
-        double t = 0;
-        for (int l = first[k]; l < first[k + 1]; l++)
-            t += ms[l];
-        worst = t > worst ? t : worst;
-        printf(" %.3f", t);
-    }
-    printf(" ms per micro-batch (slowest %.3f)\n", worst);
-}
-
 /* --suggest-split: rank 0 times every layer on a micro-batch and prints the cut
- * that minimises the slowest stage ("suggested split: 2,3"); no training. */
+ * that minimises the slowest stage (pipeprobe_suggest); no training. */
 static int suggest_split(stage *st)
 {
-    if (st->rank != 0)
-        return 0;
-    int rows = st->mrows, L = st->L, best[PIPE_MAX_LAYERS + 1];
-    float *x = malloc((size_t)rows * (size_t)st->sizes[0] * sizeof(float));
-    double ms[PIPE_MAX_LAYERS];
-    if (!x)
+    if (st->rank == 0 && pipeprobe_suggest(st->sizes, st->nl, st->S, st->first, st->mrows,
+                                           st->recompute, *cfg_str(st->cfg, "split")) < 0)
         return fail(st, "buffers", -PSKV_ENOMEM);
-    for (size_t i = 0; i < (size_t)rows * (size_t)st->sizes[0]; i++)
-        x[i] = (float)(i * 2654435761u % 1000) / 1000.0f; /* pixel-like values in [0, 1) */
-    int rc = pipeprobe_layers(st->sizes, st->nl, x, rows, 7, st->recompute, ms);
-    free(x);
-    if (rc < 0)
-        return fail(st, "buffers", -PSKV_ENOMEM);
-    for (int l = 0; l < L; l++)
-        printf("pipeline: layer %d (%d x %d): %.3f ms per micro-batch of %d rows, forward and "
-               "backward%s\n", l, st->sizes[l], st->sizes[l + 1], ms[l], rows,
-               st->recompute ? " and the recomputation" : "");
-    pipesched_cut(ms, L, st->S, best);
-    print_stages("the suggested split", ms, best, st->S);
-    print_stages(*cfg_str(st->cfg, "split") ? "--split" : "the cut balancing parameters", ms,
-                 st->first, st->S);
-    printf("suggested split: ");
-    for (int k = 0; k < st->S; k++)
-        printf("%s%d", k ? "," : "", best[k + 1] - best[k]);
-    printf("\n");
-    fflush(stdout);
     return 0;
 }
 
