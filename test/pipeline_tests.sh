@@ -96,6 +96,64 @@ t_pipeline_schedules() {
   no_strays "$TDIR/keyed"
 }
 
+# pl_layers DIR WORKERS: the final weights' digest of every layer, one line
+# (comparable between any two cuts of the same --layers).
+pl_layers() {
+  local dir=$1 nw=$2 r
+  for r in $(seq 0 $((nw - 1))); do
+    sed -n 's/^layer \([0-9]*\) final digest \([0-9a-f]*\)$/\1:\2/p' "$dir/worker-$r.log"
+  done | tr '\n' ' '
+}
+
+# The data ends mid-batch: 84 rows in batches of 32 make each epoch's third step
+# 20 rows, its micro-batches 8, 8 and 4 (the full batch's boundaries, the last
+# one smaller: the timeline shows three). Every cut, S = 2 and 3 under gpipe and
+# 1f1b, with and without --recompute, ends with the weights of --stages 1 (one
+# process, the whole model) bit for bit, layer by layer. And the short step is
+# the mean over its rows: 20 rows in a 32-row batch (micro-batches 8, 8, 4, each
+# row weighted 1/20) train as one full batch of 20 (5, 5, 5, 5): the same losses
+# every epoch to 1e-5 (weighting the short step's rows 1/32 instead moves the
+# third epoch's test loss by 5e-4).
+t_pipeline_short_batch() {
+  # shellcheck disable=SC2054 # commas inside one flag's value
+  local common=(--layers 784,64,32,10 --batch 32 --micro-batches 4 --train-limit 84 --test-limit 200
+                --epochs 2 --lr 0.1 --print-digests)
+  local ref got
+  pl_run "$TDIR/one" 1 --stages 1 --timeline-step 2 "${common[@]}" || fail "--stages 1 exited $?"
+  ref=$(pl_layers "$TDIR/one" 1)
+  [ "$(grep -c '^timeline pipeline 0 stage 0 F [0-2] ' "$TDIR/one/worker-0.log")" = 3 ] ||
+    fail "the short step's micro-batches: $(grep '^timeline .* F ' "$TDIR/one/worker-0.log")"
+  local name args
+  while IFS='|' read -r name args; do
+    # shellcheck disable=SC2086
+    pl_run "$TDIR/$name" "${name:1:1}" --stages "${name:1:1}" $args "${common[@]}" ||
+      fail "$name exited $?: $(grep -h 'pipeline:' "$TDIR/$name"/worker-*.log | head -n 2)"
+    got=$(pl_layers "$TDIR/$name" "${name:1:1}")
+    [ "$got" = "$ref" ] || fail "$name ($args) ended with layers $got, --stages 1 with $ref"
+  done <<'RUNS'
+s2-gpipe|--schedule gpipe
+s2-1f1b|--schedule 1f1b
+s2-1f1b-r|--schedule 1f1b --recompute
+s3-gpipe|--split 1,1,1 --schedule gpipe
+s3-1f1b|--split 1,1,1 --schedule 1f1b
+s3-gpipe-r|--split 1,1,1 --schedule gpipe --recompute
+RUNS
+  grep -q '^epoch 2.00  step 6 ' "$TDIR/s2-1f1b/worker-0.log" || fail "not 3 steps an epoch"
+  local sub=(--stages 2 --layers 784,64,32,10 --micro-batches 4 --train-limit 20 --test-limit 500
+             --epochs 3 --lr 0.1)
+  pl_run "$TDIR/short" 2 "${sub[@]}" --batch 32 --metrics "$TDIR/short.jsonl" || fail "short exited $?"
+  pl_run "$TDIR/full" 2 "${sub[@]}" --batch 20 --metrics "$TDIR/full.jsonl" || fail "full exited $?"
+  grep -h '"accuracy"' "$TDIR/short.jsonl" "$TDIR/full.jsonl"
+  paste -d ' ' <(grep '"accuracy"' "$TDIR/short.jsonl") <(grep '"accuracy"' "$TDIR/full.jsonl") |
+    awk '{ n++; split($0, h, " ");
+           for (i = 1; i <= 2; i++) { match(h[i], /"train_loss":[0-9.]*/); tl[i] = substr(h[i], RSTART + 13, RLENGTH - 13)
+                                      match(h[i], /"test_loss":[0-9.]*/); el[i] = substr(h[i], RSTART + 12, RLENGTH - 12) }
+           d1 = tl[1] - tl[2]; d2 = el[1] - el[2]
+           if (tl[1] == "" || d1 > 1e-5 || d1 < -1e-5 || d2 > 1e-5 || d2 < -1e-5) bad = 1 }
+         END { exit !(n == 3 && !bad) }' ||
+    fail "20 rows short of a 32-row batch did not train as a batch of 20"
+}
+
 # --suggest-split times every layer and prints the cut that minimises the
 # slowest stage: the 784x1024 layer alone against three small ones, and for
 # 784,512,512,512,10 in three stages the two big layers apart (each costs about
