@@ -154,6 +154,96 @@ RUNS
     fail "20 rows short of a 32-row batch did not train as a batch of 20"
 }
 
+# Resume from a checkpoint (S = 2, D = 1, bsp: the run is deterministic, so a
+# resumed run must end bit for bit where an uninterrupted one does). The job
+# checkpoints every epoch (--checkpoint-epochs 1; 300 rows in batches of 32, the
+# last step short). Stage 1 is killed -9 after a checkpoint: stage 0 fails at
+# once naming it (a stage cannot be restarted alone: the job stops), and the
+# scheduler and server are killed too. Started again with --resume on the same
+# directories, both stages go on at the last checkpoint's step; that job is
+# killed -9 whole after its next checkpoint and resumed again, and it ends with
+# the uninterrupted run's weights (every layer's digest) and accuracy. Resumed
+# with another --batch, the recorded progress does not fit: refused by name.
+t_pipeline_resume() {
+  # shellcheck disable=SC2054 # commas inside one flag's value
+  local flags=(--app pipeline --consistency bsp --stages 2 --layers 784,64,32,10 --batch 32
+               --micro-batches 4 --train-limit 300 --test-limit 200 --epochs 40 --checkpoint-epochs 1
+               --print-digests --request-timeout 10)
+  local port r ck step ref acc
+  trap 'kill -KILL $(cat "$TDIR"/*.pid) 2>/dev/null' EXIT # what is left on a failure
+  pr_job() { # pr_job PHASE DIR [WORKER FLAGS...] [-- SCHEDULER FLAGS...]: a job on DIR
+    local phase=$1 dir=$2 wflags=() sflags=(); shift 2
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do wflags+=("$1"); shift; done
+    [ $# -gt 0 ] && { shift; sflags=("$@"); }
+    mkdir -p "$dir/sched" "$dir/s0"
+    port=$(free_port)
+    start "sched-$phase" "$BIN/pskv-scheduler" --port "$port" --servers 1 --workers 2 \
+      --data-dir "$dir/sched" --dead-after-ms 2000 "${sflags[@]}" # a loaded machine's stalls are not deaths
+    start "s0-$phase" "$BIN/pskv-server" --scheduler "127.0.0.1:$port" --data-dir "$dir/s0"
+    for r in 0 1; do
+      start "w$r-$phase" "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --rank $r "${flags[@]}" \
+        --metrics "$dir/m-$phase.jsonl" "${wflags[@]}"
+    done
+  }
+  pr_wait() { # pr_wait PHASE: both stages exit 0
+    for r in 0 1; do
+      wait_exit "$(cat "$TDIR/w$r-$1.pid")" 120 || fail "$1: stage $r exited $?: $(grep -h 'pipeline:' "$TDIR/w$r-$1.log" | tail -n 2)"
+    done
+  }
+  pr_layers() { cat "$TDIR/w0-$1.log" "$TDIR/w1-$1.log" | sed -n 's/^layer \([0-9]\) final digest \([0-9a-f]*\)$/\1:\2/p' | tr '\n' ' '; }
+  pr_acc() { grep '"accuracy"' "$1" | tail -n 1 | sed -n 's/.*"accuracy":\([0-9.]*\).*/\1/p'; }
+  pr_job full "$TDIR/a"
+  pr_wait full
+  ref=$(pr_layers full); acc=$(pr_acc "$TDIR/a/m-full.jsonl")
+  [ -n "$ref" ] && [ -n "$acc" ] || fail "the uninterrupted run: no digests or accuracy"
+  # stage 1 killed after a checkpoint: stage 0 names it and exits 1
+  pr_job killed "$TDIR/b"
+  wait_line "$TDIR/w0-killed.log" '^checkpoint 2 at epoch 2 step 20$' 1 60 ||
+    fail "no checkpoint at epoch 2: $(tail -n 2 "$TDIR/w0-killed.log")"
+  kill -KILL "$(cat "$TDIR/w1-killed.pid")"
+  wait_exit "$(cat "$TDIR/w0-killed.pid")" 15; r=$?
+  [ $r -eq 1 ] || fail "stage 0 exited $r after stage 1 was killed"
+  grep -q 'pipeline: rank 0 (stage 0 of pipeline 0): .*rank 1' "$TDIR/w0-killed.log" ||
+    fail "stage 0 did not name rank 1: $(grep 'pipeline:' "$TDIR/w0-killed.log")"
+  grep 'pipeline: rank 0' "$TDIR/w0-killed.log"
+  kill -KILL "$(cat "$TDIR/sched-killed.pid")" "$(cat "$TDIR/s0-killed.pid")" 2>/dev/null; sleep 0.2
+  grep -q 'final digest' "$TDIR/w0-killed.log" && fail "the job finished before the kill"
+  ck=$(sed -n 's/^checkpoint [0-9]* at epoch [0-9]* step \([0-9]*\)$/\1/p' "$TDIR/w0-killed.log" | tail -n 1)
+  # resumed at that checkpoint's step, then the whole job killed after its next checkpoint
+  pr_job resumed "$TDIR/b" -- --resume
+  for r in 0 1; do
+    wait_line "$TDIR/w$r-resumed.log" "resumed at epoch $((ck / 10)) step $ck of 400" 1 30 ||
+      fail "stage $r did not resume at step $ck: $(grep -h 'resum\|pipeline:' "$TDIR/w$r-resumed.log" | tail -n 2)"
+  done
+  wait_line "$TDIR/w0-resumed.log" '^checkpoint [0-9]* at epoch' 1 60 || fail "no checkpoint after resuming"
+  kill -KILL $(cat "$TDIR"/*-resumed.pid) 2>/dev/null; sleep 0.2
+  grep -q 'final digest' "$TDIR/w0-resumed.log" && fail "the resumed job finished before the kill"
+  step=$(sed -n 's/^checkpoint [0-9]* at epoch [0-9]* step \([0-9]*\)$/\1/p' "$TDIR/w0-resumed.log" | tail -n 1)
+  # resumed again: it finishes with the uninterrupted run's weights and accuracy
+  pr_job again "$TDIR/b" -- --resume
+  pr_wait again
+  # at that checkpoint or, when the kill came between a later one's completion and
+  # rank 0's line, at that one
+  r=$(sed -n 's/^resumed at epoch [0-9]* step \([0-9]*\) of 400$/\1/p' "$TDIR/w0-again.log")
+  [ -n "$r" ] && [ "$r" -ge "$step" ] && [ $((r % 10)) -eq 0 ] ||
+    fail "not resumed at step $step or a later epoch's end: $(grep -i resum "$TDIR/w0-again.log")"
+  step=$r
+  echo "killed after the checkpoint at step $ck, resumed, killed whole, resumed at step $step: layers $(pr_layers again), accuracy $(pr_acc "$TDIR/b/m-again.jsonl")"
+  [ "$(pr_layers again)" = "$ref" ] || fail "resumed twice, the job ended with layers $(pr_layers again), uninterrupted $ref"
+  [ "$(pr_acc "$TDIR/b/m-again.jsonl")" = "$acc" ] || fail "accuracy $(pr_acc "$TDIR/b/m-again.jsonl") after resuming, $acc uninterrupted"
+  grep -q "\"resumed_at_epoch\":$((step / 10)),\"resumed_at_step\":$step" "$TDIR/b/m-again.jsonl" ||
+    fail "the metrics do not note the resume: $(head -n 2 "$TDIR/b/m-again.jsonl")"
+  wait_exit "$(cat "$TDIR/sched-again.pid")" 20 || fail "the resumed scheduler exited $?"
+  # another --batch: the checkpoint's progress does not fit; refused, exit 1
+  pr_job refit "$TDIR/b" --batch 16 -- --resume
+  wait_exit "$(cat "$TDIR/w0-refit.pid")" 60; r=$?
+  [ $r -eq 1 ] || fail "a resume with another --batch exited $r: $(tail -n 2 "$TDIR/w0-refit.log")"
+  grep -q "pipeline: the checkpoint's progress (epoch 40, step 400, position 0) does not fit" "$TDIR/w0-refit.log" ||
+    fail "no clear refusal: $(grep -v INFO "$TDIR/w0-refit.log" | tail -n 2)"
+  kill -KILL $(cat "$TDIR"/*-refit.pid) 2>/dev/null
+  trap - EXIT
+}
+
 # --suggest-split times every layer and prints the cut that minimises the
 # slowest stage: the 784x1024 layer alone against three small ones, and for
 # 784,512,512,512,10 in three stages the two big layers apart (each costs about

@@ -624,7 +624,7 @@ static int plan_run(stage *st, report *rep)
     int rc = trainpos_resume(st->w, "pipeline", &st->pos, &st->step);
     if (rc < 0)
         return 1;
-    if (rc && st->rank == 0)
+    if (rc) /* every stage says so; rank 0 in its metrics too (rep NULL elsewhere) */
         report_resumed(rep, st->step / st->steps_epoch, st->step, st->pos.total_steps);
     trainpos_report(st->w, &st->pos, st->step); /* a checkpoint before the first step keeps it */
     return 0;
