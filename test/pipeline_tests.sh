@@ -315,7 +315,8 @@ t_pipeline_train() {
 
 # pskvctl status shows the stages. A stage killed (SIGKILL) mid-run: the stages before and after it fail naming
 # its rank within seconds (the scheduler declares it dead: launch-local's
-# --dead-after-ms 500), nothing hangs, and they exit 1.
+# --dead-after-ms 500), nothing hangs, and they exit 1. With two pipelines the
+# other pipeline's stages stop too, naming it.
 t_pipeline_stage_dies() {
   local d="$TDIR/j" pid t0 r port
   mkdir -p "$d"
@@ -344,6 +345,25 @@ t_pipeline_stage_dies() {
   local st=$?
   [ $st -ne 0 ] && [ $st -ne 124 ] || fail "the launcher exited $st"
   grep -q 'workers exit statuses: 1 [0-9]* 1' "$d.out" || fail "ranks 0 and 2 did not exit 1: $(tail -n 1 "$d.out")"
+  # D = 2 pipelines of 2 stages, rank 1 killed: its neighbour and the other
+  # pipeline's stages, none of them its neighbour, stop naming it (each checks
+  # before every step that every rank has a live worker); a loaded machine's stall
+  # of 500 ms is not taken for a death
+  d="$TDIR/d2"
+  mkdir -p "$d"
+  "$LAUNCH" --servers 1 --workers 4 --timeout 60 --log-dir "$d" --scheduler-opt --dead-after-ms=2000 -- \
+    --app pipeline --stages 2 --pipelines 2 --consistency bsp --layers 784,64,32,10 --batch 32 \
+    --micro-batches 4 --epochs 1000 --train-limit 2000 --test-limit 200 --request-timeout 10 > "$d.out" 2>&1 &
+  launcher=$!
+  wait_line "$d/worker-0.log" 'epoch 1.00' 1 30 || fail "D=2: rank 0 did not finish an epoch"
+  kill -KILL "$(cat "$d/worker-1.pid")"
+  for r in 0 2 3; do
+    wait_line "$d/worker-$r.log" "^pipeline: rank $r (stage [01] of pipeline [01]): rank 1 (stage 1 of pipeline 0) is gone" 1 15 ||
+      fail "D=2: rank $r did not stop naming rank 1: $(grep 'pipeline:' "$d/worker-$r.log")"
+  done
+  grep -h '^pipeline: rank [23] ' "$d"/worker-[23].log
+  wait_exit "$launcher" 30
+  grep -q 'workers exit statuses: 1 [0-9]* 1 1' "$d.out" || fail "D=2: not every other rank exited 1: $(tail -n 1 "$d.out")"
 }
 
 # Bad flags exit 2 naming the flag: stages that do not divide the workers, more

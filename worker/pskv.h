@@ -274,10 +274,11 @@ int pskv_stop_requested(const pskv_worker *w, char *why, size_t why_len);
  * after applying what the scheduler sent meanwhile (it never waits). */
 int pskv_workers_active(pskv_worker *w);
 
-/* The lowest worker rank no live worker holds (its worker died, or finished or
- * failed and left, and none took the rank over), or -1 when every rank of the
- * job has one; after applying what the scheduler sent meanwhile (never waits).
- * For jobs that cannot go on without every rank (a pipeline's stages). */
+/* A worker rank no live worker holds (its worker died, or finished or failed
+ * and left, and none took the rank over): the lowest whose worker died, else the
+ * lowest that left; -1 when every rank of the job has one. After applying what
+ * the scheduler sent meanwhile (never waits). For jobs that cannot go on
+ * without every rank (a pipeline's stages), to name the one that stopped them. */
 int pskv_rank_gone(pskv_worker *w);
 
 /* For the evaluator (pskv_config.evaluator): 1 once the job is ending (the

@@ -47,18 +47,23 @@ int pskv_rank_gone(pskv_worker *w)
 {
     wpump(w, 0);
     const Pskv__View *v = w->mb.view;
+    int gone = -1;
     for (int r = 0; v && r < pskv_num_workers(w); r++) {
-        int held = 0; /* a taken-over rank is listed twice: the dead node and its heir */
+        int held = 0, died = 0; /* a taken-over rank is listed twice: the dead node, its heir */
         for (size_t i = 0; i < v->n_nodes && !held; i++) {
             const Pskv__Node *n = v->nodes[i];
-            held = n->role == PSKV__ROLE__WORKER && n->rank == r && n->state &&
-                   strcmp(n->state, "finished") && strcmp(n->state, "dead") &&
+            if (n->role != PSKV__ROLE__WORKER || n->rank != r || !n->state)
+                continue;
+            died |= !strcmp(n->state, "dead");
+            held = strcmp(n->state, "finished") && strcmp(n->state, "dead") &&
                    strcmp(n->state, "left");
         }
-        if (!held)
+        if (!held && died)
             return r;
+        if (!held && gone < 0)
+            gone = r;
     }
-    return -1;
+    return gone;
 }
 
 int pskv_job_ending(const pskv_worker *w)
