@@ -21,7 +21,15 @@
  * slot, the same calls on the same inputs, so the gradient is the same bits.
  * Evaluation (pipeline 0, every epoch) sends the test set forward through the
  * stages; the last stage scores it and the result travels back to rank 0, which
- * writes the metrics. */
+ * writes the metrics.
+ *
+ * The weights do not depend on the cut: the first ones are drawn per parameter
+ * of the whole model (pipesched_init), a short last step of an epoch weighs its
+ * rows by its own size, and a bsp stage table averages over the pipelines only
+ * (bsp_mean_pushed), so any S ends with --stages 1's bits. Progress, resume and
+ * --checkpoint-epochs go through trainpos.h as in mlp; a stage cannot be
+ * replaced alone, so every stage stops when one is gone (pskv_rank_gone) and
+ * the job is resumed whole. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
