@@ -113,7 +113,8 @@ pl_layers() {
 # the mean over its rows: 20 rows in a 32-row batch (micro-batches 8, 8, 4, each
 # row weighted 1/20) train as one full batch of 20 (5, 5, 5, 5): the same losses
 # every epoch to 1e-5 (weighting the short step's rows 1/32 instead moves the
-# third epoch's test loss by 5e-4).
+# third epoch's test loss by 5e-4). Two pipelines with shards of 17 and 16 rows
+# take 2 steps of 16 an epoch, pipeline 1's second one empty.
 t_pipeline_short_batch() {
   # shellcheck disable=SC2054 # commas inside one flag's value
   local common=(--layers 784,64,32,10 --batch 32 --micro-batches 4 --train-limit 84 --test-limit 200
@@ -152,6 +153,12 @@ RUNS
            if (tl[1] == "" || d1 > 1e-5 || d1 < -1e-5 || d2 > 1e-5 || d2 < -1e-5) bad = 1 }
          END { exit !(n == 3 && !bad) }' ||
     fail "20 rows short of a 32-row batch did not train as a batch of 20"
+  # D = 2: 33 rows make shards of 17 and 16, so 2 steps an epoch of 16 rows, and
+  # pipeline 1 has no row left for the second: it only ends the clock
+  "$LAUNCH" --servers 1 --workers 4 --timeout 60 --log-dir "$TDIR/d2" -- --app pipeline --consistency bsp \
+    --stages 2 --layers 784,64,32,10 --batch 16 --micro-batches 4 --epochs 3 --train-limit 33 \
+    --test-limit 100 --metrics "$TDIR/d2.jsonl" > "$TDIR/d2.out" 2>&1 || fail "D=2 exited $?: $(tail -n 1 "$TDIR/d2.out")"
+  grep -q '^{"epoch":3.0000,"step":6,' "$TDIR/d2.jsonl" || fail "D=2: not 2 steps an epoch: $(cat "$TDIR/d2.jsonl")"
 }
 
 # Resume from a checkpoint (S = 2, D = 1, bsp: the run is deterministic, so a

@@ -319,8 +319,8 @@ static int backward(stage *st, int i)
 /* The step's rows and micro-batches: B rows in M, except where this pipeline's
  * data ends mid-batch (the epoch's last step): its b rows cut at the full
  * batch's micro-batch boundaries, the last micro-batch the smaller, none at all
- * in a pipeline whose shard ended already (it pushes a zero gradient, for the
- * clock). The schedule's passes are planned again for fewer micro-batches. */
+ * in a pipeline whose shard ended already. The schedule's passes are planned
+ * again for fewer micro-batches. */
 static void plan_step(stage *st)
 {
     int64_t left = (int64_t)st->train.n - st->step % st->steps_epoch * st->B;
@@ -332,8 +332,6 @@ static void plan_step(stage *st)
     st->ops_m = st->m;
     st->nops = 2 * st->m;
     st->rows_epoch += st->b;
-    if (st->m == 0)
-        memset(st->grad, 0, st->P * sizeof(float));
 }
 
 /* One mini-batch: pull the stage's weights, the schedule's passes, push the
@@ -343,9 +341,11 @@ static int one_step(stage *st)
     if (stage_gone(st))
         return 1;
     plan_step(st);
+    int rc = 0;
+    if (st->m == 0) /* no row left: the clock alone (bsp_mean_pushed leaves it out of the mean) */
+        return (rc = pskv_clock(st->w)) < 0 ? fail(st, "clock", rc) : 0;
     st->ps.recording = st->step == st->ps.record_step;
     int64_t t0 = tu_now_ns();
-    int rc = 0;
     int64_t tp = pskv_pull(st->w, st->table, NULL, st->P, st->params);
     if (tp < 0 || (rc = pskv_wait(st->w, tp, TMO)) < 0)
         return fail(st, "pull", tp < 0 ? (int)tp : rc);
