@@ -170,7 +170,9 @@ RUNS
 # directories, both stages go on at the last checkpoint's step; that job is
 # killed -9 whole after its next checkpoint and resumed again, and it ends with
 # the uninterrupted run's weights (every layer's digest) and accuracy. Resumed
-# with another --batch, the recorded progress does not fit: refused by name.
+# with another --batch, the recorded progress does not fit: refused by name. A
+# job resumed from a --checkpoint-every checkpoint (the stages possibly recorded
+# steps apart) goes on with both stages at one step and finishes.
 t_pipeline_resume() {
   # shellcheck disable=SC2054 # commas inside one flag's value
   local flags=(--app pipeline --consistency bsp --stages 2 --layers 784,64,32,10 --batch 32
@@ -248,6 +250,21 @@ t_pipeline_resume() {
   grep -q "pipeline: the checkpoint's progress (epoch 40, step 400, position 0) does not fit" "$TDIR/w0-refit.log" ||
     fail "no clear refusal: $(grep -v INFO "$TDIR/w0-refit.log" | tail -n 2)"
   kill -KILL $(cat "$TDIR"/*-refit.pid) 2>/dev/null
+  # a checkpoint of the scheduler's timer is a cut through running training that
+  # may record the stages steps apart (their latest heartbeats): resumed, they go
+  # on together from the smaller step (trainpos_agree) and the job finishes
+  local s0 s1
+  pr_job timer "$TDIR/c" --checkpoint-epochs 0 --epochs 200 -- --checkpoint-every 0.2
+  wait_line "$TDIR/sched-timer.log" 'checkpoint 2 complete' 1 60 || fail "no timer checkpoint 2"
+  kill -KILL $(cat "$TDIR"/*-timer.pid) 2>/dev/null; sleep 0.2
+  grep -q 'final digest' "$TDIR/w0-timer.log" && fail "the timer job finished before the kill"
+  pr_job timer2 "$TDIR/c" --checkpoint-epochs 0 --epochs 200 -- --resume
+  pr_wait timer2
+  s0=$(sed -n 's/^resumed at epoch [0-9]* step \([0-9]*\) of 2000$/\1/p' "$TDIR/w0-timer2.log")
+  s1=$(sed -n 's/^resumed at epoch [0-9]* step \([0-9]*\) of 2000$/\1/p' "$TDIR/w1-timer2.log")
+  grep -h 'recorded step' "$TDIR"/w[01]-timer2.log
+  [ -n "$s0" ] && [ "$s0" = "$s1" ] || fail "after a timer checkpoint the stages resumed at steps '$s0' and '$s1'"
+  echo "after a timer checkpoint both stages resumed at step $s0 and finished"
   trap - EXIT
 }
 

@@ -629,9 +629,15 @@ static int plan_run(stage *st, report *rep)
     st->steps_epoch = (largest + st->B - 1) / st->B;
     st->pos = (trainpos_plan){st->steps_epoch, st->steps_epoch * cfg_int(st->cfg, "epochs"),
                               st->B, st->train.n};
-    int rc = trainpos_resume(st->w, "pipeline", &st->pos, &st->step);
+    int rc = trainpos_resume(st->w, "pipeline", &st->pos, &st->step), arc;
+    int64_t own = st->step;
     if (rc < 0)
         return 1;
+    if (rc && (arc = trainpos_agree(st->w, "pipeline", &st->step, TMO)) < 0)
+        return fail(st, "agreeing on the step to resume at", arc);
+    if (st->step < own) /* a checkpoint cut through training: this stage repeats a step */
+        printf("pipeline: rank %d recorded step %lld; resuming with the others at %lld\n",
+               st->rank, (long long)own, (long long)st->step);
     if (rc) /* every stage says so; rank 0 in its metrics too (rep NULL elsewhere) */
         report_resumed(rep, st->step / st->steps_epoch, st->step, st->pos.total_steps);
     trainpos_report(st->w, &st->pos, st->step); /* a checkpoint before the first step keeps it */
