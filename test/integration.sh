@@ -1497,7 +1497,7 @@ tests=(check_2x3 check_shm check_shm_keys check_shm_other_user wire_check wire_r
        updater_plugin updaters_replay train_adam_ftrl late_registration metrics_prometheus ctl_top admit_evict
        eval_early_stop eval_bad_flags eval_late_join eval_sparse_auc eval_best_checkpoint eval_silent
        allreduce_exact allreduce_mismatch allreduce_peer_dies allreduce_train allreduce_wire allreduce_wire_train allreduce_loss_scale allreduce_zero allreduce_wire_bytes
-       pipeline_schedules pipeline_suggest_split pipeline_train pipeline_stage_dies pipeline_bad_flags
+       pipeline_schedules pipeline_short_batch pipeline_resume pipeline_suggest_split pipeline_train pipeline_stage_dies pipeline_bad_flags
        train_prefetch prefetch_bad_flags status_traffic async_paused_worker
        hosts_check hosts_delay hosts_partition slurm)
 for t in "${tests[@]}"; do

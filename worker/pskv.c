@@ -334,6 +334,8 @@ int pskv_table_open(pskv_worker *w, const char *name, const pskv_table_opts *o_i
     to.consistency = (char *)(o.consistency ? o.consistency : "async");
     to.has_backup = 1;
     to.backup = o.backup;
+    to.has_bsp_mean_pushed = o.bsp_mean_pushed != 0;
+    to.bsp_mean_pushed = o.bsp_mean_pushed != 0;
     to.has_admit_after = o.admit_after != 0;
     to.admit_after = o.admit_after;
     to.has_evict_after = o.evict_after != 0;

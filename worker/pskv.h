@@ -106,6 +106,10 @@ typedef struct pskv_table_opts {
     uint64_t seed;          /* init seed */
     const char *consistency; /* "async" (default), "bsp" or "ssp:TAU" (bounded delay) */
     uint32_t backup;        /* bsp: a clock closes with the first W - backup workers */
+    int bsp_mean_pushed;    /* bsp: a clock's update is the mean of the pushes of the workers
+                               that pushed to this table at the clock (default 0: of every
+                               worker that finished it; a table only some workers push to,
+                               a pipeline stage's, sets 1) */
     uint32_t admit_after;   /* sparse: a key gets a row on its Nth push, 0..255 (0, 1 = first) */
     uint32_t evict_after;   /* sparse: rows not pushed for this many clocks are removed (0 =
                                never); docs/operations.md, "Admission and eviction" */
@@ -272,6 +276,13 @@ int pskv_stop_requested(const pskv_worker *w, char *why, size_t why_len);
 /* Workers of the latest view that neither finished nor died (this one included),
  * after applying what the scheduler sent meanwhile (it never waits). */
 int pskv_workers_active(pskv_worker *w);
+
+/* A worker rank no live worker holds (its worker died, or finished or failed
+ * and left, and none took the rank over): the lowest whose worker died, else the
+ * lowest that left; -1 when every rank of the job has one. After applying what
+ * the scheduler sent meanwhile (never waits). For jobs that cannot go on
+ * without every rank (a pipeline's stages), to name the one that stopped them. */
+int pskv_rank_gone(pskv_worker *w);
 
 /* For the evaluator (pskv_config.evaluator): 1 once the job is ending (the
  * scheduler sent STOP, or every worker of the view finished or died); else 0. */

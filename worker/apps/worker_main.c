@@ -281,9 +281,9 @@ static cfg_entry config[] = {
      "write the final weights here (docs/operations.md has the format)", 0, 0, NULL,
      NULL},
     {"checkpoint-epochs", CFG_INT, "0", "PSKV_WORKER_CHECKPOINT_EPOCHS", 0, 100000, "epochs",
-     "softmax, mlp, sparse-lr: after every N epochs, a checkpoint at a barrier (values and "
-     "progress agree exactly; needs the scheduler's --data-dir; 0 = none); incr-check: after "
-     "every N rounds", 0, 0, NULL, NULL},
+     "softmax, mlp, sparse-lr, pipeline: after every N epochs, a checkpoint at a barrier "
+     "(values and progress agree exactly; needs the scheduler's --data-dir; 0 = none); "
+     "incr-check: after every N rounds", 0, 0, NULL, NULL},
     {"touch", CFG_DOUBLE, "10", "PSKV_WORKER_TOUCH", 0.01, 100, "%",
      "incr-check: the share of keys each round after the first pushes", 0, 0, NULL, NULL},
     {"init-from", CFG_STR, "", "PSKV_WORKER_INIT_FROM", 1, 0, NULL,
@@ -316,7 +316,8 @@ static cfg_entry config[] = {
      "needs --consistency async or ssp:TAU with TAU >= 1, and --sync ps", 0, 0, NULL, NULL},
     {"print-digests", CFG_BOOL, "false", "PSKV_PRINT_DIGESTS", 1, 0, NULL,
      "softmax, mlp: print the clock and an FNV-1a digest of each bsp pull (workers) or "
-     "snapshot (pskv-evaluator)", 0, 0, NULL, NULL},
+     "snapshot (pskv-evaluator); pipeline: of each stage's and layer's final weights", 0, 0,
+     NULL, NULL},
     {"save-best", CFG_STR, "", "PSKV_EVALUATOR_SAVE_BEST", 1, 0, NULL,
      "pskv-evaluator: keep the best snapshot here (the --save-model format, with its clock "
      "and metrics in the header)", 0, 0, NULL, NULL},
