@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fquantvec.h"
 #include "pskv_errors.h"
 
 static uint64_t block_bytes(uint32_t quant, uint64_t len)
@@ -29,6 +30,10 @@ void fquant_encode(uint32_t quant, const float *x, uint64_t n, uint8_t *out, flo
 {
     for (uint64_t b = 0; b < n; b += FQUANT_BLOCK) {
         uint64_t len = n - b < FQUANT_BLOCK ? n - b : FQUANT_BLOCK;
+        if (len == FQUANT_BLOCK && fquantvec_block(quant, x + b, out, q + b)) {
+            out += block_bytes(quant, len);
+            continue;
+        }
         float scale = 0;
         if (quant == FQUANT_INT8) {
             for (uint64_t i = 0; i < len; i++)
@@ -77,7 +82,7 @@ int fquant_decode(uint32_t quant, const uint8_t *in, uint64_t n, float *out, cha
                      (unsigned long long)(b / FQUANT_BLOCK), (double)scale);
             return -PSKV_EPROTO;
         }
-        for (uint64_t i = 0; i < len; i++)
+        for (uint64_t i = fquantvec_decode(quant, in, len, scale, out + b); i < len; i++)
             out[b + i] = quant == FQUANT_INT8 ? (float)(int8_t)in[i] * scale
                                               : ((in[i / 8] >> (i % 8)) & 1) ? -scale : scale;
         in += quant == FQUANT_INT8 ? len : (len + 7) / 8;
