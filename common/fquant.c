@@ -69,6 +69,20 @@ void fquant_encode(uint32_t quant, const float *x, uint64_t n, uint8_t *out, flo
     }
 }
 
+void fquant_encode_feedback(uint32_t quant, float *v, float *res, uint64_t n, uint8_t *out)
+{
+    float x[FQUANT_BLOCK];
+    for (uint64_t b = 0; b < n; b += FQUANT_BLOCK) {
+        size_t len = n - b < FQUANT_BLOCK ? (size_t)(n - b) : FQUANT_BLOCK, i;
+        for (i = fquantvec_add(x, v + b, res + b, len, 0); i < len; i++)
+            x[i] = v[b + i] + res[b + i];
+        fquant_encode(quant, x, len, out, v + b);
+        out += block_bytes(quant, len);
+        for (i = fquantvec_add(res + b, x, v + b, len, 1); i < len; i++)
+            res[b + i] = x[i] - v[b + i];
+    }
+}
+
 int fquant_decode(uint32_t quant, const uint8_t *in, uint64_t n, float *out, char *why,
                   size_t whylen)
 {

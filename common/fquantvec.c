@@ -136,6 +136,16 @@ TGT static size_t decode_avx2(uint32_t quant, const uint8_t *in, size_t len, flo
     }
     return i;
 }
+
+TGT static size_t add_avx2(float *x, const float *a, const float *b, size_t n, int sub)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 u = _mm256_loadu_ps(a + i), v = b ? _mm256_loadu_ps(b + i) : _mm256_setzero_ps();
+        _mm256_storeu_ps(x + i, sub ? _mm256_sub_ps(u, v) : _mm256_add_ps(u, v));
+    }
+    return i;
+}
 #endif
 
 int fquantvec_block(uint32_t quant, const float *x, uint8_t *out, float *q)
@@ -155,5 +165,15 @@ size_t fquantvec_decode(uint32_t quant, const uint8_t *in, size_t len, float sca
         return decode_avx2(quant, in, len, scale, out);
 #endif
     (void)quant, (void)in, (void)len, (void)scale, (void)out;
+    return 0;
+}
+
+size_t fquantvec_add(float *x, const float *a, const float *b, size_t n, int sub)
+{
+#ifdef FV_X86
+    if (halfvec_on())
+        return add_avx2(x, a, b, n, sub);
+#endif
+    (void)x, (void)a, (void)b, (void)n, (void)sub;
     return 0;
 }

@@ -23,4 +23,9 @@ int fquantvec_block(uint32_t quant, const float *x, uint8_t *out, float *q);
 size_t fquantvec_decode(uint32_t quant, const uint8_t *in, size_t len, float scale,
                         float *out);
 
+/* x[i] = a[i] + b[i] (sub: a[i] - b[i]; b NULL: a[i] + 0) for the first of n
+ * values (the error feedback around an encoding); returns how many it did (a
+ * multiple of 8; 0 when off). x may be a or b. */
+size_t fquantvec_add(float *x, const float *a, const float *b, size_t n, int sub);
+
 #endif
