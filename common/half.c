@@ -191,6 +191,19 @@ void half_unpack_add(int wire, float *dst, const uint16_t *src, size_t n)
     }
 }
 
+void half_reduce(int wire, float *dst, const uint16_t *src, size_t n, float div, int round,
+                 uint16_t *out)
+{
+    size_t i = halfvec_reduce(wire, dst, src, n, div, round, out);
+    dst += i, src += i, out += i, n -= i;
+    half_unpack_add(wire, dst, src, n);
+    for (size_t j = 0; div != 1.0f && j < n; j++)
+        dst[j] /= div;
+    if (round)
+        half_round(wire, dst, n);
+    half_pack(wire, out, dst, n);
+}
+
 void half_round(int wire, float *v, size_t n)
 {
     uint16_t tmp[BLOCK];

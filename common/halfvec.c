@@ -102,6 +102,34 @@ TGT static size_t unpack_avx2(int wire, float *dst, const uint16_t *src, size_t 
     return i;
 }
 
+/* 8 floats to 16 bits in the low halves of 32-bit lanes' worth: 8 halves */
+TGT static __m128i pack8(int wire, __m256 x)
+{
+    if (wire != HALF_BF16)
+        return _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT);
+    __m256i b = bf16_of(x); /* each below 2^16: packus keeps it */
+    return _mm_packus_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
+}
+
+TGT static size_t reduce_avx2(int wire, float *dst, const uint16_t *src, size_t n, float div,
+                              int round, uint16_t *out)
+{
+    __m256 dv = _mm256_set1_ps(div);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_add_ps(_mm256_loadu_ps(dst + i), unpack8(wire, src + i));
+        if (div != 1.0f)
+            x = _mm256_div_ps(x, dv);
+        __m128i h = pack8(wire, x);
+        _mm_storeu_si128((__m128i *)(void *)(out + i), h);
+        if (round) /* pack(unpack(h)) is h: what was packed is what dst keeps */
+            x = wire == HALF_BF16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
+                                  : _mm256_cvtph_ps(h);
+        _mm256_storeu_ps(dst + i, x);
+    }
+    return i;
+}
+
 TGT static size_t round_avx2(int wire, float *v, size_t n)
 {
     size_t i = 0;
@@ -148,6 +176,17 @@ size_t halfvec_unpack(int wire, float *dst, const uint16_t *src, size_t n, float
         return unpack_avx2(wire, dst, src, n, mul, add);
 #endif
     (void)wire, (void)dst, (void)src, (void)n, (void)mul, (void)add;
+    return 0;
+}
+
+size_t halfvec_reduce(int wire, float *dst, const uint16_t *src, size_t n, float div, int round,
+                      uint16_t *out)
+{
+#ifdef HV_X86
+    if (halfvec_on())
+        return reduce_avx2(wire, dst, src, n, div, round, out);
+#endif
+    (void)wire, (void)dst, (void)src, (void)n, (void)div, (void)round, (void)out;
     return 0;
 }
 

@@ -29,6 +29,10 @@ size_t halfvec_pack(int wire, uint16_t *dst, const float *src, size_t n, float s
  * stored; returns the values done. */
 size_t halfvec_unpack(int wire, float *dst, const uint16_t *src, size_t n, float mul, int add);
 
+/* half_reduce (half.h) on the first values; returns the values done. */
+size_t halfvec_reduce(int wire, float *dst, const uint16_t *src, size_t n, float div, int round,
+                      uint16_t *out);
+
 /* v[i] = unpack(pack(v[i])); returns the values done. */
 size_t halfvec_round(int wire, float *v, size_t n);
 

@@ -66,7 +66,7 @@ static void check_same(const void *a, const void *b, size_t bytes, const char *w
                  what, kind, k, x[k], y[k]);
 }
 
-/* pack, pack scaled, unpack, unpack scaled, unpack-add, round, overflows */
+/* pack, pack scaled, unpack, unpack scaled, unpack-add, reduce, round, overflows */
 START_TEST(half_paths_same_bits)
 {
     if (!halfvec_on()) {
@@ -115,6 +115,14 @@ START_TEST(half_paths_same_bits)
         halfvec_set(0);
         half_unpack_add(wire, b, hr + off, n);
         check_same(a, b, n * sizeof *a, "unpack_add", kind);
+        for (int step = 0; step < 4; step++) { /* the ring's reduce: divide by 1, 2, 3 */
+            float div = (float)(step % 3 + 1);
+            half_reduce(wire, a, hr + off, n, div, step & 1, h);
+            halfvec_set(0);
+            half_reduce(wire, b, hr + off, n, div, step & 1, p);
+            check_same(a, b, n * sizeof *a, "reduce (floats)", kind);
+            check_same(h, p, n * sizeof *h, "reduce (packed)", kind);
+        }
     }
     float big[40] = {0};
     big[37] = 1e30f;
