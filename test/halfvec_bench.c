@@ -64,16 +64,16 @@ static int cmp(const void *a, const void *b)
 int main(int argc, char **argv)
 {
     size_t n = 203530;
-    int reps = 21;
+    int reps = 21, bad = argc % 2 == 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--n"))
             n = strtoull(argv[i + 1], NULL, 10);
         else if (!strcmp(argv[i], "--reps"))
             reps = atoi(argv[i + 1]);
         else
-            break;
+            bad = 1;
     }
-    if (argc % 2 == 0 || !n || n > (1u << 28) || reps < 1 || reps > 1000) {
+    if (bad || !n || n > (1u << 28) || reps < 1 || reps > 1000) {
         fprintf(stderr, "usage: pskv-halfvec-bench [--n 1..268435456] [--reps 1..1000]\n");
         return 2;
     }
