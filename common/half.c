@@ -2,6 +2,7 @@
 #include "half.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "halfvec.h"
@@ -132,17 +133,19 @@ int half_has_f16c(void)
 #ifdef HALF_X86
     /* CPUID and XGETBV, not __builtin_cpu_supports: clang's knows no "f16c" (make
      * fuzz builds this file with clang) */
-    static int has = -1;
-    if (has < 0) {
+    static atomic_int has = -1; /* threads may race to fill it: with the same value */
+    int h = atomic_load_explicit(&has, memory_order_relaxed);
+    if (h < 0) {
         unsigned a, b, c, d, lo, hi;
-        has = 0;
+        h = 0;
         if (__get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) && (c & bit_AVX) &&
             (c & bit_OSXSAVE)) {
             __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-            has = (lo & 6) == 6; /* the OS saves the SSE and AVX registers */
+            h = (lo & 6) == 6; /* the OS saves the SSE and AVX registers */
         }
+        atomic_store_explicit(&has, h, memory_order_relaxed);
     }
-    return has;
+    return h;
 #else
     return 0;
 #endif

@@ -5,6 +5,7 @@
  * code rounds twice. */
 #include "halfvec.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 #include "half.h"
@@ -16,17 +17,19 @@
 #define TGT __attribute__((target("avx,avx2,f16c")))
 #endif
 
-static int enabled = 1;
+static atomic_int enabled = 1;
 
 int halfvec_on(void)
 {
 #ifdef HV_X86
-    static int has = -1;
-    if (has < 0) { /* half_has_f16c checked AVX, F16C and the OS's AVX state */
+    static atomic_int has = -1; /* threads may race to fill it: with the same value */
+    int h = atomic_load_explicit(&has, memory_order_relaxed);
+    if (h < 0) { /* half_has_f16c checked AVX, F16C and the OS's AVX state */
         unsigned a, b, c, d;
-        has = half_has_f16c() && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_AVX2);
+        h = half_has_f16c() && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_AVX2);
+        atomic_store_explicit(&has, h, memory_order_relaxed);
     }
-    return has && enabled;
+    return h && atomic_load_explicit(&enabled, memory_order_relaxed);
 #else
     return 0;
 #endif
@@ -34,9 +37,7 @@ int halfvec_on(void)
 
 int halfvec_set(int on)
 {
-    int was = enabled;
-    enabled = on != 0;
-    return was;
+    return atomic_exchange_explicit(&enabled, on != 0, memory_order_relaxed);
 }
 
 #ifdef HV_X86
