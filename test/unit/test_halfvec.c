@@ -138,7 +138,7 @@ END_TEST
 
 /* int8 and sign: every kind, plus blocks of zeros, of one subnormal, of exponents
  * far apart (the sign sum that could round: the portable code's), of int8 ties
- * (x / scale exactly k + 1/2) */
+ * (x / scale exactly k + 1/2), of a sum whose rounding depends on the order */
 START_TEST(quant_same_bits)
 {
     if (!halfvec_on())
@@ -163,6 +163,10 @@ START_TEST(quant_same_bits)
             x[2 * FQUANT_BLOCK + i] = ldexpf(1.0f + (float)i / 256, (int)(i % 60) - 30);
             x[3 * FQUANT_BLOCK + i] = i ? (float)((int)i % 255 - 127) + 0.5f : 127.0f;
             x[4 * FQUANT_BLOCK + i] = -0.0f;
+            /* block 5: 1 + 2^-24 (a tie of float at 1 once divided by 256, in order)
+             * and 254 values under half a double ulp of 1, which in order vanish and
+             * summed first do not: a sign scale that depends on the order */
+            x[5 * FQUANT_BLOCK + i] = i == 0 ? 1.0f : i == 1 ? 0x1p-24f : 0x3p-55f;
         }
     }
     fquant_encode(quant, x, n, e, q);
