@@ -361,6 +361,21 @@ static int send_chunk(const ring *g, int step, int c)
     }
 }
 
+/* Reduce-scatter step t, 16-bit values: dst += the piece received (h16), divided
+ * by N at the last step of a mean and rounded to what the wire carries there (the
+ * owner keeps what it hands out), packed into *out (a new frame, the caller's) in
+ * the same pass. */
+static int reduce16(const ring *g, int t, float *dst, const uint16_t *h16, uint64_t cnt,
+                    zmq_msg_t *out)
+{
+    int last = t == g->N - 2;
+    if (zmq_msg_init_size(out, cnt * 2) < 0)
+        return wst_error(g->w, PSKV_ENOMEM, "pskv_allreduce: out of memory");
+    half_reduce(g->wire, dst, h16, cnt, last && g->op == PSKV_OP_MEAN ? (float)g->N : 1.0f,
+                last, zmq_msg_data(out));
+    return 0;
+}
+
 /* Receives every piece of steps [from, to), reducing (reduce-scatter) or copying
  * (all-gather) it, and sends each on as the next step's piece at once. */
 static int run_ring(const ring *g, int from, int to)
@@ -380,17 +395,22 @@ static int run_ring(const ring *g, int from, int to)
             uint64_t cnt = m.meta->num_keys;
             float *dst = g->vals + off;
             const uint16_t *h16 = (const uint16_t *)(const void *)m.vals;
-            if (t < g->N - 1) {
-                if (g->wire != PSKV_WIRE_FP32)
-                    half_unpack_add(g->wire, dst, h16, cnt);
-                else
-                    for (uint64_t i = 0; i < cnt; i++)
-                        dst[i] += m.vals[i];
+            zmq_msg_t fwd, *fp = NULL;
+            if (t < g->N - 1 && g->wire != PSKV_WIRE_FP32) {
+                if (cnt && (rc = reduce16(g, t, dst, h16, cnt, &fwd)) < 0) {
+                    wire_msg_close(&m);
+                    return rc;
+                }
+                if (cnt && t + 1 < to)
+                    fp = &fwd; /* the next step's piece, packed already */
+                else if (cnt)
+                    zmq_msg_close(&fwd);
+            } else if (t < g->N - 1) {
+                for (uint64_t i = 0; i < cnt; i++)
+                    dst[i] += m.vals[i];
                 if (t == g->N - 2 && g->op == PSKV_OP_MEAN)
                     for (uint64_t i = 0; i < cnt; i++)
                         dst[i] /= (float)g->N;
-                if (t == g->N - 2 && g->wire != PSKV_WIRE_FP32)
-                    half_round(g->wire, dst, cnt); /* the owner keeps what it hands out */
             } else if (cnt && g->wire != PSKV_WIRE_FP32) {
                 half_unpack(g->wire, dst, h16, cnt);
             } else if (cnt) {
@@ -398,7 +418,6 @@ static int run_ring(const ring *g, int from, int to)
             }
             /* all-gather, 16-bit: the frame received is what packing dst would make
              * (its values are exact in float), so it goes on as it came */
-            zmq_msg_t fwd, *fp = NULL;
             if (t >= g->N - 1 && t + 1 < to && cnt && g->wire != PSKV_WIRE_FP32 &&
                 m.nframes == 2) {
                 zmq_msg_init(&fwd);

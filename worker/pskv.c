@@ -90,9 +90,10 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
         wkkt_sent(t->kkt, r->ts);
     else if (t->kkt) /* an assign: readings before it are stale */
         wkkt_pushed(t->kkt, keys, nkeys, r->ts);
-    /* only a run can be sent from the caller's array as it is; a quantising table's
-     * values change as they go (wfilter_quant) */
-    lend = lend && !keys && !t->fs.quant && !t->fs.significant && !t->wire;
+    /* only a run can be sent from the caller's array as it is (a 16-bit wire packs
+     * from it into frames of its own, on every send); a quantising table's values
+     * change as they go (wfilter_quant) */
+    lend = lend && !keys && !t->fs.quant && !t->fs.significant;
     int rc = keys ? wplan_keys(w, r, t, keys, nkeys, pull)
                   : wplan_run(w, r, t, first, nkeys, pull, lend);
     if (rc < 0)

@@ -151,10 +151,11 @@ int64_t pskv_push(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
  * anything but -PSKV_ETIMEDOUT, or pskv_worker_close returns. Over means ZeroMQ
  * holds no reference to vals any more: a push whose server died or went silent
  * gets the connections still holding vals reset. If it returns an error at once,
- * nothing holds vals. Pushes with explicit keys that are not one run (keys[i] =
- * keys[0] + i) on a dense table, and pushes to a table with a 16-bit wire (converted
- * on the way), are copied as by pskv_push. For large values this
- * saves a copy of every pushed byte (docs/benchmarks.md). */
+ * nothing holds vals. To a table with a 16-bit wire the values are converted from
+ * vals into frames of their own (at each send, a re-send too). Pushes with explicit
+ * keys that are not one run (keys[i] = keys[0] + i) on a dense table, and pushes to
+ * a quantising table (int8, sign, significant), are copied as by pskv_push. For large
+ * values this saves a copy of every pushed byte (docs/benchmarks.md). */
 int64_t pskv_push_nocopy(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
                          const float *vals);
 

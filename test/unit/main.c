@@ -28,6 +28,7 @@ int main(void)
     srunner_add_suite(sr, filter_suite());
     srunner_add_suite(sr, kkt_suite());
     srunner_add_suite(sr, half_suite());
+    srunner_add_suite(sr, halfvec_suite());
     srunner_add_suite(sr, manifest_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

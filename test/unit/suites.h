@@ -60,6 +60,8 @@ Suite *filter_suite(void);
 Suite *kkt_suite(void);
 /* common/half.c: fp16 and bf16 conversions (F16C and portable). */
 Suite *half_suite(void);
+/* common/halfvec.c, fquantvec.c: the vector kernels against the portable code. */
+Suite *halfvec_suite(void);
 /* scheduler/manifest.c: clock= and best= round trips, retention keeps the best. */
 Suite *manifest_suite(void);
 
