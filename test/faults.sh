@@ -236,6 +236,41 @@ f_chain_r3() {
 # middle or tail, and every pull at clock c equals the sums of the rounds before c.
 f_chain_r3_bsp() { CHECK_ARGS="--consistency bsp --rounds 1000" f_chain_r3; }
 
+# A worker that hears of a failover late must not let a new head close a bsp clock
+# before it has re-sent what it had sent to the dead server (bsp, R = 2). Every
+# worker sends CLOCK 4 to the server with the smallest node id, S, and to the
+# others 3 s later (PSKV_TEST_CLOCK_GAP): S closes clock 4, the others hold it open.
+# Another server is killed in that gap, so its partitions stay open at clock 4 on
+# their new heads, S among them, and the third server refuses the pushes it held
+# for clock 4 (placement change). The workers read the new view only 2 s after it
+# arrives (PSKV_TEST_VIEW_DELAY_MS): they hear the refusal first, re-send the
+# refused parts and their clock, still on the old view, before re-sending the parts
+# stranded on the dead server to S. Counted there, that clock closed clock 4 on the
+# dead server's partitions without them, and their re-sends were dropped as late:
+# the pull at clock 5 failed the exact sums. Fails so every time on f15e6e0.
+f_bsp_late_view() {
+  local d=$TDIR/c first="" i victim=""
+  PSKV_TEST_CLOCK_GAP=4:$((3000 * TS)) PSKV_TEST_VIEW_DELAY_MS=$((2000 * TS)) \
+    launch "$d" --servers 3 --workers 4 --scheduler-opt=--replicas=2 -- --app check \
+    --consistency bsp --rounds 12
+  wait_joined "$d" 4
+  for i in $(seq $((400 * TS))); do
+    [ "$(cat "$d"/worker-*.log | grep -c 'test hook: CLOCK 4 went to server node')" -ge 4 ] && break
+    sleep 0.02
+  done
+  first=$(sed -n 's/.*test hook: CLOCK 4 went to server node \([0-9]*\) only.*/\1/p' \
+    "$d"/worker-*.log | sort -u)
+  [ "$(wc -w <<< "$first")" -eq 1 ] || fail "the workers' clock gaps: '$first' (every worker's, one server)"
+  for i in 0 1 2; do
+    grep -q "registered as node $first;" "$d/server-$i.log" || victim=$i
+  done
+  kill -KILL "$(cat "$d/server-$victim.pid")"
+  wait_ok "$d"
+  grep -q 'marked dead' "$d/scheduler.log" || fail "no server was replaced during the job"
+  grep -h ' [1-9][0-9]* dropped as late' "$d"/server-*.log && fail "a server dropped pushes as late"
+  echo "killed server-$victim in the clock gap; clock 4 first went to node $first"
+}
+
 # SIGSTOP a server past the death time-out, then SIGCONT: it learns it was
 # replaced, serves nothing, and exits 3; the job's sums stay exact.
 f_pause_server() {
@@ -1174,7 +1209,7 @@ f_drain_bsp() {
   wait_ok "$d"
 }
 
-tests=(kill_server kill_server_ssp kill_server_bsp chain_r3 chain_r3_bsp pause_server pause_server_nocopy kill_worker
+tests=(kill_server kill_server_ssp kill_server_bsp bsp_late_view chain_r3 chain_r3_bsp pause_server pause_server_nocopy kill_worker
        worker_rejoin worker_restart_acked worker_restart_ssp retry_paused lease_lapse dead_connections pause_scheduler lost_partition)
 # what a run ends with, checked --once-trials times
 once=(kill_server_keycache kill_server_fp16 checkpoint_resume checkpoint_reshard checkpoint_delta_failover join join_ssp join_ssp_parked join_bsp join_bsp_backup

@@ -101,6 +101,10 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
     w->retry_ms = cfg.retry_ms < 0 ? 0 : cfg.retry_ms;
     w->next_ts = 1;
     snprintf(w->sched, sizeof w->sched, "%s", cfg.scheduler);
+    if (wtest_init(&w->test) < 0) {
+        pskv_worker_close(&w);
+        return -PSKV_EINVAL;
+    }
     w->reqs = calloc((size_t)w->window, sizeof *w->reqs);
     w->ctx = zmq_ctx_new();
     if (!w->reqs || !w->ctx) {

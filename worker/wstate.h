@@ -57,6 +57,7 @@
 #include "pskv.h"
 #include "secure.h"
 #include "timeutil.h"
+#include "wtest.h"
 
 /* Internal to libpskv: linked across its modules, never exported by the .so. */
 #define WINTERNAL __attribute__((visibility("hidden")))
@@ -211,6 +212,7 @@ struct pskv_worker {
     int retry_ms;
     int64_t next_silence_check;
     int64_t clock_sent_ms;  /* when wsend_clock last ran (wsend_clock_again) */
+    wtest test;             /* test-only hooks (wtest.h): unset in a real job */
     struct { int64_t ts; int err; } failed[FAILED_KEEP];
     int nfailed;
     int64_t forgotten_ts;   /* newest failed timestamp pushed out of failed[] */
