@@ -242,6 +242,7 @@ int pskv_worker_close(pskv_worker **w_p)
     free(w->srv);
     free(w->head);
     free(w->tail);
+    free(w->chains);
     free(w->items);
     free(w->count);
     free(w->pindex);

@@ -187,6 +187,7 @@ struct pskv_worker {
     srv *srv;
     uint32_t nparts, R;   /* placement of the latest view */
     int *head, *tail;     /* per partition: index into srv of the head and tail, -1 = lost */
+    uint32_t *chains;     /* the latest view's chains (nparts x R node ids, 0 = none) */
     int nretry;           /* parts waiting to be sent again */
     uint32_t failover_node; /* a server replaced while pushes to it were in flight */
     int64_t failover_ms;    /* when the view that replaced it arrived */
