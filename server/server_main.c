@@ -387,7 +387,7 @@ static void on_clock(wire_msg *msg)
         if (r->has_epoch && r->epoch < chain_place_epoch(S.chain))
             return; /* forwarded on an older placement: it vouches for the old chains */
         consist_clock_from(S.cons, (uint32_t)r->origin_id, r->rank, r->clock);
-        chain_forward_clock(S.chain, (uint32_t)r->origin_id, r->rank, r->clock);
+        chain_forward_clock(S.chain, (uint32_t)r->origin_id, r->sender, r->rank, r->clock);
         return;
     }
     int rank = consist_clock(S.cons, msg); /* < 0: not counted (consist.h) */
@@ -398,7 +398,7 @@ static void on_clock(wire_msg *msg)
     if (rank >= 0 && chain_replicas(S.chain) > 1 &&
         (clocks_down_chains() || chain_filling(S.chain))) {
         consist_clock_from(S.cons, S.mb.node_id, rank, r->clock);
-        chain_forward_clock(S.chain, S.mb.node_id, rank, r->clock);
+        chain_forward_clock(S.chain, S.mb.node_id, 0, rank, r->clock);
     }
 }
 
