@@ -244,7 +244,7 @@ f_chain_r3_bsp() { CHECK_ARGS="--consistency bsp --rounds 1000" f_chain_r3; }
 # A worker that hears of a failover late must not let a new head close a bsp clock
 # before it has re-sent what it had sent to the dead server (bsp, R = 2). Every
 # worker sends CLOCK 4 to the server with the smallest node id, S, and to the
-# others 5 s later (PSKV_TEST_CLOCK_GAP): S closes clock 4, the others hold it open.
+# others 8 s later (PSKV_TEST_CLOCK_GAP): S closes clock 4, the others hold it open.
 # Another server is killed in that gap (declared dead 2 s later: a loaded machine
 # declares no live node dead meanwhile), so its partitions stay open at clock 4 on
 # their new heads, S among them, and the third server refuses the pushes it held
@@ -256,7 +256,7 @@ f_chain_r3_bsp() { CHECK_ARGS="--consistency bsp --rounds 1000" f_chain_r3; }
 # the pull at clock 5 failed the exact sums. Fails so every time on f15e6e0.
 f_bsp_late_view() {
   local d=$TDIR/c first="" i victim=""
-  PSKV_TEST_CLOCK_GAP=4:$((5000 * TS)) PSKV_TEST_VIEW_DELAY_MS=$((2000 * TS)) \
+  PSKV_TEST_CLOCK_GAP=4:$((8000 * TS)) PSKV_TEST_VIEW_DELAY_MS=$((2000 * TS)) \
     launch "$d" --servers 3 --workers 4 --scheduler-opt=--replicas=2 \
     --scheduler-opt=--dead-after-ms=$((2000 * TS)) -- --app check --consistency bsp --rounds 12
   wait_joined "$d" 4
@@ -274,7 +274,13 @@ f_bsp_late_view() {
   done
   kill -KILL "$(cat "$d/server-$victim.pid")"
   wait_ok "$d"
-  grep -q 'marked dead' "$d/scheduler.log" || fail "no server was replaced during the job"
+  # the scenario happened: the view that replaced the server came inside the gap
+  local gap0 view
+  gap0=$(stamp_ms "$(grep -h 'test hook: CLOCK 4 went' "$d"/worker-*.log | sort | head -n 1)")
+  view=$(stamp_ms "$(grep -m 1 'server node [0-9]* replaced' "$d/scheduler.log")")
+  [ -n "$view" ] || fail "no server was replaced during the job"
+  [ $((view - gap0)) -lt $((8000 * TS)) ] ||
+    fail "the view came $((view - gap0)) ms after the clock gap began, after its end: scenario not reached"
   grep -h ' [1-9][0-9]* dropped as late' "$d"/server-*.log && fail "a server dropped pushes as late"
   echo "killed server-$victim in the clock gap; clock 4 first went to node $first"
 }
