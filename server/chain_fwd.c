@@ -412,12 +412,19 @@ void chain_drain(chain *c)
     }
 }
 
-void chain_forward_clock(chain *c, uint32_t head, int rank, int64_t clock)
+void chain_forward_clock(chain *c, uint32_t head, uint32_t from, int rank, int64_t clock)
 {
     uint32_t sent[MAX_FWD];
     int nsent = 0;
     for (uint32_t p = 0; p < c->nparts; p++) {
-        if (chain_members(c, p)[0] != head || c->index[p] < 0)
+        int i = c->index[p];
+        if (chain_members(c, p)[0] != head || i < 0)
+            continue;
+        /* down the chain it came by only: two chains of one head in opposite
+         * orders ([H, B, C] and [H, C, B], as refills after deaths make) would
+         * otherwise bounce it between B and C until the next view, a storm that
+         * filled the send queues and crowded out the copies (FILL) to new members */
+        if (from && (i == 0 || chain_members(c, p)[i - 1] != from))
             continue;
         uint32_t nx = chain_next_of(c, p);
         int dup = !nx;

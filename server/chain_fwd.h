@@ -40,8 +40,10 @@ void chain_drain(chain *c);
 
 /* Forwards "worker rank finished clock" of the stream that `head` started down
  * every chain this server passes that head's partitions along (behind the pushes
- * it forwarded before). */
-void chain_forward_clock(chain *c, uint32_t head, int rank, int64_t clock);
+ * it forwarded before): from = 0 at the head (a worker's own CLOCK), else the
+ * server it came from, and then only down the chains where that server is just
+ * before this one. */
+void chain_forward_clock(chain *c, uint32_t head, uint32_t from, int rank, int64_t clock);
 
 /* Pending forwards, for logs. */
 size_t chain_pending(const chain *c);

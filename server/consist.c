@@ -36,6 +36,7 @@ struct consist {
     consist_stats st;     /* async and ssp pushes, pulls, parked pulls refused */
     int64_t finished;     /* the smallest worker clock plug-ins' finish last saw */
     sshm *shm;            /* workers' shared-memory segments: pushes read, replies written */
+    uint64_t place_epoch; /* the view that last changed the chains (consist_placement_changed) */
 };
 
 consist *consist_new(void *router, member *mb, table_set *tables)
@@ -270,6 +271,7 @@ static void advance(consist *c)
 
 void consist_placement_changed(consist *c, uint64_t epoch)
 {
+    c->place_epoch = epoch;
     /* bsp: the pushes held for open clocks are refused, to be sent again on the new
      * placement, and every worker's clock must be earned again by clocks sent
      * behind those re-sends */
@@ -315,6 +317,19 @@ uint64_t consist_refusal(consist *c, uint32_t node, int code)
 
 int consist_clock(consist *c, wire_msg *msg)
 {
+    const Pskv__Meta *m = msg->meta;
+    if (m->has_epoch && m->epoch < c->place_epoch) {
+        /* only a clock sent on this placement or a newer one counts: the worker had
+         * then re-sent here whatever it had sent to a server that died, so every
+         * push the clock covers is here before it. One sent before the worker heard
+         * of the change could close a clock without a push still to be re-sent here
+         * (dropped as late); the worker sends its clock again once its re-sends are
+         * out (wview_catch_up: after every view that changed a chain) */
+        LOG_D("ignored CLOCK %lld from node %u: sent on view epoch %llu, before the "
+              "placement changed in epoch %llu", (long long)m->clock, m->sender,
+              (unsigned long long)m->epoch, (unsigned long long)c->place_epoch);
+        return -3;
+    }
     int r = vclock_clock(c->clocks, msg);
     if (r >= 0)
         advance(c);

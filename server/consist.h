@@ -93,7 +93,9 @@ void consist_pull(consist *c, table *t, wire_msg *msg, const rowset *rs);
 /* A CLOCK message from a worker: it finished iteration meta->clock. Returns the
  * worker's rank, -1 (dropped: not a worker of the view), -2 (ignored: sent
  * before the worker heard of a push this server refused, which it will send
- * again, so the clock may run ahead of its pushes). */
+ * again, so the clock may run ahead of its pushes) or -3 (ignored: sent on a view
+ * older than the last placement change, before the worker re-sent what it had
+ * sent to a server that died; it sends the clock again after). */
 int consist_clock(consist *c, wire_msg *msg);
 
 /* This server refuses a push of worker node `node` with `code`: when the worker

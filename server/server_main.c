@@ -384,21 +384,18 @@ static void on_clock(wire_msg *msg)
         if (r->has_epoch && r->epoch < chain_place_epoch(S.chain))
             return; /* forwarded on an older placement: it vouches for the old chains */
         consist_clock_from(S.cons, (uint32_t)r->origin_id, r->rank, r->clock);
-        chain_forward_clock(S.chain, (uint32_t)r->origin_id, r->rank, r->clock);
+        chain_forward_clock(S.chain, (uint32_t)r->origin_id, r->sender, r->rank, r->clock);
         return;
     }
-    int rank = consist_clock(S.cons, msg);
-    /* down the chains only a clock sent on this placement or a newer one: the worker
-     * had then re-sent to this server whatever it had sent to a server that died,
-     * so every push the clock covers is here before it. A server still waiting for
-     * copies may not know the ssp tables yet (a joiner learns them from the copies):
-     * it forwards too, else the replicas after it would lack this clock until the
-     * worker's next, which a worker parked in an ssp pull never sends */
+    int rank = consist_clock(S.cons, msg); /* < 0: not counted (consist.h) */
+    /* down the chains too. A server still waiting for copies may not know the ssp
+     * tables yet (a joiner learns them from the copies): it forwards too, else the
+     * replicas after it would lack this clock until the worker's next, which a
+     * worker parked in an ssp pull never sends */
     if (rank >= 0 && chain_replicas(S.chain) > 1 &&
-        (clocks_down_chains() || chain_filling(S.chain)) &&
-        (!r->has_epoch || r->epoch >= chain_place_epoch(S.chain))) {
+        (clocks_down_chains() || chain_filling(S.chain))) {
         consist_clock_from(S.cons, S.mb.node_id, rank, r->clock);
-        chain_forward_clock(S.chain, S.mb.node_id, rank, r->clock);
+        chain_forward_clock(S.chain, S.mb.node_id, 0, rank, r->clock);
     }
 }
 

@@ -254,12 +254,61 @@ f_chain_r3() {
   done
   wait_ok "$d"
   grep -q '"lost":0' <<< "$js" || fail "partitions lost: $js"
+  # a forwarded clock passed on down every chain of its head bounced between two
+  # middles for ever ([H, B, C] and [H, C, B]): tens of thousands of these lines, full
+  # send queues, copies to new members lost
+  local bounced; bounced=$(cat "$d"/server-*.log | grep -c 'cannot forward a clock')
+  [ "$bounced" -lt 2000 ] || fail "forwarded clocks bounced between servers ($bounced 'cannot forward a clock')"
   echo "killed nodes ${members[*]} (head, middle, tail of partition 0's chain) one at a time"
 }
 
 # The same three kills under bsp: each close reaches the tails past a dead head,
 # middle or tail, and every pull at clock c equals the sums of the rounds before c.
 f_chain_r3_bsp() { CHECK_ARGS="--consistency bsp --rounds 1000" f_chain_r3; }
+
+# A worker that hears of a failover late must not let a new head close a bsp clock
+# before it has re-sent what it had sent to the dead server (bsp, R = 2). Every
+# worker sends CLOCK 4 to the server with the smallest node id, S, and to the
+# others 8 s later (PSKV_TEST_CLOCK_GAP): S closes clock 4, the others hold it open.
+# Another server is killed in that gap (declared dead 2 s later: a loaded machine
+# declares no live node dead meanwhile), so its partitions stay open at clock 4 on
+# their new heads, S among them, and the third server refuses the pushes it held
+# for clock 4 (placement change). The workers read the new view only 2 s after it
+# arrives (PSKV_TEST_VIEW_DELAY_MS): they hear the refusal first, re-send the
+# refused parts and their clock, still on the old view, before re-sending the parts
+# stranded on the dead server to S. Counted there, that clock closed clock 4 on the
+# dead server's partitions without them, and their re-sends were dropped as late:
+# the pull at clock 5 failed the exact sums. Fails so every time on f15e6e0.
+f_bsp_late_view() {
+  local d=$TDIR/c first="" i victim=""
+  PSKV_TEST_CLOCK_GAP=4:$((8000 * TS)) PSKV_TEST_VIEW_DELAY_MS=$((2000 * TS)) \
+    launch "$d" --servers 3 --workers 4 --scheduler-opt=--replicas=2 \
+    --scheduler-opt=--dead-after-ms=$((2000 * TS)) -- --app check --consistency bsp --rounds 12
+  wait_joined "$d" 4
+  for i in $(seq $((600 * TS))); do
+    [ "$(cat "$d"/worker-*.log | grep -c 'test hook: CLOCK 4 went to server node')" -ge 4 ] && break
+    sleep 0.05
+  done
+  first=$(sed -n 's/.*test hook: CLOCK 4 went to server node \([0-9]*\) only.*/\1/p' \
+    "$d"/worker-*.log | sort -u)
+  [ "$(grep -c 'test hook: CLOCK 4 went' "$d"/worker-*.log | awk -F: '{s += $2} END {print s}')" -eq 4 ] ||
+    fail "not every worker reached the clock gap within 30 s"
+  [ "$(wc -w <<< "$first")" -eq 1 ] || fail "the workers' clock gaps began at servers '$first', not one"
+  for i in 0 1 2; do
+    grep -q "registered as node $first;" "$d/server-$i.log" || victim=$i
+  done
+  kill -KILL "$(cat "$d/server-$victim.pid")"
+  wait_ok "$d"
+  # the scenario happened: the view that replaced the server came inside the gap
+  local gap0 view
+  gap0=$(stamp_ms "$(grep -h 'test hook: CLOCK 4 went' "$d"/worker-*.log | sort | head -n 1)")
+  view=$(stamp_ms "$(grep -m 1 'server node [0-9]* replaced' "$d/scheduler.log")")
+  [ -n "$view" ] || fail "no server was replaced during the job"
+  [ $((view - gap0)) -lt $((8000 * TS)) ] ||
+    fail "the view came $((view - gap0)) ms after the clock gap began, after its end: scenario not reached"
+  grep -h ' [1-9][0-9]* dropped as late' "$d"/server-*.log && fail "a server dropped pushes as late"
+  echo "killed server-$victim in the clock gap; clock 4 first went to node $first"
+}
 
 # SIGSTOP a server past the death time-out, then SIGCONT: it learns it was
 # replaced, serves nothing, and exits 3; the job's sums stay exact.
@@ -1358,7 +1407,7 @@ f_allreduce_rejoin_none() {
   echo "rank $v killed: the others exited 1 $took ms after it was marked dead"
 }
 
-tests=(kill_server kill_server_shm kill_server_ssp kill_server_bsp chain_r3 chain_r3_bsp pause_server pause_server_shm pause_server_nocopy kill_worker
+tests=(kill_server kill_server_shm kill_server_ssp kill_server_bsp bsp_late_view chain_r3 chain_r3_bsp pause_server pause_server_shm pause_server_nocopy kill_worker
        worker_rejoin worker_restart_acked worker_restart_ssp retry_paused lease_lapse dead_connections pause_scheduler lost_partition)
 # what a run ends with, checked --once-trials times
 once=(kill_server_keycache kill_server_fp16 checkpoint_resume checkpoint_reshard checkpoint_delta_failover join join_ssp join_ssp_parked join_bsp join_bsp_backup

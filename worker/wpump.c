@@ -254,7 +254,13 @@ void wpump_spin(pskv_worker *w, long timeout_ms, int spin_us)
     zmq_pollitem_t *items = w->items;
     if (!items) /* no view applied (a failed open): nothing to poll */
         return;
-    items[0] = (zmq_pollitem_t){w->mb.sock, 0, ZMQ_POLLIN, 0};
+    /* test hook (wtest.h): the scheduler's messages read late, polled for again
+     * when they may be read */
+    long sched_wait = 0;
+    int sched_late = w->test.sched_seen && !wtest_sched_ready(&w->test, tu_now_ms(), &sched_wait);
+    if (sched_late && timeout_ms > sched_wait)
+        timeout_ms = sched_wait;
+    items[0] = (zmq_pollitem_t){w->mb.sock, 0, sched_late ? 0 : ZMQ_POLLIN, 0};
     for (int i = 0; i < w->nservers; i++) /* a dead server's (closed): no socket, no fd */
         items[i + 1] = w->srv[i].sock ? (zmq_pollitem_t){w->srv[i].sock, 0, ZMQ_POLLIN, 0}
                                       : (zmq_pollitem_t){NULL, -1, 0, 0};
@@ -275,10 +281,13 @@ void wpump_spin(pskv_worker *w, long timeout_ms, int spin_us)
     atomic_fetch_add(&w->wait_ns, tu_now_ns() - t0);
     if (n > 0) {
         int polled = w->nservers;
-        if (items[0].revents & ZMQ_POLLIN) {
+        long unused;
+        if ((items[0].revents & ZMQ_POLLIN) &&
+            wtest_sched_ready(&w->test, tu_now_ms(), &unused)) {
             /* a view may grow the items (realloc keeps what poll wrote) and close
              * a dead server's socket */
             wview_on_scheduler(w);
+            wtest_sched_read(&w->test);
             items = w->items;
         }
         for (int i = 0; i < polled; i++) {

@@ -48,12 +48,27 @@ int wsend_clock(pskv_worker *w, int64_t clock, int catchup)
     member_meta(&w->mb, &m, PSKV__MSG_TYPE__CLOCK);
     m.has_clock = m.has_refused = 1;
     m.clock = clock;
-    for (int i = 0; i < w->nservers; i++) {
-        m.refused = w->srv[i].refused; /* a server ignores the clock if it refused more */
-        if (w->srv[i].alive && w->srv[i].catchup == catchup &&
-            wire_send(w->srv[i].sock, NULL, &m, NULL, NULL) < 0)
-            return wst_error(w, PSKV_ENET, "cannot send CLOCK to server %s:%d: %s",
-                             w->srv[i].host, w->srv[i].port, zmq_strerror(errno));
+    /* test hook (wtest.h): the server with the smallest node id first, the others
+     * after a pause */
+    int first = -1;
+    for (int i = 0; !catchup && wtest_clock_gap(&w->test, clock) && i < w->nservers; i++)
+        if (w->srv[i].alive && (first < 0 || w->srv[i].id < w->srv[first].id))
+            first = i;
+    for (int pass = first < 0; pass < 2; pass++) {
+        if (pass == 1 && first >= 0) {
+            LOG_I("test hook: CLOCK %lld went to server node %u only; to the others in %d ms",
+                  (long long)clock, w->srv[first].id, w->test.gap_ms);
+            tu_sleep_ms(w->test.gap_ms);
+        }
+        for (int i = 0; i < w->nservers; i++) {
+            if ((pass == 0) != (i == first))
+                continue;
+            m.refused = w->srv[i].refused; /* a server ignores the clock if it refused more */
+            if (w->srv[i].alive && w->srv[i].catchup == catchup &&
+                wire_send(w->srv[i].sock, NULL, &m, NULL, NULL) < 0)
+                return wst_error(w, PSKV_ENET, "cannot send CLOCK to server %s:%d: %s",
+                                 w->srv[i].host, w->srv[i].port, zmq_strerror(errno));
+        }
     }
     return 0;
 }

@@ -106,6 +106,10 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
         LOG_I("removed shared-memory segments of dead workers from /dev/shm");
     w->next_ts = 1;
     snprintf(w->sched, sizeof w->sched, "%s", cfg.scheduler);
+    if (wtest_init(&w->test) < 0) {
+        pskv_worker_close(&w);
+        return -PSKV_EINVAL;
+    }
     w->reqs = calloc((size_t)w->window, sizeof *w->reqs);
     w->ctx = zmq_ctx_new();
     if (!w->reqs || !w->ctx) {
@@ -250,6 +254,7 @@ int pskv_worker_close(pskv_worker **w_p)
     free(w->srv);
     free(w->head);
     free(w->tail);
+    free(w->chains);
     free(w->items);
     free(w->count);
     free(w->pindex);

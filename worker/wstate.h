@@ -58,6 +58,7 @@
 #include "pskv.h"
 #include "secure.h"
 #include "timeutil.h"
+#include "wtest.h"
 
 /* Internal to libpskv: linked across its modules, never exported by the .so. */
 #define WINTERNAL __attribute__((visibility("hidden")))
@@ -195,6 +196,7 @@ struct pskv_worker {
     srv *srv;
     uint32_t nparts, R;   /* placement of the latest view */
     int *head, *tail;     /* per partition: index into srv of the head and tail, -1 = lost */
+    uint32_t *chains;     /* the latest view's chains (nparts x R node ids, 0 = none) */
     int nretry;           /* parts waiting to be sent again */
     uint32_t failover_node; /* a server replaced while pushes to it were in flight */
     int64_t failover_ms;    /* when the view that replaced it arrived */
@@ -221,6 +223,7 @@ struct pskv_worker {
     int retry_ms;
     int64_t next_silence_check;
     int64_t clock_sent_ms;  /* when wsend_clock last ran (wsend_clock_again) */
+    wtest test;             /* test-only hooks (wtest.h): unset in a real job */
     struct { int64_t ts; int err; } failed[FAILED_KEEP];
     int nfailed;
     int64_t forgotten_ts;   /* newest failed timestamp pushed out of failed[] */

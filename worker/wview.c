@@ -174,9 +174,15 @@ int wview_apply(pskv_worker *w, int64_t max_message)
         w->R = v->replicas;
         w->head = malloc(w->nparts * sizeof *w->head);
         w->tail = malloc(w->nparts * sizeof *w->tail);
-        if (!w->head || !w->tail)
+        w->chains = malloc(v->n_chains * sizeof *w->chains);
+        if (!w->head || !w->tail || !w->chains)
             return wst_error(w, PSKV_ENOMEM, "out of memory");
     }
+    /* any chain changed, a middle replica too: a server counts only the clocks sent
+     * on its latest placement, so this worker's goes again once its re-sends are out
+     * (wview_catch_up) */
+    moved = !first && memcmp(w->chains, v->chains, v->n_chains * sizeof *w->chains) != 0;
+    memcpy(w->chains, v->chains, v->n_chains * sizeof *w->chains);
     for (uint32_t p = 0; p < w->nparts; p++) {
         const uint32_t *c = &v->chains[(size_t)p * w->R];
         int head = -1, tail = -1;
