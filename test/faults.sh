@@ -1407,12 +1407,12 @@ f_allreduce_rejoin_none() {
   echo "rank $v killed: the others exited 1 $took ms after it was marked dead"
 }
 
-tests=(kill_server kill_server_shm kill_server_ssp kill_server_bsp bsp_late_view chain_r3 chain_r3_bsp pause_server pause_server_shm pause_server_nocopy kill_worker
+tests=(kill_server kill_server_ssp kill_server_bsp chain_r3 chain_r3_bsp pause_server pause_server_nocopy kill_worker
        worker_rejoin worker_restart_acked worker_restart_ssp retry_paused lease_lapse dead_connections pause_scheduler lost_partition)
 # what a run ends with, checked --once-trials times
 once=(kill_server_keycache kill_server_fp16 checkpoint_resume checkpoint_reshard checkpoint_delta_failover join join_ssp join_ssp_parked join_bsp join_bsp_backup
       server_rejoin adam_kill admit_kill drain drain_ssp drain_r1 drain_bsp drain_joined drain_wait eval_kill eval_pause
-      allreduce_rejoin allreduce_rejoin_twice allreduce_rejoin_none)
+      allreduce_rejoin allreduce_rejoin_twice allreduce_rejoin_none bsp_late_view kill_server_shm pause_server_shm)
 for t in "${tests[@]}" "${once[@]}"; do
   if [ ${#ONLY[@]} -gt 0 ] && ! printf '%s\n' "${ONLY[@]}" | grep -qx "$t"; then continue; fi
   n=$TRIALS
