@@ -20,11 +20,6 @@ static size_t core_floats(const shard *s) { return (size_t)s->width * (1 + (size
  * the move ends long before the new map is full. */
 enum { MIGRATE_PER_ROW = 4, MIGRATE_PER_PUSH = 32768 };
 
-/* A push that took this much CPU time already (a huge page of records faulted
- * in: about 5 ms on the machine of docs/benchmarks.md, or a push while rows
- * move) leaves faulting in the next map to the pushes after it. */
-#define PUSH_BUSY_NS 3000000
-
 /* Sets a row's values to key's initial ones and its state to zero. */
 static void init_row(const shard *s, uint64_t key, float *row)
 {
@@ -64,7 +59,7 @@ static float *add_row(shard *s, uint64_t key, size_t i)
 
 float *shard_sparse_row(shard *s, uint64_t key, uint64_t h)
 {
-    if ((s->used + 1) * 10 > s->cap * 7 && shard_map_grow(s) < 0)
+    if (shard_map_full(s) && shard_map_grow(s) < 0)
         return NULL;
     shard_map_migrate(s, MIGRATE_PER_ROW); /* before the lookup: it fills slots */
     size_t i;
@@ -285,7 +280,7 @@ static int push_keys(shard *s, const uint64_t *keys, uint64_t n, const float *g,
             if (push_new_ftrl(s, key, h, g + i * wd, bad) < 0)
                 return -PSKV_ENOMEM;
             continue;
-        } else if ((s->used + 1) * 10 > s->cap * 7 || s->old_slots) {
+        } else if (shard_map_full(s) || s->old_slots) {
             row = shard_sparse_row(s, key, h); /* the map changes first: a lookup of its own */
         } else {
             row = add_row(s, key, slot); /* the map as looked up: slot is key's place */
@@ -300,10 +295,9 @@ static int push_keys(shard *s, const uint64_t *keys, uint64_t n, const float *g,
 int shard_push_sparse(shard *s, const uint64_t *keys, uint64_t n, const float *g, uint64_t *bad)
 {
     int64_t t0 = tu_thread_cpu_ns();
-    size_t used0 = s->used;
     shard_map_migrate(s, MIGRATE_PER_PUSH);
     int rc = push_keys(s, keys, n, g, bad);
-    shard_map_prepare(s, s->used - used0, tu_thread_cpu_ns() - t0 > PUSH_BUSY_NS);
+    shard_map_prepare(s);
     int64_t took = tu_thread_cpu_ns() - t0;
     s->longest_ns = took > s->longest_ns ? took : s->longest_ns;
     return rc;
