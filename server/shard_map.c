@@ -7,11 +7,14 @@
  * mremap (page tables move, bytes do not), none of it left in malloc's heap.
  *
  * Growing does not stop serving for a rehash: past 0.6 load the doubled map
- * is mapped and its pages faulted in a slice per push (shard_map_prepare); at
- * 0.7 it takes over, and the rows that were there move into it a few at a time
- * (shard_map_migrate: a bounded number per push and per row written) while
- * lookups that miss in the new map look in the old one. A small map (below
- * MIGRATE_MIN slots) moves at once. */
+ * is mapped and faulted in by the fault-ahead helper (prefault.h), as are the
+ * records and dirty bits ahead of the rows in use (shard_map_prepare); at 0.7
+ * load, once the helper has it all in (up to 0.8 while it has not:
+ * shard_map_full), it takes over, and the rows that were there move into it a
+ * few at a time (shard_map_migrate: a bounded number per push and per row
+ * written) while lookups that miss in the new map look in the old one; the old
+ * map goes to the helper to be given back. A small map (below MIGRATE_MIN slots)
+ * moves at once. */
 #define _GNU_SOURCE /* madvise, MADV_HUGEPAGE, mremap */
 #include <stdlib.h>
 #include <string.h>
@@ -149,7 +152,9 @@ static void prepare_rows(shard *s)
     size_t rec = shard_rec_floats(s) * sizeof(float), ahead = AHEAD_BYTES / rec;
     if (s->rows_cap * rec < 2 * SLICE)
         return; /* small: its faults are few and cheap */
-    if (s->used + ahead > s->rows_cap && shard_rows_resize(s, s->rows_cap * 2) < 0)
+    /* more than half full: the sweep's shrink (a quarter full) never undoes it */
+    if (s->used + ahead > s->rows_cap && s->used * 2 > s->rows_cap &&
+        shard_rows_resize(s, s->rows_cap * 2) < 0)
         return; /* out of memory: the push grows them when it must, or fails */
     if (s->ahead_epoch != prefault_epoch()) { /* requests were dropped: from here on */
         s->ahead_epoch = prefault_epoch();
