@@ -52,7 +52,8 @@ struct shard {
     uint32_t *next_slots; /* past 0.6 load: the doubled map, faulted in by the helper */
     size_t next_cap;      /* its slots */
     uint64_t next_epoch;  /* prefault_epoch() + 1 when it was asked for (0: not yet) */
-    int next_ready;       /* the helper has faulted it all in */
+    size_t next_back;     /* its bytes from here on were faulted in by pushes (shard_map.c) */
+    int next_ready;       /* all of it is faulted in */
     size_t rows_asked, dirty_asked; /* bytes of records, dirty bits asked for ahead */
     uint64_t ahead_epoch; /* the prefault_epoch() they were asked in */
     float *rows;         /* used records */

@@ -129,7 +129,7 @@ static void drop_next(shard *s)
 {
     shard_big_free(s->next_slots, s->next_cap * sizeof *s->next_slots);
     s->next_slots = NULL;
-    s->next_cap = s->next_epoch = 0;
+    s->next_cap = s->next_epoch = s->next_back = 0;
     s->next_ready = 0;
 }
 
@@ -165,6 +165,29 @@ static void prepare_rows(shard *s)
     ask_ahead(s->dirty, shard_dirty_bytes(s), (s->used + ahead) / 8 + 2 * SLICE, &s->dirty_asked);
 }
 
+/* The doubled map is ready when the helper, going up from its start, has
+ * reached next_back, where the pushes' own part begins: it was asked whole and
+ * in order, and nothing else writes it yet, so the page below next_back is in
+ * only once all below it are. Past 0.7 load a push that finds it not ready (the
+ * helper starved on a loaded machine) faults in a huge page of it itself, going
+ * down from the end: the growth waits (shard_map_full) for at most a huge page's
+ * fault a push, not for the helper alone. */
+static void next_meet(shard *s)
+{
+    unsigned char in = 0;
+    char *map = (char *)s->next_slots;
+    if (!s->next_back || (mincore(map + s->next_back - PAGE, PAGE, &in) == 0 && (in & 1))) {
+        s->next_ready = 1;
+        return;
+    }
+    if ((s->used + 1) * 10 <= s->cap * 7)
+        return;
+    size_t n = s->next_back < SLICE ? s->next_back : SLICE;
+    if (madvise(map + s->next_back - n, n, MADV_POPULATE_WRITE) == 0)
+        s->next_back -= n;
+    s->next_ready = !s->next_back;
+}
+
 void shard_map_prepare(shard *s)
 {
     prepare_rows(s);
@@ -177,17 +200,14 @@ void shard_map_prepare(shard *s)
         s->next_cap = s->cap * 2;
     }
     /* the whole map at once: at 0.6 load the helper has 0.1 * cap new rows' time
-     * (1,600 pushes of 8,192 keys before 2^27 slots double) for 1 GiB, 0.2 * cap
-     * when the growth waits for it (shard_map_full) */
+     * (1,600 pushes of 8,192 keys before 2^27 slots double) for 1 GiB */
     uint64_t e = prefault_epoch() + 1; /* + 1: 0 is never asked */
-    if (s->next_epoch != e && !s->next_ready && prefault_ask(s->next_slots, bytes) == 0)
+    if (s->next_epoch != e && !s->next_ready && prefault_ask(s->next_slots, bytes) == 0) {
         s->next_epoch = e;
-    if (s->next_epoch && !s->next_ready) {
-        /* the helper goes in order and nothing else writes it yet: all of it is
-         * in once its last page is */
-        unsigned char in = 0;
-        s->next_ready = mincore((char *)s->next_slots + bytes - PAGE, PAGE, &in) == 0 && (in & 1);
+        s->next_back = s->next_back ? s->next_back : bytes;
     }
+    if (s->next_epoch && !s->next_ready)
+        next_meet(s);
 }
 
 void shard_map_rebuild(shard *s)
@@ -225,7 +245,7 @@ int shard_map_grow(shard *s)
         return -PSKV_ENOMEM;
     if (nslots == s->next_slots) { /* prepared: taken over */
         s->next_slots = NULL;
-        s->next_cap = s->next_epoch = 0;
+        s->next_cap = s->next_epoch = s->next_back = 0;
         s->next_ready = 0;
     } else {
         drop_next(s);

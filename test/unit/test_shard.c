@@ -610,6 +610,58 @@ START_TEST(sparse_prefault_growth)
 }
 END_TEST
 
+/* Past 0.7 load, a doubled map the helper has not faulted in yet (here one it
+ * was never asked for) is faulted in by the pushes themselves, a huge page each
+ * from its end, and the growth waits for it: no push of the growth faults in
+ * more than that. Every key is found during and after the growth. */
+START_TEST(sparse_prefault_lagging)
+{
+    enum { BATCH = 8192 };
+    shard_init init = {INIT_ZERO, 0, 0};
+    shard *s = shard_new(0, 0, 0, 0, UINT64_MAX, 1, &SUM, &init);
+    ck_assert_ptr_nonnull(s);
+    uint64_t keys[BATCH];
+    float g[BATCH], v;
+    for (int k = 0; k < BATCH; k++)
+        g[k] = 1;
+    uint64_t next = 1;
+    while (!s->next_slots || s->cap < (1u << 20)) {
+        for (int k = 0; k < BATCH; k++)
+            keys[k] = ring_mix64(next++);
+        ck_assert_int_eq(shard_push(s, keys, 0, BATCH, g), 0);
+    }
+    size_t bytes = s->next_cap * sizeof *s->next_slots;
+    wait_prefault();
+    shard_big_free(s->next_slots, bytes); /* a fresh one in its place: nothing in */
+    s->next_slots = shard_big_alloc(bytes);
+    ck_assert_ptr_nonnull(s->next_slots);
+    s->next_back = bytes;
+    s->next_ready = 0;
+    int pushed_in = 0;
+    while (!s->old_slots) {
+        s->next_epoch = prefault_epoch() + 1; /* as asked: the helper is not to do it */
+        size_t back = s->next_back;
+        for (int k = 0; k < BATCH; k++)
+            keys[k] = ring_mix64(next++);
+        ck_assert_int_eq(shard_push(s, keys, 0, BATCH, g), 0);
+        ck_assert_uint_le(s->used, (1u << 20) * 8 / 10);
+        if (!s->old_slots && (s->used + 1) * 10 > s->cap * 7) {
+            ck_assert_uint_eq(s->next_back, back - (2u << 20)); /* a huge page a push */
+            pushed_in++;
+        }
+    }
+    ck_assert_int_eq(pushed_in, (int)(bytes / (2u << 20))); /* then the next push grows */
+    ck_assert(resident(s->slots, bytes));
+    for (uint64_t i = 1; i < next; i++) {
+        uint64_t key = ring_mix64(i);
+        shard_pull(s, &key, 0, 1, &v);
+        LOOP_ASSERT(v == 1.0f, "key #%llu reads %g while growing", (unsigned long long)i,
+                    (double)v);
+    }
+    shard_destroy(&s);
+}
+END_TEST
+
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -755,6 +807,7 @@ Suite *shard_suite(void)
     tcase_add_test(sparse, sparse_push_pipeline);
     tcase_add_test(sparse, sparse_prefault_growth);
     tcase_add_test(sparse, prefault_populate_release);
+    tcase_add_test(sparse, sparse_prefault_lagging);
     tcase_add_test(sparse, sparse_retain_while_growing);
     suite_add_tcase(s, sparse);
     return s;
