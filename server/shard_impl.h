@@ -242,13 +242,15 @@ int shard_map_grow(shard *s);
  * old map when the last has moved. No-op when the map is not growing. */
 void shard_map_migrate(shard *s, size_t budget);
 
-/* Once per push, after it: has the helper (prefault.h) fault in, off the push
- * path, what the pushes after it will write: the next AHEAD_BYTES of records and
- * their dirty bits (the records grown ahead for it), and past 0.6 load the
- * doubled map, mapped then, which the growth at 0.7 takes over. A fresh page's
- * fault (4-7 ms a huge page on the machine of docs/benchmarks.md) in a push was
- * the longest stall once the rehash was gone. */
-void shard_map_prepare(shard *s);
+/* Once per push, after it (spent_ns: the CPU time it took): has the helper
+ * (prefault.h) fault in, off the push path, what the pushes after it will
+ * write: the next AHEAD_BYTES of records and their dirty bits (the records grown
+ * ahead for it), and past 0.6 load the doubled map, mapped then, which the
+ * growth takes over at 0.7 once it is all in; past 0.7 a push not yet long
+ * faults in a huge page of it itself when the helper lags. A fresh page's fault
+ * (4-7 ms a huge page on the machine of docs/benchmarks.md) in a push was the
+ * longest stall once the rehash was gone. */
+void shard_map_prepare(shard *s, int64_t spent_ns);
 
 /* Builds the map again, of the same size, from rows 0 .. used - 1 (their row
  * numbers changed), ending any move under way. Allocates nothing. */

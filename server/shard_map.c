@@ -32,6 +32,9 @@
  * the helper, prefault.h): 8 MiB of sgd records is 700,000 rows, 85 pushes of
  * 8,192 new keys, time enough for the helper to stay ahead on a loaded machine. */
 #define AHEAD_BYTES (8u << 20)
+/* A push that took this much CPU time already leaves faulting in the doubled
+ * map to the helper (next_meet): a huge page is 4-7 ms more. */
+#define SPENT_MAX 4000000
 
 size_t shard_home_in(uint64_t key, size_t cap) { return (size_t)shard_hash(key) & (cap - 1); }
 
@@ -170,9 +173,10 @@ static void prepare_rows(shard *s)
  * in order, and nothing else writes it yet, so the page below next_back is in
  * only once all below it are. Past 0.7 load a push that finds it not ready (the
  * helper starved on a loaded machine) faults in a huge page of it itself, going
- * down from the end: the growth waits (shard_map_full) for at most a huge page's
- * fault a push, not for the helper alone. */
-static void next_meet(shard *s)
+ * down from the end, when it has taken less than SPENT_MAX so far (past 0.75
+ * load, whatever it took): the growth waits (shard_map_full) for at most a huge
+ * page's fault a push, not for the helper alone. */
+static void next_meet(shard *s, int64_t spent_ns)
 {
     unsigned char in = 0;
     char *map = (char *)s->next_slots;
@@ -180,7 +184,8 @@ static void next_meet(shard *s)
         s->next_ready = 1;
         return;
     }
-    if ((s->used + 1) * 10 <= s->cap * 7)
+    size_t rows = s->used + 1;
+    if (rows * 10 <= s->cap * 7 || (rows * 20 <= s->cap * 15 && spent_ns > SPENT_MAX))
         return;
     size_t n = s->next_back < SLICE ? s->next_back : SLICE;
     if (madvise(map + s->next_back - n, n, MADV_POPULATE_WRITE) == 0)
@@ -188,7 +193,7 @@ static void next_meet(shard *s)
     s->next_ready = !s->next_back;
 }
 
-void shard_map_prepare(shard *s)
+void shard_map_prepare(shard *s, int64_t spent_ns)
 {
     prepare_rows(s);
     if (s->old_slots || s->cap < MIGRATE_MIN || s->used * 10 < s->cap * 6)
@@ -207,7 +212,7 @@ void shard_map_prepare(shard *s)
         s->next_back = s->next_back ? s->next_back : bytes;
     }
     if (s->next_epoch && !s->next_ready)
-        next_meet(s);
+        next_meet(s, spent_ns);
 }
 
 void shard_map_rebuild(shard *s)
