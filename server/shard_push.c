@@ -297,7 +297,7 @@ int shard_push_sparse(shard *s, const uint64_t *keys, uint64_t n, const float *g
     int64_t t0 = tu_thread_cpu_ns();
     shard_map_migrate(s, MIGRATE_PER_PUSH);
     int rc = push_keys(s, keys, n, g, bad);
-    shard_map_prepare(s);
+    shard_map_prepare(s, tu_thread_cpu_ns() - t0);
     int64_t took = tu_thread_cpu_ns() - t0;
     s->longest_ns = took > s->longest_ns ? took : s->longest_ns;
     return rc;
