@@ -34,7 +34,7 @@
 #define AHEAD_BYTES (8u << 20)
 /* A push that took this much CPU time already leaves faulting in the doubled
  * map to the helper (next_meet): a huge page is 4-7 ms more. */
-#define SPENT_MAX 4000000
+#define SPENT_MAX 3000000
 
 size_t shard_home_in(uint64_t key, size_t cap) { return (size_t)shard_hash(key) & (cap - 1); }
 

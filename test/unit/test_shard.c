@@ -612,7 +612,7 @@ END_TEST
 
 /* Past 0.7 load, a doubled map the helper has not faulted in yet (here one it
  * was never asked for) is faulted in by the pushes themselves, a huge page each
- * from its end (pushes that took 4 ms already only past 0.75 load), and the
+ * from its end (pushes that took 3 ms already only past 0.75 load), and the
  * growth waits for it: no push of the growth faults in more than that. Every key is found during and after the growth. */
 START_TEST(sparse_prefault_lagging)
 {
