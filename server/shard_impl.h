@@ -191,6 +191,20 @@ static inline size_t shard_find_in(const shard *s, const uint32_t *slots, size_t
  * shard_lookup. */
 size_t shard_probe(const shard *s, uint64_t key);
 
+/* While the map grows: the old map's slot value of key (of hash h), which is
+ * not in the new map, or EMPTY. Rows move in row order, so a slot naming a row
+ * below moved names one in the new map, not key's: it is passed by its number,
+ * without the miss on its record (a new key looked for in both maps read a
+ * record per slot of its old probe run). */
+static inline uint32_t shard_find_old(const shard *s, uint64_t key, uint64_t h)
+{
+    size_t mask = s->old_cap - 1, i = (size_t)h & mask;
+    for (uint32_t v; (v = s->old_slots[i]) != EMPTY; i = (i + 1) & mask)
+        if (v > s->moved && shard_rec_key(shard_slot_rec(s, v)) == key)
+            return v;
+    return EMPTY;
+}
+
 /* The map slot value (row + 1) of key, of hash h, or EMPTY, looking in the old
  * map too while the map grows; *slot (when not NULL) gets where key is or would
  * go in the (new) map. */
@@ -206,7 +220,7 @@ static inline uint32_t shard_lookup_h(const shard *s, uint64_t key, uint64_t h, 
         *slot = i;
     uint32_t v = s->slots[i];
     if (v == EMPTY && s->old_slots)
-        v = s->old_slots[shard_find_in(s, s->old_slots, s->old_cap, key, h)];
+        v = shard_find_old(s, key, h);
     return v;
 }
 

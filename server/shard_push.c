@@ -151,7 +151,9 @@ static inline void pipe_hints(const shard *s, push_pipe *p, uint64_t k)
     j = 0;
     if (s->old_slots) { /* a key not in the new map is looked for in the old */
         size_t omask = s->old_cap - 1;
-        oh[0] = hint_at(s, s->old_slots, h & omask, far);
+        oh[0] = s->old_slots[h & omask]; /* a row not moved yet: its record asked for */
+        if (far && oh[0] > s->moved)
+            prefetch_rec(s, oh[0]);
         for (j = 1; j < OLD_SLOTS && oh[j - 1] != EMPTY; j++)
             oh[j] = s->old_slots[(h + j) & omask];
     }
@@ -174,14 +176,18 @@ static inline void pipe_check(const shard *s, push_pipe *p, const uint64_t *keys
     for (int j = 1; j < NEAR_SLOTS && hint[j] != EMPTY; j++)
         prefetch_rec(s, hint[j]);
     for (int j = NEAR_SLOTS + 1; j < HINTS && hint[j] != EMPTY; j++) /* growing */
-        prefetch_rec(s, hint[j]);
+        if (hint[j] > s->moved) /* a moved row is in the new map: not key's */
+            prefetch_rec(s, hint[j]);
 }
 
 /* The hint of hint[] whose record holds key, else EMPTY. */
 static inline uint32_t pipe_find(const shard *s, const uint32_t *hint, uint64_t key)
 {
-    for (int j = 0; j < HINTS; j++)
+    for (int j = 0; j < NEAR_SLOTS; j++)
         if (hint[j] != EMPTY && shard_rec_key(shard_slot_rec(s, hint[j])) == key)
+            return hint[j];
+    for (int j = NEAR_SLOTS; j < HINTS; j++) /* the old map's: rows not moved only */
+        if (hint[j] > s->moved && shard_rec_key(shard_slot_rec(s, hint[j])) == key)
             return hint[j];
     return EMPTY;
 }
