@@ -44,17 +44,36 @@ static int running;        /* set once by start: the thread is there */
 static atomic_uint_fast64_t epoch;
 static atomic_int unsupported; /* the kernel refused MADV_POPULATE_WRITE */
 
-static void populate(const request *r)
+/* Queues r at the tail when others wait, so that a doubled map of 1 GiB (2 s
+ * of faults) does not hold up the records a push will write next; it goes on,
+ * in order, after them. Returns 1 when queued. Under mu. */
+static int yield_to_others(const request *r)
 {
-    for (size_t off = 0; off < r->len; off += SLICE) {
-        if (atomic_load_explicit(&epoch, memory_order_acquire) != r->epoch)
+    if (!count || count == QUEUE)
+        return 0;
+    queue[(head + count) % QUEUE] = *r;
+    count++;
+    return 1;
+}
+
+static void populate(request r)
+{
+    while (r.len) {
+        if (atomic_load_explicit(&epoch, memory_order_acquire) != r.epoch)
             return; /* the owner moved or unmapped something: asked again if still wanted */
-        size_t n = r->len - off < SLICE ? r->len - off : SLICE;
-        if (madvise(r->p + off, n, MADV_POPULATE_WRITE) < 0) {
+        size_t n = r.len < SLICE ? r.len : SLICE;
+        if (madvise(r.p, n, MADV_POPULATE_WRITE) < 0) {
             if (errno == EINVAL)
                 atomic_store(&unsupported, 1);
             return; /* EINVAL, or ENOMEM/EFAULT: the range is gone */
         }
+        r.p += n;
+        r.len -= n;
+        pthread_mutex_lock(&mu);
+        int queued = r.len && yield_to_others(&r);
+        pthread_mutex_unlock(&mu);
+        if (queued)
+            return;
     }
 }
 
@@ -78,7 +97,7 @@ static void *helper(void *arg)
         busy = 1;
         pthread_mutex_unlock(&mu);
         if (r.op == OP_POPULATE)
-            populate(&r);
+            populate(r);
         else
             release(&r);
         pthread_mutex_lock(&mu);
