@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fquantvec.h"
 #include "pskv_errors.h"
 
 static uint64_t block_bytes(uint32_t quant, uint64_t len)
@@ -29,6 +30,10 @@ void fquant_encode(uint32_t quant, const float *x, uint64_t n, uint8_t *out, flo
 {
     for (uint64_t b = 0; b < n; b += FQUANT_BLOCK) {
         uint64_t len = n - b < FQUANT_BLOCK ? n - b : FQUANT_BLOCK;
+        if (len == FQUANT_BLOCK && fquantvec_block(quant, x + b, out, q + b)) {
+            out += block_bytes(quant, len);
+            continue;
+        }
         float scale = 0;
         if (quant == FQUANT_INT8) {
             for (uint64_t i = 0; i < len; i++)
@@ -64,6 +69,20 @@ void fquant_encode(uint32_t quant, const float *x, uint64_t n, uint8_t *out, flo
     }
 }
 
+void fquant_encode_feedback(uint32_t quant, float *v, float *res, uint64_t n, uint8_t *out)
+{
+    float x[FQUANT_BLOCK];
+    for (uint64_t b = 0; b < n; b += FQUANT_BLOCK) {
+        size_t len = n - b < FQUANT_BLOCK ? (size_t)(n - b) : FQUANT_BLOCK, i;
+        for (i = fquantvec_add(x, v + b, res + b, len, 0); i < len; i++)
+            x[i] = v[b + i] + res[b + i];
+        fquant_encode(quant, x, len, out, v + b);
+        out += block_bytes(quant, len);
+        for (i = fquantvec_add(res + b, x, v + b, len, 1); i < len; i++)
+            res[b + i] = x[i] - v[b + i];
+    }
+}
+
 int fquant_decode(uint32_t quant, const uint8_t *in, uint64_t n, float *out, char *why,
                   size_t whylen)
 {
@@ -77,7 +96,7 @@ int fquant_decode(uint32_t quant, const uint8_t *in, uint64_t n, float *out, cha
                      (unsigned long long)(b / FQUANT_BLOCK), (double)scale);
             return -PSKV_EPROTO;
         }
-        for (uint64_t i = 0; i < len; i++)
+        for (uint64_t i = fquantvec_decode(quant, in, len, scale, out + b); i < len; i++)
             out[b + i] = quant == FQUANT_INT8 ? (float)(int8_t)in[i] * scale
                                               : ((in[i / 8] >> (i % 8)) & 1) ? -scale : scale;
         in += quant == FQUANT_INT8 ? len : (len + 7) / 8;

@@ -22,6 +22,12 @@ uint64_t fquant_bytes(uint32_t quant, uint64_t n);
  * into q (q may be x). */
 void fquant_encode(uint32_t quant, const float *x, uint64_t n, uint8_t *out, float *q);
 
+/* The encoding with error feedback, in one pass over the memory: x = v[i] + res[i]
+ * encoded into out (fquant_bytes long), then v[i] = the value x's code stands for
+ * (what is sent) and res[i] = x - v[i] (what it lost); the same bits as adding,
+ * fquant_encode and subtracting in turn. */
+void fquant_encode_feedback(uint32_t quant, float *v, float *res, uint64_t n, uint8_t *out);
+
 /* Decodes in (fquant_bytes(quant, n) bytes) into out[0..n-1]. Returns 0, or
  * -PSKV_EPROTO when a block's scale is not finite or negative (why names the
  * block). */

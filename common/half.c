@@ -2,7 +2,10 @@
 #include "half.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
+
+#include "halfvec.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -130,17 +133,19 @@ int half_has_f16c(void)
 #ifdef HALF_X86
     /* CPUID and XGETBV, not __builtin_cpu_supports: clang's knows no "f16c" (make
      * fuzz builds this file with clang) */
-    static int has = -1;
-    if (has < 0) {
+    static atomic_int has = -1; /* threads may race to fill it: with the same value */
+    int h = atomic_load_explicit(&has, memory_order_relaxed);
+    if (h < 0) {
         unsigned a, b, c, d, lo, hi;
-        has = 0;
+        h = 0;
         if (__get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) && (c & bit_AVX) &&
             (c & bit_OSXSAVE)) {
             __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-            has = (lo & 6) == 6; /* the OS saves the SSE and AVX registers */
+            h = (lo & 6) == 6; /* the OS saves the SSE and AVX registers */
         }
+        atomic_store_explicit(&has, h, memory_order_relaxed);
     }
-    return has;
+    return h;
 #else
     return 0;
 #endif
@@ -148,7 +153,8 @@ int half_has_f16c(void)
 
 void half_pack(int wire, uint16_t *dst, const float *src, size_t n)
 {
-    size_t i = 0;
+    size_t i = halfvec_pack(wire, dst, src, n, 1.0f);
+    dst += i, src += i, n -= i, i = 0;
     if (wire == HALF_BF16) {
         for (; i < n; i++)
             dst[i] = half_bf16_from(src[i]);
@@ -163,7 +169,8 @@ void half_pack(int wire, uint16_t *dst, const float *src, size_t n)
 
 void half_unpack(int wire, float *dst, const uint16_t *src, size_t n)
 {
-    size_t i = 0;
+    size_t i = halfvec_unpack(wire, dst, src, n, 1.0f, 0);
+    dst += i, src += i, n -= i, i = 0;
     if (wire == HALF_BF16) {
         for (; i < n; i++)
             dst[i] = half_bf16_to(src[i]);
@@ -179,7 +186,7 @@ void half_unpack(int wire, float *dst, const uint16_t *src, size_t n)
 void half_unpack_add(int wire, float *dst, const uint16_t *src, size_t n)
 {
     float tmp[BLOCK];
-    for (size_t i = 0; i < n; i += BLOCK) {
+    for (size_t i = halfvec_unpack(wire, dst, src, n, 1.0f, 1); i < n; i += BLOCK) {
         size_t k = n - i < BLOCK ? n - i : BLOCK;
         half_unpack(wire, tmp, src + i, k);
         for (size_t j = 0; j < k; j++)
@@ -187,10 +194,23 @@ void half_unpack_add(int wire, float *dst, const uint16_t *src, size_t n)
     }
 }
 
+void half_reduce(int wire, float *dst, const uint16_t *src, size_t n, float div, int round,
+                 uint16_t *out)
+{
+    size_t i = halfvec_reduce(wire, dst, src, n, div, round, out);
+    dst += i, src += i, out += i, n -= i;
+    half_unpack_add(wire, dst, src, n);
+    for (size_t j = 0; div != 1.0f && j < n; j++)
+        dst[j] /= div;
+    if (round)
+        half_round(wire, dst, n);
+    half_pack(wire, out, dst, n);
+}
+
 void half_round(int wire, float *v, size_t n)
 {
     uint16_t tmp[BLOCK];
-    for (size_t i = 0; i < n; i += BLOCK) {
+    for (size_t i = halfvec_round(wire, v, n); i < n; i += BLOCK) {
         size_t k = n - i < BLOCK ? n - i : BLOCK;
         half_pack(wire, tmp, v + i, k);
         half_unpack(wire, v + i, tmp, k);
@@ -211,7 +231,7 @@ int half_overflows(int wire, const float *src, size_t n, float scale)
 {
     float lim = overflow_at(wire);
     int bad = 0;
-    for (size_t i = 0; i < n; i++) /* !(x < lim) is true for NaN too */
+    for (size_t i = halfvec_overflows(src, n, scale, lim, &bad); i < n; i++) /* NaN too */
         bad |= !(__builtin_fabsf(src[i] * scale) < lim);
     return bad;
 }
@@ -229,7 +249,7 @@ void half_pack_scaled(int wire, uint16_t *dst, const float *src, size_t n, float
         return;
     }
     float tmp[BLOCK];
-    for (size_t i = 0; i < n; i += BLOCK) {
+    for (size_t i = halfvec_pack(wire, dst, src, n, scale); i < n; i += BLOCK) {
         size_t k = n - i < BLOCK ? n - i : BLOCK;
         for (size_t j = 0; j < k; j++)
             tmp[j] = src[i + j] * scale;
@@ -239,10 +259,9 @@ void half_pack_scaled(int wire, uint16_t *dst, const float *src, size_t n, float
 
 void half_unpack_scaled(int wire, float *dst, const uint16_t *src, size_t n, float scale)
 {
-    half_unpack(wire, dst, src, n);
-    if (scale == 1.0f)
-        return;
     float inv = 1.0f / scale; /* exact: scale is a power of two (half_scale_ok) */
-    for (size_t i = 0; i < n; i++)
+    size_t i = halfvec_unpack(wire, dst, src, n, inv, 0);
+    half_unpack(wire, dst + i, src + i, n - i);
+    for (; scale != 1.0f && i < n; i++)
         dst[i] *= inv;
 }

@@ -38,6 +38,13 @@ void half_pack(int wire, uint16_t *dst, const float *src, size_t n);
 void half_unpack(int wire, float *dst, const uint16_t *src, size_t n);
 void half_unpack_add(int wire, float *dst, const uint16_t *src, size_t n);
 
+/* One reduce step of a ring all-reduce in one pass: dst[i] += unpack(src[i]),
+ * then dst[i] /= div (div 1: no division), out[i] = pack(dst[i]), and with `round`
+ * dst[i] = unpack(out[i]); the same bits as half_unpack_add, the division,
+ * half_round and half_pack in turn. */
+void half_reduce(int wire, float *dst, const uint16_t *src, size_t n, float div, int round,
+                 uint16_t *out);
+
 /* v[i] = unpack(pack(v[i])): the value the wire would carry. */
 void half_round(int wire, float *v, size_t n);
 

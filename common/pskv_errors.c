@@ -23,6 +23,8 @@ static const char *const messages[PSKV_ERROR_MAX] = {
     [PSKV_ELOST] = "partition lost",
     [PSKV_ENOTREADY] = "partition not ready",
     [PSKV_EPERM] = "not permitted for this key's role",
+    [PSKV_ENOSHM] = "shared memory refused by the peer: values go over TCP",
+    [PSKV_ESHMREF] = "bad shared-memory reference",
     [PSKV_EKEYMISS] = "key list signature not held by the receiver (keycache): send the keys",
 };
 
@@ -33,5 +35,5 @@ const char *pskv_strerror(int code)
         c = -c;
     if (c >= PSKV_ERROR_MAX)
         return "unknown error";
-    return messages[c];
+    return messages[c] ? messages[c] : "unknown error"; /* a number not (yet) given out */
 }

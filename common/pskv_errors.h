@@ -38,6 +38,9 @@ enum pskv_error {
     PSKV_EPEERDEAD = 21,  /* pskv_allreduce: a worker of the ring died or left (the message
                              names its rank) */
     PSKV_EKEYMISS = 22,   /* keycache: the receiver does not hold the key list signed so: send it */
+    PSKV_ENOSHM = 25,     /* shared memory refused (another host or user, cannot map): send
+                             the values over TCP */
+    PSKV_ESHMREF = 26,    /* a shared-memory reference outside its segment or malformed */
     PSKV_ERROR_MAX
 };
 

@@ -61,7 +61,7 @@ static void payload_shape(const Pskv__Meta *m, int *want_keys, int *want_vals)
         /* fall through */
     case PSKV__MSG_TYPE__PUSH:
         *want_keys = !dense_run && !m->keys_cached; /* keycache: a signature instead */
-        *want_vals = 1;
+        *want_vals = m->type != PSKV__MSG_TYPE__PUSH || !m->has_shm_len; /* or in shm */
         break;
     case PSKV__MSG_TYPE__PULL:
         *want_keys = !dense_run && !(m->has_all && m->all) && !m->keys_cached;
@@ -71,7 +71,7 @@ static void payload_shape(const Pskv__Meta *m, int *want_keys, int *want_vals)
             *want_keys = *want_vals = m->has_num_keys && m->num_keys > 0;
             break;
         }
-        *want_vals = 1;
+        *want_vals = !m->has_shm_len; /* shared memory: the values are in the segment */
         break;
     case PSKV__MSG_TYPE__PIPE:
     case PSKV__MSG_TYPE__ALLREDUCE: /* an empty piece (n < N) or an abort carries none */
@@ -99,6 +99,36 @@ void wire_msg_move(wire_msg *dst, wire_msg *src)
     memcpy(dst, src, sizeof *dst);
     dst->keys = rebase(keys, src, dst);
     dst->vals = rebase(vals, src, dst);
+}
+
+/* A shared-memory reference (shm_*: docs/protocol.md "Shared memory") only on a
+ * PUSH, a PULL or a PULL_REPLY (not `all`), float32 values unpacked, its length
+ * the values' bytes and its offset 4-aligned. Whether it lies inside the segment
+ * the receiver checks (sshm.h, wshm.h). */
+static int has_shm(const Pskv__Meta *meta)
+{
+    return meta->has_shm_len || meta->has_shm_off || meta->shm_name || meta->shm_host;
+}
+
+static int check_shm(const Pskv__Meta *meta, uint64_t nvals, char *why, size_t whylen)
+{
+    int t = (int)meta->type;
+    if (!has_shm(meta))
+        return 0;
+    int ok = (t == PSKV__MSG_TYPE__PUSH || t == PSKV__MSG_TYPE__PULL ||
+              t == PSKV__MSG_TYPE__PULL_REPLY) && !(meta->has_all && meta->all) &&
+             meta->has_shm_len && meta->has_shm_off && meta->has_shm_gen && !meta->wire &&
+             !meta->quant && !(meta->zframes & FILTER_ZVALS) && nvals <= UINT64_MAX / 4 &&
+             meta->shm_len == nvals * 4 && meta->shm_off % 4 == 0 &&
+             (t == PSKV__MSG_TYPE__PULL_REPLY || (meta->shm_name && meta->shm_host));
+    if (ok)
+        return 0;
+    snprintf(why, whylen, "table id %llu: %s with a malformed shared-memory reference (gen %llu, "
+             "offset %llu, length %llu for %llu values)", (unsigned long long)meta->table_id,
+             wire_type_name(t), (unsigned long long)meta->shm_gen,
+             (unsigned long long)meta->shm_off, (unsigned long long)meta->shm_len,
+             (unsigned long long)nvals);
+    return -PSKV_ESHMREF;
 }
 
 /* `wire` (the values' precision) only on a PUSH, a PULL_REPLY (not `all`) or a
@@ -130,7 +160,7 @@ int wire_parse(wire_msg *m, const void *const *frames, const size_t *sizes, int 
     int rc = 0;
     m->meta = NULL;
     m->keys = NULL;
-    m->vals = NULL;
+    m->vals = NULL; /* a shared-memory reference: the receiver points it (sshm.h, wshm.h) */
     m->nkeys = m->nvals = 0;
     m->own = m->own_keys = NULL;
     if (n < 1)
@@ -145,14 +175,13 @@ int wire_parse(wire_msg *m, const void *const *frames, const size_t *sizes, int 
     if (!protobuf_c_enum_descriptor_get_value(&pskv__msg_type__descriptor, (int)meta->type) ||
         meta->type == PSKV__MSG_TYPE__MSG_NONE)
         FAIL(PSKV_EPROTO, "unknown message type %d", (int)meta->type);
-
     int want_keys, want_vals;
     payload_shape(meta, &want_keys, &want_vals);
     int want = 1 + want_keys + want_vals;
     if (n != want)
         FAIL(PSKV_EPROTO, "%s with %d frames, expected %d", wire_type_name((int)meta->type), n,
              want);
-    if (want_keys + want_vals == 0 &&
+    if (want_keys + want_vals == 0 && !has_shm(meta) &&
         (meta->type != PSKV__MSG_TYPE__PULL || (meta->has_all && meta->all)))
         return 0;
 
@@ -195,7 +224,8 @@ int wire_parse(wire_msg *m, const void *const *frames, const size_t *sizes, int 
     if (meta->ar_wire > HALF_BF16 || (meta->has_ar_wire && meta->type != PSKV__MSG_TYPE__ALLREDUCE))
         FAIL(PSKV_EPROTO, "%s with wire precision %u", wire_type_name((int)meta->type),
              meta->ar_wire);
-    if ((rc = check_value_wire(meta, why, whylen)) < 0)
+    if ((rc = check_value_wire(meta, why, whylen)) < 0 ||
+        (rc = check_shm(meta, nvals, why, whylen)) < 0)
         goto fail;
     size_t vsize = half_size((int)(meta->ar_wire ? meta->ar_wire : meta->wire)); /* 2: 16-bit */
     if (want_vals) { /* quantised values (fquant.h): the frame holds the blocks */

@@ -556,6 +556,7 @@ void memb_on_heartbeat(wire_msg *msg)
     n->wait_ns = r->has_wait_ns ? r->wait_ns : n->wait_ns;
     if (r->n_traffic && n->role == PSKV__ROLE__WORKER)
         note_traffic(n, r);
+    n->ar_waiting = r->has_ar_waiting ? r->ar_waiting : 0;
     if (r->has_pipe_stage && r->has_pipe_pipeline)
         n->pipe_place = ((int64_t)r->pipe_pipeline << 32 | r->pipe_stage) + 1;
     if (r->has_rows) {

@@ -83,6 +83,7 @@ typedef struct memb_node {
     uint64_t pushes, pulls, rss, wait_ns; /* from heartbeats (pskvctl top): servers' pushes
                                             and pulls served, resident memory, workers'
                                             time waiting in libpskv */
+    uint32_t ar_waiting; /* workers: 1 + the all-reduce rank waited for (heartbeats), 0 = none */
     int64_t pipe_place; /* --app pipeline workers: d << 32 | k, + 1 (0 = none), heartbeats */
     uint64_t rows, admitted, not_admitted, evicted, bytes; /* servers: their tables, from
                                                               heartbeats (STATUS_REPLY) */

@@ -233,6 +233,8 @@ static void print_json(const Pskv__Meta *m)
                n->heartbeat_age_ms);
         if (n->has_clock)
             printf(",\"clock\":%" PRId64, n->clock);
+        if (n->has_ar_waiting)
+            printf(",\"waiting_for_rank\":%u", n->ar_waiting - 1);
         if (n->has_dropped)
             printf(",\"dropped_late\":%" PRIu64, n->dropped);
         if (n->has_heads)
@@ -329,6 +331,9 @@ static void print_table(const Pskv__Meta *m)
         if (n->has_pipe_stage)
             snprintf(range, sizeof range, "stage %u of pipeline %u", n->pipe_stage,
                      n->pipe_pipeline);
+        if (n->has_ar_waiting)
+            snprintf(range, sizeof range, "waiting for rank %u to be taken over",
+                     n->ar_waiting - 1);
         printf("%-4u %-7s %-5d %-22s %-8u %-9s %-6s %-12s %-8s %s\n", n->id, role_name(n->role),
                n->rank, addr, n->pid, n->state ? n->state : "?", n->alive ? "yes" : "NO", hb,
                clock, range);

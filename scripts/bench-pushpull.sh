@@ -12,8 +12,10 @@
 # With --metrics every daemon serves /metrics (--metrics-port) and a scraper fetches
 # each endpoint once a second for the whole run (as a Prometheus would); lines end with
 # metrics=scraped. scripts/bench-metrics.sh compares the two.
+# With --shm the worker moves values of 64 KiB and more through shared memory (its
+# --shm); lines end with shm=1 (the baseline stays the TCP round trip).
 # Usage: scripts/bench-pushpull.sh [--sizes "4096 65536 1048576 16777216"] [--runs N (default 7)]
-#        [--keys] [--metrics]
+#        [--keys] [--metrics] [--shm]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${PSKV_BIN_DIR:-$here/../build/bin}
@@ -21,6 +23,7 @@ sizes="4096 65536 1048576 16777216"
 runs=7
 keys=
 metrics=
+shm=
 while [ $# -gt 0 ]; do
   case "$1" in
     --sizes) sizes=$2; shift 2 ;;
@@ -29,7 +32,8 @@ while [ $# -gt 0 ]; do
     --runs=*) runs=${1#*=}; shift ;;
     --keys) keys=1; shift ;;
     --metrics) metrics=1; shift ;;
-    *) echo "usage: $0 [--sizes \"BYTES...\"] [--runs N] [--keys] [--metrics]" >&2; exit 2 ;;
+    --shm) shm=1; shift ;;
+    *) echo "usage: $0 [--sizes \"BYTES...\"] [--runs N] [--keys] [--metrics] [--shm]" >&2; exit 2 ;;
   esac
 done
 export OPENBLAS_NUM_THREADS=1
@@ -70,7 +74,8 @@ for size in $sizes; do
   if ! "$here/launch-local.sh" --servers 1 --workers 1 --timeout 600 --log-dir "$out/run-$size" "${keyopt[@]}" "${mopts[@]}" \
        --server-opt --blas-threads --server-opt 1 --server-opt --log-level --server-opt warn \
        --scheduler-opt --log-level --scheduler-opt warn \
-       -- --app bench --size "$size" --runs "$runs" --baseline "$bin/pskv-zmq-rtt" --log-level warn > "$out/pskv-$size" 2>&1; then
+       -- --app bench --size "$size" --runs "$runs" --baseline "$bin/pskv-zmq-rtt" --log-level warn \
+       ${shm:+--shm} > "$out/pskv-$size" 2>&1; then
     [ -n "$scraper" ] && kill "$scraper" 2>/dev/null && scraper=
     echo "bench: size $size failed; logs:" >&2
     tail -n 20 "$out/run-$size"/*.log >&2
@@ -85,7 +90,7 @@ for size in $sizes; do
     [ -n "$step" ] && [ -n "$zmq" ] && [ -n "$ratio" ] ||
       { echo "bench: no $mode figure for size $size" >&2; status=1; continue; }
     awk -v s="$size" -v m="$mode" -v st="$step" -v z="$zmq" -v r="$ratio" \
-      -v k="${keys:+ keys=curve}${metrics:+ metrics=scraped}" \
+      -v k="${keys:+ keys=curve}${metrics:+ metrics=scraped}${shm:+ shm=1}" \
       'BEGIN { printf "size=%d mode=%s step_us=%.1f GBps=%.3f zmq_rtt_us=%.1f ratio=%.2f%s\n", s, m, st, 2*s/(st*1000), z, r, k }'
   done
 done

@@ -4,7 +4,8 @@
 # per process, one push and one pull per step.
 # Each entry of --models (default "async async+prefetch bsp local") is a consistency
 # model, "+prefetch" adding --prefetch (the next step's pull sent before this
-# step's compute) and "+FILTER" a wire filter (e.g. async+prefetch+int8), or
+# step's compute), "+shm" the workers' --shm (values through shared memory, not
+# loopback TCP) and "+FILTER" a wire filter (e.g. async+prefetch+int8), or
 # "local": --sync local, the same training with no communication a step (each
 # worker applies its own gradient to its own weights), the compute-only ceiling, or
 # "allreduce": --sync allreduce (the mean gradient by pskv_allreduce, the servers
@@ -62,7 +63,11 @@ run_model() {
   esac
   IFS=+ read -r -a extra <<< "$m"
   for x in "${extra[@]:1}"; do
-    if [ "$x" = prefetch ]; then flags+=(--prefetch); else flags+=(--filter "$x"); fi
+    case "$x" in
+      prefetch) flags+=(--prefetch) ;;
+      shm) flags+=(--shm) ;;
+      *) flags+=(--filter "$x") ;;
+    esac
   done
   "$here/launch-local.sh" --servers "$servers" --workers 2 --timeout 900 --log-dir "$d" \
     --scheduler-opt --replicas --scheduler-opt "$replicas" --scheduler-opt --dead-after-ms=5000 \

@@ -17,6 +17,7 @@
 #include "pskv_errors.h"
 #include "upd_plugin.h"
 #include "smetrics.h"
+#include "sshm.h"
 #include "timeutil.h"
 #include "vclock.h"
 
@@ -34,6 +35,7 @@ struct consist {
     size_t nparked;
     consist_stats st;     /* async and ssp pushes, pulls, parked pulls refused */
     int64_t finished;     /* the smallest worker clock plug-ins' finish last saw */
+    sshm *shm;            /* workers' shared-memory segments: pushes read, replies written */
 };
 
 consist *consist_new(void *router, member *mb, table_set *tables)
@@ -48,7 +50,10 @@ consist *consist_new(void *router, member *mb, table_set *tables)
     c->clocks = vclock_new();
     c->out = (held_out){router, mb, c->clocks};
     c->bsp = c->clocks ? bsp_new(&c->out) : NULL;
-    if (!c->parked || !c->clocks || !c->bsp) {
+    c->shm = sshm_new();
+    if (!c->parked || !c->clocks || !c->bsp || !c->shm) {
+        bsp_destroy(&c->bsp);
+        sshm_destroy(&c->shm);
         free(c->parked);
         vclock_destroy(&c->clocks);
         free(c);
@@ -69,6 +74,7 @@ void consist_destroy(consist **c_p)
     }
     free(c->parked);
     vclock_destroy(&c->clocks);
+    sshm_destroy(&c->shm);
     free(c);
     *c_p = NULL;
 }
@@ -86,6 +92,8 @@ consist_stats consist_get_stats(const consist *c)
 }
 
 void consist_set_chain(consist *c, chain *ch) { bsp_set_chain(c->bsp, ch); }
+
+sshm *consist_shm(consist *c) { return c->shm; }
 
 void consist_close_done(consist *c, uint64_t token, int code)
 {
@@ -124,6 +132,32 @@ static void *reply_rows(const held *h, Pskv__Meta *m, size_t *bytes)
     return out;
 }
 
+/* A pull that named a region of its worker's segment (sshm.h) is answered into
+ * it, with no values frame (its bounds were checked on arrival; the generation is
+ * checked again now: a segment the worker retired since is not written). */
+static void answer_pull_shm(consist *c, const held *h, Pskv__Meta *m, int64_t t0)
+{
+    table *t = h->t;
+    float *dst = sshm_region(c->shm, h->sender, h->shm_gen, h->shm_off, h->shm_len);
+    if (!dst) {
+        held_answer(&c->out, h, PSKV_ESTALE, "the pull's shared-memory segment was retired; "
+                    "send it again", m->clock, 0);
+        return;
+    }
+    rowset rs = {h->keys, h->first, h->n, h->segs, h->nsegs};
+    shard_pull_rows(t->sh, &rs, dst);
+    m->has_shm_gen = m->has_shm_off = m->has_shm_len = 1;
+    m->shm_gen = h->shm_gen;
+    m->shm_off = h->shm_off;
+    m->shm_len = h->shm_len;
+    m->has_num_keys = m->has_width = 1;
+    m->num_keys = h->n;
+    m->width = t->width;
+    held_send(&c->out, h, m, NULL);
+    c->st.pulls++;
+    c->st.pull_ns += tu_now_ns() - t0;
+}
+
 /* A large run of a dense table is lent to ZeroMQ without a copy (shard_lend: an
  * update while it is on the wire moves the shard to a fresh buffer); anything
  * else is copied into a fresh buffer that ZeroMQ sends and frees. Either way an
@@ -138,6 +172,10 @@ static void answer_pull(consist *c, const held *h, int64_t clock)
     zmq_msg_t vals;
     Pskv__Meta m;
     held_meta(&c->out, &m, PSKV__MSG_TYPE__PULL_REPLY, h, clock);
+    if (h->shm_len) { /* into the worker's segment (sshm.h): no values frame */
+        answer_pull_shm(c, h, &m, t0);
+        return;
+    }
     if (t->dense && !h->keys && !h->segs && bytes >= LEND_MIN && !t->filters.codec && !t->wire &&
         h->n * 16 >= shard_dense_count(t->sh)) {
         void *token;

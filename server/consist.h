@@ -57,6 +57,11 @@ void consist_destroy(consist **c_p);
 struct chain;
 void consist_set_chain(consist *c, struct chain *ch);
 
+/* The workers' shared-memory segments (sshm.h) the engine answers pulls into;
+ * borrowed, c's for its life. */
+struct sshm;
+struct sshm *consist_shm(consist *c);
+
 /* Re-reads the view in mb: worker ranks, the clock set. Releases what the new
  * set allows (parked pulls, bsp clocks). */
 void consist_view(consist *c);

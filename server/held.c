@@ -26,6 +26,11 @@ void held_take(held *h, wire_msg *msg, table *t, int rank)
     h->t = t;
     h->first = msg->meta->first_key;
     h->n = msg->nkeys;
+    if (msg->meta->type == PSKV__MSG_TYPE__PULL && msg->meta->has_shm_len) {
+        h->shm_gen = msg->meta->shm_gen;
+        h->shm_off = msg->meta->shm_off;
+        h->shm_len = msg->meta->shm_len;
+    }
 }
 
 void held_meta(const held_out *o, Pskv__Meta *m, Pskv__MsgType type, const held *h,

@@ -39,6 +39,8 @@ typedef struct held {    /* a request answered later */
     uint64_t *keys;      /* pulls: a copy of the keys, NULL for a dense run */
     uint64_t *segs;      /* pulls: a copy of the dense runs (pairs), or NULL */
     size_t nsegs;
+    uint64_t shm_gen, shm_off, shm_len; /* pulls: the reply's region in the worker's
+                                           segment (sshm.h); shm_len 0: none */
 } held;
 
 /* Where answers go: the ROUTER workers dial, the member that stamps headers, and

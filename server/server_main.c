@@ -38,6 +38,7 @@
 #include "pskv_errors.h"
 #include "refuse.h"
 #include "sfilter.h"
+#include "sshm.h"
 #include "sconfig.h"
 #include "secure.h"
 #include "smetrics.h"
@@ -79,14 +80,10 @@ static void on_hup(int sig) { reload_signal = sig; }
 static void meta_reply(Pskv__Meta *m, const Pskv__Meta *req, Pskv__MsgType type)
 {
     member_meta(&S.mb, m, type);
-    if (req->has_request_id) {
-        m->has_request_id = 1;
-        m->request_id = req->request_id;
-    }
-    if (req->has_table_id) {
-        m->has_table_id = 1;
-        m->table_id = req->table_id;
-    }
+    m->has_request_id = req->has_request_id;
+    m->request_id = req->request_id; /* 0 when absent, like the table id */
+    m->has_table_id = req->has_table_id;
+    m->table_id = req->table_id;
 }
 
 /* "worker rank R (node N)" when the view knows the sender, else "node N". */
@@ -457,6 +454,8 @@ static void handle_worker(wire_msg *msg)
     if (refuse_foreign(msg) || refuse_role(msg) || refuse_stale(msg))
         return;
     int rc = sfilter_keys(S.tables, msg, why, sizeof why); /* keycache: nothing applied */
+    if (rc >= 0) /* values in the worker's shared memory (sshm.h) */
+        rc = sshm_resolve(consist_shm(S.cons), msg, why, sizeof why);
     if (rc < 0) {
         fail(msg, -rc, why);
         return;

@@ -193,6 +193,7 @@ static int parse_options(table *t, const Pskv__TableOptions *o, char *why, size_
         return -PSKV_EINVAL;
     }
     t->backup = o->backup;
+    t->mean_pushed = o->has_bsp_mean_pushed && o->bsp_mean_pushed;
     if (t->backup && t->model != CONS_BSP) {
         snprintf(why, whylen, "option 'backup' applies to bsp tables only");
         return -PSKV_EINVAL;
@@ -261,6 +262,8 @@ static int differs(const table *a, const table *b, const Pskv__TableOptions *o, 
         DIFF("consistency", "%s", a->consistency, b->consistency);
     if (a->backup != b->backup)
         DIFF("backup", "%u", a->backup, b->backup);
+    if (a->mean_pushed != b->mean_pushed)
+        DIFF("bsp_mean_pushed", "%d", a->mean_pushed, b->mean_pushed);
     if (a->admit_after != b->admit_after)
         DIFF("admit_after", "%u", a->admit_after, b->admit_after);
     if (a->evict_after != b->evict_after)

@@ -41,6 +41,7 @@ typedef struct table {
     cons_model model;
     int64_t tau;     /* ssp */
     uint32_t backup; /* bsp: a clock closes with the first W - backup workers */
+    int mean_pushed; /* bsp: a clock's mean is over the workers that pushed to the table */
     uint32_t admit_after, evict_after; /* sparse: admission and eviction (shard_admission) */
     filter_set filters; /* its wire filters (filter.h); pull replies are packed with them */
     keycache *kc;       /* keycache: the key lists workers sent (NULL without the filter) */

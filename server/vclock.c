@@ -197,7 +197,8 @@ int vclock_view(vclock *v, const Pskv__View *view)
 
 uint64_t vclock_refusal(vclock *v, uint32_t node, int code)
 {
-    if (code != PSKV_ESTALE && code != PSKV_ENOTREADY && code != PSKV_EKEYMISS)
+    if (code != PSKV_ESTALE && code != PSKV_ENOTREADY && code != PSKV_EKEYMISS &&
+        code != PSKV_ENOSHM) /* ENOSHM: sent again over TCP */
         return 0; /* final: nothing is sent again */
     if (node >= v->nrefused) {
         size_t n = (size_t)node + 64;

@@ -119,6 +119,31 @@ f_kill_server() {
   echo "failover_ms=$f"
 }
 
+# The kill with the workers' --shm: push and pull values (parts of 64 KiB and more:
+# 40000 keys) go through shared memory, not TCP. The dead server's parts go again to
+# the new heads through their segments, the dead one's segment is retired, the sums
+# stay exact, and no segment is left in /dev/shm.
+f_kill_server_shm() {
+  local d=$TDIR/c pids p t0 f
+  launch "$d" --servers 3 --workers 4 --scheduler-opt=--replicas=2 -- --app check --rounds 400 \
+    --check-keys 40000 --shm --log-level info
+  wait_joined "$d" 4
+  sleep 0.$((3 + RANDOM % 5))
+  t0=$(now_ms)
+  kill -KILL "$(cat "$d/server-$((RANDOM % 3)).pid")"
+  wait_ok "$d"
+  f=$(failover_ms "$d" "$t0") || exit 1
+  echo "failover_ms=$f"
+  [ "$(grep -l 'mapped shared-memory segment' "$d"/server-*.log | wc -l)" -ge 2 ] ||
+    fail "the servers mapped no shared memory"
+  grep -q 'no shared memory' "$d"/worker-*.log && fail "a server refused shared memory"
+  pids=$(sed -n 's/^[^ ]* \([0-9]*\) worker .*joined job.*/\1/p' "$d"/worker-*.log)
+  for p in $pids; do
+    ls /dev/shm | grep -q "^pskv-[0-9]*-$p-" && fail "worker pid $p left a segment in /dev/shm"
+  done
+  echo "segments retired: $(cat "$d"/worker-*.log | grep -c 'retired')"
+}
+
 # The same kill with the lossless filters keycache and lz4: the new heads of the
 # dead server's partitions lack the key lists the workers sent it, answer
 # PSKV_EKEYMISS, get the keys, and the sums stay exact.
@@ -253,6 +278,27 @@ f_pause_server() {
   wait_ok "$d"
   grep -q 'server-1 (pid [0-9]*) exited with status 3' "$d/launch.out" ||
     fail "the paused server did not exit 3: $(grep server-1 "$d/launch.out")"
+}
+
+# The same pause with --shm: the paused server, replaced while it sleeps, wakes up a
+# zombie with pulls to answer into its workers' segments; the workers retired those
+# segments when the view replaced it, so its late writes land in memory nobody reads
+# again, and every sum stays exact.
+f_pause_server_shm() {
+  local d=$TDIR/c pid i
+  launch "$d" --servers 3 --workers 3 --scheduler-opt=--replicas=2 -- --app check --rounds 400 \
+    --check-keys 40000 --shm
+  wait_joined "$d" 3
+  sleep 0.3
+  pid=$(cat "$d/server-1.pid")
+  kill -STOP "$pid"
+  sleep 1.2
+  kill -CONT "$pid"
+  for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$pid" 2>/dev/null && fail "the paused server still runs after it was replaced"
+  wait_ok "$d"
+  grep -q 'no shared memory' "$d"/worker-*.log && fail "a server refused shared memory"
+  return 0
 }
 
 # The same pause under a stream of 16 MiB pushes sent without a copy
@@ -1174,11 +1220,150 @@ f_drain_bsp() {
   wait_ok "$d"
 }
 
-tests=(kill_server kill_server_ssp kill_server_bsp chain_r3 chain_r3_bsp pause_server pause_server_nocopy kill_worker
+# ---- all-reduce training (--sync allreduce) through a worker's death ----------
+AR_ARGS="--app mlp --epochs 6 --train-limit 6000 --test-limit 1000 --eval-every 0 --seed 3
+  --sync allreduce --copy-every 10 --print-digests"
+
+# ar_launch DIR ARGS...: 3 workers training mlp by all-reduce (750 steps), 1 server;
+# --dead-after-ms 2000: a node falsely declared dead while the busy machine stalls
+# would end the job for a reason that is not the kill.
+ar_launch() {
+  # shellcheck disable=SC2086
+  launch "$1" --servers 1 --workers 3 --scheduler-opt=--dead-after-ms=2000 -- $AR_ARGS "${@:2}"
+}
+
+# ar_kill DIR RANK LOG N: once LOG shows N steps, kill -9 the worker whose pid is
+# in DIR/LOG's .pid file and wait until the scheduler marked rank RANK dead again.
+ar_kill() {
+  local d=$1 r=$2 log=$3 n=$4 i dead
+  for i in $(seq $((600 * TS))); do
+    [ "$(cat "$d/$log.log" 2>/dev/null | grep -c '^allreduce step')" -ge "$n" ] && break
+    sleep 0.05
+  done
+  [ "$(grep -c '^allreduce step' "$d/$log.log")" -ge "$n" ] || fail "$log made no $n steps: $(tail -n 2 "$d/$log.log")"
+  dead=$(grep -c "worker rank $r at .*marked dead" "$d/scheduler.log")
+  kill -KILL "$(cat "$d/$log.pid")"
+  for i in $(seq $((100 * TS))); do
+    [ "$(grep -c "worker rank $r at .*marked dead" "$d/scheduler.log")" -gt "$dead" ] && return 0
+    sleep 0.1
+  done
+  fail "rank $r was not marked dead"
+}
+
+# ar_replace DIR RANK NAME: a worker started with --rank RANK (log DIR/NAME.log, pid DIR/NAME.pid).
+ar_replace() {
+  # shellcheck disable=SC2086
+  "$BIN/pskv-worker" --scheduler "127.0.0.1:$(sched_port "$1")" --rank "$2" $AR_ARGS \
+    --rejoin-timeout $((30 * TS)) > "$1/$3.log" 2>&1 &
+  echo $! > "$1/$3.pid"
+}
+
+# ar_same DIR LOGS...: the job completed, every LOG (one per rank) went on from the
+# same step of the servers' copy, from then on each step's weights are the same
+# bits on every rank (the digest printed last for the step: the steps after the
+# copy are done again), and the final accuracy is above 0.7.
+ar_same() {
+  local d=$1 f steps acc; shift
+  for f in "$@"; do
+    grep -q '^rank [0-9]* trained [0-9]* samples' "$d/$f.log" || fail "$f did not finish: $(grep 'train:' "$d/$f.log")"
+  done
+  steps=$(for f in "$@"; do sed -n 's/^allreduce: rank [0-9]* goes on at step \([0-9]*\) .*digest \([0-9a-f]*\).*/\1 \2/p' "$d/$f.log" | tail -n 1; done | sort -u)
+  [ "$(wc -l <<< "$steps")" -eq 1 ] && [ -n "$steps" ] || fail "the ranks went on from different copies: $steps"
+  local s=${steps% *}
+  [ $((s % 10)) -eq 0 ] && [ "$s" -gt 0 ] || fail "step $s is not one of a copy (--copy-every 10)"
+  for f in "$@"; do
+    awk -v s="$s" '/^allreduce step/ { if ($3 > s) d[$3] = $NF } END { for (k in d) print k, d[k] }' \
+      "$d/$f.log" | sort -n > "$d/$f.digests"
+    [ "$(wc -l < "$d/$f.digests")" -eq $((750 - s)) ] || fail "$f: $(wc -l < "$d/$f.digests") steps after $s, not $((750 - s))"
+    cmp -s "$d/$f.digests" "$d/$1.digests" || fail "$f's weights differ from $1's: $(diff "$d/$1.digests" "$d/$f.digests" | head -n 3)"
+  done
+  acc=$(sed -n 's/^final test accuracy \([0-9.]*\) .*/\1/p' "$d"/*.log)
+  awk -v a="$acc" 'BEGIN { exit !(a > 0.7) }' || fail "final accuracy '$acc' not above 0.7"
+  echo "went on from step $s (copy digest ${steps#* }); $((750 - s)) steps alike on every rank; accuracy $acc"
+}
+
+# A worker killed (-9) mid-run, rank 0 (the one that copies the weights to the
+# servers) included, and a new one started with its --rank: the others wait, every
+# rank goes on from the servers' copy, and the job completes with the same
+# weights on every rank.
+f_allreduce_rejoin() {
+  local d=$TDIR/c v r logs=()
+  v=$((RANDOM % 3))
+  ar_launch "$d" --rejoin-timeout $((30 * TS))
+  ar_kill "$d" "$v" "worker-$v" $((150 + RANDOM % 200))
+  ar_replace "$d" "$v" new
+  wait_exit "$(cat "$d/new.pid")" "the worker that took rank $v over"
+  wait "$(cat "$d/launch.pid")"
+  grep -q "workers exit statuses: $(for r in 0 1 2; do [ $r = "$v" ] && printf '137 ' || printf '0 '; done | sed 's/ $//')\$" "$d/launch.out" ||
+    fail "$(grep statuses "$d/launch.out")"
+  for r in 0 1 2; do [ "$r" = "$v" ] && logs+=(new) || logs+=("worker-$r"); done
+  grep -q "rank $v \(died\|is not in the job\)" "$d/${logs[$(( (v + 1) % 3 ))]}.log" ||
+    fail "the next rank did not name rank $v: $(grep '^allreduce:' "$d/${logs[$(( (v + 1) % 3 ))]}.log")"
+  echo "killed rank $v"
+  ar_same "$d" "${logs[@]}"
+}
+
+# Rank 0 (the one that copies the weights to the servers) killed, the worker that
+# takes it over killed as soon as it joined (a second death during the resync), a
+# third one started; later rank 1 killed and taken over: the ranks go on from a
+# newer copy, which the new rank 0 made, and the job completes with the same
+# weights everywhere.
+f_allreduce_rejoin_twice() {
+  local d=$TDIR/c i s1 s2
+  ar_launch "$d" --rejoin-timeout $((30 * TS))
+  ar_kill "$d" 0 worker-0 200
+  ar_replace "$d" 0 new0a
+  for i in $(seq $((100 * TS))); do grep -q 'joined job' "$d/new0a.log" 2>/dev/null && break; sleep 0.05; done
+  ar_kill "$d" 0 new0a 0
+  ar_replace "$d" 0 new0b
+  for i in $(seq $((300 * TS))); do grep -q 'goes on at step' "$d/worker-2.log" && break; sleep 0.1; done
+  s1=$(grep -m 1 -o 'goes on at step [0-9]*' "$d/worker-2.log" | grep -o '[0-9]*$')
+  [ -n "$s1" ] || fail "rank 2 did not go on after rank 0 was taken over: $(grep '^allreduce:' "$d/worker-2.log")"
+  ar_kill "$d" 1 worker-1 $((s1 + 150))
+  ar_replace "$d" 1 new1
+  wait_exit "$(cat "$d/new0b.pid")" "the third worker of rank 0"
+  wait_exit "$(cat "$d/new1.pid")" "the worker that took rank 1 over"
+  wait "$(cat "$d/launch.pid")"
+  grep -q 'workers exit statuses: 137 137 0$' "$d/launch.out" || fail "$(grep statuses "$d/launch.out")"
+  s2=$(grep -o 'goes on at step [0-9]*' "$d/worker-2.log" | tail -n 1 | grep -o '[0-9]*$')
+  [ -n "$s1" ] && [ "$s2" -gt "$s1" ] || fail "the second resync went on from step $s2, not after the first's $s1"
+  echo "first resync from step $s1, second from step $s2 (a copy by the new rank 0)"
+  ar_same "$d" new0b new1 worker-2
+}
+
+# Nobody takes a dead rank over: while they wait, pskvctl status shows the others
+# waiting for the rank; they exit 1 within --rejoin-timeout (3 s) of its death
+# (+ 6 s for a loaded machine), naming the rank.
+f_allreduce_rejoin_none() {
+  local d=$TDIR/c t0 v=$((RANDOM % 3)) r
+  ar_launch "$d" --rejoin-timeout 3
+  ar_kill "$d" "$v" "worker-$v" 150
+  t0=$(now_ms)
+  local js="" seen=0
+  while kill -0 "$(cat "$d/launch.pid")" 2>/dev/null && [ $seen -eq 0 ]; do
+    js=$(status_json "$d" --timeout 1 2>/dev/null)
+    grep -q "\"role\":\"worker\",\"rank\":[0-9],[^}]*\"waiting_for_rank\":$v" <<< "$js" && seen=1
+    sleep 0.1
+  done
+  [ $seen -eq 1 ] || fail "pskvctl status never showed a worker waiting for rank $v: $js"
+  wait "$(cat "$d/launch.pid")"
+  local took=$(( $(now_ms) - t0 ))
+  [ $took -le $((3000 + 6000 * TS)) ] || fail "the others took $took ms to exit (--rejoin-timeout 3)"
+  for r in 0 1 2; do
+    [ "$r" = "$v" ] && continue
+    grep -q "train: all-reduce: no worker took the dead rank over: .*rank $v has no live worker after 3000 ms" "$d/worker-$r.log" ||
+      fail "rank $r: $(grep 'train:' "$d/worker-$r.log")"
+  done
+  grep -q 'workers exit statuses: \(1\|137\) \(1\|137\) \(1\|137\)$' "$d/launch.out" || fail "$(grep statuses "$d/launch.out")"
+  echo "rank $v killed: the others exited 1 $took ms after it was marked dead"
+}
+
+tests=(kill_server kill_server_shm kill_server_ssp kill_server_bsp chain_r3 chain_r3_bsp pause_server pause_server_shm pause_server_nocopy kill_worker
        worker_rejoin worker_restart_acked worker_restart_ssp retry_paused lease_lapse dead_connections pause_scheduler lost_partition)
 # what a run ends with, checked --once-trials times
 once=(kill_server_keycache kill_server_fp16 checkpoint_resume checkpoint_reshard checkpoint_delta_failover join join_ssp join_ssp_parked join_bsp join_bsp_backup
-      server_rejoin adam_kill admit_kill drain drain_ssp drain_r1 drain_bsp drain_joined drain_wait eval_kill eval_pause)
+      server_rejoin adam_kill admit_kill drain drain_ssp drain_r1 drain_bsp drain_joined drain_wait eval_kill eval_pause
+      allreduce_rejoin allreduce_rejoin_twice allreduce_rejoin_none)
 for t in "${tests[@]}" "${once[@]}"; do
   if [ ${#ONLY[@]} -gt 0 ] && ! printf '%s\n' "${ONLY[@]}" | grep -qx "$t"; then continue; fi
   n=$TRIALS

@@ -122,6 +122,66 @@ t_check_2x3() {
   no_strays "$TDIR/logs"
 }
 
+t_check_shm() {
+  # the exact-sum check with --shm: parts of 64 KiB and more (40000 keys) travel through
+  # shared memory, each server maps each worker's segment (once, unless a re-send on a
+  # loaded machine retired one), and no segment is left
+  # in /dev/shm when the workers are gone (worker 1 pushes with a copy)
+  "$LAUNCH" --servers 2 --workers 3 --timeout 120 --log-dir "$TDIR/logs" \
+    --server-opt --log-level --server-opt info --worker-opt 1:--push --worker-opt 1:copy \
+    -- --app check --rounds 4 --check-keys 40000 --shm --log-level info ||
+    fail "launch-local exited $?"
+  local r p
+  for r in 0 1 2; do
+    grep -q '^check ok:.*exact' "$TDIR/logs/worker-$r.log" || fail "worker $r: no exact check"
+    p=$(cat "$TDIR/logs/worker-$r.pid")
+    ls /dev/shm | grep -q "^pskv-[0-9]*-$p-" && fail "worker $r left a segment in /dev/shm"
+  done
+  for r in 0 1; do
+    [ "$(grep -c 'mapped shared-memory segment' "$TDIR/logs/server-$r.log")" -ge 3 ] ||
+      fail "server $r did not map one segment per worker"
+  done
+  grep -q 'no shared memory' "$TDIR"/logs/worker-*.log && fail "a server refused shared memory"
+  no_strays "$TDIR/logs"
+}
+
+t_check_shm_keys() {
+  # --shm under CURVE (--keys): the headers encrypted on TCP, the values through shared
+  # memory between processes of one user; every sum exact
+  "$LAUNCH" --keys "$TDIR/keys" --servers 2 --workers 2 --timeout 120 --log-dir "$TDIR/logs" \
+    --server-opt --log-level --server-opt info \
+    -- --app check --rounds 4 --check-keys 40000 --shm || fail "launch-local exited $?"
+  local r
+  for r in 0 1; do
+    grep -q '^check ok:.*exact' "$TDIR/logs/worker-$r.log" || fail "worker $r: no exact check"
+    [ "$(grep -c 'mapped shared-memory segment' "$TDIR/logs/server-$r.log")" -ge 2 ] ||
+      fail "server $r did not map one segment per worker"
+  done
+}
+
+t_check_shm_other_user() {
+  # a server run as another user (nobody) cannot map the workers' 0600 segments: it
+  # refuses shared memory (PSKV_ENOSHM), the workers send those values again over TCP,
+  # and every sum stays exact
+  [ "$(id -u)" -eq 0 ] || { echo "  (skipped: needs root to run a server as nobody)"; return 0; }
+  local bin=$TDIR/bin b
+  mkdir -p "$bin"
+  for b in pskv-scheduler pskv-worker; do ln -s "$BIN/$b" "$bin/$b"; done
+  printf '#!/bin/sh\nexec setpriv --reuid=65534 --regid=65534 --clear-groups %s "$@"\n' \
+    "$BIN/pskv-server" > "$bin/pskv-server"
+  chmod +x "$bin/pskv-server"
+  "$LAUNCH" --bin-dir "$bin" --servers 2 --workers 2 --timeout 120 --log-dir "$TDIR/logs" \
+    -- --app check --rounds 4 --check-keys 40000 --shm --log-level info ||
+    fail "launch-local exited $?"
+  for r in 0 1; do
+    grep -q '^check ok:.*exact' "$TDIR/logs/worker-$r.log" || fail "worker $r: no exact check"
+    grep -q 'no shared memory (.*cannot open segment.*); its values go over TCP' \
+      "$TDIR/logs/worker-$r.log" || fail "worker $r did not fall back to TCP"
+  done
+  grep -q 'refused PUSH.*cannot open segment' "$TDIR"/logs/server-*.log ||
+    fail "no server said why it refused"
+}
+
 t_filters_check() {
   # the exact-sum check with the lossless filters keycache and lz4: every sum exact,
   # and the filters did something (key lists as signatures, fewer bytes sent)
@@ -1429,7 +1489,7 @@ t_admit_evict() {
   [ $? -eq 2 ] && grep -q -- 'admit-after' out || fail "--admit-after 256: $(cat out)"
 }
 
-tests=(check_2x3 wire_check wire_refused wire_mlp wire_loss_scale filters_check filters_keycache_miss filters_residual filters_kkt check_fails_on_mismatch malformed_input malformed_while_serving unreachable_scheduler wrong_flags
+tests=(check_2x3 check_shm check_shm_keys check_shm_other_user wire_check wire_refused wire_mlp wire_loss_scale filters_check filters_keycache_miss filters_residual filters_kkt check_fails_on_mismatch malformed_input malformed_while_serving unreachable_scheduler wrong_flags
        registration_rules heartbeat_liveness forget_replaced fuzz_corpus launch_timeout
        train_softmax app_defaults clip_norm checkpoint_every keep_checkpoints checkpoint_incremental train_resume export_sparse train_bad_data sparse_lr_heart_scale sparse_bench sparse_lr_planted
        consistency_check bsp_same_bits ssp_bound_straggler bsp_backup_stopped worker_leaves accumulate
@@ -1437,7 +1497,7 @@ tests=(check_2x3 wire_check wire_refused wire_mlp wire_loss_scale filters_check 
        updater_plugin updaters_replay train_adam_ftrl late_registration metrics_prometheus ctl_top admit_evict
        eval_early_stop eval_bad_flags eval_late_join eval_sparse_auc eval_best_checkpoint eval_silent
        allreduce_exact allreduce_mismatch allreduce_peer_dies allreduce_train allreduce_wire allreduce_wire_train allreduce_loss_scale allreduce_zero allreduce_wire_bytes
-       pipeline_schedules pipeline_suggest_split pipeline_train pipeline_stage_dies pipeline_bad_flags
+       pipeline_schedules pipeline_short_batch pipeline_resume pipeline_suggest_split pipeline_train pipeline_stage_dies pipeline_bad_flags
        train_prefetch prefetch_bad_flags status_traffic async_paused_worker
        hosts_check hosts_delay hosts_partition slurm)
 for t in "${tests[@]}"; do

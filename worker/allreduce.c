@@ -13,6 +13,7 @@
 #include "log.h"
 #include "member.h"
 #include "net.h"
+#include "ring.h"
 #include "secure.h"
 #include "timeutil.h"
 #include "wire.h"
@@ -26,7 +27,10 @@ struct war {
     void *in;           /* PULL, bound at open: the previous rank's pieces */
     void *out;          /* PUSH to the next rank's `in`, dialled when that rank's node changes */
     uint32_t out_node;  /* node id `out` is connected to (0 = none yet) */
-    uint64_t seq;       /* calls made so far: the current call's number */
+    uint64_t epoch;     /* the barrier the calls are counted from (w->barrier_seq then) */
+    uint64_t seq;       /* calls made since that barrier: the current call's number */
+    uint64_t good;      /* ring_id of the last call that succeeded: its members, 0 = none */
+    int reform;         /* pskv_allreduce_rejoin passed: the next calls may have new members */
     uint64_t aborted;   /* the latest call this rank failed or passed an abort on for */
     int last_ok;        /* the latest call succeeded (close lets its last pieces leave) */
     atomic_int lent;    /* pieces of the caller's array ZeroMQ still holds (its I/O
@@ -37,7 +41,8 @@ struct war {
 typedef struct ring {
     pskv_worker *w;
     float *vals;
-    uint64_t n, seq, table_id;
+    uint64_t n, seq, table_id, epoch;
+    uint64_t members;      /* ring_id at the start */
     int N, r, op;
     int wire;              /* pskv_wire: values on the wire as fp32, fp16 or bf16 */
     size_t piece;          /* values per piece */
@@ -97,6 +102,23 @@ static const Pskv__Node *rank_node(const pskv_worker *w, int rank)
     return best;
 }
 
+/* The ring's members in the latest view: a hash of the node ids of ranks 0..N-1
+ * (never 0), or 0 while a rank has no live node. *missing gets the first such rank. */
+static uint64_t ring_id(const pskv_worker *w, int *missing)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ULL;
+    *missing = -1;
+    for (int k = 0; k < w->nworkers; k++) {
+        const Pskv__Node *n = rank_node(w, k);
+        if (!n) {
+            *missing = k;
+            return 0;
+        }
+        h = ring_mix64(h ^ n->id);
+    }
+    return h ? h : 1;
+}
+
 int war_dial(pskv_worker *w, const Pskv__Node *n, void **sock, uint32_t *node, const char *who)
 {
     if (*sock && *node == n->id)
@@ -125,7 +147,8 @@ static void ring_meta(const ring *g, Pskv__Meta *m)
     m->sender = g->w->mb.node_id;
     m->request_id = g->seq;
     m->rank = g->r;
-    m->has_ar_n = m->has_ar_op = m->has_table_id = 1;
+    m->has_ar_n = m->has_ar_op = m->has_table_id = m->has_ar_epoch = 1;
+    m->ar_epoch = g->epoch;
     m->ar_n = g->n;
     m->ar_op = (uint32_t)g->op;
     m->table_id = g->table_id;
@@ -242,13 +265,14 @@ static int next_msg(const ring *g, wire_msg *m, int step)
         int rc = wire_recv(w->ar->in, 0, m, why, sizeof why);
         if (rc == 0) {
             const Pskv__Meta *h = m->meta;
-            if (h->type == PSKV__MSG_TYPE__ALLREDUCE && h->job_id == w->mb.job_id &&
-                h->request_id == g->seq)
+            int ours = h->type == PSKV__MSG_TYPE__ALLREDUCE && h->job_id == w->mb.job_id &&
+                       h->ar_epoch == g->epoch;
+            if (ours && h->request_id == g->seq)
                 return 0;
             LOG_D("pskv_allreduce: dropped a %s of call %llu from %s (this call: %llu)",
                   wire_type_name((int)h->type), (unsigned long long)h->request_id, m->peer,
                   (unsigned long long)g->seq);
-            if (h->type == PSKV__MSG_TYPE__ALLREDUCE && h->request_id > g->seq) {
+            if (ours && h->request_id > g->seq) {
                 wire_msg_close(m);
                 return wst_error(w, PSKV_EPROTO, "pskv_allreduce: rank %d is at call %llu, "
                                  "this rank at %llu (a call failed on some ranks only)",
@@ -337,6 +361,21 @@ static int send_chunk(const ring *g, int step, int c)
     }
 }
 
+/* Reduce-scatter step t, 16-bit values: dst += the piece received (h16), divided
+ * by N at the last step of a mean and rounded to what the wire carries there (the
+ * owner keeps what it hands out), packed into *out (a new frame, the caller's) in
+ * the same pass. */
+static int reduce16(const ring *g, int t, float *dst, const uint16_t *h16, uint64_t cnt,
+                    zmq_msg_t *out)
+{
+    int last = t == g->N - 2;
+    if (zmq_msg_init_size(out, cnt * 2) < 0)
+        return wst_error(g->w, PSKV_ENOMEM, "pskv_allreduce: out of memory");
+    half_reduce(g->wire, dst, h16, cnt, last && g->op == PSKV_OP_MEAN ? (float)g->N : 1.0f,
+                last, zmq_msg_data(out));
+    return 0;
+}
+
 /* Receives every piece of steps [from, to), reducing (reduce-scatter) or copying
  * (all-gather) it, and sends each on as the next step's piece at once. */
 static int run_ring(const ring *g, int from, int to)
@@ -356,17 +395,22 @@ static int run_ring(const ring *g, int from, int to)
             uint64_t cnt = m.meta->num_keys;
             float *dst = g->vals + off;
             const uint16_t *h16 = (const uint16_t *)(const void *)m.vals;
-            if (t < g->N - 1) {
-                if (g->wire != PSKV_WIRE_FP32)
-                    half_unpack_add(g->wire, dst, h16, cnt);
-                else
-                    for (uint64_t i = 0; i < cnt; i++)
-                        dst[i] += m.vals[i];
+            zmq_msg_t fwd, *fp = NULL;
+            if (t < g->N - 1 && g->wire != PSKV_WIRE_FP32) {
+                if (cnt && (rc = reduce16(g, t, dst, h16, cnt, &fwd)) < 0) {
+                    wire_msg_close(&m);
+                    return rc;
+                }
+                if (cnt && t + 1 < to)
+                    fp = &fwd; /* the next step's piece, packed already */
+                else if (cnt)
+                    zmq_msg_close(&fwd);
+            } else if (t < g->N - 1) {
+                for (uint64_t i = 0; i < cnt; i++)
+                    dst[i] += m.vals[i];
                 if (t == g->N - 2 && g->op == PSKV_OP_MEAN)
                     for (uint64_t i = 0; i < cnt; i++)
                         dst[i] /= (float)g->N;
-                if (t == g->N - 2 && g->wire != PSKV_WIRE_FP32)
-                    half_round(g->wire, dst, cnt); /* the owner keeps what it hands out */
             } else if (cnt && g->wire != PSKV_WIRE_FP32) {
                 half_unpack(g->wire, dst, h16, cnt);
             } else if (cnt) {
@@ -374,7 +418,6 @@ static int run_ring(const ring *g, int from, int to)
             }
             /* all-gather, 16-bit: the frame received is what packing dst would make
              * (its values are exact in float), so it goes on as it came */
-            zmq_msg_t fwd, *fp = NULL;
             if (t >= g->N - 1 && t + 1 < to && cnt && g->wire != PSKV_WIRE_FP32 &&
                 m.nframes == 2) {
                 zmq_msg_init(&fwd);
@@ -392,30 +435,53 @@ static int run_ring(const ring *g, int from, int to)
     return 0;
 }
 
-/* Fills g's nodes and dials the next rank. */
+/* Fills g's nodes and dials the next rank (so that an abort reaches it when the
+ * call fails here). The members must be every rank's live node, and those of the
+ * last call that succeeded: a rank taken over since fails the call (and, by the
+ * abort, every rank's) until every rank meets again (pskv_allreduce_rejoin). */
 static int ring_start(ring *g)
 {
     pskv_worker *w = g->w;
+    war *a = w->ar;
     wpump(w, 0); /* the latest view */
     const Pskv__Node *prev = rank_node(w, mod(g->r - 1, g->N));
     const Pskv__Node *next = rank_node(w, (g->r + 1) % g->N);
-    if (!prev || !next)
+    int rc = next ? war_dial(w, next, &a->out, &a->out_node, "pskv_allreduce") : 0;
+    if (rc < 0)
+        return rc;
+    int missing;
+    uint64_t id = ring_id(w, &missing);
+    if (!id)
         return wst_error(w, PSKV_EPEERDEAD, "pskv_allreduce: rank %d is not in the job "
-                         "(dead or not joined)", !prev ? mod(g->r - 1, g->N) : (g->r + 1) % g->N);
+                         "(dead or not joined)", missing);
+    if (a->good && !a->reform && id != a->good)
+        return wst_error(w, PSKV_EPEERDEAD, "pskv_allreduce: a rank was taken over by a new "
+                         "worker since the ring's last call: every rank must meet again "
+                         "(pskv_allreduce_rejoin)");
+    g->members = id;
     g->nodes[0] = prev->id;
     g->nodes[1] = next->id;
-    return war_dial(w, next, &w->ar->out, &w->ar->out_node, "pskv_allreduce");
+    return 0;
 }
 
 /* Waits until ZeroMQ let go of every piece of the caller's array: at most the
- * request time-out after a good call; after a failure, pieces queued to a next
- * rank that may be gone are dropped (its connection closed) after 100 ms. */
+ * request time-out after a good call; after a failure, or once the view shows
+ * the next rank dead (a good call's last pieces to a rank that died), pieces
+ * queued to a next rank that may be gone are dropped (its connection closed)
+ * after 100 ms. */
 static void lent_wait(pskv_worker *w, int failed)
 {
     war *a = w->ar;
-    int64_t t0 = tu_now_ms();
+    int64_t t0 = tu_now_ms(), pumped = t0;
     int64_t limit = failed ? 100 : w->request_timeout_ms;
     while (atomic_load(&a->lent) > 0) {
+        if (limit > 100 && a->out && tu_now_ms() - pumped >= WAR_PUMP_MS) {
+            wpump(w, 0);
+            pumped = tu_now_ms();
+            const Pskv__Node *nx = rank_node(w, (w->mb.rank + 1) % w->nworkers);
+            if (!nx || nx->id != a->out_node)
+                limit = 100;
+        }
         if (tu_now_ms() - t0 > limit && a->out) {
             LOG_W("pskv_allreduce: %d pieces still queued to rank %d's node %u after %lld ms: "
                   "dropping its connection", atomic_load(&a->lent),
@@ -436,6 +502,47 @@ static void lent_wait(pskv_worker *w, int failed)
     }
 }
 
+int pskv_allreduce_rejoin(pskv_worker *w, int timeout_ms)
+{
+    if (!w || !w->ar)
+        return w ? wst_error(w, PSKV_EINVAL, "pskv_allreduce_rejoin: no all-reduce socket")
+                 : -PSKV_EINVAL;
+    int64_t deadline = tu_now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
+    for (;;) {
+        wpump(w, 0);
+        int missing;
+        uint64_t id = ring_id(w, &missing);
+        if (id && id != w->ar->good) /* the new worker's view: any */
+            break;
+        if (missing >= 0) /* pskvctl status shows it (heartbeats) */
+            atomic_store(&w->ar_waiting, missing + 1);
+        int64_t left = deadline - tu_now_ms();
+        if (left <= 0 || member_stop_requested())
+            atomic_store(&w->ar_waiting, 0);
+        if (member_stop_requested())
+            return wst_error(w, PSKV_ECLOSED, "pskv_allreduce_rejoin: stopped by a signal");
+        if (left <= 0)
+            return missing >= 0
+                       ? wst_error(w, PSKV_ETIMEDOUT, "rank %d has no live worker after %d ms: "
+                                   "nobody took it over (start a worker with --rank %d)",
+                                   missing, timeout_ms, missing)
+                       : wst_error(w, PSKV_ETIMEDOUT, "no rank was taken over by a new worker "
+                                   "in %d ms", timeout_ms);
+        wpump(w, left < WAR_PUMP_MS ? left : WAR_PUMP_MS);
+    }
+    /* the barrier starts a new epoch: calls are counted afresh on every rank */
+    int64_t left = deadline - tu_now_ms();
+    int rc = pskv_barrier(w, left > 0 ? (int)left : 0);
+    atomic_store(&w->ar_waiting, 0);
+    w->ar->reform = rc == 0;
+    return rc;
+}
+
+int pskv_took_over(const pskv_worker *w)
+{
+    return w ? w->took_over : 0;
+}
+
 /* Steps [from, to) of the ring over vals: both halves (pskv_allreduce), the
  * reduce-scatter (0 .. N-2) or the all-gather (N-1 .. 2N-3, fp32 whatever the
  * wire: it hands out weights). */
@@ -449,7 +556,14 @@ static int ring_call(pskv_worker *w, int table, float *vals, size_t n, pskv_op o
         return wst_error(w, PSKV_EINVAL, "pskv_allreduce: no open table %d", table);
     ring g = {.w = w, .vals = vals, .n = n, .op = op, .N = w->nworkers, .r = w->mb.rank,
               .wire = fp32 ? PSKV_WIRE_FP32 : w->ar_wire};
-    g.seq = ++w->ar->seq;
+    war *a = w->ar;
+    if (a->epoch != w->barrier_seq) { /* every rank passed the same barriers */
+        a->epoch = w->barrier_seq;
+        a->seq = 0;
+        a->aborted = 0;
+    }
+    g.epoch = a->epoch;
+    g.seq = ++a->seq;
     g.table_id = table >= 0 ? w->tables[table].id : 0;
     size_t vsize = half_size(g.wire);
     g.piece = w->chunk_bytes / vsize ? w->chunk_bytes / vsize : 1;
@@ -481,6 +595,8 @@ static int ring_call(pskv_worker *w, int table, float *vals, size_t n, pskv_op o
     }
     lent_wait(w, 0);
     w->ar->last_ok = 1;
+    w->ar->good = g.members;
+    w->ar->reform = 0;
     return 0;
 }
 

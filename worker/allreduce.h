@@ -17,10 +17,18 @@
  * owner rounds its final sum to the wire before all-gather. Each chunk is summed
  * in one fixed order along the ring and all-gather hands out its owner's bits,
  * so every rank ends with the same bits.
- * A failure on one rank (a bad n, a silence, a dead peer) is sent round as an
- * abort, so every rank fails the same call with the same message.
+ * A failure on one rank (a bad n, a silence, a dead peer, a rank missing from
+ * the view) is sent round as an abort, so every rank fails the same call with
+ * the same message.
+ * Re-forming the ring after a death: calls are counted per epoch, the barriers a
+ * rank has called (every rank calls the same barriers between the same calls), and
+ * a piece of another epoch is dropped. A call whose members (the node of each
+ * rank) differ from those of the last call that succeeded fails with
+ * PSKV_EPEERDEAD, in any epoch, until pskv_allreduce_rejoin (every rank live
+ * again, then a barrier, which the worker that took a rank over meets as its
+ * first) starts the next epoch with the new members.
  *
- * OWNS: w->ar (the two sockets, the call counter).
+ * OWNS: w->ar (the two sockets, the epoch, its call counter, the last good members).
  * THREADS: the calling thread only (the handle's user).
  * NEVER: never blocks past the request time-out without a message from the
  *   previous rank; never trusts a piece: rank, call, step, n, op and bounds are

@@ -90,9 +90,10 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
         wkkt_sent(t->kkt, r->ts);
     else if (t->kkt) /* an assign: readings before it are stale */
         wkkt_pushed(t->kkt, keys, nkeys, r->ts);
-    /* only a run can be sent from the caller's array as it is; a quantising table's
-     * values change as they go (wfilter_quant) */
-    lend = lend && !keys && !t->fs.quant && !t->fs.significant && !t->wire;
+    /* only a run can be sent from the caller's array as it is (a 16-bit wire packs
+     * from it into frames of its own, on every send); a quantising table's values
+     * change as they go (wfilter_quant) */
+    lend = lend && !keys && !t->fs.quant && !t->fs.significant;
     int rc = keys ? wplan_keys(w, r, t, keys, nkeys, pull)
                   : wplan_run(w, r, t, first, nkeys, pull, lend);
     if (rc < 0)
@@ -334,6 +335,8 @@ int pskv_table_open(pskv_worker *w, const char *name, const pskv_table_opts *o_i
     to.consistency = (char *)(o.consistency ? o.consistency : "async");
     to.has_backup = 1;
     to.backup = o.backup;
+    to.has_bsp_mean_pushed = o.bsp_mean_pushed != 0;
+    to.bsp_mean_pushed = o.bsp_mean_pushed != 0;
     to.has_admit_after = o.admit_after != 0;
     to.admit_after = o.admit_after;
     to.has_evict_after = o.evict_after != 0;

@@ -69,6 +69,9 @@ typedef struct pskv_config {
     int allreduce_wire;        /* pskv_allreduce's values travel as this pskv_wire
                                   (default PSKV_WIRE_FP32); every worker of the job must
                                   give the same one */
+    int shm;                   /* 1: push and pull values of 64 KiB or more through shared
+                                  memory with servers on this host that accept it (same
+                                  host, same user), the rest over TCP (default 0) */
 } pskv_config;
 
 /* Precision of pskv_allreduce's values on the wire. FP16 (IEEE binary16) and BF16
@@ -103,6 +106,10 @@ typedef struct pskv_table_opts {
     uint64_t seed;          /* init seed */
     const char *consistency; /* "async" (default), "bsp" or "ssp:TAU" (bounded delay) */
     uint32_t backup;        /* bsp: a clock closes with the first W - backup workers */
+    int bsp_mean_pushed;    /* bsp: a clock's update is the mean of the pushes of the workers
+                               that pushed to this table at the clock (default 0: of every
+                               worker that finished it; a table only some workers push to,
+                               a pipeline stage's, sets 1) */
     uint32_t admit_after;   /* sparse: a key gets a row on its Nth push, 0..255 (0, 1 = first) */
     uint32_t evict_after;   /* sparse: rows not pushed for this many clocks are removed (0 =
                                never); docs/operations.md, "Admission and eviction" */
@@ -144,10 +151,11 @@ int64_t pskv_push(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
  * anything but -PSKV_ETIMEDOUT, or pskv_worker_close returns. Over means ZeroMQ
  * holds no reference to vals any more: a push whose server died or went silent
  * gets the connections still holding vals reset. If it returns an error at once,
- * nothing holds vals. Pushes with explicit keys that are not one run (keys[i] =
- * keys[0] + i) on a dense table, and pushes to a table with a 16-bit wire (converted
- * on the way), are copied as by pskv_push. For large values this
- * saves a copy of every pushed byte (docs/benchmarks.md). */
+ * nothing holds vals. To a table with a 16-bit wire the values are converted from
+ * vals into frames of their own (at each send, a re-send too). Pushes with explicit
+ * keys that are not one run (keys[i] = keys[0] + i) on a dense table, and pushes to
+ * a quantising table (int8, sign, significant), are copied as by pskv_push. For large
+ * values this saves a copy of every pushed byte (docs/benchmarks.md). */
 int64_t pskv_push_nocopy(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
                          const float *vals);
 
@@ -270,6 +278,13 @@ int pskv_stop_requested(const pskv_worker *w, char *why, size_t why_len);
  * after applying what the scheduler sent meanwhile (it never waits). */
 int pskv_workers_active(pskv_worker *w);
 
+/* A worker rank no live worker holds (its worker died, or finished or failed
+ * and left, and none took the rank over): the lowest whose worker died, else the
+ * lowest that left; -1 when every rank of the job has one. After applying what
+ * the scheduler sent meanwhile (never waits). For jobs that cannot go on
+ * without every rank (a pipeline's stages), to name the one that stopped them. */
+int pskv_rank_gone(pskv_worker *w);
+
 /* For the evaluator (pskv_config.evaluator): 1 once the job is ending (the
  * scheduler sent STOP, or every worker of the view finished or died); else 0. */
 int pskv_job_ending(const pskv_worker *w);
@@ -322,6 +337,24 @@ int pskv_allreduce(pskv_worker *w, int table, float *vals, size_t n, pskv_op op)
 void pskv_allreduce_slice(const pskv_worker *w, size_t n, size_t *first, size_t *count);
 int pskv_reduce_scatter(pskv_worker *w, int table, float *vals, size_t n, pskv_op op);
 int pskv_allgather(pskv_worker *w, int table, float *vals, size_t n);
+
+/* After an all-reduce call failed with -PSKV_EPEERDEAD: waits, at most timeout_ms,
+ * until every rank has a live worker again and the ring's members differ from
+ * those of its last call that succeeded (a worker started with --rank R took the
+ * dead rank over; a worker that took a rank over and made no call: any),
+ * then meets every rank at a barrier (pskv_barrier; the new worker's is its
+ * first). Calls are counted afresh after every barrier, so pieces still on their
+ * way from before it are dropped; until then every call fails with
+ * -PSKV_EPEERDEAD. Where the ranks go on from (the same data, the same values) is
+ * the caller's to agree on after it: a worker that took a rank over calls
+ * pskv_barrier instead. Returns 0, -PSKV_ETIMEDOUT (pskv_last_error names a rank
+ * nobody took over, or the barrier), -PSKV_ECLOSED (a signal). */
+int pskv_allreduce_rejoin(pskv_worker *w, int timeout_ms);
+
+/* 1 when this worker registered to take over the rank of a dead worker of a
+ * running job (started with --rank R after the scheduler declared the old one
+ * dead), else 0. */
+int pskv_took_over(const pskv_worker *w);
 
 /* Point-to-point messages between pipeline stages (--app pipeline): the header
  * of one, what pskv_pipe_send carries and pskv_pipe_recv fills. */

@@ -43,6 +43,29 @@ int pskv_workers_active(pskv_worker *w)
     return active(w);
 }
 
+int pskv_rank_gone(pskv_worker *w)
+{
+    wpump(w, 0);
+    const Pskv__View *v = w->mb.view;
+    int gone = -1;
+    for (int r = 0; v && r < pskv_num_workers(w); r++) {
+        int held = 0, died = 0; /* a taken-over rank is listed twice: the dead node, its heir */
+        for (size_t i = 0; i < v->n_nodes && !held; i++) {
+            const Pskv__Node *n = v->nodes[i];
+            if (n->role != PSKV__ROLE__WORKER || n->rank != r || !n->state)
+                continue;
+            died |= !strcmp(n->state, "dead");
+            held = strcmp(n->state, "finished") && strcmp(n->state, "dead") &&
+                   strcmp(n->state, "left");
+        }
+        if (!held && died)
+            return r;
+        if (!held && gone < 0)
+            gone = r;
+    }
+    return gone;
+}
+
 int pskv_job_ending(const pskv_worker *w)
 {
     return w->job_stopping || w->stop_early || (w->mb.view && active(w) == 0);

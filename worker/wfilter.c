@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "fquant.h"
+#include "fquantvec.h"
 #include "grow.h"
 #include "half.h"
 #include "log.h"
@@ -53,6 +54,36 @@ static uint64_t row_key(const req *r, const part *p, const uint64_t *keys, uint6
         (*g)++;
     }
     return r->segs[2 * *g] + (k - *base);
+}
+
+/* The table offset of row k of part p and, in *len, how many rows from k on have
+ * consecutive offsets (the rest of a run, or of a stretch of consecutive keys). */
+static uint64_t run_at(const req *r, const part *p, const uint64_t *keys, uint64_t k,
+                       uint64_t *g, uint64_t *base, uint64_t *len)
+{
+    uint64_t key = row_key(r, p, keys, k, g, base), j = 1;
+    if (p->nseg) {
+        *len = r->segs[2 * *g + 1] - (k - *base);
+        return key;
+    }
+    while (k + j < p->n && keys[k + j] == key + j)
+        j++;
+    *len = j;
+    return key;
+}
+
+/* x = v + res (res NULL: v + 0, as a re-send always did) */
+static void add_into(float *x, const float *v, const float *res, uint64_t n)
+{
+    for (uint64_t i = fquantvec_add(x, v, res, n, 0); i < n; i++)
+        x[i] = v[i] + (res ? res[i] : 0.0f);
+}
+
+/* res = x - q */
+static void sub_into(float *res, const float *x, const float *q, uint64_t n)
+{
+    for (uint64_t i = fquantvec_add(res, x, q, n, 1); i < n; i++)
+        res[i] = x[i] - q[i];
 }
 
 /* t's residual, allocated (zeroes) on first use; NULL (w's error set) when out of
@@ -132,6 +163,33 @@ int wfilter_significant(pskv_worker *w, tbl *t, req *r, int pi, int resend,
     return rc < 0 ? wst_error(w, PSKV_ENOMEM, "out of memory filtering a push") : 1;
 }
 
+/* Quantises part p's n values (vals, the library's copy) into enc, run by run of
+ * consecutive rows through the table's scratch (x, then q); 0 or <0 (w's error set). */
+static int quant_runs(pskv_worker *w, tbl *t, const req *r, const part *p, int resend,
+                      const uint64_t *keys, float *vals, uint64_t n, uint8_t *enc)
+{
+    size_t wd = t->width;
+    if (grow_array((void **)&t->qbuf, &t->qcap, 2 * n, sizeof *t->qbuf) < 0)
+        return wst_error(w, PSKV_ENOMEM, "out of memory quantising a push");
+    float *x = t->qbuf, *q = x + n;
+    uint64_t g = p->seg0, base = 0, len;
+    for (uint64_t k = 0; k < p->n; k += len) { /* error feedback: what the last push lost */
+        const float *res = t->resid + run_at(r, p, keys, k, &g, &base, &len) * wd;
+        add_into(x + k * wd, vals + k * wd, resend ? NULL : res, len * wd);
+    }
+    fquant_encode(t->fs.quant, x, n, enc, q);
+    if (resend)
+        return 0;
+    g = p->seg0, base = 0;
+    for (uint64_t k = 0; k < p->n; k += len) {
+        float *res = t->resid + run_at(r, p, keys, k, &g, &base, &len) * wd;
+        sub_into(res, x + k * wd, q + k * wd, len * wd);
+    }
+    /* the values become what was sent, so that a re-send sends it again */
+    memcpy(vals, q, n * sizeof *q);
+    return 0;
+}
+
 int wfilter_quant(pskv_worker *w, tbl *t, req *r, int pi, int resend, const uint64_t *keys,
                   const float *vals, Pskv__Meta *m, zmq_msg_t *out)
 {
@@ -139,39 +197,26 @@ int wfilter_quant(pskv_worker *w, tbl *t, req *r, int pi, int resend, const uint
         return 0;
     int64_t t0 = tu_now_ns();
     part *p = &r->parts[pi];
-    size_t wd = t->width;
-    uint64_t n = p->n * wd, bytes = fquant_bytes(t->fs.quant, n);
-    if (!resid_of(w, t))
-        return -PSKV_ENOMEM;
-    /* x and q in the table's scratch, kept from push to push (enc becomes the frame) */
-    uint8_t *enc = grow_array((void **)&t->qbuf, &t->qcap, 2 * n, sizeof *t->qbuf) < 0
-                       ? NULL
-                       : malloc(bytes ? bytes : 1);
+    uint64_t n = p->n * t->width, bytes = fquant_bytes(t->fs.quant, n);
+    uint8_t *enc = resid_of(w, t) ? malloc(bytes ? bytes : 1) : NULL; /* becomes the frame */
     if (!enc)
-        return wst_error(w, PSKV_ENOMEM, "out of memory quantising a push");
-    float *x = t->qbuf, *q = x + n;
-    uint64_t g = p->seg0, base = 0;
-    for (uint64_t k = 0; k < p->n; k++) { /* error feedback: what the last push lost */
-        const float *res = t->resid + row_key(r, p, keys, k, &g, &base) * wd;
-        for (size_t j = 0; j < wd; j++)
-            x[k * wd + j] = vals[k * wd + j] + (resend ? 0.0f : res[j]);
-    }
-    fquant_encode(t->fs.quant, x, n, enc, q);
-    if (!resend) {
-        g = p->seg0, base = 0;
-        for (uint64_t k = 0; k < p->n; k++) {
-            float *res = t->resid + row_key(r, p, keys, k, &g, &base) * wd;
-            for (size_t j = 0; j < wd; j++)
-                res[j] = x[k * wd + j] - q[k * wd + j];
-        }
-        /* the part's values are the library's copy (quantising tables lend none):
-         * they become what was sent, so that a re-send sends it again */
-        memcpy((float *)(uintptr_t)vals, q, n * sizeof *q);
-    }
-    int rc = wire_frame_lend(out, enc, bytes, wire_frame_free, NULL);
+        return t->resid ? wst_error(w, PSKV_ENOMEM, "out of memory quantising a push")
+                        : -PSKV_ENOMEM;
+    /* the part's values are the library's copy (quantising tables lend none) */
+    float *v = (float *)(uintptr_t)vals;
+    uint64_t g = p->seg0, base = 0, len = 0, first = p->n ? run_at(r, p, keys, 0, &g, &base, &len) : 0;
+    int rc = 0;
+    if (!resend && len == p->n) /* one run of rows: encoded in one pass over the memory */
+        fquant_encode_feedback(t->fs.quant, v, t->resid + first * t->width, n, enc);
+    else
+        rc = quant_runs(w, t, r, p, resend, keys, v, n, enc);
+    if (rc == 0 && wire_frame_lend(out, enc, bytes, wire_frame_free, NULL) < 0)
+        rc = wst_error(w, PSKV_ENOMEM, "out of memory quantising a push");
+    else if (rc < 0)
+        free(enc);
     t->fst.ns += tu_now_ns() - t0;
     if (rc < 0)
-        return wst_error(w, PSKV_ENOMEM, "out of memory quantising a push");
+        return rc;
     m->has_quant = 1;
     m->quant = t->fs.quant;
     return 1;

@@ -19,6 +19,7 @@
 #include "wkkt.h"
 #include "wmetrics.h"
 #include "wreq.h"
+#include "wshm.h"
 #include "wsend.h"
 #include "wview.h"
 
@@ -37,6 +38,24 @@ static void wpump_worker_clocks(pskv_worker *w, int64_t ts, const Pskv__Meta *m)
     for (size_t i = 0; i < n && i < (size_t)w->nwclocks; i++)
         if (m->worker_clocks[i] < w->wclocks[i])
             w->wclocks[i] = m->worker_clocks[i];
+}
+
+/* What a reply to part p says of its region in shared memory (wshm.h): a pull's
+ * values are there (msg->vals set; a reply with a values frame has its own), or the
+ * server refused shared memory (the part goes again, as frames). -1: the reply
+ * names another region than the part's (an answer to an earlier send): dropped. */
+static int shm_reply(pskv_worker *w, int si, part *p, wire_msg *msg)
+{
+    const Pskv__Meta *m = msg->meta;
+    if (m->type == PSKV__MSG_TYPE__PULL_REPLY && m->has_shm_len &&
+        !(msg->vals = wshm_reply(p, m))) {
+        LOG_D("dropped a pull reply from %s naming another region than its part's", msg->peer);
+        return -1;
+    }
+    wshm_heard(p, m);
+    if (m->type == PSKV__MSG_TYPE__ERROR && m->error_code == PSKV_ENOSHM)
+        wshm_refused(w, si, m->error ? m->error : "refused");
+    return 0;
 }
 
 /* Applies a reply from server si to the part it answers: a refusal (stale view,
@@ -61,6 +80,8 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
     }
     part *p = &r->parts[pi];
     srv *s = &w->srv[si];
+    if (shm_reply(w, si, p, msg) < 0)
+        return;
     if (m->type == PSKV__MSG_TYPE__ERROR && m->error_code == PSKV_EKEYMISS && p->key_sig &&
         (r->type == REQ_PUSH || r->type == REQ_PULL)) {
         /* keycache: the server lacks the key list; at once, with the keys, in place
@@ -74,7 +95,8 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
         return;
     }
     if (m->type == PSKV__MSG_TYPE__ERROR &&
-        (m->error_code == PSKV_ESTALE || m->error_code == PSKV_ENOTREADY) &&
+        (m->error_code == PSKV_ESTALE || m->error_code == PSKV_ENOTREADY ||
+         m->error_code == PSKV_ENOSHM) &&
         r->type != REQ_OPEN && r->type != REQ_SCAN) {
         /* planned on a view the server no longer serves, or a copy still on its
          * way: not applied; planned again on the latest view shortly */

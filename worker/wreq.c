@@ -11,6 +11,7 @@
 #include "vbuf.h"
 #include "wmetrics.h"
 #include "wpump.h"
+#include "wshm.h"
 
 /* A free request slot, waiting (bounded) while the window is full. */
 static req *take_slot(pskv_worker *w)
@@ -77,6 +78,7 @@ req *wreq_new_live(pskv_worker *w, enum req_type type, int table, int *err)
 void wreq_release(req *r)
 {
     for (int i = 0; r->parts && i < r->nparts; i++) {
+        wshm_release(&r->parts[i]);
         if (r->parts[i].own) {
             free(r->parts[i].idx);
             vbuf_unref(NULL, r->parts[i].own);

@@ -21,6 +21,7 @@
 #include "wire.h"
 #include "wplan.h"
 #include "wreq.h"
+#include "wshm.h"
 
 int wsend_part(pskv_worker *w, req *r, int pi, Pskv__Meta *m, zmq_msg_t *keys,
                zmq_msg_t *vals)
@@ -157,7 +158,13 @@ static int part_frames(pskv_worker *w, req *r, int pi, int resend, Pskv__Meta *m
         }
         kp = f == 2 ? NULL : kmsg;
     }
-    if (push) {
+    float *region = push && wshm_usable(w, t, p->server, p->n * row)
+                        ? wshm_take(w, p, p->n * row)
+                        : NULL;
+    if (region) { /* the values in shared memory (wshm.h): no frame */
+        memcpy(region, vals, p->n * row);
+        wshm_meta(p, mp);
+    } else if (push) {
         /* fp16, bf16: converted, then packed (wfilter_narrow); int8, sign: quantised
          * (error feedback), then packed like any frame */
         int f = wfilter_narrow(w, t, r, vals, p->n * t->width, mp, vmsg);
@@ -225,6 +232,8 @@ int wsend_data_part(pskv_worker *w, req *r, int pi, int resend, uint64_t floor)
     } else if ((sig = part_frames(w, r, pi, resend, &m, keys, vals, b, &kmsg, &vmsg, &kp, &vp)) < 0) {
         return sig;
     }
+    if (!push && wshm_usable(w, t, p->server, p->n * row) && wshm_take(w, p, p->n * row))
+        wshm_meta(p, &m); /* the reply's values go to shared memory (wshm.h) */
     srv *s = &w->srv[p->server];
     p->sent_ms = tu_now_ms();
     p->epoch = m.epoch;

@@ -17,10 +17,12 @@
 #include "log.h"
 #include "net.h"
 #include "secure.h"
+#include "shmseg.h"
 #include "wfilter.h"
 #include "wmetrics.h"
 #include "wpump.h"
 #include "wreq.h"
+#include "wshm.h"
 #include "wsend.h"
 #include "wview.h"
 
@@ -99,6 +101,9 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
     w->request_timeout_ms = cfg.request_timeout_ms;
     w->max_message = cfg.max_message;
     w->retry_ms = cfg.retry_ms < 0 ? 0 : cfg.retry_ms;
+    w->shm = cfg.shm && !cfg.evaluator;
+    if (w->shm && shmseg_sweep() > 0)
+        LOG_I("removed shared-memory segments of dead workers from /dev/shm");
     w->next_ts = 1;
     snprintf(w->sched, sizeof w->sched, "%s", cfg.scheduler);
     w->reqs = calloc((size_t)w->window, sizeof *w->reqs);
@@ -151,6 +156,11 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
     /* a worker joining a running job (its rank died and it took it over) counts
      * barriers on from the job's and starts at the slowest live worker's clock */
     w->barrier_seq = w->barrier_done = w->mb.barriers_done;
+    for (size_t i = 0; i < w->mb.view->n_nodes && !w->evaluator; i++) {
+        const Pskv__Node *n = w->mb.view->nodes[i];
+        if (n->role == PSKV__ROLE__WORKER && n->rank == w->mb.rank && n->id < w->mb.node_id)
+            w->took_over = 1;
+    }
     int64_t slowest = -1;
     for (size_t i = 0; i < w->mb.view->n_nodes; i++) {
         const Pskv__Node *n = w->mb.view->nodes[i];
@@ -225,9 +235,11 @@ int pskv_worker_close(pskv_worker **w_p)
     for (int i = 0; i < w->window && w->reqs; i++)
         if (w->reqs[i].type != REQ_FREE)
             wreq_release(&w->reqs[i]);
-    for (int i = 0; i < w->nservers && w->srv; i++)
+    for (int i = 0; i < w->nservers && w->srv; i++) {
         if (w->srv[i].sock)
             zmq_close(w->srv[i].sock);
+        wshm_drop(w, i);
+    }
     member_close(&w->mb);
     secure_close(&w->sec);
     for (int i = 0; i < w->ntables && w->tables; i++) {

@@ -26,6 +26,7 @@
  *   wsend   parts onto the wire, and planned again and re-sent
  *   wfilter a table's filters on a part's frames; wkkt the kkt filter's rows
  *   vbuf    buffers shared with ZeroMQ; draining pskv_push_nocopy's lent arrays
+ *   wshm    values through shared memory with servers on the same host (--shm)
  *   wpump   the calling thread's event loop: replies applied, timers
  *   wmetrics the worker's Prometheus metrics (common/metrics.h)
  *   allreduce pskv_allreduce: the ring among workers and its sockets
@@ -86,6 +87,8 @@ typedef struct vbuf { /* values and keys shared with ZeroMQ's zero-copy sends */
     _Alignas(16) unsigned char data[];
 } vbuf;
 
+typedef struct wshm_seg wshm_seg; /* a shared-memory segment (wshm.c) */
+
 typedef struct part {
     int server;        /* index into w->srv */
     uint64_t n;        /* rows in this part */
@@ -100,6 +103,10 @@ typedef struct part {
     uint64_t epoch;    /* the view it was planned on */
     uint64_t key_sig;  /* keycache: the signature its keys went with (0 = none) */
     int done;
+    wshm_seg *shm;     /* its values' region in shared memory (wshm.h), or NULL */
+    uint64_t shm_off, shm_len;
+    int shm_heard;     /* the server answered the send that named the region */
+    int shm_dirty;     /* an earlier send went unanswered: the server may still touch it */
 } part;
 
 typedef struct req {
@@ -144,6 +151,8 @@ typedef struct srv {
     int64_t reset_ms; /* when sock last replaced a connection (vbuf's srv_reset), or 0 */
     char key[41];     /* its CURVE public key from the view ("" without keys) */
     void *sock;
+    wshm_seg *shm;    /* --shm: the current segment for it (wshm.h), or NULL */
+    int shm_refused;  /* it refused shared memory, or none could be made: frames */
 } srv;
 
 typedef struct war war; /* pskv_allreduce's sockets (allreduce.c) */
@@ -205,6 +214,7 @@ struct pskv_worker {
     int64_t catchup_ts; /* since a placement change: pushes below it go before the clock */
     uint64_t catchup_epoch; /* bsp: parts planned on an older view must be answered first */
     int request_timeout_ms;
+    int shm;                /* values through shared memory with servers on this host */
     size_t chunk_bytes;
     int ar_wire;            /* pskv_allreduce's wire precision (pskv_wire) */
     int spin_us;
@@ -236,12 +246,15 @@ struct pskv_worker {
     int nwclocks;
     int64_t wclocks_ts;     /* the pull they are of */
     int evaluator;          /* registered as the evaluator role */
+    int took_over;          /* registered to take over the rank of a dead worker
+                               (its first view lists an older node of this rank) */
     int stop_early;         /* the view asked every worker to stop (early stopping) */
     char stop_reason[256];
     int job_stopping;       /* the scheduler sent STOP: the job is over */
     int64_t max_message;
     _Atomic int64_t progress[3]; /* epoch, step, position: sent with heartbeats */
     _Atomic int64_t wait_ns;     /* the caller's time waiting in the pump: heartbeats */
+    _Atomic int ar_waiting;      /* pskv_allreduce_rejoin: 1 + the rank it waits for, 0 = none */
     _Atomic int64_t pipe_place;  /* pskv_set_stage: d << 32 | k, + 1; 0 = none: heartbeats */
     uint64_t ckpt_done;          /* checkpoint answer: its number */
     int ckpt_err;                /* or its error */

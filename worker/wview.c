@@ -27,6 +27,7 @@
 #include "wfilter.h"
 #include "wire.h"
 #include "wsend.h"
+#include "wshm.h"
 
 static int srv_index(const pskv_worker *w, uint32_t id)
 {
@@ -67,6 +68,7 @@ static void close_dead(pskv_worker *w, int k)
               "values of %d pushes", w->srv[k].id, w->srv[k].host, w->srv[k].port, held);
     zmq_close(w->srv[k].sock);
     w->srv[k].sock = NULL;
+    wshm_drop(w, k); /* a late write of a zombie lands in a retired segment */
 }
 
 /* A server slot for a server not seen before: one whose server the scheduler has
@@ -297,6 +299,8 @@ static void *heartbeat_main(void *arg)
             hb.pipe_stage = (uint32_t)((place - 1) & 0xffffffff);
         }
         hb.rss_bytes = (uint64_t)metrics_resident_bytes();
+        hb.ar_waiting = (uint32_t)atomic_load(&w->ar_waiting);
+        hb.has_ar_waiting = hb.ar_waiting > 0;
         Pskv__TableTraffic tt[WST_MAX_TRAFFIC], *ttp[WST_MAX_TRAFFIC];
         char names[WST_MAX_TRAFFIC][128];
         hb.n_traffic = wfilter_traffic(w, tt, ttp, names, WST_MAX_TRAFFIC);

@@ -8,6 +8,7 @@ int main(void)
     SRunner *sr = srunner_create(wire_suite());
     srunner_add_suite(sr, wire_ar_suite());
     srunner_add_suite(sr, wire16_suite());
+    srunner_add_suite(sr, shm_suite());
     srunner_add_suite(sr, config_suite());
     srunner_add_suite(sr, ring_suite());
     srunner_add_suite(sr, reshard_suite());
@@ -28,6 +29,7 @@ int main(void)
     srunner_add_suite(sr, filter_suite());
     srunner_add_suite(sr, kkt_suite());
     srunner_add_suite(sr, half_suite());
+    srunner_add_suite(sr, halfvec_suite());
     srunner_add_suite(sr, manifest_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

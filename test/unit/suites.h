@@ -16,6 +16,9 @@
 Suite *wire_suite(void);
 Suite *wire_ar_suite(void);
 Suite *wire16_suite(void);
+/* common/shmseg.c, the shm checks of wire.c, server/sshm.c: segments, references
+ * refused, the server's mappings, the sweep of dead workers' segments. */
+Suite *shm_suite(void);
 /* common/config.c: defaults, environment, flags, bounds, positionals. */
 Suite *config_suite(void);
 /* scheduler/reshard.c: a checkpoint's partitions placed and loaded on more or
@@ -59,6 +62,8 @@ Suite *filter_suite(void);
 Suite *kkt_suite(void);
 /* common/half.c: fp16 and bf16 conversions (F16C and portable). */
 Suite *half_suite(void);
+/* common/halfvec.c, fquantvec.c: the vector kernels against the portable code. */
+Suite *halfvec_suite(void);
 /* scheduler/manifest.c: clock= and best= round trips, retention keeps the best. */
 Suite *manifest_suite(void);
 

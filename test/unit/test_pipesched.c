@@ -108,6 +108,31 @@ START_TEST(schedules_well_formed)
 }
 END_TEST
 
+/* Every cut starts from the whole model's weights: stages' draws laid end to end
+ * are the one-stage draw; within +-1/sqrt(inputs), of both signs, and another
+ * seed draws others. */
+START_TEST(init_independent_of_cut)
+{
+    int sizes[] = {20, 6, 5, 3};
+    enum { P = 20 * 6 + 6 + 6 * 5 + 5 + 5 * 3 + 3 };
+    float whole[P], parts[P], other[P];
+    pipesched_init(sizes, 0, 3, 7, whole);
+    pipesched_init(sizes, 0, 1, 7, parts);
+    pipesched_init(sizes, 1, 2, 7, parts + 126);
+    pipesched_init(sizes, 2, 3, 7, parts + 161);
+    ck_assert_int_eq(memcmp(whole, parts, sizeof whole), 0);
+    pipesched_init(sizes, 0, 3, 8, other);
+    int neg = 0, same = 0;
+    for (int i = 0; i < P; i++) {
+        ck_assert(whole[i] >= -0.2237f && whole[i] <= 0.2237f); /* 1/sqrt(20) */
+        neg += whole[i] < 0;
+        same += whole[i] == other[i];
+    }
+    ck_assert(neg > P / 4 && neg < 3 * P / 4);
+    ck_assert_int_eq(same, 0);
+}
+END_TEST
+
 Suite *pipesched_suite(void)
 {
     Suite *s = suite_create("pipesched");
@@ -116,6 +141,7 @@ Suite *pipesched_suite(void)
     tcase_add_test(tc, split_balanced_and_explicit);
     tcase_add_test(tc, cut_by_cost);
     tcase_add_test(tc, schedules_well_formed);
+    tcase_add_test(tc, init_independent_of_cut);
     suite_add_tcase(s, tc);
     return s;
 }

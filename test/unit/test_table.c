@@ -151,10 +151,11 @@ static void change(int which, Pskv__TableOptions *o, const char **name)
     case 11: o->has_lr = 0; *name = "'lr'"; break; /* the default 0.01 is not 0.5 */
     case 12: o->has_l1 = 1; o->l1 = 1e-3f; *name = "'l1'"; break;
     case 13: o->wire = "fp16"; *name = "'wire'"; break; /* base() is fp32 (absent) */
+    case 14: o->has_bsp_mean_pushed = o->bsp_mean_pushed = 1; *name = "'bsp_mean_pushed'"; break;
     default: ck_abort_msg("no case %d", which);
     }
 }
-enum { NCHANGES = 14 };
+enum { NCHANGES = 15 };
 
 START_TEST(reopen_mismatch)
 {

@@ -618,10 +618,13 @@ START_TEST(error_strings)
     for (int c = 0; c < PSKV_ERROR_MAX; c++) {
         const char *msg = pskv_strerror(c);
         ck_assert_ptr_nonnull(msg);
+        if (c == 23 || c == 24) /* numbers not given out on this branch */
+            continue;
         ck_assert_str_ne(msg, "unknown error");
         ck_assert_str_eq(pskv_strerror(-c), msg);
         for (int d = 0; d < c; d++)
-            ck_assert_str_ne(pskv_strerror(d), msg);
+            if (d != 23 && d != 24)
+                ck_assert_str_ne(pskv_strerror(d), msg);
     }
     ck_assert_str_eq(pskv_strerror(PSKV_EPROTO), "protocol error");
     ck_assert_str_eq(pskv_strerror(PSKV_ERROR_MAX), "unknown error");

@@ -29,8 +29,7 @@ enum { GROUP = 5000 };
 
 static int fail(pskv_worker *w, const char *what, int rc)
 {
-    fprintf(stderr, "admit: %s: %s (%s)\n", what, pskv_strerror(rc), pskv_last_error(w));
-    return 1;
+    return app_fail("admit", w, what, rc);
 }
 
 #define KEY_MUL 0x9e3779b97f4a7c15ULL

@@ -21,7 +21,15 @@
  * slot, the same calls on the same inputs, so the gradient is the same bits.
  * Evaluation (pipeline 0, every epoch) sends the test set forward through the
  * stages; the last stage scores it and the result travels back to rank 0, which
- * writes the metrics. */
+ * writes the metrics.
+ *
+ * The weights do not depend on the cut: the first ones are drawn per parameter
+ * of the whole model (pipesched_init), a short last step of an epoch weighs its
+ * rows by its own size, and a bsp stage table averages over the pipelines only
+ * (bsp_mean_pushed), so any S ends with --stages 1's bits. Progress, resume and
+ * --checkpoint-epochs go through trainpos.h as in mlp; a stage cannot be
+ * replaced alone, so every stage stops when one is gone (pskv_rank_gone) and
+ * the job is resumed whole. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -37,6 +45,7 @@
 #include "report.h"
 #include "ring.h"
 #include "timeutil.h"
+#include "trainpos.h"
 
 #define TMO 120000
 #define EVAL_BIT (1ULL << 63)       /* micro ids of evaluation chunks */
@@ -56,6 +65,8 @@ typedef struct stage {
     pskv_worker *w;
     cfg_entry *cfg;
     int S, D, k, d, rank, prev, next, M, B, mrows, bound, depth, L;
+    int b, m;   /* this step's rows (B, fewer where the data ends) and micro-batches */
+    int ops_m;  /* the micro-batches ops[] is planned for */
     const char *schedule;
     int sizes[PIPE_MAX_LAYERS], nl, first[PIPE_MAX_LAYERS + 1], l0, l1;
     size_t poff[PIPE_MAX_LAYERS + 1]; /* parameter offset of each stage layer (l - l0) */
@@ -71,9 +82,11 @@ typedef struct stage {
     pipe_op *ops;
     int acc;
     int64_t step, steps_epoch;
+    trainpos_plan pos; /* progress, resume point and checkpoints (trainpos.h) */
+    int ckpt_epochs, shuffled;
     idx_set train, test;
     uint32_t *order;
-    double loss;
+    double loss, rows_epoch; /* the epoch's summed loss and rows trained, this stage */
     pipestats ps;
     float *stats; /* S x PIPESTATS_FLOATS: this stage's and the later ones' */
     int stats_got;
@@ -83,16 +96,41 @@ typedef struct stage {
     int score_got;
 } stage;
 
+/* A pipeline job stops when any stage is gone (dead, or failed and left): the
+ * stages of its pipeline wait for it, and the other pipelines' copies of its
+ * table would drift. Returns 1 after naming it, else 0. */
+static int stage_gone(stage *st)
+{
+    int g = pskv_rank_gone(st->w);
+    if (g < 0)
+        return 0;
+    fprintf(stderr, "pipeline: rank %d (stage %d of pipeline %d): rank %d (stage %d of pipeline "
+            "%d) is gone (it died, or failed and left): the pipeline job stops; start it again "
+            "(pskv-scheduler --resume) to go on from its last checkpoint\n", st->rank, st->k,
+            st->d, g, g % st->S, g / st->S);
+    return 1;
+}
+
 static int fail(stage *st, const char *what, int rc)
 {
     fprintf(stderr, "pipeline: rank %d (stage %d of pipeline %d): %s: %s (%s)\n", st->rank,
             st->k, st->d, what, pskv_strerror(rc), pskv_last_error(st->w));
+    if (rc == -PSKV_EPEERDEAD) /* the neighbour may only have followed another stage */
+        stage_gone(st);
     return 1;
+}
+
+/* Micro-batch i of the step: the full batch's rows B*i/M up to B*(i+1)/M, cut
+ * where the step's b rows end (the data ends mid-batch). */
+static int64_t first_of(const stage *st, int i)
+{
+    return (int64_t)st->B * i / st->M;
 }
 
 static int rows_of(const stage *st, int i)
 {
-    return (int)((int64_t)st->B * (i + 1) / st->M - (int64_t)st->B * i / st->M);
+    int64_t end = (int64_t)st->B * (i + 1) / st->M;
+    return (int)((end < st->b ? end : st->b) - first_of(st, i));
 }
 
 static int relu_of(const stage *st, int l)
@@ -142,7 +180,7 @@ static float *slot_for(void *arg, const pskv_pipe_msg *h)
         return NULL;
     }
     uint64_t base = (uint64_t)st->step * (uint64_t)st->M;
-    if (h->micro < base || h->micro >= base + (uint64_t)st->M)
+    if (h->micro < base || h->micro >= base + (uint64_t)st->m)
         return NULL;
     int i = (int)(h->micro - base);
     if (h->rows != rows_of(st, i))
@@ -202,13 +240,12 @@ static int send_pass(stage *st, int to, int dir, int i, int rows, const float *v
 static int forward(stage *st, int i)
 {
     int rows = rows_of(st, i), in = st->sizes[st->l0], out = st->sizes[st->l1];
-    int64_t first_row = (int64_t)st->step * st->B + (int64_t)st->B * i / st->M;
-    uint32_t n = st->train.n;
+    int64_t first_row = st->step % st->steps_epoch * st->B + first_of(st, i);
     int64_t t0 = tu_now_ns(); /* the first stage's gathering of its rows is forward work */
     if (st->k == 0) {
         for (int r = 0; r < rows; r++)
             memcpy(inbox_at(st, i) + (size_t)r * (size_t)in,
-                   st->train.x + (size_t)st->order[(first_row + r) % n] * in,
+                   st->train.x + (size_t)st->order[first_row + r] * in,
                    (size_t)in * sizeof(float));
     } else {
         int rc = wait_flag(st, &st->inbox_full[i], i);
@@ -231,9 +268,10 @@ static int forward(stage *st, int i)
     int rc = 0;
     if (st->k == st->S - 1) {
         for (int r = 0; r < rows; r++)
-            st->labels[r] = st->train.y[st->order[(first_row + r) % n]];
+            st->labels[r] = st->train.y[st->order[first_row + r]];
         memcpy(dz, z, (size_t)rows * (size_t)out * sizeof(float));
-        st->loss += model_xent_grad(dz, st->labels, rows, out, 1.0f / (float)st->B);
+        /* each row weighs 1/b: the step's gradient is the mean over its b rows */
+        st->loss += model_xent_grad(dz, st->labels, rows, out, 1.0f / (float)st->b);
         s->got = 1;
         pipestats_add(&st->ps, PS_FWD, i, t0, tu_now_ns());
     } else {
@@ -278,13 +316,36 @@ static int backward(stage *st, int i)
     return rc < 0 ? fail(st, "sending gradients", rc) : 0;
 }
 
+/* The step's rows and micro-batches: B rows in M, except where this pipeline's
+ * data ends mid-batch (the epoch's last step): its b rows cut at the full
+ * batch's micro-batch boundaries, the last micro-batch the smaller, none at all
+ * in a pipeline whose shard ended already. The schedule's passes are planned
+ * again for fewer micro-batches. */
+static void plan_step(stage *st)
+{
+    int64_t left = (int64_t)st->train.n - st->step % st->steps_epoch * st->B;
+    st->b = left < st->B ? (int)(left > 0 ? left : 0) : st->B;
+    for (st->m = 0; st->m < st->M && first_of(st, st->m) < st->b; st->m++)
+        ;
+    if (st->m != st->ops_m && st->m > 0) /* the depth is at most the one of M's plan */
+        pipesched_ops(st->schedule, st->S, st->k, st->m, st->bound, st->ops);
+    st->ops_m = st->m;
+    st->nops = 2 * st->m;
+    st->rows_epoch += st->b;
+}
+
 /* One mini-batch: pull the stage's weights, the schedule's passes, push the
  * gradient (scaled to the mini-batch mean by the loss), clock. */
 static int one_step(stage *st)
 {
+    if (stage_gone(st))
+        return 1;
+    plan_step(st);
+    int rc = 0;
+    if (st->m == 0) /* no row left: the clock alone (bsp_mean_pushed leaves it out of the mean) */
+        return (rc = pskv_clock(st->w)) < 0 ? fail(st, "clock", rc) : 0;
     st->ps.recording = st->step == st->ps.record_step;
     int64_t t0 = tu_now_ns();
-    int rc = 0;
     int64_t tp = pskv_pull(st->w, st->table, NULL, st->P, st->params);
     if (tp < 0 || (rc = pskv_wait(st->w, tp, TMO)) < 0)
         return fail(st, "pull", tp < 0 ? (int)tp : rc);
@@ -348,7 +409,7 @@ static int evaluate(stage *st)
     if (rc == 0 && st->k == st->S - 1) {
         st->score[0] = (float)right;
         st->score[1] = (float)loss;
-        st->score[2] = (float)(st->loss / ((double)st->steps_epoch * st->B));
+        st->score[2] = (float)(st->loss / st->rows_epoch);
     } else if (rc == 0) {
         st->score_got = 0;
         rc = wait_flag(st, &st->score_got, -1);
@@ -426,7 +487,9 @@ static int read_options(stage *st)
         return 2;
     }
     st->nops = 2 * st->M;
+    st->ops_m = st->M;
     st->recompute = (int)cfg_int(cfg, "recompute");
+    st->ckpt_epochs = (int)cfg_int(cfg, "checkpoint-epochs");
     if (pipestats_init(&st->ps, cfg_int(cfg, "timeline-step"), st->M) < 0)
         return 1;
     return 0;
@@ -460,12 +523,13 @@ static int open_stage(stage *st)
         P += (size_t)st->sizes[l] * st->sizes[l + 1] + st->sizes[l + 1];
         A += (size_t)st->sizes[l + 1];
     }
-    st->P = P;
+    st->P = st->poff[st->l1 - st->l0] = P;
     /* saved per row: the input, and without --recompute every layer's output */
     st->saved_row = ((size_t)st->sizes[st->l0] + (st->recompute ? 0 : A)) * sizeof(float);
     pskv_table_opts o;
     app_train_table_opts(cfg, (uint32_t)st->sizes[st->l0], P, &o);
-    o.seed += (uint64_t)st->k; /* stages start from different draws */
+    o.init = "zero"; /* pipeline 0's stage assigns the first weights (first_weights) */
+    o.bsp_mean_pushed = 1; /* the mean over the pipelines, not over every stage */
     char name[96];
     snprintf(name, sizeof name, "pipeline-%s-s%dof%d", cfg_str(cfg, "layers"), st->k, st->S);
     if ((st->table = pskv_table_open(st->w, name, &o)) < 0)
@@ -531,6 +595,21 @@ static void close_stage(stage *st)
     idx_free(&st->test);
 }
 
+/* Pipeline 0's stage assigns its layers' first weights (pipesched_init: those
+ * of --stages 1 whatever the cut) before the job's first barrier; a resumed job's
+ * come from its checkpoint. Returns 0, or 1 after saying why. */
+static int first_weights(stage *st)
+{
+    if (st->d != 0 || pskv_resume_progress(st->w, NULL, NULL, NULL))
+        return 0;
+    pipesched_init(st->sizes, st->l0, st->l1, (uint64_t)cfg_int(st->cfg, "seed"), st->params);
+    int rc = 0;
+    int64_t ta = pskv_assign(st->w, st->table, NULL, st->P, st->params);
+    if (ta < 0 || (rc = pskv_wait(st->w, ta, TMO)) < 0)
+        return fail(st, "assigning the first weights", ta < 0 ? (int)ta : rc);
+    return 0;
+}
+
 /* The same shuffle on every stage of a pipeline: seeded by pipeline and epoch. */
 static void shuffle_epoch(stage *st, int epoch)
 {
@@ -539,20 +618,49 @@ static void shuffle_epoch(stage *st, int epoch)
                            (uint64_t)epoch));
 }
 
+/* Steps per epoch, the same in every pipeline (the batches of the largest
+ * shard, pipeline 0's, the last one short where the data ends mid-batch), and
+ * in a resumed job the step to go on from (trainpos.h); rank 0 notes it in the
+ * metrics. Returns 0, or 1 after saying why. */
+static int plan_run(stage *st, report *rep)
+{
+    uint32_t limit = (uint32_t)cfg_int(st->cfg, "train-limit"), all = st->train.file_rows;
+    int64_t largest = ((int64_t)(limit && limit < all ? limit : all) + st->D - 1) / st->D;
+    st->steps_epoch = (largest + st->B - 1) / st->B;
+    st->pos = (trainpos_plan){st->steps_epoch, st->steps_epoch * cfg_int(st->cfg, "epochs"),
+                              st->B, st->train.n};
+    int rc = trainpos_resume(st->w, "pipeline", &st->pos, &st->step), arc;
+    int64_t own = st->step;
+    if (rc < 0)
+        return 1;
+    if (rc && (arc = trainpos_agree(st->w, "pipeline", &st->step, TMO)) < 0)
+        return fail(st, "agreeing on the step to resume at", arc);
+    if (st->step < own) /* a checkpoint cut through training: this stage repeats a step */
+        printf("pipeline: rank %d recorded step %lld; resuming with the others at %lld\n",
+               st->rank, (long long)own, (long long)st->step);
+    if (rc) /* every stage says so; rank 0 in its metrics too (rep NULL elsewhere) */
+        report_resumed(rep, st->step / st->steps_epoch, st->step, st->pos.total_steps);
+    trainpos_report(st->w, &st->pos, st->step); /* a checkpoint before the first step keeps it */
+    return 0;
+}
+
+/* The epochs from the step planned (0, or a resumed job's), each ending with
+ * pipeline 0's evaluation and, every --checkpoint-epochs, a checkpoint. */
 static int train(stage *st, report *rep)
 {
-    int epochs = (int)cfg_int(st->cfg, "epochs");
-    int64_t per_epoch = st->train.n / (uint32_t)st->B ? st->train.n / (uint32_t)st->B : 1;
-    st->steps_epoch = per_epoch;
-    int64_t t_start = tu_now_ns();
-    for (int e = 0; e < epochs; e++) {
-        shuffle_epoch(st, e);
+    int epochs = (int)cfg_int(st->cfg, "epochs"), rc;
+    int64_t t_start = tu_now_ns(), per = st->steps_epoch;
+    for (int e = (int)(st->step / per); e < epochs; e++) {
+        for (; st->shuffled <= e; st->shuffled++) /* each epoch shuffles the one before's order */
+            shuffle_epoch(st, st->shuffled);
         int64_t t0 = tu_now_ns();
-        st->loss = 0;
+        st->loss = st->rows_epoch = 0;
         pipestats_run_begin(&st->ps);
-        for (int64_t i = 0; i < per_epoch; i++, st->step++)
+        while (st->step < (int64_t)(e + 1) * per) {
             if (one_step(st))
                 return 1;
+            trainpos_report(st->w, &st->pos, ++st->step);
+        }
         pipestats_run_end(&st->ps);
         double secs = (double)(tu_now_ns() - t0) / 1e9;
         if (st->d == 0 && evaluate(st))
@@ -565,64 +673,28 @@ static int train(stage *st, report *rep)
                              .train_loss = st->score[2],
                              .test_loss = st->score[1] / nt,
                              .accuracy = st->score[0] / nt,
-                             .samples_per_s = (double)per_epoch * st->B * st->D / secs,
+                             .samples_per_s = st->rows_epoch * st->D / secs,
                              .auc = NAN,
                              .clipped_steps = -1};
             report_eval(rep, &l);
         }
         if (st->k == st->S - 1)
             printf("pipeline %d: epoch %d train loss %.4f\n", st->d, e + 1,
-                   st->loss / ((double)per_epoch * st->B));
+                   st->loss / st->rows_epoch);
+        if (trainpos_due(&st->pos, st->ckpt_epochs, st->step) &&
+            (rc = trainpos_checkpoint(st->w, &st->pos, st->step, TMO)) < 0)
+            return fail(st, "checkpoint", rc);
     }
     return 0;
 }
 
-/* Each stage's milliseconds under the cut first[] of layers costing ms[], on one
- * line after `what`. */
-static void print_stages(const char *what, const double *ms, const int *first, int S)
-{
-    double worst = 0;
-    printf("pipeline: per stage under %s:", what);
-    for (int k = 0; k < S; k++) {
-        double t = 0;
-        for (int l = first[k]; l < first[k + 1]; l++)
-            t += ms[l];
-        worst = t > worst ? t : worst;
-        printf(" %.3f", t);
-    }
-    printf(" ms per micro-batch (slowest %.3f)\n", worst);
-}
-
 /* --suggest-split: rank 0 times every layer on a micro-batch and prints the cut
- * that minimises the slowest stage ("suggested split: 2,3"); no training. */
+ * that minimises the slowest stage (pipeprobe_suggest); no training. */
 static int suggest_split(stage *st)
 {
-    if (st->rank != 0)
-        return 0;
-    int rows = st->mrows, L = st->L, best[PIPE_MAX_LAYERS + 1];
-    float *x = malloc((size_t)rows * (size_t)st->sizes[0] * sizeof(float));
-    double ms[PIPE_MAX_LAYERS];
-    if (!x)
+    if (st->rank == 0 && pipeprobe_suggest(st->sizes, st->nl, st->S, st->first, st->mrows,
+                                           st->recompute, *cfg_str(st->cfg, "split")) < 0)
         return fail(st, "buffers", -PSKV_ENOMEM);
-    for (size_t i = 0; i < (size_t)rows * (size_t)st->sizes[0]; i++)
-        x[i] = (float)(i * 2654435761u % 1000) / 1000.0f; /* pixel-like values in [0, 1) */
-    int rc = pipeprobe_layers(st->sizes, st->nl, x, rows, 7, st->recompute, ms);
-    free(x);
-    if (rc < 0)
-        return fail(st, "buffers", -PSKV_ENOMEM);
-    for (int l = 0; l < L; l++)
-        printf("pipeline: layer %d (%d x %d): %.3f ms per micro-batch of %d rows, forward and "
-               "backward%s\n", l, st->sizes[l], st->sizes[l + 1], ms[l], rows,
-               st->recompute ? " and the recomputation" : "");
-    pipesched_cut(ms, L, st->S, best);
-    print_stages("the suggested split", ms, best, st->S);
-    print_stages(*cfg_str(st->cfg, "split") ? "--split" : "the cut balancing parameters", ms,
-                 st->first, st->S);
-    printf("suggested split: ");
-    for (int k = 0; k < st->S; k++)
-        printf("%s%d", k ? "," : "", best[k + 1] - best[k]);
-    printf("\n");
-    fflush(stdout);
     return 0;
 }
 
@@ -672,14 +744,19 @@ int app_pipeline(pskv_worker *w, cfg_entry *cfg)
     }
     if (!rc)
         rc = open_stage(&st);
+    if (!rc)
+        rc = first_weights(&st);
     if (!rc && st.rank == 0 &&
-        !(rep = report_new(cfg_str(cfg, "metrics"), 0, why, sizeof why))) {
+        !(rep = report_new(cfg_str(cfg, "metrics"), pskv_resume_progress(w, NULL, NULL, NULL),
+                           why, sizeof why))) {
         fprintf(stderr, "pipeline: --metrics: %s\n", why);
         rc = 1;
     }
     if (!rc && (rc = pskv_barrier(w, TMO)) < 0)
         rc = fail(&st, "barrier", rc);
     model_set_ftz(); /* denormal gradients cost as much here as in mlp (model.h) */
+    if (!rc)
+        rc = plan_run(&st, rep);
     if (!rc)
         rc = train(&st, rep);
     if (!rc)
@@ -692,9 +769,14 @@ int app_pipeline(pskv_worker *w, cfg_entry *cfg)
                          ? 0 : pskv_pull(w, st.table, NULL, st.P, st.params);
         if (tp > 0)
             brc = pskv_wait(w, tp, TMO);
-        if (tp > 0 && brc == 0)
+        if (tp > 0 && brc == 0) { /* the layers' too: to compare any two cuts */
             printf("stage %d final digest %016llx\n", st.k,
                    (unsigned long long)app_digest(st.params, st.P));
+            for (int l = st.l0; l < st.l1; l++)
+                printf("layer %d final digest %016llx\n", l,
+                       (unsigned long long)app_digest(st.params + st.poff[l - st.l0],
+                                                      st.poff[l - st.l0 + 1] - st.poff[l - st.l0]));
+        }
         if (brc < 0 || tp < 0)
             rc = fail(&st, "end", brc < 0 ? brc : (int)tp);
     }

@@ -26,8 +26,7 @@ static float grad(uint64_t k, int j, int64_t s)
 
 static int fail(pskv_worker *w, const char *what, int rc)
 {
-    fprintf(stderr, "replay: %s: %s (%s)\n", what, pskv_strerror(rc), pskv_last_error(w));
-    return 1;
+    return app_fail("replay", w, what, rc);
 }
 
 int app_replay(pskv_worker *w, cfg_entry *cfg)

@@ -36,8 +36,7 @@ static int cmp_i64(const void *a, const void *b)
 
 static int fail(pskv_worker *w, const char *what, int rc)
 {
-    fprintf(stderr, "sparse-bench: %s: %s (%s)\n", what, pskv_strerror(rc), pskv_last_error(w));
-    return 1;
+    return app_fail("sparse-bench", w, what, rc);
 }
 
 /* After a phase: every worker done (barrier), then the script's file. */

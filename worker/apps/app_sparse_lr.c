@@ -31,10 +31,7 @@
 
 static int fail(pskv_worker *w, const char *what, int rc)
 {
-    if (app_stop_signal) /* the wait ended by SIGTERM (pskv_wait) */
-        return app_stopped("sparse-lr");
-    fprintf(stderr, "sparse-lr: %s: %s (%s)\n", what, pskv_strerror(rc), pskv_last_error(w));
-    return 1;
+    return app_fail("sparse-lr", w, what, rc);
 }
 
 typedef struct kv {

@@ -37,10 +37,7 @@
 
 static int fail(pskv_worker *w, const char *what, int rc)
 {
-    if (app_stop_signal) /* the wait ended by SIGTERM (pskv_wait) */
-        return app_stopped("train");
-    fprintf(stderr, "train: %s: %s (%s)\n", what, pskv_strerror(rc), w ? pskv_last_error(w) : "");
-    return 1;
+    return app_fail("train", w, what, rc);
 }
 
 static uint64_t rng_next(uint64_t *s)
@@ -246,8 +243,9 @@ static int load_data(run *r)
         return 1;
     }
     r->P = model_size(r->m);
-    r->rep = report_new(r->rank == 0 ? cfg_str(cfg, "metrics") : NULL,
-                        pskv_resume_progress(r->w, NULL, NULL, NULL), why, sizeof why);
+    r->rep = report_new(r->rank == 0 ? cfg_str(cfg, "metrics") : NULL, /* appended to */
+                        pskv_resume_progress(r->w, NULL, NULL, NULL) || pskv_took_over(r->w),
+                        why, sizeof why);
     if (!r->rep) {
         fprintf(stderr, "train: %s\n", why);
         return 1;
@@ -301,7 +299,7 @@ static int alloc_buffers(run *r)
 static int init_weights(run *r)
 {
     const char *init_from = cfg_str(r->cfg, "init-from");
-    if (r->rank != 0 || !*init_from)
+    if (r->rank != 0 || !*init_from || pskv_took_over(r->w)) /* a taken-over rank 0 */
         return 0;
     char why[512];
     modelfile mf;
@@ -489,15 +487,38 @@ static void straggle(run *r, int64_t cc)
     }
 }
 
+/* --sync allreduce: every rank goes on from `step` (the servers' copy's): the data
+ * position, the shuffles replayed from the first epoch and the evaluations follow. */
+static void reposition(run *r, int64_t step)
+{
+    r->step = step;
+    for (uint32_t i = 0; i < r->train.n; i++)
+        r->order[i] = i;
+    r->shuffled = 0;
+    r->epoch_steps = 0;
+    r->next_eval = r->eval_step ? (step / r->eval_step + 1) * r->eval_step : 0;
+    trainpos_report(r->w, &r->pos, step);
+}
+
 /* Pushes the gradient and clocks, then makes buf[cur] the next step's weights:
  * with --prefetch, the pull sent last step (and a new one sent into the other
- * buffer); without, a pull waited for here. Returns 0, or 1 after saying why. */
+ * buffer); without, a pull waited for here. Returns 0, 1 after saying why, or
+ * RESYNCED (--sync allreduce: a worker died, and a new one took its rank over:
+ * every rank goes on from the servers' copy, r->step). */
+#define RESYNCED (-1)
 static int exchange(run *r)
 {
     int rc;
-    int64_t c2 = tu_now_ns();
+    int64_t c2 = tu_now_ns(), s;
     if (r->ar) { /* the mean gradient, applied here: buf[cur] stays the weights */
-        if ((rc = train_ar_step(r->ar, r->w, r->t, r->grad, r->buf[r->cur])) < 0)
+        rc = train_ar_step(r->ar, r->w, r->t, r->grad, r->buf[r->cur]);
+        if (rc == -PSKV_EPEERDEAD) {
+            if ((rc = train_ar_recover(r->ar, r->w, r->t, r->buf[r->cur], &s)) < 0)
+                return fail(r->w, "all-reduce: no worker took the dead rank over", rc);
+            reposition(r, s);
+            return RESYNCED;
+        }
+        if (rc < 0)
             return fail(r->w, "all-reduce", rc);
         r->ns_push += tu_now_ns() - c2;
         return 0;
@@ -579,6 +600,10 @@ static int train_loop(run *r)
     int rc = first_pull(r);
     if (rc)
         return rc;
+    int64_t s = r->step;
+    if (r->ar && (rc = train_ar_begin(r->ar, r->w, r->t, r->buf[0], &s)) < 0)
+        return fail(r->w, "the servers' copy of the weights", rc);
+    reposition(r, s);
     r->loop_t0 = tu_now_ns();
     r->epoch_t0 = r->loop_t0;
     r->jitter_rng = ring_mix64(r->seed ^ (uint64_t)(r->rank + 1) * 0x51ed27ULL);
@@ -598,7 +623,9 @@ static int train_loop(run *r)
         r->epoch_steps++;
         r->loss_sum += loss;
         r->loss_n++;
-        if ((rc = exchange(r)) != 0)
+        if ((rc = exchange(r)) == RESYNCED)
+            continue;
+        if (rc != 0)
             return rc;
         r->ns_batch += cb;
         r->ns_compute += cc;

@@ -30,6 +30,10 @@ extern atomic_int app_stop_signal;
 /* The exit status for a stop by signal, after saying so on stderr. */
 int app_stopped(const char *app);
 
+/* An app's failed call: "APP: WHAT: ERROR (LAST ERROR)" on stderr and 1, or, when
+ * the call ended because a stop signal came (pskv_wait), app_stopped(app). */
+int app_fail(const char *app, pskv_worker *w, const char *what, int rc);
+
 /* For tests that act at a set point of a run (--replay-wait): prints "APP:
  * waiting for PATH" and waits, at most 120 s, for the file PATH to exist.
  * Returns 0, or -1 on a stop signal or after saying on stderr that it did not
@@ -43,6 +47,8 @@ int app_wait_file_n(const char *app, const char *base, int n);
  * the buffers of an app that fails while a pull may still be in flight into them
  * or a no-copy push may still lend them. At most 16 per process. */
 void app_free_after_close(void *p);
+/* Frees what app_free_after_close was given: for main, after pskv_worker_close. */
+void app_free_closed(void);
 
 /* --app check: exact integer sums over dense and sparse tables on every server. */
 int app_check(pskv_worker *w, cfg_entry *cfg);

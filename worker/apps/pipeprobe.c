@@ -1,8 +1,10 @@
-/* pipeprobe: per-layer times for --suggest-split (contract in pipeprobe.h). */
+/* pipeprobe: --suggest-split's per-layer times and suggestion (contract in
+ * pipeprobe.h). */
 #define _POSIX_C_SOURCE 200809L
 #include "pipeprobe.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -99,4 +101,49 @@ int pipeprobe_layers(const int *sizes, int nl, const float *x, int rows, int ste
     free(ones);
     free(t);
     return rc;
+}
+
+/* Each stage's milliseconds under the cut first[] of layers costing ms[], on one
+ * line after `what`. */
+static void print_stages(const char *what, const double *ms, const int *first, int S)
+{
+    double worst = 0;
+    printf("pipeline: per stage under %s:", what);
+    for (int k = 0; k < S; k++) {
+        double t = 0;
+        for (int l = first[k]; l < first[k + 1]; l++)
+            t += ms[l];
+        worst = t > worst ? t : worst;
+        printf(" %.3f", t);
+    }
+    printf(" ms per micro-batch (slowest %.3f)\n", worst);
+}
+
+int pipeprobe_suggest(const int *sizes, int nl, int S, const int *first, int rows, int recompute,
+                      int split_given)
+{
+    int L = nl - 1, best[PIPE_MAX_LAYERS + 1];
+    float *x = malloc((size_t)rows * (size_t)sizes[0] * sizeof(float));
+    double ms[PIPE_MAX_LAYERS];
+    if (!x)
+        return -1;
+    for (size_t i = 0; i < (size_t)rows * (size_t)sizes[0]; i++)
+        x[i] = (float)(i * 2654435761u % 1000) / 1000.0f; /* pixel-like values in [0, 1) */
+    int rc = pipeprobe_layers(sizes, nl, x, rows, 7, recompute, ms);
+    free(x);
+    if (rc < 0)
+        return -1;
+    for (int l = 0; l < L; l++)
+        printf("pipeline: layer %d (%d x %d): %.3f ms per micro-batch of %d rows, forward and "
+               "backward%s\n", l, sizes[l], sizes[l + 1], ms[l], rows,
+               recompute ? " and the recomputation" : "");
+    pipesched_cut(ms, L, S, best);
+    print_stages("the suggested split", ms, best, S);
+    print_stages(split_given ? "--split" : "the cut balancing parameters", ms, first, S);
+    printf("suggested split: ");
+    for (int k = 0; k < S; k++)
+        printf("%s%d", k ? "," : "", best[k + 1] - best[k]);
+    printf("\n");
+    fflush(stdout);
+    return 0;
 }

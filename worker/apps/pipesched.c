@@ -2,10 +2,13 @@
 #include "pipesched.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "ring.h"
 
 int pipesched_layers(const char *s, int *sizes, char *why, size_t whylen)
 {
@@ -146,4 +149,21 @@ int pipesched_ops(const char *schedule, int S, int k, int M, int bound, pipe_op 
     for (; b < M; b++)
         ops[n++] = (pipe_op){0, b};
     return cap;
+}
+
+void pipesched_init(const int *sizes, int l0, int l1, uint64_t seed, float *params)
+{
+    uint64_t first = 0; /* index of layer l0's first parameter in the whole model */
+    for (int l = 0; l < l0; l++)
+        first += (uint64_t)sizes[l] * (uint64_t)sizes[l + 1] + (uint64_t)sizes[l + 1];
+    double bound = 1.0 / sqrt((double)sizes[0]);
+    size_t n = 0;
+    for (int l = l0; l < l1; l++)
+        n += (size_t)sizes[l] * (size_t)sizes[l + 1] + (size_t)sizes[l + 1];
+    uint64_t s = ring_mix64(seed ^ 0x70697065ULL); /* "pipe": not the servers' draws */
+    for (size_t j = 0; j < n; j++) {
+        uint64_t h = ring_mix64(s + ring_mix64(first + j));
+        double u = (double)(h >> 11) * (1.0 / 9007199254740992.0); /* [0, 1) */
+        params[j] = (float)((2.0 * u - 1.0) * bound);
+    }
 }

@@ -9,6 +9,7 @@
 #define PSKV_PIPESCHED_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define PIPE_MAX_LAYERS 64 /* layer sizes in --layers at most */
 
@@ -31,6 +32,12 @@ int pipesched_split(const int *sizes, int nl, int S, const char *split, int *fir
 /* The cut of L layers, layer l costing cost[l] >= 0, into S stages (1 <= S <= L)
  * that minimises the costliest stage's sum: first[] as for pipesched_split. */
 void pipesched_cut(const double *cost, int L, int S, int *first);
+
+/* The first weights of layers l0 .. l1-1 (model.h's layout: each layer's
+ * weights, then its biases) into params: uniform in +-1/sqrt(sizes[0]) (mlp's
+ * bound), each a function of seed and the parameter's index in the whole
+ * model, so any cut into stages starts from the weights of one stage. */
+void pipesched_init(const int *sizes, int l0, int l1, uint64_t seed, float *params);
 
 /* Stage k of S's 2M passes over M micro-batches into ops[] under schedule
  * "sequential", "gpipe" or "1f1b" (at most `bound` micro-batches in flight on

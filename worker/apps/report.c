@@ -111,7 +111,7 @@ void report_resumed(report *r, int64_t epoch, int64_t step, int64_t total_steps)
     printf("resumed at epoch %lld step %lld of %lld\n", (long long)epoch, (long long)step,
            (long long)total_steps);
     fflush(stdout);
-    if (!r->f)
+    if (!r || !r->f)
         return;
     fprintf(r->f, "{\"resumed_at_epoch\":%lld,\"resumed_at_step\":%lld}\n", (long long)epoch,
             (long long)step);

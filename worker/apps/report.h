@@ -51,7 +51,8 @@ void report_eval(report *r, const report_line *l);
 
 /* A job resumed from a checkpoint at this (0-based) epoch and step: a line on
  * stdout and a {"resumed_at_epoch":E,"resumed_at_step":S} line in the metrics
- * file (which readers that want the evaluation fields skip). */
+ * file (which readers that want the evaluation fields skip); r NULL: the line
+ * on stdout only. */
 void report_resumed(report *r, int64_t epoch, int64_t step, int64_t total_steps);
 
 /* A JSON object of the caller's (one line, no newline) written as a line of the

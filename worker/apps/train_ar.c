@@ -13,6 +13,7 @@
 #include "updater.h"
 
 #define COPY_TMO_MS 120000 /* the assign of a copy: as long as a step may take */
+#define STEP_SPLIT 1048576L /* the copy's step as two floats, exact: lo + hi * 2^20 */
 
 struct train_ar {
     upd_opts o;
@@ -26,6 +27,9 @@ struct train_ar {
     int zero;        /* --zero 1: update only [first, first+count), state for it only */
     int local;       /* --sync local: no all-reduce, each worker applies its own gradient */
     size_t first, count;
+    int tcopy;       /* the small table holding the step of the servers' copy */
+    int rejoin_ms;   /* --rejoin-timeout */
+    double scale0;   /* the loss scale a job starts with (a re-formed ring starts again) */
 };
 
 int train_ar_new(cfg_entry *cfg, pskv_worker *w, const pskv_table_opts *o, size_t P,
@@ -62,6 +66,8 @@ int train_ar_new(cfg_entry *cfg, pskv_worker *w, const pskv_table_opts *o, size_
     a->copy_every = (long)cfg_int(cfg, "copy-every");
     lscale_parse(&a->ls, cfg_str(cfg, "loss-scale"), (long)cfg_int(cfg, "scale-window")); /* checked */
     a->plant = (long)cfg_int(cfg, "plant-overflow");
+    a->scale0 = a->ls.scale;
+    a->rejoin_ms = (int)(cfg_double(cfg, "rejoin-timeout") * 1000);
     a->digests = (int)cfg_int(cfg, "print-digests");
     a->zero = (int)cfg_int(cfg, "zero");
     a->local = !strcmp(sync, "local");
@@ -78,6 +84,18 @@ int train_ar_new(cfg_entry *cfg, pskv_worker *w, const pskv_table_opts *o, size_
         free(a);
         goto oom;
     }
+    pskv_table_opts to;
+    pskv_table_opts_init(&to);
+    to.kind = PSKV_DENSE;
+    to.size = 2;
+    to.updater = "sum";
+    char name[96];
+    snprintf(name, sizeof name, "%s.copystep", cfg_str(cfg, "app"));
+    if ((a->tcopy = pskv_table_open(w, name, &to)) < 0) {
+        fprintf(stderr, "train: open the table %s: %s\n", name, pskv_last_error(w));
+        train_ar_destroy(&a);
+        return 1;
+    }
     *out = a;
     return 0;
 oom:
@@ -85,12 +103,70 @@ oom:
     return 1;
 }
 
+/* Rank 0: the step the servers' copy of the weights is at. */
+static int copy_step_write(train_ar *a, pskv_worker *w)
+{
+    float v[2] = {(float)(a->steps % STEP_SPLIT), (float)(a->steps / STEP_SPLIT)};
+    int64_t t = pskv_assign(w, a->tcopy, NULL, 2, v);
+    return t < 0 ? (int)t : pskv_wait(w, t, COPY_TMO_MS);
+}
+
 int train_ar_copy(train_ar *a, pskv_worker *w, int table, const float *weights)
 {
     if (pskv_rank(w) != 0)
         return 0;
+    /* the weights first: a rank 0 dying between the two leaves a step that is older
+     * than the weights (steps done again), never newer (steps skipped) */
     int64_t ta = pskv_assign(w, table, NULL, a->P, weights);
-    return ta < 0 ? (int)ta : pskv_wait(w, ta, COPY_TMO_MS);
+    int rc = ta < 0 ? (int)ta : pskv_wait(w, ta, COPY_TMO_MS);
+    return rc < 0 ? rc : copy_step_write(a, w);
+}
+
+int train_ar_resume(train_ar *a, pskv_worker *w, int table, float *weights, int64_t *step)
+{
+    float v[2];
+    int64_t tv = pskv_pull(w, a->tcopy, NULL, 2, v);
+    int rc = tv < 0 ? (int)tv : pskv_wait(w, tv, COPY_TMO_MS);
+    int64_t tw = rc < 0 ? 0 : pskv_pull(w, table, NULL, a->P, weights);
+    if (rc == 0)
+        rc = tw < 0 ? (int)tw : pskv_wait(w, tw, COPY_TMO_MS);
+    if (rc < 0)
+        return rc;
+    if (!(v[0] >= 0 && v[0] < (float)STEP_SPLIT && v[1] >= 0 && v[1] < 16777216.0f)) {
+        fprintf(stderr, "train: the servers' copy of the weights holds no step (%g, %g)\n",
+                v[0], v[1]);
+        return -PSKV_EPROTO;
+    }
+    a->steps = (long)v[0] + (long)v[1] * STEP_SPLIT;
+    *step = a->steps;
+    /* momentum and the like are not in the copy: every rank starts them afresh */
+    memset(a->state, 0, a->state ? (size_t)upd_state_per_value(&a->o) * a->count * sizeof(float)
+                                 : 0);
+    a->ls.scale = a->scale0;
+    a->ls.clean = 0;
+    printf("allreduce: rank %d goes on at step %lld from the servers' copy of the weights "
+           "(digest %016llx); optimizer state reset\n", pskv_rank(w), (long long)*step,
+           (unsigned long long)app_digest(weights, a->P));
+    fflush(stdout);
+    return 0;
+}
+
+int train_ar_begin(train_ar *a, pskv_worker *w, int table, float *weights, int64_t *step)
+{
+    if (pskv_took_over(w) && !a->local)
+        return train_ar_resume(a, w, table, weights, step);
+    a->steps = (long)*step;
+    return pskv_rank(w) == 0 ? copy_step_write(a, w) : 0;
+}
+
+int train_ar_recover(train_ar *a, pskv_worker *w, int table, float *weights, int64_t *step)
+{
+    printf("allreduce: %s; waiting up to %d ms (--rejoin-timeout) for a worker to take the "
+           "rank over\n", pskv_last_error(w), a->rejoin_ms);
+    fflush(stdout);
+    /* its barrier (the new worker's first) puts every rank past the copy rank 0 made last */
+    int rc = pskv_allreduce_rejoin(w, a->rejoin_ms);
+    return rc < 0 ? rc : train_ar_resume(a, w, table, weights, step);
 }
 
 static void scale_by(float *v, size_t n, float f)

@@ -6,7 +6,11 @@
  * servers hold only a copy: rank 0 assigns the weights to the parameter table
  * every --copy-every steps, before each checkpoint and at the end, so
  * checkpoints, --save-model and a resumed job see them (a resumed job starts
- * its optimizer state afresh: momentum and the like live on the workers).
+ * its optimizer state afresh: momentum and the like live on the workers), and
+ * with each copy the step it is at (the table APP.copystep). After a worker's
+ * death the others wait for a worker to take its rank over, and every rank goes
+ * on from that copy and step with its optimizer state zeroed (train_ar_recover;
+ * the new worker: train_ar_begin).
  *
  * OWNS: the optimizer state (its floats per weight, upd_state_per_value; with
  *   --zero 1 for this worker's slice of the weights only).
@@ -46,8 +50,26 @@ int train_ar_step(train_ar *a, pskv_worker *w, int table, float *grad, float *we
 /* Adds to a metrics line the loss scale (0 = none) and the steps skipped. */
 void train_ar_report(const train_ar *a, report_line *l);
 
-/* Rank 0 assigns the weights to `table` and waits for it; others return 0. */
+/* Rank 0 assigns the weights to `table` and waits for it, then the step they are
+ * at (the steps done) to a small table of its own; others return 0. */
 int train_ar_copy(train_ar *a, pskv_worker *w, int table, const float *weights);
+
+/* Before the first step, *step steps done (a resumed job's, else 0): rank 0
+ * records that step as the servers' copy's. A worker that took a dead rank over
+ * instead goes on from the servers' copy (train_ar_resume: *step, weights).
+ * Returns 0 or a negated error. */
+int train_ar_begin(train_ar *a, pskv_worker *w, int table, float *weights, int64_t *step);
+
+/* Every rank goes on from the servers' copy: *step gets its step, weights its
+ * values (P floats, pulled), the optimizer state is zeroed and the loss scale
+ * starts again. Returns 0 or a negated error (-PSKV_EPROTO: a step that is no step). */
+int train_ar_resume(train_ar *a, pskv_worker *w, int table, float *weights, int64_t *step);
+
+/* After a step failed with -PSKV_EPEERDEAD: waits up to --rejoin-timeout for a
+ * worker to take the dead rank over (pskv_allreduce_rejoin), meets every rank at a
+ * barrier (the new worker's first), then train_ar_resume. Returns 0 or a negated
+ * error (-PSKV_ETIMEDOUT: pskv_last_error names the rank nobody took over). */
+int train_ar_recover(train_ar *a, pskv_worker *w, int table, float *weights, int64_t *step);
 
 /* Frees a; NULL-safe, nulls *a_p. */
 void train_ar_destroy(train_ar **a_p);

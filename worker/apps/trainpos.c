@@ -17,6 +17,7 @@
 #include "trainpos.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 static int64_t position(const trainpos_plan *p, int64_t step)
 {
@@ -53,6 +54,37 @@ int trainpos_resume(pskv_worker *w, const char *app, const trainpos_plan *p, int
     }
     *step = s;
     return 1;
+}
+
+int trainpos_agree(pskv_worker *w, const char *app, int64_t *step, int timeout_ms)
+{
+    size_t W = (size_t)pskv_num_workers(w);
+    pskv_table_opts o;
+    pskv_table_opts_init(&o);
+    o.size = W;
+    o.width = 2; /* a step in two floats of 24 bits: exact */
+    char name[96];
+    snprintf(name, sizeof name, "%s.resume", app);
+    int t = pskv_table_open(w, name, &o);
+    if (t < 0)
+        return t;
+    uint64_t key = (uint64_t)pskv_rank(w);
+    float mine[2] = {(float)(*step >> 24), (float)(*step & 0xffffff)};
+    int64_t ts = pskv_assign(w, t, &key, 1, mine);
+    int rc = ts < 0 ? (int)ts : pskv_wait(w, ts, timeout_ms);
+    if (rc < 0 || (rc = pskv_barrier(w, timeout_ms)) < 0) /* every step assigned */
+        return rc;
+    float *all = malloc(2 * W * sizeof *all);
+    if (!all)
+        return -PSKV_ENOMEM;
+    ts = pskv_pull(w, t, NULL, W, all);
+    rc = ts < 0 ? (int)ts : pskv_wait(w, ts, timeout_ms);
+    for (size_t r = 0; r < W && rc == 0; r++) {
+        int64_t s = (int64_t)all[2 * r] << 24 | (int64_t)all[2 * r + 1];
+        *step = s < *step ? s : *step;
+    }
+    free(all);
+    return rc;
 }
 
 int trainpos_due(const trainpos_plan *p, int every_epochs, int64_t step)

@@ -9,7 +9,8 @@
  * order of examples in an epoch is a function of (seed, rank, epoch), so these
  * three numbers say exactly which example comes next.
  *
- * OWNS: nothing; THREADS: the application's thread; NEVER: allocates. */
+ * OWNS: nothing; THREADS: the application's thread; NEVER: allocates, except
+ * trainpos_agree's buffer for the call. */
 #ifndef PSKV_TRAINPOS_H
 #define PSKV_TRAINPOS_H
 
@@ -31,6 +32,15 @@ void trainpos_report(pskv_worker *w, const trainpos_plan *p, int64_t step);
  * app) that the recorded progress does not fit this run's plan (other --batch,
  * --accumulate, --train-limit, --epochs or workers than the checkpoint's). */
 int trainpos_resume(pskv_worker *w, const char *app, const trainpos_plan *p, int64_t *step);
+
+/* In a resumed job whose workers must step together (a pipeline's stages): the
+ * smallest step any worker resumed at into *step. A checkpoint taken while
+ * training ran (--checkpoint-every, pskvctl checkpoint) records each worker's
+ * latest heartbeat, which may hold them a step apart; those ahead then repeat a
+ * step. Every worker calls it (a dense table APP.resume of W entries: each
+ * assigns its step, a barrier, each reads them all). Returns 0 or a negated
+ * error (pskv_last_error says what). */
+int trainpos_agree(pskv_worker *w, const char *app, int64_t *step, int timeout_ms);
 
 /* 1 when `step` steps end an epoch that is a multiple of every_epochs (> 0; 0 =
  * never): a checkpoint is due (--checkpoint-epochs); else 0. */

@@ -42,65 +42,7 @@
 
 extern void openblas_set_num_threads(int);
 
-atomic_int app_stop_signal; /* an atomic: apps.h says why */
-
 static void on_stop(int sig) { app_stop_signal = sig; }
-
-int app_stopped(const char *app)
-{
-    fprintf(stderr, "%s: stopped by signal %d\n", app, (int)app_stop_signal);
-    return 128 + (int)app_stop_signal;
-}
-
-int app_wait_file(const char *app, const char *path)
-{
-    printf("%s: waiting for %s\n", app, path);
-    fflush(stdout);
-    for (int64_t until = tu_now_ms() + 120000; !app_stop_signal && tu_now_ms() < until;) {
-        if (access(path, F_OK) == 0)
-            return 0;
-        tu_sleep_ms(100);
-    }
-    if (!app_stop_signal)
-        fprintf(stderr, "%s: %s did not appear within 120 s\n", app, path);
-    return -1;
-}
-
-uint64_t app_digest_add(uint64_t h, const void *p, size_t bytes)
-{
-    const unsigned char *c = p;
-    for (size_t i = 0; i < bytes; i++)
-        h = (h ^ c[i]) * 1099511628211ULL;
-    return h;
-}
-
-uint64_t app_digest(const float *v, size_t n)
-{
-    return app_digest_add(APP_DIGEST_START, v, n * sizeof *v);
-}
-
-int app_wait_file_n(const char *app, const char *base, int n)
-{
-    if (!*base)
-        return 0;
-    char path[4096];
-    snprintf(path, sizeof path, "%s.%d", base, n);
-    return app_wait_file(app, path);
-}
-
-/* What app_free_after_close was given; freed once pskv_worker_close returned. */
-#define AFTER_CLOSE_MAX 16
-static void *after_close[AFTER_CLOSE_MAX];
-static int nafter_close;
-
-void app_free_after_close(void *p)
-{
-    if (!p)
-        return;
-    if (nafter_close == AFTER_CLOSE_MAX)
-        abort(); /* a bug in an app: more than it can ever hand over */
-    after_close[nafter_close++] = p;
-}
 
 /* With the endpoint on and the application done, before the worker leaves the
  * job: says the bytes pushed, then serves the final values for `seconds` (the
@@ -138,6 +80,10 @@ static cfg_entry config[] = {
     {"spin-us", CFG_INT, "100", "PSKV_WORKER_SPIN_US", 0, 100000, "us",
      "wait for a reply to a small request (<= 64 KiB) without sleeping for up to this long",
      0, 0, NULL, NULL},
+    {"shm", CFG_BOOL, "false", "PSKV_WORKER_SHM", 1, 0, NULL,
+     "push and pull values of 64 KiB or more through shared memory (/dev/shm) with servers "
+     "on this host run by the same user; headers, other servers and the rest over TCP", 0, 0,
+     NULL, NULL},
     {"chunk-bytes", CFG_INT, "1048576", "PSKV_WORKER_CHUNK_BYTES", 4, 1073741824, "bytes",
      "dense runs travel in messages of at most this many value bytes", 0, 0, NULL, NULL},
     {"join-timeout", CFG_DOUBLE, "600", "PSKV_WORKER_JOIN_TIMEOUT", 1, 86400, "s",
@@ -253,6 +199,10 @@ static cfg_entry config[] = {
     {"copy-every", CFG_INT, "100", "PSKV_WORKER_COPY_EVERY", 1, 1e9, "steps",
      "--sync allreduce: rank 0 writes the weights to the servers (pskv_assign) every N steps "
      "and at the end, so checkpoints and --save-model hold them", 0, 0, NULL, NULL},
+    {"rejoin-timeout", CFG_DOUBLE, "60", "PSKV_WORKER_REJOIN_TIMEOUT", 0.1, 86400, "s",
+     "--sync allreduce: after a worker died, the others wait this long for a worker started "
+     "with its --rank to take it over, then go on from the servers' copy (--copy-every); "
+     "else they exit 1 naming the rank", 0, 0, NULL, NULL},
     {"epochs", CFG_INT, "5", "PSKV_WORKER_EPOCHS", 1, 100000, NULL, "training epochs", 0, 0, NULL,
      NULL},
     {"batch", CFG_INT, "32", "PSKV_WORKER_BATCH", 1, 65536, NULL, "examples per step per worker "
@@ -331,9 +281,9 @@ static cfg_entry config[] = {
      "write the final weights here (docs/operations.md has the format)", 0, 0, NULL,
      NULL},
     {"checkpoint-epochs", CFG_INT, "0", "PSKV_WORKER_CHECKPOINT_EPOCHS", 0, 100000, "epochs",
-     "softmax, mlp, sparse-lr: after every N epochs, a checkpoint at a barrier (values and "
-     "progress agree exactly; needs the scheduler's --data-dir; 0 = none); incr-check: after "
-     "every N rounds", 0, 0, NULL, NULL},
+     "softmax, mlp, sparse-lr, pipeline: after every N epochs, a checkpoint at a barrier "
+     "(values and progress agree exactly; needs the scheduler's --data-dir; 0 = none); "
+     "incr-check: after every N rounds", 0, 0, NULL, NULL},
     {"touch", CFG_DOUBLE, "10", "PSKV_WORKER_TOUCH", 0.01, 100, "%",
      "incr-check: the share of keys each round after the first pushes", 0, 0, NULL, NULL},
     {"init-from", CFG_STR, "", "PSKV_WORKER_INIT_FROM", 1, 0, NULL,
@@ -366,7 +316,8 @@ static cfg_entry config[] = {
      "needs --consistency async or ssp:TAU with TAU >= 1, and --sync ps", 0, 0, NULL, NULL},
     {"print-digests", CFG_BOOL, "false", "PSKV_PRINT_DIGESTS", 1, 0, NULL,
      "softmax, mlp: print the clock and an FNV-1a digest of each bsp pull (workers) or "
-     "snapshot (pskv-evaluator)", 0, 0, NULL, NULL},
+     "snapshot (pskv-evaluator); pipeline: of each stage's and layer's final weights", 0, 0,
+     NULL, NULL},
     {"save-best", CFG_STR, "", "PSKV_EVALUATOR_SAVE_BEST", 1, 0, NULL,
      "pskv-evaluator: keep the best snapshot here (the --save-model format, with its clock "
      "and metrics in the header)", 0, 0, NULL, NULL},
@@ -506,6 +457,7 @@ static void library_config(pskv_config *pc)
     pc->chunk_bytes = (size_t)cfg_int(config, "chunk-bytes");
     pc->spin_us = (int)cfg_int(config, "spin-us");
     pc->retry_ms = (int)cfg_int(config, "retry-ms");
+    pc->shm = (int)cfg_int(config, "shm");
     pc->metrics_port = (int)cfg_int(config, "metrics-port");
     pc->metrics_bind = cfg_str(config, "bind");
     pc->listen_bind = cfg_str(config, "bind");
@@ -776,8 +728,7 @@ int main(int argc, char **argv)
     if (rc == -PSKV_ETIMEDOUT) /* a snapshot's pull the job's end left unanswered */
         rc = 0;
 #endif
-    while (nafter_close > 0) /* nothing is in flight into them now */
-        free(after_close[--nafter_close]);
+    app_free_closed(); /* nothing is in flight into them now */
     if (rc < 0 && status == 0) {
         fprintf(stderr, PROG ": close: %s\n", pskv_strerror(rc));
         status = 1;
