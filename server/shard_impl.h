@@ -49,10 +49,13 @@ struct shard {
     uint32_t *old_slots; /* while the map grows: the old map (shard_map.c), old_cap slots */
     size_t old_cap;
     size_t moved, to_move; /* rows 0..to_move-1 were in the old map; moved so far */
-    uint32_t *next_slots; /* past 0.6 load: the doubled map, its pages faulted in ahead */
-    size_t next_cap, next_touched; /* its slots; bytes of it touched so far */
-    uint32_t *dead_slots; /* a map done with, given back a slice per push */
-    size_t dead_bytes, dead_freed;
+    uint32_t *next_slots; /* past 0.6 load: the doubled map, faulted in by the helper */
+    size_t next_cap;      /* its slots */
+    uint64_t next_epoch;  /* prefault_epoch() + 1 when it was asked for (0: not yet) */
+    size_t next_back;     /* its bytes from here on were faulted in by pushes (shard_map.c) */
+    int next_ready;       /* all of it is faulted in */
+    size_t rows_asked, dirty_asked; /* bytes of records, dirty bits asked for ahead */
+    uint64_t ahead_epoch; /* the prefault_epoch() they were asked in */
     float *rows;         /* used records */
     size_t rows_cap;
     /* admission and eviction (sparse only; shard_admission) */
@@ -148,7 +151,7 @@ static inline void shard_prefetch(const void *p)
 
 /* Row of key (of hash h, shard_hash) for writing: stamped with the shard's tag
  * when rows are evicted, marked as written. A key with no row gets one
- * (initialised), the map grown first when it would pass 0.7 load. NULL when out
+ * (initialised), the map grown first when full (shard_map_full). NULL when out
  * of memory. */
 float *shard_sparse_row(shard *s, uint64_t key, uint64_t h);
 
@@ -188,6 +191,20 @@ static inline size_t shard_find_in(const shard *s, const uint32_t *slots, size_t
  * shard_lookup. */
 size_t shard_probe(const shard *s, uint64_t key);
 
+/* While the map grows: the old map's slot value of key (of hash h), which is
+ * not in the new map, or EMPTY. Rows move in row order, so a slot naming a row
+ * below moved names one in the new map, not key's: it is passed by its number,
+ * without the miss on its record (a new key looked for in both maps read a
+ * record per slot of its old probe run). */
+static inline uint32_t shard_find_old(const shard *s, uint64_t key, uint64_t h)
+{
+    size_t mask = s->old_cap - 1, i = (size_t)h & mask;
+    for (uint32_t v; (v = s->old_slots[i]) != EMPTY; i = (i + 1) & mask)
+        if (v > s->moved && shard_rec_key(shard_slot_rec(s, v)) == key)
+            return v;
+    return EMPTY;
+}
+
 /* The map slot value (row + 1) of key, of hash h, or EMPTY, looking in the old
  * map too while the map grows; *slot (when not NULL) gets where key is or would
  * go in the (new) map. */
@@ -203,7 +220,7 @@ static inline uint32_t shard_lookup_h(const shard *s, uint64_t key, uint64_t h, 
         *slot = i;
     uint32_t v = s->slots[i];
     if (v == EMPTY && s->old_slots)
-        v = s->old_slots[shard_find_in(s, s->old_slots, s->old_cap, key, h)];
+        v = shard_find_old(s, key, h);
     return v;
 }
 
@@ -217,6 +234,19 @@ static inline uint32_t shard_lookup(const shard *s, uint64_t key, size_t *slot)
 size_t shard_home(const shard *s, uint64_t key);
 size_t shard_home_in(uint64_t key, size_t cap);
 
+/* A row more would pass 0.7 load and the doubled map is ready (faulted in by
+ * the helper, or not asked for: small, or no helper), or it would pass 0.8: the
+ * map grows before the next row is added. Between 0.7 and 0.8 a growth waits for
+ * the helper, so that its moves, which write all over the doubled map at once,
+ * fault nothing in on the push path. */
+static inline int shard_map_full(const shard *s)
+{
+    size_t n = s->used + 1;
+    if (n * 10 <= s->cap * 7)
+        return 0;
+    return s->next_ready || !s->next_epoch || n * 10 > s->cap * 8;
+}
+
 /* Doubles the map: a small map moves at once, a large one to a fresh map (zero
  * pages), its rows moved over by shard_map_migrate. Returns 0 or -PSKV_ENOMEM
  * (the map unchanged). */
@@ -226,15 +256,15 @@ int shard_map_grow(shard *s);
  * old map when the last has moved. No-op when the map is not growing. */
 void shard_map_migrate(shard *s, size_t budget);
 
-/* Once per push, after it (added: the rows it created): past 0.6 load, maps the
- * doubled map and faults in a slice of its pages in proportion to added, so
- * that the growth at 0.7 finds them there (a fresh map's page faults, one per
- * page its first rows land on, were the longest stall); gives back a slice of
- * a map done with. Pushes that are not busy fault in ahead of that schedule,
- * a huge page at a time; a busy push (one that took long already: its own
- * page faults) faults in only when the schedule is behind, and gives nothing
- * back, so that a push seldom pays for two huge pages. */
-void shard_map_prepare(shard *s, size_t added, int busy);
+/* Once per push, after it (spent_ns: the CPU time it took): has the helper
+ * (prefault.h) fault in, off the push path, what the pushes after it will
+ * write: the next AHEAD_BYTES of records and their dirty bits (the records grown
+ * ahead for it), and past 0.6 load the doubled map, mapped then, which the
+ * growth takes over at 0.7 once it is all in; past 0.7 a push not yet long
+ * faults in a huge page of it itself when the helper lags. A fresh page's fault
+ * (4-7 ms a huge page on the machine of docs/benchmarks.md) in a push was the
+ * longest stall once the rehash was gone. */
+void shard_map_prepare(shard *s, int64_t spent_ns);
 
 /* Builds the map again, of the same size, from rows 0 .. used - 1 (their row
  * numbers changed), ending any move under way. Allocates nothing. */
@@ -252,9 +282,6 @@ void *shard_big_alloc(size_t bytes);
 void *shard_big_resize(void *p, size_t old_bytes, size_t bytes);
 void shard_big_free(void *p, size_t bytes);
 
-/* Unmaps at once what is left of a map given back a slice per push. */
-void shard_map_free_dead(shard *s);
-
 /* Moves the records to room for ncap rows, ncap >= used. Returns 0 or
  * -PSKV_ENOMEM (unchanged). shard_sweep.c. */
 int shard_rows_resize(shard *s, size_t ncap);
@@ -263,7 +290,7 @@ int shard_rows_resize(shard *s, size_t ncap);
 
 /* Row of key (of hash h, shard_hash) for writing: stamped with the shard's tag
  * when rows are evicted, marked as written. A key with no row gets one
- * (initialised), the map grown first when it would pass 0.7 load. NULL when out
+ * (initialised), the map grown first when full (shard_map_full). NULL when out
  * of memory. */
 float *shard_sparse_row(shard *s, uint64_t key, uint64_t h);
 

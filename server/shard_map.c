@@ -7,33 +7,34 @@
  * mremap (page tables move, bytes do not), none of it left in malloc's heap.
  *
  * Growing does not stop serving for a rehash: past 0.6 load the doubled map
- * is mapped and its pages faulted in a slice per push (shard_map_prepare); at
- * 0.7 it takes over, and the rows that were there move into it a few at a time
- * (shard_map_migrate: a bounded number per push and per row written) while
- * lookups that miss in the new map look in the old one. A small map (below
- * MIGRATE_MIN slots) moves at once. */
+ * is mapped and faulted in by the fault-ahead helper (prefault.h), as are the
+ * records and dirty bits ahead of the rows in use (shard_map_prepare); at 0.7
+ * load, once the helper has it all in (up to 0.8 while it has not:
+ * shard_map_full), it takes over, and the rows that were there move into it a
+ * few at a time (shard_map_migrate: a bounded number per push and per row
+ * written) while lookups that miss in the new map look in the old one; the old
+ * map goes to the helper to be given back. A small map (below MIGRATE_MIN slots)
+ * moves at once. */
 #define _GNU_SOURCE /* madvise, MADV_HUGEPAGE, mremap */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
+#include "prefault.h"
 #include "pskv_errors.h"
 #include "ring.h"
 #include "shard_impl.h"
 
 #define MIGRATE_MIN 65536 /* slots: a smaller map moves at once */
 #define PAGE 4096
-#define RELEASE_BYTES (4u << 20) /* of a freed map given back per push */
-/* Faulting in fresh pages cost 4-6 ms a MiB on the loaded virtual machine of
- * docs/benchmarks.md (about 10 us a 4 KiB page; a 2 MiB huge page about 5 ms),
- * so the doubled map is faulted in on a schedule in proportion to the rows
- * past 0.6 load: PREFAULT_PER_ROW bytes each (the doubled map, 8 bytes per
- * slot, over the 0.1 * slots rows between 0.6 and 0.7 load is 80; the margin
- * ends it by about 0.68). Pushes that are not busy run ahead of it by up to
- * PREFAULT_LEAD, PREFAULT_MAX at a time. */
-#define PREFAULT_PER_ROW 96
-#define PREFAULT_MAX (2u << 20)
-#define PREFAULT_LEAD (4u << 20)
+#define SLICE (2u << 20)   /* a huge page: asked ahead for no less at a time */
+/* Records and dirty bits are faulted in this far ahead of the rows in use (by
+ * the helper, prefault.h): 8 MiB of sgd records is 700,000 rows, 85 pushes of
+ * 8,192 new keys, time enough for the helper to stay ahead on a loaded machine. */
+#define AHEAD_BYTES (8u << 20)
+/* A push that took this much CPU time already leaves faulting in the doubled
+ * map to the helper (next_meet): a huge page is 4-7 ms more. */
+#define SPENT_MAX 3000000
 
 size_t shard_home_in(uint64_t key, size_t cap) { return (size_t)shard_hash(key) & (cap - 1); }
 
@@ -72,6 +73,7 @@ void *shard_big_resize(void *p, size_t old_bytes, size_t bytes)
 {
     if (!p)
         return shard_big_alloc(bytes);
+    prefault_moved(); /* the helper may be faulting in part of it */
     void *q = mremap(p, old_bytes, bytes, MREMAP_MAYMOVE);
     if (q == MAP_FAILED)
         return NULL;
@@ -81,8 +83,10 @@ void *shard_big_resize(void *p, size_t old_bytes, size_t bytes)
 
 void shard_big_free(void *p, size_t bytes)
 {
-    if (p)
-        munmap(p, bytes);
+    if (!p)
+        return;
+    prefault_moved(); /* the helper may be faulting in part of it */
+    munmap(p, bytes);
 }
 
 /* Puts row r (not in the map yet) into the map; keys are unique, so the first
@@ -95,37 +99,14 @@ static void place(shard *s, size_t r)
     s->slots[j] = (uint32_t)r + 1;
 }
 
-void shard_map_free_dead(shard *s)
-{
-    shard_big_free(s->dead_slots, s->dead_bytes);
-    s->dead_slots = NULL;
-    s->dead_bytes = s->dead_freed = 0;
-}
-
-/* The old map is given back a slice per push (shard_map_prepare): unmapping
- * 2^27 slots at once (131,072 small pages when the kernel gives no huge ones)
- * is the likely cause of the 58 ms push measured at 10^8 rows. */
+/* The old map goes to the helper, which gives it back a slice at a time:
+ * unmapping 2^27 slots at once (131,072 small pages when the kernel gives no
+ * huge ones) on the push path was a 58 ms push at 10^8 rows. */
 static void drop_old(shard *s)
 {
-    shard_map_free_dead(s); /* a previous one still going back: at once */
-    s->dead_slots = s->old_slots;
-    s->dead_bytes = s->old_cap * sizeof *s->old_slots;
+    prefault_release(s->old_slots, s->old_cap * sizeof *s->old_slots);
     s->old_slots = NULL;
     s->old_cap = 0;
-}
-
-static void release_dead(shard *s)
-{
-    if (!s->dead_slots)
-        return;
-    size_t n = s->dead_bytes - s->dead_freed < RELEASE_BYTES ? s->dead_bytes - s->dead_freed
-                                                             : RELEASE_BYTES;
-    if (s->dead_freed + n == s->dead_bytes) {
-        shard_map_free_dead(s); /* the pages left are few, or none */
-        return;
-    }
-    madvise((char *)s->dead_slots + s->dead_freed, n, MADV_DONTNEED);
-    s->dead_freed += n;
 }
 
 /* Rows moved ahead of the one placed have their home slot asked for: the
@@ -151,13 +132,70 @@ static void drop_next(shard *s)
 {
     shard_big_free(s->next_slots, s->next_cap * sizeof *s->next_slots);
     s->next_slots = NULL;
-    s->next_cap = s->next_touched = 0;
+    s->next_cap = s->next_epoch = s->next_back = 0;
+    s->next_ready = 0;
 }
 
-void shard_map_prepare(shard *s, size_t added, int busy)
+/* Asks the helper for [*asked, want) of the mapping at base (mapped bytes long),
+ * in whole huge pages, when a huge page or more of it is not asked yet. */
+static void ask_ahead(void *base, size_t mapped, size_t want, size_t *asked)
 {
-    if (!busy)
-        release_dead(s);
+    want = (want < mapped ? want : mapped) & ~(size_t)(SLICE - 1);
+    if (want < *asked + SLICE)
+        return;
+    if (prefault_ask((char *)base + *asked, want - *asked) == 0)
+        *asked = want;
+}
+
+/* The records and dirty bits of the next AHEAD_BYTES of records, before the
+ * push loop writes them: grown ahead (mremap moves page tables, not bytes, and
+ * the new part is then asked for too), then asked for. */
+static void prepare_rows(shard *s)
+{
+    size_t rec = shard_rec_floats(s) * sizeof(float), ahead = AHEAD_BYTES / rec;
+    if (s->rows_cap * rec < 2 * SLICE)
+        return; /* small: its faults are few and cheap */
+    /* more than half full: the sweep's shrink (a quarter full) never undoes it */
+    if (s->used + ahead > s->rows_cap && s->used * 2 > s->rows_cap &&
+        shard_rows_resize(s, s->rows_cap * 2) < 0)
+        return; /* out of memory: the push grows them when it must, or fails */
+    if (s->ahead_epoch != prefault_epoch()) { /* requests were dropped: from here on */
+        s->ahead_epoch = prefault_epoch();
+        s->rows_asked = s->used * rec & ~(size_t)(SLICE - 1);
+        s->dirty_asked = s->used / 8 & ~(size_t)(SLICE - 1);
+    }
+    ask_ahead(s->rows, s->rows_cap * rec, (s->used + ahead) * rec, &s->rows_asked);
+    ask_ahead(s->dirty, shard_dirty_bytes(s), (s->used + ahead) / 8 + 2 * SLICE, &s->dirty_asked);
+}
+
+/* The doubled map is ready when the helper, going up from its start, has
+ * reached next_back, where the pushes' own part begins: it was asked whole and
+ * in order, and nothing else writes it yet, so the page below next_back is in
+ * only once all below it are. Past 0.7 load a push that finds it not ready (the
+ * helper starved on a loaded machine) faults in a huge page of it itself, going
+ * down from the end, when it has taken less than SPENT_MAX so far (past 0.75
+ * load, whatever it took): the growth waits (shard_map_full) for at most a huge
+ * page's fault a push, not for the helper alone. */
+static void next_meet(shard *s, int64_t spent_ns)
+{
+    unsigned char in = 0;
+    char *map = (char *)s->next_slots;
+    if (!s->next_back || (mincore(map + s->next_back - PAGE, PAGE, &in) == 0 && (in & 1))) {
+        s->next_ready = 1;
+        return;
+    }
+    size_t rows = s->used + 1;
+    if (rows * 10 <= s->cap * 7 || (rows * 20 <= s->cap * 15 && spent_ns > SPENT_MAX))
+        return;
+    size_t n = s->next_back < SLICE ? s->next_back : SLICE;
+    if (madvise(map + s->next_back - n, n, MADV_POPULATE_WRITE) == 0)
+        s->next_back -= n;
+    s->next_ready = !s->next_back;
+}
+
+void shard_map_prepare(shard *s, int64_t spent_ns)
+{
+    prepare_rows(s);
     if (s->old_slots || s->cap < MIGRATE_MIN || s->used * 10 < s->cap * 6)
         return;
     size_t bytes = s->cap * 2 * sizeof *s->slots;
@@ -165,26 +203,16 @@ void shard_map_prepare(shard *s, size_t added, int busy)
         if (!(s->next_slots = shard_big_alloc(bytes)))
             return; /* the growth allocates, or fails, as without */
         s->next_cap = s->cap * 2;
-        s->next_touched = 0;
     }
-    /* on schedule: PREFAULT_PER_ROW bytes for each row past 0.6 load */
-    size_t due = (s->used - s->cap * 6 / 10) * PREFAULT_PER_ROW, want;
-    if (busy) /* its own share only when behind: a push at 10^8 rows is always busy */
-        want = s->next_touched < due ? added * PREFAULT_PER_ROW : 0;
-    else /* ahead of schedule by up to PREFAULT_LEAD, a huge page at a time */
-        want = due + PREFAULT_LEAD > s->next_touched ? due + PREFAULT_LEAD - s->next_touched : 0;
-    want = want > PREFAULT_MAX && !busy ? PREFAULT_MAX : want;
-    want = (want + PAGE - 1) & ~(size_t)(PAGE - 1);
-    size_t n = bytes - s->next_touched < want ? bytes - s->next_touched : want;
-    if (!n)
-        return;
-    /* one call faults the slice in: a page fault at a time cost 10 us a page */
-    if (madvise((char *)s->next_slots + s->next_touched, n, MADV_POPULATE_WRITE) < 0) {
-        volatile char *p = (volatile char *)s->next_slots; /* zero pages: a write faults one in */
-        for (size_t o = 0; o < n; o += PAGE)
-            p[s->next_touched + o] = 0;
+    /* the whole map at once: at 0.6 load the helper has 0.1 * cap new rows' time
+     * (1,600 pushes of 8,192 keys before 2^27 slots double) for 1 GiB */
+    uint64_t e = prefault_epoch() + 1; /* + 1: 0 is never asked */
+    if (s->next_epoch != e && !s->next_ready && prefault_ask(s->next_slots, bytes) == 0) {
+        s->next_epoch = e;
+        s->next_back = s->next_back ? s->next_back : bytes;
     }
-    s->next_touched += n;
+    if (s->next_epoch && !s->next_ready)
+        next_meet(s, spent_ns);
 }
 
 void shard_map_rebuild(shard *s)
@@ -222,7 +250,8 @@ int shard_map_grow(shard *s)
         return -PSKV_ENOMEM;
     if (nslots == s->next_slots) { /* prepared: taken over */
         s->next_slots = NULL;
-        s->next_cap = s->next_touched = 0;
+        s->next_cap = s->next_epoch = s->next_back = 0;
+        s->next_ready = 0;
     } else {
         drop_next(s);
     }

@@ -20,11 +20,6 @@ static size_t core_floats(const shard *s) { return (size_t)s->width * (1 + (size
  * the move ends long before the new map is full. */
 enum { MIGRATE_PER_ROW = 4, MIGRATE_PER_PUSH = 32768 };
 
-/* A push that took this much CPU time already (a huge page of records faulted
- * in: about 5 ms on the machine of docs/benchmarks.md, or a push while rows
- * move) leaves faulting in the next map to the pushes after it. */
-#define PUSH_BUSY_NS 3000000
-
 /* Sets a row's values to key's initial ones and its state to zero. */
 static void init_row(const shard *s, uint64_t key, float *row)
 {
@@ -64,7 +59,7 @@ static float *add_row(shard *s, uint64_t key, size_t i)
 
 float *shard_sparse_row(shard *s, uint64_t key, uint64_t h)
 {
-    if ((s->used + 1) * 10 > s->cap * 7 && shard_map_grow(s) < 0)
+    if (shard_map_full(s) && shard_map_grow(s) < 0)
         return NULL;
     shard_map_migrate(s, MIGRATE_PER_ROW); /* before the lookup: it fills slots */
     size_t i;
@@ -156,7 +151,9 @@ static inline void pipe_hints(const shard *s, push_pipe *p, uint64_t k)
     j = 0;
     if (s->old_slots) { /* a key not in the new map is looked for in the old */
         size_t omask = s->old_cap - 1;
-        oh[0] = hint_at(s, s->old_slots, h & omask, far);
+        oh[0] = s->old_slots[h & omask]; /* a row not moved yet: its record asked for */
+        if (far && oh[0] > s->moved)
+            prefetch_rec(s, oh[0]);
         for (j = 1; j < OLD_SLOTS && oh[j - 1] != EMPTY; j++)
             oh[j] = s->old_slots[(h + j) & omask];
     }
@@ -179,14 +176,18 @@ static inline void pipe_check(const shard *s, push_pipe *p, const uint64_t *keys
     for (int j = 1; j < NEAR_SLOTS && hint[j] != EMPTY; j++)
         prefetch_rec(s, hint[j]);
     for (int j = NEAR_SLOTS + 1; j < HINTS && hint[j] != EMPTY; j++) /* growing */
-        prefetch_rec(s, hint[j]);
+        if (hint[j] > s->moved) /* a moved row is in the new map: not key's */
+            prefetch_rec(s, hint[j]);
 }
 
 /* The hint of hint[] whose record holds key, else EMPTY. */
 static inline uint32_t pipe_find(const shard *s, const uint32_t *hint, uint64_t key)
 {
-    for (int j = 0; j < HINTS; j++)
+    for (int j = 0; j < NEAR_SLOTS; j++)
         if (hint[j] != EMPTY && shard_rec_key(shard_slot_rec(s, hint[j])) == key)
+            return hint[j];
+    for (int j = NEAR_SLOTS; j < HINTS; j++) /* the old map's: rows not moved only */
+        if (hint[j] > s->moved && shard_rec_key(shard_slot_rec(s, hint[j])) == key)
             return hint[j];
     return EMPTY;
 }
@@ -285,7 +286,7 @@ static int push_keys(shard *s, const uint64_t *keys, uint64_t n, const float *g,
             if (push_new_ftrl(s, key, h, g + i * wd, bad) < 0)
                 return -PSKV_ENOMEM;
             continue;
-        } else if ((s->used + 1) * 10 > s->cap * 7 || s->old_slots) {
+        } else if (shard_map_full(s) || s->old_slots) {
             row = shard_sparse_row(s, key, h); /* the map changes first: a lookup of its own */
         } else {
             row = add_row(s, key, slot); /* the map as looked up: slot is key's place */
@@ -300,10 +301,9 @@ static int push_keys(shard *s, const uint64_t *keys, uint64_t n, const float *g,
 int shard_push_sparse(shard *s, const uint64_t *keys, uint64_t n, const float *g, uint64_t *bad)
 {
     int64_t t0 = tu_thread_cpu_ns();
-    size_t used0 = s->used;
     shard_map_migrate(s, MIGRATE_PER_PUSH);
     int rc = push_keys(s, keys, n, g, bad);
-    shard_map_prepare(s, s->used - used0, tu_thread_cpu_ns() - t0 > PUSH_BUSY_NS);
+    shard_map_prepare(s, tu_thread_cpu_ns() - t0);
     int64_t took = tu_thread_cpu_ns() - t0;
     s->longest_ns = took > s->longest_ns ? took : s->longest_ns;
     return rc;

@@ -14,6 +14,7 @@ int main(void)
     srunner_add_suite(sr, reshard_suite());
     srunner_add_suite(sr, updater_suite());
     srunner_add_suite(sr, shard_suite());
+    srunner_add_suite(sr, prefault_suite());
     srunner_add_suite(sr, table_suite());
     srunner_add_suite(sr, admit_suite());
     srunner_add_suite(sr, dirty_suite());

@@ -30,6 +30,8 @@ Suite *ring_suite(void);
 Suite *updater_suite(void);
 /* server/shard.c: initial values, dense and sparse push/pull, ownership. */
 Suite *shard_suite(void);
+/* server/prefault.c, shard_map.c: faults off the push path, growth with them. */
+Suite *prefault_suite(void);
 /* server/cmsketch.c, shard_sweep.c: the sketch, admission, the eviction sweep. */
 Suite *admit_suite(void);
 /* server/shard_dirty.c: rows changed since the last checkpoint, tombstones. */

@@ -486,66 +486,6 @@ START_TEST(sparse_push_pipeline)
 }
 END_TEST
 
-/* Past 0.6 load the doubled map is faulted in ahead, a slice per push
- * (shard_map.c), on a schedule: a busy push faults in nothing while it is
- * kept, others run ahead by a bounded lead; the whole map is in before 0.7
- * load, and the growth then takes it over. (White box: shard_impl.h.) */
-START_TEST(sparse_prefault_busy)
-{
-    enum { BATCH = 8192 };
-    shard_init init = {INIT_ZERO, 0, 0};
-    shard *s = shard_new(0, 0, 0, 0, UINT64_MAX, 1, &SUM, &init);
-    ck_assert_ptr_nonnull(s);
-    uint64_t keys[BATCH];
-    float g[BATCH];
-    uint64_t next = 1;
-    while (!s->next_slots || s->cap < (1u << 20)) { /* to just past 0.6 load of 2^20 slots */
-        for (int k = 0; k < BATCH; k++) {
-            keys[k] = ring_mix64(next++);
-            g[k] = 1;
-        }
-        ck_assert_int_eq(shard_push(s, keys, 0, BATCH, g), 0);
-    }
-    ck_assert_uint_eq(s->cap, 1u << 20);
-    size_t bytes = s->next_cap * sizeof *s->next_slots, t0 = s->next_touched;
-    ck_assert_uint_lt(t0, bytes);
-    for (int k = 0; k < 4; k++)
-        shard_map_prepare(s, BATCH, 1);
-    ck_assert_uint_eq(s->next_touched, t0); /* busy and on schedule: nothing faulted in */
-    shard_map_prepare(s, 0, 0);
-    ck_assert_uint_gt(s->next_touched, t0); /* not busy: ahead, a huge page at most */
-    ck_assert_uint_le(s->next_touched - t0, 2u << 20);
-    size_t t1 = s->next_touched;
-    for (int k = 0; k < 8; k++)
-        shard_map_prepare(s, 0, 0);
-    ck_assert_uint_le(s->next_touched, t1 + (4u << 20)); /* ahead by a bounded lead */
-    while (s->next_touched < bytes) { /* pushes, all busy: on schedule, each its share */
-        for (int k = 0; k < BATCH; k++)
-            keys[k] = ring_mix64(next++);
-        ck_assert_int_eq(shard_push(s, keys, 0, BATCH, g), 0);
-        ck_assert_ptr_null(s->old_slots);
-        t1 = s->next_touched;
-        shard_map_prepare(s, BATCH, 1);
-        ck_assert_uint_ge(s->next_touched, t1); /* behind: a busy push too */
-    }
-    uint32_t *prepared = s->next_slots;
-    while (!s->old_slots) { /* on to 0.7: the prepared map is taken over */
-        for (int k = 0; k < BATCH; k++)
-            keys[k] = ring_mix64(next++);
-        ck_assert_int_eq(shard_push(s, keys, 0, BATCH, g), 0);
-    }
-    ck_assert_ptr_eq(s->slots, prepared);
-    ck_assert_uint_eq(shard_size(s), next - 1);
-    float v;
-    for (uint64_t i = 1; i < next; i += 997) {
-        uint64_t key = ring_mix64(i);
-        shard_pull(s, &key, 0, 1, &v);
-        LOOP_ASSERT(v == 1.0f, "key #%llu reads %g", (unsigned long long)i, (double)v);
-    }
-    shard_destroy(&s);
-}
-END_TEST
-
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -689,7 +629,6 @@ Suite *shard_suite(void)
     tcase_add_test(sparse, sparse_state_survives_growth);
     tcase_add_test(sparse, sparse_lookup_while_growing);
     tcase_add_test(sparse, sparse_push_pipeline);
-    tcase_add_test(sparse, sparse_prefault_busy);
     tcase_add_test(sparse, sparse_retain_while_growing);
     suite_add_tcase(s, sparse);
     return s;
