@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "allreduce.h"
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,7 @@ struct war {
     void *in;           /* PULL, bound at open: the previous rank's pieces */
     void *out;          /* PUSH to the next rank's `in`, dialled when that rank's node changes */
     uint32_t out_node;  /* node id `out` is connected to (0 = none yet) */
+    int sent_ok;        /* a piece got through on `out` (send_piece dials again until one has) */
     uint64_t epoch;     /* the barrier the calls are counted from (w->barrier_seq then) */
     uint64_t seq;       /* calls made since that barrier: the current call's number */
     uint64_t good;      /* ring_id of the last call that succeeded: its members, 0 = none */
@@ -166,12 +168,38 @@ static void lent_free(void *data, void *hint)
     atomic_fetch_sub((atomic_int *)hint, 1);
 }
 
+/* The piece's values frame (none when cnt is 0): fwd moved in, 16-bit values
+ * packed, or fp32 lent from the caller's array. */
+static int piece_frame(const ring *g, uint64_t off, uint64_t cnt, zmq_msg_t *fwd, zmq_msg_t *v)
+{
+    atomic_int *lent = &g->w->ar->lent;
+    if (fwd) {
+        zmq_msg_init(v);
+        zmq_msg_move(v, fwd);
+        zmq_msg_close(fwd); /* empty now */
+    } else if (cnt && g->wire != PSKV_WIRE_FP32) { /* 16-bit values: converted into the frame */
+        if (zmq_msg_init_size(v, cnt * 2) < 0)
+            return wst_error(g->w, PSKV_ENOMEM, "pskv_allreduce: out of memory");
+        half_pack(g->wire, zmq_msg_data(v), g->vals + off, cnt);
+    } else if (cnt) {
+        atomic_fetch_add(lent, 1);
+        if (wire_frame_lend(v, g->vals + off, cnt * sizeof(float), lent_free, lent) < 0)
+            return wst_error(g->w, PSKV_ENOMEM, "pskv_allreduce: out of memory");
+    }
+    return 0;
+}
+
 /* Sends floats [off, off+cnt) of vals as step `step`'s piece, without a copy.
  * The ring writes over a range it sent only when the range comes back around
  * (all-gather), which needs the next rank to have received this piece first, so
  * ZeroMQ has read it by then; the call returns once ZeroMQ let go of every piece
  * (lent_wait). fwd (NULL: none): a received 16-bit frame of exactly these values,
- * sent on as it is (taken over, closed on failure) instead of packing them again. */
+ * sent on as it is (taken over, closed on failure) instead of packing them again.
+ * A send that cannot leave within the socket's time-out (5 s) before the call's
+ * first piece got through is tried again on a fresh connection, within the
+ * request time-out: a next rank that had not yet applied the view naming this
+ * worker refuses its CURVE handshake (unknown key), and ZeroMQ never dials again
+ * after a refused handshake. */
 static int send_piece(const ring *g, int step, uint64_t off, uint64_t cnt, zmq_msg_t *fwd)
 {
     Pskv__Meta m;
@@ -181,24 +209,27 @@ static int send_piece(const ring *g, int step, uint64_t off, uint64_t cnt, zmq_m
     m.first_key = off;
     m.num_keys = cnt;
     m.width = 1;
-    zmq_msg_t v;
-    atomic_int *lent = &g->w->ar->lent;
-    if (fwd) {
-        zmq_msg_init(&v);
-        zmq_msg_move(&v, fwd);
-        zmq_msg_close(fwd); /* empty now */
-    } else if (cnt && g->wire != PSKV_WIRE_FP32) { /* 16-bit values: converted into the frame */
-        if (zmq_msg_init_size(&v, cnt * 2) < 0)
-            return wst_error(g->w, PSKV_ENOMEM, "pskv_allreduce: out of memory");
-        half_pack(g->wire, zmq_msg_data(&v), g->vals + off, cnt);
-    } else if (cnt) {
-        atomic_fetch_add(lent, 1);
-        if (wire_frame_lend(&v, g->vals + off, cnt * sizeof(float), lent_free, lent) < 0)
-            return wst_error(g->w, PSKV_ENOMEM, "pskv_allreduce: out of memory");
+    war *a = g->w->ar;
+    int64_t deadline = tu_now_ms() + g->w->request_timeout_ms;
+    for (;;) {
+        zmq_msg_t v;
+        int rc = piece_frame(g, off, cnt, fwd, &v);
+        if (rc < 0)
+            return rc;
+        if (wire_send(a->out, NULL, &m, NULL, cnt ? &v : NULL) == 0)
+            break;
+        int err = zmq_errno();
+        const Pskv__Node *next = rank_node(g->w, (g->r + 1) % g->N);
+        if (err != EAGAIN || fwd || a->sent_ok || !next || tu_now_ms() >= deadline)
+            return wst_error(g->w, PSKV_ENET, "pskv_allreduce: cannot send to rank %d: %s",
+                             (g->r + 1) % g->N, zmq_strerror(err));
+        LOG_W("pskv_allreduce: nothing got through to rank %d for 5 s (a refused handshake?): "
+              "dialling it again", (g->r + 1) % g->N);
+        a->out_node = 0; /* war_dial makes a new socket */
+        if ((rc = war_dial(g->w, next, &a->out, &a->out_node, "pskv_allreduce")) < 0)
+            return rc;
     }
-    if (wire_send(g->w->ar->out, NULL, &m, NULL, cnt ? &v : NULL) < 0)
-        return wst_error(g->w, PSKV_ENET, "pskv_allreduce: cannot send to rank %d: %s",
-                         (g->r + 1) % g->N, zmq_strerror(zmq_errno()));
+    a->sent_ok = 1;
     wmet_allreduce_sent(cnt * half_size(g->wire));
     return 0;
 }
@@ -446,6 +477,8 @@ static int ring_start(ring *g)
     wpump(w, 0); /* the latest view */
     const Pskv__Node *prev = rank_node(w, mod(g->r - 1, g->N));
     const Pskv__Node *next = rank_node(w, (g->r + 1) % g->N);
+    if (!next || next->id != a->out_node)
+        a->sent_ok = 0; /* a new connection: send_piece may dial it again */
     int rc = next ? war_dial(w, next, &a->out, &a->out_node, "pskv_allreduce") : 0;
     if (rc < 0)
         return rc;
@@ -491,6 +524,7 @@ static void lent_wait(pskv_worker *w, int failed)
             zmq_close(a->out);
             a->out = NULL;
             a->out_node = 0;
+            a->sent_ok = 0;
             t0 = tu_now_ms();
             limit = 5000;
         } else if (tu_now_ms() - t0 > limit) {
