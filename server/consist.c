@@ -428,7 +428,16 @@ int consist_clocks(const consist *c, const int64_t **vc)
 
 void consist_restore_clocks(consist *c, const int64_t *vc, int nranks)
 {
+    /* A checkpoint taken while a worker was ahead of the others holds none of its
+     * pushes for clocks still open then (bsp closes a clock before applying it):
+     * resumed, that worker does those steps again, so it counts from the slowest
+     * worker's clock like the others, not from its own (its repeated pushes would
+     * reach clocks the others close first, and be dropped as late). */
+    int64_t lo = nranks > 0 ? vc[0] : 0;
+    for (int r = 1; r < nranks; r++)
+        lo = vc[r] < lo ? vc[r] : lo;
     vclock_restore(c->clocks, vc, nranks);
+    vclock_cap(c->clocks, lo);
     advance(c);
 }
 

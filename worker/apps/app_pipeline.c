@@ -628,7 +628,7 @@ static int plan_run(stage *st, report *rep)
     int64_t largest = ((int64_t)(limit && limit < all ? limit : all) + st->D - 1) / st->D;
     st->steps_epoch = (largest + st->B - 1) / st->B;
     st->pos = (trainpos_plan){st->steps_epoch, st->steps_epoch * cfg_int(st->cfg, "epochs"),
-                              st->B, st->train.n};
+                              st->B, st->train.n, 1};
     int rc = trainpos_resume(st->w, "pipeline", &st->pos, &st->step), arc;
     int64_t own = st->step;
     if (rc < 0)

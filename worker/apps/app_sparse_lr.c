@@ -260,7 +260,7 @@ static int plan(lr_run *r)
         r->eval_step = 1;
     r->total = r->steps_per_epoch * (size_t)r->epochs;
     r->pos = (trainpos_plan){(int64_t)r->steps_per_epoch, (int64_t)r->total, r->batch,
-                             (int64_t)r->d.n};
+                             (int64_t)r->d.n, 0};
     int64_t first;
     int resumed = trainpos_resume(r->w, "sparse-lr", &r->pos, &first);
     if (resumed < 0)

@@ -338,7 +338,7 @@ static int plan(run *r)
         r->eval_every > 0 ? (int64_t)ceil(r->eval_every * (double)r->steps_per_epoch) : 0;
     if (r->eval_every > 0 && r->eval_step < 1)
         r->eval_step = 1;
-    r->pos = (trainpos_plan){r->steps_per_epoch, r->total_steps, per_step, r->train.n};
+    r->pos = (trainpos_plan){r->steps_per_epoch, r->total_steps, per_step, r->train.n, 0};
     int rc = trainpos_resume(r->w, "train", &r->pos, &r->step);
     if (rc < 0)
         return 1;

@@ -99,6 +99,11 @@ int trainpos_checkpoint(pskv_worker *w, const trainpos_plan *p, int64_t step, in
     int rc = pskv_wait_all(w, timeout_ms);
     if (rc < 0 || (rc = pskv_barrier(w, timeout_ms)) < 0)
         return rc;
+    int gone = p->every_rank ? pskv_rank_gone(w) : -1;
+    if (gone >= 0) { /* the barrier let it go: no checkpoint without it */
+        fprintf(stderr, "no checkpoint at step %lld: rank %d is gone\n", (long long)step, gone);
+        return -PSKV_EPEERDEAD;
+    }
     if (pskv_rank(w) == 0) {
         int64_t n = pskv_checkpoint(w, timeout_ms);
         if (n < 0)

@@ -19,9 +19,12 @@
 #include "pskv.h"
 
 /* A run's plan: steps per epoch, steps in all, examples per step, examples in
- * this worker's shard. */
+ * this worker's shard; every_rank: a checkpoint needs every rank alive (a
+ * pipeline's stages: a stage that died is not in the barrier any more, and its
+ * progress would be recorded stale). */
 typedef struct trainpos_plan {
     int64_t steps_per_epoch, total_steps, per_step, n;
+    int every_rank;
 } trainpos_plan;
 
 /* Tells the scheduler (pskv_set_progress) that `step` steps are done. */
