@@ -926,7 +926,7 @@ f_dead_connections() {
 }
 
 run_trial() {
-  local name=$1 fn=$2 trial=$3 dir="$WORK/$1-$3" rc
+  local name=$1 fn=$2 trial=$3 dir="$WORK/$1-$3" rc t0=$SECONDS
   mkdir -p "$dir"
   ( cd "$dir" && TDIR=$dir "$fn" ) > "$dir/test.out" 2>&1 &
   local pid=$! deadline=$((SECONDS + 170 * TS))
@@ -942,9 +942,9 @@ run_trial() {
   [ -n "$f" ] && FAILOVERS+=("$f")
   local g; for g in $(sed -n 's/^drain_ms=//p' "$dir/test.out"); do DRAINS+=("$g"); done
   if [ $rc -eq 0 ]; then
-    passed=$((passed + 1)); echo "PASS $name #$trial${f:+ (failover $f ms)}"
+    passed=$((passed + 1)); echo "PASS $name #$trial${f:+ (failover $f ms)} ($((SECONDS - t0)) s)"
   else
-    failed=$((failed + 1)); echo "FAIL $name #$trial (status $rc)"
+    failed=$((failed + 1)); echo "FAIL $name #$trial (status $rc, $((SECONDS - t0)) s)"
     sed 's/^/    /' "$dir/test.out" | tail -n 20
   fi
 }

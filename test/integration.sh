@@ -27,7 +27,7 @@ trap cleanup EXIT
 
 # run_test NAME FUNCTION: runs FUNCTION in a subshell with a time-out of 180 s.
 run_test() {
-  local name=$1 fn=$2 dir="$WORK/$1" rc
+  local name=$1 fn=$2 dir="$WORK/$1" rc t0=$SECONDS
   mkdir -p "$dir"
   ( cd "$dir" && TDIR=$dir "$fn" ) > "$dir/test.out" 2>&1 &
   local pid=$!
@@ -40,11 +40,11 @@ run_test() {
     wait "$pid"; rc=$?
   fi
   if [ $rc -eq 0 ]; then
-    passed=$((passed + 1)); echo "PASS $name"
+    passed=$((passed + 1)); echo "PASS $name ($((SECONDS - t0)) s)"
   elif [ $rc -eq 77 ]; then
     skipped=$((skipped + 1)); echo "SKIP $name ($(tail -n 1 "$dir/test.out"))"
   else
-    failed=$((failed + 1)); failures+=("$name"); echo "FAIL $name (status $rc)"
+    failed=$((failed + 1)); failures+=("$name"); echo "FAIL $name (status $rc, $((SECONDS - t0)) s)"
     sed 's/^/    /' "$dir/test.out" | tail -n 40
   fi
 }
