@@ -254,8 +254,6 @@ t_pipeline_resume() {
   # may record the stages steps apart (their latest heartbeats): resumed, they go
   # on together from the smaller step (trainpos_agree) and the job finishes
   local s0 s1
-  # known to fail at times under bsp (operations.md, "Known limitation"): run on demand
-  if [ "${PIPELINE_TIMER_RESUME:-0}" != 1 ]; then trap - EXIT; return 0; fi
   pr_job timer "$TDIR/c" --checkpoint-epochs 0 --epochs 200 -- --checkpoint-every 0.2
   wait_line "$TDIR/sched-timer.log" 'checkpoint 2 complete' 1 60 || fail "no timer checkpoint 2"
   kill -KILL $(cat "$TDIR"/*-timer.pid) 2>/dev/null; sleep 0.2
