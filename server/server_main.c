@@ -329,7 +329,10 @@ static int from_future(const wire_msg *msg)
 /* Refuses (and returns 1 for) any data message while this server's lease has
  * lapsed, and drops a forward or copy planned on an older placement. A push or
  * pull planned on an older view is served when this server still heads (or
- * tails) its rows: chain_rows checks that row by row. */
+ * tails) its rows: chain_rows checks that row by row. A copy (FILL) is taken
+ * even with a lapsed lease: it answers nobody, it is sent once (a dropped forward
+ * is sent again, a dropped copy never was), and a view that takes the partition
+ * away drops it again. */
 static int refuse_stale(wire_msg *msg)
 {
     Pskv__Meta *r = msg->meta;
@@ -338,7 +341,7 @@ static int refuse_stale(wire_msg *msg)
     if (!data && !repl)
         return 0;
     char why[200];
-    if (!lease_valid()) {
+    if (!lease_valid() && r->type != PSKV__MSG_TYPE__FILL) {
         if (!S.lease_lapsed++) {
             LOG_W("lease lapsed (no acknowledged heartbeat): serving nothing until renewed");
             smet_lease_lapse();
