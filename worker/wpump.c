@@ -52,7 +52,7 @@ static int shm_reply(pskv_worker *w, int si, part *p, wire_msg *msg)
         LOG_D("dropped a pull reply from %s naming another region than its part's", msg->peer);
         return -1;
     }
-    wshm_heard(p, m);
+    wshm_heard(w, p, m);
     if (m->type == PSKV__MSG_TYPE__ERROR && m->error_code == PSKV_ENOSHM)
         wshm_refused(w, si, m->error ? m->error : "refused");
     return 0;
