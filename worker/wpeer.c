@@ -114,6 +114,8 @@ static int wait_handshake(pskv_worker *w, wpeer *p, int rank, int64_t deadline, 
     int backoff = REDIAL_MIN_MS, refusals = 0;
     int64_t redial_at = 0;
     for (;;) {
+        if (p->ok) /* dialled again without a monitor: sends go at once */
+            return 0;
         int ev = handshake_event(p, WAIT_SLICE_MS);
         if (ev > 0) {
             zmq_socket_monitor(p->sock, NULL, 0);
