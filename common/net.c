@@ -167,6 +167,22 @@ void *net_socket(void *ctx, int type, int64_t max_message, int linger_ms)
     return s;
 }
 
+void *net_monitor(void *ctx, void *sock, const char *ep, int events)
+{
+    if (zmq_socket_monitor(sock, ep, events) != 0)
+        return NULL;
+    void *pair = zmq_socket(ctx, ZMQ_PAIR);
+    int linger = 0;
+    if (!pair || zmq_setsockopt(pair, ZMQ_LINGER, &linger, sizeof linger) != 0 ||
+        zmq_connect(pair, ep) != 0) {
+        if (pair)
+            zmq_close(pair);
+        zmq_socket_monitor(sock, NULL, 0);
+        return NULL;
+    }
+    return pair;
+}
+
 int net_bind(void *sock, const char *bind, int port, char *why, size_t whylen)
 {
     char ep[300];

@@ -42,6 +42,11 @@ int net_check_advertise(const char *advertised, const char *scheduler_host, char
  * high-water marks of 10000 messages. Returns the socket or NULL. */
 void *net_socket(void *ctx, int type, int64_t max_message, int linger_ms);
 
+/* Starts a monitor of `events` (ZMQ_EVENT_*) on sock at inproc endpoint `ep`,
+ * read on the PAIR returned (linger 0; the caller's: stop the monitor with
+ * zmq_socket_monitor(sock, NULL, 0), then close it). NULL when it cannot. */
+void *net_monitor(void *ctx, void *sock, const char *ep, int events);
+
 struct keyset;
 
 /* CURVE on a listening socket: `sock` becomes a CURVE server with ks's secret

@@ -103,8 +103,9 @@ void wire_msg_move(wire_msg *dst, wire_msg *src)
 
 /* A shared-memory reference (shm_*: docs/protocol.md "Shared memory") only on a
  * PUSH, a PULL or a PULL_REPLY (not `all`), float32 values unpacked, its length
- * the values' bytes and its offset 4-aligned. Whether it lies inside the segment
- * the receiver checks (sshm.h, wshm.h). */
+ * the values' bytes and its offset 4-aligned; a PUSH's and a PULL's name the
+ * segment (the worker's host only until the server knows it). Whether it lies
+ * inside the segment the receiver checks (sshm.h, wshm.h). */
 static int has_shm(const Pskv__Meta *meta)
 {
     return meta->has_shm_len || meta->has_shm_off || meta->shm_name || meta->shm_host;
@@ -120,7 +121,7 @@ static int check_shm(const Pskv__Meta *meta, uint64_t nvals, char *why, size_t w
              meta->has_shm_len && meta->has_shm_off && meta->has_shm_gen && !meta->wire &&
              !meta->quant && !(meta->zframes & FILTER_ZVALS) && nvals <= UINT64_MAX / 4 &&
              meta->shm_len == nvals * 4 && meta->shm_off % 4 == 0 &&
-             (t == PSKV__MSG_TYPE__PULL_REPLY || (meta->shm_name && meta->shm_host));
+             (t == PSKV__MSG_TYPE__PULL_REPLY || meta->shm_name);
     if (ok)
         return 0;
     snprintf(why, whylen, "table id %llu: %s with a malformed shared-memory reference (gen %llu, "

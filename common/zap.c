@@ -21,6 +21,7 @@
 #include <zmq.h>
 
 #include "log.h"
+#include "net.h"
 #include "pskv_errors.h"
 #include "refuse.h"
 
@@ -310,17 +311,9 @@ int zap_watch(zap *z, void *sock)
     snprintf(ep, sizeof ep, "inproc://pskv-zap-monitor-%p-%d", (void *)z, z->next_monitor++);
     int events = ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
                  ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_DISCONNECTED;
-    if (zmq_socket_monitor(sock, ep, events) != 0)
+    void *pair = net_monitor(z->ctx, sock, ep, events);
+    if (!pair)
         return -PSKV_ENET;
-    void *pair = zmq_socket(z->ctx, ZMQ_PAIR);
-    int linger = 0;
-    if (!pair || zmq_setsockopt(pair, ZMQ_LINGER, &linger, sizeof linger) != 0 ||
-        zmq_connect(pair, ep) != 0) {
-        if (pair)
-            zmq_close(pair);
-        zmq_socket_monitor(sock, NULL, 0);
-        return -PSKV_ENET;
-    }
     /* handed to the ZAP thread: the mutex is the memory barrier ZeroMQ asks for */
     pthread_mutex_lock(&z->lock);
     memset(&z->watches[z->nwatch], 0, sizeof z->watches[z->nwatch]);

@@ -303,6 +303,7 @@ void consist_view(consist *c)
     Pskv__View *v = c->mb->view;
     if (!v)
         return;
+    sshm_view(c->shm, v); /* workers gone from the job: their segments unmapped */
     int was = vclock_view(c->clocks, v);
     if (was < 0)
         return;

@@ -9,9 +9,12 @@
 #include <sys/mman.h>
 
 #include "log.h"
+#include "member.h"
 #include "pskv_errors.h"
 #include "shmseg.h"
 
+/* One worker's: its host was checked when this entry was made (its first
+ * reference), so later references need not name it. */
 typedef struct seg {
     uint32_t node;                /* the worker's node id */
     uint64_t gen;
@@ -67,7 +70,12 @@ static int map_for(sshm *s, const Pskv__Meta *m, seg **out, char *why, size_t wh
                  (unsigned long long)m->shm_gen, (unsigned long long)g->gen);
         return -PSKV_ESTALE;
     }
-    if (!shmseg_same_host(m->shm_host)) {
+    if (!g && !m->shm_host) {
+        snprintf(why, whylen, "worker node %u named no host (shm_host) with its first "
+                 "reference", m->sender);
+        return -PSKV_ENOSHM;
+    }
+    if (m->shm_host && !shmseg_same_host(m->shm_host)) {
         snprintf(why, whylen, "worker host '%.80s' is not this server's '%s'", m->shm_host,
                  shmseg_host_id());
         return -PSKV_ENOSHM;
@@ -123,6 +131,24 @@ int sshm_resolve(sshm *s, wire_msg *msg, char *why, size_t whylen)
     if (t == PSKV__MSG_TYPE__PUSH)
         msg->vals = (const float *)(const void *)(g->base + m->shm_off);
     return 0;
+}
+
+void sshm_view(sshm *s, const Pskv__View *v)
+{
+    if (!s || !v)
+        return;
+    int keep = 0;
+    for (int i = 0; i < s->n; i++) {
+        seg *g = &s->segs[i];
+        if (member_view_node(v, g->node)) {
+            s->segs[keep++] = *g;
+            continue;
+        }
+        LOG_I("unmapped shared-memory segment %s of worker node %u, which left the job", g->name,
+              g->node);
+        munmap(g->base, g->size);
+    }
+    s->n = keep;
 }
 
 float *sshm_region(sshm *s, uint32_t node, uint64_t gen, uint64_t off, uint64_t len)

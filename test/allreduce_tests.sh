@@ -56,6 +56,24 @@ t_allreduce_exact() {
     fail "the keyed run's digest differs from the plain run's"
 }
 
+# A next rank that admits its peers' keys late (PSKV_TEST_FIRST_VIEW_DELAY: rank
+# 1's listening socket knows the view's keys only 4 s after its first view, as
+# when it applies the view naming them late) refuses rank 0's CURVE handshake,
+# and ZeroMQ never dials again after a refused handshake: rank 0 waits for the
+# handshake before its first piece and dials again on a fresh connection until
+# rank 1 admits it, so the calls give the exact sums instead of timing out
+# (--request-timeout 15; before the fix they did, every time).
+t_allreduce_late_keys() {
+  local d="$TDIR/j" t0=$SECONDS
+  "$BIN/pskvctl" keys init "$TDIR/keys" --servers 1 --workers 3 > /dev/null || fail "keys init"
+  PSKV_TEST_FIRST_VIEW_DELAY=1:4000 "$LAUNCH" --keys "$TDIR/keys" --servers 1 --workers 3 \
+    --timeout 60 --log-dir "$d" -- --app allreduce-check --ar-floats 1001 --rounds 3 \
+    --chunk-bytes 64 --request-timeout 15 > "$d.out" 2>&1 ||
+    fail "exited $?: $(grep -h 'failed' "$d"/worker-*.log | head -n 3)"
+  ar_digests "$d" 3 > /dev/null
+  late_keys "$d" pskv_allreduce "$t0"
+}
+
 # Different n on different ranks: every rank fails the call, each naming the n's
 # (rank 0 gives 10, ranks 1 and 2 give 12: rank 2 only hears of it from rank 1).
 # And a rank that calls fewer times than the others.

@@ -310,11 +310,11 @@ f_bsp_late_view() {
   echo "killed server-$victim in the clock gap; clock 4 first went to node $first"
 }
 
-# SIGSTOP a server past the death time-out, then SIGCONT: it learns it was
-# replaced, serves nothing, and exits 3; the job's sums stay exact.
-f_pause_server() {
-  local d=$TDIR/c pid rc i
-  launch "$d" --servers 3 --workers 3 --scheduler-opt=--replicas=2 -- --app check --rounds 2500
+# pause_until_replaced DIR: once the job's 3 workers joined, server 1 is stopped
+# (SIGSTOP) past the death time-out and resumed (SIGCONT); it must learn it was
+# replaced, say so, and exit within 5 s.
+pause_until_replaced() {
+  local d=$1 pid i
   wait_joined "$d" 3
   sleep 0.3
   pid=$(cat "$d/server-1.pid")
@@ -324,6 +324,15 @@ f_pause_server() {
   for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   kill -0 "$pid" 2>/dev/null && fail "the paused server still runs after it was replaced"
   grep -q 'declared this server dead' "$d/server-1.log" || fail "the paused server did not say it was replaced"
+  return 0
+}
+
+# SIGSTOP a server past the death time-out, then SIGCONT: it learns it was
+# replaced, serves nothing, and exits 3; the job's sums stay exact.
+f_pause_server() {
+  local d=$TDIR/c
+  launch "$d" --servers 3 --workers 3 --scheduler-opt=--replicas=2 -- --app check --rounds 2500
+  pause_until_replaced "$d"
   wait_ok "$d"
   grep -q 'server-1 (pid [0-9]*) exited with status 3' "$d/launch.out" ||
     fail "the paused server did not exit 3: $(grep server-1 "$d/launch.out")"
@@ -334,17 +343,10 @@ f_pause_server() {
 # segments when the view replaced it, so its late writes land in memory nobody reads
 # again, and every sum stays exact.
 f_pause_server_shm() {
-  local d=$TDIR/c pid i
+  local d=$TDIR/c
   launch "$d" --servers 3 --workers 3 --scheduler-opt=--replicas=2 -- --app check --rounds 400 \
     --check-keys 40000 --shm
-  wait_joined "$d" 3
-  sleep 0.3
-  pid=$(cat "$d/server-1.pid")
-  kill -STOP "$pid"
-  sleep 1.2
-  kill -CONT "$pid"
-  for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -0 "$pid" 2>/dev/null && fail "the paused server still runs after it was replaced"
+  pause_until_replaced "$d"
   wait_ok "$d"
   grep -q 'no shared memory' "$d"/worker-*.log && fail "a server refused shared memory"
   return 0

@@ -79,6 +79,21 @@ wait_servers() {
   return 1
 }
 
+# late_keys DIR WHO T0: a job run with PSKV_TEST_FIRST_VIEW_DELAY=1:MS (rank 1
+# admits its peers' keys late) played the race and got over it: rank 1 refused a
+# key, rank 0's WHO (pskv_allreduce, pskv_pipe) saw its handshake refused, dialled
+# again and was admitted; the job took less than 15 s since T0 (SECONDS).
+late_keys() {
+  local d=$1 who=$2 t0=$3
+  grep -q 'refused unknown-key' "$d/worker-1.log" || fail "rank 1 refused no key: the race did not happen"
+  grep -q "$who: rank 1 refused the handshake" "$d/worker-0.log" ||
+    fail "rank 0 did not see its handshake refused: $(grep "$who" "$d/worker-0.log")"
+  grep -q "$who: rank 1 admitted this worker after [0-9]* refused" "$d/worker-0.log" ||
+    fail "rank 0 does not say it was admitted"
+  [ $((SECONDS - t0)) -lt 15 ] || fail "the job took $((SECONDS - t0)) s"
+  no_strays "$d"
+}
+
 no_strays() { # no process from the pid files in DIR is alive
   local f
   for f in "$1"/*.pid; do
@@ -1496,8 +1511,8 @@ tests=(check_2x3 check_shm check_shm_keys check_shm_other_user wire_check wire_r
        keys_rogues keys_clients keys_wire keys_files protected_mode
        updater_plugin updaters_replay train_adam_ftrl late_registration metrics_prometheus ctl_top admit_evict
        eval_early_stop eval_bad_flags eval_late_join eval_sparse_auc eval_best_checkpoint eval_silent
-       allreduce_exact allreduce_mismatch allreduce_peer_dies allreduce_train allreduce_wire allreduce_wire_train allreduce_loss_scale allreduce_zero allreduce_wire_bytes
-       pipeline_schedules pipeline_short_batch pipeline_resume pipeline_suggest_split pipeline_train pipeline_stage_dies pipeline_bad_flags
+       allreduce_exact allreduce_late_keys allreduce_mismatch allreduce_peer_dies allreduce_train allreduce_wire allreduce_wire_train allreduce_loss_scale allreduce_zero allreduce_wire_bytes
+       pipeline_schedules pipeline_short_batch pipeline_resume pipeline_suggest_split pipeline_train pipeline_stage_dies pipeline_late_keys pipeline_bad_flags
        train_prefetch prefetch_bad_flags status_traffic async_paused_worker
        hosts_check hosts_delay hosts_partition slurm)
 for t in "${tests[@]}"; do

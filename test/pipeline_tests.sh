@@ -390,6 +390,28 @@ t_pipeline_stage_dies() {
   grep -q 'workers exit statuses: 1 [0-9]* 1 1' "$d.out" || fail "D=2: not every other rank exited 1: $(tail -n 1 "$d.out")"
 }
 
+# A 2-stage pipeline whose second stage admits its peers' keys late
+# (PSKV_TEST_FIRST_VIEW_DELAY: 4 s after its first view, past the barrier before
+# the first micro-batch) refuses stage 0's CURVE handshake; stage 0 dials again
+# on a fresh connection until admitted (ZeroMQ never would), and the job ends
+# with the weights of a run without the delay, instead of a time-out.
+t_pipeline_late_keys() {
+  # shellcheck disable=SC2054 # commas inside one flag's value
+  local args=(--app pipeline --consistency bsp --epochs 1 --stages 2 --layers 784,64,32,10
+              --batch 32 --micro-batches 4 --train-limit 640 --test-limit 200 --print-digests
+              --request-timeout 15) d="$TDIR/late" t0
+  "$BIN/pskvctl" keys init "$TDIR/keys" --servers 1 --workers 2 > /dev/null || fail "keys init"
+  "$LAUNCH" --keys "$TDIR/keys" --servers 1 --workers 2 --timeout 60 --log-dir "$TDIR/ref" -- \
+    "${args[@]}" > "$TDIR/ref.out" 2>&1 || fail "the run without the delay exited $?"
+  t0=$SECONDS
+  PSKV_TEST_FIRST_VIEW_DELAY=1:4000 "$LAUNCH" --keys "$TDIR/keys" --servers 1 --workers 2 \
+    --timeout 60 --log-dir "$d" -- "${args[@]}" > "$d.out" 2>&1 ||
+    fail "exited $?: $(grep -h 'pipeline:' "$d"/worker-*.log | head -n 2)"
+  [ "$(pl_digests "$d" 2)" = "$(pl_digests "$TDIR/ref" 2)" ] ||
+    fail "digests$(pl_digests "$d" 2), without the delay$(pl_digests "$TDIR/ref" 2)"
+  late_keys "$d" pskv_pipe "$t0"
+}
+
 # Bad flags exit 2 naming the flag: stages that do not divide the workers, more
 # stages than layers, a split that does not fit the layers, an unknown schedule,
 # layers that do not fit the images.

@@ -19,16 +19,14 @@
 #include "timeutil.h"
 #include "wire.h"
 #include "wmetrics.h"
+#include "wpeer.h"
 #include "wpump.h"
 
-#define OUT_LINGER_MS 2000 /* pieces queued to the next rank at close, after a good call */
 #define MAX_PIECES 1024    /* pieces per chunk at most (larger pieces for a larger chunk) */
 
 struct war {
     void *in;           /* PULL, bound at open: the previous rank's pieces */
-    void *out;          /* PUSH to the next rank's `in`, dialled when that rank's node changes */
-    uint32_t out_node;  /* node id `out` is connected to (0 = none yet) */
-    int sent_ok;        /* a piece got through on `out` (send_piece dials again until one has) */
+    wpeer out;          /* PUSH to the next rank's `in`, dialled when that rank's node changes */
     uint64_t epoch;     /* the barrier the calls are counted from (w->barrier_seq then) */
     uint64_t seq;       /* calls made since that barrier: the current call's number */
     uint64_t good;      /* ring_id of the last call that succeeded: its members, 0 = none */
@@ -74,34 +72,13 @@ void war_close(pskv_worker *w)
 {
     if (!w->ar)
         return;
-    if (w->ar->out) {
-        /* after a failure, the abort (and a piece queued before it) still gets to go:
-         * a next rank that started late would otherwise never hear why */
-        int linger = w->ar->last_ok || w->ar->aborted ? OUT_LINGER_MS : 0;
-        zmq_setsockopt(w->ar->out, ZMQ_LINGER, &linger, sizeof linger);
-        zmq_close(w->ar->out);
-    }
+    /* after a failure, the abort (and a piece queued before it) still gets to go:
+     * a next rank that started late would otherwise never hear why */
+    wpeer_close(&w->ar->out, w->ar->last_ok || w->ar->aborted ? WPEER_LINGER_MS : 0);
     if (w->ar->in)
         zmq_close(w->ar->in);
     free(w->ar);
     w->ar = NULL;
-}
-
-/* The live node of `rank` in the latest view (the newest one: a rank taken over
- * after a death is listed twice), or NULL when none is. */
-static const Pskv__Node *rank_node(const pskv_worker *w, int rank)
-{
-    const Pskv__View *v = w->mb.view;
-    const Pskv__Node *best = NULL;
-    for (size_t i = 0; i < v->n_nodes; i++) {
-        const Pskv__Node *n = v->nodes[i];
-        if (n->role != PSKV__ROLE__WORKER || n->rank != rank || !n->alive ||
-            (n->state && !strcmp(n->state, "dead")))
-            continue;
-        if (!best || n->id > best->id)
-            best = n;
-    }
-    return best;
 }
 
 /* The ring's members in the latest view: a hash of the node ids of ranks 0..N-1
@@ -111,7 +88,7 @@ static uint64_t ring_id(const pskv_worker *w, int *missing)
     uint64_t h = 0x9e3779b97f4a7c15ULL;
     *missing = -1;
     for (int k = 0; k < w->nworkers; k++) {
-        const Pskv__Node *n = rank_node(w, k);
+        const Pskv__Node *n = wpeer_rank_node(w, k);
         if (!n) {
             *missing = k;
             return 0;
@@ -119,26 +96,6 @@ static uint64_t ring_id(const pskv_worker *w, int *missing)
         h = ring_mix64(h ^ n->id);
     }
     return h ? h : 1;
-}
-
-int war_dial(pskv_worker *w, const Pskv__Node *n, void **sock, uint32_t *node, const char *who)
-{
-    if (*sock && *node == n->id)
-        return 0;
-    if (*sock)
-        zmq_close(*sock);
-    *node = 0;
-    *sock = net_socket(w->ctx, ZMQ_PUSH, w->max_message, OUT_LINGER_MS);
-    if (!*sock)
-        return wst_error(w, PSKV_ENET, "%s: cannot make a socket", who);
-    if (w->sec.keyed && !(n->pubkey && *n->pubkey))
-        return wst_error(w, PSKV_EPROTO, "%s: the view has no key for rank %d", who, n->rank);
-    if (secure_dial(&w->sec, *sock, n->pubkey) < 0 || !n->host || !n->port ||
-        net_connect(*sock, n->host, (int)n->port) < 0)
-        return wst_error(w, PSKV_ENET, "%s: cannot dial rank %d at %s:%u", who, n->rank,
-                         n->host ? n->host : "?", n->port);
-    *node = n->id;
-    return 0;
 }
 
 static void ring_meta(const ring *g, Pskv__Meta *m)
@@ -195,11 +152,8 @@ static int piece_frame(const ring *g, uint64_t off, uint64_t cnt, zmq_msg_t *fwd
  * ZeroMQ has read it by then; the call returns once ZeroMQ let go of every piece
  * (lent_wait). fwd (NULL: none): a received 16-bit frame of exactly these values,
  * sent on as it is (taken over, closed on failure) instead of packing them again.
- * A send that cannot leave within the socket's time-out (5 s) before the call's
- * first piece got through is tried again on a fresh connection, within the
- * request time-out: a next rank that had not yet applied the view naming this
- * worker refuses its CURVE handshake (unknown key), and ZeroMQ never dials again
- * after a refused handshake. */
+ * The first piece on a connection waits for its handshake, dialling again after a
+ * refused one, within the request time-out (wpeer_send). */
 static int send_piece(const ring *g, int step, uint64_t off, uint64_t cnt, zmq_msg_t *fwd)
 {
     Pskv__Meta m;
@@ -209,27 +163,13 @@ static int send_piece(const ring *g, int step, uint64_t off, uint64_t cnt, zmq_m
     m.first_key = off;
     m.num_keys = cnt;
     m.width = 1;
-    war *a = g->w->ar;
-    int64_t deadline = tu_now_ms() + g->w->request_timeout_ms;
-    for (;;) {
-        zmq_msg_t v;
-        int rc = piece_frame(g, off, cnt, fwd, &v);
-        if (rc < 0)
-            return rc;
-        if (wire_send(a->out, NULL, &m, NULL, cnt ? &v : NULL) == 0)
-            break;
-        int err = zmq_errno();
-        const Pskv__Node *next = rank_node(g->w, (g->r + 1) % g->N);
-        if (err != EAGAIN || fwd || a->sent_ok || !next || tu_now_ms() >= deadline)
-            return wst_error(g->w, PSKV_ENET, "pskv_allreduce: cannot send to rank %d: %s",
-                             (g->r + 1) % g->N, zmq_strerror(err));
-        LOG_W("pskv_allreduce: nothing got through to rank %d for 5 s (a refused handshake?): "
-              "dialling it again", (g->r + 1) % g->N);
-        a->out_node = 0; /* war_dial makes a new socket */
-        if ((rc = war_dial(g->w, next, &a->out, &a->out_node, "pskv_allreduce")) < 0)
-            return rc;
-    }
-    a->sent_ok = 1;
+    zmq_msg_t v;
+    int rc = piece_frame(g, off, cnt, fwd, &v);
+    if (rc == 0)
+        rc = wpeer_send(g->w, &g->w->ar->out, (g->r + 1) % g->N, &m, cnt ? &v : NULL,
+                        tu_now_ms() + g->w->request_timeout_ms, "pskv_allreduce");
+    if (rc < 0)
+        return rc;
     wmet_allreduce_sent(cnt * half_size(g->wire));
     return 0;
 }
@@ -247,7 +187,7 @@ static int mod(int a, int N) { return ((a % N) + N) % N; }
 static void send_abort(const ring *g, int code, const char *msg)
 {
     war *a = g->w->ar;
-    if (a->aborted == g->seq || !a->out)
+    if (a->aborted == g->seq || !a->out.sock)
         return;
     a->aborted = g->seq;
     Pskv__Meta m;
@@ -256,18 +196,18 @@ static void send_abort(const ring *g, int code, const char *msg)
     m.error_code = code < 0 ? -code : code;
     m.error = (char *)msg;
     int zero = 0; /* an abort never waits for a peer that may be gone */
-    zmq_setsockopt(a->out, ZMQ_SNDTIMEO, &zero, sizeof zero);
-    wire_send(a->out, NULL, &m, NULL, NULL);
+    zmq_setsockopt(a->out.sock, ZMQ_SNDTIMEO, &zero, sizeof zero);
+    wire_send(a->out.sock, NULL, &m, NULL, NULL);
     int five = 5000;
-    zmq_setsockopt(a->out, ZMQ_SNDTIMEO, &five, sizeof five);
+    zmq_setsockopt(a->out.sock, ZMQ_SNDTIMEO, &five, sizeof five);
 }
 
 /* 1 when the previous rank's node has said FINISH (left the job) and nothing came
- * from it for longer than its last pieces may take to leave (OUT_LINGER_MS). */
+ * from it for longer than its last pieces may take to leave (WPEER_LINGER_MS). */
 static int prev_left(const ring *g, int64_t silent_ms)
 {
-    const Pskv__Node *n = rank_node(g->w, mod(g->r - 1, g->N));
-    return n && n->state && !strcmp(n->state, "finished") && silent_ms > OUT_LINGER_MS + 1000;
+    const Pskv__Node *n = wpeer_rank_node(g->w, mod(g->r - 1, g->N));
+    return n && n->state && !strcmp(n->state, "finished") && silent_ms > WPEER_LINGER_MS + 1000;
 }
 
 /* A rank of the ring the scheduler declared dead (or replaced) since the call
@@ -275,7 +215,7 @@ static int prev_left(const ring *g, int64_t silent_ms)
 static int dead_rank(const ring *g)
 {
     for (int k = 0; k < g->N; k++) {
-        const Pskv__Node *n = rank_node(g->w, k);
+        const Pskv__Node *n = wpeer_rank_node(g->w, k);
         if (!n || (k == mod(g->r - 1, g->N) && n->id != g->nodes[0]) ||
             (k == (g->r + 1) % g->N && n->id != g->nodes[1]))
             return k;
@@ -475,11 +415,9 @@ static int ring_start(ring *g)
     pskv_worker *w = g->w;
     war *a = w->ar;
     wpump(w, 0); /* the latest view */
-    const Pskv__Node *prev = rank_node(w, mod(g->r - 1, g->N));
-    const Pskv__Node *next = rank_node(w, (g->r + 1) % g->N);
-    if (!next || next->id != a->out_node)
-        a->sent_ok = 0; /* a new connection: send_piece may dial it again */
-    int rc = next ? war_dial(w, next, &a->out, &a->out_node, "pskv_allreduce") : 0;
+    const Pskv__Node *prev = wpeer_rank_node(w, mod(g->r - 1, g->N));
+    const Pskv__Node *next = wpeer_rank_node(w, (g->r + 1) % g->N);
+    int rc = next ? wpeer_dial(w, &a->out, next, "pskv_allreduce") : 0;
     if (rc < 0)
         return rc;
     int missing;
@@ -508,23 +446,18 @@ static void lent_wait(pskv_worker *w, int failed)
     int64_t t0 = tu_now_ms(), pumped = t0;
     int64_t limit = failed ? 100 : w->request_timeout_ms;
     while (atomic_load(&a->lent) > 0) {
-        if (limit > 100 && a->out && tu_now_ms() - pumped >= WAR_PUMP_MS) {
+        if (limit > 100 && a->out.sock && tu_now_ms() - pumped >= WAR_PUMP_MS) {
             wpump(w, 0);
             pumped = tu_now_ms();
-            const Pskv__Node *nx = rank_node(w, (w->mb.rank + 1) % w->nworkers);
-            if (!nx || nx->id != a->out_node)
+            const Pskv__Node *nx = wpeer_rank_node(w, (w->mb.rank + 1) % w->nworkers);
+            if (!nx || nx->id != a->out.node)
                 limit = 100;
         }
-        if (tu_now_ms() - t0 > limit && a->out) {
+        if (tu_now_ms() - t0 > limit && a->out.sock) {
             LOG_W("pskv_allreduce: %d pieces still queued to rank %d's node %u after %lld ms: "
                   "dropping its connection", atomic_load(&a->lent),
-                  (w->mb.rank + 1) % w->nworkers, a->out_node, (long long)limit);
-            int zero = 0;
-            zmq_setsockopt(a->out, ZMQ_LINGER, &zero, sizeof zero);
-            zmq_close(a->out);
-            a->out = NULL;
-            a->out_node = 0;
-            a->sent_ok = 0;
+                  (w->mb.rank + 1) % w->nworkers, a->out.node, (long long)limit);
+            wpeer_close(&a->out, 0);
             t0 = tu_now_ms();
             limit = 5000;
         } else if (tu_now_ms() - t0 > limit) {
@@ -664,7 +597,3 @@ void *war_in(pskv_worker *w)
     return w->ar ? w->ar->in : NULL;
 }
 
-const Pskv__Node *war_rank_node(const pskv_worker *w, int rank)
-{
-    return rank_node(w, rank);
-}

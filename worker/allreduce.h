@@ -28,7 +28,8 @@
  * again, then a barrier, which the worker that took a rank over meets as its
  * first) starts the next epoch with the new members.
  *
- * OWNS: w->ar (the two sockets, the epoch, its call counter, the last good members).
+ * OWNS: w->ar (the listening socket, the connection to the next rank (wpeer.h), the
+ *   epoch, its call counter, the last good members).
  * THREADS: the calling thread only (the handle's user).
  * NEVER: never blocks past the request time-out without a message from the
  *   previous rank; never trusts a piece: rank, call, step, n, op and bounds are
@@ -57,17 +58,5 @@ WINTERNAL void war_close(pskv_worker *w);
 /* The listening socket bound by war_open (NULL without one): pskv_pipe's
  * messages arrive on it too (wpipe.h). */
 WINTERNAL void *war_in(pskv_worker *w);
-
-/* The live node of worker `rank` in the latest view (the newest, when a rank was
- * taken over), or NULL when none is. */
-WINTERNAL const Pskv__Node *war_rank_node(const pskv_worker *w, int rank);
-
-/* Points *sock, a PUSH, at worker node n's listening socket (CURVE with keys):
- * nothing when *node is n already, else *sock closed and made anew and *node set
- * to n's id once dialled (0 until then). `who` opens the error messages. Returns 0,
- * or a negated error with last_error set (*sock, when made, stays the caller's).
- * The socket lingers up to 2 s at close for what is still queued. */
-WINTERNAL int war_dial(pskv_worker *w, const Pskv__Node *n, void **sock, uint32_t *node,
-                       const char *who);
 
 #endif

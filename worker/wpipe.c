@@ -14,14 +14,14 @@
 #include "secure.h"
 #include "timeutil.h"
 #include "wire.h"
+#include "wpeer.h"
 #include "wpump.h"
 
 #define MAX_PEERS 4 /* neighbours a stage sends to (two; more for safety) */
 
 typedef struct peer {
     int rank;
-    uint32_t node; /* node id `sock` is connected to */
-    void *sock;    /* PUSH to that node's listening socket */
+    wpeer conn; /* PUSH to that rank's node's listening socket */
 } peer;
 
 struct wpipe {
@@ -33,19 +33,19 @@ void wpipe_close(pskv_worker *w)
 {
     if (!w->pipe)
         return;
-    for (int i = 0; i < w->pipe->npeers; i++) /* made lingering (war_dial) */
-        zmq_close(w->pipe->peers[i].sock);
+    for (int i = 0; i < w->pipe->npeers; i++)
+        wpeer_close(&w->pipe->peers[i].conn, WPEER_LINGER_MS);
     free(w->pipe);
     w->pipe = NULL;
 }
 
-/* The PUSH to `rank`'s current node, dialled when new, into *sock; 0 or a
- * negated error with last_error set. */
-static int peer_socket(pskv_worker *w, int rank, void **sock)
+/* The connection to `rank`'s current node, dialled when new, into *conn; 0 or
+ * a negated error with last_error set. */
+static int peer_conn(pskv_worker *w, int rank, wpeer **conn)
 {
     if (!w->pipe && !(w->pipe = calloc(1, sizeof *w->pipe)))
         return wst_error(w, PSKV_ENOMEM, "pskv_pipe: out of memory");
-    const Pskv__Node *n = war_rank_node(w, rank);
+    const Pskv__Node *n = wpeer_rank_node(w, rank);
     if (!n)
         return wst_error(w, PSKV_EPEERDEAD,
                          "pskv_pipe: rank %d is not in the job (dead or not joined)", rank);
@@ -60,15 +60,14 @@ static int peer_socket(pskv_worker *w, int rank, void **sock)
         e = &p->peers[p->npeers++];
         e->rank = rank;
     }
-    int rc = war_dial(w, n, &e->sock, &e->node, "pskv_pipe");
-    *sock = e->sock;
-    return rc;
+    *conn = &e->conn;
+    return wpeer_dial(w, &e->conn, n, "pskv_pipe");
 }
 
 int pskv_pipe_send(pskv_worker *w, int rank, const pskv_pipe_msg *h, const float *vals, size_t n)
 {
-    void *sock = NULL;
-    int rc = peer_socket(w, rank, &sock);
+    wpeer *conn = NULL;
+    int rc = peer_conn(w, rank, &conn);
     if (rc < 0)
         return rc;
     Pskv__Meta m;
@@ -91,10 +90,7 @@ int pskv_pipe_send(pskv_worker *w, int rank, const pskv_pipe_msg *h, const float
         return wst_error(w, PSKV_ENOMEM, "pskv_pipe: out of memory");
     if (n)
         memcpy(zmq_msg_data(&v), vals, n * sizeof(float));
-    if (wire_send(sock, NULL, &m, NULL, &v) < 0)
-        return wst_error(w, PSKV_ENET, "pskv_pipe: cannot send to rank %d: %s", rank,
-                         zmq_strerror(zmq_errno()));
-    return 0;
+    return wpeer_send(w, conn, rank, &m, &v, tu_now_ms() + w->request_timeout_ms, "pskv_pipe");
 }
 
 /* A rank of from[] no live node holds, or that another node took over since
@@ -102,7 +98,7 @@ int pskv_pipe_send(pskv_worker *w, int rank, const pskv_pipe_msg *h, const float
 static int dead_peer(pskv_worker *w, const int *from, int nfrom, const uint32_t *nodes)
 {
     for (int i = 0; i < nfrom; i++) {
-        const Pskv__Node *n = war_rank_node(w, from[i]);
+        const Pskv__Node *n = wpeer_rank_node(w, from[i]);
         if (!n || n->id != nodes[i])
             return from[i];
     }
@@ -153,7 +149,7 @@ int pskv_pipe_recv(pskv_worker *w, const int *from, int nfrom, pskv_pipe_slot sl
     uint32_t nodes[MAX_PEERS];
     wpump(w, 0);
     for (int i = 0; i < nfrom; i++) {
-        const Pskv__Node *n = war_rank_node(w, from[i]);
+        const Pskv__Node *n = wpeer_rank_node(w, from[i]);
         if (!n)
             return wst_error(w, PSKV_EPEERDEAD,
                              "pskv_pipe: rank %d is not in the job (dead or not joined)",

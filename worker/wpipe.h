@@ -5,8 +5,8 @@
  * Design: a PIPE message arrives on the worker's listening PULL socket, the one
  * the all-reduce binds and the view advertises (war_in), so a stage's address
  * comes from the scheduler's view and works across hosts and under CURVE. The
- * sender keeps one PUSH per neighbour rank, dialled from the view and dialled
- * again when that rank's node changes. A message is [Meta, floats]: the Meta
+ * sender keeps one PUSH per neighbour rank (wpeer.h), dialled from the view and
+ * dialled again when that rank's node changes or refused the handshake. A message is [Meta, floats]: the Meta
  * names the pipeline, micro-batch, direction and rows. A receiver waits at most
  * the request time-out, reading the scheduler's views meanwhile: a neighbour the
  * scheduler declares dead fails the wait at once with PSKV_EPEERDEAD naming its

@@ -52,7 +52,7 @@ static int shm_reply(pskv_worker *w, int si, part *p, wire_msg *msg)
         LOG_D("dropped a pull reply from %s naming another region than its part's", msg->peer);
         return -1;
     }
-    wshm_heard(p, m);
+    wshm_heard(w, p, m);
     if (m->type == PSKV__MSG_TYPE__ERROR && m->error_code == PSKV_ENOSHM)
         wshm_refused(w, si, m->error ? m->error : "refused");
     return 0;
@@ -260,6 +260,13 @@ void wpump_spin(pskv_worker *w, long timeout_ms, int spin_us)
     int sched_late = w->test.sched_seen && !wtest_sched_ready(&w->test, tu_now_ms(), &sched_wait);
     if (sched_late && timeout_ms > sched_wait)
         timeout_ms = sched_wait;
+    long keys_wait = 0; /* PSKV_TEST_FIRST_VIEW_DELAY: the view's keys, once due */
+    if (wtest_view_keys_held(&w->test)) {
+        if (wtest_view_keys_ready(&w->test, w->mb.rank, tu_now_ms(), &keys_wait))
+            secure_allow_view(&w->sec, w->mb.view);
+        else if (timeout_ms > keys_wait)
+            timeout_ms = keys_wait;
+    }
     items[0] = (zmq_pollitem_t){w->mb.sock, 0, sched_late ? 0 : ZMQ_POLLIN, 0};
     for (int i = 0; i < w->nservers; i++) /* a dead server's (closed): no socket, no fd */
         items[i + 1] = w->srv[i].sock ? (zmq_pollitem_t){w->srv[i].sock, 0, ZMQ_POLLIN, 0}

@@ -178,7 +178,7 @@ static int part_frames(pskv_worker *w, req *r, int pi, int resend, Pskv__Meta *m
                         : NULL;
     if (region) { /* the values in shared memory (wshm.h): no frame */
         memcpy(region, vals, p->n * row);
-        wshm_meta(p, mp);
+        wshm_meta(w, p, mp);
     } else if (push) {
         /* fp16, bf16: converted, then packed (wfilter_narrow); int8, sign: quantised
          * (error feedback), then packed like any frame */
@@ -248,7 +248,7 @@ int wsend_data_part(pskv_worker *w, req *r, int pi, int resend, uint64_t floor)
         return sig;
     }
     if (!push && wshm_usable(w, t, p->server, p->n * row) && wshm_take(w, p, p->n * row))
-        wshm_meta(p, &m); /* the reply's values go to shared memory (wshm.h) */
+        wshm_meta(w, p, &m); /* the reply's values go to shared memory (wshm.h) */
     srv *s = &w->srv[p->server];
     p->sent_ms = tu_now_ms();
     p->epoch = m.epoch;

@@ -151,23 +151,26 @@ float *wshm_take(pskv_worker *w, part *p, size_t bytes)
     return (float *)(void *)(s->shm->base + off);
 }
 
-void wshm_meta(const part *p, Pskv__Meta *m)
+void wshm_meta(const pskv_worker *w, const part *p, Pskv__Meta *m)
 {
     m->shm_name = (char *)p->shm->name;
-    m->shm_host = (char *)shmseg_host_id();
+    if (!w->srv[p->server].shm_host_ok)
+        m->shm_host = (char *)shmseg_host_id();
     m->has_shm_gen = m->has_shm_off = m->has_shm_len = 1;
     m->shm_gen = p->shm->gen;
     m->shm_off = p->shm_off;
     m->shm_len = p->shm_len;
 }
 
-void wshm_heard(part *p, const Pskv__Meta *m)
+void wshm_heard(pskv_worker *w, part *p, const Pskv__Meta *m)
 {
     if (!p->shm)
         return;
     p->shm_heard = 1;
-    if (m->type != PSKV__MSG_TYPE__ERROR)
+    if (m->type != PSKV__MSG_TYPE__ERROR) {
         seg_unlink(p->shm); /* mapped there: the name is no longer needed */
+        w->srv[p->server].shm_host_ok = 1;
+    }
 }
 
 const float *wshm_reply(const part *p, const Pskv__Meta *m)

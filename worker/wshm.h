@@ -9,7 +9,8 @@
  * answer that proves the server mapped the segment unlinks its name, so a worker
  * killed after that leaves nothing in /dev/shm (one killed before: shmseg_sweep at
  * the next worker's start). Control (headers, acks, time-outs, re-sends) stays on
- * ZeroMQ.
+ * ZeroMQ. This host's identity (boot id and network namespace) goes with the
+ * references to a server until it answered one: the server keeps it per worker.
  *
  * A region whose server may still touch it is never given out again: when a part
  * ends or is sent again without an answer to its last send (a time-out, a dead
@@ -42,12 +43,14 @@ WINTERNAL int wshm_usable(const pskv_worker *w, const tbl *t, int si, size_t byt
  * the part goes over TCP. */
 WINTERNAL float *wshm_take(pskv_worker *w, part *p, size_t bytes);
 
-/* Sets the shared-memory fields of m (a PUSH or PULL) to p's region. */
-WINTERNAL void wshm_meta(const part *p, Pskv__Meta *m);
+/* Sets the shared-memory fields of m (a PUSH or PULL) to p's region; this host's
+ * identity (shm_host) only until p's server answered a reference (it keeps it). */
+WINTERNAL void wshm_meta(const pskv_worker *w, const part *p, Pskv__Meta *m);
 
 /* The server answered the latest send of p (m: the answer). A non-error answer
- * proves the server mapped the segment: its name is unlinked. */
-WINTERNAL void wshm_heard(part *p, const Pskv__Meta *m);
+ * proves the server mapped the segment, having checked this worker's host: its
+ * name is unlinked, and the host goes no more to that server. */
+WINTERNAL void wshm_heard(pskv_worker *w, part *p, const Pskv__Meta *m);
 
 /* A pull reply's values in p's region, or NULL when the reply names another
  * region (a reply to an earlier send of the part: dropped). */

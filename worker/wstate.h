@@ -154,6 +154,7 @@ typedef struct srv {
     void *sock;
     wshm_seg *shm;    /* --shm: the current segment for it (wshm.h), or NULL */
     int shm_refused;  /* it refused shared memory, or none could be made: frames */
+    int shm_host_ok;  /* it answered a reference: it holds this worker's host (shm_host) */
 } srv;
 
 typedef struct war war; /* pskv_allreduce's sockets (allreduce.c) */

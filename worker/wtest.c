@@ -15,6 +15,9 @@ int wtest_init(wtest *t)
     t->sched_seen = 0;
     t->gap_clock = -1;
     t->gap_ms = 0;
+    t->keys_rank = -1;
+    t->keys_ms = 0;
+    t->keys_due = 0;
     const char *v = getenv("PSKV_TEST_VIEW_DELAY_MS");
     if (v && *v) {
         char *end;
@@ -40,6 +43,18 @@ int wtest_init(wtest *t)
         LOG_W("test hook PSKV_TEST_CLOCK_GAP: CLOCK %" PRId64 " reaches all but the first "
               "server %d ms late", clock, ms);
     }
+    const char *k = getenv("PSKV_TEST_FIRST_VIEW_DELAY");
+    if (k && *k) {
+        int rank, ms, used = 0;
+        if (sscanf(k, "%d:%d%n", &rank, &ms, &used) != 2 || k[used] || rank < 0 || ms < 0 ||
+            ms > 600000) {
+            LOG_E("PSKV_TEST_FIRST_VIEW_DELAY '%s': not RANK:MS (a rank >= 0, 0 to 600000 ms)",
+                  k);
+            return -PSKV_EINVAL;
+        }
+        t->keys_rank = rank;
+        t->keys_ms = ms;
+    }
     return 0;
 }
 
@@ -59,3 +74,24 @@ int wtest_sched_ready(wtest *t, int64_t now, long *wait_ms)
 void wtest_sched_read(wtest *t) { t->sched_seen = 0; }
 
 int wtest_clock_gap(const wtest *t, int64_t clock) { return t->gap_ms && clock == t->gap_clock; }
+
+int wtest_view_keys_ready(wtest *t, int rank, int64_t now, long *wait_ms)
+{
+    if (t->keys_rank < 0 || rank != t->keys_rank || t->keys_due < 0)
+        return 1;
+    if (!t->keys_due) {
+        t->keys_due = now + t->keys_ms;
+        LOG_W("test hook PSKV_TEST_FIRST_VIEW_DELAY: this worker's listening socket admits "
+              "its peers' keys only in %d ms", t->keys_ms);
+    }
+    if (now < t->keys_due) {
+        *wait_ms = (long)(t->keys_due - now);
+        return 0;
+    }
+    t->keys_due = -1;
+    LOG_W("test hook PSKV_TEST_FIRST_VIEW_DELAY: the listening socket admits the view's keys "
+          "now");
+    return 1;
+}
+
+int wtest_view_keys_held(const wtest *t) { return t->keys_due > 0; }

@@ -129,7 +129,9 @@ int wview_apply(pskv_worker *w, int64_t max_message)
         return wst_error(w, PSKV_EPROTO, "the view has no valid partition chains");
     if (w->nparts && (v->partitions != w->nparts || v->replicas != w->R))
         return wst_error(w, PSKV_EPROTO, "the view changed the partition count");
-    secure_allow_view(&w->sec, v); /* the workers' keys, for the all-reduce socket */
+    long unused;
+    if (wtest_view_keys_ready(&w->test, w->mb.rank, tu_now_ms(), &unused))
+        secure_allow_view(&w->sec, v); /* the workers' keys, for the all-reduce socket */
     for (int k = 0; k < w->nservers; k++) /* forgotten by the scheduler: dead */
         if (!member_view_node(v, w->srv[k].id)) {
             w->srv[k].alive = 0;

@@ -70,6 +70,10 @@ START_TEST(wire_refuses_malformed_references)
                                sizeof why), -PSKV_ESHMREF);
     ck_assert_int_eq(shm_parse(&s, PSKV__MSG_TYPE__PUSH, NULL, h, 1, 64, 40, 10, why, sizeof why),
                      -PSKV_ESHMREF);
+    /* the host may be left out (the server knows it from an earlier reference) */
+    ck_assert_int_eq(shm_parse(&s, PSKV__MSG_TYPE__PUSH, "/pskv-0-1-ab-1", NULL, 1, 64, 40, 10,
+                               why, sizeof why), 0);
+    wire_msg_close(&s.m);
     /* a reference on a type that carries none */
     ck_assert_int_eq(shm_parse(&s, PSKV__MSG_TYPE__REPLICATE, "/pskv-0-1-ab-1", h, 1, 64, 40, 10,
                                why, sizeof why), -PSKV_EPROTO); /* no values frame */
@@ -204,6 +208,69 @@ START_TEST(server_maps_and_checks)
 }
 END_TEST
 
+/* The worker's host is checked at its first reference and kept with its entry:
+ * later references may leave it out, a first one may not (the worker falls back
+ * to TCP), and a view without the worker forgets it. */
+START_TEST(server_keeps_the_host_per_worker)
+{
+    char name[SHMSEG_NAME_MAX], name2[SHMSEG_NAME_MAX], why[300];
+    void *base, *base2;
+    ck_assert_int_eq(shmseg_create(1, SEG_BYTES, name, &base, why, sizeof why), 0);
+    ck_assert_int_eq(shmseg_create(2, SEG_BYTES, name2, &base2, why, sizeof why), 0);
+    sshm *ss = sshm_new();
+    shm_msg s;
+    const char *h = shmseg_host_id();
+    ck_assert_int_eq(shm_parse(&s, PSKV__MSG_TYPE__PUSH, name, NULL, 1, 0, 400, 100, why,
+                               sizeof why), 0);
+    ck_assert_int_eq(sshm_resolve(ss, &s.m, why, sizeof why), -PSKV_ENOSHM);
+    ck_assert_ptr_nonnull(strstr(why, "worker node 7 named no host"));
+    wire_msg_close(&s.m);
+    ck_assert_int_eq(shm_parse(&s, PSKV__MSG_TYPE__PUSH, name, h, 1, 0, 400, 100, why,
+                               sizeof why), 0);
+    ck_assert_int_eq(sshm_resolve(ss, &s.m, why, sizeof why), 0);
+    wire_msg_close(&s.m);
+    /* known now: the same segment and a newer one without it */
+    ck_assert_int_eq(shm_parse(&s, PSKV__MSG_TYPE__PULL, name, NULL, 1, 64, 400, 100, why,
+                               sizeof why), 0);
+    ck_assert_int_eq(sshm_resolve(ss, &s.m, why, sizeof why), 0);
+    wire_msg_close(&s.m);
+    ck_assert_int_eq(shm_parse(&s, PSKV__MSG_TYPE__PUSH, name2, NULL, 2, 0, 400, 100, why,
+                               sizeof why), 0);
+    ck_assert_int_eq(sshm_resolve(ss, &s.m, why, sizeof why), 0);
+    ck_assert_ptr_nonnull(s.m.vals);
+    wire_msg_close(&s.m);
+    /* a host given with a segment to map is still checked */
+    ck_assert_int_eq(shm_parse(&s, PSKV__MSG_TYPE__PUSH, "/pskv-0-1-ab-3", "other-boot/1", 3, 0,
+                               400, 100, why, sizeof why), 0);
+    ck_assert_int_eq(sshm_resolve(ss, &s.m, why, sizeof why), -PSKV_ENOSHM);
+    ck_assert_ptr_nonnull(strstr(why, "not this server's"));
+    wire_msg_close(&s.m);
+    /* a view that lists the worker keeps it; one without it forgets it */
+    Pskv__Node n7 = PSKV__NODE__INIT, n8 = PSKV__NODE__INIT, *nodes[2] = {&n7, &n8};
+    n7.id = 7;
+    n8.id = 8;
+    Pskv__View v = PSKV__VIEW__INIT;
+    v.nodes = nodes;
+    v.n_nodes = 2;
+    sshm_view(ss, &v);
+    ck_assert_int_eq(sshm_count(ss), 1);
+    nodes[0] = &n8;
+    v.n_nodes = 1;
+    sshm_view(ss, &v);
+    ck_assert_int_eq(sshm_count(ss), 0);
+    ck_assert_ptr_null(sshm_region(ss, 7, 2, 0, 400));
+    ck_assert_int_eq(shm_parse(&s, PSKV__MSG_TYPE__PUSH, name2, NULL, 2, 0, 400, 100, why,
+                               sizeof why), 0);
+    ck_assert_int_eq(sshm_resolve(ss, &s.m, why, sizeof why), -PSKV_ENOSHM);
+    wire_msg_close(&s.m);
+    sshm_destroy(&ss);
+    shm_unlink(name);
+    shm_unlink(name2);
+    munmap(base, SEG_BYTES);
+    munmap(base2, SEG_BYTES);
+}
+END_TEST
+
 /* A segment readable by others is not mapped. */
 START_TEST(open_refuses_loose_mode)
 {
@@ -255,6 +322,7 @@ Suite *shm_suite(void)
     tcase_add_test(tc, names_and_hosts);
     tcase_add_test(tc, other_network_namespace_is_another_host);
     tcase_add_test(tc, server_maps_and_checks);
+    tcase_add_test(tc, server_keeps_the_host_per_worker);
     tcase_add_test(tc, open_refuses_loose_mode);
     tcase_add_test(tc, sweep_removes_dead_processes_segments);
     suite_add_tcase(s, tc);
