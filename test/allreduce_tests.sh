@@ -66,7 +66,7 @@ t_allreduce_exact() {
 t_allreduce_late_keys() {
   local d="$TDIR/j" t0=$SECONDS
   "$BIN/pskvctl" keys init "$TDIR/keys" --servers 1 --workers 3 > /dev/null || fail "keys init"
-  PSKV_TEST_FIRST_VIEW_DELAY=1:4000 "$LAUNCH" --keys "$TDIR/keys" --servers 1 --workers 3 \
+  PSKV_TEST_FIRST_VIEW_DELAY=1:4000 "$LAUNCH" --keys "$TDIR/keys" --servers 1 --workers 3 --scheduler-opt=--dead-after-ms=2000 \
     --timeout 60 --log-dir "$d" -- --app allreduce-check --ar-floats 1001 --rounds 3 \
     --chunk-bytes 64 --request-timeout 15 > "$d.out" 2>&1 ||
     fail "exited $?: $(grep -h 'failed' "$d"/worker-*.log | head -n 3)"

@@ -404,7 +404,7 @@ t_pipeline_late_keys() {
   "$LAUNCH" --keys "$TDIR/keys" --servers 1 --workers 2 --timeout 60 --log-dir "$TDIR/ref" -- \
     "${args[@]}" > "$TDIR/ref.out" 2>&1 || fail "the run without the delay exited $?"
   t0=$SECONDS
-  PSKV_TEST_FIRST_VIEW_DELAY=1:4000 "$LAUNCH" --keys "$TDIR/keys" --servers 1 --workers 2 \
+  PSKV_TEST_FIRST_VIEW_DELAY=1:4000 "$LAUNCH" --keys "$TDIR/keys" --servers 1 --workers 2 --scheduler-opt=--dead-after-ms=2000 \
     --timeout 60 --log-dir "$d" -- "${args[@]}" > "$d.out" 2>&1 ||
     fail "exited $?: $(grep -h 'pipeline:' "$d"/worker-*.log | head -n 2)"
   [ "$(pl_digests "$d" 2)" = "$(pl_digests "$TDIR/ref" 2)" ] ||
