@@ -88,39 +88,6 @@ run_model() {
     "$d/metrics.jsonl" | tee -a "$out/runs"
 }
 
-# cpu_sampler DIR: while the run in DIR is on, the CPU seconds (every thread) of its
-# scheduler and servers, read from /proc every 0.1 s into DIR/cpu-NAME (the last
-# reading before each exits). The workers report their own (rank R cpu: ...).
-cpu_sampler() {
-  local d=$1 f p t n=0
-  until ls "$d"/worker-*.pid > /dev/null 2>&1; do sleep 0.1; n=$((n + 1)); [ $n -lt 600 ] || return 0; done
-  while :; do
-    local alive=0
-    for f in "$d"/scheduler.pid "$d"/server-*.pid; do
-      [ -f "$f" ] || continue
-      p=$(cat "$f")
-      t=$(awk '{print ($14 + $15) / '"$(getconf CLK_TCK)"'}' "/proc/$p/stat" 2>/dev/null) || continue
-      [ -n "$t" ] || continue
-      alive=1
-      echo "$t" > "$(dirname "$f")/cpu-$(basename "$f" .pid)"
-    done
-    [ $alive -eq 1 ] || return 0
-    sleep 0.1
-  done
-}
-
-# floor_of DIR: the waiting fraction a worker cannot go below when the job's
-# processes share a machine they fill: every CPU second the job spends outside the
-# workers' compute (the library, ZeroMQ's threads, the servers' updates and copies,
-# the scheduler) is a second a worker's compute is not running, so
-# floor = 1 - (the workers' compute CPU) / (the job's CPU) (docs/benchmarks.md).
-floor_of() {
-  cat "$1"/cpu-* 2>/dev/null | awk -v d="$1" '{o += $1}
-    END {while ((getline l < (d "/worker-0.log")) > 0) if (l ~ /^rank [0-9]+ cpu: /) {split(l, a, " "); c += a[5]; p += a[11]}
-         while ((getline l < (d "/worker-1.log")) > 0) if (l ~ /^rank [0-9]+ cpu: /) {split(l, a, " "); c += a[5]; p += a[11]}
-         if (p + o > 0 && c > 0) printf "%.3f", 1 - c / (p + o); else print "-"}'
-}
-
 # run_ddp RUN: PyTorch DDP on the same model and data; appends its line.
 run_ddp() {
   local d="$out/ddp-$1" line

@@ -32,6 +32,7 @@
 #include "lscale.h"
 #include "train_ar.h"
 #include "trainpos.h"
+#include "waitstat.h"
 
 #define TMO 120000
 
@@ -105,7 +106,7 @@ typedef struct run {
     double epoch_loss, unreported;
     int64_t clipped, clipped_unreported; /* this worker's clipped steps; not yet counted */
     int64_t ns_compute, ns_push, ns_wait, ns_batch, ns_sleep;
-    int64_t cpu_compute, cpu_loop; /* thread CPU in compute_step; the process's over the loop */
+    waitstat ws;      /* the CPU behind the waiting */
     int64_t loop_t0, epoch_t0;
     uint64_t jitter_rng;
 } run;
@@ -578,8 +579,10 @@ static int after_step(run *r, int64_t in_epoch, int epoch)
         if ((rc = push_stats(r, r->unreported)) < 0 || (rc = pskv_wait_all(r->w, TMO)) < 0)
             return fail(r->w, "stats push", rc);
         r->unreported = 0;
+        int64_t e0 = tu_thread_cpu_ns(); /* not waiting: counted with the compute */
         if ((rc = evaluate(r, done, r->step + 1)) < 0)
             return fail(r->w, "evaluation", rc);
+        r->ws.compute_ns += tu_thread_cpu_ns() - e0;
         r->next_eval += r->eval_step;
     }
     return 0;
@@ -596,7 +599,7 @@ static int train_loop(run *r)
         return fail(r->w, "the servers' copy of the weights", rc);
     reposition(r, s);
     r->loop_t0 = tu_now_ns();
-    r->cpu_loop = tu_process_cpu_ns();
+    waitstat_start(&r->ws);
     r->epoch_t0 = r->loop_t0;
     r->jitter_rng = ring_mix64(r->seed ^ (uint64_t)(r->rank + 1) * 0x51ed27ULL);
     while (r->step < r->total_steps) {
@@ -611,13 +614,16 @@ static int train_loop(run *r)
             return rc;
         int64_t cpu0 = tu_thread_cpu_ns();
         float loss = compute_step(r, in_epoch, &cb, &cc);
-        r->cpu_compute += tu_thread_cpu_ns() - cpu0;
+        r->ws.compute_ns += tu_thread_cpu_ns() - cpu0;
         straggle(r, cc);
         r->epoch_loss += loss;
         r->epoch_steps++;
         r->loss_sum += loss;
         r->loss_n++;
-        if ((rc = exchange(r)) == RESYNCED)
+        int64_t k0 = tu_thread_cpu_ns();
+        rc = exchange(r);
+        r->ws.blocked_ns += tu_thread_cpu_ns() - k0;
+        if (rc == RESYNCED)
             continue;
         if (rc != 0)
             return rc;
@@ -679,10 +685,7 @@ static int end_training(run *r)
     if ((rc = push_stats(r, r->unreported)) < 0 || (rc = pskv_wait_all(r->w, TMO)) < 0)
         return fail(r->w, "final push", rc);
     double loop_s = (double)(tu_now_ns() - r->loop_t0) / 1e9;
-    /* the waiting floor's inputs (scripts/bench-train.sh): CPU the job spent beside
-     * its workers' compute is what a worker waits for on a machine that is full */
-    printf("rank %d cpu: compute %.3f s (its thread), the process %.3f s over the loop\n", r->rank,
-           (double)r->cpu_compute / 1e9, (double)(tu_process_cpu_ns() - r->cpu_loop) / 1e9);
+    waitstat_print(&r->ws, r->rank, r->nsteps);
     double n_st = r->nsteps ? (double)r->nsteps : 1;
     printf("rank %d step time: batch %.1f us, compute %.1f us, push %.1f us, wait for pull %.1f us, "
            "straggler sleep %.1f us (%lld steps)\n",
