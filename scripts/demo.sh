@@ -10,6 +10,7 @@
 # Usage: scripts/demo.sh [--out DIR] [-- EXTRA_WORKER_ARGS...]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/bench-lib.sh" # cpu_sampler, floor_of
 export PSKV_BIN_DIR=${PSKV_BIN_DIR:-$here/../build/bin}
 out=""
 while [ $# -gt 0 ]; do
@@ -33,6 +34,8 @@ echo "== pskv demo: MLP 784-256-10 on Fashion-MNIST, 2 servers x 2 workers + 1 e
 echo "   up to 30 epochs (sgd, lr 0.02 x 0.65 per epoch, batch 16, bsp), 10,000 training"
 echo "   images held out for validation; early stopping on val_accuracy (patience 3)"
 start=$SECONDS
+mkdir -p "$out/logs"
+cpu_sampler "$out/logs" & sampler=$!
 "$here/launch-local.sh" --servers 2 --workers 2 --evaluators 1 --timeout 900 --log-dir "$out/logs" \
   --scheduler-opt --log-level --scheduler-opt warn --server-opt --log-level --server-opt warn \
   --scheduler-opt --early-stop-metric=val_accuracy --scheduler-opt --patience=3 \
@@ -44,6 +47,7 @@ start=$SECONDS
      --validation-split 10000 --eval-every 0 --metrics "$metrics" \
      --save-model "$out/mlp.model" --log-level warn "$@"
 rc=$?
+wait "$sampler"
 if [ $rc -ne 0 ]; then
   echo "demo: training failed (status $rc); logs in $out/logs" >&2
   exit $rc
@@ -58,6 +62,8 @@ echo "${stopped:-not stopped early: ran the whole budget of 30 epochs}"
 echo "best validation: ${best#evaluator: }"
 echo "best model's test accuracy: ${best_test:-?}  ($out/best.model)"
 echo "test accuracy: $acc  (training took $((SECONDS - start)) s)"
+waits=$(sed -n 's/^rank [0-9]* waiting fraction \([0-9.]*\) .*/\1/p' "$out"/logs/worker-*.log | paste -sd /)
+echo "waiting fraction (rank 0 / 1): ${waits:-?}  (its floor, the job's CPU beside the workers' compute: $(floor_of "$out/logs"))"
 echo "metrics: $metrics (validation: $out/validation.jsonl)"
 if "$here/plot.sh" "$metrics" -o "$out/curves.png" > "$out/plot.log" 2>&1; then
   echo "plot:    $out/curves.png"
