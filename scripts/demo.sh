@@ -5,8 +5,12 @@
 # last 10,000 training images, held out) stops improving. Then prints when and why
 # it stopped, the best validation accuracy, the best model's test accuracy, the
 # test accuracy at the end, and where the metrics and the plot were written.
-# The workers run with --prefetch (each step's pull travels during the step
-# before's compute), as they always did before the flag existed.
+# The workers train under bsp at a batch of 512 (lr 0.2, x 0.9 per epoch) with
+# --shm (values through shared memory with the servers): at a batch of 16 the job
+# spent 5 CPU-seconds on communication for each one computing and its workers
+# waited 0.9 of the time; at 512 it computes for most of it, to the same accuracy
+# in less time (docs/benchmarks.md, "make demo": waiting fraction and floor). It
+# prints the workers' waiting fractions and the job's waiting floor (bench-lib.sh).
 # Usage: scripts/demo.sh [--out DIR] [-- EXTRA_WORKER_ARGS...]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -31,7 +35,7 @@ fi
 mkdir -p "$out"
 metrics="$out/metrics.jsonl"
 echo "== pskv demo: MLP 784-256-10 on Fashion-MNIST, 2 servers x 2 workers + 1 evaluator,"
-echo "   up to 30 epochs (sgd, lr 0.02 x 0.65 per epoch, batch 16, bsp), 10,000 training"
+echo "   up to 30 epochs (sgd, lr 0.2 x 0.9 per epoch, batch 512, bsp, --shm), 10,000 training"
 echo "   images held out for validation; early stopping on val_accuracy (patience 3)"
 start=$SECONDS
 mkdir -p "$out/logs"
@@ -42,8 +46,8 @@ cpu_sampler "$out/logs" & sampler=$!
   --scheduler-opt --dead-after-ms=3000 \
   --evaluator-opt --save-best="$out/best.model" --evaluator-opt --best-metric=val_accuracy \
   --evaluator-opt --metrics="$out/validation.jsonl" --evaluator-opt --eval-every=1 \
-  -- --app mlp --epochs 30 --batch 16 --lr 0.02 --lr-schedule exp:0.65 --momentum 0.9 \
-     --consistency bsp \
+  -- --app mlp --epochs 30 --batch 512 --lr 0.2 --lr-schedule exp:0.9 --momentum 0.9 \
+     --consistency bsp --shm \
      --validation-split 10000 --eval-every 0 --metrics "$metrics" \
      --save-model "$out/mlp.model" --log-level warn "$@"
 rc=$?
