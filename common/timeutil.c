@@ -18,6 +18,13 @@ int64_t tu_thread_cpu_ns(void)
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+int64_t tu_process_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
 int64_t tu_now_us(void) { return tu_now_ns() / 1000; }
 
 int64_t tu_now_ms(void) { return tu_now_ns() / 1000000; }

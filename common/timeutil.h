@@ -17,6 +17,8 @@ int64_t tu_now_ns(void);
 /* Nanoseconds of CPU time the calling thread has used (CLOCK_THREAD_CPUTIME_ID):
  * the cost of a piece of work on a machine where other processes take turns. */
 int64_t tu_thread_cpu_ns(void);
+/* CPU time of the whole process (every thread), in nanoseconds. */
+int64_t tu_process_cpu_ns(void);
 
 /* Sleeps `ms` milliseconds (restarts on EINTR). */
 void tu_sleep_ms(int64_t ms);

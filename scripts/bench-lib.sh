@@ -32,3 +32,43 @@ data_job() {
   wait 2>/dev/null
   return $rc
 }
+
+# cpu_sampler DIR: while the job whose launch-local log dir is DIR runs, the CPU
+# seconds (every thread) of its scheduler, servers and evaluator, read from /proc
+# every 0.1 s into DIR/cpu-NAME (the last reading before each exits); start it in
+# the background before launch-local and wait for it after. The train app's workers
+# report their own ("rank R cpu: ...").
+cpu_sampler() {
+  local d=$1 f p t n=0 tck
+  tck=$(getconf CLK_TCK)
+  until ls "$d"/worker-*.pid > /dev/null 2>&1; do
+    sleep 0.1; n=$((n + 1)); [ $n -lt 600 ] || return 0
+  done
+  while :; do
+    local alive=0
+    for f in "$d"/scheduler.pid "$d"/server-*.pid "$d"/evaluator*.pid; do
+      [ -f "$f" ] || continue
+      p=$(cat "$f")
+      t=$(awk -v k="$tck" '{print ($14 + $15) / k}' "/proc/$p/stat" 2>/dev/null)
+      [ -n "$t" ] || continue
+      alive=1
+      echo "$t" > "$d/cpu-$(basename "$f" .pid)"
+    done
+    [ $alive -eq 1 ] || return 0
+    sleep 0.1
+  done
+}
+
+# floor_of DIR: the waiting fraction the workers of that job cannot go below on a
+# machine their job fills: every CPU second it spends outside the workers' compute
+# (the library, ZeroMQ's threads, the servers' updates and copies, the scheduler, an
+# evaluator) is a second no worker computes, so floor = 1 - (the workers' compute
+# CPU) / (the job's CPU) (docs/benchmarks.md, "The waiting floor"). "-" without the
+# workers' "cpu:" lines.
+floor_of() {
+  cat "$1"/cpu-* 2>/dev/null | awk -v d="$1" '{o += $1}
+    END {cmd = "cat " d "/worker-*.log"
+         while ((cmd | getline l) > 0)
+           if (l ~ /^rank [0-9]+ cpu: /) {split(l, a, " "); c += a[5]; p += a[11]}
+         if (o > 0 && p > 0 && c > 0) printf "%.3f", 1 - c / (p + o); else print "-"}'
+}

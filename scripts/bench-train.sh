@@ -69,18 +69,22 @@ run_model() {
       *) flags+=(--filter "$x") ;;
     esac
   done
+  mkdir -p "$d"
+  cpu_sampler "$d" & local sampler=$!
   "$here/launch-local.sh" --servers "$servers" --workers 2 --timeout 900 --log-dir "$d" \
     --scheduler-opt --replicas --scheduler-opt "$replicas" --scheduler-opt --dead-after-ms=5000 \
     --scheduler-opt --log-level --scheduler-opt warn --server-opt --log-level --server-opt warn \
     -- --app mlp --epochs "$epochs" --batch 32 --lr 0.01 --lr-schedule const --momentum 0.9 \
        --log-level warn "${flags[@]}" --metrics "$d/metrics.jsonl" > /dev/null 2>&1 ||
     { echo "bench-train: $m run $r failed" >&2; tail -n 3 "$d"/worker-*.log >&2; exit 1; }
-  local wf
+  wait "$sampler"
+  local wf fl
   wf=$(sed -n 's/^rank [0-9]* waiting fraction \([0-9.]*\) .*/\1/p' "$d"/worker-*.log |
        awk '{s += $1; n++} END {if (n) printf "%.4f", s / n; else print "-"}')
+  fl=$(floor_of "$d")
   # whole-run rate: the job's samples over its training time (evaluation excluded):
   # each line covers about one epoch, so the rate is the harmonic mean of the lines'
-  awk -v r="$r" -v e="$epochs" -v m="$m" -v wf="$wf" 'BEGIN{FS="[:,}]"} {for(i=1;i<NF;i++){if($i~/"samples_per_s"/)inv+=1/$(i+1); if($i~/"accuracy"/)a=$(i+1)}; n++} END {printf "model=%s run=%d epochs=%d samples_per_s=%.0f accuracy=%.4f waiting=%s\n", m, r, e, n/inv, a, wf}' \
+  awk -v r="$r" -v e="$epochs" -v m="$m" -v wf="$wf" -v fl="$fl" 'BEGIN{FS="[:,}]"} {for(i=1;i<NF;i++){if($i~/"samples_per_s"/)inv+=1/$(i+1); if($i~/"accuracy"/)a=$(i+1)}; n++} END {printf "model=%s run=%d epochs=%d samples_per_s=%.0f accuracy=%.4f waiting=%s floor=%s\n", m, r, e, n/inv, a, wf, fl}' \
     "$d/metrics.jsonl" | tee -a "$out/runs"
 }
 
@@ -111,13 +115,14 @@ echo "medians over $runs runs (ddp: $ddp_rate samples/s, compute-only ceiling: $
 for m in $models $([ $ddp -eq 1 ] && echo ddp); do
   med=$(grep "^model=$m " "$out/runs" | sort -t= -k5 -g | awk -v n="$runs" 'NR==int((n+1)/2)')
   wf=$(grep "^model=$m " "$out/runs" | field waiting | grep -v '^-$' | median)
+  fl=$(grep "^model=$m " "$out/runs" | field floor | grep -v '^-$' | median)
   rate=$(field samples_per_s <<< "$med")
-  awk -v m="$m" -v s="$rate" -v a="$(field accuracy <<< "$med")" -v w="$wf" -v d="$ddp_rate" -v c="$ceiling" \
-    'BEGIN {printf "  %-16s samples_per_s=%s accuracy=%s waiting=%s", m, s, a, w;
+  awk -v m="$m" -v s="$rate" -v a="$(field accuracy <<< "$med")" -v w="$wf" -v f="${fl:--}" -v d="$ddp_rate" -v c="$ceiling" \
+    'BEGIN {printf "  %-16s samples_per_s=%s accuracy=%s waiting=%s floor=%s", m, s, a, w, f;
             if (d != "-" && d > 0) printf " x_ddp=%.2f", s / d;
             if (c != "-" && c > 0) printf " of_ceiling=%.2f", s / c; printf "\n"}'
   [ "$m" = ddp ] && continue
   mr=$(field run <<< "$med")
   d="$out/${m//[:+]/_}-$mr"
-  grep -h 'step time\|waiting fraction' "$d"/worker-*.log | sed 's/^/    /'
+  grep -h 'step time\|waiting fraction\|cpu: ' "$d"/worker-*.log | sed 's/^/    /'
 done

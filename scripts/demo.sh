@@ -5,11 +5,16 @@
 # last 10,000 training images, held out) stops improving. Then prints when and why
 # it stopped, the best validation accuracy, the best model's test accuracy, the
 # test accuracy at the end, and where the metrics and the plot were written.
-# The workers run with --prefetch (each step's pull travels during the step
-# before's compute), as they always did before the flag existed.
+# The workers train under bsp at a batch of 512 (lr 0.2, x 0.9 per epoch) with
+# --shm (values through shared memory with the servers): at a batch of 16 the job
+# spent 5 CPU-seconds on communication for each one computing and its workers
+# waited 0.9 of the time; at 512 it computes for most of it, to the same accuracy
+# in less time (docs/benchmarks.md, "make demo": waiting fraction and floor). It
+# prints the workers' waiting fractions and the job's waiting floor (bench-lib.sh).
 # Usage: scripts/demo.sh [--out DIR] [-- EXTRA_WORKER_ARGS...]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/bench-lib.sh" # cpu_sampler, floor_of
 export PSKV_BIN_DIR=${PSKV_BIN_DIR:-$here/../build/bin}
 out=""
 while [ $# -gt 0 ]; do
@@ -30,20 +35,23 @@ fi
 mkdir -p "$out"
 metrics="$out/metrics.jsonl"
 echo "== pskv demo: MLP 784-256-10 on Fashion-MNIST, 2 servers x 2 workers + 1 evaluator,"
-echo "   up to 30 epochs (sgd, lr 0.02 x 0.65 per epoch, batch 16, bsp), 10,000 training"
+echo "   up to 30 epochs (sgd, lr 0.2 x 0.9 per epoch, batch 512, bsp, --shm), 10,000 training"
 echo "   images held out for validation; early stopping on val_accuracy (patience 3)"
 start=$SECONDS
+mkdir -p "$out/logs"
+cpu_sampler "$out/logs" & sampler=$!
 "$here/launch-local.sh" --servers 2 --workers 2 --evaluators 1 --timeout 900 --log-dir "$out/logs" \
   --scheduler-opt --log-level --scheduler-opt warn --server-opt --log-level --server-opt warn \
   --scheduler-opt --early-stop-metric=val_accuracy --scheduler-opt --patience=3 \
   --scheduler-opt --dead-after-ms=3000 \
   --evaluator-opt --save-best="$out/best.model" --evaluator-opt --best-metric=val_accuracy \
   --evaluator-opt --metrics="$out/validation.jsonl" --evaluator-opt --eval-every=1 \
-  -- --app mlp --epochs 30 --batch 16 --lr 0.02 --lr-schedule exp:0.65 --momentum 0.9 \
-     --consistency bsp \
+  -- --app mlp --epochs 30 --batch 512 --lr 0.2 --lr-schedule exp:0.9 --momentum 0.9 \
+     --consistency bsp --shm \
      --validation-split 10000 --eval-every 0 --metrics "$metrics" \
      --save-model "$out/mlp.model" --log-level warn "$@"
 rc=$?
+wait "$sampler"
 if [ $rc -ne 0 ]; then
   echo "demo: training failed (status $rc); logs in $out/logs" >&2
   exit $rc
@@ -58,6 +66,8 @@ echo "${stopped:-not stopped early: ran the whole budget of 30 epochs}"
 echo "best validation: ${best#evaluator: }"
 echo "best model's test accuracy: ${best_test:-?}  ($out/best.model)"
 echo "test accuracy: $acc  (training took $((SECONDS - start)) s)"
+waits=$(sed -n 's/^rank [0-9]* waiting fraction \([0-9.]*\) .*/\1/p' "$out"/logs/worker-*.log | paste -sd /)
+echo "waiting fraction (rank 0 / 1): ${waits:-?}  (its floor, the job's CPU beside the workers' compute: $(floor_of "$out/logs"))"
 echo "metrics: $metrics (validation: $out/validation.jsonl)"
 if "$here/plot.sh" "$metrics" -o "$out/curves.png" > "$out/plot.log" 2>&1; then
   echo "plot:    $out/curves.png"

@@ -13,14 +13,22 @@ t_train_prefetch() {
   # 1 server x 2 workers, the MLP on a 6,000-image subset for 3 epochs with the
   # next step's pull sent before each step's compute: both async and ssp:1 reach
   # 0.70 on 1,000 test images, every example is trained exactly once an epoch (the
-  # job-wide sum table), and each worker reports its waiting fraction.
-  local cons d acc n r f
+  # job-wide sum table), and each worker reports its waiting fraction and its CPU
+  # (compute within the process's); the waiting floor (bench-lib.sh) of the job
+  # comes out between 0 and 1.
+  local cons d acc n r f c fl sampler
+  . "$top/scripts/bench-lib.sh" # cpu_sampler, floor_of
   for cons in async ssp:1; do
     d="$TDIR/${cons/:/}"
+    mkdir -p "$d"
+    cpu_sampler "$d" & sampler=$!
     "$LAUNCH" --servers 1 --workers 2 --timeout 150 --log-dir "$d" -- --app mlp --hidden 64 \
       --epochs 3 --train-limit 6000 --test-limit 1000 --batch 32 --lr 0.1 --momentum 0 \
       --lr-schedule const --seed 2 --eval-every 0 --consistency "$cons" --prefetch \
       > /dev/null 2>&1 || fail "$cons: training exited $?: $(tail -n 3 "$d/worker-0.log")"
+    wait "$sampler"
+    fl=$(floor_of "$d")
+    awk -v f="$fl" 'BEGIN { exit !(f > 0 && f < 1) }' || fail "$cons: waiting floor '$fl'"
     acc=$(grep -o 'final test accuracy [0-9.]*' "$d/worker-0.log" | awk '{print $4}')
     [ -n "$acc" ] || fail "$cons: no final accuracy: $(tail -n 3 "$d/worker-0.log")"
     awk -v a="$acc" 'BEGIN { exit !(a >= 0.70) }' || fail "$cons: test accuracy $acc < 0.70"
@@ -30,8 +38,12 @@ t_train_prefetch() {
       f=$(waiting_fraction "$d/worker-$r.log")
       [ -n "$f" ] || fail "$cons: rank $r reported no waiting fraction: $(tail -n 4 "$d/worker-$r.log")"
       awk -v f="$f" 'BEGIN { exit !(f >= 0 && f <= 1) }' || fail "$cons: rank $r waiting fraction $f"
+      c=$(sed -n 's/^rank [0-9]* cpu: compute \([0-9.]*\) s (its thread), the process \([0-9.]*\) s .*/\1 \2/p' \
+          "$d/worker-$r.log")
+      awk -v c="$c" 'BEGIN { exit !(split(c, a, " ") == 2 && a[1] > 0 && a[2] >= a[1]) }' ||
+        fail "$cons: rank $r cpu line: '$c' ($(grep 'cpu:' "$d/worker-$r.log"))"
     done
-    echo "$cons --prefetch: accuracy $acc, waiting fractions $(waiting_fraction "$d/worker-0.log") $(waiting_fraction "$d/worker-1.log")"
+    echo "$cons --prefetch: accuracy $acc, waiting fractions $(waiting_fraction "$d/worker-0.log") $(waiting_fraction "$d/worker-1.log"), floor $fl"
   done
   # sparse-lr with and without: both learn heart_scale
   local hs=/usr/share/doc/liblinear-tools/examples/heart_scale pf

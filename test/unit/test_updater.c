@@ -123,6 +123,29 @@ START_TEST(sgd_momentum_l2)
 }
 END_TEST
 
+/* Momentum over 11 values: the vector lanes (4 at a time) and the scalar tail give
+ * each value its own update, with and without l2 (dyadic values: exact). */
+START_TEST(sgd_momentum_lanes)
+{
+    for (int l2i = 0; l2i < 2; l2i++) {
+        const float l2 = l2i ? 0.5f : 0.0f;
+        upd_opts o = opts(UPD_SGD, 0.25f, 0.5f, l2, 0);
+        float w[11], v[11], g[11];
+        for (int i = 0; i < 11; i++) {
+            w[i] = (float)i;
+            v[i] = 0.5f * (float)i - 2.0f;
+            g[i] = 2.0f * (float)(i % 5) - 3.0f;
+        }
+        upd_apply(&o, w, v, g, 11);
+        for (int i = 0; i < 11; i++) {
+            double vi = 0.5 * (0.5 * i - 2.0) + (2.0 * (i % 5) - 3.0) + l2 * i;
+            ck_assert_float_eq(v[i], (float)vi);
+            ck_assert_float_eq(w[i], (float)(i - 0.25 * vi));
+        }
+    }
+}
+END_TEST
+
 START_TEST(adagrad_hand_computed)
 {
     /* h += g*g; w -= lr*g/(sqrt(h)+eps) */
@@ -512,6 +535,7 @@ Suite *updater_suite(void)
     tcase_add_test(tc, sgd_l2);
     tcase_add_test(tc, sgd_momentum_two_steps);
     tcase_add_test(tc, sgd_momentum_l2);
+    tcase_add_test(tc, sgd_momentum_lanes);
     tcase_add_test(tc, adagrad_hand_computed);
     tcase_add_test(tc, adagrad_l2_as_documented);
     tcase_add_test(tc, adam_three_steps);

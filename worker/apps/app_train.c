@@ -32,6 +32,7 @@
 #include "lscale.h"
 #include "train_ar.h"
 #include "trainpos.h"
+#include "waitstat.h"
 
 #define TMO 120000
 
@@ -44,16 +45,6 @@ static uint64_t rng_next(uint64_t *s)
 {
     *s += 0x9e3779b97f4a7c15ULL;
     return ring_mix64(*s);
-}
-
-void app_shuffle(uint32_t *a, uint32_t n, uint64_t seed)
-{
-    for (uint32_t i = n; i > 1; i--) {
-        uint32_t j = (uint32_t)(rng_next(&seed) % i);
-        uint32_t t = a[i - 1];
-        a[i - 1] = a[j];
-        a[j] = t;
-    }
 }
 
 /* One training run, shared by the steps below: the options, this worker's data,
@@ -115,6 +106,7 @@ typedef struct run {
     double epoch_loss, unreported;
     int64_t clipped, clipped_unreported; /* this worker's clipped steps; not yet counted */
     int64_t ns_compute, ns_push, ns_wait, ns_batch, ns_sleep;
+    waitstat ws;      /* the CPU behind the waiting */
     int64_t loop_t0, epoch_t0;
     uint64_t jitter_rng;
 } run;
@@ -587,8 +579,10 @@ static int after_step(run *r, int64_t in_epoch, int epoch)
         if ((rc = push_stats(r, r->unreported)) < 0 || (rc = pskv_wait_all(r->w, TMO)) < 0)
             return fail(r->w, "stats push", rc);
         r->unreported = 0;
+        int64_t e0 = tu_thread_cpu_ns(); /* not waiting: counted with the compute */
         if ((rc = evaluate(r, done, r->step + 1)) < 0)
             return fail(r->w, "evaluation", rc);
+        r->ws.compute_ns += tu_thread_cpu_ns() - e0;
         r->next_eval += r->eval_step;
     }
     return 0;
@@ -605,6 +599,7 @@ static int train_loop(run *r)
         return fail(r->w, "the servers' copy of the weights", rc);
     reposition(r, s);
     r->loop_t0 = tu_now_ns();
+    waitstat_start(&r->ws);
     r->epoch_t0 = r->loop_t0;
     r->jitter_rng = ring_mix64(r->seed ^ (uint64_t)(r->rank + 1) * 0x51ed27ULL);
     while (r->step < r->total_steps) {
@@ -617,13 +612,18 @@ static int train_loop(run *r)
         int64_t cb = 0, cc = 0;
         if ((rc = take_grad(r)) != 0)
             return rc;
+        int64_t cpu0 = tu_thread_cpu_ns();
         float loss = compute_step(r, in_epoch, &cb, &cc);
+        r->ws.compute_ns += tu_thread_cpu_ns() - cpu0;
         straggle(r, cc);
         r->epoch_loss += loss;
         r->epoch_steps++;
         r->loss_sum += loss;
         r->loss_n++;
-        if ((rc = exchange(r)) == RESYNCED)
+        int64_t k0 = tu_thread_cpu_ns();
+        rc = exchange(r);
+        r->ws.blocked_ns += tu_thread_cpu_ns() - k0;
+        if (rc == RESYNCED)
             continue;
         if (rc != 0)
             return rc;
@@ -685,6 +685,7 @@ static int end_training(run *r)
     if ((rc = push_stats(r, r->unreported)) < 0 || (rc = pskv_wait_all(r->w, TMO)) < 0)
         return fail(r->w, "final push", rc);
     double loop_s = (double)(tu_now_ns() - r->loop_t0) / 1e9;
+    waitstat_print(&r->ws, r->rank, r->nsteps);
     double n_st = r->nsteps ? (double)r->nsteps : 1;
     printf("rank %d step time: batch %.1f us, compute %.1f us, push %.1f us, wait for pull %.1f us, "
            "straggler sleep %.1f us (%lld steps)\n",

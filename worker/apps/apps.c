@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "apps.h"
+#include "ring.h"
 #include "timeutil.h"
 
 atomic_int app_stop_signal; /* an atomic: apps.h says why */
@@ -80,4 +81,15 @@ void app_free_closed(void)
 {
     while (nafter_close > 0)
         free(after_close[--nafter_close]);
+}
+
+void app_shuffle(uint32_t *a, uint32_t n, uint64_t seed)
+{
+    for (uint32_t i = n; i > 1; i--) {
+        seed += 0x9e3779b97f4a7c15ULL; /* the train app's rng_next: the same orders */
+        uint32_t j = (uint32_t)(ring_mix64(seed) % i);
+        uint32_t t = a[i - 1];
+        a[i - 1] = a[j];
+        a[j] = t;
+    }
 }
