@@ -37,7 +37,7 @@ NET=10.213.0
 MAXN=8
 LOCK=/tmp/pskv-netns-cluster.lock
 SSHD=${PSKV_NETNS_SSHD:-/usr/sbin/sshd}   # override only to test the failure paths
-WAIT_SSH=10          # seconds up waits for all sshds to answer
+WAIT_SSH=30          # seconds up waits for all sshds to answer (a loaded machine is slow)
 
 ns_of()   { echo "pskv-$1"; }              # h3 -> pskv-h3
 ip_of()   { echo "$NET.$((10 + ${1#h}))"; } # h3 -> 10.213.0.13
@@ -273,7 +273,7 @@ cmd_up() {
   while :; do
     left=""
     declare -A probe=()
-    for i in $pending; do ssh_ok "h$i" 3 & probe[$i]=$!; done   # in parallel
+    for i in $pending; do ssh_ok "h$i" 8 & probe[$i]=$!; done   # in parallel
     for i in $pending; do wait "${probe[$i]}" || left="$left $i"; done
     unset probe
     pending=$left
