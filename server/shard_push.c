@@ -15,10 +15,12 @@ static size_t core_floats(const shard *s) { return (size_t)s->width * (1 + (size
 /* While the map grows (shard_map.c), rows moved to the new map per row looked
  * up for writing and per sparse push. A key not in the new map is looked for in
  * the old one too (a miss there costs several record reads), so the move should
- * be short; the moves ask for their slots ahead (shard_map_migrate), so a push of
- * 8,192 new keys moves about 65,000 rows in 0.5-0.7 ms on a loaded machine, and
- * the move ends long before the new map is full. */
-enum { MIGRATE_PER_ROW = 4, MIGRATE_PER_PUSH = 32768 };
+ * be short; but at 10^8 rows the moves were a third of a growing push's 8-10 ms
+ * (each a random write into a map of 1 GiB), so a push moves about 32,000 rows
+ * (2-4 ms less a growing push in process, docs/benchmarks.md), and the server's
+ * loop moves more while no message waits (shard_grow_step, sweep_grow): the
+ * move still ends long before the new map is full. */
+enum { MIGRATE_PER_ROW = 2, MIGRATE_PER_PUSH = 16384 };
 
 /* Sets a row's values to key's initial ones and its state to zero. */
 static void init_row(const shard *s, uint64_t key, float *row)
