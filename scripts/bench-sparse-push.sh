@@ -13,22 +13,28 @@
 # push: the server's own count of the most CPU time one push took, which a
 # loaded machine does not inflate as it does the workers' wall-clock latency),
 # then medians.
+# --witness runs beside each run, for its whole length, the bare loop of
+# `pskv-grow-bench --floor` (random misses over arrays of the table's size, no
+# system call), a batch of 8,192 "keys" every 5 ms, and adds its longest batch
+# (witness_longest_ms=) and p99 (witness_p99_ms=) of CPU time: the machine's own
+# bursts, the floor under the server's longest push measured beside it.
 # The scheduler gets --dead-after-ms 5000: a server growing a table of 10^8 rows
 # does not answer for a while, and a loaded machine starves daemons.
-# Usage: scripts/bench-sparse-push.sh [--rows N] [--runs R] [--updater U] [--steps S]
+# Usage: scripts/bench-sparse-push.sh [--rows N] [--runs R] [--updater U] [--steps S] [--witness]
 #   U: sgd (default) or ftrl (run with --l1 0, so that every row is stored)
 #   S: update pushes (of 8192 keys) per worker (default: --rows keys in all)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${PSKV_BIN_DIR:-$here/../build/bin}
-rows=10000000 runs=3 updater=sgd steps=0
+rows=10000000 runs=3 updater=sgd steps=0 witness=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --rows) rows=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
     --updater) updater=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
-    *) echo "usage: $0 [--rows N] [--runs R] [--updater sgd|ftrl] [--steps S]" >&2; exit 2 ;;
+    --witness) witness=1; shift ;;
+    *) echo "usage: $0 [--rows N] [--runs R] [--updater sgd|ftrl] [--steps S] [--witness]" >&2; exit 2 ;;
   esac
 done
 case "$updater" in
@@ -37,7 +43,7 @@ case "$updater" in
   *) echo "bench-sparse-push: --updater must be sgd or ftrl" >&2; exit 2 ;;
 esac
 out=$(mktemp -d /tmp/pskv-bench-sparse-push-XXXXXX)
-trap 'rm -rf "$out"' EXIT
+trap 'rm -rf "$out"; [ -n "${wpid:-}" ] && kill "$wpid" 2>/dev/null' EXIT
 
 # cpu_s PID: seconds of CPU time (user + system, every thread) the process used
 cpu_s() {
@@ -53,6 +59,11 @@ wait_for() {
 for r in $(seq "$runs"); do
   logs="$out/logs-$r" go="$out/go-$r"
   mkdir -p "$logs"
+  wpid=
+  if [ "$witness" = 1 ]; then
+    "$bin/pskv-grow-bench" --floor --rows "$rows" --pace 5 --until "$out/stop-$r" > "$out/witness-$r" &
+    wpid=$!
+  fi
   "$here/launch-local.sh" --servers 1 --workers 2 --timeout 1800 --log-dir "$logs" \
     --scheduler-opt --log-level --scheduler-opt warn \
     --scheduler-opt --dead-after-ms --scheduler-opt 5000 \
@@ -69,6 +80,13 @@ for r in $(seq "$runs"); do
   c2=$(cpu_s "$spid") rss2=$(rss_b "$spid")
   touch "$go.2"
   wait "$launcher" || { echo "bench-sparse-push: the job failed" >&2; tail -n 5 "$logs"/*.log >&2; exit 1; }
+  wlong=- wp99=-
+  if [ -n "$wpid" ]; then
+    touch "$out/stop-$r"
+    wait "$wpid"
+    wlong=$(sed -n 's/.* longest_ms=\([0-9.]*\).*/\1/p' "$out/witness-$r")
+    wp99=$(sed -n 's/.* p99_ms=\([0-9.]*\).*/\1/p' "$out/witness-$r")
+  fi
   # the server's CPU before the fill (joining, opening the table) is a few ms: counted in
   upd_keys=$(sed -n 's/.*phase=update .* keys=\([0-9]*\) .*/\1/p' "$logs"/worker-*.log | awk '{ s += $1 } END { print s }')
   maxlat=$(sed -n 's/.*phase=fill .*max_push_ms=\([0-9.]*\).*/\1/p' "$logs"/worker-*.log | sort -g | tail -n 1)
@@ -80,13 +98,14 @@ for r in $(seq "$runs"); do
   fl_fill=$(echo "$floor" | sed -n 's/.*phase=fill .*keys_per_s=\([0-9]*\).*/\1/p')
   fl_max=$(echo "$floor" | sed -n 's/.*max_batch_ms=\([0-9.]*\).*/\1/p')
   awk -v r="$r" -v u="$updater" -v rows="$rows" -v c1="$c1" -v c2="$c2" -v uk="$upd_keys" \
-      -v rss="$rss" -v rss2="$rss2" -v fu="$fl_upd" -v ff="$fl_fill" -v fm="$fl_max" -v ml="$maxlat" -v p99="$p99" -v lg="${longest:-?}" \
+      -v rss="$rss" -v rss2="$rss2" -v fu="$fl_upd" -v ff="$fl_fill" -v fm="$fl_max" -v ml="$maxlat" -v p99="$p99" -v lg="${longest:-?}" -v wl="$wlong" -v wp="$wp99" \
       -v load="$(cut -d' ' -f1 /proc/loadavg)" 'BEGIN {
     fill = rows / c1; upd = uk / (c2 - c1)
     printf "sparse-push run=%d updater=%s rows=%d fill_cpu_s=%.2f fill_keys_per_cpu_s=%.0f", r, u, rows, c1, fill
     printf " update_keys=%.0f update_cpu_s=%.2f update_keys_per_cpu_s=%.0f floor_update_keys_per_s=%s", uk, c2 - c1, upd, fu
     printf " ratio=%.3f floor_fill_keys_per_s=%s fill_ratio=%.3f fill_max_push_ms=%s fill_p99_push_ms=%s server_longest_push_cpu_ms=%s", upd / fu, ff, fill / ff, ml, p99, lg
-    printf " floor_max_batch_ms=%s rss_bytes=%.0f rss_bytes_per_key=%.1f rss_after_updates_per_key=%.1f load=%s\n", fm, rss, rss / rows, rss2 / rows, load }'
+    printf " floor_max_batch_ms=%s witness_longest_ms=%s witness_p99_ms=%s", fm, wl, wp
+    printf " rss_bytes=%.0f rss_bytes_per_key=%.1f rss_after_updates_per_key=%.1f load=%s\n", rss, rss / rows, rss2 / rows, load }'
 done | tee "$out/runs.txt"
 med() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p" "$out/runs.txt" | sort -g |
   awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }

@@ -674,12 +674,17 @@ static int run(const char *sched)
             secure_reload(&S.sec);
         }
         secure_tick(&S.sec);
-        /* a background checkpoint is answered for soon after its file is written */
-        long wait = checkpoint_busy() ? 5 : 50;
-        if (zmq_poll(items, nitems, wait) < 0 && errno != EINTR) {
+        /* a background checkpoint is answered for soon after its file is written;
+         * a map doubling moves rows whenever no message waits (sweep_grow) */
+        int growing = sweep_grow(S.tables, 0);
+        long wait = growing ? 0 : checkpoint_busy() ? 5 : 50;
+        int ready = zmq_poll(items, nitems, wait);
+        if (ready < 0 && errno != EINTR) {
             LOG_E("poll failed: %s", zmq_strerror(errno));
             break;
         }
+        if (growing && ready == 0)
+            sweep_grow(S.tables, GROW_IDLE_BUDGET);
         if (items[1].revents & ZMQ_POLLIN) {
             stopped = handle_scheduler();
         }

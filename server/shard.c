@@ -179,6 +179,14 @@ void shard_lend_stats(const shard *s, uint64_t *lends, uint64_t *moves)
     *moves = s->moves;
 }
 
+int shard_grow_step(shard *s, size_t budget)
+{
+    if (s->dense || !s->old_slots)
+        return 0;
+    shard_map_migrate(s, budget); /* frees the old map after its last row */
+    return s->old_slots != NULL;
+}
+
 uint64_t shard_size(const shard *s) { return s->dense ? s->count : s->used; }
 
 const float *shard_dense_values(const shard *s) { return s->w; }

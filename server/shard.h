@@ -92,6 +92,12 @@ void shard_update_stats(const shard *s, uint64_t *bad_rows, uint64_t *unstored);
  * taken, growth of the map and rows included; 0 for dense shards. */
 int64_t shard_longest_push_ns(const shard *s);
 
+/* Sparse shards whose map is doubling (rows still moving to the doubled map,
+ * shard_map.c): moves up to `budget` of them (0: none), for a caller with time
+ * to spare (the server's loop when no message waits). Returns 1 while rows are
+ * still to move after it, else 0 (dense shards: 0). */
+int shard_grow_step(shard *s, size_t budget);
+
 /* ---- admission and eviction (sparse shards; shard_sweep.c) ----------------
  * docs/operations.md, "Admission and eviction". */
 

@@ -13,12 +13,17 @@
 static size_t core_floats(const shard *s) { return (size_t)s->width * (1 + (size_t)s->nstate); }
 
 /* While the map grows (shard_map.c), rows moved to the new map per row looked
- * up for writing and per sparse push. A key not in the new map is looked for in
- * the old one too (a miss there costs several record reads), so the move should
- * be short; the moves ask for their slots ahead (shard_map_migrate), so a push of
- * 8,192 new keys moves about 65,000 rows in 0.5-0.7 ms on a loaded machine, and
- * the move ends long before the new map is full. */
-enum { MIGRATE_PER_ROW = 4, MIGRATE_PER_PUSH = 32768 };
+ * up for writing and per sparse push, and after a push that took less than
+ * MIGRATE_QUICK_NS of CPU, MIGRATE_QUICK more. A key not in the new map is
+ * looked for in the old one too (a miss there costs several record reads), so
+ * the move should be short: a quick push (10^7 rows: 1-3 ms) moves about 65,000
+ * rows. But at 10^8 rows the moves were a third of a growing push's 8-10 ms
+ * (each a random write into a map of 1 GiB), so a push that is not quick moves
+ * about 32,000 (docs/benchmarks.md), and the server's loop moves more while no
+ * message waits (shard_grow_step, sweep_grow): the move still ends long before
+ * the new map is full. */
+enum { MIGRATE_PER_ROW = 2, MIGRATE_PER_PUSH = 16384, MIGRATE_QUICK = 32768 };
+#define MIGRATE_QUICK_NS 3000000
 
 /* Sets a row's values to key's initial ones and its state to zero. */
 static void init_row(const shard *s, uint64_t key, float *row)
@@ -303,6 +308,8 @@ int shard_push_sparse(shard *s, const uint64_t *keys, uint64_t n, const float *g
     int64_t t0 = tu_thread_cpu_ns();
     shard_map_migrate(s, MIGRATE_PER_PUSH);
     int rc = push_keys(s, keys, n, g, bad);
+    if (s->old_slots && tu_thread_cpu_ns() - t0 < MIGRATE_QUICK_NS)
+        shard_map_migrate(s, MIGRATE_QUICK);
     shard_map_prepare(s, tu_thread_cpu_ns() - t0);
     int64_t took = tu_thread_cpu_ns() - t0;
     s->longest_ns = took > s->longest_ns ? took : s->longest_ns;

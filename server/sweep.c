@@ -1,4 +1,5 @@
-/* sweep: the eviction sweep and the table counters for the heartbeats (sweep.h). */
+/* sweep: the eviction sweep, idle growth steps and the table counters for the
+ * heartbeats (sweep.h). */
 #include "sweep.h"
 
 #include <malloc.h>
@@ -23,4 +24,12 @@ void sweep_pass(table_set *ts, consist *c)
     if (shrunk)
         malloc_trim(0);
     lease_set_tables(all.rows, all.admitted, all.not_admitted, all.evicted, all.bytes);
+}
+
+int sweep_grow(table_set *ts, size_t budget)
+{
+    int growing = 0;
+    for (size_t i = 0; i < tables_count(ts); i++)
+        growing |= shard_grow_step(tables_at(ts, i)->sh, budget);
+    return growing;
 }

@@ -192,6 +192,44 @@ START_TEST(sparse_prefault_lagging)
 }
 END_TEST
 
+/* The server's loop moves a doubling map's rows while no message waits
+ * (shard_grow_step): exactly `budget` rows a step, 1 while rows are left, 0 and
+ * the old map given back after the last; every key is found between steps and
+ * after, pushes in between included; a shard not growing (or dense) moves
+ * nothing. */
+START_TEST(sparse_grow_idle_steps)
+{
+    static filled f;
+    fill_to_next(&f);
+    shard *s = f.s;
+    ck_assert_int_eq(shard_grow_step(s, 1000), 0); /* not growing yet */
+    while (!s->old_slots)
+        push_new(&f);
+    size_t moved = s->moved;
+    ck_assert_int_eq(shard_grow_step(s, 0), 1);
+    ck_assert_uint_eq(s->moved, moved);
+    ck_assert_int_eq(shard_grow_step(s, 1000), 1);
+    ck_assert_uint_eq(s->moved, moved + 1000);
+    all_found(&f, "after an idle step");
+    push_new(&f); /* a push between steps moves its share too */
+    ck_assert_uint_gt(s->moved, moved + 1000);
+    all_found(&f, "after a push between idle steps");
+    int steps = 0;
+    while (shard_grow_step(s, 16384))
+        ck_assert_int_lt(++steps, 1000);
+    ck_assert_ptr_null(s->old_slots);
+    ck_assert_uint_eq(s->moved, s->to_move);
+    ck_assert_int_eq(shard_grow_step(s, 16384), 0);
+    all_found(&f, "after the idle steps");
+    shard_destroy(&f.s);
+    shard_init init = {INIT_ZERO, 0, 0};
+    shard *d = shard_new(1, 0, 1000, 0, UINT64_MAX, 1, &SUM, &init); /* dense */
+    ck_assert_ptr_nonnull(d);
+    ck_assert_int_eq(shard_grow_step(d, 1000), 0);
+    shard_destroy(&d);
+}
+END_TEST
+
 Suite *prefault_suite(void)
 {
     Suite *s = suite_create("prefault");
@@ -200,6 +238,7 @@ Suite *prefault_suite(void)
     tcase_add_test(tc, prefault_populate_release);
     tcase_add_test(tc, sparse_prefault_growth);
     tcase_add_test(tc, sparse_prefault_lagging);
+    tcase_add_test(tc, sparse_grow_idle_steps);
     suite_add_tcase(s, tc);
     return s;
 }
