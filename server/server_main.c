@@ -327,12 +327,10 @@ static int from_future(const wire_msg *msg)
 }
 
 /* Refuses (and returns 1 for) any data message while this server's lease has
- * lapsed, and drops a forward or copy planned on an older placement. A push or
- * pull planned on an older view is served when this server still heads (or
- * tails) its rows: chain_rows checks that row by row. A copy (FILL) is taken
- * even with a lapsed lease: it answers nobody, it is sent once (a dropped forward
- * is sent again, a dropped copy never was), and a view that takes the partition
- * away drops it again. */
+ * lapsed (but a copy, FILL: sent once, it answers nobody, and a view that takes
+ * the partition away drops it again), and drops a forward or copy planned on an
+ * older placement. A push or pull planned on an older view is served when this
+ * server still heads (or tails) its rows: chain_rows checks that row by row. */
 static int refuse_stale(wire_msg *msg)
 {
     Pskv__Meta *r = msg->meta;
@@ -674,8 +672,7 @@ static int run(const char *sched)
             secure_reload(&S.sec);
         }
         secure_tick(&S.sec);
-        /* a background checkpoint is answered for soon after its file is written;
-         * a map doubling moves rows whenever no message waits (sweep_grow) */
+        /* soon after a background checkpoint's file; a doubling map moves rows when idle */
         int growing = sweep_grow(S.tables, 0);
         long wait = growing ? 0 : checkpoint_busy() ? 5 : 50;
         int ready = zmq_poll(items, nitems, wait);
@@ -685,9 +682,8 @@ static int run(const char *sched)
         }
         if (growing && ready == 0)
             sweep_grow(S.tables, GROW_IDLE_BUDGET);
-        if (items[1].revents & ZMQ_POLLIN) {
+        if (items[1].revents & ZMQ_POLLIN)
             stopped = handle_scheduler();
-        }
         if (nitems > 2)
             chain_drain(S.chain);
         chain_fwd_retry(S.chain);
