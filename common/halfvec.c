@@ -5,6 +5,7 @@
  * code rounds twice. */
 #include "halfvec.h"
 
+#include <math.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -112,15 +113,24 @@ TGT static __m128i pack8(int wire, __m256 x)
     return _mm_packus_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
 }
 
+/* 1 when d is a power of two whose reciprocal is a normal float: x / d and
+ * x * (1 / d) are then the same bits for every x (one rounding of the same value). */
+static int pow2_recip(float d)
+{
+    int e;
+    return d > 0.0f && frexpf(d, &e) == 0.5f && e >= -124 && e <= 126;
+}
+
 TGT static size_t reduce_avx2(int wire, float *dst, const uint16_t *src, size_t n, float div,
                               int round, uint16_t *out)
 {
-    __m256 dv = _mm256_set1_ps(div);
+    int mul = pow2_recip(div); /* a multiply for 2, 4, 8 ... ranks: a divide costs more */
+    __m256 dv = _mm256_set1_ps(mul ? 1.0f / div : div);
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         __m256 x = _mm256_add_ps(_mm256_loadu_ps(dst + i), unpack8(wire, src + i));
         if (div != 1.0f)
-            x = _mm256_div_ps(x, dv);
+            x = mul ? _mm256_mul_ps(x, dv) : _mm256_div_ps(x, dv);
         __m128i h = pack8(wire, x);
         _mm_storeu_si128((__m128i *)(void *)(out + i), h);
         if (round) /* pack(unpack(h)) is h: what was packed is what dst keeps */

@@ -1354,6 +1354,25 @@ f_allreduce_rejoin() {
   ar_same "$d" "${logs[@]}"
 }
 
+# The same death under ZeRO stage 1 (--zero 1: each rank updates its own slice of
+# the weights, reduce-scatter then all-gather): a rank other than 0 is killed, the
+# new worker takes over its slice, and the job completes with the same weights on
+# every rank. Ranks 1 and 2 only: rank 0's death is the test above's.
+f_allreduce_zero_rejoin() {
+  local d=$TDIR/c v=$((1 + RANDOM % 2)) r logs=() AR_ARGS="$AR_ARGS --zero 1"
+  ar_launch "$d" --rejoin-timeout $((30 * TS))
+  ar_kill "$d" "$v" "worker-$v" $((150 + RANDOM % 200))
+  ar_replace "$d" "$v" new
+  wait_exit "$(cat "$d/new.pid")" "the worker that took rank $v over"
+  wait "$(cat "$d/launch.pid")"
+  grep -q "workers exit statuses: $(for r in 0 1 2; do [ $r = "$v" ] && printf '137 ' || printf '0 '; done | sed 's/ $//')\$" "$d/launch.out" ||
+    fail "$(grep statuses "$d/launch.out")"
+  for r in 0 1 2; do [ "$r" = "$v" ] && logs+=(new) || logs+=("worker-$r"); done
+  grep -q "^zero 1: rank $v updates weights \[" "$d/new.log" || fail "the new worker did not run --zero 1: $(head -n 3 "$d/new.log")"
+  echo "killed rank $v (--zero 1)"
+  ar_same "$d" "${logs[@]}"
+}
+
 # Rank 0 (the one that copies the weights to the servers) killed, the worker that
 # takes it over killed as soon as it joined (a second death during the resync), a
 # third one started; later rank 1 killed and taken over: the ranks go on from a
@@ -1414,7 +1433,7 @@ tests=(kill_server kill_server_ssp kill_server_bsp chain_r3 chain_r3_bsp pause_s
 # what a run ends with, checked --once-trials times
 once=(kill_server_keycache kill_server_fp16 checkpoint_resume checkpoint_reshard checkpoint_delta_failover join join_ssp join_ssp_parked join_bsp join_bsp_backup
       server_rejoin adam_kill admit_kill drain drain_ssp drain_r1 drain_bsp drain_joined drain_wait eval_kill eval_pause
-      allreduce_rejoin allreduce_rejoin_twice allreduce_rejoin_none bsp_late_view kill_server_shm pause_server_shm)
+      allreduce_rejoin allreduce_zero_rejoin allreduce_rejoin_twice allreduce_rejoin_none bsp_late_view kill_server_shm pause_server_shm)
 for t in "${tests[@]}" "${once[@]}"; do
   if [ ${#ONLY[@]} -gt 0 ] && ! printf '%s\n' "${ONLY[@]}" | grep -qx "$t"; then continue; fi
   n=$TRIALS

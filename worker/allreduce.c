@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <zmq.h>
 
@@ -24,6 +25,16 @@
 
 #define MAX_PIECES 1024    /* pieces per chunk at most (larger pieces for a larger chunk) */
 
+/* PSKV_AR_TRACE=N (operations.md): every N good calls one log line of their
+ * means: wall time, the part spent waiting for the previous rank's pieces, and
+ * CPU time of the process (ZeroMQ's I/O threads included) and of the caller. */
+typedef struct artrace {
+    int every;
+    long calls;
+    int64_t wall_ns, wait_ns;
+    double cpu_us, thr_us; /* at the last line */
+} artrace;
+
 struct war {
     void *in;           /* PULL, bound at open: the previous rank's pieces */
     wpeer out;          /* PUSH to the next rank's `in`, dialled when that rank's node changes */
@@ -35,7 +46,32 @@ struct war {
     int last_ok;        /* the latest call succeeded (close lets its last pieces leave) */
     atomic_int lent;    /* pieces of the caller's array ZeroMQ still holds (its I/O
                            thread drops them: lent_free) */
+    artrace tr;
 };
+
+static double cpu_us(int who)
+{
+    struct rusage u;
+    getrusage(who, &u);
+    return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e6 +
+           (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+/* A good call of wall_ns ended: counts it, and logs every tr->every calls. */
+static void trace_call(artrace *tr, int64_t wall_ns)
+{
+    tr->wall_ns += wall_ns;
+    if (++tr->calls % tr->every)
+        return;
+    double cpu = cpu_us(RUSAGE_SELF), thr = cpu_us(RUSAGE_THREAD), k = tr->every;
+    LOG_I("pskv_allreduce trace: %d calls: %.3f ms a call, %.3f waiting for pieces; CPU %.3f "
+          "ms a call, %.3f of it the caller's", tr->every, (double)tr->wall_ns / 1e6 / k,
+          (double)tr->wait_ns / 1e6 / k, (cpu - tr->cpu_us) / 1e3 / k,
+          (thr - tr->thr_us) / 1e3 / k);
+    tr->wall_ns = tr->wait_ns = 0;
+    tr->cpu_us = cpu;
+    tr->thr_us = thr;
+}
 
 /* One call's fixed facts, the same on every rank. */
 typedef struct ring {
@@ -55,6 +91,13 @@ int war_open(pskv_worker *w, const char *bind, int port)
     if (!w->ar)
         return wst_error(w, PSKV_ENOMEM, "out of memory");
     char why[400];
+    const char *tr = getenv("PSKV_AR_TRACE");
+    char *end = NULL;
+    long every = tr ? strtol(tr, &end, 10) : 0;
+    if (tr && (end == tr || *end || every < 0 || every > 1000000))
+        return wst_error(w, PSKV_EINVAL, "PSKV_AR_TRACE=%s: not a count of calls 0 ... 1000000",
+                         tr);
+    w->ar->tr.every = (int)every;
     w->ar->in = net_socket(w->ctx, ZMQ_PULL, w->max_message, 0);
     if (!w->ar->in)
         return wst_error(w, PSKV_ENET, "cannot make the all-reduce socket: %s",
@@ -356,7 +399,10 @@ static int run_ring(const ring *g, int from, int to)
         chunk_bounds(g, mod(g->r - t - 1, g->N), &b, &e);
         for (uint64_t off = b;;) {
             wire_msg m;
+            int64_t t0 = g->w->ar->tr.every ? tu_now_ns() : 0;
             int rc = next_msg(g, &m, t);
+            if (t0)
+                g->w->ar->tr.wait_ns += tu_now_ns() - t0;
             if (rc == 0)
                 rc = check_piece(g, m.meta, t, off, e - off);
             if (rc < 0) {
@@ -543,6 +589,7 @@ static int ring_call(pskv_worker *w, int table, float *vals, size_t n, pskv_op o
     }
     if (to < 0)
         to = 2 * g.N - 2;
+    int64_t t0 = tu_now_ns(), waited = a->tr.wait_ns; /* a failed call's wait is not traced */
     int rc = ring_start(&g);
     if (rc == 0) /* step `from` sends chunk r - from */
         rc = send_chunk(&g, from, mod(g.r - from, g.N));
@@ -558,9 +605,12 @@ static int ring_call(pskv_worker *w, int table, float *vals, size_t n, pskv_op o
         wst_error(w, rc, "%.500s", msg);
         send_abort(&g, rc, msg);
         lent_wait(w, 1);
+        a->tr.wait_ns = waited;
         return rc;
     }
     lent_wait(w, 0);
+    if (a->tr.every)
+        trace_call(&a->tr, tu_now_ns() - t0);
     w->ar->last_ok = 1;
     w->ar->good = g.members;
     w->ar->reform = 0;

@@ -115,8 +115,10 @@ START_TEST(half_paths_same_bits)
         halfvec_set(0);
         half_unpack_add(wire, b, hr + off, n);
         check_same(a, b, n * sizeof *a, "unpack_add", kind);
-        for (int step = 0; step < 4; step++) { /* the ring's reduce: divide by 1, 2, 3 */
-            float div = (float)(step % 3 + 1);
+        /* the ring's reduce: divide by N (a power of two is a multiply in the kernel) */
+        static const float divs[] = {1, 2, 3, 1, 4, 8, 6};
+        for (int step = 0; step < (int)(sizeof divs / sizeof divs[0]); step++) {
+            float div = divs[step];
             half_reduce(wire, a, hr + off, n, div, step & 1, h);
             halfvec_set(0);
             half_reduce(wire, b, hr + off, n, div, step & 1, p);
