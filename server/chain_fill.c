@@ -17,11 +17,33 @@
 #include "chain_impl.h"
 #include "log.h"
 #include "pskv_errors.h"
+#include "timeutil.h"
 
 static int in_partition(void *ctx, uint64_t key)
 {
     chain_filter *f = ctx;
     return chain_part(f->c, f->t, key) == f->p;
+}
+
+/* Test hook PSKV_TEST_FILL_DELAY_MS=MS (docs/operations.md): this server's first
+ * copy waits MS ms (0 to 600000) before it goes, blocking the loop, so that a test
+ * can let the receiver's lease lapse meanwhile. */
+static void test_fill_delay(uint32_t p, uint32_t to)
+{
+    static int done;
+    const char *e = getenv("PSKV_TEST_FILL_DELAY_MS");
+    if (done || !e || !*e)
+        return;
+    done = 1;
+    char *end;
+    long ms = strtol(e, &end, 10);
+    if (*end || ms < 0 || ms > 600000) {
+        LOG_E("PSKV_TEST_FILL_DELAY_MS '%s': not a count of ms (0 to 600000): ignored", e);
+        return;
+    }
+    LOG_W("test hook PSKV_TEST_FILL_DELAY_MS: the copy of partition %u to node %u waits %ld ms",
+          p, to, ms);
+    tu_sleep_ms(ms);
 }
 
 /* Sends the whole partition p (every table, then the dedupe record) to `to`. */
@@ -30,6 +52,7 @@ static void send_fill(chain *c, uint32_t p, uint32_t to)
     void *s = chain_peer_sock(c, to);
     if (!s)
         return;
+    test_fill_delay(p, to);
     size_t ntab = tables_count(c->tables);
     size_t bloblen = c->dd ? dedupe_export(c->dd, p, NULL, 0) : 0;
     void *blob = bloblen ? malloc(bloblen) : NULL;

@@ -701,6 +701,30 @@ f_retry_paused() {
 # them again (no new view will): the bsp closes reach the tail, the job ends with
 # exact sums, and nothing is left waiting for a replica. Up to 4 pauses, until one
 # has made the lease lapse.
+# A copy (FILL) that reaches a server whose lease has lapsed (R = 2, a server killed:
+# the first copy to a new chain member waits 5 s, PSKV_TEST_FILL_DELAY_MS, while the
+# scheduler is paused, so every lease lapses before it arrives): the member takes it
+# anyway (a copy is sent once; before, it was dropped and the member waited for good)
+# and the run ends with exact sums.
+f_fill_lapsed() {
+  local d=$TDIR/c i line=
+  PSKV_TEST_FILL_DELAY_MS=5000 launch "$d" --servers 3 --workers 2 --scheduler-opt=--replicas=2 \
+    --scheduler-opt=--heartbeat-ms=1000 --scheduler-opt=--dead-after-ms=4000 -- --app check \
+    --count-acked --rounds 3000
+  wait_joined "$d" 2
+  sleep 0.5
+  kill -KILL "$(cat "$d/server-0.pid")"
+  for i in $(seq 200); do
+    line=$(grep -h 'test hook PSKV_TEST_FILL_DELAY_MS: the copy' "$d"/server-*.log) && break
+    sleep 0.05
+  done
+  [ -n "$line" ] || fail "no copy after the kill: $(grep -h 'view epoch' "$d"/server-1.log | tail -n 2)"
+  kill -STOP "$(cat "$d/scheduler.pid")"; sleep 5.6; kill -CONT "$(cat "$d/scheduler.pid")"
+  wait_ok "$d"
+  grep -q 'lease lapsed' "$d"/server-[12].log || fail "no lease lapsed: the copy met a valid lease"
+  echo "${line##*: }"
+}
+
 f_lease_lapse() {
   local d=$TDIR/c pid k lapsed=0
   launch "$d" --servers 2 --workers 3 --scheduler-opt=--replicas=2 \
@@ -1433,7 +1457,7 @@ tests=(kill_server kill_server_ssp kill_server_bsp chain_r3 chain_r3_bsp pause_s
 # what a run ends with, checked --once-trials times
 once=(kill_server_keycache kill_server_fp16 checkpoint_resume checkpoint_reshard checkpoint_delta_failover join join_ssp join_ssp_parked join_bsp join_bsp_backup
       server_rejoin adam_kill admit_kill drain drain_ssp drain_r1 drain_bsp drain_joined drain_wait eval_kill eval_pause
-      allreduce_rejoin allreduce_zero_rejoin allreduce_rejoin_twice allreduce_rejoin_none bsp_late_view kill_server_shm pause_server_shm)
+      allreduce_rejoin allreduce_zero_rejoin allreduce_rejoin_twice allreduce_rejoin_none bsp_late_view kill_server_shm pause_server_shm fill_lapsed)
 for t in "${tests[@]}" "${once[@]}"; do
   if [ ${#ONLY[@]} -gt 0 ] && ! printf '%s\n' "${ONLY[@]}" | grep -qx "$t"; then continue; fi
   n=$TRIALS
