@@ -1364,9 +1364,11 @@ ar_same() {
 # servers) included, and a new one started with its --rank: the others wait, every
 # rank goes on from the servers' copy, and the job completes with the same
 # weights on every rank.
-f_allreduce_rejoin() {
-  local d=$TDIR/c v r logs=()
-  v=$((RANDOM % 3))
+# ar_rejoin_run DIR V: a 3-worker job in which rank V is killed mid-run and a new
+# worker takes it over; the others exit 0, the killed one 137. Sets `logs` (the
+# ranks' log names in rank order, "new" for V).
+ar_rejoin_run() {
+  local d=$1 v=$2 r
   ar_launch "$d" --rejoin-timeout $((30 * TS))
   ar_kill "$d" "$v" "worker-$v" $((150 + RANDOM % 200))
   ar_replace "$d" "$v" new
@@ -1374,7 +1376,14 @@ f_allreduce_rejoin() {
   wait "$(cat "$d/launch.pid")"
   grep -q "workers exit statuses: $(for r in 0 1 2; do [ $r = "$v" ] && printf '137 ' || printf '0 '; done | sed 's/ $//')\$" "$d/launch.out" ||
     fail "$(grep statuses "$d/launch.out")"
+  logs=()
   for r in 0 1 2; do [ "$r" = "$v" ] && logs+=(new) || logs+=("worker-$r"); done
+}
+
+f_allreduce_rejoin() {
+  local d=$TDIR/c v logs=()
+  v=$((RANDOM % 3))
+  ar_rejoin_run "$d" "$v"
   grep -q "rank $v \(died\|is not in the job\)" "$d/${logs[$(( (v + 1) % 3 ))]}.log" ||
     fail "the next rank did not name rank $v: $(grep '^allreduce:' "$d/${logs[$(( (v + 1) % 3 ))]}.log")"
   echo "killed rank $v"
@@ -1386,15 +1395,8 @@ f_allreduce_rejoin() {
 # new worker takes over its slice, and the job completes with the same weights on
 # every rank. Ranks 1 and 2 only: rank 0's death is the test above's.
 f_allreduce_zero_rejoin() {
-  local d=$TDIR/c v=$((1 + RANDOM % 2)) r logs=() AR_ARGS="$AR_ARGS --zero 1"
-  ar_launch "$d" --rejoin-timeout $((30 * TS))
-  ar_kill "$d" "$v" "worker-$v" $((150 + RANDOM % 200))
-  ar_replace "$d" "$v" new
-  wait_exit "$(cat "$d/new.pid")" "the worker that took rank $v over"
-  wait "$(cat "$d/launch.pid")"
-  grep -q "workers exit statuses: $(for r in 0 1 2; do [ $r = "$v" ] && printf '137 ' || printf '0 '; done | sed 's/ $//')\$" "$d/launch.out" ||
-    fail "$(grep statuses "$d/launch.out")"
-  for r in 0 1 2; do [ "$r" = "$v" ] && logs+=(new) || logs+=("worker-$r"); done
+  local d=$TDIR/c v=$((1 + RANDOM % 2)) logs=() AR_ARGS="$AR_ARGS --zero 1"
+  ar_rejoin_run "$d" "$v"
   grep -q "^zero 1: rank $v updates weights \[" "$d/new.log" || fail "the new worker did not run --zero 1: $(head -n 3 "$d/new.log")"
   echo "killed rank $v (--zero 1)"
   ar_same "$d" "${logs[@]}"
