@@ -9,6 +9,11 @@ cfg_entry server_config[] = {
      0, NULL, NULL},
     {"blas-threads", CFG_INT, "1", "PSKV_SERVER_BLAS_THREADS", 1, 256, NULL,
      "OpenBLAS threads for updates", 0, 0, NULL, NULL},
+    {"slice-us", CFG_INT, "100", "PSKV_SERVER_SLICE_US", 0, 100000, "us",
+     "scheduling slice this server's threads ask the kernel for (Linux 6.12 or later, which "
+     "grants 100 to 100000): a short one lets a woken server run at once on cores busy with "
+     "workers' compute instead of waiting out their slice; 0 = the kernel's default", 0, 0,
+     NULL, NULL},
     {"join-timeout", CFG_DOUBLE, "600", "PSKV_SERVER_JOIN_TIMEOUT", 1, 86400, "s",
      "how long to wait for the cluster to be complete", 0, 0, NULL, NULL},
     {"job-id", CFG_INT, "0", "PSKV_JOB_ID", 0, 9.2e18, NULL,

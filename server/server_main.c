@@ -38,6 +38,7 @@
 #include "pskv_errors.h"
 #include "refuse.h"
 #include "sfilter.h"
+#include "slice.h"
 #include "sshm.h"
 #include "sconfig.h"
 #include "secure.h"
@@ -48,8 +49,6 @@
 #include "timeutil.h"
 #include "upd_plugin.h"
 #include "wire.h"
-
-extern void openblas_set_num_threads(int);
 
 static cfg_entry *const config = server_config; /* sconfig.c */
 
@@ -733,8 +732,9 @@ int main(int argc, char **argv)
                                           cfg_str(config, "updater-check"), stdout)) >= 0)
         return rc; /* --help, a usage error, or --updater-check done */
     openblas_set_num_threads((int)cfg_int(config, "blas-threads"));
-    /* Keep freed message buffers in the heap: without this glibc maps and unmaps
-     * every large buffer, and the page faults cost as much as a copy. */
+    slice_apply(cfg_int(config, "slice-us")); /* before any thread starts: they inherit it */
+    /* Keep freed message buffers in the heap: without this glibc maps and unmaps every
+     * large buffer, and the page faults cost as much as a copy. */
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
     mallopt(M_TRIM_THRESHOLD, 256 << 20);
     signal(SIGINT, on_signal);

@@ -66,5 +66,7 @@ Suite *half_suite(void);
 Suite *halfvec_suite(void);
 /* scheduler/manifest.c: clock= and best= round trips, retention keeps the best. */
 Suite *manifest_suite(void);
+/* common/slice.c: the scheduling slice granted, inherited, clamped, left alone at 0. */
+Suite *slice_suite(void);
 
 #endif
