@@ -16,9 +16,18 @@
 #define PSKV_SLICE_H
 
 /* Asks for a slice of `us` microseconds for the calling thread and those it will
- * create (0: leave the kernel's default). Returns the slice the kernel reports
- * now in microseconds (it clamps to 100..100000), or 0 when it has no custom
- * slices or refused (logged at info, with why). */
-long slice_apply(long us);
+ * create (0: leave the kernel's default); `who` names them in the log line
+ * ("scheduling slice of WHO: 100 us"). Returns the slice the kernel reports now
+ * in microseconds (it clamps to 100..100000), or 0 when it has no custom slices
+ * or refused (logged at info, with why). */
+long slice_apply(long us, const char *who);
+
+/* Starts ZeroMQ context ctx's threads (ZeroMQ starts them with its first socket)
+ * from a short-lived thread that first asks for a slice of `us`, so that they
+ * inherit it while the calling thread (a user's compute) keeps its own; with
+ * us = 0 nothing is done. Returns what slice_apply returned in that thread, 0
+ * when none was granted or ZeroMQ had started already, or -1 when the thread or
+ * a socket could not be made (ZeroMQ then starts its threads as usual). */
+long slice_start_zmq(void *ctx, long us, const char *who);
 
 #endif

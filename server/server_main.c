@@ -732,7 +732,7 @@ int main(int argc, char **argv)
                                           cfg_str(config, "updater-check"), stdout)) >= 0)
         return rc; /* --help, a usage error, or --updater-check done */
     openblas_set_num_threads((int)cfg_int(config, "blas-threads"));
-    slice_apply(cfg_int(config, "slice-us")); /* before any thread starts: they inherit it */
+    slice_apply(cfg_int(config, "slice-us"), "this server's threads"); /* they inherit it */
     /* Keep freed message buffers in the heap: without this glibc maps and unmaps every
      * large buffer, and the page faults cost as much as a copy. */
     mallopt(M_MMAP_THRESHOLD, 32 << 20);

@@ -72,6 +72,11 @@ typedef struct pskv_config {
     int shm;                   /* 1: push and pull values of 64 KiB or more through shared
                                   memory with servers on this host that accept it (same
                                   host, same user), the rest over TCP (default 0) */
+    int slice_us;              /* the scheduling slice libpskv's ZeroMQ I/O thread asks the
+                                  kernel for (Linux 6.12 or later grants 100 to 100000), so
+                                  that replies are taken in as they arrive while this
+                                  process's and others' threads compute; the calling
+                                  thread keeps its own (default 100; 0 = the kernel's) */
 } pskv_config;
 
 /* Precision of pskv_allreduce's values on the wire. FP16 (IEEE binary16) and BF16

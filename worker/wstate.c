@@ -17,6 +17,7 @@
 #include "log.h"
 #include "net.h"
 #include "secure.h"
+#include "slice.h"
 #include "shmseg.h"
 #include "wfilter.h"
 #include "wmetrics.h"
@@ -47,6 +48,7 @@ void pskv_config_init(pskv_config *cfg)
     cfg->chunk_bytes = 1024 * 1024;
     cfg->spin_us = 100;
     cfg->retry_ms = 1000;
+    cfg->slice_us = 100;
     cfg->keys = NULL;
     const char *insecure = getenv("PSKV_INSECURE");
     cfg->insecure = insecure && *insecure && strcmp(insecure, "0") && strcmp(insecure, "false");
@@ -116,6 +118,8 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
         pskv_worker_close(&w);
         return -PSKV_ENOMEM;
     }
+    if (cfg.slice_us > 0) /* its I/O thread starts now, with the slice: slice.h */
+        slice_start_zmq(w->ctx, cfg.slice_us, "libpskv's ZeroMQ threads");
     char why[400], host[256], shost[256];
     int sport, rc;
     if (net_split_hostport(cfg.scheduler, shost, sizeof shost, &sport) < 0) {

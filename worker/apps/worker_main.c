@@ -80,6 +80,10 @@ static cfg_entry config[] = {
     {"spin-us", CFG_INT, "100", "PSKV_WORKER_SPIN_US", 0, 100000, "us",
      "wait for a reply to a small request (<= 64 KiB) without sleeping for up to this long",
      0, 0, NULL, NULL},
+    {"slice-us", CFG_INT, "100", "PSKV_WORKER_SLICE_US", 0, 100000, "us",
+     "scheduling slice libpskv's ZeroMQ I/O thread asks the kernel for (Linux 6.12 or "
+     "later): replies taken in as they arrive while compute runs (0 = the kernel's default)",
+     0, 0, NULL, NULL},
     {"shm", CFG_BOOL, "false", "PSKV_WORKER_SHM", 1, 0, NULL,
      "push and pull values of 64 KiB or more through shared memory (/dev/shm) with servers "
      "on this host run by the same user; headers, other servers and the rest over TCP", 0, 0,
@@ -456,6 +460,7 @@ static void library_config(pskv_config *pc)
     pc->max_message = cfg_int(config, "max-message");
     pc->chunk_bytes = (size_t)cfg_int(config, "chunk-bytes");
     pc->spin_us = (int)cfg_int(config, "spin-us");
+    pc->slice_us = (int)cfg_int(config, "slice-us");
     pc->retry_ms = (int)cfg_int(config, "retry-ms");
     pc->shm = (int)cfg_int(config, "shm");
     pc->metrics_port = (int)cfg_int(config, "metrics-port");
