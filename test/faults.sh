@@ -122,10 +122,12 @@ f_kill_server() {
 # The kill with the workers' --shm: push and pull values (parts of 64 KiB and more:
 # 40000 keys) go through shared memory, not TCP. The dead server's parts go again to
 # the new heads through their segments, the dead one's segment is retired, the sums
-# stay exact, and no segment is left in /dev/shm.
+# stay exact, and no segment is left in /dev/shm. Worker 3 reads the dense table
+# through views (pskv_pull_view: --pull view), copied from its parts after the failover.
 f_kill_server_shm() {
   local d=$TDIR/c pids p t0 f
-  launch "$d" --servers 3 --workers 4 --scheduler-opt=--replicas=2 -- --app check --rounds 400 \
+  launch "$d" --servers 3 --workers 4 --scheduler-opt=--replicas=2 \
+    --worker-opt 3:--pull --worker-opt 3:view -- --app check --rounds 400 \
     --check-keys 40000 --shm --log-level info
   wait_joined "$d" 4
   sleep 0.$((3 + RANDOM % 5))

@@ -141,11 +141,15 @@ t_check_shm() {
   # the exact-sum check with --shm: parts of 64 KiB and more (40000 keys) travel through
   # shared memory, each server maps each worker's segment (once, unless a re-send on a
   # loaded machine retired one), and no segment is left
-  # in /dev/shm when the workers are gone (worker 1 pushes with a copy)
+  # in /dev/shm when the workers are gone (worker 1 pushes with a copy; worker 2 reads
+  # the dense table through pskv_pull_view: over 2 servers, copied into the view's buffer)
   "$LAUNCH" --servers 2 --workers 3 --timeout 120 --log-dir "$TDIR/logs" \
     --server-opt --log-level --server-opt info --worker-opt 1:--push --worker-opt 1:copy \
+    --worker-opt 2:--pull --worker-opt 2:view \
     -- --app check --rounds 4 --check-keys 40000 --shm --log-level info ||
     fail "launch-local exited $?"
+  grep -q 'view pulls: 0 read in place in shared memory, [1-9][0-9]* copied' \
+    "$TDIR/logs/worker-2.log" || fail "worker 2: no copied view ($(grep 'view pulls' "$TDIR/logs/worker-2.log"))"
   local r p
   for r in 0 1 2; do
     grep -q '^check ok:.*exact' "$TDIR/logs/worker-$r.log" || fail "worker $r: no exact check"
@@ -162,16 +166,21 @@ t_check_shm() {
 
 t_check_shm_keys() {
   # --shm under CURVE (--keys): the headers encrypted on TCP, the values through shared
-  # memory between processes of one user; every sum exact
-  "$LAUNCH" --keys "$TDIR/keys" --servers 2 --workers 2 --timeout 120 --log-dir "$TDIR/logs" \
+  # memory between processes of one user; every sum exact. One server holds the whole
+  # dense table, so the workers' views (--pull view, pskv_pull_view) are read in place,
+  # where the server wrote them, and a released view is gone (app_check.c)
+  "$LAUNCH" --keys "$TDIR/keys" --servers 1 --workers 2 --timeout 120 --log-dir "$TDIR/logs" \
     --server-opt --log-level --server-opt info \
-    -- --app check --rounds 4 --check-keys 40000 --shm || fail "launch-local exited $?"
+    -- --app check --rounds 4 --check-keys 40000 --shm --pull view --log-level info ||
+    fail "launch-local exited $?"
   local r
   for r in 0 1; do
     grep -q '^check ok:.*exact' "$TDIR/logs/worker-$r.log" || fail "worker $r: no exact check"
-    [ "$(grep -c 'mapped shared-memory segment' "$TDIR/logs/server-$r.log")" -ge 2 ] ||
-      fail "server $r did not map one segment per worker"
+    grep -q 'view pulls: [1-9][0-9]* read in place in shared memory, 0 copied' \
+      "$TDIR/logs/worker-$r.log" || fail "worker $r: no view read in place ($(grep 'view pulls' "$TDIR/logs/worker-$r.log"))"
   done
+  [ "$(grep -c 'mapped shared-memory segment' "$TDIR/logs/server-0.log")" -ge 2 ] ||
+    fail "the server did not map one segment per worker"
 }
 
 t_check_shm_other_user() {

@@ -10,7 +10,7 @@ waiting_fraction() {
 }
 
 t_train_prefetch() {
-  # 1 server x 2 workers, the MLP on a 6,000-image subset for 3 epochs with the
+  # 1 server x 2 workers, the MLP on a 6,000-image subset for 4 epochs with the
   # next step's pull sent before each step's compute: both async and ssp:1 reach
   # 0.70 on 1,000 test images, every example is trained exactly once an epoch (the
   # job-wide sum table), and each worker reports its waiting fraction and its CPU
@@ -23,7 +23,7 @@ t_train_prefetch() {
     mkdir -p "$d"
     cpu_sampler "$d" & sampler=$!
     "$LAUNCH" --servers 1 --workers 2 --timeout 150 --log-dir "$d" -- --app mlp --hidden 64 \
-      --epochs 3 --train-limit 6000 --test-limit 1000 --batch 32 --lr 0.1 --momentum 0 \
+      --epochs 4 --train-limit 6000 --test-limit 1000 --batch 32 --lr 0.1 --momentum 0 \
       --lr-schedule const --seed 2 --eval-every 0 --consistency "$cons" --prefetch \
       > /dev/null 2>&1 || fail "$cons: training exited $?: $(tail -n 3 "$d/worker-0.log")"
     wait "$sampler"
@@ -33,7 +33,7 @@ t_train_prefetch() {
     [ -n "$acc" ] || fail "$cons: no final accuracy: $(tail -n 3 "$d/worker-0.log")"
     awk -v a="$acc" 'BEGIN { exit !(a >= 0.70) }' || fail "$cons: test accuracy $acc < 0.70"
     n=$(sed -n 's/^samples trained \([0-9]*\) .*/\1/p' "$d/worker-0.log")
-    [ "$n" = 18000 ] || fail "$cons: the job trained ${n:-?} samples, expected 3 x 6000"
+    [ "$n" = 24000 ] || fail "$cons: the job trained ${n:-?} samples, expected 4 x 6000"
     for r in 0 1; do
       f=$(waiting_fraction "$d/worker-$r.log")
       [ -n "$f" ] || fail "$cons: rank $r reported no waiting fraction: $(tail -n 4 "$d/worker-$r.log")"

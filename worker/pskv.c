@@ -37,6 +37,7 @@ const char *pskv_last_error(const pskv_worker *w) { return w->last_error; }
 
 #define SUBMIT_LEND 1 /* submit's flags: values lent (pskv_push_nocopy) */
 #define SUBMIT_RAW 2  /* no quantising filter (pskv_filter_flush) */
+#define SUBMIT_VIEW 4 /* a pull into the library's memory (pskv_pull_view) */
 
 /* The body of push, push_nocopy, assign and pull: checks the request, plans its
  * parts (wplan), copies a push's values once into a vbuf grouped by part (none
@@ -80,9 +81,17 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
     if (cap > MAX_PARTS)
         return wst_error(w, PSKV_EINVAL, "table '%s': %zu keys make %llu parts (at most %d)",
                          t->name, nkeys, (unsigned long long)cap, MAX_PARTS);
+    if ((flags & SUBMIT_VIEW) && w->nviews >= PSKV_MAX_VIEWS)
+        return wst_error(w, PSKV_EINVAL, "%d views held or in flight: release one first "
+                         "(pskv_view_release)", w->nviews);
     req *r = wreq_new(w, type, table, (int)cap);
     if (!r)
         return -PSKV_ETIMEDOUT;
+    if (flags & SUBMIT_VIEW) { /* counted from here: a failure below uncounts it */
+        r->view = 1;
+        r->view_floats = nkeys * t->width;
+        w->nviews++;
+    }
     int pull = type == REQ_PULL;
     if (t->kkt && pull)
         r->kkt_floor = wkkt_floor(w, table);
@@ -228,6 +237,38 @@ int64_t pskv_pull(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
     if (!out)
         return w ? wst_error(w, PSKV_EINVAL, "pull without an output array") : -PSKV_EINVAL;
     return submit(w, REQ_PULL, table, keys, nkeys, NULL, out, 0);
+}
+
+int64_t pskv_pull_view(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys)
+{
+    return w ? submit(w, REQ_PULL, table, keys, nkeys, NULL, NULL, SUBMIT_VIEW) : -PSKV_EINVAL;
+}
+
+const float *pskv_view(pskv_worker *w, int64_t ts)
+{
+    if (!w)
+        return NULL;
+    wview_held *v = wreq_view(w, ts);
+    if (v)
+        return v->vals;
+    if (wreq_find(w, ts))
+        wst_error(w, PSKV_EINVAL, "view %lld: still in flight (pskv_wait it first)",
+                  (long long)ts);
+    else
+        wst_error(w, PSKV_ENOTFOUND, "no view %lld held (not a view pull, failed, or released)",
+                  (long long)ts);
+    return NULL;
+}
+
+int pskv_view_release(pskv_worker *w, int64_t ts)
+{
+    if (!w)
+        return -PSKV_EINVAL;
+    wview_held *v = wreq_view(w, ts);
+    if (!v)
+        return wst_error(w, PSKV_ENOTFOUND, "no view %lld held", (long long)ts);
+    wreq_view_release(w, v);
+    return 0;
 }
 
 /* ---- wait ---------------------------------------------------------------- */

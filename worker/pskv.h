@@ -202,6 +202,27 @@ int pskv_traffic_get(const pskv_worker *w, int table, pskv_traffic *out);
  * timestamp completes; out must stay valid until then. keys == NULL as in push. */
 int64_t pskv_pull(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys, float *out);
 
+/* Pulls like pskv_pull, into memory of the library's instead of an array of the
+ * caller's: once pskv_wait(ts) has returned 0, pskv_view(w, ts) points at the
+ * nkeys * width values, in the order pskv_pull would write them, and they stay
+ * there unchanged until pskv_view_release(w, ts). With --shm (pskv_config.shm), a
+ * dense run of at most chunk_bytes and one server holding it all, that memory is
+ * the region of shared memory the server wrote its reply into: the values are
+ * never copied; otherwise the replies are copied into a buffer of the view's.
+ * At most PSKV_MAX_VIEWS views are held or in flight at once (-PSKV_EINVAL
+ * beyond). */
+#define PSKV_MAX_VIEWS 16
+int64_t pskv_pull_view(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys);
+
+/* The values of the completed view pull ts, or NULL (last_error says why: not a
+ * view, not yet waited for, failed, or already released). */
+const float *pskv_view(pskv_worker *w, int64_t ts);
+
+/* Gives the memory of view ts back (its shared-memory region to the next pulls).
+ * Returns 0, or -PSKV_ENOTFOUND when no view ts is held. pskv_worker_close
+ * releases any still held. */
+int pskv_view_release(pskv_worker *w, int64_t ts);
+
 /* Pulls every row the servers hold of `table` (the keys a sparse table ever
  * pushed, or all of a dense one), for saving a model: blocks until every server
  * answered, at most timeout_ms. On success *keys (n) and *vals (n * width floats)

@@ -58,6 +58,70 @@ static int shm_reply(pskv_worker *w, int si, part *p, wire_msg *msg)
     return 0;
 }
 
+/* A view pull (pskv_pull_view) answered whole, in key order, into its one part's
+ * region: the region moves to the request (held with the view, wreq.h), and the
+ * values stay where the server wrote them. 0: they are copied as any pull's. */
+static int view_in_place(req *r, part *p, const wire_msg *msg, size_t wd)
+{
+    if (r->nparts != 1 || p->idx || !p->shm || !msg->meta->has_shm_len ||
+        (size_t)p->n * wd != r->view_floats)
+        return 0;
+    uint64_t at = r->first;
+    for (uint64_t g = p->seg0; g < p->seg0 + p->nseg; g++) {
+        if (r->segs[2 * g] != at)
+            return 0;
+        at += r->segs[2 * g + 1];
+    }
+    r->view_vals = msg->vals;
+    r->view_part = *p;
+    p->shm = NULL;
+    return 1;
+}
+
+/* A pull's reply to part p (from server s): its clocks noted, its values copied to
+ * the caller's array (or the view's buffer, or left in place: view_in_place). */
+static void pull_reply(pskv_worker *w, req *r, part *p, wire_msg *msg, const srv *s)
+{
+    Pskv__Meta *m = msg->meta;
+    tbl *t = &w->tables[r->table];
+    if (m->has_clock && m->clock < r->vclock)
+        r->vclock = m->clock; /* the oldest part decides */
+    if (m->has_clock && m->clock > r->vclock_hi)
+        r->vclock_hi = m->clock;
+    if (m->n_worker_clocks)
+        wpump_worker_clocks(w, r->ts, m);
+    if (m->type != PSKV__MSG_TYPE__PULL_REPLY || msg->nkeys != p->n || m->width != t->width) {
+        if (!r->err)
+            r->err = wst_error(w, PSKV_EPROTO,
+                               "server node %u sent a malformed pull reply (%s, %llu keys)",
+                               s->id, wire_type_name((int)m->type),
+                               (unsigned long long)msg->nkeys);
+    } else if (r->view && view_in_place(r, p, msg, t->width)) {
+        wfilter_received(t, msg); /* the values stay in the region: no copy */
+    } else if (r->view && !r->out && !(r->out = wreq_view_buffer(w, r->view_floats))) {
+        if (!r->err)
+            r->err = wst_error(w, PSKV_ENOMEM, "out of memory for view %lld's %zu values",
+                               (long long)r->ts, r->view_floats);
+    } else if (!p->idx) {
+        size_t wd = t->width;
+        const float *src = msg->vals;
+        wfilter_received(t, msg);
+        for (uint64_t g = p->seg0; g < p->seg0 + p->nseg; g++) {
+            uint64_t f = r->segs[2 * g], c = r->segs[2 * g + 1];
+            memcpy(r->out + (f - r->first) * wd, src, c * wd * sizeof(float));
+            src += c * wd;
+        }
+    } else {
+        size_t wd = t->width;
+        wfilter_received(t, msg);
+        for (uint64_t k = 0; k < p->n; k++)
+            memcpy(r->out + (size_t)p->idx[k] * wd, msg->vals + k * wd, wd * sizeof(float));
+        if (t->kkt)
+            wkkt_pulled(t->kkt, wsend_part_keys(r, p), msg->vals, p->n, t->width,
+                        r->kkt_floor);
+    }
+}
+
 /* Applies a reply from server si to the part it answers: a refusal (stale view,
  * copy on its way) schedules the part again, an error fails the request, a pull's
  * values go to the caller's array; the request ends with its last part. */
@@ -161,37 +225,7 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
             o->n += k;
         }
     } else if (r->type == REQ_PULL) {
-        tbl *t = &w->tables[r->table];
-        if (m->has_clock && m->clock < r->vclock)
-            r->vclock = m->clock; /* the oldest part decides */
-        if (m->has_clock && m->clock > r->vclock_hi)
-            r->vclock_hi = m->clock;
-        if (m->n_worker_clocks)
-            wpump_worker_clocks(w, r->ts, m);
-        if (m->type != PSKV__MSG_TYPE__PULL_REPLY || msg->nkeys != p->n || m->width != t->width) {
-            if (!r->err)
-                r->err = wst_error(w, PSKV_EPROTO,
-                                   "server node %u sent a malformed pull reply (%s, %llu keys)",
-                                   s->id, wire_type_name((int)m->type),
-                                   (unsigned long long)msg->nkeys);
-        } else if (!p->idx) {
-            size_t wd = t->width;
-            const float *src = msg->vals;
-            wfilter_received(t, msg);
-            for (uint64_t g = p->seg0; g < p->seg0 + p->nseg; g++) {
-                uint64_t f = r->segs[2 * g], c = r->segs[2 * g + 1];
-                memcpy(r->out + (f - r->first) * wd, src, c * wd * sizeof(float));
-                src += c * wd;
-            }
-        } else {
-            size_t wd = t->width;
-            wfilter_received(t, msg);
-            for (uint64_t k = 0; k < p->n; k++)
-                memcpy(r->out + (size_t)p->idx[k] * wd, msg->vals + k * wd, wd * sizeof(float));
-            if (t->kkt)
-                wkkt_pulled(t->kkt, wsend_part_keys(r, p), msg->vals, p->n, t->width,
-                            r->kkt_floor);
-        }
+        pull_reply(w, r, p, msg, s);
     } else {
         Pskv__MsgType want =
             r->type == REQ_PUSH ? PSKV__MSG_TYPE__PUSH_ACK : PSKV__MSG_TYPE__TABLE_OPEN_ACK;

@@ -84,6 +84,10 @@ void wreq_release(req *r)
             vbuf_unref(NULL, r->parts[i].own);
         }
     }
+    if (r->view) { /* a view pull that ended without being held: its memory goes */
+        free(r->out);
+        wshm_release(&r->view_part);
+    }
     free(r->parts);
     free(r->segs);
     free(r->idx);
@@ -99,6 +103,31 @@ static void record_failure(pskv_worker *w, int64_t ts, int err)
     w->failed[w->nfailed % FAILED_KEEP].ts = ts;
     w->failed[w->nfailed % FAILED_KEEP].err = err;
     w->nfailed++;
+}
+
+/* A view's copy buffer of `floats` values goes back: kept for the next view when
+ * it is the larger (one spare, so that a pull a step does not allocate), else freed. */
+static void view_give_back(pskv_worker *w, float *b, size_t floats)
+{
+    if (!b)
+        return;
+    if (w->view_spare && w->view_spare_floats >= floats) {
+        free(b);
+        return;
+    }
+    free(w->view_spare);
+    w->view_spare = b;
+    w->view_spare_floats = floats;
+}
+
+float *wreq_view_buffer(pskv_worker *w, size_t floats)
+{
+    if (w->view_spare && w->view_spare_floats >= floats) {
+        float *b = w->view_spare;
+        w->view_spare = NULL;
+        return b;
+    }
+    return malloc(floats ? floats * sizeof(float) : 1);
 }
 
 /* Frees the slot of an ended request, unless ZeroMQ still holds the caller's
@@ -125,8 +154,57 @@ void wreq_retire(pskv_worker *w, req *r)
     }
     if (r->draining_ms)
         w->ndraining--;
+    if (r->view) { /* failed or abandoned: not held (wreq_finish holds the others) */
+        view_give_back(w, r->out, r->view_floats);
+        r->out = NULL;
+        w->nviews--;
+    }
     wreq_release(r);
     w->inflight--;
+}
+
+/* A completed view pull: its values (in place in its region, or its buffer) move
+ * to a free entry of w->views until pskv_view_release. */
+static void hold_view(pskv_worker *w, req *r)
+{
+    wview_held *v = NULL;
+    for (int i = 0; i < PSKV_MAX_VIEWS && !v; i++)
+        if (!w->views[i].ts)
+            v = &w->views[i];
+    if (!v) { /* cannot be: nviews bounds them at the pull */
+        r->err = wst_error(w, PSKV_EINVAL, "view %lld: no free entry", (long long)r->ts);
+        return;
+    }
+    v->ts = r->ts;
+    if (r->view_vals)
+        w->views_in_place++;
+    else
+        w->views_copied++;
+    v->vals = r->view_vals ? r->view_vals : r->out;
+    v->own = r->view_vals ? NULL : r->out;
+    v->shm = r->view_part;
+    v->floats = r->view_floats;
+    if (r->view_vals) /* the copy buffer, if one was made for an earlier send, goes */
+        view_give_back(w, r->out, r->view_floats);
+    r->out = NULL;
+    r->view_part.shm = NULL;
+    r->view = 0;
+}
+
+wview_held *wreq_view(pskv_worker *w, int64_t ts)
+{
+    for (int i = 0; ts > 0 && i < PSKV_MAX_VIEWS; i++)
+        if (w->views[i].ts == ts)
+            return &w->views[i];
+    return NULL;
+}
+
+void wreq_view_release(pskv_worker *w, wview_held *v)
+{
+    view_give_back(w, v->own, v->floats);
+    wshm_release(&v->shm);
+    memset(v, 0, sizeof *v);
+    w->nviews--;
 }
 
 void wreq_finish(pskv_worker *w, req *r)
@@ -136,6 +214,11 @@ void wreq_finish(pskv_worker *w, req *r)
         w->values_clock = r->vclock;
         w->values_clock_hi = r->vclock_hi;
     }
+    if (r->view && !r->err && !r->view_vals && !r->out && r->view_floats)
+        r->err = wst_error(w, PSKV_EPROTO, "view %lld: completed with no values",
+                           (long long)r->ts);
+    if (r->view && !r->err)
+        hold_view(w, r);
     if (r->err) {
         record_failure(w, r->ts, r->err);
         if (r->err == -PSKV_ELATE)

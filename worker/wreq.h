@@ -4,8 +4,10 @@
  * Internal to libpskv (see wstate.h).
  *
  * OWNS: w->reqs[] (every slot and what it holds: parts, runs, gathered rows, its
- *   buffers' references), inflight, next_ts (timestamps), the record of failed
- *   requests pskv_wait reports (failed[], nfailed, forgotten_ts), values_clock.
+ *   buffers' references), the held views (w->views[], nviews, view_spare:
+ *   pskv_pull_view's values from completion to pskv_view_release), inflight,
+ *   next_ts (timestamps), the record of failed requests pskv_wait reports
+ *   (failed[], nfailed, forgotten_ts), values_clock.
  * THREADS: the calling thread only.
  * NEVER: never touches a socket itself. Blocks only where it says so
  *   (wreq_new while the window is full; wreq_fail while ZeroMQ holds lent values),
@@ -46,6 +48,17 @@ WINTERNAL int64_t wreq_fail(pskv_worker *w, req *r, int err);
 
 /* The error recorded for request ts, or 0 if none is remembered. */
 WINTERNAL int wreq_failure_of(const pskv_worker *w, int64_t ts);
+
+/* The held view (pskv_pull_view, completed) with timestamp ts, or NULL. */
+WINTERNAL wview_held *wreq_view(pskv_worker *w, int64_t ts);
+
+/* A copy buffer for a view of `floats` values: the spare a released view left,
+ * or a new one (NULL when out of memory). */
+WINTERNAL float *wreq_view_buffer(pskv_worker *w, size_t floats);
+
+/* Gives held view v's memory back: its buffer kept as the spare or freed, its region to the next
+ * pulls (wshm_release: the server answered it, so it is reused). */
+WINTERNAL void wreq_view_release(pskv_worker *w, wview_held *v);
 
 /* The request in flight (or draining) with timestamp ts, or NULL. On every reply:
  * inline. */

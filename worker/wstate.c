@@ -243,6 +243,13 @@ int pskv_worker_close(pskv_worker **w_p)
     for (int i = 0; i < w->window && w->reqs; i++)
         if (w->reqs[i].type != REQ_FREE)
             wreq_release(&w->reqs[i]);
+    if (w->views_in_place || w->views_copied)
+        LOG_I("view pulls: %llu read in place in shared memory, %llu copied",
+              (unsigned long long)w->views_in_place, (unsigned long long)w->views_copied);
+    for (int i = 0; i < PSKV_MAX_VIEWS; i++) /* views still held: before their segments */
+        if (w->views[i].ts)
+            wreq_view_release(w, &w->views[i]);
+    free(w->view_spare);
     for (int i = 0; i < w->nservers && w->srv; i++) {
         if (w->srv[i].sock)
             zmq_close(w->srv[i].sock);

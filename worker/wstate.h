@@ -13,7 +13,8 @@
  * reference-counted buffer whose slices ZeroMQ sends zero-copy (pskv_push_nocopy
  * lends ZeroMQ the caller's own array instead, and its request stays in the window
  * until ZeroMQ has let go of every slice: see wreq_retire); a pull reply is
- * copied once from the received frame into the caller's array. The request id on
+ * copied once from the received frame into the caller's array (a view's stays in
+ * its shared-memory region when it can: pskv_pull_view). The request id on
  * the wire is (timestamp << 16 | part). At most `window` requests are in flight;
  * a new one waits for a slot (back-pressure, never a drop).
  *
@@ -140,7 +141,20 @@ typedef struct req {
     int64_t draining_ms; /* > 0: answered or failed since then, ZeroMQ still holds lent */
     int lent_reset;    /* drain stages done (vbuf_drain): 1 dead servers', 2 unanswered,
                           3 all */
+    int view;          /* pskv_pull_view: out is the library's (malloc'd on the first
+                          reply to copy), or the values stay in a part's region */
+    size_t view_floats; /* ... how many values it holds */
+    const float *view_vals; /* ... in place: the region's values (view_part.shm) */
+    part view_part;    /* ... the region taken over from the part it answered */
 } req;
+
+typedef struct wview_held { /* a completed pskv_pull_view, until pskv_view_release */
+    int64_t ts;        /* 0 = a free entry */
+    const float *vals;
+    float *own;        /* its copy buffer (the spare or freed on release), or NULL */
+    size_t floats;     /* its values */
+    part shm;          /* its shared-memory region (shm.shm NULL: none) */
+} wview_held;
 
 typedef struct srv {
     uint32_t id;
@@ -211,6 +225,11 @@ struct pskv_worker {
     int ntables;
     req *reqs;
     int window, inflight;
+    wview_held views[PSKV_MAX_VIEWS]; /* pskv_pull_view's, held (wreq.h) */
+    int nviews;             /* held, and view pulls in flight */
+    uint64_t views_in_place, views_copied; /* completed view pulls: for the log at close */
+    float *view_spare;      /* a released view's copy buffer, for the next (wreq.h) */
+    size_t view_spare_floats;
     int ndraining;          /* requests ended but waiting for ZeroMQ to let go of lent */
     uint64_t lent_pushes, lent_drained, lent_resets; /* for the log at close */
     int64_t next_ts;

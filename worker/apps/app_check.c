@@ -88,6 +88,28 @@ void ck_mismatch(ck *c, const char *fmt, ...)
     c->status = 1;
 }
 
+/* The dense table's values into c->dv: pskv_pull, or with --pull view through
+ * pskv_pull_view, read where the library holds them (in place in shared memory
+ * with --shm and one server), copied out and released; a released view is gone. */
+static int pull_dense(ck *c)
+{
+    if (!c->view)
+        return ck_pull_wait(c->w, c->td, NULL, c->n, c->dv);
+    int64_t v = pskv_pull_view(c->w, c->td, NULL, c->n);
+    int rc = v < 0 ? (int)v : pskv_wait(c->w, v, 120000);
+    if (rc < 0)
+        return rc;
+    const float *vals = pskv_view(c->w, v);
+    if (!vals)
+        return -PSKV_EPROTO;
+    memcpy(c->dv, vals, c->n * DW * sizeof(float));
+    if ((rc = pskv_view_release(c->w, v)) < 0)
+        return rc;
+    if (pskv_view(c->w, v) || pskv_view_release(c->w, v) != -PSKV_ENOTFOUND)
+        ck_mismatch(c, "view %lld still held after its release", (long long)v);
+    return 0;
+}
+
 /* Checks pulled dense values against sums of rounds [lo_k, hi_k] bounds. */
 static void check_dense(ck *c, int lo_k, int hi_k, const char *when)
 {
@@ -206,7 +228,7 @@ static int alloc_buffers(ck *c, int nocopy)
 static int check_clock_pull(ck *c, int k)
 {
     int rc;
-    if ((rc = ck_pull_wait(c->w, c->td, NULL, c->n, c->dv)) < 0)
+    if ((rc = pull_dense(c)) < 0)
         return ck_fail(c->w, "pull during the rounds", rc);
     char when[64];
     snprintf(when, sizeof when, "%s pull at clock %d", c->cons, k);
@@ -273,7 +295,7 @@ static int rounds(ck *c)
 static int final_dense(ck *c)
 {
     int rc;
-    if ((rc = ck_pull_wait(c->w, c->td, NULL, c->n, c->dv)) < 0)
+    if ((rc = pull_dense(c)) < 0)
         return ck_fail(c->w, "dense pull", rc);
     int before = c->status;
     check_dense(c, c->R, c->R, "final");
@@ -504,6 +526,7 @@ int app_check(pskv_worker *w, cfg_entry *cfg)
     if (c.o.backup || cfg_int(cfg, "count-acked"))
         return ck_run_acked(&c, cfg);
     int nocopy = !strcmp(cfg_str(cfg, "push"), "nocopy"); /* else "copy" (worker_main) */
+    c.view = !strcmp(cfg_str(cfg, "pull"), "view");        /* else "copy" (worker_main) */
     double cn = cfg_double(cfg, "clip-norm"); /* > 0 when set: worker_main checks */
     int rc;
     if ((rc = open_tables(&c)) || (rc = alloc_buffers(&c, nocopy)) || (rc = rounds(&c)) ||

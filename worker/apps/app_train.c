@@ -1,11 +1,12 @@
 /* --app softmax | mlp: Fashion-MNIST training on pskv.
  *
  * All parameters are one dense table (model.h layout), so a step is one pull and
- * one push of float32 values. With --prefetch pulls are double-buffered: the pull
- * for the next step is sent right after this step's push and travels while the
- * next gradient is computed, so communication overlaps compute (the weights a
- * step uses miss at most the worker's own previous push: delay 1). Without it a
- * step pushes, pulls and waits for the weights it computes on.
+ * one push of float32 values. With --prefetch pulls are double-buffered views
+ * (pskv_pull_view): the pull for the next step is sent right after this step's
+ * push and travels while the next gradient is computed, so communication overlaps
+ * compute (the weights a step uses miss at most the worker's own previous push:
+ * delay 1). Without it a step pushes, pulls and waits for the weights it computes
+ * on.
  * Rank 0 evaluates on the test set from freshly pulled weights every
  * --eval-every epochs of its own and writes the metrics; every worker adds its
  * sample count (and its steps clipped by --clip-norm) to a small `sum` table so
@@ -22,7 +23,6 @@
 #include "apps.h"
 #include "idx.h"
 #include "jobstats.h"
-#include "log.h"
 #include "lrsched.h"
 #include "model.h"
 #include "modelfile.h"
@@ -86,7 +86,7 @@ typedef struct run {
     uint8_t *y;            /* its labels */
     uint32_t *order;       /* this epoch's shuffled row order */
     int shuffled;          /* epochs whose shuffle order holds (each shuffles the last) */
-    float *buf[2];         /* weights: the step's (buf[cur]) and the next pull's */
+    float *wbuf;           /* weights pulled into the app's own array (no --prefetch) */
     float *eval_params;
     /* evaluation (rank 0) */
     int64_t t0_ns, eval_ns;  /* training start; time spent in evaluation */
@@ -99,8 +99,9 @@ typedef struct run {
     int64_t steps_per_epoch, total_steps, eval_step, next_eval;
     trainpos_plan pos;
     int overlap;      /* --prefetch: the next step's pull travels during this step */
-    int cur;          /* buf[cur] holds this step's weights */
-    int64_t pending;  /* the pull into the other buffer (overlap) */
+    const float *wts; /* this step's weights: wbuf, or the view's */
+    int64_t view;     /* --prefetch: the view (pskv_pull_view) wts points into */
+    int64_t pending;  /* --prefetch: the next step's view pull, in flight */
     int64_t prev_push;
     int64_t step, epoch_steps, nsteps;
     double epoch_loss, unreported;
@@ -127,7 +128,7 @@ static int evaluate(run *r, double epoch, int64_t step)
     int64_t e0 = tu_now_ns();
     int rc = 0;
     if (r->ar) { /* the workers' own weights (the servers' copy may be older) */
-        memcpy(r->eval_params, r->buf[r->cur], r->P * sizeof(float));
+        memcpy(r->eval_params, r->wbuf, r->P * sizeof(float));
     } else {
         int64_t tp = pskv_pull(r->w, r->t, NULL, r->P, r->eval_params);
         rc = tp < 0 ? (int)tp : pskv_wait(r->w, tp, TMO);
@@ -275,10 +276,9 @@ static int alloc_buffers(run *r)
     r->x = malloc((size_t)r->batch * r->train.dim * sizeof(float));
     r->y = malloc((size_t)r->batch);
     r->order = malloc(r->train.n * sizeof *r->order);
-    r->buf[0] = malloc(r->P * sizeof(float));
-    r->buf[1] = malloc(r->P * sizeof(float));
+    r->wbuf = malloc(r->P * sizeof(float));
     r->eval_params = malloc(r->P * sizeof(float));
-    if (!r->gbuf[0] || !r->gbuf[1] || !r->grad2 || !r->x || !r->y || !r->order || !r->buf[0] || !r->buf[1] ||
+    if (!r->gbuf[0] || !r->gbuf[1] || !r->grad2 || !r->x || !r->y || !r->order || !r->wbuf ||
         !r->eval_params) {
         fprintf(stderr, "train: out of memory\n");
         return 1;
@@ -359,24 +359,28 @@ static int resume_stats(run *r)
 
 /* ---- one step ---------------------------------------------------------------- */
 
-/* The first weights into buf[0] and, when pulls overlap, the second pull sent
- * into buf[1]. Returns 0, or 1 after saying why. */
+/* The first weights: into wbuf, or with --prefetch (async, ssp:TAU >= 1:
+ * worker_main checks) a view (pskv_pull_view: with --shm read where the server
+ * wrote them), the next step's then sent; each step's goes right after its push
+ * and clock and travels while the next gradient is computed (the weights a step
+ * uses miss at most this worker's previous push). Without it, and always under
+ * bsp: push, clock, pull, wait, compute. Returns 0, or 1 after saying why. */
 static int first_pull(run *r)
 {
-    /* With --prefetch (async, ssp:TAU >= 1: worker_main checks) the pull for the
-     * next step is sent right after this step's push and clock, into the other
-     * buffer, and travels while the next gradient is computed (the weights a step
-     * uses miss at most this worker's previous push). Without it, and always under
-     * bsp: push, clock, pull, wait, compute, with no overlap. */
     r->overlap = !r->ar && cfg_int(r->cfg, "prefetch");
-    r->cur = 0;
-    int rc = 0;
-    int64_t pending = pskv_pull(r->w, r->t, NULL, r->P, r->buf[0]);
-    if (pending < 0 || (rc = pskv_wait(r->w, pending, TMO)) < 0)
-        return fail(r->w, "first pull", pending < 0 ? (int)pending : rc);
+    r->wts = r->wbuf;
     r->pending = -1;
-    if (r->overlap && (r->pending = pskv_pull(r->w, r->t, NULL, r->P, r->buf[1])) < 0)
-        return fail(r->w, "pull", (int)r->pending);
+    int rc = 0;
+    int64_t v = r->overlap ? pskv_pull_view(r->w, r->t, NULL, r->P)
+                           : pskv_pull(r->w, r->t, NULL, r->P, r->wbuf);
+    if (v < 0 || (rc = pskv_wait(r->w, v, TMO)) < 0)
+        return fail(r->w, "first pull", v < 0 ? (int)v : rc);
+    if (r->overlap) {
+        r->view = v;
+        r->wts = pskv_view(r->w, v);
+        if ((r->pending = pskv_pull_view(r->w, r->t, NULL, r->P)) < 0)
+            return fail(r->w, "pull", (int)r->pending);
+    }
     return 0;
 }
 
@@ -410,7 +414,7 @@ static int take_grad(run *r)
     return rc < 0 && rc != -PSKV_ELATE ? fail(r->w, "push", rc) : 0;
 }
 
-/* The step's gradient into grad: K micro-batches of `batch` at buf[cur],
+/* The step's gradient into grad: K micro-batches of `batch` at wts,
  * averaged into one push, clipped to --clip-norm and scaled by the learning-rate
  * schedule. Returns the step's mean loss; adds the time spent gathering rows to
  * *cb and computing to *cc. */
@@ -434,7 +438,7 @@ static float compute_step(run *r, int64_t in_epoch, int64_t *cb, int64_t *cc)
         }
         int64_t c1 = tu_now_ns();
         float *g = micro ? r->grad2 : r->grad;
-        loss += model_grad(r->m, r->buf[r->cur], r->x, r->y, bs, g);
+        loss += model_grad(r->m, r->wts, r->x, r->y, bs, g);
         if (micro)
             cblas_saxpy((blasint)r->P, 1.0f, r->grad2, 1, r->grad, 1);
         micro++;
@@ -492,7 +496,7 @@ static void reposition(run *r, int64_t step)
     trainpos_report(r->w, &r->pos, step);
 }
 
-/* Pushes the gradient and clocks, then makes buf[cur] the next step's weights:
+/* Pushes the gradient and clocks, then makes wts the next step's weights:
  * with --prefetch, the pull sent last step (and a new one sent into the other
  * buffer); without, a pull waited for here. Returns 0, 1 after saying why, or
  * RESYNCED (--sync allreduce: a worker died, and a new one took its rank over:
@@ -502,10 +506,10 @@ static int exchange(run *r)
 {
     int rc;
     int64_t c2 = tu_now_ns(), s;
-    if (r->ar) { /* the mean gradient, applied here: buf[cur] stays the weights */
-        rc = train_ar_step(r->ar, r->w, r->t, r->grad, r->buf[r->cur]);
+    if (r->ar) { /* the mean gradient, applied here: wbuf stays the weights */
+        rc = train_ar_step(r->ar, r->w, r->t, r->grad, r->wbuf);
         if (rc == -PSKV_EPEERDEAD) {
-            if ((rc = train_ar_recover(r->ar, r->w, r->t, r->buf[r->cur], &s)) < 0)
+            if ((rc = train_ar_recover(r->ar, r->w, r->t, r->wbuf, &s)) < 0)
                 return fail(r->w, "all-reduce: no worker took the dead rank over", rc);
             reposition(r, s);
             return RESYNCED;
@@ -524,29 +528,29 @@ static int exchange(run *r)
         return fail(r->w, "clock", rc);
     int64_t c3 = tu_now_ns();
     if (r->overlap) {
-        /* the other buffer's pull was sent during this step's compute */
+        /* the next step's view, sent during this step's compute; and the previous
+         * step's push: with replicas a pull is answered by the tail, which holds a
+         * push only once it is acknowledged, so waiting for it bounds how stale the
+         * next weights are (and the pushes in flight) to two steps of this worker */
         if ((rc = pskv_wait(r->w, r->pending, TMO)) < 0)
             return fail(r->w, "pull", rc);
-        /* the previous step's push has had a whole step to be acknowledged: with
-         * replicas a pull is answered by the tail, which holds a push only once it
-         * is acknowledged, so waiting for it bounds how stale the next weights are
-         * (and how many pushes are in flight) to two steps of this worker */
         if (r->prev_push > 0 && (rc = pskv_wait(r->w, r->prev_push, TMO)) < 0)
             return fail(r->w, "push", rc);
         r->prev_push = tp;
-        /* after the push: sees it */
-        r->pending = pskv_pull(r->w, r->t, NULL, r->P, r->buf[r->cur]);
+        pskv_view_release(r->w, r->view); /* this step's weights: memory for the next */
+        r->view = r->pending;
+        r->wts = pskv_view(r->w, r->view);
+        r->pending = pskv_pull_view(r->w, r->t, NULL, r->P); /* after the push: sees it */
         if (r->pending < 0)
             return fail(r->w, "pull", (int)r->pending);
-        r->cur ^= 1;
     } else {
-        int64_t tl = pskv_pull(r->w, r->t, NULL, r->P, r->buf[r->cur]);
+        int64_t tl = pskv_pull(r->w, r->t, NULL, r->P, r->wbuf);
         if (tl < 0 || (rc = pskv_wait(r->w, tl, TMO)) < 0)
             return fail(r->w, "pull", tl < 0 ? (int)tl : rc);
         if (r->digests)
             printf("rank %d pulled clock %lld digest %016llx\n", r->rank,
                    (long long)pskv_values_clock(r->w),
-                   (unsigned long long)app_digest(r->buf[r->cur], r->P));
+                   (unsigned long long)app_digest(r->wbuf, r->P));
     }
     int64_t c4 = tu_now_ns();
     r->ns_push += c3 - c2;
@@ -595,7 +599,7 @@ static int train_loop(run *r)
     if (rc)
         return rc;
     int64_t s = r->step;
-    if (r->ar && (rc = train_ar_begin(r->ar, r->w, r->t, r->buf[0], &s)) < 0)
+    if (r->ar && (rc = train_ar_begin(r->ar, r->w, r->t, r->wbuf, &s)) < 0)
         return fail(r->w, "the servers' copy of the weights", rc);
     reposition(r, s);
     r->loop_t0 = tu_now_ns();
@@ -647,7 +651,7 @@ static int train_loop(run *r)
             if ((rc = push_stats(r, r->unreported)) < 0)
                 return fail(r->w, "stats push", rc);
             r->unreported = 0;
-            if (r->ar && (rc = train_ar_copy(r->ar, r->w, r->t, r->buf[r->cur])) < 0)
+            if (r->ar && (rc = train_ar_copy(r->ar, r->w, r->t, r->wbuf)) < 0)
                 return fail(r->w, "copy of the weights", rc);
             if ((rc = trainpos_checkpoint(r->w, &r->pos, r->step, TMO)) < 0)
                 return fail(r->w, "checkpoint", rc);
@@ -701,7 +705,7 @@ static int end_training(run *r)
         printf("rank %d clipped %lld of %lld steps to --clip-norm %g\n", r->rank,
                (long long)r->clipped, (long long)r->nsteps, r->clip);
     printf("rank %d trained %.0f samples\n", r->rank, r->samples);
-    if (r->ar && (rc = train_ar_copy(r->ar, r->w, r->t, r->buf[r->cur])) < 0)
+    if (r->ar && (rc = train_ar_copy(r->ar, r->w, r->t, r->wbuf)) < 0)
         return fail(r->w, "copy of the weights", rc);
     if (r->stopped)
         return r->rank == 0 ? wait_stopped(r) : 0;
@@ -753,8 +757,7 @@ static void free_run(run *r)
     free(r->x);
     free(r->y);
     free(r->order);
-    free(r->buf[0]);
-    free(r->buf[1]);
+    free(r->wbuf);
     free(r->eval_params);
 }
 
@@ -767,8 +770,8 @@ int app_train(pskv_worker *w, cfg_entry *cfg)
     memset(&r, 0, sizeof r);
     r.w = w;
     r.cfg = cfg;
-    int rc = read_options(&r);
-    if (rc)
+    int rc;
+    if ((rc = read_options(&r)))
         return rc;
     r.rank = pskv_rank(w);
     r.W = pskv_num_workers(w);
@@ -776,8 +779,7 @@ int app_train(pskv_worker *w, cfg_entry *cfg)
     if ((rc = load_data(&r)) || (rc = open_tables(&r)) || (rc = alloc_buffers(&r)) ||
         (rc = init_weights(&r)))
         return rc;
-    rc = pskv_barrier(w, TMO);
-    if (rc < 0)
+    if ((rc = pskv_barrier(w, TMO)) < 0)
         return fail(w, "barrier before training", rc);
     if ((rc = plan(&r)))
         return rc;

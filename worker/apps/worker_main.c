@@ -168,6 +168,9 @@ static cfg_entry config[] = {
      0, 0, NULL, NULL},
     {"push", CFG_STR, "nocopy", "PSKV_WORKER_PUSH", 1, 0, NULL,
      "bench and check: a dense run is pushed with nocopy (pskv_push_nocopy) or copy (pskv_push)", 0, 0, NULL, NULL},
+    {"pull", CFG_STR, "copy", "PSKV_WORKER_PULL", 1, 0, NULL,
+     "check: the dense table is pulled into the app's array (copy, pskv_pull) or read "
+     "through pskv_pull_view (view)", 0, 0, NULL, NULL},
     {"baseline", CFG_STR, "", "PSKV_WORKER_BASELINE", 1, 0, NULL,
      "bench: raw ZeroMQ round-trip program (pskv-zmq-rtt) run before each run, for the ratio "
      "(empty = none)", 0, 0, NULL, NULL},
@@ -592,6 +595,33 @@ static int join_filters(int argc, char **argv)
     return 0;
 }
 
+/* The bench and check apps' flags: --mode, --size, --push, --pull. Returns 0, or
+ * -1 after saying what is wrong. */
+static int bench_check_flags(const char *app)
+{
+    if (!strcmp(app, "bench")) {
+        const char *mode = cfg_str(config, "mode");
+        if (cfg_int(config, "size") % 4 ||
+            (strcmp(mode, "serial") && strcmp(mode, "pipelined") && strcmp(mode, "both") &&
+             strcmp(mode, "stream"))) {
+            fprintf(stderr, PROG ": bench needs --size a multiple of 4 and --mode serial, "
+                            "pipelined, both or stream\n");
+            return -1;
+        }
+    }
+    const char *push = cfg_str(config, "push");
+    if (strcmp(push, "nocopy") && strcmp(push, "copy")) {
+        fprintf(stderr, PROG ": --push must be nocopy or copy, not '%s'\n", push);
+        return -1;
+    }
+    const char *pull = cfg_str(config, "pull");
+    if (strcmp(pull, "view") && strcmp(pull, "copy")) {
+        fprintf(stderr, PROG ": --pull must be copy or view, not '%s'\n", pull);
+        return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int rc = cfg_start(config, PROG + 5, USAGE, argc, argv, NULL);
@@ -654,21 +684,8 @@ int main(int argc, char **argv)
                 cfg_str(config, "scheduler"));
         return 2;
     }
-    if (!strcmp(app, "bench")) {
-        const char *mode = cfg_str(config, "mode");
-        if (cfg_int(config, "size") % 4 ||
-            (strcmp(mode, "serial") && strcmp(mode, "pipelined") && strcmp(mode, "both") &&
-             strcmp(mode, "stream"))) {
-            fprintf(stderr, PROG ": bench needs --size a multiple of 4 and --mode serial, "
-                            "pipelined, both or stream\n");
-            return 2;
-        }
-    }
-    const char *push = cfg_str(config, "push");
-    if (strcmp(push, "nocopy") && strcmp(push, "copy")) {
-        fprintf(stderr, PROG ": --push must be nocopy or copy, not '%s'\n", push);
+    if (bench_check_flags(app) < 0)
         return 2;
-    }
     if ((rc = role_checks(dense_train)) >= 0)
         return rc;
     if (dense_train && app_train_check_data(config) < 0)
