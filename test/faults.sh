@@ -354,6 +354,31 @@ f_pause_server_shm() {
   return 0
 }
 
+# A lone server paused (SIGSTOP) for 2.5 s, the scheduler waiting 8 s before a death:
+# the workers push from push buffers the server reads in place (pskv_push_buffer,
+# --push buffer) and read views in place (--pull view). Parts unanswered for 1 s go
+# again: each one's segment is retired (the server may still read it) and its values
+# copied from the buffer, which its request keeps until the end; the woken server
+# reads the old regions, unchanged, and drops the copies it already applied. Every
+# sum stays exact.
+f_pause_server_buffers() {
+  local d=$TDIR/c s
+  launch "$d" --servers 1 --workers 2 --scheduler-opt=--dead-after-ms=8000 -- --app check \
+    --rounds 1500 --check-keys 40000 --shm --push buffer --pull view --log-level info
+  wait_joined "$d" 2
+  sleep 0.3
+  s=$(cat "$d/server-0.pid")
+  kill -STOP "$s"
+  sleep 2.5
+  kill -CONT "$s"
+  wait_ok "$d"
+  grep -q 'asking again' "$d"/worker-*.log || fail "no part went again: the pause came too late"
+  grep -q 'segment .* retired' "$d"/worker-*.log || fail "no segment retired after the pause"
+  grep -q 'push buffers: 1500 sent, [1-9][0-9]* sends read by the server in place' \
+    "$d/worker-0.log" || fail "worker 0: $(grep 'push buffers' "$d/worker-0.log")"
+  return 0
+}
+
 # The same pause under a stream of 16 MiB pushes sent without a copy
 # (pskv_push_nocopy, bench app --mode stream: 16 in flight; 64 KiB socket buffers
 # on the servers). When the pause catches pushes still on their way to the paused
@@ -1464,7 +1489,7 @@ tests=(kill_server kill_server_ssp kill_server_bsp chain_r3 chain_r3_bsp pause_s
 # what a run ends with, checked --once-trials times
 once=(kill_server_keycache kill_server_fp16 checkpoint_resume checkpoint_reshard checkpoint_delta_failover join join_ssp join_ssp_parked join_bsp join_bsp_backup
       server_rejoin adam_kill admit_kill drain drain_ssp drain_r1 drain_bsp drain_joined drain_wait eval_kill eval_pause
-      allreduce_rejoin allreduce_zero_rejoin allreduce_rejoin_twice allreduce_rejoin_none bsp_late_view kill_server_shm pause_server_shm fill_lapsed)
+      allreduce_rejoin allreduce_zero_rejoin allreduce_rejoin_twice allreduce_rejoin_none bsp_late_view kill_server_shm pause_server_shm pause_server_buffers fill_lapsed)
 for t in "${tests[@]}" "${once[@]}"; do
   if [ ${#ONLY[@]} -gt 0 ] && ! printf '%s\n' "${ONLY[@]}" | grep -qx "$t"; then continue; fi
   n=$TRIALS

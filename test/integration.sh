@@ -142,12 +142,15 @@ t_check_shm() {
   # shared memory, each server maps each worker's segment (once, unless a re-send on a
   # loaded machine retired one), and no segment is left
   # in /dev/shm when the workers are gone (worker 1 pushes with a copy; worker 2 reads
-  # the dense table through pskv_pull_view: over 2 servers, copied into the view's buffer)
+  # the dense table through pskv_pull_view and pushes it from pskv_push_buffer's: over
+  # 2 servers, copied into the view's buffer and into the parts' regions)
   "$LAUNCH" --servers 2 --workers 3 --timeout 120 --log-dir "$TDIR/logs" \
     --server-opt --log-level --server-opt info --worker-opt 1:--push --worker-opt 1:copy \
-    --worker-opt 2:--pull --worker-opt 2:view \
+    --worker-opt 2:--pull --worker-opt 2:view --worker-opt 2:--push --worker-opt 2:buffer \
     -- --app check --rounds 4 --check-keys 40000 --shm --log-level info ||
     fail "launch-local exited $?"
+  grep -q 'push buffers: 4 sent, 0 sends read by the server in place' "$TDIR/logs/worker-2.log" ||
+    fail "worker 2: $(grep 'push buffers' "$TDIR/logs/worker-2.log")"
   grep -q 'view pulls: 0 read in place in shared memory, [1-9][0-9]* copied' \
     "$TDIR/logs/worker-2.log" || fail "worker 2: no copied view ($(grep 'view pulls' "$TDIR/logs/worker-2.log"))"
   local r p
@@ -168,14 +171,17 @@ t_check_shm_keys() {
   # --shm under CURVE (--keys): the headers encrypted on TCP, the values through shared
   # memory between processes of one user; every sum exact. One server holds the whole
   # dense table, so the workers' views (--pull view, pskv_pull_view) are read in place,
-  # where the server wrote them, and a released view is gone (app_check.c)
+  # where the server wrote them, a released view is gone (app_check.c), and the pushes
+  # are read by the server from the push buffers they were written in (--push buffer)
   "$LAUNCH" --keys "$TDIR/keys" --servers 1 --workers 2 --timeout 120 --log-dir "$TDIR/logs" \
     --server-opt --log-level --server-opt info \
-    -- --app check --rounds 4 --check-keys 40000 --shm --pull view --log-level info ||
-    fail "launch-local exited $?"
+    -- --app check --rounds 4 --check-keys 40000 --shm --pull view --push buffer \
+    --log-level info || fail "launch-local exited $?"
   local r
   for r in 0 1; do
     grep -q '^check ok:.*exact' "$TDIR/logs/worker-$r.log" || fail "worker $r: no exact check"
+    grep -q 'push buffers: 4 sent, 4 sends read by the server in place' \
+      "$TDIR/logs/worker-$r.log" || fail "worker $r: $(grep 'push buffers' "$TDIR/logs/worker-$r.log")"
     grep -q 'view pulls: [1-9][0-9]* read in place in shared memory, 0 copied' \
       "$TDIR/logs/worker-$r.log" || fail "worker $r: no view read in place ($(grep 'view pulls' "$TDIR/logs/worker-$r.log"))"
   done

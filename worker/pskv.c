@@ -25,6 +25,7 @@
 #include "wpump.h"
 #include "wreq.h"
 #include "wsend.h"
+#include "wshm.h"
 #include "wstate.h"
 
 int pskv_rank(const pskv_worker *w) { return w->mb.rank; }
@@ -38,6 +39,7 @@ const char *pskv_last_error(const pskv_worker *w) { return w->last_error; }
 #define SUBMIT_LEND 1 /* submit's flags: values lent (pskv_push_nocopy) */
 #define SUBMIT_RAW 2  /* no quantising filter (pskv_filter_flush) */
 #define SUBMIT_VIEW 4 /* a pull into the library's memory (pskv_pull_view) */
+#define SUBMIT_PBUF 8 /* a push of w->pbuf_next's buffer (pskv_push_buffer_send) */
 
 /* The body of push, push_nocopy, assign and pull: checks the request, plans its
  * parts (wplan), copies a push's values once into a vbuf grouped by part (none
@@ -87,6 +89,12 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
     req *r = wreq_new(w, type, table, (int)cap);
     if (!r)
         return -PSKV_ETIMEDOUT;
+    if ((flags & SUBMIT_PBUF) && w->pbuf_next) { /* the request holds the buffer now */
+        r->pbuf = w->pbuf_next->res;
+        r->pbuf_own = r->pbuf.shm ? NULL : w->pbuf_next->vals;
+        memset(w->pbuf_next, 0, sizeof *w->pbuf_next);
+        w->pbuf_next = NULL;
+    }
     if (flags & SUBMIT_VIEW) { /* counted from here: a failure below uncounts it */
         r->view = 1;
         r->view_floats = nkeys * t->width;
@@ -173,6 +181,89 @@ int64_t pskv_push_nocopy(pskv_worker *w, int table, const uint64_t *keys, size_t
     if (!vals)
         return w ? wst_error(w, PSKV_EINVAL, "push without values") : -PSKV_EINVAL;
     return submit(w, REQ_PUSH, table, keys, nkeys, vals, NULL, SUBMIT_LEND);
+}
+
+float *pskv_push_buffer(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys)
+{
+    int err = 0;
+    tbl *t = w ? wplan_check_table(w, table, keys, nkeys, &err) : NULL;
+    if (!t)
+        return NULL;
+    wpbuf *b = NULL;
+    for (int i = 0; i < PSKV_MAX_PUSH_BUFFERS && !b; i++)
+        if (!w->pbufs[i].vals)
+            b = &w->pbufs[i];
+    if (!b) {
+        wst_error(w, PSKV_EINVAL, "%d push buffers held unsent: send or drop one first",
+                  PSKV_MAX_PUSH_BUFFERS);
+        return NULL;
+    }
+    size_t floats = nkeys * t->width, bytes = floats * sizeof(float);
+    int si = !keys || wplan_is_run(keys, nkeys)
+                 ? wplan_run_server(w, t, keys ? keys[0] : 0, nkeys)
+                 : -1;
+    float *v = si >= 0 && wshm_usable(w, t, si, bytes) ? wshm_reserve(w, si, &b->res, bytes)
+                                                         : NULL;
+    if (!v && !(v = malloc(bytes ? bytes : 1))) {
+        wst_error(w, PSKV_ENOMEM, "out of memory for a push buffer of %zu bytes", bytes);
+        return NULL;
+    }
+    b->vals = v;
+    b->floats = floats;
+    b->table = table;
+    return v;
+}
+
+/* The unsent push buffer at vals, or NULL. */
+static wpbuf *push_buffer_of(pskv_worker *w, const float *vals)
+{
+    for (int i = 0; vals && i < PSKV_MAX_PUSH_BUFFERS; i++)
+        if (w->pbufs[i].vals == vals)
+            return &w->pbufs[i];
+    return NULL;
+}
+
+/* Gives b's memory back: its region to the segment, or its own memory freed. */
+static void push_buffer_free(wpbuf *b)
+{
+    if (b->res.shm)
+        wshm_release(&b->res);
+    else
+        free(b->vals);
+    memset(b, 0, sizeof *b);
+}
+
+int64_t pskv_push_buffer_send(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
+                              float *buf)
+{
+    wpbuf *b = w ? push_buffer_of(w, buf) : NULL;
+    if (!b)
+        return w ? wst_error(w, PSKV_EINVAL, "not an unsent push buffer of this handle")
+                 : -PSKV_EINVAL;
+    int64_t ts;
+    if (b->table != table || table < 0 || table >= w->ntables ||
+        b->floats != nkeys * w->tables[table].width) {
+        ts = wst_error(w, PSKV_EINVAL, "push buffer of %zu values sent to table %d with %zu "
+                       "keys: not what it was made for", b->floats, table, nkeys);
+    } else {
+        w->pbuf_next = b;
+        ts = submit(w, REQ_PUSH, table, keys, nkeys, buf, NULL, SUBMIT_LEND | SUBMIT_PBUF);
+        w->pbufs_sent += ts > 0;
+    }
+    if (b->vals) /* refused before a request held it (a request clears it) */
+        push_buffer_free(b);
+    w->pbuf_next = NULL;
+    return ts;
+}
+
+int pskv_push_buffer_drop(pskv_worker *w, float *buf)
+{
+    wpbuf *b = w ? push_buffer_of(w, buf) : NULL;
+    if (!b)
+        return w ? wst_error(w, PSKV_ENOTFOUND, "not an unsent push buffer of this handle")
+                 : -PSKV_EINVAL;
+    push_buffer_free(b);
+    return 0;
 }
 
 int64_t pskv_assign(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,

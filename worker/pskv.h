@@ -164,6 +164,27 @@ int64_t pskv_push(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
 int64_t pskv_push_nocopy(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
                          const float *vals);
 
+/* A buffer of nkeys * width floats, in the library's memory, for the values of one
+ * push of (table, keys, nkeys) (keys == NULL as in pskv_push): with --shm and a
+ * dense run of at most chunk_bytes that one server holds, a region of shared
+ * memory that server reads the push from, so that pskv_push_buffer_send copies
+ * nothing; otherwise memory of its own, sent as pskv_push_nocopy sends. Fill it,
+ * then hand it to pskv_push_buffer_send, which takes it back whatever it returns
+ * (it is freed when the push is over), or to pskv_push_buffer_drop unsent. NULL
+ * when none can be had (last_error says why); at most PSKV_MAX_PUSH_BUFFERS are
+ * held unsent at once. */
+#define PSKV_MAX_PUSH_BUFFERS 16
+float *pskv_push_buffer(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys);
+
+/* Pushes the values in buf, a buffer of pskv_push_buffer for the same table, keys and
+ * nkeys. Returns a timestamp > 0, or a negated error; either way buf is the
+ * library's again and must not be touched. */
+int64_t pskv_push_buffer_send(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
+                              float *buf);
+
+/* Gives an unsent buffer of pskv_push_buffer back. Returns 0, or -PSKV_ENOTFOUND. */
+int pskv_push_buffer_drop(pskv_worker *w, float *buf);
+
 /* Like pskv_push, but overwrites the stored values with vals and clears their
  * optimizer state (for loading saved weights) instead of applying the updater. */
 int64_t pskv_assign(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,

@@ -50,6 +50,27 @@ int wplan_is_run(const uint64_t *keys, size_t n)
     return 1;
 }
 
+int wplan_run_server(const pskv_worker *w, const tbl *t, uint64_t first, uint64_t n)
+{
+    if (!t->dense || n == 0 || n * t->width * sizeof(float) > w->chunk_bytes)
+        return -1;
+    int si = -1;
+    for (uint32_t p = ring_partition_of(ring_dense_pos(first, t->size), w->nparts);
+         p < w->nparts; p++) {
+        uint64_t pf, pc;
+        ring_dense_span(ring_partition_begin(p, w->nparts), ring_partition_end(p, w->nparts),
+                        t->size, &pf, &pc);
+        if (pf >= first + n)
+            break;
+        if (pc == 0 || pf + pc <= first)
+            continue; /* an empty partition, or one before the run */
+        if (w->head[p] < 0 || (si >= 0 && w->head[p] != si))
+            return -1;
+        si = w->head[p];
+    }
+    return si;
+}
+
 /* Dense run [first, first+n): the runs of each partition, their owners, then one
  * part per owner and chunk, each part's runs consecutive in r->segs. With `single`
  * a part holds one contiguous run (a new part starts at a gap), so its values can

@@ -53,6 +53,11 @@ WINTERNAL int wplan_is_run(const uint64_t *keys, size_t n);
 WINTERNAL int wplan_run(pskv_worker *w, req *r, tbl *t, uint64_t first, uint64_t n, int pull,
                         int single);
 
+/* The server (index into w->srv) that heads every partition of the dense run
+ * [first, first+n) of t, when one does and the run fits one part (chunk_bytes);
+ * else -1. What a push of the run will be planned to (wplan_run), told before. */
+WINTERNAL int wplan_run_server(const pskv_worker *w, const tbl *t, uint64_t first, uint64_t n);
+
 /* Plans explicit keys into r's parts, one per owning server; r->idx (allocated
  * here, freed with r) lists each part's caller rows. Returns 0, -PSKV_ENOMEM or
  * -PSKV_ELOST. */

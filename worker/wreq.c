@@ -88,6 +88,8 @@ void wreq_release(req *r)
         free(r->out);
         wshm_release(&r->view_part);
     }
+    wshm_release(&r->pbuf); /* a push buffer's region, after the parts' borrows */
+    free(r->pbuf_own);
     free(r->parts);
     free(r->segs);
     free(r->idx);

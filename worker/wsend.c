@@ -173,10 +173,15 @@ static int part_frames(pskv_worker *w, req *r, int pi, int resend, Pskv__Meta *m
         }
         kp = f == 2 ? NULL : kmsg;
     }
-    float *region = push && wshm_usable(w, t, p->server, p->n * row)
-                        ? wshm_take(w, p, p->n * row)
-                        : NULL;
-    if (region) { /* the values in shared memory (wshm.h): no frame */
+    float *region = NULL;
+    int borrowed = 0; /* the values already in a push buffer's region: no copy at all */
+    if (push && wshm_usable(w, t, p->server, p->n * row) &&
+        !(borrowed = wshm_borrow(w, p, &r->pbuf, vals, p->n * row)))
+        region = wshm_take(w, p, p->n * row);
+    if (borrowed) {
+        w->pbufs_in_place++;
+        wshm_meta(w, p, mp);
+    } else if (region) { /* the values in shared memory (wshm.h): no frame */
         memcpy(region, vals, p->n * row);
         wshm_meta(w, p, mp);
     } else if (push) {

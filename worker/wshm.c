@@ -112,10 +112,18 @@ void wshm_release(part *p)
     if (!g)
         return;
     p->shm = NULL;
-    if (!p->shm_heard || p->shm_dirty) {
-        if (!g->retired)
-            LOG_I("shared-memory segment %s retired: a server may still touch a region of it",
-                  g->name);
+    int late = !p->shm_heard || p->shm_dirty; /* the server may still touch the region */
+    if (late && !g->retired)
+        LOG_I("shared-memory segment %s retired: a server may still touch a region of it",
+              g->name);
+    if (p->shm_borrowed) { /* its request's push buffer keeps the region taken */
+        p->shm_borrowed = 0;
+        if (late)
+            seg_retire(g);
+        seg_unref(g);
+        return;
+    }
+    if (late) {
         seg_retire(g); /* the region stays taken: nothing else lands on it */
     } else {
         for (int i = 0; i < g->nused; i++)
@@ -149,6 +157,30 @@ float *wshm_take(pskv_worker *w, part *p, size_t bytes)
     p->shm_heard = 0;
     p->shm_dirty = dirty;
     return (float *)(void *)(s->shm->base + off);
+}
+
+float *wshm_reserve(pskv_worker *w, int si, part *res, size_t bytes)
+{
+    memset(res, 0, sizeof *res);
+    res->server = si;
+    float *v = wshm_take(w, res, bytes);
+    res->shm_heard = 1; /* no send names it: released, it is free again */
+    return v;
+}
+
+int wshm_borrow(pskv_worker *w, part *p, const part *res, const float *vals, size_t bytes)
+{
+    wshm_seg *g = res->shm;
+    if (!g || p->shm || g->retired || w->srv[p->server].shm != g || p->server != res->server ||
+        res->shm_len != bytes || vals != (const float *)(void *)(g->base + res->shm_off))
+        return 0;
+    g->refs++;
+    p->shm = g;
+    p->shm_off = res->shm_off;
+    p->shm_len = bytes;
+    p->shm_heard = p->shm_dirty = 0;
+    p->shm_borrowed = 1;
+    return 1;
 }
 
 void wshm_meta(const pskv_worker *w, const part *p, Pskv__Meta *m)

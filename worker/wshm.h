@@ -43,6 +43,19 @@ WINTERNAL int wshm_usable(const pskv_worker *w, const tbl *t, int si, size_t byt
  * the part goes over TCP. */
 WINTERNAL float *wshm_take(pskv_worker *w, part *p, size_t bytes);
 
+/* A region of `bytes` on server si's current segment (made if need be) for a push
+ * buffer: res (a part of no request; res->server set here) holds it, as answered,
+ * until wshm_release(res). NULL when none can be had. */
+WINTERNAL float *wshm_reserve(pskv_worker *w, int si, part *res, size_t bytes);
+
+/* Part p, on its first send, names the region res reserved instead of one of its
+ * own, when `vals` (its values) are that region and it lies on p's server's
+ * current segment with p's length: p borrows it (a reference to the segment, no
+ * region of its own; its release retires the segment if the server may still read
+ * it). Returns 1 (borrowed) or 0 (p takes a region as usual). */
+WINTERNAL int wshm_borrow(pskv_worker *w, part *p, const part *res, const float *vals,
+                          size_t bytes);
+
 /* Sets the shared-memory fields of m (a PUSH or PULL) to p's region; this host's
  * identity (shm_host) only until p's server answered a reference (it keeps it). */
 WINTERNAL void wshm_meta(const pskv_worker *w, const part *p, Pskv__Meta *m);

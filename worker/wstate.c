@@ -243,6 +243,9 @@ int pskv_worker_close(pskv_worker **w_p)
     for (int i = 0; i < w->window && w->reqs; i++)
         if (w->reqs[i].type != REQ_FREE)
             wreq_release(&w->reqs[i]);
+    if (w->pbufs_sent)
+        LOG_I("push buffers: %llu sent, %llu sends read by the server in place in shared "
+              "memory", (unsigned long long)w->pbufs_sent, (unsigned long long)w->pbufs_in_place);
     if (w->views_in_place || w->views_copied)
         LOG_I("view pulls: %llu read in place in shared memory, %llu copied",
               (unsigned long long)w->views_in_place, (unsigned long long)w->views_copied);
@@ -250,6 +253,12 @@ int pskv_worker_close(pskv_worker **w_p)
         if (w->views[i].ts)
             wreq_view_release(w, &w->views[i]);
     free(w->view_spare);
+    for (int i = 0; i < PSKV_MAX_PUSH_BUFFERS; i++) { /* unsent push buffers */
+        if (w->pbufs[i].res.shm)
+            wshm_release(&w->pbufs[i].res);
+        else
+            free(w->pbufs[i].vals);
+    }
     for (int i = 0; i < w->nservers && w->srv; i++) {
         if (w->srv[i].sock)
             zmq_close(w->srv[i].sock);

@@ -109,6 +109,7 @@ typedef struct part {
     uint64_t shm_off, shm_len;
     int shm_heard;     /* the server answered the send that named the region */
     int shm_dirty;     /* an earlier send went unanswered: the server may still touch it */
+    int shm_borrowed;  /* its region is its request's push buffer's (wshm_borrow) */
 } part;
 
 typedef struct req {
@@ -146,7 +147,17 @@ typedef struct req {
     size_t view_floats; /* ... how many values it holds */
     const float *view_vals; /* ... in place: the region's values (view_part.shm) */
     part view_part;    /* ... the region taken over from the part it answered */
+    part pbuf;         /* pskv_push_buffer_send: the buffer's region (pbuf.shm), held
+                          until the request ends; a part may borrow it */
+    float *pbuf_own;   /* ... or its memory of its own, freed then */
 } req;
+
+typedef struct wpbuf { /* a buffer of pskv_push_buffer, until sent or dropped */
+    float *vals;       /* NULL = a free entry */
+    size_t floats;
+    int table;
+    part res;          /* its region (res.shm), or none: vals is malloc'd */
+} wpbuf;
 
 typedef struct wview_held { /* a completed pskv_pull_view, until pskv_view_release */
     int64_t ts;        /* 0 = a free entry */
@@ -229,6 +240,10 @@ struct pskv_worker {
     int nviews;             /* held, and view pulls in flight */
     uint64_t views_in_place, views_copied; /* completed view pulls: for the log at close */
     float *view_spare;      /* a released view's copy buffer, for the next (wreq.h) */
+    wpbuf pbufs[PSKV_MAX_PUSH_BUFFERS]; /* pskv_push_buffer's, unsent (pskv.c) */
+    wpbuf *pbuf_next;       /* the one pskv_push_buffer_send hands to its request */
+    uint64_t pbufs_sent, pbufs_in_place; /* push buffers sent; sends that named their
+                                            region (no copy): for the log at close */
     size_t view_spare_floats;
     int ndraining;          /* requests ended but waiting for ZeroMQ to let go of lent */
     uint64_t lent_pushes, lent_drained, lent_resets; /* for the log at close */

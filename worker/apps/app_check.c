@@ -131,12 +131,15 @@ static int push_round(ck *c, int k)
     int rc = c->dn && c->dn_ts > 0 ? pskv_wait(c->w, c->dn_ts, 120000) : 0;
     if (rc < 0)
         return rc;
-    float *dv = c->dn ? c->dn : c->dv;
+    float *dv = c->pbuf ? pskv_push_buffer(c->w, c->td, NULL, c->n) : c->dn ? c->dn : c->dv;
+    if (!dv)
+        return -PSKV_ENOMEM;
     for (uint64_t i = 0; i < c->n; i++)
         for (int q = 0; q < DW; q++)
             dv[i * DW + q] = dense_inc(c->r, k, i, q);
-    int64_t t = c->dn ? (c->dn_ts = pskv_push_nocopy(c->w, c->td, NULL, c->n, dv))
-                      : pskv_push(c->w, c->td, NULL, c->n, dv);
+    int64_t t = c->pbuf ? pskv_push_buffer_send(c->w, c->td, NULL, c->n, dv)
+                : c->dn ? (c->dn_ts = pskv_push_nocopy(c->w, c->td, NULL, c->n, dv))
+                        : pskv_push(c->w, c->td, NULL, c->n, dv);
     if (t < 0)
         return (int)t;
     size_t m = 0; /* every third key again, as a gathered key list */
@@ -525,6 +528,7 @@ int app_check(pskv_worker *w, cfg_entry *cfg)
     c.o.backup = (uint32_t)cfg_int(cfg, "backup");
     if (c.o.backup || cfg_int(cfg, "count-acked"))
         return ck_run_acked(&c, cfg);
+    c.pbuf = !strcmp(cfg_str(cfg, "push"), "buffer");
     int nocopy = !strcmp(cfg_str(cfg, "push"), "nocopy"); /* else "copy" (worker_main) */
     c.view = !strcmp(cfg_str(cfg, "pull"), "view");        /* else "copy" (worker_main) */
     double cn = cfg_double(cfg, "clip-norm"); /* > 0 when set: worker_main checks */

@@ -27,6 +27,7 @@
 #include "model.h"
 #include "modelfile.h"
 #include "report.h"
+#include "straggle.h"
 #include "ring.h"
 #include "timeutil.h"
 #include "lscale.h"
@@ -41,12 +42,6 @@ static int fail(pskv_worker *w, const char *what, int rc)
     return app_fail("train", w, what, rc);
 }
 
-static uint64_t rng_next(uint64_t *s)
-{
-    *s += 0x9e3779b97f4a7c15ULL;
-    return ring_mix64(*s);
-}
-
 /* One training run, shared by the steps below: the options, this worker's data,
  * the model, the tables, the buffers a step reuses (allocated once: a step
  * allocates nothing), rank 0's evaluation bookkeeping and the loop's counters. */
@@ -59,7 +54,7 @@ typedef struct run {
     double eval_every;
     uint64_t seed;
     lr_sched lr_sched;
-    double slowdown, jitter_p, jitter_f;
+    straggle sg;     /* --slowdown, --jitter */
     double clip; /* --clip-norm, 0 = none */
     int ckpt_epochs; /* --checkpoint-epochs, 0 = none */
     int64_t freeze_after; /* --freeze-after: push zero gradients from this step on (-1 = never) */
@@ -99,6 +94,7 @@ typedef struct run {
     int64_t steps_per_epoch, total_steps, eval_step, next_eval;
     trainpos_plan pos;
     int overlap;      /* --prefetch: the next step's pull travels during this step */
+    int pbufs;        /* ... and gradients go in push buffers (pskv_push_buffer) */
     const float *wts; /* this step's weights: wbuf, or the view's */
     int64_t view;     /* --prefetch: the view (pskv_pull_view) wts points into */
     int64_t pending;  /* --prefetch: the next step's view pull, in flight */
@@ -109,7 +105,6 @@ typedef struct run {
     int64_t ns_compute, ns_push, ns_wait, ns_batch, ns_sleep;
     waitstat ws;      /* the CPU behind the waiting */
     int64_t loop_t0, epoch_t0;
-    uint64_t jitter_rng;
 } run;
 
 /* Adds this worker's samples and clipped steps since the last call to the
@@ -184,19 +179,11 @@ static int read_options(run *r)
     r->seed = (uint64_t)cfg_int(cfg, "seed");
     r->accumulate = (int)cfg_int(cfg, "accumulate");
     lrsched_parse(cfg_str(cfg, "lr-schedule"), &r->lr_sched); /* checked by worker_main */
-    r->slowdown = cfg_double(cfg, "slowdown");
     r->clip = cfg_double(cfg, "clip-norm"); /* > 0 when set: worker_main checks */
     r->ckpt_epochs = (int)cfg_int(cfg, "checkpoint-epochs");
     r->freeze_after = cfg_int(cfg, "freeze-after");
     r->digests = (int)cfg_int(cfg, "print-digests");
-    r->jitter_p = 0;
-    r->jitter_f = 1;
-    if (*cfg_str(cfg, "jitter") &&
-        sscanf(cfg_str(cfg, "jitter"), "%lf:%lf", &r->jitter_p, &r->jitter_f) != 2) {
-        fprintf(stderr, "train: --jitter must be P:F (e.g. 0.1:5)\n");
-        return 2;
-    }
-    return 0;
+    return straggle_init(&r->sg, cfg, r->seed, pskv_rank(r->w));
 }
 
 /* This worker's shard of the training set, rank 0's test set, the model and the
@@ -368,6 +355,7 @@ static int resume_stats(run *r)
 static int first_pull(run *r)
 {
     r->overlap = !r->ar && cfg_int(r->cfg, "prefetch");
+    r->pbufs = r->overlap && !(r->ls.scale > 0); /* loss scaling pushes its own way */
     r->wts = r->wbuf;
     r->pending = -1;
     int rc = 0;
@@ -398,10 +386,15 @@ static void new_epoch(run *r, int epoch)
     r->epoch_t0 = tu_now_ns();
 }
 
-/* The step's gradient buffer: the other one, once the push lent it two steps ago
- * is over (its time counts as waiting). Returns 0, or 1 after saying why. */
+/* The step's gradient buffer: with --prefetch a push buffer of the library's (with
+ * --shm a region the server reads the push from: no copy); else the other one of
+ * gbuf, once the push lent it two steps ago is over (its time counts as waiting).
+ * Returns 0, or 1 after saying why. */
 static int take_grad(run *r)
 {
+    if (r->pbufs)
+        return (r->grad = pskv_push_buffer(r->w, r->t, NULL, r->P))
+                   ? 0 : fail(r->w, "push buffer", -PSKV_ENOMEM);
     r->gi ^= 1;
     r->grad = r->gbuf[r->gi];
     if (r->gpush[r->gi] <= 0)
@@ -469,20 +462,6 @@ static float compute_step(run *r, int64_t in_epoch, int64_t *cb, int64_t *cc)
     return loss;
 }
 
-/* Stragglers (--slowdown, --jitter): sleep in proportion to the compute just done. */
-static void straggle(run *r, int64_t cc)
-{
-    double factor = r->slowdown;
-    if (r->jitter_p > 0 &&
-        (double)(rng_next(&r->jitter_rng) >> 11) / 9007199254740992.0 < r->jitter_p)
-        factor *= r->jitter_f;
-    if (factor > 1) {
-        int64_t z = tu_now_ns();
-        tu_sleep_ms((int64_t)((factor - 1) * (double)cc / 1e6 + 0.5));
-        r->ns_sleep += tu_now_ns() - z;
-    }
-}
-
 /* --sync allreduce: every rank goes on from `step` (the servers' copy's): the data
  * position, the shuffles replayed from the first epoch and the evaluations follow. */
 static void reposition(run *r, int64_t step)
@@ -520,10 +499,12 @@ static int exchange(run *r)
         return 0;
     }
     /* without a copy: grad stays as it is until take_grad waits for this push */
-    int64_t tp = lscale_push(&r->ls, r->w, r->t, r->grad, r->P); /* 0: skipped */
+    int64_t tp = r->pbufs ? pskv_push_buffer_send(r->w, r->t, NULL, r->P, r->grad)
+                          : lscale_push(&r->ls, r->w, r->t, r->grad, r->P); /* 0: skipped */
     if (tp < 0)
         return fail(r->w, "push", (int)tp);
-    r->gpush[r->gi] = tp;
+    if (!r->pbufs)
+        r->gpush[r->gi] = tp;
     if ((rc = pskv_clock(r->w)) < 0)
         return fail(r->w, "clock", rc);
     int64_t c3 = tu_now_ns();
@@ -605,7 +586,6 @@ static int train_loop(run *r)
     r->loop_t0 = tu_now_ns();
     waitstat_start(&r->ws);
     r->epoch_t0 = r->loop_t0;
-    r->jitter_rng = ring_mix64(r->seed ^ (uint64_t)(r->rank + 1) * 0x51ed27ULL);
     while (r->step < r->total_steps) {
         if (app_stop_signal)
             return app_stopped("train");
@@ -619,7 +599,7 @@ static int train_loop(run *r)
         int64_t cpu0 = tu_thread_cpu_ns();
         float loss = compute_step(r, in_epoch, &cb, &cc);
         r->ws.compute_ns += tu_thread_cpu_ns() - cpu0;
-        straggle(r, cc);
+        r->ns_sleep += straggle_after(&r->sg, cc); /* --slowdown, --jitter */
         r->epoch_loss += loss;
         r->epoch_steps++;
         r->loss_sum += loss;

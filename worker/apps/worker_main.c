@@ -167,7 +167,9 @@ static cfg_entry config[] = {
      "allreduce-check: floats per all-reduce (each rank may give its own: a mismatch fails)",
      0, 0, NULL, NULL},
     {"push", CFG_STR, "nocopy", "PSKV_WORKER_PUSH", 1, 0, NULL,
-     "bench and check: a dense run is pushed with nocopy (pskv_push_nocopy) or copy (pskv_push)", 0, 0, NULL, NULL},
+     "bench and check: a dense run is pushed with nocopy (pskv_push_nocopy) or copy (pskv_push); "
+     "check also buffer (pskv_push_buffer: with --shm and one server, written straight "
+     "into the region the server reads)", 0, 0, NULL, NULL},
     {"pull", CFG_STR, "copy", "PSKV_WORKER_PULL", 1, 0, NULL,
      "check: the dense table is pulled into the app's array (copy, pskv_pull) or read "
      "through pskv_pull_view (view)", 0, 0, NULL, NULL},
@@ -610,8 +612,10 @@ static int bench_check_flags(const char *app)
         }
     }
     const char *push = cfg_str(config, "push");
-    if (strcmp(push, "nocopy") && strcmp(push, "copy")) {
-        fprintf(stderr, PROG ": --push must be nocopy or copy, not '%s'\n", push);
+    if ((strcmp(push, "nocopy") && strcmp(push, "copy") && strcmp(push, "buffer")) ||
+        (!strcmp(push, "buffer") && strcmp(app, "check"))) {
+        fprintf(stderr, PROG ": --push must be nocopy or copy (or buffer, with --app check), "
+                "not '%s'\n", push);
         return -1;
     }
     const char *pull = cfg_str(config, "pull");

@@ -1,0 +1,36 @@
+/* straggle: slow steps on purpose (contract in straggle.h). */
+#include "straggle.h"
+
+#include <stdio.h>
+
+#include "ring.h"
+#include "timeutil.h"
+
+int straggle_init(straggle *s, cfg_entry *cfg, uint64_t seed, int rank)
+{
+    s->slowdown = cfg_double(cfg, "slowdown");
+    s->jitter_p = 0;
+    s->jitter_f = 1;
+    s->rng = ring_mix64(seed ^ (uint64_t)(rank + 1) * 0x51ed27ULL);
+    if (*cfg_str(cfg, "jitter") &&
+        sscanf(cfg_str(cfg, "jitter"), "%lf:%lf", &s->jitter_p, &s->jitter_f) != 2) {
+        fprintf(stderr, "train: --jitter must be P:F (e.g. 0.1:5)\n");
+        return 2;
+    }
+    return 0;
+}
+
+int64_t straggle_after(straggle *s, int64_t compute_ns)
+{
+    double factor = s->slowdown;
+    if (s->jitter_p > 0) {
+        s->rng += 0x9e3779b97f4a7c15ULL;
+        if ((double)(ring_mix64(s->rng) >> 11) / 9007199254740992.0 < s->jitter_p)
+            factor *= s->jitter_f;
+    }
+    if (!(factor > 1))
+        return 0;
+    int64_t z = tu_now_ns();
+    tu_sleep_ms((int64_t)((factor - 1) * (double)compute_ns / 1e6 + 0.5));
+    return tu_now_ns() - z;
+}

@@ -1,0 +1,28 @@
+/* straggle: a training worker made slow on purpose (--slowdown F: every step's
+ * compute followed by a sleep of (F - 1) times it; --jitter P:F: with probability P
+ * a step F times slower), for the straggler benchmarks and tests.
+ *
+ * OWNS   nothing (the caller's straggle value).
+ * THREAD the training thread.
+ * NEVER  sleeps when neither flag is set. */
+#ifndef PSKV_STRAGGLE_H
+#define PSKV_STRAGGLE_H
+
+#include <stdint.h>
+
+#include "config.h"
+
+typedef struct straggle {
+    double slowdown, jitter_p, jitter_f;
+    uint64_t rng;
+} straggle;
+
+/* Reads --slowdown and --jitter from cfg; seeds the jitter with (seed, rank).
+ * Returns 0, or 2 after saying what is wrong (a malformed --jitter). */
+int straggle_init(straggle *s, cfg_entry *cfg, uint64_t seed, int rank);
+
+/* After a step whose compute took compute_ns: sleeps as the flags say. Returns the
+ * nanoseconds slept. */
+int64_t straggle_after(straggle *s, int64_t compute_ns);
+
+#endif
