@@ -36,13 +36,13 @@ mkdir -p "$out"
 metrics="$out/metrics.jsonl"
 echo "== pskv demo: MLP 784-256-10 on Fashion-MNIST, 2 servers x 2 workers + 1 evaluator,"
 echo "   up to 30 epochs (sgd, lr 0.2 x 0.9 per epoch, batch 512, bsp, --shm), 10,000 training"
-echo "   images held out for validation; early stopping on val_accuracy (patience 3)"
+echo "   images held out for validation; early stopping on val_accuracy (patience 5)"
 start=$SECONDS
 mkdir -p "$out/logs"
 cpu_sampler "$out/logs" & sampler=$!
 "$here/launch-local.sh" --servers 2 --workers 2 --evaluators 1 --timeout 900 --log-dir "$out/logs" \
   --scheduler-opt --log-level --scheduler-opt warn --server-opt --log-level --server-opt warn \
-  --scheduler-opt --early-stop-metric=val_accuracy --scheduler-opt --patience=3 \
+  --scheduler-opt --early-stop-metric=val_accuracy --scheduler-opt --patience=5 \
   --scheduler-opt --dead-after-ms=3000 \
   --evaluator-opt --save-best="$out/best.model" --evaluator-opt --best-metric=val_accuracy \
   --evaluator-opt --metrics="$out/validation.jsonl" --evaluator-opt --eval-every=1 \
