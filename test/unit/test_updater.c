@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "halfvec.h"
 #include "pskv_errors.h"
 #include "suites.h"
 #include "shard.h"
@@ -188,8 +189,11 @@ START_TEST(adagrad_l2_as_documented)
 }
 END_TEST
 
+/* _i: 0 the portable code, 1 the AVX2 kernel where the CPU has it (halfvec_set:
+ * the switch the vector kernels share; check forks each test). */
 START_TEST(all_finite)
 {
+    int was = halfvec_set(_i);
     enum { N = 37 };
     float v[N + 1];
     for (int i = 0; i < N; i++)
@@ -220,6 +224,32 @@ START_TEST(all_finite)
     ck_assert_int_eq(upd_all_finite(&pinf, 1), 0);
     ck_assert_int_eq(upd_all_finite(&ninf, 1), 0);
     ck_assert_int_eq(upd_all_finite(&qnan, 1), 0);
+    halfvec_set(was);
+}
+END_TEST
+
+/* sgd with momentum (and l2) over 1,037 values: the AVX2 lanes give the portable
+ * code's bits exactly, every value (8 lanes, 4 lanes and the tail). */
+START_TEST(sgd_momentum_vector_bits)
+{
+    enum { N = 1037 };
+    static float w[2][N], v[2][N], g[N];
+    for (int l2i = 0; l2i < 2; l2i++) {
+        upd_opts o = opts(UPD_SGD, 0.0137f, 0.9f, l2i ? 1e-3f : 0.0f, 0);
+        for (int on = 0; on < 2; on++) {
+            int was = halfvec_set(on);
+            for (int i = 0; i < N; i++) {
+                w[on][i] = sinf((float)i) * 0.7f;
+                v[on][i] = cosf((float)i * 0.3f) * 0.01f;
+                g[i] = sinf((float)i * 1.7f + 0.2f) * 3.0f;
+            }
+            for (int step = 0; step < 3; step++)
+                upd_apply(&o, w[on], v[on], g, N);
+            halfvec_set(was);
+        }
+        ck_assert_int_eq(memcmp(w[0], w[1], sizeof w[0]), 0);
+        ck_assert_int_eq(memcmp(v[0], v[1], sizeof v[0]), 0);
+    }
 }
 END_TEST
 
@@ -547,7 +577,8 @@ Suite *updater_suite(void)
     tcase_add_test(tc, adam_state_exports);
     suite_add_tcase(s, tc);
     TCase *chk = tcase_create("check");
-    tcase_add_test(chk, all_finite);
+    tcase_add_loop_test(chk, all_finite, 0, 2);
+    tcase_add_test(chk, sgd_momentum_vector_bits);
     tcase_add_test(chk, parse_names);
     tcase_add_test(chk, check_hyperparameters);
     tcase_add_test(chk, check_new_hyperparameters);
