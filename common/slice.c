@@ -45,13 +45,21 @@ long slice_apply(long us, const char *who)
               strerror(errno));
         return 0;
     }
-    memset(&a, 0, sizeof a);
-    if (syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) < 0 || a.runtime == 0) {
+    long got = slice_of(0);
+    if (got <= 0)
         LOG_I("scheduling slice of %s (%ld us) not set: this kernel has no custom slices "
               "(Linux 6.12 or later)", who, us);
-        return 0;
-    }
-    LOG_I("scheduling slice of %s: %ld us (asked %ld us)", who, (long)(a.runtime / 1000), us);
+    else
+        LOG_I("scheduling slice of %s: %ld us (asked %ld us)", who, got, us);
+    return got > 0 ? got : 0;
+}
+
+long slice_of(int tid)
+{
+    sattr a;
+    memset(&a, 0, sizeof a);
+    if (syscall(SYS_sched_getattr, tid, &a, sizeof a, 0) < 0)
+        return -1;
     return (long)(a.runtime / 1000);
 }
 

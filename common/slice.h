@@ -22,6 +22,11 @@
  * or refused (logged at info, with why). */
 long slice_apply(long us, const char *who);
 
+/* The slice thread `tid` (0: the calling thread) has now, in microseconds, as the
+ * kernel reports it: 0 when it has no custom slices (before 6.12 it reports none),
+ * -1 when it cannot tell (no such thread, sched_getattr refused). */
+long slice_of(int tid);
+
 /* Starts ZeroMQ context ctx's threads (ZeroMQ starts them with its first socket)
  * from a short-lived thread that first asks for a slice of `us`, so that they
  * inherit it while the calling thread (a user's compute) keeps its own; with

@@ -106,11 +106,6 @@ static void prox_l1(float *w, size_t n, float t)
         w[i] = w[i] > t ? w[i] - t : w[i] < -t ? w[i] + t : 0.0f;
 }
 
-/* Momentum, v = momentum * v + g (+ l2 * w), w -= lr * v, in one pass over w, v
- * and g: the three BLAS calls it replaces (sscal, saxpy, saxpy) each streamed a
- * dense table's state through memory again, and the update is memory-bound (the
- * server's apply is time a worker waits for: docs/benchmarks.md). The arrays never
- * overlap (g is a message's or a copy's, v the state plane beside w). */
 #ifdef UPD_X86
 /* sgd_momentum's 8-wide lanes, where the CPU has AVX2 (halfvec_on: the switch the
  * vector kernels share): the same multiply and add per value, no fused
@@ -134,6 +129,11 @@ TGT static size_t momentum_avx2(float *restrict w, float *restrict v, const floa
 }
 #endif
 
+/* Momentum, v = momentum * v + g (+ l2 * w), w -= lr * v, in one pass over w, v
+ * and g: the three BLAS calls it replaces (sscal, saxpy, saxpy) each streamed a
+ * dense table's state through memory again, and the update is memory-bound (the
+ * server's apply is time a worker waits for: docs/benchmarks.md). The arrays never
+ * overlap (g is a message's or a copy's, v the state plane beside w). */
 static void sgd_momentum(const upd_opts *o, float *restrict w, float *restrict v,
                          const float *restrict g, size_t n)
 {

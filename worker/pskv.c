@@ -223,16 +223,6 @@ static wpbuf *push_buffer_of(pskv_worker *w, const float *vals)
     return NULL;
 }
 
-/* Gives b's memory back: its region to the segment, or its own memory freed. */
-static void push_buffer_free(wpbuf *b)
-{
-    if (b->res.shm)
-        wshm_release(&b->res);
-    else
-        free(b->vals);
-    memset(b, 0, sizeof *b);
-}
-
 int64_t pskv_push_buffer_send(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
                               float *buf)
 {
@@ -241,8 +231,7 @@ int64_t pskv_push_buffer_send(pskv_worker *w, int table, const uint64_t *keys, s
         return w ? wst_error(w, PSKV_EINVAL, "not an unsent push buffer of this handle")
                  : -PSKV_EINVAL;
     int64_t ts;
-    if (b->table != table || table < 0 || table >= w->ntables ||
-        b->floats != nkeys * w->tables[table].width) {
+    if (b->table != table || b->floats != nkeys * w->tables[table].width) {
         ts = wst_error(w, PSKV_EINVAL, "push buffer of %zu values sent to table %d with %zu "
                        "keys: not what it was made for", b->floats, table, nkeys);
     } else {
@@ -251,7 +240,7 @@ int64_t pskv_push_buffer_send(pskv_worker *w, int table, const uint64_t *keys, s
         w->pbufs_sent += ts > 0;
     }
     if (b->vals) /* refused before a request held it (a request clears it) */
-        push_buffer_free(b);
+        wreq_pbuf_free(b);
     w->pbuf_next = NULL;
     return ts;
 }
@@ -262,7 +251,7 @@ int pskv_push_buffer_drop(pskv_worker *w, float *buf)
     if (!b)
         return w ? wst_error(w, PSKV_ENOTFOUND, "not an unsent push buffer of this handle")
                  : -PSKV_EINVAL;
-    push_buffer_free(b);
+    wreq_pbuf_free(b);
     return 0;
 }
 

@@ -193,6 +193,15 @@ static void hold_view(pskv_worker *w, req *r)
     r->view = 0;
 }
 
+void wreq_pbuf_free(wpbuf *b)
+{
+    if (b->res.shm)
+        wshm_release(&b->res);
+    else
+        free(b->vals);
+    memset(b, 0, sizeof *b);
+}
+
 wview_held *wreq_view(pskv_worker *w, int64_t ts)
 {
     for (int i = 0; ts > 0 && i < PSKV_MAX_VIEWS; i++)

@@ -49,6 +49,11 @@ WINTERNAL int64_t wreq_fail(pskv_worker *w, req *r, int err);
 /* The error recorded for request ts, or 0 if none is remembered. */
 WINTERNAL int wreq_failure_of(const pskv_worker *w, int64_t ts);
 
+/* Gives an unsent push buffer's memory back (pskv_push_buffer_drop, a send
+ * refused before a request held it, pskv_worker_close): its region to its
+ * segment, or its own memory freed; b is a free entry after. */
+WINTERNAL void wreq_pbuf_free(wpbuf *b);
+
 /* The held view (pskv_pull_view, completed) with timestamp ts, or NULL. */
 WINTERNAL wview_held *wreq_view(pskv_worker *w, int64_t ts);
 

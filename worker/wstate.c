@@ -253,12 +253,9 @@ int pskv_worker_close(pskv_worker **w_p)
         if (w->views[i].ts)
             wreq_view_release(w, &w->views[i]);
     free(w->view_spare);
-    for (int i = 0; i < PSKV_MAX_PUSH_BUFFERS; i++) { /* unsent push buffers */
-        if (w->pbufs[i].res.shm)
-            wshm_release(&w->pbufs[i].res);
-        else
-            free(w->pbufs[i].vals);
-    }
+    for (int i = 0; i < PSKV_MAX_PUSH_BUFFERS; i++) /* unsent push buffers */
+        if (w->pbufs[i].vals)
+            wreq_pbuf_free(&w->pbufs[i]);
     for (int i = 0; i < w->nservers && w->srv; i++) {
         if (w->srv[i].sock)
             zmq_close(w->srv[i].sock);

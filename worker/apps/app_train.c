@@ -476,8 +476,8 @@ static void reposition(run *r, int64_t step)
 }
 
 /* Pushes the gradient and clocks, then makes wts the next step's weights:
- * with --prefetch, the pull sent last step (and a new one sent into the other
- * buffer); without, a pull waited for here. Returns 0, 1 after saying why, or
+ * with --prefetch, the view pulled last step (and the next one sent); without, a
+ * pull into wbuf waited for here. Returns 0, 1 after saying why, or
  * RESYNCED (--sync allreduce: a worker died, and a new one took its rank over:
  * every rank goes on from the servers' copy, r->step). */
 #define RESYNCED (-1)
@@ -498,7 +498,8 @@ static int exchange(run *r)
         r->ns_push += tu_now_ns() - c2;
         return 0;
     }
-    /* without a copy: grad stays as it is until take_grad waits for this push */
+    /* without a copy: a push buffer is the library's from here; gbuf stays as it is
+     * until take_grad waits for this push */
     int64_t tp = r->pbufs ? pskv_push_buffer_send(r->w, r->t, NULL, r->P, r->grad)
                           : lscale_push(&r->ls, r->w, r->t, r->grad, r->P); /* 0: skipped */
     if (tp < 0)
