@@ -2,7 +2,7 @@
 # Training benchmark: MLP 784-256-10 on Fashion-MNIST, SGD lr 0.01 momentum 0.9,
 # 32 examples per worker per step, 5 epochs, 1 server + 2 workers, one BLAS thread
 # per process, one push and one pull per step.
-# Each entry of --models (default "async async+prefetch bsp local") is a consistency
+# Each entry of --models (default "async async+prefetch async+prefetch+shm bsp local") is a consistency
 # model, "+prefetch" adding --prefetch (the next step's pull sent before this
 # step's compute), "+shm" the workers' --shm (values through shared memory, not
 # loopback TCP) and "+FILTER" a wire filter (e.g. async+prefetch+int8), or
@@ -25,8 +25,8 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 . "$here/bench-lib.sh"
-runs=3 epochs=5 peer=1 models="async async+prefetch bsp local" servers=1 replicas=1
-usage="usage: $0 [--runs N] [--epochs E] [--models \"async async+prefetch bsp local\"] [--no-peer] [--servers S] [--replicas R]"
+runs=3 epochs=5 peer=1 models="async async+prefetch async+prefetch+shm bsp local" servers=1 replicas=1
+usage="usage: $0 [--runs N] [--epochs E] [--models \"async async+prefetch async+prefetch+shm bsp local\"] [--no-peer] [--servers S] [--replicas R]"
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) runs=$2; shift 2 ;;
