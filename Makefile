@@ -21,7 +21,7 @@ ifneq ($(SANITIZE),)
 SANFLAGS := -fsanitize=$(SANITIZE) -fno-sanitize-recover=all -fno-omit-frame-pointer
 endif
 # Roles share code only through common/: each folder adds its own includes (ROLE_INC below).
-ALLCFLAGS = -std=c11 $(OPT) -fPIC -MMD -MP $(WARN) $(SANFLAGS) -Icommon $(ROLE_INC) -I$(BUILD)/gen \
+ALLCFLAGS = -std=c11 $(OPT) -fPIC -MMD -MP $(WARN) $(SANFLAGS) -Iinclude/pskv -Icommon $(ROLE_INC) -I$(BUILD)/gen \
             $(PKG_CFLAGS) $(CFLAGS)
 LDLIBS   = $(PKG_LIBS) -lz -lm -lpthread -ldl
 LDFLAGS  += $(SANFLAGS)
@@ -30,25 +30,34 @@ GEN_C    := $(BUILD)/gen/pskv.pb-c.c
 GEN_H    := $(BUILD)/gen/pskv.pb-c.h
 COMMON   := $(wildcard common/*.c)
 COMMON_O := $(COMMON:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/pskv.pb-c.o
-# worker/: libpskv (pskv.h and its modules); worker/apps/: pskv-worker's apps;
-# worker/data/: data readers, model files and the sparse generator.
-LIB_SRC  := $(wildcard worker/*.c)
+# common/update/: the updaters, linked by the server and by pskv-worker's all-reduce
+# mode (not by libpskv).
+UPDATE_O := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard common/update/*.c))
+# include/pskv/: the installed contract (pskv.h, pskv_errors.h, pskv_updater.h).
+# worker/lib/: libpskv; worker/apps/: pskv-worker's main and app table, with the
+# training apps in train/ and the check and bench apps in check/; worker/data/: data
+# readers, model files and the sparse generator.
+LIB_SRC  := $(wildcard worker/lib/*.c)
 LIB_O    := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(COMMON_O)
-SCHED_SRC := $(filter-out scheduler/pskvctl.c scheduler/ctl_top.c scheduler/ctl_drain.c scheduler/export.c,$(wildcard scheduler/*.c))
+# scheduler/: pskv-scheduler; scheduler/ctl/: pskvctl and its verbs
+SCHED_SRC := $(wildcard scheduler/*.c)
 SCHED_O  := $(SCHED_SRC:%.c=$(BUILD)/obj/%.o)
-CTL_O    := $(BUILD)/obj/scheduler/pskvctl.o $(BUILD)/obj/scheduler/ctl_top.o \
-            $(BUILD)/obj/scheduler/ctl_drain.o $(BUILD)/obj/scheduler/export.o
-SERVER_SRC := $(wildcard server/*.c)
-SERVER_O := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o)
+CTL_SRC  := $(wildcard scheduler/ctl/*.c)
+CTL_O    := $(CTL_SRC:%.c=$(BUILD)/obj/%.o)
+# server/: the process and its message rules; its rooms follow a push's stages:
+# repl/ (chains, fill, forwarding, dedupe), consist/ (consistency models),
+# store/ (shards, tables, sweeps), persist/ (checkpoints).
+SERVER_SRC := $(wildcard server/*.c server/*/*.c)
+SERVER_O := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o) $(UPDATE_O)
 SERVER_LIB_O := $(filter-out $(BUILD)/obj/server/server_main.o,$(SERVER_O))
 DATA_SRC := $(filter-out worker/data/gen_sparse.c,$(wildcard worker/data/*.c))
 DATA_O   := $(DATA_SRC:%.c=$(BUILD)/obj/%.o)
-APP_SRC  := $(wildcard worker/apps/*.c)
+APP_SRC  := $(wildcard worker/apps/*.c worker/apps/*/*.c)
 APP_O    := $(APP_SRC:%.c=$(BUILD)/obj/%.o)
 WORKER_O := $(APP_O) $(DATA_O)
 # worker code the unit tests link (readers, models, libpskv's clipping and kkt; no main)
-WORKER_UNIT_O := $(DATA_O) $(BUILD)/obj/worker/apps/model.o $(BUILD)/obj/worker/apps/pipesched.o \
-                 $(BUILD)/obj/worker/wclip.o $(BUILD)/obj/worker/wkkt.o
+WORKER_UNIT_O := $(DATA_O) $(BUILD)/obj/worker/apps/train/model.o $(BUILD)/obj/worker/apps/train/pipesched.o \
+                 $(BUILD)/obj/worker/lib/wclip.o $(BUILD)/obj/worker/lib/wkkt.o
 UNIT_SRC := $(wildcard test/unit/*.c)
 UNIT_O   := $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 
@@ -89,16 +98,17 @@ $(BUILD)/obj/gen/pskv.pb-c.o: $(GEN_C)
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 $(OPT) -fPIC $(SANFLAGS) $(PKG_CFLAGS) -I$(BUILD)/gen -c $< -o $@
 
-$(BUILD)/obj/worker/apps/%.o: ROLE_INC := -Iworker -Iworker/data
-$(BUILD)/obj/test/unit/%.o: ROLE_INC := -Iserver -Ischeduler -Iworker -Iworker/apps -Iworker/data
-$(BUILD)/obj/test/wire_pattern.o: ROLE_INC := -Iworker
-$(BUILD)/obj/test/grow_bench.o: ROLE_INC := -Iserver
+$(BUILD)/obj/server/%.o: ROLE_INC := -Iserver
+$(BUILD)/obj/scheduler/%.o: ROLE_INC := -Ischeduler
+$(BUILD)/obj/worker/apps/%.o: ROLE_INC := -Iworker/apps -Iworker/data
+$(BUILD)/obj/test/unit/%.o: ROLE_INC := -Iserver -Ischeduler -Iworker/lib -Iworker/apps -Iworker/data
+$(BUILD)/obj/test/bench/grow_bench.o: ROLE_INC := -Iserver
 
 $(BUILD)/obj/%.o: %.c $(GEN_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALLCFLAGS) -c $< -o $@
 
-$(EVAL_MAIN_O): ROLE_INC := -Iworker -Iworker/data
+$(EVAL_MAIN_O): ROLE_INC := -Iworker/apps -Iworker/data
 $(EVAL_MAIN_O): worker/apps/worker_main.c $(GEN_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALLCFLAGS) -DPSKV_EVALUATOR -c $< -o $@
@@ -115,15 +125,15 @@ $(BUILD)/lib/libpskv.so: $(LIB_O)
 	@mkdir -p $(dir $@)
 	$(CC) -shared -Wl,-soname,libpskv.so.1 $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-# The example updater plug-in (test/plugin_scaled_sgd.c), and a copy declaring a
+# The example updater plug-in (test/examples/plugin_scaled_sgd.c), and a copy declaring a
 # wrong ABI version for the refusal test.
-$(BUILD)/lib/pskv-plugin-scaled-sgd.so: test/plugin_scaled_sgd.c server/pskv_updater.h
+$(BUILD)/lib/pskv-plugin-scaled-sgd.so: test/examples/plugin_scaled_sgd.c include/pskv/pskv_updater.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 $(OPT) -fPIC -shared $(WARN) $(SANFLAGS) -Iserver -o $@ $<
+	$(CC) -std=c11 $(OPT) -fPIC -shared $(WARN) $(SANFLAGS) -Iinclude/pskv -o $@ $<
 
-$(BUILD)/lib/pskv-plugin-wrong-abi.so: test/plugin_scaled_sgd.c server/pskv_updater.h
+$(BUILD)/lib/pskv-plugin-wrong-abi.so: test/examples/plugin_scaled_sgd.c include/pskv/pskv_updater.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 $(OPT) -fPIC -shared $(WARN) $(SANFLAGS) -DPLUGIN_ABI=99 -Iserver -o $@ $<
+	$(CC) -std=c11 $(OPT) -fPIC -shared $(WARN) $(SANFLAGS) -DPLUGIN_ABI=99 -Iinclude/pskv -o $@ $<
 
 $(BIN)/pskv-scheduler: $(SCHED_O) $(COMMON_O)
 	@mkdir -p $(dir $@)
@@ -137,15 +147,12 @@ $(BIN)/pskv-server: $(SERVER_O) $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-# --sync allreduce applies the servers' updaters on the workers (worker/apps/train_ar.c)
-$(BUILD)/obj/worker/apps/train_ar.o: ROLE_INC := -Iworker -Iworker/data -Iserver
-$(BIN)/pskv-worker: $(WORKER_O) $(BUILD)/obj/server/updater.o $(BUILD)/obj/server/upd_plugin.o \
-                    $(BUILD)/lib/libpskv.a
+# --sync allreduce applies the servers' updaters on the workers (worker/apps/train/train_ar.c)
+$(BIN)/pskv-worker: $(WORKER_O) $(UPDATE_O) $(BUILD)/lib/libpskv.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BIN)/pskv-evaluator: $(EVAL_O) $(BUILD)/obj/server/updater.o $(BUILD)/obj/server/upd_plugin.o \
-                       $(BUILD)/lib/libpskv.a
+$(BIN)/pskv-evaluator: $(EVAL_O) $(UPDATE_O) $(BUILD)/lib/libpskv.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -153,49 +160,49 @@ $(BIN)/pskv-gen-sparse: $(BUILD)/obj/worker/data/gen_sparse.o $(BUILD)/obj/worke
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BIN)/pskv-faultproxy: $(BUILD)/obj/test/faultproxy.o $(BUILD)/obj/test/faultproxy_relay.o $(COMMON_O)
+$(BIN)/pskv-faultproxy: $(BUILD)/obj/test/tools/faultproxy.o $(BUILD)/obj/test/tools/faultproxy_relay.o $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # a user's program: links libpskv like any other
-$(BIN)/pskv-wire-pattern: $(BUILD)/obj/test/wire_pattern.o $(BUILD)/lib/libpskv.a
+$(BIN)/pskv-wire-pattern: $(BUILD)/obj/test/examples/wire_pattern.o $(BUILD)/lib/libpskv.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BIN)/pskv-zmq-rtt: $(BUILD)/obj/test/zmq_rtt.o $(COMMON_O)
+$(BIN)/pskv-zmq-rtt: $(BUILD)/obj/test/bench/zmq_rtt.o $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BIN)/pskv-hashmap-floor: $(BUILD)/obj/test/hashmap_floor.o $(COMMON_O)
+$(BIN)/pskv-hashmap-floor: $(BUILD)/obj/test/bench/hashmap_floor.o $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BIN)/pskv-fault-cost: $(BUILD)/obj/test/fault_cost.o $(COMMON_O)
+$(BIN)/pskv-fault-cost: $(BUILD)/obj/test/bench/fault_cost.o $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # the server's shard modules, in process
-$(BIN)/pskv-grow-bench: $(BUILD)/obj/test/grow_bench.o $(SERVER_LIB_O) $(COMMON_O)
+$(BIN)/pskv-grow-bench: $(BUILD)/obj/test/bench/grow_bench.o $(SERVER_LIB_O) $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BIN)/pskv-halfvec-bench: $(BUILD)/obj/test/halfvec_bench.o $(COMMON_O)
+$(BIN)/pskv-halfvec-bench: $(BUILD)/obj/test/bench/halfvec_bench.o $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BIN)/pskv-zmq-bidir: $(BUILD)/obj/test/zmq_bidir.o $(COMMON_O)
+$(BIN)/pskv-zmq-bidir: $(BUILD)/obj/test/bench/zmq_bidir.o $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BIN)/pskv-metrics-cost: $(BUILD)/obj/test/metrics_cost.o $(COMMON_O)
+$(BIN)/pskv-metrics-cost: $(BUILD)/obj/test/bench/metrics_cost.o $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BIN)/pskv-garbage: $(BUILD)/obj/test/garbage.o $(BUILD)/obj/test/garbage_msg.o $(BUILD)/obj/test/garbage_live.o $(COMMON_O)
+$(BIN)/pskv-garbage: $(BUILD)/obj/test/tools/garbage.o $(BUILD)/obj/test/tools/garbage_msg.o $(BUILD)/obj/test/tools/garbage_live.o $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BIN)/pskv-fuzz-replay: $(BUILD)/obj/test/fuzz_wire.o $(BUILD)/obj/test/fuzz_replay.o $(COMMON_O)
+$(BIN)/pskv-fuzz-replay: $(BUILD)/obj/test/tools/fuzz_wire.o $(BUILD)/obj/test/tools/fuzz_replay.o $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -248,7 +255,7 @@ FUZZ_RUNS ?= 1000000
 fuzz: $(GEN_H)
 	@mkdir -p build/fuzz
 	clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-	  -Icommon -I$(BUILD)/gen $(PKG_CFLAGS) test/fuzz_wire.c common/wire.c common/filter.c common/fquant.c common/half.c common/pskv_errors.c \
+	  -Iinclude/pskv -Icommon -I$(BUILD)/gen $(PKG_CFLAGS) test/tools/fuzz_wire.c common/wire.c common/filter.c common/fquant.c common/half.c common/pskv_errors.c \
 	  common/zap.c common/keys.c common/refuse.c common/log.c common/timeutil.c common/grow.c \
 	  $(GEN_C) -o build/fuzz/fuzz-wire $(PKG_LIBS) -lpthread
 	FUZZ_RUNS=$(FUZZ_RUNS) scripts/fuzz.sh build/fuzz/fuzz-wire
@@ -352,7 +359,7 @@ install: all
 	install -m 644 $(BUILD)/lib/libpskv.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/lib/libpskv.so $(DESTDIR)$(PREFIX)/lib/libpskv.so.1
 	ln -sf libpskv.so.1 $(DESTDIR)$(PREFIX)/lib/libpskv.so
-	install -m 644 worker/pskv.h common/pskv_errors.h server/pskv_updater.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 include/pskv/pskv.h include/pskv/pskv_errors.h include/pskv/pskv_updater.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(BUILD)/pskv.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 	install -d $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 644 $(MANS) $(DESTDIR)$(PREFIX)/share/man/man1/

@@ -1,6 +1,6 @@
 /* The records of a server's checkpoint file (ckpt.h frames them; protocol.md,
  * Checkpoints, documents them): shared by the server that writes and loads them
- * (server/persist.c, persist_read.c) and pskvctl export (scheduler/export.c),
+ * (server/persist/persist.c, persist_read.c) and pskvctl export (scheduler/ctl/export.c),
  * which reads them, with the walk of a delta's chain (ckptrec.c). Integers are
  * little-endian, as the structs lie in memory on the hosts pskv runs on. */
 #ifndef PSKV_CKPTREC_H

@@ -12,7 +12,7 @@
  *                  keyed rows), the others kept by the worker for the next push
  *   kkt[:MARGIN]   a sparse sgd table with l1 > 0: the worker skips a row whose
  *                  weight it last pulled as zero and whose gradient lies within
- *                  the L1 band, |g| <= (1 - MARGIN) * l1 (worker/wkkt.h)
+ *                  the L1 band, |g| <= (1 - MARGIN) * l1 (worker/lib/wkkt.h)
  *
  * Compression is per frame: a frame is sent compressed only when that makes it
  * smaller, and Meta.zframes says which frames are (wire.c unpacks them).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# libFuzzer over the message decoder (test/fuzz_wire.c, built by `make fuzz`): one
+# libFuzzer over the message decoder (test/tools/fuzz_wire.c, built by `make fuzz`): one
 # campaign per message type (PSKV_FUZZ_TYPE forces the type of every input) and a
 # last one over every type at once, each FUZZ_RUNS executions (default 10^6).
 # Each campaign starts from test/corpus plus what earlier runs kept in

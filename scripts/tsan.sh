@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # ThreadSanitizer run (`make tsan`): the tests whose processes run threads, against a
 # build with -fsanitize=thread. pskv's threads: the server's heartbeat thread
-# (server/lease.c) and checkpoint writer (server/checkpoint.c), every daemon's metrics
+# (server/lease.c) and checkpoint writer (server/persist/checkpoint.c), every daemon's metrics
 # endpoint (common/metrics.c, libmicrohttpd's thread), libpskv's heartbeat
-# thread (worker/wview.c), the ZAP handler of every keyed daemon (common/zap.c), the
+# thread (worker/lib/wview.c), the ZAP handler of every keyed daemon (common/zap.c), the
 # refusal counters they share (common/refuse.c), and ZeroMQ's I/O threads calling the
-# free callbacks of no-copy frames (worker/vbuf.c, server/shard.c).
+# free callbacks of no-copy frames (worker/lib/vbuf.c, server/store/shard.c).
 #
 #   scripts/tsan.sh [BUILD_DIR]      (default build/tsan; binaries in BUILD_DIR/bin)
 #

@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 
-#include "table.h"
+#include "store/table.h"
 #include "wire.h"
 
 /* For a PUSH or PULL to a table with keycache: stores a key list it carries under

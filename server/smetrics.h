@@ -12,8 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "consist.h"
-#include "table.h"
+#include "consist/consist.h"
+#include "store/table.h"
 
 /* Starts the endpoint on bind_addr:port (port 0: off) as server node/rank.
  * Returns 0, or -1 after logging why. */

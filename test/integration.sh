@@ -1370,7 +1370,7 @@ replay_expect() {
 }
 
 t_updater_plugin() {
-  # the example plug-in (w -= scale * g, test/plugin_scaled_sgd.c) on 2 servers with
+  # the example plug-in (w -= scale * g, test/examples/plugin_scaled_sgd.c) on 2 servers with
   # --plugin-dir: every value as computed by hand; a wrong ABI version, a missing
   # file, a server without --plugin-dir and a plug-in outside it are refused at
   # TABLE_OPEN with the reason in the worker's error; --updater-check

@@ -1,6 +1,6 @@
 /* pskv error codes. Calls that can fail return 0 (or a non-negative result) on
  * success and a negated code on failure: `return -PSKV_ETIMEDOUT;`. Installed
- * with worker/pskv.h: the codes and their numbers are part of the public API.
+ * with include/pskv/pskv.h: the codes and their numbers are part of the public API.
  *
  * OWNS   nothing but a static table of messages.
  * THREAD any.

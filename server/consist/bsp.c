@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chain_apply.h"
+#include "repl/chain_apply.h"
 #include "grow.h"
 #include "log.h"
 #include "pskv_errors.h"

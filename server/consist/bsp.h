@@ -27,9 +27,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "chain.h"
+#include "repl/chain.h"
 #include "held.h"
-#include "table.h"
+#include "store/table.h"
 #include "vclock.h"
 #include "wire.h"
 

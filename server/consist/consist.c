@@ -15,7 +15,7 @@
 #include "half.h"
 #include "log.h"
 #include "pskv_errors.h"
-#include "upd_plugin.h"
+#include "update/upd_plugin.h"
 #include "smetrics.h"
 #include "sshm.h"
 #include "timeutil.h"

@@ -40,7 +40,7 @@
 #include <stdint.h>
 
 #include "member.h"
-#include "table.h"
+#include "store/table.h"
 #include "wire.h"
 
 typedef struct consist consist;

@@ -21,7 +21,7 @@
 #include <zmq.h>
 
 #include "member.h"
-#include "table.h"
+#include "store/table.h"
 #include "vclock.h"
 #include "wire.h"
 

@@ -25,11 +25,11 @@
 
 #include <stdint.h>
 
-#include "chain.h"
-#include "consist.h"
+#include "repl/chain.h"
+#include "consist/consist.h"
 #include "member.h"
 #include "persist.h"
-#include "table.h"
+#include "store/table.h"
 
 /* Hands the module what it snapshots, loads and answers with; data_dir may be
  * empty (a checkpoint is then refused). All stay the caller's. */

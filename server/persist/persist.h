@@ -24,9 +24,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "chain.h"
-#include "consist.h"
-#include "table.h"
+#include "repl/chain.h"
+#include "consist/consist.h"
+#include "store/table.h"
 
 #include "ckpt.h"
 

@@ -44,8 +44,8 @@
 #include <stdint.h>
 
 #include "member.h"
-#include "shard.h"
-#include "table.h"
+#include "store/shard.h"
+#include "store/table.h"
 #include "wire.h"
 
 typedef struct chain chain;

@@ -20,8 +20,8 @@
 #include <stdint.h>
 
 #include "chain.h"
-#include "shard.h"
-#include "table.h"
+#include "store/shard.h"
+#include "store/table.h"
 #include "wire.h"
 
 /* A checked PUSH with R > 1 (or a re-sent async one): applied here (a re-sent one

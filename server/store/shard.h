@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "updater.h"
+#include "update/updater.h"
 
 typedef enum { INIT_ZERO = 0, INIT_CONST, INIT_UNIFORM, INIT_NORMAL } init_kind;
 

@@ -10,7 +10,7 @@
 #ifndef PSKV_SWEEP_H
 #define PSKV_SWEEP_H
 
-#include "consist.h"
+#include "consist/consist.h"
 #include "table.h"
 
 #define SWEEP_BUDGET 16384 /* map slots per table per loop pass */

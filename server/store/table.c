@@ -9,7 +9,7 @@
 #include "half.h"
 #include "pskv_errors.h"
 #include "ring.h"
-#include "upd_plugin.h"
+#include "update/upd_plugin.h"
 #include "wire.h"
 
 struct table_set {

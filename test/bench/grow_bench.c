@@ -3,7 +3,7 @@
  * (docs/benchmarks.md, sparse growth).
  *
  *   pskv-grow-bench [--rows N] [--trace MS] [--witness]
- * fills a width-1 sgd shard (server/shard.c) with N random keys (default 10^8;
+ * fills a width-1 sgd shard (server/store/shard.c) with N random keys (default 10^8;
  * key i is ring_mix64(i), as sparse-bench's), 8,192 a push, each push timed by
  * the thread's CPU time as the server's exit report times it. Prints
  *   grow-bench rows= pushes= cpu_s= ns_per_key= over_8ms= over_10ms= p50_ms=
@@ -38,10 +38,10 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "prefault.h"
+#include "store/prefault.h"
 #include "ring.h"
-#include "shard.h"
-#include "shard_impl.h"
+#include "store/shard.h"
+#include "store/shard_impl.h"
 #include "timeutil.h"
 
 enum { BATCH = 8192, PACED_MAX = 1000000 };

@@ -1,4 +1,4 @@
-/* An example updater plug-in (server/pskv_updater.h), built by the Makefile as
+/* An example updater plug-in (include/pskv/pskv_updater.h), built by the Makefile as
  * build/lib/pskv-plugin-scaled-sgd.so and used by the integration tests:
  *   w -= scale * g, and one state float per value that sums the gradients seen.
  * ARGS is the scale (a number; default 1). Built with -DPLUGIN_ABI=N it declares

@@ -26,38 +26,38 @@ Suite *config_suite(void);
 Suite *reshard_suite(void);
 /* common/ring.c: key placement, dense spans, partitions, tokens and chains. */
 Suite *ring_suite(void);
-/* server/updater.c: sum, sgd, momentum, l2, adagrad, finiteness, checks. */
+/* common/update/updater.c: sum, sgd, momentum, l2, adagrad, finiteness, checks. */
 Suite *updater_suite(void);
-/* server/shard.c: initial values, dense and sparse push/pull, ownership. */
+/* server/store/shard.c: initial values, dense and sparse push/pull, ownership. */
 Suite *shard_suite(void);
-/* server/prefault.c, shard_map.c: faults off the push path, growth with them. */
+/* server/store/prefault.c, shard_map.c: faults off the push path, growth with them. */
 Suite *prefault_suite(void);
-/* server/cmsketch.c, shard_sweep.c: the sketch, admission, the eviction sweep. */
+/* server/store/cmsketch.c, shard_sweep.c: the sketch, admission, the eviction sweep. */
 Suite *admit_suite(void);
-/* server/shard_dirty.c: rows changed since the last checkpoint, tombstones. */
+/* server/store/shard_dirty.c: rows changed since the last checkpoint, tombstones. */
 Suite *dirty_suite(void);
-/* server/table.c: create, reopen, mismatch and invalid options. */
+/* server/store/table.c: create, reopen, mismatch and invalid options. */
 Suite *table_suite(void);
 /* worker/idx.c, worker/libsvm.c: fixtures, shards, corrupt files, real data sets. */
 Suite *data_suite(void);
 /* worker/model.c: gradient vs finite differences, loss, eval, sizes, training. */
 Suite *model_suite(void);
-/* worker/apps/pipesched.c: --layers, stage cuts, pass orders of each schedule. */
+/* worker/apps/train/pipesched.c: --layers, stage cuts, pass orders of each schedule. */
 Suite *pipesched_suite(void);
-/* server/dedupe.c: applied-push record, eviction, clear, export/import, collisions. */
+/* server/repl/dedupe.c: applied-push record, eviction, clear, export/import, collisions. */
 Suite *dedupe_suite(void);
 /* common/ckpt.c: checkpoint round trips, temp file and rename, truncation, bit flips. */
 Suite *ckpt_suite(void);
 /* common/keys.c, zap.c, refuse.c: key files, allowlists, keysets, CURVE + ZAP on TCP. */
 Suite *keys_suite(void);
-/* worker/wclip.c: pskv_clip_norm, gradient clipping by global norm. */
+/* worker/lib/wclip.c: pskv_clip_norm, gradient clipping by global norm. */
 Suite *clip_suite(void);
 /* common/metrics.c: series, label escaping, histograms, the text, the endpoint. */
 Suite *metrics_suite(void);
 /* common/filter.c, keycache.c, server/sfilter.c: filter lists, lz4 and zstd round
  * trips and corrupt frames, key-list caches, keycache on the server. */
 Suite *filter_suite(void);
-/* worker/wkkt.c, common/filter.c: the kkt filter's decisions, exact against the
+/* worker/lib/wkkt.c, common/filter.c: the kkt filter's decisions, exact against the
  * server's sgd with l1, and its refusals at TABLE_OPEN. */
 Suite *kkt_suite(void);
 /* common/half.c: fp16 and bf16 conversions (F16C and portable). */

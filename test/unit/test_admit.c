@@ -1,16 +1,16 @@
 /* Tests of feature admission and eviction: the count-min sketch
- * (server/cmsketch.c), admission in a sparse shard, the eviction sweep and its
- * giving memory back (server/shard_sweep.c), and the refusals at table open. */
+ * (server/store/cmsketch.c), admission in a sparse shard, the eviction sweep and its
+ * giving memory back (server/store/shard_sweep.c), and the refusals at table open. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmsketch.h"
+#include "store/cmsketch.h"
 #include "pskv_errors.h"
 #include "ring.h"
-#include "shard.h"
+#include "store/shard.h"
 #include "suites.h"
-#include "table.h"
+#include "store/table.h"
 #include "wire.h"
 
 static const upd_opts SUM = {.kind = UPD_SUM};

@@ -1,4 +1,4 @@
-/* Tests of gradient clipping by global norm (worker/wclip.c, pskv_clip_norm):
+/* Tests of gradient clipping by global norm (worker/lib/wclip.c, pskv_clip_norm):
  * a gradient within the bound is untouched, a larger one is scaled to the bound
  * along its own direction, the norm is global over several arrays, huge finite
  * values do not overflow it, non-finite values and bad bounds are left alone. */

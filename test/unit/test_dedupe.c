@@ -1,4 +1,4 @@
-/* Tests of the applied-push record (server/dedupe.c): lookups per worker, id and
+/* Tests of the applied-push record (server/repl/dedupe.c): lookups per worker, id and
  * partition, FIFO eviction past DEDUPE_KEEP, clear, the export format and its
  * round trip, refusal of malformed imports, and long runs of ids that share a
  * home slot in the hash index (probing and backward-shift deletion). */
@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dedupe.h"
+#include "repl/dedupe.h"
 #include "pskv_errors.h"
 #include "suites.h"
 

@@ -1,4 +1,4 @@
-/* Tests of what a shard changed since the last checkpoint (server/shard_dirty.c):
+/* Tests of what a shard changed since the last checkpoint (server/store/shard_dirty.c):
  * the rows written, dense and sparse, the keys evicted (tombstones), a moved row
  * keeping its mark, the reset, and shard_remove (a delta's tombstones applied). */
 #include <stdint.h>
@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "pskv_errors.h"
-#include "shard.h"
+#include "store/shard.h"
 #include "suites.h"
 
 static const upd_opts SUM = {.kind = UPD_SUM};

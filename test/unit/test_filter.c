@@ -1,7 +1,7 @@
 /* Tests of the wire filters: parsing a table's list (common/filter.c), lz4 and zstd
  * round trips through wire_parse and corrupt frames refused, the key-list caches
  * (common/keycache.c) with hits, misses and eviction, and the server's side of
- * keycache (server/sfilter.c) and of TABLE_OPEN (server/table.c). */
+ * keycache (server/sfilter.c) and of TABLE_OPEN (server/store/table.c). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdint.h>
@@ -15,7 +15,7 @@
 #include "pskv_errors.h"
 #include "sfilter.h"
 #include "suites.h"
-#include "table.h"
+#include "store/table.h"
 #include "wire.h"
 
 START_TEST(parse_lists)

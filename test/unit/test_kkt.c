@@ -1,8 +1,8 @@
-/* Tests of the kkt filter: its argument, the worker's decision per row (worker/wkkt.c)
+/* Tests of the kkt filter: its argument, the worker's decision per row (worker/lib/wkkt.c)
  * from readings and pushes, a push's rows compacted, the decision checked against
- * the server's own sgd with l1 (server/updater.c: a skipped row's update leaves the
+ * the server's own sgd with l1 (common/update/updater.c: a skipped row's update leaves the
  * weight at zero, a row just outside the band moves it), and its refusals at
- * TABLE_OPEN (common/filter.c, server/table.c). */
+ * TABLE_OPEN (common/filter.c, server/store/table.c). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdint.h>
@@ -12,8 +12,8 @@
 #include "filter.h"
 #include "pskv_errors.h"
 #include "suites.h"
-#include "table.h"
-#include "updater.h"
+#include "store/table.h"
+#include "update/updater.h"
 #include "wire.h"
 #include "wkkt.h"
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model.h"
+#include "train/model.h"
 #include "modelfile.h"
 #include "pskv_errors.h"
 #include "suites.h"

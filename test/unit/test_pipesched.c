@@ -1,7 +1,7 @@
-/* worker/apps/pipesched.c: --layers, the cut into stages, the order of passes. */
+/* worker/apps/train/pipesched.c: --layers, the cut into stages, the order of passes. */
 #include <string.h>
 
-#include "pipesched.h"
+#include "train/pipesched.h"
 #include "suites.h"
 
 START_TEST(layers_parsed_and_refused)

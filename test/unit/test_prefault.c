@@ -1,5 +1,5 @@
-/* Tests of the fault-ahead helper (server/prefault.c) and of a sparse shard's
- * growth with it (server/shard_map.c): the doubled map, records and dirty bits
+/* Tests of the fault-ahead helper (server/store/prefault.c) and of a sparse shard's
+ * growth with it (server/store/shard_map.c): the doubled map, records and dirty bits
  * faulted in off the push path, the growth waiting for the doubled map, and
  * every key found during and after the growth. */
 #define _GNU_SOURCE /* mincore */
@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
-#include "prefault.h"
+#include "store/prefault.h"
 #include "ring.h"
-#include "shard.h"
-#include "shard_impl.h"
+#include "store/shard.h"
+#include "store/shard_impl.h"
 #include "suites.h"
 #include "timeutil.h"
 
@@ -39,7 +39,7 @@ static void wait_prefault(void)
     ck_assert(prefault_idle());
 }
 
-/* The helper (server/prefault.c) faults a range in without changing a byte,
+/* The helper (server/store/prefault.c) faults a range in without changing a byte,
  * and unmaps a mapping handed to it. */
 START_TEST(prefault_populate_release)
 {

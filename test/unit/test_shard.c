@@ -1,4 +1,4 @@
-/* Tests of shards (server/shard.c): deterministic initial values that do not
+/* Tests of shards (server/store/shard.c): deterministic initial values that do not
  * depend on how the key space is split, push/pull for dense runs and key lists,
  * ownership checks, and the sparse hash map under growth (and while it grows). */
 #include <malloc.h>
@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "ring.h"
-#include "shard.h"
-#include "shard_impl.h"
+#include "store/shard.h"
+#include "store/shard_impl.h"
 #include "suites.h"
 
 static const upd_opts SUM = {.kind = UPD_SUM, .lr = 0, .momentum = 0, .l2 = 0, .eps = 0};

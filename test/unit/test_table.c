@@ -1,4 +1,4 @@
-/* Tests of the server's table set (server/table.c): the first open fixes the
+/* Tests of the server's table set (server/store/table.c): the first open fixes the
  * options, an identical reopen succeeds, any difference is refused with the
  * option named, and invalid options are refused before anything is created. */
 #include <math.h>
@@ -9,7 +9,7 @@
 #include "pskv_errors.h"
 #include "ring.h"
 #include "suites.h"
-#include "table.h"
+#include "store/table.h"
 #include "wire.h"
 
 /* Dense "emb": 1000 keys x 4, sgd lr 0.5, uniform init, seed 7. */

@@ -1,4 +1,4 @@
-/* Tests of the updaters (server/updater.c) against hand computation. Values are
+/* Tests of the updaters (common/update/updater.c) against hand computation. Values are
  * chosen to be exact in binary floating point where the formula allows, so the
  * assertions compare exactly; adagrad's square root is compared with a tolerance. */
 #include <float.h>
@@ -9,8 +9,8 @@
 #include "halfvec.h"
 #include "pskv_errors.h"
 #include "suites.h"
-#include "shard.h"
-#include "updater.h"
+#include "store/shard.h"
+#include "update/updater.h"
 
 static upd_opts opts(upd_kind kind, float lr, float momentum, float l2, float eps)
 {

@@ -634,7 +634,7 @@ START_TEST(error_strings)
 }
 END_TEST
 
-/* A peer can send error_code = INT32_MIN; worker/wpump.c and common/member.c pass
+/* A peer can send error_code = INT32_MIN; worker/lib/wpump.c and common/member.c pass
  * it to pskv_strerror, whose `code = -code` overflows (UB) and then indexes
  * messages[INT_MIN]: a crash. Fixed; kept as a regression test. */
 START_TEST(error_string_int_min)

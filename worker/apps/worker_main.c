@@ -18,13 +18,13 @@
 #include "config.h"
 #include "half.h"
 #include "log.h"
-#include "lrsched.h"
+#include "train/lrsched.h"
 #include "member.h"
 #include "metrics.h"
 #include "net.h"
 #include "pskv.h"
-#include "lscale.h"
-#include "train_ar.h"
+#include "train/lscale.h"
+#include "train/train_ar.h"
 #include "timeutil.h"
 
 #ifdef PSKV_EVALUATOR

@@ -10,7 +10,7 @@
 #include "apps.h"
 #include "lscale.h"
 #include "report.h"
-#include "updater.h"
+#include "update/updater.h"
 
 #define COPY_TMO_MS 120000 /* the assign of a copy: as long as a step may take */
 #define STEP_SPLIT 1048576L /* the copy's step as two floats, exact: lo + hi * 2^20 */

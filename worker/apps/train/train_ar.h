@@ -1,7 +1,7 @@
 /* train_ar: data-parallel training by all-reduce for the training apps
  * (--sync allreduce on --app softmax and mlp). Each step the workers' gradients
  * are averaged by pskv_allreduce and every worker applies the same update to its
- * own copy of the weights with the server's own updater code (server/updater.c,
+ * own copy of the weights with the server's own updater code (common/update/updater.c,
  * linked into pskv-worker), so the copies stay identical bit for bit. The
  * servers hold only a copy: rank 0 assigns the weights to the parameter table
  * every --copy-every steps, before each checkpoint and at the end, so
