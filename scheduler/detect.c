@@ -1,0 +1,287 @@
+/* The scheduler's failure detector (detect.h). */
+#define _GNU_SOURCE
+#include "detect.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "log.h"
+#include "membership.h"
+#include "metrics.h"
+#include "net.h"
+#include "probe.h"
+#include "timeutil.h"
+
+#define PROBE_MS 50 /* a refusal on a LAN comes back in well under a millisecond */
+
+static struct {
+    double threshold;       /* --phi-threshold */
+    int min_dead_ms;        /* --min-dead-after-ms */
+    uint64_t dead_heard[8]; /* by role */
+    struct met_series *heard_s[8];
+    void *mon;              /* the monitor's PAIR */
+} D;
+
+int detect_init(double phi_threshold, int min_dead_after_ms)
+{
+    if (!(phi_threshold > 0)) {
+        fprintf(stderr, "pskv-scheduler: --phi-threshold %g must be above 0\n", phi_threshold);
+        return 2;
+    }
+    if (min_dead_after_ms > memb.dead_after_ms) {
+        fprintf(stderr, "pskv-scheduler: --min-dead-after-ms %d is above --dead-after-ms %d "
+                "(the lower bound of a silent node's time-out above its upper bound)\n",
+                min_dead_after_ms, memb.dead_after_ms);
+        return 2;
+    }
+    if (min_dead_after_ms < 2 * memb.heartbeat_ms) {
+        fprintf(stderr, "pskv-scheduler: --min-dead-after-ms %d must be at least 2 x "
+                "--heartbeat-ms %d (a server's lease is at least that minus one heartbeat and "
+                "must outlast one)\n", min_dead_after_ms, memb.heartbeat_ms);
+        return 2;
+    }
+    D.threshold = phi_threshold;
+    D.min_dead_ms = min_dead_after_ms;
+    return 0;
+}
+
+int detect_min_dead_ms(void) { return D.min_dead_ms; }
+
+void detect_node_init(detect_node *d)
+{
+    memset(d, 0, sizeof *d);
+    /* the sd floor: half a period, so that a steady node's time-out is the floor
+     * --min-dead-after-ms, not a few ms past its mean */
+    phi_init(&d->gaps, memb.heartbeat_ms, memb.heartbeat_ms / 2.0);
+    for (int i = 0; i < DETECT_FDS; i++)
+        d->fds[i] = -1;
+}
+
+/* The silence after which n is declared dead, as its window stands now. */
+static int64_t dead_after(const memb_node *n)
+{
+    double t = phi_time_to(&n->det.gaps, D.threshold);
+    if (t < D.min_dead_ms)
+        t = D.min_dead_ms;
+    if (t > memb.dead_after_ms)
+        t = memb.dead_after_ms;
+    return (int64_t)t;
+}
+
+int detect_heard(memb_node *n, int64_t now)
+{
+    int64_t gap = now - n->last_hb_ms;
+    phi_add(&n->det.gaps, (double)(gap < memb.dead_after_ms ? gap : memb.dead_after_ms));
+    int64_t t = dead_after(n);
+    if (n->det.not_before_ms < now + t)
+        n->det.not_before_ms = now + t;
+    return (int)(t - memb.heartbeat_ms);
+}
+
+int detect_silent(memb_node *n, int64_t now)
+{
+    int64_t silent = now - n->last_hb_ms;
+    if (silent <= memb.dead_after_ms && (now < n->det.not_before_ms || silent < dead_after(n)))
+        return 0;
+    snprintf(n->det.why, sizeof n->det.why, "silent %lld ms, phi %.1f", (long long)silent,
+             phi_value(&n->det.gaps, (double)silent));
+    return 1;
+}
+
+void detect_dead(memb_node *n)
+{
+    n->det.heard_dead = 0;
+    for (int i = 0; i < DETECT_FDS; i++)
+        n->det.fds[i] = -1;
+}
+
+void detect_dead_heard(memb_node *n)
+{
+    if (n->det.heard_dead)
+        return;
+    n->det.heard_dead = 1;
+    if (n->role >= 0 && n->role < 8)
+        D.dead_heard[n->role]++;
+    LOG_W("%s node %u, declared dead (%s), is heard from: counted as declared dead then "
+          "heard from", memb_role_name(n->role), n->id, n->det.why);
+}
+
+uint64_t detect_dead_heard_count(int role) { return role >= 0 && role < 8 ? D.dead_heard[role] : 0; }
+
+/* ---- the connection monitor ---------------------------------------------------- */
+
+int detect_start(void *ctx, void *sock)
+{
+    D.mon = net_monitor(ctx, sock, "inproc://pskv-sched-monitor", ZMQ_EVENT_DISCONNECTED);
+    if (!D.mon) {
+        LOG_W("cannot monitor the nodes' connections (%s): a crashed node is noticed by its "
+              "lease only", zmq_strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+void *detect_socket(void) { return D.mon; }
+
+void detect_note(wire_msg *msg)
+{
+    if (!msg->meta || !msg->meta->has_sender || !msg->nframes)
+        return;
+    memb_node *n = memb_find(msg->meta->sender);
+    int fd = zmq_msg_get(&msg->frames[0], ZMQ_SRCFD);
+    if (!n || n->dead || fd < 0)
+        return;
+    n->det.local = !strncmp(msg->peer, "127.", 4) || !strcmp(msg->peer, "::1");
+    int free_at = -1;
+    for (int i = 0; i < DETECT_FDS; i++) {
+        if (n->det.fds[i] == fd)
+            return;
+        if (n->det.fds[i] < 0 && free_at < 0)
+            free_at = i;
+    }
+    if (free_at < 0) { /* the oldest goes: a node holds two connections at most */
+        memmove(n->det.fds, n->det.fds + 1, (DETECT_FDS - 1) * sizeof n->det.fds[0]);
+        free_at = DETECT_FDS - 1;
+    }
+    n->det.fds[free_at] = fd;
+}
+
+/* A connection of live node n closed: confirm its process is gone, then it dies. */
+static void closed(memb_node *n)
+{
+    probe_result r = PROBE_UNKNOWN;
+    int gone = 0;
+    if (n->port > 0) {
+        r = probe_tcp(n->host, n->port, PROBE_MS);
+        gone = r == PROBE_REFUSED;
+    } else if (n->det.local) {
+        gone = probe_pid_gone(n->pid) == 1;
+    }
+    if (!gone) {
+        LOG_I("a connection of %s node %u closed, but %s: left to its lease",
+              memb_role_name(n->role), n->id,
+              n->port > 0 ? probe_name(r) : n->det.local ? "its process runs"
+                                                         : "it has no port to probe");
+        return;
+    }
+    snprintf(n->det.why, sizeof n->det.why, "connection closed");
+    if (n->port > 0)
+        LOG_W("%s node %u: its connection closed and %s:%d refuses connections",
+              memb_role_name(n->role), n->id, n->host, n->port);
+    else
+        LOG_W("%s node %u: its connection closed and its process %u is gone",
+              memb_role_name(n->role), n->id, n->pid);
+    memb_declare_dead(n, tu_now_ms());
+}
+
+void detect_events(void)
+{
+    while (D.mon) {
+        zmq_msg_t ev, ep;
+        zmq_msg_init(&ev);
+        if (zmq_msg_recv(&ev, D.mon, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&ev);
+            return;
+        }
+        uint16_t event = 0;
+        int32_t fd = -1;
+        if (zmq_msg_size(&ev) >= 6) {
+            memcpy(&event, zmq_msg_data(&ev), 2);
+            memcpy(&fd, (char *)zmq_msg_data(&ev) + 2, 4);
+        }
+        zmq_msg_init(&ep);
+        if (zmq_msg_more(&ev))
+            zmq_msg_recv(&ep, D.mon, 0);
+        zmq_msg_close(&ev);
+        zmq_msg_close(&ep);
+        if (event != ZMQ_EVENT_DISCONNECTED || fd < 0)
+            continue;
+        for (int i = 0; i < memb.nnodes; i++) {
+            memb_node *n = &memb.nodes[i];
+            int had = 0;
+            for (int k = 0; k < DETECT_FDS; k++)
+                if (n->det.fds[k] == fd) {
+                    n->det.fds[k] = -1;
+                    had = 1;
+                }
+            if (had && !n->dead && !n->replaced && n->state != NODE_FINISHED &&
+                n->drain != DRAIN_LEFT)
+                closed(n);
+        }
+    }
+}
+
+void detect_stop(void *sock)
+{
+    if (!D.mon)
+        return;
+    zmq_socket_monitor(sock, NULL, 0);
+    zmq_close(D.mon);
+    D.mon = NULL;
+}
+
+/* ---- status and metrics -------------------------------------------------------- */
+
+void detect_fill_node(Pskv__Node *p, const memb_node *n, int64_t now)
+{
+    const phi_window *w = &n->det.gaps;
+    if (n->dead && n->det.why[0])
+        p->dead_reason = (char *)n->det.why;
+    p->has_phi = p->has_gap_mean_ms = p->has_gap_sd_ms = p->has_gaps = p->has_dead_after_ms = 1;
+    p->phi = n->dead ? 0 : phi_value(w, (double)(now - n->last_hb_ms));
+    p->gap_mean_ms = phi_mean(w);
+    p->gap_sd_ms = phi_sd(w);
+    p->gaps = w->total;
+    p->dead_after_ms = (uint32_t)dead_after(n);
+}
+
+void detect_fill_view(Pskv__View *v)
+{
+    static uint64_t heard[PSKV__ROLE__EVALUATOR + 1];
+    for (int r = 0; r <= PSKV__ROLE__EVALUATOR; r++)
+        heard[r] = D.dead_heard[r];
+    v->has_phi_threshold = v->has_min_dead_after_ms = v->has_dead_after_ms = 1;
+    v->phi_threshold = D.threshold;
+    v->min_dead_after_ms = (uint32_t)D.min_dead_ms;
+    v->dead_after_ms = (uint32_t)memb.dead_after_ms;
+    v->n_dead_heard = PSKV__ROLE__EVALUATOR + 1;
+    v->dead_heard = heard;
+}
+
+void detect_metrics(int64_t now)
+{
+    static const int roles[] = {PSKV__ROLE__SERVER, PSKV__ROLE__WORKER, PSKV__ROLE__EVALUATOR};
+    for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++) {
+        int r = roles[i];
+        if (!D.heard_s[r])
+            D.heard_s[r] = metrics_series(
+                "pskv_declared_dead_then_heard_total", MET_COUNTER,
+                "Nodes declared dead whose heartbeat came later (most likely false deaths), "
+                "by role.", "of", memb_role_name(r));
+        metrics_set(D.heard_s[r], (double)D.dead_heard[r]);
+    }
+    for (int i = 0; i < memb.nnodes; i++) {
+        memb_node *n = &memb.nodes[i];
+        if (n->replaced || n->gone_ms)
+            continue;
+        if (!n->det.phi_s) { /* by role and rank: bounded by the job's size */
+            char who[48];
+            snprintf(who, sizeof who, "%s-%d", memb_role_name(n->role), n->rank);
+            n->det.phi_s = metrics_series("pskv_node_phi", MET_GAUGE,
+                                          "The node's phi now (suspicion from its silence "
+                                          "against its heartbeat gaps).", "node_of", who);
+            n->det.mean_s = metrics_series("pskv_node_heartbeat_gap_mean_ms", MET_GAUGE,
+                                           "Mean gap between the node's heartbeats, ms.",
+                                           "node_of", who);
+            n->det.sd_s = metrics_series("pskv_node_heartbeat_gap_sd_ms", MET_GAUGE,
+                                         "Standard deviation of the node's heartbeat gaps "
+                                         "(at least half a period), ms.", "node_of", who);
+        }
+        metrics_set(n->det.phi_s,
+                    n->dead ? 0 : phi_value(&n->det.gaps, (double)(now - n->last_hb_ms)));
+        metrics_set(n->det.mean_s, phi_mean(&n->det.gaps));
+        metrics_set(n->det.sd_s, phi_sd(&n->det.gaps));
+    }
+}
