@@ -652,7 +652,8 @@ void memb_declare_dead(memb_node *n, int64_t now)
 {
     n->dead = 1;
     detect_dead(n);
-    LOG_W("node %u (%s rank %d at %s:%d) is dead (%s)", n->id, memb_role_name(n->role),
+    LOG_W("node %u (%s rank %d at %s:%d) is dead (%s): marked dead", n->id,
+          memb_role_name(n->role),
           n->rank, n->host, n->port, n->det.why);
     check_barriers();
     check_end();
