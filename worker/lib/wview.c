@@ -20,6 +20,7 @@
 #include <zmq.h>
 
 #include "log.h"
+#include "slice.h"
 #include "member.h"
 #include "net.h"
 #include "secure.h"
@@ -285,6 +286,10 @@ void wview_catch_up(pskv_worker *w)
 static void *heartbeat_main(void *arg)
 {
     pskv_worker *w = arg;
+    /* a short slice: woken for a heartbeat, it runs before the caller's compute
+     * threads finish their own slices, so a busy worker is not taken for dead */
+    if (w->hb_slice_us > 0)
+        slice_apply(w->hb_slice_us, "libpskv's heartbeat thread");
     void *s = member_hb_socket(w->ctx, &w->sec, w->sched);
     if (!s)
         return NULL;
