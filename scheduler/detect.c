@@ -24,10 +24,20 @@ static struct {
     void *mon;              /* the monitor's PAIR */
 } D;
 
-int detect_init(double phi_threshold, int min_dead_after_ms)
+int detect_init(double phi_threshold, int min_dead_after_ms, int is_default)
 {
     if (!(phi_threshold > 0)) {
         fprintf(stderr, "pskv-scheduler: --phi-threshold %g must be above 0\n", phi_threshold);
+        return 2;
+    }
+    if (is_default && min_dead_after_ms < 2 * memb.heartbeat_ms)
+        min_dead_after_ms = 2 * memb.heartbeat_ms;
+    if (is_default && min_dead_after_ms > memb.dead_after_ms)
+        min_dead_after_ms = memb.dead_after_ms;
+    if (is_default && min_dead_after_ms < 2 * memb.heartbeat_ms) {
+        fprintf(stderr, "pskv-scheduler: --dead-after-ms %d must be at least 2 x --heartbeat-ms "
+                "%d (a server's lease is at least the time-out minus one heartbeat and must "
+                "outlast one)\n", memb.dead_after_ms, memb.heartbeat_ms);
         return 2;
     }
     if (min_dead_after_ms > memb.dead_after_ms) {

@@ -47,8 +47,10 @@ typedef struct detect_node {
 } detect_node;
 
 /* The detector's settings; memb.heartbeat_ms and memb.dead_after_ms must be set.
- * Returns 0, or 2 after printing which flag is out of range to stderr. */
-int detect_init(double phi_threshold, int min_dead_after_ms);
+ * A min_dead_after_ms that is the default (is_default) follows the others: at
+ * least 2 heartbeats, at most --dead-after-ms. Returns 0, or 2 after printing
+ * which flag is out of range to stderr. */
+int detect_init(double phi_threshold, int min_dead_after_ms, int is_default);
 
 /* --min-dead-after-ms: the earliest a silent node may be declared dead. */
 int detect_min_dead_ms(void);

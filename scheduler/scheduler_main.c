@@ -288,9 +288,11 @@ static int configure(int argc, char **argv)
     view_init((uint32_t)cfg_int(config, "partitions"), replicas,
               (uint32_t)cfg_int(config, "vnodes"));
     rc = detect_init(cfg_double(config, "phi-threshold"),
-                     (int)cfg_int(config, "min-dead-after-ms"));
+                     (int)cfg_int(config, "min-dead-after-ms"),
+                     !strcmp(cfg_find(config, "min-dead-after-ms")->from, "default"));
     if (rc)
         return rc;
+    cfg_find(config, "min-dead-after-ms")->i = detect_min_dead_ms(); /* the dump says it */
     /* a lease counts from the send time of an acknowledged heartbeat and must end
      * before the scheduler could declare the server dead: the first one (the view's)
      * before the earliest, later ones as each ack grants (detect.h) */

@@ -20,10 +20,10 @@
 #include <zmq.h>
 
 #include "log.h"
-#include "slice.h"
 #include "member.h"
 #include "net.h"
 #include "secure.h"
+#include "slice.h"
 #include "timeutil.h"
 #include "wfilter.h"
 #include "wire.h"
