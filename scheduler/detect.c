@@ -15,6 +15,14 @@
 #include "timeutil.h"
 
 #define PROBE_MS 50 /* a refusal on a LAN comes back in well under a millisecond */
+/* The longest heartbeat gap of any live node over the last PAUSE_BUCKETS x
+ * PAUSE_BUCKET_MS, times PAUSE_FACTOR, is a floor of every node's time-out: on a
+ * loaded host gaps are heavy-tailed (a node heartbeating like clockwork for a
+ * minute stalls for a second), which a normal tail, phi's, misses; one node's
+ * stall warns for all, since they share the machine or its network. */
+#define PAUSE_BUCKETS 6
+#define PAUSE_BUCKET_MS 10000
+#define PAUSE_FACTOR 3
 
 static struct {
     double threshold;       /* --phi-threshold */
@@ -22,7 +30,21 @@ static struct {
     uint64_t dead_heard[8]; /* by role */
     struct met_series *heard_s[8];
     void *mon;              /* the monitor's PAIR */
+    int64_t last_any;       /* the latest heartbeat of any node */
+    int64_t pause[PAUSE_BUCKETS]; /* longest gap per bucket, ms */
+    int64_t bucket;         /* the current bucket's number (time / PAUSE_BUCKET_MS) */
 } D;
+
+/* The longest gap of the last minute, as of `now`. */
+static int64_t recent_pause(int64_t now)
+{
+    int64_t b = now / PAUSE_BUCKET_MS, m = 0;
+    for (; D.bucket < b; D.bucket++)
+        D.pause[(D.bucket + 1) % PAUSE_BUCKETS] = 0;
+    for (int i = 0; i < PAUSE_BUCKETS; i++)
+        m = D.pause[i] > m ? D.pause[i] : m;
+    return m;
+}
 
 int detect_init(double phi_threshold, int min_dead_after_ms, int is_default)
 {
@@ -69,10 +91,14 @@ void detect_node_init(detect_node *d)
         d->fds[i] = -1;
 }
 
-/* The silence after which n is declared dead, as its window stands now. */
+/* The silence after which n is declared dead, as its window and the host's
+ * recent pauses stand now. */
 static int64_t dead_after(const memb_node *n)
 {
     double t = phi_time_to(&n->det.gaps, D.threshold);
+    double floor = (double)PAUSE_FACTOR * (double)recent_pause(tu_now_ms());
+    if (t < floor)
+        t = floor;
     if (t < D.min_dead_ms)
         t = D.min_dead_ms;
     if (t > memb.dead_after_ms)
@@ -80,10 +106,44 @@ static int64_t dead_after(const memb_node *n)
     return (int64_t)t;
 }
 
+/* Nodes that count for liveness now (not dead, not finished). */
+static int live_nodes(void)
+{
+    int c = 0;
+    for (int i = 0; i < memb.nnodes; i++)
+        c += !memb.nodes[i].dead && memb.nodes[i].state != NODE_FINISHED;
+    return c;
+}
+
+/* 1 while the scheduler hears no node at all although several live: its own
+ * receiving is starved (its ZeroMQ I/O thread waits for a core while its loop
+ * runs), not every node silent at once. */
+static int deaf(int64_t now)
+{
+    return D.last_any && now - D.last_any > 2 * (int64_t)memb.heartbeat_ms && live_nodes() > 1;
+}
+
 int detect_heard(memb_node *n, int64_t now)
 {
+    if (deaf(now)) { /* the time nobody was heard is not the others' silence */
+        int64_t lost = now - D.last_any - memb.heartbeat_ms;
+        for (int i = 0; i < memb.nnodes; i++)
+            if (memb.nodes[i].last_hb_ms <= D.last_any)
+                memb.nodes[i].last_hb_ms += lost;
+        LOG_W("the scheduler heard no node for %lld ms (its receiving starved): that time is "
+              "not counted as the nodes' silence", (long long)(now - D.last_any));
+    }
+    D.last_any = now;
     int64_t gap = now - n->last_hb_ms;
+    if (gap >= D.min_dead_ms / 2 && !n->dead) /* a near miss: worth knowing on a busy host */
+        LOG_I("late heartbeat from %s node %u: %lld ms after the one before (phi %.1f, "
+              "time-out %lld ms)", memb_role_name(n->role), n->id, (long long)gap,
+              phi_value(&n->det.gaps, (double)gap), (long long)dead_after(n));
     phi_add(&n->det.gaps, (double)(gap < memb.dead_after_ms ? gap : memb.dead_after_ms));
+    recent_pause(now); /* turns the buckets to now */
+    int64_t *b = &D.pause[D.bucket % PAUSE_BUCKETS];
+    if (!n->dead && gap > *b && gap < memb.dead_after_ms)
+        *b = gap;
     int64_t t = dead_after(n);
     if (n->det.not_before_ms < now + t)
         n->det.not_before_ms = now + t;
@@ -93,7 +153,8 @@ int detect_heard(memb_node *n, int64_t now)
 int detect_silent(memb_node *n, int64_t now)
 {
     int64_t silent = now - n->last_hb_ms;
-    if (silent <= memb.dead_after_ms && (now < n->det.not_before_ms || silent < dead_after(n)))
+    if (silent <= memb.dead_after_ms &&
+        (now < n->det.not_before_ms || silent < dead_after(n) || deaf(now)))
         return 0;
     snprintf(n->det.why, sizeof n->det.why, "silent %lld ms, phi %.1f", (long long)silent,
              phi_value(&n->det.gaps, (double)silent));

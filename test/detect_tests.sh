@@ -30,13 +30,12 @@ d_joined() {
 
 # kill -9 of one of 3 servers (R = 2) under 4 pushing workers, at the defaults: the
 # scheduler declares it dead from its closed connection (the probe finds its port
-# refused), well before any lease could lapse (asserted loosely: the first push a
-# new owner acknowledged within 400 ms of the kill; the benchmark measures it
-# exactly); pskvctl status (table and --json) and the Prometheus gauges say which
+# refused), sooner than any lease could (asserted loosely: within 800 ms of the
+# kill; the benchmark measures the failover exactly); pskvctl status (table and --json) and the Prometheus gauges say which
 # detector fired and show every live node's phi and heartbeat gaps; the sums stay
 # exact.
 t_detect_kill_server() {
-  local d=$TDIR/logs mp victim t0 first js port
+  local d=$TDIR/logs mp victim t0 first js port line tdead
   mp=$(free_port)
   "$LAUNCH" --log-dir "$d" --timeout 150 --servers 3 --workers 4 --scheduler-opt=--replicas=2 \
     --scheduler-opt=--metrics-port=$mp -- --app check --rounds 2500 > "$d.out" 2>&1 &
@@ -68,14 +67,19 @@ t_detect_kill_server() {
   grep -q '^check ok' "$d.out" || fail "no 'check ok'"
   first=$(d_first_push_ms "$d")
   [ -n "$first" ] || fail "no worker logged a failover"
-  echo "failover $((first - t0)) ms after kill -9 (connection closed)"
-  [ $((first - t0)) -lt 400 ] || fail "failover took $((first - t0)) ms (the lease alone: >= 800)"
+  line=$(grep -m 1 'is dead (connection closed)' "$d/scheduler.log")
+  tdead=$(date -d "$(cut -c1-23 <<< "$line" | tr T ' ')Z" +%s%3N)
+  echo "declared dead $((tdead - t0)) ms and failover $((first - t0)) ms after kill -9 (load $(cut -d' ' -f1 /proc/loadavg))"
+  # loosely: sooner than a lease could (--min-dead-after-ms 800); on a quiet machine
+  # it is a few ms (docs/benchmarks.md), on one loaded 20 deep a few hundred
+  [ $((tdead - t0)) -lt 800 ] || fail "declared dead $((tdead - t0)) ms after the kill: not sooner than the lease"
   grep -q 'is silent for\|(silent ' "$d/scheduler.log" && fail "a node was declared dead by silence"
   return 0
 }
 
-# SIGSTOP of a server for 3 s at the defaults: its connections stay open, so the
-# lease (phi-accrual, at least --min-dead-after-ms) declares it dead; it is replaced,
+# SIGSTOP of a server for 3 s at the defaults (longer if not yet declared dead: on a
+# loaded host the time-out grows up to --dead-after-ms): its connections stay open,
+# so the lease (phi-accrual, at least --min-dead-after-ms) declares it dead; it is replaced,
 # learns so on SIGCONT and exits 3; the sums stay exact (the lease rule: it served
 # nothing once replaced). Declared dead no sooner than --min-dead-after-ms.
 t_detect_pause_server() {
@@ -88,7 +92,8 @@ t_detect_pause_server() {
   pid=$(cat "$d/server-1.pid")
   t0=$(date +%s%3N)
   kill -STOP "$pid"
-  sleep 3
+  sleep 3 # and on until declared dead: a loaded host's pauses lengthen the time-out
+  wait_line "$d/scheduler.log" 'is dead (silent' 1 5
   kill -CONT "$pid"
   wait "$lp" || fail "the job failed: $(grep -h FAILED "$d.out" "$d"/worker-*.log | head -n 3)"
   grep -q '^check ok' "$d.out" || fail "no 'check ok'"
@@ -98,7 +103,7 @@ t_detect_pause_server() {
   tdead=$(date -d "$(cut -c1-23 <<< "$line" | tr T ' ')Z" +%s%3N)
   echo "declared dead $((tdead - t0)) ms after SIGSTOP: ${line#*is dead }"
   [ $((tdead - t0)) -ge 700 ] || fail "declared dead $((tdead - t0)) ms after the stop: sooner than --min-dead-after-ms"
-  [ $((tdead - t0)) -le 2500 ] || fail "declared dead only $((tdead - t0)) ms after the stop"
+  [ $((tdead - t0)) -le 5500 ] || fail "declared dead only $((tdead - t0)) ms after the stop (--dead-after-ms 5000)"
   grep -q 'server-1 (pid [0-9]*) exited with status 3' "$d.out" ||
     fail "the paused server did not exit 3: $(grep server-1 "$d.out")"
   grep -q 'declared this server dead' "$d/server-1.log" || fail "the paused server did not say it was replaced"
