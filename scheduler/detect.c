@@ -23,6 +23,11 @@
 #define PAUSE_BUCKETS 6
 #define PAUSE_BUCKET_MS 10000
 #define PAUSE_FACTOR 3
+/* Before a minute of gaps was seen the host is assumed loaded: every bucket starts
+ * at this pause (a job's start, every process at once, is when a busy host stalls
+ * its daemons most), so the floor is 3 s for the job's first minute and then
+ * follows what the gaps show (800 ms on a quiet host). */
+#define PAUSE_PRIOR_MS 1000
 
 static struct {
     double threshold;       /* --phi-threshold */
@@ -76,6 +81,9 @@ int detect_init(double phi_threshold, int min_dead_after_ms, int is_default)
     }
     D.threshold = phi_threshold;
     D.min_dead_ms = min_dead_after_ms;
+    D.bucket = tu_now_ms() / PAUSE_BUCKET_MS;
+    for (int i = 0; i < PAUSE_BUCKETS; i++)
+        D.pause[i] = PAUSE_PRIOR_MS;
     return 0;
 }
 
