@@ -313,7 +313,7 @@ f_bsp_late_view() {
 }
 
 # pause_until_replaced DIR: once the job's 3 workers joined, server 1 is stopped
-# (SIGSTOP) past the death time-out and resumed (SIGCONT); it must learn it was
+# (SIGSTOP) until declared dead and resumed (SIGCONT); it must learn it was
 # replaced, say so, and exit within 5 s.
 pause_until_replaced() {
   local d=$1 pid i
@@ -321,7 +321,8 @@ pause_until_replaced() {
   sleep 0.3
   pid=$(cat "$d/server-1.pid")
   kill -STOP "$pid"
-  sleep 1.2
+  sleep 1.2 # and on until declared dead (the time-out adapts: up to --dead-after-ms 5 s)
+  for i in $(seq 80); do grep -q 'marked dead' "$d/scheduler.log" && break; sleep 0.1; done
   kill -CONT "$pid"
   for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   kill -0 "$pid" 2>/dev/null && fail "the paused server still runs after it was replaced"
