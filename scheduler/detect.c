@@ -172,6 +172,7 @@ int detect_silent(memb_node *n, int64_t now)
 void detect_dead(memb_node *n)
 {
     n->det.heard_dead = 0;
+    n->det.recheck_ms = 0;
     for (int i = 0; i < DETECT_FDS; i++)
         n->det.fds[i] = -1;
 }
@@ -227,18 +228,18 @@ void detect_note(wire_msg *msg)
     n->det.fds[free_at] = fd;
 }
 
-/* A connection of live node n closed: confirm its process is gone, then it dies. */
+/* A connection of live node n closed: confirm its process is gone, then it dies;
+ * not confirmed yet, probed again a little later (detect_recheck). */
 static void closed(memb_node *n)
 {
-    probe_result r = PROBE_UNKNOWN;
-    int gone = 0;
-    if (n->port > 0) {
-        r = probe_tcp(n->host, n->port, PROBE_MS);
-        gone = r == PROBE_REFUSED;
-    } else if (n->det.local) {
-        gone = probe_pid_gone(n->pid) == 1;
-    }
-    if (!gone) {
+    static const int again_ms[] = {10, 30, 100, 300};
+    probe_result r = n->port > 0 ? probe_tcp(n->host, n->port, PROBE_MS) : PROBE_UNKNOWN;
+    int pid_gone = n->det.local && probe_pid_gone(n->pid) == 1;
+    if (r != PROBE_REFUSED && !pid_gone) {
+        if (n->det.rechecks < (int)(sizeof again_ms / sizeof again_ms[0])) {
+            n->det.recheck_ms = tu_now_ms() + again_ms[n->det.rechecks++];
+            return;
+        }
         LOG_I("a connection of %s node %u closed, but %s: left to its lease",
               memb_role_name(n->role), n->id,
               n->port > 0 ? probe_name(r) : n->det.local ? "its process runs"
@@ -246,13 +247,41 @@ static void closed(memb_node *n)
         return;
     }
     snprintf(n->det.why, sizeof n->det.why, "connection closed");
-    if (n->port > 0)
+    if (r == PROBE_REFUSED)
         LOG_W("%s node %u: its connection closed and %s:%d refuses connections",
               memb_role_name(n->role), n->id, n->host, n->port);
     else
         LOG_W("%s node %u: its connection closed and its process %u is gone",
               memb_role_name(n->role), n->id, n->pid);
     memb_declare_dead(n, tu_now_ms());
+}
+
+/* Whether n may still be declared dead by its closed connection. */
+static int judged(const memb_node *n)
+{
+    return !n->dead && !n->replaced && n->state != NODE_FINISHED && n->drain != DRAIN_LEFT;
+}
+
+long detect_recheck(int64_t now)
+{
+    long wait = -1;
+    for (int i = 0; i < memb.nnodes; i++) {
+        memb_node *n = &memb.nodes[i];
+        if (!n->det.recheck_ms)
+            continue;
+        if (!judged(n)) {
+            n->det.recheck_ms = 0;
+            continue;
+        }
+        if (now >= n->det.recheck_ms) {
+            n->det.recheck_ms = 0;
+            closed(n);
+            now = tu_now_ms();
+        }
+        if (n->det.recheck_ms && (wait < 0 || n->det.recheck_ms - now < wait))
+            wait = (long)(n->det.recheck_ms > now ? n->det.recheck_ms - now : 0);
+    }
+    return wait;
 }
 
 void detect_events(void)
@@ -285,9 +314,10 @@ void detect_events(void)
                     n->det.fds[k] = -1;
                     had = 1;
                 }
-            if (had && !n->dead && !n->replaced && n->state != NODE_FINISHED &&
-                n->drain != DRAIN_LEFT)
+            if (had && judged(n)) {
+                n->det.rechecks = 0;
                 closed(n);
+            }
         }
     }
 }

@@ -5,8 +5,10 @@
  *    its connections, learnt from ZMQ_SRCFD of its messages). A close alone is not
  *    proof (a flapping link closes too), so a probe confirms: the node's port
  *    refusing a TCP connection (its kernel says nothing listens), or for a node
- *    on this host without a port its process gone from /proc. Confirmed: declared
- *    dead at once, "dead (connection closed)". Not confirmed: left to the lease.
+ *    on this host its process gone from /proc. A dying process closes its
+ *    connections before its listening socket, so a probe that finds the port open
+ *    is made again 10, 30, 100 and 300 ms later. Confirmed: declared dead at
+ *    once, "dead (connection closed)". Not confirmed: left to the lease.
  *  - Is a silent process dead or slow? A phi-accrual detector (common/phi.h) per
  *    node over its heartbeat gaps: dead once phi reaches --phi-threshold, never
  *    before --min-dead-after-ms of silence, always after --dead-after-ms;
@@ -42,6 +44,9 @@ typedef struct detect_node {
     int fds[DETECT_FDS];      /* the scheduler's fds its messages came on, -1 = none */
     int local;                /* its connections come from loopback: this host */
     int heard_dead;           /* declared dead, then heard from (counted once) */
+    int64_t recheck_ms;       /* probe again at this time (0 = none): a closed connection
+                                 whose probe was accepted, its process perhaps exiting */
+    int rechecks;             /* probes since its connection closed */
     char why[64];             /* why it was declared dead; "" while alive */
     struct met_series *phi_s, *mean_s, *sd_s; /* its gauges (sched_metrics), or NULL */
 } detect_node;
@@ -89,6 +94,10 @@ void detect_note(wire_msg *msg);
 /* Takes the monitor's waiting events: a closed connection of a live node is
  * probed and, confirmed, the node declared dead (memb_declare_dead). */
 void detect_events(void);
+
+/* Probes again the nodes whose recheck is due at `now`; returns the ms until the
+ * next one is due (for the loop's poll), or -1 when none waits. */
+long detect_recheck(int64_t now);
 
 /* Stops the monitor and closes its socket; safe when it never started. */
 void detect_stop(void *sock);

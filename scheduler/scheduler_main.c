@@ -376,6 +376,9 @@ static void run(void)
         }
         zmq_pollitem_t items[2] = {{sock, 0, ZMQ_POLLIN, 0}, {detect_socket(), 0, ZMQ_POLLIN, 0}};
         long wait = (long)(next_tick - tu_now_ms());
+        long probe = detect_recheck(tu_now_ms()); /* a closed connection probed again */
+        if (probe >= 0 && probe < wait)
+            wait = probe;
         if (wait < 0)
             wait = 0;
         if (zmq_poll(items, items[1].socket ? 2 : 1, wait) < 0 && errno != EINTR) {
