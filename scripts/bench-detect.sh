@@ -70,7 +70,7 @@ if [ -z "$only" ] || [ "$only" = stop ]; then
   for k in $(seq "$stops"); do
     d=$out/stop-$k
     "$here/launch-local.sh" --log-dir "$d" --timeout $((warmup + 120)) --servers 3 --workers 3 \
-      --scheduler-opt=--replicas=2 -- --app check --rounds 100000000 --slowdown 1.5 > "$d.out" 2>&1 &
+      --scheduler-opt=--replicas=2 -- --app check --rounds 1000000 --slowdown 1.5 > "$d.out" 2>&1 &
     lp=$!
     joined "$d" 3 || { kill $lp; wait $lp; continue; }
     sleep "$warmup"
@@ -125,7 +125,7 @@ fi
 cost_run() {
   local d=$out/cost-$2 lp pid c0 c1
   PSKV_BIN_DIR=$1 "$here/launch-local.sh" --log-dir "$d" --timeout 200 --servers 3 --workers 4 \
-    -- --app check --rounds 100000000 --slowdown 20 > "$d.out" 2>&1 &
+    -- --app check --rounds 1000000 --slowdown 20 > "$d.out" 2>&1 &
   lp=$!
   joined "$d" 4 || { kill $lp; return; }
   pid=$(cat "$d/scheduler.pid")
