@@ -256,10 +256,12 @@ static void closed(memb_node *n)
     memb_declare_dead(n, tu_now_ms());
 }
 
-/* Whether n may still be declared dead by its closed connection. */
+/* Whether n may still be declared dead by its closed connection: not once the job
+ * stops (every node is leaving; a server's STOP_ACK may still be on its way). */
 static int judged(const memb_node *n)
 {
-    return !n->dead && !n->replaced && n->state != NODE_FINISHED && n->drain != DRAIN_LEFT;
+    return !n->dead && !n->replaced && n->state != NODE_FINISHED && n->drain != DRAIN_LEFT &&
+           memb.state != JOB_STOPPING && memb.state != JOB_FINISHED;
 }
 
 long detect_recheck(int64_t now)
