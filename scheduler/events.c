@@ -33,7 +33,7 @@ int events_publish(const sched_ev *ev)
     return 0;
 }
 
-int events_node(sched_event kind, memb_node *n)
+int events_node(sched_event kind, struct memb_node *n)
 {
     sched_ev ev = {.kind = kind, .node = n};
     return events_publish(&ev);

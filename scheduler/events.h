@@ -25,8 +25,9 @@
 
 #include <stdint.h>
 
-#include "membership.h"
 #include "wire.h"
+
+struct memb_node; /* membership.h's; named only, so that events sits below membership */
 
 typedef enum sched_event {
     SCHED_EV_REGISTERING, /* membership.c: a REGISTER passed the checks every role passes
@@ -50,7 +51,7 @@ typedef enum sched_event {
  * NULL or 0. */
 typedef struct sched_ev {
     sched_event kind;
-    memb_node *node;
+    struct memb_node *node;
     wire_msg *msg;
     const char *metric;
     double value;
@@ -73,7 +74,7 @@ int events_subscribe(sched_event kind, sched_ev_fn fn, void *ctx);
 int events_publish(const sched_ev *ev);
 
 /* events_publish of an event of `kind` about node n (NULL when the kind has none). */
-int events_node(sched_event kind, memb_node *n);
+int events_node(sched_event kind, struct memb_node *n);
 
 /* Forgets every subscriber (tests, and the scheduler's exit). */
 void events_reset(void);
