@@ -168,12 +168,16 @@ static void send_simple(void *d, int type, uint32_t sender, uint64_t seq)
     deliver(d, &m);
 }
 
-/* A job of 1 server and 2 workers, running: sockets and ids out. */
-static void start_job(void **srv, uint32_t *sid, void **w, uint32_t *wid)
+/* start_job's nodes: the server's socket and id, the workers' by rank. */
+static void *srv, *w[2];
+static uint32_t sid, wid[2];
+
+/* A job of 1 server and 2 workers, running. */
+static void start_job(void)
 {
     setup_job(1, 2);
-    *srv = reg(PSKV__ROLE__SERVER, -1, 1);
-    ck_assert_int_eq(acked_rank(*srv, sid), 0);
+    srv = reg(PSKV__ROLE__SERVER, -1, 1);
+    ck_assert_int_eq(acked_rank(srv, &sid), 0);
     for (int i = 0; i < 2; i++) {
         w[i] = reg(PSKV__ROLE__WORKER, i, 10 + (uint64_t)i);
         ck_assert_int_eq(acked_rank(w[i], &wid[i]), i);
@@ -181,12 +185,15 @@ static void start_job(void **srv, uint32_t *sid, void **w, uint32_t *wid)
     ck_assert_int_eq(memb.state, JOB_RUNNING);
 }
 
-/* Node id's lease: last heard `ago` ms before now. */
-static void heard_ago(uint32_t id, int64_t now, int64_t ago)
+/* The lease check at now, node ids[i] last heard ago[i] ms before. */
+static void expire_at(int64_t now, const uint32_t *ids, const int64_t *ago, int n)
 {
-    memb_node *n = memb_find(id);
-    ck_assert_ptr_nonnull(n);
-    n->last_hb_ms = now - ago;
+    for (int i = 0; i < n; i++) {
+        memb_node *m = memb_find(ids[i]);
+        ck_assert_ptr_nonnull(m);
+        m->last_hb_ms = now - ago[i];
+    }
+    memb_expire(now);
 }
 
 START_TEST(test_register_ranks)
@@ -221,16 +228,11 @@ END_TEST
 
 START_TEST(test_rank_takeover)
 {
-    void *srv, *w[2];
-    uint32_t sid, wid[2], nid;
-    start_job(&srv, &sid, w, wid);
+    uint32_t nid;
+    start_job();
     void *n = reg(PSKV__ROLE__WORKER, 0, 20);
     ck_assert_ptr_nonnull(strstr(refusal(n), "rank 0 is held by live node"));
-    int64_t now = tu_now_ms();
-    heard_ago(sid, now, 0);
-    heard_ago(wid[0], now, 5000);
-    heard_ago(wid[1], now, 0);
-    memb_expire(now);
+    expire_at(tu_now_ms(), (uint32_t[]){sid, wid[0], wid[1]}, (int64_t[]){0, 5000, 0}, 3);
     ck_assert_int_eq(memb_find(wid[0])->dead, 1);
     reg_from(n, PSKV__ROLE__WORKER, 0, 21);
     ck_assert_int_eq(acked_rank(n, &nid), 0); /* the dead worker's rank */
@@ -245,15 +247,11 @@ END_TEST
 
 START_TEST(test_lease_expiry)
 {
-    void *srv, *w[2];
-    uint32_t sid, wid[2];
-    start_job(&srv, &sid, w, wid);
-    int64_t now = tu_now_ms();
-    heard_ago(sid, now, memb.dead_after_ms); /* silent exactly dead-after-ms: alive */
-    heard_ago(wid[0], now, memb.dead_after_ms + 1);
-    heard_ago(wid[1], now, 0);
+    start_job();
     uint64_t epoch = view_epoch();
-    memb_expire(now);
+    /* silent exactly dead-after-ms: alive; 1 ms longer: dead */
+    int64_t dead = memb.dead_after_ms;
+    expire_at(tu_now_ms(), (uint32_t[]){sid, wid[0], wid[1]}, (int64_t[]){dead, dead + 1, 0}, 3);
     ck_assert_int_eq(memb_find(sid)->dead, 0);
     ck_assert_int_eq(memb_find(wid[0])->dead, 1);
     ck_assert_int_eq(memb_find(wid[1])->dead, 0);
@@ -266,9 +264,7 @@ END_TEST
 
 START_TEST(test_barriers)
 {
-    void *srv, *w[2];
-    uint32_t sid, wid[2];
-    start_job(&srv, &sid, w, wid);
+    start_job();
     send_simple(w[0], PSKV__MSG_TYPE__BARRIER, wid[0], 1);
     ck_assert_ptr_null(next_of(w[0], PSKV__MSG_TYPE__BARRIER_DONE, 100));
     send_simple(w[1], PSKV__MSG_TYPE__BARRIER, wid[1], 1);
@@ -280,11 +276,8 @@ START_TEST(test_barriers)
     ck_assert_uint_eq(memb.barrier_done, 1);
     send_simple(w[0], PSKV__MSG_TYPE__BARRIER, wid[0], 1); /* re-sent: answered again */
     ck_assert_ptr_nonnull(next_of(w[0], PSKV__MSG_TYPE__BARRIER_DONE, 1000));
-    int64_t now = tu_now_ms(); /* worker 1 dies: barrier 2 waits for worker 0 alone */
-    heard_ago(sid, now, 0);
-    heard_ago(wid[0], now, 0);
-    heard_ago(wid[1], now, 5000);
-    memb_expire(now);
+    /* worker 1 dies: barrier 2 waits for worker 0 alone */
+    expire_at(tu_now_ms(), (uint32_t[]){sid, wid[0], wid[1]}, (int64_t[]){0, 0, 5000}, 3);
     send_simple(w[0], PSKV__MSG_TYPE__BARRIER, wid[0], 2);
     const Pskv__Meta *d = next_of(w[0], PSKV__MSG_TYPE__BARRIER_DONE, 1000);
     ck_assert_msg(d != NULL, "barrier 2 not released without the dead worker");
@@ -295,9 +288,7 @@ END_TEST
 
 START_TEST(test_finish_then_stop)
 {
-    void *srv, *w[2];
-    uint32_t sid, wid[2];
-    start_job(&srv, &sid, w, wid);
+    start_job();
     send_simple(w[0], PSKV__MSG_TYPE__FINISH, wid[0], 0);
     ck_assert_ptr_nonnull(next_of(w[0], PSKV__MSG_TYPE__FINISH_ACK, 1000));
     ck_assert_ptr_null(next_of(srv, PSKV__MSG_TYPE__STOP, 100)); /* worker 1 still counts */
@@ -366,8 +357,8 @@ START_TEST(test_events_and_fillers)
     acked_rank(a, &s0);
     void *b = reg(PSKV__ROLE__SERVER, -1, 3);
     acked_rank(b, &s1);
-    void *w = reg(PSKV__ROLE__WORKER, -1, 4);
-    acked_rank(w, &w0);
+    void *wk = reg(PSKV__ROLE__WORKER, -1, 4);
+    acked_rank(wk, &w0);
     /* registering (vetoed), then registering + joined for each node, then complete
      * before the first placement and view */
     sched_event want[] = {SCHED_EV_REGISTERING, SCHED_EV_REGISTERING, SCHED_EV_JOINED,
@@ -378,16 +369,13 @@ START_TEST(test_events_and_fillers)
         ck_assert_int_eq(seen.kind[i], want[i]);
     ck_assert_uint_eq(seen.epoch[7], 0);
     ck_assert_int_eq(seen.state[7], JOB_WAITING);
-    const Pskv__Meta *v = next_of(w, PSKV__MSG_TYPE__VIEW, 1000);
+    const Pskv__Meta *v = next_of(wk, PSKV__MSG_TYPE__VIEW, 1000);
     ck_assert_ptr_nonnull(v);
     ck_assert_str_eq(v->view->stop_reason, "from the filler");
     send_simple(a, PSKV__MSG_TYPE__HEARTBEAT, s0, 0);
     ck_assert_int_eq(seen.kind[seen.n - 1], SCHED_EV_HEARD);
-    int64_t now = tu_now_ms(); /* server 1 dies: its partitions move, then the event */
-    heard_ago(s0, now, 0);
-    heard_ago(s1, now, 5000);
-    heard_ago(w0, now, 0);
-    memb_expire(now);
+    /* server 1 dies: its partitions move, then the event */
+    expire_at(tu_now_ms(), (uint32_t[]){s0, s1, w0}, (int64_t[]){0, 5000, 0}, 3);
     ck_assert_int_eq(seen.kind[seen.n - 1], SCHED_EV_DIED);
     ck_assert_uint_eq(seen.epoch[seen.n - 1], 2); /* after the view without it */
     ck_assert_uint_eq(memb_find(s0)->heads + view_lost(), 8); /* R = 1: its own are lost */
