@@ -2,15 +2,16 @@
  * events they own) publish what happened to a node; the policies (checkpoint.c,
  * drain.c, earlystop.c) subscribe to what they act on, so the publisher names no
  * policy. Each policy subscribes in its *_hooks() call, which scheduler_main.c
- * makes once before the event loop, checkpoint.c first: where two subscribers
- * take the same event they run in that order.
+ * makes once before the event loop, checkpoint.c first and sched_metrics.c last:
+ * where two subscribers take the same event they run in that order.
  *
  * Order, where it matters (each is the order the hard-wired calls had):
  * - SCHED_EV_COMPLETE comes before the first placement (a resumed job's chains
  *   are adopted from it) and before the first view.
  * - SCHED_EV_DIED for a server of a running job comes after its partitions were
- *   re-placed and the new view went out, and before the failover is counted and
- *   logged; for a worker of a running job, after the view that takes it out of the
+ *   re-placed and the new view went out, and before the failover is logged (with
+ *   the time the failover took, its subscribers' included: checkpoint.c's, then
+ *   sched_metrics.c's count); for a worker of a running job, after the view that takes it out of the
  *   clock set; for any other node, after the barriers and the job's end were
  *   checked again.
  * - SCHED_EV_HEARD comes before membership renews anything; for a drained server

@@ -12,7 +12,6 @@
 #include "log.h"
 #include "net.h"
 #include "pskv_errors.h"
-#include "sched_metrics.h"
 #include "sched_net.h"
 #include "timeutil.h"
 #include "view.h"
@@ -656,8 +655,8 @@ static void declare_dead(memb_node *n, int64_t now)
         n->gone_ms = now; /* never serves again (memb_on_heartbeat) */
         view_place();
         view_send();
-        events_node(SCHED_EV_DIED, n); /* checkpoint.c: one in progress no longer waits */
-        schedm_failover();
+        /* checkpoint.c: one in progress no longer waits; sched_metrics.c: a failover */
+        events_node(SCHED_EV_DIED, n);
         LOG_W("server node %u replaced: view epoch %llu published %.1f ms after it was "
               "declared dead; %u partitions lost (every replica dead)", n->id,
               (unsigned long long)view_epoch(), (double)(tu_now_us() - t0) / 1e3, view_lost());

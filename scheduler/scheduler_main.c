@@ -276,10 +276,12 @@ static int configure(int argc, char **argv)
     if (rc)
         return rc;
     /* the policies subscribe to node events and fill their parts of VIEW and
-     * STATUS_REPLY: checkpoint.c first, as the calls by name went (events.h) */
+     * STATUS_REPLY, checkpoint.c first, then the metrics: in the order the calls
+     * by name went (events.h) */
     ckpt_hooks();
     estop_hooks();
     drain_hooks();
+    schedm_hooks();
     if (!ckpt_resume_job(&memb.job_id))
         memb.job_id = (uint64_t)cfg_int(config, "job-id");
     while (memb.job_id == 0 &&
