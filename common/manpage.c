@@ -96,6 +96,16 @@ static void section(FILE *f, const char *title, const char *text)
     fputc('\n', f);
 }
 
+/* Writes the accepted range of a bounded number into buf ("0 to 65535"), as the
+ * parser checks it (config.c: min > max means unbounded); "" for the rest. */
+static const char *range_of(const cfg_entry *e, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    if ((e->type == CFG_INT || e->type == CFG_DOUBLE) && e->min <= e->max)
+        snprintf(buf, len, e->type == CFG_INT ? "%.0f to %.0f" : "%g to %g", e->min, e->max);
+    return buf;
+}
+
 /* The page text of program `base`, or NULL. */
 static const struct page *page_of(const char *base)
 {
@@ -132,6 +142,9 @@ void man_write(const cfg_entry *tab, const char *prog, const char *usage, void *
         put(f, e->help);
         if (e->unit)
             font(f, " (", 'R', 0, e->unit, ")");
+        char range[80];
+        if (*range_of(e, range, sizeof range))
+            font(f, ". Range: ", 'R', 0, range, "");
         font(f, ". Default: ", 'R', 0, e->def && *e->def ? e->def : "none", "");
         if (e->env)
             font(f, "; environment ", 'B', 0, e->env, "");
@@ -217,6 +230,9 @@ void man_write_markdown(const cfg_entry *tab, const char *prog, const char *usag
             md_put(f, e->unit);
             fputc(')', f);
         }
+        char range[80];
+        if (*range_of(e, range, sizeof range))
+            fprintf(f, "; range %s", range);
         fputs(" | ", f);
         if (e->def && *e->def)
             md_code(f, e->def);

@@ -13,8 +13,8 @@
 #include "config.h"
 
 /* Writes the page of program `prog` (a path; its base name is used) to `stream`
- * (a FILE *): NAME, SYNOPSIS (usage), DESCRIPTION, OPTIONS and ENVIRONMENT from
- * `tab`, EXIT STATUS, FILES and SEE ALSO. */
+ * (a FILE *): NAME, SYNOPSIS (usage), DESCRIPTION, OPTIONS (each number's range
+ * as the parser checks it) and ENVIRONMENT from `tab`, EXIT STATUS, FILES and SEE ALSO. */
 void man_write(const cfg_entry *tab, const char *prog, const char *usage, void *stream);
 
 /* As man_write, in markdown (GitHub's dialect: the options are one table).
