@@ -19,7 +19,8 @@ void man_write(const cfg_entry *tab, const char *prog, const char *usage, void *
 
 /* As man_write, in markdown (GitHub's dialect: the options are one table).
  * Hidden, so that libpskv.so (which links common/) exports no new symbol. */
-__attribute__((visibility("hidden"))) void man_write_markdown(const cfg_entry *tab, const char *prog, const char *usage,
-                        void *stream);
+__attribute__((visibility("hidden"))) void man_write_markdown(const cfg_entry *tab,
+                                                              const char *prog,
+                                                              const char *usage, void *stream);
 
 #endif

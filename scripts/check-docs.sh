@@ -11,7 +11,10 @@ cd "$(dirname "$0")/.."
 
 write=0
 if [ "${1:-}" = "--write" ]; then write=1; shift; fi
-case "${1:-}" in -h|--help) sed -n '2,8p' "$0"; exit 0 ;; -*) echo "check-docs: unknown flag '$1' (see --help)" >&2; exit 2 ;; esac
+case "${1:-}" in
+  -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+  -*) echo "check-docs: unknown flag '$1' (see --help)" >&2; exit 2 ;;
+esac
 bin=${1:-build/bin}
 progs="pskv-scheduler pskv-server pskv-worker pskv-evaluator pskvctl"
 
@@ -20,12 +23,15 @@ for p in $progs; do
   [ -x "$bin/$p" ] || { echo "check-docs: $bin/$p not built (run make all)" >&2; exit 2; }
   page=docs/reference/$p.md
   if [ "$write" = 1 ]; then
-    "$bin/$p" --markdown > "$page.tmp" && mv "$page.tmp" "$page" || { rm -f "$page.tmp"; exit 1; }
+    "$bin/$p" --markdown > "$page.tmp" && mv "$page.tmp" "$page" ||
+      { rm -f "$page.tmp"; exit 1; }
     echo "wrote $page"
   elif ! "$bin/$p" --markdown | cmp -s - "$page"; then
-    echo "check-docs: $page is stale (differs from '$p --markdown'): run make docs and commit it" >&2
+    echo "check-docs: $page is stale (differs from '$p --markdown'):" \
+      "run make docs and commit it" >&2
     bad=1
   fi
 done
-[ "$write" = 1 ] || [ "$bad" = 1 ] || echo "flag reference is current: docs/reference/ matches --markdown of every program"
+[ "$write" = 1 ] || [ "$bad" = 1 ] ||
+  echo "flag reference is current: docs/reference/ matches --markdown of every program"
 exit "$bad"
