@@ -31,10 +31,13 @@ static const struct page {
      "or its checkpoint file unreadable on --resume. 2: usage. 3: replaced (declared dead "
      "while the job ran); it served nothing more."},
     {"pskv-worker", "a pskv worker running one of the built-in applications",
-     "Joins the job through libpskv and runs the application chosen by --app: check (an "
-     "exact-sum check of dense and sparse tables), bench (push/pull throughput), softmax "
-     "and mlp (Fashion-MNIST), sparse-lr (sparse logistic regression on LIBSVM data) or "
-     "resume-check. Pushes gradients and pulls weights by key range.",
+     "Joins the job through libpskv and runs the application chosen by --app (the "
+     "synopsis lists them all): training, softmax and mlp (Fashion-MNIST), sparse-lr "
+     "(sparse logistic regression on LIBSVM data) and pipeline (an MLP cut into stages on "
+     "separate workers); checks, check (an exact-sum check of dense and sparse tables), "
+     "resume-check, incr-check, replay, admit, allreduce-check and filter-check; "
+     "benchmarks, bench (push/pull or all-reduce throughput) and sparse-bench. Pushes "
+     "gradients and pulls weights by key range.",
      "0: the application succeeded. 1: cannot join, training data missing or corrupt, a "
      "table refused, or the application failed. 2: usage (bad flags or values). 128+N: "
      "stopped by signal N."},
