@@ -108,7 +108,8 @@ static const char *range_of(const cfg_entry *e, char *buf, size_t len)
 {
     buf[0] = '\0';
     if ((e->type == CFG_INT || e->type == CFG_DOUBLE) && e->min <= e->max)
-        snprintf(buf, len, e->type == CFG_INT ? "%.0f to %.0f" : "%g to %g", e->min, e->max);
+        snprintf(buf, len, e->type == CFG_INT && e->max < 1e15 ? "%.0f to %.0f" : "%g to %g",
+                 e->min, e->max); /* a bound near 2^63 reads better as 9.2e+18 */
     return buf;
 }
 
