@@ -2,7 +2,6 @@
  * -DPSKV_EVALUATOR it is pskv-evaluator instead: the same flags (so the evaluator
  * takes every app flag the workers take), the evaluator role, app_eval.c. */
 #define _GNU_SOURCE
-#include <assert.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdarg.h>
@@ -13,6 +12,7 @@
 #include <unistd.h>
 
 #include "apps.h"
+#include "apptab.h"
 #include "filter.h"
 #include "updflags.h"
 #include "config.h"
@@ -29,15 +29,8 @@
 
 #ifdef PSKV_EVALUATOR
 #define PROG "pskv-evaluator"
-#define USAGE                                                                              \
-    "pskv-evaluator --scheduler HOST:PORT --app softmax|mlp|sparse-lr --validation-split N " \
-    "[flags]"
 #else
 #define PROG "pskv-worker"
-#define USAGE                                                                               \
-    "pskv-worker --scheduler HOST:PORT --app "                                              \
-    "check|resume-check|incr-check|bench|sparse-bench|softmax|mlp|sparse-lr|replay|admit|"   \
-    "allreduce-check|filter-check|pipeline [flags]"
 #endif
 
 extern void openblas_set_num_threads(int);
@@ -65,9 +58,7 @@ static cfg_entry config[] = {
     {"scheduler", CFG_STR, "127.0.0.1:7700", "PSKV_SCHEDULER", 1, 0, NULL,
      "scheduler address HOST:PORT", 0, 0, NULL, NULL},
     {"app", CFG_STR, "check", "PSKV_WORKER_APP", 1, 0, NULL,
-     "application: check, resume-check, incr-check, bench, sparse-bench, softmax, mlp, "
-     "sparse-lr, replay, admit, allreduce-check, filter-check or pipeline", 0, 0,
-     NULL, NULL},
+     NULL /* "application: " and the app table's names: usage_texts */, 0, 0, NULL, NULL},
     {"rank", CFG_INT, "-1", "PSKV_WORKER_RANK", -1, 65535, NULL,
      "rank to take (-1 = the scheduler assigns one)", 0, 0, NULL, NULL},
     {"request-timeout", CFG_DOUBLE, "30", "PSKV_WORKER_REQUEST_TIMEOUT", 0.01, 86400, "s",
@@ -345,36 +336,6 @@ static cfg_entry config[] = {
     CFG_COMMON_ENTRIES("PSKV_WORKER_PORT", "0"),
     CFG_END};
 
-/* Defaults that depend on --app: the settings docs/benchmarks.md shows reaching
- * 0.84 (softmax) and 0.87 (mlp) test accuracy in 5 epochs with sgd. Each takes the
- * place of the table's default only where neither the environment nor a flag set
- * the entry; the other apps keep the table's, and so do adam and ftrl (whose
- * defaults updflags gives). The help texts above name them. */
-static const struct app_default {
-    const char *app, *flag, *value;
-    int sgd;  /* measured with sgd: taken only with --updater sgd or adagrad */
-} app_defaults[] = {
-    {"softmax", "lr", "0.02", 1},
-    {"softmax", "lr-schedule", "linear", 1},
-    {"mlp", "lr", "0.0075", 1},
-    {"mlp", "lr-schedule", "linear", 1},
-    {"mlp", "batch", "16", 0},
-    {"pipeline", "lr", "0.01", 1},
-    {"pipeline", "lr-schedule", "const", 1},
-};
-
-static void apply_app_defaults(const char *app)
-{
-    char err[200];
-    const char *upd = cfg_str(config, "updater");
-    int sgd = !strcmp(upd, "sgd") || !strcmp(upd, "adagrad");
-    for (size_t i = 0; i < sizeof app_defaults / sizeof app_defaults[0]; i++)
-        if (!strcmp(app_defaults[i].app, app) && (sgd || !app_defaults[i].sgd) &&
-            cfg_set_default(config, app_defaults[i].flag, app_defaults[i].value, err,
-                            sizeof err) < 0)
-            assert(!"bad value in app_defaults");
-}
-
 /* `--keys N` (digits, and no such directory) was the check app's key count
  * before --keys named a key directory: still taken so, with a warning, so that
  * old command lines keep working. Returns 0, or -1 after a usage error. */
@@ -398,14 +359,15 @@ static int legacy_keys(void)
 /* The flags only one of pskv-worker and pskv-evaluator takes (they share the
  * table, so that the evaluator takes every app flag the workers take). Returns
  * -1 to go on, or 2 after saying which flag is wrong. */
-static int role_checks(int dense_train)
+static int role_checks(const app_row *row)
 {
     const char *best = cfg_str(config, "save-best");
 #ifdef PSKV_EVALUATOR
-    int sparse = !strcmp(cfg_str(config, "app"), "sparse-lr");
-    if (!dense_train && !sparse) {
-        fprintf(stderr, PROG ": --app %s: the evaluator evaluates softmax, mlp and sparse-lr\n",
-                cfg_str(config, "app"));
+    int sparse = (row->needs & APP_AUC) != 0;
+    if (!(row->needs & APP_EVALUATED)) {
+        char names[256];
+        fprintf(stderr, PROG ": --app %s: the evaluator evaluates %s\n", row->name,
+                apptab_names(names, sizeof names, APP_EVALUATED, ", ", " and "));
         return 2;
     }
     if (cfg_int(config, "validation-split") == 0) {
@@ -437,7 +399,7 @@ static int role_checks(int dense_train)
         }
     }
 #else
-    (void)dense_train;
+    (void)row;
     if (*best || *cfg_str(config, "evaluate") || cfg_int(config, "stall-after")) {
         fprintf(stderr, PROG ": %s is pskv-evaluator's flag\n", *best ? "--save-best"
                 : *cfg_str(config, "evaluate") ? "--evaluate" : "--stall-after");
@@ -481,8 +443,9 @@ static void library_config(pskv_config *pc)
 
 /* --op, --reduce and --sync: their values, and --sync allreduce only where an
  * app trains densely. Returns 0, or -1 after a usage error. */
-static int allreduce_flags(const char *app)
+static int allreduce_flags(const app_row *row)
 {
+    const char *app = row->name;
     const char *op = cfg_str(config, "op"), *red = cfg_str(config, "reduce"),
                *sync = cfg_str(config, "sync");
     const char *bad = strcmp(op, "push-pull") && strcmp(op, "allreduce") ? "--op must be "
@@ -491,16 +454,18 @@ static int allreduce_flags(const char *app)
                       : strcmp(sync, "ps") && strcmp(sync, "allreduce") && strcmp(sync, "local")
                           ? "--sync must be ps, allreduce or local"
                           : NULL;
-    if (!bad && strcmp(sync, "ps") && strcmp(app, "mlp") && strcmp(app, "softmax"))
-        bad = strcmp(sync, "local") ? "--sync allreduce applies to --app mlp and softmax"
-                                    : "--sync local applies to --app mlp and softmax";
+    char why[300];
+    int train = (row->needs & APP_DENSE) != 0;
+    if (!bad && strcmp(sync, "ps") && !train) {
+        snprintf(why, sizeof why, "--sync %s applies to --app %s",
+                 strcmp(sync, "local") ? "allreduce" : "local", apptab_phrase(APP_DENSE));
+        bad = why;
+    }
     const char *wire = cfg_str(config, "wire");
-    int ar = !strcmp(sync, "allreduce") || !strcmp(app, "allreduce-check") ||
-             (!strcmp(app, "bench") && !strcmp(op, "allreduce"));
+    int ar = !strcmp(sync, "allreduce") || (row->needs & APP_ALLREDUCE) ||
+             ((row->needs & APP_OP) && !strcmp(op, "allreduce"));
     /* parameter-server apps whose tables take --wire (pskv_table_opts.wire) */
-    int ps = !ar && (!strcmp(app, "check") || !strcmp(app, "bench") || !strcmp(app, "mlp") ||
-                     !strcmp(app, "softmax") || !strcmp(app, "sparse-lr"));
-    int train = !strcmp(app, "mlp") || !strcmp(app, "softmax");
+    int ps = !ar && (row->needs & APP_PS_WIRE);
     lscale ls;
     if (!bad && lscale_parse(&ls, cfg_str(config, "loss-scale"), 1) < 0)
         bad = "--loss-scale must be dynamic or a number > 0";
@@ -508,13 +473,17 @@ static int allreduce_flags(const char *app)
         bad = "--zero 1 applies to --sync allreduce";
     if (!bad && half_parse(wire) < 0)
         bad = "--wire must be fp32, fp16 or bf16";
-    if (!bad && half_parse(wire) != HALF_FP32 && !ar && !ps)
-        bad = "--wire applies to --sync allreduce, --app allreduce-check and the tables of "
-              "--app check, bench, mlp, softmax and sparse-lr";
+    if (!bad && half_parse(wire) != HALF_FP32 && !ar && !ps) {
+        snprintf(why, sizeof why, "--wire applies to --sync allreduce, --app %s and the tables "
+                 "of --app %s", apptab_phrase(APP_ALLREDUCE), apptab_phrase(APP_PS_WIRE));
+        bad = why;
+    }
     if (!bad && ls.scale > 0 && strcmp(sync, "allreduce") &&
-        (!train || half_parse(wire) == HALF_FP32))
-        bad = "--loss-scale applies to --sync allreduce, or to --app mlp and softmax with "
-              "--wire fp16 or bf16";
+        (!train || half_parse(wire) == HALF_FP32)) {
+        snprintf(why, sizeof why, "--loss-scale applies to --sync allreduce, or to --app %s "
+                 "with --wire fp16 or bf16", apptab_phrase(APP_DENSE));
+        bad = why;
+    }
     if (!bad && ls.scale > 0 && !ls.dynamic && strcmp(sync, "allreduce") &&
         !half_scale_ok((float)ls.scale))
         bad = "--loss-scale N with --sync ps must be a power of two in 2^-24 .. 2^24 (the "
@@ -528,8 +497,9 @@ static int allreduce_flags(const char *app)
 /* --prefetch: only for the training apps, and only where the consistency model
  * lets a step use weights one step older (async, ssp:TAU with TAU >= 1). Returns
  * 0, or -1 after a usage error. */
-static int prefetch_flag(const char *app)
+static int prefetch_flag(const app_row *row)
 {
+    const char *app = row->name;
     if (!cfg_int(config, "prefetch"))
         return 0;
     const char *cons = cfg_str(config, "consistency"), *sync = cfg_str(config, "sync");
@@ -537,8 +507,9 @@ static int prefetch_flag(const char *app)
     long long tau = !strncmp(cons, "ssp:", 4) ? strtoll(cons + 4, &end, 10) : -1;
     int later = !strcmp(cons, "async") || !strcmp(cons, "ssp:inf") ||
                 (end && end != cons + 4 && !*end && tau >= 1);
-    const char *bad = strcmp(app, "mlp") && strcmp(app, "softmax") && strcmp(app, "sparse-lr")
-                          ? "applies to --app mlp, softmax and sparse-lr"
+    char why[200];
+    snprintf(why, sizeof why, "applies to --app %s", apptab_phrase(APP_PREFETCH));
+    const char *bad = !(row->needs & APP_PREFETCH) ? why
                       : strcmp(sync, "ps") ? "applies to --sync ps (an all-reduce step needs "
                                              "every worker's gradient of this step)"
                       : !later ? "needs --consistency async or ssp:TAU with TAU >= 1 (a step "
@@ -597,25 +568,15 @@ static int join_filters(int argc, char **argv)
     return 0;
 }
 
-/* The bench and check apps' flags: --mode, --size, --push, --pull. Returns 0, or
- * -1 after saying what is wrong. */
-static int bench_check_flags(const char *app)
+/* The bench and check apps' --push and --pull. Returns 0, or -1 after saying
+ * what is wrong. */
+static int push_pull_flags(const app_row *row)
 {
-    if (!strcmp(app, "bench")) {
-        const char *mode = cfg_str(config, "mode");
-        if (cfg_int(config, "size") % 4 ||
-            (strcmp(mode, "serial") && strcmp(mode, "pipelined") && strcmp(mode, "both") &&
-             strcmp(mode, "stream"))) {
-            fprintf(stderr, PROG ": bench needs --size a multiple of 4 and --mode serial, "
-                            "pipelined, both or stream\n");
-            return -1;
-        }
-    }
     const char *push = cfg_str(config, "push");
     if ((strcmp(push, "nocopy") && strcmp(push, "copy") && strcmp(push, "buffer")) ||
-        (!strcmp(push, "buffer") && strcmp(app, "check"))) {
-        fprintf(stderr, PROG ": --push must be nocopy or copy (or buffer, with --app check), "
-                "not '%s'\n", push);
+        (!strcmp(push, "buffer") && !(row->needs & APP_PUSH_BUFFER))) {
+        fprintf(stderr, PROG ": --push must be nocopy or copy (or buffer, with --app %s), "
+                "not '%s'\n", apptab_phrase(APP_PUSH_BUFFER), push);
         return -1;
     }
     const char *pull = cfg_str(config, "pull");
@@ -626,37 +587,53 @@ static int bench_check_flags(const char *app)
     return 0;
 }
 
+/* The usage line and --app's help, from the app table (the evaluator's usage
+ * names the apps it evaluates). Returns the usage line (static). */
+static const char *usage_texts(void)
+{
+    static char usage[512], help[512];
+    char names[400];
+#ifdef PSKV_EVALUATOR
+    snprintf(usage, sizeof usage, PROG " --scheduler HOST:PORT --app %s --validation-split N "
+             "[flags]", apptab_names(names, sizeof names, APP_EVALUATED, "|", "|"));
+#else
+    snprintf(usage, sizeof usage, PROG " --scheduler HOST:PORT --app %s [flags]",
+             apptab_names(names, sizeof names, 0, "|", "|"));
+#endif
+    snprintf(help, sizeof help, "application: %s",
+             apptab_names(names, sizeof names, 0, ", ", " or "));
+    cfg_find(config, "app")->help = help;
+    return usage;
+}
+
 int main(int argc, char **argv)
 {
-    int rc = cfg_start(config, PROG + 5, USAGE, argc, argv, NULL);
+    apptab_verify();
+    int rc = cfg_start(config, PROG + 5, usage_texts(), argc, argv, NULL);
     if (rc >= 0)
         return rc;
     if (join_filters(argc, argv) < 0 || legacy_keys() < 0)
         return 2;
     const char *app = cfg_str(config, "app");
-    int dense_train = !strcmp(app, "softmax") || !strcmp(app, "mlp");
-    int pipeline = !strcmp(app, "pipeline");
-    int sparse = !strcmp(app, "sparse-lr");
-    if (strcmp(app, "check") && strcmp(app, "bench") && strcmp(app, "resume-check") &&
-        strcmp(app, "replay") && strcmp(app, "admit") && strcmp(app, "incr-check") &&
-        strcmp(app, "sparse-bench") && strcmp(app, "allreduce-check") &&
-        strcmp(app, "filter-check") && !dense_train && !sparse && !pipeline) {
-        fprintf(stderr, PROG ": unknown --app '%s' (check, resume-check, incr-check, bench, "
-                "sparse-bench, softmax, mlp, sparse-lr, replay, admit, allreduce-check, "
-                "filter-check, pipeline)\n", app);
+    const app_row *row = apptab_find(app);
+    if (!row) {
+        char names[400];
+        fprintf(stderr, PROG ": unknown --app '%s' (%s)\n", app,
+                apptab_names(names, sizeof names, 0, ", ", ", "));
         return 2;
     }
-    if (allreduce_flags(app) < 0 || prefetch_flag(app) < 0)
+    if (allreduce_flags(row) < 0 || prefetch_flag(row) < 0)
         return 2;
     const char *adm = cfg_int(config, "admit-after") ? "--admit-after"
                       : cfg_int(config, "evict-after") ? "--evict-after" : NULL;
-    if (adm && !sparse && strcmp(app, "admit") &&
-        (strcmp(app, "incr-check") || cfg_int(config, "admit-after"))) {
-        fprintf(stderr, PROG ": %s applies to sparse tables: --app sparse-lr or admit "
-                "(--evict-after: incr-check too; got --app %s)\n", adm, app);
+    if (adm && !(row->needs & APP_ADMIT) &&
+        (!(row->needs & APP_EVICT) || cfg_int(config, "admit-after"))) {
+        fprintf(stderr, PROG ": %s applies to sparse tables: --app %s (--evict-after: %s "
+                "too; got --app %s)\n", adm, apptab_phrase(APP_ADMIT), apptab_phrase(APP_EVICT),
+                app);
         return 2;
     }
-    apply_app_defaults(app);
+    apptab_apply_defaults(row, config);
     if (updflags_check(config) < 0)
         return 2;
     filter_set fs;
@@ -677,10 +654,8 @@ int main(int argc, char **argv)
                 "<= 1 (got '%s')\n", sched);
         return 2;
     }
-    if (sparse && !*cfg_str(config, "train")) {
-        fprintf(stderr, PROG ": --app sparse-lr needs --train FILE (LIBSVM format)\n");
+    if (row->check && row->check(config, PROG) < 0)
         return 2;
-    }
     char shost[256];
     int sport;
     if (net_split_hostport(cfg_str(config, "scheduler"), shost, sizeof shost, &sport) < 0) {
@@ -688,11 +663,11 @@ int main(int argc, char **argv)
                 cfg_str(config, "scheduler"));
         return 2;
     }
-    if (bench_check_flags(app) < 0)
+    if (push_pull_flags(row) < 0)
         return 2;
-    if ((rc = role_checks(dense_train)) >= 0)
+    if ((rc = role_checks(row)) >= 0)
         return rc;
-    if (dense_train && app_train_check_data(config) < 0)
+    if ((row->needs & APP_DENSE) && app_train_check_data(config) < 0)
         return 1;
     openblas_set_num_threads((int)cfg_int(config, "blas-threads"));
 #ifdef PSKV_EVALUATOR
@@ -725,19 +700,8 @@ int main(int argc, char **argv)
 #ifdef PSKV_EVALUATOR
     int status = app_evaluate(w, config);
 #else
-    int status = !strcmp(app, "check")          ? app_check(w, config)
-                 : !strcmp(app, "resume-check") ? app_resume_check(w, config)
-                 : !strcmp(app, "incr-check")   ? app_incr_check(w, config)
-                 : !strcmp(app, "bench") ? app_bench(w, config)
-                 : !strcmp(app, "sparse-bench") ? app_sparse_bench(w, config)
-                 : !strcmp(app, "filter-check") ? app_filter_check(w, config)
-                 : !strcmp(app, "replay") ? app_replay(w, config)
-                 : !strcmp(app, "admit")  ? app_admit(w, config)
-                 : !strcmp(app, "allreduce-check") ? app_allreduce_check(w, config)
-                 : sparse                ? app_sparse_lr(w, config)
-                 : pipeline              ? app_pipeline(w, config)
-                                         : app_train(w, config);
-    if (status == 0 && (dense_train || sparse))
+    int status = row->run(w, config);
+    if (status == 0 && (row->needs & APP_TRAFFIC))
         print_traffic(w);
 #endif
     if (!app_stop_signal)
