@@ -4,6 +4,12 @@
  * entry. A new app is one file (its entry, declared in apps.h) and one row in
  * apptab.c; docs/extending.md says what else to touch (tests, operations.md).
  *
+ * The flags: pskv-worker's table (worker_main.c) is composed, in --help's order,
+ * of its own head (job, library, tables), the check and bench apps' section
+ * (check/check_flags.c), the training apps' and pskv-evaluator's section
+ * (train/train_flags.c) and its own tail (compute, the daemons' common flags). A
+ * new app's flags go into its room's section; every app reads the whole table.
+ *
  * OWNS the rows (static, read-only); the texts it builds go into the caller's
  * buffers. THREAD: the main thread, at start-up. NEVER allocates or blocks. */
 #ifndef PSKV_APPTAB_H
@@ -50,6 +56,11 @@ typedef struct app_row {
     unsigned needs;                           /* APP_* bits */
     app_default defaults[APP_DEFAULTS_MAX];   /* ends at flag NULL */
 } app_row;
+
+/* The flag sections of the apps' rooms (see above), each ending at CFG_END: copied
+ * into pskv-worker's table, which parsing then fills. */
+extern const cfg_entry apptab_check_flags[];
+extern const cfg_entry apptab_train_flags[];
 
 /* The row of --app name, or NULL when there is none. */
 const app_row *apptab_find(const char *name);
