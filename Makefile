@@ -238,7 +238,8 @@ faults: all
 test-faults: deps
 	$(MAKE) faults FAULT_TRIALS=20
 
-# The size rule (files <= 800 lines, functions <= 150 unless a 'one piece:' comment says why).
+# The size rule (files <= 800 code lines, functions <= 150 unless a 'one piece:' comment says
+# why; comments and blank lines do not count).
 size:
 	scripts/check-size.sh
 
