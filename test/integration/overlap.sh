@@ -9,6 +9,7 @@ waiting_fraction() {
   sed -n 's/^rank [0-9]* waiting fraction \([0-9.]*\) .*/\1/p' "$1"
 }
 
+tags train_prefetch serial
 t_train_prefetch() {
   # 1 server x 2 workers, the MLP on a 6,000-image subset for 4 epochs with the
   # next step's pull sent before each step's compute: both async and ssp:1 reach

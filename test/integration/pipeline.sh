@@ -53,6 +53,7 @@ pl_recompute() {
 # sequential one; the saved activations' peak bytes are each held micro-batch's
 # input and layer outputs (only the input with --recompute). The first stage
 # reports the pipeline's bubble fraction, in rank 0's metrics too.
+tags pipeline_schedules keys
 t_pipeline_schedules() {
   # shellcheck disable=SC2054 # commas inside one flag's value
   local common=(--layers 784,64,32,10 --batch 32 --micro-batches 4 --train-limit 640 --test-limit 200
@@ -395,6 +396,7 @@ t_pipeline_stage_dies() {
 # the first micro-batch) refuses stage 0's CURVE handshake; stage 0 dials again
 # on a fresh connection until admitted (ZeroMQ never would), and the job ends
 # with the weights of a run without the delay, instead of a time-out.
+tags pipeline_late_keys keys serial
 t_pipeline_late_keys() {
   # shellcheck disable=SC2054 # commas inside one flag's value
   local args=(--app pipeline --consistency bsp --epochs 1 --stages 2 --layers 784,64,32,10
