@@ -96,8 +96,8 @@ harness_arg() {
 
 harness_set() {
   case $1 in
-    --only) read -r -a _w <<< "$2"; HARNESS_ONLY+=("${_w[@]}") ;;
-    --tags) read -r -a _w <<< "${2//,/ }"; HARNESS_TAGS+=("${_w[@]}") ;;
+    --only) read -r -d '' -a _w <<< "$2"; HARNESS_ONLY+=("${_w[@]}") ;;
+    --tags) read -r -d '' -a _w <<< "${2//,/ }"; HARNESS_TAGS+=("${_w[@]}") ;;
     -j|--jobs)
       [[ $2 =~ ^[1-9][0-9]?$ ]] || harness_die "-j must be a number of tests at a time, 1..99, not '$2'"
       HARNESS_JOBS=$2 ;;
