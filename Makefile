@@ -246,8 +246,11 @@ size:
 unit: $(BUILD)/bin/pskv-unit
 	CK_DEFAULT_TIMEOUT=60 $(BUILD)/bin/pskv-unit
 
+# INTEGRATION_JOBS: integration tests run at a time (test/integration.sh -j; the ones
+# tagged serial always run alone)
+INTEGRATION_JOBS ?= 1
 integration: all
-	PSKV_BIN_DIR=$(abspath $(BIN)) test/integration.sh
+	PSKV_BIN_DIR=$(abspath $(BIN)) test/integration.sh -j $(INTEGRATION_JOBS)
 
 # ---- fuzzing (clang + libFuzzer); `make test` replays the committed corpus ----
 # make fuzz: FUZZ_RUNS executions (default 10^6) per message type, then over every

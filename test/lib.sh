@@ -154,7 +154,7 @@ harness_spawn() {
       wait "$pid"; rc=$?
     fi
     echo "$rc $((SECONDS - t0))" > "$dir/rc.tmp" && mv "$dir/rc.tmp" "$dir/rc"
-  ) &
+  ) 2> /dev/null &
   HARNESS_PID=$!
 }
 
