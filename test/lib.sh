@@ -135,13 +135,15 @@ harness_selected() {
   return 0
 }
 
-# harness_spawn NAME TRIAL: starts one test in $WORK/NAME[-TRIAL] under a watcher that
-# kills it (and what it started) after HARNESS_TIMEOUT s and writes "STATUS SECONDS" to
-# the directory's file rc last. The watcher's pid goes to HARNESS_PID.
+# harness_spawn NAME TRIAL SLOT SLOTS: starts one test in $WORK/NAME[-TRIAL] under a
+# watcher that kills it (and what it started) after HARNESS_TIMEOUT s and writes
+# "STATUS SECONDS" to the directory's file rc last; SLOT of SLOTS picks its share of
+# the free ports. The watcher's pid goes to HARNESS_PID.
 harness_spawn() {
-  local name=$1 trial=$2 dir="$WORK/$1${2:+-$2}"
+  local name=$1 trial=$2 slot=$3 slots=$4 dir="$WORK/$1${2:+-$2}"
   mkdir -p "$dir"
   (
+    export PSKV_PORT_SLOT=$slot PSKV_PORT_SLOTS=$slots # free_port's share of the ports
     t0=$SECONDS
     ( cd "$dir" && TDIR=$dir "$HARNESS_PREFIX$name" ) > "$dir/test.out" 2>&1 &
     pid=$! deadline=$((SECONDS + HARNESS_TIMEOUT))
@@ -219,17 +221,19 @@ harness_run() {
 # harness_pool N UNIT...: runs the units ("NAME" or "NAME TRIAL") N at a time and
 # reports each as it ends.
 harness_pool() {
-  local jobs=$1 u pid name trial; shift
-  local queue=("$@")
+  local jobs=$1 u pid name trial slot; shift
+  local queue=("$@") used
   while [ ${#queue[@]} -gt 0 ] || [ ${#HARNESS_RUNNING[@]} -gt 0 ]; do
     while [ ${#queue[@]} -gt 0 ] && [ ${#HARNESS_RUNNING[@]} -lt "$jobs" ]; do
       read -r name trial <<< "${queue[0]}"
       queue=("${queue[@]:1}")
-      harness_spawn "$name" "$trial"
-      HARNESS_RUNNING[$HARNESS_PID]="$name $trial"
+      used=" $(for pid in "${!HARNESS_RUNNING[@]}"; do echo "${HARNESS_RUNNING[$pid]%% *}"; done | xargs) "
+      slot=0; while [[ $used == *" $slot "* ]]; do slot=$((slot + 1)); done
+      harness_spawn "$name" "$trial" "$slot" "$jobs"
+      HARNESS_RUNNING[$HARNESS_PID]="$slot $name $trial"
     done
     for pid in "${!HARNESS_RUNNING[@]}"; do
-      read -r name trial <<< "${HARNESS_RUNNING[$pid]}"
+      read -r slot name trial <<< "${HARNESS_RUNNING[$pid]}"
       [ -f "$WORK/$name${trial:+-$trial}/rc" ] || continue
       wait "$pid" 2>/dev/null
       unset "HARNESS_RUNNING[$pid]"
