@@ -189,7 +189,7 @@ harness_cleanup() {
 # HARNESS_JOBS at a time, the serial ones alone after the others (with -j 1, all in
 # order); prints the closing count and returns 0 when none failed.
 harness_run() {
-  local n i k units=() serial=() u pid nrun
+  local n i k units=() serial=() u
   declare -gA HARNESS_RUNNING=()
   passed=0 failed=0 skipped=0
   for n in "${HARNESS_ONLY[@]}"; do
@@ -221,7 +221,7 @@ harness_run() {
 # harness_pool N UNIT...: runs the units ("NAME" or "NAME TRIAL") N at a time and
 # reports each as it ends.
 harness_pool() {
-  local jobs=$1 u pid name trial slot; shift
+  local jobs=$1 pid name trial slot; shift
   local queue=("$@") used
   while [ ${#queue[@]} -gt 0 ] || [ ${#HARNESS_RUNNING[@]} -gt 0 ]; do
     while [ ${#queue[@]} -gt 0 ] && [ ${#HARNESS_RUNNING[@]} -lt "$jobs" ]; do
