@@ -161,6 +161,7 @@ t_allreduce_peer_dies() {
 # well above chance. With --accumulate 2, a copy to the servers every 7 steps, and a
 # checkpoint at the end that must hold rank 0's weights exactly (the faults story:
 # the servers keep the copy that checkpoints and resume use).
+tags allreduce_train slow
 t_allreduce_train() {
   local common="--app mlp --epochs 1 --train-limit 6000 --test-limit 1000 --seed 2 --eval-every 0 --accumulate 2"
   mkdir -p "$TDIR/data"

@@ -64,6 +64,7 @@ t_checkpoint_every() {
   return 0
 }
 
+tags keep_checkpoints slow
 t_keep_checkpoints() {
   # --keep-checkpoints 2: after four checkpoints the manifest lists the two newest,
   # and each server's data directory holds their files and no others
@@ -208,6 +209,7 @@ t_checkpoint_incremental() {
   grep -q "^incr-check: final digest $final\$" "$TDIR/c-r-w.log" || fail "resumed from 5, ends with $(grep final "$TDIR/c-r-w.log")"
 }
 
+tags train_resume slow
 t_train_resume() {
   # an mlp job (bsp, 2 servers x 2 workers, 3 epochs) checkpointing at the end of
   # its second epoch (--checkpoint-epochs 2), killed -9 (every daemon) during its

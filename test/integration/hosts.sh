@@ -48,7 +48,7 @@ keys_gone() { # keys_gone FILE HOST...: after the run, its keys are on no host a
   [ -n "$d" ] && [ ! -e "$d/keys" ] && [ ! -L "$d/keys" ] || fail "the link to the keyset is still in the log dir ($d)"
 }
 
-tags hosts_check root keys serial
+tags hosts_check root keys serial slow
 t_hosts_check() {
   # 3 hosts, the cluster started over ssh by launch-hosts.sh, exact sums across hosts,
   # and the launcher's stop leaves nothing behind on any host: no daemon, no key. With

@@ -77,6 +77,7 @@ t_prefetch_bad_flags() {
   [ $rc -eq 2 ] || fail "PSKV_WORKER_PREFETCH=1 under bsp exited $rc, expected 2"
 }
 
+tags status_traffic slow
 t_status_traffic() {
   # 1 server x 2 workers training with int8 pushes: while the job runs, pskvctl
   # status shows each worker's table with bytes sent and received on the wire and
@@ -125,6 +126,7 @@ t_status_traffic() {
   wait_exit "$(cat scheduler.pid)" 20 || fail "the scheduler exited $?"
 }
 
+tags async_paused_worker slow
 t_async_paused_worker() {
   # Async, 2 workers: rank 1 is stopped (SIGSTOP) for 1.2 s after its first epoch,
   # so the scheduler declares it dead (--dead-after-ms 500) and the servers count

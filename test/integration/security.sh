@@ -69,7 +69,7 @@ t_keys_rogues() {
 # A plaintext client, and a CURVE client holding the wrong server key, get
 # nothing from a keyed scheduler or server; a worker key may not checkpoint or
 # drain; a control key may.
-tags keys_clients keys
+tags keys_clients keys slow
 t_keys_clients() {
   local port spid K=$TDIR/keys js sport
   keyset "$K" 1 1
