@@ -72,7 +72,7 @@ TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-zmq-bidir $(BIN)/pskv-hashmap-floor 
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
 
 FORCE:
-.PHONY: FORCE all tools deps size test unit integration faults test-faults bench-faults demo bench bench-incr bench-allreduce bench-metrics bench-pushpull bench-curve bench-train bench-consistency bench-sparse bench-hosts chaos install deb package-check clean fuzz fuzz-live tsan
+.PHONY: FORCE all tools deps size docs docs-check test unit integration faults test-faults bench-faults demo bench bench-incr bench-allreduce bench-metrics bench-pushpull bench-curve bench-train bench-consistency bench-sparse bench-hosts chaos install deb package-check clean fuzz fuzz-live tsan
 .DEFAULT_GOAL := all
 
 MANS     := $(BINS:$(BIN)/%=$(BUILD)/man/man1/%.1)
@@ -222,6 +222,7 @@ ASAN_BUILD := build/asan
 
 test: deps
 	scripts/check-size.sh
+	$(MAKE) docs-check
 	$(MAKE) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined all $(ASAN_BUILD)/bin/pskv-unit
 	$(MAKE) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined unit integration
 	$(MAKE) faults FAULT_TRIALS=3 FAULT_ONCE_TRIALS=1
@@ -237,6 +238,14 @@ faults: all
 
 test-faults: deps
 	$(MAKE) faults FAULT_TRIALS=20
+
+# The flag reference (docs/reference/PROGRAM.md), written by each program from its
+# flag table (`PROGRAM --markdown`); docs-check fails when a committed page is stale.
+docs: $(BINS)
+	scripts/check-docs.sh --write $(BIN)
+
+docs-check: $(BINS)
+	scripts/check-docs.sh $(BIN)
 
 # The size rule (files <= 800 code lines, functions <= 150 unless a 'one piece:' comment says
 # why; comments and blank lines do not count).
