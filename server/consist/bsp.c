@@ -416,7 +416,8 @@ static void close_clock(bsp *e, bsp_state *b, int64_t t)
         int ncomb = 0;
         for (int r = 0; r < nranks; r++) /* every worker's, or the pushers' (mean_pushed) */
             ncomb += vclock_finished(e->out.clocks, r, t) && (!tb->mean_pushed || o->acc[r]);
-        float scale = (tb->upd.kind == UPD_SUM || ncomb == 0) ? 1.0f : 1.0f / (float)ncomb;
+        int sums = upd_ops_of(tb->upd.kind)->bsp_sums; /* the others average */
+        float scale = (sums || ncomb == 0) ? 1.0f : 1.0f / (float)ncomb;
         int rc = 0;
         if (tb->dense) {
             uint64_t count = shard_dense_count(tb->sh);
