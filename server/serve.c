@@ -21,6 +21,7 @@
 #include "repl/chain_fwd.h"
 #include "persist/checkpoint.h"
 #include "consist/consist.h"
+#include "consist/model.h"
 #include "half.h"
 #include "lease.h"
 #include "log.h"
@@ -89,8 +90,8 @@ static void fail(wire_msg *msg, int code, const char *why)
                                msg->meta->has_sender
                            ? serve_note_refusal(msg->meta->sender, code)
                            : 0;
-    if (msg->has_rid && wire_send_error(srv.router, &msg->rid, msg->meta, srv.mb.job_id, srv.mb.node_id,
-                                        code, why, refused) < 0)
+    if (msg->has_rid && wire_send_error(srv.router, &msg->rid, msg->meta, srv.mb.job_id,
+                                        srv.mb.node_id, code, why, refused) < 0)
         LOG_W("cannot answer %s: %s", msg->peer, zmq_strerror(errno));
 }
 
@@ -187,16 +188,16 @@ static void on_push(wire_msg *msg)
         return;
     }
     Pskv__Meta *r = msg->meta;
-    int held = t->model == CONS_BSP && !(r->has_assign && r->assign);
+    int held = cons_of(t)->closes && !(r->has_assign && r->assign);
     if ((chain_replicas(srv.chain) > 1 && !held) ||
-        (r->has_resend && r->resend && t->model == CONS_ASYNC)) {
+        (r->has_resend && r->resend && cons_of(t)->dedupes)) {
         /* replicated, or re-sent by a worker that heard nothing back: applied where
          * its id is not recorded yet. A bsp push is held for its clock instead; the
          * close goes down the chains (chain_close) */
         chain_push(srv.chain, t, msg, &rs);
         return;
     }
-    if (t->model == CONS_ASYNC && r->has_origin_id &&
+    if (cons_of(t)->dedupes && r->has_origin_id &&
         chain_record(srv.chain, t, &rs, r->sender, r->origin_id, r->has_floor ? r->floor : 0) < 0)
         LOG_W("out of memory recording a push id: a re-send of it could apply twice");
     consist_push(srv.cons, t, msg, &rs);
@@ -326,9 +327,11 @@ static int refuse_stale(wire_msg *msg)
  * need the clocks forwarded (ssp pulls wait on them; eviction's sweep reads them). */
 static int clocks_down_chains(void)
 {
-    for (size_t i = 0; i < tables_count(srv.tables); i++)
-        if (tables_at(srv.tables, i)->model == CONS_SSP || tables_at(srv.tables, i)->evict_after)
+    for (size_t i = 0; i < tables_count(srv.tables); i++) {
+        const table *t = tables_at(srv.tables, i);
+        if (cons_of(t)->chain_clocks || t->evict_after)
             return 1;
+    }
     return 0;
 }
 
@@ -402,7 +405,8 @@ static int refuse_role(wire_msg *msg)
         return 0;
     refuse_note(REFUSE_MESSAGE, msg->peer, msg->key, why);
     if (r->type != PSKV__MSG_TYPE__CLOCK && msg->has_rid)
-        wire_send_error(srv.router, &msg->rid, r, srv.mb.job_id, srv.mb.node_id, PSKV_EPERM, why, 0);
+        wire_send_error(srv.router, &msg->rid, r, srv.mb.job_id, srv.mb.node_id, PSKV_EPERM, why,
+                        0);
     return 1;
 }
 

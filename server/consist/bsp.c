@@ -4,6 +4,7 @@
  * replicas (raise_closed -> chain_close). */
 #define _GNU_SOURCE
 #include "bsp.h"
+#include "model.h"
 
 #include <cblas.h>
 #include <stdio.h>
@@ -657,3 +658,23 @@ void bsp_restore(bsp *e, table *t, int64_t closed)
         pc[p] = closed;
     b->closed = closed;
 }
+
+/* bsp's row of the models' table (model.h). */
+static int row_ready(const vclock *vc, bsp *b, table *t, int64_t clock)
+{
+    (void)vc;
+    return bsp_pull_ready(b, t, clock);
+}
+
+static int64_t row_values_clock(const vclock *vc, bsp *b, table *t)
+{
+    (void)vc;
+    return bsp_values_clock(b, t);
+}
+
+const cons_ops cons_bsp_ops = {
+    .name = "bsp",
+    .pull_ready = row_ready,
+    .values_clock = row_values_clock,
+    .closes = 1,
+};

@@ -11,6 +11,7 @@
 #include "ring.h"
 #include "update/upd_plugin.h"
 #include "wire.h"
+#include "consist/model.h"
 
 struct table_set {
     table **t;
@@ -67,7 +68,7 @@ static int parse_admission(table *t, const Pskv__TableOptions *o, char *why, siz
         snprintf(why, whylen, "option 'admit_after' must be 0..255 (got %u)", t->admit_after);
         return -PSKV_EINVAL;
     }
-    if ((t->admit_after > 1 || t->evict_after) && t->model == CONS_BSP) {
+    if ((t->admit_after > 1 || t->evict_after) && cons_of(t)->closes) {
         snprintf(why, whylen, "option '%s' needs consistency async or ssp:TAU (table '%s' is "
                  "bsp)", t->admit_after > 1 ? "admit_after" : "evict_after", t->name);
         return -PSKV_EINVAL;
@@ -195,7 +196,7 @@ static int parse_options(table *t, const Pskv__TableOptions *o, char *why, size_
     }
     t->backup = o->backup;
     t->mean_pushed = o->has_bsp_mean_pushed && o->bsp_mean_pushed;
-    if (t->backup && t->model != CONS_BSP) {
+    if (t->backup && !cons_of(t)->closes) {
         snprintf(why, whylen, "option 'backup' applies to bsp tables only");
         return -PSKV_EINVAL;
     }
@@ -212,7 +213,7 @@ static int parse_options(table *t, const Pskv__TableOptions *o, char *why, size_
         return rc;
     filter_table ft = {.name = t->name, .dense = t->dense, .updater = t->updater,
                        .l1 = t->upd.l1, .momentum = t->upd.momentum,
-                       .bsp = t->model == CONS_BSP, .admit_after = t->admit_after,
+                       .bsp = cons_of(t)->closes, .admit_after = t->admit_after,
                        .evict_after = t->evict_after};
     return filter_check_table(&t->filters, &ft, why, whylen);
 }
