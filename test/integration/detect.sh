@@ -1,4 +1,5 @@
-# Failure-detection tests (sourced by integration.sh; scheduler/detect.h): a crashed
+# shellcheck shell=bash
+# Failure detection (sourced by integration.sh; scheduler/detect.h): a crashed
 # server noticed from its closed connection, a silent one by its phi-accrual lease,
 # the dialing side told at once that nothing listens, the detector visible in
 # pskvctl status and Prometheus, bad flags. Every test runs at the default time-outs
@@ -34,6 +35,7 @@ d_joined() {
 # kill; the benchmark measures the failover exactly); pskvctl status (table and --json) and the Prometheus gauges say which
 # detector fired and show every live node's phi and heartbeat gaps; the sums stay
 # exact.
+tags detect_kill_server serial
 t_detect_kill_server() {
   local d=$TDIR/logs mp victim t0 first js port line tdead
   mp=$(free_port)
@@ -82,6 +84,7 @@ t_detect_kill_server() {
 # so the lease (phi-accrual, at least --min-dead-after-ms) declares it dead; it is replaced,
 # learns so on SIGCONT and exits 3; the sums stay exact (the lease rule: it served
 # nothing once replaced). Declared dead no sooner than --min-dead-after-ms.
+tags detect_pause_server serial
 t_detect_pause_server() {
   local d=$TDIR/logs pid t0 tdead line
   "$LAUNCH" --log-dir "$d" --timeout 150 --servers 3 --workers 3 --scheduler-opt=--replicas=2 \
@@ -129,6 +132,7 @@ t_detect_bad_flags() {
 # A node whose scheduler's port refuses says so at once (not after --connect-timeout),
 # keeps retrying, and registers once a scheduler listens there (Slurm starts every
 # task at once); with none at all it gives up after --connect-timeout, saying why.
+tags detect_refused_scheduler serial
 t_detect_refused_scheduler() {
   local port t0
   port=$(free_port)
@@ -185,6 +189,7 @@ d_load_run() {
 # old fixed lease (500 ms: --min-dead-after-ms 500 --dead-after-ms 500) is the
 # control: when it declares no node dead either, the load was not reproduced here
 # and the test says so (skipped), since it could not have failed.
+tags detect_load serial slow
 t_detect_load() {
   local n k dead=()
   d_neighbour 400
@@ -198,36 +203,4 @@ t_detect_load() {
   done
   d_neighbour_stop
   [ "${n% *}" -gt 0 ] || { echo "the old fixed lease declared nobody dead: load not reproduced"; exit 77; }
-}
-
-# A host cut for 3 s (netns harness, root only): the cut server's connections do not
-# close (no FIN, no RST: half-open), so the connection detector stays quiet and the
-# lease declares it dead; R = 2 keeps the job exact, and the server, healed, learns
-# it was replaced and exits 3.
-t_detect_host_cut() {
-  netns_up 3; local rc=$?
-  [ $rc -eq 77 ] && return 77
-  [ $rc -eq 0 ] || fail "cannot create the namespaced hosts"
-  trap '"$NETNS" down > /dev/null 2>&1' EXIT
-  printf '%s\n' 'h1 scheduler servers=1 workers=2' 'h2 servers=1 workers=1' 'h3 servers=1' > hosts
-  local log=$TDIR/logs i
-  "$HOSTS_LAUNCH" --hostfile hosts "${NETNS_SSH[@]}" --bin-dir "$BIN" --timeout 150 --insecure \
-    --scheduler-opt=--replicas=2 --log-dir "$log" -- --app check --rounds 2000 --slowdown 3 \
-    > launch.out 2>&1 &
-  local lpid=$!
-  for i in $(seq 300); do [ "$(cat "$log"/worker-*.log 2>/dev/null | grep -c 'joined job')" -ge 3 ] && break; sleep 0.1; done
-  sleep 1
-  "$NETNS" cut h3 || fail "cut failed"
-  sleep 3
-  wait_line "$log/scheduler.log" 'is dead (silent' 1 5
-  "$NETNS" heal h3 || fail "heal failed"
-  grep -q 'server rank [0-9]* at 10.213.0.13:[0-9]*) is dead (silent [0-9]* ms, phi [0-9.]*): marked dead' "$log/scheduler.log" ||
-    fail "the cut server was not declared dead by its lease: $(grep -h 'marked dead' "$log/scheduler.log")"
-  grep -q 'connection closed' "$log/scheduler.log" && fail "a connection-closed death while the host was cut: $(grep 'connection closed' "$log/scheduler.log")"
-  wait $lpid || fail "launch-hosts exited $?: $(tail -n 5 launch.out)"
-  for i in 0 1 2; do
-    grep -q '^check ok:' "$log/worker-$i.log" || fail "worker $i: $(tail -n 2 "$log/worker-$i.log")"
-  done
-  grep -q 'declared this server dead' "$log/server-2.log" || fail "the cut server did not learn it was replaced"
-  no_pskv_in_hosts h1 h2 h3
 }
