@@ -162,7 +162,7 @@ int detect_silent(memb_node *n, int64_t now)
 {
     int64_t silent = now - n->last_hb_ms;
     if (silent <= memb.dead_after_ms &&
-        (now < n->det.not_before_ms || silent < dead_after(n) || deaf(now)))
+        (now < n->det.not_before_ms || silent <= dead_after(n) || deaf(now)))
         return 0;
     snprintf(n->det.why, sizeof n->det.why, "silent %lld ms, phi %.1f", (long long)silent,
              phi_value(&n->det.gaps, (double)silent));
