@@ -60,6 +60,9 @@ WORKER_O := $(APP_O) $(DATA_O)
 WORKER_UNIT_O := $(DATA_O) $(BUILD)/obj/worker/apps/train/model.o $(BUILD)/obj/worker/apps/train/pipesched.o \
                  $(BUILD)/obj/worker/lib/wclip.o $(BUILD)/obj/worker/lib/wkkt.o \
                  $(BUILD)/obj/worker/lib/wplan.o $(BUILD)/obj/worker/lib/wstate.o
+# scheduler code the membership suite links: the node table, its events, the
+# view it publishes and the sends (no policy, no metrics, no main)
+SCHED_UNIT_O := $(patsubst %,$(BUILD)/obj/scheduler/%.o,membership events view sched_net)
 UNIT_SRC := $(wildcard test/unit/*.c)
 UNIT_O   := $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 
@@ -74,7 +77,7 @@ TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-zmq-bidir $(BIN)/pskv-hashmap-floor 
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
 
 FORCE:
-.PHONY: FORCE all tools deps size test unit integration faults test-faults bench-faults demo bench bench-incr bench-allreduce bench-metrics bench-pushpull bench-curve bench-train bench-consistency bench-sparse bench-hosts chaos install deb package-check clean fuzz fuzz-live tsan
+.PHONY: FORCE all tools deps size docs docs-check test unit integration faults test-faults bench-faults demo bench bench-incr bench-allreduce bench-metrics bench-pushpull bench-curve bench-train bench-consistency bench-sparse bench-hosts chaos install deb package-check clean fuzz fuzz-live tsan
 .DEFAULT_GOAL := all
 
 MANS     := $(BINS:$(BIN)/%=$(BUILD)/man/man1/%.1)
@@ -209,7 +212,7 @@ $(BIN)/pskv-fuzz-replay: $(BUILD)/obj/test/tools/fuzz_wire.o $(BUILD)/obj/test/t
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/bin/pskv-unit: $(UNIT_O) $(SERVER_LIB_O) $(WORKER_UNIT_O) $(BUILD)/obj/scheduler/reshard.o \
-                        $(BUILD)/obj/scheduler/manifest.o \
+                        $(BUILD)/obj/scheduler/manifest.o $(SCHED_UNIT_O) \
                         $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
@@ -224,6 +227,7 @@ ASAN_BUILD := build/asan
 
 test: deps
 	scripts/check-size.sh
+	$(MAKE) docs-check
 	$(MAKE) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined all $(ASAN_BUILD)/bin/pskv-unit
 	$(MAKE) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined unit integration
 	$(MAKE) faults FAULT_TRIALS=3 FAULT_ONCE_TRIALS=1
@@ -240,15 +244,27 @@ faults: all
 test-faults: deps
 	$(MAKE) faults FAULT_TRIALS=20
 
-# The size rule (files <= 800 lines, functions <= 150 unless a 'one piece:' comment says why).
+# The flag reference (docs/reference/PROGRAM.md), written by each program from its
+# flag table (`PROGRAM --markdown`); docs-check fails when a committed page is stale.
+docs: $(BINS)
+	scripts/check-docs.sh --write $(BIN)
+
+docs-check: $(BINS)
+	scripts/check-docs.sh $(BIN)
+
+# The size rule (files <= 800 code lines, functions <= 150 unless a 'one piece:' comment says
+# why; comments and blank lines do not count).
 size:
 	scripts/check-size.sh
 
 unit: $(BUILD)/bin/pskv-unit
 	CK_DEFAULT_TIMEOUT=60 $(BUILD)/bin/pskv-unit
 
+# INTEGRATION_JOBS: integration tests run at a time (test/integration.sh -j; the ones
+# tagged serial always run alone)
+INTEGRATION_JOBS ?= 1
 integration: all
-	PSKV_BIN_DIR=$(abspath $(BIN)) test/integration.sh
+	PSKV_BIN_DIR=$(abspath $(BIN)) test/integration.sh -j $(INTEGRATION_JOBS)
 
 # ---- fuzzing (clang + libFuzzer); `make test` replays the committed corpus ----
 # make fuzz: FUZZ_RUNS executions (default 10^6) per message type, then over every
