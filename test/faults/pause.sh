@@ -56,7 +56,7 @@ f_pause_server_shm() {
 tags pause_server_buffers shm once
 f_pause_server_buffers() {
   local d=$TDIR/c s
-  launch "$d" --servers 1 --workers 2 --scheduler-opt=--dead-after-ms=8000 -- --app check \
+  launch "$d" --servers 1 --workers 2 -- --app check \
     --rounds 1500 --check-keys 40000 --shm --push buffer --pull view --log-level info
   wait_joined "$d" 2
   sleep 0.3
