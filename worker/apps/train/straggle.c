@@ -9,6 +9,8 @@
 int straggle_init(straggle *s, cfg_entry *cfg, uint64_t seed, int rank)
 {
     s->slowdown = cfg_double(cfg, "slowdown");
+    s->after = cfg_int(cfg, "slowdown-after");
+    s->steps = 0;
     s->jitter_p = 0;
     s->jitter_f = 1;
     s->rng = ring_mix64(seed ^ (uint64_t)(rank + 1) * 0x51ed27ULL);
@@ -22,6 +24,8 @@ int straggle_init(straggle *s, cfg_entry *cfg, uint64_t seed, int rank)
 
 int64_t straggle_after(straggle *s, int64_t compute_ns)
 {
+    if (s->steps++ < s->after)
+        return 0;
     double factor = s->slowdown;
     if (s->jitter_p > 0) {
         s->rng += 0x9e3779b97f4a7c15ULL;

@@ -1,6 +1,7 @@
 /* straggle: a training worker made slow on purpose (--slowdown F: every step's
  * compute followed by a sleep of (F - 1) times it; --jitter P:F: with probability P
- * a step F times slower), for the straggler benchmarks and tests.
+ * a step F times slower; both from the worker's step --slowdown-after on), for the
+ * straggler benchmarks and tests.
  *
  * OWNS   nothing (the caller's straggle value).
  * THREAD the training thread.
@@ -15,9 +16,10 @@
 typedef struct straggle {
     double slowdown, jitter_p, jitter_f;
     uint64_t rng;
+    int64_t after, steps; /* --slowdown-after; steps so far */
 } straggle;
 
-/* Reads --slowdown and --jitter from cfg; seeds the jitter with (seed, rank).
+/* Reads --slowdown, --jitter and --slowdown-after from cfg; seeds the jitter with (seed, rank).
  * Returns 0, or 2 after saying what is wrong (a malformed --jitter). */
 int straggle_init(straggle *s, cfg_entry *cfg, uint64_t seed, int rank);
 
