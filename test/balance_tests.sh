@@ -114,3 +114,18 @@ line 2: want STEP b0,...,b1|--balance fixed:$TDIR/badsum --consistency bsp
 cannot open it|--balance fixed:$TDIR/nothing --consistency bsp
 LIST
 }
+
+# No oscillation: two workers whose speed alternates clock by clock (--jitter
+# alt:4: rank 0 four times slower on one step, rank 1 on the next) are equally
+# fast over any two clocks; the trimmed window of 8 and the 5% gain rule keep the
+# split where it is instead of swinging toward whichever was fast last clock.
+t_balance_no_oscillation() {
+  bal_run alt 2 -- --hidden 256 --consistency bsp --jitter alt:4 --balance batch --balance-log "$TDIR/plan" ||
+    fail "run exited $?"
+  [ "$(wc -l < "$TDIR/plan")" -le 3 ] || fail "the split swung: $(tr '\n' ';' < "$TDIR/plan")"
+  # a steady slowdown with the same flags is followed (the test can see a re-split)
+  bal_run steady 2 --worker-opt 1:--jitter --worker-opt 1:alt:1 --worker-opt 1:--slowdown \
+    --worker-opt 1:4 -- --hidden 256 --consistency bsp --balance batch --balance-log "$TDIR/plan2" ||
+    fail "steady run exited $?"
+  [ "$(wc -l < "$TDIR/plan2")" -ge 2 ] || fail "a steady 4x slowdown was not followed"
+}

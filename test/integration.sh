@@ -1531,7 +1531,7 @@ tests=(check_2x3 check_shm check_shm_keys check_shm_other_user wire_check wire_r
        allreduce_exact allreduce_late_keys allreduce_mismatch allreduce_peer_dies allreduce_train allreduce_wire allreduce_wire_train allreduce_loss_scale allreduce_zero allreduce_wire_bytes
        pipeline_schedules pipeline_short_batch pipeline_resume pipeline_suggest_split pipeline_train pipeline_stage_dies pipeline_late_keys pipeline_bad_flags
        train_prefetch prefetch_bad_flags status_traffic async_paused_worker
-       balance_equivalence balance_exact balance_allreduce balance_bad_flags
+       balance_equivalence balance_exact balance_allreduce balance_bad_flags balance_no_oscillation
        hosts_check hosts_delay hosts_partition slurm)
 for t in "${tests[@]}"; do
   if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $t "* ]]; then continue; fi

@@ -613,9 +613,9 @@ static int train_loop(run *r)
             return rc;
         int64_t cpu0 = tu_thread_cpu_ns();
         float loss = compute_step(r, in_epoch, &cb, &cc);
-        r->ws.compute_ns += tu_thread_cpu_ns() - cpu0;
-        int64_t slept = straggle_after(&r->sg, cc); /* --slowdown, --jitter */
-        r->ns_sleep += slept;
+        int64_t cpu = tu_thread_cpu_ns() - cpu0, slept = straggle_after(&r->sg, cc);
+        r->ws.compute_ns += cpu;
+        r->ns_sleep += slept; /* --slowdown, --jitter */
         r->epoch_loss += loss;
         r->epoch_steps++;
         r->loss_sum += loss;
@@ -628,7 +628,7 @@ static int train_loop(run *r)
         if (rc != 0)
             return rc;
         if (r->bal && (rc = balance_after(r->bal, r->w, r->rep, r->step, r->rows,
-                                          cb + cc + slept)) < 0)
+                                          (int64_t)((double)cpu * r->sg.last))) < 0)
             return fail(r->w, "--balance: sharing the speeds", rc);
         r->ns_batch += cb;
         r->ns_compute += cc;

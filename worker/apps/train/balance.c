@@ -6,10 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define WIN 8      /* per-example times kept per worker */
-#define MIN_OBS 4  /* observations before the first re-split */
-#define COOL 4     /* clocks between re-splits at least */
-#define GAIN 0.95  /* a re-split must cut the predicted clock time to this or less */
+#define WIN 8      /* per-example times kept per worker: a re-split needs them all,
+                      measured at the current split (the window restarts after one) */
+#define WARMUP 2   /* steps of a run not measured */
+#define GAIN 0.85  /* a re-split must cut the predicted clock time to this or less:
+                      per-example CPU times of equal workers differed by up to 25% */
 
 enum { BAL_BATCH, BAL_FIXED };
 
@@ -25,7 +26,7 @@ struct balance {
     int *next;          /* scratch: it rounded */
     float *ex;          /* the exchange's W floats */
     float *hist;        /* WIN x W: microseconds per example, ring */
-    double *est;        /* the trimmed means */
+    double *est;        /* the medians */
     int nobs;           /* observations in hist */
     int64_t last_change, resplits;
     plan_entry *plan;   /* fixed: sorted by step */
@@ -210,18 +211,18 @@ uint32_t balance_rows(const balance *b, int64_t in_epoch, uint32_t n, uint32_t *
     return g >= n ? 0 : (uint32_t)((gend < n ? gend : n) - g);
 }
 
-/* The mean of worker i's last observations without the highest and lowest. */
-static double trimmed(const balance *b, int i)
+/* The median of worker i's last WIN observations (insertion sort of WIN). */
+static double median(const balance *b, int i)
 {
-    int n = b->nobs < WIN ? b->nobs : WIN;
-    double sum = 0, lo = INFINITY, hi = -INFINITY;
-    for (int k = 0; k < n; k++) {
-        double v = b->hist[k * b->W + i];
-        sum += v;
-        lo = v < lo ? v : lo;
-        hi = v > hi ? v : hi;
+    float v[WIN];
+    for (int k = 0; k < WIN; k++) {
+        float x = b->hist[k * b->W + i];
+        int j = k;
+        for (; j > 0 && v[j - 1] > x; j--)
+            v[j] = v[j - 1];
+        v[j] = x;
     }
-    return n > 2 ? (sum - lo - hi) / (n - 2) : sum / n;
+    return ((double)v[WIN / 2 - 1] + v[WIN / 2]) / 2;
 }
 
 /* The slowest worker's predicted time for a split. */
@@ -285,8 +286,12 @@ int balance_after(balance *b, pskv_worker *w, report *rep, int64_t step, uint32_
         from_plan(b, step + 1);
         return 0;
     }
+    if (step < b->last_change + WARMUP)
+        return 0; /* every rank alike: the first steps of a run are cold (caches, pages) */
     memset(b->ex, 0, (size_t)b->W * sizeof *b->ex);
-    b->ex[b->rank] = count ? (float)((double)ns / 1e3 / count) : 0;
+    /* an epoch's short last step is not measured (fixed costs over fewer rows) */
+    b->ex[b->rank] = count && count == (uint32_t)b->cur[b->rank] ? (float)((double)ns / 1e3 / count)
+                                                                  : 0;
     int rc = pskv_allreduce(w, -1, b->ex, (size_t)b->W, PSKV_OP_SUM);
     if (rc < 0)
         return rc;
@@ -295,11 +300,11 @@ int balance_after(balance *b, pskv_worker *w, report *rep, int64_t step, uint32_
     for (int i = 0; i < b->W; i++) /* a worker without rows this step: its last time */
         slot[i] = b->ex[i] > 0 || b->nobs == 0 ? b->ex[i] : prev[i];
     b->nobs++;
-    if (b->nobs < MIN_OBS || step + 1 - b->last_change < COOL)
+    if (b->nobs < WIN)
         return 0;
     double inv = 0, move = 0;
     for (int i = 0; i < b->W; i++) {
-        b->est[i] = trimmed(b, i);
+        b->est[i] = median(b, i);
         if (!(b->est[i] > 0))
             return 0; /* a worker not measured yet */
         inv += 1 / b->est[i];
@@ -316,7 +321,8 @@ int balance_after(balance *b, pskv_worker *w, report *rep, int64_t step, uint32_
     if (!(clock_time(b, b->next) <= GAIN * clock_time(b, b->cur)))
         return 0;
     memcpy(b->cur, b->next, (size_t)b->W * sizeof *b->cur);
-    b->last_change = step + 1;
+    b->last_change = step + 1 - WARMUP; /* a re-split is measured at once */
+    b->nobs = 0; /* the times at the old split say little of the new one's */
     b->resplits++;
     announce(b, rep, step + 1);
     return 0;

@@ -13,14 +13,19 @@
  * step's rows, B but in an epoch's last step); the bsp servers and
  * pskv_allreduce's PSKV_OP_MEAN both divide the sum of the W pushes by W, so
  * the update is sum_i b_i g_i / n, the mean over the global batch.
- * Speeds: after each clock every worker puts its compute time per example into
- * its slot of a W-float pskv_allreduce (the sum: the same bits on every rank),
- * keeps the last 8 per worker and takes their trimmed mean (the highest and
- * lowest dropped). Every rank computes the same split from the same numbers:
+ * Speeds: after each clock every worker puts its compute time per example (its
+ * thread's CPU time in the gradient, times the planted --slowdown or --jitter
+ * factor of the step: wall time on a shared host varied 2-5x between windows
+ * and swung the split; a worker slowed by CPU contention alone is therefore not
+ * seen, docs/operations.md says so) into its slot of a W-float
+ * pskv_allreduce (the sum: the same bits on every rank), keeps the last 8 per
+ * worker and takes their median. Every rank computes the same split from the same numbers:
  * batches proportional to speed, the move from the current split capped at
  * B / (2W) examples per worker per re-split, taken only when it cuts the
- * predicted clock time (the slowest b_i x t_i) by 5% or more, and at most every
- * 4 clocks: no swing on noise or on a speed that alternates clock by clock.
+ * predicted clock time (the slowest b_i x t_i) by 15% or more, and only from 8
+ * clocks measured at the current split (the window restarts after a re-split):
+ * no swing on noise or on a speed that alternates clock by clock, and a worker
+ * that slows is followed within about 8 clocks a re-split.
  *
  * OWNS: its arrays and the --balance-log file (rank 0).
  * THREAD: the app's main thread. NEVER: allocates after balance_new. */
