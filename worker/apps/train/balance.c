@@ -1,16 +1,13 @@
 /* balance: batch sizes that follow the workers' speeds (balance.h has the design). */
 #include "balance.h"
 
-#include <math.h>
+#include "balsplit.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define WIN 8      /* per-example times kept per worker: a re-split needs them all,
-                      measured at the current split (the window restarts after one) */
-#define WARMUP 2   /* steps of a run not measured */
-#define GAIN 0.85  /* a re-split must cut the predicted clock time to this or less:
-                      per-example CPU times of equal workers differed by up to 25% */
+#define WARMUP 2 /* steps of a run not measured */
 
 enum { BAL_BATCH, BAL_FIXED };
 
@@ -21,24 +18,15 @@ typedef struct plan_entry {
 
 struct balance {
     int mode, rank, W, B;
-    int *cur;           /* this step's batch per rank */
-    double *ideal;      /* scratch: the split aimed at */
-    int *next;          /* scratch: it rounded */
+    balsplit *split;    /* this step's batch per rank, and the rule that moves it */
+    const int *cur;     /* balsplit_cur(split) */
     float *ex;          /* the exchange's W floats */
-    float *hist;        /* WIN x W: microseconds per example, ring */
-    double *est;        /* the medians */
-    int nobs;           /* observations in hist */
     int64_t last_change, resplits;
     plan_entry *plan;   /* fixed: sorted by step */
     size_t nplan;
     FILE *log;          /* rank 0: --balance-log */
 };
 
-static void even(balance *b)
-{
-    for (int i = 0; i < b->W; i++)
-        b->cur[i] = b->B / b->W + (i < b->B % b->W);
-}
 
 /* A plan file: lines "STEP b0,b1,...", steps rising, each split of W batches
  * >= 0 summing to B. Returns 0, or 2 after naming the line. */
@@ -137,13 +125,9 @@ int balance_new(cfg_entry *cfg, int rank, int W, balance **out)
     b->W = W;
     b->B = (int)cfg_int(cfg, "batch") * W;
     b->mode = strcmp(mode, "batch") ? BAL_FIXED : BAL_BATCH;
-    b->cur = calloc((size_t)W, sizeof *b->cur);
-    b->ideal = calloc((size_t)W, sizeof *b->ideal);
-    b->next = calloc((size_t)W, sizeof *b->next);
+    b->split = balsplit_new(W, b->B);
     b->ex = calloc((size_t)W, sizeof *b->ex);
-    b->hist = calloc((size_t)W * WIN, sizeof *b->hist);
-    b->est = calloc((size_t)W, sizeof *b->est);
-    if (!b->cur || !b->ideal || !b->next || !b->ex || !b->hist || !b->est) {
+    if (!b->split || !b->ex) {
         balance_destroy(&b);
         return 1;
     }
@@ -157,7 +141,7 @@ int balance_new(cfg_entry *cfg, int rank, int W, balance **out)
         balance_destroy(&b);
         return 2;
     }
-    even(b);
+    b->cur = balsplit_cur(b->split);
     *out = b;
     return 0;
 }
@@ -174,7 +158,7 @@ static void from_plan(balance *b, int64_t step)
     while (k + 1 < b->nplan && b->plan[k + 1].step <= step)
         k++;
     if (b->nplan && b->plan[k].step <= step)
-        memcpy(b->cur, b->plan[k].b, (size_t)b->W * sizeof *b->cur);
+        balsplit_set(b->split, b->plan[k].b);
 }
 
 static void write_log(balance *b, int64_t step)
@@ -194,7 +178,7 @@ void balance_start(balance *b, int64_t step)
     if (b->mode == BAL_FIXED)
         from_plan(b, step);
     else
-        even(b);
+        balsplit_even(b->split);
     write_log(b, step);
 }
 
@@ -211,54 +195,6 @@ uint32_t balance_rows(const balance *b, int64_t in_epoch, uint32_t n, uint32_t *
     return g >= n ? 0 : (uint32_t)((gend < n ? gend : n) - g);
 }
 
-/* The median of worker i's last WIN observations (insertion sort of WIN). */
-static double median(const balance *b, int i)
-{
-    float v[WIN];
-    for (int k = 0; k < WIN; k++) {
-        float x = b->hist[k * b->W + i];
-        int j = k;
-        for (; j > 0 && v[j - 1] > x; j--)
-            v[j] = v[j - 1];
-        v[j] = x;
-    }
-    return ((double)v[WIN / 2 - 1] + v[WIN / 2]) / 2;
-}
-
-/* The slowest worker's predicted time for a split. */
-static double clock_time(const balance *b, const int *split)
-{
-    double t = 0;
-    for (int i = 0; i < b->W; i++)
-        t = split[i] * b->est[i] > t ? split[i] * b->est[i] : t;
-    return t;
-}
-
-/* Rounds ideal (summing to B) to whole batches >= 1 by largest remainder,
- * ties to the lower rank: the same on every rank. */
-static void round_split(const balance *b, int *out)
-{
-    int left = b->B;
-    for (int i = 0; i < b->W; i++) {
-        out[i] = (int)floor(b->ideal[i]);
-        out[i] = out[i] < 1 ? 1 : out[i];
-        left -= out[i];
-    }
-    while (left != 0) {
-        int best = -1;
-        double bf = 0;
-        for (int i = 0; i < b->W; i++) {
-            double f = b->ideal[i] - out[i];
-            if ((left > 0 && (best < 0 || f > bf)) ||
-                (left < 0 && out[i] > 1 && (best < 0 || f < bf))) {
-                best = i;
-                bf = f;
-            }
-        }
-        out[best] += left > 0 ? 1 : -1;
-        left += left > 0 ? -1 : 1;
-    }
-}
 
 static void announce(balance *b, report *rep, int64_t step)
 {
@@ -269,7 +205,8 @@ static void announce(balance *b, report *rep, int64_t step)
     size_t nb = 0, nu = 0;
     for (int i = 0; i < b->W && nb < sizeof bs - 24 && nu < sizeof us - 24; i++) {
         nb += (size_t)snprintf(bs + nb, sizeof bs - nb, "%s%d", i ? "," : "", b->cur[i]);
-        nu += (size_t)snprintf(us + nu, sizeof us - nu, "%s%.1f", i ? "," : "", b->est[i]);
+        nu += (size_t)snprintf(us + nu, sizeof us - nu, "%s%.1f", i ? "," : "",
+                               balsplit_est(b->split)[i]);
     }
     printf("balance: step %lld batches %s (us per example %s), re-split %lld\n",
            (long long)step, bs, us, (long long)b->resplits);
@@ -295,34 +232,9 @@ int balance_after(balance *b, pskv_worker *w, report *rep, int64_t step, uint32_
     int rc = pskv_allreduce(w, -1, b->ex, (size_t)b->W, PSKV_OP_SUM);
     if (rc < 0)
         return rc;
-    float *slot = b->hist + (size_t)(b->nobs % WIN) * (size_t)b->W;
-    const float *prev = b->hist + (size_t)((b->nobs + WIN - 1) % WIN) * (size_t)b->W;
-    for (int i = 0; i < b->W; i++) /* a worker without rows this step: its last time */
-        slot[i] = b->ex[i] > 0 || b->nobs == 0 ? b->ex[i] : prev[i];
-    b->nobs++;
-    if (b->nobs < WIN)
+    if (!balsplit_observe(b->split, b->ex))
         return 0;
-    double inv = 0, move = 0;
-    for (int i = 0; i < b->W; i++) {
-        b->est[i] = median(b, i);
-        if (!(b->est[i] > 0))
-            return 0; /* a worker not measured yet */
-        inv += 1 / b->est[i];
-    }
-    for (int i = 0; i < b->W; i++) {
-        b->ideal[i] = b->B / b->est[i] / inv;
-        double d = fabs(b->ideal[i] - b->cur[i]);
-        move = d > move ? d : move;
-    }
-    double cap = b->B / (2.0 * b->W), f = move > cap ? cap / move : 1;
-    for (int i = 0; i < b->W; i++) /* the whole move scaled: the sum stays B */
-        b->ideal[i] = b->cur[i] + f * (b->ideal[i] - b->cur[i]);
-    round_split(b, b->next);
-    if (!(clock_time(b, b->next) <= GAIN * clock_time(b, b->cur)))
-        return 0;
-    memcpy(b->cur, b->next, (size_t)b->W * sizeof *b->cur);
     b->last_change = step + 1 - WARMUP; /* a re-split is measured at once */
-    b->nobs = 0; /* the times at the old split say little of the new one's */
     b->resplits++;
     announce(b, rep, step + 1);
     return 0;
@@ -343,12 +255,8 @@ void balance_destroy(balance **b_p)
     free(b->plan);
     if (b->log)
         fclose(b->log);
-    free(b->cur);
-    free(b->ideal);
-    free(b->next);
+    balsplit_destroy(&b->split);
     free(b->ex);
-    free(b->hist);
-    free(b->est);
     free(b);
     *b_p = NULL;
 }
