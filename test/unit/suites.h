@@ -49,6 +49,12 @@ Suite *model_suite(void);
 Suite *pipesched_suite(void);
 /* worker/apps/train/balsplit.c: --balance batch's split: sum kept, cap, window, no swing. */
 Suite *balsplit_suite(void);
+/* server/consist/: the models' rows over the vector clock: ssp's bound, bsp's
+ * close, held pulls released by a CLOCK or a view, refusals and clocks. */
+Suite *consist_suite(void);
+/* server/repl/: the chain rules: head and tail checks, dense runs cut to this
+ * server's partitions, a re-sent push applied once. */
+Suite *chain_suite(void);
 /* server/repl/dedupe.c: applied-push record, eviction, clear, export/import, collisions. */
 Suite *dedupe_suite(void);
 /* common/ckpt.c: checkpoint round trips, temp file and rename, truncation, bit flips. */

@@ -1,6 +1,7 @@
+# shellcheck shell=bash
 # Load-balancing tests (sourced by integration.sh): --balance batch on real
 # workers, servers and scheduler over loopback. Each function runs in its own
-# test directory ($TDIR) under run_test's time-out.
+# test directory ($TDIR) under the harness's time-out.
 
 # bal_run NAME WORKERS [LAUNCH FLAGS...] -- WORKER ARGS...: an mlp job on a
 # 2,000-image subset, its bsp digests printed; its status.
