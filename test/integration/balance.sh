@@ -130,3 +130,27 @@ t_balance_no_oscillation() {
     fail "steady run exited $?"
   [ "$(wc -l < "$TDIR/plan2")" -ge 2 ] || fail "a steady 4x slowdown was not followed"
 }
+
+# Visible while it runs: pskvctl status shows each worker's batch and time per
+# example (from its heartbeats), pskvctl top the same as batch= and
+# us_per_example=, and the slow worker's batch is the smallest.
+t_balance_status() {
+  local port seen=0 i lpid
+  port=$(free_port)
+  "$LAUNCH" --servers 1 --workers 2 --timeout 150 --port "$port" --log-dir "$TDIR/logs" \
+    --scheduler-opt=--dead-after-ms=10000 --worker-opt 1:--slowdown --worker-opt 1:3 -- \
+    --app mlp --epochs 4 --train-limit 6000 --test-limit 500 --batch 16 --consistency bsp \
+    --balance batch > "$TDIR/out" 2>&1 &
+  lpid=$!
+  for i in $(seq 150); do
+    "$BIN/pskvctl" --scheduler "127.0.0.1:$port" status > status.txt 2>/dev/null &&
+      [ "$(grep -c 'batch [0-9]*, [0-9.]* us per example' status.txt)" -eq 2 ] &&
+      "$BIN/pskvctl" --scheduler "127.0.0.1:$port" top --count 1 --plain > top.txt 2>/dev/null &&
+      [ "$(grep -c 'batch=[0-9]* us_per_example=' top.txt)" -eq 2 ] &&
+      awk '/^worker/ { for (i = 1; i <= NF; i++) if ($i ~ /^batch=/) b[$3] = substr($i, 7) }
+           END { exit !(b["rank=1"] + 0 < b["rank=0"] + 0) }' top.txt && { seen=1; break; }
+    sleep 0.2
+  done
+  wait "$lpid" || fail "job exited $?: $(tail -n 2 "$TDIR/logs/worker-0.log")"
+  [ "$seen" -eq 1 ] || fail "no batches in status and top: $(cat status.txt top.txt 2>/dev/null | tail -n 8)"
+}

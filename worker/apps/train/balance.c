@@ -221,6 +221,7 @@ int balance_after(balance *b, pskv_worker *w, report *rep, int64_t step, uint32_
 {
     if (b->mode == BAL_FIXED) {
         from_plan(b, step + 1);
+        pskv_set_balance(w, b->cur[b->rank], 0);
         return 0;
     }
     if (step < b->last_change + WARMUP)
@@ -229,9 +230,11 @@ int balance_after(balance *b, pskv_worker *w, report *rep, int64_t step, uint32_
     /* an epoch's short last step is not measured (fixed costs over fewer rows) */
     b->ex[b->rank] = count && count == (uint32_t)b->cur[b->rank] ? (float)((double)ns / 1e3 / count)
                                                                   : 0;
+    float mine = b->ex[b->rank];
     int rc = pskv_allreduce(w, -1, b->ex, (size_t)b->W, PSKV_OP_SUM);
     if (rc < 0)
         return rc;
+    pskv_set_balance(w, b->cur[b->rank], mine > 0 ? mine : 0); /* pskvctl status, top */
     if (!balsplit_observe(b->split, b->ex))
         return 0;
     b->last_change = step + 1 - WARMUP; /* a re-split is measured at once */
