@@ -9,21 +9,18 @@
 #     bsp and bsp --balance batch, and the clocks from the slowdown to the last
 #     re-split after it (the batches settled), from the --balance-log.
 # Every run is repeated --repeat times (default 3) and the median reported: the
-# machine may be shared (a starved node is declared dead only after --dead-after-ms,
-# default 10000: on a loaded host 500 ms of silence is common). Usage: scripts/bench-balance.sh [--epochs E] [--repeat N]
+# machine may be shared. Usage: scripts/bench-balance.sh [--epochs E] [--repeat N]
 # [--out DIR]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 epochs=6
 repeat=3
-dead_after=10000
 out=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --epochs) epochs=$2; shift 2 ;;
     --repeat) repeat=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    --dead-after-ms) dead_after=$2; shift 2 ;;
     *) echo "usage: $0 [--epochs E] [--repeat N] [--out DIR]" >&2; exit 2 ;;
   esac
 done
@@ -38,7 +35,6 @@ run() { # run NAME LAUNCH_ARGS... -- WORKER_ARGS...
   local name=$1; shift
   "$here/launch-local.sh" --servers 1 --workers 3 --timeout 900 --log-dir "$out/$name" \
     --scheduler-opt --log-level --scheduler-opt warn --server-opt --log-level --server-opt warn \
-    --scheduler-opt --dead-after-ms --scheduler-opt "$dead_after" \
     "$@" > /dev/null 2>&1 || { echo "bench-balance: $name failed; logs in $out/$name" >&2; return 1; }
 }
 

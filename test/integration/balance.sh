@@ -10,10 +10,7 @@ bal_run() {
   local pre=()
   while [ $# -gt 0 ] && [ "$1" != -- ]; do pre+=("$1"); shift; done
   shift
-  # a worker starved for half a second on this shared machine must not be
-  # declared dead: a bsp clock would close without it, and the bits change
-  "$LAUNCH" --servers 1 --workers "$nw" --timeout 150 --log-dir "$TDIR/$name" \
-    --scheduler-opt=--dead-after-ms=10000 "${pre[@]}" -- \
+  "$LAUNCH" --servers 1 --workers "$nw" --timeout 150 --log-dir "$TDIR/$name" "${pre[@]}" -- \
     --app mlp --hidden 64 --epochs 1 --train-limit 2000 --test-limit 500 --batch 16 --seed 2 \
     --print-digests "$@" > "$TDIR/$name.out" 2>&1
 }
@@ -138,7 +135,7 @@ t_balance_status() {
   local port seen=0 i lpid
   port=$(free_port)
   "$LAUNCH" --servers 1 --workers 2 --timeout 150 --port "$port" --log-dir "$TDIR/logs" \
-    --scheduler-opt=--dead-after-ms=10000 --worker-opt 1:--slowdown --worker-opt 1:3 -- \
+    --worker-opt 1:--slowdown --worker-opt 1:3 -- \
     --app mlp --epochs 4 --train-limit 6000 --test-limit 500 --batch 16 --consistency bsp \
     --balance batch > "$TDIR/out" 2>&1 &
   lpid=$!
