@@ -566,6 +566,11 @@ void memb_on_heartbeat(wire_msg *msg)
     n->ar_waiting = r->has_ar_waiting ? r->ar_waiting : 0;
     if (r->has_pipe_stage && r->has_pipe_pipeline)
         n->pipe_place = ((int64_t)r->pipe_pipeline << 32 | r->pipe_stage) + 1;
+    if (r->has_balance_batch && r->balance_batch > 0 && r->balance_batch <= 1u << 24) {
+        n->bal_batch = r->balance_batch;
+        n->bal_us = r->has_balance_us && r->balance_us >= 0 && r->balance_us < 1e9f
+                        ? r->balance_us : 0;
+    }
     if (r->has_rows) {
         n->rows = r->rows;
         n->admitted = r->admitted;

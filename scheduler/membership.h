@@ -92,6 +92,8 @@ typedef struct memb_node {
                                             time waiting in libpskv */
     uint32_t ar_waiting; /* workers: 1 + the all-reduce rank waited for (heartbeats), 0 = none */
     int64_t pipe_place; /* --app pipeline workers: d << 32 | k, + 1 (0 = none), heartbeats */
+    uint32_t bal_batch; /* --balance batch workers: the batch (0 = none), heartbeats */
+    float bal_us;       /* ... and the time per example, us */
     uint64_t rows, admitted, not_admitted, evicted, bytes; /* servers: their tables, from
                                                               heartbeats (STATUS_REPLY) */
     int64_t progress[3];  /* workers: epoch, step, data position, from heartbeats */

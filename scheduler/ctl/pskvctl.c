@@ -334,6 +334,9 @@ static void print_table(const Pskv__Meta *m)
         if (n->has_pipe_stage)
             snprintf(range, sizeof range, "stage %u of pipeline %u", n->pipe_stage,
                      n->pipe_pipeline);
+        if (n->has_balance_batch)
+            snprintf(range, sizeof range, "batch %u, %.1f us per example", n->balance_batch,
+                     n->has_balance_us ? n->balance_us : 0.0);
         if (n->has_ar_waiting)
             snprintf(range, sizeof range, "waiting for rank %u to be taken over",
                      n->ar_waiting - 1);
