@@ -1,15 +1,14 @@
-/* pskv-server: owns a range of the key ring for every table and serves pushes and
- * pulls from workers.
+/* pskv-server: owns a range of the key ring for every table and serves pushes and pulls from
+ * workers.
  *
- * One thread, one poll loop over two sockets: a ROUTER that workers dial and a
- * DEALER to the scheduler (membership: register, view, heartbeats, STOP). Every
- * request is validated (job, table, width, ranges, finite values) before use; a
- * bad one is logged with its sender, answered with ERROR and dropped. Pulls send
- * large dense runs straight from the table (lent: an update while they are on the
- * wire moves the table to a fresh buffer) and copy anything else into a fresh
- * buffer, so what is on the wire never changes (consist.c, shard.c). Checkpoints
- * the scheduler asks for are written in the background, and a resumed job's file
- * loaded, by checkpoint.c. */
+ * One thread, one poll loop over two sockets: a ROUTER that workers dial and a DEALER to the
+ * scheduler (membership: register, view, heartbeats, STOP). Every request is validated (job,
+ * table, width, ranges, finite values, the key's namespaces: nsguard.h) before use; a bad one is
+ * logged with its sender, answered with ERROR and dropped. Pulls send large dense runs straight
+ * from the table (lent: an update while they are on the wire moves the table to a fresh buffer)
+ * and copy anything else into a fresh buffer, so what is on the wire never changes (consist.c,
+ * shard.c). Checkpoints the scheduler asks for are written in the background, and a resumed
+ * job's file loaded, by checkpoint.c. */
 #define _GNU_SOURCE
 #include <cblas.h>
 #include <errno.h>
@@ -34,6 +33,7 @@
 #include "member.h"
 #include "metrics.h"
 #include "net.h"
+#include "nsguard.h"
 #include "persist/persist.h"
 #include "pskv_errors.h"
 #include "refuse.h"
@@ -68,10 +68,9 @@ static struct {
 
 #define MAX_PARKED 1024
 
-/* Set by the signal handlers, read by the loop. Lock-free atomics, not
- * sig_atomic_t: a process-directed signal may run its handler on any thread that
- * does not block it (OpenBLAS's, the ZAP handler's), and only an atomic is safe
- * to share between threads as well as with a handler. */
+/* Set by the signal handlers, read by the loop. Lock-free atomics, not sig_atomic_t: a
+ * process-directed signal may run its handler on any thread that does not block it (OpenBLAS's,
+ * the ZAP handler's), and only an atomic is safe to share between threads and a handler. */
 static atomic_int stop_signal, reload_signal;
 static void on_signal(int sig) { stop_signal = sig; }
 static void on_hup(int sig) { reload_signal = sig; }
@@ -453,6 +452,8 @@ static void handle_worker(wire_msg *msg)
     int rc = sfilter_keys(S.tables, msg, why, sizeof why); /* keycache: nothing applied */
     if (rc >= 0) /* values in the worker's shared memory (sshm.h) */
         rc = sshm_resolve(consist_shm(S.cons), msg, why, sizeof why);
+    if (rc >= 0) /* the key's namespaces and their quotas (nsguard.h) */
+        rc = nsguard_request(S.tables, msg, S.mb.view, why, sizeof why);
     if (rc < 0) {
         fail(msg, -rc, why);
         return;
