@@ -121,6 +121,8 @@ no_strays() { # no process from the pid files in DIR is alive
 . "$here/pipeline_tests.sh"
 # shellcheck source=overlap_tests.sh
 . "$here/overlap_tests.sh"
+# shellcheck source=groups_tests.sh
+. "$here/groups_tests.sh"
 
 t_check_2x3() {
   # workers 0 and 2 push the dense run without a copy (the default), worker 1 with one
@@ -1529,7 +1531,8 @@ tests=(check_2x3 check_shm check_shm_keys check_shm_other_user wire_check wire_r
        allreduce_exact allreduce_late_keys allreduce_mismatch allreduce_peer_dies allreduce_train allreduce_wire allreduce_wire_train allreduce_loss_scale allreduce_zero allreduce_wire_bytes
        pipeline_schedules pipeline_short_batch pipeline_resume pipeline_suggest_split pipeline_train pipeline_stage_dies pipeline_late_keys pipeline_bad_flags
        train_prefetch prefetch_bad_flags status_traffic async_paused_worker
-       hosts_check hosts_delay hosts_partition slurm)
+       hosts_check hosts_delay hosts_partition slurm
+       ns_shared ns_quota ns_keys)
 for t in "${tests[@]}"; do
   if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $t "* ]]; then continue; fi
   run_test "$t" "t_$t"
