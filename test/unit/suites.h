@@ -69,4 +69,7 @@ Suite *manifest_suite(void);
 /* common/slice.c: the scheduling slice granted, inherited, clamped, left alone at 0. */
 Suite *slice_suite(void);
 
+/* server/store/nspace.c: full names, key bindings, quotas. */
+Suite *nspace_suite(void);
+
 #endif
