@@ -58,6 +58,9 @@ WORKER_O := $(APP_O) $(DATA_O)
 # worker code the unit tests link (readers, models, libpskv's clipping and kkt; no main)
 WORKER_UNIT_O := $(DATA_O) $(BUILD)/obj/worker/apps/train/model.o $(BUILD)/obj/worker/apps/train/pipesched.o \
                  $(BUILD)/obj/worker/lib/wclip.o $(BUILD)/obj/worker/lib/wkkt.o
+# scheduler code the membership suite links: the node table, its events, the
+# view it publishes and the sends (no policy, no metrics, no main)
+SCHED_UNIT_O := $(patsubst %,$(BUILD)/obj/scheduler/%.o,membership events view sched_net)
 UNIT_SRC := $(wildcard test/unit/*.c)
 UNIT_O   := $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 
@@ -207,7 +210,7 @@ $(BIN)/pskv-fuzz-replay: $(BUILD)/obj/test/tools/fuzz_wire.o $(BUILD)/obj/test/t
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/bin/pskv-unit: $(UNIT_O) $(SERVER_LIB_O) $(WORKER_UNIT_O) $(BUILD)/obj/scheduler/reshard.o \
-                        $(BUILD)/obj/scheduler/manifest.o \
+                        $(BUILD)/obj/scheduler/manifest.o $(SCHED_UNIT_O) \
                         $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)

@@ -24,6 +24,9 @@ Suite *config_suite(void);
 /* scheduler/reshard.c: a checkpoint's partitions placed and loaded on more or
  * fewer servers. */
 Suite *reshard_suite(void);
+/* scheduler/membership.c (with events.c, view.c, sched_net.c): registration and
+ * ranks, rank takeover, lease expiry, barriers, FINISH then STOP, node events. */
+Suite *membership_suite(void);
 /* common/ring.c: key placement, dense spans, partitions, tokens and chains. */
 Suite *ring_suite(void);
 /* common/update/updater.c: sum, sgd, momentum, l2, adagrad, finiteness, checks. */
