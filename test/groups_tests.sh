@@ -73,3 +73,29 @@ t_ns_keys() {
   grep -q "authorized line [0-9]*: expected" bad.log || fail "the bad line not named: $(cat bad.log)"
   no_strays "$TDIR/logs"
 }
+
+# A namespace's bytes and quota are server metrics: pskv_namespace_bytes and
+# pskv_namespace_quota_bytes, labelled with the namespace, while its worker lingers.
+t_ns_metrics() {
+  command -v curl > /dev/null || fail "curl missing (install-deps.sh installs it)"
+  local port m0 i
+  trap 'for f in "$TDIR"/*.pid; do kill -KILL "$(cat "$f")" 2>/dev/null; done' EXIT
+  port=$(free_port); m0=$(free_port)
+  start scheduler "$BIN/pskv-scheduler" --port "$port" --servers 1 --workers 1
+  start server-0 "$BIN/pskv-server" --scheduler "127.0.0.1:$port" --metrics-port "$m0"
+  start worker-0 "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --app check --rounds 20 \
+    --namespace m --quota-bytes 900000000 --metrics-port "$(free_port)" --metrics-linger 60
+  wait_line worker-0.log 'pushed [0-9]* value bytes in all' 1 60 ||
+    fail "the worker did not finish: $(tail -n 3 worker-0.log)"
+  for i in $(seq 20); do # the server refreshes its gauges every 500 ms
+    curl -sf --max-time 5 "http://127.0.0.1:$m0/metrics" > metrics.txt &&
+      grep -q '^pskv_namespace_bytes{.*namespace="m"} [1-9]' metrics.txt && break
+    sleep 0.2
+  done
+  grep -q '^pskv_namespace_bytes{.*namespace="m"} [1-9]' metrics.txt ||
+    fail "no namespace bytes: $(grep namespace metrics.txt)"
+  grep -q '^pskv_namespace_quota_bytes{.*namespace="m"} 9[0e]' metrics.txt ||
+    fail "no namespace quota: $(grep namespace metrics.txt)"
+  kill -TERM "$(cat worker-0.pid)"
+  wait_exit "$(cat scheduler.pid)" 30 > /dev/null || fail "the job did not end"
+}

@@ -1532,7 +1532,7 @@ tests=(check_2x3 check_shm check_shm_keys check_shm_other_user wire_check wire_r
        pipeline_schedules pipeline_short_batch pipeline_resume pipeline_suggest_split pipeline_train pipeline_stage_dies pipeline_late_keys pipeline_bad_flags
        train_prefetch prefetch_bad_flags status_traffic async_paused_worker
        hosts_check hosts_delay hosts_partition slurm
-       ns_shared ns_quota ns_keys)
+       ns_shared ns_quota ns_keys ns_metrics)
 for t in "${tests[@]}"; do
   if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $t "* ]]; then continue; fi
   run_test "$t" "t_$t"
