@@ -1,7 +1,5 @@
-# Namespace tests (sourced by integration.sh): tables named NAMESPACE/NAME shared
-# by the processes that name one namespace, a namespace's quota (PSKV_EQUOTA), and
-# worker keys bound to namespaces by the authorized file (PSKV_EACCES). Real
-# daemons over loopback; each function runs in its own test directory ($TDIR).
+# Namespaces: tables named NAMESPACE/NAME shared by the processes that name one, a
+# namespace's quota (PSKV_EQUOTA), worker keys bound to namespaces (PSKV_EACCES).
 
 # Two workers naming one namespace share its tables: check's exact sums (the
 # pushes of both meet in the same rows) hold under the full names ns/check.*, and
@@ -55,6 +53,7 @@ bind_job() {
   "$LAUNCH" --servers 1 --workers 1 --keys "$1" --timeout 60 --log-dir "$TDIR/logs" -- --app check \
     --rounds 50 --namespace "$3" > launch.out 2>&1
 }
+tags ns_keys keys
 t_ns_keys() {
   local K=$TDIR/keys
   keyset "$K" 1 1
