@@ -4,7 +4,7 @@
  *   pskvctl [--scheduler HOST:PORT] [--keys DIR] drain NODE [--drain-timeout S]
  *   pskvctl keygen --role ROLE --out DIR
  *   pskvctl keys init DIR --servers S --workers W
- *   pskvctl export --checkpoint N --from DIR[,DIR...] --out PATH
+ *   pskvctl export --checkpoint N --from DIR[,DIR...] [--namespace NS] --out PATH
  * Exit status: 0 answered (or keys made, or model exported, or server drained), 1 no
  * answer within --timeout, refused, not drained, or keys or model not made, 2 usage. */
 #define _GNU_SOURCE
@@ -57,6 +57,8 @@ static cfg_entry config[] = {
      "one", 0, 0, NULL, NULL},
     {"checkpoint", CFG_INT, "0", NULL, 0, 9.2e18, NULL,
      "export: the checkpoint number (the manifest's seq)", 0, 0, NULL, NULL},
+    {"namespace", CFG_STR, "", NULL, 1, 0, NULL,
+     "export: the namespace whose model to export (empty = the unnamed one)", 0, 0, NULL, NULL},
     {"from", CFG_STR, "", NULL, 1, 0, NULL,
      "export: the servers' --data-dir directories (comma-separated) holding its files", 0, 0,
      NULL, NULL},
@@ -114,8 +116,8 @@ static int export_command(cfg_args *args, const char *usage)
         fprintf(stderr, "pskvctl export: needs %s\nusage: %s\n", missing, usage);
         return 2;
     }
-    if (export_checkpoint(cfg_str(config, "from"), seq, cfg_str(config, "out"), summary,
-                          sizeof summary, why, sizeof why) < 0) {
+    if (export_checkpoint(cfg_str(config, "from"), seq, cfg_str(config, "namespace"),
+                          cfg_str(config, "out"), summary, sizeof summary, why, sizeof why) < 0) {
         fprintf(stderr, "pskvctl export: %s\n", why);
         return 1;
     }
@@ -386,7 +388,8 @@ int main(int argc, char **argv)
                         "[--drain-timeout S]\n"
                         "       pskvctl keygen --role ROLE --out DIR\n"
                         "       pskvctl keys init DIR --servers S --workers W\n"
-                        "       pskvctl export --checkpoint N --from DIR[,DIR...] --out PATH";
+                        "       pskvctl export --checkpoint N --from DIR[,DIR...] [--namespace NS] "
+                        "--out PATH";
     int rc = cfg_start(config, "ctl", usage, argc, argv, &args);
     if (rc >= 0)
         return rc;

@@ -98,3 +98,28 @@ t_ns_metrics() {
   kill -TERM "$(cat worker-0.pid)"
   wait_exit "$(cat scheduler.pid)" 30 > /dev/null || fail "the job did not end"
 }
+
+# pskvctl export works per namespace: a model trained in namespace a is exported
+# with --namespace a, and neither the unnamed namespace nor b holds it.
+t_ns_export() {
+  mkdir -p "$TDIR/sched" "$TDIR/data"
+  "$BIN/pskv-gen-sparse" --examples 2000 --features 1000 --out "$TDIR/gen" --seed 5 > gen.out ||
+    fail "gen-sparse failed: $(cat gen.out)"
+  "$LAUNCH" --servers 1 --workers 1 --timeout 120 --log-dir "$TDIR/logs" \
+    --scheduler-opt --data-dir --scheduler-opt "$TDIR/sched" \
+    --server-opt --data-dir --server-opt "$TDIR/data" -- --app sparse-lr --train "$TDIR/gen.train" \
+    --test "$TDIR/gen.test" --epochs 1 --batch 64 --eval-every 0 --checkpoint-epochs 1 \
+    --namespace a > launch.out 2>&1 || fail "training exited $?: $(tail -n 3 launch.out)"
+  grep -q "table 'a/sparse-lr.w'" "$TDIR/logs/server-0.log" || fail "no table a/sparse-lr.w"
+  "$BIN/pskvctl" export --checkpoint 1 --from "$TDIR/data" --namespace a --out a.model > ex.out 2>&1 ||
+    fail "export of a exited $?: $(cat ex.out)"
+  grep -q 'sparse-lr 0-0-1 model of checkpoint 1' ex.out || fail "export said: $(cat ex.out)"
+  [ -s a.model ] || fail "no model file"
+  "$BIN/pskvctl" export --checkpoint 1 --from "$TDIR/data" --out u.model > ex.out 2>&1 &&
+    fail "the unnamed namespace exported a's model"
+  grep -q "holds no model table .* in namespace ''" ex.out || fail "export said: $(cat ex.out)"
+  "$BIN/pskvctl" export --checkpoint 1 --from "$TDIR/data" --namespace b --out b.model > ex.out 2>&1 &&
+    fail "namespace b exported a's model"
+  grep -q "in namespace 'b'" ex.out || fail "export said: $(cat ex.out)"
+  return 0
+}
