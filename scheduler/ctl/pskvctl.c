@@ -184,6 +184,41 @@ static void print_tables(const Pskv__View *v)
     }
 }
 
+/* Per namespace, over the servers: the bytes its tables take (every replica) and its
+ * quota (from the servers' heartbeats). */
+static void print_namespaces(const Pskv__View *v)
+{
+    const char *seen[64];
+    size_t nseen = 0;
+    for (size_t i = 0; i < v->n_nodes; i++)
+        for (size_t k = 0; k < v->nodes[i]->n_ns_names && nseen < 64; k++) {
+            const char *name = v->nodes[i]->ns_names[k];
+            size_t j = 0;
+            while (j < nseen && strcmp(seen[j], name))
+                j++;
+            if (j == nseen)
+                seen[nseen++] = name;
+        }
+    for (size_t j = 0; j < nseen; j++) {
+        uint64_t bytes = 0, quota = 0;
+        int servers = 0;
+        for (size_t i = 0; i < v->n_nodes; i++) {
+            const Pskv__Node *n = v->nodes[i];
+            for (size_t k = 0; k < n->n_ns_names && k < n->n_ns_bytes && k < n->n_ns_quota; k++)
+                if (!strcmp(n->ns_names[k], seen[j])) {
+                    bytes += n->ns_bytes[k];
+                    quota = n->ns_quota[k] ? n->ns_quota[k] : quota;
+                    servers++;
+                }
+        }
+        char q[48] = "no quota";
+        if (quota)
+            snprintf(q, sizeof q, "quota %" PRIu64 " bytes", quota);
+        printf("namespace %s: %" PRIu64 " bytes on %d servers, %s\n",
+               *seen[j] ? seen[j] : "(unnamed)", bytes, servers, q);
+    }
+}
+
 /* Per worker and table: bytes sent and received on the wire and before the
  * filters, and the time in filters (from the workers' heartbeats). */
 static void print_traffic(const Pskv__View *v)
@@ -253,6 +288,14 @@ static void print_json(const Pskv__Meta *m)
             printf(",\"val_auc\":%.17g", n->val_auc);
         if (n->role == PSKV__ROLE__WORKER)
             json_traffic(n);
+        size_t nns = n->n_ns_names < n->n_ns_bytes ? n->n_ns_names : n->n_ns_bytes;
+        nns = nns < n->n_ns_quota ? nns : n->n_ns_quota;
+        for (size_t k = 0; k < nns; k++) {
+            printf("%s{\"name\":", k ? "," : ",\"namespaces\":[");
+            json_str(n->ns_names[k]);
+            printf(",\"bytes\":%" PRIu64 ",\"quota\":%" PRIu64 "}%s", n->ns_bytes[k],
+                   n->ns_quota[k], k + 1 == nns ? "]" : "");
+        }
         printf(",\"insecure\":%s,\"refused\":", n->insecure ? "true" : "false");
         json_refusals(n->refusals, n->n_refusals);
         putchar('}');
@@ -346,6 +389,7 @@ static void print_table(const Pskv__Meta *m)
     for (size_t i = 0; i < v->n_nodes; i++)
         dropped += v->nodes[i]->dropped;
     print_tables(v);
+    print_namespaces(v);
     print_traffic(v);
     if (slow)
         printf("slowest worker: rank %d at clock %" PRId64 "; pushes dropped as late: %" PRIu64

@@ -73,8 +73,9 @@ t_ns_keys() {
   no_strays "$TDIR/logs"
 }
 
-# A namespace's bytes and quota are server metrics: pskv_namespace_bytes and
-# pskv_namespace_quota_bytes, labelled with the namespace, while its worker lingers.
+# A namespace's bytes and quota are server metrics (pskv_namespace_bytes and
+# pskv_namespace_quota_bytes, labelled with the namespace) and pskvctl status lines,
+# while its worker lingers.
 t_ns_metrics() {
   command -v curl > /dev/null || fail "curl missing (install-deps.sh installs it)"
   local port m0 i
@@ -95,6 +96,13 @@ t_ns_metrics() {
     fail "no namespace bytes: $(grep namespace metrics.txt)"
   grep -q '^pskv_namespace_quota_bytes{.*namespace="m"} 9[0e]' metrics.txt ||
     fail "no namespace quota: $(grep namespace metrics.txt)"
+  # and pskvctl status sums them over the servers (from the heartbeats)
+  "$BIN/pskvctl" --scheduler "127.0.0.1:$port" status > status.txt || fail "no status"
+  grep -q '^namespace m: [1-9][0-9]* bytes on 1 servers, quota 900000000 bytes$' status.txt ||
+    fail "status shows no namespace m: $(grep namespace status.txt)"
+  "$BIN/pskvctl" --scheduler "127.0.0.1:$port" status --json > status.json || fail "no status --json"
+  python3 -c 'import json,sys; n=[x for node in json.load(open("status.json"))["nodes"] for x in node.get("namespaces",[])]; sys.exit(0 if any(x["name"]=="m" and x["quota"]==900000000 and x["bytes"]>0 for x in n) else 1)' ||
+    fail "status --json shows no namespace m: $(cat status.json)"
   kill -TERM "$(cat worker-0.pid)"
   wait_exit "$(cat scheduler.pid)" 30 > /dev/null || fail "the job did not end"
 }
