@@ -187,6 +187,12 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
                 p->not_admitted = n->not_admitted;
                 p->evicted = n->evicted;
                 p->bytes = n->bytes;
+                if (n->ns) {
+                    p->n_ns_names = p->n_ns_bytes = p->n_ns_quota = n->ns->n;
+                    p->ns_names = n->ns->ptr;
+                    p->ns_bytes = n->ns->bytes;
+                    p->ns_quota = n->ns->quota;
+                }
             }
         }
     }

@@ -77,6 +77,16 @@ typedef struct pskv_config {
                                   that replies are taken in as they arrive while this
                                   process's and others' threads compute; the calling
                                   thread keeps its own (default 100; 0 = the kernel's) */
+    const char *table_namespace; /* the namespace this process's tables live in: a table
+                                  opened as NAME is NAMESPACE/NAME on the servers, shared
+                                  with every process that names the same namespace.
+                                  NULL or "" = the unnamed namespace (a job's tables, as
+                                  before; there a name "NS/NAME" addresses NS directly).
+                                  1..64 bytes, no '/' (docs/protocol.md "Namespaces") */
+    uint64_t quota_bytes;      /* > 0: ask the servers to hold the namespace's tables to
+                                  this many bytes of memory, every replica counted: a
+                                  push that would create rows past it fails PSKV_EQUOTA
+                                  (default 0: none asked; the namespace's first quota stays) */
 } pskv_config;
 
 /* Precision of pskv_allreduce's values on the wire. FP16 (IEEE binary16) and BF16

@@ -86,4 +86,7 @@ Suite *phi_suite(void);
  * cut by owner and chunk, on a handle laid out by hand (no sockets). */
 Suite *wplan_suite(void);
 
+/* server/store/nspace.c: full names, key bindings, quotas. */
+Suite *nspace_suite(void);
+
 #endif
