@@ -57,7 +57,8 @@ APP_O    := $(APP_SRC:%.c=$(BUILD)/obj/%.o)
 WORKER_O := $(APP_O) $(DATA_O)
 # worker code the unit tests link (readers, models, libpskv's clipping and kkt; no main)
 WORKER_UNIT_O := $(DATA_O) $(BUILD)/obj/worker/apps/train/model.o $(BUILD)/obj/worker/apps/train/pipesched.o \
-                 $(BUILD)/obj/worker/lib/wclip.o $(BUILD)/obj/worker/lib/wkkt.o
+                 $(BUILD)/obj/worker/lib/wclip.o $(BUILD)/obj/worker/lib/wkkt.o \
+                 $(BUILD)/obj/worker/lib/wpy.o
 UNIT_SRC := $(wildcard test/unit/*.c)
 UNIT_O   := $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 

@@ -68,5 +68,8 @@ Suite *halfvec_suite(void);
 Suite *manifest_suite(void);
 /* common/slice.c: the scheduling slice granted, inherited, clamped, left alone at 0. */
 Suite *slice_suite(void);
+/* worker/lib/wpy.c: pskv_struct_layout against offsetof and sizeof, unknown names
+ * refused; pskv_held_get on NULL. */
+Suite *wpy_suite(void);
 
 #endif
