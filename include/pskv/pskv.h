@@ -466,6 +466,8 @@ typedef struct pskv_held {
     int views;         /* pskv_pull_view's views held or in flight */
     int push_buffers;  /* pskv_push_buffer's buffers held unsent */
     int draining;      /* ended pushes whose lent arrays ZeroMQ still references */
+    uint64_t lent;     /* pushes sent from the caller's memory so far (pskv_push_nocopy
+                          without a copy; a counter, not something held) */
 } pskv_held;
 
 /* Fills *out from w's counters (w NULL: all zero). Never fails, never waits. */

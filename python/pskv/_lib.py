@@ -64,7 +64,7 @@ class Traffic(ctypes.Structure):
 class Held(ctypes.Structure):
     """pskv_held: what a handle holds, by the library's counters."""
     _fields_ = [("requests", c_int), ("views", c_int), ("push_buffers", c_int),
-                ("draining", c_int)]
+                ("draining", c_int), ("lent", c_uint64)]
 
 
 STRUCTS = {"pskv_config": Config, "pskv_table_opts": TableOpts,

@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 
 
@@ -138,3 +139,28 @@ class LocalCluster:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def open_workers(address, n, **config):
+    """Opens n Workers of one job at once (ranks 0..n-1), in threads: each open
+    waits for the whole cluster, so one after the other would never return."""
+    import pskv
+    out, errs = [None] * n, []
+
+    def run(r):
+        try:
+            out[r] = pskv.Worker(scheduler=address, rank=r, **config)
+        except BaseException as e:  # reported below
+            errs.append(e)
+
+    ths = [threading.Thread(target=run, args=(r,)) for r in range(n)]
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join()
+    if errs:
+        for w in out:
+            if w is not None:
+                w.close()
+        raise errs[0]
+    return out

@@ -333,7 +333,7 @@ class Worker:
             L.pskv_held_get(self._h(), ctypes.byref(h))
             return {"requests": h.requests, "views": h.views,
                     "push_buffers": h.push_buffers, "draining": h.draining,
-                    "kept_arrays": len(self._keep)}
+                    "kept_arrays": len(self._keep), "lent": h.lent}
 
     def traffic(self, table=None):
         """Bytes sent and received (pskv_traffic_get), of one table or all."""

@@ -27,6 +27,7 @@ START_TEST(sizes_and_offsets)
     ck_assert_int_eq(pskv_struct_layout("pskv_held", NULL), (int64_t)sizeof(pskv_held));
     ck_assert_int_eq(pskv_struct_layout("pskv_held", "draining"),
                      (int64_t)offsetof(pskv_held, draining));
+    ck_assert_int_eq(pskv_struct_layout("pskv_held", "lent"), (int64_t)offsetof(pskv_held, lent));
     ck_assert_int_eq(pskv_struct_layout("pskv_pipe_msg", "n"),
                      (int64_t)offsetof(pskv_pipe_msg, n));
 }
@@ -44,9 +45,10 @@ END_TEST
 
 START_TEST(held_without_handle)
 {
-    pskv_held h = {1, 2, 3, 4};
+    pskv_held h = {1, 2, 3, 4, 5};
     pskv_held_get(NULL, &h);
     ck_assert_int_eq(h.requests + h.views + h.push_buffers + h.draining, 0);
+    ck_assert_uint_eq(h.lent, 0);
 }
 END_TEST
 

@@ -47,7 +47,7 @@ static const layout_row rows[] = {
     FIELD(pskv_traffic, received_raw), FIELD(pskv_traffic, filter_s), FIELD(pskv_traffic, name),
     SIZE(pskv_held),
     FIELD(pskv_held, requests), FIELD(pskv_held, views), FIELD(pskv_held, push_buffers),
-    FIELD(pskv_held, draining),
+    FIELD(pskv_held, draining), FIELD(pskv_held, lent),
     SIZE(pskv_pipe_msg),
     FIELD(pskv_pipe_msg, from_rank), FIELD(pskv_pipe_msg, pipeline), FIELD(pskv_pipe_msg, micro),
     FIELD(pskv_pipe_msg, dir), FIELD(pskv_pipe_msg, rows), FIELD(pskv_pipe_msg, n),
@@ -78,4 +78,5 @@ void pskv_held_get(const pskv_worker *w, pskv_held *out)
     for (int i = 0; i < PSKV_MAX_PUSH_BUFFERS; i++)
         out->push_buffers += w->pbufs[i].vals != NULL;
     out->draining = w->ndraining;
+    out->lent = w->lent_pushes;
 }
