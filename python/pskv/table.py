@@ -46,7 +46,8 @@ class Handle:
         if not self._state:
             w = self._w
             with w._lock:
-                rc = L.pskv_wait(w._h(), self.ts, 0)
+                # 1 ms, not 0: pskv_wait(ts, 0) returns before taking in any reply
+                rc = L.pskv_wait(w._h(), self.ts, 1)
                 if rc != -_ETIMEDOUT:
                     self._end(rc)
         return bool(self._state)

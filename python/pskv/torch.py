@@ -67,6 +67,14 @@ def _table_opts(opt):
     return o
 
 
+def table_options(optimizer, consistency="async"):
+    """The options DistributedOptimizer(mode="ps") opens its table with, for another
+    process that opens the same table (an evaluator): updater, lr, ..., consistency."""
+    o = _table_opts(optimizer)
+    o["consistency"] = consistency
+    return o
+
+
 def _params(opt):
     return [p for g in opt.param_groups for p in g["params"]]
 
@@ -294,4 +302,4 @@ class EmbeddingBag(_SparseTable):
 
 
 __all__ = ["DistributedOptimizer", "broadcast_parameters", "Embedding", "EmbeddingBag",
-           "errors"]
+           "table_options"]
