@@ -71,13 +71,14 @@ def main():
     ap.add_argument("--no-prefetch", action="store_true")
     ap.add_argument("--shm", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--request-timeout-ms", type=int, default=60000)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     if os.environ.get("PSKV_EVALUATOR") == "1":
         from evaluator import run_evaluator
         return run_evaluator(make_model, load, a)
     rank = int(os.environ.get("PSKV_RANK", "-1"))
-    w = pskv.Worker(rank=rank, shm=a.shm)
+    w = pskv.Worker(rank=rank, shm=a.shm, request_timeout_ms=a.request_timeout_ms)
     X, y, Xt, yt = load()
     model = make_model()
     opt = pt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=a.lr,
