@@ -7,7 +7,9 @@ and examples.
 The daemons come from $PSKV_BIN_DIR, else the source tree's build/bin, else PATH;
 each listens on loopback on a free port below the kernel's ephemeral range (as
 scripts/launch-local.sh picks it). stop() (and the context's exit) ends them by
-pid: SIGTERM, then SIGKILL after a grace period. Logs go to log_dir.
+pid: SIGTERM, then SIGKILL after a grace period. Logs go to log_dir. A node is
+declared dead after dead_after_ms of silence (3 s, not the scheduler's 500 ms: a
+loaded machine starves daemons for longer; None keeps the scheduler's).
 """
 
 import os
@@ -70,7 +72,7 @@ class LocalCluster:
     """pskv-scheduler and `servers` pskv-servers for a job of `workers` workers."""
 
     def __init__(self, servers=1, workers=1, evaluators=0, scheduler_args=(), server_args=(),
-                 log_dir=None, start_timeout=10.0):
+                 log_dir=None, start_timeout=10.0, dead_after_ms=3000):
         self.servers, self.workers = servers, workers
         self.bin = bin_dir()
         self.log_dir = log_dir or tempfile.mkdtemp(prefix="pskv-py-")
@@ -82,6 +84,8 @@ class LocalCluster:
                  "--servers", str(servers), "--workers", str(workers)]
         if evaluators:
             sched += ["--evaluators", str(evaluators)]
+        if dead_after_ms:  # a starved daemon on a busy machine is not dead (default 500 ms)
+            sched += ["--dead-after-ms", str(dead_after_ms)]
         try:
             self._start("scheduler", sched + list(scheduler_args))
             end = time.monotonic() + start_timeout
