@@ -473,6 +473,12 @@ typedef struct pskv_held {
 /* Fills *out from w's counters (w NULL: all zero). Never fails, never waits. */
 void pskv_held_get(const pskv_worker *w, pskv_held *out);
 
+/* 1 while request ts is in flight, 0 once it is over (or unknown): tells a
+ * pskv_wait that returned -PSKV_ETIMEDOUT because its own timeout_ms passed (the
+ * request goes on) from a request that ended with PSKV_ETIMEDOUT (no answer within
+ * the request time-out). -PSKV_EINVAL for no handle. Never waits. */
+int pskv_request_pending(pskv_worker *w, int64_t ts);
+
 /* Detailed message of the latest failure ("" when none). Valid until the next call. */
 const char *pskv_last_error(const pskv_worker *w);
 

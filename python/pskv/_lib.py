@@ -119,6 +119,7 @@ SIGNATURES = {
     "pskv_set_loss_scale": (c_int, [W, c_int, c_float]),
     "pskv_struct_layout": (c_int64, [c_char_p, c_char_p]),
     "pskv_held_get": (None, [W, ctypes.POINTER(Held)]),
+    "pskv_request_pending": (c_int, [W, c_int64]),
     "free": (None, [VP]),
 }
 

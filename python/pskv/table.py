@@ -48,7 +48,7 @@ class Handle:
             with w._lock:
                 # 1 ms, not 0: pskv_wait(ts, 0) returns before taking in any reply
                 rc = L.pskv_wait(w._h(), self.ts, 1)
-                if rc != -_ETIMEDOUT:
+                if rc != -_ETIMEDOUT or not L.pskv_request_pending(w._ptr, self.ts):
                     self._end(rc)
         return bool(self._state)
 
@@ -63,7 +63,8 @@ class Handle:
             while True:
                 with w._lock:
                     rc = L.pskv_wait(w._h(), self.ts, sl)
-                    if rc != -_ETIMEDOUT:
+                    # -ETIMEDOUT is also a request that ended unanswered: over then
+                    if rc != -_ETIMEDOUT or not L.pskv_request_pending(w._ptr, self.ts):
                         self._end(rc)
                         break
                     if end is not None:

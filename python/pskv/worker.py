@@ -228,7 +228,7 @@ class Worker:
     def _prune(self):
         """Drops what finished requests kept alive (handles never waited on)."""
         for ts in list(self._keep):
-            if L.pskv_wait(self._ptr, ts, 0) != -_ETIMEDOUT:
+            if not L.pskv_request_pending(self._ptr, ts):
                 del self._keep[ts]
 
     # ---- tables and steps ---------------------------------------------------
@@ -262,7 +262,9 @@ class Worker:
             with self._lock:
                 sl = SLICE_MS if end is None else max(0, min(SLICE_MS, int((end - time.monotonic()) * 1000)))
                 rc = L.pskv_wait_all(self._h(), sl)
-                if rc != -_ETIMEDOUT:
+                h = _lib.Held()
+                L.pskv_held_get(self._ptr, ctypes.byref(h))
+                if rc != -_ETIMEDOUT or h.requests == 0:  # else: requests still in flight
                     self._keep.clear()
                     if rc < 0:
                         raise self._fail(rc, "wait_all")

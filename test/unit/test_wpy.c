@@ -1,7 +1,8 @@
 /* Tests of the calls for bindings (worker/lib/wpy.c): pskv_struct_layout gives
  * every public struct's size and each field's offset as this compiler lays them
  * out (what python/pskv/_lib.py checks its mirrors against), refuses names it
- * does not know, and pskv_held_get reads zero for no handle. */
+ * does not know, and pskv_held_get reads zero and pskv_request_pending refuses
+ * for no handle (the Python tests use both on real handles). */
 #include <stddef.h>
 
 #include "pskv.h"
@@ -49,6 +50,7 @@ START_TEST(held_without_handle)
     pskv_held_get(NULL, &h);
     ck_assert_int_eq(h.requests + h.views + h.push_buffers + h.draining, 0);
     ck_assert_uint_eq(h.lent, 0);
+    ck_assert_int_eq(pskv_request_pending(NULL, 1), -PSKV_EINVAL);
 }
 END_TEST
 

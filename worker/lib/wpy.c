@@ -2,7 +2,7 @@
  * structs, so that a binding mirroring them (the Python package's ctypes
  * Structures, python/pskv/_lib.py) can refuse to load against a library built
  * with another layout, and the handle's own counters of what it holds, for a
- * binding's leak checks.
+ * binding's leak checks, and whether a request is still in flight.
  *
  * Neither call waits or touches a socket; pskv_struct_layout needs no handle. */
 #include "pskv.h"
@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "wreq.h"
 #include "wstate.h"
 
 typedef struct {
@@ -79,4 +80,11 @@ void pskv_held_get(const pskv_worker *w, pskv_held *out)
         out->push_buffers += w->pbufs[i].vals != NULL;
     out->draining = w->ndraining;
     out->lent = w->lent_pushes;
+}
+
+int pskv_request_pending(pskv_worker *w, int64_t ts)
+{
+    if (!w)
+        return -PSKV_EINVAL;
+    return ts > 0 && wreq_find(w, ts) != NULL;
 }
