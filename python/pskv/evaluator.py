@@ -15,7 +15,7 @@ import ctypes
 import math
 import time
 
-from . import _lib
+from . import _lib, errors
 from .worker import Worker
 
 L = _lib.lib
@@ -38,7 +38,17 @@ class Evaluator(Worker):
 
     def __init__(self, **config):
         config["evaluator"] = 1
+        self._ended = False
         super().__init__(**config)
+
+    def close(self):
+        """As Worker.close(), except that once the job ended (snapshots() returned on
+        it) a pull left in flight to servers already gone is not an error."""
+        try:
+            super().close()
+        except (errors.TimeoutError, errors.NetworkError, errors.ClosedError):
+            if not self._ended:
+                raise
 
     def job_ending(self):
         with self._lock:
@@ -68,6 +78,7 @@ class Evaluator(Worker):
             h = table.pull(out=out, keys=keys)
             while not h.done():
                 if self.job_ending():
+                    self._ended = True
                     return
                 time.sleep(0.002)
             h.wait()
@@ -85,6 +96,7 @@ class Evaluator(Worker):
                 continue
             last = snap.clock
             yield snap
+        self._ended = True
 
     def report(self, clock, epoch=0.0, val_loss=math.nan, val_accuracy=math.nan,
                val_auc=math.nan):
