@@ -22,8 +22,9 @@ def run_evaluator(make_model, load, a):
     n = sum(p.numel() for p in params)
     flat = torch.zeros(n)
     pt._rehome(params, flat)
-    opts = pt.table_options(torch.optim.SGD(params, lr=a.lr, momentum=a.momentum),
-                            consistency=a.consistency)
+    local = (torch.optim.SGD(params, lr=a.lr, momentum=a.momentum) if a.optimizer == "sgd"
+             else torch.optim.Adam(params, lr=a.lr))
+    opts = pt.table_options(local, consistency=a.consistency)
     ev = pskv.Evaluator()
     t = ev.table("model", size=n, **opts)
     W = max(1, ev.num_workers)

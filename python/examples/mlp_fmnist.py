@@ -66,6 +66,7 @@ def main():
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--batch", type=int, default=64, help="global batch")
+    ap.add_argument("--optimizer", default="sgd", choices=["sgd", "adam"])
     ap.add_argument("--mode", default="ps", choices=["ps", "allreduce"])
     ap.add_argument("--consistency", default="async")
     ap.add_argument("--no-prefetch", action="store_true")
@@ -81,9 +82,9 @@ def main():
     w = pskv.Worker(rank=rank, shm=a.shm, request_timeout_ms=a.request_timeout_ms)
     X, y, Xt, yt = load()
     model = make_model()
-    opt = pt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=a.lr,
-                                                  momentum=a.momentum),
-                                  w, mode=a.mode, consistency=a.consistency,
+    local = (torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
+             if a.optimizer == "sgd" else torch.optim.Adam(model.parameters(), lr=a.lr))
+    opt = pt.DistributedOptimizer(local, w, mode=a.mode, consistency=a.consistency,
                                   prefetch=False if a.no_prefetch else None)
     if a.mode == "allreduce":
         pt.broadcast_parameters(model, w)
