@@ -49,16 +49,21 @@ CTL_O    := $(CTL_SRC:%.c=$(BUILD)/obj/%.o)
 # store/ (shards, tables, sweeps), persist/ (checkpoints).
 SERVER_SRC := $(wildcard server/*.c server/*/*.c)
 SERVER_O := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o) $(UPDATE_O)
-SERVER_LIB_O := $(filter-out $(BUILD)/obj/server/server_main.o,$(SERVER_O))
+SERVER_LIB_O := $(filter-out $(BUILD)/obj/server/main.o $(BUILD)/obj/server/serve.o,$(SERVER_O))
 DATA_SRC := $(filter-out worker/data/gen_sparse.c,$(wildcard worker/data/*.c))
 DATA_O   := $(DATA_SRC:%.c=$(BUILD)/obj/%.o)
 APP_SRC  := $(wildcard worker/apps/*.c worker/apps/*/*.c)
 APP_O    := $(APP_SRC:%.c=$(BUILD)/obj/%.o)
 WORKER_O := $(APP_O) $(DATA_O)
-# worker code the unit tests link (readers, models, libpskv's clipping and kkt; no main)
+# worker code the unit tests link (readers, models, libpskv's clipping, kkt and request
+# planning with wstate's error message; no main)
 WORKER_UNIT_O := $(DATA_O) $(BUILD)/obj/worker/apps/train/model.o $(BUILD)/obj/worker/apps/train/pipesched.o \
                  $(BUILD)/obj/worker/lib/wclip.o $(BUILD)/obj/worker/lib/wkkt.o \
+                 $(BUILD)/obj/worker/lib/wplan.o $(BUILD)/obj/worker/lib/wstate.o \
                  $(BUILD)/obj/worker/lib/wpy.o
+# scheduler code the membership suite links: the node table, its events, the
+# view it publishes and the sends (no policy, no metrics, no main)
+SCHED_UNIT_O := $(patsubst %,$(BUILD)/obj/scheduler/%.o,membership events view sched_net)
 UNIT_SRC := $(wildcard test/unit/*.c)
 UNIT_O   := $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 
@@ -73,7 +78,7 @@ TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-zmq-bidir $(BIN)/pskv-hashmap-floor 
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
 
 FORCE:
-.PHONY: FORCE all tools deps size test unit integration pytest faults test-faults bench-faults demo bench bench-incr bench-allreduce bench-metrics bench-pushpull bench-curve bench-train bench-consistency bench-sparse bench-hosts chaos install deb package-check clean fuzz fuzz-live tsan
+.PHONY: FORCE all tools deps size docs docs-check test unit integration pytest faults test-faults bench-faults demo bench bench-incr bench-allreduce bench-metrics bench-pushpull bench-curve bench-train bench-consistency bench-sparse bench-hosts chaos install deb package-check clean fuzz fuzz-live tsan
 .DEFAULT_GOAL := all
 
 MANS     := $(BINS:$(BIN)/%=$(BUILD)/man/man1/%.1)
@@ -208,7 +213,7 @@ $(BIN)/pskv-fuzz-replay: $(BUILD)/obj/test/tools/fuzz_wire.o $(BUILD)/obj/test/t
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/bin/pskv-unit: $(UNIT_O) $(SERVER_LIB_O) $(WORKER_UNIT_O) $(BUILD)/obj/scheduler/reshard.o \
-                        $(BUILD)/obj/scheduler/manifest.o \
+                        $(BUILD)/obj/scheduler/manifest.o $(SCHED_UNIT_O) \
                         $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
@@ -223,6 +228,7 @@ ASAN_BUILD := build/asan
 
 test: deps
 	scripts/check-size.sh
+	$(MAKE) docs-check
 	$(MAKE) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined all $(ASAN_BUILD)/bin/pskv-unit
 	$(MAKE) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined unit integration
 	$(MAKE) faults FAULT_TRIALS=3 FAULT_ONCE_TRIALS=1
@@ -240,15 +246,27 @@ faults: all
 test-faults: deps
 	$(MAKE) faults FAULT_TRIALS=20
 
-# The size rule (files <= 800 lines, functions <= 150 unless a 'one piece:' comment says why).
+# The flag reference (docs/reference/PROGRAM.md), written by each program from its
+# flag table (`PROGRAM --markdown`); docs-check fails when a committed page is stale.
+docs: $(BINS)
+	scripts/check-docs.sh --write $(BIN)
+
+docs-check: $(BINS)
+	scripts/check-docs.sh $(BIN)
+
+# The size rule (files <= 800 code lines, functions <= 150 unless a 'one piece:' comment says
+# why; comments and blank lines do not count).
 size:
 	scripts/check-size.sh
 
 unit: $(BUILD)/bin/pskv-unit
 	CK_DEFAULT_TIMEOUT=60 $(BUILD)/bin/pskv-unit
 
+# INTEGRATION_JOBS: integration tests run at a time (test/integration.sh -j; the ones
+# tagged serial always run alone)
+INTEGRATION_JOBS ?= 1
 integration: all
-	PSKV_BIN_DIR=$(abspath $(BIN)) test/integration.sh
+	PSKV_BIN_DIR=$(abspath $(BIN)) test/integration.sh -j $(INTEGRATION_JOBS)
 
 # The Python package (python/pskv) against real daemons of the optimised build, with
 # Debian's interpreter, numpy, pytest and torch (only /usr/bin/python3 loads them).

@@ -137,6 +137,10 @@ int cfg_parse(cfg_entry *tab, const char *usage, int argc, char **argv, cfg_args
             man_write(tab, prog, usage, stdout);
             return 1;
         }
+        if (strcmp(a, "--markdown") == 0) {
+            man_write_markdown(tab, prog, usage, stdout);
+            return 1;
+        }
         if (strncmp(a, "--", 2) != 0) {
             if (!args) {
                 snprintf(err, sizeof err, "unexpected argument '%s'", a);

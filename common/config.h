@@ -43,8 +43,8 @@ typedef struct cfg_args {
 } cfg_args;
 
 /* Parses argv (argv[0] is the program) against `tab`. Returns 0 on success,
- * 1 when --help (or --man: the manual page, manpage.h) was printed to stdout
- * (exit 0), or -PSKV_EINVAL after printing the reason and a usage hint to stderr
+ * 1 when --help (or --man or --markdown: the manual page, manpage.h) was printed
+ * to stdout (exit 0), or -PSKV_EINVAL after printing the reason and a usage hint to stderr
  * (exit 2). `usage` is the one-line synopsis printed by --help. Positionals go
  * to `args` when it is non-NULL; otherwise a positional argument is an error. */
 int cfg_parse(cfg_entry *tab, const char *usage, int argc, char **argv, cfg_args *args);

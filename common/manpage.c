@@ -1,6 +1,9 @@
-/* manpage: man(7) pages from the configuration tables (contract in manpage.h). */
+/* manpage: man(7) pages and their markdown twins from the configuration tables
+ * (contract in manpage.h). Both writers walk the same table and the same page
+ * text, in the same order, so the two forms say the same thing. */
 #include "manpage.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -28,10 +31,13 @@ static const struct page {
      "or its checkpoint file unreadable on --resume. 2: usage. 3: replaced (declared dead "
      "while the job ran); it served nothing more."},
     {"pskv-worker", "a pskv worker running one of the built-in applications",
-     "Joins the job through libpskv and runs the application chosen by --app: check (an "
-     "exact-sum check of dense and sparse tables), bench (push/pull throughput), softmax "
-     "and mlp (Fashion-MNIST), sparse-lr (sparse logistic regression on LIBSVM data) or "
-     "resume-check. Pushes gradients and pulls weights by key range.",
+     "Joins the job through libpskv and runs the application chosen by --app (the "
+     "synopsis lists them all): training, softmax and mlp (Fashion-MNIST), sparse-lr "
+     "(sparse logistic regression on LIBSVM data) and pipeline (an MLP cut into stages on "
+     "separate workers); checks, check (an exact-sum check of dense and sparse tables), "
+     "resume-check, incr-check, replay, admit, allreduce-check and filter-check; "
+     "benchmarks, bench (push/pull or all-reduce throughput) and sparse-bench. Pushes "
+     "gradients and pulls weights by key range.",
      "0: the application succeeded. 1: cannot join, training data missing or corrupt, a "
      "table refused, or the application failed. 2: usage (bad flags or values). 128+N: "
      "stopped by signal N."},
@@ -93,15 +99,34 @@ static void section(FILE *f, const char *title, const char *text)
     fputc('\n', f);
 }
 
+/* The value's name in OPTIONS, by cfg_type (a boolean takes none). */
+static const char *const types[] = {"INT", "NUM", "STR", ""};
+
+/* Writes the accepted range of a bounded number into buf ("0 to 65535"), as the
+ * parser checks it (config.c: min > max means unbounded); "" for the rest. */
+static const char *range_of(const cfg_entry *e, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    if ((e->type == CFG_INT || e->type == CFG_DOUBLE) && e->min <= e->max)
+        snprintf(buf, len, e->type == CFG_INT && e->max < 1e15 ? "%.0f to %.0f" : "%g to %g",
+                 e->min, e->max); /* a bound near 2^63 reads better as 9.2e+18 */
+    return buf;
+}
+
+/* The page text of program `base`, or NULL. */
+static const struct page *page_of(const char *base)
+{
+    for (size_t i = 0; i < sizeof pages / sizeof *pages; i++)
+        if (!strcmp(pages[i].prog, base))
+            return &pages[i];
+    return NULL;
+}
+
 void man_write(const cfg_entry *tab, const char *prog, const char *usage, void *stream)
 {
     FILE *f = stream;
     const char *base = strrchr(prog, '/') ? strrchr(prog, '/') + 1 : prog;
-    const struct page *pg = NULL;
-    for (size_t i = 0; i < sizeof pages / sizeof *pages; i++)
-        if (!strcmp(pages[i].prog, base))
-            pg = &pages[i];
-    static const char *const types[] = {"INT", "NUM", "STR", ""};
+    const struct page *pg = page_of(base);
     fputs(".TH ", f);
     put(f, base);
     fputs(" 1 \"\" \"pskv 0.1.0\" \"pskv manual\"\n.SH NAME\n", f);
@@ -123,13 +148,18 @@ void man_write(const cfg_entry *tab, const char *prog, const char *usage, void *
         put(f, e->help);
         if (e->unit)
             font(f, " (", 'R', 0, e->unit, ")");
+        char range[80];
+        if (*range_of(e, range, sizeof range))
+            font(f, ". Range: ", 'R', 0, range, "");
         font(f, ". Default: ", 'R', 0, e->def && *e->def ? e->def : "none", "");
         if (e->env)
             font(f, "; environment ", 'B', 0, e->env, "");
         fputs(".\n", f);
     }
     font(f, ".TP\n", 'B', 1, "help", "\nPrints the flags, their defaults and variables.\n");
-    font(f, ".TP\n", 'B', 1, "man", "\nPrints this page (man(7) source).\n.SH ENVIRONMENT\n");
+    font(f, ".TP\n", 'B', 1, "man", "\nPrints this page (man(7) source).\n");
+    font(f, ".TP\n", 'B', 1, "markdown", "\nPrints this page as markdown (docs/reference/).\n");
+    fputs(".SH ENVIRONMENT\n", f);
     for (const cfg_entry *e = tab; e->name; e++)
         if (e->env) {
             font(f, ".TP\n", 'B', 0, e->env, "\nAs ");
@@ -138,6 +168,103 @@ void man_write(const cfg_entry *tab, const char *prog, const char *usage, void *
     section(f, "EXIT STATUS", pg ? pg->exits : NULL);
     fputs(".SH SEE ALSO\n\\fBpskv\\-scheduler\\fR(1), \\fBpskv\\-server\\fR(1), "
           "\\fBpskv\\-worker\\fR(1), \\fBpskvctl\\fR(1); /usr/share/doc/pskv/ "
-          "(operations.md: every flag, launching across hosts, security).\n",
+          "(reference/: every flag; operations.md: launching across hosts, security).\n",
+          f);
+}
+
+/* Writes s for a markdown table cell or paragraph: the characters that would
+ * start emphasis, code, HTML or a new cell are escaped; an underscore
+ * inside a word (val_loss) is left as it is, since it starts nothing. */
+static void md_put(FILE *f, const char *s)
+{
+    for (const char *p = s; *p; p++) {
+        int inword = *p == '_' && p > s && isalnum((unsigned char)p[-1]) &&
+                     isalnum((unsigned char)p[1]);
+        if (strchr("\\|*`<", *p) || (*p == '_' && !inword))
+            fputc('\\', f);
+        fputc(*p, f);
+    }
+}
+
+/* Writes s as a code span (a default value, a variable): only '|' needs a
+ * backslash there, so that it does not end the table cell. */
+static void md_code(FILE *f, const char *s)
+{
+    fputc('`', f);
+    for (; *s; s++) {
+        if (*s == '|')
+            fputc('\\', f);
+        fputc(*s, f);
+    }
+    fputc('`', f);
+}
+
+/* A section of prose, when there is some. */
+static void md_section(FILE *f, const char *title, const char *text)
+{
+    if (!text)
+        return;
+    fprintf(f, "\n## %s\n\n", title);
+    md_put(f, text);
+    fputc('\n', f);
+}
+
+void man_write_markdown(const cfg_entry *tab, const char *prog, const char *usage,
+                        void *stream)
+{
+    FILE *f = stream;
+    const char *base = strrchr(prog, '/') ? strrchr(prog, '/') + 1 : prog;
+    const struct page *pg = page_of(base);
+    fprintf(f, "# %s(1)\n\n<!-- Generated by `%s --markdown` from its flag table "
+               "(common/manpage.c): do not edit; run `make docs`. -->\n\n%s: ",
+            base, base, base);
+    md_put(f, pg ? pg->summary : "a pskv program");
+    fputs(".\n\n## Synopsis\n\n```\n", f);
+    fputs(usage, f);
+    fputs("\n```\n", f);
+    md_section(f, "Description", pg ? pg->description : NULL);
+    fputs("\n## Options\n\nFlags take `--flag value` or `--flag=value`; boolean flags "
+          "take no value. An environment variable sets the default a flag overrides.\n\n"
+          "| flag | meaning | default | environment |\n|---|---|---|---|\n",
+          f);
+    for (const cfg_entry *e = tab; e->name; e++) {
+        fprintf(f, "| `--%s`%s%s | ", e->name, *types[e->type] ? " " : "", types[e->type]);
+        md_put(f, e->help);
+        if (e->unit) {
+            fputs(" (", f);
+            md_put(f, e->unit);
+            fputc(')', f);
+        }
+        char range[80];
+        if (*range_of(e, range, sizeof range))
+            fprintf(f, "; range %s", range);
+        fputs(" | ", f);
+        if (e->def && *e->def)
+            md_code(f, e->def);
+        else
+            fputs("none", f);
+        fputs(" | ", f);
+        if (e->env)
+            md_code(f, e->env);
+        fputs(" |\n", f);
+    }
+    fputs("| `--help` | Prints the flags, their defaults and variables. | | |\n"
+          "| `--man` | Prints this page (man(7) source). | | |\n"
+          "| `--markdown` | Prints this page as markdown (docs/reference/). | | |\n"
+          "\n## Environment\n\n",
+          f);
+    int any = 0;
+    for (const cfg_entry *e = tab; e->name; e++)
+        if (e->env) {
+            fprintf(f, "- `%s`: as `--%s`.\n", e->env, e->name);
+            any = 1;
+        }
+    if (!any)
+        fputs("None.\n", f);
+    md_section(f, "Exit status", pg ? pg->exits : NULL);
+    fputs("\n## See also\n\n[pskv-scheduler](pskv-scheduler.md), [pskv-server](pskv-server.md), "
+          "[pskv-worker](pskv-worker.md), [pskv-evaluator](pskv-evaluator.md), "
+          "[pskvctl](pskvctl.md); [operations.md](../operations.md): launching across hosts, "
+          "security.\n",
           f);
 }

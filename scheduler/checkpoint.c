@@ -8,13 +8,14 @@
 #include <time.h>
 #include <zmq.h>
 
+#include "events.h"
 #include "log.h"
 #include "manifest.h"
 #include "pskv_errors.h"
 #include "sched_metrics.h"
 #include "reshard.h"
 #include "ring.h"
-#include "scheduler_main.h"
+#include "sched_net.h"
 #include "timeutil.h"
 #include "view.h"
 
@@ -183,7 +184,12 @@ static int adopt(const manifest_entry *e)
 }
 
 /* The newest usable checkpoint (--resume-best: the one marked best) is adopted. */
-void ckpt_plan_resume(void)
+/* Before the first view of a resumed job (no-op otherwise): picks the newest
+ * checkpoint whose every partition has a valid file on a registered live server,
+ * plans it onto those servers, as many as there are (reshard.h: the chains, and
+ * who loads which partition from which file) and hands the chains to view_adopt.
+ * Exits the process (1) when no checkpoint can be used, or out of memory. */
+static void ckpt_plan_resume(void)
 {
     if (!C.resume)
         return;
@@ -205,8 +211,12 @@ void ckpt_plan_resume(void)
     exit(1);
 }
 
-void ckpt_fill_view(Pskv__View *v, int status)
+/* Fills a view's resume fields (resume seq, node pairs, the loaders as previous
+ * chains, their sources) when the job resumed, and with status, which checkpoint is
+ * marked best; the arrays and strings stay checkpoint.c's. */
+static void ckpt_fill_view(void *ctx, Pskv__View *v, int status)
 {
+    (void)ctx;
     const manifest_entry *b = status ? manifest_best(&C.man) : NULL;
     if (b) {
         snprintf(C.best_state, sizeof C.best_state, "checkpoint %llu (clock %lld), the nearest "
@@ -231,8 +241,12 @@ void ckpt_fill_view(Pskv__View *v, int status)
     v->resume_sources = C.resume_sources;
 }
 
-void ckpt_fill_node(Pskv__Node *p, const memb_node *n)
+/* Fills worker n's resume epoch, step and data position into p when the job
+ * resumed from a checkpoint that recorded its rank. */
+static void ckpt_fill_node(void *ctx, Pskv__Node *p, const memb_node *n, int status)
 {
+    (void)ctx;
+    (void)status;
     for (size_t k = 0; C.resume_from && n->role == PSKV__ROLE__WORKER &&
                        k < C.resume_from->nworkers; k++) {
         const manifest_progress *g = &C.resume_from->workers[k];
@@ -373,7 +387,14 @@ static void mark_nearest(void)
           C.data_dir, C.best.metric, C.best.value, (long long)C.best.clock);
 }
 
-void ckpt_on_eval(const char *metric, double value, int64_t clock)
+/* An evaluation of the job's snapshot at `clock`: value of metric (val_loss: lower
+ * is better; val_accuracy, val_auc: higher). When it is the best so far (of that
+ * metric: a resumed job's best goes on from the manifest's mark), the checkpoint
+ * of this run (not those a run resumed from an older one had taken after it)
+ * whose clock is the nearest to it (of two as near, the later) is marked best in
+ * the manifest, and again as checkpoints complete: retention (--keep-checkpoints)
+ * never removes it, --resume-best resumes from it. No-op without --data-dir. */
+static void ckpt_on_eval(const char *metric, double value, int64_t clock)
 {
     if (!*C.data_dir)
         return;
@@ -454,7 +475,9 @@ static int writes(const memb_node *n)
     return n->role == PSKV__ROLE__SERVER && !n->dead && n->state != NODE_FINISHED;
 }
 
-void ckpt_check_done(void)
+/* Completes the checkpoint in progress when every live server acknowledged it
+ * (called again when a server dies); fails it when partitions were lost. */
+static void ckpt_check_done(void)
 {
     if (!C.busy)
         return;
@@ -531,6 +554,41 @@ int ckpt_on_error(const Pskv__Meta *r)
              r->error ? r->error : pskv_strerror(r->error_code));
     ckpt_fail(r->error_code ? r->error_code : PSKV_EIO, why);
     return 1;
+}
+
+static int on_complete(void *ctx, const sched_ev *ev)
+{
+    (void)ctx;
+    (void)ev;
+    ckpt_plan_resume();
+    return 0;
+}
+
+/* A server of the running job died (its partitions were re-placed), or a drained
+ * one was let go: the checkpoint in progress no longer waits for it. */
+static int on_server_gone(void *ctx, const sched_ev *ev)
+{
+    (void)ctx;
+    if (ev->kind == SCHED_EV_LEFT ||
+        (ev->node->role == PSKV__ROLE__SERVER && memb.state == JOB_RUNNING))
+        ckpt_check_done();
+    return 0;
+}
+
+static int on_evaluated(void *ctx, const sched_ev *ev)
+{
+    (void)ctx;
+    ckpt_on_eval(ev->metric, ev->value, ev->clock);
+    return 0;
+}
+
+void ckpt_hooks(void)
+{
+    events_subscribe(SCHED_EV_COMPLETE, on_complete, NULL);
+    events_subscribe(SCHED_EV_DIED, on_server_gone, NULL);
+    events_subscribe(SCHED_EV_LEFT, on_server_gone, NULL);
+    events_subscribe(SCHED_EV_EVALUATED, on_evaluated, NULL);
+    view_add_filler(ckpt_fill_view, ckpt_fill_node, NULL);
 }
 
 void ckpt_tick(int64_t now)

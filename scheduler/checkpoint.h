@@ -17,7 +17,7 @@
  * NEVER  writes checkpoint data (the servers do); never changes the placement but
  *        once, handing a resumed job's chains to view.c before the first view; never
  *        waits but in rewriting the manifest (fsync) when a checkpoint completes,
- *        and in its sends (scheduler_main.h). */
+ *        and in its sends (sched_net.h). */
 #ifndef PSKV_SCHED_CHECKPOINT_H
 #define PSKV_SCHED_CHECKPOINT_H
 
@@ -42,31 +42,6 @@ int ckpt_init(const char *data_dir, int resume, double every_s, int keep, int fu
  * of the one marked best); else 0. */
 int ckpt_resume_job(uint64_t *job);
 
-/* Before the first view of a resumed job (no-op otherwise): picks the newest
- * checkpoint whose every partition has a valid file on a registered live server,
- * plans it onto those servers, as many as there are (reshard.h: the chains, and
- * who loads which partition from which file) and hands the chains to view_adopt.
- * Exits the process (1) when no checkpoint can be used, or out of memory. */
-void ckpt_plan_resume(void);
-
-/* Fills a view's resume fields (resume seq, node pairs, the loaders as previous
- * chains, their sources) when the job resumed, and with status, which checkpoint is
- * marked best; the arrays and strings stay checkpoint.c's. */
-void ckpt_fill_view(Pskv__View *v, int status);
-
-/* An evaluation of the job's snapshot at `clock`: value of metric (val_loss: lower
- * is better; val_accuracy, val_auc: higher). When it is the best so far (of that
- * metric: a resumed job's best goes on from the manifest's mark), the checkpoint
- * of this run (not those a run resumed from an older one had taken after it)
- * whose clock is the nearest to it (of two as near, the later) is marked best in
- * the manifest, and again as checkpoints complete: retention (--keep-checkpoints)
- * never removes it, --resume-best resumes from it. No-op without --data-dir. */
-void ckpt_on_eval(const char *metric, double value, int64_t clock);
-
-/* Fills worker n's resume epoch, step and data position into p when the job
- * resumed from a checkpoint that recorded its rank. */
-void ckpt_fill_node(Pskv__Node *p, const memb_node *n);
-
 /* Starts a checkpoint: requested by msg (CHECKPOINT, from pskvctl or a worker;
  * answered CHECKPOINT_ACK or ERROR when it completes or fails), or by the timer
  * when msg is NULL. Full or a delta as --full-every says; msg with delta false
@@ -82,9 +57,13 @@ void ckpt_on_ack(wire_msg *msg);
  * for any other error (the caller logs it). */
 int ckpt_on_error(const Pskv__Meta *r);
 
-/* Completes the checkpoint in progress when every live server acknowledged it
- * (called again when a server dies); fails it when partitions were lost. */
-void ckpt_check_done(void);
+/* Subscribes to the node events (events.h) and adds the view fillers (view.h):
+ * the resume is planned when the cluster is complete; the checkpoint in progress
+ * completes (or fails) without a server that died in the running job or was let
+ * go after a drain; each evaluation may mark the best checkpoint; VIEW carries a
+ * resumed job's loaders and workers' progress, STATUS_REPLY the best checkpoint.
+ * Once, before the event loop, before the other policies' hooks. */
+void ckpt_hooks(void);
 
 /* The periodic tick at `now` (ms): starts the --checkpoint-every checkpoint when
  * due; fails one that is not done after 120 s. */

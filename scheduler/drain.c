@@ -5,11 +5,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "checkpoint.h"
+#include "events.h"
 #include "log.h"
 #include "pskv_errors.h"
 #include "sched_metrics.h"
-#include "scheduler_main.h"
+#include "sched_net.h"
 #include "timeutil.h"
 #include "view.h"
 
@@ -147,7 +147,7 @@ static void let_go(memb_node *n)
     LOG_I("server node %u drained: %u partitions handed over in %.1f s, every other server "
           "holds them whole; told to exit", n->id, n->drain_parts, secs);
     view_send(); /* it is shown left; nodes close their connections to it */
-    ckpt_check_done(); /* a checkpoint in progress no longer waits for it */
+    events_node(SCHED_EV_LEFT, n); /* checkpoint.c: one in progress no longer waits */
 }
 
 void drain_tick(void)
@@ -161,7 +161,9 @@ void drain_tick(void)
     }
 }
 
-void drain_heard(memb_node *n)
+/* A heartbeat from n, a server already let go: it did not exit yet; it is sent
+ * STOP again (at most once a second). */
+static void drain_heard(memb_node *n)
 {
     int64_t now = tu_now_ms();
     if (now - n->drain_ms < 1000)
@@ -170,3 +172,13 @@ void drain_heard(memb_node *n)
     LOG_W("heartbeat from server node %u, drained and told to exit: telling it again", n->id);
     send_stop(n);
 }
+
+static int on_heard(void *ctx, const sched_ev *ev)
+{
+    (void)ctx;
+    if (ev->node->drain == DRAIN_LEFT)
+        drain_heard(ev->node); /* told to exit: told again */
+    return 0;
+}
+
+void drain_hooks(void) { events_subscribe(SCHED_EV_HEARD, on_heard, NULL); }

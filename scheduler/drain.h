@@ -31,12 +31,12 @@
  * the job not running; copies of the last placement change under way). */
 void drain_request(wire_msg *msg);
 
+/* Subscribes to the node events (events.h): a heartbeat from a server already let
+ * go is answered with STOP again. Once, before the event loop. */
+void drain_hooks(void);
+
 /* The periodic check: lets go (STOP, drained) every draining server whose
  * partitions the other live servers now hold whole. */
 void drain_tick(void);
-
-/* A heartbeat from n, a server already let go: it did not exit yet; it is sent
- * STOP again (at most once a second). */
-void drain_heard(memb_node *n);
 
 #endif

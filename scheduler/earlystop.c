@@ -12,10 +12,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "checkpoint.h"
+#include "events.h"
 #include "log.h"
 #include "pskv_errors.h"
-#include "scheduler_main.h"
+#include "sched_net.h"
 #include "timeutil.h"
 #include "view.h"
 
@@ -83,7 +83,9 @@ static memb_node *live_evaluator(void)
     return NULL;
 }
 
-int estop_may_register(wire_msg *msg)
+/* REGISTER with the evaluator role: 1 when it may join (--evaluators 1 and no
+ * live evaluator); else 0 after refusing msg with the reason. */
+static int estop_may_register(wire_msg *msg)
 {
     char why[200];
     memb_node *o = live_evaluator();
@@ -175,10 +177,16 @@ void estop_on_report(memb_node *n, wire_msg *msg)
     }
     int by_auc = !strcmp(E.metric, "val_auc");
     /* the checkpoint marked best follows the policy's metric, else val_loss */
-    if (!*E.metric || !strcmp(E.metric, "val_loss"))
-        ckpt_on_eval("val_loss", r->val_loss, r->clock);
-    else if (!by_auc || auc)
-        ckpt_on_eval(E.metric, by_auc ? r->val_auc : r->val_accuracy, r->clock);
+    sched_ev ev = {.kind = SCHED_EV_EVALUATED, .node = n, .clock = r->clock};
+    if (!*E.metric || !strcmp(E.metric, "val_loss")) {
+        ev.metric = "val_loss";
+        ev.value = r->val_loss;
+        events_publish(&ev);
+    } else if (!by_auc || auc) {
+        ev.metric = E.metric;
+        ev.value = by_auc ? r->val_auc : r->val_accuracy;
+        events_publish(&ev);
+    }
     if (by_auc && !auc) {
         LOG_W("--early-stop-metric val_auc: evaluator node %u reports no AUC (not --app "
               "sparse-lr): early stopping ignores its evaluation", n->id);
@@ -188,7 +196,8 @@ void estop_on_report(memb_node *n, wire_msg *msg)
         judge(E.lower_better ? r->val_loss : by_auc ? r->val_auc : r->val_accuracy, r->clock);
 }
 
-void estop_on_death(const memb_node *n)
+/* The evaluator n was declared dead: logged; the policy waits for a live one. */
+static void estop_on_death(const memb_node *n)
 {
     E.last_report_ms = E.longest_gap_ms = 0; /* a new evaluator starts afresh */
     E.silent_node = 0;
@@ -217,8 +226,11 @@ void estop_tick(int64_t now)
           (double)limit / 1e3, *E.metric ? "; early stopping is suspended" : "");
 }
 
-void estop_fill_view(Pskv__View *v, int status)
+/* Fills the view's stop_early, stop_reason and evaluators; with status, the
+ * policy's state too (strings stay this module's). */
+static void estop_fill_view(void *ctx, Pskv__View *v, int status)
 {
+    (void)ctx;
     v->has_evaluators = 1;
     v->evaluators = (uint32_t)E.evaluators;
     if (*E.metric)
@@ -246,8 +258,10 @@ void estop_fill_view(Pskv__View *v, int status)
     v->early_stop = E.state;
 }
 
-void estop_fill_node(Pskv__Node *p, const memb_node *n, int status)
+/* Status: an evaluator node's latest report. */
+static void estop_fill_node(void *ctx, Pskv__Node *p, const memb_node *n, int status)
 {
+    (void)ctx;
     if (!status || n->role != PSKV__ROLE__EVALUATOR)
         return;
     for (int i = 0; i < E.nrep; i++) {
@@ -263,4 +277,25 @@ void estop_fill_node(Pskv__Node *p, const memb_node *n, int status)
             p->val_auc = E.rep[i].auc;
         }
     }
+}
+
+static int on_registering(void *ctx, const sched_ev *ev)
+{
+    (void)ctx;
+    return ev->msg->meta->role == PSKV__ROLE__EVALUATOR && !estop_may_register(ev->msg);
+}
+
+static int on_died(void *ctx, const sched_ev *ev)
+{
+    (void)ctx;
+    if (ev->node->role == PSKV__ROLE__EVALUATOR)
+        estop_on_death(ev->node);
+    return 0;
+}
+
+void estop_hooks(void)
+{
+    events_subscribe(SCHED_EV_REGISTERING, on_registering, NULL);
+    events_subscribe(SCHED_EV_DIED, on_died, NULL);
+    view_add_filler(estop_fill_view, estop_fill_node, NULL);
 }

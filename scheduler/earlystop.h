@@ -29,22 +29,15 @@ int estop_init(int evaluators, const char *metric, long long patience, double mi
  * nothing): logged, shown by status, the policy suspended until it reports. */
 void estop_tick(int64_t now);
 
-/* REGISTER with the evaluator role: 1 when it may join (--evaluators 1 and no
- * live evaluator); else 0 after refusing msg with the reason. */
-int estop_may_register(wire_msg *msg);
+/* Subscribes to the node events (events.h) and adds the view fillers (view.h):
+ * an evaluator registers only when the job runs one and none lives; an
+ * evaluator's death suspends the policy; VIEW carries stop_early, STATUS_REPLY
+ * the policy's state and each evaluator's latest report. Once, before the loop. */
+void estop_hooks(void);
 
-/* EVAL_REPORT from node n (the evaluator): records it and runs the policy; when
+/* EVAL_REPORT from node n (the evaluator): records it, publishes it
+ * (SCHED_EV_EVALUATED: the best checkpoint follows it) and runs the policy; when
  * it fires, a new view (stop_early) goes to every node. */
 void estop_on_report(memb_node *n, wire_msg *msg);
-
-/* The evaluator n was declared dead: logged; the policy waits for a live one. */
-void estop_on_death(const memb_node *n);
-
-/* Fills the view's stop_early, stop_reason and evaluators; with status, the
- * policy's state too (strings stay this module's). */
-void estop_fill_view(Pskv__View *v, int status);
-
-/* Status: an evaluator node's latest report. */
-void estop_fill_node(Pskv__Node *p, const memb_node *n, int status);
 
 #endif

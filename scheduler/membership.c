@@ -8,14 +8,11 @@
 #include <string.h>
 #include <zmq.h>
 
-#include "checkpoint.h"
-#include "earlystop.h"
-#include "drain.h"
+#include "events.h"
 #include "log.h"
 #include "net.h"
 #include "pskv_errors.h"
-#include "sched_metrics.h"
-#include "scheduler_main.h"
+#include "sched_net.h"
 #include "timeutil.h"
 #include "view.h"
 
@@ -154,10 +151,10 @@ static void ack_register(memb_node *n)
 }
 
 /* Every expected node registered: the job starts with view epoch 1 (a resumed
- * job first finds the checkpoint it continues from). */
+ * job first finds the checkpoint it continues from: checkpoint.c, on the event). */
 static void cluster_complete(void)
 {
-    ckpt_plan_resume();
+    events_node(SCHED_EV_COMPLETE, NULL);
     view_place();
     memb.state = JOB_RUNNING;
     for (int i = 0; i < memb.nnodes; i++)
@@ -204,10 +201,12 @@ static void join(memb_node *n)
         n->barrier = memb.barrier_done; /* it starts after the barriers already passed */
         LOG_I("worker node %u joined the running job as rank %d at %s pid %u (%d workers)",
               n->id, n->rank, n->host, n->pid, memb.nworkers);
+        events_node(SCHED_EV_JOINED, n);
         view_send(); /* in the clock set, at the slowest live worker's clock */
         return;
     }
     memb.nservers++;
+    events_node(SCHED_EV_JOINED, n);
     int moved = view_join_server(n->id);
     LOG_I("server node %u joined the running job at %s:%d pid %u: view epoch %llu moves %d "
           "partitions to it (heads %u, holds %u)", n->id, n->host, n->port, n->pid,
@@ -293,8 +292,6 @@ static memb_node *add_node(wire_msg *msg, int rank)
  * epoch (so the servers know its node id). A dead one it replaces is out for good. */
 static void register_evaluator(wire_msg *msg)
 {
-    if (!estop_may_register(msg))
-        return;
     memb_node *n = add_node(msg, -1);
     if (!n)
         return;
@@ -308,6 +305,7 @@ static void register_evaluator(wire_msg *msg)
     LOG_I("evaluator registered: node %u at %s pid %u%s", n->id, n->host, n->pid,
           memb.state == JOB_RUNNING ? " (joins the running job)" : "");
     ack_register(n);
+    events_node(SCHED_EV_JOINED, n);
     if (memb.state == JOB_RUNNING) {
         n->state = NODE_ACTIVE;
         view_send();
@@ -349,6 +347,9 @@ void memb_on_register(wire_msg *msg)
         sched_refuse(msg, PSKV_EREFUSED, why);
         return;
     }
+    sched_ev may = {.kind = SCHED_EV_REGISTERING, .msg = msg};
+    if (events_publish(&may)) /* earlystop.c: an evaluator only when the job runs one */
+        return;
     if (r->role == PSKV__ROLE__EVALUATOR) {
         register_evaluator(msg);
         return;
@@ -403,6 +404,7 @@ void memb_on_register(wire_msg *msg)
         n->barrier = memb.barrier_done; /* it starts after the barriers already passed */
         LOG_I("worker rank %d rejoined as node %u at %s pid %u", rank, n->id, n->host, n->pid);
         ack_register(n);
+        events_node(SCHED_EV_JOINED, n);
         view_send(); /* back in the clock set, at the slowest live worker's clock */
         return;
     }
@@ -415,6 +417,7 @@ void memb_on_register(wire_msg *msg)
           memb_count_role(PSKV__ROLE__SERVER), memb.nservers,
           memb_count_role(PSKV__ROLE__WORKER), memb.nworkers);
     ack_register(n);
+    events_node(SCHED_EV_JOINED, n);
     if (memb_count_role(PSKV__ROLE__SERVER) == memb.nservers &&
         memb_count_role(PSKV__ROLE__WORKER) == memb.nworkers)
         cluster_complete();
@@ -531,10 +534,9 @@ void memb_on_heartbeat(wire_msg *msg)
               memb_role_name(n->role), n->id);
         return;
     }
-    if (n->drain == DRAIN_LEFT) {
-        drain_heard(n); /* told to exit: told again */
-        return;
-    }
+    events_node(SCHED_EV_HEARD, n); /* drain.c: a server let go is told again to exit */
+    if (n->drain == DRAIN_LEFT)
+        return; /* out of the job: its heartbeats renew nothing */
     if (n->dead && n->role == PSKV__ROLE__SERVER && memb.state != JOB_WAITING) {
         /* replaced: its partitions have new owners; it must learn so and
          * serve nothing (the view says it is dead) */
@@ -653,15 +655,16 @@ static void declare_dead(memb_node *n, int64_t now)
         n->gone_ms = now; /* never serves again (memb_on_heartbeat) */
         view_place();
         view_send();
-        ckpt_check_done();
-        schedm_failover();
+        /* checkpoint.c: one in progress no longer waits; sched_metrics.c: a failover */
+        events_node(SCHED_EV_DIED, n);
         LOG_W("server node %u replaced: view epoch %llu published %.1f ms after it was "
               "declared dead; %u partitions lost (every replica dead)", n->id,
               (unsigned long long)view_epoch(), (double)(tu_now_us() - t0) / 1e3, view_lost());
     } else if (memb.state == JOB_RUNNING && n->role == PSKV__ROLE__WORKER) {
         view_send(); /* out of the clock set */
-    } else if (n->role == PSKV__ROLE__EVALUATOR) {
-        estop_on_death(n);
+        events_node(SCHED_EV_DIED, n);
+    } else {
+        events_node(SCHED_EV_DIED, n); /* earlystop.c: an evaluator's */
     }
 }
 

@@ -9,7 +9,9 @@
  * THREAD the scheduler's one thread (its event loop); so do all scheduler modules.
  * NEVER  touches the socket (it sends through sched_send / sched_reply /
  *        sched_refuse), never places partitions itself (it tells view.c of a death or
- *        a join and asks for a new view), never waits but in those sends.
+ *        a join and asks for a new view), never names a policy (it publishes node
+ *        events, events.h: registering, joined, complete, heard, died, and the
+ *        policies subscribe), never waits but in those sends.
  *
  * A server's lease: it heartbeats every heartbeat-ms and each acknowledged
  * heartbeat renews its lease (lease-ms = dead-after-ms - heartbeat-ms, so it ends

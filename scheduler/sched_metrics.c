@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 
+#include "events.h"
 #include "membership.h"
 #include "metrics.h"
 #include "timeutil.h"
@@ -82,7 +83,15 @@ void schedm_tick(void)
     }
 }
 
-void schedm_failover(void) { metrics_add(failovers, 1); }
+static int on_died(void *ctx, const sched_ev *ev)
+{
+    (void)ctx;
+    if (ev->node->role == PSKV__ROLE__SERVER && memb.state == JOB_RUNNING)
+        metrics_add(failovers, 1);
+    return 0;
+}
+
+void schedm_hooks(void) { events_subscribe(SCHED_EV_DIED, on_died, NULL); }
 
 void schedm_drain(void) { metrics_add(drains, 1); }
 

@@ -14,8 +14,11 @@ int schedm_start(const char *bind_addr, int port);
 /* The periodic refresh (at most every 500 ms) from the node table. */
 void schedm_tick(void);
 
-/* A server declared dead while the job runs and its partitions re-placed. */
-void schedm_failover(void);
+/* Subscribes to the node events (events.h): a server declared dead while the job
+ * runs, its partitions re-placed, counts a failover. Once, before the event loop,
+ * after the policies' hooks (as the failover was counted after checkpoint.c was
+ * told). */
+void schedm_hooks(void);
 
 /* A server drained (pskvctl drain) and let go, its partitions handed over. */
 void schedm_drain(void);

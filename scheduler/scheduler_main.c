@@ -12,12 +12,12 @@
  * and the process exits 0 once finished for --linger seconds (0 = at once);
  * meanwhile a late REGISTER is refused with "job J finished".
  *
- * This file holds the flags, the socket, the loop and the dispatch; membership.c
- * the node table, leases and the job's life; view.c the placement and the View;
- * checkpoint.c checkpoints and resume. */
+ * This file holds the flags, the socket, the loop and the dispatch; sched_net.c
+ * the sends; membership.c the node table, leases and the job's life, published as
+ * node events (events.h) that checkpoint.c, drain.c and earlystop.c subscribe to;
+ * view.c the placement and the View, whose parts the policies fill; checkpoint.c
+ * checkpoints and resume. */
 #define _GNU_SOURCE
-#include "scheduler_main.h"
-
 #include <errno.h>
 #include <malloc.h>
 #include <signal.h>
@@ -33,6 +33,7 @@
 #include "config.h"
 #include "earlystop.h"
 #include "drain.h"
+#include "events.h"
 #include "log.h"
 #include "membership.h"
 #include "metrics.h"
@@ -40,11 +41,11 @@
 #include "pskv_errors.h"
 #include "refuse.h"
 #include "sched_metrics.h"
+#include "sched_net.h"
 #include "timeutil.h"
 #include "view.h"
 
 static void *ctx, *sock;
-secure sched_sec;
 
 /* Set by the signal handlers, read by the loop. Lock-free atomics, not
  * sig_atomic_t: a process-directed signal may run its handler on any thread that
@@ -116,41 +117,6 @@ static cfg_entry config[] = {
     CFG_METRICS_ENTRY("PSKV_SCHEDULER_METRICS_PORT"),
     CFG_COMMON_ENTRIES("PSKV_SCHEDULER_PORT", "7700"),
     CFG_END};
-
-void sched_meta(Pskv__Meta *m, Pskv__MsgType type)
-{
-    wire_meta_init(m, type);
-    m->has_job_id = 1;
-    m->job_id = memb.job_id;
-    m->has_epoch = 1;
-    m->epoch = view_epoch();
-    m->has_sender = 1;
-    m->sender = 0;
-}
-
-int sched_send(memb_node *n, const Pskv__Meta *m)
-{
-    zmq_msg_t rid;
-    zmq_msg_init_size(&rid, n->ridlen);
-    memcpy(zmq_msg_data(&rid), n->rid, n->ridlen);
-    int rc = wire_send(sock, &rid, m, NULL, NULL);
-    zmq_msg_close(&rid);
-    if (rc < 0)
-        LOG_W("cannot send %s to node %u (%s:%d): %s", wire_type_name((int)m->type), n->id,
-              n->host, n->port, zmq_strerror(errno));
-    return rc;
-}
-
-int sched_reply(zmq_msg_t *rid, const Pskv__Meta *m)
-{
-    return wire_send(sock, rid, m, NULL, NULL);
-}
-
-void sched_refuse(wire_msg *msg, int code, const char *reason)
-{
-    LOG_W("refused %s from %s: %s", wire_type_name((int)msg->meta->type), msg->peer, reason);
-    wire_send_error(sock, &msg->rid, msg->meta, memb.job_id, 0, code, reason, 0);
-}
 
 /* Under keys, who may send what. REGISTER only with a key of the role it asks
  * for; a message naming a registered node only from the key that node
@@ -309,6 +275,13 @@ static int configure(int argc, char **argv)
                    (int)cfg_int(config, "keep-checkpoints"), (int)cfg_int(config, "full-every"));
     if (rc)
         return rc;
+    /* the policies subscribe to node events and fill their parts of VIEW and
+     * STATUS_REPLY, checkpoint.c first, then the metrics: in the order the calls
+     * by name went (events.h) */
+    ckpt_hooks();
+    estop_hooks();
+    drain_hooks();
+    schedm_hooks();
     if (!ckpt_resume_job(&memb.job_id))
         memb.job_id = (uint64_t)cfg_int(config, "job-id");
     while (memb.job_id == 0 &&
@@ -400,6 +373,7 @@ int main(int argc, char **argv)
 
     ctx = zmq_ctx_new();
     sock = net_socket(ctx, ZMQ_ROUTER, cfg_int(config, "max-message"), 0);
+    sched_net_use(sock);
     char why[512];
     unsigned every_role = (1u << KEY_ROLE_SERVER) | (1u << KEY_ROLE_WORKER) |
                           (1u << KEY_ROLE_EVALUATOR) | (1u << KEY_ROLE_CONTROL);
@@ -434,6 +408,7 @@ int main(int argc, char **argv)
     memb_free();
     view_free();
     ckpt_free();
+    events_reset();
     metrics_stop();
     return 0;
 }

@@ -5,12 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoint.h"
-#include "earlystop.h"
 #include "log.h"
 #include "pskv_errors.h"
 #include "ring.h"
-#include "scheduler_main.h"
+#include "sched_net.h"
 #include "timeutil.h"
 
 static struct {
@@ -23,6 +21,25 @@ static struct {
     uint32_t *join_prev; /* while the view that lets a server join is built: the
                             chains before it, where its partitions come from */
 } V;
+
+/* The policies' parts of VIEW and STATUS_REPLY, in the order added. */
+static struct {
+    view_fill_fn view;
+    view_node_fill_fn node;
+    void *ctx;
+} fillers[VIEW_MAX_FILLERS];
+static int nfillers;
+
+int view_add_filler(view_fill_fn view, view_node_fill_fn node, void *ctx)
+{
+    if (nfillers == VIEW_MAX_FILLERS)
+        return -PSKV_ENOMEM;
+    fillers[nfillers].view = view;
+    fillers[nfillers].node = node;
+    fillers[nfillers].ctx = ctx;
+    nfillers++;
+    return 0;
+}
 
 void view_init(uint32_t nparts, uint32_t replicas, uint32_t vnodes)
 {
@@ -80,8 +97,10 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
         v->n_chains = (size_t)V.nparts * V.replicas;
         v->chains = V.chains;
     }
-    ckpt_fill_view(v, status); /* a resumed job: where its data is; the best one */
-    estop_fill_view(v, status); /* early stopping fired: every worker stops */
+    for (int f = 0; f < nfillers; f++) /* checkpoint.c: a resumed job's data, the best
+                                          one; earlystop.c: whether every worker stops */
+        if (fillers[f].view)
+            fillers[f].view(fillers[f].ctx, v, status);
     if (V.join_prev) { /* a joining server's first view: where its partitions come from */
         v->n_prev_chains = (size_t)V.nparts * V.replicas;
         v->prev_chains = V.join_prev;
@@ -123,8 +142,9 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
         }
         p->state = (char *)memb_state_name(n); /* servers take finished and dead workers
                                                   out of the clock set */
-        ckpt_fill_node(p, n);
-        estop_fill_node(p, n, status);
+        for (int f = 0; f < nfillers; f++)
+            if (fillers[f].node)
+                fillers[f].node(fillers[f].ctx, p, n, status);
         p->has_clock = n->role == PSKV__ROLE__WORKER;
         p->clock = n->clock;
         p->has_dropped = n->role == PSKV__ROLE__SERVER;
@@ -338,4 +358,5 @@ void view_free(void)
 {
     free(V.chains);
     V.chains = NULL;
+    nfillers = 0;
 }

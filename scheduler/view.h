@@ -10,8 +10,9 @@
  * THREAD the scheduler's thread only.
  * NEVER  decides who is alive or joins (membership.c does, then calls view_place or
  *        view_join_server and view_send), never reads the manifest (checkpoint.c
- *        fills a view's resume fields and hands a resumed job's chains over through
- *        view_adopt), never waits but in its sends (scheduler_main.h). Out of memory
+ *        fills a view's resume fields through its filler and hands a resumed job's
+ *        chains over through view_adopt), never names a policy (each adds its
+ *        fillers: view_add_filler), never waits but in its sends (sched_net.h). Out of memory
  *        while placing or publishing exits the process. */
 #ifndef PSKV_SCHED_VIEW_H
 #define PSKV_SCHED_VIEW_H
@@ -67,11 +68,26 @@ void view_send(void);
 /* Sends the current view (same epoch) to n alone. */
 void view_send_to(memb_node *n);
 
+/* A policy's part of VIEW and STATUS_REPLY (status 1): fills fields of the View;
+ * what it points the View at stays the policy's and lasts until the next fill. */
+typedef void (*view_fill_fn)(void *ctx, Pskv__View *v, int status);
+
+/* The same for each node's entry, n the node it shows. */
+typedef void (*view_node_fill_fn)(void *ctx, Pskv__Node *p, const memb_node *n, int status);
+
+#define VIEW_MAX_FILLERS 8
+
+/* Adds a policy's fillers (either may be NULL), called after those added before:
+ * the view part after the chains and before a joining server's previous chains
+ * (which take the place of a resumed job's), the node part after the node's
+ * state. Returns 0 or -PSKV_ENOMEM when VIEW_MAX_FILLERS are in. */
+int view_add_filler(view_fill_fn view, view_node_fill_fn node, void *ctx);
+
 /* STATUS (pskvctl): replies STATUS_REPLY with the view, the job's state and each
  * node's heartbeat age; refuses with PSKV_ENOMEM when out of memory. */
 void view_status(wire_msg *msg);
 
-/* Frees the placement. */
+/* Frees the placement and forgets the fillers. */
 void view_free(void);
 
 #endif

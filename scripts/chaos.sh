@@ -74,8 +74,8 @@ mkdir -p "$work" || exit 2
 RANDOM=$seed
 SCHED=10.213.0.11:7700
 ip_of() { echo "10.213.0.$((10 + ${1#h}))"; }
-now_ms() { date +%s%3N; }
-stamp_ms() { date -d "$(cut -c1-23 <<< "$1" | tr T ' ')Z" +%s%3N 2>/dev/null; }
+# shellcheck source=../test/lib.sh
+. "$here/../test/lib.sh" # now_ms, stamp_ms (its start is chaos's own below: one slot's next incarnation)
 say() { echo "chaos: $*"; }
 
 # ---- the daemons: one slot each (name, host, pid, incarnation) --------------------

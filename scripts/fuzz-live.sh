@@ -63,11 +63,12 @@ SANITIZER='ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:|ThreadSan
 cleanup() { for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done; }
 trap cleanup EXIT
 
-fail() { echo "fuzz-live: FAILED: $*"; failures+=("$*"); }
+# failed MSG: notes a failure and goes on (the summary counts them); not test/lib.sh's
+# fail, which ends a test
+failed() { echo "fuzz-live: FAILED: $*"; failures+=("$*"); }
 
-. "$here/free-port.sh"
-
-now_ms() { date +%s%3N; }
+# shellcheck source=../test/lib.sh
+. "$top/test/lib.sh" # free_port, now_ms
 
 # status D PORT CTL...: one `pskvctl status` that waits at most 1 s for its answer
 # (it exits 1 without one), timed from the start of the process; appends
@@ -106,7 +107,7 @@ half() {
   local mode=$1 d=$WORK/$1 port fport job i js sp key t_end gk=() sk=() ck=() wk=()
   mkdir -p "$d"
   if [ "$mode" = on ]; then
-    "$BIN/pskvctl" keys init "$d/keys" --servers 2 --workers 3 > /dev/null || { fail "$mode: keys init"; return; }
+    "$BIN/pskvctl" keys init "$d/keys" --servers 2 --workers 3 > /dev/null || { failed "$mode: keys init"; return; }
     gk=(--keys "$d/keys/worker-2")
     ck=(--keys "$d/keys/control")
   fi
@@ -128,7 +129,7 @@ half() {
   done
   job=$(grep -o '"job_id":"[0-9]*"' <<< "$js" | grep -o '[0-9]*')
   [ -n "$job" ] && [ "$(grep -o '"role":"server"' <<< "$js" | wc -l)" -ge 2 ] ||
-    { fail "$mode: the servers did not register: $(tail -n 2 "$d"/*.log)"; return; }
+    { failed "$mode: the servers did not register: $(tail -n 2 "$d"/*.log)"; return; }
   echo "fuzz-live: keys $mode: scheduler on port $port, job $job; fuzzing for $HALF s"
 
   t_end=$((SECONDS + HALF))
@@ -157,12 +158,12 @@ half() {
   while [ $SECONDS -lt $t_end ]; do
     status_probe "$d" "$port" "${ck[@]}"
     for f in scheduler server-0 server-1; do
-      kill -0 "$(cat "$d/$f.pid")" 2>/dev/null || { fail "$mode: $f died during the fuzzing: $(tail -n 3 "$d/$f.log")"; return; }
+      kill -0 "$(cat "$d/$f.pid")" 2>/dev/null || { failed "$mode: $f died during the fuzzing: $(tail -n 3 "$d/$f.log")"; return; }
     done
     sleep 2
   done
   for p in "${gpids[@]}"; do
-    wait "$p" || fail "$mode: a daemon fuzzer failed: $(grep -h 'failed' "$d"/garbage-s*.out | head -n 3)"
+    wait "$p" || failed "$mode: a daemon fuzzer failed: $(grep -h 'failed' "$d"/garbage-s*.out | head -n 3)"
   done
   wait "$fpid"
   touch "$d/fake.done"
@@ -177,16 +178,16 @@ half() {
     echo $! > "$d/worker-$i.pid"
   done
   for i in 0 1; do
-    wait "$(cat "$d/worker-$i.pid")" || fail "$mode: check worker $i exited $?: $(tail -n 2 "$d/worker-$i.log")"
-    tail -n 1 "$d/worker-$i.log" | grep -q '^check ok' || fail "$mode: check worker $i: $(tail -n 1 "$d/worker-$i.log")"
+    wait "$(cat "$d/worker-$i.pid")" || failed "$mode: check worker $i exited $?: $(tail -n 2 "$d/worker-$i.log")"
+    tail -n 1 "$d/worker-$i.log" | grep -q '^check ok' || failed "$mode: check worker $i: $(tail -n 1 "$d/worker-$i.log")"
   done
   for f in scheduler server-0 server-1; do
     local pid rc t=0
     pid=$(cat "$d/$f.pid")
     while kill -0 "$pid" 2>/dev/null && [ $t -lt 300 ]; do sleep 0.1; t=$((t + 1)); done
-    kill -0 "$pid" 2>/dev/null && { kill -KILL "$pid"; fail "$mode: $f did not exit after the job"; continue; }
+    kill -0 "$pid" 2>/dev/null && { kill -KILL "$pid"; failed "$mode: $f did not exit after the job"; continue; }
     wait "$pid"; rc=$?
-    [ $rc -eq 0 ] || fail "$mode: $f exited $rc: $(tail -n 2 "$d/$f.log")"
+    [ $rc -eq 0 ] || failed "$mode: $f exited $rc: $(tail -n 2 "$d/$f.log")"
   done
   summarize "$mode" "$d"
 }
@@ -221,9 +222,9 @@ for mode in off on; do
     "$d/status.times" 2>/dev/null |
     while read -r line; do echo "fuzz-live: FAILED: $line"; echo "$line" >> "$WORK/late"; done
   [ -s "$WORK/late" ] && failures+=("status too slow or failed") && rm -f "$WORK/late"
-  [ -s "$d/fake.crash" ] && fail "$mode: workers against the fake scheduler: $(head -n 3 "$d/fake.crash")"
+  [ -s "$d/fake.crash" ] && failed "$mode: workers against the fake scheduler: $(head -n 3 "$d/fake.crash")"
   for f in "$d"/*.log; do
-    grep -Eq "$SANITIZER" "$f" && fail "$mode: sanitizer report in $f: $(grep -Em 1 "$SANITIZER" "$f")"
+    grep -Eq "$SANITIZER" "$f" && failed "$mode: sanitizer report in $f: $(grep -Em 1 "$SANITIZER" "$f")"
   done
 done
 if [ ${#failures[@]} -eq 0 ] && [ -z "${PSKV_KEEP_LOGS:-}" ]; then

@@ -26,6 +26,8 @@ install -m 644 scripts/systemd/*.service "$root/lib/systemd/system/"
 install -m 644 scripts/systemd/*.conf "$root/usr/share/doc/pskv/examples/"
 install -m 644 README.md docs/architecture.md docs/operations.md docs/protocol.md docs/python.md \
   "$root/usr/share/doc/pskv/"
+install -d "$root/usr/share/doc/pskv/reference"
+install -m 644 docs/reference/*.md "$root/usr/share/doc/pskv/reference/"
 cat > "$root/usr/share/doc/pskv/copyright" <<'COPY'
 Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
 Upstream-Name: pskv

@@ -12,6 +12,7 @@ int main(void)
     srunner_add_suite(sr, config_suite());
     srunner_add_suite(sr, ring_suite());
     srunner_add_suite(sr, reshard_suite());
+    srunner_add_suite(sr, membership_suite());
     srunner_add_suite(sr, updater_suite());
     srunner_add_suite(sr, shard_suite());
     srunner_add_suite(sr, prefault_suite());
@@ -22,6 +23,8 @@ int main(void)
     srunner_add_suite(sr, model_suite());
     srunner_add_suite(sr, pipesched_suite());
     srunner_add_suite(sr, dedupe_suite());
+    srunner_add_suite(sr, consist_suite());
+    srunner_add_suite(sr, chain_suite());
     srunner_add_suite(sr, ckpt_suite());
     srunner_add_suite(sr, keys_suite());
     srunner_add_suite(sr, clip_suite());
@@ -32,6 +35,7 @@ int main(void)
     srunner_add_suite(sr, halfvec_suite());
     srunner_add_suite(sr, manifest_suite());
     srunner_add_suite(sr, slice_suite());
+    srunner_add_suite(sr, wplan_suite());
     srunner_add_suite(sr, wpy_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

@@ -24,6 +24,9 @@ Suite *config_suite(void);
 /* scheduler/reshard.c: a checkpoint's partitions placed and loaded on more or
  * fewer servers. */
 Suite *reshard_suite(void);
+/* scheduler/membership.c (with events.c, view.c, sched_net.c): registration and
+ * ranks, rank takeover, lease expiry, barriers, FINISH then STOP, node events. */
+Suite *membership_suite(void);
 /* common/ring.c: key placement, dense spans, partitions, tokens and chains. */
 Suite *ring_suite(void);
 /* common/update/updater.c: sum, sgd, momentum, l2, adagrad, finiteness, checks. */
@@ -44,6 +47,12 @@ Suite *data_suite(void);
 Suite *model_suite(void);
 /* worker/apps/train/pipesched.c: --layers, stage cuts, pass orders of each schedule. */
 Suite *pipesched_suite(void);
+/* server/consist/: the models' rows over the vector clock: ssp's bound, bsp's
+ * close, held pulls released by a CLOCK or a view, refusals and clocks. */
+Suite *consist_suite(void);
+/* server/repl/: the chain rules: head and tail checks, dense runs cut to this
+ * server's partitions, a re-sent push applied once. */
+Suite *chain_suite(void);
 /* server/repl/dedupe.c: applied-push record, eviction, clear, export/import, collisions. */
 Suite *dedupe_suite(void);
 /* common/ckpt.c: checkpoint round trips, temp file and rename, truncation, bit flips. */
@@ -68,6 +77,9 @@ Suite *halfvec_suite(void);
 Suite *manifest_suite(void);
 /* common/slice.c: the scheduling slice granted, inherited, clamped, left alone at 0. */
 Suite *slice_suite(void);
+/* worker/lib/wplan.c: table checks, runs, keys grouped by partition owner, dense runs
+ * cut by owner and chunk, on a handle laid out by hand (no sockets). */
+Suite *wplan_suite(void);
 /* worker/lib/wpy.c: pskv_struct_layout against offsetof and sizeof, unknown names
  * refused; pskv_held_get on NULL. */
 Suite *wpy_suite(void);

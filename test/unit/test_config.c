@@ -1,6 +1,6 @@
 /* Tests of the configuration table (common/config.c) against a local table:
  * precedence default < environment < flag, both flag spellings, booleans,
- * bounds, positionals and `--`. */
+ * bounds, positionals and `--`; the manual page and its markdown twin. */
 #define _POSIX_C_SOURCE 200809L
 #include <fcntl.h>
 #include <stdio.h>
@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "manpage.h"
 #include "pskv_errors.h"
 #include "suites.h"
 
@@ -346,6 +347,51 @@ START_TEST(help)
 }
 END_TEST
 
+/* Writes the page of `tab` with `write` into a string the caller frees. */
+static char *page_of(void (*write)(const cfg_entry *, const char *, const char *, void *),
+                     const cfg_entry *tab)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    ck_assert_ptr_nonnull(f);
+    write(tab, "/usr/bin/pskvctl", "pskvctl a|b", f);
+    fclose(f);
+    return text;
+}
+
+/* --markdown prints the manual page's twin: one table row per flag with its range,
+ * default and variable, and text that would break a table cell escaped. */
+START_TEST(markdown)
+{
+    cfg_entry tab[TAB_LEN];
+    make_table(tab);
+    char *argv[] = {"prog", "--markdown", "--bogus"};
+    ck_assert_int_eq(parse_quiet(tab, ARGC(argv), argv, NULL), 1);
+
+    const cfg_entry odd[] = {
+        {"wire", CFG_STR, "fp16|bf16", "PSKV_UNIT_WIRE", 1, 0, NULL, "fp16|bf16 *or* fp32",
+         0, 0, NULL, NULL},
+        {"port", CFG_INT, "7000", NULL, 0, 65535, "s", "port", 0, 0, NULL, NULL},
+        CFG_END,
+    };
+    char *md = page_of(man_write_markdown, odd);
+    ck_assert_ptr_nonnull(strstr(md, "# pskvctl(1)"));
+    ck_assert_ptr_nonnull(strstr(md, "```\npskvctl a|b\n```"));
+    ck_assert_ptr_nonnull(strstr(md, "| `--wire` STR | fp16\\|bf16 \\*or\\* fp32 | "
+                                     "`fp16\\|bf16` | `PSKV_UNIT_WIRE` |"));
+    ck_assert_ptr_nonnull(strstr(md, "| `--port` INT | port (s); range 0 to 65535 | `7000` |  |"));
+    ck_assert_ptr_nonnull(strstr(md, "| `--markdown` |"));
+    ck_assert_ptr_nonnull(strstr(md, "- `PSKV_UNIT_WIRE`: as `--wire`."));
+    char *man = page_of(man_write, odd);
+    ck_assert_ptr_nonnull(
+        strstr(man, "port (\\fRs\\fR). Range: \\fR0 to 65535\\fR. Default: \\fR7000\\fR."));
+    ck_assert_ptr_nonnull(strstr(man, "\\fB\\-\\-markdown\\fR"));
+    free(md);
+    free(man);
+}
+END_TEST
+
 /* cfg_set_default replaces only a default: the environment and flags still win,
  * and a value that does not fit the entry is refused. */
 START_TEST(set_default_yields_to_env_and_flags)
@@ -384,6 +430,7 @@ Suite *config_suite(void)
     tcase_add_test(tc, positionals);
     tcase_add_test(tc, double_dash);
     tcase_add_test(tc, help);
+    tcase_add_test(tc, markdown);
     tcase_add_test(tc, set_default_yields_to_env_and_flags);
     suite_add_tcase(s, tc);
     return s;

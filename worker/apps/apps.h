@@ -67,6 +67,9 @@ int app_filter_check(pskv_worker *w, cfg_entry *cfg);
 
 /* --app bench: push/pull step time and throughput for one value size. */
 int app_bench(pskv_worker *w, cfg_entry *cfg);
+/* bench's flags before joining (--size, --mode): 0, or -1 after saying on stderr,
+ * prefixed by prog, what is wrong (the app table's check). */
+int app_bench_flags(cfg_entry *cfg, const char *prog);
 
 /* --app sparse-bench: sparse push throughput and a growing table's push
  * latency (app_sparse_bench.c). */
@@ -130,5 +133,8 @@ int app_admit(pskv_worker *w, cfg_entry *cfg);
 
 /* --app sparse-lr: logistic regression on LIBSVM data (app_sparse_lr.c). */
 int app_sparse_lr(pskv_worker *w, cfg_entry *cfg);
+/* sparse-lr's flags before joining (--train given): 0, or -1 after saying on
+ * stderr, prefixed by prog, what is wrong (the app table's check). */
+int app_sparse_lr_flags(cfg_entry *cfg, const char *prog);
 
 #endif

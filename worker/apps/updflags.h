@@ -7,7 +7,7 @@
  * is usually good enough"; lambda1 = 1 as in the widely used reference code), so
  * 1/--batch for the mean gradients the apps push. docs/operations.md lists them.
  *
- * OWNS nothing: reads the worker's config table (worker_main.c's entries).
+ * OWNS nothing: reads the worker's config table (these flags: train/train_flags.c).
  * THREAD: the main thread. NEVER allocates or blocks. */
 #ifndef PSKV_UPDFLAGS_H
 #define PSKV_UPDFLAGS_H

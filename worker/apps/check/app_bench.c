@@ -130,6 +130,19 @@ static void summarize(uint64_t size, const int *on, double *per_run, int runs, l
     }
 }
 
+int app_bench_flags(cfg_entry *cfg, const char *prog)
+{
+    const char *mode = cfg_str(cfg, "mode");
+    if (cfg_int(cfg, "size") % 4 ||
+        (strcmp(mode, "serial") && strcmp(mode, "pipelined") && strcmp(mode, "both") &&
+         strcmp(mode, "stream"))) {
+        fprintf(stderr, "%s: bench needs --size a multiple of 4 and --mode serial, "
+                        "pipelined, both or stream\n", prog);
+        return -1;
+    }
+    return 0;
+}
+
 int app_bench(pskv_worker *w, cfg_entry *cfg)
 {
     if (!strcmp(cfg_str(cfg, "op"), "allreduce"))

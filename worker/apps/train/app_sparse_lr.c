@@ -480,6 +480,15 @@ static void free_run(lr_run *r)
 /* On a failure this returns at once without freeing the run: a pull may still be
  * in flight into its buffers (pskv_worker_close waits for it), and the process
  * exits next. */
+int app_sparse_lr_flags(cfg_entry *cfg, const char *prog)
+{
+    if (!*cfg_str(cfg, "train")) {
+        fprintf(stderr, "%s: --app sparse-lr needs --train FILE (LIBSVM format)\n", prog);
+        return -1;
+    }
+    return 0;
+}
+
 int app_sparse_lr(pskv_worker *w, cfg_entry *cfg)
 {
     lr_run r;

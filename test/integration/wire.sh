@@ -84,6 +84,7 @@ t_wire_refused() {
 # pushes and pull replies took exactly half their float32 bytes, and the
 # metrics' bytes per step (both tables, re-sends included: a slow build may ask
 # again) within 1% of half of fp32's.
+tags wire_mlp slow
 t_wire_mlp() {
   local common="--app mlp --epochs 2 --train-limit 6000 --test-limit 2000 --seed 2 --eval-every 0"
   local wire a=() b=() line

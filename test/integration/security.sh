@@ -17,6 +17,7 @@ unlisted_key() { # unlisted_key KEYSET DIR
 # trying to register a server (its node.pub relabelled "server", which the
 # allowlist contradicts). The job's exact-sum check must pass, no rogue may join,
 # and pskvctl (control key) must show the refusals counted.
+tags keys_rogues keys
 t_keys_rogues() {
   local port K=$TDIR/keys lpid tries=0
   keyset "$K" 1 2
@@ -68,6 +69,7 @@ t_keys_rogues() {
 # A plaintext client, and a CURVE client holding the wrong server key, get
 # nothing from a keyed scheduler or server; a worker key may not checkpoint or
 # drain; a control key may.
+tags keys_clients keys slow
 t_keys_clients() {
   local port spid K=$TDIR/keys js sport
   keyset "$K" 1 1
@@ -158,6 +160,7 @@ wire_run() { # wire_run KEYS|none OUTFILE
   [ -s "$TDIR/$2" ] || fail "the proxy recorded nothing ($K): the traffic did not go through it"
 }
 
+tags keys_wire keys
 t_keys_wire() {
   keyset "$TDIR/keys" 1 1
   wire_run none plain.rec
@@ -172,6 +175,7 @@ t_keys_wire() {
 # Protected mode: without keys a daemon listens on loopback only; any other
 # address is refused at start (exit 2, naming --keys and --insecure), unless
 # --insecure, which starts, warns, and shows in pskvctl status.
+tags protected_mode keys
 t_protected_mode() {
   local port addr out rc
   addr=$(ip -4 -o addr show scope global 2>/dev/null | awk '{print $4}' | cut -d/ -f1 | head -n 1)
@@ -211,6 +215,7 @@ t_protected_mode() {
 
 # A secret key readable by others is refused, as ssh does; so is a key of the
 # wrong role.
+tags keys_files keys
 t_keys_files() {
   local port K=$TDIR/keys rc
   keyset "$K" 1 1

@@ -9,6 +9,7 @@ waiting_fraction() {
   sed -n 's/^rank [0-9]* waiting fraction \([0-9.]*\) .*/\1/p' "$1"
 }
 
+tags train_prefetch serial
 t_train_prefetch() {
   # 1 server x 2 workers, the MLP on a 6,000-image subset for 4 epochs with the
   # next step's pull sent before each step's compute: both async and ssp:1 reach
@@ -76,6 +77,7 @@ t_prefetch_bad_flags() {
   [ $rc -eq 2 ] || fail "PSKV_WORKER_PREFETCH=1 under bsp exited $rc, expected 2"
 }
 
+tags status_traffic slow
 t_status_traffic() {
   # 1 server x 2 workers training with int8 pushes: while the job runs, pskvctl
   # status shows each worker's table with bytes sent and received on the wire and
@@ -124,6 +126,7 @@ t_status_traffic() {
   wait_exit "$(cat scheduler.pid)" 20 || fail "the scheduler exited $?"
 }
 
+tags async_paused_worker slow
 t_async_paused_worker() {
   # Async, 2 workers: rank 1 is stopped (SIGSTOP) for 1.2 s after its first epoch,
   # so the scheduler declares it dead (--dead-after-ms 500) and the servers count

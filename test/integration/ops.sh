@@ -8,6 +8,7 @@ ms_now() { echo $(( $(date +%s%N) / 1000000 )); }
 
 # A node registering with a scheduler whose job is over is refused at once with
 # "job J finished" and exits 1 within 1 s (the scheduler stays up for --linger).
+tags late_registration serial
 t_late_registration() {
   local port js job t0 t1 rc role
   port=$(free_port)

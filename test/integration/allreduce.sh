@@ -26,6 +26,7 @@ ar_digests() {
 # pieces far smaller than a chunk (--chunk-bytes 64: 16 floats a piece, so a
 # step is many pieces in flight). allreduce-check compares each element with the
 # sum computed locally and fails on the first difference.
+tags allreduce_exact keys
 t_allreduce_exact() {
   local nw n d
   for nw in 2 3 4; do
@@ -63,6 +64,7 @@ t_allreduce_exact() {
 # handshake before its first piece and dials again on a fresh connection until
 # rank 1 admits it, so the calls give the exact sums instead of timing out
 # (--request-timeout 15; before the fix they did, every time).
+tags allreduce_late_keys keys serial
 t_allreduce_late_keys() {
   local d="$TDIR/j" t0=$SECONDS
   "$BIN/pskvctl" keys init "$TDIR/keys" --servers 1 --workers 3 > /dev/null || fail "keys init"
@@ -77,6 +79,7 @@ t_allreduce_late_keys() {
 # Different n on different ranks: every rank fails the call, each naming the n's
 # (rank 0 gives 10, ranks 1 and 2 give 12: rank 2 only hears of it from rank 1).
 # And a rank that calls fewer times than the others.
+tags allreduce_mismatch serial
 t_allreduce_mismatch() {
   "$LAUNCH" --servers 1 --workers 3 --timeout 60 --log-dir "$TDIR/j" --worker-opt 0:--ar-floats \
     --worker-opt 0:10 -- --app allreduce-check --ar-floats 12 --rounds 2 > "$TDIR/j.out" 2>&1 &&
@@ -158,6 +161,7 @@ t_allreduce_peer_dies() {
 # well above chance. With --accumulate 2, a copy to the servers every 7 steps, and a
 # checkpoint at the end that must hold rank 0's weights exactly (the faults story:
 # the servers keep the copy that checkpoints and resume use).
+tags allreduce_train slow
 t_allreduce_train() {
   local common="--app mlp --epochs 1 --train-limit 6000 --test-limit 1000 --seed 2 --eval-every 0 --accumulate 2"
   mkdir -p "$TDIR/data"

@@ -136,6 +136,7 @@ t_eval_bad_flags() {
 # the evaluator reported, bit for bit. --early-stop-metric
 # val_auc is refused for softmax (exit 2, naming the flag): by launch-local before
 # anything starts, and by pskv-evaluator from the scheduler's view.
+tags eval_sparse_auc slow
 t_eval_sparse_auc() {
   local port r
   "$BIN/pskv-gen-sparse" --examples 4000 --features 2000 --out "$TDIR/gen" --seed 5 --test-fraction 0 > gen.out ||
@@ -219,6 +220,7 @@ t_eval_sparse_auc() {
 # the first joins once the workers train, is killed (-9), is declared dead (early
 # stopping suspended), and a second one registers, evaluates, and early stopping
 # resumes with its reports; the workers train to their end and exit 0.
+tags eval_late_join slow
 t_eval_late_join() {
   local port r
   port=$(free_port)

@@ -1,18 +1,16 @@
-/* pskv-scheduler's daemon: its flags, the ROUTER socket every node talks to, the
- * event loop with its periodic tick, and the dispatch of each message to the
- * module that handles it (membership.c, view.c, checkpoint.c).
+/* How every scheduler module talks to nodes: the Meta stamp and the sends on the
+ * scheduler's one ROUTER socket (scheduler_main.c opens it and hands it over with
+ * sched_net_use before the event loop), and the scheduler's keys.
  *
- * OWNS   the configuration table, the ZeroMQ context and the ROUTER socket. No job
- *        state: that is membership.c's, view.c's and checkpoint.c's.
- * THREAD the process's one thread; every scheduler module runs inside its loop,
- *        and the calls below may only be made from it.
- * NEVER  decides anything about nodes, placement or checkpoints itself; never
- *        waits on a node: a send to a full peer queue waits at most the socket's
- *        5 s send time-out (net.h), then fails (sched_send logs it).
- *
- * The calls below are how the other modules talk to nodes. */
-#ifndef PSKV_SCHED_MAIN_H
-#define PSKV_SCHED_MAIN_H
+ * OWNS   nothing but a borrowed pointer to the socket; the keys (sched_sec) are
+ *        filled by scheduler_main.c.
+ * THREAD the scheduler's one thread (its event loop); the calls below may only be
+ *        made from it.
+ * NEVER  decides anything about nodes; never waits on a node: a send to a full
+ *        peer queue waits at most the socket's 5 s send time-out (net.h), then
+ *        fails (sched_send logs it). */
+#ifndef PSKV_SCHED_NET_H
+#define PSKV_SCHED_NET_H
 
 #include <zmq.h>
 
@@ -22,6 +20,10 @@
 
 /* The scheduler's keys and ZAP handler (secure.h); keyed == 0 without --keys. */
 extern secure sched_sec;
+
+/* The ROUTER socket every send below goes out on (the caller keeps it, open
+ * until the last send). */
+void sched_net_use(void *router);
 
 /* A fresh Meta of `type` stamped with the job id, the current view epoch and the
  * scheduler's sender id 0; the caller fills the rest. */

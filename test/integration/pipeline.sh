@@ -53,6 +53,7 @@ pl_recompute() {
 # sequential one; the saved activations' peak bytes are each held micro-batch's
 # input and layer outputs (only the input with --recompute). The first stage
 # reports the pipeline's bubble fraction, in rank 0's metrics too.
+tags pipeline_schedules keys slow
 t_pipeline_schedules() {
   # shellcheck disable=SC2054 # commas inside one flag's value
   local common=(--layers 784,64,32,10 --batch 32 --micro-batches 4 --train-limit 640 --test-limit 200
@@ -115,6 +116,7 @@ pl_layers() {
 # every epoch to 1e-5 (weighting the short step's rows 1/32 instead moves the
 # third epoch's test loss by 5e-4). Two pipelines with shards of 17 and 16 rows
 # take 2 steps of 16 an epoch, pipeline 1's second one empty.
+tags pipeline_short_batch slow
 t_pipeline_short_batch() {
   # shellcheck disable=SC2054 # commas inside one flag's value
   local common=(--layers 784,64,32,10 --batch 32 --micro-batches 4 --train-limit 84 --test-limit 200
@@ -173,6 +175,7 @@ RUNS
 # with another --batch, the recorded progress does not fit: refused by name. A
 # job resumed from a --checkpoint-every checkpoint (the stages possibly recorded
 # steps apart) goes on with both stages at one step and finishes.
+tags pipeline_resume slow
 t_pipeline_resume() {
   # shellcheck disable=SC2054 # commas inside one flag's value
   local flags=(--app pipeline --consistency bsp --stages 2 --layers 784,64,32,10 --batch 32
@@ -309,6 +312,7 @@ t_pipeline_suggest_split() {
 # of mlp's and above 0.75; rank 0's metrics file carries samples_per_s and accuracy,
 # and at the end the bubble fraction and the stages' time split.
 # Two such pipelines through two servers train too.
+tags pipeline_train slow
 t_pipeline_train() {
   local sub=(--train-limit 6000 --test-limit 2000 --epochs 2 --batch 16 --lr 0.0075 --lr-schedule linear)
   "$LAUNCH" --servers 1 --workers 2 --timeout 60 --log-dir "$TDIR/p" -- --app pipeline --stages 2 \
@@ -395,6 +399,7 @@ t_pipeline_stage_dies() {
 # the first micro-batch) refuses stage 0's CURVE handshake; stage 0 dials again
 # on a fresh connection until admitted (ZeroMQ never would), and the job ends
 # with the weights of a run without the delay, instead of a time-out.
+tags pipeline_late_keys keys serial
 t_pipeline_late_keys() {
   # shellcheck disable=SC2054 # commas inside one flag's value
   local args=(--app pipeline --consistency bsp --epochs 1 --stages 2 --layers 784,64,32,10

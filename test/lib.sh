@@ -1,0 +1,244 @@
+# shellcheck shell=bash
+# test/lib.sh - the one harness of pskv's shell tests, sourced by test/integration.sh,
+# test/faults.sh, scripts/chaos.sh and scripts/fuzz-live.sh:
+#
+#   . "$top/test/lib.sh"
+#
+# It holds what every runner needs once: fail, start, wait_exit, wait_line,
+# no_strays, now_ms, stamp_ms, free_port (scripts/free-port.sh), and a runner for
+# tests found by glob: the functions named PREFIXNAME that the files DIR/*.sh define,
+# one file per area, each test with its tags (`tags NAME TAG...` beside it). Every
+# test runs in its own directory under $WORK, in a subshell with a hard time-out;
+# `-j N` runs N at a time (tests tagged serial run alone, after the others). The
+# output is one PASS/FAIL/SKIP line per test (a test that returns 77 is skipped) and,
+# last, "N passed, N failed" alone on its line. See test/README.md.
+#
+# Tags: once (fault tests that check what a run ends with: run --once-trials times),
+# root (need root: network namespaces, other users, Slurm), keys (CURVE keys),
+# shm (shared memory), slow (a minute or more), serial (times something or needs the
+# machine alone: never beside another test).
+
+top=${top:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
+# shellcheck source=../scripts/free-port.sh
+. "$top/scripts/free-port.sh"
+
+fail() { echo "FAILED: $*"; exit 1; }
+
+now_ms() { date +%s%3N; }
+
+# Milliseconds since the epoch of a log line's ISO time stamp.
+stamp_ms() { date -d "$(cut -c1-23 <<< "$1" | tr T ' ')Z" +%s%3N 2>/dev/null; }
+
+# Starts a daemon in the background of the test, output to $TDIR/NAME.log.
+start() { local name=$1; shift; "$@" > "$TDIR/$name.log" 2>&1 & echo $! > "$TDIR/$name.pid"; }
+
+wait_exit() { # wait_exit PID SECONDS -> exit status of the process, 124 on time-out
+  local pid=$1 t=$(( $2 * 10 ))
+  while kill -0 "$pid" 2>/dev/null && [ $t -gt 0 ]; do sleep 0.1; t=$((t - 1)); done
+  if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid"; return 124; fi
+  wait "$pid"
+}
+
+wait_line() { # wait_line FILE PATTERN COUNT SECONDS: until FILE has COUNT lines matching; 1 on time-out
+  local t=$(( $4 * 10 ))
+  until [ "$(grep -c "$2" "$1" 2>/dev/null)" -ge "$3" ]; do
+    t=$((t - 1)); [ $t -gt 0 ] || return 1; sleep 0.1
+  done
+}
+
+no_strays() { # no process from the pid files in DIR is alive
+  local f
+  for f in "$1"/*.pid; do
+    [ -f "$f" ] || continue
+    kill -0 "$(cat "$f")" 2>/dev/null && fail "process of $f ($(cat "$f")) still running"
+  done
+  return 0
+}
+
+# ---- the runner ---------------------------------------------------------------------
+# A runner sets RUNNER (its name, for messages), sources this file, takes its own
+# options and hands the others to harness_arg, then calls harness_load and harness_run.
+# Hooks it may define: harness_trials NAME (how many times NAME runs; unset: once, and
+# the lines carry no "#trial"), harness_note DIR (sets HARNESS_NOTE, text added to a
+# PASS line, from the test's directory), harness_summary (lines printed before the
+# closing count). HARNESS_TIMEOUT (s per test) and HARNESS_TAIL (lines of a failed
+# test's output shown) have defaults below.
+
+declare -A TEST_TAGS=()
+TEST_NAMES=()
+HARNESS_ONLY=()
+HARNESS_TAGS=()
+HARNESS_JOBS=1
+HARNESS_LIST=0
+HARNESS_TIMEOUT=${HARNESS_TIMEOUT:-180}
+HARNESS_TAIL=${HARNESS_TAIL:-40}
+HARNESS_SHIFT=0
+
+# tags NAME TAG...: NAME's tags; called at the top level of a test file, beside the test.
+tags() { local n=$1; shift; TEST_TAGS[$n]="${TEST_TAGS[$n]:+${TEST_TAGS[$n]} }$*"; }
+
+harness_die() { echo "${RUNNER:-test}: $*" >&2; exit 2; }
+
+# harness_arg ARGS...: takes the runner options every runner shares off the front of
+# ARGS; HARNESS_SHIFT says how many it used (0: not one of them).
+#   --only NAME (again, or "A B" in one) · --tags TAG[,TAG] (-TAG: without it) · -j N · --list
+harness_arg() {
+  HARNESS_SHIFT=0
+  case $1 in
+    --only|--tags|-j|--jobs)
+      [ $# -ge 2 ] || harness_die "$1 needs a value"
+      harness_set "$1" "$2"; HARNESS_SHIFT=2 ;;
+    --only=*|--tags=*|--jobs=*) harness_set "${1%%=*}" "${1#*=}"; HARNESS_SHIFT=1 ;;
+    -j[0-9]*) harness_set -j "${1#-j}"; HARNESS_SHIFT=1 ;;
+    --list) HARNESS_LIST=1; HARNESS_SHIFT=1 ;;
+  esac
+}
+
+harness_set() {
+  case $1 in
+    --only) read -r -d '' -a _w <<< "$2"; HARNESS_ONLY+=("${_w[@]}") ;;
+    --tags) read -r -d '' -a _w <<< "${2//,/ }"; HARNESS_TAGS+=("${_w[@]}") ;;
+    -j|--jobs)
+      [[ $2 =~ ^[1-9][0-9]?$ ]] || harness_die "-j must be a number of tests at a time, 1..99, not '$2'"
+      HARNESS_JOBS=$2 ;;
+  esac
+}
+
+# harness_load PREFIX DIR: sources every DIR/*.sh and lists their tests (functions
+# named PREFIXNAME) in TEST_NAMES, in the order of the files and, in each, of the text.
+harness_load() {
+  local prefix=$1 dir=$2 f n
+  HARNESS_PREFIX=$prefix
+  for f in "$dir"/*.sh; do
+    # shellcheck source=/dev/null
+    . "$f" || harness_die "$f failed to load"
+  done
+  mapfile -t TEST_NAMES < <(sed -n "s/^${prefix}\([A-Za-z0-9_]*\)() *{.*/\1/p" "$dir"/*.sh)
+  n=$(printf '%s\n' "${TEST_NAMES[@]}" | sort | uniq -d | head -n 1)
+  [ -z "$n" ] || harness_die "test '$n' is defined twice in $dir/*.sh: $(grep -l "^$prefix$n()" "$dir"/*.sh | xargs)"
+  for n in "${!TEST_TAGS[@]}"; do
+    declare -F "$prefix$n" > /dev/null || harness_die "tags for '$n', a test no $dir/*.sh defines"
+  done
+}
+
+has_tag() { [[ " ${TEST_TAGS[$1]:-} " == *" $2 "* ]]; }
+
+# harness_selected NAME: NAME is in --only (or ONLY) if given, has every --tags TAG
+# and none of the -TAG.
+harness_selected() {
+  local t
+  if [ ${#HARNESS_ONLY[@]} -gt 0 ] && [[ " ${HARNESS_ONLY[*]} " != *" $1 "* ]]; then return 1; fi
+  for t in "${HARNESS_TAGS[@]}"; do
+    if [ "${t#-}" != "$t" ]; then has_tag "$1" "${t#-}" && return 1
+    else has_tag "$1" "$t" || return 1; fi
+  done
+  return 0
+}
+
+# harness_spawn NAME TRIAL SLOT SLOTS: starts one test in $WORK/NAME[-TRIAL] under a
+# watcher that kills it (and what it started) after HARNESS_TIMEOUT s and writes
+# "STATUS SECONDS" to the directory's file rc last; SLOT of SLOTS picks its share of
+# the free ports. The watcher's pid goes to HARNESS_PID.
+harness_spawn() {
+  local name=$1 trial=$2 slot=$3 slots=$4 dir="$WORK/$1${2:+-$2}"
+  mkdir -p "$dir"
+  (
+    export PSKV_PORT_SLOT=$slot PSKV_PORT_SLOTS=$slots # free_port's share of the ports
+    t0=$SECONDS
+    ( cd "$dir" && TDIR=$dir "$HARNESS_PREFIX$name" ) > "$dir/test.out" 2>&1 &
+    pid=$! deadline=$((SECONDS + HARNESS_TIMEOUT))
+    while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
+    if kill -0 "$pid" 2>/dev/null; then
+      pkill -KILL -P "$pid" 2>/dev/null; kill -KILL "$pid" 2>/dev/null
+      pkill -KILL -f "$dir/" 2>/dev/null
+      echo "timed out" >> "$dir/test.out"; rc=124
+    else
+      wait "$pid"; rc=$?
+    fi
+    echo "$rc $((SECONDS - t0))" > "$dir/rc.tmp" && mv "$dir/rc.tmp" "$dir/rc"
+  ) 2> /dev/null &
+  HARNESS_PID=$!
+}
+
+# harness_report NAME TRIAL: the line of a finished test; counts it.
+harness_report() {
+  local name=$1 trial=$2 dir="$WORK/$1${2:+-$2}" rc secs label
+  read -r rc secs < "$dir/rc"
+  label=$name${trial:+ #$trial}
+  HARNESS_NOTE=
+  declare -F harness_note > /dev/null && harness_note "$dir"
+  if [ "$rc" -eq 0 ]; then
+    passed=$((passed + 1)); echo "PASS $label$HARNESS_NOTE ($secs s)"
+  elif [ "$rc" -eq 77 ]; then
+    skipped=$((skipped + 1)); echo "SKIP $label ($(tail -n 1 "$dir/test.out"))"
+  else
+    failed=$((failed + 1)); echo "FAIL $label (status $rc, $secs s)"
+    sed 's/^/    /' "$dir/test.out" | tail -n "$HARNESS_TAIL"
+  fi
+}
+
+harness_cleanup() {
+  local p
+  for p in "${!HARNESS_RUNNING[@]}"; do kill -KILL "$p" 2>/dev/null; done
+  [ -n "${WORK:-}" ] || return
+  pkill -KILL -f "$WORK/" 2>/dev/null
+  if [ "${failed:-0}" -eq 0 ] && [ -z "${PSKV_KEEP_LOGS:-}" ]; then rm -rf "$WORK"; else echo "logs kept in $WORK" >&2; fi
+}
+
+# harness_run: runs the selected tests (each as many times as harness_trials says),
+# HARNESS_JOBS at a time, the serial ones alone after the others (with -j 1, all in
+# order); prints the closing count and returns 0 when none failed.
+harness_run() {
+  local n i k units=() serial=() u
+  declare -gA HARNESS_RUNNING=()
+  passed=0 failed=0 skipped=0
+  for n in "${HARNESS_ONLY[@]}"; do
+    [[ " ${TEST_NAMES[*]} " == *" $n "* ]] || harness_die "no test named '$n' (--list shows them)"
+  done
+  for n in "${TEST_NAMES[@]}"; do
+    harness_selected "$n" || continue
+    if [ "$HARNESS_LIST" -eq 1 ]; then echo "$n${TEST_TAGS[$n]:+ [${TEST_TAGS[$n]}]}"; continue; fi
+    if declare -F harness_trials > /dev/null; then
+      k=$(harness_trials "$n")
+      for i in $(seq "$k"); do u="$n $i"; if [ "$HARNESS_JOBS" -gt 1 ] && has_tag "$n" serial; then serial+=("$u"); else units+=("$u"); fi; done
+    else
+      u="$n"; if [ "$HARNESS_JOBS" -gt 1 ] && has_tag "$n" serial; then serial+=("$u"); else units+=("$u"); fi
+    fi
+  done
+  [ "$HARNESS_LIST" -eq 0 ] || return 0
+  trap harness_cleanup EXIT
+  harness_pool "$HARNESS_JOBS" "${units[@]}"
+  harness_pool 1 "${serial[@]}"
+  declare -F harness_summary > /dev/null && harness_summary
+  if [ "$skipped" -gt 0 ]; then
+    echo "$passed passed, $failed failed, $skipped skipped"
+  else
+    echo "$passed passed, $failed failed"
+  fi
+  [ "$failed" -eq 0 ]
+}
+
+# harness_pool N UNIT...: runs the units ("NAME" or "NAME TRIAL") N at a time and
+# reports each as it ends.
+harness_pool() {
+  local jobs=$1 pid name trial slot; shift
+  local queue=("$@") used
+  while [ ${#queue[@]} -gt 0 ] || [ ${#HARNESS_RUNNING[@]} -gt 0 ]; do
+    while [ ${#queue[@]} -gt 0 ] && [ ${#HARNESS_RUNNING[@]} -lt "$jobs" ]; do
+      read -r name trial <<< "${queue[0]}"
+      queue=("${queue[@]:1}")
+      used=" $(for pid in "${!HARNESS_RUNNING[@]}"; do echo "${HARNESS_RUNNING[$pid]%% *}"; done | xargs) "
+      slot=0; while [[ $used == *" $slot "* ]]; do slot=$((slot + 1)); done
+      harness_spawn "$name" "$trial" "$slot" "$jobs"
+      HARNESS_RUNNING[$HARNESS_PID]="$slot $name $trial"
+    done
+    for pid in "${!HARNESS_RUNNING[@]}"; do
+      read -r slot name trial <<< "${HARNESS_RUNNING[$pid]}"
+      [ -f "$WORK/$name${trial:+-$trial}/rc" ] || continue
+      wait "$pid" 2>/dev/null
+      unset "HARNESS_RUNNING[$pid]"
+      harness_report "$name" "$trial"
+    done
+    [ ${#HARNESS_RUNNING[@]} -eq 0 ] || sleep 0.2
+  done
+}

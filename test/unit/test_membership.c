@@ -1,0 +1,398 @@
+/* scheduler/membership.c's rules without daemons: registration and ranks, a dead
+ * worker's rank taken over, the lease expiry decision, barriers, FINISH before
+ * STOP, and the node events and view fillers the policies hang on.
+ *
+ * The scheduler's own membership, view, events and sends run on a ROUTER socket
+ * over inproc; each node is a DEALER that sends real REGISTER, HEARTBEAT, BARRIER,
+ * FINISH and STOP_ACK messages and reads what the scheduler answers. check forks
+ * each test, so the modules' state starts fresh in every one. */
+#define _GNU_SOURCE
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "events.h"
+#include "membership.h"
+#include "pskv_errors.h"
+#include "sched_net.h"
+#include "suites.h"
+#include "timeutil.h"
+#include "view.h"
+
+static void *ctx, *router;
+static void *socks[32];
+static int nsocks;
+static wire_msg got; /* the last message a node read (next_of) */
+
+static void setup_job(int nservers, int nworkers)
+{
+    memset(&memb, 0, sizeof memb);
+    memb.job_id = 7;
+    memb.state = JOB_WAITING;
+    memb.nservers = nservers;
+    memb.nworkers = nworkers;
+    memb.heartbeat_ms = 100;
+    memb.dead_after_ms = 500;
+    memb.lease_ms = 400;
+    memb.join_timeout_s = 600;
+    memb.started_ms = tu_now_ms();
+    view_init(8, 1, 4);
+    ctx = zmq_ctx_new();
+    router = zmq_socket(ctx, ZMQ_ROUTER);
+    int zero = 0;
+    zmq_setsockopt(router, ZMQ_LINGER, &zero, sizeof zero);
+    ck_assert_int_eq(zmq_bind(router, "inproc://membership"), 0);
+    sched_net_use(router);
+}
+
+static void teardown_job(void)
+{
+    wire_msg_close(&got);
+    for (int i = 0; i < nsocks; i++)
+        zmq_close(socks[i]);
+    nsocks = 0;
+    memb_free();
+    view_free();
+    events_reset();
+    zmq_close(router);
+    zmq_ctx_term(ctx);
+}
+
+static void *node_sock(void)
+{
+    ck_assert_int_lt(nsocks, 32);
+    void *d = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof zero);
+    ck_assert_int_eq(zmq_connect(d, "inproc://membership"), 0);
+    socks[nsocks++] = d;
+    return d;
+}
+
+/* Sends m from node socket d and hands it, as the scheduler received it, to the
+ * membership call that serves its type. */
+static void deliver(void *d, Pskv__Meta *m)
+{
+    ck_assert_int_eq(wire_send(d, NULL, m, NULL, NULL), 0);
+    zmq_pollitem_t it = {router, 0, ZMQ_POLLIN, 0};
+    ck_assert_int_eq(zmq_poll(&it, 1, 1000), 1);
+    wire_msg msg;
+    memset(&msg, 0, sizeof msg);
+    char why[256];
+    ck_assert_int_eq(wire_recv(router, 1, &msg, why, sizeof why), 0);
+    switch (m->type) {
+    case PSKV__MSG_TYPE__REGISTER: memb_on_register(&msg); break;
+    case PSKV__MSG_TYPE__HEARTBEAT: memb_on_heartbeat(&msg); break;
+    case PSKV__MSG_TYPE__BARRIER: memb_on_barrier(&msg); break;
+    case PSKV__MSG_TYPE__FINISH: memb_on_finish(&msg); break;
+    case PSKV__MSG_TYPE__STOP_ACK: memb_on_stop_ack(&msg); break;
+    default: ck_abort_msg("no membership call for type %d", (int)m->type);
+    }
+    wire_msg_close(&msg);
+}
+
+/* The next message of `type` node socket d reads within ms (others skipped), or
+ * NULL. Valid until the next call. */
+static const Pskv__Meta *next_of(void *d, int type, int ms)
+{
+    int64_t end = tu_now_ms() + ms;
+    for (;;) {
+        wire_msg_close(&got);
+        memset(&got, 0, sizeof got);
+        int64_t left = end - tu_now_ms();
+        zmq_pollitem_t it = {d, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&it, 1, left > 0 ? (long)left : 0) <= 0)
+            return NULL;
+        char why[256];
+        ck_assert_int_eq(wire_recv(d, 0, &got, why, sizeof why), 0);
+        if ((int)got.meta->type == type)
+            return got.meta;
+    }
+}
+
+/* REGISTER of a new node of `role` wishing `rank` (-1: none) with `nonce`, from
+ * socket d (NULL: a new one). Returns the socket. */
+static void *reg_from(void *d, int role, int rank, uint64_t nonce)
+{
+    if (!d)
+        d = node_sock();
+    Pskv__Meta m;
+    wire_meta_init(&m, PSKV__MSG_TYPE__REGISTER);
+    m.has_role = 1;
+    m.role = role;
+    m.host = "127.0.0.1";
+    m.has_port = m.has_pid = m.has_nonce = 1;
+    m.port = 9000 + (uint32_t)nonce;
+    m.pid = 100 + (uint32_t)nonce;
+    m.nonce = nonce;
+    if (rank >= 0) {
+        m.has_rank = 1;
+        m.rank = rank;
+    }
+    deliver(d, &m);
+    return d;
+}
+
+static void *reg(int role, int rank, uint64_t nonce) { return reg_from(NULL, role, rank, nonce); }
+
+/* The rank the node on d was given (REGISTER_ACK), its id in *id. */
+static int acked_rank(void *d, uint32_t *id)
+{
+    const Pskv__Meta *a = next_of(d, PSKV__MSG_TYPE__REGISTER_ACK, 1000);
+    ck_assert_msg(a != NULL, "no REGISTER_ACK");
+    if (id)
+        *id = (uint32_t)a->request_id;
+    return a->rank;
+}
+
+/* The reason of the ERROR the node on d was sent. */
+static const char *refusal(void *d)
+{
+    const Pskv__Meta *e = next_of(d, PSKV__MSG_TYPE__ERROR, 1000);
+    ck_assert_msg(e != NULL, "no ERROR");
+    return e->error ? e->error : "";
+}
+
+static void send_simple(void *d, int type, uint32_t sender, uint64_t seq)
+{
+    Pskv__Meta m;
+    wire_meta_init(&m, type);
+    m.has_sender = 1;
+    m.sender = sender;
+    if (seq) {
+        m.has_seq = 1;
+        m.seq = seq;
+    }
+    deliver(d, &m);
+}
+
+/* start_job's nodes: the server's socket and id, the workers' by rank. */
+static void *srv, *w[2];
+static uint32_t sid, wid[2];
+
+/* A job of 1 server and 2 workers, running. */
+static void start_job(void)
+{
+    setup_job(1, 2);
+    srv = reg(PSKV__ROLE__SERVER, -1, 1);
+    ck_assert_int_eq(acked_rank(srv, &sid), 0);
+    for (int i = 0; i < 2; i++) {
+        w[i] = reg(PSKV__ROLE__WORKER, i, 10 + (uint64_t)i);
+        ck_assert_int_eq(acked_rank(w[i], &wid[i]), i);
+    }
+    ck_assert_int_eq(memb.state, JOB_RUNNING);
+}
+
+/* The lease check at now, node ids[i] last heard ago[i] ms before. */
+static void expire_at(int64_t now, const uint32_t *ids, const int64_t *ago, int n)
+{
+    for (int i = 0; i < n; i++) {
+        memb_node *m = memb_find(ids[i]);
+        ck_assert_ptr_nonnull(m);
+        m->last_hb_ms = now - ago[i];
+    }
+    memb_expire(now);
+}
+
+START_TEST(test_register_ranks)
+{
+    setup_job(1, 2);
+    uint32_t id0, id1, again;
+    void *a = reg(PSKV__ROLE__WORKER, -1, 1);
+    ck_assert_int_eq(acked_rank(a, &id0), 0); /* the lowest free rank */
+    void *b = reg(PSKV__ROLE__WORKER, 0, 2);
+    ck_assert_ptr_nonnull(strstr(refusal(b), "rank 0 is taken by node"));
+    void *c = reg(PSKV__ROLE__WORKER, 2, 3);
+    ck_assert_str_eq(refusal(c), "rank 2 out of range 0..1");
+    void *d = reg(PSKV__ROLE__WORKER, 1, 4);
+    ck_assert_int_eq(acked_rank(d, &id1), 1);
+    ck_assert_uint_ne(id0, id1);
+    reg_from(a, PSKV__ROLE__WORKER, -1, 1); /* re-sent: the same node and rank */
+    ck_assert_int_eq(acked_rank(a, &again), 0);
+    ck_assert_uint_eq(again, id0);
+    ck_assert_int_eq(memb_count_role(PSKV__ROLE__WORKER), 2);
+    ck_assert_int_eq(memb.state, JOB_WAITING);
+    void *e = reg(PSKV__ROLE__SCHEDULER, -1, 5);
+    ck_assert_str_eq(refusal(e), "REGISTER with a role other than server, worker or evaluator");
+    void *s = reg(PSKV__ROLE__SERVER, -1, 6);
+    ck_assert_int_eq(acked_rank(s, NULL), 0);
+    ck_assert_int_eq(memb.state, JOB_RUNNING); /* every expected node is in */
+    const Pskv__Meta *v = next_of(a, PSKV__MSG_TYPE__VIEW, 1000);
+    ck_assert_ptr_nonnull(v);
+    ck_assert_uint_eq(v->view->epoch, 1);
+    ck_assert_uint_eq(v->view->n_nodes, 3);
+}
+END_TEST
+
+START_TEST(test_rank_takeover)
+{
+    uint32_t nid;
+    start_job();
+    void *n = reg(PSKV__ROLE__WORKER, 0, 20);
+    ck_assert_ptr_nonnull(strstr(refusal(n), "rank 0 is held by live node"));
+    expire_at(tu_now_ms(), (uint32_t[]){sid, wid[0], wid[1]}, (int64_t[]){0, 5000, 0}, 3);
+    ck_assert_int_eq(memb_find(wid[0])->dead, 1);
+    reg_from(n, PSKV__ROLE__WORKER, 0, 21);
+    ck_assert_int_eq(acked_rank(n, &nid), 0); /* the dead worker's rank */
+    ck_assert_uint_ne(nid, wid[0]);
+    ck_assert_int_eq(memb_find(wid[0])->replaced, 1);
+    ck_assert_int_eq(memb_find(nid)->state, NODE_ACTIVE);
+    send_simple(w[0], PSKV__MSG_TYPE__HEARTBEAT, wid[0], 0);
+    ck_assert_int_eq(memb_find(wid[0])->dead, 1); /* replaced: never alive again */
+    ck_assert_int_eq(memb.nworkers, 2);
+}
+END_TEST
+
+START_TEST(test_lease_expiry)
+{
+    start_job();
+    uint64_t epoch = view_epoch();
+    /* silent exactly dead-after-ms: alive; 1 ms longer: dead */
+    int64_t dead = memb.dead_after_ms;
+    expire_at(tu_now_ms(), (uint32_t[]){sid, wid[0], wid[1]}, (int64_t[]){dead, dead + 1, 0}, 3);
+    ck_assert_int_eq(memb_find(sid)->dead, 0);
+    ck_assert_int_eq(memb_find(wid[0])->dead, 1);
+    ck_assert_int_eq(memb_find(wid[1])->dead, 0);
+    ck_assert_uint_eq(view_epoch(), epoch + 1); /* out of the clock set */
+    send_simple(w[0], PSKV__MSG_TYPE__HEARTBEAT, wid[0], 0); /* heard again: alive */
+    ck_assert_int_eq(memb_find(wid[0])->dead, 0);
+    ck_assert_uint_eq(view_epoch(), epoch + 2);
+}
+END_TEST
+
+START_TEST(test_barriers)
+{
+    start_job();
+    send_simple(w[0], PSKV__MSG_TYPE__BARRIER, wid[0], 1);
+    ck_assert_ptr_null(next_of(w[0], PSKV__MSG_TYPE__BARRIER_DONE, 100));
+    send_simple(w[1], PSKV__MSG_TYPE__BARRIER, wid[1], 1);
+    for (int i = 0; i < 2; i++) {
+        const Pskv__Meta *d = next_of(w[i], PSKV__MSG_TYPE__BARRIER_DONE, 1000);
+        ck_assert_ptr_nonnull(d);
+        ck_assert_uint_eq(d->seq, 1);
+    }
+    ck_assert_uint_eq(memb.barrier_done, 1);
+    send_simple(w[0], PSKV__MSG_TYPE__BARRIER, wid[0], 1); /* re-sent: answered again */
+    ck_assert_ptr_nonnull(next_of(w[0], PSKV__MSG_TYPE__BARRIER_DONE, 1000));
+    /* worker 1 dies: barrier 2 waits for worker 0 alone */
+    expire_at(tu_now_ms(), (uint32_t[]){sid, wid[0], wid[1]}, (int64_t[]){0, 0, 5000}, 3);
+    send_simple(w[0], PSKV__MSG_TYPE__BARRIER, wid[0], 2);
+    const Pskv__Meta *d = next_of(w[0], PSKV__MSG_TYPE__BARRIER_DONE, 1000);
+    ck_assert_msg(d != NULL, "barrier 2 not released without the dead worker");
+    ck_assert_uint_eq(d->seq, 2);
+    ck_assert_uint_eq(memb.barrier_done, 2);
+}
+END_TEST
+
+START_TEST(test_finish_then_stop)
+{
+    start_job();
+    send_simple(w[0], PSKV__MSG_TYPE__FINISH, wid[0], 0);
+    ck_assert_ptr_nonnull(next_of(w[0], PSKV__MSG_TYPE__FINISH_ACK, 1000));
+    ck_assert_ptr_null(next_of(srv, PSKV__MSG_TYPE__STOP, 100)); /* worker 1 still counts */
+    ck_assert_int_eq(memb.state, JOB_RUNNING);
+    send_simple(w[1], PSKV__MSG_TYPE__FINISH, wid[1], 0);
+    ck_assert_ptr_nonnull(next_of(w[1], PSKV__MSG_TYPE__FINISH_ACK, 1000));
+    ck_assert_ptr_nonnull(next_of(srv, PSKV__MSG_TYPE__STOP, 1000));
+    ck_assert_int_eq(memb.state, JOB_STOPPING);
+    void *late = reg(PSKV__ROLE__WORKER, -1, 30);
+    ck_assert_str_eq(refusal(late), "job 7 finished; no node can join it");
+    ck_assert_int_eq(memb_stopped(), 0); /* the server has not acknowledged STOP */
+    send_simple(srv, PSKV__MSG_TYPE__STOP_ACK, sid, 0);
+    ck_assert_int_eq(memb_stopped(), 1);
+    ck_assert_int_eq(memb.state, JOB_FINISHED);
+}
+END_TEST
+
+/* What a subscriber saw of each event, in order. */
+static struct {
+    int n;
+    sched_event kind[32];
+    uint64_t epoch[32]; /* view_epoch() when it came */
+    int state[32];      /* memb.state when it came */
+} seen;
+
+static int record(void *c, const sched_ev *ev)
+{
+    (void)c;
+    if (seen.n < 32) {
+        seen.kind[seen.n] = ev->kind;
+        seen.epoch[seen.n] = view_epoch();
+        seen.state[seen.n] = memb.state;
+        seen.n++;
+    }
+    return 0;
+}
+
+static int veto_evaluator(void *c, const sched_ev *ev)
+{
+    (void)c;
+    if (ev->msg->meta->role != PSKV__ROLE__EVALUATOR)
+        return 0;
+    sched_refuse(ev->msg, PSKV_EREFUSED, "vetoed by the test");
+    return 1;
+}
+
+static void fill_reason(void *c, Pskv__View *v, int status)
+{
+    (void)status;
+    v->stop_reason = c;
+}
+
+START_TEST(test_events_and_fillers)
+{
+    setup_job(2, 1);
+    for (int k = 0; k < SCHED_EV_COUNT; k++)
+        ck_assert_int_eq(events_subscribe((sched_event)k, record, NULL), 0);
+    ck_assert_int_eq(events_subscribe(SCHED_EV_REGISTERING, veto_evaluator, NULL), 0);
+    ck_assert_int_eq(events_subscribe(SCHED_EV_COUNT, record, NULL), -PSKV_EINVAL);
+    ck_assert_int_eq(view_add_filler(fill_reason, NULL, "from the filler"), 0);
+    void *ev = reg(PSKV__ROLE__EVALUATOR, -1, 1);
+    ck_assert_str_eq(refusal(ev), "vetoed by the test");
+    ck_assert_int_eq(memb.nnodes, 0);
+    uint32_t s0, s1, w0;
+    void *a = reg(PSKV__ROLE__SERVER, -1, 2);
+    acked_rank(a, &s0);
+    void *b = reg(PSKV__ROLE__SERVER, -1, 3);
+    acked_rank(b, &s1);
+    void *wk = reg(PSKV__ROLE__WORKER, -1, 4);
+    acked_rank(wk, &w0);
+    /* registering (vetoed), then registering + joined for each node, then complete
+     * before the first placement and view */
+    sched_event want[] = {SCHED_EV_REGISTERING, SCHED_EV_REGISTERING, SCHED_EV_JOINED,
+                          SCHED_EV_REGISTERING, SCHED_EV_JOINED,      SCHED_EV_REGISTERING,
+                          SCHED_EV_JOINED,      SCHED_EV_COMPLETE};
+    ck_assert_int_eq(seen.n, 8);
+    for (int i = 0; i < 8; i++)
+        ck_assert_int_eq(seen.kind[i], want[i]);
+    ck_assert_uint_eq(seen.epoch[7], 0);
+    ck_assert_int_eq(seen.state[7], JOB_WAITING);
+    const Pskv__Meta *v = next_of(wk, PSKV__MSG_TYPE__VIEW, 1000);
+    ck_assert_ptr_nonnull(v);
+    ck_assert_str_eq(v->view->stop_reason, "from the filler");
+    send_simple(a, PSKV__MSG_TYPE__HEARTBEAT, s0, 0);
+    ck_assert_int_eq(seen.kind[seen.n - 1], SCHED_EV_HEARD);
+    /* server 1 dies: its partitions move, then the event */
+    expire_at(tu_now_ms(), (uint32_t[]){s0, s1, w0}, (int64_t[]){0, 5000, 0}, 3);
+    ck_assert_int_eq(seen.kind[seen.n - 1], SCHED_EV_DIED);
+    ck_assert_uint_eq(seen.epoch[seen.n - 1], 2); /* after the view without it */
+    ck_assert_uint_eq(memb_find(s0)->heads + view_lost(), 8); /* R = 1: its own are lost */
+}
+END_TEST
+
+Suite *membership_suite(void)
+{
+    Suite *s = suite_create("membership");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_register_ranks);
+    tcase_add_test(tc, test_rank_takeover);
+    tcase_add_test(tc, test_lease_expiry);
+    tcase_add_test(tc, test_barriers);
+    tcase_add_test(tc, test_finish_then_stop);
+    tcase_add_test(tc, test_events_and_fillers);
+    tcase_add_checked_fixture(tc, NULL, teardown_job);
+    suite_add_tcase(s, tc);
+    return s;
+}
