@@ -150,13 +150,14 @@ def test_torch_tensors_push_and_pull_in_place(cluster):
 
 def test_mlp_two_workers_two_epochs():
     """The example trains the Fashion-MNIST MLP to >= 0.85 test accuracy in 2 epochs
-    with two workers (async, prefetch, shm), launched by pskv.launch."""
+    with two workers (Adam on the servers, async, prefetch, shm), launched by
+    pskv.launch."""
     need_torch()
     env = dict(os.environ, PYTHONPATH=os.path.join(TOP, "python"))
     p = subprocess.run([sys.executable, "-m", "pskv.launch", "--servers", "1", "--workers", "2",
                         "--timeout", "240", "--", sys.executable,
                         os.path.join(TOP, "python", "examples", "mlp_fmnist.py"),
-                        "--epochs", "2", "--lr", "0.02"],
+                        "--epochs", "2", "--optimizer", "adam", "--lr", "0.001"],
                        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
     out = p.stdout.decode(errors="replace")
     assert p.returncode == 0, out[-3000:]
