@@ -59,7 +59,8 @@ class Handle:
         if not self._state:
             w = self._w
             end = None if timeout is None else time.monotonic() + timeout
-            sl = 100 if end is None else max(0, min(100, int(timeout * 1000)))
+            # at least 1 ms: pskv_wait with 0 takes in no reply
+            sl = 100 if end is None else max(1, min(100, int(timeout * 1000)))
             while True:
                 with w._lock:
                     rc = L.pskv_wait(w._h(), self.ts, sl)

@@ -20,6 +20,7 @@ import atexit
 import ctypes
 import os
 import threading
+import time
 import weakref
 
 from . import _lib, errors
@@ -256,11 +257,10 @@ class Worker:
 
     def wait_all(self, timeout=None):
         """Waits for every request in flight (in slices); raises the first error."""
-        import time
         end = None if timeout is None else time.monotonic() + timeout
         while True:
             with self._lock:
-                sl = SLICE_MS if end is None else max(0, min(SLICE_MS, int((end - time.monotonic()) * 1000)))
+                sl = SLICE_MS if end is None else max(1, min(SLICE_MS, int((end - time.monotonic()) * 1000)))
                 rc = L.pskv_wait_all(self._h(), sl)
                 h = _lib.Held()
                 L.pskv_held_get(self._ptr, ctypes.byref(h))
