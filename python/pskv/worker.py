@@ -260,7 +260,8 @@ class Worker:
         end = None if timeout is None else time.monotonic() + timeout
         while True:
             with self._lock:
-                sl = SLICE_MS if end is None else max(1, min(SLICE_MS, int((end - time.monotonic()) * 1000)))
+                sl = SLICE_MS if end is None else \
+                    max(1, min(SLICE_MS, int((end - time.monotonic()) * 1000)))
                 rc = L.pskv_wait_all(self._h(), sl)
                 h = _lib.Held()
                 L.pskv_held_get(self._ptr, ctypes.byref(h))
