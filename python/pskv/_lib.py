@@ -35,7 +35,8 @@ class Config(ctypes.Structure):
         ("spin_us", c_int), ("retry_ms", c_int), ("keys", c_char_p), ("insecure", c_int),
         ("metrics_port", c_int), ("metrics_bind", c_char_p), ("evaluator", c_int),
         ("listen_port", c_int), ("listen_bind", c_char_p), ("allreduce_wire", c_int),
-        ("shm", c_int), ("slice_us", c_int),
+        ("shm", c_int), ("slice_us", c_int), ("table_namespace", c_char_p),
+        ("quota_bytes", c_uint64),
     ]
 
 
