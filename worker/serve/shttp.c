@@ -117,7 +117,7 @@ static snap *table_of(shttp *h, const sjson *root, answer *a, int need)
     snap *s = snap_acquire(h->st, t ? t->text : NULL);
     if (!s) {
         snprintf(why, sizeof why, "table: no table %.100s is served", t ? t->text : "at all");
-        error(a, t ? 404 : 503, why);
+        error(a, t ? 400 : 503, why);
     }
     return s;
 }
@@ -327,9 +327,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (!(a.f = open_memstream(&a.text, &a.len)))
         return MHD_NO;
     route(h, url, method, r, &a);
-    const char *ep = strncmp(url, "/v1/", 4) == 0 ? url + 4 : url + 1;
-    char label[32];
-    snprintf(label, sizeof label, "%s", a.code == 404 ? "other" : ep);
+    static const char *const known[] = {"/v1/predict", "/v1/lookup", "/v1/model", "/metrics"};
+    const char *label = "other";
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (!strcmp(url, known[i]))
+            label = strrchr(known[i], '/') + 1;
     metrics_add(metrics_series("pskv_serve_requests_total", MET_COUNTER,
                                "HTTP requests answered, by endpoint", "endpoint", label), 1);
     if (a.code >= 400)
@@ -378,7 +380,7 @@ shttp *shttp_start(const shttp_cfg *cfg, snapstore *st, char *why, size_t whylen
                                  NULL, NULL);
     h->seconds = metrics_series("pskv_serve_request_seconds", MET_HISTOGRAM,
                                 "time to answer an HTTP request", NULL, NULL);
-    h->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL_LINUX_ONLY, 
+    h->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL_LINUX_ONLY,
                             (uint16_t)cfg->port, NULL, NULL, on_request, h,
                             MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
                             MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads,
