@@ -65,6 +65,9 @@ SERVE_O  := $(SERVE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/worker/apps/train/mod
 WORKER_UNIT_O := $(DATA_O) $(BUILD)/obj/worker/apps/train/model.o $(BUILD)/obj/worker/apps/train/pipesched.o \
                  $(BUILD)/obj/worker/lib/wclip.o $(BUILD)/obj/worker/lib/wkkt.o \
                  $(BUILD)/obj/worker/lib/wplan.o $(BUILD)/obj/worker/lib/wstate.o
+# pskv-serve's pieces the serve suite links (no main, no HTTP)
+SERVE_UNIT_O := $(patsubst %,$(BUILD)/obj/worker/serve/%.o,sjson snap predict) \
+                $(BUILD)/obj/worker/apps/train/sparse_eval.o
 # scheduler code the membership suite links: the node table, its events, the
 # view it publishes and the sends (no policy, no metrics, no main)
 SCHED_UNIT_O := $(patsubst %,$(BUILD)/obj/scheduler/%.o,membership events view sched_net detect)
@@ -112,7 +115,7 @@ $(BUILD)/obj/server/%.o: ROLE_INC := -Iserver
 $(BUILD)/obj/scheduler/%.o: ROLE_INC := -Ischeduler
 $(BUILD)/obj/worker/apps/%.o: ROLE_INC := -Iworker/apps -Iworker/data
 $(BUILD)/obj/worker/serve/%.o: ROLE_INC := -Iworker/serve -Iworker/apps -Iworker/data
-$(BUILD)/obj/test/unit/%.o: ROLE_INC := -Iserver -Ischeduler -Iworker/lib -Iworker/apps -Iworker/data
+$(BUILD)/obj/test/unit/%.o: ROLE_INC := -Iserver -Ischeduler -Iworker/lib -Iworker/apps -Iworker/data -Iworker/serve
 $(BUILD)/obj/test/bench/grow_bench.o: ROLE_INC := -Iserver
 
 $(BUILD)/obj/%.o: %.c $(GEN_H)
@@ -221,7 +224,7 @@ $(BIN)/pskv-fuzz-replay: $(BUILD)/obj/test/tools/fuzz_wire.o $(BUILD)/obj/test/t
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/bin/pskv-unit: $(UNIT_O) $(SERVER_LIB_O) $(WORKER_UNIT_O) $(BUILD)/obj/scheduler/reshard.o \
+$(BUILD)/bin/pskv-unit: $(UNIT_O) $(SERVER_LIB_O) $(WORKER_UNIT_O) $(SERVE_UNIT_O) $(BUILD)/obj/scheduler/reshard.o \
                         $(BUILD)/obj/scheduler/manifest.o $(SCHED_UNIT_O) \
                         $(COMMON_O)
 	@mkdir -p $(dir $@)

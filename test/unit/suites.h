@@ -83,5 +83,7 @@ Suite *phi_suite(void);
 /* worker/lib/wplan.c: table checks, runs, keys grouped by partition owner, dense runs
  * cut by owner and chunk, on a handle laid out by hand (no sockets). */
 Suite *wplan_suite(void);
+/* worker/serve/: the JSON reader, snapshots published while read, sparse features. */
+Suite *serve_suite(void);
 
 #endif
