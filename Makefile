@@ -85,7 +85,7 @@ TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-zmq-bidir $(BIN)/pskv-hashmap-floor 
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
 
 FORCE:
-.PHONY: FORCE all tools deps size docs docs-check test unit integration faults test-faults bench-faults demo bench bench-incr bench-allreduce bench-metrics bench-pushpull bench-curve bench-train bench-consistency bench-sparse bench-hosts chaos install deb package-check clean fuzz fuzz-live tsan
+.PHONY: FORCE all tools deps size docs docs-check test unit integration faults test-faults bench-faults demo bench bench-incr bench-allreduce bench-metrics bench-pushpull bench-curve bench-train bench-consistency bench-sparse bench-hosts bench-serve chaos install deb package-check clean fuzz fuzz-live tsan
 .DEFAULT_GOAL := all
 
 MANS     := $(BINS:$(BIN)/%=$(BUILD)/man/man1/%.1)
@@ -374,6 +374,12 @@ bench-sparse: deps
 bench-hosts: deps
 	$(MAKE) all
 	scripts/bench-hosts.sh
+
+# pskv-serve's /v1/predict under wrk (scripts/bench-serve.sh; installs wrk)
+bench-serve: deps
+	@scripts/install-deps.sh wrk
+	$(MAKE) all
+	scripts/bench-serve.sh
 
 # Chaos soak (needs root: network namespaces; 77 = skipped): CHAOS_MINUTES per model,
 # async then ssp:4, a random fault every 20-40 s. Exit 0 only on PASS.
