@@ -328,6 +328,8 @@ bench: deps
 	scripts/bench-checkpoint.sh
 	scripts/bench-incr.sh
 	scripts/bench-allreduce.sh
+	scripts/install-deps.sh wrk
+	scripts/bench-serve.sh
 	scripts/install-deps.sh valgrind
 	scripts/bench-metrics.sh --instructions --rounds 3
 	scripts/chaos.sh --minutes 5 || [ $$? -eq 77 ]
