@@ -47,6 +47,8 @@ Suite *data_suite(void);
 Suite *model_suite(void);
 /* worker/apps/train/pipesched.c: --layers, stage cuts, pass orders of each schedule. */
 Suite *pipesched_suite(void);
+/* worker/apps/train/balsplit.c: --balance batch's split: sum kept, cap, window, no swing. */
+Suite *balsplit_suite(void);
 /* server/consist/: the models' rows over the vector clock: ssp's bound, bsp's
  * close, held pulls released by a CLOCK or a view, refusals and clocks. */
 Suite *consist_suite(void);
@@ -85,5 +87,8 @@ Suite *phi_suite(void);
 Suite *wplan_suite(void);
 /* worker/serve/: the JSON reader, snapshots published while read, sparse features. */
 Suite *serve_suite(void);
+
+/* server/store/nspace.c: full names, key bindings, quotas. */
+Suite *nspace_suite(void);
 
 #endif
