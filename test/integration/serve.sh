@@ -3,9 +3,20 @@
 
 MF=$top/test/tools/modelfile.py
 
+# serve_reap: on the test's exit (a failed assertion too), ends the pskv-serve
+# processes it started, by their pid files (the harness reaps only on time-out).
+serve_reap() {
+  local f
+  for f in "$TDIR"/*.pid; do
+    [ -e "$f" ] && kill "$(cat "$f")" 2>/dev/null
+  done
+  return 0
+}
+
 # serve_start NAME PORT ARGS...: starts pskv-serve and waits (10 s) until it answers.
 serve_start() {
   local name=$1 port=$2; shift 2
+  trap serve_reap EXIT
   start "$name" "$BIN/pskv-serve" --http-port "$port" "$@"
   for _ in $(seq 100); do
     curl -sf "http://127.0.0.1:$port/v1/model" > /dev/null && return 0
