@@ -65,7 +65,8 @@ SERVE_O  := $(SERVE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/worker/apps/train/mod
 WORKER_UNIT_O := $(DATA_O) $(BUILD)/obj/worker/apps/train/model.o $(BUILD)/obj/worker/apps/train/pipesched.o \
                  $(BUILD)/obj/worker/apps/train/balsplit.o \
                  $(BUILD)/obj/worker/lib/wclip.o $(BUILD)/obj/worker/lib/wkkt.o \
-                 $(BUILD)/obj/worker/lib/wplan.o $(BUILD)/obj/worker/lib/wstate.o
+                 $(BUILD)/obj/worker/lib/wplan.o $(BUILD)/obj/worker/lib/wstate.o \
+                 $(BUILD)/obj/worker/lib/wpy.o
 # pskv-serve's pieces the serve suite links (no main, no HTTP)
 SERVE_UNIT_O := $(patsubst %,$(BUILD)/obj/worker/serve/%.o,sjson snap predict) \
                 $(BUILD)/obj/worker/apps/train/sparse_eval.o
@@ -86,7 +87,7 @@ TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-zmq-bidir $(BIN)/pskv-hashmap-floor 
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
 
 FORCE:
-.PHONY: FORCE all tools deps size docs docs-check test unit integration faults test-faults bench-faults demo bench bench-incr bench-allreduce bench-metrics bench-pushpull bench-curve bench-train bench-consistency bench-balance bench-sparse bench-hosts bench-serve chaos install deb package-check clean fuzz fuzz-live tsan
+.PHONY: FORCE all tools deps size docs docs-check test unit integration pytest faults test-faults bench-faults demo bench bench-incr bench-allreduce bench-metrics bench-pushpull bench-curve bench-train bench-consistency bench-balance bench-sparse bench-hosts bench-serve chaos install deb package-check clean fuzz fuzz-live tsan
 .DEFAULT_GOAL := all
 
 MANS     := $(BINS:$(BIN)/%=$(BUILD)/man/man1/%.1)
@@ -245,6 +246,7 @@ test: deps
 	$(MAKE) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined all $(ASAN_BUILD)/bin/pskv-unit
 	$(MAKE) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined unit integration
 	$(MAKE) faults FAULT_TRIALS=3 FAULT_ONCE_TRIALS=1
+	$(MAKE) pytest
 	$(MAKE) package-check
 
 # Kill and pause tests on the optimised build (timings as users see them); the
@@ -279,6 +281,15 @@ unit: $(BUILD)/bin/pskv-unit
 INTEGRATION_JOBS ?= 1
 integration: all
 	PSKV_BIN_DIR=$(abspath $(BIN)) test/integration.sh -j $(INTEGRATION_JOBS)
+
+# The Python package (python/pskv) against real daemons of the optimised build, with
+# Debian's interpreter, numpy, pytest and torch (only /usr/bin/python3 loads them).
+# Under 2 minutes; CI=true turns a missing torch into failures, never skips.
+PYTHON   ?= /usr/bin/python3
+pytest: all
+	PSKV_LIB=$(abspath $(BUILD)/lib/libpskv.so) PSKV_BIN_DIR=$(abspath $(BIN)) \
+	  PSKV_BUILD=$(abspath $(BUILD)) PYTHONPATH=$(abspath python) PYTHONDONTWRITEBYTECODE=1 \
+	  timeout 300 $(PYTHON) -m pytest -q -p no:cacheprovider -p no:hypothesispytest python/tests
 
 # ---- fuzzing (clang + libFuzzer); `make test` replays the committed corpus ----
 # make fuzz: FUZZ_RUNS executions (default 10^6) per message type, then over every
@@ -396,6 +407,11 @@ chaos: deps
 	scripts/chaos.sh --minutes $(CHAOS_MINUTES) || [ $$? -eq 77 ]
 
 # ---- install -------------------------------------------------------------
+# The Python package goes where /usr/bin/python3 looks under PREFIX
+# (PREFIX/lib/python3.X/dist-packages); the .deb sets PYSITE=/usr/lib/python3/dist-packages.
+PYVER    := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3)
+PYSITE   ?= $(PREFIX)/lib/python$(PYVER)/dist-packages
+PY_SRC   := $(wildcard python/pskv/*.py)
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig
@@ -407,6 +423,8 @@ install: all
 	install -m 644 $(BUILD)/pskv.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 	install -d $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 644 $(MANS) $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -d $(DESTDIR)$(PYSITE)/pskv
+	install -m 644 $(PY_SRC) $(DESTDIR)$(PYSITE)/pskv/
 
 # make deb: a Debian package of the binaries, library, header, pskv.pc, manual pages
 # and systemd unit templates (scripts/make-deb.sh), in $(BUILD)/deb. make

@@ -3,7 +3,8 @@
 # reports no error; it holds the binaries, library, header, pskv.pc, manual pages
 # and unit templates; systemd-analyze verify accepts every unit (in the unpacked
 # package, with example configurations); every manual page formats without a
-# groff warning and names every flag its program's --help lists. Prints one line
+# groff warning and names every flag its program's --help lists; the Python package
+# imports from the unpacked package (its own libpskv) in /usr/bin/python3. Prints one line
 # per check and "N passed, N failed". Exit status 0 when all pass.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -31,13 +32,24 @@ for f in usr/bin/pskv-scheduler usr/bin/pskv-server usr/bin/pskv-worker usr/bin/
          usr/lib/libpskv.so.1 usr/lib/libpskv.so usr/lib/libpskv.a usr/include/pskv.h \
          usr/include/pskv_errors.h usr/include/pskv_updater.h usr/lib/pkgconfig/pskv.pc \
          lib/systemd/system/pskv-scheduler@.service lib/systemd/system/pskv-server@.service \
-         lib/systemd/system/pskv-worker@.service lib/systemd/system/pskv-serve@.service usr/share/doc/pskv/copyright; do
+         lib/systemd/system/pskv-worker@.service lib/systemd/system/pskv-serve@.service usr/share/doc/pskv/copyright \
+         usr/lib/python3/dist-packages/pskv/__init__.py usr/lib/python3/dist-packages/pskv/torch.py; do
   [ -e "$root/$f" ] || missing+=("$f")
 done
 for p in pskv-scheduler pskv-server pskv-worker pskv-evaluator pskvctl pskv-serve; do
   [ -e "$root/usr/share/man/man1/$p.1.gz" ] || missing+=("usr/share/man/man1/$p.1.gz")
 done
 if [ ${#missing[@]} -eq 0 ]; then ok "contents"; else bad "contents" "missing: ${missing[*]}"; fi
+
+# the Python package, from the package's contents alone (a fresh environment)
+if out=$(cd / && env -i PATH=/usr/bin:/bin PYTHONDONTWRITEBYTECODE=1 \
+           PYTHONPATH="$root/usr/lib/python3/dist-packages" /usr/bin/python3 -c \
+           'import pskv, pskv.torch; print(pskv.library_path)' 2>&1) &&
+   [[ $out == "$root"/usr/lib/libpskv.so.1 ]]; then
+  ok "python3: import pskv (library $out)"
+else
+  bad "python3: import pskv" "$out"
+fi
 
 # the units, verified against the unpacked package (its binaries) and the host's targets
 mkdir -p "$root/etc/pskv"

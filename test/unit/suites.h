@@ -87,6 +87,9 @@ Suite *phi_suite(void);
 Suite *wplan_suite(void);
 /* worker/serve/: the JSON reader, snapshots published while read, sparse features. */
 Suite *serve_suite(void);
+/* worker/lib/wpy.c: pskv_struct_layout against offsetof and sizeof, unknown names
+ * refused; pskv_held_get on NULL. */
+Suite *wpy_suite(void);
 
 /* server/store/nspace.c: full names, key bindings, quotas. */
 Suite *nspace_suite(void);
