@@ -55,6 +55,11 @@ DATA_O   := $(DATA_SRC:%.c=$(BUILD)/obj/%.o)
 APP_SRC  := $(wildcard worker/apps/*.c worker/apps/*/*.c)
 APP_O    := $(APP_SRC:%.c=$(BUILD)/obj/%.o)
 WORKER_O := $(APP_O) $(DATA_O)
+# worker/serve/: pskv-serve, a reader of a model (a file now; a running job's tables
+# next) that answers predictions with the training apps' model code
+SERVE_SRC := $(wildcard worker/serve/*.c)
+SERVE_O  := $(SERVE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/worker/apps/train/model.o \
+            $(BUILD)/obj/worker/apps/train/sparse_eval.o $(DATA_O)
 # worker code the unit tests link (readers, models, libpskv's clipping, kkt and request
 # planning with wstate's error message; no main)
 WORKER_UNIT_O := $(DATA_O) $(BUILD)/obj/worker/apps/train/model.o $(BUILD)/obj/worker/apps/train/pipesched.o \
@@ -62,6 +67,9 @@ WORKER_UNIT_O := $(DATA_O) $(BUILD)/obj/worker/apps/train/model.o $(BUILD)/obj/w
                  $(BUILD)/obj/worker/lib/wclip.o $(BUILD)/obj/worker/lib/wkkt.o \
                  $(BUILD)/obj/worker/lib/wplan.o $(BUILD)/obj/worker/lib/wstate.o \
                  $(BUILD)/obj/worker/lib/wpy.o
+# pskv-serve's pieces the serve suite links (no main, no HTTP)
+SERVE_UNIT_O := $(patsubst %,$(BUILD)/obj/worker/serve/%.o,sjson snap predict) \
+                $(BUILD)/obj/worker/apps/train/sparse_eval.o
 # scheduler code the membership suite links: the node table, its events, the
 # view it publishes and the sends (no policy, no metrics, no main)
 SCHED_UNIT_O := $(patsubst %,$(BUILD)/obj/scheduler/%.o,membership events view sched_net detect)
@@ -70,7 +78,7 @@ UNIT_O   := $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 
 BIN      := $(BUILD)/bin
 BINS     := $(BIN)/pskv-scheduler $(BIN)/pskv-server $(BIN)/pskv-worker $(BIN)/pskv-evaluator \
-            $(BIN)/pskvctl
+            $(BIN)/pskvctl $(BIN)/pskv-serve
 # pskv-evaluator: pskv-worker's main built with -DPSKV_EVALUATOR, on the same apps
 EVAL_MAIN_O := $(BUILD)/obj/worker/apps/evaluator_main.o
 EVAL_O   := $(filter-out $(BUILD)/obj/worker/apps/worker_main.o,$(APP_O)) $(EVAL_MAIN_O) $(DATA_O)
@@ -79,7 +87,7 @@ TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-zmq-bidir $(BIN)/pskv-hashmap-floor 
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
 
 FORCE:
-.PHONY: FORCE all tools deps size docs docs-check test unit integration pytest faults test-faults bench-faults demo bench bench-incr bench-allreduce bench-metrics bench-pushpull bench-curve bench-train bench-consistency bench-balance bench-sparse bench-hosts chaos install deb package-check clean fuzz fuzz-live tsan
+.PHONY: FORCE all tools deps size docs docs-check test unit integration pytest faults test-faults bench-faults demo bench bench-incr bench-allreduce bench-metrics bench-pushpull bench-curve bench-train bench-consistency bench-balance bench-sparse bench-hosts bench-serve chaos install deb package-check clean fuzz fuzz-live tsan
 .DEFAULT_GOAL := all
 
 MANS     := $(BINS:$(BIN)/%=$(BUILD)/man/man1/%.1)
@@ -108,7 +116,8 @@ $(BUILD)/obj/gen/pskv.pb-c.o: $(GEN_C)
 $(BUILD)/obj/server/%.o: ROLE_INC := -Iserver
 $(BUILD)/obj/scheduler/%.o: ROLE_INC := -Ischeduler
 $(BUILD)/obj/worker/apps/%.o: ROLE_INC := -Iworker/apps -Iworker/data
-$(BUILD)/obj/test/unit/%.o: ROLE_INC := -Iserver -Ischeduler -Iworker/lib -Iworker/apps -Iworker/data
+$(BUILD)/obj/worker/serve/%.o: ROLE_INC := -Iworker/serve -Iworker/apps -Iworker/data
+$(BUILD)/obj/test/unit/%.o: ROLE_INC := -Iserver -Ischeduler -Iworker/lib -Iworker/apps -Iworker/data -Iworker/serve
 $(BUILD)/obj/test/bench/grow_bench.o: ROLE_INC := -Iserver
 
 $(BUILD)/obj/%.o: %.c $(GEN_H)
@@ -147,6 +156,10 @@ $(BIN)/pskv-scheduler: $(SCHED_O) $(COMMON_O)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BIN)/pskvctl: $(CTL_O) $(COMMON_O)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BIN)/pskv-serve: $(SERVE_O) $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -213,7 +226,7 @@ $(BIN)/pskv-fuzz-replay: $(BUILD)/obj/test/tools/fuzz_wire.o $(BUILD)/obj/test/t
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/bin/pskv-unit: $(UNIT_O) $(SERVER_LIB_O) $(WORKER_UNIT_O) $(BUILD)/obj/scheduler/reshard.o \
+$(BUILD)/bin/pskv-unit: $(UNIT_O) $(SERVER_LIB_O) $(WORKER_UNIT_O) $(SERVE_UNIT_O) $(BUILD)/obj/scheduler/reshard.o \
                         $(BUILD)/obj/scheduler/manifest.o $(SCHED_UNIT_O) \
                         $(COMMON_O)
 	@mkdir -p $(dir $@)
@@ -327,6 +340,8 @@ bench: deps
 	scripts/bench-checkpoint.sh
 	scripts/bench-incr.sh
 	scripts/bench-allreduce.sh
+	scripts/install-deps.sh wrk
+	scripts/bench-serve.sh
 	scripts/install-deps.sh valgrind
 	scripts/bench-metrics.sh --instructions --rounds 3
 	scripts/chaos.sh --minutes 5 || [ $$? -eq 77 ]
@@ -377,6 +392,12 @@ bench-sparse: deps
 bench-hosts: deps
 	$(MAKE) all
 	scripts/bench-hosts.sh
+
+# pskv-serve's /v1/predict under wrk (scripts/bench-serve.sh; installs wrk)
+bench-serve: deps
+	@scripts/install-deps.sh wrk
+	$(MAKE) all
+	scripts/bench-serve.sh
 
 # Chaos soak (needs root: network namespaces; 77 = skipped): CHAOS_MINUTES per model,
 # async then ssp:4, a random fault every 20-40 s. Exit 0 only on PASS.

@@ -28,15 +28,15 @@ grep '^W:' "$work/lintian" | sed 's/^/    /'
 root=$work/root
 dpkg-deb -x "$deb" "$root"
 missing=()
-for f in usr/bin/pskv-scheduler usr/bin/pskv-server usr/bin/pskv-worker usr/bin/pskv-evaluator usr/bin/pskvctl \
+for f in usr/bin/pskv-scheduler usr/bin/pskv-server usr/bin/pskv-worker usr/bin/pskv-evaluator usr/bin/pskvctl usr/bin/pskv-serve \
          usr/lib/libpskv.so.1 usr/lib/libpskv.so usr/lib/libpskv.a usr/include/pskv.h \
          usr/include/pskv_errors.h usr/include/pskv_updater.h usr/lib/pkgconfig/pskv.pc \
          lib/systemd/system/pskv-scheduler@.service lib/systemd/system/pskv-server@.service \
-         lib/systemd/system/pskv-worker@.service usr/share/doc/pskv/copyright \
+         lib/systemd/system/pskv-worker@.service lib/systemd/system/pskv-serve@.service usr/share/doc/pskv/copyright \
          usr/lib/python3/dist-packages/pskv/__init__.py usr/lib/python3/dist-packages/pskv/torch.py; do
   [ -e "$root/$f" ] || missing+=("$f")
 done
-for p in pskv-scheduler pskv-server pskv-worker pskv-evaluator pskvctl; do
+for p in pskv-scheduler pskv-server pskv-worker pskv-evaluator pskvctl pskv-serve; do
   [ -e "$root/usr/share/man/man1/$p.1.gz" ] || missing+=("usr/share/man/man1/$p.1.gz")
 done
 if [ ${#missing[@]} -eq 0 ]; then ok "contents"; else bad "contents" "missing: ${missing[*]}"; fi
@@ -54,7 +54,7 @@ fi
 # the units, verified against the unpacked package (its binaries) and the host's targets
 mkdir -p "$root/etc/pskv"
 cp -a /lib/systemd/system/*.target "$root/lib/systemd/system/" 2>/dev/null
-for r in scheduler server worker; do
+for r in scheduler server worker serve; do
   cp "$root/usr/share/doc/pskv/examples/$r.conf" "$root/etc/pskv/$r-a.conf"
   out=$(systemd-analyze verify --man=no --root="$root" "$root/lib/systemd/system/pskv-$r@.service" 2>&1)
   if [ $? -eq 0 ] && [ -z "$out" ]; then ok "systemd-analyze verify pskv-$r@.service"
@@ -62,7 +62,7 @@ for r in scheduler server worker; do
 done
 
 # manual pages: no groff warnings, and every flag of --help in them (one table)
-for p in pskv-scheduler pskv-server pskv-worker pskv-evaluator pskvctl; do
+for p in pskv-scheduler pskv-server pskv-worker pskv-evaluator pskvctl pskv-serve; do
   page=$root/usr/share/man/man1/$p.1.gz
   warn=$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -E UTF-8 -l -Tutf8 "$page" 2>&1 > "$work/$p.txt")
   flags=$("$root/usr/bin/$p" --help | grep -o '^  --[a-z0-9-]*' | sed 's/^  //')
