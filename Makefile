@@ -44,6 +44,13 @@ SCHED_SRC := $(wildcard scheduler/*.c)
 SCHED_O  := $(SCHED_SRC:%.c=$(BUILD)/obj/%.o)
 CTL_SRC  := $(wildcard scheduler/ctl/*.c)
 CTL_O    := $(CTL_SRC:%.c=$(BUILD)/obj/%.o)
+# scheduler/tune/: pskv-tune (search, trial schedulers, the SQLite study); it checks
+# its space files against the training and check apps' flag sections
+TUNE_SRC := $(wildcard scheduler/tune/*.c)
+TUNE_O   := $(TUNE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/worker/apps/train/train_flags.o \
+            $(BUILD)/obj/worker/apps/check/check_flags.o
+TUNE_UNIT_O := $(patsubst %,$(BUILD)/obj/scheduler/tune/%.o,gp space suggest tsched)
+TUNE_LIBS := $(shell pkg-config --libs sqlite3 2>/dev/null || echo -lsqlite3)
 # server/: the process and its message rules; its rooms follow a push's stages:
 # repl/ (chains, fill, forwarding, dedupe), consist/ (consistency models),
 # store/ (shards, tables, sweeps), persist/ (checkpoints).
@@ -66,7 +73,7 @@ UNIT_O   := $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 
 BIN      := $(BUILD)/bin
 BINS     := $(BIN)/pskv-scheduler $(BIN)/pskv-server $(BIN)/pskv-worker $(BIN)/pskv-evaluator \
-            $(BIN)/pskvctl
+            $(BIN)/pskvctl $(BIN)/pskv-tune
 # pskv-evaluator: pskv-worker's main built with -DPSKV_EVALUATOR, on the same apps
 EVAL_MAIN_O := $(BUILD)/obj/worker/apps/evaluator_main.o
 EVAL_O   := $(filter-out $(BUILD)/obj/worker/apps/worker_main.o,$(APP_O)) $(EVAL_MAIN_O) $(DATA_O)
@@ -142,6 +149,10 @@ $(BIN)/pskv-scheduler: $(SCHED_O) $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+$(BIN)/pskv-tune: $(TUNE_O) $(COMMON_O)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(TUNE_LIBS) $(LDLIBS)
+
 $(BIN)/pskvctl: $(CTL_O) $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -210,7 +221,7 @@ $(BIN)/pskv-fuzz-replay: $(BUILD)/obj/test/tools/fuzz_wire.o $(BUILD)/obj/test/t
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/bin/pskv-unit: $(UNIT_O) $(SERVER_LIB_O) $(WORKER_UNIT_O) $(BUILD)/obj/scheduler/reshard.o \
-                        $(BUILD)/obj/scheduler/manifest.o $(SCHED_UNIT_O) \
+                        $(BUILD)/obj/scheduler/manifest.o $(SCHED_UNIT_O) $(TUNE_UNIT_O) \
                         $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
