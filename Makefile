@@ -110,6 +110,8 @@ $(BUILD)/obj/gen/pskv.pb-c.o: $(GEN_C)
 
 $(BUILD)/obj/server/%.o: ROLE_INC := -Iserver
 $(BUILD)/obj/scheduler/%.o: ROLE_INC := -Ischeduler
+# pskv-tune checks its space files against the apps' flag sections (apptab.h)
+$(BUILD)/obj/scheduler/tune/%.o: ROLE_INC := -Ischeduler -Iworker/apps
 $(BUILD)/obj/worker/apps/%.o: ROLE_INC := -Iworker/apps -Iworker/data
 $(BUILD)/obj/test/unit/%.o: ROLE_INC := -Iserver -Ischeduler -Iworker/lib -Iworker/apps -Iworker/data
 $(BUILD)/obj/test/bench/grow_bench.o: ROLE_INC := -Iserver

@@ -41,6 +41,7 @@ enum pskv_error {
     PSKV_ENOSHM = 25,     /* shared memory refused (another host or user, cannot map): send
                              the values over TCP */
     PSKV_ESHMREF = 26,    /* a shared-memory reference outside its segment or malformed */
+    PSKV_ELOCKED = 34,    /* pskv-tune: the study is being run by another live pskv-tune */
     PSKV_ERROR_MAX
 };
 

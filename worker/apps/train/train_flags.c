@@ -35,6 +35,8 @@ const cfg_entry apptab_train_flags[] = {
      "--sync allreduce: after a worker died, the others wait this long for a worker started "
      "with its --rank to take it over, then go on from the servers' copy (--copy-every); "
      "else they exit 1 naming the rank", 0, 0, NULL, NULL},
+    {"synth-epoch-time", CFG_DOUBLE, "0", "PSKV_WORKER_SYNTH_EPOCH_TIME", 0, 86400, "s",
+     "synth: how long each epoch takes (the curve does not depend on it)", 0, 0, NULL, NULL},
     {"epochs", CFG_INT, "5", "PSKV_WORKER_EPOCHS", 1, 100000, NULL, "training epochs", 0, 0, NULL,
      NULL},
     {"batch", CFG_INT, "32", "PSKV_WORKER_BATCH", 1, 65536, NULL, "examples per step per worker "
