@@ -157,16 +157,17 @@ void trial_stop(long pgid, int hard)
 int trial_read_metrics(const char *dir, long *offset, const char *metric,
                        int (*cb)(void *arg, int epoch, double value), void *arg)
 {
-    char path[4096], line[1024];
+    char path[4096], *line = NULL;
+    size_t cap = 0;
+    ssize_t l;
     snprintf(path, sizeof path, "%s/logs/worker-0.log", dir);
     FILE *f = fopen(path, "r");
     if (!f)
         return 0;
     int n = 0;
     if (fseek(f, *offset, SEEK_SET) == 0)
-        while (fgets(line, sizeof line, f)) {
-            size_t l = strlen(line);
-            if (l == 0 || line[l - 1] != '\n')
+        while ((l = getline(&line, &cap, f)) > 0) {
+            if (line[l - 1] != '\n')
                 break; /* a line still being written: read it next time */
             *offset += (long)l;
             char *e = strstr(line, "epoch "), *m = strstr(line, metric);
@@ -185,6 +186,7 @@ int trial_read_metrics(const char *dir, long *offset, const char *metric,
             }
             n++;
         }
+    free(line);
     fclose(f);
     return n;
 }
