@@ -193,7 +193,9 @@ int trial_read_metrics(const char *dir, long *offset, const char *metric,
 
 void trial_last_words(const char *dir, char *buf, size_t len)
 {
-    char path[4096], line[512];
+    char path[4096], *line = NULL;
+    size_t cap = 0;
+    ssize_t l;
     const char *names[] = {"logs/worker-0.log", "launch.out"};
     buf[0] = '\0';
     for (int i = 0; i < 2 && !buf[0]; i++) {
@@ -201,13 +203,16 @@ void trial_last_words(const char *dir, char *buf, size_t len)
         FILE *f = fopen(path, "r");
         if (!f)
             continue;
-        while (fgets(line, sizeof line, f))
-            if (line[0] != '\n' && !strstr(line, " epoch ")) {
+        /* the app's own words, not the log lines (they open with a time) */
+        while ((l = getline(&line, &cap, f)) > 0)
+            if (line[0] != '\n' && !(strstr(line, " epoch ") && strstr(line, " val_")) &&
+                !(l > 11 && line[4] == '-' && line[10] == 'T')) {
                 line[strcspn(line, "\n")] = '\0';
                 snprintf(buf, len, "%s", line);
             }
         fclose(f);
     }
+    free(line);
 }
 
 void trial_reap(void)

@@ -134,7 +134,10 @@ static int on_metric(void *arg, int e, double v)
     metric_ctx *m = arg;
     run_state *r = m->r;
     study_trial *t = &r->t[m->i];
-    if (!isfinite(v) || e > r->epochs)
+    /* after a stop decision the job may still print an epoch or two before the
+     * signal lands: not counted, so the epochs spent do not depend on timing */
+    if (!isfinite(v) || e > r->epochs ||
+        (t->state != TRIAL_RUNNING && study_decision_get(r->st, t->id, e) < 0))
         return 0;
     if (study_metric_add(r->st, t->id, e, v, wall()) < 0)
         return -PSKV_EIO;
