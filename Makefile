@@ -56,15 +56,17 @@ TUNE_LIBS := $(shell pkg-config --libs sqlite3 2>/dev/null || echo -lsqlite3)
 # store/ (shards, tables, sweeps), persist/ (checkpoints).
 SERVER_SRC := $(wildcard server/*.c server/*/*.c)
 SERVER_O := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o) $(UPDATE_O)
-SERVER_LIB_O := $(filter-out $(BUILD)/obj/server/server_main.o,$(SERVER_O))
+SERVER_LIB_O := $(filter-out $(BUILD)/obj/server/main.o $(BUILD)/obj/server/serve.o,$(SERVER_O))
 DATA_SRC := $(filter-out worker/data/gen_sparse.c,$(wildcard worker/data/*.c))
 DATA_O   := $(DATA_SRC:%.c=$(BUILD)/obj/%.o)
 APP_SRC  := $(wildcard worker/apps/*.c worker/apps/*/*.c)
 APP_O    := $(APP_SRC:%.c=$(BUILD)/obj/%.o)
 WORKER_O := $(APP_O) $(DATA_O)
-# worker code the unit tests link (readers, models, libpskv's clipping and kkt; no main)
+# worker code the unit tests link (readers, models, libpskv's clipping, kkt and request
+# planning with wstate's error message; no main)
 WORKER_UNIT_O := $(DATA_O) $(BUILD)/obj/worker/apps/train/model.o $(BUILD)/obj/worker/apps/train/pipesched.o \
-                 $(BUILD)/obj/worker/lib/wclip.o $(BUILD)/obj/worker/lib/wkkt.o
+                 $(BUILD)/obj/worker/lib/wclip.o $(BUILD)/obj/worker/lib/wkkt.o \
+                 $(BUILD)/obj/worker/lib/wplan.o $(BUILD)/obj/worker/lib/wstate.o
 # scheduler code the membership suite links: the node table, its events, the
 # view it publishes and the sends (no policy, no metrics, no main)
 SCHED_UNIT_O := $(patsubst %,$(BUILD)/obj/scheduler/%.o,membership events view sched_net)
