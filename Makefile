@@ -394,6 +394,10 @@ install: all
 	install -m 644 $(BUILD)/pskv.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 	install -d $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 644 $(MANS) $(DESTDIR)$(PREFIX)/share/man/man1/
+	# pskv-tune run starts its trials with the local launcher (PREFIX/share/pskv)
+	install -d $(DESTDIR)$(PREFIX)/share/pskv
+	install -m 755 scripts/launch-local.sh scripts/launch-lib.sh scripts/free-port.sh \
+	  $(DESTDIR)$(PREFIX)/share/pskv/
 
 # make deb: a Debian package of the binaries, library, header, pskv.pc, manual pages
 # and systemd unit templates (scripts/make-deb.sh), in $(BUILD)/deb. make
