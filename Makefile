@@ -79,7 +79,7 @@ BINS     := $(BIN)/pskv-scheduler $(BIN)/pskv-server $(BIN)/pskv-worker $(BIN)/p
 # pskv-evaluator: pskv-worker's main built with -DPSKV_EVALUATOR, on the same apps
 EVAL_MAIN_O := $(BUILD)/obj/worker/apps/evaluator_main.o
 EVAL_O   := $(filter-out $(BUILD)/obj/worker/apps/worker_main.o,$(APP_O)) $(EVAL_MAIN_O) $(DATA_O)
-TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-zmq-bidir $(BIN)/pskv-hashmap-floor $(BIN)/pskv-fault-cost $(BIN)/pskv-grow-bench $(BIN)/pskv-halfvec-bench $(BIN)/pskv-metrics-cost $(BIN)/pskv-garbage $(BIN)/pskv-fuzz-replay $(BIN)/pskv-gen-sparse \
+TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-zmq-bidir $(BIN)/pskv-hashmap-floor $(BIN)/pskv-fault-cost $(BIN)/pskv-grow-bench $(BIN)/pskv-halfvec-bench $(BIN)/pskv-gp-bench $(BIN)/pskv-metrics-cost $(BIN)/pskv-garbage $(BIN)/pskv-fuzz-replay $(BIN)/pskv-gen-sparse \
             $(BIN)/pskv-faultproxy $(BIN)/pskv-wire-pattern
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
 
@@ -117,6 +117,7 @@ $(BUILD)/obj/scheduler/tune/%.o: ROLE_INC := -Ischeduler -Iworker/apps
 $(BUILD)/obj/worker/apps/%.o: ROLE_INC := -Iworker/apps -Iworker/data
 $(BUILD)/obj/test/unit/%.o: ROLE_INC := -Iserver -Ischeduler -Iworker/lib -Iworker/apps -Iworker/data
 $(BUILD)/obj/test/bench/grow_bench.o: ROLE_INC := -Iserver
+$(BUILD)/obj/test/bench/gp_bench.o: ROLE_INC := -Ischeduler
 
 $(BUILD)/obj/%.o: %.c $(GEN_H)
 	@mkdir -p $(dir $@)
@@ -201,6 +202,10 @@ $(BIN)/pskv-fault-cost: $(BUILD)/obj/test/bench/fault_cost.o $(COMMON_O)
 
 # the server's shard modules, in process
 $(BIN)/pskv-grow-bench: $(BUILD)/obj/test/bench/grow_bench.o $(SERVER_LIB_O) $(COMMON_O)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BIN)/pskv-gp-bench: $(BUILD)/obj/test/bench/gp_bench.o $(TUNE_UNIT_O) $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 

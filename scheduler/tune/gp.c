@@ -17,6 +17,7 @@ struct tune_gp {
     int n, d;
     double ell, s2, noise, ymean, ystd;
     double *x, *L, *alpha; /* points, lower Cholesky factor of K, K^-1 y */
+    double *D;             /* pairwise distances, computed once for the fit's grid */
     double *k;             /* scratch: one row of cross covariances */
 };
 
@@ -34,27 +35,42 @@ static double dist(const double *a, const double *b, int d)
     return sqrt(s);
 }
 
-/* Factors K for (ell, s2, noise) and solves alpha; returns the log marginal
- * likelihood, or -INFINITY when K is not positive definite. */
-static double factor(tune_gp *g, const double *y)
+/* Factors K = s2 (M(ell) + ratio I) for M the unit Matérn-5/2 (as s2 * K0 with
+ * K0's factor L0: L = sqrt(s2) L0, so the grid factors each shape once) and
+ * solves alpha = K^-1 y. Returns log det(K0)/2 = sum log diag L0, or NAN when K0 is
+ * not positive definite; alpha is K0^-1 y (divide by s2 for K's). */
+static double factor0(tune_gp *g, double ratio, const double *y)
 {
     int n = g->n, info = 0, one = 1;
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j <= i; j++) {
-            double v = gp_matern52(dist(g->x + i * g->d, g->x + j * g->d, g->d), g->ell, g->s2);
-            g->L[j * n + i] = v + (i == j ? g->noise : 0); /* column-major lower */
-        }
+    for (int j = 0; j < n; j++)
+        for (int i = j; i < n; i++) /* column-major lower */
+            g->L[j * n + i] = gp_matern52(g->D[j * n + i], g->ell, 1) + (i == j ? ratio : 0);
     dpotrf_("L", &n, g->L, &n, &info);
     if (info != 0)
-        return -INFINITY;
+        return NAN;
     memcpy(g->alpha, y, sizeof(double) * n);
     dpotrs_("L", &n, &one, g->L, &n, g->alpha, &n, &info);
     if (info != 0)
-        return -INFINITY;
-    double ll = 0;
+        return NAN;
+    double half = 0;
     for (int i = 0; i < n; i++)
-        ll -= 0.5 * y[i] * g->alpha[i] + log(g->L[i * n + i]);
-    return ll - 0.5 * n * log(2 * M_PI);
+        half += log(g->L[i * n + i]);
+    return half;
+}
+
+/* The factor for (ell, s2, noise) from factor0: L and alpha rescaled in place. */
+static int factor(tune_gp *g, const double *y)
+{
+    if (isnan(factor0(g, g->noise / g->s2, y)))
+        return -1;
+    int n = g->n;
+    double r = sqrt(g->s2);
+    for (int j = 0; j < n; j++)
+        for (int i = j; i < n; i++)
+            g->L[j * n + i] *= r;
+    for (int i = 0; i < n; i++)
+        g->alpha[i] /= g->s2;
+    return 0;
 }
 
 tune_gp *gp_new(int n, int d, const double *x, const double *y, double ell, double s2,
@@ -72,9 +88,13 @@ tune_gp *gp_new(int n, int d, const double *x, const double *y, double ell, doub
     g->L = malloc(sizeof(double) * n * n);
     g->alpha = malloc(sizeof(double) * n);
     g->k = malloc(sizeof(double) * n);
-    if (!g->x || !g->L || !g->alpha || !g->k)
+    g->D = malloc(sizeof(double) * n * n);
+    if (!g->x || !g->L || !g->alpha || !g->k || !g->D)
         goto fail;
     memcpy(g->x, x, sizeof(double) * n * d);
+    for (int j = 0; j < n; j++)
+        for (int i = j; i < n; i++)
+            g->D[j * n + i] = dist(g->x + i * d, g->x + j * d, d);
     g->ymean = 0;
     g->ystd = 1;
     if (ell > 0) {
@@ -82,7 +102,7 @@ tune_gp *gp_new(int n, int d, const double *x, const double *y, double ell, doub
         g->ell = ell;
         g->s2 = s2;
         g->noise = noise;
-        if (!isfinite(factor(g, ys)))
+        if (factor(g, ys) < 0)
             goto fail;
         free(ys);
         return g;
@@ -97,36 +117,34 @@ tune_gp *gp_new(int n, int d, const double *x, const double *y, double ell, doub
     g->ystd = n > 1 && v > 0 ? sqrt(v / n) : 1;
     for (int i = 0; i < n; i++)
         ys[i] = (y[i] - m) / g->ystd;
-    /* the grid: length scales and noise ratios; the signal variance that
-     * maximises the likelihood for a shape is y'K0^-1 y / n (K0 at s2 = 1) */
+    /* the grid: length scales and noise ratios. For a shape K0 = M(ell) + ratio I
+     * the signal variance that maximises the likelihood is s2 = y'K0^-1 y / n,
+     * where the log likelihood is -n/2 (1 + log(2 pi s2)) - log det(K0)/2 */
     static const double ells[] = {0.05, 0.1, 0.2, 0.35, 0.6, 1.0, 1.7};
     static const double ratios[] = {1e-6, 1e-3, 1e-2, 1e-1};
     double best = -INFINITY, bell = 0.35, bs2 = 1, bnoise = 1e-3;
     for (size_t a = 0; a < sizeof ells / sizeof ells[0]; a++)
         for (size_t b = 0; b < sizeof ratios / sizeof ratios[0]; b++) {
             g->ell = ells[a];
-            g->s2 = 1;
-            g->noise = ratios[b];
-            if (!isfinite(factor(g, ys)))
+            double half = factor0(g, ratios[b], ys);
+            if (isnan(half))
                 continue;
             double q = 0;
             for (int i = 0; i < n; i++)
                 q += ys[i] * g->alpha[i];
             double s2hat = q / n > 1e-6 ? q / n : 1e-6;
-            g->s2 = s2hat;
-            g->noise = ratios[b] * s2hat;
-            double ll = factor(g, ys);
+            double ll = -0.5 * n * (1 + log(2 * M_PI * s2hat)) - half;
             if (ll > best) {
                 best = ll;
-                bell = g->ell;
-                bs2 = g->s2;
-                bnoise = g->noise;
+                bell = ells[a];
+                bs2 = s2hat;
+                bnoise = ratios[b] * s2hat;
             }
         }
     g->ell = bell;
     g->s2 = bs2;
     g->noise = bnoise;
-    if (!isfinite(factor(g, ys)))
+    if (factor(g, ys) < 0)
         goto fail;
     free(ys);
     return g;
@@ -145,6 +163,7 @@ void gp_destroy(tune_gp **self_p)
     free(g->L);
     free(g->alpha);
     free(g->k);
+    free(g->D);
     free(g);
     *self_p = NULL;
 }

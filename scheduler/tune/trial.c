@@ -170,9 +170,15 @@ int trial_read_metrics(const char *dir, long *offset, const char *metric,
             if (line[l - 1] != '\n')
                 break; /* a line still being written: read it next time */
             *offset += (long)l;
-            char *e = strstr(line, "epoch "), *m = strstr(line, metric);
+            /* the metric, then the last "epoch " before it (progress lines ended
+             * by \r may come first on the same line) */
+            char *m = strstr(line, metric), *e = NULL;
             size_t ml = strlen(metric);
-            if (!e || !m || m[ml] != ' ')
+            if (!m || m[ml] != ' ' || (m > line && m[-1] != ' '))
+                continue;
+            for (char *p = strstr(line, "epoch "); p && p < m; p = strstr(p + 1, "epoch "))
+                e = p;
+            if (!e)
                 continue;
             char *end1, *end2;
             long epoch = strtol(e + 6, &end1, 10);
