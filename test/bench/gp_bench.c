@@ -1,3 +1,4 @@
+#define _POSIX_C_SOURCE 200809L
 /* pskv-gp-bench: the time of one GP suggestion (scheduler/tune/suggest.c: fit by
  * marginal likelihood, then expected improvement over 1,200 candidates) at N
  * observations in D dimensions, the issue's target being <= 50 ms at 200 x 6.
