@@ -73,40 +73,10 @@ static int factor(tune_gp *g, const double *y)
     return 0;
 }
 
-tune_gp *gp_new(int n, int d, const double *x, const double *y, double ell, double s2,
-                double noise)
+/* Standardises y into ys and picks the hyper-parameters by marginal likelihood. */
+static void fit(tune_gp *g, const double *y, double *ys)
 {
-    if (n < 1 || d < 1)
-        return NULL;
-    tune_gp *g = calloc(1, sizeof *g);
-    double *ys = malloc(sizeof(double) * n);
-    if (!g || !ys)
-        goto fail;
-    g->n = n;
-    g->d = d;
-    g->x = malloc(sizeof(double) * n * d);
-    g->L = malloc(sizeof(double) * n * n);
-    g->alpha = malloc(sizeof(double) * n);
-    g->k = malloc(sizeof(double) * n);
-    g->D = malloc(sizeof(double) * n * n);
-    if (!g->x || !g->L || !g->alpha || !g->k || !g->D)
-        goto fail;
-    memcpy(g->x, x, sizeof(double) * n * d);
-    for (int j = 0; j < n; j++)
-        for (int i = j; i < n; i++)
-            g->D[j * n + i] = dist(g->x + i * d, g->x + j * d, d);
-    g->ymean = 0;
-    g->ystd = 1;
-    if (ell > 0) {
-        memcpy(ys, y, sizeof(double) * n);
-        g->ell = ell;
-        g->s2 = s2;
-        g->noise = noise;
-        if (factor(g, ys) < 0)
-            goto fail;
-        free(ys);
-        return g;
-    }
+    int n = g->n;
     double m = 0, v = 0;
     for (int i = 0; i < n; i++)
         m += y[i];
@@ -144,6 +114,39 @@ tune_gp *gp_new(int n, int d, const double *x, const double *y, double ell, doub
     g->ell = bell;
     g->s2 = bs2;
     g->noise = bnoise;
+}
+
+tune_gp *gp_new(int n, int d, const double *x, const double *y, double ell, double s2,
+                double noise)
+{
+    if (n < 1 || d < 1)
+        return NULL;
+    tune_gp *g = calloc(1, sizeof *g);
+    double *ys = malloc(sizeof(double) * n);
+    if (!g || !ys)
+        goto fail;
+    g->n = n;
+    g->d = d;
+    g->x = malloc(sizeof(double) * n * d);
+    g->L = malloc(sizeof(double) * n * n);
+    g->alpha = malloc(sizeof(double) * n);
+    g->k = malloc(sizeof(double) * n);
+    g->D = malloc(sizeof(double) * n * n);
+    if (!g->x || !g->L || !g->alpha || !g->k || !g->D)
+        goto fail;
+    memcpy(g->x, x, sizeof(double) * n * d);
+    for (int j = 0; j < n; j++)
+        for (int i = j; i < n; i++)
+            g->D[j * n + i] = dist(g->x + i * d, g->x + j * d, d);
+    g->ymean = 0;
+    g->ystd = 1;
+    if (ell > 0) { /* fixed hyper-parameters, y as given */
+        memcpy(ys, y, sizeof(double) * n);
+        g->ell = ell;
+        g->s2 = s2;
+        g->noise = noise;
+    } else
+        fit(g, y, ys);
     if (factor(g, ys) < 0)
         goto fail;
     free(ys);

@@ -106,42 +106,45 @@ static int vbind(sqlite3_stmt *s, const char *fmt, va_list ap)
     return SQLITE_OK;
 }
 
-static int run(tune_study *st, const char *sql, const char *fmt, ...)
+/* A prepared statement with its parameters bound (vbind), or NULL after logging. */
+static sqlite3_stmt *vquery(tune_study *st, const char *sql, const char *fmt, va_list ap)
 {
     sqlite3_stmt *s = NULL;
     int rc = sqlite3_prepare_v2(st->db, sql, -1, &s, NULL);
-    if (rc == SQLITE_OK) {
-        va_list ap;
-        va_start(ap, fmt);
-        rc = vbind(s, fmt, ap);
-        va_end(ap);
-    }
     if (rc == SQLITE_OK)
-        rc = sqlite3_step(s);
-    sqlite3_finalize(s);
-    if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
-        LOG_E("study: %s: %s", sql, sqlite3_errmsg(st->db));
-        return -PSKV_EIO;
-    }
-    return 0;
-}
-
-static sqlite3_stmt *query(tune_study *st, const char *sql, const char *fmt, ...)
-{
-    sqlite3_stmt *s = NULL;
-    int rc = sqlite3_prepare_v2(st->db, sql, -1, &s, NULL);
-    if (rc == SQLITE_OK) {
-        va_list ap;
-        va_start(ap, fmt);
         rc = vbind(s, fmt, ap);
-        va_end(ap);
-    }
     if (rc != SQLITE_OK) {
         LOG_E("study: %s: %s", sql, sqlite3_errmsg(st->db));
         sqlite3_finalize(s);
         return NULL;
     }
     return s;
+}
+
+static sqlite3_stmt *query(tune_study *st, const char *sql, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sqlite3_stmt *s = vquery(st, sql, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+/* Runs one statement to its end (or first row): 0 or -PSKV_EIO after logging. */
+static int run(tune_study *st, const char *sql, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sqlite3_stmt *s = vquery(st, sql, fmt, ap);
+    va_end(ap);
+    int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
+    sqlite3_finalize(s);
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+        if (s)
+            LOG_E("study: %s: %s", sql, sqlite3_errmsg(st->db));
+        return -PSKV_EIO;
+    }
+    return 0;
 }
 
 int study_set(tune_study *st, const char *key, const char *value)
