@@ -84,7 +84,7 @@ TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-zmq-bidir $(BIN)/pskv-hashmap-floor 
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
 
 FORCE:
-.PHONY: FORCE all tools deps size docs docs-check test unit integration faults test-faults bench-faults demo bench bench-incr bench-allreduce bench-metrics bench-pushpull bench-curve bench-train bench-consistency bench-sparse bench-hosts chaos install deb package-check clean fuzz fuzz-live tsan
+.PHONY: FORCE all tools deps size docs docs-check test unit integration faults test-faults bench-faults demo tune-demo bench bench-incr bench-allreduce bench-metrics bench-pushpull bench-curve bench-train bench-consistency bench-sparse bench-hosts chaos install deb package-check clean fuzz fuzz-live tsan
 .DEFAULT_GOAL := all
 
 MANS     := $(BINS:$(BIN)/%=$(BUILD)/man/man1/%.1)
@@ -319,6 +319,12 @@ demo:
 	@scripts/install-deps.sh gnuplot-nox
 	$(MAKE) all
 	scripts/demo.sh
+
+# A short pskv-tune study of the MLP (GP search, ASHA): prints the best trial and the plot
+tune-demo:
+	@scripts/install-deps.sh gnuplot-nox
+	$(MAKE) all
+	scripts/tune-demo.sh
 
 bench: deps
 	$(MAKE) all
