@@ -175,8 +175,31 @@ int tune_plot(const char *path, const char *out)
         if (!isnan(best))
             fprintf(d, "%ld %.6g %.3f\n", spent, best, s.t[i].ended > 0 ? s.t[i].ended - t0 : 0);
     }
+    /* then the parallel coordinates drawn as polylines: per trial, its unit-cube
+     * coordinates on axes 1..dims and its best, scaled to [0,1] over the trials,
+     * on axis dims+1, with its fate's colour (a blank line between trials) */
+    fprintf(d, "\n\n");
+    int dims = 0;
+    double lo = INFINITY, hi = -INFINITY;
+    for (int i = 0; i < s.n; i++)
+        if (!isnan(s.t[i].best)) {
+            lo = fmin(lo, s.t[i].best);
+            hi = fmax(hi, s.t[i].best);
+        }
+    for (int i = 0; i < s.n; i++) {
+        if (isnan(s.t[i].best))
+            continue;
+        char copy[512], *save = NULL;
+        int rgb = (int)strtol(colour(s.t[i].state) + 1, NULL, 16), k = 0;
+        snprintf(copy, sizeof copy, "%s", s.t[i].u);
+        for (char *w = strtok_r(copy, " ", &save); w; w = strtok_r(NULL, " ", &save), k++)
+            fprintf(d, "%d %s %d\n", k + 1, w, rgb);
+        dims = k;
+        fprintf(d, "%d %.6g %d\n\n", k + 1, hi > lo ? (s.t[i].best - lo) / (hi - lo) : 0.5, rgb);
+    }
     fclose(d);
-    fprintf(g, "set terminal pngcairo size 1500,500\nset output '%s'\nset multiplot layout 1,3\n"
+    fprintf(g, "set terminal pngcairo size 2000,500 noenhanced\nset output '%s'\n"
+               "set multiplot layout 1,4\n"
                "set title 'validation curves (green complete, orange stopped, red failed)'\n"
                "set xlabel 'epoch'\nset ylabel '%s'\nunset key\nplot ",
             png, s.metric);
@@ -187,9 +210,24 @@ int tune_plot(const char *path, const char *out)
         fprintf(g, "0");
     fprintf(g, "\nset title 'best so far'\nset xlabel 'epochs spent'\n"
                "plot '%s' index %d using 1:2 with steps lw 2\n"
-               "set xlabel 'wall time (s)'\nplot '%s' index %d using 3:2 with steps lw 2\n"
-               "unset multiplot\n",
+               "set xlabel 'wall time (s)'\nplot '%s' index %d using 3:2 with steps lw 2\n",
             data, s.n, data, s.n);
+    if (dims > 0) { /* parallel coordinates: the unit-cube axes, then the metric */
+        fprintf(g, "set title 'parameters (unit scale) and best (min to max)'\nunset xlabel\nunset ylabel\n"
+                   "unset ytics\nset xtics (");
+        char names[1024], *save = NULL, *w;
+        snprintf(names, sizeof names, "%s", s.t[0].params);
+        w = strtok_r(names, "\n", &save);
+        for (int k = 0; k <= dims; k++) {
+            fprintf(g, "%s'%s' %d", k ? ", " : "", k < dims && w ? w : s.metric, k + 1);
+            if (w && strtok_r(NULL, "\n", &save)) /* the value: skipped */
+                w = strtok_r(NULL, "\n", &save);
+        }
+        fprintf(g, ")\nset xrange [1:%d]\nset yrange [0:1]\n"
+                   "plot '%s' index %d using 1:2:3 with linespoints lw 2 lc rgb variable\n",
+                dims + 1, data, s.n + 1);
+    }
+    fprintf(g, "unset multiplot\n");
     fclose(g);
     close_shown(&s);
     char cmd[8300];

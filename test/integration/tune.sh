@@ -87,7 +87,8 @@ t_tune_bad_input() {
 }
 
 # A trial whose flags make the app fail (synth: lr above 1 diverges) is recorded
-# failed with its reason, and the study goes on to the others.
+# failed with its reason, and the study goes on to the others; plot (where gnuplot
+# is installed) draws the study.
 tags tune_failed_trial
 t_tune_failed_trial() {
   printf -- '--lr choice 0.03 5 0.001\n' > space.txt
@@ -98,6 +99,10 @@ t_tune_failed_trial() {
   grep -q '^[0-9]*,failed,5,,0,1,"exit 1: synth: diverged at epoch 1' s.csv || fail "$(cat s.csv)"
   [ "$(grep -c ',complete,' s.csv)" = 2 ] || fail "the others: $(cat s.csv)"
   [ "$(wc -l < s.csv)" = 4 ] || fail "the grid has 3 points: $(cat s.csv)"
+  if command -v gnuplot > /dev/null; then # plot draws the failed one too
+    tune plot s.db --out s.png > plot.out 2>&1 || fail "plot: $(cat plot.out)"
+    [ -s s.png ] || fail "no s.png"
+  fi
 }
 
 # While one pskv-tune runs a study: a second run is refused naming the first's pid
