@@ -20,6 +20,7 @@
 #include "apptab.h"
 #include "config.h"
 #include "log.h"
+#include "metrics.h"
 #include "pskv_errors.h"
 #include "space.h"
 #include "study.h"
@@ -71,6 +72,10 @@ static cfg_entry config[] = {
      "holding the binary, else PREFIX/share/pskv/launch-local.sh)", 0, 0, NULL, NULL},
     {"bin-dir", CFG_STR, "", "PSKV_BIN_DIR", 1, 0, NULL,
      "run: the daemons' directory (default: pskv-tune's own)", 0, 0, NULL, NULL},
+    {"metrics-port", CFG_INT, "0", "PSKV_TUNE_METRICS_PORT", 0, 65535, NULL,
+     "run: serve the study as Prometheus gauges at http://127.0.0.1:PORT/metrics "
+     "(pskv_tune_trials{state}, pskv_tune_best{metric}, pskv_tune_epochs_spent; 0 = off)", 0,
+     0, NULL, NULL},
     {"csv", CFG_BOOL, "false", NULL, 1, 0, NULL, "export: CSV on stdout (the only format)", 0,
      0, NULL, NULL},
     {"out", CFG_STR, "", NULL, 1, 0, NULL, "plot: the PNG to write (default STUDY.db.png)", 0,
@@ -271,10 +276,17 @@ static int run(const char *path)
         study_close(&st);
         return 3;
     }
+    metrics_identity("tune", -1, -1);
+    if (metrics_start("127.0.0.1", (int)cfg_int(config, "metrics-port")) < 0) {
+        study_unlock(st);
+        study_close(&st);
+        return 1;
+    }
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     int rc = tune_run(st, &o);
+    metrics_stop();
     study_unlock(st);
     study_close(&st);
     if (rc == 1)

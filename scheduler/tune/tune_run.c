@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "pskv_errors.h"
 #include "space.h"
 #include "suggest.h"
@@ -336,6 +337,31 @@ static long spent(const run_state *r)
     return s;
 }
 
+/* The study as Prometheus gauges (--metrics-port): trials by state, the best
+ * value, the epochs spent. Cheap enough for every pass of the loop. */
+static void publish(const run_state *r)
+{
+    int count[TRIAL_FAILED + 1] = {0};
+    double best = NAN;
+    for (int i = 0; i < r->n; i++) {
+        count[r->t[i].state]++;
+        if (!isnan(r->t[i].best) && (isnan(best) || r->sign * r->t[i].best > r->sign * best))
+            best = r->t[i].best;
+    }
+    for (int k = 0; k <= TRIAL_FAILED; k++)
+        metrics_set(metrics_series("pskv_tune_trials", MET_GAUGE, "the study's trials by state",
+                                   "state", study_state_name((trial_state)k)),
+                    count[k]);
+    if (!isnan(best))
+        metrics_set(metrics_series("pskv_tune_best", MET_GAUGE,
+                                   "the best value of the study's metric so far", "metric",
+                                   r->metric),
+                    best);
+    metrics_set(metrics_series("pskv_tune_epochs_spent", MET_GAUGE,
+                               "epochs the study's trials have reported", NULL, NULL),
+                (double)spent(r));
+}
+
 int tune_run(tune_study *st, const tune_run_opts *o)
 {
     run_state *r = calloc(1, sizeof *r);
@@ -358,6 +384,7 @@ int tune_run(tune_study *st, const tune_run_opts *o)
             break;
         }
         trial_reap();
+        publish(r);
         int running = 0;
         for (int i = 0; i < r->n && rc == 0; i++) {
             study_trial *t = &r->t[i];
@@ -407,8 +434,10 @@ int tune_run(tune_study *st, const tune_run_opts *o)
             break; /* nothing runs and nothing more will */
         tu_sleep_ms(poll_ms);
     }
-    if (rc == 0)
+    if (rc == 0) {
+        publish(r);
         LOG_I("study finished: %d trials, %ld epochs spent", r->n, spent(r));
+    }
     space_free(&r->space);
     free(r->t);
     free(r->curve);

@@ -107,17 +107,20 @@ t_tune_failed_trial() {
 
 # While one pskv-tune runs a study: a second run is refused naming the first's pid
 # and host (exit 3), and `status` in a loop never fails nor sees "database is
-# locked"; the first then finishes the study.
+# locked"; the running trials are a Prometheus gauge; the first finishes the study.
 tags tune_lock_and_readers
 t_tune_lock_and_readers() {
   echo "$TUNE_SPACE" > space.txt
   tune create s.db --space space.txt --max-trials 6 --parallel 2 --trial-epochs 6 \
     -- --app synth --synth-epoch-time 0.1 > /dev/null || fail create
-  start tuner "$BIN/pskv-tune" run s.db
-  local pid n=0 out
+  local pid n=0 out port
+  port=$(free_port)
+  start tuner "$BIN/pskv-tune" run s.db --metrics-port "$port"
   pid=$(cat tuner.pid)
   wait_line tuner.log 'trial 1: attempt 1' 1 60 || fail "no trial started"
   wait_line s.db.d/trial-1/logs/worker-0.log 'val_accuracy' 1 60 || fail "no metric"
+  curl -s "http://127.0.0.1:$port/metrics" > metrics.out
+  grep -q '^pskv_tune_trials{.*state="running"} [12]$' metrics.out || fail "gauges: $(grep tune metrics.out)"
   out=$(tune run s.db 2>&1); [ $? = 3 ] || fail "second run: $out"
   grep -q "being run by pskv-tune pid $pid on host $(hostname)" <<< "$out" || fail "$out"
   while kill -0 "$pid" 2>/dev/null; do
