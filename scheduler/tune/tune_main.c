@@ -225,8 +225,10 @@ static void default_paths(char *bin, size_t blen, char *launcher, size_t llen)
     if (slash)
         *slash = '\0';
     snprintf(bin, blen, "%s", exe);
-    const char *tries[] = {"%s/../../scripts/launch-local.sh", "%s/../share/pskv/launch-local.sh"};
-    for (int i = 0; i < 2; i++) {
+    /* build/bin, build/asan/bin (source tree), PREFIX/bin (installed) */
+    const char *tries[] = {"%s/../../scripts/launch-local.sh", "%s/../../../scripts/launch-local.sh",
+                           "%s/../share/pskv/launch-local.sh"};
+    for (int i = 0; i < 3; i++) {
         snprintf(launcher, llen, tries[i], exe);
         if (access(launcher, X_OK) == 0)
             return;
