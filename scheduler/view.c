@@ -119,6 +119,7 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
         v->forgotten = memb.forgotten;
         v->has_insecure = sched_sec.insecure;
         v->insecure = sched_sec.insecure;
+        detect_fill_view(v);
     }
     v->n_nodes = (size_t)memb.nnodes;
     v->nodes = ptrs;
@@ -156,6 +157,7 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
         if (status) {
             p->has_heartbeat_age_ms = 1;
             p->heartbeat_age_ms = now - n->last_hb_ms;
+            detect_fill_node(p, n, now);
             p->n_refusals = REFUSE_COUNT;
             p->refusals = n->refusals;
             p->has_pushes = p->has_pulls = n->role == PSKV__ROLE__SERVER;
@@ -170,6 +172,9 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
             p->has_pipe_pipeline = p->has_pipe_stage = n->pipe_place > 0;
             p->pipe_pipeline = (uint32_t)((n->pipe_place - 1) >> 32);
             p->pipe_stage = (uint32_t)((n->pipe_place - 1) & 0xffffffff);
+            p->has_balance_batch = p->has_balance_us = n->bal_batch > 0;
+            p->balance_batch = n->bal_batch;
+            p->balance_us = n->bal_us;
             p->has_ar_waiting = n->ar_waiting > 0;
             p->ar_waiting = n->ar_waiting;
             p->has_rss_bytes = n->rss > 0;

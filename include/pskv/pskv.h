@@ -427,6 +427,11 @@ int pskv_pipe_send(pskv_worker *w, int rank, const pskv_pipe_msg *h, const float
  * `pipeline` (pskvctl status shows it). Any thread. */
 void pskv_set_stage(pskv_worker *w, int pipeline, int stage);
 
+/* Says in this worker's heartbeats its batch this clock (>= 1; else ignored) and
+ * its measured time per example in microseconds (0: not measured), for --balance
+ * batch (pskvctl status and top show them). Any thread. */
+void pskv_set_balance(pskv_worker *w, int batch, float us_per_example);
+
 /* Where the floats of a message go: called with the header (from_rank, pipeline,
  * micro, dir, rows, n); returns a buffer of at least h->n floats, or NULL to
  * refuse the message (then pskv_pipe_recv fails with -PSKV_EPROTO). */

@@ -174,26 +174,8 @@ static int parse_options(table *t, const Pskv__TableOptions *o, char *why, size_
         return -PSKV_EINVAL;
     }
     const char *cons = str_or(o->consistency, "async");
-    t->model = CONS_ASYNC;
-    if (!strcmp(cons, "bsp")) {
-        t->model = CONS_BSP;
-    } else if (!strncmp(cons, "ssp:", 4)) {
-        char *end;
-        long long tau = strtoll(cons + 4, &end, 10);
-        if (!strcmp(cons + 4, "inf")) {
-            t->model = CONS_ASYNC; /* tau = infinity is eventual */
-        } else if (end == cons + 4 || *end || tau < 0 || tau > 1000000) {
-            snprintf(why, whylen, "option 'consistency': '%s' needs a bound, ssp:TAU with TAU "
-                     "0..1000000 or inf", cons);
-            return -PSKV_EINVAL;
-        } else {
-            t->model = CONS_SSP;
-            t->tau = tau;
-        }
-    } else if (strcmp(cons, "async") != 0) {
-        snprintf(why, whylen, "option 'consistency': unknown '%s' (async, bsp, ssp:TAU)", cons);
-        return -PSKV_EINVAL;
-    }
+    if ((rc = cons_parse(cons, &t->model, &t->tau, why, whylen)) < 0)
+        return rc;
     t->backup = o->backup;
     t->mean_pushed = o->has_bsp_mean_pushed && o->bsp_mean_pushed;
     if (t->backup && !cons_of(t)->closes) {

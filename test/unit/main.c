@@ -22,6 +22,7 @@ int main(void)
     srunner_add_suite(sr, data_suite());
     srunner_add_suite(sr, model_suite());
     srunner_add_suite(sr, pipesched_suite());
+    srunner_add_suite(sr, balsplit_suite());
     srunner_add_suite(sr, dedupe_suite());
     srunner_add_suite(sr, consist_suite());
     srunner_add_suite(sr, chain_suite());
@@ -36,6 +37,7 @@ int main(void)
     srunner_add_suite(sr, manifest_suite());
     srunner_add_suite(sr, slice_suite());
     srunner_add_suite(sr, tune_suite());
+    srunner_add_suite(sr, phi_suite());
     srunner_add_suite(sr, wplan_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

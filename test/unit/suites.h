@@ -47,6 +47,8 @@ Suite *data_suite(void);
 Suite *model_suite(void);
 /* worker/apps/train/pipesched.c: --layers, stage cuts, pass orders of each schedule. */
 Suite *pipesched_suite(void);
+/* worker/apps/train/balsplit.c: --balance batch's split: sum kept, cap, window, no swing. */
+Suite *balsplit_suite(void);
 /* server/consist/: the models' rows over the vector clock: ssp's bound, bsp's
  * close, held pulls released by a CLOCK or a view, refusals and clocks. */
 Suite *consist_suite(void);
@@ -80,6 +82,9 @@ Suite *slice_suite(void);
 /* scheduler/tune/: GP posterior and EI against closed forms, grid coverage, ASHA and
  * median stopping against hand traces, the space file's refusals. */
 Suite *tune_suite(void);
+/* common/phi.c: the phi-accrual detector against hand-computed values, the sd
+ * floor, jitter buying time, the window rolling. */
+Suite *phi_suite(void);
 /* worker/lib/wplan.c: table checks, runs, keys grouped by partition owner, dense runs
  * cut by owner and chunk, on a handle laid out by hand (no sockets). */
 Suite *wplan_suite(void);

@@ -105,7 +105,8 @@ static const cfg_entry worker_head[] = {
     {"slowdown", CFG_DOUBLE, "1", "PSKV_WORKER_SLOWDOWN", 1, 1000, NULL,
      "make this worker's compute this many times slower (a straggler)", 0, 0, NULL, NULL},
     {"jitter", CFG_STR, "", "PSKV_WORKER_JITTER", 1, 0, NULL,
-     "P:F: each iteration F times slower with probability P (transient delays)", 0, 0, NULL,
+     "P:F: each iteration F times slower with probability P (transient delays); alt:F: "
+     "every other iteration F times slower, even and odd ranks in turn (softmax, mlp)", 0, 0, NULL,
      NULL},
     {"accumulate", CFG_INT, "1", "PSKV_WORKER_ACCUMULATE", 1, 65536, NULL,
      "average this many micro-batch gradients locally before one push", 0, 0, NULL, NULL},

@@ -275,6 +275,7 @@ struct pskv_worker {
     uint64_t hb_job;
     uint32_t hb_node;
     int hb_period_ms;
+    int hb_slice_us; /* the heartbeat thread's scheduling slice (0: the kernel's) */
     char sched[300];
     _Atomic int64_t clock;  /* iterations finished; pushes and pulls carry it */
     uint64_t late_drops;    /* bsp pushes answered "dropped: late" */
@@ -296,6 +297,8 @@ struct pskv_worker {
     _Atomic int64_t wait_ns;     /* the caller's time waiting in the pump: heartbeats */
     _Atomic int ar_waiting;      /* pskv_allreduce_rejoin: 1 + the rank it waits for, 0 = none */
     _Atomic int64_t pipe_place;  /* pskv_set_stage: d << 32 | k, + 1; 0 = none: heartbeats */
+    _Atomic uint64_t balance;    /* pskv_set_balance: batch << 32 | the float bits of its us
+                                    per example; 0 = none: heartbeats */
     uint64_t ckpt_done;          /* checkpoint answer: its number */
     int ckpt_err;                /* or its error */
     uint64_t ckpt_req;           /* request id of the checkpoint asked for */
