@@ -44,6 +44,13 @@ SCHED_SRC := $(wildcard scheduler/*.c)
 SCHED_O  := $(SCHED_SRC:%.c=$(BUILD)/obj/%.o)
 CTL_SRC  := $(wildcard scheduler/ctl/*.c)
 CTL_O    := $(CTL_SRC:%.c=$(BUILD)/obj/%.o)
+# scheduler/tune/: pskv-tune (search, trial schedulers, the SQLite study); it checks
+# its space files against the training and check apps' flag sections
+TUNE_SRC := $(wildcard scheduler/tune/*.c)
+TUNE_O   := $(TUNE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/worker/apps/train/train_flags.o \
+            $(BUILD)/obj/worker/apps/check/check_flags.o
+TUNE_UNIT_O := $(patsubst %,$(BUILD)/obj/scheduler/tune/%.o,gp space suggest tsched)
+TUNE_LIBS := $(shell pkg-config --libs sqlite3 2>/dev/null || echo -lsqlite3)
 # server/: the process and its message rules; its rooms follow a push's stages:
 # repl/ (chains, fill, forwarding, dedupe), consist/ (consistency models),
 # store/ (shards, tables, sweeps), persist/ (checkpoints).
@@ -78,16 +85,16 @@ UNIT_O   := $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 
 BIN      := $(BUILD)/bin
 BINS     := $(BIN)/pskv-scheduler $(BIN)/pskv-server $(BIN)/pskv-worker $(BIN)/pskv-evaluator \
-            $(BIN)/pskvctl $(BIN)/pskv-serve
+            $(BIN)/pskvctl $(BIN)/pskv-serve $(BIN)/pskv-tune
 # pskv-evaluator: pskv-worker's main built with -DPSKV_EVALUATOR, on the same apps
 EVAL_MAIN_O := $(BUILD)/obj/worker/apps/evaluator_main.o
 EVAL_O   := $(filter-out $(BUILD)/obj/worker/apps/worker_main.o,$(APP_O)) $(EVAL_MAIN_O) $(DATA_O)
-TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-zmq-bidir $(BIN)/pskv-hashmap-floor $(BIN)/pskv-fault-cost $(BIN)/pskv-grow-bench $(BIN)/pskv-halfvec-bench $(BIN)/pskv-metrics-cost $(BIN)/pskv-garbage $(BIN)/pskv-fuzz-replay $(BIN)/pskv-gen-sparse \
+TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-zmq-bidir $(BIN)/pskv-hashmap-floor $(BIN)/pskv-fault-cost $(BIN)/pskv-grow-bench $(BIN)/pskv-halfvec-bench $(BIN)/pskv-gp-bench $(BIN)/pskv-metrics-cost $(BIN)/pskv-garbage $(BIN)/pskv-fuzz-replay $(BIN)/pskv-gen-sparse \
             $(BIN)/pskv-faultproxy $(BIN)/pskv-wire-pattern
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
 
 FORCE:
-.PHONY: FORCE all tools deps size docs docs-check test unit integration pytest faults test-faults bench-faults demo bench bench-incr bench-allreduce bench-metrics bench-pushpull bench-curve bench-train bench-consistency bench-balance bench-sparse bench-hosts bench-serve chaos install deb package-check clean fuzz fuzz-live tsan
+.PHONY: FORCE all tools deps size docs docs-check test unit integration pytest faults test-faults bench-faults demo tune-demo bench bench-incr bench-allreduce bench-metrics bench-pushpull bench-curve bench-train bench-consistency bench-balance bench-sparse bench-hosts bench-serve chaos install deb package-check clean fuzz fuzz-live tsan
 .DEFAULT_GOAL := all
 
 MANS     := $(BINS:$(BIN)/%=$(BUILD)/man/man1/%.1)
@@ -115,10 +122,13 @@ $(BUILD)/obj/gen/pskv.pb-c.o: $(GEN_C)
 
 $(BUILD)/obj/server/%.o: ROLE_INC := -Iserver
 $(BUILD)/obj/scheduler/%.o: ROLE_INC := -Ischeduler
+# pskv-tune checks its space files against the apps' flag sections (apptab.h)
+$(BUILD)/obj/scheduler/tune/%.o: ROLE_INC := -Ischeduler -Iworker/apps
 $(BUILD)/obj/worker/apps/%.o: ROLE_INC := -Iworker/apps -Iworker/data
 $(BUILD)/obj/worker/serve/%.o: ROLE_INC := -Iworker/serve -Iworker/apps -Iworker/data
 $(BUILD)/obj/test/unit/%.o: ROLE_INC := -Iserver -Ischeduler -Iworker/lib -Iworker/apps -Iworker/data -Iworker/serve
 $(BUILD)/obj/test/bench/grow_bench.o: ROLE_INC := -Iserver
+$(BUILD)/obj/test/bench/gp_bench.o: ROLE_INC := -Ischeduler
 
 $(BUILD)/obj/%.o: %.c $(GEN_H)
 	@mkdir -p $(dir $@)
@@ -154,6 +164,10 @@ $(BUILD)/lib/pskv-plugin-wrong-abi.so: test/examples/plugin_scaled_sgd.c include
 $(BIN)/pskv-scheduler: $(SCHED_O) $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BIN)/pskv-tune: $(TUNE_O) $(COMMON_O)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(TUNE_LIBS) $(LDLIBS)
 
 $(BIN)/pskvctl: $(CTL_O) $(COMMON_O)
 	@mkdir -p $(dir $@)
@@ -206,6 +220,10 @@ $(BIN)/pskv-grow-bench: $(BUILD)/obj/test/bench/grow_bench.o $(SERVER_LIB_O) $(C
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+$(BIN)/pskv-gp-bench: $(BUILD)/obj/test/bench/gp_bench.o $(TUNE_UNIT_O) $(COMMON_O)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 $(BIN)/pskv-halfvec-bench: $(BUILD)/obj/test/bench/halfvec_bench.o $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -227,7 +245,7 @@ $(BIN)/pskv-fuzz-replay: $(BUILD)/obj/test/tools/fuzz_wire.o $(BUILD)/obj/test/t
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/bin/pskv-unit: $(UNIT_O) $(SERVER_LIB_O) $(WORKER_UNIT_O) $(SERVE_UNIT_O) $(BUILD)/obj/scheduler/reshard.o \
-                        $(BUILD)/obj/scheduler/manifest.o $(SCHED_UNIT_O) \
+                        $(BUILD)/obj/scheduler/manifest.o $(SCHED_UNIT_O) $(TUNE_UNIT_O) \
                         $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
@@ -327,6 +345,12 @@ demo:
 	$(MAKE) all
 	scripts/demo.sh
 
+# A short pskv-tune study of the MLP (GP search, ASHA): prints the best trial and the plot
+tune-demo:
+	@scripts/install-deps.sh gnuplot-nox
+	$(MAKE) all
+	scripts/tune-demo.sh
+
 bench: deps
 	$(MAKE) all
 	scripts/bench-pushpull.sh
@@ -425,6 +449,10 @@ install: all
 	install -m 644 $(MANS) $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -d $(DESTDIR)$(PYSITE)/pskv
 	install -m 644 $(PY_SRC) $(DESTDIR)$(PYSITE)/pskv/
+	# pskv-tune run starts its trials with the local launcher (PREFIX/share/pskv)
+	install -d $(DESTDIR)$(PREFIX)/share/pskv
+	install -m 755 scripts/launch-local.sh scripts/launch-lib.sh scripts/free-port.sh \
+	  $(DESTDIR)$(PREFIX)/share/pskv/
 
 # make deb: a Debian package of the binaries, library, header, pskv.pc, manual pages
 # and systemd unit templates (scripts/make-deb.sh), in $(BUILD)/deb. make

@@ -73,6 +73,20 @@ static const struct page {
      "listens on loopback unless --http-bind says otherwise: put a TLS proxy in front.",
      "0: SIGINT/SIGTERM. 1: the model file is missing, corrupt or not a model it can "
      "answer for, or the HTTP port cannot be bound. 2: usage (no --model, bad flags)."},
+    {"pskv-tune", "hyperparameter search over pskv training runs",
+     "create writes a study (an SQLite file) from a search space (one line per worker "
+     "flag: --lr log 1e-4 0.3, --momentum uniform 0 0.99, --hidden int 64 512, --batch "
+     "choice 16 32 64), a search algorithm (grid, random, or gp: Bayesian search with a "
+     "Matern-5/2 Gaussian process and expected improvement), a trial scheduler (fifo, "
+     "median stopping, or asha) and the worker flags every trial shares. run launches the "
+     "trials (--parallel at once), reads their per-epoch metric, stops the trials the "
+     "scheduler rejects and resumes a study after the tuner was killed: every action is "
+     "written to the study before it is done. status prints the trials; export --csv one "
+     "row per trial; plot draws the curves with gnuplot.",
+     "0: done (run: the study is finished). 1: a study that cannot be opened or written, "
+     "a trial that cannot be launched, gnuplot missing. 2: usage (bad flags, a space "
+     "file's bad line, named). 3: the study is being run by another pskv-tune (its pid "
+     "and host named)."},
 };
 
 /* Writes s escaped for roff: backslashes and hyphens escaped, and a line that

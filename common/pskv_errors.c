@@ -27,6 +27,7 @@ static const char *const messages[PSKV_ERROR_MAX] = {
     [PSKV_ESHMREF] = "bad shared-memory reference",
     [PSKV_EQUOTA] = "namespace quota exceeded",
     [PSKV_EACCES] = "namespace not bound to this key, or read-only",
+    [PSKV_ELOCKED] = "study locked by another pskv-tune",
     [PSKV_EKEYMISS] = "key list signature not held by the receiver (keycache): send the keys",
 };
 

@@ -45,6 +45,7 @@ enum pskv_error {
                              refused whole, nothing stored is lost (the message names it) */
     PSKV_EACCES = 32,     /* the sender's key is not bound to the table's namespace, or is
                              a reader's and the request writes (authorized file) */
+    PSKV_ELOCKED = 34,    /* pskv-tune: the study is being run by another live pskv-tune */
     PSKV_ERROR_MAX
 };
 

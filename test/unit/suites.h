@@ -79,6 +79,9 @@ Suite *halfvec_suite(void);
 Suite *manifest_suite(void);
 /* common/slice.c: the scheduling slice granted, inherited, clamped, left alone at 0. */
 Suite *slice_suite(void);
+/* scheduler/tune/: GP posterior and EI against closed forms, grid coverage, ASHA and
+ * median stopping against hand traces, the space file's refusals. */
+Suite *tune_suite(void);
 /* common/phi.c: the phi-accrual detector against hand-computed values, the sd
  * floor, jitter buying time, the window rolling. */
 Suite *phi_suite(void);

@@ -94,6 +94,10 @@ void app_shuffle(uint32_t *a, uint32_t n, uint64_t seed);
 /* --app pipeline: an MLP cut into stages on separate workers (app_pipeline.c). */
 int app_pipeline(pskv_worker *w, cfg_entry *cfg);
 
+/* --app synth: a validation curve that is a known function of --lr, --momentum,
+ * --seed and --epochs, printed per epoch, for pskv-tune's tests (app_synth.c). */
+int app_synth(pskv_worker *w, cfg_entry *cfg);
+
 /* pskv-evaluator (app_eval.c): evaluates snapshots of the softmax / mlp model on
  * the validation set while the workers train, reports them to the scheduler and
  * keeps the best (--save-best). Returns the exit status. */

@@ -28,6 +28,7 @@ static const app_row rows[] = {
     {"admit", app_admit, NULL, APP_ADMIT, {{0}}},
     {"allreduce-check", app_allreduce_check, NULL, APP_ALLREDUCE, {{0}}},
     {"filter-check", app_filter_check, NULL, 0, {{0}}},
+    {"synth", app_synth, NULL, 0, {{0}}},
     {"pipeline", app_pipeline, NULL, 0, {{"lr", "0.01", 1}, {"lr-schedule", "const", 1}}},
 };
 #define NROWS (sizeof rows / sizeof rows[0])

@@ -35,6 +35,8 @@ const cfg_entry apptab_train_flags[] = {
      "--sync allreduce: after a worker died, the others wait this long for a worker started "
      "with its --rank to take it over, then go on from the servers' copy (--copy-every); "
      "else they exit 1 naming the rank", 0, 0, NULL, NULL},
+    {"synth-epoch-time", CFG_DOUBLE, "0", "PSKV_WORKER_SYNTH_EPOCH_TIME", 0, 86400, "s",
+     "synth: how long each epoch takes (the curve does not depend on it)", 0, 0, NULL, NULL},
     {"balance", CFG_STR, "none", "PSKV_WORKER_BALANCE", 1, 0, NULL,
      "softmax, mlp under --consistency bsp (--sync ps) or --sync allreduce: batch = each "
      "worker's batch follows its measured speed, the global batch (--batch x workers) kept, "

@@ -1,0 +1,44 @@
+/* The trial schedulers: whether a running trial goes on after an epoch's metric.
+ * FIFO never stops one; median stopping is Vizier's rule; ASHA is the stopping
+ * variant of asynchronous successive halving (Li et al. 2020) with Ray Tune's
+ * cut-off. Decisions are pure functions of the curves seen so far, so a resumed
+ * tuner that replays its decision log and one that never died agree.
+ *
+ * OWNS nothing. THREAD: any. NEVER allocates or blocks. */
+#ifndef PSKV_TUNE_TSCHED_H
+#define PSKV_TUNE_TSCHED_H
+
+#include <stddef.h>
+
+typedef enum { TSCHED_FIFO, TSCHED_MEDIAN, TSCHED_ASHA } tsched_kind;
+
+typedef struct tsched {
+    tsched_kind kind;
+    int eta;        /* asha: reduction factor (>= 2) */
+    int min, max;   /* asha: first rung and largest epochs; median: grace epochs (min) */
+    int min_trials; /* median: other trials needed before it stops any */
+} tsched;
+
+/* Parses "fifo", "median[:min=M,trials=K]" or "asha[:eta=3,min=1,max=27]".
+ * Returns 0, or -PSKV_EINVAL with err naming the part that is wrong. */
+int tsched_parse(tsched *s, const char *text, char *err, size_t errlen);
+
+/* Writes the canonical text of s into buf; returns buf. */
+char *tsched_format(const tsched *s, char *buf, size_t len);
+
+/* The curves: curve[t][e-1] is trial t's metric after epoch e (NAN: not seen),
+ * for t < ntrials and e <= epochs, sign-adjusted so that larger is better. */
+typedef struct tsched_curves {
+    int ntrials, epochs;
+    const double *v; /* ntrials x epochs, row-major */
+} tsched_curves;
+
+/* 1 when trial t should stop after reporting epoch e, else 0; why says the rule
+ * that fired (or the rung it passed). */
+int tsched_decide(const tsched *s, const tsched_curves *c, int t, int e, char *why,
+                  size_t len);
+
+/* The rung at epoch e (0, 1, ...), or -1 when e is not an asha rung. */
+int tsched_rung(const tsched *s, int e);
+
+#endif

@@ -1,0 +1,329 @@
+/* pskv-tune: hyperparameter search over pskv training runs.
+ *   pskv-tune create STUDY.db --space FILE [--algo A] [--sched S] [--metric M:max|min]
+ *             [--budget-epochs B] [--max-trials N] [--parallel N] [--seed S]
+ *             [--trial-epochs E] -- WORKER_FLAGS...
+ *   pskv-tune run STUDY.db        (also resumes after the tuner was killed)
+ *   pskv-tune status STUDY.db | export STUDY.db --csv | plot STUDY.db --out PNG
+ * Exit status: 0 done, 1 failed (study, trial launch, gnuplot), 2 usage, 3 the
+ * study is being run by another pskv-tune. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "apptab.h"
+#include "config.h"
+#include "log.h"
+#include "metrics.h"
+#include "pskv_errors.h"
+#include "space.h"
+#include "study.h"
+#include "suggest.h"
+#include "tsched.h"
+#include "tune_out.h"
+#include "tune_run.h"
+
+static cfg_entry config[] = {
+    {"space", CFG_STR, "", NULL, 1, 0, NULL,
+     "create: the search space file (one line per worker flag: --lr log 1e-4 0.3, "
+     "--momentum uniform 0 0.99, --hidden int 64 512, --batch choice 16 32 64)", 0, 0, NULL,
+     NULL},
+    {"algo", CFG_STR, "random", NULL, 1, 0, NULL,
+     "create: grid (shuffled by --seed), random, or gp (Gaussian-process Bayesian search: "
+     "2d+1 random trials, then expected improvement)", 0, 0, NULL, NULL},
+    {"sched", CFG_STR, "fifo", NULL, 1, 0, NULL,
+     "create: fifo (never stops a trial), median[:min=M,trials=K] (Vizier's median "
+     "stopping rule) or asha[:eta=3,min=1,max=27] (stops at rungs min*eta^k; max is the "
+     "trial's epochs)", 0, 0, NULL, NULL},
+    {"metric", CFG_STR, "val_accuracy:max", NULL, 1, 0, NULL,
+     "create: the metric the trials print per epoch (`epoch E NAME V`) and its direction",
+     0, 0, NULL, NULL},
+    {"budget-epochs", CFG_INT, "0", NULL, 0, 1e9, "epochs",
+     "create: start no trial once the trials have spent this many epochs (0 = no budget)", 0,
+     0, NULL, NULL},
+    {"max-trials", CFG_INT, "20", NULL, 1, 4096, NULL, "create: trials at most", 0, 0, NULL,
+     NULL},
+    {"parallel", CFG_INT, "1", NULL, 1, 256, NULL, "create: trials running at once", 0, 0,
+     NULL, NULL},
+    {"seed", CFG_INT, "1", NULL, 0, 9.2e18, NULL,
+     "create: the search's seed (the trials' own --seed is a worker flag)", 0, 0, NULL, NULL},
+    {"trial-epochs", CFG_INT, "9", NULL, 1, 100000, "epochs",
+     "create: each trial's --epochs (with --sched asha: its max)", 0, 0, NULL, NULL},
+    {"grid-levels", CFG_INT, "3", NULL, 2, 1000, NULL,
+     "create: points per real dimension of the grid", 0, 0, NULL, NULL},
+    {"trial-timeout", CFG_DOUBLE, "600", "PSKV_TUNE_TRIAL_TIMEOUT", 1, 1e6, "s",
+     "run: a trial that reports no metric for this long is killed and recorded failed "
+     "(hung)", 0, 0, NULL, NULL},
+    {"poll", CFG_DOUBLE, "0.02", "PSKV_TUNE_POLL", 0.001, 10, "s",
+     "run: how often the trials' metric lines are read", 0, 0, NULL, NULL},
+    {"servers", CFG_INT, "1", NULL, 1, 64, NULL, "run: servers of each trial's job", 0, 0,
+     NULL, NULL},
+    {"scheduler", CFG_STR, "", NULL, 1, 0, NULL,
+     "run: trials as worker groups of the server group at HOST:PORT (needs worker groups, "
+     "not yet: each trial runs its own local job)", 0, 0, NULL, NULL},
+    {"launcher", CFG_STR, "", "PSKV_TUNE_LAUNCHER", 1, 0, NULL,
+     "run: the local launcher (default: scripts/launch-local.sh of the source tree "
+     "holding the binary, else PREFIX/share/pskv/launch-local.sh)", 0, 0, NULL, NULL},
+    {"bin-dir", CFG_STR, "", "PSKV_BIN_DIR", 1, 0, NULL,
+     "run: the daemons' directory (default: pskv-tune's own)", 0, 0, NULL, NULL},
+    {"metrics-port", CFG_INT, "0", "PSKV_TUNE_METRICS_PORT", 0, 65535, NULL,
+     "run: serve the study as Prometheus gauges at http://127.0.0.1:PORT/metrics "
+     "(pskv_tune_trials{state}, pskv_tune_best{metric}, pskv_tune_epochs_spent; 0 = off)", 0,
+     0, NULL, NULL},
+    {"csv", CFG_BOOL, "false", NULL, 1, 0, NULL, "export: CSV on stdout (the only format)", 0,
+     0, NULL, NULL},
+    {"out", CFG_STR, "", NULL, 1, 0, NULL, "plot: the PNG to write (default STUDY.db.png)", 0,
+     0, NULL, NULL},
+    {"log-level", CFG_STR, "info", "PSKV_LOG_LEVEL", 1, 0, NULL, "error, warn, info or debug", 0,
+     0, NULL, NULL},
+    CFG_END};
+
+static const char usage[] =
+    "pskv-tune create STUDY.db --space FILE [--algo grid|random|gp] "
+    "[--sched fifo|median|asha[:eta=3,min=1,max=27]] [--metric NAME:max|min] "
+    "[--budget-epochs B] [--max-trials N] [--parallel N] [--seed S] [--trial-epochs E] "
+    "-- WORKER_FLAGS...\n"
+    "       pskv-tune run STUDY.db\n"
+    "       pskv-tune status STUDY.db | export STUDY.db --csv | plot STUDY.db [--out PNG]";
+
+/* Whether pskv-worker's training or check apps take --flag, and the value fits. */
+static int known(const char *flag, const char *value, char *why, size_t len)
+{
+    const cfg_entry *tabs[] = {apptab_train_flags, apptab_check_flags};
+    for (int k = 0; k < 2; k++)
+        for (const cfg_entry *e = tabs[k]; e->name; e++)
+            if (!strcmp(e->name, flag)) {
+                cfg_entry copy = *e;
+                return cfg_set(&copy, value, why, len) < 0 ? -1 : 0;
+            }
+    snprintf(why, len, "pskv-worker has no flag --%s", flag);
+    return -1;
+}
+
+static int read_file(const char *path, char *buf, size_t len, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    size_t n = fread(buf, 1, len - 1, f);
+    int big = n == len - 1 && fgetc(f) != EOF;
+    fclose(f);
+    buf[n] = '\0';
+    if (big) {
+        snprintf(err, errlen, "%s: larger than %zu bytes", path, len - 1);
+        return -1;
+    }
+    return 0;
+}
+
+static int create(const char *path, cfg_args *a)
+{
+    char text[8192], err[512], buf[64];
+    if (!*cfg_str(config, "space")) {
+        fprintf(stderr, "pskv-tune create: needs --space FILE\nusage: %s\n", usage);
+        return 2;
+    }
+    if (read_file(cfg_str(config, "space"), text, sizeof text, err, sizeof err) < 0) {
+        fprintf(stderr, "pskv-tune create: --space %s\n", err);
+        return 2;
+    }
+    tune_space sp;
+    if (space_parse(&sp, text, known, err, sizeof err) < 0) {
+        fprintf(stderr, "pskv-tune create: %s: %s\n", cfg_str(config, "space"), err);
+        return 2;
+    }
+    space_free(&sp);
+    suggest_algo algo;
+    if (suggest_algo_parse(cfg_str(config, "algo"), &algo) < 0) {
+        fprintf(stderr, "pskv-tune create: --algo %s: expected grid, random or gp\n",
+                cfg_str(config, "algo"));
+        return 2;
+    }
+    tsched ts;
+    if (tsched_parse(&ts, cfg_str(config, "sched"), err, sizeof err) < 0) {
+        fprintf(stderr, "pskv-tune create: %s\n", err);
+        return 2;
+    }
+    long epochs = (long)cfg_int(config, "trial-epochs");
+    if (ts.kind == TSCHED_ASHA && strstr(cfg_str(config, "sched"), "max="))
+        epochs = ts.max;
+    else if (ts.kind == TSCHED_ASHA)
+        ts.max = (int)epochs;
+    const char *metric = cfg_str(config, "metric"), *colon = strchr(metric, ':');
+    if (!colon || colon == metric || (strcmp(colon, ":max") && strcmp(colon, ":min")) ||
+        colon - metric > 60) {
+        fprintf(stderr, "pskv-tune create: --metric %s: expected NAME:max or NAME:min\n", metric);
+        return 2;
+    }
+    char wargs[4096] = "";
+    size_t used = 0;
+    for (int i = 2; i < a->npos; i++) {
+        if (strchr(a->pos[i], '\n') || used + strlen(a->pos[i]) + 2 > sizeof wargs) {
+            fprintf(stderr, "pskv-tune create: worker flag `%s` too long or has a newline\n",
+                    a->pos[i]);
+            return 2;
+        }
+        used += (size_t)snprintf(wargs + used, sizeof wargs - used, "%s%s", i > 2 ? "\n" : "",
+                                 a->pos[i]);
+    }
+    if (access(path, F_OK) == 0) {
+        fprintf(stderr, "pskv-tune create: %s exists (run resumes it; remove it to start over)\n",
+                path);
+        return 2;
+    }
+    tune_study *st;
+    if (study_open(path, 1, &st, err, sizeof err) < 0) {
+        fprintf(stderr, "pskv-tune create: %s\n", err);
+        return 1;
+    }
+    char sched[128];
+    int rc = study_set(st, "space", text);
+    rc = rc ? rc : study_set(st, "algo", suggest_algo_name(algo));
+    rc = rc ? rc : study_set(st, "sched", tsched_format(&ts, sched, sizeof sched));
+    rc = rc ? rc : study_set(st, "metric", metric);
+    rc = rc ? rc : study_set(st, "worker_args", wargs);
+    const char *nums[][2] = {{"budget_epochs", "budget-epochs"}, {"max_trials", "max-trials"},
+                             {"parallel", "parallel"},           {"seed", "seed"},
+                             {"grid_levels", "grid-levels"}};
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0] && rc == 0; i++) {
+        snprintf(buf, sizeof buf, "%lld", cfg_int(config, nums[i][1]));
+        rc = study_set(st, nums[i][0], buf);
+    }
+    snprintf(buf, sizeof buf, "%ld", epochs);
+    rc = rc ? rc : study_set(st, "trial_epochs", buf);
+    study_close(&st);
+    if (rc < 0) {
+        fprintf(stderr, "pskv-tune create: cannot write %s\n", path);
+        return 1;
+    }
+    printf("created %s: %s search, %s, %s, %ld epochs per trial\n", path,
+           suggest_algo_name(algo), sched, metric, epochs);
+    return 0;
+}
+
+static volatile sig_atomic_t stop_flag;
+static void on_signal(int sig)
+{
+    stop_flag = sig;
+}
+
+/* The launcher beside this binary's source tree, or the installed one. */
+static void default_paths(char *bin, size_t blen, char *launcher, size_t llen)
+{
+    char exe[PATH_MAX - 64];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash)
+        *slash = '\0';
+    snprintf(bin, blen, "%s", exe);
+    /* build/bin, build/asan/bin (source tree), PREFIX/bin (installed) */
+    const char *tries[] = {"%s/../../scripts/launch-local.sh", "%s/../../../scripts/launch-local.sh",
+                           "%s/../share/pskv/launch-local.sh"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(launcher, llen, tries[i], exe);
+        if (access(launcher, X_OK) == 0)
+            return;
+    }
+}
+
+static int run(const char *path)
+{
+    char err[512], bin[PATH_MAX], launcher[PATH_MAX], dir[PATH_MAX];
+    if (*cfg_str(config, "scheduler")) {
+        fprintf(stderr, "pskv-tune run: --scheduler needs worker groups (issue 35), not yet "
+                "merged: leave it out and each trial runs its own local job\n");
+        return 2;
+    }
+    default_paths(bin, sizeof bin, launcher, sizeof launcher);
+    tune_run_opts o = {
+        .trial = {.launcher = *cfg_str(config, "launcher") ? cfg_str(config, "launcher") : launcher,
+                  .bin_dir = *cfg_str(config, "bin-dir") ? cfg_str(config, "bin-dir") : bin,
+                  .servers = (int)cfg_int(config, "servers"),
+                  .timeout = cfg_double(config, "trial-timeout") * 4 + 60},
+        .dir = dir,
+        .trial_timeout = cfg_double(config, "trial-timeout"),
+        .poll = cfg_double(config, "poll"),
+        .stop = &stop_flag,
+    };
+    if (access(o.trial.launcher, X_OK) != 0) {
+        fprintf(stderr, "pskv-tune run: launcher %s: %s (set --launcher)\n", o.trial.launcher,
+                strerror(errno));
+        return 2;
+    }
+    if (access(path, F_OK) != 0) {
+        fprintf(stderr, "pskv-tune run: %s: no such study (pskv-tune create makes one)\n", path);
+        return 2;
+    }
+    snprintf(dir, sizeof dir, "%s.d", path);
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+        fprintf(stderr, "pskv-tune run: %s: %s\n", dir, strerror(errno));
+        return 1;
+    }
+    tune_study *st;
+    if (study_open(path, 1, &st, err, sizeof err) < 0) {
+        fprintf(stderr, "pskv-tune run: %s\n", err);
+        return 1;
+    }
+    if (study_lock(st, err, sizeof err) < 0) {
+        fprintf(stderr, "pskv-tune run: %s: %s\n", path, err);
+        study_close(&st);
+        return 3;
+    }
+    metrics_identity("tune", -1, -1);
+    if (metrics_start("127.0.0.1", (int)cfg_int(config, "metrics-port")) < 0) {
+        study_unlock(st);
+        study_close(&st);
+        return 1;
+    }
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    int rc = tune_run(st, &o);
+    metrics_stop();
+    study_unlock(st);
+    study_close(&st);
+    if (rc == 1)
+        fprintf(stderr, "pskv-tune run: stopped by signal %d; its trials go on: run again to "
+                "re-attach\n", (int)stop_flag);
+    else if (rc < 0)
+        fprintf(stderr, "pskv-tune run: %s\n", pskv_strerror(rc));
+    return rc == 0 ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    cfg_args a;
+    int rc = cfg_start(config, "tune", usage, argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+    const char *verb = a.npos >= 1 ? a.pos[0] : "";
+    int known_verb = !strcmp(verb, "create") || !strcmp(verb, "run") ||
+                     !strcmp(verb, "status") || !strcmp(verb, "export") || !strcmp(verb, "plot");
+    if (!known_verb || a.npos < 2 || (strcmp(verb, "create") && a.npos != 2)) {
+        fprintf(stderr, "pskv-tune: expected create, run, status, export or plot and one "
+                "STUDY.db\nusage: %s\n", usage);
+        return 2;
+    }
+    if (!strcmp(verb, "create"))
+        return create(a.pos[1], &a);
+    if (!strcmp(verb, "run"))
+        return run(a.pos[1]);
+    if (!strcmp(verb, "export") && !cfg_int(config, "csv")) {
+        fprintf(stderr, "pskv-tune export: needs --csv (the one format)\n");
+        return 2;
+    }
+    if (!strcmp(verb, "status"))
+        return tune_status(a.pos[1], stdout);
+    if (!strcmp(verb, "export"))
+        return tune_export_csv(a.pos[1], stdout);
+    return tune_plot(a.pos[1], cfg_str(config, "out"));
+}

@@ -1,0 +1,446 @@
+/* pskv-tune run (tune_run.h). */
+#define _GNU_SOURCE
+#include "tune_run.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include "log.h"
+#include "metrics.h"
+#include "pskv_errors.h"
+#include "space.h"
+#include "suggest.h"
+#include "timeutil.h"
+#include "tsched.h"
+
+#define MAX_TRIALS 4096
+#define MAX_ARGV 256
+
+typedef struct run_state {
+    tune_study *st;
+    const tune_run_opts *o;
+    tune_space space;
+    suggest_algo algo;
+    tsched sched;
+    char metric[64];
+    double sign;
+    long budget, max_trials, parallel, epochs, levels;
+    unsigned long long seed;
+    char wargs[4096]; /* the shared worker flags, one per line */
+    study_trial *t;
+    int n;
+    long offset[MAX_TRIALS];
+    int64_t last_ms[MAX_TRIALS];
+    double *curve; /* MAX_TRIALS x epochs, sign-adjusted */
+    int grid_done;
+} run_state;
+
+static double wall(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return tv.tv_sec + tv.tv_usec / 1e6;
+}
+
+static void trial_dir(const run_state *r, long id, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/trial-%ld", r->o->dir, id);
+}
+
+static int active(trial_state s)
+{
+    return s == TRIAL_LAUNCHING || s == TRIAL_RUNNING || s == TRIAL_STOPPING;
+}
+
+static long setting(tune_study *st, const char *key, long def)
+{
+    char buf[64];
+    return study_get(st, key, buf, sizeof buf) == 0 ? atol(buf) : def;
+}
+
+static int permissive(const char *flag, const char *value, char *why, size_t len)
+{
+    (void)flag, (void)value, (void)why, (void)len;
+    return 0;
+}
+
+static int load(run_state *r)
+{
+    char text[8192], why[256];
+    if (study_get(r->st, "space", text, sizeof text) < 0 ||
+        space_parse(&r->space, text, permissive, why, sizeof why) < 0) {
+        LOG_E("the study has no valid space: %s", why);
+        return -PSKV_EINVAL;
+    }
+    study_get(r->st, "algo", text, sizeof text);
+    if (suggest_algo_parse(text, &r->algo) < 0)
+        return -PSKV_EINVAL;
+    study_get(r->st, "sched", text, sizeof text);
+    if (tsched_parse(&r->sched, text, why, sizeof why) < 0)
+        return -PSKV_EINVAL;
+    study_get(r->st, "metric", text, sizeof text);
+    char *colon = strchr(text, ':');
+    r->sign = colon && !strcmp(colon + 1, "min") ? -1 : 1;
+    if (colon)
+        *colon = '\0';
+    snprintf(r->metric, sizeof r->metric, "%.60s", text);
+    r->budget = setting(r->st, "budget_epochs", 0);
+    r->max_trials = setting(r->st, "max_trials", 20);
+    r->parallel = setting(r->st, "parallel", 1);
+    r->epochs = setting(r->st, "trial_epochs", 9);
+    r->levels = setting(r->st, "grid_levels", 3);
+    r->seed = (unsigned long long)setting(r->st, "seed", 1);
+    if (study_get(r->st, "worker_args", r->wargs, sizeof r->wargs) < 0)
+        r->wargs[0] = '\0';
+    r->curve = malloc(sizeof(double) * MAX_TRIALS * r->epochs);
+    if (!r->curve)
+        return -PSKV_ENOMEM;
+    for (long i = 0; i < MAX_TRIALS * r->epochs; i++)
+        r->curve[i] = NAN;
+    if (study_trials(r->st, &r->t, &r->n) < 0 || r->n > MAX_TRIALS)
+        return -PSKV_EIO;
+    double *v = malloc(sizeof(double) * r->epochs);
+    if (!v)
+        return -PSKV_ENOMEM;
+    for (int i = 0; i < r->n; i++) {
+        int top = study_metrics(r->st, r->t[i].id, v, (int)r->epochs);
+        for (int e = 0; e < top; e++)
+            r->curve[(size_t)i * r->epochs + e] = r->sign * v[e];
+    }
+    free(v);
+    return 0;
+}
+
+static int put(run_state *r, study_trial *t)
+{
+    int rc = study_trial_put(r->st, t);
+    if (rc < 0)
+        LOG_E("trial %ld: cannot write its state %s", t->id, study_state_name(t->state));
+    return rc;
+}
+
+typedef struct metric_ctx {
+    run_state *r;
+    int i;
+} metric_ctx;
+
+/* One epoch's metric of trial i: recorded, then decided (or the logged decision
+ * replayed); a stop is written as STOPPING before the job is signalled. */
+static int on_metric(void *arg, int e, double v)
+{
+    metric_ctx *m = arg;
+    run_state *r = m->r;
+    study_trial *t = &r->t[m->i];
+    /* after a stop decision the job may still print an epoch or two before the
+     * signal lands: not counted, so the epochs spent do not depend on timing */
+    if (!isfinite(v) || e > r->epochs ||
+        (t->state != TRIAL_RUNNING && study_decision_get(r->st, t->id, e) < 0))
+        return 0;
+    if (study_metric_add(r->st, t->id, e, v, wall()) < 0)
+        return -PSKV_EIO;
+    r->curve[(size_t)m->i * r->epochs + e - 1] = r->sign * v;
+    r->last_ms[m->i] = tu_now_ms();
+    if (e > t->epochs)
+        t->epochs = e;
+    if (isnan(t->best) || r->sign * v > r->sign * t->best)
+        t->best = v;
+    if (t->state != TRIAL_RUNNING)
+        return 0;
+    int stop = study_decision_get(r->st, t->id, e);
+    char why[256] = "continue (logged)";
+    if (stop < 0) {
+        tsched_curves c = {r->n, (int)r->epochs, r->curve};
+        stop = tsched_decide(&r->sched, &c, m->i, e, why, sizeof why);
+        if (study_decision_add(r->st, t->id, e, stop, why) < 0)
+            return -PSKV_EIO;
+    }
+    if (stop) {
+        t->state = TRIAL_STOPPING;
+        snprintf(t->reason, sizeof t->reason, "%s", why);
+        if (put(r, t) < 0)
+            return -PSKV_EIO;
+        LOG_I("trial %ld: stop after epoch %d: %s", t->id, e, why);
+        trial_stop(t->pgid, 0);
+    }
+    return 0;
+}
+
+/* How trial i ended, once its job is gone. */
+static int finish(run_state *r, int i)
+{
+    study_trial *t = &r->t[i];
+    char dir[4096], words[200];
+    trial_dir(r, t->id, dir, sizeof dir);
+    metric_ctx m = {r, i};
+    if (trial_read_metrics(dir, &r->offset[i], r->metric, on_metric, &m) < 0)
+        return -PSKV_EIO;
+    int status = trial_exit_status(dir);
+    if (t->state == TRIAL_STOPPING)
+        t->state = strncmp(t->reason, "hung", 4) ? TRIAL_STOPPED : TRIAL_FAILED;
+    else if (status == 0 && t->epochs > 0)
+        t->state = TRIAL_COMPLETE;
+    else if (status == 0) {
+        t->state = TRIAL_FAILED;
+        snprintf(t->reason, sizeof t->reason, "reported no %s", r->metric);
+    } else if (status < 0) { /* died without an exit status: run it again */
+        LOG_W("trial %ld: its job is gone without an exit status: launching it again", t->id);
+        t->state = TRIAL_PENDING;
+        return put(r, t);
+    } else {
+        trial_last_words(dir, words, sizeof words);
+        t->state = TRIAL_FAILED;
+        snprintf(t->reason, sizeof t->reason, "exit %d: %s", status, words);
+    }
+    t->ended = wall();
+    t->pgid = 0;
+    LOG_I("trial %ld: %s after %d epochs, best %s %g%s%s", t->id, study_state_name(t->state),
+          t->epochs, r->metric, t->best, *t->reason ? ": " : "", t->reason);
+    return put(r, t);
+}
+
+/* Launches trial i: LAUNCHING (attempt counted) is written before the fork. */
+static int launch(run_state *r, int i)
+{
+    study_trial *t = &r->t[i];
+    char dir[4096], err[512], buf[8192], epochs[32];
+    char *argv[MAX_ARGV];
+    int argc = 0;
+    trial_dir(r, t->id, dir, sizeof dir);
+    t->state = TRIAL_LAUNCHING;
+    t->attempt++;
+    t->started = wall();
+    if (put(r, t) < 0)
+        return -PSKV_EIO;
+    snprintf(buf, sizeof buf, "%s\n%s", r->wargs, t->params);
+    char *save = NULL;
+    for (char *w = strtok_r(buf, "\n", &save); w && argc < MAX_ARGV - 4;
+         w = strtok_r(NULL, "\n", &save))
+        argv[argc++] = w;
+    snprintf(epochs, sizeof epochs, "%ld", r->epochs);
+    argv[argc++] = "--epochs";
+    argv[argc++] = epochs;
+    long pgid = 0;
+    r->offset[i] = 0;
+    r->last_ms[i] = tu_now_ms();
+    if (trial_launch(&r->o->trial, dir, argv, argc, &pgid, err, sizeof err) < 0) {
+        t->state = TRIAL_FAILED;
+        snprintf(t->reason, sizeof t->reason, "could not start: %.200s", err);
+        t->ended = wall();
+        LOG_E("trial %ld: %s", t->id, t->reason);
+        return put(r, t);
+    }
+    t->pgid = pgid;
+    t->state = TRIAL_RUNNING;
+    LOG_I("trial %ld: attempt %d, pgid %ld:%s", t->id, t->attempt, pgid, t->params);
+    return put(r, t);
+}
+
+/* A new trial from the search algorithm: written PENDING with its flags. Returns
+ * 1 with none (grid exhausted), 0, or an error. */
+static int suggest(run_state *r)
+{
+    int d = r->space.dims;
+    double *x = malloc(sizeof(double) * (r->n + 1) * d), *y = malloc(sizeof(double) * (r->n + 1));
+    if (!x || !y) {
+        free(x), free(y);
+        return -PSKV_ENOMEM;
+    }
+    int m = 0;
+    for (int i = 0; i < r->n; i++) {
+        if (r->t[i].state == TRIAL_FAILED)
+            continue;
+        char copy[512], *save = NULL, *w = copy;
+        snprintf(copy, sizeof copy, "%s", r->t[i].u);
+        for (int k = 0; k < d; k++, w = NULL) {
+            char *tok = strtok_r(w, " ", &save);
+            x[m * d + k] = tok ? atof(tok) : 0.5;
+        }
+        int done = r->t[i].state == TRIAL_COMPLETE || r->t[i].state == TRIAL_STOPPED;
+        y[m++] = done && !isnan(r->t[i].best) ? r->sign * r->t[i].best : NAN;
+    }
+    double u[SPACE_MAX_DIMS];
+    suggest_obs obs = {m, x, y};
+    int rc = suggest_point(&r->space, r->algo, r->seed, r->n, (int)r->levels, &obs, u);
+    free(x), free(y);
+    if (rc != 0)
+        return rc;
+    char params[1024] = "", us[512] = "", v[64];
+    size_t pl = 0, ul = 0;
+    for (int k = 0; k < d; k++) {
+        space_value(&r->space, k, u[k], v, sizeof v);
+        pl += (size_t)snprintf(params + pl, sizeof params - pl, "%s--%s\n%s", k ? "\n" : "",
+                               r->space.p[k].flag, v);
+        ul += (size_t)snprintf(us + ul, sizeof us - ul, "%s%.17g", k ? " " : "", u[k]);
+    }
+    long id;
+    if (study_trial_add(r->st, params, us, &id) < 0)
+        return -PSKV_EIO;
+    study_trial *t = &r->t[r->n];
+    memset(t, 0, sizeof *t);
+    t->id = id;
+    snprintf(t->params, sizeof t->params, "%s", params);
+    snprintf(t->u, sizeof t->u, "%s", us);
+    t->state = TRIAL_PENDING;
+    t->best = NAN;
+    r->n++;
+    return 0;
+}
+
+/* On start: what each unfinished trial's job is doing now. */
+static int reattach(run_state *r)
+{
+    for (int i = 0; i < r->n; i++) {
+        study_trial *t = &r->t[i];
+        if (!active(t->state))
+            continue;
+        char dir[4096];
+        trial_dir(r, t->id, dir, sizeof dir);
+        r->offset[i] = 0;
+        r->last_ms[i] = tu_now_ms();
+        if (trial_alive(dir)) {
+            for (int k = 0; k < 100 && !trial_pgid(dir); k++)
+                tu_sleep_ms(10); /* forked, pid file not yet written */
+            t->pgid = trial_pgid(dir);
+            if (t->state == TRIAL_LAUNCHING)
+                t->state = TRIAL_RUNNING;
+            LOG_I("trial %ld: re-attached to its job (pgid %ld, %s)", t->id, t->pgid,
+                  study_state_name(t->state));
+            if (put(r, t) < 0)
+                return -PSKV_EIO;
+            if (t->state == TRIAL_STOPPING)
+                trial_stop(t->pgid, 0);
+            continue;
+        }
+        if (t->state == TRIAL_LAUNCHING && trial_exit_status(dir) < 0) {
+            t->state = TRIAL_PENDING; /* never started, or died at once: launch again */
+            if (put(r, t) < 0)
+                return -PSKV_EIO;
+            continue;
+        }
+        if (t->state == TRIAL_LAUNCHING)
+            t->state = TRIAL_RUNNING;
+        if (finish(r, i) < 0)
+            return -PSKV_EIO;
+    }
+    return 0;
+}
+
+static long spent(const run_state *r)
+{
+    long s = 0;
+    for (int i = 0; i < r->n; i++)
+        s += r->t[i].epochs;
+    return s;
+}
+
+/* The study as Prometheus gauges (--metrics-port): trials by state, the best
+ * value, the epochs spent. Cheap enough for every pass of the loop. */
+static void publish(const run_state *r)
+{
+    int count[TRIAL_FAILED + 1] = {0};
+    double best = NAN;
+    for (int i = 0; i < r->n; i++) {
+        count[r->t[i].state]++;
+        if (!isnan(r->t[i].best) && (isnan(best) || r->sign * r->t[i].best > r->sign * best))
+            best = r->t[i].best;
+    }
+    for (int k = 0; k <= TRIAL_FAILED; k++)
+        metrics_set(metrics_series("pskv_tune_trials", MET_GAUGE, "the study's trials by state",
+                                   "state", study_state_name((trial_state)k)),
+                    count[k]);
+    if (!isnan(best))
+        metrics_set(metrics_series("pskv_tune_best", MET_GAUGE,
+                                   "the best value of the study's metric so far", "metric",
+                                   r->metric),
+                    best);
+    metrics_set(metrics_series("pskv_tune_epochs_spent", MET_GAUGE,
+                               "epochs the study's trials have reported", NULL, NULL),
+                (double)spent(r));
+}
+
+int tune_run(tune_study *st, const tune_run_opts *o)
+{
+    run_state *r = calloc(1, sizeof *r);
+    if (!r)
+        return -PSKV_ENOMEM;
+    r->st = st;
+    r->o = o;
+    int rc = load(r);
+    study_trial *grown = rc == 0 ? realloc(r->t, sizeof *r->t * MAX_TRIALS) : NULL;
+    if (rc == 0 && !grown)
+        rc = -PSKV_ENOMEM;
+    if (grown)
+        r->t = grown;
+    if (rc == 0)
+        rc = reattach(r);
+    int64_t poll_ms = (int64_t)(o->poll * 1000);
+    while (rc == 0) {
+        if (*o->stop) {
+            rc = 1;
+            break;
+        }
+        trial_reap();
+        publish(r);
+        int running = 0;
+        for (int i = 0; i < r->n && rc == 0; i++) {
+            study_trial *t = &r->t[i];
+            if (!active(t->state))
+                continue;
+            char dir[4096];
+            trial_dir(r, t->id, dir, sizeof dir);
+            metric_ctx m = {r, i};
+            int before = t->epochs;
+            if (trial_read_metrics(dir, &r->offset[i], r->metric, on_metric, &m) < 0)
+                rc = -PSKV_EIO;
+            else if (t->epochs != before && put(r, t) < 0)
+                rc = -PSKV_EIO;
+            else if (!trial_alive(dir))
+                rc = finish(r, i);
+            else if (t->state == TRIAL_RUNNING &&
+                     tu_now_ms() - r->last_ms[i] > (int64_t)(o->trial_timeout * 1000)) {
+                t->state = TRIAL_STOPPING;
+                snprintf(t->reason, sizeof t->reason, "hung: no %s for %.0f s (--trial-timeout)",
+                         r->metric, o->trial_timeout);
+                rc = put(r, t);
+                trial_stop(t->pgid, 1);
+            }
+            running += active(t->state);
+        }
+        if (rc != 0)
+            break;
+        /* launch: pending trials first (relaunches keep their id), then new ones */
+        for (int i = 0; i < r->n && running < r->parallel && rc == 0; i++)
+            if (r->t[i].state == TRIAL_PENDING) {
+                rc = launch(r, i);
+                running += active(r->t[i].state);
+            }
+        while (rc == 0 && running < r->parallel && !r->grid_done && r->n < r->max_trials &&
+               r->n < MAX_TRIALS && (r->budget <= 0 || spent(r) < r->budget)) {
+            int s = suggest(r);
+            if (s == 1)
+                r->grid_done = 1;
+            else if (s < 0)
+                rc = s;
+            else {
+                rc = launch(r, r->n - 1);
+                running += active(r->t[r->n - 1].state);
+            }
+        }
+        if (rc == 0 && running == 0)
+            break; /* nothing runs and nothing more will */
+        tu_sleep_ms(poll_ms);
+    }
+    if (rc == 0) {
+        publish(r);
+        LOG_I("study finished: %d trials, %ld epochs spent", r->n, spent(r));
+    }
+    space_free(&r->space);
+    free(r->t);
+    free(r->curve);
+    free(r);
+    return rc;
+}

@@ -1,0 +1,33 @@
+/* pskv-tune run: the study's driver. One loop on the main thread: launch trials up
+ * to --parallel (trial.h), read their metric lines, ask the trial scheduler
+ * (tsched.h) after each epoch, stop the trials it rejects, record how each ended,
+ * and suggest new trials (suggest.h) until the budget, the trial count or the grid
+ * runs out. Every action is written to the study first (study.h): on start it
+ * re-attaches the jobs that still run, restarts the ones that died before they
+ * ended, finishes the stops it had decided, and replays logged decisions rather
+ * than deciding again.
+ *
+ * OWNS the trials' in-memory state for the call. THREAD: the caller's. NEVER
+ * returns before the study is finished, a stop signal, or an error. */
+#ifndef PSKV_TUNE_RUN_H
+#define PSKV_TUNE_RUN_H
+
+#include <signal.h>
+
+#include "study.h"
+#include "trial.h"
+
+typedef struct tune_run_opts {
+    trial_opts trial;     /* how trials launch */
+    const char *dir;      /* the study's trial directories: STUDY.db.d */
+    double trial_timeout; /* s without a metric before a trial counts as hung */
+    double poll;          /* s between looks at the trials */
+    volatile sig_atomic_t *stop; /* set by SIGINT/SIGTERM: leave the trials running, exit */
+} tune_run_opts;
+
+/* Runs (or resumes) the study until it is finished. Returns 0 finished, 1 when
+ * stopped by a signal (trials keep running: run again to re-attach), or a
+ * negated PSKV_E* code after logging why. */
+int tune_run(tune_study *st, const tune_run_opts *o);
+
+#endif

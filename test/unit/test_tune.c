@@ -1,0 +1,238 @@
+/* Tests of pskv-tune's search (scheduler/tune/): the GP posterior and expected
+ * improvement against closed forms, a GP search on a 1-D quadratic, grid coverage,
+ * random reproducibility, ASHA and median stopping against traces worked by
+ * hand, and the space file's refusals naming the line. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "suites.h"
+#include "tune/gp.h"
+#include "tune/space.h"
+#include "tune/suggest.h"
+#include "tune/tsched.h"
+
+static double mat(double r, double ell, double s2)
+{
+    double a = sqrt(5.0) * r / ell;
+    return s2 * (1 + a + 5 * r * r / (3 * ell * ell)) * exp(-a);
+}
+
+START_TEST(gp_one_point_closed_form)
+{
+    double x0[1] = {0}, y0[1] = {2}, x[1] = {0.3}, mu, var;
+    tune_gp *g = gp_new(1, 1, x0, y0, 0.5, 1.5, 0.1);
+    ck_assert_ptr_nonnull(g);
+    gp_predict(g, x, &mu, &var);
+    double k = mat(0.3, 0.5, 1.5);
+    ck_assert_double_eq_tol(mu, k * 2 / 1.6, 1e-12);
+    ck_assert_double_eq_tol(var, 1.5 - k * k / 1.6, 1e-12);
+    ck_assert_double_eq_tol(gp_matern52(0, 0.5, 1.5), 1.5, 1e-15);
+    gp_destroy(&g);
+    ck_assert_ptr_null(g);
+    gp_destroy(&g);
+}
+END_TEST
+
+START_TEST(gp_two_points_closed_form)
+{
+    /* K = [[a, b], [b, a]], K^-1 = [[a, -b], [-b, a]] / (a^2 - b^2) */
+    double xs[2] = {0, 1}, ys[2] = {1, -0.5}, x[1] = {0.25}, mu, var;
+    double ell = 0.7, s2 = 2, noise = 0.05;
+    tune_gp *g = gp_new(2, 1, xs, ys, ell, s2, noise);
+    ck_assert_ptr_nonnull(g);
+    gp_predict(g, x, &mu, &var);
+    double a = s2 + noise, b = mat(1, ell, s2), det = a * a - b * b;
+    double k0 = mat(0.25, ell, s2), k1 = mat(0.75, ell, s2);
+    double al0 = (a * ys[0] - b * ys[1]) / det, al1 = (-b * ys[0] + a * ys[1]) / det;
+    double q = (a * k0 * k0 - 2 * b * k0 * k1 + a * k1 * k1) / det;
+    ck_assert_double_eq_tol(mu, k0 * al0 + k1 * al1, 1e-12);
+    ck_assert_double_eq_tol(var, s2 - q, 1e-12);
+    gp_destroy(&g);
+}
+END_TEST
+
+START_TEST(ei_closed_form)
+{
+    /* EI = (mu - best) Phi(z) + sigma phi(z), z = (mu - best) / sigma */
+    ck_assert_double_eq_tol(gp_ei(1, 1, 0), 0.8413447460685429 + 0.24197072451914337, 1e-12);
+    ck_assert_double_eq_tol(gp_ei(0, 2, 0), 2 * 0.3989422804014327, 1e-12);
+    ck_assert_double_eq(gp_ei(-1, 0, 0), 0);
+    ck_assert_double_eq_tol(gp_ei(3, 0, 1), 2, 1e-15);
+    ck_assert(gp_ei(-3, 1, 0) > 0 && gp_ei(-3, 1, 0) < gp_ei(-2, 1, 0));
+}
+END_TEST
+
+static int know(const char *flag, const char *value, char *why, size_t len)
+{
+    static const char *flags[] = {"lr", "momentum", "batch", "hidden", "a", "b"};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        if (!strcmp(flag, flags[i])) {
+            (void)value;
+            return 0;
+        }
+    snprintf(why, len, "pskv-worker has no such flag");
+    return -1;
+}
+
+START_TEST(gp_finds_quadratic_optimum)
+{
+    tune_space s;
+    char err[256];
+    ck_assert_int_eq(space_parse(&s, "--lr uniform 0 1\n", know, err, sizeof err), 0);
+    double x[12], y[12];
+    double bestu = -1, besty = -INFINITY;
+    for (int i = 0; i < 12; i++) {
+        suggest_obs o = {i, x, y};
+        ck_assert_int_eq(suggest_point(&s, ALGO_GP, 7, i, 3, &o, &x[i]), 0);
+        y[i] = -(x[i] - 0.3) * (x[i] - 0.3);
+        if (y[i] > besty) {
+            besty = y[i];
+            bestu = x[i];
+        }
+    }
+    ck_assert_msg(fabs(bestu - 0.3) < 0.03, "best %g after 12 trials", bestu);
+    space_free(&s);
+}
+END_TEST
+
+START_TEST(grid_covers_its_grid)
+{
+    tune_space s;
+    char err[256];
+    ck_assert_int_eq(space_parse(&s, "--a int 1 3\n# a comment\n\n--b choice x y\n", know, err,
+                                 sizeof err), 0);
+    ck_assert_int_eq(suggest_grid_size(&s, 3), 6);
+    int seen[3][2] = {{0}};
+    for (long i = 0; i < 6; i++) {
+        double u[2];
+        char va[16], vb[16];
+        ck_assert_int_eq(suggest_point(&s, ALGO_GRID, 5, i, 3, NULL, u), 0);
+        int a = atoi(space_value(&s, 0, u[0], va, sizeof va));
+        space_value(&s, 1, u[1], vb, sizeof vb);
+        seen[a - 1][vb[0] == 'y']++;
+    }
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 2; b++)
+            ck_assert_int_eq(seen[a][b], 1);
+    double u[2];
+    ck_assert_int_eq(suggest_point(&s, ALGO_GRID, 5, 6, 3, NULL, u), 1);
+    space_free(&s);
+}
+END_TEST
+
+START_TEST(random_is_a_stream_per_trial)
+{
+    tune_space s;
+    char err[256], v[32];
+    ck_assert_int_eq(space_parse(&s, "--lr log 1e-4 0.3\n--momentum uniform 0 0.99\n", know, err,
+                                 sizeof err), 0);
+    double a[2], b[2], c[2];
+    suggest_point(&s, ALGO_RANDOM, 11, 4, 3, NULL, a);
+    suggest_point(&s, ALGO_RANDOM, 11, 5, 3, NULL, c);
+    suggest_point(&s, ALGO_RANDOM, 11, 4, 3, NULL, b);
+    ck_assert(a[0] == b[0] && a[1] == b[1] && a[0] != c[0]);
+    double lr = atof(space_value(&s, 0, a[0], v, sizeof v));
+    ck_assert(lr >= 1e-4 && lr <= 0.3);
+    ck_assert_str_eq(space_value(&s, 0, 1.0, v, sizeof v), "0.3");
+    space_free(&s);
+}
+END_TEST
+
+START_TEST(space_refusals_name_the_line)
+{
+    tune_space s;
+    char err[256];
+    ck_assert_int_eq(space_parse(&s, "--lr log 1e-4 0.3\n--nosuch uniform 0 1\n", know, err,
+                                 sizeof err), -1);
+    ck_assert_msg(strstr(err, "line 2") && strstr(err, "no such flag"), "%s", err);
+    space_parse(&s, "--lr log 0.3 0.3\n", know, err, sizeof err);
+    ck_assert_msg(strstr(err, "line 1: empty range"), "%s", err);
+    space_parse(&s, "\n--lr log 0 0.3\n", know, err, sizeof err);
+    ck_assert_msg(strstr(err, "line 2") && strstr(err, "above 0"), "%s", err);
+    space_parse(&s, "--lr gauss 0 1\n", know, err, sizeof err);
+    ck_assert_msg(strstr(err, "unknown kind `gauss`"), "%s", err);
+    space_parse(&s, "lr uniform 0 1\n", know, err, sizeof err);
+    ck_assert_msg(strstr(err, "not a --flag"), "%s", err);
+    ck_assert_int_eq(space_parse(&s, "# nothing\n", know, err, sizeof err), -1);
+}
+END_TEST
+
+#define NAN_ NAN
+
+START_TEST(asha_hand_trace)
+{
+    tsched s;
+    char err[128], why[256];
+    ck_assert_int_eq(tsched_parse(&s, "asha:eta=3,min=1,max=9", err, sizeof err), 0);
+    ck_assert_int_eq(tsched_rung(&s, 1), 0);
+    ck_assert_int_eq(tsched_rung(&s, 3), 1);
+    ck_assert_int_eq(tsched_rung(&s, 9), -1); /* the end, not a rung */
+    ck_assert_int_eq(tsched_rung(&s, 2), -1);
+    double v[4][9];
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 9; j++)
+            v[i][j] = NAN_;
+    tsched_curves c = {1, 9, &v[0][0]};
+    v[0][0] = 0.5; /* alone at rung 0: its own cut-off */
+    ck_assert_int_eq(tsched_decide(&s, &c, 0, 1, why, sizeof why), 0);
+    c.ntrials = 2; /* {0.3, 0.5}: 2/3 percentile 0.4333 */
+    v[1][0] = 0.3;
+    ck_assert_int_eq(tsched_decide(&s, &c, 1, 1, why, sizeof why), 1);
+    ck_assert_msg(strstr(why, "cut-off 0.433333 of 2"), "%s", why);
+    c.ntrials = 3; /* {0.3, 0.5, 0.6}: 0.5333 */
+    v[2][0] = 0.6;
+    ck_assert_int_eq(tsched_decide(&s, &c, 2, 1, why, sizeof why), 0);
+    c.ntrials = 4; /* {0.3, 0.5, 0.55, 0.6}: exactly 0.55, a tie goes on */
+    v[3][0] = 0.55;
+    ck_assert_int_eq(tsched_decide(&s, &c, 3, 1, why, sizeof why), 0);
+    /* rung 1 at epoch 3: trial 0 first, then trial 2 below it */
+    v[0][1] = 0.6, v[0][2] = 0.7;
+    ck_assert_int_eq(tsched_decide(&s, &c, 0, 3, why, sizeof why), 0);
+    v[2][1] = 0.62, v[2][2] = 0.65;
+    ck_assert_int_eq(tsched_decide(&s, &c, 2, 3, why, sizeof why), 1);
+    ck_assert_int_eq(tsched_decide(&s, &c, 0, 2, why, sizeof why), 0); /* not a rung */
+    ck_assert_int_eq(tsched_parse(&s, "asha:eta=1", err, sizeof err), -1);
+    ck_assert_int_eq(tsched_parse(&s, "hyperband", err, sizeof err), -1);
+    ck_assert_int_eq(tsched_parse(&s, "asha:min=5,max=2", err, sizeof err), -1);
+}
+END_TEST
+
+START_TEST(median_hand_trace)
+{
+    tsched s;
+    char err[128], why[256];
+    ck_assert_int_eq(tsched_parse(&s, "median:min=1,trials=2", err, sizeof err), 0);
+    double v[3][3] = {{0.2, 0.4, 0.6}, {0.3, 0.5, 0.7}, {0.1, 0.3, NAN_}};
+    tsched_curves c = {3, 3, &v[0][0]};
+    /* running averages at epoch 2: 0.3 and 0.4, median 0.35; best 0.3 */
+    ck_assert_int_eq(tsched_decide(&s, &c, 2, 2, why, sizeof why), 1);
+    ck_assert_msg(strstr(why, "median 0.35 of 2"), "%s", why);
+    v[2][1] = 0.36;
+    ck_assert_int_eq(tsched_decide(&s, &c, 2, 2, why, sizeof why), 0);
+    v[2][1] = 0.3;
+    c.ntrials = 3;
+    v[1][1] = NAN_; /* only one other trial reached epoch 2: too few */
+    ck_assert_int_eq(tsched_decide(&s, &c, 2, 2, why, sizeof why), 0);
+    ck_assert_int_eq(tsched_parse(&s, "fifo", err, sizeof err), 0);
+    ck_assert_int_eq(tsched_decide(&s, &c, 2, 2, why, sizeof why), 0);
+}
+END_TEST
+
+Suite *tune_suite(void)
+{
+    Suite *s = suite_create("tune");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, gp_one_point_closed_form);
+    tcase_add_test(tc, gp_two_points_closed_form);
+    tcase_add_test(tc, ei_closed_form);
+    tcase_add_test(tc, gp_finds_quadratic_optimum);
+    tcase_add_test(tc, grid_covers_its_grid);
+    tcase_add_test(tc, random_is_a_stream_per_trial);
+    tcase_add_test(tc, space_refusals_name_the_line);
+    tcase_add_test(tc, asha_hand_trace);
+    tcase_add_test(tc, median_hand_trace);
+    suite_add_tcase(s, tc);
+    return s;
+}
