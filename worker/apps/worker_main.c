@@ -425,6 +425,11 @@ int main(int argc, char **argv)
     }
     if (allreduce_flags(row) < 0 || prefetch_flag(row) < 0)
         return 2;
+    if (cfg_int(config, "estimate") && !(row->needs & APP_DENSE)) {
+        fprintf(stderr, PROG ": --estimate applies to --app %s (got --app %s)\n",
+                apptab_phrase(APP_DENSE), app);
+        return 2;
+    }
     const char *adm = cfg_int(config, "admit-after") ? "--admit-after"
                       : cfg_int(config, "evict-after") ? "--evict-after" : NULL;
     if (adm && !(row->needs & APP_ADMIT) &&

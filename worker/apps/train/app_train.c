@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "apps.h"
+#include "eta.h"
 #include "idx.h"
 #include "jobstats.h"
 #include "lrsched.h"
@@ -104,6 +105,8 @@ typedef struct run {
     int64_t clipped, clipped_unreported; /* this worker's clipped steps; not yet counted */
     int64_t ns_compute, ns_push, ns_wait, ns_batch, ns_sleep;
     waitstat ws;      /* the CPU behind the waiting */
+    eta eta;          /* the job's predicted wall time; --estimate: time a few steps, exit */
+    int estimate;
     int64_t loop_t0, epoch_t0;
 } run;
 
@@ -161,6 +164,7 @@ static int evaluate(run *r, double epoch, int64_t step)
     r->loss_sum = 0;
     r->loss_n = 0;
     r->eval_ns += tu_now_ns() - e0;
+    eta_eval(&r->eta, tu_now_ns() - e0);
     return 0;
 }
 
@@ -183,6 +187,7 @@ static int read_options(run *r)
     r->ckpt_epochs = (int)cfg_int(cfg, "checkpoint-epochs");
     r->freeze_after = cfg_int(cfg, "freeze-after");
     r->digests = (int)cfg_int(cfg, "print-digests");
+    r->estimate = (int)cfg_int(cfg, "estimate");
     return straggle_init(&r->sg, cfg, r->seed, pskv_rank(r->w));
 }
 
@@ -270,37 +275,6 @@ static int alloc_buffers(run *r)
         fprintf(stderr, "train: out of memory\n");
         return 1;
     }
-    return 0;
-}
-
-/* --init-from: rank 0 assigns saved weights of the same model before anyone
- * trains. Returns 0, or 1 after saying why. */
-static int init_weights(run *r)
-{
-    const char *init_from = cfg_str(r->cfg, "init-from");
-    if (r->rank != 0 || !*init_from || pskv_took_over(r->w)) /* a taken-over rank 0 */
-        return 0;
-    char why[512];
-    modelfile mf;
-    int rc = modelfile_load(init_from, &mf, why, sizeof why);
-    if (rc == 0 && (mf.kind != (uint32_t)(r->mlp ? 2 : 1) || mf.in != r->train.dim ||
-                    mf.hidden != (uint32_t)r->hidden || mf.out != 10 || mf.n != r->P)) {
-        snprintf(why, sizeof why,
-                 "%s holds a %s %u-%u-%u model; this run trains %s %u-%d-10", init_from,
-                 mf.kind == 2 ? "mlp" : mf.kind == 1 ? "softmax" : "non-dense", mf.in,
-                 mf.hidden, mf.out, r->app, r->train.dim, r->hidden);
-        rc = -PSKV_EINVAL;
-    }
-    if (rc < 0) {
-        fprintf(stderr, "train: --init-from: %s\n", why);
-        modelfile_free(&mf);
-        return 1;
-    }
-    int64_t ta = pskv_assign(r->w, r->t, NULL, r->P, mf.vals);
-    modelfile_free(&mf);
-    if (ta < 0 || (rc = pskv_wait(r->w, ta, TMO)) < 0)
-        return fail(r->w, "load --init-from weights", ta < 0 ? (int)ta : rc);
-    printf("loaded weights from %s\n", init_from);
     return 0;
 }
 
@@ -571,6 +545,8 @@ static int after_step(run *r, int64_t in_epoch, int epoch)
         r->ws.compute_ns += tu_thread_cpu_ns() - e0;
         r->next_eval += r->eval_step;
     }
+    if (r->rank == 0 && !r->estimate && eta_due(&r->eta, r->step + 1))
+        eta_print(&r->eta, r->step + 1);
     return 0;
 }
 
@@ -586,6 +562,7 @@ static int train_loop(run *r)
     reposition(r, s);
     r->loop_t0 = tu_now_ns();
     waitstat_start(&r->ws);
+    eta_start(&r->eta);
     r->epoch_t0 = r->loop_t0;
     while (r->step < r->total_steps) {
         if (app_stop_signal)
@@ -615,6 +592,11 @@ static int train_loop(run *r)
         r->ns_batch += cb;
         r->ns_compute += cc;
         r->nsteps++;
+        eta_step(&r->eta, cb + cc);
+        if (r->estimate && r->nsteps == ETA_ESTIMATE_WARMUP)
+            eta_start(&r->eta); /* the steps timed start after the warm-up */
+        if (r->estimate && r->nsteps == ETA_ESTIMATE_WARMUP + ETA_ESTIMATE_STEPS)
+            break;
         if ((rc = after_step(r, in_epoch, epoch)) != 0)
             return rc;
         /* a bsp worker left behind (its clock closed without it) skips ahead */
@@ -742,11 +724,27 @@ static void free_run(run *r)
     free(r->eval_params);
 }
 
+/* --estimate, after its steps: rank 0 times one evaluation and prints the job's
+ * predicted wall time; every worker leaves at a barrier. Returns the exit status. */
+static int estimate_end(run *r, int64_t app_t0)
+{
+    int rc;
+    if (r->rank == 0) {
+        if ((rc = evaluate(r, 0, r->step)) < 0)
+            return fail(r->w, "evaluation", rc);
+        eta_estimate(&r->eta, r->loop_t0 - app_t0);
+    }
+    if ((rc = pskv_barrier(r->w, TMO)) < 0)
+        return fail(r->w, "barrier after --estimate", rc);
+    return 0;
+}
+
 /* On a failure this returns at once without freeing the run: a pull may still be
  * in flight into its buffers (pskv_worker_close waits for it), and the process
  * exits next. */
 int app_train(pskv_worker *w, cfg_entry *cfg)
 {
+    int64_t app_t0 = tu_now_ns();
     run r;
     memset(&r, 0, sizeof r);
     r.w = w;
@@ -758,7 +756,7 @@ int app_train(pskv_worker *w, cfg_entry *cfg)
     r.W = pskv_num_workers(w);
     model_set_ftz();
     if ((rc = load_data(&r)) || (rc = open_tables(&r)) || (rc = alloc_buffers(&r)) ||
-        (rc = init_weights(&r)))
+        (rc = app_train_init_from(w, cfg, r.t, r.rank, r.train.dim, r.hidden, r.P)))
         return rc;
     if ((rc = pskv_barrier(w, TMO)) < 0)
         return fail(w, "barrier before training", rc);
@@ -767,7 +765,14 @@ int app_train(pskv_worker *w, cfg_entry *cfg)
     if ((rc = resume_stats(&r)) < 0)
         return fail(w, "stats pull", rc);
     r.t0_ns = tu_now_ns();
-    if ((rc = train_loop(&r)) || (rc = end_training(&r)))
+    eta_init(&r.eta, r.total_steps, r.steps_per_epoch,
+             r.eval_step ? (r.total_steps - 1) / r.eval_step + 1 : 1, r.W,
+             (double)r.batch * r.accumulate, app_t0);
+    if ((rc = train_loop(&r)))
+        return rc;
+    if (r.estimate)
+        return estimate_end(&r, app_t0);
+    if ((rc = end_training(&r)))
         return rc;
     int status = 0;
     if (r.rank == 0) {
@@ -775,6 +780,8 @@ int app_train(pskv_worker *w, cfg_entry *cfg)
         if ((rc = evaluate(&r, done, r.step)) < 0)
             return fail(w, "final evaluation", rc);
         status = final_results(&r);
+        printf("job wall time %.2f s (the app's, from its start)\n",
+               (double)(tu_now_ns() - app_t0) / 1e9);
     }
     free_run(&r);
     return status;

@@ -35,6 +35,10 @@ const cfg_entry apptab_train_flags[] = {
      "--sync allreduce: after a worker died, the others wait this long for a worker started "
      "with its --rank to take it over, then go on from the servers' copy (--copy-every); "
      "else they exit 1 naming the rank", 0, 0, NULL, NULL},
+    {"estimate", CFG_BOOL, "false", "PSKV_WORKER_ESTIMATE", 1, 0, NULL,
+     "softmax, mlp: train 45 steps (every worker: give them all the flag), print on rank 0 "
+     "the job's predicted wall time as configured (--epochs, --eval-every) and its scaling "
+     "efficiency, and exit", 0, 0, NULL, NULL},
     {"epochs", CFG_INT, "5", "PSKV_WORKER_EPOCHS", 1, 100000, NULL, "training epochs", 0, 0, NULL,
      NULL},
     {"batch", CFG_INT, "32", "PSKV_WORKER_BATCH", 1, 65536, NULL, "examples per step per worker "

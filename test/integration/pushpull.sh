@@ -1,0 +1,36 @@
+# The step's round trip and what a job will take (issue 38): --estimate and the
+# ETA lines of the training apps.
+
+tags estimate_mlp serial
+t_estimate_mlp() {
+  # --estimate times 45 steps of every worker and predicts the job's wall time; the
+  # same job run for real (same flags, no --estimate) must take within 25% of it
+  # (a loose bound: the machine is shared and noisy). The real run prints ETA lines
+  # during its first epoch and after each, with a scaling efficiency in (0, 1.5].
+  local flags=(--app mlp --epochs 2 --train-limit 12000 --test-limit 1000 --seed 3)
+  "$LAUNCH" --servers 1 --workers 2 --timeout 150 --log-dir "$TDIR/est" -- "${flags[@]}" --estimate \
+    > /dev/null 2>&1 || fail "--estimate run exited $?: $(tail -n 3 "$TDIR/est/worker-0.log")"
+  grep -q 'final test accuracy' "$TDIR/est/worker-0.log" && fail "--estimate trained the whole job"
+  local pred
+  pred=$(grep -o 'estimate: predicted wall time [0-9.]*' "$TDIR/est/worker-0.log" | awk '{print $5}')
+  [ -n "$pred" ] || fail "no prediction: $(tail -n 3 "$TDIR/est/worker-0.log")"
+  "$LAUNCH" --servers 1 --workers 2 --timeout 150 --log-dir "$TDIR/real" -- "${flags[@]}" \
+    > /dev/null 2>&1 || fail "the real run exited $?: $(tail -n 3 "$TDIR/real/worker-0.log")"
+  local real
+  real=$(grep -o 'job wall time [0-9.]*' "$TDIR/real/worker-0.log" | awk '{print $4}')
+  [ -n "$real" ] || fail "no job wall time in the real run"
+  echo "predicted $pred s, real $real s"
+  awk -v p="$pred" -v r="$real" 'BEGIN { e = (p - r) / r; exit !(e <= 0.25 && e >= -0.25) }' ||
+    fail "prediction $pred s is more than 25% off the real $real s"
+  local n
+  n=$(grep -c '^eta: epoch' "$TDIR/real/worker-0.log")
+  [ "$n" -ge 4 ] || fail "expected >= 4 eta lines (a tenth, half, end of epoch 1, end of 2), got $n"
+  grep '^eta: epoch' "$TDIR/real/worker-0.log" | grep -o 'scaling efficiency [0-9.]*' |
+    awk '{ if (!($3 > 0 && $3 <= 1.5)) bad = 1 } END { exit bad }' ||
+    fail "a scaling efficiency out of (0, 1.5]: $(grep '^eta:' "$TDIR/real/worker-0.log")"
+  # the flag belongs to the dense training apps
+  "$BIN/pskv-worker" --scheduler 127.0.0.1:1 --app check --estimate > "$TDIR/bad.log" 2>&1 &&
+    fail "--estimate accepted for --app check"
+  grep -q -- '--estimate applies to --app mlp and softmax' "$TDIR/bad.log" ||
+    fail "no clear error: $(cat "$TDIR/bad.log")"
+}
