@@ -49,7 +49,7 @@ CTL_O    := $(CTL_SRC:%.c=$(BUILD)/obj/%.o)
 # store/ (shards, tables, sweeps), persist/ (checkpoints).
 SERVER_SRC := $(wildcard server/*.c server/*/*.c)
 SERVER_O := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o) $(UPDATE_O)
-SERVER_LIB_O := $(filter-out $(BUILD)/obj/server/server_main.o,$(SERVER_O))
+SERVER_LIB_O := $(filter-out $(BUILD)/obj/server/main.o $(BUILD)/obj/server/serve.o,$(SERVER_O))
 DATA_SRC := $(filter-out worker/data/gen_sparse.c,$(wildcard worker/data/*.c))
 DATA_O   := $(DATA_SRC:%.c=$(BUILD)/obj/%.o)
 APP_SRC  := $(wildcard worker/apps/*.c worker/apps/*/*.c)

@@ -1,6 +1,6 @@
 /* sconfig: pskv-server's configuration table: its flags, environment variables,
  * defaults and bounds, which drive parsing, --help, --man and the settings log
- * (common/config). server_main.c parses it once at start.
+ * (common/config). main.c parses it once at start.
  *
  * OWNS   the table's entries (common/config writes the effective values into them).
  * THREAD the main thread parses it before any other thread runs; read-only after.

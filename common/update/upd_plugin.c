@@ -13,6 +13,7 @@
 
 #include "pskv_errors.h"
 #include "pskv_updater.h"
+#include "updater.h"
 
 struct upd_plugin {
     void *dl;
@@ -268,3 +269,22 @@ int upd_plugin_selftest(const char *spec, void *stream)
     fprintf(out, "updater-check: %s\n", bad ? "FAILED" : "passed");
     return bad ? 1 : 0;
 }
+
+/* The plug-ins' row of the updater table (updater.h): the table's loaded plug-in
+ * (upd_opts.plug) says its state and does the applying. */
+static int row_planes(const upd_opts *o) { return upd_plugin_state(o->plug); }
+
+static void row_apply(const upd_opts *o, float *w, float *state, size_t stride, const float *g,
+                      size_t n, size_t width)
+{
+    upd_plugin_apply(o->plug, w, state, stride, g, n / width, (uint32_t)width);
+}
+
+const upd_ops upd_plugin_ops = {
+    .name = "plugin",
+    .state_planes = row_planes,
+    .check = upd_check_own,
+    .may_fail = 1,
+    .apply = row_apply,
+    .rules = {0},
+};

@@ -19,6 +19,13 @@
  * and n (2 planes); the value w is kept equal to the closed form of z and n.
  * Dense runs of sum/sgd go through OpenBLAS (saxpy/sscal); the others are loops.
  *
+ * Each updater is one row of one ops table (upd_ops, the plug-in ABI's shape:
+ * name, state planes, check, may_fail, apply), in a file of its own: upd_sum.c,
+ * upd_sgd.c, upd_adagrad.c, upd_adam.c (adam and adamw), upd_ftrl.c, and
+ * upd_plugin.c for plug-ins. A new updater is a file, an upd_kind and a row in
+ * updater.c's table; the server (store/shard*.c) and pskv-worker's all-reduce
+ * (worker/apps/train/train_ar.c) both go through the table.
+ *
  * OWNS nothing: pure functions over the caller's arrays (a plug-in's context is
  * the table's, upd_plugin.h).
  * THREAD: any (no state); on the server it is the loop thread, through
@@ -52,6 +59,59 @@ typedef struct upd_opts {
     float beta;                     /* ftrl */
     const struct upd_plugin *plug;  /* UPD_PLUGIN: the table's loaded plug-in */
 } upd_opts;
+
+/* What a row says it takes beside lr and l2 (upd_rules.takes). */
+enum {
+    UPD_TAKES_MOMENTUM = 1, /* sgd */
+    UPD_TAKES_L1 = 2,       /* sgd, ftrl */
+    UPD_TAKES_DECAY = 4,    /* adamw's weight_decay */
+    UPD_TAKES_BETAS = 8,    /* adam's beta1 and beta2 */
+    UPD_TAKES_BETA = 16,    /* ftrl's beta */
+};
+
+/* How an updater's eps is bounded (upd_rules.eps): finite always, and more. */
+typedef enum { UPD_EPS_ANY = 0, UPD_EPS_POSITIVE, UPD_EPS_NONNEG } upd_eps_rule;
+
+/* The hyper-parameter rules a row's check hands to upd_check_rules. */
+typedef struct upd_rules {
+    unsigned takes;   /* UPD_TAKES_* */
+    upd_eps_rule eps;
+    int lr_positive;  /* lr > 0, not >= 0 (ftrl's alpha) */
+} upd_rules;
+
+/* One updater: a row of the ops table, in the plug-in ABI's shape (pskv_updater.h).
+ * Every call takes the table's options; none allocates, blocks or logs. */
+typedef struct upd_ops {
+    const char *name; /* as --updater and TABLE_OPEN spell it ("plugin" for plug-ins) */
+    /* optimizer state floats per value (0..3, or the plug-in's) */
+    int (*state_planes)(const upd_opts *o);
+    /* validates hyper-parameters: 0, or -PSKV_EINVAL with the reason in why */
+    int (*check)(const upd_opts *o, char *why, size_t whylen);
+    int may_fail; /* applying can make NaN or infinity from finite inputs */
+    /* applies g to n values of rows `width` wide, state plane k at state + k*stride */
+    void (*apply)(const upd_opts *o, float *w, float *state, size_t stride, const float *g,
+                  size_t n, size_t width);
+    upd_rules rules; /* what it takes and how lr and eps are bounded (upd_check_own) */
+    /* w is the closed form of the state (ftrl): a table's init must be zero, and a
+     * new key's row that comes out all zero is not stored (store/shard_push.c) */
+    int closed_form;
+    int bsp_sums; /* a BSP clock's pushes are added, not averaged (sum; consist/bsp.c) */
+} upd_ops;
+
+/* The rows, one per file (upd_sum.c ... upd_plugin.c), gathered in updater.c. */
+extern const upd_ops upd_sum_ops, upd_sgd_ops, upd_adagrad_ops, upd_adam_ops, upd_adamw_ops,
+    upd_ftrl_ops, upd_plugin_ops;
+
+/* The row of `kind` (never NULL for a valid kind; asserts on a bug). */
+const upd_ops *upd_ops_of(upd_kind kind);
+
+/* The checks every updater shares, in one order, with `r` saying what this one
+ * takes and how its lr and eps are bounded: a row's check calls it. Returns 0 or
+ * -PSKV_EINVAL with the reason, naming the parameter, in why. */
+int upd_check_rules(const upd_opts *o, const upd_rules *r, char *why, size_t whylen);
+
+/* A row's check when its rules say all: upd_check_rules with the row's own rules. */
+int upd_check_own(const upd_opts *o, char *why, size_t whylen);
 
 /* Parses an updater name (not a plug-in spec); returns its kind or -1. */
 int upd_parse(const char *name);

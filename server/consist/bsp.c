@@ -4,6 +4,7 @@
  * replicas (raise_closed -> chain_close). */
 #define _GNU_SOURCE
 #include "bsp.h"
+#include "model.h"
 
 #include <cblas.h>
 #include <stdio.h>
@@ -416,7 +417,8 @@ static void close_clock(bsp *e, bsp_state *b, int64_t t)
         int ncomb = 0;
         for (int r = 0; r < nranks; r++) /* every worker's, or the pushers' (mean_pushed) */
             ncomb += vclock_finished(e->out.clocks, r, t) && (!tb->mean_pushed || o->acc[r]);
-        float scale = (tb->upd.kind == UPD_SUM || ncomb == 0) ? 1.0f : 1.0f / (float)ncomb;
+        int sums = upd_ops_of(tb->upd.kind)->bsp_sums; /* the others average */
+        float scale = (sums || ncomb == 0) ? 1.0f : 1.0f / (float)ncomb;
         int rc = 0;
         if (tb->dense) {
             uint64_t count = shard_dense_count(tb->sh);
@@ -656,3 +658,23 @@ void bsp_restore(bsp *e, table *t, int64_t closed)
         pc[p] = closed;
     b->closed = closed;
 }
+
+/* bsp's row of the models' table (model.h). */
+static int row_ready(const vclock *vc, bsp *b, table *t, int64_t clock)
+{
+    (void)vc;
+    return bsp_pull_ready(b, t, clock);
+}
+
+static int64_t row_values_clock(const vclock *vc, bsp *b, table *t)
+{
+    (void)vc;
+    return bsp_values_clock(b, t);
+}
+
+const cons_ops cons_bsp_ops = {
+    .name = "bsp",
+    .pull_ready = row_ready,
+    .values_clock = row_values_clock,
+    .closes = 1,
+};

@@ -12,6 +12,7 @@
 
 #include "bsp.h"
 #include "held.h"
+#include "model.h"
 #include "half.h"
 #include "log.h"
 #include "pskv_errors.h"
@@ -215,24 +216,14 @@ static void answer_pull(consist *c, const held *h, int64_t clock)
 
 static int64_t values_clock(consist *c, table *t)
 {
-    if (t->model == CONS_BSP)
-        return bsp_values_clock(c->bsp, t);
-    return vclock_min(c->clocks);
+    return cons_of(t)->values_clock(c->clocks, c->bsp, t);
 }
 
 int64_t consist_values_clock(consist *c, table *t) { return values_clock(c, t); }
 
 static int pull_ready(consist *c, table *t, int64_t clock)
 {
-    switch (t->model) {
-    case CONS_ASYNC:
-        return 1;
-    case CONS_SSP:
-        return vclock_nset(c->clocks) == 0 || vclock_min(c->clocks) >= clock - t->tau;
-    case CONS_BSP:
-        return bsp_pull_ready(c->bsp, t, clock);
-    }
-    return 1;
+    return cons_of(t)->pull_ready(c->clocks, c->bsp, t, clock);
 }
 
 /* Plug-in updaters hear of each rise of the smallest worker clock (finish). */
@@ -360,7 +351,7 @@ static void refuse(consist *c, wire_msg *msg, int code, const char *why, int64_t
 void consist_push(consist *c, table *t, wire_msg *msg, const rowset *rs)
 {
     Pskv__Meta *r = msg->meta;
-    if (t->model == CONS_BSP && !r->assign) {
+    if (cons_of(t)->closes && !r->assign) {
         bsp_push(c->bsp, t, msg, rs); /* held for its clock */
         return;
     }
@@ -444,11 +435,11 @@ void consist_restore_clocks(consist *c, const int64_t *vc, int nranks)
 
 int64_t consist_bsp_closed(consist *c, table *t)
 {
-    return t->model == CONS_BSP ? bsp_table_closed(c->bsp, t) : 0;
+    return cons_of(t)->closes ? bsp_table_closed(c->bsp, t) : 0;
 }
 
 void consist_restore_bsp(consist *c, table *t, int64_t closed)
 {
-    if (t->model == CONS_BSP)
+    if (cons_of(t)->closes)
         bsp_restore(c->bsp, t, closed);
 }

@@ -16,15 +16,19 @@
  * Parked pulls and held acknowledgements keep copies of what they need (routing
  * id, request id, keys), never the received frames. Both are bounded.
  *
- * The engine in four files, each with its header:
+ * The engine in five files, each with its header:
  *   consist.h/.c  the front (this header): what the server loop calls; parks
  *                 pulls and answers them, applies async and ssp pushes
  *   vclock.h/.c   the vector clock and the clock set: what ssp waits on and
  *                 bsp closes by (shared by every model)
  *   bsp.h/.c      bsp's open clocks, held pushes and closes
  *   held.h/.c     a request kept to be answered later, and the answers
- * async and ssp have no state of their own beyond the vector clock, so they
- * live here rather than in a module each.
+ *   model.h/.c    the models' ops table, a row per model (async and ssp in
+ *                 model.c, bsp's in bsp.c): when a pull may go, the clock the
+ *                 values reflect, whether clocks close; the server's files ask
+ *                 the row (cons_of) rather than test CONS_* by name
+ * async and ssp have no state of their own beyond the vector clock, so their
+ * rows live in model.c rather than in a module each.
  *
  * This header, consist.c:
  * OWNS the parked pulls (up to MAX_PARKED, with copies of their keys or runs),

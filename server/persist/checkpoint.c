@@ -13,6 +13,7 @@
 #include "pskv_errors.h"
 #include "smetrics.h"
 #include "timeutil.h"
+#include "consist/model.h"
 
 #define CHECKPOINT_DEFER_MS 2000
 
@@ -260,7 +261,7 @@ void checkpoint_write(uint64_t seq, int want_delta)
     }
     for (size_t i = 0; i < tables_count(X.tables) && t0 < CK.defer_until_ms; i++) {
         table *t = tables_at(X.tables, i);
-        if (t->model == CONS_BSP && consist_bsp_closed(X.cons, t) < 0)
+        if (cons_of(t)->closes && consist_bsp_closed(X.cons, t) < 0)
             return;
     }
     CK.deferred = 0;

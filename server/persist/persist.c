@@ -16,6 +16,7 @@
 #include "log.h"
 #include "pskv_errors.h"
 #include "timeutil.h"
+#include "consist/model.h"
 
 typedef ckptrec_hdr hdr;
 typedef ckptrec_rows rows;
@@ -196,7 +197,7 @@ int persist_snapshot(const char *dir, uint64_t job, uint64_t seq, uint32_t node,
             rc = -PSKV_ENOTREADY;
         }
         uint64_t bsp[2] = {t->id, (uint64_t)closed};
-        if (rc == 0 && t->model == CONS_BSP)
+        if (rc == 0 && cons_of(t)->closes)
             rc = ckpt_put(w, REC_BSP, bsp, sizeof bsp, why, whylen);
     }
     for (uint32_t p = 0; rc == 0 && p < chain_nparts(c); p++) {

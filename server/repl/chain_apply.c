@@ -14,6 +14,7 @@
 #include "grow.h"
 #include "log.h"
 #include "pskv_errors.h"
+#include "consist/model.h"
 
 /* Applies rows not marked in skip, batching consecutive dense keys into runs.
  * Returns 0, -PSKV_ENOMEM, or -PSKV_EBADVALUE when the updater made some rows
@@ -338,7 +339,7 @@ static void close_replicate(chain *c, table *t, wire_msg *msg)
 {
     Pskv__Meta *r = msg->meta;
     int64_t *pc = table_closed(t, c->nparts);
-    if (t->model != CONS_BSP || !r->has_clock || !r->has_upto || r->upto <= r->clock ||
+    if (!cons_of(t)->closes || !r->has_clock || !r->has_upto || r->upto <= r->clock ||
         !r->n_parts || r->n_folded_ids != r->n_folded_nodes ||
         (msg->nkeys && (r->width != t->width || (!t->dense && !msg->keys))) ||
         r->n_folded_floors != r->n_folded_nodes || !pc) {

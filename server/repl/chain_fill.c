@@ -18,6 +18,7 @@
 #include "log.h"
 #include "pskv_errors.h"
 #include "timeutil.h"
+#include "consist/model.h"
 
 static int in_partition(void *ctx, uint64_t key)
 {
@@ -86,7 +87,7 @@ static void send_fill(chain *c, uint32_t p, uint32_t to)
         size_t rf = shard_row_floats(t->sh);
         m.has_table_id = 1;
         m.table_id = t->id;
-        if (t->model == CONS_BSP) { /* the clocks applied to this partition's rows */
+        if (cons_of(t)->closes) { /* the clocks applied to this partition's rows */
             m.has_clock = 1;
             m.clock = p < t->nclosed ? t->closed[p] : 0;
         }
@@ -156,7 +157,7 @@ void chain_fill(chain *c, wire_msg *msg)
         LOG_W("FILL of partition %u from node %u: cannot create its table: %s", p, r->sender,
               why);
     table *bt = r->has_table_id && r->has_clock ? tables_find(c->tables, r->table_id) : NULL;
-    if (bt && bt->model == CONS_BSP && r->clock >= 0) {
+    if (bt && cons_of(bt)->closes && r->clock >= 0) {
         int64_t *pc = table_closed(bt, c->nparts);
         if (pc)
             pc[p] = r->clock;

@@ -258,7 +258,7 @@ static int push_new_ftrl(shard *s, uint64_t key, uint64_t h, const float *g, uin
 static int push_keys(shard *s, const uint64_t *keys, uint64_t n, const float *g, uint64_t *bad)
 {
     uint32_t wd = s->width;
-    int ftrl = s->upd.kind == UPD_FTRL; /* a new key's row may not be stored */
+    int ftrl = upd_ops_of(s->upd.kind)->closed_form; /* a new key's row may not be stored */
     push_pipe p;
     for (uint64_t k = 0; k < n && k < PREFETCH_FAR; k++)
         pipe_hash(s, &p, keys, k);

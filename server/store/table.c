@@ -11,6 +11,7 @@
 #include "ring.h"
 #include "update/upd_plugin.h"
 #include "wire.h"
+#include "consist/model.h"
 
 struct table_set {
     table **t;
@@ -67,7 +68,7 @@ static int parse_admission(table *t, const Pskv__TableOptions *o, char *why, siz
         snprintf(why, whylen, "option 'admit_after' must be 0..255 (got %u)", t->admit_after);
         return -PSKV_EINVAL;
     }
-    if ((t->admit_after > 1 || t->evict_after) && t->model == CONS_BSP) {
+    if ((t->admit_after > 1 || t->evict_after) && cons_of(t)->closes) {
         snprintf(why, whylen, "option '%s' needs consistency async or ssp:TAU (table '%s' is "
                  "bsp)", t->admit_after > 1 ? "admit_after" : "evict_after", t->name);
         return -PSKV_EINVAL;
@@ -143,12 +144,13 @@ static int parse_options(table *t, const Pskv__TableOptions *o, char *why, size_
     u->l2 = o->l2;
     u->eps = o->has_eps ? o->eps : 1e-8f;
     u->l1 = o->l1;
-    int adam = k == UPD_ADAM || k == UPD_ADAMW;
+    const upd_ops *row = upd_ops_of(u->kind);
+    int betas = row->rules.takes & UPD_TAKES_BETAS, beta = row->rules.takes & UPD_TAKES_BETA;
     /* parameters an updater does not use are kept at 0, so that reopens compare alike */
-    u->beta1 = adam ? (o->has_beta1 ? o->beta1 : 0.9f) : 0.0f;
-    u->beta2 = adam ? (o->has_beta2 ? o->beta2 : 0.999f) : 0.0f;
+    u->beta1 = betas ? (o->has_beta1 ? o->beta1 : 0.9f) : 0.0f;
+    u->beta2 = betas ? (o->has_beta2 ? o->beta2 : 0.999f) : 0.0f;
     u->weight_decay = o->weight_decay;
-    u->beta = k == UPD_FTRL ? (o->has_beta ? o->beta : 1.0f) : 0.0f;
+    u->beta = beta ? (o->has_beta ? o->beta : 1.0f) : 0.0f;
     int rc = upd_check(u, why, whylen);
     if (rc < 0)
         return rc;
@@ -166,9 +168,9 @@ static int parse_options(table *t, const Pskv__TableOptions *o, char *why, size_
         return -PSKV_EINVAL;
     }
     t->init_rule.seed = ring_mix64(o->seed ^ wire_table_id(name));
-    if (k == UPD_FTRL && (t->init_rule.kind != INIT_ZERO)) {
-        snprintf(why, whylen, "option 'init': ftrl computes its weights from its state, so init "
-                 "must be zero (got '%s')", init);
+    if (row->closed_form && (t->init_rule.kind != INIT_ZERO)) {
+        snprintf(why, whylen, "option 'init': %s computes its weights from its state, so init "
+                 "must be zero (got '%s')", row->name, init);
         return -PSKV_EINVAL;
     }
     const char *cons = str_or(o->consistency, "async");
@@ -194,7 +196,7 @@ static int parse_options(table *t, const Pskv__TableOptions *o, char *why, size_
     }
     t->backup = o->backup;
     t->mean_pushed = o->has_bsp_mean_pushed && o->bsp_mean_pushed;
-    if (t->backup && t->model != CONS_BSP) {
+    if (t->backup && !cons_of(t)->closes) {
         snprintf(why, whylen, "option 'backup' applies to bsp tables only");
         return -PSKV_EINVAL;
     }
@@ -211,7 +213,7 @@ static int parse_options(table *t, const Pskv__TableOptions *o, char *why, size_
         return rc;
     filter_table ft = {.name = t->name, .dense = t->dense, .updater = t->updater,
                        .l1 = t->upd.l1, .momentum = t->upd.momentum,
-                       .bsp = t->model == CONS_BSP, .admit_after = t->admit_after,
+                       .bsp = cons_of(t)->closes, .admit_after = t->admit_after,
                        .evict_after = t->evict_after};
     return filter_check_table(&t->filters, &ft, why, whylen);
 }

@@ -23,6 +23,8 @@ int main(void)
     srunner_add_suite(sr, model_suite());
     srunner_add_suite(sr, pipesched_suite());
     srunner_add_suite(sr, dedupe_suite());
+    srunner_add_suite(sr, consist_suite());
+    srunner_add_suite(sr, chain_suite());
     srunner_add_suite(sr, ckpt_suite());
     srunner_add_suite(sr, keys_suite());
     srunner_add_suite(sr, clip_suite());

@@ -47,6 +47,12 @@ Suite *data_suite(void);
 Suite *model_suite(void);
 /* worker/apps/train/pipesched.c: --layers, stage cuts, pass orders of each schedule. */
 Suite *pipesched_suite(void);
+/* server/consist/: the models' rows over the vector clock: ssp's bound, bsp's
+ * close, held pulls released by a CLOCK or a view, refusals and clocks. */
+Suite *consist_suite(void);
+/* server/repl/: the chain rules: head and tail checks, dense runs cut to this
+ * server's partitions, a re-sent push applied once. */
+Suite *chain_suite(void);
 /* server/repl/dedupe.c: applied-push record, eviction, clear, export/import, collisions. */
 Suite *dedupe_suite(void);
 /* common/ckpt.c: checkpoint round trips, temp file and rename, truncation, bit flips. */

@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "apps.h"
+#include "update/upd_plugin.h"
+#include "update/updater.h"
 
 /* The flag's value, or def when the flag was left at its table default. */
 static double flag_or(cfg_entry *cfg, const char *name, double def)
@@ -16,6 +18,13 @@ static double flag_or(cfg_entry *cfg, const char *name, double def)
 
 static int is(const char *upd, const char *name) { return !strcmp(upd, name); }
 
+/* What --updater u takes (updater.h's rows; a plug-in takes none of them). */
+static unsigned takes(const char *u)
+{
+    int k = upd_plugin_is_spec(u) ? (int)UPD_PLUGIN : upd_parse(u);
+    return k < 0 ? 0 : upd_ops_of((upd_kind)k)->rules.takes;
+}
+
 int updflags_check(cfg_entry *cfg)
 {
     const char *u = cfg_str(cfg, "updater");
@@ -25,11 +34,11 @@ int updflags_check(cfg_entry *cfg)
                 "plugin:PATH[:ARGS] (got '%s')\n", u);
         return -1;
     }
-    if (strcmp(cfg_find(cfg, "l1")->from, "default") && !is(u, "sgd") && !ftrl) {
+    if (strcmp(cfg_find(cfg, "l1")->from, "default") && !(takes(u) & UPD_TAKES_L1)) {
         fprintf(stderr, "pskv-worker: --l1 applies to --updater sgd and ftrl only (got %s)\n", u);
         return -1;
     }
-    if (strcmp(cfg_find(cfg, "weight-decay")->from, "default") && !is(u, "adamw")) {
+    if (strcmp(cfg_find(cfg, "weight-decay")->from, "default") && !(takes(u) & UPD_TAKES_DECAY)) {
         fprintf(stderr, "pskv-worker: --weight-decay applies to --updater adamw only (adam and "
                 "sgd take --l2)\n");
         return -1;
@@ -53,18 +62,18 @@ void updflags_apply(cfg_entry *cfg, pskv_table_opts *o)
     o->updater = u;
     /* sgd, adagrad, plug-ins: the effective --lr (the app's default when unset) */
     o->lr = (float)(adam || ftrl ? flag_or(cfg, "lr", adam ? 0.001 : 0.1) : cfg_double(cfg, "lr"));
-    o->momentum = is(u, "sgd") ? (float)cfg_double(cfg, "momentum") : 0.0f;
+    o->momentum = takes(u) & UPD_TAKES_MOMENTUM ? (float)cfg_double(cfg, "momentum") : 0.0f;
     o->l2 = (float)cfg_double(cfg, "l2");
     /* ftrl's reference values (alpha 0.1, beta 1, lambda1 1) are for one example's
      * gradient; the apps push the mean over --batch examples, so beta and lambda1,
      * which meet gradient sums, are divided by the batch */
     double per = 1.0 / (double)cfg_int(cfg, "batch");
-    o->l1 = is(u, "sgd") || ftrl ? (float)flag_or(cfg, "l1", ftrl ? per : 0) : 0.0f;
+    o->l1 = takes(u) & UPD_TAKES_L1 ? (float)flag_or(cfg, "l1", ftrl ? per : 0) : 0.0f;
     if (adam) {
         o->beta1 = (float)cfg_double(cfg, "beta1");
         o->beta2 = (float)cfg_double(cfg, "beta2");
         o->eps = (float)cfg_double(cfg, "eps");
     }
-    o->weight_decay = is(u, "adamw") ? (float)cfg_double(cfg, "weight-decay") : 0.0f;
+    o->weight_decay = takes(u) & UPD_TAKES_DECAY ? (float)cfg_double(cfg, "weight-decay") : 0.0f;
     o->beta = (float)flag_or(cfg, "ftrl-beta", per);
 }
