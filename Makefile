@@ -55,9 +55,11 @@ DATA_O   := $(DATA_SRC:%.c=$(BUILD)/obj/%.o)
 APP_SRC  := $(wildcard worker/apps/*.c worker/apps/*/*.c)
 APP_O    := $(APP_SRC:%.c=$(BUILD)/obj/%.o)
 WORKER_O := $(APP_O) $(DATA_O)
-# worker code the unit tests link (readers, models, libpskv's clipping and kkt; no main)
+# worker code the unit tests link (readers, models, libpskv's clipping, kkt and request
+# planning with wstate's error message; no main)
 WORKER_UNIT_O := $(DATA_O) $(BUILD)/obj/worker/apps/train/model.o $(BUILD)/obj/worker/apps/train/pipesched.o \
-                 $(BUILD)/obj/worker/lib/wclip.o $(BUILD)/obj/worker/lib/wkkt.o
+                 $(BUILD)/obj/worker/lib/wclip.o $(BUILD)/obj/worker/lib/wkkt.o \
+                 $(BUILD)/obj/worker/lib/wplan.o $(BUILD)/obj/worker/lib/wstate.o
 # scheduler code the membership suite links: the node table, its events, the
 # view it publishes and the sends (no policy, no metrics, no main)
 SCHED_UNIT_O := $(patsubst %,$(BUILD)/obj/scheduler/%.o,membership events view sched_net)

@@ -77,5 +77,8 @@ Suite *halfvec_suite(void);
 Suite *manifest_suite(void);
 /* common/slice.c: the scheduling slice granted, inherited, clamped, left alone at 0. */
 Suite *slice_suite(void);
+/* worker/lib/wplan.c: table checks, runs, keys grouped by partition owner, dense runs
+ * cut by owner and chunk, on a handle laid out by hand (no sockets). */
+Suite *wplan_suite(void);
 
 #endif

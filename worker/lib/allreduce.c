@@ -36,8 +36,8 @@ typedef struct artrace {
 } artrace;
 
 struct war {
-    void *in;           /* PULL, bound at open: the previous rank's pieces */
-    wpeer out;          /* PUSH to the next rank's `in`, dialled when that rank's node changes */
+    wpeer out;          /* PUSH to the next rank's listening socket (w->peer_in there),
+                           dialled when that rank's node changes */
     uint64_t epoch;     /* the barrier the calls are counted from (w->barrier_seq then) */
     uint64_t seq;       /* calls made since that barrier: the current call's number */
     uint64_t good;      /* ring_id of the last call that succeeded: its members, 0 = none */
@@ -85,12 +85,11 @@ typedef struct ring {
     uint32_t nodes[2];     /* node ids of the previous and next rank at the start */
 } ring;
 
-int war_open(pskv_worker *w, const char *bind, int port)
+int war_open(pskv_worker *w)
 {
     w->ar = calloc(1, sizeof *w->ar);
     if (!w->ar)
         return wst_error(w, PSKV_ENOMEM, "out of memory");
-    char why[400];
     const char *tr = getenv("PSKV_AR_TRACE");
     char *end = NULL;
     long every = tr ? strtol(tr, &end, 10) : 0;
@@ -98,17 +97,7 @@ int war_open(pskv_worker *w, const char *bind, int port)
         return wst_error(w, PSKV_EINVAL, "PSKV_AR_TRACE=%s: not a count of calls 0 ... 1000000",
                          tr);
     w->ar->tr.every = (int)every;
-    w->ar->in = net_socket(w->ctx, ZMQ_PULL, w->max_message, 0);
-    if (!w->ar->in)
-        return wst_error(w, PSKV_ENET, "cannot make the all-reduce socket: %s",
-                         zmq_strerror(zmq_errno()));
-    int rc = secure_listen(&w->sec, w->ctx, w->ar->in, 1u << KEY_ROLE_WORKER, why, sizeof why);
-    if (rc < 0)
-        return wst_error(w, rc, "all-reduce socket: %s", why);
-    rc = net_bind(w->ar->in, secure_bind_addr(&w->sec, bind), port, why, sizeof why);
-    if (rc < 0)
-        return wst_error(w, rc, "all-reduce socket (--bind, --port): %s", why);
-    return rc;
+    return 0;
 }
 
 void war_close(pskv_worker *w)
@@ -118,8 +107,6 @@ void war_close(pskv_worker *w)
     /* after a failure, the abort (and a piece queued before it) still gets to go:
      * a next rank that started late would otherwise never hear why */
     wpeer_close(&w->ar->out, w->ar->last_ok || w->ar->aborted ? WPEER_LINGER_MS : 0);
-    if (w->ar->in)
-        zmq_close(w->ar->in);
     free(w->ar);
     w->ar = NULL;
 }
@@ -276,7 +263,7 @@ static int next_msg(const ring *g, wire_msg *m, int step)
     for (;;) {
         char why[300];
         memset(m, 0, sizeof *m);
-        int rc = wire_recv(w->ar->in, 0, m, why, sizeof why);
+        int rc = wire_recv(w->peer_in, 0, m, why, sizeof why);
         if (rc == 0) {
             const Pskv__Meta *h = m->meta;
             int ours = h->type == PSKV__MSG_TYPE__ALLREDUCE && h->job_id == w->mb.job_id &&
@@ -316,8 +303,8 @@ static int next_msg(const ring *g, wire_msg *m, int step)
             return wst_error(w, PSKV_ETIMEDOUT, "pskv_allreduce: nothing from rank %d for %d "
                              "ms at step %d of %d", prev, w->request_timeout_ms, step,
                              2 * g->N - 2);
-        zmq_pollitem_t it = {w->ar->in, 0, ZMQ_POLLIN, 0};
-        zmq_poll(&it, 1, left < WAR_PUMP_MS ? left : WAR_PUMP_MS);
+        zmq_pollitem_t it = {w->peer_in, 0, ZMQ_POLLIN, 0};
+        zmq_poll(&it, 1, left < WPEER_PUMP_MS ? left : WPEER_PUMP_MS);
     }
 }
 
@@ -492,7 +479,7 @@ static void lent_wait(pskv_worker *w, int failed)
     int64_t t0 = tu_now_ms(), pumped = t0;
     int64_t limit = failed ? 100 : w->request_timeout_ms;
     while (atomic_load(&a->lent) > 0) {
-        if (limit > 100 && a->out.sock && tu_now_ms() - pumped >= WAR_PUMP_MS) {
+        if (limit > 100 && a->out.sock && tu_now_ms() - pumped >= WPEER_PUMP_MS) {
             wpump(w, 0);
             pumped = tu_now_ms();
             const Pskv__Node *nx = wpeer_rank_node(w, (w->mb.rank + 1) % w->nworkers);
@@ -541,7 +528,7 @@ int pskv_allreduce_rejoin(pskv_worker *w, int timeout_ms)
                                    missing, timeout_ms, missing)
                        : wst_error(w, PSKV_ETIMEDOUT, "no rank was taken over by a new worker "
                                    "in %d ms", timeout_ms);
-        wpump(w, left < WAR_PUMP_MS ? left : WAR_PUMP_MS);
+        wpump(w, left < WPEER_PUMP_MS ? left : WPEER_PUMP_MS);
     }
     /* the barrier starts a new epoch: calls are counted afresh on every rank */
     int64_t left = deadline - tu_now_ms();
@@ -640,10 +627,5 @@ int pskv_reduce_scatter(pskv_worker *w, int table, float *vals, size_t n, pskv_o
 int pskv_allgather(pskv_worker *w, int table, float *vals, size_t n)
 {
     return ring_call(w, table, vals, n, PSKV_OP_SUM, w ? w->nworkers - 1 : 0, -1, 1);
-}
-
-void *war_in(pskv_worker *w)
-{
-    return w->ar ? w->ar->in : NULL;
 }
 

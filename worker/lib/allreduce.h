@@ -2,8 +2,8 @@
  * worker-to-worker ZeroMQ sockets (the call itself is declared in pskv.h).
  * Internal to libpskv (see wstate.h).
  *
- * Design: every worker listens (a PULL bound at open on --bind/--port, its port
- * advertised in REGISTER, so the scheduler's view carries every worker's
+ * Design: every worker listens (wpeer_listen: a PULL bound at open on --bind/--port,
+ * its port advertised in REGISTER, so the scheduler's view carries every worker's
  * address) and dials the next rank's with a PUSH, so that each rank receives
  * only from the previous one, in the order it sent. A call is 2(N-1) steps:
  * reduce-scatter (rank r sends chunk r-t at step t, adds chunk r-t-1 it
@@ -28,8 +28,8 @@
  * again, then a barrier, which the worker that took a rank over meets as its
  * first) starts the next epoch with the new members.
  *
- * OWNS: w->ar (the listening socket, the connection to the next rank (wpeer.h), the
- *   epoch, its call counter, the last good members).
+ * OWNS: w->ar (the connection to the next rank (wpeer.h), the epoch, its call
+ *   counter, the last good members); it reads the ring's pieces from w->peer_in.
  * THREADS: the calling thread only (the handle's user).
  * NEVER: never blocks past the request time-out without a message from the
  *   previous rank; never trusts a piece: rank, call, step, n, op and bounds are
@@ -39,24 +39,15 @@
 
 #include "wstate.h"
 
-/* A wait on the listening socket (the ring's, pskv_pipe_recv's) reads the
- * scheduler's views this often, to see a peer declared dead. */
-#define WAR_PUMP_MS 20
+/* Creates w->ar (PSKV_AR_TRACE read), before the listening socket (wpeer_listen)
+ * and before the worker registers. Returns 0 or a negated error with last_error
+ * set (w->ar may be left for war_close). */
+WINTERNAL int war_open(pskv_worker *w);
 
-/* Creates w->ar and its listening socket on bind (NULL or "": loopback without
- * keys, every interface with keys or --insecure) and port (0 = any free), CURVE
- * with keys. Before the worker registers. Returns the port bound (> 0) or a
- * negated error with last_error set. */
-WINTERNAL int war_open(pskv_worker *w, const char *bind, int port);
-
-/* Closes both sockets and frees w->ar; NULL-safe. Pieces still queued to the
- * next rank get up to 2 s to leave when the last call succeeded or this rank
- * sent an abort (so that the abort reaches a next rank that started late),
- * none else. */
+/* Closes the connection to the next rank and frees w->ar; NULL-safe. Pieces still
+ * queued to the next rank get up to 2 s to leave when the last call succeeded or
+ * this rank sent an abort (so that the abort reaches a next rank that started
+ * late), none else. The listening socket is wpeer_unlisten's. */
 WINTERNAL void war_close(pskv_worker *w);
-
-/* The listening socket bound by war_open (NULL without one): pskv_pipe's
- * messages arrive on it too (wpipe.h). */
-WINTERNAL void *war_in(pskv_worker *w);
 
 #endif

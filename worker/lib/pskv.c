@@ -1,6 +1,6 @@
 /* libpskv's exported calls on an open handle (pskv.h): tables, push, pull, wait,
  * the whole-table pull, clocks, barriers, checkpoints, progress. Opening and
- * closing the handle are in wstate.c; the design and the module map are in
+ * closing the handle are in open.c; the design and the module map are in
  * wstate.h.
  *
  * Every call here runs on the calling thread, which owns every socket; a call

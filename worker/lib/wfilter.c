@@ -3,6 +3,7 @@
 #include "wfilter.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "timeutil.h"
 #include "wire.h"
 #include "wkkt.h"
+#include "wshm.h"
 
 int wfilter_open(pskv_worker *w, tbl *t, const char *list, float l1)
 {
@@ -291,6 +293,100 @@ int wfilter_repack(pskv_worker *w, tbl *t, Pskv__Meta *m, zmq_msg_t *frame)
         *frame = packed;
     }
     return 1;
+}
+
+/* The key frame of part p into f: a run goes as first_key and span in m (no
+ * frame); else the keys through wfilter_keys, lent from b as they are when no
+ * filter took them. Returns 0 or <0 (nothing left open). */
+static int encode_keys(pskv_worker *w, tbl *t, const req *r, part *p, Pskv__Meta *m,
+                       const uint64_t *keys, vbuf *b, zmq_free_fn *unref, wframes *f)
+{
+    if (p->nseg) {
+        uint64_t last = p->seg0 + p->nseg - 1;
+        m->has_first_key = m->has_span = 1;
+        m->first_key = r->segs[2 * p->seg0];
+        m->span = r->segs[2 * last] + r->segs[2 * last + 1] - m->first_key;
+        return 0;
+    }
+    /* the keys as a signature, packed, or as they are */
+    int rc = wfilter_keys(w, t, w->srv[p->server].id, m, keys, p->n, &f->k);
+    if (rc < 0)
+        return rc;
+    p->key_sig = m->key_sig;
+    if (!rc) {
+        atomic_fetch_add(&b->refs, 1); /* given back by unref, also on a failure */
+        if (wire_frame_lend(&f->k, (void *)keys, p->n * sizeof(uint64_t), unref, b) < 0)
+            return wst_error(w, PSKV_ENOMEM, "out of memory sending to a server");
+    }
+    f->kp = rc == 2 ? NULL : &f->k;
+    return 0;
+}
+
+/* The values of push part pi into f: into shared memory when its server can read
+ * them there (wshm.h: no frame, m stamped), else through the value filters, lent
+ * from b as they are when none took them. Returns 0 or <0 (nothing left open). */
+static int encode_vals(pskv_worker *w, tbl *t, req *r, int pi, int resend, Pskv__Meta *m,
+                       const uint64_t *keys, const float *vals, vbuf *b, zmq_free_fn *unref,
+                       wframes *f)
+{
+    part *p = &r->parts[pi];
+    size_t row = t->width * sizeof(float);
+    float *region = NULL;
+    int borrowed = 0; /* the values already in a push buffer's region: no copy at all */
+    if (wshm_usable(w, t, p->server, p->n * row) &&
+        !(borrowed = wshm_borrow(w, p, &r->pbuf, vals, p->n * row)))
+        region = wshm_take(w, p, p->n * row);
+    if (borrowed || region) {
+        if (borrowed)
+            w->pbufs_in_place++;
+        else
+            memcpy(region, vals, p->n * row);
+        wshm_meta(w, p, m);
+        return 0;
+    }
+    /* fp16, bf16: converted, then packed (wfilter_narrow); int8, sign: quantised
+     * (error feedback), then packed like any frame */
+    int rc = wfilter_narrow(w, t, r, vals, p->n * t->width, m, &f->v);
+    if (!rc && (rc = wfilter_quant(w, t, r, pi, resend, keys, vals, m, &f->v)) > 0)
+        rc = wfilter_repack(w, t, m, &f->v);
+    else if (!rc)
+        rc = wfilter_vals(w, t, m, vals, p->n * row, &f->v);
+    if (!rc) {
+        atomic_fetch_add(&b->refs, 1);
+        rc = wire_frame_lend(&f->v, (void *)vals, p->n * row, unref, b) < 0
+                 ? wst_error(w, PSKV_ENOMEM, "out of memory sending to a server")
+                 : 1;
+    }
+    if (rc < 0)
+        return rc;
+    f->vp = &f->v;
+    return 0;
+}
+
+int wfilter_encode(pskv_worker *w, req *r, int pi, int resend, Pskv__Meta *m,
+                   const uint64_t *keys, const float *vals, vbuf *b, zmq_free_fn *unref,
+                   wframes *f)
+{
+    part *p = &r->parts[pi];
+    tbl *t = &w->tables[r->table];
+    int push = r->type == REQ_PUSH;
+    f->kp = f->vp = NULL;
+    /* significant: the rows that changed enough, as a keyed part; else the key
+     * frame, then a push's values */
+    int rc = push ? wfilter_significant(w, t, r, pi, resend, keys, vals, m, &f->k, &f->v) : 0;
+    if (rc > 0) {
+        f->kp = &f->k;
+        f->vp = &f->v;
+    } else if (rc == 0 && (rc = encode_keys(w, t, r, p, m, keys, b, unref, f)) == 0 && push &&
+               (rc = encode_vals(w, t, r, pi, resend, m, keys, vals, b, unref, f)) < 0 && f->kp) {
+        zmq_msg_close(f->kp);
+    }
+    if (rc < 0)
+        return rc;
+    uint64_t raw = (p->nseg ? 0 : p->n * sizeof(uint64_t)) +
+                   (push ? p->n * t->width * sizeof(float) : 0);
+    wfilter_sent(t, raw, f->kp, f->vp);
+    return 0;
 }
 
 void wfilter_miss(tbl *t, uint32_t node, uint64_t sig)

@@ -5,6 +5,12 @@
  * answers PSKV_EKEYMISS: wfilter_miss forgets it and the part goes again, keys
  * and all.
  *
+ * The send path calls one entry per part, wfilter_encode, which runs the filters
+ * in their one order (significant; else the keys, then a push's values: shared
+ * memory, narrow, quant and repack, or vals) and counts what went. The steps stay
+ * declared below, and exported from libpskv.so as they always were (its symbol
+ * list must not change); nothing but wfilter_encode calls them.
+ *
  * OWNS nothing beyond each table's keycache (tbl.kc) and kkt state (tbl.kkt,
  * wkkt.h), freed by wfilter_close.
  * THREAD: the caller's (the library's one thread), except wfilter_traffic, which the
@@ -27,6 +33,27 @@ int wfilter_open(pskv_worker *w, tbl *t, const char *list, float l1);
 
 /* Releases t's filter state; safe twice. */
 void wfilter_close(tbl *t);
+
+/* The frames of a part as the filters made them: f.kp and f.vp point at k and v,
+ * or are NULL (no such frame). */
+typedef struct wframes {
+    zmq_msg_t k, v;
+    zmq_msg_t *kp, *vp;
+} wframes;
+
+/* Encodes part pi of r (a push or a pull; resend: it went before) into the frames
+ * to send, through t's filters in order (see above), stamping m (span, key_sig,
+ * num_keys, wire, quant, shm ...) and counting t's traffic (wfilter_sent). keys,
+ * vals: the part's data (keys NULL for a run, vals unused for a pull), in b when
+ * b is set: a frame sent as it is lends b's bytes to ZeroMQ, taking a reference
+ * that unref (vbuf_unref, passed in so the filters stay below the request engine)
+ * drops. Returns 0 (f->kp, f->vp to send; the caller sends or closes them) or <0
+ * with w's last error set and nothing left open. */
+WINTERNAL int wfilter_encode(pskv_worker *w, req *r, int pi, int resend, Pskv__Meta *m,
+                             const uint64_t *keys, const float *vals, vbuf *b,
+                             zmq_free_fn *unref, wframes *f);
+
+/* The steps of wfilter_encode (call that instead). */
 
 /* The key frame of a part of n keys to server node `node`: 2 when the keys go as
  * m->key_sig only (no frame), 1 when *out is a packed frame to send, 0 when the

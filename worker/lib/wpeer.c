@@ -20,6 +20,29 @@
 /* Monitor endpoints: unique in the process (a closed socket's may linger). */
 static atomic_uint next_monitor;
 
+int wpeer_listen(pskv_worker *w, const char *bind, int port)
+{
+    char why[400];
+    w->peer_in = net_socket(w->ctx, ZMQ_PULL, w->max_message, 0);
+    if (!w->peer_in)
+        return wst_error(w, PSKV_ENET, "cannot make the all-reduce socket: %s",
+                         zmq_strerror(zmq_errno()));
+    int rc = secure_listen(&w->sec, w->ctx, w->peer_in, 1u << KEY_ROLE_WORKER, why, sizeof why);
+    if (rc < 0)
+        return wst_error(w, rc, "all-reduce socket: %s", why);
+    rc = net_bind(w->peer_in, secure_bind_addr(&w->sec, bind), port, why, sizeof why);
+    if (rc < 0)
+        return wst_error(w, rc, "all-reduce socket (--bind, --port): %s", why);
+    return rc;
+}
+
+void wpeer_unlisten(pskv_worker *w)
+{
+    if (w->peer_in)
+        zmq_close(w->peer_in);
+    w->peer_in = NULL;
+}
+
 const Pskv__Node *wpeer_rank_node(const pskv_worker *w, int rank)
 {
     const Pskv__View *v = w->mb.view;

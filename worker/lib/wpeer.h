@@ -1,4 +1,5 @@
-/* wpeer: this worker's connection to another worker's listening socket (the
+/* wpeer: this worker's listening socket (w->peer_in: the all-reduce's pieces and
+ * pskv_pipe's messages arrive on it), and its connection to another worker's (the
  * all-reduce's next rank, a pipeline neighbour). Internal to libpskv (see wstate.h).
  *
  * Design: a PUSH dialled at the address and key the scheduler's view gives the
@@ -10,7 +11,7 @@
  * connection after a refusal, within the caller's deadline; nothing is queued before.
  * Once one succeeded, sends go at once, as on any PUSH.
  *
- * OWNS: the PUSH and its monitor. THREADS: the calling thread only (the handle's user).
+ * OWNS: w->peer_in; each wpeer's PUSH and its monitor. THREADS: the calling thread only (the handle's user).
  * NEVER: never waits past the caller's deadline; never sends to a node that is no
  *   longer the rank's live one in the view (PSKV_EPEERDEAD instead). */
 #ifndef PSKV_WPEER_H
@@ -22,12 +23,25 @@
 
 #define WPEER_LINGER_MS 2000 /* what is queued to a peer may take to leave at close */
 
+/* A wait on the listening socket (the ring's, pskv_pipe_recv's) reads the
+ * scheduler's views this often, to see a peer declared dead. */
+#define WPEER_PUMP_MS 20
+
 typedef struct wpeer {
     void *sock;    /* PUSH to the node's listening socket (NULL: none) */
     void *mon;     /* PAIR reading sock's handshake events until one succeeded */
     uint32_t node; /* node id sock is dialled to (0: none) */
     int ok;        /* a handshake succeeded on sock: what is sent goes through */
 } wpeer;
+
+/* Binds w->peer_in, a PULL on bind (NULL or "": loopback without keys, every
+ * interface with keys or --insecure) and port (0 = any free), CURVE with keys,
+ * before the worker registers. Returns the port bound (> 0) or a negated error
+ * with last_error set (w->peer_in may be left for wpeer_unlisten). */
+WINTERNAL int wpeer_listen(pskv_worker *w, const char *bind, int port);
+
+/* Closes w->peer_in (NULL-safe) and sets it to NULL. */
+WINTERNAL void wpeer_unlisten(pskv_worker *w);
 
 /* The live node of worker `rank` in the latest view (the newest, when a rank was
  * taken over), or NULL when none is. */

@@ -8,7 +8,6 @@
 #include <string.h>
 #include <zmq.h>
 
-#include "allreduce.h"
 #include "log.h"
 #include "net.h"
 #include "secure.h"
@@ -143,7 +142,7 @@ static int take(pskv_worker *w, wire_msg *m, const int *from, int nfrom, pskv_pi
 int pskv_pipe_recv(pskv_worker *w, const int *from, int nfrom, pskv_pipe_slot slot, void *arg,
                    pskv_pipe_msg *h)
 {
-    void *in = war_in(w);
+    void *in = w->peer_in;
     if (!in || nfrom < 1 || nfrom > MAX_PEERS)
         return wst_error(w, PSKV_EINVAL, "pskv_pipe_recv: no listening socket or bad peers");
     uint32_t nodes[MAX_PEERS];
@@ -185,7 +184,7 @@ int pskv_pipe_recv(pskv_worker *w, const int *from, int nfrom, pskv_pipe_slot sl
                              "(--request-timeout)", from[0],
                              nfrom > 1 ? " nor its other neighbour" : "", w->request_timeout_ms);
         zmq_pollitem_t it = {in, 0, ZMQ_POLLIN, 0};
-        zmq_poll(&it, 1, left < WAR_PUMP_MS ? left : WAR_PUMP_MS);
+        zmq_poll(&it, 1, left < WPEER_PUMP_MS ? left : WPEER_PUMP_MS);
     }
 }
 

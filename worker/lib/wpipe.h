@@ -3,7 +3,7 @@
  * Internal to libpskv (see wstate.h).
  *
  * Design: a PIPE message arrives on the worker's listening PULL socket, the one
- * the all-reduce binds and the view advertises (war_in), so a stage's address
+ * the view advertises (w->peer_in, wpeer_listen), so a stage's address
  * comes from the scheduler's view and works across hosts and under CURVE. The
  * sender keeps one PUSH per neighbour rank (wpeer.h), dialled from the view and
  * dialled again when that rank's node changes or refused the handshake. A message is [Meta, floats]: the Meta

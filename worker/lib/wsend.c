@@ -143,72 +143,6 @@ uint64_t wsend_inflight_floor(const pskv_worker *w)
     return (uint64_t)low << 16;
 }
 
-/* The frames of part pi (keys unless a run, values if a push) through the table's
- * filters (wfilter.h; `significant` aside): *kp and *vp point at the frames to send
- * (NULL: none). Returns 0 or <0 (nothing left open). */
-static int part_frames(pskv_worker *w, req *r, int pi, int resend, Pskv__Meta *mp,
-                       const uint64_t *keys, const float *vals, vbuf *b, zmq_msg_t *kmsg,
-                       zmq_msg_t *vmsg, zmq_msg_t **kpp, zmq_msg_t **vpp)
-{
-    part *p = &r->parts[pi];
-    tbl *t = &w->tables[r->table];
-    size_t row = t->width * sizeof(float);
-    int push = r->type == REQ_PUSH;
-    zmq_msg_t *kp = NULL;
-    if (p->nseg) {
-        uint64_t last = p->seg0 + p->nseg - 1;
-        mp->has_first_key = mp->has_span = 1;
-        mp->first_key = r->segs[2 * p->seg0];
-        mp->span = r->segs[2 * last] + r->segs[2 * last + 1] - mp->first_key;
-    } else {
-        /* filters (wfilter.h): the keys as a signature, packed, or as they are */
-        int f = wfilter_keys(w, t, w->srv[p->server].id, mp, keys, p->n, kmsg);
-        if (f < 0)
-            return f;
-        p->key_sig = mp->key_sig;
-        if (!f) {
-            atomic_fetch_add(&b->refs, 1); /* given back by vbuf_unref, also on a failure */
-            if (wire_frame_lend(kmsg, (void *)keys, p->n * sizeof(uint64_t), vbuf_unref, b) < 0)
-                return wst_error(w, PSKV_ENOMEM, "out of memory sending to a server");
-        }
-        kp = f == 2 ? NULL : kmsg;
-    }
-    float *region = NULL;
-    int borrowed = 0; /* the values already in a push buffer's region: no copy at all */
-    if (push && wshm_usable(w, t, p->server, p->n * row) &&
-        !(borrowed = wshm_borrow(w, p, &r->pbuf, vals, p->n * row)))
-        region = wshm_take(w, p, p->n * row);
-    if (borrowed) {
-        w->pbufs_in_place++;
-        wshm_meta(w, p, mp);
-    } else if (region) { /* the values in shared memory (wshm.h): no frame */
-        memcpy(region, vals, p->n * row);
-        wshm_meta(w, p, mp);
-    } else if (push) {
-        /* fp16, bf16: converted, then packed (wfilter_narrow); int8, sign: quantised
-         * (error feedback), then packed like any frame */
-        int f = wfilter_narrow(w, t, r, vals, p->n * t->width, mp, vmsg);
-        if (!f && (f = wfilter_quant(w, t, r, pi, resend, keys, vals, mp, vmsg)) > 0)
-            f = wfilter_repack(w, t, mp, vmsg);
-        else if (!f)
-            f = wfilter_vals(w, t, mp, vals, p->n * row, vmsg);
-        if (!f) {
-            atomic_fetch_add(&b->refs, 1);
-            f = wire_frame_lend(vmsg, (void *)vals, p->n * row, vbuf_unref, b) < 0
-                    ? wst_error(w, PSKV_ENOMEM, "out of memory sending to a server")
-                    : 1;
-        }
-        if (f < 0) {
-            if (kp)
-                zmq_msg_close(kp);
-            return f;
-        }
-        *vpp = vmsg;
-    }
-    *kpp = kp;
-    return 0;
-}
-
 /* Sends part pi of r (a push or pull) to its server; floor: wsend_inflight_floor(w),
  * computed once for all the parts sent together. */
 int wsend_data_part(pskv_worker *w, req *r, int pi, int resend, uint64_t floor)
@@ -241,24 +175,16 @@ int wsend_data_part(pskv_worker *w, req *r, int pi, int resend, uint64_t floor)
     const float *vals;
     vbuf *b;
     part_data(r, p, wd, &keys, &vals, &b);
-    zmq_msg_t kmsg, vmsg, *kp = NULL, *vp = NULL;
-    /* significant: the rows that changed enough, as a keyed part (wfilter.h) */
-    int sig = push ? wfilter_significant(w, t, r, pi, resend, keys, vals, &m, &kmsg, &vmsg) : 0;
-    if (sig < 0)
-        return sig;
-    if (sig) {
-        kp = &kmsg;
-        vp = &vmsg;
-    } else if ((sig = part_frames(w, r, pi, resend, &m, keys, vals, b, &kmsg, &vmsg, &kp, &vp)) < 0) {
-        return sig;
-    }
+    wframes f; /* the part through the table's filters, once (wfilter.h) */
+    int rc = wfilter_encode(w, r, pi, resend, &m, keys, vals, b, vbuf_unref, &f);
+    if (rc < 0)
+        return rc;
     if (!push && wshm_usable(w, t, p->server, p->n * row) && wshm_take(w, p, p->n * row))
         wshm_meta(w, p, &m); /* the reply's values go to shared memory (wshm.h) */
     srv *s = &w->srv[p->server];
     p->sent_ms = tu_now_ms();
     p->epoch = m.epoch;
-    wfilter_sent(t, (p->nseg ? 0 : p->n * sizeof(uint64_t)) + (push ? p->n * row : 0), kp, vp);
-    if (wire_send(s->sock, NULL, &m, kp, vp) < 0)
+    if (wire_send(s->sock, NULL, &m, f.kp, f.vp) < 0)
         return wst_error(w, PSKV_ENET, "cannot send to server %s:%d: %s", s->host, s->port,
                          zmq_strerror(errno));
     return 0;

@@ -18,9 +18,9 @@
  * the wire is (timestamp << 16 | part). At most `window` requests are in flight;
  * a new one waits for a slot (back-pressure, never a drop).
  *
- * Modules (each a .h/.c pair in worker/, internal calls prefixed by module):
- *   wstate  these types; the handle's life (pskv_worker_open/close, defaults) and
- *           its error message (wst_error)
+ * Modules (each a .h/.c pair in worker/lib/, internal calls prefixed by module):
+ *   wstate  these types, the settings' defaults and the error message (wst_error)
+ *   open    the handle's life (pskv_worker_open/close): the top, calling every module
  *   wview   the cluster view, membership answers, the clock hold, the heartbeat thread
  *   wreq    the request window: slots, retirement, the failures pskv_wait reports
  *   wplan   keys to partitions to servers: a request's parts
@@ -30,10 +30,12 @@
  *   wshm    values through shared memory with servers on the same host (--shm)
  *   wpump   the calling thread's event loop: replies applied, timers
  *   wmetrics the worker's Prometheus metrics (common/metrics.h)
- *   allreduce pskv_allreduce: the ring among workers and its sockets
+ *   wpeer   the listening socket other workers send to; a connection to one of them
+ *   allreduce pskv_allreduce: the ring among workers
+ *   wpipe   pskv_pipe: messages between pipeline stages
  *   pskv.c  the exported calls on an open handle (push, pull, wait, tables, clock ...)
  *
- * OWNS: the handle itself (wstate.c): pskv_worker_open allocates it with its
+ * OWNS: the handle itself (open.c): pskv_worker_open allocates it with its
  *   window, ZeroMQ context and settings; pskv_worker_close releases everything
  *   hanging off it, whichever module filled it in; last_error (wst_error).
  * THREADS: every field belongs to the thread using the handle (one at a time, as
@@ -182,7 +184,7 @@ typedef struct srv {
     int shm_host_ok;  /* it answered a reference: it holds this worker's host (shm_host) */
 } srv;
 
-typedef struct war war; /* pskv_allreduce's sockets (allreduce.c) */
+typedef struct war war; /* pskv_allreduce's state (allreduce.c) */
 typedef struct wkkt wkkt; /* the kkt filter's readings (wkkt.h) */
 
 /* One table's traffic as the heartbeat thread sends it (wfilter_publish). */
@@ -297,7 +299,9 @@ struct pskv_worker {
     uint64_t ckpt_done;          /* checkpoint answer: its number */
     int ckpt_err;                /* or its error */
     uint64_t ckpt_req;           /* request id of the checkpoint asked for */
-    war *ar;                     /* all-reduce: listening and ring sockets (allreduce.h) */
+    void *peer_in;               /* the listening PULL (wpeer_listen): the ring's pieces and
+                                    pskv_pipe's messages arrive on it; NULL: an evaluator */
+    war *ar;                     /* all-reduce: the ring's state (allreduce.h) */
     wpipe *pipe;                 /* pskv_pipe: sockets to neighbour stages (wpipe.h) */
     /* the tables' traffic for heartbeats: the caller's thread copies it in
      * (wfilter_publish), the heartbeat thread reads it (wfilter_traffic) */
