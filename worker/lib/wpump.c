@@ -224,7 +224,9 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
             memcpy(o->vals + o->n * wd, msg->vals, k * wd * sizeof *o->vals);
             o->n += k;
         }
-    } else if (r->type == REQ_PULL) {
+    } else if (r->pp && m->type == PSKV__MSG_TYPE__PUSH_ACK) {
+        return; /* pskv_pushpull: the part ends with its pull's reply (bsp, replicas) */
+    } else if (r->type == REQ_PULL || r->pp) {
         pull_reply(w, r, p, msg, s);
     } else {
         Pskv__MsgType want =

@@ -221,7 +221,7 @@ void wreq_view_release(pskv_worker *w, wview_held *v)
 void wreq_finish(pskv_worker *w, req *r)
 {
     wmet_done(w, r);
-    if (r->type == REQ_PULL && !r->err && r->vclock != INT64_MAX) {
+    if ((r->type == REQ_PULL || r->pp) && !r->err && r->vclock != INT64_MAX) {
         w->values_clock = r->vclock;
         w->values_clock_hi = r->vclock_hi;
     }

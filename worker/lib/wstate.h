@@ -129,6 +129,9 @@ typedef struct req {
     vbuf *buf;         /* push values (and gathered keys) */
     size_t kbytes;     /* bytes of gathered keys at the front of buf */
     int assign;        /* a push that overwrites (pskv_assign) */
+    int pp;            /* pskv_pushpull: a push each of whose parts is answered by a
+                          PULL_REPLY of its rows after it (into out; a PUSH_ACK is skipped) */
+    int64_t pp_clock;  /* ... the clock its pulls are tagged with */
     int raw;           /* a push sent unquantised (pskv_filter_flush) */
     float scale;       /* a 16-bit push: the table's loss scale when it was made (re-sends
                           carry the same) */

@@ -131,6 +131,8 @@ static int push_round(ck *c, int k)
     int rc = c->dn && c->dn_ts > 0 ? pskv_wait(c->w, c->dn_ts, 120000) : 0;
     if (rc < 0)
         return rc;
+    if (c->pp)
+        goto others; /* the dense run goes last, with the clock (pushpull_round) */
     float *dv = c->pbuf ? pskv_push_buffer(c->w, c->td, NULL, c->n) : c->dn ? c->dn : c->dv;
     if (!dv)
         return -PSKV_ENOMEM;
@@ -142,6 +144,7 @@ static int push_round(ck *c, int k)
                         : pskv_push(c->w, c->td, NULL, c->n, dv);
     if (t < 0)
         return (int)t;
+others:;
     size_t m = 0; /* every third key again, as a gathered key list */
     for (uint64_t i = 0; i < c->n; i += 3) {
         c->dk[m] = i;
@@ -166,6 +169,28 @@ static int push_round(ck *c, int k)
         ov[j * SW + 1] = 2.0f;
     }
     return (t = pskv_push(c->w, c->ts, ok, OWN_KEYS, ov)) < 0 ? (int)t : 0;
+}
+
+/* --pull pushpull: round k's dense run pushed with pskv_pushpull, ending the clock,
+ * into the same array (the gradient is copied first); the values after it checked
+ * against the model's promise for clock k + 1 (bsp: exactly rounds <= k; ssp:T:
+ * between k + 1 - T and k + T + 2 rounds; async: between none and all). Returns 0
+ * or a negated error. */
+static int pushpull_round(ck *c, int k)
+{
+    for (uint64_t i = 0; i < c->n; i++)
+        for (int q = 0; q < DW; q++)
+            c->dv[i * DW + q] = dense_inc(c->r, k, i, q);
+    int64_t t = pskv_pushpull(c->w, c->td, NULL, c->n, c->dv, c->dv, PSKV_PP_CLOCK);
+    int rc = t < 0 ? (int)t : pskv_wait(c->w, t, 120000);
+    if (rc < 0)
+        return rc;
+    char when[64];
+    snprintf(when, sizeof when, "%s pushpull at clock %d", c->cons, k + 1);
+    int lo = c->bsp ? k + 1 : c->ssp && k + 1 - c->tau > 0 ? k + 1 - c->tau : 0;
+    int hi = c->bsp ? k + 1 : c->ssp && k + c->tau + 2 < c->R ? k + c->tau + 2 : c->R;
+    check_dense(c, lo, hi, when);
+    return 0;
 }
 
 /* ---- the check without backups ---------------------------------------------- */
@@ -272,7 +297,7 @@ static int rounds(ck *c)
     for (int k = 0; k < c->R; k++) {
         if (app_stop_signal)
             return app_stopped("check");
-        if ((c->bsp || c->ssp) && (rc = check_clock_pull(c, k)) != 0)
+        if ((c->bsp || c->ssp) && !c->pp && (rc = check_clock_pull(c, k)) != 0)
             return rc;
         if (c->tf >= 0 && (rc = float_round(c, k)) != 0)
             return rc;
@@ -280,7 +305,9 @@ static int rounds(ck *c)
             tu_sleep_ms((int64_t)((c->slow - 1) * 5));
         if ((rc = push_round(c, k)) < 0)
             return ck_fail(c->w, "push", rc);
-        if ((rc = pskv_clock(c->w)) < 0)
+        if (c->pp && (rc = pushpull_round(c, k)) < 0)
+            return ck_fail(c->w, "pushpull", rc);
+        if (!c->pp && (rc = pskv_clock(c->w)) < 0)
             return ck_fail(c->w, "clock", rc);
     }
     rc = pskv_barrier(c->w, 120000);
@@ -531,6 +558,7 @@ int app_check(pskv_worker *w, cfg_entry *cfg)
     c.pbuf = !strcmp(cfg_str(cfg, "push"), "buffer");
     int nocopy = !strcmp(cfg_str(cfg, "push"), "nocopy"); /* else "copy" (worker_main) */
     c.view = !strcmp(cfg_str(cfg, "pull"), "view");        /* else "copy" (worker_main) */
+    c.pp = !strcmp(cfg_str(cfg, "pull"), "pushpull");
     double cn = cfg_double(cfg, "clip-norm"); /* > 0 when set: worker_main checks */
     int rc;
     if ((rc = open_tables(&c)) || (rc = alloc_buffers(&c, nocopy)) || (rc = rounds(&c)) ||

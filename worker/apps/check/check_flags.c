@@ -59,7 +59,9 @@ const cfg_entry apptab_check_flags[] = {
      "into the region the server reads)", 0, 0, NULL, NULL},
     {"pull", CFG_STR, "copy", "PSKV_WORKER_PULL", 1, 0, NULL,
      "check: the dense table is pulled into the app's array (copy, pskv_pull) or read "
-     "through pskv_pull_view (view)", 0, 0, NULL, NULL},
+     "through pskv_pull_view (view), or each round ends with pskv_pushpull of the dense run "
+     "(pushpull: its values after the push checked against the consistency model)", 0, 0,
+     NULL, NULL},
     {"baseline", CFG_STR, "", "PSKV_WORKER_BASELINE", 1, 0, NULL,
      "bench: raw ZeroMQ round-trip program (pskv-zmq-rtt) run before each run, for the ratio "
      "(empty = none)", 0, 0, NULL, NULL},
