@@ -34,3 +34,31 @@ t_estimate_mlp() {
   grep -q -- '--estimate applies to --app mlp and softmax' "$TDIR/bad.log" ||
     fail "no clear error: $(cat "$TDIR/bad.log")"
 }
+
+t_pushpull_check() {
+  # pskv_pushpull (check --pull pushpull): every round ends with one combined
+  # push-and-pull of the dense run, its clock ended with it; its values after the
+  # push must be exactly the sums of rounds <= k under bsp, within the bound under
+  # ssp:1, and the final sums exact, with R = 1 (2 servers) and R = 2 (3 servers).
+  # A NaN through the combined call is refused naming the table, and its output
+  # array is left untouched.
+  local cons r
+  for r in 1 2; do
+    for cons in async ssp:1 bsp; do
+      "$LAUNCH" --servers $((r + 1)) --workers 2 --timeout 120 --log-dir "$TDIR/$r-$cons" \
+        --scheduler-opt --replicas --scheduler-opt "$r" -- --app check --consistency "$cons" \
+        --rounds 8 --pull pushpull > /dev/null 2>&1 ||
+        fail "R=$r $cons: exited $?: $(tail -n 2 "$TDIR/$r-$cons/worker-0.log")"
+      for w in 0 1; do
+        tail -n 1 "$TDIR/$r-$cons/worker-$w.log" | grep -q '^check ok:' ||
+          fail "R=$r $cons worker $w: $(tail -n 1 "$TDIR/$r-$cons/worker-$w.log")"
+        grep -q 'NaN pushpull: refused naming the table, stored value unchanged' \
+          "$TDIR/$r-$cons/worker-$w.log" || fail "R=$r $cons worker $w: no NaN pushpull line"
+      done
+    done
+  done
+  # the combined call's refusals name what is missing
+  "$BIN/pskv-worker" --scheduler 127.0.0.1:1 --app check --pull both > "$TDIR/bad.log" 2>&1 &&
+    fail "--pull both accepted"
+  grep -q -- '--pull must be copy, view or pushpull' "$TDIR/bad.log" || fail "no clear error: $(cat "$TDIR/bad.log")"
+}
