@@ -30,8 +30,9 @@ const cfg_entry apptab_check_flags[] = {
     {"size", CFG_INT, "1048576", "PSKV_WORKER_SIZE", 4, 1073741824, "bytes",
      "bench: value bytes per push and per pull (multiple of 4)", 0, 0, NULL, NULL},
     {"mode", CFG_STR, "both", "PSKV_WORKER_MODE", 1, 0, NULL,
-     "bench: serial, pipelined, both (serial then pipelined) or stream (pushes alone, 16 in "
-     "flight)", 0, 0, NULL, NULL},
+     "bench: serial, pipelined, both (serial, pipelined, then pushpull where it applies: "
+     "no --shm, --filter or 16-bit --wire), stream (pushes alone, 16 in flight) or pushpull "
+     "(pskv_pushpull: one round trip a step)", 0, 0, NULL, NULL},
     {"steps", CFG_INT, "0", "PSKV_WORKER_STEPS", 0, 100000000, NULL,
      "bench: steps per run (0 = about 1 s worth); sparse-bench: update pushes per worker "
      "(0 = --rows keys in all)", 0, 0, NULL, NULL},

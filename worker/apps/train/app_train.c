@@ -96,6 +96,7 @@ typedef struct run {
     trainpos_plan pos;
     int overlap;      /* --prefetch: the next step's pull travels during this step */
     int pbufs;        /* ... and gradients go in push buffers (pskv_push_buffer) */
+    int pp;           /* else a step's push, clock and pull are one pskv_pushpull */
     const float *wts; /* this step's weights: wbuf, or the view's */
     int64_t view;     /* --prefetch: the view (pskv_pull_view) wts points into */
     int64_t pending;  /* --prefetch: the next step's view pull, in flight */
@@ -330,6 +331,9 @@ static int first_pull(run *r)
 {
     r->overlap = !r->ar && cfg_int(r->cfg, "prefetch");
     r->pbufs = r->overlap && !(r->ls.scale > 0); /* loss scaling pushes its own way */
+    r->pp = !r->ar && !r->overlap && !(r->ls.scale > 0) && cfg_int(r->cfg, "pushpull") &&
+            !cfg_int(r->cfg, "shm") && !*cfg_str(r->cfg, "filter") && !r->digests &&
+            !strcmp(cfg_str(r->cfg, "wire"), "fp32");
     r->wts = r->wbuf;
     r->pending = -1;
     int rc = 0;
@@ -470,6 +474,15 @@ static int exchange(run *r)
         if (rc < 0)
             return fail(r->w, "all-reduce", rc);
         r->ns_push += tu_now_ns() - c2;
+        return 0;
+    }
+    if (r->pp) { /* one round trip: the push, the clock and the weights after it */
+        int64_t tq = pskv_pushpull(r->w, r->t, NULL, r->P, r->grad, r->wbuf, PSKV_PP_CLOCK);
+        int64_t c3 = tu_now_ns();
+        if (tq < 0 || (rc = pskv_wait(r->w, tq, TMO)) < 0)
+            return fail(r->w, "pushpull", tq < 0 ? (int)tq : rc);
+        r->ns_push += c3 - c2;
+        r->ns_wait += tu_now_ns() - c3;
         return 0;
     }
     /* without a copy: a push buffer is the library's from here; gbuf stays as it is
