@@ -233,7 +233,9 @@ int64_t pskv_pull(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
  * timestamp to wait for (pskv_wait), or a negated error; out is written only
  * while the request runs: a refused push (a NaN, a late bsp push, a lost
  * partition) fails the request and its server sends no values. grad and out are
- * the caller's; grad is copied before the call returns. Not yet with wire
+ * the caller's; grad is copied before the call returns (out may be grad). With
+ * several parts (servers), parts answered before a refused one have written their
+ * rows. Not yet with wire
  * filters, a 16-bit wire or --shm (-PSKV_EINVAL: push, then pull). */
 #define PSKV_PP_CLOCK 1
 int64_t pskv_pushpull(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
