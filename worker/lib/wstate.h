@@ -152,6 +152,8 @@ typedef struct req {
     size_t view_floats; /* ... how many values it holds */
     const float *view_vals; /* ... in place: the region's values (view_part.shm) */
     part view_part;    /* ... the region taken over from the part it answered */
+    zmq_msg_t view_frame; /* ... or over TCP the reply's values frame, kept (no copy) */
+    int has_view_frame;
     part pbuf;         /* pskv_push_buffer_send: the buffer's region (pbuf.shm), held
                           until the request ends; a part may borrow it */
     float *pbuf_own;   /* ... or its memory of its own, freed then */
@@ -170,6 +172,8 @@ typedef struct wview_held { /* a completed pskv_pull_view, until pskv_view_relea
     float *own;        /* its copy buffer (the spare or freed on release), or NULL */
     size_t floats;     /* its values */
     part shm;          /* its shared-memory region (shm.shm NULL: none) */
+    zmq_msg_t frame;   /* over TCP: the received reply frame vals points into */
+    int has_frame;
 } wview_held;
 
 typedef struct srv {
@@ -244,6 +248,7 @@ struct pskv_worker {
     wview_held views[PSKV_MAX_VIEWS]; /* pskv_pull_view's, held (wreq.h) */
     int nviews;             /* held, and view pulls in flight */
     uint64_t views_in_place, views_copied; /* completed view pulls: for the log at close */
+    uint64_t views_in_frame; /* ... of views_in_place, read in a received TCP frame */
     float *view_spare;      /* a released view's copy buffer, for the next (wreq.h) */
     wpbuf pbufs[PSKV_MAX_PUSH_BUFFERS]; /* pskv_push_buffer's, unsent (pskv.c) */
     wpbuf *pbuf_next;       /* the one pskv_push_buffer_send hands to its request */
