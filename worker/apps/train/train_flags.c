@@ -38,8 +38,8 @@ const cfg_entry apptab_train_flags[] = {
     {"pushpull", CFG_BOOL, "true", "PSKV_WORKER_PUSHPULL", 1, 0, NULL,
      "softmax, mlp without --prefetch: a step's push, clock and pull are one pskv_pushpull "
      "(one round trip per server; where it applies: --sync ps without --shm, --filter, a "
-     "16-bit --wire, --loss-scale or --print-digests); false: push, clock, then pull", 0, 0,
-     NULL, NULL},
+     "16-bit --wire, --loss-scale or --print-digests); --pushpull=false: push, clock, then "
+     "pull", 0, 0, NULL, NULL},
     {"estimate", CFG_BOOL, "false", "PSKV_WORKER_ESTIMATE", 1, 0, NULL,
      "softmax, mlp: train 45 steps (every worker: give them all the flag), print on rank 0 "
      "the job's predicted wall time as configured (--epochs, --eval-every) and its scaling "
