@@ -125,14 +125,14 @@ static void check_dense(ck *c, int lo_k, int hi_k, const char *when)
         }
 }
 
-static int push_round(ck *c, int k)
+/* Round k's dense run: copied, lent (--push nocopy) or from a push buffer. Returns 0
+ * or a negated error. */
+static int push_dense_run(ck *c, int k)
 {
     /* lent (dn): the previous round's push must be over before a refill */
     int rc = c->dn && c->dn_ts > 0 ? pskv_wait(c->w, c->dn_ts, 120000) : 0;
     if (rc < 0)
         return rc;
-    if (c->pp)
-        goto others; /* the dense run goes last, with the clock (pushpull_round) */
     float *dv = c->pbuf ? pskv_push_buffer(c->w, c->td, NULL, c->n) : c->dn ? c->dn : c->dv;
     if (!dv)
         return -PSKV_ENOMEM;
@@ -142,9 +142,18 @@ static int push_round(ck *c, int k)
     int64_t t = c->pbuf ? pskv_push_buffer_send(c->w, c->td, NULL, c->n, dv)
                 : c->dn ? (c->dn_ts = pskv_push_nocopy(c->w, c->td, NULL, c->n, dv))
                         : pskv_push(c->w, c->td, NULL, c->n, dv);
-    if (t < 0)
-        return (int)t;
-others:;
+    return t < 0 ? (int)t : 0;
+}
+
+/* Round k's pushes: the dense run (--pull pushpull: last, by pushpull_round, with the
+ * clock), every third dense key again, the shared and this worker's own sparse keys.
+ * Returns 0 or a negated error. */
+static int push_round(ck *c, int k)
+{
+    int rc = c->pp ? 0 : push_dense_run(c, k);
+    if (rc < 0)
+        return rc;
+    int64_t t;
     size_t m = 0; /* every third key again, as a gathered key list */
     for (uint64_t i = 0; i < c->n; i += 3) {
         c->dk[m] = i;
