@@ -12,6 +12,7 @@
 #include "log.h"
 #include "net.h"
 #include "secure.h"
+#include "probe.h"
 #include "pskv_errors.h"
 #include "timeutil.h"
 
@@ -167,7 +168,17 @@ int member_open(member *m, void *ctx, const secure *sec, const char *scheduler,
     int nowait = 0, sndtimeo = 5000;
     zmq_setsockopt(m->sock, ZMQ_SNDTIMEO, &nowait, sizeof nowait);
     long backoff = 100;
+    int refused = 0; /* the latest probe of the scheduler's port was refused */
     for (;;) {
+        /* a refusing port is said at once (a finished job, a wrong port), and tried
+         * again: under Slurm a node may start before its scheduler listens */
+        int was = refused;
+        refused = probe_tcp(shost, sport, 200) == PROBE_REFUSED;
+        if (refused && !was)
+            LOG_W("nothing listens at %s (connection refused); retrying until "
+                  "--connect-timeout (%.0f s)", scheduler, connect_timeout_s);
+        else if (was && !refused)
+            LOG_I("scheduler %s listens now", scheduler);
         member_send(m, &reg); /* queued until connected; re-sends are idempotent (nonce) */
         int64_t until = tu_now_ms() + backoff;
         if (until > deadline)
@@ -210,7 +221,10 @@ int member_open(member *m, void *ctx, const secure *sec, const char *scheduler,
         }
         if (tu_now_ms() >= deadline) {
             snprintf(why, whylen,
-                     "scheduler %s unreachable: no answer within %.1f s (--connect-timeout)",
+                     refused ? "scheduler %s unreachable: nothing listens there (connection "
+                               "refused) within %.1f s (--connect-timeout)"
+                             : "scheduler %s unreachable: no answer within %.1f s "
+                               "(--connect-timeout)",
                      scheduler, connect_timeout_s);
             member_close(m);
             return -PSKV_ETIMEDOUT;

@@ -283,6 +283,7 @@ static memb_node *add_node(wire_msg *msg, int rank)
         n->ridlen = sizeof n->rid;
     memcpy(n->rid, zmq_msg_data(&msg->rid), n->ridlen);
     n->last_hb_ms = tu_now_ms();
+    detect_node_init(&n->det);
     n->state = NODE_JOINED;
     return n;
 }
@@ -532,6 +533,7 @@ void memb_on_heartbeat(wire_msg *msg)
     if (n->replaced) {
         LOG_W("heartbeat from %s node %u, whose place another node took over",
               memb_role_name(n->role), n->id);
+        detect_dead_heard(n);
         return;
     }
     events_node(SCHED_EV_HEARD, n); /* drain.c: a server let go is told again to exit */
@@ -541,11 +543,14 @@ void memb_on_heartbeat(wire_msg *msg)
         /* replaced: its partitions have new owners; it must learn so and
          * serve nothing (the view says it is dead) */
         LOG_W("heartbeat from server node %u, which was declared dead and replaced", n->id);
+        detect_dead_heard(n);
         if (memb.state == JOB_RUNNING)
             view_send_to(n);
         return;
     }
-    n->last_hb_ms = tu_now_ms();
+    int64_t now = tu_now_ms();
+    int lease = detect_heard(n, now);
+    n->last_hb_ms = now;
     if (r->has_clock && r->clock > n->clock)
         n->clock = r->clock; /* only forward: a barrier's may have come first */
     if (r->has_dropped)
@@ -576,10 +581,14 @@ void memb_on_heartbeat(wire_msg *msg)
         sched_meta(&a, PSKV__MSG_TYPE__HEARTBEAT_ACK);
         a.has_request_id = r->has_request_id;
         a.request_id = r->request_id;
+        a.has_lease_ms = 1;
+        a.lease_ms = (uint32_t)lease;
         sched_reply(&msg->rid, &a);
     }
     if (n->dead) {
+        detect_dead_heard(n);
         n->dead = 0;
+        n->det.why[0] = 0;
         LOG_I("node %u (%s) is alive again", n->id, memb_role_name(n->role));
         if (memb.state == JOB_RUNNING)
             view_send(); /* back in the clock set */
@@ -640,14 +649,14 @@ void memb_on_stop_ack(wire_msg *msg)
 
 /* ---- leases and deaths -------------------------------------------------------- */
 
-/* n stayed silent past dead-after-ms: it leaves the barrier and clock sets; a
- * server of a running job has its partitions re-placed on the live servers and a
- * new view goes out (a checkpoint in progress no longer waits for it). */
-static void declare_dead(memb_node *n, int64_t now)
+/* (membership.h) A checkpoint in progress no longer waits for a dead server. */
+void memb_declare_dead(memb_node *n, int64_t now)
 {
     n->dead = 1;
-    LOG_W("node %u (%s rank %d at %s:%d) is silent for %lld ms: marked dead", n->id,
-          memb_role_name(n->role), n->rank, n->host, n->port, (long long)(now - n->last_hb_ms));
+    detect_dead(n);
+    LOG_W("node %u (%s rank %d at %s:%d) is dead (%s): marked dead", n->id,
+          memb_role_name(n->role),
+          n->rank, n->host, n->port, n->det.why);
     check_barriers();
     check_end();
     if (memb.state == JOB_RUNNING && n->role == PSKV__ROLE__SERVER) {
@@ -693,9 +702,9 @@ void memb_expire(int64_t now)
     forgive_stall(now);
     for (int i = 0; i < memb.nnodes; i++) {
         memb_node *n = &memb.nodes[i];
-        if (n->dead || n->state == NODE_FINISHED || now - n->last_hb_ms <= memb.dead_after_ms)
+        if (n->dead || n->state == NODE_FINISHED || !detect_silent(n, now))
             continue;
-        declare_dead(n, now);
+        memb_declare_dead(n, now);
     }
     forget_gone(now);
     if (memb.state == JOB_WAITING &&

@@ -14,9 +14,11 @@
  *        policies subscribe), never waits but in those sends.
  *
  * A server's lease: it heartbeats every heartbeat-ms and each acknowledged
- * heartbeat renews its lease (lease-ms = dead-after-ms - heartbeat-ms, so it ends
- * before the scheduler can declare the server dead). A node silent for longer than
- * dead-after-ms is declared dead by memb_expire; for a server of a running job
+ * heartbeat renews its lease by what the ack grants (detect.h: the silence the
+ * scheduler owes it now minus one heartbeat, so it ends before the scheduler can
+ * declare the server dead). A node is declared dead by detect.c's detectors: its
+ * connection closed and the probe confirmed (memb_declare_dead from the monitor),
+ * or silent past its phi time-out (memb_expire); for a server of a running job
  * that means a new placement and a new view. */
 #ifndef PSKV_SCHED_MEMBERSHIP_H
 #define PSKV_SCHED_MEMBERSHIP_H
@@ -24,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "detect.h"
 #include "refuse.h"
 #include "wire.h"
 
@@ -72,7 +75,9 @@ typedef struct memb_node {
     unsigned char rid[256]; /* the routing id it registered with: replies go there */
     size_t ridlen;
     int64_t last_hb_ms;
-    int dead; /* silent past --dead-after-ms */
+    int dead; /* declared dead: its connection closed and its port refuses, or silent
+                 past its time-out (detect.h) */
+    detect_node det; /* detect.c's: heartbeat gaps, connections, why it died */
     int replaced; /* a dead worker whose rank a new node took: never alive again */
     int64_t gone_ms; /* when it left the job for good (a server declared dead in a
                         running job, a worker replaced), else 0: forgotten
@@ -180,8 +185,13 @@ void memb_on_finish(wire_msg *msg);
 /* STOP_ACK from a server: it is finished. */
 void memb_on_stop_ack(wire_msg *msg);
 
+/* n is dead (n->det.why says which detector found it, at `now`): it leaves the
+ * barrier and clock sets; a server of a running job has its partitions re-placed
+ * and a new view goes out. */
+void memb_declare_dead(memb_node *n, int64_t now);
+
 /* The periodic lease check at time `now` (ms): declares dead every node silent
- * past dead-after-ms (a server of a running job gets its partitions re-placed and
+ * past its time-out (detect_silent) (a server of a running job gets its partitions re-placed and
  * a new view goes out) and forgets the nodes gone for MEMB_FORGET_MS; time the
  * scheduler itself did not run (a gap since the previous check of more than two
  * heartbeats, at least 200 ms) does not count as

@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 
+#include "detect.h"
 #include "events.h"
 #include "membership.h"
 #include "metrics.h"
@@ -66,6 +67,7 @@ void schedm_tick(void)
     metrics_set(alive_workers, workers);
     metrics_set(alive_evaluators, evaluators);
     metrics_set(late, dropped);
+    detect_metrics(now);
     /* one series per worker rank: a rank's lag, 0 once it is not live */
     for (int i = 0; i < memb.nnodes; i++) {
         memb_node *n = &memb.nodes[i];

@@ -31,6 +31,7 @@
 
 #include "checkpoint.h"
 #include "config.h"
+#include "detect.h"
 #include "earlystop.h"
 #include "drain.h"
 #include "events.h"
@@ -62,8 +63,18 @@ static cfg_entry config[] = {
      "number of workers in the job", 0, 0, NULL, NULL},
     {"heartbeat-ms", CFG_INT, "100", "PSKV_SCHEDULER_HEARTBEAT_MS", 10, 60000, "ms",
      "heartbeat period handed to every node", 0, 0, NULL, NULL},
-    {"dead-after-ms", CFG_INT, "500", "PSKV_SCHEDULER_DEAD_AFTER_MS", 50, 3600000, "ms",
-     "a node silent this long is shown dead", 0, 0, NULL, NULL},
+    {"dead-after-ms", CFG_INT, "5000", "PSKV_SCHEDULER_DEAD_AFTER_MS", 50, 3600000, "ms",
+     "upper bound of a silent node's time-out: a node silent this long is declared dead "
+     "whatever its phi (a crashed node is declared dead sooner, from its closed "
+     "connection)", 0, 0, NULL, NULL},
+    {"min-dead-after-ms", CFG_INT, "800", "PSKV_SCHEDULER_MIN_DEAD_AFTER_MS", 20, 3600000,
+     "ms", "lower bound of a silent node's time-out: never declared dead by silence sooner "
+     "(at most --dead-after-ms, at least 2 x --heartbeat-ms); a server's first lease is this "
+     "minus one heartbeat", 0, 0, NULL, NULL},
+    {"phi-threshold", CFG_DOUBLE, "8", "PSKV_SCHEDULER_PHI_THRESHOLD", 0, 1000, NULL,
+     "a silent node is declared dead once its phi (phi-accrual over its recent heartbeat "
+     "gaps: -log10 of the chance that it is merely late) reaches this (> 0)", 0, 0, NULL,
+     NULL},
     {"replicas", CFG_INT, "1", "PSKV_SCHEDULER_REPLICAS", 1, 8, NULL,
      "servers in each partition's chain (1 = no replication)", 0, 0, NULL, NULL},
     {"partitions", CFG_INT, "64", "PSKV_SCHEDULER_PARTITIONS", 1, 65536, NULL,
@@ -242,16 +253,16 @@ static int configure(int argc, char **argv)
     uint32_t replicas = (uint32_t)cfg_int(config, "replicas");
     view_init((uint32_t)cfg_int(config, "partitions"), replicas,
               (uint32_t)cfg_int(config, "vnodes"));
+    rc = detect_init(cfg_double(config, "phi-threshold"),
+                     (int)cfg_int(config, "min-dead-after-ms"),
+                     !strcmp(cfg_find(config, "min-dead-after-ms")->from, "default"));
+    if (rc)
+        return rc;
+    cfg_find(config, "min-dead-after-ms")->i = detect_min_dead_ms(); /* the dump says it */
     /* a lease counts from the send time of an acknowledged heartbeat and must end
-     * before the scheduler could declare the server dead */
-    memb.lease_ms = memb.dead_after_ms - memb.heartbeat_ms;
-    if (memb.lease_ms < memb.heartbeat_ms) {
-        fprintf(stderr,
-                "pskv-scheduler: --dead-after-ms %d must be at least 2 x --heartbeat-ms %d "
-                "(a server's lease is dead-after minus one heartbeat and must outlast one)\n",
-                memb.dead_after_ms, memb.heartbeat_ms);
-        return 2;
-    }
+     * before the scheduler could declare the server dead: the first one (the view's)
+     * before the earliest, later ones as each ack grants (detect.h) */
+    memb.lease_ms = detect_min_dead_ms() - memb.heartbeat_ms;
     if ((int)replicas > memb.nservers) {
         fprintf(stderr, "pskv-scheduler: --replicas %u needs at least as many --servers (%d)\n",
                 replicas, memb.nservers);
@@ -321,6 +332,7 @@ static void drain(void)
                 wire_send_error(sock, &msg.rid, msg.meta, memb.job_id, 0, rc, why, 0);
         } else {
             dispatch(&msg);
+            detect_note(&msg); /* the connection it came on is its sender's */
         }
         wire_msg_close(&msg);
     }
@@ -335,15 +347,19 @@ static void run(void)
             reload_signal = 0;
             secure_reload(&sched_sec);
         }
-        zmq_pollitem_t item = {sock, 0, ZMQ_POLLIN, 0};
+        zmq_pollitem_t items[2] = {{sock, 0, ZMQ_POLLIN, 0}, {detect_socket(), 0, ZMQ_POLLIN, 0}};
         long wait = (long)(next_tick - tu_now_ms());
+        long probe = detect_recheck(tu_now_ms()); /* a closed connection probed again */
+        if (probe >= 0 && probe < wait)
+            wait = probe;
         if (wait < 0)
             wait = 0;
-        if (zmq_poll(&item, 1, wait) < 0 && errno != EINTR) {
+        if (zmq_poll(items, items[1].socket ? 2 : 1, wait) < 0 && errno != EINTR) {
             LOG_E("poll failed: %s", zmq_strerror(errno));
             break;
         }
         drain();
+        detect_events(); /* after the messages: a node's last words (FINISH) come first */
         if (tu_now_ms() >= next_tick) {
             tick();
             next_tick = tu_now_ms() + (memb.heartbeat_ms < 100 ? memb.heartbeat_ms : 100);
@@ -387,6 +403,7 @@ int main(int argc, char **argv)
         LOG_E("%s", why);
         return 1;
     }
+    detect_start(ctx, sock);
     if (schedm_start(secure_bind_addr(&sched_sec, cfg_str(config, "bind")),
                      (int)cfg_int(config, "metrics-port")) < 0)
         return 1;
@@ -402,6 +419,7 @@ int main(int argc, char **argv)
         LOG_I("terminated by signal %d", (int)stop_signal);
     else
         LOG_I("job %llu done", (unsigned long long)memb.job_id);
+    detect_stop(sock);
     zmq_close(sock);
     secure_close(&sched_sec);
     zmq_ctx_term(ctx);

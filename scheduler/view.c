@@ -119,6 +119,7 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
         v->forgotten = memb.forgotten;
         v->has_insecure = sched_sec.insecure;
         v->insecure = sched_sec.insecure;
+        detect_fill_view(v);
     }
     v->n_nodes = (size_t)memb.nnodes;
     v->nodes = ptrs;
@@ -156,6 +157,7 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
         if (status) {
             p->has_heartbeat_age_ms = 1;
             p->heartbeat_age_ms = now - n->last_hb_ms;
+            detect_fill_node(p, n, now);
             p->n_refusals = REFUSE_COUNT;
             p->refusals = n->refusals;
             p->has_pushes = p->has_pulls = n->role == PSKV__ROLE__SERVER;

@@ -6,8 +6,6 @@
 # algbw x 2(N-1)/N), then, per --floor-runs, pskv-zmq-bidir's two lines (MB/s per
 # direction of two processes each sending and receiving 8 MiB messages at once: a
 # 2-rank ring step over raw ZeroMQ), before and after the all-reduces.
-# The scheduler's --dead-after-ms is 5000 (launch-local's 500 declares a worker
-# starved by a loaded machine dead mid-run).
 # Usage: scripts/bench-allreduce.sh [--sizes "1048576 16777216"] [--workers "2 3"]
 #        [--runs N (default 5)] [--floor-runs N (default 3)] [--wires "fp32 fp16"]
 #        (--wires: each size in each wire precision, default fp32; BYTES is the
@@ -48,7 +46,7 @@ for n in $workers; do
     for wire in $wires; do
       d="$out/n$n-$size-$wire"
       if ! PSKV_BIN_DIR=$bin "$here/launch-local.sh" --servers 1 --workers "$n" --timeout 600 \
-          --log-dir "$d" --scheduler-opt --dead-after-ms --scheduler-opt 5000 -- \
+          --log-dir "$d" -- \
           --app bench --op allreduce --size "$size" --runs "$runs" --wire "$wire" > "$d.out" 2>&1; then
         echo "n=$n size=$size wire=$wire: the job failed: $(grep -h 'failed' "$d"/worker-*.log | head -n 1)" >&2
         continue

@@ -48,10 +48,7 @@ echo "bench-eval: logs in $out (load average $(cut -d' ' -f1-3 /proc/loadavg))"
 common=(--app mlp --batch 16 --momentum 0.9 --validation-split 10000 --log-level warn)
 fixed=(--lr 0.0075 --lr-schedule const)              # the cost runs
 early=(--lr "$elr" --lr-schedule "$esched" --consistency "$econs") # the early pairs
-# --dead-after-ms 5000: on this busy machine every process stalls now and then for
-# more than the default 500 ms, and a worker falsely declared dead fails its run
-quiet=(--scheduler-opt --log-level --scheduler-opt warn --server-opt --log-level --server-opt warn
-       --scheduler-opt --dead-after-ms=5000)
+quiet=(--scheduler-opt --log-level --scheduler-opt warn --server-opt --log-level --server-opt warn)
 
 # job NAME EVALUATOR(0|1) [launch options...] -- [worker args...]: one run; prints its wall time
 job() {

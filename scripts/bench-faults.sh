@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Fault-tolerance figures (docs/benchmarks.md):
 #   1. failover time over --kills kills -9 of one of 3 servers (R = 2, 4 workers
-#      pushing), with the default time-outs, with them and keys (CURVE on every
-#      socket: reconnects include the handshake), and with the faster time-outs below;
-#      median and worst, from kill to the first push a new owner acknowledged;
+#      pushing), at the defaults, and with keys (CURVE on every socket: reconnects
+#      include the handshake); median and worst, from kill to the first push a new
+#      owner acknowledged;
 #   2. false deaths in a --soak-seconds run of 4 workers and 3 servers (MLP
-#      training) with the faster time-outs: the scheduler must declare nobody dead;
+#      training) at the defaults: the scheduler must declare nobody dead;
 #   3. push+pull throughput of a 1 MiB dense table with R = 2 beside R = 1, in
 #      the same sitting (3 servers, 1 worker, pipelined).
 # Usage: scripts/bench-faults.sh [--kills N] [--soak-seconds S] [--runs N]
@@ -19,8 +19,6 @@ kills=20
 soak=600
 runs=5
 only=""
-FAST_HB=30
-FAST_DEAD=150
 while [ $# -gt 0 ]; do
   case "$1" in
     --kills) kills=$2; shift 2 ;;
@@ -74,15 +72,12 @@ failover() {
 if [ -z "$only" ] || [ "$only" = failover ]; then
   failover default
   failover "default+keys" --keys "$out/keys"
-  failover "fast(heartbeat-ms=$FAST_HB,dead-after-ms=$FAST_DEAD)" \
-    --scheduler-opt=--heartbeat-ms=$FAST_HB --scheduler-opt=--dead-after-ms=$FAST_DEAD
 fi
 
 if [ -z "$only" ] || [ "$only" = soak ]; then
   d=$out/soak
   mkdir -p "$d"
   "$here/launch-local.sh" --log-dir "$d" --timeout $((soak + 60)) --servers 3 --workers 4 \
-    --scheduler-opt=--heartbeat-ms=$FAST_HB --scheduler-opt=--dead-after-ms=$FAST_DEAD \
     --scheduler-opt=--replicas=2 \
     -- --app mlp --epochs 1000 --batch 32 --lr 0.01 --lr-schedule const > "$d/launch.out" 2>&1 &
   lp=$!
@@ -91,7 +86,7 @@ if [ -z "$only" ] || [ "$only" = soak ]; then
   lapses=$(cat "$d"/server-*.log | grep -c 'lease lapsed')
   epochs=$(grep -c 'epoch [0-9]* summary\|^epoch' "$d/worker-0.log")
   kill -INT $lp 2>/dev/null; wait $lp 2>/dev/null
-  echo "soak seconds=$soak servers=3 workers=4 heartbeat_ms=$FAST_HB dead_after_ms=$FAST_DEAD false_deaths=$deaths lease_lapses=$lapses"
+  echo "soak seconds=$soak servers=3 workers=4 defaults false_deaths=$deaths lease_lapses=$lapses"
 fi
 
 if [ -z "$only" ] || [ "$only" = replication ]; then

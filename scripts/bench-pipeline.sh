@@ -44,7 +44,7 @@ for i in $(seq "$runs"); do
     flags=(--schedule "${s%-recompute}")
     [ "$s" != "${s%-recompute}" ] && flags+=(--recompute)
     "$here/launch-local.sh" --servers 1 --workers "$stages" --timeout 600 --log-dir "$out/$s-$i" \
-      --scheduler-opt --dead-after-ms --scheduler-opt 5000 -- --app pipeline --stages "$stages" \
+      -- --app pipeline --stages "$stages" \
       --layers "$layers" --micro-batches "$micro" --batch "$batch" "${flags[@]}" \
       --train-limit "$limit" --test-limit 1000 --epochs 1 --metrics "$out/$s-$i.jsonl" \
       --timeline-step 50 > "$out/$s-$i.out" 2>&1 || { echo "$s run $i failed: $(tail -n 2 "$out/$s-$i.out")" >&2; exit 1; }

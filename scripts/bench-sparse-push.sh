@@ -18,8 +18,6 @@
 # system call), a batch of 8,192 "keys" every 5 ms, and adds its longest batch
 # (witness_longest_ms=) and p99 (witness_p99_ms=) of CPU time: the machine's own
 # bursts, the floor under the server's longest push measured beside it.
-# The scheduler gets --dead-after-ms 5000: a server growing a table of 10^8 rows
-# does not answer for a while, and a loaded machine starves daemons.
 # Usage: scripts/bench-sparse-push.sh [--rows N] [--runs R] [--updater U] [--steps S] [--witness]
 #   U: sgd (default) or ftrl (run with --l1 0, so that every row is stored)
 #   S: update pushes (of 8192 keys) per worker (default: --rows keys in all)
@@ -66,7 +64,6 @@ for r in $(seq "$runs"); do
   fi
   "$here/launch-local.sh" --servers 1 --workers 2 --timeout 1800 --log-dir "$logs" \
     --scheduler-opt --log-level --scheduler-opt warn \
-    --scheduler-opt --dead-after-ms --scheduler-opt 5000 \
     -- --app sparse-bench --rows "$rows" --push-keys 8192 --steps "$steps" "${uflags[@]}" \
        --request-timeout 120 --replay-wait "$go" > /dev/null 2>&1 &
   launcher=$!

@@ -16,8 +16,6 @@
 # sent and received by both workers, after and before the wire filters, per
 # training example of all epochs, rank 0's final evaluation pull included) and
 # `liblinear s= c= run= auc= wall_s=`, then the medians and the best liblinear.
-# The scheduler gets --dead-after-ms 5000: on a loaded machine the default 500
-# ms declares starved daemons dead (docs/benchmarks.md).
 # Usage: scripts/bench-sparse.sh [--examples N] [--features F] [--seed S]
 #   [--epochs E] [--runs R] [--updaters "SPEC;SPEC"] [--solvers "0 6"]
 #   [--costs "0.03 0.1 0.3 1"] [--no-liblinear]
@@ -97,7 +95,6 @@ for r in $(seq "$runs"); do
     # shellcheck disable=SC2086 # the spec's flags split on spaces
     "$here/launch-local.sh" --servers 2 --workers 2 --timeout 3600 --log-dir "$logs" \
       --scheduler-opt --log-level --scheduler-opt warn \
-      --scheduler-opt --dead-after-ms --scheduler-opt 5000 \
       -- --app sparse-lr --train "$out/data.train" --test "$out/data.test" --epochs "$epochs" \
          --batch 256 --eval-every 0 --log-level warn $flags > /dev/null 2>&1 ||
       { echo "bench-sparse: training failed ($name)" >&2; tail -n 5 "$logs"/*.log >&2; exit 1; }

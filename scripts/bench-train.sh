@@ -72,7 +72,7 @@ run_model() {
   mkdir -p "$d"
   cpu_sampler "$d" & local sampler=$!
   "$here/launch-local.sh" --servers "$servers" --workers 2 --timeout 900 --log-dir "$d" \
-    --scheduler-opt --replicas --scheduler-opt "$replicas" --scheduler-opt --dead-after-ms=5000 \
+    --scheduler-opt --replicas --scheduler-opt "$replicas" \
     --scheduler-opt --log-level --scheduler-opt warn --server-opt --log-level --server-opt warn \
     -- --app mlp --epochs "$epochs" --batch 32 --lr 0.01 --lr-schedule const --momentum 0.9 \
        --log-level warn "${flags[@]}" --metrics "$d/metrics.jsonl" > /dev/null 2>&1 ||

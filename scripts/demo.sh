@@ -43,7 +43,6 @@ cpu_sampler "$out/logs" & sampler=$!
 "$here/launch-local.sh" --servers 2 --workers 2 --evaluators 1 --timeout 900 --log-dir "$out/logs" \
   --scheduler-opt --log-level --scheduler-opt warn --server-opt --log-level --server-opt warn \
   --scheduler-opt --early-stop-metric=val_accuracy --scheduler-opt --patience=5 \
-  --scheduler-opt --dead-after-ms=3000 \
   --evaluator-opt --save-best="$out/best.model" --evaluator-opt --best-metric=val_accuracy \
   --evaluator-opt --metrics="$out/validation.jsonl" --evaluator-opt --eval-every=1 \
   -- --app mlp --epochs 30 --batch 512 --lr 0.2 --lr-schedule exp:0.9 --momentum 0.9 \

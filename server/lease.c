@@ -40,8 +40,11 @@ static void take_acks(void *s, int lease)
     char why[200];
     while (wire_recv(s, 0, &msg, why, sizeof why) == 0) {
         Pskv__Meta *m = msg.meta;
+        /* the ack's grant (the scheduler's adaptive time-out for this server, minus
+         * a heartbeat); an older scheduler's ack: the view's */
+        int grant = m->has_lease_ms && m->lease_ms ? (int)m->lease_ms : lease;
         if (m->type == PSKV__MSG_TYPE__HEARTBEAT_ACK && m->has_request_id && lease > 0) {
-            int64_t until = (int64_t)m->request_id + lease;
+            int64_t until = (int64_t)m->request_id + grant;
             int64_t was = atomic_load(&HB.lease_until_ms);
             while (until > was && !atomic_compare_exchange_weak(&HB.lease_until_ms, &was, until))
                 ;

@@ -4,8 +4,9 @@
  * dead; the loop stamps each pass, and a loop stuck for 10 death time-outs (at
  * least 2 s) stops the heartbeats, so a wedged server is still replaced. The
  * thread renews the lease from the acknowledgements: a server serves only
- * within lease-ms of the send time of its latest acknowledged heartbeat, which
- * ends before the scheduler can declare it dead.
+ * within the lease its latest acknowledgement grants (lease_ms in the ack, else
+ * the view's lease-ms) of that heartbeat's send time, which ends before the
+ * scheduler can declare it dead (scheduler/detect.h).
  *
  * Owns: the heartbeat thread, its DEALER to the scheduler, the lease deadline.
  * lease_start, lease_view, lease_stop: the loop thread. lease_pass,

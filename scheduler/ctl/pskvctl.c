@@ -15,6 +15,7 @@
 #include <zmq.h>
 
 #include "config.h"
+#include "ctl_detect.h"
 #include "ctl_drain.h"
 #include "ctl_top.h"
 #include "export.h"
@@ -251,6 +252,7 @@ static void print_json(const Pskv__Meta *m)
             printf(",\"val_auc\":%.17g", n->val_auc);
         if (n->role == PSKV__ROLE__WORKER)
             json_traffic(n);
+        ctl_detect_json_node(n);
         printf(",\"insecure\":%s,\"refused\":", n->insecure ? "true" : "false");
         json_refusals(n->refusals, n->n_refusals);
         putchar('}');
@@ -263,6 +265,7 @@ static void print_json(const Pskv__Meta *m)
     printf(",\"keys\":%s,\"insecure\":%s,\"refused\":", v->keys ? "true" : "false",
            v->insecure ? "true" : "false");
     json_refusals(v->refusals, v->n_refusals);
+    ctl_detect_json_view(v);
     printf(",\"forgotten\":%" PRIu64 ",\"partitions\":%u,\"replicas\":%u,\"vnodes\":%u,"
            "\"lost\":%u,\"chains\":[", v->forgotten, v->partitions, v->replicas, v->vnodes,
            v->lost);
@@ -343,6 +346,7 @@ static void print_table(const Pskv__Meta *m)
     uint64_t dropped = 0;
     for (size_t i = 0; i < v->n_nodes; i++)
         dropped += v->nodes[i]->dropped;
+    ctl_detect_print(v);
     print_tables(v);
     print_traffic(v);
     if (slow)

@@ -1,12 +1,10 @@
 # Fault tests (sourced by faults.sh): all-reduce training (--sync allreduce) through a
 # worker's death.
 
-# ar_launch DIR ARGS...: 3 workers training mlp by all-reduce (750 steps), 1 server;
-# --dead-after-ms 2000: a node falsely declared dead while the busy machine stalls
-# would end the job for a reason that is not the kill.
+# ar_launch DIR ARGS...: 3 workers training mlp by all-reduce (750 steps), 1 server.
 ar_launch() {
   # shellcheck disable=SC2086
-  launch "$1" --servers 1 --workers 3 --scheduler-opt=--dead-after-ms=2000 -- $AR_ARGS "${@:2}"
+  launch "$1" --servers 1 --workers 3 -- $AR_ARGS "${@:2}"
 }
 
 # ar_kill DIR RANK LOG N: once LOG shows N steps, kill -9 the worker whose pid is

@@ -63,7 +63,7 @@ f_drain() {
   mp=$(free_port)
   # shellcheck disable=SC2086 # DRAIN_ARGS: several words
   launch "$d" --servers 3 --workers 3 --scheduler-opt=--replicas=2 \
-    --scheduler-opt=--metrics-port=$mp --scheduler-opt=--dead-after-ms=$((2000 * TS)) -- --app check \
+    --scheduler-opt=--metrics-port=$mp -- --app check \
     --count-acked --rounds 1000000 --stop-file "$d/stop" ${DRAIN_ARGS:-}
   wait_joined "$d" 3
   drain_node "$d" 999 && fail "drained node 999"
@@ -104,7 +104,7 @@ f_drain_ssp() { DRAIN_ARGS="--consistency ssp:2" f_drain; }
 tags drain_r1 once serial
 f_drain_r1() {
   local d=$TDIR/c v id k a
-  launch "$d" --servers 3 --workers 3 --scheduler-opt=--dead-after-ms=$((2000 * TS)) -- \
+  launch "$d" --servers 3 --workers 3 -- \
     --app check --count-acked --rounds 1000000 --stop-file "$d/stop"
   wait_joined "$d" 3
   for k in 0 1; do
@@ -136,7 +136,7 @@ f_drain_r1() {
 tags drain_joined once serial
 f_drain_joined() {
   local d=$TDIR/c i id pid s1 dpid
-  launch "$d" --servers 2 --workers 2 --scheduler-opt=--dead-after-ms=$((5000 * TS)) -- \
+  launch "$d" --servers 2 --workers 2 -- \
     --app check --count-acked --rounds 1000000 --stop-file "$d/stop"
   wait_joined "$d" 2
   sleep 0.3
@@ -175,7 +175,7 @@ tags drain_wait once
 f_drain_wait() {
   local d=$TDIR/c i id s2 dpid js
   launch "$d" --servers 3 --workers 2 --scheduler-opt=--replicas=2 \
-    --scheduler-opt=--dead-after-ms=$((5000 * TS)) -- --app check --count-acked \
+    -- --app check --count-acked \
     --rounds 1000000 --stop-file "$d/stop"
   wait_joined "$d" 2
   sleep 0.5
@@ -207,7 +207,7 @@ tags drain_bsp once serial
 f_drain_bsp() {
   local d=$TDIR/c v id
   launch "$d" --servers 3 --workers 3 --scheduler-opt=--replicas=2 \
-    --scheduler-opt=--dead-after-ms=$((2000 * TS)) -- --app check --consistency bsp --rounds 600
+    -- --app check --consistency bsp --rounds 600
   wait_joined "$d" 3
   sleep 1.$((RANDOM % 10))
   v=server-$((RANDOM % 3))

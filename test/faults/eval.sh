@@ -5,9 +5,7 @@
 # it dead, and the workers train to the end of their epochs and exit 0.
 eval_fault() {
   local sig=$1 d=$TDIR/c js i
-  # --dead-after-ms 2000: a server or worker falsely declared dead while the busy
-  # machine stalls would fail the job for a reason that is not the evaluator's
-  launch "$d" --servers 1 --workers 2 --evaluators 1 --scheduler-opt=--dead-after-ms=2000 \
+  launch "$d" --servers 1 --workers 2 --evaluators 1 \
     --scheduler-opt=--early-stop-metric=val_accuracy \
     --scheduler-opt=--patience=50 --evaluator-opt --metrics="$d/val.jsonl" -- --app mlp \
     --epochs 12 --train-limit 20000 --test-limit 500 --validation-split 1000 --eval-every 0

@@ -191,7 +191,7 @@ f_bsp_late_view() {
   local d=$TDIR/c first="" i victim=""
   PSKV_TEST_CLOCK_GAP=4:$((8000 * TS)) PSKV_TEST_VIEW_DELAY_MS=$((2000 * TS)) \
     launch "$d" --servers 3 --workers 4 --scheduler-opt=--replicas=2 \
-    --scheduler-opt=--dead-after-ms=$((2000 * TS)) -- --app check --consistency bsp --rounds 12
+    -- --app check --consistency bsp --rounds 12
   wait_joined "$d" 4
   for i in $(seq $((600 * TS))); do
     [ "$(cat "$d"/worker-*.log | grep -c 'test hook: CLOCK 4 went to server node')" -ge 4 ] && break

@@ -2,7 +2,7 @@
 # with shared memory, push buffers and no-copy pushes.
 
 # pause_until_replaced DIR: once the job's 3 workers joined, server 1 is stopped
-# (SIGSTOP) past the death time-out and resumed (SIGCONT); it must learn it was
+# (SIGSTOP) until declared dead and resumed (SIGCONT); it must learn it was
 # replaced, say so, and exit within 5 s.
 pause_until_replaced() {
   local d=$1 pid i
@@ -10,7 +10,8 @@ pause_until_replaced() {
   sleep 0.3
   pid=$(cat "$d/server-1.pid")
   kill -STOP "$pid"
-  sleep 1.2
+  sleep 1.2 # and on until declared dead (the time-out adapts: up to --dead-after-ms 5 s)
+  for i in $(seq 80); do grep -q 'marked dead' "$d/scheduler.log" && break; sleep 0.1; done
   kill -CONT "$pid"
   for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   kill -0 "$pid" 2>/dev/null && fail "the paused server still runs after it was replaced"
@@ -55,7 +56,7 @@ f_pause_server_shm() {
 tags pause_server_buffers shm once
 f_pause_server_buffers() {
   local d=$TDIR/c s
-  launch "$d" --servers 1 --workers 2 --scheduler-opt=--dead-after-ms=8000 -- --app check \
+  launch "$d" --servers 1 --workers 2 -- --app check \
     --rounds 1500 --check-keys 40000 --shm --push buffer --pull view --log-level info
   wait_joined "$d" 2
   sleep 0.3

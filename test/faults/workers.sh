@@ -34,8 +34,8 @@ f_worker_rejoin() {
   wait_joined "$d" 3
   sleep 0.5
   kill -KILL "$(cat "$d/worker-2.pid")"
-  # the scheduler must first see it dead (silent past --dead-after-ms)
-  for i in $(seq 50); do grep -q 'is silent for' "$d/scheduler.log" && break; sleep 0.1; done
+  # the scheduler must first see it dead (its connection closed)
+  for i in $(seq 50); do grep -q 'marked dead' "$d/scheduler.log" && break; sleep 0.1; done
   "$BIN/pskv-worker" --scheduler "127.0.0.1:$(sched_port "$d")" --rank 2 --app check \
     --consistency bsp --rounds 3000 --count-acked --dead-ok > "$d/worker-2b.log" 2>&1 &
   pid=$!

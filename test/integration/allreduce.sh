@@ -68,7 +68,7 @@ tags allreduce_late_keys keys serial
 t_allreduce_late_keys() {
   local d="$TDIR/j" t0=$SECONDS
   "$BIN/pskvctl" keys init "$TDIR/keys" --servers 1 --workers 3 > /dev/null || fail "keys init"
-  PSKV_TEST_FIRST_VIEW_DELAY=1:4000 "$LAUNCH" --keys "$TDIR/keys" --servers 1 --workers 3 --scheduler-opt=--dead-after-ms=2000 \
+  PSKV_TEST_FIRST_VIEW_DELAY=1:4000 "$LAUNCH" --keys "$TDIR/keys" --servers 1 --workers 3 \
     --timeout 60 --log-dir "$d" -- --app allreduce-check --ar-floats 1001 --rounds 3 \
     --chunk-bytes 64 --request-timeout 15 > "$d.out" 2>&1 ||
     fail "exited $?: $(grep -h 'failed' "$d"/worker-*.log | head -n 3)"
@@ -106,8 +106,8 @@ t_allreduce_mismatch() {
 
 # A worker killed (SIGKILL) or stopped (SIGSTOP) in a long loop of 4 MB
 # all-reduces: the others fail their call naming rank 1 and exit 1; nothing
-# hangs. KILL and STOP: the scheduler declares it dead (launch-local's
-# --dead-after-ms 500) and the others fail with PSKV_EPEERDEAD at once; SILENT:
+# hangs. KILL and STOP: the scheduler declares it dead (KILL: its connection
+# closed; STOP: its time-out, 0.8 to 5 s) and the others fail with PSKV_EPEERDEAD at once; SILENT:
 # a scheduler that waits 60 s before declaring anyone dead, so the previous
 # rank's silence (--request-timeout 3) fails the call on rank 2, naming rank 1,
 # and on rank 0 with rank 2's abort or its own time-out on rank 2, whichever

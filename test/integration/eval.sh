@@ -18,7 +18,6 @@ t_eval_early_stop() {
                 --print-digests --seed 3)
   "$LAUNCH" --servers 1 --workers 2 --evaluators 1 --timeout 150 --log-dir "$d" \
     --scheduler-opt --early-stop-metric=val_loss --scheduler-opt --patience=$patience \
-    --scheduler-opt --dead-after-ms=3000 \
     --evaluator-opt --save-best="$TDIR/best.model" --evaluator-opt --metrics="$TDIR/val.jsonl" \
     -- "${common[@]}" > launch.out 2>&1 ||
     fail "launch exited $?: $(tail -n 5 launch.out)"
@@ -76,7 +75,7 @@ t_eval_early_stop() {
   # (--freeze-after 0); the evaluator's last snapshot has the same metrics (the job
   # runs until early stopping, so the evaluator is sure to evaluate)
   "$LAUNCH" --servers 1 --workers 2 --evaluators 1 --timeout 100 --log-dir "$TDIR/again" \
-    --scheduler-opt --dead-after-ms=3000 --scheduler-opt --early-stop-metric=val_loss \
+    --scheduler-opt --early-stop-metric=val_loss \
     --scheduler-opt --patience=2 --evaluator-opt --metrics="$TDIR/again.jsonl" -- \
     --app softmax --consistency bsp --epochs 1000 --train-limit 2000 --test-limit 500 \
     --validation-split 1000 --eval-every 0.25 --freeze-after 0 --momentum 0 --seed 3 \
@@ -226,7 +225,7 @@ t_eval_late_join() {
   port=$(free_port)
   local app=(--app mlp --epochs 16 --train-limit 10000 --test-limit 500 --validation-split 1000)
   start scheduler "$BIN/pskv-scheduler" --port "$port" --servers 1 --workers 2 --evaluators 1 \
-    --early-stop-metric val_accuracy --patience 1000 --dead-after-ms 2000
+    --early-stop-metric val_accuracy --patience 1000
   start server-0 "$BIN/pskv-server" --scheduler "127.0.0.1:$port"
   for r in 0 1; do
     start "worker-$r" "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --rank $r "${app[@]}" --eval-every 0
@@ -336,7 +335,7 @@ t_eval_silent() {
   local app=(--app softmax --epochs 12 --train-limit 20000 --test-limit 500 --validation-split 1000)
   port=$(free_port)
   start scheduler "$BIN/pskv-scheduler" --port "$port" --servers 1 --workers 2 --evaluators 1 \
-    --early-stop-metric val_accuracy --patience 1000 --eval-silence 2 --dead-after-ms 3000
+    --early-stop-metric val_accuracy --patience 1000 --eval-silence 2
   start server-0 "$BIN/pskv-server" --scheduler "127.0.0.1:$port"
   start evaluator "$BIN/pskv-evaluator" --scheduler "127.0.0.1:$port" "${app[@]}" --eval-every 0 --stall-after 3
   for r in 0 1; do

@@ -84,7 +84,7 @@ t_filters_kkt() {
   for f in "" kkt keycache,lz4,kkt; do
     rm -rf "$TDIR/logs"
     "$LAUNCH" --servers 2 --workers 1 --timeout 120 --log-dir "$TDIR/logs" \
-      --scheduler-opt --dead-after-ms --scheduler-opt 5000 -- --app sparse-lr \
+      -- --app sparse-lr \
       --train "$TDIR/gen.train" --test "$TDIR/gen.test" --epochs 2 --batch 256 --updater sgd \
       --momentum 0 --lr 0.5 --l1 0.004 --eval-every 0 --seed 1 --filter "$f" ||
       fail "--filter '$f': exited $?"
@@ -116,7 +116,7 @@ t_filters_kkt() {
     rm -rf "$TDIR/logs"
     # shellcheck disable=SC2086 # $flags: none or one flag and its value
     "$LAUNCH" --servers 1 --workers 1 --timeout 60 --log-dir "$TDIR/logs" \
-      --scheduler-opt --dead-after-ms --scheduler-opt 5000 -- --app sparse-lr \
+      -- --app sparse-lr \
       --train "$TDIR/gen.train" --epochs 1 --updater "$upd" $flags --filter kkt > out 2>&1 &&
       fail "kkt with $upd passed"
     grep -q "table 'sparse-lr.w', filter 'kkt': $says" "$TDIR/logs/worker-0.log" ||

@@ -188,3 +188,36 @@ t_hosts_partition() {
   partition_run ssp:2
   no_pskv_in_hosts h1 h2 h3
 }
+
+# A host cut for 3 s (netns harness, root only): the cut server's connections do not
+# close (no FIN, no RST: half-open), so the connection detector stays quiet and the
+# lease declares it dead; R = 2 keeps the job exact, and the server, healed, learns
+# it was replaced and exits 3.
+tags detect_host_cut root serial
+t_detect_host_cut() {
+  netns_up 3; local rc=$?
+  [ $rc -eq 77 ] && return 77
+  [ $rc -eq 0 ] || fail "cannot create the namespaced hosts"
+  trap '"$NETNS" down > /dev/null 2>&1' EXIT
+  printf '%s\n' 'h1 scheduler servers=1 workers=2' 'h2 servers=1 workers=1' 'h3 servers=1' > hosts
+  local log=$TDIR/logs i
+  "$HOSTS_LAUNCH" --hostfile hosts "${NETNS_SSH[@]}" --bin-dir "$BIN" --timeout 150 --insecure \
+    --scheduler-opt=--replicas=2 --log-dir "$log" -- --app check --rounds 2000 --slowdown 3 \
+    > launch.out 2>&1 &
+  local lpid=$!
+  for i in $(seq 300); do [ "$(cat "$log"/worker-*.log 2>/dev/null | grep -c 'joined job')" -ge 3 ] && break; sleep 0.1; done
+  sleep 1
+  "$NETNS" cut h3 || fail "cut failed"
+  sleep 3
+  wait_line "$log/scheduler.log" 'is dead (silent' 1 5
+  "$NETNS" heal h3 || fail "heal failed"
+  grep -q 'server rank [0-9]* at 10.213.0.13:[0-9]*) is dead (silent [0-9]* ms, phi [0-9.]*): marked dead' "$log/scheduler.log" ||
+    fail "the cut server was not declared dead by its lease: $(grep -h 'marked dead' "$log/scheduler.log")"
+  grep -q 'connection closed' "$log/scheduler.log" && fail "a connection-closed death while the host was cut: $(grep 'connection closed' "$log/scheduler.log")"
+  wait $lpid || fail "launch-hosts exited $?: $(tail -n 5 launch.out)"
+  for i in 0 1 2; do
+    grep -q '^check ok:' "$log/worker-$i.log" || fail "worker $i: $(tail -n 2 "$log/worker-$i.log")"
+  done
+  grep -q 'declared this server dead' "$log/server-2.log" || fail "the cut server did not learn it was replaced"
+  no_pskv_in_hosts h1 h2 h3
+}

@@ -190,7 +190,7 @@ t_pipeline_resume() {
     mkdir -p "$dir/sched" "$dir/s0"
     port=$(free_port)
     start "sched-$phase" "$BIN/pskv-scheduler" --port "$port" --servers 1 --workers 2 \
-      --data-dir "$dir/sched" --dead-after-ms 2000 "${sflags[@]}" # a loaded machine's stalls are not deaths
+      --data-dir "$dir/sched" "${sflags[@]}"
     start "s0-$phase" "$BIN/pskv-server" --scheduler "127.0.0.1:$port" --data-dir "$dir/s0"
     for r in 0 1; do
       start "w$r-$phase" "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --rank $r "${flags[@]}" \
@@ -342,8 +342,8 @@ t_pipeline_train() {
 }
 
 # pskvctl status shows the stages. A stage killed (SIGKILL) mid-run: the stages before and after it fail naming
-# its rank within seconds (the scheduler declares it dead: launch-local's
-# --dead-after-ms 500), nothing hangs, and they exit 1. With two pipelines the
+# its rank within seconds (the scheduler declares it dead: its connection
+# closed), nothing hangs, and they exit 1. With two pipelines the
 # other pipeline's stages stop too, naming it.
 t_pipeline_stage_dies() {
   local d="$TDIR/j" pid t0 r port
@@ -379,7 +379,7 @@ t_pipeline_stage_dies() {
   # of 500 ms is not taken for a death
   d="$TDIR/d2"
   mkdir -p "$d"
-  "$LAUNCH" --servers 1 --workers 4 --timeout 60 --log-dir "$d" --scheduler-opt --dead-after-ms=2000 -- \
+  "$LAUNCH" --servers 1 --workers 4 --timeout 60 --log-dir "$d" -- \
     --app pipeline --stages 2 --pipelines 2 --consistency bsp --layers 784,64,32,10 --batch 32 \
     --micro-batches 4 --epochs 1000 --train-limit 2000 --test-limit 200 --request-timeout 10 > "$d.out" 2>&1 &
   launcher=$!
@@ -409,7 +409,7 @@ t_pipeline_late_keys() {
   "$LAUNCH" --keys "$TDIR/keys" --servers 1 --workers 2 --timeout 60 --log-dir "$TDIR/ref" -- \
     "${args[@]}" > "$TDIR/ref.out" 2>&1 || fail "the run without the delay exited $?"
   t0=$SECONDS
-  PSKV_TEST_FIRST_VIEW_DELAY=1:4000 "$LAUNCH" --keys "$TDIR/keys" --servers 1 --workers 2 --scheduler-opt=--dead-after-ms=2000 \
+  PSKV_TEST_FIRST_VIEW_DELAY=1:4000 "$LAUNCH" --keys "$TDIR/keys" --servers 1 --workers 2 \
     --timeout 60 --log-dir "$d" -- "${args[@]}" > "$d.out" 2>&1 ||
     fail "exited $?: $(grep -h 'pipeline:' "$d"/worker-*.log | head -n 2)"
   [ "$(pl_digests "$d" 2)" = "$(pl_digests "$TDIR/ref" 2)" ] ||

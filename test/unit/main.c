@@ -35,6 +35,7 @@ int main(void)
     srunner_add_suite(sr, halfvec_suite());
     srunner_add_suite(sr, manifest_suite());
     srunner_add_suite(sr, slice_suite());
+    srunner_add_suite(sr, phi_suite());
     srunner_add_suite(sr, wplan_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

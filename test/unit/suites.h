@@ -77,6 +77,9 @@ Suite *halfvec_suite(void);
 Suite *manifest_suite(void);
 /* common/slice.c: the scheduling slice granted, inherited, clamped, left alone at 0. */
 Suite *slice_suite(void);
+/* common/phi.c: the phi-accrual detector against hand-computed values, the sd
+ * floor, jitter buying time, the window rolling. */
+Suite *phi_suite(void);
 /* worker/lib/wplan.c: table checks, runs, keys grouped by partition owner, dense runs
  * cut by owner and chunk, on a handle laid out by hand (no sockets). */
 Suite *wplan_suite(void);

@@ -36,6 +36,7 @@ static void setup_job(int nservers, int nworkers)
     memb.heartbeat_ms = 100;
     memb.dead_after_ms = 500;
     memb.lease_ms = 400;
+    ck_assert_int_eq(detect_init(8, 800, 1), 0); /* --min-dead-after-ms follows: 500 */
     memb.join_timeout_s = 600;
     memb.started_ms = tu_now_ms();
     view_init(8, 1, 4);
@@ -192,6 +193,7 @@ static void expire_at(int64_t now, const uint32_t *ids, const int64_t *ago, int 
         memb_node *m = memb_find(ids[i]);
         ck_assert_ptr_nonnull(m);
         m->last_hb_ms = now - ago[i];
+        m->det.not_before_ms = 0; /* the promise of that (faked) heartbeat has run out */
     }
     memb_expire(now);
 }

@@ -76,6 +76,7 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
         pskv_worker_close(&w);
         return -PSKV_ENOMEM;
     }
+    w->hb_slice_us = cfg.slice_us; /* the heartbeat thread asks for it too */
     if (cfg.slice_us > 0) /* its I/O thread starts now, with the slice: slice.h */
         slice_start_zmq(w->ctx, cfg.slice_us, "libpskv's ZeroMQ threads");
     char why[400], host[256], shost[256];

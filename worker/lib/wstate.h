@@ -283,6 +283,7 @@ struct pskv_worker {
     uint64_t hb_job;
     uint32_t hb_node;
     int hb_period_ms;
+    int hb_slice_us; /* the heartbeat thread's scheduling slice (0: the kernel's) */
     char sched[300];
     _Atomic int64_t clock;  /* iterations finished; pushes and pulls carry it */
     uint64_t late_drops;    /* bsp pushes answered "dropped: late" */

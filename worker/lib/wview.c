@@ -23,6 +23,7 @@
 #include "member.h"
 #include "net.h"
 #include "secure.h"
+#include "slice.h"
 #include "timeutil.h"
 #include "wfilter.h"
 #include "wire.h"
@@ -285,10 +286,15 @@ void wview_catch_up(pskv_worker *w)
 static void *heartbeat_main(void *arg)
 {
     pskv_worker *w = arg;
+    /* a short slice: woken for a heartbeat, it runs before the caller's compute
+     * threads finish their own slices, so a busy worker is not taken for dead */
+    if (w->hb_slice_us > 0)
+        slice_apply(w->hb_slice_us, "libpskv's heartbeat thread");
     void *s = member_hb_socket(w->ctx, &w->sec, w->sched);
     if (!s)
         return NULL;
     const int period = w->hb_period_ms;
+    int64_t next = tu_now_ms();
     while (!atomic_load(&w->hb_stop)) {
         Pskv__Meta hb;
         member_hb_meta(&hb, w->hb_job, w->hb_node);
@@ -314,8 +320,17 @@ static void *heartbeat_main(void *arg)
         hb.n_traffic = wfilter_traffic(w, tt, ttp, names, WST_MAX_TRAFFIC);
         hb.traffic = ttp;
         wire_send(s, NULL, &hb, NULL, NULL);
-        for (int slept = 0; slept < period && !atomic_load(&w->hb_stop); slept += 10)
-            tu_sleep_ms(10);
+        /* to the next beat on the clock, not `period` of sleeps: on a loaded host each
+         * wake-up waits for a core, and ten late 10 ms naps made a 100 ms period
+         * stretch to most of a second (a false death) */
+        next += period;
+        int64_t now = tu_now_ms();
+        if (next < now)
+            next = now; /* late: beat now, do not burst to catch up */
+        while (now < next && !atomic_load(&w->hb_stop)) {
+            tu_sleep_ms(next - now < 10 ? (int)(next - now) : 10);
+            now = tu_now_ms();
+        }
     }
     zmq_close(s);
     return NULL;
