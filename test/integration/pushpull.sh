@@ -3,31 +3,38 @@
 
 tags estimate_mlp serial
 t_estimate_mlp() {
-  # --estimate times 45 steps of every worker and predicts the job's wall time; the
-  # same job run for real (same flags, no --estimate) must take within 25% of it
-  # (a loose bound: the machine is shared and noisy). The real run prints ETA lines
-  # during its first epoch and after each, with a scaling efficiency in (0, 1.5].
+  # --estimate times a fifth of the job's steps (150 here) and predicts its wall time; the
+  # same job run for real (same flags, no --estimate) must take within 25% of it (a
+  # loose bound). On the shared machine a burst of load can slow either run several
+  # times over, so a pair (estimate, then the real run) is tried up to 3 times and one
+  # pair within 25% passes; a prediction wrong by design (setup or evaluations left
+  # out, steps miscounted) misses in every pair. The real run prints ETA lines during
+  # its first epoch and after each, with a scaling efficiency in (0, 1.5].
   local flags=(--app mlp --epochs 2 --train-limit 12000 --test-limit 1000 --seed 3)
-  "$LAUNCH" --servers 1 --workers 2 --timeout 150 --log-dir "$TDIR/est" -- "${flags[@]}" --estimate \
-    > /dev/null 2>&1 || fail "--estimate run exited $?: $(tail -n 3 "$TDIR/est/worker-0.log")"
-  grep -q 'final test accuracy' "$TDIR/est/worker-0.log" && fail "--estimate trained the whole job"
-  local pred
-  pred=$(grep -o 'estimate: predicted wall time [0-9.]*' "$TDIR/est/worker-0.log" | awk '{print $5}')
-  [ -n "$pred" ] || fail "no prediction: $(tail -n 3 "$TDIR/est/worker-0.log")"
-  "$LAUNCH" --servers 1 --workers 2 --timeout 150 --log-dir "$TDIR/real" -- "${flags[@]}" \
-    > /dev/null 2>&1 || fail "the real run exited $?: $(tail -n 3 "$TDIR/real/worker-0.log")"
-  local real
-  real=$(grep -o 'job wall time [0-9.]*' "$TDIR/real/worker-0.log" | awk '{print $4}')
-  [ -n "$real" ] || fail "no job wall time in the real run"
-  echo "predicted $pred s, real $real s"
-  awk -v p="$pred" -v r="$real" 'BEGIN { e = (p - r) / r; exit !(e <= 0.25 && e >= -0.25) }' ||
-    fail "prediction $pred s is more than 25% off the real $real s"
+  local try pred real ok=0
+  for try in 1 2 3; do
+    "$LAUNCH" --servers 1 --workers 2 --timeout 150 --log-dir "$TDIR/est$try" -- "${flags[@]}" \
+      --estimate > /dev/null 2>&1 || fail "--estimate run exited $?: $(tail -n 3 "$TDIR/est$try/worker-0.log")"
+    grep -q 'final test accuracy' "$TDIR/est$try/worker-0.log" && fail "--estimate trained the whole job"
+    pred=$(grep -o 'estimate: predicted wall time [0-9.]*' "$TDIR/est$try/worker-0.log" | awk '{print $5}')
+    [ -n "$pred" ] || fail "no prediction: $(tail -n 3 "$TDIR/est$try/worker-0.log")"
+    "$LAUNCH" --servers 1 --workers 2 --timeout 150 --log-dir "$TDIR/real$try" -- "${flags[@]}" \
+      > /dev/null 2>&1 || fail "the real run exited $?: $(tail -n 3 "$TDIR/real$try/worker-0.log")"
+    real=$(grep -o 'job wall time [0-9.]*' "$TDIR/real$try/worker-0.log" | awk '{print $4}')
+    [ -n "$real" ] || fail "no job wall time in the real run"
+    echo "try $try: predicted $pred s, real $real s"
+    if awk -v p="$pred" -v r="$real" 'BEGIN { e = (p - r) / r; exit !(e <= 0.25 && e >= -0.25) }'; then
+      ok=1
+      break
+    fi
+  done
+  [ "$ok" = 1 ] || fail "every prediction was more than 25% off its real run"
   local n
-  n=$(grep -c '^eta: epoch' "$TDIR/real/worker-0.log")
+  n=$(grep -c '^eta: epoch' "$TDIR/real$try/worker-0.log")
   [ "$n" -ge 4 ] || fail "expected >= 4 eta lines (a tenth, half, end of epoch 1, end of 2), got $n"
-  grep '^eta: epoch' "$TDIR/real/worker-0.log" | grep -o 'scaling efficiency [0-9.]*' |
+  grep '^eta: epoch' "$TDIR/real$try/worker-0.log" | grep -o 'scaling efficiency [0-9.]*' |
     awk '{ if (!($3 > 0 && $3 <= 1.5)) bad = 1 } END { exit bad }' ||
-    fail "a scaling efficiency out of (0, 1.5]: $(grep '^eta:' "$TDIR/real/worker-0.log")"
+    fail "a scaling efficiency out of (0, 1.5]: $(grep '^eta:' "$TDIR/real$try/worker-0.log")"
   # the flag belongs to the dense training apps
   "$BIN/pskv-worker" --scheduler 127.0.0.1:1 --app check --estimate > "$TDIR/bad.log" 2>&1 &&
     fail "--estimate accepted for --app check"

@@ -608,7 +608,8 @@ static int train_loop(run *r)
         eta_step(&r->eta, cb + cc);
         if (r->estimate && r->nsteps == ETA_ESTIMATE_WARMUP)
             eta_start(&r->eta); /* the steps timed start after the warm-up */
-        if (r->estimate && r->nsteps == ETA_ESTIMATE_WARMUP + ETA_ESTIMATE_STEPS)
+        if (r->estimate &&
+            r->nsteps == ETA_ESTIMATE_WARMUP + eta_estimate_steps(r->total_steps))
             break;
         if ((rc = after_step(r, in_epoch, epoch)) != 0)
             return rc;

@@ -20,6 +20,12 @@ void eta_init(eta *e, int64_t total_steps, int64_t steps_per_epoch, int64_t eval
     e->next_print = e->steps_per_epoch / 10 > 0 ? e->steps_per_epoch / 10 : 1;
 }
 
+int64_t eta_estimate_steps(int64_t total_steps)
+{
+    int64_t n = total_steps / 5;
+    return n < ETA_ESTIMATE_MIN ? ETA_ESTIMATE_MIN : n > ETA_ESTIMATE_MAX ? ETA_ESTIMATE_MAX : n;
+}
+
 void eta_start(eta *e)
 {
     e->loop_t0_ns = tu_now_ns();

@@ -15,9 +15,13 @@
 
 #include <stdint.h>
 
-/* --estimate: steps timed after ESTIMATE_WARMUP untimed ones (the first pulls
- * fault memory in, the first pushes create the servers' state). */
-#define ETA_ESTIMATE_STEPS 40
+/* --estimate: a fifth of the job's steps, at least 40 and at most 400, timed after
+ * ETA_ESTIMATE_WARMUP untimed ones (the first pulls fault memory in, the first pushes
+ * create the servers' state): a count every worker computes alike (a bsp worker
+ * stopping alone would hold the others' clocks), long enough that a burst of load on
+ * a shared machine weighs on it as on the job. */
+#define ETA_ESTIMATE_MIN 40
+#define ETA_ESTIMATE_MAX 400
 #define ETA_ESTIMATE_WARMUP 5
 
 typedef struct eta {
@@ -39,6 +43,9 @@ typedef struct eta {
  * began (CLOCK_MONOTONIC). */
 void eta_init(eta *e, int64_t total_steps, int64_t steps_per_epoch, int64_t evals, int W,
               double per_step, int64_t app_t0_ns);
+
+/* --estimate: the steps to time for a job of total_steps. */
+int64_t eta_estimate_steps(int64_t total_steps);
 
 /* The timed steps start now (after a resume or --estimate's warm-up: from scratch). */
 void eta_start(eta *e);

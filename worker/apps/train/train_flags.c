@@ -41,7 +41,8 @@ const cfg_entry apptab_train_flags[] = {
      "16-bit --wire, --loss-scale or --print-digests); --pushpull=false: push, clock, then "
      "pull", 0, 0, NULL, NULL},
     {"estimate", CFG_BOOL, "false", "PSKV_WORKER_ESTIMATE", 1, 0, NULL,
-     "softmax, mlp: train 45 steps (every worker: give them all the flag), print on rank 0 "
+     "softmax, mlp: train a fifth of the job's steps (40 to 400, after 5 untimed; every "
+     "worker: give them all the flag), print on rank 0 "
      "the job's predicted wall time as configured (--epochs, --eval-every) and its scaling "
      "efficiency, and exit", 0, 0, NULL, NULL},
     {"epochs", CFG_INT, "5", "PSKV_WORKER_EPOCHS", 1, 100000, NULL, "training epochs", 0, 0, NULL,
