@@ -254,8 +254,15 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
             o->n += k;
         }
     } else if (r->pp && m->type == PSKV__MSG_TYPE__PUSH_ACK) {
-        return; /* pskv_pushpull: the part ends with its pull's reply (bsp, replicas) */
-    } else if (r->type == REQ_PULL || r->pp) {
+        p->pp_acked = 1; /* pskv_pushpull (bsp, replicas, a re-send): and its reply? */
+        if (!p->pp_reply)
+            return;
+    } else if (r->pp && m->type == PSKV__MSG_TYPE__PULL_REPLY && !p->pp_reply) {
+        pull_reply(w, r, p, msg, s);
+        p->pp_reply = 1; /* the part ends now, or with the PUSH_ACK the reply announces */
+        if (m->has_pull_after && m->pull_after && !p->pp_acked && !r->err)
+            return;
+    } else if (r->type == REQ_PULL) {
         pull_reply(w, r, p, msg, s);
     } else {
         Pskv__MsgType want =

@@ -107,6 +107,9 @@ typedef struct part {
     uint64_t epoch;    /* the view it was planned on */
     uint64_t key_sig;  /* keycache: the signature its keys went with (0 = none) */
     int done;
+    int pp_reply, pp_acked; /* pskv_pushpull: its PULL_REPLY, its PUSH_ACK came (the part
+                               ends with the reply, or with both when the reply says an
+                               ack follows: pull_after) */
     wshm_seg *shm;     /* its values' region in shared memory (wshm.h), or NULL */
     uint64_t shm_off, shm_len;
     int shm_heard;     /* the server answered the send that named the region */
