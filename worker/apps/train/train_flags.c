@@ -38,8 +38,8 @@ const cfg_entry apptab_train_flags[] = {
     {"pushpull", CFG_BOOL, "false", "PSKV_WORKER_PUSHPULL", 1, 0, NULL,
      "softmax, mlp without --prefetch: a step's push, clock and pull are one pskv_pushpull "
      "(one round trip per server; where it applies: --sync ps without --shm, --filter, a "
-     "16-bit --wire, --loss-scale or --print-digests; not yet the default: a failover "
-     "during the combined call can stall); else push, clock, then pull", 0, 0, NULL, NULL},
+     "16-bit --wire, --loss-scale or --print-digests; not yet the default); else push, "
+     "clock, then pull", 0, 0, NULL, NULL},
     {"estimate", CFG_BOOL, "false", "PSKV_WORKER_ESTIMATE", 1, 0, NULL,
      "softmax, mlp: train a fifth of the job's steps (40 to 400, after 5 untimed; every "
      "worker: give them all the flag), print on rank 0 "
