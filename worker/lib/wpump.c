@@ -58,20 +58,27 @@ static int shm_reply(pskv_worker *w, int si, part *p, wire_msg *msg)
     return 0;
 }
 
-/* A view pull (pskv_pull_view) answered whole, in key order, into its one part's
- * region: the region moves to the request (held with the view, wreq.h), and the
- * values stay where the server wrote them. 0: they are copied as any pull's. */
-static int view_in_place(req *r, part *p, const wire_msg *msg, size_t wd)
+/* 1 when run part p's runs follow each other from the request's first key: its
+ * values are the view's, in key order, as they came. */
+static int runs_in_order(const req *r, const part *p)
 {
-    if (r->nparts != 1 || p->idx || !p->shm || !msg->meta->has_shm_len ||
-        (size_t)p->n * wd != r->view_floats)
-        return 0;
     uint64_t at = r->first;
     for (uint64_t g = p->seg0; g < p->seg0 + p->nseg; g++) {
         if (r->segs[2 * g] != at)
             return 0;
         at += r->segs[2 * g + 1];
     }
+    return 1;
+}
+
+/* A view pull (pskv_pull_view) answered whole, in key order, into its one part's
+ * region: the region moves to the request (held with the view, wreq.h), and the
+ * values stay where the server wrote them. 0: they are copied as any pull's. */
+static int view_in_place(req *r, part *p, const wire_msg *msg, size_t wd)
+{
+    if (r->nparts != 1 || p->idx || !p->shm || !msg->meta->has_shm_len ||
+        (size_t)p->n * wd != r->view_floats || !runs_in_order(r, p))
+        return 0;
     r->view_vals = msg->vals;
     r->view_part = *p;
     p->shm = NULL;
@@ -89,14 +96,8 @@ static int view_in_frame(tbl *t, req *r, part *p, wire_msg *msg)
     zmq_msg_t *f = &msg->frames[msg->nframes - 1];
     if (r->nparts != 1 || p->idx || p->shm || msg->nframes < 2 || zmq_msg_size(f) < 64 ||
         (const void *)msg->vals != zmq_msg_data(f) || (size_t)p->n * wd != r->view_floats ||
-        zmq_msg_size(f) != r->view_floats * sizeof(float))
+        zmq_msg_size(f) != r->view_floats * sizeof(float) || !runs_in_order(r, p))
         return 0;
-    uint64_t at = r->first;
-    for (uint64_t g = p->seg0; g < p->seg0 + p->nseg; g++) {
-        if (r->segs[2 * g] != at)
-            return 0;
-        at += r->segs[2 * g + 1];
-    }
     wfilter_received(t, msg); /* counted as the frames came, before one moves */
     zmq_msg_init(&r->view_frame);
     zmq_msg_move(&r->view_frame, f); /* cannot fail on two initialised messages */
