@@ -58,6 +58,7 @@ WORKER_O := $(APP_O) $(DATA_O)
 # worker code the unit tests link (readers, models, libpskv's clipping, kkt and request
 # planning with wstate's error message; no main)
 WORKER_UNIT_O := $(DATA_O) $(BUILD)/obj/worker/apps/train/model.o $(BUILD)/obj/worker/apps/train/pipesched.o \
+                 $(BUILD)/obj/worker/apps/train/balsplit.o \
                  $(BUILD)/obj/worker/lib/wclip.o $(BUILD)/obj/worker/lib/wkkt.o \
                  $(BUILD)/obj/worker/lib/wplan.o $(BUILD)/obj/worker/lib/wstate.o
 # scheduler code the membership suite links: the node table, its events, the
@@ -77,7 +78,7 @@ TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-zmq-bidir $(BIN)/pskv-hashmap-floor 
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
 
 FORCE:
-.PHONY: FORCE all tools deps size docs docs-check test unit integration faults test-faults bench-faults demo bench bench-incr bench-allreduce bench-metrics bench-pushpull bench-curve bench-train bench-consistency bench-sparse bench-hosts chaos install deb package-check clean fuzz fuzz-live tsan
+.PHONY: FORCE all tools deps size docs docs-check test unit integration faults test-faults bench-faults demo bench bench-incr bench-allreduce bench-metrics bench-pushpull bench-curve bench-train bench-consistency bench-balance bench-sparse bench-hosts chaos install deb package-check clean fuzz fuzz-live tsan
 .DEFAULT_GOAL := all
 
 MANS     := $(BINS:$(BIN)/%=$(BUILD)/man/man1/%.1)
@@ -352,6 +353,10 @@ bench-train: deps
 bench-consistency: deps
 	$(MAKE) all
 	scripts/bench-consistency.sh
+
+bench-balance: deps
+	$(MAKE) all
+	scripts/bench-balance.sh
 
 bench-sparse: deps
 	$(MAKE) all

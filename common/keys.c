@@ -63,26 +63,48 @@ static int read_small(const char *path, char *buf, size_t len, char *why, size_t
     return 0;
 }
 
-/* Parses "ROLE KEY" or "KEY" (a comment or blank line: returns 1). A comment
- * is a line whose first non-blank character is '#' ('#' is a Z85 digit). */
-static int parse_line(char *line, key_role *role, char *pub)
+/* Checks a namespace list "NS1,NS2": names of 1..64 bytes without '/'. */
+static int ns_list_valid(const char *list)
+{
+    for (const char *p = list;;) {
+        size_t n = strcspn(p, ",");
+        if (n == 0 || n > 64 || memchr(p, '/', n))
+            return 0;
+        if (!p[n])
+            return 1;
+        p += n + 1;
+    }
+}
+
+/* Parses "ROLE KEY", "KEY", "worker NS1,NS2 KEY" or "reader [NS1,NS2] KEY" (a reader
+ * is a worker with a read-only binding; bind gets key_entry.bind, and may be NULL
+ * where no binding is allowed). A comment or blank line: returns 1. A comment is
+ * a line whose first non-blank character is '#' ('#' is a Z85 digit). */
+static int parse_line(char *line, key_role *role, char *pub, char *bind)
 {
     line += strspn(line, " \t");
     if (*line == '#')
         return 1;
-    char *tok[3];
+    char *tok[4];
     int n = 0;
-    for (char *save = NULL, *t = strtok_r(line, " \t\r\n", &save); t && n < 3;
+    for (char *save = NULL, *t = strtok_r(line, " \t\r\n", &save); t && n < 4;
          t = strtok_r(NULL, " \t\r\n", &save))
         tok[n++] = t;
     if (n == 0)
         return 1;
-    const char *k = n == 1 ? tok[0] : tok[1];
-    if (n > 2 || !key_z85_valid(k))
+    const char *k = tok[n - 1];
+    if (n > 3 || !key_z85_valid(k))
         return -1;
-    *role = n == 2 ? key_role_parse(tok[0]) : KEY_ROLE_NONE;
-    if (n == 2 && *role == KEY_ROLE_NONE)
+    int reader = n >= 2 && !strcmp(tok[0], "reader");
+    *role = n == 1 ? KEY_ROLE_NONE : reader ? KEY_ROLE_WORKER : key_role_parse(tok[0]);
+    if (n >= 2 && *role == KEY_ROLE_NONE)
         return -1;
+    const char *list = n == 3 ? tok[1] : "";
+    if (n == 3 && (*role != KEY_ROLE_WORKER || !bind || !ns_list_valid(list) ||
+                   strlen(list) + 4 > KEY_BIND))
+        return -1;
+    if (bind)
+        snprintf(bind, KEY_BIND, "%s%s", reader ? "ro:" : *list ? "rw:" : "", list);
     memcpy(pub, k, KEY_Z85 + 1);
     return 0;
 }
@@ -96,7 +118,7 @@ static int read_pub(const char *dir, const char *name, key_role *role, char *pub
     int rc = read_small(path, buf, sizeof buf, why, whylen);
     if (rc < 0)
         return rc;
-    if (parse_line(buf, role, pub) != 0) {
+    if (parse_line(buf, role, pub, NULL) != 0) {
         log_why(why, whylen, "%s: expected one line \"ROLE PUBLIC-KEY\" (40 Z85 characters)",
                 path);
         return -PSKV_EINVAL;
@@ -135,7 +157,7 @@ static int read_secret(const char *dir, char *sec, char *why, size_t whylen)
     }
     buf[n] = '\0';
     key_role ignored;
-    int rc = parse_line(buf, &ignored, sec) == 0 ? 0 : -PSKV_EINVAL;
+    int rc = parse_line(buf, &ignored, sec, NULL) == 0 ? 0 : -PSKV_EINVAL;
     memset(buf, 0, sizeof buf);
     if (rc < 0)
         log_why(why, whylen, "%s: expected one secret key (40 Z85 characters)", path);
@@ -196,11 +218,17 @@ static int entry_cmp(const void *a, const void *b)
 
 int key_allow_add(key_allow *a, key_role role, const char *pub)
 {
+    return key_allow_add_bound(a, role, pub, NULL);
+}
+
+int key_allow_add_bound(key_allow *a, key_role role, const char *pub, const char *bind)
+{
     key_entry key = {.role = role};
     memcpy(key.pub, pub, KEY_Z85 + 1);
+    snprintf(key.bind, sizeof key.bind, "%s", bind ? bind : "");
     key_entry *hit = a->n ? bsearch(&key, a->e, a->n, sizeof *a->e, entry_cmp) : NULL;
     if (hit) { /* listed twice: the later line wins */
-        hit->role = role;
+        *hit = key;
         return 0;
     }
     if (grow_array((void **)&a->e, &a->cap, a->n + 1, sizeof *a->e) < 0)
@@ -222,15 +250,17 @@ int key_allow_load(key_allow *out, const char *path, char *why, size_t whylen)
     while (rc == 0 && fgets(line, sizeof line, f)) {
         lineno++;
         key_role role;
-        char pub[KEY_Z85 + 1];
-        int p = parse_line(line, &role, pub);
+        char pub[KEY_Z85 + 1], bind[KEY_BIND];
+        int p = parse_line(line, &role, pub, bind);
         if (p == 1)
             continue;
         if (p < 0 || role == KEY_ROLE_NONE) {
             log_why(why, whylen, "%s line %d: expected \"ROLE PUBLIC-KEY\" (roles: scheduler, "
-                    "server, worker, evaluator, control)", path, lineno);
+                    "server, worker, evaluator, control), \"worker NS1,NS2 PUBLIC-KEY\" or "
+                    "\"reader [NS1,NS2] PUBLIC-KEY\" (namespaces of 1..64 bytes, no '/')",
+                    path, lineno);
             rc = -PSKV_EINVAL;
-        } else if (key_allow_add(out, role, pub) < 0) {
+        } else if (key_allow_add_bound(out, role, pub, bind) < 0) {
             log_why(why, whylen, "%s: out of memory", path);
             rc = -PSKV_ENOMEM;
         }
@@ -241,13 +271,18 @@ int key_allow_load(key_allow *out, const char *path, char *why, size_t whylen)
     return rc;
 }
 
-key_role key_allow_role(const key_allow *a, const char *pub)
+const key_entry *key_allow_find(const key_allow *a, const char *pub)
 {
     if (!a || !a->n || !pub)
-        return KEY_ROLE_NONE;
+        return NULL;
     key_entry key;
     snprintf(key.pub, sizeof key.pub, "%s", pub);
-    const key_entry *hit = bsearch(&key, a->e, a->n, sizeof *a->e, entry_cmp);
+    return bsearch(&key, a->e, a->n, sizeof *a->e, entry_cmp);
+}
+
+key_role key_allow_role(const key_allow *a, const char *pub)
+{
+    const key_entry *hit = key_allow_find(a, pub);
     return hit ? hit->role : KEY_ROLE_NONE;
 }
 

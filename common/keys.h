@@ -7,8 +7,11 @@
  *   node.pub        "ROLE PUBLIC-KEY", one line: appended as is to `authorized`
  *   scheduler.pub   the scheduler's node.pub
  *   authorized      scheduler and servers: one "ROLE PUBLIC-KEY" line per allowed
- *                   node (a line starting with '#' is a comment); re-read on SIGHUP
- * Roles: scheduler, server, worker, evaluator, control (pskvctl).
+ *                   node (a line starting with '#' is a comment); re-read on SIGHUP.
+ *                   A worker's line may bind it to namespaces, "worker NS1,NS2 KEY",
+ *                   and "reader [NS1,NS2] KEY" lists a worker key that may pull but
+ *                   not push (no list: every namespace); the servers enforce it
+ * Roles: scheduler, server, worker, evaluator, control (pskvctl); "reader" is a worker.
  *
  * Owns: the key material it loaded (a keyset) and allowlists. Any thread may call
  * these functions on its own objects; an allowlist is read-only once loaded, so
@@ -20,6 +23,7 @@
 #include <stddef.h>
 
 #define KEY_Z85 40 /* characters of a Z85-encoded 32-byte key */
+#define KEY_BIND 160 /* bytes of a binding, "rw:NS1,NS2" or "ro:..." (nul included) */
 
 typedef enum key_role {
     KEY_ROLE_NONE = 0,
@@ -34,6 +38,8 @@ typedef enum key_role {
 typedef struct key_entry {
     key_role role;
     char pub[KEY_Z85 + 1];
+    char bind[KEY_BIND]; /* "" (every namespace, read and write), "rw:NS1,NS2" (a worker
+                            bound to those), "ro:NS1,..." or "ro:" (a reader) */
 } key_entry;
 
 /* A role-tagged allowlist, sorted by key for lookup. */
@@ -75,6 +81,12 @@ int key_allow_load(key_allow *out, const char *path, char *why, size_t whylen);
 
 /* Adds (role, pub) to an allowlist (kept sorted). Returns 0 or -PSKV_ENOMEM. */
 int key_allow_add(key_allow *a, key_role role, const char *pub);
+
+/* key_allow_add with the key's namespace binding (key_entry.bind; NULL = ""). */
+int key_allow_add_bound(key_allow *a, key_role role, const char *pub, const char *bind);
+
+/* The entry of `pub` in a, or NULL when it is not listed. */
+const key_entry *key_allow_find(const key_allow *a, const char *pub);
 
 /* The role of `pub` in a, or KEY_ROLE_NONE when it is not listed. */
 key_role key_allow_role(const key_allow *a, const char *pub);

@@ -31,22 +31,22 @@ typedef struct phi_window {
 } phi_window;
 
 /* An empty window: mean prior_ms (> 0), sd at least min_sd_ms (> 0). */
-void phi_init(phi_window *w, double prior_ms, double min_sd_ms);
+__attribute__((visibility("hidden"))) void phi_init(phi_window *w, double prior_ms, double min_sd_ms);
 
 /* Adds one heartbeat gap (ms, >= 0); the oldest of a full window drops out. */
-void phi_add(phi_window *w, double gap_ms);
+__attribute__((visibility("hidden"))) void phi_add(phi_window *w, double gap_ms);
 
 /* The window's mean gap (the prior when empty) and standard deviation (population,
  * at least min_sd_ms), in ms. */
-double phi_mean(const phi_window *w);
-double phi_sd(const phi_window *w);
+__attribute__((visibility("hidden"))) double phi_mean(const phi_window *w);
+__attribute__((visibility("hidden"))) double phi_sd(const phi_window *w);
 
 /* phi after `elapsed_ms` of silence since the last heartbeat (0 and up; large
  * silences give large, finite values). */
-double phi_value(const phi_window *w, double elapsed_ms);
+__attribute__((visibility("hidden"))) double phi_value(const phi_window *w, double elapsed_ms);
 
 /* The silence (ms) at which phi reaches `threshold` (> 0): the inverse of
  * phi_value, solved in closed form (the cubic in y has one real root). */
-double phi_time_to(const phi_window *w, double threshold);
+__attribute__((visibility("hidden"))) double phi_time_to(const phi_window *w, double threshold);
 
 #endif

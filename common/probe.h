@@ -24,14 +24,14 @@ typedef enum probe_result {
 
 /* Tries a TCP connection to host:port for at most timeout_ms (clamped to
  * 1..10000). */
-probe_result probe_tcp(const char *host, int port, int timeout_ms);
+__attribute__((visibility("hidden"))) probe_result probe_tcp(const char *host, int port, int timeout_ms);
 
 /* 1 when process `pid` of this host is gone (no /proc entry, or a zombie or dead
  * task awaiting its parent), 0 when it runs (or stopped), -1 when this cannot be
  * told (pid 0). Only meaningful for a peer in this host's pid namespace. */
-int probe_pid_gone(uint32_t pid);
+__attribute__((visibility("hidden"))) int probe_pid_gone(uint32_t pid);
 
 /* "connection refused", "connection accepted" or "no answer", for logs. */
-const char *probe_name(probe_result r);
+__attribute__((visibility("hidden"))) const char *probe_name(probe_result r);
 
 #endif

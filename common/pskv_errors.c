@@ -25,6 +25,8 @@ static const char *const messages[PSKV_ERROR_MAX] = {
     [PSKV_EPERM] = "not permitted for this key's role",
     [PSKV_ENOSHM] = "shared memory refused by the peer: values go over TCP",
     [PSKV_ESHMREF] = "bad shared-memory reference",
+    [PSKV_EQUOTA] = "namespace quota exceeded",
+    [PSKV_EACCES] = "namespace not bound to this key, or read-only",
     [PSKV_EKEYMISS] = "key list signature not held by the receiver (keycache): send the keys",
 };
 

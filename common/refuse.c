@@ -13,7 +13,7 @@
 #define LOG_EVERY_MS 60000
 
 static const char *const names[REFUSE_COUNT] = {
-    "plaintext", "handshake", "unknown-key", "role", "message",
+    "plaintext", "handshake", "unknown-key", "role", "message", "namespace",
 };
 
 static atomic_uint_fast64_t counts[REFUSE_COUNT];

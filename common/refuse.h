@@ -18,11 +18,13 @@ typedef enum refuse_reason {
     REFUSE_ROLE,          /* a listed key whose role may not use this socket */
     REFUSE_MESSAGE,       /* a message its sender's role may not send (REGISTER as another
                              role, checkpoint without a control key, a node id of another key) */
+    REFUSE_NAMESPACE,     /* a worker key's request outside its namespaces, or a reader's push
+                             (the authorized file's binding: PSKV_EACCES) */
     REFUSE_COUNT
 } refuse_reason;
 
 /* Short name of a reason ("plaintext", "handshake", "unknown-key", "role",
- * "message"), as `pskvctl status` prints it. */
+ * "message", "namespace"), as `pskvctl status` prints it. */
 const char *refuse_name(refuse_reason r);
 
 /* Counts one refusal and logs it (warn) unless this peer was logged for this

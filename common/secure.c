@@ -89,7 +89,8 @@ int secure_listen(secure *s, void *ctx, void *sock, unsigned roles, char *why, s
     if (!s->z) {
         key_allow allow = {0};
         for (size_t i = 0; i < s->ks.allow.n; i++)
-            if (key_allow_add(&allow, s->ks.allow.e[i].role, s->ks.allow.e[i].pub) < 0) {
+            if (key_allow_add_bound(&allow, s->ks.allow.e[i].role, s->ks.allow.e[i].pub,
+                                    s->ks.allow.e[i].bind) < 0) {
                 key_allow_free(&allow);
                 log_why(why, whylen, "out of memory");
                 return -PSKV_ENOMEM;

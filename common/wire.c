@@ -308,13 +308,14 @@ fail:
     return rc;
 }
 
-/* The sender's address, and under CURVE its key and role (the ZAP handler's
- * User-Id, "ROLE KEY": zap.h). */
+/* The sender's address, and under CURVE its key, role and namespace binding (the
+ * ZAP handler's User-Id, "ROLE KEY[ BINDING]": zap.h). */
 static void peer_of(zmq_msg_t *msg, wire_msg *m)
 {
     const char *addr = zmq_msg_gets(msg, "Peer-Address");
     snprintf(m->peer, sizeof m->peer, "%s", addr ? addr : "?");
     m->role = (int)zap_peer(msg, m->key, sizeof m->key);
+    zap_peer_bind(msg, m->bind, sizeof m->bind);
 }
 
 int wire_recv(void *sock, int router, wire_msg *m, char *why, size_t whylen)

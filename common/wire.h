@@ -41,6 +41,8 @@ typedef struct wire_msg {
     char peer[64];               /* sender address for logs */
     int role;                    /* the sender key's role (key_role) under CURVE, else 0 */
     char key[41];                /* the sender's public key (Z85) under CURVE, else "" */
+    char bind[160];              /* its key's namespace binding (KEY_BIND, keys.h): "" =
+                                    every namespace, read and write */
 } wire_msg;
 
 /* Moves a received message to another place (dst must not overlap src unless it

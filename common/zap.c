@@ -68,8 +68,16 @@ key_role zap_peer(void *frame, char *pub, size_t publen)
     memcpy(role, uid, rl);
     role[rl] = '\0';
     if (pub && publen && sp)
-        snprintf(pub, publen, "%s", sp + 1);
+        snprintf(pub, publen, "%.*s", (int)strcspn(sp + 1, " "), sp + 1);
     return key_role_parse(role);
+}
+
+void zap_peer_bind(void *frame, char *bind, size_t len)
+{
+    const char *uid = zmq_msg_gets((zmq_msg_t *)frame, "User-Id");
+    const char *sp = uid ? strchr(uid, ' ') : NULL;
+    sp = sp ? strchr(sp + 1, ' ') : NULL;
+    snprintf(bind, len, "%s", sp ? sp + 1 : "");
 }
 
 /* Receives the frames of one message into f (at most n; extra frames dropped). */
@@ -100,7 +108,7 @@ static void send_str(void *s, const void *data, size_t len, int more)
     zmq_send(s, data, len, more ? ZMQ_SNDMORE : 0);
 }
 
-/* One ZAP request: answer 200 with User-Id "ROLE KEY", or 400. */
+/* One ZAP request: answer 200 with User-Id "ROLE KEY[ BINDING]", or 400. */
 static void answer(zap *z)
 {
     zmq_msg_t f[8];
@@ -118,11 +126,16 @@ static void answer(zap *z)
     if (curve)
         zmq_z85_encode(pub, (const uint8_t *)zmq_msg_data(&f[6]), 32);
     key_role role = KEY_ROLE_NONE;
+    char bind[KEY_BIND] = ""; /* the file's binding; a key known from the view has none */
     pthread_mutex_lock(&z->lock);
     if (curve) {
-        role = key_allow_role(&z->allow, pub);
-        if (role == KEY_ROLE_NONE)
+        const key_entry *e = key_allow_find(&z->allow, pub);
+        if (e) {
+            role = e->role;
+            snprintf(bind, sizeof bind, "%s", e->bind);
+        } else {
             role = key_allow_role(&z->view, pub);
+        }
     }
     unsigned roles = z->roles;
     pthread_mutex_unlock(&z->lock);
@@ -133,8 +146,8 @@ static void answer(zap *z)
         refuse_note(REFUSE_UNKNOWN_KEY, addr, pub, "a key not in the allowlist");
     else if (!ok)
         refuse_note(REFUSE_ROLE, addr, pub, key_role_name(role));
-    char uid[64];
-    snprintf(uid, sizeof uid, "%s %s", key_role_name(role), pub);
+    char uid[64 + KEY_BIND];
+    snprintf(uid, sizeof uid, "%s %s%s%s", key_role_name(role), pub, *bind ? " " : "", bind);
     send_str(z->rep, "1.0", 3, 1);
     if (n >= 2)
         send_str(z->rep, zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), 1);

@@ -2,7 +2,8 @@
  * CURVE: one thread answers libzmq's authentication requests on
  * inproc://zeromq.zap.01, accepting a client key only when the allowlist lists
  * it with a role this daemon takes. An accepted connection's messages carry the
- * ZAP User-Id "ROLE PUBLIC-KEY" (read with zap_peer); refused ones never reach
+ * ZAP User-Id "ROLE PUBLIC-KEY[ BINDING]" (read with zap_peer and zap_peer_bind; the
+ * binding is the allowlist's namespace binding of a worker key, keys.h); refused ones never reach
  * the daemon. The same thread watches the listening sockets' handshake failures
  * (plaintext peers, wrong server key) through socket monitors and counts them.
  *
@@ -42,5 +43,9 @@ void zap_stop(zap **zp);
 /* The sender of a received frame: its key's role (KEY_ROLE_NONE without CURVE)
  * and, when pub is non-NULL, its public key (empty without CURVE). */
 key_role zap_peer(void *frame, char *pub, size_t publen);
+
+/* The sender's namespace binding (key_entry.bind: "", "rw:NS1,NS2", "ro:..."), from
+ * the same User-Id, into bind (len bytes, KEY_BIND is enough). */
+void zap_peer_bind(void *frame, char *bind, size_t len);
 
 #endif

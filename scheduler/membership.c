@@ -482,6 +482,7 @@ static void forget_gone(int64_t now)
             free(n->ckpts[k]);
         free(n->ckpts);
         free(n->traffic);
+        free(n->ns);
         memb.forgotten++;
     }
     memb.nnodes = kept;
@@ -507,6 +508,26 @@ static void note_traffic(memb_node *n, const Pskv__Meta *r)
         snprintf(t->names[i], sizeof t->names[i], "%s", s->name ? s->name : "?");
         t->tt[i].name = t->names[i];
         t->ptr[i] = &t->tt[i];
+    }
+}
+
+/* A server's namespaces from its heartbeat (the first MEMB_MAX_NS), for pskvctl
+ * status; kept as they were when out of memory. */
+static void note_namespaces(memb_node *n, const Pskv__Meta *r)
+{
+    if (!n->ns && !(n->ns = calloc(1, sizeof *n->ns))) {
+        LOG_W("out of memory keeping the namespaces of server node %u", n->id);
+        return;
+    }
+    memb_ns *m = n->ns;
+    size_t k = r->n_ns_names < r->n_ns_bytes ? r->n_ns_names : r->n_ns_bytes;
+    k = k < r->n_ns_quota ? k : r->n_ns_quota;
+    m->n = k < MEMB_MAX_NS ? k : MEMB_MAX_NS;
+    for (size_t i = 0; i < m->n; i++) {
+        snprintf(m->names[i], sizeof m->names[i], "%s", r->ns_names[i] ? r->ns_names[i] : "");
+        m->ptr[i] = m->names[i];
+        m->bytes[i] = r->ns_bytes[i];
+        m->quota[i] = r->ns_quota[i];
     }
 }
 
@@ -563,9 +584,16 @@ void memb_on_heartbeat(wire_msg *msg)
     n->wait_ns = r->has_wait_ns ? r->wait_ns : n->wait_ns;
     if (r->n_traffic && n->role == PSKV__ROLE__WORKER)
         note_traffic(n, r);
+    if (r->n_ns_names && n->role == PSKV__ROLE__SERVER)
+        note_namespaces(n, r);
     n->ar_waiting = r->has_ar_waiting ? r->ar_waiting : 0;
     if (r->has_pipe_stage && r->has_pipe_pipeline)
         n->pipe_place = ((int64_t)r->pipe_pipeline << 32 | r->pipe_stage) + 1;
+    if (r->has_balance_batch && r->balance_batch > 0 && r->balance_batch <= 1u << 24) {
+        n->bal_batch = r->balance_batch;
+        n->bal_us = r->has_balance_us && r->balance_us >= 0 && r->balance_us < 1e9f
+                        ? r->balance_us : 0;
+    }
     if (r->has_rows) {
         n->rows = r->rows;
         n->admitted = r->admitted;
@@ -748,6 +776,7 @@ void memb_free(void)
             free(memb.nodes[i].ckpts[k]);
         free(memb.nodes[i].ckpts);
         free(memb.nodes[i].traffic);
+        free(memb.nodes[i].ns);
     }
     free(memb.nodes);
     memb.nodes = NULL;

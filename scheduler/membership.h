@@ -64,6 +64,17 @@ typedef struct memb_traffic {
     char names[MEMB_MAX_TRAFFIC][128];
 } memb_traffic;
 
+#define MEMB_MAX_NS 16 /* namespaces per server that status shows (lease.h's LEASE_MAX_NS) */
+
+/* A server's namespaces, from its latest heartbeat carrying them, held ready for
+ * STATUS_REPLY (ptr[i] = names[i]). */
+typedef struct memb_ns {
+    size_t n;
+    char names[MEMB_MAX_NS][65];
+    char *ptr[MEMB_MAX_NS];
+    uint64_t bytes[MEMB_MAX_NS], quota[MEMB_MAX_NS];
+} memb_ns;
+
 typedef struct memb_node {
     uint32_t id;
     int role;
@@ -92,6 +103,8 @@ typedef struct memb_node {
                                             time waiting in libpskv */
     uint32_t ar_waiting; /* workers: 1 + the all-reduce rank waited for (heartbeats), 0 = none */
     int64_t pipe_place; /* --app pipeline workers: d << 32 | k, + 1 (0 = none), heartbeats */
+    uint32_t bal_batch; /* --balance batch workers: the batch (0 = none), heartbeats */
+    float bal_us;       /* ... and the time per example, us */
     uint64_t rows, admitted, not_admitted, evicted, bytes; /* servers: their tables, from
                                                               heartbeats (STATUS_REPLY) */
     int64_t progress[3];  /* workers: epoch, step, data position, from heartbeats */
@@ -111,6 +124,7 @@ typedef struct memb_node {
     int64_t drain_ms;      /* when the drain began (DRAIN_HANDING), or when it was last
                               told to exit (DRAIN_LEFT) */
     memb_traffic *traffic; /* workers: their tables' traffic (heartbeats), or NULL; owned */
+    memb_ns *ns;           /* servers: their tables' namespaces (heartbeats), or NULL; owned */
 } memb_node;
 
 typedef struct memb_state {

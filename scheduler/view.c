@@ -172,6 +172,9 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
             p->has_pipe_pipeline = p->has_pipe_stage = n->pipe_place > 0;
             p->pipe_pipeline = (uint32_t)((n->pipe_place - 1) >> 32);
             p->pipe_stage = (uint32_t)((n->pipe_place - 1) & 0xffffffff);
+            p->has_balance_batch = p->has_balance_us = n->bal_batch > 0;
+            p->balance_batch = n->bal_batch;
+            p->balance_us = n->bal_us;
             p->has_ar_waiting = n->ar_waiting > 0;
             p->ar_waiting = n->ar_waiting;
             p->has_rss_bytes = n->rss > 0;
@@ -184,6 +187,12 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
                 p->not_admitted = n->not_admitted;
                 p->evicted = n->evicted;
                 p->bytes = n->bytes;
+                if (n->ns) {
+                    p->n_ns_names = p->n_ns_bytes = p->n_ns_quota = n->ns->n;
+                    p->ns_names = n->ns->ptr;
+                    p->ns_bytes = n->ns->bytes;
+                    p->ns_quota = n->ns->quota;
+                }
             }
         }
     }

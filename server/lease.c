@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 #include <stdatomic.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -23,6 +24,9 @@ static struct {
     _Atomic uint64_t dropped, pushes, pulls;
     _Atomic uint64_t rows, admitted, not_admitted, evicted, bytes; /* lease_set_tables */
     _Atomic uint64_t whole_epoch;   /* lease_set_whole */
+    pthread_mutex_t ns_mu;          /* guards ns, nns (lease_set_namespaces) */
+    lease_ns ns[LEASE_MAX_NS];
+    size_t nns;
     /* copies taken at the start: the loop applies views meanwhile */
     void *ctx;
     const struct secure *sec;
@@ -30,7 +34,23 @@ static struct {
     int period;
     uint64_t job;
     uint32_t node;
-} HB;
+} HB = {.ns_mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* The namespaces into hb (names point into the copies, valid until the next call). */
+static void put_namespaces(Pskv__Meta *hb, lease_ns *copy, char **names, uint64_t *bytes,
+                           uint64_t *quota)
+{
+    pthread_mutex_lock(&HB.ns_mu);
+    size_t n = HB.nns;
+    memcpy(copy, HB.ns, n * sizeof *copy);
+    pthread_mutex_unlock(&HB.ns_mu);
+    for (size_t i = 0; i < n; i++)
+        names[i] = copy[i].name, bytes[i] = copy[i].bytes, quota[i] = copy[i].quota;
+    hb->n_ns_names = hb->n_ns_bytes = hb->n_ns_quota = n;
+    hb->ns_names = names;
+    hb->ns_bytes = bytes;
+    hb->ns_quota = quota;
+}
 
 /* Takes the scheduler's HEARTBEAT_ACKs: each renews the lease from the send
  * time it echoes. */
@@ -90,6 +110,10 @@ static void *heartbeat_main(void *arg)
                 refusals[i] = refuse_count((refuse_reason)i);
             hb.n_refusals = REFUSE_COUNT;
             hb.refusals = refusals;
+            lease_ns ns[LEASE_MAX_NS];
+            char *ns_names[LEASE_MAX_NS];
+            uint64_t ns_bytes[LEASE_MAX_NS], ns_quota[LEASE_MAX_NS];
+            put_namespaces(&hb, ns, ns_names, ns_bytes, ns_quota);
             wire_send(s, NULL, &hb, NULL, NULL);
             next = now + HB.period;
         }
@@ -138,6 +162,16 @@ void lease_set_tables(uint64_t rows, uint64_t admitted, uint64_t not_admitted, u
 }
 
 void lease_set_whole(uint64_t epoch) { atomic_store(&HB.whole_epoch, epoch); }
+
+void lease_set_namespaces(const lease_ns *ns, size_t n)
+{
+    if (n > LEASE_MAX_NS)
+        n = LEASE_MAX_NS;
+    pthread_mutex_lock(&HB.ns_mu);
+    memcpy(HB.ns, ns, n * sizeof *ns);
+    HB.nns = n;
+    pthread_mutex_unlock(&HB.ns_mu);
+}
 
 void lease_view(int lease_ms)
 {

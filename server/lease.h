@@ -42,6 +42,18 @@ void lease_set_tables(uint64_t rows, uint64_t admitted, uint64_t not_admitted, u
  * lets a drained server go once every other holds the drain's placement whole. */
 void lease_set_whole(uint64_t epoch);
 
+#define LEASE_MAX_NS 16 /* namespaces a heartbeat carries */
+
+/* One namespace of this server's tables, for the heartbeats (pskvctl status). */
+typedef struct lease_ns {
+    char name[65];
+    uint64_t bytes, quota;
+} lease_ns;
+
+/* The namespaces of the tables (the first LEASE_MAX_NS of n), copied; the loop thread
+ * (a mutex guards the copy the heartbeat thread reads). */
+void lease_set_namespaces(const lease_ns *ns, size_t n);
+
 /* A view arrived with lease_ms; the first one starts the first lease. */
 void lease_view(int lease_ms);
 

@@ -1,7 +1,7 @@
 /* serve: pskv-server's message rules (serve.h): refusals, the checks of a
  * request, on_push, on_pull, on_clock, the worker's and the scheduler's
  * messages. Every request is validated (job, table, width, ranges, finite
- * values) before use; a bad one is logged with its sender, answered with ERROR
+ * values, the key's namespaces and their quotas: nsguard.h) before use; a bad one is logged with its sender, answered with ERROR
  * and dropped. Pulls send large dense runs straight from the table (lent: an
  * update while they are on the wire moves the table to a fresh buffer) and copy
  * anything else into a fresh buffer, so what is on the wire never changes
@@ -27,6 +27,7 @@
 #include "log.h"
 #include "member.h"
 #include "net.h"
+#include "nsguard.h"
 #include "persist/persist.h"
 #include "pskv_errors.h"
 #include "refuse.h"
@@ -429,12 +430,14 @@ static int refuse_role(wire_msg *msg)
 static void handle_worker(wire_msg *msg)
 {
     Pskv__Meta *r = msg->meta;
-    char why[200];
+    char why[400];
     if (refuse_foreign(msg) || refuse_role(msg) || refuse_stale(msg))
         return;
     int rc = sfilter_keys(srv.tables, msg, why, sizeof why); /* keycache: nothing applied */
     if (rc >= 0) /* values in the worker's shared memory (sshm.h) */
         rc = sshm_resolve(consist_shm(srv.cons), msg, why, sizeof why);
+    if (rc >= 0) /* the key's namespaces and their quotas (nsguard.h) */
+        rc = nsguard_request(srv.tables, msg, srv.mb.view, why, sizeof why);
     if (rc < 0) {
         fail(msg, -rc, why);
         return;

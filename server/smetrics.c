@@ -1,7 +1,10 @@
 /* The server's metrics (smetrics.h). */
 #include "smetrics.h"
 
+#include <string.h>
+
 #include "metrics.h"
+#include "store/nspace.h"
 #include "timeutil.h"
 
 #define MAX_TABLES 64 /* tables with their own series; more count in the totals only */
@@ -28,6 +31,12 @@ static struct {
     met_series *m[M_COUNT];
 } T[MAX_TABLES];
 static int ntables;
+/* per namespace: its tables' bytes here and its quota (nspace.h) */
+static struct {
+    char ns[NSPACE_MAX + 1];
+    met_series *bytes, *quota;
+} NS[MAX_TABLES];
+static int nns;
 static met_series *late, *lapses, *ckpt_ok, *ckpt_failed, *ckpt_secs, *ckpt_bytes;
 
 static int slot(const table *t)
@@ -82,6 +91,27 @@ void smet_apply(const table *t, double seconds)
         metrics_observe(T[i].m[M_APPLY], seconds);
 }
 
+static void tick_namespace(table_set *ts, const table *t)
+{
+    int i = 0;
+    while (i < nns && strcmp(NS[i].ns, t->ns))
+        i++;
+    if (i == nns) {
+        if (nns == MAX_TABLES)
+            return;
+        memcpy(NS[i].ns, t->ns, sizeof NS[i].ns);
+        NS[i].bytes = metrics_series("pskv_namespace_bytes", MET_GAUGE,
+                                     "Bytes the namespace's tables take on this server.",
+                                     "namespace", t->ns);
+        NS[i].quota = metrics_series("pskv_namespace_quota_bytes", MET_GAUGE,
+                                     "The namespace's quota, every server and replica (0 = none).",
+                                     "namespace", t->ns);
+        nns++;
+    }
+    metrics_set(NS[i].bytes, (double)nspace_bytes(ts, t->ns));
+    metrics_set(NS[i].quota, (double)nspace_quota(ts, t->ns));
+}
+
 void smet_tick(table_set *ts, const consist_stats *st)
 {
     static int64_t next;
@@ -94,6 +124,7 @@ void smet_tick(table_set *ts, const consist_stats *st)
         int i = slot(t);
         if (i >= 0)
             metrics_set(T[i].m[M_ROWS], (double)shard_size(t->sh));
+        tick_namespace(ts, t);
     }
     metrics_set(late, (double)st->dropped_late);
 }

@@ -77,6 +77,16 @@ typedef struct pskv_config {
                                   that replies are taken in as they arrive while this
                                   process's and others' threads compute; the calling
                                   thread keeps its own (default 100; 0 = the kernel's) */
+    const char *table_namespace; /* the namespace this process's tables live in: a table
+                                  opened as NAME is NAMESPACE/NAME on the servers, shared
+                                  with every process that names the same namespace.
+                                  NULL or "" = the unnamed namespace (a job's tables, as
+                                  before; there a name "NS/NAME" addresses NS directly).
+                                  1..64 bytes, no '/' (docs/protocol.md "Namespaces") */
+    uint64_t quota_bytes;      /* > 0: ask the servers to hold the namespace's tables to
+                                  this many bytes of memory, every replica counted: a
+                                  push that would create rows past it fails PSKV_EQUOTA
+                                  (default 0: none asked; the namespace's first quota stays) */
 } pskv_config;
 
 /* Precision of pskv_allreduce's values on the wire. FP16 (IEEE binary16) and BF16
@@ -444,6 +454,11 @@ int pskv_pipe_send(pskv_worker *w, int rank, const pskv_pipe_msg *h, const float
 /* Says in this worker's heartbeats that it is stage `stage` of pipeline
  * `pipeline` (pskvctl status shows it). Any thread. */
 void pskv_set_stage(pskv_worker *w, int pipeline, int stage);
+
+/* Says in this worker's heartbeats its batch this clock (>= 1; else ignored) and
+ * its measured time per example in microseconds (0: not measured), for --balance
+ * batch (pskvctl status and top show them). Any thread. */
+void pskv_set_balance(pskv_worker *w, int batch, float us_per_example);
 
 /* Where the floats of a message go: called with the header (from_rank, pipeline,
  * micro, dir, rows, n); returns a buffer of at least h->n floats, or NULL to

@@ -41,6 +41,10 @@ enum pskv_error {
     PSKV_ENOSHM = 25,     /* shared memory refused (another host or user, cannot map): send
                              the values over TCP */
     PSKV_ESHMREF = 26,    /* a shared-memory reference outside its segment or malformed */
+    PSKV_EQUOTA = 31,     /* a push would create rows past its namespace's --quota-bytes:
+                             refused whole, nothing stored is lost (the message names it) */
+    PSKV_EACCES = 32,     /* the sender's key is not bound to the table's namespace, or is
+                             a reader's and the request writes (authorized file) */
     PSKV_ERROR_MAX
 };
 

@@ -99,6 +99,9 @@ static void node_line(const Pskv__Node *n, double dt, int mark, int tty)
         printf("worker node=%u rank=%d state=%s clock=%" PRId64 " steps_per_s=%s waiting=%s "
                "rss_mib=%s%s", n->id, n->rank, st, n->clock, rate, wait, rss,
                mark ? " slowest=1" : "");
+        if (n->has_balance_batch) /* --balance batch */
+            printf(" batch=%u us_per_example=%.1f", n->balance_batch,
+                   n->has_balance_us ? n->balance_us : 0.0);
     } else if (n->role == PSKV__ROLE__SERVER) {
         char push[24] = "-", pull[24] = "-";
         if (p && dt > 0) {

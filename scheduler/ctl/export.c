@@ -47,15 +47,21 @@ typedef struct gather {
     uint64_t *keys;   /* sparse keys (or a delta's dense indices) waiting for their values */
     uint64_t nkeys;
     uint64_t gen;     /* files read so far (kv keeps 31 bits of it) */
+    const char *ns;   /* the namespace exported ("" = the unnamed one) */
     char *why;
     size_t whylen;
 } gather;
 
-/* The model a table holds, from the name the application gave it; 0 = none. */
-static int model_of(const char *name, uint32_t *kind, uint32_t *in, uint32_t *hidden,
-                    uint32_t *out)
+/* The model a table of namespace ns holds, from the name the application gave it
+ * (the full name less "ns/"); 0 = none, or a table of another namespace. */
+static int model_of(const char *ns, const char *name, uint32_t *kind, uint32_t *in,
+                    uint32_t *hidden, uint32_t *out)
 {
     int end = 0;
+    size_t nl = strlen(ns);
+    if (nl ? strncmp(name, ns, nl) || name[nl] != '/' : strchr(name, '/') != NULL)
+        return 0;
+    name += nl ? nl + 1 : 0;
     if (!strcmp(name, "sparse-lr.w")) {
         *kind = 3, *in = 0, *hidden = 0, *out = 1;
         return 1;
@@ -82,7 +88,7 @@ static int on_table(gather *g, const void *data, uint64_t len)
     }
     uint32_t kind, in, hidden, out;
     int rc = 0;
-    if (o->name && model_of(o->name, &kind, &in, &hidden, &out)) {
+    if (o->name && model_of(g->ns, o->name, &kind, &in, &hidden, &out)) {
         int dense = kind != 3;
         if (g->found && (kind != g->kind || in != g->in || hidden != g->hidden || out != g->out)) {
             snprintf(g->why, g->whylen, "%s: table '%s' is a second model in the checkpoint",
@@ -296,18 +302,19 @@ static int write_model(gather *g, const char *out, char *why, size_t whylen)
     return rc;
 }
 
-int export_checkpoint(const char *dirs, uint64_t seq, const char *out, char *summary,
-                      size_t summary_len, char *why, size_t whylen)
+int export_checkpoint(const char *dirs, uint64_t seq, const char *ns, const char *out,
+                      char *summary, size_t summary_len, char *why, size_t whylen)
 {
     gather g;
     memset(&g, 0, sizeof g);
+    g.ns = ns ? ns : "";
     g.why = why;
     g.whylen = whylen;
     int nfiles = 0;
     int rc = read_files(&g, dirs, seq, &nfiles);
     if (rc == 0 && !g.found) {
         snprintf(why, whylen, "checkpoint %" PRIu64 " holds no model table (softmax-*, mlp-* or "
-                 "sparse-lr.w)", seq);
+                 "sparse-lr.w) in namespace '%s'", seq, g.ns);
         rc = -PSKV_ENOTFOUND;
     }
     if (rc == 0)

@@ -16,14 +16,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Writes checkpoint `seq`'s model into `out`, reading the files
+/* Writes checkpoint `seq`'s model of namespace `ns` (NULL or "" = the unnamed one:
+ * tables NAME; else tables NS/NAME) into `out`, reading the files
  * ckpt-<job>-<seq>-<node>.pskv in `dirs` (comma-separated directories). Prints
  * nothing; *summary (when not NULL, summary_len > 0) says what was written.
  * Returns 0, -PSKV_ENOTFOUND (no file of that checkpoint, or no model table in
  * them), -PSKV_EINVAL (files of two jobs, two model tables, or dense rows that no
  * file holds), -PSKV_EPROTO (a file refused: corrupt, partial), -PSKV_EIO or
  * -PSKV_ENOMEM; why names the file or the rows. */
-int export_checkpoint(const char *dirs, uint64_t seq, const char *out, char *summary,
-                      size_t summary_len, char *why, size_t whylen);
+int export_checkpoint(const char *dirs, uint64_t seq, const char *ns, const char *out,
+                      char *summary, size_t summary_len, char *why, size_t whylen);
 
 #endif

@@ -4,7 +4,7 @@
  *   pskvctl [--scheduler HOST:PORT] [--keys DIR] drain NODE [--drain-timeout S]
  *   pskvctl keygen --role ROLE --out DIR
  *   pskvctl keys init DIR --servers S --workers W
- *   pskvctl export --checkpoint N --from DIR[,DIR...] --out PATH
+ *   pskvctl export --checkpoint N --from DIR[,DIR...] [--namespace NS] --out PATH
  * Exit status: 0 answered (or keys made, or model exported, or server drained), 1 no
  * answer within --timeout, refused, not drained, or keys or model not made, 2 usage. */
 #define _GNU_SOURCE
@@ -58,6 +58,8 @@ static cfg_entry config[] = {
      "one", 0, 0, NULL, NULL},
     {"checkpoint", CFG_INT, "0", NULL, 0, 9.2e18, NULL,
      "export: the checkpoint number (the manifest's seq)", 0, 0, NULL, NULL},
+    {"namespace", CFG_STR, "", NULL, 1, 0, NULL,
+     "export: the namespace whose model to export (empty = the unnamed one)", 0, 0, NULL, NULL},
     {"from", CFG_STR, "", NULL, 1, 0, NULL,
      "export: the servers' --data-dir directories (comma-separated) holding its files", 0, 0,
      NULL, NULL},
@@ -115,8 +117,8 @@ static int export_command(cfg_args *args, const char *usage)
         fprintf(stderr, "pskvctl export: needs %s\nusage: %s\n", missing, usage);
         return 2;
     }
-    if (export_checkpoint(cfg_str(config, "from"), seq, cfg_str(config, "out"), summary,
-                          sizeof summary, why, sizeof why) < 0) {
+    if (export_checkpoint(cfg_str(config, "from"), seq, cfg_str(config, "namespace"),
+                          cfg_str(config, "out"), summary, sizeof summary, why, sizeof why) < 0) {
         fprintf(stderr, "pskvctl export: %s\n", why);
         return 1;
     }
@@ -180,6 +182,41 @@ static void print_tables(const Pskv__View *v)
         printf("%-4u %-12" PRIu64 " %-12" PRIu64 " %-14" PRIu64 " %-12" PRIu64 " %-12" PRIu64
                " %" PRIu64 "\n", n->id, n->rows, n->admitted, n->not_admitted, n->evicted,
                n->bytes, n->rss_bytes);
+    }
+}
+
+/* Per namespace, over the servers: the bytes its tables take (every replica) and its
+ * quota (from the servers' heartbeats). */
+static void print_namespaces(const Pskv__View *v)
+{
+    const char *seen[64];
+    size_t nseen = 0;
+    for (size_t i = 0; i < v->n_nodes; i++)
+        for (size_t k = 0; k < v->nodes[i]->n_ns_names && nseen < 64; k++) {
+            const char *name = v->nodes[i]->ns_names[k];
+            size_t j = 0;
+            while (j < nseen && strcmp(seen[j], name))
+                j++;
+            if (j == nseen)
+                seen[nseen++] = name;
+        }
+    for (size_t j = 0; j < nseen; j++) {
+        uint64_t bytes = 0, quota = 0;
+        int servers = 0;
+        for (size_t i = 0; i < v->n_nodes; i++) {
+            const Pskv__Node *n = v->nodes[i];
+            for (size_t k = 0; k < n->n_ns_names && k < n->n_ns_bytes && k < n->n_ns_quota; k++)
+                if (!strcmp(n->ns_names[k], seen[j])) {
+                    bytes += n->ns_bytes[k];
+                    quota = n->ns_quota[k] ? n->ns_quota[k] : quota;
+                    servers++;
+                }
+        }
+        char q[48] = "no quota";
+        if (quota)
+            snprintf(q, sizeof q, "quota %" PRIu64 " bytes", quota);
+        printf("namespace %s: %" PRIu64 " bytes on %d servers, %s\n",
+               *seen[j] ? seen[j] : "(unnamed)", bytes, servers, q);
     }
 }
 
@@ -252,6 +289,14 @@ static void print_json(const Pskv__Meta *m)
             printf(",\"val_auc\":%.17g", n->val_auc);
         if (n->role == PSKV__ROLE__WORKER)
             json_traffic(n);
+        size_t nns = n->n_ns_names < n->n_ns_bytes ? n->n_ns_names : n->n_ns_bytes;
+        nns = nns < n->n_ns_quota ? nns : n->n_ns_quota;
+        for (size_t k = 0; k < nns; k++) {
+            printf("%s{\"name\":", k ? "," : ",\"namespaces\":[");
+            json_str(n->ns_names[k]);
+            printf(",\"bytes\":%" PRIu64 ",\"quota\":%" PRIu64 "}%s", n->ns_bytes[k],
+                   n->ns_quota[k], k + 1 == nns ? "]" : "");
+        }
         ctl_detect_json_node(n);
         printf(",\"insecure\":%s,\"refused\":", n->insecure ? "true" : "false");
         json_refusals(n->refusals, n->n_refusals);
@@ -334,6 +379,9 @@ static void print_table(const Pskv__Meta *m)
         if (n->has_pipe_stage)
             snprintf(range, sizeof range, "stage %u of pipeline %u", n->pipe_stage,
                      n->pipe_pipeline);
+        if (n->has_balance_batch)
+            snprintf(range, sizeof range, "batch %u, %.1f us per example", n->balance_batch,
+                     n->has_balance_us ? n->balance_us : 0.0);
         if (n->has_ar_waiting)
             snprintf(range, sizeof range, "waiting for rank %u to be taken over",
                      n->ar_waiting - 1);
@@ -348,6 +396,7 @@ static void print_table(const Pskv__Meta *m)
         dropped += v->nodes[i]->dropped;
     ctl_detect_print(v);
     print_tables(v);
+    print_namespaces(v);
     print_traffic(v);
     if (slow)
         printf("slowest worker: rank %d at clock %" PRId64 "; pushes dropped as late: %" PRIu64
@@ -390,7 +439,8 @@ int main(int argc, char **argv)
                         "[--drain-timeout S]\n"
                         "       pskvctl keygen --role ROLE --out DIR\n"
                         "       pskvctl keys init DIR --servers S --workers W\n"
-                        "       pskvctl export --checkpoint N --from DIR[,DIR...] --out PATH";
+                        "       pskvctl export --checkpoint N --from DIR[,DIR...] [--namespace NS] "
+                        "--out PATH";
     int rc = cfg_start(config, "ctl", usage, argc, argv, &args);
     if (rc >= 0)
         return rc;

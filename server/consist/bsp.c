@@ -672,8 +672,15 @@ static int64_t row_values_clock(const vclock *vc, bsp *b, table *t)
     return bsp_values_clock(b, t);
 }
 
+static int bsp_parse(const char *spec, int64_t *tau, char *why, size_t whylen)
+{
+    (void)tau, (void)why, (void)whylen;
+    return !strcmp(spec, "bsp");
+}
+
 const cons_ops cons_bsp_ops = {
     .name = "bsp",
+    .parse = bsp_parse,
     .pull_ready = row_ready,
     .values_clock = row_values_clock,
     .closes = 1,

@@ -3,8 +3,37 @@
 #include "sweep.h"
 
 #include <malloc.h>
+#include <string.h>
 
 #include "lease.h"
+#include "nspace.h"
+#include "timeutil.h"
+
+/* The namespaces of the tables with their bytes here and quotas, for the heartbeats
+ * (every 100 ms: a heartbeat period is 100 ms or more). */
+static void namespaces_pass(table_set *ts)
+{
+    static int64_t next;
+    int64_t now = tu_now_ms();
+    if (now < next)
+        return;
+    next = now + 100;
+    lease_ns ns[LEASE_MAX_NS];
+    size_t n = 0;
+    for (size_t i = 0; i < tables_count(ts); i++) {
+        const table *t = tables_at(ts, i);
+        size_t k = 0;
+        while (k < n && strcmp(ns[k].name, t->ns))
+            k++;
+        if (k < n || n == LEASE_MAX_NS)
+            continue;
+        memcpy(ns[n].name, t->ns, sizeof ns[n].name);
+        ns[n].bytes = nspace_bytes(ts, t->ns);
+        ns[n].quota = nspace_quota(ts, t->ns);
+        n++;
+    }
+    lease_set_namespaces(ns, n);
+}
 
 void sweep_pass(table_set *ts, consist *c)
 {
@@ -24,6 +53,7 @@ void sweep_pass(table_set *ts, consist *c)
     if (shrunk)
         malloc_trim(0);
     lease_set_tables(all.rows, all.admitted, all.not_admitted, all.evicted, all.bytes);
+    namespaces_pass(ts);
 }
 
 int sweep_grow(table_set *ts, size_t budget)

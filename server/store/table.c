@@ -7,6 +7,7 @@
 
 #include "fquant.h"
 #include "half.h"
+#include "nspace.h"
 #include "pskv_errors.h"
 #include "ring.h"
 #include "update/upd_plugin.h"
@@ -106,6 +107,11 @@ static int parse_options(table *t, const Pskv__TableOptions *o, char *why, size_
         return -PSKV_EINVAL;
     }
     snprintf(t->name, sizeof t->name, "%s", name);
+    int rc = nspace_name_check(name, why, whylen);
+    if (rc < 0)
+        return rc;
+    nspace_of(name, t->ns);
+    t->quota = o->has_quota_bytes ? o->quota_bytes : 0;
     if (o->kind != PSKV__TABLE_KIND__DENSE && o->kind != PSKV__TABLE_KIND__SPARSE) {
         snprintf(why, whylen, "option 'kind' must be dense or sparse");
         return -PSKV_EINVAL;
@@ -151,7 +157,7 @@ static int parse_options(table *t, const Pskv__TableOptions *o, char *why, size_
     u->beta2 = betas ? (o->has_beta2 ? o->beta2 : 0.999f) : 0.0f;
     u->weight_decay = o->weight_decay;
     u->beta = beta ? (o->has_beta ? o->beta : 1.0f) : 0.0f;
-    int rc = upd_check(u, why, whylen);
+    rc = upd_check(u, why, whylen);
     if (rc < 0)
         return rc;
     const char *init = str_or(o->init, "zero");
@@ -174,26 +180,8 @@ static int parse_options(table *t, const Pskv__TableOptions *o, char *why, size_
         return -PSKV_EINVAL;
     }
     const char *cons = str_or(o->consistency, "async");
-    t->model = CONS_ASYNC;
-    if (!strcmp(cons, "bsp")) {
-        t->model = CONS_BSP;
-    } else if (!strncmp(cons, "ssp:", 4)) {
-        char *end;
-        long long tau = strtoll(cons + 4, &end, 10);
-        if (!strcmp(cons + 4, "inf")) {
-            t->model = CONS_ASYNC; /* tau = infinity is eventual */
-        } else if (end == cons + 4 || *end || tau < 0 || tau > 1000000) {
-            snprintf(why, whylen, "option 'consistency': '%s' needs a bound, ssp:TAU with TAU "
-                     "0..1000000 or inf", cons);
-            return -PSKV_EINVAL;
-        } else {
-            t->model = CONS_SSP;
-            t->tau = tau;
-        }
-    } else if (strcmp(cons, "async") != 0) {
-        snprintf(why, whylen, "option 'consistency': unknown '%s' (async, bsp, ssp:TAU)", cons);
-        return -PSKV_EINVAL;
-    }
+    if ((rc = cons_parse(cons, &t->model, &t->tau, why, whylen)) < 0)
+        return rc;
     t->backup = o->backup;
     t->mean_pushed = o->has_bsp_mean_pushed && o->bsp_mean_pushed;
     if (t->backup && !cons_of(t)->closes) {
@@ -293,6 +281,8 @@ int tables_open(table_set *ts, uint64_t id, const Pskv__TableOptions *o, uint64_
         snprintf(why, whylen, "table id does not match name '%s'", want.name);
         return -PSKV_EINVAL;
     }
+    if ((rc = nspace_open_check(ts, o, why, whylen)) < 0)
+        return rc;
     table *have = tables_find(ts, id);
     if (have) {
         if (strcmp(have->name, want.name)) {

@@ -30,7 +30,9 @@ typedef enum {
 
 typedef struct table {
     uint64_t id;
-    char name[128];
+    char name[128];  /* full name: NAMESPACE/NAME, or NAME in the unnamed namespace */
+    char ns[65];     /* its namespace (nspace.h), "" when unnamed */
+    uint64_t quota;  /* the quota_bytes its open gave its namespace (0 = none) */
     int dense;
     uint64_t size;
     uint32_t width;

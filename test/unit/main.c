@@ -7,6 +7,7 @@ int main(void)
 {
     SRunner *sr = srunner_create(wire_suite());
     srunner_add_suite(sr, wire_ar_suite());
+    srunner_add_suite(sr, nspace_suite());
     srunner_add_suite(sr, wire16_suite());
     srunner_add_suite(sr, shm_suite());
     srunner_add_suite(sr, config_suite());
@@ -22,6 +23,7 @@ int main(void)
     srunner_add_suite(sr, data_suite());
     srunner_add_suite(sr, model_suite());
     srunner_add_suite(sr, pipesched_suite());
+    srunner_add_suite(sr, balsplit_suite());
     srunner_add_suite(sr, dedupe_suite());
     srunner_add_suite(sr, consist_suite());
     srunner_add_suite(sr, chain_suite());

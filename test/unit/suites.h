@@ -47,6 +47,8 @@ Suite *data_suite(void);
 Suite *model_suite(void);
 /* worker/apps/train/pipesched.c: --layers, stage cuts, pass orders of each schedule. */
 Suite *pipesched_suite(void);
+/* worker/apps/train/balsplit.c: --balance batch's split: sum kept, cap, window, no swing. */
+Suite *balsplit_suite(void);
 /* server/consist/: the models' rows over the vector clock: ssp's bound, bsp's
  * close, held pulls released by a CLOCK or a view, refusals and clocks. */
 Suite *consist_suite(void);
@@ -83,5 +85,8 @@ Suite *phi_suite(void);
 /* worker/lib/wplan.c: table checks, runs, keys grouped by partition owner, dense runs
  * cut by owner and chunk, on a handle laid out by hand (no sockets). */
 Suite *wplan_suite(void);
+
+/* server/store/nspace.c: full names, key bindings, quotas. */
+Suite *nspace_suite(void);
 
 #endif

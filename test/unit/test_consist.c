@@ -87,6 +87,31 @@ START_TEST(rows_by_model)
 }
 END_TEST
 
+/* The rows spell the models' names: each option string lands on its row, with
+ * ssp's bound; ssp:inf is async; malformed and unknown names are refused naming
+ * the option. */
+START_TEST(names_parsed_by_rows)
+{
+    char why[160];
+    cons_model m = CONS_BSP;
+    int64_t tau = -1;
+    ck_assert_int_eq(cons_parse("async", &m, &tau, why, sizeof why), 0);
+    ck_assert_int_eq(m, CONS_ASYNC);
+    ck_assert_int_eq(cons_parse("ssp:3", &m, &tau, why, sizeof why), 0);
+    ck_assert_int_eq(m, CONS_SSP);
+    ck_assert_int_eq(tau, 3);
+    ck_assert_int_eq(cons_parse("ssp:inf", &m, &tau, why, sizeof why), 0);
+    ck_assert_int_eq(m, CONS_ASYNC);
+    ck_assert_int_eq(cons_parse("bsp", &m, &tau, why, sizeof why), 0);
+    ck_assert_int_eq(m, CONS_BSP);
+    ck_assert_int_eq(cons_parse("ssp:", &m, &tau, why, sizeof why), -PSKV_EINVAL);
+    ck_assert_ptr_nonnull(strstr(why, "needs a bound"));
+    ck_assert_int_eq(cons_parse("ssp:1000001", &m, &tau, why, sizeof why), -PSKV_EINVAL);
+    ck_assert_int_eq(cons_parse("bspx", &m, &tau, why, sizeof why), -PSKV_EINVAL);
+    ck_assert_ptr_nonnull(strstr(why, "unknown 'bspx'"));
+}
+END_TEST
+
 START_TEST(async_answers_at_once)
 {
     vclock *v = clocks_534();
@@ -217,6 +242,7 @@ Suite *consist_suite(void)
     Suite *s = suite_create("consist");
     TCase *tc = tcase_create("rules");
     tcase_add_test(tc, rows_by_model);
+    tcase_add_test(tc, names_parsed_by_rows);
     tcase_add_test(tc, async_answers_at_once);
     tcase_add_test(tc, ssp_bound);
     tcase_add_test(tc, ssp_no_set_yet);

@@ -104,6 +104,41 @@ START_TEST(test_allowlist)
 }
 END_TEST
 
+/* Namespace bindings: "worker NS1,NS2 KEY", "reader [NS..] KEY"; a bad list names the line. */
+START_TEST(test_allow_bindings)
+{
+    make_tmp();
+    char path[256], why[512], p[4][41], sk[41];
+    snprintf(path, sizeof path, "%s/authorized", tmp);
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(zmq_curve_keypair(p[i], sk), 0);
+    FILE *f = fopen(path, "w");
+    fprintf(f, "worker %s\nworker a,b %s\nreader %s\nreader a %s\n", p[0], p[1], p[2], p[3]);
+    fclose(f);
+    key_allow a = {0};
+    ck_assert_int_eq(key_allow_load(&a, path, why, sizeof why), 0);
+    const char *want[4] = {"", "rw:a,b", "ro:", "ro:a"};
+    for (int i = 0; i < 4; i++) {
+        const key_entry *e = key_allow_find(&a, p[i]);
+        ck_assert_ptr_nonnull(e);
+        ck_assert_int_eq(e->role, KEY_ROLE_WORKER);
+        ck_assert_str_eq(e->bind, want[i]);
+    }
+    key_allow_free(&a);
+    const char *bad[] = {"server a %s\n", "worker a/b %s\n", "worker a,,b %s\n", "worker , %s\n"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        f = fopen(path, "w");
+        fprintf(f, "worker %s\n", p[0]);
+        fprintf(f, bad[i], p[1]);
+        fclose(f);
+        ck_assert_int_eq(key_allow_load(&a, path, why, sizeof why), -PSKV_EINVAL);
+        ck_assert_ptr_nonnull(strstr(why, "line 2"));
+        ck_assert_int_eq(a.n, 0);
+    }
+    rm_tmp();
+}
+END_TEST
+
 START_TEST(test_cluster_keyset)
 {
     make_tmp();
@@ -257,6 +292,7 @@ Suite *keys_suite(void)
     TCase *tc = tcase_create("keys");
     tcase_add_test(tc, test_keygen_load);
     tcase_add_test(tc, test_allowlist);
+    tcase_add_test(tc, test_allow_bindings);
     tcase_add_test(tc, test_cluster_keyset);
     tcase_add_test(tc, test_zap_curve);
     tcase_add_test(tc, test_refuse_counts);

@@ -612,18 +612,21 @@ START_TEST(type_name)
 }
 END_TEST
 
+/* Numbers not given out on this branch (reserved for others). */
+static int code_given(int c) { return c != 23 && c != 24 && (c < 27 || c > 30); }
+
 /* Error codes travel in Meta.error_code; every one has its own message. */
 START_TEST(error_strings)
 {
     for (int c = 0; c < PSKV_ERROR_MAX; c++) {
         const char *msg = pskv_strerror(c);
         ck_assert_ptr_nonnull(msg);
-        if (c == 23 || c == 24) /* numbers not given out on this branch */
+        if (!code_given(c))
             continue;
         ck_assert_str_ne(msg, "unknown error");
         ck_assert_str_eq(pskv_strerror(-c), msg);
         for (int d = 0; d < c; d++)
-            if (d != 23 && d != 24)
+            if (code_given(d))
                 ck_assert_str_ne(pskv_strerror(d), msg);
     }
     ck_assert_str_eq(pskv_strerror(PSKV_EPROTO), "protocol error");

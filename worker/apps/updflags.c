@@ -29,9 +29,14 @@ int updflags_check(cfg_entry *cfg)
 {
     const char *u = cfg_str(cfg, "updater");
     int adam = is(u, "adam") || is(u, "adamw"), ftrl = is(u, "ftrl");
-    if (!is(u, "sgd") && !is(u, "adagrad") && !adam && !ftrl && strncmp(u, "plugin:", 7)) {
-        fprintf(stderr, "pskv-worker: --updater must be sgd, adagrad, adam, adamw, ftrl or "
-                "plugin:PATH[:ARGS] (got '%s')\n", u);
+    /* every row of updater.h's table trains but sum (exact sums, for the checks) */
+    if (upd_parse(u) <= (int)UPD_SUM && !upd_plugin_is_spec(u)) {
+        char names[128] = "";
+        for (int k = UPD_SUM + 1; k < UPD_PLUGIN; k++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+                     k > UPD_SUM + 1 ? ", " : "", upd_name((upd_kind)k));
+        fprintf(stderr, "pskv-worker: --updater must be %s or plugin:PATH[:ARGS] (got '%s')\n",
+                names, u);
         return -1;
     }
     if (strcmp(cfg_find(cfg, "l1")->from, "default") && !(takes(u) & UPD_TAKES_L1)) {

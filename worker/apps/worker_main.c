@@ -86,6 +86,13 @@ static const cfg_entry worker_head[] = {
      "how long to wait for the cluster to be complete", 0, 0, NULL, NULL},
     {"job-id", CFG_INT, "0", "PSKV_JOB_ID", 0, 9.2e18, NULL, "job to join (0 = the scheduler's)",
      0, 0, NULL, NULL},
+    {"namespace", CFG_STR, "", "PSKV_NAMESPACE", 1, 0, NULL,
+     "open the app's tables as NAMESPACE/NAME: processes naming the same namespace share "
+     "them (1..64 bytes, no '/'; empty = the unnamed namespace, as before)", 0, 0, NULL, NULL},
+    {"quota-bytes", CFG_INT, "0", "PSKV_QUOTA_BYTES", 0, 9.2e18, "bytes",
+     "ask the servers to hold --namespace's tables to this much memory, every replica "
+     "counted: a push creating rows past it fails (PSKV_EQUOTA); 0 = none asked", 0, 0, NULL,
+     NULL},
     CFG_METRICS_ENTRY("PSKV_WORKER_METRICS_PORT"),
     {"metrics-linger", CFG_DOUBLE, "0", "PSKV_WORKER_METRICS_LINGER", 0, 86400, "s",
      "with --metrics-port: when the application is done, keep serving its final metrics this "
@@ -105,7 +112,8 @@ static const cfg_entry worker_head[] = {
     {"slowdown", CFG_DOUBLE, "1", "PSKV_WORKER_SLOWDOWN", 1, 1000, NULL,
      "make this worker's compute this many times slower (a straggler)", 0, 0, NULL, NULL},
     {"jitter", CFG_STR, "", "PSKV_WORKER_JITTER", 1, 0, NULL,
-     "P:F: each iteration F times slower with probability P (transient delays)", 0, 0, NULL,
+     "P:F: each iteration F times slower with probability P (transient delays); alt:F: "
+     "every other iteration F times slower, even and odd ranks in turn (softmax, mlp)", 0, 0, NULL,
      NULL},
     {"accumulate", CFG_INT, "1", "PSKV_WORKER_ACCUMULATE", 1, 65536, NULL,
      "average this many micro-batch gradients locally before one push", 0, 0, NULL, NULL},
@@ -230,6 +238,8 @@ static void library_config(pskv_config *pc)
     pc->slice_us = (int)cfg_int(config, "slice-us");
     pc->retry_ms = (int)cfg_int(config, "retry-ms");
     pc->shm = (int)cfg_int(config, "shm");
+    pc->table_namespace = cfg_str(config, "namespace");
+    pc->quota_bytes = (uint64_t)cfg_int(config, "quota-bytes");
     pc->metrics_port = (int)cfg_int(config, "metrics-port");
     pc->metrics_bind = cfg_str(config, "bind");
     pc->listen_bind = cfg_str(config, "bind");

@@ -50,9 +50,16 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
         cfg.keys = getenv("PSKV_KEYS");
     if (cfg.allreduce_wire < PSKV_WIRE_FP32 || cfg.allreduce_wire > PSKV_WIRE_BF16)
         return -PSKV_EINVAL;
+    const char *ns = cfg.table_namespace ? cfg.table_namespace : "";
+    if (strlen(ns) > 64 || strchr(ns, '/')) {
+        LOG_E("namespace '%s': a namespace is 1..64 bytes without '/'", ns);
+        return -PSKV_EINVAL;
+    }
     pskv_worker *w = calloc(1, sizeof *w);
     if (!w)
         return -PSKV_ENOMEM;
+    snprintf(w->ns, sizeof w->ns, "%s", ns);
+    w->quota_bytes = cfg.quota_bytes;
     w->traffic_mu_ok = pthread_mutex_init(&w->traffic_mu, NULL) == 0;
     w->window = cfg.window;
     w->chunk_bytes = cfg.chunk_bytes ? cfg.chunk_bytes : 1024 * 1024;

@@ -434,8 +434,15 @@ int pskv_table_open(pskv_worker *w, const char *name, const pskv_table_opts *o_i
     pskv_table_opts_init(&o);
     if (o_in)
         o = *o_in;
-    if (!name || !*name || strlen(name) >= sizeof w->tables[0].name)
-        return wst_error(w, PSKV_EINVAL, "table name must be 1..127 characters");
+    char full[sizeof w->tables[0].name]; /* NAMESPACE/NAME in a named namespace */
+    if (!name || !*name || (size_t)snprintf(full, sizeof full, "%s%s%s", w->ns,
+                                            *w->ns ? "/" : "", name) >= sizeof full)
+        return wst_error(w, PSKV_EINVAL, "table name must be 1..127 characters with its "
+                         "namespace");
+    if (*w->ns && strchr(name, '/'))
+        return wst_error(w, PSKV_EINVAL, "table '%s' in namespace '%s': a name has no '/' "
+                         "(the namespace is given once, by the worker)", name, w->ns);
+    name = full;
     if (o.kind != PSKV_DENSE && o.kind != PSKV_SPARSE)
         return wst_error(w, PSKV_EINVAL, "table '%s': kind must be PSKV_DENSE or PSKV_SPARSE", name);
     if (o.kind == PSKV_DENSE && o.size == 0)
@@ -491,6 +498,8 @@ int pskv_table_open(pskv_worker *w, const char *name, const pskv_table_opts *o_i
     to.has_evict_after = o.evict_after != 0;
     to.evict_after = o.evict_after;
     to.wire = (char *)o.wire; /* the servers refuse a name they do not know */
+    to.has_quota_bytes = w->quota_bytes != 0;
+    to.quota_bytes = w->quota_bytes;
     t->wire = half_parse(o.wire && *o.wire ? o.wire : "fp32");
     t->scale = 1.0f;
     int rc = wfilter_open(w, t, o.filters, o.l1);

@@ -193,3 +193,12 @@ void pskv_set_stage(pskv_worker *w, int pipeline, int stage)
     if (w && pipeline >= 0 && stage >= 0)
         atomic_store(&w->pipe_place, ((int64_t)pipeline << 32 | stage) + 1);
 }
+
+void pskv_set_balance(pskv_worker *w, int batch, float us_per_example)
+{
+    uint32_t bits;
+    if (!w || batch < 1)
+        return;
+    memcpy(&bits, &us_per_example, sizeof bits);
+    atomic_store(&w->balance, (uint64_t)(uint32_t)batch << 32 | bits);
+}

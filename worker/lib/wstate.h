@@ -298,6 +298,8 @@ struct pskv_worker {
     int nwclocks;
     int64_t wclocks_ts;     /* the pull they are of */
     int evaluator;          /* registered as the evaluator role */
+    char ns[65];            /* pskv_config.table_namespace: tables open as ns/NAME ("" = as is) */
+    uint64_t quota_bytes;   /* pskv_config.quota_bytes: sent with each TABLE_OPEN */
     int took_over;          /* registered to take over the rank of a dead worker
                                (its first view lists an older node of this rank) */
     int stop_early;         /* the view asked every worker to stop (early stopping) */
@@ -308,6 +310,8 @@ struct pskv_worker {
     _Atomic int64_t wait_ns;     /* the caller's time waiting in the pump: heartbeats */
     _Atomic int ar_waiting;      /* pskv_allreduce_rejoin: 1 + the rank it waits for, 0 = none */
     _Atomic int64_t pipe_place;  /* pskv_set_stage: d << 32 | k, + 1; 0 = none: heartbeats */
+    _Atomic uint64_t balance;    /* pskv_set_balance: batch << 32 | the float bits of its us
+                                    per example; 0 = none: heartbeats */
     uint64_t ckpt_done;          /* checkpoint answer: its number */
     int ckpt_err;                /* or its error */
     uint64_t ckpt_req;           /* request id of the checkpoint asked for */

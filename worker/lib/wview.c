@@ -312,6 +312,13 @@ static void *heartbeat_main(void *arg)
             hb.pipe_pipeline = (uint32_t)((place - 1) >> 32);
             hb.pipe_stage = (uint32_t)((place - 1) & 0xffffffff);
         }
+        uint64_t bal = atomic_load(&w->balance);
+        if (bal) {
+            uint32_t bits = (uint32_t)(bal & 0xffffffffu);
+            hb.has_balance_batch = hb.has_balance_us = 1;
+            hb.balance_batch = (uint32_t)(bal >> 32);
+            memcpy(&hb.balance_us, &bits, sizeof bits);
+        }
         hb.rss_bytes = (uint64_t)metrics_resident_bytes();
         hb.ar_waiting = (uint32_t)atomic_load(&w->ar_waiting);
         hb.has_ar_waiting = hb.ar_waiting > 0;

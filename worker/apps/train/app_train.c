@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "apps.h"
+#include "balance.h"
 #include "eta.h"
 #include "idx.h"
 #include "jobstats.h"
@@ -72,6 +73,7 @@ typedef struct run {
     int t, ts;       /* parameter table, stats table (samples, then clipped steps, by rank) */
     report *rep;
     train_ar *ar;    /* --sync allreduce, else NULL */
+    balance *bal;    /* --balance, else NULL */
     lscale ls;       /* --sync ps: --loss-scale of the pushes (lscale_push) */
     /* buffers */
     float *grad, *grad2;   /* the step's gradient (gbuf[gi]); a further micro-batch's */
@@ -102,6 +104,7 @@ typedef struct run {
     int64_t pending;  /* --prefetch: the next step's view pull, in flight */
     int64_t prev_push;
     int64_t step, epoch_steps, nsteps;
+    uint32_t rows;    /* this step's rows (--balance: its share of the global batch) */
     double epoch_loss, unreported;
     int64_t clipped, clipped_unreported; /* this worker's clipped steps; not yet counted */
     int64_t ns_compute, ns_push, ns_wait, ns_batch, ns_sleep;
@@ -189,7 +192,8 @@ static int read_options(run *r)
     r->freeze_after = cfg_int(cfg, "freeze-after");
     r->digests = (int)cfg_int(cfg, "print-digests");
     r->estimate = (int)cfg_int(cfg, "estimate");
-    return straggle_init(&r->sg, cfg, r->seed, pskv_rank(r->w));
+    int rc = balance_new(cfg, pskv_rank(r->w), pskv_num_workers(r->w), &r->bal);
+    return rc ? rc : straggle_init(&r->sg, cfg, r->seed, pskv_rank(r->w));
 }
 
 /* This worker's shard of the training set, rank 0's test set, the model and the
@@ -198,7 +202,8 @@ static int load_data(run *r)
 {
     char why[512];
     cfg_entry *cfg = r->cfg;
-    int rc = idx_load_split(cfg_str(cfg, "data"), "train", (uint32_t)r->rank, (uint32_t)r->W,
+    int rc = idx_load_split( /* --balance: every worker holds the whole set (balance.h) */cfg_str(cfg, "data"), "train", r->bal ? 0 : (uint32_t)r->rank,
+                            r->bal ? 1 : (uint32_t)r->W,
                             (uint32_t)cfg_int(cfg, "train-limit"),
                             (uint32_t)cfg_int(cfg, "validation-split"), 0, &r->train, why,
                             sizeof why);
@@ -222,7 +227,7 @@ static int load_data(run *r)
             return 1;
         }
     }
-    r->m = model_new((int)r->train.dim, r->hidden, 10, r->batch);
+    r->m = model_new((int)r->train.dim, r->hidden, 10, r->bal ? balance_global(r->bal) : r->batch);
     if (!r->m || r->train.n == 0) {
         fprintf(stderr, "train: %s\n",
                 r->train.n ? "out of memory" : "this worker's shard is empty");
@@ -266,8 +271,9 @@ static int alloc_buffers(run *r)
     r->gbuf[0] = malloc(r->P * sizeof(float));
     r->gbuf[1] = malloc(r->P * sizeof(float));
     r->grad = r->gbuf[0];
-    r->x = malloc((size_t)r->batch * r->train.dim * sizeof(float));
-    r->y = malloc((size_t)r->batch);
+    size_t rows = r->bal ? (size_t)balance_global(r->bal) : (size_t)r->batch;
+    r->x = malloc(rows * r->train.dim * sizeof(float));
+    r->y = malloc(rows);
     r->order = malloc(r->train.n * sizeof *r->order);
     r->wbuf = malloc(r->P * sizeof(float));
     r->eval_params = malloc(r->P * sizeof(float));
@@ -285,7 +291,7 @@ static int plan(run *r)
 {
     for (uint32_t i = 0; i < r->train.n; i++)
         r->order[i] = i;
-    const int64_t per_step = (int64_t)r->batch * r->accumulate;
+    const int64_t per_step = r->bal ? balance_global(r->bal) : (int64_t)r->batch * r->accumulate;
     r->steps_per_epoch = ((int64_t)r->train.n + per_step - 1) / per_step;
     r->total_steps = r->steps_per_epoch * r->epochs;
     r->eval_step =
@@ -357,7 +363,7 @@ static void new_epoch(run *r, int epoch)
 {
     for (; r->shuffled <= epoch; r->shuffled++)
         app_shuffle(r->order, r->train.n,
-                ring_mix64(r->seed * 1000003 + (uint64_t)r->rank * 7919 +
+                ring_mix64(r->seed * 1000003 + (uint64_t)(r->bal ? 0 : r->rank) * 7919 +
                            (uint64_t)r->shuffled));
     r->epoch_loss = 0;
     r->epoch_steps = 0;
@@ -395,13 +401,16 @@ static float compute_step(run *r, int64_t in_epoch, int64_t *cb, int64_t *cc)
     const uint32_t batch = (uint32_t)r->batch;
     float loss = 0;
     int micro = 0;
+    uint32_t total = 0, first, bs;
     for (int a = 0; a < r->accumulate; a++) {
-        uint32_t first = (uint32_t)((in_epoch * r->accumulate + a) * r->batch);
-        if (first >= train->n)
+        first = (uint32_t)((in_epoch * r->accumulate + a) * r->batch);
+        bs = first < train->n && train->n - first < batch ? train->n - first : batch;
+        if (r->bal)
+            total = balance_rows(r->bal, in_epoch, train->n, &first, &bs);
+        if (first >= train->n || bs == 0)
             break;
         int64_t c0 = tu_now_ns();
-        int bs = (int)((train->n - first) < batch ? train->n - first : batch);
-        for (int b = 0; b < bs; b++) {
+        for (uint32_t b = 0; b < bs; b++) {
             memcpy(r->x + (size_t)b * train->dim,
                    train->x + (size_t)r->order[first + b] * train->dim,
                    train->dim * sizeof(float));
@@ -409,7 +418,7 @@ static float compute_step(run *r, int64_t in_epoch, int64_t *cb, int64_t *cc)
         }
         int64_t c1 = tu_now_ns();
         float *g = micro ? r->grad2 : r->grad;
-        loss += model_grad(r->m, r->wts, r->x, r->y, bs, g);
+        loss += model_grad(r->m, r->wts, r->x, r->y, (int)bs, g);
         if (micro)
             cblas_saxpy((blasint)r->P, 1.0f, r->grad2, 1, r->grad, 1);
         micro++;
@@ -424,7 +433,10 @@ static float compute_step(run *r, int64_t in_epoch, int64_t *cb, int64_t *cc)
                                    r->epochs);
     if (r->freeze_after >= 0 && r->step >= r->freeze_after)
         factor = 0; /* a planted plateau (tests): the weights stop moving */
-    float scale = (float)factor / (float)micro;
+    if (!micro) /* --balance: no rows for this worker at an epoch's end */ memset(r->grad, 0, r->P * sizeof(float));
+    r->rows = micro ? bs : 0;
+    float scale = r->bal ? (float)(factor * r->W * r->rows / (total ? total : 1)) /* balance.h */
+                         : (float)factor / (float)micro;
     if (scale != 1.0f)
         cblas_sscal((blasint)r->P, scale, r->grad, 1);
     /* clipping the averaged gradient to C and then scaling by the factor is
@@ -436,7 +448,7 @@ static float compute_step(run *r, int64_t in_epoch, int64_t *cb, int64_t *cc)
         r->clipped++;
         r->clipped_unreported++;
     }
-    loss /= (float)micro;
+    loss /= (float)(micro ? micro : 1);
     return loss;
 }
 
@@ -451,6 +463,8 @@ static void reposition(run *r, int64_t step)
     r->epoch_steps = 0;
     r->next_eval = r->eval_step ? (step / r->eval_step + 1) * r->eval_step : 0;
     trainpos_report(r->w, &r->pos, step);
+    if (r->bal)
+        balance_start(r->bal, step);
 }
 
 /* Pushes the gradient and clocks, then makes wts the next step's weights:
@@ -589,8 +603,9 @@ static int train_loop(run *r)
             return rc;
         int64_t cpu0 = tu_thread_cpu_ns();
         float loss = compute_step(r, in_epoch, &cb, &cc);
-        r->ws.compute_ns += tu_thread_cpu_ns() - cpu0;
-        r->ns_sleep += straggle_after(&r->sg, cc); /* --slowdown, --jitter */
+        int64_t cpu = tu_thread_cpu_ns() - cpu0, slept = straggle_after(&r->sg, cc);
+        r->ws.compute_ns += cpu;
+        r->ns_sleep += slept; /* --slowdown, --jitter */
         r->epoch_loss += loss;
         r->epoch_steps++;
         r->loss_sum += loss;
@@ -602,6 +617,9 @@ static int train_loop(run *r)
             continue;
         if (rc != 0)
             return rc;
+        if (r->bal && (rc = balance_after(r->bal, r->w, r->rep, r->step, r->rows,
+                                          (int64_t)((double)cpu * r->sg.last))) < 0)
+            return fail(r->w, "--balance: sharing the speeds", rc);
         r->ns_batch += cb;
         r->ns_compute += cc;
         r->nsteps++;
@@ -725,6 +743,7 @@ static void free_run(run *r)
 {
     report_destroy(&r->rep);
     train_ar_destroy(&r->ar);
+    balance_destroy(&r->bal);
     model_destroy(&r->m);
     idx_free(&r->train);
     idx_free(&r->test);

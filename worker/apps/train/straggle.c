@@ -2,6 +2,7 @@
 #include "straggle.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "ring.h"
 #include "timeutil.h"
@@ -9,12 +10,16 @@
 int straggle_init(straggle *s, cfg_entry *cfg, uint64_t seed, int rank)
 {
     s->slowdown = cfg_double(cfg, "slowdown");
+    s->after = cfg_int(cfg, "slowdown-after");
+    s->steps = 0;
     s->jitter_p = 0;
     s->jitter_f = 1;
     s->rng = ring_mix64(seed ^ (uint64_t)(rank + 1) * 0x51ed27ULL);
-    if (*cfg_str(cfg, "jitter") &&
-        sscanf(cfg_str(cfg, "jitter"), "%lf:%lf", &s->jitter_p, &s->jitter_f) != 2) {
-        fprintf(stderr, "train: --jitter must be P:F (e.g. 0.1:5)\n");
+    const char *j = cfg_str(cfg, "jitter");
+    s->alt = !strncmp(j, "alt:", 4) ? 1 + rank % 2 : 0;
+    if ((s->alt && (sscanf(j + 4, "%lf", &s->jitter_f) != 1 || !(s->jitter_f >= 1))) ||
+        (!s->alt && *j && sscanf(j, "%lf:%lf", &s->jitter_p, &s->jitter_f) != 2)) {
+        fprintf(stderr, "train: --jitter must be P:F (e.g. 0.1:5) or alt:F (F >= 1)\n");
         return 2;
     }
     return 0;
@@ -22,7 +27,12 @@ int straggle_init(straggle *s, cfg_entry *cfg, uint64_t seed, int rank)
 
 int64_t straggle_after(straggle *s, int64_t compute_ns)
 {
+    s->last = 1;
+    if (s->steps++ < s->after)
+        return 0;
     double factor = s->slowdown;
+    if (s->alt && (s->steps + s->alt) % 2 == 0) /* the two parities of rank in turn */
+        factor *= s->jitter_f;
     if (s->jitter_p > 0) {
         s->rng += 0x9e3779b97f4a7c15ULL;
         if ((double)(ring_mix64(s->rng) >> 11) / 9007199254740992.0 < s->jitter_p)
@@ -30,6 +40,7 @@ int64_t straggle_after(straggle *s, int64_t compute_ns)
     }
     if (!(factor > 1))
         return 0;
+    s->last = factor;
     int64_t z = tu_now_ns();
     tu_sleep_ms((int64_t)((factor - 1) * (double)compute_ns / 1e6 + 0.5));
     return tu_now_ns() - z;

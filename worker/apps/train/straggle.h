@@ -1,6 +1,9 @@
 /* straggle: a training worker made slow on purpose (--slowdown F: every step's
  * compute followed by a sleep of (F - 1) times it; --jitter P:F: with probability P
- * a step F times slower), for the straggler benchmarks and tests.
+ * a step F times slower; --jitter alt:F: every other step F times slower, even
+ * ranks on odd steps and odd ranks on even ones; all from the worker's step
+ * --slowdown-after on), for the
+ * straggler benchmarks and tests.
  *
  * OWNS   nothing (the caller's straggle value).
  * THREAD the training thread.
@@ -15,14 +18,17 @@
 typedef struct straggle {
     double slowdown, jitter_p, jitter_f;
     uint64_t rng;
+    int64_t after, steps; /* --slowdown-after; steps so far */
+    int alt;              /* --jitter alt:F: 1 + rank % 2, else 0 */
+    double last;          /* the factor of the latest step (1 = not slowed) */
 } straggle;
 
-/* Reads --slowdown and --jitter from cfg; seeds the jitter with (seed, rank).
+/* Reads --slowdown, --jitter and --slowdown-after from cfg; seeds the jitter with (seed, rank).
  * Returns 0, or 2 after saying what is wrong (a malformed --jitter). */
 int straggle_init(straggle *s, cfg_entry *cfg, uint64_t seed, int rank);
 
-/* After a step whose compute took compute_ns: sleeps as the flags say. Returns the
- * nanoseconds slept. */
+/* After a step whose compute took compute_ns: sleeps as the flags say, and
+ * records the step's factor in s->last. Returns the nanoseconds slept. */
 int64_t straggle_after(straggle *s, int64_t compute_ns);
 
 #endif

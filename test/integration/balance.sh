@@ -1,0 +1,153 @@
+# shellcheck shell=bash
+# Load-balancing tests (sourced by integration.sh): --balance batch on real
+# workers, servers and scheduler over loopback. Each function runs in its own
+# test directory ($TDIR) under the harness's time-out.
+
+# bal_run NAME WORKERS [LAUNCH FLAGS...] -- WORKER ARGS...: an mlp job on a
+# 2,000-image subset, its bsp digests printed; its status.
+bal_run() {
+  local name=$1 nw=$2; shift 2
+  local pre=()
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do pre+=("$1"); shift; done
+  shift
+  "$LAUNCH" --servers 1 --workers "$nw" --timeout 150 --log-dir "$TDIR/$name" "${pre[@]}" -- \
+    --app mlp --hidden 64 --epochs 1 --train-limit 2000 --test-limit 500 --batch 16 --seed 2 \
+    --print-digests "$@" > "$TDIR/$name.out" 2>&1
+}
+
+# bal_digest NAME: the last pull's digest, which every rank must agree on.
+bal_digest() {
+  local d
+  d=$(grep -h 'pulled clock' "$TDIR/$1"/worker-*.log | awk '{print $5, $7}' | sort -n | tail -n 1)
+  [ -n "$d" ] || fail "$1: no digest: $(tail -n 2 "$TDIR/$1/worker-0.log")"
+  [ "$(grep -h "pulled clock ${d% *} " "$TDIR/$1"/worker-*.log | awk '{print $7}' | sort -u | wc -l)" -eq 1 ] ||
+    fail "$1: the ranks' last digests differ"
+  echo "$d"
+}
+
+# bal_loss NAME: rank 0's final test loss.
+bal_loss() {
+  sed -n 's/.*test_loss \([0-9.]*\).*/\1/p' "$TDIR/$1/worker-0.log" | tail -n 1
+}
+
+# Equivalence: 2 workers under bsp, rank 1 three times slower, --balance batch: the
+# batches move toward rank 0 (the log shows re-splits, the metrics file records
+# them), and a run given the same splits statically (--balance fixed:FILE, no
+# slowdown) ends on the same weights bit for bit. Another split of the same global
+# batch ends elsewhere (the digests see the split).
+t_balance_equivalence() {
+  bal_run dyn 2 --worker-opt 1:--slowdown --worker-opt 1:3 -- --consistency bsp \
+    --balance batch --balance-log "$TDIR/plan" --metrics "$TDIR/m.jsonl" || fail "dynamic run exited $?"
+  [ "$(wc -l < "$TDIR/plan")" -ge 2 ] || fail "no re-split: $(cat "$TDIR/plan")"
+  head -n 1 "$TDIR/plan" | grep -qx '0 16,16' || fail "first split not even: $(head -n 1 "$TDIR/plan")"
+  awk -F'[ ,]' 'NR > 1 && $2 <= $3 { bad = 1 } END { exit bad }' "$TDIR/plan" ||
+    fail "the slow rank 1 did not get the smaller batch: $(cat "$TDIR/plan")"
+  grep -q '^balance: step [0-9]* batches' "$TDIR/dyn/worker-0.log" || fail "no re-split line"
+  grep -q '"balance_step":' "$TDIR/m.jsonl" || fail "metrics file lacks the re-splits"
+  bal_run fixed 2 -- --consistency bsp --balance "fixed:$TDIR/plan" || fail "replay exited $?"
+  local a b
+  a=$(bal_digest dyn)
+  b=$(bal_digest fixed)
+  [ "$a" = "$b" ] || fail "dynamic '$a' and replayed '$b' weights differ"
+  echo '0 20,12' > "$TDIR/other.plan"
+  bal_run other 2 -- --consistency bsp --balance "fixed:$TDIR/other.plan" || fail "other split exited $?"
+  [ "$(bal_digest other)" != "$a" ] || fail "another split gave the same weights"
+}
+
+# Exactness of the weighting: the global batch of 32 split 32,0 (rank 1 pushes a
+# zero gradient, weighted 0) gives the same bits as one worker taking all 32
+# (scales of 2 and 1/2 are exact), and split 20,12 the same weights to float
+# tolerance (the update is the mean over the 32 examples, not the mean of the two
+# workers' means, which would weight rank 1's 12 examples as 16).
+t_balance_exact() {
+  echo '0 32,0' > "$TDIR/p1.plan"
+  echo '0 20,12' > "$TDIR/p2.plan"
+  echo '0 32' > "$TDIR/p0.plan"
+  bal_run one 1 -- --consistency bsp --batch 32 --balance "fixed:$TDIR/p0.plan" || fail "one worker exited $?"
+  bal_run p1 2 -- --consistency bsp --balance "fixed:$TDIR/p1.plan" || fail "32,0 exited $?"
+  bal_run p2 2 -- --consistency bsp --balance "fixed:$TDIR/p2.plan" || fail "20,12 exited $?"
+  local one
+  one=$(bal_digest one)
+  [ "$(bal_digest p1)" = "$one" ] || fail "split 32,0 differs from one worker's 32"
+  local l0 l2
+  l0=$(bal_loss one)
+  l2=$(bal_loss p2)
+  [ -n "$l0" ] && [ -n "$l2" ] || fail "no test loss: '$l0' '$l2'"
+  awk -v a="$l0" -v b="$l2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-3 * a) }' ||
+    fail "split 20,12 test loss $l2 vs one worker's $l0"
+  echo "test loss: one worker $l0, split 20,12 $l2"
+}
+
+# --sync allreduce: the speeds ride a W-float all-reduce; rank 2 slowed from its
+# 10th step on (--slowdown-after) is followed: its batch shrinks after it slows.
+t_balance_allreduce() {
+  bal_run ar 3 --worker-opt 2:--slowdown --worker-opt 2:4 --worker-opt 2:--slowdown-after \
+    --worker-opt 2:10 -- --sync allreduce --balance batch --balance-log "$TDIR/plan" ||
+    fail "allreduce run exited $?: $(grep -h 'train:' "$TDIR/ar"/worker-*.log | head -n 2)"
+  awk -F'[ ,]' '$1 >= 10 && $4 < 16 { found = 1 } END { exit !found }' \
+    "$TDIR/plan" || fail "rank 2 slowed at step 10 kept its batch: $(cat "$TDIR/plan")"
+  grep -q 'final test accuracy' "$TDIR/ar/worker-0.log" || fail "no final accuracy"
+}
+
+# Refused at start, naming the flag: async (nothing to balance), a global batch
+# under twice the workers, --accumulate, --sync local, a malformed plan file.
+t_balance_bad_flags() {
+  local args what n=0
+  printf '0 16,16\n5 30,1\n' > "$TDIR/badsum"
+  while IFS='|' read -r what args; do
+    n=$((n + 1))
+    # shellcheck disable=SC2086
+    "$LAUNCH" --servers 1 --workers 2 --timeout 30 --log-dir "$TDIR/b$n" -- --app mlp \
+      --train-limit 200 --test-limit 100 $args > "$TDIR/b$n.out" 2>&1 && fail "$args passed"
+    grep -q 'workers exit statuses: 2 2' "$TDIR/b$n.out" || fail "$args: not exit 2: $(tail -n 1 "$TDIR/b$n.out")"
+    grep -q -- "$what" "$TDIR/b$n/worker-0.log" || fail "$args: no '$what': $(grep train: "$TDIR/b$n/worker-0.log")"
+  done <<LIST
+--balance needs --consistency bsp|--balance batch
+--balance needs --consistency bsp|--balance batch --consistency ssp:2
+--batch 2 or more|--balance batch --consistency bsp --batch 1
+--balance needs --accumulate 1|--balance batch --consistency bsp --accumulate 2
+not --sync local|--balance batch --sync local
+--balance must be none, batch or fixed:FILE|--balance stages --consistency bsp
+line 2: want STEP b0,...,b1|--balance fixed:$TDIR/badsum --consistency bsp
+cannot open it|--balance fixed:$TDIR/nothing --consistency bsp
+LIST
+}
+
+# No oscillation: two workers whose speed alternates clock by clock (--jitter
+# alt:4: rank 0 four times slower on one step, rank 1 on the next) are equally
+# fast over any two clocks; the trimmed window of 8 and the 5% gain rule keep the
+# split where it is instead of swinging toward whichever was fast last clock.
+t_balance_no_oscillation() {
+  bal_run alt 2 -- --hidden 256 --consistency bsp --jitter alt:4 --balance batch --balance-log "$TDIR/plan" ||
+    fail "run exited $?"
+  [ "$(wc -l < "$TDIR/plan")" -le 3 ] || fail "the split swung: $(tr '\n' ';' < "$TDIR/plan")"
+  # a steady slowdown with the same flags is followed (the test can see a re-split)
+  bal_run steady 2 --worker-opt 1:--jitter --worker-opt 1:alt:1 --worker-opt 1:--slowdown \
+    --worker-opt 1:4 -- --hidden 256 --consistency bsp --balance batch --balance-log "$TDIR/plan2" ||
+    fail "steady run exited $?"
+  [ "$(wc -l < "$TDIR/plan2")" -ge 2 ] || fail "a steady 4x slowdown was not followed"
+}
+
+# Visible while it runs: pskvctl status shows each worker's batch and time per
+# example (from its heartbeats), pskvctl top the same as batch= and
+# us_per_example=, and the slow worker's batch is the smallest.
+t_balance_status() {
+  local port seen=0 i lpid
+  port=$(free_port)
+  "$LAUNCH" --servers 1 --workers 2 --timeout 150 --port "$port" --log-dir "$TDIR/logs" \
+    --worker-opt 1:--slowdown --worker-opt 1:3 -- \
+    --app mlp --epochs 4 --train-limit 6000 --test-limit 500 --batch 16 --consistency bsp \
+    --balance batch > "$TDIR/out" 2>&1 &
+  lpid=$!
+  for i in $(seq 150); do
+    "$BIN/pskvctl" --scheduler "127.0.0.1:$port" status > status.txt 2>/dev/null &&
+      [ "$(grep -c 'batch [0-9]*, [0-9.]* us per example' status.txt)" -eq 2 ] &&
+      "$BIN/pskvctl" --scheduler "127.0.0.1:$port" top --count 1 --plain > top.txt 2>/dev/null &&
+      [ "$(grep -c 'batch=[0-9]* us_per_example=' top.txt)" -eq 2 ] &&
+      awk '/^worker/ { for (i = 1; i <= NF; i++) if ($i ~ /^batch=/) b[$3] = substr($i, 7) }
+           END { exit !(b["rank=1"] + 0 < b["rank=0"] + 0) }' top.txt && { seen=1; break; }
+    sleep 0.2
+  done
+  wait "$lpid" || fail "job exited $?: $(tail -n 2 "$TDIR/logs/worker-0.log")"
+  [ "$seen" -eq 1 ] || fail "no batches in status and top: $(cat status.txt top.txt 2>/dev/null | tail -n 8)"
+}

@@ -1,0 +1,119 @@
+/* worker/apps/train/balsplit.c: the split --balance batch moves by. */
+#include "train/balsplit.h"
+#include "suites.h"
+
+static int sum(const int *b, int W)
+{
+    int s = 0;
+    for (int i = 0; i < W; i++)
+        s += b[i];
+    return s;
+}
+
+/* Feeds n clocks of times t[i] x (batch-independent) to s; returns the re-splits. */
+static int feed(balsplit *s, const float *t, int n)
+{
+    int moves = 0;
+    for (int k = 0; k < n; k++)
+        moves += balsplit_observe(s, t);
+    return moves;
+}
+
+START_TEST(even_start_and_sum_kept)
+{
+    balsplit *s = balsplit_new(3, 100);
+    ck_assert_ptr_nonnull(s);
+    const int *b = balsplit_cur(s);
+    ck_assert_int_eq(b[0], 34);
+    ck_assert_int_eq(b[1], 33);
+    ck_assert_int_eq(b[2], 33);
+    /* worker 2 three times slower: it ends near 100 / 7 = 14, the others near 43 */
+    float t[] = {10, 10, 30};
+    int moves = feed(s, t, 200);
+    ck_assert_int_ge(moves, 1);
+    ck_assert_int_eq(sum(b, 3), 100);
+    ck_assert_int_le(b[2], 16);
+    ck_assert_int_ge(b[2], 13);
+    ck_assert_int_ge(b[0], 41);
+    /* settled: no more moves */
+    ck_assert_int_eq(feed(s, t, 100), 0);
+    balsplit_destroy(&s);
+    ck_assert_ptr_null(s);
+    balsplit_destroy(&s); /* NULL-safe */
+}
+END_TEST
+
+START_TEST(moves_capped_and_windowed)
+{
+    balsplit *s = balsplit_new(2, 64);
+    const int *b = balsplit_cur(s);
+    float t[] = {1, 100}; /* worker 1 a hundred times slower */
+    /* nothing before a full window */
+    ck_assert_int_eq(feed(s, t, BALSPLIT_WIN - 1), 0);
+    ck_assert_int_eq(b[0], 32);
+    /* then one move of at most B / (2W) = 16 per worker */
+    ck_assert_int_eq(feed(s, t, 1), 1);
+    ck_assert_int_eq(b[0], 48);
+    ck_assert_int_eq(b[1], 16);
+    /* the window restarts: the next move needs BALSPLIT_WIN clocks more */
+    ck_assert_int_eq(feed(s, t, BALSPLIT_WIN - 1), 0);
+    ck_assert_int_eq(feed(s, t, 1), 1);
+    ck_assert_int_eq(b[1], 1); /* never below 1 */
+    ck_assert_int_eq(sum(b, 2), 64);
+    balsplit_destroy(&s);
+}
+END_TEST
+
+START_TEST(alternating_speeds_do_not_swing)
+{
+    balsplit *s = balsplit_new(2, 32);
+    const int *b = balsplit_cur(s);
+    float a[] = {40, 10}, c[] = {10, 40};
+    int moves = 0;
+    for (int k = 0; k < 500; k++)
+        moves += balsplit_observe(s, k % 2 ? a : c);
+    ck_assert_int_eq(moves, 0);
+    ck_assert_int_eq(b[0], 16);
+    balsplit_destroy(&s);
+    /* and noise under the gain rule (10% apart) moves nothing either */
+    s = balsplit_new(2, 32);
+    b = balsplit_cur(s);
+    float n1[] = {100, 110}, n2[] = {110, 100};
+    for (int k = 0; k < 500; k++)
+        moves += balsplit_observe(s, k % 3 ? n1 : n2);
+    ck_assert_int_eq(moves, 0);
+    ck_assert_int_eq(b[0], 16);
+    balsplit_destroy(&s);
+}
+END_TEST
+
+START_TEST(unmeasured_and_set)
+{
+    balsplit *s = balsplit_new(2, 10);
+    const int *b = balsplit_cur(s);
+    float z[] = {5, 0}; /* worker 1 never measured: no move */
+    ck_assert_int_eq(feed(s, z, 50), 0);
+    int fixed[] = {7, 3};
+    balsplit_set(s, fixed);
+    ck_assert_int_eq(b[0], 7);
+    /* a slowdown after a settled split is followed: worker 0 now 4x slower */
+    float t[] = {40, 10};
+    ck_assert_int_ge(feed(s, t, 3 * BALSPLIT_WIN), 1);
+    ck_assert_int_lt(b[0], 7);
+    balsplit_even(s);
+    ck_assert_int_eq(b[0], 5);
+    balsplit_destroy(&s);
+}
+END_TEST
+
+Suite *balsplit_suite(void)
+{
+    Suite *s = suite_create("balsplit");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, even_start_and_sum_kept);
+    tcase_add_test(tc, moves_capped_and_windowed);
+    tcase_add_test(tc, alternating_speeds_do_not_swing);
+    tcase_add_test(tc, unmeasured_and_set);
+    suite_add_tcase(s, tc);
+    return s;
+}
