@@ -55,12 +55,21 @@ DATA_O   := $(DATA_SRC:%.c=$(BUILD)/obj/%.o)
 APP_SRC  := $(wildcard worker/apps/*.c worker/apps/*/*.c)
 APP_O    := $(APP_SRC:%.c=$(BUILD)/obj/%.o)
 WORKER_O := $(APP_O) $(DATA_O)
+# worker/serve/: pskv-serve, a reader of a model (a file now; a running job's tables
+# next) that answers predictions with the training apps' model code
+SERVE_SRC := $(wildcard worker/serve/*.c)
+SERVE_O  := $(SERVE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/worker/apps/train/model.o \
+            $(BUILD)/obj/worker/apps/train/sparse_eval.o $(DATA_O)
 # worker code the unit tests link (readers, models, libpskv's clipping, kkt and request
 # planning with wstate's error message; no main)
 WORKER_UNIT_O := $(DATA_O) $(BUILD)/obj/worker/apps/train/model.o $(BUILD)/obj/worker/apps/train/pipesched.o \
                  $(BUILD)/obj/worker/apps/train/balsplit.o \
                  $(BUILD)/obj/worker/lib/wclip.o $(BUILD)/obj/worker/lib/wkkt.o \
-                 $(BUILD)/obj/worker/lib/wplan.o $(BUILD)/obj/worker/lib/wstate.o
+                 $(BUILD)/obj/worker/lib/wplan.o $(BUILD)/obj/worker/lib/wstate.o \
+                 $(BUILD)/obj/worker/lib/wpy.o
+# pskv-serve's pieces the serve suite links (no main, no HTTP)
+SERVE_UNIT_O := $(patsubst %,$(BUILD)/obj/worker/serve/%.o,sjson snap predict) \
+                $(BUILD)/obj/worker/apps/train/sparse_eval.o
 # scheduler code the membership suite links: the node table, its events, the
 # view it publishes and the sends (no policy, no metrics, no main)
 SCHED_UNIT_O := $(patsubst %,$(BUILD)/obj/scheduler/%.o,membership events view sched_net detect)
@@ -69,7 +78,7 @@ UNIT_O   := $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 
 BIN      := $(BUILD)/bin
 BINS     := $(BIN)/pskv-scheduler $(BIN)/pskv-server $(BIN)/pskv-worker $(BIN)/pskv-evaluator \
-            $(BIN)/pskvctl
+            $(BIN)/pskvctl $(BIN)/pskv-serve
 # pskv-evaluator: pskv-worker's main built with -DPSKV_EVALUATOR, on the same apps
 EVAL_MAIN_O := $(BUILD)/obj/worker/apps/evaluator_main.o
 EVAL_O   := $(filter-out $(BUILD)/obj/worker/apps/worker_main.o,$(APP_O)) $(EVAL_MAIN_O) $(DATA_O)
@@ -78,7 +87,7 @@ TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-zmq-bidir $(BIN)/pskv-hashmap-floor 
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
 
 FORCE:
-.PHONY: FORCE all tools deps size docs docs-check test unit integration faults test-faults bench-faults demo bench bench-incr bench-allreduce bench-metrics bench-pushpull bench-curve bench-train bench-consistency bench-balance bench-sparse bench-hosts chaos install deb package-check clean fuzz fuzz-live tsan
+.PHONY: FORCE all tools deps size docs docs-check test unit integration pytest faults test-faults bench-faults demo bench bench-incr bench-allreduce bench-metrics bench-pushpull bench-curve bench-train bench-consistency bench-balance bench-sparse bench-hosts bench-serve chaos install deb package-check clean fuzz fuzz-live tsan
 .DEFAULT_GOAL := all
 
 MANS     := $(BINS:$(BIN)/%=$(BUILD)/man/man1/%.1)
@@ -107,7 +116,8 @@ $(BUILD)/obj/gen/pskv.pb-c.o: $(GEN_C)
 $(BUILD)/obj/server/%.o: ROLE_INC := -Iserver
 $(BUILD)/obj/scheduler/%.o: ROLE_INC := -Ischeduler
 $(BUILD)/obj/worker/apps/%.o: ROLE_INC := -Iworker/apps -Iworker/data
-$(BUILD)/obj/test/unit/%.o: ROLE_INC := -Iserver -Ischeduler -Iworker/lib -Iworker/apps -Iworker/data
+$(BUILD)/obj/worker/serve/%.o: ROLE_INC := -Iworker/serve -Iworker/apps -Iworker/data
+$(BUILD)/obj/test/unit/%.o: ROLE_INC := -Iserver -Ischeduler -Iworker/lib -Iworker/apps -Iworker/data -Iworker/serve
 $(BUILD)/obj/test/bench/grow_bench.o: ROLE_INC := -Iserver
 
 $(BUILD)/obj/%.o: %.c $(GEN_H)
@@ -146,6 +156,10 @@ $(BIN)/pskv-scheduler: $(SCHED_O) $(COMMON_O)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BIN)/pskvctl: $(CTL_O) $(COMMON_O)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BIN)/pskv-serve: $(SERVE_O) $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -212,7 +226,7 @@ $(BIN)/pskv-fuzz-replay: $(BUILD)/obj/test/tools/fuzz_wire.o $(BUILD)/obj/test/t
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/bin/pskv-unit: $(UNIT_O) $(SERVER_LIB_O) $(WORKER_UNIT_O) $(BUILD)/obj/scheduler/reshard.o \
+$(BUILD)/bin/pskv-unit: $(UNIT_O) $(SERVER_LIB_O) $(WORKER_UNIT_O) $(SERVE_UNIT_O) $(BUILD)/obj/scheduler/reshard.o \
                         $(BUILD)/obj/scheduler/manifest.o $(SCHED_UNIT_O) \
                         $(COMMON_O)
 	@mkdir -p $(dir $@)
@@ -232,6 +246,7 @@ test: deps
 	$(MAKE) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined all $(ASAN_BUILD)/bin/pskv-unit
 	$(MAKE) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined unit integration
 	$(MAKE) faults FAULT_TRIALS=3 FAULT_ONCE_TRIALS=1
+	$(MAKE) pytest
 	$(MAKE) package-check
 
 # Kill and pause tests on the optimised build (timings as users see them); the
@@ -266,6 +281,15 @@ unit: $(BUILD)/bin/pskv-unit
 INTEGRATION_JOBS ?= 1
 integration: all
 	PSKV_BIN_DIR=$(abspath $(BIN)) test/integration.sh -j $(INTEGRATION_JOBS)
+
+# The Python package (python/pskv) against real daemons of the optimised build, with
+# Debian's interpreter, numpy, pytest and torch (only /usr/bin/python3 loads them).
+# Under 2 minutes; CI=true turns a missing torch into failures, never skips.
+PYTHON   ?= /usr/bin/python3
+pytest: all
+	PSKV_LIB=$(abspath $(BUILD)/lib/libpskv.so) PSKV_BIN_DIR=$(abspath $(BIN)) \
+	  PSKV_BUILD=$(abspath $(BUILD)) PYTHONPATH=$(abspath python) PYTHONDONTWRITEBYTECODE=1 \
+	  timeout 300 $(PYTHON) -m pytest -q -p no:cacheprovider -p no:hypothesispytest python/tests
 
 # ---- fuzzing (clang + libFuzzer); `make test` replays the committed corpus ----
 # make fuzz: FUZZ_RUNS executions (default 10^6) per message type, then over every
@@ -316,6 +340,8 @@ bench: deps
 	scripts/bench-checkpoint.sh
 	scripts/bench-incr.sh
 	scripts/bench-allreduce.sh
+	scripts/install-deps.sh wrk
+	scripts/bench-serve.sh
 	scripts/install-deps.sh valgrind
 	scripts/bench-metrics.sh --instructions --rounds 3
 	scripts/chaos.sh --minutes 5 || [ $$? -eq 77 ]
@@ -367,6 +393,12 @@ bench-hosts: deps
 	$(MAKE) all
 	scripts/bench-hosts.sh
 
+# pskv-serve's /v1/predict under wrk (scripts/bench-serve.sh; installs wrk)
+bench-serve: deps
+	@scripts/install-deps.sh wrk
+	$(MAKE) all
+	scripts/bench-serve.sh
+
 # Chaos soak (needs root: network namespaces; 77 = skipped): CHAOS_MINUTES per model,
 # async then ssp:4, a random fault every 20-40 s. Exit 0 only on PASS.
 CHAOS_MINUTES ?= 5
@@ -375,6 +407,11 @@ chaos: deps
 	scripts/chaos.sh --minutes $(CHAOS_MINUTES) || [ $$? -eq 77 ]
 
 # ---- install -------------------------------------------------------------
+# The Python package goes where /usr/bin/python3 looks under PREFIX
+# (PREFIX/lib/python3.X/dist-packages); the .deb sets PYSITE=/usr/lib/python3/dist-packages.
+PYVER    := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3)
+PYSITE   ?= $(PREFIX)/lib/python$(PYVER)/dist-packages
+PY_SRC   := $(wildcard python/pskv/*.py)
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig
@@ -386,6 +423,8 @@ install: all
 	install -m 644 $(BUILD)/pskv.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 	install -d $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 644 $(MANS) $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -d $(DESTDIR)$(PYSITE)/pskv
+	install -m 644 $(PY_SRC) $(DESTDIR)$(PYSITE)/pskv/
 
 # make deb: a Debian package of the binaries, library, header, pskv.pc, manual pages
 # and systemd unit templates (scripts/make-deb.sh), in $(BUILD)/deb. make

@@ -61,6 +61,18 @@ static const struct page {
      "node or a whole cluster.",
      "0: answered (checkpoint: complete; keys written). 1: no answer within --timeout, "
      "refused, bad answer, checkpoint failed, keys not written. 2: usage."},
+    {"pskv-serve", "a read-only serving copy of a pskv model",
+     "Loads a model file (--model: pskv-worker --save-model, pskv-evaluator --save-best) "
+     "and answers over HTTP from an immutable snapshot of it: POST /v1/predict (softmax "
+     "and mlp: rows of dense features; sparse-lr: rows of \"id:value\" features) with "
+     "scores, POST /v1/lookup with the rows of given keys of a table, GET /v1/model with "
+     "the tables, their versions and staleness, GET /metrics. Every answer carries the "
+     "version it reflects. Bad input gets 400 (413 for a body over --max-body) with a JSON "
+     "error naming the field; past --queue requests in flight, 503. SIGHUP reloads the "
+     "file; answers go on from the old version until the new one is in. The HTTP side "
+     "listens on loopback unless --http-bind says otherwise: put a TLS proxy in front.",
+     "0: SIGINT/SIGTERM. 1: the model file is missing, corrupt or not a model it can "
+     "answer for, or the HTTP port cannot be bound. 2: usage (no --model, bad flags)."},
 };
 
 /* Writes s escaped for roff: backslashes and hyphens escaped, and a line that

@@ -16,7 +16,7 @@ case "${1:-}" in
   -*) echo "check-docs: unknown flag '$1' (see --help)" >&2; exit 2 ;;
 esac
 bin=${1:-build/bin}
-progs="pskv-scheduler pskv-server pskv-worker pskv-evaluator pskvctl"
+progs="pskv-scheduler pskv-server pskv-worker pskv-evaluator pskvctl pskv-serve"
 
 bad=0
 for p in $progs; do

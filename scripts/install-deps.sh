@@ -9,7 +9,8 @@ PKGS=(build-essential pkg-config libzmq3-dev libprotobuf-c-dev protobuf-c-compil
       libopenblas-dev zlib1g-dev libmicrohttpd-dev liblz4-dev libzstd-dev check clang iproute2 procps psmisc
       curl prometheus
       dataset-fashion-mnist liblinear-tools openssh-server lintian systemd man-db
-      slurm-wlm munge "$@")
+      slurm-wlm munge
+      python3-numpy python3-pytest python3-torch "$@")
 
 missing=()
 for p in "${PKGS[@]}"; do

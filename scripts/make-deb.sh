@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make-deb.sh BUILD: a Debian package of pskv from the optimised build in BUILD
 # (make all): the daemons and pskvctl, libpskv (shared and static), its header and
-# pskv.pc, the manual pages, the systemd unit templates (scripts/systemd) with
+# pskv.pc, the Python package (/usr/lib/python3/dist-packages/pskv), the manual pages, the systemd unit templates (scripts/systemd) with
 # example configurations, and the docs. Writes BUILD/deb/pskv_VERSION_ARCH.deb and
 # prints its path. Dependencies come from dpkg-shlibdeps. Exit status 0, or 1 on
 # failure (the reason on stderr).
@@ -15,7 +15,7 @@ stage=$(mktemp -d /tmp/pskv-deb-XXXXXX)
 trap 'rm -rf "$stage"' EXIT
 root=$stage/root
 cd "$top"
-make -s BUILD="$BUILD" install DESTDIR="$root" PREFIX=/usr > /dev/null
+make -s BUILD="$BUILD" install DESTDIR="$root" PREFIX=/usr PYSITE=/usr/lib/python3/dist-packages > /dev/null
 strip --strip-unneeded --remove-section=.comment --remove-section=.note \
   "$root"/usr/bin/* "$root"/usr/lib/libpskv.so.1
 strip --strip-debug --remove-section=.comment "$root"/usr/lib/libpskv.a
@@ -24,7 +24,7 @@ chmod 644 "$root"/usr/lib/libpskv.so.1 # policy 8.1: shared libraries are not ex
 install -d "$root/lib/systemd/system" "$root/usr/share/doc/pskv/examples"
 install -m 644 scripts/systemd/*.service "$root/lib/systemd/system/"
 install -m 644 scripts/systemd/*.conf "$root/usr/share/doc/pskv/examples/"
-install -m 644 README.md docs/architecture.md docs/operations.md docs/protocol.md \
+install -m 644 README.md docs/architecture.md docs/operations.md docs/protocol.md docs/python.md \
   "$root/usr/share/doc/pskv/"
 install -d "$root/usr/share/doc/pskv/reference"
 install -m 644 docs/reference/*.md "$root/usr/share/doc/pskv/reference/"
@@ -74,6 +74,7 @@ Architecture: $ARCH
 Maintainer: pskv developers <pskv-devel@example.org>
 Installed-Size: $(du -sk --exclude=DEBIAN "$root" | cut -f1)
 Depends: $deps, adduser
+Suggests: python3, python3-numpy, python3-torch
 Section: science
 Priority: optional
 Description: parameter server for distributed machine-learning training
@@ -82,6 +83,7 @@ Description: parameter server for distributed machine-learning training
  over ZeroMQ, with chain replication, consistency models on vector clocks,
  checkpoints, elastic joins and CURVE authentication. This package holds the
  daemons, pskvctl, the libpskv library with its header and pkg-config file,
+ the Python package pskv (numpy and PyTorch workers over libpskv, ctypes),
  manual pages and systemd unit templates.
 CTRL
 echo 'libpskv 1 pskv (>= 0.1.0)' > "$root/DEBIAN/shlibs"

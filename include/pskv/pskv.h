@@ -483,6 +483,35 @@ int pskv_num_servers(const pskv_worker *w);
  * ring_partition_of(ring_dense_pos(i, n), P) (common/ring.h); 0 before the first view. */
 int pskv_num_partitions(const pskv_worker *w);
 
+/* ---- for bindings (worker/lib/wpy.c): what a language without C's headers
+ * needs to use this API safely, e.g. the Python package (docs/python.md). */
+
+/* The layout of a public struct, for a binding that mirrors it: type is one of
+ * "pskv_config", "pskv_table_opts", "pskv_traffic", "pskv_held", "pskv_pipe_msg";
+ * field NULL or "" gives sizeof(type), else the field's offset (offsetof).
+ * Returns it (>= 0), or -PSKV_ENOTFOUND for a type or field of another name. */
+int64_t pskv_struct_layout(const char *type, const char *field);
+
+/* What a handle holds right now, by the library's own counters: for a binding's
+ * leak checks (a handle released must drop them). */
+typedef struct pskv_held {
+    int requests;      /* requests in the window (pushes, pulls, view pulls) */
+    int views;         /* pskv_pull_view's views held or in flight */
+    int push_buffers;  /* pskv_push_buffer's buffers held unsent */
+    int draining;      /* ended pushes whose lent arrays ZeroMQ still references */
+    uint64_t lent;     /* pushes sent from the caller's memory so far (pskv_push_nocopy
+                          without a copy; a counter, not something held) */
+} pskv_held;
+
+/* Fills *out from w's counters (w NULL: all zero). Never fails, never waits. */
+void pskv_held_get(const pskv_worker *w, pskv_held *out);
+
+/* 1 while request ts is in flight, 0 once it is over (or unknown): tells a
+ * pskv_wait that returned -PSKV_ETIMEDOUT because its own timeout_ms passed (the
+ * request goes on) from a request that ended with PSKV_ETIMEDOUT (no answer within
+ * the request time-out). -PSKV_EINVAL for no handle. Never waits. */
+int pskv_request_pending(pskv_worker *w, int64_t ts);
+
 /* Detailed message of the latest failure ("" when none). Valid until the next call. */
 const char *pskv_last_error(const pskv_worker *w);
 

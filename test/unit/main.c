@@ -7,6 +7,7 @@ int main(void)
 {
     SRunner *sr = srunner_create(wire_suite());
     srunner_add_suite(sr, wire_ar_suite());
+    srunner_add_suite(sr, serve_suite());
     srunner_add_suite(sr, nspace_suite());
     srunner_add_suite(sr, wire16_suite());
     srunner_add_suite(sr, shm_suite());
@@ -39,6 +40,7 @@ int main(void)
     srunner_add_suite(sr, slice_suite());
     srunner_add_suite(sr, phi_suite());
     srunner_add_suite(sr, wplan_suite());
+    srunner_add_suite(sr, wpy_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -1,0 +1,338 @@
+"""pskv.Table and what its calls return: Handle (a request in flight), View (a
+pull into the library's memory) and PushBuffer (a push from it).
+
+Lifetimes: a push with copy=False and a pull into `out` lend the caller's array
+to the library; the Worker keeps it alive (by timestamp) until the request is
+over, whether or not the Handle is waited on or kept. A View's memory stays held
+while any array made from it is alive, and is given back at the Worker's next
+call after the last one dies; the View itself refuses use after its `with` block.
+A PushBuffer's memory is the library's again once sent: an array over it still
+referenced when the block ends is an error (the buffer is dropped unsent).
+"""
+
+import ctypes
+import sys
+import time
+import weakref
+
+import numpy as np
+
+from . import _lib, arrays, errors
+
+L = _lib.lib
+_ETIMEDOUT = 3
+_KINDS = {"dense": 1, "sparse": 2}
+
+
+class Handle:
+    """A request in flight: done() polls, wait(timeout) blocks (in slices, so
+    Ctrl-C works) and returns the pull's array (None for a push), or raises the
+    request's error. Waiting again returns (or raises) the same."""
+
+    __slots__ = ("_w", "ts", "_out", "_state", "_err", "__weakref__")
+
+    def __init__(self, w, ts, out=None):
+        self._w, self.ts, self._out, self._state, self._err = w, ts, out, 0, None
+
+    def _end(self, rc):
+        self._w._forget(self.ts)
+        self._state = 1
+        if rc < 0:
+            self._err = self._w._fail(rc, "request %d" % self.ts)
+            self._out = None
+
+    def done(self):
+        """True once the request is over (succeeded or failed)."""
+        if not self._state:
+            w = self._w
+            with w._lock:
+                # 1 ms, not 0: pskv_wait(ts, 0) returns before taking in any reply
+                rc = L.pskv_wait(w._h(), self.ts, 1)
+                if rc != -_ETIMEDOUT or not L.pskv_request_pending(w._ptr, self.ts):
+                    self._end(rc)
+        return bool(self._state)
+
+    def wait(self, timeout=None):
+        """Waits until the request is over; timeout in seconds (None: until the
+        library ends it, at the latest the request time-out). Raises
+        pskv.TimeoutError when timeout passes first (the request stays in flight)."""
+        if not self._state:
+            w = self._w
+            end = None if timeout is None else time.monotonic() + timeout
+            # at least 1 ms: pskv_wait with 0 takes in no reply
+            sl = 100 if end is None else max(1, min(100, int(timeout * 1000)))
+            while True:
+                with w._lock:
+                    rc = L.pskv_wait(w._h(), self.ts, sl)
+                    # -ETIMEDOUT is also a request that ended unanswered: over then
+                    if rc != -_ETIMEDOUT or not L.pskv_request_pending(w._ptr, self.ts):
+                        self._end(rc)
+                        break
+                    if end is not None:
+                        left = end - time.monotonic()
+                        if left <= 0:
+                            raise w._fail(rc, "wait")
+                        sl = max(1, min(100, int(left * 1000)))
+        if self._err is not None:
+            raise self._err
+        return self._out
+
+
+class View:
+    """pskv_pull_view: the pull is sent when the View is made; `with view:` waits
+    for it and maps its values; numpy() / torch() give arrays over the library's
+    memory (read-only by contract), valid while the array lives."""
+
+    def __init__(self, table, keys, count):
+        self._t, self._w = table, table._w
+        self._buf = None
+        self.count = count
+        addr, nk, self._keys = arrays.keys(keys, "pull_view: keys")
+        w = self._w
+        with w._lock:
+            w._flush()
+            ts = L.pskv_pull_view(w._h(), table.id, addr or None, nk or table._nkeys(nk))
+            if ts < 0:
+                raise w._fail(ts, "pull_view of table '%s'" % table.name)
+        self.ts = ts
+        self._handle = Handle(w, ts)
+
+    def __enter__(self):
+        self._handle.wait()
+        w = self._w
+        with w._lock:
+            ptr = L.pskv_view(w._h(), self.ts)
+            if not ptr:
+                raise w._fail(-13, "view %d" % self.ts)
+        buf = (ctypes.c_float * self.count).from_address(ptr)
+        weakref.finalize(buf, w._release.append, self.ts)
+        self._buf = buf
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+    def release(self):
+        """Ends this View's use; its memory goes back once no array over it lives."""
+        buf, self._buf = self._buf, None
+        del buf
+        w = self._w
+        if w._ptr is not None and w._release:
+            with w._lock:
+                w._flush()
+
+    def _mem(self, what):
+        if self._buf is None:
+            raise errors.ClosedError("pskv: View.%s() outside its with block (the view's "
+                                     "memory may be given back)" % what)
+        return self._buf
+
+    def numpy(self):
+        a = np.ctypeslib.as_array(self._mem("numpy"))
+        a.flags.writeable = False
+        return a
+
+    def torch(self):
+        import torch
+        return torch.frombuffer(self._mem("torch"), dtype=torch.float32)
+
+
+class PushBuffer:
+    """pskv_push_buffer: values written straight into the library's memory (shared
+    memory with a server on this host when it can), sent when the `with` block ends
+    without an exception (dropped when it raised). .handle is the push's Handle."""
+
+    def __init__(self, table, keys, count):
+        self._t, self._w, self.count = table, table._w, count
+        self._kaddr, self._nk, self._keys = arrays.keys(keys, "push_buffer: keys")
+        if not self._nk:
+            self._nk = table._nkeys(0)
+        w = self._w
+        with w._lock:
+            ptr = L.pskv_push_buffer(w._h(), table.id, self._kaddr or None, self._nk)
+            if not ptr:
+                raise w._fail(-1, "push_buffer of table '%s'" % table.name)
+        self._ptr = ptr
+        self._buf = (ctypes.c_float * count).from_address(ptr)
+        self.handle = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, *exc):
+        if self._ptr is None:
+            return
+        if exc_type is not None:
+            self.drop()
+        else:
+            self.send()
+
+    def _mem(self, what):
+        if self._buf is None:
+            raise errors.ClosedError("pskv: PushBuffer.%s() after it was sent or dropped"
+                                     % what)
+        return self._buf
+
+    def numpy(self):
+        return np.ctypeslib.as_array(self._mem("numpy"))
+
+    def torch(self):
+        import torch
+        return torch.frombuffer(self._mem("torch"), dtype=torch.float32)
+
+    def _give_back(self):
+        buf, self._buf = self._buf, None
+        refs = sys.getrefcount(buf) - 2  # buf and getrefcount's argument
+        ptr, self._ptr = self._ptr, None
+        return ptr, refs
+
+    def send(self):
+        """Pushes the buffer's values; returns the Handle."""
+        self._mem("send")
+        ptr, refs = self._give_back()
+        w = self._w
+        with w._lock:
+            if refs > 0:
+                L.pskv_push_buffer_drop(w._h(), ptr)
+                raise BufferError("pskv: push buffer of table '%s': %d array(s) over its "
+                                  "memory still referenced when sending; delete them (del) "
+                                  "first: dropped unsent" % (self._t.name, refs))
+            ts = L.pskv_push_buffer_send(w._h(), self._t.id, self._kaddr or None,
+                                         self._nk, ptr)
+            if ts < 0:
+                raise w._fail(ts, "push_buffer send to table '%s'" % self._t.name)
+        self.handle = Handle(w, ts)
+        return self.handle
+
+    def drop(self):
+        """Gives the buffer back unsent."""
+        if self._ptr is None:
+            return
+        ptr, _ = self._give_back()
+        w = self._w
+        with w._lock:
+            if w._ptr is not None:
+                L.pskv_push_buffer_drop(w._ptr, ptr)
+
+
+class Table:
+    """A table open on every server (pskv_table_open); made by Worker.table()."""
+
+    def __init__(self, w, name, opts):
+        o = _lib.TableOpts()
+        L.pskv_table_opts_init(ctypes.byref(o))
+        opts = dict(opts)
+        kind = opts.pop("kind", None)
+        if kind is None:
+            kind = "dense" if opts.get("size") else "sparse"
+        if kind not in _KINDS:
+            raise ValueError("table '%s': kind must be 'dense' or 'sparse', got %r" % (name, kind))
+        if kind == "dense" and not opts.get("size"):
+            raise ValueError("table '%s': a dense table needs size > 0" % name)
+        from .worker import _setfields
+        _setfields(o, opts, "table '%s'" % name,
+                   {f for f, _ in _lib.TableOpts._fields_} - {"kind"})
+        o.kind = _KINDS[kind]
+        self._w, self.name, self.kind = w, name, kind
+        self.size, self.width = o.size, o.width
+        self.opts = o
+        self.id = w._blocking("table_open '%s'" % name, L.pskv_table_open, name.encode(),
+                              ctypes.byref(o))
+
+    def _nkeys(self, nk):
+        if nk:
+            return nk
+        if self.kind != "dense":
+            raise ValueError("table '%s' is sparse: keys are required" % self.name)
+        return self.size
+
+    def _args(self, vals, keys, what, writable=False):
+        vaddr, nv = arrays.values(vals, "%s: %s" % (what, "out" if writable else "values"),
+                                  writable)
+        kaddr, nk, kobj = arrays.keys(keys, "%s: keys" % what)
+        nk = self._nkeys(nk)
+        if nv != nk * self.width:
+            raise ValueError("%s: %s has %d floats, expected %d (%d keys x width %d)"
+                             % (what, "out" if writable else "values", nv, nk * self.width,
+                                nk, self.width))
+        return vaddr, kaddr or None, nk, kobj
+
+    def push(self, values, keys=None, copy=True):
+        """Pushes values (float32, len(keys) * width, or a dense table's size * width
+        when keys is None). copy=True: the library copies (values reusable at once);
+        copy=False: sent from values' own memory, kept alive until the push is over."""
+        w = self._w
+        vaddr, kaddr, nk, kobj = self._args(values, keys, "push to '%s'" % self.name)
+        with w._lock:
+            p = w._h()
+            if w._release:
+                w._flush()
+            ts = (L.pskv_push if copy else L.pskv_push_nocopy)(p, self.id, kaddr, nk, vaddr)
+            if ts < 0:
+                raise w._fail(ts, "push to table '%s'" % self.name)
+            if not copy:
+                w._keep[ts] = (values, kobj)
+                if len(w._keep) > 256:
+                    w._prune()
+        return Handle(w, ts)
+
+    def assign(self, values, keys=None):
+        """Overwrites stored values and clears their optimizer state (pskv_assign)."""
+        w = self._w
+        vaddr, kaddr, nk, kobj = self._args(values, keys, "assign to '%s'" % self.name)
+        with w._lock:
+            ts = L.pskv_assign(w._h(), self.id, kaddr, nk, vaddr)
+            if ts < 0:
+                raise w._fail(ts, "assign to table '%s'" % self.name)
+        return Handle(w, ts)
+
+    def pull(self, out=None, keys=None):
+        """Pulls into out (float32, written in place; a new numpy array when None).
+        The Handle's wait() returns out."""
+        w = self._w
+        if out is None:
+            out = np.empty(self._nkeys(arrays.keys(keys, "pull: keys")[1]) * self.width,
+                           dtype=np.float32)
+        vaddr, kaddr, nk, kobj = self._args(out, keys, "pull from '%s'" % self.name, True)
+        with w._lock:
+            p = w._h()
+            if w._release:
+                w._flush()
+            ts = L.pskv_pull(p, self.id, kaddr, nk, vaddr)
+            if ts < 0:
+                raise w._fail(ts, "pull from table '%s'" % self.name)
+            w._keep[ts] = (out, kobj)
+            if len(w._keep) > 256:
+                w._prune()
+        return Handle(w, ts, out)
+
+    def pull_view(self, keys=None):
+        """A View of the values (pskv_pull_view), sent now; use it in a with block."""
+        nk = arrays.keys(keys, "pull_view: keys")[1]
+        return View(self, keys, self._nkeys(nk) * self.width)
+
+    def push_buffer(self, keys=None):
+        """A PushBuffer for one push of these keys; use it in a with block."""
+        nk = arrays.keys(keys, "push_buffer: keys")[1]
+        return PushBuffer(self, keys, self._nkeys(nk) * self.width)
+
+    def pull_all(self, timeout=30.0):
+        """(keys uint64, values float32 n x width): every row the servers hold."""
+        k, v, n = ctypes.POINTER(ctypes.c_uint64)(), ctypes.POINTER(ctypes.c_float)(), ctypes.c_size_t()
+        w = self._w
+        w._blocking("pull_all of '%s'" % self.name, L.pskv_pull_all, self.id, ctypes.byref(k),
+                    ctypes.byref(v), ctypes.byref(n), int(timeout * 1000))
+        try:
+            keys = np.ctypeslib.as_array(k, (n.value,)).copy() if n.value else np.empty(0, np.uint64)
+            vals = (np.ctypeslib.as_array(v, (n.value * self.width,)).copy()
+                    if n.value else np.empty(0, np.float32))
+        finally:
+            L.free(ctypes.cast(k, ctypes.c_void_p))
+            L.free(ctypes.cast(v, ctypes.c_void_p))
+        return keys, vals.reshape(n.value, self.width)
+
+    def set_loss_scale(self, scale):
+        with self._w._lock:
+            rc = L.pskv_set_loss_scale(self._w._h(), self.id, float(scale))
+            if rc < 0:
+                raise self._w._fail(rc, "set_loss_scale")

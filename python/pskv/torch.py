@@ -1,0 +1,305 @@
+"""pskv for PyTorch: DistributedOptimizer, broadcast_parameters, Embedding and
+EmbeddingBag over pskv tables. Imports torch (the rest of pskv works without it).
+
+DistributedOptimizer keeps the usual loop, zero_grad(); loss.backward(); step():
+
+  mode="ps" (the parameter server): the wrapped optimizer's hyper-parameters
+    become the table's updater on the servers (SGD with momentum and weight decay,
+    Adagrad, Adam, AdamW; any other optimizer raises, naming it). Parameters and
+    gradients are re-homed into one flat float32 buffer each, so a step is one
+    dense push of the gradients and one pull of the weights. prefetch=True
+    (async and ssp) pulls the next weights into a second buffer while the next
+    batch computes and swaps the parameters' storage to it (no copy): the
+    weights a step uses are then one step staler. A learning-rate scheduler
+    keeps working for SGD (the pushed gradients are scaled by lr_now / lr_table,
+    as the C trainer does); Adam, AdamW and Adagrad tables keep their lr on the
+    servers, so a changed lr raises there.
+  mode="allreduce" (Horovod's semantics): the gradients are averaged over the
+    workers with pskv_allreduce, then the wrapped optimizer steps locally.
+
+Early stopping: step() raises pskv.StopRequested(reason) at the start of the step
+after the scheduler asked the job to stop (a clock boundary).
+"""
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from . import errors
+
+_UPDATERS = {"SGD": "sgd", "Adagrad": "adagrad", "Adam": "adam", "AdamW": "adamw"}
+
+
+def _table_opts(opt):
+    """The pskv_table_opts of a torch optimizer with one parameter group."""
+    name = type(opt).__name__
+    if name not in _UPDATERS:
+        raise TypeError("DistributedOptimizer(mode='ps'): no server-side updater for %s; "
+                        "use SGD, Adagrad, Adam or AdamW, or mode='allreduce'" % name)
+    g = opt.param_groups[0]
+    for other in opt.param_groups[1:]:
+        for k in g:
+            if k != "params" and other.get(k) != g[k]:
+                raise ValueError("DistributedOptimizer(mode='ps'): parameter groups differ "
+                                 "in '%s'; one table takes one set of hyper-parameters" % k)
+    o = {"updater": _UPDATERS[name], "lr": float(g["lr"])}
+
+    def refuse(key, bad):
+        if key in g and g[key] != bad and g[key]:
+            raise ValueError("DistributedOptimizer(mode='ps'): %s(%s=%r) has no server-side "
+                             "equivalent" % (name, key, g[key]))
+    if name == "SGD":
+        refuse("nesterov", False)
+        refuse("dampening", 0)
+        o["momentum"] = float(g.get("momentum", 0))
+        o["l2"] = float(g.get("weight_decay", 0))
+    elif name == "Adagrad":
+        refuse("lr_decay", 0)
+        refuse("initial_accumulator_value", 0)
+        o["eps"] = float(g["eps"])
+        o["l2"] = float(g.get("weight_decay", 0))
+    else:
+        refuse("amsgrad", False)
+        refuse("maximize", False)
+        o["beta1"], o["beta2"] = (float(b) for b in g["betas"])
+        o["eps"] = float(g["eps"])
+        o["weight_decay" if name == "AdamW" else "l2"] = float(g.get("weight_decay", 0))
+    return o
+
+
+def table_options(optimizer, consistency="async"):
+    """The options DistributedOptimizer(mode="ps") opens its table with, for another
+    process that opens the same table (an evaluator): updater, lr, ..., consistency."""
+    o = _table_opts(optimizer)
+    o["consistency"] = consistency
+    return o
+
+
+def _params(opt):
+    return [p for g in opt.param_groups for p in g["params"]]
+
+
+def _rehome(params, flat, grads=None):
+    """Points each parameter (and its grad) at its slice of flat (and grads)."""
+    o = 0
+    for p in params:
+        n = p.numel()
+        p.data = flat[o:o + n].view_as(p)
+        if grads is not None:
+            p.grad = grads[o:o + n].view_as(p)
+        o += n
+
+
+class DistributedOptimizer:
+    """Wraps a torch optimizer; see the module's comment. name: the table's (ps)."""
+
+    def __init__(self, optimizer, worker, mode="ps", name="model", consistency="async",
+                 prefetch=None, table_opts=None):
+        if mode not in ("ps", "allreduce"):
+            raise ValueError("DistributedOptimizer: mode must be 'ps' or 'allreduce', got %r"
+                             % (mode,))
+        self.optimizer, self.worker, self.mode = optimizer, worker, mode
+        self.params = _params(optimizer)
+        for p in self.params:
+            if p.device.type != "cpu" or p.dtype != torch.float32:
+                raise TypeError("DistributedOptimizer: parameters must be float32 on the CPU, "
+                                "got %s on %s" % (p.dtype, p.device))
+        self.n = sum(p.numel() for p in self.params)
+        self.flat = torch.cat([p.detach().reshape(-1) for p in self.params]).contiguous()
+        self.grads = torch.zeros(self.n)
+        _rehome(self.params, self.flat, self.grads)
+        self.table = None
+        self._pull = None
+        if mode == "ps":
+            opts = _table_opts(optimizer)
+            self.lr0 = opts["lr"]
+            opts.update(table_opts or {})
+            opts.setdefault("consistency", consistency)
+            self.prefetch = (opts["consistency"] != "bsp") if prefetch is None else prefetch
+            if self.prefetch and opts["consistency"] == "bsp":
+                raise ValueError("DistributedOptimizer: prefetch under bsp would wait for "
+                                 "the clock it is in: pass prefetch=False")
+            self.table = worker.table(name, size=self.n, **opts)
+            self.other = torch.empty(self.n) if self.prefetch else None
+            broadcast_parameters(self.params, worker, table=self.table)
+
+    @property
+    def param_groups(self):
+        return self.optimizer.param_groups
+
+    def state_dict(self):
+        return self.optimizer.state_dict()
+
+    def zero_grad(self, set_to_none=False):
+        """Zeroes the flat gradient buffer (the grads stay re-homed into it)."""
+        self.grads.zero_()
+        for p, g in zip(self.params, self._grad_views()):
+            if p.grad is None or p.grad.data_ptr() != g.data_ptr():
+                p.grad = g
+
+    def _grad_views(self):
+        o = 0
+        for p in self.params:
+            n = p.numel()
+            yield self.grads[o:o + n].view_as(p)
+            o += n
+
+    def _gather_grads(self):
+        """Copies into the flat buffer any grad that is not already a view of it
+        (after model.zero_grad(set_to_none=True), say)."""
+        for p, g in zip(self.params, self._grad_views()):
+            if p.grad is None:
+                g.zero_()
+                p.grad = g
+            elif p.grad.data_ptr() != g.data_ptr():
+                g.copy_(p.grad)
+                p.grad = g
+
+    def step(self, closure=None):
+        loss = closure() if closure is not None else None
+        self.worker.check_stop()
+        self._gather_grads()
+        if self.mode == "allreduce":
+            self.worker.allreduce(self.grads, op="mean")
+            self.optimizer.step()
+            return loss
+        # the servers step, not the wrapped optimizer: count it for lr schedulers
+        # (they warn when optimizer.step() seems never called)
+        self.optimizer._step_count = getattr(self.optimizer, "_step_count", 0) + 1
+        lr = float(self.optimizer.param_groups[0]["lr"])
+        g = self.grads
+        if lr != self.lr0:
+            if self.table.opts.updater != b"sgd":
+                raise ValueError("DistributedOptimizer: the lr changed to %g but the %s "
+                                 "table's lr (%g) lives on the servers" %
+                                 (lr, self.table.opts.updater.decode(), self.lr0))
+            g = g * (lr / self.lr0)
+        push = self.table.push(g)
+        self.worker.clock()
+        if not self.prefetch:
+            push.wait()
+            self.table.pull(out=self.flat).wait()
+            return loss
+        if self._pull is None:  # the first step: pull now, prefetch from here on
+            push.wait()
+            self.table.pull(out=self.flat).wait()
+        else:
+            self._pull.wait()
+            self.flat, self.other = self.other, self.flat
+            _rehome(self.params, self.flat)
+        self._pull = self.table.pull(out=self.other)
+        push.wait()
+        return loss
+
+    def synchronize(self):
+        """Waits for a prefetched pull and uses its weights (before evaluating)."""
+        if self._pull is not None:
+            self._pull.wait()
+            self.flat, self.other = self.other, self.flat
+            _rehome(self.params, self.flat)
+            self._pull = None
+
+
+def broadcast_parameters(params, worker, root_rank=0, table=None):
+    """Makes every worker's parameters rank root_rank's. params: a module, its
+    state_dict(), or a list of tensors. With a table (mode ps), the root assigns
+    them to it and every worker pulls after a barrier; else an all-reduce sum
+    with the other ranks' values zeroed (no table needed)."""
+    if isinstance(params, torch.nn.Module):
+        params = list(params.state_dict().values())
+    elif isinstance(params, dict):
+        params = list(params.values())
+    tensors = [p for p in params if torch.is_tensor(p) and p.is_floating_point()]
+    flat = torch.cat([p.detach().reshape(-1).float() for p in tensors]).contiguous()
+    if table is not None:
+        if worker.rank == root_rank:
+            table.assign(flat).wait()
+        worker.barrier()
+        table.pull(out=flat).wait()
+    else:
+        if worker.rank != root_rank:
+            flat.zero_()
+        worker.allreduce(flat, op="sum")
+    o = 0
+    with torch.no_grad():
+        for p in tensors:
+            n = p.numel()
+            p.copy_(flat[o:o + n].view_as(p))
+            o += n
+
+
+class _SparseTable(torch.nn.Module):
+    """What Embedding and EmbeddingBag share: a sparse table of width D, rows
+    pulled for a batch's distinct ids, their gradients pushed in backward."""
+
+    def __init__(self, embedding_dim, worker, name, updater, lr, consistency, **opts):
+        super().__init__()
+        opts.setdefault("init", "normal")
+        opts.setdefault("init_scale", 0.01)
+        self.dim, self.worker = embedding_dim, worker
+        self.table = worker.table(name, kind="sparse", width=embedding_dim, updater=updater,
+                                  lr=lr, consistency=consistency, **opts)
+        self._pushes = []
+
+    def load(self, weight):
+        """Assigns rows 0..N-1 (a float32 N x D tensor), e.g. from nn.Embedding."""
+        w = weight.detach().contiguous().float()
+        self.table.assign(w.reshape(-1), keys=np.arange(w.shape[0], dtype=np.uint64)).wait()
+
+    def flush(self):
+        """Waits for the gradients pushed so far."""
+        while self._pushes:
+            self._pushes.pop().wait()
+
+    def rows(self, ids):
+        """(rows D-wide, requiring grad, inverse index of ids into them)."""
+        if ids.dtype != torch.int64:
+            raise TypeError("%s: ids must be torch.int64, got %s" % (type(self).__name__, ids.dtype))
+        if ids.numel() and int(ids.min()) < 0:
+            raise ValueError("%s: negative id %d" % (type(self).__name__, int(ids.min())))
+        self.flush()  # the next pull sees this worker's previous gradients
+        uniq, inverse = torch.unique(ids.reshape(-1), return_inverse=True)
+        out = torch.empty(uniq.numel(), self.dim)
+        self.table.pull(out=out, keys=uniq.contiguous()).wait()
+        out.requires_grad_(self.training)
+        if self.training:
+            keys = uniq.contiguous()
+
+            def push(grad):
+                self._pushes.append(self.table.push(grad.contiguous(), keys=keys))
+            out.register_hook(push)
+        return out, inverse.reshape(ids.shape)
+
+
+class Embedding(_SparseTable):
+    """nn.Embedding over a pskv sparse table (any int64 id >= 0, no num_embeddings
+    bound): forward pulls the batch's distinct rows, backward pushes their
+    gradients, the table's updater (sgd, adagrad, ftrl, adam) runs on the servers."""
+
+    def __init__(self, embedding_dim, worker, name="embedding", updater="adagrad", lr=0.01,
+                 consistency="async", **opts):
+        super().__init__(embedding_dim, worker, name, updater, lr, consistency, **opts)
+
+    def forward(self, ids):
+        rows, inverse = self.rows(ids)
+        return F.embedding(inverse, rows)
+
+
+class EmbeddingBag(_SparseTable):
+    """nn.EmbeddingBag (mode "sum" or "mean") over a pskv sparse table."""
+
+    def __init__(self, embedding_dim, worker, name="embedding_bag", mode="sum",
+                 updater="adagrad", lr=0.01, consistency="async", **opts):
+        super().__init__(embedding_dim, worker, name, updater, lr, consistency, **opts)
+        if mode not in ("sum", "mean"):
+            raise ValueError("EmbeddingBag: mode must be 'sum' or 'mean', got %r" % (mode,))
+        self.mode = mode
+
+    def forward(self, ids, offsets=None, per_sample_weights=None):
+        rows, inverse = self.rows(ids)
+        return F.embedding_bag(inverse, rows, offsets, mode=self.mode,
+                               per_sample_weights=per_sample_weights)
+
+
+__all__ = ["DistributedOptimizer", "broadcast_parameters", "Embedding", "EmbeddingBag",
+           "table_options"]

@@ -1,0 +1,166 @@
+"""pskv.torch against PyTorch itself: DistributedOptimizer in both modes equals a
+single-process reference (bsp, one worker), Embedding equals nn.Embedding under
+sgd, optimizers without a server-side updater are refused, and the Fashion-MNIST
+MLP trains to >= 0.85 in 2 epochs with two workers. Never skipped under CI=true."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import pskv
+from conftest import need_torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.path.normpath(os.path.join(HERE, "..", ".."))
+
+
+def _model(torch):
+    torch.manual_seed(1)
+    return torch.nn.Sequential(torch.nn.Linear(10, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3))
+
+
+def _data(torch):
+    g = torch.Generator().manual_seed(2)
+    return torch.randn(64, 10, generator=g), torch.randint(0, 3, (64,), generator=g)
+
+
+def _train(torch, model, opt, steps=8):
+    X, y = _data(torch)
+    lossf = torch.nn.CrossEntropyLoss()
+    for s in range(steps):
+        idx = slice(8 * s % 64, 8 * s % 64 + 8)
+        opt.zero_grad()
+        lossf(model(X[idx]), y[idx]).backward()
+        opt.step()
+    return [p.detach().clone() for p in model.parameters()]
+
+
+OPTS = [
+    ("SGD", dict(lr=0.1, momentum=0.9, weight_decay=1e-3)),
+    ("Adam", dict(lr=0.01, weight_decay=1e-3)),
+    ("AdamW", dict(lr=0.01, weight_decay=0.05)),
+    ("Adagrad", dict(lr=0.1)),
+]
+
+
+@pytest.mark.parametrize("mode", ["ps", "allreduce"])
+@pytest.mark.parametrize("name,kw", OPTS, ids=[o[0] for o in OPTS])
+def test_distributed_optimizer_equals_reference(cluster, mode, name, kw):
+    torch = need_torch()
+    import pskv.torch as pt
+    ref_model = _model(torch)
+    ref = _train(torch, ref_model, getattr(torch.optim, name)(ref_model.parameters(), **kw))
+    with pskv.Worker(scheduler=cluster.address) as w:
+        model = _model(torch)
+        opt = pt.DistributedOptimizer(getattr(torch.optim, name)(model.parameters(), **kw), w,
+                                      mode=mode, consistency="bsp", name="m_" + name)
+        got = _train(torch, model, opt)
+    for a, b in zip(ref, got):
+        assert torch.allclose(a, b, atol=2e-5, rtol=1e-4), (a - b).abs().max()
+
+
+def test_lr_scheduler_with_sgd(cluster):
+    torch = need_torch()
+    import pskv.torch as pt
+    ref_model = _model(torch)
+    ref_opt = torch.optim.SGD(ref_model.parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.StepLR(ref_opt, 2, 0.5)
+    X, y = _data(torch)
+    lossf = torch.nn.CrossEntropyLoss()
+    with pskv.Worker(scheduler=cluster.address) as w:
+        model = _model(torch)
+        opt = pt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), w,
+                                      consistency="bsp", name="lrs")
+        sched2 = torch.optim.lr_scheduler.StepLR(opt.optimizer, 2, 0.5)
+        for m, o, s in ((ref_model, ref_opt, sched), (model, opt, sched2)):
+            for step in range(6):
+                o.zero_grad()
+                lossf(m(X[:8]), y[:8]).backward()
+                o.step()
+                s.step()
+        for a, b in zip(ref_model.parameters(), model.parameters()):
+            assert torch.allclose(a, b, atol=2e-5)
+
+
+def test_unsupported_optimizer_named(cluster):
+    torch = need_torch()
+    import pskv.torch as pt
+    with pskv.Worker(scheduler=cluster.address) as w:
+        m = _model(torch)
+        with pytest.raises(TypeError, match="no server-side updater for RMSprop"):
+            pt.DistributedOptimizer(torch.optim.RMSprop(m.parameters()), w)
+        with pytest.raises(ValueError, match="nesterov"):
+            pt.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9,
+                                                    nesterov=True), w)
+        with pytest.raises(TypeError, match="float32"):
+            pt.DistributedOptimizer(torch.optim.SGD(_model(torch).double().parameters(),
+                                                    lr=0.1), w)
+
+
+@pytest.mark.parametrize("bag", [False, True])
+def test_embedding_equals_torch(cluster, bag):
+    """Same rows as torch's nn.Embedding / nn.EmbeddingBag after 10 sgd steps."""
+    torch = need_torch()
+    import pskv.torch as pt
+    torch.manual_seed(3)
+    N, D = 50, 8
+    ref = torch.nn.EmbeddingBag(N, D, mode="mean") if bag else torch.nn.Embedding(N, D)
+    ropt = torch.optim.SGD(ref.parameters(), lr=0.5)
+    with pskv.Worker(scheduler=cluster.address) as w:
+        emb = (pt.EmbeddingBag(D, w, mode="mean", updater="sgd", lr=0.5, name="eb") if bag
+               else pt.Embedding(D, w, updater="sgd", lr=0.5, name="e"))
+        emb.load(ref.weight)
+        g = torch.Generator().manual_seed(4)
+        for _ in range(10):
+            ids = torch.randint(0, N, (6, 4), generator=g)   # repeats within a batch
+            target = torch.randn(6, D, generator=g) if bag else torch.randn(6, 4, D, generator=g)
+            for m in (ref, emb):
+                loss = ((m(ids) - target) ** 2).sum()
+                loss.backward()
+            ropt.step()
+            ropt.zero_grad()
+        emb.flush()
+        rows = emb.table.pull(keys=np.arange(N, dtype=np.uint64)).wait().reshape(N, D)
+        assert torch.allclose(torch.from_numpy(rows), ref.weight.detach(), atol=1e-5)
+        with pytest.raises(ValueError, match="negative id"):
+            emb(torch.tensor([[1, -2]]))
+        with pytest.raises(TypeError, match="int64"):
+            emb(torch.tensor([[1, 2]], dtype=torch.int32))
+
+
+def test_torch_tensors_push_and_pull_in_place(cluster):
+    torch = need_torch()
+    with pskv.Worker(scheduler=cluster.address) as w:
+        t = w.table("tt", size=100, updater="sum")
+        t.push(torch.ones(100)).wait()
+        out = torch.zeros(100)
+        ptr = out.data_ptr()
+        t.pull(out=out).wait()
+        assert out.data_ptr() == ptr and torch.all(out == 1)
+        with pytest.raises(ValueError, match="values: the tensor is not contiguous"):
+            t.push(torch.ones(200)[::2])
+        with pytest.raises(TypeError, match="values: tensor dtype torch.float64"):
+            t.push(torch.ones(100, dtype=torch.float64))
+        with t.pull_view() as v:
+            assert torch.all(v.torch() == 1)
+
+
+def test_mlp_two_workers_two_epochs():
+    """The example trains the Fashion-MNIST MLP to >= 0.85 test accuracy in 2 epochs
+    with two workers (Adam on the servers, async, prefetch, shm), launched by
+    pskv.launch."""
+    need_torch()
+    env = dict(os.environ, PYTHONPATH=os.path.join(TOP, "python"))
+    p = subprocess.run([sys.executable, "-m", "pskv.launch", "--servers", "1", "--workers", "2",
+                        "--timeout", "240", "--", sys.executable,
+                        os.path.join(TOP, "python", "examples", "mlp_fmnist.py"),
+                        "--epochs", "2", "--optimizer", "adam", "--lr", "0.001"],
+                       env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+    out = p.stdout.decode(errors="replace")
+    assert p.returncode == 0, out[-3000:]
+    import json
+    res = json.loads([ln for ln in out.splitlines() if ln.startswith("result ")][-1][7:])
+    assert res["acc"] >= 0.85, out[-3000:]

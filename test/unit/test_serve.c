@@ -1,0 +1,149 @@
+/* Tests of pskv-serve's pieces without a daemon (worker/serve/): the JSON reader on
+ * good and malformed bodies (depth, escapes, 64-bit keys), snapshots that stay whole
+ * for a reader while a newer version is published, lookups in dense and sparse
+ * snapshots, and sparse features parsed. */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "predict.h"
+#include "sjson.h"
+#include "snap.h"
+#include "suites.h"
+
+static sjson_doc *parse(const char *text, const sjson **root, char *why)
+{
+    return sjson_parse(text, strlen(text), root, why, 200);
+}
+
+START_TEST(json_good)
+{
+    const sjson *r;
+    char why[200];
+    sjson_doc *d = parse(" {\"table\":\"a\\\"b\\u00e9\",\"keys\":[1, \"18446744073709551615\", "
+                         "18446744073709551614],\"x\":[true,false,null,-1.5e2,{}]} ", &r, why);
+    ck_assert_ptr_nonnull(d);
+    ck_assert_int_eq(r->type, SJ_OBJ);
+    ck_assert_str_eq(sjson_get(r, "table")->text, "a\"b\xc3\xa9");
+    const sjson *k = sjson_get(r, "keys");
+    uint64_t v;
+    ck_assert_int_eq(k->n, 3);
+    ck_assert_int_eq(sjson_u64(k->kids[1], &v), 0);
+    ck_assert(v == UINT64_MAX);
+    ck_assert_int_eq(sjson_u64(k->kids[2], &v), 0);
+    ck_assert(v == UINT64_MAX - 1); /* exact: a double would round it */
+    const sjson *x = sjson_get(r, "x");
+    ck_assert_int_eq(x->kids[3]->type, SJ_NUM);
+    ck_assert(x->kids[3]->num == -150);
+    ck_assert_int_eq(sjson_u64(x->kids[3], &v), -1);
+    ck_assert_int_eq(x->kids[4]->n, 0);
+    ck_assert_ptr_null(sjson_get(r, "absent"));
+    sjson_free(&d);
+    ck_assert_ptr_null(d);
+    sjson_free(&d); /* NULL-safe */
+}
+END_TEST
+
+START_TEST(json_bad)
+{
+    static const char *const bad[] = {"", "{", "[1,]", "{\"a\" 1}", "{\"a\":1,}", "[1] 2",
+                                      "\"abc", "[01x]", "tru", "[+1]", "[.5]", "\"\\x\"",
+                                      "{a:1}", "[\"\x01\"]"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const sjson *r = NULL;
+        char why[200] = "";
+        sjson_doc *d = parse(bad[i], &r, why);
+        ck_assert_msg(d == NULL, "accepted '%s'", bad[i]);
+        ck_assert_msg(strstr(why, "at byte") != NULL, "'%s': no reason: %s", bad[i], why);
+    }
+    char deep[200];
+    memset(deep, '[', 100);
+    memset(deep + 100, ']', 100);
+    const sjson *r;
+    char why[200];
+    ck_assert_ptr_null(sjson_parse(deep, sizeof deep, &r, why, sizeof why));
+    ck_assert_ptr_nonnull(strstr(why, "nested too deeply"));
+}
+END_TEST
+
+static snap *make(const char *table, float base, size_t n, int sparse)
+{
+    snap *s = calloc(1, sizeof *s);
+    ck_assert_ptr_nonnull(s);
+    snprintf(s->table, sizeof s->table, "%s", table);
+    s->kind = sparse ? SNAP_SPARSE_LR : SNAP_SOFTMAX;
+    s->n = n;
+    s->vals = malloc(n * sizeof *s->vals);
+    if (sparse)
+        s->keys = malloc(n * sizeof *s->keys);
+    for (size_t i = 0; i < n; i++) {
+        s->vals[i] = base + (float)i;
+        if (sparse)
+            s->keys[i] = 10 * i + 5;
+    }
+    return s;
+}
+
+START_TEST(snap_versions)
+{
+    snapstore *st = snapstore_new();
+    snap *s = make("t", 0, 4, 0);
+    ck_assert_int_eq(snap_publish(st, &s), 0);
+    ck_assert_ptr_null(s);
+    snap *old = snap_acquire(st, "t");
+    s = make("t", 100, 4, 0);
+    ck_assert_int_eq(snap_publish(st, &s), 0); /* replaces t while `old` is read */
+    float v;
+    ck_assert_int_eq(snap_find(old, 3, &v), 0);
+    ck_assert(v == 3.0f); /* the old version, whole */
+    snap *cur = snap_acquire(st, NULL);
+    ck_assert_int_eq(snap_find(cur, 3, &v), 0);
+    ck_assert(v == 103.0f);
+    ck_assert_int_eq(snap_find(cur, 4, &v), -1);
+    snap_release(st, &old); /* frees it (ASan would see a leak otherwise) */
+    ck_assert_ptr_null(old);
+    snap_release(st, &cur);
+    s = make("sparse", 0, 5, 1);
+    ck_assert_int_eq(snap_publish(st, &s), 0);
+    ck_assert_int_eq(snap_count(st), 2);
+    snap *sp = snap_acquire_at(st, 1);
+    ck_assert_int_eq(snap_find(sp, 25, &v), 0);
+    ck_assert(v == 2.0f);
+    ck_assert_int_eq(snap_find(sp, 26, &v), -1);
+    ck_assert_int_eq(snap_find(sp, 0, &v), -1);
+    ck_assert_int_eq(snap_find(sp, 45, &v), 0);
+    snap_release(st, &sp);
+    ck_assert_ptr_null(snap_acquire(st, "none"));
+    ck_assert_ptr_null(snap_acquire_at(st, 2));
+    snapstore_destroy(&st);
+    ck_assert_ptr_null(st);
+}
+END_TEST
+
+START_TEST(sparse_features)
+{
+    uint64_t id;
+    double x;
+    ck_assert_int_eq(predict_feature("18446744073709551615:0.5", &id, &x), 0);
+    ck_assert(id == UINT64_MAX && x == 0.5);
+    ck_assert_int_eq(predict_feature("7:-2e1", &id, &x), 0);
+    ck_assert(id == 7 && x == -20);
+    static const char *const bad[] = {"", "7", ":1", "-7:1", "7:", "7:1x", "7:nan", "7:inf",
+                                      "18446744073709551616:1", "a:1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(predict_feature(bad[i], &id, &x) == -1, "accepted '%s'", bad[i]);
+}
+END_TEST
+
+Suite *serve_suite(void)
+{
+    Suite *s = suite_create("serve");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, json_good);
+    tcase_add_test(tc, json_bad);
+    tcase_add_test(tc, snap_versions);
+    tcase_add_test(tc, sparse_features);
+    suite_add_tcase(s, tc);
+    return s;
+}
