@@ -166,6 +166,20 @@ static table *check_request(wire_msg *msg, rowset *rs)
     return t;
 }
 
+/* pskv_pushpull: a push with pull_after, applied (or held, under bsp), is followed
+ * by a pull of its rows tagged pull_clock, answered or parked by the table's model
+ * (served here, by the head: its rows hold the push). A push refused before this
+ * point was answered with an error and gets no pull. */
+static void pull_after(wire_msg *msg, table *t, const rowset *rs, int acked)
+{
+    Pskv__Meta *r = msg->meta;
+    if (!(r->has_pull_after && r->pull_after) || (r->has_assign && r->assign))
+        return;
+    r->clock = r->has_pull_clock ? r->pull_clock : r->clock;
+    r->pull_after = acked; /* the reply says whether a PUSH_ACK comes too (held.h) */
+    consist_pull(srv.cons, t, msg, rs);
+}
+
 static void on_push(wire_msg *msg)
 {
     rowset rs;
@@ -196,12 +210,14 @@ static void on_push(wire_msg *msg)
          * its id is not recorded yet. A bsp push is held for its clock instead; the
          * close goes down the chains (chain_close) */
         chain_push(srv.chain, t, msg, &rs);
+        pull_after(msg, t, &rs, 1);
         return;
     }
     if (cons_of(t)->dedupes && r->has_origin_id &&
         chain_record(srv.chain, t, &rs, r->sender, r->origin_id, r->has_floor ? r->floor : 0) < 0)
         LOG_W("out of memory recording a push id: a re-send of it could apply twice");
     consist_push(srv.cons, t, msg, &rs);
+    pull_after(msg, t, &rs, cons_of(t)->closes); /* held: acknowledged at the close */
 }
 
 /* PULL with `all`: every row of the table this server answers pulls for, with its

@@ -233,6 +233,24 @@ int pskv_traffic_get(const pskv_worker *w, int table, pskv_traffic *out);
  * timestamp completes; out must stay valid until then. keys == NULL as in push. */
 int64_t pskv_pull(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys, float *out);
 
+/* One step's exchange in one round trip per part: pushes grad as pskv_push does and
+ * writes into out (nkeys * width floats, in pskv_pull's order) the rows' values
+ * after that push, read by the server that applied it (its rows' head). With
+ * PSKV_PP_CLOCK the worker's clock ends right after the push (as pskv_clock, which
+ * sends CLOCK to every server) and the pull is of the next clock: under bsp the
+ * values once the push's clock closed (every worker's push of it applied), under ssp
+ * within the bound; without it, the clock's pull (async: at once). Returns the
+ * timestamp to wait for (pskv_wait), or a negated error; out is written only
+ * while the request runs: a refused push (a NaN, a late bsp push, a lost
+ * partition) fails the request and its server sends no values. grad and out are
+ * the caller's; grad is copied before the call returns (out may be grad). With
+ * several parts (servers), parts answered before a refused one have written their
+ * rows. Not yet with wire
+ * filters, a 16-bit wire or --shm (-PSKV_EINVAL: push, then pull). */
+#define PSKV_PP_CLOCK 1
+int64_t pskv_pushpull(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
+                      const float *grad, float *out, int flags);
+
 /* Pulls like pskv_pull, into memory of the library's instead of an array of the
  * caller's: once pskv_wait(ts) has returned 0, pskv_view(w, ts) points at the
  * nkeys * width values, in the order pskv_pull would write them, and they stay

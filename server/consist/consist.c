@@ -372,7 +372,7 @@ void consist_push(consist *c, table *t, wire_msg *msg, const rowset *rs)
     } else if (rc < 0)
         held_answer_push(&c->out, &h, PSKV_ENOMEM,
                          "out of memory applying the push (partially applied)", 0);
-    else
+    else if (!(r->has_pull_after && r->pull_after)) /* else its pull's reply answers it */
         held_answer_push(&c->out, &h, 0, NULL, values_clock(c, t));
     c->st.pushes++;
     c->st.push_ns += tu_now_ns() - t0;

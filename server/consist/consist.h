@@ -87,7 +87,8 @@ void consist_close_done(consist *c, uint64_t token, int code);
 void consist_advance(consist *c);
 
 /* A validated PUSH (table, width, ranges and values checked) on table t, for the
- * rows `rs` (borrowed for the call). */
+ * rows `rs` (borrowed for the call). A push with pull_after applied at once (async,
+ * ssp) gets no PUSH_ACK: the pull the caller serves next answers it. */
 void consist_push(consist *c, table *t, wire_msg *msg, const rowset *rs);
 
 /* A validated PULL on table t for the rows `rs`: answered now or parked (the

@@ -26,6 +26,8 @@ void held_take(held *h, wire_msg *msg, table *t, int rank)
     h->t = t;
     h->first = msg->meta->first_key;
     h->n = msg->nkeys;
+    h->ack_follows = msg->meta->type == PSKV__MSG_TYPE__PUSH && msg->meta->has_pull_after &&
+                     msg->meta->pull_after;
     if (msg->meta->type == PSKV__MSG_TYPE__PULL && msg->meta->has_shm_len) {
         h->shm_gen = msg->meta->shm_gen;
         h->shm_off = msg->meta->shm_off;
@@ -41,6 +43,8 @@ void held_meta(const held_out *o, Pskv__Meta *m, Pskv__MsgType type, const held 
     m->request_id = h->request_id;
     m->table_id = h->table_id;
     m->clock = clock;
+    if (h->ack_follows && type == PSKV__MSG_TYPE__PULL_REPLY)
+        m->has_pull_after = m->pull_after = 1;
 }
 
 void held_send(const held_out *o, const held *h, Pskv__Meta *m, zmq_msg_t *vals)

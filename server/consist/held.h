@@ -41,6 +41,8 @@ typedef struct held {    /* a request answered later */
     size_t nsegs;
     uint64_t shm_gen, shm_off, shm_len; /* pulls: the reply's region in the worker's
                                            segment (sshm.h); shm_len 0: none */
+    int ack_follows;     /* a pskv_pushpull's pull whose push gets a PUSH_ACK of its own:
+                            the reply says so (pull_after), the worker waits for both */
 } held;
 
 /* Where answers go: the ROUTER workers dial, the member that stamps headers, and

@@ -82,6 +82,11 @@ int app_train(pskv_worker *w, cfg_entry *cfg);
  * updater, init, consistency from the flags): a handle, or a negated error. */
 int app_train_table(pskv_worker *w, cfg_entry *cfg, uint32_t dim, int hidden, size_t P);
 
+/* --init-from: rank 0 assigns the saved weights of the same model (hidden 0:
+ * softmax) to table t before anyone trains. Returns 0, or 1 after saying why. */
+int app_train_init_from(pskv_worker *w, cfg_entry *cfg, int t, int rank, uint32_t dim, int hidden,
+                        size_t P);
+
 /* sparse-lr's weight table ("sparse-lr.w", as the flags set it up), for the
  * workers and pskv-evaluator. Returns its id or a negated error. */
 int app_sparse_lr_table(pskv_worker *w, cfg_entry *cfg);

@@ -390,8 +390,8 @@ static int push_pull_flags(const app_row *row)
         return -1;
     }
     const char *pull = cfg_str(config, "pull");
-    if (strcmp(pull, "view") && strcmp(pull, "copy")) {
-        fprintf(stderr, PROG ": --pull must be copy or view, not '%s'\n", pull);
+    if (strcmp(pull, "view") && strcmp(pull, "copy") && strcmp(pull, "pushpull")) {
+        fprintf(stderr, PROG ": --pull must be copy, view or pushpull, not '%s'\n", pull);
         return -1;
     }
     return 0;
@@ -435,6 +435,11 @@ int main(int argc, char **argv)
     }
     if (allreduce_flags(row) < 0 || prefetch_flag(row) < 0)
         return 2;
+    if (cfg_int(config, "estimate") && !(row->needs & APP_DENSE)) {
+        fprintf(stderr, PROG ": --estimate applies to --app %s (got --app %s)\n",
+                apptab_phrase(APP_DENSE), app);
+        return 2;
+    }
     const char *adm = cfg_int(config, "admit-after") ? "--admit-after"
                       : cfg_int(config, "evict-after") ? "--evict-after" : NULL;
     if (adm && !(row->needs & APP_ADMIT) &&

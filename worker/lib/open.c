@@ -215,8 +215,10 @@ int pskv_worker_close(pskv_worker **w_p)
         LOG_I("push buffers: %llu sent, %llu sends read by the server in place in shared "
               "memory", (unsigned long long)w->pbufs_sent, (unsigned long long)w->pbufs_in_place);
     if (w->views_in_place || w->views_copied)
-        LOG_I("view pulls: %llu read in place in shared memory, %llu copied",
-              (unsigned long long)w->views_in_place, (unsigned long long)w->views_copied);
+        LOG_I("view pulls: %llu read in place in shared memory, %llu copied, %llu read in "
+              "place in received TCP frames",
+              (unsigned long long)(w->views_in_place - w->views_in_frame),
+              (unsigned long long)w->views_copied, (unsigned long long)w->views_in_frame);
     for (int i = 0; i < PSKV_MAX_VIEWS; i++) /* views still held: before their segments */
         if (w->views[i].ts)
             wreq_view_release(w, &w->views[i]);

@@ -40,6 +40,8 @@ const char *pskv_last_error(const pskv_worker *w) { return w->last_error; }
 #define SUBMIT_RAW 2  /* no quantising filter (pskv_filter_flush) */
 #define SUBMIT_VIEW 4 /* a pull into the library's memory (pskv_pull_view) */
 #define SUBMIT_PBUF 8 /* a push of w->pbuf_next's buffer (pskv_push_buffer_send) */
+#define SUBMIT_PP 16  /* a push answered by the rows after it (pskv_pushpull) */
+#define SUBMIT_PP_CLOCK 32 /* ... whose pull is tagged with the next clock */
 
 /* The body of push, push_nocopy, assign and pull: checks the request, plans its
  * parts (wplan), copies a push's values once into a vbuf grouped by part (none
@@ -117,6 +119,8 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
         return wreq_fail(w, r, rc);
     r->out = out;
     r->assign = assign;
+    r->pp = (flags & SUBMIT_PP) != 0;
+    r->pp_clock = r->clock + ((flags & SUBMIT_PP_CLOCK) ? 1 : 0);
     r->raw = (flags & SUBMIT_RAW) != 0;
     r->scale = t->scale;
     size_t wd = t->width, row = wd * sizeof(float);
@@ -317,6 +321,30 @@ int64_t pskv_pull(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
     if (!out)
         return w ? wst_error(w, PSKV_EINVAL, "pull without an output array") : -PSKV_EINVAL;
     return submit(w, REQ_PULL, table, keys, nkeys, NULL, out, 0);
+}
+
+int64_t pskv_pushpull(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
+                      const float *grad, float *out, int flags)
+{
+    if (!w)
+        return -PSKV_EINVAL;
+    if (!grad || !out || (flags & ~PSKV_PP_CLOCK))
+        return wst_error(w, PSKV_EINVAL, "pushpull: %s", !grad ? "no gradient" : !out
+                         ? "no output array" : "unknown flags");
+    int err = 0;
+    tbl *t = wplan_check_table(w, table, keys, nkeys, &err);
+    if (!t)
+        return err;
+    if (t->fs.n || t->wire || t->kkt || w->shm)
+        return wst_error(w, PSKV_EINVAL, "pushpull on table '%s': not yet with %s; push, then "
+                         "pull", t->name, w->shm ? "--shm" : t->wire ? "a 16-bit wire"
+                         : "wire filters");
+    int64_t ts = submit(w, REQ_PUSH, table, keys, nkeys, grad, out,
+                        SUBMIT_PP | (flags & PSKV_PP_CLOCK ? SUBMIT_PP_CLOCK : 0));
+    int rc;
+    if (ts >= 0 && (flags & PSKV_PP_CLOCK) && (rc = pskv_clock(w)) < 0)
+        return rc; /* the request goes on: pskv_wait_all ends it */
+    return ts;
 }
 
 int64_t pskv_pull_view(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys)

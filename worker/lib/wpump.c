@@ -58,23 +58,51 @@ static int shm_reply(pskv_worker *w, int si, part *p, wire_msg *msg)
     return 0;
 }
 
-/* A view pull (pskv_pull_view) answered whole, in key order, into its one part's
- * region: the region moves to the request (held with the view, wreq.h), and the
- * values stay where the server wrote them. 0: they are copied as any pull's. */
-static int view_in_place(req *r, part *p, const wire_msg *msg, size_t wd)
+/* 1 when run part p's runs follow each other from the request's first key: its
+ * values are the view's, in key order, as they came. */
+static int runs_in_order(const req *r, const part *p)
 {
-    if (r->nparts != 1 || p->idx || !p->shm || !msg->meta->has_shm_len ||
-        (size_t)p->n * wd != r->view_floats)
-        return 0;
     uint64_t at = r->first;
     for (uint64_t g = p->seg0; g < p->seg0 + p->nseg; g++) {
         if (r->segs[2 * g] != at)
             return 0;
         at += r->segs[2 * g + 1];
     }
+    return 1;
+}
+
+/* A view pull (pskv_pull_view) answered whole, in key order, into its one part's
+ * region: the region moves to the request (held with the view, wreq.h), and the
+ * values stay where the server wrote them. 0: they are copied as any pull's. */
+static int view_in_place(req *r, part *p, const wire_msg *msg, size_t wd)
+{
+    if (r->nparts != 1 || p->idx || !p->shm || !msg->meta->has_shm_len ||
+        (size_t)p->n * wd != r->view_floats || !runs_in_order(r, p))
+        return 0;
     r->view_vals = msg->vals;
     r->view_part = *p;
     p->shm = NULL;
+    return 1;
+}
+
+/* A view pull answered whole, in key order, over TCP: the reply's values frame moves
+ * to the request (held with the view until pskv_view_release) and the values are
+ * read where ZeroMQ received them. Not a frame the wire copied (unaligned, unpacked
+ * by a filter, 16-bit) nor a small one (ZeroMQ keeps those inside the zmq_msg_t,
+ * which moves). 0: they are copied as any pull's. */
+static int view_in_frame(tbl *t, req *r, part *p, wire_msg *msg)
+{
+    size_t wd = t->width;
+    zmq_msg_t *f = &msg->frames[msg->nframes - 1];
+    if (r->nparts != 1 || p->idx || p->shm || msg->nframes < 2 || zmq_msg_size(f) < 64 ||
+        (const void *)msg->vals != zmq_msg_data(f) || (size_t)p->n * wd != r->view_floats ||
+        zmq_msg_size(f) != r->view_floats * sizeof(float) || !runs_in_order(r, p))
+        return 0;
+    wfilter_received(t, msg); /* counted as the frames came, before one moves */
+    zmq_msg_init(&r->view_frame);
+    zmq_msg_move(&r->view_frame, f); /* cannot fail on two initialised messages */
+    r->has_view_frame = 1;
+    r->view_vals = zmq_msg_data(&r->view_frame); /* the same bytes: not a small frame */
     return 1;
 }
 
@@ -98,6 +126,8 @@ static void pull_reply(pskv_worker *w, req *r, part *p, wire_msg *msg, const srv
                                (unsigned long long)msg->nkeys);
     } else if (r->view && view_in_place(r, p, msg, t->width)) {
         wfilter_received(t, msg); /* the values stay in the region: no copy */
+    } else if (r->view && view_in_frame(t, r, p, msg)) {
+        /* the values stay in the received frame: no copy */
     } else if (r->view && !r->out && !(r->out = wreq_view_buffer(w, r->view_floats))) {
         if (!r->err)
             r->err = wst_error(w, PSKV_ENOMEM, "out of memory for view %lld's %zu values",
@@ -224,6 +254,15 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
             memcpy(o->vals + o->n * wd, msg->vals, k * wd * sizeof *o->vals);
             o->n += k;
         }
+    } else if (r->pp && m->type == PSKV__MSG_TYPE__PUSH_ACK) {
+        p->pp_acked = 1; /* pskv_pushpull (bsp, replicas, a re-send): and its reply? */
+        if (!p->pp_reply)
+            return;
+    } else if (r->pp && m->type == PSKV__MSG_TYPE__PULL_REPLY && !p->pp_reply) {
+        pull_reply(w, r, p, msg, s);
+        p->pp_reply = 1; /* the part ends now, or with the PUSH_ACK the reply announces */
+        if (m->has_pull_after && m->pull_after && !p->pp_acked && !r->err)
+            return;
     } else if (r->type == REQ_PULL) {
         pull_reply(w, r, p, msg, s);
     } else {

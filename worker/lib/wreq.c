@@ -87,6 +87,9 @@ void wreq_release(req *r)
     if (r->view) { /* a view pull that ended without being held: its memory goes */
         free(r->out);
         wshm_release(&r->view_part);
+        if (r->has_view_frame)
+            zmq_msg_close(&r->view_frame);
+        r->has_view_frame = 0;
     }
     wshm_release(&r->pbuf); /* a push buffer's region, after the parts' borrows */
     free(r->pbuf_own);
@@ -180,6 +183,13 @@ static void hold_view(pskv_worker *w, req *r)
     v->ts = r->ts;
     if (r->view_vals)
         w->views_in_place++;
+    if (r->has_view_frame) { /* over TCP: the frame moves to the entry (same bytes) */
+        zmq_msg_init(&v->frame);
+        zmq_msg_move(&v->frame, &r->view_frame);
+        v->has_frame = 1;
+        r->has_view_frame = 0;
+        w->views_in_frame++;
+    }
     else
         w->views_copied++;
     v->vals = r->view_vals ? r->view_vals : r->out;
@@ -214,6 +224,8 @@ void wreq_view_release(pskv_worker *w, wview_held *v)
 {
     view_give_back(w, v->own, v->floats);
     wshm_release(&v->shm);
+    if (v->has_frame) /* ZeroMQ frees the received bytes */
+        zmq_msg_close(&v->frame);
     memset(v, 0, sizeof *v);
     w->nviews--;
 }
@@ -221,7 +233,7 @@ void wreq_view_release(pskv_worker *w, wview_held *v)
 void wreq_finish(pskv_worker *w, req *r)
 {
     wmet_done(w, r);
-    if (r->type == REQ_PULL && !r->err && r->vclock != INT64_MAX) {
+    if ((r->type == REQ_PULL || r->pp) && !r->err && r->vclock != INT64_MAX) {
         w->values_clock = r->vclock;
         w->values_clock_hi = r->vclock_hi;
     }

@@ -163,6 +163,11 @@ int wsend_data_part(pskv_worker *w, req *r, int pi, int resend, uint64_t floor)
         m.origin_id = p->dedupe_id;
         m.floor = floor;
     }
+    if (r->pp) { /* pskv_pushpull: the rows' values after it come back */
+        p->pp_reply = p->pp_acked = 0; /* this send's answers */
+        m.has_pull_after = m.pull_after = m.has_pull_clock = 1;
+        m.pull_clock = r->pp_clock;
+    }
     if (resend) {
         m.has_resend = 1;
         m.resend = 1;

@@ -107,6 +107,9 @@ typedef struct part {
     uint64_t epoch;    /* the view it was planned on */
     uint64_t key_sig;  /* keycache: the signature its keys went with (0 = none) */
     int done;
+    int pp_reply, pp_acked; /* pskv_pushpull: its PULL_REPLY, its PUSH_ACK came (the part
+                               ends with the reply, or with both when the reply says an
+                               ack follows: pull_after) */
     wshm_seg *shm;     /* its values' region in shared memory (wshm.h), or NULL */
     uint64_t shm_off, shm_len;
     int shm_heard;     /* the server answered the send that named the region */
@@ -129,6 +132,9 @@ typedef struct req {
     vbuf *buf;         /* push values (and gathered keys) */
     size_t kbytes;     /* bytes of gathered keys at the front of buf */
     int assign;        /* a push that overwrites (pskv_assign) */
+    int pp;            /* pskv_pushpull: a push each of whose parts is answered by a
+                          PULL_REPLY of its rows after it (into out; a PUSH_ACK is skipped) */
+    int64_t pp_clock;  /* ... the clock its pulls are tagged with */
     int raw;           /* a push sent unquantised (pskv_filter_flush) */
     float scale;       /* a 16-bit push: the table's loss scale when it was made (re-sends
                           carry the same) */
@@ -149,6 +155,8 @@ typedef struct req {
     size_t view_floats; /* ... how many values it holds */
     const float *view_vals; /* ... in place: the region's values (view_part.shm) */
     part view_part;    /* ... the region taken over from the part it answered */
+    zmq_msg_t view_frame; /* ... or over TCP the reply's values frame, kept (no copy) */
+    int has_view_frame;
     part pbuf;         /* pskv_push_buffer_send: the buffer's region (pbuf.shm), held
                           until the request ends; a part may borrow it */
     float *pbuf_own;   /* ... or its memory of its own, freed then */
@@ -167,6 +175,8 @@ typedef struct wview_held { /* a completed pskv_pull_view, until pskv_view_relea
     float *own;        /* its copy buffer (the spare or freed on release), or NULL */
     size_t floats;     /* its values */
     part shm;          /* its shared-memory region (shm.shm NULL: none) */
+    zmq_msg_t frame;   /* over TCP: the received reply frame vals points into */
+    int has_frame;
 } wview_held;
 
 typedef struct srv {
@@ -241,6 +251,7 @@ struct pskv_worker {
     wview_held views[PSKV_MAX_VIEWS]; /* pskv_pull_view's, held (wreq.h) */
     int nviews;             /* held, and view pulls in flight */
     uint64_t views_in_place, views_copied; /* completed view pulls: for the log at close */
+    uint64_t views_in_frame; /* ... of views_in_place, read in a received TCP frame */
     float *view_spare;      /* a released view's copy buffer, for the next (wreq.h) */
     wpbuf pbufs[PSKV_MAX_PUSH_BUFFERS]; /* pskv_push_buffer's, unsent (pskv.c) */
     wpbuf *pbuf_next;       /* the one pskv_push_buffer_send hands to its request */

@@ -68,8 +68,8 @@ static double baseline_us(const char *prog, uint64_t size, int curve)
     return us;
 }
 
-enum { SERIAL, PIPELINED, STREAM, NMODES };
-static const char *const mode_names[NMODES] = {"serial", "pipelined", "stream"};
+enum { SERIAL, PIPELINED, STREAM, PUSHPULL, NMODES };
+static const char *const mode_names[NMODES] = {"serial", "pipelined", "stream", "pushpull"};
 #define STREAM_DEPTH 16 /* pushes in flight in the stream mode */
 
 /* How long the bench waits for a request: as long as the request may live
@@ -81,6 +81,10 @@ static int step(pskv_worker *w, int t, uint64_t n, const float *g, float *out, i
                 int64_t *ring, long s)
 {
     int rc;
+    if (m == PUSHPULL) { /* one round trip: the push and the rows after it */
+        int64_t tpp = pskv_pushpull(w, t, NULL, n, g, out, 0);
+        return tpp < 0 ? (int)tpp : pskv_wait(w, tpp, wait_ms);
+    }
     if (m == STREAM && ring[s % STREAM_DEPTH] > 0 &&
         (rc = pskv_wait(w, ring[s % STREAM_DEPTH], wait_ms)) < 0)
         return rc;
@@ -135,9 +139,9 @@ int app_bench_flags(cfg_entry *cfg, const char *prog)
     const char *mode = cfg_str(cfg, "mode");
     if (cfg_int(cfg, "size") % 4 ||
         (strcmp(mode, "serial") && strcmp(mode, "pipelined") && strcmp(mode, "both") &&
-         strcmp(mode, "stream"))) {
+         strcmp(mode, "stream") && strcmp(mode, "pushpull"))) {
         fprintf(stderr, "%s: bench needs --size a multiple of 4 and --mode serial, "
-                        "pipelined, both or stream\n", prog);
+                        "pipelined, both, stream or pushpull\n", prog);
         return -1;
     }
     return 0;
@@ -153,7 +157,11 @@ int app_bench(pskv_worker *w, cfg_entry *cfg)
     int copy = !strcmp(push, "copy");
     int on[NMODES] = {!strcmp(mode, "serial") || !strcmp(mode, "both"),
                       !strcmp(mode, "pipelined") || !strcmp(mode, "both"),
-                      !strcmp(mode, "stream")};
+                      !strcmp(mode, "stream"),
+                      /* both: the combined call too, where it applies (pskv_pushpull) */
+                      !strcmp(mode, "pushpull") ||
+                          (!strcmp(mode, "both") && !cfg_int(cfg, "shm") &&
+                           !*cfg_str(cfg, "filter") && !strcmp(cfg_str(cfg, "wire"), "fp32"))};
     uint64_t floats = size / 4;
     uint32_t width = floats % 256 == 0 ? 256 : 1;
     uint64_t n = floats / width;

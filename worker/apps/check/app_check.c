@@ -125,7 +125,9 @@ static void check_dense(ck *c, int lo_k, int hi_k, const char *when)
         }
 }
 
-static int push_round(ck *c, int k)
+/* Round k's dense run: copied, lent (--push nocopy) or from a push buffer. Returns 0
+ * or a negated error. */
+static int push_dense_run(ck *c, int k)
 {
     /* lent (dn): the previous round's push must be over before a refill */
     int rc = c->dn && c->dn_ts > 0 ? pskv_wait(c->w, c->dn_ts, 120000) : 0;
@@ -140,8 +142,18 @@ static int push_round(ck *c, int k)
     int64_t t = c->pbuf ? pskv_push_buffer_send(c->w, c->td, NULL, c->n, dv)
                 : c->dn ? (c->dn_ts = pskv_push_nocopy(c->w, c->td, NULL, c->n, dv))
                         : pskv_push(c->w, c->td, NULL, c->n, dv);
-    if (t < 0)
-        return (int)t;
+    return t < 0 ? (int)t : 0;
+}
+
+/* Round k's pushes: the dense run (--pull pushpull: last, by pushpull_round, with the
+ * clock), every third dense key again, the shared and this worker's own sparse keys.
+ * Returns 0 or a negated error. */
+static int push_round(ck *c, int k)
+{
+    int rc = c->pp ? 0 : push_dense_run(c, k);
+    if (rc < 0)
+        return rc;
+    int64_t t;
     size_t m = 0; /* every third key again, as a gathered key list */
     for (uint64_t i = 0; i < c->n; i += 3) {
         c->dk[m] = i;
@@ -166,6 +178,31 @@ static int push_round(ck *c, int k)
         ov[j * SW + 1] = 2.0f;
     }
     return (t = pskv_push(c->w, c->ts, ok, OWN_KEYS, ov)) < 0 ? (int)t : 0;
+}
+
+/* --pull pushpull: round k's dense run pushed with pskv_pushpull, ending the clock,
+ * into the same array (the gradient is copied first); the values after it checked
+ * against the model's promise for clock k + 1 (bsp: exactly rounds <= k; ssp:T:
+ * between k + 1 - T and k + T + 2 rounds; async: unchecked until the final sums).
+ * Returns 0 or a negated error. */
+static int pushpull_round(ck *c, int k)
+{
+    for (uint64_t i = 0; i < c->n; i++)
+        for (int q = 0; q < DW; q++)
+            c->dv[i * DW + q] = dense_inc(c->r, k, i, q);
+    int64_t t = pskv_pushpull(c->w, c->td, NULL, c->n, c->dv, c->dv, PSKV_PP_CLOCK);
+    int rc = t < 0 ? (int)t : pskv_wait(c->w, t, 120000);
+    if (rc < 0)
+        return rc;
+    if (!c->bsp && !c->ssp)
+        return 0; /* async promises nothing before the barrier (and the bounds cost
+                     O(W x rounds) a key: a long fault-test stream would crawl) */
+    char when[64];
+    snprintf(when, sizeof when, "%s pushpull at clock %d", c->cons, k + 1);
+    int lo = c->bsp ? k + 1 : k + 1 - c->tau > 0 ? k + 1 - c->tau : 0;
+    int hi = c->bsp ? k + 1 : k + c->tau + 2 < c->R ? k + c->tau + 2 : c->R;
+    check_dense(c, lo, hi, when);
+    return 0;
 }
 
 /* ---- the check without backups ---------------------------------------------- */
@@ -272,7 +309,7 @@ static int rounds(ck *c)
     for (int k = 0; k < c->R; k++) {
         if (app_stop_signal)
             return app_stopped("check");
-        if ((c->bsp || c->ssp) && (rc = check_clock_pull(c, k)) != 0)
+        if ((c->bsp || c->ssp) && !c->pp && (rc = check_clock_pull(c, k)) != 0)
             return rc;
         if (c->tf >= 0 && (rc = float_round(c, k)) != 0)
             return rc;
@@ -280,7 +317,9 @@ static int rounds(ck *c)
             tu_sleep_ms((int64_t)((c->slow - 1) * 5));
         if ((rc = push_round(c, k)) < 0)
             return ck_fail(c->w, "push", rc);
-        if ((rc = pskv_clock(c->w)) < 0)
+        if (c->pp && (rc = pushpull_round(c, k)) < 0)
+            return ck_fail(c->w, "pushpull", rc);
+        if (!c->pp && (rc = pskv_clock(c->w)) < 0)
             return ck_fail(c->w, "clock", rc);
     }
     rc = pskv_barrier(c->w, 120000);
@@ -392,20 +431,23 @@ static int nan_push(ck *c)
     float before_v[DW], nanv[DW] = {1.0f, NAN, 2.0f}, after_v[DW];
     if ((rc = ck_pull_wait(c->w, c->td, &k0, 1, before_v)) < 0)
         return ck_fail(c->w, "pull before the NaN push", rc);
-    int64_t tp = pskv_push(c->w, c->td, &k0, 1, nanv);
-    if (c->bsp && tp >= 0)
+    float out_v[DW] = {-7.0f, -7.0f, -7.0f}; /* --pull pushpull: must stay as it is */
+    int64_t tp = c->pp ? pskv_pushpull(c->w, c->td, &k0, 1, nanv, out_v, c->bsp ? PSKV_PP_CLOCK : 0)
+                       : pskv_push(c->w, c->td, &k0, 1, nanv);
+    if (c->bsp && tp >= 0 && !c->pp)
         pskv_clock(c->w); /* keep the clocks in step: every worker does this once */
     int nan_rc = tp < 0 ? (int)tp : pskv_wait(c->w, tp, 120000);
     int named = nan_rc == -PSKV_EBADVALUE && strstr(pskv_last_error(c->w), "check.dense");
     if ((rc = ck_pull_wait(c->w, c->td, &k0, 1, after_v)) < 0)
         return ck_fail(c->w, "pull after the NaN push", rc);
-    int kept = memcmp(before_v, after_v, sizeof before_v) == 0;
-    printf("check: NaN push: %s, stored value %s\n",
+    int kept = memcmp(before_v, after_v, sizeof before_v) == 0 &&
+               out_v[0] == -7.0f && out_v[1] == -7.0f && out_v[2] == -7.0f;
+    printf("check: NaN %s: %s, stored value %s\n", c->pp ? "pushpull" : "push",
            named ? "refused naming the table" : "NOT REFUSED PROPERLY",
            kept ? "unchanged" : "CHANGED");
     if (!named || !kept)
         ck_mismatch(c, "NaN push returned %d (%s), value %s", nan_rc, pskv_last_error(c->w),
-                 kept ? "kept" : "changed");
+                 kept ? "kept" : "changed (or the pushpull's output written)");
     return 0;
 }
 
@@ -531,6 +573,7 @@ int app_check(pskv_worker *w, cfg_entry *cfg)
     c.pbuf = !strcmp(cfg_str(cfg, "push"), "buffer");
     int nocopy = !strcmp(cfg_str(cfg, "push"), "nocopy"); /* else "copy" (worker_main) */
     c.view = !strcmp(cfg_str(cfg, "pull"), "view");        /* else "copy" (worker_main) */
+    c.pp = !strcmp(cfg_str(cfg, "pull"), "pushpull");
     double cn = cfg_double(cfg, "clip-norm"); /* > 0 when set: worker_main checks */
     int rc;
     if ((rc = open_tables(&c)) || (rc = alloc_buffers(&c, nocopy)) || (rc = rounds(&c)) ||

@@ -34,6 +34,8 @@ typedef struct ck {
     float *dn;         /* --push nocopy: the dense run's values, lent until waited for */
     int64_t dn_ts;     /* the push that has them (0: none) */
     int view;          /* --pull view: the dense table read through pskv_pull_view */
+    int pp;            /* --pull pushpull: each round ends with pskv_pushpull of the dense
+                          run (its clock ended with it), whose values are checked */
     int pbuf;          /* --push buffer: the dense run pushed from pskv_push_buffer's */
     uint64_t *sk, *dk;
     size_t own_n;      /* every worker's own sparse keys ... */

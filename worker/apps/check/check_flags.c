@@ -30,8 +30,9 @@ const cfg_entry apptab_check_flags[] = {
     {"size", CFG_INT, "1048576", "PSKV_WORKER_SIZE", 4, 1073741824, "bytes",
      "bench: value bytes per push and per pull (multiple of 4)", 0, 0, NULL, NULL},
     {"mode", CFG_STR, "both", "PSKV_WORKER_MODE", 1, 0, NULL,
-     "bench: serial, pipelined, both (serial then pipelined) or stream (pushes alone, 16 in "
-     "flight)", 0, 0, NULL, NULL},
+     "bench: serial, pipelined, both (serial, pipelined, then pushpull where it applies: "
+     "no --shm, --filter or 16-bit --wire), stream (pushes alone, 16 in flight) or pushpull "
+     "(pskv_pushpull: one round trip a step)", 0, 0, NULL, NULL},
     {"steps", CFG_INT, "0", "PSKV_WORKER_STEPS", 0, 100000000, NULL,
      "bench: steps per run (0 = about 1 s worth); sparse-bench: update pushes per worker "
      "(0 = --rows keys in all)", 0, 0, NULL, NULL},
@@ -59,7 +60,9 @@ const cfg_entry apptab_check_flags[] = {
      "into the region the server reads)", 0, 0, NULL, NULL},
     {"pull", CFG_STR, "copy", "PSKV_WORKER_PULL", 1, 0, NULL,
      "check: the dense table is pulled into the app's array (copy, pskv_pull) or read "
-     "through pskv_pull_view (view)", 0, 0, NULL, NULL},
+     "through pskv_pull_view (view), or each round ends with pskv_pushpull of the dense run "
+     "(pushpull: its values after the push checked against the consistency model)", 0, 0,
+     NULL, NULL},
     {"baseline", CFG_STR, "", "PSKV_WORKER_BASELINE", 1, 0, NULL,
      "bench: raw ZeroMQ round-trip program (pskv-zmq-rtt) run before each run, for the ratio "
      "(empty = none)", 0, 0, NULL, NULL},

@@ -22,6 +22,7 @@
 
 #include "apps.h"
 #include "balance.h"
+#include "eta.h"
 #include "idx.h"
 #include "jobstats.h"
 #include "lrsched.h"
@@ -97,6 +98,7 @@ typedef struct run {
     trainpos_plan pos;
     int overlap;      /* --prefetch: the next step's pull travels during this step */
     int pbufs;        /* ... and gradients go in push buffers (pskv_push_buffer) */
+    int pp;           /* else a step's push, clock and pull are one pskv_pushpull */
     const float *wts; /* this step's weights: wbuf, or the view's */
     int64_t view;     /* --prefetch: the view (pskv_pull_view) wts points into */
     int64_t pending;  /* --prefetch: the next step's view pull, in flight */
@@ -107,6 +109,8 @@ typedef struct run {
     int64_t clipped, clipped_unreported; /* this worker's clipped steps; not yet counted */
     int64_t ns_compute, ns_push, ns_wait, ns_batch, ns_sleep;
     waitstat ws;      /* the CPU behind the waiting */
+    eta eta;          /* the job's predicted wall time; --estimate: time a few steps, exit */
+    int estimate;
     int64_t loop_t0, epoch_t0;
 } run;
 
@@ -164,6 +168,7 @@ static int evaluate(run *r, double epoch, int64_t step)
     r->loss_sum = 0;
     r->loss_n = 0;
     r->eval_ns += tu_now_ns() - e0;
+    eta_eval(&r->eta, tu_now_ns() - e0);
     return 0;
 }
 
@@ -186,6 +191,7 @@ static int read_options(run *r)
     r->ckpt_epochs = (int)cfg_int(cfg, "checkpoint-epochs");
     r->freeze_after = cfg_int(cfg, "freeze-after");
     r->digests = (int)cfg_int(cfg, "print-digests");
+    r->estimate = (int)cfg_int(cfg, "estimate");
     int rc = balance_new(cfg, pskv_rank(r->w), pskv_num_workers(r->w), &r->bal);
     return rc ? rc : straggle_init(&r->sg, cfg, r->seed, pskv_rank(r->w));
 }
@@ -279,37 +285,6 @@ static int alloc_buffers(run *r)
     return 0;
 }
 
-/* --init-from: rank 0 assigns saved weights of the same model before anyone
- * trains. Returns 0, or 1 after saying why. */
-static int init_weights(run *r)
-{
-    const char *init_from = cfg_str(r->cfg, "init-from");
-    if (r->rank != 0 || !*init_from || pskv_took_over(r->w)) /* a taken-over rank 0 */
-        return 0;
-    char why[512];
-    modelfile mf;
-    int rc = modelfile_load(init_from, &mf, why, sizeof why);
-    if (rc == 0 && (mf.kind != (uint32_t)(r->mlp ? 2 : 1) || mf.in != r->train.dim ||
-                    mf.hidden != (uint32_t)r->hidden || mf.out != 10 || mf.n != r->P)) {
-        snprintf(why, sizeof why,
-                 "%s holds a %s %u-%u-%u model; this run trains %s %u-%d-10", init_from,
-                 mf.kind == 2 ? "mlp" : mf.kind == 1 ? "softmax" : "non-dense", mf.in,
-                 mf.hidden, mf.out, r->app, r->train.dim, r->hidden);
-        rc = -PSKV_EINVAL;
-    }
-    if (rc < 0) {
-        fprintf(stderr, "train: --init-from: %s\n", why);
-        modelfile_free(&mf);
-        return 1;
-    }
-    int64_t ta = pskv_assign(r->w, r->t, NULL, r->P, mf.vals);
-    modelfile_free(&mf);
-    if (ta < 0 || (rc = pskv_wait(r->w, ta, TMO)) < 0)
-        return fail(r->w, "load --init-from weights", ta < 0 ? (int)ta : rc);
-    printf("loaded weights from %s\n", init_from);
-    return 0;
-}
-
 /* Steps per epoch and in all, when rank 0 evaluates, and in a resumed job the
  * step to go on from. Returns 0, or 1 after saying why. */
 static int plan(run *r)
@@ -362,6 +337,9 @@ static int first_pull(run *r)
 {
     r->overlap = !r->ar && cfg_int(r->cfg, "prefetch");
     r->pbufs = r->overlap && !(r->ls.scale > 0); /* loss scaling pushes its own way */
+    r->pp = !r->ar && !r->overlap && !(r->ls.scale > 0) && cfg_int(r->cfg, "pushpull") &&
+            !cfg_int(r->cfg, "shm") && !*cfg_str(r->cfg, "filter") && !r->digests &&
+            !strcmp(cfg_str(r->cfg, "wire"), "fp32");
     r->wts = r->wbuf;
     r->pending = -1;
     int rc = 0;
@@ -512,6 +490,15 @@ static int exchange(run *r)
         r->ns_push += tu_now_ns() - c2;
         return 0;
     }
+    if (r->pp) { /* one round trip: the push, the clock and the weights after it */
+        int64_t tq = pskv_pushpull(r->w, r->t, NULL, r->P, r->grad, r->wbuf, PSKV_PP_CLOCK);
+        int64_t c3 = tu_now_ns();
+        if (tq < 0 || (rc = pskv_wait(r->w, tq, TMO)) < 0)
+            return fail(r->w, "pushpull", tq < 0 ? (int)tq : rc);
+        r->ns_push += c3 - c2;
+        r->ns_wait += tu_now_ns() - c3;
+        return 0;
+    }
     /* without a copy: a push buffer is the library's from here; gbuf stays as it is
      * until take_grad waits for this push */
     int64_t tp = r->pbufs ? pskv_push_buffer_send(r->w, r->t, NULL, r->P, r->grad)
@@ -585,6 +572,8 @@ static int after_step(run *r, int64_t in_epoch, int epoch)
         r->ws.compute_ns += tu_thread_cpu_ns() - e0;
         r->next_eval += r->eval_step;
     }
+    if (r->rank == 0 && !r->estimate && eta_due(&r->eta, r->step + 1))
+        eta_print(&r->eta, r->step + 1);
     return 0;
 }
 
@@ -600,6 +589,7 @@ static int train_loop(run *r)
     reposition(r, s);
     r->loop_t0 = tu_now_ns();
     waitstat_start(&r->ws);
+    eta_start(&r->eta);
     r->epoch_t0 = r->loop_t0;
     while (r->step < r->total_steps) {
         if (app_stop_signal)
@@ -633,6 +623,12 @@ static int train_loop(run *r)
         r->ns_batch += cb;
         r->ns_compute += cc;
         r->nsteps++;
+        eta_step(&r->eta, cb + cc);
+        if (r->estimate && r->nsteps == ETA_ESTIMATE_WARMUP)
+            eta_start(&r->eta); /* the steps timed start after the warm-up */
+        if (r->estimate &&
+            r->nsteps == ETA_ESTIMATE_WARMUP + eta_estimate_steps(r->total_steps))
+            break;
         if ((rc = after_step(r, in_epoch, epoch)) != 0)
             return rc;
         /* a bsp worker left behind (its clock closed without it) skips ahead */
@@ -761,11 +757,27 @@ static void free_run(run *r)
     free(r->eval_params);
 }
 
+/* --estimate, after its steps: rank 0 times one evaluation and prints the job's
+ * predicted wall time; every worker leaves at a barrier. Returns the exit status. */
+static int estimate_end(run *r, int64_t app_t0)
+{
+    int rc;
+    if (r->rank == 0) {
+        if ((rc = evaluate(r, 0, r->step)) < 0)
+            return fail(r->w, "evaluation", rc);
+        eta_estimate(&r->eta, r->loop_t0 - app_t0);
+    }
+    if ((rc = pskv_barrier(r->w, TMO)) < 0)
+        return fail(r->w, "barrier after --estimate", rc);
+    return 0;
+}
+
 /* On a failure this returns at once without freeing the run: a pull may still be
  * in flight into its buffers (pskv_worker_close waits for it), and the process
  * exits next. */
 int app_train(pskv_worker *w, cfg_entry *cfg)
 {
+    int64_t app_t0 = tu_now_ns();
     run r;
     memset(&r, 0, sizeof r);
     r.w = w;
@@ -777,7 +789,7 @@ int app_train(pskv_worker *w, cfg_entry *cfg)
     r.W = pskv_num_workers(w);
     model_set_ftz();
     if ((rc = load_data(&r)) || (rc = open_tables(&r)) || (rc = alloc_buffers(&r)) ||
-        (rc = init_weights(&r)))
+        (rc = app_train_init_from(w, cfg, r.t, r.rank, r.train.dim, r.hidden, r.P)))
         return rc;
     if ((rc = pskv_barrier(w, TMO)) < 0)
         return fail(w, "barrier before training", rc);
@@ -786,7 +798,14 @@ int app_train(pskv_worker *w, cfg_entry *cfg)
     if ((rc = resume_stats(&r)) < 0)
         return fail(w, "stats pull", rc);
     r.t0_ns = tu_now_ns();
-    if ((rc = train_loop(&r)) || (rc = end_training(&r)))
+    eta_init(&r.eta, r.total_steps, r.steps_per_epoch,
+             r.eval_step ? (r.total_steps - 1) / r.eval_step + 1 : 1, r.W,
+             (double)r.batch * r.accumulate, app_t0);
+    if ((rc = train_loop(&r)))
+        return rc;
+    if (r.estimate)
+        return estimate_end(&r, app_t0);
+    if ((rc = end_training(&r)))
         return rc;
     int status = 0;
     if (r.rank == 0) {
@@ -794,6 +813,8 @@ int app_train(pskv_worker *w, cfg_entry *cfg)
         if ((rc = evaluate(&r, done, r.step)) < 0)
             return fail(w, "final evaluation", rc);
         status = final_results(&r);
+        printf("job wall time %.2f s (the app's, from its start)\n",
+               (double)(tu_now_ns() - app_t0) / 1e9);
     }
     free_run(&r);
     return status;

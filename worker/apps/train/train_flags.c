@@ -37,6 +37,16 @@ const cfg_entry apptab_train_flags[] = {
      "else they exit 1 naming the rank", 0, 0, NULL, NULL},
     {"synth-epoch-time", CFG_DOUBLE, "0", "PSKV_WORKER_SYNTH_EPOCH_TIME", 0, 86400, "s",
      "synth: how long each epoch takes (the curve does not depend on it)", 0, 0, NULL, NULL},
+    {"pushpull", CFG_BOOL, "false", "PSKV_WORKER_PUSHPULL", 1, 0, NULL,
+     "softmax, mlp without --prefetch: a step's push, clock and pull are one pskv_pushpull "
+     "(one round trip per server; where it applies: --sync ps without --shm, --filter, a "
+     "16-bit --wire, --loss-scale or --print-digests; not yet the default); else push, "
+     "clock, then pull", 0, 0, NULL, NULL},
+    {"estimate", CFG_BOOL, "false", "PSKV_WORKER_ESTIMATE", 1, 0, NULL,
+     "softmax, mlp: train a fifth of the job's steps (40 to 400, after 5 untimed; every "
+     "worker: give them all the flag), print on rank 0 "
+     "the job's predicted wall time as configured (--epochs, --eval-every) and its scaling "
+     "efficiency, and exit", 0, 0, NULL, NULL},
     {"balance", CFG_STR, "none", "PSKV_WORKER_BALANCE", 1, 0, NULL,
      "softmax, mlp under --consistency bsp (--sync ps) or --sync allreduce: batch = each "
      "worker's batch follows its measured speed, the global batch (--batch x workers) kept, "

@@ -1,11 +1,13 @@
 /* What the dense training apps (softmax, mlp) share with the evaluator and the
- * resume check: the data's presence and the parameter table's options and name. */
+ * resume check: the data's presence, the parameter table's options and name, and
+ * its weights loaded from --init-from. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "apps.h"
+#include "modelfile.h"
 #include "updflags.h"
 
 int app_train_check_data(cfg_entry *cfg)
@@ -57,4 +59,34 @@ int app_train_table(pskv_worker *w, cfg_entry *cfg, uint32_t dim, int hidden, si
     char name[96];
     snprintf(name, sizeof name, "%s-%u-%d-10", cfg_str(cfg, "app"), dim, hidden);
     return pskv_table_open(w, name, &o);
+}
+
+int app_train_init_from(pskv_worker *w, cfg_entry *cfg, int t, int rank, uint32_t dim, int hidden,
+                        size_t P)
+{
+    const char *init_from = cfg_str(cfg, "init-from"), *app = cfg_str(cfg, "app");
+    if (rank != 0 || !*init_from || pskv_took_over(w)) /* a taken-over rank 0 */
+        return 0;
+    char why[512];
+    modelfile mf;
+    int rc = modelfile_load(init_from, &mf, why, sizeof why);
+    if (rc == 0 && (mf.kind != (uint32_t)(hidden > 0 ? 2 : 1) || mf.in != dim ||
+                    mf.hidden != (uint32_t)hidden || mf.out != 10 || mf.n != P)) {
+        snprintf(why, sizeof why,
+                 "%s holds a %s %u-%u-%u model; this run trains %s %u-%d-10", init_from,
+                 mf.kind == 2 ? "mlp" : mf.kind == 1 ? "softmax" : "non-dense", mf.in,
+                 mf.hidden, mf.out, app, dim, hidden);
+        rc = -PSKV_EINVAL;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "train: --init-from: %s\n", why);
+        modelfile_free(&mf);
+        return 1;
+    }
+    int64_t ta = pskv_assign(w, t, NULL, P, mf.vals);
+    modelfile_free(&mf);
+    if (ta < 0 || (rc = pskv_wait(w, ta, 120000)) < 0)
+        return app_fail("train", w, "load --init-from weights", ta < 0 ? (int)ta : rc);
+    printf("loaded weights from %s\n", init_from);
+    return 0;
 }

@@ -1,0 +1,20 @@
+# Fault tests of the combined push-and-pull (sourced by faults.sh): a server killed
+# while every round's dense run goes through pskv_pushpull.
+
+# Kill -9 one of 3 servers (R = 2) while 4 workers end every round with pskv_pushpull
+# (check --pull pushpull, async): re-sent parts are not applied twice (dedupe), their
+# values come back, and every key equals the sum of the pushes.
+tags pushpull_kill_server once
+f_pushpull_kill_server() {
+  local d=$TDIR/c t0 f
+  launch "$d" --servers 3 --workers 4 --scheduler-opt=--replicas=2 -- --app check --rounds 1500 \
+    --pull pushpull
+  wait_joined "$d" 4
+  sleep 0.$((3 + RANDOM % 5))
+  t0=$(now_ms)
+  kill -KILL "$(cat "$d/server-$((RANDOM % 3)).pid")"
+  wait_ok "$d"
+  f=$(failover_ms "$d" "$t0") || exit 1
+  echo "failover_ms=$f"
+  grep -q 'NaN pushpull: refused naming the table' "$d"/worker-0.log || fail "worker 0 ran no pushpull check"
+}
