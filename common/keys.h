@@ -83,10 +83,10 @@ int key_allow_load(key_allow *out, const char *path, char *why, size_t whylen);
 int key_allow_add(key_allow *a, key_role role, const char *pub);
 
 /* key_allow_add with the key's namespace binding (key_entry.bind; NULL = ""). */
-int key_allow_add_bound(key_allow *a, key_role role, const char *pub, const char *bind);
+__attribute__((visibility("hidden"))) int key_allow_add_bound(key_allow *a, key_role role, const char *pub, const char *bind);
 
 /* The entry of `pub` in a, or NULL when it is not listed. */
-const key_entry *key_allow_find(const key_allow *a, const char *pub);
+__attribute__((visibility("hidden"))) const key_entry *key_allow_find(const key_allow *a, const char *pub);
 
 /* The role of `pub` in a, or KEY_ROLE_NONE when it is not listed. */
 key_role key_allow_role(const key_allow *a, const char *pub);

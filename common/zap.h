@@ -46,6 +46,6 @@ key_role zap_peer(void *frame, char *pub, size_t publen);
 
 /* The sender's namespace binding (key_entry.bind: "", "rw:NS1,NS2", "ro:..."), from
  * the same User-Id, into bind (len bytes, KEY_BIND is enough). */
-void zap_peer_bind(void *frame, char *bind, size_t len);
+__attribute__((visibility("hidden"))) void zap_peer_bind(void *frame, char *bind, size_t len);
 
 #endif
