@@ -383,16 +383,16 @@ void detect_metrics(int64_t now)
             n->det.phi_s = metrics_series("pskv_node_phi", MET_GAUGE,
                                           "The node's phi now (suspicion from its silence "
                                           "against its heartbeat gaps).", "node_of", who);
-            n->det.mean_s = metrics_series("pskv_node_heartbeat_gap_mean_ms", MET_GAUGE,
-                                           "Mean gap between the node's heartbeats, ms.",
+            n->det.mean_s = metrics_series("pskv_node_heartbeat_gap_mean_seconds", MET_GAUGE,
+                                           "Mean gap between the node's heartbeats.",
                                            "node_of", who);
-            n->det.sd_s = metrics_series("pskv_node_heartbeat_gap_sd_ms", MET_GAUGE,
+            n->det.sd_s = metrics_series("pskv_node_heartbeat_gap_sd_seconds", MET_GAUGE,
                                          "Standard deviation of the node's heartbeat gaps "
-                                         "(at least half a period), ms.", "node_of", who);
+                                         "(at least half a period).", "node_of", who);
         }
         metrics_set(n->det.phi_s,
                     n->dead ? 0 : phi_value(&n->det.gaps, (double)(now - n->last_hb_ms)));
-        metrics_set(n->det.mean_s, phi_mean(&n->det.gaps));
-        metrics_set(n->det.sd_s, phi_sd(&n->det.gaps));
+        metrics_set(n->det.mean_s, phi_mean(&n->det.gaps) / 1000.0); /* Prometheus: seconds */
+        metrics_set(n->det.sd_s, phi_sd(&n->det.gaps) / 1000.0);
     }
 }

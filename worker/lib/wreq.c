@@ -181,8 +181,10 @@ static void hold_view(pskv_worker *w, req *r)
         return;
     }
     v->ts = r->ts;
-    if (r->view_vals)
+    if (r->view_vals) /* in place: the server's shared-memory region, or a TCP frame */
         w->views_in_place++;
+    else
+        w->views_copied++;
     if (r->has_view_frame) { /* over TCP: the frame moves to the entry (same bytes) */
         zmq_msg_init(&v->frame);
         zmq_msg_move(&v->frame, &r->view_frame);
@@ -190,8 +192,6 @@ static void hold_view(pskv_worker *w, req *r)
         r->has_view_frame = 0;
         w->views_in_frame++;
     }
-    else
-        w->views_copied++;
     v->vals = r->view_vals ? r->view_vals : r->out;
     v->own = r->view_vals ? NULL : r->out;
     v->shm = r->view_part;
