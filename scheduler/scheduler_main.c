@@ -403,7 +403,13 @@ int main(int argc, char **argv)
         LOG_E("%s", why);
         return 1;
     }
-    detect_start(ctx, sock);
+    /* A socket has one monitor: with keys, the ZAP handler's counts the failed
+     * handshakes (secure_listen), and a crash is noticed by the lease alone. */
+    if (sched_sec.keyed)
+        LOG_I("with --keys the listening socket's monitor counts refused handshakes: a "
+              "crashed node is noticed by its lease, not by its closed connection");
+    else
+        detect_start(ctx, sock);
     if (schedm_start(secure_bind_addr(&sched_sec, cfg_str(config, "bind")),
                      (int)cfg_int(config, "metrics-port")) < 0)
         return 1;

@@ -803,8 +803,12 @@ int app_train(pskv_worker *w, cfg_entry *cfg)
              (double)r.batch * r.accumulate, app_t0);
     if ((rc = train_loop(&r)))
         return rc;
-    if (r.estimate)
-        return estimate_end(&r, app_t0);
+    if (r.estimate) {
+        int status = estimate_end(&r, app_t0);
+        if (!status) /* after a failure a pull may still write into the buffers */
+            free_run(&r);
+        return status;
+    }
     if ((rc = end_training(&r)))
         return rc;
     int status = 0;
