@@ -273,7 +273,7 @@ test: deps
 FAULT_TRIALS ?= 3
 FAULT_ONCE_TRIALS ?= $(FAULT_TRIALS)
 faults: all
-	PSKV_BIN_DIR=$(abspath $(BIN)) test/faults.sh --trials $(FAULT_TRIALS) --once-trials $(FAULT_ONCE_TRIALS)
+	PSKV_BIN_DIR=$(abspath $(BIN)) test/faults.sh --trials $(FAULT_TRIALS) --once-trials $(FAULT_ONCE_TRIALS) --tags -quarantine
 
 test-faults: deps
 	$(MAKE) faults FAULT_TRIALS=20
