@@ -14,6 +14,7 @@
 #include <zmq.h>
 
 #include "events.h"
+#include "group.h"
 #include "membership.h"
 #include "pskv_errors.h"
 #include "sched_net.h"
@@ -275,7 +276,7 @@ START_TEST(test_barriers)
         ck_assert_ptr_nonnull(d);
         ck_assert_uint_eq(d->seq, 1);
     }
-    ck_assert_uint_eq(memb.barrier_done, 1);
+    ck_assert_uint_eq(group_find("")->barrier_done, 1);
     send_simple(w[0], PSKV__MSG_TYPE__BARRIER, wid[0], 1); /* re-sent: answered again */
     ck_assert_ptr_nonnull(next_of(w[0], PSKV__MSG_TYPE__BARRIER_DONE, 1000));
     /* worker 1 dies: barrier 2 waits for worker 0 alone */
@@ -284,7 +285,7 @@ START_TEST(test_barriers)
     const Pskv__Meta *d = next_of(w[0], PSKV__MSG_TYPE__BARRIER_DONE, 1000);
     ck_assert_msg(d != NULL, "barrier 2 not released without the dead worker");
     ck_assert_uint_eq(d->seq, 2);
-    ck_assert_uint_eq(memb.barrier_done, 2);
+    ck_assert_uint_eq(group_find("")->barrier_done, 2);
 }
 END_TEST
 
