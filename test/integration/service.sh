@@ -1,0 +1,146 @@
+# A service (pskv-scheduler --service) and its worker groups: servers that outlive
+# the groups, each group's ranks, view, namespace and life, pskvctl stop and shutdown.
+
+# start_service S [FLAGS...]: a service of S servers on a free port ($SVC: its
+# address); its processes' pid files in $TDIR.
+start_service() {
+  local s=$1 i
+  shift
+  SVC_PORT=$(free_port)
+  SVC=127.0.0.1:$SVC_PORT
+  start scheduler "$BIN/pskv-scheduler" --port "$SVC_PORT" --servers "$s" --service "$@"
+  for i in $(seq 0 $((s - 1))); do
+    start "server-$i" "$BIN/pskv-server" --scheduler "$SVC"
+  done
+  wait_line scheduler.log 'cluster complete' 1 60 || fail "the service did not start"
+}
+
+# shutdown_service: pskvctl shutdown, and every process of the service exits 0.
+shutdown_service() {
+  local f st
+  "$BIN/pskvctl" --scheduler "$SVC" shutdown > shutdown.out 2>&1 ||
+    fail "pskvctl shutdown: $(cat shutdown.out)"
+  grep -q '^shutdown: the servers of service [0-9]* are stopping$' shutdown.out ||
+    fail "shutdown said: $(cat shutdown.out)"
+  for f in scheduler $(cd "$TDIR" && ls server-*.pid | sed 's/\.pid$//'); do
+    wait_exit "$(cat "$f.pid")" 30
+    st=$?
+    [ "$st" = 0 ] || fail "$f exited $st after shutdown: $(tail -n 2 "$f.log")"
+  done
+  no_strays "$TDIR"
+}
+
+# group NAME SIZE LOGPREFIX [FLAGS...]: starts SIZE workers of group NAME (logs
+# LOGPREFIX-R.log, pids LOGPREFIX-R.pid).
+group() {
+  local name=$1 size=$2 pre=$3 r
+  shift 3
+  for r in $(seq 0 $((size - 1))); do
+    start "$pre-$r" "$BIN/pskv-worker" --scheduler "$SVC" --group "$name" --group-size "$size" \
+      --join-timeout 120 "$@"
+  done
+}
+
+# group_ok LOGPREFIX SIZE PATTERN: each worker exits 0 and its last line matches.
+group_ok() {
+  local r st
+  for r in $(seq 0 $(($2 - 1))); do
+    wait_exit "$(cat "$1-$r.pid")" 120
+    st=$?
+    [ "$st" = 0 ] || fail "$1-$r exited $st: $(tail -n 2 "$1-$r.log")"
+    tail -n 1 "$1-$r.log" | grep -q "$3" || fail "$1-$r: $(tail -n 1 "$1-$r.log")"
+  done
+}
+
+# Two groups at once against one service of 2 servers: each passes check's exact
+# sums over its own namespace (its tables are GROUP/check.*) with its own number of
+# workers; the servers stay up with no group, a group's name is taken again by a
+# new group (bsp, alone, in a namespace it names: A's tables stay), and pskvctl shutdown ends the service, every process 0.
+t_service_groups() {
+  start_service 2
+  group A 2 a --app check --rounds 40
+  group B 1 b --app check --rounds 40
+  group_ok a 2 '^check ok: 2 workers, 2 servers, 40 rounds, async'
+  group_ok b 1 '^check ok: 1 workers, 2 servers, 40 rounds, async'
+  wait_line scheduler.log 'group A ended' 1 10 || fail "group A did not end"
+  wait_line scheduler.log 'group B ended' 1 10 || fail "group B did not end"
+  grep -q "table 'A/check.dense'" server-0.log server-1.log || fail "no table A/check.dense"
+  grep -q "table 'B/check.dense'" server-0.log server-1.log || fail "no table B/check.dense"
+  "$BIN/pskvctl" --scheduler "$SVC" status > idle.out || fail "status of the idle service"
+  grep -q '^job [0-9]*  state running ' idle.out || fail "the idle service: $(head -n 1 idle.out)"
+  grep -q '^service: ' idle.out || fail "status does not say service: $(cat idle.out)"
+  group A 3 a2 --app check --rounds 20 --consistency bsp --namespace A-bsp
+  group_ok a2 3 '^check ok: 3 workers, 2 servers, 20 rounds, bsp'
+  shutdown_service
+}
+
+# Refusals at registration name the group and the field: a name with '/', a name
+# over 64 bytes, a size differing between a group's workers, a rank taken twice; a
+# job (no --service) refuses a named group. The service keeps serving: a group
+# registered meanwhile completes.
+t_service_refusals() {
+  start_service 1
+  refused() { # refused LOG PATTERN WORKER-FLAGS...
+    local log=$1 pat=$2
+    shift 2
+    "$BIN/pskv-worker" --scheduler "$SVC" --app check --connect-timeout 10 "$@" > "$log" 2>&1 &&
+      fail "$log: accepted"
+    grep -q "$pat" "$log" || fail "$log: not said: $(tail -n 2 "$log")"
+  }
+  refused slash.log "group 'a/b'" --group a/b --group-size 1
+  refused long.log "group '$(printf 'x%.0s' $(seq 65))'" \
+    --group "$(printf 'x%.0s' $(seq 65))" --group-size 1
+  start c-0 "$BIN/pskv-worker" --scheduler "$SVC" --group C --group-size 2 --app check \
+    --rounds 5 --rank 0 # one of two: C waits
+  wait_line scheduler.log 'group C: worker registered' 1 20 || fail "C's first worker"
+  refused size.log "group C: field group_size: 3 differs from its workers' (2)" --group C \
+    --group-size 3
+  refused rank.log "group C: rank 0 is taken by node" --group C --group-size 2 --rank 0
+  refused nosize.log "group D: field group_size" --group D
+  start c-1 "$BIN/pskv-worker" --scheduler "$SVC" --group C --group-size 2 --app check --rounds 5
+  group_ok c 2 '^check ok: 2 workers, 1 servers, 5 rounds'
+  shutdown_service
+  local port
+  port=$(free_port)
+  start job "$BIN/pskv-scheduler" --port "$port" --servers 1 --workers 1 --join-timeout 30
+  SVC=127.0.0.1:$port
+  refused job-group.log "group E: field group: this scheduler runs one job" --group E \
+    --group-size 1
+  "$BIN/pskvctl" --scheduler "$SVC" shutdown > job-shutdown.out 2>&1 && fail "a job shut down"
+  grep -q "not a service" job-shutdown.out || fail "shutdown of a job: $(cat job-shutdown.out)"
+  kill "$(cat job.pid)"
+  wait_exit "$(cat job.pid)" 10 > /dev/null
+  no_strays "$TDIR"
+}
+
+# pskvctl stop GROUP ends that group's workers as early stopping does (exit 0, the
+# line saying who stopped them), while another group goes on and passes; SIGTERM
+# shuts the service down as pskvctl shutdown does.
+t_service_stop_group() {
+  start_service 2
+  group S 2 s --app softmax --epochs 1000 --train-limit 2000 --test-limit 500
+  group K 1 k --app check --rounds 1500 --slowdown 3
+  wait_line scheduler.log 'group S: started' 1 60 || fail "group S did not start"
+  sleep 2
+  "$BIN/pskvctl" --scheduler "$SVC" stop S > stop.out 2>&1 || fail "pskvctl stop S: $(cat stop.out)"
+  grep -q '^stopping group S: 2 workers told$' stop.out || fail "stop said: $(cat stop.out)"
+  local r st
+  for r in 0 1; do
+    wait_exit "$(cat "s-$r.pid")" 60
+    st=$?
+    [ "$st" = 0 ] || fail "worker $r of S exited $st: $(tail -n 2 "s-$r.log")"
+    grep -q "^stopped early at epoch [0-9]*: group S stopped by pskvctl stop from 127.0.0.1" \
+      "s-$r.log" || fail "worker $r of S: $(grep -i stop "s-$r.log" | tail -n 2)"
+  done
+  kill -0 "$(cat k-0.pid)" 2>/dev/null || fail "group K ended with S: $(tail -n 1 k-0.log)"
+  group_ok k 1 '^check ok: 1 workers, 2 servers, 1500 rounds'
+  kill -TERM "$(cat scheduler.pid)"
+  local f
+  for f in scheduler server-0 server-1; do
+    wait_exit "$(cat "$f.pid")" 30
+    st=$?
+    [ "$st" = 0 ] || fail "$f exited $st after SIGTERM: $(tail -n 2 "$f.log")"
+  done
+  grep -q 'service shutdown (signal)' scheduler.log || fail "SIGTERM was not a shutdown"
+  no_strays "$TDIR"
+}
