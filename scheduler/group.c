@@ -476,15 +476,7 @@ static void fill_groups(void *ctx, Pskv__View *v, int status)
     v->groups = gsp;
 }
 
-static void fill_node(void *ctx, Pskv__Node *p, const memb_node *n, int status)
-{
-    (void)ctx;
-    (void)status;
-    if (n->role == PSKV__ROLE__WORKER && (*n->group || memb.service))
-        p->group = (char *)n->group;
-}
-
-void group_hooks(void) { view_add_filler(fill_groups, fill_node, NULL); }
+void group_hooks(void) { view_add_filler(fill_groups, NULL, NULL); }
 
 void group_reset(void)
 {

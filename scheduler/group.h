@@ -90,7 +90,7 @@ int group_in_view(const memb_node *n);
  * once stopped, stop_early with who stopped it. Returns the nodes kept. */
 size_t group_view_for(const memb_node *n, Pskv__View *v, Pskv__Node **ptrs, size_t n_nodes);
 
-/* Subscribes the STATUS_REPLY's group lines and each worker's group to the view
+/* Subscribes the view's `service` and the STATUS_REPLY's group lines to the view
  * fillers (view.h). */
 void group_hooks(void);
 

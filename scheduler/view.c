@@ -149,6 +149,8 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
         for (int f = 0; f < nfillers; f++)
             if (fillers[f].node)
                 fillers[f].node(fillers[f].ctx, p, n, status);
+        if (n->role == PSKV__ROLE__WORKER && (*n->group || memb.service))
+            p->group = n->group; /* group_view_for keeps a worker's group by it */
         p->has_clock = n->role == PSKV__ROLE__WORKER;
         p->clock = n->clock;
         p->has_dropped = n->role == PSKV__ROLE__SERVER;
