@@ -144,3 +144,50 @@ t_service_stop_group() {
   grep -q 'service shutdown (signal)' scheduler.log || fail "SIGTERM was not a shutdown"
   no_strays "$TDIR"
 }
+
+# rss_fds PIDFILE...: "RSS_KB FDS" summed over the processes.
+rss_fds() {
+  local f pid rss=0 fds=0 r
+  for f in "$@"; do
+    pid=$(cat "$f")
+    r=$(awk '/^VmRSS:/ { print $2 }' "/proc/$pid/status") || fail "$f gone"
+    rss=$((rss + r))
+    fds=$((fds + $(ls "/proc/$pid/fd" | wc -l)))
+  done
+  echo "$rss $fds"
+}
+
+# The 64-group loop: 64 groups of 1 worker started and ended one after the other
+# against one service leave the resident memory and open files of the service's
+# processes (scheduler and 2 servers) flat: within 5% from after 16 groups (the
+# warm-up) to the end, and after the ended groups' workers were forgotten (30 s).
+# Every group pushes to the same namespace's table, so the servers' tables do not
+# grow with the groups. Tagged slow: at least the 30 s of forgetting.
+tags service_64_groups slow
+t_service_64_groups() {
+  start_service 2
+  local i st warm=() end=()
+  for i in $(seq 1 64); do
+    "$BIN/pskv-worker" --scheduler "$SVC" --group "g$i" --group-size 1 --namespace loop \
+      --app bench --size 65536 --steps 5 --warmup 1 --runs 1 > "g$i.log" 2>&1
+    st=$?
+    [ "$st" = 0 ] || fail "group g$i exited $st: $(tail -n 2 "g$i.log")"
+    if [ "$i" = 16 ]; then
+      sleep 31 # the first groups' workers forgotten: the table at its steady size
+      read -r -a warm <<< "$(rss_fds scheduler.pid server-0.pid server-1.pid)"
+    fi
+  done
+  sleep 31
+  wait_line scheduler.log 'forgetting worker node 66 ' 1 10 || fail "the last worker not forgotten"
+  read -r -a end <<< "$(rss_fds scheduler.pid server-0.pid server-1.pid)"
+  echo "after 16 groups: rss ${warm[0]} KB, ${warm[1]} fds; after 64: rss ${end[0]} KB, ${end[1]} fds"
+  [ $((end[0] * 100)) -le $((warm[0] * 105)) ] ||
+    fail "resident memory grew from ${warm[0]} to ${end[0]} KB over 48 groups"
+  [ $((end[1] * 100)) -le $((warm[1] * 105)) ] ||
+    fail "open files grew from ${warm[1]} to ${end[1]} over 48 groups"
+  [ "$(grep -c 'ended after' scheduler.log)" = 64 ] || fail "not 64 groups ended"
+  "$BIN/pskvctl" --scheduler "$SVC" status --json > st.json || fail "status"
+  python3 -c 'import json,sys; v=json.load(open("st.json")); sys.exit(len(v["groups"]) != 0)' ||
+    fail "groups left in status: $(cat st.json)"
+  shutdown_service
+}
