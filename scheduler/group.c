@@ -92,6 +92,24 @@ static int registered(const sched_group *g)
 
 /* ---- registration ------------------------------------------------------------ */
 
+/* The servers' rank (clock slot) of a new worker of rank `rank`: in a job its
+ * rank; in a service the lowest slot no worker still in the views holds, so that
+ * two groups' workers never share a clock on the servers (a slot an ended group
+ * left starts again from 0 there, as a rank taken over does). */
+static int new_slot(int rank)
+{
+    if (!memb.service)
+        return rank;
+    for (int s = 0;; s++) {
+        int held = 0;
+        for (int i = 0; i < memb.nnodes && !held; i++)
+            held = memb.nodes[i].role == PSKV__ROLE__WORKER && !memb.nodes[i].gone_ms &&
+                   memb.nodes[i].slot == s;
+        if (!held)
+            return s;
+    }
+}
+
 /* The group a worker's REGISTER names, created when it is the first of it. NULL
  * after refusing msg. */
 static sched_group *group_for(wire_msg *msg)
@@ -249,6 +267,7 @@ void group_start_ready(int publish)
  * the next one (the group grows by one). */
 static void join_running(wire_msg *msg, sched_group *g, int rank, int replaced)
 {
+    int slot = replaced ? -1 : new_slot(rank);
     memb_node *n = memb_add_node(msg, rank);
     if (!n)
         return;
@@ -259,8 +278,10 @@ static void join_running(wire_msg *msg, sched_group *g, int rank, int replaced)
         if (member_of(o, g) && o->rank == rank && o->dead && !o->replaced) {
             o->replaced = 1;
             o->gone_ms = tu_now_ms();
+            slot = o->slot; /* the dead worker's clock on the servers is taken over */
         }
     }
+    n->slot = slot >= 0 ? slot : new_slot(rank);
     n->state = NODE_ACTIVE;
     n->barrier = g->barrier_done; /* it starts after the barriers already passed */
     char p[GROUP_NAME_MAX + 16];
@@ -293,9 +314,11 @@ void group_on_register(wire_msg *msg)
     int rank = waiting_rank(msg, g);
     if (rank < 0)
         return;
+    int slot = new_slot(rank);
     memb_node *n = memb_add_node(msg, rank);
     if (!n)
         return;
+    n->slot = slot;
     snprintf(n->group, sizeof n->group, "%s", g->name);
     n->group_gen = g->gen;
     char p[GROUP_NAME_MAX + 16];

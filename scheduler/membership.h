@@ -128,6 +128,9 @@ typedef struct memb_node {
     memb_ns *ns;           /* servers: their tables' namespaces (heartbeats), or NULL; owned */
     char group[65];        /* workers: their group's name ("" = unnamed; group.h) */
     uint32_t group_gen;    /* workers: their group's instance (group.c's) */
+    int slot;              /* workers: the rank the servers' views give it, unique over
+                              the groups of a service (its clock's index there); a
+                              job's workers: their rank */
 } memb_node;
 
 typedef struct memb_state {

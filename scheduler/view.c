@@ -203,6 +203,24 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
     }
 }
 
+/* Sends view v (m carries it) to node n: a worker gets its group's view
+ * (group_view_for, built in gptrs from v's ptrs), any other node v itself. */
+static void send_to(memb_node *n, Pskv__Meta *m, Pskv__View *v, Pskv__Node **ptrs,
+                    Pskv__Node **gptrs)
+{
+    if (n->role != PSKV__ROLE__WORKER) {
+        sched_send(n, m);
+        return;
+    }
+    Pskv__View gv = *v;
+    memcpy(gptrs, ptrs, v->n_nodes * sizeof *gptrs);
+    gv.nodes = gptrs;
+    gv.n_nodes = group_view_for(n, &gv, gptrs, v->n_nodes);
+    m->view = &gv;
+    sched_send(n, m);
+    m->view = v;
+}
+
 /* Sends the current view to `only` (in the table or not), or (NULL) to every live
  * node that still takes part. */
 static void send_view_msg(memb_node *only)
@@ -220,29 +238,28 @@ static void send_view_msg(memb_node *only)
     sched_meta(&m, PSKV__MSG_TYPE__VIEW);
     m.view = &v;
     /* not to the dead: a node heard again is sent a view then (membership.c), and
-     * one cut off or stopped would only queue views that it never reads */
-    for (int i = 0; i < (only ? 1 : memb.nnodes); i++) {
-        memb_node *n = only ? only : &memb.nodes[i];
-        if (!only && (n->state == NODE_FINISHED || n->dead ||
-                      (n->role == PSKV__ROLE__WORKER && n->state == NODE_JOINED)))
-            continue; /* a worker of a group not yet running has no view yet */
-        if (n->role != PSKV__ROLE__WORKER) {
-            sched_send(n, &m);
-        } else { /* a worker sees its group's workers only (group.h) */
-            Pskv__View gv = v;
-            memcpy(gptrs, ptrs, v.n_nodes * sizeof *gptrs);
-            gv.nodes = gptrs;
-            gv.n_nodes = group_view_for(n, &gv, gptrs, v.n_nodes);
-            m.view = &gv;
-            sched_send(n, &m);
-            m.view = &v;
+     * one cut off or stopped would only queue views that it never reads. Workers
+     * first, with their groups' ranks; then the servers and the evaluator, with
+     * each worker's clock slot as its rank (group.h) */
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1)
+            for (int i = 0, k = 0; i < memb.nnodes; i++)
+                if (group_in_view(&memb.nodes[i]) && ptrs[k++]->role == PSKV__ROLE__WORKER)
+                    ptrs[k - 1]->rank = memb.nodes[i].slot;
+        for (int i = 0; i < (only ? 1 : memb.nnodes); i++) {
+            memb_node *n = only ? only : &memb.nodes[i];
+            if ((n->role == PSKV__ROLE__WORKER) != (pass == 0))
+                continue;
+            if (!only && (n->state == NODE_FINISHED || n->dead ||
+                          (n->role == PSKV__ROLE__WORKER && n->state == NODE_JOINED)))
+                continue; /* a worker of a group not yet running has no view yet */
+            send_to(n, &m, &v, ptrs, gptrs);
         }
     }
     free(gptrs);
     free(nodes);
     free(ptrs);
 }
-
 void view_send(void)
 {
     V.epoch++;

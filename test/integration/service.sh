@@ -191,3 +191,16 @@ t_service_64_groups() {
     fail "groups left in status: $(cat st.json)"
   shutdown_service
 }
+
+# A bsp group and an async group at once on one service of 2 servers: both pass
+# check's exact sums (the bsp one: every pull at clock c is exactly the sums of
+# rounds < c). The servers tell the groups' workers apart (each worker has its own
+# clock slot there), so the bsp group's clocks count its own workers' CLOCKs.
+t_service_bsp_async() {
+  start_service 2
+  group A 2 a --app check --rounds 60 --consistency bsp
+  group B 1 b --app check --rounds 60 --consistency async --slowdown 2
+  group_ok a 2 '^check ok: 2 workers, 2 servers, 60 rounds, bsp'
+  group_ok b 1 '^check ok: 1 workers, 2 servers, 60 rounds, async'
+  shutdown_service
+}
