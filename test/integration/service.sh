@@ -192,15 +192,27 @@ t_service_64_groups() {
   shutdown_service
 }
 
-# A bsp group and an async group at once on one service of 2 servers: both pass
-# check's exact sums (the bsp one: every pull at clock c is exactly the sums of
-# rounds < c). The servers tell the groups' workers apart (each worker has its own
-# clock slot there), so the bsp group's clocks count its own workers' CLOCKs.
+# A bsp group and an async group at once on one service of 2 servers: each worker
+# has its own clock slot on the servers, and a bsp table of namespace A closes its
+# clocks on group A's workers alone: A passes check's exact sums (every pull at
+# clock c exactly the sums of rounds < c) in far less time than B's slow worker
+# (200 ms a round) takes for as many rounds, so A never waited for B. B, killed
+# mid-run (-9), ends as a group and the service goes on.
 t_service_bsp_async() {
   start_service 2
-  group A 2 a --app check --rounds 60 --consistency bsp
-  group B 1 b --app check --rounds 60 --consistency async --slowdown 2
-  group_ok a 2 '^check ok: 2 workers, 2 servers, 60 rounds, bsp'
-  group_ok b 1 '^check ok: 1 workers, 2 servers, 60 rounds, async'
+  group B 1 b --app check --rounds 100000 --slowdown 40 --consistency async
+  wait_line scheduler.log 'group B: started' 1 60 || fail "group B did not start"
+  group A 2 a --app check --rounds 100 --consistency bsp
+  group_ok a 2 '^check ok: 2 workers, 2 servers, 100 rounds, bsp'
+  kill -0 "$(cat b-0.pid)" 2> /dev/null || fail "B's worker ended: $(tail -n 2 b-0.log)"
+  local took
+  took=$(sed -n 's/.*group A ended after \([0-9.]*\) s.*/\1/p' scheduler.log)
+  [ -n "$took" ] || fail "group A did not end"
+  awk -v t="$took" 'BEGIN { exit !(t < 15) }' ||
+    fail "group A took $took s: its 100 bsp clocks waited for B's worker (20 s for 100 rounds)"
+  kill -KILL "$(cat b-0.pid)"
+  wait_line scheduler.log 'group B ended' 1 30 || fail "group B did not end when its worker died"
+  grep -q 'group B ended .* 0 workers finished, 1 dead' scheduler.log ||
+    fail "B's end: $(grep 'group B ended' scheduler.log)"
   shutdown_service
 }
