@@ -8,6 +8,7 @@
 
 #include "events.h"
 #include "log.h"
+#include "metrics.h"
 #include "pskv_errors.h"
 #include "sched_net.h"
 #include "timeutil.h"
@@ -383,6 +384,8 @@ static void end(sched_group *g)
         if (!n->gone_ms)
             n->gone_ms = now;
     }
+    metrics_set(g->met, 0);
+    metrics_set(g->met_clock, 0);
     LOG_I("group %s%s ended after %.1f s: %d workers finished, %d dead%s%s; the service goes on",
           *g->name ? g->name : "(unnamed)", "", (double)(now - g->started_ms) / 1e3, finished,
           dead, *g->stopped_by ? "; stopped by " : "", g->stopped_by);
@@ -500,6 +503,33 @@ static void fill_groups(void *ctx, Pskv__View *v, int status)
 }
 
 void group_hooks(void) { view_add_filler(fill_groups, NULL, NULL); }
+
+void group_metrics(void)
+{
+    for (int i = 0; memb.service && i < ngroups; i++) {
+        sched_group *g = &groups[i];
+        if (!g->met) { /* once per group: the registry search is linear */
+            g->met = metrics_series("pskv_group_workers", MET_GAUGE,
+                                    "Live workers of this worker group of the service.",
+                                    "group", g->name);
+            g->met_clock = metrics_series("pskv_group_clock", MET_GAUGE,
+                                          "The slowest live worker's clock in this group.",
+                                          "group", g->name);
+        }
+        int live = 0;
+        int64_t slowest = -1;
+        for (int k = 0; k < memb.nnodes; k++) {
+            const memb_node *n = &memb.nodes[k];
+            if (!member_of(n, g) || !group_counts(n))
+                continue;
+            live++;
+            if (slowest < 0 || n->clock < slowest)
+                slowest = n->clock;
+        }
+        metrics_set(g->met, live);
+        metrics_set(g->met_clock, slowest < 0 ? 0 : (double)slowest);
+    }
+}
 
 void group_reset(void)
 {

@@ -43,6 +43,8 @@ typedef struct sched_group {
     uint64_t barrier_done;         /* highest barrier released */
     int64_t started_ms;            /* when it started running (0: waiting) */
     char stopped_by[160];          /* pskvctl stop: who asked, for its workers' line */
+    struct met_series *met;        /* pskv_group_workers{group="NAME"} (a service's) */
+    struct met_series *met_clock;  /* pskv_group_clock{group="NAME"} */
 } sched_group;
 
 /* The group instance worker n belongs to, or NULL (not a worker, or its group ended). */
@@ -93,6 +95,11 @@ size_t group_view_for(const memb_node *n, Pskv__View *v, Pskv__Node **ptrs, size
 /* Subscribes the view's `service` and the STATUS_REPLY's group lines to the view
  * fillers (view.h). */
 void group_hooks(void);
+
+/* A service's per-group metrics, on the scheduler's tick: pskv_group_workers
+ * (live workers) and pskv_group_clock (the slowest live worker's clock), labelled
+ * group="NAME"; an ended group's go to 0. A job has none (its metrics as before). */
+void group_metrics(void);
 
 /* Drops every group (at exit, and between unit tests). */
 void group_reset(void);

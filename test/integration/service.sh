@@ -114,12 +114,15 @@ t_service_refusals() {
 }
 
 # pskvctl stop GROUP ends that group's workers as early stopping does (exit 0, the
-# line saying who stopped them), while another group goes on and passes; SIGTERM
-# shuts the service down as pskvctl shutdown does.
+# line saying who stopped them), while another group goes on and passes (and has
+# its live worker in the metrics, group="K"); SIGTERM shuts the service down as
+# pskvctl shutdown does.
 t_service_stop_group() {
-  start_service 2
+  local mport
+  mport=$(free_port)
+  start_service 2 --metrics-port "$mport"
   group S 2 s --app softmax --epochs 1000 --train-limit 2000 --test-limit 500
-  group K 1 k --app check --rounds 1500 --slowdown 3
+  group K 1 k --app check --rounds 800 --slowdown 3
   wait_line scheduler.log 'group S: started' 1 60 || fail "group S did not start"
   sleep 2
   "$BIN/pskvctl" --scheduler "$SVC" stop S > stop.out 2>&1 || fail "pskvctl stop S: $(cat stop.out)"
@@ -133,7 +136,13 @@ t_service_stop_group() {
       "s-$r.log" || fail "worker $r of S: $(grep -i stop "s-$r.log" | tail -n 2)"
   done
   kill -0 "$(cat k-0.pid)" 2>/dev/null || fail "group K ended with S: $(tail -n 1 k-0.log)"
-  group_ok k 1 '^check ok: 1 workers, 2 servers, 1500 rounds'
+  # the group label of the service's metrics: K has its live worker
+  if command -v curl > /dev/null; then
+    curl -s "http://127.0.0.1:$mport/metrics" > metrics.out || fail "no metrics"
+    grep -q '^pskv_group_workers{.*group="K".*} 1$' metrics.out ||
+      fail "no pskv_group_workers of K: $(grep pskv_group metrics.out)"
+  fi
+  group_ok k 1 '^check ok: 1 workers, 2 servers, 800 rounds'
   kill -TERM "$(cat scheduler.pid)"
   local f
   for f in scheduler server-0 server-1; do
