@@ -225,3 +225,52 @@ t_service_bsp_async() {
     fail "B's end: $(grep 'group B ended' scheduler.log)"
   shutdown_service
 }
+
+# pyworker NAME GROUP SIZE ROUNDS VALUE: a Python worker of GROUP (of SIZE) that
+# pushes VALUE to every key of the sum table shared/sum ROUNDS times, each push
+# acknowledged; ROUNDS 0: pulls it and prints "sum MIN MAX" over the keys. The
+# package loads build/lib/libpskv.so (the plain build: an ASan library cannot be
+# loaded into python3).
+pyworker() {
+  start "$1" env PYTHONPATH="$top/python" PSKV_LIB="$top/build/lib/libpskv.so" \
+    /usr/bin/python3 -c '
+import sys, numpy as np, pskv
+svc, group, size, rounds, value = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+with pskv.Worker(scheduler=svc, group=group, group_size=size, table_namespace="shared") as w:
+    t = w.table("sum", size=1000, updater="sum", consistency="async")
+    g = np.full(1000, value, np.float32)
+    for _ in range(rounds):
+        t.push(g).wait(timeout=60)
+    if rounds == 0:
+        out = np.empty(1000, np.float32)
+        t.pull(out=out).wait(timeout=60)
+        print("sum %g %g" % (out.min(), out.max()))
+    else:
+        print("pushed %d x %g" % (rounds, value))
+' "$SVC" "$2" "$3" "$4" "$5"
+}
+
+# Two groups sharing one namespace (--namespace shared) with a sum table, at once:
+# the final values are the sum of both groups' pushes, exactly, as a third group
+# reading the namespace after they ended finds (the namespace outlives them).
+t_service_shared_ns() {
+  command -v /usr/bin/python3 > /dev/null && /usr/bin/python3 -c 'import numpy' 2> /dev/null ||
+    { echo "no numpy for /usr/bin/python3"; return 77; }
+  [ -f "$top/build/lib/libpskv.so" ] || { echo "no build/lib/libpskv.so (make all)"; return 77; }
+  start_service 2
+  pyworker a-0 A 2 50 1
+  pyworker a-1 A 2 50 1
+  pyworker b-0 B 1 30 3
+  local f st
+  for f in a-0 a-1 b-0; do
+    wait_exit "$(cat "$f.pid")" 120
+    st=$?
+    [ "$st" = 0 ] || fail "$f exited $st: $(tail -n 3 "$f.log")"
+  done
+  wait_line scheduler.log 'group A ended' 1 10 || fail "group A did not end"
+  wait_line scheduler.log 'group B ended' 1 10 || fail "group B did not end"
+  pyworker r-0 R 1 0 0
+  wait_exit "$(cat r-0.pid)" 60 || fail "the reader: $(tail -n 3 r-0.log)"
+  grep -qx 'sum 190 190' r-0.log || fail "2 x 50 x 1 + 30 x 3 = 190 expected: $(tail -n 1 r-0.log)"
+  shutdown_service
+}
