@@ -88,34 +88,3 @@ void ctl_group_print(const Pskv__View *v)
     }
 }
 
-static void jstr(const char *s)
-{
-    putchar('"');
-    for (; s && *s; s++) {
-        if (*s == '"' || *s == '\\')
-            printf("\\%c", *s);
-        else if ((unsigned char)*s < 0x20)
-            printf("\\u%04x", *s);
-        else
-            putchar(*s);
-    }
-    putchar('"');
-}
-
-void ctl_group_json(const Pskv__View *v)
-{
-    printf(",\"service\":%s,\"groups\":[", v->service ? "true" : "false");
-    for (size_t i = 0; i < v->n_groups; i++) {
-        const Pskv__GroupStatus *g = v->groups[i];
-        printf("%s{\"name\":", i ? "," : "");
-        jstr(g->name);
-        printf(",\"state\":");
-        jstr(g->state);
-        printf(",\"size\":%u,\"registered\":%u,\"barrier\":%" PRIu64 ",\"clock\":%" PRId64
-               ",\"stopped_by\":", g->size, g->registered, g->barrier,
-               g->has_clock ? g->clock : -1);
-        jstr(g->stopped_by);
-        putchar('}');
-    }
-    putchar(']');
-}

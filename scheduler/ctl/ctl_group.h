@@ -3,7 +3,7 @@
  *                        `shutdown: the servers of service J are stopping`
  *   pskvctl stop GROUP   the group's workers stop as early stopping stops them
  *                        (GROUP_STOP); prints `stopping group G: N workers told`
- * and the group lines of `pskvctl status` (table and JSON).
+ * and the group lines of `pskvctl status`'s table (its JSON's are pskvctl.c's).
  *
  * OWNS nothing past the call. THREAD the caller's; uses the DEALER `sock`
  * (connected to the scheduler) alone. */
@@ -24,8 +24,5 @@ int ctl_stop_group(void *sock, const char *sched, const char *group, int answer_
 /* The status table's group lines ("group G  running  2/2 workers ..."), none
  * for a job's unnamed group alone. */
 void ctl_group_print(const Pskv__View *v);
-
-/* The status JSON's ,"service":B,"groups":[...] (printed after another member). */
-void ctl_group_json(const Pskv__View *v);
 
 #endif

@@ -256,6 +256,25 @@ static void json_traffic(const Pskv__Node *n)
     putchar(']');
 }
 
+/* ,"service":B,"groups":[...]: a service's worker groups (ctl_group.h). */
+static void json_groups(const Pskv__View *v)
+{
+    printf(",\"service\":%s,\"groups\":[", v->service ? "true" : "false");
+    for (size_t i = 0; i < v->n_groups; i++) {
+        const Pskv__GroupStatus *g = v->groups[i];
+        printf("%s{\"name\":", i ? "," : "");
+        json_str(g->name);
+        printf(",\"state\":");
+        json_str(g->state);
+        printf(",\"size\":%u,\"registered\":%u,\"barrier\":%" PRIu64 ",\"clock\":%" PRId64
+               ",\"stopped_by\":", g->size, g->registered, g->barrier,
+               g->has_clock ? g->clock : -1);
+        json_str(g->stopped_by ? g->stopped_by : "");
+        putchar('}');
+    }
+    putchar(']');
+}
+
 static void print_json(const Pskv__Meta *m)
 {
     const Pskv__View *v = m->view;
@@ -314,7 +333,7 @@ static void print_json(const Pskv__Meta *m)
            v->insecure ? "true" : "false");
     json_refusals(v->refusals, v->n_refusals);
     ctl_detect_json_view(v);
-    ctl_group_json(v);
+    json_groups(v);
     printf(",\"forgotten\":%" PRIu64 ",\"partitions\":%u,\"replicas\":%u,\"vnodes\":%u,"
            "\"lost\":%u,\"chains\":[", v->forgotten, v->partitions, v->replicas, v->vnodes,
            v->lost);
