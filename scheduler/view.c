@@ -238,28 +238,28 @@ static void send_view_msg(memb_node *only)
     sched_meta(&m, PSKV__MSG_TYPE__VIEW);
     m.view = &v;
     /* not to the dead: a node heard again is sent a view then (membership.c), and
-     * one cut off or stopped would only queue views that it never reads. Workers
-     * first, with their groups' ranks; then the servers and the evaluator, with
-     * each worker's clock slot as its rank (group.h) */
-    for (int pass = 0; pass < 2; pass++) {
-        if (pass == 1)
-            for (int i = 0, k = 0; i < memb.nnodes; i++)
-                if (group_in_view(&memb.nodes[i]) && ptrs[k++]->role == PSKV__ROLE__WORKER)
-                    ptrs[k - 1]->rank = memb.nodes[i].slot;
-        for (int i = 0; i < (only ? 1 : memb.nnodes); i++) {
-            memb_node *n = only ? only : &memb.nodes[i];
-            if ((n->role == PSKV__ROLE__WORKER) != (pass == 0))
-                continue;
-            if (!only && (n->state == NODE_FINISHED || n->dead ||
-                          (n->role == PSKV__ROLE__WORKER && n->state == NODE_JOINED)))
-                continue; /* a worker of a group not yet running has no view yet */
-            send_to(n, &m, &v, ptrs, gptrs);
+     * one cut off or stopped would only queue views that it never reads. In table
+     * order, as always; a worker sees its group's ranks, the servers and the
+     * evaluator each worker's clock slot as its rank (group.h; in a job the same) */
+    int slotted = 0;
+    for (int i = 0; i < (only ? 1 : memb.nnodes); i++) {
+        memb_node *n = only ? only : &memb.nodes[i];
+        if (!only && (n->state == NODE_FINISHED || n->dead ||
+                      (n->role == PSKV__ROLE__WORKER && n->state == NODE_JOINED)))
+            continue; /* a worker of a group not yet running has no view yet */
+        if (memb.service && slotted != (n->role != PSKV__ROLE__WORKER)) {
+            slotted = n->role != PSKV__ROLE__WORKER;
+            for (int j = 0, k = 0; j < memb.nnodes; j++)
+                if (group_in_view(&memb.nodes[j]) && ptrs[k++]->role == PSKV__ROLE__WORKER)
+                    ptrs[k - 1]->rank = slotted ? memb.nodes[j].slot : memb.nodes[j].rank;
         }
+        send_to(n, &m, &v, ptrs, gptrs);
     }
     free(gptrs);
     free(nodes);
     free(ptrs);
 }
+
 void view_send(void)
 {
     V.epoch++;
