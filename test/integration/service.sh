@@ -275,3 +275,34 @@ t_service_shared_ns() {
   grep -qx 'sum 190 190' r-0.log || fail "2 x 50 x 1 + 30 x 3 = 190 expected: $(tail -n 1 r-0.log)"
   shutdown_service
 }
+
+# With keys, pskvctl shutdown and stop GROUP need a control key: a worker key is
+# refused (exit 1, the reason named) and the service keeps serving; the control
+# key shuts it down.
+tags service_keys keys
+t_service_keys() {
+  local K=$TDIR/keys
+  "$BIN/pskvctl" keys init "$K" --servers 1 --workers 1 > /dev/null || fail "keys init"
+  SVC_PORT=$(free_port)
+  SVC=127.0.0.1:$SVC_PORT
+  start scheduler "$BIN/pskv-scheduler" --port "$SVC_PORT" --servers 1 --service \
+    --keys "$K/scheduler"
+  start server-0 "$BIN/pskv-server" --scheduler "$SVC" --keys "$K/server-0"
+  wait_line scheduler.log 'cluster complete' 1 60 || fail "the service did not start"
+  "$BIN/pskvctl" --scheduler "$SVC" --keys "$K/worker-0" shutdown > w.out 2>&1 &&
+    fail "a worker key shut the service down"
+  grep -q 'shutdown needs a control key' w.out || fail "not said: $(cat w.out)"
+  "$BIN/pskvctl" --scheduler "$SVC" --keys "$K/worker-0" stop A > w.out 2>&1 &&
+    fail "a worker key stopped a group"
+  grep -q 'stop GROUP needs a control key' w.out || fail "not said: $(cat w.out)"
+  "$BIN/pskvctl" --scheduler "$SVC" --keys "$K/control" status > st.out ||
+    fail "the service stopped serving: $(cat st.out)"
+  "$BIN/pskvctl" --scheduler "$SVC" --keys "$K/control" shutdown > shutdown.out 2>&1 ||
+    fail "the control key: $(cat shutdown.out)"
+  local f st
+  for f in scheduler server-0; do
+    wait_exit "$(cat "$f.pid")" 30
+    st=$?
+    [ "$st" = 0 ] || fail "$f exited $st after shutdown: $(tail -n 2 "$f.log")"
+  done
+}
