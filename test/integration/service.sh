@@ -136,6 +136,9 @@ t_service_stop_group() {
       "s-$r.log" || fail "worker $r of S: $(grep -i stop "s-$r.log" | tail -n 2)"
   done
   kill -0 "$(cat k-0.pid)" 2>/dev/null || fail "group K ended with S: $(tail -n 1 k-0.log)"
+  "$BIN/pskvctl" --scheduler "$SVC" top --count 1 --plain > top.out || fail "top"
+  grep -q '^group name=K state=running workers=1/1 ' top.out || fail "top: $(cat top.out)"
+  grep -q '^worker .* group=K$' top.out || fail "top's worker line: $(cat top.out)"
   # the group label of the service's metrics: K has its live worker
   if command -v curl > /dev/null; then
     curl -s "http://127.0.0.1:$mport/metrics" > metrics.out || fail "no metrics"
