@@ -386,9 +386,9 @@ static void end(sched_group *g)
     }
     metrics_set(g->met, 0);
     metrics_set(g->met_clock, 0);
-    LOG_I("group %s%s ended after %.1f s: %d workers finished, %d dead%s%s; the service goes on",
-          *g->name ? g->name : "(unnamed)", "", (double)(now - g->started_ms) / 1e3, finished,
-          dead, *g->stopped_by ? "; stopped by " : "", g->stopped_by);
+    LOG_I("group %s ended after %.1f s: %d workers finished, %d dead%s%s; the service goes on",
+          *g->name ? g->name : "(unnamed)", (double)(now - g->started_ms) / 1e3, finished,
+          dead, *g->stopped_by ? "; " : "", g->stopped_by);
     drop(g);
 }
 
