@@ -79,11 +79,13 @@ static int64_t clock_of(const vclock *v, int r)
     return m == INT64_MAX ? v->vc[r] : m;
 }
 
-int64_t vclock_min(const vclock *v)
+int64_t vclock_min(const vclock *v) { return vclock_min_in(v, -1); }
+
+int64_t vclock_min_in(const vclock *v, int group)
 {
     int64_t m = -1;
     for (int r = 0; r < v->nranks; r++)
-        if (v->in_set[r] && (m < 0 || clock_of(v, r) < m))
+        if (v->in_set[r] && (group < 0 || v->grp[r] == group) && (m < 0 || clock_of(v, r) < m))
             m = clock_of(v, r);
     return m < 0 ? 0 : m;
 }

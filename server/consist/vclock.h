@@ -75,8 +75,10 @@ int vclock_from(vclock *v, uint32_t head, int rank, int64_t clock);
 void vclock_set_sources(vclock *v, const uint32_t *heads, size_t n, int placement_changed);
 
 /* The smallest clock over the clock set (0 when the set is empty): what an ssp
- * pull waits on and what a reply reports. */
+ * pull waits on and what a reply reports. _in: over the set's workers of `group`
+ * (vclock_group's; -1 = all). */
 int64_t vclock_min(const vclock *v);
+int64_t vclock_min_in(const vclock *v, int group);
 
 /* 1 when rank r is in the set and has finished clock t (_in: and is of worker
  * group `group`, vclock_group's; -1 = any). */

@@ -207,9 +207,10 @@ t_service_64_groups() {
 # A bsp group and an async group at once on one service of 2 servers: each worker
 # has its own clock slot on the servers, and a bsp table of namespace A closes its
 # clocks on group A's workers alone. A passes check's exact sums (every pull at
-# clock c exactly the sums of rounds < c) while B's slow worker (2 s a round) is
-# still below clock 100 (status): A's 100 bsp clocks never waited for B (with one
-# clock set A could not end before B's clock 100, 200 s on). B, killed mid-run
+# clock c exactly the sums of rounds < c), then group C under ssp:1 (its bound read
+# from C's workers' clocks), while B's slow worker (2 s a round) is still below
+# clock 100 (status): neither waited for B (with one clock set A could not end
+# before B's clock 100, 200 s on). B, killed mid-run
 # (-9), ends as a group and the service goes on.
 t_service_bsp_async() {
   start_service 2
@@ -217,6 +218,8 @@ t_service_bsp_async() {
   wait_line scheduler.log 'group B: started' 1 60 || fail "group B did not start"
   group A 2 a --app check --rounds 100 --consistency bsp
   group_ok a 2 '^check ok: 2 workers, 2 servers, 100 rounds, bsp'
+  group C 2 c --app check --rounds 100 --consistency ssp:1 # ssp's bound is C's too
+  group_ok c 2 '^check ok: 2 workers, 2 servers, 100 rounds, ssp:1'
   kill -0 "$(cat b-0.pid)" 2> /dev/null || fail "B's worker ended: $(tail -n 2 b-0.log)"
   "$BIN/pskvctl" --scheduler "$SVC" status --json > st.json || fail "status"
   local clock
