@@ -110,7 +110,8 @@ t_tune_failed_trial() {
 
 # While one pskv-tune runs a study: a second run is refused naming the first's pid
 # and host (exit 3), and `status` in a loop never fails nor sees "database is
-# locked"; the running trials are a Prometheus gauge; the first finishes the study.
+# locked"; the running trials are a Prometheus gauge and in `pskvctl status
+# --study`; the first finishes the study.
 tags tune_lock_and_readers
 t_tune_lock_and_readers() {
   export PSKV_TUNE_LAUNCHER=$LAUNCH
@@ -125,6 +126,9 @@ t_tune_lock_and_readers() {
   wait_line s.db.d/trial-1/logs/worker-0.log 'val_accuracy' 1 60 || fail "no metric"
   curl -s "http://127.0.0.1:$port/metrics" > metrics.out
   grep -q '^pskv_tune_trials{.*state="running"} [12]$' metrics.out || fail "gauges: $(grep tune metrics.out)"
+  out=$("$BIN/pskvctl" status --study s.db 2>&1) || fail "pskvctl status --study: $out"
+  grep -q '^[0-9]* trials: .*running' <<< "$out" || fail "pskvctl status --study: $out"
+  out=$("$BIN/pskvctl" status --study s.db --json 2>&1); [ $? = 2 ] || fail "--study --json: $out"
   out=$(tune run s.db 2>&1); [ $? = 3 ] || fail "second run: $out"
   grep -q "being run by pskv-tune pid $pid on host $(hostname)" <<< "$out" || fail "$out"
   while kill -0 "$pid" 2>/dev/null; do
