@@ -40,7 +40,8 @@ static cfg_entry config[] = {
     {"sched", CFG_STR, "fifo", NULL, 1, 0, NULL,
      "create: fifo (never stops a trial), median[:min=M,trials=K] (Vizier's median "
      "stopping rule) or asha[:eta=3,min=1,max=27] (stops at rungs min*eta^k; max is the "
-     "trial's epochs)", 0, 0, NULL, NULL},
+     "trial's epochs; with promote=1 a trial pauses at each rung with a checkpoint and the "
+     "best 1/eta are resumed with more epochs)", 0, 0, NULL, NULL},
     {"metric", CFG_STR, "val_accuracy:max", NULL, 1, 0, NULL,
      "create: the metric the trials print per epoch (`epoch E NAME V`) and its direction",
      0, 0, NULL, NULL},
@@ -86,7 +87,7 @@ static cfg_entry config[] = {
 
 static const char usage[] =
     "pskv-tune create STUDY.db --space FILE [--algo grid|random|gp] "
-    "[--sched fifo|median|asha[:eta=3,min=1,max=27]] [--metric NAME:max|min] "
+    "[--sched fifo|median|asha[:eta=3,min=1,max=27[,promote=1]]] [--metric NAME:max|min] "
     "[--budget-epochs B] [--max-trials N] [--parallel N] [--seed S] [--trial-epochs E] "
     "-- WORKER_FLAGS...\n"
     "       pskv-tune run STUDY.db\n"

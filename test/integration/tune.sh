@@ -63,6 +63,77 @@ t_tune_asha_synth() {
   cat got.txt
 }
 
+# Promotion-style ASHA (Li et al.'s algorithm 2) at --parallel 1, written again in
+# awk over the known synth curves: a free slot promotes, rungs from the top down, the
+# best paused trial in the top floor(n/eta) of its rung, else starts a new trial to
+# the first rung; the trials still paused at the end are stopped. Prints the
+# launches ("L id from to", in order) then each trial's "id state epochs".
+asha_promote_replay() { # asha_promote_replay CSV ETA MIN MAX SEED
+  awk -F, -v eta="$2" -v mn="$3" -v mx="$4" -v seed="$5" '
+    function acc(lr, mo, e,   q, m, fin, tau) {
+      q = (log(lr) / log(10) + 1.5) ^ 2; m = (mo - 0.9) ^ 2
+      fin = 0.95 - 0.08 * q - 0.5 * m; if (fin < 0.15) fin = 0.15
+      tau = 1 + q + 4 * m
+      return sprintf("%.6f", 0.1 + (fin - 0.1) * (1 - exp(-e / tau)) + 0.002 * sin(7 * (seed % 1000) + e)) + 0
+    }
+    NR == 1 { next }
+    { n++; id[n] = $1; lr[n] = $3; mo[n] = $4 }
+    END {
+      nr = 0; for (r = mn; r < mx; r *= eta) rung[++nr] = r
+      started = 0
+      while (1) {
+        pick = 0
+        for (k = nr; k >= 1 && !pick; k--) {
+          e = rung[k]; c = 0
+          for (i = 1; i <= started; i++) if (ep[i] >= e) { c++; o[c] = i }
+          for (i = 2; i <= c; i++) for (j = i; j > 1 && (acc(lr[o[j-1]], mo[o[j-1]], e) < acc(lr[o[j]], mo[o[j]], e) || (acc(lr[o[j-1]], mo[o[j-1]], e) == acc(lr[o[j]], mo[o[j]], e) && o[j-1] > o[j])); j--) { t = o[j]; o[j] = o[j-1]; o[j-1] = t }
+          keep = int(c / eta)
+          for (j = 1; j <= keep && !pick; j++) if (paused[o[j]] && ep[o[j]] == e) { pick = o[j]; to = k < nr ? rung[k+1] : mx }
+        }
+        if (!pick && started < n) { pick = ++started; ep[pick] = 0; to = rung[1] ? rung[1] : mx }
+        if (!pick) break
+        print "L", id[pick], ep[pick] + 1, to
+        ep[pick] = to; paused[pick] = to < mx
+      }
+      for (i = 1; i <= n; i++) print id[i], paused[i] ? "stopped" : "complete", ep[i]
+    }' "$1"
+}
+
+# 9 random trials at --parallel 1 under asha:eta=3,min=1,max=9,promote=1: each trial
+# runs to its rung and pauses with a synth checkpoint (--save-model), a promoted one
+# goes on from it (--init-from) with more epochs; the launches (trial, first and last
+# epoch), fates and epochs spent equal the awk replay; a promoted trial's curve equals
+# the uninterrupted curve (the checkpoint carries its epoch).
+tags tune_asha_promote
+t_tune_asha_promote() {
+  export PSKV_TUNE_LAUNCHER=$LAUNCH
+  echo "$TUNE_SPACE" > space.txt
+  tune create s.db --space space.txt --algo random --sched asha:eta=3,min=1,max=9,promote=1 \
+    --max-trials 9 --parallel 1 --seed 5 -- --app synth --synth-epoch-time 0.02 > create.out ||
+    fail "create: $(cat create.out)"
+  timeout 150 "$BIN/pskv-tune" run s.db > run.out 2>&1 || fail "run: $(tail -5 run.out)"
+  tune export s.db --csv > s.csv || fail "export"
+  [ "$(($(wc -l < s.csv) - 1))" = 9 ] || fail "$(cat s.csv)"
+  asha_promote_replay s.csv 3 1 9 1 > want.txt
+  { sed -n 's/.*trial \([0-9]*\): attempt [0-9]*, epochs \([0-9]*\) to \([0-9]*\),.*/L \1 \2 \3/p' run.out
+    awk -F, 'NR > 1 { print $1, $2, $6 }' s.csv; } > got.txt
+  diff want.txt got.txt > diff.out || fail "promotions differ from the replay: $(cat diff.out)"
+  grep -q '^L [0-9]* 4 9$' got.txt || fail "no trial promoted to the top: $(cat got.txt)"
+  grep -q ' stopped ' got.txt || fail "every trial promoted: the test shows nothing"
+  local top
+  top=$(awk '$1 == "L" && $3 == 4 { print $2; exit }' got.txt)
+  local want got
+  want=$(awk -F, -v id="$top" '$1 == id { q = (log($3) / log(10) + 1.5) ^ 2; m = ($4 - 0.9) ^ 2
+    fin = 0.95 - 0.08 * q - 0.5 * m; if (fin < 0.15) fin = 0.15
+    printf "%.6f", 0.1 + (fin - 0.1) * (1 - exp(-9 / (1 + q + 4 * m))) + 0.002 * sin(7 + 9) }' s.csv)
+  got=$(sed -n 's/.*epoch 6 val_accuracy \([0-9.]*\).*/\1/p' "s.db.d/trial-$top/logs/worker-0.log")
+  [ -n "$want" ] && [ "$want" = "$got" ] ||
+    fail "trial $top's epoch 9 (its last run's 6th) is '$got', the curve's '$want'"
+  [ -s "s.db.d/trial-$top/ckpt-3" ] || fail "no checkpoint at rung 1: $(ls "s.db.d/trial-$top")"
+  for p in s.db.d/*/logs; do no_strays "$p"; done
+  cat got.txt
+}
+
 # Bad input: exit 2 naming what is wrong (the space file's line).
 tags tune_bad_input
 t_tune_bad_input() {
