@@ -203,6 +203,15 @@ static int on_metric(void *arg, int e, double v)
             return -PSKV_EIO;
         LOG_I("trial %ld: stop after epoch %d: %s", t->id, e, why);
         trial_stop(t->pgid, 0);
+    } else if (e == r->epochs) {
+        /* its last epoch: complete now, its slot free for the next trial while the
+         * job stops its scheduler and server (drain() waits for those at the end) */
+        t->state = TRIAL_COMPLETE;
+        t->ended = wall();
+        LOG_I("trial %ld: complete after %d epochs, best %s %g", t->id, t->epochs, r->metric,
+              t->best);
+        if (put(r, t) < 0)
+            return -PSKV_EIO;
     }
     return 0;
 }
@@ -461,6 +470,22 @@ static int unpause(run_state *r)
     return 0;
 }
 
+/* At the end: waits (up to --trial-timeout) for the jobs of trials completed at
+ * their last report to finish stopping, so that no process outlives the study. */
+static void drain(run_state *r)
+{
+    int64_t until = tu_now_ms() + (int64_t)(r->o->trial_timeout * 1000);
+    for (int i = 0; i < r->n; i++) {
+        char dir[4096];
+        trial_dir(r, r->t[i].id, dir, sizeof dir);
+        while (trial_alive(dir) && tu_now_ms() < until && !*r->o->stop) {
+            trial_reap();
+            tu_sleep_ms(20);
+        }
+    }
+    trial_reap();
+}
+
 int tune_run(tune_study *st, const tune_run_opts *o)
 {
     run_state *r = calloc(1, sizeof *r);
@@ -547,6 +572,7 @@ int tune_run(tune_study *st, const tune_run_opts *o)
         tu_sleep_ms(poll_ms);
     }
     if (rc == 0) {
+        drain(r);
         publish(r);
         LOG_I("study finished: %d trials, %ld epochs spent", r->n, spent(r));
     }
