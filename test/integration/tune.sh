@@ -213,3 +213,34 @@ t_tune_lock_and_readers() {
   [ "$n" -ge 5 ] || fail "only $n status reads during the study"
   echo "$n status reads, none locked"
 }
+
+# pskv-tune replay on a recorded grid of choices (4 synth trials of 3 epochs): random
+# search with fifo is its own baseline, so in every seed its best is the baseline's;
+# asha replayed stops some trials; a study whose points are not all recorded (a
+# uniform dimension) is refused naming the trial (exit 1).
+tags tune_replay
+t_tune_replay() {
+  export PSKV_TUNE_LAUNCHER=$LAUNCH
+  printf -- '--lr choice 0.001 0.03\n--momentum choice 0.5 0.9\n' > grid.txt
+  tune create g.db --space grid.txt --algo grid --max-trials 4 --trial-epochs 3 \
+    -- --app synth --synth-epoch-time 0.01 > /dev/null || fail create
+  timeout 120 "$BIN/pskv-tune" run g.db --log-level warn > run.out 2>&1 || fail "run: $(tail -5 run.out)"
+  tune replay g.db --algo random --sched fifo --budget-epochs 6 --seeds 3 > r1.out 2>&1 ||
+    fail "replay: $(cat r1.out)"
+  [ "$(grep -c '^seed ' r1.out)" = 3 ] || fail "$(cat r1.out)"
+  awk '/^seed / { split($0, a, "best "); if (a[2] + 0 != a[3] + 0) bad = 1 } END { exit bad }' r1.out ||
+    fail "random+fifo is not its own baseline: $(cat r1.out)"
+  grep -q '^median epochs to reach random search.s final best: [0-9.]* = [0-9.]* B (B = 6)' r1.out ||
+    fail "$(tail -1 r1.out)"
+  tune replay g.db --algo gp --sched asha:eta=2,min=1 --budget-epochs 9 --seeds 4 > r2.out 2>&1 ||
+    fail "replay gp asha: $(cat r2.out)"
+  grep -q '^median epochs' r2.out || fail "$(cat r2.out)"
+  printf -- '--lr log 1e-3 0.1\n' > u.txt
+  tune create u.db --space u.txt --algo random --max-trials 1 --trial-epochs 2 \
+    -- --app synth --synth-epoch-time 0.01 > /dev/null || fail create
+  timeout 60 "$BIN/pskv-tune" run u.db --log-level warn > run2.out 2>&1 || fail "run u"
+  local out
+  out=$(tune replay u.db --algo random --seeds 3 2>&1); [ $? = 1 ] || fail "unrecorded: $out"
+  grep -q "seed [0-9]*: trial 1's point (--lr [0-9.e-]*) was not recorded" <<< "$out" || fail "$out"
+  cat r1.out r2.out
+}
