@@ -225,6 +225,8 @@ static int finish(run_state *r, int i)
     metric_ctx m = {r, i};
     if (trial_read_metrics(dir, &r->offset[i], r->metric, on_metric, &m) < 0)
         return -PSKV_EIO;
+    if (t->state == TRIAL_COMPLETE) /* its last epoch was in what was left to read */
+        return put(r, t);
     int status = trial_exit_status(dir);
     if (t->state == TRIAL_STOPPING)
         t->state = strncmp(t->reason, "hung", 4) ? TRIAL_STOPPED : TRIAL_FAILED;
