@@ -331,6 +331,20 @@ class Table:
             L.free(ctypes.cast(v, ctypes.c_void_p))
         return keys, vals.reshape(n.value, self.width)
 
+    def set_lr(self, lr):
+        """Changes the lr of the table's updater on every server (pskv_table_set_lr):
+        this worker's pushes after the call are applied with it. lr: a finite
+        number > 0 (else ValueError naming it, nothing sent). Blocks until every
+        server acknowledged."""
+        if isinstance(lr, bool) or not isinstance(lr, (int, float, np.floating, np.integer)):
+            raise TypeError("table '%s': set_lr: lr must be a number, got %s"
+                            % (self.name, type(lr).__name__))
+        lr = float(lr)
+        if not (lr > 0 and lr != float("inf")):  # NaN too
+            raise ValueError("table '%s': set_lr: lr %r refused: it must be a finite number > 0"
+                             % (self.name, lr))
+        self._w._blocking("set_lr of table '%s'" % self.name, L.pskv_table_set_lr, self.id, lr)
+
     def set_loss_scale(self, scale):
         with self._w._lock:
             rc = L.pskv_set_loss_scale(self._w._h(), self.id, float(scale))
