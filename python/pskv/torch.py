@@ -17,7 +17,8 @@ DistributedOptimizer keeps the usual loop, zero_grad(); loss.backward(); step():
     optimizer would (SGD's momentum included). Make the scheduler over the
     wrapped optimizer (DistributedOptimizer.optimizer: torch's schedulers take
     a torch.optim.Optimizer). The table is opened with the group's initial_lr
-    when a scheduler set one, so that every process opens it alike.
+    when a scheduler set one, so that every process opens it alike. A step at
+    lr 0 (a schedule's end) pushes nothing: the weights would not move.
   mode="allreduce" (Horovod's semantics): the gradients are averaged over the
     workers with pskv_allreduce, then the wrapped optimizer steps locally.
 
@@ -173,24 +174,32 @@ class DistributedOptimizer:
         # (they warn when optimizer.step() seems never called)
         self.optimizer._step_count = getattr(self.optimizer, "_step_count", 0) + 1
         lr = float(self.optimizer.param_groups[0]["lr"])
-        if lr != self.lr_table:  # a scheduler changed it: this step's push goes with it
+        if lr < 0 or lr != lr:
+            raise ValueError("DistributedOptimizer: lr %r; a table's lr is a number >= 0" % lr)
+        if lr != self.lr_table and lr > 0:  # a scheduler changed it: this step's push goes with it
             self.table.set_lr(lr)
             self.lr_table = lr
-        push = self.table.push(self.grads)
+        # lr 0 (a schedule's last steps): the weights would not move, so nothing is
+        # pushed (the servers' optimizer state does not see this gradient); the clock
+        # and the pull go on
+        push = self.table.push(self.grads) if lr > 0 else None
         self.worker.clock()
         if not self.prefetch:
-            push.wait()
+            if push is not None:
+                push.wait()
             self.table.pull(out=self.flat).wait()
             return loss
         if self._pull is None:  # the first step: pull now, prefetch from here on
-            push.wait()
+            if push is not None:
+                push.wait()
             self.table.pull(out=self.flat).wait()
         else:
             self._pull.wait()
             self.flat, self.other = self.other, self.flat
             _rehome(self.params, self.flat)
         self._pull = self.table.pull(out=self.other)
-        push.wait()
+        if push is not None:
+            push.wait()
         return loss
 
     def synchronize(self):

@@ -95,6 +95,32 @@ def test_lr_scheduler(cluster, name, kw):
     assert max((a - c).abs().max().item() for a, c in zip(ref, flat)) > 1e-3
 
 
+def test_lr_zero_steps_push_nothing(cluster):
+    """A schedule that ends at lr 0 (cosine to 0): those steps push nothing, the
+    weights stay where the last step with an lr left them; a negative lr raises."""
+    torch = need_torch()
+    import pskv.torch as pt
+    X, y = _data(torch)
+    lossf = torch.nn.CrossEntropyLoss()
+    with pskv.Worker(scheduler=cluster.address) as w:
+        model = _model(torch)
+        opt = pt.DistributedOptimizer(torch.optim.Adam(model.parameters(), lr=0.01), w,
+                                      consistency="bsp", name="lr0")
+        sched = torch.optim.lr_scheduler.LambdaLR(opt.optimizer, lambda k: 1.0 if k < 3 else 0.0)
+        seen = []
+        for step in range(6):
+            opt.zero_grad()
+            lossf(model(X[:8]), y[:8]).backward()
+            opt.step()
+            sched.step()
+            seen.append(torch.cat([p.detach().reshape(-1) for p in model.parameters()]).clone())
+        assert not torch.equal(seen[1], seen[2])
+        assert all(torch.equal(seen[2], s) for s in seen[3:])
+        opt.optimizer.param_groups[0]["lr"] = -0.1
+        with pytest.raises(ValueError, match="lr -0.1"):
+            opt.step()
+
+
 def test_set_lr_refuses_bad_values(cluster):
     """Table.set_lr: NaN, 0, -1, inf and a non-number raise naming the value before
     anything is sent; a sum table (no lr) is refused by the library, naming it; the
