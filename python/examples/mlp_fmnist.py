@@ -10,6 +10,12 @@ epoch and takes its share of each global batch. With --evaluator under
 pskv.launch --evaluator, the same script runs as the job's evaluator
 (python/examples/evaluator.py does the work).
 
+--schedule cosine lowers the lr along a half cosine to --lr-min over the run (a torch
+LambdaLR over the wrapped optimizer, stepped every --lr-every steps): the servers'
+updater follows it (pskv_table_set_lr), whatever the optimizer. The 2-epoch, 2-worker
+setting the tests use, --optimizer adam --lr 0.002 --schedule cosine, and the runs that
+chose it are in docs/python.md.
+
 Prints one line per epoch from rank 0: seconds, samples/s (global), test accuracy;
 and a last line "result {json}" for scripts.
 """
