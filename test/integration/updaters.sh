@@ -119,6 +119,8 @@ lr_run() { # lr_run TAG ARGS...: a job of 2 servers (replicas 2) and pskv-lr-cha
   timeout 90 "$BIN/pskv-lr-change" --scheduler "127.0.0.1:$port" "$@" > "lr-$tag.out" 2>&1
   local rc=$?
   wait_exit "$(cat "sched-$tag.pid")" 30 > /dev/null || fail "the job ($tag) did not end"
+  wait_exit "$(cat "server-$tag-0.pid")" 30 > /dev/null || fail "server 0 ($tag) did not exit"
+  wait_exit "$(cat "server-$tag-1.pid")" 30 > /dev/null || fail "server 1 ($tag) did not exit"
   return $rc
 }
 t_updater_lr_change() {
@@ -159,5 +161,6 @@ t_updater_lr_reader() {
     fail "the reader was not told: $(tail -n 2 lr.out)"
   grep -q "refused namespace from" server-0.log || fail "the server did not count it"
   wait_exit "$(cat scheduler.pid)" 30 > /dev/null || fail "the job did not end"
+  wait_exit "$(cat server-0.pid)" 30 > /dev/null || fail "the server did not exit"
   no_strays "$TDIR"
 }
