@@ -132,6 +132,35 @@ static table *request_table(wire_msg *msg)
     return NULL;
 }
 
+/* TABLE_LR (pskv_table_set_lr): the table's updater takes the new lr for the pushes
+ * that come after it. Pushes this server forwards down chains carry the lr they
+ * were applied with, so replicas stay identical whatever order the change and the
+ * forwards reach them in (chain_apply.c). */
+static void on_table_lr(wire_msg *msg)
+{
+    char why[300], who[64];
+    Pskv__Meta *r = msg->meta;
+    table *t = request_table(msg);
+    if (!t)
+        return;
+    if (!r->has_table_lr) {
+        fail(msg, PSKV_EPROTO, "TABLE_LR without table_lr");
+        return;
+    }
+    float was = shard_lr(t->sh);
+    int rc = table_set_lr(t, (double)r->table_lr, why, sizeof why);
+    if (rc < 0) {
+        fail(msg, -rc, why);
+        return;
+    }
+    sender_name(msg, who, sizeof who);
+    LOG_I("table '%s': lr %g -> %g (set by %s)", t->name, (double)was, (double)r->table_lr,
+          who);
+    Pskv__Meta m;
+    meta_reply(&m, r, PSKV__MSG_TYPE__TABLE_LR_ACK);
+    wire_send(srv.router, &msg->rid, &m, NULL, NULL);
+}
+
 /* Checks table, width and ownership of a push or pull and fills rs; returns the
  * table or NULL (after answering with an error). */
 static table *check_request(wire_msg *msg, rowset *rs)
@@ -447,6 +476,7 @@ static void handle_worker(wire_msg *msg)
     case PSKV__MSG_TYPE__PUSH: on_push(msg); break;
     case PSKV__MSG_TYPE__PULL: on_pull(msg); break;
     case PSKV__MSG_TYPE__CLOCK: on_clock(msg); break;
+    case PSKV__MSG_TYPE__TABLE_LR: on_table_lr(msg); break;
     case PSKV__MSG_TYPE__REPLICATE:
         chain_replicate(srv.chain, msg);
         consist_advance(srv.cons); /* a bsp close may free parked pulls */

@@ -160,6 +160,22 @@ int pskv_worker_open(const pskv_config *cfg, pskv_worker **out);
  * (pskv_last_error names the option), -PSKV_EINVAL, -PSKV_ETIMEDOUT. */
 int pskv_table_open(pskv_worker *w, const char *name, const pskv_table_opts *o);
 
+/* Changes the learning rate of `table`'s updater (pskv_table_opts.lr: sgd, adagrad,
+ * adam, adamw, ftrl's alpha, a plug-in's) on every server, for learning-rate
+ * schedules: the servers apply this worker's pushes sent before the call with the
+ * old lr and those sent after it with lr (another worker's pushes in flight meanwhile
+ * with either; a push re-sent after a view change with the lr of the moment). Replicas
+ * apply every push with the lr its head applied it with, so copies stay identical.
+ * Blocks until every live server acknowledged, at most the request time-out plus
+ * 1 s. The table's options as opened do not change: a later pskv_table_open compares
+ * the first open's lr. A server that joins later learns the lr with its copy of the
+ * table; a checkpoint keeps the first open's (a resumed job sets it again).
+ * Returns 0, -PSKV_EINVAL (lr not a finite number > 0, updater sum, the updater's own
+ * rules, an evaluator; pskv_last_error names the table and the value), -PSKV_EACCES
+ * (the worker's key may not write the table's namespace: a reader), -PSKV_ETIMEDOUT
+ * or another negated PSKV_E* code; after an error some servers may have taken it. */
+int pskv_table_set_lr(pskv_worker *w, int table, float lr);
+
 /* Pushes nkeys rows of `width` floats (vals: nkeys * width, in key order).
  * keys == NULL on a dense table pushes every key (nkeys must equal size).
  * Returns a timestamp > 0 at once; vals may be reused immediately (the library

@@ -118,6 +118,7 @@ SIGNATURES = {
     "pskv_strerror": (c_char_p, [c_int]),
     "pskv_traffic_get": (c_int, [W, c_int, ctypes.POINTER(Traffic)]),
     "pskv_set_loss_scale": (c_int, [W, c_int, c_float]),
+    "pskv_table_set_lr": (c_int, [W, c_int, c_float]),
     "pskv_struct_layout": (c_int64, [c_char_p, c_char_p]),
     "pskv_held_get": (None, [W, ctypes.POINTER(Held)]),
     "pskv_request_pending": (c_int, [W, c_int64]),

@@ -191,6 +191,10 @@ uint64_t shard_size(const shard *s) { return s->dense ? s->count : s->used; }
 
 const float *shard_dense_values(const shard *s) { return s->w; }
 
+void shard_set_lr(shard *s, float lr) { s->upd.lr = lr; }
+
+float shard_lr(const shard *s) { return s->upd.lr; }
+
 const float *shard_lend(shard *s, uint64_t first, void **token)
 {
     s->lends++;

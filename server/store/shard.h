@@ -68,6 +68,14 @@ int shard_push(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, const
  * weights). keys NULL = dense run. Returns 0 or -PSKV_ENOMEM. */
 int shard_assign(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, const float *v);
 
+/* The learning rate the updater applies pushes with from now on (the table's, first
+ * its open's; pskv_table_set_lr changes it, and a replica applies a forwarded push
+ * with the head's: chain_apply.c). The caller has validated it (table_set_lr). */
+void shard_set_lr(shard *s, float lr);
+
+/* The learning rate pushes are applied with now. */
+float shard_lr(const shard *s);
+
 /* Copies n rows of values into out (n * width floats). keys NULL = dense run. */
 void shard_pull(const shard *s, const uint64_t *keys, uint64_t first, uint64_t n, float *out);
 
