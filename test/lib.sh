@@ -9,14 +9,15 @@
 # tests found by glob: the functions named PREFIXNAME that the files DIR/*.sh define,
 # one file per area, each test with its tags (`tags NAME TAG...` beside it). Every
 # test runs in its own directory under $WORK, in a subshell with a hard time-out;
-# `-j N` runs N at a time (tests tagged serial run alone, after the others). The
-# output is one PASS/FAIL/SKIP line per test (a test that returns 77 is skipped) and,
-# last, "N passed, N failed" alone on its line. See test/README.md.
+# `-j N` runs N at a time (tests tagged serial or root run alone, after the others;
+# the ones tagged slow start first). The output is one PASS/FAIL/SKIP line per test
+# with its seconds (a test that returns 77 is skipped), the run's seconds and its
+# slowest tests, and, last, "N passed, N failed" alone on its line. See test/README.md.
 #
 # Tags: once (fault tests that check what a run ends with: run --once-trials times),
 # root (need root: network namespaces, other users, Slurm), keys (CURVE keys),
 # shm (shared memory), slow (a minute or more), serial (times something or needs the
-# machine alone: never beside another test).
+# machine alone: never beside another test; root tests are run alone too).
 
 top=${top:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 # shellcheck source=../scripts/free-port.sh
@@ -173,9 +174,15 @@ harness_report() {
     skipped=$((skipped + 1)); echo "SKIP $label ($(tail -n 1 "$dir/test.out"))"
   else
     failed=$((failed + 1)); echo "FAIL $label (status $rc, $secs s)"
-    sed 's/^/    /' "$dir/test.out" | tail -n "$HARNESS_TAIL"
+    # awk ends every line, also an unterminated last one: the next line of the
+    # report (at the end, the count) always starts a line of its own
+    tail -n "$HARNESS_TAIL" "$dir/test.out" | awk '{ print "    " $0 }'
   fi
+  HARNESS_SECS+=("$secs $label")
 }
+
+# harness_alone NAME: NAME must not run beside another test (tags serial, root).
+harness_alone() { has_tag "$1" serial || has_tag "$1" root; }
 
 harness_cleanup() {
   local p
@@ -189,8 +196,9 @@ harness_cleanup() {
 # HARNESS_JOBS at a time, the serial ones alone after the others (with -j 1, all in
 # order); prints the closing count and returns 0 when none failed.
 harness_run() {
-  local n i k units=() serial=() u
+  local n i k units=() first=() serial=() u t0=$SECONDS
   declare -gA HARNESS_RUNNING=()
+  HARNESS_SECS=()
   passed=0 failed=0 skipped=0
   for n in "${HARNESS_ONLY[@]}"; do
     [[ " ${TEST_NAMES[*]} " == *" $n "* ]] || harness_die "no test named '$n' (--list shows them)"
@@ -198,18 +206,25 @@ harness_run() {
   for n in "${TEST_NAMES[@]}"; do
     harness_selected "$n" || continue
     if [ "$HARNESS_LIST" -eq 1 ]; then echo "$n${TEST_TAGS[$n]:+ [${TEST_TAGS[$n]}]}"; continue; fi
-    if declare -F harness_trials > /dev/null; then
-      k=$(harness_trials "$n")
-      for i in $(seq "$k"); do u="$n $i"; if [ "$HARNESS_JOBS" -gt 1 ] && has_tag "$n" serial; then serial+=("$u"); else units+=("$u"); fi; done
-    else
-      u="$n"; if [ "$HARNESS_JOBS" -gt 1 ] && has_tag "$n" serial; then serial+=("$u"); else units+=("$u"); fi
-    fi
+    k=1
+    declare -F harness_trials > /dev/null && k=$(harness_trials "$n")
+    for i in $(seq "$k"); do
+      u="$n"; declare -F harness_trials > /dev/null && u="$n $i"
+      if [ "$HARNESS_JOBS" -eq 1 ]; then units+=("$u")
+      elif harness_alone "$n"; then serial+=("$u")
+      elif has_tag "$n" slow; then first+=("$u") # the long ones first: the pool ends level
+      else units+=("$u"); fi
+    done
   done
   [ "$HARNESS_LIST" -eq 0 ] || return 0
   trap harness_cleanup EXIT
-  harness_pool "$HARNESS_JOBS" "${units[@]}"
+  harness_pool "$HARNESS_JOBS" "${first[@]}" "${units[@]}"
   harness_pool 1 "${serial[@]}"
   declare -F harness_summary > /dev/null && harness_summary
+  if [ ${#HARNESS_SECS[@]} -gt 0 ]; then
+    echo "${RUNNER:-tests}: $((SECONDS - t0)) s, $HARNESS_JOBS at a time; slowest:" \
+      "$(printf '%s\n' "${HARNESS_SECS[@]}" | sort -rn | head -n 5 | sed 's/^\([0-9]*\) \(.*\)/\2 \1 s/' | paste -sd, - | sed 's/,/, /g')"
+  fi
   if [ "$skipped" -gt 0 ]; then
     echo "$passed passed, $failed failed, $skipped skipped"
   else
