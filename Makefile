@@ -262,12 +262,14 @@ ASAN_BUILD := build/asan
 # end; the table of where the time goes is in test/README.md. Every fault scenario
 # runs once here (one trial is what each assertion needs); the repeated trials and the
 # failover figures are `make test-faults` (20 each), also called `make soak`.
+# The two builds use every core (BUILD_JOBS) even under a plain `make test`.
 TEST_STAGES := build/test-stages.txt
+BUILD_JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
 test: deps
 	@mkdir -p build && : > $(TEST_STAGES)
 	scripts/stage.sh $(TEST_STAGES) size scripts/check-size.sh
-	scripts/stage.sh $(TEST_STAGES) docs-check $(MAKE) docs-check
-	scripts/stage.sh $(TEST_STAGES) asan-build $(MAKE) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined all $(ASAN_BUILD)/bin/pskv-unit
+	scripts/stage.sh $(TEST_STAGES) build $(MAKE) -j$(BUILD_JOBS) docs-check
+	scripts/stage.sh $(TEST_STAGES) asan-build $(MAKE) -j$(BUILD_JOBS) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined all $(ASAN_BUILD)/bin/pskv-unit
 	scripts/stage.sh $(TEST_STAGES) unit $(MAKE) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined unit
 	scripts/stage.sh $(TEST_STAGES) integration $(MAKE) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined integration
 	scripts/stage.sh $(TEST_STAGES) faults $(MAKE) faults FAULT_TRIALS=1
