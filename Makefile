@@ -272,7 +272,7 @@ test: deps
 	scripts/stage.sh $(TEST_STAGES) asan-build $(MAKE) -j$(BUILD_JOBS) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined all $(ASAN_BUILD)/bin/pskv-unit
 	scripts/stage.sh $(TEST_STAGES) unit $(MAKE) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined unit
 	scripts/stage.sh $(TEST_STAGES) integration $(MAKE) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined integration
-	scripts/stage.sh $(TEST_STAGES) faults $(MAKE) faults FAULT_TRIALS=1
+	scripts/stage.sh $(TEST_STAGES) faults $(MAKE) faults FAULT_TRIALS=1 FAULT_FIGURES=
 	scripts/stage.sh $(TEST_STAGES) pytest $(MAKE) pytest
 	scripts/stage.sh $(TEST_STAGES) package-check $(MAKE) package-check
 	@scripts/stage.sh --table $(TEST_STAGES)
@@ -280,12 +280,14 @@ test: deps
 # Kill and pause tests on the optimised build (timings as users see them); the
 # scenarios that check what a run ends with (checkpoints, joins, drains, the
 # evaluator) run FAULT_ONCE_TRIALS times. FAULT_JOBS scenarios at a time (the ones
-# tagged serial or root alone).
+# tagged serial or root alone, and with FAULT_FIGURES=--figures those that report a
+# failover or drain time; make test, one trial each, reports no figure: empty there).
 FAULT_TRIALS ?= 3
 FAULT_ONCE_TRIALS ?= $(FAULT_TRIALS)
 FAULT_JOBS ?= 2
+FAULT_FIGURES ?= --figures
 faults: all
-	PSKV_BIN_DIR=$(abspath $(BIN)) test/faults.sh -j $(FAULT_JOBS) --trials $(FAULT_TRIALS) --once-trials $(FAULT_ONCE_TRIALS) --tags -quarantine
+	PSKV_BIN_DIR=$(abspath $(BIN)) test/faults.sh -j $(FAULT_JOBS) $(FAULT_FIGURES) --trials $(FAULT_TRIALS) --once-trials $(FAULT_ONCE_TRIALS) --tags -quarantine
 
 # The long campaign: every scenario 20 times, the failover and drain medians and
 # worst cases of docs/benchmarks.md.

@@ -181,8 +181,14 @@ harness_report() {
   HARNESS_SECS+=("$secs $label")
 }
 
-# harness_alone NAME: NAME must not run beside another test (tags serial, root).
-harness_alone() { has_tag "$1" serial || has_tag "$1" root; }
+# harness_alone NAME: NAME must not run beside another test: it has one of the tags
+# of HARNESS_ALONE (serial and root; a runner may add its own).
+HARNESS_ALONE=${HARNESS_ALONE:-serial root}
+harness_alone() {
+  local a
+  for a in $HARNESS_ALONE; do has_tag "$1" "$a" && return 0; done
+  return 1
+}
 
 harness_cleanup() {
   local p

@@ -134,7 +134,6 @@ f_server_rejoin() {
 # servers that live on close their connections to each dead one (a ZeroMQ socket
 # holds a file descriptor: their count must not grow by one per dead server),
 # and the sums stay exact.
-tags dead_connections serial
 f_dead_connections() {
   local d=$TDIR/c i k pid fd0 fd1 sfd0 sfd1
   launch "$d" --servers 3 --workers 2 --scheduler-opt=--replicas=2 -- --app check --count-acked \
