@@ -136,25 +136,32 @@ harness_selected() {
   return 0
 }
 
-# harness_spawn NAME TRIAL SLOT SLOTS: starts one test in $WORK/NAME[-TRIAL] under a
-# watcher that kills it (and what it started) after HARNESS_TIMEOUT s and writes
-# "STATUS SECONDS" to the directory's file rc last; SLOT of SLOTS picks its share of
-# the free ports. The watcher's pid goes to HARNESS_PID.
+# harness_spawn NAME TRIAL SLOT SLOTS: starts one test in $WORK/NAME[-TRIAL], in a
+# process group of its own, under a watcher that kills it after HARNESS_TIMEOUT s and
+# writes "STATUS SECONDS" to the directory's file rc last; SLOT of SLOTS picks its
+# share of the free ports. When the test ends (passed, failed or timed out), what it
+# started and left running is killed with its group: a test that failed half-way
+# leaves no daemon loading the machine under the next ones. The watcher's pid goes
+# to HARNESS_PID, the test's group to the directory's file pgid.
 harness_spawn() {
   local name=$1 trial=$2 slot=$3 slots=$4 dir="$WORK/$1${2:+-$2}"
   mkdir -p "$dir"
   (
     export PSKV_PORT_SLOT=$slot PSKV_PORT_SLOTS=$slots # free_port's share of the ports
     t0=$SECONDS
-    ( cd "$dir" && TDIR=$dir "$HARNESS_PREFIX$name" ) > "$dir/test.out" 2>&1 &
+    set -m # the test's own process group (its stdin /dev/null: never the terminal's)
+    ( set +m; cd "$dir" && TDIR=$dir "$HARNESS_PREFIX$name" ) > "$dir/test.out" 2>&1 < /dev/null &
     pid=$! deadline=$((SECONDS + HARNESS_TIMEOUT))
+    set +m
+    echo "$pid" > "$dir/pgid"
     while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
     if kill -0 "$pid" 2>/dev/null; then
-      pkill -KILL -P "$pid" 2>/dev/null; kill -KILL "$pid" 2>/dev/null
+      kill -KILL -- "-$pid" 2>/dev/null
       pkill -KILL -f "$dir/" 2>/dev/null
       echo "timed out" >> "$dir/test.out"; rc=124
     else
       wait "$pid"; rc=$?
+      kill -KILL -- "-$pid" 2>/dev/null # what it left running
     fi
     echo "$rc $((SECONDS - t0))" > "$dir/rc.tmp" && mv "$dir/rc.tmp" "$dir/rc"
   ) 2> /dev/null &
@@ -191,8 +198,11 @@ harness_alone() {
 }
 
 harness_cleanup() {
-  local p
+  local p g
   for p in "${!HARNESS_RUNNING[@]}"; do kill -KILL "$p" 2>/dev/null; done
+  for g in "$WORK"/*/pgid; do # the groups of the tests still running
+    [ -f "$g" ] && [ ! -f "${g%/pgid}/rc" ] && kill -KILL -- "-$(cat "$g")" 2>/dev/null
+  done
   [ -n "${WORK:-}" ] || return
   pkill -KILL -f "$WORK/" 2>/dev/null
   if [ "${failed:-0}" -eq 0 ] && [ -z "${PSKV_KEEP_LOGS:-}" ]; then rm -rf "$WORK"; else echo "logs kept in $WORK" >&2; fi
