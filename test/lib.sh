@@ -209,8 +209,9 @@ harness_cleanup() {
 }
 
 # harness_run: runs the selected tests (each as many times as harness_trials says),
-# HARNESS_JOBS at a time, the serial ones alone after the others (with -j 1, all in
-# order); prints the closing count and returns 0 when none failed.
+# HARNESS_JOBS at a time, the slow ones first, those with a tag of HARNESS_ALONE alone
+# after the others (with -j 1, all in order); prints the run's seconds and slowest
+# tests, then the closing count, and returns 0 when none failed.
 harness_run() {
   local n i k units=() first=() serial=() u t0=$SECONDS
   declare -gA HARNESS_RUNNING=()
