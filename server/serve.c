@@ -337,8 +337,9 @@ static int from_future(const wire_msg *msg)
 /* Refuses (and returns 1 for) any data message while this server's lease has
  * lapsed (but a copy, FILL: sent once, it answers nobody, and a view that takes
  * the partition away drops it again), and drops a forward or copy planned on an
- * older placement. A push or pull planned on an older view is served when this
- * server still heads (or tails) its rows: chain_rows checks that row by row. */
+ * older placement. A keyed push or pull planned on an older view is served when
+ * this server still heads (or tails) its rows: chain_rows checks that key by key
+ * (a dense run, which names no rows, it refuses). */
 static int refuse_stale(wire_msg *msg)
 {
     Pskv__Meta *r = msg->meta;
