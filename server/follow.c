@@ -372,3 +372,16 @@ void follow_tick(follow *f)
             send_dense(f, s); /* training paused or ended: this is what it holds */
     }
 }
+
+void follow_final(follow *f)
+{
+    if (!f || !f->nsubs)
+        return;
+    sync_changes(f, tu_now_ms());
+    for (int i = 0; i < f->nsubs; i++) {
+        if (f->subs[i].owed_full)
+            send_full(f, &f->subs[i]);
+        else
+            send_dense(f, &f->subs[i]);
+    }
+}

@@ -57,6 +57,10 @@ void follow_tick(follow *f);
 /* After a CLOCK or a bsp close: sends the dense parts readers wait for. */
 void follow_clock(follow *f);
 
+/* The job is over (STOP): every reader gets the last changed rows and the dense
+ * parts as they end, whatever it waited for. */
+void follow_final(follow *f);
+
 /* After a view that changed the placement: every reader gets full copies. */
 void follow_placement(follow *f);
 

@@ -522,6 +522,7 @@ int serve_scheduler(void)
         } else if (msg.meta->type == PSKV__MSG_TYPE__CHECKPOINT_PRUNE && msg.meta->has_seq) {
             checkpoint_prune(msg.meta->seq, msg.meta->prune_keep_from, msg.meta->prune_keep_to);
         } else if (msg.meta->type == PSKV__MSG_TYPE__STOP) {
+            follow_final(srv.follow); /* readers keep the model as it ends */
             if (msg.meta->drained)
                 LOG_I("drained (pskvctl drain): the other servers hold whole copies of every "
                       "partition this server held; leaving the job (exit 0)");
