@@ -164,6 +164,22 @@ static int gather_whole(follow *f, const table *t)
     return rc;
 }
 
+/* The clock table t's values here reflect, as a reader tags them: bsp's closed
+ * clocks; else the smallest clock the workers' own CLOCK messages to this server
+ * finished (with replicas the consistency engine counts only the clocks heads
+ * forward, which async tables do not; a head's own count is what its rows hold). */
+static int64_t tag_clock(follow *f, table *t)
+{
+    if (t->model == CONS_BSP)
+        return tag_clock(f, t);
+    const int64_t *vc;
+    int n = consist_clocks(f->cons, &vc);
+    int64_t lo = -1;
+    for (int r = 0; r < n; r++)
+        lo = lo < 0 || vc[r] < lo ? vc[r] : lo;
+    return lo < 0 ? 0 : lo;
+}
+
 static int ns_follows(const follow *f, const char *ns)
 {
     for (int i = 0; i < f->nsubs; i++)
@@ -180,7 +196,7 @@ static void send_dense(follow *f, sub *s)
         if (!t->dense || strcmp(t->ns, s->ns) || gather_whole(f, t) < 0)
             continue;
         send_rows(f, s, t, f->g.keys, f->g.vals, f->g.n, 1, 1,
-                  consist_values_clock(f->cons, t));
+                  tag_clock(f, t));
     }
     s->target = -1;
 }
@@ -196,7 +212,7 @@ static void send_full(follow *f, sub *s)
             return; /* owed still */
         }
         send_rows(f, s, t, f->g.keys, f->g.vals, f->g.n, 1, 0,
-                  consist_values_clock(f->cons, t));
+                  tag_clock(f, t));
     }
     send_dense(f, s);
     s->owed_full = 0;
@@ -208,7 +224,7 @@ static int64_t dense_clock(follow *f, const char *ns)
     int64_t lo = INT64_MAX;
     for (size_t i = 0; i < tables_count(f->tables); i++) {
         table *t = tables_at(f->tables, i);
-        int64_t c = t->dense && !strcmp(t->ns, ns) ? consist_values_clock(f->cons, t) : lo;
+        int64_t c = t->dense && !strcmp(t->ns, ns) ? tag_clock(f, t) : lo;
         lo = c < lo ? c : lo;
     }
     return lo;
@@ -340,7 +356,7 @@ static void sync_changes(follow *f, int64_t now)
             sub *s = &f->subs[k];
             if (!s->owed_full && !strcmp(s->ns, t->ns))
                 send_rows(f, s, t, f->g.keys, f->g.vals, f->g.n, 0, 0,
-                          consist_values_clock(f->cons, t));
+                          tag_clock(f, t));
         }
     }
 }

@@ -189,6 +189,9 @@ static void on_data(fstate *F, srvc *s, const wire_msg *msg)
         send_follow(F, s, 1, -1);
         return;
     }
+    LOG_D("server %u: %s%s %s, %llu rows at clock %lld", s->id, r->follow_full ? "full " : "",
+          r->follow_dense ? "dense" : "sparse", r->follow_table, (unsigned long long)msg->nkeys,
+          (long long)r->clock);
     s->awaiting_full = 0;
     s->seq = r->follow_seq;
     s->refused = 0;
