@@ -22,22 +22,24 @@ follow_job() {
   echo $! > "$TDIR/$name.launch"
 }
 
-# follow_serve NAME SCHEDPORT HTTPPORT: pskv-serve following namespace fj.
+# follow_serve NAME SCHEDPORT HTTPPORT [ARGS...]: pskv-serve following namespace fj.
 follow_serve() {
+  local name=$1 sp=$2 hp=$3; shift 3
   trap follow_reap EXIT
-  start "$1" "$BIN/pskv-serve" --scheduler "127.0.0.1:$2" --namespace fj --http-port "$3"
+  start "$name" "$BIN/pskv-serve" --scheduler "127.0.0.1:$sp" --namespace fj --http-port "$hp" "$@"
 }
 
 # A check job trains while pskv-serve follows it: every dense answer is a state
 # the table held (whole rounds, never half of two), the served model moves as
 # training goes, and within seconds of the job's end it is the last round's,
-# exactly, dense and sparse.
+# exactly, dense and sparse. Then the ZeroMQ side (pskv_serve_lookup) answers
+# what HTTP answers.
 tags serve_follow_check serve
 t_serve_follow_check() {
-  local sp hp
-  sp=$(free_port); hp=$(free_port)
+  local sp hp zp
+  sp=$(free_port); hp=$(free_port); zp=$(free_port)
   follow_job job "$sp" --servers 2
-  follow_serve follow "$sp" "$hp"
+  follow_serve follow "$sp" "$hp" --zmq-port "$zp"
   python3 "$WATCH" "$hp" 500 1 90 > watch.out 2>&1 || fail "$(cat watch.out)"
   cat watch.out
   local states
@@ -50,6 +52,12 @@ t_serve_follow_check() {
     fail "/v1/model after the job: $(curl -s "http://127.0.0.1:$hp/v1/model")"
   curl -sf "http://127.0.0.1:$hp/metrics" | grep -q '^pskv_serve_staleness_seconds{.*table="check.dense"} [0-9]' ||
     fail "no staleness in /metrics"
+  PSKV_LIB=$top/build/lib/libpskv.so python3 "$top/test/tools/zlookup.py" "$zp" "$hp" check.dense \
+    0 1 2 999 1000 > z.out 2>&1 || fail "$(cat z.out)"
+  PSKV_LIB=$top/build/lib/libpskv.so python3 "$top/test/tools/zlookup.py" "$zp" "$hp" check.sparse \
+    "$(python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import follow_watch as f; print(f.mix64(12345))' "$top/test/tools")" \
+    72057594037927936 5 > zs.out 2>&1 || fail "$(cat zs.out)"
+  cat z.out zs.out
 }
 
 # kill -9 of pskv-serve in the middle of training, then a new one on the same

@@ -20,6 +20,7 @@
 #include "mload.h"
 #include "pskv_errors.h"
 #include "sfollow.h"
+#include "szmq.h"
 #include "shttp.h"
 #include "snap.h"
 #include "timeutil.h"
@@ -48,6 +49,9 @@ static cfg_entry config[] = {
     {"http-bind", CFG_STR, "127.0.0.1", "PSKV_SERVE_HTTP_BIND", 1, 0, NULL,
      "IPv4 address the HTTP side listens on (* = all): loopback by default; put a TLS proxy "
      "in front to serve other hosts", 0, 0, NULL, NULL},
+    {"zmq-port", CFG_INT, "0", "PSKV_SERVE_ZMQ_PORT", 0, 65535, NULL,
+     "ZeroMQ port for LOOKUP (libpskv's pskv_serve_lookup), on --http-bind's address; 0 = "
+     "none", 0, 0, NULL, NULL},
     {"threads", CFG_INT, "2", "PSKV_SERVE_THREADS", 1, 256, NULL,
      "threads answering HTTP requests", 0, 0, NULL, NULL},
     {"queue", CFG_INT, "256", "PSKV_SERVE_QUEUE", 1, 65536, NULL,
@@ -139,6 +143,18 @@ int main(int argc, char **argv)
     }
     LOG_I("answering on http://%s:%d (/v1/predict, /v1/lookup, /v1/model, /metrics)",
           hc.bind, shttp_port(h));
+    szmq *z = NULL;
+    if (cfg_int(config, "zmq-port")) {
+        z = szmq_start(hc.bind, (int)cfg_int(config, "zmq-port"), hc.max_keys, st, why,
+                       sizeof why);
+        if (!z) {
+            LOG_E("--zmq-port: %s", why);
+            shttp_stop(&h);
+            snapstore_destroy(&st);
+            return 1;
+        }
+        LOG_I("answering LOOKUP on tcp://%s:%d", hc.bind, szmq_port(z));
+    }
     sfollow_cfg fc = {sched, cfg_str(config, "namespace"), (int)cfg_int(config, "sync-ms"),
                       (int)cfg_int(config, "follow-wait")};
     if (sched[0])
@@ -152,6 +168,7 @@ int main(int argc, char **argv)
     }
     if (stop_signal)
         LOG_I("terminated by signal %d", (int)stop_signal);
+    szmq_stop(&z);
     shttp_stop(&h);
     snapstore_destroy(&st);
     metrics_stop();
