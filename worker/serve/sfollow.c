@@ -147,8 +147,10 @@ static void on_status(fstate *F)
     for (int k = 0; k < 16; k++) {
         wire_msg msg;
         int rc = wire_recv(F->sched, 0, &msg, why, sizeof why);
-        if (rc == -PSKV_ETIMEDOUT)
+        if (rc == -PSKV_ETIMEDOUT) {
+            wire_msg_close(&msg);
             return;
+        }
         if (rc == 0 && msg.meta->type == PSKV__MSG_TYPE__STATUS_REPLY && msg.meta->view)
             apply_view(F, msg.meta);
         else
@@ -214,8 +216,10 @@ static void on_server(fstate *F, srvc *s)
     for (int k = 0; k < 64; k++) {
         wire_msg msg;
         int rc = wire_recv(s->sock, 0, &msg, why, sizeof why);
-        if (rc == -PSKV_ETIMEDOUT)
+        if (rc == -PSKV_ETIMEDOUT) {
+            wire_msg_close(&msg);
             return;
+        }
         if (rc < 0) {
             LOG_W("server %u: bad message: %s", s->id, why);
         } else if (msg.meta->type == PSKV__MSG_TYPE__FOLLOW_DATA) {
