@@ -182,7 +182,9 @@ static void on_data(fstate *F, srvc *s, const wire_msg *msg)
         LOG_W("server %u: FOLLOW_DATA without follow_seq, follow_table or width: dropped", s->id);
         return;
     }
-    if (s->awaiting_full && !(r->follow_full && r->follow_seq == 1))
+    if (r->follow_full && r->follow_seq == 1) /* a full copy asked for begins: numbered anew */
+        s->awaiting_full = 0, s->seq = 0;
+    if (s->awaiting_full)
         return; /* from before the full copy asked for */
     if (!s->awaiting_full && r->follow_seq != s->seq + 1) {
         LOG_W("server %u: follow_seq %llu after %llu (rows lost): asking for a full copy", s->id,
