@@ -15,6 +15,7 @@
 #include "timeutil.h"
 
 #define RID_MAX 256
+#define FOLLOW_FULL_ROWS 65536 /* rows of a full copy sent per sync and reader */
 
 /* One reader's subscription. */
 typedef struct sub {
@@ -23,7 +24,10 @@ typedef struct sub {
     char ns[NSPACE_MAX + 1];
     uint32_t sync_ms;
     int64_t renewed_ms; /* its last FOLLOW */
-    int owed_full;      /* a full copy of every table is owed */
+    int owed_full;      /* a full copy of every table is owed (not begun) */
+    int in_full;        /* a full copy is being sent, FOLLOW_FULL_ROWS rows a sync */
+    size_t full_tab;    /* ... at table full_tab (tables_at order), row position full_cur */
+    uint64_t full_cur;
     int64_t target;     /* dense parts wanted at the first boundary >= this (-1: none) */
     int64_t asked_ms;   /* when target was set */
     uint64_t seq;       /* FOLLOW_DATA sent so far */
@@ -201,21 +205,44 @@ static void send_dense(follow *f, sub *s)
     s->target = -1;
 }
 
-static void send_full(follow *f, sub *s)
+/* Sends s up to budget more rows of the full copy it is owed or being sent: the
+ * sparse tables of its namespace in slices (each at least one message), then the
+ * dense ones whole. Deltas flow to s meanwhile (sync_changes): a row changed
+ * after its slice went comes again as a delta. */
+static void step_full(follow *f, sub *s, uint64_t budget)
 {
-    for (size_t i = 0; i < tables_count(f->tables); i++) {
-        table *t = tables_at(f->tables, i);
-        if (t->dense || strcmp(t->ns, s->ns))
-            continue;
-        if (gather_whole(f, t) < 0) {
-            LOG_W("out of memory copying %s for a reader", t->name);
-            return; /* owed still */
-        }
-        send_rows(f, s, t, f->g.keys, f->g.vals, f->g.n, 1, 0,
-                  tag_clock(f, t));
+    if (s->owed_full) {
+        s->owed_full = 0;
+        s->in_full = 1;
+        s->full_tab = 0;
+        s->full_cur = 0;
     }
-    send_dense(f, s);
-    s->owed_full = 0;
+    while (s->in_full && budget > 0) {
+        table *t = NULL;
+        for (; s->full_tab < tables_count(f->tables) && !t; s->full_tab += !t) {
+            table *c = tables_at(f->tables, s->full_tab);
+            t = !c->dense && !strcmp(c->ns, s->ns) ? c : NULL;
+        }
+        if (!t) { /* the sparse tables are all sent: the dense ones, whole */
+            send_dense(f, s);
+            s->in_full = 0;
+            return;
+        }
+        f->g = (gather){f, t, f->g.keys, f->g.vals, 0, f->g.kcap, f->g.vcap};
+        uint64_t from = s->full_cur;
+        int rc = shard_scan(t->sh, &s->full_cur, budget, gather_row, &f->g);
+        if (rc < 0) {
+            LOG_W("out of memory copying %s for a reader: the copy goes on next sync", t->name);
+            s->full_cur = from;
+            return;
+        }
+        send_rows(f, s, t, f->g.keys, f->g.vals, f->g.n, 1, 0, tag_clock(f, t));
+        budget -= s->full_cur - from < budget ? s->full_cur - from : budget;
+        if (rc == 1) {
+            s->full_tab++;
+            s->full_cur = 0;
+        }
+    }
 }
 
 /* The smallest values clock of ns's dense tables (INT64_MAX: none). */
@@ -234,7 +261,7 @@ void follow_clock(follow *f)
 {
     for (int i = 0; f && i < f->nsubs; i++) {
         sub *s = &f->subs[i];
-        if (s->target >= 0 && !s->owed_full && dense_clock(f, s->ns) >= s->target)
+        if (s->target >= 0 && !s->owed_full && !s->in_full && dense_clock(f, s->ns) >= s->target)
             send_dense(f, s);
     }
 }
@@ -381,8 +408,8 @@ void follow_tick(follow *f)
     sync_changes(f, now);
     for (int i = 0; i < f->nsubs; i++) {
         sub *s = &f->subs[i];
-        if (s->owed_full)
-            send_full(f, s);
+        if (s->owed_full || s->in_full)
+            step_full(f, s, FOLLOW_FULL_ROWS);
         else if (s->target >= 0 && now - s->asked_ms >= s->sync_ms &&
                  dense_quiet(f, s->ns, now - s->sync_ms))
             send_dense(f, s); /* training paused or ended: this is what it holds */
@@ -395,8 +422,8 @@ void follow_final(follow *f)
         return;
     sync_changes(f, tu_now_ms());
     for (int i = 0; i < f->nsubs; i++) {
-        if (f->subs[i].owed_full)
-            send_full(f, &f->subs[i]);
+        if (f->subs[i].owed_full || f->subs[i].in_full)
+            step_full(f, &f->subs[i], UINT64_MAX);
         else
             send_dense(f, &f->subs[i]);
     }

@@ -150,3 +150,27 @@ int shard_follow_taken(shard *s, int (*fn)(void *ctx, uint64_t key, const float 
     }
     return (int)(taken > INT32_MAX ? INT32_MAX : taken);
 }
+
+int shard_scan(const shard *s, uint64_t *pos, uint64_t max,
+               int (*fn)(void *ctx, uint64_t key, const float *row), void *ctx)
+{
+    uint64_t rows = s->dense ? s->count : s->used;
+    uint64_t left = *pos < rows ? rows - *pos : 0;
+    uint64_t end = *pos + (max < left ? max : left);
+    size_t rf = shard_row_floats(s);
+    float one[rf ? rf : 1];
+    for (uint64_t r = *pos; r < end; r++) {
+        int rc;
+        if (s->dense) {
+            shard_export_run(s, s->first + r, 1, one);
+            rc = fn(ctx, s->first + r, one);
+        } else {
+            const float *rec = shard_rec(s, (uint32_t)r);
+            rc = fn(ctx, shard_rec_key(rec), rec + KEY_FLOATS);
+        }
+        if (rc < 0)
+            return -PSKV_ENOMEM;
+    }
+    *pos = end > *pos ? end : *pos;
+    return *pos >= rows;
+}

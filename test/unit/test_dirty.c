@@ -184,12 +184,37 @@ START_TEST(follow_bits_sparse_growth)
 }
 END_TEST
 
+/* shard_scan: a full copy in slices visits every row once, then says it is done. */
+START_TEST(scan_in_slices)
+{
+    shard *s = shard_new(0, 0, 0, 0, UINT64_MAX, 1, &SUM, &ZERO);
+    ck_assert_ptr_nonnull(s);
+    uint64_t keys[100];
+    float g[100];
+    for (int i = 0; i < 100; i++)
+        keys[i] = 77ULL * (uint64_t)(i + 1), g[i] = 1;
+    ck_assert_int_eq(shard_push(s, keys, 0, 100, g), 0);
+    uint64_t pos = 0, seen[17] = {0};
+    int calls = 0, rc;
+    while ((rc = shard_scan(s, &pos, 30, take_key, seen)) == 0)
+        calls++;
+    ck_assert_int_eq(rc, 1);
+    ck_assert_int_eq(calls, 3); /* 30, 60, 90: then the last 10 and done */
+    ck_assert_uint_eq(seen[0], 100);
+    ck_assert_uint_eq(pos, 100);
+    ck_assert_int_eq(shard_scan(s, &pos, 30, take_key, seen), 1); /* nothing left */
+    ck_assert_uint_eq(seen[0], 100);
+    shard_destroy(&s);
+}
+END_TEST
+
 Suite *dirty_suite(void)
 {
     Suite *s = suite_create("dirty");
     TCase *tf = tcase_create("follow");
     tcase_add_test(tf, follow_bits);
     tcase_add_test(tf, follow_bits_sparse_growth);
+    tcase_add_test(tf, scan_in_slices);
     suite_add_tcase(s, tf);
     TCase *tc = tcase_create("changes");
     tcase_add_test(tc, dense_changes);
