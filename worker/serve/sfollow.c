@@ -45,7 +45,6 @@ typedef struct fstate {
     int n;
     smerge *m;
     int64_t lead, round_ms;
-    int disagreed;  /* the last round's dense parts did not agree */
     int followed;   /* rows arrived at least once */
     met_series *rows_in, *gaps;
 } fstate;
@@ -171,7 +170,7 @@ static void try_publish(fstate *F)
 {
     uint32_t ids[MAX_SERVERS];
     int64_t hi;
-    F->disagreed = smerge_dense_publish(F->m, ids, ids_of(F, ids), &hi) > 0;
+    smerge_dense_publish(F->m, ids, ids_of(F, ids), &hi);
 }
 
 static void on_data(fstate *F, srvc *s, const wire_msg *msg)
