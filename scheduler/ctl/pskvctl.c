@@ -1,5 +1,6 @@
 /* pskvctl: asks a running scheduler about its job, and makes keys.
  *   pskvctl [--scheduler HOST:PORT] [--keys DIR] status [--json] | checkpoint
+ *   pskvctl status --study STUDY.db   (a pskv-tune study: ctl_study.h)
  *   pskvctl [--scheduler HOST:PORT] [--keys DIR] top [--interval S] [--count N] [--plain]
  *   pskvctl [--scheduler HOST:PORT] [--keys DIR] drain NODE [--drain-timeout S]
  *   pskvctl keygen --role ROLE --out DIR
@@ -17,6 +18,7 @@
 #include "config.h"
 #include "ctl_detect.h"
 #include "ctl_drain.h"
+#include "ctl_study.h"
 #include "ctl_top.h"
 #include "export.h"
 #include "keys.h"
@@ -29,6 +31,9 @@
 static cfg_entry config[] = {
     {"scheduler", CFG_STR, "127.0.0.1:7700", "PSKV_SCHEDULER", 1, 0, NULL,
      "scheduler address HOST:PORT", 0, 0, NULL, NULL},
+    {"study", CFG_STR, "", NULL, 1, 0, NULL,
+     "status: show this pskv-tune study (STUDY.db: its trials by state, the best) instead of "
+     "asking a scheduler", 0, 0, NULL, NULL},
     {"json", CFG_BOOL, "false", NULL, 1, 0, NULL, "print JSON for tools instead of a table", 0, 0,
      NULL, NULL},
     {"timeout", CFG_DOUBLE, "5", "PSKV_CTL_TIMEOUT", 0.1, 3600, "s",
@@ -435,6 +440,7 @@ int main(int argc, char **argv)
     cfg_args args;
     const char *usage = "pskvctl [--scheduler HOST:PORT] [--keys DIR] status [--json] | checkpoint"
                         " | top [--interval S] [--count N] [--plain]\n"
+                        "       pskvctl status --study STUDY.db\n"
                         "       pskvctl [--scheduler HOST:PORT] [--keys DIR] drain NODE "
                         "[--drain-timeout S]\n"
                         "       pskvctl keygen --role ROLE --out DIR\n"
@@ -462,6 +468,14 @@ int main(int argc, char **argv)
                 "usage: %s\n",
                 usage);
         return 2;
+    }
+    if (*cfg_str(config, "study")) {
+        if (args.npos != 1 || strcmp(args.pos[0], "status") != 0 || cfg_int(config, "json")) {
+            fprintf(stderr, "pskvctl: --study goes with status only, without --json "
+                    "(pskv-tune export --csv is the study for tools)\nusage: %s\n", usage);
+            return 2;
+        }
+        return ctl_study_status(cfg_str(config, "study"));
     }
     const char *sched = cfg_str(config, "scheduler");
     char host[256];
