@@ -4,10 +4,12 @@
 
 WATCH=$top/test/tools/follow_watch.py
 
-# follow_reap: on the test's exit, ends the pskv-serve processes it started.
+# follow_reap DIR: on the test's exit, ends the pskv-serve processes it started (DIR
+# is given when the trap is set: TDIR, set for the test function's call only, is
+# gone when the EXIT trap runs).
 follow_reap() {
   local f
-  for f in "$TDIR"/follow*.pid; do
+  for f in "$1"/follow*.pid; do
     [ -e "$f" ] && kill "$(cat "$f")" 2>/dev/null
   done
   return 0
@@ -25,7 +27,7 @@ follow_job() {
 # follow_serve NAME SCHEDPORT HTTPPORT [ARGS...]: pskv-serve following namespace fj.
 follow_serve() {
   local name=$1 sp=$2 hp=$3; shift 3
-  trap follow_reap EXIT
+  trap "follow_reap '$TDIR'" EXIT
   start "$name" "$BIN/pskv-serve" --scheduler "127.0.0.1:$sp" --namespace fj --http-port "$hp" "$@"
 }
 
@@ -74,6 +76,7 @@ t_serve_follow_restart() {
     sleep 0.1
   done
   kill -9 "$(cat follow.pid)"
+  wait_exit "$(cat follow.pid)" 10 > /dev/null # its port is free once it is gone
   follow_serve follow2 "$sp" "$hp"
   python3 "$WATCH" "$hp" 500 1 90 > watch.out 2>&1 || fail "after the restart: $(cat watch.out)"
   grep -q 'took a full copy\|following namespace' follow2.log || fail "follow2: $(tail -n 3 follow2.log)"
