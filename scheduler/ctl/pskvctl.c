@@ -3,10 +3,12 @@
  *   pskvctl status --study STUDY.db   (a pskv-tune study: ctl_study.h)
  *   pskvctl [--scheduler HOST:PORT] [--keys DIR] top [--interval S] [--count N] [--plain]
  *   pskvctl [--scheduler HOST:PORT] [--keys DIR] drain NODE [--drain-timeout S]
+ *   pskvctl [--scheduler HOST:PORT] [--keys DIR] shutdown | stop GROUP
  *   pskvctl keygen --role ROLE --out DIR
  *   pskvctl keys init DIR --servers S --workers W
  *   pskvctl export --checkpoint N --from DIR[,DIR...] [--namespace NS] --out PATH
- * Exit status: 0 answered (or keys made, or model exported, or server drained), 1 no
+ * Exit status: 0 answered (or keys made, or model exported, or server drained, or
+ * service shutting down, or group told to stop), 1 no
  * answer within --timeout, refused, not drained, or keys or model not made, 2 usage. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -18,6 +20,7 @@
 #include "config.h"
 #include "ctl_detect.h"
 #include "ctl_drain.h"
+#include "ctl_group.h"
 #include "ctl_study.h"
 #include "ctl_top.h"
 #include "export.h"
@@ -258,6 +261,25 @@ static void json_traffic(const Pskv__Node *n)
     putchar(']');
 }
 
+/* ,"service":B,"groups":[...]: a service's worker groups (ctl_group.h). */
+static void json_groups(const Pskv__View *v)
+{
+    printf(",\"service\":%s,\"groups\":[", v->service ? "true" : "false");
+    for (size_t i = 0; i < v->n_groups; i++) {
+        const Pskv__GroupStatus *g = v->groups[i];
+        printf("%s{\"name\":", i ? "," : "");
+        json_str(g->name);
+        printf(",\"state\":");
+        json_str(g->state);
+        printf(",\"size\":%u,\"registered\":%u,\"barrier\":%" PRIu64 ",\"clock\":%" PRId64
+               ",\"stopped_by\":", g->size, g->registered, g->barrier,
+               g->has_clock ? g->clock : -1);
+        json_str(g->stopped_by ? g->stopped_by : "");
+        putchar('}');
+    }
+    putchar(']');
+}
+
 static void print_json(const Pskv__Meta *m)
 {
     const Pskv__View *v = m->view;
@@ -316,6 +338,7 @@ static void print_json(const Pskv__Meta *m)
            v->insecure ? "true" : "false");
     json_refusals(v->refusals, v->n_refusals);
     ctl_detect_json_view(v);
+    json_groups(v);
     printf(",\"forgotten\":%" PRIu64 ",\"partitions\":%u,\"replicas\":%u,\"vnodes\":%u,"
            "\"lost\":%u,\"chains\":[", v->forgotten, v->partitions, v->replicas, v->vnodes,
            v->lost);
@@ -400,6 +423,7 @@ static void print_table(const Pskv__Meta *m)
     for (size_t i = 0; i < v->n_nodes; i++)
         dropped += v->nodes[i]->dropped;
     ctl_detect_print(v);
+    ctl_group_print(v);
     print_tables(v);
     print_namespaces(v);
     print_traffic(v);
@@ -443,6 +467,7 @@ int main(int argc, char **argv)
                         "       pskvctl status --study STUDY.db\n"
                         "       pskvctl [--scheduler HOST:PORT] [--keys DIR] drain NODE "
                         "[--drain-timeout S]\n"
+                        "       pskvctl [--scheduler HOST:PORT] [--keys DIR] shutdown | stop GROUP\n"
                         "       pskvctl keygen --role ROLE --out DIR\n"
                         "       pskvctl keys init DIR --servers S --workers W\n"
                         "       pskvctl export --checkpoint N --from DIR[,DIR...] [--namespace NS] "
@@ -457,14 +482,22 @@ int main(int argc, char **argv)
     int ckpt = args.npos == 1 && !strcmp(args.pos[0], "checkpoint");
     int top = args.npos == 1 && !strcmp(args.pos[0], "top");
     int drain = args.npos >= 1 && !strcmp(args.pos[0], "drain");
+    int shutdown = args.npos == 1 && !strcmp(args.pos[0], "shutdown");
+    int stop = args.npos >= 1 && !strcmp(args.pos[0], "stop");
+    if (stop && args.npos != 2) {
+        fprintf(stderr, "pskvctl stop: needs one GROUP (its name, as pskvctl status shows it)\n"
+                "usage: %s\n", usage);
+        return 2;
+    }
     if (drain && args.npos != 2) {
         fprintf(stderr, "pskvctl drain: needs one NODE (the server's id, or HOST:PORT, as "
                 "pskvctl status shows it)\nusage: %s\n", usage);
         return 2;
     }
-    if (!drain && (args.npos != 1 || (strcmp(args.pos[0], "status") != 0 && !ckpt && !top))) {
-        fprintf(stderr, "pskvctl: expected one command: status, checkpoint, top, drain, keygen, "
-                "keys init or export\n"
+    if (!drain && !stop && !shutdown &&
+        (args.npos != 1 || (strcmp(args.pos[0], "status") != 0 && !ckpt && !top))) {
+        fprintf(stderr, "pskvctl: expected one command: status, checkpoint, top, drain, "
+                "shutdown, stop, keygen, keys init or export\n"
                 "usage: %s\n",
                 usage);
         return 2;
@@ -502,6 +535,14 @@ int main(int argc, char **argv)
         int st = ctl_top(s, sched, cfg_double(config, "interval"), (long)cfg_int(config, "count"),
                          (int)cfg_int(config, "plain"),
                          (int)(cfg_double(config, "timeout") * 1000));
+        zmq_close(s);
+        zmq_ctx_term(ctx);
+        return st;
+    }
+    if (shutdown || stop) {
+        int answer_ms = (int)(cfg_double(config, "timeout") * 1000);
+        int st = shutdown ? ctl_shutdown(s, sched, answer_ms)
+                          : ctl_stop_group(s, sched, args.pos[1], answer_ms);
         zmq_close(s);
         zmq_ctx_term(ctx);
         return st;
