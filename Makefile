@@ -75,7 +75,7 @@ WORKER_UNIT_O := $(DATA_O) $(BUILD)/obj/worker/apps/train/model.o $(BUILD)/obj/w
                  $(BUILD)/obj/worker/lib/wplan.o $(BUILD)/obj/worker/lib/wstate.o \
                  $(BUILD)/obj/worker/lib/wpy.o
 # pskv-serve's pieces the serve suite links (no main, no HTTP)
-SERVE_UNIT_O := $(patsubst %,$(BUILD)/obj/worker/serve/%.o,sjson snap predict) \
+SERVE_UNIT_O := $(patsubst %,$(BUILD)/obj/worker/serve/%.o,sjson snap predict smerge) \
                 $(BUILD)/obj/worker/apps/train/sparse_eval.o
 # scheduler code the membership suite links: the node table, its events, the
 # view it publishes and the sends (no policy, no metrics, no main)

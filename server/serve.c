@@ -409,6 +409,16 @@ static void on_clock(wire_msg *msg)
         consist_clock_from(srv.cons, srv.mb.node_id, rank, r->clock);
         chain_forward_clock(srv.chain, srv.mb.node_id, 0, rank, r->clock);
     }
+    follow_clock(srv.follow); /* a clock boundary: the dense parts readers wait for */
+}
+
+/* FOLLOW: a reader (pskv-serve) subscribes to a namespace's rows (follow.h). */
+static void on_follow(wire_msg *msg)
+{
+    char why[300];
+    int rc = srv.follow ? follow_request(srv.follow, msg, why, sizeof why) : -PSKV_ENOMEM;
+    if (rc < 0)
+        fail(msg, -rc, srv.follow ? why : "no memory for readers");
 }
 
 /* After a view: which heads' clock streams pulls here wait on. A new head's
@@ -478,6 +488,7 @@ static void handle_worker(wire_msg *msg)
     case PSKV__MSG_TYPE__PULL: on_pull(msg); break;
     case PSKV__MSG_TYPE__CLOCK: on_clock(msg); break;
     case PSKV__MSG_TYPE__TABLE_LR: on_table_lr(msg); break;
+    case PSKV__MSG_TYPE__FOLLOW: on_follow(msg); break;
     case PSKV__MSG_TYPE__REPLICATE:
         chain_replicate(srv.chain, msg);
         consist_advance(srv.cons); /* a bsp close may free parked pulls */
@@ -524,8 +535,10 @@ int serve_scheduler(void)
                       (unsigned long long)srv.mb.epoch);
                 exit(3);
             }
-            if (chain_place_epoch(srv.chain) != place_before)
+            if (chain_place_epoch(srv.chain) != place_before) {
                 consist_placement_changed(srv.cons, chain_place_epoch(srv.chain));
+                follow_placement(srv.follow); /* new heads: readers get full copies */
+            }
             consist_view(srv.cons);
             clocks_after_view(place_before);
             if (clocks.vc) {
@@ -540,6 +553,7 @@ int serve_scheduler(void)
         } else if (msg.meta->type == PSKV__MSG_TYPE__CHECKPOINT_PRUNE && msg.meta->has_seq) {
             checkpoint_prune(msg.meta->seq, msg.meta->prune_keep_from, msg.meta->prune_keep_to);
         } else if (msg.meta->type == PSKV__MSG_TYPE__STOP) {
+            follow_final(srv.follow); /* readers keep the model as it ends */
             if (msg.meta->drained)
                 LOG_I("drained (pskvctl drain): the other servers hold whole copies of every "
                       "partition this server held; leaving the job (exit 0)");

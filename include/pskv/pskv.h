@@ -395,6 +395,18 @@ int pskv_job_ending(const pskv_worker *w);
  * async). Returns the number of ranks written. */
 int pskv_values_clocks(const pskv_worker *w, int64_t *lo, int64_t *hi, int64_t *vc, int max);
 
+/* Reading a served model: the rows of n keys of `table` from the pskv-serve at
+ * endpoint ("HOST:PORT", its --zmq-port), as its POST /v1/lookup answers them:
+ * out gets n x *width floats (NaN for a key the table does not hold; out_cap
+ * floats at most), *clock the version's clock (width, clock may be NULL). Needs
+ * no worker handle; one request on a socket of its own, within timeout_ms.
+ * Returns 0, -PSKV_EINVAL (bad arguments, out too small), -PSKV_ENOTABLE (no
+ * such table served), -PSKV_ETIMEDOUT, -PSKV_ENET or -PSKV_EPROTO; why (when
+ * why_len > 0) says what went wrong. Thread-safe. */
+int pskv_serve_lookup(const char *endpoint, const char *table, const uint64_t *keys, size_t n,
+                      float *out, size_t out_cap, uint32_t *width, int64_t *clock,
+                      int timeout_ms, char *why, size_t why_len);
+
 /* The scheduler's --early-stop-metric as the latest view says ("" when off);
  * the string belongs to the view (valid until the next libpskv call). */
 const char *pskv_early_stop_metric(const pskv_worker *w);

@@ -122,6 +122,9 @@ SIGNATURES = {
     "pskv_struct_layout": (c_int64, [c_char_p, c_char_p]),
     "pskv_held_get": (None, [W, ctypes.POINTER(Held)]),
     "pskv_request_pending": (c_int, [W, c_int64]),
+    "pskv_serve_lookup": (c_int, [c_char_p, c_char_p, VP, c_size_t, VP, c_size_t,
+                                  ctypes.POINTER(ctypes.c_uint32), P_I64, c_int, c_char_p,
+                                  c_size_t]),
     "free": (None, [VP]),
 }
 

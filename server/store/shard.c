@@ -143,6 +143,7 @@ void shard_destroy(shard **s_p)
     shard_big_free(s->slots, s->cap * sizeof *s->slots);
     shard_big_free(s->old_slots, s->old_cap * sizeof *s->old_slots);
     shard_big_free(s->next_slots, s->next_cap * sizeof *s->next_slots);
+    shard_big_free(s->fdirty, shard_dirty_bytes(s));
     shard_big_free(s->dirty, shard_dirty_bytes(s));
     shard_big_free(s->rows, s->rows_cap * shard_rec_floats(s) * sizeof(float));
     free(s->gone);
