@@ -86,6 +86,67 @@ sys.exit(not any(x.get("state") == "dead" and x.get("dead_reason") == "connectio
   return 0
 }
 
+# With --keys the listening socket's one monitor is the ZAP handler's; it feeds both
+# the refusals (a plaintext worker tried during the job is logged as refused) and
+# the failure detector (a kill -9 of a server, R = 2, is declared dead from its
+# closed connection, not left to the lease); the sums stay exact.
+tags detect_kill_keyed serial keys
+t_detect_kill_keyed() {
+  local d=$TDIR/logs K=$TDIR/keys port t0 line tdead
+  "$BIN/pskvctl" keys init "$K" --servers 3 --workers 2 > /dev/null || fail "keys init failed"
+  port=$(free_port)
+  "$LAUNCH" --log-dir "$d" --timeout 150 --servers 3 --workers 2 --port "$port" --keys "$K" \
+    --scheduler-opt=--replicas=2 -- --app check --rounds 2500 > "$d.out" 2>&1 &
+  local lp=$!
+  mkdir -p "$d"; d_joined "$d" 2
+  timeout 20 "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --app check --connect-timeout 1 \
+    > nokey.log 2>&1 && fail "a worker without a key joined"
+  t0=$(date +%s%3N)
+  kill -KILL "$(cat "$d/server-$((RANDOM % 3)).pid")"
+  wait_line "$d/scheduler.log" 'is dead (connection closed): marked dead' 1 10 ||
+    fail "with --keys the killed server was not declared dead from its connection: $(grep -i 'dead\|monitor' "$d/scheduler.log" | tail -n 3)"
+  wait "$lp" || fail "the job failed: $(grep -h FAILED "$d.out" "$d"/worker-*.log | head -n 3)"
+  grep -q '^check ok' "$d.out" || fail "no 'check ok'"
+  line=$(grep -m 1 'is dead (connection closed)' "$d/scheduler.log")
+  tdead=$(date -d "$(cut -c1-23 <<< "$line" | tr T ' ')Z" +%s%3N)
+  echo "with --keys: declared dead $((tdead - t0)) ms after kill -9 (load $(cut -d' ' -f1 /proc/loadavg))"
+  [ $((tdead - t0)) -lt 800 ] || fail "declared dead $((tdead - t0)) ms after the kill: not sooner than the lease"
+  grep -q 'refused plaintext from' "$d/scheduler.log" ||
+    fail "the ZAP monitor no longer counts refusals: no 'refused plaintext' for the keyless worker"
+  return 0
+}
+
+# A server whose chain neighbour's connection closes tells the scheduler
+# (PEER_CLOSED), which probes that server and, its port refused, declares it dead
+# (connection closed). The scheduler's own monitor is off (the test hook
+# PSKV_TEST_NO_MONITOR, as when it cannot start), so only the servers' reports can
+# say so sooner than the lease: kill -9 of one of 3 servers (R = 2) under 4 workers.
+tags detect_peer_report serial
+t_detect_peer_report() {
+  local d=$TDIR/logs t0 line tdead
+  PSKV_TEST_NO_MONITOR=1 "$LAUNCH" --log-dir "$d" --timeout 150 --servers 3 --workers 4 \
+    --scheduler-opt=--replicas=2 -- --app check --rounds 2500 > "$d.out" 2>&1 &
+  local lp=$!
+  mkdir -p "$d"; d_joined "$d" 4
+  grep -q 'test hook PSKV_TEST_NO_MONITOR' "$d/scheduler.log" || fail "the scheduler did not take the test hook"
+  sleep 1
+  t0=$(date +%s%3N)
+  kill -KILL "$(cat "$d/server-$((RANDOM % 3)).pid")"
+  wait_line "$d/scheduler.log" 'is dead (connection closed): marked dead' 1 10 ||
+    fail "the killed server was not declared dead from its neighbours' reports: $(grep -i 'dead\|reports' "$d/scheduler.log" | tail -n 3)"
+  wait "$lp" || fail "the job failed: $(grep -h FAILED "$d.out" "$d"/worker-*.log | head -n 3)"
+  grep -q '^check ok' "$d.out" || fail "no 'check ok'"
+  grep -q 'reports that its connection to server node [0-9]* closed: probing it' "$d/scheduler.log" ||
+    fail "no server's report reached the scheduler"
+  grep -q 'the connection to server node [0-9]* (.*) closed: told the scheduler' "$d"/server-*.log ||
+    fail "no server said it told the scheduler"
+  line=$(grep -m 1 'is dead (connection closed)' "$d/scheduler.log")
+  tdead=$(date -d "$(cut -c1-23 <<< "$line" | tr T ' ')Z" +%s%3N)
+  echo "declared dead $((tdead - t0)) ms after kill -9 from a neighbour's report (load $(cut -d' ' -f1 /proc/loadavg))"
+  [ $((tdead - t0)) -lt 800 ] || fail "declared dead $((tdead - t0)) ms after the kill: not sooner than the lease"
+  return 0
+}
+
 # SIGSTOP of a server for 3 s at the defaults (longer if not yet declared dead: on a
 # loaded host the time-out grows up to --dead-after-ms): its connections stay open,
 # so the lease (phi-accrual, at least --min-dead-after-ms) declares it dead; it is replaced,
