@@ -7,8 +7,8 @@
 #   2. a SIGSTOP'd server (silent: no connection closes), --stops stops, --warmup s
 #      into the job: from the stop to the death line; median and worst;
 #   3. false deaths: an MLP run (3 servers R = 2, 4 workers) of --soak-seconds beside
-#      8 and then 16 busy loops, and beside the memory-heavy neighbour of
-#      t_detect_load (4 busy loops, 2 processes zeroing 256 MiB over and over):
+#      8 and then 16 busy loops, and beside a memory-heavy neighbour (4 busy
+#      loops, 2 processes zeroing 256 MiB over and over):
 #      nodes declared dead, declared dead then heard from, the load average;
 #   4. the heartbeats' cost: the scheduler's CPU per node per second and the bytes of a
 #      heartbeat and of its ack, this build against --baseline-bin DIR (today's).
