@@ -15,16 +15,17 @@
 # the server's first 0.5 s back, so that its loop meets the lapse before an
 # acknowledgement renews the lease.
 # A copy (FILL) that reaches a server whose lease has lapsed (R = 2, a server killed:
-# the first copy to a new chain member waits 5 s, PSKV_TEST_FILL_DELAY_MS, while the
-# scheduler is paused, so every lease lapses before it arrives): the member takes it
+# the first copy to a new chain member waits 6.5 s, PSKV_TEST_FILL_DELAY_MS, while the
+# scheduler is paused 7 s, so every lease, at most 4.9 s at the defaults, lapses
+# before it arrives; the sender's loop blocked less than the 8 s after which its
+# heartbeats stop): the member takes it
 # anyway (a copy is sent once; before, it was dropped and the member waited for good)
 # and the run ends with exact sums.
 tags fill_lapsed once
 f_fill_lapsed() {
   local d=$TDIR/c i line=
-  PSKV_TEST_FILL_DELAY_MS=5000 launch "$d" --servers 3 --workers 2 --scheduler-opt=--replicas=2 \
-    --scheduler-opt=--heartbeat-ms=1000 --scheduler-opt=--dead-after-ms=4000 -- --app check \
-    --count-acked --rounds 3000
+  PSKV_TEST_FILL_DELAY_MS=6500 launch "$d" --servers 3 --workers 2 --scheduler-opt=--replicas=2 \
+    -- --app check --count-acked --rounds 3000
   wait_joined "$d" 2
   sleep 0.5
   kill -KILL "$(cat "$d/server-0.pid")"
@@ -33,7 +34,7 @@ f_fill_lapsed() {
     sleep 0.05
   done
   [ -n "$line" ] || fail "no copy after the kill: $(grep -h 'view epoch' "$d"/server-1.log | tail -n 2)"
-  kill -STOP "$(cat "$d/scheduler.pid")"; sleep 5.6; kill -CONT "$(cat "$d/scheduler.pid")"
+  kill -STOP "$(cat "$d/scheduler.pid")"; sleep 7; kill -CONT "$(cat "$d/scheduler.pid")"
   wait_ok "$d"
   grep -q 'lease lapsed' "$d"/server-[12].log || fail "no lease lapsed: the copy met a valid lease"
   echo "${line##*: }"
