@@ -251,12 +251,14 @@ static void closed(memb_node *n)
         return;
     }
     snprintf(n->det.why, sizeof n->det.why, "connection closed");
+    long ago = (long)(tu_now_ms() - n->det.closed_ms);
     if (r == PROBE_REFUSED)
-        LOG_W("%s node %u: its connection closed and %s:%d refuses connections",
-              memb_role_name(n->role), n->id, n->host, n->port);
+        LOG_W("%s node %u: its connection closed (%ld ms ago, probe %d) and %s:%d refuses "
+              "connections", memb_role_name(n->role), n->id, ago, n->det.rechecks + 1, n->host,
+              n->port);
     else
-        LOG_W("%s node %u: its connection closed and its process %u is gone",
-              memb_role_name(n->role), n->id, n->pid);
+        LOG_W("%s node %u: its connection closed (%ld ms ago, probe %d) and its process %u is "
+              "gone", memb_role_name(n->role), n->id, ago, n->det.rechecks + 1, n->pid);
     memb_declare_dead(n, tu_now_ms());
 }
 
@@ -313,6 +315,7 @@ void detect_on_peer_closed(wire_msg *msg)
     LOG_I("server node %u reports that its connection to server node %u closed: probing it",
           from->id, n->id);
     n->det.rechecks = 0;
+    n->det.closed_ms = tu_now_ms();
     closed(n);
 }
 
@@ -348,6 +351,7 @@ void detect_events(void)
                 }
             if (had && judged(n)) {
                 n->det.rechecks = 0;
+                n->det.closed_ms = tu_now_ms();
                 closed(n);
             }
         }

@@ -47,6 +47,7 @@ typedef struct detect_node {
     int64_t recheck_ms;       /* probe again at this time (0 = none): a closed connection
                                  whose probe was accepted, its process perhaps exiting */
     int rechecks;             /* probes since its connection closed */
+    int64_t closed_ms;        /* when it was last seen closing (logged with the death) */
     char why[64];             /* why it was declared dead; "" while alive */
     struct met_series *phi_s, *mean_s, *sd_s; /* its gauges (sched_metrics), or NULL */
 } detect_node;

@@ -59,7 +59,12 @@ if [ -z "$only" ] || [ "$only" = failover ]; then
       { [ -z "$f" ] || [ "$t" -lt "$f" ]; } && f=$t
     done
     [ -n "$f" ] && echo $((f - t0)) >> "$out/failover"
-    rm -rf "$d" "$d.out"
+    # where the time went: kill to the death line (and the probe that confirmed it),
+    # to the new view, to the first push a new owner acknowledged
+    t=$(first_line_ms "$d/scheduler.log" 'is dead (connection closed)') || t=""
+    v=$(first_line_ms "$d/scheduler.log" 'replaced: view epoch') || v=""
+    echo "kill9 k=$k dead_ms=$([ -n "$t" ] && echo $((t - t0))) view_ms=$([ -n "$v" ] && echo $((v - t0))) push_ms=$([ -n "$f" ] && echo $((f - t0))) $(grep -o -m 1 'closed ([0-9]* ms ago, probe [0-9]*)' "$d/scheduler.log") load=$(loadavg)"
+    [ -n "${PSKV_KEEP_LOGS:-}" ] || rm -rf "$d" "$d.out"
   done
   echo "kill9 detect $(stats < "$out/detect") all_ms=$(sort -n "$out/detect" | tr '\n' ' ')"
   echo "kill9 failover $(stats < "$out/failover") all_ms=$(sort -n "$out/failover" | tr '\n' ' ') load=$(loadavg)"
