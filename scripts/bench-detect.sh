@@ -80,13 +80,18 @@ if [ -z "$only" ] || [ "$only" = stop ]; then
     joined "$d" 3 || { kill $lp; wait $lp; continue; }
     sleep "$warmup"
     pid=$(cat "$d/server-1.pid")
+    # the stopped server's own death line (another node's, a false death of the
+    # loaded warm-up, is counted apart)
+    port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$d/server-1.log" | head -n 1)
+    before=$(grep -c 'is dead' "$d/scheduler.log")
     t0=$(date +%s%3N)
     kill -STOP "$pid"
-    for i in $(seq 100); do grep -q 'is dead (silent' "$d/scheduler.log" && break; sleep 0.1; done
+    for i in $(seq 100); do grep -q ":$port) is dead (silent" "$d/scheduler.log" && break; sleep 0.1; done
     kill -CONT "$pid"
-    t=$(first_line_ms "$d/scheduler.log" 'is dead (silent') && echo $((t - t0)) >> "$out/stop"
+    t=$(first_line_ms "$d/scheduler.log" ":$port) is dead (silent") && echo $((t - t0)) >> "$out/stop"
+    echo "sigstop k=$k dead_ms=$([ -n "$t" ] && echo $((t - t0))) $(grep -o -m 1 ":$port) is dead (silent [0-9]* ms, phi [0-9.]*)" "$d/scheduler.log") other_deaths_before=$before load=$(loadavg)"
     kill -INT $lp 2>/dev/null; wait $lp 2>/dev/null
-    rm -rf "$d" "$d.out"
+    [ -n "${PSKV_KEEP_LOGS:-}" ] || rm -rf "$d" "$d.out"
   done
   echo "sigstop detect $(stats < "$out/stop") all_ms=$(sort -n "$out/stop" | tr '\n' ' ') warmup_s=$warmup load=$(loadavg)"
 fi
