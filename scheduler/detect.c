@@ -314,8 +314,9 @@ void detect_on_peer_closed(wire_msg *msg)
         return; /* dead already (most often by the scheduler's own monitor), or leaving */
     LOG_I("server node %u reports that its connection to server node %u closed: probing it",
           from->id, n->id);
+    if (!n->det.recheck_ms) /* else a close is being probed already: its time stands */
+        n->det.closed_ms = tu_now_ms();
     n->det.rechecks = 0;
-    n->det.closed_ms = tu_now_ms();
     closed(n);
 }
 
@@ -350,8 +351,9 @@ void detect_events(void)
                     had = 1;
                 }
             if (had && judged(n)) {
+                if (!n->det.recheck_ms)
+                    n->det.closed_ms = tu_now_ms();
                 n->det.rechecks = 0;
-                n->det.closed_ms = tu_now_ms();
                 closed(n);
             }
         }
