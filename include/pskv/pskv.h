@@ -87,6 +87,14 @@ typedef struct pskv_config {
                                   this many bytes of memory, every replica counted: a
                                   push that would create rows past it fails PSKV_EQUOTA
                                   (default 0: none asked; the namespace's first quota stays) */
+    const char *group;         /* the worker group this worker joins (a service's:
+                                  pskv-scheduler --service): ranks 0..group_size-1,
+                                  barriers, clocks and life of its own; its tables live
+                                  in the namespace of its name unless table_namespace
+                                  names another. NULL or "" = the unnamed group (a job's
+                                  workers). 1..64 bytes, no '/' (docs/protocol.md "Groups") */
+    int group_size;            /* W, the same for every worker of the group (0 = the
+                                  scheduler's --workers; a named group needs it) */
 } pskv_config;
 
 /* Precision of pskv_allreduce's values on the wire. FP16 (IEEE binary16) and BF16

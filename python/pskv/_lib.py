@@ -36,7 +36,7 @@ class Config(ctypes.Structure):
         ("metrics_port", c_int), ("metrics_bind", c_char_p), ("evaluator", c_int),
         ("listen_port", c_int), ("listen_bind", c_char_p), ("allreduce_wire", c_int),
         ("shm", c_int), ("slice_us", c_int), ("table_namespace", c_char_p),
-        ("quota_bytes", c_uint64),
+        ("quota_bytes", c_uint64), ("group", c_char_p), ("group_size", c_int),
     ]
 
 
