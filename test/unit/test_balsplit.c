@@ -106,6 +106,36 @@ START_TEST(unmeasured_and_set)
 }
 END_TEST
 
+START_TEST(dropped_worker)
+{
+    balsplit *s = balsplit_new(3, 48);
+    const int *b = balsplit_cur(s);
+    int fixed[] = {20, 20, 8};
+    balsplit_set(s, fixed);
+    /* worker 2 dies: its 8 go to the others in proportion to theirs, the sum kept */
+    ck_assert_int_eq(balsplit_drop(s, 2), 1);
+    ck_assert_int_eq(balsplit_live(s), 2);
+    ck_assert_int_eq(b[2], 0);
+    ck_assert_int_eq(b[0], 24);
+    ck_assert_int_eq(b[1], 24);
+    ck_assert_int_eq(balsplit_drop(s, 2), 0); /* once */
+    ck_assert_int_eq(balsplit_drop(s, 3), 0); /* out of range */
+    /* the rule goes on over the live ones: worker 1 three times slower */
+    float t[] = {10, 30, 0};
+    ck_assert_int_ge(feed(s, t, 4 * BALSPLIT_WIN), 1);
+    ck_assert_int_eq(b[2], 0);
+    ck_assert_int_eq(sum(b, 3), 48);
+    ck_assert_int_gt(b[0], 2 * b[1]);
+    ck_assert_int_eq(balsplit_drop(s, 1), 1);
+    ck_assert_int_eq(b[0], 48);
+    ck_assert_int_eq(balsplit_drop(s, 0), 0); /* the last one stays */
+    balsplit_even(s); /* a fresh start: all back */
+    ck_assert_int_eq(balsplit_live(s), 3);
+    ck_assert_int_eq(b[2], 16);
+    balsplit_destroy(&s);
+}
+END_TEST
+
 Suite *balsplit_suite(void)
 {
     Suite *s = suite_create("balsplit");
@@ -114,6 +144,7 @@ Suite *balsplit_suite(void)
     tcase_add_test(tc, moves_capped_and_windowed);
     tcase_add_test(tc, alternating_speeds_do_not_swing);
     tcase_add_test(tc, unmeasured_and_set);
+    tcase_add_test(tc, dropped_worker);
     suite_add_tcase(s, tc);
     return s;
 }

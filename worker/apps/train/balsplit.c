@@ -13,6 +13,8 @@ struct balsplit {
     double *est;   /* the medians */
     float *hist;   /* BALSPLIT_WIN x W: us per example, a ring */
     int nobs;      /* observations in hist since it last restarted */
+    char *gone;    /* per rank: dropped (its worker died): batch 0 from then on */
+    int nlive;
 };
 
 balsplit *balsplit_new(int W, int B)
@@ -27,7 +29,8 @@ balsplit *balsplit_new(int W, int B)
     s->ideal = calloc((size_t)W, sizeof *s->ideal);
     s->est = calloc((size_t)W, sizeof *s->est);
     s->hist = calloc((size_t)W * BALSPLIT_WIN, sizeof *s->hist);
-    if (!s->cur || !s->next || !s->ideal || !s->est || !s->hist) {
+    s->gone = calloc((size_t)W, 1);
+    if (!s->cur || !s->next || !s->ideal || !s->est || !s->hist || !s->gone) {
         balsplit_destroy(&s);
         return NULL;
     }
@@ -45,12 +48,15 @@ void balsplit_destroy(balsplit **s_p)
     free(s->ideal);
     free(s->est);
     free(s->hist);
+    free(s->gone);
     free(s);
     *s_p = NULL;
 }
 
 void balsplit_even(balsplit *s)
 {
+    memset(s->gone, 0, (size_t)s->W);
+    s->nlive = s->W;
     for (int i = 0; i < s->W; i++)
         s->cur[i] = s->B / s->W + (i < s->B % s->W);
     s->nobs = 0;
@@ -58,6 +64,8 @@ void balsplit_even(balsplit *s)
 
 void balsplit_set(balsplit *s, const int *batches)
 {
+    memset(s->gone, 0, (size_t)s->W);
+    s->nlive = s->W;
     memcpy(s->cur, batches, (size_t)s->W * sizeof *s->cur);
     s->nobs = 0;
 }
@@ -70,6 +78,16 @@ const int *balsplit_cur(const balsplit *s)
 const double *balsplit_est(const balsplit *s)
 {
     return s->est;
+}
+
+int balsplit_live(const balsplit *s)
+{
+    return s->nlive;
+}
+
+int balsplit_gone(const balsplit *s, int i)
+{
+    return s->gone[i];
 }
 
 /* The median of worker i's window (an insertion sort of BALSPLIT_WIN). */
@@ -101,6 +119,10 @@ static void round_split(balsplit *s)
 {
     int left = s->B;
     for (int i = 0; i < s->W; i++) {
+        if (s->gone[i]) {
+            s->next[i] = 0;
+            continue;
+        }
         s->next[i] = (int)floor(s->ideal[i]);
         s->next[i] = s->next[i] < 1 ? 1 : s->next[i];
         left -= s->next[i];
@@ -109,6 +131,8 @@ static void round_split(balsplit *s)
         int best = -1;
         double bf = 0;
         for (int i = 0; i < s->W; i++) {
+            if (s->gone[i])
+                continue;
             double f = s->ideal[i] - s->next[i];
             if ((left > 0 && (best < 0 || f > bf)) ||
                 (left < 0 && s->next[i] > 1 && (best < 0 || f < bf))) {
@@ -131,17 +155,21 @@ int balsplit_observe(balsplit *s, const float *us)
         return 0;
     double inv = 0, move = 0;
     for (int i = 0; i < s->W; i++) {
+        if (s->gone[i]) {
+            s->est[i] = 0;
+            continue;
+        }
         s->est[i] = median(s, i);
         if (!(s->est[i] > 0))
             return 0; /* a worker not measured yet */
         inv += 1 / s->est[i];
     }
     for (int i = 0; i < s->W; i++) {
-        s->ideal[i] = s->B / s->est[i] / inv;
+        s->ideal[i] = s->gone[i] ? 0 : s->B / s->est[i] / inv;
         double d = fabs(s->ideal[i] - s->cur[i]);
         move = d > move ? d : move;
     }
-    double cap = s->B / (2.0 * s->W), f = move > cap ? cap / move : 1;
+    double cap = s->B / (2.0 * s->nlive), f = move > cap ? cap / move : 1;
     for (int i = 0; i < s->W; i++) /* the whole move scaled: the sum stays B */
         s->ideal[i] = s->cur[i] + f * (s->ideal[i] - s->cur[i]);
     round_split(s);
@@ -149,5 +177,25 @@ int balsplit_observe(balsplit *s, const float *us)
         return 0;
     memcpy(s->cur, s->next, (size_t)s->W * sizeof *s->cur);
     s->nobs = 0; /* the times at the old split say little of the new one's */
+    return 1;
+}
+
+int balsplit_drop(balsplit *s, int i)
+{
+    if (i < 0 || i >= s->W || s->gone[i] || s->nlive <= 1)
+        return 0;
+    s->gone[i] = 1;
+    s->nlive--;
+    /* the dead worker's batch to the others in proportion to their current ones (a
+     * split already balanced for speed stays so); the window starts again */
+    int left = s->B - s->cur[i];
+    for (int k = 0; k < s->W; k++)
+        s->ideal[k] = s->gone[k] ? 0 : (double)s->cur[k] * s->B / (left > 0 ? left : 1);
+    if (left <= 0)
+        for (int k = 0; k < s->W; k++)
+            s->ideal[k] = s->gone[k] ? 0 : (double)s->B / s->nlive;
+    round_split(s);
+    memcpy(s->cur, s->next, (size_t)s->W * sizeof *s->cur);
+    s->nobs = 0;
     return 1;
 }
