@@ -136,6 +136,36 @@ START_TEST(dropped_worker)
 }
 END_TEST
 
+/* Fixed costs a step (a straggler's --slowdown multiplies them too): worker 2's
+ * step takes 2000 + 150 b us, the others' 300 + 50 b. Proportional to the time
+ * per example, worker 2 would go down to 1 example and still be the slowest
+ * (2150 us against 300 + 50 x 47 = 2650... and beyond); the line through two
+ * splits' times keeps it where all finish together: b2 near 3-4, the clock near
+ * the optimum 2.61 ms. */
+START_TEST(fixed_costs)
+{
+    balsplit *s = balsplit_new(3, 96);
+    const int *b = balsplit_cur(s);
+    const double a[] = {300, 300, 2000}, c[] = {50, 50, 150};
+    int moves = 0;
+    for (int k = 0; k < 60 * BALSPLIT_WIN; k++) {
+        float us[3];
+        for (int i = 0; i < 3; i++)
+            us[i] = (float)((a[i] + c[i] * b[i]) / b[i]);
+        moves += balsplit_observe(s, us);
+    }
+    ck_assert_int_ge(moves, 2);
+    ck_assert_int_eq(sum(b, 3), 96);
+    ck_assert_int_ge(b[2], 2);
+    ck_assert_int_le(b[2], 6);
+    double t = 0;
+    for (int i = 0; i < 3; i++)
+        t = a[i] + c[i] * b[i] > t ? a[i] + c[i] * b[i] : t;
+    ck_assert_double_le(t, 2800); /* within 8% of the best, 2610 */
+    balsplit_destroy(&s);
+}
+END_TEST
+
 Suite *balsplit_suite(void)
 {
     Suite *s = suite_create("balsplit");
@@ -145,6 +175,7 @@ Suite *balsplit_suite(void)
     tcase_add_test(tc, alternating_speeds_do_not_swing);
     tcase_add_test(tc, unmeasured_and_set);
     tcase_add_test(tc, dropped_worker);
+    tcase_add_test(tc, fixed_costs);
     suite_add_tcase(s, tc);
     return s;
 }
