@@ -156,15 +156,30 @@ t_balance_status() {
 # at its 16th step moves a layer boundary (the log line, the metrics file), keeps
 # going to the end, and every layer's final weights equal, bit for bit, those of
 # the same job unbalanced and unslowed (the layers' tables moved, not the
-# numbers). Refused: --balance batch on the pipeline, stages with --stages 1.
+# numbers); pskvctl top and status show each stage's layers and time per
+# micro-batch while it runs. Refused: --balance batch on the pipeline, stages
+# with --stages 1.
 t_balance_stages() {
   local args=(--app pipeline --stages 3 --consistency bsp --layers 784,256,256,256,256,10
               --epochs 2 --train-limit 3000 --test-limit 200 --batch 64 --micro-batches 4
               --print-digests)
-  "$LAUNCH" --servers 1 --workers 3 --timeout 150 --log-dir "$TDIR/bal" \
+  local port lpid i seen=0
+  port=$(free_port)
+  "$LAUNCH" --servers 1 --workers 3 --timeout 150 --port "$port" --log-dir "$TDIR/bal" \
     --worker-opt 2:--slowdown --worker-opt 2:4 --worker-opt 2:--slowdown-after --worker-opt 2:16 -- \
-    "${args[@]}" --balance stages --metrics "$TDIR/m.jsonl" > "$TDIR/bal.out" 2>&1 ||
-    fail "balanced run exited $?: $(grep -h 'pipeline:' "$TDIR/bal"/worker-*.log | head -n 2)"
+    "${args[@]}" --balance stages --metrics "$TDIR/m.jsonl" > "$TDIR/bal.out" 2>&1 &
+  lpid=$!
+  # while it runs: every stage's layers and time per micro-batch in pskvctl top and status
+  for i in $(seq 300); do
+    "$BIN/pskvctl" --scheduler "127.0.0.1:$port" top --count 1 --plain > top.txt 2>/dev/null &&
+      [ "$(grep -c 'layers=[0-9]*\.\.[0-9]* ms_per_micro=' top.txt)" -eq 3 ] &&
+      "$BIN/pskvctl" --scheduler "127.0.0.1:$port" status > status.txt 2>/dev/null &&
+      [ "$(grep -c 'stage [0-9], layers [0-9]*\.\.[0-9]*, [0-9.]* ms' status.txt)" -eq 3 ] && { seen=1; break; }
+    kill -0 "$lpid" 2>/dev/null || break
+    sleep 0.1
+  done
+  wait "$lpid" || fail "balanced run exited $?: $(grep -h 'pipeline:' "$TDIR/bal"/worker-*.log | head -n 2)"
+  [ "$seen" -eq 1 ] || fail "no stage layers in top and status: $(cat top.txt status.txt 2>/dev/null | tail -n 6)"
   local line step
   line=$(grep -h "^balance: step [0-9]* stages' layers" "$TDIR/bal/worker-0.log" | head -n 1)
   [ -n "$line" ] || fail "no re-split line"

@@ -148,7 +148,7 @@ START_TEST(fixed_costs)
     const int *b = balsplit_cur(s);
     const double a[] = {300, 300, 2000}, c[] = {50, 50, 150};
     int moves = 0;
-    for (int k = 0; k < 60 * BALSPLIT_WIN; k++) {
+    for (int k = 0; k < 200 * BALSPLIT_WIN; k++) { /* long settled: the fixed costs kept */
         float us[3];
         for (int i = 0; i < 3; i++)
             us[i] = (float)((a[i] + c[i] * b[i]) / b[i]);

@@ -779,6 +779,9 @@ static int train(stage *st, report *rep)
                 return fail(st, "--balance stages: reading the times", rc);
             if (st->bal && rc == 1)
                 layout(st); /* the next step pulls its new layers' tables */
+            if (st->bal) /* pskvctl status, top */
+                pskv_set_stage_layers(st->w, st->l0, st->l1 - 1,
+                                      (float)pipebal_stage_ms(st->bal, st->k));
         }
         pipestats_run_end(&st->ps);
         double secs = (double)(tu_now_ns() - t0) / 1e9;

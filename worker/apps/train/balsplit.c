@@ -19,6 +19,7 @@ struct balsplit {
     /* the step-time model T_i(b) = a_i + c_i b (us): fixed costs a step, and per
      * example; from the medians at the last two splits */
     double *a, *c;
+    double *afit;  /* per rank: the fixed costs of its last two-point line (0: none) */
     int *pb;       /* per rank: its batch at the split before (0: none) */
     double *pt;    /* its median step time there */
     long obs, pobs; /* observations in all; at the last re-split */
@@ -40,9 +41,10 @@ balsplit *balsplit_new(int W, int B)
     s->hold = calloc((size_t)W, 1);
     s->a = calloc((size_t)W, sizeof *s->a);
     s->c = calloc((size_t)W, sizeof *s->c);
+    s->afit = calloc((size_t)W, sizeof *s->afit);
     s->pb = calloc((size_t)W, sizeof *s->pb);
     s->pt = calloc((size_t)W, sizeof *s->pt);
-    if (!s->cur || !s->next || !s->ideal || !s->est || !s->hist || !s->gone || !s->hold || !s->a || !s->c ||
+    if (!s->cur || !s->next || !s->ideal || !s->est || !s->hist || !s->gone || !s->hold || !s->a || !s->c || !s->afit ||
         !s->pb || !s->pt) {
         balsplit_destroy(&s);
         return NULL;
@@ -65,6 +67,7 @@ void balsplit_destroy(balsplit **s_p)
     free(s->hold);
     free(s->a);
     free(s->c);
+    free(s->afit);
     free(s->pb);
     free(s->pt);
     free(s);
@@ -75,6 +78,7 @@ void balsplit_even(balsplit *s)
 {
     memset(s->gone, 0, (size_t)s->W);
     memset(s->pb, 0, (size_t)s->W * sizeof *s->pb);
+    memset(s->afit, 0, (size_t)s->W * sizeof *s->afit);
     s->nlive = s->W;
     for (int i = 0; i < s->W; i++)
         s->cur[i] = s->B / s->W + (i < s->B % s->W);
@@ -85,6 +89,7 @@ void balsplit_set(balsplit *s, const int *batches)
 {
     memset(s->gone, 0, (size_t)s->W);
     memset(s->pb, 0, (size_t)s->W * sizeof *s->pb);
+    memset(s->afit, 0, (size_t)s->W * sizeof *s->afit);
     s->nlive = s->W;
     memcpy(s->cur, batches, (size_t)s->W * sizeof *s->cur);
     s->nobs = 0;
@@ -136,21 +141,25 @@ static double clock_time(const balsplit *s, const int *split)
 }
 
 /* Worker i's model from its median step time t at the current batch: the line
- * through the point at the split before when that is recent (4 windows), a
- * batch 2 or more away, and gives fixed costs >= 0 and a cost per example of at
- * least a tenth of the mean's; else proportional (a = 0). */
+ * through the point at the split before when that is recent (4 windows), a batch
+ * 2 or more away, and gives fixed costs >= 0 and a cost per example of at least a
+ * tenth of the mean's. Else the fixed costs of its last such line are kept (at
+ * most 90% of t) and the cost per example follows t: a settled split, whose last
+ * move is long past, keeps knowing them instead of driving a worker with high
+ * fixed costs down to 1 example; none yet: proportional (a = 0). */
 static void fit(balsplit *s, int i, double t)
 {
     int b = s->cur[i], pb = s->pb[i];
-    s->a[i] = 0;
-    s->c[i] = t / b;
-    if (pb <= 0 || abs(b - pb) < 2 || s->obs - s->pobs > 4 * BALSPLIT_WIN)
-        return;
-    double c = (t - s->pt[i]) / (b - pb), a = t - c * b;
-    if (c >= 0.1 * t / b && a >= 0) {
-        s->a[i] = a;
-        s->c[i] = c;
+    if (pb > 0 && abs(b - pb) >= 2 && s->obs - s->pobs <= 4 * BALSPLIT_WIN) {
+        double c = (t - s->pt[i]) / (b - pb), a = t - c * b;
+        if (c >= 0.1 * t / b && a >= 0) {
+            s->a[i] = s->afit[i] = a;
+            s->c[i] = c;
+            return;
+        }
     }
+    s->a[i] = s->afit[i] < 0.9 * t ? s->afit[i] : 0.9 * t;
+    s->c[i] = (t - s->a[i]) / b;
 }
 
 /* ideal[]: the batches (real, summing to B over the live workers) that finish
