@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "straggle.h"
 
+#include <errno.h>
 #include <time.h>
 
 #include <stdio.h>
@@ -55,6 +56,6 @@ void straggle_pass(const straggle *s, int64_t cpu_ns)
         return;
     int64_t ns = (int64_t)((s->last - 1) * (double)cpu_ns);
     struct timespec ts = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
-    while (nanosleep(&ts, &ts) != 0)
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
 }
