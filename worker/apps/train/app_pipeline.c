@@ -418,7 +418,7 @@ static int one_step(stage *st)
         return fail(st, "pull", rc);
     pipestats_add(&st->ps, PS_SRV, -1, t0, tu_now_ns());
     st->acc = 0;
-    straggle_after(&st->sg, 0); /* the step's factor, for slow_pass */
+    straggle_after(&st->sg, 0); /* the step's factor, for straggle_pass */
     st->timing = st->bal != NULL;
     for (int o = 0; o < st->nops; o++) {
         rc = st->ops[o].fwd ? forward(st, st->ops[o].micro) : backward(st, st->ops[o].micro);

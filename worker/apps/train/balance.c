@@ -320,6 +320,7 @@ static int pull_ps(balance *b, pskv_worker *w, int64_t step)
     }
     memcpy(b->prev, b->cnt, 3 * (size_t)W * sizeof *b->prev);
     if (!b->pulled) { /* the first pull holds the clocks before this run: a baseline */
+        b->sent = b->cnt[b->rank]; /* a resumed job's table holds an older run's time */
         b->pulled = 1;
         return 0;
     }
