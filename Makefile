@@ -75,11 +75,11 @@ WORKER_UNIT_O := $(DATA_O) $(BUILD)/obj/worker/apps/train/model.o $(BUILD)/obj/w
                  $(BUILD)/obj/worker/lib/wplan.o $(BUILD)/obj/worker/lib/wstate.o \
                  $(BUILD)/obj/worker/lib/wpy.o
 # pskv-serve's pieces the serve suite links (no main, no HTTP)
-SERVE_UNIT_O := $(patsubst %,$(BUILD)/obj/worker/serve/%.o,sjson snap predict) \
+SERVE_UNIT_O := $(patsubst %,$(BUILD)/obj/worker/serve/%.o,sjson snap predict smerge) \
                 $(BUILD)/obj/worker/apps/train/sparse_eval.o
 # scheduler code the membership suite links: the node table, its events, the
 # view it publishes and the sends (no policy, no metrics, no main)
-SCHED_UNIT_O := $(patsubst %,$(BUILD)/obj/scheduler/%.o,membership events view sched_net detect)
+SCHED_UNIT_O := $(patsubst %,$(BUILD)/obj/scheduler/%.o,membership group events view sched_net detect)
 UNIT_SRC := $(wildcard test/unit/*.c)
 UNIT_O   := $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 
@@ -90,11 +90,11 @@ BINS     := $(BIN)/pskv-scheduler $(BIN)/pskv-server $(BIN)/pskv-worker $(BIN)/p
 EVAL_MAIN_O := $(BUILD)/obj/worker/apps/evaluator_main.o
 EVAL_O   := $(filter-out $(BUILD)/obj/worker/apps/worker_main.o,$(APP_O)) $(EVAL_MAIN_O) $(DATA_O)
 TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-zmq-bidir $(BIN)/pskv-hashmap-floor $(BIN)/pskv-fault-cost $(BIN)/pskv-grow-bench $(BIN)/pskv-halfvec-bench $(BIN)/pskv-gp-bench $(BIN)/pskv-metrics-cost $(BIN)/pskv-garbage $(BIN)/pskv-fuzz-replay $(BIN)/pskv-gen-sparse \
-            $(BIN)/pskv-faultproxy $(BIN)/pskv-wire-pattern
+            $(BIN)/pskv-faultproxy $(BIN)/pskv-wire-pattern $(BIN)/pskv-lr-change
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
 
 FORCE:
-.PHONY: FORCE all tools deps size docs docs-check test unit integration pytest faults test-faults bench-faults demo tune-demo bench bench-incr bench-allreduce bench-metrics bench-pushpull bench-curve bench-train bench-consistency bench-balance bench-sparse bench-hosts bench-serve chaos install deb package-check clean fuzz fuzz-live tsan
+.PHONY: FORCE all tools deps size docs docs-check test unit integration pytest faults test-faults soak bench-faults demo tune-demo bench bench-incr bench-allreduce bench-metrics bench-pushpull bench-curve bench-train bench-consistency bench-balance bench-sparse bench-hosts bench-serve chaos install deb package-check clean fuzz fuzz-live tsan
 .DEFAULT_GOAL := all
 
 MANS     := $(BINS:$(BIN)/%=$(BUILD)/man/man1/%.1)
@@ -203,6 +203,10 @@ $(BIN)/pskv-wire-pattern: $(BUILD)/obj/test/examples/wire_pattern.o $(BUILD)/lib
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+$(BIN)/pskv-lr-change: $(BUILD)/obj/test/examples/lr_change.o $(BUILD)/lib/libpskv.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 $(BIN)/pskv-zmq-rtt: $(BUILD)/obj/test/bench/zmq_rtt.o $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -258,24 +262,40 @@ $(BUILD)/pskv.pc: FORCE
 # ---- tests ---------------------------------------------------------------
 ASAN_BUILD := build/asan
 
+# Each stage's seconds go to $(TEST_STAGES) (scripts/stage.sh) and are printed at the
+# end; the table of where the time goes is in test/README.md. Every fault scenario
+# runs once here (one trial is what each assertion needs); the repeated trials and the
+# failover figures are `make test-faults` (20 each), also called `make soak`.
+# The two builds use every core (BUILD_JOBS) even under a plain `make test`.
+TEST_STAGES := build/test-stages.txt
+BUILD_JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
 test: deps
-	scripts/check-size.sh
-	$(MAKE) docs-check
-	$(MAKE) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined all $(ASAN_BUILD)/bin/pskv-unit
-	$(MAKE) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined unit integration
-	$(MAKE) faults FAULT_TRIALS=3 FAULT_ONCE_TRIALS=1
-	$(MAKE) pytest
-	$(MAKE) package-check
+	@mkdir -p build && : > $(TEST_STAGES)
+	scripts/stage.sh $(TEST_STAGES) size scripts/check-size.sh
+	scripts/stage.sh $(TEST_STAGES) build $(MAKE) -j$(BUILD_JOBS) docs-check
+	scripts/stage.sh $(TEST_STAGES) asan-build $(MAKE) -j$(BUILD_JOBS) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined all $(ASAN_BUILD)/bin/pskv-unit
+	scripts/stage.sh $(TEST_STAGES) unit $(MAKE) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined unit
+	scripts/stage.sh $(TEST_STAGES) integration $(MAKE) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined integration
+	scripts/stage.sh $(TEST_STAGES) faults $(MAKE) faults FAULT_TRIALS=1 FAULT_FIGURES=
+	scripts/stage.sh $(TEST_STAGES) pytest $(MAKE) pytest
+	scripts/stage.sh $(TEST_STAGES) package-check $(MAKE) package-check
+	@scripts/stage.sh --table $(TEST_STAGES)
 
 # Kill and pause tests on the optimised build (timings as users see them); the
 # scenarios that check what a run ends with (checkpoints, joins, drains, the
-# evaluator) run FAULT_ONCE_TRIALS times (make test: 1).
+# evaluator) run FAULT_ONCE_TRIALS times. FAULT_JOBS scenarios at a time (the ones
+# tagged serial or root alone, and with FAULT_FIGURES=--figures those that report a
+# failover or drain time; make test, one trial each, reports no figure: empty there).
 FAULT_TRIALS ?= 3
 FAULT_ONCE_TRIALS ?= $(FAULT_TRIALS)
+FAULT_JOBS ?= 2
+FAULT_FIGURES ?= --figures
 faults: all
-	PSKV_BIN_DIR=$(abspath $(BIN)) test/faults.sh --trials $(FAULT_TRIALS) --once-trials $(FAULT_ONCE_TRIALS) --tags -quarantine
+	PSKV_BIN_DIR=$(abspath $(BIN)) test/faults.sh -j $(FAULT_JOBS) $(FAULT_FIGURES) --trials $(FAULT_TRIALS) --once-trials $(FAULT_ONCE_TRIALS) --tags -quarantine
 
-test-faults: deps
+# The long campaign: every scenario 20 times, the failover and drain medians and
+# worst cases of docs/benchmarks.md.
+test-faults soak: deps
 	$(MAKE) faults FAULT_TRIALS=20
 
 # The flag reference (docs/reference/PROGRAM.md), written by each program from its
@@ -295,8 +315,8 @@ unit: $(BUILD)/bin/pskv-unit
 	CK_DEFAULT_TIMEOUT=60 $(BUILD)/bin/pskv-unit
 
 # INTEGRATION_JOBS: integration tests run at a time (test/integration.sh -j; the ones
-# tagged serial always run alone)
-INTEGRATION_JOBS ?= 1
+# tagged serial or root always run alone)
+INTEGRATION_JOBS ?= 2
 integration: all
 	PSKV_BIN_DIR=$(abspath $(BIN)) test/integration.sh -j $(INTEGRATION_JOBS)
 

@@ -20,6 +20,15 @@ static const atomic_int *stop_flag;
 static char **reg_ckpts; /* listed in REGISTER (servers: valid checkpoint files) */
 static size_t reg_nckpts;
 
+static const char *reg_group; /* listed in REGISTER (workers: their group and its size) */
+static uint32_t reg_group_size;
+
+void member_set_group(const char *group, uint32_t size)
+{
+    reg_group = group && *group ? group : NULL;
+    reg_group_size = size;
+}
+
 void member_set_checkpoints(char **list, size_t n)
 {
     reg_ckpts = list;
@@ -160,6 +169,11 @@ int member_open(member *m, void *ctx, const secure *sec, const char *scheduler,
     reg.insecure = reg.has_insecure;
     reg.n_ckpts = reg_nckpts;
     reg.ckpts = reg_ckpts;
+    if (role == PSKV__ROLE__WORKER) {
+        reg.group = (char *)reg_group;
+        reg.has_group_size = reg_group_size > 0;
+        reg.group_size = reg_group_size;
+    }
 
     int64_t deadline = tu_now_ms() + (int64_t)(connect_timeout_s * 1000);
     /* while registering a send never waits: with no connection up (a scheduler not

@@ -47,6 +47,10 @@ typedef struct member {
  * stay the caller's). */
 void member_set_checkpoints(char **list, size_t n);
 
+/* The worker group (NULL or "" = unnamed) and its size W (0 = not given) a
+ * worker's REGISTER names; the string stays the caller's until member_open returns. */
+void member_set_group(const char *group, uint32_t size);
+
 /* Connects to `scheduler` ("HOST:PORT") and registers as `role` with advertised
  * host:port. rank_wish < 0 lets the scheduler choose. job_id 0 accepts the
  * scheduler's. Waits at most connect_timeout_s for the acknowledgement.

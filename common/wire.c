@@ -66,6 +66,15 @@ static void payload_shape(const Pskv__Meta *m, int *want_keys, int *want_vals)
     case PSKV__MSG_TYPE__PULL:
         *want_keys = !dense_run && !(m->has_all && m->all) && !m->keys_cached;
         break;
+    case PSKV__MSG_TYPE__LOOKUP:
+        *want_keys = 1;
+        break;
+    case PSKV__MSG_TYPE__LOOKUP_REPLY:
+        *want_vals = m->has_num_keys && m->num_keys > 0;
+        break;
+    case PSKV__MSG_TYPE__FOLLOW_DATA: /* rows with their keys; none: no frames */
+        *want_keys = *want_vals = m->has_num_keys && m->num_keys > 0;
+        break;
     case PSKV__MSG_TYPE__PULL_REPLY:
         if (m->has_all && m->all) { /* rows with their keys; none when the server has none */
             *want_keys = *want_vals = m->has_num_keys && m->num_keys > 0;

@@ -9,6 +9,7 @@
 #include <zmq.h>
 
 #include "events.h"
+#include "group.h"
 #include "log.h"
 #include "net.h"
 #include "pskv_errors.h"
@@ -67,45 +68,11 @@ memb_node *memb_sender(wire_msg *msg)
     return n;
 }
 
-/* ---- barriers and the job's end ---------------------------------------------- */
+/* ---- the job's end ----------------------------------------------------------- */
 
-static int worker_counts(const memb_node *n)
+void memb_begin_stop(const char *why)
 {
-    return n->role == PSKV__ROLE__WORKER && n->state != NODE_FINISHED && !n->dead;
-}
-
-/* Releases barriers every counting worker has reached. */
-static void check_barriers(void)
-{
-    for (;;) {
-        uint64_t next = memb.barrier_done + 1;
-        int waiting = 0, all = 1;
-        for (int i = 0; i < memb.nnodes; i++) {
-            memb_node *n = &memb.nodes[i];
-            if (!worker_counts(n))
-                continue;
-            if (n->barrier >= next)
-                waiting++;
-            else
-                all = 0;
-        }
-        if (!all || waiting == 0)
-            return;
-        memb.barrier_done = next;
-        Pskv__Meta m;
-        sched_meta(&m, PSKV__MSG_TYPE__BARRIER_DONE);
-        m.has_seq = 1;
-        m.seq = next;
-        for (int i = 0; i < memb.nnodes; i++)
-            if (memb.nodes[i].role == PSKV__ROLE__WORKER && memb.nodes[i].barrier >= next)
-                sched_send(&memb.nodes[i], &m);
-        LOG_D("barrier %llu released (%d workers)", (unsigned long long)next, waiting);
-    }
-}
-
-static void begin_stop(void)
-{
-    if (memb.state == JOB_STOPPING)
+    if (memb.state == JOB_STOPPING || memb.state == JOB_FINISHED)
         return;
     memb.state = JOB_STOPPING;
     memb.stop_deadline_ms = tu_now_ms() + 5000;
@@ -115,22 +82,36 @@ static void begin_stop(void)
         if (memb.nodes[i].role == PSKV__ROLE__SERVER ||
             (memb.nodes[i].role == PSKV__ROLE__EVALUATOR && !memb.nodes[i].dead))
             sched_send(&memb.nodes[i], &m); /* the evaluator stops too; it answers nothing */
-    LOG_I("every worker is done; stopping the servers");
+    LOG_I("%s", why);
 }
 
-static void check_end(void)
+void memb_on_shutdown(wire_msg *msg)
 {
-    if (memb.state != JOB_RUNNING)
+    if (!memb.service) {
+        if (msg)
+            sched_refuse(msg, PSKV_EREFUSED, "not a service (pskv-scheduler --service): a job "
+                         "ends when its workers finish");
         return;
+    }
+    int live = 0;
     for (int i = 0; i < memb.nnodes; i++)
-        if (worker_counts(&memb.nodes[i]))
-            return;
-    begin_stop();
+        live += group_counts(&memb.nodes[i]);
+    char why[200];
+    snprintf(why, sizeof why, "service shutdown (%s): stopping the servers; %d workers still "
+             "running are cut off", msg ? "pskvctl shutdown" : "signal", live);
+    memb_begin_stop(why);
+    if (!msg)
+        return;
+    Pskv__Meta a;
+    sched_meta(&a, PSKV__MSG_TYPE__SHUTDOWN_ACK);
+    a.has_request_id = msg->meta->has_request_id;
+    a.request_id = msg->meta->request_id;
+    sched_reply(&msg->rid, &a);
 }
 
 /* ---- registration and joins --------------------------------------------------- */
 
-static void ack_register(memb_node *n)
+void memb_ack_register(memb_node *n)
 {
     Pskv__Meta m;
     Pskv__View v;
@@ -142,7 +123,7 @@ static void ack_register(memb_node *n)
     m.has_request_id = 1;
     m.request_id = n->id; /* the node id assigned */
     m.has_seq = 1;
-    m.seq = memb.barrier_done; /* barriers already passed: a rejoining worker counts on */
+    m.seq = group_barriers(n); /* barriers already passed: a rejoining worker counts on */
     pskv__view__init(&v);
     v.has_heartbeat_ms = 1;
     v.heartbeat_ms = (uint32_t)memb.heartbeat_ms;
@@ -158,32 +139,18 @@ static void cluster_complete(void)
     view_place();
     memb.state = JOB_RUNNING;
     for (int i = 0; i < memb.nnodes; i++)
-        memb.nodes[i].state = NODE_ACTIVE;
+        if (memb.nodes[i].role != PSKV__ROLE__WORKER)
+            memb.nodes[i].state = NODE_ACTIVE;
+    group_start_ready(0); /* a job's group; a service's groups complete by now */
     view_send();
     LOG_I("cluster complete: %d servers, %d workers; view epoch %llu published", memb.nservers,
           memb.nworkers, (unsigned long long)view_epoch());
 }
 
-/* 1 when the node of msg may join the running job; else refuses it. A worker
- * takes the next rank (or a dead one, handled by the caller); a server takes the
- * partitions its ring tokens win. */
+/* 1 when server msg may join the running job (it takes the partitions its ring
+ * tokens win); else refuses it. */
 static int join_allowed(wire_msg *msg)
 {
-    Pskv__Meta *r = msg->meta;
-    char why[300];
-    if (r->role == PSKV__ROLE__WORKER) {
-        if (r->has_rank && r->rank >= 0 && r->rank != memb.nworkers) {
-            snprintf(why, sizeof why, "rank %d is not free: a worker joining the running job "
-                     "takes the next rank (%d) or a dead worker's", r->rank, memb.nworkers);
-            sched_refuse(msg, PSKV_EREFUSED, why);
-            return 0;
-        }
-        if (memb.nworkers >= 65536) {
-            sched_refuse(msg, PSKV_EREFUSED, "cluster full: 65536 workers");
-            return 0;
-        }
-        return 1;
-    }
     if (memb_count_role(PSKV__ROLE__SERVER) >= VIEW_MAX_SERVERS) {
         sched_refuse(msg, PSKV_EREFUSED, "cluster full: 4096 servers");
         return 0;
@@ -191,20 +158,11 @@ static int join_allowed(wire_msg *msg)
     return 1;
 }
 
-/* Node n (just registered) joins the running job: a new view takes it in. */
+/* Server n (just registered) joins the running job: a new view takes it in. */
 static void join(memb_node *n)
 {
     n->state = NODE_ACTIVE;
-    ack_register(n);
-    if (n->role == PSKV__ROLE__WORKER) {
-        memb.nworkers++;
-        n->barrier = memb.barrier_done; /* it starts after the barriers already passed */
-        LOG_I("worker node %u joined the running job as rank %d at %s pid %u (%d workers)",
-              n->id, n->rank, n->host, n->pid, memb.nworkers);
-        events_node(SCHED_EV_JOINED, n);
-        view_send(); /* in the clock set, at the slowest live worker's clock */
-        return;
-    }
+    memb_ack_register(n);
     memb.nservers++;
     events_node(SCHED_EV_JOINED, n);
     int moved = view_join_server(n->id);
@@ -213,42 +171,9 @@ static void join(memb_node *n)
           (unsigned long long)view_epoch(), moved, n->heads, n->holds);
 }
 
-/* The rank a worker registering before the job runs gets: the one it wishes (when
- * free) or the lowest free one. Returns -1 after refusing msg. */
-static int waiting_worker_rank(wire_msg *msg)
-{
-    Pskv__Meta *r = msg->meta;
-    char why[400];
-    int rank = -1;
-    int want = r->has_rank ? r->rank : -1;
-    if (want >= memb.nworkers) {
-        snprintf(why, sizeof why, "rank %d out of range 0..%d", want, memb.nworkers - 1);
-        sched_refuse(msg, PSKV_EREFUSED, why);
-        return -1;
-    }
-    for (int cand = want >= 0 ? want : 0; cand < memb.nworkers && rank < 0; cand++) {
-        int taken = 0;
-        for (int i = 0; i < memb.nnodes; i++)
-            if (memb.nodes[i].role == PSKV__ROLE__WORKER && memb.nodes[i].rank == cand)
-                taken = (int)memb.nodes[i].id;
-        if (!taken) {
-            rank = cand;
-        } else if (want >= 0) {
-            snprintf(why, sizeof why, "rank %d is taken by node %d", want, taken);
-            sched_refuse(msg, PSKV_EREFUSED, why);
-            return -1;
-        }
-    }
-    if (rank < 0) {
-        snprintf(why, sizeof why, "cluster full: %d workers already registered", memb.nworkers);
-        sched_refuse(msg, PSKV_EREFUSED, why);
-    }
-    return rank;
-}
-
 /* Appends the node of msg to the table with `rank` (state NODE_JOINED, alive
  * now). Returns it, or NULL after refusing msg when out of memory. */
-static memb_node *add_node(wire_msg *msg, int rank)
+memb_node *memb_add_node(wire_msg *msg, int rank)
 {
     Pskv__Meta *r = msg->meta;
     if (memb.nnodes == memb.cap) {
@@ -293,7 +218,7 @@ static memb_node *add_node(wire_msg *msg, int rank)
  * epoch (so the servers know its node id). A dead one it replaces is out for good. */
 static void register_evaluator(wire_msg *msg)
 {
-    memb_node *n = add_node(msg, -1);
+    memb_node *n = memb_add_node(msg, -1);
     if (!n)
         return;
     for (int i = 0; i < memb.nnodes - 1; i++) {
@@ -305,7 +230,7 @@ static void register_evaluator(wire_msg *msg)
     }
     LOG_I("evaluator registered: node %u at %s pid %u%s", n->id, n->host, n->pid,
           memb.state == JOB_RUNNING ? " (joins the running job)" : "");
-    ack_register(n);
+    memb_ack_register(n);
     events_node(SCHED_EV_JOINED, n);
     if (memb.state == JOB_RUNNING) {
         n->state = NODE_ACTIVE;
@@ -319,7 +244,7 @@ void memb_on_register(wire_msg *msg)
     char why[400];
     for (int i = 0; i < memb.nnodes; i++) {
         if (memb.nodes[i].nonce == r->nonce && r->has_nonce) { /* a re-sent registration */
-            ack_register(&memb.nodes[i]);
+            memb_ack_register(&memb.nodes[i]);
             return;
         }
     }
@@ -355,72 +280,39 @@ void memb_on_register(wire_msg *msg)
         register_evaluator(msg);
         return;
     }
-    memb_node *replaced = NULL; /* a dead worker whose rank the new one takes over */
-    if (memb.state != JOB_WAITING) {
-        for (int i = 0; memb.state == JOB_RUNNING && r->role == PSKV__ROLE__WORKER &&
-                        r->has_rank && r->rank >= 0 && i < memb.nnodes; i++) {
-            memb_node *o = &memb.nodes[i];
-            if (o->role != PSKV__ROLE__WORKER || o->rank != r->rank || o->replaced)
-                continue;
-            if (o->dead) {
-                replaced = o;
-            } else {
-                snprintf(why, sizeof why, "rank %d is held by live node %u (%s)", r->rank, o->id,
-                         memb_state_name(o));
-                sched_refuse(msg, PSKV_EREFUSED, why);
-                return;
-            }
-        }
-        if (!replaced && !join_allowed(msg))
-            return;
-    }
-    int rank = -1, joining = memb.state == JOB_RUNNING && !replaced;
-    if (replaced) {
-        rank = replaced->rank;
-    } else if (joining) {
-        rank = r->role == PSKV__ROLE__SERVER ? memb.servers_seen : memb.nworkers;
-    } else if (r->role == PSKV__ROLE__SERVER) {
-        if (memb_count_role(PSKV__ROLE__SERVER) >= memb.nservers) {
-            snprintf(why, sizeof why, "cluster full: %d servers already registered",
-                     memb.nservers);
-            sched_refuse(msg, PSKV_EREFUSED, why);
-            return;
-        }
-        rank = memb_count_role(PSKV__ROLE__SERVER);
-    } else if ((rank = waiting_worker_rank(msg)) < 0) {
+    if (r->role == PSKV__ROLE__WORKER) {
+        group_on_register(msg); /* its group's rank; starts the group, or the job */
         return;
     }
-    memb_node *n = add_node(msg, rank);
+    if (memb.state == JOB_RUNNING) {
+        memb_node *n = join_allowed(msg) ? memb_add_node(msg, memb.servers_seen) : NULL;
+        if (n)
+            join(n);
+        return;
+    }
+    if (memb_count_role(PSKV__ROLE__SERVER) >= memb.nservers) {
+        snprintf(why, sizeof why, "cluster full: %d servers already registered", memb.nservers);
+        sched_refuse(msg, PSKV_EREFUSED, why);
+        return;
+    }
+    memb_node *n = memb_add_node(msg, memb_count_role(PSKV__ROLE__SERVER));
     if (!n)
         return;
-    if (replaced) {
-        /* the node array may have moved: find the old one again by rank */
-        for (int i = 0; i < memb.nnodes - 1; i++)
-            if (memb.nodes[i].role == PSKV__ROLE__WORKER && memb.nodes[i].rank == rank &&
-                memb.nodes[i].dead && !memb.nodes[i].replaced) {
-                memb.nodes[i].replaced = 1;
-                memb.nodes[i].gone_ms = tu_now_ms();
-            }
-        n->state = NODE_ACTIVE;
-        n->barrier = memb.barrier_done; /* it starts after the barriers already passed */
-        LOG_I("worker rank %d rejoined as node %u at %s pid %u", rank, n->id, n->host, n->pid);
-        ack_register(n);
-        events_node(SCHED_EV_JOINED, n);
-        view_send(); /* back in the clock set, at the slowest live worker's clock */
-        return;
-    }
-    if (joining) {
-        join(n);
-        return;
-    }
     LOG_I("%s registered: node %u rank %d at %s:%d pid %u (%d/%d servers, %d/%d workers)",
           memb_role_name(n->role), n->id, n->rank, n->host, n->port, n->pid,
           memb_count_role(PSKV__ROLE__SERVER), memb.nservers,
           memb_count_role(PSKV__ROLE__WORKER), memb.nworkers);
-    ack_register(n);
+    memb_ack_register(n);
     events_node(SCHED_EV_JOINED, n);
-    if (memb_count_role(PSKV__ROLE__SERVER) == memb.nservers &&
-        memb_count_role(PSKV__ROLE__WORKER) == memb.nworkers)
+    memb_check_complete();
+}
+
+void memb_check_complete(void)
+{
+    if (memb.state != JOB_WAITING || memb_count_role(PSKV__ROLE__SERVER) != memb.nservers)
+        return;
+    const sched_group *g = group_find("");
+    if (memb.service || (g && memb_count_role(PSKV__ROLE__WORKER) == g->size))
         cluster_complete();
 }
 
@@ -642,14 +534,14 @@ void memb_on_barrier(wire_msg *msg)
     if (r->has_clock && r->clock > n->clock)
         n->clock = r->clock; /* a checkpoint right after the barrier records it */
     note_progress(n, r);
-    if (r->seq <= memb.barrier_done) { /* a re-sent request for a released barrier */
+    if (r->seq <= group_barriers(n)) { /* a re-sent request for a released barrier */
         Pskv__Meta m;
         sched_meta(&m, PSKV__MSG_TYPE__BARRIER_DONE);
         m.has_seq = 1;
         m.seq = r->seq;
         sched_send(n, &m);
     }
-    check_barriers();
+    group_changed(n);
 }
 
 void memb_on_finish(wire_msg *msg)
@@ -666,8 +558,7 @@ void memb_on_finish(wire_msg *msg)
     Pskv__Meta m;
     sched_meta(&m, PSKV__MSG_TYPE__FINISH_ACK);
     sched_send(n, &m);
-    check_barriers();
-    check_end();
+    group_changed(n); /* its barriers, and the end of its group (of a job: of the job) */
     if (was != NODE_FINISHED && memb.state == JOB_RUNNING)
         view_send(); /* out of the clock set: nobody waits for it */
 }
@@ -689,8 +580,7 @@ void memb_declare_dead(memb_node *n, int64_t now)
     LOG_W("node %u (%s rank %d at %s:%d) is dead (%s): marked dead", n->id,
           memb_role_name(n->role),
           n->rank, n->host, n->port, n->det.why);
-    check_barriers();
-    check_end();
+    group_changed(n);
     if (memb.state == JOB_RUNNING && n->role == PSKV__ROLE__SERVER) {
         int64_t t0 = tu_now_us();
         n->gone_ms = now; /* never serves again (memb_on_heartbeat) */

@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "detect.h"
+#include "pskv.pb-c.h"
 #include "refuse.h"
 #include "wire.h"
 
@@ -127,18 +128,25 @@ typedef struct memb_node {
                               told to exit (DRAIN_LEFT) */
     memb_traffic *traffic; /* workers: their tables' traffic (heartbeats), or NULL; owned */
     memb_ns *ns;           /* servers: their tables' namespaces (heartbeats), or NULL; owned */
+    char group[65];        /* workers: their group's name ("" = unnamed; group.h) */
+    uint32_t group_gen;    /* workers: their group's instance (group.c's) */
+    int slot;              /* workers: the rank the servers' views give it, unique over
+                              the groups of a service (its clock's index there); a
+                              job's workers: their rank */
 } memb_node;
 
 typedef struct memb_state {
     uint64_t job_id;
     enum job_state state;
-    int nservers, nworkers; /* expected; a node joining the running job adds one */
+    int nservers, nworkers; /* expected; a node joining the running job adds one; in a
+                               service, nworkers is the unnamed group's size */
+    int service;           /* --service: the servers outlive the worker groups, until
+                              pskvctl shutdown or SIGTERM (group.h) */
     int heartbeat_ms, dead_after_ms, lease_ms;
     double join_timeout_s; /* give up when the cluster is not complete by then */
     int64_t started_ms, stop_deadline_ms;
     double linger_s;       /* stay up this long once the job finished */
     int64_t finished_ms;   /* when it finished (JOB_FINISHED) */
-    uint64_t barrier_done; /* highest barrier released */
     memb_node *nodes;      /* registration order; ids start at 1 (0 is the scheduler) */
     int nnodes, cap;
     uint32_t last_id;      /* the last id given: ids are never given twice */
@@ -174,6 +182,27 @@ memb_node *memb_find(uint32_t id);
 /* The registered node that sent msg (by Meta's sender), or NULL after refusing
  * msg with PSKV_EPROTO. */
 memb_node *memb_sender(wire_msg *msg);
+
+/* Appends the node of msg to the table with `rank` (state NODE_JOINED, alive
+ * now). Returns it, or NULL after refusing msg when out of memory. The pointer
+ * lasts as memb_find's. */
+memb_node *memb_add_node(wire_msg *msg, int rank);
+
+/* REGISTER_ACK to node n: its id, rank and the barriers its group passed. */
+void memb_ack_register(memb_node *n);
+
+/* Every expected server (and, for a job, every worker of its group) registered:
+ * the job starts with the first view. Does nothing otherwise. */
+void memb_check_complete(void);
+
+/* The job ends (`why` logged): STOP goes to the servers and the evaluator
+ * (JOB_STOPPING). Once only. */
+void memb_begin_stop(const char *why);
+
+/* SHUTDOWN from pskvctl, or SIGTERM (msg NULL): a service stops its servers
+ * (memb_begin_stop) and answers SHUTDOWN_ACK; a job refuses (its end is its
+ * workers'). */
+void memb_on_shutdown(wire_msg *msg);
 
 /* REGISTER: validates it (role, advertised host, rank, room, job life: a node
  * registering once the job is stopping or finished is refused with "job J

@@ -5,6 +5,7 @@
 
 #include "detect.h"
 #include "events.h"
+#include "group.h"
 #include "membership.h"
 #include "metrics.h"
 #include "timeutil.h"
@@ -67,6 +68,7 @@ void schedm_tick(void)
     metrics_set(alive_workers, workers);
     metrics_set(alive_evaluators, evaluators);
     metrics_set(late, dropped);
+    group_metrics();
     detect_metrics(now);
     /* one series per worker rank: a rank's lag, 0 once it is not live */
     for (int i = 0; i < memb.nnodes; i++) {

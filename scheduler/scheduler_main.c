@@ -35,6 +35,7 @@
 #include "earlystop.h"
 #include "drain.h"
 #include "events.h"
+#include "group.h"
 #include "log.h"
 #include "membership.h"
 #include "metrics.h"
@@ -60,7 +61,11 @@ static cfg_entry config[] = {
     {"servers", CFG_INT, "1", "PSKV_SCHEDULER_SERVERS", 1, 4096, NULL,
      "number of servers in the job", 0, 0, NULL, NULL},
     {"workers", CFG_INT, "1", "PSKV_SCHEDULER_WORKERS", 1, 65536, NULL,
-     "number of workers in the job", 0, 0, NULL, NULL},
+     "number of workers in the job (with --service: of each unnamed group)", 0, 0, NULL, NULL},
+    {"service", CFG_BOOL, "false", "PSKV_SCHEDULER_SERVICE", 0, 0, NULL,
+     "run a server group that outlives its workers: it starts once its servers registered, "
+     "worker groups (pskv-worker --group NAME --group-size W) come and go, and it runs until "
+     "pskvctl shutdown or SIGTERM", 0, 0, NULL, NULL},
     {"heartbeat-ms", CFG_INT, "100", "PSKV_SCHEDULER_HEARTBEAT_MS", 10, 60000, "ms",
      "heartbeat period handed to every node", 0, 0, NULL, NULL},
     {"dead-after-ms", CFG_INT, "5000", "PSKV_SCHEDULER_DEAD_AFTER_MS", 50, 3600000, "ms",
@@ -167,6 +172,12 @@ static int authorized(wire_msg *msg)
             snprintf(why, sizeof why, "drains need a control key (pskvctl --keys DIR/control "
                      "drain NODE)");
         break;
+    case PSKV__MSG_TYPE__SHUTDOWN:
+    case PSKV__MSG_TYPE__GROUP_STOP:
+        if (msg->role != KEY_ROLE_CONTROL)
+            snprintf(why, sizeof why, "%s needs a control key (pskvctl --keys DIR/control)",
+                     r->type == PSKV__MSG_TYPE__SHUTDOWN ? "shutdown" : "stop GROUP");
+        break;
     default: {
         memb_node *n = r->has_sender ? memb_find(r->sender) : NULL;
         answer = r->type == PSKV__MSG_TYPE__BARRIER || r->type == PSKV__MSG_TYPE__FINISH;
@@ -206,6 +217,8 @@ static void dispatch(wire_msg *msg)
     case PSKV__MSG_TYPE__STATUS: view_status(msg); break;
     case PSKV__MSG_TYPE__CHECKPOINT: ckpt_start(msg); break;
     case PSKV__MSG_TYPE__DRAIN: drain_request(msg); break;
+    case PSKV__MSG_TYPE__SHUTDOWN: memb_on_shutdown(msg); break;
+    case PSKV__MSG_TYPE__GROUP_STOP: group_on_stop(msg); break;
     case PSKV__MSG_TYPE__CHECKPOINT_ACK: ckpt_on_ack(msg); break;
     case PSKV__MSG_TYPE__EVAL_REPORT: {
         memb_node *n = memb_sender(msg);
@@ -246,6 +259,7 @@ static int configure(int argc, char **argv)
     log_set_node(0);
     memb.nservers = (int)cfg_int(config, "servers");
     memb.nworkers = (int)cfg_int(config, "workers");
+    memb.service = (int)cfg_int(config, "service");
     memb.heartbeat_ms = (int)cfg_int(config, "heartbeat-ms");
     memb.dead_after_ms = (int)cfg_int(config, "dead-after-ms");
     memb.join_timeout_s = cfg_double(config, "join-timeout");
@@ -293,6 +307,7 @@ static int configure(int argc, char **argv)
     estop_hooks();
     drain_hooks();
     schedm_hooks();
+    group_hooks();
     if (!ckpt_resume_job(&memb.job_id))
         memb.job_id = (uint64_t)cfg_int(config, "job-id");
     while (memb.job_id == 0 &&
@@ -338,11 +353,19 @@ static void drain(void)
     }
 }
 
-/* The event loop: until a signal, or the end of a stopping job. */
+/* The event loop: until a signal, or the end of a stopping job. A service takes
+ * SIGTERM (or SIGINT) as pskvctl shutdown: it stops its servers first; a second
+ * signal ends it at once. */
 static void run(void)
 {
     int64_t next_tick = tu_now_ms();
-    while (!stop_signal) {
+    int signals = 0;
+    while (!stop_signal || (memb.service && signals == 0)) {
+        if (stop_signal && memb.service) {
+            signals = 1;
+            stop_signal = 0;
+            memb_on_shutdown(NULL);
+        }
         if (reload_signal) {
             reload_signal = 0;
             secure_reload(&sched_sec);
@@ -414,8 +437,12 @@ int main(int argc, char **argv)
                      (int)cfg_int(config, "metrics-port")) < 0)
         return 1;
     cfg_log(config);
-    LOG_I("listening on port %d; job %llu; waiting for %d servers and %d workers", port,
-          (unsigned long long)memb.job_id, memb.nservers, memb.nworkers);
+    if (memb.service)
+        LOG_I("listening on port %d; service %llu; waiting for %d servers (worker groups come "
+              "and go)", port, (unsigned long long)memb.job_id, memb.nservers);
+    else
+        LOG_I("listening on port %d; job %llu; waiting for %d servers and %d workers", port,
+              (unsigned long long)memb.job_id, memb.nservers, memb.nworkers);
     printf("pskv-scheduler listening on port %d\n", port);
     fflush(stdout);
 
@@ -430,6 +457,7 @@ int main(int argc, char **argv)
     secure_close(&sched_sec);
     zmq_ctx_term(ctx);
     memb_free();
+    group_reset();
     view_free();
     ckpt_free();
     events_reset();

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "group.h"
 #include "log.h"
 #include "pskv_errors.h"
 #include "ring.h"
@@ -121,13 +122,15 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
         v->insecure = sched_sec.insecure;
         detect_fill_view(v);
     }
-    v->n_nodes = (size_t)memb.nnodes;
+    v->n_nodes = 0;
     v->nodes = ptrs;
     for (int i = 0; i < memb.nnodes; i++) {
         memb_node *n = &memb.nodes[i];
-        Pskv__Node *p = &nodes[i];
+        if (!status && !group_in_view(n))
+            continue; /* a group not yet running, or ended (group.h) */
+        Pskv__Node *p = &nodes[v->n_nodes];
         pskv__node__init(p);
-        ptrs[i] = p;
+        ptrs[v->n_nodes++] = p;
         p->has_id = p->has_role = p->has_rank = p->has_port = p->has_pid = p->has_alive = 1;
         p->id = n->id;
         p->role = n->role;
@@ -146,6 +149,8 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
         for (int f = 0; f < nfillers; f++)
             if (fillers[f].node)
                 fillers[f].node(fillers[f].ctx, p, n, status);
+        if (n->role == PSKV__ROLE__WORKER && (*n->group || memb.service))
+            p->group = n->group; /* group_view_for keeps a worker's group by it */
         p->has_clock = n->role == PSKV__ROLE__WORKER;
         p->clock = n->clock;
         p->has_dropped = n->role == PSKV__ROLE__SERVER;
@@ -201,13 +206,32 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
     }
 }
 
+/* Sends view v (m carries it) to node n: a worker gets its group's view
+ * (group_view_for, built in gptrs from v's ptrs), any other node v itself. */
+static void send_to(memb_node *n, Pskv__Meta *m, Pskv__View *v, Pskv__Node **ptrs,
+                    Pskv__Node **gptrs)
+{
+    if (n->role != PSKV__ROLE__WORKER) {
+        sched_send(n, m);
+        return;
+    }
+    Pskv__View gv = *v;
+    memcpy(gptrs, ptrs, v->n_nodes * sizeof *gptrs);
+    gv.nodes = gptrs;
+    gv.n_nodes = group_view_for(n, &gv, gptrs, v->n_nodes);
+    m->view = &gv;
+    sched_send(n, m);
+    m->view = v;
+}
+
 /* Sends the current view to `only` (in the table or not), or (NULL) to every live
  * node that still takes part. */
 static void send_view_msg(memb_node *only)
 {
     Pskv__Node *nodes = calloc((size_t)memb.nnodes, sizeof *nodes);
     Pskv__Node **ptrs = calloc((size_t)memb.nnodes, sizeof *ptrs);
-    if (!nodes || !ptrs) {
+    Pskv__Node **gptrs = calloc((size_t)memb.nnodes, sizeof *gptrs);
+    if (!nodes || !ptrs || !gptrs) {
         LOG_E("out of memory publishing the view");
         exit(1);
     }
@@ -217,13 +241,24 @@ static void send_view_msg(memb_node *only)
     sched_meta(&m, PSKV__MSG_TYPE__VIEW);
     m.view = &v;
     /* not to the dead: a node heard again is sent a view then (membership.c), and
-     * one cut off or stopped would only queue views that it never reads */
-    if (only)
-        sched_send(only, &m);
-    else
-        for (int i = 0; i < memb.nnodes; i++)
-            if (memb.nodes[i].state != NODE_FINISHED && !memb.nodes[i].dead)
-                sched_send(&memb.nodes[i], &m);
+     * one cut off or stopped would only queue views that it never reads. In table
+     * order, as always; a worker sees its group's ranks, the servers and the
+     * evaluator each worker's clock slot as its rank (group.h; in a job the same) */
+    int slotted = 0;
+    for (int i = 0; i < (only ? 1 : memb.nnodes); i++) {
+        memb_node *n = only ? only : &memb.nodes[i];
+        if (!only && (n->state == NODE_FINISHED || n->dead ||
+                      (n->role == PSKV__ROLE__WORKER && n->state == NODE_JOINED)))
+            continue; /* a worker of a group not yet running has no view yet */
+        if (memb.service && slotted != (n->role != PSKV__ROLE__WORKER)) {
+            slotted = n->role != PSKV__ROLE__WORKER;
+            for (int j = 0, k = 0; j < memb.nnodes; j++)
+                if (group_in_view(&memb.nodes[j]) && ptrs[k++]->role == PSKV__ROLE__WORKER)
+                    ptrs[k - 1]->rank = slotted ? memb.nodes[j].slot : memb.nodes[j].rank;
+        }
+        send_to(n, &m, &v, ptrs, gptrs);
+    }
+    free(gptrs);
     free(nodes);
     free(ptrs);
 }

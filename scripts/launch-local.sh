@@ -274,18 +274,23 @@ stop_all() {
 }
 
 # Waits (up to ~5 s) until the scheduler listens on its port, so servers and workers
-# do not race it. Starts the others anyway after that.
+# do not race it. Starts the others anyway after that. The scheduler says so in its
+# log once bound ("pskv-scheduler listening on port P"): read with the shell's own
+# read (no ss, no fork but the nap), so a short job (a pskv-tune trial) starts fast.
+scheduler_says_listening() {
+  local line
+  while IFS= read -r line; do
+    [[ $line == "pskv-scheduler listening on port $port" ]] && return 0
+  done < "$log_dir/scheduler.log"
+  return 1
+}
 wait_scheduler_listening() {
   local n
-  if ((!have_ss)); then
-    nap 0.3
-    return 0
-  fi
-  for ((n = 0; n < 100; n++)); do
+  for ((n = 0; n < 250; n++)); do
     [[ -n $got_signal ]] && return 0
     kill -0 "${pids[0]}" 2>/dev/null || return 0
-    [[ $(listening_ports) == *" $port "* ]] && return 0
-    nap 0.05
+    scheduler_says_listening && return 0
+    nap 0.02
   done
   msg "warning: scheduler is not listening on port $port after 5 s; starting the others anyway"
 }

@@ -77,6 +77,7 @@ static int open_data(void)
     srv.tables = tables_new();
     srv.cons = consist_new(srv.router, &srv.mb, srv.tables);
     srv.chain = chain_new(srv.ctx, srv.router, &srv.mb, srv.tables, cfg_int(config, "max-message"));
+    srv.follow = follow_new(srv.router, &srv.mb, srv.tables, srv.chain, srv.cons);
     if (srv.chain) {
         chain_on_refusal(srv.chain, serve_note_refusal);
         chain_on_close(srv.chain, serve_close_done);
@@ -169,6 +170,7 @@ static int run(const char *sched)
             lease_set_whole(srv.whole = srv.mb.epoch); /* a drain waits for it (lease.h) */
         smet_tick(srv.tables, &st);
         sweep_pass(srv.tables, srv.cons);
+        follow_tick(srv.follow);
     }
     return stopped;
 }
@@ -259,6 +261,7 @@ int main(int argc, char **argv)
     log_exit(stopped);
     lease_stop();
     member_close(&srv.mb);
+    follow_destroy(&srv.follow);
     chain_destroy(&srv.chain);
     zmq_close(srv.router);
     secure_close(&srv.sec);

@@ -2,6 +2,7 @@
 #include "nsguard.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "pskv_errors.h"
 #include "refuse.h"
@@ -21,7 +22,8 @@ int nsguard_request(table_set *ts, const wire_msg *msg, const Pskv__View *view, 
 {
     const Pskv__Meta *r = msg->meta;
     int open = r->type == PSKV__MSG_TYPE__TABLE_OPEN, push = r->type == PSKV__MSG_TYPE__PUSH;
-    if (!open && !push && r->type != PSKV__MSG_TYPE__PULL)
+    int lr = r->type == PSKV__MSG_TYPE__TABLE_LR; /* changes the table: a write */
+    if (!open && !push && !lr && r->type != PSKV__MSG_TYPE__PULL)
         return 0;
     const table *t = r->has_table_id ? tables_find(ts, r->table_id) : NULL;
     char ns[NSPACE_MAX + 1];
@@ -31,7 +33,11 @@ int nsguard_request(table_set *ts, const wire_msg *msg, const Pskv__View *view, 
         snprintf(ns, sizeof ns, "%s", t->ns);
     else
         return 0;
-    int rc = nspace_access(msg->bind, ns, push, why, whylen);
+    int rc = nspace_access(msg->bind, ns, push || lr, why, whylen);
+    if (rc < 0 && lr) {
+        size_t len = strlen(why);
+        snprintf(why + len, whylen - len, " (nor change table '%s''s lr)", t ? t->name : "?");
+    }
     if (rc < 0) {
         refuse_note(REFUSE_NAMESPACE, msg->peer, msg->key, why);
         return rc;

@@ -1,7 +1,7 @@
 /* The namespace checks of a worker's request at a server, before anything of it is
  * applied: the sender key's binding (PSKV_EACCES, counted as a "namespace" refusal)
- * for TABLE_OPEN, PUSH and PULL, and the namespace's quota for a PUSH that would
- * create rows (PSKV_EQUOTA). nspace.h holds the rules; this applies them to a
+ * for TABLE_OPEN, PUSH, PULL and TABLE_LR (a write, like a push), and the
+ * namespace's quota for a PUSH that would create rows (PSKV_EQUOTA). nspace.h holds the rules; this applies them to a
  * message. THREAD: the server's loop thread. NEVER answers or applies: the caller
  * refuses the message with the code and reason returned. */
 #ifndef PSKV_NSGUARD_H

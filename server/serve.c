@@ -132,6 +132,35 @@ static table *request_table(wire_msg *msg)
     return NULL;
 }
 
+/* TABLE_LR (pskv_table_set_lr): the table's updater takes the new lr for the pushes
+ * that come after it. Pushes this server forwards down chains carry the lr they
+ * were applied with, so replicas stay identical whatever order the change and the
+ * forwards reach them in (chain_apply.c). */
+static void on_table_lr(wire_msg *msg)
+{
+    char why[300], who[64];
+    Pskv__Meta *r = msg->meta;
+    table *t = request_table(msg);
+    if (!t)
+        return;
+    if (!r->has_table_lr) {
+        fail(msg, PSKV_EPROTO, "TABLE_LR without table_lr");
+        return;
+    }
+    float was = shard_lr(t->sh);
+    int rc = table_set_lr(t, (double)r->table_lr, why, sizeof why);
+    if (rc < 0) {
+        fail(msg, -rc, why);
+        return;
+    }
+    sender_name(msg, who, sizeof who);
+    LOG_I("table '%s': lr %g -> %g (set by %s)", t->name, (double)was, (double)r->table_lr,
+          who);
+    Pskv__Meta m;
+    meta_reply(&m, r, PSKV__MSG_TYPE__TABLE_LR_ACK);
+    wire_send(srv.router, &msg->rid, &m, NULL, NULL);
+}
+
 /* Checks table, width and ownership of a push or pull and fills rs; returns the
  * table or NULL (after answering with an error). */
 static table *check_request(wire_msg *msg, rowset *rs)
@@ -308,8 +337,9 @@ static int from_future(const wire_msg *msg)
 /* Refuses (and returns 1 for) any data message while this server's lease has
  * lapsed (but a copy, FILL: sent once, it answers nobody, and a view that takes
  * the partition away drops it again), and drops a forward or copy planned on an
- * older placement. A push or pull planned on an older view is served when this
- * server still heads (or tails) its rows: chain_rows checks that row by row. */
+ * older placement. A keyed push or pull planned on an older view is served when
+ * this server still heads (or tails) its rows: chain_rows checks that key by key
+ * (a dense run, which names no rows, it refuses). */
 static int refuse_stale(wire_msg *msg)
 {
     Pskv__Meta *r = msg->meta;
@@ -379,6 +409,16 @@ static void on_clock(wire_msg *msg)
         consist_clock_from(srv.cons, srv.mb.node_id, rank, r->clock);
         chain_forward_clock(srv.chain, srv.mb.node_id, 0, rank, r->clock);
     }
+    follow_clock(srv.follow); /* a clock boundary: the dense parts readers wait for */
+}
+
+/* FOLLOW: a reader (pskv-serve) subscribes to a namespace's rows (follow.h). */
+static void on_follow(wire_msg *msg)
+{
+    char why[300];
+    int rc = srv.follow ? follow_request(srv.follow, msg, why, sizeof why) : -PSKV_ENOMEM;
+    if (rc < 0)
+        fail(msg, -rc, srv.follow ? why : "no memory for readers");
 }
 
 /* After a view: which heads' clock streams pulls here wait on. A new head's
@@ -447,6 +487,8 @@ static void handle_worker(wire_msg *msg)
     case PSKV__MSG_TYPE__PUSH: on_push(msg); break;
     case PSKV__MSG_TYPE__PULL: on_pull(msg); break;
     case PSKV__MSG_TYPE__CLOCK: on_clock(msg); break;
+    case PSKV__MSG_TYPE__TABLE_LR: on_table_lr(msg); break;
+    case PSKV__MSG_TYPE__FOLLOW: on_follow(msg); break;
     case PSKV__MSG_TYPE__REPLICATE:
         chain_replicate(srv.chain, msg);
         consist_advance(srv.cons); /* a bsp close may free parked pulls */
@@ -493,8 +535,10 @@ int serve_scheduler(void)
                       (unsigned long long)srv.mb.epoch);
                 exit(3);
             }
-            if (chain_place_epoch(srv.chain) != place_before)
+            if (chain_place_epoch(srv.chain) != place_before) {
                 consist_placement_changed(srv.cons, chain_place_epoch(srv.chain));
+                follow_placement(srv.follow); /* new heads: readers get full copies */
+            }
             consist_view(srv.cons);
             clocks_after_view(place_before);
             if (clocks.vc) {
@@ -509,6 +553,7 @@ int serve_scheduler(void)
         } else if (msg.meta->type == PSKV__MSG_TYPE__CHECKPOINT_PRUNE && msg.meta->has_seq) {
             checkpoint_prune(msg.meta->seq, msg.meta->prune_keep_from, msg.meta->prune_keep_to);
         } else if (msg.meta->type == PSKV__MSG_TYPE__STOP) {
+            follow_final(srv.follow); /* readers keep the model as it ends */
             if (msg.meta->drained)
                 LOG_I("drained (pskvctl drain): the other servers hold whole copies of every "
                       "partition this server held; leaving the job (exit 0)");

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "consist/consist.h"
+#include "follow.h"
 #include "member.h"
 #include "repl/chain.h"
 #include "secure.h"
@@ -38,6 +39,7 @@ typedef struct serve_state {
     int lease_lapsed;       /* logged once per lapse */
     secure sec;             /* keys, CURVE, ZAP (secure.h) */
     uint64_t whole;         /* the latest view epoch whose placement is whole here */
+    follow *follow;         /* readers following a namespace (follow.h) */
 } serve_state;
 
 extern serve_state srv;

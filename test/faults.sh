@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Fault tests: real daemons on loopback, killed and paused mid-run. Each scenario
-# runs --trials times (make test: 3, make test-faults: 20) on the optimised build
+# runs --trials times (make faults: 3, make test: 1, make test-faults: 20) on the optimised build
 # (build/bin, or $PSKV_BIN_DIR); each trial has a hard time-out. Prints one line
 # per trial, the failover times measured, the drain times (pskvctl drain), and
 # last "N passed, N failed" on its own line.
 #
-#   test/faults.sh [--trials N] [--once-trials M] [--only NAME]... [--tags TAG[,TAG]] [-j N] [--list]
+#   test/faults.sh [--trials N] [--once-trials M] [--figures] [--only NAME]... [--tags TAG[,TAG]] [-j N] [--list]
 #
+# The scenarios tagged figure report a time (failover, drain) and assert none: with
+# --figures (make faults, make test-faults) they run alone, so that the medians and
+# worst cases printed are the machine's; without (make test: one trial each, for
+# what they assert) beside another scenario.
 # The scenarios tagged once (checkpoints, joins, drains, the evaluator, filters)
 # check what a run ends with, not a time: --once-trials M runs them M times instead
 # (make test: 1; default: --trials). The scenarios are the functions f_NAME of
@@ -36,7 +40,8 @@ while [ $# -gt 0 ]; do
     --trials=*) TRIALS=${1#*=}; shift ;;
     --once-trials) ONCE_TRIALS=$2; shift 2 ;;
     --once-trials=*) ONCE_TRIALS=${1#*=}; shift ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --figures) HARNESS_ALONE="$HARNESS_ALONE figure"; shift ;;
+    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "faults.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done

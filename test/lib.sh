@@ -9,14 +9,15 @@
 # tests found by glob: the functions named PREFIXNAME that the files DIR/*.sh define,
 # one file per area, each test with its tags (`tags NAME TAG...` beside it). Every
 # test runs in its own directory under $WORK, in a subshell with a hard time-out;
-# `-j N` runs N at a time (tests tagged serial run alone, after the others). The
-# output is one PASS/FAIL/SKIP line per test (a test that returns 77 is skipped) and,
-# last, "N passed, N failed" alone on its line. See test/README.md.
+# `-j N` runs N at a time (tests tagged serial or root run alone, after the others;
+# the ones tagged slow start first). The output is one PASS/FAIL/SKIP line per test
+# with its seconds (a test that returns 77 is skipped), the run's seconds and its
+# slowest tests, and, last, "N passed, N failed" alone on its line. See test/README.md.
 #
 # Tags: once (fault tests that check what a run ends with: run --once-trials times),
 # root (need root: network namespaces, other users, Slurm), keys (CURVE keys),
 # shm (shared memory), slow (a minute or more), serial (times something or needs the
-# machine alone: never beside another test).
+# machine alone: never beside another test; root tests are run alone too).
 
 top=${top:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 # shellcheck source=../scripts/free-port.sh
@@ -135,25 +136,32 @@ harness_selected() {
   return 0
 }
 
-# harness_spawn NAME TRIAL SLOT SLOTS: starts one test in $WORK/NAME[-TRIAL] under a
-# watcher that kills it (and what it started) after HARNESS_TIMEOUT s and writes
-# "STATUS SECONDS" to the directory's file rc last; SLOT of SLOTS picks its share of
-# the free ports. The watcher's pid goes to HARNESS_PID.
+# harness_spawn NAME TRIAL SLOT SLOTS: starts one test in $WORK/NAME[-TRIAL], in a
+# process group of its own, under a watcher that kills it after HARNESS_TIMEOUT s and
+# writes "STATUS SECONDS" to the directory's file rc last; SLOT of SLOTS picks its
+# share of the free ports. When the test ends (passed, failed or timed out), what it
+# started and left running is killed with its group: a test that failed half-way
+# leaves no daemon loading the machine under the next ones. The watcher's pid goes
+# to HARNESS_PID, the test's group to the directory's file pgid.
 harness_spawn() {
   local name=$1 trial=$2 slot=$3 slots=$4 dir="$WORK/$1${2:+-$2}"
   mkdir -p "$dir"
   (
     export PSKV_PORT_SLOT=$slot PSKV_PORT_SLOTS=$slots # free_port's share of the ports
     t0=$SECONDS
-    ( cd "$dir" && TDIR=$dir "$HARNESS_PREFIX$name" ) > "$dir/test.out" 2>&1 &
+    set -m # the test's own process group (its stdin /dev/null: never the terminal's)
+    ( set +m; cd "$dir" && TDIR=$dir "$HARNESS_PREFIX$name" ) > "$dir/test.out" 2>&1 < /dev/null &
     pid=$! deadline=$((SECONDS + HARNESS_TIMEOUT))
+    set +m
+    echo "$pid" > "$dir/pgid"
     while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
     if kill -0 "$pid" 2>/dev/null; then
-      pkill -KILL -P "$pid" 2>/dev/null; kill -KILL "$pid" 2>/dev/null
+      kill -KILL -- "-$pid" 2>/dev/null
       pkill -KILL -f "$dir/" 2>/dev/null
       echo "timed out" >> "$dir/test.out"; rc=124
     else
       wait "$pid"; rc=$?
+      kill -KILL -- "-$pid" 2>/dev/null # what it left running
     fi
     echo "$rc $((SECONDS - t0))" > "$dir/rc.tmp" && mv "$dir/rc.tmp" "$dir/rc"
   ) 2> /dev/null &
@@ -173,24 +181,41 @@ harness_report() {
     skipped=$((skipped + 1)); echo "SKIP $label ($(tail -n 1 "$dir/test.out"))"
   else
     failed=$((failed + 1)); echo "FAIL $label (status $rc, $secs s)"
-    sed 's/^/    /' "$dir/test.out" | tail -n "$HARNESS_TAIL"
+    # awk ends every line, also an unterminated last one: the next line of the
+    # report (at the end, the count) always starts a line of its own
+    tail -n "$HARNESS_TAIL" "$dir/test.out" | awk '{ print "    " $0 }'
   fi
+  HARNESS_SECS+=("$secs $label")
+}
+
+# harness_alone NAME: NAME must not run beside another test: it has one of the tags
+# of HARNESS_ALONE (serial and root; a runner may add its own).
+HARNESS_ALONE=${HARNESS_ALONE:-serial root}
+harness_alone() {
+  local a
+  for a in $HARNESS_ALONE; do has_tag "$1" "$a" && return 0; done
+  return 1
 }
 
 harness_cleanup() {
-  local p
+  local p g
   for p in "${!HARNESS_RUNNING[@]}"; do kill -KILL "$p" 2>/dev/null; done
+  for g in "$WORK"/*/pgid; do # the groups of the tests still running
+    [ -f "$g" ] && [ ! -f "${g%/pgid}/rc" ] && kill -KILL -- "-$(cat "$g")" 2>/dev/null
+  done
   [ -n "${WORK:-}" ] || return
   pkill -KILL -f "$WORK/" 2>/dev/null
   if [ "${failed:-0}" -eq 0 ] && [ -z "${PSKV_KEEP_LOGS:-}" ]; then rm -rf "$WORK"; else echo "logs kept in $WORK" >&2; fi
 }
 
 # harness_run: runs the selected tests (each as many times as harness_trials says),
-# HARNESS_JOBS at a time, the serial ones alone after the others (with -j 1, all in
-# order); prints the closing count and returns 0 when none failed.
+# HARNESS_JOBS at a time, the slow ones first, those with a tag of HARNESS_ALONE alone
+# after the others (with -j 1, all in order); prints the run's seconds and slowest
+# tests, then the closing count, and returns 0 when none failed.
 harness_run() {
-  local n i k units=() serial=() u
+  local n i k units=() first=() serial=() u t0=$SECONDS
   declare -gA HARNESS_RUNNING=()
+  HARNESS_SECS=()
   passed=0 failed=0 skipped=0
   for n in "${HARNESS_ONLY[@]}"; do
     [[ " ${TEST_NAMES[*]} " == *" $n "* ]] || harness_die "no test named '$n' (--list shows them)"
@@ -198,18 +223,25 @@ harness_run() {
   for n in "${TEST_NAMES[@]}"; do
     harness_selected "$n" || continue
     if [ "$HARNESS_LIST" -eq 1 ]; then echo "$n${TEST_TAGS[$n]:+ [${TEST_TAGS[$n]}]}"; continue; fi
-    if declare -F harness_trials > /dev/null; then
-      k=$(harness_trials "$n")
-      for i in $(seq "$k"); do u="$n $i"; if [ "$HARNESS_JOBS" -gt 1 ] && has_tag "$n" serial; then serial+=("$u"); else units+=("$u"); fi; done
-    else
-      u="$n"; if [ "$HARNESS_JOBS" -gt 1 ] && has_tag "$n" serial; then serial+=("$u"); else units+=("$u"); fi
-    fi
+    k=1
+    declare -F harness_trials > /dev/null && k=$(harness_trials "$n")
+    for i in $(seq "$k"); do
+      u="$n"; declare -F harness_trials > /dev/null && u="$n $i"
+      if [ "$HARNESS_JOBS" -eq 1 ]; then units+=("$u")
+      elif harness_alone "$n"; then serial+=("$u")
+      elif has_tag "$n" slow; then first+=("$u") # the long ones first: the pool ends level
+      else units+=("$u"); fi
+    done
   done
   [ "$HARNESS_LIST" -eq 0 ] || return 0
   trap harness_cleanup EXIT
-  harness_pool "$HARNESS_JOBS" "${units[@]}"
+  harness_pool "$HARNESS_JOBS" "${first[@]}" "${units[@]}"
   harness_pool 1 "${serial[@]}"
   declare -F harness_summary > /dev/null && harness_summary
+  if [ ${#HARNESS_SECS[@]} -gt 0 ]; then
+    echo "${RUNNER:-tests}: $((SECONDS - t0)) s, $HARNESS_JOBS at a time; slowest:" \
+      "$(printf '%s\n' "${HARNESS_SECS[@]}" | sort -rn | head -n 5 | sed 's/^\([0-9]*\) \(.*\)/\2 \1 s/' | paste -sd, - | sed 's/,/, /g')"
+  fi
   if [ "$skipped" -gt 0 ]; then
     echo "$passed passed, $failed failed, $skipped skipped"
   else

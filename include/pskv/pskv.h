@@ -87,6 +87,14 @@ typedef struct pskv_config {
                                   this many bytes of memory, every replica counted: a
                                   push that would create rows past it fails PSKV_EQUOTA
                                   (default 0: none asked; the namespace's first quota stays) */
+    const char *group;         /* the worker group this worker joins (a service's:
+                                  pskv-scheduler --service): ranks 0..group_size-1,
+                                  barriers, clocks and life of its own; its tables live
+                                  in the namespace of its name unless table_namespace
+                                  names another. NULL or "" = the unnamed group (a job's
+                                  workers). 1..64 bytes, no '/' (docs/protocol.md "Groups") */
+    int group_size;            /* W, the same for every worker of the group (0 = the
+                                  scheduler's --workers; a named group needs it) */
 } pskv_config;
 
 /* Precision of pskv_allreduce's values on the wire. FP16 (IEEE binary16) and BF16
@@ -151,6 +159,22 @@ int pskv_worker_open(const pskv_config *cfg, pskv_worker **out);
  * handle >= 0, or -PSKV_EMISMATCH when the table exists with other options
  * (pskv_last_error names the option), -PSKV_EINVAL, -PSKV_ETIMEDOUT. */
 int pskv_table_open(pskv_worker *w, const char *name, const pskv_table_opts *o);
+
+/* Changes the learning rate of `table`'s updater (pskv_table_opts.lr: sgd, adagrad,
+ * adam, adamw, ftrl's alpha, a plug-in's) on every server, for learning-rate
+ * schedules: the servers apply this worker's pushes sent before the call with the
+ * old lr and those sent after it with lr (another worker's pushes in flight meanwhile
+ * with either; a push re-sent after a view change with the lr of the moment). Replicas
+ * apply every push with the lr its head applied it with, so copies stay identical.
+ * Blocks until every live server acknowledged, at most the request time-out plus
+ * 1 s. The table's options as opened do not change: a later pskv_table_open compares
+ * the first open's lr. A server that joins later learns the lr with its copy of the
+ * table; a checkpoint keeps the first open's (a resumed job sets it again).
+ * Returns 0, -PSKV_EINVAL (lr not a finite number > 0, updater sum, the updater's own
+ * rules, an evaluator; pskv_last_error names the table and the value), -PSKV_EACCES
+ * (the worker's key may not write the table's namespace: a reader), -PSKV_ETIMEDOUT
+ * or another negated PSKV_E* code; after an error some servers may have taken it. */
+int pskv_table_set_lr(pskv_worker *w, int table, float lr);
 
 /* Pushes nkeys rows of `width` floats (vals: nkeys * width, in key order).
  * keys == NULL on a dense table pushes every key (nkeys must equal size).
@@ -370,6 +394,18 @@ int pskv_job_ending(const pskv_worker *w);
  * to max ranks) per worker rank the clocks its values reflect at least (ssp and
  * async). Returns the number of ranks written. */
 int pskv_values_clocks(const pskv_worker *w, int64_t *lo, int64_t *hi, int64_t *vc, int max);
+
+/* Reading a served model: the rows of n keys of `table` from the pskv-serve at
+ * endpoint ("HOST:PORT", its --zmq-port), as its POST /v1/lookup answers them:
+ * out gets n x *width floats (NaN for a key the table does not hold; out_cap
+ * floats at most), *clock the version's clock (width, clock may be NULL). Needs
+ * no worker handle; one request on a socket of its own, within timeout_ms.
+ * Returns 0, -PSKV_EINVAL (bad arguments, out too small), -PSKV_ENOTABLE (no
+ * such table served), -PSKV_ETIMEDOUT, -PSKV_ENET or -PSKV_EPROTO; why (when
+ * why_len > 0) says what went wrong. Thread-safe. */
+int pskv_serve_lookup(const char *endpoint, const char *table, const uint64_t *keys, size_t n,
+                      float *out, size_t out_cap, uint32_t *width, int64_t *clock,
+                      int timeout_ms, char *why, size_t why_len);
 
 /* The scheduler's --early-stop-metric as the latest view says ("" when off);
  * the string belongs to the view (valid until the next libpskv call). */

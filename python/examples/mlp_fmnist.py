@@ -10,6 +10,12 @@ epoch and takes its share of each global batch. With --evaluator under
 pskv.launch --evaluator, the same script runs as the job's evaluator
 (python/examples/evaluator.py does the work).
 
+--schedule cosine lowers the lr along a half cosine to --lr-min over the run (a torch
+LambdaLR over the wrapped optimizer, stepped every --lr-every steps): the servers'
+updater follows it (pskv_table_set_lr), whatever the optimizer. The 2-epoch, 2-worker
+setting the tests use, --optimizer adam --lr 0.002 --schedule cosine, and the runs that
+chose it are in docs/python.md.
+
 Prints one line per epoch from rank 0: seconds, samples/s (global), test accuracy;
 and a last line "result {json}" for scripts.
 """
@@ -17,6 +23,7 @@ and a last line "result {json}" for scripts.
 import argparse
 import gzip
 import json
+import math
 import os
 import sys
 import time
@@ -67,6 +74,12 @@ def main():
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--batch", type=int, default=64, help="global batch")
     ap.add_argument("--optimizer", default="sgd", choices=["sgd", "adam"])
+    ap.add_argument("--schedule", default="none", choices=["none", "cosine"],
+                    help="cosine: the lr falls from --lr to --lr-min along a half cosine "
+                    "over the run, changed every --lr-every steps (on the servers: "
+                    "pskv_table_set_lr)")
+    ap.add_argument("--lr-min", type=float, default=0.0)
+    ap.add_argument("--lr-every", type=int, default=10)
     ap.add_argument("--mode", default="ps", choices=["ps", "allreduce"])
     ap.add_argument("--consistency", default="async")
     ap.add_argument("--no-prefetch", action="store_true")
@@ -93,6 +106,15 @@ def main():
     lb = a.batch // W
     g = torch.Generator().manual_seed(0)
     N = len(X)
+    steps = a.epochs * ((N + a.batch - 1) // a.batch)
+    sched = None
+    if a.schedule == "cosine":  # over the wrapped optimizer: DistributedOptimizer follows
+        changes = max(1, steps // a.lr_every)
+        sched = torch.optim.lr_scheduler.LambdaLR(
+            opt.optimizer if a.mode == "ps" else local,
+            lambda k: (a.lr_min + (a.lr - a.lr_min) * 0.5 * (1 + math.cos(math.pi * k / changes)))
+            / a.lr)
+    done = 0
     out, total, acc = [], 0.0, 0.0
     try:
         for ep in range(1, a.epochs + 1):
@@ -104,6 +126,9 @@ def main():
                 opt.zero_grad()
                 lossf(model(X[idx]), y[idx]).backward()
                 opt.step()
+                done += 1
+                if sched is not None and done % a.lr_every == 0:
+                    sched.step()
                 w.set_progress(ep, step, i)
             opt.synchronize() if a.mode == "ps" else None
             w.barrier()

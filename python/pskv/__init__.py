@@ -19,9 +19,11 @@ from .errors import (Error, InvalidArgumentError, TimeoutError, NetworkError, Pe
 from .table import Table, Handle, View, PushBuffer
 from .worker import Worker
 from .evaluator import Evaluator, Snapshot
+from .serving import serve_lookup
 
 __all__ = ["Worker", "Table", "Handle", "View", "PushBuffer", "Evaluator", "Snapshot",
            "Error", "InvalidArgumentError", "TimeoutError", "NetworkError", "PeerDeadError",
            "LostError", "ClosedError", "RefusedError", "TableError", "NotFoundError",
-           "LateError", "IOError", "ForkError", "StopRequested", "library_path"]
+           "LateError", "IOError", "ForkError", "StopRequested", "library_path",
+           "serve_lookup"]
 __version__ = "0.1.0"

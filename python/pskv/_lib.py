@@ -36,7 +36,7 @@ class Config(ctypes.Structure):
         ("metrics_port", c_int), ("metrics_bind", c_char_p), ("evaluator", c_int),
         ("listen_port", c_int), ("listen_bind", c_char_p), ("allreduce_wire", c_int),
         ("shm", c_int), ("slice_us", c_int), ("table_namespace", c_char_p),
-        ("quota_bytes", c_uint64),
+        ("quota_bytes", c_uint64), ("group", c_char_p), ("group_size", c_int),
     ]
 
 
@@ -118,9 +118,13 @@ SIGNATURES = {
     "pskv_strerror": (c_char_p, [c_int]),
     "pskv_traffic_get": (c_int, [W, c_int, ctypes.POINTER(Traffic)]),
     "pskv_set_loss_scale": (c_int, [W, c_int, c_float]),
+    "pskv_table_set_lr": (c_int, [W, c_int, c_float]),
     "pskv_struct_layout": (c_int64, [c_char_p, c_char_p]),
     "pskv_held_get": (None, [W, ctypes.POINTER(Held)]),
     "pskv_request_pending": (c_int, [W, c_int64]),
+    "pskv_serve_lookup": (c_int, [c_char_p, c_char_p, VP, c_size_t, VP, c_size_t,
+                                  ctypes.POINTER(ctypes.c_uint32), P_I64, c_int, c_char_p,
+                                  c_size_t]),
     "free": (None, [VP]),
 }
 

@@ -9,11 +9,14 @@ library may touch it. torch is never imported here: a tensor is recognised by
 its type's module.
 """
 
+import ctypes
+
 import numpy as np
 
 _U64 = np.dtype(np.uint64)
 _I64 = np.dtype(np.int64)
 _F32 = np.dtype(np.float32)
+_addressof, _from_buffer = ctypes.addressof, ctypes.c_char.from_buffer
 
 
 def _is_tensor(a):
@@ -27,9 +30,14 @@ def values(a, arg, writable=False):
     if type(a) is np.ndarray:
         if a.dtype != _F32:
             raise TypeError("%s: numpy dtype %s, expected float32" % (arg, a.dtype))
-        if not a.flags.c_contiguous:
+        fl = a.flags
+        if not fl.c_contiguous:
             raise ValueError("%s: the array is not contiguous (use np.ascontiguousarray)" % arg)
-        if writable and not a.flags.writeable:
+        if fl.writeable and a.size:
+            # through the buffer protocol: a third of a.ctypes.data's time (the
+            # temporary ctypes object lets go of the buffer at once)
+            return _addressof(_from_buffer(a)), a.size
+        if writable:
             raise ValueError("%s: the array is read-only" % arg)
         return a.ctypes.data, a.size
     if _is_tensor(a):

@@ -16,6 +16,7 @@ CODES = {
     13: "PSKV_ENOTFOUND", 14: "PSKV_EBADVALUE", 15: "PSKV_EIO", 16: "PSKV_ELATE",
     17: "PSKV_ESTALE", 18: "PSKV_ELOST", 19: "PSKV_ENOTREADY", 20: "PSKV_EPERM",
     21: "PSKV_EPEERDEAD", 22: "PSKV_EKEYMISS", 25: "PSKV_ENOSHM", 26: "PSKV_ESHMREF",
+    31: "PSKV_EQUOTA", 32: "PSKV_EACCES",
 }
 
 
@@ -56,8 +57,8 @@ class ClosedError(Error):
 
 
 class RefusedError(Error):
-    """PSKV_EREFUSED, PSKV_EPERM: the scheduler or a server refused (rank taken,
-    role not permitted)."""
+    """PSKV_EREFUSED, PSKV_EPERM, PSKV_EQUOTA, PSKV_EACCES: the scheduler or a server
+    refused (rank taken, role not permitted, namespace quota, a reader key writing)."""
 
 
 class TableError(Error):
@@ -97,7 +98,7 @@ _FAMILY = {
     21: PeerDeadError,
     17: LostError, 18: LostError, 19: LostError,
     12: ClosedError,
-    10: RefusedError, 20: RefusedError,
+    10: RefusedError, 20: RefusedError, 31: RefusedError, 32: RefusedError,
     7: TableError, 9: TableError,
     13: NotFoundError,
     16: LateError,

@@ -236,8 +236,17 @@ class Table:
         self._w, self.name, self.kind = w, name, kind
         self.size, self.width = o.size, o.width
         self.opts = o
+        self._labels = self.labels(name)
         self.id = w._blocking("table_open '%s'" % name, L.pskv_table_open, name.encode(),
                               ctypes.byref(o))
+
+    @staticmethod
+    def labels(name):
+        """The arguments' names in error messages, per operation: made once, not at
+        every push and pull."""
+        return {op: ("%s '%s'" % (op, name), "%s '%s': values" % (op, name),
+                     "%s '%s': out" % (op, name), "%s '%s': keys" % (op, name))
+                for op in ("push to", "assign to", "pull from")}
 
     def _nkeys(self, nk):
         if nk:
@@ -246,10 +255,10 @@ class Table:
             raise ValueError("table '%s' is sparse: keys are required" % self.name)
         return self.size
 
-    def _args(self, vals, keys, what, writable=False):
-        vaddr, nv = arrays.values(vals, "%s: %s" % (what, "out" if writable else "values"),
-                                  writable)
-        kaddr, nk, kobj = arrays.keys(keys, "%s: keys" % what)
+    def _args(self, vals, keys, op, writable=False):
+        what, vlabel, olabel, klabel = self._labels[op]
+        vaddr, nv = arrays.values(vals, olabel if writable else vlabel, writable)
+        kaddr, nk, kobj = arrays.keys(keys, klabel)
         nk = self._nkeys(nk)
         if nv != nk * self.width:
             raise ValueError("%s: %s has %d floats, expected %d (%d keys x width %d)"
@@ -262,7 +271,7 @@ class Table:
         when keys is None). copy=True: the library copies (values reusable at once);
         copy=False: sent from values' own memory, kept alive until the push is over."""
         w = self._w
-        vaddr, kaddr, nk, kobj = self._args(values, keys, "push to '%s'" % self.name)
+        vaddr, kaddr, nk, kobj = self._args(values, keys, "push to")
         with w._lock:
             p = w._h()
             if w._release:
@@ -279,7 +288,7 @@ class Table:
     def assign(self, values, keys=None):
         """Overwrites stored values and clears their optimizer state (pskv_assign)."""
         w = self._w
-        vaddr, kaddr, nk, kobj = self._args(values, keys, "assign to '%s'" % self.name)
+        vaddr, kaddr, nk, kobj = self._args(values, keys, "assign to")
         with w._lock:
             ts = L.pskv_assign(w._h(), self.id, kaddr, nk, vaddr)
             if ts < 0:
@@ -293,7 +302,7 @@ class Table:
         if out is None:
             out = np.empty(self._nkeys(arrays.keys(keys, "pull: keys")[1]) * self.width,
                            dtype=np.float32)
-        vaddr, kaddr, nk, kobj = self._args(out, keys, "pull from '%s'" % self.name, True)
+        vaddr, kaddr, nk, kobj = self._args(out, keys, "pull from", True)
         with w._lock:
             p = w._h()
             if w._release:
@@ -330,6 +339,20 @@ class Table:
             L.free(ctypes.cast(k, ctypes.c_void_p))
             L.free(ctypes.cast(v, ctypes.c_void_p))
         return keys, vals.reshape(n.value, self.width)
+
+    def set_lr(self, lr):
+        """Changes the lr of the table's updater on every server (pskv_table_set_lr):
+        this worker's pushes after the call are applied with it. lr: a finite
+        number > 0 (else ValueError naming it, nothing sent). Blocks until every
+        server acknowledged."""
+        if isinstance(lr, bool) or not isinstance(lr, (int, float, np.floating, np.integer)):
+            raise TypeError("table '%s': set_lr: lr must be a number, got %s"
+                            % (self.name, type(lr).__name__))
+        lr = float(lr)
+        if not (lr > 0 and lr != float("inf")):  # NaN too
+            raise ValueError("table '%s': set_lr: lr %r refused: it must be a finite number > 0"
+                             % (self.name, lr))
+        self._w._blocking("set_lr of table '%s'" % self.name, L.pskv_table_set_lr, self.id, lr)
 
     def set_loss_scale(self, scale):
         with self._w._lock:

@@ -10,10 +10,15 @@ DistributedOptimizer keeps the usual loop, zero_grad(); loss.backward(); step():
     dense push of the gradients and one pull of the weights. prefetch=True
     (async and ssp) pulls the next weights into a second buffer while the next
     batch computes and swaps the parameters' storage to it (no copy): the
-    weights a step uses are then one step staler. A learning-rate scheduler
-    keeps working for SGD (the pushed gradients are scaled by lr_now / lr_table,
-    as the C trainer does); Adam, AdamW and Adagrad tables keep their lr on the
-    servers, so a changed lr raises there.
+    weights a step uses are then one step staler. Learning-rate schedulers work
+    for every updater: step() sees the wrapped optimizer's lr and, when it
+    changed, sets it on the servers (Table.set_lr, pskv_table_set_lr) before
+    pushing, so the servers apply this step's gradient with it, as the local
+    optimizer would (SGD's momentum included). Make the scheduler over the
+    wrapped optimizer (DistributedOptimizer.optimizer: torch's schedulers take
+    a torch.optim.Optimizer). The table is opened with the group's initial_lr
+    when a scheduler set one, so that every process opens it alike. A step at
+    lr 0 (a schedule's end) pushes nothing: the weights would not move.
   mode="allreduce" (Horovod's semantics): the gradients are averaged over the
     workers with pskv_allreduce, then the wrapped optimizer steps locally.
 
@@ -42,7 +47,9 @@ def _table_opts(opt):
             if k != "params" and other.get(k) != g[k]:
                 raise ValueError("DistributedOptimizer(mode='ps'): parameter groups differ "
                                  "in '%s'; one table takes one set of hyper-parameters" % k)
-    o = {"updater": _UPDATERS[name], "lr": float(g["lr"])}
+    # a scheduler made before this records the lr it started from: every process
+    # (workers, an evaluator) opens the table with that one
+    o = {"updater": _UPDATERS[name], "lr": float(g.get("initial_lr", g["lr"]))}
 
     def refuse(key, bad):
         if key in g and g[key] != bad and g[key]:
@@ -112,8 +119,8 @@ class DistributedOptimizer:
         self._pull = None
         if mode == "ps":
             opts = _table_opts(optimizer)
-            self.lr0 = opts["lr"]
             opts.update(table_opts or {})
+            self.lr_table = float(opts["lr"])  # the lr the servers apply (as set last)
             opts.setdefault("consistency", consistency)
             self.prefetch = (opts["consistency"] != "bsp") if prefetch is None else prefetch
             if self.prefetch and opts["consistency"] == "bsp":
@@ -167,28 +174,32 @@ class DistributedOptimizer:
         # (they warn when optimizer.step() seems never called)
         self.optimizer._step_count = getattr(self.optimizer, "_step_count", 0) + 1
         lr = float(self.optimizer.param_groups[0]["lr"])
-        g = self.grads
-        if lr != self.lr0:
-            if self.table.opts.updater != b"sgd":
-                raise ValueError("DistributedOptimizer: the lr changed to %g but the %s "
-                                 "table's lr (%g) lives on the servers" %
-                                 (lr, self.table.opts.updater.decode(), self.lr0))
-            g = g * (lr / self.lr0)
-        push = self.table.push(g)
+        if lr < 0 or lr != lr:
+            raise ValueError("DistributedOptimizer: lr %r; a table's lr is a number >= 0" % lr)
+        if lr != self.lr_table and lr > 0:  # a scheduler changed it: this step's push goes with it
+            self.table.set_lr(lr)
+            self.lr_table = lr
+        # lr 0 (a schedule's last steps): the weights would not move, so nothing is
+        # pushed (the servers' optimizer state does not see this gradient); the clock
+        # and the pull go on
+        push = self.table.push(self.grads) if lr > 0 else None
         self.worker.clock()
         if not self.prefetch:
-            push.wait()
+            if push is not None:
+                push.wait()
             self.table.pull(out=self.flat).wait()
             return loss
         if self._pull is None:  # the first step: pull now, prefetch from here on
-            push.wait()
+            if push is not None:
+                push.wait()
             self.table.pull(out=self.flat).wait()
         else:
             self._pull.wait()
             self.flat, self.other = self.other, self.flat
             _rehome(self.params, self.flat)
         self._pull = self.table.pull(out=self.other)
-        push.wait()
+        if push is not None:
+            push.wait()
         return loss
 
     def synchronize(self):

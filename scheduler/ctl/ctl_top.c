@@ -99,6 +99,8 @@ static void node_line(const Pskv__Node *n, double dt, int mark, int tty)
         printf("worker node=%u rank=%d state=%s clock=%" PRId64 " steps_per_s=%s waiting=%s "
                "rss_mib=%s%s", n->id, n->rank, st, n->clock, rate, wait, rss,
                mark ? " slowest=1" : "");
+        if (n->group)
+            printf(" group=%s", *n->group ? n->group : "-");
         if (n->has_balance_batch) /* --balance batch */
             printf(" batch=%u us_per_example=%.1f", n->balance_batch,
                    n->has_balance_us ? n->balance_us : 0.0);
@@ -143,6 +145,12 @@ static void draw(const Pskv__Meta *m, int tty)
     S.nnext = 0;
     for (size_t i = 0; i < v->n_nodes; i++)
         node_line(v->nodes[i], dt, v->nodes[i] == slow, tty);
+    for (size_t i = 0; v->service && i < v->n_groups; i++) { /* a service's groups */
+        const Pskv__GroupStatus *g = v->groups[i];
+        printf("group name=%s state=%s workers=%u/%u barrier=%" PRIu64 " clock=%" PRId64 "\n",
+               *g->name ? g->name : "-", g->state ? g->state : "?", g->registered, g->size,
+               g->barrier, g->has_clock ? g->clock : -1);
+    }
     memcpy(S.prev, S.next, (size_t)S.nnext * sizeof *S.prev);
     S.nprev = S.nnext;
     S.prev_ns = now;

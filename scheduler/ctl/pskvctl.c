@@ -1,11 +1,14 @@
 /* pskvctl: asks a running scheduler about its job, and makes keys.
  *   pskvctl [--scheduler HOST:PORT] [--keys DIR] status [--json] | checkpoint
+ *   pskvctl status --study STUDY.db   (a pskv-tune study: ctl_study.h)
  *   pskvctl [--scheduler HOST:PORT] [--keys DIR] top [--interval S] [--count N] [--plain]
  *   pskvctl [--scheduler HOST:PORT] [--keys DIR] drain NODE [--drain-timeout S]
+ *   pskvctl [--scheduler HOST:PORT] [--keys DIR] shutdown | stop GROUP
  *   pskvctl keygen --role ROLE --out DIR
  *   pskvctl keys init DIR --servers S --workers W
  *   pskvctl export --checkpoint N --from DIR[,DIR...] [--namespace NS] --out PATH
- * Exit status: 0 answered (or keys made, or model exported, or server drained), 1 no
+ * Exit status: 0 answered (or keys made, or model exported, or server drained, or
+ * service shutting down, or group told to stop), 1 no
  * answer within --timeout, refused, not drained, or keys or model not made, 2 usage. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -17,6 +20,8 @@
 #include "config.h"
 #include "ctl_detect.h"
 #include "ctl_drain.h"
+#include "ctl_group.h"
+#include "ctl_study.h"
 #include "ctl_top.h"
 #include "export.h"
 #include "keys.h"
@@ -29,6 +34,9 @@
 static cfg_entry config[] = {
     {"scheduler", CFG_STR, "127.0.0.1:7700", "PSKV_SCHEDULER", 1, 0, NULL,
      "scheduler address HOST:PORT", 0, 0, NULL, NULL},
+    {"study", CFG_STR, "", NULL, 1, 0, NULL,
+     "status: show this pskv-tune study (STUDY.db: its trials by state, the best) instead of "
+     "asking a scheduler", 0, 0, NULL, NULL},
     {"json", CFG_BOOL, "false", NULL, 1, 0, NULL, "print JSON for tools instead of a table", 0, 0,
      NULL, NULL},
     {"timeout", CFG_DOUBLE, "5", "PSKV_CTL_TIMEOUT", 0.1, 3600, "s",
@@ -253,6 +261,25 @@ static void json_traffic(const Pskv__Node *n)
     putchar(']');
 }
 
+/* ,"service":B,"groups":[...]: a service's worker groups (ctl_group.h). */
+static void json_groups(const Pskv__View *v)
+{
+    printf(",\"service\":%s,\"groups\":[", v->service ? "true" : "false");
+    for (size_t i = 0; i < v->n_groups; i++) {
+        const Pskv__GroupStatus *g = v->groups[i];
+        printf("%s{\"name\":", i ? "," : "");
+        json_str(g->name);
+        printf(",\"state\":");
+        json_str(g->state);
+        printf(",\"size\":%u,\"registered\":%u,\"barrier\":%" PRIu64 ",\"clock\":%" PRId64
+               ",\"stopped_by\":", g->size, g->registered, g->barrier,
+               g->has_clock ? g->clock : -1);
+        json_str(g->stopped_by ? g->stopped_by : "");
+        putchar('}');
+    }
+    putchar(']');
+}
+
 static void print_json(const Pskv__Meta *m)
 {
     const Pskv__View *v = m->view;
@@ -311,6 +338,7 @@ static void print_json(const Pskv__Meta *m)
            v->insecure ? "true" : "false");
     json_refusals(v->refusals, v->n_refusals);
     ctl_detect_json_view(v);
+    json_groups(v);
     printf(",\"forgotten\":%" PRIu64 ",\"partitions\":%u,\"replicas\":%u,\"vnodes\":%u,"
            "\"lost\":%u,\"chains\":[", v->forgotten, v->partitions, v->replicas, v->vnodes,
            v->lost);
@@ -399,6 +427,7 @@ static void print_table(const Pskv__Meta *m)
     for (size_t i = 0; i < v->n_nodes; i++)
         dropped += v->nodes[i]->dropped;
     ctl_detect_print(v);
+    ctl_group_print(v);
     print_tables(v);
     print_namespaces(v);
     print_traffic(v);
@@ -439,8 +468,10 @@ int main(int argc, char **argv)
     cfg_args args;
     const char *usage = "pskvctl [--scheduler HOST:PORT] [--keys DIR] status [--json] | checkpoint"
                         " | top [--interval S] [--count N] [--plain]\n"
+                        "       pskvctl status --study STUDY.db\n"
                         "       pskvctl [--scheduler HOST:PORT] [--keys DIR] drain NODE "
                         "[--drain-timeout S]\n"
+                        "       pskvctl [--scheduler HOST:PORT] [--keys DIR] shutdown | stop GROUP\n"
                         "       pskvctl keygen --role ROLE --out DIR\n"
                         "       pskvctl keys init DIR --servers S --workers W\n"
                         "       pskvctl export --checkpoint N --from DIR[,DIR...] [--namespace NS] "
@@ -455,17 +486,33 @@ int main(int argc, char **argv)
     int ckpt = args.npos == 1 && !strcmp(args.pos[0], "checkpoint");
     int top = args.npos == 1 && !strcmp(args.pos[0], "top");
     int drain = args.npos >= 1 && !strcmp(args.pos[0], "drain");
+    int shutdown = args.npos == 1 && !strcmp(args.pos[0], "shutdown");
+    int stop = args.npos >= 1 && !strcmp(args.pos[0], "stop");
+    if (stop && args.npos != 2) {
+        fprintf(stderr, "pskvctl stop: needs one GROUP (its name, as pskvctl status shows it)\n"
+                "usage: %s\n", usage);
+        return 2;
+    }
     if (drain && args.npos != 2) {
         fprintf(stderr, "pskvctl drain: needs one NODE (the server's id, or HOST:PORT, as "
                 "pskvctl status shows it)\nusage: %s\n", usage);
         return 2;
     }
-    if (!drain && (args.npos != 1 || (strcmp(args.pos[0], "status") != 0 && !ckpt && !top))) {
-        fprintf(stderr, "pskvctl: expected one command: status, checkpoint, top, drain, keygen, "
-                "keys init or export\n"
+    if (!drain && !stop && !shutdown &&
+        (args.npos != 1 || (strcmp(args.pos[0], "status") != 0 && !ckpt && !top))) {
+        fprintf(stderr, "pskvctl: expected one command: status, checkpoint, top, drain, "
+                "shutdown, stop, keygen, keys init or export\n"
                 "usage: %s\n",
                 usage);
         return 2;
+    }
+    if (*cfg_str(config, "study")) {
+        if (args.npos != 1 || strcmp(args.pos[0], "status") != 0 || cfg_int(config, "json")) {
+            fprintf(stderr, "pskvctl: --study goes with status only, without --json "
+                    "(pskv-tune export --csv is the study for tools)\nusage: %s\n", usage);
+            return 2;
+        }
+        return ctl_study_status(cfg_str(config, "study"));
     }
     const char *sched = cfg_str(config, "scheduler");
     char host[256];
@@ -492,6 +539,14 @@ int main(int argc, char **argv)
         int st = ctl_top(s, sched, cfg_double(config, "interval"), (long)cfg_int(config, "count"),
                          (int)cfg_int(config, "plain"),
                          (int)(cfg_double(config, "timeout") * 1000));
+        zmq_close(s);
+        zmq_ctx_term(ctx);
+        return st;
+    }
+    if (shutdown || stop) {
+        int answer_ms = (int)(cfg_double(config, "timeout") * 1000);
+        int st = shutdown ? ctl_shutdown(s, sched, answer_ms)
+                          : ctl_stop_group(s, sched, args.pos[1], answer_ms);
         zmq_close(s);
         zmq_ctx_term(ctx);
         return st;

@@ -21,7 +21,7 @@ struct tune_study {
 };
 
 static const char *state_names[] = {"pending", "launching", "running", "stopping",
-                                    "complete", "stopped", "failed"};
+                                    "complete", "stopped", "failed", "paused"};
 
 const char *study_state_name(trial_state s)
 {

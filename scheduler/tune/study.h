@@ -24,6 +24,8 @@ typedef enum {
     TRIAL_COMPLETE,  /* ran all its epochs */
     TRIAL_STOPPED,   /* stopped early by the scheduler */
     TRIAL_FAILED,    /* exited non-zero, hung past --trial-timeout, or would not start */
+    TRIAL_PAUSED,    /* asha promote=1: reached its rung with a checkpoint; may be promoted */
+    TRIAL_NSTATES
 } trial_state;
 
 const char *study_state_name(trial_state s);

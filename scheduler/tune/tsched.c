@@ -51,9 +51,11 @@ int tsched_parse(tsched *s, const char *text, char *err, size_t errlen)
             s->max = (int)v;
         else if (!strcmp(kv, "trials") && s->kind == TSCHED_MEDIAN)
             s->min_trials = (int)v;
+        else if (!strcmp(kv, "promote") && s->kind == TSCHED_ASHA && v == 1)
+            s->promote = 1;
         else {
-            snprintf(err, errlen, "--sched %s: `%s` does not apply (asha: eta>=2, min, max; "
-                     "median: min, trials)", text, kv);
+            snprintf(err, errlen, "--sched %s: `%s` does not apply (asha: eta>=2, min, max, "
+                     "promote=1; median: min, trials)", text, kv);
             return -PSKV_EINVAL;
         }
     }
@@ -71,7 +73,8 @@ char *tsched_format(const tsched *s, char *buf, size_t len)
     else if (s->kind == TSCHED_MEDIAN)
         snprintf(buf, len, "median:min=%d,trials=%d", s->min, s->min_trials);
     else
-        snprintf(buf, len, "asha:eta=%d,min=%d,max=%d", s->eta, s->min, s->max);
+        snprintf(buf, len, "asha:eta=%d,min=%d,max=%d%s", s->eta, s->min, s->max,
+                 s->promote ? ",promote=1" : "");
     return buf;
 }
 
@@ -110,7 +113,7 @@ int tsched_decide(const tsched *s, const tsched_curves *c, int t, int e, char *w
     int n = 0;
     const double *me = c->v + (size_t)t * c->epochs;
     snprintf(why, len, "continue");
-    if (s->kind == TSCHED_FIFO || e < 1 || e > c->epochs || isnan(me[e - 1]))
+    if (s->kind == TSCHED_FIFO || e < 1 || e > c->epochs || isnan(me[e - 1]) || s->promote)
         return 0;
     if (s->kind == TSCHED_ASHA) {
         int k = tsched_rung(s, e);
@@ -161,4 +164,53 @@ int tsched_decide(const tsched *s, const tsched_curves *c, int t, int e, char *w
         return 1;
     }
     return 0;
+}
+
+int tsched_first_target(const tsched *s)
+{
+    return s->kind == TSCHED_ASHA && s->promote && s->min < s->max ? s->min : s->max;
+}
+
+typedef struct ranked {
+    double v;
+    int t;
+} ranked;
+
+/* Best first; ties: the earlier trial. */
+static int by_value(const void *a, const void *b)
+{
+    const ranked *x = a, *y = b;
+    if (x->v != y->v)
+        return x->v > y->v ? -1 : 1;
+    return x->t - y->t;
+}
+
+int tsched_promote(const tsched *s, const tsched_curves *c, const int *paused_at, int *to_epoch,
+                   char *why, size_t len)
+{
+    ranked r[MAXT];
+    int rungs[64], nr = 0;
+    snprintf(why, len, "none to promote");
+    if (s->kind != TSCHED_ASHA || !s->promote)
+        return -1;
+    for (long e = s->min; e < s->max && e <= c->epochs && nr < 64; e *= s->eta)
+        rungs[nr++] = (int)e;
+    for (int k = nr - 1; k >= 0; k--) {
+        int e = rungs[k], n = 0;
+        for (int i = 0; i < c->ntrials && n < MAXT; i++)
+            if (!isnan(c->v[(size_t)i * c->epochs + e - 1]))
+                r[n++] = (ranked){c->v[(size_t)i * c->epochs + e - 1], i};
+        int keep = n / s->eta;
+        if (keep == 0)
+            continue;
+        qsort(r, n, sizeof r[0], by_value);
+        for (int j = 0; j < keep; j++)
+            if (paused_at[r[j].t] == e) {
+                *to_epoch = k + 1 < nr ? rungs[k + 1] : s->max;
+                snprintf(why, len, "asha rung %d (epoch %d): %.6g is #%d of %d (top %d): "
+                         "promoted to epoch %d", k, e, r[j].v, j + 1, n, keep, *to_epoch);
+                return r[j].t;
+            }
+    }
+    return -1;
 }

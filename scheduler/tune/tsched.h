@@ -1,7 +1,11 @@
 /* The trial schedulers: whether a running trial goes on after an epoch's metric.
  * FIFO never stops one; median stopping is Vizier's rule; ASHA is the stopping
  * variant of asynchronous successive halving (Li et al. 2020) with Ray Tune's
- * cut-off. Decisions are pure functions of the curves seen so far, so a resumed
+ * cut-off. With promote=1 it is the promotion variant (Li et al.'s algorithm 2):
+ * a trial runs to its rung and pauses with a checkpoint; a free slot promotes,
+ * rungs from the top down, the best paused trial among the top 1/eta of those
+ * that reached its rung (resumed with more epochs), else starts a new trial at
+ * the first rung. Decisions are pure functions of the curves seen so far, so a resumed
  * tuner that replays its decision log and one that never died agree.
  *
  * OWNS nothing. THREAD: any. NEVER allocates or blocks. */
@@ -17,9 +21,10 @@ typedef struct tsched {
     int eta;        /* asha: reduction factor (>= 2) */
     int min, max;   /* asha: first rung and largest epochs; median: grace epochs (min) */
     int min_trials; /* median: other trials needed before it stops any */
+    int promote;    /* asha: 1 = pause at rungs and promote (never stops a running trial) */
 } tsched;
 
-/* Parses "fifo", "median[:min=M,trials=K]" or "asha[:eta=3,min=1,max=27]".
+/* Parses "fifo", "median[:min=M,trials=K]" or "asha[:eta=3,min=1,max=27,promote=1]".
  * Returns 0, or -PSKV_EINVAL with err naming the part that is wrong. */
 int tsched_parse(tsched *s, const char *text, char *err, size_t errlen);
 
@@ -40,5 +45,17 @@ int tsched_decide(const tsched *s, const tsched_curves *c, int t, int e, char *w
 
 /* The rung at epoch e (0, 1, ...), or -1 when e is not an asha rung. */
 int tsched_rung(const tsched *s, int e);
+
+/* Promotion asha: the epochs a new trial runs to (the first rung below max, else
+ * max); other schedulers: max. */
+int tsched_first_target(const tsched *s);
+
+/* Promotion asha: the trial to resume now, or -1 when none may be. paused_at[t]
+ * is the epoch trial t is paused at (0: not paused). For rungs from the top
+ * down: the n trials with a value at the rung's epoch, the top floor(n/eta) of
+ * them (ties: the earlier trial), the best of those that is paused there. It
+ * then runs to *to_epoch (the next rung, or max); why says so. */
+int tsched_promote(const tsched *s, const tsched_curves *c, const int *paused_at, int *to_epoch,
+                   char *why, size_t len);
 
 #endif

@@ -4,6 +4,7 @@
  *             [--trial-epochs E] -- WORKER_FLAGS...
  *   pskv-tune run STUDY.db        (also resumes after the tuner was killed)
  *   pskv-tune status STUDY.db | export STUDY.db --csv | plot STUDY.db --out PNG
+ *   pskv-tune replay RECORDED.db [--algo A] [--sched S] [--budget-epochs B] [--seeds N]
  * Exit status: 0 done, 1 failed (study, trial launch, gnuplot), 2 usage, 3 the
  * study is being run by another pskv-tune. */
 #define _GNU_SOURCE
@@ -22,6 +23,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "pskv_errors.h"
+#include "replay.h"
 #include "space.h"
 #include "study.h"
 #include "suggest.h"
@@ -40,7 +42,8 @@ static cfg_entry config[] = {
     {"sched", CFG_STR, "fifo", NULL, 1, 0, NULL,
      "create: fifo (never stops a trial), median[:min=M,trials=K] (Vizier's median "
      "stopping rule) or asha[:eta=3,min=1,max=27] (stops at rungs min*eta^k; max is the "
-     "trial's epochs)", 0, 0, NULL, NULL},
+     "trial's epochs; with promote=1 a trial pauses at each rung with a checkpoint and the "
+     "best 1/eta are resumed with more epochs)", 0, 0, NULL, NULL},
     {"metric", CFG_STR, "val_accuracy:max", NULL, 1, 0, NULL,
      "create: the metric the trials print per epoch (`epoch E NAME V`) and its direction",
      0, 0, NULL, NULL},
@@ -76,6 +79,9 @@ static cfg_entry config[] = {
      "run: serve the study as Prometheus gauges at http://127.0.0.1:PORT/metrics "
      "(pskv_tune_trials{state}, pskv_tune_best{metric}, pskv_tune_epochs_spent; 0 = off)", 0,
      0, NULL, NULL},
+    {"seeds", CFG_INT, "20", NULL, 1, 10000, NULL,
+     "replay: replay the search with seeds 1..N on the recorded study's curves", 0, 0, NULL,
+     NULL},
     {"csv", CFG_BOOL, "false", NULL, 1, 0, NULL, "export: CSV on stdout (the only format)", 0,
      0, NULL, NULL},
     {"out", CFG_STR, "", NULL, 1, 0, NULL, "plot: the PNG to write (default STUDY.db.png)", 0,
@@ -86,11 +92,13 @@ static cfg_entry config[] = {
 
 static const char usage[] =
     "pskv-tune create STUDY.db --space FILE [--algo grid|random|gp] "
-    "[--sched fifo|median|asha[:eta=3,min=1,max=27]] [--metric NAME:max|min] "
+    "[--sched fifo|median|asha[:eta=3,min=1,max=27[,promote=1]]] [--metric NAME:max|min] "
     "[--budget-epochs B] [--max-trials N] [--parallel N] [--seed S] [--trial-epochs E] "
     "-- WORKER_FLAGS...\n"
     "       pskv-tune run STUDY.db\n"
-    "       pskv-tune status STUDY.db | export STUDY.db --csv | plot STUDY.db [--out PNG]";
+    "       pskv-tune status STUDY.db | export STUDY.db --csv | plot STUDY.db [--out PNG]\n"
+    "       pskv-tune replay RECORDED.db [--algo A] [--sched S] [--budget-epochs B] "
+    "[--max-trials N] [--seeds N]";
 
 /* Whether pskv-worker's training or check apps take --flag, and the value fits. */
 static int known(const char *flag, const char *value, char *why, size_t len)
@@ -307,9 +315,10 @@ int main(int argc, char **argv)
         return rc;
     const char *verb = a.npos >= 1 ? a.pos[0] : "";
     int known_verb = !strcmp(verb, "create") || !strcmp(verb, "run") ||
-                     !strcmp(verb, "status") || !strcmp(verb, "export") || !strcmp(verb, "plot");
+                     !strcmp(verb, "status") || !strcmp(verb, "export") || !strcmp(verb, "plot") ||
+                     !strcmp(verb, "replay");
     if (!known_verb || a.npos < 2 || (strcmp(verb, "create") && a.npos != 2)) {
-        fprintf(stderr, "pskv-tune: expected create, run, status, export or plot and one "
+        fprintf(stderr, "pskv-tune: expected create, run, status, export, plot or replay and one "
                 "STUDY.db\nusage: %s\n", usage);
         return 2;
     }
@@ -323,6 +332,13 @@ int main(int argc, char **argv)
     }
     if (!strcmp(verb, "status"))
         return tune_status(a.pos[1], stdout);
+    if (!strcmp(verb, "replay")) {
+        tune_replay_opts ro = {cfg_str(config, "algo"), cfg_str(config, "sched"),
+                               (long)cfg_int(config, "budget-epochs"),
+                               (long)cfg_int(config, "max-trials"), (int)cfg_int(config, "seeds"),
+                               (int)cfg_int(config, "grid-levels")};
+        return tune_replay(a.pos[1], &ro);
+    }
     if (!strcmp(verb, "export"))
         return tune_export_csv(a.pos[1], stdout);
     return tune_plot(a.pos[1], cfg_str(config, "out"));

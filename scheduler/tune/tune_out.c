@@ -57,7 +57,7 @@ int tune_status(const char *path, void *stream)
     shown s;
     if (open_shown(path, &s) < 0)
         return 1;
-    int count[TRIAL_FAILED + 1] = {0}, best = -1;
+    int count[TRIAL_NSTATES] = {0}, best = -1;
     long epochs = 0;
     char buf[1024];
     fprintf(f, "%-5s %-9s %-7s %-6s %-12s %s\n", "trial", "state", "attempt", "epochs",
@@ -73,7 +73,7 @@ int tune_status(const char *path, void *stream)
                 *t->reason ? " (" : "", t->reason, *t->reason ? ")" : "");
     }
     fprintf(f, "%d trials:", s.n);
-    for (int k = 0; k <= TRIAL_FAILED; k++)
+    for (int k = 0; k < TRIAL_NSTATES; k++)
         if (count[k])
             fprintf(f, " %d %s", count[k], study_state_name((trial_state)k));
     fprintf(f, "; %ld epochs spent\n", epochs);
@@ -132,6 +132,7 @@ static const char *colour(trial_state st)
     return st == TRIAL_COMPLETE  ? "#1a9850"
            : st == TRIAL_STOPPED ? "#fdae61"
            : st == TRIAL_FAILED  ? "#d73027"
+           : st == TRIAL_PAUSED  ? "#abd9e9"
                                  : "#4575b4";
 }
 

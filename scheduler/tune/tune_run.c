@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
 
@@ -34,6 +35,9 @@ typedef struct run_state {
     study_trial *t;
     int n;
     long offset[MAX_TRIALS];
+    int base[MAX_TRIALS];   /* epochs done before the job's run (promotion: its rung) */
+    int target[MAX_TRIALS]; /* the epoch the job's run ends at */
+    int paused_at[MAX_TRIALS];
     int64_t last_ms[MAX_TRIALS];
     double *curve; /* MAX_TRIALS x epochs, sign-adjusted */
     int grid_done;
@@ -49,6 +53,39 @@ static double wall(void)
 static void trial_dir(const run_state *r, long id, char *buf, size_t len)
 {
     snprintf(buf, len, "%s/trial-%ld", r->o->dir, id);
+}
+
+/* A trial's span, base and target epochs, in its directory's `span` file (written
+ * before the launch, renamed into place): what a resumed tuner needs to number a
+ * promoted trial's epochs. Absent: a first run, 0 to the first rung. */
+static void span_get(const run_state *r, long id, int *base, int *target)
+{
+    char dir[4096], path[4200];
+    trial_dir(r, id, dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/span", dir);
+    *base = 0;
+    *target = r->sched.promote ? tsched_first_target(&r->sched) : (int)r->epochs;
+    FILE *f = fopen(path, "r");
+    int b, t;
+    if (f && fscanf(f, "%d %d", &b, &t) == 2 && b >= 0 && b < t && t <= r->epochs)
+        *base = b, *target = t;
+    if (f)
+        fclose(f);
+}
+
+static int span_put(const run_state *r, long id, int base, int target)
+{
+    char dir[4096], path[4200], tmp[4300];
+    trial_dir(r, id, dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/span", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    mkdir(dir, 0755);
+    FILE *f = fopen(tmp, "w");
+    if (!f || fprintf(f, "%d %d\n", base, target) < 0 || fclose(f) != 0 || rename(tmp, path)) {
+        LOG_E("trial %ld: cannot write %s", id, path);
+        return -PSKV_EIO;
+    }
+    return 0;
 }
 
 static int active(trial_state s)
@@ -135,6 +172,7 @@ static int on_metric(void *arg, int e, double v)
     metric_ctx *m = arg;
     run_state *r = m->r;
     study_trial *t = &r->t[m->i];
+    e += r->base[m->i]; /* a promoted trial's run numbers its epochs from 1 */
     /* after a stop decision the job may still print an epoch or two before the
      * signal lands: not counted, so the epochs spent do not depend on timing */
     if (!isfinite(v) || e > r->epochs ||
@@ -165,6 +203,15 @@ static int on_metric(void *arg, int e, double v)
             return -PSKV_EIO;
         LOG_I("trial %ld: stop after epoch %d: %s", t->id, e, why);
         trial_stop(t->pgid, 0);
+    } else if (e == r->epochs) {
+        /* its last epoch: complete now, its slot free for the next trial while the
+         * job stops its scheduler and server (drain() waits for those at the end) */
+        t->state = TRIAL_COMPLETE;
+        t->ended = wall();
+        LOG_I("trial %ld: complete after %d epochs, best %s %g", t->id, t->epochs, r->metric,
+              t->best);
+        if (put(r, t) < 0)
+            return -PSKV_EIO;
     }
     return 0;
 }
@@ -178,10 +225,16 @@ static int finish(run_state *r, int i)
     metric_ctx m = {r, i};
     if (trial_read_metrics(dir, &r->offset[i], r->metric, on_metric, &m) < 0)
         return -PSKV_EIO;
+    if (t->state == TRIAL_COMPLETE) /* its last epoch was in what was left to read */
+        return put(r, t);
     int status = trial_exit_status(dir);
     if (t->state == TRIAL_STOPPING)
         t->state = strncmp(t->reason, "hung", 4) ? TRIAL_STOPPED : TRIAL_FAILED;
-    else if (status == 0 && t->epochs > 0)
+    else if (status == 0 && t->epochs >= r->target[i] && r->target[i] < r->epochs) {
+        t->state = TRIAL_PAUSED;
+        snprintf(t->reason, sizeof t->reason, "paused at epoch %d (asha rung %d)", t->epochs,
+                 tsched_rung(&r->sched, t->epochs));
+    } else if (status == 0 && t->epochs > 0)
         t->state = TRIAL_COMPLETE;
     else if (status == 0) {
         t->state = TRIAL_FAILED;
@@ -206,23 +259,37 @@ static int finish(run_state *r, int i)
 static int launch(run_state *r, int i)
 {
     study_trial *t = &r->t[i];
-    char dir[4096], err[512], buf[8192], epochs[32];
+    char dir[4096], err[512], buf[8192], epochs[32], save[4200], from[4200];
     char *argv[MAX_ARGV];
     int argc = 0;
     trial_dir(r, t->id, dir, sizeof dir);
     t->state = TRIAL_LAUNCHING;
     t->attempt++;
-    t->started = wall();
+    if (t->started == 0) /* a promoted trial keeps its first start */
+        t->started = wall();
     if (put(r, t) < 0)
         return -PSKV_EIO;
     snprintf(buf, sizeof buf, "%s\n%s", r->wargs, t->params);
-    char *save = NULL;
-    for (char *w = strtok_r(buf, "\n", &save); w && argc < MAX_ARGV - 4;
-         w = strtok_r(NULL, "\n", &save))
+    char *tok = NULL;
+    for (char *w = strtok_r(buf, "\n", &tok); w && argc < MAX_ARGV - 8;
+         w = strtok_r(NULL, "\n", &tok))
         argv[argc++] = w;
-    snprintf(epochs, sizeof epochs, "%ld", r->epochs);
+    span_get(r, t->id, &r->base[i], &r->target[i]);
+    if (span_put(r, t->id, r->base[i], r->target[i]) < 0)
+        return -PSKV_EIO;
+    snprintf(epochs, sizeof epochs, "%d", r->target[i] - r->base[i]);
     argv[argc++] = "--epochs";
     argv[argc++] = epochs;
+    if (r->sched.promote) { /* the checkpoint it pauses with, the one it resumes from */
+        snprintf(save, sizeof save, "%s/ckpt-%d", dir, r->target[i]);
+        argv[argc++] = "--save-model";
+        argv[argc++] = save;
+    }
+    if (r->base[i] > 0) {
+        snprintf(from, sizeof from, "%s/ckpt-%d", dir, r->base[i]);
+        argv[argc++] = "--init-from";
+        argv[argc++] = from;
+    }
     long pgid = 0;
     r->offset[i] = 0;
     r->last_ms[i] = tu_now_ms();
@@ -235,7 +302,8 @@ static int launch(run_state *r, int i)
     }
     t->pgid = pgid;
     t->state = TRIAL_RUNNING;
-    LOG_I("trial %ld: attempt %d, pgid %ld:%s", t->id, t->attempt, pgid, t->params);
+    LOG_I("trial %ld: attempt %d, epochs %d to %d, pgid %ld:%s", t->id, t->attempt,
+          r->base[i] + 1, r->target[i], pgid, t->params);
     return put(r, t);
 }
 
@@ -259,7 +327,8 @@ static int suggest(run_state *r)
             char *tok = strtok_r(w, " ", &save);
             x[m * d + k] = tok ? atof(tok) : 0.5;
         }
-        int done = r->t[i].state == TRIAL_COMPLETE || r->t[i].state == TRIAL_STOPPED;
+        int done = r->t[i].state == TRIAL_COMPLETE || r->t[i].state == TRIAL_STOPPED ||
+                   r->t[i].state == TRIAL_PAUSED;
         y[m++] = done && !isnan(r->t[i].best) ? r->sign * r->t[i].best : NAN;
     }
     double u[SPACE_MAX_DIMS];
@@ -301,6 +370,7 @@ static int reattach(run_state *r)
         trial_dir(r, t->id, dir, sizeof dir);
         r->offset[i] = 0;
         r->last_ms[i] = tu_now_ms();
+        span_get(r, t->id, &r->base[i], &r->target[i]);
         if (trial_alive(dir)) {
             for (int k = 0; k < 100 && !trial_pgid(dir); k++)
                 tu_sleep_ms(10); /* forked, pid file not yet written */
@@ -341,14 +411,14 @@ static long spent(const run_state *r)
  * value, the epochs spent. Cheap enough for every pass of the loop. */
 static void publish(const run_state *r)
 {
-    int count[TRIAL_FAILED + 1] = {0};
+    int count[TRIAL_NSTATES] = {0};
     double best = NAN;
     for (int i = 0; i < r->n; i++) {
         count[r->t[i].state]++;
         if (!isnan(r->t[i].best) && (isnan(best) || r->sign * r->t[i].best > r->sign * best))
             best = r->t[i].best;
     }
-    for (int k = 0; k <= TRIAL_FAILED; k++)
+    for (int k = 0; k < TRIAL_NSTATES; k++)
         metrics_set(metrics_series("pskv_tune_trials", MET_GAUGE, "the study's trials by state",
                                    "state", study_state_name((trial_state)k)),
                     count[k]);
@@ -360,6 +430,62 @@ static void publish(const run_state *r)
     metrics_set(metrics_series("pskv_tune_epochs_spent", MET_GAUGE,
                                "epochs the study's trials have reported", NULL, NULL),
                 (double)spent(r));
+}
+
+/* Promotion asha: resumes the trial tsched_promote names (its span written, then
+ * launched: a tuner killed between the two decides the same again). Returns 1
+ * when one was launched, 0 when none may be, or an error. */
+static int promote(run_state *r)
+{
+    for (int i = 0; i < r->n; i++)
+        r->paused_at[i] = r->t[i].state == TRIAL_PAUSED ? r->t[i].epochs : 0;
+    char why[256];
+    int to = 0;
+    tsched_curves c = {r->n, (int)r->epochs, r->curve};
+    int p = tsched_promote(&r->sched, &c, r->paused_at, &to, why, sizeof why);
+    if (p < 0)
+        return 0;
+    study_trial *t = &r->t[p];
+    LOG_I("trial %ld: %s", t->id, why);
+    if (span_put(r, t->id, t->epochs, to) < 0)
+        return -PSKV_EIO;
+    t->reason[0] = '\0';
+    t->ended = 0;
+    int rc = launch(r, p);
+    return rc < 0 ? rc : 1;
+}
+
+/* At the end of a promotion study: the trials still paused were not good enough
+ * to go on. */
+static int unpause(run_state *r)
+{
+    for (int i = 0; i < r->n; i++) {
+        study_trial *t = &r->t[i];
+        if (t->state != TRIAL_PAUSED)
+            continue;
+        t->state = TRIAL_STOPPED;
+        snprintf(t->reason, sizeof t->reason, "paused at epoch %d and never promoted (asha)",
+                 t->epochs);
+        if (put(r, t) < 0)
+            return -PSKV_EIO;
+    }
+    return 0;
+}
+
+/* At the end: waits (up to --trial-timeout) for the jobs of trials completed at
+ * their last report to finish stopping, so that no process outlives the study. */
+static void drain(run_state *r)
+{
+    int64_t until = tu_now_ms() + (int64_t)(r->o->trial_timeout * 1000);
+    for (int i = 0; i < r->n; i++) {
+        char dir[4096];
+        trial_dir(r, r->t[i].id, dir, sizeof dir);
+        while (trial_alive(dir) && tu_now_ms() < until && !*r->o->stop) {
+            trial_reap();
+            tu_sleep_ms(20);
+        }
+    }
+    trial_reap();
 }
 
 int tune_run(tune_study *st, const tune_run_opts *o)
@@ -418,6 +544,17 @@ int tune_run(tune_study *st, const tune_run_opts *o)
                 rc = launch(r, i);
                 running += active(r->t[i].state);
             }
+        while (rc == 0 && running < r->parallel && r->sched.promote &&
+               (r->budget <= 0 || spent(r) < r->budget)) {
+            int p = promote(r);
+            if (p <= 0) {
+                rc = p;
+                break;
+            }
+            running = 0;
+            for (int i = 0; i < r->n; i++)
+                running += active(r->t[i].state);
+        }
         while (rc == 0 && running < r->parallel && !r->grid_done && r->n < r->max_trials &&
                r->n < MAX_TRIALS && (r->budget <= 0 || spent(r) < r->budget)) {
             int s = suggest(r);
@@ -430,11 +567,14 @@ int tune_run(tune_study *st, const tune_run_opts *o)
                 running += active(r->t[r->n - 1].state);
             }
         }
-        if (rc == 0 && running == 0)
+        if (rc == 0 && running == 0) {
+            rc = unpause(r);
             break; /* nothing runs and nothing more will */
+        }
         tu_sleep_ms(poll_ms);
     }
     if (rc == 0) {
+        drain(r);
         publish(r);
         LOG_I("study finished: %d trials, %ld epochs spent", r->n, spent(r));
     }

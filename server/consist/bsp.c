@@ -409,6 +409,7 @@ static void close_clock(bsp *e, bsp_state *b, int64_t t)
     table *tb = b->t;
     bsp_open *o = &b->open[t % MAX_OPEN];
     int nranks = vclock_nranks(e->out.clocks);
+    int grp = vclock_group(e->out.clocks, tb->ns); /* its group's workers, or all */
     if (o->t == t) {
         close_rows *cr = &b->rows;
         cr->n = 0;
@@ -416,7 +417,8 @@ static void close_clock(bsp *e, bsp_state *b, int64_t t)
         int repl = e->ch && chain_replicas(e->ch) > 1;
         int ncomb = 0;
         for (int r = 0; r < nranks; r++) /* every worker's, or the pushers' (mean_pushed) */
-            ncomb += vclock_finished(e->out.clocks, r, t) && (!tb->mean_pushed || o->acc[r]);
+            ncomb +=
+                vclock_finished_in(e->out.clocks, r, t, grp) && (!tb->mean_pushed || o->acc[r]);
         int sums = upd_ops_of(tb->upd.kind)->bsp_sums; /* the others average */
         float scale = (sums || ncomb == 0) ? 1.0f : 1.0f / (float)ncomb;
         int rc = 0;
@@ -430,7 +432,7 @@ static void close_clock(bsp *e, bsp_state *b, int64_t t)
             } else if (n) {
                 memset(b->comb, 0, n * sizeof(float));
                 for (int r = 0; r < nranks; r++)
-                    if (o->acc[r] && vclock_finished(e->out.clocks, r, t))
+                    if (o->acc[r] && vclock_finished_in(e->out.clocks, r, t, grp))
                         cblas_saxpy((blasint)n, 1.0f, shard_dense_values(o->acc[r]), 1, b->comb,
                                     1);
                 if (scale != 1.0f)
@@ -448,7 +450,7 @@ static void close_clock(bsp *e, bsp_state *b, int64_t t)
                 shard_clear(b->scomb);
                 fold_ctx f = {b->scomb, 1.0f, NULL, tb->width, 0, NULL, NULL, NULL, 0, NULL, 0};
                 for (int r = 0; r < nranks; r++)
-                    if (o->acc[r] && vclock_finished(e->out.clocks, r, t))
+                    if (o->acc[r] && vclock_finished_in(e->out.clocks, r, t, grp))
                         shard_foreach(o->acc[r], fold_row, &f);
                 fold_ctx g = {tb->sh,         scale, b->row, tb->width,        0, e,
                               tb,             part_closed(e, tb), t, repl ? cr : NULL, 0};
@@ -465,7 +467,7 @@ static void close_clock(bsp *e, bsp_state *b, int64_t t)
          * acknowledges a re-sent copy instead of dropping it as late */
         size_t nfold = 0;
         for (size_t i = 0; i < o->nacks; i++)
-            if (vclock_finished(e->out.clocks, o->acks[i].rank, t)) {
+            if (vclock_finished_in(e->out.clocks, o->acks[i].rank, t, grp)) {
                 held tmp = o->acks[i];
                 o->acks[i] = o->acks[nfold];
                 o->acks[nfold++] = tmp;
@@ -493,7 +495,8 @@ static void close_clock(bsp *e, bsp_state *b, int64_t t)
 static void advance_state(bsp *e, bsp_state *b)
 {
     b->closed = heads_closed(e, b); /* the partitions held may have changed */
-    int64_t upto = vclock_closable(e->out.clocks, b->t->backup, b->closed);
+    int64_t upto = vclock_closable_in(e->out.clocks, b->t->backup, b->closed,
+                                      vclock_group(e->out.clocks, b->t->ns));
     while (b->closed < upto) {
         int64_t next = upto; /* the next clock that holds pushes */
         for (int s = 0; s < MAX_OPEN; s++)

@@ -41,11 +41,12 @@ int cons_parse(const char *spec, cons_model *m, int64_t *tau, char *why, size_t 
 }
 
 /* The values every model but bsp reflects: the smallest clock every worker of the
- * clock set finished. */
+ * clock set finished (of the group the table's namespace is named after, if any:
+ * vclock_group). */
 static int64_t min_clock(const vclock *vc, bsp *b, table *t)
 {
-    (void)b, (void)t;
-    return vclock_min(vc);
+    (void)b;
+    return vclock_min_in(vc, vclock_group(vc, t->ns));
 }
 
 /* async: eventual, pushes applied on arrival and pulls answered at once. */
@@ -70,12 +71,14 @@ const cons_ops cons_async_ops = {
     .dedupes = 1,
 };
 
-/* ssp:TAU: a pull at clock c waits until every worker of the clock set finished
- * clock c - tau - 1 (or there is no clock set yet). */
+/* ssp:TAU: a pull at clock c waits until every worker of the clock set (of the
+ * table's group, vclock_group) finished clock c - tau - 1 (or there is no clock
+ * set yet). */
 static int ssp_ready(const vclock *vc, bsp *b, table *t, int64_t clock)
 {
     (void)b;
-    return vclock_nset(vc) == 0 || vclock_min(vc) >= clock - t->tau;
+    return vclock_nset(vc) == 0 ||
+           vclock_min_in(vc, vclock_group(vc, t->ns)) >= clock - t->tau; /* its group's */
 }
 
 /* ssp:TAU, TAU 0..1000000 (ssp:inf is async's) */

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "vclock.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +31,9 @@ struct vclock {
     size_t nsrc;
     int use_src;          /* pulls here wait on the forwarded clocks (this server is a
                              replica of some partitions) */
+    int *grp;             /* per rank: its worker group's index in gname (latest view) */
+    char gname[VCLOCK_MAX_GROUPS][65]; /* the groups of the latest view's workers */
+    int ngroups;
 };
 
 vclock *vclock_new(void) { return calloc(1, sizeof(vclock)); }
@@ -45,6 +49,7 @@ void vclock_destroy(vclock **v_p)
     free(v->in_set);
     free(v->rank_of);
     free(v->refused);
+    free(v->grp);
     for (size_t i = 0; i < v->nsrc; i++)
         free(v->src[i].vc);
     free(v->src);
@@ -74,18 +79,31 @@ static int64_t clock_of(const vclock *v, int r)
     return m == INT64_MAX ? v->vc[r] : m;
 }
 
-int64_t vclock_min(const vclock *v)
+int64_t vclock_min(const vclock *v) { return vclock_min_in(v, -1); }
+
+int64_t vclock_min_in(const vclock *v, int group)
 {
     int64_t m = -1;
     for (int r = 0; r < v->nranks; r++)
-        if (v->in_set[r] && (m < 0 || clock_of(v, r) < m))
+        if (v->in_set[r] && (group < 0 || v->grp[r] == group) && (m < 0 || clock_of(v, r) < m))
             m = clock_of(v, r);
     return m < 0 ? 0 : m;
 }
 
-int vclock_finished(const vclock *v, int r, int64_t t)
+int vclock_finished(const vclock *v, int r, int64_t t) { return vclock_finished_in(v, r, t, -1); }
+
+int vclock_finished_in(const vclock *v, int r, int64_t t, int group)
 {
-    return r >= 0 && r < v->nranks && v->in_set[r] && v->vc[r] > t;
+    return r >= 0 && r < v->nranks && v->in_set[r] && v->vc[r] > t &&
+           (group < 0 || v->grp[r] == group);
+}
+
+int vclock_group(const vclock *v, const char *ns)
+{
+    for (int g = 0; g < v->ngroups; g++)
+        if (!strcmp(v->gname[g], ns))
+            return v->ngroups > 1 ? g : -1; /* one group: every worker, as a job's */
+    return -1;
 }
 
 static int cmp_desc(const void *x, const void *y)
@@ -96,15 +114,20 @@ static int cmp_desc(const void *x, const void *y)
 
 int64_t vclock_closable(vclock *v, uint32_t backup, int64_t none)
 {
-    if (v->nset == 0)
-        return none;
+    return vclock_closable_in(v, backup, none, -1);
+}
+
+int64_t vclock_closable_in(vclock *v, uint32_t backup, int64_t none, int group)
+{
     int64_t *vcs = v->vc_sorted;
     int n = 0;
     for (int r = 0; r < v->nranks; r++)
-        if (v->in_set[r])
+        if (v->in_set[r] && (group < 0 || v->grp[r] == group))
             vcs[n++] = v->vc[r];
+    if (n == 0)
+        return none;
     qsort(vcs, (size_t)n, sizeof vcs[0], cmp_desc);
-    int need = v->nset - (int)backup;
+    int need = n - (int)backup;
     if (need < 1)
         need = 1;
     return vcs[need - 1];
@@ -123,6 +146,19 @@ static void take_over(vclock *v, int r, uint32_t node)
             v->src[i].vc[r] = 0;
     }
     v->node_of[r] = node;
+}
+
+/* The index of group `name` among the view's groups, added when new; -1 (every
+ * worker's set) past VCLOCK_MAX_GROUPS. */
+static int intern_group(vclock *v, const char *name)
+{
+    for (int g = 0; g < v->ngroups; g++)
+        if (!strcmp(v->gname[g], name))
+            return g;
+    if (v->ngroups == VCLOCK_MAX_GROUPS)
+        return -1;
+    snprintf(v->gname[v->ngroups], sizeof v->gname[0], "%.64s", name);
+    return v->ngroups++;
 }
 
 int vclock_view(vclock *v, const Pskv__View *view)
@@ -148,7 +184,10 @@ int vclock_view(vclock *v, const Pskv__View *view)
         uint32_t *no = realloc(v->node_of, (size_t)nranks * sizeof *no);
         if (no)
             v->node_of = no;
-        if (!vc || !in || !sorted || !no) {
+        int *grp = realloc(v->grp, (size_t)nranks * sizeof *grp);
+        if (grp)
+            v->grp = grp;
+        if (!vc || !in || !sorted || !no || !grp) {
             LOG_E("out of memory applying the view");
             return -PSKV_ENOMEM;
         }
@@ -179,12 +218,14 @@ int vclock_view(vclock *v, const Pskv__View *view)
     }
     memset(v->in_set, 0, (size_t)v->nranks);
     v->nset = 0;
+    v->ngroups = 0;
     for (size_t i = 0; i < view->n_nodes; i++) {
         Pskv__Node *n = view->nodes[i];
         if (n->role != PSKV__ROLE__WORKER || n->rank < 0 || n->rank >= v->nranks)
             continue;
         if (ro)
             ro[n->id] = n->rank;
+        v->grp[n->rank] = intern_group(v, n->group ? n->group : "");
         int gone = n->state && (!strcmp(n->state, "finished") || !strcmp(n->state, "dead"));
         if (!gone) {
             v->in_set[n->rank] = 1;

@@ -75,15 +75,29 @@ int vclock_from(vclock *v, uint32_t head, int rank, int64_t clock);
 void vclock_set_sources(vclock *v, const uint32_t *heads, size_t n, int placement_changed);
 
 /* The smallest clock over the clock set (0 when the set is empty): what an ssp
- * pull waits on and what a reply reports. */
+ * pull waits on and what a reply reports. _in: over the set's workers of `group`
+ * (vclock_group's; -1 = all). */
 int64_t vclock_min(const vclock *v);
+int64_t vclock_min_in(const vclock *v, int group);
 
-/* 1 when rank r is in the set and has finished clock t. */
+/* 1 when rank r is in the set and has finished clock t (_in: and is of worker
+ * group `group`, vclock_group's; -1 = any). */
 int vclock_finished(const vclock *v, int r, int64_t t);
+int vclock_finished_in(const vclock *v, int r, int64_t t, int group);
 
 /* Clocks below the returned one may close under bsp: at least W - backup workers
- * of the set (at least one) have finished them; `none` when the set is empty. */
+ * of the set (at least one) have finished them; `none` when the set is empty.
+ * _in: of the set's workers of `group` only (-1 = all). */
 int64_t vclock_closable(vclock *v, uint32_t backup, int64_t none);
+int64_t vclock_closable_in(vclock *v, uint32_t backup, int64_t none, int group);
+
+#define VCLOCK_MAX_GROUPS 64 /* worker groups told apart; more share one set */
+
+/* The worker group (a service's, by the view's Node.group) named `ns`: a bsp
+ * table of namespace ns closes its clocks on that group's workers alone, so that
+ * one group never waits for another's. -1 (every worker of the set) when no
+ * group has that name, or the view holds one group only (a job). */
+int vclock_group(const vclock *v, const char *ns);
 
 /* Every rank's clock drops to `floor` if above it (to be earned again after a
  * placement change). */

@@ -184,6 +184,17 @@ int chain_rows(chain *c, table *t, wire_msg *msg, int for_pull, rowset *rs, char
         snprintf(why, whylen, "a dense run addresses sparse table '%s'", t->name);
         return -PSKV_EPROTO;
     }
+    /* a run names its span and row count, not its rows: on another placement the
+     * same count can be other rows (the tail of one partition for the tail of
+     * another), which would be answered or applied in the worker's order of rows it
+     * never asked for. So a run planned before the placement changed is stale,
+     * whatever it counts (a keyed request is checked key by key above) */
+    if (r->has_epoch && r->epoch < c->place_epoch) {
+        snprintf(why, whylen, "a run of table '%s' planned on view epoch %llu, before the "
+                 "placement changed in epoch %llu; send it again", t->name,
+                 (unsigned long long)r->epoch, (unsigned long long)c->place_epoch);
+        return -PSKV_ESTALE;
+    }
     uint64_t first = r->first_key, span = r->has_span ? r->span : msg->nkeys;
     if (first >= t->size || span > t->size - first) {
         snprintf(why, whylen, "keys %llu..%llu are outside table '%s' (size %llu)",

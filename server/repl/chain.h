@@ -76,8 +76,9 @@ uint64_t chain_place_epoch(const chain *c);
 /* Checks that this server is the head (for_pull 0) or the tail (for_pull 1) of
  * the partition of every row of a PUSH or PULL, and that the tail holds a whole
  * copy; fills rs (a dense span becomes the runs of this server's partitions in
- * it, in chain-owned scratch valid until the next call). Returns 0, or a negated
- * PSKV_ESTALE / PSKV_ERANGE / PSKV_ENOTREADY with the reason in why. */
+ * it, in chain-owned scratch valid until the next call; a dense run planned on a
+ * view older than the placement is stale: its rows cannot be checked). Returns 0,
+ * or a negated PSKV_ESTALE / PSKV_ERANGE / PSKV_ENOTREADY with the reason in why. */
 int chain_rows(chain *c, table *t, wire_msg *msg, int for_pull, rowset *rs, char *why,
                size_t whylen);
 

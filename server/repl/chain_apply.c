@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include "chain_apply.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,6 +102,21 @@ static int admitted_rows(chain *c, table *t, const uint64_t **keys, const float 
     return 0;
 }
 
+/* 1 when a forward's table_lr is one the table's updater takes (else logged: the
+ * rows go with this server's lr, as before TABLE_LR existed). */
+static int chain_lr_ok(const table *t, const Pskv__Meta *r)
+{
+    upd_opts u = t->upd;
+    u.lr = r->table_lr;
+    char why[200];
+    if (isfinite(r->table_lr) && r->table_lr > 0 && upd_check(&u, why, sizeof why) == 0)
+        return 1;
+    LOG_W("a forward of table '%s' from node %u carries lr %g, which its updater does not "
+          "take: applied with this server's lr %g", t->name, r->sender, (double)r->table_lr,
+          (double)shard_lr(t->sh));
+    return 0;
+}
+
 /* The common path of a push from a worker and a forward from a predecessor. */
 static void apply_and_forward(chain *c, table *t, wire_msg *msg, const uint64_t *keys,
                               uint64_t n, int upstream_worker, int check)
@@ -118,8 +134,16 @@ static void apply_and_forward(chain *c, table *t, wire_msg *msg, const uint64_t 
     int64_t clock = r->has_clock ? r->clock : 0;
     /* admission is decided at the head; the successors apply what it passes on */
     shard_tag(t->sh, clock, upstream_worker != CHAIN_UP_WORKER);
+    /* a forward is applied with the lr its head applied it with (TABLE_LR may reach
+     * the servers of a chain at other points of its stream of forwards) */
+    float lr = shard_lr(t->sh), own = lr;
+    if (upstream_worker != CHAIN_UP_WORKER && r->has_table_lr && !assign &&
+        chain_lr_ok(t, r))
+        lr = r->table_lr;
+    shard_set_lr(t->sh, lr);
     if (rc == 0)
         rc = apply_rows(t, keys, msg->vals, n, c->skip, assign);
+    shard_set_lr(t->sh, own);
     int bad = rc == -PSKV_EBADVALUE; /* the same rows are restored down the chain */
     if (bad) {
         rc = 0;
@@ -147,6 +171,7 @@ static void apply_and_forward(chain *c, table *t, wire_msg *msg, const uint64_t 
     pd->clock = clock;
     pd->wire = r->wire;
     pd->scale = r->has_loss_scale ? r->loss_scale : 1.0f;
+    pd->lr = lr;
     chain_pend_reply_to(pd, msg);
     const float *vals = msg->vals;
     if (upstream_worker == CHAIN_UP_WORKER && t->admit_after > 1 &&
@@ -202,6 +227,7 @@ int64_t chain_close(chain *c, table *t, int64_t clock, int64_t upto, const uint6
     if (!pd)
         return -PSKV_ENOTREADY;
     pd->upstream_worker = CHAIN_UP_CLOSE;
+    pd->lr = shard_lr(t->sh); /* the lr the close was applied with (bsp.c) */
     int64_t token = (int64_t)pd->seq;
     if (chain_pend_close(pd, t, clock, upto, fnodes, fids, ffloors, nfolded) < 0 ||
         chain_fwd_close(c, pd, keys, vals, n, parts, np) < 0) {
@@ -348,8 +374,11 @@ static void close_replicate(chain *c, table *t, wire_msg *msg)
         return;
     }
     uint32_t nt = 0;
+    float own = shard_lr(t->sh), lr = r->has_table_lr && chain_lr_ok(t, r) ? r->table_lr : own;
+    shard_set_lr(t->sh, lr); /* the head's lr for this close */
     int ok = close_check(c, t, msg, pc, &nt) == 0 &&
              (c->dd || (c->dd = dedupe_new(c->nparts))) && close_apply(c, t, msg) == 0;
+    shard_set_lr(t->sh, own);
     for (size_t j = 0; ok && j < r->n_folded_nodes; j++)
         dedupe_set_floor(c->dd, r->folded_nodes[j], r->folded_floors[j]);
     for (uint32_t k = 0; k < nt; k++) {
@@ -374,6 +403,7 @@ static void close_replicate(chain *c, table *t, wire_msg *msg)
         return;
     }
     pd->upstream_worker = CHAIN_UP_SERVER;
+    pd->lr = lr;
     chain_pend_reply_to(pd, msg);
     if (chain_fwd_close(c, pd, msg->keys, msg->vals, msg->nkeys, r->parts, r->n_parts) < 0)
         LOG_E("out of memory forwarding a bsp close of table '%s'", t->name);

@@ -95,6 +95,9 @@ static void send_fill(chain *c, uint32_t p, uint32_t to)
         Pskv__TableOptions *opts =
             t->opts ? pskv__table_options__unpack(NULL, t->opts_len, t->opts) : NULL;
         m.table = opts;
+        /* its lr when pskv_table_set_lr changed it: a joining server applies with it */
+        m.has_table_lr = shard_lr(t->sh) != t->upd.lr;
+        m.table_lr = shard_lr(t->sh);
         if (n == 0) { /* an empty partition: say so without frames */
             wire_send(s, NULL, &m, NULL, NULL);
             if (opts)
@@ -152,10 +155,15 @@ void chain_fill(chain *c, wire_msg *msg)
     }
     uint32_t p = r->partition;
     char why[300];
-    if (r->has_table_id && r->table && !tables_find(c->tables, r->table_id) &&
-        tables_open(c->tables, r->table_id, r->table, 0, UINT64_MAX, why, sizeof why) < 0)
-        LOG_W("FILL of partition %u from node %u: cannot create its table: %s", p, r->sender,
-              why);
+    if (r->has_table_id && r->table && !tables_find(c->tables, r->table_id)) {
+        if (tables_open(c->tables, r->table_id, r->table, 0, UINT64_MAX, why, sizeof why) < 0)
+            LOG_W("FILL of partition %u from node %u: cannot create its table: %s", p,
+                  r->sender, why);
+        else if (r->has_table_lr && /* learnt here: the lr the job set since (TABLE_LR) */
+                 table_set_lr(tables_find(c->tables, r->table_id), r->table_lr, why,
+                              sizeof why) < 0)
+            LOG_W("FILL of partition %u from node %u: %s", p, r->sender, why);
+    }
     table *bt = r->has_table_id && r->has_clock ? tables_find(c->tables, r->table_id) : NULL;
     if (bt && cons_of(bt)->closes && r->clock >= 0) {
         int64_t *pc = table_closed(bt, c->nparts);

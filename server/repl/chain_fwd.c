@@ -116,6 +116,9 @@ static void send_replicate(chain *c, chain_pend *pd, int fi)
     if (pd->assign) {
         m.has_assign = 1;
         m.assign = 1;
+    } else { /* the lr it was applied with: every replica applies it alike */
+        m.has_table_lr = 1;
+        m.table_lr = pd->lr;
     }
     zmq_msg_t km, vm, *kp = NULL, *vp = NULL;
     if (f->n && !m.has_first_key) {

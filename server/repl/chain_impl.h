@@ -67,6 +67,8 @@ typedef struct chain_pend {
     uint64_t origin_id, floor;
     uint32_t wire;     /* a push's values' precision and loss scale, as they came: its */
     float scale;       /* forwards carry the same (16-bit values re-packed exactly) */
+    float lr;          /* the lr its rows were applied with here: forwards carry it
+                          (table_lr), so every replica applies them alike */
     struct chain_hop *fwds;
     int nfwd, outstanding;
 } chain_pend;

@@ -143,6 +143,7 @@ void shard_destroy(shard **s_p)
     shard_big_free(s->slots, s->cap * sizeof *s->slots);
     shard_big_free(s->old_slots, s->old_cap * sizeof *s->old_slots);
     shard_big_free(s->next_slots, s->next_cap * sizeof *s->next_slots);
+    shard_big_free(s->fdirty, shard_dirty_bytes(s));
     shard_big_free(s->dirty, shard_dirty_bytes(s));
     shard_big_free(s->rows, s->rows_cap * shard_rec_floats(s) * sizeof(float));
     free(s->gone);
@@ -190,6 +191,10 @@ int shard_grow_step(shard *s, size_t budget)
 uint64_t shard_size(const shard *s) { return s->dense ? s->count : s->used; }
 
 const float *shard_dense_values(const shard *s) { return s->w; }
+
+void shard_set_lr(shard *s, float lr) { s->upd.lr = lr; }
+
+float shard_lr(const shard *s) { return s->upd.lr; }
 
 const float *shard_lend(shard *s, uint64_t first, void **token)
 {

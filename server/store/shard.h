@@ -68,6 +68,14 @@ int shard_push(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, const
  * weights). keys NULL = dense run. Returns 0 or -PSKV_ENOMEM. */
 int shard_assign(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, const float *v);
 
+/* The learning rate the updater applies pushes with from now on (the table's, first
+ * its open's; pskv_table_set_lr changes it, and a replica applies a forwarded push
+ * with the head's: chain_apply.c). The caller has validated it (table_set_lr). */
+void shard_set_lr(shard *s, float lr);
+
+/* The learning rate pushes are applied with now. */
+float shard_lr(const shard *s);
+
 /* Copies n rows of values into out (n * width floats). keys NULL = dense run. */
 void shard_pull(const shard *s, const uint64_t *keys, uint64_t first, uint64_t n, float *out);
 
@@ -145,6 +153,28 @@ int64_t shard_removed(const shard *s, const uint64_t **keys);
 
 /* Forgets the changes: the next delta starts from now. */
 void shard_changes_reset(shard *s);
+
+/* ---- changes since the last sync to followers (shard_dirty.c; server/follow.h) ----
+ * A second set of the bits above, which only the followers' sync clears. */
+
+/* Starts keeping them (from now on). Returns 0 or -PSKV_ENOMEM. */
+int shard_follow_on(shard *s);
+
+/* Calls fn for every row written since the last call (or shard_follow_on), its
+ * key and its row (values, then state; borrowed for the call), and forgets them.
+ * Returns how many, or -PSKV_ENOMEM when fn failed or the bits were lost (a
+ * growth out of memory: send everything again). */
+int shard_follow_taken(shard *s, int (*fn)(void *ctx, uint64_t key, const float *row),
+                       void *ctx);
+
+/* A full copy in slices: calls fn for up to max stored rows from position *pos
+ * (dense: index from the shard's first; sparse: record number), with its key and
+ * row (values, then state; borrowed for the call), and moves *pos past them.
+ * Returns 1 when no row is left after *pos, 0 when some are, -PSKV_ENOMEM when fn
+ * failed. Rows that move between calls (eviction's sweep) may be missed or seen
+ * twice: the followers' bits mark a moved row, so its next sync sends it. */
+int shard_scan(const shard *s, uint64_t *pos, uint64_t max,
+               int (*fn)(void *ctx, uint64_t key, const float *row), void *ctx);
 
 typedef struct shard_mem {
     uint64_t rows;         /* rows held (dense: the indices) */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pskv_errors.h"
 #include "shard_impl.h"
 
 #define GONE_MIN 65536 /* tombstones kept at least; else as many as rows fit */
@@ -18,14 +19,16 @@ void shard_mark_run(shard *s, size_t r, size_t n)
         return;
     size_t end = r + n, w0 = r >> 6, w1 = (end - 1) >> 6;
     uint64_t head = ~0ULL << (r & 63), tail = ~0ULL >> (63 - ((end - 1) & 63));
-    if (w0 == w1) {
-        s->dirty[w0] |= head & tail;
-        return;
+    for (uint64_t *bits = s->dirty; bits; bits = bits == s->dirty ? s->fdirty : NULL) {
+        if (w0 == w1) {
+            bits[w0] |= head & tail;
+            continue;
+        }
+        bits[w0] |= head;
+        if (w1 > w0 + 1)
+            memset(bits + w0 + 1, 0xff, (w1 - w0 - 1) * sizeof *bits);
+        bits[w1] |= tail;
     }
-    s->dirty[w0] |= head;
-    if (w1 > w0 + 1)
-        memset(s->dirty + w0 + 1, 0xff, (w1 - w0 - 1) * sizeof *s->dirty);
-    s->dirty[w1] |= tail;
 }
 
 void shard_note_gone(shard *s, uint64_t key)
@@ -101,4 +104,73 @@ void shard_changes_reset(shard *s)
         memset(s->dirty, 0, shard_dirty_bytes(s));
     s->ngone = 0;
     s->gone_lost = 0;
+}
+
+/* ---- changes since the last sync to followers (shard.h) ---- */
+
+int shard_follow_on(shard *s)
+{
+    if (s->fdirty)
+        return 0;
+    s->fdirty = shard_big_alloc(shard_dirty_bytes(s));
+    return s->fdirty ? 0 : -PSKV_ENOMEM;
+}
+
+int shard_follow_taken(shard *s, int (*fn)(void *ctx, uint64_t key, const float *row),
+                       void *ctx)
+{
+    if (!s->fdirty)
+        return -PSKV_ENOMEM;
+    size_t rows = s->dense ? (size_t)s->count : s->used, taken = 0;
+    size_t rf = shard_row_floats(s);
+    float one[rf ? rf : 1];
+    for (size_t w = 0; w * 64 < rows; w++) {
+        uint64_t bits = s->fdirty[w];
+        s->fdirty[w] = 0;
+        while (bits) {
+            size_t r = w * 64 + (size_t)__builtin_ctzll(bits);
+            bits &= bits - 1;
+            if (r >= rows)
+                break;
+            const float *row;
+            uint64_t key;
+            if (s->dense) {
+                key = s->first + r;
+                shard_export_run(s, key, 1, one);
+                row = one;
+            } else {
+                const float *rec = shard_rec(s, (uint32_t)r);
+                key = shard_rec_key(rec);
+                row = rec + KEY_FLOATS;
+            }
+            taken++;
+            if (fn(ctx, key, row) < 0)
+                return -PSKV_ENOMEM;
+        }
+    }
+    return (int)(taken > INT32_MAX ? INT32_MAX : taken);
+}
+
+int shard_scan(const shard *s, uint64_t *pos, uint64_t max,
+               int (*fn)(void *ctx, uint64_t key, const float *row), void *ctx)
+{
+    uint64_t rows = s->dense ? s->count : s->used;
+    uint64_t left = *pos < rows ? rows - *pos : 0;
+    uint64_t end = *pos + (max < left ? max : left);
+    size_t rf = shard_row_floats(s);
+    float one[rf ? rf : 1];
+    for (uint64_t r = *pos; r < end; r++) {
+        int rc;
+        if (s->dense) {
+            shard_export_run(s, s->first + r, 1, one);
+            rc = fn(ctx, s->first + r, one);
+        } else {
+            const float *rec = shard_rec(s, (uint32_t)r);
+            rc = fn(ctx, shard_rec_key(rec), rec + KEY_FLOATS);
+        }
+        if (rc < 0)
+            return -PSKV_ENOMEM;
+    }
+    *pos = end > *pos ? end : *pos;
+    return *pos >= rows;
 }

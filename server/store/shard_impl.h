@@ -73,6 +73,10 @@ struct shard {
     uint64_t *gone;       /* sparse: keys of the rows removed since (tombstones) */
     size_t ngone, gone_cap;
     int gone_lost;        /* more removals than gone may hold: the next one is full */
+    /* changes since the last sync to followers (server/follow.h; shard_dirty.c):
+     * the same bits as dirty, kept apart so a checkpoint does not clear them; NULL
+     * until a reader follows the table */
+    uint64_t *fdirty;
 };
 
 /* The length of the dirty bits' array for `rows` rows: a word per 64 rows, and one. */
@@ -88,6 +92,8 @@ static inline size_t shard_dirty_bytes(const shard *s)
 static inline void shard_mark(shard *s, size_t r)
 {
     s->dirty[r >> 6] |= 1ULL << (r & 63);
+    if (s->fdirty)
+        s->fdirty[r >> 6] |= 1ULL << (r & 63);
 }
 
 /* Dense rows [r, r + n) were written. shard_dirty.c. */

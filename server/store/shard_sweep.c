@@ -19,10 +19,11 @@ int shard_admission(shard *s, uint32_t admit_after, uint32_t evict_after)
     s->admit_after = admit_after;
     /* records one float longer: drop any of the old size */
     shard_big_free(s->dirty, shard_dirty_bytes(s));
+    shard_big_free(s->fdirty, shard_dirty_bytes(s));
     shard_big_free(s->rows, s->rows_cap * shard_rec_floats(s) * sizeof(float));
     s->evict_after = evict_after;
     s->rows = NULL;
-    s->dirty = NULL;
+    s->dirty = s->fdirty = NULL;
     s->rows_cap = 0;
     return 0;
 }
@@ -54,6 +55,12 @@ int shard_rows_resize(shard *s, size_t ncap)
     if (!nd)
         return ncap > s->rows_cap ? -PSKV_ENOMEM : 0;
     s->dirty = nd;
+    if (s->fdirty) { /* the followers' bits: failing, they are dropped (a full copy next) */
+        uint64_t *nf = shard_big_resize(s->fdirty, ob, nb);
+        if (!nf)
+            shard_big_free(s->fdirty, ob);
+        s->fdirty = nf;
+    }
     s->rows_cap = ncap;
     return 0;
 }
@@ -83,6 +90,8 @@ static void remove_slot(shard *s, size_t i)
         s->slots[j] = r + 1;
         if ((s->dirty[last >> 6] >> (last & 63)) & 1) /* its change moves along */
             shard_mark(s, r);
+        if (s->fdirty) /* a moved row is sent to followers again */
+            s->fdirty[r >> 6] |= 1ULL << (r & 63);
         s->dirty[last >> 6] &= ~(1ULL << (last & 63));
     }
     s->used--;

@@ -341,6 +341,26 @@ oom:
     return -PSKV_ENOMEM;
 }
 
+int table_set_lr(table *t, double lr, char *why, size_t whylen)
+{
+    if (!isfinite(lr) || lr <= 0 || lr > 1e30) {
+        snprintf(why, whylen, "table '%s': lr %g refused: it must be a finite number > 0",
+                 t->name, lr);
+        return -PSKV_EINVAL;
+    }
+    if (t->upd.kind == UPD_SUM) {
+        snprintf(why, whylen, "table '%s': updater sum takes no lr (lr %g refused)", t->name, lr);
+        return -PSKV_EINVAL;
+    }
+    upd_opts u = t->upd; /* its rules (ftrl's alpha > 0, ...) on the new lr */
+    u.lr = (float)lr;
+    int rc = upd_check(&u, why, whylen);
+    if (rc < 0)
+        return rc;
+    shard_set_lr(t->sh, (float)lr);
+    return 0;
+}
+
 int64_t *table_closed(table *t, uint32_t nparts)
 {
     if (nparts > t->nclosed) {

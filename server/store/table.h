@@ -7,7 +7,8 @@
  * closed clocks per ring partition. A table lives until tables_destroy.
  * THREAD: the server's loop thread only.
  * NEVER blocks, logs or touches a socket; never changes a table's options once
- * created (a different open is refused); never decides placement (the caller
+ * created (a different open is refused; the one exception is the lr its updater
+ * applies pushes with, table_set_lr, which reopens do not compare); never decides placement (the caller
  * passes the ring range: the server opens every table on the whole ring and
  * chain.h says which partitions of it are served). Allocates on an open and
  * when table_closed first sees more partitions. */
@@ -37,7 +38,7 @@ typedef struct table {
     uint64_t size;
     uint32_t width;
     char updater[512], init[16], consistency[24]; /* updater: a name or plugin:PATH[:ARGS] */
-    upd_opts upd;
+    upd_opts upd;    /* as opened (reopens compare it); the lr applied now is shard_lr(sh) */
     struct upd_plugin *plug; /* a plug-in updater, loaded for this table (upd_plugin.h) */
     shard_init init_rule;
     cons_model model;
@@ -78,6 +79,12 @@ table *tables_at(table_set *ts, size_t i);
 
 /* Number of tables. */
 size_t tables_count(const table_set *ts);
+
+/* Changes the lr t's updater applies pushes with from now on (pskv_table_set_lr);
+ * t->upd keeps the open's, which reopens compare. Returns 0, or -PSKV_EINVAL naming
+ * the table and the value (not finite, <= 0, an updater without an lr, or one
+ * whose rules refuse it). */
+int table_set_lr(table *t, double lr, char *why, size_t whylen);
 
 /* t->closed with room for nparts partitions (zeroes when new); NULL when out of
  * memory. */

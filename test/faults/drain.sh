@@ -57,7 +57,7 @@ drain_ms() {
 # acknowledged (none lost, none applied twice). First the
 # refusals, each exit 1 with the reason: an unknown node, a worker; after the drain,
 # one that would leave fewer servers than R.
-tags drain once serial
+tags drain once figure
 f_drain() {
   local d=$TDIR/c v id wid js mp m
   mp=$(free_port)
@@ -94,14 +94,14 @@ f_drain() {
 }
 
 # The same drain under bounded delay (ssp:2): the bound holds and the sums are exact.
-tags drain_ssp once serial
+tags drain_ssp once figure
 f_drain_ssp() { DRAIN_ARGS="--consistency ssp:2" f_drain; }
 
 # R = 1: a drained server's partitions have no other replica; it hands each to
 # its new head itself. Two of 3 servers are drained one after the other (the
 # second named by its HOST:PORT); the last one is refused (the last server), and
 # the sums stay exact.
-tags drain_r1 once serial
+tags drain_r1 once figure
 f_drain_r1() {
   local d=$TDIR/c v id k a
   launch "$d" --servers 3 --workers 3 -- \
@@ -133,7 +133,7 @@ f_drain_r1() {
 # under way) and pskvctl asks again until, server-1 resumed, the joiner holds its
 # partitions whole; then it hands every partition back and exits 0, and every key
 # equals the pushes acknowledged.
-tags drain_joined once serial
+tags drain_joined once figure
 f_drain_joined() {
   local d=$TDIR/c i id pid s1 dpid
   launch "$d" --servers 2 --workers 2 -- \
@@ -203,7 +203,7 @@ f_drain_wait() {
 
 # Drain under bsp (R = 2): held pushes and clock closes move to the new heads, and
 # every pull at clock c still returns exactly the sums of the rounds before c.
-tags drain_bsp once serial
+tags drain_bsp once figure
 f_drain_bsp() {
   local d=$TDIR/c v id
   launch "$d" --servers 3 --workers 3 --scheduler-opt=--replicas=2 \

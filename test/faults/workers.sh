@@ -1,7 +1,6 @@
 # Fault tests (sourced by faults.sh): workers killed, rejoining, restarted, retrying.
 
 # Kill -9 a worker mid-run: the others finish, under bsp and under ssp.
-tags kill_worker serial
 f_kill_worker() {
   local model d
   for model in bsp ssp:2; do
@@ -26,7 +25,6 @@ f_kill_worker() {
 
 # Kill -9 a worker under bsp and start it again with its rank: it keeps the
 # rank, rejoins at the slowest live worker's clock, and every worker finishes.
-tags worker_rejoin serial
 f_worker_rejoin() {
   local d=$TDIR/c pid i
   launch "$d" --servers 2 --workers 3 -- --app check --consistency bsp --rounds 3000 \
@@ -55,7 +53,6 @@ f_worker_rejoin() {
 # --acked-log: it goes on from the log, the rounds end on a stop file, and
 # every key ends between the pushes acknowledged to either incarnation (each
 # exactly once) and those plus the killed one's pushes of unknown fate.
-tags worker_restart_acked serial
 f_worker_restart_acked() {
   local model d pid i r opts
   for model in ${MODELS:-async}; do
@@ -92,7 +89,6 @@ f_worker_restart_acked() {
 # The same under ssp:2: the restarted worker starts at the slowest live worker's
 # clock and tells every server so first thing; a server that held the dead
 # worker's clock for the rank must not make its pulls, or the others', wait on it.
-tags worker_restart_ssp serial
 f_worker_restart_ssp() { MODELS=ssp:2 f_worker_restart_acked; }
 
 # A server paused (SIGSTOP) shorter than the death time-out: the workers hear

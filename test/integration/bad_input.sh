@@ -50,6 +50,9 @@ t_malformed_while_serving() {
     --width 256 > garbage.out 2>&1 || { cat garbage.out; fail "not every malformed request was answered"; }
   grep -q 'outside table' server-0.log || fail "no out-of-range refusal logged"
   grep -q 'unknown table' server-0.log || fail "no unknown-table refusal logged"
+  grep -q "table 'bench.4096': lr nan refused: it must be a finite number > 0" server-0.log ||
+    fail "no refusal of TABLE_LR's NaN logged"
+  grep -q "TABLE_LR without table_lr" server-0.log || fail "no refusal of a TABLE_LR without lr"
   local before after
   before=$(grep -c '^bench run=' worker-0.log)
   sleep 1

@@ -7,7 +7,7 @@ MF=$top/test/tools/modelfile.py
 # processes it started, by their pid files (the harness reaps only on time-out).
 serve_reap() {
   local f
-  for f in "$TDIR"/*.pid; do
+  for f in "${1:-$TDIR}"/*.pid; do
     [ -e "$f" ] && kill "$(cat "$f")" 2>/dev/null
   done
   return 0
@@ -16,7 +16,7 @@ serve_reap() {
 # serve_start NAME PORT ARGS...: starts pskv-serve and waits (10 s) until it answers.
 serve_start() {
   local name=$1 port=$2; shift 2
-  trap serve_reap EXIT
+  trap "serve_reap '$TDIR'" EXIT # TDIR is set for the test function's call only
   start "$name" "$BIN/pskv-serve" --http-port "$port" "$@"
   for _ in $(seq 100); do
     curl -sf "http://127.0.0.1:$port/v1/model" > /dev/null && return 0

@@ -63,6 +63,77 @@ t_tune_asha_synth() {
   cat got.txt
 }
 
+# Promotion-style ASHA (Li et al.'s algorithm 2) at --parallel 1, written again in
+# awk over the known synth curves: a free slot promotes, rungs from the top down, the
+# best paused trial in the top floor(n/eta) of its rung, else starts a new trial to
+# the first rung; the trials still paused at the end are stopped. Prints the
+# launches ("L id from to", in order) then each trial's "id state epochs".
+asha_promote_replay() { # asha_promote_replay CSV ETA MIN MAX SEED
+  awk -F, -v eta="$2" -v mn="$3" -v mx="$4" -v seed="$5" '
+    function acc(lr, mo, e,   q, m, fin, tau) {
+      q = (log(lr) / log(10) + 1.5) ^ 2; m = (mo - 0.9) ^ 2
+      fin = 0.95 - 0.08 * q - 0.5 * m; if (fin < 0.15) fin = 0.15
+      tau = 1 + q + 4 * m
+      return sprintf("%.6f", 0.1 + (fin - 0.1) * (1 - exp(-e / tau)) + 0.002 * sin(7 * (seed % 1000) + e)) + 0
+    }
+    NR == 1 { next }
+    { n++; id[n] = $1; lr[n] = $3; mo[n] = $4 }
+    END {
+      nr = 0; for (r = mn; r < mx; r *= eta) rung[++nr] = r
+      started = 0
+      while (1) {
+        pick = 0
+        for (k = nr; k >= 1 && !pick; k--) {
+          e = rung[k]; c = 0
+          for (i = 1; i <= started; i++) if (ep[i] >= e) { c++; o[c] = i }
+          for (i = 2; i <= c; i++) for (j = i; j > 1 && (acc(lr[o[j-1]], mo[o[j-1]], e) < acc(lr[o[j]], mo[o[j]], e) || (acc(lr[o[j-1]], mo[o[j-1]], e) == acc(lr[o[j]], mo[o[j]], e) && o[j-1] > o[j])); j--) { t = o[j]; o[j] = o[j-1]; o[j-1] = t }
+          keep = int(c / eta)
+          for (j = 1; j <= keep && !pick; j++) if (paused[o[j]] && ep[o[j]] == e) { pick = o[j]; to = k < nr ? rung[k+1] : mx }
+        }
+        if (!pick && started < n) { pick = ++started; ep[pick] = 0; to = rung[1] ? rung[1] : mx }
+        if (!pick) break
+        print "L", id[pick], ep[pick] + 1, to
+        ep[pick] = to; paused[pick] = to < mx
+      }
+      for (i = 1; i <= n; i++) print id[i], paused[i] ? "stopped" : "complete", ep[i]
+    }' "$1"
+}
+
+# 9 random trials at --parallel 1 under asha:eta=3,min=1,max=9,promote=1: each trial
+# runs to its rung and pauses with a synth checkpoint (--save-model), a promoted one
+# goes on from it (--init-from) with more epochs; the launches (trial, first and last
+# epoch), fates and epochs spent equal the awk replay; a promoted trial's curve equals
+# the uninterrupted curve (the checkpoint carries its epoch).
+tags tune_asha_promote
+t_tune_asha_promote() {
+  export PSKV_TUNE_LAUNCHER=$LAUNCH
+  echo "$TUNE_SPACE" > space.txt
+  tune create s.db --space space.txt --algo random --sched asha:eta=3,min=1,max=9,promote=1 \
+    --max-trials 9 --parallel 1 --seed 5 -- --app synth --synth-epoch-time 0.02 > create.out ||
+    fail "create: $(cat create.out)"
+  timeout 150 "$BIN/pskv-tune" run s.db > run.out 2>&1 || fail "run: $(tail -5 run.out)"
+  tune export s.db --csv > s.csv || fail "export"
+  [ "$(($(wc -l < s.csv) - 1))" = 9 ] || fail "$(cat s.csv)"
+  asha_promote_replay s.csv 3 1 9 1 > want.txt
+  { sed -n 's/.*trial \([0-9]*\): attempt [0-9]*, epochs \([0-9]*\) to \([0-9]*\),.*/L \1 \2 \3/p' run.out
+    awk -F, 'NR > 1 { print $1, $2, $6 }' s.csv; } > got.txt
+  diff want.txt got.txt > diff.out || fail "promotions differ from the replay: $(cat diff.out)"
+  grep -q '^L [0-9]* 4 9$' got.txt || fail "no trial promoted to the top: $(cat got.txt)"
+  grep -q ' stopped ' got.txt || fail "every trial promoted: the test shows nothing"
+  local top
+  top=$(awk '$1 == "L" && $3 == 4 { print $2; exit }' got.txt)
+  local want got
+  want=$(awk -F, -v id="$top" '$1 == id { q = (log($3) / log(10) + 1.5) ^ 2; m = ($4 - 0.9) ^ 2
+    fin = 0.95 - 0.08 * q - 0.5 * m; if (fin < 0.15) fin = 0.15
+    printf "%.6f", 0.1 + (fin - 0.1) * (1 - exp(-9 / (1 + q + 4 * m))) + 0.002 * sin(7 + 9) }' s.csv)
+  got=$(sed -n 's/.*epoch 6 val_accuracy \([0-9.]*\).*/\1/p' "s.db.d/trial-$top/logs/worker-0.log")
+  [ -n "$want" ] && [ "$want" = "$got" ] ||
+    fail "trial $top's epoch 9 (its last run's 6th) is '$got', the curve's '$want'"
+  [ -s "s.db.d/trial-$top/ckpt-3" ] || fail "no checkpoint at rung 1: $(ls "s.db.d/trial-$top")"
+  for p in s.db.d/*/logs; do no_strays "$p"; done
+  cat got.txt
+}
+
 # Bad input: exit 2 naming what is wrong (the space file's line).
 tags tune_bad_input
 t_tune_bad_input() {
@@ -110,7 +181,8 @@ t_tune_failed_trial() {
 
 # While one pskv-tune runs a study: a second run is refused naming the first's pid
 # and host (exit 3), and `status` in a loop never fails nor sees "database is
-# locked"; the running trials are a Prometheus gauge; the first finishes the study.
+# locked"; the running trials are a Prometheus gauge and in `pskvctl status
+# --study`; the first finishes the study.
 tags tune_lock_and_readers
 t_tune_lock_and_readers() {
   export PSKV_TUNE_LAUNCHER=$LAUNCH
@@ -125,6 +197,9 @@ t_tune_lock_and_readers() {
   wait_line s.db.d/trial-1/logs/worker-0.log 'val_accuracy' 1 60 || fail "no metric"
   curl -s "http://127.0.0.1:$port/metrics" > metrics.out
   grep -q '^pskv_tune_trials{.*state="running"} [12]$' metrics.out || fail "gauges: $(grep tune metrics.out)"
+  out=$("$BIN/pskvctl" status --study s.db 2>&1) || fail "pskvctl status --study: $out"
+  grep -q '^[0-9]* trials: .*running' <<< "$out" || fail "pskvctl status --study: $out"
+  out=$("$BIN/pskvctl" status --study s.db --json 2>&1); [ $? = 2 ] || fail "--study --json: $out"
   out=$(tune run s.db 2>&1); [ $? = 3 ] || fail "second run: $out"
   grep -q "being run by pskv-tune pid $pid on host $(hostname)" <<< "$out" || fail "$out"
   while kill -0 "$pid" 2>/dev/null; do
@@ -137,4 +212,35 @@ t_tune_lock_and_readers() {
     fail "$(tune status s.db)"
   [ "$n" -ge 5 ] || fail "only $n status reads during the study"
   echo "$n status reads, none locked"
+}
+
+# pskv-tune replay on a recorded grid of choices (4 synth trials of 3 epochs): random
+# search with fifo is its own baseline, so in every seed its best is the baseline's;
+# asha replayed stops some trials; a study whose points are not all recorded (a
+# uniform dimension) is refused naming the trial (exit 1).
+tags tune_replay
+t_tune_replay() {
+  export PSKV_TUNE_LAUNCHER=$LAUNCH
+  printf -- '--lr choice 0.001 0.03\n--momentum choice 0.5 0.9\n' > grid.txt
+  tune create g.db --space grid.txt --algo grid --max-trials 4 --trial-epochs 3 \
+    -- --app synth --synth-epoch-time 0.01 > /dev/null || fail create
+  timeout 120 "$BIN/pskv-tune" run g.db --log-level warn > run.out 2>&1 || fail "run: $(tail -5 run.out)"
+  tune replay g.db --algo random --sched fifo --budget-epochs 6 --seeds 3 > r1.out 2>&1 ||
+    fail "replay: $(cat r1.out)"
+  [ "$(grep -c '^seed ' r1.out)" = 3 ] || fail "$(cat r1.out)"
+  awk '/^seed / { split($0, a, "best "); if (a[2] + 0 != a[3] + 0) bad = 1 } END { exit bad }' r1.out ||
+    fail "random+fifo is not its own baseline: $(cat r1.out)"
+  grep -q '^median epochs to reach random search.s final best: [0-9.]* = [0-9.]* B (B = 6)' r1.out ||
+    fail "$(tail -1 r1.out)"
+  tune replay g.db --algo gp --sched asha:eta=2,min=1 --budget-epochs 9 --seeds 4 > r2.out 2>&1 ||
+    fail "replay gp asha: $(cat r2.out)"
+  grep -q '^median epochs' r2.out || fail "$(cat r2.out)"
+  printf -- '--lr log 1e-3 0.1\n' > u.txt
+  tune create u.db --space u.txt --algo random --max-trials 1 --trial-epochs 2 \
+    -- --app synth --synth-epoch-time 0.01 > /dev/null || fail create
+  timeout 60 "$BIN/pskv-tune" run u.db --log-level warn > run2.out 2>&1 || fail "run u"
+  local out
+  out=$(tune replay u.db --algo random --seeds 3 2>&1); [ $? = 1 ] || fail "unrecorded: $out"
+  grep -q "seed [0-9]*: trial 1's point (--lr [0-9.e-]*) was not recorded" <<< "$out" || fail "$out"
+  cat r1.out r2.out
 }

@@ -104,3 +104,63 @@ t_train_adam_ftrl() {
   [ "${n:-99999}" -lt 4000 ] || fail "ftrl stored ${n:-no} rows of ~5000 features"
   echo "softmax adam accuracy $acc; sparse-lr ftrl auc $auc with $n rows stored"
 }
+
+# pskv_table_set_lr (test/examples/lr_change.c) on 2 servers with 2 replicas: every
+# value pulled after 3 pushes at lr 0.01 and 3 at 0.0025 equals the adam (adamw,
+# bsp: adagrad) steps computed by hand; pulls are answered by the tails, which are
+# not the heads with 2 replicas, so the forwarded lr is what is checked. Both
+# servers log the change; NaN, 0, -1 and inf are refused naming the value.
+lr_run() { # lr_run TAG ARGS...: a job of 2 servers (replicas 2) and pskv-lr-change
+  local port tag=$1; shift
+  port=$(free_port)
+  start "sched-$tag" "$BIN/pskv-scheduler" --port "$port" --servers 2 --workers 1 --replicas 2
+  start "server-$tag-0" "$BIN/pskv-server" --scheduler "127.0.0.1:$port"
+  start "server-$tag-1" "$BIN/pskv-server" --scheduler "127.0.0.1:$port"
+  timeout 90 "$BIN/pskv-lr-change" --scheduler "127.0.0.1:$port" "$@" > "lr-$tag.out" 2>&1
+  local rc=$?
+  wait_exit "$(cat "sched-$tag.pid")" 30 > /dev/null || fail "the job ($tag) did not end"
+  wait_exit "$(cat "server-$tag-0.pid")" 30 > /dev/null || fail "server 0 ($tag) did not exit"
+  wait_exit "$(cat "server-$tag-1.pid")" 30 > /dev/null || fail "server 1 ($tag) did not exit"
+  return $rc
+}
+t_updater_lr_change() {
+  local s tag
+  for tag in "adam --updater adam" "adamw --updater adamw" "bsp --updater adagrad --consistency bsp"; do
+    # shellcheck disable=SC2086
+    lr_run $tag || fail "${tag%% *}: $(tail -n 3 "lr-${tag%% *}.out")"
+    tag=${tag%% *}
+    tail -n 1 "lr-$tag.out" | grep -q '^lr-change ok: 1000 values match' ||
+      fail "$tag: $(tail -n 1 "lr-$tag.out")"
+    for s in 0 1; do
+      grep -q "table 'lr': lr 0.01 -> 0.0025 (set by worker rank 0" "server-$tag-$s.log" ||
+        fail "$tag: server $s did not log the change: $(grep "table 'lr'" "server-$tag-$s.log")"
+    done
+  done
+  [ "$(grep -c '^refused: table .lr.: lr \(nan\|0\|-1\|inf\) refused' lr-adam.out)" -eq 4 ] ||
+    fail "bad values not refused by name: $(grep refused lr-adam.out)"
+  tail -n 1 lr-adam.out
+  no_strays "$TDIR"
+}
+
+# A reader key (bound "reader a") may open a table of namespace a but not change its
+# lr: PSKV_EACCES naming the namespace, and the server keeps serving.
+tags updater_lr_reader keys
+t_updater_lr_reader() {
+  local K=$TDIR/keys port pub f
+  keyset "$K" 1 1
+  pub=$(cut -d' ' -f2 "$K/worker-0/node.pub")
+  for f in "$K/server-0/authorized" "$K/scheduler/authorized"; do
+    awk -v p="$pub" '$NF == p { print "reader a " p; next } { print }' "$f" > "$f.new" && mv "$f.new" "$f"
+  done
+  port=$(free_port)
+  start scheduler "$BIN/pskv-scheduler" --port "$port" --servers 1 --workers 1 --keys "$K/scheduler"
+  start server-0 "$BIN/pskv-server" --scheduler "127.0.0.1:$port" --keys "$K/server-0"
+  timeout 60 "$BIN/pskv-lr-change" --scheduler "127.0.0.1:$port" --keys "$K/worker-0" \
+    --namespace a > lr.out 2>&1 && fail "a reader changed the lr: $(tail -n 2 lr.out)"
+  grep -q "^lr-change: set lr: .*namespace 'a': a reader key may pull, not push (nor change table 'a/lr''s lr)" lr.out ||
+    fail "the reader was not told: $(tail -n 2 lr.out)"
+  grep -q "refused namespace from" server-0.log || fail "the server did not count it"
+  wait_exit "$(cat scheduler.pid)" 30 > /dev/null || fail "the job did not end"
+  wait_exit "$(cat server-0.pid)" 30 > /dev/null || fail "the server did not exit"
+  no_strays "$TDIR"
+}

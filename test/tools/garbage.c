@@ -21,6 +21,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <netdb.h>
 #include <poll.h>
 #include <stdint.h>
@@ -186,6 +187,27 @@ static void k_job(const opts *o, gmsg *p)
     gmsg_add_keys(p, 0, 1);
 }
 
+/* TABLE_LR with an lr no updater takes (NaN): refused PSKV_EINVAL naming it, the
+ * table's lr unchanged (with --table, a table of the running job). */
+static void k_lr_nan(const opts *o, gmsg *p)
+{
+    Pskv__Meta m;
+    base(o, &m, PSKV__MSG_TYPE__TABLE_LR, o->table ? o->table : NO_SUCH_TABLE, 0, 1);
+    m.has_num_keys = m.has_width = 0;
+    m.has_table_lr = 1;
+    m.table_lr = NAN;
+    gmsg_add_meta(p, &m);
+}
+
+/* TABLE_LR without table_lr: PSKV_EPROTO. */
+static void k_lr_missing(const opts *o, gmsg *p)
+{
+    Pskv__Meta m;
+    base(o, &m, PSKV__MSG_TYPE__TABLE_LR, o->table ? o->table : NO_SUCH_TABLE, 0, 1);
+    m.has_num_keys = m.has_width = 0;
+    gmsg_add_meta(p, &m);
+}
+
 typedef struct kind {
     const char *name;
     void (*build)(const opts *, gmsg *);
@@ -204,6 +226,8 @@ static const kind kinds[] = {
     {"frames", k_frames, "PUSH in 5 frames"},
     {"version", k_version, "PULL with protocol version 99"},
     {"job", k_job, "PULL with job id 12345"},
+    {"lr-nan", k_lr_nan, "TABLE_LR with lr NaN"},
+    {"lr-missing", k_lr_missing, "TABLE_LR without table_lr"},
 };
 #define NKINDS ((int)(sizeof kinds / sizeof kinds[0]))
 

@@ -109,6 +109,7 @@ const int gmsg_types[] = {
     PSKV__MSG_TYPE__PUSH_ACK,     PSKV__MSG_TYPE__PULL,           PSKV__MSG_TYPE__PULL_REPLY,
     PSKV__MSG_TYPE__CLOCK,        PSKV__MSG_TYPE__REPLICATE,      PSKV__MSG_TYPE__REPLICATE_ACK,
     PSKV__MSG_TYPE__FILL,         PSKV__MSG_TYPE__ERROR,          PSKV__MSG_TYPE__CHECKPOINT_PRUNE,
+    PSKV__MSG_TYPE__FOLLOW,
 };
 const int gmsg_ntypes = (int)(sizeof gmsg_types / sizeof gmsg_types[0]);
 
@@ -326,6 +327,13 @@ static void tmpl_fields(tstore *st, Pskv__Meta *x, int type)
             x->has_rank = x->has_origin_id = 1;
             x->origin_id = 1 + below(3);
         }
+        break;
+    case PSKV__MSG_TYPE__FOLLOW: /* a reader's subscription (server/follow.h) */
+        x->has_follow_sync_ms = x->has_follow_full = x->has_follow_target = 1;
+        x->follow_ns = below(2) ? "" : below(2) ? "fj" : "a/b";
+        x->follow_sync_ms = (uint32_t)interesting();
+        x->follow_full = below(2);
+        x->follow_target = (int64_t)interesting();
         break;
     case PSKV__MSG_TYPE__ERROR:
         x->has_error_code = x->has_request_id = 1;

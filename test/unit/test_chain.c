@@ -195,6 +195,55 @@ START_TEST(dense_run_cut)
 }
 END_TEST
 
+/* A dense run names its span and row count, not its rows. After a view that swaps
+ * every partition's head and tail, this server tails as many rows of the span as
+ * before, but other ones: a run planned on the old view must be refused as stale
+ * (answered, its values would land on the rows the worker planned, which are not
+ * the ones read: a bsp pull read another key's sum), and one planned on the new
+ * view served. */
+START_TEST(dense_run_old_view)
+{
+    static const uint32_t order[] = {1, 2, 2, 1, 1, 2, 2, 1};
+    static const uint32_t swapped[] = {2, 1, 1, 2, 2, 1, 1, 2};
+    fixture f;
+    setup(&f, 2, order);
+    uint64_t before = 0, after = 0;
+    for (uint64_t k = 0; k < 400; k++) {
+        uint32_t p = chain_partition_of(f.c, f.t, k);
+        before += order[p * 2 + 1] == ME;
+        after += swapped[p * 2 + 1] == ME;
+    }
+    ck_assert_uint_eq(before, after); /* the same count: it cannot tell the two apart */
+    memcpy(f.chains, swapped, sizeof swapped);
+    f.mb.epoch = 2;
+    ck_assert_int_eq(chain_view(f.c), 0);
+    ck_assert_uint_eq(chain_place_epoch(f.c), 2);
+    for (int for_pull = 0; for_pull < 2; for_pull++) {
+        Pskv__Meta m;
+        pskv__meta__init(&m);
+        m.type = for_pull ? PSKV__MSG_TYPE__PULL : PSKV__MSG_TYPE__PUSH;
+        m.has_span = 1;
+        m.span = 400;
+        m.has_epoch = 1;
+        m.epoch = 1;
+        wire_msg msg;
+        memset(&msg, 0, sizeof msg);
+        msg.meta = &m;
+        msg.nkeys = before;
+        rowset rs;
+        char why[256];
+        ck_assert_int_eq(chain_rows(f.c, f.t, &msg, for_pull, &rs, why, sizeof why),
+                         -PSKV_ESTALE);
+        ck_assert_msg(strstr(why, "planned on view epoch 1, before the placement changed in "
+                              "epoch 2"), "%s", why);
+        m.epoch = 2;
+        ck_assert_int_eq(chain_rows(f.c, f.t, &msg, for_pull, &rs, why, sizeof why), 0);
+        ck_assert_uint_eq(rs.n, before);
+    }
+    teardown(&f);
+}
+END_TEST
+
 /* The value of row `k` of the table. */
 static float row(const fixture *f, uint64_t k)
 {
@@ -252,6 +301,7 @@ Suite *chain_suite(void)
     TCase *tc = tcase_create("rules");
     tcase_add_test(tc, head_and_tail);
     tcase_add_test(tc, dense_run_cut);
+    tcase_add_test(tc, dense_run_old_view);
     tcase_add_test(tc, resend_applied_once);
     suite_add_tcase(s, tc);
     return s;

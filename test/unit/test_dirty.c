@@ -126,9 +126,96 @@ START_TEST(remove_while_growing)
 }
 END_TEST
 
+/* The followers' bits (shard_follow_on, shard_follow_taken): only rows written after
+ * following began, each once; a checkpoint's reset leaves them; a take forgets them. */
+static int take_key(void *ctx, uint64_t key, const float *row)
+{
+    uint64_t *seen = ctx;
+    if (seen[0] < 16)
+        seen[1 + seen[0]] = key;
+    seen[0]++;
+    (void)row;
+    return 0;
+}
+
+START_TEST(follow_bits)
+{
+    shard *s = shard_new(1, 0, 1000, 0, UINT64_MAX, 1, &SUM, &ZERO);
+    ck_assert_ptr_nonnull(s);
+    uint64_t seen[17] = {0};
+    ck_assert_int_eq(shard_follow_taken(s, take_key, seen), -PSKV_ENOMEM); /* not on */
+    float g[3] = {1, 2, 3};
+    uint64_t k = 5;
+    ck_assert_int_eq(shard_push(s, &k, 0, 1, g), 0); /* before: not a follower's change */
+    ck_assert_int_eq(shard_follow_on(s), 0);
+    ck_assert_int_eq(shard_push(s, NULL, 62, 3, g), 0); /* rows 62..64, across a word */
+    shard_changes_reset(s);                             /* a checkpoint: not the follower's */
+    ck_assert_int_eq(shard_follow_taken(s, take_key, seen), 3);
+    ck_assert_uint_eq(seen[0], 3);
+    ck_assert_uint_eq(seen[1], 62);
+    ck_assert_uint_eq(seen[3], 64);
+    seen[0] = 0;
+    ck_assert_int_eq(shard_follow_taken(s, take_key, seen), 0); /* taken: forgotten */
+    shard_destroy(&s);
+}
+END_TEST
+
+/* Sparse: rows created while the records grow keep their followers' bits. */
+START_TEST(follow_bits_sparse_growth)
+{
+    shard *s = shard_new(0, 0, 0, 0, UINT64_MAX, 1, &SUM, &ZERO);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_int_eq(shard_follow_on(s), 0);
+    enum { N = 5000 };
+    uint64_t *keys = malloc(N * sizeof *keys);
+    float *g = malloc(N * sizeof *g);
+    for (int i = 0; i < N; i++)
+        keys[i] = 1000003ULL * (uint64_t)(i + 1), g[i] = 1;
+    ck_assert_int_eq(shard_push(s, keys, 0, N, g), 0);
+    uint64_t seen[17] = {0};
+    ck_assert_int_eq(shard_follow_taken(s, take_key, seen), N);
+    seen[0] = 0;
+    ck_assert_int_eq(shard_push(s, keys + 7, 0, 1, g), 0);
+    ck_assert_int_eq(shard_follow_taken(s, take_key, seen), 1);
+    ck_assert_uint_eq(seen[1], keys[7]);
+    free(keys);
+    free(g);
+    shard_destroy(&s);
+}
+END_TEST
+
+/* shard_scan: a full copy in slices visits every row once, then says it is done. */
+START_TEST(scan_in_slices)
+{
+    shard *s = shard_new(0, 0, 0, 0, UINT64_MAX, 1, &SUM, &ZERO);
+    ck_assert_ptr_nonnull(s);
+    uint64_t keys[100];
+    float g[100];
+    for (int i = 0; i < 100; i++)
+        keys[i] = 77ULL * (uint64_t)(i + 1), g[i] = 1;
+    ck_assert_int_eq(shard_push(s, keys, 0, 100, g), 0);
+    uint64_t pos = 0, seen[17] = {0};
+    int calls = 0, rc;
+    while ((rc = shard_scan(s, &pos, 30, take_key, seen)) == 0)
+        calls++;
+    ck_assert_int_eq(rc, 1);
+    ck_assert_int_eq(calls, 3); /* 30, 60, 90: then the last 10 and done */
+    ck_assert_uint_eq(seen[0], 100);
+    ck_assert_uint_eq(pos, 100);
+    ck_assert_int_eq(shard_scan(s, &pos, 30, take_key, seen), 1); /* nothing left */
+    ck_assert_uint_eq(seen[0], 100);
+    shard_destroy(&s);
+}
+END_TEST
+
 Suite *dirty_suite(void)
 {
     Suite *s = suite_create("dirty");
+    TCase *tf = tcase_create("follow");
+    tcase_add_test(tf, follow_bits);
+    tcase_add_test(tf, follow_bits_sparse_growth);
+    tcase_add_test(tf, scan_in_slices);
+    suite_add_tcase(s, tf);
     TCase *tc = tcase_create("changes");
     tcase_add_test(tc, dense_changes);
     tcase_add_test(tc, sparse_changes_and_tombstones);

@@ -14,6 +14,7 @@
 #include <zmq.h>
 
 #include "events.h"
+#include "group.h"
 #include "membership.h"
 #include "pskv_errors.h"
 #include "sched_net.h"
@@ -275,7 +276,7 @@ START_TEST(test_barriers)
         ck_assert_ptr_nonnull(d);
         ck_assert_uint_eq(d->seq, 1);
     }
-    ck_assert_uint_eq(memb.barrier_done, 1);
+    ck_assert_uint_eq(group_find("")->barrier_done, 1);
     send_simple(w[0], PSKV__MSG_TYPE__BARRIER, wid[0], 1); /* re-sent: answered again */
     ck_assert_ptr_nonnull(next_of(w[0], PSKV__MSG_TYPE__BARRIER_DONE, 1000));
     /* worker 1 dies: barrier 2 waits for worker 0 alone */
@@ -284,7 +285,7 @@ START_TEST(test_barriers)
     const Pskv__Meta *d = next_of(w[0], PSKV__MSG_TYPE__BARRIER_DONE, 1000);
     ck_assert_msg(d != NULL, "barrier 2 not released without the dead worker");
     ck_assert_uint_eq(d->seq, 2);
-    ck_assert_uint_eq(memb.barrier_done, 2);
+    ck_assert_uint_eq(group_find("")->barrier_done, 2);
 }
 END_TEST
 
@@ -384,6 +385,82 @@ START_TEST(test_events_and_fillers)
 }
 END_TEST
 
+/* A worker of group `name` of `size` (0: none given) wishing `rank`, on a new socket. */
+static void *reg_group(const char *name, uint32_t size, int rank, uint64_t nonce)
+{
+    void *d = node_sock();
+    Pskv__Meta m;
+    wire_meta_init(&m, PSKV__MSG_TYPE__REGISTER);
+    m.has_role = m.has_port = m.has_pid = m.has_nonce = 1;
+    m.role = PSKV__ROLE__WORKER;
+    m.host = "127.0.0.1";
+    m.port = 9000 + (uint32_t)nonce;
+    m.pid = 100 + (uint32_t)nonce;
+    m.nonce = nonce;
+    m.has_rank = rank >= 0;
+    m.rank = rank;
+    m.group = (char *)name;
+    m.has_group_size = size > 0;
+    m.group_size = size;
+    deliver(d, &m);
+    return d;
+}
+
+/* A service: it runs with its server alone; two groups rank, start, see and
+ * release barriers on their own; one ends and the service goes on; a shutdown
+ * stops the server. Refusals name the group and the field. */
+START_TEST(test_service_groups)
+{
+    setup_job(1, 1);
+    memb.service = 1;
+    uint32_t sv, a0id, a1id, b0id;
+    void *s = reg(PSKV__ROLE__SERVER, -1, 1);
+    acked_rank(s, &sv);
+    ck_assert_int_eq(memb.state, JOB_RUNNING); /* no worker needed */
+    void *a0 = reg_group("A", 2, -1, 2);
+    ck_assert_int_eq(acked_rank(a0, &a0id), 0);
+    ck_assert_ptr_null(next_of(a0, PSKV__MSG_TYPE__VIEW, 100)); /* A waits for its second */
+    void *b0 = reg_group("B", 1, -1, 3);
+    ck_assert_int_eq(acked_rank(b0, &b0id), 0); /* B's own rank 0 */
+    const Pskv__Meta *v = next_of(b0, PSKV__MSG_TYPE__VIEW, 1000);
+    ck_assert_ptr_nonnull(v);
+    ck_assert_uint_eq(v->view->n_nodes, 2); /* the server and B's worker, not A's */
+    ck_assert_uint_eq(v->view->workers, 1);
+    ck_assert_str_eq(refusal(reg_group("A", 3, -1, 4)),
+                     "group A: field group_size: 3 differs from its workers' (2)");
+    ck_assert_ptr_nonnull(strstr(refusal(reg_group("A", 2, 0, 5)), "group A: rank 0 is taken by node"));
+    ck_assert_ptr_nonnull(strstr(refusal(reg_group("a/b", 1, -1, 6)), "field group"));
+    ck_assert_ptr_nonnull(strstr(refusal(reg_group("C", 0, -1, 7)), "group C: field group_size"));
+    void *a1 = reg_group("A", 2, -1, 8);
+    ck_assert_int_eq(acked_rank(a1, &a1id), 1);
+    v = next_of(a0, PSKV__MSG_TYPE__VIEW, 1000);
+    ck_assert_ptr_nonnull(v);
+    ck_assert_uint_eq(v->view->n_nodes, 3); /* the server, A's two */
+    ck_assert_uint_eq(v->view->workers, 2);
+    for (size_t i = 0; i < v->view->n_nodes; i++)
+        ck_assert_uint_ne(v->view->nodes[i]->id, b0id);
+    /* B's barrier is B's alone */
+    send_simple(b0, PSKV__MSG_TYPE__BARRIER, b0id, 1);
+    ck_assert_ptr_nonnull(next_of(b0, PSKV__MSG_TYPE__BARRIER_DONE, 1000));
+    send_simple(a0, PSKV__MSG_TYPE__BARRIER, a0id, 1);
+    ck_assert_ptr_null(next_of(a0, PSKV__MSG_TYPE__BARRIER_DONE, 100));
+    send_simple(a1, PSKV__MSG_TYPE__BARRIER, a1id, 1);
+    ck_assert_ptr_nonnull(next_of(a0, PSKV__MSG_TYPE__BARRIER_DONE, 1000));
+    /* B ends: the service and A go on, the server is not stopped */
+    send_simple(b0, PSKV__MSG_TYPE__FINISH, b0id, 0);
+    ck_assert_ptr_null(group_find("B"));
+    ck_assert_ptr_nonnull(group_find("A"));
+    ck_assert_int_eq(memb.state, JOB_RUNNING);
+    ck_assert_ptr_null(next_of(s, PSKV__MSG_TYPE__STOP, 100));
+    void *b1 = reg_group("B", 2, -1, 9); /* the name is free again: a new group */
+    ck_assert_int_eq(acked_rank(b1, NULL), 0);
+    ck_assert_int_eq(group_find("B")->size, 2);
+    memb_on_shutdown(NULL);
+    ck_assert_int_eq(memb.state, JOB_STOPPING);
+    ck_assert_ptr_nonnull(next_of(s, PSKV__MSG_TYPE__STOP, 1000));
+}
+END_TEST
+
 Suite *membership_suite(void)
 {
     Suite *s = suite_create("membership");
@@ -394,6 +471,7 @@ Suite *membership_suite(void)
     tcase_add_test(tc, test_barriers);
     tcase_add_test(tc, test_finish_then_stop);
     tcase_add_test(tc, test_events_and_fillers);
+    tcase_add_test(tc, test_service_groups);
     tcase_add_checked_fixture(tc, NULL, teardown_job);
     suite_add_tcase(s, tc);
     return s;

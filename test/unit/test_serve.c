@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include "predict.h"
+#include "pskv_errors.h"
 #include "sjson.h"
+#include "smerge.h"
 #include "snap.h"
 #include "suites.h"
 
@@ -136,6 +138,66 @@ START_TEST(sparse_features)
 }
 END_TEST
 
+/* smerge: sparse rows merged into a new version (later rows win, keys sorted, the
+ * old version untouched for its reader); a dense table published only when every
+ * server's part carries one clock. */
+START_TEST(merge_sparse_and_dense)
+{
+    snapstore *st = snapstore_new();
+    smerge *m = smerge_new(st);
+    char why[200];
+    uint64_t k1[] = {30, 10, 20};
+    float v1[] = {3, 1, 2};
+    smerge_rows r = {1, "ns/emb", 0, 0, 1, k1, v1, 3, 4};
+    ck_assert_int_eq(smerge_apply(m, &r, why, sizeof why), 0);
+    snap *a = snap_acquire(st, "emb");
+    ck_assert_ptr_nonnull(a);
+    ck_assert_uint_eq(a->n, 3);
+    ck_assert_uint_eq(a->keys[0], 10);
+    ck_assert_int_eq(a->kind, SNAP_PLAIN);
+    uint64_t k2[] = {20, 5, 20};
+    float v2[] = {7, 8, 9};
+    smerge_rows r2 = {2, "ns/emb", 0, 0, 1, k2, v2, 3, 6};
+    ck_assert_int_eq(smerge_apply(m, &r2, why, sizeof why), 0);
+    snap *b = snap_acquire(st, "emb");
+    float v;
+    ck_assert_uint_eq(b->n, 4);
+    ck_assert_int_eq(snap_find(b, 20, &v), 0);
+    ck_assert(v == 9.0f); /* the later row of a key twice */
+    ck_assert_int_eq(snap_find(b, 5, &v), 0);
+    ck_assert_int_eq(snap_find(a, 5, &v), -1); /* the old version as it was */
+    ck_assert_int_eq(b->clock, 6);
+    snap_release(st, &a);
+    snap_release(st, &b);
+    /* dense: two servers' halves of a 4-row table of width 2 */
+    uint64_t d1[] = {0, 1}, d2[] = {2, 3};
+    float w1[] = {1, 1, 1, 1}, w2[] = {2, 2, 2, 2};
+    uint32_t nodes[] = {1, 2};
+    int64_t hi;
+    smerge_rows p1 = {1, "ns/sum", 1, 4, 2, d1, w1, 2, 7};
+    smerge_rows p2 = {2, "ns/sum", 1, 4, 2, d2, w2, 2, 8};
+    ck_assert_int_eq(smerge_apply(m, &p1, why, sizeof why), 0);
+    ck_assert_int_eq(smerge_apply(m, &p2, why, sizeof why), 0);
+    ck_assert_int_eq(smerge_dense_publish(m, nodes, 2, &hi), 1); /* clocks 7 and 8 */
+    ck_assert_int_eq(hi, 8);
+    ck_assert_ptr_null(snap_acquire(st, "sum"));
+    p1.clock = 8;
+    ck_assert_int_eq(smerge_apply(m, &p1, why, sizeof why), 0);
+    ck_assert_int_eq(smerge_dense_publish(m, nodes, 2, &hi), 0);
+    snap *d = snap_acquire(st, "sum");
+    ck_assert_ptr_nonnull(d);
+    ck_assert_int_eq(d->clock, 8);
+    const float *row3 = snap_row(d, 3);
+    ck_assert(row3 && row3[0] == 2.0f && row3[1] == 2.0f);
+    snap_release(st, &d);
+    uint64_t bad[] = {4};
+    smerge_rows p3 = {1, "ns/sum", 1, 4, 2, bad, w1, 1, 9};
+    ck_assert_int_eq(smerge_apply(m, &p3, why, sizeof why), -PSKV_EPROTO); /* outside */
+    smerge_destroy(&m);
+    snapstore_destroy(&st);
+}
+END_TEST
+
 Suite *serve_suite(void)
 {
     Suite *s = suite_create("serve");
@@ -144,6 +206,7 @@ Suite *serve_suite(void)
     tcase_add_test(tc, json_bad);
     tcase_add_test(tc, snap_versions);
     tcase_add_test(tc, sparse_features);
+    tcase_add_test(tc, merge_sparse_and_dense);
     suite_add_tcase(s, tc);
     return s;
 }

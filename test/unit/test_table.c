@@ -410,6 +410,44 @@ START_TEST(reopen_new_updaters)
 }
 END_TEST
 
+/* table_set_lr (pskv_table_set_lr): the lr pushes are applied with changes, the
+ * open's options (which reopens compare) do not; bad values and a sum table are
+ * refused naming the value, and change nothing. */
+START_TEST(set_lr_changes_applied_lr_only)
+{
+    table_set *ts = tables_new();
+    Pskv__TableOptions o = base();
+    char why[256];
+    ck_assert_int_eq(open_full(ts, &o, why, sizeof why), 0);
+    table *t = tables_find(ts, wire_table_id("emb"));
+    const double bad[] = {NAN, 0.0, -1.0, INFINITY};
+    const char *named[] = {"lr nan refused", "lr 0 refused", "lr -1 refused", "lr inf refused"};
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(table_set_lr(t, bad[i], why, sizeof why), -PSKV_EINVAL);
+        ck_assert_msg(strstr(why, named[i]) && strstr(why, "'emb'"), "%s", why);
+        ck_assert_float_eq(shard_lr(t->sh), 0.5f);
+    }
+    ck_assert_int_eq(table_set_lr(t, 0.125, why, sizeof why), 0);
+    ck_assert_float_eq(shard_lr(t->sh), 0.125f);
+    ck_assert_float_eq(t->upd.lr, 0.5f);
+    ck_assert_int_eq(open_full(ts, &o, why, sizeof why), 0); /* the first open's lr */
+    float g[4] = {1, 1, 1, 1}, before[4], after[4];
+    shard_pull(t->sh, NULL, 3, 1, before);
+    ck_assert_int_eq(shard_push(t->sh, NULL, 3, 1, g), 0);
+    shard_pull(t->sh, NULL, 3, 1, after);
+    for (int j = 0; j < 4; j++)
+        ck_assert_float_eq_tol(after[j], before[j] - 0.125f, 1e-6f);
+    Pskv__TableOptions so = base();
+    so.name = "counts";
+    so.updater = "sum";
+    ck_assert_int_eq(open_full(ts, &so, why, sizeof why), 0);
+    table *st = tables_find(ts, wire_table_id("counts"));
+    ck_assert_int_eq(table_set_lr(st, 0.1, why, sizeof why), -PSKV_EINVAL);
+    ck_assert_msg(strstr(why, "updater sum takes no lr"), "%s", why);
+    tables_destroy(&ts);
+}
+END_TEST
+
 Suite *table_suite(void)
 {
     Suite *s = suite_create("table");
@@ -424,6 +462,7 @@ Suite *table_suite(void)
     tcase_add_test(tc, find_among_many);
     tcase_add_test(tc, nan_eps_reopen);
     tcase_add_test(tc, reopen_new_updaters);
+    tcase_add_test(tc, set_lr_changes_applied_lr_only);
     suite_add_tcase(s, tc);
     TCase *sh = tcase_create("shards");
     tcase_add_test(sh, split_servers_agree);

@@ -199,6 +199,56 @@ START_TEST(asha_hand_trace)
 }
 END_TEST
 
+/* Promotion asha (eta 3, rungs 1 and 3, max 9), by hand: with 2 trials at rung 0
+ * none is in the top floor(2/3) = 0; with 3 the best (trial 1) is promoted to 3;
+ * with 6 the top 2 are trials 1 and 4, 1 is no longer paused there, so 4 goes;
+ * with trial 1 paused at 3 among 3 at rung 1, it goes first (top rung first). */
+START_TEST(asha_promote_hand_trace)
+{
+    tsched s;
+    char err[128], why[256], buf[64];
+    ck_assert_int_eq(tsched_parse(&s, "asha:eta=3,min=1,max=9,promote=1", err, sizeof err), 0);
+    ck_assert_str_eq(tsched_format(&s, buf, sizeof buf), "asha:eta=3,min=1,max=9,promote=1");
+    ck_assert_int_eq(tsched_first_target(&s), 1);
+    double v[6][9];
+    int paused[6] = {0};
+    for (int i = 0; i < 6; i++)
+        for (int j = 0; j < 9; j++)
+            v[i][j] = NAN_;
+    tsched_curves c = {2, 9, &v[0][0]};
+    int to = 0;
+    v[0][0] = 0.3, v[1][0] = 0.5;
+    paused[0] = paused[1] = 1;
+    ck_assert_int_eq(tsched_promote(&s, &c, paused, &to, why, sizeof why), -1);
+    c.ntrials = 3;
+    v[2][0] = 0.4, paused[2] = 1;
+    ck_assert_int_eq(tsched_promote(&s, &c, paused, &to, why, sizeof why), 1);
+    ck_assert_int_eq(to, 3);
+    ck_assert_msg(strstr(why, "#1 of 3 (top 1): promoted to epoch 3"), "%s", why);
+    paused[1] = 0; /* promoted: running to 3 */
+    ck_assert_int_eq(tsched_promote(&s, &c, paused, &to, why, sizeof why), -1);
+    c.ntrials = 6;
+    v[3][0] = 0.2, v[4][0] = 0.45, v[5][0] = 0.45; /* a tie: the earlier trial */
+    paused[3] = paused[4] = paused[5] = 1;
+    ck_assert_int_eq(tsched_promote(&s, &c, paused, &to, why, sizeof why), 4);
+    paused[4] = 0;
+    ck_assert_int_eq(tsched_promote(&s, &c, paused, &to, why, sizeof why), -1);
+    v[1][1] = v[1][2] = 0.7, paused[1] = 3;
+    v[4][1] = v[4][2] = 0.6, paused[4] = 3;
+    ck_assert_int_eq(tsched_promote(&s, &c, paused, &to, why, sizeof why), -1); /* 2 at rung 1 */
+    v[0][1] = v[0][2] = 0.65, paused[0] = 3; /* (not a promoted one: the rule does not care) */
+    ck_assert_int_eq(tsched_promote(&s, &c, paused, &to, why, sizeof why), 1);
+    ck_assert_int_eq(to, 9);
+    /* the stopping variant never promotes; promote=1 never stops a running trial */
+    ck_assert_int_eq(tsched_decide(&s, &c, 3, 1, why, sizeof why), 0);
+    ck_assert_int_eq(tsched_parse(&s, "asha:promote=2", err, sizeof err), -1);
+    ck_assert_int_eq(tsched_parse(&s, "median:promote=1", err, sizeof err), -1);
+    ck_assert_int_eq(tsched_parse(&s, "asha:eta=3,min=1,max=9", err, sizeof err), 0);
+    ck_assert_int_eq(tsched_promote(&s, &c, paused, &to, why, sizeof why), -1);
+    ck_assert_int_eq(tsched_first_target(&s), 9);
+}
+END_TEST
+
 START_TEST(median_hand_trace)
 {
     tsched s;
@@ -232,6 +282,7 @@ Suite *tune_suite(void)
     tcase_add_test(tc, random_is_a_stream_per_trial);
     tcase_add_test(tc, space_refusals_name_the_line);
     tcase_add_test(tc, asha_hand_trace);
+    tcase_add_test(tc, asha_promote_hand_trace);
     tcase_add_test(tc, median_hand_trace);
     suite_add_tcase(s, tc);
     return s;

@@ -89,6 +89,14 @@ static const cfg_entry worker_head[] = {
     {"namespace", CFG_STR, "", "PSKV_NAMESPACE", 1, 0, NULL,
      "open the app's tables as NAMESPACE/NAME: processes naming the same namespace share "
      "them (1..64 bytes, no '/'; empty = the unnamed namespace, as before)", 0, 0, NULL, NULL},
+    {"group", CFG_STR, "", "PSKV_GROUP", 1, 0, NULL,
+     "join this worker group of a service (pskv-scheduler --service): ranks, barriers, "
+     "clocks and life of its own; its tables live in the namespace of its name unless "
+     "--namespace names another (1..64 bytes, no '/'; empty = the unnamed group, a job's "
+     "workers; the evaluator reads the group's namespace)", 0, 0, NULL, NULL},
+    {"group-size", CFG_INT, "0", "PSKV_GROUP_SIZE", 0, 65536, NULL,
+     "the group's workers W, the same for each of them: the group starts when W registered "
+     "(0 = the scheduler's --workers; a named group needs it)", 0, 0, NULL, NULL},
     {"quota-bytes", CFG_INT, "0", "PSKV_QUOTA_BYTES", 0, 9.2e18, "bytes",
      "ask the servers to hold --namespace's tables to this much memory, every replica "
      "counted: a push creating rows past it fails (PSKV_EQUOTA); 0 = none asked", 0, 0, NULL,
@@ -241,6 +249,8 @@ static void library_config(pskv_config *pc)
     pc->shm = (int)cfg_int(config, "shm");
     pc->table_namespace = cfg_str(config, "namespace");
     pc->quota_bytes = (uint64_t)cfg_int(config, "quota-bytes");
+    pc->group = cfg_str(config, "group");
+    pc->group_size = (int)cfg_int(config, "group-size");
     pc->metrics_port = (int)cfg_int(config, "metrics-port");
     pc->metrics_bind = cfg_str(config, "bind");
     pc->listen_bind = cfg_str(config, "bind");

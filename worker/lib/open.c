@@ -50,7 +50,15 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
         cfg.keys = getenv("PSKV_KEYS");
     if (cfg.allreduce_wire < PSKV_WIRE_FP32 || cfg.allreduce_wire > PSKV_WIRE_BF16)
         return -PSKV_EINVAL;
-    const char *ns = cfg.table_namespace ? cfg.table_namespace : "";
+    const char *group = cfg.group ? cfg.group : "";
+    if (strlen(group) > 64 || strchr(group, '/') || cfg.group_size < 0 ||
+        cfg.group_size > 65536) {
+        LOG_E("group '%s' of %d workers: a group's name is 1..64 bytes without '/', its size "
+              "1..65536", group, cfg.group_size);
+        return -PSKV_EINVAL;
+    }
+    /* a group's tables live in its own namespace unless it names another */
+    const char *ns = cfg.table_namespace && *cfg.table_namespace ? cfg.table_namespace : group;
     if (strlen(ns) > 64 || strchr(ns, '/')) {
         LOG_E("namespace '%s': a namespace is 1..64 bytes without '/'", ns);
         return -PSKV_EINVAL;
@@ -111,6 +119,7 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
     if (!w->evaluator && ((rc = war_open(w)) < 0 ||
                           (rc = port = wpeer_listen(w, cfg.listen_bind, cfg.listen_port)) < 0))
         goto fail;
+    member_set_group(w->evaluator ? NULL : group, (uint32_t)cfg.group_size);
     rc = member_open(&w->mb, w->ctx, &w->sec, cfg.scheduler,
                      w->evaluator ? PSKV__ROLE__EVALUATOR : PSKV__ROLE__WORKER,
                      w->evaluator ? -1 : cfg.rank, host, port,

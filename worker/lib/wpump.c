@@ -191,7 +191,7 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
     if (m->type == PSKV__MSG_TYPE__ERROR &&
         (m->error_code == PSKV_ESTALE || m->error_code == PSKV_ENOTREADY ||
          m->error_code == PSKV_ENOSHM) &&
-        r->type != REQ_OPEN && r->type != REQ_SCAN) {
+        r->type != REQ_OPEN && r->type != REQ_SCAN && r->type != REQ_LR) {
         /* planned on a view the server no longer serves, or a copy still on its
          * way: not applied; planned again on the latest view shortly */
         LOG_D("request %lld part %d: %s; sending again", (long long)r->ts, pi,
@@ -266,8 +266,9 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
     } else if (r->type == REQ_PULL) {
         pull_reply(w, r, p, msg, s);
     } else {
-        Pskv__MsgType want =
-            r->type == REQ_PUSH ? PSKV__MSG_TYPE__PUSH_ACK : PSKV__MSG_TYPE__TABLE_OPEN_ACK;
+        Pskv__MsgType want = r->type == REQ_PUSH ? PSKV__MSG_TYPE__PUSH_ACK
+                             : r->type == REQ_LR ? PSKV__MSG_TYPE__TABLE_LR_ACK
+                                                 : PSKV__MSG_TYPE__TABLE_OPEN_ACK;
         if (m->type != want && !r->err)
             r->err = wst_error(w, PSKV_EPROTO, "server node %u answered %s to a %s", s->id,
                                wire_type_name((int)m->type), wire_type_name((int)want));

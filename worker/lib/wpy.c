@@ -33,6 +33,7 @@ static const layout_row rows[] = {
     FIELD(pskv_config, listen_port), FIELD(pskv_config, listen_bind),
     FIELD(pskv_config, allreduce_wire), FIELD(pskv_config, shm), FIELD(pskv_config, slice_us),
     FIELD(pskv_config, table_namespace), FIELD(pskv_config, quota_bytes),
+    FIELD(pskv_config, group), FIELD(pskv_config, group_size),
     SIZE(pskv_table_opts),
     FIELD(pskv_table_opts, kind), FIELD(pskv_table_opts, size), FIELD(pskv_table_opts, width),
     FIELD(pskv_table_opts, updater), FIELD(pskv_table_opts, lr),

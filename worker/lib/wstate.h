@@ -34,6 +34,7 @@
  *   allreduce pskv_allreduce: the ring among workers
  *   wpipe   pskv_pipe: messages between pipeline stages
  *   pskv.c  the exported calls on an open handle (push, pull, wait, tables, clock ...)
+ *   wlr     pskv_table_set_lr: a table's lr changed on every server
  *
  * OWNS: the handle itself (open.c): pskv_worker_open allocates it with its
  *   window, ZeroMQ context and settings; pskv_worker_close releases everything
@@ -77,7 +78,8 @@
 #define LENT_RESET_MS 100 /* a lent array ZeroMQ still holds this long after its push
                              ended: the connections holding it are reset */
 
-enum req_type { REQ_FREE = 0, REQ_OPEN, REQ_PUSH, REQ_PULL, REQ_ASSIGN, REQ_SCAN };
+enum req_type { REQ_FREE = 0, REQ_OPEN, REQ_PUSH, REQ_PULL, REQ_ASSIGN, REQ_SCAN,
+                REQ_LR /* pskv_table_set_lr (wlr.c) */ };
 
 typedef struct scan_out { /* rows gathered by pskv_pull_all */
     uint64_t *keys;

@@ -1,12 +1,12 @@
 /* pskv-serve: a read-only serving copy of a model, answering predictions and
  * lookups over HTTP (shttp.h) from immutable snapshots (snap.h).
  *
- * This first step serves a model file (--model, common/modelfile.h); SIGHUP
- * reloads it and publishes the new version while answers go on from the old.
- * Following a running job's servers (deltas every --sync-ms) is issue 39's next
- * step (docs/architecture.md, worker/serve/).
+ * It serves either a model file (--model, common/modelfile.h; SIGHUP reloads it
+ * and publishes the new version while answers go on from the old), or a running
+ * job's namespace (--scheduler HOST:PORT --namespace NS, sfollow.h): the servers
+ * send the rows that changed every --sync-ms.
  *
- * The main thread only waits for signals; MHD's threads answer. */
+ * The main thread follows the job (or waits for signals); MHD's threads answer. */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdatomic.h>
@@ -19,6 +19,8 @@
 #include "metrics.h"
 #include "mload.h"
 #include "pskv_errors.h"
+#include "sfollow.h"
+#include "szmq.h"
 #include "shttp.h"
 #include "snap.h"
 #include "timeutil.h"
@@ -29,12 +31,27 @@ static cfg_entry config[] = {
     {"model", CFG_STR, "", "PSKV_SERVE_MODEL", 0, 0, NULL,
      "model file to serve (pskv-worker --save-model, pskv-evaluator --save-best); SIGHUP "
      "reloads it", 0, 0, NULL, NULL},
+    {"scheduler", CFG_STR, "", "PSKV_SCHEDULER", 0, 0, NULL,
+     "HOST:PORT of a running job's scheduler: follow --namespace's tables as they train "
+     "(instead of --model)", 0, 0, NULL, NULL},
+    {"namespace", CFG_STR, "", "PSKV_NAMESPACE", 0, 0, NULL,
+     "the namespace to follow with --scheduler (pskv-worker --namespace; empty = the "
+     "unnamed one)", 0, 0, NULL, NULL},
+    {"sync-ms", CFG_INT, "200", "PSKV_SERVE_SYNC_MS", 10, 60000, "ms",
+     "with --scheduler: how often the servers send the rows that changed (dense tables: "
+     "at a clock boundary)", 0, 0, NULL, NULL},
+    {"follow-wait", CFG_INT, "30", "PSKV_SERVE_FOLLOW_WAIT", 1, 86400, "s",
+     "with --scheduler: exit 1 when no rows of the namespace arrived within this long "
+     "(no scheduler, a namespace no server has)", 0, 0, NULL, NULL},
     {"http-port", CFG_INT, "8780", "PSKV_SERVE_HTTP_PORT", 0, 65535, NULL,
      "HTTP port for /v1/predict, /v1/lookup, /v1/model and /metrics (0 = any free port, "
      "logged)", 0, 0, NULL, NULL},
     {"http-bind", CFG_STR, "127.0.0.1", "PSKV_SERVE_HTTP_BIND", 1, 0, NULL,
      "IPv4 address the HTTP side listens on (* = all): loopback by default; put a TLS proxy "
      "in front to serve other hosts", 0, 0, NULL, NULL},
+    {"zmq-port", CFG_INT, "0", "PSKV_SERVE_ZMQ_PORT", 0, 65535, NULL,
+     "ZeroMQ port for LOOKUP (libpskv's pskv_serve_lookup), on --http-bind's address; 0 = "
+     "none", 0, 0, NULL, NULL},
     {"threads", CFG_INT, "2", "PSKV_SERVE_THREADS", 1, 256, NULL,
      "threads answering HTTP requests", 0, 0, NULL, NULL},
     {"queue", CFG_INT, "256", "PSKV_SERVE_QUEUE", 1, 65536, NULL,
@@ -80,13 +97,20 @@ static int load(snapstore *st, const char *path)
 
 int main(int argc, char **argv)
 {
-    int rc = cfg_start(config, "serve", "pskv-serve --model PATH [flags]", argc, argv, NULL);
+    int rc = cfg_start(config, "serve",
+                       "pskv-serve --model PATH | --scheduler HOST:PORT --namespace NS [flags]",
+                       argc, argv, NULL);
     if (rc >= 0)
         return rc;
-    const char *path = cfg_str(config, "model");
-    if (!path[0]) {
-        fprintf(stderr, "pskv-serve: --model PATH is required (following a running job is not "
-                        "built yet)\n");
+    const char *path = cfg_str(config, "model"), *sched = cfg_str(config, "scheduler");
+    if (!path[0] == !sched[0]) {
+        fprintf(stderr, "pskv-serve: give either --model PATH (a model file) or --scheduler "
+                        "HOST:PORT (a running job's namespace), not %s\n",
+                path[0] ? "both" : "neither");
+        return 2;
+    }
+    if (path[0] && cfg_str(config, "namespace")[0]) {
+        fprintf(stderr, "pskv-serve: --namespace goes with --scheduler, not --model\n");
         return 2;
     }
     cfg_log(config);
@@ -97,12 +121,16 @@ int main(int argc, char **argv)
     signal(SIGHUP, on_hup);
     metrics_identity("serve", -1, -1);
     snapstore *st = snapstore_new();
-    if (!st || load(st, path) < 0) {
+    if (!st || (path[0] && load(st, path) < 0)) {
         snapstore_destroy(&st);
         return 1;
     }
     char source[600], why[256];
-    snprintf(source, sizeof source, "file %s", path);
+    if (path[0])
+        snprintf(source, sizeof source, "file %s", path);
+    else
+        snprintf(source, sizeof source, "namespace '%s' of scheduler %s",
+                 cfg_str(config, "namespace"), sched);
     shttp_cfg hc = {cfg_str(config, "http-bind"), (int)cfg_int(config, "http-port"),
                     (int)cfg_int(config, "threads"), (int)cfg_int(config, "queue"),
                     (size_t)cfg_int(config, "max-body"), (size_t)cfg_int(config, "max-rows"),
@@ -115,16 +143,34 @@ int main(int argc, char **argv)
     }
     LOG_I("answering on http://%s:%d (/v1/predict, /v1/lookup, /v1/model, /metrics)",
           hc.bind, shttp_port(h));
-    while (!stop_signal) {
+    szmq *z = NULL;
+    if (cfg_int(config, "zmq-port")) {
+        z = szmq_start(hc.bind, (int)cfg_int(config, "zmq-port"), hc.max_keys, st, why,
+                       sizeof why);
+        if (!z) {
+            LOG_E("--zmq-port: %s", why);
+            shttp_stop(&h);
+            snapstore_destroy(&st);
+            return 1;
+        }
+        LOG_I("answering LOOKUP on tcp://%s:%d", hc.bind, szmq_port(z));
+    }
+    sfollow_cfg fc = {sched, cfg_str(config, "namespace"), (int)cfg_int(config, "sync-ms"),
+                      (int)cfg_int(config, "follow-wait")};
+    if (sched[0])
+        rc = sfollow_run(&fc, st, &stop_signal);
+    while (!sched[0] && !stop_signal) {
         if (reload_signal) {
             reload_signal = 0;
             load(st, path);
         }
         tu_sleep_ms(100);
     }
-    LOG_I("terminated by signal %d", (int)stop_signal);
+    if (stop_signal)
+        LOG_I("terminated by signal %d", (int)stop_signal);
+    szmq_stop(&z);
     shttp_stop(&h);
     snapstore_destroy(&st);
     metrics_stop();
-    return 0;
+    return sched[0] ? rc : 0;
 }

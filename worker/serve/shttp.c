@@ -81,7 +81,7 @@ static void version(FILE *f, const snap *s)
 
 static const char *kind_name(snap_kind k)
 {
-    return k == SNAP_SOFTMAX ? "softmax" : k == SNAP_MLP ? "mlp" : "sparse-lr";
+    return k == SNAP_SOFTMAX ? "softmax" : k == SNAP_MLP ? "mlp" : k == SNAP_SPARSE_LR ? "sparse-lr" : "plain";
 }
 
 /* A 400 (or code) whose JSON names the field: why reads "FIELD: what was wrong". */
@@ -128,6 +128,13 @@ static void do_predict(shttp *h, const sjson *root, answer *a)
     snap *s = table_of(h, root, a, 0);
     if (!s)
         return;
+    if (s->kind == SNAP_PLAIN) {
+        snprintf(why, sizeof why, "table: %.96s is no model pskv-serve predicts with "
+                 "(softmax-*, mlp-*, sparse-lr.w); read its rows with /v1/lookup", s->table);
+        error(a, 400, why);
+        snap_release(h->st, &s);
+        return;
+    }
     fputs("{\"table\":", a->f);
     json_str(a->f, s->table);
     fputs(",\"scores\":", a->f);
@@ -173,11 +180,17 @@ static void do_lookup(shttp *h, const sjson *root, answer *a)
     fputs(",\"values\":[", a->f);
     for (size_t i = 0; i < keys->n; i++) {
         uint64_t k = 0;
-        float v;
         sjson_u64(keys->kids[i], &k);
-        if (snap_find(s, k, &v) == 0)
-            fprintf(a->f, "%s%.9g", i ? "," : "", v);
-        else
+        const float *row = snap_row(s, k);
+        uint32_t w = snap_width(s);
+        if (row && w == 1) {
+            fprintf(a->f, "%s%.9g", i ? "," : "", row[0]);
+        } else if (row) { /* a wider row: its floats as an array */
+            fputs(i ? ",[" : "[", a->f);
+            for (uint32_t j = 0; j < w; j++)
+                fprintf(a->f, "%s%.9g", j ? "," : "", row[j]);
+            fputc(']', a->f);
+        } else
             fputs(i ? ",null" : "null", a->f); /* a key the table does not hold */
     }
     fputs("],", a->f);

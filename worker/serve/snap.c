@@ -120,12 +120,18 @@ void snap_release(snapstore *st, snap **s_p)
 
 int snap_find(const snap *s, uint64_t key, float *v)
 {
-    if (!s->keys) {
-        if (key >= s->n)
-            return -1;
-        *v = s->vals[key];
-        return 0;
-    }
+    const float *row = snap_row(s, key);
+    if (!row)
+        return -1;
+    *v = row[0];
+    return 0;
+}
+
+const float *snap_row(const snap *s, uint64_t key)
+{
+    size_t w = snap_width(s);
+    if (!s->keys)
+        return key < s->n ? s->vals + key * w : NULL;
     size_t lo = 0, hi = s->n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -135,7 +141,6 @@ int snap_find(const snap *s, uint64_t key, float *v)
             hi = mid;
     }
     if (lo == s->n || s->keys[lo] != key)
-        return -1;
-    *v = s->vals[lo];
-    return 0;
+        return NULL;
+    return s->vals + lo * w;
 }

@@ -19,16 +19,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The models pskv-serve predicts with (modelfile.h's kinds). */
-typedef enum { SNAP_SOFTMAX = 1, SNAP_MLP = 2, SNAP_SPARSE_LR = 3 } snap_kind;
+/* The models pskv-serve predicts with (modelfile.h's kinds); SNAP_PLAIN: a
+ * followed table that is no built-in model (lookups only). */
+typedef enum { SNAP_PLAIN = 0, SNAP_SOFTMAX = 1, SNAP_MLP = 2, SNAP_SPARSE_LR = 3 } snap_kind;
 
 typedef struct snap {
     char table[96];
     snap_kind kind;
     uint32_t in, hidden, out; /* dense sizes (sparse-lr: 0, 0, 1) */
     size_t n;                 /* rows */
+    uint32_t width;           /* floats per row (0 is taken as 1: model files) */
     uint64_t *keys;           /* sparse: n keys, ascending; dense: NULL (key = index) */
-    float *vals;              /* n values (one float per row) */
+    float *vals;              /* n rows of width floats */
     int64_t clock;            /* the training clock this version reflects (-1: unknown) */
     double wall;              /* when training held it (Unix seconds) */
     int refs;                 /* guarded by the store's mutex */
@@ -59,8 +61,15 @@ void snap_release(snapstore *st, snap **s_p);
 size_t snap_count(snapstore *st);
 snap *snap_acquire_at(snapstore *st, size_t i);
 
-/* The value of `key` in s: 0 with *v set, or -1 when s has no such row. */
+/* The value of `key` in s (its first float): 0 with *v set, or -1 when s has no
+ * such row. */
 int snap_find(const snap *s, uint64_t key, float *v);
+
+/* The row of `key` in s (snap_width floats, borrowed with s), or NULL. */
+const float *snap_row(const snap *s, uint64_t key);
+
+/* Floats per row of s. */
+static inline uint32_t snap_width(const snap *s) { return s->width ? s->width : 1; }
 
 /* Frees a snapshot nobody references (a failed build); NULL-safe; nulls *s_p. */
 void snap_free(snap **s_p);

@@ -9,7 +9,10 @@
  * the plateau and slows the climb (what ASHA's early rungs must see), and the
  * seed moves the curve by at most 0.002. --lr above 1 diverges: it prints
  * "synth: diverged at epoch 1 (lr above 1: NaN)" on stderr and exits 1, the
- * tuner's failed trial. */
+ * tuner's failed trial. Its checkpoint is its epoch: --save-model PATH writes
+ * "synth epochs N" after its last epoch, and --init-from PATH of such a file goes
+ * on from there (epoch E of this run prints A(N + E)), as the MLP goes on from
+ * saved weights: what promotion-style ASHA pauses and resumes. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -28,9 +31,42 @@ static double synth_accuracy(double lr, double momentum, long long seed, int e)
     return 0.1 + (final - 0.1) * (1 - exp(-e / tau)) + 0.002 * sin(7.0 * (double)(seed % 1000) + e);
 }
 
+/* The epochs of the run a --init-from file saved; -1 after saying why not. */
+static int synth_load(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    int n = -1;
+    if (!f || fscanf(f, "synth epochs %d", &n) != 1 || n < 0 || n > 100000) {
+        fprintf(stderr, "synth: --init-from %s: not a synth checkpoint (`synth epochs N`)\n",
+                path);
+        n = -1;
+    }
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* --save-model: written to PATH.tmp and renamed, so a reader sees all of it. */
+static int synth_save(const char *path, int epochs)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f || fprintf(f, "synth epochs %d\n", epochs) < 0 || fclose(f) != 0 ||
+        rename(tmp, path) != 0) {
+        fprintf(stderr, "synth: --save-model %s: cannot write it\n", path);
+        return 1;
+    }
+    return 0;
+}
+
 int app_synth(pskv_worker *w, cfg_entry *cfg)
 {
     (void)w;
+    const char *from = cfg_str(cfg, "init-from"), *save = cfg_str(cfg, "save-model");
+    int base = *from ? synth_load(from) : 0;
+    if (base < 0)
+        return 1;
     double lr = cfg_double(cfg, "lr"), momentum = cfg_double(cfg, "momentum");
     long long seed = cfg_int(cfg, "seed");
     int epochs = (int)cfg_int(cfg, "epochs");
@@ -48,10 +84,10 @@ int app_synth(pskv_worker *w, cfg_entry *cfg)
         }
         if (app_stop_signal)
             return app_stopped("synth");
-        double a = synth_accuracy(lr, momentum, seed, e);
+        double a = synth_accuracy(lr, momentum, seed, base + e);
         printf("synth: epoch %d val_accuracy %.6f val_loss %.6f\n", e, a, 1 - a);
         fflush(stdout);
     }
     printf("synth: done after %d epochs\n", epochs);
-    return 0;
+    return *save ? synth_save(save, base + epochs) : 0;
 }

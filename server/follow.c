@@ -1,0 +1,430 @@
+/* follow: readers following a namespace (design in follow.h). */
+#define _GNU_SOURCE
+#include "follow.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "grow.h"
+#include "log.h"
+#include "pskv_errors.h"
+#include "store/nspace.h"
+#include "timeutil.h"
+
+#define RID_MAX 256
+#define FOLLOW_FULL_ROWS 65536 /* rows of a full copy sent per sync and reader */
+
+/* One reader's subscription. */
+typedef struct sub {
+    unsigned char rid[RID_MAX]; /* its routing id on the data socket */
+    size_t rid_len;
+    char ns[NSPACE_MAX + 1];
+    uint32_t sync_ms;
+    int64_t renewed_ms; /* its last FOLLOW */
+    int owed_full;      /* a full copy of every table is owed (not begun) */
+    int in_full;        /* a full copy is being sent, FOLLOW_FULL_ROWS rows a sync */
+    size_t full_tab;    /* ... at table full_tab (tables_at order), row position full_cur */
+    uint64_t full_cur;
+    int64_t target;     /* dense parts wanted at the first boundary >= this (-1: none) */
+    int64_t asked_ms;   /* when target was set */
+    uint64_t seq;       /* FOLLOW_DATA sent so far */
+} sub;
+
+/* The changed rows of one sparse table, gathered once per sync for every reader. */
+typedef struct gather {
+    follow *f;
+    const table *t;
+    uint64_t *keys;
+    float *vals;
+    size_t n, kcap, vcap;
+} gather;
+
+struct follow {
+    void *router;
+    member *mb;
+    table_set *tables;
+    chain *ch;
+    consist *cons;
+    sub subs[FOLLOW_MAX_SUBS];
+    int nsubs;
+    int64_t synced_ms; /* the last sync of changed rows */
+    int64_t *written_ms; /* per table (tables_at order): when a write was last seen */
+    size_t nquiet;
+    gather g;
+};
+
+follow *follow_new(void *router, member *mb, table_set *tables, chain *ch, consist *cons)
+{
+    follow *f = calloc(1, sizeof *f);
+    if (!f)
+        return NULL;
+    f->router = router;
+    f->mb = mb;
+    f->tables = tables;
+    f->ch = ch;
+    f->cons = cons;
+    return f;
+}
+
+void follow_destroy(follow **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    follow *f = *self_p;
+    free(f->g.keys);
+    free(f->g.vals);
+    free(f->written_ms);
+    free(f);
+    *self_p = NULL;
+}
+
+static int headed(const follow *f, const table *t, uint64_t key)
+{
+    return chain_heads(f->ch, chain_partition_of(f->ch, t, key));
+}
+
+/* Sends one FOLLOW_DATA of n rows (keys, width values each) to s. The frames are
+ * copied (ZeroMQ owns the copies). A failed send is a gap the reader notices. */
+static void send_rows(follow *f, sub *s, const table *t, const uint64_t *keys, const float *vals,
+                      size_t n, int full, int dense, int64_t clock)
+{
+    Pskv__Meta m;
+    member_meta(f->mb, &m, PSKV__MSG_TYPE__FOLLOW_DATA);
+    m.has_table_id = m.has_width = m.has_num_keys = m.has_clock = m.has_follow_seq = 1;
+    m.table_id = t->id;
+    m.width = t->width;
+    m.num_keys = n;
+    m.clock = clock;
+    m.follow_seq = ++s->seq;
+    m.follow_table = (char *)t->name;
+    m.has_follow_full = m.follow_full = full;
+    m.has_follow_dense = m.follow_dense = dense;
+    m.has_follow_size = dense;
+    m.follow_size = t->size;
+    zmq_msg_t rid, km, vm;
+    zmq_msg_init_size(&rid, s->rid_len);
+    memcpy(zmq_msg_data(&rid), s->rid, s->rid_len);
+    int rc;
+    if (n) {
+        size_t vb = n * t->width * sizeof(float);
+        if (zmq_msg_init_size(&km, n * sizeof *keys) || zmq_msg_init_size(&vm, vb)) {
+            zmq_msg_close(&rid);
+            LOG_W("out of memory sending %s to a reader", t->name);
+            return;
+        }
+        memcpy(zmq_msg_data(&km), keys, n * sizeof *keys);
+        memcpy(zmq_msg_data(&vm), vals, vb);
+        rc = wire_send(f->router, &rid, &m, &km, &vm);
+    } else {
+        rc = wire_send(f->router, &rid, &m, NULL, NULL);
+    }
+    zmq_msg_close(&rid);
+    if (rc < 0)
+        LOG_D("a FOLLOW_DATA to a reader was dropped: %s", zmq_strerror(errno));
+}
+
+/* Appends one row (values only) to the gather. */
+static int gather_row(void *ctx, uint64_t key, const float *row)
+{
+    gather *g = ctx;
+    if (!headed(g->f, g->t, key))
+        return 0;
+    size_t w = g->t->width;
+    if (grow_array((void **)&g->keys, &g->kcap, g->n + 1, sizeof *g->keys) < 0 ||
+        grow_array((void **)&g->vals, &g->vcap, (g->n + 1) * w, sizeof *g->vals) < 0)
+        return -1;
+    g->keys[g->n] = key;
+    memcpy(g->vals + g->n * w, row, w * sizeof *row);
+    g->n++;
+    return 0;
+}
+
+/* A dense table's changes are only counted: its parts go at clock boundaries. */
+static int count_row(void *ctx, uint64_t key, const float *row)
+{
+    (void)ctx, (void)key, (void)row;
+    return 0;
+}
+
+/* Every row of t this server heads into f->g. Returns 0 or -PSKV_ENOMEM. */
+static int gather_whole(follow *f, const table *t)
+{
+    f->g = (gather){f, t, f->g.keys, f->g.vals, 0, f->g.kcap, f->g.vcap};
+    size_t rf = shard_row_floats(t->sh);
+    uint64_t n = shard_export(t->sh, NULL, NULL, NULL, NULL);
+    uint64_t *keys = malloc((n ? n : 1) * sizeof *keys);
+    float *rows = malloc((n ? n : 1) * rf * sizeof *rows);
+    int rc = keys && rows ? 0 : -PSKV_ENOMEM;
+    if (!rc) {
+        n = shard_export(t->sh, NULL, NULL, keys, rows);
+        for (uint64_t i = 0; i < n && !rc; i++)
+            rc = gather_row(&f->g, keys[i], rows + i * rf) < 0 ? -PSKV_ENOMEM : 0;
+    }
+    free(keys);
+    free(rows);
+    return rc;
+}
+
+/* The clock table t's values here reflect, as a reader tags them: bsp's closed
+ * clocks; else the smallest clock the workers' own CLOCK messages to this server
+ * finished (with replicas the consistency engine counts only the clocks heads
+ * forward, which async tables do not; a head's own count is what its rows hold). */
+static int64_t tag_clock(follow *f, table *t)
+{
+    if (t->model == CONS_BSP)
+        return tag_clock(f, t);
+    const int64_t *vc;
+    int n = consist_clocks(f->cons, &vc);
+    int64_t lo = -1;
+    for (int r = 0; r < n; r++)
+        lo = lo < 0 || vc[r] < lo ? vc[r] : lo;
+    return lo < 0 ? 0 : lo;
+}
+
+static int ns_follows(const follow *f, const char *ns)
+{
+    for (int i = 0; i < f->nsubs; i++)
+        if (!strcmp(f->subs[i].ns, ns))
+            return 1;
+    return 0;
+}
+
+/* Sends s every dense table of its namespace, each tagged with its values clock. */
+static void send_dense(follow *f, sub *s)
+{
+    for (size_t i = 0; i < tables_count(f->tables); i++) {
+        table *t = tables_at(f->tables, i);
+        if (!t->dense || strcmp(t->ns, s->ns) || gather_whole(f, t) < 0)
+            continue;
+        send_rows(f, s, t, f->g.keys, f->g.vals, f->g.n, 1, 1,
+                  tag_clock(f, t));
+    }
+    s->target = -1;
+}
+
+/* Sends s up to budget more rows of the full copy it is owed or being sent: the
+ * sparse tables of its namespace in slices (each at least one message), then the
+ * dense ones whole. Deltas flow to s meanwhile (sync_changes): a row changed
+ * after its slice went comes again as a delta. */
+static void step_full(follow *f, sub *s, uint64_t budget)
+{
+    if (s->owed_full) {
+        s->owed_full = 0;
+        s->in_full = 1;
+        s->full_tab = 0;
+        s->full_cur = 0;
+    }
+    while (s->in_full && budget > 0) {
+        table *t = NULL;
+        for (; s->full_tab < tables_count(f->tables) && !t; s->full_tab += !t) {
+            table *c = tables_at(f->tables, s->full_tab);
+            t = !c->dense && !strcmp(c->ns, s->ns) ? c : NULL;
+        }
+        if (!t) { /* the sparse tables are all sent: the dense ones, whole */
+            send_dense(f, s);
+            s->in_full = 0;
+            return;
+        }
+        f->g = (gather){f, t, f->g.keys, f->g.vals, 0, f->g.kcap, f->g.vcap};
+        uint64_t from = s->full_cur;
+        int rc = shard_scan(t->sh, &s->full_cur, budget, gather_row, &f->g);
+        if (rc < 0) {
+            LOG_W("out of memory copying %s for a reader: the copy goes on next sync", t->name);
+            s->full_cur = from;
+            return;
+        }
+        send_rows(f, s, t, f->g.keys, f->g.vals, f->g.n, 1, 0, tag_clock(f, t));
+        budget -= s->full_cur - from < budget ? s->full_cur - from : budget;
+        if (rc == 1) {
+            s->full_tab++;
+            s->full_cur = 0;
+        }
+    }
+}
+
+/* The smallest values clock of ns's dense tables (INT64_MAX: none). */
+static int64_t dense_clock(follow *f, const char *ns)
+{
+    int64_t lo = INT64_MAX;
+    for (size_t i = 0; i < tables_count(f->tables); i++) {
+        table *t = tables_at(f->tables, i);
+        int64_t c = t->dense && !strcmp(t->ns, ns) ? tag_clock(f, t) : lo;
+        lo = c < lo ? c : lo;
+    }
+    return lo;
+}
+
+void follow_clock(follow *f)
+{
+    for (int i = 0; f && i < f->nsubs; i++) {
+        sub *s = &f->subs[i];
+        if (s->target >= 0 && !s->owed_full && !s->in_full && dense_clock(f, s->ns) >= s->target)
+            send_dense(f, s);
+    }
+}
+
+void follow_placement(follow *f)
+{
+    for (int i = 0; f && i < f->nsubs; i++)
+        f->subs[i].owed_full = 1;
+}
+
+int follow_request(follow *f, wire_msg *msg, char *why, size_t whylen)
+{
+    Pskv__Meta *r = msg->meta;
+    const char *ns = r->follow_ns ? r->follow_ns : "";
+    if (strlen(ns) > NSPACE_MAX || strchr(ns, '/')) {
+        snprintf(why, whylen, "FOLLOW: namespace '%.80s' is not a namespace name", ns);
+        return -PSKV_EPROTO;
+    }
+    if (!r->has_follow_sync_ms || r->follow_sync_ms < 10 || r->follow_sync_ms > 60000) {
+        snprintf(why, whylen, "FOLLOW: follow_sync_ms must be 10..60000 (got %u)",
+                 r->follow_sync_ms);
+        return -PSKV_EPROTO;
+    }
+    int rc = nspace_access(msg->bind, ns, 0, why, whylen);
+    if (rc < 0)
+        return rc;
+    int known = 0;
+    for (size_t i = 0; i < tables_count(f->tables) && !known; i++)
+        known = !strcmp(tables_at(f->tables, i)->ns, ns);
+    if (!known) {
+        snprintf(why, whylen, "namespace '%s' has no tables on this server (open one first, "
+                 "or check the name)", ns);
+        return -PSKV_ENOTABLE;
+    }
+    size_t len = zmq_msg_size(&msg->rid);
+    if (!msg->has_rid || len == 0 || len > RID_MAX) {
+        snprintf(why, whylen, "FOLLOW without a routing id");
+        return -PSKV_EPROTO;
+    }
+    sub *s = NULL;
+    for (int i = 0; i < f->nsubs && !s; i++)
+        if (f->subs[i].rid_len == len && !memcmp(f->subs[i].rid, zmq_msg_data(&msg->rid), len))
+            s = &f->subs[i];
+    if (!s) {
+        if (f->nsubs == FOLLOW_MAX_SUBS) {
+            snprintf(why, whylen, "this server already has %d readers following", f->nsubs);
+            return -PSKV_EREFUSED;
+        }
+        s = &f->subs[f->nsubs++];
+        memset(s, 0, sizeof *s);
+        memcpy(s->rid, zmq_msg_data(&msg->rid), len);
+        s->rid_len = len;
+        s->owed_full = 1;
+        s->target = -1;
+        LOG_I("a reader at %s follows namespace '%s' every %u ms", msg->peer, ns,
+              r->follow_sync_ms);
+    }
+    for (size_t i = 0; i < tables_count(f->tables); i++) { /* keep their changes from now */
+        table *t = tables_at(f->tables, i);
+        if (!strcmp(t->ns, ns) && shard_follow_on(t->sh) < 0) {
+            snprintf(why, whylen, "out of memory following table %s", t->name);
+            return -PSKV_ENOMEM;
+        }
+    }
+    snprintf(s->ns, sizeof s->ns, "%s", ns);
+    s->sync_ms = r->follow_sync_ms;
+    s->renewed_ms = tu_now_ms();
+    if (r->has_follow_full && r->follow_full) {
+        s->owed_full = 1;
+        s->seq = 0;
+    }
+    if (r->has_follow_target && r->follow_target >= 0 && s->target < 0) {
+        s->target = r->follow_target;
+        s->asked_ms = s->renewed_ms;
+    }
+    return 0;
+}
+
+/* 1 when ns's dense tables were all written to last before `since`. */
+static int dense_quiet(const follow *f, const char *ns, int64_t since)
+{
+    for (size_t i = 0; i < tables_count(f->tables) && i < f->nquiet; i++)
+        if (tables_at(f->tables, i)->dense && !strcmp(tables_at(f->tables, i)->ns, ns) &&
+            f->written_ms[i] > since)
+            return 0;
+    return 1;
+}
+
+/* Takes every followed table's changes once; sends the sparse ones to the
+ * readers in step (a reader owed a full copy gets that instead). */
+static void sync_changes(follow *f, int64_t now)
+{
+    size_t nt = tables_count(f->tables);
+    if (f->nquiet < nt) {
+        int64_t *q = realloc(f->written_ms, nt * sizeof *q);
+        if (!q)
+            return;
+        for (size_t i = f->nquiet; i < nt; i++)
+            q[i] = now;
+        f->written_ms = q;
+        f->nquiet = nt;
+    }
+    for (size_t i = 0; i < nt; i++) {
+        table *t = tables_at(f->tables, i);
+        if (!ns_follows(f, t->ns))
+            continue;
+        f->g = (gather){f, t, f->g.keys, f->g.vals, 0, f->g.kcap, f->g.vcap};
+        int n = shard_follow_taken(t->sh, t->dense ? count_row : gather_row, &f->g);
+        if (n != 0)
+            f->written_ms[i] = now;
+        if (n < 0) { /* bits or memory lost: everyone gets everything again */
+            shard_follow_on(t->sh);
+            follow_placement(f);
+            continue;
+        }
+        if (t->dense || !f->g.n)
+            continue;
+        for (int k = 0; k < f->nsubs; k++) {
+            sub *s = &f->subs[k];
+            if (!s->owed_full && !strcmp(s->ns, t->ns))
+                send_rows(f, s, t, f->g.keys, f->g.vals, f->g.n, 0, 0,
+                          tag_clock(f, t));
+        }
+    }
+}
+
+void follow_tick(follow *f)
+{
+    if (!f || !f->nsubs)
+        return;
+    int64_t now = tu_now_ms();
+    for (int i = 0; i < f->nsubs; i++) {
+        if (now - f->subs[i].renewed_ms <= FOLLOW_LAPSE_MS)
+            continue;
+        LOG_I("a reader of namespace '%s' stopped renewing: unsubscribed", f->subs[i].ns);
+        f->subs[i--] = f->subs[--f->nsubs];
+    }
+    uint32_t every = 60000;
+    for (int i = 0; i < f->nsubs; i++)
+        every = f->subs[i].sync_ms < every ? f->subs[i].sync_ms : every;
+    if (!f->nsubs || now - f->synced_ms < (int64_t)every)
+        return;
+    f->synced_ms = now;
+    sync_changes(f, now);
+    for (int i = 0; i < f->nsubs; i++) {
+        sub *s = &f->subs[i];
+        if (s->owed_full || s->in_full)
+            step_full(f, s, FOLLOW_FULL_ROWS);
+        else if (s->target >= 0 && now - s->asked_ms >= s->sync_ms &&
+                 dense_quiet(f, s->ns, now - s->sync_ms))
+            send_dense(f, s); /* training paused or ended: this is what it holds */
+    }
+}
+
+void follow_final(follow *f)
+{
+    if (!f || !f->nsubs)
+        return;
+    sync_changes(f, tu_now_ms());
+    for (int i = 0; i < f->nsubs; i++) {
+        if (f->subs[i].owed_full || f->subs[i].in_full)
+            step_full(f, &f->subs[i], UINT64_MAX);
+        else
+            send_dense(f, &f->subs[i]);
+    }
+}

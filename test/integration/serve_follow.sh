@@ -1,0 +1,152 @@
+# pskv-serve --scheduler HOST:PORT --namespace NS (sourced by integration.sh):
+# following a running job's namespace over real TCP, read back through real HTTP
+# (test/tools/follow_watch.py, follow_fresh.py).
+
+WATCH=$top/test/tools/follow_watch.py
+
+# follow_reap DIR: on the test's exit, ends the pskv-serve processes it started (DIR
+# is given when the trap is set: TDIR, set for the test function's call only, is
+# gone when the EXIT trap runs).
+follow_reap() {
+  local f
+  for f in "$1"/follow*.pid; do
+    [ -e "$f" ] && kill "$(cat "$f")" 2>/dev/null
+  done
+  return 0
+}
+
+# follow_job NAME PORT ARGS...: a check job of 1 worker in namespace fj, in the
+# background (its logs in $TDIR/NAME); ARGS go to launch-local.sh before `--`.
+follow_job() {
+  local name=$1 port=$2; shift 2
+  "$LAUNCH" --workers 1 --port "$port" --timeout 120 --log-dir "$TDIR/$name" "$@" -- \
+    --app check --namespace fj --rounds 500 --slowdown 3 > "$TDIR/$name.out" 2>&1 &
+  echo $! > "$TDIR/$name.launch"
+}
+
+# follow_serve NAME SCHEDPORT HTTPPORT [ARGS...]: pskv-serve following namespace fj.
+follow_serve() {
+  local name=$1 sp=$2 hp=$3; shift 3
+  trap "follow_reap '$TDIR'" EXIT
+  start "$name" "$BIN/pskv-serve" --scheduler "127.0.0.1:$sp" --namespace fj --http-port "$hp" "$@"
+}
+
+# A check job trains while pskv-serve follows it: every dense answer is a state
+# the table held (whole rounds, never half of two), the served model moves as
+# training goes, and within seconds of the job's end it is the last round's,
+# exactly, dense and sparse. Then the ZeroMQ side (pskv_serve_lookup) answers
+# what HTTP answers.
+tags serve_follow_check serve
+t_serve_follow_check() {
+  local sp hp zp
+  sp=$(free_port); hp=$(free_port); zp=$(free_port)
+  follow_job job "$sp" --servers 2
+  follow_serve follow "$sp" "$hp" --zmq-port "$zp"
+  python3 "$WATCH" "$hp" 500 1 90 > watch.out 2>&1 || fail "$(cat watch.out)"
+  cat watch.out
+  local states
+  states=$(sed -n 's/.* states=\([0-9]*\) .*/\1/p' watch.out)
+  [ "${states:-0}" -ge 3 ] || fail "the served model did not move while training: $(cat watch.out)"
+  wait_exit "$(cat job.launch)" 60 || fail "the job failed: $(tail -n 3 job.out)"
+  grep -q '^check ok' job/worker-0.log || fail "check: $(tail -n 1 job/worker-0.log)"
+  # the job is over: the last version stays served, its staleness growing
+  curl -sf "http://127.0.0.1:$hp/v1/model" | grep -q '"table":"check.dense","kind":"plain","rows":1000' ||
+    fail "/v1/model after the job: $(curl -s "http://127.0.0.1:$hp/v1/model")"
+  curl -sf "http://127.0.0.1:$hp/metrics" | grep -q '^pskv_serve_staleness_seconds{.*table="check.dense"} [0-9]' ||
+    fail "no staleness in /metrics"
+  PSKV_LIB=$top/build/lib/libpskv.so python3 "$top/test/tools/zlookup.py" "$zp" "$hp" check.dense \
+    0 1 2 999 1000 > z.out 2>&1 || fail "$(cat z.out)"
+  PSKV_LIB=$top/build/lib/libpskv.so python3 "$top/test/tools/zlookup.py" "$zp" "$hp" check.sparse \
+    "$(python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import follow_watch as f; print(f.mix64(12345))' "$top/test/tools")" \
+    72057594037927936 5 > zs.out 2>&1 || fail "$(cat zs.out)"
+  cat z.out zs.out
+}
+
+# kill -9 of pskv-serve in the middle of training, then a new one on the same
+# port: it takes a full copy and follows again to the exact end.
+tags serve_follow_restart serve
+t_serve_follow_restart() {
+  local sp hp
+  sp=$(free_port); hp=$(free_port)
+  follow_job job "$sp" --servers 2
+  follow_serve follow "$sp" "$hp"
+  for _ in $(seq 150); do
+    curl -sf -XPOST "http://127.0.0.1:$hp/v1/lookup" -d '{"table":"check.dense","keys":[1]}' \
+      > /dev/null && break
+    sleep 0.1
+  done
+  kill -9 "$(cat follow.pid)"
+  wait_exit "$(cat follow.pid)" 10 > /dev/null # its port is free once it is gone
+  follow_serve follow2 "$sp" "$hp"
+  python3 "$WATCH" "$hp" 500 1 90 > watch.out 2>&1 || fail "after the restart: $(cat watch.out)"
+  grep -q 'took a full copy\|following namespace' follow2.log || fail "follow2: $(tail -n 3 follow2.log)"
+  wait_exit "$(cat job.launch)" 60 || fail "the job failed: $(tail -n 3 job.out)"
+}
+
+# With --replicas 2, kill -9 of a training server while pskv-serve follows: no
+# request fails, the new heads send full copies, and the end is still exact.
+tags serve_follow_failover serve
+t_serve_follow_failover() {
+  local sp hp
+  sp=$(free_port); hp=$(free_port)
+  follow_job job "$sp" --servers 3 --scheduler-opt --replicas --scheduler-opt 2
+  follow_serve follow "$sp" "$hp"
+  python3 "$WATCH" "$hp" 500 1 120 --strict > watch.out 2>&1 &
+  local watch=$!
+  for _ in $(seq 150); do
+    curl -sf -XPOST "http://127.0.0.1:$hp/v1/lookup" -d '{"table":"check.dense","keys":[1]}' \
+      > /dev/null && break
+    sleep 0.1
+  done
+  sleep 1
+  kill -9 "$(cat job/server-1.pid)"
+  wait "$watch" || fail "$(cat watch.out)"
+  cat watch.out
+  wait_exit "$(cat job.launch)" 90 || fail "the job failed: $(tail -n 3 job.out)"
+  grep -q 'left the view' follow.log || fail "pskv-serve did not notice the death: $(tail -n 5 follow.log)"
+}
+
+# Freshness: a push acknowledged is served within --sync-ms plus a margin (the
+# margin is wide: the machine may be loaded; docs/benchmarks.md has the figures).
+tags serve_follow_fresh serve
+t_serve_follow_fresh() {
+  PSKV_LIB=$top/build/lib/libpskv.so /usr/bin/python3 "$top/test/tools/follow_fresh.py" \
+    --pushes 30 > fresh.out 2>&1 || fail "$(tail -n 3 fresh.out)"
+  local p50
+  p50=$(sed -n 's/^fresh: .* p50=\([0-9]*\) .*/\1/p' fresh.out)
+  [ -n "$p50" ] && [ "$p50" -le 1200 ] || fail "median freshness ${p50:-?} ms: $(tail -n 1 fresh.out)"
+  tail -n 1 fresh.out
+}
+
+# Bad flags and a namespace that does not exist: clear errors, exit 2 and 1.
+tags serve_follow_bad serve
+t_serve_follow_bad() {
+  "$BIN/pskv-serve" > none.log 2>&1; [ $? -eq 2 ] || fail "no source: exit $?"
+  grep -q 'give either --model PATH (a model file) or --scheduler HOST:PORT (a running job.s namespace), not neither' none.log ||
+    fail "no source: $(cat none.log)"
+  "$BIN/pskv-serve" --model x --scheduler 127.0.0.1:1 > both.log 2>&1; [ $? -eq 2 ] || fail "both: exit $?"
+  grep -q 'not both' both.log || fail "both: $(cat both.log)"
+  "$BIN/pskv-serve" --model x --namespace a > ns.log 2>&1; [ $? -eq 2 ] || fail "--namespace with --model"
+  grep -q -- '--namespace goes with --scheduler' ns.log || fail "ns: $(cat ns.log)"
+  "$BIN/pskv-serve" --scheduler 127.0.0.1:1 --sync-ms 5 > sync.log 2>&1; [ $? -eq 2 ] || fail "--sync-ms 5"
+  grep -q 'sync-ms' sync.log || fail "sync: $(cat sync.log)"
+  "$BIN/pskv-serve" --scheduler nohostport > hp.log 2>&1; [ $? -eq 1 ] || fail "--scheduler nohostport"
+  grep -q "scheduler 'nohostport' is not HOST:PORT" hp.log || fail "hostport: $(cat hp.log)"
+  # a running job without namespace nope: named, exit 1 after --follow-wait
+  local sp hp
+  sp=$(free_port); hp=$(free_port)
+  "$LAUNCH" --servers 1 --workers 1 --port "$sp" --timeout 60 --log-dir "$TDIR/job" -- \
+    --app check --namespace fj --rounds 3000 --slowdown 3 > job.out 2>&1 &
+  echo $! > job.launch
+  wait_servers "$sp" 1 > /dev/null || fail "no server registered"
+  sleep 1
+  timeout 30 "$BIN/pskv-serve" --scheduler "127.0.0.1:$sp" --namespace nope --http-port "$hp" \
+    --follow-wait 3 > nope.log 2>&1
+  [ $? -eq 1 ] || fail "namespace nope: exit $? ($(tail -n 2 nope.log))"
+  grep -q "namespace 'nope' does not exist" nope.log || fail "nope: $(tail -n 3 nope.log)"
+  grep -q "namespace 'nope' has no tables on this server" job/server-0.log ||
+    fail "the server did not say why: $(grep -i follow job/server-0.log | tail -n 2)"
+  kill "$(cat job.launch)" 2>/dev/null
+  wait_exit "$(cat job.launch)" 30 > /dev/null
+  return 0
+}

@@ -1,0 +1,314 @@
+# A service (pskv-scheduler --service) and its worker groups: servers that outlive
+# the groups, each group's ranks, view, namespace and life, pskvctl stop and shutdown.
+
+# start_service S [FLAGS...]: a service of S servers on a free port ($SVC: its
+# address); its processes' pid files in $TDIR.
+start_service() {
+  local s=$1 i
+  shift
+  SVC_PORT=$(free_port)
+  SVC=127.0.0.1:$SVC_PORT
+  start scheduler "$BIN/pskv-scheduler" --port "$SVC_PORT" --servers "$s" --service "$@"
+  for i in $(seq 0 $((s - 1))); do
+    start "server-$i" "$BIN/pskv-server" --scheduler "$SVC"
+  done
+  wait_line scheduler.log 'cluster complete' 1 60 || fail "the service did not start"
+}
+
+# shutdown_service: pskvctl shutdown, and every process of the service exits 0.
+shutdown_service() {
+  local f st
+  "$BIN/pskvctl" --scheduler "$SVC" shutdown > shutdown.out 2>&1 ||
+    fail "pskvctl shutdown: $(cat shutdown.out)"
+  grep -q '^shutdown: the servers of service [0-9]* are stopping$' shutdown.out ||
+    fail "shutdown said: $(cat shutdown.out)"
+  for f in scheduler $(cd "$TDIR" && ls server-*.pid | sed 's/\.pid$//'); do
+    wait_exit "$(cat "$f.pid")" 30
+    st=$?
+    [ "$st" = 0 ] || fail "$f exited $st after shutdown: $(tail -n 2 "$f.log")"
+  done
+  no_strays "$TDIR"
+}
+
+# group NAME SIZE LOGPREFIX [FLAGS...]: starts SIZE workers of group NAME (logs
+# LOGPREFIX-R.log, pids LOGPREFIX-R.pid).
+group() {
+  local name=$1 size=$2 pre=$3 r
+  shift 3
+  for r in $(seq 0 $((size - 1))); do
+    start "$pre-$r" "$BIN/pskv-worker" --scheduler "$SVC" --group "$name" --group-size "$size" \
+      --join-timeout 120 "$@"
+  done
+}
+
+# group_ok LOGPREFIX SIZE PATTERN: each worker exits 0 and its last line matches.
+group_ok() {
+  local r st
+  for r in $(seq 0 $(($2 - 1))); do
+    wait_exit "$(cat "$1-$r.pid")" 120
+    st=$?
+    [ "$st" = 0 ] || fail "$1-$r exited $st: $(tail -n 2 "$1-$r.log")"
+    tail -n 1 "$1-$r.log" | grep -q "$3" || fail "$1-$r: $(tail -n 1 "$1-$r.log")"
+  done
+}
+
+# Two groups at once against one service of 2 servers: each passes check's exact
+# sums over its own namespace (its tables are GROUP/check.*) with its own number of
+# workers; the servers stay up with no group, a group's name is taken again by a
+# new group (bsp, alone, in a namespace it names: A's tables stay), and pskvctl shutdown ends the service, every process 0.
+t_service_groups() {
+  start_service 2
+  group A 2 a --app check --rounds 40
+  group B 1 b --app check --rounds 40
+  group_ok a 2 '^check ok: 2 workers, 2 servers, 40 rounds, async'
+  group_ok b 1 '^check ok: 1 workers, 2 servers, 40 rounds, async'
+  wait_line scheduler.log 'group A ended' 1 10 || fail "group A did not end"
+  wait_line scheduler.log 'group B ended' 1 10 || fail "group B did not end"
+  grep -q "table 'A/check.dense'" server-0.log server-1.log || fail "no table A/check.dense"
+  grep -q "table 'B/check.dense'" server-0.log server-1.log || fail "no table B/check.dense"
+  "$BIN/pskvctl" --scheduler "$SVC" status > idle.out || fail "status of the idle service"
+  grep -q '^job [0-9]*  state running ' idle.out || fail "the idle service: $(head -n 1 idle.out)"
+  grep -q '^service: ' idle.out || fail "status does not say service: $(cat idle.out)"
+  group A 3 a2 --app check --rounds 20 --consistency bsp --namespace A-bsp
+  group_ok a2 3 '^check ok: 3 workers, 2 servers, 20 rounds, bsp'
+  shutdown_service
+}
+
+# Refusals at registration name the group and the field: a name with '/', a name
+# over 64 bytes, a size differing between a group's workers, a rank taken twice; a
+# job (no --service) refuses a named group. The service keeps serving: a group
+# registered meanwhile completes.
+t_service_refusals() {
+  start_service 1
+  refused() { # refused LOG PATTERN WORKER-FLAGS...
+    local log=$1 pat=$2
+    shift 2
+    "$BIN/pskv-worker" --scheduler "$SVC" --app check --connect-timeout 10 "$@" > "$log" 2>&1 &&
+      fail "$log: accepted"
+    grep -q "$pat" "$log" || fail "$log: not said: $(tail -n 2 "$log")"
+  }
+  refused slash.log "group 'a/b'" --group a/b --group-size 1
+  refused long.log "group '$(printf 'x%.0s' $(seq 65))'" \
+    --group "$(printf 'x%.0s' $(seq 65))" --group-size 1
+  start c-0 "$BIN/pskv-worker" --scheduler "$SVC" --group C --group-size 2 --app check \
+    --rounds 5 --rank 0 # one of two: C waits
+  wait_line scheduler.log 'group C: worker registered' 1 20 || fail "C's first worker"
+  refused size.log "group C: field group_size: 3 differs from its workers' (2)" --group C \
+    --group-size 3
+  refused rank.log "group C: rank 0 is taken by node" --group C --group-size 2 --rank 0
+  refused nosize.log "group D: field group_size" --group D
+  start c-1 "$BIN/pskv-worker" --scheduler "$SVC" --group C --group-size 2 --app check --rounds 5
+  group_ok c 2 '^check ok: 2 workers, 1 servers, 5 rounds'
+  shutdown_service
+  local port
+  port=$(free_port)
+  start job "$BIN/pskv-scheduler" --port "$port" --servers 1 --workers 1 --join-timeout 30
+  SVC=127.0.0.1:$port
+  refused job-group.log "group E: field group: this scheduler runs one job" --group E \
+    --group-size 1
+  "$BIN/pskvctl" --scheduler "$SVC" shutdown > job-shutdown.out 2>&1 && fail "a job shut down"
+  grep -q "not a service" job-shutdown.out || fail "shutdown of a job: $(cat job-shutdown.out)"
+  kill "$(cat job.pid)"
+  wait_exit "$(cat job.pid)" 10 > /dev/null
+  no_strays "$TDIR"
+}
+
+# pskvctl stop GROUP ends that group's workers as early stopping does (exit 0, the
+# line saying who stopped them), while another group goes on and passes (and has
+# its live worker in the metrics, group="K"); SIGTERM shuts the service down as
+# pskvctl shutdown does.
+t_service_stop_group() {
+  local mport
+  mport=$(free_port)
+  start_service 2 --metrics-port "$mport"
+  group S 2 s --app softmax --epochs 1000 --train-limit 2000 --test-limit 500
+  group K 1 k --app check --rounds 800 --slowdown 3
+  wait_line scheduler.log 'group S: started' 1 60 || fail "group S did not start"
+  sleep 2
+  "$BIN/pskvctl" --scheduler "$SVC" stop S > stop.out 2>&1 || fail "pskvctl stop S: $(cat stop.out)"
+  grep -q '^stopping group S: 2 workers told$' stop.out || fail "stop said: $(cat stop.out)"
+  local r st
+  for r in 0 1; do
+    wait_exit "$(cat "s-$r.pid")" 60
+    st=$?
+    [ "$st" = 0 ] || fail "worker $r of S exited $st: $(tail -n 2 "s-$r.log")"
+    grep -q "^stopped early at epoch [0-9]*: group S stopped by pskvctl stop from 127.0.0.1" \
+      "s-$r.log" || fail "worker $r of S: $(grep -i stop "s-$r.log" | tail -n 2)"
+  done
+  kill -0 "$(cat k-0.pid)" 2>/dev/null || fail "group K ended with S: $(tail -n 1 k-0.log)"
+  "$BIN/pskvctl" --scheduler "$SVC" top --count 1 --plain > top.out || fail "top"
+  grep -q '^group name=K state=running workers=1/1 ' top.out || fail "top: $(cat top.out)"
+  grep -q '^worker .* group=K$' top.out || fail "top's worker line: $(cat top.out)"
+  # the group label of the service's metrics: K has its live worker
+  if command -v curl > /dev/null; then
+    curl -s "http://127.0.0.1:$mport/metrics" > metrics.out || fail "no metrics"
+    grep -q '^pskv_group_workers{.*group="K".*} 1$' metrics.out ||
+      fail "no pskv_group_workers of K: $(grep pskv_group metrics.out)"
+  fi
+  group_ok k 1 '^check ok: 1 workers, 2 servers, 800 rounds'
+  kill -TERM "$(cat scheduler.pid)"
+  local f
+  for f in scheduler server-0 server-1; do
+    wait_exit "$(cat "$f.pid")" 30
+    st=$?
+    [ "$st" = 0 ] || fail "$f exited $st after SIGTERM: $(tail -n 2 "$f.log")"
+  done
+  grep -q 'service shutdown (signal)' scheduler.log || fail "SIGTERM was not a shutdown"
+  no_strays "$TDIR"
+}
+
+# rss_fds PIDFILE...: "RSS_KB FDS" summed over the processes.
+rss_fds() {
+  local f pid rss=0 fds=0 r
+  for f in "$@"; do
+    pid=$(cat "$f")
+    r=$(awk '/^VmRSS:/ { print $2 }' "/proc/$pid/status") || fail "$f gone"
+    rss=$((rss + r))
+    fds=$((fds + $(ls "/proc/$pid/fd" | wc -l)))
+  done
+  echo "$rss $fds"
+}
+
+# The 64-group loop: 64 groups of 1 worker started and ended one after the other
+# against one service leave the resident memory and open files of the service's
+# processes (scheduler and 2 servers) flat: within 5% from after 16 groups (the
+# warm-up) to the end, and after the ended groups' workers were forgotten (30 s).
+# Every group pushes to the same namespace's table, so the servers' tables do not
+# grow with the groups. Tagged slow: at least the 30 s of forgetting.
+tags service_64_groups slow
+t_service_64_groups() {
+  start_service 2
+  local i st warm=() end=()
+  for i in $(seq 1 64); do
+    "$BIN/pskv-worker" --scheduler "$SVC" --group "g$i" --group-size 1 --namespace loop \
+      --app bench --size 65536 --steps 5 --warmup 1 --runs 1 > "g$i.log" 2>&1
+    st=$?
+    [ "$st" = 0 ] || fail "group g$i exited $st: $(tail -n 2 "g$i.log")"
+    if [ "$i" = 16 ]; then
+      sleep 31 # the first groups' workers forgotten: the table at its steady size
+      read -r -a warm <<< "$(rss_fds scheduler.pid server-0.pid server-1.pid)"
+    fi
+  done
+  sleep 31
+  wait_line scheduler.log 'forgetting worker node 66 ' 1 10 || fail "the last worker not forgotten"
+  read -r -a end <<< "$(rss_fds scheduler.pid server-0.pid server-1.pid)"
+  echo "after 16 groups: rss ${warm[0]} KB, ${warm[1]} fds; after 64: rss ${end[0]} KB, ${end[1]} fds"
+  [ $((end[0] * 100)) -le $((warm[0] * 105)) ] ||
+    fail "resident memory grew from ${warm[0]} to ${end[0]} KB over 48 groups"
+  [ $((end[1] * 100)) -le $((warm[1] * 105)) ] ||
+    fail "open files grew from ${warm[1]} to ${end[1]} over 48 groups"
+  [ "$(grep -c 'ended after' scheduler.log)" = 64 ] || fail "not 64 groups ended"
+  "$BIN/pskvctl" --scheduler "$SVC" status --json > st.json || fail "status"
+  python3 -c 'import json,sys; v=json.load(open("st.json")); sys.exit(len(v["groups"]) != 0)' ||
+    fail "groups left in status: $(cat st.json)"
+  shutdown_service
+}
+
+# A bsp group and an async group at once on one service of 2 servers: each worker
+# has its own clock slot on the servers, and a bsp table of namespace A closes its
+# clocks on group A's workers alone. A passes check's exact sums (every pull at
+# clock c exactly the sums of rounds < c), then group C under ssp:1 (its bound read
+# from C's workers' clocks), while B's slow worker (2 s a round) is still below
+# clock 100 (status): neither waited for B (with one clock set A could not end
+# before B's clock 100, 200 s on). B, killed mid-run
+# (-9), ends as a group and the service goes on.
+t_service_bsp_async() {
+  start_service 2
+  group B 1 b --app check --rounds 100000 --slowdown 400 --consistency async
+  wait_line scheduler.log 'group B: started' 1 60 || fail "group B did not start"
+  group A 2 a --app check --rounds 100 --consistency bsp
+  group_ok a 2 '^check ok: 2 workers, 2 servers, 100 rounds, bsp'
+  group C 2 c --app check --rounds 100 --consistency ssp:1 # ssp's bound is C's too
+  group_ok c 2 '^check ok: 2 workers, 2 servers, 100 rounds, ssp:1'
+  kill -0 "$(cat b-0.pid)" 2> /dev/null || fail "B's worker ended: $(tail -n 2 b-0.log)"
+  "$BIN/pskvctl" --scheduler "$SVC" status --json > st.json || fail "status"
+  local clock
+  clock=$(python3 -c 'import json; print([g["clock"] for g in json.load(open("st.json"))["groups"] if g["name"] == "B"][0])') ||
+    fail "no group B in status: $(cat st.json)"
+  [ "$clock" -lt 100 ] || fail "B's worker is at clock $clock: A's bsp clocks may have waited for it"
+  kill -KILL "$(cat b-0.pid)"
+  wait_line scheduler.log 'group B ended' 1 30 || fail "group B did not end when its worker died"
+  grep -q 'group B ended .* 0 workers finished, 1 dead' scheduler.log ||
+    fail "B's end: $(grep 'group B ended' scheduler.log)"
+  shutdown_service
+}
+
+# pyworker NAME GROUP SIZE ROUNDS VALUE: a Python worker of GROUP (of SIZE) that
+# pushes VALUE to every key of the sum table shared/sum ROUNDS times, each push
+# acknowledged; ROUNDS 0: pulls it and prints "sum MIN MAX" over the keys. The
+# package loads build/lib/libpskv.so (the plain build: an ASan library cannot be
+# loaded into python3).
+pyworker() {
+  start "$1" env PYTHONPATH="$top/python" PSKV_LIB="$top/build/lib/libpskv.so" \
+    /usr/bin/python3 -c '
+import sys, numpy as np, pskv
+svc, group, size, rounds, value = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+with pskv.Worker(scheduler=svc, group=group, group_size=size, table_namespace="shared") as w:
+    t = w.table("sum", size=1000, updater="sum", consistency="async")
+    g = np.full(1000, value, np.float32)
+    for _ in range(rounds):
+        t.push(g).wait(timeout=60)
+    if rounds == 0:
+        out = np.empty(1000, np.float32)
+        t.pull(out=out).wait(timeout=60)
+        print("sum %g %g" % (out.min(), out.max()))
+    else:
+        print("pushed %d x %g" % (rounds, value))
+' "$SVC" "$2" "$3" "$4" "$5"
+}
+
+# Two groups sharing one namespace (--namespace shared) with a sum table, at once:
+# the final values are the sum of both groups' pushes, exactly, as a third group
+# reading the namespace after they ended finds (the namespace outlives them).
+t_service_shared_ns() {
+  command -v /usr/bin/python3 > /dev/null && /usr/bin/python3 -c 'import numpy' 2> /dev/null ||
+    { echo "no numpy for /usr/bin/python3"; return 77; }
+  [ -f "$top/build/lib/libpskv.so" ] || { echo "no build/lib/libpskv.so (make all)"; return 77; }
+  start_service 2
+  pyworker a-0 A 2 50 1
+  pyworker a-1 A 2 50 1
+  pyworker b-0 B 1 30 3
+  local f st
+  for f in a-0 a-1 b-0; do
+    wait_exit "$(cat "$f.pid")" 120
+    st=$?
+    [ "$st" = 0 ] || fail "$f exited $st: $(tail -n 3 "$f.log")"
+  done
+  wait_line scheduler.log 'group A ended' 1 10 || fail "group A did not end"
+  wait_line scheduler.log 'group B ended' 1 10 || fail "group B did not end"
+  pyworker r-0 R 1 0 0
+  wait_exit "$(cat r-0.pid)" 60 || fail "the reader: $(tail -n 3 r-0.log)"
+  grep -qx 'sum 190 190' r-0.log || fail "2 x 50 x 1 + 30 x 3 = 190 expected: $(tail -n 1 r-0.log)"
+  shutdown_service
+}
+
+# With keys, pskvctl shutdown and stop GROUP need a control key: a worker key is
+# refused (exit 1, the reason named) and the service keeps serving; the control
+# key shuts it down.
+tags service_keys keys
+t_service_keys() {
+  local K=$TDIR/keys
+  "$BIN/pskvctl" keys init "$K" --servers 1 --workers 1 > /dev/null || fail "keys init"
+  SVC_PORT=$(free_port)
+  SVC=127.0.0.1:$SVC_PORT
+  start scheduler "$BIN/pskv-scheduler" --port "$SVC_PORT" --servers 1 --service \
+    --keys "$K/scheduler"
+  start server-0 "$BIN/pskv-server" --scheduler "$SVC" --keys "$K/server-0"
+  wait_line scheduler.log 'cluster complete' 1 60 || fail "the service did not start"
+  "$BIN/pskvctl" --scheduler "$SVC" --keys "$K/worker-0" shutdown > w.out 2>&1 &&
+    fail "a worker key shut the service down"
+  grep -q 'shutdown needs a control key' w.out || fail "not said: $(cat w.out)"
+  "$BIN/pskvctl" --scheduler "$SVC" --keys "$K/worker-0" stop A > w.out 2>&1 &&
+    fail "a worker key stopped a group"
+  grep -q 'stop GROUP needs a control key' w.out || fail "not said: $(cat w.out)"
+  "$BIN/pskvctl" --scheduler "$SVC" --keys "$K/control" status > st.out ||
+    fail "the service stopped serving: $(cat st.out)"
+  "$BIN/pskvctl" --scheduler "$SVC" --keys "$K/control" shutdown > shutdown.out 2>&1 ||
+    fail "the control key: $(cat shutdown.out)"
+  local f st
+  for f in scheduler server-0; do
+    wait_exit "$(cat "$f.pid")" 30
+    st=$?
+    [ "$st" = 0 ] || fail "$f exited $st after shutdown: $(tail -n 2 "$f.log")"
+  done
+}

@@ -1,0 +1,325 @@
+/* smerge: followed rows into snapshots (contract in smerge.h). */
+#define _GNU_SOURCE
+#include "smerge.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "grow.h"
+#include "pskv_errors.h"
+
+#define MAX_DENSE ((uint64_t)1 << 28) /* floats of a dense table pskv-serve takes */
+
+/* One server's latest part of a dense table. */
+typedef struct part {
+    uint32_t node;
+    int64_t clock;
+    uint64_t *keys;
+    float *vals;
+    size_t n;
+} part;
+
+typedef struct dtab {
+    char name[128];
+    uint64_t size;
+    uint32_t width;
+    int64_t published; /* the clock of its version (-2: none yet) */
+    part *parts;
+    size_t nparts, cap;
+} dtab;
+
+struct smerge {
+    snapstore *st;
+    dtab *d;
+    size_t nd, dcap;
+};
+
+smerge *smerge_new(snapstore *st)
+{
+    smerge *m = calloc(1, sizeof *m);
+    if (m)
+        m->st = st;
+    return m;
+}
+
+static void part_free(part *p)
+{
+    free(p->keys);
+    free(p->vals);
+    memset(p, 0, sizeof *p);
+}
+
+void smerge_destroy(smerge **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    smerge *m = *self_p;
+    for (size_t i = 0; i < m->nd; i++) {
+        for (size_t j = 0; j < m->d[i].nparts; j++)
+            part_free(&m->d[i].parts[j]);
+        free(m->d[i].parts);
+    }
+    free(m->d);
+    free(m);
+    *self_p = NULL;
+}
+
+static double wall_now(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL); /* the served version's wall time, for answers only */
+    return (double)tv.tv_sec + tv.tv_usec / 1e6;
+}
+
+/* The served name (without the namespace) and the model kind it names. */
+static void name_kind(snap *s, const char *full)
+{
+    const char *slash = strchr(full, '/');
+    snprintf(s->table, sizeof s->table, "%s", slash ? slash + 1 : full);
+    unsigned in = 0, h = 0, out = 0;
+    char tail;
+    s->kind = SNAP_PLAIN;
+    if (!strcmp(s->table, "sparse-lr.w") && s->keys && snap_width(s) == 1) {
+        s->kind = SNAP_SPARSE_LR;
+        s->out = 1;
+    } else if (!s->keys && snap_width(s) == 1 &&
+               (sscanf(s->table, "softmax-%u-%u-%u%c", &in, &h, &out, &tail) == 3 ||
+                sscanf(s->table, "mlp-%u-%u-%u%c", &in, &h, &out, &tail) == 3) &&
+               in && out) {
+        uint64_t want = h ? (uint64_t)in * h + h + (uint64_t)h * out + out
+                          : (uint64_t)in * out + out;
+        if (want == s->n) {
+            s->kind = h ? SNAP_MLP : SNAP_SOFTMAX;
+            s->in = in;
+            s->hidden = h;
+            s->out = out;
+        }
+    }
+}
+
+typedef struct kidx {
+    uint64_t k;
+    size_t i;
+} kidx;
+
+static int by_key(const void *a, const void *b)
+{
+    uint64_t x = ((const kidx *)a)->k, y = ((const kidx *)b)->k;
+    if (x != y)
+        return x < y ? -1 : 1;
+    size_t i = ((const kidx *)a)->i, j = ((const kidx *)b)->i; /* a repeat: the later wins */
+    return i < j ? -1 : i > j;
+}
+
+/* A new sparse version: the current one's rows with r's merged in (r's win). */
+static int merge_sparse(smerge *m, const smerge_rows *r, char *why, size_t whylen)
+{
+    const char *slash = strchr(r->table, '/');
+    snap *old = snap_acquire(m->st, slash ? slash + 1 : r->table);
+    if (old && (old->keys == NULL || snap_width(old) != r->width)) {
+        snprintf(why, whylen, "table %s: rows of width %u, served with width %u", r->table,
+                 r->width, snap_width(old));
+        snap_release(m->st, &old);
+        return -PSKV_EPROTO;
+    }
+    size_t w = r->width, on = old ? old->n : 0;
+    kidx *ix = malloc((r->n ? r->n : 1) * sizeof *ix);
+    snap *s = calloc(1, sizeof *s);
+    if (s) {
+        s->keys = malloc((on + r->n + 1) * sizeof *s->keys);
+        s->vals = malloc((on + r->n + 1) * w * sizeof *s->vals);
+    }
+    if (!ix || !s || !s->keys || !s->vals) {
+        free(ix);
+        snap_free(&s);
+        snap_release(m->st, &old);
+        return -PSKV_ENOMEM;
+    }
+    for (size_t i = 0; i < r->n; i++)
+        ix[i] = (kidx){r->keys[i], i};
+    qsort(ix, r->n, sizeof *ix, by_key);
+    size_t a = 0, b = 0, n = 0;
+    while (a < on || b < r->n) {
+        while (b + 1 < r->n && ix[b + 1].k == ix[b].k) /* a key twice: its last row */
+            b++;
+        int take_new = b < r->n && (a == on || ix[b].k <= old->keys[a]);
+        if (take_new) {
+            if (a < on && old->keys[a] == ix[b].k)
+                a++; /* replaced */
+            s->keys[n] = ix[b].k;
+            memcpy(s->vals + n * w, r->vals + ix[b].i * w, w * sizeof *s->vals);
+            b++;
+        } else {
+            s->keys[n] = old->keys[a];
+            memcpy(s->vals + n * w, old->vals + a * w, w * sizeof *s->vals);
+            a++;
+        }
+        n++;
+    }
+    free(ix);
+    s->n = n;
+    s->width = r->width;
+    s->clock = old && old->clock > r->clock ? old->clock : r->clock;
+    s->wall = wall_now();
+    name_kind(s, r->table);
+    snap_release(m->st, &old);
+    return snap_publish(m->st, &s);
+}
+
+static dtab *dense_table(smerge *m, const smerge_rows *r, char *why, size_t whylen)
+{
+    for (size_t i = 0; i < m->nd; i++) {
+        dtab *d = &m->d[i];
+        if (strcmp(d->name, r->table))
+            continue;
+        if (d->size != r->size || d->width != r->width) {
+            snprintf(why, whylen, "table %s: size %llu width %u, was %llu x %u", r->table,
+                     (unsigned long long)r->size, r->width, (unsigned long long)d->size,
+                     d->width);
+            return NULL;
+        }
+        return d;
+    }
+    if (r->size == 0 || r->width == 0 || r->size > MAX_DENSE / r->width ||
+        strlen(r->table) >= sizeof m->d[0].name) {
+        snprintf(why, whylen, "table %s: size %llu x width %u is not one pskv-serve holds",
+                 r->table, (unsigned long long)r->size, r->width);
+        return NULL;
+    }
+    if (grow_array((void **)&m->d, &m->dcap, m->nd + 1, sizeof *m->d) < 0) {
+        snprintf(why, whylen, "out of memory");
+        return NULL;
+    }
+    dtab *d = &m->d[m->nd++];
+    memset(d, 0, sizeof *d);
+    snprintf(d->name, sizeof d->name, "%s", r->table);
+    d->size = r->size;
+    d->width = r->width;
+    d->published = -2;
+    return d;
+}
+
+/* Keeps r as its server's part of the dense table. */
+static int keep_part(smerge *m, const smerge_rows *r, char *why, size_t whylen)
+{
+    dtab *d = dense_table(m, r, why, whylen);
+    if (!d)
+        return -PSKV_EPROTO;
+    for (size_t i = 0; i < r->n; i++)
+        if (r->keys[i] >= d->size) {
+            snprintf(why, whylen, "table %s: key %llu outside its size %llu", r->table,
+                     (unsigned long long)r->keys[i], (unsigned long long)d->size);
+            return -PSKV_EPROTO;
+        }
+    part np = {r->node, r->clock, malloc((r->n ? r->n : 1) * sizeof *np.keys),
+               malloc((r->n ? r->n : 1) * r->width * sizeof *np.vals), r->n};
+    if (!np.keys || !np.vals) {
+        part_free(&np);
+        return -PSKV_ENOMEM;
+    }
+    memcpy(np.keys, r->keys, r->n * sizeof *np.keys);
+    memcpy(np.vals, r->vals, r->n * r->width * sizeof *np.vals);
+    for (size_t i = 0; i < d->nparts; i++)
+        if (d->parts[i].node == r->node) {
+            part_free(&d->parts[i]);
+            d->parts[i] = np;
+            return 0;
+        }
+    if (grow_array((void **)&d->parts, &d->cap, d->nparts + 1, sizeof *d->parts) < 0) {
+        part_free(&np);
+        return -PSKV_ENOMEM;
+    }
+    d->parts[d->nparts++] = np;
+    return 0;
+}
+
+int smerge_apply(smerge *m, const smerge_rows *r, char *why, size_t whylen)
+{
+    if (r->width == 0 || r->width > 65536) {
+        snprintf(why, whylen, "table %s: width %u", r->table, r->width);
+        return -PSKV_EPROTO;
+    }
+    return r->dense ? keep_part(m, r, why, whylen) : merge_sparse(m, r, why, whylen);
+}
+
+static const part *part_of(const dtab *d, uint32_t node)
+{
+    for (size_t i = 0; i < d->nparts; i++)
+        if (d->parts[i].node == node)
+            return &d->parts[i];
+    return NULL;
+}
+
+/* Publishes d from its parts (they agree on clock). */
+static int publish_dense(smerge *m, dtab *d, int64_t clock)
+{
+    snap *s = calloc(1, sizeof *s);
+    if (s)
+        s->vals = calloc((size_t)d->size * d->width, sizeof *s->vals);
+    if (!s || !s->vals) {
+        snap_free(&s);
+        return -PSKV_ENOMEM;
+    }
+    /* rows no server sent (none heads them now) keep the last version's */
+    const char *slash = strchr(d->name, '/');
+    snap *old = snap_acquire(m->st, slash ? slash + 1 : d->name);
+    if (old && !old->keys && old->n == d->size && snap_width(old) == d->width)
+        memcpy(s->vals, old->vals, (size_t)d->size * d->width * sizeof *s->vals);
+    snap_release(m->st, &old);
+    for (size_t i = 0; i < d->nparts; i++) {
+        const part *p = &d->parts[i];
+        for (size_t j = 0; j < p->n; j++)
+            memcpy(s->vals + p->keys[j] * d->width, p->vals + j * d->width,
+                   d->width * sizeof *s->vals);
+    }
+    s->n = (size_t)d->size;
+    s->width = d->width;
+    s->clock = clock;
+    s->wall = wall_now();
+    name_kind(s, d->name);
+    d->published = clock;
+    return snap_publish(m->st, &s);
+}
+
+int smerge_dense_publish(smerge *m, const uint32_t *nodes, size_t n, int64_t *hi)
+{
+    int waiting = 0;
+    *hi = -1;
+    for (size_t i = 0; i < m->nd; i++) {
+        dtab *d = &m->d[i];
+        int64_t c = -3;
+        int agree = n > 0;
+        for (size_t j = 0; j < n; j++) {
+            const part *p = part_of(d, nodes[j]);
+            if (!p) {
+                agree = 0;
+                continue;
+            }
+            *hi = p->clock > *hi ? p->clock : *hi;
+            if (c == -3)
+                c = p->clock;
+            else if (p->clock != c)
+                agree = 0;
+        }
+        if (agree && c > d->published && publish_dense(m, d, c) == 0)
+            continue;
+        waiting += !agree || c < d->published;
+    }
+    return waiting;
+}
+
+void smerge_drop_node(smerge *m, uint32_t node)
+{
+    for (size_t i = 0; i < m->nd; i++) {
+        dtab *d = &m->d[i];
+        for (size_t j = 0; j < d->nparts; j++)
+            if (d->parts[j].node == node) {
+                part_free(&d->parts[j]);
+                d->parts[j--] = d->parts[--d->nparts];
+            }
+    }
+}
+
+size_t smerge_dense_count(const smerge *m) { return m->nd; }
