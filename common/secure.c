@@ -109,6 +109,11 @@ int secure_listen(secure *s, void *ctx, void *sock, unsigned roles, char *why, s
     return 0;
 }
 
+void *secure_forward_closes(secure *s, void *sock)
+{
+    return s && s->keyed ? zap_forward_closes(s->z, sock) : NULL;
+}
+
 int secure_dial(const secure *s, void *sock, const char *server_pub)
 {
     if (!s || !s->keyed)

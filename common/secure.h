@@ -49,6 +49,11 @@ const char *secure_bind_addr(const secure *s, const char *bind);
  * sock a CURVE server. Without keys: nothing. Returns 0 or a negated error. */
 int secure_listen(secure *s, void *ctx, void *sock, unsigned roles, char *why, size_t whylen);
 
+/* With keys, a PAIR receiving the closed connections of `sock` (a socket given to
+ * secure_listen) as ZAP's monitor reports them (zap_forward_closes): the caller
+ * closes it before secure_close. NULL without keys or on failure. */
+void *secure_forward_closes(secure *s, void *sock);
+
 /* Before `sock` connects: with keys, CURVE toward server_pub (NULL: the
  * scheduler's key from scheduler.pub). Without keys: nothing. Returns 0, or
  * -PSKV_EINVAL when keys are on and the peer's key is unknown. */

@@ -5,7 +5,9 @@
  * A monitor reports ACCEPTED (with the connection's fd: its peer address is read
  * then), HANDSHAKE_FAILED_* and DISCONNECTED (fd again): a failure is logged
  * with the address of the next connection that closes, which on a socket
- * refusing a rogue is the rogue's. */
+ * refusing a rogue is the rogue's. A socket has one monitor: a daemon that also
+ * wants the closes (the scheduler's failure detector) gets them forwarded over
+ * an inproc PAIR (zap_forward_closes), as the monitor sent them. */
 #define _GNU_SOURCE
 #include "zap.h"
 
@@ -36,6 +38,8 @@ typedef struct conn { /* accepted connections of a watched socket */
 
 typedef struct watch {
     void *pair;
+    void *sock;             /* the watched socket (only compared, never used here) */
+    void *fwd;              /* the ZAP thread's end of zap_forward_closes' PAIR, or NULL */
     conn conns[FD_SLOTS];
     int pending;            /* a handshake failed: refuse_reason + 1, logged at the close */
 } watch;
@@ -229,6 +233,10 @@ static void monitor_event(watch *w)
             }
             if (c)
                 c->fd = 0;
+            if (w->fwd && n == 2) { /* as the monitor sent it; never blocks this thread */
+                if (zmq_msg_send(&f[0], w->fwd, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0)
+                    zmq_msg_send(&f[1], w->fwd, 0);
+            }
         }
     }
     for (int i = 0; i < n; i++)
@@ -331,9 +339,44 @@ int zap_watch(zap *z, void *sock)
     pthread_mutex_lock(&z->lock);
     memset(&z->watches[z->nwatch], 0, sizeof z->watches[z->nwatch]);
     z->watches[z->nwatch].pair = pair;
+    z->watches[z->nwatch].sock = sock;
     z->nwatch++;
     pthread_mutex_unlock(&z->lock);
     return 0;
+}
+
+void *zap_forward_closes(zap *z, void *sock)
+{
+    if (!z)
+        return NULL;
+    watch *w = NULL;
+    pthread_mutex_lock(&z->lock);
+    for (int i = 0; i < z->nwatch; i++)
+        if (z->watches[i].sock == sock && !z->watches[i].fwd)
+            w = &z->watches[i];
+    pthread_mutex_unlock(&z->lock);
+    if (!w)
+        return NULL;
+    char ep[64];
+    snprintf(ep, sizeof ep, "inproc://pskv-zap-closes-%p-%d", (void *)z, z->next_monitor++);
+    void *out = zmq_socket(z->ctx, ZMQ_PAIR), *in = zmq_socket(z->ctx, ZMQ_PAIR);
+    int linger = 0;
+    if (out && in) {
+        zmq_setsockopt(out, ZMQ_LINGER, &linger, sizeof linger);
+        zmq_setsockopt(in, ZMQ_LINGER, &linger, sizeof linger);
+    }
+    if (!out || !in || zmq_bind(out, ep) != 0 || zmq_connect(in, ep) != 0) {
+        if (out)
+            zmq_close(out);
+        if (in)
+            zmq_close(in);
+        return NULL;
+    }
+    /* handed to the ZAP thread: the mutex is the memory barrier ZeroMQ asks for */
+    pthread_mutex_lock(&z->lock);
+    w->fwd = out;
+    pthread_mutex_unlock(&z->lock);
+    return in;
 }
 
 void zap_stop(zap **zp)
@@ -343,8 +386,11 @@ void zap_stop(zap **zp)
         return;
     atomic_store(&z->stop, 1);
     pthread_join(z->thread, NULL);
-    for (int i = 0; i < z->nwatch; i++)
+    for (int i = 0; i < z->nwatch; i++) {
         zmq_close(z->watches[i].pair);
+        if (z->watches[i].fwd)
+            zmq_close(z->watches[i].fwd);
+    }
     zmq_close(z->rep);
     key_allow_free(&z->allow);
     key_allow_free(&z->view);

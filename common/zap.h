@@ -37,6 +37,13 @@ void zap_allow_view(zap *z, key_allow *view);
  * context; call from the thread that owns it, before or after its bind). */
 int zap_watch(zap *z, void *sock);
 
+/* A socket has one monitor, so zap_watch's also serves a daemon that wants to know
+ * when a connection of `sock` closes: returns a PAIR (for the calling thread; the
+ * caller closes it, before zap_stop) that receives each ZMQ_EVENT_DISCONNECTED of
+ * sock's monitor as ZeroMQ sends it (event frame, endpoint frame). NULL when sock
+ * is not watched (or already forwarded) or the PAIR cannot be made. */
+void *zap_forward_closes(zap *z, void *sock);
+
 /* Stops the thread and frees everything; NULL-safe; *zp becomes NULL. */
 void zap_stop(zap **zp);
 

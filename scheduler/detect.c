@@ -34,7 +34,8 @@ static struct {
     int min_dead_ms;        /* --min-dead-after-ms */
     uint64_t dead_heard[8]; /* by role */
     struct met_series *heard_s[8];
-    void *mon;              /* the monitor's PAIR */
+    void *mon;              /* the monitor's PAIR, or the one ZAP forwards closes on */
+    int own_mon;            /* 1: mon is our own monitor of the socket */
     int64_t last_any;       /* the latest heartbeat of any node */
     int64_t pause[PAUSE_BUCKETS]; /* longest gap per bucket, ms */
     int64_t bucket;         /* the current bucket's number (time / PAUSE_BUCKET_MS) */
@@ -200,8 +201,11 @@ int detect_start(void *ctx, void *sock)
               "lease only", zmq_strerror(errno));
         return -1;
     }
+    D.own_mon = 1;
     return 0;
 }
+
+void detect_take(void *events) { D.mon = events; }
 
 void *detect_socket(void) { return D.mon; }
 
@@ -247,12 +251,14 @@ static void closed(memb_node *n)
         return;
     }
     snprintf(n->det.why, sizeof n->det.why, "connection closed");
+    long ago = (long)(tu_now_ms() - n->det.closed_ms);
     if (r == PROBE_REFUSED)
-        LOG_W("%s node %u: its connection closed and %s:%d refuses connections",
-              memb_role_name(n->role), n->id, n->host, n->port);
+        LOG_W("%s node %u: its connection closed (%ld ms ago, probe %d) and %s:%d refuses "
+              "connections", memb_role_name(n->role), n->id, ago, n->det.rechecks + 1, n->host,
+              n->port);
     else
-        LOG_W("%s node %u: its connection closed and its process %u is gone",
-              memb_role_name(n->role), n->id, n->pid);
+        LOG_W("%s node %u: its connection closed (%ld ms ago, probe %d) and its process %u is "
+              "gone", memb_role_name(n->role), n->id, ago, n->det.rechecks + 1, n->pid);
     memb_declare_dead(n, tu_now_ms());
 }
 
@@ -286,6 +292,34 @@ long detect_recheck(int64_t now)
     return wait;
 }
 
+void detect_on_peer_closed(wire_msg *msg)
+{
+    Pskv__Meta *r = msg->meta;
+    memb_node *from = memb_sender(msg), *n;
+    if (!from)
+        return;
+    if (from->role != PSKV__ROLE__SERVER || !r->has_closed_node) {
+        LOG_W("dropped PEER_CLOSED from %s node %u (%s): %s", memb_role_name(from->role),
+              from->id, msg->peer, from->role != PSKV__ROLE__SERVER ? "only servers send it"
+                                                                   : "no closed_node");
+        return;
+    }
+    n = memb_find(r->closed_node);
+    if (!n || n->role != PSKV__ROLE__SERVER || n == from) {
+        LOG_W("dropped PEER_CLOSED from server node %u (%s): node %u is not another server of "
+              "this job", from->id, msg->peer, r->closed_node);
+        return;
+    }
+    if (!judged(n) || from->dead)
+        return; /* dead already (most often by the scheduler's own monitor), or leaving */
+    LOG_I("server node %u reports that its connection to server node %u closed: probing it",
+          from->id, n->id);
+    if (!n->det.recheck_ms) /* else a close is being probed already: its time stands */
+        n->det.closed_ms = tu_now_ms();
+    n->det.rechecks = 0;
+    closed(n);
+}
+
 void detect_events(void)
 {
     while (D.mon) {
@@ -317,6 +351,8 @@ void detect_events(void)
                     had = 1;
                 }
             if (had && judged(n)) {
+                if (!n->det.recheck_ms)
+                    n->det.closed_ms = tu_now_ms();
                 n->det.rechecks = 0;
                 closed(n);
             }
@@ -328,9 +364,11 @@ void detect_stop(void *sock)
 {
     if (!D.mon)
         return;
-    zmq_socket_monitor(sock, NULL, 0);
+    if (D.own_mon)
+        zmq_socket_monitor(sock, NULL, 0);
     zmq_close(D.mon);
     D.mon = NULL;
+    D.own_mon = 0;
 }
 
 /* ---- status and metrics -------------------------------------------------------- */

@@ -47,6 +47,7 @@ typedef struct detect_node {
     int64_t recheck_ms;       /* probe again at this time (0 = none): a closed connection
                                  whose probe was accepted, its process perhaps exiting */
     int rechecks;             /* probes since its connection closed */
+    int64_t closed_ms;        /* when it was last seen closing (logged with the death) */
     char why[64];             /* why it was declared dead; "" while alive */
     struct met_series *phi_s, *mean_s, *sd_s; /* its gauges (sched_metrics), or NULL */
 } detect_node;
@@ -85,6 +86,12 @@ uint64_t detect_dead_heard_count(int role);
  * crashes are then caught by the lease only). */
 int detect_start(void *ctx, void *sock);
 
+/* Instead of detect_start, when the socket's one monitor is another's (ZAP's, with
+ * --keys): `events` is a PAIR on which that monitor's ZMQ_EVENT_DISCONNECTED events
+ * arrive as ZeroMQ sends them (secure_forward_closes). Taken over: detect_stop
+ * closes it. */
+void detect_take(void *events);
+
 /* The monitor's socket, to poll for input (NULL when it is off). */
 void *detect_socket(void);
 
@@ -94,6 +101,11 @@ void detect_note(wire_msg *msg);
 /* Takes the monitor's waiting events: a closed connection of a live node is
  * probed and, confirmed, the node declared dead (memb_declare_dead). */
 void detect_events(void);
+
+/* PEER_CLOSED from a server: its connection to another server closed. That server
+ * is probed as if the scheduler's own connection to it had closed; bad input
+ * (not from a server, no or an unknown closed_node) is logged and dropped. */
+void detect_on_peer_closed(wire_msg *msg);
 
 /* Probes again the nodes whose recheck is due at `now`; returns the ms until the
  * next one is due (for the loop's poll), or -1 when none waits. */

@@ -220,6 +220,7 @@ static void dispatch(wire_msg *msg)
     case PSKV__MSG_TYPE__SHUTDOWN: memb_on_shutdown(msg); break;
     case PSKV__MSG_TYPE__GROUP_STOP: group_on_stop(msg); break;
     case PSKV__MSG_TYPE__CHECKPOINT_ACK: ckpt_on_ack(msg); break;
+    case PSKV__MSG_TYPE__PEER_CLOSED: detect_on_peer_closed(msg); break;
     case PSKV__MSG_TYPE__EVAL_REPORT: {
         memb_node *n = memb_sender(msg);
         if (n)
@@ -426,11 +427,19 @@ int main(int argc, char **argv)
         LOG_E("%s", why);
         return 1;
     }
-    /* A socket has one monitor: with keys, the ZAP handler's counts the failed
-     * handshakes (secure_listen), and a crash is noticed by the lease alone. */
-    if (sched_sec.keyed)
-        LOG_I("with --keys the listening socket's monitor counts refused handshakes: a "
-              "crashed node is noticed by its lease, not by its closed connection");
+    /* A socket has one monitor: with keys it is the ZAP handler's (it counts the
+     * refused handshakes, secure_listen), which forwards the closes to the detector. */
+    void *closes = secure_forward_closes(&sched_sec, sock);
+    if (getenv("PSKV_TEST_NO_MONITOR")) { /* as if no monitor could start: servers' reports */
+        LOG_W("test hook PSKV_TEST_NO_MONITOR: the scheduler watches none of its connections; "
+              "closes reach it from the servers' reports (PEER_CLOSED) only");
+        if (closes)
+            zmq_close(closes);
+    } else if (closes)
+        detect_take(closes);
+    else if (sched_sec.keyed)
+        LOG_W("cannot have the closed connections forwarded from the ZAP handler's monitor: "
+              "a crashed node is noticed by its lease only");
     else
         detect_start(ctx, sock);
     if (schedm_start(secure_bind_addr(&sched_sec, cfg_str(config, "bind")),

@@ -7,8 +7,8 @@
 #   2. a SIGSTOP'd server (silent: no connection closes), --stops stops, --warmup s
 #      into the job: from the stop to the death line; median and worst;
 #   3. false deaths: an MLP run (3 servers R = 2, 4 workers) of --soak-seconds beside
-#      8 and then 16 busy loops, and beside the memory-heavy neighbour of
-#      t_detect_load (4 busy loops, 2 processes zeroing 256 MiB over and over):
+#      8 and then 16 busy loops, and beside a memory-heavy neighbour (4 busy
+#      loops, 2 processes zeroing 256 MiB over and over):
 #      nodes declared dead, declared dead then heard from, the load average;
 #   4. the heartbeats' cost: the scheduler's CPU per node per second and the bytes of a
 #      heartbeat and of its ack, this build against --baseline-bin DIR (today's).
@@ -59,7 +59,12 @@ if [ -z "$only" ] || [ "$only" = failover ]; then
       { [ -z "$f" ] || [ "$t" -lt "$f" ]; } && f=$t
     done
     [ -n "$f" ] && echo $((f - t0)) >> "$out/failover"
-    rm -rf "$d" "$d.out"
+    # where the time went: kill to the death line (and the probe that confirmed it),
+    # to the new view, to the first push a new owner acknowledged
+    t=$(first_line_ms "$d/scheduler.log" 'is dead (connection closed)') || t=""
+    v=$(first_line_ms "$d/scheduler.log" 'replaced: view epoch') || v=""
+    echo "kill9 k=$k dead_ms=$([ -n "$t" ] && echo $((t - t0))) view_ms=$([ -n "$v" ] && echo $((v - t0))) push_ms=$([ -n "$f" ] && echo $((f - t0))) $(grep -o -m 1 'closed ([0-9]* ms ago, probe [0-9]*)' "$d/scheduler.log") load=$(loadavg)"
+    [ -n "${PSKV_KEEP_LOGS:-}" ] || rm -rf "$d" "$d.out"
   done
   echo "kill9 detect $(stats < "$out/detect") all_ms=$(sort -n "$out/detect" | tr '\n' ' ')"
   echo "kill9 failover $(stats < "$out/failover") all_ms=$(sort -n "$out/failover" | tr '\n' ' ') load=$(loadavg)"
@@ -75,13 +80,18 @@ if [ -z "$only" ] || [ "$only" = stop ]; then
     joined "$d" 3 || { kill $lp; wait $lp; continue; }
     sleep "$warmup"
     pid=$(cat "$d/server-1.pid")
+    # the stopped server's own death line (another node's, a false death of the
+    # loaded warm-up, is counted apart)
+    port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$d/server-1.log" | head -n 1)
+    before=$(grep -c 'is dead' "$d/scheduler.log")
     t0=$(date +%s%3N)
     kill -STOP "$pid"
-    for i in $(seq 100); do grep -q 'is dead (silent' "$d/scheduler.log" && break; sleep 0.1; done
+    for i in $(seq 100); do grep -q ":$port) is dead (silent" "$d/scheduler.log" && break; sleep 0.1; done
     kill -CONT "$pid"
-    t=$(first_line_ms "$d/scheduler.log" 'is dead (silent') && echo $((t - t0)) >> "$out/stop"
+    t=$(first_line_ms "$d/scheduler.log" ":$port) is dead (silent") && echo $((t - t0)) >> "$out/stop"
+    echo "sigstop k=$k dead_ms=$([ -n "$t" ] && echo $((t - t0))) $(grep -o -m 1 ":$port) is dead (silent [0-9]* ms, phi [0-9.]*)" "$d/scheduler.log") other_deaths_before=$before load=$(loadavg)"
     kill -INT $lp 2>/dev/null; wait $lp 2>/dev/null
-    rm -rf "$d" "$d.out"
+    [ -n "${PSKV_KEEP_LOGS:-}" ] || rm -rf "$d" "$d.out"
   done
   echo "sigstop detect $(stats < "$out/stop") all_ms=$(sort -n "$out/stop" | tr '\n' ' ') warmup_s=$warmup load=$(loadavg)"
 fi

@@ -46,8 +46,7 @@ void chain_destroy(chain **c_p)
     chain *c = *c_p;
     chain_fwd_fini(c);
     for (size_t i = 0; i < c->npeers; i++)
-        if (c->peers[i].sock)
-            zmq_close(c->peers[i].sock);
+        chain_peer_close(&c->peers[i]);
     dedupe_destroy(&c->dd);
     free(c->peers);
     free(c->chains);
@@ -117,6 +116,15 @@ static chain_peer *peer_of(chain *c, uint32_t id)
     return NULL;
 }
 
+void chain_peer_close(chain_peer *p)
+{
+    if (p->mon)
+        zmq_close(p->mon);
+    if (p->sock)
+        zmq_close(p->sock);
+    p->mon = p->sock = NULL;
+}
+
 void *chain_peer_sock(chain *c, uint32_t id)
 {
     chain_peer *p = peer_of(c, id);
@@ -137,6 +145,15 @@ void *chain_peer_sock(chain *c, uint32_t id)
                                                                 : "the view has no key for it");
             zmq_close(p->sock);
             p->sock = NULL;
+        }
+        if (p->sock) { /* its close tells the scheduler (chain_peer_events) */
+            static unsigned seq; /* a closed monitor's endpoint may linger a while */
+            char ep[80];
+            snprintf(ep, sizeof ep, "inproc://pskv-peer-%p-%u-%u", (void *)c, id, seq++);
+            p->mon = net_monitor(c->ctx, p->sock, ep, ZMQ_EVENT_DISCONNECTED);
+            if (!p->mon)
+                LOG_W("cannot watch the connection to server node %u (%s): its crash is "
+                      "left to the scheduler", id, zmq_strerror(errno));
         }
     }
     return p->sock;
@@ -359,8 +376,7 @@ static void view_peers(chain *c, const Pskv__View *v, uint32_t me)
     size_t kept = 0;
     for (size_t k = 0; k < c->npeers; k++) {
         if (!member_view_node(v, c->peers[k].id)) {
-            if (c->peers[k].sock)
-                zmq_close(c->peers[k].sock);
+            chain_peer_close(&c->peers[k]);
             continue;
         }
         c->peers[kept++] = c->peers[k];
@@ -387,8 +403,7 @@ static void view_peers(chain *c, const Pskv__View *v, uint32_t me)
         if (!pp->alive && pp->sock) {
             /* replaced for good: its connection goes, and what ZeroMQ queued there
              * (linger 0); kept, it would reconnect for ever and hold its buffers */
-            zmq_close(pp->sock);
-            pp->sock = NULL;
+            chain_peer_close(pp);
         }
     }
 }

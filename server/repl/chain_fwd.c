@@ -389,14 +389,54 @@ static void on_ack(chain *c, wire_msg *msg)
 int chain_poll_items(chain *c, zmq_pollitem_t *items, int max)
 {
     int n = 0;
-    for (size_t i = 0; i < c->npeers && n < max; i++)
+    for (size_t i = 0; i < c->npeers && n < max; i++) {
         if (c->peers[i].sock)
             items[n++] = (zmq_pollitem_t){c->peers[i].sock, 0, ZMQ_POLLIN, 0};
+        if (c->peers[i].mon && n < max)
+            items[n++] = (zmq_pollitem_t){c->peers[i].mon, 0, ZMQ_POLLIN, 0};
+    }
     return n;
+}
+
+/* A connection to a live peer closed: the scheduler is told (PEER_CLOSED), and
+ * probes that server (a closed connection alone is no proof of its death). Once
+ * per close: the DEALER's reconnects to a dead port close nothing more. */
+static void peer_events(chain *c, chain_peer *p)
+{
+    for (;;) {
+        zmq_msg_t ev;
+        zmq_msg_init(&ev);
+        if (zmq_msg_recv(&ev, p->mon, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&ev);
+            return;
+        }
+        uint16_t event = 0;
+        if (zmq_msg_size(&ev) >= 2)
+            memcpy(&event, zmq_msg_data(&ev), 2);
+        int more = zmq_msg_more(&ev);
+        zmq_msg_close(&ev);
+        if (more) { /* the endpoint frame */
+            zmq_msg_init(&ev);
+            zmq_msg_recv(&ev, p->mon, 0);
+            zmq_msg_close(&ev);
+        }
+        if (event != ZMQ_EVENT_DISCONNECTED || !p->alive || !c->mb->view)
+            continue;
+        Pskv__Meta m;
+        member_meta(c->mb, &m, PSKV__MSG_TYPE__PEER_CLOSED);
+        m.has_closed_node = 1;
+        m.closed_node = p->id;
+        int rc = member_send(c->mb, &m);
+        LOG_I("the connection to server node %u (%s:%d) closed: %s", p->id, p->host, p->port,
+              rc < 0 ? "could not tell the scheduler" : "told the scheduler");
+    }
 }
 
 void chain_drain(chain *c)
 {
+    for (size_t i = 0; i < c->npeers; i++)
+        if (c->peers[i].mon)
+            peer_events(c, &c->peers[i]);
     for (size_t i = 0; i < c->npeers; i++) {
         if (!c->peers[i].sock)
             continue;

@@ -30,12 +30,13 @@ void chain_on_refusal(chain *c, uint64_t (*fn)(uint32_t node, int code));
 void chain_on_close(chain *c, void (*fn)(uint64_t token, int code));
 
 /* Poll items for the sockets to other servers (acknowledgements come back on
- * them): fills up to max items, returns how many. */
+ * them) and their monitors: fills up to max items, returns how many. */
 int chain_poll_items(chain *c, zmq_pollitem_t *items, int max);
 
 /* Reads every acknowledgement waiting on those sockets (up to 1024 per peer per
  * call); a forward whose last hop is answered answers upstream. Anything else a
- * peer sends is logged and dropped. */
+ * peer sends is logged and dropped. A live peer's closed connection is reported
+ * to the scheduler (PEER_CLOSED), which probes that server. */
 void chain_drain(chain *c);
 
 /* Forwards "worker rank finished clock" of the stream that `head` started down

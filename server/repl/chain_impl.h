@@ -33,6 +33,7 @@ typedef struct chain_peer {
     int alive;
     char key[41]; /* its CURVE public key from the view ("" without keys) */
     void *sock; /* DEALER, dialled on first use */
+    void *mon;  /* its socket monitor's PAIR (closes: chain_peer_events), or NULL */
 } chain_peer;
 
 /* Whom a pending forward answers once every hop is acknowledged. */
@@ -207,6 +208,9 @@ typedef struct chain_filter {
 /* chain.c: the DEALER to server `id`, dialled on first use (sends never wait);
  * NULL when the id is no server of the views or it cannot be dialled (logged). */
 void *chain_peer_sock(chain *c, uint32_t id);
+
+/* Closes a peer's connection (and its monitor); the peer stays listed. */
+void chain_peer_close(chain_peer *p);
 
 /* chain_fwd.c: the table of pending forwards. init: 0 or -PSKV_ENOMEM; fini frees
  * every entry (unanswered) and the table; NULL-safe on a table never made. */

@@ -63,7 +63,7 @@ tags join_ssp_parked once
 f_join_ssp_parked() {
   local d=$TDIR/c w1 s0 s1 i
   launch "$d" --servers 2 --workers 2 --scheduler-opt=--replicas=2 \
-    --scheduler-opt=--dead-after-ms=$((20000 * TS)) -- --app check --consistency ssp:2 \
+    -- --app check --consistency ssp:2 \
     --count-acked --rounds 1000000 --stop-file "$d/stop" --slowdown 1.2 --request-timeout $((6 * TS))
   wait_joined "$d" 2
   sleep 1

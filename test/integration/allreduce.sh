@@ -108,7 +108,9 @@ t_allreduce_mismatch() {
 # all-reduces: the others fail their call naming rank 1 and exit 1; nothing
 # hangs. KILL and STOP: the scheduler declares it dead (KILL: its connection
 # closed; STOP: its time-out, 0.8 to 5 s) and the others fail with PSKV_EPEERDEAD at once; SILENT:
-# a scheduler that waits 60 s before declaring anyone dead, so the previous
+# a scheduler that waits 60 s before declaring anyone dead (the detector's flags
+# set so: --min-dead-after-ms and --dead-after-ms 60000; the upper bound alone
+# leaves the adaptive time-out at its 3 s first-minute floor), so the previous
 # rank's silence (--request-timeout 3) fails the call on rank 2, naming rank 1,
 # and on rank 0 with rank 2's abort or its own time-out on rank 2, whichever
 # comes first.
@@ -117,7 +119,8 @@ t_allreduce_peer_dies() {
   for how in KILL STOP SILENT; do
     local d="$TDIR/$how"
     sig=$how opt=()
-    [ "$how" = SILENT ] && sig=STOP opt=(--scheduler-opt --dead-after-ms --scheduler-opt 60000)
+    [ "$how" = SILENT ] && sig=STOP opt=(--scheduler-opt --min-dead-after-ms --scheduler-opt 60000
+                                         --scheduler-opt --dead-after-ms --scheduler-opt 60000)
     mkdir -p "$d"
     "$LAUNCH" --servers 1 --workers 3 --timeout 60 --log-dir "$d" "${opt[@]}" -- \
       --app allreduce-check --ar-floats 1000000 --rounds 1000000 --request-timeout 3 \

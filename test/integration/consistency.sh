@@ -63,7 +63,6 @@ t_bsp_backup_stopped() {
   # never applied (final values equal exactly the acknowledged pushes, counted
   # per partition: each server closes its clocks on its own).
   "$LAUNCH" --servers 1 --workers 3 --timeout 150 --log-dir "$TDIR/logs" \
-    --scheduler-opt --dead-after-ms --scheduler-opt 60000 \
     -- --app check --consistency bsp --backup 1 --rounds 40 --check-keys 200 \
     --slowdown 5 > out 2>&1 &
   local lpid=$! i
