@@ -486,6 +486,10 @@ void memb_on_heartbeat(wire_msg *msg)
         n->bal_us = r->has_balance_us && r->balance_us >= 0 && r->balance_us < 1e9f
                         ? r->balance_us : 0;
     }
+    if (r->has_stage_layers && (r->stage_layers & 0xffff) > r->stage_layers >> 16) {
+        n->stage_layers = r->stage_layers; /* last + 1 > first: a real range */
+        n->stage_ms = r->has_stage_ms && r->stage_ms >= 0 && r->stage_ms < 1e9f ? r->stage_ms : 0;
+    }
     if (r->has_rows) {
         n->rows = r->rows;
         n->admitted = r->admitted;

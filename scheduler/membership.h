@@ -106,6 +106,8 @@ typedef struct memb_node {
     int64_t pipe_place; /* --app pipeline workers: d << 32 | k, + 1 (0 = none), heartbeats */
     uint32_t bal_batch; /* --balance batch workers: the batch (0 = none), heartbeats */
     float bal_us;       /* ... and the time per example, us */
+    uint32_t stage_layers; /* --balance stages: first << 16 | last + 1 (0 = none), heartbeats */
+    float stage_ms;        /* ... and the time per micro-batch, ms */
     uint64_t rows, admitted, not_admitted, evicted, bytes; /* servers: their tables, from
                                                               heartbeats (STATUS_REPLY) */
     int64_t progress[3];  /* workers: epoch, step, data position, from heartbeats */

@@ -180,6 +180,9 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
             p->has_balance_batch = p->has_balance_us = n->bal_batch > 0;
             p->balance_batch = n->bal_batch;
             p->balance_us = n->bal_us;
+            p->has_stage_layers = p->has_stage_ms = n->stage_layers > 0;
+            p->stage_layers = n->stage_layers;
+            p->stage_ms = n->stage_ms;
             p->has_ar_waiting = n->ar_waiting > 0;
             p->ar_waiting = n->ar_waiting;
             p->has_rss_bytes = n->rss > 0;

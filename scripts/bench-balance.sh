@@ -8,8 +8,9 @@
 #  2. a worker that slows halfway (--slowdown-after half the steps): the same for
 #     bsp and bsp --balance batch, and the clocks from the slowdown to the last
 #     re-split after it (the batches settled), from the --balance-log.
-# Every run is repeated --repeat times (default 3) and the median reported: the
-# machine may be shared. Usage: scripts/bench-balance.sh [--epochs E] [--repeat N]
+# Every setting runs --repeat times (default 3) in interleaved rounds (one run of
+# each per round, so that a change of load hits all alike) and the median is
+# reported with each round's time: the machine may be shared. Usage: scripts/bench-balance.sh [--epochs E] [--repeat N]
 # [--out DIR]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -45,37 +46,48 @@ to_acc() { # to_acc A FILE: seconds until the first evaluation at or above A (em
 
 median() { sort -n | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2); else print "-" }'; }
 
-bench() { # bench LABEL SLOW_ARGS -- WORKER_ARGS...: median time to 0.85 and final accuracy
+# one LABEL SLOW_ARGS -- WORKER_ARGS...: run i of LABEL (i: the round); its times
+# to 0.84 and 0.85, final accuracy and (a late slowdown) clocks to settle are
+# appended to LABEL's files in $out
+one() {
   local label=$1 slow=$2; shift 3
-  local i name times="" t84="" accs="" settle=""
-  for i in $(seq "$repeat"); do
-    name=${label//[:+ ]/-}-$i
-    # shellcheck disable=SC2086
-    run "$name" $slow -- --app mlp --epochs "$epochs" "${fixed[@]}" --eval-every 0.25 \
-      --metrics "$out/$name.jsonl" --log-level warn "$@" --balance-log "$out/$name.plan" || continue
-    times+="$(to_acc 0.85 "$out/$name.jsonl")"$'\n'
-    t84+="$(to_acc 0.84 "$out/$name.jsonl")"$'\n'
-    accs+="$(grep -o 'final test accuracy [0-9.]*' "$out/$name/worker-0.log" | awk '{print $4}')"$'\n'
-    if [ -s "$out/$name.plan" ] && [[ "$slow" == *slowdown-after* ]]; then
-      settle+="$(awk -v h="$half" '$1 > h { last = $1 } END { print last ? last - h : "none" }' "$out/$name.plan")"$'\n'
-    fi
-  done
-  printf '%-28s time_to_0.84_s=%-6s time_to_0.85_s=%-6s final_accuracy=%s' "$label" \
-    "$(grep -v '^$' <<< "$t84" | median)" "$(grep -v '^$' <<< "$times" | median)" \
-    "$(grep -v '^$' <<< "$accs" | median)"
-  [ -n "$settle" ] && printf ' clocks_to_settle=%s' "$(grep -v '^$' <<< "$settle" | tr '\n' ' ')"
+  local name=${label//[:+ ()]/-}-$i key=${label//[:+ ()]/-}
+  # shellcheck disable=SC2086
+  run "$name" $slow -- --app mlp --epochs "$epochs" "${fixed[@]}" --eval-every 0.25 \
+    --metrics "$out/$name.jsonl" --log-level warn "$@" --balance-log "$out/$name.plan" || return 0
+  to_acc 0.85 "$out/$name.jsonl" >> "$out/$key.t85"; echo >> "$out/$key.t85"
+  to_acc 0.84 "$out/$name.jsonl" >> "$out/$key.t84"; echo >> "$out/$key.t84"
+  grep -o 'final test accuracy [0-9.]*' "$out/$name/worker-0.log" | awk '{print $4}' >> "$out/$key.acc"
+  if [ -s "$out/$name.plan" ] && [[ "$slow" == *slowdown-after* ]]; then
+    awk -v h="$half" '$1 > h { last = $1 } END { print last ? last - h : "none" }' "$out/$name.plan" >> "$out/$key.settle"
+  fi
+}
+
+# report LABEL: the medians over the rounds, and each round's time to 0.85
+report() {
+  local key=${1//[:+ ()]/-}
+  printf '%-28s time_to_0.84_s=%-6s time_to_0.85_s=%-6s final_accuracy=%s rounds_to_0.85=[%s]' "$1" \
+    "$(grep -v '^$' "$out/$key.t84" 2>/dev/null | median)" "$(grep -v '^$' "$out/$key.t85" 2>/dev/null | median)" \
+    "$(grep -v '^$' "$out/$key.acc" 2>/dev/null | median)" "$(grep -v '^$' "$out/$key.t85" 2>/dev/null | tr '\n' ' ' | sed 's/ $//')"
+  [ -s "$out/$key.settle" ] && printf ' clocks_to_settle=%s' "$(tr '\n' ' ' < "$out/$key.settle")"
   echo
 }
 
 steady="--worker-opt 2:--slowdown --worker-opt 2:3"
 late="$steady --worker-opt 2:--slowdown-after --worker-opt 2:$half"
-echo "== steady straggler: worker 2 is 3x slower; $epochs epochs, median of $repeat"
-bench "bsp" "$steady" -- --consistency bsp
-bench "bsp --balance batch" "$steady" -- --consistency bsp --balance batch
-bench "allreduce --balance batch" "$steady" -- --sync allreduce --balance batch
-bench "async" "$steady" -- --consistency async
-bench "ssp:2" "$steady" -- --consistency ssp:2
+echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
+for i in $(seq "$repeat"); do # interleaved rounds: one run of each setting per round
+  one "bsp" "$steady" -- --consistency bsp
+  one "bsp --balance batch" "$steady" -- --consistency bsp --balance batch
+  one "allreduce --balance batch" "$steady" -- --sync allreduce --balance batch
+  one "async" "$steady" -- --consistency async
+  one "ssp:2" "$steady" -- --consistency ssp:2
+  one "bsp (late)" "$late" -- --consistency bsp
+  one "bsp --balance batch (late)" "$late" -- --consistency bsp --balance batch
+done
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== steady straggler: worker 2 is 3x slower; $epochs epochs, median of $repeat interleaved rounds"
+for l in "bsp" "bsp --balance batch" "allreduce --balance batch" "async" "ssp:2"; do report "$l"; done
 echo "== worker 2 slows to 3x at step $half of $steps"
-bench "bsp (late)" "$late" -- --consistency bsp
-bench "bsp --balance batch (late)" "$late" -- --consistency bsp --balance batch
+for l in "bsp (late)" "bsp --balance batch (late)"; do report "$l"; done
 echo "logs in $out"

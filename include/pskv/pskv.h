@@ -496,6 +496,12 @@ void pskv_set_stage(pskv_worker *w, int pipeline, int stage);
  * batch (pskvctl status and top show them). Any thread. */
 void pskv_set_balance(pskv_worker *w, int batch, float us_per_example);
 
+/* Says in this pipeline stage's heartbeats its layers first..last (0 <= first <=
+ * last < 65535; else ignored) and its measured time per micro-batch in ms (0:
+ * not measured), for --balance stages (pskvctl status and top show them). Any
+ * thread. */
+void pskv_set_stage_layers(pskv_worker *w, int first, int last, float ms_per_micro);
+
 /* Where the floats of a message go: called with the header (from_rank, pipeline,
  * micro, dir, rows, n); returns a buffer of at least h->n floats, or NULL to
  * refuse the message (then pskv_pipe_recv fails with -PSKV_EPROTO). */

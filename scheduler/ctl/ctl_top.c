@@ -104,6 +104,9 @@ static void node_line(const Pskv__Node *n, double dt, int mark, int tty)
         if (n->has_balance_batch) /* --balance batch */
             printf(" batch=%u us_per_example=%.1f", n->balance_batch,
                    n->has_balance_us ? n->balance_us : 0.0);
+        if (n->has_stage_layers) /* --balance stages */
+            printf(" layers=%u..%u ms_per_micro=%.3f", n->stage_layers >> 16,
+                   (n->stage_layers & 0xffff) - 1, n->has_stage_ms ? n->stage_ms : 0.0);
     } else if (n->role == PSKV__ROLE__SERVER) {
         char push[24] = "-", pull[24] = "-";
         if (p && dt > 0) {

@@ -410,6 +410,10 @@ static void print_table(const Pskv__Meta *m)
         if (n->has_balance_batch)
             snprintf(range, sizeof range, "batch %u, %.1f us per example", n->balance_batch,
                      n->has_balance_us ? n->balance_us : 0.0);
+        if (n->has_pipe_stage && n->has_stage_layers)
+            snprintf(range, sizeof range, "stage %u, layers %u..%u, %.3f ms", n->pipe_stage,
+                     n->stage_layers >> 16, (n->stage_layers & 0xffff) - 1,
+                     n->has_stage_ms ? n->stage_ms : 0.0);
         if (n->has_ar_waiting)
             snprintf(range, sizeof range, "waiting for rank %u to be taken over",
                      n->ar_waiting - 1);

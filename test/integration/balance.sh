@@ -151,3 +151,61 @@ t_balance_status() {
   wait "$lpid" || fail "job exited $?: $(tail -n 2 "$TDIR/logs/worker-0.log")"
   [ "$seen" -eq 1 ] || fail "no batches in status and top: $(cat status.txt top.txt 2>/dev/null | tail -n 8)"
 }
+
+# --balance stages: a 3-stage pipeline under bsp whose last stage turns 4x slower
+# at its 16th step moves a layer boundary (the log line, the metrics file), keeps
+# going to the end, and every layer's final weights equal, bit for bit, those of
+# the same job unbalanced and unslowed (the layers' tables moved, not the
+# numbers); pskvctl top and status show each stage's layers and time per
+# micro-batch while it runs. Refused: --balance batch on the pipeline, stages
+# with --stages 1.
+t_balance_stages() {
+  local args=(--app pipeline --stages 3 --consistency bsp --layers 784,256,256,256,256,10
+              --epochs 2 --train-limit 3000 --test-limit 200 --batch 64 --micro-batches 4
+              --print-digests)
+  local port lpid i seen=0
+  port=$(free_port)
+  "$LAUNCH" --servers 1 --workers 3 --timeout 150 --port "$port" --log-dir "$TDIR/bal" \
+    --worker-opt 2:--slowdown --worker-opt 2:4 --worker-opt 2:--slowdown-after --worker-opt 2:16 -- \
+    "${args[@]}" --balance stages --metrics "$TDIR/m.jsonl" > "$TDIR/bal.out" 2>&1 &
+  lpid=$!
+  # while it runs: every stage's layers and time per micro-batch in pskvctl top and status
+  for i in $(seq 300); do
+    "$BIN/pskvctl" --scheduler "127.0.0.1:$port" top --count 1 --plain > top.txt 2>/dev/null &&
+      [ "$(grep -c 'layers=[0-9]*\.\.[0-9]* ms_per_micro=' top.txt)" -eq 3 ] &&
+      "$BIN/pskvctl" --scheduler "127.0.0.1:$port" status > status.txt 2>/dev/null &&
+      [ "$(grep -c 'stage [0-9], layers [0-9]*\.\.[0-9]*, [0-9.]* ms' status.txt)" -eq 3 ] && { seen=1; break; }
+    kill -0 "$lpid" 2>/dev/null || break
+    sleep 0.1
+  done
+  wait "$lpid" || fail "balanced run exited $?: $(grep -h 'pipeline:' "$TDIR/bal"/worker-*.log | head -n 2)"
+  [ "$seen" -eq 1 ] || fail "no stage layers in top and status: $(cat top.txt status.txt 2>/dev/null | tail -n 6)"
+  local line step
+  line=$(grep -h "^balance: step [0-9]* stages' layers" "$TDIR/bal/worker-0.log" | head -n 1)
+  [ -n "$line" ] || fail "no re-split line"
+  step=$(echo "$line" | awk '{print $3}')
+  [ "$step" -gt 16 ] || fail "re-split at step $step, before the slowdown: $line"
+  grep -q '"stages_step":' "$TDIR/m.jsonl" || fail "metrics file lacks the re-split"
+  # the slowed stage ends with fewer layers than the first cut's two (3..4)
+  grep -q '^stage 2 of pipeline 0 (rank 2, layers 4\.\.4,' "$TDIR/bal/worker-2.log" ||
+    fail "stage 2 kept its layers: $(grep '^stage 2 of' "$TDIR/bal/worker-2.log" | cut -c1-60)"
+  "$LAUNCH" --servers 1 --workers 3 --timeout 150 --log-dir "$TDIR/ref" -- "${args[@]}" \
+    > "$TDIR/ref.out" 2>&1 || fail "unbalanced run exited $?"
+  local a b
+  a=$(grep -h '^layer [0-9]* final digest' "$TDIR/bal"/worker-*.log | sort | tr '\n' ' ')
+  b=$(grep -h '^layer [0-9]* final digest' "$TDIR/ref"/worker-*.log | sort | tr '\n' ' ')
+  [ "$(echo "$a" | grep -o 'layer' | wc -l)" -eq 5 ] || fail "not 5 layer digests: $a"
+  [ "$a" = "$b" ] || fail "moved run's layers '$a' differ from the unmoved run's '$b'"
+  local n=0 what opt
+  while IFS='|' read -r what opt; do
+    n=$((n + 1))
+    # shellcheck disable=SC2086
+    "$LAUNCH" --servers 1 --workers 2 --timeout 30 --log-dir "$TDIR/b$n" -- --app pipeline \
+      --layers 784,64,10 $opt > "$TDIR/b$n.out" 2>&1 && fail "$opt passed"
+    grep -q 'workers exit statuses: 2 2' "$TDIR/b$n.out" || fail "$opt: not exit 2"
+    grep -q -- "$what" "$TDIR/b$n/worker-0.log" || fail "$opt: no '$what'"
+  done <<'LIST'
+--balance must be none or stages on --app pipeline|--stages 2 --balance batch
+--balance stages needs --stages 2 or more|--stages 1 --balance stages
+LIST
+}

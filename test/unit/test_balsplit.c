@@ -106,6 +106,66 @@ START_TEST(unmeasured_and_set)
 }
 END_TEST
 
+START_TEST(dropped_worker)
+{
+    balsplit *s = balsplit_new(3, 48);
+    const int *b = balsplit_cur(s);
+    int fixed[] = {20, 20, 8};
+    balsplit_set(s, fixed);
+    /* worker 2 dies: its 8 go to the others in proportion to theirs, the sum kept */
+    ck_assert_int_eq(balsplit_drop(s, 2), 1);
+    ck_assert_int_eq(balsplit_live(s), 2);
+    ck_assert_int_eq(b[2], 0);
+    ck_assert_int_eq(b[0], 24);
+    ck_assert_int_eq(b[1], 24);
+    ck_assert_int_eq(balsplit_drop(s, 2), 0); /* once */
+    ck_assert_int_eq(balsplit_drop(s, 3), 0); /* out of range */
+    /* the rule goes on over the live ones: worker 1 three times slower */
+    float t[] = {10, 30, 0};
+    ck_assert_int_ge(feed(s, t, 4 * BALSPLIT_WIN), 1);
+    ck_assert_int_eq(b[2], 0);
+    ck_assert_int_eq(sum(b, 3), 48);
+    ck_assert_int_gt(b[0], 2 * b[1]);
+    ck_assert_int_eq(balsplit_drop(s, 1), 1);
+    ck_assert_int_eq(b[0], 48);
+    ck_assert_int_eq(balsplit_drop(s, 0), 0); /* the last one stays */
+    balsplit_even(s); /* a fresh start: all back */
+    ck_assert_int_eq(balsplit_live(s), 3);
+    ck_assert_int_eq(b[2], 16);
+    balsplit_destroy(&s);
+}
+END_TEST
+
+/* Fixed costs a step (a straggler's --slowdown multiplies them too): worker 2's
+ * step takes 2000 + 150 b us, the others' 300 + 50 b. Proportional to the time
+ * per example, worker 2 would go down to 1 example and still be the slowest
+ * (2150 us against 300 + 50 x 47 = 2650... and beyond); the line through two
+ * splits' times keeps it where all finish together: b2 near 3-4, the clock near
+ * the optimum 2.61 ms. */
+START_TEST(fixed_costs)
+{
+    balsplit *s = balsplit_new(3, 96);
+    const int *b = balsplit_cur(s);
+    const double a[] = {300, 300, 2000}, c[] = {50, 50, 150};
+    int moves = 0;
+    for (int k = 0; k < 200 * BALSPLIT_WIN; k++) { /* long settled: the fixed costs kept */
+        float us[3];
+        for (int i = 0; i < 3; i++)
+            us[i] = (float)((a[i] + c[i] * b[i]) / b[i]);
+        moves += balsplit_observe(s, us);
+    }
+    ck_assert_int_ge(moves, 2);
+    ck_assert_int_eq(sum(b, 3), 96);
+    ck_assert_int_ge(b[2], 2);
+    ck_assert_int_le(b[2], 6);
+    double t = 0;
+    for (int i = 0; i < 3; i++)
+        t = a[i] + c[i] * b[i] > t ? a[i] + c[i] * b[i] : t;
+    ck_assert_double_le(t, 2800); /* within 8% of the best, 2610 */
+    balsplit_destroy(&s);
+}
+END_TEST
+
 Suite *balsplit_suite(void)
 {
     Suite *s = suite_create("balsplit");
@@ -114,6 +174,8 @@ Suite *balsplit_suite(void)
     tcase_add_test(tc, moves_capped_and_windowed);
     tcase_add_test(tc, alternating_speeds_do_not_swing);
     tcase_add_test(tc, unmeasured_and_set);
+    tcase_add_test(tc, dropped_worker);
+    tcase_add_test(tc, fixed_costs);
     suite_add_tcase(s, tc);
     return s;
 }

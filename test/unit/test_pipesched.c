@@ -64,6 +64,15 @@ START_TEST(cut_by_cost)
     pipesched_cut(c3, 4, 1, f);
     ck_assert_int_eq(f[0], 0);
     ck_assert_int_eq(f[1], 4);
+    /* --balance stages: stage 1 three times slower takes fewer layers */
+    double c4[] = {1, 1, 1, 1, 1, 1}, even[] = {1, 1}, slow[] = {1, 3};
+    pipesched_cut_speed(c4, 6, 2, even, f);
+    ck_assert_int_eq(f[1], 3);
+    pipesched_cut_speed(c4, 6, 2, slow, f); /* 5 layers against 1 x 3: 5 (4 against 2 x 3: 6) */
+    ck_assert_int_eq(f[1], 5);
+    ck_assert_int_eq(f[2], 6);
+    pipesched_cut_speed(c4, 6, 2, NULL, f);
+    ck_assert_int_eq(f[1], 3);
 }
 END_TEST
 

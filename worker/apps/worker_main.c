@@ -121,7 +121,8 @@ static const cfg_entry worker_head[] = {
      "make this worker's compute this many times slower (a straggler)", 0, 0, NULL, NULL},
     {"jitter", CFG_STR, "", "PSKV_WORKER_JITTER", 1, 0, NULL,
      "P:F: each iteration F times slower with probability P (transient delays); alt:F: "
-     "every other iteration F times slower, even and odd ranks in turn (softmax, mlp)", 0, 0, NULL,
+     "every other iteration F times slower, even and odd ranks in turn (softmax, mlp, "
+     "pipeline)", 0, 0, NULL,
      NULL},
     {"accumulate", CFG_INT, "1", "PSKV_WORKER_ACCUMULATE", 1, 65536, NULL,
      "average this many micro-batch gradients locally before one push", 0, 0, NULL, NULL},

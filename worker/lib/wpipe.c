@@ -194,6 +194,15 @@ void pskv_set_stage(pskv_worker *w, int pipeline, int stage)
         atomic_store(&w->pipe_place, ((int64_t)pipeline << 32 | stage) + 1);
 }
 
+void pskv_set_stage_layers(pskv_worker *w, int first, int last, float ms_per_micro)
+{
+    uint32_t bits;
+    if (!w || first < 0 || last < first || last >= 65535)
+        return;
+    memcpy(&bits, &ms_per_micro, sizeof bits);
+    atomic_store(&w->stage_bal, (uint64_t)((uint32_t)first << 16 | (uint32_t)(last + 1)) << 32 | bits);
+}
+
 void pskv_set_balance(pskv_worker *w, int batch, float us_per_example)
 {
     uint32_t bits;

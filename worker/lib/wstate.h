@@ -314,6 +314,8 @@ struct pskv_worker {
     _Atomic int64_t pipe_place;  /* pskv_set_stage: d << 32 | k, + 1; 0 = none: heartbeats */
     _Atomic uint64_t balance;    /* pskv_set_balance: batch << 32 | the float bits of its us
                                     per example; 0 = none: heartbeats */
+    _Atomic uint64_t stage_bal;  /* pskv_set_stage_layers: (first << 16 | last + 1) << 32 |
+                                    the float bits of its ms per micro-batch; 0 = none */
     uint64_t ckpt_done;          /* checkpoint answer: its number */
     int ckpt_err;                /* or its error */
     uint64_t ckpt_req;           /* request id of the checkpoint asked for */

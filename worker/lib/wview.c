@@ -319,6 +319,13 @@ static void *heartbeat_main(void *arg)
             hb.balance_batch = (uint32_t)(bal >> 32);
             memcpy(&hb.balance_us, &bits, sizeof bits);
         }
+        uint64_t sb = atomic_load(&w->stage_bal);
+        if (sb) {
+            uint32_t bits = (uint32_t)(sb & 0xffffffffu);
+            hb.has_stage_layers = hb.has_stage_ms = 1;
+            hb.stage_layers = (uint32_t)(sb >> 32);
+            memcpy(&hb.stage_ms, &bits, sizeof bits);
+        }
         hb.rss_bytes = (uint64_t)metrics_resident_bytes();
         hb.ar_waiting = (uint32_t)atomic_load(&w->ar_waiting);
         hb.has_ar_waiting = hb.ar_waiting > 0;

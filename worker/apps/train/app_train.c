@@ -258,6 +258,9 @@ static int open_tables(run *r)
     if (!r->ar) /* checked by worker_main */
         lscale_parse(&r->ls, cfg_str(r->cfg, "loss-scale"), (long)cfg_int(r->cfg, "scale-window"));
     r->ls.plant = r->ar ? 0 : (long)cfg_int(r->cfg, "plant-overflow");
+    int rc = r->bal ? balance_open(r->bal, r->w) : 0;
+    if (rc)
+        return rc;
     r->ts = jobstats_open(r->w, r->app);
     if (r->ts < 0)
         return fail(r->w, "open the stats table", r->ts);
@@ -435,7 +438,7 @@ static float compute_step(run *r, int64_t in_epoch, int64_t *cb, int64_t *cc)
         factor = 0; /* a planted plateau (tests): the weights stop moving */
     if (!micro) /* --balance: no rows for this worker at an epoch's end */ memset(r->grad, 0, r->P * sizeof(float));
     r->rows = micro ? bs : 0;
-    float scale = r->bal ? (float)(factor * r->W * r->rows / (total ? total : 1)) /* balance.h */
+    float scale = r->bal ? (float)(factor * balance_live(r->bal) * r->rows / (total ? total : 1)) /* balance.h */
                          : (float)factor / (float)micro;
     if (scale != 1.0f)
         cblas_sscal((blasint)r->P, scale, r->grad, 1);
@@ -610,6 +613,9 @@ static int train_loop(run *r)
         r->epoch_steps++;
         r->loss_sum += loss;
         r->loss_n++;
+        if (r->bal && (rc = balance_push(r->bal, r->w, r->step, r->rows,
+                                         (int64_t)((double)cpu * r->sg.last))) < 0)
+            return fail(r->w, "--balance: sharing the speeds", rc);
         int64_t k0 = tu_thread_cpu_ns();
         rc = exchange(r);
         r->ws.blocked_ns += tu_thread_cpu_ns() - k0;
@@ -617,8 +623,7 @@ static int train_loop(run *r)
             continue;
         if (rc != 0)
             return rc;
-        if (r->bal && (rc = balance_after(r->bal, r->w, r->rep, r->step, r->rows,
-                                          (int64_t)((double)cpu * r->sg.last))) < 0)
+        if (r->bal && (rc = balance_after(r->bal, r->w, r->rep, r->step)) < 0)
             return fail(r->w, "--balance: sharing the speeds", rc);
         r->ns_batch += cb;
         r->ns_compute += cc;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #define WARMUP 2 /* steps of a run not measured */
+#define TMO 120000 /* ms: a pull of the speeds table */
 
 enum { BAL_BATCH, BAL_FIXED };
 
@@ -25,6 +26,15 @@ struct balance {
     plan_entry *plan;   /* fixed: sorted by step */
     size_t nplan;
     FILE *log;          /* rank 0: --balance-log */
+    /* --sync ps: the speeds ride a bsp `sum` table instead of an all-reduce, so that
+     * a worker's death is seen, the same clock, by every survivor (balance.h) */
+    int ps, tab;           /* table handle (ps) */
+    char tname[96];
+    float *cnt, *prev;     /* 3W: the table pulled now, and the step before */
+    int pulled;            /* prev holds a pull */
+    float sent;            /* this rank's slot as last pushed */
+    int64_t push;          /* the last push to the table, waited for at the next */
+    float mine;            /* this step's time per example, 0: not measured */
 };
 
 
@@ -125,9 +135,14 @@ int balance_new(cfg_entry *cfg, int rank, int W, balance **out)
     b->W = W;
     b->B = (int)cfg_int(cfg, "batch") * W;
     b->mode = strcmp(mode, "batch") ? BAL_FIXED : BAL_BATCH;
+    b->ps = b->mode == BAL_BATCH && !strcmp(cfg_str(cfg, "sync"), "ps");
+    b->tab = -1;
+    snprintf(b->tname, sizeof b->tname, "%s.balance", cfg_str(cfg, "app"));
     b->split = balsplit_new(W, b->B);
     b->ex = calloc((size_t)W, sizeof *b->ex);
-    if (!b->split || !b->ex) {
+    b->cnt = calloc(3 * (size_t)W, sizeof *b->cnt);
+    b->prev = calloc(3 * (size_t)W, sizeof *b->prev);
+    if (!b->split || !b->ex || !b->cnt || !b->prev) {
         balance_destroy(&b);
         return 1;
     }
@@ -146,9 +161,40 @@ int balance_new(cfg_entry *cfg, int rank, int W, balance **out)
     return 0;
 }
 
+int balance_open(balance *b, pskv_worker *w)
+{
+    if (!b->ps)
+        return 0;
+    if (pskv_took_over(w)) {
+        fprintf(stderr, "train: --balance batch with --sync ps: this worker took a dead "
+                "worker's rank over, but the others gave that rank's batch to themselves "
+                "when it died; start the job again to balance over more workers\n");
+        return 2;
+    }
+    /* per rank: its last time per example, its clocks pushed, its clocks measured */
+    pskv_table_opts o;
+    pskv_table_opts_init(&o);
+    o.kind = PSKV_DENSE;
+    o.size = 3 * (uint64_t)b->W;
+    o.updater = "sum";
+    o.consistency = "bsp";
+    b->tab = pskv_table_open(w, b->tname, &o);
+    if (b->tab < 0) {
+        fprintf(stderr, "train: --balance: open table %s: %s\n", b->tname,
+                pskv_strerror(b->tab));
+        return 1;
+    }
+    return 0;
+}
+
 int balance_global(const balance *b)
 {
     return b->B;
+}
+
+int balance_live(const balance *b)
+{
+    return balsplit_live(b->split);
 }
 
 /* --balance fixed: the plan's split for `step`. */
@@ -196,10 +242,19 @@ uint32_t balance_rows(const balance *b, int64_t in_epoch, uint32_t n, uint32_t *
 }
 
 
+/* The lowest rank still in the split: it prints the re-splits (rank 0 may be gone). */
+static int balance_first_live(const balance *b)
+{
+    int i = 0;
+    while (i + 1 < b->W && balsplit_gone(b->split, i))
+        i++;
+    return i;
+}
+
 static void announce(balance *b, report *rep, int64_t step)
 {
     write_log(b, step);
-    if (b->rank != 0)
+    if (b->rank != balance_first_live(b))
         return;
     char bs[1024], us[1024], js[2400];
     size_t nb = 0, nu = 0;
@@ -211,32 +266,91 @@ static void announce(balance *b, report *rep, int64_t step)
     printf("balance: step %lld batches %s (us per example %s), re-split %lld\n",
            (long long)step, bs, us, (long long)b->resplits);
     fflush(stdout);
-    snprintf(js, sizeof js, "{\"balance_step\":%lld,\"batches\":[%s],\"us_per_example\":[%s]}",
-             (long long)step, bs, us);
+    snprintf(js, sizeof js, "{\"balance_step\":%lld,\"batches\":[%s],\"us_per_example\":[%s],"
+             "\"live\":%d}", (long long)step, bs, us, balsplit_live(b->split));
     report_json(rep, js);
 }
 
-int balance_after(balance *b, pskv_worker *w, report *rep, int64_t step, uint32_t count,
-                  int64_t ns)
+int balance_push(balance *b, pskv_worker *w, int64_t step, uint32_t count, int64_t ns)
 {
+    /* an epoch's short last step is not measured (fixed costs over fewer rows), nor
+     * the first steps of a run (cold caches and pages) */
+    b->mine = step >= b->last_change + WARMUP && count && count == (uint32_t)b->cur[b->rank]
+                  ? (float)((double)ns / 1e3 / count) : 0;
+    if (b->mode == BAL_FIXED || !b->ps)
+        return 0;
+    uint64_t keys[3] = {(uint64_t)b->rank, (uint64_t)(b->W + b->rank),
+                        (uint64_t)(2 * b->W + b->rank)};
+    float v[3] = {b->mine > 0 ? b->mine - b->sent : 0, 1, b->mine > 0};
+    int rc;
+    if (b->push > 0 && (rc = pskv_wait(w, b->push, TMO)) < 0 && rc != -PSKV_ELATE)
+        return rc;
+    b->push = pskv_push(w, b->tab, keys, 3, v);
+    if (b->push < 0)
+        return (int)b->push;
+    if (b->mine > 0)
+        b->sent = b->mine;
+    return 0;
+}
+
+/* --sync ps, after clock `step` closed: the speeds table holds every clock up to
+ * it, the same on every rank, so the ranks that did not push in clock `step`
+ * (dead: a bsp clock closes without a worker only once it is declared dead) are
+ * dropped by all alike, and the others' times of this step feed the window.
+ * Returns 1 when the split changed, 0, or a negated error of the pull. */
+static int pull_ps(balance *b, pskv_worker *w, int64_t step)
+{
+    int W = b->W, rc;
+    int64_t tp = pskv_pull(w, b->tab, NULL, 3 * (size_t)W, b->cnt);
+    if (tp < 0 || (rc = pskv_wait(w, tp, TMO)) < 0)
+        return tp < 0 ? (int)tp : rc;
+    int dropped = 0;
+    for (int i = 0; i < W; i++) {
+        b->ex[i] = b->cnt[2 * W + i] > b->prev[2 * W + i] ? b->cnt[i] : 0;
+        if (!b->pulled || balsplit_gone(b->split, i) || b->cnt[W + i] > b->prev[W + i] ||
+            !balsplit_drop(b->split, i))
+            continue;
+        dropped = 1;
+        if (b->rank == balance_first_live(b)) {
+            printf("balance: step %lld: rank %d is gone (nothing from it in clock %lld); its "
+                   "batch goes to the other %d workers\n", (long long)step + 1, i,
+                   (long long)step, balsplit_live(b->split));
+            fflush(stdout);
+        }
+    }
+    memcpy(b->prev, b->cnt, 3 * (size_t)W * sizeof *b->prev);
+    if (!b->pulled) { /* the first pull holds the clocks before this run: a baseline */
+        b->sent = b->cnt[b->rank]; /* a resumed job's table holds an older run's time */
+        b->pulled = 1;
+        return 0;
+    }
+    if (dropped)
+        return 1;
+    return step >= b->last_change + WARMUP && balsplit_observe(b->split, b->ex);
+}
+
+int balance_after(balance *b, pskv_worker *w, report *rep, int64_t step)
+{
+    int rc;
     if (b->mode == BAL_FIXED) {
         from_plan(b, step + 1);
         pskv_set_balance(w, b->cur[b->rank], 0);
         return 0;
     }
-    if (step < b->last_change + WARMUP)
-        return 0; /* every rank alike: the first steps of a run are cold (caches, pages) */
-    memset(b->ex, 0, (size_t)b->W * sizeof *b->ex);
-    /* an epoch's short last step is not measured (fixed costs over fewer rows) */
-    b->ex[b->rank] = count && count == (uint32_t)b->cur[b->rank] ? (float)((double)ns / 1e3 / count)
-                                                                  : 0;
-    float mine = b->ex[b->rank];
-    int rc = pskv_allreduce(w, -1, b->ex, (size_t)b->W, PSKV_OP_SUM);
-    if (rc < 0)
-        return rc;
-    pskv_set_balance(w, b->cur[b->rank], mine > 0 ? mine : 0); /* pskvctl status, top */
-    if (!balsplit_observe(b->split, b->ex))
-        return 0;
+    pskv_set_balance(w, b->cur[b->rank], b->mine > 0 ? b->mine : 0); /* pskvctl status, top */
+    if (b->ps) {
+        if ((rc = pull_ps(b, w, step)) <= 0)
+            return rc;
+    } else {
+        if (step < b->last_change + WARMUP)
+            return 0; /* every rank alike */
+        memset(b->ex, 0, (size_t)b->W * sizeof *b->ex);
+        b->ex[b->rank] = b->mine;
+        if ((rc = pskv_allreduce(w, -1, b->ex, (size_t)b->W, PSKV_OP_SUM)) < 0)
+            return rc;
+        if (!balsplit_observe(b->split, b->ex))
+            return 0;
+    }
     b->last_change = step + 1 - WARMUP; /* a re-split is measured at once */
     b->resplits++;
     announce(b, rep, step + 1);
@@ -260,6 +374,8 @@ void balance_destroy(balance **b_p)
         fclose(b->log);
     balsplit_destroy(&b->split);
     free(b->ex);
+    free(b->cnt);
+    free(b->prev);
     free(b);
     *b_p = NULL;
 }

@@ -13,12 +13,15 @@
  * step's rows, B but in an epoch's last step); the bsp servers and
  * pskv_allreduce's PSKV_OP_MEAN both divide the sum of the W pushes by W, so
  * the update is sum_i b_i g_i / n, the mean over the global batch.
- * Speeds: after each clock every worker puts its compute time per example (its
+ * Speeds: after each clock every worker gives its compute time per example (its
  * thread's CPU time in the gradient, times the planted --slowdown or --jitter
  * factor of the step: wall time on a shared host varied 2-5x between windows
  * and swung the split; a worker slowed by CPU contention alone is therefore not
- * seen, docs/operations.md says so) into its slot of a W-float
- * pskv_allreduce (the sum: the same bits on every rank), keeps the last 8 per
+ * seen, docs/operations.md says so): with --sync allreduce into its slot of a
+ * W-float pskv_allreduce (the sum: the same bits on every rank); with --sync ps
+ * as a push to a bsp `sum` table of 3W floats in the step's clock (per rank its
+ * last time, its clocks pushed and its clocks measured), pulled once the clock
+ * closed: the same bits on every rank. Every rank keeps the last 8 per
  * worker and takes their median. Every rank computes the same split from the same numbers:
  * batches proportional to speed, the move from the current split capped at
  * B / (2W) examples per worker per re-split, taken only when it cuts the
@@ -26,6 +29,13 @@
  * clocks measured at the current split (the window restarts after a re-split):
  * no swing on noise or on a speed that alternates clock by clock, and a worker
  * that slows is followed within about 8 clocks a re-split.
+ * A worker that dies (--sync ps): the bsp clocks close without it once the
+ * scheduler declares it dead, so the first clock it did not push to the speeds
+ * table is the same for every survivor; they drop it there, its batch goes to
+ * them in proportion to theirs (the global batch kept), and each scales by the
+ * live count W' (what the servers divide by). The clock it died in misses its
+ * share. With --sync allreduce the ring re-forms around a worker that takes the
+ * rank over (train_ar.h) and the split starts even again.
  *
  * OWNS: its arrays and the --balance-log file (rank 0).
  * THREAD: the app's main thread. NEVER: allocates after balance_new. */
@@ -46,6 +56,11 @@ typedef struct balance balance;
  * is wrong (or which line of the plan file), or 1 out of memory. */
 int balance_new(cfg_entry *cfg, int rank, int W, balance **out);
 
+/* --sync ps with --balance batch: opens the speeds table (`APP.balance`). A
+ * worker that took a dead one's rank over is refused (the survivors hold its
+ * batch). Returns 0, 2 after saying why, or 1 after naming the table's error. */
+int balance_open(balance *b, pskv_worker *w);
+
 /* The global batch B. */
 int balance_global(const balance *b);
 
@@ -53,18 +68,26 @@ int balance_global(const balance *b);
  * even (the first ranks one more), or the plan file's. */
 void balance_start(balance *b, int64_t step);
 
+/* The workers still sharing the global batch: W less those that died (the count
+ * the bsp servers divide a clock's sum by). */
+int balance_live(const balance *b);
+
 /* This rank's rows of step `in_epoch` of an epoch of n rows: *first and *count
  * (0 at an epoch's end that does not reach it). Returns the step's rows in all. */
 uint32_t balance_rows(const balance *b, int64_t in_epoch, uint32_t n, uint32_t *first,
                       uint32_t *count);
 
-/* After step `step`, in which this worker spent `ns` computing its `count` rows:
- * the speeds shared (--balance batch) and the split of step + 1 chosen; a
- * re-split is printed (rank 0), written to the metrics file (rep) and to
+/* Step `step`'s measure, before its clock: this worker spent `ns` computing its
+ * `count` rows. With --sync ps it is pushed to the speeds table in this clock.
+ * Every rank calls it every step. Returns 0 or the negated error of the push. */
+int balance_push(balance *b, pskv_worker *w, int64_t step, uint32_t count, int64_t ns);
+
+/* After step `step`'s clock: the speeds shared (--balance batch) and the split
+ * of step + 1 chosen; a re-split (or a dead worker dropped, --sync ps) is printed
+ * (by the lowest live rank), written to the metrics file (rep) and to
  * --balance-log. Every rank calls it after every step. Returns 0 or the negated
- * error of pskv_allreduce. */
-int balance_after(balance *b, pskv_worker *w, report *rep, int64_t step, uint32_t count,
-                  int64_t ns);
+ * error of pskv_allreduce or of the speeds table's pull. */
+int balance_after(balance *b, pskv_worker *w, report *rep, int64_t step);
 
 /* Re-splits so far. */
 int64_t balance_resplits(const balance *b);

@@ -3,7 +3,7 @@
  * median, batches proportional to speed (each at least 1, summing to B), the
  * move capped at B / (2W) per worker, taken only when it cuts the predicted clock
  * time (the slowest b_i x t_i) to GAIN or less; the window restarts after a
- * re-split. A pure function of the times it is given: every rank that feeds it
+ * re-split. A worker that died is dropped: its batch goes to the others. A pure function of the times it is given: every rank that feeds it
  * the same numbers holds the same split.
  *
  * OWNS: its arrays. THREAD: one. NEVER: allocates after balsplit_new. */
@@ -32,6 +32,17 @@ const int *balsplit_cur(const balsplit *s);
 
 /* The window's medians, us per example (valid after a re-split). */
 const double *balsplit_est(const balsplit *s);
+
+/* Workers still in the split (W less those dropped). */
+int balsplit_live(const balsplit *s);
+
+/* 1 when worker i was dropped. */
+int balsplit_gone(const balsplit *s, int i);
+
+/* Worker i died: its batch goes to the others in proportion to theirs (the sum
+ * stays B), its own is 0 from now on and the window starts again. Returns 1 when
+ * the split changed; 0 for a worker already dropped, out of range, or the last one. */
+int balsplit_drop(balsplit *s, int i);
 
 /* One clock's times per example, W of them (0: not measured, the worker's last
  * one stands). Returns 1 when the split changed, else 0. */

@@ -40,8 +40,8 @@ static double layer_params(const int *sizes, int l)
 }
 
 /* Dynamic programming over (stages, layers) minimising the largest stage's
- * summed cost; ties keep earlier stages smaller. */
-void pipesched_cut(const double *cost, int L, int S, int *first)
+ * summed cost times its factor; ties keep earlier stages smaller. */
+void pipesched_cut_speed(const double *cost, int L, int S, const double *factor, int *first)
 {
     double best[PIPE_MAX_LAYERS + 1][PIPE_MAX_LAYERS + 1];
     int cut[PIPE_MAX_LAYERS + 1][PIPE_MAX_LAYERS + 1];
@@ -49,14 +49,14 @@ void pipesched_cut(const double *cost, int L, int S, int *first)
     for (int l = 0; l < L; l++)
         pre[l + 1] = pre[l] + cost[l];
     for (int j = 1; j <= L; j++) {
-        best[1][j] = pre[j];
+        best[1][j] = pre[j] * (factor ? factor[0] : 1);
         cut[1][j] = 0;
     }
     for (int s = 2; s <= S; s++)
         for (int j = s; j <= L; j++) {
             best[s][j] = -1;
             for (int c = s - 1; c < j; c++) {
-                double last = pre[j] - pre[c];
+                double last = (pre[j] - pre[c]) * (factor ? factor[s - 1] : 1);
                 double v = best[s - 1][c] > last ? best[s - 1][c] : last;
                 if (best[s][j] < 0 || v < best[s][j]) {
                     best[s][j] = v;
@@ -69,6 +69,11 @@ void pipesched_cut(const double *cost, int L, int S, int *first)
         first[s - 1] = cut[s][j];
         j = cut[s][j];
     }
+}
+
+void pipesched_cut(const double *cost, int L, int S, int *first)
+{
+    pipesched_cut_speed(cost, L, S, NULL, first);
 }
 
 int pipesched_split(const int *sizes, int nl, int S, const char *split, int *first, char *why,

@@ -33,6 +33,10 @@ int pipesched_split(const int *sizes, int nl, int S, const char *split, int *fir
  * that minimises the costliest stage's sum: first[] as for pipesched_split. */
 void pipesched_cut(const double *cost, int L, int S, int *first);
 
+/* The same with stage k's sum weighed by factor[k] > 0 (how much slower stage k
+ * runs a layer: --balance stages); factor NULL: all 1. */
+void pipesched_cut_speed(const double *cost, int L, int S, const double *factor, int *first);
+
 /* The first weights of layers l0 .. l1-1 (model.h's layout: each layer's
  * weights, then its biases) into params: uniform in +-1/sqrt(sizes[0]) (mlp's
  * bound), each a function of seed and the parameter's index in the whole

@@ -1,5 +1,9 @@
 /* straggle: slow steps on purpose (contract in straggle.h). */
+#define _GNU_SOURCE
 #include "straggle.h"
+
+#include <errno.h>
+#include <time.h>
 
 #include <stdio.h>
 #include <string.h>
@@ -44,4 +48,14 @@ int64_t straggle_after(straggle *s, int64_t compute_ns)
     int64_t z = tu_now_ns();
     tu_sleep_ms((int64_t)((factor - 1) * (double)compute_ns / 1e6 + 0.5));
     return tu_now_ns() - z;
+}
+
+void straggle_pass(const straggle *s, int64_t cpu_ns)
+{
+    if (!(s->last > 1) || cpu_ns <= 0)
+        return;
+    int64_t ns = (int64_t)((s->last - 1) * (double)cpu_ns);
+    struct timespec ts = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
 }

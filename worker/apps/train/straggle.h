@@ -31,4 +31,8 @@ int straggle_init(straggle *s, cfg_entry *cfg, uint64_t seed, int rank);
  * records the step's factor in s->last. Returns the nanoseconds slept. */
 int64_t straggle_after(straggle *s, int64_t compute_ns);
 
+/* A pipeline's pass (--app pipeline) that took cpu_ns: sleeps (F - 1) times it,
+ * F the factor of the step straggle_after rolled last (s->last), to the ns. */
+void straggle_pass(const straggle *s, int64_t cpu_ns);
+
 #endif

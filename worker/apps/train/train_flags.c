@@ -51,13 +51,14 @@ const cfg_entry apptab_train_flags[] = {
      "softmax, mlp under --consistency bsp (--sync ps) or --sync allreduce: batch = each "
      "worker's batch follows its measured speed, the global batch (--batch x workers) kept, "
      "the update the exact mean over it; fixed:FILE = the splits of a --balance-log file "
-     "(lines STEP b0,b1,...); none = every worker --batch (docs/operations.md, \"Load "
-     "balancing\")", 0, 0, NULL, NULL},
+     "(lines STEP b0,b1,...); none = every worker --batch; pipeline: stages = the layer "
+     "boundaries between stages follow the stages' measured speeds (docs/operations.md, "
+     "\"Load balancing\")", 0, 0, NULL, NULL},
     {"balance-log", CFG_STR, "", "PSKV_WORKER_BALANCE_LOG", 1, 0, NULL,
      "--balance: rank 0 writes each split here as it takes effect (STEP b0,b1,...), for "
      "--balance fixed:FILE", 0, 0, NULL, NULL},
     {"slowdown-after", CFG_INT, "0", "PSKV_WORKER_SLOWDOWN_AFTER", 0, 1e12, "steps",
-     "softmax, mlp: --slowdown and --jitter start after this many of the worker's steps "
+     "softmax, mlp, pipeline: --slowdown and --jitter start after this many of the worker's steps "
      "(0 = from the first)", 0, 0, NULL, NULL},
     {"epochs", CFG_INT, "5", "PSKV_WORKER_EPOCHS", 1, 100000, NULL, "training epochs", 0, 0, NULL,
      NULL},
