@@ -272,7 +272,7 @@ BUILD_JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
 test: deps
 	@mkdir -p build && : > $(TEST_STAGES)
 	scripts/stage.sh $(TEST_STAGES) size scripts/check-size.sh
-	scripts/stage.sh $(TEST_STAGES) build $(MAKE) -j$(BUILD_JOBS) docs-check
+	scripts/stage.sh $(TEST_STAGES) build $(MAKE) -j$(BUILD_JOBS) all docs-check
 	scripts/stage.sh $(TEST_STAGES) asan-build $(MAKE) -j$(BUILD_JOBS) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined all $(ASAN_BUILD)/bin/pskv-unit
 	scripts/stage.sh $(TEST_STAGES) unit $(MAKE) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined unit
 	scripts/stage.sh $(TEST_STAGES) integration $(MAKE) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined integration

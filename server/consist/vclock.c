@@ -216,7 +216,8 @@ int vclock_view(vclock *v, const Pskv__View *view)
         for (size_t i = 0; i <= maxid; i++)
             ro[i] = -1;
     }
-    memset(v->in_set, 0, (size_t)v->nranks);
+    if (v->nranks) /* a service with no worker yet has no set at all */
+        memset(v->in_set, 0, (size_t)v->nranks);
     v->nset = 0;
     v->ngroups = 0;
     for (size_t i = 0; i < view->n_nodes; i++) {
