@@ -318,7 +318,7 @@ unit: $(BUILD)/bin/pskv-unit
 # tagged serial or root always run alone)
 INTEGRATION_JOBS ?= 2
 integration: all
-	PSKV_BIN_DIR=$(abspath $(BIN)) test/integration.sh -j $(INTEGRATION_JOBS)
+	PSKV_BIN_DIR=$(abspath $(BIN)) test/integration.sh -j $(INTEGRATION_JOBS) --tags -quarantine
 
 # The Python package (python/pskv) against real daemons of the optimised build, with
 # Debian's interpreter, numpy, pytest and torch (only /usr/bin/python3 loads them).
