@@ -28,12 +28,14 @@
 # scheduler's 7 s pause one server never renews its lease, its heartbeats are not heard
 # again, it is declared dead (silent 3 s) while the partner it was copying to has no
 # whole copy yet, and the scheduler reports "0 partitions lost". To be understood next.
-tags fill_lapsed once
-f_fill_lapsed() {
-  local d=$TDIR/c i line=
-  PSKV_TEST_FILL_DELAY_MS=5000 launch "$d" --servers 3 --workers 2 --scheduler-opt=--replicas=2 \
-    --scheduler-opt=--heartbeat-ms=1000 --scheduler-opt=--dead-after-ms=4000 -- --app check \
-    --count-acked --rounds 3000
+# fill_scenario DELAY_MS PAUSE_S [SCHEDULER_OPT...]: the scenario above, the copy held
+# DELAY_MS and the scheduler stopped PAUSE_S seconds.
+fill_scenario() {
+  local d=$TDIR/c i line= delay=$1 pause=$2 opts=()
+  shift 2
+  for i in "$@"; do opts+=("--scheduler-opt=$i"); done
+  PSKV_TEST_FILL_DELAY_MS=$delay launch "$d" --servers 3 --workers 2 --scheduler-opt=--replicas=2 \
+    "${opts[@]}" -- --app check --count-acked --rounds 3000
   wait_joined "$d" 2
   sleep 0.5
   kill -KILL "$(cat "$d/server-0.pid")"
@@ -42,30 +44,17 @@ f_fill_lapsed() {
     sleep 0.05
   done
   [ -n "$line" ] || fail "no copy after the kill: $(grep -h 'view epoch' "$d"/server-1.log | tail -n 2)"
-  kill -STOP "$(cat "$d/scheduler.pid")"; sleep 5.6; kill -CONT "$(cat "$d/scheduler.pid")"
+  kill -STOP "$(cat "$d/scheduler.pid")"; sleep "$pause"; kill -CONT "$(cat "$d/scheduler.pid")"
   wait_ok "$d"
   grep -q 'lease lapsed' "$d"/server-[12].log || fail "no lease lapsed: the copy met a valid lease"
   echo "${line##*: }"
 }
 
+tags fill_lapsed once
+f_fill_lapsed() { fill_scenario 5000 5.6 --heartbeat-ms=1000 --dead-after-ms=4000; }
+
 tags fill_lapsed_defaults once quarantine
-f_fill_lapsed_defaults() {
-  local d=$TDIR/c i line=
-  PSKV_TEST_FILL_DELAY_MS=6500 launch "$d" --servers 3 --workers 2 --scheduler-opt=--replicas=2 \
-    -- --app check --count-acked --rounds 3000
-  wait_joined "$d" 2
-  sleep 0.5
-  kill -KILL "$(cat "$d/server-0.pid")"
-  for i in $(seq 200); do
-    line=$(grep -h 'test hook PSKV_TEST_FILL_DELAY_MS: the copy' "$d"/server-*.log) && break
-    sleep 0.05
-  done
-  [ -n "$line" ] || fail "no copy after the kill: $(grep -h 'view epoch' "$d"/server-1.log | tail -n 2)"
-  kill -STOP "$(cat "$d/scheduler.pid")"; sleep 7; kill -CONT "$(cat "$d/scheduler.pid")"
-  wait_ok "$d"
-  grep -q 'lease lapsed' "$d"/server-[12].log || fail "no lease lapsed: the copy met a valid lease"
-  echo "${line##*: }"
-}
+f_fill_lapsed_defaults() { fill_scenario 6500 7; }
 
 tags lease_lapse once serial
 f_lease_lapse() {
