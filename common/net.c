@@ -183,6 +183,28 @@ void *net_monitor(void *ctx, void *sock, const char *ep, int events)
     return pair;
 }
 
+int net_monitor_event(void *mon, uint16_t *event, int32_t *value)
+{
+    zmq_msg_t ev, ep;
+    zmq_msg_init(&ev);
+    if (zmq_msg_recv(&ev, mon, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&ev);
+        return 0;
+    }
+    *event = 0;
+    *value = -1;
+    if (zmq_msg_size(&ev) >= 6) {
+        memcpy(event, zmq_msg_data(&ev), 2);
+        memcpy(value, (char *)zmq_msg_data(&ev) + 2, 4);
+    }
+    zmq_msg_init(&ep);
+    if (zmq_msg_more(&ev))
+        zmq_msg_recv(&ep, mon, 0);
+    zmq_msg_close(&ev);
+    zmq_msg_close(&ep);
+    return 1;
+}
+
 int net_bind(void *sock, const char *bind, int port, char *why, size_t whylen)
 {
     char ep[300];

@@ -47,6 +47,11 @@ void *net_socket(void *ctx, int type, int64_t max_message, int linger_ms);
  * zmq_socket_monitor(sock, NULL, 0), then close it). NULL when it cannot. */
 void *net_monitor(void *ctx, void *sock, const char *ep, int events);
 
+/* Takes one event from a monitor's PAIR without waiting: its ZMQ_EVENT_* in *event and
+ * its value (the fd for DISCONNECTED) in *value (0 and -1 when the frame is short),
+ * the endpoint frame read and dropped. Returns 1, or 0 when none is waiting. */
+int net_monitor_event(void *mon, uint16_t *event, int32_t *value);
+
 struct keyset;
 
 /* CURVE on a listening socket: `sock` becomes a CURVE server with ks's secret

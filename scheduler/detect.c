@@ -322,24 +322,9 @@ void detect_on_peer_closed(wire_msg *msg)
 
 void detect_events(void)
 {
-    while (D.mon) {
-        zmq_msg_t ev, ep;
-        zmq_msg_init(&ev);
-        if (zmq_msg_recv(&ev, D.mon, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&ev);
-            return;
-        }
-        uint16_t event = 0;
-        int32_t fd = -1;
-        if (zmq_msg_size(&ev) >= 6) {
-            memcpy(&event, zmq_msg_data(&ev), 2);
-            memcpy(&fd, (char *)zmq_msg_data(&ev) + 2, 4);
-        }
-        zmq_msg_init(&ep);
-        if (zmq_msg_more(&ev))
-            zmq_msg_recv(&ep, D.mon, 0);
-        zmq_msg_close(&ev);
-        zmq_msg_close(&ep);
+    uint16_t event;
+    int32_t fd;
+    while (D.mon && net_monitor_event(D.mon, &event, &fd)) {
         if (event != ZMQ_EVENT_DISCONNECTED || fd < 0)
             continue;
         for (int i = 0; i < memb.nnodes; i++) {

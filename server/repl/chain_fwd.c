@@ -25,6 +25,7 @@
 #include "dedupe.h"
 #include "half.h"
 #include "log.h"
+#include "net.h"
 #include "pskv_errors.h"
 #include "timeutil.h"
 
@@ -403,23 +404,9 @@ int chain_poll_items(chain *c, zmq_pollitem_t *items, int max)
  * per close: the DEALER's reconnects to a dead port close nothing more. */
 static void peer_events(chain *c, chain_peer *p)
 {
-    for (;;) {
-        zmq_msg_t ev;
-        zmq_msg_init(&ev);
-        if (zmq_msg_recv(&ev, p->mon, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&ev);
-            return;
-        }
-        uint16_t event = 0;
-        if (zmq_msg_size(&ev) >= 2)
-            memcpy(&event, zmq_msg_data(&ev), 2);
-        int more = zmq_msg_more(&ev);
-        zmq_msg_close(&ev);
-        if (more) { /* the endpoint frame */
-            zmq_msg_init(&ev);
-            zmq_msg_recv(&ev, p->mon, 0);
-            zmq_msg_close(&ev);
-        }
+    uint16_t event;
+    int32_t fd;
+    while (net_monitor_event(p->mon, &event, &fd)) {
         if (event != ZMQ_EVENT_DISCONNECTED || !p->alive || !c->mb->view)
             continue;
         Pskv__Meta m;
