@@ -275,8 +275,8 @@ test: deps
 	scripts/stage.sh $(TEST_STAGES) build $(MAKE) -j$(BUILD_JOBS) all docs-check
 	scripts/stage.sh $(TEST_STAGES) asan-build $(MAKE) -j$(BUILD_JOBS) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined all $(ASAN_BUILD)/bin/pskv-unit
 	scripts/stage.sh $(TEST_STAGES) unit $(MAKE) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined unit
-	scripts/stage.sh $(TEST_STAGES) integration $(MAKE) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined integration
-	scripts/stage.sh $(TEST_STAGES) faults $(MAKE) faults FAULT_TRIALS=1 FAULT_FIGURES=
+	scripts/stage.sh $(TEST_STAGES) integration $(MAKE) BUILD=$(ASAN_BUILD) SANITIZE=address,undefined integration RERUN=--rerun-failed
+	scripts/stage.sh $(TEST_STAGES) faults $(MAKE) faults FAULT_TRIALS=1 FAULT_FIGURES= RERUN=--rerun-failed
 	scripts/stage.sh $(TEST_STAGES) pytest $(MAKE) pytest
 	scripts/stage.sh $(TEST_STAGES) package-check $(MAKE) package-check
 	@scripts/stage.sh --table $(TEST_STAGES)
@@ -291,7 +291,7 @@ FAULT_ONCE_TRIALS ?= $(FAULT_TRIALS)
 FAULT_JOBS ?= 2
 FAULT_FIGURES ?= --figures
 faults: all
-	PSKV_BIN_DIR=$(abspath $(BIN)) test/faults.sh -j $(FAULT_JOBS) $(FAULT_FIGURES) --trials $(FAULT_TRIALS) --once-trials $(FAULT_ONCE_TRIALS) --tags -quarantine
+	PSKV_BIN_DIR=$(abspath $(BIN)) test/faults.sh -j $(FAULT_JOBS) $(FAULT_FIGURES) --trials $(FAULT_TRIALS) --once-trials $(FAULT_ONCE_TRIALS) --tags -quarantine $(RERUN)
 
 # The long campaign: every scenario 20 times, the failover and drain medians and
 # worst cases of docs/benchmarks.md.
@@ -314,11 +314,13 @@ size:
 unit: $(BUILD)/bin/pskv-unit
 	CK_DEFAULT_TIMEOUT=60 $(BUILD)/bin/pskv-unit
 
+# RERUN=--rerun-failed (make test only): a test that failed runs once more, alone, and
+# counts as passed if it passes then, named on its own line (test/README.md).
 # INTEGRATION_JOBS: integration tests run at a time (test/integration.sh -j; the ones
 # tagged serial or root always run alone)
 INTEGRATION_JOBS ?= 2
 integration: all
-	PSKV_BIN_DIR=$(abspath $(BIN)) test/integration.sh -j $(INTEGRATION_JOBS) --tags -quarantine
+	PSKV_BIN_DIR=$(abspath $(BIN)) test/integration.sh -j $(INTEGRATION_JOBS) --tags -quarantine $(RERUN)
 
 # The Python package (python/pskv) against real daemons of the optimised build, with
 # Debian's interpreter, numpy, pytest and torch (only /usr/bin/python3 loads them).

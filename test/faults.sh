@@ -5,7 +5,7 @@
 # per trial, the failover times measured, the drain times (pskvctl drain), and
 # last "N passed, N failed" on its own line.
 #
-#   test/faults.sh [--trials N] [--once-trials M] [--figures] [--only NAME]... [--tags TAG[,TAG]] [-j N] [--list]
+#   test/faults.sh [--trials N] [--once-trials M] [--figures] [--only NAME]... [--tags TAG[,TAG]] [-j N] [--rerun-failed] [--list]
 #
 # The scenarios tagged figure report a time (failover, drain) and assert none: with
 # --figures (make faults, make test-faults) they run alone, so that the medians and

@@ -3,13 +3,14 @@
 # time-out. Prints one line per test and, last, "N passed, N failed" on its own line.
 # Binaries: $PSKV_BIN_DIR (make test points it at the sanitizer build), else build/bin.
 #
-#   test/integration.sh [--only NAME]... [--tags TAG[,TAG]] [-j N] [--list]
+#   test/integration.sh [--only NAME]... [--tags TAG[,TAG]] [-j N] [--rerun-failed] [--list]
 #
 # The tests are the functions t_NAME of test/integration/*.sh (one file per area),
 # each with its tags beside it; --only (or ONLY="a b") runs the tests named, --tags
 # the ones with every TAG given and none of the -TAG, -j N runs N at a time (each in
 # its own directory with its own ports; the tests tagged serial alone, after the
-# others), --list prints the names and tags. TEST_TIMEOUT: seconds per test (180).
+# others), --rerun-failed runs a failed test once more alone (make test), --list prints
+# the names and tags. TEST_TIMEOUT: seconds per test (180).
 # test/README.md says how to add a test.
 set -u
 RUNNER=integration.sh
@@ -21,7 +22,7 @@ while [ $# -gt 0 ]; do
   harness_arg "$@"
   [ "$HARNESS_SHIFT" -gt 0 ] && { shift "$HARNESS_SHIFT"; continue; }
   case $1 in
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) harness_die "unknown argument '$1' (see --help)" ;;
   esac
 done

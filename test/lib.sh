@@ -71,6 +71,7 @@ HARNESS_ONLY=()
 HARNESS_TAGS=()
 HARNESS_JOBS=1
 HARNESS_LIST=0
+HARNESS_RERUN=0
 HARNESS_TIMEOUT=${HARNESS_TIMEOUT:-180}
 HARNESS_TAIL=${HARNESS_TAIL:-40}
 HARNESS_SHIFT=0
@@ -83,9 +84,11 @@ harness_die() { echo "${RUNNER:-test}: $*" >&2; exit 2; }
 # harness_arg ARGS...: takes the runner options every runner shares off the front of
 # ARGS; HARNESS_SHIFT says how many it used (0: not one of them).
 #   --only NAME (again, or "A B" in one) · --tags TAG[,TAG] (-TAG: without it) · -j N · --list
+#   · --rerun-failed (a test that failed runs once more, alone, after the others)
 harness_arg() {
   HARNESS_SHIFT=0
   case $1 in
+    --rerun-failed) HARNESS_RERUN=1; HARNESS_SHIFT=1 ;;
     --only|--tags|-j|--jobs)
       [ $# -ge 2 ] || harness_die "$1 needs a value"
       harness_set "$1" "$2"; HARNESS_SHIFT=2 ;;
@@ -175,12 +178,16 @@ harness_report() {
   label=$name${trial:+ #$trial}
   HARNESS_NOTE=
   declare -F harness_note > /dev/null && harness_note "$dir"
-  if [ "$rc" -eq 0 ]; then
+  if [ "$rc" -eq 0 ] && [ -n "${HARNESS_RERUNNING:-}" ]; then
+    passed=$((passed + 1)); HARNESS_FLAKY+=("$label")
+    echo "PASS $label$HARNESS_NOTE ($secs s; on its second run, alone: the first failed)"
+  elif [ "$rc" -eq 0 ]; then
     passed=$((passed + 1)); echo "PASS $label$HARNESS_NOTE ($secs s)"
   elif [ "$rc" -eq 77 ]; then
     skipped=$((skipped + 1)); echo "SKIP $label ($(tail -n 1 "$dir/test.out"))"
   else
-    failed=$((failed + 1)); echo "FAIL $label (status $rc, $secs s)"
+    failed=$((failed + 1)); HARNESS_FAILED+=("$name${trial:+ $trial}")
+    echo "FAIL $label (status $rc, $secs s)${HARNESS_RERUNNING:+ on its second run too}"
     # awk ends every line, also an unterminated last one: the next line of the
     # report (at the end, the count) always starts a line of its own
     tail -n "$HARNESS_TAIL" "$dir/test.out" | awk '{ print "    " $0 }'
@@ -205,7 +212,7 @@ harness_cleanup() {
   done
   [ -n "${WORK:-}" ] || return
   pkill -KILL -f "$WORK/" 2>/dev/null
-  if [ "${failed:-0}" -eq 0 ] && [ -z "${PSKV_KEEP_LOGS:-}" ]; then rm -rf "$WORK"; else echo "logs kept in $WORK" >&2; fi
+  if [ "${failed:-0}" -eq 0 ] && [ ${#HARNESS_FLAKY[@]} -eq 0 ] && [ -z "${PSKV_KEEP_LOGS:-}" ]; then rm -rf "$WORK"; else echo "logs kept in $WORK" >&2; fi
 }
 
 # harness_run: runs the selected tests (each as many times as harness_trials says),
@@ -216,6 +223,7 @@ harness_run() {
   local n i k units=() first=() serial=() u t0=$SECONDS
   declare -gA HARNESS_RUNNING=()
   HARNESS_SECS=()
+  HARNESS_FAILED=() HARNESS_FLAKY=()
   passed=0 failed=0 skipped=0
   for n in "${HARNESS_ONLY[@]}"; do
     [[ " ${TEST_NAMES[*]} " == *" $n "* ]] || harness_die "no test named '$n' (--list shows them)"
@@ -237,10 +245,15 @@ harness_run() {
   trap harness_cleanup EXIT
   harness_pool "$HARNESS_JOBS" "${first[@]}" "${units[@]}"
   harness_pool 1 "${serial[@]}"
+  harness_rerun
   declare -F harness_summary > /dev/null && harness_summary
   if [ ${#HARNESS_SECS[@]} -gt 0 ]; then
     echo "${RUNNER:-tests}: $((SECONDS - t0)) s, $HARNESS_JOBS at a time; slowest:" \
       "$(printf '%s\n' "${HARNESS_SECS[@]}" | sort -rn | head -n 5 | sed 's/^\([0-9]*\) \(.*\)/\2 \1 s/' | paste -sd, - | sed 's/,/, /g')"
+  fi
+  if [ ${#HARNESS_FLAKY[@]} -gt 0 ]; then
+    echo "passed only on a second run (each a failure to look into; the first run's logs in" \
+      "$WORK/NAME.first): $(printf '%s, ' "${HARNESS_FLAKY[@]}" | sed 's/, $//')"
   fi
   if [ "$skipped" -gt 0 ]; then
     echo "$passed passed, $failed failed, $skipped skipped"
@@ -248,6 +261,24 @@ harness_run() {
     echo "$passed passed, $failed failed"
   fi
   [ "$failed" -eq 0 ]
+}
+
+# harness_rerun: with --rerun-failed, the tests that failed run once more, one at a
+# time (a failure seen beside another test may be the machine's load): one that passes
+# then counts as passed and is named on a line of its own before the count; its first
+# run's directory is kept as NAME.first. Without the option, nothing.
+harness_rerun() {
+  local u name trial dir units=("${HARNESS_FAILED[@]}")
+  [ "$HARNESS_RERUN" -eq 1 ] && [ ${#units[@]} -gt 0 ] || return 0
+  failed=$((failed - ${#units[@]}))
+  HARNESS_FAILED=()
+  for u in "${units[@]}"; do
+    read -r name trial <<< "$u"
+    dir="$WORK/$name${trial:+-$trial}"
+    rm -rf "$dir.first" && mv "$dir" "$dir.first"
+  done
+  echo "running again, alone: ${units[*]}"
+  HARNESS_RERUNNING=1 harness_pool 1 "${units[@]}"
 }
 
 # harness_pool N UNIT...: runs the units ("NAME" or "NAME TRIAL") N at a time and
