@@ -39,6 +39,7 @@ UPDATE_O := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard common/update/*.c))
 # readers, model files and the sparse generator.
 LIB_SRC  := $(wildcard worker/lib/*.c)
 LIB_O    := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(COMMON_O)
+# abi1.o: the 1.0 entry points (@PSKV_1), in libpskv.so only
 ABI1_O   := $(BUILD)/obj/worker/lib/abi1.o
 # scheduler/: pskv-scheduler; scheduler/ctl/: pskvctl and its verbs
 SCHED_SRC := $(wildcard scheduler/*.c)
@@ -214,11 +215,11 @@ $(BIN)/pskv-lr-change: $(BUILD)/obj/test/examples/lr_change.o $(BUILD)/lib/libps
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-# The ABI test's programs (test/abi/, t_abi_1_0): pskv-abi-1.0 is built as a program of
-# libpskv 1.0 was, with the frozen 1.0 header and linked against a libpskv without
-# symbol versions (these objects linked as before libpskv.map: unversioned
-# references, DT_NEEDED libpskv.so.1); pskv-abi-client with today's header and
-# libpskv.so. The test runs both against today's libpskv.so.1.
+# The ABI test's programs (test/abi/, t_abi_1_0): pskv-abi-1.0 is built the way a
+# program for libpskv 1.0 was, with the frozen 1.0 header, and linked against a libpskv
+# without symbol versions (the same objects linked as before libpskv.map, so its
+# references are unversioned; DT_NEEDED libpskv.so.1); pskv-abi-client with today's
+# header and libpskv.so. The test runs both against today's libpskv.so.1.
 ABI_UNVERSIONED := $(BUILD)/lib/unversioned/libpskv.so
 $(ABI_UNVERSIONED): $(filter-out $(ABI1_O),$(LIB_O))
 	@mkdir -p $(dir $@)
