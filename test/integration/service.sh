@@ -285,7 +285,7 @@ t_service_shared_ns() {
   shutdown_service
 }
 
-# With keys, pskvctl shutdown and stop GROUP need a control key: a worker key is
+# With keys, pskvctl shutdown, stop GROUP and drop NAMESPACE need a control key: a worker key is
 # refused (exit 1, the reason named) and the service keeps serving; the control
 # key shuts it down.
 tags service_keys keys
@@ -304,6 +304,9 @@ t_service_keys() {
   "$BIN/pskvctl" --scheduler "$SVC" --keys "$K/worker-0" stop A > w.out 2>&1 &&
     fail "a worker key stopped a group"
   grep -q 'stop GROUP needs a control key' w.out || fail "not said: $(cat w.out)"
+  "$BIN/pskvctl" --scheduler "$SVC" --keys "$K/worker-0" drop A > w.out 2>&1 &&
+    fail "a worker key dropped a namespace"
+  grep -q 'drop NAMESPACE needs a control key' w.out || fail "not said: $(cat w.out)"
   "$BIN/pskvctl" --scheduler "$SVC" --keys "$K/control" status > st.out ||
     fail "the service stopped serving: $(cat st.out)"
   "$BIN/pskvctl" --scheduler "$SVC" --keys "$K/control" shutdown > shutdown.out 2>&1 ||
