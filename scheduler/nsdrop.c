@@ -23,6 +23,7 @@ typedef struct ns_drop {
     size_t ridlen;
     uint64_t request_id;
     int sent;                /* NS_DROP is out; the servers below answer */
+    int waited;              /* logged that it waits for copies under way */
     uint32_t *wait;          /* servers sent to that have not answered */
     int nwait, servers;
     uint32_t tables;
@@ -225,6 +226,10 @@ void nsdrop_tick(void)
     for (int i = 0; i < ndrops; i++) {
         ns_drop *d = &drops[i];
         const memb_node *behind = d->sent ? NULL : drain_first_behind(view_place_epoch());
+        if (behind && !d->waited++)
+            LOG_I("dropping namespace '%s' (%s) waits for the copies to server node %u (view "
+                  "epoch %llu) to be whole", shown(d->ns), d->by, behind->id,
+                  (unsigned long long)view_place_epoch());
         if (!d->sent && !behind && send_drop(d) < 0) {
             finish(d, PSKV_ENOMEM, "out of memory");
             i--;

@@ -395,6 +395,34 @@ t_service_ns_drop() {
   shutdown_service
 }
 
+# A drop while a server joins: server-0's copy to the joiner is held back 4 s
+# (PSKV_TEST_FILL_DELAY_MS), so the drop asked meanwhile waits for the copy to be
+# whole before NS_DROP goes out; the joiner, which got the namespace's tables by the
+# copy, frees them too, and nothing brings them back (both servers' table bytes
+# stay 0, status lists no X).
+t_service_ns_drop_join() {
+  SVC_PORT=$(free_port)
+  SVC=127.0.0.1:$SVC_PORT
+  start scheduler "$BIN/pskv-scheduler" --port "$SVC_PORT" --servers 1 --service
+  start server-0 env PSKV_TEST_FILL_DELAY_MS=4000 "$BIN/pskv-server" --scheduler "$SVC"
+  wait_line scheduler.log 'cluster complete' 1 60 || fail "the service did not start"
+  group X 1 x --app check --rounds 3
+  group_ok x 1 '^check ok: 1 workers, 1 servers, 3 rounds'
+  start server-1 "$BIN/pskv-server" --scheduler "$SVC"
+  wait_line scheduler.log 'server node [0-9]* joined the running job' 1 30 || fail "no join"
+  "$BIN/pskvctl" --scheduler "$SVC" drop X > drop.out 2>&1 || fail "drop X: $(cat drop.out)"
+  grep -q '^dropped namespace X: 4 tables' drop.out || fail "said: $(cat drop.out)"
+  grep -q "dropping namespace 'X' .* waits for the copies" scheduler.log ||
+    echo "note: the copy was whole before the drop was asked (a loaded machine)"
+  grep -q "namespace 'X' dropped: 2 tables" server-1.log || fail "the joiner: $(grep -i "namespace 'X'" server-1.log)"
+  sleep 1 # a copy that came late would have recreated the tables by now
+  local bytes
+  bytes=$(server_bytes)
+  [ "$bytes" = "0 0" ] || fail "the servers' table bytes after the drop: $bytes"
+  "$BIN/pskvctl" --scheduler "$SVC" status | grep -q '^namespace X' && fail "status lists X"
+  shutdown_service
+}
+
 # pskvctl drop is refused, exit 1, naming the namespace: while a live group uses it
 # (opened tables in it, or is named after it; the group's name given), an unknown
 # name, a name with '/'; the service keeps serving and the group's tables stay;
