@@ -423,6 +423,42 @@ t_service_ns_drop_join() {
   shutdown_service
 }
 
+# Readers (pskv-serve) follow namespaces R and Q when R is dropped: the server
+# unsubscribes R's reader (its renewals are refused: no table; it keeps serving the
+# last copy it has), Q's reader goes on being served and Q's tables stay.
+t_service_ns_drop_reader() {
+  command -v curl > /dev/null || { echo "no curl"; return 77; }
+  start_service 1
+  group R 1 r --app check --rounds 3
+  group Q 1 q --app check --rounds 3
+  group_ok r 1 '^check ok'
+  group_ok q 1 '^check ok'
+  local hr hq i
+  hr=$(free_port)
+  hq=$(free_port)
+  start follow-r "$BIN/pskv-serve" --scheduler "$SVC" --namespace R --http-port "$hr"
+  start follow-q "$BIN/pskv-serve" --scheduler "$SVC" --namespace Q --http-port "$hq"
+  for i in $(seq 300); do
+    curl -sf "http://127.0.0.1:$hr/v1/model" | grep -q '"table":"check.dense"' &&
+      curl -sf "http://127.0.0.1:$hq/v1/model" | grep -q '"table":"check.dense"' && break
+    sleep 0.1
+  done
+  curl -sf "http://127.0.0.1:$hr/v1/model" | grep -q '"table":"check.dense"' || fail "R not served"
+  "$BIN/pskvctl" --scheduler "$SVC" drop R > drop.out 2>&1 || fail "drop R: $(cat drop.out)"
+  grep -q "namespace 'R' dropped: a reader following it unsubscribed" server-0.log ||
+    fail "R's reader: $(grep -i reader server-0.log)"
+  wait_line follow-r.log 'refused to be followed' 1 10 || fail "R's reader: $(tail -n 2 follow-r.log)"
+  curl -sf "http://127.0.0.1:$hr/v1/model" | grep -q '"table":"check.dense"' ||
+    fail "R's reader stopped serving its last copy"
+  curl -sf "http://127.0.0.1:$hq/v1/model" | grep -q '"table":"check.dense"' || fail "Q not served"
+  grep -q "refused" follow-q.log && fail "Q's reader was refused: $(grep refused follow-q.log)"
+  "$BIN/pskvctl" --scheduler "$SVC" status | grep -q '^namespace Q:' || fail "Q went with R"
+  kill "$(cat follow-r.pid)" "$(cat follow-q.pid)"
+  wait_exit "$(cat follow-r.pid)" 10 > /dev/null
+  wait_exit "$(cat follow-q.pid)" 10 > /dev/null
+  shutdown_service
+}
+
 # pskvctl drop is refused, exit 1, naming the namespace: while a live group uses it
 # (opened tables in it, or is named after it; the group's name given), an unknown
 # name, a name with '/'; the service keeps serving and the group's tables stay;
