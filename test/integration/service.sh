@@ -348,9 +348,11 @@ t_service_ns_drop() {
   SVC=127.0.0.1:$SVC_PORT
   start scheduler "$BIN/pskv-scheduler" --port "$SVC_PORT" --servers 2 --service --replicas 2 \
     --data-dir "$TDIR/sched" --full-every 10
-  local i
+  local i mport
+  mport=$(free_port)
   for i in 0 1 2; do # server-2 joins the running service: copies reach it
-    start "server-$i" "$BIN/pskv-server" --scheduler "$SVC" --data-dir "$TDIR/d$i"
+    start "server-$i" "$BIN/pskv-server" --scheduler "$SVC" --data-dir "$TDIR/d$i" \
+      $([ $i = 0 ] && echo --metrics-port "$mport")
     [ $i = 1 ] && { wait_line scheduler.log 'cluster complete' 1 60 || fail "no service"; }
   done
   wait_line scheduler.log 'server node [0-9]* joined the running job' 1 30 || fail "no join"
@@ -364,6 +366,14 @@ t_service_ns_drop() {
   grep -q '^namespace A: [1-9][0-9]* bytes on 3 servers' before.out ||
     fail "no namespace A: $(grep namespace before.out)"
   local rss0 rss1 freed bytes
+  if command -v curl > /dev/null; then # server-0's namespace gauge: its bytes, then 0
+    for i in $(seq 50); do
+      curl -s "http://127.0.0.1:$mport/metrics" > m1.txt
+      grep -q '^pskv_namespace_bytes{.*namespace="A"} [1-9]' m1.txt && break
+      sleep 0.1
+    done
+    grep -q '^pskv_namespace_bytes{.*namespace="A"} [1-9]' m1.txt || fail "no bytes of A in metrics"
+  fi
   rss0=$(awk '/^VmRSS:/ { print $2 }' "/proc/$(cat server-0.pid)/status")
   "$BIN/pskvctl" --scheduler "$SVC" drop A > drop.out 2>&1 || fail "drop A: $(cat drop.out)"
   grep -qE '^dropped namespace A: 9 tables, [1-9][0-9]* rows, [1-9][0-9]* bytes freed \(every replica\)$' \
@@ -378,6 +388,11 @@ t_service_ns_drop() {
     sleep 0.1
   done
   [ "$bytes" = "0 0 0" ] || fail "the servers' table bytes after the drop: $bytes"
+  if command -v curl > /dev/null; then
+    curl -s "http://127.0.0.1:$mport/metrics" > m2.txt
+    grep -q '^pskv_namespace_bytes{.*namespace="A"} 0$' m2.txt ||
+      fail "A's bytes in metrics after the drop: $(grep 'namespace="A"' m2.txt)"
+  fi
   "$BIN/pskvctl" --scheduler "$SVC" status > after.out || fail "status"
   grep -q '^namespace A' after.out && fail "status still lists A: $(grep namespace after.out)"
   rss1=$(awk '/^VmRSS:/ { print $2 }' "/proc/$(cat server-0.pid)/status")
