@@ -25,7 +25,7 @@ typedef struct ns_drop {
     int sent;                /* NS_DROP is out; the servers below answer */
     int waited;              /* logged that it waits for copies under way */
     uint32_t *wait;          /* servers sent to that have not answered */
-    int nwait, servers;
+    int nwait, servers, answered; /* servers: sent NS_DROP */
     uint32_t tables;
     uint64_t rows, bytes;
     int64_t deadline_ms;
@@ -51,8 +51,9 @@ static void finish(ns_drop *d, int code, const char *why)
         LOG_W("drop of namespace '%s' (%s): %s", shown(d->ns), d->by, why);
     else
         LOG_I("namespace '%s' dropped (%s): %u tables, %llu rows, %llu bytes freed on %d "
-              "servers", shown(d->ns), d->by, d->tables, (unsigned long long)d->rows,
-              (unsigned long long)d->bytes, d->servers);
+              "servers%s", shown(d->ns), d->by, d->tables, (unsigned long long)d->rows,
+              (unsigned long long)d->bytes, d->answered,
+              d->answered < d->servers ? " (the others died or left before answering)" : "");
     if (d->ctl) {
         Pskv__Meta m;
         sched_meta(&m, code ? PSKV__MSG_TYPE__ERROR : PSKV__MSG_TYPE__NS_DROP_ACK);
@@ -201,9 +202,13 @@ void nsdrop_on_ack(wire_msg *msg)
     Pskv__Meta *r = msg->meta;
     memb_node *n = memb_sender(msg);
     ns_drop *d = r->table_ns ? find(r->table_ns) : NULL;
-    if (!n || n->role != PSKV__ROLE__SERVER || !d || !d->sent) {
-        LOG_W("NS_DROP_ACK from %s for no drop in progress (namespace '%s'): ignored", msg->peer,
-              r->table_ns ? r->table_ns : "?");
+    if (!n || n->role != PSKV__ROLE__SERVER) {
+        LOG_W("NS_DROP_ACK from %s, not a server of the job: ignored", msg->peer);
+        return;
+    }
+    if (!d || !d->sent) { /* a server that answered after it was declared dead */
+        LOG_I("NS_DROP_ACK from server node %u for namespace '%s', whose drop is over: "
+              "ignored", n->id, r->table_ns ? r->table_ns : "?");
         return;
     }
     int k = 0;
@@ -212,6 +217,7 @@ void nsdrop_on_ack(wire_msg *msg)
     if (k == d->nwait)
         return; /* answered already */
     d->wait[k] = d->wait[--d->nwait];
+    d->answered++;
     d->tables += r->ns_tables;
     d->rows += r->rows;
     d->bytes += r->bytes;
