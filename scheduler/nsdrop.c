@@ -309,3 +309,10 @@ void nsdrop_hooks(void)
     events_subscribe(SCHED_EV_REGISTERING, on_registering, NULL);
     group_on_drop(on_group_end);
 }
+
+void nsdrop_reset(void)
+{
+    for (int i = 0; i < ndrops; i++)
+        free(drops[i].wait);
+    ndrops = 0;
+}

@@ -44,4 +44,7 @@ void nsdrop_tick(void);
  * the groups' ends (--drop-namespace). Once, before the event loop. */
 void nsdrop_hooks(void);
 
+/* Forgets every drop in progress, unanswered (at exit). */
+void nsdrop_reset(void);
+
 #endif

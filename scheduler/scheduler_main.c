@@ -475,6 +475,7 @@ int main(int argc, char **argv)
     zmq_ctx_term(ctx);
     memb_free();
     group_reset();
+    nsdrop_reset();
     view_free();
     ckpt_free();
     events_reset();

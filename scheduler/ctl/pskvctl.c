@@ -46,7 +46,7 @@ static cfg_entry config[] = {
      0, NULL, NULL},
     {"keys", CFG_STR, "", "PSKV_KEYS", 1, 0, NULL,
      "key directory (node.key, node.pub, scheduler.pub): talk CURVE to the scheduler; "
-     "checkpoint and drain need a control key", 0, 0, NULL, NULL},
+     "checkpoint, drain, shutdown, stop and drop need a control key", 0, 0, NULL, NULL},
     {"drain-timeout", CFG_DOUBLE, "120", "PSKV_CTL_DRAIN_TIMEOUT", 0.1, 86400, "s",
      "drain: give up waiting for the server to leave after this long (it stays draining)", 0,
      0, NULL, NULL},
