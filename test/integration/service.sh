@@ -339,9 +339,9 @@ ns_width() {
 # check's tables with another size pass their exact sums. A checkpoint after the
 # drop holds none of them: the server writes a full one, not a delta.
 t_service_ns_drop() {
-  command -v /usr/bin/python3 > /dev/null && /usr/bin/python3 -c 'import numpy' 2> /dev/null ||
-    { echo "no numpy for /usr/bin/python3"; return 77; }
-  [ -f "$top/build/lib/libpskv.so" ] || { echo "no build/lib/libpskv.so (make all)"; return 77; }
+  local py=1 # the width checks need numpy and the plain build's library
+  /usr/bin/python3 -c 'import numpy' 2> /dev/null && [ -f "$top/build/lib/libpskv.so" ] ||
+    { py=0; echo "note: no numpy for /usr/bin/python3 or no build/lib/libpskv.so: width checks skipped"; }
   export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=0:thread_local_quarantine_size_kb=0"
   mkdir -p "$TDIR/sched" "$TDIR/d0" "$TDIR/d1" "$TDIR/d2"
   SVC_PORT=$(free_port)
@@ -358,10 +358,14 @@ t_service_ns_drop() {
   wait_line scheduler.log 'server node [0-9]* joined the running job' 1 30 || fail "no join"
   group A 1 a --app check --rounds 3 --check-keys 300000
   group_ok a 1 '^check ok: 1 workers, 3 servers, 3 rounds'
-  ns_width P A 3 > w3.out 2>&1 || fail "width 3: $(cat w3.out)"
+  local tables=2
+  if [ $py = 1 ]; then
+    tables=3
+    ns_width P A 3 > w3.out 2>&1 || fail "width 3: $(cat w3.out)"
+    ns_width P A 5 > w5.out 2>&1 && fail "A/w reopened at width 5 before the drop"
+    grep -q "table 'A/w' exists with option 'width' = 3, open asked 5" w5.out || fail "$(cat w5.out)"
+  fi
   "$BIN/pskvctl" --scheduler "$SVC" checkpoint --delta > ck1.out 2>&1 || fail "checkpoint: $(cat ck1.out)"
-  ns_width P A 5 > w5.out 2>&1 && fail "A/w reopened at width 5 before the drop"
-  grep -q "table 'A/w' exists with option 'width' = 3, open asked 5" w5.out || fail "$(cat w5.out)"
   "$BIN/pskvctl" --scheduler "$SVC" status > before.out || fail "status"
   grep -q '^namespace A: [1-9][0-9]* bytes on 3 servers' before.out ||
     fail "no namespace A: $(grep namespace before.out)"
@@ -376,11 +380,11 @@ t_service_ns_drop() {
   fi
   rss0=$(awk '/^VmRSS:/ { print $2 }' "/proc/$(cat server-0.pid)/status")
   "$BIN/pskvctl" --scheduler "$SVC" drop A > drop.out 2>&1 || fail "drop A: $(cat drop.out)"
-  grep -qE '^dropped namespace A: 9 tables, [1-9][0-9]* rows, [1-9][0-9]* bytes freed \(every replica\)$' \
+  grep -qE "^dropped namespace A: $((3 * tables)) tables, [1-9][0-9]* rows, [1-9][0-9]* bytes freed \(every replica\)$" \
     drop.out || fail "drop said: $(cat drop.out)"
   freed=$(sed -E 's/.* rows, ([0-9]+) bytes.*/\1/' drop.out)
   for i in 0 1 2; do
-    grep -q "namespace 'A' dropped: 3 tables" "server-$i.log" || fail "server-$i kept A"
+    grep -q "namespace 'A' dropped: $tables tables" "server-$i.log" || fail "server-$i kept A"
   done
   for i in $(seq 50); do
     bytes=$(server_bytes)
@@ -401,7 +405,9 @@ t_service_ns_drop() {
     [ $(((rss0 - rss1) * 1024 * 12)) -ge "$freed" ] ||
       fail "server-0's memory fell from $rss0 to $rss1 KB only ($freed bytes freed on 3 servers)"
   fi
-  ns_width P A 5 > w5b.out 2>&1 || fail "width 5 after the drop: $(cat w5b.out)"
+  if [ $py = 1 ]; then
+    ns_width P A 5 > w5b.out 2>&1 || fail "width 5 after the drop: $(cat w5b.out)"
+  fi
   group A 1 a2 --app check --rounds 3 --check-keys 5000
   group_ok a2 1 '^check ok: 1 workers, 3 servers, 3 rounds, async, 5000 dense'
   "$BIN/pskvctl" --scheduler "$SVC" checkpoint --delta > ck2.out 2>&1 || fail "checkpoint: $(cat ck2.out)"
