@@ -521,16 +521,20 @@ t_service_ns_drop_refused() {
 }
 
 # pskv-worker --drop-namespace: the group's namespace goes when the group ends
-# (the servers free it, status no longer lists it), but only when no other live
-# group uses it: a group sharing namespace S with one still running keeps S.
+# (the servers free its bsp tables; a new group opening them finds them fresh), but
+# only when no other live group uses it: a group sharing namespace S with one still
+# running keeps S.
 t_service_ns_drop_flag() {
   start_service 1
-  group D 1 d --app check --rounds 5 --drop-namespace
-  group_ok d 1 '^check ok: 1 workers, 1 servers, 5 rounds'
-  wait_line scheduler.log "namespace 'D' dropped (group D ended with --drop-namespace): 2 tables" 1 20 ||
+  group D 1 d --app check --rounds 5 --consistency bsp --drop-namespace
+  group_ok d 1 '^check ok: 1 workers, 1 servers, 5 rounds, bsp'
+  wait_line scheduler.log "namespace 'D' dropped (group D ended with --drop-namespace): 3 tables" 1 20 ||
     fail "D's namespace not dropped: $(grep -i namespace scheduler.log)"
-  grep -q "namespace 'D' dropped: 2 tables" server-0.log || fail "the server kept D"
-  group F 1 f --app check --rounds 100000 --slowdown 50 --namespace S
+  grep -q "namespace 'D' dropped: 3 tables" server-0.log || fail "the server kept D"
+  # the same bsp tables again, fresh (clocks from 0, values from 0: check's exact sums)
+  group D2 2 d2 --app check --rounds 5 --consistency bsp --namespace D
+  group_ok d2 2 '^check ok: 2 workers, 1 servers, 5 rounds, bsp'
+  group F 1 f --app bench --size 4096 --steps 100000000 --warmup 0 --runs 1 --namespace S
   wait_line scheduler.log 'group F: started' 1 60 || fail "group F did not start"
   group E 1 e --app check --rounds 5 --namespace S --drop-namespace
   group_ok e 1 '^check ok: 1 workers, 1 servers, 5 rounds'
