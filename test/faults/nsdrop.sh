@@ -11,8 +11,7 @@ f_nsdrop_paused_server() {
   local port svc st i bytes
   port=$(free_port)
   svc=127.0.0.1:$port
-  start scheduler "$BIN/pskv-scheduler" --port "$port" --servers 2 --replicas 2 --service \
-    --dead-after-ms 3000
+  start scheduler "$BIN/pskv-scheduler" --port "$port" --servers 2 --replicas 2 --service
   start server-0 "$BIN/pskv-server" --scheduler "$svc"
   start server-1 "$BIN/pskv-server" --scheduler "$svc"
   wait_line "$TDIR/scheduler.log" 'cluster complete' 1 $((60 * TS)) || fail "no service"
