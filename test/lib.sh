@@ -281,6 +281,22 @@ harness_rerun() {
   HARNESS_RERUNNING=1 harness_pool 1 "${units[@]}"
 }
 
+# harness_ended PID DIR: 0 when the test of DIR, watched by PID, has ended (DIR/rc
+# written). A watcher gone without writing it (killed from outside, or $WORK removed
+# under it) counts as ended with status 125 and says so in DIR/test.out: a failure,
+# never a wait for ever.
+harness_ended() {
+  [ -f "$2/rc" ] && return 0
+  kill -0 "$1" 2>/dev/null && return 1
+  sleep 0.5 # it may have written rc just before it ended
+  [ -f "$2/rc" ] && return 0
+  mkdir -p "$2"
+  echo "the test's watcher (pid $1) ended without writing its status: killed from outside, or $WORK removed" >> "$2/test.out"
+  echo "125 0" > "$2/rc"
+  [ -f "$2/pgid" ] && kill -KILL -- "-$(cat "$2/pgid")" 2>/dev/null # what it left running
+  return 0
+}
+
 # harness_pool N UNIT...: runs the units ("NAME" or "NAME TRIAL") N at a time and
 # reports each as it ends.
 harness_pool() {
@@ -297,7 +313,7 @@ harness_pool() {
     done
     for pid in "${!HARNESS_RUNNING[@]}"; do
       read -r slot name trial <<< "${HARNESS_RUNNING[$pid]}"
-      [ -f "$WORK/$name${trial:+-$trial}/rc" ] || continue
+      harness_ended "$pid" "$WORK/$name${trial:+-$trial}" || continue
       wait "$pid" 2>/dev/null
       unset "HARNESS_RUNNING[$pid]"
       harness_report "$name" "$trial"
