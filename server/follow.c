@@ -175,7 +175,7 @@ static int gather_whole(follow *f, const table *t)
 static int64_t tag_clock(follow *f, table *t)
 {
     if (t->model == CONS_BSP)
-        return tag_clock(f, t);
+        return consist_values_clock(f->cons, t); /* its closed clocks */
     const int64_t *vc;
     int n = consist_clocks(f->cons, &vc);
     int64_t lo = -1;
