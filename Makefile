@@ -39,6 +39,8 @@ UPDATE_O := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard common/update/*.c))
 # readers, model files and the sparse generator.
 LIB_SRC  := $(wildcard worker/lib/*.c)
 LIB_O    := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(COMMON_O)
+# abi1.o: the 1.0 entry points (@PSKV_1), in libpskv.so only
+ABI1_O   := $(BUILD)/obj/worker/lib/abi1.o
 # scheduler/: pskv-scheduler; scheduler/ctl/: pskvctl and its verbs
 SCHED_SRC := $(wildcard scheduler/*.c)
 SCHED_O  := $(SCHED_SRC:%.c=$(BUILD)/obj/%.o)
@@ -90,7 +92,8 @@ BINS     := $(BIN)/pskv-scheduler $(BIN)/pskv-server $(BIN)/pskv-worker $(BIN)/p
 EVAL_MAIN_O := $(BUILD)/obj/worker/apps/evaluator_main.o
 EVAL_O   := $(filter-out $(BUILD)/obj/worker/apps/worker_main.o,$(APP_O)) $(EVAL_MAIN_O) $(DATA_O)
 TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-zmq-bidir $(BIN)/pskv-hashmap-floor $(BIN)/pskv-fault-cost $(BIN)/pskv-grow-bench $(BIN)/pskv-halfvec-bench $(BIN)/pskv-gp-bench $(BIN)/pskv-metrics-cost $(BIN)/pskv-garbage $(BIN)/pskv-fuzz-replay $(BIN)/pskv-gen-sparse \
-            $(BIN)/pskv-faultproxy $(BIN)/pskv-wire-pattern $(BIN)/pskv-lr-change
+            $(BIN)/pskv-faultproxy $(BIN)/pskv-wire-pattern $(BIN)/pskv-lr-change \
+            $(BIN)/pskv-abi-1.0 $(BIN)/pskv-abi-client
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
 
 FORCE:
@@ -143,13 +146,18 @@ $(BUILD)/obj/test/unit/%.o: test/unit/%.c $(GEN_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALLCFLAGS) $(CHECK_CFLAGS) -c $< -o $@
 
-$(BUILD)/lib/libpskv.a: $(LIB_O)
+# libpskv.a has no symbol versions: it leaves out abi1.o, the 1.0 entry points
+# (a static link always uses the header it was compiled against).
+$(BUILD)/lib/libpskv.a: $(filter-out $(ABI1_O),$(LIB_O))
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/lib/libpskv.so: $(LIB_O)
+# The soname stays libpskv.so.1; symbol versions (worker/lib/libpskv.map) keep
+# programs linked against older releases working (docs/extending.md "The ABI").
+$(BUILD)/lib/libpskv.so: $(LIB_O) worker/lib/libpskv.map
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,-soname,libpskv.so.1 $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) -shared -Wl,-soname,libpskv.so.1 -Wl,--version-script=worker/lib/libpskv.map \
+	  $(LDFLAGS) -o $@ $(LIB_O) $(LDLIBS)
 
 # The example updater plug-in (test/examples/plugin_scaled_sgd.c), and a copy declaring a
 # wrong ABI version for the refusal test.
@@ -206,6 +214,29 @@ $(BIN)/pskv-wire-pattern: $(BUILD)/obj/test/examples/wire_pattern.o $(BUILD)/lib
 $(BIN)/pskv-lr-change: $(BUILD)/obj/test/examples/lr_change.o $(BUILD)/lib/libpskv.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# The ABI test's programs (test/abi/, t_abi_1_0): pskv-abi-1.0 is built the way a
+# program for libpskv 1.0 was, with the frozen 1.0 header, and linked against a libpskv
+# without symbol versions (the same objects linked as before libpskv.map, so its
+# references are unversioned; DT_NEEDED libpskv.so.1); pskv-abi-client with today's
+# header and libpskv.so. The test runs both against today's libpskv.so.1.
+ABI_UNVERSIONED := $(BUILD)/lib/unversioned/libpskv.so
+$(ABI_UNVERSIONED): $(filter-out $(ABI1_O),$(LIB_O))
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-soname,libpskv.so.1 $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/obj/test/abi/%.o: ROLE_INC := -Itest/abi
+$(BUILD)/obj/test/abi/abi_client_1_0.o: test/abi/abi_client.c test/abi/pskv-1.0.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALLCFLAGS) -DPSKV_ABI_1_0 -c $< -o $@
+
+$(BIN)/pskv-abi-1.0: $(BUILD)/obj/test/abi/abi_client_1_0.o $(ABI_UNVERSIONED)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ -ldl
+
+$(BIN)/pskv-abi-client: $(BUILD)/obj/test/abi/abi_client.o $(BUILD)/lib/libpskv.so
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ -ldl
 
 $(BIN)/pskv-zmq-rtt: $(BUILD)/obj/test/bench/zmq_rtt.o $(COMMON_O)
 	@mkdir -p $(dir $@)

@@ -9,7 +9,8 @@
 # tests found by glob: the functions named PREFIXNAME that the files DIR/*.sh define,
 # one file per area, each test with its tags (`tags NAME TAG...` beside it). Every
 # test runs in its own directory under $WORK, in a subshell with a hard time-out;
-# `-j N` runs N at a time (tests tagged serial or root run alone, after the others;
+# `-j N` runs N at a time (tests tagged serial run alone, after the others; root ones
+# one at a time beside the others;
 # the ones tagged slow start first). The output is one PASS/FAIL/SKIP line per test
 # with its seconds (a test that returns 77 is skipped), the run's seconds and its
 # slowest tests, and, last, "N passed, N failed" alone on its line. See test/README.md.
@@ -196,8 +197,25 @@ harness_report() {
 }
 
 # harness_alone NAME: NAME must not run beside another test: it has one of the tags
-# of HARNESS_ALONE (serial and root; a runner may add its own).
-HARNESS_ALONE=${HARNESS_ALONE:-serial root}
+# of HARNESS_ALONE (serial; a runner may add its own).
+HARNESS_ALONE=${HARNESS_ALONE:-serial}
+# HARNESS_ONE_AT_A_TIME: tags of which one test at a time runs, beside tests without
+# them (root: the namespaced hosts, /tmp/pskv-netns and Slurm are one per machine).
+HARNESS_ONE_AT_A_TIME=${HARNESS_ONE_AT_A_TIME:-root}
+
+# harness_may_start NAME: 0 unless NAME has a tag of HARNESS_ONE_AT_A_TIME that a
+# running test has too.
+harness_may_start() {
+  local a pid u
+  for a in $HARNESS_ONE_AT_A_TIME; do
+    has_tag "$1" "$a" || continue
+    for pid in "${!HARNESS_RUNNING[@]}"; do
+      read -r _ u _ <<< "${HARNESS_RUNNING[$pid]}"
+      has_tag "$u" "$a" && return 1
+    done
+  done
+  return 0
+}
 harness_alone() {
   local a
   for a in $HARNESS_ALONE; do has_tag "$1" "$a" && return 0; done
@@ -281,15 +299,36 @@ harness_rerun() {
   HARNESS_RERUNNING=1 harness_pool 1 "${units[@]}"
 }
 
+# harness_ended PID DIR: 0 when the test of DIR, watched by PID, has ended (DIR/rc
+# written). A watcher gone without writing it (killed from outside, or $WORK removed
+# under it) counts as ended with status 125 and says so in DIR/test.out: a failure,
+# never a wait for ever.
+harness_ended() {
+  [ -f "$2/rc" ] && return 0
+  kill -0 "$1" 2>/dev/null && return 1
+  sleep 0.5 # it may have written rc just before it ended
+  [ -f "$2/rc" ] && return 0
+  mkdir -p "$2"
+  echo "the test's watcher (pid $1) ended without writing its status: killed from outside, or $WORK removed" >> "$2/test.out"
+  echo "125 0" > "$2/rc"
+  [ -f "$2/pgid" ] && kill -KILL -- "-$(cat "$2/pgid")" 2>/dev/null # what it left running
+  return 0
+}
+
 # harness_pool N UNIT...: runs the units ("NAME" or "NAME TRIAL") N at a time and
 # reports each as it ends.
 harness_pool() {
-  local jobs=$1 pid name trial slot; shift
+  local jobs=$1 pid name trial slot k; shift
   local queue=("$@") used
   while [ ${#queue[@]} -gt 0 ] || [ ${#HARNESS_RUNNING[@]} -gt 0 ]; do
     while [ ${#queue[@]} -gt 0 ] && [ ${#HARNESS_RUNNING[@]} -lt "$jobs" ]; do
-      read -r name trial <<< "${queue[0]}"
-      queue=("${queue[@]:1}")
+      for k in "${!queue[@]}"; do # the first that may start now
+        read -r name trial <<< "${queue[$k]}"
+        harness_may_start "$name" && break
+        name=
+      done
+      [ -n "$name" ] || break
+      queue=("${queue[@]:0:k}" "${queue[@]:k+1}")
       used=" $(for pid in "${!HARNESS_RUNNING[@]}"; do echo "${HARNESS_RUNNING[$pid]%% *}"; done | xargs) "
       slot=0; while [[ $used == *" $slot "* ]]; do slot=$((slot + 1)); done
       harness_spawn "$name" "$trial" "$slot" "$jobs"
@@ -297,7 +336,7 @@ harness_pool() {
     done
     for pid in "${!HARNESS_RUNNING[@]}"; do
       read -r slot name trial <<< "${HARNESS_RUNNING[$pid]}"
-      [ -f "$WORK/$name${trial:+-$trial}/rc" ] || continue
+      harness_ended "$pid" "$WORK/$name${trial:+-$trial}" || continue
       wait "$pid" 2>/dev/null
       unset "HARNESS_RUNNING[$pid]"
       harness_report "$name" "$trial"

@@ -35,12 +35,12 @@ d_joined() {
 # kill; the benchmark measures the failover exactly); pskvctl status (table and --json) and the Prometheus gauges say which
 # detector fired and show every live node's phi and heartbeat gaps; the sums stay
 # exact.
-tags detect_kill_server serial
+tags detect_kill_server
 t_detect_kill_server() {
   local d=$TDIR/logs mp victim t0 first js port line tdead
   mp=$(free_port)
   "$LAUNCH" --log-dir "$d" --timeout 150 --servers 3 --workers 4 --scheduler-opt=--replicas=2 \
-    --scheduler-opt=--metrics-port=$mp -- --app check --rounds 2500 > "$d.out" 2>&1 &
+    --scheduler-opt=--metrics-port=$mp -- --app check --rounds 1500 > "$d.out" 2>&1 &
   local lp=$!
   mkdir -p "$d"; d_joined "$d" 4
   sleep 1
@@ -90,13 +90,13 @@ sys.exit(not any(x.get("state") == "dead" and x.get("dead_reason") == "connectio
 # the refusals (a plaintext worker tried during the job is logged as refused) and
 # the failure detector (a kill -9 of a server, R = 2, is declared dead from its
 # closed connection, not left to the lease); the sums stay exact.
-tags detect_kill_keyed serial keys
+tags detect_kill_keyed keys
 t_detect_kill_keyed() {
   local d=$TDIR/logs K=$TDIR/keys port t0 line tdead
   "$BIN/pskvctl" keys init "$K" --servers 3 --workers 2 > /dev/null || fail "keys init failed"
   port=$(free_port)
   "$LAUNCH" --log-dir "$d" --timeout 150 --servers 3 --workers 2 --port "$port" --keys "$K" \
-    --scheduler-opt=--replicas=2 -- --app check --rounds 2500 > "$d.out" 2>&1 &
+    --scheduler-opt=--replicas=2 -- --app check --rounds 1500 > "$d.out" 2>&1 &
   local lp=$!
   mkdir -p "$d"; d_joined "$d" 2
   timeout 20 "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --app check --connect-timeout 1 \
@@ -122,11 +122,11 @@ t_detect_kill_keyed() {
 # (connection closed). The scheduler's own monitor is off (the test hook
 # PSKV_TEST_NO_MONITOR, as when it cannot start), so only the servers' reports can
 # say so sooner than the lease: kill -9 of one of 3 servers (R = 2) under 4 workers.
-tags detect_peer_report serial
+tags detect_peer_report
 t_detect_peer_report() {
   local d=$TDIR/logs t0 line tdead
   PSKV_TEST_NO_MONITOR=1 "$LAUNCH" --log-dir "$d" --timeout 150 --servers 3 --workers 4 \
-    --scheduler-opt=--replicas=2 -- --app check --rounds 2500 > "$d.out" 2>&1 &
+    --scheduler-opt=--replicas=2 -- --app check --rounds 1500 > "$d.out" 2>&1 &
   local lp=$!
   mkdir -p "$d"; d_joined "$d" 4
   grep -q 'test hook PSKV_TEST_NO_MONITOR' "$d/scheduler.log" || fail "the scheduler did not take the test hook"
@@ -153,11 +153,11 @@ t_detect_peer_report() {
 # so the lease (phi-accrual, at least --min-dead-after-ms) declares it dead; it is replaced,
 # learns so on SIGCONT and exits 3; the sums stay exact (the lease rule: it served
 # nothing once replaced). Declared dead no sooner than --min-dead-after-ms.
-tags detect_pause_server serial
+tags detect_pause_server
 t_detect_pause_server() {
   local d=$TDIR/logs pid t0 tdead line
   "$LAUNCH" --log-dir "$d" --timeout 150 --servers 3 --workers 3 --scheduler-opt=--replicas=2 \
-    -- --app check --rounds 2500 > "$d.out" 2>&1 &
+    -- --app check --rounds 1500 > "$d.out" 2>&1 &
   local lp=$!
   mkdir -p "$d"; d_joined "$d" 3
   sleep 0.5
@@ -201,7 +201,7 @@ t_detect_bad_flags() {
 # A node whose scheduler's port refuses says so at once (not after --connect-timeout),
 # keeps retrying, and registers once a scheduler listens there (Slurm starts every
 # task at once); with none at all it gives up after --connect-timeout, saying why.
-tags detect_refused_scheduler serial
+tags detect_refused_scheduler
 t_detect_refused_scheduler() {
   local port t0
   port=$(free_port)

@@ -48,7 +48,7 @@ keys_gone() { # keys_gone FILE HOST...: after the run, its keys are on no host a
   [ -n "$d" ] && [ ! -e "$d/keys" ] && [ ! -L "$d/keys" ] || fail "the link to the keyset is still in the log dir ($d)"
 }
 
-tags hosts_check root keys serial slow
+tags hosts_check root keys slow
 t_hosts_check() {
   # 3 hosts, the cluster started over ssh by launch-hosts.sh, exact sums across hosts,
   # and the launcher's stop leaves nothing behind on any host: no daemon, no key. With
@@ -97,7 +97,7 @@ t_hosts_check() {
   no_pskv_in_hosts h1 h2 h3
 }
 
-tags hosts_delay root keys serial
+tags hosts_delay root keys
 t_hosts_delay() {
   # 100 ms added each way between the workers and the server (a fault proxy in front
   # of the server on h2): exact sums hold
@@ -174,7 +174,7 @@ partition_run() { # partition_run MODEL: cut worker 2's host for 5 s mid-run, th
     fail "$model: rejoin took 30 s or more"
 }
 
-tags hosts_partition root keys serial
+tags hosts_partition root keys
 t_hosts_partition() {
   # cut worker 2's host off for 5 s, then heal it: the others keep going (async and ssp:
   # the cut worker is declared dead and leaves the clock set), it comes back alive,
@@ -193,7 +193,7 @@ t_hosts_partition() {
 # close (no FIN, no RST: half-open), so the connection detector stays quiet and the
 # lease declares it dead; R = 2 keeps the job exact, and the server, healed, learns
 # it was replaced and exits 3.
-tags detect_host_cut root serial
+tags detect_host_cut root
 t_detect_host_cut() {
   netns_up 3; local rc=$?
   [ $rc -eq 77 ] && return 77

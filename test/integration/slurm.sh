@@ -22,7 +22,7 @@ job_daemons() { # job_daemons PORT: pids of the pskv daemons of the job on sched
   done
 }
 
-tags slurm root serial
+tags slurm root
 t_slurm() {
   # the exact-sum check as one Slurm job (1 scheduler, 1 server, 2 workers as the tasks
   # of one step); then a second job cancelled with scancel while it runs: every daemon

@@ -35,6 +35,8 @@
  *   wpipe   pskv_pipe: messages between pipeline stages
  *   pskv.c  the exported calls on an open handle (push, pull, wait, tables, clock ...)
  *   wlr     pskv_table_set_lr: a table's lr changed on every server
+ *   abi1    the 1.0 entry points of pskv_config_init and pskv_worker_open (@PSKV_1,
+ *           libpskv.map): the calls whose struct grew, on the 1.0 layout
  *
  * OWNS: the handle itself (open.c): pskv_worker_open allocates it with its
  *   window, ZeroMQ context and settings; pskv_worker_close releases everything
