@@ -54,6 +54,11 @@ struct follow {
     int64_t *written_ms; /* per table (tables_at order): when a write was last seen */
     size_t nquiet;
     gather g;
+    /* after a placement change, dense parts wait until every worker of the clock
+     * set has sent a CLOCK on the new placement (follow_worker_clock) */
+    int settling;
+    unsigned char *confirmed; /* per rank: such a CLOCK came */
+    int nconfirmed;           /* ranks confirmed has room for */
 };
 
 follow *follow_new(void *router, member *mb, table_set *tables, chain *ch, consist *cons)
@@ -77,6 +82,7 @@ void follow_destroy(follow **self_p)
     free(f->g.keys);
     free(f->g.vals);
     free(f->written_ms);
+    free(f->confirmed);
     free(f);
     *self_p = NULL;
 }
@@ -175,13 +181,50 @@ static int gather_whole(follow *f, const table *t)
 static int64_t tag_clock(follow *f, table *t)
 {
     if (t->model == CONS_BSP)
-        return tag_clock(f, t);
+        return consist_values_clock(f->cons, t);
     const int64_t *vc;
     int n = consist_clocks(f->cons, &vc);
     int64_t lo = -1;
     for (int r = 0; r < n; r++)
         lo = lo < 0 || vc[r] < lo ? vc[r] : lo;
     return lo < 0 ? 0 : lo;
+}
+
+/* 1 when dense parts may go: no placement change is settling, or every worker of
+ * the clock set has sent a CLOCK on the new placement since. Until then the
+ * values of partitions this server took over may lack pushes their worker still
+ * has to re-send here, while the clock it counted before the change says they
+ * are in: a part tagged so would mix two clocks at the reader. */
+static int settled(follow *f)
+{
+    if (!f->settling)
+        return 1;
+    const int64_t *vc;
+    int n = consist_clocks(f->cons, &vc);
+    for (int r = 0; r < n; r++)
+        if (consist_in_set(f->cons, r) && (r >= f->nconfirmed || !f->confirmed[r]))
+            return 0;
+    f->settling = 0;
+    LOG_I("every worker clocked on the new placement: dense parts go to readers again");
+    return 1;
+}
+
+void follow_worker_clock(follow *f, int rank)
+{
+    if (!f || !f->settling || rank < 0)
+        return;
+    if (rank >= f->nconfirmed) {
+        int n = rank + 1 > 2 * f->nconfirmed ? rank + 1 : 2 * f->nconfirmed;
+        unsigned char *c = realloc(f->confirmed, (size_t)n);
+        if (!c) {
+            LOG_W("out of memory following clocks: dense parts wait for the job's end");
+            return;
+        }
+        memset(c + f->nconfirmed, 0, (size_t)(n - f->nconfirmed));
+        f->confirmed = c;
+        f->nconfirmed = n;
+    }
+    f->confirmed[rank] = 1;
 }
 
 static int ns_follows(const follow *f, const char *ns)
@@ -224,8 +267,13 @@ static void step_full(follow *f, sub *s, uint64_t budget)
             t = !c->dense && !strcmp(c->ns, s->ns) ? c : NULL;
         }
         if (!t) { /* the sparse tables are all sent: the dense ones, whole */
-            send_dense(f, s);
             s->in_full = 0;
+            if (settled(f)) {
+                send_dense(f, s);
+            } else { /* at the first boundary once settled (follow_clock) */
+                s->target = 0;
+                s->asked_ms = tu_now_ms();
+            }
             return;
         }
         f->g = (gather){f, t, f->g.keys, f->g.vals, 0, f->g.kcap, f->g.vcap};
@@ -261,15 +309,27 @@ void follow_clock(follow *f)
 {
     for (int i = 0; f && i < f->nsubs; i++) {
         sub *s = &f->subs[i];
-        if (s->target >= 0 && !s->owed_full && !s->in_full && dense_clock(f, s->ns) >= s->target)
+        if (s->target >= 0 && !s->owed_full && !s->in_full && settled(f) &&
+            dense_clock(f, s->ns) >= s->target)
             send_dense(f, s);
     }
 }
 
+/* Every reader is owed full copies. */
+static void owe_full(follow *f)
+{
+    for (int i = 0; i < f->nsubs; i++)
+        f->subs[i].owed_full = 1;
+}
+
 void follow_placement(follow *f)
 {
-    for (int i = 0; f && i < f->nsubs; i++)
-        f->subs[i].owed_full = 1;
+    if (!f)
+        return;
+    owe_full(f);
+    f->settling = 1;
+    if (f->confirmed)
+        memset(f->confirmed, 0, (size_t)f->nconfirmed);
 }
 
 int follow_request(follow *f, wire_msg *msg, char *why, size_t whylen)
@@ -374,7 +434,7 @@ static void sync_changes(follow *f, int64_t now)
             f->written_ms[i] = now;
         if (n < 0) { /* bits or memory lost: everyone gets everything again */
             shard_follow_on(t->sh);
-            follow_placement(f);
+            owe_full(f);
             continue;
         }
         if (t->dense || !f->g.n)
@@ -411,7 +471,7 @@ void follow_tick(follow *f)
         if (s->owed_full || s->in_full)
             step_full(f, s, FOLLOW_FULL_ROWS);
         else if (s->target >= 0 && now - s->asked_ms >= s->sync_ms &&
-                 dense_quiet(f, s->ns, now - s->sync_ms))
+                 dense_quiet(f, s->ns, now - s->sync_ms) && settled(f))
             send_dense(f, s); /* training paused or ended: this is what it holds */
     }
 }

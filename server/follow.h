@@ -63,7 +63,13 @@ void follow_clock(follow *f);
  * parts as they end, whatever it waited for. */
 void follow_final(follow *f);
 
-/* After a view that changed the placement: every reader gets full copies. */
+/* After a view that changed the placement: every reader gets full copies, their
+ * dense parts only once every worker of the clock set has sent a CLOCK on the new
+ * placement (follow_worker_clock): until then a partition taken over may lack
+ * pushes its worker still has to re-send here. */
 void follow_placement(follow *f);
+
+/* Worker rank's CLOCK was counted (consist_clock >= 0: sent on this placement). */
+void follow_worker_clock(follow *f, int rank);
 
 #endif
