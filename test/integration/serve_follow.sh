@@ -89,7 +89,7 @@ t_serve_follow_restart() {
 # of three the watcher saw check.dense at clock 53 mixing two rounds' parts across the
 # failover (a served dense state training never held): a real bug of the dense clock
 # boundary across a placement change, to be fixed next.
-tags serve_follow_failover serve quarantine
+tags serve_follow_failover serve
 t_serve_follow_failover() {
   local sp hp
   sp=$(free_port); hp=$(free_port)
