@@ -310,11 +310,12 @@ int smerge_dense_publish(smerge *m, const uint32_t *nodes, size_t n, int64_t *hi
     for (size_t i = 0; i < m->nd; i++) {
         dtab *d = &m->d[i];
         int64_t c = -3;
-        int agree = n > 0;
+        int agree = n > 0, missing = 0;
         for (size_t j = 0; j < n; j++) {
             const part *p = part_of(d, nodes[j]);
             if (!p) {
                 agree = 0;
+                missing = 1;
                 continue;
             }
             *hi = p->clock > *hi ? p->clock : *hi;
@@ -331,7 +332,8 @@ int smerge_dense_publish(smerge *m, const uint32_t *nodes, size_t n, int64_t *hi
             LOG_I("%s: the parts at clock %lld leave rows out (a placement change): not "
                   "served until the new heads' parts come", d->name, (long long)c);
         }
-        waiting += !agree || c < d->published;
+        /* a part missing comes with its server's full copy, whatever the target */
+        waiting += (!agree && !missing) || c < d->published;
     }
     return waiting;
 }
