@@ -109,6 +109,22 @@ t_serve_follow_failover() {
   grep -q 'left the view' follow.log || fail "pskv-serve did not notice the death: $(tail -n 5 follow.log)"
 }
 
+# A bsp job followed: dense parts are tagged with the closed clock (once a
+# recursion that overflowed the server's stack); every answer is whole rounds
+# and the end is exact.
+tags serve_follow_bsp serve
+t_serve_follow_bsp() {
+  local sp hp
+  sp=$(free_port); hp=$(free_port)
+  "$LAUNCH" --workers 1 --servers 2 --port "$sp" --timeout 120 --log-dir "$TDIR/job" -- \
+    --app check --namespace fj --consistency bsp --rounds 300 --slowdown 3 > job.out 2>&1 &
+  echo $! > job.launch
+  follow_serve follow "$sp" "$hp"
+  python3 "$WATCH" "$hp" 300 1 90 > watch.out 2>&1 || fail "$(cat watch.out)"
+  cat watch.out
+  wait_exit "$(cat job.launch)" 60 || fail "the job failed: $(tail -n 3 job.out)"
+}
+
 # Freshness: a push acknowledged is served within --sync-ms plus a margin (the
 # margin is wide: the machine may be loaded; docs/benchmarks.md has the figures).
 tags serve_follow_fresh serve
