@@ -23,11 +23,22 @@ static size_t reg_nckpts;
 static const char *reg_group; /* listed in REGISTER (workers: their group and its size) */
 static uint32_t reg_group_size;
 
+static char reg_ns[65];   /* ... the namespace their tables live in (set: has_ns) */
+static int reg_has_ns, reg_drop_ns;
+
 void member_set_group(const char *group, uint32_t size)
 {
     reg_group = group && *group ? group : NULL;
     reg_group_size = size;
 }
+
+void member_set_namespace(const char *ns)
+{
+    reg_has_ns = ns != NULL;
+    snprintf(reg_ns, sizeof reg_ns, "%s", ns ? ns : "");
+}
+
+void member_set_drop_namespace(int on) { reg_drop_ns |= on != 0; }
 
 void member_set_checkpoints(char **list, size_t n)
 {
@@ -173,6 +184,8 @@ int member_open(member *m, void *ctx, const secure *sec, const char *scheduler,
         reg.group = (char *)reg_group;
         reg.has_group_size = reg_group_size > 0;
         reg.group_size = reg_group_size;
+        reg.table_ns = reg_has_ns ? reg_ns : NULL;
+        reg.has_drop_namespace = reg.drop_namespace = reg_has_ns && reg_drop_ns;
     }
 
     int64_t deadline = tu_now_ms() + (int64_t)(connect_timeout_s * 1000);

@@ -51,6 +51,14 @@ void member_set_checkpoints(char **list, size_t n);
  * worker's REGISTER names; the string stays the caller's until member_open returns. */
 void member_set_group(const char *group, uint32_t size);
 
+/* The namespace a worker's tables live in (NULL: not named, an evaluator), named
+ * in its REGISTER (table_ns), copied. */
+void member_set_namespace(const char *ns);
+
+/* on: the worker's REGISTER asks the scheduler to drop its namespace when its
+ * group ends (--drop-namespace, PSKV_DROP_NAMESPACE); stays on for the process. */
+void member_set_drop_namespace(int on);
+
 /* Connects to `scheduler` ("HOST:PORT") and registers as `role` with advertised
  * host:port. rank_wish < 0 lets the scheduler choose. job_id 0 accepts the
  * scheduler's. Waits at most connect_timeout_s for the acknowledgement.

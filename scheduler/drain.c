@@ -31,7 +31,7 @@ static int servers_staying(const memb_node *n)
 
 /* The first server that stays and does not yet hold the placement of view
  * `epoch` (or a later one) whole; NULL when every one does. */
-static const memb_node *first_behind(uint64_t epoch)
+const memb_node *drain_first_behind(uint64_t epoch)
 {
     for (int i = 0; i < memb.nnodes; i++)
         if (stays(&memb.nodes[i]) && memb.nodes[i].whole_epoch < epoch)
@@ -79,7 +79,7 @@ static int refusal(uint32_t id, char *why, size_t len)
         return PSKV_EREFUSED;
     }
     /* a server still waiting for copies may be the only source of a partition's */
-    const memb_node *behind = first_behind(view_place_epoch());
+    const memb_node *behind = drain_first_behind(view_place_epoch());
     if (behind) {
         snprintf(why, len, "server node %u does not hold the placement of view epoch %llu "
                  "whole yet (copies under way): try again once it does", behind->id,
@@ -156,7 +156,7 @@ void drain_tick(void)
         return;
     for (int i = 0; i < memb.nnodes; i++) {
         memb_node *n = &memb.nodes[i];
-        if (n->drain == DRAIN_HANDING && !n->dead && !first_behind(n->drain_epoch))
+        if (n->drain == DRAIN_HANDING && !n->dead && !drain_first_behind(n->drain_epoch))
             let_go(n);
     }
 }

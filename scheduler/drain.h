@@ -35,6 +35,11 @@ void drain_request(wire_msg *msg);
  * go is answered with STOP again. Once, before the event loop. */
 void drain_hooks(void);
 
+/* The first live server that stays (not drained) and does not yet hold the
+ * placement of view `epoch` (or a later one) whole: copies (FILL) are under way
+ * to it; NULL when every one does (nsdrop.c waits for that too). */
+const memb_node *drain_first_behind(uint64_t epoch);
+
 /* The periodic check: lets go (STOP, drained) every draining server whose
  * partitions the other live servers now hold whole. */
 void drain_tick(void);

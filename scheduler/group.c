@@ -14,6 +14,7 @@
 #include "timeutil.h"
 #include "view.h"
 
+static group_drop_fn drop_hook; /* nsdrop.c's: a group's --drop-namespace at its end */
 static sched_group groups[GROUP_MAX];
 static int ngroups;     /* groups[0..ngroups) live, in creation order */
 static uint32_t gens;   /* the last generation given: 0 is no group */
@@ -122,6 +123,13 @@ static sched_group *group_for(wire_msg *msg)
     if (strlen(name) > GROUP_NAME_MAX || strchr(name, '/')) {
         snprintf(why, sizeof why, "group '%.80s%s': field group: a group's name is 1..%d bytes "
                  "without '/'", name, strlen(name) > 80 ? "..." : "", GROUP_NAME_MAX);
+        sched_refuse(msg, PSKV_EREFUSED, why);
+        return NULL;
+    }
+    const char *ns = r->table_ns ? r->table_ns : name;
+    if (strlen(ns) > GROUP_NAME_MAX || strchr(ns, '/')) {
+        snprintf(why, sizeof why, "group %s: field table_ns: namespace '%.80s' is not 1..%d "
+                 "bytes without '/'", *name ? name : "(unnamed)", ns, GROUP_NAME_MAX);
         sched_refuse(msg, PSKV_EREFUSED, why);
         return NULL;
     }
@@ -239,6 +247,20 @@ static int running_rank(wire_msg *msg, const sched_group *g, int *replaced)
     return g->size;
 }
 
+/* New worker n is of group g: its group, and the namespace its REGISTER names
+ * (table_ns; else the group's name, as libpskv opens it) and whether to drop it at
+ * the group's end. */
+static void note_member(memb_node *n, const sched_group *g, const Pskv__Meta *r)
+{
+    snprintf(n->group, sizeof n->group, "%s", g->name);
+    n->group_gen = g->gen;
+    snprintf(n->table_ns, sizeof n->table_ns, "%s", r->table_ns ? r->table_ns : g->name);
+    n->drop_ns = r->has_drop_namespace && r->drop_namespace;
+    if (n->drop_ns && !memb.service)
+        LOG_I("worker node %u asks to drop namespace '%s' at its group's end: a job's servers "
+              "stop with it, nothing to drop", n->id, n->table_ns);
+}
+
 /* Group g is complete and the servers are in: its workers take the view. */
 static void start(sched_group *g)
 {
@@ -272,8 +294,7 @@ static void join_running(wire_msg *msg, sched_group *g, int rank, int replaced)
     memb_node *n = memb_add_node(msg, rank);
     if (!n)
         return;
-    snprintf(n->group, sizeof n->group, "%s", g->name);
-    n->group_gen = g->gen;
+    note_member(n, g, msg->meta);
     for (int i = 0; replaced && i < memb.nnodes - 1; i++) {
         memb_node *o = &memb.nodes[i];
         if (member_of(o, g) && o->rank == rank && o->dead && !o->replaced) {
@@ -320,8 +341,7 @@ void group_on_register(wire_msg *msg)
     if (!n)
         return;
     n->slot = slot;
-    snprintf(n->group, sizeof n->group, "%s", g->name);
-    n->group_gen = g->gen;
+    note_member(n, g, msg->meta);
     char p[GROUP_NAME_MAX + 16];
     LOG_I("%sworker registered: node %u rank %d at %s:%d pid %u (%d/%d servers, %d/%d workers)",
           prefix(g, p, sizeof p), n->id, n->rank, n->host, n->port, n->pid,
@@ -389,7 +409,15 @@ static void end(sched_group *g)
     LOG_I("group %s ended after %.1f s: %d workers finished, %d dead%s%s; the service goes on",
           *g->name ? g->name : "(unnamed)", (double)(now - g->started_ms) / 1e3, finished,
           dead, *g->stopped_by ? "; " : "", g->stopped_by);
+    char name[GROUP_NAME_MAX + 1], ns[GROUP_NAME_MAX + 1] = "";
+    snprintf(name, sizeof name, "%s", g->name);
+    int asked = 0; /* --drop-namespace: its namespace goes too */
+    for (int i = 0; i < memb.nnodes; i++)
+        if (member_of(&memb.nodes[i], g) && memb.nodes[i].drop_ns && !asked++)
+            snprintf(ns, sizeof ns, "%s", memb.nodes[i].table_ns);
     drop(g);
+    if (asked && drop_hook)
+        drop_hook(ns, name);
 }
 
 void group_changed(memb_node *n)
@@ -503,6 +531,45 @@ static void fill_groups(void *ctx, Pskv__View *v, int status)
 }
 
 void group_hooks(void) { view_add_filler(fill_groups, NULL, NULL); }
+
+void group_on_drop(group_drop_fn fn) { drop_hook = fn; }
+
+/* 1 when a counting worker of g names namespace ns: registered in it, or opened a
+ * table of it (its heartbeats' traffic: full names NS/NAME, or NAME in ""). */
+static int uses(const sched_group *g, const char *ns)
+{
+    size_t len = strlen(ns);
+    for (int i = 0; i < memb.nnodes; i++) {
+        const memb_node *n = &memb.nodes[i];
+        if (!member_of(n, g) || !group_counts(n))
+            continue;
+        if (!strcmp(n->table_ns, ns))
+            return 1;
+        for (size_t k = 0; n->traffic && k < n->traffic->n; k++) {
+            const char *t = n->traffic->names[k], *slash = strchr(t, '/');
+            if (len ? slash && (size_t)(slash - t) == len && !memcmp(t, ns, len) : !slash)
+                return 1;
+        }
+    }
+    return 0;
+}
+
+int group_users(const char *ns, char *names, size_t len)
+{
+    int c = 0;
+    size_t at = 0;
+    names[0] = '\0';
+    for (int i = 0; i < ngroups; i++) {
+        const sched_group *g = &groups[i];
+        if (strcmp(g->name, ns) && !uses(g, ns))
+            continue;
+        if (at < len)
+            at += (size_t)snprintf(names + at, len - at, "%s%s", c ? ", " : "",
+                                   *g->name ? g->name : "(unnamed)");
+        c++;
+    }
+    return c;
+}
 
 void group_metrics(void)
 {

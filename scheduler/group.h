@@ -92,6 +92,17 @@ int group_in_view(const memb_node *n);
  * once stopped, stop_early with who stopped it. Returns the nodes kept. */
 size_t group_view_for(const memb_node *n, Pskv__View *v, Pskv__Node **ptrs, size_t n_nodes);
 
+/* The live groups (waiting, running or stopping) that use namespace ns: named
+ * after it, or with a counting worker registered in it or that opened a table
+ * of it. Returns how many, their names ("A, B") in names (len bytes). */
+int group_users(const char *ns, char *names, size_t len);
+
+/* fn(ns, group) is called when a service's group ends (after it is dropped) of
+ * which a worker registered with drop_namespace (--drop-namespace): ns its
+ * namespace (nsdrop.c drops it when no other live group uses it). */
+typedef void (*group_drop_fn)(const char *ns, const char *group);
+void group_on_drop(group_drop_fn fn);
+
 /* Subscribes the view's `service` and the STATUS_REPLY's group lines to the view
  * fillers (view.h). */
 void group_hooks(void);

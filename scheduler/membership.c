@@ -476,7 +476,9 @@ void memb_on_heartbeat(wire_msg *msg)
     n->wait_ns = r->has_wait_ns ? r->wait_ns : n->wait_ns;
     if (r->n_traffic && n->role == PSKV__ROLE__WORKER)
         note_traffic(n, r);
-    if (r->n_ns_names && n->role == PSKV__ROLE__SERVER)
+    /* a server's heartbeat always has its tables' counters (rows): without names
+     * it holds no namespace any more (the last one dropped) */
+    if ((r->n_ns_names || r->has_rows) && n->role == PSKV__ROLE__SERVER)
         note_namespaces(n, r);
     n->ar_waiting = r->has_ar_waiting ? r->ar_waiting : 0;
     if (r->has_pipe_stage && r->has_pipe_pipeline)

@@ -130,6 +130,9 @@ typedef struct memb_node {
     memb_ns *ns;           /* servers: their tables' namespaces (heartbeats), or NULL; owned */
     char group[65];        /* workers: their group's name ("" = unnamed; group.h) */
     uint32_t group_gen;    /* workers: their group's instance (group.c's) */
+    char table_ns[65];     /* workers: the namespace their tables live in (REGISTER
+                              table_ns; else their group's name) */
+    int drop_ns;           /* workers: drop table_ns when the group ends (--drop-namespace) */
     int slot;              /* workers: the rank the servers' views give it, unique over
                               the groups of a service (its clock's index there); a
                               job's workers: their rank */

@@ -36,6 +36,7 @@
 #include "drain.h"
 #include "events.h"
 #include "group.h"
+#include "nsdrop.h"
 #include "log.h"
 #include "membership.h"
 #include "metrics.h"
@@ -174,9 +175,12 @@ static int authorized(wire_msg *msg)
         break;
     case PSKV__MSG_TYPE__SHUTDOWN:
     case PSKV__MSG_TYPE__GROUP_STOP:
+    case PSKV__MSG_TYPE__NS_DROP:
         if (msg->role != KEY_ROLE_CONTROL)
             snprintf(why, sizeof why, "%s needs a control key (pskvctl --keys DIR/control)",
-                     r->type == PSKV__MSG_TYPE__SHUTDOWN ? "shutdown" : "stop GROUP");
+                     r->type == PSKV__MSG_TYPE__SHUTDOWN     ? "shutdown"
+                     : r->type == PSKV__MSG_TYPE__GROUP_STOP ? "stop GROUP"
+                                                             : "drop NAMESPACE");
         break;
     default: {
         memb_node *n = r->has_sender ? memb_find(r->sender) : NULL;
@@ -219,6 +223,8 @@ static void dispatch(wire_msg *msg)
     case PSKV__MSG_TYPE__DRAIN: drain_request(msg); break;
     case PSKV__MSG_TYPE__SHUTDOWN: memb_on_shutdown(msg); break;
     case PSKV__MSG_TYPE__GROUP_STOP: group_on_stop(msg); break;
+    case PSKV__MSG_TYPE__NS_DROP: nsdrop_request(msg); break;
+    case PSKV__MSG_TYPE__NS_DROP_ACK: nsdrop_on_ack(msg); break;
     case PSKV__MSG_TYPE__CHECKPOINT_ACK: ckpt_on_ack(msg); break;
     case PSKV__MSG_TYPE__PEER_CLOSED: detect_on_peer_closed(msg); break;
     case PSKV__MSG_TYPE__EVAL_REPORT: {
@@ -245,6 +251,7 @@ static void tick(void)
     estop_tick(now);
     memb_expire(now);
     drain_tick();
+    nsdrop_tick();
     schedm_tick();
 }
 
@@ -309,6 +316,7 @@ static int configure(int argc, char **argv)
     drain_hooks();
     schedm_hooks();
     group_hooks();
+    nsdrop_hooks();
     if (!ckpt_resume_job(&memb.job_id))
         memb.job_id = (uint64_t)cfg_int(config, "job-id");
     while (memb.job_id == 0 &&
@@ -467,6 +475,7 @@ int main(int argc, char **argv)
     zmq_ctx_term(ctx);
     memb_free();
     group_reset();
+    nsdrop_reset();
     view_free();
     ckpt_free();
     events_reset();

@@ -181,7 +181,7 @@ static int gather_whole(follow *f, const table *t)
 static int64_t tag_clock(follow *f, table *t)
 {
     if (t->model == CONS_BSP)
-        return consist_values_clock(f->cons, t);
+        return consist_values_clock(f->cons, t); /* its closed clocks */
     const int64_t *vc;
     int n = consist_clocks(f->cons, &vc);
     int64_t lo = -1;
@@ -398,6 +398,30 @@ int follow_request(follow *f, wire_msg *msg, char *why, size_t whylen)
         s->asked_ms = s->renewed_ms;
     }
     return 0;
+}
+
+void follow_forget_ns(follow *f, const char *ns)
+{
+    if (!f)
+        return;
+    for (int i = 0; i < f->nsubs; i++)
+        if (!strcmp(f->subs[i].ns, ns)) {
+            LOG_I("namespace '%s' dropped: a reader following it unsubscribed", ns);
+            f->subs[i--] = f->subs[--f->nsubs];
+        }
+    /* the tables of ns leave the set, the others keep their order: indices move down */
+    size_t nt = tables_count(f->tables), keep = 0, was[FOLLOW_MAX_SUBS];
+    for (int k = 0; k < f->nsubs; k++)
+        was[k] = f->subs[k].full_tab;
+    for (size_t i = 0; i < nt; i++) {
+        int gone = !strcmp(tables_at(f->tables, i)->ns, ns);
+        for (int k = 0; gone && k < f->nsubs; k++)
+            f->subs[k].full_tab -= was[k] > i;
+        if (!gone && i < f->nquiet)
+            f->written_ms[keep++] = f->written_ms[i];
+    }
+    if (f->nquiet > keep)
+        f->nquiet = keep;
 }
 
 /* 1 when ns's dense tables were all written to last before `since`. */

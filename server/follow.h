@@ -53,6 +53,11 @@ void follow_destroy(follow **self_p);
  * -PSKV_EREFUSED); the caller answers the error. */
 int follow_request(follow *f, wire_msg *msg, char *why, size_t whylen);
 
+/* The tables of namespace ns are about to leave the table set (pskvctl drop):
+ * its readers are unsubscribed (their next FOLLOW is refused, no table) and the
+ * per-table bookkeeping of the others follows the set's new order. */
+void follow_forget_ns(follow *f, const char *ns);
+
 /* Once per loop turn: lapses silent readers, sends what a sync period owes. */
 void follow_tick(follow *f);
 

@@ -27,6 +27,7 @@
 #include "log.h"
 #include "member.h"
 #include "net.h"
+#include "nsdrop.h"
 #include "nsguard.h"
 #include "persist/persist.h"
 #include "pskv_errors.h"
@@ -553,6 +554,8 @@ int serve_scheduler(void)
             checkpoint_write(msg.meta->seq, msg.meta->has_delta && msg.meta->delta);
         } else if (msg.meta->type == PSKV__MSG_TYPE__CHECKPOINT_PRUNE && msg.meta->has_seq) {
             checkpoint_prune(msg.meta->seq, msg.meta->prune_keep_from, msg.meta->prune_keep_to);
+        } else if (msg.meta->type == PSKV__MSG_TYPE__NS_DROP) {
+            nsdrop_serve(&srv, msg.meta);
         } else if (msg.meta->type == PSKV__MSG_TYPE__STOP) {
             follow_final(srv.follow); /* readers keep the model as it ends */
             if (msg.meta->drained)

@@ -112,6 +112,18 @@ static void tick_namespace(table_set *ts, const table *t)
     metrics_set(NS[i].quota, (double)nspace_quota(ts, t->ns));
 }
 
+void smet_table_dropped(const table *t)
+{
+    for (int i = 0; i < ntables; i++)
+        if (T[i].id == t->id)
+            metrics_set(T[i].m[M_ROWS], 0);
+    for (int i = 0; i < nns; i++)
+        if (!strcmp(NS[i].ns, t->ns)) {
+            metrics_set(NS[i].bytes, 0);
+            metrics_set(NS[i].quota, 0);
+        }
+}
+
 void smet_tick(table_set *ts, const consist_stats *st)
 {
     static int64_t next;

@@ -25,6 +25,10 @@ void smet_request(const table *t, int pull, uint64_t rows);
 /* One update applied to t's rows in `seconds`. */
 void smet_apply(const table *t, double seconds);
 
+/* Table t is being removed (its namespace dropped): its rows and its namespace's
+ * bytes and quota read 0 from now on. */
+void smet_table_dropped(const table *t);
+
 /* The periodic refresh (at most every 500 ms): rows per table, late drops. */
 void smet_tick(table_set *ts, const consist_stats *st);
 

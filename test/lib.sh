@@ -141,21 +141,23 @@ harness_selected() {
 }
 
 # harness_spawn NAME TRIAL SLOT SLOTS: starts one test in $WORK/NAME[-TRIAL], in a
-# process group of its own, under a watcher that kills it after HARNESS_TIMEOUT s and
+# process group of its own, under a watcher that kills it after HARNESS_TIMEOUT s (twice
+# that for a test tagged slow) and
 # writes "STATUS SECONDS" to the directory's file rc last; SLOT of SLOTS picks its
 # share of the free ports. When the test ends (passed, failed or timed out), what it
 # started and left running is killed with its group: a test that failed half-way
 # leaves no daemon loading the machine under the next ones. The watcher's pid goes
 # to HARNESS_PID, the test's group to the directory's file pgid.
 harness_spawn() {
-  local name=$1 trial=$2 slot=$3 slots=$4 dir="$WORK/$1${2:+-$2}"
+  local name=$1 trial=$2 slot=$3 slots=$4 dir="$WORK/$1${2:+-$2}" limit=$HARNESS_TIMEOUT
+  has_tag "$name" slow && limit=$((2 * HARNESS_TIMEOUT)) # slow: twice the time-out
   mkdir -p "$dir"
   (
     export PSKV_PORT_SLOT=$slot PSKV_PORT_SLOTS=$slots # free_port's share of the ports
     t0=$SECONDS
     set -m # the test's own process group (its stdin /dev/null: never the terminal's)
     ( set +m; cd "$dir" && TDIR=$dir "$HARNESS_PREFIX$name" ) > "$dir/test.out" 2>&1 < /dev/null &
-    pid=$! deadline=$((SECONDS + HARNESS_TIMEOUT))
+    pid=$! deadline=$((SECONDS + limit))
     set +m
     echo "$pid" > "$dir/pgid"
     while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.2; done

@@ -1,4 +1,4 @@
-/* pskvctl shutdown, stop GROUP and the status group lines (ctl_group.h). */
+/* pskvctl shutdown, stop GROUP, drop NAMESPACE and the status group lines (ctl_group.h). */
 #define _GNU_SOURCE
 #include "ctl_group.h"
 
@@ -66,6 +66,21 @@ int ctl_stop_group(void *sock, const char *sched, const char *group, int answer_
         return 1;
     printf("stopping group %s: %u workers told\n", *group ? group : "(unnamed)",
            got.meta->group_size);
+    wire_msg_close(&got);
+    return 0;
+}
+
+int ctl_drop_ns(void *sock, const char *sched, const char *ns, int answer_ms)
+{
+    Pskv__Meta req;
+    wire_msg got;
+    wire_meta_init(&req, PSKV__MSG_TYPE__NS_DROP);
+    req.table_ns = (char *)ns;
+    if (ask(sock, sched, "drop", &req, PSKV__MSG_TYPE__NS_DROP_ACK, answer_ms, &got))
+        return 1;
+    printf("dropped namespace %s: %u tables, %" PRIu64 " rows, %" PRIu64 " bytes freed (every "
+           "replica)\n", *ns ? ns : "(unnamed)", got.meta->ns_tables, got.meta->rows,
+           got.meta->bytes);
     wire_msg_close(&got);
     return 0;
 }

@@ -3,12 +3,12 @@
  *   pskvctl status --study STUDY.db   (a pskv-tune study: ctl_study.h)
  *   pskvctl [--scheduler HOST:PORT] [--keys DIR] top [--interval S] [--count N] [--plain]
  *   pskvctl [--scheduler HOST:PORT] [--keys DIR] drain NODE [--drain-timeout S]
- *   pskvctl [--scheduler HOST:PORT] [--keys DIR] shutdown | stop GROUP
+ *   pskvctl [--scheduler HOST:PORT] [--keys DIR] shutdown | stop GROUP | drop NAMESPACE
  *   pskvctl keygen --role ROLE --out DIR
  *   pskvctl keys init DIR --servers S --workers W
  *   pskvctl export --checkpoint N --from DIR[,DIR...] [--namespace NS] --out PATH
  * Exit status: 0 answered (or keys made, or model exported, or server drained, or
- * service shutting down, or group told to stop), 1 no
+ * service shutting down, or group told to stop, or namespace dropped), 1 no
  * answer within --timeout, refused, not drained, or keys or model not made, 2 usage. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -40,12 +40,13 @@ static cfg_entry config[] = {
     {"json", CFG_BOOL, "false", NULL, 1, 0, NULL, "print JSON for tools instead of a table", 0, 0,
      NULL, NULL},
     {"timeout", CFG_DOUBLE, "5", "PSKV_CTL_TIMEOUT", 0.1, 3600, "s",
-     "how long to wait for the scheduler's answer", 0, 0, NULL, NULL},
+     "how long to wait for the scheduler's answer (drop: 20 s more, the drop's own bound)", 0,
+     0, NULL, NULL},
     {"log-level", CFG_STR, "warn", "PSKV_LOG_LEVEL", 1, 0, NULL, "error, warn, info or debug", 0,
      0, NULL, NULL},
     {"keys", CFG_STR, "", "PSKV_KEYS", 1, 0, NULL,
      "key directory (node.key, node.pub, scheduler.pub): talk CURVE to the scheduler; "
-     "checkpoint and drain need a control key", 0, 0, NULL, NULL},
+     "checkpoint, drain, shutdown, stop and drop need a control key", 0, 0, NULL, NULL},
     {"drain-timeout", CFG_DOUBLE, "120", "PSKV_CTL_DRAIN_TIMEOUT", 0.1, 86400, "s",
      "drain: give up waiting for the server to leave after this long (it stays draining)", 0,
      0, NULL, NULL},
@@ -471,7 +472,8 @@ int main(int argc, char **argv)
                         "       pskvctl status --study STUDY.db\n"
                         "       pskvctl [--scheduler HOST:PORT] [--keys DIR] drain NODE "
                         "[--drain-timeout S]\n"
-                        "       pskvctl [--scheduler HOST:PORT] [--keys DIR] shutdown | stop GROUP\n"
+                        "       pskvctl [--scheduler HOST:PORT] [--keys DIR] shutdown | stop GROUP"
+                        " | drop NAMESPACE\n"
                         "       pskvctl keygen --role ROLE --out DIR\n"
                         "       pskvctl keys init DIR --servers S --workers W\n"
                         "       pskvctl export --checkpoint N --from DIR[,DIR...] [--namespace NS] "
@@ -488,9 +490,10 @@ int main(int argc, char **argv)
     int drain = args.npos >= 1 && !strcmp(args.pos[0], "drain");
     int shutdown = args.npos == 1 && !strcmp(args.pos[0], "shutdown");
     int stop = args.npos >= 1 && !strcmp(args.pos[0], "stop");
-    if (stop && args.npos != 2) {
-        fprintf(stderr, "pskvctl stop: needs one GROUP (its name, as pskvctl status shows it)\n"
-                "usage: %s\n", usage);
+    int dropns = args.npos >= 1 && !strcmp(args.pos[0], "drop");
+    if ((stop || dropns) && args.npos != 2) {
+        fprintf(stderr, "pskvctl %s: needs one %s (its name, as pskvctl status shows it)\n"
+                "usage: %s\n", args.pos[0], stop ? "GROUP" : "NAMESPACE", usage);
         return 2;
     }
     if (drain && args.npos != 2) {
@@ -498,10 +501,10 @@ int main(int argc, char **argv)
                 "pskvctl status shows it)\nusage: %s\n", usage);
         return 2;
     }
-    if (!drain && !stop && !shutdown &&
+    if (!drain && !stop && !dropns && !shutdown &&
         (args.npos != 1 || (strcmp(args.pos[0], "status") != 0 && !ckpt && !top))) {
         fprintf(stderr, "pskvctl: expected one command: status, checkpoint, top, drain, "
-                "shutdown, stop, keygen, keys init or export\n"
+                "shutdown, stop, drop, keygen, keys init or export\n"
                 "usage: %s\n",
                 usage);
         return 2;
@@ -543,10 +546,12 @@ int main(int argc, char **argv)
         zmq_ctx_term(ctx);
         return st;
     }
-    if (shutdown || stop) {
+    if (shutdown || stop || dropns) {
         int answer_ms = (int)(cfg_double(config, "timeout") * 1000);
+        /* a drop waits for copies under way and every server: the scheduler's bound too */
         int st = shutdown ? ctl_shutdown(s, sched, answer_ms)
-                          : ctl_stop_group(s, sched, args.pos[1], answer_ms);
+                 : stop   ? ctl_stop_group(s, sched, args.pos[1], answer_ms)
+                          : ctl_drop_ns(s, sched, args.pos[1], answer_ms + CTL_DROP_WAIT_MS);
         zmq_close(s);
         zmq_ctx_term(ctx);
         return st;

@@ -95,24 +95,28 @@ bsp *bsp_new(const held_out *out)
     return e;
 }
 
+/* Frees b with its open clocks' accumulators. */
+static void state_drop(const bsp *e, bsp_state *b)
+{
+    int nranks = vclock_nranks(e->out.clocks);
+    for (int s = 0; s < MAX_OPEN; s++) {
+        if (!b->open[s].acc)
+            continue;
+        for (int r = 0; r < nranks; r++)
+            shard_destroy(&b->open[s].acc[r]);
+        free(b->open[s].acc);
+        b->open[s].acc = NULL;
+    }
+    state_free(b);
+}
+
 void bsp_destroy(bsp **e_p)
 {
     if (!e_p || !*e_p)
         return;
     bsp *e = *e_p;
-    int nranks = vclock_nranks(e->out.clocks);
-    for (size_t i = 0; i < e->ntab; i++) {
-        bsp_state *b = e->tab[i];
-        for (int s = 0; s < MAX_OPEN; s++) {
-            if (!b->open[s].acc)
-                continue;
-            for (int r = 0; r < nranks; r++)
-                shard_destroy(&b->open[s].acc[r]);
-            free(b->open[s].acc);
-            b->open[s].acc = NULL;
-        }
-        state_free(b);
-    }
+    for (size_t i = 0; i < e->ntab; i++)
+        state_drop(e, e->tab[i]);
     free(e->tab);
     free(e->wait);
     free(e->parts);
@@ -124,6 +128,30 @@ void bsp_destroy(bsp **e_p)
 }
 
 bsp_stats bsp_get_stats(const bsp *e) { return e->st; }
+
+void bsp_forget(bsp *e, const table *t, const char *why)
+{
+    size_t keep = 0;
+    for (size_t i = 0; i < e->nwait; i++)
+        if (e->wait[i].h.t == t)
+            held_answer_push(&e->out, &e->wait[i].h, PSKV_ENOTABLE, why, e->wait[i].clock);
+        else
+            e->wait[keep++] = e->wait[i];
+    e->nwait = keep;
+    keep = 0;
+    for (size_t i = 0; i < e->ntab; i++) {
+        bsp_state *b = e->tab[i];
+        if (b->t != t) {
+            e->tab[keep++] = b;
+            continue;
+        }
+        for (int s = 0; s < MAX_OPEN; s++)
+            for (size_t k = 0; b->open[s].t >= 0 && k < b->open[s].nacks; k++)
+                held_answer_push(&e->out, &b->open[s].acks[k], PSKV_ENOTABLE, why, b->closed);
+        state_drop(e, b);
+    }
+    e->ntab = keep;
+}
 
 void bsp_set_chain(bsp *e, chain *ch) { e->ch = ch; }
 

@@ -90,6 +90,10 @@ void bsp_close_done(bsp *e, uint64_t token, int code);
 int64_t bsp_table_closed(bsp *e, table *t);
 void bsp_restore(bsp *e, table *t, int64_t closed);
 
+/* Table t is being removed (its namespace dropped): the pushes held for its open
+ * clocks or its closes are answered PSKV_ENOTABLE with why, and its state freed. */
+void bsp_forget(bsp *e, const table *t, const char *why);
+
 /* Counters, summed into consist_stats. */
 typedef struct bsp_stats {
     uint64_t pushes, dropped_late, refused;

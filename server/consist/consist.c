@@ -289,6 +289,23 @@ void consist_placement_changed(consist *c, uint64_t epoch)
 
 void consist_advance(consist *c) { advance(c); }
 
+void consist_forget_table(consist *c, const table *t, const char *why)
+{
+    bsp_forget(c->bsp, t, why);
+    size_t keep = 0;
+    for (size_t i = 0; i < c->nparked; i++) {
+        held *h = &c->parked[i];
+        if (h->t != t) {
+            c->parked[keep++] = *h;
+            continue;
+        }
+        held_answer(&c->out, h, PSKV_ENOTABLE, why, 0, 0);
+        free(h->keys);
+        free(h->segs);
+    }
+    c->nparked = keep;
+}
+
 void consist_view(consist *c)
 {
     Pskv__View *v = c->mb->view;

@@ -82,6 +82,10 @@ void consist_placement_changed(consist *c, uint64_t epoch);
  * tail (code 0) or could not be sent: the pushes folded into it are answered. */
 void consist_close_done(consist *c, uint64_t token, int code);
 
+/* Table t is being removed (its namespace dropped): its parked pulls and held
+ * bsp pushes are answered PSKV_ENOTABLE with why; nothing of it is kept. */
+void consist_forget_table(consist *c, const table *t, const char *why);
+
 /* Answers what the closed clocks of replicated partitions now allow (after a bsp
  * close came down a chain). */
 void consist_advance(consist *c);

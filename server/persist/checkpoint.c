@@ -12,6 +12,7 @@
 #include "log.h"
 #include "pskv_errors.h"
 #include "smetrics.h"
+#include "store/nspace.h"
 #include "timeutil.h"
 #include "consist/model.h"
 
@@ -223,6 +224,13 @@ static uint8_t *held_now(uint32_t *n)
     return h;
 }
 
+static char dropped_ns[NSPACE_MAX + 1]; /* a namespace dropped since the last full file */
+
+void checkpoint_note_drop(const char *ns)
+{
+    snprintf(dropped_ns, sizeof dropped_ns, "%s", *ns ? ns : "(unnamed)");
+}
+
 /* Whether checkpoint seq can be a delta over this server's last file; NULL when
  * it can, else why not (in buf). */
 static const char *no_delta(const uint8_t *held, uint32_t nheld, char *buf, size_t len)
@@ -230,6 +238,11 @@ static const char *no_delta(const uint8_t *held, uint32_t nheld, char *buf, size
     unsigned long long last = (unsigned long long)LAST.seq;
     if (!LAST.seq)
         return "this server wrote no checkpoint yet in this run (or its last write failed)";
+    if (*dropped_ns) {
+        snprintf(buf, len, "namespace '%s' was dropped since checkpoint %llu (a delta would "
+                 "keep its tables)", dropped_ns, last);
+        return buf;
+    }
     if (!held || nheld != LAST.nheld || memcmp(held, LAST.held, nheld)) {
         snprintf(buf, len, "the partitions it holds changed since checkpoint %llu", last);
         return buf;
@@ -294,6 +307,8 @@ void checkpoint_write(uint64_t seq, int want_delta)
     }
     for (size_t i = 0; i < tables_count(X.tables); i++) /* the next delta starts now */
         shard_changes_reset(tables_at(X.tables, i)->sh);
+    if (full)
+        dropped_ns[0] = '\0'; /* this full file has no dropped table */
     CK.base = full ? seq : d.base;
     free(CK.held);
     CK.held = held;

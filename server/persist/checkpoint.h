@@ -53,6 +53,11 @@ void checkpoint_load_resumed(persist_clocks *clocks);
  * while another is being written, or when the snapshot fails. */
 void checkpoint_write(uint64_t seq, int want_delta);
 
+/* Namespace ns was dropped (its tables removed): the next checkpoint is a full
+ * one, since a delta over a file holding its tables would bring them back on
+ * resume. */
+void checkpoint_note_drop(const char *ns);
+
 /* CHECKPOINT_PRUNE below (--keep-checkpoints on the scheduler): deletes this
  * server's checkpoint files numbered below `below`, which the manifest no longer
  * lists (never the one being written: it is newer), but those numbered keep_from

@@ -332,6 +332,18 @@ void chain_pend_done(chain *c, chain_pend *pd)
     chain_pend_release(c, pd);
 }
 
+void chain_forget_table(chain *c, const table *t, const char *why)
+{
+    for (size_t i = 0; c->pend && i < MAX_PEND; i++) {
+        chain_pend *pd = &c->pend[i];
+        if (!pd->seq || pd->t != t)
+            continue;
+        if (pd->upstream_worker != CHAIN_UP_CLOSE) /* a close's pushes: bsp_forget's */
+            chain_answer_upstream(c, pd, PSKV_ENOTABLE, why);
+        chain_pend_release(c, pd);
+    }
+}
+
 /* pd answers msg's sender: its request id and routing id. */
 void chain_pend_reply_to(chain_pend *pd, const wire_msg *msg)
 {

@@ -46,6 +46,11 @@ void chain_drain(chain *c);
  * before this one. */
 void chain_forward_clock(chain *c, uint32_t head, uint32_t from, int rank, int64_t clock);
 
+/* Table t is being removed (its namespace dropped): the forwards of its pushes
+ * still waiting for the next servers are let go, their senders answered
+ * PSKV_ENOTABLE with why (a bsp close's pushes are bsp_forget's). */
+void chain_forget_table(chain *c, const table *t, const char *why);
+
 /* Pending forwards, for logs. */
 size_t chain_pending(const chain *c);
 

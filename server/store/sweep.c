@@ -11,13 +11,15 @@
 
 /* The namespaces of the tables with their bytes here and quotas, for the heartbeats
  * (every 100 ms: a heartbeat period is 100 ms or more). */
+static int64_t next_ns; /* the next namespaces_pass */
+
 static void namespaces_pass(table_set *ts)
 {
-    static int64_t next;
+    int64_t *next = &next_ns;
     int64_t now = tu_now_ms();
-    if (now < next)
+    if (now < *next)
         return;
-    next = now + 100;
+    *next = now + 100;
     lease_ns ns[LEASE_MAX_NS];
     size_t n = 0;
     for (size_t i = 0; i < tables_count(ts); i++) {
@@ -53,6 +55,16 @@ void sweep_pass(table_set *ts, consist *c)
     if (shrunk)
         malloc_trim(0);
     lease_set_tables(all.rows, all.admitted, all.not_admitted, all.evicted, all.bytes);
+    namespaces_pass(ts);
+}
+
+void sweep_report(table_set *ts)
+{
+    shard_mem all = {0};
+    for (size_t i = 0; i < tables_count(ts); i++)
+        shard_mem_add(tables_at(ts, i)->sh, &all);
+    lease_set_tables(all.rows, all.admitted, all.not_admitted, all.evicted, all.bytes);
+    next_ns = 0;
     namespaces_pass(ts);
 }
 

@@ -21,6 +21,10 @@
 /* One step of the sweep, then the totals for the heartbeats (lease_set_tables). */
 void sweep_pass(table_set *ts, consist *c);
 
+/* The totals and namespaces for the heartbeats, now (after tables were removed:
+ * the next heartbeat no longer carries them). */
+void sweep_report(table_set *ts);
+
 /* The growth of sparse tables between messages: moves up to budget rows of each
  * table whose map is doubling (shard_grow_step; 0: none, only asks). Returns 1
  * while a table still has rows to move: the loop then polls without waiting and

@@ -21,19 +21,23 @@ struct table_set {
 
 table_set *tables_new(void) { return calloc(1, sizeof(table_set)); }
 
+static void table_free(table *t)
+{
+    shard_destroy(&t->sh);
+    upd_plugin_destroy(&t->plug);
+    keycache_destroy(&t->kc);
+    free(t->opts);
+    free(t->closed);
+    free(t);
+}
+
 void tables_destroy(table_set **ts_p)
 {
     if (!ts_p || !*ts_p)
         return;
     table_set *ts = *ts_p;
-    for (size_t i = 0; i < ts->n; i++) {
-        shard_destroy(&ts->t[i]->sh);
-        upd_plugin_destroy(&ts->t[i]->plug);
-        keycache_destroy(&ts->t[i]->kc);
-        free(ts->t[i]->opts);
-        free(ts->t[i]->closed);
-        free(ts->t[i]);
-    }
+    for (size_t i = 0; i < ts->n; i++)
+        table_free(ts->t[i]);
     free(ts->t);
     free(ts);
     *ts_p = NULL;
@@ -48,6 +52,17 @@ table *tables_find(table_set *ts, uint64_t id)
 }
 
 size_t tables_count(const table_set *ts) { return ts->n; }
+
+void tables_remove(table_set *ts, table *t)
+{
+    for (size_t i = 0; i < ts->n; i++)
+        if (ts->t[i] == t) {
+            memmove(&ts->t[i], &ts->t[i + 1], (ts->n - i - 1) * sizeof *ts->t);
+            ts->n--;
+            table_free(t);
+            return;
+        }
+}
 
 table *tables_at(table_set *ts, size_t i) { return i < ts->n ? ts->t[i] : NULL; }
 

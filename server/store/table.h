@@ -4,7 +4,9 @@
  *
  * OWNS the set of tables: each table's parsed options, its shard, its packed
  * TableOptions (checkpoints and copies to new servers carry them) and its bsp
- * closed clocks per ring partition. A table lives until tables_destroy.
+ * closed clocks per ring partition. A table lives until tables_destroy, or until
+ * tables_remove (its namespace dropped: nsdrop.h, which first has every module
+ * that keeps a table pointer let go of it).
  * THREAD: the server's loop thread only.
  * NEVER blocks, logs or touches a socket; never changes a table's options once
  * created (a different open is refused; the one exception is the lr its updater
@@ -79,6 +81,10 @@ table *tables_at(table_set *ts, size_t i);
 
 /* Number of tables. */
 size_t tables_count(const table_set *ts);
+
+/* Removes table t from the set and frees it (its shard, options, plug-in); the
+ * others keep their order. The caller makes sure nothing still points at t. */
+void tables_remove(table_set *ts, table *t);
 
 /* Changes the lr t's updater applies pushes with from now on (pskv_table_set_lr);
  * t->upd keeps the open's, which reopens compare. Returns 0, or -PSKV_EINVAL naming

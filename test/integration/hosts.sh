@@ -174,7 +174,7 @@ partition_run() { # partition_run MODEL: cut worker 2's host for 5 s mid-run, th
     fail "$model: rejoin took 30 s or more"
 }
 
-tags hosts_partition root keys
+tags hosts_partition root keys slow
 t_hosts_partition() {
   # cut worker 2's host off for 5 s, then heal it: the others keep going (async and ssp:
   # the cut worker is declared dead and leaves the clock set), it comes back alive,

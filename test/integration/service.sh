@@ -285,7 +285,7 @@ t_service_shared_ns() {
   shutdown_service
 }
 
-# With keys, pskvctl shutdown and stop GROUP need a control key: a worker key is
+# With keys, pskvctl shutdown, stop GROUP and drop NAMESPACE need a control key: a worker key is
 # refused (exit 1, the reason named) and the service keeps serving; the control
 # key shuts it down.
 tags service_keys keys
@@ -304,6 +304,9 @@ t_service_keys() {
   "$BIN/pskvctl" --scheduler "$SVC" --keys "$K/worker-0" stop A > w.out 2>&1 &&
     fail "a worker key stopped a group"
   grep -q 'stop GROUP needs a control key' w.out || fail "not said: $(cat w.out)"
+  "$BIN/pskvctl" --scheduler "$SVC" --keys "$K/worker-0" drop A > w.out 2>&1 &&
+    fail "a worker key dropped a namespace"
+  grep -q 'drop NAMESPACE needs a control key' w.out || fail "not said: $(cat w.out)"
   "$BIN/pskvctl" --scheduler "$SVC" --keys "$K/control" status > st.out ||
     fail "the service stopped serving: $(cat st.out)"
   "$BIN/pskvctl" --scheduler "$SVC" --keys "$K/control" shutdown > shutdown.out 2>&1 ||
@@ -314,4 +317,232 @@ t_service_keys() {
     st=$?
     [ "$st" = 0 ] || fail "$f exited $st after shutdown: $(tail -n 2 "$f.log")"
   done
+}
+
+# server_bytes: the table bytes each server's heartbeat reports (status --json), "B0 B1 ...".
+server_bytes() {
+  "$BIN/pskvctl" --scheduler "$SVC" status --json > sb.json || fail "status"
+  python3 -c 'import json; print(" ".join(str(n.get("bytes", 0)) for n in json.load(open("sb.json"))["nodes"] if n["role"] == "server"))'
+}
+
+# ns_width GROUP NS WIDTH: test/tools/ns_width.py (a fresh NS/w of WIDTH, one push exact).
+ns_width() {
+  env PSKV_LIB="$top/build/lib/libpskv.so" timeout 120 /usr/bin/python3 \
+    "$top/test/tools/ns_width.py" "$SVC" "$@"
+}
+
+# pskvctl drop NAMESPACE after its groups ended, on 2 servers at R = 2: every
+# replica frees the namespace's tables (both servers log it, their table bytes in
+# status go to 0 and, outside ASan, a server's resident memory falls by at least a
+# quarter of what it held), its status line goes, and the same names open afresh:
+# NS/w at another width (refused while the old table stood) starts from zero, and
+# check's tables with another size pass their exact sums. A checkpoint after the
+# drop holds none of them: the server writes a full one, not a delta.
+t_service_ns_drop() {
+  local py=1 # the width checks need numpy and the plain build's library
+  /usr/bin/python3 -c 'import numpy' 2> /dev/null && [ -f "$top/build/lib/libpskv.so" ] ||
+    { py=0; echo "note: no numpy for /usr/bin/python3 or no build/lib/libpskv.so: width checks skipped"; }
+  export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=0:thread_local_quarantine_size_kb=0"
+  mkdir -p "$TDIR/sched" "$TDIR/d0" "$TDIR/d1" "$TDIR/d2"
+  SVC_PORT=$(free_port)
+  SVC=127.0.0.1:$SVC_PORT
+  start scheduler "$BIN/pskv-scheduler" --port "$SVC_PORT" --servers 2 --service --replicas 2 \
+    --data-dir "$TDIR/sched" --full-every 10
+  local i mport
+  mport=$(free_port)
+  for i in 0 1 2; do # server-2 joins the running service: copies reach it
+    start "server-$i" "$BIN/pskv-server" --scheduler "$SVC" --data-dir "$TDIR/d$i" \
+      $([ $i = 0 ] && echo --metrics-port "$mport")
+    [ $i = 1 ] && { wait_line scheduler.log 'cluster complete' 1 60 || fail "no service"; }
+  done
+  wait_line scheduler.log 'server node [0-9]* joined the running job' 1 30 || fail "no join"
+  group A 1 a --app check --rounds 3 --check-keys 300000
+  group_ok a 1 '^check ok: 1 workers, 3 servers, 3 rounds'
+  local tables=2
+  if [ $py = 1 ]; then
+    tables=3
+    ns_width P A 3 > w3.out 2>&1 || fail "width 3: $(cat w3.out)"
+    ns_width P A 5 > w5.out 2>&1 && fail "A/w reopened at width 5 before the drop"
+    grep -q "table 'A/w' exists with option 'width' = 3, open asked 5" w5.out || fail "$(cat w5.out)"
+  fi
+  "$BIN/pskvctl" --scheduler "$SVC" checkpoint --delta > ck1.out 2>&1 || fail "checkpoint: $(cat ck1.out)"
+  "$BIN/pskvctl" --scheduler "$SVC" status > before.out || fail "status"
+  grep -q '^namespace A: [1-9][0-9]* bytes on 3 servers' before.out ||
+    fail "no namespace A: $(grep namespace before.out)"
+  local rss0 rss1 freed bytes
+  if command -v curl > /dev/null; then # server-0's namespace gauge: its bytes, then 0
+    for i in $(seq 50); do
+      curl -s "http://127.0.0.1:$mport/metrics" > m1.txt
+      grep -q '^pskv_namespace_bytes{.*namespace="A"} [1-9]' m1.txt && break
+      sleep 0.1
+    done
+    grep -q '^pskv_namespace_bytes{.*namespace="A"} [1-9]' m1.txt || fail "no bytes of A in metrics"
+  fi
+  rss0=$(awk '/^VmRSS:/ { print $2 }' "/proc/$(cat server-0.pid)/status")
+  "$BIN/pskvctl" --scheduler "$SVC" drop A > drop.out 2>&1 || fail "drop A: $(cat drop.out)"
+  grep -qE "^dropped namespace A: $((3 * tables)) tables, [1-9][0-9]* rows, [1-9][0-9]* bytes freed \(every replica\)$" \
+    drop.out || fail "drop said: $(cat drop.out)"
+  freed=$(sed -E 's/.* rows, ([0-9]+) bytes.*/\1/' drop.out)
+  for i in 0 1 2; do
+    grep -q "namespace 'A' dropped: $tables tables" "server-$i.log" || fail "server-$i kept A"
+  done
+  for i in $(seq 50); do
+    bytes=$(server_bytes)
+    [ "$bytes" = "0 0 0" ] && break
+    sleep 0.1
+  done
+  [ "$bytes" = "0 0 0" ] || fail "the servers' table bytes after the drop: $bytes"
+  if command -v curl > /dev/null; then
+    curl -s "http://127.0.0.1:$mport/metrics" > m2.txt
+    grep -q '^pskv_namespace_bytes{.*namespace="A"} 0$' m2.txt ||
+      fail "A's bytes in metrics after the drop: $(grep 'namespace="A"' m2.txt)"
+  fi
+  "$BIN/pskvctl" --scheduler "$SVC" status > after.out || fail "status"
+  grep -q '^namespace A' after.out && fail "status still lists A: $(grep namespace after.out)"
+  rss1=$(awk '/^VmRSS:/ { print $2 }' "/proc/$(cat server-0.pid)/status")
+  echo "server-0 rss $rss0 -> $rss1 KB; $freed bytes freed over 3 servers"
+  if ! ldd "$BIN/pskv-server" | grep -q libasan; then
+    [ $(((rss0 - rss1) * 1024 * 12)) -ge "$freed" ] ||
+      fail "server-0's memory fell from $rss0 to $rss1 KB only ($freed bytes freed on 3 servers)"
+  fi
+  if [ $py = 1 ]; then
+    ns_width P A 5 > w5b.out 2>&1 || fail "width 5 after the drop: $(cat w5b.out)"
+  fi
+  group A 1 a2 --app check --rounds 3 --check-keys 5000
+  group_ok a2 1 '^check ok: 1 workers, 3 servers, 3 rounds, async, 5000 dense'
+  "$BIN/pskvctl" --scheduler "$SVC" checkpoint --delta > ck2.out 2>&1 || fail "checkpoint: $(cat ck2.out)"
+  grep -q "namespace 'A' was dropped since checkpoint 1" server-2.log ||
+    fail "server-2 wrote a delta over a file with A's old tables: $(grep 'checkpoint 2' server-2.log)"
+  shutdown_service
+}
+
+# A drop while a server joins: server-0's copy to the joiner is held back 4 s
+# (PSKV_TEST_FILL_DELAY_MS), so the drop asked meanwhile waits for the copy to be
+# whole before NS_DROP goes out; the joiner, which got the namespace's tables by the
+# copy, frees them too, and nothing brings them back (both servers' table bytes
+# stay 0, status lists no X).
+t_service_ns_drop_join() {
+  SVC_PORT=$(free_port)
+  SVC=127.0.0.1:$SVC_PORT
+  start scheduler "$BIN/pskv-scheduler" --port "$SVC_PORT" --servers 1 --service
+  start server-0 env PSKV_TEST_FILL_DELAY_MS=4000 "$BIN/pskv-server" --scheduler "$SVC"
+  wait_line scheduler.log 'cluster complete' 1 60 || fail "the service did not start"
+  group X 1 x --app check --rounds 3
+  group_ok x 1 '^check ok: 1 workers, 1 servers, 3 rounds'
+  start server-1 "$BIN/pskv-server" --scheduler "$SVC"
+  wait_line scheduler.log 'server node [0-9]* joined the running job' 1 30 || fail "no join"
+  "$BIN/pskvctl" --scheduler "$SVC" drop X > drop.out 2>&1 || fail "drop X: $(cat drop.out)"
+  grep -q '^dropped namespace X: 4 tables' drop.out || fail "said: $(cat drop.out)"
+  grep -q "dropping namespace 'X' .* waits for the copies" scheduler.log ||
+    echo "note: the copy was whole before the drop was asked (a loaded machine)"
+  grep -q "namespace 'X' dropped: 2 tables" server-1.log || fail "the joiner: $(grep -i "namespace 'X'" server-1.log)"
+  sleep 1 # a copy that came late would have recreated the tables by now
+  local bytes
+  bytes=$(server_bytes)
+  [ "$bytes" = "0 0" ] || fail "the servers' table bytes after the drop: $bytes"
+  "$BIN/pskvctl" --scheduler "$SVC" status | grep -q '^namespace X' && fail "status lists X"
+  shutdown_service
+}
+
+# Readers (pskv-serve) follow namespaces R and Q when R is dropped: the server
+# unsubscribes R's reader (its renewals are refused: no table; it keeps serving the
+# last copy it has), Q's reader goes on being served and Q's tables stay.
+t_service_ns_drop_reader() {
+  command -v curl > /dev/null || { echo "no curl"; return 77; }
+  start_service 1
+  group R 1 r --app check --rounds 3
+  group Q 1 q --app check --rounds 3
+  group_ok r 1 '^check ok'
+  group_ok q 1 '^check ok'
+  local hr hq i
+  hr=$(free_port)
+  hq=$(free_port)
+  start follow-r "$BIN/pskv-serve" --scheduler "$SVC" --namespace R --http-port "$hr"
+  start follow-q "$BIN/pskv-serve" --scheduler "$SVC" --namespace Q --http-port "$hq"
+  for i in $(seq 300); do
+    curl -sf "http://127.0.0.1:$hr/v1/model" | grep -q '"table":"check.dense"' &&
+      curl -sf "http://127.0.0.1:$hq/v1/model" | grep -q '"table":"check.dense"' && break
+    sleep 0.1
+  done
+  curl -sf "http://127.0.0.1:$hr/v1/model" | grep -q '"table":"check.dense"' || fail "R not served"
+  "$BIN/pskvctl" --scheduler "$SVC" drop R > drop.out 2>&1 || fail "drop R: $(cat drop.out)"
+  grep -q "namespace 'R' dropped: a reader following it unsubscribed" server-0.log ||
+    fail "R's reader: $(grep -i reader server-0.log)"
+  wait_line follow-r.log 'refused to be followed' 1 10 || fail "R's reader: $(tail -n 2 follow-r.log)"
+  curl -sf "http://127.0.0.1:$hr/v1/model" | grep -q '"table":"check.dense"' ||
+    fail "R's reader stopped serving its last copy"
+  curl -sf "http://127.0.0.1:$hq/v1/model" | grep -q '"table":"check.dense"' || fail "Q not served"
+  grep -q "refused" follow-q.log && fail "Q's reader was refused: $(grep refused follow-q.log)"
+  "$BIN/pskvctl" --scheduler "$SVC" status | grep -q '^namespace Q:' || fail "Q went with R"
+  kill "$(cat follow-r.pid)" "$(cat follow-q.pid)"
+  wait_exit "$(cat follow-r.pid)" 10 > /dev/null
+  wait_exit "$(cat follow-q.pid)" 10 > /dev/null
+  shutdown_service
+}
+
+# pskvctl drop is refused, exit 1, naming the namespace: while a live group uses it
+# (opened tables in it, or is named after it; the group's name given), an unknown
+# name, a name with '/'; the service keeps serving and the group's tables stay;
+# once the group ended (its worker killed), the drop goes. A job refuses to drop
+# its unnamed namespace. No argument: usage, exit 2.
+t_service_ns_drop_refused() {
+  start_service 1
+  group B 1 b --app check --rounds 100000 --slowdown 50
+  wait_line scheduler.log 'group B: started' 1 60 || fail "group B did not start"
+  local i
+  for i in $(seq 100); do # its tables are open once the server lists namespace B
+    "$BIN/pskvctl" --scheduler "$SVC" status | grep -q '^namespace B:' && break
+    sleep 0.1
+  done
+  "$BIN/pskvctl" --scheduler "$SVC" drop B > busy.out 2>&1 && fail "dropped B while it runs"
+  grep -q "namespace 'B' is in use by live group B" busy.out || fail "said: $(cat busy.out)"
+  "$BIN/pskvctl" --scheduler "$SVC" drop nope > nope.out 2>&1 && fail "dropped nope"
+  grep -q "namespace 'nope' does not exist" nope.out || fail "said: $(cat nope.out)"
+  "$BIN/pskvctl" --scheduler "$SVC" drop a/b > slash.out 2>&1 && fail "dropped a/b"
+  grep -q "namespace 'a/b' is not a namespace name" slash.out || fail "said: $(cat slash.out)"
+  "$BIN/pskvctl" --scheduler "$SVC" drop > usage.out 2>&1
+  [ $? = 2 ] || fail "drop without a name: $(cat usage.out)"
+  "$BIN/pskvctl" --scheduler "$SVC" status | grep -q '^namespace B:' || fail "B's tables went"
+  kill -0 "$(cat b-0.pid)" 2> /dev/null || fail "B's worker ended: $(tail -n 2 b-0.log)"
+  kill -KILL "$(cat b-0.pid)"
+  wait_line scheduler.log 'group B ended' 1 30 || fail "group B did not end"
+  "$BIN/pskvctl" --scheduler "$SVC" drop B > drop.out 2>&1 || fail "drop B: $(cat drop.out)"
+  grep -q '^dropped namespace B: 2 tables' drop.out || fail "said: $(cat drop.out)"
+  shutdown_service
+  local port
+  port=$(free_port)
+  start job "$BIN/pskv-scheduler" --port "$port" --servers 1 --workers 1 --join-timeout 30
+  wait_line job.log 'listening on port' 1 10 || fail "the job's scheduler did not start"
+  "$BIN/pskvctl" --scheduler "127.0.0.1:$port" drop "" > job.out 2>&1 && fail "a job dropped ''"
+  grep -q "the unnamed namespace is job [0-9]*'s own" job.out || fail "said: $(cat job.out)"
+  kill "$(cat job.pid)"
+  wait_exit "$(cat job.pid)" 10 > /dev/null
+  no_strays "$TDIR"
+}
+
+# pskv-worker --drop-namespace: the group's namespace goes when the group ends
+# (the servers free its bsp tables; a new group opening them finds them fresh), but
+# only when no other live group uses it: a group sharing namespace S with one still
+# running keeps S.
+t_service_ns_drop_flag() {
+  start_service 1
+  group D 1 d --app check --rounds 5 --consistency bsp --drop-namespace
+  group_ok d 1 '^check ok: 1 workers, 1 servers, 5 rounds, bsp'
+  wait_line scheduler.log "namespace 'D' dropped (group D ended with --drop-namespace): 3 tables" 1 20 ||
+    fail "D's namespace not dropped: $(grep -i namespace scheduler.log)"
+  grep -q "namespace 'D' dropped: 3 tables" server-0.log || fail "the server kept D"
+  # the same bsp tables again, fresh (clocks from 0, values from 0: check's exact sums)
+  group D2 2 d2 --app check --rounds 5 --consistency bsp --namespace D
+  group_ok d2 2 '^check ok: 2 workers, 1 servers, 5 rounds, bsp'
+  group F 1 f --app bench --size 4096 --steps 100000000 --warmup 0 --runs 1 --namespace S
+  wait_line scheduler.log 'group F: started' 1 60 || fail "group F did not start"
+  group E 1 e --app check --rounds 5 --namespace S --drop-namespace
+  group_ok e 1 '^check ok: 1 workers, 1 servers, 5 rounds'
+  wait_line scheduler.log "group E ended with --drop-namespace: namespace 'S' kept: namespace 'S' is in use by live group F" 1 20 ||
+    fail "S: $(grep -i "namespace 'S'" scheduler.log)"
+  grep -q "namespace 'S' dropped" server-0.log && fail "the server dropped S while F uses it"
+  kill -KILL "$(cat f-0.pid)"
+  wait_line scheduler.log 'group F ended' 1 30 || fail "group F did not end"
+  "$BIN/pskvctl" --scheduler "$SVC" status | grep -q '^namespace S:' || fail "S went with F"
+  shutdown_service
 }

@@ -385,8 +385,11 @@ START_TEST(test_events_and_fillers)
 }
 END_TEST
 
-/* A worker of group `name` of `size` (0: none given) wishing `rank`, on a new socket. */
-static void *reg_group(const char *name, uint32_t size, int rank, uint64_t nonce)
+/* A worker of group `name` of `size` (0: none given) wishing `rank`, on a new
+ * socket, its tables in namespace ns (NULL: none named) and asking to drop it at
+ * its group's end (drop). */
+static void *reg_group_ns(const char *name, uint32_t size, int rank, uint64_t nonce,
+                          const char *ns, int drop)
 {
     void *d = node_sock();
     Pskv__Meta m;
@@ -402,8 +405,15 @@ static void *reg_group(const char *name, uint32_t size, int rank, uint64_t nonce
     m.group = (char *)name;
     m.has_group_size = size > 0;
     m.group_size = size;
+    m.table_ns = (char *)ns;
+    m.has_drop_namespace = m.drop_namespace = drop;
     deliver(d, &m);
     return d;
+}
+
+static void *reg_group(const char *name, uint32_t size, int rank, uint64_t nonce)
+{
+    return reg_group_ns(name, size, rank, nonce, NULL, 0);
 }
 
 /* A service: it runs with its server alone; two groups rank, start, see and
@@ -461,6 +471,51 @@ START_TEST(test_service_groups)
 }
 END_TEST
 
+static char dropped[2][80]; /* the drop hook's calls: "NS by GROUP" */
+static int ndropped;
+
+static void on_drop(const char *ns, const char *group)
+{
+    if (ndropped < 2)
+        snprintf(dropped[ndropped], sizeof dropped[0], "%s by %s", ns, group);
+    ndropped++;
+}
+
+/* Which live groups use a namespace (pskvctl drop's refusal): named after it, or a
+ * worker registered in it (REGISTER table_ns); a bad table_ns is refused naming the
+ * field; a group whose worker asked --drop-namespace calls the drop hook at its end
+ * with its namespace, one without does not. */
+START_TEST(test_group_namespaces)
+{
+    setup_job(1, 1);
+    memb.service = 1;
+    ndropped = 0;
+    group_on_drop(on_drop);
+    uint32_t aid, bid;
+    acked_rank(reg(PSKV__ROLE__SERVER, -1, 1), NULL);
+    void *a = reg_group_ns("A", 1, -1, 2, "S", 1);
+    ck_assert_int_eq(acked_rank(a, &aid), 0);
+    void *b = reg_group("B", 1, -1, 3);
+    ck_assert_int_eq(acked_rank(b, &bid), 0);
+    ck_assert_ptr_nonnull(strstr(refusal(reg_group_ns("C", 1, -1, 4, "x/y", 0)),
+                                 "group C: field table_ns"));
+    char names[100];
+    ck_assert_int_eq(group_users("S", names, sizeof names), 1);
+    ck_assert_str_eq(names, "A");
+    ck_assert_int_eq(group_users("A", names, sizeof names), 1); /* named after it */
+    ck_assert_int_eq(group_users("B", names, sizeof names), 1); /* its own name, no table_ns */
+    ck_assert_int_eq(group_users("Z", names, sizeof names), 0);
+    ck_assert_str_eq(names, "");
+    send_simple(a, PSKV__MSG_TYPE__FINISH, aid, 0);
+    ck_assert_int_eq(ndropped, 1);
+    ck_assert_str_eq(dropped[0], "S by A");
+    ck_assert_int_eq(group_users("S", names, sizeof names), 0);
+    send_simple(b, PSKV__MSG_TYPE__FINISH, bid, 0);
+    ck_assert_int_eq(ndropped, 1); /* B did not ask */
+    group_on_drop(NULL);
+}
+END_TEST
+
 Suite *membership_suite(void)
 {
     Suite *s = suite_create("membership");
@@ -472,6 +527,7 @@ Suite *membership_suite(void)
     tcase_add_test(tc, test_finish_then_stop);
     tcase_add_test(tc, test_events_and_fillers);
     tcase_add_test(tc, test_service_groups);
+    tcase_add_test(tc, test_group_namespaces);
     tcase_add_checked_fixture(tc, NULL, teardown_job);
     suite_add_tcase(s, tc);
     return s;

@@ -448,6 +448,35 @@ START_TEST(set_lr_changes_applied_lr_only)
 }
 END_TEST
 
+/* tables_remove (a namespace dropped): the others keep their order and stay
+ * findable, and the removed name opens afresh with other options. */
+START_TEST(remove_then_reopen)
+{
+    table_set *ts = tables_new();
+    char why[300];
+    const char *names[] = {"a/x", "b/y", "a/z", "b/w"};
+    for (int i = 0; i < 4; i++) {
+        Pskv__TableOptions o = base();
+        o.name = (char *)names[i];
+        ck_assert_int_eq(open_full(ts, &o, why, sizeof why), 0);
+    }
+    for (size_t i = tables_count(ts); i-- > 0;)
+        if (!strcmp(tables_at(ts, i)->ns, "a"))
+            tables_remove(ts, tables_at(ts, i));
+    ck_assert_uint_eq(tables_count(ts), 2);
+    ck_assert_str_eq(tables_at(ts, 0)->name, "b/y");
+    ck_assert_str_eq(tables_at(ts, 1)->name, "b/w");
+    ck_assert_ptr_null(tables_find(ts, wire_table_id("a/x")));
+    ck_assert_ptr_nonnull(tables_find(ts, wire_table_id("b/w")));
+    Pskv__TableOptions o = base();
+    o.name = "a/x";
+    o.width = 7; /* refused while the first a/x stood */
+    ck_assert_int_eq(open_full(ts, &o, why, sizeof why), 0);
+    ck_assert_uint_eq(tables_find(ts, wire_table_id("a/x"))->width, 7);
+    tables_destroy(&ts);
+}
+END_TEST
+
 Suite *table_suite(void)
 {
     Suite *s = suite_create("table");
@@ -463,6 +492,7 @@ Suite *table_suite(void)
     tcase_add_test(tc, nan_eps_reopen);
     tcase_add_test(tc, reopen_new_updaters);
     tcase_add_test(tc, set_lr_changes_applied_lr_only);
+    tcase_add_test(tc, remove_then_reopen);
     suite_add_tcase(s, tc);
     TCase *sh = tcase_create("shards");
     tcase_add_test(sh, split_servers_agree);

@@ -97,6 +97,10 @@ static const cfg_entry worker_head[] = {
     {"group-size", CFG_INT, "0", "PSKV_GROUP_SIZE", 0, 65536, NULL,
      "the group's workers W, the same for each of them: the group starts when W registered "
      "(0 = the scheduler's --workers; a named group needs it)", 0, 0, NULL, NULL},
+    {"drop-namespace", CFG_BOOL, "false", "PSKV_DROP_NAMESPACE", 1, 0, NULL,
+     "when this worker's group ends, the servers drop its namespace's tables at once (if no "
+     "other live group uses it; a service's groups only): as pskvctl drop NAMESPACE", 0, 0,
+     NULL, NULL},
     {"quota-bytes", CFG_INT, "0", "PSKV_QUOTA_BYTES", 0, 9.2e18, "bytes",
      "ask the servers to hold --namespace's tables to this much memory, every replica "
      "counted: a push creating rows past it fails (PSKV_EQUOTA); 0 = none asked", 0, 0, NULL,
@@ -251,6 +255,7 @@ static void library_config(pskv_config *pc)
     pc->quota_bytes = (uint64_t)cfg_int(config, "quota-bytes");
     pc->group = cfg_str(config, "group");
     pc->group_size = (int)cfg_int(config, "group-size");
+    member_set_drop_namespace((int)cfg_int(config, "drop-namespace")); /* carried in REGISTER */
     pc->metrics_port = (int)cfg_int(config, "metrics-port");
     pc->metrics_bind = cfg_str(config, "bind");
     pc->listen_bind = cfg_str(config, "bind");

@@ -120,6 +120,9 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
                           (rc = port = wpeer_listen(w, cfg.listen_bind, cfg.listen_port)) < 0))
         goto fail;
     member_set_group(w->evaluator ? NULL : group, (uint32_t)cfg.group_size);
+    member_set_namespace(w->evaluator ? NULL : ns);
+    const char *drop = getenv("PSKV_DROP_NAMESPACE"); /* no pskv_config field: the env */
+    member_set_drop_namespace(drop && (!strcmp(drop, "1") || !strcmp(drop, "true")));
     rc = member_open(&w->mb, w->ctx, &w->sec, cfg.scheduler,
                      w->evaluator ? PSKV__ROLE__EVALUATOR : PSKV__ROLE__WORKER,
                      w->evaluator ? -1 : cfg.rank, host, port,
