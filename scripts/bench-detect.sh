@@ -10,8 +10,9 @@
 #      8 and then 16 busy loops, and beside a memory-heavy neighbour (4 busy
 #      loops, 2 processes zeroing 256 MiB over and over):
 #      nodes declared dead, declared dead then heard from, the load average;
-#   4. the heartbeats' cost: the scheduler's CPU per node per second and the bytes of a
-#      heartbeat and of its ack, this build against --baseline-bin DIR (today's).
+#   4. the heartbeats' cost: the scheduler's CPU per node per second (a job of 3
+#      servers and 4 workers, 60 s), this build against --baseline-bin DIR (an older
+#      build's); the bytes of a heartbeat are not measured here.
 # Usage: scripts/bench-detect.sh [--kills N] [--stops N] [--warmup S] [--soak-seconds S]
 #        [--baseline-bin DIR] [--only failover|stop|soak|cost]
 set -u
