@@ -249,8 +249,8 @@ static void send_dense(follow *f, sub *s)
 }
 
 /* Sends s up to budget more rows of the full copy it is owed or being sent: the
- * sparse tables of its namespace in slices (each at least one message), then the
- * dense ones whole. Deltas flow to s meanwhile (sync_changes): a row changed
+ * sparse tables of its namespace in slices (each at least one message); the dense
+ * ones are then owed at the next clock boundary (target 0). Deltas flow to s meanwhile (sync_changes): a row changed
  * after its slice went comes again as a delta. */
 static void step_full(follow *f, sub *s, uint64_t budget)
 {
@@ -266,14 +266,13 @@ static void step_full(follow *f, sub *s, uint64_t budget)
             table *c = tables_at(f->tables, s->full_tab);
             t = !c->dense && !strcmp(c->ns, s->ns) ? c : NULL;
         }
-        if (!t) { /* the sparse tables are all sent: the dense ones, whole */
+        if (!t) { /* the sparse tables are all sent: the dense ones, whole, at the next
+                   * clock boundary (follow_clock; settled): sent now, in the middle of a
+                   * round, a part would hold some of the round's pushes and not others,
+                   * under the clock before it */
             s->in_full = 0;
-            if (settled(f)) {
-                send_dense(f, s);
-            } else { /* at the first boundary once settled (follow_clock) */
-                s->target = 0;
-                s->asked_ms = tu_now_ms();
-            }
+            s->target = 0;
+            s->asked_ms = tu_now_ms();
             return;
         }
         f->g = (gather){f, t, f->g.keys, f->g.vals, 0, f->g.kcap, f->g.vcap};
@@ -508,7 +507,6 @@ void follow_final(follow *f)
     for (int i = 0; i < f->nsubs; i++) {
         if (f->subs[i].owed_full || f->subs[i].in_full)
             step_full(f, &f->subs[i], UINT64_MAX);
-        else
-            send_dense(f, &f->subs[i]);
+        send_dense(f, &f->subs[i]); /* training is over: what it holds is whole */
     }
 }

@@ -8,7 +8,8 @@
  *   - a full copy when it asks for one (its first FOLLOW, a gap in follow_seq, a
  *     reconnect) and after a placement change (a failover makes new heads): the
  *     sparse tables in slices of FOLLOW_FULL_ROWS rows a sync (shard_scan), deltas
- *     flowing meanwhile, then the dense tables whole;
+ *     flowing meanwhile, then the dense tables whole at the next clock boundary
+ *     (never in the middle of a round);
  *   - sparse tables: the rows written since the last sync, every --sync-ms (the
  *     shards keep a second set of dirty bits for it: shard_follow_taken);
  *   - dense tables: the whole part, only at a clock boundary: when a CLOCK moves

@@ -294,6 +294,7 @@ static int publish_dense(smerge *m, dtab *d, int64_t clock)
             memcpy(s->vals + p->keys[j] * d->width, p->vals + j * d->width,
                    d->width * sizeof *s->vals);
     }
+    LOG_D("%s: version at clock %lld from %zu parts", d->name, (long long)clock, d->nparts);
     s->n = (size_t)d->size;
     s->width = d->width;
     s->clock = clock;
