@@ -94,14 +94,9 @@ static int find_family(const char *name, met_type type, const char *help)
     return (int)R.nfams++;
 }
 
-met_series *metrics_series(const char *name, met_type type, const char *help,
-                           const char *lkey, const char *lval)
+/* The series of family name with the rendered labels lab (metrics_series). */
+static met_series *series_of(const char *name, met_type type, const char *help, const char *lab)
 {
-    char val[256], lab[300] = "";
-    if (lkey) {
-        escape(val, sizeof val, lval ? lval : "");
-        snprintf(lab, sizeof lab, "%s=\"%s\"", lkey, val);
-    }
     met_series *s = NULL;
     pthread_mutex_lock(&R.mu);
     int fam = find_family(name, type, help);
@@ -122,6 +117,27 @@ met_series *metrics_series(const char *name, met_type type, const char *help,
     }
     pthread_mutex_unlock(&R.mu);
     return s;
+}
+
+met_series *metrics_series(const char *name, met_type type, const char *help,
+                           const char *lkey, const char *lval)
+{
+    return metrics_series2(name, type, help, lkey, lval, NULL, NULL);
+}
+
+met_series *metrics_series2(const char *name, met_type type, const char *help,
+                            const char *k1, const char *v1, const char *k2, const char *v2)
+{
+    char a[256], b[256], lab[600] = "";
+    if (k1) {
+        escape(a, sizeof a, v1 ? v1 : "");
+        snprintf(lab, sizeof lab, "%s=\"%s\"", k1, a);
+    }
+    if (k1 && k2) {
+        escape(b, sizeof b, v2 ? v2 : "");
+        snprintf(lab + strlen(lab), sizeof lab - strlen(lab), ",%s=\"%s\"", k2, b);
+    }
+    return series_of(name, type, help, lab);
 }
 
 void metrics_add(met_series *s, double v)

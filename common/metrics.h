@@ -34,6 +34,9 @@ void metrics_identity(const char *role, int node, int rank);
  * out of memory or the type differs (a bug: logged). The registry owns it. */
 met_series *metrics_series(const char *name, met_type type, const char *help,
                            const char *lkey, const char *lval);
+/* The same with two extra labels, k1="v1",k2="v2" (k2 NULL: only the first). */
+met_series *metrics_series2(const char *name, met_type type, const char *help,
+                            const char *k1, const char *v1, const char *k2, const char *v2);
 
 /* Counter: adds v (>= 0). Gauge: adds v (any sign). NULL-safe. */
 void metrics_add(met_series *s, double v);

@@ -183,6 +183,16 @@ void *net_monitor(void *ctx, void *sock, const char *ep, int events)
     return pair;
 }
 
+void net_monitor_stop(void *sock, void **mon_p)
+{
+    if (!mon_p || !*mon_p)
+        return;
+    if (sock)
+        zmq_socket_monitor(sock, NULL, 0);
+    zmq_close(*mon_p);
+    *mon_p = NULL;
+}
+
 int net_monitor_event(void *mon, uint16_t *event, int32_t *value)
 {
     zmq_msg_t ev, ep;

@@ -43,9 +43,17 @@ int net_check_advertise(const char *advertised, const char *scheduler_host, char
 void *net_socket(void *ctx, int type, int64_t max_message, int linger_ms);
 
 /* Starts a monitor of `events` (ZMQ_EVENT_*) on sock at inproc endpoint `ep`,
- * read on the PAIR returned (linger 0; the caller's: stop the monitor with
- * zmq_socket_monitor(sock, NULL, 0), then close it). NULL when it cannot. */
+ * read on the PAIR returned (linger 0; the caller's, to end with net_monitor_stop
+ * while sock is still open). NULL when it cannot. */
 void *net_monitor(void *ctx, void *sock, const char *ep, int events);
+
+/* Stops sock's monitor, then closes its PAIR *mon_p and sets it to NULL; nothing
+ * when *mon_p is NULL. In that order only: ZeroMQ's I/O thread sends each event
+ * with a blocking send, so an event of a socket whose monitor outlives its reader
+ * (the reader closed first, then a connection of sock closes) stops that thread
+ * for good, and every socket of the context with it: no heartbeat, reply or
+ * forward goes out or comes in, while the loop runs on. */
+void net_monitor_stop(void *sock, void **mon_p);
 
 /* Takes one event from a monitor's PAIR without waiting: its ZMQ_EVENT_* in *event and
  * its value (the fd for DISCONNECTED) in *value (0 and -1 when the frame is short),

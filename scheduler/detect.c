@@ -349,10 +349,7 @@ void detect_stop(void *sock)
 {
     if (!D.mon)
         return;
-    if (D.own_mon)
-        zmq_socket_monitor(sock, NULL, 0);
-    zmq_close(D.mon);
-    D.mon = NULL;
+    net_monitor_stop(D.own_mon ? sock : NULL, &D.mon); /* ZAP's monitor is ZAP's to stop */
     D.own_mon = 0;
 }
 

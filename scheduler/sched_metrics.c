@@ -39,6 +39,45 @@ int schedm_start(const char *bind_addr, int port)
     return metrics_start(bind_addr, port);
 }
 
+/* The slowest live worker's clock of n's group (n's own when none is live). */
+static int64_t group_slowest(const memb_node *n)
+{
+    int64_t lo = n->clock;
+    int any = 0;
+    for (int i = 0; i < memb.nnodes; i++) {
+        const memb_node *o = &memb.nodes[i];
+        if (o->role != PSKV__ROLE__WORKER || o->dead || o->state == NODE_FINISHED ||
+            o->group_gen != n->group_gen)
+            continue;
+        lo = !any || o->clock < lo ? o->clock : lo;
+        any = 1;
+    }
+    return lo;
+}
+
+/* One series per worker rank (per group and rank in a service's named groups):
+ * how many clocks it is ahead of its group's slowest live worker, 0 once it is
+ * not live. A job's workers keep the one label worker_rank. */
+static void worker_lags(void)
+{
+    for (int i = 0; i < memb.nnodes; i++) {
+        memb_node *n = &memb.nodes[i];
+        if (n->role != PSKV__ROLE__WORKER || n->replaced)
+            continue;
+        if (!n->lag) { /* looked up once per node: the registry search is linear */
+            char rank[16];
+            snprintf(rank, sizeof rank, "%d", n->rank);
+            n->lag = metrics_series2("pskv_worker_clock_lag", MET_GAUGE,
+                                     "Clocks this worker is ahead of the slowest live worker "
+                                     "of its group.", *n->group ? "group" : "worker_rank",
+                                     *n->group ? n->group : rank, *n->group ? "worker_rank"
+                                     : NULL, rank);
+        }
+        int live = !n->dead && n->state != NODE_FINISHED;
+        metrics_set(n->lag, live ? (double)(n->clock - group_slowest(n)) : 0);
+    }
+}
+
 void schedm_tick(void)
 {
     static int64_t next;
@@ -46,8 +85,7 @@ void schedm_tick(void)
     if (now < next)
         return;
     next = now + 500;
-    int servers = 0, workers = 0, evaluators = 0, have_slowest = 0;
-    int64_t slowest = 0;
+    int servers = 0, workers = 0, evaluators = 0;
     double dropped = 0;
     for (int i = 0; i < memb.nnodes; i++) {
         const memb_node *n = &memb.nodes[i];
@@ -57,9 +95,6 @@ void schedm_tick(void)
             dropped += live ? (double)n->dropped : 0;
         } else if (n->role == PSKV__ROLE__WORKER && live) {
             workers++;
-            if (!have_slowest || n->clock < slowest)
-                slowest = n->clock;
-            have_slowest = 1;
         } else if (n->role == PSKV__ROLE__EVALUATOR) {
             evaluators += live;
         }
@@ -70,21 +105,7 @@ void schedm_tick(void)
     metrics_set(late, dropped);
     group_metrics();
     detect_metrics(now);
-    /* one series per worker rank: a rank's lag, 0 once it is not live */
-    for (int i = 0; i < memb.nnodes; i++) {
-        memb_node *n = &memb.nodes[i];
-        if (n->role != PSKV__ROLE__WORKER || n->replaced)
-            continue;
-        if (!n->lag) { /* looked up once per node: the registry search is linear */
-            char rank[16];
-            snprintf(rank, sizeof rank, "%d", n->rank);
-            n->lag = metrics_series("pskv_worker_clock_lag", MET_GAUGE,
-                                    "Clocks this worker is ahead of the slowest live worker.",
-                                    "worker_rank", rank);
-        }
-        int live = !n->dead && n->state != NODE_FINISHED;
-        metrics_set(n->lag, live ? (double)(n->clock - slowest) : 0);
-    }
+    worker_lags();
 }
 
 static int on_died(void *ctx, const sched_ev *ev)

@@ -349,7 +349,8 @@ static int refuse_stale(wire_msg *msg)
     if (!data && !repl)
         return 0;
     char why[200];
-    if (!lease_valid() && r->type != PSKV__MSG_TYPE__FILL) {
+    int valid = lease_valid();
+    if (!valid && r->type != PSKV__MSG_TYPE__FILL) {
         if (!srv.lease_lapsed++) {
             LOG_W("lease lapsed (no acknowledged heartbeat): serving nothing until renewed");
             smet_lease_lapse();
@@ -358,7 +359,7 @@ static int refuse_stale(wire_msg *msg)
             fail(msg, PSKV_ESTALE, "this server's lease has lapsed; it may have been replaced");
         return 1;
     }
-    if (srv.lease_lapsed) {
+    if (srv.lease_lapsed && valid) { /* a copy taken while lapsed renews nothing */
         LOG_I("lease renewed");
         srv.lease_lapsed = 0;
     }

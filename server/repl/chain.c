@@ -118,11 +118,10 @@ static chain_peer *peer_of(chain *c, uint32_t id)
 
 void chain_peer_close(chain_peer *p)
 {
-    if (p->mon)
-        zmq_close(p->mon);
+    net_monitor_stop(p->sock, &p->mon); /* first: see net.h */
     if (p->sock)
         zmq_close(p->sock);
-    p->mon = p->sock = NULL;
+    p->sock = NULL;
 }
 
 void *chain_peer_sock(chain *c, uint32_t id)

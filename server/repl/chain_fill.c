@@ -203,6 +203,27 @@ static int in_old_chain(const uint32_t *old, uint32_t R, uint32_t p, uint32_t id
             return 1;
     return 0;
 }
+/* This server still waited for p's copy from its predecessor in the old chain
+ * `was`, and takes the partition on as it stands: when that predecessor left the
+ * chain, nobody sends the copy now, and what only it held is gone. Said loudly:
+ * the scheduler counts as lost only a partition with no live member
+ * (docs/operations.md, failure detection). */
+static void lost_copy(chain *c, const uint32_t *was, uint32_t p, uint32_t me)
+{
+    uint32_t from = 0;
+    for (uint32_t j = 1; j < c->R; j++)
+        if (was[j] == me)
+            from = was[j - 1];
+    const uint32_t *now = chain_members(c, p);
+    for (uint32_t j = 0; from && j < c->R; j++)
+        if (now[j] == from)
+            return; /* still in the chain: its copy may come yet */
+    if (from)
+        LOG_E("partition %u: server node %u left its chain before its copy to this server "
+              "was whole; taken on without it: what only node %u held is lost", p, from,
+              from);
+}
+
 int chain_fill_transfer(chain *c, const uint32_t *old, uint32_t p)
 {
     uint32_t me = c->mb->node_id;
@@ -227,6 +248,8 @@ int chain_fill_transfer(chain *c, const uint32_t *old, uint32_t p)
     c->fresh_next[p] = old && nx && (!in_old_chain(old, c->R, p, nx) ||
                                      (c->fresh_next[p] && nx == prev_nx));
     if (!old || in_old_chain(old, c->R, p, me)) {
+        if (old && !c->ready[p])
+            lost_copy(c, was, p, me);
         c->ready[p] = 1; /* held all along (or since the job began) */
         return 0;
     }

@@ -115,7 +115,8 @@ t_service_refusals() {
 
 # pskvctl stop GROUP ends that group's workers as early stopping does (exit 0, the
 # line saying who stopped them), while another group goes on and passes (and has
-# its live worker in the metrics, group="K"); SIGTERM shuts the service down as
+# its live worker in the metrics, group="K", and each group's ranks their own clock
+# lag series); SIGTERM shuts the service down as
 # pskvctl shutdown does.
 t_service_stop_group() {
   local mport
@@ -144,6 +145,11 @@ t_service_stop_group() {
     curl -s "http://127.0.0.1:$mport/metrics" > metrics.out || fail "no metrics"
     grep -q '^pskv_group_workers{.*group="K".*} 1$' metrics.out ||
       fail "no pskv_group_workers of K: $(grep pskv_group metrics.out)"
+    # each group's ranks have their own lag series (rank 0 of S and of K apart)
+    grep -q '^pskv_worker_clock_lag{.*group="K",worker_rank="0"} 0$' metrics.out ||
+      fail "no clock lag of K's rank 0: $(grep pskv_worker_clock_lag metrics.out)"
+    grep -q '^pskv_worker_clock_lag{.*group="S",worker_rank="1"} 0$' metrics.out ||
+      fail "no clock lag of S's rank 1 (0 once stopped): $(grep pskv_worker_clock_lag metrics.out)"
   fi
   group_ok k 1 '^check ok: 1 workers, 2 servers, 800 rounds'
   kill -TERM "$(cat scheduler.pid)"

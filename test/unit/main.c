@@ -38,6 +38,7 @@ int main(void)
     srunner_add_suite(sr, halfvec_suite());
     srunner_add_suite(sr, manifest_suite());
     srunner_add_suite(sr, slice_suite());
+    srunner_add_suite(sr, net_suite());
     srunner_add_suite(sr, tune_suite());
     srunner_add_suite(sr, phi_suite());
     srunner_add_suite(sr, wplan_suite());

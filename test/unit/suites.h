@@ -12,6 +12,8 @@
             ck_abort_msg("check failed: " __VA_ARGS__);                                 \
     } while (0)
 
+/* common/net.c: a socket monitor ended while its socket stays open. */
+Suite *net_suite(void);
 /* common/wire.c: frame validation, table ids, type names, send/recv. */
 Suite *wire_suite(void);
 Suite *wire_ar_suite(void);

@@ -62,10 +62,7 @@ void wpeer_close(wpeer *p, int linger_ms)
 {
     if (!p)
         return;
-    if (p->mon) {
-        zmq_socket_monitor(p->sock, NULL, 0);
-        zmq_close(p->mon);
-    }
+    net_monitor_stop(p->sock, &p->mon);
     if (p->sock) {
         zmq_setsockopt(p->sock, ZMQ_LINGER, &linger_ms, sizeof linger_ms);
         zmq_close(p->sock);
@@ -141,9 +138,7 @@ static int wait_handshake(pskv_worker *w, wpeer *p, int rank, int64_t deadline, 
             return 0;
         int ev = handshake_event(p, WAIT_SLICE_MS);
         if (ev > 0) {
-            zmq_socket_monitor(p->sock, NULL, 0);
-            zmq_close(p->mon);
-            p->mon = NULL;
+            net_monitor_stop(p->sock, &p->mon);
             p->ok = 1;
             if (refusals)
                 LOG_I("%s: rank %d admitted this worker after %d refused handshakes", who,
