@@ -57,7 +57,7 @@ struct follow {
     /* after a placement change, dense parts wait until every worker of the clock
      * set has sent a CLOCK on the new placement (follow_worker_clock) */
     int settling;
-    unsigned char *confirmed; /* per rank: such a CLOCK came */
+    unsigned char *confirmed; /* per rank: such CLOCKs counted (up to 2) */
     int nconfirmed;           /* ranks confirmed has room for */
 };
 
@@ -191,10 +191,13 @@ static int64_t tag_clock(follow *f, table *t)
 }
 
 /* 1 when dense parts may go: no placement change is settling, or every worker of
- * the clock set has sent a CLOCK on the new placement since. Until then the
- * values of partitions this server took over may lack pushes their worker still
- * has to re-send here, while the clock it counted before the change says they
- * are in: a part tagged so would mix two clocks at the reader. */
+ * the clock set has sent two CLOCKs on the new placement since. Until the first
+ * the values of partitions this server took over may lack pushes their worker
+ * still has to re-send here, while the clock it counted before the change says
+ * they are in: a part tagged so would mix two clocks at the reader. The first is
+ * no boundary either: a worker sends it once its re-sends are acknowledged
+ * (wview_catch_up), when the pushes of the round it is in may be here already;
+ * the second comes right after a round's pushes, as every CLOCK does. */
 static int settled(follow *f)
 {
     if (!f->settling)
@@ -202,7 +205,7 @@ static int settled(follow *f)
     const int64_t *vc;
     int n = consist_clocks(f->cons, &vc);
     for (int r = 0; r < n; r++)
-        if (consist_in_set(f->cons, r) && (r >= f->nconfirmed || !f->confirmed[r]))
+        if (consist_in_set(f->cons, r) && (r >= f->nconfirmed || f->confirmed[r] < 2))
             return 0;
     f->settling = 0;
     LOG_I("every worker clocked on the new placement: dense parts go to readers again");
@@ -224,7 +227,7 @@ void follow_worker_clock(follow *f, int rank)
         f->confirmed = c;
         f->nconfirmed = n;
     }
-    f->confirmed[rank] = 1;
+    f->confirmed[rank] += f->confirmed[rank] < 2;
 }
 
 static int ns_follows(const follow *f, const char *ns)

@@ -70,9 +70,10 @@ void follow_clock(follow *f);
 void follow_final(follow *f);
 
 /* After a view that changed the placement: every reader gets full copies, their
- * dense parts only once every worker of the clock set has sent a CLOCK on the new
- * placement (follow_worker_clock): until then a partition taken over may lack
- * pushes its worker still has to re-send here. */
+ * dense parts only once every worker of the clock set has sent two CLOCKs on the
+ * new placement (follow_worker_clock): until then a partition taken over may lack
+ * pushes its worker still has to re-send here, and the first (sent once they
+ * are acknowledged) may come in the middle of a round. */
 void follow_placement(follow *f);
 
 /* Worker rank's CLOCK was counted (consist_clock >= 0: sent on this placement). */
