@@ -55,7 +55,7 @@ struct follow {
     size_t nquiet;
     gather g;
     /* after a placement change, dense parts wait until every worker of the clock
-     * set has sent a CLOCK on the new placement (follow_worker_clock) */
+     * set has sent two CLOCKs on the new placement (settled, follow_worker_clock) */
     int settling;
     unsigned char *confirmed; /* per rank: such CLOCKs counted (up to 2) */
     int nconfirmed;           /* ranks confirmed has room for */
@@ -253,8 +253,8 @@ static void send_dense(follow *f, sub *s)
 
 /* Sends s up to budget more rows of the full copy it is owed or being sent: the
  * sparse tables of its namespace in slices (each at least one message); the dense
- * ones are then owed at the next clock boundary (target 0). Deltas flow to s meanwhile (sync_changes): a row changed
- * after its slice went comes again as a delta. */
+ * ones are then owed at the next clock boundary (target 0). Deltas flow to s
+ * meanwhile (sync_changes): a row changed after its slice went comes again. */
 static void step_full(follow *f, sub *s, uint64_t budget)
 {
     if (s->owed_full) {
