@@ -42,8 +42,8 @@ wait_exit() { # wait_exit PID SECONDS -> exit status of the process, 124 on time
 }
 
 wait_line() { # wait_line FILE PATTERN COUNT SECONDS: until FILE has COUNT lines matching; 1 on time-out
-  local t=$(( $4 * 10 ))
-  until [ "$(grep -c "$2" "$1" 2>/dev/null)" -ge "$3" ]; do
+  local t=$(( $4 * 10 )) n
+  until n=$(grep -c "$2" "$1" 2>/dev/null); [ "${n:-0}" -ge "$3" ]; do
     t=$((t - 1)); [ $t -gt 0 ] || return 1; sleep 0.1
   done
 }

@@ -24,7 +24,7 @@ t_malformed_input() {
   done
   for r in 0 1 2; do
     wait_exit "$(cat worker-$r.pid)" 120 || fail "worker $r exited $?: $(tail -n 3 worker-$r.log)"
-    tail -n 1 "worker-$r.log" | grep -q '^check ok:' || fail "worker $r: $(tail -n 1 worker-$r.log)"
+    grep -q '^check ok:' "worker-$r.log" || fail "worker $r: $(tail -n 1 worker-$r.log)"
   done
   for d in scheduler server-0 server-1; do
     wait_exit "$(cat $d.pid)" 20 || fail "$d exited $?"

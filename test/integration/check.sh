@@ -7,7 +7,7 @@ t_check_2x3() {
     --worker-opt 1:--push --worker-opt 1:copy -- --app check --rounds 4 ||
     fail "launch-local exited $?"
   for r in 0 1 2; do
-    tail -n 1 "$TDIR/logs/worker-$r.log" | grep -q '^check ok:' || fail "worker $r: $(tail -n 1 "$TDIR/logs/worker-$r.log")"
+    grep -q '^check ok:' "$TDIR/logs/worker-$r.log" || fail "worker $r: $(tail -n 1 "$TDIR/logs/worker-$r.log")"
     grep -q 'dense table .* exact' "$TDIR/logs/worker-$r.log" || fail "worker $r checked no dense sums"
     grep -q 'sparse table .* exact' "$TDIR/logs/worker-$r.log" || fail "worker $r checked no sparse sums"
   done

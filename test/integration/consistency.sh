@@ -9,7 +9,7 @@ t_consistency_check() {
     "$LAUNCH" --servers 2 --workers 3 --timeout 150 --log-dir "$TDIR/logs-$c" -- --app check \
       --consistency "$c" --rounds 25 --check-keys 300 || fail "check under $c exited $?"
     for r in 0 1 2; do
-      tail -n 1 "$TDIR/logs-$c/worker-$r.log" | grep -q '^check ok:' || fail "$c worker $r: $(tail -n 1 "$TDIR/logs-$c/worker-$r.log")"
+      grep -q '^check ok:' "$TDIR/logs-$c/worker-$r.log" || fail "$c worker $r: $(tail -n 1 "$TDIR/logs-$c/worker-$r.log")"
     done
   done
 }
@@ -73,7 +73,7 @@ t_bsp_backup_stopped() {
   kill -CONT "$(cat "$TDIR/logs/worker-2.pid")"
   wait $lpid || { cat out; fail "exited $?"; }
   for r in 0 1 2; do
-    tail -n 1 "$TDIR/logs/worker-$r.log" | grep -q '^check ok:' || fail "worker $r: $(tail -n 1 "$TDIR/logs/worker-$r.log")"
+    grep -q '^check ok:' "$TDIR/logs/worker-$r.log" || fail "worker $r: $(tail -n 1 "$TDIR/logs/worker-$r.log")"
   done
   grep -q 'this worker ran 40 clocks,' "$TDIR/logs/worker-0.log" ||
     fail "worker 0 did not run all 40 clocks: $(grep backup "$TDIR/logs/worker-0.log")"

@@ -8,7 +8,7 @@ t_ns_shared() {
   "$LAUNCH" --servers 2 --workers 2 --timeout 90 --log-dir "$TDIR/logs" -- --app check \
     --rounds 300 --namespace shared > launch.out 2>&1 || fail "launch: $(tail -n 3 launch.out)"
   for r in 0 1; do
-    tail -n 1 "$TDIR/logs/worker-$r.log" | grep -q '^check ok: 2 workers' ||
+    grep -q '^check ok: 2 workers' "$TDIR/logs/worker-$r.log" ||
       fail "worker $r: $(tail -n 1 "$TDIR/logs/worker-$r.log")"
   done
   grep -q "table 'shared/check.sparse': [0-9]* rows" "$TDIR/logs/server-0.log" ||
@@ -62,7 +62,7 @@ t_ns_keys() {
     fail "not told: $(tail -n 2 "$TDIR/logs/worker-0.log")"
   grep -q "refused namespace from" "$TDIR/logs/server-0.log" || fail "the server did not count it"
   bind_job "$K" "worker x,a" a || fail "bound to a, in a: $(tail -n 2 "$TDIR/logs/worker-0.log")"
-  tail -n 1 "$TDIR/logs/worker-0.log" | grep -q '^check ok:' || fail "check in a did not pass"
+  grep -q '^check ok:' "$TDIR/logs/worker-0.log" || fail "check in a did not pass"
   bind_job "$K" "reader a" a && fail "a reader pushed"
   grep -q "namespace 'a': a reader key may pull, not push" "$TDIR/logs/worker-0.log" ||
     fail "the reader was not told: $(tail -n 2 "$TDIR/logs/worker-0.log")"

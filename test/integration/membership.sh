@@ -83,7 +83,7 @@ t_forget_replaced() {
   touch "$TDIR/stop"
   for i in 0 1; do
     wait_exit "$(cat "worker-$i.pid")" 60 || fail "worker $i exited $?: $(tail -n 1 "worker-$i.log")"
-    tail -n 1 "worker-$i.log" | grep -q '^check ok:' || fail "worker $i: $(tail -n 1 "worker-$i.log")"
+    grep -q '^check ok:' "worker-$i.log" || fail "worker $i: $(tail -n 1 "worker-$i.log")"
   done
   wait_exit "$(cat scheduler.pid)" 20 || fail "scheduler exited $?"
 }

@@ -57,7 +57,7 @@ t_pushpull_check() {
         --rounds 8 --pull pushpull > /dev/null 2>&1 ||
         fail "R=$r $cons: exited $?: $(tail -n 2 "$TDIR/$r-$cons/worker-0.log")"
       for w in 0 1; do
-        tail -n 1 "$TDIR/$r-$cons/worker-$w.log" | grep -q '^check ok:' ||
+        grep -q '^check ok:' "$TDIR/$r-$cons/worker-$w.log" ||
           fail "R=$r $cons worker $w: $(tail -n 1 "$TDIR/$r-$cons/worker-$w.log")"
         grep -q 'NaN pushpull: refused naming the table, stored value unchanged' \
           "$TDIR/$r-$cons/worker-$w.log" || fail "R=$r $cons worker $w: no NaN pushpull line"

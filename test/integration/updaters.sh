@@ -129,7 +129,7 @@ t_updater_lr_change() {
     # shellcheck disable=SC2086
     lr_run $tag || fail "${tag%% *}: $(tail -n 3 "lr-${tag%% *}.out")"
     tag=${tag%% *}
-    tail -n 1 "lr-$tag.out" | grep -q '^lr-change ok: 1000 values match' ||
+    grep -q '^lr-change ok: 1000 values match' "lr-$tag.out" ||
       fail "$tag: $(tail -n 1 "lr-$tag.out")"
     for s in 0 1; do
       grep -q "table 'lr': lr 0.01 -> 0.0025 (set by worker rank 0" "server-$tag-$s.log" ||
