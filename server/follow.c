@@ -54,6 +54,11 @@ struct follow {
     int64_t *written_ms; /* per table (tables_at order): when a write was last seen */
     size_t nquiet;
     gather g;
+    /* after a placement change, dense parts wait until every worker of the clock
+     * set has sent two CLOCKs on the new placement (settled, follow_worker_clock) */
+    int settling;
+    unsigned char *confirmed; /* per rank: such CLOCKs counted (up to 2) */
+    int nconfirmed;           /* ranks confirmed has room for */
 };
 
 follow *follow_new(void *router, member *mb, table_set *tables, chain *ch, consist *cons)
@@ -77,6 +82,7 @@ void follow_destroy(follow **self_p)
     free(f->g.keys);
     free(f->g.vals);
     free(f->written_ms);
+    free(f->confirmed);
     free(f);
     *self_p = NULL;
 }
@@ -184,6 +190,46 @@ static int64_t tag_clock(follow *f, table *t)
     return lo < 0 ? 0 : lo;
 }
 
+/* 1 when dense parts may go: no placement change is settling, or every worker of
+ * the clock set has sent two CLOCKs on the new placement since. Until the first
+ * the values of partitions this server took over may lack pushes their worker
+ * still has to re-send here, while the clock it counted before the change says
+ * they are in: a part tagged so would mix two clocks at the reader. The first is
+ * no boundary either: a worker sends it once its re-sends are acknowledged
+ * (wview_catch_up), when the pushes of the round it is in may be here already;
+ * the second comes right after a round's pushes, as every CLOCK does. */
+static int settled(follow *f)
+{
+    if (!f->settling)
+        return 1;
+    const int64_t *vc;
+    int n = consist_clocks(f->cons, &vc);
+    for (int r = 0; r < n; r++)
+        if (consist_in_set(f->cons, r) && (r >= f->nconfirmed || f->confirmed[r] < 2))
+            return 0;
+    f->settling = 0;
+    LOG_I("every worker clocked on the new placement: dense parts go to readers again");
+    return 1;
+}
+
+void follow_worker_clock(follow *f, int rank)
+{
+    if (!f || !f->settling || rank < 0)
+        return;
+    if (rank >= f->nconfirmed) {
+        int n = rank + 1 > 2 * f->nconfirmed ? rank + 1 : 2 * f->nconfirmed;
+        unsigned char *c = realloc(f->confirmed, (size_t)n);
+        if (!c) {
+            LOG_W("out of memory following clocks: dense parts wait for the job's end");
+            return;
+        }
+        memset(c + f->nconfirmed, 0, (size_t)(n - f->nconfirmed));
+        f->confirmed = c;
+        f->nconfirmed = n;
+    }
+    f->confirmed[rank] += f->confirmed[rank] < 2;
+}
+
 static int ns_follows(const follow *f, const char *ns)
 {
     for (int i = 0; i < f->nsubs; i++)
@@ -206,9 +252,9 @@ static void send_dense(follow *f, sub *s)
 }
 
 /* Sends s up to budget more rows of the full copy it is owed or being sent: the
- * sparse tables of its namespace in slices (each at least one message), then the
- * dense ones whole. Deltas flow to s meanwhile (sync_changes): a row changed
- * after its slice went comes again as a delta. */
+ * sparse tables of its namespace in slices (each at least one message); the dense
+ * ones are then owed at the next clock boundary (target 0). Deltas flow to s
+ * meanwhile (sync_changes): a row changed after its slice went comes again. */
 static void step_full(follow *f, sub *s, uint64_t budget)
 {
     if (s->owed_full) {
@@ -223,9 +269,13 @@ static void step_full(follow *f, sub *s, uint64_t budget)
             table *c = tables_at(f->tables, s->full_tab);
             t = !c->dense && !strcmp(c->ns, s->ns) ? c : NULL;
         }
-        if (!t) { /* the sparse tables are all sent: the dense ones, whole */
-            send_dense(f, s);
+        if (!t) { /* the sparse tables are all sent: the dense ones, whole, at the next
+                   * clock boundary (follow_clock; settled): sent now, in the middle of a
+                   * round, a part would hold some of the round's pushes and not others,
+                   * under the clock before it */
             s->in_full = 0;
+            s->target = 0;
+            s->asked_ms = tu_now_ms();
             return;
         }
         f->g = (gather){f, t, f->g.keys, f->g.vals, 0, f->g.kcap, f->g.vcap};
@@ -261,15 +311,27 @@ void follow_clock(follow *f)
 {
     for (int i = 0; f && i < f->nsubs; i++) {
         sub *s = &f->subs[i];
-        if (s->target >= 0 && !s->owed_full && !s->in_full && dense_clock(f, s->ns) >= s->target)
+        if (s->target >= 0 && !s->owed_full && !s->in_full && settled(f) &&
+            dense_clock(f, s->ns) >= s->target)
             send_dense(f, s);
     }
 }
 
+/* Every reader is owed full copies. */
+static void owe_full(follow *f)
+{
+    for (int i = 0; i < f->nsubs; i++)
+        f->subs[i].owed_full = 1;
+}
+
 void follow_placement(follow *f)
 {
-    for (int i = 0; f && i < f->nsubs; i++)
-        f->subs[i].owed_full = 1;
+    if (!f)
+        return;
+    owe_full(f);
+    f->settling = 1;
+    if (f->confirmed)
+        memset(f->confirmed, 0, (size_t)f->nconfirmed);
 }
 
 int follow_request(follow *f, wire_msg *msg, char *why, size_t whylen)
@@ -398,7 +460,7 @@ static void sync_changes(follow *f, int64_t now)
             f->written_ms[i] = now;
         if (n < 0) { /* bits or memory lost: everyone gets everything again */
             shard_follow_on(t->sh);
-            follow_placement(f);
+            owe_full(f);
             continue;
         }
         if (t->dense || !f->g.n)
@@ -435,7 +497,7 @@ void follow_tick(follow *f)
         if (s->owed_full || s->in_full)
             step_full(f, s, FOLLOW_FULL_ROWS);
         else if (s->target >= 0 && now - s->asked_ms >= s->sync_ms &&
-                 dense_quiet(f, s->ns, now - s->sync_ms))
+                 dense_quiet(f, s->ns, now - s->sync_ms) && settled(f))
             send_dense(f, s); /* training paused or ended: this is what it holds */
     }
 }
@@ -448,7 +510,6 @@ void follow_final(follow *f)
     for (int i = 0; i < f->nsubs; i++) {
         if (f->subs[i].owed_full || f->subs[i].in_full)
             step_full(f, &f->subs[i], UINT64_MAX);
-        else
-            send_dense(f, &f->subs[i]);
+        send_dense(f, &f->subs[i]); /* training is over: what it holds is whole */
     }
 }

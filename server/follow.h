@@ -8,7 +8,8 @@
  *   - a full copy when it asks for one (its first FOLLOW, a gap in follow_seq, a
  *     reconnect) and after a placement change (a failover makes new heads): the
  *     sparse tables in slices of FOLLOW_FULL_ROWS rows a sync (shard_scan), deltas
- *     flowing meanwhile, then the dense tables whole;
+ *     flowing meanwhile, then the dense tables whole at the next clock boundary
+ *     (never in the middle of a round);
  *   - sparse tables: the rows written since the last sync, every --sync-ms (the
  *     shards keep a second set of dirty bits for it: shard_follow_taken);
  *   - dense tables: the whole part, only at a clock boundary: when a CLOCK moves
@@ -68,7 +69,14 @@ void follow_clock(follow *f);
  * parts as they end, whatever it waited for. */
 void follow_final(follow *f);
 
-/* After a view that changed the placement: every reader gets full copies. */
+/* After a view that changed the placement: every reader gets full copies, their
+ * dense parts only once every worker of the clock set has sent two CLOCKs on the
+ * new placement (follow_worker_clock): until then a partition taken over may lack
+ * pushes its worker still has to re-send here, and the first (sent once they
+ * are acknowledged) may come in the middle of a round. */
 void follow_placement(follow *f);
+
+/* Worker rank's CLOCK was counted (consist_clock >= 0: sent on this placement). */
+void follow_worker_clock(follow *f, int rank);
 
 #endif

@@ -411,6 +411,7 @@ static void on_clock(wire_msg *msg)
         consist_clock_from(srv.cons, srv.mb.node_id, rank, r->clock);
         chain_forward_clock(srv.chain, srv.mb.node_id, 0, rank, r->clock);
     }
+    follow_worker_clock(srv.follow, rank);
     follow_clock(srv.follow); /* a clock boundary: the dense parts readers wait for */
 }
 

@@ -435,6 +435,11 @@ int consist_clocks(const consist *c, const int64_t **vc)
     return vclock_get(c->clocks, vc);
 }
 
+int consist_in_set(const consist *c, int rank)
+{
+    return vclock_finished(c->clocks, rank, INT64_MIN);
+}
+
 void consist_restore_clocks(consist *c, const int64_t *vc, int nranks)
 {
     /* A checkpoint taken while a worker was ahead of the others holds none of its

@@ -130,6 +130,7 @@ void consist_set_sources(consist *c, const uint32_t *heads, size_t n, int placem
 int consist_clocks(const consist *c, const int64_t **vc);
 void consist_restore_clocks(consist *c, const int64_t *vc, int nranks);
 int64_t consist_bsp_closed(consist *c, table *t); /* -1: partitions at different clocks */
+int consist_in_set(const consist *c, int rank); /* 1: rank is of the clock set */
 void consist_restore_bsp(consist *c, table *t, int64_t closed);
 
 /* The clock table t's values reflect here (bsp: clocks closed; else the

@@ -198,6 +198,56 @@ START_TEST(merge_sparse_and_dense)
 }
 END_TEST
 
+/* smerge across a failover: parts of one clock that leave a dead server's rows
+ * out are not served (those rows would come from an older version); the new
+ * heads' parts, covering the table, are. */
+START_TEST(merge_dense_failover)
+{
+    snapstore *st = snapstore_new();
+    smerge *m = smerge_new(st);
+    char why[200];
+    uint32_t nodes[] = {1, 2, 3};
+    int64_t hi;
+    uint64_t k1[] = {0, 1}, k2[] = {2, 3}, k3[] = {4, 5}, k1new[] = {0, 1, 2}, k3new[] = {3, 4, 5};
+    float v5[] = {5, 5, 5}, v6[] = {6, 6, 6}, v7[] = {7, 7, 7};
+    smerge_rows p1 = {1, "ns/d", 1, 6, 1, k1, v5, 2, 5};
+    smerge_rows p2 = {2, "ns/d", 1, 6, 1, k2, v5, 2, 5};
+    smerge_rows p3 = {3, "ns/d", 1, 6, 1, k3, v5, 2, 5};
+    ck_assert_int_eq(smerge_apply(m, &p1, why, sizeof why), 0);
+    ck_assert_int_eq(smerge_apply(m, &p2, why, sizeof why), 0);
+    ck_assert_int_eq(smerge_apply(m, &p3, why, sizeof why), 0);
+    ck_assert_int_eq(smerge_dense_publish(m, nodes, 3, &hi), 0);
+    snap *d = snap_acquire(st, "d");
+    ck_assert_ptr_nonnull(d);
+    ck_assert_int_eq(d->clock, 5);
+    snap_release(st, &d);
+    /* server 2 dies; 1 and 3 send their old parts at clock 6: rows 2, 3 missing */
+    smerge_drop_node(m, 2);
+    uint32_t alive[] = {1, 3};
+    p1.vals = p3.vals = v6;
+    p1.clock = p3.clock = 6;
+    ck_assert_int_eq(smerge_apply(m, &p1, why, sizeof why), 0);
+    ck_assert_int_eq(smerge_apply(m, &p3, why, sizeof why), 0);
+    smerge_dense_publish(m, alive, 2, &hi);
+    d = snap_acquire(st, "d");
+    ck_assert_int_eq(d->clock, 5); /* not half of 5 and 6 */
+    snap_release(st, &d);
+    /* the new heads' parts at clock 7 cover the table */
+    smerge_rows n1 = {1, "ns/d", 1, 6, 1, k1new, v7, 3, 7};
+    smerge_rows n3 = {3, "ns/d", 1, 6, 1, k3new, v7, 3, 7};
+    ck_assert_int_eq(smerge_apply(m, &n1, why, sizeof why), 0);
+    ck_assert_int_eq(smerge_apply(m, &n3, why, sizeof why), 0);
+    ck_assert_int_eq(smerge_dense_publish(m, alive, 2, &hi), 0);
+    d = snap_acquire(st, "d");
+    ck_assert_int_eq(d->clock, 7);
+    for (uint64_t k = 0; k < 6; k++)
+        ck_assert(snap_row(d, k)[0] == 7.0f);
+    snap_release(st, &d);
+    smerge_destroy(&m);
+    snapstore_destroy(&st);
+}
+END_TEST
+
 Suite *serve_suite(void)
 {
     Suite *s = suite_create("serve");
@@ -207,6 +257,7 @@ Suite *serve_suite(void)
     tcase_add_test(tc, snap_versions);
     tcase_add_test(tc, sparse_features);
     tcase_add_test(tc, merge_sparse_and_dense);
+    tcase_add_test(tc, merge_dense_failover);
     suite_add_tcase(s, tc);
     return s;
 }

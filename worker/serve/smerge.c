@@ -8,6 +8,7 @@
 #include <sys/time.h>
 
 #include "grow.h"
+#include "log.h"
 #include "pskv_errors.h"
 
 #define MAX_DENSE ((uint64_t)1 << 28) /* floats of a dense table pskv-serve takes */
@@ -26,6 +27,7 @@ typedef struct dtab {
     uint64_t size;
     uint32_t width;
     int64_t published; /* the clock of its version (-2: none yet) */
+    int64_t held;      /* the last clock whose parts were held back, not covering it */
     part *parts;
     size_t nparts, cap;
 } dtab;
@@ -198,6 +200,7 @@ static dtab *dense_table(smerge *m, const smerge_rows *r, char *why, size_t whyl
     d->size = r->size;
     d->width = r->width;
     d->published = -2;
+    d->held = -2;
     return d;
 }
 
@@ -252,7 +255,29 @@ static const part *part_of(const dtab *d, uint32_t node)
     return NULL;
 }
 
-/* Publishes d from its parts (they agree on clock). */
+/* 1 when d's parts from nodes[0..n) hold every row of the table. Parts of one
+ * clock that leave rows out are from before and after a placement change (the
+ * rows of a dead server's partitions, not yet sent by their new heads): filled
+ * from an older version they would mix two clocks. -PSKV_ENOMEM when out of
+ * memory. */
+static int covered(const dtab *d, const uint32_t *nodes, size_t n)
+{
+    unsigned char *has = calloc((size_t)d->size, 1);
+    if (!has)
+        return -PSKV_ENOMEM;
+    uint64_t got = 0;
+    for (size_t j = 0; j < n; j++) {
+        const part *p = part_of(d, nodes[j]);
+        for (size_t i = 0; p && i < p->n; i++) { /* keys < size: checked in keep_part */
+            got += !has[p->keys[i]];
+            has[p->keys[i]] = 1;
+        }
+    }
+    free(has);
+    return got == d->size;
+}
+
+/* Publishes d from its parts (they agree on clock and cover the table). */
 static int publish_dense(smerge *m, dtab *d, int64_t clock)
 {
     snap *s = calloc(1, sizeof *s);
@@ -262,18 +287,14 @@ static int publish_dense(smerge *m, dtab *d, int64_t clock)
         snap_free(&s);
         return -PSKV_ENOMEM;
     }
-    /* rows no server sent (none heads them now) keep the last version's */
-    const char *slash = strchr(d->name, '/');
-    snap *old = snap_acquire(m->st, slash ? slash + 1 : d->name);
-    if (old && !old->keys && old->n == d->size && snap_width(old) == d->width)
-        memcpy(s->vals, old->vals, (size_t)d->size * d->width * sizeof *s->vals);
-    snap_release(m->st, &old);
+    /* every row comes from a part of this clock (covered): none from an older version */
     for (size_t i = 0; i < d->nparts; i++) {
         const part *p = &d->parts[i];
         for (size_t j = 0; j < p->n; j++)
             memcpy(s->vals + p->keys[j] * d->width, p->vals + j * d->width,
                    d->width * sizeof *s->vals);
     }
+    LOG_D("%s: version at clock %lld from %zu parts", d->name, (long long)clock, d->nparts);
     s->n = (size_t)d->size;
     s->width = d->width;
     s->clock = clock;
@@ -290,11 +311,12 @@ int smerge_dense_publish(smerge *m, const uint32_t *nodes, size_t n, int64_t *hi
     for (size_t i = 0; i < m->nd; i++) {
         dtab *d = &m->d[i];
         int64_t c = -3;
-        int agree = n > 0;
+        int agree = n > 0, missing = 0;
         for (size_t j = 0; j < n; j++) {
             const part *p = part_of(d, nodes[j]);
             if (!p) {
                 agree = 0;
+                missing = 1;
                 continue;
             }
             *hi = p->clock > *hi ? p->clock : *hi;
@@ -303,9 +325,16 @@ int smerge_dense_publish(smerge *m, const uint32_t *nodes, size_t n, int64_t *hi
             else if (p->clock != c)
                 agree = 0;
         }
-        if (agree && c > d->published && publish_dense(m, d, c) == 0)
+        if (agree && c > d->published && covered(d, nodes, n) == 1 &&
+            publish_dense(m, d, c) == 0)
             continue;
-        waiting += !agree || c < d->published;
+        if (agree && c > d->published && d->held != c) {
+            d->held = c; /* said once per clock */
+            LOG_I("%s: the parts at clock %lld leave rows out (a placement change): not "
+                  "served until the new heads' parts come", d->name, (long long)c);
+        }
+        /* a part missing comes with its server's full copy, whatever the target */
+        waiting += (!agree && !missing) || c < d->published;
     }
     return waiting;
 }

@@ -5,7 +5,10 @@
  *     version is published at once (keys kept ascending);
  *   - dense tables: each server's latest part (the rows it heads, at a clock
  *     boundary) is kept; a version is published only when the parts of every
- *     server followed carry one clock: a model training held, never half of two.
+ *     server followed carry one clock and hold every row of the table between
+ *     them: a model training held, never half of two (across a failover, the
+ *     survivors' parts from before it lack the dead server's rows: not served
+ *     until the new heads' parts come).
  * A table is published under its name without the namespace ("check.dense",
  * "sparse-lr.w"); training apps' names give the model kind (softmax-IN-H-OUT,
  * mlp-IN-H-OUT, sparse-lr.w), anything else is served for lookups only.
@@ -48,8 +51,10 @@ void smerge_destroy(smerge **self_p);
 int smerge_apply(smerge *m, const smerge_rows *r, char *why, size_t whylen);
 
 /* Publishes each dense table whose parts from the servers nodes[0..n) all carry
- * one clock newer than its version. Returns the number of tables still waiting
- * for their parts to agree, and in *hi the highest clock a part carries. */
+ * one clock newer than its version and together hold every row. Returns the
+ * number of tables whose parts, one from every server, carry different clocks
+ * (a later target may bring them together; a part missing is not counted), and
+ * in *hi the highest clock a part carries. */
 int smerge_dense_publish(smerge *m, const uint32_t *nodes, size_t n, int64_t *hi);
 
 /* Forgets server node's dense parts (it died or left the view). */
