@@ -38,7 +38,7 @@ void member_set_namespace(const char *ns)
     snprintf(reg_ns, sizeof reg_ns, "%s", ns ? ns : "");
 }
 
-void member_set_drop_namespace(int on) { reg_drop_ns |= on != 0; }
+void member_set_drop_namespace(int on) { reg_drop_ns = on != 0; }
 
 void member_set_checkpoints(char **list, size_t n)
 {

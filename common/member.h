@@ -56,7 +56,8 @@ void member_set_group(const char *group, uint32_t size);
 void member_set_namespace(const char *ns);
 
 /* on: the worker's REGISTER asks the scheduler to drop its namespace when its
- * group ends (--drop-namespace, PSKV_DROP_NAMESPACE); stays on for the process. */
+ * group ends (PSKV_DROP_NAMESPACE, which pskv-worker --drop-namespace sets; read by
+ * pskv_worker_open). */
 void member_set_drop_namespace(int on);
 
 /* Connects to `scheduler` ("HOST:PORT") and registers as `role` with advertised

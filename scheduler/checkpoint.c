@@ -19,12 +19,6 @@
 #include "timeutil.h"
 #include "view.h"
 
-typedef struct requester { /* who asked for the checkpoint in progress */
-    unsigned char rid[256];
-    size_t ridlen;
-    uint64_t request_id;
-} requester;
-
 static struct {
     const char *data_dir;
     double every_s;     /* --checkpoint-every (0 = only on request) */
@@ -36,7 +30,7 @@ static struct {
     uint64_t seq_before; /* the newest in the manifest when this scheduler started */
     int busy;           /* one in progress */
     int64_t started_ms, next_ckpt_ms;
-    requester *reqs;
+    sched_asker *reqs; /* who asked for the checkpoint in progress */
     size_t nreqs;
     int resume;
     manifest_entry *resume_from; /* the checkpoint a resumed job starts from: NULL, or
@@ -269,18 +263,12 @@ static void answer_requesters(int code, const char *why)
         sched_meta(&m, code ? PSKV__MSG_TYPE__ERROR : PSKV__MSG_TYPE__CHECKPOINT_ACK);
         m.has_seq = 1;
         m.seq = C.seq;
-        m.has_request_id = 1;
-        m.request_id = C.reqs[i].request_id;
         if (code) {
             m.has_error_code = 1;
             m.error_code = code;
             m.error = (char *)why;
         }
-        zmq_msg_t rid;
-        zmq_msg_init_size(&rid, C.reqs[i].ridlen);
-        memcpy(zmq_msg_data(&rid), C.reqs[i].rid, C.reqs[i].ridlen);
-        sched_reply(&rid, &m);
-        zmq_msg_close(&rid);
+        sched_answer(&C.reqs[i], &m);
     }
     free(C.reqs);
     C.reqs = NULL;
@@ -502,16 +490,13 @@ void ckpt_start(wire_msg *msg)
         return;
     }
     if (msg) {
-        requester *g = realloc(C.reqs, (C.nreqs + 1) * sizeof *g);
+        sched_asker *g = realloc(C.reqs, (C.nreqs + 1) * sizeof *g);
         if (!g) {
             sched_refuse(msg, PSKV_ENOMEM, "scheduler out of memory");
             return;
         }
         C.reqs = g;
-        requester *q = &g[C.nreqs++];
-        q->ridlen = zmq_msg_size(&msg->rid) < sizeof q->rid ? zmq_msg_size(&msg->rid) : sizeof q->rid;
-        memcpy(q->rid, zmq_msg_data(&msg->rid), q->ridlen);
-        q->request_id = msg->meta->request_id;
+        sched_asker_of(&g[C.nreqs++], msg);
     }
     if (C.busy)
         return; /* answered when the one in progress completes */

@@ -1,5 +1,5 @@
 /* The scheduler's node events: membership.c (and drain.c, earlystop.c for the
- * events they own) publish what happened to a node; the policies (checkpoint.c,
+ * events they own; group.c a group's end) publish what happened to a node; the policies (checkpoint.c,
  * drain.c, earlystop.c) subscribe to what they act on, so the publisher names no
  * policy. Each policy subscribes in its *_hooks() call, which scheduler_main.c
  * makes once before the event loop, checkpoint.c first and sched_metrics.c last:
@@ -45,6 +45,9 @@ typedef enum sched_event {
     SCHED_EV_LEFT,        /* drain.c: the drained server node was let go (DRAIN_LEFT) */
     SCHED_EV_EVALUATED,   /* earlystop.c: node reported an evaluation: metric (the one the
                              best checkpoint follows), value, clock */
+    SCHED_EV_GROUP_ENDED, /* group.c: a service's worker group ended and was forgotten
+                             (node NULL): group its name, ns the namespace a worker of it
+                             asked to drop at its end (--drop-namespace; NULL: none) */
     SCHED_EV_COUNT
 } sched_event;
 
@@ -57,6 +60,7 @@ typedef struct sched_ev {
     const char *metric;
     double value;
     int64_t clock;
+    const char *group, *ns;
 } sched_ev;
 
 /* A subscriber: returns 0 to let the next one run; non-zero stops the event

@@ -14,7 +14,6 @@
 #include "timeutil.h"
 #include "view.h"
 
-static group_drop_fn drop_hook; /* nsdrop.c's: a group's --drop-namespace at its end */
 static sched_group groups[GROUP_MAX];
 static int ngroups;     /* groups[0..ngroups) live, in creation order */
 static uint32_t gens;   /* the last generation given: 0 is no group */
@@ -416,8 +415,8 @@ static void end(sched_group *g)
         if (member_of(&memb.nodes[i], g) && memb.nodes[i].drop_ns && !asked++)
             snprintf(ns, sizeof ns, "%s", memb.nodes[i].table_ns);
     drop(g);
-    if (asked && drop_hook)
-        drop_hook(ns, name);
+    sched_ev ev = {.kind = SCHED_EV_GROUP_ENDED, .group = name, .ns = asked ? ns : NULL};
+    events_publish(&ev); /* nsdrop.c: the namespace its workers asked to drop */
 }
 
 void group_changed(memb_node *n)
@@ -532,8 +531,6 @@ static void fill_groups(void *ctx, Pskv__View *v, int status)
 
 void group_hooks(void) { view_add_filler(fill_groups, NULL, NULL); }
 
-void group_on_drop(group_drop_fn fn) { drop_hook = fn; }
-
 /* 1 when a counting worker of g names namespace ns: registered in it, or opened a
  * table of it (its heartbeats' traffic: full names NS/NAME, or NAME in ""). */
 static int uses(const sched_group *g, const char *ns)
@@ -571,6 +568,32 @@ int group_users(const char *ns, char *names, size_t len)
     return c;
 }
 
+/* The live (counting) workers of g; in *slowest the smallest clock among them (-1:
+ * none live). */
+static int live_of(const sched_group *g, int64_t *slowest)
+{
+    int live = 0;
+    *slowest = -1;
+    for (int k = 0; k < memb.nnodes; k++) {
+        const memb_node *n = &memb.nodes[k];
+        if (!member_of(n, g) || !group_counts(n))
+            continue;
+        live++;
+        if (*slowest < 0 || n->clock < *slowest)
+            *slowest = n->clock;
+    }
+    return live;
+}
+
+int64_t group_slowest(const memb_node *n)
+{
+    const sched_group *g = group_of(n);
+    int64_t lo = -1;
+    if (g)
+        live_of(g, &lo);
+    return lo < 0 ? n->clock : lo;
+}
+
 void group_metrics(void)
 {
     for (int i = 0; memb.service && i < ngroups; i++) {
@@ -583,16 +606,8 @@ void group_metrics(void)
                                           "The slowest live worker's clock in this group.",
                                           "group", g->name);
         }
-        int live = 0;
-        int64_t slowest = -1;
-        for (int k = 0; k < memb.nnodes; k++) {
-            const memb_node *n = &memb.nodes[k];
-            if (!member_of(n, g) || !group_counts(n))
-                continue;
-            live++;
-            if (slowest < 0 || n->clock < slowest)
-                slowest = n->clock;
-        }
+        int64_t slowest;
+        int live = live_of(g, &slowest);
         metrics_set(g->met, live);
         metrics_set(g->met_clock, slowest < 0 ? 0 : (double)slowest);
     }

@@ -56,6 +56,10 @@ sched_group *group_find(const char *name);
 /* 1 when worker n still counts for its group: not finished, not dead. */
 int group_counts(const memb_node *n);
 
+/* The slowest clock among the live workers of worker n's group (n's own when none
+ * is live or n has no group): the clock lag metric's base. */
+int64_t group_slowest(const memb_node *n);
+
 /* A worker's REGISTER, after the checks every role passes: validates its group
  * (name: no '/', at most 64 bytes; size: the same for every worker of the group;
  * a named group only in a service), gives it a rank of its group (the one it
@@ -96,12 +100,6 @@ size_t group_view_for(const memb_node *n, Pskv__View *v, Pskv__Node **ptrs, size
  * after it, or with a counting worker registered in it or that opened a table
  * of it. Returns how many, their names ("A, B") in names (len bytes). */
 int group_users(const char *ns, char *names, size_t len);
-
-/* fn(ns, group) is called when a service's group ends (after it is dropped) of
- * which a worker registered with drop_namespace (--drop-namespace): ns its
- * namespace (nsdrop.c drops it when no other live group uses it). */
-typedef void (*group_drop_fn)(const char *ns, const char *group);
-void group_on_drop(group_drop_fn fn);
 
 /* Subscribes the view's `service` and the STATUS_REPLY's group lines to the view
  * fillers (view.h). */

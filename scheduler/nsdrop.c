@@ -18,10 +18,8 @@
 typedef struct ns_drop {
     char ns[GROUP_NAME_MAX + 1];
     char by[200];            /* who asked: "pskvctl drop from ADDR", "group G's end" */
-    int ctl;                 /* pskvctl waits for the answer at rid */
-    unsigned char rid[256];
-    size_t ridlen;
-    uint64_t request_id;
+    int ctl;                 /* pskvctl waits for the answer: asker */
+    sched_asker asker;
     int sent;                /* NS_DROP is out; the servers below answer */
     int waited;              /* logged that it waits for copies under way */
     uint32_t *wait;          /* servers sent to that have not answered */
@@ -57,8 +55,6 @@ static void finish(ns_drop *d, int code, const char *why)
     if (d->ctl) {
         Pskv__Meta m;
         sched_meta(&m, code ? PSKV__MSG_TYPE__ERROR : PSKV__MSG_TYPE__NS_DROP_ACK);
-        m.has_request_id = 1;
-        m.request_id = d->request_id;
         m.table_ns = d->ns;
         if (code) {
             m.has_error_code = 1;
@@ -70,11 +66,7 @@ static void finish(ns_drop *d, int code, const char *why)
             m.rows = d->rows;
             m.bytes = d->bytes;
         }
-        zmq_msg_t rid;
-        zmq_msg_init_size(&rid, d->ridlen);
-        memcpy(zmq_msg_data(&rid), d->rid, d->ridlen);
-        sched_reply(&rid, &m);
-        zmq_msg_close(&rid);
+        sched_answer(&d->asker, &m);
     }
     free(d->wait);
     *d = drops[--ndrops];
@@ -175,9 +167,7 @@ void nsdrop_request(wire_msg *msg)
              msg->key);
     ns_drop *d = begin(r->table_ns, by);
     d->ctl = 1;
-    d->request_id = r->request_id;
-    d->ridlen = zmq_msg_size(&msg->rid) < sizeof d->rid ? zmq_msg_size(&msg->rid) : sizeof d->rid;
-    memcpy(d->rid, zmq_msg_data(&msg->rid), d->ridlen);
+    sched_asker_of(&d->asker, msg);
     nsdrop_tick();
 }
 
@@ -269,20 +259,25 @@ void nsdrop_tick(void)
     }
 }
 
-/* A group with --drop-namespace ended: its namespace goes, unless another live
- * group still uses it. */
-static void on_group_end(const char *ns, const char *group)
+/* A group with --drop-namespace ended (SCHED_EV_GROUP_ENDED with ns): its namespace
+ * goes, unless another live group still uses it. */
+static int on_group_end(void *ctx, const sched_ev *ev)
 {
+    (void)ctx;
+    const char *ns = ev->ns, *group = ev->group;
+    if (!ns)
+        return 0;
     char why[500], by[200];
     int code = refusal(ns, why, sizeof why);
     if (code) {
         LOG_I("group %s ended with --drop-namespace: namespace '%s' kept: %s", shown(group),
               shown(ns), why);
-        return;
+        return 0;
     }
     snprintf(by, sizeof by, "group %s ended with --drop-namespace", shown(group));
     begin(ns, by);
     nsdrop_tick();
+    return 0;
 }
 
 /* A worker registering in a namespace being dropped is refused: its tables would
@@ -307,7 +302,7 @@ static int on_registering(void *ctx, const sched_ev *ev)
 void nsdrop_hooks(void)
 {
     events_subscribe(SCHED_EV_REGISTERING, on_registering, NULL);
-    group_on_drop(on_group_end);
+    events_subscribe(SCHED_EV_GROUP_ENDED, on_group_end, NULL);
 }
 
 void nsdrop_reset(void)

@@ -39,22 +39,6 @@ int schedm_start(const char *bind_addr, int port)
     return metrics_start(bind_addr, port);
 }
 
-/* The slowest live worker's clock of n's group (n's own when none is live). */
-static int64_t group_slowest(const memb_node *n)
-{
-    int64_t lo = n->clock;
-    int any = 0;
-    for (int i = 0; i < memb.nnodes; i++) {
-        const memb_node *o = &memb.nodes[i];
-        if (o->role != PSKV__ROLE__WORKER || o->dead || o->state == NODE_FINISHED ||
-            o->group_gen != n->group_gen)
-            continue;
-        lo = !any || o->clock < lo ? o->clock : lo;
-        any = 1;
-    }
-    return lo;
-}
-
 /* One series per worker rank (per group and rank in a service's named groups):
  * how many clocks it is ahead of its group's slowest live worker, 0 once it is
  * not live. A job's workers keep the one label worker_rank. */

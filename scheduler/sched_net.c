@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "pskv_errors.h"
 #include "view.h"
 
 static void *sock;
@@ -39,6 +40,27 @@ int sched_send(memb_node *n, const Pskv__Meta *m)
 int sched_reply(zmq_msg_t *rid, const Pskv__Meta *m)
 {
     return wire_send(sock, rid, m, NULL, NULL);
+}
+
+void sched_asker_of(sched_asker *a, const wire_msg *msg)
+{
+    size_t n = zmq_msg_size((zmq_msg_t *)&msg->rid);
+    a->ridlen = n < sizeof a->rid ? n : sizeof a->rid;
+    memcpy(a->rid, zmq_msg_data((zmq_msg_t *)&msg->rid), a->ridlen);
+    a->request_id = msg->meta->request_id;
+}
+
+int sched_answer(const sched_asker *a, Pskv__Meta *m)
+{
+    zmq_msg_t rid;
+    if (zmq_msg_init_size(&rid, a->ridlen) != 0)
+        return -PSKV_ENET;
+    memcpy(zmq_msg_data(&rid), a->rid, a->ridlen);
+    m->has_request_id = 1;
+    m->request_id = a->request_id;
+    int rc = sched_reply(&rid, m);
+    zmq_msg_close(&rid);
+    return rc;
 }
 
 void sched_refuse(wire_msg *msg, int code, const char *reason)

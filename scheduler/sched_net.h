@@ -36,6 +36,20 @@ int sched_send(memb_node *n, const Pskv__Meta *m);
 /* Sends m to routing id rid (the caller keeps rid). Returns 0 or -PSKV_ENET. */
 int sched_reply(zmq_msg_t *rid, const Pskv__Meta *m);
 
+/* A request answered later (a checkpoint in progress, a namespace drop): who asked,
+ * kept past the message (its routing id copied). */
+typedef struct sched_asker {
+    unsigned char rid[256];
+    size_t ridlen;
+    uint64_t request_id;
+} sched_asker;
+
+/* a = msg's sender and request id. */
+void sched_asker_of(sched_asker *a, const wire_msg *msg);
+
+/* Sends m to a, its request_id set to a's. Returns 0 or -PSKV_ENET. */
+int sched_answer(const sched_asker *a, Pskv__Meta *m);
+
 /* Refuses msg: logs who sent which type and why, and answers ERROR with `code`
  * and `reason`. */
 void sched_refuse(wire_msg *msg, int code, const char *reason);

@@ -15,11 +15,10 @@ static int64_t next_ns; /* the next namespaces_pass */
 
 static void namespaces_pass(table_set *ts)
 {
-    int64_t *next = &next_ns;
     int64_t now = tu_now_ms();
-    if (now < *next)
+    if (now < next_ns)
         return;
-    *next = now + 100;
+    next_ns = now + 100;
     lease_ns ns[LEASE_MAX_NS];
     size_t n = 0;
     for (size_t i = 0; i < tables_count(ts); i++) {
@@ -37,9 +36,18 @@ static void namespaces_pass(table_set *ts)
     lease_set_namespaces(ns, n);
 }
 
-void sweep_pass(table_set *ts, consist *c)
+/* The tables' totals (lease_set_tables) and namespaces for the heartbeats. */
+static void report(table_set *ts)
 {
     shard_mem all = {0};
+    for (size_t i = 0; i < tables_count(ts); i++)
+        shard_mem_add(tables_at(ts, i)->sh, &all);
+    lease_set_tables(all.rows, all.admitted, all.not_admitted, all.evicted, all.bytes);
+    namespaces_pass(ts);
+}
+
+void sweep_pass(table_set *ts, consist *c)
+{
     int shrunk = 0;
     for (size_t i = 0; i < tables_count(ts); i++) {
         table *t = tables_at(ts, i);
@@ -50,22 +58,16 @@ void sweep_pass(table_set *ts, consist *c)
             shard_mem_add(t->sh, &after);
             shrunk |= after.bytes < before.bytes;
         }
-        shard_mem_add(t->sh, &all);
     }
     if (shrunk)
         malloc_trim(0);
-    lease_set_tables(all.rows, all.admitted, all.not_admitted, all.evicted, all.bytes);
-    namespaces_pass(ts);
+    report(ts);
 }
 
 void sweep_report(table_set *ts)
 {
-    shard_mem all = {0};
-    for (size_t i = 0; i < tables_count(ts); i++)
-        shard_mem_add(tables_at(ts, i)->sh, &all);
-    lease_set_tables(all.rows, all.admitted, all.not_admitted, all.evicted, all.bytes);
-    next_ns = 0;
-    namespaces_pass(ts);
+    next_ns = 0; /* the namespaces now, not in up to 100 ms */
+    report(ts);
 }
 
 int sweep_grow(table_set *ts, size_t budget)

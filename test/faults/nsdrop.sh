@@ -15,7 +15,7 @@ f_nsdrop_paused_server() {
   start server-0 "$BIN/pskv-server" --scheduler "$svc"
   start server-1 "$BIN/pskv-server" --scheduler "$svc"
   wait_line "$TDIR/scheduler.log" 'cluster complete' 1 $((60 * TS)) || fail "no service"
-  "$BIN/pskv-worker" --scheduler "$svc" --group A --group-size 1 --app check --rounds 3 \
+  timeout $((60 * TS)) "$BIN/pskv-worker" --scheduler "$svc" --group A --group-size 1 --app check --rounds 3 \
     > "$TDIR/a.log" 2>&1 || fail "group A: $(tail -n 2 "$TDIR/a.log")"
   wait_line "$TDIR/scheduler.log" 'group A ended' 1 $((10 * TS)) || fail "group A did not end"
   kill -STOP "$(cat "$TDIR/server-1.pid")"

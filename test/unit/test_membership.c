@@ -471,26 +471,28 @@ START_TEST(test_service_groups)
 }
 END_TEST
 
-static char dropped[2][80]; /* the drop hook's calls: "NS by GROUP" */
+static char dropped[2][80]; /* the group ends naming a namespace: "NS by GROUP" */
 static int ndropped;
 
-static void on_drop(const char *ns, const char *group)
+static int on_drop(void *arg, const sched_ev *ev)
 {
-    if (ndropped < 2)
-        snprintf(dropped[ndropped], sizeof dropped[0], "%s by %s", ns, group);
-    ndropped++;
+    (void)arg;
+    if (ev->ns && ndropped < 2)
+        snprintf(dropped[ndropped], sizeof dropped[0], "%s by %s", ev->ns, ev->group);
+    ndropped += ev->ns != NULL;
+    return 0;
 }
 
 /* Which live groups use a namespace (pskvctl drop's refusal): named after it, or a
  * worker registered in it (REGISTER table_ns); a bad table_ns is refused naming the
- * field; a group whose worker asked --drop-namespace calls the drop hook at its end
- * with its namespace, one without does not. */
+ * field; a group whose worker asked --drop-namespace ends (SCHED_EV_GROUP_ENDED)
+ * naming its namespace, one without names none. */
 START_TEST(test_group_namespaces)
 {
     setup_job(1, 1);
     memb.service = 1;
     ndropped = 0;
-    group_on_drop(on_drop);
+    events_subscribe(SCHED_EV_GROUP_ENDED, on_drop, NULL);
     uint32_t aid, bid;
     acked_rank(reg(PSKV__ROLE__SERVER, -1, 1), NULL);
     void *a = reg_group_ns("A", 1, -1, 2, "S", 1);
@@ -512,7 +514,7 @@ START_TEST(test_group_namespaces)
     ck_assert_int_eq(group_users("S", names, sizeof names), 0);
     send_simple(b, PSKV__MSG_TYPE__FINISH, bid, 0);
     ck_assert_int_eq(ndropped, 1); /* B did not ask */
-    group_on_drop(NULL);
+    events_reset();
 }
 END_TEST
 

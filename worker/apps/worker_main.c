@@ -255,7 +255,8 @@ static void library_config(pskv_config *pc)
     pc->quota_bytes = (uint64_t)cfg_int(config, "quota-bytes");
     pc->group = cfg_str(config, "group");
     pc->group_size = (int)cfg_int(config, "group-size");
-    member_set_drop_namespace((int)cfg_int(config, "drop-namespace")); /* carried in REGISTER */
+    if (cfg_int(config, "drop-namespace")) /* libpskv reads it: no pskv_config field */
+        setenv("PSKV_DROP_NAMESPACE", "1", 1);
     pc->metrics_port = (int)cfg_int(config, "metrics-port");
     pc->metrics_bind = cfg_str(config, "bind");
     pc->listen_bind = cfg_str(config, "bind");
