@@ -565,7 +565,7 @@ void chain_fwd_again(chain *c)
 
 /* Sends again, to the same server, every hop unanswered for CHAIN_RESEND_MS, then
  * twice, 4 and at most 8 times as long after each time, and never while that
- * server acknowledges hops sent before it within CHAIN_RESEND_MS (a successor
+ * server acknowledges hops sent before it within that wait (a successor
  * merely slow, working through its queue in order, is not flooded with copies of
  * what it has queued: on a starved machine that feedback made every queue grow
  * until the workers' requests timed out). Each hop of a placement goes to the next server of its
@@ -590,8 +590,7 @@ void chain_fwd_retry(chain *c)
             if (f->done || now - f->sent_ms < wait)
                 continue;
             const chain_peer *p = chain_peer_of(c, f->node);
-            if (p && p->heard_ms && now - p->heard_ms < CHAIN_RESEND_MS &&
-                p->heard_sent_ms <= f->sent_ms)
+            if (p && p->heard_ms && now - p->heard_ms < wait && p->heard_sent_ms <= f->sent_ms)
                 continue; /* behind, not lost */
             send_replicate(c, pd, fi);
             f->resends++;

@@ -358,18 +358,20 @@ out:
 }
 
 /* 1 when part p of an async table has waited long enough for its server to count
- * as silent: --retry-ms, then twice, 4 and 8 times as long for the same rows (a
- * server merely slow is not flooded with copies of what it has queued), and never
- * while that server answers parts sent before p within --retry-ms (it is working
- * through its queue in order: p is behind them, not lost). A server that answered
- * a part sent after p, or nothing for --retry-ms, may have dropped it. */
+ * as silent: --retry-ms, then twice, 4 and 8 times as long for the same rows, and
+ * never while that server answers parts sent before p (it works through its queue
+ * in order: p is behind them, not lost; copies of what it has queued would only
+ * lengthen the queue, and each copy makes the answer to the one before it
+ * worthless, so on a starved machine parts went again and again until their
+ * requests timed out). A server that answered a part sent after p, or nothing
+ * for as long as p has waited, may have dropped it. */
 static int silent_part(const pskv_worker *w, const part *p, int64_t now)
 {
     const srv *s = &w->srv[p->server];
     int64_t wait = (int64_t)w->retry_ms << (p->silences < 3 ? p->silences : 3);
     if (now - p->sent_ms < wait)
         return 0;
-    return !(s->heard_ms && now - s->heard_ms < w->retry_ms && s->heard_sent_ms <= p->sent_ms);
+    return !(s->heard_ms && now - s->heard_ms < wait && s->heard_sent_ms <= p->sent_ms);
 }
 
 /* Parts whose server died, or that are due for another try, are planned again. */
