@@ -101,17 +101,26 @@ START_TEST(every_member_dead_is_not_listed)
 }
 END_TEST
 
-START_TEST(hand_over_holds_until_whole)
+/* R = 1: p0 on [1] moves to a joiner [5] in view 2; 1 stays alive, handing it over. */
+static holders *handed_over(uint32_t *joined)
 {
-    /* R = 1: p0 on [1] moves to a joiner [5]; 1 stays alive, handing it over */
     memset(dead, 0, sizeof dead);
     holders *h = holders_new(1, 1);
+    ck_assert_ptr_nonnull(h);
     uint32_t chains[] = {1};
     holders_loss loss[2];
     holders_update(h, NULL, chains, 1, alive, NULL, loss, 2);
-    uint32_t joined[] = {5};
+    joined[0] = 5;
     ck_assert_uint_eq(holders_update(h, chains, joined, 2, alive, NULL, loss, 2), 0);
     ck_assert(holders_is_whole(h, joined, 0, 1) && !holders_is_whole(h, joined, 0, 5));
+    return h;
+}
+
+START_TEST(hand_over_holds_until_whole)
+{
+    uint32_t joined[1];
+    holders *h = handed_over(joined);
+    holders_loss loss[2];
     /* another server dies (no change to p0): 1 still holds it */
     uint32_t same[] = {5};
     ck_assert_uint_eq(holders_update(h, joined, same, 3, alive, NULL, loss, 2), 0);
@@ -129,13 +138,9 @@ END_TEST
 START_TEST(hand_over_done)
 {
     /* the same, but 5 reports the join's view whole first: 1's death loses nothing */
-    memset(dead, 0, sizeof dead);
-    holders *h = holders_new(1, 1);
-    uint32_t chains[] = {1};
+    uint32_t joined[1];
+    holders *h = handed_over(joined);
     holders_loss loss[2];
-    holders_update(h, NULL, chains, 1, alive, NULL, loss, 2);
-    uint32_t joined[] = {5};
-    holders_update(h, chains, joined, 2, alive, NULL, loss, 2);
     holders_heard(h, joined, 5, 2);
     ck_assert(holders_is_whole(h, joined, 0, 5) && !holders_is_whole(h, joined, 0, 1));
     dead[1] = 1;
