@@ -136,17 +136,31 @@ uint32_t holders_update(holders *h, const uint32_t *old, uint32_t *next, uint64_
     return lost;
 }
 
-void holders_heard(holders *h, const uint32_t *chains, uint32_t id, uint64_t whole_epoch)
+static int cmp_u32(const void *a, const void *b)
 {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int holders_heard(holders *h, const uint32_t *chains, uint32_t id, uint64_t epoch,
+                  const uint32_t *awaited, size_t n)
+{
+    for (size_t i = 1; i < n; i++)
+        if (awaited[i] <= awaited[i - 1])
+            return -1;
     if (!h->pending || !chains)
-        return;
+        return 0;
     size_t cells = (size_t)h->nparts * h->R;
-    for (size_t c = 0; c < cells; c++)
-        if (chains[c] == id && h->since[c] && h->since[c] <= whole_epoch) {
-            h->since[c] = 0;
-            h->out[c / h->R] = 0;
-            h->pending--;
-        }
+    for (size_t c = 0; c < cells; c++) {
+        uint32_t p = (uint32_t)(c / h->R);
+        if (chains[c] != id || !h->since[c] || h->since[c] > epoch ||
+            (n && bsearch(&p, awaited, n, sizeof *awaited, cmp_u32)))
+            continue;
+        h->since[c] = 0;
+        h->out[p] = 0;
+        h->pending--;
+    }
+    return 0;
 }
 
 int holders_is_whole(const holders *h, const uint32_t *chains, uint32_t p, uint32_t id)

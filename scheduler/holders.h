@@ -5,7 +5,8 @@
  * A member of the first placement holds its partitions whole. A server new to a
  * chain (after a failover, a join, a drain) holds the partition whole once its
  * HEARTBEAT's `whole_epoch` (the latest view whose placement it holds whole)
- * reaches the view that added it. A server that left a chain while alive (a
+ * reaches the view that added it, or once a HEARTBEAT's `awaited_epoch` does and
+ * its `awaited` (the partitions whose copies it still awaits there) omits it. A server that left a chain while alive (a
  * drained server, the old head of a join with R = 1) still holds the partition
  * whole and hands it over: it counts until a chain member holds it whole.
  *
@@ -52,10 +53,13 @@ typedef struct holders_loss {
 uint32_t holders_update(holders *h, const uint32_t *old, uint32_t *next, uint64_t epoch,
                         holders_alive_fn alive, void *ctx, holders_loss *loss, size_t cap);
 
-/* Server `id` holds the placement of view `whole_epoch` whole (its HEARTBEAT):
- * it now counts as a whole holder of every partition of `chains` (the current
- * ones) it was added to at that epoch or before. */
-void holders_heard(holders *h, const uint32_t *chains, uint32_t id, uint64_t whole_epoch);
+/* Server `id` holds the placement of view `epoch` whole but for the n partitions
+ * of awaited[] (its HEARTBEAT: `whole_epoch` with none, or `awaited_epoch` and
+ * `awaited`): it now counts as a whole holder of every other partition of
+ * `chains` (the current ones) it was added to at that epoch or before. Returns 0,
+ * or -1 (nothing changed) when awaited[] is not strictly ascending. */
+int holders_heard(holders *h, const uint32_t *chains, uint32_t id, uint64_t epoch,
+                  const uint32_t *awaited, size_t n);
 
 /* 1 when server `id` (a member of p's chain in `chains`) holds p whole. */
 int holders_is_whole(const holders *h, const uint32_t *chains, uint32_t p, uint32_t id);

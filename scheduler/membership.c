@@ -471,8 +471,10 @@ void memb_on_heartbeat(wire_msg *msg)
     if (r->has_whole_epoch && r->whole_epoch > n->whole_epoch) {
         n->whole_epoch = r->whole_epoch;
         if (n->role == PSKV__ROLE__SERVER)
-            view_heard_whole(n->id, n->whole_epoch); /* who can still lose what (view.h) */
+            view_heard_whole(n->id, n->whole_epoch, NULL, 0); /* who can lose what (view.h) */
     }
+    if (r->has_awaited_epoch && n->role == PSKV__ROLE__SERVER) /* copies under way */
+        view_heard_whole(n->id, r->awaited_epoch, r->awaited, r->n_awaited);
     n->pushes = r->has_pushes ? r->pushes : n->pushes;
     n->pulls = r->has_pulls ? r->pulls : n->pulls;
     n->rss = r->has_rss_bytes ? r->rss_bytes : n->rss;

@@ -375,10 +375,11 @@ static void drop_partial(const uint32_t *old, uint32_t *next)
         LOG_E("%u more partitions lost the same way", n - VIEW_LOSSES_LOGGED);
 }
 
-void view_heard_whole(uint32_t id, uint64_t whole_epoch)
+void view_heard_whole(uint32_t id, uint64_t epoch, const uint32_t *awaited, size_t n)
 {
-    if (V.holders)
-        holders_heard(V.holders, V.chains, id, whole_epoch);
+    if (V.holders && holders_heard(V.holders, V.chains, id, epoch, awaited, n) < 0)
+        LOG_W("heartbeat from server node %u: its %zu partitions awaited are not in ascending "
+              "order: ignored", id, n);
 }
 
 /* ring.h owns how partitions are placed; this keeps the chains and the counts. */

@@ -39,9 +39,11 @@ uint64_t view_place_epoch(void);
  * (their chains are all 0). */
 uint32_t view_lost(void);
 
-/* Server `id`'s HEARTBEAT says it holds the placement of view `whole_epoch`
- * whole: it counts as a whole holder of the partitions it was given up to then. */
-void view_heard_whole(uint32_t id, uint64_t whole_epoch);
+/* Server `id`'s HEARTBEAT says it holds the placement of view `epoch` whole but
+ * for the n partitions of awaited[] (whole_epoch: none): it counts as a whole
+ * holder of the others it was given up to then (holders.h). A malformed list is
+ * logged and ignored. */
+void view_heard_whole(uint32_t id, uint64_t epoch, const uint32_t *awaited, size_t n);
 
 /* The current placement: returns the chains (NULL before the first placement;
  * view.c's, valid until the next placement) and sets the ring shape. */

@@ -1,7 +1,8 @@
 /* Tests of who holds each partition whole (scheduler/holders.c): a partition whose
  * last whole replica dies while another member still awaits its copy is lost (its
  * chain all 0); one with a whole survivor is not; a member counts as whole once
- * its HEARTBEAT's whole_epoch reaches the view that added it; a server that left
+ * its HEARTBEAT's whole_epoch reaches the view that added it, or its awaited list
+ * of that view omits the partition; a server that left
  * a chain alive (a join's or drain's hand-over) holds it until a member is whole. */
 #include <stdint.h>
 #include <string.h>
@@ -48,7 +49,7 @@ START_TEST(sender_dies_during_copy)
     uint32_t chains[4];
     holders *h = first(chains);
     first_death(h, chains);
-    holders_heard(h, chains, 3, 1); /* whole for view 1 only: not for p0 */
+    holders_heard(h, chains, 3, 1, NULL, 0); /* whole for view 1 only: not for p0 */
     ck_assert(!holders_is_whole(h, chains, 0, 3));
     dead[2] = 1; /* the sender dies before 3 holds p0 whole */
     uint32_t next[] = {3, 0, 3, 0};
@@ -70,7 +71,7 @@ START_TEST(whole_survivor_keeps_it)
     uint32_t chains[4];
     holders *h = first(chains);
     first_death(h, chains);
-    holders_heard(h, chains, 3, 2); /* 3 holds view 2's placement whole */
+    holders_heard(h, chains, 3, 2, NULL, 0); /* 3 holds view 2's placement whole */
     ck_assert(holders_is_whole(h, chains, 0, 3));
     dead[2] = 1;
     uint32_t next[] = {3, 0, 3, 0};
@@ -141,7 +142,7 @@ START_TEST(hand_over_done)
     uint32_t joined[1];
     holders *h = handed_over(joined);
     holders_loss loss[2];
-    holders_heard(h, joined, 5, 2);
+    holders_heard(h, joined, 5, 2, NULL, 0);
     ck_assert(holders_is_whole(h, joined, 0, 5) && !holders_is_whole(h, joined, 0, 1));
     dead[1] = 1;
     uint32_t after[] = {5};
@@ -171,6 +172,42 @@ START_TEST(losses_past_cap_counted)
 }
 END_TEST
 
+START_TEST(awaited_per_partition)
+{
+    /* p0 on [1, 4], p1 on [3, 4]; 4 dies: 2 joins both chains, copied from 1 and 3 */
+    memset(dead, 0, sizeof dead);
+    holders *h = holders_new(2, 2);
+    uint32_t c0[] = {1, 4, 3, 4};
+    holders_loss loss[2];
+    holders_update(h, NULL, c0, 1, alive, NULL, loss, 2);
+    dead[4] = 1;
+    uint32_t c1[] = {1, 2, 3, 2};
+    ck_assert_uint_eq(holders_update(h, c0, c1, 2, alive, NULL, loss, 2), 0);
+    /* a malformed list changes nothing */
+    const uint32_t bad[] = {1, 0};
+    ck_assert_int_eq(holders_heard(h, c1, 2, 2, bad, 2), -1);
+    ck_assert(!holders_is_whole(h, c1, 0, 2));
+    /* 2 has p0's copy, still awaits p1's (whole_epoch would say neither) */
+    const uint32_t awaited[] = {1};
+    ck_assert_int_eq(holders_heard(h, c1, 2, 2, awaited, 1), 0);
+    ck_assert(holders_is_whole(h, c1, 0, 2) && !holders_is_whole(h, c1, 1, 2));
+    /* 1 dies: p0 keeps its whole survivor; 3 dies: p1 is lost */
+    dead[1] = 1;
+    uint32_t c2[] = {2, 0, 3, 2};
+    ck_assert_uint_eq(holders_update(h, c1, c2, 3, alive, NULL, loss, 2), 0);
+    ck_assert_uint_eq(c2[0], 2);
+    dead[3] = 1;
+    uint32_t c3[] = {2, 0, 2, 0};
+    ck_assert_uint_eq(holders_update(h, c2, c3, 4, alive, NULL, loss, 2), 1);
+    ck_assert_uint_eq(loss[0].p, 1);
+    ck_assert_uint_eq(loss[0].whole, 3);
+    ck_assert_uint_eq(loss[0].filling, 2);
+    const uint32_t want[] = {2, 0, 0, 0};
+    ck_assert_mem_eq(c3, want, sizeof want);
+    holders_destroy(&h);
+}
+END_TEST
+
 Suite *holders_suite(void)
 {
     Suite *s = suite_create("holders");
@@ -181,6 +218,7 @@ Suite *holders_suite(void)
     tcase_add_test(tc, hand_over_holds_until_whole);
     tcase_add_test(tc, hand_over_done);
     tcase_add_test(tc, losses_past_cap_counted);
+    tcase_add_test(tc, awaited_per_partition);
     suite_add_tcase(s, tc);
     return s;
 }
