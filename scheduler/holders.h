@@ -10,6 +10,9 @@
  * drained server, the old head of a join with R = 1) still holds the partition
  * whole and hands it over: it counts until a chain member holds it whole.
  *
+ * A copy counts from the heartbeat after it completed: a last whole replica that
+ * dies in between loses the partition (on the safe side: never read partial).
+ *
  * OWNS   per chain cell the view epoch from which its member must report itself
  *        whole (0: whole), per partition the one whole holder out of its chain.
  * THREAD the scheduler's (view.c calls it); the pure decision holders_update is
