@@ -72,9 +72,10 @@ f_fill_lapsed_defaults() { fill_scenario 6500 7; }
 # sums came out wrong.
 tags fill_sender_dies once
 f_fill_sender_dies() {
-  local d=$TDIR/c i log= other node snode js lost lines lp rc t0
+  local d=$TDIR/c i log= other node snode js lost lines lp rc t0 mp m=
+  mp=$(free_port)
   PSKV_TEST_FILL_DELAY_MS=3000 launch "$d" --servers 3 --workers 2 --scheduler-opt=--replicas=2 \
-    -- --app check --count-acked --rounds 3000
+    --scheduler-opt=--metrics-port=$mp -- --app check --count-acked --rounds 3000
   wait_joined "$d" 2
   sleep 0.5
   kill -KILL "$(cat "$d/server-0.pid")"
@@ -102,6 +103,13 @@ f_fill_sender_dies() {
     fail "status counts ${lost:-no} lost partitions, the scheduler's log names $lines"
   "$BIN/pskvctl" --scheduler "127.0.0.1:$(sched_port "$d")" status | grep -q "; $lost partitions LOST" ||
     fail "pskvctl status does not show $lost partitions LOST"
+  for i in $(seq $((50 * TS))); do # the gauges are refreshed every 500 ms
+    m=$(curl -sf "http://127.0.0.1:$mp/metrics") &&
+      grep -q "^pskv_partitions_lost{[^}]*} $lost\$" <<< "$m" && break
+    sleep 0.1
+  done
+  grep -q "^pskv_partitions_lost{[^}]*} $lost\$" <<< "$m" ||
+    fail "metrics: $(grep '^pskv_partitions_lost' <<< "$m" || echo 'no pskv_partitions_lost')"
   lp=$(cat "$d/launch.pid")
   wait "$lp"; rc=$?
   [ $rc -ne 0 ] || fail "the job succeeded without the partitions only node $node held whole"
