@@ -123,10 +123,6 @@ static int join_cluster(const char *sched, const char *host, int port)
     return -1;
 }
 
-/* The loop, until a signal or STOP: the scheduler's messages, the chains' sockets,
- * the data socket, then the background checkpoint. Returns 1 when the scheduler
- * said STOP, 0 on a signal or a failed poll, -1 when no view came within
- * --join-timeout (logged). */
 /* What this server holds whole, for its heartbeats (lease.h): the latest view whose
  * placement it holds whole (a drain waits for it), and while copies are under way
  * which partitions still wait, so that the scheduler knows the others are whole
@@ -153,6 +149,10 @@ static void note_whole(void)
     lease_set_awaited(listed = srv.mb.epoch, parts, n);
 }
 
+/* The loop, until a signal or STOP: the scheduler's messages, the chains' sockets,
+ * the data socket, then the background checkpoint. Returns 1 when the scheduler
+ * said STOP, 0 on a signal or a failed poll, -1 when no view came within
+ * --join-timeout (logged). */
 static int run(const char *sched)
 {
     int64_t join_deadline = tu_now_ms() + (int64_t)(cfg_double(config, "join-timeout") * 1000);
