@@ -473,7 +473,7 @@ static void ckpt_check_done(void)
         if (writes(&memb.nodes[i]) && memb.nodes[i].ckpt_acked != C.seq)
             return;
     if (view_lost()) {
-        ckpt_fail(PSKV_ELOST, "partitions were lost (every replica died): no complete copy");
+        ckpt_fail(PSKV_ELOST, "partitions were lost (no live replica holds them whole): no complete copy");
         return;
     }
     ckpt_complete();

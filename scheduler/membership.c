@@ -485,8 +485,13 @@ void memb_on_heartbeat(wire_msg *msg)
         n->clock = r->clock; /* only forward: a barrier's may have come first */
     if (r->has_dropped)
         n->dropped = r->dropped;
-    if (r->has_whole_epoch)
+    if (r->has_whole_epoch && r->whole_epoch > n->whole_epoch) {
         n->whole_epoch = r->whole_epoch;
+        if (n->role == PSKV__ROLE__SERVER)
+            view_heard_whole(n->id, n->whole_epoch, NULL, 0); /* who can lose what (view.h) */
+    }
+    if (r->has_awaited_epoch && n->role == PSKV__ROLE__SERVER) /* copies under way */
+        view_heard_whole(n->id, r->awaited_epoch, r->awaited, r->n_awaited);
     n->pushes = r->has_pushes ? r->pushes : n->pushes;
     n->pulls = r->has_pulls ? r->pulls : n->pulls;
     n->rss = r->has_rss_bytes ? r->rss_bytes : n->rss;
@@ -608,7 +613,7 @@ void memb_declare_dead(memb_node *n, int64_t now)
         /* checkpoint.c: one in progress no longer waits; sched_metrics.c: a failover */
         events_node(SCHED_EV_DIED, n);
         LOG_W("server node %u replaced: view epoch %llu published %.1f ms after it was "
-              "declared dead; %u partitions lost (every replica dead)", n->id,
+              "declared dead; %u partitions lost (no live replica holds them whole)", n->id,
               (unsigned long long)view_epoch(), (double)(tu_now_us() - t0) / 1e3, view_lost());
     } else if (memb.state == JOB_RUNNING && n->role == PSKV__ROLE__WORKER) {
         view_send(); /* out of the clock set */

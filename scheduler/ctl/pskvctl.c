@@ -449,7 +449,7 @@ static void print_table(const Pskv__Meta *m)
     printf("ring: %u partitions, %u tokens per server, chains of %u (head first)%s", np,
            v->vnodes, R, v->lost ? "" : "\n");
     if (v->lost)
-        printf("; %u partitions LOST (every replica died)\n", v->lost);
+        printf("; %u partitions LOST (no live replica holds them whole)\n", v->lost);
     for (uint32_t p = 0; p < np; p++) {
         char cell[64];
         int at = snprintf(cell, sizeof cell, "%u:", p);

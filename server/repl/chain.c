@@ -78,6 +78,18 @@ int chain_filling(const chain *c)
     return 0;
 }
 
+size_t chain_awaited(const chain *c, uint32_t *out, size_t cap)
+{
+    size_t n = 0;
+    for (uint32_t p = 0; p < c->nparts; p++)
+        if (c->index[p] >= 0 && !c->ready[p]) {
+            if (n < cap)
+                out[n] = p;
+            n++;
+        }
+    return n;
+}
+
 void chain_dense_span(const chain *c, const table *t, uint32_t p, uint64_t *first,
                       uint64_t *count)
 {
