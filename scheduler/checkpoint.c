@@ -553,8 +553,8 @@ static int scope_of(wire_msg *msg, ckpt_scope *sc)
             return -1;
         }
     } else if (msg) {
-        const memb_node *n = memb_sender(msg);
-        g = n ? group_of(n) : NULL;
+        const memb_node *n = msg->meta->has_sender ? memb_find(msg->meta->sender) : NULL;
+        g = n ? group_of(n) : NULL; /* pskvctl is no node */
     }
     if (!g || !memb.service)
         return 0; /* a job's one group: every table */

@@ -1,0 +1,98 @@
+# Checkpoints and resume of a service and of its groups: a group's checkpoint of its
+# namespace, a service resumed with every namespace, a group resumed on its own.
+
+# svc_up PHASE [SCHEDULER FLAGS...]: a service of 2 servers on $TDIR/sched, s0, s1
+# ($SVC its address; logs sched-PHASE.log, sN-PHASE.log).
+svc_up() {
+  local phase=$1 i
+  shift
+  mkdir -p "$TDIR/sched" "$TDIR/s0" "$TDIR/s1"
+  SVC_PORT=$(free_port)
+  SVC=127.0.0.1:$SVC_PORT
+  start "sched-$phase" "$BIN/pskv-scheduler" --port "$SVC_PORT" --servers 2 --service \
+    --data-dir "$TDIR/sched" "$@"
+  for i in 0 1; do
+    start "s$i-$phase" "$BIN/pskv-server" --scheduler "$SVC" --data-dir "$TDIR/s$i"
+  done
+  wait_line "$TDIR/sched-$phase.log" 'cluster complete' 1 60 || fail "service $phase did not start"
+}
+
+# svc_down PHASE: its workers stopped (SIGTERM), pskvctl shutdown, every daemon exits 0.
+svc_down() {
+  local f st
+  for f in "$TDIR"/w-*.pid; do [ -f "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null; done
+  for f in "$TDIR"/w-*.pid; do [ -f "$f" ] && wait_exit "$(cat "$f")" 20 > /dev/null; done
+  "$BIN/pskvctl" --scheduler "$SVC" shutdown > "$TDIR/shutdown-$1.out" 2>&1 ||
+    fail "pskvctl shutdown: $(cat "$TDIR/shutdown-$1.out")"
+  for f in "sched-$1" "s0-$1" "s1-$1"; do
+    wait_exit "$(cat "$TDIR/$f.pid")" 30
+    st=$?
+    [ "$st" = 0 ] || fail "$f exited $st after shutdown: $(tail -n 2 "$TDIR/$f.log")"
+  done
+}
+
+# rc_group NAME SIZE TAG ROUNDS [FLAGS...]: SIZE resume-check workers of group NAME
+# (logs w-TAG-R.log).
+rc_group() {
+  local name=$1 size=$2 tag=$3 rounds=$4 r
+  shift 4
+  for r in $(seq 0 $((size - 1))); do
+    start "w-$tag-$r" "$BIN/pskv-worker" --scheduler "$SVC" --group "$name" --group-size "$size" \
+      --rank "$r" --join-timeout 120 --app resume-check --rounds "$rounds" "$@"
+  done
+}
+
+# digest LOG WHAT: the digest resume-check printed after WHAT ("checkpoint N at step 4",
+# "after step 4", "resumed").
+digest() { sed -n "s/^resume-check: $2 digest \([0-9a-f]*\)$/\1/p" "$1" | tail -n 1; }
+
+# The service outlives its groups, is checkpointed and resumed with two namespaces,
+# and each namespace's values come back exactly: groups A (2 workers) and B (1) run
+# resume-check side by side (4 and 6 rounds), each rank 0's pskv_checkpoint a checkpoint of its own
+# group's namespace only (the manifest says of=ns:A with A's workers alone); then
+# pskvctl checkpoint of every table, the service shut down, and a service started
+# with --resume: A's and B's workers, started as before, resume at steps 4 and 6 with the
+# digests their namespaces had, bit for bit. An unknown group's checkpoint is refused.
+t_service_ckpt_resume() {
+  svc_up fresh
+  rc_group A 2 a0 4
+  rc_group B 1 b0 6
+  wait_line "$TDIR/w-a0-0.log" '^resume-check: after step 4 digest' 1 120 ||
+    fail "group A did not finish: $(tail -n 2 "$TDIR/w-a0-0.log")"
+  wait_line "$TDIR/w-b0-0.log" '^resume-check: after step 6 digest' 1 120 ||
+    fail "group B did not finish: $(tail -n 2 "$TDIR/w-b0-0.log")"
+  local na nb da db
+  na=$(sed -n 's/^resume-check: checkpoint \([0-9]*\) at step 4 .*/\1/p' "$TDIR/w-a0-0.log")
+  nb=$(sed -n 's/^resume-check: checkpoint \([0-9]*\) at step 6 .*/\1/p' "$TDIR/w-b0-0.log")
+  grep -q "^ckpt seq=$na .* of=ns:A" "$TDIR/sched/manifest" ||
+    fail "checkpoint $na is not A's namespace's: $(cat "$TDIR/sched/manifest")"
+  grep "^ckpt seq=$na " "$TDIR/sched/manifest" | grep -q 'workers=[0-9]*:0:4:400:A,[0-9]*:0:4:400:A ' ||
+    fail "checkpoint $na does not hold A's two workers alone: $(grep "^ckpt seq=$na " "$TDIR/sched/manifest")"
+  grep -q "^ckpt seq=$nb .* of=ns:B" "$TDIR/sched/manifest" || fail "checkpoint $nb is not B's"
+  grep -q "checkpoint $na started: of group A, namespace 'A' only" "$TDIR/sched-fresh.log" ||
+    fail "the scheduler did not say checkpoint $na was A's"
+  "$BIN/pskvctl" --scheduler "$SVC" checkpoint --group nope > nope.out 2>&1 &&
+    fail "a checkpoint of an unknown group was taken"
+  grep -q 'group nope: no such group' nope.out || fail "unknown group: $(cat nope.out)"
+  "$BIN/pskvctl" --scheduler "$SVC" checkpoint > all.out 2>&1 || fail "pskvctl checkpoint: $(cat all.out)"
+  grep -q '^checkpoint [0-9]* complete$' all.out || fail "pskvctl checkpoint said: $(cat all.out)"
+  da=$(digest "$TDIR/w-a0-0.log" 'after step 4')
+  db=$(digest "$TDIR/w-b0-0.log" 'after step 6')
+  svc_down fresh
+  svc_up resumed --resume
+  grep -q 'resuming job [0-9]* from checkpoint' "$TDIR/sched-resumed.log" ||
+    fail "the service did not resume: $(tail -n 3 "$TDIR/sched-resumed.log")"
+  rc_group A 2 a1 4
+  rc_group B 1 b1 6
+  wait_line "$TDIR/w-a1-0.log" '^resume-check: after step 4 digest' 1 120 ||
+    fail "resumed group A did not finish: $(tail -n 2 "$TDIR/w-a1-0.log")"
+  wait_line "$TDIR/w-b1-0.log" '^resume-check: after step 6 digest' 1 120 ||
+    fail "resumed group B did not finish: $(tail -n 2 "$TDIR/w-b1-0.log")"
+  grep -q 'rank 0 resumed at step 4 ' "$TDIR/w-a1-0.log" || fail "A did not resume at step 4"
+  grep -q 'rank 1 resumed at step 4 ' "$TDIR/w-a1-1.log" || fail "A's rank 1 did not resume at step 4"
+  grep -q 'rank 0 resumed at step 6 ' "$TDIR/w-b1-0.log" || fail "B did not resume at step 6"
+  [ "$(digest "$TDIR/w-a1-0.log" resumed)" = "$da" ] || fail "namespace A came back as $(digest "$TDIR/w-a1-0.log" resumed), not $da"
+  [ "$(digest "$TDIR/w-b1-0.log" resumed)" = "$db" ] || fail "namespace B came back as $(digest "$TDIR/w-b1-0.log" resumed), not $db"
+  svc_down resumed
+  no_strays "$TDIR"
+}
