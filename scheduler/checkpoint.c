@@ -709,6 +709,19 @@ void ckpt_tick(int64_t now)
         ckpt_fail(PSKV_ETIMEDOUT, "not every server wrote its file within 120 s");
 }
 
+const manifest_entry *ckpt_newest_holding(const char *ns, char *why, size_t whylen)
+{
+    for (size_t k = C.man.n; *C.data_dir && k-- > 0;)
+        if (manifest_holds_ns(&C.man.e[k], ns))
+            return &C.man.e[k];
+    if (!*C.data_dir)
+        snprintf(why, whylen, "the scheduler has no --data-dir");
+    else
+        snprintf(why, whylen, "no complete checkpoint in %s/manifest holds namespace '%s'",
+                 C.data_dir, ns);
+    return NULL;
+}
+
 void ckpt_free(void)
 {
     if (C.resume_from)

@@ -23,6 +23,7 @@
 
 #include <stdint.h>
 
+#include "manifest.h"
 #include "membership.h"
 #include "wire.h"
 
@@ -68,6 +69,12 @@ void ckpt_hooks(void);
 /* The periodic tick at `now` (ms): starts the --checkpoint-every checkpoint when
  * due; fails one that is not done after 120 s. */
 void ckpt_tick(int64_t now);
+
+/* The newest complete checkpoint that holds namespace ns (a checkpoint of ns, or
+ * of every table while the servers held ns), for a group's resume; NULL with why
+ * (no --data-dir, or none holds it). The pointer lasts until the next checkpoint
+ * completes. */
+const manifest_entry *ckpt_newest_holding(const char *ns, char *why, size_t whylen);
 
 /* Frees the manifest, the resume plan and any requesters. */
 void ckpt_free(void);

@@ -33,7 +33,7 @@ void nsrestore_serve(serve_state *s, const Pskv__Meta *req)
     int rc = -PSKV_EPROTO;
     snprintf(why, sizeof why, "NS_RESTORE without a namespace of 0..%d bytes without '/' or "
              "a checkpoint", NSPACE_MAX);
-    if (ns_ok(ns) && req->has_seq && req->has_job_id) {
+    if (ns_ok(ns) && req->has_seq && req->has_ckpt_job) {
         const char *shown = *ns ? ns : "(unnamed)";
         char gone[200];
         snprintf(gone, sizeof gone, "the table's namespace '%s' is being resumed from checkpoint "

@@ -163,7 +163,7 @@ int checkpoint_load_ns(const Pskv__Meta *req, uint64_t *rows, char *why, size_t 
         for (uint32_t k = 0; chain_holds(X.chain, p) && !from[p] && k < R; k++) {
             uint32_t old = req->ckpt_chains[(size_t)p * R + k];
             char path[4200];
-            snprintf(path, sizeof path, "%s/" CKPTREC_NAME_FMT, X.data_dir, req->job_id, req->seq,
+            snprintf(path, sizeof path, "%s/" CKPTREC_NAME_FMT, X.data_dir, req->ckpt_job, req->seq,
                      old);
             if (old && access(path, R_OK) == 0)
                 from[p] = old;
@@ -187,7 +187,7 @@ int checkpoint_load_ns(const Pskv__Meta *req, uint64_t *rows, char *why, size_t 
         uint64_t before = 0, after = 0;
         for (size_t i = 0; i < tables_count(X.tables); i++)
             before += strcmp(tables_at(X.tables, i)->ns, ns) ? 0 : shard_size(tables_at(X.tables, i)->sh);
-        rc = persist_load(X.data_dir, req->job_id, req->seq, old, np, parts, ns, X.tables,
+        rc = persist_load(X.data_dir, req->ckpt_job, req->seq, old, np, parts, ns, X.tables,
                           X.chain, X.cons, &got, why, whylen);
         free(got.vc);
         for (size_t i = 0; i < tables_count(X.tables); i++)

@@ -47,7 +47,7 @@ void checkpoint_load_resumed(persist_clocks *clocks);
 
 /* NS_RESTORE req (a group started with --resume; the caller dropped the
  * namespace's tables first): for each partition held here, finds in --data-dir a
- * file of checkpoint req->seq of job req->job_id written by a node of that
+ * file of checkpoint req->seq of job req->ckpt_job written by a node of that
  * partition's chain then (req->ckpt_chains), and loads from it the rows of
  * namespace req->ckpt_ns in the partitions held (tables created with their saved
  * options; no clocks, no dedupe records). Returns the files loaded (0: no
