@@ -96,3 +96,72 @@ t_service_ckpt_resume() {
   svc_down resumed
   no_strays "$TDIR"
 }
+
+# stop_group TAG SIZE NAME SCHEDLOG: SIGTERM to the group's workers, and the scheduler
+# says group NAME ended (the Nth time: its count of ended lines + 1).
+stop_group() {
+  local r n
+  n=$(grep -c "group $3 ended" "$TDIR/$4")
+  for r in $(seq 0 $(($2 - 1))); do kill -TERM "$(cat "$TDIR/w-$1-$r.pid")" 2>/dev/null; done
+  for r in $(seq 0 $(($2 - 1))); do wait_exit "$(cat "$TDIR/w-$1-$r.pid")" 20 > /dev/null; done
+  wait_line "$TDIR/$4" "group $3 ended" $((n + 1)) 20 || fail "group $3 did not end"
+}
+
+# A group resumed on its own while another runs (pskv-worker --resume): groups A (4
+# steps) and B (6) run, a checkpoint of every table W follows, A's workers are stopped
+# and B's values change (B's workers stopped, a fresh B run on them again). A new A
+# started with --resume gets A's tables back from W (the digest A ended with) and its
+# ranks their progress, while B's second run waits beside it; B's values are not
+# touched (a checkpoint of group B taken after A's resume, of B's namespace only, and
+# a B started with --resume from it give the digest B's second run ended with).
+# Refused, naming the group and the field: --resume of a namespace no checkpoint
+# holds, of a group that runs.
+t_service_group_resume() {
+  svc_up g
+  rc_group A 2 a0 4
+  rc_group B 1 b0 6
+  wait_line "$TDIR/w-a0-0.log" '^resume-check: after step 4 digest' 1 120 ||
+    fail "group A did not finish: $(tail -n 2 "$TDIR/w-a0-0.log")"
+  wait_line "$TDIR/w-b0-0.log" '^resume-check: after step 6 digest' 1 120 ||
+    fail "group B did not finish: $(tail -n 2 "$TDIR/w-b0-0.log")"
+  local daft dbaft w
+  daft=$(digest "$TDIR/w-a0-0.log" 'after step 4')
+  "$BIN/pskvctl" --scheduler "$SVC" checkpoint > w.out 2>&1 || fail "pskvctl checkpoint: $(cat w.out)"
+  w=$(sed -n 's/^checkpoint \([0-9]*\) complete$/\1/p' w.out)
+  grep "^ckpt seq=$w " "$TDIR/sched/manifest" | grep -q ' namespaces=[AB],[AB]' ||
+    fail "checkpoint $w does not list namespaces A and B: $(grep "^ckpt seq=$w " "$TDIR/sched/manifest")"
+  stop_group a0 2 A sched-g.log
+  "$BIN/pskv-worker" --scheduler "$SVC" --group Z --group-size 1 --resume --app resume-check \
+    --connect-timeout 10 > z.log 2>&1 && fail "a group resumed a namespace no checkpoint holds"
+  grep -q "refused registration: group Z: field resume: no complete checkpoint in .* holds namespace 'Z'" z.log ||
+    fail "resume of Z: $(tail -n 1 z.log)"
+  "$BIN/pskv-worker" --scheduler "$SVC" --group B --group-size 1 --resume --app resume-check \
+    --connect-timeout 10 > brun.log 2>&1 && fail "a worker resumed a running group"
+  grep -q "group B: field resume: the group runs already" brun.log || fail "resume of B: $(tail -n 1 brun.log)"
+  stop_group b0 1 B sched-g.log
+  rc_group B 1 b1 6 # B's values change after W
+  wait_line "$TDIR/w-b1-0.log" '^resume-check: after step 6 digest' 1 120 ||
+    fail "B's second run did not finish: $(tail -n 2 "$TDIR/w-b1-0.log")"
+  dbaft=$(digest "$TDIR/w-b1-0.log" 'after step 6')
+  rc_group A 2 a1 4 --resume
+  wait_line "$TDIR/w-a1-0.log" '^resume-check: after step 4 digest' 1 120 ||
+    fail "resumed group A did not finish: $(tail -n 2 "$TDIR/w-a1-0.log")"
+  grep -q 'rank 0 resumed at step 4 ' "$TDIR/w-a1-0.log" || fail "A's rank 0 did not resume at step 4"
+  grep -q 'rank 1 resumed at step 4 ' "$TDIR/w-a1-1.log" || fail "A's rank 1 did not resume at step 4"
+  [ "$(digest "$TDIR/w-a1-0.log" resumed)" = "$daft" ] ||
+    fail "A came back as $(digest "$TDIR/w-a1-0.log" resumed), not checkpoint $w's $daft"
+  grep -q "group A: namespace 'A' resumed from checkpoint $w" "$TDIR/sched-g.log" ||
+    fail "the scheduler did not say A resumed from checkpoint $w"
+  grep -q "namespace 'A' resumed from checkpoint $w" "$TDIR/s0-g.log" || fail "server 0 did not say it loaded A"
+  "$BIN/pskvctl" --scheduler "$SVC" checkpoint --group B > ckb.out 2>&1 || fail "checkpoint of B: $(cat ckb.out)"
+  grep -q '^checkpoint [0-9]* of group B complete$' ckb.out || fail "checkpoint of B said: $(cat ckb.out)"
+  stop_group b1 1 B sched-g.log
+  rc_group B 1 b2 6 --resume
+  wait_line "$TDIR/w-b2-0.log" '^resume-check: resumed digest' 1 120 ||
+    fail "resumed group B did not start: $(tail -n 2 "$TDIR/w-b2-0.log")"
+  grep -q 'rank 0 resumed at step 6 ' "$TDIR/w-b2-0.log" || fail "B did not resume at step 6"
+  [ "$(digest "$TDIR/w-b2-0.log" resumed)" = "$dbaft" ] ||
+    fail "B's values changed under A's resume: $(digest "$TDIR/w-b2-0.log" resumed), not $dbaft"
+  svc_down g
+  no_strays "$TDIR"
+}
