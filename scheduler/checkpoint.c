@@ -217,8 +217,9 @@ static void ckpt_plan_resume(void)
         if (C.man.e[k].job == memb.job_id && !C.man.e[k].ns_only && adopt(&C.man.e[k]) == 0)
             return; /* a group's checkpoint holds one namespace: not a resume of all */
     LOG_E("no complete checkpoint of job %llu in %s/manifest has a valid copy of every "
-          "partition on the registered servers; cannot resume", (unsigned long long)memb.job_id,
-          C.data_dir);
+          "partition on the registered servers; cannot resume%s", (unsigned long long)memb.job_id,
+          C.data_dir, memb.service ? " (a checkpoint of one group's namespace does not resume a "
+          "service: take one of every table, pskvctl checkpoint)" : "");
     exit(1);
 }
 
