@@ -42,6 +42,12 @@ rc_group() {
   done
 }
 
+# rc_done TAG STEP: rank 0 of TAG's workers printed its digest after step STEP.
+rc_done() {
+  wait_line "$TDIR/w-$1-0.log" "^resume-check: after step $2 digest" 1 120 ||
+    fail "w-$1 did not finish step $2: $(tail -n 2 "$TDIR/w-$1-0.log")"
+}
+
 # digest LOG WHAT: the digest resume-check printed after WHAT ("checkpoint N at step 4",
 # "after step 4", "resumed").
 digest() { sed -n "s/^resume-check: $2 digest \([0-9a-f]*\)$/\1/p" "$1" | tail -n 1; }
@@ -57,10 +63,8 @@ t_service_ckpt_resume() {
   svc_up fresh
   rc_group A 2 a0 4
   rc_group B 1 b0 6
-  wait_line "$TDIR/w-a0-0.log" '^resume-check: after step 4 digest' 1 120 ||
-    fail "group A did not finish: $(tail -n 2 "$TDIR/w-a0-0.log")"
-  wait_line "$TDIR/w-b0-0.log" '^resume-check: after step 6 digest' 1 120 ||
-    fail "group B did not finish: $(tail -n 2 "$TDIR/w-b0-0.log")"
+  rc_done a0 4
+  rc_done b0 6
   local na nb da db
   na=$(sed -n 's/^resume-check: checkpoint \([0-9]*\) at step 4 .*/\1/p' "$TDIR/w-a0-0.log")
   nb=$(sed -n 's/^resume-check: checkpoint \([0-9]*\) at step 6 .*/\1/p' "$TDIR/w-b0-0.log")
@@ -84,10 +88,8 @@ t_service_ckpt_resume() {
     fail "the service did not resume: $(tail -n 3 "$TDIR/sched-resumed.log")"
   rc_group A 2 a1 4
   rc_group B 1 b1 6
-  wait_line "$TDIR/w-a1-0.log" '^resume-check: after step 4 digest' 1 120 ||
-    fail "resumed group A did not finish: $(tail -n 2 "$TDIR/w-a1-0.log")"
-  wait_line "$TDIR/w-b1-0.log" '^resume-check: after step 6 digest' 1 120 ||
-    fail "resumed group B did not finish: $(tail -n 2 "$TDIR/w-b1-0.log")"
+  rc_done a1 4
+  rc_done b1 6
   grep -q 'rank 0 resumed at step 4 ' "$TDIR/w-a1-0.log" || fail "A did not resume at step 4"
   grep -q 'rank 1 resumed at step 4 ' "$TDIR/w-a1-1.log" || fail "A's rank 1 did not resume at step 4"
   grep -q 'rank 0 resumed at step 6 ' "$TDIR/w-b1-0.log" || fail "B did not resume at step 6"
@@ -120,10 +122,8 @@ t_service_group_resume() {
   svc_up g
   rc_group A 2 a0 4
   rc_group B 1 b0 6
-  wait_line "$TDIR/w-a0-0.log" '^resume-check: after step 4 digest' 1 120 ||
-    fail "group A did not finish: $(tail -n 2 "$TDIR/w-a0-0.log")"
-  wait_line "$TDIR/w-b0-0.log" '^resume-check: after step 6 digest' 1 120 ||
-    fail "group B did not finish: $(tail -n 2 "$TDIR/w-b0-0.log")"
+  rc_done a0 4
+  rc_done b0 6
   local daft dbaft w
   daft=$(digest "$TDIR/w-a0-0.log" 'after step 4')
   "$BIN/pskvctl" --scheduler "$SVC" checkpoint > w.out 2>&1 || fail "pskvctl checkpoint: $(cat w.out)"
@@ -140,12 +140,10 @@ t_service_group_resume() {
   grep -q "group B: field resume: the group runs already" brun.log || fail "resume of B: $(tail -n 1 brun.log)"
   stop_group b0 1 B sched-g.log
   rc_group B 1 b1 6 # B's values change after W
-  wait_line "$TDIR/w-b1-0.log" '^resume-check: after step 6 digest' 1 120 ||
-    fail "B's second run did not finish: $(tail -n 2 "$TDIR/w-b1-0.log")"
+  rc_done b1 6
   dbaft=$(digest "$TDIR/w-b1-0.log" 'after step 6')
   rc_group A 2 a1 4 --resume
-  wait_line "$TDIR/w-a1-0.log" '^resume-check: after step 4 digest' 1 120 ||
-    fail "resumed group A did not finish: $(tail -n 2 "$TDIR/w-a1-0.log")"
+  rc_done a1 4
   grep -q 'rank 0 resumed at step 4 ' "$TDIR/w-a1-0.log" || fail "A's rank 0 did not resume at step 4"
   grep -q 'rank 1 resumed at step 4 ' "$TDIR/w-a1-1.log" || fail "A's rank 1 did not resume at step 4"
   [ "$(digest "$TDIR/w-a1-0.log" resumed)" = "$daft" ] ||

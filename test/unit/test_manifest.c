@@ -27,6 +27,15 @@ static void append(const char *dir, manifest *m, uint64_t seq, int64_t clock)
     ck_assert_int_eq(manifest_append(dir, m, &e, why, sizeof why), 0);
 }
 
+/* Replaces dir/manifest (path: its name) with the one line `line`. */
+static void write_line(const char *path, const char *line)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "%s\n", line);
+    fclose(f);
+}
+
 START_TEST(best_survives_retention)
 {
     char dir[] = "/tmp/pskv-manifest-XXXXXX", why[256];
@@ -59,19 +68,13 @@ START_TEST(best_survives_retention)
     /* a line of before (no clock, no best) reads; a bad best= does not */
     char path[128];
     snprintf(path, sizeof path, "%s/manifest", dir);
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fprintf(f, "ckpt seq=1 job=42 time=5 partitions=1 replicas=1 vnodes=16 chains=7 "
-               "workers=0:1:10:0\n");
-    fclose(f);
+    write_line(path, "ckpt seq=1 job=42 time=5 partitions=1 replicas=1 vnodes=16 chains=7 "
+                     "workers=0:1:10:0");
     ck_assert_int_eq(manifest_read(dir, &r, why, sizeof why), 0);
     ck_assert(r.n == 1 && r.e[0].clock == -1 && !r.e[0].best && !manifest_best(&r));
     manifest_free(&r);
-    f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fprintf(f, "ckpt seq=1 job=42 time=5 partitions=1 replicas=1 vnodes=16 chains=7 "
-               "best=val_loss\n");
-    fclose(f);
+    write_line(path, "ckpt seq=1 job=42 time=5 partitions=1 replicas=1 vnodes=16 chains=7 "
+                     "best=val_loss");
     ck_assert_int_eq(manifest_read(dir, &r, why, sizeof why), -PSKV_EPROTO);
     unlink(path);
     rmdir(dir);
@@ -110,18 +113,13 @@ START_TEST(group_scopes)
     manifest_free(&r);
     /* a line of before: its namespaces are not known, read as every one */
     snprintf(path, sizeof path, "%s/manifest", dir);
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fprintf(f, "ckpt seq=1 job=42 time=5 partitions=1 replicas=1 vnodes=16 chains=7 "
-               "workers=0:1:10:0\n");
-    fclose(f);
+    write_line(path, "ckpt seq=1 job=42 time=5 partitions=1 replicas=1 vnodes=16 chains=7 "
+                     "workers=0:1:10:0");
     ck_assert_int_eq(manifest_read(dir, &r, why, sizeof why), 0);
     ck_assert(manifest_holds_ns(&r.e[0], "B") && !*r.e[0].workers[0].group);
     manifest_free(&r);
-    f = fopen(path, "w"); /* of= must say ns: */
-    ck_assert_ptr_nonnull(f);
-    fprintf(f, "ckpt seq=1 job=42 time=5 partitions=1 replicas=1 vnodes=16 chains=7 of=A\n");
-    fclose(f);
+    /* of= must say ns: */
+    write_line(path, "ckpt seq=1 job=42 time=5 partitions=1 replicas=1 vnodes=16 chains=7 of=A");
     ck_assert_int_eq(manifest_read(dir, &r, why, sizeof why), -PSKV_EPROTO);
     unlink(path);
     rmdir(dir);
