@@ -456,13 +456,17 @@ static void ckpt_complete(void)
     char(*nss)[MANIFEST_NAME_MAX + 1] = e.ns_only ? NULL : calloc(MANIFEST_MAX_NS, sizeof *nss);
     e.nss = nss;
     e.nns = nss ? 0 : e.ns_only ? 0 : -1;
-    for (int i = 0; nss && i < memb.nnodes; i++) { /* the namespaces this one holds */
+    for (int i = 0; nss && e.nns >= 0 && i < memb.nnodes; i++) { /* the namespaces it holds */
         const memb_node *n = &memb.nodes[i];
+        if (n->role == PSKV__ROLE__SERVER && !n->dead && n->ns && n->ns->n >= MEMB_MAX_NS)
+            e.nns = -1; /* its heartbeat's list may be cut short: not known, every one */
         for (size_t k = 0; n->role == PSKV__ROLE__SERVER && !n->dead && n->ns && k < n->ns->n; k++) {
             int have = 0;
             for (int j = 0; j < e.nns && !have; j++)
                 have = !strcmp(nss[j], n->ns->names[k]);
-            if (!have && e.nns < MANIFEST_MAX_NS)
+            if (!have && e.nns >= MANIFEST_MAX_NS)
+                e.nns = -1; /* too many to list: every one */
+            else if (!have && e.nns >= 0)
                 snprintf(nss[e.nns++], sizeof nss[0], "%s", n->ns->names[k]);
         }
     }

@@ -58,7 +58,8 @@ digest() { sed -n "s/^resume-check: $2 digest \([0-9a-f]*\)$/\1/p" "$1" | tail -
 # group's namespace only (the manifest says of=ns:A with A's workers alone); then
 # pskvctl checkpoint of every table, the service shut down, and a service started
 # with --resume: A's and B's workers, started as before, resume at steps 4 and 6 with the
-# digests their namespaces had, bit for bit. An unknown group's checkpoint is refused.
+# digests their namespaces had, bit for bit. An unknown group's checkpoint is refused,
+# and a group's resume a server cannot load fails its workers with the reason.
 t_service_ckpt_resume() {
   svc_up fresh
   rc_group A 2 a0 4
@@ -95,6 +96,16 @@ t_service_ckpt_resume() {
   grep -q 'rank 0 resumed at step 6 ' "$TDIR/w-b1-0.log" || fail "B did not resume at step 6"
   [ "$(digest "$TDIR/w-a1-0.log" resumed)" = "$da" ] || fail "namespace A came back as $(digest "$TDIR/w-a1-0.log" resumed), not $da"
   [ "$(digest "$TDIR/w-b1-0.log" resumed)" = "$db" ] || fail "namespace B came back as $(digest "$TDIR/w-b1-0.log" resumed), not $db"
+  # a group's resume a server cannot load (its files of the checkpoint gone): A's
+  # worker exits 1 naming the server and why (the resumed A ended after its step)
+  wait_line "$TDIR/sched-resumed.log" 'group A ended' 1 60 || fail "the resumed group A did not end"
+  mkdir -p "$TDIR/away"
+  mv "$TDIR"/s0/ckpt-*.pskv "$TDIR/away/"
+  "$BIN/pskv-worker" --scheduler "$SVC" --group A --group-size 1 --resume --app resume-check \
+    --join-timeout 60 > nofile.log 2>&1 && fail "A resumed without server 0's files"
+  grep -q "group A: the resume of namespace 'A' from checkpoint [0-9]* failed: server node [0-9]*: .*has no file of checkpoint" nofile.log ||
+    fail "a failed resume: $(tail -n 1 nofile.log)"
+  mv "$TDIR"/away/ckpt-*.pskv "$TDIR/s0/"
   svc_down resumed
   no_strays "$TDIR"
 }
