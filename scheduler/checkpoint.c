@@ -32,6 +32,7 @@ typedef struct ckpt_scope {
 typedef struct ckpt_req {
     sched_asker a;
     ckpt_scope scope;
+    int full; /* asked for a full one (pskvctl without --delta) */
 } ckpt_req;
 
 static struct {
@@ -305,7 +306,7 @@ static void answer_requesters(int code, const char *why)
     C.nreqs = kept;
     if (kept) {
         ckpt_scope next = C.reqs[0].scope;
-        start_scope(&next, 1);
+        start_scope(&next, C.reqs[0].full);
     }
 }
 
@@ -625,6 +626,7 @@ void ckpt_start(wire_msg *msg)
         }
         C.reqs = g;
         sched_asker_of(&g[C.nreqs].a, msg);
+        g[C.nreqs].full = msg->meta->has_delta && !msg->meta->delta;
         g[C.nreqs++].scope = sc;
     }
     if (C.busy)

@@ -46,8 +46,13 @@ int ckpt_resume_job(uint64_t *job);
 /* Starts a checkpoint: requested by msg (CHECKPOINT, from pskvctl or a worker;
  * answered CHECKPOINT_ACK or ERROR when it completes or fails), or by the timer
  * when msg is NULL. Full or a delta as --full-every says; msg with delta false
- * (pskvctl) asks for a full one and starts the cycle again. A request while one is in progress is answered with it.
- * Refuses msg without --data-dir or when the job is not running. */
+ * (pskvctl) asks for a full one and starts the cycle again. In a service, a request
+ * naming a group (pskvctl checkpoint --group G) or from a worker of a group is a
+ * checkpoint of that group's namespace only (servers write its tables alone, the
+ * manifest records its workers alone: of=ns:NS); else of every table. A request
+ * while one of its scope is in progress is answered with it; of another scope, it
+ * starts when that one ends. Refuses msg without --data-dir, when the job is not
+ * running, or naming a group that is not running. */
 void ckpt_start(wire_msg *msg);
 
 /* CHECKPOINT_ACK from a server: it wrote checkpoint seq; completes the checkpoint

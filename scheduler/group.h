@@ -66,8 +66,10 @@ int64_t group_slowest(const memb_node *n);
  * (name: no '/', at most 64 bytes; size: the same for every worker of the group;
  * a named group only in a service), gives it a rank of its group (the one it
  * wishes when free, a dead worker's it takes over, the next one of a running
- * group), acknowledges it and starts the group when it is complete. Refuses,
- * naming the group and the field, otherwise. */
+ * group), acknowledges it and starts the group when it is complete (a group
+ * whose workers give resume: once its namespace is loaded, grpresume.h; the
+ * first worker's registration chooses the checkpoint). Refuses, naming the group
+ * and the field, otherwise. */
 void group_on_register(wire_msg *msg);
 
 /* Every waiting group whose W workers registered starts: its workers are marked
