@@ -247,6 +247,8 @@ static void fill_node(void *ctx, Pskv__Node *p, const memb_node *n, int status)
     (void)ctx;
     (void)status;
     const gres *x = n->role == PSKV__ROLE__WORKER ? of_gen(n->group_gen) : NULL;
+    if (x && x->done) /* its checkpoint's progress, not a resumed service's */
+        p->has_resume_epoch = p->has_resume_step = p->has_resume_pos = 0;
     for (size_t k = 0; x && x->done && k < x->nworkers; k++) {
         if (x->workers[k].rank != n->rank)
             continue;
