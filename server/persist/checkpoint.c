@@ -169,9 +169,9 @@ int checkpoint_load_ns(const Pskv__Meta *req, uint64_t *rows, char *why, size_t 
                 from[p] = old;
         }
         if (chain_holds(X.chain, p) && !from[p]) {
-            snprintf(why, whylen, "server node %u holds partition %u, and %s has no file of "
-                     "checkpoint %llu written by a node of its chain then", X.mb->node_id, p,
-                     X.data_dir, (unsigned long long)req->seq);
+            snprintf(why, whylen, "partition %u is held here, and %s has no file of "
+                     "checkpoint %llu written by a node of its chain then", p, X.data_dir,
+                     (unsigned long long)req->seq);
             rc = -PSKV_ENOTFOUND;
         }
     }
