@@ -45,6 +45,8 @@ typedef struct sched_group {
     char stopped_by[160];          /* pskvctl stop: who asked, for its workers' line */
     struct met_series *met;        /* pskv_group_workers{group="NAME"} (a service's) */
     struct met_series *met_clock;  /* pskv_group_clock{group="NAME"} */
+    int resume;                    /* --resume: starts once its namespace is loaded
+                                      (grpresume.h) */
 } sched_group;
 
 /* The group instance worker n belongs to, or NULL (not a worker, or its group ended). */
@@ -64,8 +66,10 @@ int64_t group_slowest(const memb_node *n);
  * (name: no '/', at most 64 bytes; size: the same for every worker of the group;
  * a named group only in a service), gives it a rank of its group (the one it
  * wishes when free, a dead worker's it takes over, the next one of a running
- * group), acknowledges it and starts the group when it is complete. Refuses,
- * naming the group and the field, otherwise. */
+ * group), acknowledges it and starts the group when it is complete (a group
+ * whose workers give resume: once its namespace is loaded, grpresume.h; the
+ * first worker's registration chooses the checkpoint). Refuses, naming the group
+ * and the field, otherwise. */
 void group_on_register(wire_msg *msg);
 
 /* Every waiting group whose W workers registered starts: its workers are marked
@@ -77,6 +81,11 @@ void group_start_ready(int publish);
  * any more, ends the group (a job: the servers are stopped; a service: the group
  * is dropped and its workers forgotten later). */
 void group_changed(memb_node *n);
+
+/* Group g, still waiting, cannot start (its resume failed: why): each of its
+ * workers is sent ERROR with resume set (it exits naming why), and the group and
+ * its workers are forgotten. */
+void group_fail(sched_group *g, const char *why);
 
 /* The barriers group g released (0 for a worker without a group). */
 uint64_t group_barriers(const memb_node *n);

@@ -36,6 +36,7 @@
 #include "drain.h"
 #include "events.h"
 #include "group.h"
+#include "grpresume.h"
 #include "nsdrop.h"
 #include "log.h"
 #include "membership.h"
@@ -225,6 +226,7 @@ static void dispatch(wire_msg *msg)
     case PSKV__MSG_TYPE__GROUP_STOP: group_on_stop(msg); break;
     case PSKV__MSG_TYPE__NS_DROP: nsdrop_request(msg); break;
     case PSKV__MSG_TYPE__NS_DROP_ACK: nsdrop_on_ack(msg); break;
+    case PSKV__MSG_TYPE__NS_RESTORE_ACK: grpresume_on_ack(msg); break;
     case PSKV__MSG_TYPE__CHECKPOINT_ACK: ckpt_on_ack(msg); break;
     case PSKV__MSG_TYPE__PEER_CLOSED: detect_on_peer_closed(msg); break;
     case PSKV__MSG_TYPE__EVAL_REPORT: {
@@ -234,7 +236,7 @@ static void dispatch(wire_msg *msg)
         break;
     }
     case PSKV__MSG_TYPE__ERROR:
-        if (!ckpt_on_error(r))
+        if (!ckpt_on_error(r) && !grpresume_on_error(r))
             LOG_W("error from %s: %s", msg->peer, r->error ? r->error : "?");
         break;
     default:
@@ -252,6 +254,7 @@ static void tick(void)
     memb_expire(now);
     drain_tick();
     nsdrop_tick();
+    grpresume_tick(now);
     schedm_tick();
 }
 
@@ -317,6 +320,7 @@ static int configure(int argc, char **argv)
     schedm_hooks();
     group_hooks();
     nsdrop_hooks();
+    grpresume_hooks();
     if (!ckpt_resume_job(&memb.job_id))
         memb.job_id = (uint64_t)cfg_int(config, "job-id");
     while (memb.job_id == 0 &&
@@ -476,6 +480,7 @@ int main(int argc, char **argv)
     memb_free();
     group_reset();
     nsdrop_reset();
+    grpresume_reset();
     view_free();
     ckpt_free();
     events_reset();

@@ -344,7 +344,8 @@ int pskv_barrier(pskv_worker *w, int timeout_ms);
  * optimizer state, clocks) and waits until it is complete (recorded in the
  * scheduler's manifest). Returns the checkpoint number (> 0), -PSKV_EINVAL (no
  * --data-dir), -PSKV_EIO (a server could not write; pskv_last_error names it) or
- * -PSKV_ETIMEDOUT. */
+ * -PSKV_ETIMEDOUT. A worker of a service's group checkpoints its group's namespace
+ * only (and its group's progress); a job's, every table. */
 int64_t pskv_checkpoint(pskv_worker *w, int timeout_ms);
 
 /* Tells the scheduler where this worker is (sent with heartbeats; a checkpoint

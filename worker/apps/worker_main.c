@@ -101,6 +101,10 @@ static const cfg_entry worker_head[] = {
      "when this worker's group ends, the servers drop its namespace's tables at once (if no "
      "other live group uses it; a service's groups only): as pskvctl drop NAMESPACE", 0, 0,
      NULL, NULL},
+    {"resume", CFG_BOOL, "false", "PSKV_GROUP_RESUME", 1, 0, NULL,
+     "a service's group: start from the newest complete checkpoint that holds the group's "
+     "namespace (its tables loaded back, each rank its recorded progress); every worker of "
+     "the group gives it", 0, 0, NULL, NULL},
     {"quota-bytes", CFG_INT, "0", "PSKV_QUOTA_BYTES", 0, 9.2e18, "bytes",
      "ask the servers to hold --namespace's tables to this much memory, every replica "
      "counted: a push creating rows past it fails (PSKV_EQUOTA); 0 = none asked", 0, 0, NULL,
@@ -257,6 +261,8 @@ static void library_config(pskv_config *pc)
     pc->group_size = (int)cfg_int(config, "group-size");
     if (cfg_int(config, "drop-namespace")) /* libpskv reads it: no pskv_config field */
         setenv("PSKV_DROP_NAMESPACE", "1", 1);
+    if (cfg_int(config, "resume")) /* libpskv reads it too: no pskv_config field */
+        setenv("PSKV_GROUP_RESUME", "1", 1);
     pc->metrics_port = (int)cfg_int(config, "metrics-port");
     pc->metrics_bind = cfg_str(config, "bind");
     pc->listen_bind = cfg_str(config, "bind");

@@ -123,6 +123,8 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
     member_set_namespace(w->evaluator ? NULL : ns);
     const char *drop = getenv("PSKV_DROP_NAMESPACE"); /* no pskv_config field: the env */
     member_set_drop_namespace(drop && (!strcmp(drop, "1") || !strcmp(drop, "true")));
+    const char *resume = getenv("PSKV_GROUP_RESUME"); /* the same: the env */
+    member_set_resume(!w->evaluator && resume && (!strcmp(resume, "1") || !strcmp(resume, "true")));
     rc = member_open(&w->mb, w->ctx, &w->sec, cfg.scheduler,
                      w->evaluator ? PSKV__ROLE__EVALUATOR : PSKV__ROLE__WORKER,
                      w->evaluator ? -1 : cfg.rank, host, port,
