@@ -312,10 +312,10 @@ static int configure(int argc, char **argv)
      * STATUS_REPLY, checkpoint.c first, then the metrics: in the order the calls
      * by name went (events.h) */
     ckpt_hooks();
+    group_hooks(); /* before estop_hooks: earlystop.c's filler adds to its group lines */
     estop_hooks();
     drain_hooks();
     schedm_hooks();
-    group_hooks();
     nsdrop_hooks();
     if (!ckpt_resume_job(&memb.job_id))
         memb.job_id = (uint64_t)cfg_int(config, "job-id");
