@@ -1,0 +1,98 @@
+# A service's evaluators (sourced by integration.sh; start_service, group and
+# group_ok are service.sh's): pskv-evaluator --group evaluates one worker group,
+# at most one per group, and the scheduler's early stopping stops that group only.
+
+# Two softmax groups on one service of 2 servers, each with its own evaluator.
+# P's gradients are all zero (--freeze-after 0): its val_loss is flat, so after
+# --patience 3 evaluations its workers stop early (exit 0, the line naming the
+# group), its evaluator hears it (P would run 1000 epochs otherwise, a minute and
+# more). G trains 40 epochs evaluated every 15 (at most 2 evaluations: patience 3
+# cannot run out) and finishes on its own; its evaluator's epochs are G's (2
+# workers: 32 steps an epoch, so its first evaluation is at clock 480..959). A
+# second evaluator for G is refused naming the group; status shows G's early
+# stopping on its line, the metrics P's stop.
+t_service_evaluators() {
+  local mport r st
+  local app=(--app softmax --train-limit 2000 --test-limit 500 --validation-split 1000 --seed 3)
+  mport=$(free_port)
+  start_service 2 --evaluators 1 --early-stop-metric val_loss --patience 3 --metrics-port "$mport"
+  start ev-p "$BIN/pskv-evaluator" --scheduler "$SVC" --group P "${app[@]}" --momentum 0 \
+    --eval-every 0.25 --metrics "$TDIR/p.jsonl"
+  start ev-g "$BIN/pskv-evaluator" --scheduler "$SVC" --group G "${app[@]}" --eval-every 15 \
+    --metrics "$TDIR/g.jsonl"
+  wait_line scheduler.log 'evaluator registered: node [0-9]* .* for group G$' 1 60 ||
+    fail "G's evaluator did not register: $(tail -n 3 ev-g.log)"
+  "$BIN/pskv-evaluator" --scheduler "$SVC" --group G "${app[@]}" --connect-timeout 10 \
+    > ev-g2.log 2>&1 && fail "a second evaluator of group G was accepted"
+  grep -q 'refused registration: group G: the group.s evaluator is node [0-9]*, alive' ev-g2.log ||
+    fail "the second evaluator of G: $(tail -n 2 ev-g2.log)"
+  group P 2 p "${app[@]}" --epochs 1000 --eval-every 0 --freeze-after 0 --momentum 0
+  group G 2 g "${app[@]}" --epochs 40 --eval-every 0
+  for r in 0 1; do
+    wait_exit "$(cat "p-$r.pid")" 120
+    st=$?
+    [ "$st" = 0 ] || fail "worker $r of P exited $st: $(tail -n 2 "p-$r.log")"
+    grep -qx "stopped early at epoch [0-9]*: group P: val_loss did not improve by 0 for 3 evaluations" \
+      "p-$r.log" || fail "worker $r of P: $(grep -i stop "p-$r.log" | tail -n 2)"
+  done
+  wait_exit "$(cat ev-p.pid)" 30 || fail "P's evaluator exited $?: $(tail -n 2 ev-p.log)"
+  grep -q 'the scheduler stopped the job early: group P: val_loss did not improve' ev-p.log ||
+    fail "P's evaluator did not hear the stop: $(tail -n 3 ev-p.log)"
+  grep -q 'INFO early stopping: group P: val_loss did not improve by 0 for 3 evaluations' \
+    scheduler.log || fail "the scheduler did not stop P: $(grep 'early stopping' scheduler.log)"
+  if command -v curl > /dev/null; then
+    curl -s "http://127.0.0.1:$mport/metrics" > metrics.out || fail "no metrics"
+    grep -q '^pskv_group_stopped_early{.*group="P".*} 1$' metrics.out ||
+      fail "no pskv_group_stopped_early of P: $(grep early metrics.out)"
+  fi
+  # G goes on: not stopped, its own evaluations, its line in status while it runs
+  if kill -0 "$(cat g-0.pid)" 2>/dev/null; then
+    "$BIN/pskvctl" --scheduler "$SVC" status > status.out 2>&1
+    grep -q '^group G .* early stopping \(watching\|suspended\)' status.out ||
+      grep -q 'group G ended' scheduler.log || fail "status: $(grep '^group' status.out)"
+  fi
+  group_ok g 2 '^rank [01] trained 40000 samples$'
+  grep -q '^final test accuracy .* after 40 epochs' g-0.log || fail "G: $(tail -n 1 g-0.log)"
+  grep -q 'stopped early' g-*.log && fail "group G stopped early: $(grep 'stopped early' g-0.log)"
+  wait_exit "$(cat ev-g.pid)" 30 || fail "G's evaluator exited $?: $(tail -n 2 ev-g.log)"
+  grep -q '^evaluator: [1-9][0-9]* evaluations' ev-g.log || fail "G's evaluator: $(tail -n 2 ev-g.log)"
+  grep -q 'group G: evaluation [0-9]* from node' scheduler.log || fail "no evaluation of G reported"
+  # the evaluator's clocks and epochs are its group's (2 workers, 32 steps an epoch)
+  local c
+  c=$(head -n 1 "$TDIR/g.jsonl" | sed -n 's/.*"clock":\([0-9]*\),"epoch":\(1[5-9]\|2[0-9]\)\..*/\1/p')
+  [ -n "$c" ] && [ "$c" -ge 480 ] && [ "$c" -lt 960 ] ||
+    fail "G's first evaluation is not at epoch 15..29, clock 480..959: $(head -n 1 "$TDIR/g.jsonl")"
+  [ "$(wc -l < "$TDIR/g.jsonl")" -le 2 ] || fail "G's evaluator made $(wc -l < "$TDIR/g.jsonl") evaluations"
+  shutdown_service
+}
+
+# An evaluator killed mid-run does not stall its group (as a job's): the scheduler
+# logs it dead and suspends the group's early stopping, the group trains on to its
+# end (exit 0); the service then refuses a named group's evaluator at a job.
+t_service_evaluator_dies() {
+  local r
+  local app=(--app softmax --train-limit 4000 --test-limit 500 --validation-split 1000 --seed 3)
+  start_service 1 --evaluators 1 --early-stop-metric val_accuracy --patience 1000
+  start ev-k "$BIN/pskv-evaluator" --scheduler "$SVC" --group K "${app[@]}" --eval-every 0
+  group K 2 k "${app[@]}" --epochs 15 --eval-every 0
+  wait_line ev-k.log '^evaluation 2: ' 1 90 || fail "K's evaluator did not evaluate: $(tail -n 2 ev-k.log)"
+  kill -KILL "$(cat ev-k.pid)"
+  wait_line scheduler.log 'group K: evaluator node [0-9]* is dead: training goes on; early stopping is suspended' 1 30 ||
+    fail "the evaluator's death: $(grep -i evaluator scheduler.log | tail -n 2)"
+  kill -0 "$(cat k-0.pid)" 2>/dev/null || grep -q '^final test accuracy' k-0.log ||
+    fail "K's worker 0 is gone: $(tail -n 2 k-0.log)"
+  group_ok k 2 '^rank [01] trained [0-9]* samples$'
+  grep -q '^final test accuracy .* after 15 epochs' k-0.log || fail "K: $(tail -n 1 k-0.log)"
+  grep -q 'stopped early' k-*.log && fail "group K stopped early"
+  shutdown_service
+  local port
+  port=$(free_port)
+  start job "$BIN/pskv-scheduler" --port "$port" --servers 1 --workers 1 --evaluators 1 --join-timeout 30
+  "$BIN/pskv-evaluator" --scheduler "127.0.0.1:$port" --group E "${app[@]}" --connect-timeout 10 \
+    > job-ev.log 2>&1 && fail "a job accepted an evaluator of group E"
+  grep -q 'group E: field group: this scheduler runs one job' job-ev.log ||
+    fail "the job's refusal: $(tail -n 2 job-ev.log)"
+  kill "$(cat job.pid)"
+  wait_exit "$(cat job.pid)" 10 > /dev/null
+  no_strays "$TDIR"
+}
