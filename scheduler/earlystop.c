@@ -323,7 +323,7 @@ void estop_on_report(memb_node *n, wire_msg *msg)
  * one. */
 static void estop_on_death(const memb_node *n)
 {
-    pol *p = pol_find(group_name(n));
+    pol *p = pol_get(group_name(n));
     if (!p)
         return;
     p->last_report_ms = p->longest_gap_ms = 0; /* a new evaluator starts afresh */

@@ -72,53 +72,56 @@ finish() {
 
 stop_jobs() { wait "${pids[@]}" 2> /dev/null; pids=(); }
 
-run_service() {
+# run_side service|separate: A and B at once, as the groups of one service or as
+# two clusters; prints "A_WALL A_ACC B_WALL B_ACC TOTAL".
+run_side() {
   local t0 a b pa
   t0=$(now)
-  cluster svc --service
-  training a "$PORT" --group A --group-size 2 "${opts_a[@]}"
-  pa=$RANK0
-  training b "$PORT" --group B --group-size 2 "${opts_b[@]}"
+  if [ "$1" = service ]; then
+    cluster svc --service
+    training a "$PORT" --group A --group-size 2 "${opts_a[@]}"
+    pa=$RANK0
+    training b "$PORT" --group B --group-size 2 "${opts_b[@]}"
+  else
+    cluster ja --workers 2
+    training a "$PORT" "${opts_a[@]}"
+    pa=$RANK0
+    cluster jb --workers 2
+    training b "$PORT" "${opts_b[@]}"
+  fi
   finish a "$pa" "$t0"
   a=$FIN
   finish b "$RANK0" "$t0"
   b=$FIN
-  "$bin/pskvctl" --scheduler "127.0.0.1:$PORT" shutdown > /dev/null || exit 1
+  if [ "$1" = service ]; then
+    "$bin/pskvctl" --scheduler "127.0.0.1:$PORT" shutdown > /dev/null || exit 1
+  fi
   stop_jobs
   echo "$a $b $(echo "$(now) - $t0" | bc)"
+}
+
+run_service() { run_side service; }
+run_separate() { run_side separate; }
+
+# one_job NAME FLAGS...: training NAME alone on a cluster of its own; FIN as
+# finish's (its wall time from its cluster's start).
+one_job() {
+  local name=$1 t0
+  shift
+  t0=$(now)
+  cluster "j$name" --workers 2
+  training "$name" "$PORT" "$@"
+  finish "$name" "$RANK0" "$t0"
+  stop_jobs
 }
 
 run_sequential() {
-  local t0 ta a b
+  local t0 a
   t0=$(now)
-  cluster ja --workers 2
-  training a "$PORT" "${opts_a[@]}"
-  finish a "$RANK0" "$t0"
+  one_job a "${opts_a[@]}"
   a=$FIN
-  stop_jobs
-  ta=$(now)
-  cluster jb --workers 2
-  training b "$PORT" "${opts_b[@]}"
-  finish b "$RANK0" "$ta"
-  b=$FIN
-  stop_jobs
-  echo "$a $b $(echo "$(now) - $t0" | bc)"
-}
-
-run_separate() {
-  local t0 a b pa
-  t0=$(now)
-  cluster ja --workers 2
-  training a "$PORT" "${opts_a[@]}"
-  pa=$RANK0
-  cluster jb --workers 2
-  training b "$PORT" "${opts_b[@]}"
-  finish a "$pa" "$t0"
-  a=$FIN
-  finish b "$RANK0" "$t0"
-  b=$FIN
-  stop_jobs
-  echo "$a $b $(echo "$(now) - $t0" | bc)"
+  one_job b "${opts_b[@]}"
+  echo "$a $FIN $(echo "$(now) - $t0" | bc)"
 }
 
 for mode in service sequential separate; do
