@@ -6,9 +6,9 @@
 # P's gradients are all zero (--freeze-after 0): its val_loss is flat, so after
 # --patience 3 evaluations its workers stop early (exit 0, the line naming the
 # group), its evaluator hears it (P would run 1000 epochs otherwise, a minute and
-# more). G trains 40 epochs evaluated every 15 (at most 2 evaluations: patience 3
+# more). G trains 60 epochs evaluated every 25 (at most 2 evaluations: patience 3
 # cannot run out) and finishes on its own; its evaluator's epochs are G's (2
-# workers: 32 steps an epoch, so its first evaluation is at clock 480..959). A
+# workers: 32 steps an epoch, so each evaluation's clock is 32 times its epoch). A
 # second evaluator for G is refused naming the group; status shows G's early
 # stopping on its line, the metrics P's stop.
 t_service_evaluators() {
@@ -18,7 +18,7 @@ t_service_evaluators() {
   start_service 2 --evaluators 1 --early-stop-metric val_loss --patience 3 --metrics-port "$mport"
   start ev-p "$BIN/pskv-evaluator" --scheduler "$SVC" --group P "${app[@]}" --momentum 0 \
     --eval-every 0.25 --metrics "$TDIR/p.jsonl"
-  start ev-g "$BIN/pskv-evaluator" --scheduler "$SVC" --group G "${app[@]}" --eval-every 15 \
+  start ev-g "$BIN/pskv-evaluator" --scheduler "$SVC" --group G "${app[@]}" --eval-every 25 \
     --metrics "$TDIR/g.jsonl"
   wait_line scheduler.log 'evaluator registered: node [0-9]* .* for group G$' 1 60 ||
     fail "G's evaluator did not register: $(tail -n 3 ev-g.log)"
@@ -27,7 +27,7 @@ t_service_evaluators() {
   grep -q 'refused registration: group G: the group.s evaluator is node [0-9]*, alive' ev-g2.log ||
     fail "the second evaluator of G: $(tail -n 2 ev-g2.log)"
   group P 2 p "${app[@]}" --epochs 1000 --eval-every 0 --freeze-after 0 --momentum 0
-  group G 2 g "${app[@]}" --epochs 40 --eval-every 0
+  group G 2 g "${app[@]}" --epochs 60 --eval-every 0
   for r in 0 1; do
     wait_exit "$(cat "p-$r.pid")" 120
     st=$?
@@ -51,17 +51,17 @@ t_service_evaluators() {
     grep -q '^group G .* early stopping \(watching\|suspended\)' status.out ||
       grep -q 'group G ended' scheduler.log || fail "status: $(grep '^group' status.out)"
   fi
-  group_ok g 2 '^rank [01] trained 40000 samples$'
-  grep -q '^final test accuracy .* after 40 epochs' g-0.log || fail "G: $(tail -n 1 g-0.log)"
+  group_ok g 2 '^rank [01] trained 60000 samples$'
+  grep -q '^final test accuracy .* after 60 epochs' g-0.log g-1.log || fail "G: no final test accuracy"
   grep -q 'stopped early' g-*.log && fail "group G stopped early: $(grep 'stopped early' g-0.log)"
   wait_exit "$(cat ev-g.pid)" 30 || fail "G's evaluator exited $?: $(tail -n 2 ev-g.log)"
   grep -q '^evaluator: [1-9][0-9]* evaluations' ev-g.log || fail "G's evaluator: $(tail -n 2 ev-g.log)"
   grep -q 'group G: evaluation [0-9]* from node' scheduler.log || fail "no evaluation of G reported"
   # the evaluator's clocks and epochs are its group's (2 workers, 32 steps an epoch)
-  local c
-  c=$(head -n 1 "$TDIR/g.jsonl" | sed -n 's/.*"clock":\([0-9]*\),"epoch":\(1[5-9]\|2[0-9]\)\..*/\1/p')
-  [ -n "$c" ] && [ "$c" -ge 480 ] && [ "$c" -lt 960 ] ||
-    fail "G's first evaluation is not at epoch 15..29, clock 480..959: $(head -n 1 "$TDIR/g.jsonl")"
+  [ -s "$TDIR/g.jsonl" ] || fail "G's evaluator wrote no evaluation"
+  sed 's/.*"clock":\([0-9]*\),"epoch":\([0-9.]*\),.*/\1 \2/' "$TDIR/g.jsonl" |
+    awk '{ d = $1 - 32 * $2; if (d < -0.5 || d > 0.5 || $2 < 25) bad = 1 } END { exit bad }' ||
+    fail "G's evaluations are not at clock = 32 x epoch, epoch >= 25: $(cat "$TDIR/g.jsonl")"
   [ "$(wc -l < "$TDIR/g.jsonl")" -le 2 ] || fail "G's evaluator made $(wc -l < "$TDIR/g.jsonl") evaluations"
   shutdown_service
 }
@@ -79,10 +79,11 @@ t_service_evaluator_dies() {
   kill -KILL "$(cat ev-k.pid)"
   wait_line scheduler.log 'group K: evaluator node [0-9]* is dead: training goes on; early stopping is suspended' 1 30 ||
     fail "the evaluator's death: $(grep -i evaluator scheduler.log | tail -n 2)"
-  kill -0 "$(cat k-0.pid)" 2>/dev/null || grep -q '^final test accuracy' k-0.log ||
-    fail "K's worker 0 is gone: $(tail -n 2 k-0.log)"
   group_ok k 2 '^rank [01] trained [0-9]* samples$'
-  grep -q '^final test accuracy .* after 100 epochs' k-0.log || fail "K: $(tail -n 1 k-0.log)"
+  # K trained on after the death: its end comes later in the scheduler's log
+  grep -E 'group K: evaluator node [0-9]* is dead|group K ended' scheduler.log | head -n 1 |
+    grep -q 'is dead' || fail "K ended before its evaluator's death was seen"
+  grep -q '^final test accuracy .* after 100 epochs' k-0.log k-1.log || fail "K: no final test accuracy"
   grep -q 'stopped early' k-*.log && fail "group K stopped early"
   shutdown_service
   local port
