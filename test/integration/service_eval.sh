@@ -50,6 +50,9 @@ t_service_evaluators() {
     "$BIN/pskvctl" --scheduler "$SVC" status > status.out 2>&1
     grep -q '^group G .* early stopping \(watching\|suspended\)' status.out ||
       grep -q 'group G ended' scheduler.log || fail "status: $(grep '^group' status.out)"
+    "$BIN/pskvctl" --scheduler "$SVC" top --count 1 --plain > top.out 2>&1
+    grep -q '^group name=G state=running .* early_stop=\(watching\|suspended\)$' top.out ||
+      grep -q 'group G ended' scheduler.log || fail "top: $(grep '^group' top.out)"
   fi
   group_ok g 2 '^rank [01] trained 60000 samples$'
   grep -q '^final test accuracy .* after 60 epochs' g-0.log g-1.log || fail "G: no final test accuracy"
