@@ -20,7 +20,8 @@ static const atomic_int *stop_flag;
 static char **reg_ckpts; /* listed in REGISTER (servers: valid checkpoint files) */
 static size_t reg_nckpts;
 
-static const char *reg_group; /* listed in REGISTER (workers: their group and its size) */
+static const char *reg_group; /* listed in REGISTER (workers: their group and its size;
+                                 an evaluator: the group it evaluates) */
 static uint32_t reg_group_size;
 
 static char reg_ns[65];   /* ... the namespace their tables live in (set: has_ns) */
@@ -182,6 +183,8 @@ int member_open(member *m, void *ctx, const secure *sec, const char *scheduler,
     reg.insecure = reg.has_insecure;
     reg.n_ckpts = reg_nckpts;
     reg.ckpts = reg_ckpts;
+    if (role == PSKV__ROLE__EVALUATOR)
+        reg.group = (char *)reg_group; /* the group it evaluates (one per group) */
     if (role == PSKV__ROLE__WORKER) {
         reg.group = (char *)reg_group;
         reg.has_group_size = reg_group_size > 0;

@@ -517,10 +517,30 @@ void group_on_stop(wire_msg *msg)
     sched_reply(&msg->rid, &a);
 }
 
+void group_stop_early(sched_group *g, const char *why)
+{
+    if (!g || g->state != GROUP_RUNNING)
+        return;
+    g->state = GROUP_STOPPING;
+    snprintf(g->stopped_by, sizeof g->stopped_by, "%s", why);
+    view_send(); /* its workers stop at their next clock */
+}
+
 /* ---- the view each group sees, and status ---------------------------------------- */
+
+/* The group a service's evaluator evaluates (by name: it may register before its
+ * group's first worker), or NULL. */
+static const sched_group *evaluated(const memb_node *n)
+{
+    return memb.service && n->role == PSKV__ROLE__EVALUATOR ? group_find(n->group) : NULL;
+}
 
 int group_in_view(const memb_node *n)
 {
+    if (n->role == PSKV__ROLE__EVALUATOR && memb.service) {
+        const sched_group *g = evaluated(n); /* its view waits for its group */
+        return g && g->state != GROUP_WAITING;
+    }
     if (n->role != PSKV__ROLE__WORKER)
         return 1;
     return n->state != NODE_JOINED && (!memb.service || group_of(n));
@@ -528,11 +548,12 @@ int group_in_view(const memb_node *n)
 
 size_t group_view_for(const memb_node *n, Pskv__View *v, Pskv__Node **ptrs, size_t n_nodes)
 {
-    const sched_group *g = group_of(n);
+    const sched_group *g = n->role == PSKV__ROLE__WORKER ? group_of(n) : evaluated(n);
     size_t kept = 0;
     for (size_t i = 0; i < n_nodes; i++) {
         const Pskv__Node *p = ptrs[i];
-        if (p->role == PSKV__ROLE__WORKER && strcmp(p->group ? p->group : "", n->group))
+        if ((p->role == PSKV__ROLE__WORKER || p->role == PSKV__ROLE__EVALUATOR) &&
+            strcmp(p->group ? p->group : "", n->group))
             continue;
         ptrs[kept++] = ptrs[i];
     }

@@ -95,14 +95,22 @@ uint64_t group_barriers(const memb_node *n);
  * refuses naming the group (unknown, not running). */
 void group_on_stop(wire_msg *msg);
 
+/* Early stopping fired for group g (earlystop.c): its workers are told to stop
+ * as by pskvctl stop, with `why` on their line; the other groups go on. NULL-safe;
+ * no-op unless g runs. */
+void group_stop_early(sched_group *g, const char *why);
+
 /* 1 when node n is in the views sent to nodes: every node but the workers of a
  * group not yet running (they have no view yet) and, in a service, those of a
- * group that ended (they are out; status still lists them until forgotten). */
+ * group that ended (they are out; status still lists them until forgotten), and
+ * a service's evaluators likewise by the group they evaluate (pskv-evaluator
+ * --group; none: the unnamed group). */
 int group_in_view(const memb_node *n);
 
-/* For the view worker n is sent: keeps in ptrs[0..n_nodes) the nodes its group
- * sees (every node but the other groups' workers), and sets the group's size and,
- * once stopped, stop_early with who stopped it. Returns the nodes kept. */
+/* For the view worker n (or a service's evaluator n) is sent: keeps in
+ * ptrs[0..n_nodes) the nodes its group sees (every node but the other groups'
+ * workers and evaluators), and sets the group's size and, once stopped,
+ * stop_early with who stopped it. Returns the nodes kept. */
 size_t group_view_for(const memb_node *n, Pskv__View *v, Pskv__Node **ptrs, size_t n_nodes);
 
 /* The live groups (waiting, running or stopping) that use namespace ns: named

@@ -221,15 +221,18 @@ static void register_evaluator(wire_msg *msg)
     memb_node *n = memb_add_node(msg, -1);
     if (!n)
         return;
+    snprintf(n->group, sizeof n->group, "%s", msg->meta->group ? msg->meta->group : "");
     for (int i = 0; i < memb.nnodes - 1; i++) {
         memb_node *o = &memb.nodes[i];
-        if (o->role == PSKV__ROLE__EVALUATOR && o->dead && !o->replaced) {
+        if (o->role == PSKV__ROLE__EVALUATOR && o->dead && !o->replaced &&
+            !strcmp(o->group, n->group)) {
             o->replaced = 1;
             o->gone_ms = tu_now_ms();
         }
     }
-    LOG_I("evaluator registered: node %u at %s pid %u%s", n->id, n->host, n->pid,
-          memb.state == JOB_RUNNING ? " (joins the running job)" : "");
+    LOG_I("evaluator registered: node %u at %s pid %u%s%s%s", n->id, n->host, n->pid,
+          memb.state == JOB_RUNNING ? " (joins the running job)" : "",
+          *n->group ? " for group " : "", n->group);
     memb_ack_register(n);
     events_node(SCHED_EV_JOINED, n);
     if (memb.state == JOB_RUNNING) {

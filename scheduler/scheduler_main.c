@@ -117,9 +117,11 @@ static cfg_entry config[] = {
      "only control keys may", 0, 0, NULL, NULL},
     {"evaluators", CFG_INT, "0", "PSKV_SCHEDULER_EVALUATORS", 0, 1, NULL,
      "evaluators the job runs (0 or 1): with 1, one pskv-evaluator may register (at any "
-     "time) and report validation metrics", 0, 0, NULL, NULL},
+     "time) and report validation metrics; in a service, one per worker group "
+     "(pskv-evaluator --group)", 0, 0, NULL, NULL},
     {"early-stop-metric", CFG_STR, "", "PSKV_SCHEDULER_EARLY_STOP_METRIC", 0, 0, NULL,
-     "stop the job early when this evaluator metric stops improving: val_loss, "
+     "stop the job (in a service: the evaluator's group) early when this evaluator "
+     "metric stops improving: val_loss, "
      "val_accuracy or val_auc (sparse-lr) (empty = never; needs --evaluators 1)", 0, 0, NULL,
      NULL},
     {"patience", CFG_INT, "3", "PSKV_SCHEDULER_PATIENCE", -1e9, 1e9, "evaluations",
@@ -315,10 +317,10 @@ static int configure(int argc, char **argv)
      * STATUS_REPLY, checkpoint.c first, then the metrics: in the order the calls
      * by name went (events.h) */
     ckpt_hooks();
+    group_hooks(); /* before estop_hooks: earlystop.c's filler adds to its group lines */
     estop_hooks();
     drain_hooks();
     schedm_hooks();
-    group_hooks();
     nsdrop_hooks();
     grpresume_hooks();
     if (!ckpt_resume_job(&memb.job_id))

@@ -154,7 +154,8 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
         for (int f = 0; f < nfillers; f++)
             if (fillers[f].node)
                 fillers[f].node(fillers[f].ctx, p, n, status);
-        if (n->role == PSKV__ROLE__WORKER && (*n->group || memb.service))
+        if ((n->role == PSKV__ROLE__WORKER || n->role == PSKV__ROLE__EVALUATOR) &&
+            (*n->group || memb.service))
             p->group = n->group; /* group_view_for keeps a worker's group by it */
         p->has_clock = n->role == PSKV__ROLE__WORKER;
         p->clock = n->clock;
@@ -211,12 +212,13 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
     }
 }
 
-/* Sends view v (m carries it) to node n: a worker gets its group's view
- * (group_view_for, built in gptrs from v's ptrs), any other node v itself. */
+/* Sends view v (m carries it) to node n: a worker (and a service's evaluator)
+ * gets its group's view (group_view_for, built in gptrs from v's ptrs), any other
+ * node v itself. */
 static void send_to(memb_node *n, Pskv__Meta *m, Pskv__View *v, Pskv__Node **ptrs,
                     Pskv__Node **gptrs)
 {
-    if (n->role != PSKV__ROLE__WORKER) {
+    if (n->role != PSKV__ROLE__WORKER && !(n->role == PSKV__ROLE__EVALUATOR && memb.service)) {
         sched_send(n, m);
         return;
     }
@@ -252,9 +254,9 @@ static void send_view_msg(memb_node *only)
     int slotted = 0;
     for (int i = 0; i < (only ? 1 : memb.nnodes); i++) {
         memb_node *n = only ? only : &memb.nodes[i];
-        if (!only && (n->state == NODE_FINISHED || n->dead ||
-                      (n->role == PSKV__ROLE__WORKER && n->state == NODE_JOINED)))
-            continue; /* a worker of a group not yet running has no view yet */
+        if (!only && (n->state == NODE_FINISHED || n->dead || !group_in_view(n)))
+            continue; /* a worker (a service's evaluator) of a group not yet running
+                         has no view yet */
         if (memb.service && slotted != (n->role != PSKV__ROLE__WORKER)) {
             slotted = n->role != PSKV__ROLE__WORKER;
             for (int j = 0, k = 0; j < memb.nnodes; j++)

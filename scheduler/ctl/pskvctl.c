@@ -279,6 +279,8 @@ static void json_groups(const Pskv__View *v)
                ",\"stopped_by\":", g->size, g->registered, g->barrier,
                g->has_clock ? g->clock : -1);
         json_str(g->stopped_by ? g->stopped_by : "");
+        printf(",\"early_stop\":");
+        json_str(g->early_stop ? g->early_stop : "");
         putchar('}');
     }
     putchar(']');

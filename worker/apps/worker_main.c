@@ -93,7 +93,9 @@ static const cfg_entry worker_head[] = {
      "join this worker group of a service (pskv-scheduler --service): ranks, barriers, "
      "clocks and life of its own; its tables live in the namespace of its name unless "
      "--namespace names another (1..64 bytes, no '/'; empty = the unnamed group, a job's "
-     "workers; the evaluator reads the group's namespace)", 0, 0, NULL, NULL},
+     "workers); pskv-evaluator: the group it evaluates, at most one evaluator per group, "
+     "reading its namespace, clocks and epochs, its early stopping the group's", 0, 0, NULL,
+     NULL},
     {"group-size", CFG_INT, "0", "PSKV_GROUP_SIZE", 0, 65536, NULL,
      "the group's workers W, the same for each of them: the group starts when W registered "
      "(0 = the scheduler's --workers; a named group needs it)", 0, 0, NULL, NULL},
