@@ -118,8 +118,15 @@ soak_run() {
   sleep "$soak"
   local port js
   port=$(sed -n 's/.*scheduler listening on port \([0-9]*\).*/\1/p' "$d/scheduler.log" | head -n 1)
-  js=$("$bin/pskvctl" --scheduler "127.0.0.1:$port" status --json 2>/dev/null)
-  echo "soak beside=$1 seconds=$soak deaths=$(grep -c 'marked dead' "$d/scheduler.log")" \
+  js=$("$bin/pskvctl" --scheduler "127.0.0.1:$port" --timeout 30 status --json 2>/dev/null)
+  # the run must still train: workers alive, none failed, epochs still counting
+  local alive=0 w
+  for w in "$d"/worker-*.pid; do kill -0 "$(cat "$w")" 2>/dev/null && alive=$((alive + 1)); done
+  echo "soak beside=$1 seconds=$soak workers_alive=$alive/4" \
+    "failed_requests=$(cat "$d"/worker-*.log | grep -c 'request [0-9]* failed')" \
+    "epoch=$(grep -ho 'epoch [0-9.]* of' "$d/worker-0.log" | tail -n 1 | cut -d' ' -f2)" \
+    "asked_again=$(cat "$d"/worker-*.log | grep -c 'asking again')" \
+    "deaths=$(grep -c 'marked dead' "$d/scheduler.log")" \
     "dead_then_heard=$(grep -o '"declared_dead_then_heard":{[^}]*}' <<< "$js" | sed 's/.*{//; s/"//g')" \
     "late_heartbeats=$(grep -c 'late heartbeat' "$d/scheduler.log")" \
     "longest_gap_ms=$(longest_gap "$d/scheduler.log" "$js")" \
