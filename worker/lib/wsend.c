@@ -257,10 +257,13 @@ static int resend_in_place(pskv_worker *w, req *r, int pi, int si)
 }
 
 /* Plans the rows of part pi again on the latest view and sends them: in place
- * when the part was refused (`refused`: its server answered) and one server owns
- * all its rows (and, for a run part, no other row of its span); else as new
- * parts with the same dedupe id (a server that applied them already drops them),
- * the old part closed and a late answer to it dropped. */
+ * when one server owns all its rows (and, for a run part, no other row of its
+ * span) and either the part was refused (`refused`: its server answered) or it
+ * went unanswered and that server is the one it went to (not through shared
+ * memory, whose region a late answer could still write): its request id stays, so
+ * the answer to either send ends it, and a server behind its queue still answers
+ * the first. Else as new parts with the same dedupe id (a server that applied
+ * them already drops them), the old part closed and a late answer to it dropped. */
 static int resend_part(pskv_worker *w, req *r, int pi, int refused)
 {
     tbl *t = &w->tables[r->table];
@@ -275,8 +278,11 @@ static int resend_part(pskv_worker *w, req *r, int pi, int refused)
     int only = -1, owners = count_owners(w, r, &old, t, keys, pull, &only);
     if (owners < 0)
         return owners;
-    if (refused && owners == 1 && (!old.nseg || span_rows_are(w, r, &old, t, only, pull)))
+    int in_place = owners == 1 && (!old.nseg || span_rows_are(w, r, &old, t, only, pull));
+    if (refused && in_place)
         return resend_in_place(w, r, pi, only);
+    if (in_place && only == old.server && !old.shm && !old.retry_at)
+        return wsend_data_part(w, r, pi, 1, push ? wsend_inflight_floor(w) : 0);
     uint64_t *rk = malloc(n * sizeof *rk);   /* key of each row */
     uint32_t *rc = malloc(n * sizeof *rc);   /* caller row of each row */
     int *ro = malloc(n * sizeof *ro);        /* new owner of each row */
