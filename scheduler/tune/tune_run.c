@@ -39,6 +39,7 @@ typedef struct run_state {
     int target[MAX_TRIALS]; /* the epoch the job's run ends at */
     int paused_at[MAX_TRIALS];
     int64_t last_ms[MAX_TRIALS];
+    int64_t stop_ms[MAX_TRIALS]; /* when its stop was decided (0: none in this run) */
     double *curve; /* MAX_TRIALS x epochs, sign-adjusted */
     int grid_done;
 } run_state;
@@ -202,7 +203,8 @@ static int on_metric(void *arg, int e, double v)
         if (put(r, t) < 0)
             return -PSKV_EIO;
         LOG_I("trial %ld: stop after epoch %d: %s", t->id, e, why);
-        trial_stop(t->pgid, 0);
+        r->stop_ms[m->i] = tu_now_ms();
+        trial_stop(&r->o->trial, t->id, t->pgid, 0);
     } else if (e == r->epochs) {
         /* its last epoch: complete now, its slot free for the next trial while the
          * job stops its scheduler and server (drain() waits for those at the end) */
@@ -228,6 +230,10 @@ static int finish(run_state *r, int i)
     if (t->state == TRIAL_COMPLETE) /* its last epoch was in what was left to read */
         return put(r, t);
     int status = trial_exit_status(dir);
+    if (t->state == TRIAL_STOPPING && r->stop_ms[i])
+        LOG_I("trial %ld: its worker gone %lld ms after the stop was decided", t->id,
+              (long long)(tu_now_ms() - r->stop_ms[i]));
+    r->stop_ms[i] = 0;
     if (t->state == TRIAL_STOPPING)
         t->state = strncmp(t->reason, "hung", 4) ? TRIAL_STOPPED : TRIAL_FAILED;
     else if (status == 0 && t->epochs >= r->target[i] && r->target[i] < r->epochs) {
@@ -293,7 +299,7 @@ static int launch(run_state *r, int i)
     long pgid = 0;
     r->offset[i] = 0;
     r->last_ms[i] = tu_now_ms();
-    if (trial_launch(&r->o->trial, dir, argv, argc, &pgid, err, sizeof err) < 0) {
+    if (trial_launch(&r->o->trial, dir, t->id, argv, argc, &pgid, err, sizeof err) < 0) {
         t->state = TRIAL_FAILED;
         snprintf(t->reason, sizeof t->reason, "could not start: %.200s", err);
         t->ended = wall();
@@ -302,8 +308,8 @@ static int launch(run_state *r, int i)
     }
     t->pgid = pgid;
     t->state = TRIAL_RUNNING;
-    LOG_I("trial %ld: attempt %d, epochs %d to %d, pgid %ld:%s", t->id, t->attempt,
-          r->base[i] + 1, r->target[i], pgid, t->params);
+    LOG_I("trial %ld: attempt %d, epochs %d to %d, group trial-%ld, pgid %ld:%s", t->id,
+          t->attempt, r->base[i] + 1, r->target[i], t->id, pgid, t->params);
     return put(r, t);
 }
 
@@ -377,12 +383,12 @@ static int reattach(run_state *r)
             t->pgid = trial_pgid(dir);
             if (t->state == TRIAL_LAUNCHING)
                 t->state = TRIAL_RUNNING;
-            LOG_I("trial %ld: re-attached to its job (pgid %ld, %s)", t->id, t->pgid,
-                  study_state_name(t->state));
+            LOG_I("trial %ld: re-attached to its group trial-%ld (pgid %ld, %s)", t->id, t->id,
+                  t->pgid, study_state_name(t->state));
             if (put(r, t) < 0)
                 return -PSKV_EIO;
             if (t->state == TRIAL_STOPPING)
-                trial_stop(t->pgid, 0);
+                trial_stop(&r->o->trial, t->id, t->pgid, 0);
             continue;
         }
         if (t->state == TRIAL_LAUNCHING && trial_exit_status(dir) < 0) {
@@ -472,8 +478,48 @@ static int unpause(run_state *r)
     return 0;
 }
 
-/* At the end: waits (up to --trial-timeout) for the jobs of trials completed at
- * their last report to finish stopping, so that no process outlives the study. */
+/* A signal to a tuner whose service ends with it: its running trials are
+ * written back PENDING (they run again, from their start or rung, on the next
+ * `run`), then their groups are stopped; the stops it had decided are finished.
+ * Waits up to 10 s for their workers, then kills what is left. */
+static int interrupt(run_state *r)
+{
+    int rc = 0;
+    for (int i = 0; i < r->n && rc == 0; i++) {
+        study_trial *t = &r->t[i];
+        if (!active(t->state))
+            continue;
+        if (t->state != TRIAL_STOPPING) {
+            t->state = TRIAL_PENDING;
+            rc = put(r, t);
+            LOG_I("trial %ld: interrupted by signal %d: runs again on the next run", t->id,
+                  (int)*r->o->stop);
+        }
+        trial_stop(&r->o->trial, t->id, t->pgid, 0);
+    }
+    int64_t until = tu_now_ms() + 10000;
+    for (int i = 0; i < r->n; i++) {
+        study_trial *t = &r->t[i];
+        char dir[4096];
+        trial_dir(r, t->id, dir, sizeof dir);
+        if (t->pgid <= 0 || !trial_alive(dir))
+            continue;
+        while (trial_alive(dir) && tu_now_ms() < until) {
+            trial_reap();
+            tu_sleep_ms(20);
+        }
+        if (trial_alive(dir))
+            trial_stop(&r->o->trial, t->id, t->pgid, 1);
+    }
+    for (int i = 0; i < r->n && rc == 0; i++)
+        if (r->t[i].state == TRIAL_STOPPING)
+            rc = finish(r, i);
+    trial_reap();
+    return rc;
+}
+
+/* At the end: waits (up to --trial-timeout) for the workers of trials completed
+ * at their last report to exit, so that no process outlives the study. */
 static void drain(run_state *r)
 {
     int64_t until = tu_now_ms() + (int64_t)(r->o->trial_timeout * 1000);
@@ -506,7 +552,7 @@ int tune_run(tune_study *st, const tune_run_opts *o)
     int64_t poll_ms = (int64_t)(o->poll * 1000);
     while (rc == 0) {
         if (*o->stop) {
-            rc = 1;
+            rc = o->end_trials_on_stop && interrupt(r) < 0 ? -PSKV_EIO : 1;
             break;
         }
         trial_reap();
@@ -532,7 +578,7 @@ int tune_run(tune_study *st, const tune_run_opts *o)
                 snprintf(t->reason, sizeof t->reason, "hung: no %s for %.0f s (--trial-timeout)",
                          r->metric, o->trial_timeout);
                 rc = put(r, t);
-                trial_stop(t->pgid, 1);
+                trial_stop(&r->o->trial, t->id, t->pgid, 1);
             }
             running += active(t->state);
         }
