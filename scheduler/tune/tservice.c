@@ -124,7 +124,9 @@ int tservice_attach(const char *addr, int timeout_ms, tservice **out, char *why,
     return 0;
 }
 
-/* A port no one listens on, below the ephemeral range (as scripts/free-port.sh). */
+/* A port no one listens on, below the ephemeral range, in the running test's
+ * share of it under the test harness's -j N (PSKV_PORT_SLOT of PSKV_PORT_SLOTS):
+ * scripts/free-port.sh's rule. */
 static int free_port(void)
 {
     int lo = 32768, hi = 60999;
@@ -134,10 +136,15 @@ static int free_port(void)
             lo = 32768;
         fclose(f);
     }
-    int span = lo > 21000 ? lo - 20000 : 1000;
+    int span = lo > 21000 ? lo - 20000 : 1000, base = 20000;
+    const char *slots = getenv("PSKV_PORT_SLOTS"), *slot = getenv("PSKV_PORT_SLOT");
+    if (slots && atoi(slots) > 1 && atoi(slots) < span) {
+        span /= atoi(slots);
+        base += (slot ? atoi(slot) : 0) * span;
+    }
     srand((unsigned)(tu_now_ns() ^ getpid()));
     for (int k = 0; k < 200; k++) {
-        int p = 20000 + rand() % span;
+        int p = base + rand() % span;
         int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)p),
                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};

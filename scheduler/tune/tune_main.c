@@ -273,7 +273,10 @@ static int service(tune_study *st, const char *path, const char *bin, const char
     }
     tservice_opts so = {bin, sdir, dir, (int)cfg_int(config, "servers"),
                         cfg_double(config, "service-linger")};
-    if (tservice_start(&so, 60000, svc, addr, sizeof addr, pgid, why, sizeof why) < 0) {
+    int rc = -PSKV_EIO;
+    for (int k = 0; k < 3 && rc < 0; k++) /* another may take the port before it binds */
+        rc = tservice_start(&so, 60000, svc, addr, sizeof addr, pgid, why, sizeof why);
+    if (rc < 0) {
         fprintf(stderr, "pskv-tune run: cannot start a service for %s: %s\n", path, why);
         return 1;
     }
