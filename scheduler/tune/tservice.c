@@ -24,7 +24,8 @@
 #include "timeutil.h"
 #include "wire.h"
 
-#define WATCH_TICK_MS 500
+#define WATCH_TICK_MS 100   /* how soon the watchdog sees the scheduler end */
+#define WATCH_IDLE_MS 1000  /* how often it looks for a tuner or a running trial */
 
 struct tservice {
     void *ctx, *sock;
@@ -234,12 +235,15 @@ static void watchdog(const tservice_opts *o, int port)
         snprintf(name, sizeof name, "server-%d", i);
         srv[i] = spawn(logs, name, vargv);
     }
-    int64_t idle_since = tu_now_ms(), stop_sent = 0;
+    int64_t idle_since = tu_now_ms(), stop_sent = 0, looked = 0;
     while (sp > 0) {
         tu_sleep_ms(WATCH_TICK_MS);
         int st;
         if (waitpid(sp, &st, WNOHANG) == sp)
             break; /* the scheduler ended (shutdown): the servers follow */
+        if (tu_now_ms() - looked < WATCH_IDLE_MS)
+            continue;
+        looked = tu_now_ms();
         if (anyone(o))
             idle_since = tu_now_ms();
         else if (!stop_sent && tu_now_ms() - idle_since > (int64_t)(o->linger * 1000)) {
@@ -268,11 +272,10 @@ static void watchdog(const tservice_opts *o, int port)
     _exit(1);
 }
 
-int tservice_start(const tservice_opts *o, int timeout_ms, tservice **out, char *addr,
-                   size_t alen, long *pgid, char *why, size_t len)
+int tservice_start(const tservice_opts *o, char *addr, size_t alen, long *pgid, char *why,
+                   size_t len)
 {
     char logs[4200];
-    *out = NULL;
     snprintf(logs, sizeof logs, "%s/logs", o->dir);
     if ((mkdir(o->dir, 0755) < 0 && errno != EEXIST) || (mkdir(logs, 0755) < 0 && errno != EEXIST)) {
         snprintf(why, len, "%s: %s", logs, strerror(errno));
@@ -307,27 +310,35 @@ int tservice_start(const tservice_opts *o, int timeout_ms, tservice **out, char 
     }
     *pgid = pid;
     snprintf(addr, alen, "127.0.0.1:%d", port);
+    return 0;
+}
+
+int tservice_ready(const char *addr, long pgid, int servers, int timeout_ms, tservice **out,
+                   char *why, size_t len)
+{
+    *out = NULL;
     tservice *s = calloc(1, sizeof *s);
     int rc = s ? open_sock(s, addr, why, len) : -PSKV_ENOMEM;
     int64_t until = tu_now_ms() + timeout_ms;
     while (rc == 0) {
-        int st = status(s, o->servers, 500, NULL);
+        int st = status(s, servers, 500, NULL);
         if (st == 1)
             break;
-        if (waitpid(pid, NULL, WNOHANG) == pid) {
-            snprintf(why, len, "the service's scheduler on port %d ended at once (see %s)", port,
-                     logs);
+        if (pgid > 1 && waitpid((pid_t)pgid, NULL, WNOHANG) == pgid) {
+            snprintf(why, len, "the service's scheduler at %s ended at once (see its log)", addr);
             rc = -PSKV_EIO;
         } else if (tu_now_ms() > until) {
-            snprintf(why, len, "the service at %s did not start within %.0f s (see %s)", addr,
-                     timeout_ms / 1000.0, logs);
+            snprintf(why, len, "the service at %s did not start within %.0f s (see its log)",
+                     addr, timeout_ms / 1000.0);
             rc = -PSKV_ETIMEDOUT;
         } else if (st != -PSKV_ETIMEDOUT)
             tu_sleep_ms(50);
     }
     if (rc < 0) {
-        kill(-pid, SIGKILL);
-        waitpid(pid, NULL, 0);
+        if (pgid > 1) {
+            kill(-(pid_t)pgid, SIGKILL);
+            waitpid((pid_t)pgid, NULL, 0);
+        }
         tservice_close(&s);
         return rc;
     }

@@ -38,12 +38,19 @@ typedef struct tservice_opts {
  * -PSKV_EINVAL (it answers, but is not a service) with why. */
 int tservice_attach(const char *addr, int timeout_ms, tservice **out, char *why, size_t len);
 
-/* Starts a service of the tuner's own (free loopback port) and waits up to
- * timeout_ms until its o->servers servers registered. Returns 0 with *out, its
- * address in addr and the watchdog's process group in *pgid, or -PSKV_EIO /
- * -PSKV_ETIMEDOUT with why (whatever started is stopped again). */
-int tservice_start(const tservice_opts *o, int timeout_ms, tservice **out, char *addr,
-                   size_t alen, long *pgid, char *why, size_t len);
+/* Starts a service of the tuner's own on a free loopback port (forks its
+ * watchdog and returns). Returns 0 with its address in addr and the watchdog's
+ * process group in *pgid (the caller records both before waiting for it, so a
+ * tuner killed meanwhile leaves nothing unknown), or -PSKV_EIO with why. */
+int tservice_start(const tservice_opts *o, char *addr, size_t alen, long *pgid, char *why,
+                   size_t len);
+
+/* Waits up to timeout_ms until the service tservice_start started (pgid) at addr
+ * has its `servers` servers registered. Returns 0 with *out, or -PSKV_EIO (it
+ * ended: the port was taken) / -PSKV_ETIMEDOUT with why; then its process group
+ * is killed. */
+int tservice_ready(const char *addr, long pgid, int servers, int timeout_ms, tservice **out,
+                   char *why, size_t len);
 
 /* Holds dir/tuner.lock for the tuner's life (the watchdog's sign that a tuner
  * runs). Returns 0 or -PSKV_EIO. Released when the process exits. */

@@ -274,17 +274,21 @@ static int service(tune_study *st, const char *path, const char *bin, const char
     tservice_opts so = {bin, sdir, dir, (int)cfg_int(config, "servers"),
                         cfg_double(config, "service-linger")};
     int rc = -PSKV_EIO;
-    for (int k = 0; k < 3 && rc < 0; k++) /* another may take the port before it binds */
-        rc = tservice_start(&so, 60000, svc, addr, sizeof addr, pgid, why, sizeof why);
-    if (rc < 0) {
-        fprintf(stderr, "pskv-tune run: cannot start a service for %s: %s\n", path, why);
-        return 1;
+    for (int k = 0; k < 3 && rc < 0; k++) { /* another may take the port before it binds */
+        rc = tservice_start(&so, addr, sizeof addr, pgid, why, sizeof why);
+        if (rc < 0)
+            break;
+        snprintf(rec, sizeof rec, "%s %ld", addr, *pgid); /* the intent: a kill finds it */
+        if (study_set(st, "service", rec) < 0) {
+            tservice_kill_stale(*pgid);
+            fprintf(stderr, "pskv-tune run: cannot write the service into %s\n", path);
+            return 1;
+        }
+        rc = tservice_ready(addr, *pgid, so.servers, 60000, svc, why, sizeof why);
     }
-    snprintf(rec, sizeof rec, "%s %ld", addr, *pgid);
-    if (study_set(st, "service", rec) < 0) {
-        tservice_shutdown(*svc, *pgid, 30000);
-        tservice_close(svc);
-        fprintf(stderr, "pskv-tune run: cannot write the service into %s\n", path);
+    if (rc < 0) {
+        study_set(st, "service", "");
+        fprintf(stderr, "pskv-tune run: cannot start a service for %s: %s\n", path, why);
         return 1;
     }
     LOG_I("service started at %s with %lld servers (pgid %ld; logs %s/logs)", addr,

@@ -1,7 +1,8 @@
 # pskv-tune (sourced by integration.sh): studies of --app synth, whose validation
-# curve is a known function of its flags, run as real local jobs (scheduler, server,
-# worker over loopback), with the study's decisions checked against an independent
-# replay, bad input refused naming the line, failed trials recorded, a second run
+# curve is a known function of its flags, run as worker groups of the tuner's own
+# service (scheduler, server, a worker per trial over loopback), with the study's
+# decisions checked against an independent replay, bad input refused naming the
+# line, failed trials recorded, a second run
 # refused and readers that never see "database is locked".
 
 TUNE_SPACE='--lr log 1e-4 0.3
