@@ -153,6 +153,14 @@ static int load(run_state *r)
     return 0;
 }
 
+/* Before an action outside the study (a fork, a stop): what was written so far
+ * made durable, and a new batch for what follows. */
+static int sync_point(run_state *r)
+{
+    int rc = study_sync(r->st);
+    return rc < 0 ? rc : study_batch(r->st);
+}
+
 static int put(run_state *r, study_trial *t)
 {
     int rc = study_trial_put(r->st, t);
@@ -204,6 +212,8 @@ static int on_metric(void *arg, int e, double v)
             return -PSKV_EIO;
         LOG_I("trial %ld: stop after epoch %d: %s", t->id, e, why);
         r->stop_ms[m->i] = tu_now_ms();
+        if (sync_point(r) < 0)
+            return -PSKV_EIO;
         trial_stop(&r->o->trial, t->id, t->pgid, 0);
     } else if (e == r->epochs) {
         /* its last epoch: complete now, its slot free for the next trial while the
@@ -299,6 +309,8 @@ static int launch(run_state *r, int i)
     long pgid = 0;
     r->offset[i] = 0;
     r->last_ms[i] = tu_now_ms();
+    if (sync_point(r) < 0)
+        return -PSKV_EIO;
     if (trial_launch(&r->o->trial, dir, t->id, argv, argc, &pgid, err, sizeof err) < 0) {
         t->state = TRIAL_FAILED;
         snprintf(t->reason, sizeof t->reason, "could not start: %.200s", err);
@@ -557,6 +569,10 @@ int tune_run(tune_study *st, const tune_run_opts *o)
         }
         trial_reap();
         publish(r);
+        if (study_batch(r->st) < 0) {
+            rc = -PSKV_EIO;
+            break;
+        }
         int running = 0;
         for (int i = 0; i < r->n && rc == 0; i++) {
             study_trial *t = &r->t[i];
@@ -578,6 +594,8 @@ int tune_run(tune_study *st, const tune_run_opts *o)
                 snprintf(t->reason, sizeof t->reason, "hung: no %s for %.0f s (--trial-timeout)",
                          r->metric, o->trial_timeout);
                 rc = put(r, t);
+                if (rc == 0)
+                    rc = sync_point(r);
                 trial_stop(&r->o->trial, t->id, t->pgid, 1);
             }
             running += active(t->state);
@@ -617,8 +635,14 @@ int tune_run(tune_study *st, const tune_run_opts *o)
             rc = unpause(r);
             break; /* nothing runs and nothing more will */
         }
+        if (study_sync(r->st) < 0) {
+            rc = -PSKV_EIO;
+            break;
+        }
         tu_sleep_ms(poll_ms);
     }
+    if (study_sync(r->st) < 0 && rc == 0)
+        rc = -PSKV_EIO;
     if (rc == 0) {
         drain(r);
         publish(r);
