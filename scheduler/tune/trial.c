@@ -19,10 +19,14 @@
 #define MAX_ARGS 256
 #define STOP_ANSWER_MS 2000
 
-/* The worker, run by /bin/sh in the child: its output to logs/worker-0.log and its
- * status to `exit` (renamed into place, so a reader sees all of it). */
+/* The group's W workers, run by /bin/sh in the child: rank I's output to
+ * logs/worker-I.log, and the first non-zero status (else 0) to `exit` (renamed
+ * into place, so a reader sees all of it). */
 static const char script[] =
-    "d=$1; shift; \"$@\" >\"$d/logs/worker-0.log\" 2>&1; s=$?; "
+    "d=$1; w=$2; shift 2; i=0; p=; "
+    "while [ $i -lt $w ]; do \"$@\" --rank $i >\"$d/logs/worker-$i.log\" 2>&1 & "
+    "p=\"$p $!\"; "
+    "i=$((i + 1)); done; s=0; for x in $p; do wait $x; r=$?; [ $s = 0 ] && s=$r; done; "
     "echo $s >\"$d/exit.tmp\" && mv \"$d/exit.tmp\" \"$d/exit\"";
 
 void trial_group(long id, char *buf, size_t len)
@@ -33,7 +37,7 @@ void trial_group(long id, char *buf, size_t len)
 int trial_launch(const trial_opts *o, const char *dir, long id, char *const *argv, int argc,
                  long *pgid, char *err, size_t len)
 {
-    char path[8300], logs[4096], worker[4200], group[64], join[32];
+    char path[8300], logs[4096], worker[4200], group[64], join[32], size[16];
     if (argc + 20 > MAX_ARGS) {
         snprintf(err, len, "too many worker flags (%d)", argc);
         return -PSKV_EINVAL;
@@ -46,8 +50,10 @@ int trial_launch(const trial_opts *o, const char *dir, long id, char *const *arg
     snprintf(path, sizeof path, "%s/exit", dir);
     unlink(path);
     snprintf(logs, sizeof logs, "%s/logs", dir);
-    snprintf(path, sizeof path, "%s/worker-0.log", logs);
-    unlink(path);
+    for (int r = 0; r < 64; r++) {
+        snprintf(path, sizeof path, "%s/worker-%d.log", logs, r);
+        unlink(path);
+    }
     if (mkdir(logs, 0755) < 0 && errno != EEXIST) {
         snprintf(err, len, "%s: %s", logs, strerror(errno));
         return -PSKV_EIO;
@@ -63,6 +69,7 @@ int trial_launch(const trial_opts *o, const char *dir, long id, char *const *arg
     snprintf(worker, sizeof worker, "%s/pskv-worker", o->bin_dir);
     trial_group(id, group, sizeof group);
     snprintf(join, sizeof join, "%.0f", o->join_timeout);
+    snprintf(size, sizeof size, "%d", o->workers > 0 ? o->workers : 1);
     char *args[MAX_ARGS];
     int n = 0;
     args[n++] = "sh";
@@ -70,13 +77,14 @@ int trial_launch(const trial_opts *o, const char *dir, long id, char *const *arg
     args[n++] = (char *)script;
     args[n++] = "pskv-trial";
     args[n++] = (char *)dir;
+    args[n++] = size;
     args[n++] = worker;
     args[n++] = "--scheduler";
     args[n++] = (char *)tservice_addr(o->svc);
     args[n++] = "--group";
     args[n++] = group;
     args[n++] = "--group-size";
-    args[n++] = "1";
+    args[n++] = size;
     args[n++] = "--drop-namespace";
     args[n++] = "--join-timeout";
     args[n++] = join;
@@ -216,10 +224,9 @@ void trial_last_words(const char *dir, char *buf, size_t len)
     char path[4096], *line = NULL;
     size_t cap = 0;
     ssize_t l;
-    const char *names[] = {"logs/worker-0.log"};
     buf[0] = '\0';
-    for (int i = 0; i < 1 && !buf[0]; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+    for (int i = 0; i < 64 && !buf[0]; i++) { /* rank 0's words first */
+        snprintf(path, sizeof path, "%s/logs/worker-%d.log", dir, i);
         FILE *f = fopen(path, "r");
         if (!f)
             continue;

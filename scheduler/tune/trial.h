@@ -1,16 +1,17 @@
 /* The trial launcher: the one place that knows how a trial runs. A trial is a
- * worker group of one service (tservice.h): `pskv-worker --scheduler ADDR --group
- * trial-ID --group-size 1 --drop-namespace` with the trial's flags, its tables in
- * the namespace trial-ID, dropped when the group ends. Its worker is started in a
- * session of its own, so that it outlives a killed tuner (its service does too),
- * and is stopped through the group stop (GROUP_STOP, as `pskvctl stop` sends it),
- * which reaches it at its next evaluation.
- *
+ * worker group of one service (tservice.h): W x `pskv-worker --scheduler ADDR
+ * --group trial-ID --group-size W --drop-namespace --rank I` with the trial's
+ * flags (W the study's --workers, 1 by default), its tables in the namespace
+ * trial-ID, dropped when the group ends. Its workers are started in a session of
+ * their own, so that they outlive a killed tuner (its service does too), and are
+ * stopped through the group stop (GROUP_STOP, as `pskvctl stop` sends it), which
+ * reaches them at their next evaluation. *
  * A trial's directory holds: `lock`, flock()ed by the worker for its whole life
  * (the launcher takes it before fork and the child inherits it, so there is no
  * moment when the trial runs unlocked: a resumed tuner that finds the lock free
  * knows it is gone); `pid`, its process group; `exit`, written when the worker
- * ends with its exit status; `logs/worker-0.log`, its output (the metric lines).
+ * ends with its exit status; `logs/worker-I.log`, rank I's output (rank 0's has
+ * the metric lines).
  *
  * OWNS nothing across calls. THREAD: the tuner's. NEVER blocks but for the stop's
  * answer (at most 2 s): a launch forks and returns. */
@@ -25,6 +26,7 @@ typedef struct trial_opts {
     const char *bin_dir;  /* pskv-worker's directory */
     tservice *svc;        /* the service the groups run on (set by the caller) */
     double join_timeout;  /* s: the worker's --join-timeout */
+    int workers;          /* W: the group's size */
 } trial_opts;
 
 /* A trial's group (and namespace) name: trial-ID. */

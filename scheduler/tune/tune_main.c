@@ -59,6 +59,9 @@ static cfg_entry config[] = {
      "create: the search's seed (the trials' own --seed is a worker flag)", 0, 0, NULL, NULL},
     {"trial-epochs", CFG_INT, "9", NULL, 1, 100000, "epochs",
      "create: each trial's --epochs (with --sched asha: its max)", 0, 0, NULL, NULL},
+    {"workers", CFG_INT, "1", NULL, 1, 64, NULL,
+     "create: the workers of each trial (its group's --group-size; rank 0 reports the "
+     "metric)", 0, 0, NULL, NULL},
     {"grid-levels", CFG_INT, "3", NULL, 2, 1000, NULL,
      "create: points per real dimension of the grid", 0, 0, NULL, NULL},
     {"trial-timeout", CFG_DOUBLE, "600", "PSKV_TUNE_TRIAL_TIMEOUT", 1, 1e6, "s",
@@ -97,7 +100,7 @@ static const char usage[] =
     "pskv-tune create STUDY.db --space FILE [--algo grid|random|gp] "
     "[--sched fifo|median|asha[:eta=3,min=1,max=27[,promote=1]]] [--metric NAME:max|min] "
     "[--budget-epochs B] [--max-trials N] [--parallel N] [--seed S] [--trial-epochs E] "
-    "-- WORKER_FLAGS...\n"
+    "[--workers W] -- WORKER_FLAGS...\n"
     "       pskv-tune run STUDY.db [--scheduler HOST:PORT] [--servers S]\n"
     "       pskv-tune status STUDY.db | export STUDY.db --csv | plot STUDY.db [--out PNG]\n"
     "       pskv-tune replay RECORDED.db [--algo A] [--sched S] [--budget-epochs B] "
@@ -203,7 +206,7 @@ static int create(const char *path, cfg_args *a)
     rc = rc ? rc : study_set(st, "worker_args", wargs);
     const char *nums[][2] = {{"budget_epochs", "budget-epochs"}, {"max_trials", "max-trials"},
                              {"parallel", "parallel"},           {"seed", "seed"},
-                             {"grid_levels", "grid-levels"}};
+                             {"grid_levels", "grid-levels"}, {"workers", "workers"}};
     for (size_t i = 0; i < sizeof nums / sizeof nums[0] && rc == 0; i++) {
         snprintf(buf, sizeof buf, "%lld", cfg_int(config, nums[i][1]));
         rc = study_set(st, nums[i][0], buf);
@@ -327,6 +330,8 @@ static int run(const char *path)
         study_close(&st);
         return 3;
     }
+    char wk[32];
+    o.trial.workers = study_get(st, "workers", wk, sizeof wk) == 0 ? atoi(wk) : 1;
     long pgid = 0;
     int rc = service(st, path, o.trial.bin_dir, dir, &o.trial.svc, &pgid);
     if (rc != 0) {

@@ -54,7 +54,8 @@ t_tune_groups_parallel() {
 # run --scheduler ADDR: the trials are groups of that service (each dropped its
 # namespace), a stopped one ends through the group stop (`stopped early ... group
 # trial-N stopped by pskvctl stop`), and the study leaves the service running:
-# pskvctl shutdown ends it. A --scheduler that answers nothing is refused (exit 2).
+# pskvctl shutdown ends it. A study created with --workers 2 runs each trial as a
+# group of 2. A --scheduler that answers nothing is refused (exit 2).
 tags tune_groups_external
 t_tune_groups_external() {
   local port svc out
@@ -79,6 +80,19 @@ t_tune_groups_external() {
     s.db.d/trial-*/logs/worker-0.log) || fail "no trial stopped through its group: $(cat run.out)"
   "$BIN/pskv-tune" export s.db --csv | grep -q ',stopped,' || fail "no stopped trial"
   kill -0 "$(cat scheduler.pid)" || fail "the study stopped the service it did not start"
+  # --workers 2: a trial is a group of 2 (ranks 0 and 1, each its own log)
+  "$BIN/pskv-tune" create w.db --space space.txt --max-trials 1 --trial-epochs 3 --workers 2 \
+    -- --app synth --synth-epoch-time 0.5 > /dev/null || fail "create w.db"
+  start tuner-w "$BIN/pskv-tune" run w.db --scheduler "$svc"
+  for _ in $(seq 300); do
+    out=$("$BIN/pskvctl" --scheduler "$svc" status 2>&1)
+    grep -q '^group trial-1 *running *2/2 workers' <<< "$out" && break
+    sleep 0.1
+  done
+  grep -q '^group trial-1 *running *2/2 workers' <<< "$out" || fail "no group of 2: $out"
+  wait_exit "$(cat tuner-w.pid)" 60 || fail "w.db: $(tail -3 tuner-w.log)"
+  "$BIN/pskv-tune" status w.db | grep -q '^1 trials: 1 complete' || fail "$("$BIN/pskv-tune" status w.db)"
+  grep -q 'worker rank 1 of 2' w.db.d/trial-1/logs/worker-1.log || fail "rank 1: $(head -5 w.db.d/trial-1/logs/worker-1.log)"
   "$BIN/pskvctl" --scheduler "$svc" shutdown > /dev/null || fail "shutdown"
   wait_exit "$(cat scheduler.pid)" 30 || fail "scheduler after shutdown"
   wait_exit "$(cat server-0.pid)" 30 || fail "server after shutdown"
