@@ -227,6 +227,13 @@ static void watchdog(const tservice_opts *o, int port)
     snprintf(sched, sizeof sched, "127.0.0.1:%d", port);
     snprintf(bin[0], sizeof bin[0], "%s/pskv-scheduler", o->bin_dir);
     snprintf(bin[1], sizeof bin[1], "%s/pskv-server", o->bin_dir);
+    /* held for the watchdog's life: what tells a later tuner that the process group
+     * the study records is still this service's (tservice_kill_stale) */
+    char lock[4200];
+    snprintf(lock, sizeof lock, "%s/watchdog.lock", o->dir);
+    int lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lfd < 0 || flock(lfd, LOCK_EX | LOCK_NB) < 0)
+        _exit(1); /* another watchdog of this study runs */
     char *sargv[] = {bin[0], "--service", "--port", portbuf, "--servers", nserv, NULL};
     pid_t sp = spawn(logs, "scheduler", sargv), srv[64];
     int n = o->servers < 64 ? o->servers : 64;
@@ -419,20 +426,16 @@ int tservice_shutdown(tservice *s, long pgid, int timeout_ms)
     return -PSKV_ETIMEDOUT;
 }
 
-void tservice_kill_stale(long pgid)
+void tservice_kill_stale(const char *dir, long pgid)
 {
-    char path[64], cmd[256] = "";
-    if (pgid <= 1)
-        return;
-    snprintf(path, sizeof path, "/proc/%ld/cmdline", pgid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return;
-    size_t n = fread(cmd, 1, sizeof cmd - 1, f);
-    fclose(f);
-    cmd[n] = '\0';
-    if (strstr(cmd, "pskv-tune") && getpgid((pid_t)pgid) == (pid_t)pgid)
+    char path[4200];
+    snprintf(path, sizeof path, "%s/watchdog.lock", dir);
+    if (pgid > 1 && held(path) && getpgid((pid_t)pgid) == (pid_t)pgid) {
+        LOG_W("ending the study's earlier service (process group %ld)", pgid);
         kill(-(pid_t)pgid, SIGKILL);
+        for (int k = 0; k < 100 && held(path); k++) /* gone within a second */
+            tu_sleep_ms(10);
+    }
 }
 
 void tservice_close(tservice **self_p)

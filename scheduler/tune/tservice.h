@@ -73,9 +73,10 @@ int tservice_groups_running(tservice *s, int timeout_ms);
  * is left of it (SIGKILL). Returns 0, or -PSKV_ETIMEDOUT when it had to kill. */
 int tservice_shutdown(tservice *s, long pgid, int timeout_ms);
 
-/* Ends a recorded service's process group that no longer answers, when it is
- * still a pskv-tune watchdog's (its leader's command line says so). */
-void tservice_kill_stale(long pgid);
+/* Ends the process group pgid the study recorded for its service in dir, when
+ * that service no longer answers but its watchdog still holds dir/watchdog.lock
+ * (so the group is surely its, not a stranger's that took the number). */
+void tservice_kill_stale(const char *dir, long pgid);
 
 void tservice_close(tservice **self_p);
 

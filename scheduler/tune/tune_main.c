@@ -245,7 +245,7 @@ static void default_bin(char *bin, size_t blen)
  * study records (a killed tuner's, still answering) or a new one, recorded before
  * the first trial starts. *pgid: its watchdog's group (0: not ours to stop). */
 static int service(tune_study *st, const char *path, const char *bin, const char *dir,
-                   tservice **svc, long *pgid)
+                   tservice **svc, long *pgid, int *replaced)
 {
     char why[512], rec[400], addr[300];
     const char *ext = cfg_str(config, "scheduler");
@@ -272,7 +272,8 @@ static int service(tune_study *st, const char *path, const char *bin, const char
             return 0;
         }
         LOG_W("the study's service at %s is gone (%s): starting another", addr, why);
-        tservice_kill_stale(old);
+        tservice_kill_stale(sdir, old);
+        *replaced = 1;
     }
     tservice_opts so = {bin, sdir, dir, (int)cfg_int(config, "servers"),
                         cfg_double(config, "service-linger")};
@@ -283,7 +284,7 @@ static int service(tune_study *st, const char *path, const char *bin, const char
             break;
         snprintf(rec, sizeof rec, "%s %ld", addr, *pgid); /* the intent: a kill finds it */
         if (study_set(st, "service", rec) < 0) {
-            tservice_kill_stale(*pgid);
+            tservice_kill_stale(sdir, *pgid);
             fprintf(stderr, "pskv-tune run: cannot write the service into %s\n", path);
             return 1;
         }
@@ -333,7 +334,7 @@ static int run(const char *path)
     char wk[32];
     o.trial.workers = study_get(st, "workers", wk, sizeof wk) == 0 ? atoi(wk) : 1;
     long pgid = 0;
-    int rc = service(st, path, o.trial.bin_dir, dir, &o.trial.svc, &pgid);
+    int rc = service(st, path, o.trial.bin_dir, dir, &o.trial.svc, &pgid, &o.service_replaced);
     if (rc != 0) {
         study_unlock(st);
         study_close(&st);

@@ -377,6 +377,24 @@ static int suggest(run_state *r)
     return 0;
 }
 
+/* On start, when the service the trials ran on was gone and replaced: a worker
+ * of it still alive is ended (its group cannot go on without its scheduler), and
+ * a trial that had not ended is run again (a new attempt); a decided stop is
+ * finished. Waits up to 5 s for each. */
+static void orphaned(run_state *r, int i, const char *dir)
+{
+    study_trial *t = &r->t[i];
+    if (trial_alive(dir)) {
+        trial_stop(&r->o->trial, t->id, t->pgid ? t->pgid : trial_pgid(dir), 1);
+        for (int64_t until = tu_now_ms() + 5000; trial_alive(dir) && tu_now_ms() < until;)
+            tu_sleep_ms(20);
+    }
+    if (t->state == TRIAL_STOPPING)
+        return;
+    LOG_W("trial %ld: its service was gone: it runs again", t->id);
+    t->state = TRIAL_PENDING;
+}
+
 /* On start: what each unfinished trial's job is doing now. */
 static int reattach(run_state *r)
 {
@@ -389,6 +407,14 @@ static int reattach(run_state *r)
         r->offset[i] = 0;
         r->last_ms[i] = tu_now_ms();
         span_get(r, t->id, &r->base[i], &r->target[i]);
+        if (r->o->service_replaced) {
+            orphaned(r, i, dir);
+            if (t->state == TRIAL_PENDING) {
+                if (put(r, t) < 0)
+                    return -PSKV_EIO;
+                continue;
+            }
+        }
         if (trial_alive(dir)) {
             for (int k = 0; k < 100 && !trial_pgid(dir); k++)
                 tu_sleep_ms(10); /* forked, pid file not yet written */

@@ -80,3 +80,37 @@ f_tune_kill9_linger() {
   [ "$(grep -c 'attempt' run2.out)" = 0 ] || fail "a trial ran again: $(grep attempt run2.out)"
   no_strays s.db.d/service/logs
 }
+
+# The tuner killed -9 and its service's scheduler paused (SIGSTOP: alive, answering
+# nothing): `run` again finds the recorded service gone (`is gone (no answer …):
+# starting another`), ends the old one's processes (its watchdog still held its
+# lock, so the process group is surely the study's), ends the trial that ran on it
+# and runs it again (attempt 2) on a new service, and finishes the study: 3
+# complete; no process of either service is left.
+tags tune_stale_service
+f_tune_stale_service() {
+  printf -- '--lr log 1e-3 0.1\n' > space.txt
+  "$BIN/pskv-tune" create s.db --space space.txt --max-trials 3 --parallel 1 --trial-epochs 2 \
+    -- --app synth --synth-epoch-time 0.2 > /dev/null || fail create
+  start tuner "$BIN/pskv-tune" run s.db
+  wait_line tuner.log 'trial 1: attempt 1' 1 60 || fail "no trial: $(tail -3 tuner.log)"
+  kill -KILL "$(cat tuner.pid)"
+  local sched server f
+  sched=$(cat s.db.d/service/logs/scheduler.pid)
+  server=$(cat s.db.d/service/logs/server-0.pid)
+  kill -STOP "$sched"
+  timeout 120 "$BIN/pskv-tune" run s.db > run2.out 2>&1
+  f=$?
+  kill -CONT "$sched" 2>/dev/null
+  [ $f = 0 ] || fail "run again exited $f: $(tail -3 run2.out)"
+  grep -q "the study's service at .* is gone (no answer" run2.out || fail "$(head -5 run2.out)"
+  grep -q "ending the study's earlier service" run2.out || fail "$(head -5 run2.out)"
+  wait_exit "$sched" 10 >/dev/null; kill -0 "$sched" 2>/dev/null && fail "the old scheduler lives"
+  kill -0 "$server" 2>/dev/null && fail "the old server lives"
+  "$BIN/pskv-tune" status s.db | grep -q '^3 trials: 3 complete' || fail "$("$BIN/pskv-tune" status s.db)"
+  "$BIN/pskv-tune" export s.db --csv | grep -q '^1,complete,.*,2,""$' ||
+    fail "trial 1 not run again: $("$BIN/pskv-tune" export s.db --csv)"
+  "$BIN/pskv-tune" status s.db | grep -Eq ' (running|launching|stopping|pending) ' &&
+    fail "left unfinished: $("$BIN/pskv-tune" status s.db)"
+  no_strays s.db.d/service/logs
+}
