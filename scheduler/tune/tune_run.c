@@ -378,17 +378,18 @@ static int suggest(run_state *r)
 }
 
 /* On start, when the service the trials ran on was gone and replaced: a worker
- * of it still alive is ended (its group cannot go on without its scheduler), and
- * a trial that had not ended is run again (a new attempt); a decided stop is
- * finished. Waits up to 5 s for each. */
+ * of it still alive is ended (its group cannot go on without its scheduler) and
+ * its trial run again (a new attempt), unless its stop was decided (then it is
+ * finished). One that ended by itself is finished from its exit status and log as
+ * always. Waits up to 5 s for each. */
 static void orphaned(run_state *r, int i, const char *dir)
 {
     study_trial *t = &r->t[i];
-    if (trial_alive(dir)) {
-        trial_stop(&r->o->trial, t->id, t->pgid ? t->pgid : trial_pgid(dir), 1);
-        for (int64_t until = tu_now_ms() + 5000; trial_alive(dir) && tu_now_ms() < until;)
-            tu_sleep_ms(20);
-    }
+    if (!trial_alive(dir))
+        return;
+    trial_stop(&r->o->trial, t->id, t->pgid ? t->pgid : trial_pgid(dir), 1);
+    for (int64_t until = tu_now_ms() + 5000; trial_alive(dir) && tu_now_ms() < until;)
+        tu_sleep_ms(20);
     if (t->state == TRIAL_STOPPING)
         return;
     LOG_W("trial %ld: its service was gone: it runs again", t->id);
