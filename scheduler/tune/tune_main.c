@@ -1,12 +1,14 @@
 /* pskv-tune: hyperparameter search over pskv training runs.
  *   pskv-tune create STUDY.db --space FILE [--algo A] [--sched S] [--metric M:max|min]
  *             [--budget-epochs B] [--max-trials N] [--parallel N] [--seed S]
- *             [--trial-epochs E] -- WORKER_FLAGS...
- *   pskv-tune run STUDY.db [--scheduler HOST:PORT]  (also resumes after a kill)
+ *             [--trial-epochs E] [--workers W] -- WORKER_FLAGS...
+ *   pskv-tune run STUDY.db [--scheduler HOST:PORT]  (also resumes after a kill; the
+ *             trials are worker groups of that service, or of one of its own)
  *   pskv-tune status STUDY.db | export STUDY.db --csv | plot STUDY.db --out PNG
  *   pskv-tune replay RECORDED.db [--algo A] [--sched S] [--budget-epochs B] [--seeds N]
- * Exit status: 0 done, 1 failed (study, trial launch, gnuplot), 2 usage, 3 the
- * study is being run by another pskv-tune. */
+ * Exit status: 0 done, 1 failed (study, service, trial launch, gnuplot) or stopped
+ * by a signal, 2 usage or a --scheduler that is not a running service, 3 the study
+ * is being run by another pskv-tune. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
