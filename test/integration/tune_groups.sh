@@ -15,7 +15,7 @@ tags tune_groups_parallel
 t_tune_groups_parallel() {
   printf -- '--lr log 1e-3 0.1\n--momentum uniform 0.5 0.95\n' > space.txt
   "$BIN/pskv-tune" create s.db --space space.txt --algo random --max-trials 4 --parallel 4 \
-    --trial-epochs 4 -- --app synth --synth-epoch-time 1 > /dev/null || fail create
+    --trial-epochs 6 -- --app synth --synth-epoch-time 1 > /dev/null || fail create
   start tuner "$BIN/pskv-tune" run s.db
   local pid svc n=0 out
   pid=$(cat tuner.pid)
