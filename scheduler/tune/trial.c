@@ -34,10 +34,10 @@ void trial_group(long id, char *buf, size_t len)
     snprintf(buf, len, "trial-%ld", id);
 }
 
-int trial_launch(const trial_opts *o, const char *dir, long id, char *const *argv, int argc,
-                 long *pgid, char *err, size_t len)
+int trial_launch(const trial_opts *o, const char *dir, long id, int held, char *const *argv,
+                 int argc, long *pgid, char *err, size_t len)
 {
-    char path[8300], logs[4096], worker[4200], group[64], join[32], size[16];
+    char path[8300], logs[4096], worker[4200], group[64], join[32], size[16], go[4200];
     if (argc + 20 > MAX_ARGS) {
         snprintf(err, len, "too many worker flags (%d)", argc);
         return -PSKV_EINVAL;
@@ -49,6 +49,8 @@ int trial_launch(const trial_opts *o, const char *dir, long id, char *const *arg
     /* a relaunch starts clean: no exit file or log from an earlier attempt */
     snprintf(path, sizeof path, "%s/exit", dir);
     unlink(path);
+    snprintf(go, sizeof go, "%s/go", dir);
+    unlink(go);
     snprintf(logs, sizeof logs, "%s/logs", dir);
     for (int r = 0; r < 64; r++) {
         snprintf(path, sizeof path, "%s/worker-%d.log", logs, r);
@@ -88,6 +90,10 @@ int trial_launch(const trial_opts *o, const char *dir, long id, char *const *arg
     args[n++] = "--drop-namespace";
     args[n++] = "--join-timeout";
     args[n++] = join;
+    if (held) {
+        args[n++] = "--start-file";
+        args[n++] = go;
+    }
     for (int i = 0; i < argc; i++)
         args[n++] = argv[i];
     args[n] = NULL;
@@ -120,6 +126,17 @@ int trial_launch(const trial_opts *o, const char *dir, long id, char *const *arg
     }
     close(fd);
     *pgid = pid;
+    return 0;
+}
+
+int trial_release(const char *dir)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/go", dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -PSKV_EIO;
+    close(fd);
     return 0;
 }
 

@@ -32,11 +32,17 @@ typedef struct trial_opts {
 /* A trial's group (and namespace) name: trial-ID. */
 void trial_group(long id, char *buf, size_t len);
 
-/* Starts trial id's worker in dir (created) with the worker flags
- * argv[0..argc-1]. Returns 0 with its process group in *pgid, or -PSKV_EIO with
- * err. */
-int trial_launch(const trial_opts *o, const char *dir, long id, char *const *argv, int argc,
-                 long *pgid, char *err, size_t len);
+/* Starts trial id's workers in dir (created) with the worker flags
+ * argv[0..argc-1]; held: they start their processes but join the service only
+ * once trial_release (--start-file dir/go), so that a trial's process start
+ * overlaps the end of the one before it. Returns 0 with their process group in
+ * *pgid, or -PSKV_EIO with err. */
+int trial_launch(const trial_opts *o, const char *dir, long id, int held, char *const *argv,
+                 int argc, long *pgid, char *err, size_t len);
+
+/* Lets a held trial's workers join (creates dir/go; nothing to a trial not held).
+ * Returns 0 or -PSKV_EIO. */
+int trial_release(const char *dir);
 
 /* 1 while the trial's worker in dir holds its lock, 0 when it is gone. */
 int trial_alive(const char *dir);

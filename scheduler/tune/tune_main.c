@@ -77,6 +77,10 @@ static cfg_entry config[] = {
      "run: run the trials as worker groups of the running service (pskv-scheduler "
      "--service) at HOST:PORT; without it pskv-tune starts a local service of its own and "
      "stops it at the end", 0, 0, NULL, NULL},
+    {"prestart", CFG_BOOL, "true", "PSKV_TUNE_PRESTART", 1, 0, NULL,
+     "run: while every slot is taken, start the next trial's workers ahead (they join "
+     "only when a slot frees: --start-file), so that a worker's process start overlaps the "
+     "trial before it (not with asha promote=1)", 0, 0, NULL, NULL},
     {"service-linger", CFG_DOUBLE, "60", "PSKV_TUNE_SERVICE_LINGER", 0, 1e6, "s",
      "run: the tuner's own service stops by itself once neither a tuner nor a trial has "
      "run for this long (a killed tuner's service is never left for good)", 0, 0, NULL,
@@ -313,6 +317,7 @@ static int run(const char *path)
         .trial_timeout = cfg_double(config, "trial-timeout"),
         .poll = cfg_double(config, "poll"),
         .stop = &stop_flag,
+        .prestart = (int)cfg_int(config, "prestart"),
     };
     if (access(path, F_OK) != 0) {
         fprintf(stderr, "pskv-tune run: %s: no such study (pskv-tune create makes one)\n", path);

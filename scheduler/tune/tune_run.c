@@ -42,6 +42,7 @@ typedef struct run_state {
     int64_t stop_ms[MAX_TRIALS]; /* when its stop was decided (0: none in this run) */
     double *curve; /* MAX_TRIALS x epochs, sign-adjusted */
     int grid_done;
+    int held; /* the trial started ahead of its turn, waiting for a slot (-1: none) */
 } run_state;
 
 static double wall(void)
@@ -271,8 +272,9 @@ static int finish(run_state *r, int i)
     return put(r, t);
 }
 
-/* Launches trial i: LAUNCHING (attempt counted) is written before the fork. */
-static int launch(run_state *r, int i)
+/* Launches trial i: LAUNCHING (attempt counted) is written before the fork. held:
+ * its workers start but wait for trial_release (r->held). */
+static int launch(run_state *r, int i, int held)
 {
     study_trial *t = &r->t[i];
     char dir[4096], err[512], buf[8192], epochs[32], save[4200], from[4200];
@@ -311,7 +313,7 @@ static int launch(run_state *r, int i)
     r->last_ms[i] = tu_now_ms();
     if (sync_point(r) < 0)
         return -PSKV_EIO;
-    if (trial_launch(&r->o->trial, dir, t->id, argv, argc, &pgid, err, sizeof err) < 0) {
+    if (trial_launch(&r->o->trial, dir, t->id, held, argv, argc, &pgid, err, sizeof err) < 0) {
         t->state = TRIAL_FAILED;
         snprintf(t->reason, sizeof t->reason, "could not start: %.200s", err);
         t->ended = wall();
@@ -319,9 +321,12 @@ static int launch(run_state *r, int i)
         return put(r, t);
     }
     t->pgid = pgid;
-    t->state = TRIAL_RUNNING;
-    LOG_I("trial %ld: attempt %d, epochs %d to %d, group trial-%ld, pgid %ld:%s", t->id,
-          t->attempt, r->base[i] + 1, r->target[i], t->id, pgid, t->params);
+    t->state = held ? TRIAL_LAUNCHING : TRIAL_RUNNING; /* held: RUNNING once released */
+    if (held)
+        r->held = i;
+    LOG_I("trial %ld: attempt %d, epochs %d to %d, group trial-%ld, pgid %ld%s:%s", t->id,
+          t->attempt, r->base[i] + 1, r->target[i], t->id, pgid,
+          held ? ", held until a slot frees" : "", t->params);
     return put(r, t);
 }
 
@@ -422,6 +427,7 @@ static int reattach(run_state *r)
             t->pgid = trial_pgid(dir);
             if (t->state == TRIAL_LAUNCHING)
                 t->state = TRIAL_RUNNING;
+            trial_release(dir); /* one held by the killed tuner goes on now */
             LOG_I("trial %ld: re-attached to its group trial-%ld (pgid %ld, %s)", t->id, t->id,
                   t->pgid, study_state_name(t->state));
             if (put(r, t) < 0)
@@ -496,7 +502,7 @@ static int promote(run_state *r)
         return -PSKV_EIO;
     t->reason[0] = '\0';
     t->ended = 0;
-    int rc = launch(r, p);
+    int rc = launch(r, p, 0);
     return rc < 0 ? rc : 1;
 }
 
@@ -557,6 +563,31 @@ static int interrupt(run_state *r)
     return rc;
 }
 
+/* The trials taking a slot: the active ones but the one held. */
+static int running_count(const run_state *r)
+{
+    int n = 0;
+    for (int i = 0; i < r->n; i++)
+        n += active(r->t[i].state) && i != r->held;
+    return n;
+}
+
+/* Whether a new trial may be suggested now; ahead: for a trial started ahead of
+ * its turn, which must fit the budget even if every running trial runs to its
+ * target (so that starting it early never starts one more than waiting would). */
+static int may_suggest(const run_state *r, int ahead)
+{
+    if (r->grid_done || r->n >= r->max_trials || r->n >= MAX_TRIALS)
+        return 0;
+    if (r->budget <= 0)
+        return 1;
+    long s = spent(r);
+    for (int i = 0; ahead && i < r->n; i++)
+        if (active(r->t[i].state) && r->target[i] > r->t[i].epochs)
+            s += r->target[i] - r->t[i].epochs;
+    return s < r->budget;
+}
+
 /* At the end: waits (up to --trial-timeout) for the workers of trials completed
  * at their last report to exit, so that no process outlives the study. */
 static void drain(run_state *r)
@@ -580,6 +611,7 @@ int tune_run(tune_study *st, const tune_run_opts *o)
         return -PSKV_ENOMEM;
     r->st = st;
     r->o = o;
+    r->held = -1;
     int rc = load(r);
     study_trial *grown = rc == 0 ? realloc(r->t, sizeof *r->t * MAX_TRIALS) : NULL;
     if (rc == 0 && !grown)
@@ -600,7 +632,6 @@ int tune_run(tune_study *st, const tune_run_opts *o)
             rc = -PSKV_EIO;
             break;
         }
-        int running = 0;
         for (int i = 0; i < r->n && rc == 0; i++) {
             study_trial *t = &r->t[i];
             if (!active(t->state))
@@ -615,7 +646,7 @@ int tune_run(tune_study *st, const tune_run_opts *o)
                 rc = -PSKV_EIO;
             else if (!trial_alive(dir))
                 rc = finish(r, i);
-            else if (t->state == TRIAL_RUNNING &&
+            else if (t->state == TRIAL_RUNNING && i != r->held &&
                      tu_now_ms() - r->last_ms[i] > (int64_t)(o->trial_timeout * 1000)) {
                 t->state = TRIAL_STOPPING;
                 snprintf(t->reason, sizeof t->reason, "hung: no %s for %.0f s (--trial-timeout)",
@@ -625,14 +656,30 @@ int tune_run(tune_study *st, const tune_run_opts *o)
                     rc = sync_point(r);
                 trial_stop(&r->o->trial, t->id, t->pgid, 1);
             }
-            running += active(t->state);
+            if (i == r->held && !active(t->state))
+                r->held = -1; /* its workers ended before their turn */
         }
         if (rc != 0)
             break;
+        int running = running_count(r);
+        if (r->held >= 0 && running < r->parallel) { /* its turn */
+            char dir[4096];
+            trial_dir(r, r->t[r->held].id, dir, sizeof dir);
+            r->t[r->held].state = TRIAL_RUNNING;
+            rc = put(r, &r->t[r->held]);
+            if (rc == 0)
+                rc = sync_point(r);
+            if (rc == 0)
+                rc = trial_release(dir);
+            r->last_ms[r->held] = tu_now_ms();
+            LOG_I("trial %ld: released", r->t[r->held].id);
+            r->held = -1;
+            running++;
+        }
         /* launch: pending trials first (relaunches keep their id), then new ones */
         for (int i = 0; i < r->n && running < r->parallel && rc == 0; i++)
             if (r->t[i].state == TRIAL_PENDING) {
-                rc = launch(r, i);
+                rc = launch(r, i, 0);
                 running += active(r->t[i].state);
             }
         while (rc == 0 && running < r->parallel && r->sched.promote &&
@@ -642,20 +689,21 @@ int tune_run(tune_study *st, const tune_run_opts *o)
                 rc = p;
                 break;
             }
-            running = 0;
-            for (int i = 0; i < r->n; i++)
-                running += active(r->t[i].state);
+            running = running_count(r);
         }
-        while (rc == 0 && running < r->parallel && !r->grid_done && r->n < r->max_trials &&
-               r->n < MAX_TRIALS && (r->budget <= 0 || spent(r) < r->budget)) {
+        /* new ones; with every slot taken, one more started ahead (not with
+         * promotions: a free slot must be able to promote first) */
+        while (rc == 0 && r->held < 0 && may_suggest(r, running >= r->parallel) &&
+               (running < r->parallel || (o->prestart && !r->sched.promote))) {
+            int ahead = running >= r->parallel;
             int s = suggest(r);
             if (s == 1)
                 r->grid_done = 1;
             else if (s < 0)
                 rc = s;
             else {
-                rc = launch(r, r->n - 1);
-                running += active(r->t[r->n - 1].state);
+                rc = launch(r, r->n - 1, ahead);
+                running += active(r->t[r->n - 1].state) && !ahead;
             }
         }
         if (rc == 0 && running == 0) {

@@ -23,6 +23,8 @@ typedef struct tune_run_opts {
     double trial_timeout; /* s without a metric before a trial counts as hung */
     double poll;          /* s between looks at the trials */
     volatile sig_atomic_t *stop; /* set by SIGINT/SIGTERM: exit */
+    int prestart;         /* start the next trial's workers while the slots are full
+                           * (--prestart): their start overlaps the trials' ends */
     int service_replaced; /* the study's service was gone and a new one started: the
                            * trials that ran on the old one run again */
     int end_trials_on_stop; /* on *stop: the running trials are stopped and written back

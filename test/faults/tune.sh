@@ -7,7 +7,7 @@
 # service the killed tuner left and to the trial's group on it). At the end: the
 # two studies' trials are the same (params, state, best, epochs: the same
 # decisions), every trial's group started exactly once (the service's scheduler
-# logs each start), one service served every run, none is left running, and no
+# logs each start), on one service, none is left running, and no
 # process of any trial nor of the service is alive.
 tags tune_kill9 once
 f_tune_kill9() {
@@ -41,8 +41,12 @@ f_tune_kill9() {
   sed -n 's/.*group \(trial-[0-9]*\): started: .*/\1/p' k.db.d/service/logs/scheduler.log > launches
   [ "$(sort launches | uniq | wc -l)" = 12 ] || fail "started: $(sort launches | uniq -c)"
   [ -z "$(sort launches | uniq -d)" ] || fail "started twice: $(sort launches | uniq -d)"
-  [ "$(grep -c 'INFO listening on port' k.db.d/service/logs/scheduler.log)" = 1 ] ||
-    fail "not one service for every run: $(grep 'INFO listening on port' k.db.d/service/logs/scheduler.log)"
+  # every group on one scheduler (the field after the time is its pid): each run
+  # re-attached to the service the killed one left (a run killed after the study
+  # ended may leave the next one a new service with nothing to run)
+  [ "$(grep 'group trial-[0-9]*: started: ' k.db.d/service/logs/scheduler.log |
+    cut -d' ' -f2 | sort -u | wc -l)" = 1 ] ||
+    fail "trials on more than one service: $(grep 'INFO listening on port' k.db.d/service/logs/scheduler.log)"
   grep -q 're-attached to the study.s service' k.out || fail "no run re-attached: $(grep service k.out)"
   "$BIN/pskv-tune" status k.db | grep -Eq ' (running|launching|stopping|pending) ' &&
     fail "left unfinished: $("$BIN/pskv-tune" status k.db)"
