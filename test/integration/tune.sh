@@ -184,7 +184,7 @@ tags tune_lock_and_readers
 t_tune_lock_and_readers() {
   echo "$TUNE_SPACE" > space.txt
   tune create s.db --space space.txt --max-trials 6 --parallel 2 --trial-epochs 6 \
-    -- --app synth --synth-epoch-time 0.1 > /dev/null || fail create
+    -- --app synth --synth-epoch-time 0.3 > /dev/null || fail create
   local pid n=0 out port
   port=$(free_port)
   start tuner "$BIN/pskv-tune" run s.db --metrics-port "$port"
