@@ -503,7 +503,7 @@ install: all
 	install -m 644 $(MANS) $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -d $(DESTDIR)$(PYSITE)/pskv
 	install -m 644 $(PY_SRC) $(DESTDIR)$(PYSITE)/pskv/
-	# pskv-tune run starts its trials with the local launcher (PREFIX/share/pskv)
+	# the local launcher (launch-local.sh and what it sources), for jobs run by hand
 	install -d $(DESTDIR)$(PREFIX)/share/pskv
 	install -m 755 scripts/launch-local.sh scripts/launch-lib.sh scripts/free-port.sh \
 	  $(DESTDIR)$(PREFIX)/share/pskv/

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make-deb.sh BUILD: a Debian package of pskv from the optimised build in BUILD
-# (make all): the daemons, pskvctl, pskv-tune (and the local launcher it starts
-# trials with, in /usr/share/pskv), libpskv (shared and static), its header and
+# (make all): the daemons, pskvctl, pskv-tune, the local launcher (in
+# /usr/share/pskv), libpskv (shared and static), its header and
 # pskv.pc, the Python package (/usr/lib/python3/dist-packages/pskv), the manual pages, the systemd unit templates (scripts/systemd) with
 # example configurations, and the docs. Writes BUILD/deb/pskv_VERSION_ARCH.deb and
 # prints its path. Dependencies come from dpkg-shlibdeps. Exit status 0, or 1 on

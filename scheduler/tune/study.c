@@ -147,6 +147,16 @@ static int run(tune_study *st, const char *sql, const char *fmt, ...)
     return 0;
 }
 
+int study_batch(tune_study *st)
+{
+    return sqlite3_get_autocommit(st->db) ? run(st, "BEGIN IMMEDIATE", NULL) : 0;
+}
+
+int study_sync(tune_study *st)
+{
+    return sqlite3_get_autocommit(st->db) ? 0 : run(st, "COMMIT", NULL);
+}
+
 int study_set(tune_study *st, const char *key, const char *value)
 {
     return run(st, "INSERT OR REPLACE INTO setting(key, value) VALUES(?, ?)", "tt", key, value);

@@ -59,6 +59,14 @@ int study_get(tune_study *st, const char *key, char *buf, size_t len);
 int study_lock(tune_study *st, char *err, size_t len);
 void study_unlock(tune_study *st);
 
+/* A batch of writes made durable together (one fsync, not one each):
+ * study_batch opens one unless one is open; study_sync commits the open one (none
+ * open: nothing to do). The tuner syncs before every action outside the study (a
+ * fork, a stop), so what it wrote before an action is durable before the action.
+ * Returns 0 or -PSKV_EIO. */
+int study_batch(tune_study *st);
+int study_sync(tune_study *st);
+
 /* Adds a PENDING trial; its id goes to *id. */
 int study_trial_add(tune_study *st, const char *params, const char *u, long *id);
 /* Writes every field of t (by id). */

@@ -1,4 +1,4 @@
-/* The trial launcher (trial.h): local jobs through scripts/launch-local.sh. */
+/* The trial launcher (trial.h): a worker group per trial on the study's service. */
 #define _GNU_SOURCE
 #include "trial.h"
 
@@ -13,20 +13,31 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "pskv_errors.h"
 
 #define MAX_ARGS 256
+#define STOP_ANSWER_MS 2000
 
-/* The job, run by /bin/sh in the child: the launcher's output to launch.out and
- * its status to `exit` (renamed into place, so a reader sees all of it). */
+/* The group's W workers, run by /bin/sh in the child: rank I's output to
+ * logs/worker-I.log, and the first non-zero status (else 0) to `exit` (renamed
+ * into place, so a reader sees all of it). */
 static const char script[] =
-    "d=$1; shift; \"$@\" >\"$d/launch.out\" 2>&1; s=$?; "
+    "d=$1; w=$2; shift 2; i=0; p=; "
+    "while [ $i -lt $w ]; do \"$@\" --rank $i >\"$d/logs/worker-$i.log\" 2>&1 & "
+    "p=\"$p $!\"; "
+    "i=$((i + 1)); done; s=0; for x in $p; do wait $x; r=$?; [ $s = 0 ] && s=$r; done; "
     "echo $s >\"$d/exit.tmp\" && mv \"$d/exit.tmp\" \"$d/exit\"";
 
-int trial_launch(const trial_opts *o, const char *dir, char *const *argv, int argc, long *pgid,
-                 char *err, size_t len)
+void trial_group(long id, char *buf, size_t len)
 {
-    char path[8300], logs[4096], servers[16], timeout[32];
+    snprintf(buf, len, "trial-%ld", id);
+}
+
+int trial_launch(const trial_opts *o, const char *dir, long id, int held, char *const *argv,
+                 int argc, long *pgid, char *err, size_t len)
+{
+    char path[8300], logs[4096], worker[4200], group[64], join[32], size[16], go[4200];
     if (argc + 20 > MAX_ARGS) {
         snprintf(err, len, "too many worker flags (%d)", argc);
         return -PSKV_EINVAL;
@@ -35,25 +46,32 @@ int trial_launch(const trial_opts *o, const char *dir, char *const *argv, int ar
         snprintf(err, len, "%s: %s", dir, strerror(errno));
         return -PSKV_EIO;
     }
-    /* a relaunch starts clean: no exit file or logs from an earlier attempt */
+    /* a relaunch starts clean: no exit file or log from an earlier attempt */
     snprintf(path, sizeof path, "%s/exit", dir);
     unlink(path);
+    snprintf(go, sizeof go, "%s/go", dir);
+    unlink(go);
     snprintf(logs, sizeof logs, "%s/logs", dir);
-    snprintf(path, sizeof path, "rm -rf '%s'", logs);
-    if (strchr(logs, '\'') == NULL && system(path) != 0) {
-        snprintf(err, len, "cannot clear %s", logs);
+    for (int r = 0; r < 64; r++) {
+        snprintf(path, sizeof path, "%s/worker-%d.log", logs, r);
+        unlink(path);
+    }
+    if (mkdir(logs, 0755) < 0 && errno != EEXIST) {
+        snprintf(err, len, "%s: %s", logs, strerror(errno));
         return -PSKV_EIO;
     }
     snprintf(path, sizeof path, "%s/lock", dir);
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0) {
-        snprintf(err, len, "%s: %s", path, fd < 0 ? strerror(errno) : "held by a running job");
+        snprintf(err, len, "%s: %s", path, fd < 0 ? strerror(errno) : "held by a running worker");
         if (fd >= 0)
             close(fd);
         return -PSKV_EIO;
     }
-    snprintf(servers, sizeof servers, "%d", o->servers);
-    snprintf(timeout, sizeof timeout, "%.0f", o->timeout);
+    snprintf(worker, sizeof worker, "%s/pskv-worker", o->bin_dir);
+    trial_group(id, group, sizeof group);
+    snprintf(join, sizeof join, "%.0f", o->join_timeout);
+    snprintf(size, sizeof size, "%d", o->workers > 0 ? o->workers : 1);
     char *args[MAX_ARGS];
     int n = 0;
     args[n++] = "sh";
@@ -61,18 +79,21 @@ int trial_launch(const trial_opts *o, const char *dir, char *const *argv, int ar
     args[n++] = (char *)script;
     args[n++] = "pskv-trial";
     args[n++] = (char *)dir;
-    args[n++] = (char *)o->launcher;
-    args[n++] = "--servers";
-    args[n++] = servers;
-    args[n++] = "--workers";
-    args[n++] = "1";
-    args[n++] = "--timeout";
-    args[n++] = timeout;
-    args[n++] = "--log-dir";
-    args[n++] = logs;
-    args[n++] = "--bin-dir";
-    args[n++] = (char *)o->bin_dir;
-    args[n++] = "--";
+    args[n++] = size;
+    args[n++] = worker;
+    args[n++] = "--scheduler";
+    args[n++] = (char *)tservice_addr(o->svc);
+    args[n++] = "--group";
+    args[n++] = group;
+    args[n++] = "--group-size";
+    args[n++] = size;
+    args[n++] = "--drop-namespace";
+    args[n++] = "--join-timeout";
+    args[n++] = join;
+    if (held) {
+        args[n++] = "--start-file";
+        args[n++] = go;
+    }
     for (int i = 0; i < argc; i++)
         args[n++] = argv[i];
     args[n] = NULL;
@@ -84,7 +105,7 @@ int trial_launch(const trial_opts *o, const char *dir, char *const *argv, int ar
     }
     if (pid == 0) {
         /* the lock's descriptor stays open across exec (no CLOEXEC in the child)
-         * so the job holds it until its last process exits */
+         * so the worker holds it until it exits */
         int keep = fcntl(fd, F_GETFD);
         fcntl(fd, F_SETFD, keep & ~FD_CLOEXEC);
         setsid();
@@ -105,6 +126,17 @@ int trial_launch(const trial_opts *o, const char *dir, char *const *argv, int ar
     }
     close(fd);
     *pgid = pid;
+    return 0;
+}
+
+int trial_release(const char *dir)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/go", dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -PSKV_EIO;
+    close(fd);
     return 0;
 }
 
@@ -148,8 +180,15 @@ int trial_exit_status(const char *dir)
     return s;
 }
 
-void trial_stop(long pgid, int hard)
+void trial_stop(const trial_opts *o, long id, long pgid, int hard)
 {
+    char group[64], why[300];
+    trial_group(id, group, sizeof group);
+    if (!hard && o->svc &&
+        tservice_stop_group(o->svc, group, STOP_ANSWER_MS, NULL, why, sizeof why) == 0)
+        return;
+    if (!hard)
+        LOG_I("trial %ld: group stop refused (%s): SIGTERM to its worker", id, why);
     if (pgid > 1)
         kill(-(pid_t)pgid, hard ? SIGKILL : SIGTERM);
 }
@@ -202,10 +241,9 @@ void trial_last_words(const char *dir, char *buf, size_t len)
     char path[4096], *line = NULL;
     size_t cap = 0;
     ssize_t l;
-    const char *names[] = {"logs/worker-0.log", "launch.out"};
     buf[0] = '\0';
-    for (int i = 0; i < 2 && !buf[0]; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+    for (int i = 0; i < 64 && !buf[0]; i++) { /* rank 0's words first */
+        snprintf(path, sizeof path, "%s/logs/worker-%d.log", dir, i);
         FILE *f = fopen(path, "r");
         if (!f)
             continue;

@@ -1,46 +1,61 @@
-/* The trial launcher: the one place that knows how a trial's job runs, so that
- * moving trials onto worker groups of one server group (issue 35) changes this
- * module only. Today each trial is a separate local job (scripts/launch-local.sh:
- * a scheduler, --servers servers and one worker on free loopback ports) started
- * in a session of its own, so that it outlives a killed tuner and stops as one
- * process group.
+/* The trial launcher: the one place that knows how a trial runs. A trial is a
+ * worker group of one service (tservice.h): W x `pskv-worker --scheduler ADDR
+ * --group trial-ID --group-size W --drop-namespace --rank I` with the trial's
+ * flags (W the study's --workers, 1 by default), its tables in the namespace
+ * trial-ID, dropped when the group ends. Its workers are started in a session of
+ * their own, so that they outlive a killed tuner (its service does too), and are
+ * stopped through the group stop (GROUP_STOP, as `pskvctl stop` sends it), which
+ * reaches them at their next evaluation. *
+ * A trial's directory holds: `lock`, flock()ed by the worker for its whole life
+ * (the launcher takes it before fork and the child inherits it, so there is no
+ * moment when the trial runs unlocked: a resumed tuner that finds the lock free
+ * knows it is gone); `pid`, its process group; `exit`, written when the worker
+ * ends with its exit status; `logs/worker-I.log`, rank I's output (rank 0's has
+ * the metric lines).
  *
- * A trial's directory holds: `lock`, flock()ed by the job for its whole life (the
- * launcher takes it before fork and the child inherits it, so there is no moment
- * when the job runs unlocked: a resumed tuner that finds the lock free knows the
- * job is gone); `pid`, the job's process group; `exit`, written when the job
- * ends with its exit status; `logs/worker-0.log`, the metric lines.
- *
- * OWNS nothing across calls. THREAD: the tuner's. NEVER blocks: a launch forks
- * and returns. */
+ * OWNS nothing across calls. THREAD: the tuner's. NEVER blocks but for the stop's
+ * answer (at most 2 s): a launch forks and returns. */
 #ifndef PSKV_TUNE_TRIAL_H
 #define PSKV_TUNE_TRIAL_H
 
 #include <stddef.h>
 
+#include "tservice.h"
+
 typedef struct trial_opts {
-    const char *launcher; /* scripts/launch-local.sh */
-    const char *bin_dir;  /* the daemons' directory */
-    int servers;
-    double timeout;       /* s: the job's hard time-out (launch-local's --timeout) */
+    const char *bin_dir;  /* pskv-worker's directory */
+    tservice *svc;        /* the service the groups run on (set by the caller) */
+    double join_timeout;  /* s: the worker's --join-timeout */
+    int workers;          /* W: the group's size */
 } trial_opts;
 
-/* Starts a trial's job in dir (created) with the worker flags argv[0..argc-1].
- * Returns 0 with the job's process group in *pgid, or -PSKV_EIO with err. */
-int trial_launch(const trial_opts *o, const char *dir, char *const *argv, int argc, long *pgid,
-                 char *err, size_t len);
+/* A trial's group (and namespace) name: trial-ID. */
+void trial_group(long id, char *buf, size_t len);
 
-/* 1 while the job in dir holds its lock, 0 when it is gone. */
+/* Starts trial id's workers in dir (created) with the worker flags
+ * argv[0..argc-1]; held: they start their processes but join the service only
+ * once trial_release (--start-file dir/go), so that a trial's process start
+ * overlaps the end of the one before it. Returns 0 with their process group in
+ * *pgid, or -PSKV_EIO with err. */
+int trial_launch(const trial_opts *o, const char *dir, long id, int held, char *const *argv,
+                 int argc, long *pgid, char *err, size_t len);
+
+/* Lets a held trial's workers join (creates dir/go; nothing to a trial not held).
+ * Returns 0 or -PSKV_EIO. */
+int trial_release(const char *dir);
+
+/* 1 while the trial's worker in dir holds its lock, 0 when it is gone. */
 int trial_alive(const char *dir);
 
 /* The process group recorded in dir, or 0. */
 long trial_pgid(const char *dir);
 
-/* The job's exit status once ended (its `exit` file), else -1. */
+/* The worker's exit status once ended (its `exit` file), else -1. */
 int trial_exit_status(const char *dir);
 
-/* Stops the job: SIGTERM to its process group (SIGKILL when hard). */
-void trial_stop(long pgid, int hard);
+/* Stops trial id: its group stop (a worker that has not joined its group yet, or
+ * a service that does not answer: SIGTERM to its process group); hard: SIGKILL. */
+void trial_stop(const trial_opts *o, long id, long pgid, int hard);
 
 /* Reads the metric lines `... epoch E METRIC V ...` of the worker's log from
  * *offset on, calling cb for each; *offset moves past whole lines read. Returns
@@ -48,7 +63,7 @@ void trial_stop(long pgid, int hard);
 int trial_read_metrics(const char *dir, long *offset, const char *metric,
                        int (*cb)(void *arg, int epoch, double value), void *arg);
 
-/* The last line the job's worker wrote on stderr or stdout (why it failed). */
+/* The last line the trial's worker wrote on stderr or stdout (why it failed). */
 void trial_last_words(const char *dir, char *buf, size_t len);
 
 /* Reaps exited children of this tuner (never blocks). */

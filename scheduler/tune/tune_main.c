@@ -1,12 +1,14 @@
 /* pskv-tune: hyperparameter search over pskv training runs.
  *   pskv-tune create STUDY.db --space FILE [--algo A] [--sched S] [--metric M:max|min]
  *             [--budget-epochs B] [--max-trials N] [--parallel N] [--seed S]
- *             [--trial-epochs E] -- WORKER_FLAGS...
- *   pskv-tune run STUDY.db        (also resumes after the tuner was killed)
+ *             [--trial-epochs E] [--workers W] -- WORKER_FLAGS...
+ *   pskv-tune run STUDY.db [--scheduler HOST:PORT]  (also resumes after a kill; the
+ *             trials are worker groups of that service, or of one of its own)
  *   pskv-tune status STUDY.db | export STUDY.db --csv | plot STUDY.db --out PNG
  *   pskv-tune replay RECORDED.db [--algo A] [--sched S] [--budget-epochs B] [--seeds N]
- * Exit status: 0 done, 1 failed (study, trial launch, gnuplot), 2 usage, 3 the
- * study is being run by another pskv-tune. */
+ * Exit status: 0 done, 1 failed (study, service, trial launch, gnuplot) or stopped
+ * by a signal, 2 usage or a --scheduler that is not a running service, 3 the study
+ * is being run by another pskv-tune. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
@@ -28,6 +30,7 @@
 #include "study.h"
 #include "suggest.h"
 #include "tsched.h"
+#include "tservice.h"
 #include "tune_out.h"
 #include "tune_run.h"
 
@@ -58,6 +61,9 @@ static cfg_entry config[] = {
      "create: the search's seed (the trials' own --seed is a worker flag)", 0, 0, NULL, NULL},
     {"trial-epochs", CFG_INT, "9", NULL, 1, 100000, "epochs",
      "create: each trial's --epochs (with --sched asha: its max)", 0, 0, NULL, NULL},
+    {"workers", CFG_INT, "1", NULL, 1, 64, NULL,
+     "create: the workers of each trial (its group's --group-size; rank 0 reports the "
+     "metric)", 0, 0, NULL, NULL},
     {"grid-levels", CFG_INT, "3", NULL, 2, 1000, NULL,
      "create: points per real dimension of the grid", 0, 0, NULL, NULL},
     {"trial-timeout", CFG_DOUBLE, "600", "PSKV_TUNE_TRIAL_TIMEOUT", 1, 1e6, "s",
@@ -65,14 +71,20 @@ static cfg_entry config[] = {
      "(hung)", 0, 0, NULL, NULL},
     {"poll", CFG_DOUBLE, "0.02", "PSKV_TUNE_POLL", 0.001, 10, "s",
      "run: how often the trials' metric lines are read", 0, 0, NULL, NULL},
-    {"servers", CFG_INT, "1", NULL, 1, 64, NULL, "run: servers of each trial's job", 0, 0,
-     NULL, NULL},
+    {"servers", CFG_INT, "1", NULL, 1, 64, NULL,
+     "run: servers of the tuner's own service (without --scheduler)", 0, 0, NULL, NULL},
     {"scheduler", CFG_STR, "", NULL, 1, 0, NULL,
-     "run: trials as worker groups of the server group at HOST:PORT (needs worker groups, "
-     "not yet: each trial runs its own local job)", 0, 0, NULL, NULL},
-    {"launcher", CFG_STR, "", "PSKV_TUNE_LAUNCHER", 1, 0, NULL,
-     "run: the local launcher (default: scripts/launch-local.sh of the source tree "
-     "holding the binary, else PREFIX/share/pskv/launch-local.sh)", 0, 0, NULL, NULL},
+     "run: run the trials as worker groups of the running service (pskv-scheduler "
+     "--service) at HOST:PORT; without it pskv-tune starts a local service of its own and "
+     "stops it at the end", 0, 0, NULL, NULL},
+    {"prestart", CFG_BOOL, "true", "PSKV_TUNE_PRESTART", 1, 0, NULL,
+     "run: while every slot is taken, start the next trial's workers ahead (they join "
+     "only when a slot frees: --start-file), so that a worker's process start overlaps the "
+     "trial before it (not with asha promote=1)", 0, 0, NULL, NULL},
+    {"service-linger", CFG_DOUBLE, "60", "PSKV_TUNE_SERVICE_LINGER", 0, 1e6, "s",
+     "run: the tuner's own service stops by itself once neither a tuner nor a trial has "
+     "run for this long (a killed tuner's service is never left for good)", 0, 0, NULL,
+     NULL},
     {"bin-dir", CFG_STR, "", "PSKV_BIN_DIR", 1, 0, NULL,
      "run: the daemons' directory (default: pskv-tune's own)", 0, 0, NULL, NULL},
     {"metrics-port", CFG_INT, "0", "PSKV_TUNE_METRICS_PORT", 0, 65535, NULL,
@@ -94,8 +106,8 @@ static const char usage[] =
     "pskv-tune create STUDY.db --space FILE [--algo grid|random|gp] "
     "[--sched fifo|median|asha[:eta=3,min=1,max=27[,promote=1]]] [--metric NAME:max|min] "
     "[--budget-epochs B] [--max-trials N] [--parallel N] [--seed S] [--trial-epochs E] "
-    "-- WORKER_FLAGS...\n"
-    "       pskv-tune run STUDY.db\n"
+    "[--workers W] -- WORKER_FLAGS...\n"
+    "       pskv-tune run STUDY.db [--scheduler HOST:PORT] [--servers S]\n"
     "       pskv-tune status STUDY.db | export STUDY.db --csv | plot STUDY.db [--out PNG]\n"
     "       pskv-tune replay RECORDED.db [--algo A] [--sched S] [--budget-epochs B] "
     "[--max-trials N] [--seeds N]";
@@ -200,7 +212,7 @@ static int create(const char *path, cfg_args *a)
     rc = rc ? rc : study_set(st, "worker_args", wargs);
     const char *nums[][2] = {{"budget_epochs", "budget-epochs"}, {"max_trials", "max-trials"},
                              {"parallel", "parallel"},           {"seed", "seed"},
-                             {"grid_levels", "grid-levels"}};
+                             {"grid_levels", "grid-levels"}, {"workers", "workers"}};
     for (size_t i = 0; i < sizeof nums / sizeof nums[0] && rc == 0; i++) {
         snprintf(buf, sizeof buf, "%lld", cfg_int(config, nums[i][1]));
         rc = study_set(st, nums[i][0], buf);
@@ -223,50 +235,90 @@ static void on_signal(int sig)
     stop_flag = sig;
 }
 
-/* The launcher beside this binary's source tree, or the installed one. */
-static void default_paths(char *bin, size_t blen, char *launcher, size_t llen)
+/* pskv-tune's own directory: where the daemons are unless --bin-dir. */
+static void default_bin(char *bin, size_t blen)
 {
-    char exe[PATH_MAX - 64];
+    char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     exe[n > 0 ? n : 0] = '\0';
     char *slash = strrchr(exe, '/');
     if (slash)
         *slash = '\0';
     snprintf(bin, blen, "%s", exe);
-    /* build/bin, build/asan/bin (source tree), PREFIX/bin (installed) */
-    const char *tries[] = {"%s/../../scripts/launch-local.sh", "%s/../../../scripts/launch-local.sh",
-                           "%s/../share/pskv/launch-local.sh"};
-    for (int i = 0; i < 3; i++) {
-        snprintf(launcher, llen, tries[i], exe);
-        if (access(launcher, X_OK) == 0)
-            return;
+}
+
+/* The service the trials run on: --scheduler's, or the tuner's own: the one the
+ * study records (a killed tuner's, still answering) or a new one, recorded before
+ * the first trial starts. *pgid: its watchdog's group (0: not ours to stop). */
+static int service(tune_study *st, const char *path, const char *bin, const char *dir,
+                   tservice **svc, long *pgid, int *replaced)
+{
+    char why[512], rec[400], addr[300];
+    const char *ext = cfg_str(config, "scheduler");
+    *pgid = 0;
+    if (*ext) {
+        if (tservice_attach(ext, 5000, svc, why, sizeof why) < 0) {
+            fprintf(stderr, "pskv-tune run: --scheduler %s: %s\n", ext, why);
+            return 2;
+        }
+        return 0;
     }
+    char sdir[PATH_MAX + 16];
+    snprintf(sdir, sizeof sdir, "%s/service", dir);
+    if (tservice_hold(sdir) < 0) {
+        fprintf(stderr, "pskv-tune run: %s/tuner.lock: %s\n", sdir, strerror(errno));
+        return 1;
+    }
+    long old = 0;
+    if (study_get(st, "service", rec, sizeof rec) == 0 &&
+        sscanf(rec, "%299s %ld", addr, &old) == 2) {
+        if (tservice_attach(addr, 3000, svc, why, sizeof why) == 0) {
+            *pgid = old;
+            LOG_I("re-attached to the study's service at %s (pgid %ld)", addr, old);
+            return 0;
+        }
+        LOG_W("the study's service at %s is gone (%s): starting another", addr, why);
+        tservice_kill_stale(sdir, old);
+        *replaced = 1;
+    }
+    tservice_opts so = {bin, sdir, dir, (int)cfg_int(config, "servers"),
+                        cfg_double(config, "service-linger")};
+    int rc = -PSKV_EIO;
+    for (int k = 0; k < 3 && rc < 0; k++) { /* another may take the port before it binds */
+        rc = tservice_start(&so, addr, sizeof addr, pgid, why, sizeof why);
+        if (rc < 0)
+            break;
+        snprintf(rec, sizeof rec, "%s %ld", addr, *pgid); /* the intent: a kill finds it */
+        if (study_set(st, "service", rec) < 0) {
+            tservice_kill_stale(sdir, *pgid);
+            fprintf(stderr, "pskv-tune run: cannot write the service into %s\n", path);
+            return 1;
+        }
+        rc = tservice_ready(addr, *pgid, so.servers, 60000, svc, why, sizeof why);
+    }
+    if (rc < 0) {
+        study_set(st, "service", "");
+        fprintf(stderr, "pskv-tune run: cannot start a service for %s: %s\n", path, why);
+        return 1;
+    }
+    LOG_I("service started at %s with %lld servers (pgid %ld; logs %s/logs)", addr,
+          cfg_int(config, "servers"), *pgid, sdir);
+    return 0;
 }
 
 static int run(const char *path)
 {
-    char err[512], bin[PATH_MAX], launcher[PATH_MAX], dir[PATH_MAX];
-    if (*cfg_str(config, "scheduler")) {
-        fprintf(stderr, "pskv-tune run: --scheduler needs worker groups (issue 35), not yet "
-                "merged: leave it out and each trial runs its own local job\n");
-        return 2;
-    }
-    default_paths(bin, sizeof bin, launcher, sizeof launcher);
+    char err[512], bin[PATH_MAX], dir[PATH_MAX];
+    default_bin(bin, sizeof bin);
     tune_run_opts o = {
-        .trial = {.launcher = *cfg_str(config, "launcher") ? cfg_str(config, "launcher") : launcher,
-                  .bin_dir = *cfg_str(config, "bin-dir") ? cfg_str(config, "bin-dir") : bin,
-                  .servers = (int)cfg_int(config, "servers"),
-                  .timeout = cfg_double(config, "trial-timeout") * 4 + 60},
+        .trial = {.bin_dir = *cfg_str(config, "bin-dir") ? cfg_str(config, "bin-dir") : bin,
+                  .join_timeout = cfg_double(config, "trial-timeout")},
         .dir = dir,
         .trial_timeout = cfg_double(config, "trial-timeout"),
         .poll = cfg_double(config, "poll"),
         .stop = &stop_flag,
+        .prestart = (int)cfg_int(config, "prestart"),
     };
-    if (access(o.trial.launcher, X_OK) != 0) {
-        fprintf(stderr, "pskv-tune run: launcher %s: %s (set --launcher)\n", o.trial.launcher,
-                strerror(errno));
-        return 2;
-    }
     if (access(path, F_OK) != 0) {
         fprintf(stderr, "pskv-tune run: %s: no such study (pskv-tune create makes one)\n", path);
         return 2;
@@ -286,22 +338,44 @@ static int run(const char *path)
         study_close(&st);
         return 3;
     }
-    metrics_identity("tune", -1, -1);
-    if (metrics_start("127.0.0.1", (int)cfg_int(config, "metrics-port")) < 0) {
+    char wk[32];
+    o.trial.workers = study_get(st, "workers", wk, sizeof wk) == 0 ? atoi(wk) : 1;
+    long pgid = 0;
+    int rc = service(st, path, o.trial.bin_dir, dir, &o.trial.svc, &pgid, &o.service_replaced);
+    if (rc != 0) {
         study_unlock(st);
         study_close(&st);
-        return 1;
+        return rc;
     }
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    int rc = tune_run(st, &o);
-    metrics_stop();
+    o.end_trials_on_stop = pgid > 0;
+    metrics_identity("tune", -1, -1);
+    if (metrics_start("127.0.0.1", (int)cfg_int(config, "metrics-port")) < 0) {
+        rc = -PSKV_EIO;
+    } else {
+        struct sigaction sa = {.sa_handler = on_signal};
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+        rc = tune_run(st, &o);
+        metrics_stop();
+    }
+    /* the tuner's own service ends with the study, and with a signal (its trials
+     * were stopped and run again next time); a failed run leaves it to the next run
+     * or to its linger */
+    if (pgid > 0 && rc >= 0) {
+        tservice_shutdown(o.trial.svc, pgid, 30000);
+        study_set(st, "service", "");
+        LOG_I("service %s shut down", tservice_addr(o.trial.svc));
+    }
+    tservice_close(&o.trial.svc);
     study_unlock(st);
     study_close(&st);
-    if (rc == 1)
-        fprintf(stderr, "pskv-tune run: stopped by signal %d; its trials go on: run again to "
-                "re-attach\n", (int)stop_flag);
+    if (rc == 1 && pgid > 0)
+        fprintf(stderr, "pskv-tune run: stopped by signal %d; its running trials were stopped "
+                "and its service shut down: run again to resume (they run again)\n",
+                (int)stop_flag);
+    else if (rc == 1)
+        fprintf(stderr, "pskv-tune run: stopped by signal %d; its trials go on in the service: "
+                "run again to re-attach\n", (int)stop_flag);
     else if (rc < 0)
         fprintf(stderr, "pskv-tune run: %s\n", pskv_strerror(rc));
     return rc == 0 ? 0 : 1;

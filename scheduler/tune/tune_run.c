@@ -39,8 +39,10 @@ typedef struct run_state {
     int target[MAX_TRIALS]; /* the epoch the job's run ends at */
     int paused_at[MAX_TRIALS];
     int64_t last_ms[MAX_TRIALS];
+    int64_t stop_ms[MAX_TRIALS]; /* when its stop was decided (0: none in this run) */
     double *curve; /* MAX_TRIALS x epochs, sign-adjusted */
     int grid_done;
+    int held; /* the trial started ahead of its turn, waiting for a slot (-1: none) */
 } run_state;
 
 static double wall(void)
@@ -152,6 +154,14 @@ static int load(run_state *r)
     return 0;
 }
 
+/* Before an action outside the study (a fork, a stop): what was written so far
+ * made durable, and a new batch for what follows. */
+static int sync_point(run_state *r)
+{
+    int rc = study_sync(r->st);
+    return rc < 0 ? rc : study_batch(r->st);
+}
+
 static int put(run_state *r, study_trial *t)
 {
     int rc = study_trial_put(r->st, t);
@@ -202,7 +212,10 @@ static int on_metric(void *arg, int e, double v)
         if (put(r, t) < 0)
             return -PSKV_EIO;
         LOG_I("trial %ld: stop after epoch %d: %s", t->id, e, why);
-        trial_stop(t->pgid, 0);
+        r->stop_ms[m->i] = tu_now_ms();
+        if (sync_point(r) < 0)
+            return -PSKV_EIO;
+        trial_stop(&r->o->trial, t->id, t->pgid, 0);
     } else if (e == r->epochs) {
         /* its last epoch: complete now, its slot free for the next trial while the
          * job stops its scheduler and server (drain() waits for those at the end) */
@@ -228,6 +241,10 @@ static int finish(run_state *r, int i)
     if (t->state == TRIAL_COMPLETE) /* its last epoch was in what was left to read */
         return put(r, t);
     int status = trial_exit_status(dir);
+    if (t->state == TRIAL_STOPPING && r->stop_ms[i])
+        LOG_I("trial %ld: its worker gone %lld ms after the stop was decided", t->id,
+              (long long)(tu_now_ms() - r->stop_ms[i]));
+    r->stop_ms[i] = 0;
     if (t->state == TRIAL_STOPPING)
         t->state = strncmp(t->reason, "hung", 4) ? TRIAL_STOPPED : TRIAL_FAILED;
     else if (status == 0 && t->epochs >= r->target[i] && r->target[i] < r->epochs) {
@@ -255,8 +272,9 @@ static int finish(run_state *r, int i)
     return put(r, t);
 }
 
-/* Launches trial i: LAUNCHING (attempt counted) is written before the fork. */
-static int launch(run_state *r, int i)
+/* Launches trial i: LAUNCHING (attempt counted) is written before the fork. held:
+ * its workers start but wait for trial_release (r->held). */
+static int launch(run_state *r, int i, int held)
 {
     study_trial *t = &r->t[i];
     char dir[4096], err[512], buf[8192], epochs[32], save[4200], from[4200];
@@ -293,7 +311,9 @@ static int launch(run_state *r, int i)
     long pgid = 0;
     r->offset[i] = 0;
     r->last_ms[i] = tu_now_ms();
-    if (trial_launch(&r->o->trial, dir, argv, argc, &pgid, err, sizeof err) < 0) {
+    if (sync_point(r) < 0)
+        return -PSKV_EIO;
+    if (trial_launch(&r->o->trial, dir, t->id, held, argv, argc, &pgid, err, sizeof err) < 0) {
         t->state = TRIAL_FAILED;
         snprintf(t->reason, sizeof t->reason, "could not start: %.200s", err);
         t->ended = wall();
@@ -301,9 +321,12 @@ static int launch(run_state *r, int i)
         return put(r, t);
     }
     t->pgid = pgid;
-    t->state = TRIAL_RUNNING;
-    LOG_I("trial %ld: attempt %d, epochs %d to %d, pgid %ld:%s", t->id, t->attempt,
-          r->base[i] + 1, r->target[i], pgid, t->params);
+    t->state = held ? TRIAL_LAUNCHING : TRIAL_RUNNING; /* held: RUNNING once released */
+    if (held)
+        r->held = i;
+    LOG_I("trial %ld: attempt %d, epochs %d to %d, group trial-%ld, pgid %ld%s:%s", t->id,
+          t->attempt, r->base[i] + 1, r->target[i], t->id, pgid,
+          held ? ", held until a slot frees" : "", t->params);
     return put(r, t);
 }
 
@@ -359,6 +382,25 @@ static int suggest(run_state *r)
     return 0;
 }
 
+/* On start, when the service the trials ran on was gone and replaced: a worker
+ * of it still alive is ended (its group cannot go on without its scheduler) and
+ * its trial run again (a new attempt), unless its stop was decided (then it is
+ * finished). One that ended by itself is finished from its exit status and log as
+ * always. Waits up to 5 s for each. */
+static void orphaned(run_state *r, int i, const char *dir)
+{
+    study_trial *t = &r->t[i];
+    if (!trial_alive(dir))
+        return;
+    trial_stop(&r->o->trial, t->id, t->pgid ? t->pgid : trial_pgid(dir), 1);
+    for (int64_t until = tu_now_ms() + 5000; trial_alive(dir) && tu_now_ms() < until;)
+        tu_sleep_ms(20);
+    if (t->state == TRIAL_STOPPING)
+        return;
+    LOG_W("trial %ld: its service was gone: it runs again", t->id);
+    t->state = TRIAL_PENDING;
+}
+
 /* On start: what each unfinished trial's job is doing now. */
 static int reattach(run_state *r)
 {
@@ -371,18 +413,27 @@ static int reattach(run_state *r)
         r->offset[i] = 0;
         r->last_ms[i] = tu_now_ms();
         span_get(r, t->id, &r->base[i], &r->target[i]);
+        if (r->o->service_replaced) {
+            orphaned(r, i, dir);
+            if (t->state == TRIAL_PENDING) {
+                if (put(r, t) < 0)
+                    return -PSKV_EIO;
+                continue;
+            }
+        }
         if (trial_alive(dir)) {
             for (int k = 0; k < 100 && !trial_pgid(dir); k++)
                 tu_sleep_ms(10); /* forked, pid file not yet written */
             t->pgid = trial_pgid(dir);
             if (t->state == TRIAL_LAUNCHING)
                 t->state = TRIAL_RUNNING;
-            LOG_I("trial %ld: re-attached to its job (pgid %ld, %s)", t->id, t->pgid,
-                  study_state_name(t->state));
+            trial_release(dir); /* one held by the killed tuner goes on now */
+            LOG_I("trial %ld: re-attached to its group trial-%ld (pgid %ld, %s)", t->id, t->id,
+                  t->pgid, study_state_name(t->state));
             if (put(r, t) < 0)
                 return -PSKV_EIO;
             if (t->state == TRIAL_STOPPING)
-                trial_stop(t->pgid, 0);
+                trial_stop(&r->o->trial, t->id, t->pgid, 0);
             continue;
         }
         if (t->state == TRIAL_LAUNCHING && trial_exit_status(dir) < 0) {
@@ -451,7 +502,7 @@ static int promote(run_state *r)
         return -PSKV_EIO;
     t->reason[0] = '\0';
     t->ended = 0;
-    int rc = launch(r, p);
+    int rc = launch(r, p, 0);
     return rc < 0 ? rc : 1;
 }
 
@@ -472,8 +523,73 @@ static int unpause(run_state *r)
     return 0;
 }
 
-/* At the end: waits (up to --trial-timeout) for the jobs of trials completed at
- * their last report to finish stopping, so that no process outlives the study. */
+/* A signal to a tuner whose service ends with it: its running trials are
+ * written back PENDING (they run again, from their start or rung, on the next
+ * `run`), then their groups are stopped; the stops it had decided are finished.
+ * Waits up to 10 s for their workers, then kills what is left. */
+static int interrupt(run_state *r)
+{
+    int rc = 0;
+    for (int i = 0; i < r->n && rc == 0; i++) {
+        study_trial *t = &r->t[i];
+        if (!active(t->state))
+            continue;
+        if (t->state != TRIAL_STOPPING) {
+            t->state = TRIAL_PENDING;
+            rc = put(r, t);
+            LOG_I("trial %ld: interrupted by signal %d: runs again on the next run", t->id,
+                  (int)*r->o->stop);
+        }
+        trial_stop(&r->o->trial, t->id, t->pgid, 0);
+    }
+    int64_t until = tu_now_ms() + 10000;
+    for (int i = 0; i < r->n; i++) {
+        study_trial *t = &r->t[i];
+        char dir[4096];
+        trial_dir(r, t->id, dir, sizeof dir);
+        if (t->pgid <= 0 || !trial_alive(dir))
+            continue;
+        while (trial_alive(dir) && tu_now_ms() < until) {
+            trial_reap();
+            tu_sleep_ms(20);
+        }
+        if (trial_alive(dir))
+            trial_stop(&r->o->trial, t->id, t->pgid, 1);
+    }
+    for (int i = 0; i < r->n && rc == 0; i++)
+        if (r->t[i].state == TRIAL_STOPPING)
+            rc = finish(r, i);
+    trial_reap();
+    return rc;
+}
+
+/* The trials taking a slot: the active ones but the one held. */
+static int running_count(const run_state *r)
+{
+    int n = 0;
+    for (int i = 0; i < r->n; i++)
+        n += active(r->t[i].state) && i != r->held;
+    return n;
+}
+
+/* Whether a new trial may be suggested now; ahead: for a trial started ahead of
+ * its turn, which must fit the budget even if every running trial runs to its
+ * target (so that starting it early never starts one more than waiting would). */
+static int may_suggest(const run_state *r, int ahead)
+{
+    if (r->grid_done || r->n >= r->max_trials || r->n >= MAX_TRIALS)
+        return 0;
+    if (r->budget <= 0)
+        return 1;
+    long s = spent(r);
+    for (int i = 0; ahead && i < r->n; i++)
+        if (active(r->t[i].state) && r->target[i] > r->t[i].epochs)
+            s += r->target[i] - r->t[i].epochs;
+    return s < r->budget;
+}
+
+/* At the end: waits (up to --trial-timeout) for the workers of trials completed
+ * at their last report to exit, so that no process outlives the study. */
 static void drain(run_state *r)
 {
     int64_t until = tu_now_ms() + (int64_t)(r->o->trial_timeout * 1000);
@@ -495,6 +611,7 @@ int tune_run(tune_study *st, const tune_run_opts *o)
         return -PSKV_ENOMEM;
     r->st = st;
     r->o = o;
+    r->held = -1;
     int rc = load(r);
     study_trial *grown = rc == 0 ? realloc(r->t, sizeof *r->t * MAX_TRIALS) : NULL;
     if (rc == 0 && !grown)
@@ -506,12 +623,15 @@ int tune_run(tune_study *st, const tune_run_opts *o)
     int64_t poll_ms = (int64_t)(o->poll * 1000);
     while (rc == 0) {
         if (*o->stop) {
-            rc = 1;
+            rc = o->end_trials_on_stop && interrupt(r) < 0 ? -PSKV_EIO : 1;
             break;
         }
         trial_reap();
         publish(r);
-        int running = 0;
+        if (study_batch(r->st) < 0) {
+            rc = -PSKV_EIO;
+            break;
+        }
         for (int i = 0; i < r->n && rc == 0; i++) {
             study_trial *t = &r->t[i];
             if (!active(t->state))
@@ -526,22 +646,40 @@ int tune_run(tune_study *st, const tune_run_opts *o)
                 rc = -PSKV_EIO;
             else if (!trial_alive(dir))
                 rc = finish(r, i);
-            else if (t->state == TRIAL_RUNNING &&
+            else if (t->state == TRIAL_RUNNING && i != r->held &&
                      tu_now_ms() - r->last_ms[i] > (int64_t)(o->trial_timeout * 1000)) {
                 t->state = TRIAL_STOPPING;
                 snprintf(t->reason, sizeof t->reason, "hung: no %s for %.0f s (--trial-timeout)",
                          r->metric, o->trial_timeout);
                 rc = put(r, t);
-                trial_stop(t->pgid, 1);
+                if (rc == 0)
+                    rc = sync_point(r);
+                trial_stop(&r->o->trial, t->id, t->pgid, 1);
             }
-            running += active(t->state);
+            if (i == r->held && !active(t->state))
+                r->held = -1; /* its workers ended before their turn */
         }
         if (rc != 0)
             break;
+        int running = running_count(r);
+        if (r->held >= 0 && running < r->parallel) { /* its turn */
+            char dir[4096];
+            trial_dir(r, r->t[r->held].id, dir, sizeof dir);
+            r->t[r->held].state = TRIAL_RUNNING;
+            rc = put(r, &r->t[r->held]);
+            if (rc == 0)
+                rc = sync_point(r);
+            if (rc == 0)
+                rc = trial_release(dir);
+            r->last_ms[r->held] = tu_now_ms();
+            LOG_I("trial %ld: released", r->t[r->held].id);
+            r->held = -1;
+            running++;
+        }
         /* launch: pending trials first (relaunches keep their id), then new ones */
         for (int i = 0; i < r->n && running < r->parallel && rc == 0; i++)
             if (r->t[i].state == TRIAL_PENDING) {
-                rc = launch(r, i);
+                rc = launch(r, i, 0);
                 running += active(r->t[i].state);
             }
         while (rc == 0 && running < r->parallel && r->sched.promote &&
@@ -551,28 +689,35 @@ int tune_run(tune_study *st, const tune_run_opts *o)
                 rc = p;
                 break;
             }
-            running = 0;
-            for (int i = 0; i < r->n; i++)
-                running += active(r->t[i].state);
+            running = running_count(r);
         }
-        while (rc == 0 && running < r->parallel && !r->grid_done && r->n < r->max_trials &&
-               r->n < MAX_TRIALS && (r->budget <= 0 || spent(r) < r->budget)) {
+        /* new ones; with every slot taken, one more started ahead (not with
+         * promotions: a free slot must be able to promote first) */
+        while (rc == 0 && r->held < 0 && may_suggest(r, running >= r->parallel) &&
+               (running < r->parallel || (o->prestart && !r->sched.promote))) {
+            int ahead = running >= r->parallel;
             int s = suggest(r);
             if (s == 1)
                 r->grid_done = 1;
             else if (s < 0)
                 rc = s;
             else {
-                rc = launch(r, r->n - 1);
-                running += active(r->t[r->n - 1].state);
+                rc = launch(r, r->n - 1, ahead);
+                running += active(r->t[r->n - 1].state) && !ahead;
             }
         }
         if (rc == 0 && running == 0) {
             rc = unpause(r);
             break; /* nothing runs and nothing more will */
         }
+        if (study_sync(r->st) < 0) {
+            rc = -PSKV_EIO;
+            break;
+        }
         tu_sleep_ms(poll_ms);
     }
+    if (study_sync(r->st) < 0 && rc == 0)
+        rc = -PSKV_EIO;
     if (rc == 0) {
         drain(r);
         publish(r);

@@ -1,7 +1,8 @@
 # pskv-tune (sourced by integration.sh): studies of --app synth, whose validation
-# curve is a known function of its flags, run as real local jobs (scheduler, server,
-# worker over loopback), with the study's decisions checked against an independent
-# replay, bad input refused naming the line, failed trials recorded, a second run
+# curve is a known function of its flags, run as worker groups of the tuner's own
+# service (scheduler, server, a worker per trial over loopback), with the study's
+# decisions checked against an independent replay, bad input refused naming the
+# line, failed trials recorded, a second run
 # refused and readers that never see "database is locked".
 
 TUNE_SPACE='--lr log 1e-4 0.3
@@ -44,7 +45,6 @@ asha_replay() { # asha_replay CSV ETA MIN MAX SEED
 # of the known curves; status and export agree; every job is gone at the end.
 tags tune_asha_synth
 t_tune_asha_synth() {
-  export PSKV_TUNE_LAUNCHER=$LAUNCH
   echo "$TUNE_SPACE" > space.txt
   tune create s.db --space space.txt --algo random --sched asha:eta=3,min=1,max=9 \
     --max-trials 8 --parallel 1 --seed 5 -- --app synth --synth-epoch-time 0.02 > create.out ||
@@ -106,7 +106,6 @@ asha_promote_replay() { # asha_promote_replay CSV ETA MIN MAX SEED
 # the uninterrupted curve (the checkpoint carries its epoch).
 tags tune_asha_promote
 t_tune_asha_promote() {
-  export PSKV_TUNE_LAUNCHER=$LAUNCH
   echo "$TUNE_SPACE" > space.txt
   tune create s.db --space space.txt --algo random --sched asha:eta=3,min=1,max=9,promote=1 \
     --max-trials 9 --parallel 1 --seed 5 -- --app synth --synth-epoch-time 0.02 > create.out ||
@@ -137,7 +136,6 @@ t_tune_asha_promote() {
 # Bad input: exit 2 naming what is wrong (the space file's line).
 tags tune_bad_input
 t_tune_bad_input() {
-  export PSKV_TUNE_LAUNCHER=$LAUNCH
   local out
   printf -- '--lr log 1e-4 0.3\n--nosuch uniform 0 1\n' > bad1.txt
   out=$(tune create a.db --space bad1.txt -- --app synth 2>&1); [ $? = 2 ] || fail "unknown flag: $out"
@@ -164,7 +162,6 @@ t_tune_bad_input() {
 # is installed) draws the study.
 tags tune_failed_trial
 t_tune_failed_trial() {
-  export PSKV_TUNE_LAUNCHER=$LAUNCH
   printf -- '--lr choice 0.03 5 0.001\n' > space.txt
   tune create s.db --space space.txt --algo grid --max-trials 10 --trial-epochs 3 \
     -- --app synth > /dev/null || fail create
@@ -185,10 +182,9 @@ t_tune_failed_trial() {
 # --study`; the first finishes the study.
 tags tune_lock_and_readers
 t_tune_lock_and_readers() {
-  export PSKV_TUNE_LAUNCHER=$LAUNCH
   echo "$TUNE_SPACE" > space.txt
   tune create s.db --space space.txt --max-trials 6 --parallel 2 --trial-epochs 6 \
-    -- --app synth --synth-epoch-time 0.1 > /dev/null || fail create
+    -- --app synth --synth-epoch-time 0.3 > /dev/null || fail create
   local pid n=0 out port
   port=$(free_port)
   start tuner "$BIN/pskv-tune" run s.db --metrics-port "$port"
@@ -220,7 +216,6 @@ t_tune_lock_and_readers() {
 # uniform dimension) is refused naming the trial (exit 1).
 tags tune_replay
 t_tune_replay() {
-  export PSKV_TUNE_LAUNCHER=$LAUNCH
   printf -- '--lr choice 0.001 0.03\n--momentum choice 0.5 0.9\n' > grid.txt
   tune create g.db --space grid.txt --algo grid --max-trials 4 --trial-epochs 3 \
     -- --app synth --synth-epoch-time 0.01 > /dev/null || fail create

@@ -55,6 +55,24 @@ static void linger_metrics(double seconds)
     app_stop_signal = 0;
 }
 
+/* --start-file: waits (2 ms looks) until the file exists. Returns 0, or 1 after
+ * saying why (the time-out, a signal). */
+static int wait_start_file(const char *path, double timeout_s)
+{
+    int64_t until = tu_now_ms() + (int64_t)(timeout_s * 1000);
+    while (access(path, F_OK) != 0) {
+        if (app_stop_signal)
+            return 1;
+        if (tu_now_ms() > until) {
+            fprintf(stderr, PROG ": --start-file %s did not appear within %.0f s\n", path,
+                    timeout_s);
+            return 1;
+        }
+        usleep(2000);
+    }
+    return 0;
+}
+
 static const cfg_entry worker_head[] = {
     {"scheduler", CFG_STR, "127.0.0.1:7700", "PSKV_SCHEDULER", 1, 0, NULL,
      "scheduler address HOST:PORT", 0, 0, NULL, NULL},
@@ -86,6 +104,11 @@ static const cfg_entry worker_head[] = {
      "how long to wait for the cluster to be complete", 0, 0, NULL, NULL},
     {"job-id", CFG_INT, "0", "PSKV_JOB_ID", 0, 9.2e18, NULL, "job to join (0 = the scheduler's)",
      0, 0, NULL, NULL},
+    {"start-file", CFG_STR, "", "PSKV_WORKER_START_FILE", 1, 0, NULL,
+     "start (register and join) only once this file exists, at most --join-timeout "
+     "seconds: a worker started ahead of its turn (pskv-tune starts a trial's worker "
+     "while the trial before it ends, so that the process start overlaps it)", 0, 0, NULL,
+     NULL},
     {"namespace", CFG_STR, "", "PSKV_NAMESPACE", 1, 0, NULL,
      "open the app's tables as NAMESPACE/NAME: processes naming the same namespace share "
      "them (1..64 bytes, no '/'; empty = the unnamed namespace, as before)", 0, 0, NULL, NULL},
@@ -530,6 +553,9 @@ int main(int argc, char **argv)
     library_config(&pc);
     cfg_log(config);
     member_set_stop_flag(&app_stop_signal); /* a signal also ends the wait to join */
+    if (*cfg_str(config, "start-file") &&
+        wait_start_file(cfg_str(config, "start-file"), cfg_double(config, "join-timeout")))
+        return app_stop_signal ? 128 + (int)app_stop_signal : 1;
     pskv_worker *w = NULL;
     rc = pskv_worker_open(&pc, &w);
     if (rc < 0) {

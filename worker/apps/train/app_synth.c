@@ -12,7 +12,10 @@
  * tuner's failed trial. Its checkpoint is its epoch: --save-model PATH writes
  * "synth epochs N" after its last epoch, and --init-from PATH of such a file goes
  * on from there (epoch E of this run prints A(N + E)), as the MLP goes on from
- * saved weights: what promotion-style ASHA pauses and resumes. */
+ * saved weights: what promotion-style ASHA pauses and resumes. A stop of its
+ * group (pskvctl stop, pskv-tune's stop of a trial) or early stopping is seen
+ * within 5 ms, also mid-epoch: it prints "stopped early at epoch E: WHY" and
+ * exits 0, as the training apps do. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -60,9 +63,23 @@ static int synth_save(const char *path, int epochs)
     return 0;
 }
 
+/* Whether the scheduler stopped this run (its views pumped first: synth has no
+ * clock that would pump them). */
+static int synth_stopped(pskv_worker *w, int e)
+{
+    char why[256];
+    if (!w)
+        return 0;
+    pskv_workers_active(w);
+    if (!pskv_stop_requested(w, why, sizeof why))
+        return 0;
+    printf("stopped early at epoch %d: %s\n", e, why);
+    fflush(stdout);
+    return 1;
+}
+
 int app_synth(pskv_worker *w, cfg_entry *cfg)
 {
-    (void)w;
     const char *from = cfg_str(cfg, "init-from"), *save = cfg_str(cfg, "save-model");
     int base = *from ? synth_load(from) : 0;
     if (base < 0)
@@ -79,6 +96,8 @@ int app_synth(pskv_worker *w, cfg_entry *cfg)
         for (int64_t until = tu_now_ms() + step_ms; tu_now_ms() < until;) {
             if (app_stop_signal)
                 return app_stopped("synth");
+            if (synth_stopped(w, base + e))
+                return 0;
             struct timespec ts = {0, 5 * 1000000L};
             nanosleep(&ts, NULL);
         }
