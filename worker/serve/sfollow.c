@@ -196,14 +196,15 @@ static void on_data(fstate *F, srvc *s, const wire_msg *msg)
         send_follow(F, s, 1, -1);
         return;
     }
-    LOG_D("server %u: %s%s %s, %llu rows at clock %lld", s->id, r->follow_full ? "full " : "",
+    LOG_D("server %u: %s%s %s, %llu rows %sat clock %lld", s->id, r->follow_full ? "full " : "",
           r->follow_dense ? "dense" : "sparse", r->follow_table, (unsigned long long)msg->nkeys,
+          r->follow_removed ? "removed " : "",
           (long long)r->clock);
     s->awaiting_full = 0;
     s->seq = r->follow_seq;
     s->refused = 0;
     smerge_rows rows = {s->id, r->follow_table, r->follow_dense, r->follow_size, r->width,
-                        msg->keys, msg->vals, (size_t)msg->nkeys, r->clock};
+                        msg->keys, msg->vals, (size_t)msg->nkeys, r->clock, r->follow_removed};
     int rc = smerge_apply(F->m, &rows, why, sizeof why);
     if (rc < 0) {
         LOG_W("server %u: %s: dropped (%s)", s->id, why, pskv_strerror(rc));
