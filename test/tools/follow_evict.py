@@ -14,10 +14,7 @@ that key 7 pushed again is served again. Prints "evict ok: ..." and exits 0, els
 """
 
 import argparse
-import json
 import os
-import signal
-import subprocess
 import sys
 import time
 import urllib.request
@@ -26,19 +23,15 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 import pskv  # noqa: E402
-from pskv.testing import LocalCluster, free_port  # noqa: E402
+from pskv.testing import LocalCluster  # noqa: E402
+
+import followlib  # noqa: E402
 
 ONE = np.ones(1, dtype=np.float32)
 
 
 def lookup(port, keys):
-    body = json.dumps({"table": "t", "keys": keys}).encode()
-    req = urllib.request.Request("http://127.0.0.1:%d/v1/lookup" % port, data=body, method="POST")
-    try:
-        with urllib.request.urlopen(req, timeout=5) as r:
-            return json.loads(r.read())["values"]
-    except (OSError, ValueError):
-        return None  # not served yet (503 before the first version)
+    return followlib.lookup(port, "t", keys)
 
 
 def gaps(port):
@@ -80,11 +73,7 @@ def main():
 
         push(7)
         push(1)
-        port = free_port()
-        log = open(os.path.join(c.log_dir, "serve.log"), "w")
-        serve = subprocess.Popen([os.path.join(c.bin, "pskv-serve"), "--scheduler", c.address,
-                                  "--namespace", "ev", "--http-port", str(port),
-                                  "--sync-ms", str(a.sync_ms)], stdout=log, stderr=log)
+        serve, port, log = followlib.start_serve(c, "ev", a.sync_ms)
         try:
             if not until("key 7 served", lambda: (lookup(port, [7]) or [None])[0] == 1.0, 30):
                 return 1
@@ -115,8 +104,7 @@ def main():
                   % (clocks[0], both[1]))
             return 0
         finally:
-            serve.send_signal(signal.SIGTERM)
-            serve.wait(10)
+            followlib.stop_serve(serve)
             w.close()
 
 
