@@ -22,8 +22,10 @@ PY
 
 # A keyed job (namespace fj) followed by a reader key bound to fj: it follows over
 # CURVE; the same key asking for namespace zz is refused PSKV_EACCES naming zz
-# (exit 1 at once, the server counts a namespace refusal). --zmq-port is a CURVE
-# server: a client key its authorized file lists gets the rows /v1/lookup gives;
+# (exit 1 at once, the server counts a namespace refusal); a key the scheduler does
+# not list gets no answer (exit 1 after --follow-wait, naming the key files).
+# --zmq-port is a CURVE server: a client key its authorized file lists gets the rows
+# /v1/lookup gives;
 # a plaintext client and an unlisted key get nothing (refused, counted), and the
 # daemon keeps answering the listed key after them.
 tags serve_keys serve keys
@@ -61,6 +63,12 @@ t_serve_keys() {
     fail "zz not named: $(tail -n 2 zz.log)"
   grep -q "refused namespace from .*namespace 'zz'" job/server-0.log ||
     fail "the server did not count it: $(grep -i refused job/server-0.log | tail -n 2)"
+  # a key the scheduler does not list: no answer, and the hint names the key files
+  timeout 60 "$BIN/pskv-serve" --scheduler "127.0.0.1:$sp" --namespace fj --keys "$S" \
+    --http-port "$(free_port)" --follow-wait 3 > st.log 2>&1
+  [ $? -eq 1 ] || fail "an unlisted key: exit $? ($(tail -n 2 st.log))"
+  grep -q "no answer from scheduler 127.0.0.1:$sp within 3 s (with --keys: is this key in its authorized file" st.log ||
+    fail "no hint: $(tail -n 2 st.log)"
   wait_exit "$(cat job.launch)" 120 || fail "the job failed: $(tail -n 3 job.out)"
   grep -q '^check ok' job/worker-0.log || fail "check: $(tail -n 1 job/worker-0.log)"
   # a listed client key: the rows HTTP gives, over CURVE (tried again while the
