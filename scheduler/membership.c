@@ -349,14 +349,31 @@ static void heartbeat_forgotten(wire_msg *msg)
     LOG_W("heartbeat from unknown node %u at %s", r->sender, msg->peer);
 }
 
+/* MEMB_FORGET_MS, or the test hook PSKV_TEST_FORGET_MS (a test of forgetting need
+ * not wait 30 s), read once. */
+static int64_t forget_after_ms(void)
+{
+    static int64_t ms = -1;
+    if (ms < 0) {
+        const char *e = getenv("PSKV_TEST_FORGET_MS");
+        long long v = e ? atoll(e) : 0;
+        ms = v > 0 ? v : MEMB_FORGET_MS;
+        if (v > 0)
+            LOG_W("test hook PSKV_TEST_FORGET_MS: nodes gone for good are forgotten after "
+                  "%lld ms, not %d", v, MEMB_FORGET_MS);
+    }
+    return ms;
+}
+
 /* Drops the nodes gone for good MEMB_FORGET_MS ago from the table (membership.h). */
 static void forget_gone(int64_t now)
 {
     static size_t next;
     int kept = 0;
+    int64_t after = forget_after_ms();
     for (int i = 0; i < memb.nnodes; i++) {
         memb_node *n = &memb.nodes[i];
-        if (!n->gone_ms || now - n->gone_ms < MEMB_FORGET_MS) {
+        if (!n->gone_ms || now - n->gone_ms < after) {
             if (kept != i)
                 memb.nodes[kept] = *n;
             kept++;

@@ -119,7 +119,7 @@ f_join_bsp_backup() {
 tags server_rejoin once
 f_server_rejoin() {
   local d=$TDIR/c i
-  launch "$d" --servers 3 --workers 3 --scheduler-opt=--replicas=2 -- --app check --rounds 2500
+  launch "$d" --servers 3 --workers 3 --scheduler-opt=--replicas=2 -- --app check --rounds 1500
   wait_joined "$d" 3
   sleep 0.3
   kill -KILL "$(cat "$d/server-1.pid")"

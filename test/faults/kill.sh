@@ -6,7 +6,7 @@
 tags kill_server figure
 f_kill_server() {
   local d=$TDIR/c victim t0
-  launch "$d" --servers 3 --workers 4 --scheduler-opt=--replicas=2 -- --app check --rounds 2500
+  launch "$d" --servers 3 --workers 4 --scheduler-opt=--replicas=2 -- --app check --rounds 1200
   wait_joined "$d" 4
   sleep 0.$((3 + RANDOM % 5))
   victim=$((RANDOM % 3))
@@ -26,7 +26,7 @@ tags kill_server_shm shm once figure
 f_kill_server_shm() {
   local d=$TDIR/c pids p t0 f
   launch "$d" --servers 3 --workers 4 --scheduler-opt=--replicas=2 \
-    --worker-opt 3:--pull --worker-opt 3:view -- --app check --rounds 400 \
+    --worker-opt 3:--pull --worker-opt 3:view -- --app check --rounds 200 \
     --check-keys 40000 --shm --log-level info
   wait_joined "$d" 4
   sleep 0.$((3 + RANDOM % 5))
@@ -108,9 +108,9 @@ tags kill_server_bsp figure
 f_kill_server_bsp() {
   local d=$TDIR/c t0
   launch "$d" --servers 3 --workers 4 --scheduler-opt=--replicas=2 -- --app check \
-    --consistency bsp --rounds 600
+    --consistency bsp --rounds 400
   wait_joined "$d" 4
-  sleep 1.$((RANDOM % 10)) # the push stream runs about 10 s
+  sleep 1.$((RANDOM % 10)) # the push stream runs about 7 s
   t0=$(now_ms)
   kill -KILL "$(cat "$d/server-$((RANDOM % 3)).pid")"
   wait_ok "$d"
@@ -133,7 +133,7 @@ tags chain_r3 figure
 f_chain_r3() {
   local d=$TDIR/c js chain pid i k
   # shellcheck disable=SC2086 # CHECK_ARGS: several words
-  launch "$d" --servers 5 --workers 3 --scheduler-opt=--replicas=3 -- --app check ${CHECK_ARGS:---rounds 4000}
+  launch "$d" --servers 5 --workers 3 --scheduler-opt=--replicas=3 -- --app check ${CHECK_ARGS:---rounds 2000}
   wait_joined "$d" 3
   js=$(status_json "$d") || fail "no status"
   chain=$(grep -o '"chains":\[\[[0-9,]*\]' <<< "$js" | grep -o '[0-9,]*\]$' | tr -d ']')
@@ -174,7 +174,7 @@ f_chain_r3() {
 # The same three kills under bsp: each close reaches the tails past a dead head,
 # middle or tail, and every pull at clock c equals the sums of the rounds before c.
 tags chain_r3_bsp figure
-f_chain_r3_bsp() { CHECK_ARGS="--consistency bsp --rounds 1000" f_chain_r3; }
+f_chain_r3_bsp() { CHECK_ARGS="--consistency bsp --rounds 600" f_chain_r3; }
 
 # A worker that hears of a failover late must not let a new head close a bsp clock
 # before it has re-sent what it had sent to the dead server (bsp, R = 2). Every

@@ -38,7 +38,7 @@ f_pause_server() {
 tags pause_server_shm shm once
 f_pause_server_shm() {
   local d=$TDIR/c
-  launch "$d" --servers 3 --workers 3 --scheduler-opt=--replicas=2 -- --app check --rounds 400 \
+  launch "$d" --servers 3 --workers 3 --scheduler-opt=--replicas=2 -- --app check --rounds 250 \
     --check-keys 40000 --shm
   pause_until_replaced "$d"
   wait_ok "$d"
@@ -57,7 +57,7 @@ tags pause_server_buffers shm once
 f_pause_server_buffers() {
   local d=$TDIR/c s
   launch "$d" --servers 1 --workers 2 -- --app check \
-    --rounds 1500 --check-keys 40000 --shm --push buffer --pull view --log-level info
+    --rounds 600 --check-keys 40000 --shm --push buffer --pull view --log-level info
   wait_joined "$d" 2
   sleep 0.3
   s=$(cat "$d/server-0.pid")
@@ -67,7 +67,7 @@ f_pause_server_buffers() {
   wait_ok "$d"
   grep -q 'asking again' "$d"/worker-*.log || fail "no part went again: the pause came too late"
   grep -q 'segment .* retired' "$d"/worker-*.log || fail "no segment retired after the pause"
-  grep -q 'push buffers: 1500 sent, [1-9][0-9]* sends read by the server in place' \
+  grep -q 'push buffers: 600 sent, [1-9][0-9]* sends read by the server in place' \
     "$d/worker-0.log" || fail "worker 0: $(grep 'push buffers' "$d/worker-0.log")"
   return 0
 }

@@ -40,7 +40,7 @@ t_detect_kill_server() {
   local d=$TDIR/logs mp victim t0 first js port line tdead
   mp=$(free_port)
   "$LAUNCH" --log-dir "$d" --timeout 150 --servers 3 --workers 4 --scheduler-opt=--replicas=2 \
-    --scheduler-opt=--metrics-port=$mp -- --app check --rounds 1500 > "$d.out" 2>&1 &
+    --scheduler-opt=--metrics-port=$mp -- --app check --rounds 800 > "$d.out" 2>&1 &
   local lp=$!
   mkdir -p "$d"; d_joined "$d" 4
   sleep 1
@@ -96,7 +96,7 @@ t_detect_kill_keyed() {
   "$BIN/pskvctl" keys init "$K" --servers 3 --workers 2 > /dev/null || fail "keys init failed"
   port=$(free_port)
   "$LAUNCH" --log-dir "$d" --timeout 150 --servers 3 --workers 2 --port "$port" --keys "$K" \
-    --scheduler-opt=--replicas=2 -- --app check --rounds 1500 > "$d.out" 2>&1 &
+    --scheduler-opt=--replicas=2 -- --app check --rounds 800 > "$d.out" 2>&1 &
   local lp=$!
   mkdir -p "$d"; d_joined "$d" 2
   timeout 20 "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --app check --connect-timeout 1 \
@@ -126,7 +126,7 @@ tags detect_peer_report
 t_detect_peer_report() {
   local d=$TDIR/logs t0 line tdead
   PSKV_TEST_NO_MONITOR=1 "$LAUNCH" --log-dir "$d" --timeout 150 --servers 3 --workers 4 \
-    --scheduler-opt=--replicas=2 -- --app check --rounds 1500 > "$d.out" 2>&1 &
+    --scheduler-opt=--replicas=2 -- --app check --rounds 800 > "$d.out" 2>&1 &
   local lp=$!
   mkdir -p "$d"; d_joined "$d" 4
   grep -q 'test hook PSKV_TEST_NO_MONITOR' "$d/scheduler.log" || fail "the scheduler did not take the test hook"
@@ -274,7 +274,7 @@ d_load_run() {
 # 150 ms). At the defaults the job finishes exact with no node declared dead, 3
 # times in a row; the same job with the old fixed lease (500 ms: --min-dead-after-ms
 # 500 --dead-after-ms 500) declares nodes dead (the control: the test can fail).
-tags detect_load serial slow root
+tags detect_load slow root
 t_detect_load() {
   local g n k dead=()
   g=$(d_cgroup load) || { echo "cannot make a CPU cgroup here (root and the cpu controller needed)"; return 77; }

@@ -223,7 +223,7 @@ tags eval_late_join slow
 t_eval_late_join() {
   local port r
   port=$(free_port)
-  local app=(--app mlp --epochs 16 --train-limit 10000 --test-limit 500 --validation-split 1000)
+  local app=(--app mlp --epochs 10 --train-limit 10000 --test-limit 500 --validation-split 1000)
   start scheduler "$BIN/pskv-scheduler" --port "$port" --servers 1 --workers 2 --evaluators 1 \
     --early-stop-metric val_accuracy --patience 1000
   start server-0 "$BIN/pskv-server" --scheduler "127.0.0.1:$port"
@@ -244,7 +244,7 @@ t_eval_late_join() {
   for r in 0 1; do
     wait_exit "$(cat "worker-$r.pid")" 150 || fail "worker $r exited $?: $(tail -n 2 "worker-$r.log")"
   done
-  grep -q '^final test accuracy .* after 16 epochs' worker-0.log || fail "training did not run to its end"
+  grep -q '^final test accuracy .* after 10 epochs' worker-0.log || fail "training did not run to its end"
   wait_exit "$(cat ev2.pid)" 20 || fail "the second evaluator exited $?"
   wait_exit "$(cat scheduler.pid)" 20 || fail "the scheduler exited $?"
 }

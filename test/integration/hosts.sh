@@ -148,7 +148,7 @@ keys_while_running() { # keys_while_running FILE LOG
 partition_run() { # partition_run MODEL: cut worker 2's host for 5 s mid-run, then heal
   local model=$1 log=$TDIR/logs-${1//:/-}
   "$HOSTS_LAUNCH" --hostfile hosts "${NETNS_SSH[@]}" --bin-dir "$BIN" --timeout 150 \
-    --log-dir "$log" -- --app check --consistency "$model" --count-acked --rounds 2000 \
+    --log-dir "$log" -- --app check --consistency "$model" --count-acked --rounds 1000 \
     --check-keys 100 --slowdown 3 > "launch-$model.out" 2>&1 &
   local lpid=$! i
   for i in $(seq 200); do grep -q 'joined job' "$log/worker-2.log" 2>/dev/null && break; sleep 0.1; done
@@ -202,7 +202,7 @@ t_detect_host_cut() {
   printf '%s\n' 'h1 scheduler servers=1 workers=2' 'h2 servers=1 workers=1' 'h3 servers=1' > hosts
   local log=$TDIR/logs i
   "$HOSTS_LAUNCH" --hostfile hosts "${NETNS_SSH[@]}" --bin-dir "$BIN" --timeout 150 --insecure \
-    --scheduler-opt=--replicas=2 --log-dir "$log" -- --app check --rounds 2000 --slowdown 3 \
+    --scheduler-opt=--replicas=2 --log-dir "$log" -- --app check --rounds 1200 --slowdown 3 \
     > launch.out 2>&1 &
   local lpid=$!
   for i in $(seq 300); do [ "$(cat "$log"/worker-*.log 2>/dev/null | grep -c 'joined job')" -ge 3 ] && break; sleep 0.1; done

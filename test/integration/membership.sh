@@ -45,13 +45,14 @@ t_heartbeat_liveness() {
   kill "$(cat server-0.pid)" "$(cat scheduler.pid)"
 }
 
-# A replaced server is forgotten 30 s after it left (MEMB_FORGET_MS): gone from
-# status (counted as forgotten) and, at the next view, from the workers' slots; one
-# that comes back after that (stopped, then resumed) learns it is out and exits 3.
+# A replaced server is forgotten 30 s after it left (MEMB_FORGET_MS; 6 s here through
+# the test hook PSKV_TEST_FORGET_MS): gone from status (counted as forgotten) and,
+# at the next view, from the workers' slots; one that comes back after that
+# (stopped, then resumed) learns it is out and exits 3.
 t_forget_replaced() {
   local port js i pid0 pid1 f
   port=$(free_port)
-  start scheduler "$BIN/pskv-scheduler" --port "$port" --servers 3 --workers 2 --replicas 2
+  PSKV_TEST_FORGET_MS=6000 start scheduler "$BIN/pskv-scheduler" --port "$port" --servers 3 --workers 2 --replicas 2
   for i in 0 1 2; do start "server-$i" "$BIN/pskv-server" --scheduler "127.0.0.1:$port"; done
   for i in 0 1; do
     start "worker-$i" "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --rank "$i" --app check \

@@ -27,8 +27,11 @@ t_keys_rogues() {
   cp "$K/server-0/authorized" "$TDIR/disguised/authorized"
   port=$(free_port)
   "$LAUNCH" --servers 1 --workers 2 --port "$port" --keys "$K" --timeout 150 \
-    --log-dir "$TDIR/logs" -- --app check --rounds 40000 --check-keys 200 > launch.out 2>&1 &
+    --log-dir "$TDIR/logs" -- --app check --count-acked --rounds 1000000 --check-keys 200 \
+    --stop-file "$TDIR/stop" > launch.out 2>&1 &
   lpid=$!
+  # the job pushes until the rogues have tried three times (its stop file), then ends
+  # with its exact-sum check of every acknowledged push
   while kill -0 "$lpid" 2>/dev/null; do
     timeout 20 "$BIN/pskv-worker" --scheduler "127.0.0.1:$port" --app check --connect-timeout 1 \
       >> nokey.log 2>&1 && fail "a worker without a key joined"
@@ -41,6 +44,7 @@ t_keys_rogues() {
       "$BIN/pskvctl" --scheduler "127.0.0.1:$port" --keys "$K/control" status > status.txt ||
         fail "pskvctl with the control key got no status"
     fi
+    [ $tries -eq 3 ] && touch "$TDIR/stop"
   done
   wait "$lpid" || fail "the keyed job failed ($?): $(tail -n 3 launch.out)"
   [ $tries -ge 2 ] || fail "the rogues tried only $tries times: the job was too short to test"
