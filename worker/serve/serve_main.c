@@ -6,6 +6,10 @@
  * job's namespace (--scheduler HOST:PORT --namespace NS, sfollow.h): the servers
  * send the rows that changed every --sync-ms.
  *
+ * With --keys (a worker key: the servers bind it as a reader of the namespace)
+ * every ZeroMQ socket speaks CURVE: following, and the --zmq-port side, which
+ * admits the keys of the key directory's authorized file (secure.h).
+ *
  * The main thread follows the job (or waits for signals); MHD's threads answer. */
 #define _GNU_SOURCE
 #include <signal.h>
@@ -120,7 +124,7 @@ int main(int argc, char **argv)
         return 2;
     }
     secure sec;
-    char why[256];
+    char why[512];
     const char *keys = cfg_str(config, "keys");
     if (secure_init(&sec, "pskv-serve", keys, 0, KEY_ROLE_WORKER,
                     keys[0] && cfg_int(config, "zmq-port") != 0, why, sizeof why) < 0) {
