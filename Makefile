@@ -80,8 +80,9 @@ WORKER_UNIT_O := $(DATA_O) $(BUILD)/obj/worker/apps/train/model.o $(BUILD)/obj/w
 SERVE_UNIT_O := $(patsubst %,$(BUILD)/obj/worker/serve/%.o,sjson snap predict smerge) \
                 $(BUILD)/obj/worker/apps/train/sparse_eval.o
 # scheduler code the membership suite links: the node table, its events, the
-# view it publishes and the sends (no policy, no metrics, no main)
-SCHED_UNIT_O := $(patsubst %,$(BUILD)/obj/scheduler/%.o,membership group events view sched_net detect)
+# view it publishes and the sends, a group's resume and checkpoints, early stopping
+# per group (no main)
+SCHED_UNIT_O := $(patsubst %,$(BUILD)/obj/scheduler/%.o,membership group grpresume checkpoint sched_metrics events view holders sched_net detect earlystop)
 UNIT_SRC := $(wildcard test/unit/*.c)
 UNIT_O   := $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 

@@ -20,7 +20,8 @@ static const atomic_int *stop_flag;
 static char **reg_ckpts; /* listed in REGISTER (servers: valid checkpoint files) */
 static size_t reg_nckpts;
 
-static const char *reg_group; /* listed in REGISTER (workers: their group and its size) */
+static const char *reg_group; /* listed in REGISTER (workers: their group and its size;
+                                 an evaluator: the group it evaluates) */
 static uint32_t reg_group_size;
 
 static char reg_ns[65];   /* ... the namespace their tables live in (set: has_ns) */
@@ -39,6 +40,8 @@ void member_set_namespace(const char *ns)
 }
 
 void member_set_drop_namespace(int on) { reg_drop_ns = on != 0; }
+static int reg_resume;
+void member_set_resume(int on) { reg_resume = on != 0; }
 
 void member_set_checkpoints(char **list, size_t n)
 {
@@ -180,12 +183,15 @@ int member_open(member *m, void *ctx, const secure *sec, const char *scheduler,
     reg.insecure = reg.has_insecure;
     reg.n_ckpts = reg_nckpts;
     reg.ckpts = reg_ckpts;
+    if (role == PSKV__ROLE__EVALUATOR)
+        reg.group = (char *)reg_group; /* the group it evaluates (one per group) */
     if (role == PSKV__ROLE__WORKER) {
         reg.group = (char *)reg_group;
         reg.has_group_size = reg_group_size > 0;
         reg.group_size = reg_group_size;
         reg.table_ns = reg_has_ns ? reg_ns : NULL;
         reg.has_drop_namespace = reg.drop_namespace = reg_has_ns && reg_drop_ns;
+        reg.has_resume = reg.resume = reg_resume;
     }
 
     int64_t deadline = tu_now_ms() + (int64_t)(connect_timeout_s * 1000);
@@ -299,6 +305,13 @@ int member_wait_view(member *m, double timeout_s, char *why, size_t whylen)
         wire_msg msg;
         if (member_recv(m, &msg) < 0)
             continue;
+        if (msg.meta && msg.meta->type == PSKV__MSG_TYPE__ERROR && msg.meta->resume) {
+            /* the group's resume failed: it will not start */
+            snprintf(why, whylen, "scheduler %s: %s", m->sched,
+                     msg.meta->error ? msg.meta->error : "the group's resume failed");
+            wire_msg_close(&msg);
+            return -PSKV_EREFUSED;
+        }
         if (msg.meta && msg.meta->type == PSKV__MSG_TYPE__ERROR)
             LOG_W("scheduler: %s", msg.meta->error ? msg.meta->error : "error");
         wire_msg_close(&msg);

@@ -60,6 +60,10 @@ void member_set_namespace(const char *ns);
  * pskv_worker_open). */
 void member_set_drop_namespace(int on);
 
+/* Whether a worker's REGISTER asks its group to resume its namespace from the
+ * newest checkpoint holding it (a service's group: pskv-worker --resume). */
+void member_set_resume(int on);
+
 /* Connects to `scheduler` ("HOST:PORT") and registers as `role` with advertised
  * host:port. rank_wish < 0 lets the scheduler choose. job_id 0 accepts the
  * scheduler's. Waits at most connect_timeout_s for the acknowledgement.

@@ -9,6 +9,7 @@
 #include <zmq.h>
 
 #include "events.h"
+#include "group.h"
 #include "log.h"
 #include "manifest.h"
 #include "pskv_errors.h"
@@ -18,6 +19,21 @@
 #include "sched_net.h"
 #include "timeutil.h"
 #include "view.h"
+
+/* What a checkpoint is of: every table, or one group's namespace (its workers'
+ * progress recorded). A job's checkpoints are always of every table. */
+typedef struct ckpt_scope {
+    int ns_only;
+    char ns[GROUP_NAME_MAX + 1];
+    uint32_t gen;                  /* the group whose progress is recorded */
+    char group[GROUP_NAME_MAX + 1];
+} ckpt_scope;
+
+typedef struct ckpt_req {
+    sched_asker a;
+    ckpt_scope scope;
+    int full; /* asked for a full one (pskvctl without --delta) */
+} ckpt_req;
 
 static struct {
     const char *data_dir;
@@ -30,8 +46,9 @@ static struct {
     uint64_t seq_before; /* the newest in the manifest when this scheduler started */
     int busy;           /* one in progress */
     int64_t started_ms, next_ckpt_ms;
-    sched_asker *reqs; /* who asked for the checkpoint in progress */
+    ckpt_req *reqs;     /* who asked for the checkpoint in progress, and for later ones */
     size_t nreqs;
+    ckpt_scope scope;   /* what the one in progress is of */
     int resume;
     manifest_entry *resume_from; /* the checkpoint a resumed job starts from: NULL, or
                                     &resume_entry */
@@ -159,6 +176,7 @@ static int adopt(const manifest_entry *e)
     memcpy(workers, e->workers, e->nworkers * sizeof *workers);
     C.resume_entry.workers = workers;
     C.resume_entry.chains = NULL;
+    C.resume_entry.nss = NULL;
     C.resume_from = &C.resume_entry;
     C.prev_chains = pl.loaders;
     C.resume_sources = pl.sources;
@@ -197,11 +215,12 @@ static void ckpt_plan_resume(void)
         exit(1);
     }
     for (size_t k = C.man.n; k-- > 0;)
-        if (C.man.e[k].job == memb.job_id && adopt(&C.man.e[k]) == 0)
-            return;
+        if (C.man.e[k].job == memb.job_id && !C.man.e[k].ns_only && adopt(&C.man.e[k]) == 0)
+            return; /* a group's checkpoint holds one namespace: not a resume of all */
     LOG_E("no complete checkpoint of job %llu in %s/manifest has a valid copy of every "
-          "partition on the registered servers; cannot resume", (unsigned long long)memb.job_id,
-          C.data_dir);
+          "partition on the registered servers; cannot resume%s", (unsigned long long)memb.job_id,
+          C.data_dir, memb.service ? " (a checkpoint of one group's namespace does not resume a "
+          "service: take one of every table, pskvctl checkpoint)" : "");
     exit(1);
 }
 
@@ -244,7 +263,7 @@ static void ckpt_fill_node(void *ctx, Pskv__Node *p, const memb_node *n, int sta
     for (size_t k = 0; C.resume_from && n->role == PSKV__ROLE__WORKER &&
                        k < C.resume_from->nworkers; k++) {
         const manifest_progress *g = &C.resume_from->workers[k];
-        if (g->rank != n->rank)
+        if (g->rank != n->rank || strcmp(g->group, n->group))
             continue;
         /* a resumed job: the worker continues where the checkpoint left it */
         p->has_resume_epoch = p->has_resume_step = p->has_resume_pos = 1;
@@ -256,10 +275,24 @@ static void ckpt_fill_node(void *ctx, Pskv__Node *p, const memb_node *n, int sta
 
 /* ---- checkpoints ------------------------------------------------------------ */
 
+static int same_scope(const ckpt_scope *a, const ckpt_scope *b)
+{
+    return a->ns_only == b->ns_only && (!a->ns_only || (!strcmp(a->ns, b->ns) && a->gen == b->gen));
+}
+
+static void start_scope(const ckpt_scope *sc, int full);
+
+/* Answers who asked for the checkpoint just ended (of C.scope); the first request
+ * of another scope that came meanwhile starts its checkpoint. */
 static void answer_requesters(int code, const char *why)
 {
     Pskv__Meta m;
+    size_t kept = 0;
     for (size_t i = 0; i < C.nreqs; i++) {
+        if (!same_scope(&C.reqs[i].scope, &C.scope)) {
+            C.reqs[kept++] = C.reqs[i];
+            continue;
+        }
         sched_meta(&m, code ? PSKV__MSG_TYPE__ERROR : PSKV__MSG_TYPE__CHECKPOINT_ACK);
         m.has_seq = 1;
         m.seq = C.seq;
@@ -268,11 +301,13 @@ static void answer_requesters(int code, const char *why)
             m.error_code = code;
             m.error = (char *)why;
         }
-        sched_answer(&C.reqs[i], &m);
+        sched_answer(&C.reqs[i].a, &m);
     }
-    free(C.reqs);
-    C.reqs = NULL;
-    C.nreqs = 0;
+    C.nreqs = kept;
+    if (kept) {
+        ckpt_scope next = C.reqs[0].scope;
+        start_scope(&next, C.reqs[0].full);
+    }
 }
 
 static void ckpt_fail(int code, const char *why)
@@ -350,7 +385,8 @@ static void mark_nearest(void)
         /* resumed from an older checkpoint (--resume-best): the ones taken after it
          * before this resume are of the abandoned run, not of this one */
         int abandoned = C.resume_from && e->seq > C.resume_from->seq && e->seq <= C.seq_before;
-        if (e->job == memb.job_id && e->clock >= 0 && !abandoned && (!near || d <= dist)) {
+        if (e->job == memb.job_id && e->clock >= 0 && !abandoned && !e->ns_only &&
+            (!near || d <= dist)) {
             near = e;
             dist = d;
         }
@@ -416,10 +452,30 @@ static void ckpt_complete(void)
     e.clock = -1;
     int rc = -PSKV_ENOMEM;
     snprintf(why, sizeof why, "scheduler out of memory");
+    e.ns_only = C.scope.ns_only;
+    snprintf(e.ns, sizeof e.ns, "%s", C.scope.ns);
+    char(*nss)[MANIFEST_NAME_MAX + 1] = e.ns_only ? NULL : calloc(MANIFEST_MAX_NS, sizeof *nss);
+    e.nss = nss;
+    e.nns = nss ? 0 : e.ns_only ? 0 : -1;
+    for (int i = 0; nss && e.nns >= 0 && i < memb.nnodes; i++) { /* the namespaces it holds */
+        const memb_node *n = &memb.nodes[i];
+        if (n->role == PSKV__ROLE__SERVER && !n->dead && n->ns && n->ns->n >= MEMB_MAX_NS)
+            e.nns = -1; /* its heartbeat's list may be cut short: not known, every one */
+        for (size_t k = 0; n->role == PSKV__ROLE__SERVER && !n->dead && n->ns && k < n->ns->n; k++) {
+            int have = 0;
+            for (int j = 0; j < e.nns && !have; j++)
+                have = !strcmp(nss[j], n->ns->names[k]);
+            if (!have && e.nns >= MANIFEST_MAX_NS)
+                e.nns = -1; /* too many to list: every one */
+            else if (!have && e.nns >= 0)
+                snprintf(nss[e.nns++], sizeof nss[0], "%s", n->ns->names[k]);
+        }
+    }
     for (int i = 0; g && e.base_nodes && e.bases && i < memb.nnodes; i++) {
         memb_node *n = &memb.nodes[i];
-        if (n->role == PSKV__ROLE__WORKER) {
+        if (n->role == PSKV__ROLE__WORKER && (!C.scope.ns_only || n->group_gen == C.scope.gen)) {
             g[e.nworkers].rank = n->rank;
+            snprintf(g[e.nworkers].group, sizeof g[0].group, "%s", n->group);
             memcpy(&g[e.nworkers].epoch, n->progress, sizeof n->progress);
             e.nworkers++;
             if (!n->dead && (e.clock < 0 || n->clock < e.clock))
@@ -437,6 +493,7 @@ static void ckpt_complete(void)
     free(g);
     free(e.base_nodes);
     free(e.bases);
+    free(nss);
     if (rc < 0) {
         ckpt_fail(-rc, why);
         return;
@@ -446,8 +503,12 @@ static void ckpt_complete(void)
         snprintf(kind, sizeof kind, "delta on %zu of %zu servers", ndelta, e.nbases);
     else
         snprintf(kind, sizeof kind, "%s", ndelta ? "delta" : "full");
-    LOG_I("checkpoint %llu complete in %lld ms (%s, %llu bytes) at clock %lld: recorded in "
-          "%s/manifest", (unsigned long long)C.seq, (long long)(tu_now_ms() - C.started_ms),
+    char of[200] = "";
+    if (C.scope.ns_only)
+        snprintf(of, sizeof of, " of group %s (namespace '%s')",
+                 *C.scope.group ? C.scope.group : "(unnamed)", C.scope.ns);
+    LOG_I("checkpoint %llu%s complete in %lld ms (%s, %llu bytes) at clock %lld: recorded in "
+          "%s/manifest", (unsigned long long)C.seq, of, (long long)(tu_now_ms() - C.started_ms),
           kind, (unsigned long long)bytes, (long long)e.clock, C.data_dir);
     mark_nearest();
     retain();
@@ -473,10 +534,75 @@ static void ckpt_check_done(void)
         if (writes(&memb.nodes[i]) && memb.nodes[i].ckpt_acked != C.seq)
             return;
     if (view_lost()) {
-        ckpt_fail(PSKV_ELOST, "partitions were lost (every replica died): no complete copy");
+        ckpt_fail(PSKV_ELOST, "partitions were lost (no live replica holds them whole): no complete copy");
         return;
     }
     ckpt_complete();
+}
+
+/* The scope a request asks for: pskvctl checkpoint --group G (msg's group), or
+ * pskv_checkpoint from a worker of a service's group: that group's namespace;
+ * else (pskvctl checkpoint, the timer, a job's worker) every table. Returns 0,
+ * or -1 after refusing msg (an unknown group, or one not running). */
+static int scope_of(wire_msg *msg, ckpt_scope *sc)
+{
+    memset(sc, 0, sizeof *sc);
+    const sched_group *g = NULL;
+    if (msg && msg->meta->group) {
+        g = group_find(msg->meta->group);
+        if (!g || g->state == GROUP_WAITING) {
+            char why[300];
+            snprintf(why, sizeof why, "group %s: %s", *msg->meta->group ? msg->meta->group
+                     : "(unnamed)", g ? "not running yet (its workers are still registering)"
+                                      : "no such group (pskvctl status lists them)");
+            sched_refuse(msg, PSKV_EREFUSED, why);
+            return -1;
+        }
+    } else if (msg) {
+        const memb_node *n = msg->meta->has_sender ? memb_find(msg->meta->sender) : NULL;
+        g = n ? group_of(n) : NULL; /* pskvctl is no node */
+    }
+    if (!g || !memb.service)
+        return 0; /* a job's one group: every table */
+    sc->ns_only = 1;
+    sc->gen = g->gen;
+    snprintf(sc->group, sizeof sc->group, "%s", g->name);
+    snprintf(sc->ns, sizeof sc->ns, "%s", g->name);
+    for (int i = 0; i < memb.nnodes; i++) /* the namespace its workers named */
+        if (memb.nodes[i].role == PSKV__ROLE__WORKER && memb.nodes[i].group_gen == g->gen) {
+            snprintf(sc->ns, sizeof sc->ns, "%s", memb.nodes[i].table_ns);
+            break;
+        }
+    return 0;
+}
+
+/* Starts checkpoint C.seq + 1 of sc on every server that writes. full: asked for
+ * a full one (a namespace's always is; --full-every's cycle counts the others). */
+static void start_scope(const ckpt_scope *sc, int full)
+{
+    C.busy = 1;
+    C.seq++;
+    C.started_ms = tu_now_ms();
+    C.scope = *sc;
+    if (!sc->ns_only) {
+        full = full || C.cycle == 0;
+        C.cycle = full ? 1 % C.full_every : (C.cycle + 1) % C.full_every;
+    }
+    Pskv__Meta m;
+    sched_meta(&m, PSKV__MSG_TYPE__CHECKPOINT);
+    m.has_seq = 1;
+    m.seq = C.seq;
+    m.has_delta = 1;
+    m.delta = !full && !sc->ns_only;
+    m.ckpt_ns = sc->ns_only ? (char *)sc->ns : NULL;
+    for (int i = 0; i < memb.nnodes; i++)
+        if (writes(&memb.nodes[i]))
+            sched_send(&memb.nodes[i], &m);
+    if (sc->ns_only)
+        LOG_I("checkpoint %llu started: of group %s, namespace '%s' only", (unsigned long long)C.seq,
+              *sc->group ? sc->group : "(unnamed)", sc->ns);
+    else
+        LOG_I("checkpoint %llu started%s", (unsigned long long)C.seq, full ? "" : " (a delta)");
 }
 
 void ckpt_start(wire_msg *msg)
@@ -489,33 +615,24 @@ void ckpt_start(wire_msg *msg)
             sched_refuse(msg, PSKV_EINVAL, no);
         return;
     }
+    ckpt_scope sc;
+    if (scope_of(msg, &sc) < 0)
+        return;
     if (msg) {
-        sched_asker *g = realloc(C.reqs, (C.nreqs + 1) * sizeof *g);
+        ckpt_req *g = realloc(C.reqs, (C.nreqs + 1) * sizeof *g);
         if (!g) {
             sched_refuse(msg, PSKV_ENOMEM, "scheduler out of memory");
             return;
         }
         C.reqs = g;
-        sched_asker_of(&g[C.nreqs++], msg);
+        sched_asker_of(&g[C.nreqs].a, msg);
+        g[C.nreqs].full = msg->meta->has_delta && !msg->meta->delta;
+        g[C.nreqs++].scope = sc;
     }
     if (C.busy)
-        return; /* answered when the one in progress completes */
-    C.busy = 1;
-    C.seq++;
-    C.started_ms = tu_now_ms();
+        return; /* answered when the one of its scope completes (started after this one) */
     /* --full-every K: a full one, then K - 1 deltas; a request may ask for full */
-    int full = C.cycle == 0 || (msg && msg->meta->has_delta && !msg->meta->delta);
-    C.cycle = full ? 1 % C.full_every : (C.cycle + 1) % C.full_every;
-    Pskv__Meta m;
-    sched_meta(&m, PSKV__MSG_TYPE__CHECKPOINT);
-    m.has_seq = 1;
-    m.seq = C.seq;
-    m.has_delta = 1;
-    m.delta = !full;
-    for (int i = 0; i < memb.nnodes; i++)
-        if (writes(&memb.nodes[i]))
-            sched_send(&memb.nodes[i], &m);
-    LOG_I("checkpoint %llu started%s", (unsigned long long)C.seq, full ? "" : " (a delta)");
+    start_scope(&sc, msg && msg->meta->has_delta && !msg->meta->delta);
 }
 
 void ckpt_on_ack(wire_msg *msg)
@@ -560,6 +677,17 @@ static int on_server_gone(void *ctx, const sched_ev *ev)
     return 0;
 }
 
+/* A group ended: a later group of that name starts afresh, not from the progress
+ * the resumed checkpoint recorded for this one. */
+static int on_group_ended(void *ctx, const sched_ev *ev)
+{
+    (void)ctx;
+    for (size_t k = 0; C.resume_from && ev->group && k < C.resume_from->nworkers; k++)
+        if (!strcmp(C.resume_from->workers[k].group, ev->group))
+            C.resume_from->workers[k].rank = -1;
+    return 0;
+}
+
 static int on_evaluated(void *ctx, const sched_ev *ev)
 {
     (void)ctx;
@@ -573,6 +701,7 @@ void ckpt_hooks(void)
     events_subscribe(SCHED_EV_DIED, on_server_gone, NULL);
     events_subscribe(SCHED_EV_LEFT, on_server_gone, NULL);
     events_subscribe(SCHED_EV_EVALUATED, on_evaluated, NULL);
+    events_subscribe(SCHED_EV_GROUP_ENDED, on_group_ended, NULL);
     view_add_filler(ckpt_fill_view, ckpt_fill_node, NULL);
 }
 
@@ -585,6 +714,19 @@ void ckpt_tick(int64_t now)
     }
     if (C.busy && now - C.started_ms > 120000)
         ckpt_fail(PSKV_ETIMEDOUT, "not every server wrote its file within 120 s");
+}
+
+const manifest_entry *ckpt_newest_holding(const char *ns, char *why, size_t whylen)
+{
+    for (size_t k = C.man.n; *C.data_dir && k-- > 0;)
+        if (manifest_holds_ns(&C.man.e[k], ns))
+            return &C.man.e[k];
+    if (!*C.data_dir)
+        snprintf(why, whylen, "the scheduler has no --data-dir");
+    else
+        snprintf(why, whylen, "no complete checkpoint in %s/manifest holds namespace '%s'",
+                 C.data_dir, ns);
+    return NULL;
 }
 
 void ckpt_free(void)

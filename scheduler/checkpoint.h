@@ -23,6 +23,7 @@
 
 #include <stdint.h>
 
+#include "manifest.h"
 #include "membership.h"
 #include "wire.h"
 
@@ -45,8 +46,13 @@ int ckpt_resume_job(uint64_t *job);
 /* Starts a checkpoint: requested by msg (CHECKPOINT, from pskvctl or a worker;
  * answered CHECKPOINT_ACK or ERROR when it completes or fails), or by the timer
  * when msg is NULL. Full or a delta as --full-every says; msg with delta false
- * (pskvctl) asks for a full one and starts the cycle again. A request while one is in progress is answered with it.
- * Refuses msg without --data-dir or when the job is not running. */
+ * (pskvctl) asks for a full one and starts the cycle again. In a service, a request
+ * naming a group (pskvctl checkpoint --group G) or from a worker of a group is a
+ * checkpoint of that group's namespace only (servers write its tables alone, the
+ * manifest records its workers alone: of=ns:NS); else of every table. A request
+ * while one of its scope is in progress is answered with it; of another scope, it
+ * starts when that one ends. Refuses msg without --data-dir, when the job is not
+ * running, or naming a group that is not running. */
 void ckpt_start(wire_msg *msg);
 
 /* CHECKPOINT_ACK from a server: it wrote checkpoint seq; completes the checkpoint
@@ -68,6 +74,12 @@ void ckpt_hooks(void);
 /* The periodic tick at `now` (ms): starts the --checkpoint-every checkpoint when
  * due; fails one that is not done after 120 s. */
 void ckpt_tick(int64_t now);
+
+/* The newest complete checkpoint that holds namespace ns (a checkpoint of ns, or
+ * of every table while the servers held ns), for a group's resume; NULL with why
+ * (no --data-dir, or none holds it). The pointer lasts until the next checkpoint
+ * completes. */
+const manifest_entry *ckpt_newest_holding(const char *ns, char *why, size_t whylen);
 
 /* Frees the manifest, the resume plan and any requesters. */
 void ckpt_free(void);

@@ -1,10 +1,14 @@
-/* Early stopping decided by the scheduler from the evaluator's reports (see
+/* Early stopping decided by the scheduler from the evaluators' reports (see
  * earlystop.h). The rule is Keras's EarlyStopping: a report improves on the best
  * when it is better by more than min_delta (lower val_loss, higher val_accuracy or
  * val_auc, sparse-lr's: reports without one do not count);
- * after `patience` reports in a row without improvement the job stops. Reports
- * of a snapshot not newer than the last one counted are ignored, so an evaluator
- * that evaluates one snapshot twice does not use up patience. */
+ * after `patience` reports in a row without improvement the job (in a service:
+ * the evaluator's group) stops. Reports of a snapshot not newer than the last one
+ * counted are ignored, so an evaluator that evaluates one snapshot twice does not
+ * use up patience.
+ *
+ * One policy state per group (a job's is the unnamed group's): the flags are the
+ * scheduler's, the best, the count and the evaluator's silence are each group's. */
 #define _GNU_SOURCE
 #include "earlystop.h"
 
@@ -13,7 +17,9 @@
 #include <string.h>
 
 #include "events.h"
+#include "group.h"
 #include "log.h"
+#include "metrics.h"
 #include "pskv_errors.h"
 #include "sched_net.h"
 #include "timeutil.h"
@@ -21,22 +27,31 @@
 
 #define MAX_REPORTS 16 /* evaluator nodes remembered for status (a restarted one is new) */
 
+/* One group's policy: created with its evaluator's registration or first report,
+ * dropped when a service's group ends (a job's lives as long as the job). */
+typedef struct pol {
+    char group[GROUP_NAME_MAX + 1]; /* "" = the unnamed group (a job's) */
+    double best;
+    int64_t best_clock, last_clock;
+    int have_best, fired, suspended;
+    int64_t last_report_ms; /* the live evaluator's last report (0: none yet) */
+    int64_t longest_gap_ms; /* between its reports */
+    uint32_t silent_node;   /* taken as hung (0: none) */
+    long long waits;        /* reports in a row without improvement */
+    char reason[200];
+    char state[256]; /* status text */
+    struct met_series *m_waits, *m_best, *m_fired; /* a service's, group="NAME" */
+} pol;
+
 static struct {
     int evaluators;
     char metric[32]; /* "" = off */
     int lower_better;
     long long patience;
     double min_delta;
-    double best;
-    int64_t best_clock, last_clock;
-    int have_best, fired, suspended;
-    int64_t silence_ms;     /* --eval-silence, 0 = automatic */
-    int64_t last_report_ms; /* the live evaluator's last report (0: none yet) */
-    int64_t longest_gap_ms; /* between its reports */
-    uint32_t silent_node;   /* taken as hung (0: none) */
-    long long waits; /* reports in a row without improvement */
-    char reason[200];
-    char state[256]; /* status text */
+    int64_t silence_ms; /* --eval-silence, 0 = automatic */
+    pol pols[GROUP_MAX + 1];
+    int npols;
     struct {
         uint32_t node;
         uint64_t evals;
@@ -44,13 +59,15 @@ static struct {
         double loss, acc, auc; /* auc: NAN when not reported (softmax, mlp) */
     } rep[MAX_REPORTS];
     int nrep;
-} E = {.last_clock = -1};
+} E;
 
 int estop_init(int evaluators, const char *metric, long long patience, double min_delta,
                double silence_s)
 {
     E.evaluators = evaluators;
     E.silence_ms = (int64_t)(silence_s * 1000);
+    E.npols = 0;
+    E.nrep = 0;
     if (patience < 1) {
         fprintf(stderr, "pskv-scheduler: --patience must be at least 1 evaluation (got %lld)\n",
                 patience);
@@ -74,23 +91,90 @@ int estop_init(int evaluators, const char *metric, long long patience, double mi
     return -1;
 }
 
-static memb_node *live_evaluator(void)
+/* "group NAME: " before a line of a named group's policy; "" for the unnamed one,
+ * whose lines read as a job's always did. */
+static const char *gpre(const char *group, char *buf, size_t len)
+{
+    if (!*group)
+        return "";
+    snprintf(buf, len, "group %s: ", group);
+    return buf;
+}
+
+static pol *pol_find(const char *group)
+{
+    for (int i = 0; i < E.npols; i++)
+        if (!strcmp(E.pols[i].group, group))
+            return &E.pols[i];
+    return NULL;
+}
+
+/* group's policy, created when new (NULL only when the table is full: a bug, as
+ * the live groups are at most GROUP_MAX). */
+static pol *pol_get(const char *group)
+{
+    pol *p = pol_find(group);
+    if (p || E.npols == GROUP_MAX + 1)
+        return p;
+    p = &E.pols[E.npols++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->group, sizeof p->group, "%s", group);
+    p->last_clock = -1;
+    if (memb.service && *E.metric) {
+        p->m_waits = metrics_series("pskv_group_early_stop_waits", MET_GAUGE,
+                                    "Evaluations in a row without improvement (early stopping).",
+                                    "group", group);
+        p->m_best = metrics_series("pskv_group_early_stop_best", MET_GAUGE,
+                                   "The best value of --early-stop-metric so far.", "group",
+                                   group);
+        p->m_fired = metrics_series("pskv_group_stopped_early", MET_GAUGE,
+                                    "1 once early stopping stopped this group.", "group", group);
+        metrics_set(p->m_waits, 0);
+        metrics_set(p->m_best, 0);
+        metrics_set(p->m_fired, 0);
+    }
+    return p;
+}
+
+static void pol_drop(pol *p)
+{
+    int i = (int)(p - E.pols);
+    memmove(&E.pols[i], &E.pols[i + 1], (size_t)(E.npols - i - 1) * sizeof *p);
+    E.npols--;
+}
+
+/* The evaluator's group: its REGISTER's, kept in its node (membership.c). */
+static const char *group_name(const memb_node *n) { return n->group; }
+
+static memb_node *live_evaluator(const char *group)
 {
     for (int i = 0; i < memb.nnodes; i++)
         if (memb.nodes[i].role == PSKV__ROLE__EVALUATOR && !memb.nodes[i].dead &&
-            memb.nodes[i].state != NODE_FINISHED)
+            memb.nodes[i].state != NODE_FINISHED && !strcmp(memb.nodes[i].group, group))
             return &memb.nodes[i];
     return NULL;
 }
 
 /* REGISTER with the evaluator role: 1 when it may join (--evaluators 1 and no
- * live evaluator); else 0 after refusing msg with the reason. */
+ * live evaluator of its group; a named group only in a service); else 0 after
+ * refusing msg with the reason. */
 static int estop_may_register(wire_msg *msg)
 {
-    char why[200];
-    memb_node *o = live_evaluator();
+    char why[300];
+    const char *group = msg->meta->group ? msg->meta->group : "";
+    memb_node *o = live_evaluator(group);
     if (!E.evaluators)
-        snprintf(why, sizeof why, "this job runs no evaluator (the scheduler's --evaluators is 0)");
+        snprintf(why, sizeof why, "%sthis %s runs no evaluator (the scheduler's --evaluators is 0)",
+                 *group ? "group " : "", *group ? group : "job");
+    else if (strlen(group) > GROUP_NAME_MAX || strchr(group, '/'))
+        snprintf(why, sizeof why, "group '%.80s': field group: a group's name is 1..%d bytes "
+                 "without '/'", group, GROUP_NAME_MAX);
+    else if (*group && !memb.service)
+        snprintf(why, sizeof why, "group %s: field group: this scheduler runs one job; an "
+                 "evaluator of a group needs a service (pskv-scheduler --service)", group);
+    else if (o && *group)
+        snprintf(why, sizeof why, "group %s: the group's evaluator is node %u, alive (one "
+                 "evaluator per group)", group, o->id);
     else if (o)
         snprintf(why, sizeof why, "the job's evaluator is node %u, alive (--evaluators 1)", o->id);
     else
@@ -114,30 +198,60 @@ static int slot(uint32_t node)
     return E.nrep++;
 }
 
-/* The policy on one value of the metric, at snapshot `clock`. */
-static void judge(double value, int64_t clock)
+/* p fired: a job's workers (every node) hear it with the next view; a service's
+ * group is stopped as pskvctl stop does, with the policy's reason. */
+static void fire(pol *p)
 {
-    if (clock <= E.last_clock || E.fired)
-        return;
-    E.last_clock = clock;
-    int better = !E.have_best ||
-                 (E.lower_better ? value < E.best - E.min_delta : value > E.best + E.min_delta);
-    if (better) {
-        E.best = value;
-        E.best_clock = clock;
-        E.have_best = 1;
-        E.waits = 0;
+    char g[GROUP_NAME_MAX + 16];
+    p->fired = 1;
+    metrics_set(p->m_fired, 1);
+    snprintf(p->reason, sizeof p->reason, "%s%s did not improve by %g for %lld evaluations",
+             gpre(p->group, g, sizeof g), E.metric, E.min_delta, E.patience);
+    if (!memb.service) {
+        LOG_I("early stopping: %s (best %.6f at clock %lld); every worker stops at its next "
+              "clock", p->reason, p->best, (long long)p->best_clock);
+        if (memb.state == JOB_RUNNING)
+            view_send(); /* stop_early: every node hears it with the new view */
         return;
     }
-    if (++E.waits < E.patience)
+    LOG_I("early stopping: %s (best %.6f at clock %lld); the group's workers stop at their "
+          "next clock, the service and its other groups go on", p->reason, p->best,
+          (long long)p->best_clock);
+    group_stop_early(group_find(p->group), p->reason);
+}
+
+/* The policy on one value of the metric, at snapshot `clock`. */
+static void judge(pol *p, double value, int64_t clock)
+{
+    if (clock <= p->last_clock || p->fired)
         return;
-    E.fired = 1;
-    snprintf(E.reason, sizeof E.reason, "%s did not improve by %g for %lld evaluations", E.metric,
-             E.min_delta, E.patience);
-    LOG_I("early stopping: %s (best %.6f at clock %lld); every worker stops at its next clock",
-          E.reason, E.best, (long long)E.best_clock);
-    if (memb.state == JOB_RUNNING)
-        view_send(); /* stop_early: every node hears it with the new view */
+    p->last_clock = clock;
+    int better = !p->have_best ||
+                 (E.lower_better ? value < p->best - E.min_delta : value > p->best + E.min_delta);
+    if (better) {
+        p->best = value;
+        p->best_clock = clock;
+        p->have_best = 1;
+        p->waits = 0;
+        metrics_set(p->m_best, value);
+        metrics_set(p->m_waits, 0);
+        return;
+    }
+    metrics_set(p->m_waits, (double)++p->waits);
+    if (p->waits >= E.patience)
+        fire(p);
+}
+
+/* 1 when the policy of the evaluator's group may judge now: a job running, or in
+ * a service its group running. */
+static int judging(const char *group)
+{
+    if (memb.state != JOB_RUNNING)
+        return 0;
+    if (!memb.service)
+        return 1;
+    const sched_group *g = group_find(group);
+    return g && g->state == GROUP_RUNNING;
 }
 
 void estop_on_report(memb_node *n, wire_msg *msg)
@@ -152,6 +266,11 @@ void estop_on_report(memb_node *n, wire_msg *msg)
         LOG_W("dropped an EVAL_REPORT from node %u: no clock or a metric not finite", n->id);
         return;
     }
+    const char *group = group_name(n);
+    pol *p = pol_get(group);
+    if (!p)
+        return;
+    char g[GROUP_NAME_MAX + 16];
     int i = slot(n->id);
     E.rep[i].evals++;
     E.rep[i].clock = r->clock;
@@ -162,23 +281,27 @@ void estop_on_report(memb_node *n, wire_msg *msg)
     char aucs[40] = "";
     if (auc)
         snprintf(aucs, sizeof aucs, " val_auc %.6f", r->val_auc);
-    LOG_I("evaluation %llu from node %u: clock %lld epoch %.2f val_loss %.6f val_accuracy %.4f%s",
-          (unsigned long long)E.rep[i].evals, n->id, (long long)r->clock,
-          r->has_eval_epoch ? r->eval_epoch : 0.0, r->val_loss, r->val_accuracy, aucs);
+    LOG_I("%sevaluation %llu from node %u: clock %lld epoch %.2f val_loss %.6f val_accuracy "
+          "%.4f%s", gpre(group, g, sizeof g), (unsigned long long)E.rep[i].evals, n->id,
+          (long long)r->clock, r->has_eval_epoch ? r->eval_epoch : 0.0, r->val_loss,
+          r->val_accuracy, aucs);
     int64_t now = tu_now_ms();
-    if (E.last_report_ms && now - E.last_report_ms > E.longest_gap_ms)
-        E.longest_gap_ms = now - E.last_report_ms;
-    E.last_report_ms = now;
-    if (E.suspended || E.silent_node) {
-        LOG_I("early stopping resumes: evaluator node %u reports%s", n->id,
-              E.silent_node == n->id ? " again after its silence" : "");
-        E.suspended = 0;
-        E.silent_node = 0;
+    if (p->last_report_ms && now - p->last_report_ms > p->longest_gap_ms)
+        p->longest_gap_ms = now - p->last_report_ms;
+    p->last_report_ms = now;
+    if (p->suspended || p->silent_node) {
+        LOG_I("%searly stopping resumes: evaluator node %u reports%s", gpre(group, g, sizeof g),
+              n->id, p->silent_node == n->id ? " again after its silence" : "");
+        p->suspended = 0;
+        p->silent_node = 0;
     }
     int by_auc = !strcmp(E.metric, "val_auc");
-    /* the checkpoint marked best follows the policy's metric, else val_loss */
+    /* the checkpoint marked best follows the policy's metric, else val_loss; the
+     * job's (the unnamed group's) evaluations only: checkpoints are the job's */
     sched_ev ev = {.kind = SCHED_EV_EVALUATED, .node = n, .clock = r->clock};
-    if (!*E.metric || !strcmp(E.metric, "val_loss")) {
+    if (*group) {
+        /* a named group's evaluations mark no checkpoint (operations.md) */
+    } else if (!*E.metric || !strcmp(E.metric, "val_loss")) {
         ev.metric = "val_loss";
         ev.value = r->val_loss;
         events_publish(&ev);
@@ -192,42 +315,72 @@ void estop_on_report(memb_node *n, wire_msg *msg)
               "sparse-lr): early stopping ignores its evaluation", n->id);
         return;
     }
-    if (*E.metric && memb.state == JOB_RUNNING)
-        judge(E.lower_better ? r->val_loss : by_auc ? r->val_auc : r->val_accuracy, r->clock);
+    if (*E.metric && judging(group))
+        judge(p, E.lower_better ? r->val_loss : by_auc ? r->val_auc : r->val_accuracy, r->clock);
 }
 
-/* The evaluator n was declared dead: logged; the policy waits for a live one. */
+/* The evaluator n was declared dead: logged; its group's policy waits for a live
+ * one. */
 static void estop_on_death(const memb_node *n)
 {
-    E.last_report_ms = E.longest_gap_ms = 0; /* a new evaluator starts afresh */
-    E.silent_node = 0;
-    if (E.fired || memb.state != JOB_RUNNING)
+    pol *p = pol_get(group_name(n));
+    if (!p)
         return;
-    E.suspended = 1;
-    LOG_W("evaluator node %u is dead: training goes on%s until an evaluator reports again",
-          n->id, *E.metric ? "; early stopping is suspended" : "");
+    p->last_report_ms = p->longest_gap_ms = 0; /* a new evaluator starts afresh */
+    p->silent_node = 0;
+    if (p->fired || !judging(p->group))
+        return;
+    p->suspended = 1;
+    char g[GROUP_NAME_MAX + 16];
+    LOG_W("%sevaluator node %u is dead: training goes on%s until an evaluator reports again",
+          gpre(p->group, g, sizeof g), n->id, *E.metric ? "; early stopping is suspended" : "");
 }
 
 void estop_tick(int64_t now)
 {
-    memb_node *ev = live_evaluator();
-    if (!ev || !E.last_report_ms || E.silent_node || E.fired || memb.state != JOB_RUNNING)
-        return;
-    int64_t limit = E.silence_ms;
-    if (limit <= 0)
-        limit = 5 * E.longest_gap_ms > 10000 ? 5 * E.longest_gap_ms : 10000;
-    if (now - E.last_report_ms <= limit)
-        return;
-    E.silent_node = ev->id;
-    LOG_W("evaluator node %u is alive but has reported no evaluation for %.1f s (%s %.1f s): "
-          "hung? training goes on%s until it reports again", ev->id,
-          (double)(now - E.last_report_ms) / 1e3,
-          E.silence_ms > 0 ? "--eval-silence" : "5 times its longest gap, at least",
-          (double)limit / 1e3, *E.metric ? "; early stopping is suspended" : "");
+    for (int i = 0; i < E.npols; i++) {
+        pol *p = &E.pols[i];
+        memb_node *ev = live_evaluator(p->group);
+        if (!ev || !p->last_report_ms || p->silent_node || p->fired || !judging(p->group))
+            continue;
+        int64_t limit = E.silence_ms;
+        if (limit <= 0)
+            limit = 5 * p->longest_gap_ms > 10000 ? 5 * p->longest_gap_ms : 10000;
+        if (now - p->last_report_ms <= limit)
+            continue;
+        p->silent_node = ev->id;
+        char g[GROUP_NAME_MAX + 16];
+        LOG_W("%sevaluator node %u is alive but has reported no evaluation for %.1f s (%s %.1f "
+              "s): hung? training goes on%s until it reports again", gpre(p->group, g, sizeof g),
+              ev->id, (double)(now - p->last_report_ms) / 1e3,
+              E.silence_ms > 0 ? "--eval-silence" : "5 times its longest gap, at least",
+              (double)limit / 1e3, *E.metric ? "; early stopping is suspended" : "");
+    }
 }
 
-/* Fills the view's stop_early, stop_reason and evaluators; with status, the
- * policy's state too (strings stay this module's). */
+/* p's state for status, in p->state. */
+static char *state_text(pol *p)
+{
+    char silent[96];
+    snprintf(silent, sizeof silent, "suspended (evaluator node %u silent for %.0f s)",
+             p->silent_node, (double)(tu_now_ms() - p->last_report_ms) / 1e3);
+    const char *what = p->fired                                      ? "fired"
+                       : (p->suspended || !live_evaluator(p->group)) ? "suspended (no live evaluator)"
+                       : p->silent_node                              ? silent
+                                                                     : "watching";
+    if (p->have_best)
+        snprintf(p->state, sizeof p->state, "%s: best %s %.6f at clock %lld, %lld of %lld "
+                 "evaluations without improvement by %g", what, E.metric, p->best,
+                 (long long)p->best_clock, p->waits, E.patience, E.min_delta);
+    else
+        snprintf(p->state, sizeof p->state, "%s: %s, patience %lld, min delta %g, no evaluation "
+                 "yet", what, E.metric, E.patience, E.min_delta);
+    return p->state;
+}
+
+/* Fills the view's stop_early, stop_reason and evaluators (a job's); with status,
+ * the unnamed group's policy and each listed group's (group.c's lines: its
+ * filler runs first). Strings stay this module's. */
 static void estop_fill_view(void *ctx, Pskv__View *v, int status)
 {
     (void)ctx;
@@ -235,27 +388,20 @@ static void estop_fill_view(void *ctx, Pskv__View *v, int status)
     v->evaluators = (uint32_t)E.evaluators;
     if (*E.metric)
         v->early_stop_metric = E.metric;
-    if (E.fired) {
+    pol *job = pol_find("");
+    if (job && job->fired && !memb.service) {
         v->has_stop_early = v->stop_early = 1;
-        v->stop_reason = E.reason;
+        v->stop_reason = job->reason;
     }
     if (!status || !*E.metric)
         return;
-    char silent[96];
-    snprintf(silent, sizeof silent, "suspended (evaluator node %u silent for %.0f s)",
-             E.silent_node, (double)(tu_now_ms() - E.last_report_ms) / 1e3);
-    const char *what = E.fired                                   ? "fired"
-                       : (E.suspended || !live_evaluator())      ? "suspended (no live evaluator)"
-                       : E.silent_node                           ? silent
-                                                                 : "watching";
-    if (E.have_best)
-        snprintf(E.state, sizeof E.state, "%s: best %s %.6f at clock %lld, %lld of %lld "
-                 "evaluations without improvement by %g", what, E.metric, E.best,
-                 (long long)E.best_clock, E.waits, E.patience, E.min_delta);
-    else
-        snprintf(E.state, sizeof E.state, "%s: %s, patience %lld, min delta %g, no evaluation "
-                 "yet", what, E.metric, E.patience, E.min_delta);
-    v->early_stop = E.state;
+    if (!memb.service)
+        v->early_stop = state_text(job ? job : pol_get(""));
+    for (size_t i = 0; memb.service && i < v->n_groups; i++) {
+        pol *p = pol_find(v->groups[i]->name ? v->groups[i]->name : "");
+        if (p)
+            v->groups[i]->early_stop = state_text(p);
+    }
 }
 
 /* Status: an evaluator node's latest report. */
@@ -285,6 +431,14 @@ static int on_registering(void *ctx, const sched_ev *ev)
     return ev->msg->meta->role == PSKV__ROLE__EVALUATOR && !estop_may_register(ev->msg);
 }
 
+static int on_joined(void *ctx, const sched_ev *ev)
+{
+    (void)ctx;
+    if (ev->node->role == PSKV__ROLE__EVALUATOR && *E.metric)
+        pol_get(group_name(ev->node)); /* status shows its group's policy from now on */
+    return 0;
+}
+
 static int on_died(void *ctx, const sched_ev *ev)
 {
     (void)ctx;
@@ -293,9 +447,31 @@ static int on_died(void *ctx, const sched_ev *ev)
     return 0;
 }
 
+/* A service's group ended: its evaluator is told STOP (as a job's at the job's
+ * end) and its policy dropped; a group of that name later starts afresh. */
+static int on_group_ended(void *ctx, const sched_ev *ev)
+{
+    (void)ctx;
+    memb_node *e = live_evaluator(ev->group);
+    if (e) {
+        Pskv__Meta m;
+        sched_meta(&m, PSKV__MSG_TYPE__STOP);
+        sched_send(e, &m); /* it answers nothing */
+        LOG_I("group %s ended: its evaluator node %u is told to stop", ev->group, e->id);
+    }
+    pol *p = pol_find(ev->group);
+    if (p) {
+        metrics_set(p->m_waits, 0);
+        pol_drop(p);
+    }
+    return 0;
+}
+
 void estop_hooks(void)
 {
     events_subscribe(SCHED_EV_REGISTERING, on_registering, NULL);
+    events_subscribe(SCHED_EV_JOINED, on_joined, NULL);
     events_subscribe(SCHED_EV_DIED, on_died, NULL);
+    events_subscribe(SCHED_EV_GROUP_ENDED, on_group_ended, NULL);
     view_add_filler(estop_fill_view, estop_fill_node, NULL);
 }

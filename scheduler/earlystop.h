@@ -1,10 +1,13 @@
 /* The evaluator role on the scheduler's side and early stopping: whether an
- * evaluator may register (--evaluators), the evaluations it reports
- * (EVAL_REPORT), the policy (--early-stop-metric, --patience, --min-delta) and,
- * when it fires, the view that tells every worker to stop at its next clock.
+ * evaluator may register (--evaluators: one per job; in a service one per worker
+ * group, pskv-evaluator --group), the evaluations it reports (EVAL_REPORT), the
+ * policy (--early-stop-metric, --patience, --min-delta) and, when it fires, the
+ * view that tells every worker to stop at its next clock (in a service: the
+ * evaluator's group only, as pskvctl stop GROUP does; the others go on).
  *
- * OWNS   the policy's state (best value, evaluations without improvement, fired)
- *        and the latest report of each evaluator node, by node id.
+ * OWNS   each group's policy state (best value, evaluations without improvement,
+ *        fired; a job's is the unnamed group's) and the latest report of each
+ *        evaluator node, by node id.
  * THREAD the scheduler's one thread (its event loop), as every scheduler module.
  * NEVER  slows or stops training on its own account: an evaluator that dies or
  *        hangs (silent: estop_tick) only suspends the policy (logged, shown by status) until one
@@ -30,14 +33,18 @@ int estop_init(int evaluators, const char *metric, long long patience, double mi
 void estop_tick(int64_t now);
 
 /* Subscribes to the node events (events.h) and adds the view fillers (view.h):
- * an evaluator registers only when the job runs one and none lives; an
- * evaluator's death suspends the policy; VIEW carries stop_early, STATUS_REPLY
- * the policy's state and each evaluator's latest report. Once, before the loop. */
+ * an evaluator registers only when the job runs one and none of its group lives
+ * (a named group only in a service); an evaluator's death suspends its group's
+ * policy; a service's group's end tells its evaluator STOP and drops its policy;
+ * VIEW carries stop_early (a job's), STATUS_REPLY the policy's state (a service:
+ * on each group's line) and each evaluator's latest report. Once, before the
+ * loop, after group_hooks (its group lines are filled first). */
 void estop_hooks(void);
 
-/* EVAL_REPORT from node n (the evaluator): records it, publishes it
- * (SCHED_EV_EVALUATED: the best checkpoint follows it) and runs the policy; when
- * it fires, a new view (stop_early) goes to every node. */
+/* EVAL_REPORT from node n (the evaluator): records it, publishes it (the unnamed
+ * group's only, SCHED_EV_EVALUATED: the best checkpoint follows it) and runs its
+ * group's policy; when it fires, a new view (stop_early) goes to every node (a
+ * service: group_stop_early of its group). */
 void estop_on_report(memb_node *n, wire_msg *msg);
 
 #endif

@@ -44,7 +44,8 @@ typedef enum sched_event {
     SCHED_EV_DIED,        /* membership.c: node declared dead (see the order above) */
     SCHED_EV_LEFT,        /* drain.c: the drained server node was let go (DRAIN_LEFT) */
     SCHED_EV_EVALUATED,   /* earlystop.c: node reported an evaluation: metric (the one the
-                             best checkpoint follows), value, clock */
+                             best checkpoint follows), value, clock; the unnamed group's
+                             evaluator only (a service's named groups publish none) */
     SCHED_EV_GROUP_ENDED, /* group.c: a service's worker group ended and was forgotten
                              (node NULL): group its name, ns the namespace a worker of it
                              asked to drop at its end (--drop-namespace; NULL: none) */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "events.h"
+#include "grpresume.h"
 #include "log.h"
 #include "metrics.h"
 #include "pskv_errors.h"
@@ -118,7 +119,7 @@ static sched_group *group_for(wire_msg *msg)
     Pskv__Meta *r = msg->meta;
     const char *name = r->group ? r->group : "";
     uint32_t size = r->has_group_size ? r->group_size : 0;
-    char why[400];
+    char why[500];
     if (strlen(name) > GROUP_NAME_MAX || strchr(name, '/')) {
         snprintf(why, sizeof why, "group '%.80s%s': field group: a group's name is 1..%d bytes "
                  "without '/'", name, strlen(name) > 80 ? "..." : "", GROUP_NAME_MAX);
@@ -145,6 +146,26 @@ static sched_group *group_for(wire_msg *msg)
         return NULL;
     }
     sched_group *g = group_find(name);
+    int resume = r->has_resume && r->resume;
+    if (resume && !memb.service) {
+        snprintf(why, sizeof why, "group %s: field resume: a job resumes with pskv-scheduler "
+                 "--resume, not its workers", *name ? name : "(unnamed)");
+        sched_refuse(msg, PSKV_EREFUSED, why);
+        return NULL;
+    }
+    if (g && g->state == GROUP_WAITING && resume != g->resume) {
+        snprintf(why, sizeof why, "group %s: field resume: %s differs from its workers' (%s)",
+                 *name ? name : "(unnamed)", resume ? "--resume" : "no --resume",
+                 g->resume ? "--resume" : "no --resume");
+        sched_refuse(msg, PSKV_EREFUSED, why);
+        return NULL;
+    }
+    if (g && g->state != GROUP_WAITING && resume) {
+        snprintf(why, sizeof why, "group %s: field resume: the group runs already; a worker "
+                 "joining it takes its values as they are", *name ? name : "(unnamed)");
+        sched_refuse(msg, PSKV_EREFUSED, why);
+        return NULL;
+    }
     if (g && size && (int)size != g->declared) {
         snprintf(why, sizeof why, "group %s: field group_size: %u differs from its workers' (%d)",
                  *name ? name : "(unnamed)", size, g->declared);
@@ -162,11 +183,20 @@ static sched_group *group_for(wire_msg *msg)
         sched_refuse(msg, PSKV_EREFUSED, why);
         return NULL;
     }
-    if (!(g = create(name, (int)size))) {
+    char rwhy[300];
+    if (ngroups == GROUP_MAX) {
         snprintf(why, sizeof why, "group %s: the service holds %d groups already",
                  *name ? name : "(unnamed)", GROUP_MAX);
         sched_refuse(msg, PSKV_EREFUSED, why);
+        return NULL;
     }
+    if (resume && grpresume_prepare(name, gens + 1, ns, rwhy, sizeof rwhy) < 0) {
+        snprintf(why, sizeof why, "group %s: field resume: %s", *name ? name : "(unnamed)", rwhy);
+        sched_refuse(msg, PSKV_EREFUSED, why);
+        return NULL;
+    }
+    g = create(name, (int)size); /* there is room: checked above */
+    g->resume = resume;
     return g;
 }
 
@@ -277,7 +307,8 @@ void group_start_ready(int publish)
 {
     int started = 0;
     for (int i = 0; i < ngroups; i++)
-        if (groups[i].state == GROUP_WAITING && registered(&groups[i]) >= groups[i].size) {
+        if (groups[i].state == GROUP_WAITING && registered(&groups[i]) >= groups[i].size &&
+            grpresume_ready(&groups[i])) {
             start(&groups[i]);
             started = 1;
         }
@@ -419,6 +450,27 @@ static void end(sched_group *g)
     events_publish(&ev); /* nsdrop.c: the namespace its workers asked to drop */
 }
 
+void group_fail(sched_group *g, const char *why)
+{
+    Pskv__Meta m;
+    sched_meta(&m, PSKV__MSG_TYPE__ERROR);
+    m.has_error_code = m.has_resume = m.resume = 1;
+    m.error_code = PSKV_EREFUSED;
+    m.error = (char *)why;
+    int64_t now = tu_now_ms();
+    for (int i = 0; i < memb.nnodes; i++) {
+        memb_node *n = &memb.nodes[i];
+        if (!member_of(n, g))
+            continue;
+        sched_send(n, &m);
+        n->state = NODE_FINISHED;
+        n->group_gen = 0; /* out of every group: forgotten later */
+        if (!n->gone_ms)
+            n->gone_ms = now;
+    }
+    drop(g);
+}
+
 void group_changed(memb_node *n)
 {
     sched_group *g = group_of(n);
@@ -465,10 +517,30 @@ void group_on_stop(wire_msg *msg)
     sched_reply(&msg->rid, &a);
 }
 
+void group_stop_early(sched_group *g, const char *why)
+{
+    if (!g || g->state != GROUP_RUNNING)
+        return;
+    g->state = GROUP_STOPPING;
+    snprintf(g->stopped_by, sizeof g->stopped_by, "%s", why);
+    view_send(); /* its workers stop at their next clock */
+}
+
 /* ---- the view each group sees, and status ---------------------------------------- */
+
+/* The group a service's evaluator evaluates (by name: it may register before its
+ * group's first worker), or NULL. */
+static const sched_group *evaluated(const memb_node *n)
+{
+    return memb.service && n->role == PSKV__ROLE__EVALUATOR ? group_find(n->group) : NULL;
+}
 
 int group_in_view(const memb_node *n)
 {
+    if (n->role == PSKV__ROLE__EVALUATOR && memb.service) {
+        const sched_group *g = evaluated(n); /* its view waits for its group */
+        return g && g->state != GROUP_WAITING;
+    }
     if (n->role != PSKV__ROLE__WORKER)
         return 1;
     return n->state != NODE_JOINED && (!memb.service || group_of(n));
@@ -476,11 +548,12 @@ int group_in_view(const memb_node *n)
 
 size_t group_view_for(const memb_node *n, Pskv__View *v, Pskv__Node **ptrs, size_t n_nodes)
 {
-    const sched_group *g = group_of(n);
+    const sched_group *g = n->role == PSKV__ROLE__WORKER ? group_of(n) : evaluated(n);
     size_t kept = 0;
     for (size_t i = 0; i < n_nodes; i++) {
         const Pskv__Node *p = ptrs[i];
-        if (p->role == PSKV__ROLE__WORKER && strcmp(p->group ? p->group : "", n->group))
+        if ((p->role == PSKV__ROLE__WORKER || p->role == PSKV__ROLE__EVALUATOR) &&
+            strcmp(p->group ? p->group : "", n->group))
             continue;
         ptrs[kept++] = ptrs[i];
     }

@@ -45,6 +45,8 @@ typedef struct sched_group {
     char stopped_by[160];          /* pskvctl stop: who asked, for its workers' line */
     struct met_series *met;        /* pskv_group_workers{group="NAME"} (a service's) */
     struct met_series *met_clock;  /* pskv_group_clock{group="NAME"} */
+    int resume;                    /* --resume: starts once its namespace is loaded
+                                      (grpresume.h) */
 } sched_group;
 
 /* The group instance worker n belongs to, or NULL (not a worker, or its group ended). */
@@ -64,8 +66,10 @@ int64_t group_slowest(const memb_node *n);
  * (name: no '/', at most 64 bytes; size: the same for every worker of the group;
  * a named group only in a service), gives it a rank of its group (the one it
  * wishes when free, a dead worker's it takes over, the next one of a running
- * group), acknowledges it and starts the group when it is complete. Refuses,
- * naming the group and the field, otherwise. */
+ * group), acknowledges it and starts the group when it is complete (a group
+ * whose workers give resume: once its namespace is loaded, grpresume.h; the
+ * first worker's registration chooses the checkpoint). Refuses, naming the group
+ * and the field, otherwise. */
 void group_on_register(wire_msg *msg);
 
 /* Every waiting group whose W workers registered starts: its workers are marked
@@ -78,6 +82,11 @@ void group_start_ready(int publish);
  * is dropped and its workers forgotten later). */
 void group_changed(memb_node *n);
 
+/* Group g, still waiting, cannot start (its resume failed: why): each of its
+ * workers is sent ERROR with resume set (it exits naming why), and the group and
+ * its workers are forgotten. */
+void group_fail(sched_group *g, const char *why);
+
 /* The barriers group g released (0 for a worker without a group). */
 uint64_t group_barriers(const memb_node *n);
 
@@ -86,14 +95,22 @@ uint64_t group_barriers(const memb_node *n);
  * refuses naming the group (unknown, not running). */
 void group_on_stop(wire_msg *msg);
 
+/* Early stopping fired for group g (earlystop.c): its workers are told to stop
+ * as by pskvctl stop, with `why` on their line; the other groups go on. NULL-safe;
+ * no-op unless g runs. */
+void group_stop_early(sched_group *g, const char *why);
+
 /* 1 when node n is in the views sent to nodes: every node but the workers of a
  * group not yet running (they have no view yet) and, in a service, those of a
- * group that ended (they are out; status still lists them until forgotten). */
+ * group that ended (they are out; status still lists them until forgotten), and
+ * a service's evaluators likewise by the group they evaluate (pskv-evaluator
+ * --group; none: the unnamed group). */
 int group_in_view(const memb_node *n);
 
-/* For the view worker n is sent: keeps in ptrs[0..n_nodes) the nodes its group
- * sees (every node but the other groups' workers), and sets the group's size and,
- * once stopped, stop_early with who stopped it. Returns the nodes kept. */
+/* For the view worker n (or a service's evaluator n) is sent: keeps in
+ * ptrs[0..n_nodes) the nodes its group sees (every node but the other groups'
+ * workers and evaluators), and sets the group's size and, once stopped,
+ * stop_early with who stopped it. Returns the nodes kept. */
 size_t group_view_for(const memb_node *n, Pskv__View *v, Pskv__Node **ptrs, size_t n_nodes);
 
 /* The live groups (waiting, running or stopping) that use namespace ns: named

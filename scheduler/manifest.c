@@ -17,7 +17,57 @@ static void entry_free(manifest_entry *e)
     free(e->workers);
     free(e->base_nodes);
     free(e->bases);
+    free(e->nss);
     memset(e, 0, sizeof *e);
+}
+
+/* Writes name with every byte but [A-Za-z0-9._-] as %XX. */
+static void put_name(FILE *f, const char *name)
+{
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++) {
+        if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+            *c == '.' || *c == '_' || *c == '-')
+            fputc(*c, f);
+        else
+            fprintf(f, "%%%02X", *c);
+    }
+}
+
+/* Reads a name put_name wrote (up to the end of s) into out; 0 or -1. */
+static int get_name(const char *s, char *out)
+{
+    size_t n = 0;
+    for (; *s; s++) {
+        unsigned v;
+        if (n == MANIFEST_NAME_MAX)
+            return -1;
+        if (*s == '%') {
+            if (sscanf(s + 1, "%2X", &v) != 1 || !v)
+                return -1;
+            out[n++] = (char)v;
+            s += 2;
+        } else {
+            out[n++] = *s;
+        }
+    }
+    out[n] = '\0';
+    return 0;
+}
+
+/* namespaces=NS,... into e; 0 or -1. */
+static int parse_nss(char *list, manifest_entry *e)
+{
+    e->nns = 0;
+    e->nss = calloc(MANIFEST_MAX_NS, sizeof *e->nss);
+    if (!e->nss)
+        return -1;
+    char *save = NULL;
+    for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (e->nns == MANIFEST_MAX_NS || get_name(strcmp(t, "%") ? t : "", e->nss[e->nns]) < 0)
+            return -1;
+        e->nns++;
+    }
+    return 0;
 }
 
 void manifest_free(manifest *m)
@@ -56,7 +106,8 @@ static int parse_line(char *line, manifest_entry *e)
     e->clock = -1;
     if (strncmp(line, "ckpt ", 5))
         return -1;
-    char *save = NULL, *chains = NULL, *workers = NULL, *bases = NULL;
+    char *save = NULL, *chains = NULL, *workers = NULL, *bases = NULL, *nss = NULL;
+    e->nns = -1;
     int have = 0;
     for (char *tok = strtok_r(line + 5, " \n", &save); tok; tok = strtok_r(NULL, " \n", &save)) {
         char *eq = strchr(tok, '=');
@@ -85,6 +136,12 @@ static int parse_line(char *line, manifest_entry *e)
         else if (!strcmp(k, "clock")) {
             if (sscanf(v, "%" SCNd64, &e->clock) != 1)
                 return -1;
+        } else if (!strcmp(k, "of")) {
+            if (strncmp(v, "ns:", 3) || get_name(v + 3, e->ns) < 0)
+                return -1;
+            e->ns_only = 1;
+        } else if (!strcmp(k, "namespaces")) {
+            nss = eq + 1;
         } else if (!strcmp(k, "best")) {
             e->best = 1;
             if (sscanf(v, "%15[a-z_]:%lf:%" SCNd64, e->best_metric, &e->best_value,
@@ -118,12 +175,17 @@ static int parse_line(char *line, manifest_entry *e)
         char *ws = NULL;
         for (char *w = strtok_r(workers, ",", &ws); w; w = strtok_r(NULL, ",", &ws)) {
             manifest_progress *g = &e->workers[e->nworkers];
-            if (sscanf(w, "%d:%" SCNd64 ":%" SCNd64 ":%" SCNd64, &g->rank, &g->epoch, &g->step,
-                       &g->pos) != 4)
+            int used = 0;
+            if (sscanf(w, "%d:%" SCNd64 ":%" SCNd64 ":%" SCNd64 "%n", &g->rank, &g->epoch,
+                       &g->step, &g->pos, &used) != 4)
                 return -1;
+            if (w[used] == ':' && get_name(w + used + 1, g->group) < 0)
+                return -1; /* a named group's worker */
             e->nworkers++;
         }
     }
+    if (nss && parse_nss(nss, e) < 0)
+        return -1;
     return bases && *bases ? parse_bases(bases, e) : 0;
 }
 
@@ -178,9 +240,14 @@ static int write_entry(FILE *f, const manifest_entry *e)
     for (size_t i = 0; i < cells; i++)
         fprintf(f, "%s%u", i ? "," : "", e->chains[i]);
     fprintf(f, " workers=");
-    for (size_t i = 0; i < e->nworkers; i++)
+    for (size_t i = 0; i < e->nworkers; i++) {
         fprintf(f, "%s%d:%" PRId64 ":%" PRId64 ":%" PRId64, i ? "," : "", e->workers[i].rank,
                 e->workers[i].epoch, e->workers[i].step, e->workers[i].pos);
+        if (*e->workers[i].group) {
+            fputc(':', f);
+            put_name(f, e->workers[i].group);
+        }
+    }
     if (e->nbases) {
         fprintf(f, " kind=%s bases=", manifest_is_delta(e) ? "delta" : "full");
         for (size_t i = 0; i < e->nbases; i++)
@@ -188,6 +255,17 @@ static int write_entry(FILE *f, const manifest_entry *e)
     }
     if (e->clock >= 0)
         fprintf(f, " clock=%" PRId64, e->clock);
+    if (e->ns_only) {
+        fprintf(f, " of=ns:");
+        put_name(f, e->ns);
+    }
+    for (int i = 0; i < e->nns; i++) { /* "%" alone: the unnamed namespace */
+        fprintf(f, "%s", i ? "," : " namespaces=");
+        if (*e->nss[i])
+            put_name(f, e->nss[i]);
+        else
+            fputc('%', f);
+    }
     if (e->best)
         fprintf(f, " best=%s:%.17g:%" PRId64, e->best_metric, e->best_value, e->best_clock);
     return fprintf(f, "\n") < 0 ? -1 : 0;
@@ -232,12 +310,18 @@ int manifest_append(const char *dir, manifest *m, const manifest_entry *e, char 
     copy.workers = malloc((e->nworkers ? e->nworkers : 1) * sizeof *copy.workers);
     copy.base_nodes = malloc(nb * sizeof *copy.base_nodes);
     copy.bases = malloc(nb * sizeof *copy.bases);
+    copy.nss = e->nns > 0 ? malloc((size_t)e->nns * sizeof *copy.nss) : NULL;
+    if (copy.nss)
+        memcpy(copy.nss, e->nss, (size_t)e->nns * sizeof *copy.nss);
+    else if (e->nns > 0)
+        copy.nns = -1; /* out of memory: not known */
     manifest_entry *g = realloc(m->e, (m->n + 1) * sizeof *g);
     if (!copy.chains || !copy.workers || !copy.base_nodes || !copy.bases || !g) {
         free(copy.chains);
         free(copy.workers);
         free(copy.base_nodes);
         free(copy.bases);
+        free(copy.nss);
         if (g)
             m->e = g;
         snprintf(why, whylen, "out of memory");
@@ -291,6 +375,16 @@ uint64_t manifest_oldest_base(const manifest_entry *e)
         if (e->bases[i] < b)
             b = e->bases[i];
     return b;
+}
+
+int manifest_holds_ns(const manifest_entry *e, const char *ns)
+{
+    if (e->ns_only)
+        return !strcmp(e->ns, ns);
+    for (int i = 0; i < e->nns; i++)
+        if (!strcmp(e->nss[i], ns))
+            return 1;
+    return e->nns < 0;
 }
 
 int manifest_is_delta(const manifest_entry *e) { return manifest_oldest_base(e) < e->seq; }

@@ -221,15 +221,18 @@ static void register_evaluator(wire_msg *msg)
     memb_node *n = memb_add_node(msg, -1);
     if (!n)
         return;
+    snprintf(n->group, sizeof n->group, "%s", msg->meta->group ? msg->meta->group : "");
     for (int i = 0; i < memb.nnodes - 1; i++) {
         memb_node *o = &memb.nodes[i];
-        if (o->role == PSKV__ROLE__EVALUATOR && o->dead && !o->replaced) {
+        if (o->role == PSKV__ROLE__EVALUATOR && o->dead && !o->replaced &&
+            !strcmp(o->group, n->group)) {
             o->replaced = 1;
             o->gone_ms = tu_now_ms();
         }
     }
-    LOG_I("evaluator registered: node %u at %s pid %u%s", n->id, n->host, n->pid,
-          memb.state == JOB_RUNNING ? " (joins the running job)" : "");
+    LOG_I("evaluator registered: node %u at %s pid %u%s%s%s", n->id, n->host, n->pid,
+          memb.state == JOB_RUNNING ? " (joins the running job)" : "",
+          *n->group ? " for group " : "", n->group);
     memb_ack_register(n);
     events_node(SCHED_EV_JOINED, n);
     if (memb.state == JOB_RUNNING) {
@@ -485,8 +488,13 @@ void memb_on_heartbeat(wire_msg *msg)
         n->clock = r->clock; /* only forward: a barrier's may have come first */
     if (r->has_dropped)
         n->dropped = r->dropped;
-    if (r->has_whole_epoch)
+    if (r->has_whole_epoch && r->whole_epoch > n->whole_epoch) {
         n->whole_epoch = r->whole_epoch;
+        if (n->role == PSKV__ROLE__SERVER)
+            view_heard_whole(n->id, n->whole_epoch, NULL, 0); /* who can lose what (view.h) */
+    }
+    if (r->has_awaited_epoch && n->role == PSKV__ROLE__SERVER) /* copies under way */
+        view_heard_whole(n->id, r->awaited_epoch, r->awaited, r->n_awaited);
     n->pushes = r->has_pushes ? r->pushes : n->pushes;
     n->pulls = r->has_pulls ? r->pulls : n->pulls;
     n->rss = r->has_rss_bytes ? r->rss_bytes : n->rss;
@@ -608,7 +616,7 @@ void memb_declare_dead(memb_node *n, int64_t now)
         /* checkpoint.c: one in progress no longer waits; sched_metrics.c: a failover */
         events_node(SCHED_EV_DIED, n);
         LOG_W("server node %u replaced: view epoch %llu published %.1f ms after it was "
-              "declared dead; %u partitions lost (every replica dead)", n->id,
+              "declared dead; %u partitions lost (no live replica holds them whole)", n->id,
               (unsigned long long)view_epoch(), (double)(tu_now_us() - t0) / 1e3, view_lost());
     } else if (memb.state == JOB_RUNNING && n->role == PSKV__ROLE__WORKER) {
         view_send(); /* out of the clock set */

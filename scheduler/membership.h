@@ -128,7 +128,8 @@ typedef struct memb_node {
                               told to exit (DRAIN_LEFT) */
     memb_traffic *traffic; /* workers: their tables' traffic (heartbeats), or NULL; owned */
     memb_ns *ns;           /* servers: their tables' namespaces (heartbeats), or NULL; owned */
-    char group[65];        /* workers: their group's name ("" = unnamed; group.h) */
+    char group[65];        /* workers: their group's name ("" = unnamed; group.h);
+                              evaluators: the group they evaluate (--group) */
     uint32_t group_gen;    /* workers: their group's instance (group.c's) */
     char table_ns[65];     /* workers: the namespace their tables live in (REGISTER
                               table_ns; else their group's name) */

@@ -9,9 +9,10 @@
 #include "membership.h"
 #include "metrics.h"
 #include "timeutil.h"
+#include "view.h"
 
 static met_series *alive_servers, *alive_workers, *alive_evaluators, *failovers, *drains, *ckpt_ok, *ckpt_failed,
-    *ckpt_secs, *late;
+    *ckpt_secs, *late, *lost;
 
 int schedm_start(const char *bind_addr, int port)
 {
@@ -35,6 +36,10 @@ int schedm_start(const char *bind_addr, int port)
                                NULL);
     late = metrics_series("pskv_job_late_drops", MET_GAUGE,
                           "bsp pushes the live servers dropped as late (from heartbeats).",
+                          NULL, NULL);
+    lost = metrics_series("pskv_partitions_lost", MET_GAUGE,
+                          "Partitions no live server holds whole: every replica died, or "
+                          "the last whole one while the others awaited their copies.",
                           NULL, NULL);
     return metrics_start(bind_addr, port);
 }
@@ -87,6 +92,7 @@ void schedm_tick(void)
     metrics_set(alive_workers, workers);
     metrics_set(alive_evaluators, evaluators);
     metrics_set(late, dropped);
+    metrics_set(lost, view_lost());
     group_metrics();
     detect_metrics(now);
     worker_lags();

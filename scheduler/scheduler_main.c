@@ -36,6 +36,7 @@
 #include "drain.h"
 #include "events.h"
 #include "group.h"
+#include "grpresume.h"
 #include "nsdrop.h"
 #include "log.h"
 #include "membership.h"
@@ -116,9 +117,11 @@ static cfg_entry config[] = {
      "only control keys may", 0, 0, NULL, NULL},
     {"evaluators", CFG_INT, "0", "PSKV_SCHEDULER_EVALUATORS", 0, 1, NULL,
      "evaluators the job runs (0 or 1): with 1, one pskv-evaluator may register (at any "
-     "time) and report validation metrics", 0, 0, NULL, NULL},
+     "time) and report validation metrics; in a service, one per worker group "
+     "(pskv-evaluator --group)", 0, 0, NULL, NULL},
     {"early-stop-metric", CFG_STR, "", "PSKV_SCHEDULER_EARLY_STOP_METRIC", 0, 0, NULL,
-     "stop the job early when this evaluator metric stops improving: val_loss, "
+     "stop the job (in a service: the evaluator's group) early when this evaluator "
+     "metric stops improving: val_loss, "
      "val_accuracy or val_auc (sparse-lr) (empty = never; needs --evaluators 1)", 0, 0, NULL,
      NULL},
     {"patience", CFG_INT, "3", "PSKV_SCHEDULER_PATIENCE", -1e9, 1e9, "evaluations",
@@ -225,6 +228,7 @@ static void dispatch(wire_msg *msg)
     case PSKV__MSG_TYPE__GROUP_STOP: group_on_stop(msg); break;
     case PSKV__MSG_TYPE__NS_DROP: nsdrop_request(msg); break;
     case PSKV__MSG_TYPE__NS_DROP_ACK: nsdrop_on_ack(msg); break;
+    case PSKV__MSG_TYPE__NS_RESTORE_ACK: grpresume_on_ack(msg); break;
     case PSKV__MSG_TYPE__CHECKPOINT_ACK: ckpt_on_ack(msg); break;
     case PSKV__MSG_TYPE__PEER_CLOSED: detect_on_peer_closed(msg); break;
     case PSKV__MSG_TYPE__EVAL_REPORT: {
@@ -234,7 +238,7 @@ static void dispatch(wire_msg *msg)
         break;
     }
     case PSKV__MSG_TYPE__ERROR:
-        if (!ckpt_on_error(r))
+        if (!ckpt_on_error(r) && !grpresume_on_error(r))
             LOG_W("error from %s: %s", msg->peer, r->error ? r->error : "?");
         break;
     default:
@@ -252,6 +256,7 @@ static void tick(void)
     memb_expire(now);
     drain_tick();
     nsdrop_tick();
+    grpresume_tick(now);
     schedm_tick();
 }
 
@@ -312,11 +317,12 @@ static int configure(int argc, char **argv)
      * STATUS_REPLY, checkpoint.c first, then the metrics: in the order the calls
      * by name went (events.h) */
     ckpt_hooks();
+    group_hooks(); /* before estop_hooks: earlystop.c's filler adds to its group lines */
     estop_hooks();
     drain_hooks();
     schedm_hooks();
-    group_hooks();
     nsdrop_hooks();
+    grpresume_hooks();
     if (!ckpt_resume_job(&memb.job_id))
         memb.job_id = (uint64_t)cfg_int(config, "job-id");
     while (memb.job_id == 0 &&
@@ -476,6 +482,7 @@ int main(int argc, char **argv)
     memb_free();
     group_reset();
     nsdrop_reset();
+    grpresume_reset();
     view_free();
     ckpt_free();
     events_reset();

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "group.h"
+#include "holders.h"
 #include "log.h"
 #include "pskv_errors.h"
 #include "ring.h"
@@ -16,7 +17,10 @@ static struct {
     uint64_t epoch;
     uint32_t nparts, replicas, vnodes;
     uint32_t *chains;    /* nparts x replicas node ids, head first; 0 = none */
-    uint32_t lost;       /* partitions whose every replica died */
+    uint32_t lost;       /* partitions no live server holds whole (every replica
+                            died, or the last whole one while the others awaited
+                            their copies) */
+    holders *holders;    /* who holds each partition whole (holders.h) */
     uint64_t place_epoch; /* the last view that changed the chains */
     int placed;          /* the chains changed since the last view sent */
     uint32_t *join_prev; /* while the view that lets a server join is built: the
@@ -75,6 +79,7 @@ int view_adopt(uint32_t nparts, uint32_t replicas, uint32_t vnodes, const uint32
     V.vnodes = vnodes;
     free(V.chains);
     V.chains = copy;
+    holders_destroy(&V.holders); /* the first placement starts it afresh */
     return 0;
 }
 
@@ -149,7 +154,8 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
         for (int f = 0; f < nfillers; f++)
             if (fillers[f].node)
                 fillers[f].node(fillers[f].ctx, p, n, status);
-        if (n->role == PSKV__ROLE__WORKER && (*n->group || memb.service))
+        if ((n->role == PSKV__ROLE__WORKER || n->role == PSKV__ROLE__EVALUATOR) &&
+            (*n->group || memb.service))
             p->group = n->group; /* group_view_for keeps a worker's group by it */
         p->has_clock = n->role == PSKV__ROLE__WORKER;
         p->clock = n->clock;
@@ -206,12 +212,13 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
     }
 }
 
-/* Sends view v (m carries it) to node n: a worker gets its group's view
- * (group_view_for, built in gptrs from v's ptrs), any other node v itself. */
+/* Sends view v (m carries it) to node n: a worker (and a service's evaluator)
+ * gets its group's view (group_view_for, built in gptrs from v's ptrs), any other
+ * node v itself. */
 static void send_to(memb_node *n, Pskv__Meta *m, Pskv__View *v, Pskv__Node **ptrs,
                     Pskv__Node **gptrs)
 {
-    if (n->role != PSKV__ROLE__WORKER) {
+    if (n->role != PSKV__ROLE__WORKER && !(n->role == PSKV__ROLE__EVALUATOR && memb.service)) {
         sched_send(n, m);
         return;
     }
@@ -247,9 +254,9 @@ static void send_view_msg(memb_node *only)
     int slotted = 0;
     for (int i = 0; i < (only ? 1 : memb.nnodes); i++) {
         memb_node *n = only ? only : &memb.nodes[i];
-        if (!only && (n->state == NODE_FINISHED || n->dead ||
-                      (n->role == PSKV__ROLE__WORKER && n->state == NODE_JOINED)))
-            continue; /* a worker of a group not yet running has no view yet */
+        if (!only && (n->state == NODE_FINISHED || n->dead || !group_in_view(n)))
+            continue; /* a worker (a service's evaluator) of a group not yet running
+                         has no view yet */
         if (memb.service && slotted != (n->role != PSKV__ROLE__WORKER)) {
             slotted = n->role != PSKV__ROLE__WORKER;
             for (int j = 0, k = 0; j < memb.nnodes; j++)
@@ -337,6 +344,46 @@ static int place_drained(uint32_t *next, const uint32_t *live, size_t ns)
     return 0;
 }
 
+static int alive_server(void *ctx, uint32_t id)
+{
+    (void)ctx;
+    const memb_node *n = memb_find(id);
+    return n && !n->dead && n->drain != DRAIN_LEFT;
+}
+
+#define VIEW_LOSSES_LOGGED 16 /* partitions named one by one in the log */
+
+/* The chains change from old to next (the view after the current one): a
+ * partition whose last whole holder died while other members still waited for
+ * their copies is lost (its chain in next all 0), as ring.h marks one with no
+ * live member. Logged per partition. */
+static void drop_partial(const uint32_t *old, uint32_t *next)
+{
+    if (!V.holders && !(V.holders = holders_new(V.nparts, V.replicas))) {
+        LOG_E("out of memory placing %u partitions", V.nparts);
+        exit(1);
+    }
+    holders_loss loss[VIEW_LOSSES_LOGGED];
+    uint32_t n = holders_update(V.holders, old, next, V.epoch + 1, alive_server, NULL, loss,
+                                VIEW_LOSSES_LOGGED);
+    for (uint32_t i = 0; i < n && i < VIEW_LOSSES_LOGGED; i++)
+        if (loss[i].filling)
+            LOG_E("partition %u lost: its only whole replica (node %u) died while node %u was "
+                  "still receiving its copy", loss[i].p, loss[i].whole, loss[i].filling);
+        else
+            LOG_E("partition %u lost: its only whole replica (node %u) died before another "
+                  "member held it whole", loss[i].p, loss[i].whole);
+    if (n > VIEW_LOSSES_LOGGED)
+        LOG_E("%u more partitions lost the same way", n - VIEW_LOSSES_LOGGED);
+}
+
+void view_heard_whole(uint32_t id, uint64_t epoch, const uint32_t *awaited, size_t n)
+{
+    if (V.holders && holders_heard(V.holders, V.chains, id, epoch, awaited, n) < 0)
+        LOG_W("heartbeat from server node %u: its %zu partitions awaited are not in ascending "
+              "order: ignored", id, n);
+}
+
 /* ring.h owns how partitions are placed; this keeps the chains and the counts. */
 void view_place(void)
 {
@@ -349,6 +396,7 @@ void view_place(void)
         LOG_E("out of memory placing %u partitions", V.nparts);
         exit(1);
     }
+    drop_partial(V.chains, next);
     free(V.chains);
     V.chains = next;
     V.placed = 1;
@@ -371,6 +419,7 @@ int view_join_server(uint32_t id)
         LOG_E("out of memory placing a joining server");
         exit(1);
     }
+    drop_partial(V.join_prev, V.chains);
     count_holds();
     V.placed = 1;
     view_send(); /* the joiner's first view: with the chains before it joined */
@@ -407,5 +456,6 @@ void view_free(void)
 {
     free(V.chains);
     V.chains = NULL;
+    holders_destroy(&V.holders);
     nfillers = 0;
 }

@@ -4,8 +4,10 @@
  * and the job's state).
  *
  * OWNS   the view epoch and the placement: partitions, replicas, vnodes, the
- *        chains (partitions x replicas server node ids, head first, 0 = none), the
- *        count of lost partitions (every replica dead), and the heads/holds of each
+ *        chains (partitions x replicas server node ids, head first, 0 = none), who
+ *        holds each partition whole (holders.h), the count of lost partitions (no
+ *        live server holds them whole: every replica dead, or the last whole one
+ *        while the others still awaited their copies), and the heads/holds of each
  *        server in the node table.
  * THREAD the scheduler's thread only.
  * NEVER  decides who is alive or joins (membership.c does, then calls view_place or
@@ -33,8 +35,15 @@ uint64_t view_epoch(void);
 /* The epoch of the last view that changed the chains (a placement, a join). */
 uint64_t view_place_epoch(void);
 
-/* Partitions lost in the current placement (every replica dead). */
+/* Partitions lost in the current placement: no live server held them whole
+ * (their chains are all 0). */
 uint32_t view_lost(void);
+
+/* Server `id`'s HEARTBEAT says it holds the placement of view `epoch` whole but
+ * for the n partitions of awaited[] (whole_epoch: none): it counts as a whole
+ * holder of the others it was given up to then (holders.h). A malformed list is
+ * logged and ignored. */
+void view_heard_whole(uint32_t id, uint64_t epoch, const uint32_t *awaited, size_t n);
 
 /* The current placement: returns the chains (NULL before the first placement;
  * view.c's, valid until the next placement) and sets the ring shape. */
@@ -54,7 +63,9 @@ size_t view_live_servers(uint32_t *out);
  * (or from a resumed job's chains), later keeping each chain's survivors in front
  * so that only the chains of a dead or drained server change (a server being
  * drained takes no partition; one it held alone is placed afresh, not lost).
- * Recounts lost, heads, holds. */
+ * A partition whose last whole holder died is lost even when members that were
+ * still receiving their copies live (logged per partition). Recounts lost,
+ * heads, holds. */
 void view_place(void);
 
 /* Server `id` (registered, alive) joins the running job: the partitions its ring

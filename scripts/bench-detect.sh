@@ -97,6 +97,16 @@ if [ -z "$only" ] || [ "$only" = stop ]; then
   echo "sigstop detect $(stats < "$out/stop") all_ms=$(sort -n "$out/stop" | tr '\n' ' ') warmup_s=$warmup load=$(loadavg)"
 fi
 
+# longest_gap LOG STATUS_JSON: the longest heartbeat gap the scheduler logged. It logs a
+# gap only from half of --min-dead-after-ms on (`late heartbeat ...: N ms after the one
+# before`); when none was that late, "<HALF" (a soak on a calm enough host has no line).
+longest_gap() {
+  local g min
+  g=$(grep -o '[0-9]* ms after the one before' "$1" | sort -n | tail -n 1 | cut -d' ' -f1)
+  min=$(grep -o '"min_dead_after_ms":[0-9]*' <<< "$2" | cut -d: -f2)
+  echo "${g:-<$(( ${min:-800} / 2 ))}"
+}
+
 # soak NAME: the MLP run for --soak-seconds beside whatever runs now.
 soak_run() {
   local d=$out/soak-$1 lp l0
@@ -108,11 +118,18 @@ soak_run() {
   sleep "$soak"
   local port js
   port=$(sed -n 's/.*scheduler listening on port \([0-9]*\).*/\1/p' "$d/scheduler.log" | head -n 1)
-  js=$("$bin/pskvctl" --scheduler "127.0.0.1:$port" status --json 2>/dev/null)
-  echo "soak beside=$1 seconds=$soak deaths=$(grep -c 'marked dead' "$d/scheduler.log")" \
+  js=$("$bin/pskvctl" --scheduler "127.0.0.1:$port" --timeout 30 status --json 2>/dev/null)
+  # the run must still train: workers alive, none failed, epochs still counting
+  local alive=0 w
+  for w in "$d"/worker-*.pid; do kill -0 "$(cat "$w")" 2>/dev/null && alive=$((alive + 1)); done
+  echo "soak beside=$1 seconds=$soak workers_alive=$alive/4" \
+    "failed_requests=$(cat "$d"/worker-*.log | grep -c 'request [0-9]* failed')" \
+    "epoch=$(grep -ho 'epoch [0-9.]* of' "$d/worker-0.log" | tail -n 1 | cut -d' ' -f2)" \
+    "asked_again=$(cat "$d"/worker-*.log | grep -c 'asking again')" \
+    "deaths=$(grep -c 'marked dead' "$d/scheduler.log")" \
     "dead_then_heard=$(grep -o '"declared_dead_then_heard":{[^}]*}' <<< "$js" | sed 's/.*{//; s/"//g')" \
     "late_heartbeats=$(grep -c 'late heartbeat' "$d/scheduler.log")" \
-    "longest_gap_ms=$(grep -o '[0-9]* ms after the one before' "$d/scheduler.log" | sort -n | tail -n 1 | cut -d' ' -f1)" \
+    "longest_gap_ms=$(longest_gap "$d/scheduler.log" "$js")" \
     "lease_lapses=$(cat "$d"/server-*.log | grep -c 'lease lapsed') load_start=$l0 load_end=$(loadavg)"
   kill -INT $lp 2>/dev/null; wait $lp 2>/dev/null
 }

@@ -24,7 +24,11 @@ static struct {
     _Atomic uint64_t dropped, pushes, pulls;
     _Atomic uint64_t rows, admitted, not_admitted, evicted, bytes; /* lease_set_tables */
     _Atomic uint64_t whole_epoch;   /* lease_set_whole */
-    pthread_mutex_t ns_mu;          /* guards ns, nns (lease_set_namespaces) */
+    pthread_mutex_t ns_mu;          /* guards ns, nns (lease_set_namespaces) and the
+                                       awaited partitions (lease_set_awaited) */
+    uint32_t awaited[LEASE_MAX_AWAITED];
+    size_t nawaited;
+    uint64_t awaited_epoch;         /* 0: none sent */
     lease_ns ns[LEASE_MAX_NS];
     size_t nns;
     /* copies taken at the start: the loop applies views meanwhile */
@@ -74,6 +78,30 @@ static void take_acks(void *s, int lease)
     wire_msg_close(&msg);
 }
 
+void lease_set_awaited(uint64_t epoch, const uint32_t *parts, size_t n)
+{
+    pthread_mutex_lock(&HB.ns_mu);
+    HB.awaited_epoch = n <= LEASE_MAX_AWAITED ? epoch : 0;
+    HB.nawaited = HB.awaited_epoch ? n : 0;
+    if (HB.nawaited)
+        memcpy(HB.awaited, parts, n * sizeof *parts);
+    pthread_mutex_unlock(&HB.ns_mu);
+}
+
+/* The partitions awaited (lease_set_awaited) into hb, copied to buf. */
+static void put_awaited(Pskv__Meta *hb, uint32_t *buf)
+{
+    pthread_mutex_lock(&HB.ns_mu);
+    if (HB.awaited_epoch) {
+        hb->has_awaited_epoch = 1;
+        hb->awaited_epoch = HB.awaited_epoch;
+        memcpy(buf, HB.awaited, HB.nawaited * sizeof *buf);
+        hb->n_awaited = HB.nawaited;
+        hb->awaited = buf;
+    }
+    pthread_mutex_unlock(&HB.ns_mu);
+}
+
 static void *heartbeat_main(void *arg)
 {
     (void)arg;
@@ -114,6 +142,8 @@ static void *heartbeat_main(void *arg)
             char *ns_names[LEASE_MAX_NS];
             uint64_t ns_bytes[LEASE_MAX_NS], ns_quota[LEASE_MAX_NS];
             put_namespaces(&hb, ns, ns_names, ns_bytes, ns_quota);
+            static uint32_t awaited[LEASE_MAX_AWAITED]; /* this thread's only */
+            put_awaited(&hb, awaited);
             wire_send(s, NULL, &hb, NULL, NULL);
             next = now + HB.period;
         }

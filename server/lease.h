@@ -42,6 +42,15 @@ void lease_set_tables(uint64_t rows, uint64_t admitted, uint64_t not_admitted, u
  * lets a drained server go once every other holds the drain's placement whole. */
 void lease_set_whole(uint64_t epoch);
 
+#define LEASE_MAX_AWAITED 4096 /* partitions awaited that a heartbeat lists */
+
+/* While copies are under way: the partitions of view `epoch`'s placement whose copy
+ * this server awaits (ascending, n of them, copied), sent with the heartbeats so
+ * that the scheduler knows the others are whole here (scheduler/holders.h);
+ * epoch 0, or n > LEASE_MAX_AWAITED: none sent. The loop thread (a mutex guards
+ * the copy). */
+void lease_set_awaited(uint64_t epoch, const uint32_t *parts, size_t n);
+
 #define LEASE_MAX_NS 16 /* namespaces a heartbeat carries */
 
 /* One namespace of this server's tables, for the heartbeats (pskvctl status). */

@@ -123,6 +123,32 @@ static int join_cluster(const char *sched, const char *host, int port)
     return -1;
 }
 
+/* What this server holds whole, for its heartbeats (lease.h): the latest view whose
+ * placement it holds whole (a drain waits for it), and while copies are under way
+ * which partitions still wait, so that the scheduler knows the others are whole
+ * here (a partition whose last whole replica dies is lost: scheduler/holders.h).
+ * The list is refreshed at most every 50 ms (a scan of every partition). */
+static void note_whole(void)
+{
+    static uint32_t parts[LEASE_MAX_AWAITED];
+    static int64_t next;
+    static uint64_t listed; /* the view of the list the heartbeats carry, 0 = none */
+    if (!srv.mb.view || srv.whole == srv.mb.epoch)
+        return;
+    if (!chain_filling(srv.chain)) {
+        lease_set_whole(srv.whole = srv.mb.epoch);
+        if (listed)
+            lease_set_awaited(listed = 0, NULL, 0);
+        return;
+    }
+    int64_t now = tu_now_ms();
+    if (now < next && listed == srv.mb.epoch)
+        return;
+    next = now + 50;
+    size_t n = chain_awaited(srv.chain, parts, LEASE_MAX_AWAITED);
+    lease_set_awaited(listed = srv.mb.epoch, parts, n);
+}
+
 /* The loop, until a signal or STOP: the scheduler's messages, the chains' sockets,
  * the data socket, then the background checkpoint. Returns 1 when the scheduler
  * said STOP, 0 on a signal or a failed poll, -1 when no view came within
@@ -166,8 +192,7 @@ static int run(const char *sched)
         checkpoint_pass();
         consist_stats st = consist_get_stats(srv.cons);
         lease_set_stats(st.dropped_late, st.pushes, st.pulls);
-        if (srv.mb.view && srv.whole != srv.mb.epoch && !chain_filling(srv.chain))
-            lease_set_whole(srv.whole = srv.mb.epoch); /* a drain waits for it (lease.h) */
+        note_whole();
         smet_tick(srv.tables, &st);
         sweep_pass(srv.tables, srv.cons);
         follow_tick(srv.follow);

@@ -15,6 +15,34 @@
 #include "store/nspace.h"
 #include "store/sweep.h"
 
+uint32_t nsdrop_tables(serve_state *s, const char *ns, const char *why, uint64_t *rows,
+                       uint64_t *bytes)
+{
+    uint32_t n = 0;
+    *rows = *bytes = 0;
+    follow_forget_ns(s->follow, ns); /* before the set changes: it follows its order */
+    for (size_t i = tables_count(s->tables); i-- > 0;) {
+        table *t = tables_at(s->tables, i);
+        if (strcmp(t->ns, ns))
+            continue;
+        shard_mem mem = {0};
+        shard_mem_add(t->sh, &mem);
+        *rows += mem.rows;
+        *bytes += mem.bytes;
+        n++;
+        consist_forget_table(s->cons, t, why);
+        chain_forget_table(s->chain, t, why);
+        smet_table_dropped(t);
+        tables_remove(s->tables, t);
+    }
+    if (n) {
+        checkpoint_note_drop(ns);
+        malloc_trim(0);
+        sweep_report(s->tables);
+    }
+    return n;
+}
+
 void nsdrop_serve(serve_state *s, const Pskv__Meta *req)
 {
     const char *ns = req->table_ns;
@@ -33,26 +61,8 @@ void nsdrop_serve(serve_state *s, const Pskv__Meta *req)
     char why[160];
     snprintf(why, sizeof why, "the table's namespace '%s' was dropped (pskvctl drop)", shown);
     uint64_t rows = 0, bytes = 0;
-    uint32_t n = 0;
-    follow_forget_ns(s->follow, ns); /* before the set changes: it follows its order */
-    for (size_t i = tables_count(s->tables); i-- > 0;) {
-        table *t = tables_at(s->tables, i);
-        if (strcmp(t->ns, ns))
-            continue;
-        shard_mem mem = {0};
-        shard_mem_add(t->sh, &mem);
-        rows += mem.rows;
-        bytes += mem.bytes;
-        n++;
-        consist_forget_table(s->cons, t, why);
-        chain_forget_table(s->chain, t, why);
-        smet_table_dropped(t);
-        tables_remove(s->tables, t);
-    }
+    uint32_t n = nsdrop_tables(s, ns, why, &rows, &bytes);
     if (n) {
-        checkpoint_note_drop(ns);
-        malloc_trim(0);
-        sweep_report(s->tables);
         LOG_I("namespace '%s' dropped: %u tables, %llu rows, %llu bytes freed", shown, n,
               (unsigned long long)rows, (unsigned long long)bytes);
     } else {

@@ -25,4 +25,11 @@
  * none). A request without a valid namespace is logged and answered ERROR. */
 void nsdrop_serve(serve_state *s, const Pskv__Meta *req);
 
+/* Removes every table of namespace ns from s as NS_DROP does (why: what their
+ * parked requests are answered); the rows and bytes freed in *rows, *bytes.
+ * Returns the tables removed. Also a group's resume (nsrestore.h), before it
+ * loads the namespace's tables back. */
+uint32_t nsdrop_tables(serve_state *s, const char *ns, const char *why, uint64_t *rows,
+                       uint64_t *bytes);
+
 #endif

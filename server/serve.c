@@ -28,6 +28,7 @@
 #include "member.h"
 #include "net.h"
 #include "nsdrop.h"
+#include "nsrestore.h"
 #include "nsguard.h"
 #include "persist/persist.h"
 #include "pskv_errors.h"
@@ -554,11 +555,14 @@ int serve_scheduler(void)
             secure_allow_view(&srv.sec, srv.mb.view);
             replay_parked();
         } else if (msg.meta->type == PSKV__MSG_TYPE__CHECKPOINT) {
-            checkpoint_write(msg.meta->seq, msg.meta->has_delta && msg.meta->delta);
+            checkpoint_write(msg.meta->seq, msg.meta->has_delta && msg.meta->delta,
+                             nsrestore_ckpt_ns(msg.meta));
         } else if (msg.meta->type == PSKV__MSG_TYPE__CHECKPOINT_PRUNE && msg.meta->has_seq) {
             checkpoint_prune(msg.meta->seq, msg.meta->prune_keep_from, msg.meta->prune_keep_to);
         } else if (msg.meta->type == PSKV__MSG_TYPE__NS_DROP) {
             nsdrop_serve(&srv, msg.meta);
+        } else if (msg.meta->type == PSKV__MSG_TYPE__NS_RESTORE) {
+            nsrestore_serve(&srv, msg.meta);
         } else if (msg.meta->type == PSKV__MSG_TYPE__STOP) {
             follow_final(srv.follow); /* readers keep the model as it ends */
             if (msg.meta->drained)

@@ -344,7 +344,8 @@ int pskv_barrier(pskv_worker *w, int timeout_ms);
  * optimizer state, clocks) and waits until it is complete (recorded in the
  * scheduler's manifest). Returns the checkpoint number (> 0), -PSKV_EINVAL (no
  * --data-dir), -PSKV_EIO (a server could not write; pskv_last_error names it) or
- * -PSKV_ETIMEDOUT. */
+ * -PSKV_ETIMEDOUT. A worker of a service's group checkpoints its group's namespace
+ * only (and its group's progress); a job's, every table. */
 int64_t pskv_checkpoint(pskv_worker *w, int timeout_ms);
 
 /* Tells the scheduler where this worker is (sent with heartbeats; a checkpoint
@@ -392,7 +393,8 @@ int pskv_job_ending(const pskv_worker *w);
  * oldest and newest over its servers (bsp: the closed clocks; equal when every
  * server answered at the same closed clock, a consistent snapshot), and in vc (up
  * to max ranks) per worker rank the clocks its values reflect at least (ssp and
- * async). Returns the number of ranks written. */
+ * async; an evaluator of a service's group: its group's workers only). Returns
+ * the number of ranks written. */
 int pskv_values_clocks(const pskv_worker *w, int64_t *lo, int64_t *hi, int64_t *vc, int max);
 
 /* Reading a served model: the rows of n keys of `table` from the pskv-serve at

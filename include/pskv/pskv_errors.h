@@ -32,7 +32,7 @@ enum pskv_error {
     PSKV_ELATE = 16,      /* bsp with backup workers: the push's clock had closed: dropped */
     PSKV_ESTALE = 17,     /* the request's view epoch is not the receiver's, or its lease
                              expired: re-resolve the owner from the latest view and retry */
-    PSKV_ELOST = 18,      /* every replica of the keys' partition died: the data is gone */
+    PSKV_ELOST = 18,      /* no live replica holds the keys' partition whole: the data is gone */
     PSKV_ENOTREADY = 19,  /* the partition is still being copied to this server: retry */
     PSKV_EPERM = 20,      /* not permitted: the sender's key does not carry the role this needs */
     PSKV_EPEERDEAD = 21,  /* pskv_allreduce: a worker of the ring died or left (the message

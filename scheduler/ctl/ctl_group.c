@@ -96,10 +96,11 @@ void ctl_group_print(const Pskv__View *v)
         char clock[32] = "-";
         if (g->has_clock)
             snprintf(clock, sizeof clock, "%" PRId64, g->clock);
-        printf("group %-16s %-8s %u/%u workers  barrier %" PRIu64 "  slowest clock %s%s%s\n",
+        printf("group %-16s %-8s %u/%u workers  barrier %" PRIu64 "  slowest clock %s%s%s%s%s\n",
                *g->name ? g->name : "(unnamed)", g->state ? g->state : "?", g->registered,
                g->size, g->barrier, clock, g->stopped_by ? "  " : "",
-               g->stopped_by ? g->stopped_by : "");
+               g->stopped_by ? g->stopped_by : "", g->early_stop ? "  early stopping " : "",
+               g->early_stop ? g->early_stop : "");
     }
 }
 

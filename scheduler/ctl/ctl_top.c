@@ -147,9 +147,12 @@ static void draw(const Pskv__Meta *m, int tty)
         node_line(v->nodes[i], dt, v->nodes[i] == slow, tty);
     for (size_t i = 0; v->service && i < v->n_groups; i++) { /* a service's groups */
         const Pskv__GroupStatus *g = v->groups[i];
-        printf("group name=%s state=%s workers=%u/%u barrier=%" PRIu64 " clock=%" PRId64 "\n",
+        printf("group name=%s state=%s workers=%u/%u barrier=%" PRIu64 " clock=%" PRId64,
                *g->name ? g->name : "-", g->state ? g->state : "?", g->registered, g->size,
                g->barrier, g->has_clock ? g->clock : -1);
+        if (g->early_stop) /* its first word: watching, suspended or fired */
+            printf(" early_stop=%.*s", (int)strcspn(g->early_stop, " :"), g->early_stop);
+        putchar('\n');
     }
     memcpy(S.prev, S.next, (size_t)S.nnext * sizeof *S.prev);
     S.nprev = S.nnext;

@@ -1,5 +1,5 @@
 /* pskvctl: asks a running scheduler about its job, and makes keys.
- *   pskvctl [--scheduler HOST:PORT] [--keys DIR] status [--json] | checkpoint
+ *   pskvctl [--scheduler HOST:PORT] [--keys DIR] status [--json] | checkpoint [--group G]
  *   pskvctl status --study STUDY.db   (a pskv-tune study: ctl_study.h)
  *   pskvctl [--scheduler HOST:PORT] [--keys DIR] top [--interval S] [--count N] [--plain]
  *   pskvctl [--scheduler HOST:PORT] [--keys DIR] drain NODE [--drain-timeout S]
@@ -65,6 +65,9 @@ static cfg_entry config[] = {
     {"delta", CFG_BOOL, "false", NULL, 1, 0, NULL,
      "checkpoint: full or delta as the scheduler's --full-every cycle says, instead of a full "
      "one", 0, 0, NULL, NULL},
+    {"group", CFG_STR, "", NULL, 1, 0, NULL,
+     "checkpoint: of this running group of the service only (its namespace's tables and its "
+     "workers' progress)", 0, 0, NULL, NULL},
     {"checkpoint", CFG_INT, "0", NULL, 0, 9.2e18, NULL,
      "export: the checkpoint number (the manifest's seq)", 0, 0, NULL, NULL},
     {"namespace", CFG_STR, "", NULL, 1, 0, NULL,
@@ -276,6 +279,8 @@ static void json_groups(const Pskv__View *v)
                ",\"stopped_by\":", g->size, g->registered, g->barrier,
                g->has_clock ? g->clock : -1);
         json_str(g->stopped_by ? g->stopped_by : "");
+        printf(",\"early_stop\":");
+        json_str(g->early_stop ? g->early_stop : "");
         putchar('}');
     }
     putchar(']');
@@ -449,7 +454,7 @@ static void print_table(const Pskv__Meta *m)
     printf("ring: %u partitions, %u tokens per server, chains of %u (head first)%s", np,
            v->vnodes, R, v->lost ? "" : "\n");
     if (v->lost)
-        printf("; %u partitions LOST (every replica died)\n", v->lost);
+        printf("; %u partitions LOST (no live replica holds them whole)\n", v->lost);
     for (uint32_t p = 0; p < np; p++) {
         char cell[64];
         int at = snprintf(cell, sizeof cell, "%u:", p);
@@ -468,7 +473,7 @@ int main(int argc, char **argv)
 {
     cfg_args args;
     const char *usage = "pskvctl [--scheduler HOST:PORT] [--keys DIR] status [--json] | checkpoint"
-                        " | top [--interval S] [--count N] [--plain]\n"
+                        " [--group G] | top [--interval S] [--count N] [--plain]\n"
                         "       pskvctl status --study STUDY.db\n"
                         "       pskvctl [--scheduler HOST:PORT] [--keys DIR] drain NODE "
                         "[--drain-timeout S]\n"
@@ -568,6 +573,9 @@ int main(int argc, char **argv)
     req.has_request_id = 1;
     req.request_id = 1;
     req.has_delta = ckpt && !cfg_int(config, "delta"); /* a full one unless --delta */
+    const char *group = cfg_str(config, "group");
+    if (ckpt && *group)
+        req.group = (char *)group; /* a checkpoint of that group's namespace */
     wire_send(s, NULL, &req, NULL, NULL);
     /* a checkpoint writes every server's data: it may take much longer */
     int timeout_ms = (int)(cfg_double(config, "timeout") * 1000) * (ckpt ? 60 : 1);
@@ -587,7 +595,11 @@ int main(int argc, char **argv)
             fprintf(stderr, "pskvctl: %s: %s\n", ckpt ? "checkpoint failed" : "scheduler refused",
                     msg.meta->error ? msg.meta->error : "error");
         } else if (ckpt && msg.meta->type == PSKV__MSG_TYPE__CHECKPOINT_ACK) {
-            printf("checkpoint %llu complete\n", (unsigned long long)msg.meta->seq);
+            if (*group)
+                printf("checkpoint %llu of group %s complete\n", (unsigned long long)msg.meta->seq,
+                       group);
+            else
+                printf("checkpoint %llu complete\n", (unsigned long long)msg.meta->seq);
             status = 0;
         } else if (msg.meta->type != PSKV__MSG_TYPE__STATUS_REPLY || !msg.meta->view) {
             fprintf(stderr, "pskvctl: unexpected %s from %s\n",

@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "ckptrec.h"
 #include "log.h"
 #include "pskv_errors.h"
 #include "smetrics.h"
@@ -48,6 +50,9 @@ static struct {
     uint64_t base;          /* the full checkpoint the one being written builds on (seq: full) */
     uint8_t *held;          /* the partitions held at its snapshot (nheld of them) */
     uint32_t nheld;
+    int ns_only;            /* a namespace's checkpoint (a group's): not what a delta
+                               builds on */
+    char deferred_ns[NSPACE_MAX + 2]; /* the deferred one's namespace; "\x01": every table */
 } CK;
 
 /* This server's last checkpoint file written, which a delta builds on: its
@@ -119,7 +124,7 @@ void checkpoint_load_resumed(persist_clocks *clocks)
         persist_clocks got = {NULL, 0};
         char why[600];
         int rc = persist_load(X.data_dir, X.mb->job_id, v->resume_seq, old, v->partitions,
-                              wanted(v, old, want), X.tables, X.chain, X.cons, &got, why,
+                              wanted(v, old, want), NULL, X.tables, X.chain, X.cons, &got, why,
                               sizeof why);
         if (rc < 0) {
             LOG_E("cannot load checkpoint %llu: %s", (unsigned long long)v->resume_seq, why);
@@ -134,6 +139,65 @@ void checkpoint_load_resumed(persist_clocks *clocks)
     else if (files > 1)
         LOG_I("resumed job: checkpoint %llu loaded from %d files (resharded)",
               (unsigned long long)v->resume_seq, files);
+}
+
+int checkpoint_load_ns(const Pskv__Meta *req, uint64_t *rows, char *why, size_t whylen)
+{
+    uint32_t np = chain_nparts(X.chain), R = req->ckpt_replicas;
+    const char *ns = req->ckpt_ns;
+    *rows = 0;
+    if (!*X.data_dir) {
+        snprintf(why, whylen, "server node %u has no --data-dir", X.mb->node_id);
+        return -PSKV_EINVAL;
+    }
+    if (!R || R > 8 || req->n_ckpt_chains != (size_t)np * R) {
+        snprintf(why, whylen, "checkpoint %llu has %zu chain cells of R=%u; this service has %u "
+                 "partitions: a group resumes only from a checkpoint of as many",
+                 (unsigned long long)req->seq, req->n_ckpt_chains, R, np);
+        return -PSKV_EMISMATCH;
+    }
+    uint32_t *from = calloc(np ? np : 1, sizeof *from); /* per held partition: its file's node */
+    uint8_t *parts = calloc(np ? np : 1, 1);
+    int rc = from && parts ? 0 : -PSKV_ENOMEM;
+    for (uint32_t p = 0; rc == 0 && p < np; p++) {
+        for (uint32_t k = 0; chain_holds(X.chain, p) && !from[p] && k < R; k++) {
+            uint32_t old = req->ckpt_chains[(size_t)p * R + k];
+            char path[4200];
+            snprintf(path, sizeof path, "%s/" CKPTREC_NAME_FMT, X.data_dir, req->ckpt_job, req->seq,
+                     old);
+            if (old && access(path, R_OK) == 0)
+                from[p] = old;
+        }
+        if (chain_holds(X.chain, p) && !from[p]) {
+            snprintf(why, whylen, "partition %u is held here, and %s has no file of "
+                     "checkpoint %llu written by a node of its chain then", p, X.data_dir,
+                     (unsigned long long)req->seq);
+            rc = -PSKV_ENOTFOUND;
+        }
+    }
+    int files = 0;
+    for (uint32_t p = 0; rc == 0 && p < np; p++) { /* one load per old node's file */
+        uint32_t old = from[p];
+        if (!old)
+            continue;
+        for (uint32_t q = p; q < np; q++)
+            if ((parts[q] = from[q] == old))
+                from[q] = 0;
+        persist_clocks got = {NULL, 0};
+        uint64_t before = 0, after = 0;
+        for (size_t i = 0; i < tables_count(X.tables); i++)
+            before += strcmp(tables_at(X.tables, i)->ns, ns) ? 0 : shard_size(tables_at(X.tables, i)->sh);
+        rc = persist_load(X.data_dir, req->ckpt_job, req->seq, old, np, parts, ns, X.tables,
+                          X.chain, X.cons, &got, why, whylen);
+        free(got.vc);
+        for (size_t i = 0; i < tables_count(X.tables); i++)
+            after += strcmp(tables_at(X.tables, i)->ns, ns) ? 0 : shard_size(tables_at(X.tables, i)->sh);
+        *rows += after - before;
+        files++;
+    }
+    free(from);
+    free(parts);
+    return rc < 0 ? rc : files;
 }
 
 /* Tells the scheduler how checkpoint seq went (ERROR naming the file when it
@@ -174,6 +238,11 @@ static void report_checkpoint(uint64_t seq, int rc, const char *why, int64_t t0_
 static void wrote(uint64_t seq, int rc, const char *why, int64_t t0_ms, int64_t pause_ms)
 {
     report_checkpoint(seq, rc, why, t0_ms, pause_ms);
+    if (CK.ns_only) { /* a group's file: the next delta still builds on the last whole one */
+        free(CK.held);
+        CK.held = NULL;
+        return;
+    }
     free(LAST.held);
     LAST.held = NULL;
     LAST.seq = 0;
@@ -260,10 +329,12 @@ static const char *no_delta(const uint8_t *held, uint32_t nheld, char *buf, size
 
 /* A snapshot of this server's state now (serving pauses only for the copy),
  * written to the file by a thread while serving goes on. */
-void checkpoint_write(uint64_t seq, int want_delta)
+void checkpoint_write(uint64_t seq, int want_delta, const char *ns)
 {
     char why[600];
     int64_t t0 = tu_now_ms();
+    if (ns)
+        want_delta = 0; /* a namespace's checkpoint is always full */
     /* a bsp close on its way down a chain (a replica a clock behind its head) or a
      * join a moment ago: the snapshot waits (the loop tries again after each
      * message) until every bsp table's partitions here are at one clock */
@@ -271,11 +342,12 @@ void checkpoint_write(uint64_t seq, int want_delta)
         CK.deferred = seq;
         CK.deferred_delta = want_delta;
         CK.defer_until_ms = t0 + CHECKPOINT_DEFER_MS;
+        snprintf(CK.deferred_ns, sizeof CK.deferred_ns, "%s", ns ? ns : "\x01");
     }
     for (size_t i = 0; i < tables_count(X.tables) && t0 < CK.defer_until_ms; i++) {
         table *t = tables_at(X.tables, i);
-        if (cons_of(t)->closes && consist_bsp_closed(X.cons, t) < 0)
-            return;
+        if ((!ns || !strcmp(t->ns, ns)) && cons_of(t)->closes && consist_bsp_closed(X.cons, t) < 0)
+            return; /* a group's checkpoint waits for its own tables only */
     }
     CK.deferred = 0;
     if (CK.busy) {
@@ -290,7 +362,7 @@ void checkpoint_write(uint64_t seq, int want_delta)
     uint8_t *held = held_now(&nheld);
     persist_delta d = {LAST.base, LAST.seq};
     const char *full = want_delta ? no_delta(held, nheld, why, sizeof why) : "";
-    if (full && *full)
+    if (full && *full && !ns)
         LOG_I("checkpoint %llu: writing a full one, not a delta: %s", (unsigned long long)seq,
               full);
     if (!*X.data_dir)
@@ -299,16 +371,17 @@ void checkpoint_write(uint64_t seq, int want_delta)
         snprintf(why, sizeof why, "server node %u out of memory", X.mb->node_id);
     else
         rc = persist_snapshot(X.data_dir, X.mb->job_id, seq, X.mb->node_id, X.tables, X.chain,
-                              X.cons, full ? NULL : &d, &w, why, sizeof why);
+                              X.cons, ns, full ? NULL : &d, &w, why, sizeof why);
     if (rc < 0) {
         free(held);
         report_checkpoint(seq, rc, why, t0, 0);
         return;
     }
-    for (size_t i = 0; i < tables_count(X.tables); i++) /* the next delta starts now */
+    for (size_t i = 0; !ns && i < tables_count(X.tables); i++) /* the next delta starts now */
         shard_changes_reset(tables_at(X.tables, i)->sh);
-    if (full)
+    if (full && !ns)
         dropped_ns[0] = '\0'; /* this full file has no dropped table */
+    CK.ns_only = ns != NULL;
     CK.base = full ? seq : d.base;
     free(CK.held);
     CK.held = held;
@@ -345,5 +418,6 @@ void checkpoint_pass(void)
 {
     checkpoint_poll(0);
     if (CK.deferred)
-        checkpoint_write(CK.deferred, CK.deferred_delta);
+        checkpoint_write(CK.deferred, CK.deferred_delta,
+                         CK.deferred_ns[0] == '\x01' ? NULL : CK.deferred_ns);
 }

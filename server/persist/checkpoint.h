@@ -45,13 +45,25 @@ void checkpoint_init(member *mb, const char *data_dir, table_set *tables, chain 
  * scheduler chose the checkpoint because the file was reported valid. */
 void checkpoint_load_resumed(persist_clocks *clocks);
 
+/* NS_RESTORE req (a group started with --resume; the caller dropped the
+ * namespace's tables first): for each partition held here, finds in --data-dir a
+ * file of checkpoint req->seq of job req->ckpt_job written by a node of that
+ * partition's chain then (req->ckpt_chains), and loads from it the rows of
+ * namespace req->ckpt_ns in the partitions held (tables created with their saved
+ * options; no clocks, no dedupe records). Returns the files loaded (0: no
+ * partition held), *rows the rows now stored, or a negated error with why:
+ * another number of partitions, a partition no file here holds, a file refused. */
+int checkpoint_load_ns(const Pskv__Meta *req, uint64_t *rows, char *why, size_t whylen);
+
 /* CHECKPOINT seq: snapshots now and starts the background write, or defers while
  * bsp partitions here differ (up to 2 s, then taken anyway). want_delta: a delta
  * over this server's last file when it can (its write succeeded, the same
  * partitions are held, every evicted key was kept track of), else a full file
- * (logged, saying why). Refused to the scheduler (ERROR) without --data-dir,
+ * (logged, saying why). ns non-NULL (CHECKPOINT with ckpt_ns: a group's): only
+ * that namespace's tables, always full, waiting only for their bsp partitions,
+ * and not what the next delta builds on. Refused to the scheduler (ERROR) without --data-dir,
  * while another is being written, or when the snapshot fails. */
-void checkpoint_write(uint64_t seq, int want_delta);
+void checkpoint_write(uint64_t seq, int want_delta, const char *ns);
 
 /* Namespace ns was dropped (its tables removed): the next checkpoint is a full
  * one, since a delta over a file holding its tables would bring them back on

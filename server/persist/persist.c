@@ -164,8 +164,8 @@ static int put_rows(ckpt_writer *w, table *t, chain *c, int delta, char *why, si
 }
 
 int persist_snapshot(const char *dir, uint64_t job, uint64_t seq, uint32_t node, table_set *ts,
-                     chain *c, consist *cons, const persist_delta *delta, ckpt_writer **out,
-                     char *why, size_t whylen)
+                     chain *c, consist *cons, const char *ns, const persist_delta *delta,
+                     ckpt_writer **out, char *why, size_t whylen)
 {
     char name[128];
     file_name(name, sizeof name, job, seq, node);
@@ -174,6 +174,8 @@ int persist_snapshot(const char *dir, uint64_t job, uint64_t seq, uint32_t node,
     size_t hint = 1 << 20; /* every row of every table: at most that much */
     for (size_t i = 0; !delta && i < tables_count(ts); i++) {
         table *t = tables_at(ts, i);
+        if (ns && strcmp(t->ns, ns))
+            continue;
         hint += (size_t)shard_size(t->sh) * (shard_row_floats(t->sh) * sizeof(float) + 8);
     }
     int rc = ckpt_begin_held(&w, dir, name, hint, why, whylen);
@@ -186,6 +188,8 @@ int persist_snapshot(const char *dir, uint64_t job, uint64_t seq, uint32_t node,
         rc = ckpt_put(w, REC_DELTA, &d, sizeof d, why, whylen);
     for (size_t i = 0; rc == 0 && i < tables_count(ts); i++) {
         table *t = tables_at(ts, i);
+        if (ns && strcmp(t->ns, ns))
+            continue; /* a namespace's checkpoint: its tables only */
         rc = ckpt_put2(w, REC_TABLE, &t->id, sizeof t->id, t->opts, t->opts_len, why, whylen);
         if (rc == 0)
             rc = put_rows(w, t, c, delta != NULL, why, whylen);
@@ -200,7 +204,7 @@ int persist_snapshot(const char *dir, uint64_t job, uint64_t seq, uint32_t node,
         if (rc == 0 && cons_of(t)->closes)
             rc = ckpt_put(w, REC_BSP, bsp, sizeof bsp, why, whylen);
     }
-    for (uint32_t p = 0; rc == 0 && p < chain_nparts(c); p++) {
+    for (uint32_t p = 0; rc == 0 && !ns && p < chain_nparts(c); p++) {
         size_t len = chain_holds(c, p) ? chain_dedupe_export(c, p, NULL, 0) : 0;
         if (len <= 4) /* nothing recorded */
             continue;

@@ -43,11 +43,14 @@ typedef struct persist_delta {
  * snapshot (shard_changed, with tombstones), which the caller vouches is the
  * file delta->prev of this node with the same partitions held; tables, dedupe
  * records and clocks are whole in both. The caller resets the changes
- * (shard_changes_reset) once it took the snapshot. Returns 0, or a negated
- * error with the reason (naming the file) in why and *out NULL. */
+ * (shard_changes_reset) once it took the snapshot. ns non-NULL: a namespace's
+ * checkpoint (a group's), only the tables of namespace ns ("" = the unnamed one)
+ * and no dedupe records; such a snapshot is full (delta NULL) and the caller
+ * leaves the changes alone. Returns 0, or a negated error with the reason
+ * (naming the file) in why and *out NULL. */
 int persist_snapshot(const char *dir, uint64_t job, uint64_t seq, uint32_t node, table_set *ts,
-                     chain *c, consist *cons, const persist_delta *delta, ckpt_writer **out,
-                     char *why, size_t whylen);
+                     chain *c, consist *cons, const char *ns, const persist_delta *delta,
+                     ckpt_writer **out, char *why, size_t whylen);
 
 /* Checks every checkpoint file in dir (whole-file checksum) and returns the ones
  * that can be loaded as "JOB:SEQ:NODE" strings in *out (caller frees each and
@@ -75,9 +78,12 @@ typedef struct persist_clocks {
  * flags, or NULL for every partition): only the rows, tombstones and dedupe
  * records of the partitions flagged are taken (a resharded resume loads from
  * several files). A delta's whole chain is verified first, then applied from its
- * full file on. Returns 0 or a negated error with why naming the file. */
+ * full file on. ns non-NULL (a group's resume into a running service): only the
+ * tables of namespace ns are created and filled, and no dedupe record, clock or
+ * bsp clock is taken (the group's workers start their clocks afresh). Returns 0
+ * or a negated error with why naming the file. */
 int persist_load(const char *dir, uint64_t job, uint64_t seq, uint32_t old, uint32_t nparts,
-                 const uint8_t *parts, table_set *ts, chain *c, consist *cons,
+                 const uint8_t *parts, const char *ns, table_set *ts, chain *c, consist *cons,
                  persist_clocks *clocks, char *why, size_t whylen);
 
 #endif

@@ -19,6 +19,7 @@
 #include "log.h"
 #include "pskv_errors.h"
 #include "ring.h"
+#include "store/nspace.h"
 #include "timeutil.h"
 
 typedef ckptrec_hdr hdr;
@@ -30,6 +31,8 @@ typedef struct load_ctx {
     uint64_t job, seq;
     uint32_t node, nparts;
     const uint8_t *parts; /* the partitions to take (NULL: all) */
+    const char *ns;       /* only this namespace's tables, no state (NULL: all) */
+    uint32_t skip_tag;    /* keys of another namespace's table: their rows are skipped too */
     table_set *ts;
     chain *c;
     consist *cons;
@@ -58,9 +61,44 @@ static int on_table(load_ctx *l, const void *data, uint64_t len)
         snprintf(l->why, l->whylen, "table options do not decode");
         return -PSKV_EPROTO;
     }
-    int rc = tables_open(l->ts, id, o, 0, UINT64_MAX, l->why, l->whylen);
+    char ns[NSPACE_MAX + 1];
+    nspace_of(o->name ? o->name : "", ns);
+    int rc = l->ns && strcmp(ns, l->ns) ? 0 /* another namespace's */
+                                        : tables_open(l->ts, id, o, 0, UINT64_MAX, l->why, l->whylen);
     pskv__table_options__free_unpacked(o, NULL);
     return rc;
+}
+
+/* 1 when a record of table `id` is to be skipped: a namespace's load, and the
+ * table is of another namespace (tables of it may be live here: they are not
+ * touched). */
+static int other_ns(const load_ctx *l, uint64_t id)
+{
+    const table *t = l->ns ? tables_find(l->ts, id) : NULL;
+    return l->ns && (!t || strcmp(t->ns, l->ns));
+}
+
+/* A namespace's load: 1 when this rows or tombstone record is another
+ * namespace's (keys of one: their rows record is skipped with them). */
+static int skip_record(load_ctx *l, uint32_t tag, const void *data, uint64_t len)
+{
+    if (!l->ns || len < 8)
+        return 0;
+    if (l->skip_tag) {
+        int same = tag == l->skip_tag;
+        l->skip_tag = 0;
+        if (same)
+            return 1; /* the rows of the keys skipped */
+    }
+    if (l->keys)
+        return 0; /* the rows of keys taken */
+    uint64_t id;
+    memcpy(&id, data, 8);
+    if (!other_ns(l, id))
+        return 0;
+    if (tag == REC_SPARSE || tag == REC_DENSE_AT)
+        l->skip_tag = tag;
+    return 1;
 }
 
 /* 1 when key k of t (a dense row index or a sparse key) is in a partition to take. */
@@ -259,6 +297,9 @@ static int on_record(void *ctx, uint32_t tag, const void *data, uint64_t len)
         snprintf(l->why, l->whylen, "keys without their rows");
         return -PSKV_EPROTO;
     }
+    if ((tag == REC_DENSE || tag == REC_SPARSE || tag == REC_DENSE_AT || tag == REC_TOMB) &&
+        skip_record(l, tag, data, len))
+        return 0;
     switch (tag) {
     case REC_TABLE:
         return on_table(l, data, len);
@@ -271,14 +312,14 @@ static int on_record(void *ctx, uint32_t tag, const void *data, uint64_t len)
     case REC_DEDUPE:
     case REC_CLOCKS:
     case REC_BSP:
-        return l->top ? on_state(l, tag, data, len) : 0;
+        return l->top && !l->ns ? on_state(l, tag, data, len) : 0;
     default:
         return 0; /* the delta record (read before), or a record of a later version */
     }
 }
 
 int persist_load(const char *dir, uint64_t job, uint64_t seq, uint32_t old, uint32_t nparts,
-                 const uint8_t *parts, table_set *ts, chain *c, consist *cons,
+                 const uint8_t *parts, const char *ns, table_set *ts, chain *c, consist *cons,
                  persist_clocks *clocks, char *why, size_t whylen)
 {
     memset(clocks, 0, sizeof *clocks);
@@ -290,7 +331,7 @@ int persist_load(const char *dir, uint64_t job, uint64_t seq, uint32_t old, uint
         char inner[300] = "";
         snprintf(path, sizeof path, "%s/" CKPTREC_NAME_FMT, dir, job, seqs[i], old);
         load_ctx l = {.job = job, .seq = seqs[i], .node = old, .nparts = nparts, .parts = parts,
-                      .ts = ts, .c = c, .cons = cons, .clocks = clocks, .top = i == 0,
+                      .ns = ns, .ts = ts, .c = c, .cons = cons, .clocks = clocks, .top = i == 0,
                       .why = inner, .whylen = sizeof inner};
         rc = ckpt_read(path, on_record, &l, why, whylen);
         free(l.keys);

@@ -78,6 +78,18 @@ int chain_filling(const chain *c)
     return 0;
 }
 
+size_t chain_awaited(const chain *c, uint32_t *out, size_t cap)
+{
+    size_t n = 0;
+    for (uint32_t p = 0; p < c->nparts; p++)
+        if (c->index[p] >= 0 && !c->ready[p]) {
+            if (n < cap)
+                out[n] = p;
+            n++;
+        }
+    return n;
+}
+
 void chain_dense_span(const chain *c, const table *t, uint32_t p, uint64_t *first,
                       uint64_t *count)
 {
@@ -108,7 +120,7 @@ uint32_t chain_next(const chain *c, uint32_t p) { return p < c->nparts ? chain_n
 
 int chain_heads(const chain *c, uint32_t p) { return chain_holds(c, p) && c->index[p] == 0; }
 
-static chain_peer *peer_of(chain *c, uint32_t id)
+chain_peer *chain_peer_of(chain *c, uint32_t id)
 {
     for (size_t i = 0; i < c->npeers; i++)
         if (c->peers[i].id == id)
@@ -126,7 +138,7 @@ void chain_peer_close(chain_peer *p)
 
 void *chain_peer_sock(chain *c, uint32_t id)
 {
-    chain_peer *p = peer_of(c, id);
+    chain_peer *p = chain_peer_of(c, id);
     if (!p || !p->alive) /* a dead server never serves again: not dialled */
         return NULL;
     if (!p->sock) {
@@ -385,7 +397,7 @@ static void view_peers(chain *c, const Pskv__View *v, uint32_t me)
         Pskv__Node *n = v->nodes[i];
         if (n->role != PSKV__ROLE__SERVER || n->id == me)
             continue;
-        chain_peer *pp = peer_of(c, n->id);
+        chain_peer *pp = chain_peer_of(c, n->id);
         if (!pp) {
             chain_peer *g = realloc(c->peers, (c->npeers + 1) * sizeof *g);
             if (!g)

@@ -108,6 +108,11 @@ int chain_holds(const chain *c, uint32_t p);
  * then it may not know every table (a joining server learns them from copies). */
 int chain_filling(const chain *c);
 
+/* The partitions this server holds that wait for their copy, ascending, into
+ * out[0..cap-1]. Returns how many there are (more than cap: out holds the first
+ * cap). */
+size_t chain_awaited(const chain *c, uint32_t *out, size_t cap);
+
 /* Dense index span [*first, *first + *count) of partition p in table t. */
 void chain_dense_span(const chain *c, const table *t, uint32_t p, uint64_t *first,
                       uint64_t *count);

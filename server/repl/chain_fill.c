@@ -205,9 +205,9 @@ static int in_old_chain(const uint32_t *old, uint32_t R, uint32_t p, uint32_t id
 }
 /* This server still waited for p's copy from its predecessor in the old chain
  * `was`, and takes the partition on as it stands: when that predecessor left the
- * chain, nobody sends the copy now, and what only it held is gone. Said loudly:
- * the scheduler counts as lost only a partition with no live member
- * (docs/operations.md, failure detection). */
+ * chain, nobody sends the copy now, and what only it held is gone. The scheduler
+ * marks such a partition lost (its last whole holder died: scheduler/holders.h),
+ * so this view should never come; said loudly if it does. */
 static void lost_copy(chain *c, const uint32_t *was, uint32_t p, uint32_t me)
 {
     uint32_t from = 0;

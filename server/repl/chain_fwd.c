@@ -378,7 +378,7 @@ int chain_pend_close(chain_pend *pd, table *t, int64_t clock, int64_t upto, cons
     return 0;
 }
 
-static void on_ack(chain *c, wire_msg *msg)
+static void on_ack(chain *c, chain_peer *peer, wire_msg *msg)
 {
     Pskv__Meta *m = msg->meta;
     if (m->type != PSKV__MSG_TYPE__REPLICATE_ACK) {
@@ -391,9 +391,12 @@ static void on_ack(chain *c, wire_msg *msg)
     size_t slot = (size_t)((id >> 8) & 0xfff);
     uint64_t seq = id >> 20;
     chain_pend *pd = &c->pend[slot];
+    peer->heard_ms = tu_now_ms();
     if (!pd->seq || pd->seq != seq || fi >= pd->nfwd || pd->fwds[fi].done ||
         pd->fwds[fi].node != m->sender)
         return; /* an answer to a forward already re-sent elsewhere or done */
+    if (pd->fwds[fi].sent_ms > peer->heard_sent_ms)
+        peer->heard_sent_ms = pd->fwds[fi].sent_ms;
     pd->fwds[fi].done = 1;
     if (--pd->outstanding == 0)
         chain_pend_done(c, pd);
@@ -444,7 +447,7 @@ void chain_drain(chain *c)
             char why[200];
             int rc = wire_recv(c->peers[i].sock, 0, &msg, why, sizeof why);
             if (rc == 0)
-                on_ack(c, &msg);
+                on_ack(c, &c->peers[i], &msg);
             else if (rc != -PSKV_ETIMEDOUT)
                 LOG_W("dropped a message from server node %u: %s", c->peers[i].id, why);
             wire_msg_close(&msg);
@@ -561,8 +564,11 @@ void chain_fwd_again(chain *c)
 
 
 /* Sends again, to the same server, every hop unanswered for CHAIN_RESEND_MS, then
- * twice, 4 and at most 8 times as long after each time (a successor merely slow to
- * answer is not flooded). Each hop of a placement goes to the next server of its
+ * twice, 4 and at most 8 times as long after each time, and never while that
+ * server acknowledges hops sent before it within that wait (a successor
+ * merely slow, working through its queue in order, is not flooded with copies of
+ * what it has queued: on a starved machine that feedback made every queue grow
+ * until the workers' requests timed out). Each hop of a placement goes to the next server of its
  * partitions in it (after a placement change chain_fwd_again has replaced the
  * hops). Looks at most every CHAIN_RESEND_MS / 4. A copy the server already
  * applied is dropped there by its id (a push) or its clocks (a bsp close), and
@@ -583,6 +589,9 @@ void chain_fwd_retry(chain *c)
             int64_t wait = (int64_t)CHAIN_RESEND_MS << (f->resends < 3 ? f->resends : 3);
             if (f->done || now - f->sent_ms < wait)
                 continue;
+            const chain_peer *p = chain_peer_of(c, f->node);
+            if (p && p->heard_ms && now - p->heard_ms < wait && p->heard_sent_ms <= f->sent_ms)
+                continue; /* behind, not lost */
             send_replicate(c, pd, fi);
             f->resends++;
             again++;

@@ -34,6 +34,9 @@ typedef struct chain_peer {
     char key[41]; /* its CURVE public key from the view ("" without keys) */
     void *sock; /* DEALER, dialled on first use */
     void *mon;  /* its socket monitor's PAIR (closes: chain_peer_events), or NULL */
+    int64_t heard_ms;      /* when it last acknowledged a forward, or 0 */
+    int64_t heard_sent_ms; /* the latest send time of a forward it acknowledged: one
+                              sent after that is queued behind (chain_fwd_retry) */
 } chain_peer;
 
 /* Whom a pending forward answers once every hop is acknowledged. */
@@ -208,6 +211,9 @@ typedef struct chain_filter {
 /* chain.c: the DEALER to server `id`, dialled on first use (sends never wait);
  * NULL when the id is no server of the views or it cannot be dialled (logged). */
 void *chain_peer_sock(chain *c, uint32_t id);
+
+/* The peer of that node id, or NULL. */
+chain_peer *chain_peer_of(chain *c, uint32_t id);
 
 /* Closes a peer's connection (and its monitor); the peer stays listed. */
 void chain_peer_close(chain_peer *p);

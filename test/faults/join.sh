@@ -116,6 +116,43 @@ f_join_bsp_backup() {
 
 # A killed server restarted (R = 2, 3 servers, dense and sparse tables): it
 # rejoins as a new member and takes partitions back; the sums stay exact.
+# R = 1: a server joins and the old head of a partition it takes dies while handing
+# it over (its first copy held 3 s by PSKV_TEST_FILL_DELAY_MS). The joiner is the
+# partition's only member and has no copy: the scheduler counts it lost (its only
+# whole replica died while the joiner was still receiving its copy) instead of
+# letting the joiner serve it empty, as it did before without a word.
+tags join_sender_dies once
+f_join_sender_dies() {
+  local d=$TDIR/c i log= node jnode js lost
+  PSKV_TEST_FILL_DELAY_MS=3000 launch "$d" --servers 2 --workers 2 -- --app check \
+    --rounds 3000 --count-acked
+  wait_joined "$d" 2
+  sleep 0.4
+  start_server "$d" server-2
+  for i in $(seq 200); do
+    log=$(grep -l 'test hook PSKV_TEST_FILL_DELAY_MS: the copy' "$d"/server-[01].log | head -n 1)
+    [ -n "$log" ] && break
+    sleep 0.05
+  done
+  [ -n "$log" ] || fail "no hand-over after the join: $(grep -h 'joined' "$d/scheduler.log" | head -n 2)"
+  node=$(sed -n 's/.* server \([0-9]*\) INFO registered as node.*/\1/p' "$log")
+  jnode=$(sed -n 's/.* server \([0-9]*\) INFO registered as node.*/\1/p' "$d/server-2.log")
+  kill -KILL "$(cat "${log%.log}.pid")"
+  wait_line "$d/scheduler.log" "ERROR partition [0-9]* lost: its only whole replica (node $node) died while node $jnode was still receiving its copy" 1 20 ||
+    fail "the partitions handed from node $node to node $jnode were not counted lost: $(grep -h 'lost' "$d/scheduler.log" | tail -n 2)"
+  js=$(status_json "$d") || fail "no status"
+  lost=$(grep -o '"lost":[0-9]*' <<< "$js" | cut -d: -f2)
+  [ "${lost:-0}" -gt "$(grep -c 'ERROR partition [0-9]* lost: its only whole' "$d/scheduler.log")" ] ||
+    fail "status counts ${lost:-no} lost partitions: not also the ones node $node headed"
+  grep -q "copy from server node $node complete" "$d/server-2.log" &&
+    fail "the joiner completed a copy from node $node, which was killed before it sent one"
+  wait "$(cat "$d/launch.pid")" && fail "the job succeeded without node $node's partitions"
+  grep -q 'whose every replica died' "$d"/worker-*.log "$d/launch.out" ||
+    fail "no PSKV_ELOST in the workers"
+  kill "$(cat "$d/server-2.pid")" 2>/dev/null
+  return 0
+}
+
 tags server_rejoin once
 f_server_rejoin() {
   local d=$TDIR/c i

@@ -61,17 +61,21 @@ f_fill_lapsed() { fill_scenario 5000 5.6 --heartbeat-ms=1000 --dead-after-ms=400
 tags fill_lapsed_defaults once
 f_fill_lapsed_defaults() { fill_scenario 6500 7; }
 
-# The gap fill_lapsed_defaults fell into, named: R = 2, 3 servers, server 0 killed,
+# The gap fill_lapsed_defaults fell into, closed: R = 2, 3 servers, server 0 killed,
 # each survivor's first copy held 3 s (PSKV_TEST_FILL_DELAY_MS), and the survivor that
-# holds its copy first killed too, so the other one never gets its copy of the
-# partitions it was joining. It takes them on as they stand (the scheduler counts as
-# lost only a partition with no live member: "0 partitions lost"), and must say so,
-# naming a partition and the dead sender. Before, nothing said it; the sums were wrong.
+# holds its copy first killed too, so the other one never gets its copies of the
+# partitions it was joining. The scheduler knows who holds what whole (the servers'
+# HEARTBEAT whole_epoch): each such partition is lost, as if no member were left,
+# logged naming the partition, the dead sender and the survivor; status counts it,
+# and the workers fail with PSKV_ELOST instead of reading what the survivor had.
+# Before, the survivor took them on as they stood (an ERROR in its log) and the
+# sums came out wrong.
 tags fill_sender_dies once
 f_fill_sender_dies() {
-  local d=$TDIR/c i log= node
+  local d=$TDIR/c i log= other node snode js lost lines lp rc t0 mp m=
+  mp=$(free_port)
   PSKV_TEST_FILL_DELAY_MS=3000 launch "$d" --servers 3 --workers 2 --scheduler-opt=--replicas=2 \
-    -- --app check --count-acked --rounds 3000
+    --scheduler-opt=--metrics-port=$mp -- --app check --count-acked --rounds 3000
   wait_joined "$d" 2
   sleep 0.5
   kill -KILL "$(cat "$d/server-0.pid")"
@@ -81,13 +85,40 @@ f_fill_sender_dies() {
     sleep 0.05
   done
   [ -n "$log" ] || fail "no copy after the kill"
+  other=$(ls "$d"/server-[12].log | grep -v "$log")
   node=$(sed -n 's/.* server \([0-9]*\) INFO registered as node.*/\1/p' "$log")
+  snode=$(sed -n 's/.* server \([0-9]*\) INFO registered as node.*/\1/p' "$other")
   kill -KILL "$(cat "${log%.log}.pid")"
+  t0=$SECONDS
   wait_line "$d/scheduler.log" 'is dead (connection closed)' 2 20 ||
     fail "the second kill was not noticed: $(grep -h 'is dead' "$d/scheduler.log")"
-  wait_line "$(ls "$d"/server-[12].log | grep -v "$log")" \
-    "partition [0-9]*: server node $node left its chain before its copy to this server was whole" 1 20 ||
-    fail "the survivor did not say it took partitions on without the copy from node $node: $(grep -h 'view epoch\|copy' "$d"/server-[12].log | tail -n 3)"
+  wait_line "$d/scheduler.log" "ERROR partition [0-9]* lost: its only whole replica (node $node) died while node $snode was still receiving its copy" 1 10 ||
+    fail "the scheduler did not count the partitions node $snode awaited from node $node as lost: $(grep -h 'lost' "$d/scheduler.log" | tail -n 3)"
+  js=$(status_json "$d") || fail "no status"
+  lost=$(grep -o '"lost":[0-9]*' <<< "$js" | cut -d: -f2)
+  # 16 named one by one, the rest counted on one line
+  lines=$(( $(grep -c "ERROR partition [0-9]* lost: its only whole replica" "$d/scheduler.log") +
+    $(sed -n 's/.* ERROR \([0-9]*\) more partitions lost the same way.*/\1/p' "$d/scheduler.log" | head -n 1) + 0 ))
+  [ "${lost:-0}" -ge 1 ] && [ "$lost" -eq "$lines" ] ||
+    fail "status counts ${lost:-no} lost partitions, the scheduler's log names $lines"
+  "$BIN/pskvctl" --scheduler "127.0.0.1:$(sched_port "$d")" status | grep -q "; $lost partitions LOST" ||
+    fail "pskvctl status does not show $lost partitions LOST"
+  for i in $(seq $((50 * TS))); do # the gauges are refreshed every 500 ms
+    m=$(curl -sf "http://127.0.0.1:$mp/metrics") &&
+      grep -q "^pskv_partitions_lost{[^}]*} $lost\$" <<< "$m" && break
+    sleep 0.1
+  done
+  grep -q "^pskv_partitions_lost{[^}]*} $lost\$" <<< "$m" ||
+    fail "metrics: $(grep '^pskv_partitions_lost' <<< "$m" || echo 'no pskv_partitions_lost')"
+  lp=$(cat "$d/launch.pid")
+  wait "$lp"; rc=$?
+  [ $rc -ne 0 ] || fail "the job succeeded without the partitions only node $node held whole"
+  [ $((SECONDS - t0)) -le $((30 * TS)) ] || fail "the workers took $((SECONDS - t0)) s to fail"
+  grep -q 'whose every replica died' "$d"/worker-*.log "$d/launch.out" ||
+    fail "no PSKV_ELOST in the workers: $(grep -h 'FAILED' "$d/launch.out" | head -n 2)"
+  grep -q "left its chain before its copy to this server was whole" "$other" &&
+    fail "the survivor took a partition on without its copy: $(grep -h 'taken on without it' "$other" | head -n 1)"
+  echo "$lost partitions lost with node $node (node $snode awaited their copies)"
   return 0
 }
 

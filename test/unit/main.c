@@ -15,6 +15,7 @@ int main(void)
     srunner_add_suite(sr, ring_suite());
     srunner_add_suite(sr, reshard_suite());
     srunner_add_suite(sr, membership_suite());
+    srunner_add_suite(sr, holders_suite());
     srunner_add_suite(sr, updater_suite());
     srunner_add_suite(sr, shard_suite());
     srunner_add_suite(sr, prefault_suite());

@@ -29,6 +29,9 @@ Suite *reshard_suite(void);
 /* scheduler/membership.c (with events.c, view.c, sched_net.c): registration and
  * ranks, rank takeover, lease expiry, barriers, FINISH then STOP, node events. */
 Suite *membership_suite(void);
+/* scheduler/holders.c: who holds each partition whole; a partition whose last
+ * whole replica dies while another member awaits its copy is lost. */
+Suite *holders_suite(void);
 /* common/ring.c: key placement, dense spans, partitions, tokens and chains. */
 Suite *ring_suite(void);
 /* common/update/updater.c: sum, sgd, momentum, l2, adagrad, finiteness, checks. */

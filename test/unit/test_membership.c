@@ -13,6 +13,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "earlystop.h"
 #include "events.h"
 #include "group.h"
 #include "membership.h"
@@ -90,6 +91,7 @@ static void deliver(void *d, Pskv__Meta *m)
     case PSKV__MSG_TYPE__BARRIER: memb_on_barrier(&msg); break;
     case PSKV__MSG_TYPE__FINISH: memb_on_finish(&msg); break;
     case PSKV__MSG_TYPE__STOP_ACK: memb_on_stop_ack(&msg); break;
+    case PSKV__MSG_TYPE__EVAL_REPORT: estop_on_report(memb_find(m->sender), &msg); break;
     default: ck_abort_msg("no membership call for type %d", (int)m->type);
     }
     wire_msg_close(&msg);
@@ -518,6 +520,91 @@ START_TEST(test_group_namespaces)
 }
 END_TEST
 
+/* An evaluator of group `name` (NULL: none named), on a new socket. */
+static void *reg_eval(const char *name, uint64_t nonce)
+{
+    void *d = node_sock();
+    Pskv__Meta m;
+    wire_meta_init(&m, PSKV__MSG_TYPE__REGISTER);
+    m.has_role = m.has_port = m.has_pid = m.has_nonce = m.has_rank = 1;
+    m.role = PSKV__ROLE__EVALUATOR;
+    m.rank = -1;
+    m.host = "127.0.0.1";
+    m.port = 9000 + (uint32_t)nonce;
+    m.pid = 100 + (uint32_t)nonce;
+    m.nonce = nonce;
+    m.group = (char *)name;
+    deliver(d, &m);
+    return d;
+}
+
+/* EVAL_REPORT from evaluator node id on d: val_loss `loss` at `clock`. */
+static void report(void *d, uint32_t id, int64_t clock, double loss)
+{
+    Pskv__Meta m;
+    wire_meta_init(&m, PSKV__MSG_TYPE__EVAL_REPORT);
+    m.has_sender = m.has_clock = m.has_val_loss = m.has_val_accuracy = 1;
+    m.sender = id;
+    m.clock = clock;
+    m.val_loss = loss;
+    m.val_accuracy = 0.5;
+    deliver(d, &m);
+}
+
+/* A service's evaluators, one per group: an evaluator of A waits for A's start
+ * for its view, which is A's (A's workers and size, not B's); a second one of A
+ * is refused naming the group; A's early stopping stops A only, and A's end tells
+ * its evaluator STOP. A job refuses a named group's evaluator. */
+START_TEST(test_group_evaluators)
+{
+    setup_job(1, 1);
+    memb.service = 1;
+    ck_assert_int_eq(estop_init(1, "val_loss", 2, 0, 0), -1);
+    estop_hooks();
+    uint32_t eid, aid, bid;
+    acked_rank(reg(PSKV__ROLE__SERVER, -1, 1), NULL);
+    void *e = reg_eval("A", 2);
+    acked_rank(e, &eid);
+    ck_assert_ptr_null(next_of(e, PSKV__MSG_TYPE__VIEW, 100)); /* no group A yet */
+    ck_assert_ptr_nonnull(strstr(refusal(reg_eval("A", 3)),
+                                 "group A: the group's evaluator is node"));
+    void *b = reg_group("B", 2, -1, 4); /* B waits for its second worker: no view */
+    acked_rank(b, &bid);
+    void *a = reg_group("A", 1, -1, 5);
+    acked_rank(a, &aid);
+    const Pskv__Meta *v = next_of(e, PSKV__MSG_TYPE__VIEW, 1000);
+    ck_assert_ptr_nonnull(v);
+    ck_assert_uint_eq(v->view->workers, 1);
+    int workers = 0;
+    for (size_t i = 0; i < v->view->n_nodes; i++) {
+        workers += v->view->nodes[i]->role == PSKV__ROLE__WORKER;
+        ck_assert_uint_ne(v->view->nodes[i]->id, bid);
+    }
+    ck_assert_int_eq(workers, 1);
+    report(e, eid, 10, 1.0); /* the best */
+    report(e, eid, 20, 1.0); /* 1 of 2 */
+    ck_assert_int_eq(group_find("A")->state, GROUP_RUNNING);
+    report(e, eid, 20, 0.5); /* the same snapshot again: not counted */
+    report(e, eid, 30, 1.0); /* 2 of 2: A stops */
+    ck_assert_int_eq(group_find("A")->state, GROUP_STOPPING);
+    v = next_of(a, PSKV__MSG_TYPE__VIEW, 1000);
+    while (v && !v->view->stop_early)
+        v = next_of(a, PSKV__MSG_TYPE__VIEW, 1000);
+    ck_assert_ptr_nonnull(v);
+    ck_assert_str_eq(v->view->stop_reason, "group A: val_loss did not improve by 0 for 2 "
+                                           "evaluations");
+    ck_assert_int_eq(memb.state, JOB_RUNNING);
+    send_simple(a, PSKV__MSG_TYPE__FINISH, aid, 0);
+    ck_assert_ptr_null(group_find("A"));
+    ck_assert_ptr_nonnull(next_of(e, PSKV__MSG_TYPE__STOP, 1000));
+    ck_assert_ptr_nonnull(group_find("B")); /* the other group is untouched */
+    memb.service = 0; /* a job: a named group's evaluator is refused */
+    ck_assert_ptr_nonnull(strstr(refusal(reg_eval("C", 6)),
+                                 "group C: field group: this scheduler runs one job"));
+    events_reset();
+}
+END_TEST
+
 Suite *membership_suite(void)
 {
     Suite *s = suite_create("membership");
@@ -530,6 +617,7 @@ Suite *membership_suite(void)
     tcase_add_test(tc, test_events_and_fillers);
     tcase_add_test(tc, test_service_groups);
     tcase_add_test(tc, test_group_namespaces);
+    tcase_add_test(tc, test_group_evaluators);
     tcase_add_checked_fixture(tc, NULL, teardown_job);
     suite_add_tcase(s, tc);
     return s;

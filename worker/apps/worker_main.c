@@ -93,7 +93,9 @@ static const cfg_entry worker_head[] = {
      "join this worker group of a service (pskv-scheduler --service): ranks, barriers, "
      "clocks and life of its own; its tables live in the namespace of its name unless "
      "--namespace names another (1..64 bytes, no '/'; empty = the unnamed group, a job's "
-     "workers; the evaluator reads the group's namespace)", 0, 0, NULL, NULL},
+     "workers); pskv-evaluator: the group it evaluates, at most one evaluator per group, "
+     "reading its namespace, clocks and epochs, its early stopping the group's", 0, 0, NULL,
+     NULL},
     {"group-size", CFG_INT, "0", "PSKV_GROUP_SIZE", 0, 65536, NULL,
      "the group's workers W, the same for each of them: the group starts when W registered "
      "(0 = the scheduler's --workers; a named group needs it)", 0, 0, NULL, NULL},
@@ -101,6 +103,10 @@ static const cfg_entry worker_head[] = {
      "when this worker's group ends, the servers drop its namespace's tables at once (if no "
      "other live group uses it; a service's groups only): as pskvctl drop NAMESPACE", 0, 0,
      NULL, NULL},
+    {"resume", CFG_BOOL, "false", "PSKV_GROUP_RESUME", 1, 0, NULL,
+     "a service's group: start from the newest complete checkpoint that holds the group's "
+     "namespace (its tables loaded back, each rank its recorded progress); every worker of "
+     "the group gives it", 0, 0, NULL, NULL},
     {"quota-bytes", CFG_INT, "0", "PSKV_QUOTA_BYTES", 0, 9.2e18, "bytes",
      "ask the servers to hold --namespace's tables to this much memory, every replica "
      "counted: a push creating rows past it fails (PSKV_EQUOTA); 0 = none asked", 0, 0, NULL,
@@ -257,6 +263,8 @@ static void library_config(pskv_config *pc)
     pc->group_size = (int)cfg_int(config, "group-size");
     if (cfg_int(config, "drop-namespace")) /* libpskv reads it: no pskv_config field */
         setenv("PSKV_DROP_NAMESPACE", "1", 1);
+    if (cfg_int(config, "resume")) /* libpskv reads it too: no pskv_config field */
+        setenv("PSKV_GROUP_RESUME", "1", 1);
     pc->metrics_port = (int)cfg_int(config, "metrics-port");
     pc->metrics_bind = cfg_str(config, "bind");
     pc->listen_bind = cfg_str(config, "bind");

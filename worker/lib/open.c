@@ -119,10 +119,14 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
     if (!w->evaluator && ((rc = war_open(w)) < 0 ||
                           (rc = port = wpeer_listen(w, cfg.listen_bind, cfg.listen_port)) < 0))
         goto fail;
-    member_set_group(w->evaluator ? NULL : group, (uint32_t)cfg.group_size);
+    /* an evaluator names the group it evaluates (one per group; its size is the
+     * workers' to give) */
+    member_set_group(group, w->evaluator ? 0 : (uint32_t)cfg.group_size);
     member_set_namespace(w->evaluator ? NULL : ns);
     const char *drop = getenv("PSKV_DROP_NAMESPACE"); /* no pskv_config field: the env */
     member_set_drop_namespace(drop && (!strcmp(drop, "1") || !strcmp(drop, "true")));
+    const char *resume = getenv("PSKV_GROUP_RESUME"); /* the same: the env */
+    member_set_resume(!w->evaluator && resume && (!strcmp(resume, "1") || !strcmp(resume, "true")));
     rc = member_open(&w->mb, w->ctx, &w->sec, cfg.scheduler,
                      w->evaluator ? PSKV__ROLE__EVALUATOR : PSKV__ROLE__WORKER,
                      w->evaluator ? -1 : cfg.rank, host, port,

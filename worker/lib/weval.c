@@ -71,12 +71,30 @@ int pskv_job_ending(const pskv_worker *w)
     return w->job_stopping || w->stop_early || (w->mb.view && active(w) == 0);
 }
 
+/* 1 when the servers' clock slot s is a worker's of this evaluator's view: in a
+ * service the view holds its group's workers only, each with its slot as rank. */
+static int slot_in_view(const Pskv__View *v, int64_t s)
+{
+    for (size_t i = 0; i < v->n_nodes; i++)
+        if (v->nodes[i]->role == PSKV__ROLE__WORKER && v->nodes[i]->rank == s)
+            return 1;
+    return 0;
+}
+
 int pskv_values_clocks(const pskv_worker *w, int64_t *lo, int64_t *hi, int64_t *vc, int max)
 {
     if (lo)
         *lo = w->values_clock;
     if (hi)
         *hi = w->values_clock_hi;
+    const Pskv__View *v = w->mb.view;
+    if (w->evaluator && v && v->service) { /* the servers' vector spans every group */
+        int n = 0;
+        for (int s = 0; s < w->nwclocks && n < max; s++)
+            if (slot_in_view(v, s) && vc)
+                vc[n++] = w->wclocks[s];
+        return n;
+    }
     int n = w->nwclocks < max ? w->nwclocks : max;
     if (vc && n > 0)
         memcpy(vc, w->wclocks, (size_t)n * sizeof *vc);

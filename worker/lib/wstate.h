@@ -108,6 +108,8 @@ typedef struct part {
     uint64_t dedupe_id; /* wire request id of the first send of these rows */
     int64_t retry_at;  /* > 0: re-plan and send again at this time */
     int64_t sent_ms;   /* when it was sent */
+    int silences;      /* times its rows went again for want of an answer (wsend_resend_due):
+                          each waits twice as long as the one before, up to 8 x --retry-ms */
     uint64_t epoch;    /* the view it was planned on */
     uint64_t key_sig;  /* keycache: the signature its keys went with (0 = none) */
     int done;
@@ -191,6 +193,9 @@ typedef struct srv {
     int catchup; /* placement changed: owed this worker's clock (wview_catch_up) */
     uint64_t refused; /* pushes this server refused for a retry, as it counts them */
     int64_t reset_ms; /* when sock last replaced a connection (vbuf's srv_reset), or 0 */
+    int64_t heard_ms;      /* when it last answered a part, or 0 */
+    int64_t heard_sent_ms; /* the latest send time of a part it answered: a part sent
+                              after it still unanswered is only queued behind (in order) */
     char key[41];     /* its CURVE public key from the view ("" without keys) */
     void *sock;
     wshm_seg *shm;    /* --shm: the current segment for it (wshm.h), or NULL */

@@ -124,6 +124,8 @@ int wview_apply(pskv_worker *w, int64_t max_message)
         if (v->nodes[i]->role == PSKV__ROLE__WORKER && v->nodes[i]->rank + 1 > nw)
             nw = v->nodes[i]->rank + 1;
     }
+    if (w->evaluator && v->service && v->has_workers)
+        nw = (int)v->workers; /* its ranks are the servers' clock slots: its group's size */
     if (ns == 0 || ns > MAX_PARTS)
         return wst_error(w, PSKV_EPROTO, "the view lists %d servers", ns);
     if (!v->partitions || !v->replicas || v->n_chains != (size_t)v->partitions * v->replicas)
