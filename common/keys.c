@@ -126,6 +126,12 @@ static int read_pub(const char *dir, const char *name, key_role *role, char *pub
     return 0;
 }
 
+int keys_read_pub(const char *dir, const char *name, char *pub, char *why, size_t whylen)
+{
+    key_role ignored;
+    return read_pub(dir, name, &ignored, pub, why, whylen);
+}
+
 static int read_secret(const char *dir, char *sec, char *why, size_t whylen)
 {
     char path[512], buf[256];

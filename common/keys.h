@@ -72,6 +72,12 @@ int key_z85_valid(const char *s);
  * PSKV_E* with the file and the reason in why. On failure ks holds nothing. */
 int keys_load(keyset *ks, const char *dir, int need_allow, char *why, size_t whylen);
 
+/* Reads DIR/NAME, a one-line "ROLE PUBLIC-KEY" file (another node's node.pub copied
+ * in, e.g. serve.pub), into pub (KEY_Z85 + 1 bytes). Returns 0 or a negated PSKV_E*
+ * naming the file (why). */
+__attribute__((visibility("hidden"))) int keys_read_pub(const char *dir, const char *name,
+                                                        char *pub, char *why, size_t whylen);
+
 /* Wipes the secret key and frees the allowlist; NULL-safe. */
 void keys_clear(keyset *ks);
 

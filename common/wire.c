@@ -74,6 +74,7 @@ static void payload_shape(const Pskv__Meta *m, int *want_keys, int *want_vals)
         break;
     case PSKV__MSG_TYPE__FOLLOW_DATA: /* rows with their keys; none: no frames */
         *want_keys = *want_vals = m->has_num_keys && m->num_keys > 0;
+        *want_vals = *want_vals && !m->follow_removed; /* removed rows: keys only */
         break;
     case PSKV__MSG_TYPE__PULL_REPLY:
         if (m->has_all && m->all) { /* rows with their keys; none when the server has none */

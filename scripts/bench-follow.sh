@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # pskv-serve following a running namespace (issue 39), three figures:
 #   cost   the training job's samples/s with pskv-serve following its namespace
-#          against without (sparse-lr, 2 servers x 1 worker, adagrad; runs alternate)
+#          against without (sparse-lr, 2 servers x 1 worker, adagrad; runs alternate;
+#          the ratio of the medians, each pair's ratio, pskv-serve's CPU seconds)
 #   fresh  push acknowledged -> visible in /v1/lookup (test/tools/follow_fresh.py)
 #   lookup /v1/lookup requests/s and p50/p99 under wrk while the job trains
 #   scripts/bench-follow.sh [--runs N] [--examples N] [--seconds S]
@@ -38,7 +39,11 @@ job() {
     spid=$!
   fi
   wait "$l"
-  if [ -n "$spid" ]; then kill "$spid"; wait "$spid" || true; spid=""; fi
+  if [ -n "$spid" ]; then # its CPU seconds (utime + stime), beside training on these cores
+    awk -v t="$(getconf CLK_TCK)" '{printf "%.1f\n", ($14 + $15) / t}' "/proc/$spid/stat" \
+      >> "$work/serve-cpu"
+    kill "$spid"; wait "$spid" || true; spid=""
+  fi
   grep -o 'samples/s [0-9]*' "$d/worker-0.log" | tail -n 1 | awk '{print $2}'
 }
 
@@ -50,6 +55,13 @@ done
 med() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 b=$(med "${base[@]}"); w=$(med "${with[@]}")
 echo "cost: samples/s without ${base[*]} (median $b), with pskv-serve following ${with[*]} (median $w), ratio $(awk -v w="$w" -v b="$b" 'BEGIN {printf "%.3f", w / b}')"
+# each run with the follower against the run without just before it: the load drifts
+# less within a pair than across the sitting
+pairs=()
+for i in "${!base[@]}"; do
+  pairs+=("$(awk -v w="${with[$i]}" -v b="${base[$i]}" 'BEGIN {printf "%.3f", w / b}')")
+done
+echo "cost: paired ratios ${pairs[*]} (median $(med "${pairs[@]}")); pskv-serve CPU seconds per run $(tr '\n' ' ' < "$work/serve-cpu")"
 
 PSKV_LIB=$top/build/lib/libpskv.so /usr/bin/python3 "$top/test/tools/follow_fresh.py" --pushes 200 2> /dev/null |
   grep '^fresh:'

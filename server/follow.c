@@ -92,7 +92,8 @@ static int headed(const follow *f, const table *t, uint64_t key)
     return chain_heads(f->ch, chain_partition_of(f->ch, t, key));
 }
 
-/* Sends one FOLLOW_DATA of n rows (keys, width values each) to s. The frames are
+/* Sends one FOLLOW_DATA of n rows (keys, width values each) to s; vals NULL: the
+ * n keys are rows eviction removed (follow_removed, keys only). The frames are
  * copied (ZeroMQ owns the copies). A failed send is a gap the reader notices. */
 static void send_rows(follow *f, sub *s, const table *t, const uint64_t *keys, const float *vals,
                       size_t n, int full, int dense, int64_t clock)
@@ -110,20 +111,24 @@ static void send_rows(follow *f, sub *s, const table *t, const uint64_t *keys, c
     m.has_follow_dense = m.follow_dense = dense;
     m.has_follow_size = dense;
     m.follow_size = t->size;
+    m.has_follow_removed = m.follow_removed = n && !vals;
     zmq_msg_t rid, km, vm;
     zmq_msg_init_size(&rid, s->rid_len);
     memcpy(zmq_msg_data(&rid), s->rid, s->rid_len);
     int rc;
     if (n) {
-        size_t vb = n * t->width * sizeof(float);
+        size_t vb = vals ? n * t->width * sizeof(float) : 0;
         if (zmq_msg_init_size(&km, n * sizeof *keys) || zmq_msg_init_size(&vm, vb)) {
             zmq_msg_close(&rid);
             LOG_W("out of memory sending %s to a reader", t->name);
             return;
         }
         memcpy(zmq_msg_data(&km), keys, n * sizeof *keys);
-        memcpy(zmq_msg_data(&vm), vals, vb);
-        rc = wire_send(f->router, &rid, &m, &km, &vm);
+        if (vals)
+            memcpy(zmq_msg_data(&vm), vals, vb);
+        else
+            zmq_msg_close(&vm);
+        rc = wire_send(f->router, &rid, &m, &km, vals ? &vm : NULL);
     } else {
         rc = wire_send(f->router, &rid, &m, NULL, NULL);
     }
@@ -145,6 +150,18 @@ static int gather_row(void *ctx, uint64_t key, const float *row)
     g->keys[g->n] = key;
     memcpy(g->vals + g->n * w, row, w * sizeof *row);
     g->n++;
+    return 0;
+}
+
+/* Appends the key of a removed row this server heads to the gather (keys only). */
+static int gather_gone(void *ctx, uint64_t key)
+{
+    gather *g = ctx;
+    if (!headed(g->f, g->t, key))
+        return 0;
+    if (grow_array((void **)&g->keys, &g->kcap, g->n + 1, sizeof *g->keys) < 0)
+        return -1;
+    g->keys[g->n++] = key;
     return 0;
 }
 
@@ -436,6 +453,19 @@ static int dense_quiet(const follow *f, const char *ns, int64_t since)
     return 1;
 }
 
+/* Sends the gathered rows of sparse table t (vals NULL: removed keys) to every
+ * reader of its namespace that is not owed a full copy. */
+static void send_changes(follow *f, table *t, const float *vals)
+{
+    if (!f->g.n)
+        return;
+    for (int k = 0; k < f->nsubs; k++) {
+        sub *s = &f->subs[k];
+        if (!s->owed_full && !strcmp(s->ns, t->ns))
+            send_rows(f, s, t, f->g.keys, vals, f->g.n, 0, 0, tag_clock(f, t));
+    }
+}
+
 /* Takes every followed table's changes once; sends the sparse ones to the
  * readers in step (a reader owed a full copy gets that instead). */
 static void sync_changes(follow *f, int64_t now)
@@ -455,6 +485,15 @@ static void sync_changes(follow *f, int64_t now)
         if (!ns_follows(f, t->ns))
             continue;
         f->g = (gather){f, t, f->g.keys, f->g.vals, 0, f->g.kcap, f->g.vcap};
+        /* rows eviction removed go first: a key removed and written again since
+         * is in both, and the reader applies them in order */
+        int64_t gone = t->dense ? 0 : shard_follow_gone(t->sh, gather_gone, &f->g);
+        if (gone < 0) { /* more than the shard keeps: everyone gets everything again */
+            owe_full(f);
+            continue;
+        }
+        send_changes(f, t, NULL);
+        f->g = (gather){f, t, f->g.keys, f->g.vals, 0, f->g.kcap, f->g.vcap};
         int n = shard_follow_taken(t->sh, t->dense ? count_row : gather_row, &f->g);
         if (n != 0)
             f->written_ms[i] = now;
@@ -463,14 +502,8 @@ static void sync_changes(follow *f, int64_t now)
             owe_full(f);
             continue;
         }
-        if (t->dense || !f->g.n)
-            continue;
-        for (int k = 0; k < f->nsubs; k++) {
-            sub *s = &f->subs[k];
-            if (!s->owed_full && !strcmp(s->ns, t->ns))
-                send_rows(f, s, t, f->g.keys, f->g.vals, f->g.n, 0, 0,
-                          tag_clock(f, t));
-        }
+        if (!t->dense)
+            send_changes(f, t, f->g.vals);
     }
 }
 

@@ -421,6 +421,8 @@ static void on_follow(wire_msg *msg)
 {
     char why[300];
     int rc = srv.follow ? follow_request(srv.follow, msg, why, sizeof why) : -PSKV_ENOMEM;
+    if (rc == -PSKV_EACCES) /* a key not bound to the namespace: counted as nsguard's are */
+        refuse_note(REFUSE_NAMESPACE, msg->peer, msg->key, why);
     if (rc < 0)
         fail(msg, -rc, srv.follow ? why : "no memory for readers");
 }

@@ -402,9 +402,12 @@ int pskv_values_clocks(const pskv_worker *w, int64_t *lo, int64_t *hi, int64_t *
  * out gets n x *width floats (NaN for a key the table does not hold; out_cap
  * floats at most), *clock the version's clock (width, clock may be NULL). Needs
  * no worker handle; one request on a socket of its own, within timeout_ms.
- * Returns 0, -PSKV_EINVAL (bad arguments, out too small), -PSKV_ENOTABLE (no
- * such table served), -PSKV_ETIMEDOUT, -PSKV_ENET or -PSKV_EPROTO; why (when
- * why_len > 0) says what went wrong. Thread-safe. */
+ * With PSKV_KEYS=DIR (a pskv-serve run with --keys) it speaks CURVE with DIR's key
+ * toward the key in DIR/serve.pub (pskv-serve's node.pub); a key pskv-serve's
+ * authorized file does not list gets no answer (-PSKV_ETIMEDOUT).
+ * Returns 0, -PSKV_EINVAL (bad arguments, out too small, a bad key file), -PSKV_ENOTABLE (no
+ * such table served), -PSKV_ETIMEDOUT, -PSKV_ENET, -PSKV_EIO (a key file unreadable) or
+ * -PSKV_EPROTO; why (when why_len > 0) says what went wrong. Thread-safe. */
 int pskv_serve_lookup(const char *endpoint, const char *table, const uint64_t *keys, size_t n,
                       float *out, size_t out_cap, uint32_t *width, int64_t *clock,
                       int timeout_ms, char *why, size_t why_len);

@@ -3,7 +3,9 @@ libpskv's pskv_serve_lookup, the same rows POST /v1/lookup answers.
 
     rows, clock = pskv.serve_lookup("127.0.0.1:8781", "sparse-lr.w", [3, 17])
 
-No Worker is needed: a serving client is no member of a training job.
+No Worker is needed: a serving client is no member of a training job. Against a
+pskv-serve run with --keys, set PSKV_KEYS to the client's key directory (with
+pskv-serve's node.pub copied in as serve.pub): the call then speaks CURVE.
 """
 
 import ctypes

@@ -147,6 +147,7 @@ void shard_destroy(shard **s_p)
     shard_big_free(s->dirty, shard_dirty_bytes(s));
     shard_big_free(s->rows, s->rows_cap * shard_rec_floats(s) * sizeof(float));
     free(s->gone);
+    free(s->fgone);
     cms_destroy(&s->sketch);
     free(s);
     *s_p = NULL;

@@ -167,6 +167,11 @@ int shard_follow_on(shard *s);
 int shard_follow_taken(shard *s, int (*fn)(void *ctx, uint64_t key, const float *row),
                        void *ctx);
 
+/* Sparse: calls fn for the key of every row eviction removed since the last call
+ * (or shard_follow_on), and forgets them. Returns how many, or -PSKV_ENOMEM when
+ * fn failed or more were removed than the shard keeps (send everything again). */
+int64_t shard_follow_gone(shard *s, int (*fn)(void *ctx, uint64_t key), void *ctx);
+
 /* A full copy in slices: calls fn for up to max stored rows from position *pos
  * (dense: index from the shard's first; sparse: record number), with its key and
  * row (values, then state; borrowed for the call), and moves *pos past them.

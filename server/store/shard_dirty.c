@@ -31,25 +31,36 @@ void shard_mark_run(shard *s, size_t r, size_t n)
     }
 }
 
-void shard_note_gone(shard *s, uint64_t key)
+/* Appends key to a tombstone list (*keys, *n, *cap) bounded by most entries;
+ * past that, or out of memory, the list is dropped and *lost set. */
+static void tomb_add(uint64_t **keys, size_t *n, size_t *cap, int *lost, size_t most,
+                     uint64_t key)
 {
-    if (s->gone_lost)
+    if (*lost)
         return;
-    if (s->ngone == s->gone_cap) {
-        size_t cap = s->gone_cap ? s->gone_cap * 2 : 1024;
-        size_t most = s->rows_cap > GONE_MIN ? s->rows_cap : GONE_MIN;
-        uint64_t *g = cap <= most ? realloc(s->gone, cap * sizeof *g) : NULL;
-        if (!g) { /* too many, or no memory: the next checkpoint is a full one */
-            free(s->gone);
-            s->gone = NULL;
-            s->ngone = s->gone_cap = 0;
-            s->gone_lost = 1;
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 1024;
+        uint64_t *g = c <= most ? realloc(*keys, c * sizeof *g) : NULL;
+        if (!g) {
+            free(*keys);
+            *keys = NULL;
+            *n = *cap = 0;
+            *lost = 1;
             return;
         }
-        s->gone = g;
-        s->gone_cap = cap;
+        *keys = g;
+        *cap = c;
     }
-    s->gone[s->ngone++] = key;
+    (*keys)[(*n)++] = key;
+}
+
+void shard_note_gone(shard *s, uint64_t key)
+{
+    size_t most = s->rows_cap > GONE_MIN ? s->rows_cap : GONE_MIN;
+    /* too many, or no memory: the next checkpoint is a full one */
+    tomb_add(&s->gone, &s->ngone, &s->gone_cap, &s->gone_lost, most, key);
+    if (s->fdirty) /* followed: the readers drop the row with the next sync */
+        tomb_add(&s->fgone, &s->nfgone, &s->fgone_cap, &s->fgone_lost, most, key);
 }
 
 static int is_marked(const shard *s, size_t r) { return (s->dirty[r >> 6] >> (r & 63)) & 1; }
@@ -149,6 +160,20 @@ int shard_follow_taken(shard *s, int (*fn)(void *ctx, uint64_t key, const float 
         }
     }
     return (int)(taken > INT32_MAX ? INT32_MAX : taken);
+}
+
+int64_t shard_follow_gone(shard *s, int (*fn)(void *ctx, uint64_t key), void *ctx)
+{
+    if (s->fgone_lost) {
+        s->fgone_lost = 0;
+        return -PSKV_ENOMEM;
+    }
+    size_t n = s->nfgone;
+    s->nfgone = 0;
+    for (size_t i = 0; i < n; i++)
+        if (fn(ctx, s->fgone[i]) < 0)
+            return -PSKV_ENOMEM;
+    return (int64_t)n;
 }
 
 int shard_scan(const shard *s, uint64_t *pos, uint64_t max,

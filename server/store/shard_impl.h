@@ -77,6 +77,9 @@ struct shard {
      * the same bits as dirty, kept apart so a checkpoint does not clear them; NULL
      * until a reader follows the table */
     uint64_t *fdirty;
+    uint64_t *fgone;      /* sparse, with fdirty: keys eviction removed since the last sync */
+    size_t nfgone, fgone_cap;
+    int fgone_lost;       /* more than fgone may hold: the followers need a full copy */
 };
 
 /* The length of the dirty bits' array for `rows` rows: a word per 64 rows, and one. */

@@ -137,6 +137,16 @@ t_serve_follow_fresh() {
   tail -n 1 fresh.out
 }
 
+# Eviction: a row the training servers evict (evict_after) leaves the served copy
+# with the next delta, not at a full copy, while training goes on; pushed again it
+# is served again (test/tools/follow_evict.py).
+tags serve_follow_evict serve
+t_serve_follow_evict() {
+  PSKV_LIB=$top/build/lib/libpskv.so /usr/bin/python3 "$top/test/tools/follow_evict.py" \
+    > evict.out 2>&1 || fail "$(tail -n 3 evict.out)"
+  tail -n 1 evict.out
+}
+
 # Bad flags and a namespace that does not exist: clear errors, exit 2 and 1.
 tags serve_follow_bad serve
 t_serve_follow_bad() {

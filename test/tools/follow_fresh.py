@@ -12,29 +12,21 @@ or 1 when a push was not visible within 10 s.
 """
 
 import argparse
-import json
 import os
-import signal
-import subprocess
 import sys
 import time
-import urllib.request
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 import pskv  # noqa: E402
-from pskv.testing import LocalCluster, free_port  # noqa: E402
+from pskv.testing import LocalCluster  # noqa: E402
+
+import followlib  # noqa: E402
 
 
 def lookup(port, key):
-    body = json.dumps({"table": "t", "keys": [key]}).encode()
-    req = urllib.request.Request("http://127.0.0.1:%d/v1/lookup" % port, data=body, method="POST")
-    try:
-        with urllib.request.urlopen(req, timeout=5) as r:
-            return json.loads(r.read())["values"][0]
-    except (OSError, ValueError):
-        return None  # not served yet (503 before the first version)
+    return (followlib.lookup(port, "t", [key]) or [None])[0]
 
 
 def main():
@@ -47,11 +39,7 @@ def main():
         w = pskv.Worker(scheduler=c.address, rank=0, table_namespace="fresh")
         t = w.table("t", kind="sparse", width=1, updater="sum")
         t.push(np.ones(1, dtype=np.float32), keys=np.array([0], dtype=np.uint64)).wait(30)
-        port = free_port()
-        log = open(os.path.join(c.log_dir, "serve.log"), "w")
-        serve = subprocess.Popen([os.path.join(c.bin, "pskv-serve"), "--scheduler", c.address,
-                                  "--namespace", "fresh", "--http-port", str(port),
-                                  "--sync-ms", str(a.sync_ms)], stdout=log, stderr=log)
+        serve, port, log = followlib.start_serve(c, "fresh", a.sync_ms)
         try:
             end = time.monotonic() + 30
             while lookup(port, 0) != 1.0:
@@ -78,8 +66,7 @@ def main():
                   (len(lat), q(0.5), q(0.99), lat[-1], a.sync_ms))
             return 0
         finally:
-            serve.send_signal(signal.SIGTERM)
-            serve.wait(10)
+            followlib.stop_serve(serve)
             w.close()
 
 

@@ -1,6 +1,7 @@
 /* Tests of what a shard changed since the last checkpoint (server/store/shard_dirty.c):
  * the rows written, dense and sparse, the keys evicted (tombstones), a moved row
- * keeping its mark, the reset, and shard_remove (a delta's tombstones applied). */
+ * keeping its mark, the reset, and shard_remove (a delta's tombstones applied);
+ * the followers' own bits and tombstones (server/follow.h). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,6 +185,40 @@ START_TEST(follow_bits_sparse_growth)
 }
 END_TEST
 
+/* The followers' tombstones (shard_follow_gone): the keys eviction removed after
+ * following began, once each, left by a checkpoint's reset; none before. */
+static int take_gone(void *ctx, uint64_t key)
+{
+    return take_key(ctx, key, NULL);
+}
+
+START_TEST(follow_gone)
+{
+    shard *s = shard_new(0, 0, 0, 0, UINT64_MAX, 1, &SUM, &ZERO);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_int_eq(shard_admission(s, 0, 2), 0);
+    uint64_t keys[4] = {11, 22, 33, 44}, seen[17] = {0};
+    float g[4] = {1, 1, 1, 1};
+    shard_tag(s, 0, 0);
+    ck_assert_int_eq(shard_push(s, keys, 0, 1, g), 0); /* 11: evicted before following */
+    while (shard_sweep(s, 3, 1 << 20))
+        ;
+    ck_assert_int_eq(shard_follow_on(s), 0);
+    ck_assert_int_eq(shard_push(s, keys + 1, 0, 2, g), 0); /* 22, 33 at clock 0 */
+    shard_tag(s, 2, 0);
+    ck_assert_int_eq(shard_push(s, keys + 3, 0, 1, g), 0); /* 44 at clock 2 */
+    while (shard_sweep(s, 3, 1 << 20)) /* stamps < 1 go: 22 and 33 */
+        ;
+    ck_assert_uint_eq(shard_size(s), 1);
+    shard_changes_reset(s); /* a checkpoint: not the followers' */
+    ck_assert_int_eq(shard_follow_gone(s, take_gone, seen), 2);
+    ck_assert(has(seen + 1, 2, 22) && has(seen + 1, 2, 33) && !has(seen + 1, 2, 11));
+    seen[0] = 0;
+    ck_assert_int_eq(shard_follow_gone(s, take_gone, seen), 0); /* taken: forgotten */
+    shard_destroy(&s);
+}
+END_TEST
+
 /* shard_scan: a full copy in slices visits every row once, then says it is done. */
 START_TEST(scan_in_slices)
 {
@@ -214,6 +249,7 @@ Suite *dirty_suite(void)
     TCase *tf = tcase_create("follow");
     tcase_add_test(tf, follow_bits);
     tcase_add_test(tf, follow_bits_sparse_growth);
+    tcase_add_test(tf, follow_gone);
     tcase_add_test(tf, scan_in_slices);
     suite_add_tcase(s, tf);
     TCase *tc = tcase_create("changes");

@@ -139,7 +139,7 @@ START_TEST(sparse_features)
 END_TEST
 
 /* smerge: sparse rows merged into a new version (later rows win, keys sorted, the
- * old version untouched for its reader); a dense table published only when every
+ * old version untouched for its reader), removed rows dropped from a new one; a dense table published only when every
  * server's part carries one clock. */
 START_TEST(merge_sparse_and_dense)
 {
@@ -148,7 +148,7 @@ START_TEST(merge_sparse_and_dense)
     char why[200];
     uint64_t k1[] = {30, 10, 20};
     float v1[] = {3, 1, 2};
-    smerge_rows r = {1, "ns/emb", 0, 0, 1, k1, v1, 3, 4};
+    smerge_rows r = {1, "ns/emb", 0, 0, 1, k1, v1, 3, 4, 0};
     ck_assert_int_eq(smerge_apply(m, &r, why, sizeof why), 0);
     snap *a = snap_acquire(st, "emb");
     ck_assert_ptr_nonnull(a);
@@ -157,7 +157,7 @@ START_TEST(merge_sparse_and_dense)
     ck_assert_int_eq(a->kind, SNAP_PLAIN);
     uint64_t k2[] = {20, 5, 20};
     float v2[] = {7, 8, 9};
-    smerge_rows r2 = {2, "ns/emb", 0, 0, 1, k2, v2, 3, 6};
+    smerge_rows r2 = {2, "ns/emb", 0, 0, 1, k2, v2, 3, 6, 0};
     ck_assert_int_eq(smerge_apply(m, &r2, why, sizeof why), 0);
     snap *b = snap_acquire(st, "emb");
     float v;
@@ -167,6 +167,21 @@ START_TEST(merge_sparse_and_dense)
     ck_assert_int_eq(snap_find(b, 5, &v), 0);
     ck_assert_int_eq(snap_find(a, 5, &v), -1); /* the old version as it was */
     ck_assert_int_eq(b->clock, 6);
+    /* rows eviction removed at a server: a new version without them */
+    uint64_t k3[] = {30, 5, 99}; /* 99: not served, nothing to drop */
+    smerge_rows r3 = {2, "ns/emb", 0, 0, 1, k3, NULL, 3, 7, 1};
+    ck_assert_int_eq(smerge_apply(m, &r3, why, sizeof why), 0);
+    snap *c = snap_acquire(st, "emb");
+    ck_assert_uint_eq(c->n, 2);
+    ck_assert_int_eq(snap_find(c, 30, &v), -1);
+    ck_assert_int_eq(snap_find(c, 5, &v), -1);
+    ck_assert_int_eq(snap_find(c, 10, &v), 0);
+    ck_assert(v == 1.0f);
+    ck_assert_int_eq(snap_find(c, 20, &v), 0);
+    ck_assert(v == 9.0f);
+    ck_assert_int_eq(snap_find(b, 30, &v), 0); /* the old version as it was */
+    ck_assert_int_eq(c->clock, 7);
+    snap_release(st, &c);
     snap_release(st, &a);
     snap_release(st, &b);
     /* dense: two servers' halves of a 4-row table of width 2 */
@@ -174,8 +189,8 @@ START_TEST(merge_sparse_and_dense)
     float w1[] = {1, 1, 1, 1}, w2[] = {2, 2, 2, 2};
     uint32_t nodes[] = {1, 2};
     int64_t hi;
-    smerge_rows p1 = {1, "ns/sum", 1, 4, 2, d1, w1, 2, 7};
-    smerge_rows p2 = {2, "ns/sum", 1, 4, 2, d2, w2, 2, 8};
+    smerge_rows p1 = {1, "ns/sum", 1, 4, 2, d1, w1, 2, 7, 0};
+    smerge_rows p2 = {2, "ns/sum", 1, 4, 2, d2, w2, 2, 8, 0};
     ck_assert_int_eq(smerge_apply(m, &p1, why, sizeof why), 0);
     ck_assert_int_eq(smerge_apply(m, &p2, why, sizeof why), 0);
     ck_assert_int_eq(smerge_dense_publish(m, nodes, 2, &hi), 1); /* clocks 7 and 8 */
@@ -191,7 +206,7 @@ START_TEST(merge_sparse_and_dense)
     ck_assert(row3 && row3[0] == 2.0f && row3[1] == 2.0f);
     snap_release(st, &d);
     uint64_t bad[] = {4};
-    smerge_rows p3 = {1, "ns/sum", 1, 4, 2, bad, w1, 1, 9};
+    smerge_rows p3 = {1, "ns/sum", 1, 4, 2, bad, w1, 1, 9, 0};
     ck_assert_int_eq(smerge_apply(m, &p3, why, sizeof why), -PSKV_EPROTO); /* outside */
     smerge_destroy(&m);
     snapstore_destroy(&st);
@@ -210,9 +225,9 @@ START_TEST(merge_dense_failover)
     int64_t hi;
     uint64_t k1[] = {0, 1}, k2[] = {2, 3}, k3[] = {4, 5}, k1new[] = {0, 1, 2}, k3new[] = {3, 4, 5};
     float v5[] = {5, 5, 5}, v6[] = {6, 6, 6}, v7[] = {7, 7, 7};
-    smerge_rows p1 = {1, "ns/d", 1, 6, 1, k1, v5, 2, 5};
-    smerge_rows p2 = {2, "ns/d", 1, 6, 1, k2, v5, 2, 5};
-    smerge_rows p3 = {3, "ns/d", 1, 6, 1, k3, v5, 2, 5};
+    smerge_rows p1 = {1, "ns/d", 1, 6, 1, k1, v5, 2, 5, 0};
+    smerge_rows p2 = {2, "ns/d", 1, 6, 1, k2, v5, 2, 5, 0};
+    smerge_rows p3 = {3, "ns/d", 1, 6, 1, k3, v5, 2, 5, 0};
     ck_assert_int_eq(smerge_apply(m, &p1, why, sizeof why), 0);
     ck_assert_int_eq(smerge_apply(m, &p2, why, sizeof why), 0);
     ck_assert_int_eq(smerge_apply(m, &p3, why, sizeof why), 0);
@@ -233,8 +248,8 @@ START_TEST(merge_dense_failover)
     ck_assert_int_eq(d->clock, 5); /* not half of 5 and 6 */
     snap_release(st, &d);
     /* the new heads' parts at clock 7 cover the table */
-    smerge_rows n1 = {1, "ns/d", 1, 6, 1, k1new, v7, 3, 7};
-    smerge_rows n3 = {3, "ns/d", 1, 6, 1, k3new, v7, 3, 7};
+    smerge_rows n1 = {1, "ns/d", 1, 6, 1, k1new, v7, 3, 7, 0};
+    smerge_rows n3 = {3, "ns/d", 1, 6, 1, k3new, v7, 3, 7, 0};
     ck_assert_int_eq(smerge_apply(m, &n1, why, sizeof why), 0);
     ck_assert_int_eq(smerge_apply(m, &n3, why, sizeof why), 0);
     ck_assert_int_eq(smerge_dense_publish(m, alive, 2, &hi), 0);

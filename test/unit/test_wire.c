@@ -201,6 +201,36 @@ START_TEST(pull_reply)
 }
 END_TEST
 
+/* FOLLOW_DATA: rows carry keys and values; removed rows (follow_removed) keys only,
+ * and a values frame beside them is refused. */
+START_TEST(follow_data_shapes)
+{
+    uint64_t keys[2] = {7, 9};
+    float vals[2] = {1, 2};
+    Pskv__Meta meta;
+    meta_counts(&meta, PSKV__MSG_TYPE__FOLLOW_DATA, 2, 1);
+    frames f;
+    put_meta(&f, &meta);
+    put_frame(&f, keys, sizeof keys);
+    put_frame(&f, vals, sizeof vals);
+    wire_msg m;
+    char why[256];
+    ck_assert_int_eq(parse(&m, &f, why, sizeof why), 0);
+    ck_assert_ptr_nonnull(m.vals);
+    wire_msg_close(&m);
+    meta.has_follow_removed = meta.follow_removed = 1;
+    put_meta(&f, &meta);
+    put_frame(&f, keys, sizeof keys);
+    ck_assert_int_eq(parse(&m, &f, why, sizeof why), 0);
+    ck_assert_uint_eq(m.nkeys, 2);
+    ck_assert_uint_eq(m.keys[1], 9);
+    ck_assert_ptr_null(m.vals);
+    wire_msg_close(&m);
+    put_frame(&f, vals, sizeof vals);
+    expect_fail(&f, PSKV_EPROTO);
+}
+END_TEST
+
 START_TEST(control_message_without_payload)
 {
     Pskv__Meta meta;
@@ -755,6 +785,7 @@ Suite *wire_suite(void)
     tcase_add_test(tc, push_dense_run);
     tcase_add_test(tc, pull_with_keys_and_dense);
     tcase_add_test(tc, pull_reply);
+    tcase_add_test(tc, follow_data_shapes);
     tcase_add_test(tc, control_message_without_payload);
     tcase_add_test(tc, replicate_close_shapes);
     tcase_add_test(tc, version_mismatch);

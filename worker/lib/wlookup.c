@@ -1,14 +1,19 @@
 /* pskv_serve_lookup (pskv.h): a client of pskv-serve's ZeroMQ side (its --zmq-port,
  * worker/serve/szmq.h). One DEALER per call on a context shared by the process
- * (made once); no pskv_worker handle: a serving client is no member of a job. */
+ * (made once); no pskv_worker handle: a serving client is no member of a job.
+ * With PSKV_KEYS=DIR (the keys other libpskv calls take without a pskv_config) the
+ * socket is a CURVE client with DIR's key, toward the key in DIR/serve.pub
+ * (pskv-serve's node.pub, copied there as scheduler.pub is). */
 #define _GNU_SOURCE
 #include "pskv.h"
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <zmq.h>
 
+#include "keys.h"
 #include "net.h"
 #include "pskv_errors.h"
 #include "wire.h"
@@ -18,6 +23,32 @@ static pthread_once_t ctx_once = PTHREAD_ONCE_INIT;
 static void make_ctx(void) { lookup_ctx = zmq_ctx_new(); }
 
 #define WHY(...) (why && why_len ? (void)snprintf(why, why_len, __VA_ARGS__) : (void)0)
+
+/* With PSKV_KEYS set: CURVE on sock (module comment). Returns 0 or a negated
+ * PSKV_E* with why naming the file or the failure. */
+static int curve_of(void *sock, char *why, size_t why_len)
+{
+    const char *dir = getenv("PSKV_KEYS");
+    if (!dir || !*dir)
+        return 0;
+    keyset ks;
+    char pub[KEY_Z85 + 1], bad[400];
+    int rc = keys_load(&ks, dir, 0, bad, sizeof bad);
+    if (rc == 0) {
+        rc = keys_read_pub(dir, "serve.pub", pub, bad, sizeof bad);
+        if (rc < 0) /* say what the file is for */
+            snprintf(bad + strlen(bad), sizeof bad - strlen(bad),
+                     " (PSKV_KEYS: serve.pub holds pskv-serve's node.pub)");
+    }
+    if (rc == 0 && net_curve_client(sock, &ks, pub) < 0) {
+        snprintf(bad, sizeof bad, "cannot turn CURVE on: %s", zmq_strerror(zmq_errno()));
+        rc = -PSKV_ENET;
+    }
+    keys_clear(&ks);
+    if (rc < 0)
+        WHY("%s", bad);
+    return rc;
+}
 
 /* Checks the reply and copies its rows. Returns 0 or a negated PSKV_E*. */
 static int take_reply(const wire_msg *m, size_t n, float *out, size_t out_cap, uint32_t *width,
@@ -64,6 +95,11 @@ int pskv_serve_lookup(const char *endpoint, const char *table, const uint64_t *k
     }
     pthread_once(&ctx_once, make_ctx);
     void *sock = lookup_ctx ? net_socket(lookup_ctx, ZMQ_DEALER, 0, 0) : NULL;
+    int krc = sock ? curve_of(sock, why, why_len) : 0;
+    if (krc < 0) {
+        zmq_close(sock);
+        return krc;
+    }
     if (!sock || net_connect(sock, host, port) < 0) {
         if (sock)
             zmq_close(sock);

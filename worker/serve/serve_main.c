@@ -6,6 +6,10 @@
  * job's namespace (--scheduler HOST:PORT --namespace NS, sfollow.h): the servers
  * send the rows that changed every --sync-ms.
  *
+ * With --keys (a worker key: the servers bind it as a reader of the namespace)
+ * every ZeroMQ socket speaks CURVE: following, and the --zmq-port side, which
+ * admits the keys of the key directory's authorized file (secure.h).
+ *
  * The main thread follows the job (or waits for signals); MHD's threads answer. */
 #define _GNU_SOURCE
 #include <signal.h>
@@ -15,10 +19,12 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "keys.h"
 #include "log.h"
 #include "metrics.h"
 #include "mload.h"
 #include "pskv_errors.h"
+#include "secure.h"
 #include "sfollow.h"
 #include "szmq.h"
 #include "shttp.h"
@@ -52,6 +58,10 @@ static cfg_entry config[] = {
     {"zmq-port", CFG_INT, "0", "PSKV_SERVE_ZMQ_PORT", 0, 65535, NULL,
      "ZeroMQ port for LOOKUP (libpskv's pskv_serve_lookup), on --http-bind's address; 0 = "
      "none", 0, 0, NULL, NULL},
+    {"keys", CFG_STR, "", "PSKV_KEYS", 1, 0, NULL,
+     "key directory of a worker key (node.key, node.pub, scheduler.pub; with --zmq-port also "
+     "authorized): CURVE to the scheduler and servers, which must list the key (a `reader "
+     "NS` line); --zmq-port admits only keys listed in authorized", 0, 0, NULL, NULL},
     {"threads", CFG_INT, "2", "PSKV_SERVE_THREADS", 1, 256, NULL,
      "threads answering HTTP requests", 0, 0, NULL, NULL},
     {"queue", CFG_INT, "256", "PSKV_SERVE_QUEUE", 1, 65536, NULL,
@@ -113,6 +123,20 @@ int main(int argc, char **argv)
         fprintf(stderr, "pskv-serve: --namespace goes with --scheduler, not --model\n");
         return 2;
     }
+    secure sec;
+    char why[512];
+    const char *keys = cfg_str(config, "keys");
+    if (secure_init(&sec, "pskv-serve", keys, 0, KEY_ROLE_WORKER,
+                    keys[0] && cfg_int(config, "zmq-port") != 0, why, sizeof why) < 0) {
+        fprintf(stderr, "pskv-serve: %s\n", why);
+        return 2;
+    }
+    if (keys[0] && path[0] && !cfg_int(config, "zmq-port")) {
+        fprintf(stderr, "pskv-serve: --keys goes with --scheduler or --zmq-port, not a --model "
+                        "file alone (the HTTP side takes no keys)\n");
+        secure_close(&sec);
+        return 2;
+    }
     cfg_log(config);
     openblas_set_num_threads(1); /* the answering threads are the parallelism */
     signal(SIGINT, on_signal);
@@ -122,10 +146,11 @@ int main(int argc, char **argv)
     metrics_identity("serve", -1, -1);
     snapstore *st = snapstore_new();
     if (!st || (path[0] && load(st, path) < 0)) {
+        secure_close(&sec);
         snapstore_destroy(&st);
         return 1;
     }
-    char source[600], why[256];
+    char source[600];
     if (path[0])
         snprintf(source, sizeof source, "file %s", path);
     else
@@ -138,6 +163,7 @@ int main(int argc, char **argv)
     shttp *h = shttp_start(&hc, st, why, sizeof why);
     if (!h) {
         LOG_E("%s", why);
+        secure_close(&sec);
         snapstore_destroy(&st);
         return 1;
     }
@@ -145,18 +171,20 @@ int main(int argc, char **argv)
           hc.bind, shttp_port(h));
     szmq *z = NULL;
     if (cfg_int(config, "zmq-port")) {
-        z = szmq_start(hc.bind, (int)cfg_int(config, "zmq-port"), hc.max_keys, st, why,
+        z = szmq_start(hc.bind, (int)cfg_int(config, "zmq-port"), hc.max_keys, st, &sec, why,
                        sizeof why);
         if (!z) {
             LOG_E("--zmq-port: %s", why);
+            secure_close(&sec);
             shttp_stop(&h);
             snapstore_destroy(&st);
             return 1;
         }
-        LOG_I("answering LOOKUP on tcp://%s:%d", hc.bind, szmq_port(z));
+        LOG_I("answering LOOKUP on tcp://%s:%d%s", hc.bind, szmq_port(z),
+              sec.keyed ? " (CURVE: keys listed in authorized)" : "");
     }
     sfollow_cfg fc = {sched, cfg_str(config, "namespace"), (int)cfg_int(config, "sync-ms"),
-                      (int)cfg_int(config, "follow-wait")};
+                      (int)cfg_int(config, "follow-wait"), &sec};
     if (sched[0])
         rc = sfollow_run(&fc, st, &stop_signal);
     while (!sched[0] && !stop_signal) {
@@ -168,7 +196,8 @@ int main(int argc, char **argv)
     }
     if (stop_signal)
         LOG_I("terminated by signal %d", (int)stop_signal);
-    szmq_stop(&z);
+    szmq_stop(&z); /* with keys, it stops the ZAP handler in its context first */
+    secure_close(&sec);
     shttp_stop(&h);
     snapstore_destroy(&st);
     metrics_stop();

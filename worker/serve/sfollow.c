@@ -46,6 +46,7 @@ typedef struct fstate {
     smerge *m;
     int64_t lead, round_ms;
     int followed;   /* rows arrived at least once */
+    char denied[300]; /* a server refused the key this namespace (PSKV_EACCES): why */
     met_series *rows_in, *gaps;
 } fstate;
 
@@ -106,8 +107,11 @@ static void apply_view(fstate *F, const Pskv__Meta *r)
                 s = &F->s[i];
         if (!s && F->n < MAX_SERVERS && strlen(n->host) < sizeof s->host) {
             void *sock = net_socket(F->ctx, ZMQ_DEALER, 0, 0);
-            if (!sock || net_connect(sock, n->host, (int)n->port) < 0) {
-                LOG_W("cannot dial server %u at %s:%u", n->id, n->host, n->port);
+            if (!sock || secure_dial(F->cfg->sec, sock, n->pubkey) < 0 ||
+                net_connect(sock, n->host, (int)n->port) < 0) {
+                LOG_W("cannot dial server %u at %s:%u%s", n->id, n->host, n->port,
+                      F->cfg->sec && F->cfg->sec->keyed && !n->pubkey ? " (no key in the view)"
+                                                                      : "");
                 if (sock)
                     zmq_close(sock);
                 continue;
@@ -192,14 +196,15 @@ static void on_data(fstate *F, srvc *s, const wire_msg *msg)
         send_follow(F, s, 1, -1);
         return;
     }
-    LOG_D("server %u: %s%s %s, %llu rows at clock %lld", s->id, r->follow_full ? "full " : "",
+    LOG_D("server %u: %s%s %s, %llu rows %sat clock %lld", s->id, r->follow_full ? "full " : "",
           r->follow_dense ? "dense" : "sparse", r->follow_table, (unsigned long long)msg->nkeys,
+          r->follow_removed ? "removed " : "",
           (long long)r->clock);
     s->awaiting_full = 0;
     s->seq = r->follow_seq;
     s->refused = 0;
     smerge_rows rows = {s->id, r->follow_table, r->follow_dense, r->follow_size, r->width,
-                        msg->keys, msg->vals, (size_t)msg->nkeys, r->clock};
+                        msg->keys, msg->vals, (size_t)msg->nkeys, r->clock, r->follow_removed};
     int rc = smerge_apply(F->m, &rows, why, sizeof why);
     if (rc < 0) {
         LOG_W("server %u: %s: dropped (%s)", s->id, why, pskv_strerror(rc));
@@ -230,6 +235,9 @@ static void on_server(fstate *F, srvc *s)
                 LOG_W("server %u refused to be followed: %s", s->id,
                       msg.meta->error ? msg.meta->error : "?");
             s->refused = msg.meta->has_error_code ? msg.meta->error_code : PSKV_EPROTO;
+            if (s->refused == PSKV_EACCES && !F->denied[0])
+                snprintf(F->denied, sizeof F->denied, "server %u: %s", s->id,
+                         msg.meta->error ? msg.meta->error : "access refused");
             s->awaiting_full = 1; /* the next renewal asks again */
         }
         wire_msg_close(&msg);
@@ -257,20 +265,31 @@ static void renew(fstate *F, int64_t now)
     }
 }
 
-/* 1 when following has not begun within wait_s (logged why). */
+/* 1 when following has not begun within wait_s, or a server refused this key
+ * the namespace (logged why). */
 static int gave_up(const fstate *F, int64_t started)
 {
+    int keyed = F->cfg->sec && F->cfg->sec->keyed;
+    if (!F->followed && F->denied[0]) {
+        LOG_E("namespace '%s' may not be followed with this key (PSKV_EACCES: %s); the "
+              "servers' authorized file binds it: `reader %s KEY`", F->cfg->ns, F->denied,
+              F->cfg->ns[0] ? F->cfg->ns : "NS");
+        return 1;
+    }
     if (F->followed || tu_now_ms() - started < (int64_t)F->cfg->wait_s * 1000)
         return 0;
     if (!F->have_view)
-        LOG_E("no answer from scheduler %s within %d s", F->cfg->scheduler, F->cfg->wait_s);
+        LOG_E("no answer from scheduler %s within %d s%s", F->cfg->scheduler, F->cfg->wait_s,
+              keyed ? " (with --keys: is this key in its authorized file, and scheduler.pub "
+                      "its key?)" : "");
     else if (!F->n)
         LOG_E("the job of scheduler %s has no live server to follow", F->cfg->scheduler);
     else if (F->s[0].refused == PSKV_ENOTABLE)
         LOG_E("namespace '%s' does not exist: no server of scheduler %s has a table in it "
               "(pskv-worker --namespace NS opens them)", F->cfg->ns, F->cfg->scheduler);
     else
-        LOG_E("no rows of namespace '%s' arrived within %d s", F->cfg->ns, F->cfg->wait_s);
+        LOG_E("no rows of namespace '%s' arrived within %d s%s", F->cfg->ns, F->cfg->wait_s,
+              keyed ? " (with --keys: do the servers' authorized files list this key?)" : "");
     return 1;
 }
 
@@ -293,7 +312,8 @@ int sfollow_run(const sfollow_cfg *cfg, snapstore *st, atomic_int *stop)
                                 "rows received from the training servers", NULL, NULL);
     F->gaps = metrics_series("pskv_serve_follow_gaps_total", MET_COUNTER,
                              "full copies asked for after rows were lost", NULL, NULL);
-    if (!F->sched || !F->m || net_connect(F->sched, host, port) < 0) {
+    if (!F->sched || !F->m || secure_dial(cfg->sec, F->sched, NULL) < 0 ||
+        net_connect(F->sched, host, port) < 0) {
         LOG_E("cannot dial scheduler %s", cfg->scheduler);
         goto out;
     }

@@ -14,6 +14,11 @@
  *   - dense tables: every --sync-ms the reader asks every server for its parts at
  *     the clock boundary T = the highest clock seen + a lead, so that each server
  *     answers at the same boundary; parts that disagree double the lead.
+ * With keys (cfg->sec keyed) every socket is a CURVE client: to the scheduler
+ * with scheduler.pub, to each server with the key the view gives it. The servers
+ * take the key as a reader's (the `reader NS` binding of their authorized file):
+ * FOLLOW of a namespace the key is not bound to is refused PSKV_EACCES naming
+ * the namespace, and the reader gives up at once (exit 1); it never pushes.
  * When the servers or the scheduler are gone (the job ended, a failure) the last
  * versions stay served and their staleness grows.
  *
@@ -25,6 +30,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "secure.h"
 #include "snap.h"
 
 typedef struct sfollow_cfg {
@@ -32,11 +38,13 @@ typedef struct sfollow_cfg {
     const char *ns;        /* the namespace ("" = the unnamed one) */
     int sync_ms;           /* how often servers send changed rows */
     int wait_s;            /* give up when nothing was followed within this long */
+    const secure *sec;     /* keys (borrowed): CURVE toward the scheduler and servers */
 } sfollow_cfg;
 
 /* Follows cfg->ns into st until *stop is set. Returns 0 after a stop, or 1 after
  * logging why it could not start (no scheduler, a namespace no server has, the
- * servers refusing) within cfg->wait_s. */
+ * servers refusing) within cfg->wait_s, or at once when a server refused the
+ * key access to the namespace (PSKV_EACCES) before any row came. */
 int sfollow_run(const sfollow_cfg *cfg, snapstore *st, atomic_int *stop);
 
 #endif

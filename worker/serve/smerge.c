@@ -170,6 +170,56 @@ static int merge_sparse(smerge *m, const smerge_rows *r, char *why, size_t whyle
     return snap_publish(m->st, &s);
 }
 
+static int by_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* A new sparse version: the current one without r's keys (rows eviction removed). */
+static int remove_sparse(smerge *m, const smerge_rows *r)
+{
+    const char *slash = strchr(r->table, '/');
+    snap *old = snap_acquire(m->st, slash ? slash + 1 : r->table);
+    if (!old || !old->keys) { /* nothing served (or a dense table: not ours to thin) */
+        snap_release(m->st, &old);
+        return 0;
+    }
+    size_t w = snap_width(old), on = old->n;
+    uint64_t *gone = malloc((r->n ? r->n : 1) * sizeof *gone);
+    snap *s = calloc(1, sizeof *s);
+    if (s) {
+        s->keys = malloc((on ? on : 1) * sizeof *s->keys);
+        s->vals = malloc((on ? on : 1) * w * sizeof *s->vals);
+    }
+    if (!gone || !s || !s->keys || !s->vals) {
+        free(gone);
+        snap_free(&s);
+        snap_release(m->st, &old);
+        return -PSKV_ENOMEM;
+    }
+    memcpy(gone, r->keys, r->n * sizeof *gone);
+    qsort(gone, r->n, sizeof *gone, by_u64);
+    size_t n = 0, b = 0;
+    for (size_t a = 0; a < on; a++) { /* both ascending: one pass */
+        while (b < r->n && gone[b] < old->keys[a])
+            b++;
+        if (b < r->n && gone[b] == old->keys[a])
+            continue;
+        s->keys[n] = old->keys[a];
+        memcpy(s->vals + n * w, old->vals + a * w, w * sizeof *s->vals);
+        n++;
+    }
+    free(gone);
+    s->n = n;
+    s->width = old->width;
+    s->clock = old->clock > r->clock ? old->clock : r->clock;
+    s->wall = wall_now();
+    name_kind(s, r->table);
+    snap_release(m->st, &old);
+    return snap_publish(m->st, &s);
+}
+
 static dtab *dense_table(smerge *m, const smerge_rows *r, char *why, size_t whylen)
 {
     for (size_t i = 0; i < m->nd; i++) {
@@ -244,6 +294,8 @@ int smerge_apply(smerge *m, const smerge_rows *r, char *why, size_t whylen)
         snprintf(why, whylen, "table %s: width %u", r->table, r->width);
         return -PSKV_EPROTO;
     }
+    if (r->removed)
+        return r->dense ? 0 : remove_sparse(m, r);
     return r->dense ? keep_part(m, r, why, whylen) : merge_sparse(m, r, why, whylen);
 }
 

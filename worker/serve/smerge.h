@@ -1,8 +1,9 @@
 /* smerge: a followed namespace's rows as snapshots (snap.h). The rows the
  * servers send (sfollow.h) are merged into a new version of their table, which
  * is then published; a reader of the old version is never disturbed.
- *   - sparse tables: each message's rows overwrite (or add) those keys; the new
- *     version is published at once (keys kept ascending);
+ *   - sparse tables: each message's rows overwrite (or add) those keys, or (rows
+ *     eviction removed at the servers) drop them; the new version is published at
+ *     once (keys kept ascending);
  *   - dense tables: each server's latest part (the rows it heads, at a clock
  *     boundary) is kept; a version is published only when the parts of every
  *     server followed carry one clock and hold every row of the table between
@@ -37,6 +38,7 @@ typedef struct smerge_rows {
     const float *vals;   /* n x width */
     size_t n;
     int64_t clock;       /* the values clock they reflect */
+    int removed;         /* sparse: the keys are rows eviction removed (vals NULL) */
 } smerge_rows;
 
 /* A new merger publishing into st (borrowed). NULL when out of memory. */

@@ -21,6 +21,7 @@ struct szmq {
     int port;
     size_t max_keys;
     snapstore *st;
+    secure *sec; /* borrowed: its ZAP handler lives in ctx */
     pthread_t th;
     atomic_int stop;
     met_series *answered, *refused;
@@ -112,8 +113,8 @@ static void *run(void *arg)
     return NULL;
 }
 
-szmq *szmq_start(const char *bind, int port, size_t max_keys, snapstore *st, char *why,
-                 size_t whylen)
+szmq *szmq_start(const char *bind, int port, size_t max_keys, snapstore *st, secure *sec,
+                 char *why, size_t whylen)
 {
     szmq *z = calloc(1, sizeof *z);
     if (!z) {
@@ -123,8 +124,15 @@ szmq *szmq_start(const char *bind, int port, size_t max_keys, snapstore *st, cha
     z->st = st;
     z->max_keys = max_keys;
     z->ctx = zmq_ctx_new();
+    z->sec = sec;
     z->sock = z->ctx ? net_socket(z->ctx, ZMQ_ROUTER, 64 << 20, 0) : NULL;
-    z->port = z->sock ? net_bind(z->sock, bind, port, why, whylen) : -PSKV_ENET;
+    /* any role the authorized file lists may look rows up: a reading client */
+    unsigned roles = ((1u << KEY_ROLE_COUNT) - 1) & ~1u;
+    if (!z->sock)
+        snprintf(why, whylen, "cannot make a ZeroMQ socket");
+    z->port = !z->sock ? -PSKV_ENET : secure_listen(sec, z->ctx, z->sock, roles, why, whylen);
+    if (z->port == 0)
+        z->port = net_bind(z->sock, bind, port, why, whylen);
     z->answered = metrics_series("pskv_serve_zmq_lookups_total", MET_COUNTER,
                                  "LOOKUP requests answered on --zmq-port", NULL, NULL);
     z->refused = metrics_series("pskv_serve_zmq_refused_total", MET_COUNTER,
@@ -134,6 +142,7 @@ szmq *szmq_start(const char *bind, int port, size_t max_keys, snapstore *st, cha
             snprintf(why, whylen, "cannot start the ZeroMQ thread");
         if (z->sock)
             zmq_close(z->sock);
+        secure_close(sec);
         if (z->ctx)
             zmq_ctx_term(z->ctx);
         free(z);
@@ -152,6 +161,7 @@ void szmq_stop(szmq **self_p)
     z->stop = 1;
     pthread_join(z->th, NULL);
     zmq_close(z->sock);
+    secure_close(z->sec); /* its ZAP socket is in ctx: before the context ends */
     zmq_ctx_term(z->ctx);
     free(z);
     *self_p = NULL;
