@@ -136,7 +136,11 @@ static void note_whole(void)
     if (!srv.mb.view || srv.whole == srv.mb.epoch)
         return;
     if (!chain_filling(srv.chain)) {
+        uint64_t before = srv.whole;
         lease_set_whole(srv.whole = srv.mb.epoch);
+        if (before) /* a placement changed: its copies are all here */
+            LOG_I("view epoch %llu: every partition held here is whole",
+                  (unsigned long long)srv.whole);
         if (listed)
             lease_set_awaited(listed = 0, NULL, 0);
         return;

@@ -63,6 +63,12 @@ t_forget_replaced() {
   pid0=$(cat server-0.pid) pid1=$(cat server-1.pid)
   kill -KILL "$pid0"
   wait_line scheduler.log 'replaced: view epoch' 1 10 || fail "server 0 not replaced"
+  # the survivors hold their new partitions whole before the second loss (else a
+  # partition whose copy was still on its way from server 1 is lost, rightly)
+  for i in 1 2; do
+    wait_line "server-$i.log" 'every partition held here is whole' 1 30 ||
+      fail "server $i did not get its copies: $(tail -n 1 "server-$i.log")"
+  done
   kill -STOP "$pid1"
   wait_line scheduler.log 'replaced: view epoch' 2 10 || fail "stopped server 1 not replaced"
   js=$("$BIN/pskvctl" --scheduler "127.0.0.1:$port" status --json)
