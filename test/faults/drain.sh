@@ -207,7 +207,7 @@ tags drain_bsp once figure
 f_drain_bsp() {
   local d=$TDIR/c v id
   launch "$d" --servers 3 --workers 3 --scheduler-opt=--replicas=2 \
-    -- --app check --consistency bsp --rounds 600
+    -- --app check --consistency bsp --rounds 400
   wait_joined "$d" 3
   sleep 1.$((RANDOM % 10))
   v=server-$((RANDOM % 3))

@@ -8,7 +8,7 @@ eval_fault() {
   launch "$d" --servers 1 --workers 2 --evaluators 1 \
     --scheduler-opt=--early-stop-metric=val_accuracy \
     --scheduler-opt=--patience=50 --evaluator-opt --metrics="$d/val.jsonl" -- --app mlp \
-    --epochs 8 --train-limit 20000 --test-limit 500 --validation-split 1000 --eval-every 0
+    --epochs 6 --train-limit 20000 --test-limit 500 --validation-split 1000 --eval-every 0
   wait_joined "$d" 2
   for i in $(seq $((600 * TS))); do
     grep -q '^evaluation 2:' "$d/evaluator.log" 2>/dev/null && break
@@ -29,7 +29,7 @@ eval_fault() {
   wait "$(cat "$d/launch.pid")" || fail "workers failed: $(tail -n 3 "$d/launch.out")"
   grep -q 'evaluator node [0-9]* is dead: training goes on; early stopping is suspended' "$d/scheduler.log" ||
     fail "the scheduler logged no warning"
-  grep -q '^final test accuracy .* after 8 epochs' "$d/worker-0.log" || fail "training did not run to its end"
+  grep -q '^final test accuracy .* after 6 epochs' "$d/worker-0.log" || fail "training did not run to its end"
   grep -q 'stopped early' "$d"/worker-*.log && fail "a worker stopped early"
   [ "$sig" = STOP ] && kill -KILL "$(cat "$d/evaluator.pid")" 2>/dev/null
   echo "training finished with the evaluator $( [ "$sig" = KILL ] && echo killed || echo paused)"

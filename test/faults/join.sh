@@ -88,7 +88,7 @@ f_join_ssp_parked() {
 tags join_bsp once
 f_join_bsp() {
   local d=$TDIR/c
-  launch "$d" --servers 2 --workers 3 -- --app check --consistency bsp --rounds 500
+  launch "$d" --servers 2 --workers 3 -- --app check --consistency bsp --rounds 350
   wait_joined "$d" 3
   sleep 0.3
   start_server "$d" server-2

@@ -26,7 +26,7 @@ tags kill_server_shm shm once figure
 f_kill_server_shm() {
   local d=$TDIR/c pids p t0 f
   launch "$d" --servers 3 --workers 4 --scheduler-opt=--replicas=2 \
-    --worker-opt 3:--pull --worker-opt 3:view -- --app check --rounds 200 \
+    --worker-opt 3:--pull --worker-opt 3:view -- --app check --rounds 150 \
     --check-keys 40000 --shm --log-level info
   wait_joined "$d" 4
   sleep 0.$((3 + RANDOM % 5))
@@ -108,9 +108,9 @@ tags kill_server_bsp figure
 f_kill_server_bsp() {
   local d=$TDIR/c t0
   launch "$d" --servers 3 --workers 4 --scheduler-opt=--replicas=2 -- --app check \
-    --consistency bsp --rounds 400
+    --consistency bsp --rounds 300
   wait_joined "$d" 4
-  sleep 1.$((RANDOM % 10)) # the push stream runs about 7 s
+  sleep 1.$((RANDOM % 10)) # the push stream runs about 5 s
   t0=$(now_ms)
   kill -KILL "$(cat "$d/server-$((RANDOM % 3)).pid")"
   wait_ok "$d"

@@ -24,7 +24,7 @@ pause_until_replaced() {
 tags pause_server serial
 f_pause_server() {
   local d=$TDIR/c
-  launch "$d" --servers 3 --workers 3 --scheduler-opt=--replicas=2 -- --app check --rounds 2500
+  launch "$d" --servers 3 --workers 3 --scheduler-opt=--replicas=2 -- --app check --rounds 1500
   pause_until_replaced "$d"
   wait_ok "$d"
   grep -q 'server-1 (pid [0-9]*) exited with status 3' "$d/launch.out" ||
@@ -38,7 +38,7 @@ f_pause_server() {
 tags pause_server_shm shm once
 f_pause_server_shm() {
   local d=$TDIR/c
-  launch "$d" --servers 3 --workers 3 --scheduler-opt=--replicas=2 -- --app check --rounds 250 \
+  launch "$d" --servers 3 --workers 3 --scheduler-opt=--replicas=2 -- --app check --rounds 180 \
     --check-keys 40000 --shm
   pause_until_replaced "$d"
   wait_ok "$d"

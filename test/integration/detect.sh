@@ -253,7 +253,7 @@ d_load_run() {
   for a in "$@"; do f+=(--scheduler-opt="$a"); done
   mkdir -p "$d"
   "$LAUNCH" --log-dir "$d" --timeout 150 --servers 3 --workers 4 --scheduler-opt=--replicas=2 \
-    "${f[@]}" -- --app check --rounds 100 > "$d.out" 2>&1 &
+    "${f[@]}" -- --app check --rounds 50 > "$d.out" 2>&1 &
   local lp=$!
   for i in $(seq 400); do
     for s in 0 1 2; do
