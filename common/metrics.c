@@ -45,6 +45,7 @@ static struct {
     met_series **series;
     size_t nseries, capseries;
     char role[16];
+    char group[72]; /* metrics_group, escaped; "" = no group label */
     int node, rank;
     struct MHD_Daemon *d;
 } R = {.mu = PTHREAD_MUTEX_INITIALIZER, .role = "?", .node = -1, .rank = -1};
@@ -55,6 +56,15 @@ void metrics_identity(const char *role, int node, int rank)
     snprintf(R.role, sizeof R.role, "%s", role);
     R.node = node;
     R.rank = rank;
+    pthread_mutex_unlock(&R.mu);
+}
+
+static void escape(char *out, size_t len, const char *s);
+
+void metrics_group(const char *group)
+{
+    pthread_mutex_lock(&R.mu);
+    escape(R.group, sizeof R.group, group ? group : "");
     pthread_mutex_unlock(&R.mu);
 }
 
@@ -286,8 +296,11 @@ char *metrics_render(size_t *len)
     text t = {0};
     double rss = metrics_resident_bytes();
     pthread_mutex_lock(&R.mu);
-    char base[160];
-    snprintf(base, sizeof base, "node=\"%d\",role=\"%s\",rank=\"%d\"", R.node, R.role, R.rank);
+    char base[256];
+    int bn = snprintf(base, sizeof base, "node=\"%d\",role=\"%s\",rank=\"%d\"", R.node, R.role,
+                      R.rank);
+    if (R.group[0] && bn > 0 && (size_t)bn < sizeof base)
+        snprintf(base + bn, sizeof base - (size_t)bn, ",group=\"%s\"", R.group);
     put(&t, "# HELP pskv_resident_memory_bytes Resident memory of this process.\n"
             "# TYPE pskv_resident_memory_bytes gauge\n");
     sample(&t, "pskv_resident_memory_bytes", "", base, "", NULL, rss);

@@ -28,6 +28,10 @@ typedef struct met_series met_series;
  * node id and rank (-1 = none yet). Rendered from the next scrape on. */
 void metrics_identity(const char *role, int node, int rank);
 
+/* The worker group a worker or an evaluator belongs to (NULL or "": none, the
+ * label is left out): every series then also carries group="NAME". */
+void metrics_group(const char *group);
+
 /* The series of family `name` (created with `type` and `help` on first use; a
  * later call must give the same type) with the extra label lkey="lval" (lkey
  * NULL: none). Returns the same pointer for the same name and label; NULL when

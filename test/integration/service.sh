@@ -57,12 +57,20 @@ group_ok() {
 # sums over its own namespace (its tables are GROUP/check.*) with its own number of
 # workers; the servers stay up with no group, a group's name is taken again by a
 # new group (bsp, alone, in a namespace it names: A's tables stay), and pskvctl shutdown ends the service, every process 0.
+# A worker's own metrics carry its group (group="B").
 t_service_groups() {
+  local mp
+  mp=$(free_port)
   start_service 2
   group A 2 a --app check --rounds 40
-  group B 1 b --app check --rounds 40
+  group B 1 b --app check --rounds 40 --metrics-port "$mp" --metrics-linger 20
+  wait_line b-0.log '^check ok' 1 120 || fail "group B's worker did not finish: $(tail -n 1 b-0.log)"
+  curl -s --max-time 10 "http://127.0.0.1:$mp/metrics" > b-metrics.txt
+  grep -q '^pskv_worker_clock{node="[0-9]*",role="worker",rank="0",group="B"} 40' b-metrics.txt ||
+    fail "the worker's series do not carry group=\"B\": $(grep '^pskv_worker_clock' b-metrics.txt)"
+  kill "$(cat b-0.pid)" # its lingering metrics read: end it now
   group_ok a 2 '^check ok: 2 workers, 2 servers, 40 rounds, async'
-  group_ok b 1 '^check ok: 1 workers, 2 servers, 40 rounds, async'
+  grep -q '^check ok: 1 workers, 2 servers, 40 rounds, async' b-0.log || fail "b-0: $(tail -n 1 b-0.log)"
   wait_line scheduler.log 'group A ended' 1 10 || fail "group A did not end"
   wait_line scheduler.log 'group B ended' 1 10 || fail "group B did not end"
   grep -q "table 'A/check.dense'" server-0.log server-1.log || fail "no table A/check.dense"

@@ -53,6 +53,16 @@ START_TEST(series_and_text)
     /* one HELP per family, even with two series */
     ck_assert_ptr_null(strstr(strstr(t, "# HELP pskv_x_total") + 1, "# HELP pskv_x_total"));
     free(t);
+    /* a worker of a group: every series carries it, escaped; none again without */
+    metrics_group("G\"1");
+    t = render();
+    has(t, "pskv_g{node=\"7\",role=\"worker\",rank=\"2\",group=\"G\\\"1\"} 2.5\n");
+    has(t, "rank=\"2\",group=\"G\\\"1\",table=\"w\"} 7\n");
+    free(t);
+    metrics_group(NULL);
+    t = render();
+    has(t, "pskv_g{node=\"7\",role=\"worker\",rank=\"2\"} 2.5\n");
+    free(t);
     metrics_stop();
 }
 END_TEST

@@ -169,6 +169,7 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
         if ((rc = wsend_clock(w, slowest - 1, 0)) < 0)
             goto fail;
     }
+    metrics_group(group); /* its series carry group="NAME" (none when unnamed) */
     if ((rc = wmet_start(w, secure_bind_addr(&w->sec, cfg.metrics_bind), cfg.metrics_port)) < 0)
         goto fail;
     wview_heartbeat_start(w);
