@@ -391,12 +391,13 @@ static void on_ack(chain *c, chain_peer *peer, wire_msg *msg)
     size_t slot = (size_t)((id >> 8) & 0xfff);
     uint64_t seq = id >> 20;
     chain_pend *pd = &c->pend[slot];
-    peer->heard_ms = tu_now_ms();
+    int64_t now = tu_now_ms();
     if (!pd->seq || pd->seq != seq || fi >= pd->nfwd || pd->fwds[fi].done ||
-        pd->fwds[fi].node != m->sender)
+        pd->fwds[fi].node != m->sender) {
+        resend_heard(&peer->heard, 0, now); /* it answers: alive, working */
         return; /* an answer to a forward already re-sent elsewhere or done */
-    if (pd->fwds[fi].sent_ms > peer->heard_sent_ms)
-        peer->heard_sent_ms = pd->fwds[fi].sent_ms;
+    }
+    resend_heard(&peer->heard, pd->fwds[fi].sent_ms, now);
     pd->fwds[fi].done = 1;
     if (--pd->outstanding == 0)
         chain_pend_done(c, pd);
@@ -563,12 +564,9 @@ void chain_fwd_again(chain *c)
 }
 
 
-/* Sends again, to the same server, every hop unanswered for CHAIN_RESEND_MS, then
- * twice, 4 and at most 8 times as long after each time, and never while that
- * server acknowledges hops sent before it within that wait (a successor
- * merely slow, working through its queue in order, is not flooded with copies of
- * what it has queued: on a starved machine that feedback made every queue grow
- * until the workers' requests timed out). Each hop of a placement goes to the next server of its
+/* Sends again, to the same server, every hop due by resend.h's rule (after
+ * CHAIN_RESEND_MS, then 2, 4, 8 times as long; never while that server answers
+ * hops sent before it). Each hop of a placement goes to the next server of its
  * partitions in it (after a placement change chain_fwd_again has replaced the
  * hops). Looks at most every CHAIN_RESEND_MS / 4. A copy the server already
  * applied is dropped there by its id (a push) or its clocks (a bsp close), and
@@ -586,12 +584,11 @@ void chain_fwd_retry(chain *c)
             continue;
         for (int fi = 0; fi < pd->nfwd; fi++) {
             chain_hop *f = &pd->fwds[fi];
-            int64_t wait = (int64_t)CHAIN_RESEND_MS << (f->resends < 3 ? f->resends : 3);
-            if (f->done || now - f->sent_ms < wait)
-                continue;
+            static const resend_peer unheard;
             const chain_peer *p = chain_peer_of(c, f->node);
-            if (p && p->heard_ms && now - p->heard_ms < wait && p->heard_sent_ms <= f->sent_ms)
-                continue; /* behind, not lost */
+            if (f->done ||
+                !resend_due(p ? &p->heard : &unheard, f->sent_ms, f->resends, CHAIN_RESEND_MS, now))
+                continue;
             send_replicate(c, pd, fi);
             f->resends++;
             again++;

@@ -24,6 +24,7 @@
 #include "chain.h"
 #include "dedupe.h"
 #include "ring.h"
+#include "resend.h"
 #include "wire.h"
 
 typedef struct chain_peer {
@@ -34,9 +35,7 @@ typedef struct chain_peer {
     char key[41]; /* its CURVE public key from the view ("" without keys) */
     void *sock; /* DEALER, dialled on first use */
     void *mon;  /* its socket monitor's PAIR (closes: chain_peer_events), or NULL */
-    int64_t heard_ms;      /* when it last acknowledged a forward, or 0 */
-    int64_t heard_sent_ms; /* the latest send time of a forward it acknowledged: one
-                              sent after that is queued behind (chain_fwd_retry) */
+    resend_peer heard; /* its acknowledgements (chain_fwd_retry; common/resend.h) */
 } chain_peer;
 
 /* Whom a pending forward answers once every hop is acknowledged. */

@@ -174,9 +174,7 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
     }
     part *p = &r->parts[pi];
     srv *s = &w->srv[si];
-    s->heard_ms = tu_now_ms();
-    if (p->sent_ms > s->heard_sent_ms)
-        s->heard_sent_ms = p->sent_ms;
+    resend_heard(&s->heard, p->sent_ms, tu_now_ms());
     if (shm_reply(w, si, p, msg) < 0)
         return;
     if (m->type == PSKV__MSG_TYPE__ERROR && m->error_code == PSKV_EKEYMISS && p->key_sig &&

@@ -363,23 +363,6 @@ out:
     return err;
 }
 
-/* 1 when part p of an async table has waited long enough for its server to count
- * as silent: --retry-ms, then twice, 4 and 8 times as long for the same rows, and
- * never while that server answers parts sent before p (it works through its queue
- * in order: p is behind them, not lost; copies of what it has queued would only
- * lengthen the queue, and each copy makes the answer to the one before it
- * worthless, so on a starved machine parts went again and again until their
- * requests timed out). A server that answered a part sent after p, or nothing
- * for as long as p has waited, may have dropped it. */
-static int silent_part(const pskv_worker *w, const part *p, int64_t now)
-{
-    const srv *s = &w->srv[p->server];
-    int64_t wait = (int64_t)w->retry_ms << (p->silences < 3 ? p->silences : 3);
-    if (now - p->sent_ms < wait)
-        return 0;
-    return !(s->heard_ms && now - s->heard_ms < wait && s->heard_sent_ms <= p->sent_ms);
-}
-
 /* Parts whose server died, or that are due for another try, are planned again. */
 void wsend_resend_due(pskv_worker *w, int view_changed)
 {
@@ -396,7 +379,9 @@ void wsend_resend_due(pskv_worker *w, int view_changed)
             int due = p->retry_at && now >= p->retry_at;
             /* silence on an async table: asked again of the latest view's owner */
             int silent = !view_changed && !p->retry_at && w->retry_ms &&
-                         w->tables[r->table].async && silent_part(w, p, now);
+                         w->tables[r->table].async &&
+                         resend_due(&w->srv[p->server].heard, p->sent_ms, p->silences,
+                                    w->retry_ms, now);
             if (silent) {
                 LOG_I("request %lld: no answer from server node %u in %lld ms; asking again",
                       (long long)r->ts, w->srv[p->server].id, (long long)(now - p->sent_ms));

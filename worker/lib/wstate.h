@@ -61,6 +61,7 @@
 #include "keycache.h"
 #include "member.h"
 #include "metrics.h"
+#include "resend.h"
 #include "pskv.h"
 #include "secure.h"
 #include "timeutil.h"
@@ -193,9 +194,7 @@ typedef struct srv {
     int catchup; /* placement changed: owed this worker's clock (wview_catch_up) */
     uint64_t refused; /* pushes this server refused for a retry, as it counts them */
     int64_t reset_ms; /* when sock last replaced a connection (vbuf's srv_reset), or 0 */
-    int64_t heard_ms;      /* when it last answered a part, or 0 */
-    int64_t heard_sent_ms; /* the latest send time of a part it answered: a part sent
-                              after it still unanswered is only queued behind (in order) */
+    resend_peer heard; /* its answers, for parts unanswered (common/resend.h) */
     char key[41];     /* its CURVE public key from the view ("" without keys) */
     void *sock;
     wshm_seg *shm;    /* --shm: the current segment for it (wshm.h), or NULL */
