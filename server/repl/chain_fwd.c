@@ -394,7 +394,7 @@ static void on_ack(chain *c, chain_peer *peer, wire_msg *msg)
     int64_t now = tu_now_ms();
     if (!pd->seq || pd->seq != seq || fi >= pd->nfwd || pd->fwds[fi].done ||
         pd->fwds[fi].node != m->sender) {
-        resend_heard(&peer->heard, 0, now); /* it answers: alive, working */
+        resend_heard(&peer->heard, RESEND_NOTHING, now); /* alive, working */
         return; /* an answer to a forward already re-sent elsewhere or done */
     }
     resend_heard(&peer->heard, pd->fwds[fi].sent_ms, now);
@@ -573,6 +573,7 @@ void chain_fwd_again(chain *c)
  * answered. */
 void chain_fwd_retry(chain *c)
 {
+    static const resend_peer unheard; /* a hop to a node with no peer entry */
     int64_t now = tu_now_ms();
     if (!c->npend || now < c->next_retry_ms)
         return;
@@ -584,10 +585,10 @@ void chain_fwd_retry(chain *c)
             continue;
         for (int fi = 0; fi < pd->nfwd; fi++) {
             chain_hop *f = &pd->fwds[fi];
-            static const resend_peer unheard;
+            if (f->done)
+                continue;
             const chain_peer *p = chain_peer_of(c, f->node);
-            if (f->done ||
-                !resend_due(p ? &p->heard : &unheard, f->sent_ms, f->resends, CHAIN_RESEND_MS, now))
+            if (!resend_due(p ? &p->heard : &unheard, f->sent_ms, f->resends, CHAIN_RESEND_MS, now))
                 continue;
             send_replicate(c, pd, fi);
             f->resends++;

@@ -23,8 +23,8 @@
 
 #include "chain.h"
 #include "dedupe.h"
-#include "ring.h"
 #include "resend.h"
+#include "ring.h"
 #include "wire.h"
 
 typedef struct chain_peer {

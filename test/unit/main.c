@@ -42,6 +42,7 @@ int main(void)
     srunner_add_suite(sr, net_suite());
     srunner_add_suite(sr, tune_suite());
     srunner_add_suite(sr, phi_suite());
+    srunner_add_suite(sr, resend_suite());
     srunner_add_suite(sr, wplan_suite());
     srunner_add_suite(sr, wpy_suite());
     srunner_run_all(sr, CK_NORMAL);

@@ -82,6 +82,9 @@ Suite *half_suite(void);
 Suite *halfvec_suite(void);
 /* scheduler/manifest.c: clock= and best= round trips, retention keeps the best. */
 Suite *manifest_suite(void);
+/* common/resend.c: the re-send rule on hand-worked times: first copy at the base,
+ * backoff 1, 2, 4, 8 x and its cap, none while the peer is behind, stale silence. */
+Suite *resend_suite(void);
 /* common/slice.c: the scheduling slice granted, inherited, clamped, left alone at 0. */
 Suite *slice_suite(void);
 /* scheduler/tune/: GP posterior and EI against closed forms, grid coverage, ASHA and
