@@ -67,6 +67,7 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
     if (!w)
         return -PSKV_ENOMEM;
     snprintf(w->ns, sizeof w->ns, "%s", ns);
+    snprintf(w->group, sizeof w->group, "%s", group);
     w->quota_bytes = cfg.quota_bytes;
     w->traffic_mu_ok = pthread_mutex_init(&w->traffic_mu, NULL) == 0;
     w->window = cfg.window;
