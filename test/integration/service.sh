@@ -133,15 +133,16 @@ t_service_ns_mismatch() {
   start_service 2
   group P 1 p --app check --rounds 3 --namespace S
   group_ok p 1 '^check ok: 1 workers, 2 servers, 3 rounds, async'
-  local topen=$BIN/pskv-table-open
+  local topen=$BIN/pskv-table-open st
   start a "$topen" --scheduler "$SVC" --group A --namespace S --width 2 --push 1.5 \
     --hold "$TDIR/go" --expect 3
   wait_line a.log '^table-open: t pushed, waiting for' 1 60 || fail "group A: $(tail -n 2 a.log)"
   mismatch() { # mismatch GROUP OPTION HAS ASKED FLAGS...: refused, all named
     local g=$1 f=$2 has=$3 asked=$4
     shift 4
-    "$topen" --scheduler "$SVC" --group "$g" --namespace S "$@" > "$g.out" 2>&1 &&
-      fail "group $g accepted: $(cat "$g.out")"
+    "$topen" --scheduler "$SVC" --group "$g" --namespace S "$@" > "$g.out" 2>&1
+    st=$?
+    [ "$st" = 1 ] || fail "group $g exited $st: $(cat "$g.out")"
     grep -qF "group $g: table 'S/t' exists with option '$f' = $has, open asked $asked (first opened by group A)" \
       "$g.out" || fail "group $g: $(cat "$g.out")"
   }
@@ -150,7 +151,9 @@ t_service_ns_mismatch() {
   mismatch D updater sum sgd --width 2 --updater sgd
   mismatch E consistency async bsp --width 2 --consistency bsp
   "$BIN/pskv-worker" --scheduler "$SVC" --group F --group-size 1 --namespace S --app check \
-    --consistency bsp --connect-timeout 10 > f.log 2>&1 && fail "group F's check accepted"
+    --consistency bsp --connect-timeout 10 > f.log 2>&1
+  st=$?
+  [ "$st" = 1 ] || fail "group F's check exited $st: $(tail -n 2 f.log)"
   grep -qF "group F: table 'S/check.dense' exists with option 'consistency' = async, open asked bsp (first opened by group P)" \
     f.log || fail "group F: $(tail -n 2 f.log)"
   kill -0 "$(cat a.pid)" 2> /dev/null || fail "group A ended: $(tail -n 2 a.log)"
