@@ -122,6 +122,48 @@ t_service_refusals() {
   no_strays "$TDIR"
 }
 
+# Groups sharing a namespace open its tables with the same options. While group A
+# holds S/t (dense, width 2, sum, async; pskv-table-open, test/examples/table_open.c),
+# groups B to E open it with another width, kind, updater and consistency, and
+# pskv-worker's check of group F opens S/check.dense (group P's, async) under bsp:
+# each is refused and exits 1, its message naming the group asking, the table, the
+# option and the group that opened the table first. A, still running, then pushes
+# again and reads exactly its two pushes: nothing lost, the service kept serving.
+t_service_ns_mismatch() {
+  start_service 2
+  group P 1 p --app check --rounds 3 --namespace S
+  group_ok p 1 '^check ok: 1 workers, 2 servers, 3 rounds, async'
+  local topen=$BIN/pskv-table-open st
+  start a "$topen" --scheduler "$SVC" --group A --namespace S --width 2 --push 1.5 \
+    --hold "$TDIR/go" --expect 3
+  wait_line a.log '^table-open: t pushed, waiting for' 1 60 || fail "group A: $(tail -n 2 a.log)"
+  mismatch() { # mismatch GROUP OPTION HAS ASKED FLAGS...: refused, all named
+    local g=$1 f=$2 has=$3 asked=$4
+    shift 4
+    "$topen" --scheduler "$SVC" --group "$g" --namespace S "$@" > "$g.out" 2>&1
+    st=$?
+    [ "$st" = 1 ] || fail "group $g exited $st: $(cat "$g.out")"
+    grep -qF "group $g: table 'S/t' exists with option '$f' = $has, open asked $asked (first opened by group A)" \
+      "$g.out" || fail "group $g: $(cat "$g.out")"
+  }
+  mismatch B width 2 4 --width 4
+  mismatch C kind dense sparse --width 2 --kind sparse
+  mismatch D updater sum sgd --width 2 --updater sgd
+  mismatch E consistency async bsp --width 2 --consistency bsp
+  "$BIN/pskv-worker" --scheduler "$SVC" --group F --group-size 1 --namespace S --app check \
+    --consistency bsp --connect-timeout 10 > f.log 2>&1
+  st=$?
+  [ "$st" = 1 ] || fail "group F's check exited $st: $(tail -n 2 f.log)"
+  grep -qF "group F: table 'S/check.dense' exists with option 'consistency' = async, open asked bsp (first opened by group P)" \
+    f.log || fail "group F: $(tail -n 2 f.log)"
+  kill -0 "$(cat a.pid)" 2> /dev/null || fail "group A ended: $(tail -n 2 a.log)"
+  touch "$TDIR/go"
+  wait_exit "$(cat a.pid)" 60 || fail "group A exited $?: $(tail -n 2 a.log)"
+  grep -qx 'table-open ok: t (dense, width 2, sum, async): 100 rows, every value 3' a.log ||
+    fail "group A: $(tail -n 1 a.log)"
+  shutdown_service
+}
+
 # pskvctl stop GROUP ends that group's workers as early stopping does (exit 0, the
 # line saying who stopped them), while another group goes on and passes (and has
 # its live worker in the metrics, group="K", and each group's ranks their own clock

@@ -520,6 +520,7 @@ int pskv_table_open(pskv_worker *w, const char *name, const pskv_table_opts *o_i
         m.has_table_id = 1;
         m.table_id = id;
         m.table = &to;
+        m.group = *w->group ? w->group : NULL; /* a refusal names it */
         rc = wsend_part(w, r, pi, &m, NULL, NULL);
         if (rc < 0) {
             wreq_fail(w, r, rc);
