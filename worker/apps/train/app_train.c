@@ -192,7 +192,8 @@ static int read_options(run *r)
     r->freeze_after = cfg_int(cfg, "freeze-after");
     r->digests = (int)cfg_int(cfg, "print-digests");
     r->estimate = (int)cfg_int(cfg, "estimate");
-    int rc = balance_new(cfg, pskv_rank(r->w), pskv_num_workers(r->w), &r->bal);
+    int rc = balance_new(cfg, pskv_rank(r->w), pskv_num_workers(r->w), pskv_took_over(r->w),
+                         &r->bal);
     return rc ? rc : straggle_init(&r->sg, cfg, r->seed, pskv_rank(r->w));
 }
 
@@ -480,6 +481,8 @@ static int exchange(run *r)
 {
     int rc;
     int64_t c2 = tu_now_ns(), s;
+    /* --balance, a worker taking a dead rank back: its clock alone (balance.h) */
+    int push = balance_pushes(r->bal);
     if (r->ar) { /* the mean gradient, applied here: wbuf stays the weights */
         rc = train_ar_step(r->ar, r->w, r->t, r->grad, r->wbuf);
         if (rc == -PSKV_EPEERDEAD) {
@@ -493,7 +496,7 @@ static int exchange(run *r)
         r->ns_push += tu_now_ns() - c2;
         return 0;
     }
-    if (r->pp) { /* one round trip: the push, the clock and the weights after it */
+    if (r->pp && push) { /* one round trip: the push, the clock and the weights after it */
         int64_t tq = pskv_pushpull(r->w, r->t, NULL, r->P, r->grad, r->wbuf, PSKV_PP_CLOCK);
         int64_t c3 = tu_now_ns();
         if (tq < 0 || (rc = pskv_wait(r->w, tq, TMO)) < 0)
@@ -504,8 +507,9 @@ static int exchange(run *r)
     }
     /* without a copy: a push buffer is the library's from here; gbuf stays as it is
      * until take_grad waits for this push */
-    int64_t tp = r->pbufs ? pskv_push_buffer_send(r->w, r->t, NULL, r->P, r->grad)
-                          : lscale_push(&r->ls, r->w, r->t, r->grad, r->P); /* 0: skipped */
+    int64_t tp = !push     ? 0
+                 : r->pbufs ? pskv_push_buffer_send(r->w, r->t, NULL, r->P, r->grad)
+                            : lscale_push(&r->ls, r->w, r->t, r->grad, r->P); /* 0: skipped */
     if (tp < 0)
         return fail(r->w, "push", (int)tp);
     if (!r->pbufs)
@@ -586,6 +590,10 @@ static int train_loop(run *r)
     int rc = first_pull(r);
     if (rc)
         return rc;
+    /* --balance, a worker that took a dead rank over: at the others' step (its
+     * clock, moved up by the first pull), the rows of which every rank agrees on */
+    if (r->bal && !r->ar && pskv_took_over(r->w) && pskv_current_clock(r->w) > r->step)
+        r->step = pskv_current_clock(r->w);
     int64_t s = r->step;
     if (r->ar && (rc = train_ar_begin(r->ar, r->w, r->t, r->wbuf, &s)) < 0)
         return fail(r->w, "the servers' copy of the weights", rc);
@@ -599,8 +607,8 @@ static int train_loop(run *r)
             return app_stopped("train");
         int64_t in_epoch = r->step % r->steps_per_epoch;
         int epoch = (int)(r->step / r->steps_per_epoch);
-        if (in_epoch == 0 || r->epoch_steps == 0)
-            new_epoch(r, epoch);
+        if (in_epoch == 0 || r->epoch_steps == 0 || epoch >= r->shuffled)
+            new_epoch(r, epoch); /* also a bsp worker that skipped into a later epoch */
         int64_t cb = 0, cc = 0;
         if ((rc = take_grad(r)) != 0)
             return rc;
@@ -796,7 +804,10 @@ int app_train(pskv_worker *w, cfg_entry *cfg)
     if ((rc = load_data(&r)) || (rc = open_tables(&r)) || (rc = alloc_buffers(&r)) ||
         (rc = app_train_init_from(w, cfg, r.t, r.rank, r.train.dim, r.hidden, r.P)))
         return rc;
-    if ((rc = pskv_barrier(w, TMO)) < 0)
+    /* a worker that took a dead rank over under --sync ps joins a running job: the
+     * others passed this barrier long ago and meet no other before the end (with
+     * --sync allreduce this is the barrier of their train_ar_recover) */
+    if ((r.ar || !pskv_took_over(w)) && (rc = pskv_barrier(w, TMO)) < 0)
         return fail(w, "barrier before training", rc);
     if ((rc = plan(&r)))
         return rc;
