@@ -153,7 +153,9 @@ static int evaluate(run *r, double epoch, int64_t step)
                                           ? (total - r->last_samples) / (train_s - r->last_train_s)
                                           : 0,
                      .auc = NAN,
-                     .clipped_steps = r->clip > 0 ? (int64_t)clipped : -1};
+                     .clipped_steps = r->clip > 0 ? (int64_t)clipped : -1,
+                     .train_time = train_s,
+                     .samples = total};
     pskv_traffic tr;
     if (step > 0 && pskv_traffic_get(r->w, -1, &tr) == 0)
         l.bytes_per_step = (double)(tr.sent + tr.received) / (double)step;
