@@ -473,26 +473,36 @@ static void reposition(run *r, int64_t step)
         balance_start(r->bal, step);
 }
 
+#define RESYNCED (-1)
+/* --sync allreduce, after an all-reduce failed with -PSKV_EPEERDEAD (the step's,
+ * or --balance's speeds after it): waits for a worker to take the dead rank over
+ * and goes on, with every rank, from the servers' copy. Returns RESYNCED, or 1
+ * after saying why. */
+static int resync(run *r)
+{
+    int64_t s;
+    int rc = train_ar_recover(r->ar, r->w, r->t, r->wbuf, &s);
+    if (rc < 0)
+        return fail(r->w, "all-reduce: no worker took the dead rank over", rc);
+    reposition(r, s);
+    return RESYNCED;
+}
+
 /* Pushes the gradient and clocks, then makes wts the next step's weights:
  * with --prefetch, the view pulled last step (and the next one sent); without, a
  * pull into wbuf waited for here. Returns 0, 1 after saying why, or
  * RESYNCED (--sync allreduce: a worker died, and a new one took its rank over:
  * every rank goes on from the servers' copy, r->step). */
-#define RESYNCED (-1)
 static int exchange(run *r)
 {
     int rc;
-    int64_t c2 = tu_now_ns(), s;
+    int64_t c2 = tu_now_ns();
     /* --balance, a worker taking a dead rank back: its clock alone (balance.h) */
     int push = balance_pushes(r->bal);
     if (r->ar) { /* the mean gradient, applied here: wbuf stays the weights */
         rc = train_ar_step(r->ar, r->w, r->t, r->grad, r->wbuf);
-        if (rc == -PSKV_EPEERDEAD) {
-            if ((rc = train_ar_recover(r->ar, r->w, r->t, r->wbuf, &s)) < 0)
-                return fail(r->w, "all-reduce: no worker took the dead rank over", rc);
-            reposition(r, s);
-            return RESYNCED;
-        }
+        if (rc == -PSKV_EPEERDEAD)
+            return resync(r);
         if (rc < 0)
             return fail(r->w, "all-reduce", rc);
         r->ns_push += tu_now_ns() - c2;
@@ -501,6 +511,8 @@ static int exchange(run *r)
     if (r->pp && push) { /* one round trip: the push, the clock and the weights after it */
         int64_t tq = pskv_pushpull(r->w, r->t, NULL, r->P, r->grad, r->wbuf, PSKV_PP_CLOCK);
         int64_t c3 = tu_now_ns();
+        if (tq >= 0 && (rc = balance_pull_send(r->bal, r->w)) < 0)
+            return fail(r->w, "--balance: sharing the speeds", rc);
         if (tq < 0 || (rc = pskv_wait(r->w, tq, TMO)) < 0)
             return fail(r->w, "pushpull", tq < 0 ? (int)tq : rc);
         r->ns_push += c3 - c2;
@@ -518,6 +530,8 @@ static int exchange(run *r)
         r->gpush[r->gi] = tp;
     if ((rc = pskv_clock(r->w)) < 0)
         return fail(r->w, "clock", rc);
+    if ((rc = balance_pull_send(r->bal, r->w)) < 0)
+        return fail(r->w, "--balance: sharing the speeds", rc);
     int64_t c3 = tu_now_ns();
     if (r->overlap) {
         /* the next step's view, sent during this step's compute; and the previous
@@ -633,8 +647,12 @@ static int train_loop(run *r)
             continue;
         if (rc != 0)
             return rc;
-        if (r->bal && (rc = balance_after(r->bal, r->w, r->rep, r->step)) < 0)
-            return fail(r->w, "--balance: sharing the speeds", rc);
+        if (r->bal && (rc = balance_after(r->bal, r->w, r->rep, r->step)) < 0) {
+            /* a death seen in the speeds' all-reduce: recovered as in the step's */
+            if (rc == -PSKV_EPEERDEAD && r->ar && (rc = resync(r)) == RESYNCED)
+                continue;
+            return rc == 1 ? rc : fail(r->w, "--balance: sharing the speeds", rc);
+        }
         r->ns_batch += cb;
         r->ns_compute += cc;
         r->nsteps++;

@@ -35,6 +35,7 @@ struct balance {
     int pulled;            /* prev holds a pull */
     float sent;            /* this rank's slot as last pushed */
     int64_t push;          /* the last push to the table, waited for at the next */
+    int64_t pull;          /* the table's pull sent after this step's clock, 0: none */
     float mine;            /* this step's time per example, 0: not measured */
     /* a worker that took a dead one's rank over: no rows and no gradient pushed
      * (its clocks only) until every rank puts it back in the split, at its second
@@ -315,7 +316,8 @@ int balance_push(balance *b, pskv_worker *w, int64_t step, uint32_t count, int64
 static int pull_ps(balance *b, pskv_worker *w, int64_t step)
 {
     int W = b->W, rc;
-    int64_t tp = pskv_pull(w, b->tab, NULL, 4 * (size_t)W, b->cnt);
+    int64_t tp = b->pull > 0 ? b->pull : pskv_pull(w, b->tab, NULL, 4 * (size_t)W, b->cnt);
+    b->pull = 0;
     if (tp < 0 || (rc = pskv_wait(w, tp, TMO)) < 0)
         return tp < 0 ? (int)tp : rc;
     if (!b->pulled) { /* the first pull holds the clocks before this run: a baseline */
@@ -365,6 +367,14 @@ static int pull_ps(balance *b, pskv_worker *w, int64_t step)
     if (dropped)
         return 1;
     return step >= b->last_change + WARMUP && balsplit_observe(b->split, b->ex);
+}
+
+int balance_pull_send(balance *b, pskv_worker *w)
+{
+    if (!b || !b->ps || b->mode == BAL_FIXED)
+        return 0;
+    b->pull = pskv_pull(w, b->tab, NULL, 4 * (size_t)b->W, b->cnt);
+    return b->pull < 0 ? (int)b->pull : 0;
 }
 
 int balance_after(balance *b, pskv_worker *w, report *rep, int64_t step)

@@ -95,6 +95,12 @@ uint32_t balance_rows(const balance *b, int64_t in_epoch, uint32_t n, uint32_t *
  * Every rank calls it every step. Returns 0 or the negated error of the push. */
 int balance_push(balance *b, pskv_worker *w, int64_t step, uint32_t count, int64_t ns);
 
+/* --sync ps (else a no-op), right after the worker's clock of a step: sends the
+ * speeds table's pull, which the servers answer once the clock closed, with the
+ * parameters' (no round trip of its own); balance_after waits for it. Returns 0 or
+ * the negated error of the pull. */
+int balance_pull_send(balance *b, pskv_worker *w);
+
 /* After step `step`'s clock: the speeds shared (--balance batch) and the split
  * of step + 1 chosen; a re-split (or a dead worker dropped, --sync ps) is printed
  * (by the lowest live rank), written to the metrics file (rep) and to
