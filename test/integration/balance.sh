@@ -154,12 +154,15 @@ t_balance_no_oscillation() {
 
 # Visible while it runs: pskvctl status shows each worker's batch and time per
 # example (from its heartbeats), pskvctl top the same as batch= and
-# us_per_example=, and the slow worker's batch is the smallest.
+# us_per_example=, and the slow worker's batch is the smallest; its metrics
+# endpoint has them as pskv_worker_batch and pskv_worker_us_per_example.
 t_balance_status() {
-  local port seen=0 i lpid
+  command -v curl > /dev/null || fail "curl missing (install-deps.sh installs it)"
+  local port seen=0 i lpid mp
   port=$(free_port)
+  mp=$(free_port)
   "$LAUNCH" --servers 1 --workers 2 --timeout 150 --port "$port" --log-dir "$TDIR/logs" \
-    --worker-opt 1:--slowdown --worker-opt 1:3 -- \
+    --worker-opt 1:--slowdown --worker-opt 1:3 --worker-opt 1:--metrics-port --worker-opt "1:$mp" -- \
     --app mlp --epochs 4 --train-limit 6000 --test-limit 500 --batch 16 --consistency bsp \
     --balance batch > "$TDIR/out" 2>&1 &
   lpid=$!
@@ -169,11 +172,14 @@ t_balance_status() {
       "$BIN/pskvctl" --scheduler "127.0.0.1:$port" top --count 1 --plain > top.txt 2>/dev/null &&
       [ "$(grep -c 'batch=[0-9]* us_per_example=' top.txt)" -eq 2 ] &&
       awk '/^worker/ { for (i = 1; i <= NF; i++) if ($i ~ /^batch=/) b[$3] = substr($i, 7) }
-           END { exit !(b["rank=1"] + 0 < b["rank=0"] + 0) }' top.txt && { seen=1; break; }
+           END { exit !(b["rank=1"] + 0 < b["rank=0"] + 0) }' top.txt &&
+      curl -sf --max-time 5 "http://127.0.0.1:$mp/metrics" > metrics.txt &&
+      grep -q '^pskv_worker_batch\({[^}]*}\)\{0,1\} [1-9]' metrics.txt &&
+      grep -q '^pskv_worker_us_per_example\({[^}]*}\)\{0,1\} [0-9]' metrics.txt && { seen=1; break; }
     sleep 0.2
   done
   wait "$lpid" || fail "job exited $?: $(tail -n 2 "$TDIR/logs/worker-0.log")"
-  [ "$seen" -eq 1 ] || fail "no batches in status and top: $(cat status.txt top.txt 2>/dev/null | tail -n 8)"
+  [ "$seen" -eq 1 ] || fail "no batches in status, top and metrics: $(cat status.txt top.txt 2>/dev/null | tail -n 8; grep pskv_worker_ metrics.txt 2>/dev/null)"
 }
 
 # --balance stages: a 3-stage pipeline under bsp whose last stage turns 4x slower
@@ -187,10 +193,12 @@ t_balance_stages() {
   local args=(--app pipeline --stages 3 --consistency bsp --layers 784,256,256,256,256,10
               --epochs 2 --train-limit 3000 --test-limit 200 --batch 64 --micro-batches 4
               --print-digests)
-  local port lpid i seen=0
+  local port lpid i seen=0 mp
   port=$(free_port)
+  mp=$(free_port)
   "$LAUNCH" --servers 1 --workers 3 --timeout 150 --port "$port" --log-dir "$TDIR/bal" \
-    --worker-opt 2:--slowdown --worker-opt 2:4 --worker-opt 2:--slowdown-after --worker-opt 2:16 -- \
+    --worker-opt 2:--slowdown --worker-opt 2:4 --worker-opt 2:--slowdown-after --worker-opt 2:16 \
+    --worker-opt 2:--metrics-port --worker-opt "2:$mp" -- \
     "${args[@]}" --balance stages --metrics "$TDIR/m.jsonl" > "$TDIR/bal.out" 2>&1 &
   lpid=$!
   # while it runs: every stage's layers and time per micro-batch in pskvctl top and status
@@ -198,12 +206,15 @@ t_balance_stages() {
     "$BIN/pskvctl" --scheduler "127.0.0.1:$port" top --count 1 --plain > top.txt 2>/dev/null &&
       [ "$(grep -c 'layers=[0-9]*\.\.[0-9]* ms_per_micro=' top.txt)" -eq 3 ] &&
       "$BIN/pskvctl" --scheduler "127.0.0.1:$port" status > status.txt 2>/dev/null &&
-      [ "$(grep -c 'stage [0-9], layers [0-9]*\.\.[0-9]*, [0-9.]* ms' status.txt)" -eq 3 ] && { seen=1; break; }
+      [ "$(grep -c 'stage [0-9], layers [0-9]*\.\.[0-9]*, [0-9.]* ms' status.txt)" -eq 3 ] &&
+      curl -sf --max-time 5 "http://127.0.0.1:$mp/metrics" > metrics.txt &&
+      grep -q '^pskv_stage_last_layer\({[^}]*}\)\{0,1\} 4' metrics.txt &&
+      grep -q '^pskv_stage_ms_per_micro\({[^}]*}\)\{0,1\} [0-9]' metrics.txt && { seen=1; break; }
     kill -0 "$lpid" 2>/dev/null || break
     sleep 0.1
   done
   wait "$lpid" || fail "balanced run exited $?: $(grep -h 'pipeline:' "$TDIR/bal"/worker-*.log | head -n 2)"
-  [ "$seen" -eq 1 ] || fail "no stage layers in top and status: $(cat top.txt status.txt 2>/dev/null | tail -n 6)"
+  [ "$seen" -eq 1 ] || fail "no stage layers in top, status and metrics: $(cat top.txt status.txt 2>/dev/null | tail -n 6; grep pskv_stage_ metrics.txt 2>/dev/null)"
   local line step
   line=$(grep -h "^balance: step [0-9]* stages' layers" "$TDIR/bal/worker-0.log" | head -n 1)
   [ -n "$line" ] || fail "no re-split line"
