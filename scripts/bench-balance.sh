@@ -9,7 +9,8 @@
 #     async to 0.85);
 #  2. a worker that slows halfway (--slowdown-after half the clocks): bsp and bsp
 #     --balance batch, and from the --balance-log the clocks from the slowdown to the
-#     first re-split after it (time to follow) and to the last (settled);
+#     first re-split after it (followed), to the re-split from which the slowed
+#     worker's batch stays past 90% of its move (settled) and to the last re-split;
 #  3. the same global batch at the linear-scaling learning rate (lr 0.03 = 0.01 x 3
 #     workers: a bsp clock applies one mean over 96 examples where async applies
 #     three of 32 each at lr 0.01): bsp and bsp --balance batch. What balancing can
@@ -86,10 +87,14 @@ one() {
   [ -s "$out/$name.a85" ] || echo "-" >> "$out/$key.round"
   [ -s "$out/$name.a85" ] && awk '{ printf "%s\n", $1 }' "$out/$name.a85" >> "$out/$key.round"
   if [ -s "$out/$name.plan" ] && [[ "$slow" == *slowdown-after* ]]; then
-    # the clocks from the slowdown to the first and to the last re-split after it, and the split then
-    awk -v h="$half" '$1 > h { if (!first) first = $1; last = $1; split_ = $2 }
-                      END { if (first) print first - h, last - h, split_; else print "none none -" }' \
-      "$out/$name.plan" >> "$out/$key.settle"
+    # from the slowdown (clock h): the clocks to the first re-split (followed), to the
+    # one from which worker 2's batch stays past 90% of its move from its batch at
+    # the slowdown to its last (settled), to the last re-split, and the last split
+    awk -F'[ ,]' -v h="$half" '$1 <= h { b0 = $4 } $1 > h { n++; c[n] = $1; b[n] = $4; sp = $2 "," $3 "," $4 }
+      END { if (!n) { print "none none none -"; exit }
+            t = b0 - 0.9 * (b0 - b[n]); s = n
+            for (k = n; k >= 1; k--) { if ((b0 >= b[n] && b[k] <= t) || (b0 < b[n] && b[k] >= t)) s = k; else break }
+            print c[1] - h, c[s] - h, c[n] - h, sp }' "$out/$name.plan" >> "$out/$key.settle"
   fi
 }
 
@@ -101,10 +106,11 @@ report() {
   printf '%-34s time_to_0.84_s=%-6s time_to_0.85_s=%-6s train_time_to_0.85_s=%-6s samples_to_0.85=%-8s samples_per_s=%-7s final_accuracy=%-7s rounds_to_0.85=[%s]' \
     "$1" "$(m t84)" "$(m t85)" "$(m tt85)" "$(m s85)" "$(m rate)" "$(m acc)" "$(tr '\n' ' ' < "$out/$key.round" | sed 's/ $//')"
   if [ -s "$out/$key.settle" ]; then
-    printf ' clocks_to_follow=%s clocks_to_settle=%s splits_then=[%s]' \
+    printf ' clocks_to_follow=%s clocks_to_settle=%s clocks_to_last_resplit=%s last_splits=[%s]' \
       "$(awk '{ print $1 }' "$out/$key.settle" | grep -v none | median)" \
       "$(awk '{ print $2 }' "$out/$key.settle" | grep -v none | median)" \
-      "$(awk '{ print $3 }' "$out/$key.settle" | tr '\n' ' ' | sed 's/ $//')"
+      "$(awk '{ print $3 }' "$out/$key.settle" | grep -v none | median)" \
+      "$(awk '{ print $4 }' "$out/$key.settle" | tr '\n' ' ' | sed 's/ $//')"
   fi
   echo
 }
@@ -126,7 +132,7 @@ done
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== steady straggler: worker 2 is 3x slower; $epochs epochs, lr 0.01, median of $repeat interleaved rounds"
 for l in "bsp" "bsp --balance batch" "allreduce --balance batch" "async" "ssp:2"; do report "$l"; done
-echo "== worker 2 slows to 3x at clock $half of $steps (clocks_to_follow: to the first re-split after it; clocks_to_settle: to the last)"
+echo "== worker 2 slows to 3x at clock $half of $steps (clocks_to_follow: to the first re-split after it; clocks_to_settle: until its batch stays past 90% of its move)"
 for l in "bsp (late)" "bsp --balance batch (late)"; do report "$l"; done
 echo "== the synchronous global batch of 96 at the linear-scaling lr 0.03 (against async's at lr 0.01 above)"
 for l in "bsp lr 0.03" "bsp --balance batch lr 0.03"; do report "$l"; done
