@@ -465,6 +465,7 @@ bench-consistency: deps
 bench-balance: deps
 	$(MAKE) all
 	scripts/bench-balance.sh
+	scripts/bench-stages.sh
 
 bench-sparse: deps
 	$(MAKE) all
