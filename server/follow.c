@@ -172,8 +172,10 @@ static int gather_row(void *ctx, uint64_t key, const float *row)
     if (!headed(g->f, g->t, key))
         return 0;
     size_t w = g->t->width;
-    if (grow_array((void **)&g->keys, &g->kcap, g->n + 1, sizeof *g->keys) < 0 ||
-        grow_array((void **)&g->vals, &g->vcap, (g->n + 1) * w, sizeof *g->vals) < 0)
+    if ((g->n + 1 > g->kcap && /* a call only when the buffers double */
+         grow_array((void **)&g->keys, &g->kcap, g->n + 1, sizeof *g->keys) < 0) ||
+        ((g->n + 1) * w > g->vcap &&
+         grow_array((void **)&g->vals, &g->vcap, (g->n + 1) * w, sizeof *g->vals) < 0))
         return -1;
     g->keys[g->n] = key;
     memcpy(g->vals + g->n * w, row, w * sizeof *row);

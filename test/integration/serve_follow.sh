@@ -126,27 +126,37 @@ t_serve_follow_failover() {
 }
 
 # A sparse-LR group of a service trains while pskv-serve follows its namespace:
-# the prediction for fixed rows moves as training goes on; kill -9 of the whole
+# the prediction for fixed rows moves as training goes on; a slow client holding
+# the HTTP queue (--queue 1) gets the next request a 503 and stops no delta (the
+# version's clock read over ZeroMQ moves meanwhile); kill -9 of the whole
 # group (its worker) leaves the last version served: every request answered, the
 # same scores, the staleness each answer reports growing; a new group of the same
-# name trains on (the servers kept its tables) and the replica catches up: once it
-# ends, its prediction equals, exactly, the prediction of the model it exported
-# (--save-model, served by a second pskv-serve --model).
+# name (2 workers) trains on (the servers kept its tables) and the replica catches
+# up: once it ends, its prediction equals, exactly, the prediction of the model it
+# exported (--save-model, served by a second pskv-serve --model, whose answers are
+# those of test/tools/modelfile.py's own implementation), and it holds every
+# weight saved.
 tags serve_follow_sparse_lr serve
 t_serve_follow_sparse_lr() {
-  local hs=/usr/share/doc/liblinear-tools/examples/heart_scale hp fp P=$top/test/tools/follow_predict.py
+  local hs=/usr/share/doc/liblinear-tools/examples/heart_scale hp zp fp P=$top/test/tools/follow_predict.py
   [ -f "$hs" ] || fail "$hs missing (liblinear-tools is a dependency)"
-  head -n 3 "$hs" | python3 -c '
+  local rows
+  rows=$(head -n 3 "$hs" | python3 -c '
 import json, sys
-print(json.dumps({"table": "sparse-lr.w", "rows": [l.split()[1:] for l in sys.stdin]}))' > rows.json
+print(json.dumps([l.split()[1:] for l in sys.stdin]))')
+  echo "{\"table\":\"sparse-lr.w\",\"rows\":$rows}" > rows.json
   local slr=(--app sparse-lr --train "$hs" --batch 4 --updater adagrad --lr 0.05 --eval-every 0)
   start_service 2
   group S 1 s1 "${slr[@]}" --epochs 100000
   hp=$(free_port)
   trap "follow_reap '$TDIR'" EXIT
-  start follow "$BIN/pskv-serve" --scheduler "$SVC" --namespace S --http-port "$hp"
+  zp=$(free_port)
+  start follow "$BIN/pskv-serve" --scheduler "$SVC" --namespace S --http-port "$hp" \
+    --zmq-port "$zp" --queue 1
   python3 "$P" moves "$hp" rows.json 3 90 > moves.out 2>&1 ||
     fail "the prediction did not move while S trained: $(cat moves.out; tail -n 2 follow.log)"
+  PSKV_LIB=$top/build/lib/libpskv.so python3 "$P" held "$hp" rows.json "$zp" sparse-lr.w \
+    > held.out 2>&1 || fail "$(cat held.out)"
   kill -0 "$(cat s1-0.pid)" 2> /dev/null || fail "group S ended before it was killed: $(tail -n 2 s1-0.log)"
   kill -9 "$(cat s1-0.pid)"
   wait_line scheduler.log 'group S ended' 1 30 || fail "the service did not see group S end"
@@ -154,8 +164,9 @@ print(json.dumps({"table": "sparse-lr.w", "rows": [l.split()[1:] for l in sys.st
   python3 "$P" steady "$hp" rows.json 2 > steady.out 2>&1 || fail "$(cat steady.out)"
   local stale
   stale=$(python3 "$P" scores "$hp" rows.json)
-  group S 1 s2 "${slr[@]}" --epochs 20 --save-model "$TDIR/s.model"
-  group_ok s2 1 '^model saved to'
+  group S 2 s2 "${slr[@]}" --epochs 20 --save-model "$TDIR/s.model"
+  group_ok s2 2 '^rank [01] done:'
+  grep -q '^model saved to' s2-0.log || fail "no model saved: $(tail -n 2 s2-0.log)"
   fp=$(free_port)
   start follow-file "$BIN/pskv-serve" --model "$TDIR/s.model" --http-port "$fp"
   local want="" got=""
@@ -167,8 +178,13 @@ print(json.dumps({"table": "sparse-lr.w", "rows": [l.split()[1:] for l in sys.st
   [ -n "$want" ] && [ "$got" = "$want" ] ||
     fail "after the second group the replica serves $got, the exported model $want"
   [ "$got" != "$stale" ] || fail "the replica did not move after the group came back: $got"
-  cat moves.out steady.out
-  echo "served while stale $stale; at the end $got, as the exported model"
+  same_scores "{\"scores\":$got}" "$(python3 "$MF" predict s.model "$rows")"
+  local n
+  n=$(python3 -c 'import struct; print(struct.unpack_from("<Q", open("s.model","rb").read(), 28)[0])')
+  curl -sf "http://127.0.0.1:$hp/v1/model" | grep -q "\"table\":\"sparse-lr.w\",\"kind\":\"sparse-lr\",\"rows\":$n," ||
+    fail "the replica does not hold the $n saved weights: $(curl -s "http://127.0.0.1:$hp/v1/model")"
+  cat moves.out held.out steady.out
+  echo "served while stale $stale; at the end $got, as the exported model ($n weights)"
   kill "$(cat follow.pid)" "$(cat follow-file.pid)"
   wait_exit "$(cat follow.pid)" 10 > /dev/null
   wait_exit "$(cat follow-file.pid)" 10 > /dev/null

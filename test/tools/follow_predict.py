@@ -11,11 +11,21 @@ follows a training group (test/integration/serve_follow.sh, t_serve_follow_spars
         must grow by most of SECONDS; prints "steady: answers=A staleness=S0..S1"
     follow_predict.py scores PORT BODYFILE
         prints the scores of one answer, as JSON text
+    follow_predict.py held PORT BODYFILE ZMQPORT TABLE
+        (pskv-serve --queue 1 --zmq-port ZMQPORT, PSKV_LIB set) a slow client holds
+        the only place in the HTTP queue: /v1/predict must answer 503 within 4 s,
+        and meanwhile the deltas must go on being applied: the version's clock of
+        TABLE read over ZeroMQ (pskv_serve_lookup) grows within 3 s; once the slow
+        client leaves, /v1/predict answers again. Prints "held: ..."
 """
 
+import ctypes
 import json
+import os
+import socket
 import sys
 import time
+import urllib.error
 import urllib.request
 
 
@@ -25,8 +35,68 @@ def predict(port, body):
         return json.loads(r.read())
 
 
+def zclock(zport, table):
+    """The clock of TABLE's served version, read through libpskv's pskv_serve_lookup."""
+    f = ctypes.CDLL(os.environ["PSKV_LIB"]).pskv_serve_lookup
+    f.restype = ctypes.c_int
+    f.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
+                  ctypes.POINTER(ctypes.c_float), ctypes.c_size_t, ctypes.POINTER(ctypes.c_uint32),
+                  ctypes.POINTER(ctypes.c_int64), ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
+    key, out = (ctypes.c_uint64 * 1)(1), (ctypes.c_float * 64)()
+    width, clock = ctypes.c_uint32(), ctypes.c_int64()
+    why = ctypes.create_string_buffer(300)
+    rc = f(("127.0.0.1:%d" % zport).encode(), table.encode(), key, 1, out, 64, ctypes.byref(width),
+           ctypes.byref(clock), 3000, why, 300)
+    if rc != 0:
+        raise OSError("pskv_serve_lookup: %d: %s" % (rc, why.value.decode()))
+    return clock.value
+
+
+def held(port, body, zport, table):
+    slow = socket.create_connection(("127.0.0.1", port))
+    slow.sendall(b"POST /v1/predict HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\n\r\n{\"rows\":")
+    code = None
+    end = time.monotonic() + 4
+    while time.monotonic() < end and code != 503:
+        try:
+            predict(port, body)
+            code = 200
+        except urllib.error.HTTPError as e:
+            code = e.code
+        except OSError:
+            code = -1
+        time.sleep(0.05)
+    if code != 503:
+        print("held: FAILED: no 503 while a slow client held the queue (last %s)" % code)
+        return 1
+    c0 = c1 = zclock(zport, table)
+    end = time.monotonic() + 3
+    while time.monotonic() < end and c1 <= c0:
+        time.sleep(0.1)
+        c1 = zclock(zport, table)
+    slow.close()
+    if c1 <= c0:
+        print("held: FAILED: %s stayed at clock %d while the HTTP queue was full" % (table, c0))
+        return 1
+    end = time.monotonic() + 5
+    while True:
+        try:
+            predict(port, body)
+            break
+        except OSError as e:
+            if time.monotonic() > end:
+                print("held: FAILED: no answer after the slow client left: %s" % e)
+                return 1
+            time.sleep(0.05)
+    print("held: 503 while a slow client held the queue; %s's clock %d -> %d meanwhile (ZeroMQ)" %
+          (table, c0, c1))
+    return 0
+
+
 def main():
     cmd, port, body = sys.argv[1], int(sys.argv[2]), open(sys.argv[3], "rb").read()
+    if cmd == "held":
+        return held(port, body, int(sys.argv[4]), sys.argv[5])
     if cmd == "scores":
         print(json.dumps(predict(port, body)["scores"]))
         return 0

@@ -371,9 +371,12 @@ static int publish_dense(smerge *m, dtab *d, int64_t clock)
     /* every row comes from a part of this clock (covered): none from an older version */
     for (size_t i = 0; i < d->nparts; i++) {
         const part *p = &d->parts[i];
-        for (size_t j = 0; j < p->n; j++)
+        for (size_t j = 0, run; j < p->n; j += run) { /* a server's part: runs of keys */
+            for (run = 1; j + run < p->n && p->keys[j + run] == p->keys[j] + run; run++)
+                ;
             memcpy(s->vals + p->keys[j] * d->width, p->vals + j * d->width,
-                   d->width * sizeof *s->vals);
+                   run * d->width * sizeof *s->vals);
+        }
     }
     LOG_D("%s: version at clock %lld from %zu parts", d->name, (long long)clock, d->nparts);
     s->n = (size_t)d->size;
