@@ -165,7 +165,7 @@ print(json.dumps([l.split()[1:] for l in sys.stdin]))')
   local stale
   stale=$(python3 "$P" scores "$hp" rows.json)
   group S 2 s2 "${slr[@]}" --epochs 20 --save-model "$TDIR/s.model"
-  group_ok s2 2 '^rank [01] done:'
+  group_ok s2 2 '^rank [01] weight traffic:'
   grep -q '^model saved to' s2-0.log || fail "no model saved: $(tail -n 2 s2-0.log)"
   fp=$(free_port)
   start follow-file "$BIN/pskv-serve" --model "$TDIR/s.model" --http-port "$fp"
