@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # pskv-serve following a running namespace (issue 39), three figures:
 #   cost   the training job's samples/s with pskv-serve following its namespace
-#          against without (sparse-lr, 2 servers x 1 worker, adagrad), in pairs
+#          against without (sparse-lr, 2 servers x 1 worker, adagrad; --app mlp: an
+#          MLP 784-128-10 on Fashion-MNIST, batch 32, --epochs E), in pairs
 #          whose order alternates (without first, then with first, ...): each pair's
 #          ratio, their median and spread; and the CPU seconds the two training
 #          servers used in each run (utime + stime from /proc/PID/stat, sampled
@@ -11,23 +12,27 @@
 #   fresh  push acknowledged -> visible in /v1/lookup (test/tools/follow_fresh.py)
 #   lookup /v1/lookup requests/s and p50/p99 under wrk while the job trains
 #   scripts/bench-follow.sh [--runs N] [--examples N] [--seconds S] [--only cost,fresh,lookup]
+#                           [--app sparse-lr|mlp] [--epochs E]
 # Prints one line per pair, then one per figure.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${PSKV_BIN_DIR:-$top/build/bin}
-runs=3 examples=300000 secs=10 only=cost,fresh,lookup
+runs=3 examples=300000 secs=10 only=cost,fresh,lookup app=sparse-lr epochs=2
 while [ $# -gt 0 ]; do
   case $1 in
     --runs) runs=$2; shift 2 ;;
     --examples) examples=$2; shift 2 ;;
     --seconds) secs=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
+    --app) app=$2; shift 2 ;;
+    --epochs) epochs=$2; shift 2 ;;
     *) echo "bench-follow.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
 for o in ${only//,/ }; do
   case $o in cost|fresh|lookup) ;; *) echo "bench-follow.sh: --only takes cost, fresh, lookup (got '$o')" >&2; exit 2 ;; esac
 done
+case $app in sparse-lr|mlp) ;; *) echo "bench-follow.sh: --app takes sparse-lr or mlp (got '$app')" >&2; exit 2 ;; esac
 wants() { [[ ,$only, == *,$1,* ]]; }
 work=$(mktemp -d)
 spid=""
@@ -69,9 +74,10 @@ job() {
   local mode=$1 run=$2 sp hp d w scpu=-
   sp=$(port); hp=$(port); d=$work/$mode-$run
   mkdir -p "$d"
+  local a=(--app sparse-lr --train "$work/gen.train" --batch 256 --updater adagrad --lr 0.05)
+  [ "$app" = mlp ] && a=(--app mlp --hidden 128 --batch 32 --lr 0.01)
   "$top/scripts/launch-local.sh" --servers 2 --workers 1 --port "$sp" --timeout 600 --log-dir "$d" -- \
-    --app sparse-lr --train "$work/gen.train" --epochs 2 --batch 256 --updater adagrad --lr 0.05 \
-    --eval-every 0 --namespace bf > "$d.out" 2>&1 &
+    "${a[@]}" --epochs "$epochs" --eval-every 0 --namespace bf > "$d.out" 2>&1 &
   local l=$!
   cpu_watch "$d" 2 > "$d.cpu" &
   w=$!
@@ -106,8 +112,8 @@ if wants cost; then
     cpuratios+=("$(awk -v w="$fc" -v b="$bc" 'BEGIN {printf "%.3f", w / b}')")
     echo "pair $r ($order): samples/s without $bs, with $fs: ratio ${ratios[-1]}; servers' CPU s without $bc, with $fc: ratio ${cpuratios[-1]}; pskv-serve CPU s $sc"
   done
-  echo "cost: samples/s ratio (with / without), median of $runs pairs $(med "${ratios[@]}") (spread $(minmax "${ratios[@]}")); ratio of medians $(awk -v w="$(med "${with[@]}")" -v b="$(med "${base[@]}")" 'BEGIN {printf "%.3f", w / b}') ($(med "${with[@]}") / $(med "${base[@]}"))"
-  echo "cost: servers' CPU seconds for the job, median without $(med "${bcpu[@]}"), with $(med "${wcpu[@]}"); paired ratio median $(med "${cpuratios[@]}") (spread $(minmax "${cpuratios[@]}")); pskv-serve's own CPU seconds median $(med "${scpus[@]}")"
+  echo "cost ($app): samples/s ratio (with / without), median of $runs pairs $(med "${ratios[@]}") (spread $(minmax "${ratios[@]}")); ratio of medians $(awk -v w="$(med "${with[@]}")" -v b="$(med "${base[@]}")" 'BEGIN {printf "%.3f", w / b}') ($(med "${with[@]}") / $(med "${base[@]}"))"
+  echo "cost ($app): servers' CPU seconds for the job, median without $(med "${bcpu[@]}"), with $(med "${wcpu[@]}"); paired ratio median $(med "${cpuratios[@]}") (spread $(minmax "${cpuratios[@]}")); pskv-serve's own CPU seconds median $(med "${scpus[@]}")"
 fi
 
 if wants fresh; then
