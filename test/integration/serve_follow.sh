@@ -125,17 +125,22 @@ t_serve_follow_failover() {
   grep -q 'left the view' follow.log || fail "pskv-serve did not notice the death: $(tail -n 5 follow.log)"
 }
 
+# follow_rows HTTPPORT: the rows pskv-serve has received from the servers.
+follow_rows() {
+  curl -sf "http://127.0.0.1:$1/metrics" | awk '$1 ~ /^pskv_serve_follow_rows_total/ {print $2}'
+}
+
 # A sparse-LR group of a service trains while pskv-serve follows its namespace:
 # the prediction for fixed rows moves as training goes on; a slow client holding
 # the HTTP queue (--queue 1) gets the next request a 503 and stops no delta (the
 # version's clock read over ZeroMQ moves meanwhile); kill -9 of the whole
 # group (its worker) leaves the last version served: every request answered, the
-# same scores, the staleness each answer reports growing; a new group of the same
-# name (2 workers) trains on (the servers kept its tables) and the replica catches
-# up: once it ends, its prediction equals, exactly, the prediction of the model it
-# exported (--save-model, served by a second pskv-serve --model, whose answers are
-# those of test/tools/modelfile.py's own implementation), and it holds every
-# weight saved.
+# same scores, the staleness each answer reports growing, no row sent again; a new
+# group of the same name (2 workers) trains on (the servers kept its tables) and
+# the replica catches up: once it ends, its prediction equals, exactly, the
+# prediction of the model it exported (--save-model, served by a second pskv-serve
+# --model, whose answers are those of test/tools/modelfile.py's own
+# implementation), and it holds every weight saved.
 tags serve_follow_sparse_lr serve
 t_serve_follow_sparse_lr() {
   local hs=/usr/share/doc/liblinear-tools/examples/heart_scale hp zp fp P=$top/test/tools/follow_predict.py
@@ -160,8 +165,13 @@ print(json.dumps([l.split()[1:] for l in sys.stdin]))')
   kill -0 "$(cat s1-0.pid)" 2> /dev/null || fail "group S ended before it was killed: $(tail -n 2 s1-0.log)"
   kill -9 "$(cat s1-0.pid)"
   wait_line scheduler.log 'group S ended' 1 30 || fail "the service did not see group S end"
-  sleep 0.5 # the last rows the worker pushed, synced
+  sleep 1 # the last rows the worker pushed, synced, and the dense parts as they ended
+  local r0 r1
+  r0=$(follow_rows "$hp")
   python3 "$P" steady "$hp" rows.json 2 > steady.out 2>&1 || fail "$(cat steady.out)"
+  r1=$(follow_rows "$hp")
+  # nothing changed: no row was sent again (the dense parts are not copied each round)
+  [ -n "$r0" ] && [ "$r0" = "$r1" ] || fail "rows came while nothing changed: $r0, then $r1"
   local stale
   stale=$(python3 "$P" scores "$hp" rows.json)
   group S 2 s2 "${slr[@]}" --epochs 20 --save-model "$TDIR/s.model"
