@@ -6,9 +6,8 @@
 #              sparse-lr (pskv-gen-sparse, 100,000 features, adagrad, batch 256; rows of
 #              30 features) and an MLP 784-128-10 (Fashion-MNIST, batch 32). With each,
 #              the training's samples/s in the `--idle` seconds before wrk and during
-#              wrk, read through pskv-serve itself: the job's sample counter
-#              (APP.samples, a dense table of the namespace), its served value and
-#              version's wall time at each end of the window
+#              wrk: the pulls a second of the first server `pskvctl top` lists (one
+#              pull a step), averaged over the window, times the batch
 #   file       pskv-serve --model serving a model file, no training beside it
 #              (sparse-lr 100,000 weights, MLP 784-128-10), as before
 #   scripts/bench-serve.sh [--seconds S] [--idle S] [--connections C] [--only following,file]
@@ -65,12 +64,10 @@ run_wrk() {
   fi
 }
 
-# serve_up PORT MODEL SECS [STATS]: waits until /v1/predict answers MODEL's row
-# (200), and /v1/lookup the table STATS.
+# serve_up PORT MODEL SECS: waits until /v1/predict answers MODEL's row (200).
 serve_up() {
   for _ in $(seq $(($3 * 10))); do
     curl -sf -XPOST "http://127.0.0.1:$1/v1/predict" --data-binary "@$work/$2.json" > /dev/null &&
-      { [ -z "${4:-}" ] || curl -sf -XPOST "http://127.0.0.1:$1/v1/lookup" -d "{\"table\":\"$4\",\"keys\":[0]}" > /dev/null; } &&
       return 0
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
@@ -79,14 +76,15 @@ serve_up() {
   exit 1
 }
 
-# counter PORT TABLE: the job's sample count as pskv-serve serves it, and that
-# version's wall time: "COUNT WALL".
-counter() {
-  curl -sf -XPOST "http://127.0.0.1:$1/v1/lookup" -d "{\"table\":\"$2\",\"keys\":[0]}" |
-    python3 -c 'import json, sys; d = json.load(sys.stdin); print(d["values"][0], d["version"]["wall"])'
+# top_rate SCHEDPORT SECS BATCH: the training's samples/s over the next SECS
+# seconds: the pulls a second of the first server pskvctl top lists (the worker
+# pulls once a step from each server), averaged, times the batch.
+top_rate() {
+  { timeout "$2" "$BIN/pskvctl" --scheduler "127.0.0.1:$1" top 2> /dev/null || true; } |
+    awk -v b="$3" '$1 == "server" { if (!first) first = $2; if ($2 != first) next
+        for (i = 3; i <= NF; i++) if ($i ~ /^pulls_per_s=[0-9]/) { split($i, x, "="); s += x[2]; n++ } }
+      END { printf "%.0f", n ? s / n * b : 0 }'
 }
-rate() { awk -v a="$1" -v b="$2" 'BEGIN {split(a, x, " "); split(b, y, " ");
-  printf "%.0f", y[2] > x[2] ? (y[1] - x[1]) / (y[2] - x[2]) : 0}'; }
 
 if wants following; then
   "$BIN/pskv-gen-sparse" --examples 200000 --features 100000 --out "$work/gen" --seed 7 > /dev/null
@@ -95,8 +93,8 @@ if wants following; then
   for model in slr mlp; do
     sp=$(port)
     case $model in
-      slr) app=(--app sparse-lr --train "$work/gen.train" --batch 256 --updater adagrad --lr 0.05) stats=sparse-lr.samples ;;
-      mlp) app=(--app mlp --hidden 128 --batch 32 --lr 0.01 --lr-schedule const) stats=mlp.samples ;;
+      slr) app=(--app sparse-lr --train "$work/gen.train" --batch 256 --updater adagrad --lr 0.05) batch=256 ;;
+      mlp) app=(--app mlp --hidden 128 --batch 32 --lr 0.01 --lr-schedule const) batch=32 ;;
     esac
     "$top/scripts/launch-local.sh" --servers 2 --workers 1 --port "$sp" --timeout 900 \
       --log-dir "$work/$model-job" -- "${app[@]}" --epochs 10000 --eval-every 0 --namespace bs \
@@ -107,14 +105,13 @@ if wants following; then
       "$BIN/pskv-serve" --scheduler "127.0.0.1:$sp" --namespace bs --http-port "$hp" \
         --threads "$threads" --queue 1024 --log-level warn > "$work/$model-$threads.serve" 2>&1 &
       pid=$!
-      serve_up "$hp" "$model" 120 "$stats"
-      c0=$(counter "$hp" "$stats")
-      sleep "$idle"
-      c1=$(counter "$hp" "$stats")
+      serve_up "$hp" "$model" 120
+      before=$(top_rate "$sp" "$idle" "$batch")
+      top_rate "$sp" "$secs" "$batch" > "$work/during" &
       run_wrk "$model" "$hp"
-      c2=$(counter "$hp" "$stats")
+      wait $!
       kill -0 "$job" 2>/dev/null || { echo "bench-serve.sh: the $model job ended early: $(tail -n 3 "$work/$model-job.out")" >&2; exit 1; }
-      echo "$model $threads $(awk '/^Requests\/sec/ {print $2}' <<< "$out") $(ms 50%) $(ms 99%) $(rate "$c0" "$c1") $(rate "$c1" "$c2")"
+      echo "$model $threads $(awk '/^Requests\/sec/ {print $2}' <<< "$out") $(ms 50%) $(ms 99%) $before $(cat "$work/during")"
       kill "$pid"; wait "$pid" || true; pid=""
     done
     kill "$job"; wait "$job" 2>/dev/null || true; job=""
