@@ -476,7 +476,8 @@ bench-hosts: deps
 	$(MAKE) all
 	scripts/bench-hosts.sh
 
-# pskv-serve's /v1/predict under wrk (scripts/bench-serve.sh; installs wrk)
+# pskv-serve's /v1/predict under wrk while a training group runs beside it (pskv-serve
+# following its namespace), then from a model file (scripts/bench-serve.sh; installs wrk)
 bench-serve: deps
 	@scripts/install-deps.sh wrk
 	$(MAKE) all

@@ -161,9 +161,10 @@ void shard_changes_reset(shard *s);
 int shard_follow_on(shard *s);
 
 /* Calls fn for every row written since the last call (or shard_follow_on), its
- * key and its row (values, then state; borrowed for the call), and forgets them.
- * Returns how many, or -PSKV_ENOMEM when fn failed or the bits were lost (a
- * growth out of memory: send everything again). */
+ * key and its row (values, then state; borrowed for the call), and forgets them;
+ * fn NULL: only counts them (no row is read). Returns how many, or -PSKV_ENOMEM
+ * when fn failed or the bits were lost (a growth out of memory: send everything
+ * again). */
 int shard_follow_taken(shard *s, int (*fn)(void *ctx, uint64_t key, const float *row),
                        void *ctx);
 
