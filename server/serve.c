@@ -3,7 +3,8 @@
  * messages. Every request is validated (job, table, width, ranges, finite
  * values, the key's namespaces and their quotas: nsguard.h) before use; a bad one is logged with its sender, answered with ERROR
  * and dropped. Pulls send large dense runs straight from the table (lent: an
- * update while they are on the wire moves the table to a fresh buffer) and copy
+ * update of those rows while they are on the wire moves the table to a fresh
+ * buffer; other rows are updated in place) and copy
  * anything else into a fresh buffer, so what is on the wire never changes
  * (consist.c, shard.c). */
 #define _GNU_SOURCE
