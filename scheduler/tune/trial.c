@@ -29,9 +29,10 @@ static const char script[] =
     "i=$((i + 1)); done; s=0; for x in $p; do wait $x; r=$?; [ $s = 0 ] && s=$r; done; "
     "echo $s >\"$d/exit.tmp\" && mv \"$d/exit.tmp\" \"$d/exit\"";
 
-void trial_group(long id, char *buf, size_t len)
+void trial_group(const trial_opts *o, long id, char *buf, size_t len)
 {
-    snprintf(buf, len, "trial-%ld", id);
+    const char *sid = o->study_id ? o->study_id : "";
+    snprintf(buf, len, "%s%strial-%ld", sid, *sid ? "-" : "", id);
 }
 
 int trial_launch(const trial_opts *o, const char *dir, long id, int held, char *const *argv,
@@ -69,7 +70,7 @@ int trial_launch(const trial_opts *o, const char *dir, long id, int held, char *
         return -PSKV_EIO;
     }
     snprintf(worker, sizeof worker, "%s/pskv-worker", o->bin_dir);
-    trial_group(id, group, sizeof group);
+    trial_group(o, id, group, sizeof group);
     snprintf(join, sizeof join, "%.0f", o->join_timeout);
     snprintf(size, sizeof size, "%d", o->workers > 0 ? o->workers : 1);
     char *args[MAX_ARGS];
@@ -183,7 +184,7 @@ int trial_exit_status(const char *dir)
 void trial_stop(const trial_opts *o, long id, long pgid, int hard)
 {
     char group[64], why[300];
-    trial_group(id, group, sizeof group);
+    trial_group(o, id, group, sizeof group);
     if (!hard && o->svc &&
         tservice_stop_group(o->svc, group, STOP_ANSWER_MS, NULL, why, sizeof why) == 0)
         return;

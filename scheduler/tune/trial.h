@@ -1,8 +1,9 @@
 /* The trial launcher: the one place that knows how a trial runs. A trial is a
  * worker group of one service (tservice.h): W x `pskv-worker --scheduler ADDR
- * --group trial-ID --group-size W --drop-namespace --rank I` with the trial's
- * flags (W the study's --workers, 1 by default), its tables in the namespace
- * trial-ID, dropped when the group ends. Its workers are started in a session of
+ * --group SID-trial-ID --group-size W --drop-namespace --rank I` with the
+ * trial's flags (W the study's --workers, 1 by default), its tables in the
+ * namespace SID-trial-ID, dropped when the group ends. SID is the study's id
+ * (drawn at create), so that studies sharing one service never share a group. Its workers are started in a session of
  * their own, so that they outlive a killed tuner (its service does too), and are
  * stopped through the group stop (GROUP_STOP, as `pskvctl stop` sends it), which
  * reaches them at their next evaluation. *
@@ -27,10 +28,11 @@ typedef struct trial_opts {
     tservice *svc;        /* the service the groups run on (set by the caller) */
     double join_timeout;  /* s: the worker's --join-timeout */
     int workers;          /* W: the group's size */
+    const char *study_id; /* SID; "" for a study created before ids (trial-ID) */
 } trial_opts;
 
-/* A trial's group (and namespace) name: trial-ID. */
-void trial_group(long id, char *buf, size_t len);
+/* A trial's group (and namespace) name: SID-trial-ID (trial-ID without an id). */
+void trial_group(const trial_opts *o, long id, char *buf, size_t len);
 
 /* Starts trial id's workers in dir (created) with the worker flags
  * argv[0..argc-1]; held: they start their processes but join the service only

@@ -222,12 +222,14 @@ static int create(const char *path, cfg_args *a)
     }
     snprintf(buf, sizeof buf, "%ld", epochs);
     rc = rc ? rc : study_set(st, "trial_epochs", buf);
+    char sid[16];
+    rc = rc ? rc : study_id_new(sid, sizeof sid) < 0 ? -1 : study_set(st, "study_id", sid);
     study_close(&st);
     if (rc < 0) {
         fprintf(stderr, "pskv-tune create: cannot write %s\n", path);
         return 1;
     }
-    printf("created %s: %s search, %s, %s, %ld epochs per trial\n", path,
+    printf("created %s (study %s): %s search, %s, %s, %ld epochs per trial\n", path, sid,
            suggest_algo_name(algo), sched, metric, epochs);
     return 0;
 }
@@ -341,8 +343,10 @@ static int run(const char *path)
         study_close(&st);
         return 3;
     }
-    char wk[32];
+    char wk[32], sid[32] = "";
     o.trial.workers = study_get(st, "workers", wk, sizeof wk) == 0 ? atoi(wk) : 1;
+    study_get(st, "study_id", sid, sizeof sid); /* none: a study from before ids */
+    o.trial.study_id = sid;
     long pgid = 0;
     int rc = service(st, path, o.trial.bin_dir, dir, &o.trial.svc, &pgid, &o.service_replaced);
     if (rc != 0) {

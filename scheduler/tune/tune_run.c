@@ -324,9 +324,11 @@ static int launch(run_state *r, int i, int held)
     t->state = held ? TRIAL_LAUNCHING : TRIAL_RUNNING; /* held: RUNNING once released */
     if (held)
         r->held = i;
-    LOG_I("trial %ld: attempt %d, epochs %d to %d, group trial-%ld, pgid %ld%s:%s", t->id,
-          t->attempt, r->base[i] + 1, r->target[i], t->id, pgid,
-          held ? ", held until a slot frees" : "", t->params);
+    char group[96];
+    trial_group(&r->o->trial, t->id, group, sizeof group);
+    LOG_I("trial %ld: attempt %d, epochs %d to %d, group %s, pgid %ld%s:%s", t->id, t->attempt,
+          r->base[i] + 1, r->target[i], group, pgid, held ? ", held until a slot frees" : "",
+          t->params);
     return put(r, t);
 }
 
@@ -428,8 +430,10 @@ static int reattach(run_state *r)
             if (t->state == TRIAL_LAUNCHING)
                 t->state = TRIAL_RUNNING;
             trial_release(dir); /* one held by the killed tuner goes on now */
-            LOG_I("trial %ld: re-attached to its group trial-%ld (pgid %ld, %s)", t->id, t->id,
-                  t->pgid, study_state_name(t->state));
+            char group[96];
+            trial_group(&r->o->trial, t->id, group, sizeof group);
+            LOG_I("trial %ld: re-attached to its group %s (pgid %ld, %s)", t->id, group, t->pgid,
+                  study_state_name(t->state));
             if (put(r, t) < 0)
                 return -PSKV_EIO;
             if (t->state == TRIAL_STOPPING)
