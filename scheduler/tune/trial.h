@@ -20,6 +20,7 @@
 #define PSKV_TUNE_TRIAL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "tservice.h"
 
@@ -70,5 +71,25 @@ void trial_last_words(const char *dir, char *buf, size_t len);
 
 /* Reaps exited children of this tuner (never blocks). */
 void trial_reap(void);
+
+/* What wakes the tuner when a trial's worker writes its log (inotify on each
+ * watched trial's logs/), so that a metric line is read as it is written rather
+ * than at the next --poll. */
+typedef struct trial_watch trial_watch;
+
+/* A watch with nothing watched; NULL when inotify is not there (then
+ * trial_watch_wait only sleeps). Free with trial_watch_destroy (NULL is fine). */
+trial_watch *trial_watch_new(void);
+void trial_watch_destroy(trial_watch **self_p);
+
+/* Watches trial dir's logs/: its handle (>= 0), or -1 (not watched: the --poll
+ * finds its lines). trial_watch_remove forgets a handle (-1 is fine). */
+int trial_watch_add(trial_watch *w, const char *dir);
+void trial_watch_remove(trial_watch *w, int handle);
+
+/* Waits until a watched log is written or max_ms pass, but returns no sooner
+ * than min_ms after since_ms (CLOCK_MONOTONIC ms: the last pass's start), so a
+ * chatty worker cannot spin the tuner. */
+void trial_watch_wait(trial_watch *w, int64_t since_ms, int min_ms, int max_ms);
 
 #endif

@@ -72,7 +72,8 @@ static cfg_entry config[] = {
      "run: a trial that reports no metric for this long is killed and recorded failed "
      "(hung)", 0, 0, NULL, NULL},
     {"poll", CFG_DOUBLE, "0.02", "PSKV_TUNE_POLL", 0.001, 10, "s",
-     "run: how often the trials' metric lines are read", 0, 0, NULL, NULL},
+     "run: the longest wait between two reads of the trials' metric lines (a line written "
+     "wakes the tuner at once: inotify)", 0, 0, NULL, NULL},
     {"servers", CFG_INT, "1", NULL, 1, 64, NULL,
      "run: servers of the tuner's own service (without --scheduler)", 0, 0, NULL, NULL},
     {"scheduler", CFG_STR, "", NULL, 1, 0, NULL,
