@@ -7,7 +7,8 @@
  * log marginal likelihood plus a weak log-normal prior on each length scale (the
  * prior keeps a handful of points from stretching a dimension to nothing). The
  * kernel's distances are kept per dimension (squared differences), so a shape
- * costs one pass over them and one dpotrf_. */
+ * costs one pass over them and one dpotrf_. Past FIT_MAX points the shape is
+ * chosen on an even subset of them, the GP itself conditioned on all. */
 #define _GNU_SOURCE
 #include "gp.h"
 
@@ -88,11 +89,10 @@ static double factor0(tune_gp *g, const double *ell, double ratio, const double 
     return half;
 }
 
-/* The factor for (ell, s2, noise) from factor0: L and alpha rescaled in place. */
-static int factor(tune_gp *g, const double *y)
+/* K's factor and alpha from K0's (factor0's, done last): L times sqrt(s2),
+ * alpha over s2. */
+static void scale(tune_gp *g)
 {
-    if (isnan(factor0(g, g->ell, g->noise / g->s2, y)))
-        return -1;
     int n = g->n;
     double r = sqrt(g->s2);
     for (int j = 0; j < n; j++)
@@ -100,7 +100,6 @@ static int factor(tune_gp *g, const double *y)
             g->L[j * n + i] *= r;
     for (int i = 0; i < n; i++)
         g->alpha[i] /= g->s2;
-    return 0;
 }
 
 /* The prior on each length scale: log-normal around 0.5 (the cube's scale). */
@@ -129,10 +128,10 @@ static double score(tune_gp *g, const double *ell, double ratio, const double *y
     return -0.5 * n * (1 + log(2 * M_PI * *s2hat)) - half + log_prior(ell, g->d);
 }
 
-/* Standardises y into ys and picks the hyper-parameters by marginal likelihood. */
-static void fit(tune_gp *g, const double *y, double *ys)
+/* y standardised into ys (its mean and deviation kept to undo it). */
+static void standardise(tune_gp *g, const double *y, double *ys)
 {
-    int n = g->n, d = g->d;
+    int n = g->n;
     double m = 0, v = 0;
     for (int i = 0; i < n; i++)
         m += y[i];
@@ -143,27 +142,33 @@ static void fit(tune_gp *g, const double *y, double *ys)
     g->ystd = n > 1 && v > 0 ? sqrt(v / n) : 1;
     for (int i = 0; i < n; i++)
         ys[i] = (y[i] - m) / g->ystd;
+}
+
+/* The length scales e (d) and noise ratio that maximise the marginal likelihood
+ * (plus the prior) of ys on g's points. */
+static void fit(tune_gp *g, const double *ys, double *e, double *ratio)
+{
+    int d = g->d;
     /* one length scale on a grid, then the noise ratio at it. For a shape K0 =
      * M(ell) + ratio I the signal variance that maximises the likelihood is s2 =
      * y'K0^-1 y / n, where the log likelihood is -n/2 (1 + log(2 pi s2)) -
      * log det(K0)/2 */
     static const double ells[] = {0.05, 0.1, 0.2, 0.35, 0.6, 1.0, 1.7};
     static const double ratios[] = {1e-3, 1e-6, 1e-2, 1e-1};
-    double best = -INFINITY, bs2 = 1, bratio = ratios[0], s2hat, e[64], t[64];
+    int nell = sizeof ells / sizeof ells[0], nratio = sizeof ratios / sizeof ratios[0];
+    double best = -INFINITY, s2hat, t[64];
+    *ratio = ratios[0];
     for (int k = 0; k < d; k++)
         e[k] = 0.35;
-    for (size_t a = 0; a < sizeof ells / sizeof ells[0] + sizeof ratios / sizeof ratios[0];
-         a++) {
-        int nell = sizeof ells / sizeof ells[0];
-        double r = a < (size_t)nell ? ratios[0] : ratios[a - nell];
+    for (int a = 0; a < nell + nratio; a++) {
+        double r = a < nell ? ratios[0] : ratios[a - nell];
         for (int k = 0; k < d; k++)
-            t[k] = a < (size_t)nell ? ells[a] : e[k];
-        double ll = a == (size_t)nell ? -INFINITY : score(g, t, r, ys, &s2hat);
+            t[k] = a < nell ? ells[a] : e[k];
+        double ll = a == nell ? -INFINITY : score(g, t, r, ys, &s2hat);
         if (ll > best) {
             best = ll;
             memcpy(e, t, sizeof(double) * d);
-            bs2 = s2hat;
-            bratio = r;
+            *ratio = r;
         }
     }
     /* ARD: each dimension's length scale stretched or shrunk in turn, in coarse
@@ -178,38 +183,35 @@ static void fit(tune_gp *g, const double *y, double *ys)
                     continue;
                 memcpy(t, e, sizeof(double) * d);
                 t[k] = c;
-                double ll = score(g, t, bratio, ys, &s2hat);
+                double ll = score(g, t, *ratio, ys, &s2hat);
                 if (ll > best + 1e-9) {
                     best = ll;
                     e[k] = c;
-                    bs2 = s2hat;
                 }
             }
         }
-    memcpy(g->ell, e, sizeof(double) * d);
-    g->s2 = bs2;
-    g->noise = bratio * bs2;
 }
 
-tune_gp *gp_new(int n, int d, const double *x, const double *y, double ell, double s2,
-                double noise)
+/* A GP's storage on n points x, with their squared differences (no factor). */
+static tune_gp *alloc(int n, int d, const double *x)
 {
-    if (n < 1 || d < 1 || d > 64)
-        return NULL;
     tune_gp *g = calloc(1, sizeof *g);
-    double *ys = malloc(sizeof(double) * n);
-    if (!g || !ys)
-        goto fail;
+    if (!g)
+        return NULL;
     g->n = n;
     g->d = d;
+    g->ymean = 0;
+    g->ystd = 1;
     g->ell = malloc(sizeof(double) * d);
     g->x = malloc(sizeof(double) * n * d);
     g->L = malloc(sizeof(double) * n * n);
     g->alpha = malloc(sizeof(double) * n);
     g->k = malloc(sizeof(double) * n);
     g->D = malloc(sizeof(double) * n * n * d);
-    if (!g->ell || !g->x || !g->L || !g->alpha || !g->k || !g->D)
-        goto fail;
+    if (!g->ell || !g->x || !g->L || !g->alpha || !g->k || !g->D) {
+        gp_destroy(&g);
+        return NULL;
+    }
     memcpy(g->x, x, sizeof(double) * n * d);
     for (int j = 0; j < n; j++)
         for (int i = j + 1; i < n; i++)
@@ -217,22 +219,61 @@ tune_gp *gp_new(int n, int d, const double *x, const double *y, double ell, doub
                 double t = g->x[i * d + k] - g->x[j * d + k];
                 g->D[((size_t)j * n + i) * d + k] = t * t;
             }
-    g->ymean = 0;
-    g->ystd = 1;
+    return g;
+}
+
+/* The hyper-parameters of a GP on many points come from an even subset of
+ * FIT_MAX of them (every (n/FIT_MAX)-th): the fit's forty-odd factors then cost
+ * an eighth each, and the GP itself still conditions on all n. */
+#define FIT_MAX 100
+
+tune_gp *gp_new(int n, int d, const double *x, const double *y, double ell, double s2,
+                double noise)
+{
+    if (n < 1 || d < 1 || d > 64)
+        return NULL;
+    tune_gp *g = alloc(n, d, x), *sub = NULL;
+    double *ys = malloc(sizeof(double) * n), *xs = NULL, *yss = NULL, ratio, s2hat;
+    if (!g || !ys)
+        goto fail;
     if (ell > 0) { /* fixed hyper-parameters, y as given */
-        memcpy(ys, y, sizeof(double) * n);
         for (int k = 0; k < d; k++)
             g->ell[k] = ell;
         g->s2 = s2;
         g->noise = noise;
+        if (isnan(factor0(g, g->ell, noise / s2, y)))
+            goto fail;
+        scale(g);
+        free(ys);
+        return g;
+    }
+    standardise(g, y, ys);
+    if (n > FIT_MAX) {
+        xs = malloc(sizeof(double) * FIT_MAX * d);
+        yss = malloc(sizeof(double) * FIT_MAX);
+        for (int i = 0; xs && yss && i < FIT_MAX; i++) {
+            int j = (int)((long)i * n / FIT_MAX);
+            memcpy(xs + i * d, x + (size_t)j * d, sizeof(double) * d);
+            yss[i] = ys[j];
+        }
+        sub = xs && yss ? alloc(FIT_MAX, d, xs) : NULL;
+        if (!sub)
+            goto fail;
+        fit(sub, yss, g->ell, &ratio);
     } else
-        fit(g, y, ys);
-    if (factor(g, ys) < 0)
+        fit(g, ys, g->ell, &ratio);
+    /* the signal variance on all n (closed form), the factor kept */
+    if (score(g, g->ell, ratio, ys, &s2hat) == -INFINITY)
         goto fail;
-    free(ys);
+    g->s2 = s2hat;
+    g->noise = ratio * s2hat;
+    scale(g);
+    gp_destroy(&sub);
+    free(xs), free(yss), free(ys);
     return g;
 fail:
-    free(ys);
+    gp_destroy(&sub);
+    free(xs), free(yss), free(ys);
     gp_destroy(&g);
     return NULL;
 }
