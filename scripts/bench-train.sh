@@ -19,7 +19,8 @@
 # gradients in flat buffers). The runs alternate (run 1 of every
 # model, then run 2 ...), so that the load of a shared machine spreads over all;
 # with Debian's python3-torch installed, each round also runs PyTorch DDP (gloo,
-# 2 ranks x 1 thread, global batch 64) from ../shared/reference.
+# 2 ranks x 1 thread, global batch 64) from ../shared/reference ($PSKV_REFERENCE
+# when the checkout is elsewhere, e.g. a git worktree).
 # Per run: samples/s (the job's, evaluation excluded), test accuracy, waiting
 # fraction (the mean of the workers'); per model the median run (by samples/s),
 # the median waiting fraction, and its samples/s over DDP's and the ceiling's
@@ -57,7 +58,8 @@ for m in $models; do
   esac
 done
 ddp=0
-if [ $peer -eq 1 ] && /usr/bin/python3 -c 'import torch' 2>/dev/null && [ -f "$top/../shared/reference/tddp.py" ]; then
+ref=${PSKV_REFERENCE:-$top/../shared/reference}
+if [ $peer -eq 1 ] && /usr/bin/python3 -c 'import torch' 2>/dev/null && [ -f "$ref/tddp.py" ]; then
   ddp=1
 fi
 export OPENBLAS_NUM_THREADS=1
@@ -120,7 +122,7 @@ run_py() {
     { echo "bench-train: $m run $r failed:" >&2; tail -n 5 "$d/out" >&2; exit 1; }
   wf=$(sed -n 's/^rank [0-9]* step .* waiting fraction \([0-9.]*\)$/\1/p' "$d/out" |
        awk '{s += $1; n++} END {if (n) printf "%.4f", s / n; else print "-"}')
-  grep '^rank [0-9]* step ' "$d/out" > "$d/steps"
+  grep '^rank [0-9]* \(step\|cpu per step\) ' "$d/out" > "$d/steps"
   grep '^result ' "$d/out" | tail -n 1 | sed 's/^result //' |
     /usr/bin/python3 -c 'import json, sys; j = json.load(sys.stdin); print("%.0f %.4f" % (j["sps"], j["acc"]))' |
     awk -v r="$r" -v e="$epochs" -v m="$m" -v wf="$wf" '{printf "model=%s run=%d epochs=%d samples_per_s=%s accuracy=%s waiting=%s floor=-\n", m, r, e, $1, $2, wf}' |
@@ -131,8 +133,8 @@ run_py() {
 run_ddp() {
   local d="$out/ddp-$1" line
   mkdir -p "$d"
-  ( cd "$d" && PYTHONPATH="$top/../shared/reference" timeout 900 /usr/bin/python3 \
-      "$top/../shared/reference/tddp.py" 0.01 "$epochs" 64 ) > "$d/out" 2>&1
+  ( cd "$d" && PYTHONPATH="$ref" timeout 900 /usr/bin/python3 \
+      "$ref/tddp.py" 0.01 "$epochs" 64 ) > "$d/out" 2>&1
   line=$(grep '^total' "$d/out") ||
     { echo "bench-train: ddp run $1 failed:" >&2; tail -n 5 "$d/out" >&2; exit 1; }
   # "total train T s avg S samples/s final acc A"
@@ -149,7 +151,7 @@ for r in $(seq "$runs"); do
   done
   [ $ddp -eq 1 ] && run_ddp "$r"
 done
-[ $ddp -eq 1 ] || echo "ddp: skipped (needs Debian's python3-torch and ../shared/reference/tddp.py; or --no-peer)"
+[ $ddp -eq 1 ] || echo "ddp: skipped (needs Debian's python3-torch and $ref/tddp.py; or --no-peer)"
 
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
 rate_of() { grep "^model=$1 " "$out/runs" | field samples_per_s | median; }
@@ -169,8 +171,7 @@ for m in $models $([ $ddp -eq 1 ] && echo ddp); do
             if (t != "-" && t > 0 && m !~ /^torch-floor/) printf " of_torch_floor=%.2f", s / t; printf "\n"}'
   [ "$m" = ddp ] && continue
   case "$m" in
-    python) cat "$out/python-$(field run <<< "$med")/steps" | sed 's/^/    /'; continue ;;
-    torch-floor*) continue ;;
+    python|torch-floor*) sed 's/^/    /' "$out/$m-$(field run <<< "$med")/steps"; continue ;;
   esac
   mr=$(field run <<< "$med")
   d="$out/${m//[:+]/_}-$mr"

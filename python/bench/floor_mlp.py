@@ -70,11 +70,12 @@ def worker(rank, a, barrier, results):
             p.data = v
         cur = 0
     progress = [0, 0, 0]
-    out, total, acc = [], 0.0, 0.0
+    out, total, acc, cpu, steps = [], 0.0, 0.0, 0.0, 0
     for ep in range(1, a.epochs + 1):
         perm = torch.randperm(N, generator=g)   # the same on every rank
         barrier.wait()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
+        steps += (N + B - 1) // B
         if a.variant == "plain":
             for i in range(0, N, B):
                 idx = perm[i + rank * lb:i + (rank + 1) * lb]
@@ -101,6 +102,7 @@ def worker(rank, a, barrier, results):
                 for p, v in zip(params, _flat_views(params, nxt)):
                     p.data = v
                 cur = 1 - cur
+        cpu += time.process_time() - c0
         barrier.wait()
         dt = time.perf_counter() - t0
         total += dt
@@ -109,6 +111,8 @@ def worker(rank, a, barrier, results):
             print("epoch %d: %.2fs %.0f samples/s (global) test_acc %.4f (rank 0's own copy)"
                   % (ep, dt, N / dt, acc), flush=True)
             out.append({"epoch": ep, "sec": dt, "sps": N / dt, "acc": acc})
+    print("rank %d cpu per step %.0f us (this process's CPU time: a load hardly changes it)"
+          % (rank, cpu * 1e6 / steps), flush=True)
     if rank == 0:
         results.put({"variant": a.variant, "epochs": out, "train_s": total,
                      "sps": a.epochs * N / total, "acc": acc})
