@@ -16,7 +16,7 @@
 # in 2 processes x 1 thread with no communication at all (the samples/s no
 # torch-based data-parallel trainer here can exceed), "torch-floor-loop" and
 # "torch-floor-flat" its variants (the example's exact loop; weights and
-# gradients in flat buffers). The runs alternate (run 1 of every
+# gradients in flat buffers), "torch-floor-ftz" with denormals flushed to zero. The runs alternate (run 1 of every
 # model, then run 2 ...), so that the load of a shared machine spreads over all;
 # with Debian's python3-torch installed, each round also runs PyTorch DDP (gloo,
 # 2 ranks x 1 thread, global batch 64) from ../shared/reference ($PSKV_REFERENCE
@@ -50,11 +50,11 @@ done
 for m in $models; do
   case "${m%%+*}" in
     async|bsp|ssp:[0-9]*|local) ;;
-    python|torch-floor|torch-floor-loop|torch-floor-flat)
+    python|torch-floor|torch-floor-loop|torch-floor-flat|torch-floor-ftz)
       [ "$m" = "${m%%+*}" ] || { echo "bench-train: model '$m' takes no +options" >&2; exit 2; }
       /usr/bin/python3 -c 'import torch' 2>/dev/null ||
         { echo "bench-train: model '$m' needs Debian's python3-torch" >&2; exit 2; } ;;
-    *) echo "bench-train: unknown model '$m' (async, bsp, ssp:TAU, local, each with +prefetch or +FILTER; python, torch-floor, torch-floor-loop, torch-floor-flat)" >&2; exit 2 ;;
+    *) echo "bench-train: unknown model '$m' (async, bsp, ssp:TAU, local, each with +prefetch or +FILTER; python, torch-floor, torch-floor-loop, torch-floor-flat, torch-floor-ftz)" >&2; exit 2 ;;
   esac
 done
 ddp=0
@@ -113,8 +113,9 @@ run_py() {
                  --lr 0.01 --momentum 0.9 --batch 64) ;;
     *) local v=${m#torch-floor}
        v=${v#-}
-       cmd=(/usr/bin/python3 "$top/python/bench/floor_mlp.py" --variant "${v:-plain}" --epochs
-            "$epochs" --lr 0.01 --momentum 0.9 --batch 64) ;;
+       cmd=(/usr/bin/python3 "$top/python/bench/floor_mlp.py" --epochs "$epochs" --lr 0.01
+            --momentum 0.9 --batch 64)
+       if [ "$v" = ftz ]; then cmd+=(--flush-denormal); else cmd+=(--variant "${v:-plain}"); fi ;;
   esac
   mkdir -p "$d"
   ( cd "$d" && PYTHONPATH="$top/python" timeout 900 "${cmd[@]}" ) > "$d/out" 2>&1 &&

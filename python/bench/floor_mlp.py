@@ -27,8 +27,12 @@ accuracy of rank 0's own copy, which saw only its share of each batch), then
 "total train T s avg S samples/s final acc A" (tddp's) and "result {json}" (the
 example's).
 
+--flush-denormal: denormal floats flushed to zero (torch.set_flush_denormal): the
+local momentum step over weights whose gradient stays 0 otherwise meets denormals
+(DDP's step too; pskv's workers do not step locally).
+
 Usage: PYTHONPATH=python /usr/bin/python3 python/bench/floor_mlp.py [--variant plain|loop|flat]
-           [--epochs 5] [--batch 64] [--lr 0.01] [--momentum 0.9] [--workers 2]
+           [--flush-denormal] [--epochs 5] [--batch 64] [--lr 0.01] [--momentum 0.9] [--workers 2]
 """
 
 import argparse
@@ -55,6 +59,8 @@ def worker(rank, a, barrier, results):
     import torch.nn as nn
     from mlp_fmnist import accuracy, load, make_model
     torch.set_num_threads(1)
+    if a.flush_denormal:
+        torch.set_flush_denormal(True)
     X, y, Xt, yt = load()
     model = make_model()
     params = list(model.parameters())
@@ -126,12 +132,17 @@ def main():
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--flush-denormal", action="store_true",
+                    help="torch.set_flush_denormal(True): the momentum of weights whose "
+                    "gradient stays 0 (the images' empty border pixels) decays through "
+                    "denormal floats, which the local step then computes slowly")
     a = ap.parse_args()
     import multiprocessing as mp
     ctx = mp.get_context("spawn")   # torch's thread pools do not cross fork
     barrier, results = ctx.Barrier(a.workers), ctx.Queue()
-    print("floor: %s, %d processes x 1 thread, global batch %d, no communication"
-          % (a.variant, a.workers, a.batch), flush=True)
+    print("floor: %s%s, %d processes x 1 thread, global batch %d, no communication"
+          % (a.variant, ", denormals flushed" if a.flush_denormal else "", a.workers, a.batch),
+          flush=True)
     procs = [ctx.Process(target=worker, args=(r, a, barrier, results)) for r in range(a.workers)]
     for p in procs:
         p.start()
