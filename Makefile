@@ -93,7 +93,7 @@ BINS     := $(BIN)/pskv-scheduler $(BIN)/pskv-server $(BIN)/pskv-worker $(BIN)/p
 EVAL_MAIN_O := $(BUILD)/obj/worker/apps/evaluator_main.o
 EVAL_O   := $(filter-out $(BUILD)/obj/worker/apps/worker_main.o,$(APP_O)) $(EVAL_MAIN_O) $(DATA_O)
 TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-zmq-bidir $(BIN)/pskv-hashmap-floor $(BIN)/pskv-fault-cost $(BIN)/pskv-grow-bench $(BIN)/pskv-halfvec-bench $(BIN)/pskv-gp-bench $(BIN)/pskv-metrics-cost $(BIN)/pskv-garbage $(BIN)/pskv-fuzz-replay $(BIN)/pskv-gen-sparse \
-            $(BIN)/pskv-faultproxy $(BIN)/pskv-wire-pattern $(BIN)/pskv-lr-change \
+            $(BIN)/pskv-faultproxy $(BIN)/pskv-wire-pattern $(BIN)/pskv-lr-change $(BIN)/pskv-table-open \
             $(BIN)/pskv-abi-1.0 $(BIN)/pskv-abi-client
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
 
@@ -213,6 +213,10 @@ $(BIN)/pskv-wire-pattern: $(BUILD)/obj/test/examples/wire_pattern.o $(BUILD)/lib
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BIN)/pskv-lr-change: $(BUILD)/obj/test/examples/lr_change.o $(BUILD)/lib/libpskv.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BIN)/pskv-table-open: $(BUILD)/obj/test/examples/table_open.o $(BUILD)/lib/libpskv.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -461,6 +465,7 @@ bench-consistency: deps
 bench-balance: deps
 	$(MAKE) all
 	scripts/bench-balance.sh
+	scripts/bench-stages.sh
 
 bench-sparse: deps
 	$(MAKE) all
@@ -471,7 +476,8 @@ bench-hosts: deps
 	$(MAKE) all
 	scripts/bench-hosts.sh
 
-# pskv-serve's /v1/predict under wrk (scripts/bench-serve.sh; installs wrk)
+# pskv-serve's /v1/predict under wrk while a training group runs beside it (pskv-serve
+# following its namespace), then from a model file (scripts/bench-serve.sh; installs wrk)
 bench-serve: deps
 	@scripts/install-deps.sh wrk
 	$(MAKE) all

@@ -9,13 +9,22 @@
 # "local": --sync local, the same training with no communication a step (each
 # worker applies its own gradient to its own weights), the compute-only ceiling, or
 # "allreduce": --sync allreduce (the mean gradient by pskv_allreduce, the servers
-# holding a copy). The runs alternate (run 1 of every
+# holding a copy). Python (Debian's python3-torch): "python" is the same training
+# from Python, python/examples/mlp_fmnist.py through pskv.torch.DistributedOptimizer
+# (async, prefetch, shm; global batch 64), launched by python3 -m pskv.launch;
+# "torch-floor" is python/bench/floor_mlp.py, the same torch model, data and batch
+# in 2 processes x 1 thread with no communication at all (the samples/s no
+# torch-based data-parallel trainer here can exceed), "torch-floor-loop" and
+# "torch-floor-flat" its variants (the example's exact loop; weights and
+# gradients in flat buffers), "torch-floor-ftz" with denormals flushed to zero. The runs alternate (run 1 of every
 # model, then run 2 ...), so that the load of a shared machine spreads over all;
 # with Debian's python3-torch installed, each round also runs PyTorch DDP (gloo,
-# 2 ranks x 1 thread, global batch 64) from ../shared/reference.
+# 2 ranks x 1 thread, global batch 64) from ../shared/reference ($PSKV_REFERENCE
+# when the checkout is elsewhere, e.g. a git worktree).
 # Per run: samples/s (the job's, evaluation excluded), test accuracy, waiting
 # fraction (the mean of the workers'); per model the median run (by samples/s),
-# the median waiting fraction, and its samples/s over DDP's and the ceiling's.
+# the median waiting fraction, and its samples/s over DDP's and the ceiling's
+# (and, with torch-floor among the models, over the torch floor's: of_torch_floor).
 # --servers S (default 1) and --replicas R (default 1) set the cluster; the scheduler
 # declares a node dead after 5 s of silence (not 0.5 s), so that a process starved
 # for a moment on a loaded machine does not end the run.
@@ -41,11 +50,16 @@ done
 for m in $models; do
   case "${m%%+*}" in
     async|bsp|ssp:[0-9]*|local) ;;
-    *) echo "bench-train: unknown model '$m' (async, bsp, ssp:TAU, local, each with +prefetch or +FILTER)" >&2; exit 2 ;;
+    python|torch-floor|torch-floor-loop|torch-floor-flat|torch-floor-ftz)
+      [ "$m" = "${m%%+*}" ] || { echo "bench-train: model '$m' takes no +options" >&2; exit 2; }
+      /usr/bin/python3 -c 'import torch' 2>/dev/null ||
+        { echo "bench-train: model '$m' needs Debian's python3-torch" >&2; exit 2; } ;;
+    *) echo "bench-train: unknown model '$m' (async, bsp, ssp:TAU, local, each with +prefetch or +FILTER; python, torch-floor, torch-floor-loop, torch-floor-flat, torch-floor-ftz)" >&2; exit 2 ;;
   esac
 done
 ddp=0
-if [ $peer -eq 1 ] && /usr/bin/python3 -c 'import torch' 2>/dev/null && [ -f "$top/../shared/reference/tddp.py" ]; then
+ref=${PSKV_REFERENCE:-$top/../shared/reference}
+if [ $peer -eq 1 ] && /usr/bin/python3 -c 'import torch' 2>/dev/null && [ -f "$ref/tddp.py" ]; then
   ddp=1
 fi
 export OPENBLAS_NUM_THREADS=1
@@ -88,12 +102,40 @@ run_model() {
     "$d/metrics.jsonl" | tee -a "$out/runs"
 }
 
+# run_py MODEL RUN: python (pskv from Python) or torch-floor[-loop|-flat]; appends
+# its line (both print "result {json}" with the whole run's samples/s and accuracy).
+run_py() {
+  local m=$1 r=$2 d="$out/$1-$2" cmd wf
+  case "$m" in
+    python) cmd=(/usr/bin/python3 -m pskv.launch --servers "$servers" --workers 2 --timeout 900
+                 "--scheduler-arg=--replicas" "--scheduler-arg=$replicas" --
+                 /usr/bin/python3 "$top/python/examples/mlp_fmnist.py" --epochs "$epochs"
+                 --lr 0.01 --momentum 0.9 --batch 64) ;;
+    *) local v=${m#torch-floor}
+       v=${v#-}
+       cmd=(/usr/bin/python3 "$top/python/bench/floor_mlp.py" --epochs "$epochs" --lr 0.01
+            --momentum 0.9 --batch 64)
+       if [ "$v" = ftz ]; then cmd+=(--flush-denormal); else cmd+=(--variant "${v:-plain}"); fi ;;
+  esac
+  mkdir -p "$d"
+  ( cd "$d" && PYTHONPATH="$top/python" timeout 900 "${cmd[@]}" ) > "$d/out" 2>&1 &&
+    grep -q '^result ' "$d/out" ||
+    { echo "bench-train: $m run $r failed:" >&2; tail -n 5 "$d/out" >&2; exit 1; }
+  wf=$(sed -n 's/^rank [0-9]* step .* waiting fraction \([0-9.]*\)$/\1/p' "$d/out" |
+       awk '{s += $1; n++} END {if (n) printf "%.4f", s / n; else print "-"}')
+  grep '^rank [0-9]* \(step\|cpu per step\) ' "$d/out" > "$d/steps"
+  grep '^result ' "$d/out" | tail -n 1 | sed 's/^result //' |
+    /usr/bin/python3 -c 'import json, sys; j = json.load(sys.stdin); print("%.0f %.4f" % (j["sps"], j["acc"]))' |
+    awk -v r="$r" -v e="$epochs" -v m="$m" -v wf="$wf" '{printf "model=%s run=%d epochs=%d samples_per_s=%s accuracy=%s waiting=%s floor=-\n", m, r, e, $1, $2, wf}' |
+    tee -a "$out/runs"
+}
+
 # run_ddp RUN: PyTorch DDP on the same model and data; appends its line.
 run_ddp() {
   local d="$out/ddp-$1" line
   mkdir -p "$d"
-  ( cd "$d" && PYTHONPATH="$top/../shared/reference" timeout 900 /usr/bin/python3 \
-      "$top/../shared/reference/tddp.py" 0.01 "$epochs" 64 ) > "$d/out" 2>&1
+  ( cd "$d" && PYTHONPATH="$ref" timeout 900 /usr/bin/python3 \
+      "$ref/tddp.py" 0.01 "$epochs" 64 ) > "$d/out" 2>&1
   line=$(grep '^total' "$d/out") ||
     { echo "bench-train: ddp run $1 failed:" >&2; tail -n 5 "$d/out" >&2; exit 1; }
   # "total train T s avg S samples/s final acc A"
@@ -102,27 +144,43 @@ run_ddp() {
 }
 
 for r in $(seq "$runs"); do
-  for m in $models; do run_model "$m" "$r"; done
+  for m in $models; do
+    case "$m" in
+      python|torch-floor*) run_py "$m" "$r" ;;
+      *) run_model "$m" "$r" ;;
+    esac
+  done
   [ $ddp -eq 1 ] && run_ddp "$r"
 done
-[ $ddp -eq 1 ] || echo "ddp: skipped (needs Debian's python3-torch and ../shared/reference/tddp.py; or --no-peer)"
+[ $ddp -eq 1 ] || echo "ddp: skipped (needs Debian's python3-torch and $ref/tddp.py; or --no-peer)"
 
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
 rate_of() { grep "^model=$1 " "$out/runs" | field samples_per_s | median; }
 ddp_rate=$([ $ddp -eq 1 ] && rate_of ddp || echo -)
 ceiling=$(case " $models " in *" local "*) rate_of local ;; *) echo - ;; esac)
-echo "medians over $runs runs (ddp: $ddp_rate samples/s, compute-only ceiling: $ceiling samples/s):"
+tfloor=$(case " $models " in *" torch-floor "*) rate_of torch-floor ;; *) echo - ;; esac)
+echo "medians over $runs runs (ddp: $ddp_rate samples/s, compute-only ceiling: $ceiling samples/s, torch floor: $tfloor samples/s):"
 for m in $models $([ $ddp -eq 1 ] && echo ddp); do
   med=$(grep "^model=$m " "$out/runs" | sort -t= -k5 -g | awk -v n="$runs" 'NR==int((n+1)/2)')
   wf=$(grep "^model=$m " "$out/runs" | field waiting | grep -v '^-$' | median)
   fl=$(grep "^model=$m " "$out/runs" | field floor | grep -v '^-$' | median)
   rate=$(field samples_per_s <<< "$med")
-  awk -v m="$m" -v s="$rate" -v a="$(field accuracy <<< "$med")" -v w="$wf" -v f="${fl:--}" -v d="$ddp_rate" -v c="$ceiling" \
+  awk -v m="$m" -v s="$rate" -v a="$(field accuracy <<< "$med")" -v w="$wf" -v f="${fl:--}" -v d="$ddp_rate" -v c="$ceiling" -v t="$tfloor" \
     'BEGIN {printf "  %-16s samples_per_s=%s accuracy=%s waiting=%s floor=%s", m, s, a, w, f;
             if (d != "-" && d > 0) printf " x_ddp=%.2f", s / d;
-            if (c != "-" && c > 0) printf " of_ceiling=%.2f", s / c; printf "\n"}'
+            if (c != "-" && c > 0) printf " of_ceiling=%.2f", s / c;
+            if (t != "-" && t > 0 && m !~ /^torch-floor/) printf " of_torch_floor=%.2f", s / t; printf "\n"}'
   [ "$m" = ddp ] && continue
+  case "$m" in
+    python|torch-floor*) sed 's/^/    /' "$out/$m-$(field run <<< "$med")/steps"; continue ;;
+  esac
   mr=$(field run <<< "$med")
   d="$out/${m//[:+]/_}-$mr"
   grep -h 'step time\|waiting fraction\|cpu: ' "$d"/worker-*.log | sed 's/^/    /'
 done
+if [ "$tfloor" != - ] && case " $models " in *" python "*) true ;; *) false ;; esac; then
+  awk -v p="$(rate_of python)" -v t="$tfloor" -v d="$ddp_rate" \
+    'BEGIN {printf "python: pskv %s, torch floor %s, ddp %s samples/s", p, t, d;
+            if (d != "-" && d > 0) printf "; pskv/ddp=%.2f floor/ddp=%.2f", p / d, t / d;
+            printf " pskv/floor=%.2f\n", p / t}'
+fi

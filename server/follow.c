@@ -31,6 +31,10 @@ typedef struct sub {
     int64_t target;     /* dense parts wanted at the first boundary >= this (-1: none) */
     int64_t asked_ms;   /* when target was set */
     uint64_t seq;       /* FOLLOW_DATA sent so far */
+    int64_t dense_sync; /* its namespace's dense parts last went whole after this
+                         * many syncs (follow's syncs; -1: not since its full copy
+                         * began, or a send was dropped) */
+    int64_t dense_tags; /* ... and the sum of their clock tags then */
 } sub;
 
 /* The changed rows of one sparse table, gathered once per sync for every reader. */
@@ -42,6 +46,12 @@ typedef struct gather {
     size_t n, kcap, vcap;
 } gather;
 
+/* When a table's writes were last seen by a sync. */
+typedef struct written {
+    int64_t ms;    /* its time */
+    uint64_t sync; /* its number (follow's syncs): orders it against a send in the same ms */
+} written;
+
 struct follow {
     void *router;
     member *mb;
@@ -51,8 +61,9 @@ struct follow {
     sub subs[FOLLOW_MAX_SUBS];
     int nsubs;
     int64_t synced_ms; /* the last sync of changed rows */
-    int64_t *written_ms; /* per table (tables_at order): when a write was last seen */
+    written *written;  /* per table (tables_at order): when a write was last seen */
     size_t nquiet;
+    uint64_t syncs;    /* syncs of changed rows begun */
     gather g;
     /* after a placement change, dense parts wait until every worker of the clock
      * set has sent two CLOCKs on the new placement (settled, follow_worker_clock) */
@@ -81,7 +92,7 @@ void follow_destroy(follow **self_p)
     follow *f = *self_p;
     free(f->g.keys);
     free(f->g.vals);
-    free(f->written_ms);
+    free(f->written);
     free(f->confirmed);
     free(f);
     *self_p = NULL;
@@ -92,11 +103,12 @@ static int headed(const follow *f, const table *t, uint64_t key)
     return chain_heads(f->ch, chain_partition_of(f->ch, t, key));
 }
 
-/* Sends one FOLLOW_DATA of n rows (keys, width values each) to s; vals NULL: the
- * n keys are rows eviction removed (follow_removed, keys only). The frames are
- * copied (ZeroMQ owns the copies). A failed send is a gap the reader notices. */
-static void send_rows(follow *f, sub *s, const table *t, const uint64_t *keys, const float *vals,
-                      size_t n, int full, int dense, int64_t clock)
+/* Sends one FOLLOW_DATA to s: n rows, their keys in frame km and their values in
+ * frame vm (vm NULL: the keys are rows eviction removed, follow_removed); the
+ * frames are taken (closed, sent or not; NULL when n is 0). Returns 0, or -1
+ * when the send was dropped: a gap the reader notices. */
+static int send_frames(follow *f, sub *s, const table *t, zmq_msg_t *km, zmq_msg_t *vm,
+                       size_t n, int full, int dense, int64_t clock)
 {
     Pskv__Meta m;
     member_meta(f->mb, &m, PSKV__MSG_TYPE__FOLLOW_DATA);
@@ -111,30 +123,46 @@ static void send_rows(follow *f, sub *s, const table *t, const uint64_t *keys, c
     m.has_follow_dense = m.follow_dense = dense;
     m.has_follow_size = dense;
     m.follow_size = t->size;
-    m.has_follow_removed = m.follow_removed = n && !vals;
-    zmq_msg_t rid, km, vm;
+    m.has_follow_removed = m.follow_removed = n && !vm;
+    if (!n) { /* no frames: the message says only "nothing (more) here" */
+        if (km)
+            zmq_msg_close(km);
+        if (vm)
+            zmq_msg_close(vm);
+        km = vm = NULL;
+    }
+    zmq_msg_t rid;
     zmq_msg_init_size(&rid, s->rid_len);
     memcpy(zmq_msg_data(&rid), s->rid, s->rid_len);
-    int rc;
+    int rc = wire_send(f->router, &rid, &m, km, vm);
+    zmq_msg_close(&rid);
+    if (rc < 0)
+        LOG_D("a FOLLOW_DATA to a reader was dropped: %s", zmq_strerror(errno));
+    return rc < 0 ? -1 : 0;
+}
+
+/* Sends one FOLLOW_DATA of n rows (keys, width values each) to s; vals NULL: the
+ * n keys are rows eviction removed. The rows are copied into the frames. */
+static void send_rows(follow *f, sub *s, const table *t, const uint64_t *keys, const float *vals,
+                      size_t n, int full, int dense, int64_t clock)
+{
+    zmq_msg_t km, vm;
     if (n) {
         size_t vb = vals ? n * t->width * sizeof(float) : 0;
-        if (zmq_msg_init_size(&km, n * sizeof *keys) || zmq_msg_init_size(&vm, vb)) {
-            zmq_msg_close(&rid);
+        if (zmq_msg_init_size(&km, n * sizeof *keys)) {
+            LOG_W("out of memory sending %s to a reader", t->name);
+            return;
+        }
+        if (vals && zmq_msg_init_size(&vm, vb)) {
+            zmq_msg_close(&km);
             LOG_W("out of memory sending %s to a reader", t->name);
             return;
         }
         memcpy(zmq_msg_data(&km), keys, n * sizeof *keys);
         if (vals)
             memcpy(zmq_msg_data(&vm), vals, vb);
-        else
-            zmq_msg_close(&vm);
-        rc = wire_send(f->router, &rid, &m, &km, vals ? &vm : NULL);
-    } else {
-        rc = wire_send(f->router, &rid, &m, NULL, NULL);
     }
-    zmq_msg_close(&rid);
-    if (rc < 0)
-        LOG_D("a FOLLOW_DATA to a reader was dropped: %s", zmq_strerror(errno));
+    send_frames(f, s, t, n ? &km : NULL, n && vals ? &vm : NULL, n, full, dense, clock);
 }
 
 /* Appends one row (values only) to the gather. */
@@ -144,8 +172,10 @@ static int gather_row(void *ctx, uint64_t key, const float *row)
     if (!headed(g->f, g->t, key))
         return 0;
     size_t w = g->t->width;
-    if (grow_array((void **)&g->keys, &g->kcap, g->n + 1, sizeof *g->keys) < 0 ||
-        grow_array((void **)&g->vals, &g->vcap, (g->n + 1) * w, sizeof *g->vals) < 0)
+    if ((g->n + 1 > g->kcap && /* a call only when the buffers double */
+         grow_array((void **)&g->keys, &g->kcap, g->n + 1, sizeof *g->keys) < 0) ||
+        ((g->n + 1) * w > g->vcap &&
+         grow_array((void **)&g->vals, &g->vcap, (g->n + 1) * w, sizeof *g->vals) < 0))
         return -1;
     g->keys[g->n] = key;
     memcpy(g->vals + g->n * w, row, w * sizeof *row);
@@ -165,30 +195,44 @@ static int gather_gone(void *ctx, uint64_t key)
     return 0;
 }
 
-/* A dense table's changes are only counted: its parts go at clock boundaries. */
-static int count_row(void *ctx, uint64_t key, const float *row)
+/* The part of dense table t this server heads, as the frames of a FOLLOW_DATA:
+ * the spans of the partitions it heads, their keys into km and their values
+ * (no optimizer state) into vm, copied once from the shard. Returns the rows,
+ * or -PSKV_ENOMEM (no frame is left open). */
+static int64_t dense_frames(follow *f, const table *t, zmq_msg_t *km, zmq_msg_t *vm)
 {
-    (void)ctx, (void)key, (void)row;
-    return 0;
-}
-
-/* Every row of t this server heads into f->g. Returns 0 or -PSKV_ENOMEM. */
-static int gather_whole(follow *f, const table *t)
-{
-    f->g = (gather){f, t, f->g.keys, f->g.vals, 0, f->g.kcap, f->g.vcap};
-    size_t rf = shard_row_floats(t->sh);
-    uint64_t n = shard_export(t->sh, NULL, NULL, NULL, NULL);
-    uint64_t *keys = malloc((n ? n : 1) * sizeof *keys);
-    float *rows = malloc((n ? n : 1) * rf * sizeof *rows);
-    int rc = keys && rows ? 0 : -PSKV_ENOMEM;
-    if (!rc) {
-        n = shard_export(t->sh, NULL, NULL, keys, rows);
-        for (uint64_t i = 0; i < n && !rc; i++)
-            rc = gather_row(&f->g, keys[i], rows + i * rf) < 0 ? -PSKV_ENOMEM : 0;
+    uint32_t np = chain_nparts(f->ch);
+    uint64_t lo = shard_dense_first(t->sh), hi = lo + shard_dense_count(t->sh), n = 0;
+    uint64_t first, count;
+    for (int pass = 0; pass < 2; pass++) { /* count, then copy */
+        uint64_t *keys = pass ? zmq_msg_data(km) : NULL;
+        float *vals = pass ? zmq_msg_data(vm) : NULL;
+        uint64_t k = 0;
+        for (uint32_t p = 0; p < np; p++) {
+            if (!chain_heads(f->ch, p))
+                continue;
+            chain_dense_span(f->ch, t, p, &first, &count);
+            uint64_t a = first > lo ? first : lo, b = first + count < hi ? first + count : hi;
+            if (a >= b)
+                continue;
+            if (pass) {
+                for (uint64_t i = a; i < b; i++)
+                    keys[k + i - a] = i;
+                shard_pull(t->sh, NULL, a, b - a, vals + k * t->width);
+            }
+            k += b - a;
+        }
+        if (pass)
+            break;
+        n = k;
+        if (zmq_msg_init_size(km, n * sizeof(uint64_t)))
+            return -PSKV_ENOMEM;
+        if (zmq_msg_init_size(vm, n * t->width * sizeof(float))) {
+            zmq_msg_close(km);
+            return -PSKV_ENOMEM;
+        }
     }
-    free(keys);
-    free(rows);
-    return rc;
+    return (int64_t)n;
 }
 
 /* The clock table t's values here reflect, as a reader tags them: bsp's closed
@@ -255,17 +299,37 @@ static int ns_follows(const follow *f, const char *ns)
     return 0;
 }
 
+/* The sum of the clock tags of ns's dense tables: what changes when any does. */
+static int64_t dense_tags(follow *f, const char *ns)
+{
+    int64_t sum = 0;
+    for (size_t i = 0; i < tables_count(f->tables); i++) {
+        table *t = tables_at(f->tables, i);
+        sum += t->dense && !strcmp(t->ns, ns) ? tag_clock(f, t) : 0;
+    }
+    return sum;
+}
+
 /* Sends s every dense table of its namespace, each tagged with its values clock. */
 static void send_dense(follow *f, sub *s)
 {
+    int ok = 1;
     for (size_t i = 0; i < tables_count(f->tables); i++) {
         table *t = tables_at(f->tables, i);
-        if (!t->dense || strcmp(t->ns, s->ns) || gather_whole(f, t) < 0)
+        if (!t->dense || strcmp(t->ns, s->ns))
             continue;
-        send_rows(f, s, t, f->g.keys, f->g.vals, f->g.n, 1, 1,
-                  tag_clock(f, t));
+        zmq_msg_t km, vm;
+        int64_t n = dense_frames(f, t, &km, &vm);
+        if (n < 0) {
+            LOG_W("out of memory sending %s to a reader", t->name);
+            ok = 0;
+            continue;
+        }
+        ok &= send_frames(f, s, t, &km, &vm, (size_t)n, 1, 1, tag_clock(f, t)) == 0;
     }
     s->target = -1;
+    s->dense_sync = ok ? (int64_t)f->syncs : -1;
+    s->dense_tags = dense_tags(f, s->ns);
 }
 
 /* Sends s up to budget more rows of the full copy it is owed or being sent: the
@@ -279,6 +343,7 @@ static void step_full(follow *f, sub *s, uint64_t budget)
         s->in_full = 1;
         s->full_tab = 0;
         s->full_cur = 0;
+        s->dense_sync = -1; /* its dense parts go whole after the sparse tables */
     }
     while (s->in_full && budget > 0) {
         table *t = NULL;
@@ -395,6 +460,7 @@ int follow_request(follow *f, wire_msg *msg, char *why, size_t whylen)
         s->rid_len = len;
         s->owed_full = 1;
         s->target = -1;
+        s->dense_sync = -1;
         LOG_I("a reader at %s follows namespace '%s' every %u ms", msg->peer, ns,
               r->follow_sync_ms);
     }
@@ -437,7 +503,7 @@ void follow_forget_ns(follow *f, const char *ns)
         for (int k = 0; gone && k < f->nsubs; k++)
             f->subs[k].full_tab -= was[k] > i;
         if (!gone && i < f->nquiet)
-            f->written_ms[keep++] = f->written_ms[i];
+            f->written[keep++] = f->written[i];
     }
     if (f->nquiet > keep)
         f->nquiet = keep;
@@ -448,9 +514,26 @@ static int dense_quiet(const follow *f, const char *ns, int64_t since)
 {
     for (size_t i = 0; i < tables_count(f->tables) && i < f->nquiet; i++)
         if (tables_at(f->tables, i)->dense && !strcmp(tables_at(f->tables, i)->ns, ns) &&
-            f->written_ms[i] > since)
+            f->written[i].ms > since)
             return 0;
     return 1;
+}
+
+/* 1 when s was sent its namespace's dense parts whole and none has changed
+ * since: no dense table of it written after (a write after the send is seen by a
+ * later sync; one before it, by that sync or an earlier one: at worst sent
+ * twice), and the same clock tags. */
+static int dense_unchanged(follow *f, const sub *s)
+{
+    if (s->dense_sync < 0)
+        return 0;
+    for (size_t i = 0; i < tables_count(f->tables); i++) {
+        table *t = tables_at(f->tables, i);
+        if (t->dense && !strcmp(t->ns, s->ns) &&
+            (i >= f->nquiet || f->written[i].sync > (uint64_t)s->dense_sync))
+            return 0;
+    }
+    return dense_tags(f, s->ns) == s->dense_tags;
 }
 
 /* Sends the gathered rows of sparse table t (vals NULL: removed keys) to every
@@ -471,13 +554,14 @@ static void send_changes(follow *f, table *t, const float *vals)
 static void sync_changes(follow *f, int64_t now)
 {
     size_t nt = tables_count(f->tables);
+    f->syncs++;
     if (f->nquiet < nt) {
-        int64_t *q = realloc(f->written_ms, nt * sizeof *q);
+        written *q = realloc(f->written, nt * sizeof *q);
         if (!q)
             return;
         for (size_t i = f->nquiet; i < nt; i++)
-            q[i] = now;
-        f->written_ms = q;
+            q[i] = (written){now, f->syncs};
+        f->written = q;
         f->nquiet = nt;
     }
     for (size_t i = 0; i < nt; i++) {
@@ -494,9 +578,10 @@ static void sync_changes(follow *f, int64_t now)
         }
         send_changes(f, t, NULL);
         f->g = (gather){f, t, f->g.keys, f->g.vals, 0, f->g.kcap, f->g.vcap};
-        int n = shard_follow_taken(t->sh, t->dense ? count_row : gather_row, &f->g);
+        /* a dense table's rows are only counted (its parts go whole at a boundary) */
+        int n = shard_follow_taken(t->sh, t->dense ? NULL : gather_row, &f->g);
         if (n != 0)
-            f->written_ms[i] = now;
+            f->written[i] = (written){now, f->syncs};
         if (n < 0) { /* bits or memory lost: everyone gets everything again */
             shard_follow_on(t->sh);
             owe_full(f);
@@ -530,8 +615,12 @@ void follow_tick(follow *f)
         if (s->owed_full || s->in_full)
             step_full(f, s, FOLLOW_FULL_ROWS);
         else if (s->target >= 0 && now - s->asked_ms >= s->sync_ms &&
-                 dense_quiet(f, s->ns, now - s->sync_ms) && settled(f))
-            send_dense(f, s); /* training paused or ended: this is what it holds */
+                 dense_quiet(f, s->ns, now - s->sync_ms) && settled(f)) {
+            if (dense_unchanged(f, s))
+                s->target = -1; /* it holds these very parts: nothing to copy */
+            else
+                send_dense(f, s); /* training paused or ended: this is what it holds */
+        }
     }
 }
 

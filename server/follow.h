@@ -15,11 +15,15 @@
  *   - dense tables: the whole part, only at a clock boundary: when a CLOCK moves
  *     the table's values clock to the reader's follow_target or past it (just
  *     after the worker's pushes of that clock were applied), or when the table
- *     has been quiet (no write) for a sync period. Every server sees the same
+ *     has been quiet (no write) for a sync period (and then not again while it
+ *     stays unwritten and its clock tag the same: the reader holds those very
+ *     parts). A part is the values of the partitions this server heads, copied
+ *     once into the message span by span. Every server sees the same
  *     clocks, so the reader assembles parts tagged with one clock: a dense model
  *     that training held, never half of two versions.
- * The work per sync is bounded by the rows that changed (sparse) and the dense
- * parts asked for; nothing is done for a table nobody follows.
+ * The work per sync is bounded by the rows that changed (sparse; a dense table's
+ * are only counted) and the dense parts asked for; nothing is done for a table
+ * nobody follows.
  *
  * OWNS its subscriptions (routing ids copied) and a scratch buffer.
  * THREAD: the server's loop thread only.

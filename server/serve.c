@@ -3,7 +3,8 @@
  * messages. Every request is validated (job, table, width, ranges, finite
  * values, the key's namespaces and their quotas: nsguard.h) before use; a bad one is logged with its sender, answered with ERROR
  * and dropped. Pulls send large dense runs straight from the table (lent: an
- * update while they are on the wire moves the table to a fresh buffer) and copy
+ * update of those rows while they are on the wire moves the table to a fresh
+ * buffer; other rows are updated in place) and copy
  * anything else into a fresh buffer, so what is on the wire never changes
  * (consist.c, shard.c). */
 #define _GNU_SOURCE
@@ -98,19 +99,33 @@ static void fail(wire_msg *msg, int code, const char *why)
         LOG_W("cannot answer %s: %s", msg->peer, zmq_strerror(errno));
 }
 
+/* TABLE_OPEN: creates the table or checks the options against its first open's. A
+ * refusal starts with the group asking (the request's `group`, which the library
+ * sends) and, for options that differ, ends with the group that opened the table
+ * first on this server: "group B: table 'S/w' exists with option 'width' = 4, open
+ * asked 8 (first opened by group A)". */
 static void on_table_open(wire_msg *msg)
 {
-    char why[400];
+    char why[400], out[480], group[72];
     Pskv__Meta *r = msg->meta;
     if (!r->table || !r->has_table_id) {
         fail(msg, PSKV_EPROTO, "TABLE_OPEN without table options");
         return;
     }
+    if (r->group && *r->group)
+        snprintf(group, sizeof group, "group %.64s", r->group); /* the scheduler's bound */
+    else
+        snprintf(group, sizeof group, "the unnamed group");
+    int existed = tables_find(srv.tables, r->table_id) != NULL;
     int rc = tables_open(srv.tables, r->table_id, r->table, 0, UINT64_MAX, why, sizeof why);
     if (rc < 0) {
-        fail(msg, -rc, why);
+        snprintf(out, sizeof out, "%s: %s", group, why);
+        fail(msg, -rc, out);
         return;
     }
+    table *t = existed ? NULL : tables_find(srv.tables, r->table_id);
+    if (t)
+        snprintf(t->opened_by, sizeof t->opened_by, "%s", group);
     Pskv__Meta m;
     meta_reply(&m, r, PSKV__MSG_TYPE__TABLE_OPEN_ACK);
     wire_send(srv.router, &msg->rid, &m, NULL, NULL);

@@ -270,8 +270,12 @@ int64_t pskv_pull(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
  * the caller's; grad is copied before the call returns (out may be grad). With
  * several parts (servers), parts answered before a refused one have written their
  * rows. Not yet with wire
- * filters, a 16-bit wire or --shm (-PSKV_EINVAL: push, then pull). */
+ * filters, a 16-bit wire or --shm (-PSKV_EINVAL: push, then pull). With
+ * PSKV_PP_NOCOPY grad is sent as pskv_push_nocopy sends it, without the copy:
+ * grad must then stay unchanged until the request is over (pskv_wait returns
+ * anything but -PSKV_ETIMEDOUT) and out must not overlap it (-PSKV_EINVAL). */
 #define PSKV_PP_CLOCK 1
+#define PSKV_PP_NOCOPY 2
 int64_t pskv_pushpull(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
                       const float *grad, float *out, int flags);
 

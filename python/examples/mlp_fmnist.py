@@ -115,12 +115,12 @@ def main():
             lambda k: (a.lr_min + (a.lr - a.lr_min) * 0.5 * (1 + math.cos(math.pi * k / changes)))
             / a.lr)
     done = 0
-    out, total, acc = [], 0.0, 0.0
+    out, total, acc, cpu = [], 0.0, 0.0, 0.0
     try:
         for ep in range(1, a.epochs + 1):
             perm = torch.randperm(N, generator=g)
             w.barrier()
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             for step, i in enumerate(range(0, N, a.batch)):
                 idx = perm[i:i + a.batch][r * lb:(r + 1) * lb]
                 opt.zero_grad()
@@ -130,19 +130,28 @@ def main():
                 if sched is not None and done % a.lr_every == 0:
                     sched.step()
                 w.set_progress(ep, step, i)
-            opt.synchronize() if a.mode == "ps" else None
+            opt.synchronize()
+            cpu += time.process_time() - c0
             w.barrier()
             dt = time.perf_counter() - t0
             total += dt
             if r == 0:
-                if a.mode == "ps":
-                    opt.table.pull(out=opt.flat).wait()   # every worker's pushes
+                opt.synchronize(latest=True)   # ps: every worker's pushes
                 acc = accuracy(model, Xt, yt)
                 print("epoch %d: %.2fs %.0f samples/s (global) test_acc %.4f"
                       % (ep, dt, N / dt, acc), flush=True)
                 out.append({"epoch": ep, "sec": dt, "sps": N / dt, "acc": acc})
     except pskv.StopRequested as e:
         print("rank %d: stopped early: %s" % (r, e.reason), flush=True)
+    if a.mode == "ps" and opt.times["steps"]:
+        tm, k = opt.times, 1e3 * opt.times["steps"]
+        inside = sum(v for n, v in tm.items() if n != "steps")
+        print("rank %d step (us, mean of %d): outside step() %.0f, gather %.0f, send %.0f, "
+              "clock %.0f, wait pull %.0f, wait push %.0f, pull %.0f; cpu per step %.0f (the "
+              "process's, its library threads too); waiting fraction %.3f"
+              % (r, tm["steps"], (total * 1e9 - inside) / k, tm["gather"] / k, tm["send"] / k,
+                 tm["clock"] / k, tm["wait_pull"] / k, tm["wait_push"] / k, tm["pull"] / k,
+                 cpu * 1e9 / k, (tm["wait_pull"] + tm["wait_push"]) / (total * 1e9)), flush=True)
     if r == 0:
         print("result " + json.dumps({"mode": a.mode, "epochs": out, "train_s": total,
                                       "sps": a.epochs * N / total if total else 0,

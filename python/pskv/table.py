@@ -86,6 +86,7 @@ class View:
     def __init__(self, table, keys, count):
         self._t, self._w = table, table._w
         self._buf = None
+        self._mapped = False
         self.count = count
         addr, nk, self._keys = arrays.keys(keys, "pull_view: keys")
         w = self._w
@@ -98,15 +99,26 @@ class View:
         self._handle = Handle(w, ts)
 
     def __enter__(self):
-        self._handle.wait()
+        return self.map()
+
+    def map(self, timeout=None):
+        """Waits for the pull (as Handle.wait) and maps its values; returns self.
+        What `with view:` does; the arrays made from it keep the Worker alive."""
+        if self._buf is not None:
+            return self
+        if self._mapped:
+            raise errors.ClosedError("pskv: View.map() after release()")
+        self._handle.wait(timeout)
         w = self._w
         with w._lock:
             ptr = L.pskv_view(w._h(), self.ts)
             if not ptr:
                 raise w._fail(-13, "view %d" % self.ts)
         buf = (ctypes.c_float * self.count).from_address(ptr)
+        buf._worker = w  # not collected (its handle freed) under a live array
         weakref.finalize(buf, w._release.append, self.ts)
         self._buf = buf
+        self._mapped = True
         return self
 
     def __exit__(self, *exc):

@@ -5,12 +5,19 @@ DistributedOptimizer keeps the usual loop, zero_grad(); loss.backward(); step():
 
   mode="ps" (the parameter server): the wrapped optimizer's hyper-parameters
     become the table's updater on the servers (SGD with momentum and weight decay,
-    Adagrad, Adam, AdamW; any other optimizer raises, naming it). Parameters and
-    gradients are re-homed into one flat float32 buffer each, so a step is one
-    dense push of the gradients and one pull of the weights. prefetch=True
-    (async and ssp) pulls the next weights into a second buffer while the next
-    batch computes and swaps the parameters' storage to it (no copy): the
-    weights a step uses are then one step staler. Learning-rate schedulers work
+    Adagrad, Adam, AdamW; any other optimizer raises, naming it). A step is one
+    dense push of the gradients and one pull of the weights, neither copied in
+    Python: the gradients are gathered (one copy, torch.cat) into a push buffer
+    of the library's (with shm=1 the server's shared memory, which the server
+    reads in place), and the weights are pulled as a View (with shm=1 the
+    region the server wrote them to) that the parameters are re-homed into. So
+    the parameters live in the library's memory: DistributedOptimizer copies
+    them out when the Worker closes, and they are not to be written to (the
+    next step replaces them anyway). prefetch=True (async and ssp) sends the
+    next step's pull right after this step's push and waits for it, and for the
+    previous step's push, only at the next step() (the C trainer's --prefetch:
+    at most two pushes of a worker in flight): the weights a step uses are then
+    one step staler. Learning-rate schedulers work
     for every updater: step() sees the wrapped optimizer's lr and, when it
     changed, sets it on the servers (Table.set_lr, pskv_table_set_lr) before
     pushing, so the servers apply this step's gradient with it, as the local
@@ -25,6 +32,8 @@ DistributedOptimizer keeps the usual loop, zero_grad(); loss.backward(); step():
 Early stopping: step() raises pskv.StopRequested(reason) at the start of the step
 after the scheduler asked the job to stop (a clock boundary).
 """
+
+import time
 
 import numpy as np
 import torch
@@ -98,7 +107,8 @@ def _rehome(params, flat, grads=None):
 
 
 class DistributedOptimizer:
-    """Wraps a torch optimizer; see the module's comment. name: the table's (ps)."""
+    """Wraps a torch optimizer; see the module's comment. name: the table's (ps).
+    .times: nanoseconds spent in step() so far, by stage (see step())."""
 
     def __init__(self, optimizer, worker, mode="ps", name="model", consistency="async",
                  prefetch=None, table_opts=None):
@@ -113,22 +123,29 @@ class DistributedOptimizer:
                                 "got %s on %s" % (p.dtype, p.device))
         self.n = sum(p.numel() for p in self.params)
         self.flat = torch.cat([p.detach().reshape(-1) for p in self.params]).contiguous()
-        self.grads = torch.zeros(self.n)
-        _rehome(self.params, self.flat, self.grads)
+        self.times = dict.fromkeys(("steps", "gather", "send", "clock", "wait_pull",
+                                    "wait_push", "pull"), 0)
         self.table = None
-        self._pull = None
-        if mode == "ps":
-            opts = _table_opts(optimizer)
-            opts.update(table_opts or {})
-            self.lr_table = float(opts["lr"])  # the lr the servers apply (as set last)
-            opts.setdefault("consistency", consistency)
-            self.prefetch = (opts["consistency"] != "bsp") if prefetch is None else prefetch
-            if self.prefetch and opts["consistency"] == "bsp":
-                raise ValueError("DistributedOptimizer: prefetch under bsp would wait for "
-                                 "the clock it is in: pass prefetch=False")
-            self.table = worker.table(name, size=self.n, **opts)
-            self.other = torch.empty(self.n) if self.prefetch else None
-            broadcast_parameters(self.params, worker, table=self.table)
+        self._pending = None    # the next weights' View, in flight (prefetch)
+        self._push = None       # the previous step's push (prefetch)
+        if mode == "allreduce":
+            self.grads = torch.zeros(self.n)
+            _rehome(self.params, self.flat, self.grads)
+            return
+        _rehome(self.params, self.flat)
+        opts = _table_opts(optimizer)
+        opts.update(table_opts or {})
+        self.lr_table = float(opts["lr"])  # the lr the servers apply (as set last)
+        opts.setdefault("consistency", consistency)
+        self.prefetch = (opts["consistency"] != "bsp") if prefetch is None else prefetch
+        if self.prefetch and opts["consistency"] == "bsp":
+            raise ValueError("DistributedOptimizer: prefetch under bsp would wait for "
+                             "the clock it is in: pass prefetch=False")
+        self.table = worker.table(name, size=self.n, **opts)
+        broadcast_parameters(self.params, worker, table=self.table)
+        # the weights live in the library's memory from the first step on: copied
+        # out before the Worker closes, so that the model outlives it
+        worker._before_close(self._own_weights)
 
     @property
     def param_groups(self):
@@ -137,8 +154,18 @@ class DistributedOptimizer:
     def state_dict(self):
         return self.optimizer.state_dict()
 
-    def zero_grad(self, set_to_none=False):
-        """Zeroes the flat gradient buffer (the grads stay re-homed into it)."""
+    def zero_grad(self, set_to_none=True):
+        """ps: the gradients are set to None (set_to_none, torch 2's default: backward's
+        own tensors become them, and step() gathers them into the push with one copy)
+        or zeroed where they are. allreduce: the flat gradient buffer they are
+        re-homed into is zeroed (whatever set_to_none)."""
+        if self.mode == "ps":
+            for p in self.params:
+                if set_to_none:
+                    p.grad = None
+                elif p.grad is not None:
+                    p.grad.detach_().zero_()
+            return
         self.grads.zero_()
         for p, g in zip(self.params, self._grad_views()):
             if p.grad is None or p.grad.data_ptr() != g.data_ptr():
@@ -152,8 +179,8 @@ class DistributedOptimizer:
             o += n
 
     def _gather_grads(self):
-        """Copies into the flat buffer any grad that is not already a view of it
-        (after model.zero_grad(set_to_none=True), say)."""
+        """allreduce: copies into the flat buffer any grad that is not already a view
+        of it (after model.zero_grad(set_to_none=True), say)."""
         for p, g in zip(self.params, self._grad_views()):
             if p.grad is None:
                 g.zero_()
@@ -162,11 +189,49 @@ class DistributedOptimizer:
                 g.copy_(p.grad)
                 p.grad = g
 
+    def _send_grads(self):
+        """ps: the gradients, gathered into a push buffer of the library's (with shm,
+        the server's shared memory: no further copy), sent. Returns the Handle."""
+        pb = self.table.push_buffer()
+        g = pb.torch()
+        grads = [p.grad for p in self.params]
+        if all(x is not None for x in grads):
+            torch.cat([x.reshape(-1) for x in grads], out=g)
+        else:
+            o = 0
+            for p, x in zip(self.params, grads):
+                n = p.numel()
+                if x is None:
+                    g[o:o + n].zero_()
+                else:
+                    g[o:o + n].copy_(x.reshape(-1))
+                o += n
+        del g, grads
+        t = time.perf_counter_ns()
+        h = pb.send()
+        self.times["send"] += time.perf_counter_ns() - t
+        return h
+
+    def _use(self, view):
+        """Points the parameters at a pulled View's memory (no copy); the weights
+        they left are given back once nothing references them."""
+        view.map()
+        flat = view.torch()
+        view.release()
+        _rehome(self.params, flat)
+        self.flat = flat
+
     def step(self, closure=None):
+        """allreduce: the mean gradient, then the wrapped optimizer's step. ps: pushes
+        the gradients (self.times["gather"], ["send"], ["clock"]: gathered into a
+        push buffer, sent, then the clock) and makes the parameters the next weights: with
+        prefetch, the ones pulled during this step's compute (["wait_pull"]), after
+        waiting for the previous step's push (["wait_push"]: at most two in flight),
+        then sends the next pull (["pull"]); without, pushes, waits and pulls."""
         loss = closure() if closure is not None else None
         self.worker.check_stop()
-        self._gather_grads()
         if self.mode == "allreduce":
+            self._gather_grads()
             self.worker.allreduce(self.grads, op="mean")
             self.optimizer.step()
             return loss
@@ -179,36 +244,63 @@ class DistributedOptimizer:
         if lr != self.lr_table and lr > 0:  # a scheduler changed it: this step's push goes with it
             self.table.set_lr(lr)
             self.lr_table = lr
+        tm, now = self.times, time.perf_counter_ns
+        send0 = tm["send"]
+        t0 = now()
         # lr 0 (a schedule's last steps): the weights would not move, so nothing is
         # pushed (the servers' optimizer state does not see this gradient); the clock
         # and the pull go on
-        push = self.table.push(self.grads) if lr > 0 else None
+        push = self._send_grads() if lr > 0 else None
+        t1 = now()
         self.worker.clock()
-        if not self.prefetch:
+        t2 = now()
+        if not self.prefetch or self._pending is None:  # no prefetch, or its first step
             if push is not None:
                 push.wait()
-            self.table.pull(out=self.flat).wait()
-            return loss
-        if self._pull is None:  # the first step: pull now, prefetch from here on
-            if push is not None:
-                push.wait()
-            self.table.pull(out=self.flat).wait()
+            t3 = now()
+            self._use(self.table.pull_view())
+            t4 = now()
+            if self.prefetch:
+                self._pending = self.table.pull_view()
+            tm["wait_push"] += t3 - t2
+            tm["wait_pull"] += t4 - t3
         else:
-            self._pull.wait()
-            self.flat, self.other = self.other, self.flat
-            _rehome(self.params, self.flat)
-        self._pull = self.table.pull(out=self.other)
-        if push is not None:
-            push.wait()
+            self._use(self._pending)
+            t3 = now()
+            if self._push is not None:
+                self._push.wait()
+            self._push = push
+            t4 = now()
+            self._pending = self.table.pull_view()  # after this step's push: sees it
+            tm["wait_pull"] += t3 - t2
+            tm["wait_push"] += t4 - t3
+        tm["pull"] += now() - t4
+        tm["gather"] += t1 - t0 - (tm["send"] - send0)
+        tm["clock"] += t2 - t1
+        tm["steps"] += 1
         return loss
 
-    def synchronize(self):
-        """Waits for a prefetched pull and uses its weights (before evaluating)."""
-        if self._pull is not None:
-            self._pull.wait()
-            self.flat, self.other = self.other, self.flat
-            _rehome(self.params, self.flat)
-            self._pull = None
+    def synchronize(self, latest=False):
+        """Waits for a prefetched pull and uses its weights (before evaluating);
+        latest=True then pulls the table's weights as they are now (every worker's
+        pushes the servers applied) and uses those."""
+        if self.mode != "ps":
+            return
+        if self._pending is not None:
+            self._use(self._pending)
+            self._pending = None
+        if self._push is not None:
+            self._push.wait()
+            self._push = None
+        if latest:
+            self._use(self.table.pull_view())
+
+    def _own_weights(self):
+        """The Worker closes: the weights (and a pending pull) leave its memory."""
+        self._pending = self._push = None
+        own = self.flat.clone()
+        _rehome(self.params, own)
+        self.flat = own
 
 
 def broadcast_parameters(params, worker, root_rank=0, table=None):

@@ -120,6 +120,7 @@ class Worker:
         self._keep = {}     # ts -> objects the library may still touch
         self._release = []  # view timestamps whose memory no array references any more
         self._tables = {}
+        self._closing = []  # weakref.WeakMethod: called before the handle is freed
         self.request_timeout_ms = cfg.request_timeout_ms
         box = ctypes.c_void_p()
 
@@ -162,12 +163,23 @@ class Worker:
                 self._stuck = None
             if self._ptr is None:
                 return
+            for ref in self._closing:
+                fn = ref()
+                if fn is not None:
+                    fn()
+            self._closing.clear()
             self._ptr = None
             rc = self._finalizer()
             self._keep.clear()
             self._release.clear()
         if rc and rc < 0:
             raise errors.error_for(rc, "pskv_worker_close: " + L.pskv_strerror(rc).decode())
+
+    def _before_close(self, method):
+        """method() runs in close() while the handle is still open (a
+        DistributedOptimizer copies its weights out of the library's memory); held
+        weakly."""
+        self._closing.append(weakref.WeakMethod(method))
 
     def __enter__(self):
         return self
@@ -311,10 +323,11 @@ class Worker:
 
     def stop_requested(self):
         """The scheduler's reason when it asked the job to stop early, else None."""
-        buf = ctypes.create_string_buffer(512)
         with self._lock:
-            if L.pskv_stop_requested(self._h(), buf, len(buf)) != 1:
+            if L.pskv_stop_requested(self._h(), None, 0) != 1:  # every step: no buffer
                 return None
+            buf = ctypes.create_string_buffer(512)
+            L.pskv_stop_requested(self._ptr, buf, len(buf))
         return buf.value.decode(errors="replace")
 
     def check_stop(self):

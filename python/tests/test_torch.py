@@ -62,6 +62,37 @@ def test_distributed_optimizer_equals_reference(cluster, mode, name, kw):
         assert torch.allclose(a, b, atol=2e-5, rtol=1e-4), (a - b).abs().max()
 
 
+def test_optimizer_weights_in_views_outlive_worker(cluster):
+    """mode ps, async with prefetch: the parameters are re-homed into pulled views
+    (the library's memory; no more than the current and the prefetched one held,
+    whatever the steps), push buffers are all sent, zero_grad either way; close()
+    copies the weights out, so the model still computes after it."""
+    torch = need_torch()
+    import pskv.torch as pt
+    X, y = _data(torch)
+    lossf = torch.nn.CrossEntropyLoss()
+    w = pskv.Worker(scheduler=cluster.address)
+    model = _model(torch)
+    opt = pt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), w,
+                                  name="outlive")
+    first = [p.detach().clone() for p in model.parameters()]
+    ptrs = set()
+    for s in range(24):
+        opt.zero_grad(set_to_none=s % 2 == 0)
+        lossf(model(X[:8]), y[:8]).backward()
+        opt.step()
+        ptrs.add(model[0].weight.data_ptr())
+        h = w.held()
+        assert h["views"] <= 2 and h["push_buffers"] == 0, h
+    assert len(ptrs) >= 2 and opt.times["steps"] == 24
+    opt.synchronize(latest=True)
+    before = [p.detach().clone() for p in model.parameters()]
+    assert any(not torch.equal(a, b) for a, b in zip(first, before))
+    w.close()
+    assert all(torch.equal(a, p.detach()) for a, p in zip(before, model.parameters()))
+    assert model(X).shape == (64, 3)
+
+
 @pytest.mark.parametrize("name,kw", OPTS, ids=[o[0] for o in OPTS])
 def test_lr_scheduler(cluster, name, kw):
     """A torch lr scheduler over the wrapped optimizer: the servers' updater follows

@@ -185,15 +185,17 @@ int tune_replay(const char *path, const tune_replay_opts *o)
     double *reach = malloc(sizeof(double) * o->seeds), *best = malloc(sizeof(double) * o->seeds);
     int got = 0, status = reach && best ? 0 : 1;
     printf("replay of %s: %d recorded trials of %d epochs; %s search, %s, budget %ld epochs, "
-           "%d seeds\n", path, r.n, r.epochs, o->algo, o->sched, budget, o->seeds);
-    for (int s = 1; s <= o->seeds && status == 0; s++) {
+           "%d seeds from %llu\n",
+           path, r.n, r.epochs, o->algo, o->sched, budget, o->seeds, o->first);
+    for (int i = 0; i < o->seeds && status == 0; i++) {
         outcome base, run;
-        if (simulate(&r, ALGO_RANDOM, &fifo, (unsigned long long)s, &oo, INFINITY, &base) < 0 ||
-            simulate(&r, a, &ts, (unsigned long long)s, &oo, base.best, &run) < 0) {
+        unsigned long long s = o->first + (unsigned long long)i;
+        if (simulate(&r, ALGO_RANDOM, &fifo, s, &oo, INFINITY, &base) < 0 ||
+            simulate(&r, a, &ts, s, &oo, base.best, &run) < 0) {
             status = 1;
             break;
         }
-        printf("seed %d: random+fifo best %.6g (%d trials, %ld epochs); this search best %.6g "
+        printf("seed %llu: random+fifo best %.6g (%d trials, %ld epochs); this search best %.6g "
                "(%d trials, %ld epochs), reached random's best after %ld epochs%s\n", s,
                r.sign * base.best, base.trials, base.spent, r.sign * run.best, run.trials,
                run.spent, run.reach, run.reach < 0 ? " (never)" : "");

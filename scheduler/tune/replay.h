@@ -16,12 +16,13 @@
 #define PSKV_TUNE_REPLAY_H
 
 typedef struct tune_replay_opts {
-    const char *algo;  /* grid, random, gp */
-    const char *sched; /* fifo, median..., asha... (max: the recorded epochs) */
-    long budget;       /* epochs; 0: all the recorded trials' epochs */
+    const char *algo;         /* grid, random, gp */
+    const char *sched;        /* fifo, median..., asha... (max: the recorded epochs) */
+    long budget;              /* epochs; 0: all the recorded trials' epochs */
     long max_trials;
-    int seeds;         /* seeds 1..seeds */
-    int levels;        /* grid levels */
+    int seeds;                /* seeds first..first+seeds-1 */
+    int levels;               /* grid levels */
+    unsigned long long first; /* the first seed */
 } tune_replay_opts;
 
 /* Replays o on the study at path and prints a line per seed and the medians on

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -160,6 +161,15 @@ int study_sync(tune_study *st)
 int study_set(tune_study *st, const char *key, const char *value)
 {
     return run(st, "INSERT OR REPLACE INTO setting(key, value) VALUES(?, ?)", "tt", key, value);
+}
+
+int study_id_new(char *buf, size_t len)
+{
+    unsigned char r[4];
+    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
+        return -PSKV_EIO;
+    snprintf(buf, len, "%02x%02x%02x%02x", r[0], r[1], r[2], r[3]);
+    return 0;
 }
 
 int study_get(tune_study *st, const char *key, char *buf, size_t len)

@@ -53,6 +53,10 @@ void study_close(tune_study **self_p);
 int study_set(tune_study *st, const char *key, const char *value);
 int study_get(tune_study *st, const char *key, char *buf, size_t len);
 
+/* Draws a new study's id (8 hex digits from getrandom: the setting `study_id`,
+ * which names its trials' groups SID-trial-ID) into buf. 0, or -PSKV_EIO. */
+int study_id_new(char *buf, size_t len);
+
 /* Takes the run lock: refused (-PSKV_ELOCKED, err naming the pid and host of the
  * holder) while another live pskv-tune holds it; a dead holder's lock is taken
  * over. study_unlock releases it (at the end of run). */

@@ -10,6 +10,7 @@
 
 #define CANDIDATES 1000
 #define LOCAL 200
+#define REFINE 64
 
 static uint64_t mix(uint64_t z)
 {
@@ -107,21 +108,134 @@ static double halton(uint64_t k, int b)
 
 static const int primes[] = {2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53};
 
+/* Levels of dimension k when it is discrete (choice, int), else 0. */
+static int levels_of(const tune_space *s, int k)
+{
+    const space_param *p = &s->p[k];
+    return p->kind == SPACE_CHOICE ? p->nchoices
+           : p->kind == SPACE_INT  ? (int)(p->hi - p->lo) + 1
+                                   : 0;
+}
+
+/* The number of points of an all-discrete space (0 when a dimension is real or
+ * the product passes cap). */
+static long discrete_size(const tune_space *s, long cap)
+{
+    long n = 1;
+    for (int k = 0; k < s->dims; k++) {
+        int m = levels_of(s, k);
+        if (m <= 0 || (n *= m) > cap)
+            return 0;
+    }
+    return n;
+}
+
+/* The inverse of the standard normal CDF, by bisection (only for ranks). */
+static double probit(double p)
+{
+    double lo = -9, hi = 9;
+    for (int it = 0; it < 60; it++) {
+        double mid = (lo + hi) / 2;
+        if (0.5 * erfc(-mid / sqrt(2.0)) < p)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return (lo + hi) / 2;
+}
+
+/* Replaces y (m values) by the normal scores of their ranks (ties share their
+ * mean rank), so that a few very bad trials (a diverged run) do not flatten the
+ * GP's picture of the good region: the search cares about order, not scale. */
+static void warp_ranks(double *y, int m)
+{
+    double *z = malloc(sizeof(double) * m);
+    if (!z)
+        return;
+    for (int a = 0; a < m; a++) {
+        int below = 0, same = 0;
+        for (int b = 0; b < m; b++) {
+            below += y[b] < y[a];
+            same += y[b] == y[a];
+        }
+        z[a] = probit((below + (same - 1) / 2.0 + 0.5) / m);
+    }
+    memcpy(y, z, sizeof(double) * m);
+    free(z);
+}
+
+static int same_point(const double *a, const double *b, int d)
+{
+    for (int k = 0; k < d; k++)
+        if (fabs(a[k] - b[k]) > 1e-9)
+            return 0;
+    return 1;
+}
+
+/* How many random trials come first: enough for the GP's fit to mean something,
+ * few enough to leave the budget to the model. */
+static int initial_trials(int d)
+{
+    return d + 1;
+}
+
+/* A last look closer around the chosen point u (EI top there) on the real
+ * dimensions: REFINE perturbations of a fiftieth of the cube, kept if better.
+ * cand, mu and var are scratch of at least REFINE points. */
+static void refine(const tune_space *s, const tune_gp *g, uint64_t seed, long i, double best,
+                   double top, double *u, double *cand, double *mu, double *var)
+{
+    int d = s->dims, real = 0;
+    for (int k = 0; k < d; k++)
+        real += levels_of(s, k) == 0;
+    if (!real)
+        return;
+    for (int c = 0; c < REFINE; c++)
+        for (int k = 0; k < d; k++) {
+            double z = suggest_uniform(seed, (uint64_t)i, 7000 + (uint64_t)c * 16 + k) - 0.5;
+            double v = u[k] + (levels_of(s, k) == 0 ? 0.04 * z : 0);
+            cand[(size_t)c * d + k] = v < 0 ? 0 : v > 1 ? 1 : v;
+        }
+    if (gp_predict_many(g, REFINE, cand, mu, var) < 0)
+        return;
+    for (int c = 0; c < REFINE; c++) {
+        double ei = gp_ei(mu[c], sqrt(var[c]), best);
+        if (ei > top) {
+            top = ei;
+            memcpy(u, cand + (size_t)c * d, sizeof(double) * d);
+        }
+    }
+}
+
 static int gp_point(const tune_space *s, uint64_t seed, long i, const suggest_obs *obs,
                     double *u)
 {
     int d = s->dims, n = obs->n, seen = 0;
     for (int k = 0; k < n; k++)
         seen += !isnan(obs->y[k]);
-    if (seen < 2 * d + 1 || seen < 2) {
+    if (seen < initial_trials(d) || seen < 2) {
         random_point(s, seed, i, u);
+        /* a discrete space's point that ran or runs is drawn again */
+        for (int a = 1, dup = 1; dup && a < 64; a++) {
+            space_snap(s, u);
+            dup = 0;
+            for (int k = 0; k < n && !dup; k++)
+                dup = same_point(u, obs->x + k * d, d);
+            for (int k = 0; dup && k < d; k++)
+                u[k] = suggest_uniform(seed, (uint64_t)i, 64 * (uint64_t)a + k);
+        }
         return 0;
     }
+    long enumerate = discrete_size(s, CANDIDATES + LOCAL);
+    int nc = enumerate > 0 ? (int)enumerate : CANDIDATES + LOCAL;
     double *x = malloc(sizeof(double) * n * d), *y = malloc(sizeof(double) * n);
-    double *cand = malloc(sizeof(double) * d);
-    if (!x || !y || !cand) {
-        free(x), free(y), free(cand);
-        return -PSKV_ENOMEM;
+    double *cand = malloc(sizeof(double) * nc * d), *mu = malloc(sizeof(double) * nc);
+    double *var = malloc(sizeof(double) * nc);
+    tune_gp *g = NULL;
+    int rc = 0;
+    if (!x || !y || !cand || !mu || !var) {
+        rc = -PSKV_ENOMEM;
+        goto out;
     }
     int m = 0, inc = -1;
     for (int k = 0; k < n; k++)
@@ -132,8 +246,9 @@ static int gp_point(const tune_space *s, uint64_t seed, long i, const suggest_ob
                 inc = m;
             m++;
         }
+    warp_ranks(y, m);
     double best = y[inc];
-    tune_gp *g = gp_new(m, d, x, y, 0, 0, 0);
+    g = gp_new(m, d, x, y, 0, 0, 0);
     if (g && m < n) { /* kriging believer: the pending at the GP's mean */
         double v;
         for (int k = 0; k < n; k++)
@@ -147,33 +262,62 @@ static int gp_point(const tune_space *s, uint64_t seed, long i, const suggest_ob
     }
     if (!g) { /* a factor that failed: fall back to a random point */
         random_point(s, seed, i, u);
-        free(x), free(y), free(cand);
-        return 0;
+        goto out;
     }
-    double top = -1;
     uint64_t off = (uint64_t)(suggest_uniform(seed, (uint64_t)i, 99) * 100000);
-    for (int c = 0; c < CANDIDATES + LOCAL; c++) {
+    for (int c = 0; c < nc; c++) {
+        double *cd = cand + (size_t)c * d;
+        if (enumerate > 0) { /* every point of a small discrete space */
+            long r = c;
+            for (int k = d - 1; k >= 0; k--) {
+                int lv = levels_of(s, k);
+                cd[k] = (r % lv + 0.5) / lv;
+                r /= lv;
+            }
+            continue;
+        }
         for (int k = 0; k < d; k++) {
             if (c < CANDIDATES)
-                cand[k] = halton(off + (uint64_t)c + 1, primes[k]);
-            else { /* around the incumbent */
+                cd[k] = halton(off + (uint64_t)c + 1, primes[k]);
+            else { /* around the incumbent, a neighbouring level for discrete ones */
+                int lv = levels_of(s, k);
+                double w = lv > 0 && 2.0 / lv > 0.1 ? 2.0 / lv : 0.1;
                 double z = suggest_uniform(seed, (uint64_t)i, 1000 + (uint64_t)c * 16 + k) - 0.5;
-                cand[k] = x[inc * d + k] + 0.1 * z;
-                cand[k] = cand[k] < 0 ? 0 : cand[k] > 1 ? 1 : cand[k];
+                cd[k] = x[inc * d + k] + w * z;
+                cd[k] = cd[k] < 0 ? 0 : cd[k] > 1 ? 1 : cd[k];
             }
         }
-        space_snap(s, cand);
-        double mu, var;
-        gp_predict(g, cand, &mu, &var);
-        double ei = gp_ei(mu, sqrt(var), best);
-        if (ei > top) {
+        space_snap(s, cd);
+    }
+    if (gp_predict_many(g, nc, cand, mu, var) < 0) {
+        rc = -PSKV_ENOMEM;
+        goto out;
+    }
+    double top = -1, topany = -1;
+    int pick = -1, pickany = 0;
+    for (int c = 0; c < nc; c++) {
+        double ei = gp_ei(mu[c], sqrt(var[c]), best);
+        if (ei > topany) {
+            topany = ei;
+            pickany = c;
+        }
+        if (ei <= top)
+            continue;
+        int dup = 0; /* a point that ran or runs teaches nothing new */
+        for (int k = 0; k < n && !dup; k++)
+            dup = same_point(cand + (size_t)c * d, obs->x + k * d, d);
+        if (!dup) {
             top = ei;
-            memcpy(u, cand, sizeof(double) * d);
+            pick = c;
         }
     }
+    memcpy(u, cand + (size_t)(pick >= 0 ? pick : pickany) * d, sizeof(double) * d);
+    if (enumerate == 0 && pick >= 0)
+        refine(s, g, seed, i, best, top, u, cand, mu, var);
+out:
     gp_destroy(&g);
-    free(x), free(y), free(cand);
-    return 0;
+    free(x), free(y), free(cand), free(mu), free(var);
+    return rc;
 }
 
 int suggest_point(const tune_space *s, suggest_algo a, uint64_t seed, long i, int levels,

@@ -1,9 +1,12 @@
 /* The search algorithms: where trial i goes in the unit cube. Grid (every point
  * of the levels' product, shuffled by the seed), random (a stream per trial from
  * the seed, so parallel trials draw the same points in any order) and GP-based
- * Bayesian search (gp.h): 2d+1 random trials first, then expected improvement
- * maximised over quasi-random candidates and perturbations of the incumbent, with
- * pending trials imputed by the GP's own mean (kriging believer).
+ * Bayesian search (gp.h): d+1 random trials first, then a GP on the normal scores
+ * of the trials' ranks and expected improvement maximised over every point of a
+ * small discrete space, or over quasi-random candidates and perturbations of the
+ * incumbent refined on the real dimensions, never a point that ran or runs while
+ * another is left, with pending trials imputed by the GP's own mean (kriging
+ * believer).
  *
  * OWNS nothing. THREAD: one caller. NEVER blocks. */
 #ifndef PSKV_TUNE_SUGGEST_H

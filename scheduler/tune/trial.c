@@ -4,17 +4,20 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "log.h"
 #include "pskv_errors.h"
+#include "timeutil.h"
 
 #define MAX_ARGS 256
 #define STOP_ANSWER_MS 2000
@@ -29,9 +32,10 @@ static const char script[] =
     "i=$((i + 1)); done; s=0; for x in $p; do wait $x; r=$?; [ $s = 0 ] && s=$r; done; "
     "echo $s >\"$d/exit.tmp\" && mv \"$d/exit.tmp\" \"$d/exit\"";
 
-void trial_group(long id, char *buf, size_t len)
+void trial_group(const trial_opts *o, long id, char *buf, size_t len)
 {
-    snprintf(buf, len, "trial-%ld", id);
+    const char *sid = o->study_id ? o->study_id : "";
+    snprintf(buf, len, "%s%strial-%ld", sid, *sid ? "-" : "", id);
 }
 
 int trial_launch(const trial_opts *o, const char *dir, long id, int held, char *const *argv,
@@ -69,7 +73,7 @@ int trial_launch(const trial_opts *o, const char *dir, long id, int held, char *
         return -PSKV_EIO;
     }
     snprintf(worker, sizeof worker, "%s/pskv-worker", o->bin_dir);
-    trial_group(id, group, sizeof group);
+    trial_group(o, id, group, sizeof group);
     snprintf(join, sizeof join, "%.0f", o->join_timeout);
     snprintf(size, sizeof size, "%d", o->workers > 0 ? o->workers : 1);
     char *args[MAX_ARGS];
@@ -183,7 +187,7 @@ int trial_exit_status(const char *dir)
 void trial_stop(const trial_opts *o, long id, long pgid, int hard)
 {
     char group[64], why[300];
-    trial_group(id, group, sizeof group);
+    trial_group(o, id, group, sizeof group);
     if (!hard && o->svc &&
         tservice_stop_group(o->svc, group, STOP_ANSWER_MS, NULL, why, sizeof why) == 0)
         return;
@@ -263,4 +267,63 @@ void trial_reap(void)
 {
     while (waitpid(-1, NULL, WNOHANG) > 0) {
     }
+}
+
+struct trial_watch {
+    int fd; /* inotify, non-blocking */
+};
+
+trial_watch *trial_watch_new(void)
+{
+    trial_watch *w = malloc(sizeof *w);
+    if (!w)
+        return NULL;
+    w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (w->fd < 0) {
+        LOG_W("inotify: %s: the trials' logs are read every --poll only", strerror(errno));
+        free(w);
+        return NULL;
+    }
+    return w;
+}
+
+void trial_watch_destroy(trial_watch **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    close((*self_p)->fd);
+    free(*self_p);
+    *self_p = NULL;
+}
+
+int trial_watch_add(trial_watch *w, const char *dir)
+{
+    char path[4200];
+    if (!w)
+        return -1;
+    snprintf(path, sizeof path, "%s/logs", dir);
+    return inotify_add_watch(w->fd, path, IN_MODIFY | IN_CLOSE_WRITE);
+}
+
+void trial_watch_remove(trial_watch *w, int handle)
+{
+    if (w && handle >= 0)
+        inotify_rm_watch(w->fd, handle);
+}
+
+void trial_watch_wait(trial_watch *w, int64_t since_ms, int min_ms, int max_ms)
+{
+    if (!w) {
+        tu_sleep_ms(max_ms);
+        return;
+    }
+    struct pollfd p = {.fd = w->fd, .events = POLLIN};
+    if (poll(&p, 1, max_ms) > 0) {
+        char buf[4096]; /* the events say only that something was written: read it all */
+        while (read(w->fd, buf, sizeof buf) > 0) {
+        }
+    }
+    int64_t left = since_ms + min_ms - tu_now_ms();
+    if (left > 0)
+        tu_sleep_ms(left);
 }

@@ -1,8 +1,9 @@
 /* The trial launcher: the one place that knows how a trial runs. A trial is a
  * worker group of one service (tservice.h): W x `pskv-worker --scheduler ADDR
- * --group trial-ID --group-size W --drop-namespace --rank I` with the trial's
- * flags (W the study's --workers, 1 by default), its tables in the namespace
- * trial-ID, dropped when the group ends. Its workers are started in a session of
+ * --group SID-trial-ID --group-size W --drop-namespace --rank I` with the
+ * trial's flags (W the study's --workers, 1 by default), its tables in the
+ * namespace SID-trial-ID, dropped when the group ends. SID is the study's id
+ * (drawn at create), so that studies sharing one service never share a group. Its workers are started in a session of
  * their own, so that they outlive a killed tuner (its service does too), and are
  * stopped through the group stop (GROUP_STOP, as `pskvctl stop` sends it), which
  * reaches them at their next evaluation. *
@@ -19,6 +20,7 @@
 #define PSKV_TUNE_TRIAL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "tservice.h"
 
@@ -27,10 +29,11 @@ typedef struct trial_opts {
     tservice *svc;        /* the service the groups run on (set by the caller) */
     double join_timeout;  /* s: the worker's --join-timeout */
     int workers;          /* W: the group's size */
+    const char *study_id; /* SID; "" for a study created before ids (trial-ID) */
 } trial_opts;
 
-/* A trial's group (and namespace) name: trial-ID. */
-void trial_group(long id, char *buf, size_t len);
+/* A trial's group (and namespace) name: SID-trial-ID (trial-ID without an id). */
+void trial_group(const trial_opts *o, long id, char *buf, size_t len);
 
 /* Starts trial id's workers in dir (created) with the worker flags
  * argv[0..argc-1]; held: they start their processes but join the service only
@@ -68,5 +71,25 @@ void trial_last_words(const char *dir, char *buf, size_t len);
 
 /* Reaps exited children of this tuner (never blocks). */
 void trial_reap(void);
+
+/* What wakes the tuner when a trial's worker writes its log (inotify on each
+ * watched trial's logs/), so that a metric line is read as it is written rather
+ * than at the next --poll. */
+typedef struct trial_watch trial_watch;
+
+/* A watch with nothing watched; NULL when inotify is not there (then
+ * trial_watch_wait only sleeps). Free with trial_watch_destroy (NULL is fine). */
+trial_watch *trial_watch_new(void);
+void trial_watch_destroy(trial_watch **self_p);
+
+/* Watches trial dir's logs/: its handle (>= 0), or -1 (not watched: the --poll
+ * finds its lines). trial_watch_remove forgets a handle (-1 is fine). */
+int trial_watch_add(trial_watch *w, const char *dir);
+void trial_watch_remove(trial_watch *w, int handle);
+
+/* Waits until a watched log is written or max_ms pass, but returns no sooner
+ * than min_ms after since_ms (CLOCK_MONOTONIC ms: the last pass's start), so a
+ * chatty worker cannot spin the tuner. */
+void trial_watch_wait(trial_watch *w, int64_t since_ms, int min_ms, int max_ms);
 
 #endif

@@ -24,7 +24,7 @@
 #include "timeutil.h"
 #include "wire.h"
 
-#define WATCH_TICK_MS 100   /* how soon the watchdog sees the scheduler end */
+#define WATCH_TICK_MS 20    /* how soon the watchdog sees the scheduler and servers end */
 #define WATCH_IDLE_MS 1000  /* how often it looks for a tuner or a running trial */
 
 struct tservice {
@@ -273,7 +273,7 @@ static void watchdog(const tservice_opts *o, int port)
             for (int i = 0; i < n; i++)
                 if (srv[i] > 0)
                     kill(srv[i], SIGTERM);
-        tu_sleep_ms(100);
+        tu_sleep_ms(WATCH_TICK_MS);
     }
     kill(0, SIGKILL);
     _exit(1);
@@ -339,7 +339,7 @@ int tservice_ready(const char *addr, long pgid, int servers, int timeout_ms, tse
                      addr, timeout_ms / 1000.0);
             rc = -PSKV_ETIMEDOUT;
         } else if (st != -PSKV_ETIMEDOUT)
-            tu_sleep_ms(50);
+            tu_sleep_ms(10); /* the study waits for it: look often */
     }
     if (rc < 0) {
         if (pgid > 1) {
@@ -418,7 +418,7 @@ int tservice_shutdown(tservice *s, long pgid, int timeout_ms)
     for (int64_t until = tu_now_ms() + timeout_ms; tu_now_ms() < until;) {
         if (waitpid((pid_t)pgid, NULL, WNOHANG) == pgid || kill(-(pid_t)pgid, 0) < 0)
             return 0;
-        tu_sleep_ms(50);
+        tu_sleep_ms(10);
     }
     LOG_W("service %s: still running %d ms after shutdown: killed", s->addr, timeout_ms);
     kill(-(pid_t)pgid, SIGKILL);

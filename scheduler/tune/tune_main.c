@@ -6,6 +6,7 @@
  *             trials are worker groups of that service, or of one of its own)
  *   pskv-tune status STUDY.db | export STUDY.db --csv | plot STUDY.db --out PNG
  *   pskv-tune replay RECORDED.db [--algo A] [--sched S] [--budget-epochs B] [--seeds N]
+ *             [--seed S]
  * Exit status: 0 done, 1 failed (study, service, trial launch, gnuplot) or stopped
  * by a signal, 2 usage or a --scheduler that is not a running service, 3 the study
  * is being run by another pskv-tune. */
@@ -41,7 +42,7 @@ static cfg_entry config[] = {
      NULL},
     {"algo", CFG_STR, "random", NULL, 1, 0, NULL,
      "create: grid (shuffled by --seed), random, or gp (Gaussian-process Bayesian search: "
-     "2d+1 random trials, then expected improvement)", 0, 0, NULL, NULL},
+     "d+1 random trials, then expected improvement)", 0, 0, NULL, NULL},
     {"sched", CFG_STR, "fifo", NULL, 1, 0, NULL,
      "create: fifo (never stops a trial), median[:min=M,trials=K] (Vizier's median "
      "stopping rule) or asha[:eta=3,min=1,max=27] (stops at rungs min*eta^k; max is the "
@@ -58,7 +59,8 @@ static cfg_entry config[] = {
     {"parallel", CFG_INT, "1", NULL, 1, 256, NULL, "create: trials running at once", 0, 0,
      NULL, NULL},
     {"seed", CFG_INT, "1", NULL, 0, 9.2e18, NULL,
-     "create: the search's seed (the trials' own --seed is a worker flag)", 0, 0, NULL, NULL},
+     "create: the search's seed (the trials' own --seed is a worker flag); replay: the first "
+     "of the --seeds seeds", 0, 0, NULL, NULL},
     {"trial-epochs", CFG_INT, "9", NULL, 1, 100000, "epochs",
      "create: each trial's --epochs (with --sched asha: its max)", 0, 0, NULL, NULL},
     {"workers", CFG_INT, "1", NULL, 1, 64, NULL,
@@ -70,7 +72,8 @@ static cfg_entry config[] = {
      "run: a trial that reports no metric for this long is killed and recorded failed "
      "(hung)", 0, 0, NULL, NULL},
     {"poll", CFG_DOUBLE, "0.02", "PSKV_TUNE_POLL", 0.001, 10, "s",
-     "run: how often the trials' metric lines are read", 0, 0, NULL, NULL},
+     "run: the longest wait between two reads of the trials' metric lines (a line written "
+     "wakes the tuner at once: inotify)", 0, 0, NULL, NULL},
     {"servers", CFG_INT, "1", NULL, 1, 64, NULL,
      "run: servers of the tuner's own service (without --scheduler)", 0, 0, NULL, NULL},
     {"scheduler", CFG_STR, "", NULL, 1, 0, NULL,
@@ -92,7 +95,8 @@ static cfg_entry config[] = {
      "(pskv_tune_trials{state}, pskv_tune_best{metric}, pskv_tune_epochs_spent; 0 = off)", 0,
      0, NULL, NULL},
     {"seeds", CFG_INT, "20", NULL, 1, 10000, NULL,
-     "replay: replay the search with seeds 1..N on the recorded study's curves", 0, 0, NULL,
+     "replay: replay the search with N seeds (--seed S: seeds S..S+N-1) on the recorded "
+     "study's curves", 0, 0, NULL,
      NULL},
     {"csv", CFG_BOOL, "false", NULL, 1, 0, NULL, "export: CSV on stdout (the only format)", 0,
      0, NULL, NULL},
@@ -110,7 +114,7 @@ static const char usage[] =
     "       pskv-tune run STUDY.db [--scheduler HOST:PORT] [--servers S]\n"
     "       pskv-tune status STUDY.db | export STUDY.db --csv | plot STUDY.db [--out PNG]\n"
     "       pskv-tune replay RECORDED.db [--algo A] [--sched S] [--budget-epochs B] "
-    "[--max-trials N] [--seeds N]";
+    "[--max-trials N] [--seeds N] [--seed S]";
 
 /* Whether pskv-worker's training or check apps take --flag, and the value fits. */
 static int known(const char *flag, const char *value, char *why, size_t len)
@@ -219,12 +223,14 @@ static int create(const char *path, cfg_args *a)
     }
     snprintf(buf, sizeof buf, "%ld", epochs);
     rc = rc ? rc : study_set(st, "trial_epochs", buf);
+    char sid[16];
+    rc = rc ? rc : study_id_new(sid, sizeof sid) < 0 ? -1 : study_set(st, "study_id", sid);
     study_close(&st);
     if (rc < 0) {
         fprintf(stderr, "pskv-tune create: cannot write %s\n", path);
         return 1;
     }
-    printf("created %s: %s search, %s, %s, %ld epochs per trial\n", path,
+    printf("created %s (study %s): %s search, %s, %s, %ld epochs per trial\n", path, sid,
            suggest_algo_name(algo), sched, metric, epochs);
     return 0;
 }
@@ -338,8 +344,10 @@ static int run(const char *path)
         study_close(&st);
         return 3;
     }
-    char wk[32];
+    char wk[32], sid[32] = "";
     o.trial.workers = study_get(st, "workers", wk, sizeof wk) == 0 ? atoi(wk) : 1;
+    study_get(st, "study_id", sid, sizeof sid); /* none: a study from before ids */
+    o.trial.study_id = sid;
     long pgid = 0;
     int rc = service(st, path, o.trial.bin_dir, dir, &o.trial.svc, &pgid, &o.service_replaced);
     if (rc != 0) {
@@ -410,7 +418,8 @@ int main(int argc, char **argv)
         tune_replay_opts ro = {cfg_str(config, "algo"), cfg_str(config, "sched"),
                                (long)cfg_int(config, "budget-epochs"),
                                (long)cfg_int(config, "max-trials"), (int)cfg_int(config, "seeds"),
-                               (int)cfg_int(config, "grid-levels")};
+                               (int)cfg_int(config, "grid-levels"),
+                               (unsigned long long)cfg_int(config, "seed")};
         return tune_replay(a.pos[1], &ro);
     }
     if (!strcmp(verb, "export"))

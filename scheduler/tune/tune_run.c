@@ -43,6 +43,8 @@ typedef struct run_state {
     double *curve; /* MAX_TRIALS x epochs, sign-adjusted */
     int grid_done;
     int held; /* the trial started ahead of its turn, waiting for a slot (-1: none) */
+    trial_watch *watch; /* wakes the loop when an active trial's log is written */
+    int wd[MAX_TRIALS]; /* each trial's watch handle (-1: none) */
 } run_state;
 
 static double wall(void)
@@ -321,12 +323,16 @@ static int launch(run_state *r, int i, int held)
         return put(r, t);
     }
     t->pgid = pgid;
+    if (r->wd[i] < 0)
+        r->wd[i] = trial_watch_add(r->watch, dir);
     t->state = held ? TRIAL_LAUNCHING : TRIAL_RUNNING; /* held: RUNNING once released */
     if (held)
         r->held = i;
-    LOG_I("trial %ld: attempt %d, epochs %d to %d, group trial-%ld, pgid %ld%s:%s", t->id,
-          t->attempt, r->base[i] + 1, r->target[i], t->id, pgid,
-          held ? ", held until a slot frees" : "", t->params);
+    char group[96];
+    trial_group(&r->o->trial, t->id, group, sizeof group);
+    LOG_I("trial %ld: attempt %d, epochs %d to %d, group %s, pgid %ld%s:%s", t->id, t->attempt,
+          r->base[i] + 1, r->target[i], group, pgid, held ? ", held until a slot frees" : "",
+          t->params);
     return put(r, t);
 }
 
@@ -425,11 +431,14 @@ static int reattach(run_state *r)
             for (int k = 0; k < 100 && !trial_pgid(dir); k++)
                 tu_sleep_ms(10); /* forked, pid file not yet written */
             t->pgid = trial_pgid(dir);
+            r->wd[i] = trial_watch_add(r->watch, dir);
             if (t->state == TRIAL_LAUNCHING)
                 t->state = TRIAL_RUNNING;
             trial_release(dir); /* one held by the killed tuner goes on now */
-            LOG_I("trial %ld: re-attached to its group trial-%ld (pgid %ld, %s)", t->id, t->id,
-                  t->pgid, study_state_name(t->state));
+            char group[96];
+            trial_group(&r->o->trial, t->id, group, sizeof group);
+            LOG_I("trial %ld: re-attached to its group %s (pgid %ld, %s)", t->id, group, t->pgid,
+                  study_state_name(t->state));
             if (put(r, t) < 0)
                 return -PSKV_EIO;
             if (t->state == TRIAL_STOPPING)
@@ -612,6 +621,9 @@ int tune_run(tune_study *st, const tune_run_opts *o)
     r->st = st;
     r->o = o;
     r->held = -1;
+    r->watch = trial_watch_new();
+    for (int i = 0; i < MAX_TRIALS; i++)
+        r->wd[i] = -1;
     int rc = load(r);
     study_trial *grown = rc == 0 ? realloc(r->t, sizeof *r->t * MAX_TRIALS) : NULL;
     if (rc == 0 && !grown)
@@ -620,8 +632,9 @@ int tune_run(tune_study *st, const tune_run_opts *o)
         r->t = grown;
     if (rc == 0)
         rc = reattach(r);
-    int64_t poll_ms = (int64_t)(o->poll * 1000);
+    int64_t poll_ms = (int64_t)(o->poll * 1000), pass_ms = 0;
     while (rc == 0) {
+        pass_ms = tu_now_ms();
         if (*o->stop) {
             rc = o->end_trials_on_stop && interrupt(r) < 0 ? -PSKV_EIO : 1;
             break;
@@ -634,8 +647,11 @@ int tune_run(tune_study *st, const tune_run_opts *o)
         }
         for (int i = 0; i < r->n && rc == 0; i++) {
             study_trial *t = &r->t[i];
-            if (!active(t->state))
+            if (!active(t->state)) {
+                trial_watch_remove(r->watch, r->wd[i]);
+                r->wd[i] = -1;
                 continue;
+            }
             char dir[4096];
             trial_dir(r, t->id, dir, sizeof dir);
             metric_ctx m = {r, i};
@@ -663,14 +679,16 @@ int tune_run(tune_study *st, const tune_run_opts *o)
             break;
         int running = running_count(r);
         if (r->held >= 0 && running < r->parallel) { /* its turn */
+            /* released before RUNNING is durable: its intent (LAUNCHING, the
+             * attempt counted) was before its fork, and a tuner killed meanwhile
+             * finds it LAUNCHING and alive, which reattach releases again; so no
+             * fsync stands between a trial's end and the next one's start */
             char dir[4096];
             trial_dir(r, r->t[r->held].id, dir, sizeof dir);
+            rc = trial_release(dir);
             r->t[r->held].state = TRIAL_RUNNING;
-            rc = put(r, &r->t[r->held]);
             if (rc == 0)
-                rc = sync_point(r);
-            if (rc == 0)
-                rc = trial_release(dir);
+                rc = put(r, &r->t[r->held]);
             r->last_ms[r->held] = tu_now_ms();
             LOG_I("trial %ld: released", r->t[r->held].id);
             r->held = -1;
@@ -714,7 +732,7 @@ int tune_run(tune_study *st, const tune_run_opts *o)
             rc = -PSKV_EIO;
             break;
         }
-        tu_sleep_ms(poll_ms);
+        trial_watch_wait(r->watch, pass_ms, 2, (int)poll_ms);
     }
     if (study_sync(r->st) < 0 && rc == 0)
         rc = -PSKV_EIO;
@@ -724,6 +742,7 @@ int tune_run(tune_study *st, const tune_run_opts *o)
         LOG_I("study finished: %d trials, %ld epochs spent", r->n, spent(r));
     }
     space_free(&r->space);
+    trial_watch_destroy(&r->watch);
     free(r->t);
     free(r->curve);
     free(r);

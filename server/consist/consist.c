@@ -161,10 +161,12 @@ static void answer_pull_shm(consist *c, const held *h, Pskv__Meta *m, int64_t t0
 }
 
 /* A large run of a dense table is lent to ZeroMQ without a copy (shard_lend: an
- * update while it is on the wire moves the shard to a fresh buffer); anything
- * else is copied into a fresh buffer that ZeroMQ sends and frees. Either way an
- * update after this point cannot change what is on the wire. A lend must cover a
- * sixteenth of the shard at least, so that the copy the next push may pay stays
+ * update of its rows while they are on the wire moves the shard to a fresh
+ * buffer; other rows are updated in place, so the parts of a combined
+ * push-and-pull, each lending its rows, cost no move); anything else is copied
+ * into a fresh buffer that ZeroMQ sends and frees. Either way an update after
+ * this point cannot change what is on the wire. A lend must cover a sixteenth of
+ * the shard at least, so that the copy a push of the same rows may pay stays
  * within 16 times the copy saved. */
 static void answer_pull(consist *c, const held *h, int64_t clock)
 {
@@ -178,10 +180,12 @@ static void answer_pull(consist *c, const held *h, int64_t clock)
         answer_pull_shm(c, h, &m, t0);
         return;
     }
+    void *token = NULL;
+    const float *run = NULL; /* stays NULL when every lend slot is taken: copied */
     if (t->dense && !h->keys && !h->segs && bytes >= LEND_MIN && !t->filters.codec && !t->wire &&
-        h->n * 16 >= shard_dense_count(t->sh)) {
-        void *token;
-        const float *run = shard_lend(t->sh, h->first, &token);
+        h->n * 16 >= shard_dense_count(t->sh))
+        run = shard_lend(t->sh, h->first, h->n, &token);
+    if (run) {
         if (wire_frame_lend(&vals, (void *)run, bytes, shard_lend_end, token) < 0) {
             held_answer(&c->out, h, PSKV_ENOMEM, "out of memory for the pull reply", clock, 0);
             return;

@@ -53,6 +53,8 @@ static dense_buf *buf_new(size_t n)
     }
     b->v = v;
     atomic_init(&b->refs, 1);
+    for (int i = 0; i < LEND_SLOTS; i++)
+        atomic_init(&b->lends[i].live, 0);
     return b;
 }
 
@@ -64,7 +66,21 @@ static void buf_release(dense_buf *b)
     }
 }
 
-/* Moves a dense shard whose values are lent to a fresh buffer: the floats outside
+/* 1 when a reply still being sent covers a float of [lo, hi). A lend that ends
+ * meanwhile (the I/O thread clears `live`) no longer reads the buffer. */
+static int lent_overlaps(dense_buf *b, size_t lo, size_t hi)
+{
+    for (int i = 0; i < LEND_SLOTS; i++) {
+        dense_lend *l = &b->lends[i];
+        if (atomic_load_explicit(&l->live, memory_order_acquire) && l->lo < hi && lo < l->hi)
+            return 1;
+    }
+    return 0;
+}
+
+/* Makes the caller free to write floats [skip, skip + nskip) of a dense shard
+ * (nskip = 0: any float). When no reply still being sent covers them, they are
+ * written in place; else the shard moves to a fresh buffer: the floats outside
  * [skip, skip + nskip) are copied, the caller writes the others (nskip = 0: all
  * copied). With `old` the caller gets the lent buffer to read the rest from and
  * releases it (buf_release); else it is released here. Returns 0 (*old NULL when
@@ -73,7 +89,8 @@ static int own_dense(shard *s, size_t skip, size_t nskip, dense_buf **old)
 {
     if (old)
         *old = NULL;
-    if (atomic_load(&s->buf->refs) == 1)
+    if (atomic_load(&s->buf->refs) == 1 ||
+        (nskip && !lent_overlaps(s->buf, skip, skip + nskip)))
         return 0;
     size_t n = (size_t)s->count * s->width;
     dense_buf *b = buf_new(n);
@@ -197,19 +214,33 @@ void shard_set_lr(shard *s, float lr) { s->upd.lr = lr; }
 
 float shard_lr(const shard *s) { return s->upd.lr; }
 
-const float *shard_lend(shard *s, uint64_t first, void **token)
+const float *shard_lend(shard *s, uint64_t first, uint64_t n, void **token)
 {
-    s->lends++;
-    atomic_fetch_add(&s->buf->refs, 1);
-    *token = s->buf;
-    return s->w + (size_t)(first - s->first) * s->width;
+    dense_buf *b = s->buf;
+    for (int i = 0; i < LEND_SLOTS; i++) {
+        dense_lend *l = &b->lends[i];
+        if (atomic_load_explicit(&l->live, memory_order_acquire))
+            continue;
+        l->lo = (size_t)(first - s->first) * s->width;
+        l->hi = l->lo + (size_t)n * s->width;
+        l->buf = b;
+        atomic_fetch_add(&b->refs, 1);
+        atomic_store_explicit(&l->live, 1, memory_order_release);
+        s->lends++;
+        *token = l;
+        return b->v + l->lo;
+    }
+    return NULL;
 }
 
 void shard_lend_end(void *data, void *token)
 {
     (void)data;
     wire_frame_returned(token);
-    buf_release(token);
+    dense_lend *l = token;
+    dense_buf *b = l->buf; /* read before the slot is free for the next lend */
+    atomic_store_explicit(&l->live, 0, memory_order_release);
+    buf_release(b);
 }
 uint64_t shard_dense_first(const shard *s) { return s->first; }
 uint64_t shard_dense_count(const shard *s) { return s->count; }

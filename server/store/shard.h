@@ -13,8 +13,8 @@
  * THREAD: the server's loop thread (and the unit tests), one caller at a time;
  * the one exception is shard_lend_end, which ZeroMQ's I/O thread calls when a
  * lent reply has been sent: it only drops an atomic reference.
- * NEVER blocks, logs or touches a socket; never changes a buffer that is lent
- * (an update moves the shard to a fresh one first). Allocates only for a sparse
+ * NEVER blocks, logs or touches a socket; never changes rows that are lent
+ * (an update of them moves the shard to a fresh buffer first). Allocates only for a sparse
  * key seen for the first time (map and rows grow by doubling; past 0.6 load the
  * doubled map is mapped ahead) and for that move off a lent buffer; a dense push
  * of a run goes straight to BLAS (upd_apply). */
@@ -83,12 +83,14 @@ void shard_pull(const shard *s, const uint64_t *keys, uint64_t first, uint64_t n
  * and count. */
 const float *shard_dense_values(const shard *s);
 
-/* Dense shards: the values from row `first` on, lent without a copy to a reply
- * ZeroMQ sends (wire_frame_lend with shard_lend_end and *token as hint):
- * an update while it is lent moves the shard to a fresh buffer (the first push
- * after a lend pays a copy of the rows it does not write), so what is on the wire
- * never changes. The shard may be destroyed while the run is lent. */
-const float *shard_lend(shard *s, uint64_t first, void **token);
+/* Dense shards: rows [first, first + n), lent without a copy to a reply ZeroMQ
+ * sends (wire_frame_lend with shard_lend_end and *token as hint): an update of
+ * any of those rows while they are lent moves the shard to a fresh buffer (it
+ * pays a copy of the rows it does not write), so what is on the wire never
+ * changes; an update of other rows is applied in place. NULL when LEND_SLOTS
+ * runs of this buffer are lent already (the caller copies the rows instead).
+ * The shard may be destroyed while the run is lent. */
+const float *shard_lend(shard *s, uint64_t first, uint64_t n, void **token);
 void shard_lend_end(void *data, void *token);
 
 /* Rows restored after the updater made them non-finite, and ftrl pushes to new
@@ -161,9 +163,10 @@ void shard_changes_reset(shard *s);
 int shard_follow_on(shard *s);
 
 /* Calls fn for every row written since the last call (or shard_follow_on), its
- * key and its row (values, then state; borrowed for the call), and forgets them.
- * Returns how many, or -PSKV_ENOMEM when fn failed or the bits were lost (a
- * growth out of memory: send everything again). */
+ * key and its row (values, then state; borrowed for the call), and forgets them;
+ * fn NULL: only counts them (no row is read). Returns how many, or -PSKV_ENOMEM
+ * when fn failed or the bits were lost (a growth out of memory: send everything
+ * again). */
 int shard_follow_taken(shard *s, int (*fn)(void *ctx, uint64_t key, const float *row),
                        void *ctx);
 

@@ -137,7 +137,15 @@ int shard_follow_taken(shard *s, int (*fn)(void *ctx, uint64_t key, const float 
     float one[rf ? rf : 1];
     for (size_t w = 0; w * 64 < rows; w++) {
         uint64_t bits = s->fdirty[w];
+        if (!bits)
+            continue;
         s->fdirty[w] = 0;
+        if (!fn) { /* only counted: no row is read */
+            if (rows - w * 64 < 64)
+                bits &= ~0ULL >> (64 - (rows - w * 64));
+            taken += (size_t)__builtin_popcountll(bits);
+            continue;
+        }
         while (bits) {
             size_t r = w * 64 + (size_t)__builtin_ctzll(bits);
             bits &= bits - 1;

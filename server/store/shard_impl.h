@@ -14,12 +14,27 @@
                     row's number + 1 */
 #define BLOCK 16384 /* floats a dense run is updated by at a time (cache, saved rows) */
 
+#define LEND_SLOTS 64 /* runs of one buffer lent at once; past it replies are copied */
+
+/* One run of a dense buffer that ZeroMQ is sending (shard_lend): floats [lo, hi)
+ * of buf->v. The loop thread fills a slot whose `live` is 0 and sets it; the I/O
+ * thread that sent the run clears it (shard_lend_end). */
+typedef struct dense_lend {
+    atomic_int live;
+    size_t lo, hi;
+    struct dense_buf *buf;
+} dense_lend;
+
 /* A dense shard's values, shared with the pull replies ZeroMQ is still sending
- * (shard_lend): refs counts the shard and each reply. A writer never changes a
- * buffer with refs > 1; it moves the shard to a fresh copy first (own_dense). */
+ * (shard_lend): refs counts the shard and each reply, lends[] says which floats
+ * each reply sends. A writer never changes floats a live lend covers; it moves
+ * the shard to a fresh copy first (own_dense). Floats no reply covers are
+ * written in place, lent or not: a combined push-and-pull's parts each lend
+ * their rows while the next part's push writes the rows after them. */
 typedef struct dense_buf {
     float *v;
     atomic_int refs;
+    dense_lend lends[LEND_SLOTS];
 } dense_buf;
 
 struct shard {

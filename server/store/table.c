@@ -221,14 +221,17 @@ static int parse_options(table *t, const Pskv__TableOptions *o, char *why, size_
     return filter_check_table(&t->filters, &ft, why, whylen);
 }
 
-/* Names the first option in which a and b differ, or returns 0. */
+/* Names the first option in which a and b differ (and who opened a first, when known),
+ * or returns 0. */
 static int differs(const table *a, const table *b, const Pskv__TableOptions *o, char *why,
                    size_t whylen)
 {
 #define DIFF(field, fmt, va, vb)                                                             \
     do {                                                                                     \
         snprintf(why, whylen, "table '%s' exists with option '" field "' = " fmt             \
-                 ", open asked " fmt, a->name, va, vb);                                      \
+                 ", open asked " fmt "%s%s%s", a->name, va, vb,                              \
+                 *a->opened_by ? " (first opened by " : "", a->opened_by,                    \
+                 *a->opened_by ? ")" : "");                                                  \
         return 1;                                                                            \
     } while (0)
     if (a->dense != b->dense)

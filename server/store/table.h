@@ -58,6 +58,9 @@ typedef struct table {
     int64_t *closed; /* bsp: per ring partition, clocks 0..closed[p]-1 applied to its rows
                         (table_closed; a copy of a partition brings its own) */
     uint32_t nclosed;
+    char opened_by[72]; /* who opened it first on this server ("group A", "the unnamed
+                           group": serve.c sets it), named when a reopen is refused; ""
+                           when it came by a copy or a checkpoint */
 } table;
 
 typedef struct table_set table_set;

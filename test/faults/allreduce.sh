@@ -89,16 +89,22 @@ f_allreduce_rejoin() {
 }
 
 # The same death under ZeRO stage 1 (--zero 1: each rank updates its own slice of
-# the weights, reduce-scatter then all-gather): a rank other than 0 is killed, the
-# new worker takes over its slice, and the job completes with the same weights on
-# every rank. Ranks 1 and 2 only: rank 0's death is the test above's.
+# the weights, reduce-scatter then all-gather) and --balance batch (a death may
+# come in the speeds' all-reduce after a step's: recovered alike): a rank other
+# than 0 is killed, the new worker takes over its slice, the job completes with the
+# same weights on every rank, and the split starts even again at the step they go
+# on from. Ranks 1 and 2 only: rank 0's death is the test above's.
 tags allreduce_zero_rejoin once
 f_allreduce_zero_rejoin() {
-  local d=$TDIR/c v=$((1 + RANDOM % 2)) logs=() AR_ARGS="$AR_ARGS --zero 1"
+  local d=$TDIR/c v=$((1 + RANDOM % 2)) logs=() AR_ARGS="$AR_ARGS --zero 1 --balance batch --balance-log $TDIR/c/plan"
   ar_rejoin_run "$d" "$v"
   grep -q "^zero 1: rank $v updates weights \[" "$d/new.log" || fail "the new worker did not run --zero 1: $(head -n 3 "$d/new.log")"
-  echo "killed rank $v (--zero 1)"
+  echo "killed rank $v (--zero 1, --balance batch)"
   ar_same "$d" "${logs[@]}"
+  local s even
+  s=$(sed -n 's/^allreduce: rank [0-9]* goes on at step \([0-9]*\) .*/\1/p' "$d/worker-0.log" | tail -n 1)
+  even=$(head -n 1 "$d/plan" | cut -d' ' -f2)
+  grep -qx "$s $even" "$d/plan" || fail "no even split ($even) at step $s: $(tr '\n' ';' < "$d/plan")"
 }
 
 # Rank 0 (the one that copies the weights to the servers) killed, the worker that

@@ -38,13 +38,13 @@ f_tune_kill9() {
   "$BIN/pskv-tune" export k.db --csv | cut -d, -f1-6 > k.csv
   diff ref.csv k.csv > diff.out || fail "the killed study differs: $(cat diff.out)"
   [ "$(wc -l < k.csv)" = 13 ] || fail "$(cat k.csv)"
-  sed -n 's/.*group \(trial-[0-9]*\): started: .*/\1/p' k.db.d/service/logs/scheduler.log > launches
+  sed -n 's/.*group \([0-9a-f]*-trial-[0-9]*\): started: .*/\1/p' k.db.d/service/logs/scheduler.log > launches
   [ "$(sort launches | uniq | wc -l)" = 12 ] || fail "started: $(sort launches | uniq -c)"
   [ -z "$(sort launches | uniq -d)" ] || fail "started twice: $(sort launches | uniq -d)"
   # every group on one scheduler (the field after the time is its pid): each run
   # re-attached to the service the killed one left (a run killed after the study
   # ended may leave the next one a new service with nothing to run)
-  [ "$(grep 'group trial-[0-9]*: started: ' k.db.d/service/logs/scheduler.log |
+  [ "$(grep 'group [0-9a-f]*-trial-[0-9]*: started: ' k.db.d/service/logs/scheduler.log |
     cut -d' ' -f2 | sort -u | wc -l)" = 1 ] ||
     fail "trials on more than one service: $(grep 'INFO listening on port' k.db.d/service/logs/scheduler.log)"
   grep -q 're-attached to the study.s service' k.out || fail "no run re-attached: $(grep service k.out)"

@@ -25,6 +25,17 @@ bal_digest() {
   echo "$d"
 }
 
+# bal_ar_digest NAME: --sync allreduce: the last step's digest (step and weights),
+# which every rank must agree on.
+bal_ar_digest() {
+  local d
+  d=$(grep -h '^allreduce step' "$TDIR/$1"/worker-*.log | awk '{print $3, $NF}' | sort -n | tail -n 1)
+  [ -n "$d" ] || fail "$1: no digest: $(tail -n 2 "$TDIR/$1/worker-0.log")"
+  [ "$(grep -h "^allreduce step ${d% *} " "$TDIR/$1"/worker-*.log | awk '{print $NF}' | sort -u | wc -l)" -eq 1 ] ||
+    fail "$1: the ranks' last digests differ"
+  echo "$d"
+}
+
 # bal_loss NAME: rank 0's final test loss.
 bal_loss() {
   sed -n 's/.*test_loss \([0-9.]*\).*/\1/p' "$TDIR/$1/worker-0.log" | tail -n 1
@@ -58,7 +69,9 @@ t_balance_equivalence() {
 # zero gradient, weighted 0) gives the same bits as one worker taking all 32
 # (scales of 2 and 1/2 are exact), and split 20,12 the same weights to float
 # tolerance (the update is the mean over the 32 examples, not the mean of the two
-# workers' means, which would weight rank 1's 12 examples as 16).
+# workers' means, which would weight rank 1's 12 examples as 16); the same split
+# under --sync allreduce (each rank's gradient weighted before pskv_allreduce's
+# mean) too.
 t_balance_exact() {
   echo '0 32,0' > "$TDIR/p1.plan"
   echo '0 20,12' > "$TDIR/p2.plan"
@@ -66,20 +79,26 @@ t_balance_exact() {
   bal_run one 1 -- --consistency bsp --batch 32 --balance "fixed:$TDIR/p0.plan" || fail "one worker exited $?"
   bal_run p1 2 -- --consistency bsp --balance "fixed:$TDIR/p1.plan" || fail "32,0 exited $?"
   bal_run p2 2 -- --consistency bsp --balance "fixed:$TDIR/p2.plan" || fail "20,12 exited $?"
+  bal_run ar2 2 -- --sync allreduce --balance "fixed:$TDIR/p2.plan" || fail "allreduce 20,12 exited $?"
   local one
   one=$(bal_digest one)
   [ "$(bal_digest p1)" = "$one" ] || fail "split 32,0 differs from one worker's 32"
-  local l0 l2
+  local l0 l2 la
   l0=$(bal_loss one)
   l2=$(bal_loss p2)
-  [ -n "$l0" ] && [ -n "$l2" ] || fail "no test loss: '$l0' '$l2'"
+  la=$(bal_loss ar2)
+  [ -n "$l0" ] && [ -n "$l2" ] && [ -n "$la" ] || fail "no test loss: '$l0' '$l2' '$la'"
   awk -v a="$l0" -v b="$l2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-3 * a) }' ||
     fail "split 20,12 test loss $l2 vs one worker's $l0"
-  echo "test loss: one worker $l0, split 20,12 $l2"
+  awk -v a="$l0" -v b="$la" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-3 * a) }' ||
+    fail "allreduce split 20,12 test loss $la vs one worker's $l0"
+  echo "test loss: one worker $l0, split 20,12 $l2, under allreduce $la"
 }
 
 # --sync allreduce: the speeds ride a W-float all-reduce; rank 2 slowed from its
 # 10th step on (--slowdown-after) is followed: its batch shrinks after it slows.
+# Equivalence: the same splits given statically (--balance fixed:FILE, nobody
+# slowed) end on the same weights bit for bit.
 t_balance_allreduce() {
   bal_run ar 3 --worker-opt 2:--slowdown --worker-opt 2:4 --worker-opt 2:--slowdown-after \
     --worker-opt 2:10 -- --sync allreduce --balance batch --balance-log "$TDIR/plan" ||
@@ -87,6 +106,11 @@ t_balance_allreduce() {
   awk -F'[ ,]' '$1 >= 10 && $4 < 16 { found = 1 } END { exit !found }' \
     "$TDIR/plan" || fail "rank 2 slowed at step 10 kept its batch: $(cat "$TDIR/plan")"
   grep -q 'final test accuracy' "$TDIR/ar/worker-0.log" || fail "no final accuracy"
+  bal_run arfix 3 -- --sync allreduce --balance "fixed:$TDIR/plan" || fail "replay exited $?"
+  local a b
+  a=$(bal_ar_digest ar)
+  b=$(bal_ar_digest arfix)
+  [ "$a" = "$b" ] || fail "dynamic '$a' and replayed '$b' weights differ"
 }
 
 # Refused at start, naming the flag: async (nothing to balance), a global batch
@@ -130,12 +154,15 @@ t_balance_no_oscillation() {
 
 # Visible while it runs: pskvctl status shows each worker's batch and time per
 # example (from its heartbeats), pskvctl top the same as batch= and
-# us_per_example=, and the slow worker's batch is the smallest.
+# us_per_example=, and the slow worker's batch is the smallest; its metrics
+# endpoint has them as pskv_worker_batch and pskv_worker_us_per_example.
 t_balance_status() {
-  local port seen=0 i lpid
+  command -v curl > /dev/null || fail "curl missing (install-deps.sh installs it)"
+  local port seen=0 i lpid mp
   port=$(free_port)
+  mp=$(free_port)
   "$LAUNCH" --servers 1 --workers 2 --timeout 150 --port "$port" --log-dir "$TDIR/logs" \
-    --worker-opt 1:--slowdown --worker-opt 1:3 -- \
+    --worker-opt 1:--slowdown --worker-opt 1:3 --worker-opt 1:--metrics-port --worker-opt "1:$mp" -- \
     --app mlp --epochs 4 --train-limit 6000 --test-limit 500 --batch 16 --consistency bsp \
     --balance batch > "$TDIR/out" 2>&1 &
   lpid=$!
@@ -145,11 +172,14 @@ t_balance_status() {
       "$BIN/pskvctl" --scheduler "127.0.0.1:$port" top --count 1 --plain > top.txt 2>/dev/null &&
       [ "$(grep -c 'batch=[0-9]* us_per_example=' top.txt)" -eq 2 ] &&
       awk '/^worker/ { for (i = 1; i <= NF; i++) if ($i ~ /^batch=/) b[$3] = substr($i, 7) }
-           END { exit !(b["rank=1"] + 0 < b["rank=0"] + 0) }' top.txt && { seen=1; break; }
+           END { exit !(b["rank=1"] + 0 < b["rank=0"] + 0) }' top.txt &&
+      curl -sf --max-time 5 "http://127.0.0.1:$mp/metrics" > metrics.txt &&
+      grep -q '^pskv_worker_batch\({[^}]*}\)\{0,1\} [1-9]' metrics.txt &&
+      grep -q '^pskv_worker_us_per_example\({[^}]*}\)\{0,1\} [0-9]' metrics.txt && { seen=1; break; }
     sleep 0.2
   done
   wait "$lpid" || fail "job exited $?: $(tail -n 2 "$TDIR/logs/worker-0.log")"
-  [ "$seen" -eq 1 ] || fail "no batches in status and top: $(cat status.txt top.txt 2>/dev/null | tail -n 8)"
+  [ "$seen" -eq 1 ] || fail "no batches in status, top and metrics: $(cat status.txt top.txt 2>/dev/null | tail -n 8; grep pskv_worker_ metrics.txt 2>/dev/null)"
 }
 
 # --balance stages: a 3-stage pipeline under bsp whose last stage turns 4x slower
@@ -163,10 +193,12 @@ t_balance_stages() {
   local args=(--app pipeline --stages 3 --consistency bsp --layers 784,256,256,256,256,10
               --epochs 2 --train-limit 3000 --test-limit 200 --batch 64 --micro-batches 4
               --print-digests)
-  local port lpid i seen=0
+  local port lpid i seen=0 mp
   port=$(free_port)
+  mp=$(free_port)
   "$LAUNCH" --servers 1 --workers 3 --timeout 150 --port "$port" --log-dir "$TDIR/bal" \
-    --worker-opt 2:--slowdown --worker-opt 2:4 --worker-opt 2:--slowdown-after --worker-opt 2:16 -- \
+    --worker-opt 2:--slowdown --worker-opt 2:4 --worker-opt 2:--slowdown-after --worker-opt 2:16 \
+    --worker-opt 2:--metrics-port --worker-opt "2:$mp" -- \
     "${args[@]}" --balance stages --metrics "$TDIR/m.jsonl" > "$TDIR/bal.out" 2>&1 &
   lpid=$!
   # while it runs: every stage's layers and time per micro-batch in pskvctl top and status
@@ -174,12 +206,15 @@ t_balance_stages() {
     "$BIN/pskvctl" --scheduler "127.0.0.1:$port" top --count 1 --plain > top.txt 2>/dev/null &&
       [ "$(grep -c 'layers=[0-9]*\.\.[0-9]* ms_per_micro=' top.txt)" -eq 3 ] &&
       "$BIN/pskvctl" --scheduler "127.0.0.1:$port" status > status.txt 2>/dev/null &&
-      [ "$(grep -c 'stage [0-9], layers [0-9]*\.\.[0-9]*, [0-9.]* ms' status.txt)" -eq 3 ] && { seen=1; break; }
+      [ "$(grep -c 'stage [0-9], layers [0-9]*\.\.[0-9]*, [0-9.]* ms' status.txt)" -eq 3 ] &&
+      curl -sf --max-time 5 "http://127.0.0.1:$mp/metrics" > metrics.txt &&
+      grep -q '^pskv_stage_last_layer\({[^}]*}\)\{0,1\} 4' metrics.txt &&
+      grep -q '^pskv_stage_ms_per_micro\({[^}]*}\)\{0,1\} [0-9]' metrics.txt && { seen=1; break; }
     kill -0 "$lpid" 2>/dev/null || break
     sleep 0.1
   done
   wait "$lpid" || fail "balanced run exited $?: $(grep -h 'pipeline:' "$TDIR/bal"/worker-*.log | head -n 2)"
-  [ "$seen" -eq 1 ] || fail "no stage layers in top and status: $(cat top.txt status.txt 2>/dev/null | tail -n 6)"
+  [ "$seen" -eq 1 ] || fail "no stage layers in top, status and metrics: $(cat top.txt status.txt 2>/dev/null | tail -n 6; grep pskv_stage_ metrics.txt 2>/dev/null)"
   local line step
   line=$(grep -h "^balance: step [0-9]* stages' layers" "$TDIR/bal/worker-0.log" | head -n 1)
   [ -n "$line" ] || fail "no re-split line"

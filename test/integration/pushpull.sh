@@ -48,7 +48,12 @@ t_pushpull_check() {
   # push must be exactly the sums of rounds <= k under bsp, within the bound under
   # ssp:1, and the final sums exact, with R = 1 (2 servers) and R = 2 (3 servers).
   # A NaN through the combined call is refused naming the table, and its output
-  # array is left untouched.
+  # array is left untouched. The gradient goes lent (PSKV_PP_NOCOPY, check's default
+  # --push nocopy) into another array; an output over a lent gradient is refused.
+  # Then one server answering a 288 KiB table in 3 parts of 96 KiB, each reply lent
+  # from the table (the server's exit log counts them) while the next part's push,
+  # and under bsp the other worker's next round, updates rows of the same buffer,
+  # the gradient copied (--push copy): the bsp sums stay exact.
   local cons r
   for r in 1 2; do
     for cons in async ssp:1 bsp; do
@@ -64,6 +69,16 @@ t_pushpull_check() {
       done
     done
   done
+  "$LAUNCH" --servers 1 --workers 2 --timeout 120 --log-dir "$TDIR/lend" -- --app check \
+    --consistency bsp --rounds 8 --pull pushpull --push copy --check-keys 24576 \
+    --chunk-bytes 98304 > /dev/null 2>&1 ||
+    fail "lent replies: exited $?: $(tail -n 2 "$TDIR/lend/worker-0.log")"
+  for w in 0 1; do
+    grep -q '^check ok:.*exact' "$TDIR/lend/worker-$w.log" ||
+      fail "lent replies, worker $w: $(tail -n 1 "$TDIR/lend/worker-$w.log")"
+  done
+  grep -q "table 'check.dense': .* [1-9][0-9]* pull replies sent without a copy" \
+    "$TDIR/lend/server-0.log" || fail "no reply lent: $(grep 'without a copy' "$TDIR/lend/server-0.log")"
   # the combined call's refusals name what is missing
   "$BIN/pskv-worker" --scheduler 127.0.0.1:1 --app check --pull both > "$TDIR/bad.log" 2>&1 &&
     fail "--pull both accepted"

@@ -37,6 +37,7 @@ sys.exit(not (len(g) == len(w) and all(abs(a - b) <= 1e-5 for a, b in zip(g, w))
 PY
 }
 
+tags serve_model_file serve
 t_serve_model_file() {
   # an MLP, a softmax and a sparse-lr model file: /v1/predict answers what an
   # independent implementation computes, /v1/lookup the stored rows, /v1/model
@@ -102,6 +103,7 @@ expect_http() {
   grep -q "\"field\":\"$field\"" <<< "$out" || fail "$method $url: error does not name $field: $out"
 }
 
+tags serve_bad_input serve
 t_serve_bad_input() {
   # each bad request gets its 4xx and a JSON error naming the field; the daemon
   # keeps serving, counts them, and a slow client holding the only place in
@@ -164,29 +166,5 @@ time.sleep(5)' "$port" &
   head -c 50 sm.model > cut.model
   timeout 10 "$BIN/pskv-serve" --model cut.model --http-port 0 > cut.out 2>&1; [ $? -eq 1 ] && grep -q 'cut.model' cut.out ||
     fail "a truncated model file: $(cat cut.out)"
-  no_strays "$TDIR"
-}
-
-t_serve_trained_sparse_lr() {
-  # a model sparse-lr trained and saved (2 servers x 2 workers, heart_scale): served,
-  # its predictions for the data's first rows equal the saved weights' exactly (to
-  # float rounding), and the served table holds every saved weight
-  local hs=/usr/share/doc/liblinear-tools/examples/heart_scale port rows got n
-  [ -f "$hs" ] || fail "$hs missing (liblinear-tools is a dependency)"
-  "$LAUNCH" --servers 2 --workers 2 --timeout 120 --log-dir "$TDIR/logs" -- --app sparse-lr \
-    --train "$hs" --epochs 5 --batch 8 --updater adagrad --lr 0.5 --eval-every 0 \
-    --save-model "$TDIR/hs.model" > /dev/null || fail "training exited $?"
-  rows=$(head -n 5 "$hs" | python3 -c '
-import json, sys
-print(json.dumps([l.split()[1:] for l in sys.stdin]))')
-  port=$(free_port)
-  serve_start hs "$port" --model hs.model
-  got=$(curl -sf -XPOST "http://127.0.0.1:$port/v1/predict" -d "{\"rows\":$rows}") || fail "predict failed"
-  same_scores "$got" "$(python3 "$MF" predict hs.model "$rows")"
-  n=$(python3 -c 'import struct; print(struct.unpack_from("<Q", open("hs.model","rb").read(), 28)[0])')
-  curl -sf "http://127.0.0.1:$port/v1/model" | grep -q "\"table\":\"sparse-lr.w\",\"kind\":\"sparse-lr\",\"rows\":$n," ||
-    fail "/v1/model does not show the $n saved weights: $(curl -s "http://127.0.0.1:$port/v1/model")"
-  echo "served $n weights; scores $got"
-  kill "$(cat hs.pid)"; wait_exit "$(cat hs.pid)" 10 || fail "pskv-serve exited $?"
   no_strays "$TDIR"
 }

@@ -125,6 +125,82 @@ t_serve_follow_failover() {
   grep -q 'left the view' follow.log || fail "pskv-serve did not notice the death: $(tail -n 5 follow.log)"
 }
 
+# follow_rows HTTPPORT: the rows pskv-serve has received from the servers.
+follow_rows() {
+  curl -sf "http://127.0.0.1:$1/metrics" | awk '$1 ~ /^pskv_serve_follow_rows_total/ {print $2}'
+}
+
+# A sparse-LR group of a service trains while pskv-serve follows its namespace:
+# the prediction for fixed rows moves as training goes on; a slow client holding
+# the HTTP queue (--queue 1) gets the next request a 503 and stops no delta (the
+# rows read over ZeroMQ move meanwhile); kill -9 of the whole
+# group (its worker) leaves the last version served: every request answered, the
+# same scores, the staleness each answer reports growing, no row sent again; a new
+# group of the same name trains on (the servers kept its tables: as many workers) and
+# the replica catches up: once it ends, its prediction equals, exactly, the
+# prediction of the model it exported (--save-model, served by a second pskv-serve
+# --model, whose answers are those of test/tools/modelfile.py's own
+# implementation), and it holds every weight saved.
+tags serve_follow_sparse_lr serve
+t_serve_follow_sparse_lr() {
+  local hs=/usr/share/doc/liblinear-tools/examples/heart_scale hp zp fp P=$top/test/tools/follow_predict.py
+  [ -f "$hs" ] || fail "$hs missing (liblinear-tools is a dependency)"
+  local rows
+  rows=$(head -n 3 "$hs" | python3 -c '
+import json, sys
+print(json.dumps([l.split()[1:] for l in sys.stdin]))')
+  echo "{\"table\":\"sparse-lr.w\",\"rows\":$rows}" > rows.json
+  local slr=(--app sparse-lr --train "$hs" --batch 4 --updater adagrad --lr 0.05 --eval-every 0)
+  start_service 2
+  group S 1 s1 "${slr[@]}" --epochs 100000
+  hp=$(free_port)
+  trap "follow_reap '$TDIR'" EXIT
+  zp=$(free_port)
+  start follow "$BIN/pskv-serve" --scheduler "$SVC" --namespace S --http-port "$hp" \
+    --zmq-port "$zp" --queue 1
+  python3 "$P" moves "$hp" rows.json 3 90 > moves.out 2>&1 ||
+    fail "the prediction did not move while S trained: $(cat moves.out; tail -n 2 follow.log)"
+  PSKV_LIB=$top/build/lib/libpskv.so python3 "$P" held "$hp" rows.json "$zp" sparse-lr.w \
+    > held.out 2>&1 || fail "$(cat held.out)"
+  kill -0 "$(cat s1-0.pid)" 2> /dev/null || fail "group S ended before it was killed: $(tail -n 2 s1-0.log)"
+  kill -9 "$(cat s1-0.pid)"
+  wait_line scheduler.log 'group S ended' 1 30 || fail "the service did not see group S end"
+  sleep 1 # the last rows the worker pushed, synced, and the dense parts as they ended
+  local r0 r1
+  r0=$(follow_rows "$hp")
+  python3 "$P" steady "$hp" rows.json 2 > steady.out 2>&1 || fail "$(cat steady.out)"
+  r1=$(follow_rows "$hp")
+  # nothing changed: no row was sent again (the dense parts are not copied each round)
+  [ -n "$r0" ] && [ "$r0" = "$r1" ] || fail "rows came while nothing changed: $r0, then $r1"
+  local stale
+  stale=$(python3 "$P" scores "$hp" rows.json)
+  group S 1 s2 "${slr[@]}" --epochs 20 --save-model "$TDIR/s.model"
+  group_ok s2 1 '^rank 0 weight traffic:'
+  grep -q '^model saved to' s2-0.log || fail "no model saved: $(tail -n 2 s2-0.log)"
+  fp=$(free_port)
+  start follow-file "$BIN/pskv-serve" --model "$TDIR/s.model" --http-port "$fp"
+  local want="" got=""
+  for _ in $(seq 100); do
+    want=$(python3 "$P" scores "$fp" rows.json 2> /dev/null) &&
+      got=$(python3 "$P" scores "$hp" rows.json) && [ "$got" = "$want" ] && break
+    sleep 0.1
+  done
+  [ -n "$want" ] && [ "$got" = "$want" ] ||
+    fail "after the second group the replica serves $got, the exported model $want"
+  [ "$got" != "$stale" ] || fail "the replica did not move after the group came back: $got"
+  same_scores "{\"scores\":$got}" "$(python3 "$MF" predict s.model "$rows")"
+  local n
+  n=$(python3 -c 'import struct; print(struct.unpack_from("<Q", open("s.model","rb").read(), 28)[0])')
+  curl -sf "http://127.0.0.1:$hp/v1/model" | grep -q "\"table\":\"sparse-lr.w\",\"kind\":\"sparse-lr\",\"rows\":$n," ||
+    fail "the replica does not hold the $n saved weights: $(curl -s "http://127.0.0.1:$hp/v1/model")"
+  cat moves.out held.out steady.out
+  echo "served while stale $stale; at the end $got, as the exported model ($n weights)"
+  kill "$(cat follow.pid)" "$(cat follow-file.pid)"
+  wait_exit "$(cat follow.pid)" 10 > /dev/null
+  wait_exit "$(cat follow-file.pid)" 10 > /dev/null
+  shutdown_service
+}
+
 # Freshness: a push acknowledged is served within --sync-ms plus a margin (the
 # margin is wide: the machine may be loaded; docs/benchmarks.md has the figures).
 tags serve_follow_fresh serve

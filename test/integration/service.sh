@@ -122,6 +122,48 @@ t_service_refusals() {
   no_strays "$TDIR"
 }
 
+# Groups sharing a namespace open its tables with the same options. While group A
+# holds S/t (dense, width 2, sum, async; pskv-table-open, test/examples/table_open.c),
+# groups B to E open it with another width, kind, updater and consistency, and
+# pskv-worker's check of group F opens S/check.dense (group P's, async) under bsp:
+# each is refused and exits 1, its message naming the group asking, the table, the
+# option and the group that opened the table first. A, still running, then pushes
+# again and reads exactly its two pushes: nothing lost, the service kept serving.
+t_service_ns_mismatch() {
+  start_service 2
+  group P 1 p --app check --rounds 3 --namespace S
+  group_ok p 1 '^check ok: 1 workers, 2 servers, 3 rounds, async'
+  local topen=$BIN/pskv-table-open st
+  start a "$topen" --scheduler "$SVC" --group A --namespace S --width 2 --push 1.5 \
+    --hold "$TDIR/go" --expect 3
+  wait_line a.log '^table-open: t pushed, waiting for' 1 60 || fail "group A: $(tail -n 2 a.log)"
+  mismatch() { # mismatch GROUP OPTION HAS ASKED FLAGS...: refused, all named
+    local g=$1 f=$2 has=$3 asked=$4
+    shift 4
+    "$topen" --scheduler "$SVC" --group "$g" --namespace S "$@" > "$g.out" 2>&1
+    st=$?
+    [ "$st" = 1 ] || fail "group $g exited $st: $(cat "$g.out")"
+    grep -qF "group $g: table 'S/t' exists with option '$f' = $has, open asked $asked (first opened by group A)" \
+      "$g.out" || fail "group $g: $(cat "$g.out")"
+  }
+  mismatch B width 2 4 --width 4
+  mismatch C kind dense sparse --width 2 --kind sparse
+  mismatch D updater sum sgd --width 2 --updater sgd
+  mismatch E consistency async bsp --width 2 --consistency bsp
+  "$BIN/pskv-worker" --scheduler "$SVC" --group F --group-size 1 --namespace S --app check \
+    --consistency bsp --connect-timeout 10 > f.log 2>&1
+  st=$?
+  [ "$st" = 1 ] || fail "group F's check exited $st: $(tail -n 2 f.log)"
+  grep -qF "group F: table 'S/check.dense' exists with option 'consistency' = async, open asked bsp (first opened by group P)" \
+    f.log || fail "group F: $(tail -n 2 f.log)"
+  kill -0 "$(cat a.pid)" 2> /dev/null || fail "group A ended: $(tail -n 2 a.log)"
+  touch "$TDIR/go"
+  wait_exit "$(cat a.pid)" 60 || fail "group A exited $?: $(tail -n 2 a.log)"
+  grep -qx 'table-open ok: t (dense, width 2, sum, async): 100 rows, every value 3' a.log ||
+    fail "group A: $(tail -n 1 a.log)"
+  shutdown_service
+}
+
 # pskvctl stop GROUP ends that group's workers as early stopping does (exit 0, the
 # line saying who stopped them), while another group goes on and passes (and has
 # its live worker in the metrics, group="K", and each group's ranks their own clock
@@ -187,28 +229,28 @@ rss_fds() {
 # The 64-group loop: 64 groups of 1 worker started and ended one after the other
 # against one service leave the resident memory and open files of the service's
 # processes (scheduler and 2 servers) flat: within 5% from after 16 groups (the
-# warm-up) to the end, and after the ended groups' workers were forgotten (30 s).
-# Every group pushes to the same namespace's table, so the servers' tables do not
-# grow with the groups. Tagged slow: at least the 30 s of forgetting.
+# warm-up) to the end, each time once the ended groups' workers were forgotten (30 s
+# by default, MEMB_FORGET_MS; 5 s here through the test hook PSKV_TEST_FORGET_MS, as in
+# forget_replaced). Every group pushes to the same namespace's table, so the servers'
+# tables do not grow with the groups.
 tags service_64_groups slow
 t_service_64_groups() {
   # Under AddressSanitizer (make test's build) freed memory waits in a quarantine of up
   # to 256 MB before it is reused, which reads as growth here: none for this test.
   export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=0:thread_local_quarantine_size_kb=0"
-  start_service 2
+  PSKV_TEST_FORGET_MS=5000 start_service 2
   local i st warm=() end=()
   for i in $(seq 1 64); do
     "$BIN/pskv-worker" --scheduler "$SVC" --group "g$i" --group-size 1 --namespace loop \
       --app bench --size 65536 --steps 5 --warmup 1 --runs 1 > "g$i.log" 2>&1
     st=$?
     [ "$st" = 0 ] || fail "group g$i exited $st: $(tail -n 2 "g$i.log")"
-    if [ "$i" = 16 ]; then
-      sleep 31 # the first groups' workers forgotten: the table at its steady size
+    if [ "$i" = 16 ]; then # the first groups' workers forgotten (g16's is node 18)
+      wait_line scheduler.log 'forgetting worker node 18 ' 1 30 || fail "g16's worker not forgotten"
       read -r -a warm <<< "$(rss_fds scheduler.pid server-0.pid server-1.pid)"
     fi
   done
-  sleep 31
-  wait_line scheduler.log 'forgetting worker node 66 ' 1 10 || fail "the last worker not forgotten"
+  wait_line scheduler.log 'forgetting worker node 66 ' 1 30 || fail "the last worker not forgotten"
   read -r -a end <<< "$(rss_fds scheduler.pid server-0.pid server-1.pid)"
   echo "after 16 groups: rss ${warm[0]} KB, ${warm[1]} fds; after 64: rss ${end[0]} KB, ${end[1]} fds"
   [ $((end[0] * 100)) -le $((warm[0] * 105)) ] ||

@@ -7,7 +7,7 @@
 tune_service_addr() { sed -n 's/.*service started at \([0-9.:]*\) .*/\1/p' "$1" | tail -n 1; }
 
 # --parallel 4: `pskvctl status` of the tuner's one service shows four groups
-# trial-N running at once beside one server; SIGTERM to the tuner then stops them
+# SID-trial-N running at once beside one server; SIGTERM to the tuner then stops them
 # and the service (exit 1 saying so, every process of the service gone, the four
 # trials pending); `run` again starts a new service, runs them again and finishes
 # the study (4 complete, each 2 attempts), every process gone.
@@ -24,7 +24,7 @@ t_tune_groups_parallel() {
   [ -n "$svc" ] || fail "no address: $(grep service tuner.log)"
   for _ in $(seq 600); do # 60 s
     out=$("$BIN/pskvctl" --scheduler "$svc" status 2>&1)
-    n=$(grep -c '^group trial-[1-4] *running *1/1 workers' <<< "$out")
+    n=$(grep -c '^group [0-9a-f]\{8\}-trial-[1-4] *running *1/1 workers' <<< "$out")
     [ "$n" = 4 ] && break
     kill -0 "$pid" 2>/dev/null || fail "the tuner ended before 4 groups ran: $(tail -3 tuner.log)"
     sleep 0.1
@@ -53,9 +53,11 @@ t_tune_groups_parallel() {
 
 # run --scheduler ADDR: the trials are groups of that service (each dropped its
 # namespace), a stopped one ends through the group stop (`stopped early ... group
-# trial-N stopped by pskvctl stop`), and the study leaves the service running:
-# pskvctl shutdown ends it. A study created with --workers 2 runs each trial as a
-# group of 2. A --scheduler that answers nothing is refused (exit 2).
+# SID-trial-N stopped by pskvctl stop`), and the study leaves the service running:
+# pskvctl shutdown ends it. A second study run on the same service at the same time
+# (t.db) names its groups by its own study id: both studies finish, every trial of
+# each started once under its own name. A study created with --workers 2 runs each
+# trial as a group of 2. A --scheduler that answers nothing is refused (exit 2).
 tags tune_groups_external
 t_tune_groups_external() {
   local port svc out
@@ -65,18 +67,28 @@ t_tune_groups_external() {
   start server-0 "$BIN/pskv-server" --scheduler "$svc"
   wait_line scheduler.log 'cluster complete' 1 60 || fail "the service did not start"
   printf -- '--lr log 1e-4 0.3\n--momentum uniform 0 0.99\n' > space.txt
-  "$BIN/pskv-tune" create s.db --space space.txt --algo random --sched asha:eta=3,min=1,max=9 \
-    --max-trials 6 --parallel 2 --seed 5 -- --app synth --synth-epoch-time 0.1 > /dev/null ||
-    fail create
+  local sa sb
+  sb=$("$BIN/pskv-tune" create s.db --space space.txt --algo random --sched asha:eta=3,min=1,max=9 \
+    --max-trials 6 --parallel 2 --seed 5 -- --app synth --synth-epoch-time 0.1) || fail create
+  sb=$(sed -n 's/^created s.db (study \([0-9a-f]*\)).*/\1/p' <<< "$sb")
+  sa=$("$BIN/pskv-tune" create t.db --space space.txt --algo random --max-trials 3 --parallel 2 \
+    --trial-epochs 4 -- --app synth --synth-epoch-time 0.1) || fail "create t.db"
+  sa=$(sed -n 's/^created t.db (study \([0-9a-f]*\)).*/\1/p' <<< "$sa")
+  [ -n "$sa" ] && [ -n "$sb" ] && [ "$sa" != "$sb" ] || fail "study ids '$sa' '$sb'"
+  start tuner-t "$BIN/pskv-tune" run t.db --scheduler "$svc"
   timeout 120 "$BIN/pskv-tune" run s.db --scheduler "$svc" > run.out 2>&1 ||
     fail "run: $(tail -3 run.out)"
+  wait_exit "$(cat tuner-t.pid)" 60 || fail "t.db beside s.db: $(tail -3 tuner-t.log)"
+  "$BIN/pskv-tune" status t.db | grep -q '^3 trials: 3 complete' || fail "$("$BIN/pskv-tune" status t.db)"
   grep -q 'service started' run.out && fail "started a service of its own: $(cat run.out)"
   [ ! -e s.db.d/service ] || fail "a service directory with --scheduler"
-  [ "$(grep -c 'group trial-[1-6]: started: 1 workers' scheduler.log)" = 6 ] ||
-    fail "$(grep 'group trial' scheduler.log)"
-  [ "$(grep -c "namespace 'trial-[1-6]' dropped (group trial-[1-6] ended with --drop-namespace)" \
+  [ "$(grep -c "group $sb-trial-[1-6]: started: 1 workers" scheduler.log)" = 6 ] ||
+    fail "$(grep 'group .*trial' scheduler.log)"
+  [ "$(grep -c "group $sa-trial-[1-3]: started: 1 workers" scheduler.log)" = 3 ] ||
+    fail "$(grep 'group .*trial' scheduler.log)"
+  [ "$(grep -c "namespace '$sb-trial-[1-6]' dropped (group $sb-trial-[1-6] ended with --drop-namespace)" \
     scheduler.log)" = 6 ] || fail "namespaces: $(grep namespace scheduler.log)"
-  out=$(grep -l 'stopped early at epoch [0-9]*: group trial-[0-9]* stopped by pskvctl stop' \
+  out=$(grep -l "stopped early at epoch [0-9]*: group $sb-trial-[0-9]* stopped by pskvctl stop" \
     s.db.d/trial-*/logs/worker-0.log) || fail "no trial stopped through its group: $(cat run.out)"
   "$BIN/pskv-tune" export s.db --csv | grep -q ',stopped,' || fail "no stopped trial"
   kill -0 "$(cat scheduler.pid)" || fail "the study stopped the service it did not start"
@@ -86,10 +98,10 @@ t_tune_groups_external() {
   start tuner-w "$BIN/pskv-tune" run w.db --scheduler "$svc"
   for _ in $(seq 300); do
     out=$("$BIN/pskvctl" --scheduler "$svc" status 2>&1)
-    grep -q '^group trial-1 *running *2/2 workers' <<< "$out" && break
+    grep -q '^group [0-9a-f]*-trial-1 *running *2/2 workers' <<< "$out" && break
     sleep 0.1
   done
-  grep -q '^group trial-1 *running *2/2 workers' <<< "$out" || fail "no group of 2: $out"
+  grep -q '^group [0-9a-f]*-trial-1 *running *2/2 workers' <<< "$out" || fail "no group of 2: $out"
   wait_exit "$(cat tuner-w.pid)" 60 || fail "w.db: $(tail -3 tuner-w.log)"
   "$BIN/pskv-tune" status w.db | grep -q '^1 trials: 1 complete' || fail "$("$BIN/pskv-tune" status w.db)"
   grep -q 'worker rank 1 of 2' w.db.d/trial-1/logs/worker-1.log || fail "rank 1: $(head -5 w.db.d/trial-1/logs/worker-1.log)"

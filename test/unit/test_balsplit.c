@@ -136,6 +136,37 @@ START_TEST(dropped_worker)
 }
 END_TEST
 
+/* A dead rank taken back: every rank puts the same even split over the live set
+ * (the rank back included, a rank still dead left out), and the rule goes on from
+ * an empty window. */
+START_TEST(taken_back)
+{
+    balsplit *s = balsplit_new(4, 50);
+    const int *b = balsplit_cur(s);
+    ck_assert_int_eq(balsplit_drop(s, 1), 1);
+    ck_assert_int_eq(balsplit_drop(s, 3), 1);
+    char live[] = {1, 1, 1, 0}; /* rank 1 back, rank 3 still dead */
+    ck_assert_int_eq(balsplit_even_among(s, live), 0);
+    ck_assert_int_eq(balsplit_live(s), 3);
+    ck_assert_int_eq(b[0], 17);
+    ck_assert_int_eq(b[1], 17);
+    ck_assert_int_eq(b[2], 16);
+    ck_assert_int_eq(b[3], 0);
+    ck_assert_int_eq(balsplit_gone(s, 1), 0);
+    ck_assert_int_eq(balsplit_gone(s, 3), 1);
+    float t[] = {10, 10, 40, 0};
+    ck_assert_int_eq(feed(s, t, BALSPLIT_WIN - 1), 0); /* the window starts again */
+    ck_assert_int_ge(feed(s, t, 4 * BALSPLIT_WIN), 1);
+    ck_assert_int_eq(b[3], 0);
+    ck_assert_int_eq(sum(b, 4), 50);
+    ck_assert_int_lt(b[2], b[0]);
+    char none[] = {0, 0, 0, 0};
+    ck_assert_int_eq(balsplit_even_among(s, none), -1);
+    ck_assert_int_eq(sum(b, 4), 50);
+    balsplit_destroy(&s);
+}
+END_TEST
+
 /* Fixed costs a step (a straggler's --slowdown multiplies them too): worker 2's
  * step takes 2000 + 150 b us, the others' 300 + 50 b. Proportional to the time
  * per example, worker 2 would go down to 1 example and still be the slowest
@@ -175,6 +206,7 @@ Suite *balsplit_suite(void)
     tcase_add_test(tc, alternating_speeds_do_not_swing);
     tcase_add_test(tc, unmeasured_and_set);
     tcase_add_test(tc, dropped_worker);
+    tcase_add_test(tc, taken_back);
     tcase_add_test(tc, fixed_costs);
     suite_add_tcase(s, tc);
     return s;

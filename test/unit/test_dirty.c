@@ -157,6 +157,13 @@ START_TEST(follow_bits)
     ck_assert_uint_eq(seen[3], 64);
     seen[0] = 0;
     ck_assert_int_eq(shard_follow_taken(s, take_key, seen), 0); /* taken: forgotten */
+    /* counted only (fn NULL, a dense table's sync): rows 930..999, the last word cut */
+    float g70[70];
+    for (int i = 0; i < 70; i++)
+        g70[i] = 1;
+    ck_assert_int_eq(shard_push(s, NULL, 930, 70, g70), 0);
+    ck_assert_int_eq(shard_follow_taken(s, NULL, NULL), 70);
+    ck_assert_int_eq(shard_follow_taken(s, NULL, NULL), 0);
     shard_destroy(&s);
 }
 END_TEST

@@ -263,6 +263,55 @@ START_TEST(merge_dense_failover)
 }
 END_TEST
 
+/* smerge's sort of a sync's rows: 64-bit keys of every size, keys sent twice in
+ * one message (the later row wins) and keys already served, merged over two
+ * messages; the version holds each key once, ascending, with its last value (a
+ * reference kept by a linear search). */
+START_TEST(merge_sparse_many)
+{
+    snapstore *st = snapstore_new();
+    smerge *m = smerge_new(st);
+    char why[200];
+    enum { N = 1500, REF = 2 * N };
+    uint64_t *keys = malloc(N * sizeof *keys), rk[REF];
+    float *vals = malloc(N * sizeof *vals), rv[REF];
+    size_t nref = 0;
+    uint64_t x = 88172645463325252ULL;
+    for (int msg = 0; msg < 2; msg++) {
+        for (int i = 0; i < N; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift64 */
+            /* small ids, 64-bit ones, and repeats of earlier keys of this test */
+            uint64_t k = i % 3 == 0 ? x % 5000 : i % 3 == 1 ? x : (nref ? rk[x % nref] : x);
+            keys[i] = k;
+            vals[i] = (float)(msg * N + i);
+            size_t j = 0;
+            while (j < nref && rk[j] != k)
+                j++;
+            if (j == nref)
+                rk[nref++] = k;
+            rv[j] = vals[i];
+        }
+        smerge_rows r = {1, "ns/emb", 0, 0, 1, keys, vals, N, msg, 0};
+        ck_assert_int_eq(smerge_apply(m, &r, why, sizeof why), 0);
+    }
+    snap *s = snap_acquire(st, "emb");
+    ck_assert_ptr_nonnull(s);
+    ck_assert_uint_eq(s->n, nref);
+    for (size_t i = 1; i < s->n; i++)
+        LOOP_ASSERT(s->keys[i - 1] < s->keys[i], "keys %zu, %zu not ascending", i - 1, i);
+    for (size_t j = 0; j < nref; j++) {
+        float v = -1;
+        LOOP_ASSERT(snap_find(s, rk[j], &v) == 0 && v == rv[j], "key %llu: %g, want %g",
+                    (unsigned long long)rk[j], (double)v, (double)rv[j]);
+    }
+    snap_release(st, &s);
+    free(keys);
+    free(vals);
+    smerge_destroy(&m);
+    snapstore_destroy(&st);
+}
+END_TEST
+
 Suite *serve_suite(void)
 {
     Suite *s = suite_create("serve");
@@ -273,6 +322,7 @@ Suite *serve_suite(void)
     tcase_add_test(tc, sparse_features);
     tcase_add_test(tc, merge_sparse_and_dense);
     tcase_add_test(tc, merge_dense_failover);
+    tcase_add_test(tc, merge_sparse_many);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -181,8 +181,8 @@ START_TEST(dense_lend_copy_on_write)
     for (int i = 0; i < 8000; i++)
         g[i] = (float)(i % 7);
     void *tok1, *tok2;
-    const float *lent = shard_lend(s, 10, &tok1);
-    const float *part = shard_lend(s, 1010, &tok2);
+    const float *lent = shard_lend(s, 10, 4000, &tok1);
+    const float *part = shard_lend(s, 1010, 1000, &tok2);
     ck_assert_ptr_eq(part, lent + 2000);
     ck_assert_int_eq(shard_push(s, NULL, 1010, 1000, g), 0); /* moves: lent twice */
     for (int i = 0; i < 8000; i++)
@@ -194,7 +194,7 @@ START_TEST(dense_lend_copy_on_write)
     }
     shard_lend_end(NULL, tok1);
     shard_lend_end(NULL, tok2); /* the old buffer is freed here (ASan checks) */
-    const float *now = shard_lend(s, 10, &tok1);
+    const float *now = shard_lend(s, 10, 4000, &tok1);
     ck_assert_int_eq(shard_assign(s, NULL, 10, 1, g + 1), 0);
     ck_assert(now[0] == out[0] && now[1] == out[1]); /* the lent row as it was */
     shard_pull(s, NULL, 10, 1, out);
@@ -209,9 +209,58 @@ START_TEST(dense_lend_copy_on_write)
      * v = 0.9 + 6, w = 0.5 - 0.5 * 6.9; float 2000 had v = 0, then v = 5 */
     shard_pull(s, NULL, 1010, 1, out);
     ck_assert(fabsf(out[0] - -1.5f) < 1e-6f && fabsf(out[1] - -2.95f) < 1e-5f);
-    shard_lend(s, 10, &tok1);
+    shard_lend(s, 10, 4000, &tok1);
     shard_destroy(&s); /* the lent buffer outlives the shard */
     shard_lend_end(NULL, tok1);
+}
+END_TEST
+
+/* Rows no reply is sending are updated in place while other rows are lent (the
+ * parts of a combined push-and-pull: part k's reply on the wire while part k+1's
+ * push is applied); a push of a lent row moves the shard, whose lent rows stay
+ * as they were sent. At most LEND_SLOTS (64) runs of a buffer are lent at once:
+ * past that shard_lend answers NULL (the caller copies), and an ended lend frees
+ * its slot. */
+START_TEST(dense_lend_disjoint_in_place)
+{
+    shard_init z = {INIT_CONST, 1.0f, 3};
+    shard *s = dense_shard(0, 4000, 2, &SUM, &z);
+    float g[8000], out[8000];
+    for (int i = 0; i < 8000; i++)
+        g[i] = 1.0f;
+    void *tok[65];
+    const float *lent = shard_lend(s, 0, 1000, &tok[0]); /* rows 0..999 on the wire */
+    const float *before = shard_dense_values(s);
+    ck_assert_ptr_eq(lent, before);
+    ck_assert_int_eq(shard_push(s, NULL, 1000, 1000, g), 0); /* rows 1000..1999: not lent */
+    ck_assert_ptr_eq(shard_dense_values(s), before);
+    uint64_t lends, moves;
+    shard_lend_stats(s, &lends, &moves);
+    ck_assert_uint_eq(lends, 1);
+    ck_assert_uint_eq(moves, 0);
+    shard_pull(s, NULL, 1000, 1, out);
+    ck_assert(out[0] == 2.0f && out[1] == 2.0f);
+    ck_assert_int_eq(shard_push(s, NULL, 999, 2, g), 0); /* row 999 is lent: moves */
+    ck_assert_ptr_ne(shard_dense_values(s), before);
+    shard_lend_stats(s, &lends, &moves);
+    ck_assert_uint_eq(moves, 1);
+    for (int i = 0; i < 2000; i++)
+        LOOP_ASSERT(lent[i] == 1.0f, "lent value %d changed to %g", i, (double)lent[i]);
+    shard_pull(s, NULL, 998, 3, out);
+    ck_assert(out[0] == 1.0f && out[2] == 2.0f && out[4] == 3.0f);
+    shard_lend_end(NULL, tok[0]); /* the old buffer is freed here (ASan checks) */
+    /* the slots: 64 lends of the new buffer, then none; one ended frees one */
+    for (int i = 0; i < 64; i++)
+        ck_assert_ptr_nonnull(shard_lend(s, (uint64_t)i * 10, 10, &tok[i]));
+    ck_assert_ptr_null(shard_lend(s, 3000, 10, &tok[64]));
+    shard_lend_end(NULL, tok[5]);
+    ck_assert_ptr_nonnull(shard_lend(s, 3000, 10, &tok[5]));
+    before = shard_dense_values(s);
+    ck_assert_int_eq(shard_push(s, NULL, 3010, 990, g), 0); /* past every lend: in place */
+    ck_assert_ptr_eq(shard_dense_values(s), before);
+    for (int i = 0; i < 64; i++)
+        shard_lend_end(NULL, tok[i]);
+    shard_destroy(&s);
 }
 END_TEST
 
@@ -619,6 +668,7 @@ Suite *shard_suite(void)
     tcase_add_test(dense, dense_momentum_state);
     tcase_add_test(dense, dense_ownership);
     tcase_add_test(dense, dense_lend_copy_on_write);
+    tcase_add_test(dense, dense_lend_disjoint_in_place);
     suite_add_tcase(s, dense);
     TCase *sparse = tcase_create("sparse");
     tcase_set_timeout(sparse, 30); /* 100k keys take well under a second, more under ASan */

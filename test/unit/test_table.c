@@ -152,10 +152,11 @@ static void change(int which, Pskv__TableOptions *o, const char **name)
     case 12: o->has_l1 = 1; o->l1 = 1e-3f; *name = "'l1'"; break;
     case 13: o->wire = "fp16"; *name = "'wire'"; break; /* base() is fp32 (absent) */
     case 14: o->has_bsp_mean_pushed = o->bsp_mean_pushed = 1; *name = "'bsp_mean_pushed'"; break;
+    case 15: o->consistency = "bsp"; *name = "'consistency' = async, open asked bsp"; break;
     default: ck_abort_msg("no case %d", which);
     }
 }
-enum { NCHANGES = 15 };
+enum { NCHANGES = 16 };
 
 START_TEST(reopen_mismatch)
 {
@@ -163,6 +164,10 @@ START_TEST(reopen_mismatch)
     Pskv__TableOptions o = base();
     char why[256];
     ck_assert_int_eq(open_full(ts, &o, why, sizeof why), 0);
+    if (_i % 2) { /* who opened it first, when the server knows (serve.c sets it) */
+        table *first = tables_find(ts, wire_table_id("emb"));
+        snprintf(first->opened_by, sizeof first->opened_by, "group A");
+    }
     Pskv__TableOptions c = base();
     const char *name = NULL;
     change(_i, &c, &name);
@@ -170,6 +175,8 @@ START_TEST(reopen_mismatch)
     ck_assert_msg(rc == -PSKV_EMISMATCH, "change %s: rc %d (%s)", name, rc, why);
     ck_assert_msg(strstr(why, name) != NULL, "'%s' does not name %s", why, name);
     ck_assert_msg(strstr(why, "emb") != NULL, "'%s' does not name the table", why);
+    ck_assert_msg(!(_i % 2) == !strstr(why, " (first opened by group A)"),
+                  "'%s': the first opener named or not as known", why);
     /* The existing table is untouched. */
     ck_assert_uint_eq(tables_count(ts), 1);
     table *t = tables_find(ts, wire_table_id("emb"));

@@ -97,6 +97,63 @@ START_TEST(gp_finds_quadratic_optimum)
 }
 END_TEST
 
+/* y varies along dimension 0 only: the fit must give dimension 1 the longer
+ * length scale, and the batched prediction must equal the single one; at 150
+ * points (the shape fitted on a subset of 100) as at 20 */
+static void flat_dimension(int n)
+{
+    double x[300], y[150];
+    for (int i = 0; i < n; i++) {
+        x[2 * i] = suggest_uniform(3, (uint64_t)i, 0);
+        x[2 * i + 1] = suggest_uniform(3, (uint64_t)i, 1);
+        y[i] = sin(6 * x[2 * i]);
+    }
+    tune_gp *g = gp_new(n, 2, x, y, 0, 0, 0);
+    ck_assert_ptr_nonnull(g);
+    ck_assert_msg(gp_ell_dim(g, 1) > 2 * gp_ell_dim(g, 0), "ell %g, %g", gp_ell_dim(g, 0),
+                  gp_ell_dim(g, 1));
+    double q[6] = {0.1, 0.9, 0.5, 0.5, 0.77, 0.02}, mu[3], var[3];
+    ck_assert_int_eq(gp_predict_many(g, 3, q, mu, var), 0);
+    for (int c = 0; c < 3; c++) {
+        double m1, v1;
+        gp_predict(g, q + 2 * c, &m1, &v1);
+        ck_assert_double_eq_tol(mu[c], m1, 1e-9);
+        ck_assert_double_eq_tol(var[c], v1, 1e-9);
+        ck_assert_double_eq_tol(mu[c], sin(6 * q[2 * c]), 0.1);
+    }
+    gp_destroy(&g);
+}
+
+START_TEST(gp_many_equals_one_and_ard_finds_the_flat_dimension)
+{
+    flat_dimension(20);
+    flat_dimension(150);
+}
+END_TEST
+
+START_TEST(gp_never_repeats_a_discrete_point)
+{
+    /* 24 points of choices: 24 GP suggestions (one pending each time) are 24
+     * different points, whatever the objective says */
+    tune_space s;
+    char err[256];
+    ck_assert_int_eq(space_parse(&s, "--lr choice 1 2 3 4\n--momentum choice 0 0.5 0.9\n"
+                                     "--hidden choice 64 256\n",
+                                 know, err, sizeof err),
+                     0);
+    double x[24 * 3], y[24];
+    for (int i = 0; i < 24; i++) {
+        suggest_obs o = {i, x, y};
+        ck_assert_int_eq(suggest_point(&s, ALGO_GP, 5, i, 3, &o, x + 3 * i), 0);
+        for (int j = 0; j < i; j++)
+            ck_assert_msg(memcmp(x + 3 * i, x + 3 * j, sizeof(double) * 3) != 0,
+                          "trial %d repeats trial %d", i, j);
+        y[i] = i % 5 == 4 ? NAN : -fabs(x[3 * i] - 0.6) - (x[3 * i + 1] > 0.7); /* pending */
+    }
+    space_free(&s);
+}
+END_TEST
+
 START_TEST(grid_covers_its_grid)
 {
     tune_space s;
@@ -278,6 +335,8 @@ Suite *tune_suite(void)
     tcase_add_test(tc, gp_two_points_closed_form);
     tcase_add_test(tc, ei_closed_form);
     tcase_add_test(tc, gp_finds_quadratic_optimum);
+    tcase_add_test(tc, gp_many_equals_one_and_ard_finds_the_flat_dimension);
+    tcase_add_test(tc, gp_never_repeats_a_discrete_point);
     tcase_add_test(tc, grid_covers_its_grid);
     tcase_add_test(tc, random_is_a_stream_per_trial);
     tcase_add_test(tc, space_refusals_name_the_line);

@@ -67,6 +67,7 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
     if (!w)
         return -PSKV_ENOMEM;
     snprintf(w->ns, sizeof w->ns, "%s", ns);
+    snprintf(w->group, sizeof w->group, "%s", group);
     w->quota_bytes = cfg.quota_bytes;
     w->traffic_mu_ok = pthread_mutex_init(&w->traffic_mu, NULL) == 0;
     w->window = cfg.window;
@@ -147,14 +148,12 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
     /* a worker joining a running job (its rank died and it took it over) counts
      * barriers on from the job's and starts at the slowest live worker's clock */
     w->barrier_seq = w->barrier_done = w->mb.barriers_done;
-    for (size_t i = 0; i < w->mb.view->n_nodes && !w->evaluator; i++) {
-        const Pskv__Node *n = w->mb.view->nodes[i];
-        if (n->role == PSKV__ROLE__WORKER && n->rank == w->mb.rank && n->id < w->mb.node_id)
-            w->took_over = 1;
-    }
     int64_t slowest = -1;
     for (size_t i = 0; i < w->mb.view->n_nodes; i++) {
         const Pskv__Node *n = w->mb.view->nodes[i];
+        if (n->role == PSKV__ROLE__WORKER && n->rank == w->mb.rank && n->id < w->mb.node_id &&
+            !w->evaluator)
+            w->took_over = 1;
         if (n->role == PSKV__ROLE__WORKER && n->id != w->mb.node_id && n->alive &&
             n->state && strcmp(n->state, "finished") && (slowest < 0 || n->clock < slowest))
             slowest = n->clock;

@@ -328,19 +328,26 @@ int64_t pskv_pushpull(pskv_worker *w, int table, const uint64_t *keys, size_t nk
 {
     if (!w)
         return -PSKV_EINVAL;
-    if (!grad || !out || (flags & ~PSKV_PP_CLOCK))
+    if (!grad || !out || (flags & ~(PSKV_PP_CLOCK | PSKV_PP_NOCOPY)))
         return wst_error(w, PSKV_EINVAL, "pushpull: %s", !grad ? "no gradient" : !out
                          ? "no output array" : "unknown flags");
     int err = 0;
     tbl *t = wplan_check_table(w, table, keys, nkeys, &err);
     if (!t)
         return err;
+    size_t floats = nkeys * t->width;
+    /* a lent gradient is read by ZeroMQ while replies write out */
+    if ((flags & PSKV_PP_NOCOPY) && (uintptr_t)out < (uintptr_t)(grad + floats) &&
+        (uintptr_t)grad < (uintptr_t)(out + floats))
+        return wst_error(w, PSKV_EINVAL, "pushpull on table '%s' with PSKV_PP_NOCOPY: out "
+                         "overlaps grad (sent from where it is)", t->name);
     if (t->fs.n || t->wire || t->kkt || w->shm)
         return wst_error(w, PSKV_EINVAL, "pushpull on table '%s': not yet with %s; push, then "
                          "pull", t->name, w->shm ? "--shm" : t->wire ? "a 16-bit wire"
                          : "wire filters");
     int64_t ts = submit(w, REQ_PUSH, table, keys, nkeys, grad, out,
-                        SUBMIT_PP | (flags & PSKV_PP_CLOCK ? SUBMIT_PP_CLOCK : 0));
+                        SUBMIT_PP | (flags & PSKV_PP_CLOCK ? SUBMIT_PP_CLOCK : 0) |
+                            (flags & PSKV_PP_NOCOPY ? SUBMIT_LEND : 0));
     int rc;
     if (ts >= 0 && (flags & PSKV_PP_CLOCK) && (rc = pskv_clock(w)) < 0)
         return rc; /* the request goes on: pskv_wait_all ends it */
@@ -520,6 +527,7 @@ int pskv_table_open(pskv_worker *w, const char *name, const pskv_table_opts *o_i
         m.has_table_id = 1;
         m.table_id = id;
         m.table = &to;
+        m.group = *w->group ? w->group : NULL; /* a refusal names it */
         rc = wsend_part(w, r, pi, &m, NULL, NULL);
         if (rc < 0) {
             wreq_fail(w, r, rc);

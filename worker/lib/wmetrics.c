@@ -4,6 +4,7 @@
 #include "metrics.h"
 
 static met_series *late, *clock_now, *ar_bytes;
+static met_series *bal_batch, *bal_us, *st_first, *st_last, *st_ms; /* on first use */
 
 void wmet_table(tbl *t)
 {
@@ -65,3 +66,33 @@ void wmet_worker(const pskv_worker *w)
 }
 
 void wmet_allreduce_sent(uint64_t bytes) { metrics_add(ar_bytes, (double)bytes); }
+
+void wmet_balance(int batch, double us_per_example)
+{
+    if (!bal_batch) {
+        bal_batch = metrics_series("pskv_worker_batch", MET_GAUGE,
+                                   "--balance batch: this worker's share of the global batch "
+                                   "(examples a step).", NULL, NULL);
+        bal_us = metrics_series("pskv_worker_us_per_example", MET_GAUGE,
+                                "--balance batch: this worker's latest measured compute time "
+                                "per example (us; 0 = not measured).", NULL, NULL);
+    }
+    metrics_set(bal_batch, batch);
+    metrics_set(bal_us, us_per_example);
+}
+
+void wmet_stage(int first, int last, double ms_per_micro)
+{
+    if (!st_first) {
+        st_first = metrics_series("pskv_stage_first_layer", MET_GAUGE,
+                                  "--balance stages: this stage's first layer.", NULL, NULL);
+        st_last = metrics_series("pskv_stage_last_layer", MET_GAUGE,
+                                 "--balance stages: this stage's last layer.", NULL, NULL);
+        st_ms = metrics_series("pskv_stage_ms_per_micro", MET_GAUGE,
+                               "--balance stages: this stage's latest time per micro-batch "
+                               "(ms; 0 = not measured).", NULL, NULL);
+    }
+    metrics_set(st_first, first);
+    metrics_set(st_last, last);
+    metrics_set(st_ms, ms_per_micro);
+}

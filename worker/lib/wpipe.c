@@ -13,6 +13,7 @@
 #include "secure.h"
 #include "timeutil.h"
 #include "wire.h"
+#include "wmetrics.h"
 #include "wpeer.h"
 #include "wpump.h"
 
@@ -201,6 +202,7 @@ void pskv_set_stage_layers(pskv_worker *w, int first, int last, float ms_per_mic
         return;
     memcpy(&bits, &ms_per_micro, sizeof bits);
     atomic_store(&w->stage_bal, (uint64_t)((uint32_t)first << 16 | (uint32_t)(last + 1)) << 32 | bits);
+    wmet_stage(first, last, ms_per_micro);
 }
 
 void pskv_set_balance(pskv_worker *w, int batch, float us_per_example)
@@ -210,4 +212,5 @@ void pskv_set_balance(pskv_worker *w, int batch, float us_per_example)
         return;
     memcpy(&bits, &us_per_example, sizeof bits);
     atomic_store(&w->balance, (uint64_t)(uint32_t)batch << 32 | bits);
+    wmet_balance(batch, us_per_example);
 }

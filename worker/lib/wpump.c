@@ -264,6 +264,10 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
         p->pp_reply = 1; /* the part ends now, or with the PUSH_ACK the reply announces */
         if (m->has_pull_after && m->pull_after && !p->pp_acked && !r->err)
             return;
+    } else if (r->pp && m->type == PSKV__MSG_TYPE__PULL_REPLY) {
+        /* the reply to the other send of a part asked again (silent_part), while the
+         * part waits for its PUSH_ACK: the values written stand (not a protocol error) */
+        return;
     } else if (r->type == REQ_PULL) {
         pull_reply(w, r, p, msg, s);
     } else {

@@ -307,6 +307,8 @@ struct pskv_worker {
     int64_t wclocks_ts;     /* the pull they are of */
     int evaluator;          /* registered as the evaluator role */
     char ns[65];            /* pskv_config.table_namespace: tables open as ns/NAME ("" = as is) */
+    char group[65];         /* pskv_config.group ("" = unnamed): sent with each TABLE_OPEN,
+                               whose refusal names it */
     uint64_t quota_bytes;   /* pskv_config.quota_bytes: sent with each TABLE_OPEN */
     int took_over;          /* registered to take over the rank of a dead worker
                                (its first view lists an older node of this rank) */

@@ -1,6 +1,7 @@
 /* --app bench: push/pull step time for one value size on a dense table.
- * Pushes go without a copy (pskv_push_nocopy: the values array is the same every
- * step and waited for), or with --push copy through pskv_push.
+ * Pushes go without a copy (pskv_push_nocopy, pskv_pushpull with PSKV_PP_NOCOPY:
+ * the values array is the same every step and waited for), or with --push copy
+ * through pskv_push (pskv_pushpull without the flag).
  *   serial:    push, wait for its ack, then pull, wait
  *   pipelined: push and pull of the same keys back to back, one wait for both
  *              (the pull is sent after the push on the same connection, so the
@@ -81,8 +82,8 @@ static int step(pskv_worker *w, int t, uint64_t n, const float *g, float *out, i
                 int64_t *ring, long s)
 {
     int rc;
-    if (m == PUSHPULL) { /* one round trip: the push and the rows after it */
-        int64_t tpp = pskv_pushpull(w, t, NULL, n, g, out, 0);
+    if (m == PUSHPULL) { /* one round trip: the push (lent as the others') and the rows */
+        int64_t tpp = pskv_pushpull(w, t, NULL, n, g, out, copy ? 0 : PSKV_PP_NOCOPY);
         return tpp < 0 ? (int)tpp : pskv_wait(w, tpp, wait_ms);
     }
     if (m == STREAM && ring[s % STREAM_DEPTH] > 0 &&

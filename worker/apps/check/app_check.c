@@ -184,17 +184,20 @@ static int push_round(ck *c, int k)
     return (t = pskv_push(c->w, c->ts, ok, OWN_KEYS, ov)) < 0 ? (int)t : 0;
 }
 
-/* --pull pushpull: round k's dense run pushed with pskv_pushpull, ending the clock,
- * into the same array (the gradient is copied first); the values after it checked
+/* --pull pushpull: round k's dense run pushed with pskv_pushpull, ending the clock:
+ * with --push nocopy from its own array, lent (PSKV_PP_NOCOPY), into dv; else into
+ * the same array (the gradient is copied first). The values after it checked
  * against the model's promise for clock k + 1 (bsp: exactly rounds <= k; ssp:T:
  * between k + 1 - T and k + T + 2 rounds; async: unchecked until the final sums).
  * Returns 0 or a negated error. */
 static int pushpull_round(ck *c, int k)
 {
+    float *g = c->dn ? c->dn : c->dv;
     for (uint64_t i = 0; i < c->n; i++)
         for (int q = 0; q < DW; q++)
-            c->dv[i * DW + q] = dense_inc(c->r, k, i, q);
-    int64_t t = pskv_pushpull(c->w, c->td, NULL, c->n, c->dv, c->dv, PSKV_PP_CLOCK);
+            g[i * DW + q] = dense_inc(c->r, k, i, q);
+    int64_t t = pskv_pushpull(c->w, c->td, NULL, c->n, g, c->dv,
+                              PSKV_PP_CLOCK | (c->dn ? PSKV_PP_NOCOPY : 0));
     int rc = t < 0 ? (int)t : pskv_wait(c->w, t, 120000);
     if (rc < 0)
         return rc;
@@ -436,6 +439,12 @@ static int nan_push(ck *c)
     if ((rc = ck_pull_wait(c->w, c->td, &k0, 1, before_v)) < 0)
         return ck_fail(c->w, "pull before the NaN push", rc);
     float out_v[DW] = {-7.0f, -7.0f, -7.0f}; /* --pull pushpull: must stay as it is */
+    if (c->pp) { /* a lent gradient with the output over it: refused, nothing sent */
+        int64_t bad = pskv_pushpull(c->w, c->td, &k0, 1, nanv, nanv, PSKV_PP_NOCOPY);
+        if (bad != -PSKV_EINVAL || !strstr(pskv_last_error(c->w), "overlaps grad"))
+            ck_mismatch(c, "pushpull with PSKV_PP_NOCOPY into its own gradient returned %lld "
+                        "(%s), not -PSKV_EINVAL", (long long)bad, pskv_last_error(c->w));
+    }
     int64_t tp = c->pp ? pskv_pushpull(c->w, c->td, &k0, 1, nanv, out_v, c->bsp ? PSKV_PP_CLOCK : 0)
                        : pskv_push(c->w, c->td, &k0, 1, nanv);
     if (c->bsp && tp >= 0 && !c->pp)

@@ -55,7 +55,8 @@ const cfg_entry apptab_check_flags[] = {
      "allreduce-check: floats per all-reduce (each rank may give its own: a mismatch fails)",
      0, 0, NULL, NULL},
     {"push", CFG_STR, "nocopy", "PSKV_WORKER_PUSH", 1, 0, NULL,
-     "bench and check: a dense run is pushed with nocopy (pskv_push_nocopy) or copy (pskv_push); "
+     "bench and check: a dense run is pushed with nocopy (pskv_push_nocopy; bench's pushpull "
+     "with PSKV_PP_NOCOPY) or copy (pskv_push; pskv_pushpull without it); "
      "check also buffer (pskv_push_buffer: with --shm and one server, written straight "
      "into the region the server reads)", 0, 0, NULL, NULL},
     {"pull", CFG_STR, "copy", "PSKV_WORKER_PULL", 1, 0, NULL,

@@ -93,12 +93,13 @@ int app_synth(pskv_worker *w, cfg_entry *cfg)
         return 1;
     }
     for (int e = 1; e <= epochs; e++) {
-        for (int64_t until = tu_now_ms() + step_ms; tu_now_ms() < until;) {
+        for (int64_t until = tu_now_ms() + step_ms, left; (left = until - tu_now_ms()) > 0;) {
             if (app_stop_signal)
                 return app_stopped("synth");
             if (synth_stopped(w, base + e))
                 return 0;
-            struct timespec ts = {0, 5 * 1000000L};
+            /* 5 ms looks, the last one only as long as the epoch has left */
+            struct timespec ts = {0, (left < 5 ? left : 5) * 1000000L};
             nanosleep(&ts, NULL);
         }
         if (app_stop_signal)

@@ -153,7 +153,9 @@ static int evaluate(run *r, double epoch, int64_t step)
                                           ? (total - r->last_samples) / (train_s - r->last_train_s)
                                           : 0,
                      .auc = NAN,
-                     .clipped_steps = r->clip > 0 ? (int64_t)clipped : -1};
+                     .clipped_steps = r->clip > 0 ? (int64_t)clipped : -1,
+                     .train_time = train_s,
+                     .samples = total};
     pskv_traffic tr;
     if (step > 0 && pskv_traffic_get(r->w, -1, &tr) == 0)
         l.bytes_per_step = (double)(tr.sent + tr.received) / (double)step;
@@ -192,7 +194,8 @@ static int read_options(run *r)
     r->freeze_after = cfg_int(cfg, "freeze-after");
     r->digests = (int)cfg_int(cfg, "print-digests");
     r->estimate = (int)cfg_int(cfg, "estimate");
-    int rc = balance_new(cfg, pskv_rank(r->w), pskv_num_workers(r->w), &r->bal);
+    int rc = balance_new(cfg, pskv_rank(r->w), pskv_num_workers(r->w), pskv_took_over(r->w),
+                         &r->bal);
     return rc ? rc : straggle_init(&r->sg, cfg, r->seed, pskv_rank(r->w));
 }
 
@@ -470,32 +473,46 @@ static void reposition(run *r, int64_t step)
         balance_start(r->bal, step);
 }
 
+#define RESYNCED (-1)
+/* --sync allreduce, after an all-reduce failed with -PSKV_EPEERDEAD (the step's,
+ * or --balance's speeds after it): waits for a worker to take the dead rank over
+ * and goes on, with every rank, from the servers' copy. Returns RESYNCED, or 1
+ * after saying why. */
+static int resync(run *r)
+{
+    int64_t s;
+    int rc = train_ar_recover(r->ar, r->w, r->t, r->wbuf, &s);
+    if (rc < 0)
+        return fail(r->w, "all-reduce: no worker took the dead rank over", rc);
+    reposition(r, s);
+    return RESYNCED;
+}
+
 /* Pushes the gradient and clocks, then makes wts the next step's weights:
  * with --prefetch, the view pulled last step (and the next one sent); without, a
  * pull into wbuf waited for here. Returns 0, 1 after saying why, or
  * RESYNCED (--sync allreduce: a worker died, and a new one took its rank over:
  * every rank goes on from the servers' copy, r->step). */
-#define RESYNCED (-1)
 static int exchange(run *r)
 {
     int rc;
-    int64_t c2 = tu_now_ns(), s;
+    int64_t c2 = tu_now_ns();
+    /* --balance, a worker taking a dead rank back: its clock alone (balance.h) */
+    int push = balance_pushes(r->bal);
     if (r->ar) { /* the mean gradient, applied here: wbuf stays the weights */
         rc = train_ar_step(r->ar, r->w, r->t, r->grad, r->wbuf);
-        if (rc == -PSKV_EPEERDEAD) {
-            if ((rc = train_ar_recover(r->ar, r->w, r->t, r->wbuf, &s)) < 0)
-                return fail(r->w, "all-reduce: no worker took the dead rank over", rc);
-            reposition(r, s);
-            return RESYNCED;
-        }
+        if (rc == -PSKV_EPEERDEAD)
+            return resync(r);
         if (rc < 0)
             return fail(r->w, "all-reduce", rc);
         r->ns_push += tu_now_ns() - c2;
         return 0;
     }
-    if (r->pp) { /* one round trip: the push, the clock and the weights after it */
+    if (r->pp && push) { /* one round trip: the push, the clock and the weights after it */
         int64_t tq = pskv_pushpull(r->w, r->t, NULL, r->P, r->grad, r->wbuf, PSKV_PP_CLOCK);
         int64_t c3 = tu_now_ns();
+        if (tq >= 0 && (rc = balance_pull_send(r->bal, r->w)) < 0)
+            return fail(r->w, "--balance: sharing the speeds", rc);
         if (tq < 0 || (rc = pskv_wait(r->w, tq, TMO)) < 0)
             return fail(r->w, "pushpull", tq < 0 ? (int)tq : rc);
         r->ns_push += c3 - c2;
@@ -504,14 +521,17 @@ static int exchange(run *r)
     }
     /* without a copy: a push buffer is the library's from here; gbuf stays as it is
      * until take_grad waits for this push */
-    int64_t tp = r->pbufs ? pskv_push_buffer_send(r->w, r->t, NULL, r->P, r->grad)
-                          : lscale_push(&r->ls, r->w, r->t, r->grad, r->P); /* 0: skipped */
+    int64_t tp = !push     ? 0
+                 : r->pbufs ? pskv_push_buffer_send(r->w, r->t, NULL, r->P, r->grad)
+                            : lscale_push(&r->ls, r->w, r->t, r->grad, r->P); /* 0: skipped */
     if (tp < 0)
         return fail(r->w, "push", (int)tp);
     if (!r->pbufs)
         r->gpush[r->gi] = tp;
     if ((rc = pskv_clock(r->w)) < 0)
         return fail(r->w, "clock", rc);
+    if ((rc = balance_pull_send(r->bal, r->w)) < 0)
+        return fail(r->w, "--balance: sharing the speeds", rc);
     int64_t c3 = tu_now_ns();
     if (r->overlap) {
         /* the next step's view, sent during this step's compute; and the previous
@@ -586,6 +606,10 @@ static int train_loop(run *r)
     int rc = first_pull(r);
     if (rc)
         return rc;
+    /* --balance, a worker that took a dead rank over: at the others' step (its
+     * clock, moved up by the first pull), the rows of which every rank agrees on */
+    if (r->bal && !r->ar && pskv_took_over(r->w) && pskv_current_clock(r->w) > r->step)
+        r->step = pskv_current_clock(r->w);
     int64_t s = r->step;
     if (r->ar && (rc = train_ar_begin(r->ar, r->w, r->t, r->wbuf, &s)) < 0)
         return fail(r->w, "the servers' copy of the weights", rc);
@@ -599,8 +623,8 @@ static int train_loop(run *r)
             return app_stopped("train");
         int64_t in_epoch = r->step % r->steps_per_epoch;
         int epoch = (int)(r->step / r->steps_per_epoch);
-        if (in_epoch == 0 || r->epoch_steps == 0)
-            new_epoch(r, epoch);
+        if (in_epoch == 0 || r->epoch_steps == 0 || epoch >= r->shuffled)
+            new_epoch(r, epoch); /* also a bsp worker that skipped into a later epoch */
         int64_t cb = 0, cc = 0;
         if ((rc = take_grad(r)) != 0)
             return rc;
@@ -623,8 +647,12 @@ static int train_loop(run *r)
             continue;
         if (rc != 0)
             return rc;
-        if (r->bal && (rc = balance_after(r->bal, r->w, r->rep, r->step)) < 0)
-            return fail(r->w, "--balance: sharing the speeds", rc);
+        if (r->bal && (rc = balance_after(r->bal, r->w, r->rep, r->step)) < 0) {
+            /* a death seen in the speeds' all-reduce: recovered as in the step's */
+            if (rc == -PSKV_EPEERDEAD && r->ar && (rc = resync(r)) == RESYNCED)
+                continue;
+            return rc == 1 ? rc : fail(r->w, "--balance: sharing the speeds", rc);
+        }
         r->ns_batch += cb;
         r->ns_compute += cc;
         r->nsteps++;
@@ -796,7 +824,10 @@ int app_train(pskv_worker *w, cfg_entry *cfg)
     if ((rc = load_data(&r)) || (rc = open_tables(&r)) || (rc = alloc_buffers(&r)) ||
         (rc = app_train_init_from(w, cfg, r.t, r.rank, r.train.dim, r.hidden, r.P)))
         return rc;
-    if ((rc = pskv_barrier(w, TMO)) < 0)
+    /* a worker that took a dead rank over under --sync ps joins a running job: the
+     * others passed this barrier long ago and meet no other before the end (with
+     * --sync allreduce this is the barrier of their train_ar_recover) */
+    if ((r.ar || !pskv_took_over(w)) && (rc = pskv_barrier(w, TMO)) < 0)
         return fail(w, "barrier before training", rc);
     if ((rc = plan(&r)))
         return rc;

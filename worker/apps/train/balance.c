@@ -30,11 +30,17 @@ struct balance {
      * a worker's death is seen, the same clock, by every survivor (balance.h) */
     int ps, tab;           /* table handle (ps) */
     char tname[96];
-    float *cnt, *prev;     /* 3W: the table pulled now, and the step before */
+    float *cnt, *prev;     /* 4W: the table pulled now, and the step before */
+    char *live;            /* W: the ranks that pushed in the clock just pulled */
     int pulled;            /* prev holds a pull */
     float sent;            /* this rank's slot as last pushed */
     int64_t push;          /* the last push to the table, waited for at the next */
+    int64_t pull;          /* the table's pull sent after this step's clock, 0: none */
     float mine;            /* this step's time per example, 0: not measured */
+    /* a worker that took a dead one's rank over: no rows and no gradient pushed
+     * (its clocks only) until every rank puts it back in the split, at its second
+     * pull of the table (balance.h); join: its first push (the table's join slot) */
+    int joining, join;
 };
 
 
@@ -119,7 +125,7 @@ static int check_flags(cfg_entry *cfg, int W, const char *mode)
     return bad ? 2 : 0;
 }
 
-int balance_new(cfg_entry *cfg, int rank, int W, balance **out)
+int balance_new(cfg_entry *cfg, int rank, int W, int took_over, balance **out)
 {
     *out = NULL;
     const char *mode = cfg_str(cfg, "balance");
@@ -140,9 +146,10 @@ int balance_new(cfg_entry *cfg, int rank, int W, balance **out)
     snprintf(b->tname, sizeof b->tname, "%s.balance", cfg_str(cfg, "app"));
     b->split = balsplit_new(W, b->B);
     b->ex = calloc((size_t)W, sizeof *b->ex);
-    b->cnt = calloc(3 * (size_t)W, sizeof *b->cnt);
-    b->prev = calloc(3 * (size_t)W, sizeof *b->prev);
-    if (!b->split || !b->ex || !b->cnt || !b->prev) {
+    b->cnt = calloc(4 * (size_t)W, sizeof *b->cnt);
+    b->prev = calloc(4 * (size_t)W, sizeof *b->prev);
+    b->live = calloc((size_t)W, 1);
+    if (!b->split || !b->ex || !b->cnt || !b->prev || !b->live) {
         balance_destroy(&b);
         return 1;
     }
@@ -151,7 +158,8 @@ int balance_new(cfg_entry *cfg, int rank, int W, balance **out)
         return rc;
     }
     const char *log = cfg_str(cfg, "balance-log");
-    if (rank == 0 && *log && !(b->log = fopen(log, "w"))) {
+    /* a worker that took rank 0 over goes on with the dead one's log */
+    if (rank == 0 && *log && !(b->log = fopen(log, took_over ? "a" : "w"))) {
         fprintf(stderr, "train: --balance-log %s: cannot write it\n", log);
         balance_destroy(&b);
         return 2;
@@ -165,17 +173,13 @@ int balance_open(balance *b, pskv_worker *w)
 {
     if (!b->ps)
         return 0;
-    if (pskv_took_over(w)) {
-        fprintf(stderr, "train: --balance batch with --sync ps: this worker took a dead "
-                "worker's rank over, but the others gave that rank's batch to themselves "
-                "when it died; start the job again to balance over more workers\n");
-        return 2;
-    }
-    /* per rank: its last time per example, its clocks pushed, its clocks measured */
+    b->joining = b->join = pskv_took_over(w);
+    /* per rank: its last time per example, its clocks pushed, its clocks measured,
+     * its incarnations' first clocks (joins) */
     pskv_table_opts o;
     pskv_table_opts_init(&o);
     o.kind = PSKV_DENSE;
-    o.size = 3 * (uint64_t)b->W;
+    o.size = 4 * (uint64_t)b->W;
     o.updater = "sum";
     o.consistency = "bsp";
     b->tab = pskv_table_open(w, b->tname, &o);
@@ -225,7 +229,13 @@ void balance_start(balance *b, int64_t step)
         from_plan(b, step);
     else
         balsplit_even(b->split);
-    write_log(b, step);
+    if (!b->joining) /* a worker taking a rank back logs the split it is put in */
+        write_log(b, step);
+}
+
+int balance_pushes(const balance *b)
+{
+    return !b || !b->joining;
 }
 
 uint32_t balance_rows(const balance *b, int64_t in_epoch, uint32_t n, uint32_t *first,
@@ -234,7 +244,7 @@ uint32_t balance_rows(const balance *b, int64_t in_epoch, uint32_t n, uint32_t *
     uint64_t g = (uint64_t)in_epoch * (uint64_t)b->B, off = g;
     for (int i = 0; i < b->rank; i++)
         off += (uint64_t)b->cur[i];
-    uint64_t end = off + (uint64_t)b->cur[b->rank];
+    uint64_t end = off + (b->joining ? 0 : (uint64_t)b->cur[b->rank]);
     *first = (uint32_t)(off < n ? off : n);
     *count = (uint32_t)((end < n ? end : n) - *first);
     uint64_t gend = g + (uint64_t)b->B;
@@ -279,36 +289,72 @@ int balance_push(balance *b, pskv_worker *w, int64_t step, uint32_t count, int64
                   ? (float)((double)ns / 1e3 / count) : 0;
     if (b->mode == BAL_FIXED || !b->ps)
         return 0;
-    uint64_t keys[3] = {(uint64_t)b->rank, (uint64_t)(b->W + b->rank),
-                        (uint64_t)(2 * b->W + b->rank)};
-    float v[3] = {b->mine > 0 ? b->mine - b->sent : 0, 1, b->mine > 0};
+    uint64_t keys[4] = {(uint64_t)b->rank, (uint64_t)(b->W + b->rank),
+                        (uint64_t)(2 * b->W + b->rank), (uint64_t)(3 * b->W + b->rank)};
+    float v[4] = {b->mine > 0 ? b->mine - b->sent : 0, 1, b->mine > 0, (float)b->join};
     int rc;
     if (b->push > 0 && (rc = pskv_wait(w, b->push, TMO)) < 0 && rc != -PSKV_ELATE)
         return rc;
-    b->push = pskv_push(w, b->tab, keys, 3, v);
+    b->push = pskv_push(w, b->tab, keys, 4, v);
     if (b->push < 0)
         return (int)b->push;
+    b->join = 0;
     if (b->mine > 0)
         b->sent = b->mine;
     return 0;
 }
 
 /* --sync ps, after clock `step` closed: the speeds table holds every clock up to
- * it, the same on every rank, so the ranks that did not push in clock `step`
- * (dead: a bsp clock closes without a worker only once it is declared dead) are
- * dropped by all alike, and the others' times of this step feed the window.
- * Returns 1 when the split changed, 0, or a negated error of the pull. */
+ * it, the same on every rank. The ranks that pushed in clock `step` are live,
+ * less those for which it was a first clock (a worker that took a dead rank over:
+ * its join; it cannot act on a baseline pull): a rank left out (dead: a bsp
+ * clock closes without a worker only once it is declared dead) is dropped by all
+ * alike; a dropped rank live again, or this worker's own first pull after its
+ * join, puts the batches even over the live ranks, every rank alike (2). The
+ * others' times of this step feed the window. Returns 2, 1 when the split
+ * changed otherwise, 0, or a negated error of the pull. */
 static int pull_ps(balance *b, pskv_worker *w, int64_t step)
 {
     int W = b->W, rc;
-    int64_t tp = pskv_pull(w, b->tab, NULL, 3 * (size_t)W, b->cnt);
+    int64_t tp = b->pull > 0 ? b->pull : pskv_pull(w, b->tab, NULL, 4 * (size_t)W, b->cnt);
+    b->pull = 0;
     if (tp < 0 || (rc = pskv_wait(w, tp, TMO)) < 0)
         return tp < 0 ? (int)tp : rc;
-    int dropped = 0;
+    if (!b->pulled) { /* the first pull holds the clocks before this run: a baseline */
+        memcpy(b->prev, b->cnt, 4 * (size_t)W * sizeof *b->prev);
+        b->sent = b->cnt[b->rank]; /* a resumed job's table (or a dead worker's) holds an older time */
+        b->pulled = 1;
+        return 0;
+    }
+    int back = 0, dropped = 0, first = -1;
+    char names[256];
+    size_t nn = 0;
+    names[0] = '\0';
     for (int i = 0; i < W; i++) {
+        b->live[i] = b->cnt[W + i] > b->prev[W + i] && !(b->cnt[3 * W + i] > b->prev[3 * W + i]);
         b->ex[i] = b->cnt[2 * W + i] > b->prev[2 * W + i] ? b->cnt[i] : 0;
-        if (!b->pulled || balsplit_gone(b->split, i) || b->cnt[W + i] > b->prev[W + i] ||
-            !balsplit_drop(b->split, i))
+        first = first < 0 && b->live[i] ? i : first;
+        /* a rank back: one this rank had dropped, or this worker itself (its view
+         * of the others starts here) */
+        int is_back = b->live[i] && (balsplit_gone(b->split, i) || (b->joining && i == b->rank));
+        back += is_back;
+        if (is_back && nn < sizeof names - 16)
+            nn += (size_t)snprintf(names + nn, sizeof names - nn, "%s%d", nn ? "," : "", i);
+    }
+    memcpy(b->prev, b->cnt, 4 * (size_t)W * sizeof *b->prev);
+    if (back && balsplit_even_among(b->split, b->live) == 0) {
+        b->joining = 0;
+        b->last_change = step + 1; /* the worker back warms up like a fresh start */
+        if (b->rank == first) {
+            printf("balance: step %lld: rank %s taken back (it pushed in clock %lld); the "
+                   "batches even again over the %d live workers\n", (long long)step + 1, names,
+                   (long long)step, balsplit_live(b->split));
+            fflush(stdout);
+        }
+        return 2;
+    }
+    for (int i = 0; i < W; i++) {
+        if (balsplit_gone(b->split, i) || b->live[i] || !balsplit_drop(b->split, i))
             continue;
         dropped = 1;
         if (b->rank == balance_first_live(b)) {
@@ -318,15 +364,17 @@ static int pull_ps(balance *b, pskv_worker *w, int64_t step)
             fflush(stdout);
         }
     }
-    memcpy(b->prev, b->cnt, 3 * (size_t)W * sizeof *b->prev);
-    if (!b->pulled) { /* the first pull holds the clocks before this run: a baseline */
-        b->sent = b->cnt[b->rank]; /* a resumed job's table holds an older run's time */
-        b->pulled = 1;
-        return 0;
-    }
     if (dropped)
         return 1;
     return step >= b->last_change + WARMUP && balsplit_observe(b->split, b->ex);
+}
+
+int balance_pull_send(balance *b, pskv_worker *w)
+{
+    if (!b || !b->ps || b->mode == BAL_FIXED)
+        return 0;
+    b->pull = pskv_pull(w, b->tab, NULL, 4 * (size_t)b->W, b->cnt);
+    return b->pull < 0 ? (int)b->pull : 0;
 }
 
 int balance_after(balance *b, pskv_worker *w, report *rep, int64_t step)
@@ -337,10 +385,15 @@ int balance_after(balance *b, pskv_worker *w, report *rep, int64_t step)
         pskv_set_balance(w, b->cur[b->rank], 0);
         return 0;
     }
-    pskv_set_balance(w, b->cur[b->rank], b->mine > 0 ? b->mine : 0); /* pskvctl status, top */
+    pskv_set_balance(w, b->joining ? 0 : b->cur[b->rank], b->mine > 0 ? b->mine : 0); /* pskvctl status, top */
     if (b->ps) {
         if ((rc = pull_ps(b, w, step)) <= 0)
             return rc;
+        if (rc == 2) { /* even again, with a rank taken back: measured after a warm-up */
+            b->resplits++;
+            announce(b, rep, step + 1);
+            return 0;
+        }
     } else {
         if (step < b->last_change + WARMUP)
             return 0; /* every rank alike */
@@ -376,6 +429,7 @@ void balance_destroy(balance **b_p)
     free(b->ex);
     free(b->cnt);
     free(b->prev);
+    free(b->live);
     free(b);
     *b_p = NULL;
 }

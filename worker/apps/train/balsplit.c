@@ -85,6 +85,24 @@ void balsplit_even(balsplit *s)
     s->nobs = 0;
 }
 
+int balsplit_even_among(balsplit *s, const char *live)
+{
+    int n = 0, k = 0;
+    for (int i = 0; i < s->W; i++)
+        n += live[i] != 0;
+    if (n == 0)
+        return -1;
+    memset(s->pb, 0, (size_t)s->W * sizeof *s->pb);
+    memset(s->afit, 0, (size_t)s->W * sizeof *s->afit);
+    for (int i = 0; i < s->W; i++) {
+        s->gone[i] = !live[i];
+        s->cur[i] = live[i] ? s->B / n + (k++ < s->B % n) : 0;
+    }
+    s->nlive = n;
+    s->nobs = 0;
+    return 0;
+}
+
 void balsplit_set(balsplit *s, const int *batches)
 {
     memset(s->gone, 0, (size_t)s->W);

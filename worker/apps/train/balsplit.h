@@ -24,6 +24,12 @@ void balsplit_destroy(balsplit **s_p);
 /* Back to the even split (the first ranks one more), the window emptied. */
 void balsplit_even(balsplit *s);
 
+/* The even split over the workers whose live[i] is non-zero (the first of them
+ * one more), the others dropped (batch 0), the window and the step-time models
+ * emptied: what every rank computes alike when a worker takes a dead one's rank
+ * back. Returns 0, or -1 (nothing changed) when none is live. */
+int balsplit_even_among(balsplit *s, const char *live);
+
 /* The split given (W batches summing to B: the caller checked), the window emptied. */
 void balsplit_set(balsplit *s, const int *batches);
 

@@ -165,7 +165,9 @@ static void announce(pipebal *b, report *rep, int print, int64_t step, const int
 
 int pipebal_after(pipebal *b, pskv_worker *w, report *rep, int print, int64_t step, int *first)
 {
-    if ((step + 1) % PIPEBAL_WIN != 0)
+    /* the first call (the same step on every rank) pulls a baseline: the first
+     * decision comes at step 7 on the 7 steps after the run's first */
+    if (b->pulled && (step + 1) % PIPEBAL_WIN != 0)
         return 0;
     int rc, n = 2 * b->L + 2 * b->S;
     int64_t tp = pskv_pull(w, b->tab, NULL, (size_t)n, b->cnt);
@@ -177,9 +179,9 @@ int pipebal_after(pipebal *b, pskv_worker *w, report *rep, int print, int64_t st
     if (!ok)
         return 0;
     double before = stage_times(b, first, b->ms);
+    /* straight to the best cut under the model (each layer's cost x its stage's
+     * factor): a bad first split costs one window, not one per layer to move */
     pipesched_cut_speed(b->cost, b->L, b->S, b->factor, b->tgt);
-    for (int s = 1; s < b->S; s++) /* one layer per boundary per re-split, toward the target */
-        b->tgt[s] = first[s] + (b->tgt[s] > first[s]) - (b->tgt[s] < first[s]);
     double *ms = b->ms;
     double after = stage_times(b, b->tgt, ms);
     if (!(after <= PIPEBAL_GAIN * before)) {

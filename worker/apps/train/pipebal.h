@@ -7,13 +7,13 @@
  * micro-batch, per stage k its factor f_k (how much slower it runs a layer).
  * Share: every step each stage pushes, in the step's clock, its layers' costs and
  * its factor (with a count each) to a bsp `sum` table of 2L + 2S floats
- * (`pipeline-LAYERS-balance`); every 8 steps (steps 7, 15, ... of the job,
- * the same on every rank) every rank pulls it once the clock closed, so all hold
- * the same bits and take the same decision without a coordinator.
+ * (`pipeline-LAYERS-balance`); at the run's first step (a baseline) and every 8
+ * steps (steps 7, 15, ... of the job, the same on every rank) every rank pulls
+ * it once the clock closed, so all hold the same bits and take the same
+ * decision without a coordinator.
  * Decide: over the window since the last pull, c_l and f_k are the means; the
  * cut minimising the slowest stage's f_k x sum c_l (pipesched_cut_speed) is the
- * target, and each boundary moves at most one layer toward it per re-split, only
- * when that cuts the slowest stage's predicted time by 15% or more (no swing on
+ * target, and the boundaries move straight to it, only when that cuts the slowest stage's predicted time by 15% or more (no swing on
  * noise).
  * Hand-over: with --balance stages every layer is a table of its own
  * (`pipeline-LAYERS-lLofL`, weights and the servers' optimizer state), so a

@@ -97,6 +97,10 @@ void report_eval(report *r, const report_line *l)
         fprintf(r->f, ",\"clipped_steps\":%lld", (long long)l->clipped_steps);
     if (l->bytes_per_step > 0)
         fprintf(r->f, ",\"bytes_per_step\":%.0f", l->bytes_per_step);
+    if (l->train_time > 0)
+        fprintf(r->f, ",\"train_time\":%.3f", l->train_time);
+    if (l->samples > 0)
+        fprintf(r->f, ",\"samples\":%.0f", l->samples);
     if (l->loss_scale > 0)
         fprintf(r->f, ",\"loss_scale\":%g,\"skipped_steps\":%lld", l->loss_scale,
                 (long long)l->skipped_steps);

@@ -32,6 +32,8 @@ typedef struct report_line {
                               skipped_steps; 0 = none (both absent) */
     int64_t skipped_steps; /* steps skipped for inf/NaN in the mean gradient */
     int64_t opt_state;     /* --zero 1: this worker's optimizer-state floats; 0 = absent */
+    double train_time;     /* time less the evaluating worker's evaluations; 0 = absent */
+    double samples;        /* the whole job's samples trained so far, as last counted; 0 = absent */
 } report_line;
 
 typedef struct report report;

@@ -29,6 +29,15 @@ int straggle_init(straggle *s, cfg_entry *cfg, uint64_t seed, int rank)
     return 0;
 }
 
+/* Sleeps ns nanoseconds (to the ns, not rounded to a millisecond: a balanced
+ * straggler's step of a few examples computes for well under one). */
+static void sleep_ns(int64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
+    while (ns > 0 && nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
 int64_t straggle_after(straggle *s, int64_t compute_ns)
 {
     s->last = 1;
@@ -46,7 +55,7 @@ int64_t straggle_after(straggle *s, int64_t compute_ns)
         return 0;
     s->last = factor;
     int64_t z = tu_now_ns();
-    tu_sleep_ms((int64_t)((factor - 1) * (double)compute_ns / 1e6 + 0.5));
+    sleep_ns((int64_t)((factor - 1) * (double)compute_ns));
     return tu_now_ns() - z;
 }
 
@@ -54,8 +63,5 @@ void straggle_pass(const straggle *s, int64_t cpu_ns)
 {
     if (!(s->last > 1) || cpu_ns <= 0)
         return;
-    int64_t ns = (int64_t)((s->last - 1) * (double)cpu_ns);
-    struct timespec ts = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
+    sleep_ns((int64_t)((s->last - 1) * (double)cpu_ns));
 }

@@ -1,5 +1,6 @@
 /* straggle: a training worker made slow on purpose (--slowdown F: every step's
- * compute followed by a sleep of (F - 1) times it; --jitter P:F: with probability P
+ * compute followed by a sleep of (F - 1) times it, to the nanosecond: a slow
+ * machine of its own, holding no core of the shared host while it waits; --jitter P:F: with probability P
  * a step F times slower; --jitter alt:F: every other step F times slower, even
  * ranks on odd steps and odd ranks on even ones; all from the worker's step
  * --slowdown-after on), for the

@@ -48,6 +48,12 @@ void app_train_table_opts(cfg_entry *cfg, uint32_t dim, size_t P, pskv_table_opt
      * ring's) */
     o->wire = strcmp(cfg_str(cfg, "sync"), "ps") ? NULL : cfg_str(cfg, "wire");
     o->backup = (uint32_t)cfg_int(cfg, "backup");
+    /* --balance batch or fixed under bsp: a clock's mean over the workers that
+     * pushed, so that a worker taking a dead rank back is out of it until every
+     * rank counts it (balance.h) */
+    const char *bal = cfg_str(cfg, "balance");
+    o->bsp_mean_pushed = !strcmp(cfg_str(cfg, "sync"), "ps") &&
+                         (!strcmp(bal, "batch") || !strncmp(bal, "fixed:", 6));
 }
 
 /* The parameter table (one dense run of P floats, named for the model): its
