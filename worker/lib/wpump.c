@@ -265,7 +265,7 @@ static void on_reply(pskv_worker *w, int si, wire_msg *msg)
         if (m->has_pull_after && m->pull_after && !p->pp_acked && !r->err)
             return;
     } else if (r->pp && m->type == PSKV__MSG_TYPE__PULL_REPLY) {
-        /* the reply to the other send of a part asked again (silent_part), while the
+        /* the reply to the other send of a part asked again (resend_due), while the
          * part waits for its PUSH_ACK: the values written stand (not a protocol error) */
         return;
     } else if (r->type == REQ_PULL) {
