@@ -694,12 +694,20 @@ int tune_run(tune_study *st, const tune_run_opts *o)
             r->held = -1;
             running++;
         }
-        /* launch: pending trials first (relaunches keep their id), then new ones */
-        for (int i = 0; i < r->n && running < r->parallel && rc == 0; i++)
-            if (r->t[i].state == TRIAL_PENDING) {
+        /* launch: pending trials first (relaunches keep their id), then new ones;
+         * with every slot taken, the first pending one is the one started ahead,
+         * so a trial a killed tuner left unlaunched keeps its place before new
+         * ones (the order an uninterrupted run has) */
+        for (int i = 0; i < r->n && rc == 0; i++) {
+            if (r->t[i].state != TRIAL_PENDING)
+                continue;
+            if (running < r->parallel) {
                 rc = launch(r, i, 0);
                 running += active(r->t[i].state);
+            } else if (r->held < 0 && o->prestart && !r->sched.promote) {
+                rc = launch(r, i, 1);
             }
+        }
         while (rc == 0 && running < r->parallel && r->sched.promote &&
                (r->budget <= 0 || spent(r) < r->budget)) {
             int p = promote(r);

@@ -103,6 +103,7 @@ f_tune_stale_service() {
   sched=$(cat s.db.d/service/logs/scheduler.pid)
   server=$(cat s.db.d/service/logs/server-0.pid)
   kill -STOP "$sched"
+  wait_exit "$(cat tuner.pid)" 10 > /dev/null # gone before the next run looks at its lock
   timeout 120 "$BIN/pskv-tune" run s.db > run2.out 2>&1
   f=$?
   kill -CONT "$sched" 2>/dev/null
