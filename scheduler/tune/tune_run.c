@@ -694,6 +694,9 @@ int tune_run(tune_study *st, const tune_run_opts *o)
             r->held = -1;
             running++;
         }
+        /* one trial may be started ahead of a free slot (not with promotions: a
+         * free slot must be able to promote first) */
+        int ahead_ok = o->prestart && !r->sched.promote;
         /* launch: pending trials first (relaunches keep their id), then new ones;
          * with every slot taken, the first pending one is the one started ahead,
          * so a trial a killed tuner left unlaunched keeps its place before new
@@ -704,7 +707,7 @@ int tune_run(tune_study *st, const tune_run_opts *o)
             if (running < r->parallel) {
                 rc = launch(r, i, 0);
                 running += active(r->t[i].state);
-            } else if (r->held < 0 && o->prestart && !r->sched.promote) {
+            } else if (r->held < 0 && ahead_ok) {
                 rc = launch(r, i, 1);
             }
         }
@@ -717,10 +720,9 @@ int tune_run(tune_study *st, const tune_run_opts *o)
             }
             running = running_count(r);
         }
-        /* new ones; with every slot taken, one more started ahead (not with
-         * promotions: a free slot must be able to promote first) */
+        /* new ones; with every slot taken, one more started ahead */
         while (rc == 0 && r->held < 0 && may_suggest(r, running >= r->parallel) &&
-               (running < r->parallel || (o->prestart && !r->sched.promote))) {
+               (running < r->parallel || ahead_ok)) {
             int ahead = running >= r->parallel;
             int s = suggest(r);
             if (s == 1)
