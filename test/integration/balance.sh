@@ -114,7 +114,10 @@ t_balance_allreduce() {
 }
 
 # Refused at start, naming the flag: async (nothing to balance), a global batch
-# under twice the workers, --accumulate, --sync local, a malformed plan file.
+# under twice the workers, --accumulate, --sync local, a malformed plan file;
+# --updater sum (no training app takes it: under bsp it adds a clock's pushes
+# where the weighting needs their mean, docs/operations.md), and --balance on an
+# app that does not balance (check's sum tables would ignore it).
 t_balance_bad_flags() {
   local args what n=0
   printf '0 16,16\n5 30,1\n' > "$TDIR/badsum"
@@ -134,6 +137,9 @@ not --sync local|--balance batch --sync local
 --balance must be none, batch or fixed:FILE|--balance stages --consistency bsp
 line 2: want STEP b0,...,b1|--balance fixed:$TDIR/badsum --consistency bsp
 cannot open it|--balance fixed:$TDIR/nothing --consistency bsp
+--updater must be .* (got 'sum')|--balance batch --consistency bsp --updater sum
+--updater must be .* (got 'sum')|--balance batch --sync allreduce --updater sum
+--balance applies to --app mlp, softmax and pipeline (got --app check)|--balance batch --consistency bsp --app check
 LIST
 }
 

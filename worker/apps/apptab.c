@@ -18,9 +18,10 @@ static const app_row rows[] = {
     {"bench", app_bench, app_bench_flags, APP_PS_WIRE | APP_OP, {{0}}},
     {"sparse-bench", app_sparse_bench, NULL, 0, {{0}}},
     {"softmax", app_train, NULL,
-     APP_DENSE | APP_PS_WIRE | APP_PREFETCH | APP_TRAFFIC | APP_EVALUATED,
+     APP_DENSE | APP_PS_WIRE | APP_PREFETCH | APP_TRAFFIC | APP_EVALUATED | APP_BALANCE,
      {{"lr", "0.02", 1}, {"lr-schedule", "linear", 1}}},
-    {"mlp", app_train, NULL, APP_DENSE | APP_PS_WIRE | APP_PREFETCH | APP_TRAFFIC | APP_EVALUATED,
+    {"mlp", app_train, NULL,
+     APP_DENSE | APP_PS_WIRE | APP_PREFETCH | APP_TRAFFIC | APP_EVALUATED | APP_BALANCE,
      {{"lr", "0.0075", 1}, {"lr-schedule", "linear", 1}, {"batch", "16", 0}}},
     {"sparse-lr", app_sparse_lr, app_sparse_lr_flags,
      APP_PS_WIRE | APP_PREFETCH | APP_ADMIT | APP_TRAFFIC | APP_EVALUATED | APP_AUC, {{0}}},
@@ -29,7 +30,7 @@ static const app_row rows[] = {
     {"allreduce-check", app_allreduce_check, NULL, APP_ALLREDUCE, {{0}}},
     {"filter-check", app_filter_check, NULL, 0, {{0}}},
     {"synth", app_synth, NULL, 0, {{0}}},
-    {"pipeline", app_pipeline, NULL, 0, {{"lr", "0.01", 1}, {"lr-schedule", "const", 1}}},
+    {"pipeline", app_pipeline, NULL, APP_BALANCE, {{"lr", "0.01", 1}, {"lr-schedule", "const", 1}}},
 };
 #define NROWS (sizeof rows / sizeof rows[0])
 
@@ -45,6 +46,7 @@ static const struct {
     {APP_ADMIT, "sparse-lr or admit"},
     {APP_EVICT, "incr-check"},
     {APP_PUSH_BUFFER, "check"},
+    {APP_BALANCE, "mlp, softmax and pipeline"},
 };
 
 const app_row *apptab_find(const char *name)

@@ -35,6 +35,8 @@ enum {
     APP_TRAFFIC = 1 << 8,     /* prints the tables' traffic at the end of the run */
     APP_EVALUATED = 1 << 9,   /* pskv-evaluator evaluates it */
     APP_AUC = 1 << 10,        /* its evaluation has val_auc (--best-metric) */
+    APP_BALANCE = 1 << 11,    /* takes --balance (batch and fixed:FILE for mlp and softmax,
+                               * stages for pipeline; the app checks which) */
 };
 
 /* A default that depends on --app: taken in place of the flag table's default

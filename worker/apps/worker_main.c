@@ -488,6 +488,12 @@ int main(int argc, char **argv)
                 apptab_phrase(APP_DENSE), app);
         return 2;
     }
+    /* the other apps would ignore it: check's sum tables, bench, sparse-lr's async */
+    if (strcmp(cfg_str(config, "balance"), "none") && !(row->needs & APP_BALANCE)) {
+        fprintf(stderr, PROG ": --balance applies to --app %s (got --app %s)\n",
+                apptab_phrase(APP_BALANCE), app);
+        return 2;
+    }
     const char *adm = cfg_int(config, "admit-after") ? "--admit-after"
                       : cfg_int(config, "evict-after") ? "--evict-after" : NULL;
     if (adm && !(row->needs & APP_ADMIT) &&
