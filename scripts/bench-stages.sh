@@ -9,7 +9,9 @@
 # (every way to cut the layers, under the scenario's slowdown) and the balanced
 # run; prints per scenario the median of --runs rounds for each split, the best
 # static one, the balanced median and their ratio (target >= 0.9), and the load
-# average at the start and the end.
+# average at the start and the end. A third pair, "none", is the cost of the
+# machinery alone: the default cut (by parameters), nothing slowed, static and
+# with --balance stages (which should not move), in the same round.
 # Usage: scripts/bench-stages.sh [--runs N (3)] [--train-limit N (6400)] [--batch B (64)]
 #        [--micro-batches M (8)] [--layers L (784,512,512,512,512,10)] [--factor F (3)]
 #        [--after STEPS (30)] [--stages "2 3"]
@@ -72,6 +74,8 @@ for i in $(seq "$runs"); do
       if [ "$sc" = bad ]; then one "s$S-$sc-balanced" "$S" "$sc" --split "$bad" --balance stages
       else one "s$S-$sc-balanced" "$S" "$sc" --balance stages; fi
     done
+    one "s$S-none-static" "$S" none
+    one "s$S-none-balanced" "$S" none --balance stages
   done
 done
 echo "pipeline layers=$layers micro-batches=$micro batch=$batch train-limit=$limit runs=$runs (bsp, 1 epoch)"
@@ -92,4 +96,11 @@ for S in $stagelist; do
       "$(tr '\n' ' ' < "$out/s$S-$sc-balanced.moves" | sed 's/ $//')" "$best" "$bsp" \
       "$(awk -v a="$m" -v b="$best" 'BEGIN { print a / b }')"
   done
+  a=$(median < "$out/s$S-none-balanced.sps")
+  b=$(median < "$out/s$S-none-static.sps")
+  printf 'S=%s none (default cut, nothing slowed) --balance stages samples_per_s=%s (runs: %s; re-splits per run: %s); static %s (runs: %s); ratio %.2f\n' \
+    "$S" "$a" "$(tr '\n' ' ' < "$out/s$S-none-balanced.sps" | sed 's/ $//')" \
+    "$(tr '\n' ' ' < "$out/s$S-none-balanced.moves" | sed 's/ $//')" "$b" \
+    "$(tr '\n' ' ' < "$out/s$S-none-static.sps" | sed 's/ $//')" \
+    "$(awk -v a="$a" -v b="$b" 'BEGIN { print a / b }')"
 done
