@@ -137,9 +137,18 @@ not --sync local|--balance batch --sync local
 --balance must be none, batch or fixed:FILE|--balance stages --consistency bsp
 line 2: want STEP b0,...,b1|--balance fixed:$TDIR/badsum --consistency bsp
 cannot open it|--balance fixed:$TDIR/nothing --consistency bsp
---updater must be .* (got 'sum')|--balance batch --consistency bsp --updater sum
---updater must be .* (got 'sum')|--balance batch --sync allreduce --updater sum
---balance applies to --app mlp, softmax and pipeline (got --app check)|--balance batch --consistency bsp --app check
+LIST
+  # refused before joining (no cluster needed): the worker alone, exit 2
+  while IFS='|' read -r what args; do
+    # shellcheck disable=SC2086
+    "$BIN/pskv-worker" --scheduler 127.0.0.1:1 --train-limit 200 $args > "$TDIR/pre.out" 2>&1
+    n=$?
+    [ "$n" -eq 2 ] || fail "$args: exit $n, not 2: $(tail -n 1 "$TDIR/pre.out")"
+    grep -q -- "$what" "$TDIR/pre.out" || fail "$args: no '$what': $(cat "$TDIR/pre.out")"
+  done <<'LIST'
+--updater must be .* (got 'sum')|--app mlp --balance batch --consistency bsp --updater sum
+--updater must be .* (got 'sum')|--app mlp --balance batch --sync allreduce --updater sum
+--balance applies to --app mlp, softmax and pipeline (got --app check)|--app check --balance batch --consistency bsp
 LIST
 }
 
