@@ -201,7 +201,8 @@ static void fill_view(Pskv__View *v, Pskv__Node *nodes, Pskv__Node **ptrs, int s
                 p->not_admitted = n->not_admitted;
                 p->evicted = n->evicted;
                 p->bytes = n->bytes;
-                if (n->ns) {
+                if (n->ns && p->alive) { /* a dead server's last report is not its
+                                            tables any more (a replaced one exits) */
                     p->n_ns_names = p->n_ns_bytes = p->n_ns_quota = n->ns->n;
                     p->ns_names = n->ns->ptr;
                     p->ns_bytes = n->ns->bytes;

@@ -5,7 +5,8 @@
 # pskvctl drop A asked at once: the drop waits for server-1's answer until the
 # scheduler declares it dead (silent), then completes with server-0's tables alone
 # (it holds every partition); server-1, resumed, finds itself dead and exits 3
-# without bringing A back: status lists no A and server-0 holds no table bytes.
+# without bringing A back: status lists no A (not from the dead server's last report
+# either) and server-0 holds no table bytes.
 tags nsdrop_paused_server once
 f_nsdrop_paused_server() {
   local port svc st i bytes
@@ -18,6 +19,10 @@ f_nsdrop_paused_server() {
   timeout $((60 * TS)) "$BIN/pskv-worker" --scheduler "$svc" --group A --group-size 1 --app check --rounds 3 \
     > "$TDIR/a.log" 2>&1 || fail "group A: $(tail -n 2 "$TDIR/a.log")"
   wait_line "$TDIR/scheduler.log" 'group A ended' 1 $((10 * TS)) || fail "group A did not end"
+  for i in $(seq $((50 * TS))); do # both servers have reported A (the paused one's
+    "$BIN/pskvctl" --scheduler "$svc" status | grep -q '^namespace A: .* on 2 servers' && break
+    sleep 0.1 # last report then names it: it must not be listed once dead)
+  done
   kill -STOP "$(cat "$TDIR/server-1.pid")"
   "$BIN/pskvctl" --scheduler "$svc" drop A > "$TDIR/drop.out" 2>&1 ||
     { kill -CONT "$(cat "$TDIR/server-1.pid")"; fail "drop A: $(cat "$TDIR/drop.out")"; }
