@@ -358,6 +358,9 @@ int tplace_kill(const tplace *p, const char *where, const char *group, int hard,
         if (st != 0)
             LOG_W("group %s: could not %s its workers on %s (ssh: %s)", group,
                   hard ? "kill" : "signal", where + 4, st < 0 ? "no answer" : "status not 0");
+        else
+            LOG_I("group %s: %s its workers on %s%s", group, hard ? "killed" : "signalled",
+                  where + 4, hard ? " (none left)" : "");
         return st == 0 ? 0 : -PSKV_EIO;
     }
     if (!strcmp(where, "slurm")) {
@@ -380,8 +383,10 @@ int tplace_kill(const tplace *p, const char *where, const char *group, int hard,
             char line[256];
             int any = q && fgets(line, sizeof line, q) != NULL;
             int qs = q ? pclose(q) : -1;
-            if (qs == 0 && !any)
+            if (qs == 0 && !any) {
+                LOG_I("group %s: killed its Slurm jobs (none left)", group);
                 return 0;
+            }
             tu_sleep_ms(100);
         }
         LOG_W("group %s: its Slurm jobs are still listed after scancel", group);

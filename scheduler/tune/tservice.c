@@ -239,15 +239,21 @@ static void watchdog(const tservice_opts *o, int port)
     if (lfd < 0 || flock(lfd, LOCK_EX | LOCK_NB) < 0)
         _exit(1); /* another watchdog of this study runs */
     /* on another address than loopback (trials on other hosts) they listen there and
-     * say so: --bind and --advertise, and --insecure (pskv-tune run's) */
-    char *ins = o->insecure ? "--insecure" : NULL;
-    char *sargv[] = {bin[0], "--service", "--port", portbuf, "--servers", nserv, "--bind",
-                     (char *)host, "--advertise", (char *)host, ins, NULL};
+     * say so: --bind and --advertise; and --insecure when pskv-tune run has it */
+    char *extra[6] = {NULL}, **x = extra;
+    if (strcmp(host, "127.0.0.1")) {
+        *x++ = "--bind", *x++ = (char *)host;
+        *x++ = "--advertise", *x++ = (char *)host;
+    }
+    if (o->insecure)
+        *x++ = "--insecure";
+    char *sargv[] = {bin[0], "--service", "--port", portbuf, "--servers", nserv,
+                     extra[0], extra[1], extra[2], extra[3], extra[4], NULL};
     pid_t sp = spawn(logs, "scheduler", sargv), srv[64];
     int n = o->servers < 64 ? o->servers : 64;
     for (int i = 0; i < n; i++) {
-        char *vargv[] = {bin[1], "--scheduler", sched, "--bind", (char *)host, "--advertise",
-                         (char *)host, ins, NULL};
+        char *vargv[] = {bin[1], "--scheduler", sched, extra[0], extra[1], extra[2], extra[3],
+                         extra[4], NULL};
         snprintf(name, sizeof name, "server-%d", i);
         srv[i] = spawn(logs, name, vargv);
     }
