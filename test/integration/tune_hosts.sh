@@ -78,11 +78,12 @@ t_tune_hosts_slurm() {
   start tuner "$BIN/pskv-tune" run s.db --launcher slurm --srun "srun --time=5"
   pid=$(cat tuner.pid)
   : > seen
-  while kill -0 "$pid" 2> /dev/null; do
+  for _ in $(seq 600); do # 60 s
+    kill -0 "$pid" 2> /dev/null || break
     squeue -h -o '%j %T' >> seen 2> /dev/null
     sleep 0.1
   done
-  wait_exit "$pid" 5 || fail "run: $(tail -5 tuner.log)"
+  wait_exit "$pid" 1 || fail "run: $(tail -5 tuner.log)"
   "$BIN/pskv-tune" status s.db | grep -q '^2 trials: 2 complete' || fail "$("$BIN/pskv-tune" status s.db)"
   for t in 1 2; do
     grep -q "^$sid-trial-$t RUNNING" seen || fail "trial $t never a running Slurm job: $(sort -u seen)"
