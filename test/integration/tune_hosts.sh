@@ -3,9 +3,9 @@
 # into a namespaced host (hosts.sh's netns_up) and --launcher slurm under the private
 # Slurm of slurm.sh (slurm_up); both need root.
 
-# A study of 4 synth trials, 2 at a time, on h1 of the namespaced hosts (host file
-# `h1 workers=2`), the tuner's own service on the bridge's address (--advertise
-# 10.213.0.1 --insecure). The tuner is killed (-9) once trial 2 runs, and so are
+# A study of 4 synth trials (6 epochs of 0.5 s), 2 at a time, on h1 of the
+# namespaced hosts (host file `h1 workers=2`), the tuner's own service on the
+# bridge's address (--advertise 10.213.0.1 --insecure). The tuner is killed (-9) once trial 2 has joined, and so are
 # trial 2's ssh clients here (its worker on h1 is left without them); the next `run`
 # re-attaches trial 1 over its clients, kills trial 2's worker on h1 (which outlived
 # its clients) before it runs again (attempt 2), and finishes: 4 complete; every
@@ -21,12 +21,14 @@ t_tune_hosts_ssh() {
   printf -- '--lr log 1e-3 0.1\n--momentum uniform 0.5 0.95\n' > space.txt
   local sid run pg
   sid=$("$BIN/pskv-tune" create s.db --space space.txt --algo random --max-trials 4 --parallel 2 \
-    --trial-epochs 4 -- --app synth --synth-epoch-time 0.5) || fail create
+    --trial-epochs 6 -- --app synth --synth-epoch-time 0.5) || fail create
   sid=$(sed -n 's/^created s.db (study \([0-9a-f]*\)).*/\1/p' <<< "$sid")
   run=("$BIN/pskv-tune" run s.db --launcher ssh --hostfile hosts --ssh
     "ssh -F /tmp/pskv-netns/ssh_config" --advertise 10.213.0.1 --insecure)
   start tuner "${run[@]}"
-  wait_line s.db.d/trial-2/logs/worker-0.log 'synth: epoch 1 ' 1 60 ||
+  # killed as soon as trial 2 has joined: trial 1, started just before, then has
+  # about 3 s left, for the next run to find it running
+  wait_line s.db.d/trial-2/logs/worker-0.log 'joined job' 1 60 ||
     fail "trial 2 did not run: $(tail -3 tuner.log)"
   grep -q "trial 2: attempt 1, .*, ssh h1" tuner.log || fail "trial 2 not placed on h1: $(grep 'trial 2' tuner.log)"
   kill -9 "$(cat tuner.pid)"
