@@ -5,12 +5,13 @@
 
 # A study of 4 synth trials (6 epochs of 0.5 s), 2 at a time, on h1 of the
 # namespaced hosts (host file `h1 workers=2`), the tuner's own service on the
-# bridge's address (--advertise 10.213.0.1 --insecure). The tuner is killed (-9) once trial 2 has joined, and so are
-# trial 2's ssh clients here (its worker on h1 is left without them); the next `run`
-# re-attaches trial 1 over its clients, kills trial 2's worker on h1 (which outlived
-# its clients) before it runs again (attempt 2), and finishes: 4 complete; every
-# worker registered from h1's address (10.213.0.11), none from this host; each
-# group but trial 2's started once; no worker left on h1, no pid file.
+# bridge's address (--advertise 10.213.0.1 --insecure). The tuner is killed (-9)
+# once trial 2 has joined, and so are trial 2's ssh clients here (its worker on h1
+# is left without them); the next `run` re-attaches trial 1 over its clients, kills
+# trial 2's worker on h1 (which outlived its clients) before it runs again (attempt
+# 2), and finishes: 4 complete; every worker registered from h1's address
+# (10.213.0.11), none from this host; each group but trial 2's started once; no
+# worker left on h1, no pid file.
 tags tune_hosts_ssh root
 t_tune_hosts_ssh() {
   netns_up 1; local rc=$?
