@@ -55,7 +55,7 @@ t_tune_hosts_ssh() {
   local slog=s.db.d/service/logs/scheduler.log
   sed -n 's/.*group \([0-9a-f]*-trial-[0-9]*\): started: .*/\1/p' "$slog" | sort > launches
   [ "$(sort -u launches | wc -l)" = 4 ] || fail "started: $(uniq -c launches)"
-  [ -z "$(uniq -d launches | grep -v "^$sid-trial-2\$")" ] || fail "started more than once: $(uniq -c launches)"
+  ! uniq -d launches | grep -qv "^$sid-trial-2\$" || fail "started more than once: $(uniq -c launches)"
   [ "$(grep -c "group $sid-trial-[1-4]: worker registered: .* at 10.213.0.11:" "$slog")" = 5 ] ||
     fail "workers not from h1: $(grep 'worker registered' "$slog")"
   ! grep 'worker registered' "$slog" | grep -v ' at 10.213.0.11:' || fail "a worker ran on this host"
