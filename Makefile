@@ -51,7 +51,7 @@ CTL_O    := $(CTL_SRC:%.c=$(BUILD)/obj/%.o)
 TUNE_SRC := $(wildcard scheduler/tune/*.c)
 TUNE_O   := $(TUNE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/worker/apps/train/train_flags.o \
             $(BUILD)/obj/worker/apps/check/check_flags.o
-TUNE_UNIT_O := $(patsubst %,$(BUILD)/obj/scheduler/tune/%.o,gp space suggest tsched)
+TUNE_UNIT_O := $(patsubst %,$(BUILD)/obj/scheduler/tune/%.o,gp space suggest tplace tsched)
 TUNE_LIBS := $(shell pkg-config --libs sqlite3 2>/dev/null || echo -lsqlite3)
 # server/: the process and its message rules; its rooms follow a push's stages:
 # repl/ (chains, fill, forwarding, dedupe), consist/ (consistency models),

@@ -21,6 +21,7 @@
 
 #define MAX_ARGS 256
 #define STOP_ANSWER_MS 2000
+#define REMOTE_KILL_MS 15000 /* ssh or scancel, and the wait for the workers to go */
 
 /* The group's W workers, run by /bin/sh in the child: rank I's output to
  * logs/worker-I.log, and the first non-zero status (else 0) to `exit` (renamed
@@ -38,11 +39,38 @@ void trial_group(const trial_opts *o, long id, char *buf, size_t len)
     snprintf(buf, len, "%s%strial-%ld", sid, *sid ? "-" : "", id);
 }
 
-int trial_launch(const trial_opts *o, const char *dir, long id, int held, char *const *argv,
-                 int argc, long *pgid, char *err, size_t len)
+/* dir/place, written (renamed into place) before the fork: where the workers run */
+static int place_put(const char *dir, const char *where)
+{
+    char path[4200], tmp[4300];
+    snprintf(path, sizeof path, "%s/place", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f || fprintf(f, "%s\n", where) < 0 || fclose(f) != 0 || rename(tmp, path) < 0)
+        return -PSKV_EIO;
+    return 0;
+}
+
+void trial_where(const char *dir, char *buf, size_t len)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/place", dir);
+    snprintf(buf, len, "local");
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (!fgets(buf, (int)len, f))
+            snprintf(buf, len, "local");
+        buf[strcspn(buf, "\n")] = '\0';
+        fclose(f);
+    }
+}
+
+int trial_launch(const trial_opts *o, const char *dir, long id, int host, int held,
+                 char *const *argv, int argc, long *pgid, char *err, size_t len)
 {
     char path[8300], logs[4096], worker[4200], group[64], join[32], size[16], go[4200];
-    if (argc + 20 > MAX_ARGS) {
+    char where[300], remote[20000];
+    if (argc + 24 > MAX_ARGS) {
         snprintf(err, len, "too many worker flags (%d)", argc);
         return -PSKV_EINVAL;
     }
@@ -64,6 +92,15 @@ int trial_launch(const trial_opts *o, const char *dir, long id, int held, char *
         snprintf(err, len, "%s: %s", logs, strerror(errno));
         return -PSKV_EIO;
     }
+    tplace_kind kind = o->place ? o->place->kind : TPLACE_LOCAL;
+    if (kind == TPLACE_SSH)
+        snprintf(where, sizeof where, "ssh %s", o->place->hosts[host].dest);
+    else
+        snprintf(where, sizeof where, "%s", tplace_kind_name(kind));
+    if (place_put(dir, where) < 0) {
+        snprintf(err, len, "%s/place: %s", dir, strerror(errno));
+        return -PSKV_EIO;
+    }
     snprintf(path, sizeof path, "%s/lock", dir);
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0) {
@@ -76,7 +113,27 @@ int trial_launch(const trial_opts *o, const char *dir, long id, int held, char *
     trial_group(o, id, group, sizeof group);
     snprintf(join, sizeof join, "%.0f", o->join_timeout);
     snprintf(size, sizeof size, "%d", o->workers > 0 ? o->workers : 1);
-    char *args[MAX_ARGS];
+    char *wargs[MAX_ARGS];
+    int w = 0;
+    wargs[w++] = worker;
+    wargs[w++] = "--scheduler";
+    wargs[w++] = (char *)tservice_addr(o->svc);
+    wargs[w++] = "--group";
+    wargs[w++] = group;
+    wargs[w++] = "--group-size";
+    wargs[w++] = size;
+    wargs[w++] = "--drop-namespace";
+    wargs[w++] = "--join-timeout";
+    wargs[w++] = join;
+    if (o->insecure)
+        wargs[w++] = "--insecure";
+    if (held) {
+        wargs[w++] = "--start-file";
+        wargs[w++] = go;
+    }
+    for (int i = 0; i < argc; i++)
+        wargs[w++] = argv[i];
+    char *args[MAX_ARGS + TPLACE_MAX_WORDS + 8];
     int n = 0;
     args[n++] = "sh";
     args[n++] = "-c";
@@ -84,23 +141,14 @@ int trial_launch(const trial_opts *o, const char *dir, long id, int held, char *
     args[n++] = "pskv-trial";
     args[n++] = (char *)dir;
     args[n++] = size;
-    args[n++] = worker;
-    args[n++] = "--scheduler";
-    args[n++] = (char *)tservice_addr(o->svc);
-    args[n++] = "--group";
-    args[n++] = group;
-    args[n++] = "--group-size";
-    args[n++] = size;
-    args[n++] = "--drop-namespace";
-    args[n++] = "--join-timeout";
-    args[n++] = join;
-    if (held) {
-        args[n++] = "--start-file";
-        args[n++] = go;
+    static const tplace local = {.kind = TPLACE_LOCAL};
+    int c = tplace_argv(o->place ? o->place : &local, host, group, wargs, w, remote,
+                        sizeof remote, args + n, MAX_ARGS + TPLACE_MAX_WORDS + 8 - n);
+    if (c < 0) {
+        snprintf(err, len, "the worker's command line is too long for the %s launcher", where);
+        close(fd);
+        return -PSKV_EINVAL;
     }
-    for (int i = 0; i < argc; i++)
-        args[n++] = argv[i];
-    args[n] = NULL;
     pid_t pid = fork();
     if (pid < 0) {
         snprintf(err, len, "fork: %s", strerror(errno));
@@ -184,17 +232,26 @@ int trial_exit_status(const char *dir)
     return s;
 }
 
-void trial_stop(const trial_opts *o, long id, long pgid, int hard)
+int trial_stop(const trial_opts *o, const char *dir, long id, long pgid, int hard)
 {
-    char group[64], why[300];
+    char group[64], why[300], where[300];
     trial_group(o, id, group, sizeof group);
     if (!hard && o->svc &&
         tservice_stop_group(o->svc, group, STOP_ANSWER_MS, NULL, why, sizeof why) == 0)
-        return;
+        return 0;
+    trial_where(dir, where, sizeof where);
+    int remote = strcmp(where, "local") != 0, rc = 0;
     if (!hard)
-        LOG_I("trial %ld: group stop refused (%s): SIGTERM to its worker", id, why);
-    if (pgid > 1)
+        LOG_I("trial %ld: group stop refused (%s): SIGTERM to its worker%s%s", id, why,
+              remote ? "s on " : "", remote ? where : "");
+    static const tplace local = {.kind = TPLACE_LOCAL};
+    /* a remote worker is signalled on its host: its client here ends with it (a
+     * client killed first would free the trial's lock while the worker runs on) */
+    if (remote)
+        rc = tplace_kill(o->place ? o->place : &local, where, group, hard, REMOTE_KILL_MS);
+    if (pgid > 1 && (!remote || hard))
         kill(-(pid_t)pgid, hard ? SIGKILL : SIGTERM);
+    return rc;
 }
 
 int trial_read_metrics(const char *dir, long *offset, const char *metric,

@@ -1,7 +1,9 @@
 /* The trial launcher: the one place that knows how a trial runs. A trial is a
  * worker group of one service (tservice.h): W x `pskv-worker --scheduler ADDR
  * --group SID-trial-ID --group-size W --drop-namespace --rank I` with the
- * trial's flags (W the study's --workers, 1 by default), its tables in the
+ * trial's flags (W the study's --workers, 1 by default), on this host or, through
+ * the launcher (tplace.h: ssh, Slurm), each rank's worker under its own client
+ * (ssh, srun) that runs here, in the trial's session; its tables in the
  * namespace SID-trial-ID, dropped when the group ends. SID is the study's id
  * (drawn at create), so that studies sharing one service never share a group. Its workers are started in a session of
  * their own, so that they outlive a killed tuner (its service does too), and are
@@ -10,9 +12,11 @@
  * A trial's directory holds: `lock`, flock()ed by the worker for its whole life
  * (the launcher takes it before fork and the child inherits it, so there is no
  * moment when the trial runs unlocked: a resumed tuner that finds the lock free
- * knows it is gone); `pid`, its process group; `exit`, written when the worker
- * ends with its exit status; `logs/worker-I.log`, rank I's output (rank 0's has
- * the metric lines).
+ * knows it is gone; a remote worker's client holds it for it); `pid`, its process
+ * group; `place`, where its workers run (`local`, `ssh DEST`, `slurm`: written
+ * before the fork); `exit`, written when the worker ends with its exit status;
+ * `logs/worker-I.log`, rank I's output (rank 0's has the metric lines; a remote
+ * worker's comes back through its client).
  *
  * OWNS nothing across calls. THREAD: the tuner's. NEVER blocks but for the stop's
  * answer (at most 2 s): a launch forks and returns. */
@@ -22,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tplace.h"
 #include "tservice.h"
 
 typedef struct trial_opts {
@@ -30,18 +35,25 @@ typedef struct trial_opts {
     double join_timeout;  /* s: the worker's --join-timeout */
     int workers;          /* W: the group's size */
     const char *study_id; /* SID; "" for a study created before ids (trial-ID) */
+    const tplace *place;  /* the launcher (NULL: local) */
+    int insecure;         /* the workers run with --insecure */
 } trial_opts;
 
 /* A trial's group (and namespace) name: SID-trial-ID (trial-ID without an id). */
 void trial_group(const trial_opts *o, long id, char *buf, size_t len);
 
 /* Starts trial id's workers in dir (created) with the worker flags
- * argv[0..argc-1]; held: they start their processes but join the service only
- * once trial_release (--start-file dir/go), so that a trial's process start
- * overlaps the end of the one before it. Returns 0 with their process group in
- * *pgid, or -PSKV_EIO with err. */
-int trial_launch(const trial_opts *o, const char *dir, long id, int held, char *const *argv,
-                 int argc, long *pgid, char *err, size_t len);
+ * argv[0..argc-1], on the launcher's host `host` (tplace_pick; local, slurm: 0);
+ * held: they start their processes but join the service only once trial_release
+ * (--start-file dir/go), so that a trial's process start overlaps the end of the
+ * one before it. Returns 0 with their process group in *pgid, or -PSKV_EIO with
+ * err. */
+int trial_launch(const trial_opts *o, const char *dir, long id, int host, int held,
+                 char *const *argv, int argc, long *pgid, char *err, size_t len);
+
+/* Where trial dir's workers run (its `place` file: "local", "ssh DEST", "slurm");
+ * "local" when there is none (a trial launched before places). */
+void trial_where(const char *dir, char *buf, size_t len);
 
 /* Lets a held trial's workers join (creates dir/go; nothing to a trial not held).
  * Returns 0 or -PSKV_EIO. */
@@ -56,9 +68,12 @@ long trial_pgid(const char *dir);
 /* The worker's exit status once ended (its `exit` file), else -1. */
 int trial_exit_status(const char *dir);
 
-/* Stops trial id: its group stop (a worker that has not joined its group yet, or
- * a service that does not answer: SIGTERM to its process group); hard: SIGKILL. */
-void trial_stop(const trial_opts *o, long id, long pgid, int hard);
+/* Stops trial id (directory dir): its group stop (a worker that has not joined
+ * its group yet, or a service that does not answer: SIGTERM to its workers);
+ * hard: SIGKILL, on their host first (tplace_kill) when they run on another.
+ * Returns 0, or -PSKV_EIO when a remote host did not confirm (hard: its workers
+ * may still run there). */
+int trial_stop(const trial_opts *o, const char *dir, long id, long pgid, int hard);
 
 /* Reads the metric lines `... epoch E METRIC V ...` of the worker's log from
  * *offset on, calling cb for each; *offset moves past whole lines read. Returns

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <time.h>
 #include <unistd.h>
@@ -128,7 +129,7 @@ int tservice_attach(const char *addr, int timeout_ms, tservice **out, char *why,
 /* A port no one listens on, below the ephemeral range, in the running test's
  * share of it under the test harness's -j N (PSKV_PORT_SLOT of PSKV_PORT_SLOTS):
  * scripts/free-port.sh's rule. */
-static int free_port(void)
+static int free_port(const char *host)
 {
     int lo = 32768, hi = 60999;
     FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
@@ -149,6 +150,8 @@ static int free_port(void)
         int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)p),
                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        if (inet_pton(AF_INET, host, &a.sin_addr) != 1)
+            a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
         int ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
         if (fd >= 0)
             close(fd);
@@ -220,11 +223,12 @@ static int anyone(const tservice_opts *o)
 /* The watchdog (the session leader): starts the daemons and stays with them. */
 static void watchdog(const tservice_opts *o, int port)
 {
-    char logs[4200], sched[64], portbuf[16], nserv[16], bin[2][4200], name[32];
+    char logs[4200], sched[300], portbuf[16], nserv[16], bin[2][4200], name[32];
+    const char *host = o->host && *o->host ? o->host : "127.0.0.1";
     snprintf(logs, sizeof logs, "%s/logs", o->dir);
     snprintf(portbuf, sizeof portbuf, "%d", port);
     snprintf(nserv, sizeof nserv, "%d", o->servers);
-    snprintf(sched, sizeof sched, "127.0.0.1:%d", port);
+    snprintf(sched, sizeof sched, "%s:%d", host, port);
     snprintf(bin[0], sizeof bin[0], "%s/pskv-scheduler", o->bin_dir);
     snprintf(bin[1], sizeof bin[1], "%s/pskv-server", o->bin_dir);
     /* held for the watchdog's life: what tells a later tuner that the process group
@@ -234,11 +238,22 @@ static void watchdog(const tservice_opts *o, int port)
     int lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (lfd < 0 || flock(lfd, LOCK_EX | LOCK_NB) < 0)
         _exit(1); /* another watchdog of this study runs */
-    char *sargv[] = {bin[0], "--service", "--port", portbuf, "--servers", nserv, NULL};
+    /* on another address than loopback (trials on other hosts) they listen there and
+     * say so: --bind and --advertise; and --insecure when pskv-tune run has it */
+    char *extra[6] = {NULL}, **x = extra;
+    if (strcmp(host, "127.0.0.1")) {
+        *x++ = "--bind", *x++ = (char *)host;
+        *x++ = "--advertise", *x++ = (char *)host;
+    }
+    if (o->insecure)
+        *x++ = "--insecure";
+    char *sargv[] = {bin[0], "--service", "--port", portbuf, "--servers", nserv,
+                     extra[0], extra[1], extra[2], extra[3], extra[4], NULL};
     pid_t sp = spawn(logs, "scheduler", sargv), srv[64];
     int n = o->servers < 64 ? o->servers : 64;
     for (int i = 0; i < n; i++) {
-        char *vargv[] = {bin[1], "--scheduler", sched, NULL};
+        char *vargv[] = {bin[1], "--scheduler", sched, extra[0], extra[1], extra[2], extra[3],
+                         extra[4], NULL};
         snprintf(name, sizeof name, "server-%d", i);
         srv[i] = spawn(logs, name, vargv);
     }
@@ -288,7 +303,8 @@ int tservice_start(const tservice_opts *o, char *addr, size_t alen, long *pgid, 
         snprintf(why, len, "%s: %s", logs, strerror(errno));
         return -PSKV_EIO;
     }
-    int port = free_port();
+    const char *host = o->host && *o->host ? o->host : "127.0.0.1";
+    int port = free_port(host);
     if (port < 0) {
         snprintf(why, len, "no free port for the service's scheduler");
         return -PSKV_EIO;
@@ -316,7 +332,7 @@ int tservice_start(const tservice_opts *o, char *addr, size_t alen, long *pgid, 
         _exit(0);
     }
     *pgid = pid;
-    snprintf(addr, alen, "127.0.0.1:%d", port);
+    snprintf(addr, alen, "%s:%d", host, port);
     return 0;
 }
 

@@ -30,6 +30,9 @@ typedef struct tservice_opts {
     const char *trials;    /* the study's directory, whose trial-N/lock the watchdog reads */
     int servers;
     double linger;         /* s: stop the service after this long with no tuner nor trial */
+    const char *host;      /* the address its scheduler and servers listen on and
+                            * advertise ("" or NULL: 127.0.0.1) */
+    int insecure;          /* they run with --insecure (needed on any other address) */
 } tservice_opts;
 
 /* A service already running at addr (HOST:PORT, --scheduler or the one a killed
@@ -38,7 +41,7 @@ typedef struct tservice_opts {
  * -PSKV_EINVAL (it answers, but is not a service) with why. */
 int tservice_attach(const char *addr, int timeout_ms, tservice **out, char *why, size_t len);
 
-/* Starts a service of the tuner's own on a free loopback port (forks its
+/* Starts a service of the tuner's own on a free port of o->host (forks its
  * watchdog and returns). Returns 0 with its address in addr and the watchdog's
  * process group in *pgid (the caller records both before waiting for it, so a
  * tuner killed meanwhile leaves nothing unknown), or -PSKV_EIO with why. */

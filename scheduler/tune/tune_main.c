@@ -2,13 +2,16 @@
  *   pskv-tune create STUDY.db --space FILE [--algo A] [--sched S] [--metric M:max|min]
  *             [--budget-epochs B] [--max-trials N] [--parallel N] [--seed S]
  *             [--trial-epochs E] [--workers W] -- WORKER_FLAGS...
- *   pskv-tune run STUDY.db [--scheduler HOST:PORT]  (also resumes after a kill; the
- *             trials are worker groups of that service, or of one of its own)
+ *   pskv-tune run STUDY.db [--scheduler HOST:PORT] [--launcher local|ssh|slurm]
+ *             (also resumes after a kill; the trials are worker groups of that
+ *             service, or of one of its own, their workers on this host, the hosts of
+ *             --hostfile over ssh, or Slurm's)
  *   pskv-tune status STUDY.db | export STUDY.db --csv | plot STUDY.db --out PNG
  *   pskv-tune replay RECORDED.db [--algo A] [--sched S] [--budget-epochs B] [--seeds N]
  *             [--seed S]
  * Exit status: 0 done, 1 failed (study, service, trial launch, gnuplot) or stopped
- * by a signal, 2 usage or a --scheduler that is not a running service, 3 the study
+ * by a signal, 2 usage (a bad --launcher, host file or service address) or a
+ * --scheduler that is not a running service, 3 the study
  * is being run by another pskv-tune. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -30,6 +33,7 @@
 #include "space.h"
 #include "study.h"
 #include "suggest.h"
+#include "tplace.h"
 #include "tsched.h"
 #include "tservice.h"
 #include "tune_out.h"
@@ -80,10 +84,35 @@ static cfg_entry config[] = {
      "run: run the trials as worker groups of the running service (pskv-scheduler "
      "--service) at HOST:PORT; without it pskv-tune starts a local service of its own and "
      "stops it at the end", 0, 0, NULL, NULL},
+    {"launcher", CFG_STR, "local", "PSKV_TUNE_LAUNCHER", 1, 0, NULL,
+     "run: where the trials' workers run: local (this host), ssh (the hosts of --hostfile, "
+     "each worker under an ssh client of this host) or slurm (each worker one srun "
+     "--ntasks=1 --job-name=GROUP); the ssh and srun clients run here and bring the "
+     "workers' output back, so a killed tuner re-attaches them as local ones", 0, 0, NULL,
+     NULL},
+    {"hostfile", CFG_STR, "", NULL, 1, 0, NULL,
+     "run: --launcher ssh's hosts, launch-hosts.sh's format: `DEST workers=N "
+     "[advertise=ADDR]` per line, N the workers it runs at once (a trial's workers all on "
+     "one host, the one with the most room)", 0, 0, NULL, NULL},
+    {"ssh", CFG_STR, "ssh", "PSKV_SSH", 1, 0, NULL,
+     "run: the ssh command of --launcher ssh, split on white space (e.g. `ssh -F "
+     "CONFIG`; -o BatchMode=yes is added unless it sets BatchMode)", 0, 0, NULL, NULL},
+    {"srun", CFG_STR, "srun", "PSKV_SRUN", 1, 0, NULL,
+     "run: the srun command of --launcher slurm, split on white space (e.g. `srun "
+     "--partition p --time 30`)", 0, 0, NULL, NULL},
+    {"advertise", CFG_STR, "127.0.0.1", NULL, 1, 0, NULL,
+     "run: the address of this host that the tuner's own service listens on and gives "
+     "the trials' workers (another than loopback, for trials on other hosts, needs "
+     "--insecure; with keys, run a service of your own and give --scheduler)", 0, 0, NULL,
+     NULL},
+    {"insecure", CFG_BOOL, "false", NULL, 1, 0, NULL,
+     "run: the tuner's own service and the trials' workers run with --insecure (no "
+     "authentication, no encryption: a network you trust)", 0, 0, NULL, NULL},
     {"prestart", CFG_BOOL, "true", "PSKV_TUNE_PRESTART", 1, 0, NULL,
      "run: while every slot is taken, start the next trial's workers ahead (they join "
      "only when a slot frees: --start-file), so that a worker's process start overlaps the "
-     "trial before it (not with asha promote=1)", 0, 0, NULL, NULL},
+     "trial before it (not with asha promote=1; off by default with --launcher ssh or "
+     "slurm)", 0, 0, NULL, NULL},
     {"service-linger", CFG_DOUBLE, "60", "PSKV_TUNE_SERVICE_LINGER", 0, 1e6, "s",
      "run: the tuner's own service stops by itself once neither a tuner nor a trial has "
      "run for this long (a killed tuner's service is never left for good)", 0, 0, NULL,
@@ -111,7 +140,8 @@ static const char usage[] =
     "[--sched fifo|median|asha[:eta=3,min=1,max=27[,promote=1]]] [--metric NAME:max|min] "
     "[--budget-epochs B] [--max-trials N] [--parallel N] [--seed S] [--trial-epochs E] "
     "[--workers W] -- WORKER_FLAGS...\n"
-    "       pskv-tune run STUDY.db [--scheduler HOST:PORT] [--servers S]\n"
+    "       pskv-tune run STUDY.db [--scheduler HOST:PORT] [--servers S] "
+    "[--launcher local|ssh|slurm] [--hostfile FILE] [--advertise ADDR --insecure]\n"
     "       pskv-tune status STUDY.db | export STUDY.db --csv | plot STUDY.db [--out PNG]\n"
     "       pskv-tune replay RECORDED.db [--algo A] [--sched S] [--budget-epochs B] "
     "[--max-trials N] [--seeds N] [--seed S]";
@@ -288,7 +318,8 @@ static int service(tune_study *st, const char *path, const char *bin, const char
         *replaced = 1;
     }
     tservice_opts so = {bin, sdir, dir, (int)cfg_int(config, "servers"),
-                        cfg_double(config, "service-linger")};
+                        cfg_double(config, "service-linger"), cfg_str(config, "advertise"),
+                        (int)cfg_int(config, "insecure")};
     int rc = -PSKV_EIO;
     for (int k = 0; k < 3 && rc < 0; k++) { /* another may take the port before it binds */
         rc = tservice_start(&so, addr, sizeof addr, pgid, why, sizeof why);
@@ -312,13 +343,65 @@ static int service(tune_study *st, const char *path, const char *bin, const char
     return 0;
 }
 
-static int run(const char *path)
+/* 1 when addr is a loopback address (what only this host reaches). */
+static int loopback(const char *addr)
 {
-    char err[512], bin[PATH_MAX], dir[PATH_MAX];
-    default_bin(bin, sizeof bin);
+    return !strncmp(addr, "127.", 4) || !strcmp(addr, "::1") || !strcmp(addr, "localhost");
+}
+
+/* The launcher's checks before anything starts: its flags, the host file, a
+ * service the hosts can reach. Returns 0 or 2 (printed why). */
+static int launcher(tplace *place, char *bin, size_t blen)
+{
+    char why[600];
+    const char *name = cfg_str(config, "launcher"), *adv = cfg_str(config, "advertise");
+    if (tplace_init(place, name, cfg_str(config, "hostfile"), cfg_str(config, "ssh"),
+                    cfg_str(config, "srun"), why, sizeof why) < 0) {
+        fprintf(stderr, "pskv-tune run: %s\n", why);
+        return 2;
+    }
+    int own = !*cfg_str(config, "scheduler");
+    if (own && !loopback(adv) && !cfg_int(config, "insecure")) {
+        fprintf(stderr, "pskv-tune run: --advertise %s: the tuner's own service on another "
+                "address than loopback needs --insecure (with keys, start a service of your "
+                "own and give --scheduler HOST:PORT)\n", adv);
+        return 2;
+    }
+    if (place->kind == TPLACE_LOCAL)
+        return 0;
+    if (own && loopback(adv) && place->kind == TPLACE_SSH) {
+        fprintf(stderr, "pskv-tune run: --launcher ssh: the workers on the hosts of %s cannot "
+                "reach a service on %s: give --advertise ADDR (this host's address they dial) "
+                "with --insecure, or --scheduler HOST:PORT of a service they reach\n",
+                cfg_str(config, "hostfile"), adv);
+        return 2;
+    }
+    if (own && loopback(adv))
+        LOG_W("--launcher slurm with the service on %s: trials run only on this host's node "
+              "(--advertise ADDR --insecure for other nodes)", adv);
+    /* the workers start elsewhere: the paths they are given must be whole */
+    if (bin[0] != '/') {
+        char abs[PATH_MAX];
+        if (!realpath(bin, abs)) {
+            fprintf(stderr, "pskv-tune run: --bin-dir %s: %s\n", bin, strerror(errno));
+            return 2;
+        }
+        snprintf(bin, blen, "%s", abs);
+    }
+    /* a held trial's `go` file is created here and looked for there: not started
+     * ahead unless asked (a shared study directory) */
+    cfg_set_default(config, "prestart", "false", why, sizeof why);
+    return 0;
+}
+
+static int run_study(const char *path, tplace *place, const char *bin)
+{
+    char err[512], dir[PATH_MAX];
     tune_run_opts o = {
-        .trial = {.bin_dir = *cfg_str(config, "bin-dir") ? cfg_str(config, "bin-dir") : bin,
-                  .join_timeout = cfg_double(config, "trial-timeout")},
+        .trial = {.bin_dir = bin,
+                  .join_timeout = cfg_double(config, "trial-timeout"),
+                  .place = place,
+                  .insecure = (int)cfg_int(config, "insecure")},
         .dir = dir,
         .trial_timeout = cfg_double(config, "trial-timeout"),
         .poll = cfg_double(config, "poll"),
@@ -334,6 +417,9 @@ static int run(const char *path)
         fprintf(stderr, "pskv-tune run: %s: %s\n", dir, strerror(errno));
         return 1;
     }
+    char abs[PATH_MAX];
+    if (place->kind != TPLACE_LOCAL && realpath(dir, abs)) /* the paths a worker elsewhere gets */
+        snprintf(dir, sizeof dir, "%s", abs);
     tune_study *st;
     if (study_open(path, 1, &st, err, sizeof err) < 0) {
         fprintf(stderr, "pskv-tune run: %s\n", err);
@@ -348,6 +434,13 @@ static int run(const char *path)
     o.trial.workers = study_get(st, "workers", wk, sizeof wk) == 0 ? atoi(wk) : 1;
     study_get(st, "study_id", sid, sizeof sid); /* none: a study from before ids */
     o.trial.study_id = sid;
+    if (tplace_capacity(place, o.trial.workers) < 1) {
+        fprintf(stderr, "pskv-tune run: --hostfile %s: no host has room for a trial's %d "
+                "workers (workers=N on its line)\n", cfg_str(config, "hostfile"), o.trial.workers);
+        study_unlock(st);
+        study_close(&st);
+        return 2;
+    }
     long pgid = 0;
     int rc = service(st, path, o.trial.bin_dir, dir, &o.trial.svc, &pgid, &o.service_replaced);
     if (rc != 0) {
@@ -387,6 +480,20 @@ static int run(const char *path)
     else if (rc < 0)
         fprintf(stderr, "pskv-tune run: %s\n", pskv_strerror(rc));
     return rc == 0 ? 0 : 1;
+}
+
+static int run(const char *path)
+{
+    char bin[PATH_MAX];
+    default_bin(bin, sizeof bin);
+    if (*cfg_str(config, "bin-dir"))
+        snprintf(bin, sizeof bin, "%s", cfg_str(config, "bin-dir"));
+    tplace place;
+    int rc = launcher(&place, bin, sizeof bin);
+    if (rc == 0)
+        rc = run_study(path, &place, bin);
+    tplace_fini(&place);
+    return rc;
 }
 
 int main(int argc, char **argv)

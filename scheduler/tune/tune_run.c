@@ -45,6 +45,8 @@ typedef struct run_state {
     int held; /* the trial started ahead of its turn, waiting for a slot (-1: none) */
     trial_watch *watch; /* wakes the loop when an active trial's log is written */
     int wd[MAX_TRIALS]; /* each trial's watch handle (-1: none) */
+    int host[MAX_TRIALS]; /* the launcher's host each active trial runs on (-1: none) */
+    int *used;            /* workers each host runs now (scratch, --launcher ssh) */
 } run_state;
 
 static double wall(void)
@@ -95,6 +97,52 @@ static int span_put(const run_state *r, long id, int base, int target)
 static int active(trial_state s)
 {
     return s == TRIAL_LAUNCHING || s == TRIAL_RUNNING || s == TRIAL_STOPPING;
+}
+
+/* The host the launcher has room on for one more trial now (tplace_pick), or -1. */
+static int free_host(const run_state *r)
+{
+    const tplace *p = r->o->trial.place;
+    if (!p || p->kind != TPLACE_SSH)
+        return 0;
+    for (int h = 0; h < p->nhosts; h++)
+        r->used[h] = 0;
+    for (int i = 0; i < r->n; i++)
+        if (active(r->t[i].state) && r->host[i] >= 0)
+            r->used[r->host[i]] += r->o->trial.workers > 0 ? r->o->trial.workers : 1;
+    return tplace_pick(p, r->used, r->o->trial.workers > 0 ? r->o->trial.workers : 1);
+}
+
+/* Whether trial i's workers are surely gone before it runs again: its lock is free,
+ * which for a trial on this host means every worker exited (they hold it); a
+ * remote worker's client holds it instead, so a client that died first (killed)
+ * may have left the worker running there: it is killed on its host first. */
+static int surely_gone(run_state *r, int i, const char *dir)
+{
+    char where[300];
+    trial_where(dir, where, sizeof where);
+    if (!strcmp(where, "local"))
+        return 1;
+    return trial_stop(&r->o->trial, dir, r->t[i].id, 0 /* its clients are gone */, 1) == 0;
+}
+
+/* A trial that is to run again (PENDING), unless its workers may still run on
+ * another host: then it is failed, never run twice. */
+static void run_again(run_state *r, int i, const char *dir, const char *why)
+{
+    study_trial *t = &r->t[i];
+    if (surely_gone(r, i, dir)) {
+        LOG_W("trial %ld: %s: it runs again", t->id, why);
+        t->state = TRIAL_PENDING;
+        return;
+    }
+    char where[300];
+    trial_where(dir, where, sizeof where);
+    t->state = TRIAL_FAILED;
+    t->ended = wall();
+    snprintf(t->reason, sizeof t->reason, "%.60s, and its workers (%.100s) did not answer a kill: "
+             "not run again, it may still run there", why, where);
+    LOG_E("trial %ld: %s", t->id, t->reason);
 }
 
 static long setting(tune_study *st, const char *key, long def)
@@ -217,7 +265,9 @@ static int on_metric(void *arg, int e, double v)
         r->stop_ms[m->i] = tu_now_ms();
         if (sync_point(r) < 0)
             return -PSKV_EIO;
-        trial_stop(&r->o->trial, t->id, t->pgid, 0);
+        char dir[4096];
+        trial_dir(r, t->id, dir, sizeof dir);
+        trial_stop(&r->o->trial, dir, t->id, t->pgid, 0);
     } else if (e == r->epochs) {
         /* its last epoch: complete now, its slot free for the next trial while the
          * job stops its scheduler and server (drain() waits for those at the end) */
@@ -259,9 +309,9 @@ static int finish(run_state *r, int i)
         t->state = TRIAL_FAILED;
         snprintf(t->reason, sizeof t->reason, "reported no %s", r->metric);
     } else if (status < 0) { /* died without an exit status: run it again */
-        LOG_W("trial %ld: its job is gone without an exit status: launching it again", t->id);
-        t->state = TRIAL_PENDING;
-        return put(r, t);
+        run_again(r, i, dir, "its job is gone without an exit status");
+        if (t->state == TRIAL_PENDING)
+            return put(r, t);
     } else {
         trial_last_words(dir, words, sizeof words);
         t->state = TRIAL_FAILED;
@@ -275,13 +325,16 @@ static int finish(run_state *r, int i)
 }
 
 /* Launches trial i: LAUNCHING (attempt counted) is written before the fork. held:
- * its workers start but wait for trial_release (r->held). */
+ * its workers start but wait for trial_release (r->held). Returns 2 (nothing
+ * done) when no host of the launcher has room for it now. */
 static int launch(run_state *r, int i, int held)
 {
     study_trial *t = &r->t[i];
     char dir[4096], err[512], buf[8192], epochs[32], save[4200], from[4200];
     char *argv[MAX_ARGV];
-    int argc = 0;
+    int argc = 0, host = free_host(r);
+    if (host < 0)
+        return 2;
     trial_dir(r, t->id, dir, sizeof dir);
     t->state = TRIAL_LAUNCHING;
     t->attempt++;
@@ -315,7 +368,8 @@ static int launch(run_state *r, int i, int held)
     r->last_ms[i] = tu_now_ms();
     if (sync_point(r) < 0)
         return -PSKV_EIO;
-    if (trial_launch(&r->o->trial, dir, t->id, held, argv, argc, &pgid, err, sizeof err) < 0) {
+    if (trial_launch(&r->o->trial, dir, t->id, host, held, argv, argc, &pgid, err, sizeof err) <
+        0) {
         t->state = TRIAL_FAILED;
         snprintf(t->reason, sizeof t->reason, "could not start: %.200s", err);
         t->ended = wall();
@@ -323,16 +377,18 @@ static int launch(run_state *r, int i, int held)
         return put(r, t);
     }
     t->pgid = pgid;
+    r->host[i] = r->o->trial.place && r->o->trial.place->kind == TPLACE_SSH ? host : -1;
     if (r->wd[i] < 0)
         r->wd[i] = trial_watch_add(r->watch, dir);
     t->state = held ? TRIAL_LAUNCHING : TRIAL_RUNNING; /* held: RUNNING once released */
     if (held)
         r->held = i;
-    char group[96];
+    char group[96], where[300];
     trial_group(&r->o->trial, t->id, group, sizeof group);
-    LOG_I("trial %ld: attempt %d, epochs %d to %d, group %s, pgid %ld%s:%s", t->id, t->attempt,
-          r->base[i] + 1, r->target[i], group, pgid, held ? ", held until a slot frees" : "",
-          t->params);
+    trial_where(dir, where, sizeof where);
+    LOG_I("trial %ld: attempt %d, epochs %d to %d, group %s, pgid %ld, %s%s:%s", t->id,
+          t->attempt, r->base[i] + 1, r->target[i], group, pgid, where,
+          held ? ", held until a slot frees" : "", t->params);
     return put(r, t);
 }
 
@@ -398,13 +454,16 @@ static void orphaned(run_state *r, int i, const char *dir)
     study_trial *t = &r->t[i];
     if (!trial_alive(dir))
         return;
-    trial_stop(&r->o->trial, t->id, t->pgid ? t->pgid : trial_pgid(dir), 1);
+    int rc = trial_stop(&r->o->trial, dir, t->id, t->pgid ? t->pgid : trial_pgid(dir), 1);
     for (int64_t until = tu_now_ms() + 5000; trial_alive(dir) && tu_now_ms() < until;)
         tu_sleep_ms(20);
     if (t->state == TRIAL_STOPPING)
         return;
-    LOG_W("trial %ld: its service was gone: it runs again", t->id);
-    t->state = TRIAL_PENDING;
+    if (rc == 0) {
+        LOG_W("trial %ld: its service was gone: it runs again", t->id);
+        t->state = TRIAL_PENDING;
+    } else
+        run_again(r, i, dir, "its service was gone");
 }
 
 /* On start: what each unfinished trial's job is doing now. */
@@ -419,8 +478,18 @@ static int reattach(run_state *r)
         r->offset[i] = 0;
         r->last_ms[i] = tu_now_ms();
         span_get(r, t->id, &r->base[i], &r->target[i]);
+        char where[300];
+        trial_where(dir, where, sizeof where);
+        r->host[i] = !strncmp(where, "ssh ", 4) && r->o->trial.place
+                         ? tplace_find(r->o->trial.place, where + 4)
+                         : -1;
         if (r->o->service_replaced) {
             orphaned(r, i, dir);
+            if (t->state == TRIAL_FAILED) {
+                if (put(r, t) < 0)
+                    return -PSKV_EIO;
+                continue;
+            }
             if (t->state == TRIAL_PENDING) {
                 if (put(r, t) < 0)
                     return -PSKV_EIO;
@@ -437,16 +506,17 @@ static int reattach(run_state *r)
             trial_release(dir); /* one held by the killed tuner goes on now */
             char group[96];
             trial_group(&r->o->trial, t->id, group, sizeof group);
-            LOG_I("trial %ld: re-attached to its group %s (pgid %ld, %s)", t->id, group, t->pgid,
-                  study_state_name(t->state));
+            LOG_I("trial %ld: re-attached to its group %s (pgid %ld, %s, %s)", t->id, group,
+                  t->pgid, study_state_name(t->state), where);
             if (put(r, t) < 0)
                 return -PSKV_EIO;
             if (t->state == TRIAL_STOPPING)
-                trial_stop(&r->o->trial, t->id, t->pgid, 0);
+                trial_stop(&r->o->trial, dir, t->id, t->pgid, 0);
             continue;
         }
         if (t->state == TRIAL_LAUNCHING && trial_exit_status(dir) < 0) {
-            t->state = TRIAL_PENDING; /* never started, or died at once: launch again */
+            /* never started, or died at once: launch again */
+            run_again(r, i, dir, "never started, or gone at once");
             if (put(r, t) < 0)
                 return -PSKV_EIO;
             continue;
@@ -512,7 +582,7 @@ static int promote(run_state *r)
     t->reason[0] = '\0';
     t->ended = 0;
     int rc = launch(r, p, 0);
-    return rc < 0 ? rc : 1;
+    return rc < 0 ? rc : rc == 2 ? 0 : 1;
 }
 
 /* At the end of a promotion study: the trials still paused were not good enough
@@ -549,7 +619,9 @@ static int interrupt(run_state *r)
             LOG_I("trial %ld: interrupted by signal %d: runs again on the next run", t->id,
                   (int)*r->o->stop);
         }
-        trial_stop(&r->o->trial, t->id, t->pgid, 0);
+        char dir[4096];
+        trial_dir(r, t->id, dir, sizeof dir);
+        trial_stop(&r->o->trial, dir, t->id, t->pgid, 0);
     }
     int64_t until = tu_now_ms() + 10000;
     for (int i = 0; i < r->n; i++) {
@@ -563,13 +635,22 @@ static int interrupt(run_state *r)
             tu_sleep_ms(20);
         }
         if (trial_alive(dir))
-            trial_stop(&r->o->trial, t->id, t->pgid, 1);
+            trial_stop(&r->o->trial, dir, t->id, t->pgid, 1);
     }
     for (int i = 0; i < r->n && rc == 0; i++)
         if (r->t[i].state == TRIAL_STOPPING)
             rc = finish(r, i);
     trial_reap();
     return rc;
+}
+
+/* Whether a trial waits to be launched (one a host had no room for yet). */
+static int pending(const run_state *r)
+{
+    for (int i = 0; i < r->n; i++)
+        if (r->t[i].state == TRIAL_PENDING)
+            return 1;
+    return 0;
 }
 
 /* The trials taking a slot: the active ones but the one held. */
@@ -623,8 +704,17 @@ int tune_run(tune_study *st, const tune_run_opts *o)
     r->held = -1;
     r->watch = trial_watch_new();
     for (int i = 0; i < MAX_TRIALS; i++)
-        r->wd[i] = -1;
-    int rc = load(r);
+        r->wd[i] = r->host[i] = -1;
+    const tplace *place = o->trial.place;
+    r->used = calloc(place && place->nhosts ? (size_t)place->nhosts : 1, sizeof *r->used);
+    int rc = r->used ? load(r) : -PSKV_ENOMEM;
+    int workers = o->trial.workers > 0 ? o->trial.workers : 1;
+    if (rc == 0 && place && tplace_capacity(place, workers) < r->parallel) {
+        LOG_W("--parallel %ld: the host file has room for %d trials of %d workers at once: "
+              "%d run at once", r->parallel, tplace_capacity(place, workers), workers,
+              tplace_capacity(place, workers));
+        r->parallel = tplace_capacity(place, workers);
+    }
     study_trial *grown = rc == 0 ? realloc(r->t, sizeof *r->t * MAX_TRIALS) : NULL;
     if (rc == 0 && !grown)
         rc = -PSKV_ENOMEM;
@@ -670,7 +760,7 @@ int tune_run(tune_study *st, const tune_run_opts *o)
                 rc = put(r, t);
                 if (rc == 0)
                     rc = sync_point(r);
-                trial_stop(&r->o->trial, t->id, t->pgid, 1);
+                trial_stop(&r->o->trial, dir, t->id, t->pgid, 1);
             }
             if (i == r->held && !active(t->state))
                 r->held = -1; /* its workers ended before their turn */
@@ -710,6 +800,10 @@ int tune_run(tune_study *st, const tune_run_opts *o)
             } else if (r->held < 0 && ahead_ok) {
                 rc = launch(r, i, 1);
             }
+            if (rc == 2) { /* no host has room now: wait for a trial to end */
+                rc = 0;
+                break;
+            }
         }
         while (rc == 0 && running < r->parallel && r->sched.promote &&
                (r->budget <= 0 || spent(r) < r->budget)) {
@@ -722,7 +816,7 @@ int tune_run(tune_study *st, const tune_run_opts *o)
         }
         /* new ones; with every slot taken, one more started ahead */
         while (rc == 0 && r->held < 0 && may_suggest(r, running >= r->parallel) &&
-               (running < r->parallel || ahead_ok)) {
+               (running < r->parallel || ahead_ok) && !pending(r) && free_host(r) >= 0) {
             int ahead = running >= r->parallel;
             int s = suggest(r);
             if (s == 1)
@@ -753,6 +847,7 @@ int tune_run(tune_study *st, const tune_run_opts *o)
     }
     space_free(&r->space);
     trial_watch_destroy(&r->watch);
+    free(r->used);
     free(r->t);
     free(r->curve);
     free(r);

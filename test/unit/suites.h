@@ -88,7 +88,8 @@ Suite *resend_suite(void);
 /* common/slice.c: the scheduling slice granted, inherited, clamped, left alone at 0. */
 Suite *slice_suite(void);
 /* scheduler/tune/: GP posterior and EI against closed forms, grid coverage, ASHA and
- * median stopping against hand traces, the space file's refusals. */
+ * median stopping against hand traces, the space file's refusals; the launcher's host
+ * file (its refusals, the host with room) and the ssh command's quoting run by sh. */
 Suite *tune_suite(void);
 /* common/phi.c: the phi-accrual detector against hand-computed values, the sd
  * floor, jitter buying time, the window rolling. */

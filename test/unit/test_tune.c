@@ -3,14 +3,17 @@
  * random reproducibility, ASHA and median stopping against traces worked by
  * hand, and the space file's refusals naming the line. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "suites.h"
 #include "tune/gp.h"
 #include "tune/space.h"
 #include "tune/suggest.h"
+#include "tune/tplace.h"
 #include "tune/tsched.h"
 
 static double mat(double r, double ell, double s2)
@@ -327,6 +330,99 @@ START_TEST(median_hand_trace)
 }
 END_TEST
 
+/* A host file in a temporary file; returns its path (static). */
+static const char *hostfile(const char *text)
+{
+    static char path[64];
+    snprintf(path, sizeof path, "/tmp/pskv-unit-hosts-%d", (int)getpid());
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+START_TEST(tplace_host_file)
+{
+    tplace p;
+    char why[400];
+    const char *f = hostfile("# trials' hosts\nh0 scheduler servers=1\nh1 workers=2 # two\n"
+                             "\nroot@h2 workers=3 advertise=10.0.0.2 port=7800\n");
+    ck_assert_int_eq(tplace_init(&p, "ssh", f, "ssh -F cfg", "srun", why, sizeof why), 0);
+    ck_assert_int_eq(p.nhosts, 2); /* h0 runs no worker */
+    ck_assert_str_eq(p.hosts[0].dest, "h1");
+    ck_assert_int_eq(p.hosts[0].slots, 2);
+    ck_assert_str_eq(p.hosts[1].adv, "10.0.0.2");
+    ck_assert_int_eq(p.hosts[1].line, 5);
+    ck_assert_int_eq(p.ncmd, 5); /* ssh -F cfg -o BatchMode=yes */
+    ck_assert_str_eq(p.cmd[4], "BatchMode=yes");
+    ck_assert_int_eq(tplace_capacity(&p, 1), 5);
+    ck_assert_int_eq(tplace_capacity(&p, 2), 2);
+    int used[2] = {0, 0};
+    ck_assert_int_eq(tplace_pick(&p, used, 1), 1); /* the most room */
+    used[1] = 2;
+    ck_assert_int_eq(tplace_pick(&p, used, 1), 0); /* ties: the file's order */
+    used[0] = 2;
+    ck_assert_int_eq(tplace_pick(&p, used, 1), 1);
+    ck_assert_int_eq(tplace_pick(&p, used, 2), -1);
+    ck_assert_int_eq(tplace_find(&p, "root@h2"), 1);
+    ck_assert_int_eq(tplace_find(&p, "h9"), -1);
+    tplace_fini(&p);
+    const char *bad[][2] = {{"h1 slots=2\n", ":1: unknown word 'slots=2'"},
+                            {"\nworkers=2\n", ":2: a line must start with the host"},
+                            {"h1 workers=x\n", ":1: bad or repeated 'workers=x'"},
+                            {"h1 workers=1\nh1 workers=2\n", ":2: host h1 is also on line 1"},
+                            {"h1 scheduler servers=1\n", ":1: no host runs workers"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        f = hostfile(bad[i][0]);
+        ck_assert_int_lt(tplace_init(&p, "ssh", f, "ssh", "srun", why, sizeof why), 0);
+        ck_assert_msg(strstr(why, bad[i][1]), "%s: %s", bad[i][0], why);
+        tplace_fini(&p);
+    }
+    unlink(f);
+    ck_assert_int_lt(tplace_init(&p, "ssh", "", "ssh", "srun", why, sizeof why), 0);
+    ck_assert_msg(strstr(why, "needs --hostfile"), "%s", why);
+    ck_assert_int_lt(tplace_init(&p, "pbs", "", "ssh", "srun", why, sizeof why), 0);
+    ck_assert_msg(strstr(why, "--launcher pbs: expected local, ssh or slurm"), "%s", why);
+    ck_assert_int_lt(tplace_init(&p, "local", f, "ssh", "srun", why, sizeof why), 0);
+    ck_assert_int_eq(tplace_init(&p, "slurm", "", "ssh", "srun -p x", why, sizeof why), 0);
+    ck_assert_int_eq(tplace_capacity(&p, 4), INT32_MAX);
+    tplace_fini(&p);
+}
+END_TEST
+
+/* The remote command ssh is given, run by a local sh as the host's would: every
+ * word arrives as it was (spaces, quotes, $), the rank's words last, and the pid
+ * file is gone after. */
+START_TEST(tplace_ssh_command_quotes_every_word)
+{
+    tplace p;
+    char why[400], buf[4096], *argv[64], cmd[4300], out[256] = "";
+    const char *f = hostfile("h1 workers=1 advertise=10.0.0.9\n");
+    ck_assert_int_eq(tplace_init(&p, "ssh", f, "ssh", "srun", why, sizeof why), 0);
+    unlink(f);
+    char *w[] = {"printf", "%s|", "a b", "it's", "$HOME", "x\"y"};
+    int n = tplace_argv(&p, 0, "abc-trial-7", w, 6, buf, sizeof buf, argv, 64);
+    ck_assert_int_eq(n, 6); /* ssh -o BatchMode=yes h1 -- REMOTE */
+    ck_assert_str_eq(argv[3], "h1");
+    ck_assert_str_eq(argv[4], "--");
+    snprintf(cmd, sizeof cmd, "%s --rank 3", argv[5]); /* what the host's shell runs */
+    FILE *sh = popen(cmd, "r");
+    ck_assert_ptr_nonnull(sh);
+    ck_assert_ptr_nonnull(fgets(out, sizeof out, sh));
+    ck_assert_int_eq(pclose(sh), 0);
+    ck_assert_str_eq(out, "a b|it's|$HOME|x\"y|--advertise|10.0.0.9|--rank|3|");
+    ck_assert_int_ne(access("/tmp/pskv-tune-abc-trial-7.3.pid", F_OK), 0);
+    tplace_fini(&p);
+    ck_assert_int_eq(tplace_init(&p, "slurm", "", "ssh", "srun -p x", why, sizeof why), 0);
+    n = tplace_argv(&p, 0, "abc-trial-7", w, 2, buf, sizeof buf, argv, 64);
+    ck_assert_int_eq(n, 8); /* srun -p x --ntasks=1 --job-name=GROUP --quiet WORKER... */
+    ck_assert_str_eq(argv[4], "--job-name=abc-trial-7");
+    ck_assert_str_eq(argv[6], "printf");
+    tplace_fini(&p);
+}
+END_TEST
+
 Suite *tune_suite(void)
 {
     Suite *s = suite_create("tune");
@@ -343,6 +439,8 @@ Suite *tune_suite(void)
     tcase_add_test(tc, asha_hand_trace);
     tcase_add_test(tc, asha_promote_hand_trace);
     tcase_add_test(tc, median_hand_trace);
+    tcase_add_test(tc, tplace_host_file);
+    tcase_add_test(tc, tplace_ssh_command_quotes_every_word);
     suite_add_tcase(s, tc);
     return s;
 }
