@@ -97,13 +97,12 @@ def _params(opt):
 
 def _rehome(params, flat, grads=None):
     """Points each parameter (and its grad) at its slice of flat (and grads)."""
-    o = 0
-    for p in params:
-        n = p.numel()
-        p.data = flat[o:o + n].view_as(p)
-        if grads is not None:
-            p.grad = grads[o:o + n].view_as(p)
-        o += n
+    sizes = [p.numel() for p in params]
+    for p, v in zip(params, flat.split(sizes)):
+        p.data = v.view_as(p)
+    if grads is not None:
+        for p, v in zip(params, grads.split(sizes)):
+            p.grad = v.view_as(p)
 
 
 class DistributedOptimizer:
@@ -121,12 +120,15 @@ class DistributedOptimizer:
             if p.device.type != "cpu" or p.dtype != torch.float32:
                 raise TypeError("DistributedOptimizer: parameters must be float32 on the CPU, "
                                 "got %s on %s" % (p.dtype, p.device))
-        self.n = sum(p.numel() for p in self.params)
+        self._sizes = [p.numel() for p in self.params]
+        self._shapes = [p.shape for p in self.params]
+        self.n = sum(self._sizes)
         self.flat = torch.cat([p.detach().reshape(-1) for p in self.params]).contiguous()
         self.times = dict.fromkeys(("steps", "gather", "send", "clock", "wait_pull",
                                     "wait_push", "pull"), 0)
         self.table = None
         self._pending = None    # the next weights' View, in flight (prefetch)
+        self._next = None       # the one after it, sent in step() before its waits
         self._push = None       # the previous step's push (prefetch)
         if mode == "allreduce":
             self.grads = torch.zeros(self.n)
@@ -218,7 +220,8 @@ class DistributedOptimizer:
         view.map()
         flat = view.torch()
         view.release()
-        _rehome(self.params, flat)
+        for p, v, shape in zip(self.params, flat.split(self._sizes), self._shapes):
+            p.data = v.view(shape)
         self.flat = flat
 
     def step(self, closure=None):
@@ -254,6 +257,8 @@ class DistributedOptimizer:
         t1 = now()
         self.worker.clock()
         t2 = now()
+        if self._pending is None and self._next is not None:  # after an interrupted step()
+            self._pending, self._next = self._next, None
         if not self.prefetch or self._pending is None:  # no prefetch, or its first step
             if push is not None:
                 push.wait()
@@ -264,17 +269,26 @@ class DistributedOptimizer:
                 self._pending = self.table.pull_view()
             tm["wait_push"] += t3 - t2
             tm["wait_pull"] += t4 - t3
+            tm["pull"] += now() - t4
         else:
-            self._use(self._pending)
+            # the next pull goes before the waits, right behind this step's push and
+            # clock (it sees the push: a server answers a worker's messages in order),
+            # so that they leave together and the waits below find it on its way. It
+            # stays in _next until the waits are over: a wait interrupted (Ctrl-C) is
+            # waited for again at the next step, and no pull is left unused.
+            if self._next is None:
+                self._next = self.table.pull_view()
             t3 = now()
+            self._use(self._pending)
+            self._pending = None
+            t4 = now()
             if self._push is not None:
                 self._push.wait()
             self._push = push
-            t4 = now()
-            self._pending = self.table.pull_view()  # after this step's push: sees it
-            tm["wait_pull"] += t3 - t2
-            tm["wait_push"] += t4 - t3
-        tm["pull"] += now() - t4
+            self._pending, self._next = self._next, None
+            tm["pull"] += t3 - t2
+            tm["wait_pull"] += t4 - t3
+            tm["wait_push"] += now() - t4
         tm["gather"] += t1 - t0 - (tm["send"] - send0)
         tm["clock"] += t2 - t1
         tm["steps"] += 1
@@ -286,9 +300,10 @@ class DistributedOptimizer:
         pushes the servers applied) and uses those."""
         if self.mode != "ps":
             return
-        if self._pending is not None:
-            self._use(self._pending)
-            self._pending = None
+        for v in (self._pending, self._next):  # _next: only after an interrupted step()
+            if v is not None:
+                self._use(v)
+        self._pending = self._next = None
         if self._push is not None:
             self._push.wait()
             self._push = None
@@ -297,7 +312,7 @@ class DistributedOptimizer:
 
     def _own_weights(self):
         """The Worker closes: the weights (and a pending pull) leave its memory."""
-        self._pending = self._push = None
+        self._pending = self._next = self._push = None
         own = self.flat.clone()
         _rehome(self.params, own)
         self.flat = own
