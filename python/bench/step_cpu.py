@@ -9,10 +9,6 @@ meets the other at a barrier, then does --steps steps. Over those steps it print
 its process's CPU time (every thread: the library's and ZeroMQ's too) and its main
 thread's; rank 0 reads the server's CPU time (/proc/PID/task/*/schedstat, every
 thread) at the two barriers around them, divided by the steps of both workers.
---callgrind R: rank R runs under valgrind's callgrind, instrumented during the
-measured steps only (a small helper built with cc and valgrind/callgrind.h), and
-its instructions per step are printed (deterministic but for the waits' polls);
-the profile is left in ./step_cpu.callgrind.RUN.RANK (callgrind_annotate).
 
 --perf FILE: perf record of both workers and the server over the measured steps
 (FILE.RUN; perf report -i FILE.RUN --sort comm,dso,sym).
@@ -20,17 +16,16 @@ the profile is left in ./step_cpu.callgrind.RUN.RANK (callgrind_annotate).
 CPU per step: what pskv adds is the rest).
 
 Usage: PYTHONPATH=python /usr/bin/python3 python/bench/step_cpu.py [--steps 600]
-           [--warm 100] [--runs 3] [--callgrind R] [--perf FILE] [--floor]
+           [--warm 100] [--runs 3] [--perf FILE] [--floor]
 Prints per run and rank: run=N rank=R steps=S cpu_us=... main_us=... faults=...
-switches=... [ir=...] (faults: minor page faults a step; switches: context switches
+switches=... (faults: minor page faults a step; switches: context switches
 of every thread a step) and per run: run=N server_cpu_us=... server_faults=...
 server_switches=... (per step of one worker) push_apply_us=... pull_copy_us=... (the
 server's own account at exit, wall time); then the medians:
-  worker_cpu_us=... worker_main_us=... server_cpu_us=... [worker_ir=...]
+  worker_cpu_us=... worker_main_us=... server_cpu_us=...
 """
 
 import argparse
-import ctypes
 import glob
 import os
 import re
@@ -41,11 +36,6 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-HELPER = r"""
-#include <valgrind/callgrind.h>
-void step_cpu_start(void) { CALLGRIND_START_INSTRUMENTATION; }
-void step_cpu_stop(void) { CALLGRIND_STOP_INSTRUMENTATION; }
-"""
 
 
 def sched_ns(pid):
@@ -86,7 +76,6 @@ def child(a):
     import pskv.torch as pt
     from mlp_fmnist import load, make_model
     torch.set_num_threads(1)
-    cg = ctypes.CDLL(os.environ["STEP_CPU_HELPER"]) if os.environ.get("STEP_CPU_HELPER") else None
     rank = int(os.environ["PSKV_RANK"])
     spid = int(os.environ["STEP_CPU_SERVER"])
     w = pskv.Worker(rank=rank, shm=1, request_timeout_ms=120000)
@@ -125,13 +114,9 @@ def child(a):
             pids = f.read().split() + [str(spid)]
         perf = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", "1999", "-g",
                                  "-o", a.perf, "-p", ",".join(pids)])
-    if cg:
-        cg.step_cpu_start()
     c0, m0 = time.process_time_ns(), time.thread_time_ns()
     steps(a.steps)
     c1, m1 = time.process_time_ns(), time.thread_time_ns()
-    if cg:
-        cg.step_cpu_stop()
     f1, x1 = minflt(os.getpid()), switches(os.getpid())
     if perf:
         perf.send_signal(2)
@@ -174,32 +159,18 @@ def floor(a):
                                                      / a.steps, (minflt(os.getpid()) - f0) / a.steps))
 
 
-def build_helper(d):
-    src, so = os.path.join(d, "cg.c"), os.path.join(d, "cg.so")
-    with open(src, "w") as f:
-        f.write(HELPER)
-    subprocess.run(["cc", "-O1", "-shared", "-fPIC", "-o", so, src], check=True)
-    return so
-
-
 def one_run(a, run, tmp):
     from pskv.testing import LocalCluster
     res = {}
     logs = os.path.join(tmp, "logs.%d" % run)
     os.mkdir(logs)
-    with LocalCluster(servers=1, workers=2, log_dir=logs,
-                      dead_after_ms=60000 if a.callgrind >= 0 else None) as c:
+    with LocalCluster(servers=1, workers=2, log_dir=logs) as c:
         procs = []
         for r in range(2):
             env = dict(os.environ, PSKV_SCHEDULER=c.address, PSKV_RANK=str(r),
                        STEP_CPU_SERVER=str(c.procs["server-0"].pid), OPENBLAS_NUM_THREADS="1")
             cmd = [sys.executable, os.path.abspath(__file__), "--child", "--steps", str(a.steps),
                    "--warm", str(a.warm)] + (["--perf", "%s.%d" % (a.perf, run)] if a.perf else [])
-            out = os.path.abspath("step_cpu.callgrind.%d.%d" % (run, r))  # kept: annotate it
-            if r == a.callgrind:
-                env["STEP_CPU_HELPER"] = build_helper(tmp)
-                cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
-                       "--callgrind-out-file=" + out] + cmd
             env["STEP_CPU_PIDS"] = os.path.join(tmp, "pids.%d" % run)
             procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
                                           stderr=subprocess.STDOUT))
@@ -218,10 +189,6 @@ def one_run(a, run, tmp):
             if s:
                 res["server"], res["server_faults"], res["server_switches"] = (
                     float(s.group(1)), float(s.group(2)), float(s.group(3)))
-            if r == a.callgrind:
-                with open(os.path.abspath("step_cpu.callgrind.%d.%d" % (run, r))) as f:
-                    ir = re.search(r"^(?:summary|totals): (\d+)", f.read(), re.M)
-                res[r]["ir"] = int(ir.group(1)) / a.steps if ir else float("nan")
     # the server's own account at exit: microseconds a push took to check and apply,
     # a pull to copy (over the whole job)
     m = re.search(r"pushes \(([0-9.]+) us each to check and apply\), \d+ pulls \(([0-9.]+) us",
@@ -235,7 +202,6 @@ def main():
     ap.add_argument("--steps", type=int, default=600)
     ap.add_argument("--warm", type=int, default=100)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--callgrind", type=int, default=-1, metavar="RANK")
     ap.add_argument("--perf", metavar="FILE",
                     help="perf record (cpu-clock, call graphs) of the workers and the server "
                     "over the measured steps, into FILE.RUN")
@@ -247,30 +213,24 @@ def main():
         return child(a)
     if a.floor:
         return floor(a)
-    cpu, main_, srv, ir = [], [], [], []
+    cpu, main_, srv = [], [], []
     with tempfile.TemporaryDirectory(prefix="pskv-step-cpu-") as tmp:
         for run in range(1, a.runs + 1):
             res = one_run(a, run, tmp)
             for r in (0, 1):
                 x = res[r]
-                print("run=%d rank=%d steps=%d cpu_us=%.1f main_us=%.1f faults=%.2f "
-                      "switches=%.2f%s" % (run, r, a.steps, x["cpu"], x["main"], x["faults"],
-                                           x["switches"],
-                         " ir=%.0f" % x["ir"] if "ir" in x else ""), flush=True)
-                if "ir" in x:
-                    ir.append(x["ir"])
-                else:  # a rank under valgrind: its CPU time is valgrind's
-                    cpu.append(x["cpu"])
-                    main_.append(x["main"])
+                print("run=%d rank=%d steps=%d cpu_us=%.1f main_us=%.1f faults=%.2f switches=%.2f"
+                      % (run, r, a.steps, x["cpu"], x["main"], x["faults"], x["switches"]),
+                      flush=True)
+                cpu.append(x["cpu"])
+                main_.append(x["main"])
             print("run=%d server_cpu_us=%.1f server_faults=%.2f server_switches=%.2f "
                   "push_apply_us=%.1f pull_copy_us=%.1f"
                   % (run, res["server"], res["server_faults"], res["server_switches"],
                      res["apply"], res["copy"]), flush=True)
             srv.append(res["server"])
-    print("worker_cpu_us=%.1f worker_main_us=%.1f server_cpu_us=%.1f%s"
-          % (statistics.median(cpu), statistics.median(main_), statistics.median(srv),
-             " worker_ir=%.0f" % statistics.median(ir) if ir else ""))
-
+    print("worker_cpu_us=%.1f worker_main_us=%.1f server_cpu_us=%.1f"
+          % (statistics.median(cpu), statistics.median(main_), statistics.median(srv)))
 
 if __name__ == "__main__":
     sys.exit(main())

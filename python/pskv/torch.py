@@ -128,7 +128,6 @@ class DistributedOptimizer:
                                     "wait_push", "pull"), 0)
         self.table = None
         self._pending = None    # the next weights' View, in flight (prefetch)
-        self._next = None       # the one after it, sent in step() before its waits
         self._push = None       # the previous step's push (prefetch)
         if mode == "allreduce":
             self.grads = torch.zeros(self.n)
@@ -257,8 +256,6 @@ class DistributedOptimizer:
         t1 = now()
         self.worker.clock()
         t2 = now()
-        if self._pending is None and self._next is not None:  # after an interrupted step()
-            self._pending, self._next = self._next, None
         if not self.prefetch or self._pending is None:  # no prefetch, or its first step
             if push is not None:
                 push.wait()
@@ -269,26 +266,17 @@ class DistributedOptimizer:
                 self._pending = self.table.pull_view()
             tm["wait_push"] += t3 - t2
             tm["wait_pull"] += t4 - t3
-            tm["pull"] += now() - t4
         else:
-            # the next pull goes before the waits, right behind this step's push and
-            # clock (it sees the push: a server answers a worker's messages in order),
-            # so that they leave together and the waits below find it on its way. It
-            # stays in _next until the waits are over: a wait interrupted (Ctrl-C) is
-            # waited for again at the next step, and no pull is left unused.
-            if self._next is None:
-                self._next = self.table.pull_view()
-            t3 = now()
             self._use(self._pending)
-            self._pending = None
-            t4 = now()
+            t3 = now()
             if self._push is not None:
                 self._push.wait()
             self._push = push
-            self._pending, self._next = self._next, None
-            tm["pull"] += t3 - t2
-            tm["wait_pull"] += t4 - t3
-            tm["wait_push"] += now() - t4
+            t4 = now()
+            self._pending = self.table.pull_view()  # after this step's push: sees it
+            tm["wait_pull"] += t3 - t2
+            tm["wait_push"] += t4 - t3
+        tm["pull"] += now() - t4
         tm["gather"] += t1 - t0 - (tm["send"] - send0)
         tm["clock"] += t2 - t1
         tm["steps"] += 1
@@ -300,10 +288,9 @@ class DistributedOptimizer:
         pushes the servers applied) and uses those."""
         if self.mode != "ps":
             return
-        for v in (self._pending, self._next):  # _next: only after an interrupted step()
-            if v is not None:
-                self._use(v)
-        self._pending = self._next = None
+        if self._pending is not None:
+            self._use(self._pending)
+            self._pending = None
         if self._push is not None:
             self._push.wait()
             self._push = None
@@ -312,7 +299,7 @@ class DistributedOptimizer:
 
     def _own_weights(self):
         """The Worker closes: the weights (and a pending pull) leave its memory."""
-        self._pending = self._next = self._push = None
+        self._pending = self._push = None
         own = self.flat.clone()
         _rehome(self.params, own)
         self.flat = own
