@@ -22,6 +22,16 @@ from . import _lib, arrays, errors
 L = _lib.lib
 _ETIMEDOUT = 3
 _KINDS = {"dense": 1, "sparse": 2}
+_torch = None  # the torch module, imported on the first torch() (pskv works without it)
+
+
+def _frombuffer(buf):
+    """A torch float32 tensor over a ctypes array (no copy)."""
+    global _torch
+    if _torch is None:
+        import torch
+        _torch = torch
+    return _torch.frombuffer(buf, dtype=_torch.float32)
 
 
 class Handle:
@@ -83,12 +93,12 @@ class View:
     for it and maps its values; numpy() / torch() give arrays over the library's
     memory (read-only by contract), valid while the array lives."""
 
-    def __init__(self, table, keys, count):
+    def __init__(self, table, keys, count, _k=None):
         self._t, self._w = table, table._w
         self._buf = None
         self._mapped = False
         self.count = count
-        addr, nk, self._keys = arrays.keys(keys, "pull_view: keys")
+        addr, nk, self._keys = _k or arrays.keys(keys, "pull_view: keys")
         w = self._w
         with w._lock:
             w._flush()
@@ -145,8 +155,7 @@ class View:
         return a
 
     def torch(self):
-        import torch
-        return torch.frombuffer(self._mem("torch"), dtype=torch.float32)
+        return _frombuffer(self._mem("torch"))
 
 
 class PushBuffer:
@@ -154,9 +163,9 @@ class PushBuffer:
     memory with a server on this host when it can), sent when the `with` block ends
     without an exception (dropped when it raised). .handle is the push's Handle."""
 
-    def __init__(self, table, keys, count):
+    def __init__(self, table, keys, count, _k=None):
         self._t, self._w, self.count = table, table._w, count
-        self._kaddr, self._nk, self._keys = arrays.keys(keys, "push_buffer: keys")
+        self._kaddr, self._nk, self._keys = _k or arrays.keys(keys, "push_buffer: keys")
         if not self._nk:
             self._nk = table._nkeys(0)
         w = self._w
@@ -189,8 +198,7 @@ class PushBuffer:
         return np.ctypeslib.as_array(self._mem("numpy"))
 
     def torch(self):
-        import torch
-        return torch.frombuffer(self._mem("torch"), dtype=torch.float32)
+        return _frombuffer(self._mem("torch"))
 
     def _give_back(self):
         buf, self._buf = self._buf, None
@@ -329,13 +337,13 @@ class Table:
 
     def pull_view(self, keys=None):
         """A View of the values (pskv_pull_view), sent now; use it in a with block."""
-        nk = arrays.keys(keys, "pull_view: keys")[1]
-        return View(self, keys, self._nkeys(nk) * self.width)
+        k = arrays.keys(keys, "pull_view: keys")
+        return View(self, keys, self._nkeys(k[1]) * self.width, k)
 
     def push_buffer(self, keys=None):
         """A PushBuffer for one push of these keys; use it in a with block."""
-        nk = arrays.keys(keys, "push_buffer: keys")[1]
-        return PushBuffer(self, keys, self._nkeys(nk) * self.width)
+        k = arrays.keys(keys, "push_buffer: keys")
+        return PushBuffer(self, keys, self._nkeys(k[1]) * self.width, k)
 
     def pull_all(self, timeout=30.0):
         """(keys uint64, values float32 n x width): every row the servers hold."""

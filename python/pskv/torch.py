@@ -97,13 +97,12 @@ def _params(opt):
 
 def _rehome(params, flat, grads=None):
     """Points each parameter (and its grad) at its slice of flat (and grads)."""
-    o = 0
-    for p in params:
-        n = p.numel()
-        p.data = flat[o:o + n].view_as(p)
-        if grads is not None:
-            p.grad = grads[o:o + n].view_as(p)
-        o += n
+    sizes = [p.numel() for p in params]
+    for p, v in zip(params, flat.split(sizes)):
+        p.data = v.view_as(p)
+    if grads is not None:
+        for p, v in zip(params, grads.split(sizes)):
+            p.grad = v.view_as(p)
 
 
 class DistributedOptimizer:
@@ -121,7 +120,9 @@ class DistributedOptimizer:
             if p.device.type != "cpu" or p.dtype != torch.float32:
                 raise TypeError("DistributedOptimizer: parameters must be float32 on the CPU, "
                                 "got %s on %s" % (p.dtype, p.device))
-        self.n = sum(p.numel() for p in self.params)
+        self._sizes = [p.numel() for p in self.params]
+        self._shapes = [p.shape for p in self.params]
+        self.n = sum(self._sizes)
         self.flat = torch.cat([p.detach().reshape(-1) for p in self.params]).contiguous()
         self.times = dict.fromkeys(("steps", "gather", "send", "clock", "wait_pull",
                                     "wait_push", "pull"), 0)
@@ -218,7 +219,8 @@ class DistributedOptimizer:
         view.map()
         flat = view.torch()
         view.release()
-        _rehome(self.params, flat)
+        for p, v, shape in zip(self.params, flat.split(self._sizes), self._shapes):
+            p.data = v.view(shape)
         self.flat = flat
 
     def step(self, closure=None):
