@@ -35,6 +35,7 @@ typedef struct sub {
                          * many syncs (follow's syncs; -1: not since its full copy
                          * began, or a send was dropped) */
     int64_t dense_tags; /* ... and the sum of their clock tags then */
+    int dropping;       /* its last FOLLOW_DATA was dropped (logged once a stretch) */
 } sub;
 
 /* The changed rows of one sparse table, gathered once per sync for every reader. */
@@ -134,10 +135,14 @@ static int send_frames(follow *f, sub *s, const table *t, zmq_msg_t *km, zmq_msg
     zmq_msg_t rid;
     zmq_msg_init_size(&rid, s->rid_len);
     memcpy(zmq_msg_data(&rid), s->rid, s->rid_len);
-    int rc = wire_send(f->router, &rid, &m, km, vm);
+    /* never waited for: a reader that stopped taking its rows (its queue at the
+     * socket's SNDHWM) must not hold up the loop that applies the pushes */
+    int rc = wire_send_nowait(f->router, &rid, &m, km, vm);
     zmq_msg_close(&rid);
-    if (rc < 0)
-        LOG_D("a FOLLOW_DATA to a reader was dropped: %s", zmq_strerror(errno));
+    if (rc < 0 && !s->dropping)
+        LOG_I("a reader of namespace '%s' does not take its rows (%s): FOLLOW_DATA dropped "
+              "until it does; it will ask for a full copy", s->ns, zmq_strerror(errno));
+    s->dropping = rc < 0;
     return rc < 0 ? -1 : 0;
 }
 
