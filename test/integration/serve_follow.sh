@@ -148,7 +148,7 @@ t_serve_follow_cut() {
   [ $rc -eq 77 ] && return 77
   [ $rc -eq 0 ] || fail "cannot create the namespaced hosts"
   trap '"$NETNS" down > /dev/null 2>&1' EXIT # ends every process on h1 and h2 too
-  local T=$top/test/tools/follow_cut.py rounds=600
+  local T=$top/test/tools/follow_cut.py rounds=800
   "$NETNS" exec h1 "$LAUNCH" --servers 2 --workers 1 --port 7700 --timeout 120 \
     --log-dir "$TDIR/job" --scheduler-opt --insecure --server-opt --insecure \
     --server-opt --advertise --server-opt 10.213.0.11 -- \
@@ -164,11 +164,13 @@ t_serve_follow_cut() {
   sleep 1.5
   c1=$(cut_clock) && t1=$(now_ms) || fail "no clock from the scheduler on h1"
   "$NETNS" cut h2 || fail "cut failed"
+  echo "cut at $(date -u +%T.%3N)"
   sleep 0.3
   "$NETNS" exec h2 python3 "$T" frozen 8780 6 > frozen.out 2>&1 || fail "$(cat frozen.out)"
   c2=$(cut_clock) && t2=$(now_ms) || fail "no clock from the scheduler on h1"
   kill -0 $job 2> /dev/null || fail "the job ended during the cut: too short to see the catch-up"
   "$NETNS" heal h2 || fail "heal failed"
+  echo "healed at $(date -u +%T.%3N)"
   local frozen_at
   frozen_at=$(sed -n 's/^frozen: .* clock=\([0-9]*\) .*/\1/p' frozen.out)
   awk -v a=$((c1 - c0)) -v ta=$((t1 - t0)) -v b=$((c2 - c1)) -v tb=$((t2 - t1)) 'BEGIN {
