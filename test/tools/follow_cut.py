@@ -14,7 +14,8 @@ pskv-serve's network namespace).
         "frozen: answers=A clock=C staleness=S0..S1 metrics=M0..M1"
     follow_cut.py moved PORT CLOCK SECONDS
         (the link back) polls until check.dense is served at a clock past CLOCK;
-        prints "moved: clock C after T s"; exit 1 if it is not within SECONDS
+        prints "moved: clock C after T s, at W ms" (W: Unix time); exit 1 if it is not
+        within SECONDS
 """
 
 import re
@@ -118,7 +119,8 @@ def main():
         if cmd == "served":
             print("served: clock=%d" % c)
         else:
-            print("moved: clock %d after %.2f s" % (c, time.monotonic() - t0))
+            print("moved: clock %d after %.2f s, at %d ms" % (c, time.monotonic() - t0,
+                                                          int(time.time() * 1000)))
         return 0
     print("follow_cut.py: unknown command %s" % cmd)
     return 2
