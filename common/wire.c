@@ -419,8 +419,11 @@ void wire_msg_close(wire_msg *m)
     m->has_rid = 0;
 }
 
-int wire_send(void *sock, zmq_msg_t *rid, const Pskv__Meta *meta, zmq_msg_t *keys,
-              zmq_msg_t *vals)
+/* wire_send and wire_send_nowait: flags (0 or ZMQ_DONTWAIT) go on every frame. A
+ * ROUTER checks its peer's queue on the routing id, a DEALER on the first frame:
+ * the frames after it are never refused, so a message goes whole or not at all. */
+static int send_message(void *sock, zmq_msg_t *rid, const Pskv__Meta *meta, zmq_msg_t *keys,
+                        zmq_msg_t *vals, int flags)
 {
     int rc = 0;
     if (!sock) { /* a peer whose connection was closed (it died): nothing to send on */
@@ -439,27 +442,27 @@ int wire_send(void *sock, zmq_msg_t *rid, const Pskv__Meta *meta, zmq_msg_t *key
         zmq_msg_t r;
         zmq_msg_init(&r);
         zmq_msg_copy(&r, rid);
-        if (zmq_msg_send(&r, sock, ZMQ_SNDMORE) < 0) {
+        if (zmq_msg_send(&r, sock, ZMQ_SNDMORE | flags) < 0) {
             zmq_msg_close(&r);
             zmq_msg_close(&head);
             rc = -PSKV_ENET;
             goto out;
         }
     }
-    if (zmq_msg_send(&head, sock, (keys || vals) ? ZMQ_SNDMORE : 0) < 0) {
+    if (zmq_msg_send(&head, sock, ((keys || vals) ? ZMQ_SNDMORE : 0) | flags) < 0) {
         zmq_msg_close(&head);
         rc = -PSKV_ENET;
         goto out;
     }
     if (keys) {
-        if (zmq_msg_send(keys, sock, vals ? ZMQ_SNDMORE : 0) < 0) {
+        if (zmq_msg_send(keys, sock, (vals ? ZMQ_SNDMORE : 0) | flags) < 0) {
             rc = -PSKV_ENET;
             goto out;
         }
         keys = NULL;
     }
     if (vals) {
-        if (zmq_msg_send(vals, sock, 0) < 0) {
+        if (zmq_msg_send(vals, sock, flags) < 0) {
             rc = -PSKV_ENET;
             goto out;
         }
@@ -471,6 +474,18 @@ out:
     if (vals)
         zmq_msg_close(vals);
     return rc;
+}
+
+int wire_send(void *sock, zmq_msg_t *rid, const Pskv__Meta *meta, zmq_msg_t *keys,
+              zmq_msg_t *vals)
+{
+    return send_message(sock, rid, meta, keys, vals, 0);
+}
+
+int wire_send_nowait(void *sock, zmq_msg_t *rid, const Pskv__Meta *meta, zmq_msg_t *keys,
+                     zmq_msg_t *vals)
+{
+    return send_message(sock, rid, meta, keys, vals, ZMQ_DONTWAIT);
 }
 
 int wire_send_error(void *sock, zmq_msg_t *rid, const Pskv__Meta *req, uint64_t job_id,

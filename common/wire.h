@@ -77,6 +77,13 @@ void wire_msg_close(wire_msg *m);
 int wire_send(void *sock, zmq_msg_t *rid, const Pskv__Meta *meta, zmq_msg_t *keys,
               zmq_msg_t *vals);
 
+/* wire_send that never waits: when the peer's queue is full (a ROUTER's
+ * ROUTER_MANDATORY, the socket's SNDHWM) nothing is sent and it returns
+ * -PSKV_ENET with errno EAGAIN at once, where wire_send waits up to the socket's
+ * SNDTIMEO. For messages whose loss the peer notices itself (a follow_seq gap). */
+int wire_send_nowait(void *sock, zmq_msg_t *rid, const Pskv__Meta *meta, zmq_msg_t *keys,
+                     zmq_msg_t *vals);
+
 /* Makes msg a frame of len bytes at data that ZeroMQ sends without a copy and
  * lets go of by calling ffn(data, hint) from one of its I/O threads (what
  * zmq_msg_init_data does; msg is then the caller's to send or close). libzmq

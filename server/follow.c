@@ -35,6 +35,8 @@ typedef struct sub {
                          * many syncs (follow's syncs; -1: not since its full copy
                          * began, or a send was dropped) */
     int64_t dense_tags; /* ... and the sum of their clock tags then */
+    int dropping;       /* its last FOLLOW_DATA was dropped (logged once a stretch) */
+    int gone;           /* its connection is closed (a reconnect is a new reader) */
 } sub;
 
 /* The changed rows of one sparse table, gathered once per sync for every reader. */
@@ -134,10 +136,16 @@ static int send_frames(follow *f, sub *s, const table *t, zmq_msg_t *km, zmq_msg
     zmq_msg_t rid;
     zmq_msg_init_size(&rid, s->rid_len);
     memcpy(zmq_msg_data(&rid), s->rid, s->rid_len);
-    int rc = wire_send(f->router, &rid, &m, km, vm);
+    /* never waited for: a reader that stopped taking its rows (its queue at the
+     * socket's SNDHWM) must not hold up the loop that applies the pushes */
+    int rc = wire_send_nowait(f->router, &rid, &m, km, vm);
     zmq_msg_close(&rid);
-    if (rc < 0)
-        LOG_D("a FOLLOW_DATA to a reader was dropped: %s", zmq_strerror(errno));
+    if (rc < 0 && errno == EHOSTUNREACH) /* its connection closed: it dials anew */
+        s->gone = 1;
+    else if (rc < 0 && !s->dropping)
+        LOG_I("a reader of namespace '%s' does not take its rows (its queue is full): "
+              "FOLLOW_DATA dropped until it does; it will ask for a full copy", s->ns);
+    s->dropping = rc < 0;
     return rc < 0 ? -1 : 0;
 }
 
@@ -474,6 +482,7 @@ int follow_request(follow *f, wire_msg *msg, char *why, size_t whylen)
     snprintf(s->ns, sizeof s->ns, "%s", ns);
     s->sync_ms = r->follow_sync_ms;
     s->renewed_ms = tu_now_ms();
+    s->gone = 0; /* it speaks: its connection is there */
     if (r->has_follow_full && r->follow_full) {
         s->owed_full = 1;
         s->seq = 0;
@@ -598,9 +607,13 @@ void follow_tick(follow *f)
         return;
     int64_t now = tu_now_ms();
     for (int i = 0; i < f->nsubs; i++) {
-        if (now - f->subs[i].renewed_ms <= FOLLOW_LAPSE_MS)
+        if (f->subs[i].gone)
+            LOG_I("a reader of namespace '%s' closed its connection: unsubscribed",
+                  f->subs[i].ns);
+        else if (now - f->subs[i].renewed_ms <= FOLLOW_LAPSE_MS)
             continue;
-        LOG_I("a reader of namespace '%s' stopped renewing: unsubscribed", f->subs[i].ns);
+        else
+            LOG_I("a reader of namespace '%s' stopped renewing: unsubscribed", f->subs[i].ns);
         f->subs[i--] = f->subs[--f->nsubs];
     }
     uint32_t every = 60000;

@@ -27,8 +27,11 @@
  *
  * OWNS its subscriptions (routing ids copied) and a scratch buffer.
  * THREAD: the server's loop thread only.
- * NEVER blocks: a send that would block drops the message (the reader sees the
- * gap in follow_seq and asks for a full copy). */
+ * NEVER blocks: a send that would block (the reader's queue at the socket's
+ * SNDHWM) drops the message (the reader sees the gap in follow_seq and asks for
+ * a full copy). A reader cut off or stopped sends no renewal: FOLLOW_LAPSE_MS
+ * later it is unsubscribed and nothing more is copied for it, so what waits for
+ * it in ZeroMQ's queue and the kernel's is at most those seconds of syncs. */
 #ifndef PSKV_FOLLOW_H
 #define PSKV_FOLLOW_H
 

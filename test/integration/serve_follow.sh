@@ -125,6 +125,82 @@ t_serve_follow_failover() {
   grep -q 'left the view' follow.log || fail "pskv-serve did not notice the death: $(tail -n 5 follow.log)"
 }
 
+# cut_clock: worker 0's clock, as the scheduler of t_serve_follow_cut's job (on h1)
+# has it from its heartbeats.
+cut_clock() {
+  "$NETNS" exec h1 "$BIN/pskvctl" --scheduler 127.0.0.1:7700 --timeout 3 status --json |
+    python3 -c 'import json, sys
+print([n["clock"] for n in json.load(sys.stdin)["nodes"] if n["role"] == "worker"][0])'
+}
+
+# pskv-serve cut off from the training job, a real cut: the job (scheduler, 2
+# servers, 1 worker) on namespaced host h1, pskv-serve on h2, and h2's link taken
+# down for 6 s and more (scripts/netns-cluster.sh cut: no FIN, no RST, its connections
+# half-open), then brought back. During the cut every request (from h2) is
+# answered from the last version, the same rows, the staleness each answer and
+# /metrics report growing; the job trains on at its pace (the servers send a
+# reader nothing that waits and, 5 s without its renewal, unsubscribe it: its
+# queue is bounded). With the link back pskv-serve subscribes again, takes a full
+# copy and, once the job ends, serves its last round exactly.
+tags serve_follow_cut root serve
+t_serve_follow_cut() {
+  netns_up 2; local rc=$?
+  [ $rc -eq 77 ] && return 77
+  [ $rc -eq 0 ] || fail "cannot create the namespaced hosts"
+  trap '"$NETNS" down > /dev/null 2>&1' EXIT # ends every process on h1 and h2 too
+  local T=$top/test/tools/follow_cut.py rounds=800
+  "$NETNS" exec h1 "$LAUNCH" --servers 2 --workers 1 --port 7700 --timeout 120 \
+    --log-dir "$TDIR/job" --scheduler-opt --insecure --server-opt --insecure \
+    --server-opt --advertise --server-opt 10.213.0.11 -- \
+    --app check --namespace fj --rounds $rounds --slowdown 5 > job.out 2>&1 &
+  local job=$!
+  start follow "$NETNS" exec h2 "$BIN/pskv-serve" --scheduler 10.213.0.11:7700 --namespace fj \
+    --http-port 8780
+  "$NETNS" exec h2 python3 "$T" served 8780 3 60 > served.out 2>&1 ||
+    fail "$(cat served.out; tail -n 3 follow.log)"
+  # the job's pace before the cut, then during it (worker 0's clock at the scheduler)
+  local c0 c1 c2 t0 t1 t2
+  c0=$(cut_clock) && t0=$(now_ms) || fail "no clock from the scheduler on h1"
+  sleep 1.5
+  c1=$(cut_clock) && t1=$(now_ms) || fail "no clock from the scheduler on h1"
+  "$NETNS" cut h2 || fail "cut failed"
+  local cut_ms
+  cut_ms=$(now_ms)
+  sleep 0.3
+  "$NETNS" exec h2 python3 "$T" frozen 8780 6 > frozen.out 2>&1 || fail "$(cat frozen.out)"
+  c2=$(cut_clock) && t2=$(now_ms) || fail "no clock from the scheduler on h1"
+  kill -0 $job 2> /dev/null || fail "the job ended during the cut: too short to see the catch-up"
+  "$NETNS" heal h2 || fail "heal failed"
+  local healed_ms frozen_at
+  healed_ms=$(now_ms)
+  frozen_at=$(sed -n 's/^frozen: .* clock=\([0-9]*\) .*/\1/p' frozen.out)
+  awk -v a=$((c1 - c0)) -v ta=$((t1 - t0)) -v b=$((c2 - c1)) -v tb=$((t2 - t1)) 'BEGIN {
+    printf "job: %.1f clocks/s before the cut, %.1f during it\n", a * 1000 / ta, b * 1000 / tb
+    exit !(a > 0 && b * 1000 / tb >= 0.3 * a * 1000 / ta) }' > pace.out ||
+    fail "the job slowed while pskv-serve was cut off: $(cat pace.out)"
+  "$NETNS" exec h2 python3 "$T" moved 8780 "${frozen_at:-0}" 30 > moved.out 2>&1 ||
+    fail "no catch-up after the link came back: $(cat moved.out; tail -n 3 follow.log)"
+  awk -v h="$healed_ms" -v m="$(sed -n 's/^moved: .* at \([0-9]*\) ms$/\1/p' moved.out)" \
+    'BEGIN { printf "a new version served %.2f s after the link came back\n", (m - h) / 1000 }' \
+    >> moved.out
+  "$NETNS" exec h2 python3 "$WATCH" 8780 $rounds 1 60 > watch.out 2>&1 ||
+    fail "after the cut: $(cat watch.out)"
+  wait_exit $job 60 || fail "the job failed: $(tail -n 3 job.out)"
+  grep -q '^check ok' job/worker-0.log || fail "check: $(tail -n 1 job/worker-0.log)"
+  local f
+  for f in job/server-0.log job/server-1.log; do
+    grep -q "a reader of namespace 'fj' stopped renewing: unsubscribed" "$f" ||
+      fail "$f: the cut-off reader was not unsubscribed"
+    [ "$(grep -c "a reader at .* follows namespace 'fj'" "$f")" -ge 2 ] ||
+      fail "$f: pskv-serve did not subscribe again after the cut: $(grep -i reader "$f")"
+  done
+  awk -v a="$cut_ms" -v b="$healed_ms" 'BEGIN { printf "cut for %.1f s\n", (b - a) / 1000 }'
+  cat served.out pace.out frozen.out moved.out watch.out
+  kill "$(cat follow.pid)"
+  wait_exit "$(cat follow.pid)" 10 > /dev/null
+  return 0
+}
+
 # follow_rows HTTPPORT: the rows pskv-serve has received from the servers.
 follow_rows() {
   curl -sf "http://127.0.0.1:$1/metrics" | awk '$1 ~ /^pskv_serve_follow_rows_total/ {print $2}'

@@ -2,13 +2,16 @@
  * packed with protobuf-c, keys as uint64 and values as float32 arrays, so each
  * test controls every byte wire_parse sees. */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <limits.h>
 #include <stdint.h>
 #include <string.h>
 #include <zmq.h>
 
+#include "net.h"
 #include "pskv_errors.h"
 #include "suites.h"
+#include "timeutil.h"
 #include "wire.h"
 
 /* A message under construction: up to 4 frames (one more than allowed). */
@@ -776,6 +779,55 @@ START_TEST(moved_message_keeps_its_frames)
 }
 END_TEST
 
+/* A ROUTER as the daemons make it (net_socket: ROUTER_MANDATORY, a 5 s SNDTIMEO)
+ * toward a peer that takes nothing: once the peer's queue is full wire_send_nowait
+ * refuses at once (EAGAIN), where wire_send would wait out the SNDTIMEO; every
+ * message it accepted arrives whole. */
+START_TEST(nowait_never_waits)
+{
+    void *ctx = zmq_ctx_new();
+    void *r = net_socket(ctx, ZMQ_ROUTER, 0, 0), *d = zmq_socket(ctx, ZMQ_DEALER);
+    int one = 1;
+    ck_assert_int_eq(zmq_setsockopt(r, ZMQ_SNDHWM, &one, sizeof one), 0);
+    ck_assert_int_eq(zmq_setsockopt(d, ZMQ_RCVHWM, &one, sizeof one), 0);
+    ck_assert_int_eq(zmq_setsockopt(d, ZMQ_ROUTING_ID, "rd", 2), 0);
+    ck_assert_int_eq(zmq_bind(r, "inproc://wire-nowait"), 0);
+    ck_assert_int_eq(zmq_connect(d, "inproc://wire-nowait"), 0);
+    ck_assert_int_eq(zmq_send(d, "hi", 2, 0), 2); /* the ROUTER learns "rd" */
+    char buf[8];
+    ck_assert_int_eq(zmq_recv(r, buf, sizeof buf, 0), 2);
+    ck_assert_int_eq(zmq_recv(r, buf, sizeof buf, 0), 2);
+    zmq_msg_t rid;
+    zmq_msg_init_size(&rid, 2);
+    memcpy(zmq_msg_data(&rid), "rd", 2);
+    Pskv__Meta meta;
+    wire_meta_init(&meta, PSKV__MSG_TYPE__STATUS);
+    int sent = 0, rc = 0;
+    int64_t t0 = tu_now_ms();
+    while (sent < 100 && (rc = wire_send_nowait(r, &rid, &meta, NULL, NULL)) == 0)
+        sent++;
+    int64_t took = tu_now_ms() - t0;
+    int err = errno;
+    ck_assert_int_eq(rc, -PSKV_ENET);
+    ck_assert_int_eq(err, EAGAIN);
+    ck_assert_int_ge(sent, 1);
+    ck_assert_int_lt(took, 1000); /* wire_send: 5000 */
+    wire_msg m;
+    char why[256];
+    zmq_pollitem_t it = {d, 0, ZMQ_POLLIN, 0};
+    for (int i = 0; i < sent; i++) {
+        ck_assert_int_eq(zmq_poll(&it, 1, 2000), 1);
+        ck_assert_int_eq(wire_recv(d, 0, &m, why, sizeof why), 0);
+        ck_assert_int_eq(m.meta->type, PSKV__MSG_TYPE__STATUS);
+        wire_msg_close(&m);
+    }
+    zmq_msg_close(&rid);
+    zmq_close(r);
+    zmq_close(d);
+    zmq_ctx_term(ctx);
+}
+END_TEST
+
 Suite *wire_suite(void)
 {
     Suite *s = suite_create("wire");
@@ -809,6 +861,7 @@ Suite *wire_suite(void)
     TCase *net = tcase_create("send-recv");
     tcase_add_test(net, send_recv_roundtrip);
     tcase_add_test(net, moved_message_keeps_its_frames);
+    tcase_add_test(net, nowait_never_waits);
     suite_add_tcase(s, net);
     return s;
 }

@@ -50,6 +50,28 @@ typedef struct fstate {
     met_series *rows_in, *gaps;
 } fstate;
 
+/* A DEALER toward the scheduler or a server. ZeroMQ's heartbeat closes a
+ * connection silent for HB_TIMEOUT_MS (a link cut: no FIN, no RST, the
+ * connection half-open) and dials again, each attempt given up after CONNECT_MS:
+ * once the link is back the next attempt gets through within about CONNECT_MS,
+ * where the half-open connection would wait for TCP's retransmissions, backed
+ * off by then to seconds (as long again as the cut). A server sees the new
+ * connection as a new reader: its renewal subscribes anew, with a full copy. */
+#define HB_IVL_MS 1000
+#define HB_TIMEOUT_MS 3000
+#define CONNECT_MS 1000
+static void *follow_socket(void *ctx)
+{
+    void *s = net_socket(ctx, ZMQ_DEALER, 0, 0);
+    int ivl = HB_IVL_MS, timeout = HB_TIMEOUT_MS, conn = CONNECT_MS;
+    if (s && (zmq_setsockopt(s, ZMQ_HEARTBEAT_IVL, &ivl, sizeof ivl) ||
+              zmq_setsockopt(s, ZMQ_HEARTBEAT_TIMEOUT, &timeout, sizeof timeout) ||
+              zmq_setsockopt(s, ZMQ_CONNECT_TIMEOUT, &conn, sizeof conn)))
+        LOG_W("cannot set ZeroMQ heartbeats (%s): a cut link is noticed only by TCP",
+              zmq_strerror(errno));
+    return s;
+}
+
 static void send_follow(fstate *F, srvc *s, int full, int64_t target)
 {
     Pskv__Meta m;
@@ -106,7 +128,7 @@ static void apply_view(fstate *F, const Pskv__Meta *r)
             if (F->s[i].id == n->id)
                 s = &F->s[i];
         if (!s && F->n < MAX_SERVERS && strlen(n->host) < sizeof s->host) {
-            void *sock = net_socket(F->ctx, ZMQ_DEALER, 0, 0);
+            void *sock = follow_socket(F->ctx);
             if (!sock || secure_dial(F->cfg->sec, sock, n->pubkey) < 0 ||
                 net_connect(sock, n->host, (int)n->port) < 0) {
                 LOG_W("cannot dial server %u at %s:%u%s", n->id, n->host, n->port,
@@ -306,7 +328,7 @@ int sfollow_run(const sfollow_cfg *cfg, snapstore *st, atomic_int *stop)
     F->cfg = cfg;
     F->lead = 2;
     F->ctx = zmq_ctx_new();
-    F->sched = net_socket(F->ctx, ZMQ_DEALER, 0, 0);
+    F->sched = follow_socket(F->ctx);
     F->m = smerge_new(st);
     F->rows_in = metrics_series("pskv_serve_follow_rows_total", MET_COUNTER,
                                 "rows received from the training servers", NULL, NULL);

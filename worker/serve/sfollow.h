@@ -19,8 +19,11 @@
  * take the key as a reader's (the `reader NS` binding of their authorized file):
  * FOLLOW of a namespace the key is not bound to is refused PSKV_EACCES naming
  * the namespace, and the reader gives up at once (exit 1); it never pushes.
- * When the servers or the scheduler are gone (the job ended, a failure) the last
- * versions stay served and their staleness grows.
+ * When the servers or the scheduler are gone (the job ended, a failure) or out
+ * of reach the last versions stay served and their staleness grows. A link cut
+ * leaves connections half-open: ZeroMQ's heartbeat closes one silent for 3 s and
+ * dials again every second, so the link back is used at once; a server takes the
+ * new connection for a new reader and sends a full copy, then deltas.
  *
  * OWNS its ZeroMQ context and sockets. THREAD: the caller's, until stop is set.
  * NEVER blocks longer than one poll (50 ms). */
