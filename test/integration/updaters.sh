@@ -87,7 +87,8 @@ t_updaters_replay() {
 
 t_train_adam_ftrl() {
   # softmax with adam and sparse-lr with ftrl learn (same bars as sgd/adagrad's
-  # tests); ftrl stores fewer rows than there are features (its zeros)
+  # tests); ftrl stores fewer rows than there are features (its zeros) at lambda1 =
+  # 1/--batch (the default before 2026-11-29; the default 1/(16 x batch) stores them all)
   "$LAUNCH" --servers 2 --workers 2 --timeout 150 --log-dir "$TDIR/logs" -- --app softmax \
     --epochs 1 --train-limit 6000 --test-limit 1000 --updater adam --batch 4 --seed 1 \
     --eval-every 0 || fail "softmax adam exited $?"
@@ -97,7 +98,7 @@ t_train_adam_ftrl() {
     fail "gen-sparse failed"
   "$LAUNCH" --servers 2 --workers 2 --timeout 150 --log-dir "$TDIR/logs2" -- --app sparse-lr \
     --train "$TDIR/gen.train" --test "$TDIR/gen.test" --epochs 3 --batch 64 --updater ftrl \
-    --eval-every 0 --save-model "$TDIR/f.model" || fail "sparse-lr ftrl exited $?"
+    --l1 0.015625 --eval-every 0 --save-model "$TDIR/f.model" || fail "sparse-lr ftrl exited $?"
   auc=$(grep -o 'final auc [0-9.]*' "$TDIR/logs2/worker-0.log" | awk '{print $3}')
   n=$(sed -n 's/.*model saved to .* (\([0-9]*\) weights).*/\1/p' "$TDIR/logs2/worker-0.log")
   awk -v a="${auc:-0}" 'BEGIN { exit !(a >= 0.75) }' || fail "ftrl auc ${auc:-none} < 0.75"

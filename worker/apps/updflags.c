@@ -69,11 +69,13 @@ void updflags_apply(cfg_entry *cfg, pskv_table_opts *o)
     o->lr = (float)(adam || ftrl ? flag_or(cfg, "lr", adam ? 0.001 : 0.1) : cfg_double(cfg, "lr"));
     o->momentum = takes(u) & UPD_TAKES_MOMENTUM ? (float)cfg_double(cfg, "momentum") : 0.0f;
     o->l2 = (float)cfg_double(cfg, "l2");
-    /* ftrl's reference values (alpha 0.1, beta 1, lambda1 1) are for one example's
-     * gradient; the apps push the mean over --batch examples, so beta and lambda1,
-     * which meet gradient sums, are divided by the batch */
+    /* ftrl's beta of 1 (McMahan et al. 2013) is for one example's gradient; the apps
+     * push the mean over --batch examples, so beta and lambda1, which meet gradient
+     * sums, are divided by the batch. lambda1 is 1/16 per example, not the reference
+     * code's 1: pskv-tune's studies on gen-sparse data (docs/benchmarks.md,
+     * 2026-11-29) found AUC 0.7946 at 1 and 0.8094-0.8095 from 1/130 to 1/4 */
     double per = 1.0 / (double)cfg_int(cfg, "batch");
-    o->l1 = takes(u) & UPD_TAKES_L1 ? (float)flag_or(cfg, "l1", ftrl ? per : 0) : 0.0f;
+    o->l1 = takes(u) & UPD_TAKES_L1 ? (float)flag_or(cfg, "l1", ftrl ? per / 16 : 0) : 0.0f;
     if (adam) {
         o->beta1 = (float)cfg_double(cfg, "beta1");
         o->beta2 = (float)cfg_double(cfg, "beta2");

@@ -3,9 +3,10 @@
  *
  * Defaults follow the updater when a flag is left at its default: --lr is 0.01 for
  * sgd and adagrad, 0.001 for adam and adamw (Kingma and Ba), 0.1 for ftrl (its
- * alpha). ftrl's beta and lambda1 are 1 per example (McMahan et al. 2013: "beta = 1
- * is usually good enough"; lambda1 = 1 as in the widely used reference code), so
- * 1/--batch for the mean gradients the apps push. docs/operations.md lists them.
+ * alpha). ftrl's beta is 1 per example (McMahan et al. 2013: "beta = 1 is usually
+ * good enough") and lambda1 1/16 per example (pskv-tune's study, docs/benchmarks.md),
+ * so 1/--batch and 1/(16 x --batch) for the mean gradients the apps push.
+ * docs/operations.md lists them.
  *
  * OWNS nothing: reads the worker's config table (these flags: train/train_flags.c).
  * THREAD: the main thread. NEVER allocates or blocks. */

@@ -106,7 +106,7 @@ const cfg_entry apptab_train_flags[] = {
     {"weight-decay", CFG_DOUBLE, "0.01", "PSKV_WORKER_WEIGHT_DECAY", 0, 1e6, NULL,
      "adamw: decoupled weight decay", 0, 0, NULL, NULL},
     {"l1", CFG_DOUBLE, "0", "PSKV_WORKER_L1", 0, 1e6, NULL,
-     "L1: sgd's proximal step; ftrl's lambda1 (left unset: 1/--batch for ftrl)", 0, 0, NULL,
+     "L1: sgd's proximal step; ftrl's lambda1 (left unset: 1/(16 x --batch) for ftrl)", 0, 0, NULL,
      NULL},
     {"admit-after", CFG_INT, "0", "PSKV_WORKER_ADMIT_AFTER", 0, 255, "pushes",
      "sparse-lr: a feature gets a row on the server on its Nth push; earlier pushes are "
