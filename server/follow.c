@@ -607,13 +607,12 @@ void follow_tick(follow *f)
         return;
     int64_t now = tu_now_ms();
     for (int i = 0; i < f->nsubs; i++) {
-        if (f->subs[i].gone)
-            LOG_I("a reader of namespace '%s' closed its connection: unsubscribed",
-                  f->subs[i].ns);
-        else if (now - f->subs[i].renewed_ms <= FOLLOW_LAPSE_MS)
+        const char *why = f->subs[i].gone ? "closed its connection"
+                          : now - f->subs[i].renewed_ms > FOLLOW_LAPSE_MS ? "stopped renewing"
+                                                                          : NULL;
+        if (!why)
             continue;
-        else
-            LOG_I("a reader of namespace '%s' stopped renewing: unsubscribed", f->subs[i].ns);
+        LOG_I("a reader of namespace '%s' %s: unsubscribed", f->subs[i].ns, why);
         f->subs[i--] = f->subs[--f->nsubs];
     }
     uint32_t every = 60000;

@@ -28,6 +28,7 @@
 #include "config.h"
 #include "log.h"
 #include "metrics.h"
+#include "net.h"
 #include "pskv_errors.h"
 #include "replay.h"
 #include "space.h"
@@ -343,12 +344,6 @@ static int service(tune_study *st, const char *path, const char *bin, const char
     return 0;
 }
 
-/* 1 when addr is a loopback address (what only this host reaches). */
-static int loopback(const char *addr)
-{
-    return !strncmp(addr, "127.", 4) || !strcmp(addr, "::1") || !strcmp(addr, "localhost");
-}
-
 /* The launcher's checks before anything starts: its flags, the host file, a
  * service the hosts can reach. Returns 0 or 2 (printed why). */
 static int launcher(tplace *place, char *bin, size_t blen)
@@ -361,7 +356,7 @@ static int launcher(tplace *place, char *bin, size_t blen)
         return 2;
     }
     int own = !*cfg_str(config, "scheduler");
-    if (own && !loopback(adv) && !cfg_int(config, "insecure")) {
+    if (own && !net_is_loopback(adv) && !cfg_int(config, "insecure")) {
         fprintf(stderr, "pskv-tune run: --advertise %s: the tuner's own service on another "
                 "address than loopback needs --insecure (with keys, start a service of your "
                 "own and give --scheduler HOST:PORT)\n", adv);
@@ -369,14 +364,14 @@ static int launcher(tplace *place, char *bin, size_t blen)
     }
     if (place->kind == TPLACE_LOCAL)
         return 0;
-    if (own && loopback(adv) && place->kind == TPLACE_SSH) {
+    if (own && net_is_loopback(adv) && place->kind == TPLACE_SSH) {
         fprintf(stderr, "pskv-tune run: --launcher ssh: the workers on the hosts of %s cannot "
                 "reach a service on %s: give --advertise ADDR (this host's address they dial) "
                 "with --insecure, or --scheduler HOST:PORT of a service they reach\n",
                 cfg_str(config, "hostfile"), adv);
         return 2;
     }
-    if (own && loopback(adv))
+    if (own && net_is_loopback(adv))
         LOG_W("--launcher slurm with the service on %s: trials run only on this host's node "
               "(--advertise ADDR --insecure for other nodes)", adv);
     /* the workers start elsewhere: the paths they are given must be whole */
