@@ -117,7 +117,8 @@ t_balance_allreduce() {
 # under twice the workers, --accumulate, --sync local, a malformed plan file;
 # --updater sum (no training app takes it: under bsp it adds a clock's pushes
 # where the weighting needs their mean, docs/operations.md), and --balance on an
-# app that does not balance (check's sum tables would ignore it).
+# app that does not balance (check's sum tables would ignore it); a --lr-warmup (the
+# linear-scaling rule's, for the global batch) not within the run, or with adam.
 t_balance_bad_flags() {
   local args what n=0
   printf '0 16,16\n5 30,1\n' > "$TDIR/badsum"
@@ -149,6 +150,9 @@ LIST
 --updater must be .* (got 'sum')|--app mlp --balance batch --consistency bsp --updater sum
 --updater must be .* (got 'sum')|--app mlp --balance batch --sync allreduce --updater sum
 --balance applies to --app mlp, softmax and pipeline (got --app check)|--app check --balance batch --consistency bsp
+--lr-warmup must be at least 0 and below --epochs 2 (got 2)|--app mlp --balance batch --consistency bsp --lr 0.03 --epochs 2 --lr-warmup 2
+--lr-warmup: -1 is outside|--app mlp --balance batch --consistency bsp --lr-warmup -1
+--lr-warmup scales the pushed gradients|--app mlp --balance batch --consistency bsp --updater adam --lr-warmup 0.5
 LIST
 }
 

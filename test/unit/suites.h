@@ -54,6 +54,8 @@ Suite *model_suite(void);
 Suite *pipesched_suite(void);
 /* worker/apps/train/balsplit.c: --balance batch's split: sum kept, cap, window, no swing. */
 Suite *balsplit_suite(void);
+/* worker/apps/train/lrsched.c: --lr-schedule's factors, --lr-warmup's ramp and bounds. */
+Suite *lrsched_suite(void);
 /* server/consist/: the models' rows over the vector clock: ssp's bound, bsp's
  * close, held pulls released by a CLOCK or a view, refusals and clocks. */
 Suite *consist_suite(void);

@@ -53,6 +53,11 @@ int updflags_check(cfg_entry *cfg)
                 "does not see (its step is scale-free): use const with --updater %s\n", u);
         return -1;
     }
+    if (adam && cfg_double(cfg, "lr-warmup") > 0) {
+        fprintf(stderr, "pskv-worker: --lr-warmup scales the pushed gradients, which adam does "
+                "not see (its step is scale-free): leave it 0 with --updater %s\n", u);
+        return -1;
+    }
     if (ftrl && flag_or(cfg, "lr", 0.1) <= 0) {
         fprintf(stderr, "pskv-worker: --lr (ftrl's alpha) must be > 0\n");
         return -1;

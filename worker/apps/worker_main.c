@@ -524,6 +524,11 @@ int main(int argc, char **argv)
                 "<= 1 (got '%s')\n", sched);
         return 2;
     }
+    if (lrsched_check_warmup(cfg_double(config, "lr-warmup"), (int)cfg_int(config, "epochs")) < 0) {
+        fprintf(stderr, PROG ": --lr-warmup must be at least 0 and below --epochs %lld (got %g)\n",
+                cfg_int(config, "epochs"), cfg_double(config, "lr-warmup"));
+        return 2;
+    }
     if (row->check && row->check(config, PROG) < 0)
         return 2;
     char shost[256];

@@ -189,6 +189,7 @@ static int read_options(run *r)
     r->seed = (uint64_t)cfg_int(cfg, "seed");
     r->accumulate = (int)cfg_int(cfg, "accumulate");
     lrsched_parse(cfg_str(cfg, "lr-schedule"), &r->lr_sched); /* checked by worker_main */
+    r->lr_sched.warmup = cfg_double(cfg, "lr-warmup");
     r->clip = cfg_double(cfg, "clip-norm"); /* > 0 when set: worker_main checks */
     r->ckpt_epochs = (int)cfg_int(cfg, "checkpoint-epochs");
     r->freeze_after = cfg_int(cfg, "freeze-after");
@@ -435,8 +436,7 @@ static float compute_step(run *r, int64_t in_epoch, int64_t *cb, int64_t *cc)
     }
     /* the learning-rate schedule, as a factor on the pushed gradient: with the
      * sgd updater (w -= lr * v, v = momentum * v + g) the same as scaling lr */
-    double factor = lrsched_factor(&r->lr_sched, (double)r->step / (double)r->total_steps,
-                                   r->epochs);
+    double factor = lrsched_factor(&r->lr_sched, r->step, r->steps_per_epoch, r->epochs);
     if (r->freeze_after >= 0 && r->step >= r->freeze_after)
         factor = 0; /* a planted plateau (tests): the weights stop moving */
     if (!micro) /* --balance: no rows for this worker at an epoch's end */ memset(r->grad, 0, r->P * sizeof(float));

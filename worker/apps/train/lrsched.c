@@ -9,6 +9,7 @@
 int lrsched_parse(const char *text, lr_sched *s)
 {
     s->gamma = 1;
+    s->warmup = 0;
     if (!strcmp(text, "const"))
         s->kind = LR_CONST;
     else if (!strcmp(text, "linear"))
@@ -26,12 +27,26 @@ int lrsched_parse(const char *text, lr_sched *s)
     return 0;
 }
 
-double lrsched_factor(const lr_sched *s, double done, int epochs)
+int lrsched_check_warmup(double warmup, int epochs)
 {
+    return warmup >= 0 && warmup < (double)epochs ? 0 : -1;
+}
+
+double lrsched_factor(const lr_sched *s, int64_t step, int64_t steps_per_epoch, int epochs)
+{
+    const int64_t total = steps_per_epoch * epochs;
+    const double done = total > 0 ? (double)step / (double)total : 0;
+    double f;
     switch (s->kind) {
-    case LR_LINEAR: return 1.0 - done;
-    case LR_COSINE: return 0.5 * (1.0 + cos(M_PI * done));
-    case LR_EXP: return pow(s->gamma, done * epochs);
-    default: return 1.0;
+    case LR_LINEAR: f = 1.0 - done; break;
+    case LR_COSINE: f = 0.5 * (1.0 + cos(M_PI * done)); break;
+    case LR_EXP: f = pow(s->gamma, done * epochs); break;
+    default: f = 1.0;
     }
+    if (s->warmup > 0) {
+        double warm = ceil(s->warmup * (double)steps_per_epoch);
+        if ((double)step + 1 < warm)
+            f *= ((double)step + 1) / warm;
+    }
+    return f;
 }

@@ -121,6 +121,11 @@ const cfg_entry apptab_train_flags[] = {
      "(default linear for softmax "
      "and mlp with sgd or adagrad; scales each pushed gradient: "
      "the learning-rate schedule of the sgd updater)", 0, 0, NULL, NULL},
+    {"lr-warmup", CFG_DOUBLE, "0", "PSKV_WORKER_LR_WARMUP", 0, 1e6, "epochs",
+     "softmax/mlp: a linear warm-up of the learning rate over the first E epochs (E may be a "
+     "fraction; below --epochs): the --lr-schedule factor times (step + 1) / its steps, rising "
+     "from about 0 to 1, as for a learning rate scaled with the global batch (Goyal et al. "
+     "2017; 0 = none)", 0, 0, NULL, NULL},
     {"momentum", CFG_DOUBLE, "0.9", "PSKV_WORKER_MOMENTUM", 0, 0.999, NULL, "sgd momentum", 0, 0,
      NULL, NULL},
     {"l2", CFG_DOUBLE, "0", "PSKV_WORKER_L2", 0, 1e6, NULL, "L2 penalty", 0, 0, NULL, NULL},
