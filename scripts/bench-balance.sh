@@ -15,7 +15,14 @@
 #     workers: a bsp clock applies one mean over 96 examples where async applies
 #     three of 32 each at lr 0.01): bsp and bsp --balance batch. What balancing can
 #     change is the samples a second; the samples needed to reach an accuracy are the
-#     consistency model's and the learning rate's, and part 3 shows them apart.
+#     consistency model's and the learning rate's, and part 3 shows them apart;
+#  4. the linear-scaling rule as a user would run it (Goyal et al. 2017): lr 0.03 with
+#     a warm-up of half an epoch (--lr-warmup 0.5) and a cosine decay, balanced and
+#     not, and balanced with the decay alone, against async at its own lr 0.01 with
+#     the same cosine decay (same epochs);
+#  5. async and bsp balanced at their part-4 settings with --shm (values through
+#     shared memory: a step's push and pull of the 814 KB table not copied through
+#     TCP), where the synchronous clock's transfers weigh most.
 # Per setting: wall time to 0.84 and 0.85 test accuracy, the same less rank 0's
 # evaluations (train_time: under bsp every worker waits for them), the job's samples
 # trained by then, samples/s (median over the run's evaluations), final accuracy, and
@@ -128,6 +135,13 @@ for i in $(seq "$repeat"); do # interleaved rounds: one run of each setting per 
   one "bsp --balance batch (late)" "$late" -- --lr 0.01 --consistency bsp --balance batch
   one "bsp lr 0.03" "$steady" -- --lr 0.03 --consistency bsp
   one "bsp --balance batch lr 0.03" "$steady" -- --lr 0.03 --consistency bsp --balance batch
+  one "async cosine" "$steady" -- --lr 0.01 --consistency async --lr-schedule cosine
+  one "bsp --balance batch lr 0.03 warmup" "$steady" -- --lr 0.03 --consistency bsp --balance batch --lr-warmup 0.5
+  one "bsp --balance batch lr 0.03 warmup cosine" "$steady" -- --lr 0.03 --consistency bsp --balance batch --lr-warmup 0.5 --lr-schedule cosine
+  one "bsp --balance batch lr 0.03 cosine" "$steady" -- --lr 0.03 --consistency bsp --balance batch --lr-schedule cosine
+  one "bsp lr 0.03 warmup cosine" "$steady" -- --lr 0.03 --consistency bsp --lr-warmup 0.5 --lr-schedule cosine
+  one "async cosine shm" "$steady" -- --lr 0.01 --consistency async --lr-schedule cosine --shm
+  one "bsp --balance batch lr 0.03 warmup cosine shm" "$steady" -- --lr 0.03 --consistency bsp --balance batch --lr-warmup 0.5 --lr-schedule cosine --shm
 done
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== steady straggler: worker 2 is 3x slower; $epochs epochs, lr 0.01, median of $repeat interleaved rounds"
@@ -136,4 +150,8 @@ echo "== worker 2 slows to 3x at clock $half of $steps (clocks_to_follow: to the
 for l in "bsp (late)" "bsp --balance batch (late)"; do report "$l"; done
 echo "== the synchronous global batch of 96 at the linear-scaling lr 0.03 (against async's at lr 0.01 above)"
 for l in "bsp lr 0.03" "bsp --balance batch lr 0.03"; do report "$l"; done
+echo "== a decaying schedule and the warm-up of the linear-scaling rule (async at its own lr 0.01, cosine decay)"
+for l in "async cosine" "bsp --balance batch lr 0.03 warmup" "bsp --balance batch lr 0.03 warmup cosine" "bsp --balance batch lr 0.03 cosine" "bsp lr 0.03 warmup cosine"; do report "$l"; done
+echo "== the same with values through shared memory (--shm: the pulls and pushes of 814 KB not copied through TCP)"
+for l in "async cosine shm" "bsp --balance batch lr 0.03 warmup cosine shm"; do report "$l"; done
 echo "logs in $out"
