@@ -25,6 +25,13 @@
 # fraction (the mean of the workers'); per model the median run (by samples/s),
 # the median waiting fraction, and its samples/s over DDP's and the ceiling's
 # (and, with torch-floor among the models, over the torch floor's: of_torch_floor).
+# With "local" among the models each round also times the raw ZeroMQ echo of the
+# model's bytes (pskv-zmq-rtt --size 814120: a gradient one way, the weights back)
+# and the end prints the transport floor over TCP: the samples/s no implementation
+# that sends each step's fp32 gradient and receives the weights over loopback TCP
+# can pass on this machine, nproc / (CPU a sample of compute + CPU of one echo / 32),
+# the compute's CPU a sample being the compute-only ceiling's (2 workers, each a
+# core, the update included). docs/benchmarks.md, "The transport floor over TCP".
 # --servers S (default 1) and --replicas R (default 1) set the cluster; the scheduler
 # declares a node dead after 5 s of silence (not 0.5 s), so that a process starved
 # for a moment on a loaded machine does not end the run.
@@ -151,6 +158,9 @@ for r in $(seq "$runs"); do
     esac
   done
   [ $ddp -eq 1 ] && run_ddp "$r"
+  case " $models " in
+    *" local "*) "$top/build/bin/pskv-zmq-rtt" --size 814120 --reps 300 | tee -a "$out/echo" ;;
+  esac
 done
 [ $ddp -eq 1 ] || echo "ddp: skipped (needs Debian's python3-torch and $ref/tddp.py; or --no-peer)"
 
@@ -178,6 +188,12 @@ for m in $models $([ $ddp -eq 1 ] && echo ddp); do
   d="$out/${m//[:+]/_}-$mr"
   grep -h 'step time\|waiting fraction\|cpu: ' "$d"/worker-*.log | sed 's/^/    /'
 done
+if [ -s "$out/echo" ] && [ "$ceiling" != - ]; then
+  awk -v c="$ceiling" -v e="$(field cpu_us < "$out/echo" | median)" -v n="$(nproc)" -v d="$ddp_rate" \
+    'BEGIN {w = n < 2 ? n : 2; f = n / (w / c + e * 1e-6 / 32); if (f > c) f = c;
+            printf "tcp floor: %.0f samples/s (ceiling %s, echo of 814120 bytes %.1f us of CPU, %d cores)", f, c, e, n;
+            if (d != "-" && d > 0) printf " x_ddp=%.2f", f / d; printf "\n"}'
+fi
 if [ "$tfloor" != - ] && case " $models " in *" python "*) true ;; *) false ;; esac; then
   awk -v p="$(rate_of python)" -v t="$tfloor" -v d="$ddp_rate" \
     'BEGIN {printf "python: pskv %s, torch floor %s, ddp %s samples/s", p, t, d;

@@ -13,7 +13,13 @@
  * waits for the echo before the next send, then times each round trip on
  * CLOCK_MONOTONIC. The ROUTER is created and bound by the main thread before
  * the echo thread starts (thread creation is the memory barrier ZeroMQ asks
- * for when a socket changes threads); zmq_ctx_shutdown stops the echo thread. */
+ * for when a socket changes threads); zmq_ctx_shutdown stops the echo thread.
+ *
+ * Prints, last on its line, cpu_us: the process's CPU time (every thread: both
+ * sockets' user code, ZeroMQ's I/O threads, the kernel's loopback copies) per
+ * timed round trip. Moving SIZE bytes each way over loopback TCP costs at least
+ * that much of the machine, whichever program does it: the transport's floor
+ * under a training step that sends a gradient and receives the weights. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <pthread.h>
@@ -21,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <zmq.h>
 
@@ -61,6 +68,15 @@ static double now_us(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* The process's CPU time so far, every thread, user and system (us). */
+static double cpu_us(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -210,7 +226,10 @@ int main(int argc, char **argv)
         ((uint8_t *)buf)[i] = (uint8_t)(i * 131 + 7);
 
     int rc = 0;
+    double cpu0 = 0;
     for (long i = 0; i < warmup + reps && rc == 0; i++) {
+        if (i == warmup)
+            cpu0 = cpu_us();
         double t0 = now_us();
         if (round_trip(dealer, buf, (size_t)size) < 0) {
             fprintf(stderr, "pskv-zmq-rtt: round trip %ld failed: %s\n", i,
@@ -222,10 +241,11 @@ int main(int argc, char **argv)
             rtt[i - warmup] = now_us() - t0;
     }
     if (rc == 0) {
+        double cpu = (cpu_us() - cpu0) / (double)reps;
         qsort(rtt, (size_t)reps, sizeof *rtt, cmp_double);
-        printf("zmq_rtt size=%ld reps=%ld median_us=%.1f p10_us=%.1f p90_us=%.1f%s\n", size,
-               reps, pct(rtt, reps, 0.5), pct(rtt, reps, 0.1), pct(rtt, reps, 0.9),
-               curve ? " curve=1" : "");
+        printf("zmq_rtt size=%ld reps=%ld median_us=%.1f p10_us=%.1f p90_us=%.1f%s cpu_us=%.1f\n",
+               size, reps, pct(rtt, reps, 0.5), pct(rtt, reps, 0.1), pct(rtt, reps, 0.9),
+               curve ? " curve=1" : "", cpu);
     }
 
     zmq_setsockopt(dealer, ZMQ_LINGER, &zero, sizeof zero);
