@@ -109,8 +109,11 @@ static int parse_long(const char *s, long min, long max, long *out)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: pskv-zmq-rtt --size BYTES [--reps N] [--warmup N] [--curve]\n"
+    fprintf(f, "usage: pskv-zmq-rtt --size BYTES [--reps N] [--warmup N] [--curve] "
+               "[--sockbuf BYTES]\n"
                "  --curve: CURVE on both sockets, each side in its own I/O thread\n"
+               "  --sockbuf: the kernel's send and receive buffers of both sockets "
+               "(default: the kernel's)\n"
                "  --reps defaults to max(20, 200000000 / (BYTES + 10000)), at most 20000;\n"
                "  --warmup defaults to 50\n");
 }
@@ -135,7 +138,7 @@ static int round_trip(void *dealer, void *buf, size_t size)
 
 int main(int argc, char **argv)
 {
-    long size = -1, reps = 0, warmup = 50;
+    long size = -1, reps = 0, warmup = 50, sockbuf = 0;
     int curve = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -155,6 +158,8 @@ int main(int argc, char **argv)
             bad = parse_long(v, 1, 100000000, &reps);
         else if (!bad && !strcmp(a, "--warmup"))
             bad = parse_long(v, 0, 100000000, &warmup);
+        else if (!bad && !strcmp(a, "--sockbuf"))
+            bad = parse_long(v, 1, 1L << 30, &sockbuf);
         else
             bad = 1;
         if (bad) {
@@ -184,8 +189,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "pskv-zmq-rtt: --curve: this libzmq has no CURVE\n");
         return 1;
     }
+    int sb = (int)sockbuf;
     if (router) {
         zmq_setsockopt(router, ZMQ_LINGER, &zero, sizeof zero);
+        if (sb) { /* before bind: it applies to the connection accepted */
+            zmq_setsockopt(router, ZMQ_SNDBUF, &sb, sizeof sb);
+            zmq_setsockopt(router, ZMQ_RCVBUF, &sb, sizeof sb);
+        }
         int one = 1;
         if (curve) {
             zmq_setsockopt(router, ZMQ_CURVE_SERVER, &one, sizeof one);
@@ -205,6 +215,10 @@ int main(int argc, char **argv)
         return 1;
     }
     void *dealer = zmq_socket(ctx, ZMQ_DEALER);
+    if (dealer && sb) {
+        zmq_setsockopt(dealer, ZMQ_SNDBUF, &sb, sizeof sb);
+        zmq_setsockopt(dealer, ZMQ_RCVBUF, &sb, sizeof sb);
+    }
     if (dealer && curve) {
         zmq_setsockopt(dealer, ZMQ_CURVE_SERVERKEY, spub, 40);
         zmq_setsockopt(dealer, ZMQ_CURVE_PUBLICKEY, cpub, 40);
