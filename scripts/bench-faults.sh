@@ -112,6 +112,7 @@ if [ -z "$only" ] || [ "$only" = replication ]; then
   done
   s1=$(median < "$out/step-1"); s2=$(median < "$out/step-2")
   awk -v a="$s1" -v b="$s2" 'BEGIN { printf "replication size=1048576 mode=pipelined R1_step_us=%.1f R1_GBps=%.3f R2_step_us=%.1f R2_GBps=%.3f R2_over_R1=%.2f\n", a, 2*1048576/(a*1000), b, 2*1048576/(b*1000), a/b }'
+  [ -s "$out/floor-1" ] && [ -s "$out/floor-2" ] || exit 0
   f1=$(median < "$out/floor-1"); f2=$(median < "$out/floor-2")
   c1=$(median < "$out/floor-cpu-1"); c2=$(median < "$out/floor-cpu-2")
   awk -v a="$f1" -v b="$f2" -v c="$c1" -v e="$c2" 'BEGIN { printf "replication_floor size=1048576 mode=pipelined raw=zeromq R1_step_us=%.1f R2_step_us=%.1f R2_over_R1=%.2f R1_cpu_us=%.0f R2_cpu_us=%.0f cpu_R1_over_R2=%.2f\n", a, b, a/b, c, e, c/e }'
