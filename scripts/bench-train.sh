@@ -25,6 +25,17 @@
 # fraction (the mean of the workers'); per model the median run (by samples/s),
 # the median waiting fraction, and its samples/s over DDP's and the ceiling's
 # (and, with torch-floor among the models, over the torch floor's: of_torch_floor).
+# With "local" among the models each round also times the raw ZeroMQ echo of the
+# model's bytes (pskv-zmq-rtt --size 814120: a gradient one way, the weights back)
+# and the end prints the transport floor over TCP: the samples/s no implementation
+# that sends each step's fp32 gradient and receives the weights over loopback TCP
+# can pass on this machine, nproc / (CPU a sample of compute + CPU of one echo / 32),
+# the compute's CPU a sample being the compute-only ceiling's (2 workers, each a
+# core, the update included). docs/benchmarks.md, "The transport floor over TCP".
+# --estimate: before each run of a pskv model, the same job with --estimate (it
+# times a fifth of the steps, at most 400, and predicts the job's wall time); the
+# run's line gains predicted=, wall= (the real run's "job wall time") and
+# est_error=(predicted - wall) / wall, and the end the median |error| per model.
 # --servers S (default 1) and --replicas R (default 1) set the cluster; the scheduler
 # declares a node dead after 5 s of silence (not 0.5 s), so that a process starved
 # for a moment on a loaded machine does not end the run.
@@ -34,13 +45,14 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 . "$here/bench-lib.sh"
-runs=3 epochs=5 peer=1 models="async async+prefetch async+prefetch+shm bsp local" servers=1 replicas=1
-usage="usage: $0 [--runs N] [--epochs E] [--models \"async async+prefetch async+prefetch+shm bsp local\"] [--no-peer] [--servers S] [--replicas R]"
+runs=3 epochs=5 peer=1 models="async async+prefetch async+prefetch+shm bsp local" servers=1 replicas=1 est=0
+usage="usage: $0 [--runs N] [--epochs E] [--models \"async async+prefetch async+prefetch+shm bsp local\"] [--no-peer] [--servers S] [--replicas R] [--estimate]"
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) runs=$2; shift 2 ;;
     --epochs) epochs=$2; shift 2 ;;
     --no-peer) peer=0; shift ;;
+    --estimate) est=1; shift ;;
     --models) models=$2; shift 2 ;;
     --servers) servers=$2; shift 2 ;;
     --replicas) replicas=$2; shift 2 ;;
@@ -84,22 +96,32 @@ run_model() {
     esac
   done
   mkdir -p "$d"
+  local job=(--servers "$servers" --workers 2 --timeout 900
+    --scheduler-opt --replicas --scheduler-opt "$replicas"
+    --scheduler-opt --log-level --scheduler-opt warn --server-opt --log-level --server-opt warn
+    -- --app mlp --epochs "$epochs" --batch 32 --lr 0.01 --lr-schedule const --momentum 0.9
+    --log-level warn "${flags[@]}") pred=
+  if [ $est -eq 1 ] && [ "${m%%+*}" != local ]; then
+    "$here/launch-local.sh" --log-dir "$d/estimate" "${job[@]}" --estimate > /dev/null 2>&1 ||
+      { echo "bench-train: $m run $r: --estimate failed" >&2; tail -n 3 "$d"/estimate/worker-0.log >&2; exit 1; }
+    pred=$(sed -n 's/.*estimate: predicted wall time \([0-9.]*\).*/\1/p' "$d/estimate/worker-0.log")
+  fi
   cpu_sampler "$d" & local sampler=$!
-  "$here/launch-local.sh" --servers "$servers" --workers 2 --timeout 900 --log-dir "$d" \
-    --scheduler-opt --replicas --scheduler-opt "$replicas" \
-    --scheduler-opt --log-level --scheduler-opt warn --server-opt --log-level --server-opt warn \
-    -- --app mlp --epochs "$epochs" --batch 32 --lr 0.01 --lr-schedule const --momentum 0.9 \
-       --log-level warn "${flags[@]}" --metrics "$d/metrics.jsonl" > /dev/null 2>&1 ||
+  "$here/launch-local.sh" --log-dir "$d" "${job[@]}" --metrics "$d/metrics.jsonl" > /dev/null 2>&1 ||
     { echo "bench-train: $m run $r failed" >&2; tail -n 3 "$d"/worker-*.log >&2; exit 1; }
   wait "$sampler"
+  local wall estf=
+  wall=$(sed -n 's/.*job wall time \([0-9.]*\).*/\1/p' "$d/worker-0.log" | head -n 1)
+  [ -n "$pred" ] && [ -n "$wall" ] &&
+    estf=$(awk -v p="$pred" -v w="$wall" 'BEGIN {printf " predicted=%s wall=%s est_error=%.3f", p, w, (p - w) / w}')
   local wf fl
   wf=$(sed -n 's/^rank [0-9]* waiting fraction \([0-9.]*\) .*/\1/p' "$d"/worker-*.log |
        awk '{s += $1; n++} END {if (n) printf "%.4f", s / n; else print "-"}')
   fl=$(floor_of "$d")
   # whole-run rate: the job's samples over its training time (evaluation excluded):
   # each line covers about one epoch, so the rate is the harmonic mean of the lines'
-  awk -v r="$r" -v e="$epochs" -v m="$m" -v wf="$wf" -v fl="$fl" 'BEGIN{FS="[:,}]"} {for(i=1;i<NF;i++){if($i~/"samples_per_s"/)inv+=1/$(i+1); if($i~/"accuracy"/)a=$(i+1)}; n++} END {printf "model=%s run=%d epochs=%d samples_per_s=%.0f accuracy=%.4f waiting=%s floor=%s\n", m, r, e, n/inv, a, wf, fl}' \
-    "$d/metrics.jsonl" | tee -a "$out/runs"
+  awk -v r="$r" -v e="$epochs" -v m="$m" -v wf="$wf" -v fl="$fl" 'BEGIN{FS="[:,}]"} {for(i=1;i<NF;i++){if($i~/"samples_per_s"/)inv+=1/$(i+1); if($i~/"accuracy"/)a=$(i+1)}; n++} END {printf "model=%s run=%d epochs=%d samples_per_s=%.0f accuracy=%.4f waiting=%s floor=%s%s\n", m, r, e, n/inv, a, wf, fl, ef}' \
+    ef="$estf" "$d/metrics.jsonl" | tee -a "$out/runs"
 }
 
 # run_py MODEL RUN: python (pskv from Python) or torch-floor[-loop|-flat]; appends
@@ -151,6 +173,9 @@ for r in $(seq "$runs"); do
     esac
   done
   [ $ddp -eq 1 ] && run_ddp "$r"
+  case " $models " in
+    *" local "*) "$top/build/bin/pskv-zmq-rtt" --size 814120 --reps 300 | tee -a "$out/echo" ;;
+  esac
 done
 [ $ddp -eq 1 ] || echo "ddp: skipped (needs Debian's python3-torch and $ref/tddp.py; or --no-peer)"
 
@@ -178,6 +203,18 @@ for m in $models $([ $ddp -eq 1 ] && echo ddp); do
   d="$out/${m//[:+]/_}-$mr"
   grep -h 'step time\|waiting fraction\|cpu: ' "$d"/worker-*.log | sed 's/^/    /'
 done
+if [ $est -eq 1 ]; then
+  for m in $models; do
+    e=$(grep "^model=$m " "$out/runs" | field est_error | awk '{print ($1 < 0 ? -$1 : $1)}' | median)
+    [ "$e" != - ] && echo "estimate: $m median |error| $e over $(grep -c "^model=$m .*est_error=" "$out/runs") runs"
+  done
+fi
+if [ -s "$out/echo" ] && [ "$ceiling" != - ]; then
+  awk -v c="$ceiling" -v e="$(field cpu_us < "$out/echo" | median)" -v n="$(nproc)" -v d="$ddp_rate" \
+    'BEGIN {w = n < 2 ? n : 2; f = n / (w / c + e * 1e-6 / 32); if (f > c) f = c;
+            printf "tcp floor: %.0f samples/s (ceiling %s, echo of 814120 bytes %.1f us of CPU, %d cores)", f, c, e, n;
+            if (d != "-" && d > 0) printf " x_ddp=%.2f", f / d; printf "\n"}'
+fi
 if [ "$tfloor" != - ] && case " $models " in *" python "*) true ;; *) false ;; esac; then
   awk -v p="$(rate_of python)" -v t="$tfloor" -v d="$ddp_rate" \
     'BEGIN {printf "python: pskv %s, torch floor %s, ddp %s samples/s", p, t, d;

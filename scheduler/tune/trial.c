@@ -33,6 +33,13 @@ static const char script[] =
     "i=$((i + 1)); done; s=0; for x in $p; do wait $x; r=$?; [ $s = 0 ] && s=$r; done; "
     "echo $s >\"$d/exit.tmp\" && mv \"$d/exit.tmp\" \"$d/exit\"";
 
+/* The trials' launcher: the study's, or this host's when it gave none. */
+static const tplace *place_of(const trial_opts *o)
+{
+    static const tplace here = {.kind = TPLACE_LOCAL};
+    return o->place ? o->place : &here;
+}
+
 void trial_group(const trial_opts *o, long id, char *buf, size_t len)
 {
     const char *sid = o->study_id ? o->study_id : "";
@@ -141,8 +148,7 @@ int trial_launch(const trial_opts *o, const char *dir, long id, int host, int he
     args[n++] = "pskv-trial";
     args[n++] = (char *)dir;
     args[n++] = size;
-    static const tplace local = {.kind = TPLACE_LOCAL};
-    int c = tplace_argv(o->place ? o->place : &local, host, group, wargs, w, remote,
+    int c = tplace_argv(place_of(o), host, group, wargs, w, remote,
                         sizeof remote, args + n, MAX_ARGS + TPLACE_MAX_WORDS + 8 - n);
     if (c < 0) {
         snprintf(err, len, "the worker's command line is too long for the %s launcher", where);
@@ -244,11 +250,10 @@ int trial_stop(const trial_opts *o, const char *dir, long id, long pgid, int har
     if (!hard)
         LOG_I("trial %ld: group stop refused (%s): SIGTERM to its worker%s%s", id, why,
               remote ? "s on " : "", remote ? where : "");
-    static const tplace local = {.kind = TPLACE_LOCAL};
     /* a remote worker is signalled on its host: its client here ends with it (a
      * client killed first would free the trial's lock while the worker runs on) */
     if (remote)
-        rc = tplace_kill(o->place ? o->place : &local, where, group, hard, REMOTE_KILL_MS);
+        rc = tplace_kill(place_of(o), where, group, hard, REMOTE_KILL_MS);
     if (pgid > 1 && (!remote || hard))
         kill(-(pid_t)pgid, hard ? SIGKILL : SIGTERM);
     return rc;

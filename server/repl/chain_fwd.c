@@ -18,6 +18,9 @@
 #include "chain_fwd.h"
 
 #include <errno.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,12 +31,23 @@
 #include "net.h"
 #include "pskv_errors.h"
 #include "timeutil.h"
+#include "wire.h"
 
 #define MAX_PEND 4096 /* forwards waiting for the tail, per server */
 #define MAX_FWD 255   /* successors one push is forwarded to */
 
+/* A hop's keys or values, shared with ZeroMQ: every REPLICATE that carries them
+ * lends them without a copy and holds a reference until its I/O thread lets go;
+ * the hop holds one until it is freed (it may be sent again). Never written once
+ * first sent. */
+typedef struct hop_buf {
+    atomic_int refs;
+    alignas(max_align_t) unsigned char data[];
+} hop_buf;
+
 typedef struct chain_hop {   /* the rows of one push forwarded to one successor */
     uint32_t node;
+    hop_buf *kb, *vb;  /* where keys and vals live (kb NULL: no keys) */
     uint64_t *keys;
     float *vals;
     uint64_t n;
@@ -44,11 +58,43 @@ typedef struct chain_hop {   /* the rows of one push forwarded to one successor 
     int resends;       /* times chain_fwd_retry sent it again */
 } chain_hop;
 
+/* A buffer of `bytes` with one reference (the caller's), or NULL. */
+static void *hop_buf_new(hop_buf **b, size_t bytes)
+{
+    *b = malloc(sizeof **b + (bytes ? bytes : 1));
+    if (!*b)
+        return NULL;
+    atomic_init(&(*b)->refs, 1);
+    return (*b)->data;
+}
+
+static void hop_buf_unref(hop_buf *b)
+{
+    if (b && atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1)
+        free(b);
+}
+
+/* ZeroMQ's free function of a lent hop buffer (the hint). */
+static void hop_buf_returned(void *data, void *hint)
+{
+    (void)data;
+    wire_frame_returned(hint);
+    hop_buf_unref(hint);
+}
+
+/* msg: len bytes at data (inside b) lent to ZeroMQ under a new reference.
+ * Returns 0 or -PSKV_ENOMEM (the reference dropped again). */
+static int hop_buf_lend(zmq_msg_t *msg, hop_buf *b, const void *data, size_t len)
+{
+    atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
+    return wire_frame_lend(msg, (void *)data, len, hop_buf_returned, b);
+}
+
 static void pend_free(chain_pend *p)
 {
     for (int i = 0; i < p->nfwd; i++) {
-        free(p->fwds[i].keys);
-        free(p->fwds[i].vals);
+        hop_buf_unref(p->fwds[i].kb);
+        hop_buf_unref(p->fwds[i].vb);
         free(p->fwds[i].parts);
     }
     free(p->fwds);
@@ -121,28 +167,34 @@ static void send_replicate(chain *c, chain_pend *pd, int fi)
         m.has_table_lr = 1;
         m.table_lr = pd->lr;
     }
+    /* the hop's own rows go without a copy (lent); 16-bit values are packed again */
     zmq_msg_t km, vm, *kp = NULL, *vp = NULL;
+    int rc = 0;
     if (f->n && !m.has_first_key) {
-        zmq_msg_init_size(&km, f->n * sizeof(uint64_t));
-        memcpy(zmq_msg_data(&km), f->keys, f->n * sizeof(uint64_t));
-        kp = &km;
+        rc = hop_buf_lend(&km, f->kb, f->keys, f->n * sizeof(uint64_t));
+        kp = rc < 0 ? NULL : &km;
     }
     size_t nv = f->n * pd->t->width;
-    if (f->n && pd->wire && !pd->close) { /* the push's 16-bit values: exactly those that came */
+    if (rc == 0 && f->n && pd->wire && !pd->close) { /* the push's 16-bit values, as they came */
         m.has_wire = 1;
         m.wire = pd->wire;
         m.has_loss_scale = pd->scale != 1.0f;
         m.loss_scale = pd->scale;
-        zmq_msg_init_size(&vm, nv * sizeof(uint16_t));
-        half_pack_scaled((int)pd->wire, zmq_msg_data(&vm), f->vals, nv, pd->scale);
-        vp = &vm;
-    } else if (f->n) {
-        zmq_msg_init_size(&vm, nv * sizeof(float));
-        memcpy(zmq_msg_data(&vm), f->vals, nv * sizeof(float));
-        vp = &vm;
+        rc = zmq_msg_init_size(&vm, nv * sizeof(uint16_t)) ? -PSKV_ENOMEM : 0;
+        if (rc == 0)
+            half_pack_scaled((int)pd->wire, zmq_msg_data(&vm), f->vals, nv, pd->scale);
+        vp = rc < 0 ? NULL : &vm;
+    } else if (rc == 0 && f->n) {
+        rc = hop_buf_lend(&vm, f->vb, f->vals, nv * sizeof(float));
+        vp = rc < 0 ? NULL : &vm;
     }
-    if (!s || wire_send(s, NULL, &m, kp, vp) < 0)
+    if (rc < 0) { /* sent again by chain_fwd_retry */
+        if (kp)
+            zmq_msg_close(kp);
+        LOG_W("out of memory forwarding to server node %u", f->node);
+    } else if (!s || wire_send(s, NULL, &m, kp, vp) < 0) {
         LOG_W("cannot forward to server node %u; waiting for a new view", f->node);
+    }
 }
 
 /* The forward of pd to successor nx among those added since first_new, or -1. */
@@ -173,8 +225,8 @@ static int fwd_to(chain_pend *pd, int first_new, uint32_t nx, uint64_t n, size_t
     memset(&g[fi], 0, sizeof g[fi]);
     g[fi].node = nx;
     int keys = !(pd->close && pd->t->dense);
-    g[fi].keys = keys ? malloc((n ? n : 1) * sizeof(uint64_t)) : NULL;
-    g[fi].vals = malloc((n ? n : 1) * wd * sizeof(float));
+    g[fi].keys = keys ? hop_buf_new(&g[fi].kb, n * sizeof(uint64_t)) : NULL;
+    g[fi].vals = hop_buf_new(&g[fi].vb, n * wd * sizeof(float));
     g[fi].parts = np ? malloc(np * sizeof(uint32_t)) : NULL;
     pd->outstanding++;
     return (!keys || g[fi].keys) && g[fi].vals && (!np || g[fi].parts) ? fi : -PSKV_ENOMEM;

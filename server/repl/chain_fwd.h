@@ -9,7 +9,9 @@
  * NEVER blocks on a peer (sends do not wait: a hop that cannot be queued, or
  * that its server dropped, is sent again after CHAIN_RESEND_MS without an answer,
  * and after a new view); never applies an update. Copies the rows of each hop
- * once (a forward outlives the received frames). */
+ * once (a forward outlives the received frames), and no more: each REPLICATE
+ * lends ZeroMQ the hop's own keys and values (fp32), the hop and every send
+ * holding a reference (the free function runs on an I/O thread). */
 #ifndef PSKV_CHAIN_FWD_H
 #define PSKV_CHAIN_FWD_H
 

@@ -13,7 +13,13 @@
  * waits for the echo before the next send, then times each round trip on
  * CLOCK_MONOTONIC. The ROUTER is created and bound by the main thread before
  * the echo thread starts (thread creation is the memory barrier ZeroMQ asks
- * for when a socket changes threads); zmq_ctx_shutdown stops the echo thread. */
+ * for when a socket changes threads); zmq_ctx_shutdown stops the echo thread.
+ *
+ * Prints, last on its line, cpu_us: the process's CPU time (every thread: both
+ * sockets' user code, ZeroMQ's I/O threads, the kernel's loopback copies) per
+ * timed round trip. Moving SIZE bytes each way over loopback TCP costs at least
+ * that much of the machine, whichever program does it: the transport's floor
+ * under a training step that sends a gradient and receives the weights. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <pthread.h>
@@ -21,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <zmq.h>
 
@@ -63,6 +70,15 @@ static double now_us(void)
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
+/* The process's CPU time so far, every thread, user and system (us). */
+static double cpu_us(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -93,8 +109,11 @@ static int parse_long(const char *s, long min, long max, long *out)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: pskv-zmq-rtt --size BYTES [--reps N] [--warmup N] [--curve]\n"
+    fprintf(f, "usage: pskv-zmq-rtt --size BYTES [--reps N] [--warmup N] [--curve] "
+               "[--sockbuf BYTES]\n"
                "  --curve: CURVE on both sockets, each side in its own I/O thread\n"
+               "  --sockbuf: the kernel's send and receive buffers of both sockets "
+               "(default: the kernel's)\n"
                "  --reps defaults to max(20, 200000000 / (BYTES + 10000)), at most 20000;\n"
                "  --warmup defaults to 50\n");
 }
@@ -119,7 +138,7 @@ static int round_trip(void *dealer, void *buf, size_t size)
 
 int main(int argc, char **argv)
 {
-    long size = -1, reps = 0, warmup = 50;
+    long size = -1, reps = 0, warmup = 50, sockbuf = 0;
     int curve = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -139,6 +158,8 @@ int main(int argc, char **argv)
             bad = parse_long(v, 1, 100000000, &reps);
         else if (!bad && !strcmp(a, "--warmup"))
             bad = parse_long(v, 0, 100000000, &warmup);
+        else if (!bad && !strcmp(a, "--sockbuf"))
+            bad = parse_long(v, 1, 1L << 30, &sockbuf);
         else
             bad = 1;
         if (bad) {
@@ -168,8 +189,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "pskv-zmq-rtt: --curve: this libzmq has no CURVE\n");
         return 1;
     }
+    int sb = (int)sockbuf;
     if (router) {
         zmq_setsockopt(router, ZMQ_LINGER, &zero, sizeof zero);
+        if (sb) { /* before bind: it applies to the connection accepted */
+            zmq_setsockopt(router, ZMQ_SNDBUF, &sb, sizeof sb);
+            zmq_setsockopt(router, ZMQ_RCVBUF, &sb, sizeof sb);
+        }
         int one = 1;
         if (curve) {
             zmq_setsockopt(router, ZMQ_CURVE_SERVER, &one, sizeof one);
@@ -189,6 +215,10 @@ int main(int argc, char **argv)
         return 1;
     }
     void *dealer = zmq_socket(ctx, ZMQ_DEALER);
+    if (dealer && sb) {
+        zmq_setsockopt(dealer, ZMQ_SNDBUF, &sb, sizeof sb);
+        zmq_setsockopt(dealer, ZMQ_RCVBUF, &sb, sizeof sb);
+    }
     if (dealer && curve) {
         zmq_setsockopt(dealer, ZMQ_CURVE_SERVERKEY, spub, 40);
         zmq_setsockopt(dealer, ZMQ_CURVE_PUBLICKEY, cpub, 40);
@@ -210,7 +240,10 @@ int main(int argc, char **argv)
         ((uint8_t *)buf)[i] = (uint8_t)(i * 131 + 7);
 
     int rc = 0;
+    double cpu0 = 0;
     for (long i = 0; i < warmup + reps && rc == 0; i++) {
+        if (i == warmup)
+            cpu0 = cpu_us();
         double t0 = now_us();
         if (round_trip(dealer, buf, (size_t)size) < 0) {
             fprintf(stderr, "pskv-zmq-rtt: round trip %ld failed: %s\n", i,
@@ -222,10 +255,11 @@ int main(int argc, char **argv)
             rtt[i - warmup] = now_us() - t0;
     }
     if (rc == 0) {
+        double cpu = (cpu_us() - cpu0) / (double)reps;
         qsort(rtt, (size_t)reps, sizeof *rtt, cmp_double);
-        printf("zmq_rtt size=%ld reps=%ld median_us=%.1f p10_us=%.1f p90_us=%.1f%s\n", size,
-               reps, pct(rtt, reps, 0.5), pct(rtt, reps, 0.1), pct(rtt, reps, 0.9),
-               curve ? " curve=1" : "");
+        printf("zmq_rtt size=%ld reps=%ld median_us=%.1f p10_us=%.1f p90_us=%.1f%s cpu_us=%.1f\n",
+               size, reps, pct(rtt, reps, 0.5), pct(rtt, reps, 0.1), pct(rtt, reps, 0.9),
+               curve ? " curve=1" : "", cpu);
     }
 
     zmq_setsockopt(dealer, ZMQ_LINGER, &zero, sizeof zero);
