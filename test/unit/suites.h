@@ -54,6 +54,9 @@ Suite *model_suite(void);
 Suite *pipesched_suite(void);
 /* worker/apps/train/balsplit.c: --balance batch's split: sum kept, cap, window, no swing. */
 Suite *balsplit_suite(void);
+/* worker/apps/train/pipemove.c: --balance stages' rule: the model's move judged by
+ * the step's wall time, moved back, neighbours tried, no swing on noise. */
+Suite *pipemove_suite(void);
 /* server/consist/: the models' rows over the vector clock: ssp's bound, bsp's
  * close, held pulls released by a CLOCK or a view, refusals and clocks. */
 Suite *consist_suite(void);
