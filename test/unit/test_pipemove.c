@@ -215,6 +215,37 @@ START_TEST(three_stages_back)
 }
 END_TEST
 
+/* The model right in its ranking, but a fixed cost in every step (transfers, the
+ * servers) makes its moves gain less than predicted: one neighbour is tried,
+ * loses, and the trying ends (one lost window per model move, not one per
+ * neighbour). */
+START_TEST(one_lost_try_per_move)
+{
+    const double f[3] = {1, 1, 1};
+    pipemove *m = pipemove_new(5, 3);
+    int first[4] = {0, 3, 4, 5}, acts = 0, tries = 0, backs = 0;
+    for (int i = 0; i < 30; i++) {
+        double pred = 0;
+        for (int s = 0; s < 3; s++) {
+            double t = 0;
+            for (int l = first[s]; l < first[s + 1]; l++)
+                t += cost5[l];
+            pred = t > pred ? t : pred;
+        }
+        int a = pipemove_window(m, cost5, f, 2000 + pred, first);
+        acts += a != PIPEMOVE_STAY;
+        tries += a == PIPEMOVE_TRY;
+        backs += a == PIPEMOVE_BACK;
+    }
+    ck_assert_int_eq(tries, 1);
+    ck_assert_int_eq(backs, 1);
+    ck_assert_int_eq(acts, 3);
+    ck_assert_int_eq(first[1], 1); /* the model's 1,2,2 */
+    ck_assert_int_eq(first[2], 3);
+    pipemove_destroy(&m);
+}
+END_TEST
+
 Suite *pipemove_suite(void)
 {
     Suite *s = suite_create("pipemove");
@@ -229,6 +260,7 @@ Suite *pipemove_suite(void)
     tcase_add_test(tc, new_regime_forgets);
     tcase_add_test(tc, unmeasured_stands);
     tcase_add_test(tc, three_stages_back);
+    tcase_add_test(tc, one_lost_try_per_move);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -215,8 +215,8 @@ static void announce(pipebal *b, report *rep, int print, int64_t step, const int
                "was %.3f), re-split %d\n", (long long)step, ls, ts, note->pred_to / 1e3,
                note->pred_from / 1e3, b->resplits);
         if (act == PIPEMOVE_TRY)
-            printf("balance: step %lld the re-split is a try: the model's last move gained "
-                   "%.2fx less than it predicted (a step %.1f ms); it stays if a step gets "
+            printf("balance: step %lld the re-split is a try: the model's last move fell "
+                   "%.2fx short of its prediction (a step %.1f ms); it stays if a step gets "
                    "%.0f%% faster\n", (long long)step, note->err, b->wall,
                    100 * PIPEMOVE_MARGIN);
         fflush(stdout);

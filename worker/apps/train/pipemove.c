@@ -20,7 +20,7 @@ struct pipemove {
     int from[CUT];       /* the cut before the move on trial; CHECK: the cut left */
     double w_from;       /* its wall in the window before the move; CHECK: the cut left's */
     double pred_gain;    /* TRIAL_MODEL: the model's slowest stage before over after */
-    double err;          /* the model's error on its last judged move; 0: none, no trying */
+    double err;          /* the model's error on its last judged move; 0: none, or a try lost: no trying */
     double ref[CUT];     /* the factors that began the regime */
     int regime;          /* 0: none yet */
     int rechecked;       /* a check forgot a cut in this regime */
@@ -215,8 +215,10 @@ int pipemove_window(pipemove *m, const double *cost, const double *factor, doubl
         break;
     case TRIAL_TRY:
         m->note.err = m->err;
-        if (!measured || !(wall * (1 + PIPEMOVE_MARGIN) < m->w_from))
+        if (!measured || !(wall * (1 + PIPEMOVE_MARGIN) < m->w_from)) {
+            m->err = 0; /* a try lost: none more until the model's next move */
             return back(m, cost, factor, wall, first);
+        }
         remember(m, cost, factor, m->from, first);
         break;
     case CHECK: /* the cut left was slower than this one before; is it still? */

@@ -13,11 +13,13 @@
  * before it. The model's move stands unless the step got slower by more than
  * MARGIN; then the boundaries move back and the cut is remembered as worse.
  * Explore: when the model's move gained less than it predicted by more than
- * MARGIN (or lost), the model misranks cuts on this host: the neighbouring cuts
- * (one boundary moved by one layer) that the model ranks at most that error
- * slower (at most EXPLORE) are tried in turn, the model's best first; a try
- * stands only when the step got faster by more than MARGIN, else it is moved
- * back and remembered.
+ * MARGIN (or lost), the model may misrank cuts on this host: the neighbouring
+ * cut (one boundary moved by one layer) that the model ranks best among those it
+ * ranks at most that error slower (at most EXPLORE) is tried; a try stands only
+ * when the step got faster by more than MARGIN, and the next neighbour is tried
+ * from there; else it is moved back and remembered, and the trying ends until
+ * the model's next move (a try costs a window at a cut the model ranks slower:
+ * one lost try per move at most).
  * Check: the window after a move back from the model's cut measures the cut
  * returned to again; when it is not faster by MARGIN than the cut left, the host
  * slowed during the trial rather than the cut: that cut is forgotten (once per
