@@ -56,6 +56,9 @@ Suite *pipesched_suite(void);
 Suite *balsplit_suite(void);
 /* worker/apps/train/lrsched.c: --lr-schedule's factors, --lr-warmup's ramp and bounds. */
 Suite *lrsched_suite(void);
+/* worker/apps/train/pipemove.c: --balance stages' rule: the model's move judged by
+ * the step's wall time, moved back, neighbours tried, no swing on noise. */
+Suite *pipemove_suite(void);
 /* server/consist/: the models' rows over the vector clock: ssp's bound, bsp's
  * close, held pulls released by a CLOCK or a view, refusals and clocks. */
 Suite *consist_suite(void);

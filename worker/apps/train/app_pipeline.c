@@ -274,6 +274,7 @@ static int forward(stage *st, int i)
     int64_t c0 = tu_thread_cpu_ns();
     layers_fwd(st, wk->act, inbox_at(st, i), rows);
     straggle_pass(&st->sg, tu_thread_cpu_ns() - c0);
+    straggle_layers(&st->sg, st->l1 - st->l0);
     float *z = wk->act + st->aoff[st->l1 - st->l0 - 1] * (size_t)st->mrows;
     float *dz = out_grad(st, s);
     int rc = 0;
@@ -320,6 +321,7 @@ static int backward(stage *st, int i)
             pipebal_time(st->bal, l, tu_thread_cpu_ns() - c1);
     }
     straggle_pass(&st->sg, tu_thread_cpu_ns() - c0);
+    straggle_layers(&st->sg, st->l1 - st->l0);
     st->acc = 1;
     s->micro = -1;
     st->slot_of[i] = -1;
@@ -413,7 +415,7 @@ static int one_step(stage *st)
     if (st->m == 0) /* no row left: the clock alone (bsp_mean_pushed leaves it out of the mean) */
         return (rc = pskv_clock(st->w)) < 0 ? fail(st, "clock", rc) : 0;
     st->ps.recording = st->step == st->ps.record_step;
-    int64_t t0 = tu_now_ns();
+    int64_t t0 = tu_now_ns(), t_step = t0;
     if ((rc = stage_pull(st)) < 0)
         return fail(st, "pull", rc);
     pipestats_add(&st->ps, PS_SRV, -1, t0, tu_now_ns());
@@ -429,13 +431,15 @@ static int one_step(stage *st)
     t0 = tu_now_ns();
     int64_t ids[PIPE_MAX_LAYERS];
     int n = stage_send(st, 0, st->grad, ids);
-    if (n >= 0 && st->bal && (rc = pipebal_push(st->bal, st->w, st->l0, st->l1, st->m,
-                                                st->sg.last)) < 0)
+    if (n >= 0 && st->bal && (rc = pipebal_push(st->bal, st->w, st->step, st->l0, st->l1,
+                                                st->m, st->sg.last)) < 0)
         return fail(st, "--balance stages: sharing the times", rc);
     /* under bsp a push is answered once every worker's clock closed the step */
     if (n < 0 || (rc = pskv_clock(st->w)) < 0 || (rc = stage_wait(st, ids, n)) < 0)
         return fail(st, "push", n < 0 ? n : rc);
     pipestats_add(&st->ps, PS_SRV, -1, t0, tu_now_ns());
+    if (st->bal)
+        pipebal_wall(st->bal, st->step, tu_now_ns() - t_step);
     if (st->ps.recording)
         pipestats_print_timeline(&st->ps, st->d, st->k);
     st->ps.recording = 0;

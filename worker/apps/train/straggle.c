@@ -15,6 +15,7 @@ int straggle_init(straggle *s, cfg_entry *cfg, uint64_t seed, int rank)
 {
     s->slowdown = cfg_double(cfg, "slowdown");
     s->after = cfg_int(cfg, "slowdown-after");
+    s->layer_ns = (int64_t)(cfg_double(cfg, "layer-delay-ms") * 1e6);
     s->steps = 0;
     s->jitter_p = 0;
     s->jitter_f = 1;
@@ -64,4 +65,10 @@ void straggle_pass(const straggle *s, int64_t cpu_ns)
     if (!(s->last > 1) || cpu_ns <= 0)
         return;
     sleep_ns((int64_t)((s->last - 1) * (double)cpu_ns));
+}
+
+void straggle_layers(const straggle *s, int layers)
+{
+    if (s->layer_ns > 0 && layers > 0)
+        sleep_ns(s->layer_ns * layers);
 }

@@ -60,6 +60,9 @@ const cfg_entry apptab_train_flags[] = {
     {"slowdown-after", CFG_INT, "0", "PSKV_WORKER_SLOWDOWN_AFTER", 0, 1e12, "steps",
      "softmax, mlp, pipeline: --slowdown and --jitter start after this many of the worker's steps "
      "(0 = from the first)", 0, 0, NULL, NULL},
+    {"layer-delay-ms", CFG_DOUBLE, "0", "PSKV_WORKER_LAYER_DELAY_MS", 0, 1000, "ms",
+     "pipeline: this stage sleeps this long per layer of each forward and backward pass: a "
+     "wall-time cost its CPU time does not show (tests of --balance stages)", 0, 0, NULL, NULL},
     {"epochs", CFG_INT, "5", "PSKV_WORKER_EPOCHS", 1, 100000, NULL, "training epochs", 0, 0, NULL,
      NULL},
     {"batch", CFG_INT, "32", "PSKV_WORKER_BATCH", 1, 65536, NULL, "examples per step per worker "
