@@ -62,6 +62,7 @@ def main():
     n = 1 << 18  # 1 MiB of float32 (the size does not change the package's work)
     t = T.Table.__new__(T.Table)
     t._w, t.name, t.kind, t.size, t.width, t.id = _Worker(), "bench", "dense", n, 1, 0
+    t._floats = n
     t._labels = T.Table.labels(t.name)
     T.L = NOOP
     g, out = np.ones(n, np.float32), np.empty(n, np.float32)

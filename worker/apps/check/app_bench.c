@@ -8,6 +8,9 @@
  *              server applies the push first and the pull sees it)
  *   stream:    (only with --mode stream) pushes alone, 16 in flight, each step
  *              waiting for the push 16 steps back; GBps counts one direction
+ * With --gate, each run of a mode waits for a line on stdin first (end of input
+ * ends the bench): python/bench/pushpull.py alternates C and Python runs on one
+ * cluster that way, each run's line read as it is printed.
  * With --baseline PROGRAM (pskv-zmq-rtt), the raw ZeroMQ round trip is measured
  * before every run, so each run has a baseline taken moments before it: on a
  * shared, noisy machine a slow second then lands on both sides of a ratio
@@ -155,7 +158,7 @@ int app_bench(pskv_worker *w, cfg_entry *cfg)
     /* --size, --mode and --push were checked before joining (worker_main) */
     uint64_t size = (uint64_t)cfg_int(cfg, "size");
     const char *mode = cfg_str(cfg, "mode"), *push = cfg_str(cfg, "push");
-    int copy = !strcmp(push, "copy");
+    int copy = !strcmp(push, "copy"), gate = (int)cfg_int(cfg, "gate");
     int on[NMODES] = {!strcmp(mode, "serial") || !strcmp(mode, "both"),
                       !strcmp(mode, "pipelined") || !strcmp(mode, "both"),
                       !strcmp(mode, "stream"),
@@ -218,6 +221,13 @@ int app_bench(pskv_worker *w, cfg_entry *cfg)
             if (!on[m])
                 continue;
             int64_t ring[STREAM_DEPTH] = {0};
+            char go[16];
+            if (gate && !fgets(go, sizeof go, stdin)) {
+                free(g);
+                free(out);
+                free(per_run);
+                return 0;
+            }
             for (int s = 0; s < warm; s++)
                 if (step(w, t, n, g, out, m, copy, ring, s) < 0)
                     goto failed;
