@@ -156,6 +156,16 @@ LIST
 LIST
 }
 
+# bal_same_layers WHAT: the pipeline's 5 layers end with the same digests in
+# $TDIR/bal (the balanced run, WHAT) as in $TDIR/ref (the same job unmoved).
+bal_same_layers() {
+  local a b
+  a=$(grep -h '^layer [0-9]* final digest' "$TDIR/bal"/worker-*.log | sort | tr '\n' ' ')
+  b=$(grep -h '^layer [0-9]* final digest' "$TDIR/ref"/worker-*.log | sort | tr '\n' ' ')
+  [ "$(echo "$a" | grep -o 'layer' | wc -l)" -eq 5 ] || fail "not 5 layer digests: $a"
+  [ "$a" = "$b" ] || fail "$1's layers '$a' differ from the unmoved run's '$b'"
+}
+
 # bal_reversals PLAN: how often rank 1's batch in a --balance-log file turned
 # (grew after shrinking or shrank after growing).
 bal_reversals() {
@@ -259,11 +269,7 @@ t_balance_stages() {
     fail "stage 2 kept its layers: $(grep '^stage 2 of' "$TDIR/bal/worker-2.log" | cut -c1-60)"
   "$LAUNCH" --servers 1 --workers 3 --timeout 150 --log-dir "$TDIR/ref" -- "${args[@]}" \
     > "$TDIR/ref.out" 2>&1 || fail "unbalanced run exited $?"
-  local a b
-  a=$(grep -h '^layer [0-9]* final digest' "$TDIR/bal"/worker-*.log | sort | tr '\n' ' ')
-  b=$(grep -h '^layer [0-9]* final digest' "$TDIR/ref"/worker-*.log | sort | tr '\n' ' ')
-  [ "$(echo "$a" | grep -o 'layer' | wc -l)" -eq 5 ] || fail "not 5 layer digests: $a"
-  [ "$a" = "$b" ] || fail "moved run's layers '$a' differ from the unmoved run's '$b'"
+  bal_same_layers "moved run"
   local n=0 what opt
   while IFS='|' read -r what opt; do
     n=$((n + 1))
@@ -306,9 +312,5 @@ t_balance_stages_back() {
     fail "stage 1 ended elsewhere: $(grep '^stage 1 of' "$TDIR/bal/worker-1.log" | cut -c1-60)"
   "$LAUNCH" --servers 1 --workers 2 --timeout 150 --log-dir "$TDIR/ref" -- "${args[@]}" \
     > "$TDIR/ref.out" 2>&1 || fail "unbalanced run exited $?"
-  local a b
-  a=$(grep -h '^layer [0-9]* final digest' "$TDIR/bal"/worker-*.log | sort | tr '\n' ' ')
-  b=$(grep -h '^layer [0-9]* final digest' "$TDIR/ref"/worker-*.log | sort | tr '\n' ' ')
-  [ "$(echo "$a" | grep -o 'layer' | wc -l)" -eq 5 ] || fail "not 5 layer digests: $a"
-  [ "$a" = "$b" ] || fail "moved-and-back run's layers '$a' differ from the unmoved run's '$b'"
+  bal_same_layers "moved-and-back run"
 }
