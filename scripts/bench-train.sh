@@ -26,12 +26,14 @@
 # the median waiting fraction, and its samples/s over DDP's and the ceiling's
 # (and, with torch-floor among the models, over the torch floor's: of_torch_floor).
 # With "local" among the models each round also times the raw ZeroMQ echo of the
-# model's bytes (pskv-zmq-rtt --size 814120: a gradient one way, the weights back)
-# and the end prints the transport floor over TCP: the samples/s no implementation
-# that sends each step's fp32 gradient and receives the weights over loopback TCP
-# can pass on this machine, nproc / (CPU a sample of compute + CPU of one echo / 32),
-# the compute's CPU a sample being the compute-only ceiling's (2 workers, each a
-# core, the update included). docs/benchmarks.md, "The transport floor over TCP".
+# model's bytes (pskv-zmq-rtt --size 814120 --own-io: a gradient one way, the
+# weights back, each side its own I/O thread as two processes have) and the end
+# prints the transport floor over TCP: an estimate of the samples/s no trainer that
+# sends each step's fp32 gradient and receives the weights through ZeroMQ over
+# loopback TCP passes on this machine, nproc / (CPU a sample of compute + CPU of one
+# echo / 32), the compute's CPU a sample being the compute-only ceiling's (2 workers,
+# each a core, the update included). docs/benchmarks.md, "The transport's CPU over
+# TCP".
 # --estimate: before each run of a pskv model, the same job with --estimate (it
 # times a fifth of the steps, at most 400, and predicts the job's wall time); the
 # run's line gains predicted=, wall= (the real run's "job wall time") and
@@ -174,7 +176,7 @@ for r in $(seq "$runs"); do
   done
   [ $ddp -eq 1 ] && run_ddp "$r"
   case " $models " in
-    *" local "*) "$top/build/bin/pskv-zmq-rtt" --size 814120 --reps 300 | tee -a "$out/echo" ;;
+    *" local "*) "$top/build/bin/pskv-zmq-rtt" --size 814120 --reps 300 --own-io | tee -a "$out/echo" ;;
   esac
 done
 [ $ddp -eq 1 ] || echo "ddp: skipped (needs Debian's python3-torch and $ref/tddp.py; or --no-peer)"

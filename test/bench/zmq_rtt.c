@@ -15,11 +15,16 @@
  * the echo thread starts (thread creation is the memory barrier ZeroMQ asks
  * for when a socket changes threads); zmq_ctx_shutdown stops the echo thread.
  *
+ * --own-io: the echo side gets a ZeroMQ context of its own (without CURVE), as
+ * a worker and a server in two processes have: by default one I/O thread moves
+ * both sides' bytes in turn.
+ *
  * Prints, last on its line, cpu_us: the process's CPU time (every thread: both
  * sockets' user code, ZeroMQ's I/O threads, the kernel's loopback copies) per
- * timed round trip. Moving SIZE bytes each way over loopback TCP costs at least
- * that much of the machine, whichever program does it: the transport's floor
- * under a training step that sends a gradient and receives the weights. */
+ * timed round trip: what moving SIZE bytes each way costs ZeroMQ over loopback
+ * TCP on this machine, as measured here. It depends on the threads' layout
+ * (--own-io) and the buffers (--sockbuf), so it bounds nothing by itself:
+ * docs/benchmarks.md, "The transport's CPU over TCP". */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <pthread.h>
@@ -110,8 +115,10 @@ static int parse_long(const char *s, long min, long max, long *out)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: pskv-zmq-rtt --size BYTES [--reps N] [--warmup N] [--curve] "
-               "[--sockbuf BYTES]\n"
+               "[--own-io] [--sockbuf BYTES]\n"
                "  --curve: CURVE on both sockets, each side in its own I/O thread\n"
+               "  --own-io: each side in its own I/O thread (as a worker and a server in\n"
+               "    two processes are), without CURVE\n"
                "  --sockbuf: the kernel's send and receive buffers of both sockets "
                "(default: the kernel's)\n"
                "  --reps defaults to max(20, 200000000 / (BYTES + 10000)), at most 20000;\n"
@@ -139,7 +146,7 @@ static int round_trip(void *dealer, void *buf, size_t size)
 int main(int argc, char **argv)
 {
     long size = -1, reps = 0, warmup = 50, sockbuf = 0;
-    int curve = 0;
+    int curve = 0, own_io = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -148,6 +155,10 @@ int main(int argc, char **argv)
         }
         if (!strcmp(a, "--curve")) {
             curve = 1;
+            continue;
+        }
+        if (!strcmp(a, "--own-io")) {
+            own_io = 1;
             continue;
         }
         const char *v = i + 1 < argc ? argv[++i] : NULL;
@@ -181,7 +192,8 @@ int main(int argc, char **argv)
     }
 
     void *ctx = zmq_ctx_new();
-    void *ectx = curve ? zmq_ctx_new() : ctx; /* the echo side's I/O thread */
+    /* the echo side's I/O thread: the dealer's own with --curve or --own-io */
+    void *ectx = curve || own_io ? zmq_ctx_new() : ctx;
     void *router = ectx ? zmq_socket(ectx, ZMQ_ROUTER) : NULL;
     int zero = 0; /* linger only matters at exit: never wait there */
     char spub[41], ssec[41], cpub[41], csec[41];
@@ -259,7 +271,7 @@ int main(int argc, char **argv)
         qsort(rtt, (size_t)reps, sizeof *rtt, cmp_double);
         printf("zmq_rtt size=%ld reps=%ld median_us=%.1f p10_us=%.1f p90_us=%.1f%s cpu_us=%.1f\n",
                size, reps, pct(rtt, reps, 0.5), pct(rtt, reps, 0.1), pct(rtt, reps, 0.9),
-               curve ? " curve=1" : "", cpu);
+               curve ? " curve=1" : own_io ? " own_io=1" : "", cpu);
     }
 
     zmq_setsockopt(dealer, ZMQ_LINGER, &zero, sizeof zero);
