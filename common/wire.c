@@ -2,6 +2,7 @@
 #include "wire.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -391,6 +392,32 @@ void wire_frame_free(void *data, void *hint)
     (void)hint;
     wire_frame_returned(data);
     free(data);
+}
+
+vbuf *vbuf_new(size_t bytes)
+{
+    vbuf *b = malloc(sizeof *b + (bytes ? bytes : 1));
+    if (!b)
+        return NULL;
+    atomic_init(&b->refs, 1);
+    b->bytes = bytes;
+    return b;
+}
+
+void vbuf_unref(void *data, void *hint)
+{
+    (void)data;
+    vbuf *b = hint;
+    if (b)
+        wire_frame_returned(b);
+    if (b && atomic_fetch_sub(&b->refs, 1) == 1)
+        free(b);
+}
+
+int vbuf_lend(zmq_msg_t *msg, vbuf *b, const void *data, size_t len)
+{
+    atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
+    return wire_frame_lend(msg, (void *)data, len, vbuf_unref, b);
 }
 
 void wire_frame_returned(const void *hint_or_data)

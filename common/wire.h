@@ -103,6 +103,29 @@ void wire_frame_returned(const void *hint_or_data);
 /* The free function for a malloc'd frame lent with a NULL hint: frees data. */
 void wire_frame_free(void *data, void *hint);
 
+/* A buffer shared with ZeroMQ's zero-copy sends (libpskv's values and keys, a
+ * server's chain forwards): its owner holds one reference and each frame lent
+ * from it one more, dropped by ZeroMQ through vbuf_unref once sent; freed by the
+ * last. Never written once first lent. */
+typedef struct vbuf {
+    _Atomic int refs;
+    size_t bytes;
+    _Alignas(16) unsigned char data[];
+} vbuf;
+
+/* A buffer of `bytes` data bytes (16-byte aligned) holding one reference, or NULL
+ * when out of memory. Released with vbuf_unref(NULL, b). */
+vbuf *vbuf_new(size_t bytes);
+
+/* Drops one reference to the vbuf `hint` (NULL: nothing), freeing it at zero.
+ * ZeroMQ's free function for frames lent from a vbuf (vbuf_lend); `data` is
+ * unused. May run on a ZeroMQ I/O thread. */
+void vbuf_unref(void *data, void *hint);
+
+/* msg: len bytes at data (inside b) lent to ZeroMQ under a new reference to b.
+ * Returns 0, or -PSKV_ENOMEM (that reference dropped again, msg untouched). */
+int vbuf_lend(zmq_msg_t *msg, vbuf *b, const void *data, size_t len);
+
 /* Sends an ERROR reply naming `code` and `reason` to rid (may be NULL); refused > 0
  * is stamped in the reply (a server's count of retryable push refusals). */
 int wire_send_error(void *sock, zmq_msg_t *rid, const Pskv__Meta *req, uint64_t job_id,

@@ -18,9 +18,6 @@
 #include "chain_fwd.h"
 
 #include <errno.h>
-#include <stdalign.h>
-#include <stdatomic.h>
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,18 +33,9 @@
 #define MAX_PEND 4096 /* forwards waiting for the tail, per server */
 #define MAX_FWD 255   /* successors one push is forwarded to */
 
-/* A hop's keys or values, shared with ZeroMQ: every REPLICATE that carries them
- * lends them without a copy and holds a reference until its I/O thread lets go;
- * the hop holds one until it is freed (it may be sent again). Never written once
- * first sent. */
-typedef struct hop_buf {
-    atomic_int refs;
-    alignas(max_align_t) unsigned char data[];
-} hop_buf;
-
 typedef struct chain_hop {   /* the rows of one push forwarded to one successor */
     uint32_t node;
-    hop_buf *kb, *vb;  /* where keys and vals live (kb NULL: no keys) */
+    vbuf *kb, *vb;     /* where keys and vals live (kb NULL: no keys), lent to ZeroMQ */
     uint64_t *keys;
     float *vals;
     uint64_t n;
@@ -58,43 +46,18 @@ typedef struct chain_hop {   /* the rows of one push forwarded to one successor 
     int resends;       /* times chain_fwd_retry sent it again */
 } chain_hop;
 
-/* A buffer of `bytes` with one reference (the caller's), or NULL. */
-static void *hop_buf_new(hop_buf **b, size_t bytes)
+/* The data of a new vbuf of `bytes` (one reference: the hop's) at *b, or NULL. */
+static void *hop_buf_new(vbuf **b, size_t bytes)
 {
-    *b = malloc(sizeof **b + (bytes ? bytes : 1));
-    if (!*b)
-        return NULL;
-    atomic_init(&(*b)->refs, 1);
-    return (*b)->data;
-}
-
-static void hop_buf_unref(hop_buf *b)
-{
-    if (b && atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1)
-        free(b);
-}
-
-/* ZeroMQ's free function of a lent hop buffer (the hint). */
-static void hop_buf_returned(void *data, void *hint)
-{
-    (void)data;
-    wire_frame_returned(hint);
-    hop_buf_unref(hint);
-}
-
-/* msg: len bytes at data (inside b) lent to ZeroMQ under a new reference.
- * Returns 0 or -PSKV_ENOMEM (the reference dropped again). */
-static int hop_buf_lend(zmq_msg_t *msg, hop_buf *b, const void *data, size_t len)
-{
-    atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
-    return wire_frame_lend(msg, (void *)data, len, hop_buf_returned, b);
+    *b = vbuf_new(bytes);
+    return *b ? (*b)->data : NULL;
 }
 
 static void pend_free(chain_pend *p)
 {
     for (int i = 0; i < p->nfwd; i++) {
-        hop_buf_unref(p->fwds[i].kb);
-        hop_buf_unref(p->fwds[i].vb);
+        vbuf_unref(NULL, p->fwds[i].kb);
+        vbuf_unref(NULL, p->fwds[i].vb);
         free(p->fwds[i].parts);
     }
     free(p->fwds);
@@ -171,7 +134,7 @@ static void send_replicate(chain *c, chain_pend *pd, int fi)
     zmq_msg_t km, vm, *kp = NULL, *vp = NULL;
     int rc = 0;
     if (f->n && !m.has_first_key) {
-        rc = hop_buf_lend(&km, f->kb, f->keys, f->n * sizeof(uint64_t));
+        rc = vbuf_lend(&km, f->kb, f->keys, f->n * sizeof(uint64_t));
         kp = rc < 0 ? NULL : &km;
     }
     size_t nv = f->n * pd->t->width;
@@ -185,7 +148,7 @@ static void send_replicate(chain *c, chain_pend *pd, int fi)
             half_pack_scaled((int)pd->wire, zmq_msg_data(&vm), f->vals, nv, pd->scale);
         vp = rc < 0 ? NULL : &vm;
     } else if (rc == 0 && f->n) {
-        rc = hop_buf_lend(&vm, f->vb, f->vals, nv * sizeof(float));
+        rc = vbuf_lend(&vm, f->vb, f->vals, nv * sizeof(float));
         vp = rc < 0 ? NULL : &vm;
     }
     if (rc < 0) { /* sent again by chain_fwd_retry */

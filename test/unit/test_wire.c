@@ -575,12 +575,12 @@ START_TEST(unaligned_frames)
         keys[i] = 0x0102030405060708ULL * (uint64_t)(i + 1);
     for (int i = 0; i < N * W; i++)
         vals[i] = (float)i - 7.25f;
-    uint64_t kbuf[N + 2], vbuf[(N * W) / 2 + 2];
+    uint64_t kbuf[N + 2], vals16[(N * W) / 2 + 2];
     Pskv__Meta meta;
     meta_counts(&meta, PSKV__MSG_TYPE__PUSH, N, W);
     for (int off = 0; off < 8; off++) {
         int koff = _i == 0 ? off : 0, voff = off; /* loop 0: both, loop 1: values only */
-        char *kp = (char *)kbuf + koff, *vp = (char *)vbuf + voff;
+        char *kp = (char *)kbuf + koff, *vp = (char *)vals16 + voff;
         memcpy(kp, keys, sizeof keys);
         memcpy(vp, vals, sizeof vals);
         frames f;
@@ -602,7 +602,7 @@ START_TEST(unaligned_frames)
 
     /* Unaligned PULL_REPLY values, and a failing unaligned message holds nothing. */
     meta_counts(&meta, PSKV__MSG_TYPE__PULL_REPLY, N, W);
-    char *vp = (char *)vbuf + 1;
+    char *vp = (char *)vals16 + 1;
     memcpy(vp, vals, sizeof vals);
     frames f;
     put_meta(&f, &meta);

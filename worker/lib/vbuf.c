@@ -17,26 +17,6 @@
 #include "wire.h"
 #include "wreq.h"
 
-vbuf *vbuf_new(size_t bytes)
-{
-    vbuf *b = malloc(sizeof *b + (bytes ? bytes : 1));
-    if (!b)
-        return NULL;
-    atomic_init(&b->refs, 1);
-    b->bytes = bytes;
-    return b;
-}
-
-void vbuf_unref(void *data, void *hint)
-{
-    (void)data;
-    vbuf *b = hint;
-    if (b)
-        wire_frame_returned(b);
-    if (b && atomic_fetch_sub(&b->refs, 1) == 1)
-        free(b);
-}
-
 /* A new connection to server si in place of the old one, whose queued messages
  * ZeroMQ drops (linger 0) and whose lent slices it so lets go of. Requests that
  * had parts queued there are answered by re-sends or time out, as after a loss. */

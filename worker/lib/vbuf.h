@@ -20,14 +20,7 @@
 
 #include "wstate.h"
 
-/* A buffer of `bytes` data bytes (16-byte aligned) holding one reference, or NULL
- * when out of memory. Released with vbuf_unref(NULL, b). */
-WINTERNAL vbuf *vbuf_new(size_t bytes);
-
-/* Drops one reference to the vbuf `hint` (NULL: nothing), freeing it at zero.
- * ZeroMQ's free function for frames sent from a vbuf (wire_frame_lend with b as
- * hint); `data` is unused. */
-WINTERNAL void vbuf_unref(void *data, void *hint);
+/* vbuf_new, vbuf_unref, vbuf_lend: common/wire.h (shared with the servers). */
 
 /* Whether ZeroMQ still holds values r lent (pskv_push_nocopy). Inline: checked on
  * every retirement and every pump while a push drains. */

@@ -65,6 +65,7 @@
 #include "resend.h"
 #include "secure.h"
 #include "timeutil.h"
+#include "wire.h"
 #include "wtest.h"
 
 /* Internal to libpskv: linked across its modules, never exported by the .so. */
@@ -89,12 +90,6 @@ typedef struct scan_out { /* rows gathered by pskv_pull_all */
     float *vals;
     size_t n, cap;
 } scan_out;
-
-typedef struct vbuf { /* values and keys shared with ZeroMQ's zero-copy sends */
-    atomic_int refs;
-    size_t bytes;
-    _Alignas(16) unsigned char data[];
-} vbuf;
 
 typedef struct wshm_seg wshm_seg; /* a shared-memory segment (wshm.c) */
 
