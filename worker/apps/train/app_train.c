@@ -790,15 +790,21 @@ static void free_run(run *r)
     free(r->eval_params);
 }
 
-/* --estimate, after its steps: rank 0 times one evaluation and prints the job's
- * predicted wall time; every worker leaves at a barrier. Returns the exit status. */
+/* --estimate, after its steps: every worker meets at a barrier (the job's pace is
+ * its slowest worker's: rank 0 times until the last one arrives), then rank 0
+ * times one evaluation and prints the job's predicted wall time; every worker
+ * leaves at a second barrier. Returns the exit status. */
 static int estimate_end(run *r, int64_t app_t0)
 {
     int rc;
+    int64_t mine = tu_now_ns() - r->eta.loop_t0_ns;
+    if ((rc = pskv_barrier(r->w, TMO)) < 0)
+        return fail(r->w, "barrier after --estimate's steps", rc);
+    int64_t slowest = tu_now_ns() - r->eta.loop_t0_ns;
     if (r->rank == 0) {
         if ((rc = evaluate(r, 0, r->step)) < 0)
             return fail(r->w, "evaluation", rc);
-        eta_estimate(&r->eta, r->loop_t0 - app_t0);
+        eta_estimate(&r->eta, r->loop_t0 - app_t0, mine, slowest);
     }
     if ((rc = pskv_barrier(r->w, TMO)) < 0)
         return fail(r->w, "barrier after --estimate", rc);

@@ -95,19 +95,24 @@ void eta_print(const eta *e, int64_t done)
     fflush(stdout);
 }
 
-void eta_estimate(const eta *e, int64_t setup_ns)
+void eta_estimate(const eta *e, int64_t setup_ns, int64_t mine_ns, int64_t slowest_ns)
 {
-    double step_s, compute_s;
-    per_step_s(e, &step_s, &compute_s);
+    double n = e->steps > 0 ? (double)e->steps : 1;
+    double step_s = (double)mine_ns / 1e9 / n, compute_s = (double)e->compute_ns / 1e9 / n;
+    double slow_s = (double)slowest_ns / 1e9 / n;
     double setup = (double)setup_ns / 1e9, ev = eval_s(e);
     double train = (double)e->total_steps * step_s;
-    double total = setup + train + (double)e->evals * ev;
+    /* rank 0 evaluates while the others train: the job ends with the later of the
+     * two, its own steps and evaluations, or the slowest worker's steps */
+    double mine = train + (double)e->evals * ev, slowest = (double)e->total_steps * slow_s;
+    double total = setup + (mine > slowest ? mine : slowest);
     double job_rate = step_s > 0 ? e->W * e->per_step / step_s : 0;
     double ceiling = compute_s > 0 ? e->W * e->per_step / compute_s : 0;
     printf("estimate: predicted wall time %.1f s (setup %.1f s, %lld steps x %.3f ms = %.1f s, "
            "%lld evaluations x %.3f s); compute-only step %.3f ms; scaling efficiency %.3f "
-           "(from %lld steps timed)\n",
+           "(from %lld steps timed); the slowest worker's step %.3f ms\n",
            total, setup, (long long)e->total_steps, step_s * 1e3, train, (long long)e->evals, ev,
-           compute_s * 1e3, ceiling > 0 ? job_rate / ceiling : 0, (long long)e->steps);
+           compute_s * 1e3, ceiling > 0 ? job_rate / ceiling : 0, (long long)e->steps,
+           slow_s * 1e3);
     fflush(stdout);
 }

@@ -66,8 +66,11 @@ int eta_due(eta *e, int64_t done);
 void eta_print(const eta *e, int64_t done);
 
 /* --estimate: prints "estimate: predicted wall time S s ..." for the job as
- * configured from the steps timed, the setup so far and one evaluation's time
- * (eval_ns, 0 = none measured). */
-void eta_estimate(const eta *e, int64_t setup_ns);
+ * configured from the steps timed (mine_ns: this worker's, from the first timed
+ * step to the end of the last; slowest_ns: from the same start until every worker
+ * had ended its timed steps, a barrier's exit), the setup so far and one
+ * evaluation's time (eval_ns, 0 = none measured): the job ends with the later of
+ * this worker's steps and evaluations and the slowest worker's steps. */
+void eta_estimate(const eta *e, int64_t setup_ns, int64_t mine_ns, int64_t slowest_ns);
 
 #endif
