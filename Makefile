@@ -273,7 +273,7 @@ $(BIN)/pskv-zmq-bidir: $(BUILD)/obj/test/bench/zmq_bidir.o $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BIN)/pskv-chain-floor: $(BUILD)/obj/test/bench/chain_floor.o
+$(BIN)/pskv-chain-floor: $(BUILD)/obj/test/bench/chain_floor.o $(BUILD)/obj/common/timeutil.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ -lzmq
 

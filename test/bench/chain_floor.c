@@ -21,11 +21,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <zmq.h>
+
+#include "timeutil.h"
 
 #define NSERVERS 3
 #define FIFO 1024 /* pushes a server forwards and waits on; the worker has 1 a step */
@@ -33,20 +34,9 @@
 static char *payload; /* the worker's push and every pull answer: sent, never written */
 static size_t part;
 
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
+static double now_us(void) { return (double)tu_now_ns() / 1e3; }
 
-static double cpu_us(void)
-{
-    struct rusage r;
-    getrusage(RUSAGE_SELF, &r);
-    return (double)(r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1e6 +
-           (double)(r.ru_utime.tv_usec + r.ru_stime.tv_usec);
-}
+static double cpu_us(void) { return (double)tu_process_cpu_ns() / 1e3; } /* every thread */
 
 static void keep(void *data, void *hint)
 {
