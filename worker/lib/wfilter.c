@@ -3,7 +3,6 @@
 #include "wfilter.h"
 
 #include <math.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -299,7 +298,7 @@ int wfilter_repack(pskv_worker *w, tbl *t, Pskv__Meta *m, zmq_msg_t *frame)
  * frame); else the keys through wfilter_keys, lent from b as they are when no
  * filter took them. Returns 0 or <0 (nothing left open). */
 static int encode_keys(pskv_worker *w, tbl *t, const req *r, part *p, Pskv__Meta *m,
-                       const uint64_t *keys, vbuf *b, zmq_free_fn *unref, wframes *f)
+                       const uint64_t *keys, vbuf *b, wframes *f)
 {
     if (p->nseg) {
         uint64_t last = p->seg0 + p->nseg - 1;
@@ -314,8 +313,7 @@ static int encode_keys(pskv_worker *w, tbl *t, const req *r, part *p, Pskv__Meta
         return rc;
     p->key_sig = m->key_sig;
     if (!rc) {
-        atomic_fetch_add(&b->refs, 1); /* given back by unref, also on a failure */
-        if (wire_frame_lend(&f->k, (void *)keys, p->n * sizeof(uint64_t), unref, b) < 0)
+        if (vbuf_lend(&f->k, b, keys, p->n * sizeof(uint64_t)) < 0) /* b's reference dropped also on a failure */
             return wst_error(w, PSKV_ENOMEM, "out of memory sending to a server");
     }
     f->kp = rc == 2 ? NULL : &f->k;
@@ -326,8 +324,7 @@ static int encode_keys(pskv_worker *w, tbl *t, const req *r, part *p, Pskv__Meta
  * them there (wshm.h: no frame, m stamped), else through the value filters, lent
  * from b as they are when none took them. Returns 0 or <0 (nothing left open). */
 static int encode_vals(pskv_worker *w, tbl *t, req *r, int pi, int resend, Pskv__Meta *m,
-                       const uint64_t *keys, const float *vals, vbuf *b, zmq_free_fn *unref,
-                       wframes *f)
+                       const uint64_t *keys, const float *vals, vbuf *b, wframes *f)
 {
     part *p = &r->parts[pi];
     size_t row = t->width * sizeof(float);
@@ -352,8 +349,7 @@ static int encode_vals(pskv_worker *w, tbl *t, req *r, int pi, int resend, Pskv_
     else if (!rc)
         rc = wfilter_vals(w, t, m, vals, p->n * row, &f->v);
     if (!rc) {
-        atomic_fetch_add(&b->refs, 1);
-        rc = wire_frame_lend(&f->v, (void *)vals, p->n * row, unref, b) < 0
+        rc = vbuf_lend(&f->v, b, vals, p->n * row) < 0
                  ? wst_error(w, PSKV_ENOMEM, "out of memory sending to a server")
                  : 1;
     }
@@ -364,8 +360,7 @@ static int encode_vals(pskv_worker *w, tbl *t, req *r, int pi, int resend, Pskv_
 }
 
 int wfilter_encode(pskv_worker *w, req *r, int pi, int resend, Pskv__Meta *m,
-                   const uint64_t *keys, const float *vals, vbuf *b, zmq_free_fn *unref,
-                   wframes *f)
+                   const uint64_t *keys, const float *vals, vbuf *b, wframes *f)
 {
     part *p = &r->parts[pi];
     tbl *t = &w->tables[r->table];
@@ -377,8 +372,8 @@ int wfilter_encode(pskv_worker *w, req *r, int pi, int resend, Pskv__Meta *m,
     if (rc > 0) {
         f->kp = &f->k;
         f->vp = &f->v;
-    } else if (rc == 0 && (rc = encode_keys(w, t, r, p, m, keys, b, unref, f)) == 0 && push &&
-               (rc = encode_vals(w, t, r, pi, resend, m, keys, vals, b, unref, f)) < 0 && f->kp) {
+    } else if (rc == 0 && (rc = encode_keys(w, t, r, p, m, keys, b, f)) == 0 && push &&
+               (rc = encode_vals(w, t, r, pi, resend, m, keys, vals, b, f)) < 0 && f->kp) {
         zmq_msg_close(f->kp);
     }
     if (rc < 0)

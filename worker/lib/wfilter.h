@@ -45,13 +45,11 @@ typedef struct wframes {
  * to send, through t's filters in order (see above), stamping m (span, key_sig,
  * num_keys, wire, quant, shm ...) and counting t's traffic (wfilter_sent). keys,
  * vals: the part's data (keys NULL for a run, vals unused for a pull), in b when
- * b is set: a frame sent as it is lends b's bytes to ZeroMQ, taking a reference
- * that unref (vbuf_unref, passed in so the filters stay below the request engine)
- * drops. Returns 0 (f->kp, f->vp to send; the caller sends or closes them) or <0
+ * b is set: a frame sent as it is lends b's bytes to ZeroMQ (vbuf_lend, common/wire.h:
+ * a reference ZeroMQ drops through vbuf_unref). Returns 0 (f->kp, f->vp to send; the caller sends or closes them) or <0
  * with w's last error set and nothing left open. */
 WINTERNAL int wfilter_encode(pskv_worker *w, req *r, int pi, int resend, Pskv__Meta *m,
-                             const uint64_t *keys, const float *vals, vbuf *b,
-                             zmq_free_fn *unref, wframes *f);
+                             const uint64_t *keys, const float *vals, vbuf *b, wframes *f);
 
 /* The steps of wfilter_encode (call that instead). */
 

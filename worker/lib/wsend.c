@@ -181,7 +181,7 @@ int wsend_data_part(pskv_worker *w, req *r, int pi, int resend, uint64_t floor)
     vbuf *b;
     part_data(r, p, wd, &keys, &vals, &b);
     wframes f; /* the part through the table's filters, once (wfilter.h) */
-    int rc = wfilter_encode(w, r, pi, resend, &m, keys, vals, b, vbuf_unref, &f);
+    int rc = wfilter_encode(w, r, pi, resend, &m, keys, vals, b, &f);
     if (rc < 0)
         return rc;
     if (!push && wshm_usable(w, t, p->server, p->n * row) && wshm_take(w, p, p->n * row))
