@@ -9,7 +9,7 @@
  *   stream:    (only with --mode stream) pushes alone, 16 in flight, each step
  *              waiting for the push 16 steps back; GBps counts one direction
  * With --gate, each run of a mode waits for a line on stdin first (end of input
- * ends the bench): python/bench/pushpull.py alternates C and Python runs on one
+ * ends the bench; no line in GATE_TIMEOUT_MS fails it): python/bench/pushpull.py alternates C and Python runs on one
  * cluster that way, each run's line read as it is printed.
  * With --baseline PROGRAM (pskv-zmq-rtt), the raw ZeroMQ round trip is measured
  * before every run, so each run has a baseline taken moments before it: on a
@@ -22,9 +22,11 @@
  * run's round trip over its step: 1.0 = as fast as raw ZeroMQ). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "apps.h"
 #include "timeutil.h"
@@ -79,6 +81,39 @@ static const char *const mode_names[NMODES] = {"serial", "pipelined", "stream", 
 /* How long the bench waits for a request: as long as the request may live
  * (--request-timeout, after which it fails by itself), at least 30 s. */
 static int wait_ms = 30000;
+
+/* --gate: how long the bench waits for its driver's next line */
+#define GATE_TIMEOUT_MS (600 * 1000)
+
+/* --gate: reads one line from stdin (no stdio buffer: poll sees every byte not
+ * yet read), polling in slices so that a stop signal ends the wait. Returns 1 for
+ * a line, 0 at the end of input or on a stop signal, or -1 when none came within
+ * GATE_TIMEOUT_MS (said on stderr). */
+static int gate_line(void)
+{
+    int64_t deadline = tu_now_ms() + GATE_TIMEOUT_MS;
+    for (;;) {
+        if (app_stop_signal)
+            return 0;
+        int64_t left = deadline - tu_now_ms();
+        if (left <= 0) {
+            fprintf(stderr, "bench: --gate: no line on stdin in %d s\n", GATE_TIMEOUT_MS / 1000);
+            return -1;
+        }
+        struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
+        int n = poll(&p, 1, left < 200 ? (int)left : 200);
+        if (n < 0 && errno != EINTR)
+            return 0;
+        if (n <= 0)
+            continue;
+        char c;
+        ssize_t got = read(STDIN_FILENO, &c, 1);
+        if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN))
+            return 0;
+        if (got == 1 && c == '\n')
+            return 1;
+    }
+}
 
 /* One step of mode m; stream keeps the last STREAM_DEPTH pushes in *ring. */
 static int step(pskv_worker *w, int t, uint64_t n, const float *g, float *out, int m, int copy,
@@ -221,8 +256,10 @@ int app_bench(pskv_worker *w, cfg_entry *cfg)
             if (!on[m])
                 continue;
             int64_t ring[STREAM_DEPTH] = {0};
-            char go[16];
-            if (gate && !fgets(go, sizeof go, stdin)) {
+            int go = gate ? gate_line() : 1;
+            if (go < 0)
+                goto failed_quiet;
+            if (go == 0) {
                 free(g);
                 free(out);
                 free(per_run);

@@ -41,7 +41,7 @@ const cfg_entry apptab_check_flags[] = {
     {"runs", CFG_INT, "5", "PSKV_WORKER_RUNS", 1, 1000, NULL, "bench: runs (median reported)",
      0, 0, NULL, NULL},
     {"gate", CFG_BOOL, "false", "PSKV_WORKER_GATE", 1, 0, NULL,
-     "bench: before each run of a mode, read a line from stdin (end of input ends the bench): "
+     "bench: before each run of a mode, read a line from stdin (end of input ends the bench; none in 600 s: exit 1): "
      "a driver takes turns with another worker on the same servers, run by run "
      "(python/bench/pushpull.py)", 0, 0, NULL, NULL},
     {"op", CFG_STR, "push-pull", "PSKV_WORKER_OP", 1, 0, NULL,
