@@ -42,6 +42,8 @@ import torch.nn.functional as F
 from . import errors
 
 _UPDATERS = {"SGD": "sgd", "Adagrad": "adagrad", "Adam": "adam", "AdamW": "adamw"}
+# torch 2 has untyped_storage() (storage() warns there); 1.13 (Debian's) only storage()
+_UNTYPED = hasattr(torch.Tensor, "untyped_storage")
 
 
 def _table_opts(opt):
@@ -234,7 +236,7 @@ class DistributedOptimizer:
         view.map()
         flat = view.torch()
         view.release()
-        st = flat.storage()
+        st = flat.untyped_storage() if _UNTYPED else flat.storage()
         with torch.no_grad():
             for p, o, shape, stride in self._geometry:
                 p.set_(st, o, shape, stride)
