@@ -138,6 +138,9 @@ def main():
                     "denormal floats, which the local step then computes slowly")
     a = ap.parse_args()
     import multiprocessing as mp
+    # one thread a process, OpenBLAS's too (torch.set_num_threads does not bound
+    # the pool of the OpenBLAS Debian's torch calls; the spawned processes inherit this)
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     ctx = mp.get_context("spawn")   # torch's thread pools do not cross fork
     barrier, results = ctx.Barrier(a.workers), ctx.Queue()
     print("floor: %s%s, %d processes x 1 thread, global batch %d, no communication"

@@ -65,6 +65,8 @@ def main():
     t._floats = n
     t._labels = T.Table.labels(t.name)
     T.L = NOOP
+    T._wait, T._push, T._push_nocopy, T._pull = (NOOP.pskv_wait, NOOP.pskv_push,
+                                                  NOOP.pskv_push_nocopy, NOOP.pskv_pull)
     g, out = np.ones(n, np.float32), np.empty(n, np.float32)
     ga, oa = g.ctypes.data, out.ctypes.data
     pk, bare = [], []

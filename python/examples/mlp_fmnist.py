@@ -28,9 +28,27 @@ import os
 import sys
 import time
 
-import numpy as np
-import torch
-import torch.nn as nn
+
+def _blas_threads(argv):
+    """--threads N also bounds OpenBLAS (unless OPENBLAS_NUM_THREADS says otherwise):
+    Debian's torch calls OpenBLAS for its matrix products, and torch.set_num_threads
+    does not reach OpenBLAS's own pool (one thread a core), which on a shared
+    machine contends with the library's threads and the server. Set before torch
+    loads OpenBLAS."""
+    n = "1"
+    for i, a in enumerate(argv):
+        if a == "--threads" and i + 1 < len(argv):
+            n = argv[i + 1]
+        elif a.startswith("--threads="):
+            n = a.split("=", 1)[1]
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", n)
+
+
+_blas_threads(sys.argv)
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import pskv  # noqa: E402
@@ -84,7 +102,9 @@ def main():
     ap.add_argument("--consistency", default="async")
     ap.add_argument("--no-prefetch", action="store_true")
     ap.add_argument("--shm", type=int, default=1)
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch's threads (torch.set_num_threads), and OpenBLAS's unless "
+                    "OPENBLAS_NUM_THREADS is set")
     ap.add_argument("--request-timeout-ms", type=int, default=60000)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)

@@ -25,6 +25,8 @@ SLICE_MS = 100  # a wait's slice: Ctrl-C is seen between slices (worker.py's SLI
 _ndarray, _F32 = np.ndarray, np.dtype(np.float32)
 _addressof, _from_buffer = ctypes.addressof, ctypes.c_char.from_buffer
 _KINDS = {"dense": 1, "sparse": 2}
+# the hot calls, bound once (a step's Python is a few attribute loads shorter)
+_wait, _push, _push_nocopy, _pull = L.pskv_wait, L.pskv_push, L.pskv_push_nocopy, L.pskv_pull
 _torch = None  # the torch module, imported on the first torch() (pskv works without it)
 
 
@@ -71,20 +73,22 @@ class Handle:
         pskv.TimeoutError when timeout passes first (the request stays in flight)."""
         if not self._state:
             w = self._w
-            end = None if timeout is None else time.monotonic() + timeout
-            # at least 1 ms: pskv_wait with 0 takes in no reply
-            sl = SLICE_MS if end is None else max(1, min(SLICE_MS, int(timeout * 1000)))
             ts = self.ts
+            if timeout is None:
+                end, sl = None, SLICE_MS
+            else:  # at least 1 ms: pskv_wait with 0 takes in no reply
+                end = time.monotonic() + timeout
+                sl = max(1, min(SLICE_MS, int(timeout * 1000)))
             while True:
                 with w._lock:
                     p = w._ptr
                     if p is None or w._stuck:
                         w._dead()
-                    rc = L.pskv_wait(p, ts, sl)
+                    rc = _wait(p, ts, sl)
                     if rc == 0:  # the common case, in as few steps as it takes
                         w._keep.pop(ts, None)
                         self._state = 1
-                        break
+                        return self._out  # no error: the state was 0
                     # -ETIMEDOUT is also a request that ended unanswered: over then
                     if rc != -_ETIMEDOUT or not L.pskv_request_pending(p, ts):
                         self._end(rc)
@@ -329,7 +333,7 @@ class Table:
                 w._dead()
             if w._release:
                 w._flush()
-            ts = (L.pskv_push if copy else L.pskv_push_nocopy)(p, self.id, kaddr, nk, vaddr)
+            ts = (_push if copy else _push_nocopy)(p, self.id, kaddr, nk, vaddr)
             if ts < 0:
                 raise w._fail(ts, "push to table '%s'" % self.name)
             if not copy:
@@ -367,7 +371,7 @@ class Table:
                 w._dead()
             if w._release:
                 w._flush()
-            ts = L.pskv_pull(p, self.id, kaddr, nk, vaddr)
+            ts = _pull(p, self.id, kaddr, nk, vaddr)
             if ts < 0:
                 raise w._fail(ts, "pull from table '%s'" % self.name)
             keep = w._keep

@@ -42,6 +42,8 @@ import torch.nn.functional as F
 from . import errors
 
 _UPDATERS = {"SGD": "sgd", "Adagrad": "adagrad", "Adam": "adam", "AdamW": "adamw"}
+# torch 2 has untyped_storage() (storage() warns there); 1.13 (Debian's) only storage()
+_UNTYPED = hasattr(torch.Tensor, "untyped_storage")
 
 
 def _table_opts(opt):
@@ -95,6 +97,14 @@ def _params(opt):
     return [p for g in opt.param_groups for p in g["params"]]
 
 
+def _contiguous_strides(shape):
+    strides, k = [], 1
+    for d in reversed(shape):
+        strides.append(k)
+        k *= max(d, 1)
+    return tuple(reversed(strides))
+
+
 def _rehome(params, flat, grads=None):
     """Points each parameter (and its grad) at its slice of flat (and grads)."""
     sizes = [p.numel() for p in params]
@@ -121,8 +131,12 @@ class DistributedOptimizer:
                 raise TypeError("DistributedOptimizer: parameters must be float32 on the CPU, "
                                 "got %s on %s" % (p.dtype, p.device))
         self._sizes = [p.numel() for p in self.params]
-        self._shapes = [p.shape for p in self.params]
         self.n = sum(self._sizes)
+        # (parameter, offset in the flat buffer, shape, contiguous strides): _use's
+        self._geometry, o = [], 0
+        for p, n in zip(self.params, self._sizes):
+            self._geometry.append((p, o, p.shape, _contiguous_strides(p.shape)))
+            o += n
         self.flat = torch.cat([p.detach().reshape(-1) for p in self.params]).contiguous()
         self.times = dict.fromkeys(("steps", "gather", "send", "clock", "wait_pull",
                                     "wait_push", "pull"), 0)
@@ -215,12 +229,17 @@ class DistributedOptimizer:
 
     def _use(self, view):
         """Points the parameters at a pulled View's memory (no copy); the weights
-        they left are given back once nothing references them."""
+        they left are given back once nothing references them. Each parameter is
+        set_ onto the view's storage at its offset (under no_grad: the parameter
+        objects, their grads and the optimizer's state stay): no new tensor a
+        parameter, where split() and .data = made eight."""
         view.map()
         flat = view.torch()
         view.release()
-        for p, v, shape in zip(self.params, flat.split(self._sizes), self._shapes):
-            p.data = v.view(shape)
+        st = flat.untyped_storage() if _UNTYPED else flat.storage()
+        with torch.no_grad():
+            for p, o, shape, stride in self._geometry:
+                p.set_(st, o, shape, stride)
         self.flat = flat
 
     def step(self, closure=None):
