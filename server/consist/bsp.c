@@ -18,6 +18,7 @@
 #include "timeutil.h"
 
 #define MAX_OPEN 64      /* bsp clocks a table holds open at once */
+#define CLOSE_BLOCK 4096 /* floats of a dense close combined and applied at a time */
 
 typedef struct bsp_open { /* one open clock of a bsp table */
     int64_t t;            /* -1 when the slot is free */
@@ -41,9 +42,10 @@ typedef struct bsp_state {
     int64_t closed;       /* clocks 0..closed-1 are applied to every partition held here
                              (the smallest of the table's per-partition closed clocks) */
     bsp_open open[MAX_OPEN];
-    shard **spare;        /* cleared accumulators for reuse: no allocation per clock */
+    shard **spare;        /* accumulators for reuse, holding the sums of a closed clock:
+                             no allocation per clock, no clearing (bsp_push) */
     size_t nspare, capspare;
-    float *comb;          /* dense: combined update */
+    float *comb;          /* dense: a block of the combined update (CLOSE_BLOCK floats) */
     shard *scomb;         /* sparse: combined update */
     float *row;           /* sparse: one scaled row, scratch */
     close_rows rows;      /* with replicas: a close's rows for the chains, scratch */
@@ -67,6 +69,8 @@ struct bsp {
     uint32_t *parts, *fnodes; /* scratch of a close sent down the chains: its partitions */
     uint64_t *fids, *ffloors; /* and the (node, id, floor) of the pushes folded in */
     size_t capparts, capfnodes, capfids, capffloors;
+    shard **accs;         /* scratch of a dense close: the accumulators it combines */
+    size_t capaccs;
 };
 
 static const upd_opts SUM = {.kind = UPD_SUM};
@@ -123,6 +127,7 @@ void bsp_destroy(bsp **e_p)
     free(e->fnodes);
     free(e->fids);
     free(e->ffloors);
+    free(e->accs);
     free(e);
     *e_p = NULL;
 }
@@ -340,14 +345,15 @@ static void fold_row(void *ctx, uint64_t key, const float *row)
         rows_add(f->out, key, src, 1, f->width);
 }
 
-/* The accumulators of open clock o go back to the spares, cleared. */
+/* The accumulators of open clock o go back to the spares as they are: the push
+ * that takes one assigns over its sums or clears it first (acc_push), off the
+ * close that every worker waits for. */
 static void recycle_open(bsp *e, bsp_state *b, bsp_open *o)
 {
     int nranks = vclock_nranks(e->out.clocks);
     for (int r = 0; r < nranks; r++) {
         if (!o->acc[r])
             continue;
-        shard_clear(o->acc[r]);
         if (grow_array((void **)&b->spare, &b->capspare, b->nspare + 1, sizeof *b->spare) == 0)
             b->spare[b->nspare++] = o->acc[r];
         else
@@ -358,15 +364,51 @@ static void recycle_open(bsp *e, bsp_state *b, bsp_open *o)
     o->t = -1;
 }
 
-/* Dense: applies the combined update `comb` (the whole table) to the rows of the
- * partitions held here whose closed clock is t, or to every row before the
- * first view. */
-static int apply_dense(bsp *e, table *tb, const float *comb, int64_t t, close_rows *out)
+/* Dense rows [pf, pf + pn) of clock t's update, CLOSE_BLOCK floats at a time:
+ * the block of each of the nacc accumulators added in rank order into zeroed
+ * scratch, scaled, then applied (and with `out` kept for the chains) while it is
+ * in cache. The sums and the scale are per value, so the bits are those of one
+ * pass of each over the whole table; the table, the accumulators and the state
+ * are each read once. */
+static int apply_span(bsp_state *b, shard *const *acc, int nacc, float scale, uint64_t pf,
+                      uint64_t pn, close_rows *out)
 {
-    uint64_t first = shard_dense_first(tb->sh), count = shard_dense_count(tb->sh);
+    table *tb = b->t;
+    uint32_t wd = tb->width;
+    uint64_t first = shard_dense_first(tb->sh), per = CLOSE_BLOCK / wd ? CLOSE_BLOCK / wd : 1;
+    if (!b->comb)
+        b->comb = malloc((size_t)per * wd * sizeof(float));
+    if (!b->comb)
+        return -PSKV_ENOMEM;
+    int rc = 0;
+    for (uint64_t r = pf; r < pf + pn; r += per) {
+        uint64_t m = pf + pn - r < per ? pf + pn - r : per;
+        size_t n = (size_t)m * wd, at = (size_t)(r - first) * wd;
+        memset(b->comb, 0, n * sizeof(float));
+        for (int k = 0; k < nacc; k++)
+            cblas_saxpy((blasint)n, 1.0f, shard_dense_values(acc[k]) + at, 1, b->comb, 1);
+        if (scale != 1.0f)
+            cblas_sscal((blasint)n, scale, b->comb, 1);
+        int prc = shard_push(tb->sh, NULL, r, m, b->comb);
+        if (prc < 0 && rc != -PSKV_ENOMEM)
+            rc = prc;
+        if (out)
+            rows_add(out, UINT64_MAX, b->comb, m, wd);
+    }
+    return rc;
+}
+
+/* Dense: applies clock t's update, the sums of the nacc accumulators `acc` (rank
+ * order) times `scale`, to the rows of the partitions held here whose closed
+ * clock is t, or to every row before the first view. */
+static int apply_dense(bsp *e, bsp_state *b, shard *const *acc, int nacc, float scale, int64_t t,
+                       close_rows *out)
+{
+    table *tb = b->t;
     int64_t *pc = part_closed(e, tb);
     if (!pc)
-        return shard_push(tb->sh, NULL, first, count, comb);
+        return apply_span(b, acc, nacc, scale, shard_dense_first(tb->sh),
+                          shard_dense_count(tb->sh), NULL);
     int rc = 0;
     for (uint32_t p = 0; p < chain_nparts(e->ch); p++) {
         uint64_t pf, pn;
@@ -375,12 +417,10 @@ static int apply_dense(bsp *e, table *tb, const float *comb, int64_t t, close_ro
         chain_dense_span(e->ch, tb, p, &pf, &pn);
         if (!pn || !shard_owns_run(tb->sh, pf, pn))
             continue;
-        const float *rows = comb + (size_t)(pf - first) * tb->width;
-        int prc = shard_push(tb->sh, NULL, pf, pn, rows);
+        /* every row goes down: momentum moves rows with no gradient */
+        int prc = apply_span(b, acc, nacc, scale, pf, pn, out && chain_next(e->ch, p) ? out : NULL);
         if (prc < 0 && rc != -PSKV_ENOMEM)
             rc = prc;
-        if (out && chain_next(e->ch, p)) /* every row: momentum moves rows with no gradient */
-            rows_add(out, UINT64_MAX, rows, pn, tb->width);
     }
     return rc;
 }
@@ -434,6 +474,7 @@ void bsp_close_done(bsp *e, uint64_t token, int code)
  * then the held pushes are answered. */
 static void close_clock(bsp *e, bsp_state *b, int64_t t)
 {
+    int64_t t0 = tu_now_ns();
     table *tb = b->t;
     bsp_open *o = &b->open[t % MAX_OPEN];
     int nranks = vclock_nranks(e->out.clocks);
@@ -450,22 +491,15 @@ static void close_clock(bsp *e, bsp_state *b, int64_t t)
         int sums = upd_ops_of(tb->upd.kind)->bsp_sums; /* the others average */
         float scale = (sums || ncomb == 0) ? 1.0f : 1.0f / (float)ncomb;
         int rc = 0;
-        if (tb->dense) {
-            uint64_t count = shard_dense_count(tb->sh);
-            size_t n = (size_t)count * tb->width;
-            if (!b->comb && n)
-                b->comb = malloc(n * sizeof(float));
-            if (n && !b->comb) {
+        if (tb->dense) { /* the finished ranks' sums, in rank order */
+            int nacc = 0;
+            if (grow_array((void **)&e->accs, &e->capaccs, (size_t)nranks, sizeof *e->accs) < 0) {
                 rc = -PSKV_ENOMEM;
-            } else if (n) {
-                memset(b->comb, 0, n * sizeof(float));
+            } else {
                 for (int r = 0; r < nranks; r++)
                     if (o->acc[r] && vclock_finished_in(e->out.clocks, r, t, grp))
-                        cblas_saxpy((blasint)n, 1.0f, shard_dense_values(o->acc[r]), 1, b->comb,
-                                    1);
-                if (scale != 1.0f)
-                    cblas_sscal((blasint)n, scale, b->comb, 1);
-                rc = apply_dense(e, tb, b->comb, t, repl ? cr : NULL);
+                        e->accs[nacc++] = o->acc[r];
+                rc = apply_dense(e, b, e->accs, nacc, scale, t, repl ? cr : NULL);
             }
         } else {
             if (!b->scomb)
@@ -512,6 +546,8 @@ static void close_clock(bsp *e, bsp_state *b, int64_t t)
                 answer_closed(e, h, code, t + 1);
         }
         recycle_open(e, b, o);
+        e->st.closes++;
+        e->st.close_ns += tu_now_ns() - t0;
     } else {
         raise_closed(e, b, t, t + 1, NULL, NULL, 0);
     }
@@ -570,6 +606,23 @@ int64_t bsp_placement_changed(bsp *e)
             floor = b->closed;
     }
     return floor;
+}
+
+/* Adds a push of table t (rows rs, values vals) to a rank's accumulator. The
+ * rank's first push of the clock into a spare (which holds a closed clock's sums)
+ * copies its values over them when it is a dense run over the whole accumulator,
+ * the sum of one push being that push: one pass where a clear and an add were
+ * two, and none on a clock's close; any other first push into a spare clears it
+ * first. Returns 0 or -PSKV_ENOMEM. */
+static int acc_push(shard *acc, const table *t, const rowset *rs, const float *vals, int first,
+                    int spare)
+{
+    if (first && t->dense && !rs->keys && !rs->segs && rs->first == shard_dense_first(acc) &&
+        rs->n == shard_dense_count(acc))
+        return shard_assign(acc, NULL, rs->first, rs->n, vals);
+    if (spare)
+        shard_clear(acc);
+    return shard_push_rows(acc, rs, vals);
 }
 
 static void refuse(bsp *e, wire_msg *msg, int code, const char *why, int64_t clock)
@@ -643,15 +696,6 @@ void bsp_push(bsp *e, table *t, wire_msg *msg, const rowset *rs)
         o->t = clock;
         o->nacks = 0;
     }
-    if (!o->acc[rank]) {
-        if (b->nspare)
-            o->acc[rank] = b->spare[--b->nspare];
-        else
-            o->acc[rank] = t->dense ? shard_new(1, shard_dense_first(t->sh),
-                                                shard_dense_count(t->sh), 0, UINT64_MAX, t->width,
-                                                &SUM, &ZERO)
-                                    : shard_new(0, 0, 0, 0, UINT64_MAX, t->width, &SUM, &ZERO);
-    }
     if (o->nacks == o->capacks) {
         size_t cap = o->capacks ? o->capacks * 2 : 16;
         held *g = realloc(o->acks, cap * sizeof *g);
@@ -660,8 +704,15 @@ void bsp_push(bsp *e, table *t, wire_msg *msg, const rowset *rs)
             o->capacks = cap;
         }
     }
-    if (!o->acc[rank] || o->nacks == o->capacks ||
-        shard_push_rows(o->acc[rank], rs, msg->vals) < 0) {
+    int first = !o->acc[rank], spare = first && b->nspare;
+    if (o->nacks < o->capacks && first)
+        o->acc[rank] = spare ? b->spare[--b->nspare]
+                       : t->dense ? shard_new(1, shard_dense_first(t->sh),
+                                              shard_dense_count(t->sh), 0, UINT64_MAX, t->width,
+                                              &SUM, &ZERO)
+                                  : shard_new(0, 0, 0, 0, UINT64_MAX, t->width, &SUM, &ZERO);
+    if (o->nacks == o->capacks || !o->acc[rank] ||
+        acc_push(o->acc[rank], t, rs, msg->vals, first, spare) < 0) {
         refuse(e, msg, PSKV_ENOMEM, "out of memory holding the push", b->closed);
         return;
     }

@@ -97,7 +97,9 @@ void bsp_forget(bsp *e, const table *t, const char *why);
 /* Counters, summed into consist_stats. */
 typedef struct bsp_stats {
     uint64_t pushes, dropped_late, refused;
+    uint64_t closes;      /* clocks closed that held pushes */
     int64_t push_ns;
+    int64_t close_ns;     /* in those closes: combining, applying, answering the pushes */
 } bsp_stats;
 bsp_stats bsp_get_stats(const bsp *e);
 

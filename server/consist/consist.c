@@ -89,6 +89,8 @@ consist_stats consist_get_stats(const consist *c)
     s.push_ns += b.push_ns;
     s.dropped_late += b.dropped_late;
     s.refused += b.refused;
+    s.bsp_closes = b.closes;
+    s.bsp_close_ns = b.close_ns;
     s.parked_now = c->nparked;
     return s;
 }

@@ -141,6 +141,8 @@ int64_t consist_values_clock(consist *c, table *t);
 typedef struct consist_stats {
     uint64_t pushes, pulls, dropped_late, parked_now, refused;
     int64_t push_ns, pull_ns;
+    uint64_t bsp_closes;  /* bsp clocks closed that held pushes, and the time in them */
+    int64_t bsp_close_ns;
 } consist_stats;
 consist_stats consist_get_stats(const consist *c);
 

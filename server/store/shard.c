@@ -388,6 +388,16 @@ int shard_assign(shard *s, const uint64_t *keys, uint64_t first, uint64_t n, con
 {
     uint32_t wd = s->width;
     size_t row = wd * sizeof(float), plane = (size_t)s->count * wd;
+    if (s->dense && !keys) { /* a run: one copy (a lent buffer moves, the run not copied) */
+        size_t r = (size_t)(first - s->first), off = r * wd, len = (size_t)n * wd;
+        if (own_dense(s, off, len, NULL) < 0)
+            return -PSKV_ENOMEM;
+        shard_mark_run(s, r, (size_t)n);
+        memcpy(s->w + off, v, len * sizeof(float));
+        for (int k = 0; k < s->nstate; k++)
+            memset(s->state + k * plane + off, 0, len * sizeof(float));
+        return 0;
+    }
     if (s->dense && own_dense(s, 0, 0, NULL) < 0)
         return -PSKV_ENOMEM;
     for (uint64_t i = 0; i < n; i++) {

@@ -169,6 +169,31 @@ START_TEST(dense_momentum_state)
 }
 END_TEST
 
+/* An assign of a dense run (one copy: bsp's accumulators take a worker's first
+ * push of a clock so) overwrites its rows, clears their momentum and marks them
+ * changed; the rows around keep their values and state. */
+START_TEST(dense_assign_run)
+{
+    upd_opts u = {.kind = UPD_SGD, .lr = 0.25f, .momentum = 0.5f, .l2 = 0, .eps = 0};
+    shard_init init = {INIT_CONST, 1.0f, 0};
+    shard *s = dense_shard(0, 6, 1, &u, &init);
+    float g[6] = {2, 2, 2, 2, 2, 2}, v[3] = {7, -0.0f, 9}, out[6];
+    ck_assert_int_eq(shard_push(s, NULL, 0, 6, g), 0); /* v = 2, w = 0.5 */
+    shard_changes_reset(s);
+    ck_assert_int_eq(shard_assign(s, NULL, 2, 3, v), 0);
+    ck_assert_uint_eq(shard_changed(s, 0, 6, NULL, NULL), 3);
+    shard_pull(s, NULL, 0, 6, out);
+    ck_assert(out[0] == 0.5f && out[1] == 0.5f && out[5] == 0.5f);
+    ck_assert(out[2] == 7.0f && out[4] == 9.0f);
+    ck_assert(out[3] == 0.0f && signbit(out[3])); /* the bits copied */
+    ck_assert_int_eq(shard_push(s, NULL, 0, 6, g), 0);
+    shard_pull(s, NULL, 0, 6, out);
+    ck_assert_float_eq(out[0], -0.25f); /* v = 0.5 * 2 + 2: w = 0.5 - 0.25 * 3 */
+    ck_assert_float_eq(out[2], 6.5f);   /* v = 0 + 2: w = 7 - 0.25 * 2 */
+    shard_destroy(&s);
+}
+END_TEST
+
 /* A lent run never changes while lent: pushes and assigns move the shard to a
  * fresh buffer (a push copies the rows it does not write and updates
  * the rest, with momentum state); once the lend ends, updates are in place. */
@@ -666,6 +691,7 @@ Suite *shard_suite(void)
     tcase_add_test(dense, dense_push_pull_run);
     tcase_add_test(dense, dense_push_pull_keys);
     tcase_add_test(dense, dense_momentum_state);
+    tcase_add_test(dense, dense_assign_run);
     tcase_add_test(dense, dense_ownership);
     tcase_add_test(dense, dense_lend_copy_on_write);
     tcase_add_test(dense, dense_lend_disjoint_in_place);
