@@ -16,8 +16,11 @@
 # metrics=scraped. scripts/bench-metrics.sh compares the two.
 # With --shm the worker moves values of 64 KiB and more through shared memory (its
 # --shm); lines end with shm=1 (the baseline stays the TCP round trip).
+# With --view every pull goes into a view of the library's (the bench's --pull view:
+# pskv_pull_view, pskv_pushpull with PSKV_PP_VIEW; over TCP read in the received
+# frame), released each step; lines end with view=1.
 # Usage: scripts/bench-pushpull.sh [--sizes "4096 65536 1048576 16777216"] [--runs N (default 7)]
-#        [--keys] [--metrics] [--shm]
+#        [--keys] [--metrics] [--shm] [--view]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${PSKV_BIN_DIR:-$here/../build/bin}
@@ -26,6 +29,7 @@ runs=7
 keys=
 metrics=
 shm=
+view=
 while [ $# -gt 0 ]; do
   case "$1" in
     --sizes) sizes=$2; shift 2 ;;
@@ -35,7 +39,8 @@ while [ $# -gt 0 ]; do
     --keys) keys=1; shift ;;
     --metrics) metrics=1; shift ;;
     --shm) shm=1; shift ;;
-    *) echo "usage: $0 [--sizes \"BYTES...\"] [--runs N] [--keys] [--metrics] [--shm]" >&2; exit 2 ;;
+    --view) view=1; shift ;;
+    *) echo "usage: $0 [--sizes \"BYTES...\"] [--runs N] [--keys] [--metrics] [--shm] [--view]" >&2; exit 2 ;;
   esac
 done
 export OPENBLAS_NUM_THREADS=1
@@ -77,7 +82,7 @@ for size in $sizes; do
        --server-opt --blas-threads --server-opt 1 --server-opt --log-level --server-opt warn \
        --scheduler-opt --log-level --scheduler-opt warn \
        -- --app bench --size "$size" --runs "$runs" --baseline "$bin/pskv-zmq-rtt" --log-level warn \
-       ${shm:+--shm} > "$out/pskv-$size" 2>&1; then
+       ${shm:+--shm} ${view:+--pull view} > "$out/pskv-$size" 2>&1; then
     [ -n "$scraper" ] && kill "$scraper" 2>/dev/null && scraper=
     echo "bench: size $size failed; logs:" >&2
     tail -n 20 "$out/run-$size"/*.log >&2
@@ -93,7 +98,7 @@ for size in $sizes; do
     [ -n "$step" ] && [ -n "$zmq" ] && [ -n "$ratio" ] ||
       { echo "bench: no $mode figure for size $size" >&2; status=1; continue; }
     awk -v s="$size" -v m="$mode" -v st="$step" -v z="$zmq" -v r="$ratio" \
-      -v k="${keys:+ keys=curve}${metrics:+ metrics=scraped}${shm:+ shm=1}" \
+      -v k="${keys:+ keys=curve}${metrics:+ metrics=scraped}${shm:+ shm=1}${view:+ view=1}" \
       'BEGIN { printf "size=%d mode=%s step_us=%.1f GBps=%.3f zmq_rtt_us=%.1f ratio=%.2f%s\n", s, m, st, 2*s/(st*1000), z, r, k }'
   done
 done

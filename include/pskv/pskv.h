@@ -269,25 +269,32 @@ int64_t pskv_pull(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
  * partition) fails the request and its server sends no values. grad and out are
  * the caller's; grad is copied before the call returns (out may be grad). With
  * several parts (servers), parts answered before a refused one have written their
- * rows. Not yet with wire
- * filters, a 16-bit wire or --shm (-PSKV_EINVAL: push, then pull). With
- * PSKV_PP_NOCOPY grad is sent as pskv_push_nocopy sends it, without the copy:
- * grad must then stay unchanged until the request is over (pskv_wait returns
- * anything but -PSKV_ETIMEDOUT) and out must not overlap it (-PSKV_EINVAL). */
+ * rows. Not yet with wire filters, a 16-bit wire or --shm (-PSKV_EINVAL: push,
+ * then pull). With PSKV_PP_NOCOPY grad is sent as pskv_push_nocopy sends it,
+ * without the copy: grad must then stay unchanged until the request is over
+ * (pskv_wait returns anything but -PSKV_ETIMEDOUT) and out must not overlap it
+ * (-PSKV_EINVAL). With PSKV_PP_VIEW out must be NULL and the values go to memory
+ * of the library's, as pskv_pull_view's do: once pskv_wait(ts) has returned 0,
+ * pskv_view(w, ts) points at them until pskv_view_release(w, ts) (one server
+ * answering the whole run: read in place in the received frame, no copy); the
+ * call counts among the PSKV_MAX_VIEWS views, and a refused push holds no view. */
 #define PSKV_PP_CLOCK 1
 #define PSKV_PP_NOCOPY 2
+#define PSKV_PP_VIEW 4
 int64_t pskv_pushpull(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
                       const float *grad, float *out, int flags);
 
 /* Pulls like pskv_pull, into memory of the library's instead of an array of the
  * caller's: once pskv_wait(ts) has returned 0, pskv_view(w, ts) points at the
  * nkeys * width values, in the order pskv_pull would write them, and they stay
- * there unchanged until pskv_view_release(w, ts). With --shm (pskv_config.shm), a
- * dense run of at most chunk_bytes and one server holding it all, that memory is
- * the region of shared memory the server wrote its reply into: the values are
- * never copied; otherwise the replies are copied into a buffer of the view's.
- * At most PSKV_MAX_VIEWS views are held or in flight at once (-PSKV_EINVAL
- * beyond). */
+ * there unchanged until pskv_view_release(w, ts). A dense run of at most
+ * chunk_bytes that one server holds all of is answered in one reply, and that
+ * memory is where the reply arrived: with --shm (pskv_config.shm) the region of
+ * shared memory the server wrote it into, over TCP the received frame (kept with
+ * the view until its release); the values are never copied. Otherwise (several
+ * parts, gathered keys, a 16-bit wire or a filter) the replies are copied into a
+ * buffer of the view's. At most PSKV_MAX_VIEWS views are held or in flight at
+ * once (-PSKV_EINVAL beyond). */
 #define PSKV_MAX_VIEWS 16
 int64_t pskv_pull_view(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys);
 

@@ -3,12 +3,15 @@
 
 # Kill -9 one of 3 servers (R = 2) while 4 workers end every round with pskv_pushpull
 # (check --pull pushpull, async): re-sent parts are not applied twice (dedupe), their
-# values come back, and every key equals the sum of the pushes.
+# values come back, and every key equals the sum of the pushes. Workers 2 and 3 take
+# the values through views (--pull pushpull-view, PSKV_PP_VIEW): a part sent again
+# replaces the frame an earlier reply left (ASan: none leaks).
 tags pushpull_kill_server once
 f_pushpull_kill_server() {
   local d=$TDIR/c t0 f
-  launch "$d" --servers 3 --workers 4 --scheduler-opt=--replicas=2 -- --app check --rounds 1500 \
-    --pull pushpull
+  launch "$d" --servers 3 --workers 4 --scheduler-opt=--replicas=2 \
+    --worker-opt 2:--pull --worker-opt 2:pushpull-view --worker-opt 3:--pull \
+    --worker-opt 3:pushpull-view -- --app check --rounds 1500 --pull pushpull
   wait_joined "$d" 4
   sleep 0.$((3 + RANDOM % 5))
   t0=$(now_ms)
@@ -17,4 +20,5 @@ f_pushpull_kill_server() {
   f=$(failover_ms "$d" "$t0") || exit 1
   echo "failover_ms=$f"
   grep -q 'NaN pushpull: refused naming the table' "$d"/worker-0.log || fail "worker 0 ran no pushpull check"
+  grep -q 'NaN pushpull: refused naming the table' "$d"/worker-2.log || fail "worker 2 ran no pushpull check"
 }

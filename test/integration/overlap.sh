@@ -16,16 +16,19 @@ t_train_prefetch() {
   # 0.70 on 1,000 test images, every example is trained exactly once an epoch (the
   # job-wide sum table), and each worker reports its waiting fraction and its CPU
   # (compute within the process's); the waiting floor (bench-lib.sh) of the job
-  # comes out between 0 and 1.
-  local cons d acc n r f c fl sampler
+  # comes out between 0 and 1. The ssp:1 job runs with --pushpull: a step's push,
+  # clock and pull are one pskv_pushpull into a view, read in the received frame.
+  local cons d acc n r f c fl sampler pp
   . "$top/scripts/bench-lib.sh" # cpu_sampler, floor_of
   for cons in async ssp:1; do
     d="$TDIR/${cons/:/}"
+    pp=()
+    [ "$cons" = ssp:1 ] && pp=(--pushpull --log-level info)
     mkdir -p "$d"
     cpu_sampler "$d" & sampler=$!
     "$LAUNCH" --servers 1 --workers 2 --timeout 150 --log-dir "$d" -- --app mlp --hidden 64 \
       --epochs 4 --train-limit 6000 --test-limit 1000 --batch 32 --lr 0.1 --momentum 0 \
-      --lr-schedule const --seed 2 --eval-every 0 --consistency "$cons" --prefetch \
+      --lr-schedule const --seed 2 --eval-every 0 --consistency "$cons" --prefetch "${pp[@]}" \
       > /dev/null 2>&1 || fail "$cons: training exited $?: $(tail -n 3 "$d/worker-0.log")"
     wait "$sampler"
     fl=$(floor_of "$d")
@@ -43,6 +46,9 @@ t_train_prefetch() {
           "$d/worker-$r.log")
       awk -v c="$c" 'BEGIN { exit !(split(c, a, " ") == 2 && a[1] > 0 && a[2] >= a[1]) }' ||
         fail "$cons: rank $r cpu line: '$c' ($(grep 'cpu:' "$d/worker-$r.log"))"
+      [ ${#pp[@]} -eq 0 ] ||
+        grep -q 'view pulls: 0 read in place in shared memory, 0 copied, [1-9][0-9]* read in place in received TCP frames' \
+          "$d/worker-$r.log" || fail "$cons --pushpull: rank $r: $(grep 'view pulls' "$d/worker-$r.log")"
     done
     echo "$cons --prefetch: accuracy $acc, waiting fractions $(waiting_fraction "$d/worker-0.log") $(waiting_fraction "$d/worker-1.log"), floor $fl"
   done

@@ -50,6 +50,8 @@ t_pushpull_check() {
   # A NaN through the combined call is refused naming the table, and its output
   # array is left untouched. The gradient goes lent (PSKV_PP_NOCOPY, check's default
   # --push nocopy) into another array; an output over a lent gradient is refused.
+  # Worker 1 reads the values through a view (--pull pushpull-view, PSKV_PP_VIEW),
+  # released each round; its refused NaN call holds no view.
   # Then one server answering a 288 KiB table in 3 parts of 96 KiB, each reply lent
   # from the table (the server's exit log counts them) while the next part's push,
   # and under bsp the other worker's next round, updates rows of the same buffer,
@@ -58,7 +60,8 @@ t_pushpull_check() {
   for r in 1 2; do
     for cons in async ssp:1 bsp; do
       "$LAUNCH" --servers $((r + 1)) --workers 2 --timeout 120 --log-dir "$TDIR/$r-$cons" \
-        --scheduler-opt --replicas --scheduler-opt "$r" -- --app check --consistency "$cons" \
+        --scheduler-opt --replicas --scheduler-opt "$r" \
+        --worker-opt 1:--pull --worker-opt 1:pushpull-view -- --app check --consistency "$cons" \
         --rounds 8 --pull pushpull > /dev/null 2>&1 ||
         fail "R=$r $cons: exited $?: $(tail -n 2 "$TDIR/$r-$cons/worker-0.log")"
       for w in 0 1; do
@@ -82,19 +85,23 @@ t_pushpull_check() {
   # the combined call's refusals name what is missing
   "$BIN/pskv-worker" --scheduler 127.0.0.1:1 --app check --pull both > "$TDIR/bad.log" 2>&1 &&
     fail "--pull both accepted"
-  grep -q -- '--pull must be copy, view or pushpull' "$TDIR/bad.log" || fail "no clear error: $(cat "$TDIR/bad.log")"
+  grep -q -- '--pull must be copy, view, pushpull or pushpull-view' "$TDIR/bad.log" ||
+    fail "no clear error: $(cat "$TDIR/bad.log")"
 }
 
 t_view_in_frame() {
   # pskv_pull_view over TCP, one server answering the whole view: the values are
   # read where ZeroMQ received them (the reply frame kept with the view until its
   # release; the worker's log counts those views), the check's sums stay exact, and
-  # with two servers (parts to join) the views are copied as before. Run on the ASan
-  # build (make test), a frame kept past its release or never closed is reported.
-  "$LAUNCH" --servers 1 --workers 2 --timeout 120 --log-dir "$TDIR/one" -- --app check \
+  # with two servers (parts to join) the views are copied as before. Worker 1 takes
+  # its views from the combined call (--pull pushpull-view: pskv_pushpull with
+  # PSKV_PP_VIEW), the same way. Run on the ASan build (make test), a frame kept past
+  # its release or never closed is reported.
+  local pv=(--worker-opt 1:--pull --worker-opt 1:pushpull-view)
+  "$LAUNCH" --servers 1 --workers 2 --timeout 120 --log-dir "$TDIR/one" "${pv[@]}" -- --app check \
     --rounds 5 --pull view --consistency bsp --log-level info > /dev/null 2>&1 ||
     fail "one server: exited $?: $(tail -n 2 "$TDIR/one/worker-0.log")"
-  "$LAUNCH" --servers 2 --workers 2 --timeout 120 --log-dir "$TDIR/two" -- --app check \
+  "$LAUNCH" --servers 2 --workers 2 --timeout 120 --log-dir "$TDIR/two" "${pv[@]}" -- --app check \
     --rounds 5 --pull view --consistency bsp --log-level info > /dev/null 2>&1 ||
     fail "two servers: exited $?: $(tail -n 2 "$TDIR/two/worker-0.log")"
   local w

@@ -438,8 +438,10 @@ static int push_pull_flags(const app_row *row)
         return -1;
     }
     const char *pull = cfg_str(config, "pull");
-    if (strcmp(pull, "view") && strcmp(pull, "copy") && strcmp(pull, "pushpull")) {
-        fprintf(stderr, PROG ": --pull must be copy, view or pushpull, not '%s'\n", pull);
+    if (strcmp(pull, "view") && strcmp(pull, "copy") && strcmp(pull, "pushpull") &&
+        strcmp(pull, "pushpull-view")) {
+        fprintf(stderr, PROG ": --pull must be copy, view, pushpull or pushpull-view, not "
+                "'%s'\n", pull);
         return -1;
     }
     return 0;

@@ -328,16 +328,21 @@ int64_t pskv_pushpull(pskv_worker *w, int table, const uint64_t *keys, size_t nk
 {
     if (!w)
         return -PSKV_EINVAL;
-    if (!grad || !out || (flags & ~(PSKV_PP_CLOCK | PSKV_PP_NOCOPY)))
-        return wst_error(w, PSKV_EINVAL, "pushpull: %s", !grad ? "no gradient" : !out
-                         ? "no output array" : "unknown flags");
+    int view = (flags & PSKV_PP_VIEW) != 0;
+    if (!grad || (out == NULL) != view || (flags & ~(PSKV_PP_CLOCK | PSKV_PP_NOCOPY | PSKV_PP_VIEW)))
+        return wst_error(w, PSKV_EINVAL, "pushpull: %s", !grad ? "no gradient"
+                         : (flags & ~(PSKV_PP_CLOCK | PSKV_PP_NOCOPY | PSKV_PP_VIEW))
+                             ? "unknown flags"
+                         : view ? "an output array with PSKV_PP_VIEW (the values are the "
+                                  "view's: pass NULL)"
+                                : "no output array");
     int err = 0;
     tbl *t = wplan_check_table(w, table, keys, nkeys, &err);
     if (!t)
         return err;
     size_t floats = nkeys * t->width;
     /* a lent gradient is read by ZeroMQ while replies write out */
-    if ((flags & PSKV_PP_NOCOPY) && (uintptr_t)out < (uintptr_t)(grad + floats) &&
+    if ((flags & PSKV_PP_NOCOPY) && out && (uintptr_t)out < (uintptr_t)(grad + floats) &&
         (uintptr_t)grad < (uintptr_t)(out + floats))
         return wst_error(w, PSKV_EINVAL, "pushpull on table '%s' with PSKV_PP_NOCOPY: out "
                          "overlaps grad (sent from where it is)", t->name);
@@ -347,7 +352,8 @@ int64_t pskv_pushpull(pskv_worker *w, int table, const uint64_t *keys, size_t nk
                          : "wire filters");
     int64_t ts = submit(w, REQ_PUSH, table, keys, nkeys, grad, out,
                         SUBMIT_PP | (flags & PSKV_PP_CLOCK ? SUBMIT_PP_CLOCK : 0) |
-                            (flags & PSKV_PP_NOCOPY ? SUBMIT_LEND : 0));
+                            (flags & PSKV_PP_NOCOPY ? SUBMIT_LEND : 0) |
+                            (view ? SUBMIT_VIEW : 0));
     int rc;
     if (ts >= 0 && (flags & PSKV_PP_CLOCK) && (rc = pskv_clock(w)) < 0)
         return rc; /* the request goes on: pskv_wait_all ends it */

@@ -112,6 +112,14 @@ static void pull_reply(pskv_worker *w, req *r, part *p, wire_msg *msg, const srv
 {
     Pskv__Meta *m = msg->meta;
     tbl *t = &w->tables[r->table];
+    if (r->has_view_frame) {
+        /* a combined call's part sent again (pskv_pushpull with PSKV_PP_VIEW waiting
+         * for its PUSH_ACK, or planned again): the newer reply's values replace the
+         * frame an earlier one left with the request */
+        zmq_msg_close(&r->view_frame);
+        r->has_view_frame = 0;
+        r->view_vals = NULL;
+    }
     if (m->has_clock && m->clock < r->vclock)
         r->vclock = m->clock; /* the oldest part decides */
     if (m->has_clock && m->clock > r->vclock_hi)

@@ -1,7 +1,9 @@
 /* --app bench: push/pull step time for one value size on a dense table.
  * Pushes go without a copy (pskv_push_nocopy, pskv_pushpull with PSKV_PP_NOCOPY:
  * the values array is the same every step and waited for), or with --push copy
- * through pskv_push (pskv_pushpull without the flag).
+ * through pskv_push (pskv_pushpull without the flag). Pulls go into the app's
+ * array, or with --pull view into the library's memory (pskv_pull_view, pskv_pushpull
+ * with PSKV_PP_VIEW: over TCP read in the received frame), released each step.
  *   serial:    push, wait for its ack, then pull, wait
  *   pipelined: push and pull of the same keys back to back, one wait for both
  *              (the pull is sent after the push on the same connection, so the
@@ -115,15 +117,26 @@ static int gate_line(void)
     }
 }
 
+static int pull_view; /* --pull view: pulls into views, released each step */
+
+/* Waits for pull (or pushpull) tl; a view's memory goes back at once. */
+static int wait_pull(pskv_worker *w, int64_t tl)
+{
+    int rc = tl < 0 ? (int)tl : pskv_wait(w, tl, wait_ms);
+    if (rc < 0 || !pull_view)
+        return rc;
+    return pskv_view(w, tl) ? pskv_view_release(w, tl) : -PSKV_EPROTO;
+}
+
 /* One step of mode m; stream keeps the last STREAM_DEPTH pushes in *ring. */
 static int step(pskv_worker *w, int t, uint64_t n, const float *g, float *out, int m, int copy,
                 int64_t *ring, long s)
 {
     int rc;
-    if (m == PUSHPULL) { /* one round trip: the push (lent as the others') and the rows */
-        int64_t tpp = pskv_pushpull(w, t, NULL, n, g, out, copy ? 0 : PSKV_PP_NOCOPY);
-        return tpp < 0 ? (int)tpp : pskv_wait(w, tpp, wait_ms);
-    }
+    if (m == PUSHPULL) /* one round trip: the push (lent as the others') and the rows */
+        return wait_pull(w, pskv_pushpull(w, t, NULL, n, g, pull_view ? NULL : out,
+                                          (copy ? 0 : PSKV_PP_NOCOPY) |
+                                              (pull_view ? PSKV_PP_VIEW : 0)));
     if (m == STREAM && ring[s % STREAM_DEPTH] > 0 &&
         (rc = pskv_wait(w, ring[s % STREAM_DEPTH], wait_ms)) < 0)
         return rc;
@@ -137,12 +150,12 @@ static int step(pskv_worker *w, int t, uint64_t n, const float *g, float *out, i
     int pipelined = m == PIPELINED;
     if (!pipelined && (rc = pskv_wait(w, tp, wait_ms)) < 0)
         return rc;
-    int64_t tl = pskv_pull(w, t, NULL, n, out);
+    int64_t tl = pull_view ? pskv_pull_view(w, t, NULL, n) : pskv_pull(w, t, NULL, n, out);
     if (tl < 0)
         return (int)tl;
     if (pipelined && (rc = pskv_wait(w, tp, wait_ms)) < 0)
         return rc;
-    return pskv_wait(w, tl, wait_ms);
+    return wait_pull(w, tl);
 }
 
 /* The summary line of each mode that ran: the median step over the runs and,
@@ -194,6 +207,7 @@ int app_bench(pskv_worker *w, cfg_entry *cfg)
     uint64_t size = (uint64_t)cfg_int(cfg, "size");
     const char *mode = cfg_str(cfg, "mode"), *push = cfg_str(cfg, "push");
     int copy = !strcmp(push, "copy"), gate = (int)cfg_int(cfg, "gate");
+    pull_view = !strcmp(cfg_str(cfg, "pull"), "view");
     int on[NMODES] = {!strcmp(mode, "serial") || !strcmp(mode, "both"),
                       !strcmp(mode, "pipelined") || !strcmp(mode, "both"),
                       !strcmp(mode, "stream"),

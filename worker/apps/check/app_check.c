@@ -186,7 +186,9 @@ static int push_round(ck *c, int k)
 
 /* --pull pushpull: round k's dense run pushed with pskv_pushpull, ending the clock:
  * with --push nocopy from its own array, lent (PSKV_PP_NOCOPY), into dv; else into
- * the same array (the gradient is copied first). The values after it checked
+ * the same array (the gradient is copied first); --pull pushpull-view: into a view
+ * (PSKV_PP_VIEW), copied to dv and released (a released view is gone). The values
+ * after it checked
  * against the model's promise for clock k + 1 (bsp: exactly rounds <= k; ssp:T:
  * between k + 1 - T and k + T + 2 rounds; async: unchecked until the final sums).
  * Returns 0 or a negated error. */
@@ -196,11 +198,22 @@ static int pushpull_round(ck *c, int k)
     for (uint64_t i = 0; i < c->n; i++)
         for (int q = 0; q < DW; q++)
             g[i * DW + q] = dense_inc(c->r, k, i, q);
-    int64_t t = pskv_pushpull(c->w, c->td, NULL, c->n, g, c->dv,
-                              PSKV_PP_CLOCK | (c->dn ? PSKV_PP_NOCOPY : 0));
+    int64_t t = pskv_pushpull(c->w, c->td, NULL, c->n, g, c->ppview ? NULL : c->dv,
+                              PSKV_PP_CLOCK | (c->dn ? PSKV_PP_NOCOPY : 0) |
+                                  (c->ppview ? PSKV_PP_VIEW : 0));
     int rc = t < 0 ? (int)t : pskv_wait(c->w, t, 120000);
     if (rc < 0)
         return rc;
+    if (c->ppview) {
+        const float *vals = pskv_view(c->w, t);
+        if (!vals)
+            return -PSKV_EPROTO;
+        memcpy(c->dv, vals, c->n * DW * sizeof(float));
+        if ((rc = pskv_view_release(c->w, t)) < 0)
+            return rc;
+        if (pskv_view(c->w, t) || pskv_view_release(c->w, t) != -PSKV_ENOTFOUND)
+            ck_mismatch(c, "pushpull view %lld still held after its release", (long long)t);
+    }
     if (!c->bsp && !c->ssp)
         return 0; /* async promises nothing before the barrier (and the bounds cost
                      O(W x rounds) a key: a long fault-test stream would crawl) */
@@ -445,12 +458,21 @@ static int nan_push(ck *c)
             ck_mismatch(c, "pushpull with PSKV_PP_NOCOPY into its own gradient returned %lld "
                         "(%s), not -PSKV_EINVAL", (long long)bad, pskv_last_error(c->w));
     }
-    int64_t tp = c->pp ? pskv_pushpull(c->w, c->td, &k0, 1, nanv, out_v, c->bsp ? PSKV_PP_CLOCK : 0)
-                       : pskv_push(c->w, c->td, &k0, 1, nanv);
+    pskv_held h0, h1;
+    pskv_held_get(c->w, &h0);
+    int64_t tp = c->ppview ? pskv_pushpull(c->w, c->td, &k0, 1, nanv, NULL,
+                                           PSKV_PP_VIEW | (c->bsp ? PSKV_PP_CLOCK : 0))
+                 : c->pp   ? pskv_pushpull(c->w, c->td, &k0, 1, nanv, out_v,
+                                           c->bsp ? PSKV_PP_CLOCK : 0)
+                           : pskv_push(c->w, c->td, &k0, 1, nanv);
     if (c->bsp && tp >= 0 && !c->pp)
         pskv_clock(c->w); /* keep the clocks in step: every worker does this once */
     int nan_rc = tp < 0 ? (int)tp : pskv_wait(c->w, tp, 120000);
     int named = nan_rc == -PSKV_EBADVALUE && strstr(pskv_last_error(c->w), "check.dense");
+    pskv_held_get(c->w, &h1);
+    if (c->ppview && tp > 0 && (pskv_view(c->w, tp) || h1.views != h0.views))
+        ck_mismatch(c, "a refused pushpull holds a view (%d held, %d before)", h1.views,
+                    h0.views);
     if ((rc = ck_pull_wait(c->w, c->td, &k0, 1, after_v)) < 0)
         return ck_fail(c->w, "pull after the NaN push", rc);
     int kept = memcmp(before_v, after_v, sizeof before_v) == 0 &&
@@ -586,7 +608,8 @@ int app_check(pskv_worker *w, cfg_entry *cfg)
     c.pbuf = !strcmp(cfg_str(cfg, "push"), "buffer");
     int nocopy = !strcmp(cfg_str(cfg, "push"), "nocopy"); /* else "copy" (worker_main) */
     c.view = !strcmp(cfg_str(cfg, "pull"), "view");        /* else "copy" (worker_main) */
-    c.pp = !strcmp(cfg_str(cfg, "pull"), "pushpull");
+    c.ppview = !strcmp(cfg_str(cfg, "pull"), "pushpull-view");
+    c.pp = c.ppview || !strcmp(cfg_str(cfg, "pull"), "pushpull");
     double cn = cfg_double(cfg, "clip-norm"); /* > 0 when set: worker_main checks */
     int rc;
     if ((rc = open_tables(&c)) || (rc = alloc_buffers(&c, nocopy)) || (rc = rounds(&c)) ||

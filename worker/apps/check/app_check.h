@@ -36,6 +36,8 @@ typedef struct ck {
     int view;          /* --pull view: the dense table read through pskv_pull_view */
     int pp;            /* --pull pushpull: each round ends with pskv_pushpull of the dense
                           run (its clock ended with it), whose values are checked */
+    int ppview;        /* --pull pushpull-view: ... its values read through a view
+                          (PSKV_PP_VIEW), copied out and released */
     int pbuf;          /* --push buffer: the dense run pushed from pskv_push_buffer's */
     uint64_t *sk, *dk;
     size_t own_n;      /* every worker's own sparse keys ... */

@@ -66,8 +66,10 @@ const cfg_entry apptab_check_flags[] = {
     {"pull", CFG_STR, "copy", "PSKV_WORKER_PULL", 1, 0, NULL,
      "check: the dense table is pulled into the app's array (copy, pskv_pull) or read "
      "through pskv_pull_view (view), or each round ends with pskv_pushpull of the dense run "
-     "(pushpull: its values after the push checked against the consistency model)", 0, 0,
-     NULL, NULL},
+     "(pushpull: its values after the push checked against the consistency model; "
+     "pushpull-view: the same, read through a view, PSKV_PP_VIEW); bench: copy, or view "
+     "(every mode's pulls into views, pskv_pull_view and PSKV_PP_VIEW, released each "
+     "step)", 0, 0, NULL, NULL},
     {"baseline", CFG_STR, "", "PSKV_WORKER_BASELINE", 1, 0, NULL,
      "bench: raw ZeroMQ round-trip program (pskv-zmq-rtt) run before each run, for the ratio "
      "(empty = none)", 0, 0, NULL, NULL},

@@ -99,9 +99,11 @@ typedef struct run {
     int overlap;      /* --prefetch: the next step's pull travels during this step */
     int pbufs;        /* ... and gradients go in push buffers (pskv_push_buffer) */
     int pp;           /* else a step's push, clock and pull are one pskv_pushpull */
+    int ppv;          /* --prefetch --pushpull: ... into a view (PSKV_PP_VIEW), waited
+                         for at the next step */
     const float *wts; /* this step's weights: wbuf, or the view's */
     int64_t view;     /* --prefetch: the view (pskv_pull_view) wts points into */
-    int64_t pending;  /* --prefetch: the next step's view pull, in flight */
+    int64_t pending;  /* --prefetch: the next step's view pull (or pushpull), in flight */
     int64_t prev_push;
     int64_t step, epoch_steps, nsteps;
     uint32_t rows;    /* this step's rows (--balance: its share of the global batch) */
@@ -336,17 +338,24 @@ static int resume_stats(run *r)
 
 /* The first weights: into wbuf, or with --prefetch (async, ssp:TAU >= 1:
  * worker_main checks) a view (pskv_pull_view: with --shm read where the server
- * wrote them), the next step's then sent; each step's goes right after its push
- * and clock and travels while the next gradient is computed (the weights a step
- * uses miss at most this worker's previous push). Without it, and always under
- * bsp: push, clock, pull, wait, compute. Returns 0, or 1 after saying why. */
+ * wrote them, over TCP in the received frame), the next step's then sent; each
+ * step's goes right after its push and clock and travels while the next gradient
+ * is computed (the weights a step uses miss at most this worker's previous push).
+ * With --pushpull too (where pskv_pushpull applies) a step's push, clock and pull
+ * are one pskv_pushpull into a view, waited for at the next step: the same
+ * weights, one request a step instead of a push and a pull. Without --prefetch,
+ * and always under bsp: push, clock, pull (or one pskv_pushpull), wait, compute.
+ * Returns 0, or 1 after saying why. */
 static int first_pull(run *r)
 {
     r->overlap = !r->ar && cfg_int(r->cfg, "prefetch");
-    r->pbufs = r->overlap && !(r->ls.scale > 0); /* loss scaling pushes its own way */
-    r->pp = !r->ar && !r->overlap && !(r->ls.scale > 0) && cfg_int(r->cfg, "pushpull") &&
-            !cfg_int(r->cfg, "shm") && !*cfg_str(r->cfg, "filter") && !r->digests &&
-            !strcmp(cfg_str(r->cfg, "wire"), "fp32");
+    /* pskv_pushpull: not with --shm, filters, a 16-bit wire or loss scaling (pskv.h) */
+    int pp = !r->ar && !(r->ls.scale > 0) && cfg_int(r->cfg, "pushpull") &&
+             !cfg_int(r->cfg, "shm") && !*cfg_str(r->cfg, "filter") && !r->digests &&
+             !strcmp(cfg_str(r->cfg, "wire"), "fp32");
+    r->pp = pp && !r->overlap;
+    r->ppv = pp && r->overlap;
+    r->pbufs = r->overlap && !r->ppv && !(r->ls.scale > 0); /* loss scaling pushes its own way */
     r->wts = r->wbuf;
     r->pending = -1;
     int rc = 0;
@@ -357,6 +366,8 @@ static int first_pull(run *r)
     if (r->overlap) {
         r->view = v;
         r->wts = pskv_view(r->w, v);
+        if (r->ppv) /* the first step's pushpull brings the weights of the third */
+            return 0;
         if ((r->pending = pskv_pull_view(r->w, r->t, NULL, r->P)) < 0)
             return fail(r->w, "pull", (int)r->pending);
     }
@@ -488,6 +499,48 @@ static int resync(run *r)
     return RESYNCED;
 }
 
+/* --prefetch: makes the view in flight (r->pending: last step's pull or pushpull,
+ * none before the first step's) the weights of the next step, releasing this
+ * step's. Returns 0, or 1 after saying why. */
+static int next_view(run *r)
+{
+    int rc;
+    if (r->pending <= 0)
+        return 0;
+    if ((rc = pskv_wait(r->w, r->pending, TMO)) < 0)
+        return fail(r->w, r->ppv ? "pushpull" : "pull", rc);
+    pskv_view_release(r->w, r->view); /* this step's weights: memory for the next */
+    r->view = r->pending;
+    r->wts = pskv_view(r->w, r->view);
+    r->pending = -1;
+    return 0;
+}
+
+/* --prefetch --pushpull: the step's gradient pushed (lent: take_grad waits before
+ * its buffer is written again), the clock ended and the weights after the push
+ * asked for in one pskv_pushpull, into a view; then the view of the previous
+ * step's becomes the next step's weights. Waiting for it (its reply and, with
+ * replicas, its PUSH_ACK) also bounds the pushes in flight to two, as the
+ * push-then-pull path does. Returns 0, or 1 after saying why. */
+static int exchange_pp_view(run *r, int64_t c2)
+{
+    int rc;
+    int64_t tq = pskv_pushpull(r->w, r->t, NULL, r->P, r->grad, NULL,
+                               PSKV_PP_CLOCK | PSKV_PP_NOCOPY | PSKV_PP_VIEW);
+    if (tq < 0)
+        return fail(r->w, "pushpull", (int)tq);
+    r->gpush[r->gi] = tq;
+    if ((rc = balance_pull_send(r->bal, r->w)) < 0)
+        return fail(r->w, "--balance: sharing the speeds", rc);
+    int64_t c3 = tu_now_ns();
+    if ((rc = next_view(r)))
+        return rc;
+    r->pending = tq; /* after the push: its values are the weights after it */
+    r->ns_push += c3 - c2;
+    r->ns_wait += tu_now_ns() - c3;
+    return 0;
+}
+
 /* Pushes the gradient and clocks, then makes wts the next step's weights:
  * with --prefetch, the view pulled last step (and the next one sent); without, a
  * pull into wbuf waited for here. Returns 0, 1 after saying why, or
@@ -519,6 +572,8 @@ static int exchange(run *r)
         r->ns_wait += tu_now_ns() - c3;
         return 0;
     }
+    if (r->ppv && push)
+        return exchange_pp_view(r, c2);
     /* without a copy: a push buffer is the library's from here; gbuf stays as it is
      * until take_grad waits for this push */
     int64_t tp = !push     ? 0
@@ -538,14 +593,11 @@ static int exchange(run *r)
          * step's push: with replicas a pull is answered by the tail, which holds a
          * push only once it is acknowledged, so waiting for it bounds how stale the
          * next weights are (and the pushes in flight) to two steps of this worker */
-        if ((rc = pskv_wait(r->w, r->pending, TMO)) < 0)
-            return fail(r->w, "pull", rc);
+        if ((rc = next_view(r)))
+            return rc;
         if (r->prev_push > 0 && (rc = pskv_wait(r->w, r->prev_push, TMO)) < 0)
             return fail(r->w, "push", rc);
         r->prev_push = tp;
-        pskv_view_release(r->w, r->view); /* this step's weights: memory for the next */
-        r->view = r->pending;
-        r->wts = pskv_view(r->w, r->view);
         r->pending = pskv_pull_view(r->w, r->t, NULL, r->P); /* after the push: sees it */
         if (r->pending < 0)
             return fail(r->w, "pull", (int)r->pending);

@@ -38,10 +38,11 @@ const cfg_entry apptab_train_flags[] = {
     {"synth-epoch-time", CFG_DOUBLE, "0", "PSKV_WORKER_SYNTH_EPOCH_TIME", 0, 86400, "s",
      "synth: how long each epoch takes (the curve does not depend on it)", 0, 0, NULL, NULL},
     {"pushpull", CFG_BOOL, "false", "PSKV_WORKER_PUSHPULL", 1, 0, NULL,
-     "softmax, mlp without --prefetch: a step's push, clock and pull are one pskv_pushpull "
-     "(one round trip per server; where it applies: --sync ps without --shm, --filter, a "
-     "16-bit --wire, --loss-scale or --print-digests; not yet the default); else push, "
-     "clock, then pull", 0, 0, NULL, NULL},
+     "softmax, mlp: a step's push, clock and pull are one pskv_pushpull (one round trip "
+     "per server; with --prefetch into a view, waited for at the next step; where it "
+     "applies: --sync ps without --shm, --filter, a 16-bit --wire, --loss-scale or "
+     "--print-digests; not yet the default); else push, clock, then pull", 0, 0, NULL,
+     NULL},
     {"estimate", CFG_BOOL, "false", "PSKV_WORKER_ESTIMATE", 1, 0, NULL,
      "softmax, mlp: train a fifth of the job's steps (40 to 400, after 5 untimed; every "
      "worker: give them all the flag), print on rank 0 "
