@@ -320,11 +320,20 @@ fail:
 }
 
 /* The sender's address, and under CURVE its key, role and namespace binding (the
- * ZAP handler's User-Id, "ROLE KEY[ BINDING]": zap.h). */
+ * ZAP handler's User-Id, "ROLE KEY[ BINDING]": zap.h). Without CURVE there is no
+ * User-Id: role, key and binding stay empty (m was zeroed). Per message, so no
+ * snprintf (a few thousand instructions a message in the small-message profile). */
 static void peer_of(zmq_msg_t *msg, wire_msg *m)
 {
     const char *addr = zmq_msg_gets(msg, "Peer-Address");
-    snprintf(m->peer, sizeof m->peer, "%s", addr ? addr : "?");
+    if (!addr)
+        addr = "?";
+    size_t n = strnlen(addr, sizeof m->peer - 1);
+    memcpy(m->peer, addr, n);
+    m->peer[n] = '\0';
+    const char *uid = zmq_msg_gets(msg, "User-Id");
+    if (!uid || !*uid)
+        return;
     m->role = (int)zap_peer(msg, m->key, sizeof m->key);
     zap_peer_bind(msg, m->bind, sizeof m->bind);
 }
@@ -332,7 +341,7 @@ static void peer_of(zmq_msg_t *msg, wire_msg *m)
 int wire_recv(void *sock, int router, wire_msg *m, char *why, size_t whylen)
 {
     memset(m, 0, sizeof *m);
-    snprintf(m->peer, sizeof m->peer, "?");
+    m->peer[0] = '?';
     int more = 1, count = 0, overflow = 0;
     const void *data[WIRE_MAX_FRAMES];
     size_t sizes[WIRE_MAX_FRAMES];
