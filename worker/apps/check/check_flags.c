@@ -69,8 +69,8 @@ const cfg_entry apptab_check_flags[] = {
      "(pushpull: its values after the push checked against the consistency model)", 0, 0,
      NULL, NULL},
     {"baseline", CFG_STR, "", "PSKV_WORKER_BASELINE", 1, 0, NULL,
-     "bench: raw ZeroMQ round-trip program (pskv-zmq-rtt) run before each run, for the ratio "
-     "(empty = none)", 0, 0, NULL, NULL},
+     "bench: raw ZeroMQ round-trip program (pskv-zmq-rtt) run before each run, for the ratio, "
+     "with --own-io (--curve with --keys) (empty = none)", 0, 0, NULL, NULL},
     {"rows", CFG_INT, "10000000", "PSKV_WORKER_ROWS", 1, 4e9, NULL,
      "sparse-bench: distinct random 64-bit keys (the table's rows after the fill)", 0, 0, NULL,
      NULL},
