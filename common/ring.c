@@ -18,6 +18,12 @@ static uint64_t count_below(unsigned __int128 x, uint64_t n)
     return (uint64_t)(num >> 64);
 }
 
+/* ceil(p * 2^64 / nparts) for p in 0..nparts; 2^64 for p == nparts. */
+static unsigned __int128 part_begin(uint32_t p, uint32_t nparts)
+{
+    return (((unsigned __int128)p << 64) + nparts - 1) / nparts;
+}
+
 void ring_dense_span(uint64_t begin, uint64_t end, uint64_t n, uint64_t *first, uint64_t *count)
 {
     uint64_t lo = count_below(begin, n);
@@ -28,39 +34,32 @@ void ring_dense_span(uint64_t begin, uint64_t end, uint64_t n, uint64_t *first, 
 
 void ring_run_init(ring_run *it, uint64_t first, uint64_t end, uint64_t n, uint32_t nparts)
 {
-    *it = (ring_run){first, end, n, nparts,
-                     first < end ? ring_partition_of(ring_dense_pos(first, n), nparts) : nparts};
+    *it = (ring_run){first, end, n, nparts};
 }
 
+/* Each call costs two 128-bit divisions whatever the partitions between the run's
+ * keys: a partition with none of them (more partitions than keys) is stepped over,
+ * not looked at (a 4-row table's run crossed 49 of 64 partitions one by one). */
 int ring_run_next(ring_run *it, uint32_t *p, uint64_t *lo, uint64_t *hi)
 {
-    for (; it->next < it->nparts; it->next++) {
-        uint64_t pf, pc;
-        ring_dense_span(ring_partition_begin(it->next, it->nparts),
-                        ring_partition_end(it->next, it->nparts), it->n, &pf, &pc);
-        if (pf >= it->end)
-            break;
-        *lo = pf > it->first ? pf : it->first;
-        *hi = pf + pc < it->end ? pf + pc : it->end;
-        if (*lo < *hi) {
-            *p = it->next++;
-            return 1;
-        }
-    }
-    it->next = it->nparts;
-    return 0;
+    if (it->first >= it->end)
+        return 0;
+    uint32_t q = ring_partition_of(ring_dense_pos(it->first, it->n), it->nparts);
+    /* the first key past partition q: the count of keys below its end + 1 */
+    uint64_t stop = q + 1 < it->nparts ? count_below(part_begin(q + 1, it->nparts), it->n)
+                                       : it->n;
+    assert(stop > it->first); /* ring_partition_of and the spans agree on every key */
+    *p = q;
+    *lo = it->first;
+    *hi = stop < it->end ? stop : it->end;
+    it->first = *hi;
+    return 1;
 }
 
 uint32_t ring_partition_of(uint64_t pos, uint32_t nparts)
 {
     assert(nparts >= 1 && nparts <= RING_MAX_PARTS);
     return (uint32_t)(((unsigned __int128)pos * nparts) >> 64);
-}
-
-/* ceil(p * 2^64 / nparts) for p in 0..nparts; 2^64 for p == nparts. */
-static unsigned __int128 part_begin(uint32_t p, uint32_t nparts)
-{
-    return (((unsigned __int128)p << 64) + nparts - 1) / nparts;
 }
 
 uint64_t ring_partition_begin(uint32_t p, uint32_t nparts)

@@ -67,8 +67,8 @@ uint64_t ring_partition_end(uint32_t p, uint32_t nparts);
  * partition *p and the run's keys in it, [*lo, *hi) (never empty); 0 when none
  * is left. first < n unless the run is empty. */
 typedef struct ring_run {
-    uint64_t first, end, n;
-    uint32_t nparts, next;
+    uint64_t first, end, n; /* first: the next key not yet given */
+    uint32_t nparts;
 } ring_run;
 void ring_run_init(ring_run *it, uint64_t first, uint64_t end, uint64_t n, uint32_t nparts);
 int ring_run_next(ring_run *it, uint32_t *p, uint64_t *lo, uint64_t *hi);

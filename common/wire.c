@@ -10,6 +10,7 @@
 #include "filter.h"
 #include "fquant.h"
 #include "half.h"
+#include "metacodec.h"
 #include "pskv_errors.h"
 #include "zap.h"
 
@@ -177,7 +178,7 @@ int wire_parse(wire_msg *m, const void *const *frames, const size_t *sizes, int 
     m->own = m->own_keys = NULL;
     if (n < 1)
         FAIL(PSKV_EPROTO, "empty message");
-    Pskv__Meta *meta = pskv__meta__unpack(NULL, sizes[0], frames[0]);
+    Pskv__Meta *meta = metacodec_unpack(frames[0], sizes[0], &m->meta_plain);
     if (!meta)
         FAIL(PSKV_EPROTO, "frame 0 (%zu bytes) is not a valid Meta", sizes[0]);
     m->meta = meta;
@@ -311,8 +312,7 @@ int wire_parse(wire_msg *m, const void *const *frames, const size_t *sizes, int 
     m->nvals = nvals;
     return 0;
 fail:
-    if (m->meta)
-        pskv__meta__free_unpacked(m->meta, NULL);
+    metacodec_free(m->meta, m->meta_plain);
     m->meta = NULL;
     free(m->own);
     m->own = NULL;
@@ -320,11 +320,20 @@ fail:
 }
 
 /* The sender's address, and under CURVE its key, role and namespace binding (the
- * ZAP handler's User-Id, "ROLE KEY[ BINDING]": zap.h). */
+ * ZAP handler's User-Id, "ROLE KEY[ BINDING]": zap.h). Without CURVE there is no
+ * User-Id: role, key and binding stay empty (m was zeroed). Per message, so no
+ * snprintf (a few thousand instructions a message in the small-message profile). */
 static void peer_of(zmq_msg_t *msg, wire_msg *m)
 {
     const char *addr = zmq_msg_gets(msg, "Peer-Address");
-    snprintf(m->peer, sizeof m->peer, "%s", addr ? addr : "?");
+    if (!addr)
+        addr = "?";
+    size_t n = strnlen(addr, sizeof m->peer - 1);
+    memcpy(m->peer, addr, n);
+    m->peer[n] = '\0';
+    const char *uid = zmq_msg_gets(msg, "User-Id");
+    if (!uid || !*uid)
+        return;
     m->role = (int)zap_peer(msg, m->key, sizeof m->key);
     zap_peer_bind(msg, m->bind, sizeof m->bind);
 }
@@ -332,7 +341,7 @@ static void peer_of(zmq_msg_t *msg, wire_msg *m)
 int wire_recv(void *sock, int router, wire_msg *m, char *why, size_t whylen)
 {
     memset(m, 0, sizeof *m);
-    snprintf(m->peer, sizeof m->peer, "?");
+    m->peer[0] = '?';
     int more = 1, count = 0, overflow = 0;
     const void *data[WIRE_MAX_FRAMES];
     size_t sizes[WIRE_MAX_FRAMES];
@@ -431,8 +440,7 @@ void wire_frame_returned(const void *hint_or_data)
 
 void wire_msg_close(wire_msg *m)
 {
-    if (m->meta)
-        pskv__meta__free_unpacked(m->meta, NULL);
+    metacodec_free(m->meta, m->meta_plain);
     m->meta = NULL;
     free(m->own);
     m->own = NULL;
@@ -458,13 +466,17 @@ static int send_message(void *sock, zmq_msg_t *rid, const Pskv__Meta *meta, zmq_
         rc = -PSKV_ENET;
         goto out;
     }
-    size_t len = pskv__meta__get_packed_size(meta);
+    uint8_t fast[METACODEC_MAX_FAST]; /* the scalars a data message carries (metacodec.h) */
+    size_t len = metacodec_pack(meta, fast, sizeof fast);
     zmq_msg_t head;
-    if (zmq_msg_init_size(&head, len) != 0) {
+    if (zmq_msg_init_size(&head, len ? len : pskv__meta__get_packed_size(meta)) != 0) {
         rc = -PSKV_ENOMEM;
         goto out;
     }
-    pskv__meta__pack(meta, zmq_msg_data(&head));
+    if (len)
+        memcpy(zmq_msg_data(&head), fast, len);
+    else
+        pskv__meta__pack(meta, zmq_msg_data(&head));
     if (rid) {
         zmq_msg_t r;
         zmq_msg_init(&r);

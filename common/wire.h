@@ -30,6 +30,7 @@ typedef struct wire_msg {
     zmq_msg_t frames[WIRE_MAX_FRAMES];
     int nframes;                 /* frames initialised in frames[] */
     Pskv__Meta *meta;            /* decoded frame 0, owned */
+    int meta_plain;              /* meta holds no allocation but itself (metacodec.h) */
     const uint64_t *keys;        /* NULL for a dense run (meta->first_key) */
     const float *vals;           /* NULL when the type carries no values; an fp16 or bf16
                                     ALLREDUCE piece (meta->ar_wire): nvals uint16_t */

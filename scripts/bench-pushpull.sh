@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Push/pull benchmark: dense table, 1 server, 1 worker, BLAS on one thread, beside
-# the raw ZeroMQ round trip (pskv-zmq-rtt) measured in the same run: the bench app
-# runs it just before each of its runs, so every run has its own baseline. One line
+# the raw ZeroMQ round trip (pskv-zmq-rtt --own-io: each side in its own ZeroMQ
+# context, as the worker and the server in two processes are) measured in the same
+# run: the bench app runs it just before each of its runs, so every run has its own
+# baseline. One line
 # per size and shape:
 #   size=BYTES mode=serial|pipelined|pushpull step_us=... GBps=... zmq_rtt_us=... ratio=...
 # (pushpull: pskv_pushpull, one round trip a step carrying the push and the weights

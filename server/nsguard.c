@@ -26,11 +26,12 @@ int nsguard_request(table_set *ts, const wire_msg *msg, const Pskv__View *view, 
     if (!open && !push && !lr && r->type != PSKV__MSG_TYPE__PULL)
         return 0;
     const table *t = r->has_table_id ? tables_find(ts, r->table_id) : NULL;
-    char ns[NSPACE_MAX + 1];
+    char buf[NSPACE_MAX + 1];
+    const char *ns = buf; /* a table's own: read in place (no copy per request) */
     if (open && r->table && r->table->name)
-        nspace_of(r->table->name, ns);
+        nspace_of(r->table->name, buf);
     else if (t)
-        snprintf(ns, sizeof ns, "%s", t->ns);
+        ns = t->ns;
     else
         return 0;
     int rc = nspace_access(msg->bind, ns, push || lr, why, whylen);

@@ -241,12 +241,16 @@ int64_t chain_close(chain *c, table *t, int64_t clock, int64_t upto, const uint6
     return token;
 }
 
-/* Partitions of the dense run [first, first + n): calls dedupe_record on each. */
+/* Partitions of the dense run [first, first + n): calls dedupe_record on each that
+ * holds some of its rows (a re-send is checked row by row: dedupe_rows). */
 static int record_run(chain *c, table *t, uint64_t first, uint64_t n, uint32_t origin,
                       uint64_t id)
 {
-    uint32_t p = chain_part(c, t, first), last = chain_part(c, t, first + n - 1);
-    for (; p <= last; p++)
+    ring_run it;
+    uint32_t p;
+    uint64_t lo, hi;
+    ring_run_init(&it, first, first + n, t->size, c->nparts);
+    while (ring_run_next(&it, &p, &lo, &hi))
         if (dedupe_record(c->dd, p, origin, id) < 0)
             return -PSKV_ENOMEM;
     return 0;

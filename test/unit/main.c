@@ -7,6 +7,7 @@ int main(void)
 {
     SRunner *sr = srunner_create(wire_suite());
     srunner_add_suite(sr, wire_ar_suite());
+    srunner_add_suite(sr, metacodec_suite());
     srunner_add_suite(sr, serve_suite());
     srunner_add_suite(sr, nspace_suite());
     srunner_add_suite(sr, wire16_suite());

@@ -18,6 +18,8 @@ Suite *net_suite(void);
 Suite *wire_suite(void);
 Suite *wire_ar_suite(void);
 Suite *wire16_suite(void);
+/* common/metacodec.c: Meta packed and unpacked as protobuf-c does. */
+Suite *metacodec_suite(void);
 /* common/shmseg.c, the shm checks of wire.c, server/sshm.c: segments, references
  * refused, the server's mappings, the sweep of dead workers' segments. */
 Suite *shm_suite(void);

@@ -50,32 +50,15 @@ int wplan_is_run(const uint64_t *keys, size_t n)
     return 1;
 }
 
-/* Partition p's keys of the dense run [first, first+n), as [*lo, *hi) (lo >= hi:
- * none, e.g. more partitions than keys). Returns 0, or -1 when p starts at or past
- * the run's end (so do the partitions after it). */
-static int run_span(const pskv_worker *w, const tbl *t, uint32_t p, uint64_t first, uint64_t n,
-                    uint64_t *lo, uint64_t *hi)
-{
-    uint64_t pf, pc;
-    ring_dense_span(ring_partition_begin(p, w->nparts), ring_partition_end(p, w->nparts),
-                    t->size, &pf, &pc);
-    if (pf >= first + n)
-        return -1;
-    *lo = pf > first ? pf : first;
-    *hi = pf + pc < first + n ? pf + pc : first + n;
-    return 0;
-}
-
 int wplan_run_server(const pskv_worker *w, const tbl *t, uint64_t first, uint64_t n)
 {
     if (!t->dense || n == 0 || n * t->width * sizeof(float) > w->chunk_bytes)
         return -1;
     int si = -1;
     uint64_t lo, hi;
-    for (uint32_t p = ring_partition_of(ring_dense_pos(first, t->size), w->nparts);
-         p < w->nparts && run_span(w, t, p, first, n, &lo, &hi) == 0; p++) {
-        if (lo >= hi)
-            continue;
+    ring_run it;
+    ring_run_init(&it, first, first + n, t->size, w->nparts);
+    for (uint32_t p; ring_run_next(&it, &p, &lo, &hi);) {
         if (w->head[p] < 0 || (si >= 0 && w->head[p] != si))
             return -1;
         si = w->head[p];
@@ -93,11 +76,9 @@ int wplan_run(pskv_worker *w, req *r, tbl *t, uint64_t first, uint64_t n, int pu
     uint64_t chunk = w->chunk_bytes / ((uint64_t)t->width * sizeof(float));
     if (chunk == 0)
         chunk = 1;
-    uint32_t p0 = ring_partition_of(ring_dense_pos(first, t->size), w->nparts);
-    size_t maxruns = 0;
+    /* at most one run per partition the run meets, and per key */
+    size_t maxruns = n < w->nparts ? (size_t)n : w->nparts;
     uint64_t lo, hi;
-    for (uint32_t p = p0; p < w->nparts && run_span(w, t, p, first, n, &lo, &hi) == 0; p++)
-        maxruns++;
     /* runs: one per partition, plus one per chunk cut */
     size_t cap = maxruns + n / chunk + (size_t)w->nservers + 1;
     r->segs = malloc(cap * 2 * sizeof *r->segs);
@@ -107,10 +88,9 @@ int wplan_run(pskv_worker *w, req *r, tbl *t, uint64_t first, uint64_t n, int pu
         return wst_error(w, PSKV_ENOMEM, "out of memory");
     }
     size_t nruns = 0;
-    for (uint32_t p = p0;
-         p < w->nparts && nruns < maxruns && run_span(w, t, p, first, n, &lo, &hi) == 0; p++) {
-        if (lo >= hi)
-            continue; /* an empty partition (more partitions than keys) */
+    ring_run it;
+    ring_run_init(&it, first, first + n, t->size, w->nparts);
+    for (uint32_t p; nruns < maxruns && ring_run_next(&it, &p, &lo, &hi);) {
         int o = pull ? w->tail[p] : w->head[p];
         if (o < 0) {
             free(runs);

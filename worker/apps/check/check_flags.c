@@ -71,8 +71,8 @@ const cfg_entry apptab_check_flags[] = {
      "(every mode's pulls into views, pskv_pull_view and PSKV_PP_VIEW, released each "
      "step)", 0, 0, NULL, NULL},
     {"baseline", CFG_STR, "", "PSKV_WORKER_BASELINE", 1, 0, NULL,
-     "bench: raw ZeroMQ round-trip program (pskv-zmq-rtt) run before each run, for the ratio "
-     "(empty = none)", 0, 0, NULL, NULL},
+     "bench: raw ZeroMQ round-trip program (pskv-zmq-rtt) run before each run, for the ratio, "
+     "with --own-io (--curve with --keys) (empty = none)", 0, 0, NULL, NULL},
     {"rows", CFG_INT, "10000000", "PSKV_WORKER_ROWS", 1, 4e9, NULL,
      "sparse-bench: distinct random 64-bit keys (the table's rows after the fill)", 0, 0, NULL,
      NULL},
