@@ -15,13 +15,13 @@
 
 #include <stdint.h>
 
-/* --estimate: a fifth of the job's steps, at least 40 and at most 400, timed after
+/* --estimate: a fifth of the job's steps, at least 40 and at most 1000, timed after
  * ETA_ESTIMATE_WARMUP untimed ones (the first pulls fault memory in, the first pushes
  * create the servers' state): a count every worker computes alike (a bsp worker
  * stopping alone would hold the others' clocks), long enough that a burst of load on
  * a shared machine weighs on it as on the job. */
 #define ETA_ESTIMATE_MIN 40
-#define ETA_ESTIMATE_MAX 400
+#define ETA_ESTIMATE_MAX 1000
 #define ETA_ESTIMATE_WARMUP 5
 
 typedef struct eta {
