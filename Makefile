@@ -380,7 +380,7 @@ fuzz: $(GEN_H)
 	@mkdir -p build/fuzz
 	clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	  -Iinclude/pskv -Icommon -I$(BUILD)/gen $(PKG_CFLAGS) test/tools/fuzz_wire.c common/wire.c common/metacodec.c common/filter.c common/fquant.c common/half.c common/pskv_errors.c \
-	  common/zap.c common/keys.c common/refuse.c common/log.c common/timeutil.c common/grow.c \
+	  common/zap.c common/keys.c common/refuse.c common/log.c common/timeutil.c common/grow.c common/net.c common/halfvec.c common/fquantvec.c \
 	  $(GEN_C) -o build/fuzz/fuzz-wire $(PKG_LIBS) -lpthread
 	FUZZ_RUNS=$(FUZZ_RUNS) scripts/fuzz.sh build/fuzz/fuzz-wire
 
