@@ -11,8 +11,9 @@
  *   stream:    (only with --mode stream) pushes alone, 16 in flight, each step
  *              waiting for the push 16 steps back; GBps counts one direction
  * With --gate, each run of a mode waits for a line on stdin first (end of input
- * ends the bench; no line in GATE_TIMEOUT_MS fails it): python/bench/pushpull.py alternates C and Python runs on one
- * cluster that way, each run's line read as it is printed.
+ * ends the bench; no line in GATE_TIMEOUT_MS fails it): python/bench/pushpull.py
+ * alternates C and Python runs on one cluster that way, each run's line read as it
+ * is printed.
  * With --baseline PROGRAM (pskv-zmq-rtt), the raw ZeroMQ round trip is measured
  * before every run, so each run has a baseline taken moments before it: on a
  * shared, noisy machine a slow second then lands on both sides of a ratio

@@ -88,6 +88,23 @@ void ck_mismatch(ck *c, const char *fmt, ...)
     c->status = 1;
 }
 
+/* The completed view v (pskv_pull_view, or pskv_pushpull with PSKV_PP_VIEW) copied
+ * into c->dv and released; a released view must be gone (a mismatch if not).
+ * Returns 0 or a negated error. */
+static int view_into_dv(ck *c, int64_t v)
+{
+    const float *vals = pskv_view(c->w, v);
+    if (!vals)
+        return -PSKV_EPROTO;
+    memcpy(c->dv, vals, c->n * DW * sizeof(float));
+    int rc = pskv_view_release(c->w, v);
+    if (rc < 0)
+        return rc;
+    if (pskv_view(c->w, v) || pskv_view_release(c->w, v) != -PSKV_ENOTFOUND)
+        ck_mismatch(c, "view %lld still held after its release", (long long)v);
+    return 0;
+}
+
 /* The dense table's values into c->dv: pskv_pull, or with --pull view through
  * pskv_pull_view, read where the library holds them (in place in shared memory
  * with --shm and one server), copied out and released; a released view is gone. */
@@ -99,15 +116,7 @@ static int pull_dense(ck *c)
     int rc = v < 0 ? (int)v : pskv_wait(c->w, v, 120000);
     if (rc < 0)
         return rc;
-    const float *vals = pskv_view(c->w, v);
-    if (!vals)
-        return -PSKV_EPROTO;
-    memcpy(c->dv, vals, c->n * DW * sizeof(float));
-    if ((rc = pskv_view_release(c->w, v)) < 0)
-        return rc;
-    if (pskv_view(c->w, v) || pskv_view_release(c->w, v) != -PSKV_ENOTFOUND)
-        ck_mismatch(c, "view %lld still held after its release", (long long)v);
-    return 0;
+    return view_into_dv(c, v);
 }
 
 /* Checks pulled dense values against sums of rounds [lo_k, hi_k] bounds. */
@@ -204,16 +213,8 @@ static int pushpull_round(ck *c, int k)
     int rc = t < 0 ? (int)t : pskv_wait(c->w, t, 120000);
     if (rc < 0)
         return rc;
-    if (c->ppview) {
-        const float *vals = pskv_view(c->w, t);
-        if (!vals)
-            return -PSKV_EPROTO;
-        memcpy(c->dv, vals, c->n * DW * sizeof(float));
-        if ((rc = pskv_view_release(c->w, t)) < 0)
-            return rc;
-        if (pskv_view(c->w, t) || pskv_view_release(c->w, t) != -PSKV_ENOTFOUND)
-            ck_mismatch(c, "pushpull view %lld still held after its release", (long long)t);
-    }
+    if (c->ppview && (rc = view_into_dv(c, t)) < 0)
+        return rc;
     if (!c->bsp && !c->ssp)
         return 0; /* async promises nothing before the barrier (and the bounds cost
                      O(W x rounds) a key: a long fault-test stream would crawl) */
