@@ -91,6 +91,7 @@ SIGNATURES = {
     "pskv_push_buffer_drop": (c_int, [W, VP]),
     "pskv_pull": (c_int64, [W, c_int, VP, c_size_t, VP]),
     "pskv_pull_view": (c_int64, [W, c_int, VP, c_size_t]),
+    "pskv_pushpull": (c_int64, [W, c_int, VP, c_size_t, VP, VP, c_int]),
     "pskv_view": (VP, [W, c_int64]),
     "pskv_view_release": (c_int, [W, c_int64]),
     "pskv_pull_all": (c_int, [W, c_int, ctypes.POINTER(P_U64), ctypes.POINTER(P_FLOAT),

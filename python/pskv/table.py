@@ -27,6 +27,8 @@ _addressof, _from_buffer = ctypes.addressof, ctypes.c_char.from_buffer
 _KINDS = {"dense": 1, "sparse": 2}
 # the hot calls, bound once (a step's Python is a few attribute loads shorter)
 _wait, _push, _push_nocopy, _pull = L.pskv_wait, L.pskv_push, L.pskv_push_nocopy, L.pskv_pull
+_pushpull = L.pskv_pushpull
+_PP_CLOCK, _PP_NOCOPY, _PP_VIEW = 1, 2, 4  # include/pskv/pskv.h's PSKV_PP_*
 _torch = None  # the torch module, imported on the first torch() (pskv works without it)
 
 
@@ -104,24 +106,19 @@ class Handle:
 
 
 class View:
-    """pskv_pull_view: the pull is sent when the View is made; `with view:` waits
-    for it and maps its values; numpy() / torch() give arrays over the library's
-    memory (read-only by contract), valid while the array lives."""
+    """A pull into the library's memory (pskv_pull_view, or pskv_pushpull with
+    PSKV_PP_VIEW), sent when the View is made; `with view:` waits for it and maps
+    its values; numpy() / torch() give arrays over the library's memory
+    (read-only by contract), valid while the array lives."""
 
-    def __init__(self, table, keys, count, _k=None):
+    def __init__(self, table, count, ts, keys=None):
         self._t, self._w = table, table._w
         self._buf = None
         self._mapped = False
         self.count = count
-        addr, nk, self._keys = _k or arrays.keys(keys, "pull_view: keys")
-        w = self._w
-        with w._lock:
-            w._flush()
-            ts = L.pskv_pull_view(w._h(), table.id, addr or None, nk or table._nkeys(nk))
-            if ts < 0:
-                raise w._fail(ts, "pull_view of table '%s'" % table.name)
+        self._keys = keys
         self.ts = ts
-        self._handle = Handle(w, ts)
+        self._handle = Handle(table._w, ts)
 
     def __enter__(self):
         return self.map()
@@ -280,9 +277,13 @@ class Table:
     def labels(name):
         """The arguments' names in error messages, per operation: made once, not at
         every push and pull."""
-        return {op: ("%s '%s'" % (op, name), "%s '%s': values" % (op, name),
-                     "%s '%s': out" % (op, name), "%s '%s': keys" % (op, name))
-                for op in ("push to", "assign to", "pull from")}
+        labels = {op: ("%s '%s'" % (op, name), "%s '%s': values" % (op, name),
+                       "%s '%s': out" % (op, name), "%s '%s': keys" % (op, name))
+                  for op in ("push to", "assign to", "pull from")}
+        labels["pushpull"] = ("pushpull with '%s'" % name, "pushpull with '%s': grad" % name,
+                              "pushpull with '%s': out" % name,
+                              "pushpull with '%s': keys" % name)
+        return labels
 
     def _nkeys(self, nk):
         if nk:
@@ -313,7 +314,8 @@ class Table:
         nk = self._nkeys(nk)
         if nv != nk * self.width:
             raise ValueError("%s: %s has %d floats, expected %d (%d keys x width %d)"
-                             % (what, "out" if writable else "values", nv, nk * self.width,
+                             % (what, (olabel if writable else vlabel).rsplit(": ", 1)[1],
+                                nv, nk * self.width,
                                 nk, self.width))
         return vaddr, kaddr or None, nk, kobj
 
@@ -382,8 +384,76 @@ class Table:
 
     def pull_view(self, keys=None):
         """A View of the values (pskv_pull_view), sent now; use it in a with block."""
-        k = arrays.keys(keys, "pull_view: keys")
-        return View(self, keys, self._nkeys(k[1]) * self.width, k)
+        kaddr, nk, kobj = arrays.keys(keys, "pull_view: keys")
+        nk = self._nkeys(nk)
+        w = self._w
+        with w._lock:
+            w._flush()
+            ts = L.pskv_pull_view(w._h(), self.id, kaddr or None, nk)
+            if ts < 0:
+                raise w._fail(ts, "pull_view of table '%s'" % self.name)
+        return View(self, nk * self.width, ts, kobj)
+
+    def pushpull(self, grad, keys=None, out=None, clock=False, copy=True):
+        """Pushes grad and pulls the rows' values after that push, in one request per
+        server (pskv_pushpull): the Handle's wait() returns out (a new numpy array
+        when None), written in place. clock=True ends this worker's clock right
+        after the push (as Worker.clock()) and pulls the next clock's values (bsp:
+        once every worker's push of this clock is applied). copy as push's (with
+        copy=False out must not overlap grad). A refused push (a NaN, a late bsp
+        push) raises from wait() and leaves out unwritten (one server; with
+        several, the rows of the servers that answered first are written).
+        The library refuses it (pskv.InvalidArgumentError, nothing sent) with
+        --shm, wire filters or a 16-bit wire: push, then pull there."""
+        if out is None:
+            out = np.empty(self._nkeys(arrays.keys(keys, "pushpull: keys")[1]) * self.width,
+                           dtype=np.float32)
+        gaddr, kaddr, nk, kobj = self._pp_args(grad, keys)
+        oaddr = self._dense(out, keys)
+        if not oaddr:
+            oaddr = self._args(out, keys, "pushpull", True)[0]
+        if not copy and oaddr < gaddr + 4 * nk * self.width and gaddr < oaddr + 4 * nk * self.width:
+            raise ValueError("pushpull with '%s': out overlaps grad (copy=False sends grad "
+                             "from where it is while the values are written to out)"
+                             % self.name)
+        ts = self._pp_send(grad, out, gaddr, kaddr, nk, kobj, oaddr, clock, copy)
+        return Handle(self._w, ts, out)
+
+    def pushpull_view(self, grad, keys=None, clock=False, copy=True):
+        """pushpull with the values in the library's memory (PSKV_PP_VIEW): a View,
+        sent now, to use in a with block as pull_view()'s."""
+        gaddr, kaddr, nk, kobj = self._pp_args(grad, keys)
+        ts = self._pp_send(grad, None, gaddr, kaddr, nk, kobj, None, clock, copy)
+        return View(self, nk * self.width, ts, kobj)
+
+    def _pp_args(self, grad, keys):
+        """(grad's address, keys' address or None, nkeys, keys object), checked."""
+        gaddr = self._dense(grad, keys)
+        if gaddr:
+            return gaddr, None, self.size, None
+        return self._args(grad, keys, "pushpull")
+
+    def _pp_send(self, grad, out, gaddr, kaddr, nk, kobj, oaddr, clock, copy):
+        """Sends a checked pushpull; keeps what the library may still touch (a lent
+        grad, out, the keys) alive until it is over. Returns the timestamp."""
+        flags = (_PP_CLOCK if clock else 0) | (0 if copy else _PP_NOCOPY) | \
+            (_PP_VIEW if oaddr is None else 0)
+        w = self._w
+        with w._lock:
+            p = w._ptr
+            if p is None or w._stuck:
+                w._dead()
+            if w._release:
+                w._flush()
+            ts = _pushpull(p, self.id, kaddr, nk, gaddr, oaddr, flags)
+            if ts < 0:
+                raise w._fail(ts, "pushpull with table '%s'" % self.name)
+            if out is not None or not copy:
+                keep = w._keep
+                keep[ts] = (None if copy else grad, out, kobj)
+                if len(keep) > 256:
+                    w._prune()
+        return ts
 
     def push_buffer(self, keys=None):
         """A PushBuffer for one push of these keys; use it in a with block."""

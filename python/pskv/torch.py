@@ -120,7 +120,7 @@ class DistributedOptimizer:
     .times: nanoseconds spent in step() so far, by stage (see step())."""
 
     def __init__(self, optimizer, worker, mode="ps", name="model", consistency="async",
-                 prefetch=None, table_opts=None):
+                 prefetch=None, table_opts=None, pushpull=True):
         if mode not in ("ps", "allreduce"):
             raise ValueError("DistributedOptimizer: mode must be 'ps' or 'allreduce', got %r"
                              % (mode,))
@@ -143,6 +143,11 @@ class DistributedOptimizer:
         self.table = None
         self._pending = None    # the next weights' View, in flight (prefetch)
         self._push = None       # the previous step's push (prefetch)
+        # pushpull (ps): None, not yet known whether the library takes pskv_pushpull
+        # here (the first step finds out); True: a step is one pushpull_view; False:
+        # push buffer, clock, pull_view
+        self.pushpull = None if pushpull and mode == "ps" else False
+        self._gbufs, self._gi = None, 0  # pushpull: the two gradient buffers, lent by turns
         if mode == "allreduce":
             self.grads = torch.zeros(self.n)
             _rehome(self.params, self.flat, self.grads)
@@ -204,28 +209,58 @@ class DistributedOptimizer:
                 g.copy_(p.grad)
                 p.grad = g
 
+    def _gather(self, g):
+        """ps: the gradients into g (a flat tensor; one copy, torch.cat, when all are
+        set)."""
+        grads = [p.grad for p in self.params]
+        if all(x is not None for x in grads):
+            torch.cat([x.reshape(-1) for x in grads], out=g)
+            return
+        o = 0
+        for p, x in zip(self.params, grads):
+            n = p.numel()
+            if x is None:
+                g[o:o + n].zero_()
+            else:
+                g[o:o + n].copy_(x.reshape(-1))
+            o += n
+
     def _send_grads(self):
         """ps: the gradients, gathered into a push buffer of the library's (with shm,
         the server's shared memory: no further copy), sent. Returns the Handle."""
         pb = self.table.push_buffer()
         g = pb.torch()
-        grads = [p.grad for p in self.params]
-        if all(x is not None for x in grads):
-            torch.cat([x.reshape(-1) for x in grads], out=g)
-        else:
-            o = 0
-            for p, x in zip(self.params, grads):
-                n = p.numel()
-                if x is None:
-                    g[o:o + n].zero_()
-                else:
-                    g[o:o + n].copy_(x.reshape(-1))
-                o += n
-        del g, grads
+        self._gather(g)
+        del g
         t = time.perf_counter_ns()
         h = pb.send()
         self.times["send"] += time.perf_counter_ns() - t
         return h
+
+    def _pushpull(self):
+        """ps, pushpull: the gradients gathered into the buffer not lent last step
+        (its pushpull was waited for at this step's start: over) and sent in one
+        pskv_pushpull with the clock, lent (no copy), its values into a view.
+        Returns the View, or None when the library refuses pushpull here (--shm,
+        filters, a 16-bit wire: nothing sent), which the first step finds out:
+        from then on push, clock, pull."""
+        if self._gbufs is None:
+            self._gbufs = [torch.empty(self.n) for _ in range(2)]
+            self._gnp = [b.numpy() for b in self._gbufs]  # the table's fast path: numpy
+        self._gi ^= 1
+        self._gather(self._gbufs[self._gi])
+        t = time.perf_counter_ns()
+        try:
+            v = self.table.pushpull_view(self._gnp[self._gi], clock=True, copy=False)
+        except errors.InvalidArgumentError as e:
+            if self.pushpull is not None or e.code != 1:  # PSKV_EINVAL: not with shm, ...
+                raise
+            self.pushpull = False
+            self._gbufs = self._gnp = None
+            return None
+        self.pushpull = True
+        self.times["send"] += time.perf_counter_ns() - t
+        return v
 
     def _use(self, view):
         """Points the parameters at a pulled View's memory (no copy); the weights
@@ -268,6 +303,27 @@ class DistributedOptimizer:
         tm, now = self.times, time.perf_counter_ns
         send0 = tm["send"]
         t0 = now()
+        if self.pushpull is not False and lr > 0:
+            v = self._pushpull()
+            if v is not None:
+                t1 = now()
+                # the weights for the next step: with prefetch, the values the last
+                # step's pushpull brought (this one's travel during the next compute),
+                # the weights push-then-pull's prefetch uses, step for step: its first
+                # step waits for its values and sends the next weights' pull;
+                # without prefetch, this step's values
+                if self.prefetch and self._pending is not None:
+                    self._use(self._pending)
+                    self._pending = v
+                else:
+                    self._use(v)
+                    if self.prefetch:
+                        self._pending = self.table.pull_view()
+                t2 = now()
+                tm["gather"] += t1 - t0 - (tm["send"] - send0)
+                tm["wait_pull"] += t2 - t1
+                tm["steps"] += 1
+                return loss
         # lr 0 (a schedule's last steps): the weights would not move, so nothing is
         # pushed (the servers' optimizer state does not see this gradient); the clock
         # and the pull go on

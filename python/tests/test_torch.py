@@ -58,8 +58,35 @@ def test_distributed_optimizer_equals_reference(cluster, mode, name, kw):
         opt = pt.DistributedOptimizer(getattr(torch.optim, name)(model.parameters(), **kw), w,
                                       mode=mode, consistency="bsp", name="m_" + name)
         got = _train(torch, model, opt)
+        assert opt.pushpull is (True if mode == "ps" else False)  # one pskv_pushpull a step
     for a, b in zip(ref, got):
         assert torch.allclose(a, b, atol=2e-5, rtol=1e-4), (a - b).abs().max()
+
+
+@pytest.mark.parametrize("shm", [0, 1])
+def test_optimizer_pushpull_or_push_then_pull(cluster, shm):
+    """mode ps, async with prefetch: a step is one pskv_pushpull into a view where
+    the library takes it (found out at the first step, once), else (shm, until the
+    library takes it there) push, clock and pull; pushpull=False asks for the latter.
+    Either way the same weights as push-then-pull, step for step (one worker)."""
+    torch = need_torch()
+    import pskv.torch as pt
+    got = {}
+    with pskv.Worker(scheduler=cluster.address, shm=shm) as w:
+        for pp in (True, False):
+            model = _model(torch)
+            opt = pt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), w,
+                                          name="pp%d%d" % (shm, pp), pushpull=pp)
+            got[pp] = _train(torch, model, opt, steps=12)
+            opt.synchronize()
+            if not pp:
+                assert opt.pushpull is False
+            elif shm == 0:
+                assert opt.pushpull is True
+            h = w.held()
+            assert h["views"] <= 2 and h["kept_arrays"] <= 2, h
+    for a, b in zip(got[True], got[False]):
+        assert torch.allclose(a, b, atol=1e-6), (a - b).abs().max()
 
 
 def test_optimizer_weights_in_views_outlive_worker(cluster):
