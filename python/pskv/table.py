@@ -405,14 +405,19 @@ class Table:
         several, the rows of the servers that answered first are written).
         The library refuses it (pskv.InvalidArgumentError, nothing sent) with
         --shm, wire filters or a 16-bit wire: push, then pull there."""
-        if out is None:
-            out = np.empty(self._nkeys(arrays.keys(keys, "pushpull: keys")[1]) * self.width,
-                           dtype=np.float32)
-        gaddr, kaddr, nk, kobj = self._pp_args(grad, keys)
-        oaddr = self._dense(out, keys)
-        if not oaddr:
+        # a dense table's whole step from numpy arrays: the short path (see _dense)
+        gaddr = self._dense(grad, keys)
+        oaddr = gaddr and self._dense(out, None)
+        if oaddr:
+            kaddr, nk, kobj = None, self.size, None
+        else:
+            if out is None:
+                out = np.empty(self._nkeys(arrays.keys(keys, "pushpull: keys")[1]) *
+                               self.width, dtype=np.float32)
+            gaddr, kaddr, nk, kobj = self._args(grad, keys, "pushpull")
             oaddr = self._args(out, keys, "pushpull", True)[0]
-        if not copy and oaddr < gaddr + 4 * nk * self.width and gaddr < oaddr + 4 * nk * self.width:
+        span = 4 * nk * self.width
+        if not copy and oaddr < gaddr + span and gaddr < oaddr + span:
             raise ValueError("pushpull with '%s': out overlaps grad (copy=False sends grad "
                              "from where it is while the values are written to out)"
                              % self.name)
@@ -422,16 +427,13 @@ class Table:
     def pushpull_view(self, grad, keys=None, clock=False, copy=True):
         """pushpull with the values in the library's memory (PSKV_PP_VIEW): a View,
         sent now, to use in a with block as pull_view()'s."""
-        gaddr, kaddr, nk, kobj = self._pp_args(grad, keys)
-        ts = self._pp_send(grad, None, gaddr, kaddr, nk, kobj, None, clock, copy)
-        return View(self, nk * self.width, ts, kobj)
-
-    def _pp_args(self, grad, keys):
-        """(grad's address, keys' address or None, nkeys, keys object), checked."""
         gaddr = self._dense(grad, keys)
         if gaddr:
-            return gaddr, None, self.size, None
-        return self._args(grad, keys, "pushpull")
+            kaddr, nk, kobj = None, self.size, None
+        else:
+            gaddr, kaddr, nk, kobj = self._args(grad, keys, "pushpull")
+        ts = self._pp_send(grad, None, gaddr, kaddr, nk, kobj, None, clock, copy)
+        return View(self, nk * self.width, ts, kobj)
 
     def _pp_send(self, grad, out, gaddr, kaddr, nk, kobj, oaddr, clock, copy):
         """Sends a checked pushpull; keeps what the library may still touch (a lent
@@ -450,7 +452,7 @@ class Table:
                 raise w._fail(ts, "pushpull with table '%s'" % self.name)
             if out is not None or not copy:
                 keep = w._keep
-                keep[ts] = (None if copy else grad, out, kobj)
+                keep[ts] = (out, kobj) if copy else (grad, out, kobj)
                 if len(keep) > 256:
                     w._prune()
         return ts
