@@ -101,8 +101,9 @@ def main():
     ap.add_argument("--mode", default="ps", choices=["ps", "allreduce"])
     ap.add_argument("--consistency", default="async")
     ap.add_argument("--no-prefetch", action="store_true")
-    ap.add_argument("--no-pushpull", action="store_true",
-                    help="ps: push, clock and pull each step, not one pskv_pushpull")
+    ap.add_argument("--pushpull", action="store_true",
+                    help="ps: one pskv_pushpull a step where the library takes it (not with "
+                    "--shm 1 yet), not a push, a clock and a pull")
     ap.add_argument("--shm", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1,
                     help="torch's threads (torch.set_num_threads), and OpenBLAS's unless "
@@ -121,7 +122,7 @@ def main():
              if a.optimizer == "sgd" else torch.optim.Adam(model.parameters(), lr=a.lr))
     opt = pt.DistributedOptimizer(local, w, mode=a.mode, consistency=a.consistency,
                                   prefetch=False if a.no_prefetch else None,
-                                  pushpull=not a.no_pushpull)
+                                  pushpull=a.pushpull)
     if a.mode == "allreduce":
         pt.broadcast_parameters(model, w)
     lossf = nn.CrossEntropyLoss()

@@ -120,7 +120,7 @@ class DistributedOptimizer:
     .times: nanoseconds spent in step() so far, by stage (see step())."""
 
     def __init__(self, optimizer, worker, mode="ps", name="model", consistency="async",
-                 prefetch=None, table_opts=None, pushpull=True):
+                 prefetch=None, table_opts=None, pushpull=False):
         if mode not in ("ps", "allreduce"):
             raise ValueError("DistributedOptimizer: mode must be 'ps' or 'allreduce', got %r"
                              % (mode,))
@@ -143,9 +143,10 @@ class DistributedOptimizer:
         self.table = None
         self._pending = None    # the next weights' View, in flight (prefetch)
         self._push = None       # the previous step's push (prefetch)
-        # pushpull (ps): None, not yet known whether the library takes pskv_pushpull
-        # here (the first step finds out); True: a step is one pushpull_view; False:
-        # push buffer, clock, pull_view
+        # pushpull (ps, asked for): None, not yet known whether the library takes
+        # pskv_pushpull here (the first step finds out); True: a step is one
+        # pushpull_view; False: push buffer, clock, pull_view (the default: over TCP
+        # the MLP ran no faster with pushpull, docs/benchmarks.md 2026-11-30 04:50)
         self.pushpull = None if pushpull and mode == "ps" else False
         self._gbufs, self._gi = None, 0  # pushpull: the two gradient buffers, lent by turns
         if mode == "allreduce":

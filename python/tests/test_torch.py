@@ -56,18 +56,19 @@ def test_distributed_optimizer_equals_reference(cluster, mode, name, kw):
     with pskv.Worker(scheduler=cluster.address) as w:
         model = _model(torch)
         opt = pt.DistributedOptimizer(getattr(torch.optim, name)(model.parameters(), **kw), w,
-                                      mode=mode, consistency="bsp", name="m_" + name)
+                                      mode=mode, consistency="bsp", name="m_" + name,
+                                      pushpull=mode == "ps")
         got = _train(torch, model, opt)
-        assert opt.pushpull is (True if mode == "ps" else False)  # one pskv_pushpull a step
+        assert opt.pushpull is (mode == "ps")  # ps: one pskv_pushpull a step (bsp: waited)
     for a, b in zip(ref, got):
         assert torch.allclose(a, b, atol=2e-5, rtol=1e-4), (a - b).abs().max()
 
 
 @pytest.mark.parametrize("shm", [0, 1])
 def test_optimizer_pushpull_or_push_then_pull(cluster, shm):
-    """mode ps, async with prefetch: a step is one pskv_pushpull into a view where
-    the library takes it (found out at the first step, once), else (shm, until the
-    library takes it there) push, clock and pull; pushpull=False asks for the latter.
+    """mode ps, async with prefetch, pushpull=True: a step is one pskv_pushpull into a
+    view where the library takes it (found out at the first step, once), else (shm,
+    until the library takes it there) push, clock and pull, as pushpull=False's.
     Either way the same weights as push-then-pull, step for step (one worker)."""
     torch = need_torch()
     import pskv.torch as pt
