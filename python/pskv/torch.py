@@ -17,7 +17,11 @@ DistributedOptimizer keeps the usual loop, zero_grad(); loss.backward(); step():
     next step's pull right after this step's push and waits for it, and for the
     previous step's push, only at the next step() (the C trainer's --prefetch:
     at most two pushes of a worker in flight): the weights a step uses are then
-    one step staler. Learning-rate schedulers work
+    one step staler. pushpull=True makes a step one Table.pushpull_view of the
+    gradients with the clock instead (the C trainer's --prefetch --pushpull), where
+    the library takes pskv_pushpull (not with shm, filters or a 16-bit wire yet: the
+    first step finds out, once, and falls back to push, clock, pull): the same
+    weights step for step. Off by default: over TCP the MLP ran no faster with it. Learning-rate schedulers work
     for every updater: step() sees the wrapped optimizer's lr and, when it
     changed, sets it on the servers (Table.set_lr, pskv_table_set_lr) before
     pushing, so the servers apply this step's gradient with it, as the local
