@@ -22,7 +22,10 @@
 #     the same cosine decay (same epochs);
 #  5. async and bsp balanced at their part-4 settings with --shm (values through
 #     shared memory: a step's push and pull of the 814 KB table not copied through
-#     TCP), where the synchronous clock's transfers weigh most.
+#     TCP), where the synchronous clock's transfers weigh most;
+#  6. one round trip a step (--pushpull), async and bsp balanced at their part-4
+#     settings, and the learning rates around each side's (async lr 0.02, balanced
+#     bsp lr 0.04 and 0.05, all with the cosine decay).
 # Per setting: wall time to 0.84 and 0.85 test accuracy, the same less rank 0's
 # evaluations (train_time: under bsp every worker waits for them), the job's samples
 # trained by then, samples/s (median over the run's evaluations), final accuracy, and
@@ -142,6 +145,11 @@ for i in $(seq "$repeat"); do # interleaved rounds: one run of each setting per 
   one "bsp lr 0.03 warmup cosine" "$steady" -- --lr 0.03 --consistency bsp --lr-warmup 0.5 --lr-schedule cosine
   one "async cosine shm" "$steady" -- --lr 0.01 --consistency async --lr-schedule cosine --shm
   one "bsp --balance batch lr 0.03 warmup cosine shm" "$steady" -- --lr 0.03 --consistency bsp --balance batch --lr-warmup 0.5 --lr-schedule cosine --shm
+  one "async cosine pushpull" "$steady" -- --lr 0.01 --consistency async --lr-schedule cosine --pushpull
+  one "async lr 0.02 cosine" "$steady" -- --lr 0.02 --consistency async --lr-schedule cosine
+  one "bsp --balance batch lr 0.03 cosine pushpull" "$steady" -- --lr 0.03 --consistency bsp --balance batch --lr-schedule cosine --pushpull
+  one "bsp --balance batch lr 0.04 cosine" "$steady" -- --lr 0.04 --consistency bsp --balance batch --lr-schedule cosine
+  one "bsp --balance batch lr 0.05 cosine" "$steady" -- --lr 0.05 --consistency bsp --balance batch --lr-schedule cosine
 done
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== steady straggler: worker 2 is 3x slower; $epochs epochs, lr 0.01, median of $repeat interleaved rounds"
@@ -154,4 +162,6 @@ echo "== a decaying schedule and the warm-up of the linear-scaling rule (async a
 for l in "async cosine" "bsp --balance batch lr 0.03 warmup" "bsp --balance batch lr 0.03 warmup cosine" "bsp --balance batch lr 0.03 cosine" "bsp lr 0.03 warmup cosine"; do report "$l"; done
 echo "== the same with values through shared memory (--shm: the pulls and pushes of 814 KB not copied through TCP)"
 for l in "async cosine shm" "bsp --balance batch lr 0.03 warmup cosine shm"; do report "$l"; done
+echo "== one round trip a step (--pushpull: push, clock and the weights after the clock closed in one pskv_pushpull), and the learning rates around each side's"
+for l in "async cosine pushpull" "async lr 0.02 cosine" "bsp --balance batch lr 0.03 cosine pushpull" "bsp --balance batch lr 0.04 cosine" "bsp --balance batch lr 0.05 cosine"; do report "$l"; done
 echo "logs in $out"
