@@ -897,6 +897,7 @@ int app_train(pskv_worker *w, cfg_entry *cfg)
              (double)r.batch * r.accumulate, app_t0);
     if ((rc = train_loop(&r)))
         return rc;
+    int64_t loop_end = tu_now_ns(), loop_eval_ns = r.eval_ns;
     if (r.estimate) {
         int status = estimate_end(&r, app_t0);
         if (!status) /* after a failure a pull may still write into the buffers */
@@ -911,6 +912,11 @@ int app_train(pskv_worker *w, cfg_entry *cfg)
         if ((rc = evaluate(&r, done, r.step)) < 0)
             return fail(w, "final evaluation", rc);
         status = final_results(&r);
+        /* the parts --estimate predicts (its line names the same) */
+        printf("job wall split: setup %.2f s, training loop %.2f s (evaluations %.2f s), "
+               "end %.2f s (final evaluation %.2f s)\n", (double)(r.loop_t0 - app_t0) / 1e9,
+               (double)(loop_end - r.loop_t0) / 1e9, (double)loop_eval_ns / 1e9,
+               (double)(tu_now_ns() - loop_end) / 1e9, (double)r.eta.last_eval_ns / 1e9);
         printf("job wall time %.2f s (the app's, from its start)\n",
                (double)(tu_now_ns() - app_t0) / 1e9);
     }

@@ -31,6 +31,8 @@ void eta_start(eta *e)
     e->loop_t0_ns = tu_now_ns();
     e->steps = 0;
     e->compute_ns = 0;
+    e->eval_ns = 0;
+    e->nevals = 0;
 }
 
 void eta_step(eta *e, int64_t compute_ns)
@@ -43,6 +45,7 @@ void eta_eval(eta *e, int64_t ns)
 {
     e->eval_ns += ns;
     e->nevals++;
+    e->last_eval_ns = ns;
 }
 
 int eta_due(eta *e, int64_t done)
@@ -98,21 +101,29 @@ void eta_print(const eta *e, int64_t done)
 void eta_estimate(const eta *e, int64_t setup_ns, int64_t mine_ns, int64_t slowest_ns)
 {
     double n = e->steps > 0 ? (double)e->steps : 1;
-    double step_s = (double)mine_ns / 1e9 / n, compute_s = (double)e->compute_ns / 1e9 / n;
+    /* the final evaluation, and the ones among the timed steps (not steps' time) */
+    double final_s = e->nevals ? (double)e->last_eval_ns / 1e9 : 0;
+    int64_t nloop = e->nevals > 1 ? e->nevals - 1 : 0;
+    double loop_ev_s = (double)(e->eval_ns - (e->nevals ? e->last_eval_ns : 0)) / 1e9;
+    double ev = nloop ? loop_ev_s / (double)nloop : final_s;
+    double step_s = ((double)mine_ns / 1e9 - loop_ev_s) / n;
+    double compute_s = (double)e->compute_ns / 1e9 / n;
     double slow_s = (double)slowest_ns / 1e9 / n;
-    double setup = (double)setup_ns / 1e9, ev = eval_s(e);
+    double setup = (double)setup_ns / 1e9;
     double train = (double)e->total_steps * step_s;
-    /* rank 0 evaluates while the others train: the job ends with the later of the
-     * two, its own steps and evaluations, or the slowest worker's steps */
-    double mine = train + (double)e->evals * ev, slowest = (double)e->total_steps * slow_s;
-    double total = setup + (mine > slowest ? mine : slowest);
+    /* rank 0 evaluates while the others train: the loop ends with the later of the
+     * two, its own steps and evaluations, or the slowest worker's steps (their pace
+     * taken while rank 0 evaluated in the same proportion as in the job) */
+    int64_t loop_evals = e->evals > 1 ? e->evals - 1 : 0;
+    double mine = train + (double)loop_evals * ev, slowest = (double)e->total_steps * slow_s;
+    double total = setup + (mine > slowest ? mine : slowest) + final_s;
     double job_rate = step_s > 0 ? e->W * e->per_step / step_s : 0;
     double ceiling = compute_s > 0 ? e->W * e->per_step / compute_s : 0;
     printf("estimate: predicted wall time %.1f s (setup %.1f s, %lld steps x %.3f ms = %.1f s, "
-           "%lld evaluations x %.3f s); compute-only step %.3f ms; scaling efficiency %.3f "
-           "(from %lld steps timed); the slowest worker's step %.3f ms\n",
-           total, setup, (long long)e->total_steps, step_s * 1e3, train, (long long)e->evals, ev,
-           compute_s * 1e3, ceiling > 0 ? job_rate / ceiling : 0, (long long)e->steps,
+           "%lld evaluations x %.3f s, the final one %.3f s); compute-only step %.3f ms; "
+           "scaling efficiency %.3f (from %lld steps timed); the slowest worker's step %.3f ms\n",
+           total, setup, (long long)e->total_steps, step_s * 1e3, train, (long long)loop_evals, ev,
+           final_s, compute_s * 1e3, ceiling > 0 ? job_rate / ceiling : 0, (long long)e->steps,
            slow_s * 1e3);
     fflush(stdout);
 }

@@ -34,7 +34,8 @@ typedef struct eta {
     int64_t loop_t0_ns;      /* the first timed step started */
     int64_t steps;           /* steps timed */
     int64_t compute_ns;      /* their compute-only time */
-    int64_t eval_ns, nevals; /* evaluations timed */
+    int64_t eval_ns, nevals; /* evaluations timed since eta_start */
+    int64_t last_eval_ns;    /* the latest evaluation's time */
     int64_t next_print;      /* the step count at which eta_due next fires */
 } eta;
 
@@ -47,7 +48,8 @@ void eta_init(eta *e, int64_t total_steps, int64_t steps_per_epoch, int64_t eval
 /* --estimate: the steps to time for a job of total_steps. */
 int64_t eta_estimate_steps(int64_t total_steps);
 
-/* The timed steps start now (after a resume or --estimate's warm-up: from scratch). */
+/* The timed steps (and evaluations) start now (after a resume or --estimate's
+ * warm-up: from scratch). */
 void eta_start(eta *e);
 
 /* One step timed: its compute-only time. */
@@ -67,10 +69,14 @@ void eta_print(const eta *e, int64_t done);
 
 /* --estimate: prints "estimate: predicted wall time S s ..." for the job as
  * configured from the steps timed (mine_ns: this worker's, from the first timed
- * step to the end of the last; slowest_ns: from the same start until every worker
- * had ended its timed steps, a barrier's exit), the setup so far and one
- * evaluation's time (eval_ns, 0 = none measured): the job ends with the later of
- * this worker's steps and evaluations and the slowest worker's steps. */
+ * step to the end of the last, the evaluations among them included; slowest_ns:
+ * from the same start until every worker had ended its timed steps, a barrier's
+ * exit), the setup so far and the evaluations: the last one eta_eval'd is the
+ * final evaluation's (made after a barrier, the others idle, as the job's last),
+ * the earlier ones (made among the timed steps, the others training, as the job's
+ * in its loop) time the rest, else the final one does. The job: the setup, then
+ * the later of this worker's steps and evaluations and the slowest worker's
+ * steps, then the final evaluation. */
 void eta_estimate(const eta *e, int64_t setup_ns, int64_t mine_ns, int64_t slowest_ns);
 
 #endif
