@@ -709,10 +709,10 @@ static int train_loop(run *r)
         r->ns_compute += cc;
         r->nsteps++;
         eta_step(&r->eta, cb + cc);
-        if (r->estimate && r->nsteps == ETA_ESTIMATE_WARMUP)
+        int64_t warm = r->estimate ? eta_estimate_warmup(r->total_steps) : 0;
+        if (r->estimate && r->nsteps == warm)
             eta_start(&r->eta); /* the steps timed start after the warm-up */
-        if (r->estimate &&
-            r->nsteps == ETA_ESTIMATE_WARMUP + eta_estimate_steps(r->total_steps))
+        if (r->estimate && r->nsteps == warm + eta_estimate_steps(r->total_steps))
             break;
         if ((rc = after_step(r, in_epoch, epoch)) != 0)
             return rc;
@@ -856,7 +856,7 @@ static int estimate_end(run *r, int64_t app_t0)
     if (r->rank == 0) {
         if ((rc = evaluate(r, 0, r->step)) < 0)
             return fail(r->w, "evaluation", rc);
-        eta_estimate(&r->eta, r->loop_t0 - app_t0, mine, slowest);
+        eta_estimate(&r->eta, r->eta.loop_t0_ns - app_t0, mine, slowest);
     }
     if ((rc = pskv_barrier(r->w, TMO)) < 0)
         return fail(r->w, "barrier after --estimate", rc);

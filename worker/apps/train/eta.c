@@ -26,8 +26,16 @@ int64_t eta_estimate_steps(int64_t total_steps)
     return n < ETA_ESTIMATE_MIN ? ETA_ESTIMATE_MIN : n > ETA_ESTIMATE_MAX ? ETA_ESTIMATE_MAX : n;
 }
 
+int64_t eta_estimate_warmup(int64_t total_steps)
+{
+    int64_t n = total_steps / 10;
+    return n < ETA_ESTIMATE_WARMUP_MIN ? ETA_ESTIMATE_WARMUP_MIN
+           : n > ETA_ESTIMATE_WARMUP_MAX ? ETA_ESTIMATE_WARMUP_MAX : n;
+}
+
 void eta_start(eta *e)
 {
+    e->warm_steps += e->steps;
     e->loop_t0_ns = tu_now_ns();
     e->steps = 0;
     e->compute_ns = 0;
@@ -110,19 +118,22 @@ void eta_estimate(const eta *e, int64_t setup_ns, int64_t mine_ns, int64_t slowe
     double compute_s = (double)e->compute_ns / 1e9 / n;
     double slow_s = (double)slowest_ns / 1e9 / n;
     double setup = (double)setup_ns / 1e9;
-    double train = (double)e->total_steps * step_s;
+    int64_t left = e->total_steps > e->warm_steps ? e->total_steps - e->warm_steps : 0;
+    double train = (double)left * step_s;
     /* rank 0 evaluates while the others train: the loop ends with the later of the
      * two, its own steps and evaluations, or the slowest worker's steps (their pace
      * taken while rank 0 evaluated in the same proportion as in the job) */
     int64_t loop_evals = e->evals > 1 ? e->evals - 1 : 0;
-    double mine = train + (double)loop_evals * ev, slowest = (double)e->total_steps * slow_s;
+    double mine = train + (double)loop_evals * ev, slowest = (double)left * slow_s;
     double total = setup + (mine > slowest ? mine : slowest) + final_s;
     double job_rate = step_s > 0 ? e->W * e->per_step / step_s : 0;
     double ceiling = compute_s > 0 ? e->W * e->per_step / compute_s : 0;
-    printf("estimate: predicted wall time %.1f s (setup %.1f s, %lld steps x %.3f ms = %.1f s, "
-           "%lld evaluations x %.3f s, the final one %.3f s); compute-only step %.3f ms; "
-           "scaling efficiency %.3f (from %lld steps timed); the slowest worker's step %.3f ms\n",
-           total, setup, (long long)e->total_steps, step_s * 1e3, train, (long long)loop_evals, ev,
+    printf("estimate: predicted wall time %.1f s (setup %.1f s with %lld warm-up steps, %lld steps "
+           "x %.3f ms = %.1f s, %lld evaluations x %.3f s, the final one %.3f s); compute-only "
+           "step %.3f ms; scaling efficiency %.3f (from %lld steps timed); the slowest worker's "
+           "step %.3f ms\n",
+           total, setup, (long long)e->warm_steps, (long long)left, step_s * 1e3, train,
+           (long long)loop_evals, ev,
            final_s, compute_s * 1e3, ceiling > 0 ? job_rate / ceiling : 0, (long long)e->steps,
            slow_s * 1e3);
     fflush(stdout);

@@ -16,13 +16,16 @@
 #include <stdint.h>
 
 /* --estimate: a fifth of the job's steps, at least 40 and at most 1000, timed after
- * ETA_ESTIMATE_WARMUP untimed ones (the first pulls fault memory in, the first pushes
- * create the servers' state): a count every worker computes alike (a bsp worker
- * stopping alone would hold the others' clocks), long enough that a burst of load on
- * a shared machine weighs on it as on the job. */
+ * a warm-up of a tenth of them, at least 5 and at most 100 (the first pulls fault
+ * memory in, the first pushes create the servers' state, the workers fall into
+ * step: the first tenth of an epoch runs 10-100% slower than the rest), itself
+ * timed as a part of the job: a count every worker computes alike (a bsp worker
+ * stopping alone would hold the others' clocks), long enough that a burst of load
+ * on a shared machine weighs on it as on the job. */
 #define ETA_ESTIMATE_MIN 40
 #define ETA_ESTIMATE_MAX 1000
-#define ETA_ESTIMATE_WARMUP 5
+#define ETA_ESTIMATE_WARMUP_MIN 5
+#define ETA_ESTIMATE_WARMUP_MAX 100
 
 typedef struct eta {
     int64_t total_steps;     /* the job's steps (this worker's) */
@@ -33,6 +36,7 @@ typedef struct eta {
     int64_t app_t0_ns;       /* the app started (setup counts in the wall time) */
     int64_t loop_t0_ns;      /* the first timed step started */
     int64_t steps;           /* steps timed */
+    int64_t warm_steps;      /* steps before the timed ones (--estimate's warm-up) */
     int64_t compute_ns;      /* their compute-only time */
     int64_t eval_ns, nevals; /* evaluations timed since eta_start */
     int64_t last_eval_ns;    /* the latest evaluation's time */
@@ -45,11 +49,12 @@ typedef struct eta {
 void eta_init(eta *e, int64_t total_steps, int64_t steps_per_epoch, int64_t evals, int W,
               double per_step, int64_t app_t0_ns);
 
-/* --estimate: the steps to time for a job of total_steps. */
+/* --estimate: the steps to time for a job of total_steps, and the warm-up's. */
 int64_t eta_estimate_steps(int64_t total_steps);
+int64_t eta_estimate_warmup(int64_t total_steps);
 
 /* The timed steps (and evaluations) start now (after a resume or --estimate's
- * warm-up: from scratch). */
+ * warm-up: from scratch; the steps before, warm_steps, are the warm-up's). */
 void eta_start(eta *e);
 
 /* One step timed: its compute-only time. */
@@ -71,12 +76,13 @@ void eta_print(const eta *e, int64_t done);
  * configured from the steps timed (mine_ns: this worker's, from the first timed
  * step to the end of the last, the evaluations among them included; slowest_ns:
  * from the same start until every worker had ended its timed steps, a barrier's
- * exit), the setup so far and the evaluations: the last one eta_eval'd is the
+ * exit), the setup and warm-up steps (setup_ns: from the app's start to the first
+ * timed step) and the evaluations: the last one eta_eval'd is the
  * final evaluation's (made after a barrier, the others idle, as the job's last),
  * the earlier ones (made among the timed steps, the others training, as the job's
- * in its loop) time the rest, else the final one does. The job: the setup, then
- * the later of this worker's steps and evaluations and the slowest worker's
- * steps, then the final evaluation. */
+ * in its loop) time the rest, else the final one does. The job: the setup and
+ * warm-up, then the later of this worker's steps and evaluations and the slowest
+ * worker's steps, then the final evaluation. */
 void eta_estimate(const eta *e, int64_t setup_ns, int64_t mine_ns, int64_t slowest_ns);
 
 #endif
