@@ -18,6 +18,7 @@ void eta_init(eta *e, int64_t total_steps, int64_t steps_per_epoch, int64_t eval
     e->app_t0_ns = app_t0_ns;
     e->loop_t0_ns = tu_now_ns();
     e->next_print = e->steps_per_epoch / 10 > 0 ? e->steps_per_epoch / 10 : 1;
+    e->block_len = eta_estimate_steps(total_steps) / ETA_BLOCKS;
 }
 
 int64_t eta_estimate_steps(int64_t total_steps)
@@ -41,12 +42,21 @@ void eta_start(eta *e)
     e->compute_ns = 0;
     e->eval_ns = 0;
     e->nevals = 0;
+    e->block_t0_ns = e->loop_t0_ns;
+    e->block_eval0_ns = 0;
+    e->nblocks = 0;
 }
 
 void eta_step(eta *e, int64_t compute_ns)
 {
     e->steps++;
     e->compute_ns += compute_ns;
+    if (e->block_len > 0 && e->steps % e->block_len == 0 && e->nblocks < ETA_BLOCKS) {
+        int64_t now = tu_now_ns();
+        e->block_ns[e->nblocks++] = now - e->block_t0_ns - (e->eval_ns - e->block_eval0_ns);
+        e->block_t0_ns = now;
+        e->block_eval0_ns = e->eval_ns;
+    }
 }
 
 void eta_eval(eta *e, int64_t ns)
@@ -106,6 +116,24 @@ void eta_print(const eta *e, int64_t done)
     fflush(stdout);
 }
 
+/* The timed steps' trimmed mean over their mean: their blocks' times without the
+ * slowest and the fastest block (a stall of the shared machine, a fraction of a
+ * second, weighs on a tenth of the steps timed as on a fiftieth of the job's), 1
+ * with fewer than 3 blocks. */
+static double trim_ratio(const eta *e)
+{
+    if (e->nblocks < 3)
+        return 1;
+    int64_t sum = 0, lo = e->block_ns[0], hi = e->block_ns[0];
+    for (int i = 0; i < e->nblocks; i++) {
+        sum += e->block_ns[i];
+        lo = e->block_ns[i] < lo ? e->block_ns[i] : lo;
+        hi = e->block_ns[i] > hi ? e->block_ns[i] : hi;
+    }
+    double mean = (double)sum / e->nblocks, trimmed = (double)(sum - lo - hi) / (e->nblocks - 2);
+    return mean > 0 ? trimmed / mean : 1;
+}
+
 void eta_estimate(const eta *e, int64_t setup_ns, int64_t mine_ns, int64_t slowest_ns)
 {
     double n = e->steps > 0 ? (double)e->steps : 1;
@@ -114,9 +142,10 @@ void eta_estimate(const eta *e, int64_t setup_ns, int64_t mine_ns, int64_t slowe
     int64_t nloop = e->nevals > 1 ? e->nevals - 1 : 0;
     double loop_ev_s = (double)(e->eval_ns - (e->nevals ? e->last_eval_ns : 0)) / 1e9;
     double ev = nloop ? loop_ev_s / (double)nloop : final_s;
-    double step_s = ((double)mine_ns / 1e9 - loop_ev_s) / n;
+    double trim = trim_ratio(e);
+    double step_s = ((double)mine_ns / 1e9 - loop_ev_s) / n * trim;
     double compute_s = (double)e->compute_ns / 1e9 / n;
-    double slow_s = (double)slowest_ns / 1e9 / n;
+    double slow_s = (double)slowest_ns / 1e9 / n * trim;
     double setup = (double)setup_ns / 1e9;
     int64_t left = e->total_steps > e->warm_steps ? e->total_steps - e->warm_steps : 0;
     double train = (double)left * step_s;
@@ -136,5 +165,9 @@ void eta_estimate(const eta *e, int64_t setup_ns, int64_t mine_ns, int64_t slowe
            (long long)loop_evals, ev,
            final_s, compute_s * 1e3, ceiling > 0 ? job_rate / ceiling : 0, (long long)e->steps,
            slow_s * 1e3);
+    printf("estimate blocks: step ms");
+    for (int i = 0; i < e->nblocks; i++)
+        printf(" %.3f", (double)e->block_ns[i] / 1e6 / (double)e->block_len);
+    printf("\n");
     fflush(stdout);
 }

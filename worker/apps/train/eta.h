@@ -26,6 +26,7 @@
 #define ETA_ESTIMATE_MAX 1000
 #define ETA_ESTIMATE_WARMUP_MIN 5
 #define ETA_ESTIMATE_WARMUP_MAX 100
+#define ETA_BLOCKS 10 /* the timed steps in blocks, each timed (a trimmed mean) */
 
 typedef struct eta {
     int64_t total_steps;     /* the job's steps (this worker's) */
@@ -41,6 +42,10 @@ typedef struct eta {
     int64_t eval_ns, nevals; /* evaluations timed since eta_start */
     int64_t last_eval_ns;    /* the latest evaluation's time */
     int64_t next_print;      /* the step count at which eta_due next fires */
+    int64_t block_len;       /* steps a block (a tenth of --estimate's) */
+    int64_t block_t0_ns, block_eval0_ns;
+    int nblocks;
+    int64_t block_ns[ETA_BLOCKS]; /* the first blocks' times, evaluations left out */
 } eta;
 
 /* Zeroes *e for a job of total_steps (steps_per_epoch each epoch, evals
@@ -76,7 +81,8 @@ void eta_print(const eta *e, int64_t done);
  * configured from the steps timed (mine_ns: this worker's, from the first timed
  * step to the end of the last, the evaluations among them included; slowest_ns:
  * from the same start until every worker had ended its timed steps, a barrier's
- * exit), the setup and warm-up steps (setup_ns: from the app's start to the first
+ * exit; both scaled by the blocks' trimmed mean over their mean), the setup and
+ * warm-up steps (setup_ns: from the app's start to the first
  * timed step) and the evaluations: the last one eta_eval'd is the
  * final evaluation's (made after a barrier, the others idle, as the job's last),
  * the earlier ones (made among the timed steps, the others training, as the job's
