@@ -145,7 +145,9 @@ void eta_estimate(const eta *e, int64_t setup_ns, int64_t mine_ns, int64_t slowe
     double trim = trim_ratio(e);
     double step_s = ((double)mine_ns / 1e9 - loop_ev_s) / n * trim;
     double compute_s = (double)e->compute_ns / 1e9 / n;
-    double slow_s = (double)slowest_ns / 1e9 / n * trim;
+    /* the others do not wait for rank 0's evaluations: they are left out of the
+     * slowest worker's time as of rank 0's (else counted twice, in the steps too) */
+    double slow_s = ((double)slowest_ns / 1e9 - loop_ev_s) / n * trim;
     double setup = (double)setup_ns / 1e9;
     int64_t left = e->total_steps > e->warm_steps ? e->total_steps - e->warm_steps : 0;
     double train = (double)left * step_s;

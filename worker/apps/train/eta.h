@@ -81,7 +81,8 @@ void eta_print(const eta *e, int64_t done);
  * configured from the steps timed (mine_ns: this worker's, from the first timed
  * step to the end of the last, the evaluations among them included; slowest_ns:
  * from the same start until every worker had ended its timed steps, a barrier's
- * exit; both scaled by the blocks' trimmed mean over their mean), the setup and
+ * exit; both less this worker's evaluations among the steps and scaled by the
+ * blocks' trimmed mean over their mean), the setup and
  * warm-up steps (setup_ns: from the app's start to the first
  * timed step) and the evaluations: the last one eta_eval'd is the
  * final evaluation's (made after a barrier, the others idle, as the job's last),
