@@ -44,8 +44,8 @@ const cfg_entry apptab_train_flags[] = {
      "--print-digests; not yet the default); else push, clock, then pull", 0, 0, NULL,
      NULL},
     {"estimate", CFG_BOOL, "false", "PSKV_WORKER_ESTIMATE", 1, 0, NULL,
-     "softmax, mlp: train a fifth of the job's steps (40 to 1000, after 5 untimed; every "
-     "worker: give them all the flag), print on rank 0 "
+     "softmax, mlp: train a fifth of the job's steps (40 to 1000, after a warm-up of a "
+     "tenth of them, 5 to 100; every worker: give them all the flag), print on rank 0 "
      "the job's predicted wall time as configured (--epochs, --eval-every) and its scaling "
      "efficiency, and exit", 0, 0, NULL, NULL},
     {"balance", CFG_STR, "none", "PSKV_WORKER_BALANCE", 1, 0, NULL,
