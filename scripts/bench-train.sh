@@ -4,7 +4,8 @@
 # per process, one push and one pull per step.
 # Each entry of --models (default "async async+prefetch async+prefetch+shm bsp local") is a consistency
 # model, "+prefetch" adding --prefetch (the next step's pull sent before this
-# step's compute), "+shm" the workers' --shm (values through shared memory, not
+# step's compute), "+pushpull" the trainer's --pushpull (one pskv_pushpull a step,
+# into a view with +prefetch), "+shm" the workers' --shm (values through shared memory, not
 # loopback TCP) and "+FILTER" a wire filter (e.g. async+prefetch+int8), or
 # "local": --sync local, the same training with no communication a step (each
 # worker applies its own gradient to its own weights), the compute-only ceiling, or
@@ -93,6 +94,7 @@ run_model() {
   for x in "${extra[@]:1}"; do
     case "$x" in
       prefetch) flags+=(--prefetch) ;;
+      pushpull) flags+=(--pushpull) ;;
       shm) flags+=(--shm) ;;
       *) flags+=(--filter "$x") ;;
     esac

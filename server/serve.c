@@ -488,12 +488,44 @@ static int refuse_role(wire_msg *msg)
     return 1;
 }
 
+/* A push that ends its worker's clock (ends_clock, pskv_pushpull): the CLOCK a
+ * worker would have sent right behind it, made before the push is served (a held
+ * push keeps its message), counted after it by on_clock. NULL meta: none. */
+static void clock_of_push(const wire_msg *msg, wire_msg *out, Pskv__Meta *m)
+{
+    const Pskv__Meta *r = msg->meta;
+    out->meta = NULL;
+    if (r->type != PSKV__MSG_TYPE__PUSH || !r->has_ends_clock || !r->ends_clock ||
+        (r->has_resend && r->resend)) /* a re-send's clock goes as CLOCK (wview_catch_up) */
+        return;
+    pskv__meta__init(m);
+    m->type = PSKV__MSG_TYPE__CLOCK;
+    m->has_sender = r->has_sender;
+    m->sender = r->sender;
+    m->has_epoch = r->has_epoch;
+    m->epoch = r->epoch;
+    m->has_clock = r->has_clock;
+    m->clock = r->clock;
+    m->has_refused = r->has_refused;
+    m->refused = r->refused;
+    out->meta = m;
+    memcpy(out->peer, msg->peer, sizeof out->peer);
+}
+
 static void handle_worker(wire_msg *msg)
 {
     Pskv__Meta *r = msg->meta;
     char why[400];
-    if (refuse_foreign(msg) || refuse_role(msg) || refuse_stale(msg))
+    if (refuse_foreign(msg) || refuse_role(msg))
         return;
+    wire_msg cm; /* the clock a push ends: after the push, whatever became of it */
+    Pskv__Meta cmeta;
+    clock_of_push(msg, &cm, &cmeta);
+    if (refuse_stale(msg)) {
+        if (cm.meta) /* refused as ESTALE, counted: the clock is ignored as a CLOCK would be */
+            on_clock(&cm);
+        return;
+    }
     int rc = sfilter_keys(srv.tables, msg, why, sizeof why); /* keycache: nothing applied */
     if (rc >= 0) /* values in the worker's shared memory (sshm.h) */
         rc = sshm_resolve(consist_shm(srv.cons), msg, why, sizeof why);
@@ -501,6 +533,8 @@ static void handle_worker(wire_msg *msg)
         rc = nsguard_request(srv.tables, msg, srv.mb.view, why, sizeof why);
     if (rc < 0) {
         fail(msg, -rc, why);
+        if (cm.meta)
+            on_clock(&cm);
         return;
     }
     switch (r->type) {
@@ -520,6 +554,8 @@ static void handle_worker(wire_msg *msg)
                  wire_type_name((int)r->type));
         fail(msg, PSKV_EPROTO, why);
     }
+    if (cm.meta)
+        on_clock(&cm);
 }
 
 /* Serves the parked messages whose view has arrived, in order. */

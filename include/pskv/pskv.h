@@ -260,8 +260,10 @@ int64_t pskv_pull(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
 /* One step's exchange in one round trip per part: pushes grad as pskv_push does and
  * writes into out (nkeys * width floats, in pskv_pull's order) the rows' values
  * after that push, read by the server that applied it (its rows' head). With
- * PSKV_PP_CLOCK the worker's clock ends right after the push (as pskv_clock, which
- * sends CLOCK to every server) and the pull is of the next clock: under bsp the
+ * PSKV_PP_CLOCK the worker's clock ends right after the push, as pskv_clock ends it,
+ * but in the same messages: the end rides on the last part to each server, and
+ * only the servers that got no part are sent a CLOCK (docs/protocol.md, "Push and
+ * pull in one round trip"); the pull is of the next clock: under bsp the
  * values once the push's clock closed (every worker's push of it applied), under ssp
  * within the bound; without it, the clock's pull (async: at once). Returns the
  * timestamp to wait for (pskv_wait), or a negated error; out is written only

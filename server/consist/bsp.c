@@ -241,15 +241,26 @@ static int64_t raise_closed(bsp *e, bsp_state *b, int64_t from, int64_t upto,
     for (uint32_t p = 0; p < np; p++)
         if (closes_here(e, p) && pc[p] >= from && pc[p] < upto) {
             pc[p] = upto;
-            if (repl && chain_next(e->ch, p))
+            if (repl)
                 e->parts[nparts++] = p;
         }
+    for (size_t k = 0; nparts && k < nfolded; k++) {
+        e->fnodes[k] = folded[k].sender;
+        e->fids[k] = folded[k].origin_id;
+        e->ffloors[k] = folded[k].floor;
+    }
+    /* a re-sent copy of a push folded here (its part's reply refused at a placement
+     * change: a pushpull's parked pull) is then acknowledged, not dropped as late */
+    if (nparts && nfolded &&
+        chain_record_folded(e->ch, e->parts, nparts, e->fnodes, e->fids, e->ffloors, nfolded) < 0)
+        LOG_W("out of memory recording the pushes folded into clock %lld of table '%s': a "
+              "re-send of one may be dropped as late", (long long)upto - 1, b->t->name);
+    uint32_t nnext = 0; /* the close goes down the chains of the partitions with a next */
+    for (uint32_t k = 0; k < nparts; k++)
+        if (chain_next(e->ch, e->parts[k]))
+            e->parts[nnext++] = e->parts[k];
+    nparts = nnext;
     if (nparts) {
-        for (size_t k = 0; k < nfolded; k++) {
-            e->fnodes[k] = folded[k].sender;
-            e->fids[k] = folded[k].origin_id;
-            e->ffloors[k] = folded[k].floor;
-        }
         token = chain_close(e->ch, b->t, from, upto, rows ? rows->keys : NULL,
                             rows ? rows->vals : NULL, rows ? rows->n : 0, e->parts, nparts,
                             e->fnodes, e->fids, e->ffloors, nfolded);

@@ -227,9 +227,18 @@ static int64_t values_clock(consist *c, table *t)
 
 int64_t consist_values_clock(consist *c, table *t) { return values_clock(c, t); }
 
-static int pull_ready(consist *c, table *t, int64_t clock)
+/* A pull at the head of its rows (pskv_pushpull's, held at_head) under a model
+ * whose replicas wait on forwarded clocks (ssp) waits on the clocks this head
+ * counted itself: the forwarded ones vouch for the pushes to other heads. */
+static int pull_ready(consist *c, const held *h)
 {
-    return cons_of(t)->pull_ready(c->clocks, c->bsp, t, clock);
+    int own = h->at_head && cons_of(h->t)->chain_clocks;
+    if (own)
+        vclock_read_at(c->clocks, c->mb->node_id);
+    int ok = cons_of(h->t)->pull_ready(c->clocks, c->bsp, h->t, h->clock);
+    if (own)
+        vclock_read_at(c->clocks, 0);
+    return ok;
 }
 
 /* Plug-in updaters hear of each rise of the smallest worker clock (finish). */
@@ -253,7 +262,7 @@ static void advance(consist *c)
     size_t keep = 0;
     for (size_t i = 0; i < c->nparked; i++) {
         held *h = &c->parked[i];
-        if (pull_ready(c, h->t, h->clock)) {
+        if (pull_ready(c, h)) {
             answer_pull(c, h, values_clock(c, h->t));
             free(h->keys);
             free(h->segs);
@@ -406,7 +415,7 @@ void consist_pull(consist *c, table *t, wire_msg *msg, const rowset *rs)
 {
     held h;
     held_take(&h, msg, t, vclock_rank(c->clocks, msg->meta->sender));
-    if (pull_ready(c, t, h.clock)) {
+    if (pull_ready(c, &h)) {
         h.keys = (uint64_t *)rs->keys; /* answered now: the frame is still ours */
         h.segs = (uint64_t *)rs->segs;
         h.nsegs = rs->nsegs;

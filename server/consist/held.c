@@ -26,8 +26,8 @@ void held_take(held *h, wire_msg *msg, table *t, int rank)
     h->t = t;
     h->first = msg->meta->first_key;
     h->n = msg->nkeys;
-    h->ack_follows = msg->meta->type == PSKV__MSG_TYPE__PUSH && msg->meta->has_pull_after &&
-                     msg->meta->pull_after;
+    h->at_head = msg->meta->type == PSKV__MSG_TYPE__PUSH;
+    h->ack_follows = h->at_head && msg->meta->has_pull_after && msg->meta->pull_after;
     if (msg->meta->type == PSKV__MSG_TYPE__PULL && msg->meta->has_shm_len) {
         h->shm_gen = msg->meta->shm_gen;
         h->shm_off = msg->meta->shm_off;

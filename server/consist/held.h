@@ -43,6 +43,7 @@ typedef struct held {    /* a request answered later */
                                            segment (sshm.h); shm_len 0: none */
     int ack_follows;     /* a pskv_pushpull's pull whose push gets a PUSH_ACK of its own:
                             the reply says so (pull_after), the worker waits for both */
+    int at_head;         /* a pskv_pushpull's pull: served by its rows' head */
 } held;
 
 /* Where answers go: the ROUTER workers dial, the member that stamps headers, and

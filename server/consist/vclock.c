@@ -31,6 +31,7 @@ struct vclock {
     size_t nsrc;
     int use_src;          /* pulls here wait on the forwarded clocks (this server is a
                              replica of some partitions) */
+    uint32_t read_head;   /* vclock_read_at: clocks read from this head's own stream */
     int *grp;             /* per rank: its worker group's index in gname (latest view) */
     char gname[VCLOCK_MAX_GROUPS][65]; /* the groups of the latest view's workers */
     int ngroups;
@@ -70,6 +71,12 @@ int vclock_rank(const vclock *v, uint32_t node)
  * down the chain behind that worker's pushes). */
 static int64_t clock_of(const vclock *v, int r)
 {
+    if (v->read_head) { /* vclock_read_at */
+        for (size_t i = 0; i < v->nsrc; i++)
+            if (v->src[i].head == v->read_head)
+                return v->src[i].vc[r];
+        return v->use_src ? 0 : v->vc[r]; /* none forwarded yet; unreplicated: as heard */
+    }
     if (!v->use_src)
         return v->vc[r];
     int64_t m = INT64_MAX;
@@ -78,6 +85,8 @@ static int64_t clock_of(const vclock *v, int r)
             m = v->src[i].vc[r];
     return m == INT64_MAX ? v->vc[r] : m;
 }
+
+void vclock_read_at(vclock *v, uint32_t head) { v->read_head = head; }
 
 int64_t vclock_min(const vclock *v) { return vclock_min_in(v, -1); }
 

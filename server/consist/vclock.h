@@ -74,6 +74,13 @@ int vclock_from(vclock *v, uint32_t head, int rank, int64_t clock);
  * took partitions over vouches only for what it forwards on the new placement). */
 void vclock_set_sources(vclock *v, const uint32_t *heads, size_t n, int placement_changed);
 
+/* Until called again with 0, the clocks read (vclock_min, vclock_min_in) are those
+ * `head` counted itself since the placement last changed (vclock_from with its own
+ * node id: each came behind the worker's pushes to it), not the forwarded ones
+ * pulls at a replica wait on: for a pull served at the head of its rows
+ * (pskv_pushpull's). Unreplicated (no stream of its own), the clocks as heard. */
+void vclock_read_at(vclock *v, uint32_t head);
+
 /* The smallest clock over the clock set (0 when the set is empty): what an ssp
  * pull waits on and what a reply reports. _in: over the set's workers of `group`
  * (vclock_group's; -1 = all). */

@@ -213,6 +213,21 @@ void chain_push(chain *c, table *t, wire_msg *msg, const rowset *rs)
     apply_and_forward(c, t, msg, keys, rs->n, 1, msg->meta->has_resend && msg->meta->resend);
 }
 
+int chain_record_folded(chain *c, const uint32_t *parts, size_t np, const uint32_t *fnodes,
+                        const uint64_t *fids, const uint64_t *ffloors, size_t nfolded)
+{
+    if (!c->dd && !(c->dd = dedupe_new(c->nparts)))
+        return -PSKV_ENOMEM;
+    int rc = 0;
+    for (size_t j = 0; j < nfolded; j++)
+        dedupe_set_floor(c->dd, fnodes[j], ffloors[j]);
+    for (size_t k = 0; k < np; k++)
+        for (size_t j = 0; j < nfolded; j++)
+            if (dedupe_record(c->dd, parts[k], fnodes[j], fids[j]) < 0)
+                rc = -PSKV_ENOMEM;
+    return rc;
+}
+
 int64_t chain_close(chain *c, table *t, int64_t clock, int64_t upto, const uint64_t *keys,
                     const float *vals, uint64_t n, const uint32_t *parts, size_t np,
                     const uint32_t *fnodes, const uint64_t *fids, const uint64_t *ffloors,
@@ -383,15 +398,13 @@ static void close_replicate(chain *c, table *t, wire_msg *msg)
     int ok = close_check(c, t, msg, pc, &nt) == 0 &&
              (c->dd || (c->dd = dedupe_new(c->nparts))) && close_apply(c, t, msg) == 0;
     shard_set_lr(t->sh, own);
-    for (size_t j = 0; ok && j < r->n_folded_nodes; j++)
-        dedupe_set_floor(c->dd, r->folded_nodes[j], r->folded_floors[j]);
+    if (ok && chain_record_folded(c, c->touched, nt, r->folded_nodes, r->folded_ids,
+                                  r->folded_floors, r->n_folded_nodes) < 0)
+        LOG_W("out of memory recording a folded push id");
     for (uint32_t k = 0; k < nt; k++) {
         uint32_t p = c->touched[k];
         if (ok && c->pmark[p] == 1)
             pc[p] = r->upto;
-        for (size_t j = 0; ok && j < r->n_folded_nodes; j++)
-            if (dedupe_record(c->dd, p, r->folded_nodes[j], r->folded_ids[j]) < 0)
-                LOG_W("out of memory recording a folded push id");
         c->pmark[p] = 0;
     }
     if (!ok)

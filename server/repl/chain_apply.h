@@ -37,6 +37,13 @@ void chain_push(chain *c, table *t, wire_msg *msg, const rowset *rs);
 int chain_record(chain *c, table *t, const rowset *rs, uint32_t origin, uint64_t id,
                  uint64_t floor);
 
+/* Records the pushes (fnodes[j], fids[j], floor ffloors[j]) folded into a bsp close
+ * of partitions parts, as folded (chain_push_closed): by a replica the close
+ * reaches, and by the head that applied it, so that a re-sent copy is acknowledged
+ * there, not dropped as late. Returns 0 or -PSKV_ENOMEM (some not recorded). */
+int chain_record_folded(chain *c, const uint32_t *parts, size_t np, const uint32_t *fnodes,
+                        const uint64_t *fids, const uint64_t *ffloors, size_t nfolded);
+
 /* A bsp close on this head (bsp with R > 1): clocks [clock, upto) of table t are
  * applied here to the partitions `parts` (each now closed at upto), `keys`/`vals`
  * the rows of the combined update applied (none for clocks that held no

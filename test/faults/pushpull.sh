@@ -22,3 +22,44 @@ f_pushpull_kill_server() {
   grep -q 'NaN pushpull: refused naming the table' "$d"/worker-0.log || fail "worker 0 ran no pushpull check"
   grep -q 'NaN pushpull: refused naming the table' "$d"/worker-2.log || fail "worker 2 ran no pushpull check"
 }
+
+# The same under ssp:1 with 4 workers: every round's pull is served by the rows'
+# head, which waits on the clocks it counted itself (the clock riding on the
+# combined call, ends_clock), not on those forwarded by the other heads; after the
+# kill each worker's clock goes again once its re-sent parts' pushes are
+# acknowledged (their pulls may wait on that very clock). Each round's values are
+# checked against the bound, and the final sums exact.
+tags pushpull_kill_server_ssp once
+f_pushpull_kill_server_ssp() {
+  local d=$TDIR/c
+  launch "$d" --servers 3 --workers 4 --scheduler-opt=--replicas=2 \
+    --worker-opt 2:--pull --worker-opt 2:pushpull-view -- --app check --rounds 500 \
+    --pull pushpull --consistency ssp:1
+  wait_joined "$d" 4
+  sleep 0.$((3 + RANDOM % 5))
+  kill -KILL "$(cat "$d/server-$((RANDOM % 3)).pid")"
+  wait_ok "$d"
+  grep -q '^check ok:.*ssp:1.*exact' "$d"/worker-0.log || fail "worker 0: $(tail -n 1 "$d"/worker-0.log)"
+}
+
+# The same kill under bsp (R = 2): a server that closed a clock as head, with a
+# worker's pushpull part folded in, refuses the part's pull parked at the
+# placement change (its other rows' closes came from the dead head); the worker
+# sends the whole part again, and the server acknowledges the re-sent push as
+# folded into its own close (it records the pushes it folds, as replicas do)
+# instead of dropping it as late ("late (clock N had closed)", a third of the runs
+# before 2026-11-30). The final sums are exact: applied once.
+tags pushpull_kill_server_bsp once
+f_pushpull_kill_server_bsp() {
+  local d=$TDIR/c
+  launch "$d" --servers 3 --workers 4 --scheduler-opt=--replicas=2 \
+    --worker-opt 2:--pull --worker-opt 2:pushpull-view --worker-opt 3:--pull \
+    --worker-opt 3:pushpull-view -- --app check --rounds 300 --pull pushpull --consistency bsp
+  wait_joined "$d" 4
+  sleep 0.$((3 + RANDOM % 5))
+  kill -KILL "$(cat "$d/server-$((RANDOM % 3)).pid")"
+  wait_ok "$d"
+  grep -q '^check ok:.*bsp.*exact' "$d"/worker-0.log || fail "worker 0: $(tail -n 1 "$d"/worker-0.log)"
+  grep -h ' [1-9][0-9]* dropped as late' "$d"/server-*.log && fail "a server dropped pushes as late"
+  return 0
+}

@@ -51,7 +51,10 @@ t_pushpull_check() {
   # array is left untouched. The gradient goes lent (PSKV_PP_NOCOPY, check's default
   # --push nocopy) into another array; an output over a lent gradient is refused.
   # Worker 1 reads the values through a view (--pull pushpull-view, PSKV_PP_VIEW),
-  # released each round; its refused NaN call holds no view.
+  # released each round; its refused NaN call holds no view. The clock rides on the
+  # combined call's parts (ends_clock): under async and bsp a worker sends CLOCK
+  # messages only for the NaN check's one pskv_clock (at most one a server), and its
+  # clock ends rode on at least a part a round (its log at close counts both).
   # Then one server answering a 288 KiB table in 3 parts of 96 KiB, each reply lent
   # from the table (the server's exit log counts them) while the next part's push,
   # and under bsp the other worker's next round, updates rows of the same buffer,
@@ -62,9 +65,13 @@ t_pushpull_check() {
       "$LAUNCH" --servers $((r + 1)) --workers 2 --timeout 120 --log-dir "$TDIR/$r-$cons" \
         --scheduler-opt --replicas --scheduler-opt "$r" \
         --worker-opt 1:--pull --worker-opt 1:pushpull-view -- --app check --consistency "$cons" \
-        --rounds 8 --pull pushpull > /dev/null 2>&1 ||
+        --rounds 8 --pull pushpull --log-level info > /dev/null 2>&1 ||
         fail "R=$r $cons: exited $?: $(tail -n 2 "$TDIR/$r-$cons/worker-0.log")"
       for w in 0 1; do
+        [ "$cons" = ssp:1 ] || grep -o 'clock ends: [0-9]* CLOCK messages sent, [0-9]* rode' \
+          "$TDIR/$r-$cons/worker-$w.log" | awk -v s=$((r + 1)) '{ m = $3; n = $7 } END { exit !(NR == 1 && m <= s && n >= 8) }' ||
+          fail "R=$r $cons worker $w: CLOCK messages sent: $(grep 'clock ends' "$TDIR/$r-$cons/worker-$w.log")"
+
         grep -q '^check ok:' "$TDIR/$r-$cons/worker-$w.log" ||
           fail "R=$r $cons worker $w: $(tail -n 1 "$TDIR/$r-$cons/worker-$w.log")"
         grep -q 'NaN pushpull: refused naming the table, stored value unchanged' \

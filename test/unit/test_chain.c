@@ -295,6 +295,40 @@ START_TEST(resend_applied_once)
 }
 END_TEST
 
+/* A bsp push re-sent after its clock closed here, as head: dropped as late unless
+ * the close recorded it as folded in (chain_record_folded, which a head calls on
+ * its own closes as a replica does on the ones it receives): a pushpull part
+ * whose parked pull a placement change refused comes again whole. */
+START_TEST(own_close_folded)
+{
+    static const uint32_t order[] = {1, 2, 1, 2, 1, 2, 1, 2}; /* head of every partition */
+    fixture f;
+    setup(&f, 2, order);
+    uint64_t k = 5;
+    float g = 1;
+    wire_msg msg;
+    Pskv__Meta m;
+    rowset rs;
+    char why[256];
+    one_key(&msg, &m, &k, &g);
+    ck_assert_int_eq(chain_rows(f.c, f.t, &msg, 0, &rs, why, sizeof why), 0);
+    uint32_t p = chain_partition_of(f.c, f.t, k);
+    table_closed(f.t, NPARTS)[p] = 6; /* clock 5 closed on k's partition */
+    int folded = -1;
+    ck_assert_int_eq(chain_push_closed(f.c, f.t, &rs, 5, 7, 100, &folded), 1);
+    ck_assert_int_eq(folded, 0); /* not recorded: late */
+    const uint32_t nodes[] = {7};
+    const uint64_t ids[] = {100}, floors[] = {0};
+    ck_assert_int_eq(chain_record_folded(f.c, &p, 1, nodes, ids, floors, 1), 0);
+    ck_assert_int_eq(chain_push_closed(f.c, f.t, &rs, 5, 7, 100, &folded), 1);
+    ck_assert_int_eq(folded, 1); /* acknowledged, not applied again */
+    ck_assert_int_eq(chain_push_closed(f.c, f.t, &rs, 5, 7, 101, &folded), 1);
+    ck_assert_int_eq(folded, 0); /* another push of that worker: late */
+    ck_assert_int_eq(chain_push_closed(f.c, f.t, &rs, 6, 7, 100, &folded), 0); /* open */
+    teardown(&f);
+}
+END_TEST
+
 Suite *chain_suite(void)
 {
     Suite *s = suite_create("chain");
@@ -303,6 +337,7 @@ Suite *chain_suite(void)
     tcase_add_test(tc, dense_run_cut);
     tcase_add_test(tc, dense_run_old_view);
     tcase_add_test(tc, resend_applied_once);
+    tcase_add_test(tc, own_close_folded);
     suite_add_tcase(s, tc);
     return s;
 }

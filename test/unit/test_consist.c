@@ -193,6 +193,35 @@ START_TEST(clock_before_refusal_ignored)
 }
 END_TEST
 
+START_TEST(ssp_head_reads_own_stream)
+{
+    /* replicated: pulls at a replica wait on the clocks head 1 forwarded; a pull
+     * at this server as head (pskv_pushpull's) on those it counted itself (head 2) */
+    vclock *v = clocks_534();
+    table t = {.model = CONS_SSP, .tau = 0};
+    const cons_ops *o = cons_of(&t);
+    uint32_t src = 1;
+    vclock_set_sources(v, &src, 1, 0);
+    for (int r = 0; r < NW; r++) {
+        vclock_from(v, 1, r, 6);     /* head 1 forwarded: each finished 7 */
+        vclock_from(v, 2, r, r + 1); /* head 2 counted: 2, 3, 4 */
+    }
+    ck_assert_int_eq(o->pull_ready(v, NULL, &t, 7), 1);
+    vclock_read_at(v, 2);
+    ck_assert_int_eq(o->pull_ready(v, NULL, &t, 2), 1);
+    ck_assert_int_eq(o->pull_ready(v, NULL, &t, 3), 0); /* rank 0 finished 2 there */
+    vclock_read_at(v, 3); /* a head with no stream yet: nothing vouched for */
+    ck_assert_int_eq(o->pull_ready(v, NULL, &t, 1), 0);
+    vclock_read_at(v, 0);
+    ck_assert_int_eq(o->pull_ready(v, NULL, &t, 7), 1);
+    vclock_set_sources(v, &src, 1, 1); /* the placement changed: streams start again */
+    vclock_read_at(v, 2);
+    ck_assert_int_eq(o->pull_ready(v, NULL, &t, 1), 0);
+    vclock_read_at(v, 0);
+    vclock_destroy(&v);
+}
+END_TEST
+
 START_TEST(bsp_close)
 {
     vclock *v = clocks_534();
@@ -249,6 +278,7 @@ Suite *consist_suite(void)
     tcase_add_test(tc, held_pull_released_by_clock);
     tcase_add_test(tc, held_pull_released_by_view);
     tcase_add_test(tc, clock_before_refusal_ignored);
+    tcase_add_test(tc, ssp_head_reads_own_stream);
     tcase_add_test(tc, bsp_close);
     tcase_add_test(tc, clock_drops_unknown);
     suite_add_tcase(s, tc);

@@ -165,7 +165,7 @@ int pskv_worker_open(const pskv_config *cfg_in, pskv_worker **out)
         atomic_store(&w->clock, slowest);
         LOG_I("joined a running job: starting at clock %lld (the slowest live worker's)",
               (long long)slowest);
-        if ((rc = wsend_clock(w, slowest - 1, 0)) < 0)
+        if ((rc = wsend_clock(w, slowest - 1, 0, 0)) < 0)
             goto fail;
     }
     metrics_group(group); /* its series carry group="NAME" (none when unnamed) */
@@ -230,6 +230,9 @@ int pskv_worker_close(pskv_worker **w_p)
     if (w->pbufs_sent)
         LOG_I("push buffers: %llu sent, %llu sends read by the server in place in shared "
               "memory", (unsigned long long)w->pbufs_sent, (unsigned long long)w->pbufs_in_place);
+    if (w->clock_rides)
+        LOG_I("clock ends: %llu CLOCK messages sent, %llu rode on pushpull parts instead",
+              (unsigned long long)w->clock_msgs, (unsigned long long)w->clock_rides);
     if (w->views_in_place || w->views_copied)
         LOG_I("view pulls: %llu read in place in shared memory, %llu copied, %llu read in "
               "place in received TCP frames",

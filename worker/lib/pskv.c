@@ -43,6 +43,35 @@ const char *pskv_last_error(const pskv_worker *w) { return w->last_error; }
 #define SUBMIT_PP 16  /* a push answered by the rows after it (pskv_pushpull) */
 #define SUBMIT_PP_CLOCK 32 /* ... whose pull is tagged with the next clock */
 
+/* pskv_pushpull with PSKV_PP_CLOCK: the worker's clock ends on the request's last
+ * part to each server (the parts before it to that server go first), but to a
+ * server owed its clock only after re-sends (wview_catch_up) and under the test
+ * hook that staggers clocks (wtest_clock_gap); clock_end then sends CLOCK to the
+ * servers it did not ride to. */
+static void ride_clock(pskv_worker *w, req *r)
+{
+    for (int i = 0; i < w->nservers; i++)
+        w->srv[i].clock_rode = 0;
+    if (wtest_clock_gap(&w->test, r->clock))
+        return;
+    for (int pi = r->nparts - 1; pi >= 0; pi--) {
+        srv *s = &w->srv[r->parts[pi].server];
+        if (!s->clock_rode && !s->catchup && s->alive)
+            r->parts[pi].clock_end = s->clock_rode = 1;
+    }
+}
+
+/* Ends the worker's clock: CLOCK to every live server (except_rode: but those
+ * the clock rode to on pskv_pushpull's parts, ride_clock), then the next clock. */
+static int clock_end(pskv_worker *w, int except_rode)
+{
+    int rc = wsend_clock(w, atomic_load(&w->clock), 0, except_rode);
+    if (rc == 0)
+        atomic_fetch_add(&w->clock, 1);
+    wmet_worker(w);
+    return rc;
+}
+
 /* The body of push, push_nocopy, assign and pull: checks the request, plans its
  * parts (wplan), copies a push's values once into a vbuf grouped by part (none
  * when lent), and sends every part (wsend). Returns the timestamp, or a negated
@@ -152,6 +181,8 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
             }
         }
     }
+    if (flags & SUBMIT_PP_CLOCK)
+        ride_clock(w, r);
     uint64_t floor = type == REQ_PUSH ? wsend_inflight_floor(w) : 0;
     for (int pi = 0; pi < r->nparts; pi++) {
         part *p = &r->parts[pi];
@@ -355,7 +386,7 @@ int64_t pskv_pushpull(pskv_worker *w, int table, const uint64_t *keys, size_t nk
                             (flags & PSKV_PP_NOCOPY ? SUBMIT_LEND : 0) |
                             (view ? SUBMIT_VIEW : 0));
     int rc;
-    if (ts >= 0 && (flags & PSKV_PP_CLOCK) && (rc = pskv_clock(w)) < 0)
+    if (ts >= 0 && (flags & PSKV_PP_CLOCK) && (rc = clock_end(w, 1)) < 0)
         return rc; /* the request goes on: pskv_wait_all ends it */
     return ts;
 }
@@ -616,13 +647,7 @@ int pskv_pull_all(pskv_worker *w, int table, uint64_t **keys, float **vals, size
 
 int pskv_clock(pskv_worker *w)
 {
-    if (!w)
-        return -PSKV_EINVAL;
-    int rc = wsend_clock(w, atomic_load(&w->clock), 0);
-    if (rc == 0)
-        atomic_fetch_add(&w->clock, 1);
-    wmet_worker(w);
-    return rc;
+    return w ? clock_end(w, 0) : -PSKV_EINVAL;
 }
 
 int64_t pskv_current_clock(const pskv_worker *w) { return atomic_load(&w->clock); }

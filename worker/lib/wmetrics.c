@@ -3,7 +3,7 @@
 
 #include "metrics.h"
 
-static met_series *late, *clock_now, *ar_bytes;
+static met_series *late, *clock_now, *clock_msgs, *clock_rides, *ar_bytes;
 static met_series *bal_batch, *bal_us, *st_first, *st_last, *st_ms; /* on first use */
 
 void wmet_table(tbl *t)
@@ -49,6 +49,12 @@ int wmet_start(pskv_worker *w, const char *bind_addr, int port)
                           "bsp pushes of this worker dropped as late.", NULL, NULL);
     clock_now = metrics_series("pskv_worker_clock", MET_GAUGE,
                                "Iterations this worker finished (its clock).", NULL, NULL);
+    clock_msgs = metrics_series("pskv_worker_clock_messages_total", MET_COUNTER,
+                                "CLOCK messages this worker sent (one a server a clock, but "
+                                "where the clock rode on a pushpull part).", NULL, NULL);
+    clock_rides = metrics_series("pskv_worker_clock_rides_total", MET_COUNTER,
+                                 "Clock ends that rode on a pskv_pushpull part to its server "
+                                 "instead of a CLOCK message.", NULL, NULL);
     ar_bytes = metrics_series("pskv_allreduce_bytes_total", MET_COUNTER,
                               "Value bytes this worker sent in all-reduce pieces (4 a value, "
                               "2 with an fp16 or bf16 wire; headers not counted).", NULL, NULL);
@@ -63,6 +69,8 @@ void wmet_worker(const pskv_worker *w)
 {
     metrics_set(late, (double)w->late_drops);
     metrics_set(clock_now, (double)atomic_load(&w->clock));
+    metrics_set(clock_msgs, (double)w->clock_msgs);
+    metrics_set(clock_rides, (double)w->clock_rides);
 }
 
 void wmet_allreduce_sent(uint64_t bytes) { metrics_add(ar_bytes, (double)bytes); }

@@ -1,7 +1,8 @@
 /* wmetrics: a worker's Prometheus metrics (common/metrics.h holds the registry
  * and the endpoint). INTERNAL to libpskv. Per table: pushes, pulls, rows and
  * value bytes, and each request's latency from its send to its last answer;
- * per worker: late drops, its clock and the value bytes its all-reduce pieces carried;
+ * per worker: late drops, its clock, its CLOCK messages and clock ends riding on
+ * pushpull parts, and the value bytes its all-reduce pieces carried;
  * with load balancing its batch and time per example, or its stage's layers and time.
  *
  * The series live in the process's registry; the endpoint, once started by

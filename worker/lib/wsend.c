@@ -38,8 +38,9 @@ int wsend_part(pskv_worker *w, req *r, int pi, Pskv__Meta *m, zmq_msg_t *keys,
 /* Tells the live servers whose `catchup` flag equals `catchup` (0: the usual
  * ones; 1: those owed its clock since a placement change) that this worker
  * finished clock `clock`, on the data sockets: behind the pushes already sent to
- * the same server. clock < 0 sends nothing. Servers keep the largest they hear. */
-int wsend_clock(pskv_worker *w, int64_t clock, int catchup)
+ * the same server; but those the clock rode to on a push (`except_rode`, their
+ * clock_rode flag). clock < 0 sends nothing. Servers keep the largest they hear. */
+int wsend_clock(pskv_worker *w, int64_t clock, int catchup, int except_rode)
 {
     w->clock_sent_ms = tu_now_ms();
     if (clock < 0)
@@ -64,10 +65,13 @@ int wsend_clock(pskv_worker *w, int64_t clock, int catchup)
             if ((pass == 0) != (i == first))
                 continue;
             m.refused = w->srv[i].refused; /* a server ignores the clock if it refused more */
-            if (w->srv[i].alive && w->srv[i].catchup == catchup &&
-                wire_send(w->srv[i].sock, NULL, &m, NULL, NULL) < 0)
+            if (!w->srv[i].alive || w->srv[i].catchup != catchup ||
+                (except_rode && w->srv[i].clock_rode))
+                continue;
+            if (wire_send(w->srv[i].sock, NULL, &m, NULL, NULL) < 0)
                 return wst_error(w, PSKV_ENET, "cannot send CLOCK to server %s:%d: %s",
                                  w->srv[i].host, w->srv[i].port, zmq_strerror(errno));
+            w->clock_msgs++;
         }
     }
     return 0;
@@ -82,8 +86,9 @@ void wsend_clock_again(pskv_worker *w, int64_t now)
         return;
     for (int i = 0; i < w->window; i++) {
         const req *r = &w->reqs[i];
-        if (r->type == REQ_PULL && !w->tables[r->table].async && !w->tables[r->table].bsp) {
-            if (wsend_clock(w, atomic_load(&w->clock) - 1, 0) < 0)
+        if ((r->type == REQ_PULL || r->pp) && !w->tables[r->table].async &&
+            !w->tables[r->table].bsp) {
+            if (wsend_clock(w, atomic_load(&w->clock) - 1, 0, 0) < 0)
                 LOG_W("%s", w->last_error);
             return;
         }
@@ -171,7 +176,17 @@ int wsend_data_part(pskv_worker *w, req *r, int pi, int resend, uint64_t floor)
     if (resend) {
         m.has_resend = 1;
         m.resend = 1;
+    } else if (p->clock_end) {
+        /* the worker's clock ends with this push, as a CLOCK right behind it would
+         * say (refused: the same check). Never on a re-send: a part sent again goes
+         * after a placement change or a refusal, and then the clock waits for every
+         * re-send (wview_catch_up) */
+        m.has_ends_clock = m.ends_clock = m.has_refused = 1;
+        m.refused = w->srv[p->server].refused;
+        w->clock_sent_ms = tu_now_ms();
+        w->clock_rides++;
     }
+    p->clock_end = 0;
     m.has_num_keys = 1;
     m.num_keys = p->n;
     m.has_request_id = 1;

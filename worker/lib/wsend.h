@@ -39,11 +39,12 @@ WINTERNAL uint64_t wsend_inflight_floor(const pskv_worker *w);
 
 /* Tells the live servers whose `catchup` flag equals `catchup` (0: the usual
  * ones; 1: those owed the clock since a placement change) that this worker
- * finished clock `clock`, behind the pushes already sent to each. clock < 0 sends
- * nothing. Returns 0 or -PSKV_ENET with last_error set. */
-WINTERNAL int wsend_clock(pskv_worker *w, int64_t clock, int catchup);
+ * finished clock `clock`, behind the pushes already sent to each; with
+ * except_rode, not those it reached on a push part (srv clock_rode: pskv_pushpull).
+ * clock < 0 sends nothing. Returns 0 or -PSKV_ENET with last_error set. */
+WINTERNAL int wsend_clock(pskv_worker *w, int64_t clock, int catchup, int except_rode);
 
-/* While an ssp pull waits and no clock is held back (wview_catch_up), sends this
+/* While an ssp pull (or pskv_pushpull) waits and no clock is held back (wview_catch_up), sends this
  * worker's last finished clock again to every live server once CLOCK_AGAIN_MS
  * have passed since the last: a worker parked in a pull sends no clock of its
  * own, so one lost on its way down a chain would leave every pull waiting. */

@@ -109,6 +109,8 @@ typedef struct part {
     uint64_t epoch;    /* the view it was planned on */
     uint64_t key_sig;  /* keycache: the signature its keys went with (0 = none) */
     int done;
+    int clock_end;     /* pskv_pushpull with PSKV_PP_CLOCK: its first send ends the
+                          worker's clock (ends_clock), the request's last part to its server */
     int pp_reply, pp_acked; /* pskv_pushpull: its PULL_REPLY, its PUSH_ACK came (the part
                                ends with the reply, or with both when the reply says an
                                ack follows: pull_after) */
@@ -188,6 +190,7 @@ typedef struct srv {
     int alive;
     int catchup; /* placement changed: owed this worker's clock (wview_catch_up) */
     uint64_t refused; /* pushes this server refused for a retry, as it counts them */
+    int clock_rode; /* the latest pskv_pushpull's clock end went to it on a push part */
     int64_t reset_ms; /* when sock last replaced a connection (vbuf's srv_reset), or 0 */
     resend_peer heard; /* its answers, for parts unanswered (common/resend.h) */
     char key[41];     /* its CURVE public key from the view ("" without keys) */
@@ -255,6 +258,8 @@ struct pskv_worker {
     int nviews;             /* held, and view pulls in flight */
     uint64_t views_in_place, views_copied; /* completed view pulls: for the log at close */
     uint64_t views_in_frame; /* ... of views_in_place, read in a received TCP frame */
+    uint64_t clock_msgs, clock_rides; /* CLOCK messages sent; clock ends that rode on a
+                                         push part instead (pskv_pushpull) */
     float *view_spare;      /* a released view's copy buffer, for the next (wreq.h) */
     wpbuf pbufs[PSKV_MAX_PUSH_BUFFERS]; /* pskv_push_buffer's, unsent (pskv.c) */
     wpbuf *pbuf_next;       /* the one pskv_push_buffer_send hands to its request */

@@ -248,6 +248,17 @@ void wview_on_scheduler(pskv_worker *w)
     }
 }
 
+/* Whether every part of pskv_pushpull request r still open has had its push
+ * acknowledged (pp_acked: a PUSH_ACK to its latest send, as with replicas) and
+ * waits only for its pull's reply. */
+static int pp_pushes_landed(const req *r)
+{
+    for (int p = 0; p < r->nparts; p++)
+        if (!r->parts[p].done && !r->parts[p].pp_acked)
+            return 0;
+    return 1;
+}
+
 /* After a placement change (a death, a join) or a push refused to be sent again
  * (wview_hold_clocks), this worker's clock goes to the servers only once every
  * push sent before is acknowledged (bsp: sent again, see below): a part re-sent to
@@ -259,8 +270,11 @@ void wview_catch_up(pskv_worker *w)
         req *r = &w->reqs[i];
         if (r->type != REQ_PUSH || r->ts >= w->catchup_ts || r->draining_ms)
             continue; /* a draining push was answered: only ZeroMQ's hold remains */
-        if (!w->tables[r->table].bsp)
+        if (!w->tables[r->table].bsp) {
+            if (r->pp && pp_pushes_landed(r))
+                continue; /* only its pull waits, maybe on this very clock (ssp) */
             return; /* not acknowledged yet */
+        }
         /* a bsp push is acknowledged only when its clock closes, which needs this
          * very clock. Servers refuse every bsp part planned on a view older than
          * their placement, held or arriving: enough that each such part has been
@@ -272,7 +286,7 @@ void wview_catch_up(pskv_worker *w)
                 return;
         }
     }
-    if (wsend_clock(w, atomic_load(&w->clock) - 1, 1) < 0)
+    if (wsend_clock(w, atomic_load(&w->clock) - 1, 1, 0) < 0)
         LOG_W("%s", w->last_error);
     for (int i = 0; i < w->nservers; i++)
         w->srv[i].catchup = 0;
