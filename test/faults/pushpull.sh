@@ -23,6 +23,28 @@ f_pushpull_kill_server() {
   grep -q 'NaN pushpull: refused naming the table' "$d"/worker-2.log || fail "worker 2 ran no pushpull check"
 }
 
+# The same with --shm (3 workers, the run of 40000 keys in parts of 64 KiB and more
+# through shared memory both ways): a part sent again to a new owner takes a new
+# region and copies the gradient into it again (the old region holds the values
+# of the dead server's reply, or of none); its push is applied once (dedupe) and
+# the final sums exact. Workers 1 and 2 read views there (a part sent again
+# replaces the region an earlier reply left: ASan, none leaks).
+tags pushpull_kill_server_shm once
+f_pushpull_kill_server_shm() {
+  local d=$TDIR/c
+  launch "$d" --servers 3 --workers 3 --scheduler-opt=--replicas=2 \
+    --worker-opt 1:--pull --worker-opt 1:pushpull-view --worker-opt 2:--pull \
+    --worker-opt 2:pushpull-view -- --app check --rounds 400 --pull pushpull \
+    --check-keys 40000 --shm
+  wait_joined "$d" 3
+  sleep 0.$((3 + RANDOM % 5))
+  kill -KILL "$(cat "$d/server-$((RANDOM % 3)).pid")"
+  wait_ok "$d"
+  grep -q '^check ok:.*exact' "$d"/worker-1.log || fail "worker 1: $(tail -n 1 "$d"/worker-1.log)"
+  grep -q 'no shared memory' "$d"/worker-*.log && fail "a server refused shared memory"
+  return 0
+}
+
 # The same under ssp:1 with 4 workers: every round's pull is served by the rows'
 # head, which waits on the clocks it counted itself (the clock riding on the
 # combined call, ends_clock), not on those forwarded by the other heads; after the
