@@ -34,10 +34,14 @@ f_pushpull_kill_server() {
 # region and copies the gradient into it again (the old region holds the values
 # of the dead server's reply, or of none); its push is applied once (dedupe) and
 # the final sums exact. Workers 1 and 2 read views there (a part sent again
-# replaces the region an earlier reply left: ASan, none leaks).
+# replaces the region an earlier reply left: ASan, none leaks). Then one partition
+# (R = 2), so that one head answers each whole run and worker 1's views are read in
+# place in the region, and that head killed (the server that mapped segments): the
+# call in flight goes again to the new head, its view copied from the parts' replies,
+# and the views before and after it stay in place.
 tags pushpull_kill_server_shm once
 f_pushpull_kill_server_shm() {
-  local d=$TDIR/c
+  local d=$TDIR/c h
   launch "$d" --servers 3 --workers 3 --scheduler-opt=--replicas=2 \
     --worker-opt 1:--pull --worker-opt 1:pushpull-view --worker-opt 2:--pull \
     --worker-opt 2:pushpull-view -- --app check --rounds 400 --pull pushpull \
@@ -46,6 +50,19 @@ f_pushpull_kill_server_shm() {
   wait_ok "$d"
   grep -q '^check ok:.*exact' "$d"/worker-1.log || fail "worker 1: $(tail -n 1 "$d"/worker-1.log)"
   grep -q 'no shared memory' "$d"/worker-*.log && fail "a server refused shared memory"
+  d=$TDIR/head
+  launch "$d" --servers 3 --workers 2 --scheduler-opt=--replicas=2 --scheduler-opt=--partitions=1 \
+    --server-opt --log-level --server-opt info --worker-opt 1:--pull --worker-opt 1:pushpull-view \
+    -- --app check --rounds 300 --pull pushpull --check-keys 40000 --shm --log-level info
+  wait_joined "$d" 2
+  sleep 0.$((3 + RANDOM % 5))
+  h=$(grep -l 'mapped shared-memory segment' "$d"/server-*.log | head -n 1)
+  [ -n "$h" ] || fail "no server mapped a segment"
+  kill -KILL "$(cat "${h%.log}.pid")"
+  wait_ok "$d"
+  grep -q '^check ok:.*exact' "$d"/worker-1.log || fail "head killed, worker 1: $(tail -n 1 "$d"/worker-1.log)"
+  grep -q 'view pulls: [1-9][0-9]* read in place in shared memory' "$d"/worker-1.log ||
+    fail "head killed: $(grep 'view pulls' "$d"/worker-1.log)"
   return 0
 }
 
