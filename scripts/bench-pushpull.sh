@@ -7,7 +7,7 @@
 # per size and shape:
 #   size=BYTES mode=serial|pipelined|pushpull step_us=... GBps=... zmq_rtt_us=... ratio=...
 # (pushpull: pskv_pushpull, one round trip a step carrying the push and the weights
-# after it; not with --shm yet)
+# after it)
 # step_us and zmq_rtt_us are medians over the runs; GBps = 2 x size / step (10^9
 # bytes/s); ratio = the median over runs of the run's raw round trip / pskv step.
 # With --keys the job runs with CURVE on every socket (a keyset made for the run) and
@@ -94,7 +94,6 @@ for size in $sizes; do
   if [ -n "$scraper" ]; then kill "$scraper" 2>/dev/null; wait "$scraper" 2>/dev/null; scraper=; fi
   for mode in serial pipelined pushpull; do
     line=$(grep "^bench size=$size mode=$mode " "$out/run-$size/worker-0.log")
-    [ "$mode" = pushpull ] && [ -n "$shm" ] && continue # not yet with --shm
     field() { echo "$line" | sed -n "s/.* $1=\([0-9.]*\).*/\1/p"; }
     step=$(field step_us) zmq=$(field zmq_rtt_us) ratio=$(field ratio)
     [ -n "$step" ] && [ -n "$zmq" ] && [ -n "$ratio" ] ||

@@ -271,14 +271,18 @@ int64_t pskv_pull(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
  * partition) fails the request and its server sends no values. grad and out are
  * the caller's; grad is copied before the call returns (out may be grad). With
  * several parts (servers), parts answered before a refused one have written their
- * rows. Not yet with wire filters, a 16-bit wire or --shm (-PSKV_EINVAL: push,
- * then pull). With PSKV_PP_NOCOPY grad is sent as pskv_push_nocopy sends it,
+ * rows. With --shm (pskv_config.shm) a part of 64 KiB or more to a server on this
+ * host goes through shared memory both ways: grad is copied into a region, and the
+ * server writes the values after the push over it (out: copied once from there).
+ * Not yet with wire filters or a 16-bit wire (-PSKV_EINVAL: push, then pull).
+ * With PSKV_PP_NOCOPY grad is sent as pskv_push_nocopy sends it,
  * without the copy: grad must then stay unchanged until the request is over
  * (pskv_wait returns anything but -PSKV_ETIMEDOUT) and out must not overlap it
  * (-PSKV_EINVAL). With PSKV_PP_VIEW out must be NULL and the values go to memory
  * of the library's, as pskv_pull_view's do: once pskv_wait(ts) has returned 0,
  * pskv_view(w, ts) points at them until pskv_view_release(w, ts) (one server
- * answering the whole run: read in place in the received frame, no copy); the
+ * answering the whole run: read in place, in the received frame or with --shm the
+ * shared-memory region, no copy); the
  * call counts among the PSKV_MAX_VIEWS views, and a refused push holds no view. */
 #define PSKV_PP_CLOCK 1
 #define PSKV_PP_NOCOPY 2

@@ -403,8 +403,9 @@ class Table:
         copy=False out must not overlap grad). A refused push (a NaN, a late bsp
         push) raises from wait() and leaves out unwritten (one server; with
         several, the rows of the servers that answered first are written).
-        The library refuses it (pskv.InvalidArgumentError, nothing sent) with
-        --shm, wire filters or a 16-bit wire: push, then pull there."""
+        With shm=1 large parts go through shared memory both ways. The library
+        refuses it (pskv.InvalidArgumentError, nothing sent) with wire filters or
+        a 16-bit wire: push, then pull there."""
         # a dense table's whole step from numpy arrays: the short path (see _dense)
         gaddr = self._dense(grad, keys)
         oaddr = gaddr and self._dense(out, None)

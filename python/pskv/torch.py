@@ -19,8 +19,9 @@ DistributedOptimizer keeps the usual loop, zero_grad(); loss.backward(); step():
     at most two pushes of a worker in flight): the weights a step uses are then
     one step staler. pushpull=True makes a step one Table.pushpull_view of the
     gradients with the clock instead (the C trainer's --prefetch --pushpull), where
-    the library takes pskv_pushpull (not with shm, filters or a 16-bit wire yet: the
-    first step finds out, once, and falls back to push, clock, pull): the same
+    the library takes pskv_pushpull (with shm=1 through shared memory both ways; not
+    with filters or a 16-bit wire yet: the first step finds out, once, and falls
+    back to push, clock, pull): the same
     weights step for step. Off by default: over TCP the MLP ran no faster with it. Learning-rate schedulers work
     for every updater: step() sees the wrapped optimizer's lr and, when it
     changed, sets it on the servers (Table.set_lr, pskv_table_set_lr) before
@@ -246,8 +247,8 @@ class DistributedOptimizer:
         """ps, pushpull: the gradients gathered into the buffer not lent last step
         (its pushpull was waited for at this step's start: over) and sent in one
         pskv_pushpull with the clock, lent (no copy), its values into a view.
-        Returns the View, or None when the library refuses pushpull here (--shm,
-        filters, a 16-bit wire: nothing sent), which the first step finds out:
+        Returns the View, or None when the library refuses pushpull here
+        (filters, a 16-bit wire: nothing sent), which the first step finds out:
         from then on push, clock, pull."""
         if self._gbufs is None:
             self._gbufs = [torch.empty(self.n) for _ in range(2)]
@@ -258,7 +259,7 @@ class DistributedOptimizer:
         try:
             v = self.table.pushpull_view(self._gnp[self._gi], clock=True, copy=False)
         except errors.InvalidArgumentError as e:
-            if self.pushpull is not None or e.code != 1:  # PSKV_EINVAL: not with shm, ...
+            if self.pushpull is not None or e.code != 1:  # PSKV_EINVAL: not with filters, ...
                 raise
             self.pushpull = False
             self._gbufs = self._gnp = None

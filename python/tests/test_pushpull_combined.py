@@ -1,7 +1,7 @@
 """Table.pushpull and Table.pushpull_view (pskv_pushpull: a push answered by the
 rows' values after it) against real daemons: exact sums under async, ssp and
 bsp, the view form, a refused push leaving out untouched, bad input refused
-before anything is sent, and the library's refusal where it does not apply yet."""
+before anything is sent, and the call through shared memory (shm=1)."""
 
 import numpy as np
 import pytest
@@ -105,15 +105,28 @@ def test_pushpull_bad_input_named_before_sending(cluster):
         assert np.all(d.pushpull(f, out=f).wait() == 1)  # copy=True: out may be grad
 
 
-def test_pushpull_refused_with_shm(cluster):
-    """Where the library does not take pskv_pushpull yet (shm, filters, a 16-bit
-    wire) it refuses before sending; DistributedOptimizer then pushes and pulls."""
+def test_pushpull_with_shm(cluster):
+    """shm=1: a part of 64 KiB or more goes through shared memory both ways (the
+    gradient into a region, the values after it written over it): exact sums into
+    out and into a view, and a NaN refused with out untouched and no view held."""
+    n = 20000  # 80 KiB: one part through shared memory
     with pskv.Worker(scheduler=cluster.address, shm=1) as w:
-        t = w.table("ppshm", size=8, updater="sum")
-        try:
-            h = t.pushpull(np.ones(8, np.float32))
-        except pskv.InvalidArgumentError as e:
-            assert "push, then" in str(e)
-            assert w.traffic(t)["sent"] == 0
-        else:  # a library that takes it with shm
-            assert np.all(h.wait() == 1)
+        t = w.table("ppshm", size=n, updater="sum")
+        g = np.ones(n, np.float32)
+        out = np.zeros(n, np.float32)
+        for r in range(1, 4):
+            assert t.pushpull(g, out=out, copy=r % 2 == 0).wait(timeout=10) is out
+            assert np.all(out == r)
+        with t.pushpull_view(g, clock=True) as v:
+            assert np.all(v.numpy() == 4)
+        bad = np.ones(n, np.float32)
+        bad[n - 9] = np.nan
+        out[:] = -7
+        with pytest.raises(pskv.InvalidArgumentError, match="non-finite"):
+            t.pushpull(bad, out=out).wait(timeout=10)
+        assert np.all(out == -7)
+        with pytest.raises(pskv.InvalidArgumentError, match="non-finite"):
+            with t.pushpull_view(bad) as v:
+                v.numpy()
+        assert w.held()["views"] == 0
+        assert np.all(t.pull().wait() == 4)

@@ -67,9 +67,9 @@ def test_distributed_optimizer_equals_reference(cluster, mode, name, kw):
 @pytest.mark.parametrize("shm", [0, 1])
 def test_optimizer_pushpull_or_push_then_pull(cluster, shm):
     """mode ps, async with prefetch, pushpull=True: a step is one pskv_pushpull into a
-    view where the library takes it (found out at the first step, once), else (shm,
-    until the library takes it there) push, clock and pull, as pushpull=False's.
-    Either way the same weights as push-then-pull, step for step (one worker)."""
+    view (with shm=1 through shared memory both ways), as the library takes it
+    over TCP and with shm alike: the same weights as push, clock and pull
+    (pushpull=False), step for step (one worker)."""
     torch = need_torch()
     import pskv.torch as pt
     got = {}
@@ -80,10 +80,7 @@ def test_optimizer_pushpull_or_push_then_pull(cluster, shm):
                                           name="pp%d%d" % (shm, pp), pushpull=pp)
             got[pp] = _train(torch, model, opt, steps=12)
             opt.synchronize()
-            if not pp:
-                assert opt.pushpull is False
-            elif shm == 0:
-                assert opt.pushpull is True
+            assert opt.pushpull is pp
             h = w.held()
             assert h["views"] <= 2 and h["kept_arrays"] <= 2, h
     for a, b in zip(got[True], got[False]):

@@ -138,15 +138,19 @@ static void *reply_rows(const held *h, Pskv__Meta *m, size_t *bytes)
 
 /* A pull that named a region of its worker's segment (sshm.h) is answered into
  * it, with no values frame (its bounds were checked on arrival; the generation is
- * checked again now: a segment the worker retired since is not written). */
-static void answer_pull_shm(consist *c, const held *h, Pskv__Meta *m, int64_t t0)
+ * checked again now: a segment the worker retired since is not written). Returns
+ * 1 (answered), or 0 for a combined call's whose segment was retired: its push is
+ * applied, so it is answered with a values frame rather than sent again. */
+static int answer_pull_shm(consist *c, const held *h, Pskv__Meta *m, int64_t t0)
 {
     table *t = h->t;
     float *dst = sshm_region(c->shm, h->sender, h->shm_gen, h->shm_off, h->shm_len);
+    if (!dst && h->at_head)
+        return 0;
     if (!dst) {
         held_answer(&c->out, h, PSKV_ESTALE, "the pull's shared-memory segment was retired; "
                     "send it again", m->clock, 0);
-        return;
+        return 1;
     }
     rowset rs = {h->keys, h->first, h->n, h->segs, h->nsegs};
     shard_pull_rows(t->sh, &rs, dst);
@@ -160,6 +164,7 @@ static void answer_pull_shm(consist *c, const held *h, Pskv__Meta *m, int64_t t0
     held_send(&c->out, h, m, NULL);
     c->st.pulls++;
     c->st.pull_ns += tu_now_ns() - t0;
+    return 1;
 }
 
 /* A large run of a dense table is lent to ZeroMQ without a copy (shard_lend: an
@@ -178,10 +183,8 @@ static void answer_pull(consist *c, const held *h, int64_t clock)
     zmq_msg_t vals;
     Pskv__Meta m;
     held_meta(&c->out, &m, PSKV__MSG_TYPE__PULL_REPLY, h, clock);
-    if (h->shm_len) { /* into the worker's segment (sshm.h): no values frame */
-        answer_pull_shm(c, h, &m, t0);
+    if (h->shm_len && answer_pull_shm(c, h, &m, t0)) /* into the worker's segment */
         return;
-    }
     void *token = NULL;
     const float *run = NULL; /* stays NULL when every lend slot is taken: copied */
     if (t->dense && !h->keys && !h->segs && bytes >= LEND_MIN && !t->filters.codec && !t->wire &&

@@ -28,7 +28,11 @@ void held_take(held *h, wire_msg *msg, table *t, int rank)
     h->n = msg->nkeys;
     h->at_head = msg->meta->type == PSKV__MSG_TYPE__PUSH;
     h->ack_follows = h->at_head && msg->meta->has_pull_after && msg->meta->pull_after;
-    if (msg->meta->type == PSKV__MSG_TYPE__PULL && msg->meta->has_shm_len) {
+    /* a pull's region, or a combined call's: its gradient's, which the values
+     * after the push overwrite (read whole before: applied, copied down chains or
+     * into a bsp accumulator) */
+    if ((msg->meta->type == PSKV__MSG_TYPE__PULL || (h->at_head && msg->meta->has_pull_after)) &&
+        msg->meta->has_shm_len) {
         h->shm_gen = msg->meta->shm_gen;
         h->shm_off = msg->meta->shm_off;
         h->shm_len = msg->meta->shm_len;

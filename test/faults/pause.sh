@@ -46,6 +46,21 @@ f_pause_server_shm() {
   return 0
 }
 
+# DIR's lone server, once its 2 workers joined, paused 2.5 s; the job must end well,
+# having asked a part again and retired a segment.
+pause_lone_server() {
+  local s
+  wait_joined "$1" 2
+  sleep 0.3
+  s=$(cat "$1/server-0.pid")
+  kill -STOP "$s"
+  sleep 2.5
+  kill -CONT "$s"
+  wait_ok "$1"
+  grep -q 'asking again' "$1"/worker-*.log || fail "no part went again: the pause came too late"
+  grep -q 'segment .* retired' "$1"/worker-*.log || fail "no segment retired after the pause"
+}
+
 # A lone server paused (SIGSTOP) for 2.5 s, the scheduler waiting 8 s before a death:
 # the workers push from push buffers the server reads in place (pskv_push_buffer,
 # --push buffer) and read views in place (--pull view). Parts unanswered for 1 s go
@@ -55,20 +70,30 @@ f_pause_server_shm() {
 # sum stays exact.
 tags pause_server_buffers shm once
 f_pause_server_buffers() {
-  local d=$TDIR/c s
+  local d=$TDIR/c
   launch "$d" --servers 1 --workers 2 -- --app check \
     --rounds 600 --check-keys 40000 --shm --push buffer --pull view --log-level info
-  wait_joined "$d" 2
-  sleep 0.3
-  s=$(cat "$d/server-0.pid")
-  kill -STOP "$s"
-  sleep 2.5
-  kill -CONT "$s"
-  wait_ok "$d"
-  grep -q 'asking again' "$d"/worker-*.log || fail "no part went again: the pause came too late"
-  grep -q 'segment .* retired' "$d"/worker-*.log || fail "no segment retired after the pause"
+  pause_lone_server "$d"
   grep -q 'push buffers: 600 sent, [1-9][0-9]* sends read by the server in place' \
     "$d/worker-0.log" || fail "worker 0: $(grep 'push buffers' "$d/worker-0.log")"
+  return 0
+}
+
+# The same pause under pskv_pushpull through shared memory (check --pull pushpull,
+# worker 1 into views, --pull pushpull-view): a combined call unanswered for 1 s goes
+# again as a new part, with a new region into which its gradient is copied again (the
+# old one retired: the woken server applies the first send, writes its values there
+# and drops the second send's push as a duplicate, answering it with the values).
+# Every sum stays exact; views before and after the pause are read in place.
+tags pause_server_pushpull_shm shm once
+f_pause_server_pushpull_shm() {
+  local d=$TDIR/c
+  launch "$d" --servers 1 --workers 2 --worker-opt 1:--pull --worker-opt 1:pushpull-view \
+    -- --app check --rounds 600 --check-keys 40000 --shm --pull pushpull --log-level info
+  pause_lone_server "$d"
+  grep -q '^check ok:.*exact' "$d/worker-1.log" || fail "worker 1: $(tail -n 1 "$d/worker-1.log")"
+  grep -q 'view pulls: [1-9][0-9]* read in place in shared memory' "$d/worker-1.log" ||
+    fail "worker 1: $(grep 'view pulls' "$d/worker-1.log")"
   return 0
 }
 

@@ -55,6 +55,8 @@ t_pushpull_check() {
   # combined call's parts (ends_clock): under async and bsp a worker sends CLOCK
   # messages only for the NaN check's one pskv_clock (at most one a server), and its
   # clock ends rode on at least a part a round (its log at close counts both).
+  # With --shm (one server, async and bsp) the run goes through shared memory both
+  # ways, and a NaN in every row of it is refused with nothing written.
   # Then one server answering a 288 KiB table in 3 parts of 96 KiB, each reply lent
   # from the table (the server's exit log counts them) while the next part's push,
   # and under bsp the other worker's next round, updates rows of the same buffer,
@@ -78,6 +80,28 @@ t_pushpull_check() {
           "$TDIR/$r-$cons/worker-$w.log" || fail "R=$r $cons worker $w: no NaN pushpull line"
       done
     done
+  done
+  # --shm, one server: the run (40000 keys, 480 KiB) goes through shared memory both
+  # ways, the gradient into a region and the values after the push written over it:
+  # worker 1's views read there in place, worker 0's copied into its array; the
+  # NaN run (every part refused) writes no value and holds no view
+  for cons in async bsp; do
+    "$LAUNCH" --servers 1 --workers 2 --timeout 120 --log-dir "$TDIR/shm-$cons" \
+      --server-opt --log-level --server-opt info \
+      --worker-opt 1:--pull --worker-opt 1:pushpull-view -- --app check --consistency "$cons" \
+      --rounds 4 --pull pushpull --check-keys 40000 --shm --log-level info > /dev/null 2>&1 ||
+      fail "shm $cons: exited $?: $(tail -n 2 "$TDIR/shm-$cons/worker-0.log")"
+    for w in 0 1; do
+      grep -q '^check ok:.*exact' "$TDIR/shm-$cons/worker-$w.log" ||
+        fail "shm $cons worker $w: $(tail -n 1 "$TDIR/shm-$cons/worker-$w.log")"
+      grep -q 'NaN pushpull of the run (40000 keys): refused, 0 output values written, 0 views' \
+        "$TDIR/shm-$cons/worker-$w.log" || fail "shm $cons worker $w: no NaN run line"
+    done
+    grep -q 'view pulls: [4-9] read in place in shared memory, 0 copied' "$TDIR/shm-$cons/worker-1.log" ||
+      fail "shm $cons: $(grep 'view pulls' "$TDIR/shm-$cons/worker-1.log")"
+    [ "$(grep -c 'mapped shared-memory segment' "$TDIR/shm-$cons/server-0.log")" -ge 2 ] ||
+      fail "shm $cons: the server did not map one segment per worker"
+    grep -q 'no shared memory' "$TDIR/shm-$cons"/worker-*.log && fail "shm $cons: shared memory refused"
   done
   "$LAUNCH" --servers 1 --workers 2 --timeout 120 --log-dir "$TDIR/lend" -- --app check \
     --consistency bsp --rounds 8 --pull pushpull --push copy --check-keys 24576 \

@@ -377,10 +377,9 @@ int64_t pskv_pushpull(pskv_worker *w, int table, const uint64_t *keys, size_t nk
         (uintptr_t)grad < (uintptr_t)(out + floats))
         return wst_error(w, PSKV_EINVAL, "pushpull on table '%s' with PSKV_PP_NOCOPY: out "
                          "overlaps grad (sent from where it is)", t->name);
-    if (t->fs.n || t->wire || t->kkt || w->shm)
+    if (t->fs.n || t->wire || t->kkt)
         return wst_error(w, PSKV_EINVAL, "pushpull on table '%s': not yet with %s; push, then "
-                         "pull", t->name, w->shm ? "--shm" : t->wire ? "a 16-bit wire"
-                         : "wire filters");
+                         "pull", t->name, t->wire ? "a 16-bit wire" : "wire filters");
     int64_t ts = submit(w, REQ_PUSH, table, keys, nkeys, grad, out,
                         SUBMIT_PP | (flags & PSKV_PP_CLOCK ? SUBMIT_PP_CLOCK : 0) |
                             (flags & PSKV_PP_NOCOPY ? SUBMIT_LEND : 0) |

@@ -119,6 +119,9 @@ static void pull_reply(pskv_worker *w, req *r, part *p, wire_msg *msg, const srv
         zmq_msg_close(&r->view_frame);
         r->has_view_frame = 0;
         r->view_vals = NULL;
+    } else if (r->view_part.shm) { /* the same, through shared memory (view_in_place) */
+        wshm_release(&r->view_part);
+        r->view_vals = NULL;
     }
     if (m->has_clock && m->clock < r->vclock)
         r->vclock = m->clock; /* the oldest part decides */

@@ -218,8 +218,8 @@ int app_bench(pskv_worker *w, cfg_entry *cfg)
                       !strcmp(mode, "stream"),
                       /* both: the combined call too, where it applies (pskv_pushpull) */
                       !strcmp(mode, "pushpull") ||
-                          (!strcmp(mode, "both") && !cfg_int(cfg, "shm") &&
-                           !*cfg_str(cfg, "filter") && !strcmp(cfg_str(cfg, "wire"), "fp32"))};
+                          (!strcmp(mode, "both") && !*cfg_str(cfg, "filter") &&
+                           !strcmp(cfg_str(cfg, "wire"), "fp32"))};
     uint64_t floats = size / 4;
     uint32_t width = floats % 256 == 0 ? 256 : 1;
     uint64_t n = floats / width;

@@ -443,6 +443,42 @@ static int float_hash(ck *c)
     return 0;
 }
 
+/* --pull pushpull(-view): the whole dense run pushed with a NaN in every row, so
+ * every part is refused (with --shm and a large run, each through shared memory):
+ * the call fails, no value reaches the output array, and no view is held. */
+static void nan_pushpull_run(ck *c)
+{
+    size_t nv = (size_t)c->n * DW;
+    float *g = malloc(nv * sizeof *g), *out = c->ppview ? NULL : malloc(nv * sizeof *out);
+    if (!g || (!c->ppview && !out)) {
+        free(g);
+        free(out);
+        ck_mismatch(c, "out of memory for the NaN pushpull of the run");
+        return;
+    }
+    for (size_t i = 0; i < nv; i++) {
+        g[i] = i % DW == 1 ? NAN : 1.0f;
+        if (out)
+            out[i] = -7.0f;
+    }
+    pskv_held h0, h1;
+    pskv_held_get(c->w, &h0);
+    int64_t t = pskv_pushpull(c->w, c->td, NULL, c->n, g, out, c->ppview ? PSKV_PP_VIEW : 0);
+    int rc = t < 0 ? (int)t : pskv_wait(c->w, t, 120000);
+    pskv_held_get(c->w, &h1);
+    size_t written = 0;
+    for (size_t i = 0; out && i < nv; i++)
+        written += out[i] != -7.0f;
+    printf("check: NaN pushpull of the run (%" PRIu64 " keys): %s, %zu output values written, "
+           "%d views held (%d before)\n", c->n, rc == -PSKV_EBADVALUE ? "refused" : "NOT REFUSED",
+           written, h1.views, h0.views);
+    if (rc != -PSKV_EBADVALUE || written || h1.views != h0.views)
+        ck_mismatch(c, "NaN pushpull of the run returned %d (%s), %zu values written, %d views "
+                    "held (%d before)", rc, pskv_last_error(c->w), written, h1.views, h0.views);
+    free(g);
+    free(out);
+}
+
 /* A non-finite value is refused by the server, naming the table, and the stored
  * value stays. Returns 0, or 1 after saying why. */
 static int nan_push(ck *c)
@@ -459,6 +495,8 @@ static int nan_push(ck *c)
             ck_mismatch(c, "pushpull with PSKV_PP_NOCOPY into its own gradient returned %lld "
                         "(%s), not -PSKV_EINVAL", (long long)bad, pskv_last_error(c->w));
     }
+    if (c->pp)
+        nan_pushpull_run(c);
     pskv_held h0, h1;
     pskv_held_get(c->w, &h0);
     int64_t tp = c->ppview ? pskv_pushpull(c->w, c->td, &k0, 1, nanv, NULL,

@@ -349,9 +349,9 @@ static int resume_stats(run *r)
 static int first_pull(run *r)
 {
     r->overlap = !r->ar && cfg_int(r->cfg, "prefetch");
-    /* pskv_pushpull: not with --shm, filters, a 16-bit wire or loss scaling (pskv.h) */
+    /* pskv_pushpull: not with filters, a 16-bit wire or loss scaling (pskv.h) */
     int pp = !r->ar && !(r->ls.scale > 0) && cfg_int(r->cfg, "pushpull") &&
-             !cfg_int(r->cfg, "shm") && !*cfg_str(r->cfg, "filter") && !r->digests &&
+             !*cfg_str(r->cfg, "filter") && !r->digests &&
              !strcmp(cfg_str(r->cfg, "wire"), "fp32");
     r->pp = pp && !r->overlap;
     r->ppv = pp && r->overlap;

@@ -40,7 +40,7 @@ const cfg_entry apptab_train_flags[] = {
     {"pushpull", CFG_BOOL, "false", "PSKV_WORKER_PUSHPULL", 1, 0, NULL,
      "softmax, mlp: a step's push, clock and pull are one pskv_pushpull (one round trip "
      "per server; with --prefetch into a view, waited for at the next step; where it "
-     "applies: --sync ps without --shm, --filter, a 16-bit --wire, --loss-scale or "
+     "applies: --sync ps without --filter, a 16-bit --wire, --loss-scale or "
      "--print-digests; not yet the default); else push, clock, then pull", 0, 0, NULL,
      NULL},
     {"estimate", CFG_BOOL, "false", "PSKV_WORKER_ESTIMATE", 1, 0, NULL,
