@@ -41,6 +41,17 @@ def _frombuffer(buf):
     return _torch.frombuffer(buf, dtype=_torch.float32)
 
 
+def _ready(w):
+    """The open handle of Worker w, its finished lent buffers released first; raises
+    when w is closed or stuck. Called with w._lock held, before a request is sent."""
+    p = w._ptr
+    if p is None or w._stuck:
+        w._dead()
+    if w._release:
+        w._flush()
+    return p
+
+
 class Handle:
     """A request in flight: done() polls, wait(timeout) blocks (in slices, so
     Ctrl-C works) and returns the pull's array (None for a push), or raises the
@@ -330,11 +341,7 @@ class Table:
         else:
             vaddr, kaddr, nk, kobj = self._args(values, keys, "push to")
         with w._lock:
-            p = w._ptr
-            if p is None or w._stuck:
-                w._dead()
-            if w._release:
-                w._flush()
+            p = _ready(w)
             ts = (_push if copy else _push_nocopy)(p, self.id, kaddr, nk, vaddr)
             if ts < 0:
                 raise w._fail(ts, "push to table '%s'" % self.name)
@@ -368,11 +375,7 @@ class Table:
         else:
             vaddr, kaddr, nk, kobj = self._args(out, keys, "pull from", True)
         with w._lock:
-            p = w._ptr
-            if p is None or w._stuck:
-                w._dead()
-            if w._release:
-                w._flush()
+            p = _ready(w)
             ts = _pull(p, self.id, kaddr, nk, vaddr)
             if ts < 0:
                 raise w._fail(ts, "pull from table '%s'" % self.name)
@@ -443,11 +446,7 @@ class Table:
             (_PP_VIEW if oaddr is None else 0)
         w = self._w
         with w._lock:
-            p = w._ptr
-            if p is None or w._stuck:
-                w._dead()
-            if w._release:
-                w._flush()
+            p = _ready(w)
             ts = _pushpull(p, self.id, kaddr, nk, gaddr, oaddr, flags)
             if ts < 0:
                 raise w._fail(ts, "pushpull with table '%s'" % self.name)
