@@ -73,7 +73,7 @@ SERVE_O  := $(SERVE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/worker/apps/train/mod
 # planning with wstate's error message; no main)
 WORKER_UNIT_O := $(DATA_O) $(BUILD)/obj/worker/apps/train/model.o $(BUILD)/obj/worker/apps/train/pipesched.o \
                  $(BUILD)/obj/worker/apps/train/balsplit.o $(BUILD)/obj/worker/apps/train/lrsched.o \
-                 $(BUILD)/obj/worker/apps/train/pipemove.o \
+                 $(BUILD)/obj/worker/apps/train/pipemove.o $(BUILD)/obj/worker/apps/train/eta.o \
                  $(BUILD)/obj/worker/lib/wclip.o $(BUILD)/obj/worker/lib/wkkt.o \
                  $(BUILD)/obj/worker/lib/wplan.o $(BUILD)/obj/worker/lib/wstate.o \
                  $(BUILD)/obj/worker/lib/wpy.o
