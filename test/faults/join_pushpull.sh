@@ -3,10 +3,12 @@
 # through pskv_pushpull without replicas.
 
 # A server joins an ssp:1 job of R = 1 whose rounds end with pskv_pushpull (check
-# --pull pushpull, worker 2 into views). Without replicas an ssp pushpull's push
-# gets no PUSH_ACK: only its pull's reply ends it. After the placement change each
-# worker's clock waits (wview_catch_up) until its earlier pushes landed; no pull may
-# wait out the request time-out (6 s) on that, and every key ends exact.
+# --pull pushpull, worker 2 into views). A part whose pull was parked across the
+# placement change is answered PSKV_ESTALE with its push applied and comes again:
+# the server must skip that push (dedupe) and acknowledge it, else it is applied
+# twice (a key over the bound) and, unacknowledged, its worker's clock waits on its
+# pull, which waits at the joiner on every worker's clock (wview_catch_up): no
+# request may wait out the request time-out (6 s), and every key ends exact.
 tags join_ssp_pushpull once
 f_join_ssp_pushpull() {
   local d=$TDIR/c
