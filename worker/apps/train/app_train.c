@@ -339,11 +339,12 @@ static int resume_stats(run *r)
 /* The first weights: into wbuf, or with --prefetch (async, ssp:TAU >= 1:
  * worker_main checks) a view (pskv_pull_view: with --shm read where the server
  * wrote them, over TCP in the received frame), the next step's then sent; each
- * step's goes right after its push and clock and travels while the next gradient
- * is computed (the weights a step uses miss at most this worker's previous push).
- * With --pushpull too (where pskv_pushpull applies) a step's push, clock and pull
- * are one pskv_pushpull into a view, waited for at the next step: the same
- * weights, one request a step instead of a push and a pull. Without --prefetch,
+ * step's goes right after its push (the clock riding on it) and travels while the
+ * next gradient is computed (the weights a step uses miss at most this worker's
+ * previous push). With --pushpull too (where pskv_pushpull applies; the default
+ * with --shm) a step's push, clock and pull are one pskv_pushpull into a view,
+ * waited for at the next step: the same weights, one request a step instead of a
+ * push and a pull. Without --prefetch,
  * and always under bsp: push, clock, pull (or one pskv_pushpull), wait, compute.
  * Returns 0, or 1 after saying why. */
 static int first_pull(run *r)
