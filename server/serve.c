@@ -226,6 +226,14 @@ static void pull_after(wire_msg *msg, table *t, const rowset *rs, int acked)
     consist_pull(srv.cons, t, msg, rs);
 }
 
+/* Records push `origin` of worker node `sender` as applied to the rows of rs. */
+static void record_push(table *t, const rowset *rs, uint32_t sender, uint64_t origin,
+                        uint64_t floor)
+{
+    if (chain_record(srv.chain, t, rs, sender, origin, floor) < 0)
+        LOG_W("out of memory recording a push id: a re-send of it could apply twice");
+}
+
 static void on_push(wire_msg *msg)
 {
     rowset rs;
@@ -259,11 +267,20 @@ static void on_push(wire_msg *msg)
         pull_after(msg, t, &rs, 1);
         return;
     }
-    if (cons_of(t)->dedupes && r->has_origin_id &&
-        chain_record(srv.chain, t, &rs, r->sender, r->origin_id, r->has_floor ? r->floor : 0) < 0)
-        LOG_W("out of memory recording a push id: a re-send of it could apply twice");
+    /* the push's id recorded for its re-sends: before a held push (bsp: its close
+     * reads the record), after an applied one's answer went to ZeroMQ (async, ssp:
+     * the loop reads no other message in between, so a re-send still finds it; the
+     * record, a dedupe_record per partition, overlaps the reply's transfer). rs
+     * and the frames it points into are this message's until it returns */
+    int record = cons_of(t)->dedupes && r->has_origin_id;
+    uint32_t sender = r->sender;
+    uint64_t origin = r->origin_id, floor = r->has_floor ? r->floor : 0;
+    if (record && held)
+        record_push(t, &rs, sender, origin, floor);
     consist_push(srv.cons, t, msg, &rs);
     pull_after(msg, t, &rs, cons_of(t)->closes); /* held: acknowledged at the close */
+    if (record && !held)
+        record_push(t, &rs, sender, origin, floor);
 }
 
 /* PULL with `all`: every row of the table this server answers pulls for, with its
