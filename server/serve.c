@@ -234,6 +234,27 @@ static void record_push(table *t, const rowset *rs, uint32_t sender, uint64_t or
         LOG_W("out of memory recording a push id: a re-send of it could apply twice");
 }
 
+/* The record of the last push applied on arrival whose rows are one run, not yet
+ * made: it waits past the PULLs already queued behind that push (pipelined push then
+ * pull: the pull's reply need not wait for it), and is made before any other message
+ * (a PUSH or a REPLICATE may read it) and when the router has nothing more to read
+ * (serve_router), so no reader outside this loop's turn ever misses it. */
+static struct {
+    int on;
+    table *t;
+    uint64_t first, n, origin, floor;
+    uint32_t sender;
+} pending;
+
+static void record_pending(void)
+{
+    if (!pending.on)
+        return;
+    pending.on = 0;
+    rowset rs = {NULL, pending.first, pending.n, NULL, 0};
+    record_push(pending.t, &rs, pending.sender, pending.origin, pending.floor);
+}
+
 static void on_push(wire_msg *msg)
 {
     rowset rs;
@@ -279,8 +300,18 @@ static void on_push(wire_msg *msg)
         record_push(t, &rs, sender, origin, floor);
     consist_push(srv.cons, t, msg, &rs);
     pull_after(msg, t, &rs, cons_of(t)->closes); /* held: acknowledged at the close */
-    if (record && !held)
+    if (record && !held && !rs.keys && !rs.segs) { /* a run: made later (pending) */
+        record_pending();
+        pending.on = 1;
+        pending.t = t;
+        pending.first = rs.first;
+        pending.n = rs.n;
+        pending.sender = sender;
+        pending.origin = origin;
+        pending.floor = floor;
+    } else if (record && !held) {
         record_push(t, &rs, sender, origin, floor);
+    }
 }
 
 /* PULL with `all`: every row of the table this server answers pulls for, with its
@@ -533,6 +564,8 @@ static void handle_worker(wire_msg *msg)
 {
     Pskv__Meta *r = msg->meta;
     char why[400];
+    if (r->type != PSKV__MSG_TYPE__PULL) /* a PULL reads no record: it may wait */
+        record_pending();
     if (refuse_foreign(msg) || refuse_role(msg))
         return;
     wire_msg cm; /* the clock a push ends: after the push, whatever became of it */
@@ -588,6 +621,7 @@ static void replay_parked(void)
         wire_msg_close(&srv.parked[i]);
     }
     srv.nparked = keep;
+    record_pending();
 }
 
 int serve_scheduler(void)
@@ -680,4 +714,5 @@ void serve_router(void)
         }
         wire_msg_close(msg);
     }
+    record_pending(); /* nothing more to read now (or the batch is over) */
 }
