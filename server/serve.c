@@ -290,9 +290,10 @@ static void on_push(wire_msg *msg)
     }
     /* the push's id recorded for its re-sends: before a held push (bsp: its close
      * reads the record), after an applied one's answer went to ZeroMQ (async, ssp:
-     * the loop reads no other message in between, so a re-send still finds it; the
-     * record, a dedupe_record per partition, overlaps the reply's transfer). rs
-     * and the frames it points into are this message's until it returns */
+     * the record, a dedupe_record per partition, overlaps the reply's transfer; a
+     * run's waits past the PULLs queued behind it, `pending`, and every other
+     * message finds it made). rs and the frames it points into are this message's
+     * until it returns */
     int record = cons_of(t)->dedupes && r->has_origin_id;
     uint32_t sender = r->sender;
     uint64_t origin = r->origin_id, floor = r->has_floor ? r->floor : 0;
