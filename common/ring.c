@@ -34,20 +34,34 @@ void ring_dense_span(uint64_t begin, uint64_t end, uint64_t n, uint64_t *first, 
 
 void ring_run_init(ring_run *it, uint64_t first, uint64_t end, uint64_t n, uint32_t nparts)
 {
-    *it = (ring_run){first, end, n, nparts};
+    int shift = -1;
+    if (n <= (uint64_t)1 << 47 && nparts && !(nparts & (nparts - 1)))
+        for (shift = 0; (1u << shift) < nparts; shift++)
+            ;
+    *it = (ring_run){first, end, n, nparts, shift};
 }
 
 /* Each call costs two 128-bit divisions whatever the partitions between the run's
  * keys: a partition with none of them (more partitions than keys) is stepped over,
- * not looked at (a 4-row table's run crossed 49 of 64 partitions one by one). */
+ * not looked at (a 4-row table's run crossed 49 of 64 partitions one by one). With
+ * 2^s partitions (the default 64) the divisions are 64-bit: key i's partition,
+ * floor(floor(i * 2^64 / n) / 2^(64 - s)), is floor(i * 2^s / n) (floors nest
+ * when the inner divisor is an integer), and the keys of partitions up to q
+ * number ceil((q + 1) * n / 2^s); n <= 2^47 keeps both products below 2^64. */
 int ring_run_next(ring_run *it, uint32_t *p, uint64_t *lo, uint64_t *hi)
 {
     if (it->first >= it->end)
         return 0;
-    uint32_t q = ring_partition_of(ring_dense_pos(it->first, it->n), it->nparts);
-    /* the first key past partition q: the count of keys below its end + 1 */
-    uint64_t stop = q + 1 < it->nparts ? count_below(part_begin(q + 1, it->nparts), it->n)
-                                       : it->n;
+    uint32_t q;
+    uint64_t stop;
+    if (it->shift >= 0) {
+        q = (uint32_t)((it->first << it->shift) / it->n);
+        stop = (((uint64_t)q + 1) * it->n + it->nparts - 1) >> it->shift;
+    } else {
+        q = ring_partition_of(ring_dense_pos(it->first, it->n), it->nparts);
+        /* the first key past partition q: the count of keys below its end + 1 */
+        stop = q + 1 < it->nparts ? count_below(part_begin(q + 1, it->nparts), it->n) : it->n;
+    }
     assert(stop > it->first); /* ring_partition_of and the spans agree on every key */
     *p = q;
     *lo = it->first;

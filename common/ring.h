@@ -69,6 +69,7 @@ uint64_t ring_partition_end(uint32_t p, uint32_t nparts);
 typedef struct ring_run {
     uint64_t first, end, n; /* first: the next key not yet given */
     uint32_t nparts;
+    int shift; /* nparts = 2^shift and n <= 2^47: the same walk in 64-bit integers; else -1 */
 } ring_run;
 void ring_run_init(ring_run *it, uint64_t first, uint64_t end, uint64_t n, uint32_t nparts);
 int ring_run_next(ring_run *it, uint32_t *p, uint64_t *lo, uint64_t *hi);

@@ -226,6 +226,35 @@ static void pull_after(wire_msg *msg, table *t, const rowset *rs, int acked)
     consist_pull(srv.cons, t, msg, rs);
 }
 
+/* Records push `origin` of worker node `sender` as applied to the rows of rs. */
+static void record_push(table *t, const rowset *rs, uint32_t sender, uint64_t origin,
+                        uint64_t floor)
+{
+    if (chain_record(srv.chain, t, rs, sender, origin, floor) < 0)
+        LOG_W("out of memory recording a push id: a re-send of it could apply twice");
+}
+
+/* The record of the last push applied on arrival whose rows are one run, not yet
+ * made: it waits past the PULLs already queued behind that push (pipelined push then
+ * pull: the pull's reply need not wait for it), and is made before any other message
+ * (a PUSH or a REPLICATE may read it) and when the router has nothing more to read
+ * (serve_router), so no reader outside this loop's turn ever misses it. */
+static struct {
+    int on;
+    table *t;
+    uint64_t first, n, origin, floor;
+    uint32_t sender;
+} pending;
+
+static void record_pending(void)
+{
+    if (!pending.on)
+        return;
+    pending.on = 0;
+    rowset rs = {NULL, pending.first, pending.n, NULL, 0};
+    record_push(pending.t, &rs, pending.sender, pending.origin, pending.floor);
+}
+
 static void on_push(wire_msg *msg)
 {
     rowset rs;
@@ -259,11 +288,31 @@ static void on_push(wire_msg *msg)
         pull_after(msg, t, &rs, 1);
         return;
     }
-    if (cons_of(t)->dedupes && r->has_origin_id &&
-        chain_record(srv.chain, t, &rs, r->sender, r->origin_id, r->has_floor ? r->floor : 0) < 0)
-        LOG_W("out of memory recording a push id: a re-send of it could apply twice");
+    /* the push's id recorded for its re-sends: before a held push (bsp: its close
+     * reads the record), after an applied one's answer went to ZeroMQ (async, ssp:
+     * the record, a dedupe_record per partition, overlaps the reply's transfer; a
+     * run's waits past the PULLs queued behind it, `pending`, and every other
+     * message finds it made). rs and the frames it points into are this message's
+     * until it returns */
+    int record = cons_of(t)->dedupes && r->has_origin_id;
+    uint32_t sender = r->sender;
+    uint64_t origin = r->origin_id, floor = r->has_floor ? r->floor : 0;
+    if (record && held)
+        record_push(t, &rs, sender, origin, floor);
     consist_push(srv.cons, t, msg, &rs);
     pull_after(msg, t, &rs, cons_of(t)->closes); /* held: acknowledged at the close */
+    if (record && !held && !rs.keys && !rs.segs) { /* a run: made later (pending) */
+        record_pending();
+        pending.on = 1;
+        pending.t = t;
+        pending.first = rs.first;
+        pending.n = rs.n;
+        pending.sender = sender;
+        pending.origin = origin;
+        pending.floor = floor;
+    } else if (record && !held) {
+        record_push(t, &rs, sender, origin, floor);
+    }
 }
 
 /* PULL with `all`: every row of the table this server answers pulls for, with its
@@ -516,6 +565,8 @@ static void handle_worker(wire_msg *msg)
 {
     Pskv__Meta *r = msg->meta;
     char why[400];
+    if (r->type != PSKV__MSG_TYPE__PULL) /* a PULL reads no record: it may wait */
+        record_pending();
     if (refuse_foreign(msg) || refuse_role(msg))
         return;
     wire_msg cm; /* the clock a push ends: after the push, whatever became of it */
@@ -571,6 +622,7 @@ static void replay_parked(void)
         wire_msg_close(&srv.parked[i]);
     }
     srv.nparked = keep;
+    record_pending();
 }
 
 int serve_scheduler(void)
@@ -663,4 +715,5 @@ void serve_router(void)
         }
         wire_msg_close(msg);
     }
+    record_pending(); /* nothing more to read now (or the batch is over) */
 }

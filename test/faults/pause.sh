@@ -47,8 +47,8 @@ f_pause_server_shm() {
 }
 
 # DIR's lone server, once its 2 workers joined, paused 2.5 s; the job must end well,
-# having asked a part again and retired a segment.
-pause_lone_server() {
+# having asked a part again.
+pause_lone() {
   local s
   wait_joined "$1" 2
   sleep 0.3
@@ -58,6 +58,11 @@ pause_lone_server() {
   kill -CONT "$s"
   wait_ok "$1"
   grep -q 'asking again' "$1"/worker-*.log || fail "no part went again: the pause came too late"
+}
+
+# pause_lone, and a segment retired after the pause (--shm).
+pause_lone_server() {
+  pause_lone "$1"
   grep -q 'segment .* retired' "$1"/worker-*.log || fail "no segment retired after the pause"
 }
 
@@ -85,6 +90,23 @@ f_pause_server_buffers() {
 # old one retired: the woken server applies the first send, writes its values there
 # and drops the second send's push as a duplicate, answering it with the values).
 # Every sum stays exact; views before and after the pause are read in place.
+# The same pause over TCP: a combined call unanswered for 1 s goes again with the same
+# request id; the woken server applies the first send, records its id once its reply
+# went to ZeroMQ (serve.c:on_push), then finds the second send's push recorded and
+# answers it with the values without applying it again. Every sum stays exact, worker
+# 1's through views read in the received frames.
+tags pause_server_pushpull once
+f_pause_server_pushpull() {
+  local d=$TDIR/c w
+  launch "$d" --servers 1 --workers 2 --worker-opt 1:--pull --worker-opt 1:pushpull-view \
+    -- --app check --rounds 600 --check-keys 40000 --pull pushpull --log-level info
+  pause_lone "$d"
+  for w in 0 1; do
+    grep -q '^check ok:.*exact' "$d/worker-$w.log" || fail "worker $w: $(tail -n 1 "$d/worker-$w.log")"
+  done
+  return 0
+}
+
 tags pause_server_pushpull_shm shm once
 f_pause_server_pushpull_shm() {
   local d=$TDIR/c

@@ -199,6 +199,48 @@ START_TEST(run_walks_partitions)
 }
 END_TEST
 
+/* With 2^s partitions ring_run walks in 64-bit integers (ring.c): the same
+ * partitions and bounds as the 128-bit walk, over sizes around the partition
+ * count and large ones, every start key of the small tables. */
+START_TEST(run_pow2_matches_general)
+{
+    const uint64_t sizes[] = {1, 2, 63, 64, 65, 100, 1000, 1024, 4099, 65536 + 3,
+                              ((uint64_t)1 << 40) + 12345, (uint64_t)1 << 47};
+    const uint32_t parts[] = {1, 2, 64, 1024, 65536};
+    long walks = 0, steps = 0;
+    for (size_t a = 0; a < sizeof sizes / sizeof sizes[0]; a++)
+        for (size_t b = 0; b < sizeof parts / sizeof parts[0]; b++) {
+            uint64_t n = sizes[a];
+            uint64_t step = n <= 5000 ? 1 : n / 7 + 1;
+            for (uint64_t first = 0; first < n; first += step) {
+                uint64_t end = first + (n - first) / 2 + 1;
+                ring_run fast, slow;
+                ring_run_init(&fast, first, end, n, parts[b]);
+                ring_run_init(&slow, first, end, n, parts[b]);
+                slow.shift = -1; /* the 128-bit walk */
+                uint64_t lo1, hi1, lo2, hi2;
+                uint32_t p1, p2;
+                int more;
+                do { /* checked without ck_assert per step: each one costs a write */
+                    more = ring_run_next(&fast, &p1, &lo1, &hi1);
+                    int more2 = ring_run_next(&slow, &p2, &lo2, &hi2);
+                    steps++;
+                    LOOP_ASSERT(fast.shift >= 0 && more == more2 &&
+                                    (!more || (p1 == p2 && lo1 == lo2 && hi1 == hi2)),
+                                "n=%llu parts=%u first=%llu: partition %u [%llu, %llu) against "
+                                "%u [%llu, %llu)", (unsigned long long)n, parts[b],
+                                (unsigned long long)first, p1, (unsigned long long)lo1,
+                                (unsigned long long)hi1, p2, (unsigned long long)lo2,
+                                (unsigned long long)hi2);
+                } while (more);
+                walks++;
+            }
+        }
+    ck_assert_int_gt(walks, 1000);
+    ck_assert_int_gt(steps, walks);
+}
+END_TEST
+
 START_TEST(partition_bounds)
 {
     static const uint32_t nps[] = {1, 2, 3, 7, 64, 1000, 65535, 65536};
@@ -575,6 +617,7 @@ Suite *ring_suite(void)
     TCase *tp = tcase_create("partitions");
     tcase_add_test(tp, partition_bounds);
     tcase_add_test(tp, run_walks_partitions);
+    tcase_add_test(tp, run_pow2_matches_general);
     tcase_add_test(tp, token_reference);
     tcase_add_test(tp, chains_fresh);
     tcase_add_loop_test(tp, chains_remove_one, 0, NS);
