@@ -7,7 +7,9 @@
 #   2. false deaths in a --soak-seconds run of 4 workers and 3 servers (MLP
 #      training) at the defaults: the scheduler must declare nobody dead;
 #   3. push+pull throughput of a 1 MiB dense table with R = 2 beside R = 1, in
-#      the same sitting (3 servers, 1 worker, pipelined), and beside it the floor:
+#      the same sitting (3 servers, 1 worker, pipelined; a second line for the
+#      combined call, mode=pushpull, whose reply comes from the head once the
+#      chain acknowledged the push), and beside it the floor:
 #      pskv-chain-floor, raw ZeroMQ in the same topology moving the same bytes
 #      (R = 2 forwards each push to the next server), run after each pskv pair;
 #      its R2_over_R1 is what any server could reach on this machine, and its
@@ -102,6 +104,7 @@ if [ -z "$only" ] || [ "$only" = replication ]; then
         -- --app bench --size 1048576 --runs 3 --log-level warn > /dev/null 2>&1 ||
         { echo "bench-faults: replication run R=$R failed" >&2; continue; }
       sed -n 's/^bench size=1048576 mode=pipelined step_us=\([0-9.]*\).*/\1/p' "$d/worker-0.log" >> "$out/step-$R"
+      sed -n 's/^bench size=1048576 mode=pushpull step_us=\([0-9.]*\).*/\1/p' "$d/worker-0.log" >> "$out/pp-$R"
     done
     for R in 1 2; do
       line=$("$bin/pskv-chain-floor" --replicas $R --size 1048576) ||
@@ -111,7 +114,11 @@ if [ -z "$only" ] || [ "$only" = replication ]; then
     done
   done
   s1=$(median < "$out/step-1"); s2=$(median < "$out/step-2")
-  awk -v a="$s1" -v b="$s2" 'BEGIN { printf "replication size=1048576 mode=pipelined R1_step_us=%.1f R1_GBps=%.3f R2_step_us=%.1f R2_GBps=%.3f R2_over_R1=%.2f\n", a, 2*1048576/(a*1000), b, 2*1048576/(b*1000), a/b }'
+  line() { awk -v m="$1" -v a="$2" -v b="$3" 'BEGIN { printf "replication size=1048576 mode=%s R1_step_us=%.1f R1_GBps=%.3f R2_step_us=%.1f R2_GBps=%.3f R2_over_R1=%.2f\n", m, a, 2*1048576/(a*1000), b, 2*1048576/(b*1000), a/b }'; }
+  line pipelined "$s1" "$s2"
+  if [ -s "$out/pp-1" ] && [ -s "$out/pp-2" ]; then
+    line pushpull "$(median < "$out/pp-1")" "$(median < "$out/pp-2")"
+  fi
   [ -s "$out/floor-1" ] && [ -s "$out/floor-2" ] || exit 0
   f1=$(median < "$out/floor-1"); f2=$(median < "$out/floor-2")
   c1=$(median < "$out/floor-cpu-1"); c2=$(median < "$out/floor-cpu-2")
