@@ -13,7 +13,9 @@
 #      pskv-chain-floor, raw ZeroMQ in the same topology moving the same bytes
 #      (R = 2 forwards each push to the next server), run after each pskv pair;
 #      its R2_over_R1 is what any server could reach on this machine, and its
-#      cpu_us the CPU of all four processes a step.
+#      cpu_us the CPU of all four processes a step; its apply=1 line has every
+#      holder of a push apply it to its own values (w -= lr g) too, as a
+#      replica must.
 # Usage: scripts/bench-faults.sh [--kills N] [--soak-seconds S] [--runs N]
 #        [--only failover|soak|replication]
 set -u
@@ -107,10 +109,12 @@ if [ -z "$only" ] || [ "$only" = replication ]; then
       sed -n 's/^bench size=1048576 mode=pushpull step_us=\([0-9.]*\).*/\1/p' "$d/worker-0.log" >> "$out/pp-$R"
     done
     for R in 1 2; do
-      line=$("$bin/pskv-chain-floor" --replicas $R --size 1048576) ||
-        { echo "bench-faults: pskv-chain-floor --replicas $R failed" >&2; continue; }
-      sed -n 's/.* step_us=\([0-9.]*\).*/\1/p' <<< "$line" >> "$out/floor-$R"
-      sed -n 's/.* cpu_us=\([0-9.]*\).*/\1/p' <<< "$line" >> "$out/floor-cpu-$R"
+      for a in 0 1; do
+        line=$("$bin/pskv-chain-floor" --replicas $R --size 1048576 --apply $a) ||
+          { echo "bench-faults: pskv-chain-floor --replicas $R --apply $a failed" >&2; continue; }
+        sed -n 's/.* step_us=\([0-9.]*\).*/\1/p' <<< "$line" >> "$out/floor$a-$R"
+        sed -n 's/.* cpu_us=\([0-9.]*\).*/\1/p' <<< "$line" >> "$out/floor$a-cpu-$R"
+      done
     done
   done
   s1=$(median < "$out/step-1"); s2=$(median < "$out/step-2")
@@ -119,8 +123,10 @@ if [ -z "$only" ] || [ "$only" = replication ]; then
   if [ -s "$out/pp-1" ] && [ -s "$out/pp-2" ]; then
     line pushpull "$(median < "$out/pp-1")" "$(median < "$out/pp-2")"
   fi
-  [ -s "$out/floor-1" ] && [ -s "$out/floor-2" ] || exit 0
-  f1=$(median < "$out/floor-1"); f2=$(median < "$out/floor-2")
-  c1=$(median < "$out/floor-cpu-1"); c2=$(median < "$out/floor-cpu-2")
-  awk -v a="$f1" -v b="$f2" -v c="$c1" -v e="$c2" 'BEGIN { printf "replication_floor size=1048576 mode=pipelined raw=zeromq R1_step_us=%.1f R2_step_us=%.1f R2_over_R1=%.2f R1_cpu_us=%.0f R2_cpu_us=%.0f cpu_R1_over_R2=%.2f\n", a, b, a/b, c, e, c/e }'
+  for a in 0 1; do
+    [ -s "$out/floor$a-1" ] && [ -s "$out/floor$a-2" ] || continue
+    f1=$(median < "$out/floor$a-1"); f2=$(median < "$out/floor$a-2")
+    c1=$(median < "$out/floor$a-cpu-1"); c2=$(median < "$out/floor$a-cpu-2")
+    awk -v a="$f1" -v b="$f2" -v c="$c1" -v e="$c2" -v u="$a" 'BEGIN { printf "replication_floor size=1048576 mode=pipelined raw=zeromq apply=%d R1_step_us=%.1f R2_step_us=%.1f R2_over_R1=%.2f R1_cpu_us=%.0f R2_cpu_us=%.0f cpu_R1_over_R2=%.2f\n", u, a, b, a/b, c, e, c/e }'
+  done
 fi
