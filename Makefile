@@ -73,7 +73,7 @@ SERVE_O  := $(SERVE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/worker/apps/train/mod
 # planning with wstate's error message; no main)
 WORKER_UNIT_O := $(DATA_O) $(BUILD)/obj/worker/apps/train/model.o $(BUILD)/obj/worker/apps/train/pipesched.o \
                  $(BUILD)/obj/worker/apps/train/balsplit.o $(BUILD)/obj/worker/apps/train/lrsched.o \
-                 $(BUILD)/obj/worker/apps/train/pipemove.o \
+                 $(BUILD)/obj/worker/apps/train/pipemove.o $(BUILD)/obj/worker/apps/train/eta.o \
                  $(BUILD)/obj/worker/lib/wclip.o $(BUILD)/obj/worker/lib/wkkt.o \
                  $(BUILD)/obj/worker/lib/wplan.o $(BUILD)/obj/worker/lib/wstate.o \
                  $(BUILD)/obj/worker/lib/wpy.o
@@ -94,7 +94,7 @@ BINS     := $(BIN)/pskv-scheduler $(BIN)/pskv-server $(BIN)/pskv-worker $(BIN)/p
 EVAL_MAIN_O := $(BUILD)/obj/worker/apps/evaluator_main.o
 EVAL_O   := $(filter-out $(BUILD)/obj/worker/apps/worker_main.o,$(APP_O)) $(EVAL_MAIN_O) $(DATA_O)
 TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-zmq-bidir $(BIN)/pskv-chain-floor $(BIN)/pskv-hashmap-floor $(BIN)/pskv-fault-cost $(BIN)/pskv-grow-bench $(BIN)/pskv-halfvec-bench $(BIN)/pskv-gp-bench $(BIN)/pskv-metrics-cost $(BIN)/pskv-garbage $(BIN)/pskv-fuzz-replay $(BIN)/pskv-gen-sparse \
-            $(BIN)/pskv-faultproxy $(BIN)/pskv-wire-pattern $(BIN)/pskv-lr-change $(BIN)/pskv-table-open \
+            $(BIN)/pskv-faultproxy $(BIN)/pskv-wire-pattern $(BIN)/pskv-lr-change $(BIN)/pskv-table-open $(BIN)/pskv-shm-fallback \
             $(BIN)/pskv-abi-1.0 $(BIN)/pskv-abi-client
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
 
@@ -218,6 +218,10 @@ $(BIN)/pskv-lr-change: $(BUILD)/obj/test/examples/lr_change.o $(BUILD)/lib/libps
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BIN)/pskv-table-open: $(BUILD)/obj/test/examples/table_open.o $(BUILD)/lib/libpskv.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BIN)/pskv-shm-fallback: $(BUILD)/obj/test/examples/shm_fallback.o $(BUILD)/lib/libpskv.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 

@@ -49,6 +49,10 @@ static struct {
     ckpt_req *reqs;     /* who asked for the checkpoint in progress, and for later ones */
     size_t nreqs;
     ckpt_scope scope;   /* what the one in progress is of */
+    int nns;            /* of every table: the namespaces its servers' snapshots held, from
+                           their ACKs (-1: not known, as when too many or a server did
+                           not list them) */
+    char nss[MANIFEST_MAX_NS][MANIFEST_NAME_MAX + 1];
     int resume;
     manifest_entry *resume_from; /* the checkpoint a resumed job starts from: NULL, or
                                     &resume_entry */
@@ -454,23 +458,8 @@ static void ckpt_complete(void)
     snprintf(why, sizeof why, "scheduler out of memory");
     e.ns_only = C.scope.ns_only;
     snprintf(e.ns, sizeof e.ns, "%s", C.scope.ns);
-    char(*nss)[MANIFEST_NAME_MAX + 1] = e.ns_only ? NULL : calloc(MANIFEST_MAX_NS, sizeof *nss);
-    e.nss = nss;
-    e.nns = nss ? 0 : e.ns_only ? 0 : -1;
-    for (int i = 0; nss && e.nns >= 0 && i < memb.nnodes; i++) { /* the namespaces it holds */
-        const memb_node *n = &memb.nodes[i];
-        if (n->role == PSKV__ROLE__SERVER && !n->dead && n->ns && n->ns->n >= MEMB_MAX_NS)
-            e.nns = -1; /* its heartbeat's list may be cut short: not known, every one */
-        for (size_t k = 0; n->role == PSKV__ROLE__SERVER && !n->dead && n->ns && k < n->ns->n; k++) {
-            int have = 0;
-            for (int j = 0; j < e.nns && !have; j++)
-                have = !strcmp(nss[j], n->ns->names[k]);
-            if (!have && e.nns >= MANIFEST_MAX_NS)
-                e.nns = -1; /* too many to list: every one */
-            else if (!have && e.nns >= 0)
-                snprintf(nss[e.nns++], sizeof nss[0], "%s", n->ns->names[k]);
-        }
-    }
+    e.nns = e.ns_only ? 0 : C.nns;
+    e.nss = C.nss;
     for (int i = 0; g && e.base_nodes && e.bases && i < memb.nnodes; i++) {
         memb_node *n = &memb.nodes[i];
         if (n->role == PSKV__ROLE__WORKER && (!C.scope.ns_only || n->group_gen == C.scope.gen)) {
@@ -493,7 +482,6 @@ static void ckpt_complete(void)
     free(g);
     free(e.base_nodes);
     free(e.bases);
-    free(nss);
     if (rc < 0) {
         ckpt_fail(-rc, why);
         return;
@@ -584,6 +572,7 @@ static void start_scope(const ckpt_scope *sc, int full)
     C.seq++;
     C.started_ms = tu_now_ms();
     C.scope = *sc;
+    C.nns = 0;
     if (!sc->ns_only) {
         full = full || C.cycle == 0;
         C.cycle = full ? 1 % C.full_every : (C.cycle + 1) % C.full_every;
@@ -635,6 +624,25 @@ void ckpt_start(wire_msg *msg)
     start_scope(&sc, msg && msg->meta->has_delta && !msg->meta->delta);
 }
 
+/* A server's ACK of the checkpoint in progress, of every table: the namespaces
+ * its snapshot held join the manifest's list. Taken from the ACKs rather than the
+ * heartbeats, which lag a table made just before the snapshot by up to ~100 ms. */
+static void note_namespaces(const Pskv__Meta *m)
+{
+    if (!m->has_ckpt_nns || m->ckpt_nns != m->n_ckpt_nss)
+        C.nns = -1; /* an older server's ACK: not known, every one */
+    for (size_t k = 0; C.nns >= 0 && k < m->n_ckpt_nss; k++) {
+        const char *name = m->ckpt_nss[k];
+        int have = 0;
+        for (int j = 0; j < C.nns && !have; j++)
+            have = !strcmp(C.nss[j], name);
+        if (!have && (C.nns == MANIFEST_MAX_NS || strlen(name) > MANIFEST_NAME_MAX))
+            C.nns = -1; /* too many to list (or a name no server makes): every one */
+        else if (!have)
+            snprintf(C.nss[C.nns++], sizeof C.nss[0], "%s", name);
+    }
+}
+
 void ckpt_on_ack(wire_msg *msg)
 {
     memb_node *n = memb_sender(msg);
@@ -643,6 +651,8 @@ void ckpt_on_ack(wire_msg *msg)
         /* an older server says nothing: a full file */
         n->ckpt_base = msg->meta->has_ckpt_base ? msg->meta->ckpt_base : msg->meta->seq;
         n->ckpt_bytes = msg->meta->ckpt_bytes;
+        if (C.busy && msg->meta->seq == C.seq && !C.scope.ns_only)
+            note_namespaces(msg->meta);
         ckpt_check_done();
     }
 }

@@ -216,6 +216,14 @@ float *pskv_push_buffer(pskv_worker *w, int table, const uint64_t *keys, size_t 
 int64_t pskv_push_buffer_send(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
                               float *buf);
 
+/* pskv_push_buffer_send, then the worker's clock ended as pskv_clock ends it, but in
+ * the same messages: the end rides on the push's last part to each server, as
+ * pskv_pushpull's PSKV_PP_CLOCK (only the live servers that got no part are sent a
+ * CLOCK), so a step's push and clock are one message per server. Returns the push's
+ * timestamp, or a negated error (the push's, or the clock's: the push then goes on). */
+int64_t pskv_push_buffer_send_clock(pskv_worker *w, int table, const uint64_t *keys,
+                                    size_t nkeys, float *buf);
+
 /* Gives an unsent buffer of pskv_push_buffer back. Returns 0, or -PSKV_ENOTFOUND. */
 int pskv_push_buffer_drop(pskv_worker *w, float *buf);
 

@@ -21,8 +21,8 @@ DistributedOptimizer keeps the usual loop, zero_grad(); loss.backward(); step():
     gradients with the clock instead (the C trainer's --prefetch --pushpull), where
     the library takes pskv_pushpull (with shm=1 through shared memory both ways; not
     with filters or a 16-bit wire yet: the first step finds out, once, and falls
-    back to push, clock, pull): the same
-    weights step for step. Off by default: over TCP the MLP ran no faster with it. Learning-rate schedulers work
+    back to push, clock, pull): the same weights step for step. Off by default:
+    over TCP the MLP ran no faster with it. Learning-rate schedulers work
     for every updater: step() sees the wrapped optimizer's lr and, when it
     changed, sets it on the servers (Table.set_lr, pskv_table_set_lr) before
     pushing, so the servers apply this step's gradient with it, as the local
@@ -259,7 +259,8 @@ class DistributedOptimizer:
         try:
             v = self.table.pushpull_view(self._gnp[self._gi], clock=True, copy=False)
         except errors.InvalidArgumentError as e:
-            if self.pushpull is not None or e.code != 1:  # PSKV_EINVAL: not with filters, ...
+            # PSKV_EINVAL on the first step: not with filters or a 16-bit wire
+            if self.pushpull is not None or e.name != "PSKV_EINVAL":
                 raise
             self.pushpull = False
             self._gbufs = self._gnp = None
@@ -440,7 +441,8 @@ class _SparseTable(torch.nn.Module):
     def rows(self, ids):
         """(rows D-wide, requiring grad, inverse index of ids into them)."""
         if ids.dtype != torch.int64:
-            raise TypeError("%s: ids must be torch.int64, got %s" % (type(self).__name__, ids.dtype))
+            raise TypeError("%s: ids must be torch.int64, got %s"
+                            % (type(self).__name__, ids.dtype))
         if ids.numel() and int(ids.min()) < 0:
             raise ValueError("%s: negative id %d" % (type(self).__name__, int(ids.min())))
         self.flush()  # the next pull sees this worker's previous gradients

@@ -87,6 +87,27 @@ def test_optimizer_pushpull_or_push_then_pull(cluster, shm):
         assert torch.allclose(a, b, atol=1e-6), (a - b).abs().max()
 
 
+def test_optimizer_pushpull_falls_back_with_filters(cluster):
+    """pushpull=True on a table with wire filters (lz4, lossless): the library
+    refuses pskv_pushpull there (PSKV_EINVAL, nothing sent), the first step finds
+    out and every step is push, clock, pull: the same weights as pushpull=False
+    without filters, bit for bit."""
+    torch = need_torch()
+    import pskv.torch as pt
+    got = {}
+    with pskv.Worker(scheduler=cluster.address) as w:
+        for pp in (True, False):
+            model = _model(torch)
+            opt = pt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), w,
+                                          name="ppf%d" % pp, pushpull=pp,
+                                          table_opts={"filters": "lz4"} if pp else None)
+            got[pp] = _train(torch, model, opt, steps=6)
+            opt.synchronize()
+            assert opt.pushpull is False
+    for a, b in zip(got[True], got[False]):
+        assert torch.equal(a, b), (a - b).abs().max()
+
+
 def test_optimizer_weights_in_views_outlive_worker(cluster):
     """mode ps, async with prefetch: the parameters are re-homed into pulled views
     (the library's memory; no more than the current and the prefetched one held,

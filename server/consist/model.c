@@ -103,4 +103,5 @@ const cons_ops cons_ssp_ops = {
     .pull_ready = ssp_ready,
     .values_clock = min_clock,
     .chain_clocks = 1,
+    .dedupes = 1,
 };

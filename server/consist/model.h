@@ -39,7 +39,8 @@ typedef struct cons_ops {
     /* replicas' pulls wait on the clocks heads forward down the chains (ssp) */
     int chain_clocks;
     /* a re-sent push, or one with an id, is recorded and applied once through the
-     * chain's dedupe even without replicas (async) */
+     * chain's dedupe even without replicas (async; ssp: a combined call's part whose
+     * pull was parked across a placement change comes again, its push applied) */
     int dedupes;
 } cons_ops;
 

@@ -52,6 +52,9 @@ static struct {
     uint32_t nheld;
     int ns_only;            /* a namespace's checkpoint (a group's): not what a delta
                                builds on */
+    char (*nss)[NSPACE_MAX + 1]; /* the namespaces of the tables in its snapshot (nns of
+                                    them; NULL for a group's), which its ACK lists */
+    uint32_t nns;
     char deferred_ns[NSPACE_MAX + 2]; /* the deferred one's namespace; "\x01": every table */
 } CK;
 
@@ -209,10 +212,17 @@ static void report_checkpoint(uint64_t seq, int rc, const char *why, int64_t t0_
     member_meta(X.mb, &m, rc < 0 ? PSKV__MSG_TYPE__ERROR : PSKV__MSG_TYPE__CHECKPOINT_ACK);
     m.has_seq = 1;
     m.seq = seq;
+    char **names = CK.nss && rc >= 0 ? calloc(CK.nns + 1, sizeof *names) : NULL;
     if (rc >= 0) {
         m.has_ckpt_base = m.has_ckpt_bytes = 1;
         m.ckpt_base = CK.base;
         m.ckpt_bytes = CK.bytes;
+        for (uint32_t i = 0; names && i < CK.nns; i++)
+            names[i] = CK.nss[i];
+        /* what the scheduler's manifest lists as held (absent: not known) */
+        m.has_ckpt_nns = names != NULL;
+        m.ckpt_nns = m.n_ckpt_nss = names ? CK.nns : 0;
+        m.ckpt_nss = names;
     } else {
         m.has_error_code = 1;
         m.error_code = -rc;
@@ -230,6 +240,7 @@ static void report_checkpoint(uint64_t seq, int rc, const char *why, int64_t t0_
               (unsigned long long)CK.bytes, (long long)pause_ms);
     }
     member_send(X.mb, &m);
+    free(names);
 }
 
 /* The background write of checkpoint seq ended (rc): answered, and the next
@@ -238,6 +249,8 @@ static void report_checkpoint(uint64_t seq, int rc, const char *why, int64_t t0_
 static void wrote(uint64_t seq, int rc, const char *why, int64_t t0_ms, int64_t pause_ms)
 {
     report_checkpoint(seq, rc, why, t0_ms, pause_ms);
+    free(CK.nss);
+    CK.nss = NULL;
     if (CK.ns_only) { /* a group's file: the next delta still builds on the last whole one */
         free(CK.held);
         CK.held = NULL;
@@ -298,6 +311,23 @@ static char dropped_ns[NSPACE_MAX + 1]; /* a namespace dropped since the last fu
 void checkpoint_note_drop(const char *ns)
 {
     snprintf(dropped_ns, sizeof dropped_ns, "%s", *ns ? ns : "(unnamed)");
+}
+
+/* The namespaces of the tables now, each once (*n of them; NULL when out of
+ * memory): what a snapshot of every table holds. */
+static char (*namespaces_now(uint32_t *n))[NSPACE_MAX + 1]
+{
+    char(*nss)[NSPACE_MAX + 1] = calloc(tables_count(X.tables) + 1, sizeof *nss);
+    *n = 0;
+    for (size_t i = 0; nss && i < tables_count(X.tables); i++) {
+        const char *ns = tables_at(X.tables, i)->ns;
+        uint32_t k = 0;
+        while (k < *n && strcmp(nss[k], ns))
+            k++;
+        if (k == *n)
+            snprintf(nss[(*n)++], sizeof nss[0], "%s", ns);
+    }
+    return nss;
 }
 
 /* Whether checkpoint seq can be a delta over this server's last file; NULL when
@@ -382,6 +412,8 @@ void checkpoint_write(uint64_t seq, int want_delta, const char *ns)
     if (full && !ns)
         dropped_ns[0] = '\0'; /* this full file has no dropped table */
     CK.ns_only = ns != NULL;
+    free(CK.nss);
+    CK.nss = ns ? NULL : namespaces_now(&CK.nns);
     CK.base = full ? seq : d.base;
     free(CK.held);
     CK.held = held;

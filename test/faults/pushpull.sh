@@ -29,6 +29,22 @@ f_pushpull_kill_server() {
   grep -q 'NaN pushpull: refused naming the table' "$d"/worker-2.log || fail "worker 2 ran no pushpull check"
 }
 
+# The same with the clock riding on a plain push (check --push buffer-clock: each
+# round's dense run pushed last from a push buffer with pskv_push_buffer_send_clock,
+# the trainer's --prefetch step; ssp:2, so that a clock lost with the dead server
+# would stall the run): re-sent parts are applied once, the clock goes again as
+# CLOCK after them (wview_catch_up), and every key equals the sum of the pushes.
+tags push_clock_kill_server once
+f_push_clock_kill_server() {
+  local d=$TDIR/c
+  launch "$d" --servers 3 --workers 3 --scheduler-opt=--replicas=2 \
+    -- --app check --rounds 400 --push buffer-clock --consistency ssp:2
+  kill_a_server "$d" 3
+  wait_ok "$d"
+  f=$(failover_ms "$d" "$killed_ms") || exit 1
+  echo "failover_ms=$f"
+}
+
 # The same with --shm (3 workers, the run of 40000 keys in parts of 64 KiB and more
 # through shared memory both ways): a part sent again to a new owner takes a new
 # region and copies the gradient into it again (the old region holds the values

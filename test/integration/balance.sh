@@ -225,7 +225,7 @@ t_balance_status() {
   [ "$seen" -eq 1 ] || fail "no batches in status, top and metrics: $(cat status.txt top.txt 2>/dev/null | tail -n 8; grep pskv_worker_ metrics.txt 2>/dev/null)"
 }
 
-# --balance stages: a 3-stage pipeline under bsp whose last stage turns 4x slower
+# --balance stages: a 3-stage pipeline under bsp whose last stage turns 8x slower
 # at its 16th step moves a layer boundary (the log line, the metrics file), keeps
 # going to the end, and every layer's final weights equal, bit for bit, those of
 # the same job unbalanced and unslowed (the layers' tables moved, not the
@@ -240,7 +240,7 @@ t_balance_stages() {
   port=$(free_port)
   mp=$(free_port)
   "$LAUNCH" --servers 1 --workers 3 --timeout 150 --port "$port" --log-dir "$TDIR/bal" \
-    --worker-opt 2:--slowdown --worker-opt 2:4 --worker-opt 2:--slowdown-after --worker-opt 2:16 \
+    --worker-opt 2:--slowdown --worker-opt 2:8 --worker-opt 2:--slowdown-after --worker-opt 2:16 \
     --worker-opt 2:--metrics-port --worker-opt "2:$mp" -- \
     "${args[@]}" --balance stages --metrics "$TDIR/m.jsonl" > "$TDIR/bal.out" 2>&1 &
   lpid=$!
@@ -264,7 +264,12 @@ t_balance_stages() {
   step=$(echo "$line" | awk '{print $3}')
   [ "$step" -gt 16 ] || fail "re-split at step $step, before the slowdown: $line"
   grep -q '"stages_step":' "$TDIR/m.jsonl" || fail "metrics file lacks the re-split"
-  # the slowed stage ends with fewer layers than the first cut's two (3..4)
+  # the slowed stage ends with fewer layers than the first cut's two (3..4). 8x, not
+  # 4x: at 4x the model ranks the neighbouring cut that gives layer 3 back (3..4) only
+  # 1.3x slower, within what it tries (pipemove.h EXPLORE 1.5) when its move gained
+  # less than predicted, and a step here (~4 ms, mostly not compute) is judged by
+  # noise: the try stood, or the run ended on it (failed once on the faster machine).
+  # At 8x that cut ranks ~2.5x slower and is never tried
   grep -q '^stage 2 of pipeline 0 (rank 2, layers 4\.\.4,' "$TDIR/bal/worker-2.log" ||
     fail "stage 2 kept its layers: $(grep '^stage 2 of' "$TDIR/bal/worker-2.log" | cut -c1-60)"
   "$LAUNCH" --servers 1 --workers 3 --timeout 150 --log-dir "$TDIR/ref" -- "${args[@]}" \

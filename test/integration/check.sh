@@ -16,6 +16,28 @@ t_check_2x3() {
   no_strays "$TDIR/logs"
 }
 
+t_check_push_clock() {
+  # --push buffer-clock: each round's dense run pushed last from a push buffer, the
+  # worker's clock ending on it (pskv_push_buffer_send_clock, the trainer's --prefetch
+  # step): exact sums under async, bsp and ssp:1 over 2 servers, and no CLOCK message
+  # but the one the NaN check's pskv_clock sends (bsp: to each of 2 servers)
+  local cons d r
+  for cons in async bsp ssp:1; do
+    d="$TDIR/${cons/:/}"
+    "$LAUNCH" --servers 2 --workers 3 --timeout 120 --log-dir "$d" -- --app check \
+      --rounds 6 --push buffer-clock --consistency "$cons" --log-level info > /dev/null 2>&1 ||
+      fail "$cons: launch-local exited $?: $(tail -n 2 "$d/worker-0.log")"
+    for r in 0 1 2; do
+      grep -q '^check ok:.*exact' "$d/worker-$r.log" || fail "$cons worker $r: $(tail -n 1 "$d/worker-$r.log")"
+      grep -q 'clock ends: [02] CLOCK messages sent, 12 rode on pushes' "$d/worker-$r.log" ||
+        fail "$cons worker $r: $(grep 'clock ends' "$d/worker-$r.log")"
+    done
+  done
+  "$LAUNCH" --servers 1 --workers 1 --timeout 60 --log-dir "$TDIR/bad" -- --app check \
+    --push buffer-clock --pull pushpull > /dev/null 2>&1
+  [ $? -ne 0 ] || fail "--push buffer-clock with --pull pushpull accepted"
+}
+
 tags check_shm shm
 t_check_shm() {
   # the exact-sum check with --shm: parts of 64 KiB and more (40000 keys) travel through

@@ -17,18 +17,25 @@ t_train_prefetch() {
   # job-wide sum table), and each worker reports its waiting fraction and its CPU
   # (compute within the process's); the waiting floor (bench-lib.sh) of the job
   # comes out between 0 and 1. The ssp:1 job runs with --pushpull: a step's push,
-  # clock and pull are one pskv_pushpull into a view, read in the received frame.
-  local cons d acc n r f c fl sampler pp
+  # clock and pull are one pskv_pushpull into a view, read in the received frame;
+  # the async one pushes from push buffers, the clock riding on each push (no CLOCK
+  # message); the async+shm one (--shm) makes the same pushpull by default, through
+  # the shared region.
+  local cons d acc n r f c fl sampler pp how
   . "$top/scripts/bench-lib.sh" # cpu_sampler, floor_of
-  for cons in async ssp:1; do
+  for cons in async ssp:1 async+shm; do
     d="$TDIR/${cons/:/}"
-    pp=()
-    [ "$cons" = ssp:1 ] && pp=(--pushpull --log-level info)
+    pp=(--log-level info)
+    how='a push buffer, the clock riding on it, then'
+    case "$cons" in
+      ssp:1) pp+=(--pushpull); how='pushpull into a view' ;;
+      async+shm) pp+=(--shm); how='pushpull into a view' ;;
+    esac
     mkdir -p "$d"
     cpu_sampler "$d" & sampler=$!
     "$LAUNCH" --servers 1 --workers 2 --timeout 150 --log-dir "$d" -- --app mlp --hidden 64 \
       --epochs 4 --train-limit 6000 --test-limit 1000 --batch 32 --lr 0.1 --momentum 0 \
-      --lr-schedule const --seed 2 --eval-every 0 --consistency "$cons" --prefetch "${pp[@]}" \
+      --lr-schedule const --seed 2 --eval-every 0 --consistency "${cons%+shm}" --prefetch "${pp[@]}" \
       > /dev/null 2>&1 || fail "$cons: training exited $?: $(tail -n 3 "$d/worker-0.log")"
     wait "$sampler"
     fl=$(floor_of "$d")
@@ -46,9 +53,16 @@ t_train_prefetch() {
           "$d/worker-$r.log")
       awk -v c="$c" 'BEGIN { exit !(split(c, a, " ") == 2 && a[1] > 0 && a[2] >= a[1]) }' ||
         fail "$cons: rank $r cpu line: '$c' ($(grep 'cpu:' "$d/worker-$r.log"))"
-      [ ${#pp[@]} -eq 0 ] ||
+      grep -q "^rank $r exchange: $how" "$d/worker-$r.log" ||
+        fail "$cons: rank $r: $(grep 'exchange:' "$d/worker-$r.log")"
+      grep -q 'clock ends: 0 CLOCK messages sent, [1-9][0-9]* rode on pushes' "$d/worker-$r.log" ||
+        fail "$cons: rank $r: $(grep 'clock ends' "$d/worker-$r.log")"
+      [ "$cons" != ssp:1 ] ||
         grep -q 'view pulls: 0 read in place in shared memory, 0 copied, [1-9][0-9]* read in place in received TCP frames' \
           "$d/worker-$r.log" || fail "$cons --pushpull: rank $r: $(grep 'view pulls' "$d/worker-$r.log")"
+      [ "$cons" != async+shm ] ||
+        grep -q 'view pulls: [1-9][0-9]* read in place in shared memory, 0 copied' \
+          "$d/worker-$r.log" || fail "$cons: rank $r: $(grep 'view pulls' "$d/worker-$r.log")"
     done
     echo "$cons --prefetch: accuracy $acc, waiting fractions $(waiting_fraction "$d/worker-0.log") $(waiting_fraction "$d/worker-1.log"), floor $fl"
   done

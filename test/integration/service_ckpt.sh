@@ -137,12 +137,8 @@ t_service_group_resume() {
   rc_done b0 6
   local daft dbaft w
   daft=$(digest "$TDIR/w-a0-0.log" 'after step 4')
-  # the scheduler lists a checkpoint's namespaces from the servers' heartbeats
-  # (heartbeat-ms 100): a checkpoint asked for within a heartbeat of B's tables being
-  # made lists A only, or none (failed twice in one clone on a 2.5x faster machine);
-  # three heartbeats first. Known gap: the list should come from the servers' own
-  # checkpoint replies
-  sleep 0.3
+  # the manifest's namespaces come from the servers' checkpoint replies (what each
+  # snapshot held), not their heartbeats, which lag a table just made by ~100 ms
   "$BIN/pskvctl" --scheduler "$SVC" checkpoint > w.out 2>&1 || fail "pskvctl checkpoint: $(cat w.out)"
   w=$(sed -n 's/^checkpoint \([0-9]*\) complete$/\1/p' w.out)
   grep "^ckpt seq=$w " "$TDIR/sched/manifest" | grep -q ' namespaces=[AB],[AB]' ||

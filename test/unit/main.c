@@ -28,6 +28,7 @@ int main(void)
     srunner_add_suite(sr, pipesched_suite());
     srunner_add_suite(sr, balsplit_suite());
     srunner_add_suite(sr, lrsched_suite());
+    srunner_add_suite(sr, eta_suite());
     srunner_add_suite(sr, pipemove_suite());
     srunner_add_suite(sr, dedupe_suite());
     srunner_add_suite(sr, consist_suite());

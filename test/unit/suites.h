@@ -58,6 +58,8 @@ Suite *pipesched_suite(void);
 Suite *balsplit_suite(void);
 /* worker/apps/train/lrsched.c: --lr-schedule's factors, --lr-warmup's ramp and bounds. */
 Suite *lrsched_suite(void);
+/* worker/apps/train/eta.c: --estimate's arithmetic: warm-up, evaluations once, trimmed blocks. */
+Suite *eta_suite(void);
 /* worker/apps/train/pipemove.c: --balance stages' rule: the model's move judged by
  * the step's wall time, moved back, neighbours tried, no swing on noise. */
 Suite *pipemove_suite(void);

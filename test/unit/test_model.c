@@ -126,7 +126,7 @@ static void grad_check(int hid)
     }
     for (size_t i = 0; i < n; i++)
         g[i] = NAN; /* every entry must be written */
-    float loss = model_grad(m, p, x, y, B, g);
+    float loss = model_grad(m, p, x, y, B, 1.0f, g);
     ck_assert_double_eq_tol(loss, ref_loss(IN, hid, OUT, pd, x, y, B, &min_pre), 1e-5);
 
     for (size_t i = 0; i < n; i++) {
@@ -173,7 +173,7 @@ START_TEST(uniform_output_loss_is_log_out)
     model *m = model_new(IN, 0, OUT, B);
     ck_assert_ptr_nonnull(m);
     float p[IN * OUT + OUT] = {0}, g[IN * OUT + OUT];
-    ck_assert_double_eq_tol(model_grad(m, p, x, y, B, g), log(OUT), 1e-6);
+    ck_assert_double_eq_tol(model_grad(m, p, x, y, B, 1.0f, g), log(OUT), 1e-6);
     const float *gb = g + IN * OUT;
     ck_assert_double_eq_tol(gb[0], 0.25 - 2.0 / 3, 1e-6);
     ck_assert_double_eq_tol(gb[1], 0.25, 1e-6);
@@ -190,12 +190,37 @@ START_TEST(uniform_output_loss_is_log_out)
     for (int i = IN * HID + HID; i < (int)(sizeof q / sizeof q[0]); i++)
         q[i] = i < IN * HID + HID + HID * OUT ? 0.0f : 0.7f;
     float gq[sizeof q / sizeof q[0]];
-    ck_assert_double_eq_tol(model_grad(m, q, x, y, B, gq), log(OUT), 1e-6);
+    ck_assert_double_eq_tol(model_grad(m, q, x, y, B, 1.0f, gq), log(OUT), 1e-6);
     double sum = 0;
     long right = 0;
     model_eval(m, q, x, y, B, &sum, &right);
     ck_assert_double_eq_tol(sum, B * log(OUT), 1e-5);
     ck_assert_int_eq(right, 2); /* ties go to class 0, and two labels are 0 */
+    model_destroy(&m);
+}
+END_TEST
+
+/* model_grad's scale: the same loss, every entry of the gradient times it (the
+ * trainer folds its learning-rate factor in there instead of scaling after). */
+START_TEST(grad_scale_folded)
+{
+    enum { IN = 7, HID = 5, OUT = 4, B = 6 };
+    float x[B * IN];
+    uint8_t y[B] = {0, 3, 1, 2, 3, 0};
+    rng_seed(17);
+    fill_unit(x, B * IN, 2.0f);
+    model *m = model_new(IN, HID, OUT, B);
+    ck_assert_ptr_nonnull(m);
+    float p[IN * HID + HID + HID * OUT + OUT], g1[sizeof p / sizeof p[0]],
+        gs[sizeof p / sizeof p[0]];
+    fill_unit(p, sizeof p / sizeof p[0], 1.0f);
+    float l1 = model_grad(m, p, x, y, B, 1.0f, g1);
+    ck_assert_float_eq(model_grad(m, p, x, y, B, 0.375f, gs), l1);
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
+        ck_assert_float_eq_tol(gs[i], 0.375f * g1[i], 1e-6f + 1e-5f * fabsf(g1[i]));
+    ck_assert_float_eq(model_grad(m, p, x, y, B, 0.0f, gs), l1);
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
+        ck_assert_float_eq(gs[i], 0.0f);
     model_destroy(&m);
 }
 END_TEST
@@ -246,7 +271,7 @@ START_TEST(eval_batches_agree)
     model_eval(small, p, x, y, N, &s1, &c1);
     model_eval(big, p, x, y, N, &s2, &c2);
     for (int i = 0; i < N; i++)
-        s3 += model_grad(small, p, x + i * IN, y + i, 1, g);
+        s3 += model_grad(small, p, x + i * IN, y + i, 1, 1.0f, g);
     ck_assert_double_eq_tol(s1, s2, 1e-5);
     ck_assert_double_eq_tol(s1, s3, 1e-5);
     ck_assert_int_eq(c1, c2);
@@ -327,7 +352,7 @@ static void train_separable(int hid)
     ck_assert_double_eq_tol(before / N, log(OUT), 1e-5);
     for (int step = 0; step < STEPS; step++) {
         int start = (step * B) % N;
-        model_grad(m, p, x + start * IN, y + start, B, g);
+        model_grad(m, p, x + start * IN, y + start, B, 1.0f, g);
         for (size_t i = 0; i < n; i++)
             p[i] -= lr * g[i];
     }
@@ -433,6 +458,7 @@ Suite *model_suite(void)
     tcase_add_test(grad, grad_softmax_matches_differences);
     tcase_add_test(grad, grad_mlp_matches_differences);
     tcase_add_test(grad, uniform_output_loss_is_log_out);
+    tcase_add_test(grad, grad_scale_folded);
     suite_add_tcase(s, grad);
     TCase *eval = tcase_create("eval");
     tcase_add_test(eval, eval_hand_made);

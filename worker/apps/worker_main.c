@@ -431,13 +431,19 @@ static int join_filters(int argc, char **argv)
 static int push_pull_flags(const app_row *row)
 {
     const char *push = cfg_str(config, "push");
-    if ((strcmp(push, "nocopy") && strcmp(push, "copy") && strcmp(push, "buffer")) ||
-        (!strcmp(push, "buffer") && !(row->needs & APP_PUSH_BUFFER))) {
-        fprintf(stderr, PROG ": --push must be nocopy or copy (or buffer, with --app %s), "
-                "not '%s'\n", apptab_phrase(APP_PUSH_BUFFER), push);
+    int pbuf = !strcmp(push, "buffer") || !strcmp(push, "buffer-clock");
+    if ((strcmp(push, "nocopy") && strcmp(push, "copy") && !pbuf) ||
+        (pbuf && !(row->needs & APP_PUSH_BUFFER))) {
+        fprintf(stderr, PROG ": --push must be nocopy or copy (or buffer or buffer-clock, with "
+                "--app %s), not '%s'\n", apptab_phrase(APP_PUSH_BUFFER), push);
         return -1;
     }
     const char *pull = cfg_str(config, "pull");
+    if (!strcmp(push, "buffer-clock") && !strncmp(pull, "pushpull", 8)) {
+        fprintf(stderr, PROG ": --push buffer-clock ends the clock on the dense run's push; "
+                "--pull %s ends it on the pushpull: not both\n", pull);
+        return -1;
+    }
     if (strcmp(pull, "view") && strcmp(pull, "copy") && strcmp(pull, "pushpull") &&
         strcmp(pull, "pushpull-view")) {
         fprintf(stderr, PROG ": --pull must be copy, view, pushpull or pushpull-view, not "

@@ -231,7 +231,7 @@ int pskv_worker_close(pskv_worker **w_p)
         LOG_I("push buffers: %llu sent, %llu sends read by the server in place in shared "
               "memory", (unsigned long long)w->pbufs_sent, (unsigned long long)w->pbufs_in_place);
     if (w->clock_rides)
-        LOG_I("clock ends: %llu CLOCK messages sent, %llu rode on pushpull parts instead",
+        LOG_I("clock ends: %llu CLOCK messages sent, %llu rode on pushes instead",
               (unsigned long long)w->clock_msgs, (unsigned long long)w->clock_rides);
     if (w->views_in_place || w->views_copied)
         LOG_I("view pulls: %llu read in place in shared memory, %llu copied, %llu read in "

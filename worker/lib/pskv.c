@@ -42,8 +42,10 @@ const char *pskv_last_error(const pskv_worker *w) { return w->last_error; }
 #define SUBMIT_PBUF 8 /* a push of w->pbuf_next's buffer (pskv_push_buffer_send) */
 #define SUBMIT_PP 16  /* a push answered by the rows after it (pskv_pushpull) */
 #define SUBMIT_PP_CLOCK 32 /* ... whose pull is tagged with the next clock */
+#define SUBMIT_CLOCK 64 /* the worker's clock ends on the request's parts (ride_clock) */
 
-/* pskv_pushpull with PSKV_PP_CLOCK: the worker's clock ends on the request's last
+/* pskv_pushpull with PSKV_PP_CLOCK, pskv_push_buffer_send_clock: the worker's clock
+ * ends on the request's last
  * part to each server (the parts before it to that server go first), but to a
  * server owed its clock only after re-sends (wview_catch_up) and under the test
  * hook that staggers clocks (wtest_clock_gap); clock_end then sends CLOCK to the
@@ -181,7 +183,7 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
             }
         }
     }
-    if (flags & SUBMIT_PP_CLOCK)
+    if (flags & SUBMIT_CLOCK)
         ride_clock(w, r);
     uint64_t floor = type == REQ_PUSH ? wsend_inflight_floor(w) : 0;
     for (int pi = 0; pi < r->nparts; pi++) {
@@ -258,8 +260,10 @@ static wpbuf *push_buffer_of(pskv_worker *w, const float *vals)
     return NULL;
 }
 
-int64_t pskv_push_buffer_send(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
-                              float *buf)
+/* pskv_push_buffer_send, and with SUBMIT_CLOCK in flags the clock ended after it
+ * (riding on the push's parts). */
+static int64_t push_buffer_send(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
+                                float *buf, int flags)
 {
     wpbuf *b = w ? push_buffer_of(w, buf) : NULL;
     if (!b)
@@ -271,13 +275,29 @@ int64_t pskv_push_buffer_send(pskv_worker *w, int table, const uint64_t *keys, s
                        "keys: not what it was made for", b->floats, table, nkeys);
     } else {
         w->pbuf_next = b;
-        ts = submit(w, REQ_PUSH, table, keys, nkeys, buf, NULL, SUBMIT_LEND | SUBMIT_PBUF);
+        ts = submit(w, REQ_PUSH, table, keys, nkeys, buf, NULL,
+                    SUBMIT_LEND | SUBMIT_PBUF | (flags & SUBMIT_CLOCK));
         w->pbufs_sent += ts > 0;
     }
     if (b->vals) /* refused before a request held it (a request clears it) */
         wreq_pbuf_free(b);
     w->pbuf_next = NULL;
+    int rc;
+    if (ts >= 0 && (flags & SUBMIT_CLOCK) && (rc = clock_end(w, 1)) < 0)
+        return rc; /* the push goes on: pskv_wait_all ends it */
     return ts;
+}
+
+int64_t pskv_push_buffer_send(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
+                              float *buf)
+{
+    return push_buffer_send(w, table, keys, nkeys, buf, 0);
+}
+
+int64_t pskv_push_buffer_send_clock(pskv_worker *w, int table, const uint64_t *keys,
+                                    size_t nkeys, float *buf)
+{
+    return push_buffer_send(w, table, keys, nkeys, buf, SUBMIT_CLOCK);
 }
 
 int pskv_push_buffer_drop(pskv_worker *w, float *buf)
@@ -381,7 +401,7 @@ int64_t pskv_pushpull(pskv_worker *w, int table, const uint64_t *keys, size_t nk
         return wst_error(w, PSKV_EINVAL, "pushpull on table '%s': not yet with %s; push, then "
                          "pull", t->name, t->wire ? "a 16-bit wire" : "wire filters");
     int64_t ts = submit(w, REQ_PUSH, table, keys, nkeys, grad, out,
-                        SUBMIT_PP | (flags & PSKV_PP_CLOCK ? SUBMIT_PP_CLOCK : 0) |
+                        SUBMIT_PP | (flags & PSKV_PP_CLOCK ? SUBMIT_PP_CLOCK | SUBMIT_CLOCK : 0) |
                             (flags & PSKV_PP_NOCOPY ? SUBMIT_LEND : 0) |
                             (view ? SUBMIT_VIEW : 0));
     int rc;

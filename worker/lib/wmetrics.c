@@ -51,9 +51,10 @@ int wmet_start(pskv_worker *w, const char *bind_addr, int port)
                                "Iterations this worker finished (its clock).", NULL, NULL);
     clock_msgs = metrics_series("pskv_worker_clock_messages_total", MET_COUNTER,
                                 "CLOCK messages this worker sent (one a server a clock, but "
-                                "where the clock rode on a pushpull part).", NULL, NULL);
+                                "where the clock rode on a push part).", NULL, NULL);
     clock_rides = metrics_series("pskv_worker_clock_rides_total", MET_COUNTER,
-                                 "Clock ends that rode on a pskv_pushpull part to its server "
+                                 "Clock ends that rode on a push part to its server (pskv_pushpull, "
+                                 "pskv_push_buffer_send_clock) "
                                  "instead of a CLOCK message.", NULL, NULL);
     ar_bytes = metrics_series("pskv_allreduce_bytes_total", MET_COUNTER,
                               "Value bytes this worker sent in all-reduce pieces (4 a value, "

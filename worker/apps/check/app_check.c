@@ -152,18 +152,19 @@ static int push_dense_run(ck *c, int k)
     for (uint64_t i = 0; i < c->n; i++)
         for (int q = 0; q < DW; q++)
             dv[i * DW + q] = dense_inc(c->r, k, i, q);
-    int64_t t = c->pbuf ? pskv_push_buffer_send(c->w, c->td, NULL, c->n, dv)
+    int64_t t = c->pbclock ? pskv_push_buffer_send_clock(c->w, c->td, NULL, c->n, dv)
+                : c->pbuf  ? pskv_push_buffer_send(c->w, c->td, NULL, c->n, dv)
                 : c->dn ? (c->dn_ts = pskv_push_nocopy(c->w, c->td, NULL, c->n, dv))
                         : pskv_push(c->w, c->td, NULL, c->n, dv);
     return t < 0 ? (int)t : 0;
 }
 
 /* Round k's pushes: the dense run (--pull pushpull: last, by pushpull_round, with the
- * clock), every third dense key again, the shared and this worker's own sparse keys.
- * Returns 0 or a negated error. */
+ * clock; --push buffer-clock: last, ending the clock), every third dense key again,
+ * the shared and this worker's own sparse keys. Returns 0 or a negated error. */
 static int push_round(ck *c, int k)
 {
-    int rc = c->pp ? 0 : push_dense_run(c, k);
+    int rc = c->pp || c->pbclock ? 0 : push_dense_run(c, k);
     if (rc < 0)
         return rc;
     int64_t t;
@@ -190,7 +191,9 @@ static int push_round(ck *c, int k)
         ov[j * SW] = 1.0f;
         ov[j * SW + 1] = 2.0f;
     }
-    return (t = pskv_push(c->w, c->ts, ok, OWN_KEYS, ov)) < 0 ? (int)t : 0;
+    if ((t = pskv_push(c->w, c->ts, ok, OWN_KEYS, ov)) < 0)
+        return (int)t;
+    return c->pbclock ? push_dense_run(c, k) : 0;
 }
 
 /* --pull pushpull: round k's dense run pushed with pskv_pushpull, ending the clock:
@@ -340,7 +343,7 @@ static int rounds(ck *c)
             return ck_fail(c->w, "push", rc);
         if (c->pp && (rc = pushpull_round(c, k)) < 0)
             return ck_fail(c->w, "pushpull", rc);
-        if (!c->pp && (rc = pskv_clock(c->w)) < 0)
+        if (!c->pp && !c->pbclock && (rc = pskv_clock(c->w)) < 0)
             return ck_fail(c->w, "clock", rc);
     }
     rc = pskv_barrier(c->w, 120000);
@@ -644,7 +647,8 @@ int app_check(pskv_worker *w, cfg_entry *cfg)
     c.o.backup = (uint32_t)cfg_int(cfg, "backup");
     if (c.o.backup || cfg_int(cfg, "count-acked"))
         return ck_run_acked(&c, cfg);
-    c.pbuf = !strcmp(cfg_str(cfg, "push"), "buffer");
+    c.pbclock = !strcmp(cfg_str(cfg, "push"), "buffer-clock");
+    c.pbuf = c.pbclock || !strcmp(cfg_str(cfg, "push"), "buffer");
     int nocopy = !strcmp(cfg_str(cfg, "push"), "nocopy"); /* else "copy" (worker_main) */
     c.view = !strcmp(cfg_str(cfg, "pull"), "view");        /* else "copy" (worker_main) */
     c.ppview = !strcmp(cfg_str(cfg, "pull"), "pushpull-view");

@@ -39,6 +39,8 @@ typedef struct ck {
     int ppview;        /* --pull pushpull-view: ... its values read through a view
                           (PSKV_PP_VIEW), copied out and released */
     int pbuf;          /* --push buffer: the dense run pushed from pskv_push_buffer's */
+    int pbclock;       /* --push buffer-clock: ... last in the round, ending the clock
+                          (pskv_push_buffer_send_clock) */
     uint64_t *sk, *dk;
     size_t own_n;      /* every worker's own sparse keys ... */
     uint64_t *ok;      /* ... their ids */

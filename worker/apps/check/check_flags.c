@@ -62,7 +62,8 @@ const cfg_entry apptab_check_flags[] = {
      "bench and check: a dense run is pushed with nocopy (pskv_push_nocopy; bench's pushpull "
      "with PSKV_PP_NOCOPY) or copy (pskv_push; pskv_pushpull without it); "
      "check also buffer (pskv_push_buffer: with --shm and one server, written straight "
-     "into the region the server reads)", 0, 0, NULL, NULL},
+     "into the region the server reads) or buffer-clock (the same, last in each round, "
+     "ending the clock: pskv_push_buffer_send_clock)", 0, 0, NULL, NULL},
     {"pull", CFG_STR, "copy", "PSKV_WORKER_PULL", 1, 0, NULL,
      "check: the dense table is pulled into the app's array (copy, pskv_pull) or read "
      "through pskv_pull_view (view), or each round ends with pskv_pushpull of the dense run "

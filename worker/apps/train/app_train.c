@@ -339,18 +339,25 @@ static int resume_stats(run *r)
 /* The first weights: into wbuf, or with --prefetch (async, ssp:TAU >= 1:
  * worker_main checks) a view (pskv_pull_view: with --shm read where the server
  * wrote them, over TCP in the received frame), the next step's then sent; each
- * step's goes right after its push and clock and travels while the next gradient
- * is computed (the weights a step uses miss at most this worker's previous push).
- * With --pushpull too (where pskv_pushpull applies) a step's push, clock and pull
- * are one pskv_pushpull into a view, waited for at the next step: the same
- * weights, one request a step instead of a push and a pull. Without --prefetch,
+ * step's goes right after its push (the clock riding on it) and travels while the
+ * next gradient is computed (the weights a step uses miss at most this worker's
+ * previous push). With --pushpull too (where pskv_pushpull applies; the default
+ * with --shm) a step's push, clock and pull are one pskv_pushpull into a view,
+ * waited for at the next step: the same weights, one request a step instead of a
+ * push and a pull. Without --prefetch,
  * and always under bsp: push, clock, pull (or one pskv_pushpull), wait, compute.
  * Returns 0, or 1 after saying why. */
 static int first_pull(run *r)
 {
     r->overlap = !r->ar && cfg_int(r->cfg, "prefetch");
+    /* --pushpull left unset: on with --shm --prefetch (one request a step, the
+     * gradient and the weights through the shared region), where it was faster
+     * than push then pull; over TCP it was not (docs/benchmarks.md) */
+    const cfg_entry *ppf = cfg_find(r->cfg, "pushpull");
+    int want = strcmp(ppf->from, "default") ? (int)ppf->i
+                                            : r->overlap && cfg_int(r->cfg, "shm");
     /* pskv_pushpull: not with filters, a 16-bit wire or loss scaling (pskv.h) */
-    int pp = !r->ar && !(r->ls.scale > 0) && cfg_int(r->cfg, "pushpull") &&
+    int pp = !r->ar && !(r->ls.scale > 0) && want &&
              !*cfg_str(r->cfg, "filter") && !r->digests &&
              !strcmp(cfg_str(r->cfg, "wire"), "fp32");
     r->pp = pp && !r->overlap;
@@ -420,6 +427,15 @@ static float compute_step(run *r, int64_t in_epoch, int64_t *cb, int64_t *cc)
     float loss = 0;
     int micro = 0;
     uint32_t total = 0, first, bs;
+    /* the learning-rate schedule, as a factor on the pushed gradient: with the
+     * sgd updater (w -= lr * v, v = momentum * v + g) the same as scaling lr; one
+     * micro-batch and no --balance: folded into the backward pass (no pass of its
+     * own over the gradient) */
+    double factor = lrsched_factor(&r->lr_sched, r->step, r->steps_per_epoch, r->epochs);
+    if (r->freeze_after >= 0 && r->step >= r->freeze_after)
+        factor = 0; /* a planted plateau (tests): the weights stop moving */
+    int fold = r->accumulate == 1 && !r->bal;
+    float folded = fold ? (float)factor : 1.0f;
     for (int a = 0; a < r->accumulate; a++) {
         first = (uint32_t)((in_epoch * r->accumulate + a) * r->batch);
         bs = first < train->n && train->n - first < batch ? train->n - first : batch;
@@ -436,7 +452,7 @@ static float compute_step(run *r, int64_t in_epoch, int64_t *cb, int64_t *cc)
         }
         int64_t c1 = tu_now_ns();
         float *g = micro ? r->grad2 : r->grad;
-        loss += model_grad(r->m, r->wts, r->x, r->y, (int)bs, g);
+        loss += model_grad(r->m, r->wts, r->x, r->y, (int)bs, folded, g);
         if (micro)
             cblas_saxpy((blasint)r->P, 1.0f, r->grad2, 1, r->grad, 1);
         micro++;
@@ -445,15 +461,10 @@ static float compute_step(run *r, int64_t in_epoch, int64_t *cb, int64_t *cc)
         *cb += c1 - c0;
         *cc += tu_now_ns() - c1;
     }
-    /* the learning-rate schedule, as a factor on the pushed gradient: with the
-     * sgd updater (w -= lr * v, v = momentum * v + g) the same as scaling lr */
-    double factor = lrsched_factor(&r->lr_sched, r->step, r->steps_per_epoch, r->epochs);
-    if (r->freeze_after >= 0 && r->step >= r->freeze_after)
-        factor = 0; /* a planted plateau (tests): the weights stop moving */
     if (!micro) /* --balance: no rows for this worker at an epoch's end */ memset(r->grad, 0, r->P * sizeof(float));
     r->rows = micro ? bs : 0;
     float scale = r->bal ? (float)(factor * balance_live(r->bal) * r->rows / (total ? total : 1)) /* balance.h */
-                         : (float)factor / (float)micro;
+                         : fold ? 1.0f : (float)factor / (float)micro;
     if (scale != 1.0f)
         cblas_sscal((blasint)r->P, scale, r->grad, 1);
     /* clipping the averaged gradient to C and then scaling by the factor is
@@ -574,16 +585,19 @@ static int exchange(run *r)
     }
     if (r->ppv && push)
         return exchange_pp_view(r, c2);
-    /* without a copy: a push buffer is the library's from here; gbuf stays as it is
-     * until take_grad waits for this push */
+    /* without a copy: a push buffer is the library's from here, and the clock's end
+     * rides on it (one message a server for both); gbuf stays as it is until
+     * take_grad waits for this push */
+    int rides = push && r->pbufs;
     int64_t tp = !push     ? 0
+                 : rides ? pskv_push_buffer_send_clock(r->w, r->t, NULL, r->P, r->grad)
                  : r->pbufs ? pskv_push_buffer_send(r->w, r->t, NULL, r->P, r->grad)
                             : lscale_push(&r->ls, r->w, r->t, r->grad, r->P); /* 0: skipped */
     if (tp < 0)
-        return fail(r->w, "push", (int)tp);
+        return fail(r->w, rides ? "push and clock" : "push", (int)tp);
     if (!r->pbufs)
         r->gpush[r->gi] = tp;
-    if ((rc = pskv_clock(r->w)) < 0)
+    if (!rides && (rc = pskv_clock(r->w)) < 0)
         return fail(r->w, "clock", rc);
     if ((rc = balance_pull_send(r->bal, r->w)) < 0)
         return fail(r->w, "--balance: sharing the speeds", rc);
@@ -775,6 +789,14 @@ static int end_training(run *r)
            "straggler sleep %.1f us (%lld steps)\n",
            r->rank, r->ns_batch / 1e3 / n_st, r->ns_compute / 1e3 / n_st, r->ns_push / 1e3 / n_st,
            r->ns_wait / 1e3 / n_st, r->ns_sleep / 1e3 / n_st, (long long)r->nsteps);
+    printf("rank %d exchange: %s\n", r->rank,
+           r->ar      ? "all-reduce (--sync allreduce)"
+           : r->ppv   ? "pushpull into a view, the clock riding on it (--pushpull --prefetch)"
+           : r->pp    ? "pushpull into the app's array, the clock riding on it (--pushpull)"
+           : r->pbufs ? "a push buffer, the clock riding on it, then the next step's view pull "
+                        "(--prefetch)"
+           : r->overlap ? "push, clock, then the next step's view pull (--prefetch)"
+                        : "push, clock, pull");
     printf("rank %d waiting fraction %.4f (%.2f s blocked in the library of %.2f s training)\n",
            r->rank, (double)(r->ns_push + r->ns_wait) / 1e9 / loop_s,
            (double)(r->ns_push + r->ns_wait) / 1e9, loop_s);

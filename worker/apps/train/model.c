@@ -223,7 +223,7 @@ long model_score(float *z, const uint8_t *y, int b, int out, double *loss_sum)
 }
 
 float model_grad(model *m, const float *params, const float *x, const uint8_t *y, int batch,
-                 float *grad)
+                 float scale, float *grad)
 {
     assert(batch >= 0 && batch <= m->max_batch);
     if (batch <= 0) {
@@ -232,7 +232,7 @@ float model_grad(model *m, const float *params, const float *x, const uint8_t *y
     }
     const int in = m->in, hid = m->hidden, out = m->out, b = batch;
     forward(m, params, x, b);
-    double loss = model_xent_grad(m->z, y, b, out, 1.0f / (float)b);
+    double loss = model_xent_grad(m->z, y, b, out, scale / (float)b);
     if (hid == 0) {
         model_dense_bwd(params, in, out, x, NULL, m->z, b, 0, m->ones, grad, 0, NULL);
         return (float)(loss / b);

@@ -32,9 +32,10 @@ void model_destroy(model **m_p);
 size_t model_size(const model *m);
 
 /* Mean cross-entropy over the batch (batch <= max_batch) at params; writes the
- * mean gradient (model_size floats) into grad. */
+ * mean gradient times scale (model_size floats) into grad: the scale is folded
+ * into the logits' gradient, so it costs no pass of its own over grad. */
 float model_grad(model *m, const float *params, const float *x, const uint8_t *y, int batch,
-                 float *grad);
+                 float scale, float *grad);
 
 /* Evaluates n examples in batches of max_batch: adds the summed cross-entropy to
  * *loss_sum and the number of correct argmax predictions to *correct. */
