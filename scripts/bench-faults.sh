@@ -7,11 +7,15 @@
 #   2. false deaths in a --soak-seconds run of 4 workers and 3 servers (MLP
 #      training) at the defaults: the scheduler must declare nobody dead;
 #   3. push+pull throughput of a 1 MiB dense table with R = 2 beside R = 1, in
-#      the same sitting (3 servers, 1 worker, pipelined), and beside it the floor:
+#      the same sitting (3 servers, 1 worker, pipelined; a second line for the
+#      combined call, mode=pushpull, whose reply comes from the head once the
+#      chain acknowledged the push), and beside it the floor:
 #      pskv-chain-floor, raw ZeroMQ in the same topology moving the same bytes
 #      (R = 2 forwards each push to the next server), run after each pskv pair;
 #      its R2_over_R1 is what any server could reach on this machine, and its
-#      cpu_us the CPU of all four processes a step.
+#      cpu_us the CPU of all four processes a step; its apply=1 line has every
+#      holder of a push apply it to its own values (w -= lr g) too, as a
+#      replica must.
 # Usage: scripts/bench-faults.sh [--kills N] [--soak-seconds S] [--runs N]
 #        [--only failover|soak|replication]
 set -u
@@ -102,18 +106,27 @@ if [ -z "$only" ] || [ "$only" = replication ]; then
         -- --app bench --size 1048576 --runs 3 --log-level warn > /dev/null 2>&1 ||
         { echo "bench-faults: replication run R=$R failed" >&2; continue; }
       sed -n 's/^bench size=1048576 mode=pipelined step_us=\([0-9.]*\).*/\1/p' "$d/worker-0.log" >> "$out/step-$R"
+      sed -n 's/^bench size=1048576 mode=pushpull step_us=\([0-9.]*\).*/\1/p' "$d/worker-0.log" >> "$out/pp-$R"
     done
     for R in 1 2; do
-      line=$("$bin/pskv-chain-floor" --replicas $R --size 1048576) ||
-        { echo "bench-faults: pskv-chain-floor --replicas $R failed" >&2; continue; }
-      sed -n 's/.* step_us=\([0-9.]*\).*/\1/p' <<< "$line" >> "$out/floor-$R"
-      sed -n 's/.* cpu_us=\([0-9.]*\).*/\1/p' <<< "$line" >> "$out/floor-cpu-$R"
+      for a in 0 1; do
+        line=$("$bin/pskv-chain-floor" --replicas $R --size 1048576 --apply $a) ||
+          { echo "bench-faults: pskv-chain-floor --replicas $R --apply $a failed" >&2; continue; }
+        sed -n 's/.* step_us=\([0-9.]*\).*/\1/p' <<< "$line" >> "$out/floor$a-$R"
+        sed -n 's/.* cpu_us=\([0-9.]*\).*/\1/p' <<< "$line" >> "$out/floor$a-cpu-$R"
+      done
     done
   done
   s1=$(median < "$out/step-1"); s2=$(median < "$out/step-2")
-  awk -v a="$s1" -v b="$s2" 'BEGIN { printf "replication size=1048576 mode=pipelined R1_step_us=%.1f R1_GBps=%.3f R2_step_us=%.1f R2_GBps=%.3f R2_over_R1=%.2f\n", a, 2*1048576/(a*1000), b, 2*1048576/(b*1000), a/b }'
-  [ -s "$out/floor-1" ] && [ -s "$out/floor-2" ] || exit 0
-  f1=$(median < "$out/floor-1"); f2=$(median < "$out/floor-2")
-  c1=$(median < "$out/floor-cpu-1"); c2=$(median < "$out/floor-cpu-2")
-  awk -v a="$f1" -v b="$f2" -v c="$c1" -v e="$c2" 'BEGIN { printf "replication_floor size=1048576 mode=pipelined raw=zeromq R1_step_us=%.1f R2_step_us=%.1f R2_over_R1=%.2f R1_cpu_us=%.0f R2_cpu_us=%.0f cpu_R1_over_R2=%.2f\n", a, b, a/b, c, e, c/e }'
+  line() { awk -v m="$1" -v a="$2" -v b="$3" 'BEGIN { printf "replication size=1048576 mode=%s R1_step_us=%.1f R1_GBps=%.3f R2_step_us=%.1f R2_GBps=%.3f R2_over_R1=%.2f\n", m, a, 2*1048576/(a*1000), b, 2*1048576/(b*1000), a/b }'; }
+  line pipelined "$s1" "$s2"
+  if [ -s "$out/pp-1" ] && [ -s "$out/pp-2" ]; then
+    line pushpull "$(median < "$out/pp-1")" "$(median < "$out/pp-2")"
+  fi
+  for a in 0 1; do
+    [ -s "$out/floor$a-1" ] && [ -s "$out/floor$a-2" ] || continue
+    f1=$(median < "$out/floor$a-1"); f2=$(median < "$out/floor$a-2")
+    c1=$(median < "$out/floor$a-cpu-1"); c2=$(median < "$out/floor$a-cpu-2")
+    awk -v a="$f1" -v b="$f2" -v c="$c1" -v e="$c2" -v u="$a" 'BEGIN { printf "replication_floor size=1048576 mode=pipelined raw=zeromq apply=%d R1_step_us=%.1f R2_step_us=%.1f R2_over_R1=%.2f R1_cpu_us=%.0f R2_cpu_us=%.0f cpu_R1_over_R2=%.2f\n", u, a, b, a/b, c, e, c/e }'
+  done
 fi

@@ -189,7 +189,7 @@ static int run(const char *sched)
         if (items[1].revents & ZMQ_POLLIN)
             stopped = serve_scheduler();
         if (nitems > 2)
-            chain_drain(srv.chain);
+            chain_drain(srv.chain, items + 2, nitems - 2);
         chain_fwd_retry(srv.chain);
         if (items[0].revents & ZMQ_POLLIN)
             serve_router();

@@ -58,11 +58,14 @@ static int dedupe_rows(chain *c, table *t, const uint64_t *keys, uint64_t n, uin
         return -PSKV_ENOMEM;
     /* a partition's rows of one message are applied together: its record is
      * looked up (and the id recorded) once per message */
-    uint32_t ntouched = 0;
+    uint32_t ntouched = 0, p;
     int rc = 0;
     chain_cursor pc = {0, 0, 0};
-    for (uint64_t i = 0; i < n; i++) {
-        uint32_t p = chain_part_at(c, t, keys[i], &pc);
+    /* run by run (a dense table's keys follow each other inside a partition): a
+     * width-1 table sends a row per value, and a lookup per row cost more than
+     * the update */
+    for (uint64_t i = 0, end; i < n; i = end) {
+        end = chain_run_end(c, t, keys, i, n, &pc, &p);
         if (!c->pmark[p]) {
             int seen = check && dedupe_seen(c->dd, p, origin, id);
             if (!seen && dedupe_record(c->dd, p, origin, id) < 0)
@@ -70,7 +73,7 @@ static int dedupe_rows(chain *c, table *t, const uint64_t *keys, uint64_t n, uin
             c->pmark[p] = seen ? 2 : 1;
             c->touched[ntouched++] = p;
         }
-        c->skip[i] = c->pmark[p] == 2;
+        memset(c->skip + i, c->pmark[p] == 2, end - i);
     }
     for (uint32_t k = 0; k < ntouched; k++)
         c->pmark[c->touched[k]] = 0;
@@ -442,10 +445,12 @@ void chain_replicate(chain *c, wire_msg *msg)
         return;
     }
     chain_cursor pc = {0, 0, 0};
-    for (uint64_t i = 0; i < msg->nkeys; i++) {
+    uint32_t p = 0;
+    for (uint64_t i = 0, end; i < msg->nkeys; i = end) { /* run by run, as dedupe_rows */
         uint64_t k = msg->keys[i];
-        uint32_t p = t->dense && k >= t->size ? UINT32_MAX : chain_part_at(c, t, k, &pc);
-        if (p == UINT32_MAX || c->index[p] <= 0) {
+        int outside = t->dense && k >= t->size;
+        end = outside ? i + 1 : chain_run_end(c, t, msg->keys, i, msg->nkeys, &pc, &p);
+        if (outside || c->index[p] <= 0) {
             LOG_W("dropped a REPLICATE from node %u: key %llu of table '%s' is not replicated "
                   "here in view epoch %llu", r->sender, (unsigned long long)k, t->name,
                   (unsigned long long)c->mb->epoch);

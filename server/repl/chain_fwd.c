@@ -450,13 +450,24 @@ static void peer_events(chain *c, chain_peer *p)
     }
 }
 
-void chain_drain(chain *c)
+/* 1 when sock is among the n items and the poll found it readable. An empty
+ * read costs a pass through ZeroMQ's socket; with R > 1 the loop wakes for
+ * every message, and most wakes find the peers' sockets empty. */
+static int readable(const zmq_pollitem_t *items, int n, const void *sock)
+{
+    for (int i = 0; sock && i < n; i++)
+        if (items[i].socket == sock)
+            return (items[i].revents & ZMQ_POLLIN) != 0;
+    return 0;
+}
+
+void chain_drain(chain *c, const zmq_pollitem_t *items, int n)
 {
     for (size_t i = 0; i < c->npeers; i++)
-        if (c->peers[i].mon)
+        if (readable(items, n, c->peers[i].mon))
             peer_events(c, &c->peers[i]);
     for (size_t i = 0; i < c->npeers; i++) {
-        if (!c->peers[i].sock)
+        if (!readable(items, n, c->peers[i].sock))
             continue;
         for (int budget = 0; budget < 1024; budget++) {
             wire_msg msg;

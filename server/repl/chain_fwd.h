@@ -35,11 +35,13 @@ void chain_on_close(chain *c, void (*fn)(uint64_t token, int code));
  * them) and their monitors: fills up to max items, returns how many. */
 int chain_poll_items(chain *c, zmq_pollitem_t *items, int max);
 
-/* Reads every acknowledgement waiting on those sockets (up to 1024 per peer per
- * call); a forward whose last hop is answered answers upstream. Anything else a
- * peer sends is logged and dropped. A live peer's closed connection is reported
- * to the scheduler (PEER_CLOSED), which probes that server. */
-void chain_drain(chain *c);
+/* Reads every acknowledgement waiting on the sockets that items (chain_poll_items'
+ * n items, after zmq_poll) show readable, up to 1024 per peer per call; a forward
+ * whose last hop is answered answers upstream. Anything else a peer sends is
+ * logged and dropped. A live peer's closed connection is reported to the
+ * scheduler (PEER_CLOSED), which probes that server. A socket dialled since the
+ * poll is read after the next. */
+void chain_drain(chain *c, const zmq_pollitem_t *items, int n);
 
 /* Forwards "worker rank finished clock" of the stream that `head` started down
  * every chain this server passes that head's partitions along (behind the pushes

@@ -1,4 +1,4 @@
-/* pskv-chain-floor --replicas R [--size BYTES] [--steps N]: the transport floor of
+/* pskv-chain-floor --replicas R [--size BYTES] [--steps N] [--apply 1]: the transport floor of
  * scripts/bench-faults.sh's replication figure (R = 2 over R = 1, 1 MiB pipelined).
  *
  * Raw ZeroMQ in the bench's topology and message pattern, without pskv: one worker
@@ -12,8 +12,13 @@
  * apply, no checks: what moving the bytes costs this machine. On a machine whose
  * cores the processes keep busy, R = 2 moves 3 MiB a step where R = 1 moves 2, so
  * its step over R = 1's is this program's ratio at best, whatever the server does.
+ * With --apply 1 every server that takes a push's bytes (R = 1: the server; R = 2:
+ * the head, then the next server) also applies them to its own weights (w -= lr g
+ * over SIZE/3 bytes of floats, in a plain loop the compiler vectorises) before it
+ * forwards or acknowledges, as a parameter server's replica must: the floor of a
+ * server that keeps every replica's values up to date.
  *
- * Prints one line: chain_floor replicas=R size=BYTES steps=N step_us=US cpu_us=US
+ * Prints one line: chain_floor replicas=R size=BYTES steps=N apply=0|1 step_us=US cpu_us=US
  * (cpu_us: all four processes' CPU, every thread, per timed step). */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -33,6 +38,16 @@
 
 static char *payload; /* the worker's push and every pull answer: sent, never written */
 static size_t part;
+static float *weights; /* --apply: a server's own values (SIZE/3 bytes) */
+
+/* --apply: w -= lr g over the push's floats, the update every holder of it does. */
+static void apply(const zmq_msg_t *pay)
+{
+    const float *g = zmq_msg_data((zmq_msg_t *)pay);
+    size_t n = zmq_msg_size((zmq_msg_t *)pay) / sizeof(float);
+    for (size_t i = 0; weights && i < n && i < part / sizeof(float); i++)
+        weights[i] -= 1e-4f * g[i];
+}
 
 static double now_us(void) { return (double)tu_now_ns() / 1e3; }
 
@@ -104,6 +119,8 @@ static void server(int R, int up, int down)
             if (zmq_msg_more(&ty))
                 zmq_msg_recv(&pay, r, 0);
             zmq_msg_close(&ty);
+            if (t == 'P' || t == 'F')
+                apply(&pay);
             if (t == 'P' && R == 2 && last - first < FIFO) { /* on, the same frame */
                 zmq_msg_init(&waiting[last % FIFO]);
                 zmq_msg_move(&waiting[last++ % FIFO], &rid);
@@ -154,7 +171,7 @@ static int answers(void **w, int n)
 
 int main(int argc, char **argv)
 {
-    long R = 0, size = 1 << 20, steps = 2000;
+    long R = 0, size = 1 << 20, steps = 2000, upd = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--replicas"))
             R = atol(argv[i + 1]);
@@ -162,16 +179,21 @@ int main(int argc, char **argv)
             size = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--steps"))
             steps = atol(argv[i + 1]);
+        else if (!strcmp(argv[i], "--apply"))
+            upd = atol(argv[i + 1]);
     }
     if ((R != 1 && R != 2) || size < NSERVERS || steps < 1 || argc % 2 == 0) {
-        fprintf(stderr, "usage: pskv-chain-floor --replicas 1|2 [--size BYTES] [--steps N]\n");
+        fprintf(stderr, "usage: pskv-chain-floor --replicas 1|2 [--size BYTES] [--steps N] "
+                        "[--apply 0|1]\n");
         return 2;
     }
     part = (size_t)size / NSERVERS;
     payload = malloc(part);
-    if (!payload)
+    weights = upd ? calloc(part / sizeof(float) + 1, sizeof(float)) : NULL;
+    if (!payload || (upd && !weights))
         return 1;
-    memset(payload, 1, part);
+    for (size_t i = 0; i < part / sizeof(float); i++) /* the bench's gradient (no denormals) */
+        ((float *)payload)[i] = 1e-3f * (float)(i % 17);
     int up[NSERVERS][2], down[NSERVERS][2], port[NSERVERS];
     pid_t kid[NSERVERS];
     for (int i = 0; i < NSERVERS; i++) {
@@ -223,11 +245,12 @@ int main(int argc, char **argv)
         zmq_close(w[i]);
     zmq_ctx_term(ctx);
     free(payload);
+    free(weights);
     if (rc) {
         fprintf(stderr, "pskv-chain-floor: a step failed (no answer within 10 s)\n");
         return 1;
     }
-    printf("chain_floor replicas=%ld size=%ld steps=%ld step_us=%.1f cpu_us=%.0f\n", R, size,
-           steps, us, cpu / (double)steps);
+    printf("chain_floor replicas=%ld size=%ld steps=%ld apply=%ld step_us=%.1f cpu_us=%.0f\n", R,
+           size, steps, (long)(upd != 0), us, cpu / (double)steps);
     return 0;
 }
