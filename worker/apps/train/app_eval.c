@@ -31,6 +31,7 @@
 #define POLL_MS 50        /* between snapshots when no evaluation is due */
 #define MAX_RETAKES 1000  /* bsp: snapshots pulled again in a row (servers at different clocks) */
 #define VC_MAX 1024
+#define LAST_PULL_MS 2000 /* a pull the job's end left in flight: how long to wait for it */
 
 typedef struct ev {
     pskv_worker *w;
@@ -57,6 +58,8 @@ typedef struct ev {
     int64_t best_clock;
     long evals, retakes;
     int64_t t0;
+    int pull_open;    /* the job ended while a pull (into params or probe) was in flight */
+    float probe;      /* probe_due's one value (here, not on its stack: see pull_open) */
     int64_t vc[VC_MAX];
     int nvc;
 } ev;
@@ -248,10 +251,10 @@ static double epoch_of(ev *e, int64_t clock)
  * it may be, 0 when not, 2 when the job ended, or a negated error. */
 static int probe_due(ev *e, double next_epoch)
 {
-    uint64_t k0 = e->sparse ? SPARSE_BIAS_KEY : 0;
-    float v;
-    int64_t ts = pskv_pull(e->w, e->t, &k0, 1, &v);
+    static const uint64_t k0[2] = {0, SPARSE_BIAS_KEY}; /* read while the pull lasts */
+    int64_t ts = pskv_pull(e->w, e->t, &k0[e->sparse ? 1 : 0], 1, &e->probe);
     int rc = ts < 0 ? (int)ts : wait_pull(e, ts);
+    e->pull_open = rc == 1;
     if (rc != 0)
         return rc == 1 ? 2 : rc;
     int consistent;
@@ -283,8 +286,10 @@ static int eval_loop(ev *e)
         }
         int64_t ts = pskv_pull(e->w, e->t, e->sparse ? e->sv.keys : NULL, e->P, e->params);
         int rc = ts < 0 ? (int)ts : wait_pull(e, ts);
-        if (rc == 1)
+        if (rc == 1) {
+            e->pull_open = 1;
             break;
+        }
         if (rc < 0)
             return pull_failed(e, rc);
         int consistent;
@@ -390,8 +395,11 @@ int app_evaluate(pskv_worker *w, cfg_entry *cfg)
                *e.save_best ? "; saved to " : "", e.save_best);
     else
         printf("evaluator: no evaluation made\n");
-    if (rc)
-        return rc; /* a pull may be in flight into params: the process exits next */
+    /* a pull in flight writes into params (the sparse set's keys and values) until it
+     * is over: freed only after it (else the process exits next, and pskv_worker_close
+     * waits for it) */
+    if (rc || (e.pull_open && pskv_wait_all(w, LAST_PULL_MS) < 0))
+        return rc;
     free_ev(&e);
     return 0;
 }
