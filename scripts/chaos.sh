@@ -96,7 +96,7 @@ names=(scheduler server-0 server-1 server-2 worker-0 worker-1 worker-2 worker-3)
 hosts=(h1 h2 h3 h4 h2 h3 h4 h5)
 declare -A pid=() sub=() inc=() restart_at=() expect=() retries=()
 cut_now="" fail_reasons=()
-t0_ms=0 dir="" model=""
+t0_ms=0 dir="" model="" bridge=""
 
 failed() { fail_reasons+=("$*"); say "FAIL: $*"; }
 
@@ -143,7 +143,7 @@ supervise() {
   local i n p rc now
   now=$(now_ms)
   if ! alive "${pid[scheduler]}"; then
-    [ -n "${sched_dead:-}" ] || failed "the scheduler exited: $(grep -h 'ERROR\|every worker is done' "$dir/scheduler.1.log" | tail -n 1)"
+    [ -n "${sched_dead:-}" ] || failed "the scheduler exited: $(grep -h 'ERROR\|every worker is done' "$dir/scheduler.1.log" | tail -n 1)$(outside)"
     sched_dead=1
     return
   fi
@@ -170,6 +170,15 @@ supervise() {
       say "t=$(( (now - t0_ms) / 1000 ))s $n started again (incarnation ${inc[$n]})"
     fi
   done
+}
+
+# outside: a note when the hosts' bridge is not the one this soak made: someone else
+# ran netns-cluster.sh down or up (which kills every process on the hosts) without
+# taking /tmp/pskv-netns-user.lock.
+bridge_id() { cat /sys/class/net/pskvbr0/ifindex 2>/dev/null; }
+outside() {
+  [ "$(bridge_id)" = "$bridge" ] ||
+    echo " (the namespaced hosts were torn down from outside: another user of scripts/netns-cluster.sh without /tmp/pskv-netns-user.lock)"
 }
 
 all_up() {
@@ -365,6 +374,7 @@ soak() {
   say "$model: $minutes min, faults every $ilo-$ihi s, seed $seed, --push $push, logs in $dir"
   "$BIN/pskvctl" keys init "$dir/keys" --servers 3 --workers 4 > /dev/null || { failed "$model: no keyset"; return; }
   "$NETNS" up 5 > "$dir/netns.out" 2>&1 || { failed "$model: cannot make the hosts: $(tail -n 2 "$dir/netns.out")"; return; }
+  bridge=$(bridge_id)
   start 0
   wait_for 10 grep -q 'listening on port' "$dir/scheduler.1.log" || { failed "$model: the scheduler did not start: $(tail -n 2 "$dir/scheduler.1.log")"; return; }
   for i in 1 2 3 4 5 6 7; do start $i; done
