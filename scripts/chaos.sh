@@ -18,7 +18,8 @@
 # minute --rss-from to the end grows its RSS (VmRSS) by more than 5%.
 #
 # Usage: scripts/chaos.sh [--minutes N] [--models LIST] [--seed S] [--rss-from MIN]
-#          [--interval LO:HI] [--slowdown F] [--log-dir DIR] [--keep-logs] [--sequence LIST]
+#          [--interval LO:HI] [--slowdown F] [--push MODE] [--log-dir DIR] [--keep-logs]
+#          [--sequence LIST]
 #   --minutes N      soak time per model (default 5)
 #   --models LIST    comma-separated consistency models (default async,ssp:4)
 #   --seed S         seed of the fault choices (default: random; printed)
@@ -27,6 +28,11 @@
 #   --interval LO:HI seconds between faults (default 20:40)
 #   --slowdown F     the workers' --slowdown (default 1.4: 2 ms per clock, which keeps
 #                    a 30-minute run's sums below 2^24, where float32 stays exact)
+#   --push MODE      how the workers push each clock (one push per partition):
+#                    push (default: pskv_push, then pskv_clock), pushpull (pskv_pushpull,
+#                    the clock riding on the last one: check --pull pushpull), buffer
+#                    (pskv_push_buffer_send, then pskv_clock) or buffer-clock (the
+#                    clock riding on the last: pskv_push_buffer_send_clock)
 #   --log-dir DIR    logs there (default mktemp -d /tmp/pskv-chaos-XXXXXX)
 #   --keep-logs      keep the logs after a pass (a failure always keeps them)
 #   --sequence LIST  these faults in this order (cycling) instead of random ones:
@@ -41,8 +47,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 BIN=${PSKV_BIN_DIR:-$here/../build/bin}
 NETNS=$here/netns-cluster.sh
 minutes=5 models=async,ssp:4 seed=$((RANDOM * 32768 + RANDOM)) rss_from="" ilo=20 ihi=40
-slowdown=1.4 work="" keep=0 sequence=()
-usage() { sed -n '20,37p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+slowdown=1.4 work="" keep=0 sequence=() push=push
+usage() { sed -n '20,43p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case $1 in
     --minutes) minutes=${2:-}; shift 2 ;;
@@ -51,6 +57,7 @@ while [ $# -gt 0 ]; do
     --rss-from) rss_from=${2:-}; shift 2 ;;
     --interval) ilo=${2%%:*}; ihi=${2##*:}; shift 2 ;;
     --slowdown) slowdown=${2:-}; shift 2 ;;
+    --push) push=${2:-}; shift 2 ;;
     --log-dir) work=${2:-}; shift 2 ;;
     --keep-logs) keep=1; shift ;;
     --sequence) read -r -a sequence <<< "${2//,/ }"; shift 2 ;;
@@ -60,6 +67,12 @@ while [ $# -gt 0 ]; do
 done
 [[ $minutes =~ ^[0-9]+(\.[0-9]+)?$ && $seed =~ ^[0-9]+$ && $ilo =~ ^[0-9]+$ && $ihi =~ ^[0-9]+$ &&
    $ilo -le $ihi && $ilo -ge 5 ]] || usage
+case $push in
+  push) push_args=() ;;
+  pushpull) push_args=(--pull pushpull) ;;
+  buffer|buffer-clock) push_args=(--push "$push") ;;
+  *) usage ;;
+esac
 soak_s=$(awk -v m="$minutes" 'BEGIN { printf "%d", m * 60 }')
 [ -n "$rss_from" ] || rss_from=$(awk -v m="$minutes" 'BEGIN { print (m >= 10 ? 5 : m / 2) }')
 base_s=$(awk -v m="$rss_from" 'BEGIN { printf "%d", m * 60 }')
@@ -83,7 +96,7 @@ names=(scheduler server-0 server-1 server-2 worker-0 worker-1 worker-2 worker-3)
 hosts=(h1 h2 h3 h4 h2 h3 h4 h5)
 declare -A pid=() sub=() inc=() restart_at=() expect=() retries=()
 cut_now="" fail_reasons=()
-t0_ms=0 dir="" model=""
+t0_ms=0 dir="" model="" bridge=""
 
 failed() { fail_reasons+=("$*"); say "FAIL: $*"; }
 
@@ -99,7 +112,7 @@ start() {
     server-*) args=("$BIN/pskv-server" --scheduler "$SCHED") ;;
     worker-*) args=("$BIN/pskv-worker" --scheduler "$SCHED" --rank "${n#worker-}" --app check
                     --consistency "$model" --count-acked --rounds 1000000 --slowdown "$slowdown"
-                    --acked-log "$dir/acked-${n#worker-}" --stop-file "$dir/stop") ;;
+                    --acked-log "$dir/acked-${n#worker-}" --stop-file "$dir/stop" "${push_args[@]}") ;;
   esac
   (
     ip netns exec "pskv-$h" "${args[@]}" --advertise "$(ip_of "$h")" --keys "$dir/keys/$n" &
@@ -130,7 +143,7 @@ supervise() {
   local i n p rc now
   now=$(now_ms)
   if ! alive "${pid[scheduler]}"; then
-    [ -n "${sched_dead:-}" ] || failed "the scheduler exited: $(grep -h 'ERROR\|every worker is done' "$dir/scheduler.1.log" | tail -n 1)"
+    [ -n "${sched_dead:-}" ] || failed "the scheduler exited: $(grep -h 'ERROR\|every worker is done' "$dir/scheduler.1.log" | tail -n 1)$(outside)"
     sched_dead=1
     return
   fi
@@ -157,6 +170,15 @@ supervise() {
       say "t=$(( (now - t0_ms) / 1000 ))s $n started again (incarnation ${inc[$n]})"
     fi
   done
+}
+
+# outside: a note when the hosts' bridge is not the one this soak made: someone else
+# ran netns-cluster.sh down or up (which kills every process on the hosts) without
+# taking /tmp/pskv-netns-user.lock.
+bridge_id() { cat /sys/class/net/pskvbr0/ifindex 2>/dev/null; }
+outside() {
+  [ "$(bridge_id)" = "$bridge" ] ||
+    echo " (the namespaced hosts were torn down from outside: another user of scripts/netns-cluster.sh without /tmp/pskv-netns-user.lock)"
 }
 
 all_up() {
@@ -349,9 +371,10 @@ soak() {
   model=$1 dir=$work/${1//:/-}
   pid=() sub=() inc=() restart_at=() expect=() retries=() nfault=() faults=() sched_dead=""
   mkdir -p "$dir"
-  say "$model: $minutes min, faults every $ilo-$ihi s, seed $seed, logs in $dir"
+  say "$model: $minutes min, faults every $ilo-$ihi s, seed $seed, --push $push, logs in $dir"
   "$BIN/pskvctl" keys init "$dir/keys" --servers 3 --workers 4 > /dev/null || { failed "$model: no keyset"; return; }
   "$NETNS" up 5 > "$dir/netns.out" 2>&1 || { failed "$model: cannot make the hosts: $(tail -n 2 "$dir/netns.out")"; return; }
+  bridge=$(bridge_id)
   start 0
   wait_for 10 grep -q 'listening on port' "$dir/scheduler.1.log" || { failed "$model: the scheduler did not start: $(tail -n 2 "$dir/scheduler.1.log")"; return; }
   for i in 1 2 3 4 5 6 7; do start $i; done

@@ -81,9 +81,18 @@ typedef struct bk {
     int log;             /* --acked-log's descriptor; -1 = none */
     const char *log_path;
     const char *stop;    /* --stop-file; "" = none */
+    int mode;            /* how a run's push goes: MODE_* below */
+    float ppout[BACKUP_KEYS]; /* MODE_PUSHPULL: the values after the pushes (unread) */
     float *per;          /* the report table, pulled at the end */
     uint64_t per_n;
 } bk;
+
+/* How each clock's pushes go: pskv_push, then pskv_clock (--push copy or nocopy);
+ * pskv_pushpull, the clock ending on the last run's (--pull pushpull); push
+ * buffers, then pskv_clock (--push buffer); push buffers, the clock ending on the
+ * last run's (--push buffer-clock, pskv_push_buffer_send_clock). An acknowledged
+ * combined call is an acknowledged push: it counts as one. */
+enum { MODE_PUSH, MODE_PUSHPULL, MODE_BUFFER, MODE_BUFFER_CLOCK };
 
 /* Opens check.backup and check.acked and splits the keys into runs of one
  * partition each. Returns 0, or 1 after saying why. */
@@ -351,8 +360,29 @@ static int tally(ck *c, bk *b, int block, int final)
     return log_put(b, buf, len);
 }
 
-/* One clock: a push per run (logged first), then the clock. Returns 0, or 1
- * after saying why. */
+/* Run j's push of one clock, sent as the mode says (see bk.mode); `last` ends the
+ * clock on it where the mode can. Returns the push's timestamp or a negated error. */
+static int64_t send_run(ck *c, bk *b, int j, int last)
+{
+    const uint64_t *keys = b->keys + b->first[j];
+    if (b->mode == MODE_PUSHPULL) /* the values after it land in ppout, unread */
+        return pskv_pushpull(c->w, b->tb, keys, b->cnt[j], b->ones, b->ppout + b->first[j],
+                             last ? PSKV_PP_CLOCK : 0);
+    if (b->mode == MODE_PUSH)
+        return pskv_push(c->w, b->tb, keys, b->cnt[j], b->ones);
+    float *buf = pskv_push_buffer(c->w, b->tb, keys, b->cnt[j]);
+    if (!buf)
+        return -PSKV_ENOMEM;
+    for (uint64_t i = 0; i < b->cnt[j]; i++)
+        buf[i] = 1.0f;
+    return last && b->mode == MODE_BUFFER_CLOCK
+               ? pskv_push_buffer_send_clock(c->w, b->tb, keys, b->cnt[j], buf)
+               : pskv_push_buffer_send(c->w, b->tb, keys, b->cnt[j], buf);
+}
+
+/* One clock: a push per run (logged first), then the clock (riding on the last
+ * run's push with --pull pushpull and --push buffer-clock). Returns 0, or 1 after
+ * saying why. */
 static int backup_push(ck *c, bk *b)
 {
     int rc;
@@ -361,14 +391,19 @@ static int backup_push(ck *c, bk *b)
             return rc;
     if (b->log >= 0 && log_put(b, "s\n", 2))
         return 1;
+    int rides = b->mode == MODE_PUSHPULL || b->mode == MODE_BUFFER_CLOCK;
     for (int j = 0; j < b->nruns; j++) {
-        int64_t t = pskv_push(c->w, b->tb, b->keys + b->first[j], b->cnt[j], b->ones);
+        int64_t t = send_run(c, b, j, j == b->nruns - 1);
         if (t < 0)
             return ck_fail(c->w, "push", (int)t);
         b->ring[b->sent++ % b->ring_n] = t;
     }
     b->nts++;
-    rc = pskv_clock(c->w);
+    /* bsp: a pushpull's reply moves pskv_values_clock too, so the next clock's pull
+     * is checked only after this clock's are in (the clock closes on the last) */
+    for (int j = 0; b->mode == MODE_PUSHPULL && c->bsp && j < b->nruns; j++)
+        (void)pskv_wait(c->w, b->ring[(b->sent - 1 - (uint64_t)j) % b->ring_n], 120000);
+    rc = rides ? 0 : pskv_clock(c->w);
     return rc < 0 ? ck_fail(c->w, "clock", rc) : 0;
 }
 
@@ -537,6 +572,17 @@ int ck_run_acked(ck *c, cfg_entry *cfg)
     b->log = -1;
     b->log_path = cfg_str(cfg, "acked-log");
     b->stop = cfg_str(cfg, "stop-file");
+    const char *push = cfg_str(cfg, "push"), *pull = cfg_str(cfg, "pull");
+    b->mode = !strcmp(pull, "pushpull")          ? MODE_PUSHPULL
+              : !strcmp(push, "buffer-clock")    ? MODE_BUFFER_CLOCK
+              : !strcmp(push, "buffer")          ? MODE_BUFFER
+                                                 : MODE_PUSH;
+    if (!strcmp(pull, "pushpull-view")) {
+        printf("check FAILED: --backup and --count-acked take --pull copy, view or pushpull, "
+               "not pushpull-view\n");
+        free(b);
+        return 1;
+    }
     int rc = 0, leave = (int)cfg_int(cfg, "leave");
     if (b->stop[0] && c->bsp) {
         printf("check FAILED: --stop-file needs async or ssp: under bsp the workers could "
