@@ -13,6 +13,11 @@ netns_up() {
     [ "${CI:-}" = true ] && return 1
     return 77
   fi
+  # one set of namespaced hosts per machine: a chaos soak or another run's test would
+  # have them torn down under it. The lock is held until this test's shell exits.
+  exec {NETNS_LOCK_FD}>> /tmp/pskv-netns-user.lock
+  flock -w 900 "$NETNS_LOCK_FD" ||
+    { echo "the namespaced hosts stayed in use by another run (/tmp/pskv-netns-user.lock) for 900 s"; return 1; }
   "$NETNS" up "$1" > netns.out 2>&1 && return 0
   cat netns.out
   return 1
