@@ -58,7 +58,7 @@ void chain_destroy(chain **c_p)
     free(c->pmark);
     free(c->touched);
     free(c->segs);
-    free(c->keys);
+    free(c->runs);
     free(c->skip);
     free(c->akeys);
     free(c->avals);

@@ -17,55 +17,61 @@
 #include "pskv_errors.h"
 #include "consist/model.h"
 
-/* Applies rows not marked in skip, batching consecutive dense keys into runs.
+/* Applies the rows of b not marked in skip (NULL: all), batching consecutive
+ * rows with the same mark (dense: inside a run) into one call of the updater.
  * Returns 0, -PSKV_ENOMEM, or -PSKV_EBADVALUE when the updater made some rows
  * non-finite (restored; the rest applied, as on every replica). */
-static int apply_rows(table *t, const uint64_t *keys, const float *vals, uint64_t n,
-                      const uint8_t *skip, int assign)
+static int apply_rows(table *t, const chain_batch *b, const uint8_t *skip, int assign)
 {
+    static const uint64_t all[2] = {0, 0};
     uint32_t wd = t->width;
     int bad = 0;
-    for (uint64_t i = 0; i < n;) {
-        uint64_t j = i + 1;
-        while (j < n && skip[j] == skip[i] && (!t->dense || keys[j] == keys[j - 1] + 1))
-            j++;
-        if (!skip[i]) {
-            int rc;
-            if (t->dense)
-                rc = assign ? shard_assign(t->sh, NULL, keys[i], j - i, vals + i * wd)
-                            : shard_push(t->sh, NULL, keys[i], j - i, vals + i * wd);
-            else
-                rc = assign ? shard_assign(t->sh, keys + i, 0, j - i, vals + i * wd)
-                            : shard_push(t->sh, keys + i, 0, j - i, vals + i * wd);
+    /* a sparse batch is one run of keyed rows */
+    const uint64_t *runs = t->dense ? b->runs : all;
+    uint64_t at = 0;
+    for (size_t r = 0; r < (t->dense ? b->nruns : 1); r++) {
+        uint64_t len = t->dense ? runs[2 * r + 1] : b->n;
+        for (uint64_t i = 0, j; i < len; i = j) {
+            for (j = i + 1; skip && j < len && skip[at + j] == skip[at + i];)
+                j++;
+            if (!skip)
+                j = len;
+            if (skip && skip[at + i])
+                continue;
+            const uint64_t *keys = t->dense ? NULL : b->keys + at + i;
+            uint64_t first = t->dense ? runs[2 * r] + i : 0;
+            const float *v = b->vals + (at + i) * wd;
+            int rc = assign ? shard_assign(t->sh, keys, first, j - i, v)
+                            : shard_push(t->sh, keys, first, j - i, v);
             if (rc == -PSKV_EBADVALUE)
                 bad = 1;
             else if (rc < 0)
                 return rc;
         }
-        i = j;
+        at += len;
     }
     return bad ? -PSKV_EBADVALUE : 0;
 }
 
-/* Marks in c->skip the rows whose partition already applied (origin, id), and
- * records the id for the others. check 0: only record (a first send). */
-static int dedupe_rows(chain *c, table *t, const uint64_t *keys, uint64_t n, uint32_t origin,
-                       uint64_t id, int check)
+/* Marks in c->skip the rows of b whose partition already applied (origin, id)
+ * (check 1; check 0: a first send, nothing is marked), and records the id for
+ * the others. */
+static int dedupe_rows(chain *c, table *t, const chain_batch *b, uint32_t origin, uint64_t id,
+                       int check)
 {
-    if (grow_array((void **)&c->skip, &c->skip_cap, n ? n : 1, 1) < 0)
+    if (check && grow_array((void **)&c->skip, &c->skip_cap, b->n ? b->n : 1, 1) < 0)
         return -PSKV_ENOMEM;
     if (!c->dd && !(c->dd = dedupe_new(c->nparts)))
         return -PSKV_ENOMEM;
     /* a partition's rows of one message are applied together: its record is
-     * looked up (and the id recorded) once per message */
-    uint32_t ntouched = 0, p;
+     * looked up (and the id recorded) once per message, piece by piece (a dense
+     * table's runs inside a partition): a width-1 table sends a row per value,
+     * and a lookup per row cost more than the update */
+    uint32_t ntouched = 0;
     int rc = 0;
-    chain_cursor pc = {0, 0, 0};
-    /* run by run (a dense table's keys follow each other inside a partition): a
-     * width-1 table sends a row per value, and a lookup per row cost more than
-     * the update */
-    for (uint64_t i = 0, end; i < n; i = end) {
-        end = chain_run_end(c, t, keys, i, n, &pc, &p);
+    chain_piece w = {0};
+    while (chain_piece_next(c, t, b, &w)) {
+        uint32_t p = w.p;
         if (!c->pmark[p]) {
             int seen = check && dedupe_seen(c->dd, p, origin, id);
             if (!seen && dedupe_record(c->dd, p, origin, id) < 0)
@@ -73,35 +79,66 @@ static int dedupe_rows(chain *c, table *t, const uint64_t *keys, uint64_t n, uin
             c->pmark[p] = seen ? 2 : 1;
             c->touched[ntouched++] = p;
         }
-        memset(c->skip + i, c->pmark[p] == 2, end - i);
+        if (check)
+            memset(c->skip + w.i, c->pmark[p] == 2, w.end - w.i);
     }
     for (uint32_t k = 0; k < ntouched; k++)
         c->pmark[c->touched[k]] = 0;
     return rc;
 }
 
+/* The rows of rs (values vals) as a batch: a sparse table's keys; a dense
+ * table's runs (rs's, or made in c->runs from its run or keys). 0 or -PSKV_ENOMEM. */
+static int batch_of(chain *c, const table *t, const rowset *rs, const float *vals,
+                    chain_batch *b)
+{
+    *b = (chain_batch){t->dense ? NULL : rs->keys, rs->segs, rs->nsegs, vals, rs->n};
+    if (!t->dense || rs->segs)
+        return 0;
+    if (grow_array((void **)&c->runs, &c->runs_cap, rs->keys ? 2 * rs->n + 2 : 2,
+                   sizeof *c->runs) < 0)
+        return -PSKV_ENOMEM;
+    size_t nr = 0;
+    for (uint64_t i = 0; rs->keys && i < rs->n; i++) { /* keys that follow each other: a run */
+        if (nr && c->runs[2 * nr - 2] + c->runs[2 * nr - 1] == rs->keys[i]) {
+            c->runs[2 * nr - 1]++;
+        } else {
+            c->runs[2 * nr] = rs->keys[i];
+            c->runs[2 * nr + 1] = 1;
+            nr++;
+        }
+    }
+    if (!rs->keys && rs->n) {
+        c->runs[0] = rs->first;
+        c->runs[1] = rs->n;
+        nr = 1;
+    }
+    b->runs = c->runs;
+    b->nruns = nr;
+    return 0;
+}
+
 /* Admission at the head (table option admit_after): only the rows whose key has
  * a row here after the push go down the chain, so every replica holds the rows
  * its head admitted and no others. A row of a re-sent push applied before has
  * its row here if it was admitted then. Compacts into c->akeys / c->avals. */
-static int admitted_rows(chain *c, table *t, const uint64_t **keys, const float **vals,
-                         uint64_t *n)
+static int admitted_rows(chain *c, table *t, chain_batch *b)
 {
     uint32_t wd = t->width;
-    if (grow_array((void **)&c->akeys, &c->akeys_cap, *n ? *n : 1, sizeof *c->akeys) < 0 ||
-        grow_array((void **)&c->avals, &c->avals_cap, *n ? *n * wd : 1, sizeof *c->avals) < 0)
+    if (grow_array((void **)&c->akeys, &c->akeys_cap, b->n ? b->n : 1, sizeof *c->akeys) < 0 ||
+        grow_array((void **)&c->avals, &c->avals_cap, b->n ? b->n * wd : 1, sizeof *c->avals) < 0)
         return -PSKV_ENOMEM;
     uint64_t m = 0;
-    for (uint64_t i = 0; i < *n; i++) {
-        if (!shard_has_row(t->sh, (*keys)[i]))
+    for (uint64_t i = 0; i < b->n; i++) {
+        if (!shard_has_row(t->sh, b->keys[i]))
             continue;
-        c->akeys[m] = (*keys)[i];
-        memcpy(c->avals + m * wd, *vals + i * wd, wd * sizeof(float));
+        c->akeys[m] = b->keys[i];
+        memcpy(c->avals + m * wd, b->vals + i * wd, wd * sizeof(float));
         m++;
     }
-    *keys = c->akeys;
-    *vals = c->avals;
-    *n = m;
+    b->keys = c->akeys;
+    b->vals = c->avals;
+    b->n = m;
     return 0;
 }
 
@@ -121,8 +158,8 @@ static int chain_lr_ok(const table *t, const Pskv__Meta *r)
 }
 
 /* The common path of a push from a worker and a forward from a predecessor. */
-static void apply_and_forward(chain *c, table *t, wire_msg *msg, const uint64_t *keys,
-                              uint64_t n, int upstream_worker, int check)
+static void apply_and_forward(chain *c, table *t, wire_msg *msg, chain_batch *b,
+                              int upstream_worker, int check)
 {
     Pskv__Meta *r = msg->meta;
     uint32_t origin = upstream_worker ? r->sender : r->origin;
@@ -133,7 +170,7 @@ static void apply_and_forward(chain *c, table *t, wire_msg *msg, const uint64_t 
         dedupe_set_floor(c->dd, origin, r->floor);
     chain_pend tmp;
     memset(&tmp, 0, sizeof tmp);
-    int rc = dedupe_rows(c, t, keys, n, origin, origin_id, check);
+    int rc = dedupe_rows(c, t, b, origin, origin_id, check);
     int64_t clock = r->has_clock ? r->clock : 0;
     /* admission is decided at the head; the successors apply what it passes on */
     shard_tag(t->sh, clock, upstream_worker != CHAIN_UP_WORKER);
@@ -145,7 +182,7 @@ static void apply_and_forward(chain *c, table *t, wire_msg *msg, const uint64_t 
         lr = r->table_lr;
     shard_set_lr(t->sh, lr);
     if (rc == 0)
-        rc = apply_rows(t, keys, msg->vals, n, c->skip, assign);
+        rc = apply_rows(t, b, check ? c->skip : NULL, assign);
     shard_set_lr(t->sh, own);
     int bad = rc == -PSKV_EBADVALUE; /* the same rows are restored down the chain */
     if (bad) {
@@ -176,12 +213,10 @@ static void apply_and_forward(chain *c, table *t, wire_msg *msg, const uint64_t 
     pd->scale = r->has_loss_scale ? r->loss_scale : 1.0f;
     pd->lr = lr;
     chain_pend_reply_to(pd, msg);
-    const float *vals = msg->vals;
-    if (upstream_worker == CHAIN_UP_WORKER && t->admit_after > 1 &&
-        admitted_rows(c, t, &keys, &vals, &n) < 0)
-        rc = -PSKV_ENOMEM;
+    if (upstream_worker == CHAIN_UP_WORKER && t->admit_after > 1 && admitted_rows(c, t, b) < 0)
+        rc = -PSKV_ENOMEM; /* admission: sparse tables only */
     /* every row goes on, applied here or not: a re-sent push reaches the tail */
-    if (rc < 0 || chain_fwd_rows(c, pd, keys, vals, n) < 0) {
+    if (rc < 0 || chain_fwd_rows(c, pd, b) < 0) {
         chain_answer_upstream(c, pd, PSKV_ENOMEM, "out of memory forwarding the push");
         chain_pend_release(c, pd);
         return;
@@ -192,28 +227,16 @@ static void apply_and_forward(chain *c, table *t, wire_msg *msg, const uint64_t 
 
 void chain_push(chain *c, table *t, wire_msg *msg, const rowset *rs)
 {
-    const uint64_t *keys = rs->keys;
-    if (!keys) { /* dense runs travel down the chain as explicit indices */
-        if (grow_array((void **)&c->keys, &c->keys_cap, rs->n ? rs->n : 1, sizeof *c->keys) < 0) {
-            chain_pend tmp = {0};
-            tmp.upstream_worker = CHAIN_UP_WORKER;
-            tmp.t = t;
-            chain_pend_reply_to(&tmp, msg);
-            chain_answer_upstream(c, &tmp, PSKV_ENOMEM, "out of memory");
-            return;
-        }
-        uint64_t at = 0;
-        if (!rs->segs) {
-            for (uint64_t i = 0; i < rs->n; i++)
-                c->keys[at++] = rs->first + i;
-        } else {
-            for (size_t s = 0; s < rs->nsegs; s++)
-                for (uint64_t i = 0; i < rs->segs[2 * s + 1]; i++)
-                    c->keys[at++] = rs->segs[2 * s] + i;
-        }
-        keys = c->keys;
+    chain_batch b;
+    if (batch_of(c, t, rs, msg->vals, &b) < 0) {
+        chain_pend tmp = {0};
+        tmp.upstream_worker = CHAIN_UP_WORKER;
+        tmp.t = t;
+        chain_pend_reply_to(&tmp, msg);
+        chain_answer_upstream(c, &tmp, PSKV_ENOMEM, "out of memory");
+        return;
     }
-    apply_and_forward(c, t, msg, keys, rs->n, 1, msg->meta->has_resend && msg->meta->resend);
+    apply_and_forward(c, t, msg, &b, 1, msg->meta->has_resend && msg->meta->resend);
 }
 
 int chain_record_folded(chain *c, const uint32_t *parts, size_t np, const uint32_t *fnodes,
@@ -247,8 +270,20 @@ int64_t chain_close(chain *c, table *t, int64_t clock, int64_t upto, const uint6
     pd->upstream_worker = CHAIN_UP_CLOSE;
     pd->lr = shard_lr(t->sh); /* the lr the close was applied with (bsp.c) */
     int64_t token = (int64_t)pd->seq;
+    chain_batch b = {keys, NULL, 0, vals, n};
+    if (t->dense && n) { /* the whole spans of the partitions, in list order */
+        if (grow_array((void **)&c->runs, &c->runs_cap, 2 * np, sizeof *c->runs) < 0) {
+            chain_pend_release(c, pd);
+            return -PSKV_ENOMEM;
+        }
+        b.runs = c->runs;
+        for (size_t k = 0; k < np; k++) {
+            chain_span(c, t, parts[k], &c->runs[2 * b.nruns], &c->runs[2 * b.nruns + 1]);
+            b.nruns += c->runs[2 * b.nruns + 1] > 0; /* empty spans left out */
+        }
+    }
     if (chain_pend_close(pd, t, clock, upto, fnodes, fids, ffloors, nfolded) < 0 ||
-        chain_fwd_close(c, pd, keys, vals, n, parts, np) < 0) {
+        chain_fwd_close(c, pd, &b, parts, np) < 0) {
         chain_pend_release(c, pd);
         return -PSKV_ENOMEM;
     }
@@ -259,21 +294,6 @@ int64_t chain_close(chain *c, table *t, int64_t clock, int64_t upto, const uint6
     return token;
 }
 
-/* Partitions of the dense run [first, first + n): calls dedupe_record on each that
- * holds some of its rows (a re-send is checked row by row: dedupe_rows). */
-static int record_run(chain *c, table *t, uint64_t first, uint64_t n, uint32_t origin,
-                      uint64_t id)
-{
-    ring_run it;
-    uint32_t p;
-    uint64_t lo, hi;
-    ring_run_init(&it, first, first + n, t->size, c->nparts);
-    while (ring_run_next(&it, &p, &lo, &hi))
-        if (dedupe_record(c->dd, p, origin, id) < 0)
-            return -PSKV_ENOMEM;
-    return 0;
-}
-
 int chain_record(chain *c, table *t, const rowset *rs, uint32_t origin, uint64_t id,
                  uint64_t floor)
 {
@@ -281,20 +301,50 @@ int chain_record(chain *c, table *t, const rowset *rs, uint32_t origin, uint64_t
         return -PSKV_ENOMEM;
     if (floor)
         dedupe_set_floor(c->dd, origin, floor);
-    if (rs->keys)
-        return dedupe_rows(c, t, rs->keys, rs->n, origin, id, 0);
-    if (!rs->segs)
-        return rs->n ? record_run(c, t, rs->first, rs->n, origin, id) : 0;
-    for (size_t i = 0; i < rs->nsegs; i++)
-        if (record_run(c, t, rs->segs[2 * i], rs->segs[2 * i + 1], origin, id) < 0)
-            return -PSKV_ENOMEM;
+    chain_batch b;
+    if (batch_of(c, t, rs, NULL, &b) < 0)
+        return -PSKV_ENOMEM;
+    return dedupe_rows(c, t, &b, origin, id, 0);
+}
+
+/* The rows of a REPLICATE (push or close) from the predecessor as a batch: keys
+ * (sparse) or runs (dense, each inside the table), as many rows as values.
+ * Returns 0 or -1 (logged). */
+static int replicate_batch(const table *t, const wire_msg *msg, chain_batch *b)
+{
+    const Pskv__Meta *r = msg->meta;
+    *b = (chain_batch){msg->keys, r->runs, r->n_runs / 2, msg->vals, msg->nkeys};
+    uint64_t rows = 0;
+    int ok = msg->nkeys == 0 || r->width == t->width;
+    if (t->dense) {
+        ok = ok && !msg->keys && r->n_runs % 2 == 0 && (msg->nkeys == 0 || r->has_first_key);
+        for (size_t k = 0; ok && k < b->nruns; k++) {
+            uint64_t first = r->runs[2 * k], n = r->runs[2 * k + 1];
+            ok = n > 0 && first < t->size && n <= t->size - first;
+            rows += n;
+        }
+    } else {
+        ok = ok && (msg->keys || !msg->nkeys) && !r->n_runs;
+        rows = msg->nkeys;
+    }
+    if (!ok || rows != msg->nkeys) {
+        LOG_W("dropped a REPLICATE of table '%s' from node %u: its %llu rows do not match its "
+              "width, keys or runs", t->name, r->sender, (unsigned long long)msg->nkeys);
+        return -1;
+    }
+    if (msg->nvals && !upd_all_finite(msg->vals, msg->nvals)) {
+        LOG_W("dropped a REPLICATE from node %u: non-finite values", r->sender);
+        return -1;
+    }
     return 0;
 }
 
-/* Checks a bsp close from the predecessor against what this replica holds and
- * marks its partitions (pmark 1: takes the rows, 2: already past them; listed in
- * touched, *nt of them) and, sparse, which rows to skip. Returns 0 or -1 (logged). */
-static int close_check(chain *c, table *t, const wire_msg *msg, const int64_t *pc, uint32_t *nt)
+/* Checks a bsp close from the predecessor (its rows b) against what this replica
+ * holds and marks its partitions (pmark 1: takes the rows, 2: already past them;
+ * listed in touched, *nt of them) and in c->skip the rows of the latter. Returns
+ * 0 or -1 (logged). */
+static int close_check(chain *c, table *t, const wire_msg *msg, const chain_batch *b,
+                       const int64_t *pc, uint32_t *nt)
 {
     const Pskv__Meta *r = msg->meta;
     for (size_t k = 0; k < r->n_parts; k++) {
@@ -317,59 +367,25 @@ static int close_check(chain *c, table *t, const wire_msg *msg, const int64_t *p
         c->pmark[p] = pc[p] < r->upto ? 1 : 2;
         c->touched[(*nt)++] = p;
     }
-    if (t->dense) {
-        /* the rows are the whole spans of the listed partitions, in list order (empty
-         * spans left out), without a keys frame */
-        uint64_t rows = 0, pf, pn;
-        for (size_t k = 0; msg->nkeys && k < r->n_parts; k++, rows += pn)
-            chain_span(c, t, r->parts[k], &pf, &pn);
-        if (msg->nkeys && (msg->keys || !r->has_first_key || rows != msg->nkeys)) {
-            LOG_W("dropped a bsp close from node %u: %llu dense rows (with keys: %d) for "
-                  "partitions of %llu", r->sender, (unsigned long long)msg->nkeys,
-                  msg->keys != NULL, (unsigned long long)rows);
-            return -1;
-        }
-    } else {
-        if (grow_array((void **)&c->skip, &c->skip_cap, msg->nkeys ? msg->nkeys : 1, 1) < 0)
-            return -1;
-        chain_cursor cur = {0, 0, 0};
-        uint32_t p;
-        for (uint64_t i = 0, end; i < msg->nkeys; i = end) {
-            end = chain_run_end(c, t, msg->keys, i, msg->nkeys, &cur, &p); /* one sparse row */
-            if (!c->pmark[p]) {
-                LOG_W("dropped a bsp close from node %u: key %llu is outside its partitions",
-                      r->sender, (unsigned long long)msg->keys[i]);
-                return -1;
-            }
-            memset(c->skip + i, c->pmark[p] == 2, end - i);
-        }
-    }
-    if (msg->nvals && !upd_all_finite(msg->vals, msg->nvals)) {
-        LOG_W("dropped a bsp close from node %u: non-finite values", r->sender);
+    if (grow_array((void **)&c->skip, &c->skip_cap, b->n ? b->n : 1, 1) < 0)
         return -1;
+    chain_piece w = {0};
+    while (chain_piece_next(c, t, b, &w)) {
+        if (!c->pmark[w.p]) {
+            LOG_W("dropped a bsp close from node %u: key %llu is outside its partitions",
+                  r->sender, (unsigned long long)w.first);
+            return -1;
+        }
+        memset(c->skip + w.i, c->pmark[w.p] == 2, w.end - w.i);
     }
     return 0;
 }
 
-/* Applies a checked close's rows to the partitions marked 1, span by span (dense)
- * as the head applied them. Returns 0 or -1 (logged). */
-static int close_apply(chain *c, table *t, const wire_msg *msg)
+/* Applies a checked close's rows b (the partitions marked 1: rows not in c->skip)
+ * with the updater, as the head applied them. Returns 0 or -1 (logged). */
+static int close_apply(chain *c, table *t, const chain_batch *b)
 {
-    const Pskv__Meta *r = msg->meta;
-    int rc = 0;
-    if (t->dense) {
-        uint64_t off = 0, pf, pn;
-        for (size_t k = 0; msg->nkeys && k < r->n_parts && rc != -PSKV_ENOMEM; k++, off += pn) {
-            chain_span(c, t, r->parts[k], &pf, &pn);
-            int prc = 0;
-            if (pn && c->pmark[r->parts[k]] == 1)
-                prc = shard_push(t->sh, NULL, pf, pn, msg->vals + off * t->width);
-            if (prc < 0)
-                rc = prc;
-        }
-    } else if (msg->nkeys) {
-        rc = apply_rows(t, msg->keys, msg->vals, msg->nkeys, c->skip, 0);
-    }
+    int rc = b->n ? apply_rows(t, b, c->skip, 0) : 0;
     if (rc == -PSKV_EBADVALUE) {
         LOG_W("updater of table '%s' made rows of a bsp close NaN or infinite: those rows "
               "left as they were", t->name);
@@ -387,19 +403,21 @@ static void close_replicate(chain *c, table *t, wire_msg *msg)
 {
     Pskv__Meta *r = msg->meta;
     int64_t *pc = table_closed(t, c->nparts);
+    chain_batch b;
     if (!cons_of(t)->closes || !r->has_clock || !r->has_upto || r->upto <= r->clock ||
         !r->n_parts || r->n_folded_ids != r->n_folded_nodes ||
-        (msg->nkeys && (r->width != t->width || (!t->dense && !msg->keys))) ||
         r->n_folded_floors != r->n_folded_nodes || !pc) {
         LOG_W("dropped a bsp close from node %u: not a bsp table, or malformed clocks, "
-              "partitions, ids, width or keys", r->sender);
+              "partitions or ids", r->sender);
         return;
     }
+    if (replicate_batch(t, msg, &b) < 0)
+        return;
     uint32_t nt = 0;
     float own = shard_lr(t->sh), lr = r->has_table_lr && chain_lr_ok(t, r) ? r->table_lr : own;
     shard_set_lr(t->sh, lr); /* the head's lr for this close */
-    int ok = close_check(c, t, msg, pc, &nt) == 0 &&
-             (c->dd || (c->dd = dedupe_new(c->nparts))) && close_apply(c, t, msg) == 0;
+    int ok = close_check(c, t, msg, &b, pc, &nt) == 0 &&
+             (c->dd || (c->dd = dedupe_new(c->nparts))) && close_apply(c, t, &b) == 0;
     shard_set_lr(t->sh, own);
     if (ok && chain_record_folded(c, c->touched, nt, r->folded_nodes, r->folded_ids,
                                   r->folded_floors, r->n_folded_nodes) < 0)
@@ -425,7 +443,7 @@ static void close_replicate(chain *c, table *t, wire_msg *msg)
     pd->upstream_worker = CHAIN_UP_SERVER;
     pd->lr = lr;
     chain_pend_reply_to(pd, msg);
-    if (chain_fwd_close(c, pd, msg->keys, msg->vals, msg->nkeys, r->parts, r->n_parts) < 0)
+    if (chain_fwd_close(c, pd, &b, r->parts, r->n_parts) < 0)
         LOG_E("out of memory forwarding a bsp close of table '%s'", t->name);
     if (pd->outstanding == 0)
         chain_pend_done(c, pd);
@@ -439,27 +457,21 @@ void chain_replicate(chain *c, wire_msg *msg)
         close_replicate(c, t, msg);
         return;
     }
-    if (!t || r->width != t->width || !msg->keys || !r->has_origin || !r->has_origin_id) {
-        LOG_W("dropped a REPLICATE from node %u: unknown table, wrong width or no ids",
-              r->sender);
+    chain_batch b;
+    if (!t || !r->has_origin || !r->has_origin_id) {
+        LOG_W("dropped a REPLICATE from node %u: unknown table or no ids", r->sender);
         return;
     }
-    chain_cursor pc = {0, 0, 0};
-    uint32_t p = 0;
-    for (uint64_t i = 0, end; i < msg->nkeys; i = end) { /* run by run, as dedupe_rows */
-        uint64_t k = msg->keys[i];
-        int outside = t->dense && k >= t->size;
-        end = outside ? i + 1 : chain_run_end(c, t, msg->keys, i, msg->nkeys, &pc, &p);
-        if (outside || c->index[p] <= 0) {
+    if (replicate_batch(t, msg, &b) < 0)
+        return;
+    chain_piece w = {0};
+    while (chain_piece_next(c, t, &b, &w)) { /* piece by piece, as dedupe_rows */
+        if (c->index[w.p] <= 0) {
             LOG_W("dropped a REPLICATE from node %u: key %llu of table '%s' is not replicated "
-                  "here in view epoch %llu", r->sender, (unsigned long long)k, t->name,
+                  "here in view epoch %llu", r->sender, (unsigned long long)w.first, t->name,
                   (unsigned long long)c->mb->epoch);
             return;
         }
     }
-    if (!upd_all_finite(msg->vals, msg->nvals)) {
-        LOG_W("dropped a REPLICATE from node %u: non-finite values", r->sender);
-        return;
-    }
-    apply_and_forward(c, t, msg, msg->keys, msg->nkeys, 0, 1);
+    apply_and_forward(c, t, msg, &b, 0, 1);
 }

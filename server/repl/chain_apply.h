@@ -5,7 +5,7 @@
  * chain_fwd.c to go on down the chains; the answer goes back when every next
  * server has it.
  *
- * OWNS the scratch of one message (a dense push's rows as explicit keys, the
+ * OWNS the scratch of one message (a dense push's or close's rows as runs, the
  * rows to skip, the partitions marked) and writes the dedupe record, the rows of
  * the shards and, for a bsp close from the predecessor, the table's per-partition
  * closed clocks.

@@ -23,6 +23,7 @@
 
 #include "chain_impl.h"
 #include "dedupe.h"
+#include "grow.h"
 #include "half.h"
 #include "log.h"
 #include "net.h"
@@ -36,7 +37,9 @@
 typedef struct chain_hop {   /* the rows of one push forwarded to one successor */
     uint32_t node;
     vbuf *kb, *vb;     /* where keys and vals live (kb NULL: no keys), lent to ZeroMQ */
-    uint64_t *keys;
+    uint64_t *keys;    /* a sparse table's rows */
+    uint64_t *runs;    /* a dense table's: (first key, count) pairs, in the Meta */
+    size_t nruns, runs_cap;
     float *vals;
     uint64_t n;
     int done;
@@ -58,6 +61,7 @@ static void pend_free(chain_pend *p)
     for (int i = 0; i < p->nfwd; i++) {
         vbuf_unref(NULL, p->fwds[i].kb);
         vbuf_unref(NULL, p->fwds[i].vb);
+        free(p->fwds[i].runs);
         free(p->fwds[i].parts);
     }
     free(p->fwds);
@@ -112,9 +116,6 @@ static void send_replicate(chain *c, chain_pend *pd, int fi)
         m.folded_ids = pd->fids;
         m.folded_floors = pd->ffloors;
         m.has_num_keys = m.has_width = f->n > 0; /* a close with no rows: no frames */
-        /* dense rows are the spans of its partitions: no keys frame */
-        m.has_first_key = f->n > 0 && pd->t->dense;
-        m.first_key = 0;
     } else {
         m.has_origin = m.has_origin_id = m.has_clock = 1;
         m.clock = pd->clock; /* the push's: rows are stamped with it (eviction) */
@@ -122,6 +123,12 @@ static void send_replicate(chain *c, chain_pend *pd, int fi)
         m.origin_id = pd->origin_id;
         m.has_floor = pd->floor != 0;
         m.floor = pd->floor;
+    }
+    if (f->n && pd->t->dense) { /* dense rows go as runs: no keys frame */
+        m.has_first_key = 1;
+        m.first_key = 0;
+        m.n_runs = 2 * f->nruns;
+        m.runs = f->runs;
     }
     if (pd->assign) {
         m.has_assign = 1;
@@ -170,9 +177,8 @@ static int fwd_find(const chain_pend *pd, int first_new, uint32_t nx)
 }
 
 /* The forward of pd to successor nx among those added since first_new, made when
- * there is none yet with room for n rows (their keys too unless a dense close's,
- * whose rows are its partitions' spans) and np partitions. Returns its index or
- * -PSKV_ENOMEM. */
+ * there is none yet with room for n rows (their keys too, sparse; a dense table's
+ * runs grow as they come) and np partitions. Returns its index or -PSKV_ENOMEM. */
 static int fwd_to(chain_pend *pd, int first_new, uint32_t nx, uint64_t n, size_t np, uint32_t wd)
 {
     int fi = fwd_find(pd, first_new, nx);
@@ -187,7 +193,7 @@ static int fwd_to(chain_pend *pd, int first_new, uint32_t nx, uint64_t n, size_t
     fi = pd->nfwd++;
     memset(&g[fi], 0, sizeof g[fi]);
     g[fi].node = nx;
-    int keys = !(pd->close && pd->t->dense);
+    int keys = !pd->t->dense;
     g[fi].keys = keys ? hop_buf_new(&g[fi].kb, n * sizeof(uint64_t)) : NULL;
     g[fi].vals = hop_buf_new(&g[fi].vb, n * wd * sizeof(float));
     g[fi].parts = np ? malloc(np * sizeof(uint32_t)) : NULL;
@@ -195,75 +201,71 @@ static int fwd_to(chain_pend *pd, int first_new, uint32_t nx, uint64_t n, size_t
     return (!keys || g[fi].keys) && g[fi].vals && (!np || g[fi].parts) ? fi : -PSKV_ENOMEM;
 }
 
-/* Appends the rows [i, end) of one partition (p) to the forward of its successor
- * (none when it has no next server, or, make 0, no forward was made for it). */
-static int fwd_run(chain *c, chain_pend *pd, int first_new, int make, const uint64_t *keys,
-                   const float *vals, uint64_t i, uint64_t end, uint64_t n, uint32_t p)
+/* Appends the piece w of b (rows of one partition) to the forward of the
+ * partition's next server (none when it has no next server, or, make 0, no
+ * forward was made for it): its keys, or its run, joined to the hop's last run
+ * when it follows it. Returns 0 or -PSKV_ENOMEM. */
+static int fwd_piece(chain *c, chain_pend *pd, int first_new, int make, const chain_batch *b,
+                     const chain_piece *w)
 {
-    uint32_t wd = pd->t->width, nx = chain_next_of(c, p);
+    uint32_t wd = pd->t->width, nx = chain_next_of(c, w->p);
     if (!nx)
         return 0;
-    int fi = make ? fwd_to(pd, first_new, nx, n, 0, wd) : fwd_find(pd, first_new, nx);
+    int fi = make ? fwd_to(pd, first_new, nx, b->n, 0, wd) : fwd_find(pd, first_new, nx);
     if (fi < 0)
         return make ? fi : 0;
     chain_hop *f = &pd->fwds[fi];
-    if (f->keys) /* none for a dense close: its rows are its partitions' spans */
-        memcpy(f->keys + f->n, keys + i, (end - i) * sizeof *keys);
-    memcpy(f->vals + f->n * wd, vals + i * wd, (end - i) * wd * sizeof(float));
-    f->n += end - i;
+    uint64_t m = w->end - w->i;
+    if (f->keys) {
+        memcpy(f->keys + f->n, b->keys + w->i, m * sizeof *b->keys);
+    } else if (f->nruns && f->runs[2 * f->nruns - 2] + f->runs[2 * f->nruns - 1] == w->first) {
+        f->runs[2 * f->nruns - 1] += m;
+    } else {
+        if (grow_array((void **)&f->runs, &f->runs_cap, 2 * f->nruns + 2, sizeof *f->runs) < 0)
+            return -PSKV_ENOMEM;
+        f->runs[2 * f->nruns] = w->first;
+        f->runs[2 * f->nruns + 1] = m;
+        f->nruns++;
+    }
+    memcpy(f->vals + f->n * wd, b->vals + w->i * wd, m * wd * sizeof(float));
+    f->n += m;
     return 0;
 }
 
-/* Adds forwards for the rows whose partition has a next server, grouped by it. */
-int chain_fwd_rows(chain *c, chain_pend *pd, const uint64_t *keys, const float *vals, uint64_t n)
+/* Routes every piece of b to the forward of its partition's next server (make:
+ * making the forwards as needed), then sends the forwards made since first_new. */
+static int fwd_batch(chain *c, chain_pend *pd, int first_new, int make, const chain_batch *b)
 {
-    int first_new = pd->nfwd;
-    chain_cursor pc = {0, 0, 0};
-    uint32_t p;
-    for (uint64_t i = 0, end; i < n; i = end) {
-        end = chain_run_end(c, pd->t, keys, i, n, &pc, &p);
-        if (fwd_run(c, pd, first_new, 1, keys, vals, i, end, n, p) < 0)
+    chain_piece w = {0};
+    while (chain_piece_next(c, pd->t, b, &w))
+        if (fwd_piece(c, pd, first_new, make, b, &w) < 0)
             return -PSKV_ENOMEM;
-    }
     for (int k = first_new; k < pd->nfwd; k++)
         send_replicate(c, pd, k);
     return 0;
 }
 
+int chain_fwd_rows(chain *c, chain_pend *pd, const chain_batch *b)
+{
+    return fwd_batch(c, pd, pd->nfwd, 1, b);
+}
+
 /* A bsp close's forwards: one per next server of its partitions, each with those
  * partitions and their rows (possibly none: the close still moves their clocks). */
-int chain_fwd_close(chain *c, chain_pend *pd, const uint64_t *keys, const float *vals, uint64_t n,
-                    const uint32_t *parts, size_t np)
+int chain_fwd_close(chain *c, chain_pend *pd, const chain_batch *b, const uint32_t *parts,
+                    size_t np)
 {
     int first_new = pd->nfwd;
     for (size_t k = 0; k < np; k++) {
         uint32_t nx = chain_next_of(c, parts[k]);
         if (!nx)
             continue;
-        int fi = fwd_to(pd, first_new, nx, n, np, pd->t->width);
+        int fi = fwd_to(pd, first_new, nx, b->n, np, pd->t->width);
         if (fi < 0)
             return fi;
         pd->fwds[fi].parts[pd->fwds[fi].nparts++] = parts[k];
     }
-    if (pd->nfwd == first_new)
-        return 0; /* the tail: nothing goes on */
-    if (pd->t->dense && n) { /* whole partition spans, in list order (close_replicate) */
-        uint64_t off = 0, pf, pn;
-        for (size_t k = 0; k < np; k++, off += pn) {
-            chain_span(c, pd->t, parts[k], &pf, &pn);
-            fwd_run(c, pd, first_new, 0, keys, vals, off, off + pn, n, parts[k]);
-        }
-    } else {
-        chain_cursor pc = {0, 0, 0};
-        uint32_t p;
-        for (uint64_t i = 0, end; i < n; i = end) {
-            end = chain_run_end(c, pd->t, keys, i, n, &pc, &p);
-            fwd_run(c, pd, first_new, 0, keys, vals, i, end, n, p);
-        }
-    }
-    for (int k = first_new; k < pd->nfwd; k++)
-        send_replicate(c, pd, k);
-    return 0;
+    return pd->nfwd == first_new ? 0 : fwd_batch(c, pd, first_new, 0, b);
 }
 
 chain_pend *chain_pend_new(chain *c)
@@ -539,12 +541,19 @@ static int parts_left(const chain *c, const chain_hop *f)
     return 0;
 }
 
+/* The rows of hop f as a batch. */
+static chain_batch hop_batch(const chain_hop *f)
+{
+    return (chain_batch){f->keys, f->runs, f->nruns, f->vals, f->n};
+}
+
 /* 1 when some row of hop f is in a partition this server no longer holds. */
 static int hop_left(const chain *c, const chain_pend *pd, const chain_hop *f)
 {
-    chain_cursor pc = {0, 0, 0};
-    for (uint64_t i = 0; i < f->n; i++)
-        if (c->index[chain_part_at(c, pd->t, f->keys[i], &pc)] < 0)
+    chain_batch b = hop_batch(f);
+    chain_piece w = {0};
+    while (chain_piece_next(c, pd->t, &b, &w))
+        if (c->index[w.p] < 0)
             return 1;
     return 0;
 }
@@ -574,8 +583,9 @@ void chain_fwd_again(chain *c)
                 pd->moved = 1;
                 moved++;
             }
-            int rc = pd->close ? chain_fwd_close(c, pd, f->keys, f->vals, f->n, f->parts, f->nparts)
-                               : chain_fwd_rows(c, pd, f->keys, f->vals, f->n);
+            chain_batch b = hop_batch(f);
+            int rc = pd->close ? chain_fwd_close(c, pd, &b, f->parts, f->nparts)
+                               : chain_fwd_rows(c, pd, &b);
             if (rc < 0)
                 LOG_E("out of memory forwarding again");
             /* chain_fwd_rows may move pd->fwds */

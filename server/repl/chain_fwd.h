@@ -11,7 +11,8 @@
  * and after a new view); never applies an update. Copies the rows of each hop
  * once (a forward outlives the received frames), and no more: each REPLICATE
  * lends ZeroMQ the hop's own keys and values (fp32), the hop and every send
- * holding a reference (the free function runs on an I/O thread). */
+ * holding a reference (the free function runs on an I/O thread); a dense table's
+ * rows go as runs in the Meta, without keys. */
 #ifndef PSKV_CHAIN_FWD_H
 #define PSKV_CHAIN_FWD_H
 

@@ -99,8 +99,8 @@ struct chain {
     uint8_t *gone;         /* per partition: let go by the view being applied; its
                               sparse rows go once the view is (chain_fill_drop) */
     /* applying (chain_apply.c): scratch of one message */
-    uint64_t *keys;        /* a dense push's rows as explicit indices */
-    size_t keys_cap;
+    uint64_t *runs;        /* a dense push's or close's rows as (first, count) runs */
+    size_t runs_cap;
     uint8_t *skip;         /* per row: already applied here */
     size_t skip_cap;
     uint64_t *akeys;       /* admission: the rows the head passes on (admitted_rows) */
@@ -160,18 +160,54 @@ static inline uint32_t chain_part_at(const chain *c, const table *t, uint64_t ke
     return p;
 }
 
-/* The end j of the run of rows from i in one partition (*p): dense keys that follow
- * each other inside the partition's span; one row for a sparse table. Keys of a
- * dense table must be below its size. */
-static inline uint64_t chain_run_end(const chain *c, const table *t, const uint64_t *keys,
-                                     uint64_t i, uint64_t n, chain_cursor *pc, uint32_t *p)
+/* The rows of one update as they travel down a chain: a sparse table's keys, or
+ * a dense table's runs of consecutive keys (no keys: a width-1 table would send
+ * two keys' bytes per value), with their values in row order. */
+typedef struct chain_batch {
+    const uint64_t *keys; /* sparse: n keys; NULL for a dense table */
+    const uint64_t *runs; /* dense: nruns (first key, count) pairs, n rows in all */
+    size_t nruns;
+    const float *vals;    /* n rows of the table's width */
+    uint64_t n;
+} chain_batch;
+
+/* A walk of a batch piece by piece: rows [i, end) of one partition p, whose first
+ * key is `first` (the rest follow it, dense), one row for a sparse table. Start
+ * one zeroed; dense runs' keys must be below the table's size. */
+typedef struct chain_piece {
+    uint64_t i, end, first;
+    uint32_t p;
+    size_t run;   /* dense: the run walked, and its rows walked so far */
+    uint64_t off;
+    chain_cursor pc;
+} chain_piece;
+
+/* The next piece of b into *w: 1, or 0 at the end. */
+static inline int chain_piece_next(const chain *c, const table *t, const chain_batch *b,
+                                   chain_piece *w)
 {
-    *p = chain_part_at(c, t, keys[i], pc);
-    uint64_t j = i + 1;
-    if (t->dense)
-        while (j < n && keys[j] == keys[j - 1] + 1 && keys[j] < pc->hi)
-            j++;
-    return j;
+    w->i = w->end;
+    if (w->i >= b->n)
+        return 0;
+    if (!t->dense) {
+        w->first = b->keys[w->i];
+        w->p = chain_part(c, t, w->first);
+        w->end = w->i + 1;
+        return 1;
+    }
+    while (w->run < b->nruns && w->off >= b->runs[2 * w->run + 1]) {
+        w->run++;
+        w->off = 0;
+    }
+    if (w->run >= b->nruns)
+        return 0;
+    uint64_t k = b->runs[2 * w->run] + w->off, left = b->runs[2 * w->run + 1] - w->off;
+    w->p = chain_part_at(c, t, k, &w->pc);
+    uint64_t m = w->pc.hi - k < left ? w->pc.hi - k : left;
+    w->first = k;
+    w->off += m;
+    w->end = w->i + m;
+    return 1;
 }
 
 /* Partition p's chain: R server ids, head first, 0 = none. */
@@ -245,18 +281,16 @@ void chain_pend_done(chain *c, chain_pend *pd);
  * pd may be a stack copy that was never in the table. */
 void chain_answer_upstream(chain *c, const chain_pend *pd, int code, const char *why);
 
-/* chain_fwd.c: adds pd's hops for the rows (keys[i], vals[i * width]) whose
- * partition has a next server, grouped by it, and sends them. Rows are copied.
+/* chain_fwd.c: adds pd's hops for the rows of b whose partition has a next
+ * server, grouped by it (dense: as runs), and sends them. Rows are copied.
  * Returns 0 or -PSKV_ENOMEM. */
-int chain_fwd_rows(chain *c, chain_pend *pd, const uint64_t *keys, const float *vals,
-                   uint64_t n);
+int chain_fwd_rows(chain *c, chain_pend *pd, const chain_batch *b);
 
 /* chain_fwd.c: a bsp close's hops: one per next server of the partitions `parts`,
- * each with those partitions and their rows (sparse: keyed; dense: the whole
- * spans of the partitions in list order, keys NULL), possibly none. Returns 0 or
- * -PSKV_ENOMEM. */
-int chain_fwd_close(chain *c, chain_pend *pd, const uint64_t *keys, const float *vals,
-                    uint64_t n, const uint32_t *parts, size_t np);
+ * each with those partitions and their rows of b (a dense close's: the whole
+ * spans of the partitions), possibly none. Returns 0 or -PSKV_ENOMEM. */
+int chain_fwd_close(chain *c, chain_pend *pd, const chain_batch *b, const uint32_t *parts,
+                    size_t np);
 
 /* chain_fwd.c: after a placement change, sends every unanswered hop again to the
  * next server of its partitions in the new view (after the copies: chain_fill_owed). */
