@@ -52,6 +52,8 @@ typedef struct gather {
 typedef struct written {
     int64_t ms;    /* its time */
     uint64_t sync; /* its number (follow's syncs): orders it against a send in the same ms */
+    int mid_round; /* a dense table written since the last worker CLOCK (follow_clock):
+                    * its values hold part of a round its clock tag does not cover */
 } written;
 
 struct follow {
@@ -385,6 +387,13 @@ static void step_full(follow *f, sub *s, uint64_t budget)
     }
 }
 
+/* Every reader is owed full copies. */
+static void owe_full(follow *f)
+{
+    for (int i = 0; i < f->nsubs; i++)
+        f->subs[i].owed_full = 1;
+}
+
 /* The smallest values clock of ns's dense tables (INT64_MAX: none). */
 static int64_t dense_clock(follow *f, const char *ns)
 {
@@ -397,9 +406,33 @@ static int64_t dense_clock(follow *f, const char *ns)
     return lo;
 }
 
+/* At a worker's CLOCK: the writes to followed dense tables so far belong to the
+ * rounds the clock tags cover; taken (counted) now, so a write a sync sees later is
+ * one of the next round (mid_round). */
+static void dense_boundary(follow *f)
+{
+    int64_t now = tu_now_ms();
+    for (size_t i = 0; i < tables_count(f->tables) && i < f->nquiet; i++) {
+        table *t = tables_at(f->tables, i);
+        if (!t->dense || !ns_follows(f, t->ns))
+            continue;
+        int n = shard_follow_taken(t->sh, NULL, NULL);
+        if (n != 0)
+            f->written[i] = (written){now, f->syncs, 0};
+        f->written[i].mid_round = 0;
+        if (n < 0) { /* bits or memory lost: everyone gets everything again */
+            shard_follow_on(t->sh);
+            owe_full(f);
+        }
+    }
+}
+
 void follow_clock(follow *f)
 {
-    for (int i = 0; f && i < f->nsubs; i++) {
+    if (!f || !f->nsubs)
+        return;
+    dense_boundary(f);
+    for (int i = 0; i < f->nsubs; i++) {
         sub *s = &f->subs[i];
         if (s->target >= 0 && !s->owed_full && !s->in_full && settled(f) &&
             dense_clock(f, s->ns) >= s->target)
@@ -407,12 +440,6 @@ void follow_clock(follow *f)
     }
 }
 
-/* Every reader is owed full copies. */
-static void owe_full(follow *f)
-{
-    for (int i = 0; i < f->nsubs; i++)
-        f->subs[i].owed_full = 1;
-}
 
 void follow_placement(follow *f)
 {
@@ -518,13 +545,18 @@ void follow_forget_ns(follow *f, const char *ns)
         f->nquiet = keep;
 }
 
-/* 1 when ns's dense tables were all written to last before `since`. */
+/* 1 when ns's dense tables were all written to last before `since`, and none
+ * since the last worker CLOCK: training paused at a clock boundary. A pause in the
+ * middle of a round (a worker slow between its pushes, a loaded machine) is none:
+ * the values would hold some of the round's pushes under the clock before it. */
 static int dense_quiet(const follow *f, const char *ns, int64_t since)
 {
-    for (size_t i = 0; i < tables_count(f->tables) && i < f->nquiet; i++)
-        if (tables_at(f->tables, i)->dense && !strcmp(tables_at(f->tables, i)->ns, ns) &&
-            f->written[i].ms > since)
+    for (size_t i = 0; i < tables_count(f->tables); i++) {
+        const table *t = tables_at(f->tables, i);
+        if (t->dense && !strcmp(t->ns, ns) &&
+            (i >= f->nquiet || f->written[i].ms > since || f->written[i].mid_round))
             return 0;
+    }
     return 1;
 }
 
@@ -569,7 +601,7 @@ static void sync_changes(follow *f, int64_t now)
         if (!q)
             return;
         for (size_t i = f->nquiet; i < nt; i++)
-            q[i] = (written){now, f->syncs};
+            q[i] = (written){now, f->syncs, 1};
         f->written = q;
         f->nquiet = nt;
     }
@@ -590,7 +622,7 @@ static void sync_changes(follow *f, int64_t now)
         /* a dense table's rows are only counted (its parts go whole at a boundary) */
         int n = shard_follow_taken(t->sh, t->dense ? NULL : gather_row, &f->g);
         if (n != 0)
-            f->written[i] = (written){now, f->syncs};
+            f->written[i] = (written){now, f->syncs, t->dense};
         if (n < 0) { /* bits or memory lost: everyone gets everything again */
             shard_follow_on(t->sh);
             owe_full(f);
