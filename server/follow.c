@@ -600,8 +600,11 @@ static void sync_changes(follow *f, int64_t now)
         written *q = realloc(f->written, nt * sizeof *q);
         if (!q)
             return;
+        /* a table first seen counts as written now, at a boundary: a round in
+         * progress writes again and marks it mid_round; a namespace whose training
+         * ended (no CLOCK will come) is sent once quiet */
         for (size_t i = f->nquiet; i < nt; i++)
-            q[i] = (written){now, f->syncs, 1};
+            q[i] = (written){now, f->syncs, 0};
         f->written = q;
         f->nquiet = nt;
     }

@@ -10,7 +10,7 @@
  * and resume-check, stderr for the others) and returns the exit status: 0 on
  * success, 1 on a failure, 128 + N when stopped by signal N. After a failure a
  * request may still be in flight into an app's buffers (pskv_worker_close waits
- * for it): check and bench hand them to app_free_after_close; train and
+ * for it): check, bench and the evaluator hand them to app_free_after_close; train and
  * sparse-lr return without freeing, and the process exits next. */
 #ifndef PSKV_APPS_H
 #define PSKV_APPS_H

@@ -31,7 +31,6 @@
 #define POLL_MS 50        /* between snapshots when no evaluation is due */
 #define MAX_RETAKES 1000  /* bsp: snapshots pulled again in a row (servers at different clocks) */
 #define VC_MAX 1024
-#define LAST_PULL_MS 2000 /* a pull the job's end left in flight: how long to wait for it */
 
 typedef struct ev {
     pskv_worker *w;
@@ -58,8 +57,8 @@ typedef struct ev {
     int64_t best_clock;
     long evals, retakes;
     int64_t t0;
-    int pull_open;    /* the job ended while a pull (into params or probe) was in flight */
-    float probe;      /* probe_due's one value (here, not on its stack: see pull_open) */
+    int pull_open;    /* the job ended while a pull (into params or probe_value) was in
+                         flight: it may still write there until pskv_worker_close */
     int64_t vc[VC_MAX];
     int nvc;
 } ev;
@@ -249,10 +248,13 @@ static double epoch_of(ev *e, int64_t clock)
 /* With --eval-every > 0, a one-key pull tells whether an evaluation may be due,
  * so that the whole model is not pulled for nothing every POLL_MS. Returns 1 when
  * it may be, 0 when not, 2 when the job ended, or a negated error. */
+static float probe_value; /* probe_due's destination: a pull the job's end leaves in
+                            flight may write it until the process's pskv_worker_close */
+
 static int probe_due(ev *e, double next_epoch)
 {
     static const uint64_t k0[2] = {0, SPARSE_BIAS_KEY}; /* read while the pull lasts */
-    int64_t ts = pskv_pull(e->w, e->t, &k0[e->sparse ? 1 : 0], 1, &e->probe);
+    int64_t ts = pskv_pull(e->w, e->t, &k0[e->sparse ? 1 : 0], 1, &probe_value);
     int rc = ts < 0 ? (int)ts : wait_pull(e, ts);
     e->pull_open = rc == 1;
     if (rc != 0)
@@ -395,13 +397,22 @@ int app_evaluate(pskv_worker *w, cfg_entry *cfg)
                *e.save_best ? "; saved to " : "", e.save_best);
     else
         printf("evaluator: no evaluation made\n");
-    /* a pull in flight writes into params (the sparse set's keys and values) until it
-     * is over: freed only after it (else the process exits next, and pskv_worker_close
-     * waits for it) */
-    if (rc || (e.pull_open && pskv_wait_all(w, LAST_PULL_MS) < 0))
-        return rc;
+    /* a pull left in flight (the job's end, a failure) writes into params (the sparse
+     * set's keys and values) if it is ever answered: those are freed after
+     * pskv_worker_close (app_free_after_close), the rest now */
+    if (rc || e.pull_open) {
+        if (e.sparse) {
+            app_free_after_close(e.sv.keys);
+            app_free_after_close(e.sv.w);
+            e.sv.keys = NULL;
+            e.sv.w = NULL;
+        } else {
+            app_free_after_close(e.params);
+        }
+        e.params = NULL;
+    }
     free_ev(&e);
-    return 0;
+    return rc;
 }
 
 /* --evaluate, sparse-lr: each validation feature takes the file's weight (0 when
