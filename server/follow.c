@@ -440,7 +440,6 @@ void follow_clock(follow *f)
     }
 }
 
-
 void follow_placement(follow *f)
 {
     if (!f)
