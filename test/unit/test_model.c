@@ -225,6 +225,41 @@ START_TEST(grad_scale_folded)
 }
 END_TEST
 
+/* The ReLU's lanes (relu_fwd and relu_bwd, four at a time, then the rest) give what
+ * y > 0 ? y : 0 gives, bit for bit: NaN and -0 become +0, and the mask passes dy
+ * only where y > 0. Seven outputs a row over three rows: full lanes and a tail. */
+START_TEST(relu_lanes_exact)
+{
+    enum { OUT = 7, B = 3, N = OUT * B };
+    const float v[OUT] = {1.5f, -2.0f, -0.0f, NAN, 0.0f, FLT_MIN, -FLT_MIN};
+    float p[OUT + OUT], x[B], y[N], dy[N];
+    for (int j = 0; j < OUT; j++) {
+        p[j] = v[j]; /* W: one input row */
+        p[OUT + j] = 0.0f;
+    }
+    for (int r = 0; r < B; r++)
+        x[r] = (float)(r + 1);
+    model_dense_fwd(p, 1, OUT, x, B, 1, y);
+    for (int i = 0; i < N; i++) {
+        float pre = 0.0f + x[i / OUT] * v[i % OUT]; /* what sgemm adds to the bias */
+        float want = pre > 0.0f ? pre : 0.0f;
+        ck_assert_msg(!memcmp(&y[i], &want, sizeof want), "y[%d] = %a, want %a", i, y[i], want);
+    }
+    /* the mask: dy where the activation passed, +0 elsewhere (y as the forward left it,
+     * and a NaN activation too) */
+    float act[N], ones[B] = {1.0f, 1.0f, 1.0f}, g[OUT + OUT];
+    for (int i = 0; i < N; i++) {
+        act[i] = v[i % OUT] * (float)(i / OUT + 1);
+        dy[i] = (float)(i + 1);
+    }
+    model_dense_bwd(p, 1, OUT, x, act, dy, B, 1, ones, g, 0, NULL);
+    for (int i = 0; i < N; i++) {
+        float want = act[i] > 0.0f ? (float)(i + 1) : 0.0f;
+        ck_assert_msg(!memcmp(&dy[i], &want, sizeof want), "dy[%d] = %a, want %a", i, dy[i], want);
+    }
+}
+END_TEST
+
 START_TEST(eval_hand_made)
 {
     /* logits = x·W + b with W = [[1,0,0],[0,1,0]], b = [0,0,0.5]. */
@@ -459,6 +494,7 @@ Suite *model_suite(void)
     tcase_add_test(grad, grad_mlp_matches_differences);
     tcase_add_test(grad, uniform_output_loss_is_log_out);
     tcase_add_test(grad, grad_scale_folded);
+    tcase_add_test(grad, relu_lanes_exact);
     suite_add_tcase(s, grad);
     TCase *eval = tcase_create("eval");
     tcase_add_test(eval, eval_hand_made);
