@@ -159,7 +159,7 @@ void eta_estimate(const eta *e, int64_t setup_ns, int64_t mine_ns, int64_t slowe
     double total = setup + (mine > slowest ? mine : slowest) + final_s;
     double job_rate = step_s > 0 ? e->W * e->per_step / step_s : 0;
     double ceiling = compute_s > 0 ? e->W * e->per_step / compute_s : 0;
-    printf("estimate: predicted wall time %.1f s (setup %.1f s with %lld warm-up steps, %lld steps "
+    printf("estimate: predicted wall time %.2f s (setup %.2f s with %lld warm-up steps, %lld steps "
            "x %.3f ms = %.1f s, %lld evaluations x %.3f s, the final one %.3f s); compute-only "
            "step %.3f ms; scaling efficiency %.3f (from %lld steps timed); the slowest worker's "
            "step %.3f ms\n",
