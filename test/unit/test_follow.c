@@ -252,19 +252,40 @@ static void worker_clock(fixture *fx, int64_t clock)
     follow_clock(fx->f);
 }
 
-/* Expects exactly one dense part of table `name`: n rows, tagged `clock`, its
- * first value v. */
-static void one_dense(void *rd, const char *name, uint64_t n, int64_t clock, float v)
+/* Expects exactly one FOLLOW_DATA: of table `name`, a full copy's or not,
+ * dense or not, of n rows. Returns it. */
+static got one_msg(void *rd, const char *name, int full, int dense, uint64_t n)
 {
     got g[4];
     ck_assert_int_eq(drain(rd, g, 4, 1000), 1);
     ck_assert_str_eq(g[0].table, name);
-    ck_assert_int_eq(g[0].dense, 1);
-    ck_assert_int_eq(g[0].full, 1);
+    ck_assert_int_eq(g[0].full, full);
+    ck_assert_int_eq(g[0].dense, dense);
     ck_assert_uint_eq(g[0].n, n);
-    ck_assert_int_eq(g[0].clock, clock);
+    return g[0];
+}
+
+/* Expects exactly one dense part of table `name`: n rows, tagged `clock`, its
+ * first value v. */
+static void one_dense(void *rd, const char *name, uint64_t n, int64_t clock, float v)
+{
+    got g = one_msg(rd, name, 1, 1, n);
+    ck_assert_int_eq(g.clock, clock);
     if (n)
-        ck_assert_float_eq(g[0].v0[0], v);
+        ck_assert_float_eq(g.v0[0], v);
+}
+
+/* A server heading every partition, dense table a/w (4 rows of width 1) and a
+ * reader of namespace a past its full copy (no sparse table to send): its dense
+ * part is owed at the next boundary. Returns the reader; *w is the table. */
+static void *reader_of_a(fixture *fx, table **w)
+{
+    setup(fx, ME);
+    *w = open_table(fx, "a/w", 1, 4, 1);
+    void *rd = reader(fx, "r1");
+    ck_assert_int_eq(follow_as(fx, rd, "a", 1, -1), 0);
+    tick(fx);
+    return rd;
 }
 
 /* A table first seen by a sync counts as written then, at a boundary: a dense
@@ -282,18 +303,13 @@ START_TEST(first_seen_is_sendable)
     tick(&fx); /* the full copy: no sparse table; the dense part at the next boundary */
     nothing_for(rd, "the sync that first saw the table");
     tick(&fx); /* quiet since it was first seen: sent as it is */
-    got g[4];
-    ck_assert_int_eq(drain(rd, g, 4, 1000), 1);
-    ck_assert_str_eq(g[0].table, "a/w");
-    ck_assert_int_eq(g[0].dense, 1);
-    ck_assert_int_eq(g[0].full, 1);
-    ck_assert_uint_eq(g[0].n, 8);
-    ck_assert_uint_eq(g[0].size, 8);
-    ck_assert_int_eq(g[0].clock, 0);
-    ck_assert_uint_eq(g[0].seq, 1);
-    ck_assert_uint_eq(g[0].key0, 0);
-    ck_assert_float_eq(g[0].v0[0], 1.5f);
-    ck_assert_float_eq(g[0].v0[1], 1.5f);
+    got g = one_msg(rd, "a/w", 1, 1, 8);
+    ck_assert_uint_eq(g.size, 8);
+    ck_assert_int_eq(g.clock, 0);
+    ck_assert_uint_eq(g.seq, 1);
+    ck_assert_uint_eq(g.key0, 0);
+    ck_assert_float_eq(g.v0[0], 1.5f);
+    ck_assert_float_eq(g.v0[1], 1.5f);
     tick(&fx);
     nothing_for(rd, "after the part went");
     zmq_close(rd);
@@ -308,11 +324,8 @@ END_TEST
 START_TEST(mid_round_waits_for_clock)
 {
     fixture fx;
-    setup(&fx, ME);
-    table *w = open_table(&fx, "a/w", 1, 4, 1);
-    void *rd = reader(&fx, "r1");
-    ck_assert_int_eq(follow_as(&fx, rd, "a", 1, -1), 0);
-    tick(&fx); /* the dense part now owed at the next boundary */
+    table *w;
+    void *rd = reader_of_a(&fx, &w);
     push_dense(w, 2); /* a round begins */
     tick(&fx);
     nothing_for(rd, "the sync that saw the write");
@@ -334,11 +347,8 @@ END_TEST
 START_TEST(boundary_after_clock)
 {
     fixture fx;
-    setup(&fx, ME);
-    table *w = open_table(&fx, "a/w", 1, 4, 1);
-    void *rd = reader(&fx, "r1");
-    ck_assert_int_eq(follow_as(&fx, rd, "a", 1, -1), 0);
-    tick(&fx);
+    table *w;
+    void *rd = reader_of_a(&fx, &w);
     push_dense(w, 1);
     worker_clock(&fx, 0); /* the boundary the reader waits for: sent at once */
     one_dense(rd, "a/w", 4, 1, 1);
@@ -417,20 +427,13 @@ START_TEST(closed_reader_unsubscribed)
     void *rd = reader(&fx, "r1");
     ck_assert_int_eq(follow_as(&fx, rd, "b", 1, -1), 0);
     tick(&fx);
-    got g[8];
-    ck_assert_int_eq(drain(rd, g, 8, 1000), 1);
-    ck_assert_int_eq(g[0].full, 1);
-    ck_assert_int_eq(g[0].dense, 0);
-    ck_assert_uint_eq(g[0].n, 2);
-    ck_assert_uint_eq(g[0].seq, 1);
+    ck_assert_uint_eq(one_msg(rd, "b/s", 1, 0, 2).seq, 1);
     push_sparse(s, 3, 1);
     tick(&fx);
-    ck_assert_int_eq(drain(rd, g, 8, 1000), 1);
-    ck_assert_int_eq(g[0].full, 0);
-    ck_assert_uint_eq(g[0].n, 1);
-    ck_assert_uint_eq(g[0].key0, 3);
-    ck_assert_float_eq(g[0].v0[0], 2);
-    ck_assert_uint_eq(g[0].seq, 2);
+    got g = one_msg(rd, "b/s", 0, 0, 1);
+    ck_assert_uint_eq(g.key0, 3);
+    ck_assert_float_eq(g.v0[0], 2);
+    ck_assert_uint_eq(g.seq, 2);
     zmq_close(rd);
     /* ZeroMQ closes the connection on the socket's next calls; the send after that
      * finds it gone and the turn after unsubscribes the reader. A sync takes the
@@ -445,10 +448,7 @@ START_TEST(closed_reader_unsubscribed)
     rd = reader(&fx, "r2");
     ck_assert_int_eq(follow_as(&fx, rd, "b", 1, -1), 0);
     tick(&fx);
-    ck_assert_int_eq(drain(rd, g, 8, 1000), 1);
-    ck_assert_int_eq(g[0].full, 1);
-    ck_assert_uint_eq(g[0].n, 2);
-    ck_assert_uint_eq(g[0].seq, 1);
+    ck_assert_uint_eq(one_msg(rd, "b/s", 1, 0, 2).seq, 1);
     zmq_close(rd);
     teardown(&fx);
 }
@@ -467,23 +467,14 @@ START_TEST(empty_and_one_row)
     void *rd = reader(&fx, "r1");
     ck_assert_int_eq(follow_as(&fx, rd, "e", 1, -1), 0);
     tick(&fx);
-    got g[4];
-    ck_assert_int_eq(drain(rd, g, 4, 1000), 1);
-    ck_assert_str_eq(g[0].table, "e/s");
-    ck_assert_int_eq(g[0].full, 1);
-    ck_assert_int_eq(g[0].dense, 0);
-    ck_assert_uint_eq(g[0].n, 0);
-    ck_assert_int_eq(g[0].frames, 0);
+    ck_assert_int_eq(one_msg(rd, "e/s", 1, 0, 0).frames, 0);
     tick(&fx);
-    ck_assert_int_eq(drain(rd, g, 4, 1000), 1);
-    ck_assert_str_eq(g[0].table, "e/w");
-    ck_assert_int_eq(g[0].dense, 1);
-    ck_assert_uint_eq(g[0].n, 1);
-    ck_assert_uint_eq(g[0].size, 1);
-    ck_assert_int_eq(g[0].frames, 2);
-    ck_assert_uint_eq(g[0].key0, 0);
+    got g = one_msg(rd, "e/w", 1, 1, 1);
+    ck_assert_uint_eq(g.size, 1);
+    ck_assert_int_eq(g.frames, 2);
+    ck_assert_uint_eq(g.key0, 0);
     for (int i = 0; i < 3; i++)
-        ck_assert_float_eq(g[0].v0[i], 0.25f);
+        ck_assert_float_eq(g.v0[i], 0.25f);
     zmq_close(rd);
     teardown(&fx);
 }
@@ -501,17 +492,11 @@ START_TEST(one_row_headed_elsewhere)
     void *rd = reader(&fx, "r1");
     ck_assert_int_eq(follow_as(&fx, rd, "e", 1, -1), 0);
     tick(&fx);
-    got g[4];
-    ck_assert_int_eq(drain(rd, g, 4, 1000), 1);
-    ck_assert_str_eq(g[0].table, "e/s");
-    ck_assert_uint_eq(g[0].n, 0);
+    ck_assert_int_eq(one_msg(rd, "e/s", 1, 0, 0).frames, 0);
     tick(&fx);
-    ck_assert_int_eq(drain(rd, g, 4, 1000), 1);
-    ck_assert_str_eq(g[0].table, "e/w");
-    ck_assert_int_eq(g[0].dense, 1);
-    ck_assert_uint_eq(g[0].n, 0);
-    ck_assert_uint_eq(g[0].size, 1);
-    ck_assert_int_eq(g[0].frames, 0);
+    got g = one_msg(rd, "e/w", 1, 1, 0);
+    ck_assert_uint_eq(g.size, 1);
+    ck_assert_int_eq(g.frames, 0);
     push_sparse(s, 5, 1);
     push_dense(w, 1);
     tick(&fx);
@@ -526,11 +511,8 @@ END_TEST
 START_TEST(placement_waits_two_clocks)
 {
     fixture fx;
-    setup(&fx, ME);
-    table *w = open_table(&fx, "a/w", 1, 4, 1);
-    void *rd = reader(&fx, "r1");
-    ck_assert_int_eq(follow_as(&fx, rd, "a", 1, -1), 0);
-    tick(&fx);
+    table *w;
+    void *rd = reader_of_a(&fx, &w);
     push_dense(w, 1);
     worker_clock(&fx, 0);
     one_dense(rd, "a/w", 4, 1, 1);
