@@ -33,6 +33,7 @@ int main(void)
     srunner_add_suite(sr, dedupe_suite());
     srunner_add_suite(sr, consist_suite());
     srunner_add_suite(sr, chain_suite());
+    srunner_add_suite(sr, follow_suite());
     srunner_add_suite(sr, ckpt_suite());
     srunner_add_suite(sr, keys_suite());
     srunner_add_suite(sr, clip_suite());

@@ -69,6 +69,10 @@ Suite *consist_suite(void);
 /* server/repl/: the chain rules: head and tail checks, dense runs cut to this
  * server's partitions, a re-sent push applied once. */
 Suite *chain_suite(void);
+/* server/follow.c: what goes to a reader following a namespace, and when: dense
+ * parts only at a clock boundary (a CLOCK, or quiet after one or since first
+ * seen), readers dropped with their namespace or connection, edge sizes. */
+Suite *follow_suite(void);
 /* server/repl/dedupe.c: applied-push record, eviction, clear, export/import, collisions. */
 Suite *dedupe_suite(void);
 /* common/ckpt.c: checkpoint round trips, temp file and rename, truncation, bit flips. */
