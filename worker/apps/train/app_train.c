@@ -542,28 +542,34 @@ static int next_view(run *r)
     return 0;
 }
 
-/* --prefetch --pushpull: the step's gradient pushed (lent: take_grad waits before
- * its buffer is written again), the clock ended and the weights after the push
- * asked for in one pskv_pushpull, into a view; then the view of the previous
- * step's becomes the next step's weights. Waiting for it (its reply and, with
- * replicas, its PUSH_ACK) also bounds the pushes in flight to two, as the
+/* --prefetch --pushpull: the view of the previous step's pushpull, waited for,
+ * becomes the next step's weights; then the step's gradient is pushed (lent:
+ * take_grad waits before its buffer is written again), the clock ended and the
+ * weights after the push asked for in one pskv_pushpull, into a view. The wait
+ * comes first: over TCP a request sent while the previous reply is still coming
+ * down the same connection makes both kernels receive and acknowledge each other's
+ * data in the middle of their sends, and its push finds the previous reply's rows
+ * still lent (the table moved to a copy): the server's CPU a step rose by a fifth
+ * (docs/benchmarks.md, "A pushpull's request waits for the previous reply").
+ * The weights a step uses are the same either way. Waiting for the reply (and,
+ * with replicas, its PUSH_ACK) also bounds the pushes in flight, as the
  * push-then-pull path does. Returns 0, or 1 after saying why. */
 static int exchange_pp_view(run *r, int64_t c2)
 {
     int rc;
+    if ((rc = next_view(r)))
+        return rc;
+    int64_t c3 = tu_now_ns();
     int64_t tq = pskv_pushpull(r->w, r->t, NULL, r->P, r->grad, NULL,
                                PSKV_PP_CLOCK | PSKV_PP_NOCOPY | PSKV_PP_VIEW);
     if (tq < 0)
         return fail(r->w, "pushpull", (int)tq);
     r->gpush[r->gi] = tq;
+    r->pending = tq; /* after the push: its values are the weights after it */
     if ((rc = balance_pull_send(r->bal, r->w)) < 0)
         return fail(r->w, "--balance: sharing the speeds", rc);
-    int64_t c3 = tu_now_ns();
-    if ((rc = next_view(r)))
-        return rc;
-    r->pending = tq; /* after the push: its values are the weights after it */
-    r->ns_push += c3 - c2;
-    r->ns_wait += tu_now_ns() - c3;
+    r->ns_wait += c3 - c2;
+    r->ns_push += tu_now_ns() - c3;
     return 0;
 }
 
