@@ -101,6 +101,7 @@ typedef struct run {
     int pp;           /* else a step's push, clock and pull are one pskv_pushpull */
     int ppv;          /* --prefetch --pushpull: ... into a view (PSKV_PP_VIEW), waited
                          for at the next step */
+    int ppv_tcp;      /* ... over TCP: each sent once the one before has come back */
     const float *wts; /* this step's weights: wbuf, or the view's */
     int64_t view;     /* --prefetch: the view (pskv_pull_view) wts points into */
     int64_t pending;  /* --prefetch: the next step's view pull (or pushpull), in flight */
@@ -342,7 +343,7 @@ static int resume_stats(run *r)
  * step's goes right after its push (the clock riding on it) and travels while the
  * next gradient is computed (the weights a step uses miss at most this worker's
  * previous push). With --pushpull too (where pskv_pushpull applies; the default
- * with --shm) a step's push, clock and pull are one pskv_pushpull into a view,
+ * with --prefetch) a step's push, clock and pull are one pskv_pushpull into a view,
  * waited for at the next step: the same weights, one request a step instead of a
  * push and a pull. Without --prefetch,
  * and always under bsp: push, clock, pull (or one pskv_pushpull), wait, compute.
@@ -350,18 +351,18 @@ static int resume_stats(run *r)
 static int first_pull(run *r)
 {
     r->overlap = !r->ar && cfg_int(r->cfg, "prefetch");
-    /* --pushpull left unset: on with --shm --prefetch (one request a step, the
-     * gradient and the weights through the shared region), where it was faster
-     * than push then pull; over TCP it was not (docs/benchmarks.md) */
+    /* --pushpull left unset: on with --prefetch (one request a step), faster than
+     * push then pull through the shared region and, each request sent once the
+     * previous reply is back, over TCP (docs/benchmarks.md) */
     const cfg_entry *ppf = cfg_find(r->cfg, "pushpull");
-    int want = strcmp(ppf->from, "default") ? (int)ppf->i
-                                            : r->overlap && cfg_int(r->cfg, "shm");
+    int want = strcmp(ppf->from, "default") ? (int)ppf->i : r->overlap;
     /* pskv_pushpull: not with filters, a 16-bit wire or loss scaling (pskv.h) */
     int pp = !r->ar && !(r->ls.scale > 0) && want &&
              !*cfg_str(r->cfg, "filter") && !r->digests &&
              !strcmp(cfg_str(r->cfg, "wire"), "fp32");
     r->pp = pp && !r->overlap;
     r->ppv = pp && r->overlap;
+    r->ppv_tcp = r->ppv && !cfg_int(r->cfg, "shm");
     r->pbufs = r->overlap && !r->ppv && !(r->ls.scale > 0); /* loss scaling pushes its own way */
     r->wts = r->wbuf;
     r->pending = -1;
@@ -542,22 +543,23 @@ static int next_view(run *r)
     return 0;
 }
 
-/* --prefetch --pushpull: the view of the previous step's pushpull, waited for,
- * becomes the next step's weights; then the step's gradient is pushed (lent:
- * take_grad waits before its buffer is written again), the clock ended and the
- * weights after the push asked for in one pskv_pushpull, into a view. The wait
- * comes first: over TCP a request sent while the previous reply is still coming
- * down the same connection makes both kernels receive and acknowledge each other's
- * data in the middle of their sends, and its push finds the previous reply's rows
- * still lent (the table moved to a copy): the server's CPU a step rose by a fifth
+/* --prefetch --pushpull: the step's gradient pushed (lent: take_grad waits before
+ * its buffer is written again), the clock ended and the weights after the push
+ * asked for in one pskv_pushpull, into a view; the view of the previous step's
+ * becomes the next step's weights. Over TCP that view is waited for before the
+ * request goes: a request sent while the previous reply is still coming down the
+ * same connection made both kernels take in and acknowledge each other's data in
+ * the middle of their sends, and its push found the previous reply's rows still
+ * lent (the table moved to a copy): a fifth more of the server's CPU a step
  * (docs/benchmarks.md, "A pushpull's request waits for the previous reply").
- * The weights a step uses are the same either way. Waiting for the reply (and,
- * with replicas, its PUSH_ACK) also bounds the pushes in flight, as the
- * push-then-pull path does. Returns 0, or 1 after saying why. */
+ * Through shared memory the request goes first (the replies are small). The
+ * weights a step uses are the same either way. Waiting for the reply (and, with
+ * replicas, its PUSH_ACK) also bounds the pushes in flight, as the push-then-pull
+ * path does. Returns 0, or 1 after saying why. */
 static int exchange_pp_view(run *r, int64_t c2)
 {
     int rc;
-    if ((rc = next_view(r)))
+    if (r->ppv_tcp && (rc = next_view(r)))
         return rc;
     int64_t c3 = tu_now_ns();
     int64_t tq = pskv_pushpull(r->w, r->t, NULL, r->P, r->grad, NULL,
@@ -565,11 +567,14 @@ static int exchange_pp_view(run *r, int64_t c2)
     if (tq < 0)
         return fail(r->w, "pushpull", (int)tq);
     r->gpush[r->gi] = tq;
-    r->pending = tq; /* after the push: its values are the weights after it */
     if ((rc = balance_pull_send(r->bal, r->w)) < 0)
         return fail(r->w, "--balance: sharing the speeds", rc);
-    r->ns_wait += c3 - c2;
-    r->ns_push += tu_now_ns() - c3;
+    int64_t c4 = tu_now_ns();
+    if (!r->ppv_tcp && (rc = next_view(r)))
+        return rc;
+    r->pending = tq; /* after the push: its values are the weights after it */
+    r->ns_push += c4 - c3;
+    r->ns_wait += (c3 - c2) + (tu_now_ns() - c4);
     return 0;
 }
 
@@ -812,6 +817,8 @@ static int end_training(run *r)
            r->ns_wait / 1e3 / n_st, r->ns_sleep / 1e3 / n_st, (long long)r->nsteps);
     printf("rank %d exchange: %s\n", r->rank,
            r->ar      ? "all-reduce (--sync allreduce)"
+           : r->ppv_tcp ? "pushpull into a view, the clock riding on it, each request sent "
+                          "once the previous reply is back (--pushpull --prefetch)"
            : r->ppv   ? "pushpull into a view, the clock riding on it (--pushpull --prefetch)"
            : r->pp    ? "pushpull into the app's array, the clock riding on it (--pushpull)"
            : r->pbufs ? "a push buffer, the clock riding on it, then the next step's view pull "
