@@ -8,8 +8,9 @@
 # Each entry of --models (default "async async+prefetch async+prefetch+shm bsp local") is a consistency
 # model, "+prefetch" adding --prefetch (the next step's pull sent before this
 # step's compute), "+pushpull" the trainer's --pushpull (one pskv_pushpull a step,
-# into a view with +prefetch; the trainer's default with +prefetch+shm),
-# "+nopushpull" --pushpull=false (push then pull with +prefetch+shm too), "+shm" the workers' --shm (values through shared memory, not
+# into a view with +prefetch; the trainer's default with +prefetch and +shm or
+# --servers 1, the default), "+nopushpull" --pushpull=false (push then pull),
+# "+shm" the workers' --shm (values through shared memory, not
 # loopback TCP) and "+FILTER" a wire filter (e.g. async+prefetch+int8), or
 # "local": --sync local, the same training with no communication a step (each
 # worker applies its own gradient to its own weights), the compute-only ceiling, or

@@ -16,20 +16,21 @@ t_train_prefetch() {
   # 0.70 on 1,000 test images, every example is trained exactly once an epoch (the
   # job-wide sum table), and each worker reports its waiting fraction and its CPU
   # (compute within the process's); the waiting floor (bench-lib.sh) of the job
-  # comes out between 0 and 1. The ssp:1 job runs with --pushpull: a step's push,
-  # clock and pull are one pskv_pushpull into a view, read in the received frame,
-  # each request sent once the previous reply is back; the async one pushes from
-  # push buffers, the clock riding on each push (no CLOCK message); the async+shm one
-  # (--shm) makes the pushpull by default, through the shared region, each request
-  # sent before the previous reply is waited for.
+  # comes out between 0 and 1. The ssp:1 job runs at the default, --pushpull with
+  # --prefetch and one server: a step's push, clock and pull are one pskv_pushpull
+  # into a view, read in the received frame, each request sent once the previous
+  # reply is back; the async one (--pushpull=false) pushes from push buffers, the
+  # clock riding on each push (no CLOCK message); the async+shm one (--shm) makes the
+  # pushpull through the shared region, each request sent before the previous reply
+  # is waited for.
   local cons d acc n r f c fl sampler pp how
   . "$top/scripts/bench-lib.sh" # cpu_sampler, floor_of
   for cons in async ssp:1 async+shm; do
     d="$TDIR/${cons/:/}"
     pp=(--log-level info)
-    how='a push buffer, the clock riding on it, then'
+    how='pushpull into a view, the clock riding on it, each request sent once the previous reply is back'
     case "$cons" in
-      ssp:1) pp+=(--pushpull); how='pushpull into a view, the clock riding on it, each request sent once the previous reply is back' ;;
+      async) pp+=(--pushpull=false); how='a push buffer, the clock riding on it, then' ;;
       async+shm) pp+=(--shm); how='pushpull into a view, the clock riding on it (' ;;
     esac
     mkdir -p "$d"

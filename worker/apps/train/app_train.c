@@ -343,7 +343,7 @@ static int resume_stats(run *r)
  * step's goes right after its push (the clock riding on it) and travels while the
  * next gradient is computed (the weights a step uses miss at most this worker's
  * previous push). With --pushpull too (where pskv_pushpull applies; the default
- * with --shm) a step's push, clock and pull are one pskv_pushpull into a view,
+ * with --shm or one server) a step's push, clock and pull are one pskv_pushpull into a view,
  * waited for at the next step: the same weights, one request a step instead of a
  * push and a pull. Without --prefetch,
  * and always under bsp: push, clock, pull (or one pskv_pushpull), wait, compute.
@@ -351,13 +351,14 @@ static int resume_stats(run *r)
 static int first_pull(run *r)
 {
     r->overlap = !r->ar && cfg_int(r->cfg, "prefetch");
-    /* --pushpull left unset: on with --shm --prefetch (one request a step, the
-     * gradient and the weights through the shared region), where it was faster
-     * than push then pull; over TCP it is faster with one replica but slower with
-     * two (docs/benchmarks.md), and the app is not told the job's replicas */
+    /* --pushpull left unset: on with --prefetch through the shared region (--shm)
+     * or over TCP to one server, where one request a step was faster than push
+     * then pull; over TCP to two servers it was slower, at R = 1 and R = 2 alike
+     * (docs/benchmarks.md) */
     const cfg_entry *ppf = cfg_find(r->cfg, "pushpull");
-    int want = strcmp(ppf->from, "default") ? (int)ppf->i
-                                            : r->overlap && cfg_int(r->cfg, "shm");
+    int want = strcmp(ppf->from, "default")
+                   ? (int)ppf->i
+                   : r->overlap && (cfg_int(r->cfg, "shm") || pskv_num_servers(r->w) == 1);
     /* pskv_pushpull: not with filters, a 16-bit wire or loss scaling (pskv.h) */
     int pp = !r->ar && !(r->ls.scale > 0) && want &&
              !*cfg_str(r->cfg, "filter") && !r->digests &&
