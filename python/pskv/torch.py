@@ -311,6 +311,17 @@ class DistributedOptimizer:
         send0 = tm["send"]
         t0 = now()
         if self.pushpull is not False and lr > 0:
+            # over TCP the last step's values are taken before this request goes, as
+            # the C trainer does: a request sent while the previous reply still came
+            # down the same connection cost the server's kernel a fifth more a step
+            # (docs/benchmarks.md, "A pushpull's request waits for the previous reply")
+            first = (self.pushpull is True and self.prefetch and self._pending is not None
+                     and not self.worker._cfg.shm)
+            tw = 0
+            if first:
+                self._use(self._pending)
+                self._pending = None
+                tw = now() - t0
             v = self._pushpull()
             if v is not None:
                 t1 = now()
@@ -319,7 +330,9 @@ class DistributedOptimizer:
                 # the weights push-then-pull's prefetch uses, step for step: its first
                 # step waits for its values and sends the next weights' pull;
                 # without prefetch, this step's values
-                if self.prefetch and self._pending is not None:
+                if first:
+                    self._pending = v
+                elif self.prefetch and self._pending is not None:
                     self._use(self._pending)
                     self._pending = v
                 else:
@@ -327,8 +340,8 @@ class DistributedOptimizer:
                     if self.prefetch:
                         self._pending = self.table.pull_view()
                 t2 = now()
-                tm["gather"] += t1 - t0 - (tm["send"] - send0)
-                tm["wait_pull"] += t2 - t1
+                tm["gather"] += t1 - t0 - tw - (tm["send"] - send0)
+                tm["wait_pull"] += t2 - t1 + tw
                 tm["steps"] += 1
                 return loss
         # lr 0 (a schedule's last steps): the weights would not move, so nothing is
