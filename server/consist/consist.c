@@ -151,6 +151,7 @@ static void ack_ride(consist *c, const held *h, Pskv__Meta *m)
         return;
     }
     c->ack_on = 0;
+    c->st.acks_ridden++;
     m->has_acked_push = 1;
     m->acked_push = c->ack.request_id;
 }

@@ -150,6 +150,7 @@ typedef struct consist_stats {
     int64_t push_ns, pull_ns;
     uint64_t bsp_closes;  /* bsp clocks closed that held pushes, and the time in them */
     int64_t bsp_close_ns;
+    uint64_t acks_ridden; /* PUSH_ACKs sent on a pull reply (acked_push) */
 } consist_stats;
 consist_stats consist_get_stats(const consist *c);
 
