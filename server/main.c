@@ -216,6 +216,9 @@ static void log_exit(int stopped)
           (unsigned long long)st.pulls, st.pulls ? st.pull_ns / 1e3 / (double)st.pulls : 0.0,
           (unsigned long long)st.dropped_late, (unsigned long long)(srv.errors + st.refused),
           tables_count(srv.tables));
+    if (st.acks_ridden)
+        LOG_I("%llu PUSH_ACKs rode on their worker's next pull reply (acked_push)",
+              (unsigned long long)st.acks_ridden);
     if (st.bsp_closes)
         LOG_I("%llu bsp clocks closed (%.1f us each to combine, apply and acknowledge)",
               (unsigned long long)st.bsp_closes, st.bsp_close_ns / 1e3 / (double)st.bsp_closes);

@@ -255,6 +255,14 @@ static void record_pending(void)
     record_push(pending.t, &rs, pending.sender, pending.origin, pending.floor);
 }
 
+/* What waits past the PULLs queued behind a push: its PUSH_ACK (consist.h), then
+ * its record. */
+static void flush_waiting(void)
+{
+    consist_flush_ack(srv.cons);
+    record_pending();
+}
+
 static void on_push(wire_msg *msg)
 {
     rowset rs;
@@ -566,7 +574,7 @@ static void handle_worker(wire_msg *msg)
     Pskv__Meta *r = msg->meta;
     char why[400];
     if (r->type != PSKV__MSG_TYPE__PULL) /* a PULL reads no record: it may wait */
-        record_pending();
+        flush_waiting();
     if (refuse_foreign(msg) || refuse_role(msg))
         return;
     wire_msg cm; /* the clock a push ends: after the push, whatever became of it */
@@ -622,7 +630,7 @@ static void replay_parked(void)
         wire_msg_close(&srv.parked[i]);
     }
     srv.nparked = keep;
-    record_pending();
+    flush_waiting();
 }
 
 int serve_scheduler(void)
@@ -715,5 +723,5 @@ void serve_router(void)
         }
         wire_msg_close(msg);
     }
-    record_pending(); /* nothing more to read now (or the batch is over) */
+    flush_waiting(); /* nothing more to read now (or the batch is over) */
 }

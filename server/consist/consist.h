@@ -92,8 +92,15 @@ void consist_advance(consist *c);
 
 /* A validated PUSH (table, width, ranges and values checked) on table t, for the
  * rows `rs` (borrowed for the call). A push with pull_after applied at once (async,
- * ssp) gets no PUSH_ACK: the pull the caller serves next answers it. */
+ * ssp) gets no PUSH_ACK: the pull the caller serves next answers it. The PUSH_ACK
+ * of another push applied at once waits (one at a time) for the next pull reply
+ * to its worker, which carries it (acked_push), or for consist_flush_ack. */
 void consist_push(consist *c, table *t, wire_msg *msg, const rowset *rs);
+
+/* Sends the PUSH_ACK consist_push left waiting, if any. The caller calls it before
+ * any message but a PULL and whenever it stops reading, so an ack waits only past
+ * the PULLs already queued behind its push. */
+void consist_flush_ack(consist *c);
 
 /* A validated PULL on table t for the rows `rs`: answered now or parked (the
  * engine copies what it keeps). */
@@ -143,6 +150,7 @@ typedef struct consist_stats {
     int64_t push_ns, pull_ns;
     uint64_t bsp_closes;  /* bsp clocks closed that held pushes, and the time in them */
     int64_t bsp_close_ns;
+    uint64_t acks_ridden; /* PUSH_ACKs sent on a pull reply (acked_push) */
 } consist_stats;
 consist_stats consist_get_stats(const consist *c);
 

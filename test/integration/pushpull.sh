@@ -147,3 +147,29 @@ t_view_in_frame() {
   grep -q 'ERROR: \(Address\|Leak\)Sanitizer' "$TDIR"/one/*.log "$TDIR"/two/*.log && fail "a sanitizer report"
   return 0
 }
+
+t_pipelined_ack_rides() {
+  # A push then a pull of the same rows without waiting between them (bench
+  # --mode pipelined, async): the server answers the push on the pull's reply
+  # (acked_push, docs/protocol.md) and counts it in its exit log; the worker ends
+  # both requests. One server (one part), then two (two parts a request, each
+  # server's ack on its own reply). Serial steps (the push waited for first) get
+  # PUSH_ACKs of their own: the run with --mode serial rides none.
+  local s
+  for s in 1 2; do
+    "$LAUNCH" --servers $s --workers 1 --timeout 60 --log-dir "$TDIR/p$s" --server-opt --log-level \
+      --server-opt info -- --app bench --size 65536 --mode pipelined --steps 300 --runs 1 \
+      --log-level warn > /dev/null 2>&1 || fail "$s servers: exited $?: $(tail -n 2 "$TDIR/p$s/worker-0.log")"
+    grep -q '^bench size=65536 mode=pipelined ' "$TDIR/p$s/worker-0.log" || fail "$s servers: no bench line"
+    local i n
+    for i in $(seq 0 $((s - 1))); do
+      n=$(sed -n 's/.* \([0-9]*\) PUSH_ACKs rode on .*/\1/p' "$TDIR/p$s/server-$i.log")
+      [ "${n:-0}" -ge 100 ] || fail "$s servers, server $i: ${n:-no} PUSH_ACKs rode on pull replies"
+    done
+  done
+  "$LAUNCH" --servers 1 --workers 1 --timeout 60 --log-dir "$TDIR/serial" --server-opt --log-level \
+    --server-opt info -- --app bench --size 65536 --mode serial --steps 300 --runs 1 \
+    --log-level warn > /dev/null 2>&1 || fail "serial: exited $?"
+  grep -q 'PUSH_ACKs rode' "$TDIR/serial/server-0.log" && fail "serial: $(grep 'PUSH_ACKs rode' "$TDIR/serial/server-0.log")"
+  return 0
+}

@@ -169,6 +169,16 @@ static void pull_reply(pskv_worker *w, req *r, part *p, wire_msg *msg, const srv
 static void on_reply(pskv_worker *w, int si, wire_msg *msg)
 {
     Pskv__Meta *m = msg->meta;
+    if (m->type == PSKV__MSG_TYPE__PULL_REPLY && m->has_acked_push) {
+        /* the PUSH_ACK of an earlier push rides on this reply: answered first */
+        Pskv__Meta am = *m;
+        am.type = PSKV__MSG_TYPE__PUSH_ACK;
+        am.request_id = m->acked_push;
+        am.has_acked_push = am.has_shm_len = am.has_pull_after = 0;
+        wire_msg ack = {.meta = &am};
+        memcpy(ack.peer, msg->peer, sizeof ack.peer);
+        on_reply(w, si, &ack);
+    }
     if (m->has_refused && m->refused > w->srv[si].refused) {
         /* a push this server will see again: no clock of this worker may reach any
          * server before it has landed (whether or not the request is still here) */
