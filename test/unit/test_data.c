@@ -168,6 +168,32 @@ static const struct {
 };
 enum { NIDX_BAD = sizeof idx_bad / sizeof idx_bad[0] };
 
+/* idx_gather copies the rows and labels an order names, in its order (a batch);
+ * idx_prefetch only asks for them (the rows stay as they were). */
+START_TEST(idx_gather_rows)
+{
+    enum { N = 5, DIM = 3 };
+    float xs[N * DIM];
+    uint8_t ys[N];
+    for (int i = 0; i < N; i++) {
+        ys[i] = (uint8_t)(i + 1);
+        for (int j = 0; j < DIM; j++)
+            xs[i * DIM + j] = (float)(10 * i + j);
+    }
+    idx_set s = {.n = N, .dim = DIM, .x = xs, .y = ys, .file_rows = N};
+    const uint32_t order[3] = {4, 0, 2};
+    float x[3 * DIM];
+    uint8_t y[3];
+    idx_prefetch(&s, order, 3);
+    idx_gather(&s, order, 3, x, y);
+    for (int b = 0; b < 3; b++) {
+        ck_assert_uint_eq(y[b], ys[order[b]]);
+        for (int j = 0; j < DIM; j++)
+            ck_assert_float_eq(x[b * DIM + j], (float)(10 * (int)order[b] + j));
+    }
+}
+END_TEST
+
 START_TEST(idx_corrupt)
 {
     idx_set s;
@@ -564,6 +590,7 @@ Suite *data_suite(void)
     tcase_add_test(ti, idx_tiny_all);
     tcase_add_test(ti, idx_tiny_shards_partition);
     tcase_add_test(ti, idx_tiny_limit);
+    tcase_add_test(ti, idx_gather_rows);
     tcase_add_test(ti, idx_tiny_split);
     tcase_add_loop_test(ti, idx_corrupt, 0, NIDX_BAD);
     tcase_add_test(ti, idx_missing_and_bad_args);

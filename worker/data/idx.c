@@ -342,3 +342,21 @@ void idx_free(idx_set *s)
     free(s->y);
     memset(s, 0, sizeof *s);
 }
+
+void idx_gather(const idx_set *s, const uint32_t *order, uint32_t n, float *x, uint8_t *y)
+{
+    for (uint32_t b = 0; b < n; b++) {
+        memcpy(x + (size_t)b * s->dim, s->x + (size_t)order[b] * s->dim, s->dim * sizeof(float));
+        y[b] = s->y[order[b]];
+    }
+}
+
+void idx_prefetch(const idx_set *s, const uint32_t *order, uint32_t n)
+{
+    size_t bytes = s->dim * sizeof(float);
+    for (uint32_t b = 0; b < n; b++) {
+        const char *row = (const char *)(s->x + (size_t)order[b] * s->dim);
+        for (size_t o = 0; o < bytes; o += 64)
+            __builtin_prefetch(row + o, 0, 0);
+    }
+}

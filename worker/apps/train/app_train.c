@@ -424,20 +424,6 @@ static int take_grad(run *r)
  * averaged into one push, clipped to --clip-norm and scaled by the learning-rate
  * schedule. Returns the step's mean loss; adds the time spent gathering rows to
  * *cb and computing to *cc. */
-/* Asks for the next batch's rows (the order's next batch from first) while this
- * one's products run: the rows lie at random in a training set far larger than the
- * caches, and the gather waited on memory for each (20 us of an 800 us step). */
-static void prefetch_rows(const run *r, uint32_t first)
-{
-    const idx_set *train = &r->train;
-    size_t bytes = train->dim * sizeof(float);
-    for (uint32_t b = 0; b < (uint32_t)r->batch && first + b < train->n; b++) {
-        const char *row = (const char *)(train->x + (size_t)r->order[first + b] * train->dim);
-        for (size_t o = 0; o < bytes; o += 64)
-            __builtin_prefetch(row + o, 0, 0);
-    }
-}
-
 static float compute_step(run *r, int64_t in_epoch, int64_t *cb, int64_t *cc)
 {
     const idx_set *train = &r->train;
@@ -462,14 +448,11 @@ static float compute_step(run *r, int64_t in_epoch, int64_t *cb, int64_t *cc)
         if (first >= train->n || bs == 0)
             break;
         int64_t c0 = tu_now_ns();
-        for (uint32_t b = 0; b < bs; b++) {
-            memcpy(r->x + (size_t)b * train->dim,
-                   train->x + (size_t)r->order[first + b] * train->dim,
-                   train->dim * sizeof(float));
-            r->y[b] = train->y[r->order[first + b]];
-        }
+        idx_gather(train, r->order + first, bs, r->x, r->y);
         int64_t c1 = tu_now_ns();
-        prefetch_rows(r, first + bs);
+        if (first + bs < train->n) /* the next batch's rows, fetched during this one's */
+            idx_prefetch(train, r->order + first + bs,
+                         train->n - first - bs < batch ? train->n - first - bs : batch);
         float *g = micro ? r->grad2 : r->grad;
         loss += model_grad(r->m, r->wts, r->x, r->y, (int)bs, folded, g);
         if (micro)
