@@ -101,7 +101,8 @@ typedef struct run {
     int pp;           /* else a step's push, clock and pull are one pskv_pushpull */
     int ppv;          /* --prefetch --pushpull: ... into a view (PSKV_PP_VIEW), waited
                          for at the next step */
-    int ppv_tcp;      /* ... over TCP: each sent once the one before has come back */
+    int tcp_first;    /* --prefetch over TCP: the last reply taken before a step's
+                         requests go (pushpull or push and pull) */
     const float *wts; /* this step's weights: wbuf, or the view's */
     int64_t view;     /* --prefetch: the view (pskv_pull_view) wts points into */
     int64_t pending;  /* --prefetch: the next step's view pull (or pushpull), in flight */
@@ -365,7 +366,7 @@ static int first_pull(run *r)
              !strcmp(cfg_str(r->cfg, "wire"), "fp32");
     r->pp = pp && !r->overlap;
     r->ppv = pp && r->overlap;
-    r->ppv_tcp = r->ppv && !cfg_int(r->cfg, "shm");
+    r->tcp_first = r->overlap && !cfg_int(r->cfg, "shm");
     r->pbufs = r->overlap && !r->ppv && !(r->ls.scale > 0); /* loss scaling pushes its own way */
     r->wts = r->wbuf;
     r->pending = -1;
@@ -545,7 +546,7 @@ static int next_view(run *r)
 static int exchange_pp_view(run *r, int64_t c2)
 {
     int rc;
-    if (r->ppv_tcp && (rc = next_view(r)))
+    if (r->tcp_first && (rc = next_view(r)))
         return rc;
     int64_t c3 = tu_now_ns();
     int64_t tq = pskv_pushpull(r->w, r->t, NULL, r->P, r->grad, NULL,
@@ -556,7 +557,7 @@ static int exchange_pp_view(run *r, int64_t c2)
     if ((rc = balance_pull_send(r->bal, r->w)) < 0)
         return fail(r->w, "--balance: sharing the speeds", rc);
     int64_t c4 = tu_now_ns();
-    if (!r->ppv_tcp && (rc = next_view(r)))
+    if (!r->tcp_first && (rc = next_view(r)))
         return rc;
     r->pending = tq; /* after the push: its values are the weights after it */
     r->ns_push += c4 - c3;
@@ -597,6 +598,13 @@ static int exchange(run *r)
     }
     if (r->ppv && push)
         return exchange_pp_view(r, c2);
+    /* over TCP the view pulled last step first, as exchange_pp_view does: a push
+     * sent while that reply still came down the connection costs both kernels more */
+    int64_t cw = tu_now_ns();
+    if (r->tcp_first && (rc = next_view(r)))
+        return rc;
+    r->ns_wait += tu_now_ns() - cw;
+    c2 = tu_now_ns();
     /* without a copy: a push buffer is the library's from here, and the clock's end
      * rides on it (one message a server for both); gbuf stays as it is until
      * take_grad waits for this push */
@@ -619,7 +627,7 @@ static int exchange(run *r)
          * step's push: with replicas a pull is answered by the tail, which holds a
          * push only once it is acknowledged, so waiting for it bounds how stale the
          * next weights are (and the pushes in flight) to two steps of this worker */
-        if ((rc = next_view(r)))
+        if (!r->tcp_first && (rc = next_view(r)))
             return rc;
         if (r->prev_push > 0 && (rc = pskv_wait(r->w, r->prev_push, TMO)) < 0)
             return fail(r->w, "push", rc);
@@ -803,7 +811,7 @@ static int end_training(run *r)
            r->ns_wait / 1e3 / n_st, r->ns_sleep / 1e3 / n_st, (long long)r->nsteps);
     printf("rank %d exchange: %s\n", r->rank,
            r->ar      ? "all-reduce (--sync allreduce)"
-           : r->ppv_tcp ? "pushpull into a view, the clock riding on it, each request sent "
+           : r->ppv && r->tcp_first ? "pushpull into a view, the clock riding on it, each request sent "
                           "once the previous reply is back (--pushpull --prefetch)"
            : r->ppv   ? "pushpull into a view, the clock riding on it (--pushpull --prefetch)"
            : r->pp    ? "pushpull into the app's array, the clock riding on it (--pushpull)"
