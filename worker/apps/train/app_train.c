@@ -533,8 +533,8 @@ static int next_view(run *r)
 /* --prefetch --pushpull: the step's gradient pushed (lent: take_grad waits before
  * its buffer is written again), the clock ended and the weights after the push
  * asked for in one pskv_pushpull, into a view; the view of the previous step's
- * becomes the next step's weights. Over TCP that view is waited for before the
- * request goes: a request sent while the previous reply is still coming down the
+ * becomes the next step's weights. Over TCP exchange has waited for that view
+ * before the request goes: a request sent while the previous reply is still coming down the
  * same connection made both kernels take in and acknowledge each other's data in
  * the middle of their sends, and its push found the previous reply's rows still
  * lent (the table moved to a copy): a fifth more of the server's CPU a step
@@ -546,9 +546,6 @@ static int next_view(run *r)
 static int exchange_pp_view(run *r, int64_t c2)
 {
     int rc;
-    if (r->tcp_first && (rc = next_view(r)))
-        return rc;
-    int64_t c3 = tu_now_ns();
     int64_t tq = pskv_pushpull(r->w, r->t, NULL, r->P, r->grad, NULL,
                                PSKV_PP_CLOCK | PSKV_PP_NOCOPY | PSKV_PP_VIEW);
     if (tq < 0)
@@ -556,12 +553,12 @@ static int exchange_pp_view(run *r, int64_t c2)
     r->gpush[r->gi] = tq;
     if ((rc = balance_pull_send(r->bal, r->w)) < 0)
         return fail(r->w, "--balance: sharing the speeds", rc);
-    int64_t c4 = tu_now_ns();
+    int64_t c3 = tu_now_ns();
     if (!r->tcp_first && (rc = next_view(r)))
         return rc;
     r->pending = tq; /* after the push: its values are the weights after it */
-    r->ns_push += c4 - c3;
-    r->ns_wait += (c3 - c2) + (tu_now_ns() - c4);
+    r->ns_push += c3 - c2;
+    r->ns_wait += tu_now_ns() - c3;
     return 0;
 }
 
@@ -596,15 +593,16 @@ static int exchange(run *r)
         r->ns_wait += tu_now_ns() - c3;
         return 0;
     }
-    if (r->ppv && push)
-        return exchange_pp_view(r, c2);
-    /* over TCP the view pulled last step first, as exchange_pp_view does: a push
-     * sent while that reply still came down the connection costs both kernels more */
-    int64_t cw = tu_now_ns();
+    /* over TCP the view pulled last step first, then the step's push or pushpull: a
+     * request sent while that reply still came down the connection costs both
+     * kernels more (exchange_pp_view) */
     if (r->tcp_first && (rc = next_view(r)))
         return rc;
-    r->ns_wait += tu_now_ns() - cw;
-    c2 = tu_now_ns();
+    int64_t cw = tu_now_ns();
+    r->ns_wait += cw - c2;
+    c2 = cw;
+    if (r->ppv && push)
+        return exchange_pp_view(r, c2);
     /* without a copy: a push buffer is the library's from here, and the clock's end
      * rides on it (one message a server for both); gbuf stays as it is until
      * take_grad waits for this push */
