@@ -93,7 +93,7 @@ BINS     := $(BIN)/pskv-scheduler $(BIN)/pskv-server $(BIN)/pskv-worker $(BIN)/p
 # pskv-evaluator: pskv-worker's main built with -DPSKV_EVALUATOR, on the same apps
 EVAL_MAIN_O := $(BUILD)/obj/worker/apps/evaluator_main.o
 EVAL_O   := $(filter-out $(BUILD)/obj/worker/apps/worker_main.o,$(APP_O)) $(EVAL_MAIN_O) $(DATA_O)
-TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-zmq-bidir $(BIN)/pskv-chain-floor $(BIN)/pskv-hashmap-floor $(BIN)/pskv-fault-cost $(BIN)/pskv-grow-bench $(BIN)/pskv-halfvec-bench $(BIN)/pskv-gp-bench $(BIN)/pskv-metrics-cost $(BIN)/pskv-garbage $(BIN)/pskv-fuzz-replay $(BIN)/pskv-gen-sparse \
+TOOLS    := $(BIN)/pskv-zmq-rtt $(BIN)/pskv-tcp-floor $(BIN)/pskv-zmq-bidir $(BIN)/pskv-chain-floor $(BIN)/pskv-hashmap-floor $(BIN)/pskv-fault-cost $(BIN)/pskv-grow-bench $(BIN)/pskv-halfvec-bench $(BIN)/pskv-gp-bench $(BIN)/pskv-metrics-cost $(BIN)/pskv-garbage $(BIN)/pskv-fuzz-replay $(BIN)/pskv-gen-sparse \
             $(BIN)/pskv-faultproxy $(BIN)/pskv-wire-pattern $(BIN)/pskv-lr-change $(BIN)/pskv-table-open $(BIN)/pskv-shm-fallback \
             $(BIN)/pskv-abi-1.0 $(BIN)/pskv-abi-client
 LIBS     := $(BUILD)/lib/libpskv.a $(BUILD)/lib/libpskv.so
@@ -249,6 +249,10 @@ $(BIN)/pskv-abi-client: $(BUILD)/obj/test/abi/abi_client.o $(BUILD)/lib/libpskv.
 	$(CC) $(LDFLAGS) -o $@ $^ -ldl
 
 $(BIN)/pskv-zmq-rtt: $(BUILD)/obj/test/bench/zmq_rtt.o $(COMMON_O)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BIN)/pskv-tcp-floor: $(BUILD)/obj/test/bench/tcp_floor.o $(COMMON_O)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 

@@ -40,7 +40,10 @@
 # loopback TCP passes on this machine, nproc / (CPU a sample of compute + CPU of one
 # echo / 32), the compute's CPU a sample being the compute-only ceiling's (2 workers,
 # each a core, the update included). docs/benchmarks.md, "The transport's CPU over
-# TCP".
+# TCP". Beside it, "raw tcp floor": the same with the kernel's own cost of the
+# step's bytes (pskv-tcp-floor --size 814120: plain blocking send and recv between
+# two processes, no messaging library) in place of the ZeroMQ echo's: what a
+# trainer with a transport of its own, not ZeroMQ, could reach at best.
 # --estimate: before each run of a pskv model, the same job with --estimate (it
 # times a fifth of the steps, at most 400, and predicts the job's wall time); the
 # run's line gains predicted=, wall= (the real run's "job wall time") and
@@ -184,7 +187,8 @@ for r in $(seq "$runs"); do
   done
   [ $ddp -eq 1 ] && run_ddp "$r"
   case " $models " in
-    *" local "*) "$top/build/bin/pskv-zmq-rtt" --size 814120 --reps 300 --own-io | tee -a "$out/echo" ;;
+    *" local "*) "$top/build/bin/pskv-zmq-rtt" --size 814120 --reps 300 --own-io | tee -a "$out/echo"
+                 "$top/build/bin/pskv-tcp-floor" --size 814120 | tee -a "$out/rawtcp" ;;
   esac
 done
 [ $ddp -eq 1 ] || echo "ddp: skipped (needs Debian's python3-torch and $ref/tddp.py; or --no-peer)"
@@ -219,12 +223,18 @@ if [ $est -eq 1 ]; then
     [ "$e" != - ] && echo "estimate: $m median |error| $e over $(grep -c "^model=$m .*est_error=" "$out/runs") runs"
   done
 fi
-if [ -s "$out/echo" ] && [ "$ceiling" != - ]; then
-  awk -v c="$ceiling" -v e="$(field cpu_us < "$out/echo" | median)" -v n="$(nproc)" -v d="$ddp_rate" \
+# print_floor LABEL FILE WHAT: nproc / (CPU a sample of compute + FILE's median
+# cpu_us / 32), the ceiling at most, and over DDP's rate.
+print_floor() {
+  [ -s "$2" ] && [ "$ceiling" != - ] || return 0
+  awk -v c="$ceiling" -v e="$(field cpu_us < "$2" | median)" -v n="$(nproc)" -v d="$ddp_rate" \
+      -v l="$1" -v what="$3" \
     'BEGIN {w = n < 2 ? n : 2; f = n / (w / c + e * 1e-6 / 32); if (f > c) f = c;
-            printf "tcp floor: %.0f samples/s (ceiling %s, echo of 814120 bytes %.1f us of CPU, %d cores)", f, c, e, n;
+            printf "%s: %.0f samples/s (ceiling %s, %s of 814120 bytes %.1f us of CPU, %d cores)", l, f, c, what, e, n;
             if (d != "-" && d > 0) printf " x_ddp=%.2f", f / d; printf "\n"}'
-fi
+}
+print_floor "tcp floor" "$out/echo" echo
+print_floor "raw tcp floor" "$out/rawtcp" "plain TCP round trip"
 if [ "$tfloor" != - ] && case " $models " in *" python "*) true ;; *) false ;; esac; then
   awk -v p="$(rate_of python)" -v t="$tfloor" -v d="$ddp_rate" \
     'BEGIN {printf "python: pskv %s, torch floor %s, ddp %s samples/s", p, t, d;
