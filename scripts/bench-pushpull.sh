@@ -7,7 +7,11 @@
 # per size and shape:
 #   size=BYTES mode=serial|pipelined|pushpull step_us=... GBps=... zmq_rtt_us=... ratio=...
 # (pushpull: pskv_pushpull, one round trip a step carrying the push and the weights
-# after it)
+# after it; its line, over TCP without keys, ends apply_floor_us=... of_apply=...:
+# the echo whose echo side checks the values, applies them to a table and sends the
+# table back, pskv-zmq-rtt --apply, the median of 3 runs taken after pskv's, and that
+# over pskv's step: the floor of a combined call, which must apply the push before
+# its reply can go)
 # step_us and zmq_rtt_us are medians over the runs; GBps = 2 x size / step (10^9
 # bytes/s); ratio = the median over runs of the run's raw round trip / pskv step.
 # With --keys the job runs with CURVE on every socket (a keyset made for the run) and
@@ -98,8 +102,14 @@ for size in $sizes; do
     step=$(field step_us) zmq=$(field zmq_rtt_us) ratio=$(field ratio)
     [ -n "$step" ] && [ -n "$zmq" ] && [ -n "$ratio" ] ||
       { echo "bench: no $mode figure for size $size" >&2; status=1; continue; }
+    af=
+    if [ "$mode" = pushpull ] && [ -z "$keys$shm" ] && [ $((size % 4)) -eq 0 ]; then
+      af=$(for i in 1 2 3; do "$bin/pskv-zmq-rtt" --size "$size" --apply; done |
+           sed -n 's/.* median_us=\([0-9.]*\).*/\1/p' | sort -g | sed -n 2p)
+      [ -n "$af" ] && af=$(awk -v a="$af" -v st="$step" 'BEGIN { printf " apply_floor_us=%.1f of_apply=%.2f", a, a / st }')
+    fi
     awk -v s="$size" -v m="$mode" -v st="$step" -v z="$zmq" -v r="$ratio" \
-      -v k="${keys:+ keys=curve}${metrics:+ metrics=scraped}${shm:+ shm=1}${view:+ view=1}" \
+      -v k="$af${keys:+ keys=curve}${metrics:+ metrics=scraped}${shm:+ shm=1}${view:+ view=1}" \
       'BEGIN { printf "size=%d mode=%s step_us=%.1f GBps=%.3f zmq_rtt_us=%.1f ratio=%.2f%s\n", s, m, st, 2*s/(st*1000), z, r, k }'
   done
 done

@@ -19,6 +19,14 @@
  * a worker and a server in two processes have: by default one I/O thread moves
  * both sides' bytes in turn.
  *
+ * --apply: the echo side does what a server's combined push-and-pull must do
+ * before its reply can go, and nothing else: it reads the payload as fp32
+ * gradients, checks that all are finite (a pass over them: a refused push
+ * changes no weight), applies w -= 0.01 g to a table of its own and writes the
+ * new weights into a fresh reply of the same size (one pass), and sends that.
+ * The floor of pskv_pushpull into a view at that size: the echo plus the
+ * update that no combined call can skip or overlap with its own reply.
+ *
  * Prints, last on its line, cpu_us: the process's CPU time (every thread: both
  * sockets' user code, ZeroMQ's I/O threads, the kernel's loopback copies) per
  * timed round trip: what moving SIZE bytes each way costs ZeroMQ over loopback
@@ -36,6 +44,61 @@
 #include <time.h>
 #include <zmq.h>
 
+/* --apply's table: the weights the echo side updates, one float a 4 bytes */
+static float *table;
+static size_t table_n;
+
+typedef uint32_t v4u __attribute__((vector_size(16)));
+typedef float v4f __attribute__((vector_size(16)));
+
+/* 1 when every value is finite: the exponent bits not all ones (no NaN, no
+ * infinity); four lanes at a time (SSE2, every x86-64 has it). */
+static int all_finite(const float *g, size_t n)
+{
+    const v4u exp = {0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u};
+    v4u bad = {0, 0, 0, 0};
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        v4u x;
+        memcpy(&x, g + i, sizeof x);
+        bad |= (v4u)((x & exp) == exp);
+    }
+    uint32_t tail = bad[0] | bad[1] | bad[2] | bad[3];
+    for (; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, g + i, sizeof u);
+        tail |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    return !tail;
+}
+
+/* --apply: the reply to `part`: the table after part's gradients (w -= 0.01 g,
+ * written to the table and the reply in one pass, four lanes at a time), or part
+ * itself (sent back as it came) when a value is not finite. */
+static void apply(zmq_msg_t *part)
+{
+    size_t n = zmq_msg_size(part) / sizeof(float), i = 0;
+    const float *g = zmq_msg_data(part);
+    zmq_msg_t out;
+    if (n != table_n || !all_finite(g, n) || zmq_msg_init_size(&out, n * sizeof(float)))
+        return;
+    float *o = zmq_msg_data(&out);
+    const v4f lr = {0.01f, 0.01f, 0.01f, 0.01f};
+    for (; i + 4 <= n; i += 4) {
+        v4f w, x;
+        memcpy(&w, table + i, sizeof w);
+        memcpy(&x, g + i, sizeof x);
+        w -= lr * x;
+        memcpy(table + i, &w, sizeof w);
+        memcpy(o + i, &w, sizeof w);
+    }
+    for (; i < n; i++) {
+        table[i] -= 0.01f * g[i];
+        o[i] = table[i];
+    }
+    zmq_msg_move(part, &out); /* closes the received part first */
+}
+
 static void *echo_main(void *arg)
 {
     void *router = arg;
@@ -50,6 +113,8 @@ static void *echo_main(void *arg)
         }
         /* zmq_msg_send takes the part (and its buffer) on success. */
         int flags = zmq_msg_more(&part) ? ZMQ_SNDMORE : 0;
+        if (table && !flags)
+            apply(&part);
         if (zmq_msg_send(&part, router, flags) < 0) {
             zmq_msg_close(&part);
             if (errno == ETERM)
@@ -115,10 +180,12 @@ static int parse_long(const char *s, long min, long max, long *out)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: pskv-zmq-rtt --size BYTES [--reps N] [--warmup N] [--curve] "
-               "[--own-io] [--sockbuf BYTES]\n"
+               "[--own-io] [--apply] [--sockbuf BYTES]\n"
                "  --curve: CURVE on both sockets, each side in its own I/O thread\n"
                "  --own-io: each side in its own I/O thread (as a worker and a server in\n"
                "    two processes are), without CURVE\n"
+               "  --apply: the echo side checks the payload's fp32 values, applies them to a\n"
+               "    table and sends the table back (own I/O threads; SIZE a multiple of 4)\n"
                "  --sockbuf: the kernel's send and receive buffers of both sockets "
                "(default: the kernel's)\n"
                "  --reps defaults to max(20, 200000000 / (BYTES + 10000)), at most 20000;\n"
@@ -146,7 +213,7 @@ static int round_trip(void *dealer, void *buf, size_t size)
 int main(int argc, char **argv)
 {
     long size = -1, reps = 0, warmup = 50, sockbuf = 0;
-    int curve = 0, own_io = 0;
+    int curve = 0, own_io = 0, apply_on = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -159,6 +226,10 @@ int main(int argc, char **argv)
         }
         if (!strcmp(a, "--own-io")) {
             own_io = 1;
+            continue;
+        }
+        if (!strcmp(a, "--apply")) {
+            apply_on = own_io = 1;
             continue;
         }
         const char *v = i + 1 < argc ? argv[++i] : NULL;
@@ -179,9 +250,20 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (size < 0) {
+    if (size < 0 || (apply_on && (size % 4 || curve))) {
+        if (apply_on)
+            fprintf(stderr, "pskv-zmq-rtt: --apply takes a SIZE that is a multiple of 4, "
+                            "and no --curve\n");
         usage(stderr);
         return 2;
+    }
+    if (apply_on) {
+        table_n = (size_t)size / sizeof(float);
+        table = calloc(table_n ? table_n : 1, sizeof(float));
+        if (!table) {
+            fprintf(stderr, "pskv-zmq-rtt: out of memory\n");
+            return 1;
+        }
     }
     if (reps == 0) {
         reps = 200000000L / (size + 10000);
@@ -250,6 +332,8 @@ int main(int argc, char **argv)
     }
     for (long i = 0; i < size; i++)
         ((uint8_t *)buf)[i] = (uint8_t)(i * 131 + 7);
+    for (long i = 0; apply_on && i < size / 4; i++) /* finite gradients */
+        ((float *)buf)[i] = 1e-3f * (float)(i % 97) - 0.05f;
 
     int rc = 0;
     double cpu0 = 0;
@@ -271,7 +355,8 @@ int main(int argc, char **argv)
         qsort(rtt, (size_t)reps, sizeof *rtt, cmp_double);
         printf("zmq_rtt size=%ld reps=%ld median_us=%.1f p10_us=%.1f p90_us=%.1f%s cpu_us=%.1f\n",
                size, reps, pct(rtt, reps, 0.5), pct(rtt, reps, 0.1), pct(rtt, reps, 0.9),
-               curve ? " curve=1" : own_io ? " own_io=1" : "", cpu);
+               curve ? " curve=1" : apply_on ? " own_io=1 apply=1" : own_io ? " own_io=1" : "",
+               cpu);
     }
 
     zmq_setsockopt(dealer, ZMQ_LINGER, &zero, sizeof zero);
@@ -283,5 +368,6 @@ int main(int argc, char **argv)
     zmq_ctx_term(ctx);
     free(rtt);
     free(buf);
+    free(table);
     return rc;
 }
