@@ -193,8 +193,12 @@ int64_t pskv_push(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
  * nothing holds vals. To a table with a 16-bit wire the values are converted from
  * vals into frames of their own (at each send, a re-send too). Pushes with explicit
  * keys that are not one run (keys[i] = keys[0] + i) on a dense table, and pushes to
- * a quantising table (int8, sign, significant), are copied as by pskv_push. For large
- * values this saves a copy of every pushed byte (docs/benchmarks.md). */
+ * a quantising table (int8, sign, significant), are copied as by pskv_push. So is a
+ * run that the partitions' owners cut into pieces averaging under 256 KiB (several
+ * servers, each holding scattered partitions): each piece would be a message of its
+ * own, and a copy that makes one message a server costs less than their wake-ups
+ * and system calls. For large values this saves a copy of every pushed byte
+ * (docs/benchmarks.md). */
 int64_t pskv_push_nocopy(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
                          const float *vals);
 
@@ -549,6 +553,10 @@ int pskv_pipe_recv(pskv_worker *w, const int *from, int nfrom, pskv_pipe_slot sl
 int pskv_rank(const pskv_worker *w);
 int pskv_num_workers(const pskv_worker *w);
 int pskv_num_servers(const pskv_worker *w);
+
+/* The servers that hold each partition (the scheduler's --replicas, R); 0 before
+ * the first view. */
+int pskv_num_replicas(const pskv_worker *w);
 
 /* Partitions of the key ring (the unit of placement: the keys of one partition are
  * always on the same servers). Dense key i of a table of n keys is in partition

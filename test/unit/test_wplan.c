@@ -281,6 +281,52 @@ START_TEST(run_server_only_when_one_head)
 }
 END_TEST
 
+/* A lent push: gathered (0, one part a server and chunk) while its runs are short,
+ * one run a part (1) when they are long or already one a part. */
+START_TEST(lent_runs_gathered_when_short)
+{
+    /* 16 partitions, heads alternating over 3 servers: 16 runs in a whole table */
+    pskv_worker *w = handle_new(16 * 1024, 1, 1 << 30); /* 4 KiB runs */
+    tbl *t = &w->tables[0];
+    req *r = req_new();
+    ck_assert_int_eq(wplan_run_lend(w, r, t, 0, t->size), 0);
+    check_run_plan(w, r, t, 0, t->size, 0, 0, t->size);
+    ck_assert_int_eq(r->nparts, NSRV); /* one message a server */
+    req_free(r);
+    handle_free(w);
+
+    w = handle_new(16 * (WPLAN_LEND_MIN_RUN / 4), 1, 1 << 30); /* runs of the threshold */
+    t = &w->tables[0];
+    r = req_new();
+    ck_assert_int_eq(wplan_run_lend(w, r, t, 0, t->size), 1);
+    check_run_plan(w, r, t, 0, t->size, 0, 1, t->size);
+    ck_assert_int_eq(r->nparts, NPARTS);
+    req_free(r);
+    /* a run inside one partition: one part, lent */
+    r = req_new();
+    ck_assert_int_eq(wplan_run_lend(w, r, t, 10, 100), 1);
+    check_run_plan(w, r, t, 10, 100, 0, 1, t->size);
+    ck_assert_int_eq(r->nparts, 1);
+    req_free(r);
+    handle_free(w);
+
+    w = handle_new(16 * 1024, 1, 1 << 30);
+    for (int p = 0; p < NPARTS; p++) /* one server heads them all: one run */
+        w->head[p] = 1;
+    t = &w->tables[0];
+    r = req_new();
+    ck_assert_int_eq(wplan_run_lend(w, r, t, 0, t->size), 1);
+    check_run_plan(w, r, t, 0, t->size, 0, 1, t->size);
+    ck_assert_int_eq(r->nparts, 1);
+    req_free(r);
+    w->head[3] = -1; /* a lost partition fails as wplan_run does */
+    r = req_new();
+    ck_assert_int_eq(wplan_run_lend(w, r, t, 0, t->size), -PSKV_ELOST);
+    req_free(r);
+    handle_free(w);
+}
+END_TEST
+
 Suite *wplan_suite(void)
 {
     Suite *s = suite_create("wplan");
@@ -291,6 +337,7 @@ Suite *wplan_suite(void)
     tcase_add_test(tc, keys_of_a_lost_partition_fail);
     tcase_add_test(tc, runs_cut_by_owner_and_chunk);
     tcase_add_test(tc, run_server_only_when_one_head);
+    tcase_add_test(tc, lent_runs_gathered_when_short);
     suite_add_tcase(s, tc);
     return s;
 }

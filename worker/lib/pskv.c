@@ -32,6 +32,7 @@ int pskv_rank(const pskv_worker *w) { return w->mb.rank; }
 int pskv_num_workers(const pskv_worker *w) { return w->nworkers; }
 int pskv_num_servers(const pskv_worker *w) { return w->nservers; }
 int pskv_num_partitions(const pskv_worker *w) { return (int)w->nparts; }
+int pskv_num_replicas(const pskv_worker *w) { return (int)w->R; }
 const char *pskv_last_error(const pskv_worker *w) { return w->last_error; }
 
 /* ---- push and pull -------------------------------------------------------- */
@@ -144,10 +145,13 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
      * from it into frames of its own, on every send); a quantising table's values
      * change as they go (wfilter_quant) */
     lend = lend && !keys && !t->fs.quant && !t->fs.significant;
-    int rc = keys ? wplan_keys(w, r, t, keys, nkeys, pull)
-                  : wplan_run(w, r, t, first, nkeys, pull, lend);
+    int rc = keys             ? wplan_keys(w, r, t, keys, nkeys, pull)
+             : lend && !pull ? wplan_run_lend(w, r, t, first, nkeys) /* 0: copied after all */
+                             : wplan_run(w, r, t, first, nkeys, pull, lend);
     if (rc < 0)
         return wreq_fail(w, r, rc);
+    if (lend && !pull)
+        lend = rc;
     r->out = out;
     r->assign = assign;
     r->pp = (flags & SUBMIT_PP) != 0;

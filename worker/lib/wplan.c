@@ -142,6 +142,25 @@ int wplan_run(pskv_worker *w, req *r, tbl *t, uint64_t first, uint64_t n, int pu
     return 0;
 }
 
+int wplan_run_lend(pskv_worker *w, req *r, tbl *t, uint64_t first, uint64_t n)
+{
+    int rc = wplan_run(w, r, t, first, n, 0, 0);
+    if (rc < 0)
+        return rc;
+    uint64_t runs = 0;
+    for (int i = 0; i < r->nparts; i++)
+        runs += r->parts[i].nseg;
+    if (runs == (uint64_t)r->nparts) /* a run a part already: as `single` plans it */
+        return 1;
+    if (n * t->width * sizeof(float) / runs < WPLAN_LEND_MIN_RUN)
+        return 0;
+    free(r->segs); /* long runs: planned again, one contiguous run a part */
+    r->segs = NULL;
+    memset(r->parts, 0, (size_t)r->nparts * sizeof *r->parts);
+    rc = wplan_run(w, r, t, first, n, 0, 1);
+    return rc < 0 ? rc : 1;
+}
+
 /* Explicit keys: one part per owning server. */
 int wplan_keys(pskv_worker *w, req *r, tbl *t, const uint64_t *keys, uint64_t n, int pull)
 {

@@ -53,6 +53,21 @@ WINTERNAL int wplan_is_run(const uint64_t *keys, size_t n);
 WINTERNAL int wplan_run(pskv_worker *w, req *r, tbl *t, uint64_t first, uint64_t n, int pull,
                         int single);
 
+/* The runs of a lent push (values sent straight from the caller's array, one
+ * message a contiguous run) are worth a message each only when they are long:
+ * shorter, a copy of them is cheaper than the wake-ups and system calls of the
+ * messages it saves (docs/benchmarks.md, "Where several servers' time goes"). */
+enum { WPLAN_LEND_MIN_RUN = 256 << 10 };
+
+/* Plans a push of the dense run [first, first+n) that the caller lends. Its parts
+ * are planned gathered (one per owner and chunk); when a part holds more than one
+ * run and the runs average under WPLAN_LEND_MIN_RUN bytes, the plan stays
+ * gathered and 0 is returned (the caller copies the values, one message a server
+ * and chunk); else the parts are one contiguous run each, as wplan_run with
+ * `single` makes them, and 1 is returned (sent from the caller's array). Returns
+ * a negated error as wplan_run. */
+WINTERNAL int wplan_run_lend(pskv_worker *w, req *r, tbl *t, uint64_t first, uint64_t n);
+
 /* The server (index into w->srv) that heads every partition of the dense run
  * [first, first+n) of t, when one does and the run fits one part (chunk_bytes);
  * else -1. What a push of the run will be planned to (wplan_run), told before. */

@@ -353,13 +353,14 @@ static int first_pull(run *r)
 {
     r->overlap = !r->ar && cfg_int(r->cfg, "prefetch");
     /* --pushpull left unset: on with --prefetch through the shared region (--shm)
-     * or over TCP to one server, where one request a step was faster than push
-     * then pull; over TCP to two servers it was slower, at R = 1 and R = 2 alike
-     * (docs/benchmarks.md) */
+     * or over TCP without replicas, where one request a step was faster than push
+     * then pull (to 2 servers too, since a lent push's short runs go gathered, one
+     * message a server); over TCP with R = 2 it was slower (docs/benchmarks.md) */
     const cfg_entry *ppf = cfg_find(r->cfg, "pushpull");
     int want = strcmp(ppf->from, "default")
                    ? (int)ppf->i
-                   : r->overlap && (cfg_int(r->cfg, "shm") || pskv_num_servers(r->w) == 1);
+                   : r->overlap && (cfg_int(r->cfg, "shm") || pskv_num_servers(r->w) == 1 ||
+                                    pskv_num_replicas(r->w) == 1);
     /* pskv_pushpull: not with filters, a 16-bit wire or loss scaling (pskv.h) */
     int pp = !r->ar && !(r->ls.scale > 0) && want &&
              !*cfg_str(r->cfg, "filter") && !r->digests &&

@@ -41,8 +41,8 @@ const cfg_entry apptab_train_flags[] = {
      "softmax, mlp: a step's push, clock and pull are one pskv_pushpull (one round trip "
      "per server; with --prefetch into a view, waited for at the next step; where it "
      "applies: --sync ps without --filter, a 16-bit --wire, --loss-scale or "
-     "--print-digests; left unset: on with --prefetch and --shm or one server, off "
-     "otherwise; "
+     "--print-digests; left unset: on with --prefetch and --shm, one server or no "
+     "replicas (--replicas 1), off otherwise; "
      "--pushpull=false turns it off); else push, clock, then pull", 0, 0, NULL, NULL},
     {"estimate", CFG_BOOL, "false", "PSKV_WORKER_ESTIMATE", 1, 0, NULL,
      "softmax, mlp: train a fifth of the job's steps (40 to 1000, after a warm-up of a "
