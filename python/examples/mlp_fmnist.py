@@ -101,9 +101,12 @@ def main():
     ap.add_argument("--mode", default="ps", choices=["ps", "allreduce"])
     ap.add_argument("--consistency", default="async")
     ap.add_argument("--no-prefetch", action="store_true")
-    ap.add_argument("--pushpull", action="store_true",
-                    help="ps: one pskv_pushpull a step where the library takes it (not with "
-                    "--shm 1 yet), not a push, a clock and a pull")
+    ap.add_argument("--pushpull", action="store_true", default=None,
+                    help="ps: one pskv_pushpull a step where the library takes it, not a "
+                    "push, a clock and a pull (left out: DistributedOptimizer's default, on "
+                    "with prefetch and --shm 1, one server or no replicas)")
+    ap.add_argument("--no-pushpull", dest="pushpull", action="store_false",
+                    help="ps: a push, a clock and a pull a step")
     ap.add_argument("--shm", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1,
                     help="torch's threads (torch.set_num_threads), and OpenBLAS's unless "

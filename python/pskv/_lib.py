@@ -115,6 +115,7 @@ SIGNATURES = {
     "pskv_rank": (c_int, [W]),
     "pskv_num_workers": (c_int, [W]),
     "pskv_num_servers": (c_int, [W]),
+    "pskv_num_replicas": (c_int, [W]),
     "pskv_last_error": (c_char_p, [W]),
     "pskv_strerror": (c_char_p, [c_int]),
     "pskv_traffic_get": (c_int, [W, c_int, ctypes.POINTER(Traffic)]),

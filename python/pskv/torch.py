@@ -21,8 +21,10 @@ DistributedOptimizer keeps the usual loop, zero_grad(); loss.backward(); step():
     gradients with the clock instead (the C trainer's --prefetch --pushpull), where
     the library takes pskv_pushpull (with shm=1 through shared memory both ways; not
     with filters or a 16-bit wire yet: the first step finds out, once, and falls
-    back to push, clock, pull): the same weights step for step. Off by default:
-    over TCP the MLP ran no faster with it. Learning-rate schedulers work
+    back to push, clock, pull): the same weights step for step. pushpull=None (the
+    default) takes it with prefetch through shared memory (shm=1), to one server
+    or without replicas, as the C trainer's --pushpull left unset does (the MLP
+    1.16x over TCP to one server, 1.31x with shm=1); pushpull=False never. Learning-rate schedulers work
     for every updater: step() sees the wrapped optimizer's lr and, when it
     changed, sets it on the servers (Table.set_lr, pskv_table_set_lr) before
     pushing, so the servers apply this step's gradient with it, as the local
@@ -125,7 +127,7 @@ class DistributedOptimizer:
     .times: nanoseconds spent in step() so far, by stage (see step())."""
 
     def __init__(self, optimizer, worker, mode="ps", name="model", consistency="async",
-                 prefetch=None, table_opts=None, pushpull=False):
+                 prefetch=None, table_opts=None, pushpull=None):
         if mode not in ("ps", "allreduce"):
             raise ValueError("DistributedOptimizer: mode must be 'ps' or 'allreduce', got %r"
                              % (mode,))
@@ -148,11 +150,11 @@ class DistributedOptimizer:
         self.table = None
         self._pending = None    # the next weights' View, in flight (prefetch)
         self._push = None       # the previous step's push (prefetch)
-        # pushpull (ps, asked for): None, not yet known whether the library takes
-        # pskv_pushpull here (the first step finds out); True: a step is one
-        # pushpull_view; False: push buffer, clock, pull_view (the default: over TCP
-        # the MLP ran no faster with pushpull, docs/benchmarks.md 2026-11-30 04:50)
-        self.pushpull = None if pushpull and mode == "ps" else False
+        # pushpull (ps, asked for, or left None where it was faster: see the module's
+        # comment): None, not yet known whether the library takes pskv_pushpull here
+        # (the first step finds out); True: a step is one pushpull_view; False: push
+        # buffer, clock, pull_view (allreduce: never; ps: set below)
+        self.pushpull = False
         self._gbufs, self._gi = None, 0  # pushpull: the two gradient buffers, lent by turns
         if mode == "allreduce":
             self.grads = torch.zeros(self.n)
@@ -167,6 +169,10 @@ class DistributedOptimizer:
         if self.prefetch and opts["consistency"] == "bsp":
             raise ValueError("DistributedOptimizer: prefetch under bsp would wait for "
                              "the clock it is in: pass prefetch=False")
+        if pushpull is None:
+            pushpull = self.prefetch and (bool(worker._cfg.shm) or worker.num_servers == 1
+                                          or worker.num_replicas == 1)
+        self.pushpull = None if pushpull else False
         self.table = worker.table(name, size=self.n, **opts)
         broadcast_parameters(self.params, worker, table=self.table)
         # the weights live in the library's memory from the first step on: copied

@@ -139,6 +139,7 @@ class Worker:
         self.rank = L.pskv_rank(self._ptr)
         self.num_workers = L.pskv_num_workers(self._ptr)
         self.num_servers = L.pskv_num_servers(self._ptr)
+        self.num_replicas = L.pskv_num_replicas(self._ptr)
         _open.add(self)
         self._finalizer = weakref.finalize(self, Worker._close_ptr, [self._ptr], self._pid)
 

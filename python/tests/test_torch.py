@@ -87,6 +87,28 @@ def test_optimizer_pushpull_or_push_then_pull(cluster, shm):
         assert torch.allclose(a, b, atol=1e-6), (a - b).abs().max()
 
 
+def test_optimizer_pushpull_default(cluster2):
+    """pushpull left None: one pskv_pushpull a step with prefetch and no replicas (here
+    two servers, R = 1, over TCP), as the C trainer's --pushpull left unset; off
+    without prefetch and when turned off (pushpull=False); the same weights step
+    for step either way (one worker)."""
+    torch = need_torch()
+    import pskv.torch as pt
+    got = {}
+    with pskv.Worker(scheduler=cluster2.address, shm=0) as w:
+        assert (w.num_servers, w.num_replicas) == (2, 1)
+        for name, kw, want in (("auto", {}, True), ("off", {"pushpull": False}, False),
+                               ("noprefetch", {"prefetch": False}, False)):
+            model = _model(torch)
+            opt = pt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), w,
+                                          name="ppd_" + name, **kw)
+            got[name] = _train(torch, model, opt, steps=12)
+            opt.synchronize()
+            assert opt.pushpull is want, name
+    for a, b in zip(got["auto"], got["off"]):
+        assert torch.allclose(a, b, atol=1e-6), (a - b).abs().max()
+
+
 def test_optimizer_pushpull_falls_back_with_filters(cluster):
     """pushpull=True on a table with wire filters (lz4, lossless): the library
     refuses pskv_pushpull there (PSKV_EINVAL, nothing sent), the first step finds
