@@ -99,6 +99,22 @@ static void apply(zmq_msg_t *part)
     zmq_msg_move(part, &out); /* closes the received part first */
 }
 
+/* --apply: the table for SIZE bytes. Returns 0, or -1 (said why) when SIZE is not
+ * a multiple of 4, with --curve, or out of memory. */
+static int apply_setup(long size, int curve)
+{
+    if (size % 4 || curve) {
+        fprintf(stderr, "pskv-zmq-rtt: --apply takes a SIZE that is a multiple of 4, "
+                        "and no --curve\n");
+        return -1;
+    }
+    table_n = (size_t)size / sizeof(float);
+    table = calloc(table_n ? table_n : 1, sizeof(float));
+    if (!table)
+        fprintf(stderr, "pskv-zmq-rtt: out of memory\n");
+    return table ? 0 : -1;
+}
+
 static void *echo_main(void *arg)
 {
     void *router = arg;
@@ -250,20 +266,9 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (size < 0 || (apply_on && (size % 4 || curve))) {
-        if (apply_on)
-            fprintf(stderr, "pskv-zmq-rtt: --apply takes a SIZE that is a multiple of 4, "
-                            "and no --curve\n");
+    if (size < 0 || (apply_on && apply_setup(size, curve))) {
         usage(stderr);
         return 2;
-    }
-    if (apply_on) {
-        table_n = (size_t)size / sizeof(float);
-        table = calloc(table_n ? table_n : 1, sizeof(float));
-        if (!table) {
-            fprintf(stderr, "pskv-zmq-rtt: out of memory\n");
-            return 1;
-        }
     }
     if (reps == 0) {
         reps = 200000000L / (size + 10000);
