@@ -109,6 +109,29 @@ def test_optimizer_pushpull_default(cluster2):
         assert torch.allclose(a, b, atol=1e-6), (a - b).abs().max()
 
 
+def test_bsp_table_after_async_steps(cluster2):
+    """A bsp table opened by a worker whose clock an async table already moved on:
+    its first pull (broadcast_parameters) is answered, not parked for CLOCKs that
+    came before the table existed (it hung until the request time-out), and its
+    steps give what a bsp run from scratch gives (one worker)."""
+    torch = need_torch()
+    import pskv.torch as pt
+    with pskv.Worker(scheduler=cluster2.address, request_timeout_ms=10000) as w:
+        model = _model(torch)
+        opt = pt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), w,
+                                      name="first_async")
+        _train(torch, model, opt, steps=12)
+        opt.synchronize()
+        ref_model = _model(torch)
+        ref = _train(torch, ref_model, torch.optim.SGD(ref_model.parameters(), lr=0.1))
+        model = _model(torch)
+        opt = pt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), w,
+                                      name="then_bsp", consistency="bsp")
+        got = _train(torch, model, opt)
+    for a, b in zip(ref, got):
+        assert torch.allclose(a, b, atol=2e-5, rtol=1e-4), (a - b).abs().max()
+
+
 def test_optimizer_pushpull_falls_back_with_filters(cluster):
     """pushpull=True on a table with wire filters (lz4, lossless): the library
     refuses pskv_pushpull there (PSKV_EINVAL, nothing sent), the first step finds

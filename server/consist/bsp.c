@@ -272,6 +272,12 @@ static int64_t raise_closed(bsp *e, bsp_state *b, int64_t from, int64_t upto,
     return token;
 }
 
+static void advance_state(bsp *e, bsp_state *b);
+
+/* The state of table t, made on first use: a table opened while the workers' clocks
+ * were already past 0 (the worker ran another table first) starts at the clocks
+ * they closed (advance_state), or a pull at its worker's clock would wait for
+ * CLOCKs that came before the table existed, and never come again. */
 static bsp_state *state_of(bsp *e, table *t)
 {
     for (size_t i = 0; i < e->ntab; i++)
@@ -289,6 +295,7 @@ static bsp_state *state_of(bsp *e, table *t)
         b->open[i].t = -1;
     b->closed = heads_closed(e, b); /* a joining server: as its copies say */
     e->tab[e->ntab++] = b;
+    advance_state(e, b);
     return b;
 }
 
