@@ -164,7 +164,9 @@ t_pipelined_ack_rides() {
     local i n
     for i in $(seq 0 $((s - 1))); do
       n=$(sed -n 's/.* \([0-9]*\) PUSH_ACKs rode on .*/\1/p' "$TDIR/p$s/server-$i.log")
-      [ "${n:-0}" -ge 100 ] || fail "$s servers, server $i: ${n:-no} PUSH_ACKs rode on pull replies"
+      # how many ride depends on whether the pull was read in the push's batch: 77-290
+      # of 320 on a quiet machine (2026-11-30), so the bar is "some", not a share
+      [ "${n:-0}" -ge 16 ] || fail "$s servers, server $i: ${n:-no} PUSH_ACKs rode on pull replies"
     done
   done
   "$LAUNCH" --servers 1 --workers 1 --timeout 60 --log-dir "$TDIR/serial" --server-opt --log-level \
