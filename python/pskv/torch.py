@@ -22,8 +22,8 @@ DistributedOptimizer keeps the usual loop, zero_grad(); loss.backward(); step():
     the library takes pskv_pushpull (with shm=1 through shared memory both ways; not
     with filters or a 16-bit wire yet: the first step finds out, once, and falls
     back to push, clock, pull): the same weights step for step. pushpull=None (the
-    default) takes it with prefetch through shared memory (shm=1), to one server
-    or without replicas, as the C trainer's --pushpull left unset does (the MLP
+    default) takes it with prefetch through shared memory (shm=1) or without
+    replicas (one server has none), as the C trainer's --pushpull left unset does (the MLP
     1.16x over TCP to one server, 1.31x with shm=1); pushpull=False never. Learning-rate schedulers work
     for every updater: step() sees the wrapped optimizer's lr and, when it
     changed, sets it on the servers (Table.set_lr, pskv_table_set_lr) before
@@ -170,8 +170,7 @@ class DistributedOptimizer:
             raise ValueError("DistributedOptimizer: prefetch under bsp would wait for "
                              "the clock it is in: pass prefetch=False")
         if pushpull is None:
-            pushpull = self.prefetch and (bool(worker._cfg.shm) or worker.num_servers == 1
-                                          or worker.num_replicas == 1)
+            pushpull = self.prefetch and (bool(worker._cfg.shm) or worker.num_replicas == 1)
         self.pushpull = None if pushpull else False
         self.table = worker.table(name, size=self.n, **opts)
         broadcast_parameters(self.params, worker, table=self.table)

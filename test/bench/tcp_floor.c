@@ -25,33 +25,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "timeutil.h"
 
 enum { WAIT_S = 30 }; /* the longest wait for the peer, either way */
-
-static int parse_long(const char *s, long min, long max, long *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < min || v > max)
-        return -1;
-    *out = (long)v;
-    return 0;
-}
-
-static double cpu_us(int who)
-{
-    struct rusage ru;
-    getrusage(who, &ru);
-    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 +
-           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -106,7 +88,7 @@ static int echo(int lfd, size_t size, long count, long sockbuf)
     for (long i = 0; i < count; i++)
         if (move_all(fd, in, size, 0) || move_all(fd, back, size, 1))
             return 1;
-    double cpu = cpu_us(RUSAGE_SELF);
+    double cpu = (double)tu_process_cpu_ns() / 1e3;
     /* the echo's CPU goes back to the parent as the last 8 bytes */
     if (move_all(fd, (char *)&cpu, sizeof cpu, 1))
         return 1;
@@ -114,32 +96,27 @@ static int echo(int lfd, size_t size, long count, long sockbuf)
     return 0;
 }
 
+static cfg_entry flags[] = {
+    {"size", CFG_INT, "0", NULL, 0, 1 << 30, "bytes", "bytes each way a round trip (required)",
+     0, 0, NULL, NULL},
+    {"reps", CFG_INT, "0", NULL, 0, 100000000, NULL,
+     "timed round trips (0: 2000 above 100 KB, else 20000)", 0, 0, NULL, NULL},
+    {"warmup", CFG_INT, "50", NULL, 0, 100000000, NULL, "untimed round trips first", 0, 0,
+     NULL, NULL},
+    {"sockbuf", CFG_INT, "0", NULL, 0, 1 << 30, "bytes",
+     "SO_SNDBUF and SO_RCVBUF of both ends (0: the kernel's, auto-tuned)", 0, 0, NULL, NULL},
+    CFG_END};
+
 int main(int argc, char **argv)
 {
-    long size = -1, reps = 0, warmup = 50, sockbuf = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[++i] : NULL;
-        int bad = !v;
-        if (!bad && !strcmp(a, "--size"))
-            bad = parse_long(v, 1, 1L << 30, &size);
-        else if (!bad && !strcmp(a, "--reps"))
-            bad = parse_long(v, 1, 100000000, &reps);
-        else if (!bad && !strcmp(a, "--warmup"))
-            bad = parse_long(v, 0, 100000000, &warmup);
-        else if (!bad && !strcmp(a, "--sockbuf"))
-            bad = parse_long(v, 1, 1L << 30, &sockbuf);
-        else
-            bad = 1;
-        if (bad) {
-            fprintf(stderr, "pskv-tcp-floor: bad option or value: %s %s\n"
-                            "usage: pskv-tcp-floor --size BYTES [--reps N] [--warmup N] "
-                            "[--sockbuf BYTES]\n", a, v ? v : "");
-            return 2;
-        }
-    }
-    if (size < 0) {
-        fprintf(stderr, "usage: pskv-tcp-floor --size BYTES [--reps N] [--warmup N] "
-                        "[--sockbuf BYTES]\n");
+    const char *use = "pskv-tcp-floor --size BYTES [--reps N] [--warmup N] [--sockbuf BYTES]";
+    int prc = cfg_parse(flags, use, argc, argv, NULL);
+    if (prc)
+        return prc > 0 ? 0 : 2;
+    long size = (long)flags[0].i, reps = (long)flags[1].i, warmup = (long)flags[2].i,
+         sockbuf = (long)flags[3].i;
+    if (size == 0) {
+        fprintf(stderr, "pskv-tcp-floor: --size is required\nusage: %s\n", use);
         return 2;
     }
     if (reps == 0)
@@ -175,13 +152,13 @@ int main(int argc, char **argv)
     int bad = 0;
     for (long i = 0; i < warmup + reps && !bad; i++) {
         if (i == warmup)
-            cpu0 = cpu_us(RUSAGE_SELF);
+            cpu0 = (double)tu_process_cpu_ns() / 1e3;
         double t0 = (double)tu_now_ns() / 1e3;
         bad = move_all(fd, out, (size_t)size, 1) || move_all(fd, in, (size_t)size, 0);
         if (i >= warmup)
             rtt[i - warmup] = (double)tu_now_ns() / 1e3 - t0;
     }
-    double own = cpu_us(RUSAGE_SELF) - cpu0;
+    double own = (double)tu_process_cpu_ns() / 1e3 - cpu0;
     /* the child's CPU over the warm-up too: scale it to the timed reps */
     bad = bad || move_all(fd, (char *)&child_cpu, sizeof child_cpu, 0);
     int status = 0;

@@ -314,6 +314,9 @@ int main(int argc, char **argv)
         return 1;
     }
     void *dealer = zmq_socket(ctx, ZMQ_DEALER);
+    int wait_ms = 30000; /* an echo that stopped answering fails the round trip */
+    if (dealer)
+        zmq_setsockopt(dealer, ZMQ_RCVTIMEO, &wait_ms, sizeof wait_ms);
     if (dealer && sb) {
         zmq_setsockopt(dealer, ZMQ_SNDBUF, &sb, sizeof sb);
         zmq_setsockopt(dealer, ZMQ_RCVBUF, &sb, sizeof sb);

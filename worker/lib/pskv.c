@@ -145,12 +145,12 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
      * from it into frames of its own, on every send); a quantising table's values
      * change as they go (wfilter_quant) */
     lend = lend && !keys && !t->fs.quant && !t->fs.significant;
-    int rc = keys             ? wplan_keys(w, r, t, keys, nkeys, pull)
-             : lend && !pull ? wplan_run_lend(w, r, t, first, nkeys) /* 0: copied after all */
-                             : wplan_run(w, r, t, first, nkeys, pull, lend);
+    int rc = keys   ? wplan_keys(w, r, t, keys, nkeys, pull)
+             : lend ? wplan_run_lend(w, r, t, first, nkeys) /* a push; 0: copied after all */
+                    : wplan_run(w, r, t, first, nkeys, pull, 0);
     if (rc < 0)
         return wreq_fail(w, r, rc);
-    if (lend && !pull)
+    if (lend)
         lend = rc;
     r->out = out;
     r->assign = assign;

@@ -344,7 +344,7 @@ static int resume_stats(run *r)
  * step's goes right after its push (the clock riding on it) and travels while the
  * next gradient is computed (the weights a step uses miss at most this worker's
  * previous push). With --pushpull too (where pskv_pushpull applies; the default
- * with --shm or one server) a step's push, clock and pull are one pskv_pushpull into a view,
+ * with --shm or without replicas) a step's push, clock and pull are one pskv_pushpull into a view,
  * waited for at the next step: the same weights, one request a step instead of a
  * push and a pull. Without --prefetch,
  * and always under bsp: push, clock, pull (or one pskv_pushpull), wait, compute.
@@ -359,8 +359,7 @@ static int first_pull(run *r)
     const cfg_entry *ppf = cfg_find(r->cfg, "pushpull");
     int want = strcmp(ppf->from, "default")
                    ? (int)ppf->i
-                   : r->overlap && (cfg_int(r->cfg, "shm") || pskv_num_servers(r->w) == 1 ||
-                                    pskv_num_replicas(r->w) == 1);
+                   : r->overlap && (cfg_int(r->cfg, "shm") || pskv_num_replicas(r->w) == 1);
     /* pskv_pushpull: not with filters, a 16-bit wire or loss scaling (pskv.h) */
     int pp = !r->ar && !(r->ls.scale > 0) && want &&
              !*cfg_str(r->cfg, "filter") && !r->digests &&
