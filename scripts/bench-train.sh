@@ -5,11 +5,13 @@
 # 0.0075 decaying linearly to 0 over the run: worker/apps/apptab.c), as a user gets
 # them (until 2026-11-30 it ran lr 0.01 const, DDP's settings, which left the
 # 5th epoch's accuracy at 0.86-0.87 run to run).
-# Each entry of --models (default "async async+prefetch async+prefetch+shm bsp local") is a consistency
-# model, "+prefetch" adding --prefetch (the next step's pull sent before this
-# step's compute), "+pushpull" the trainer's --pushpull (one pskv_pushpull a step,
-# into a view with +prefetch; the trainer's default with +prefetch and +shm or
-# --servers 1, the default), "+nopushpull" --pushpull=false (push then pull),
+# Each entry of --models (default "async async+noprefetch async+shm bsp local") is a
+# consistency model at the trainer's defaults (since 2026-11-30 these include
+# --prefetch under async and ssp:TAU >= 1: the next step's pull sent before this
+# step's compute; "+prefetch" says so explicitly, "+noprefetch" turns it off with
+# --prefetch=false), "+pushpull" the trainer's --pushpull (one pskv_pushpull a step,
+# into a view with prefetch; the trainer's default with prefetch and +shm or
+# without replicas), "+nopushpull" --pushpull=false (push then pull),
 # "+shm" the workers' --shm (values through shared memory, not
 # loopback TCP) and "+FILTER" a wire filter (e.g. async+prefetch+int8), or
 # "local": --sync local, the same training with no communication a step (each
@@ -57,8 +59,8 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 . "$here/bench-lib.sh"
-runs=3 epochs=5 peer=1 models="async async+prefetch async+prefetch+shm bsp local" servers=1 replicas=1 est=0
-usage="usage: $0 [--runs N] [--epochs E] [--models \"async async+prefetch async+prefetch+shm bsp local\"] [--no-peer] [--servers S] [--replicas R] [--estimate]"
+runs=3 epochs=5 peer=1 models="async async+noprefetch async+shm bsp local" servers=1 replicas=1 est=0
+usage="usage: $0 [--runs N] [--epochs E] [--models \"async async+noprefetch async+shm bsp local\"] [--no-peer] [--servers S] [--replicas R] [--estimate]"
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) runs=$2; shift 2 ;;
@@ -78,7 +80,7 @@ for m in $models; do
       [ "$m" = "${m%%+*}" ] || { echo "bench-train: model '$m' takes no +options" >&2; exit 2; }
       /usr/bin/python3 -c 'import torch' 2>/dev/null ||
         { echo "bench-train: model '$m' needs Debian's python3-torch" >&2; exit 2; } ;;
-    *) echo "bench-train: unknown model '$m' (async, bsp, ssp:TAU, local, each with +prefetch or +FILTER; python, torch-floor, torch-floor-loop, torch-floor-flat, torch-floor-ftz)" >&2; exit 2 ;;
+    *) echo "bench-train: unknown model '$m' (async, bsp, ssp:TAU, local, each with +prefetch, +noprefetch or +FILTER; python, torch-floor, torch-floor-loop, torch-floor-flat, torch-floor-ftz)" >&2; exit 2 ;;
   esac
 done
 ddp=0
@@ -103,6 +105,7 @@ run_model() {
   for x in "${extra[@]:1}"; do
     case "$x" in
       prefetch) flags+=(--prefetch) ;;
+      noprefetch) flags+=(--prefetch=false) ;;
       pushpull) flags+=(--pushpull) ;;
       nopushpull) flags+=(--pushpull=false) ;;
       shm) flags+=(--shm) ;;

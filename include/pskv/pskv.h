@@ -279,11 +279,12 @@ int64_t pskv_pull(pskv_worker *w, int table, const uint64_t *keys, size_t nkeys,
  * values once the push's clock closed (every worker's push of it applied), under ssp
  * within the bound; without it, the clock's pull (async: at once). Returns the
  * timestamp to wait for (pskv_wait), or a negated error; out is written only
- * while the request runs: a refused push (a NaN, a late bsp push, a lost
- * partition) fails the request and its server sends no values. grad and out are
- * the caller's; grad is copied before the call returns (out may be grad). With
- * several parts (servers), parts answered before a refused one have written their
- * rows. With --shm (pskv_config.shm) a part of 64 KiB or more to a server on this
+ * while the request runs, and only when it succeeds: a refused push (a NaN, a late
+ * bsp push, a lost partition) fails the request as a whole, its server sends no
+ * values, and out is left untouched (with several parts, servers, or with
+ * replicas, the values wait in a buffer of the library's until every part has
+ * answered: one copy more). grad and out are the caller's; grad is copied before the call
+ * returns (out may be grad). With --shm (pskv_config.shm) a part of 64 KiB or more to a server on this
  * host goes through shared memory both ways: grad is copied into a region, and the
  * server writes the values after the push over it (out: copied once from there).
  * Not yet with wire filters or a 16-bit wire (-PSKV_EINVAL: push, then pull).

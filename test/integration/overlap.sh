@@ -16,8 +16,9 @@ t_train_prefetch() {
   # 0.70 on 1,000 test images, every example is trained exactly once an epoch (the
   # job-wide sum table), and each worker reports its waiting fraction and its CPU
   # (compute within the process's); the waiting floor (bench-lib.sh) of the job
-  # comes out between 0 and 1. The ssp:1 job runs at the default, --pushpull with
-  # --prefetch and one server: a step's push, clock and pull are one pskv_pushpull
+  # comes out between 0 and 1. The ssp:1 job runs at the defaults (--prefetch left
+  # unset is on under async and ssp:TAU >= 1; --pushpull left unset is on with it
+  # and one server): a step's push, clock and pull are one pskv_pushpull
   # into a view, read in the received frame, each request sent once the previous
   # reply is back; the async one (--pushpull=false) pushes from push buffers, the
   # clock riding on each push (no CLOCK message); the async+shm one (--shm) makes the
@@ -27,7 +28,8 @@ t_train_prefetch() {
   . "$top/scripts/bench-lib.sh" # cpu_sampler, floor_of
   for cons in async ssp:1 async+shm; do
     d="$TDIR/${cons/:/}"
-    pp=(--log-level info)
+    pp=(--log-level info --prefetch)
+    [ "$cons" != ssp:1 ] || pp=(--log-level info)
     how='pushpull into a view, the clock riding on it, each request sent once the previous reply is back'
     case "$cons" in
       async) pp+=(--pushpull=false); how='a push buffer, the clock riding on it, then' ;;
@@ -37,7 +39,7 @@ t_train_prefetch() {
     cpu_sampler "$d" & sampler=$!
     "$LAUNCH" --servers 1 --workers 2 --timeout 150 --log-dir "$d" -- --app mlp --hidden 64 \
       --epochs 4 --train-limit 6000 --test-limit 1000 --batch 32 --lr 0.1 --momentum 0 \
-      --lr-schedule const --seed 2 --eval-every 0 --consistency "${cons%+shm}" --prefetch "${pp[@]}" \
+      --lr-schedule const --seed 2 --eval-every 0 --consistency "${cons%+shm}" "${pp[@]}" \
       > /dev/null 2>&1 || fail "$cons: training exited $?: $(tail -n 3 "$d/worker-0.log")"
     wait "$sampler"
     fl=$(floor_of "$d")
@@ -68,17 +70,17 @@ t_train_prefetch() {
     done
     echo "$cons --prefetch: accuracy $acc, waiting fractions $(waiting_fraction "$d/worker-0.log") $(waiting_fraction "$d/worker-1.log"), floor $fl"
   done
-  # sparse-lr with and without: both learn heart_scale
+  # sparse-lr with (the default) and without: both learn heart_scale
   local hs=/usr/share/doc/liblinear-tools/examples/heart_scale pf
   [ -f "$hs" ] || fail "$hs missing (liblinear-tools is a dependency)"
-  for pf in --prefetch ""; do
+  for pf in "" --prefetch=false; do
     d="$TDIR/sparse${pf}"
     "$LAUNCH" --servers 1 --workers 2 --timeout 120 --log-dir "$d" -- --app sparse-lr \
       --train "$hs" --epochs 20 --batch 8 --updater adagrad --lr 0.5 --eval-every 0 $pf \
       > /dev/null 2>&1 || fail "sparse-lr $pf exited $?: $(tail -n 3 "$d/worker-0.log")"
     acc=$(grep -o 'final auc [0-9.]* logloss [0-9.]* accuracy [0-9.]*' "$d/worker-0.log" | awk '{print $7}')
     awk -v a="${acc:-0}" 'BEGIN { exit !(a >= 0.80) }' || fail "sparse-lr $pf: accuracy ${acc:-?} < 0.80"
-    echo "sparse-lr ${pf:-without --prefetch}: accuracy $acc"
+    echo "sparse-lr ${pf:-at the default --prefetch}: accuracy $acc"
   done
 }
 

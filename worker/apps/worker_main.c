@@ -353,13 +353,13 @@ static int allreduce_flags(const app_row *row)
 }
 
 /* --prefetch: only for the training apps, and only where the consistency model
- * lets a step use weights one step older (async, ssp:TAU with TAU >= 1). Returns
- * 0, or -1 after a usage error. */
+ * lets a step use weights one step older (async, ssp:TAU with TAU >= 1) under
+ * --sync ps. Left unset it is on exactly there (the weights a step uses miss at
+ * most this worker's previous push, which async allows anyway), off elsewhere; set
+ * to true elsewhere it is a usage error. Returns 0, or -1 after a usage error. */
 static int prefetch_flag(const app_row *row)
 {
     const char *app = row->name;
-    if (!cfg_int(config, "prefetch"))
-        return 0;
     const char *cons = cfg_str(config, "consistency"), *sync = cfg_str(config, "sync");
     char *end = NULL;
     long long tau = !strncmp(cons, "ssp:", 4) ? strtoll(cons + 4, &end, 10) : -1;
@@ -373,10 +373,13 @@ static int prefetch_flag(const app_row *row)
                       : !later ? "needs --consistency async or ssp:TAU with TAU >= 1 (a step "
                                  "under bsp or ssp:0 must see every push of the clock before)"
                                : NULL;
-    if (bad)
-        fprintf(stderr, PROG ": --prefetch %s (got --app %s, --consistency %s, --sync %s)\n",
-                bad, app, cons, sync);
-    return bad ? -1 : 0;
+    if (!bad && cfg_set_default(config, "prefetch", "true", why, sizeof why) < 0)
+        assert(!"--prefetch takes true");
+    if (!cfg_int(config, "prefetch") || !bad)
+        return 0;
+    fprintf(stderr, PROG ": --prefetch %s (got --app %s, --consistency %s, --sync %s)\n", bad,
+            app, cons, sync);
+    return -1;
 }
 
 #ifndef PSKV_EVALUATOR

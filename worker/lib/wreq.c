@@ -84,6 +84,8 @@ void wreq_release(req *r)
             vbuf_unref(NULL, r->parts[i].own);
         }
     }
+    if (r->pp_dst) /* a combined call's staged values */
+        free(r->out);
     if (r->view) { /* a view pull that ended without being held: its memory goes */
         free(r->out);
         wshm_release(&r->view_part);
@@ -135,6 +137,21 @@ float *wreq_view_buffer(pskv_worker *w, size_t floats)
     return malloc(floats ? floats * sizeof(float) : 1);
 }
 
+int wreq_pp_stage(pskv_worker *w, req *r)
+{
+    if (!r->pp || !r->out || r->view || r->pp_dst)
+        return 0;
+    size_t floats = r->bytes / sizeof(float);
+    float *b = wreq_view_buffer(w, floats);
+    if (!b)
+        return wst_error(w, PSKV_ENOMEM, "out of memory for pushpull %lld's %zu values",
+                         (long long)r->ts, floats);
+    r->pp_dst = r->out;
+    r->out = b;
+    r->view_floats = floats;
+    return 0;
+}
+
 /* Frees the slot of an ended request, unless ZeroMQ still holds the caller's
  * lent values: then it stays in the window, `draining`, until vbuf_drain (from
  * wpump's timers) sees them released, so pskv_wait cannot return while ZeroMQ
@@ -159,10 +176,11 @@ void wreq_retire(pskv_worker *w, req *r)
     }
     if (r->draining_ms)
         w->ndraining--;
-    if (r->view) { /* failed or abandoned: not held (wreq_finish holds the others) */
+    if (r->view || r->pp_dst) { /* failed or abandoned: not held (wreq_finish holds the
+                                   others); a combined call's staging buffer, copied or not */
         view_give_back(w, r->out, r->view_floats);
         r->out = NULL;
-        w->nviews--;
+        w->nviews -= r->view;
     }
     wreq_release(r);
     w->inflight--;
@@ -242,6 +260,8 @@ void wreq_finish(pskv_worker *w, req *r)
                            (long long)r->ts);
     if (r->view && !r->err)
         hold_view(w, r);
+    if (r->pp_dst && !r->err) /* every part answered, none refused */
+        memcpy(r->pp_dst, r->out, r->view_floats * sizeof(float));
     if (r->err) {
         record_failure(w, r->ts, r->err);
         if (r->err == -PSKV_ELATE)

@@ -334,6 +334,8 @@ static int resend_part(pskv_worker *w, req *r, int pi, int refused)
         goto out;
     }
     r->parts = grown;
+    if (nnew > 1 && (err = wreq_pp_stage(w, r)) < 0) /* a combined call's values wait */
+        goto out;
     if (r->parts[pi].retry_at) {
         r->parts[pi].retry_at = 0;
         w->nretry--;

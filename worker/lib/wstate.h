@@ -133,6 +133,9 @@ typedef struct req {
     uint64_t *segs;    /* run parts' runs, pairs (first, count) */
     uint32_t *idx;     /* gathered rows, all parts */
     float *out;        /* pull destination */
+    float *pp_dst;     /* pskv_pushpull into the caller's array over several parts: out is
+                          then a buffer of the library's (view_floats values), copied here
+                          once every part has answered and none refused (wreq_finish) */
     vbuf *buf;         /* push values (and gathered keys) */
     size_t kbytes;     /* bytes of gathered keys at the front of buf */
     int assign;        /* a push that overwrites (pskv_assign) */

@@ -446,9 +446,13 @@ static int float_hash(ck *c)
     return 0;
 }
 
-/* --pull pushpull(-view): the whole dense run pushed with a NaN in every row, so
- * every part is refused (with --shm and a large run, each through shared memory):
- * the call fails, no value reaches the output array, and no view is held. */
+/* --pull pushpull(-view): the whole dense run pushed with a NaN in its last row and
+ * zeros elsewhere, so the part holding that row is refused and the others (other
+ * servers, or other chunks; with --shm and a large run, through shared memory) are
+ * applied and answered: the call fails as a whole, no value reaches the output
+ * array (not even the answered parts'), and no view is held. The zeros leave the
+ * sums exact. Under bsp a NaN in every row, every part refused: a part applied
+ * would be answered only once this worker's clock closed, which it has not ended. */
 static void nan_pushpull_run(ck *c)
 {
     size_t nv = (size_t)c->n * DW;
@@ -460,7 +464,7 @@ static void nan_pushpull_run(ck *c)
         return;
     }
     for (size_t i = 0; i < nv; i++) {
-        g[i] = i % DW == 1 ? NAN : 1.0f;
+        g[i] = c->bsp ? (i % DW == 1 ? NAN : 1.0f) : i == nv - DW + 1 ? NAN : 0.0f;
         if (out)
             out[i] = -7.0f;
     }

@@ -180,7 +180,8 @@ const cfg_entry apptab_train_flags[] = {
     {"prefetch", CFG_BOOL, "false", "PSKV_WORKER_PREFETCH", 1, 0, NULL,
      "softmax, mlp, sparse-lr: send the pull for the next step before this step's compute, so "
      "that it travels meanwhile (the weights a step uses are then at most one step older); "
-     "needs --consistency async or ssp:TAU with TAU >= 1, and --sync ps", 0, 0, NULL, NULL},
+     "applies under --consistency async or ssp:TAU with TAU >= 1, and --sync ps; left unset: on "
+     "where it applies, off elsewhere (--prefetch=false turns it off)", 0, 0, NULL, NULL},
     {"print-digests", CFG_BOOL, "false", "PSKV_PRINT_DIGESTS", 1, 0, NULL,
      "softmax, mlp: print the clock and an FNV-1a digest of each bsp pull (workers) or "
      "snapshot (pskv-evaluator); pipeline: of each stage's and layer's final weights", 0, 0,
