@@ -80,6 +80,15 @@ t_pipeline_schedules() {
     fail "gpipe --max-inflight 2 exited $?"
   [ "$(pl_digests "$TDIR/s2-cap" 2)" = "$ref" ] || fail "gpipe --max-inflight 2 differs"
   grep -q 'peak 2 micro-batches' "$TDIR/s2-cap/worker-0.log" || fail "--max-inflight 2 not kept"
+  # a step's push, clock and the next step's pull are one pskv_pushpull by default;
+  # --pushpull=false sends them apart: the same bits under bsp
+  grep -q '^stage 0 of pipeline 0 exchange: one pskv_pushpull a step' "$TDIR/s2-gpipe/worker-0.log" ||
+    fail "the default exchange: $(grep 'exchange' "$TDIR/s2-gpipe/worker-0.log")"
+  pl_run "$TDIR/s2-nopp" 2 --stages 2 --schedule gpipe --pushpull=false "${common[@]}" ||
+    fail "gpipe --pushpull=false exited $?"
+  [ "$(pl_digests "$TDIR/s2-nopp" 2)" = "$ref" ] || fail "gpipe --pushpull=false differs"
+  grep -q '^stage 1 of pipeline 0 exchange: push, clock, then' "$TDIR/s2-nopp/worker-1.log" ||
+    fail "--pushpull=false: $(grep 'exchange' "$TDIR/s2-nopp/worker-1.log")"
   # uneven micro-batches (30 rows in 4: 7, 8, 7, 8), each weighted by its rows
   pl_run "$TDIR/u-seq" 2 --stages 2 --schedule sequential "${common[@]}" --batch 30 || fail "uneven sequential exited $?"
   pl_run "$TDIR/u-1f1b" 2 --stages 2 --schedule 1f1b "${common[@]}" --batch 30 || fail "uneven 1f1b exited $?"

@@ -78,6 +78,9 @@ typedef struct stage {
     pipebal *bal;                /* --balance stages, else NULL */
     int ltab[PIPE_MAX_LAYERS];   /* --balance stages: a table per layer (pipebal.h) */
     int timing;                  /* passes' layer times go to bal */
+    int pp;    /* a step ends with one pskv_pushpull (push, clock, the next weights):
+                  one table, fp32, no filter, and --pushpull not turned off */
+    int fresh; /* params hold the weights the next step would pull (its pushpull) */
     straggle sg;                 /* --slowdown, --jitter: each pass slowed */
     size_t saved_row; /* bytes of saved activations per row of a micro-batch */
     float *params, *grad, *inbox, *dx, *ones;
@@ -404,19 +407,33 @@ static void plan_step(stage *st)
     st->rows_epoch += st->b;
 }
 
-/* One mini-batch: pull the stage's weights, the schedule's passes, push the
- * gradient (scaled to the mini-batch mean by the loss), clock. */
+/* st->pp: the step's push, its clock's end and the weights after it (under bsp once
+ * the clock closed: the next step's pull) in one pskv_pushpull into params, the
+ * gradient lent (waited for here). Returns 0 or a negated error. */
+static int stage_pushpull(stage *st)
+{
+    int64_t tp = pskv_pushpull(st->w, st->table, NULL, st->P, st->grad, st->params,
+                               PSKV_PP_CLOCK | PSKV_PP_NOCOPY);
+    int rc = tp < 0 ? (int)tp : pskv_wait(st->w, tp, TMO);
+    st->fresh = rc == 0;
+    return rc;
+}
+
+/* One mini-batch: pull the stage's weights (unless the step before brought them),
+ * the schedule's passes, push the gradient (scaled to the mini-batch mean by the
+ * loss), clock: one pskv_pushpull where it applies (st->pp), else push, clock. */
 static int one_step(stage *st)
 {
     if (stage_gone(st))
         return 1;
     plan_step(st);
-    int rc = 0;
+    int rc = 0, fresh = st->fresh;
+    st->fresh = 0;
     if (st->m == 0) /* no row left: the clock alone (bsp_mean_pushed leaves it out of the mean) */
         return (rc = pskv_clock(st->w)) < 0 ? fail(st, "clock", rc) : 0;
     st->ps.recording = st->step == st->ps.record_step;
     int64_t t0 = tu_now_ns(), t_step = t0;
-    if ((rc = stage_pull(st)) < 0)
+    if (!fresh && (rc = stage_pull(st)) < 0)
         return fail(st, "pull", rc);
     pipestats_add(&st->ps, PS_SRV, -1, t0, tu_now_ns());
     st->acc = 0;
@@ -429,13 +446,15 @@ static int one_step(stage *st)
     }
     st->timing = 0;
     t0 = tu_now_ns();
+    if (st->pp && (rc = stage_pushpull(st)) < 0)
+        return fail(st, "pushpull", rc);
     int64_t ids[PIPE_MAX_LAYERS];
-    int n = stage_send(st, 0, st->grad, ids);
+    int n = st->pp ? 0 : stage_send(st, 0, st->grad, ids);
     if (n >= 0 && st->bal && (rc = pipebal_push(st->bal, st->w, st->step, st->l0, st->l1,
                                                 st->m, st->sg.last)) < 0)
         return fail(st, "--balance stages: sharing the times", rc);
     /* under bsp a push is answered once every worker's clock closed the step */
-    if (n < 0 || (rc = pskv_clock(st->w)) < 0 || (rc = stage_wait(st, ids, n)) < 0)
+    if (!st->pp && (n < 0 || (rc = pskv_clock(st->w)) < 0 || (rc = stage_wait(st, ids, n)) < 0))
         return fail(st, "push", n < 0 ? n : rc);
     pipestats_add(&st->ps, PS_SRV, -1, t0, tu_now_ns());
     if (st->bal)
@@ -544,6 +563,11 @@ static int read_options(stage *st)
     int rc = pipebal_new(cfg, st->L, st->S, st->k, &st->bal);
     if (rc || (rc = straggle_init(&st->sg, cfg, (uint64_t)cfg_int(cfg, "seed"), st->rank)))
         return rc;
+    /* --pushpull left unset or set: on where pskv_pushpull applies (not with a table
+     * per layer, a wire filter or a 16-bit wire); --pushpull=false: push, then pull */
+    const cfg_entry *ppf = cfg_find(cfg, "pushpull");
+    st->pp = !st->bal && (!strcmp(ppf->from, "default") || ppf->i) &&
+             !*cfg_str(cfg, "filter") && !strcmp(cfg_str(cfg, "wire"), "fp32");
     st->B = (int)cfg_int(cfg, "batch");
     st->M = (int)cfg_int(cfg, "micro-batches");
     if (st->M > st->B) {
@@ -839,6 +863,9 @@ static int end_report(stage *st, report *rep)
            st->recompute ? ", recompute" : "", p->secs[PS_FWD], p->secs[PS_BWD],
            p->secs[PS_SEND], p->secs[PS_WAIT], p->secs[PS_SRV], pipestats_idle(p), p->peak,
            p->peak_bytes, p->cpu_thread, p->wall, p->cpu_process);
+    printf("stage %d of pipeline %d exchange: %s\n", st->k, st->d,
+           st->pp ? "one pskv_pushpull a step (push, clock, the next step's weights)"
+                  : "push, clock, then the next step's pull");
     fflush(stdout);
     pipestats_pack(p, st->stats + (size_t)st->k * PIPESTATS_FLOATS);
     int rc = st->k < st->S - 1 ? wait_flag(st, &st->stats_got, -1) : 0;

@@ -43,7 +43,9 @@ const cfg_entry apptab_train_flags[] = {
      "applies: --sync ps without --filter, a 16-bit --wire, --loss-scale or "
      "--print-digests; left unset: on with --prefetch and --shm, one server or no "
      "replicas (--replicas 1), off otherwise; "
-     "--pushpull=false turns it off); else push, clock, then pull", 0, 0, NULL, NULL},
+     "--pushpull=false turns it off); else push, clock, then pull; pipeline: a stage's "
+     "push, clock and the next step's pull are one pskv_pushpull unless --pushpull=false "
+     "(not with --balance stages, --filter or a 16-bit --wire)", 0, 0, NULL, NULL},
     {"estimate", CFG_BOOL, "false", "PSKV_WORKER_ESTIMATE", 1, 0, NULL,
      "softmax, mlp: train a fifth of the job's steps (40 to 1000, after a warm-up of a "
      "tenth of them, 5 to 100; every worker: give them all the flag), print on rank 0 "
