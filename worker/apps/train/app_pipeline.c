@@ -407,28 +407,18 @@ static void plan_step(stage *st)
     st->rows_epoch += st->b;
 }
 
-/* st->pp: the step's push, its clock's end and the weights after it (under bsp once
- * the clock closed: the next step's pull) in one pskv_pushpull into params, the
- * gradient lent (waited for here). Returns 0 or a negated error. */
-static int stage_pushpull(stage *st)
-{
-    int64_t tp = pskv_pushpull(st->w, st->table, NULL, st->P, st->grad, st->params,
-                               PSKV_PP_CLOCK | PSKV_PP_NOCOPY);
-    int rc = tp < 0 ? (int)tp : pskv_wait(st->w, tp, TMO);
-    st->fresh = rc == 0;
-    return rc;
-}
-
 /* One mini-batch: pull the stage's weights (unless the step before brought them),
  * the schedule's passes, push the gradient (scaled to the mini-batch mean by the
- * loss), clock: one pskv_pushpull where it applies (st->pp), else push, clock. */
+ * loss), clock. With st->pp the push, the clock's end and the weights after it
+ * (under bsp once the clock closed: the next step's pull) are one pskv_pushpull
+ * into params, the gradient lent (waited for here). */
 static int one_step(stage *st)
 {
     if (stage_gone(st))
         return 1;
     plan_step(st);
     int rc = 0, fresh = st->fresh;
-    st->fresh = 0;
+    st->fresh = 0; /* a step of the clock alone (below) brings none */
     if (st->m == 0) /* no row left: the clock alone (bsp_mean_pushed leaves it out of the mean) */
         return (rc = pskv_clock(st->w)) < 0 ? fail(st, "clock", rc) : 0;
     st->ps.recording = st->step == st->ps.record_step;
@@ -446,8 +436,11 @@ static int one_step(stage *st)
     }
     st->timing = 0;
     t0 = tu_now_ns();
-    if (st->pp && (rc = stage_pushpull(st)) < 0)
+    int64_t tp = st->pp ? pskv_pushpull(st->w, st->table, NULL, st->P, st->grad, st->params,
+                                        PSKV_PP_CLOCK | PSKV_PP_NOCOPY) : 0;
+    if (st->pp && (rc = tp < 0 ? (int)tp : pskv_wait(st->w, tp, TMO)) < 0)
         return fail(st, "pushpull", rc);
+    st->fresh = st->pp;
     int64_t ids[PIPE_MAX_LAYERS];
     int n = st->pp ? 0 : stage_send(st, 0, st->grad, ids);
     if (n >= 0 && st->bal && (rc = pipebal_push(st->bal, st->w, st->step, st->l0, st->l1,
@@ -863,9 +856,8 @@ static int end_report(stage *st, report *rep)
            st->recompute ? ", recompute" : "", p->secs[PS_FWD], p->secs[PS_BWD],
            p->secs[PS_SEND], p->secs[PS_WAIT], p->secs[PS_SRV], pipestats_idle(p), p->peak,
            p->peak_bytes, p->cpu_thread, p->wall, p->cpu_process);
-    printf("stage %d of pipeline %d exchange: %s\n", st->k, st->d,
-           st->pp ? "one pskv_pushpull a step (push, clock, the next step's weights)"
-                  : "push, clock, then the next step's pull");
+    printf("stage %d of pipeline %d exchange: %s\n", st->k, st->d, st->pp ? "one pskv_pushpull "
+           "a step (push, clock, the next step's weights)" : "push, clock, then the next step's pull");
     fflush(stdout);
     pipestats_pack(p, st->stats + (size_t)st->k * PIPESTATS_FLOATS);
     int rc = st->k < st->S - 1 ? wait_flag(st, &st->stats_got, -1) : 0;
