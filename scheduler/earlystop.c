@@ -57,6 +57,8 @@ static struct {
         uint64_t evals;
         int64_t clock;
         double loss, acc, auc; /* auc: NAN when not reported (softmax, mlp) */
+        int ended; /* its group ended (on_group_ended): reports still in flight are
+                      dropped, not a new policy of the group's name */
     } rep[MAX_REPORTS];
     int nrep;
 } E;
@@ -267,11 +269,15 @@ void estop_on_report(memb_node *n, wire_msg *msg)
         return;
     }
     const char *group = group_name(n);
+    int i = slot(n->id);
+    if (E.rep[i].ended) { /* sent before it heard the STOP */
+        LOG_D("dropped an evaluation from node %u: group %s has ended", n->id, group);
+        return;
+    }
     pol *p = pol_get(group);
     if (!p)
         return;
     char g[GROUP_NAME_MAX + 16];
-    int i = slot(n->id);
     E.rep[i].evals++;
     E.rep[i].clock = r->clock;
     E.rep[i].loss = r->val_loss;
@@ -457,6 +463,7 @@ static int on_group_ended(void *ctx, const sched_ev *ev)
         Pskv__Meta m;
         sched_meta(&m, PSKV__MSG_TYPE__STOP);
         sched_send(e, &m); /* it answers nothing */
+        E.rep[slot(e->id)].ended = 1;
         LOG_I("group %s ended: its evaluator node %u is told to stop", ev->group, e->id);
     }
     pol *p = pol_find(ev->group);
