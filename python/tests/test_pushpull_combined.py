@@ -130,3 +130,32 @@ def test_pushpull_with_shm(cluster):
                 v.numpy()
         assert w.held()["views"] == 0
         assert np.all(t.pull().wait() == 4)
+
+
+def test_held_views_bound_is_an_error(cluster):
+    """Views held too long: at most PSKV_MAX_VIEWS (16) are held or in flight, each
+    over TCP keeping its received frame; one more, a pull_view or a pushpull_view,
+    fails at once naming the bound (an error, not a stall) and sends nothing; once
+    the views are released new ones are taken again and nothing stays held."""
+    import contextlib
+    import time
+
+    with pskv.Worker(scheduler=cluster.address, request_timeout_ms=10000) as w:
+        t = w.table("hv", size=4096, updater="sum")
+        g = np.ones(4096, np.float32)
+        with contextlib.ExitStack() as stack:
+            views = [stack.enter_context(t.pull_view()) for _ in range(15)]
+            views.append(stack.enter_context(t.pushpull_view(g)))
+            assert w.held()["views"] == 16
+            for kind, call in (("pull_view", t.pull_view),
+                               ("pushpull_view", lambda: t.pushpull_view(g))):
+                t0 = time.monotonic()
+                with pytest.raises(pskv.InvalidArgumentError,
+                                   match="16 views held or in flight: release one first"):
+                    call()
+                assert time.monotonic() - t0 < 1.0, kind
+            assert np.all(views[0].numpy() == 0) and np.all(views[-1].numpy() == 1)
+        assert w.held()["views"] == 0
+        with t.pull_view() as v:  # the refused pushpull_view pushed nothing
+            assert np.all(v.numpy() == 1)
+        assert w.held()["views"] == 0 and w.held()["requests"] == 0
