@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "apps.h"
@@ -81,6 +82,11 @@ void app_free_closed(void)
 {
     while (nafter_close > 0)
         free(after_close[--nafter_close]);
+}
+
+int app_pushpull_fits(cfg_entry *cfg)
+{
+    return !*cfg_str(cfg, "filter") && !strcmp(cfg_str(cfg, "wire"), "fp32");
 }
 
 void app_shuffle(uint32_t *a, uint32_t n, uint64_t seed)

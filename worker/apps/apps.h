@@ -95,6 +95,9 @@ int app_sparse_lr_table(pskv_worker *w, cfg_entry *cfg);
 void app_train_table_opts(cfg_entry *cfg, uint32_t dim, size_t P, pskv_table_opts *o);
 /* Shuffles a[0..n) in place (Fisher-Yates); the same seed gives the same order. */
 void app_shuffle(uint32_t *a, uint32_t n, uint64_t seed);
+/* 1 when the training apps' --pushpull may use pskv_pushpull: it takes no wire
+ * filter (--filter) and no 16-bit --wire yet (pskv.h); 0 otherwise. */
+int app_pushpull_fits(cfg_entry *cfg);
 
 /* --app pipeline: an MLP cut into stages on separate workers (app_pipeline.c). */
 int app_pipeline(pskv_worker *w, cfg_entry *cfg);

@@ -373,7 +373,8 @@ static int prefetch_flag(const app_row *row)
                       : !later ? "needs --consistency async or ssp:TAU with TAU >= 1 (a step "
                                  "under bsp or ssp:0 must see every push of the clock before)"
                                : NULL;
-    if (!bad && cfg_set_default(config, "prefetch", "true", why, sizeof why) < 0)
+    char err[100]; /* cannot be: a boolean entry takes "true" */
+    if (!bad && cfg_set_default(config, "prefetch", "true", err, sizeof err) < 0)
         assert(!"--prefetch takes true");
     if (!cfg_int(config, "prefetch") || !bad)
         return 0;

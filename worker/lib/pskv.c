@@ -160,9 +160,7 @@ static int64_t submit(pskv_worker *w, enum req_type type, int table, const uint6
     r->scale = t->scale;
     size_t wd = t->width, row = wd * sizeof(float);
     r->bytes = nkeys * row;
-    /* several parts, or a part whose values may come before its chain's answer
-     * (pull_after): staged, so that a refusal leaves out untouched */
-    if (r->pp && out && (r->nparts > 1 || w->R > 1) && (rc = wreq_pp_stage(w, r)) < 0)
+    if ((rc = wreq_pp_stage(w, r)) < 0) /* so that a refusal leaves out untouched */
         return wreq_fail(w, r, rc);
     r->kbytes = keys ? nkeys * sizeof(uint64_t) : 0;
     wmet_request(t, pull, nkeys, r->bytes);

@@ -139,7 +139,7 @@ float *wreq_view_buffer(pskv_worker *w, size_t floats)
 
 int wreq_pp_stage(pskv_worker *w, req *r)
 {
-    if (!r->pp || !r->out || r->view || r->pp_dst)
+    if (!r->pp || !r->out || r->view || r->pp_dst || (r->nparts < 2 && w->R < 2))
         return 0;
     size_t floats = r->bytes / sizeof(float);
     float *b = wreq_view_buffer(w, floats);

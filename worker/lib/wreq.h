@@ -61,13 +61,15 @@ WINTERNAL wview_held *wreq_view(pskv_worker *w, int64_t ts);
  * or a new one (NULL when out of memory). */
 WINTERNAL float *wreq_view_buffer(pskv_worker *w, size_t floats);
 
-/* pskv_pushpull request r into the caller's array (out) with several parts or
- * replicas (at submit, or when a part is planned again into several): out becomes a
- * buffer of the library's (from wreq_view_buffer) and the caller's array r->pp_dst,
- * written by wreq_finish once every part has answered and none refused (a refused
- * part leaves it untouched; one part without replicas writes it directly: its
- * values come only once its push was applied, and nothing can fail after). Does
- * nothing for a view or a request staged already. Returns 0 or -PSKV_ENOMEM. */
+/* Called once a pskv_pushpull request's parts are planned (at submit, and again
+ * when a part is planned anew): into the caller's array (out) with several parts,
+ * or with replicas (a part's values may come before its chain's answer), out
+ * becomes a buffer of the library's (from wreq_view_buffer) and the caller's array
+ * r->pp_dst, written by wreq_finish once every part has answered and none refused
+ * (a refused part leaves it untouched; one part without replicas writes it
+ * directly: its values come only once its push was applied, and nothing can fail
+ * after). Does nothing otherwise (any other request, a view, one staged already).
+ * Returns 0 or -PSKV_ENOMEM. */
 WINTERNAL int wreq_pp_stage(pskv_worker *w, req *r);
 
 /* Gives held view v's memory back: its buffer kept as the spare or freed, its region to the next

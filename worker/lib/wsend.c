@@ -334,8 +334,6 @@ static int resend_part(pskv_worker *w, req *r, int pi, int refused)
         goto out;
     }
     r->parts = grown;
-    if (nnew > 1 && (err = wreq_pp_stage(w, r)) < 0) /* a combined call's values wait */
-        goto out;
     if (r->parts[pi].retry_at) {
         r->parts[pi].retry_at = 0;
         w->nretry--;
@@ -373,6 +371,7 @@ static int resend_part(pskv_worker *w, req *r, int pi, int refused)
         if ((err = wsend_data_part(w, r, ni, 1, floor)) < 0)
             goto out;
     }
+    err = wreq_pp_stage(w, r); /* a combined call now in several parts: its values wait */
 out:
     free(rk);
     free(rc);

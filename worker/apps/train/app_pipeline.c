@@ -559,8 +559,7 @@ static int read_options(stage *st)
     /* --pushpull left unset or set: on where pskv_pushpull applies (not with a table
      * per layer, a wire filter or a 16-bit wire); --pushpull=false: push, then pull */
     const cfg_entry *ppf = cfg_find(cfg, "pushpull");
-    st->pp = !st->bal && (!strcmp(ppf->from, "default") || ppf->i) &&
-             !*cfg_str(cfg, "filter") && !strcmp(cfg_str(cfg, "wire"), "fp32");
+    st->pp = !st->bal && (!strcmp(ppf->from, "default") || ppf->i) && app_pushpull_fits(cfg);
     st->B = (int)cfg_int(cfg, "batch");
     st->M = (int)cfg_int(cfg, "micro-batches");
     if (st->M > st->B) {

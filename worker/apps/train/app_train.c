@@ -361,9 +361,7 @@ static int first_pull(run *r)
                    ? (int)ppf->i
                    : r->overlap && (cfg_int(r->cfg, "shm") || pskv_num_replicas(r->w) == 1);
     /* pskv_pushpull: not with filters, a 16-bit wire or loss scaling (pskv.h) */
-    int pp = !r->ar && !(r->ls.scale > 0) && want &&
-             !*cfg_str(r->cfg, "filter") && !r->digests &&
-             !strcmp(cfg_str(r->cfg, "wire"), "fp32");
+    int pp = !r->ar && !(r->ls.scale > 0) && want && !r->digests && app_pushpull_fits(r->cfg);
     r->pp = pp && !r->overlap;
     r->ppv = pp && r->overlap;
     r->tcp_first = r->overlap && !cfg_int(r->cfg, "shm");
